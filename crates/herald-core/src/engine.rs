@@ -1,0 +1,268 @@
+//! The channel engine: the one place that publishes (durable append, then fan-out through the
+//! hub in seq order), subscribes with exact resume, and answers history and channel questions.
+//! Transports and the HTTP API call only this.
+
+use std::sync::Arc;
+
+use crate::error::{ErrorCode, HeraldError};
+use crate::hub::{Hub, Subscription};
+use crate::log::{Appended, ChannelLog, ChannelState, LogSlice, ReadFrom, StoreError};
+use crate::message::{Cursor, Epoch, NewMessage, SharedMessage};
+use crate::name::ChannelName;
+use crate::namespace::Namespaces;
+use crate::outbox::{OutFrame, Outbox};
+
+/// Messages read per page while catching a subscriber up.
+const CATCH_UP_PAGE: usize = 1000;
+
+/// What a subscriber asked for.
+#[derive(Debug, Clone, Default)]
+pub struct SubscribeRequest {
+    /// Resume after this position.
+    pub since: Option<Cursor>,
+    /// Send the channel's last message first (`None` = the namespace default).
+    pub last: Option<bool>,
+}
+
+/// The outcome of a subscribe, for the transport's reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubscribeOutcome {
+    /// The channel's epoch.
+    pub epoch: Epoch,
+    /// The channel's newest seq when the subscription started; replayed messages end here.
+    pub seq: u64,
+    /// Whether the `since` cursor could be resumed exactly. False when no cursor was given.
+    pub recovered: bool,
+}
+
+/// A subscription that has read its catch-up and is ready to go live.
+pub struct Catchup {
+    /// The registered subscription.
+    pub subscription: Arc<Subscription>,
+    /// What to tell the client.
+    pub outcome: SubscribeOutcome,
+    /// Messages to replay, in order, after the reply.
+    pub messages: Vec<SharedMessage>,
+}
+
+impl Catchup {
+    /// Queues `reply` (if any), the replayed messages and any live messages that arrived
+    /// meanwhile, then switches the subscription to live delivery.
+    pub fn go_live(self, reply: Option<OutFrame>) -> Arc<Subscription> {
+        let frames = reply
+            .into_iter()
+            .chain(self.messages.into_iter().map(OutFrame::Message))
+            .collect();
+        self.subscription.go_live(frames, self.outcome.seq);
+        self.subscription
+    }
+}
+
+/// The channel engine.
+pub struct Engine {
+    log: Arc<dyn ChannelLog>,
+    hub: Arc<Hub>,
+    namespaces: Namespaces,
+}
+
+fn store_error(e: StoreError) -> HeraldError {
+    match e {
+        StoreError::Closed => HeraldError::new(ErrorCode::ShuttingDown, e.to_string()),
+        StoreError::Backend(_) => HeraldError::new(ErrorCode::StoreFailed, e.to_string()),
+    }
+}
+
+impl Engine {
+    /// An engine over `log`, whose commit sink must be `hub`.
+    pub fn new(log: Arc<dyn ChannelLog>, hub: Arc<Hub>, namespaces: Namespaces) -> Self {
+        Engine {
+            log,
+            hub,
+            namespaces,
+        }
+    }
+
+    /// The namespace table.
+    pub fn namespaces(&self) -> &Namespaces {
+        &self.namespaces
+    }
+
+    /// The underlying log (for key storage and shutdown).
+    pub fn log(&self) -> &Arc<dyn ChannelLog> {
+        &self.log
+    }
+
+    /// Appends messages to a channel durably; subscribers receive them once stored.
+    pub async fn publish(
+        &self,
+        channel: &ChannelName,
+        messages: Vec<NewMessage>,
+    ) -> Result<Vec<Appended>, HeraldError> {
+        let retention = self.namespaces.options(channel.as_str()).retention;
+        let started = std::time::Instant::now();
+        let n = messages.len() as u64;
+        let out = self
+            .log
+            .append(channel, messages, retention)
+            .await
+            .map_err(store_error)?;
+        metrics::histogram!("herald_publish_seconds").record(started.elapsed().as_secs_f64());
+        metrics::counter!("herald_published_messages_total").increment(n);
+        Ok(out)
+    }
+
+    /// Registers a subscription on `outbox` and reads what it must replay. The caller queues its
+    /// reply with [`Catchup::go_live`]; until then live messages are held back.
+    pub async fn subscribe(
+        &self,
+        channel: &ChannelName,
+        outbox: &Arc<Outbox>,
+        request: &SubscribeRequest,
+    ) -> Result<Catchup, HeraldError> {
+        let subscription = self.hub.subscribe(channel, outbox.clone());
+        match self.catch_up(channel, request).await {
+            Ok((outcome, messages)) => Ok(Catchup {
+                subscription,
+                outcome,
+                messages,
+            }),
+            Err(e) => {
+                self.hub.unsubscribe(channel, subscription.id());
+                Err(e)
+            }
+        }
+    }
+
+    async fn catch_up(
+        &self,
+        channel: &ChannelName,
+        request: &SubscribeRequest,
+    ) -> Result<(SubscribeOutcome, Vec<SharedMessage>), HeraldError> {
+        let last = request
+            .last
+            .unwrap_or(self.namespaces.options(channel.as_str()).last_on_subscribe);
+        let state = self.log.state(channel).await.map_err(store_error)?;
+        let resumable = request
+            .since
+            .as_ref()
+            .filter(|since| is_resumable(since, &state));
+        let (state, messages, recovered) = match resumable {
+            Some(since) => {
+                let (state, messages) = self.read_all_after(channel, since.seq).await?;
+                (state, messages, true)
+            }
+            None if last => {
+                let slice = self.read(channel, ReadFrom::Tail(1), 1).await?;
+                (slice.state, slice.messages, false)
+            }
+            None => (state, Vec::new(), false),
+        };
+        let outcome = SubscribeOutcome {
+            epoch: state.epoch,
+            seq: state.last_seq,
+            recovered,
+        };
+        Ok((outcome, messages))
+    }
+
+    async fn read_all_after(
+        &self,
+        channel: &ChannelName,
+        mut after: u64,
+    ) -> Result<(ChannelState, Vec<SharedMessage>), HeraldError> {
+        let mut all = Vec::new();
+        loop {
+            let slice = self
+                .read(channel, ReadFrom::After(after), CATCH_UP_PAGE)
+                .await?;
+            let full = slice.messages.len() == CATCH_UP_PAGE;
+            if let Some(m) = slice.messages.last() {
+                after = m.seq;
+            }
+            all.extend(slice.messages);
+            if !full {
+                return Ok((slice.state, all));
+            }
+        }
+    }
+
+    /// Removes a subscription.
+    pub fn unsubscribe(&self, channel: &ChannelName, subscription: &Subscription) -> bool {
+        self.hub.unsubscribe(channel, subscription.id())
+    }
+
+    /// Reads from a channel's log.
+    pub async fn read(
+        &self,
+        channel: &ChannelName,
+        from: ReadFrom,
+        limit: usize,
+    ) -> Result<LogSlice, HeraldError> {
+        self.log
+            .read(channel, from, limit)
+            .await
+            .map_err(store_error)
+    }
+
+    /// A channel's state.
+    pub async fn state(&self, channel: &ChannelName) -> Result<ChannelState, HeraldError> {
+        self.log.state(channel).await.map_err(store_error)
+    }
+
+    /// Channels in name order after `after`.
+    pub async fn list(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ChannelState>, HeraldError> {
+        self.log.list(after, limit).await.map_err(store_error)
+    }
+
+    /// Live subscribers of a channel on this node.
+    pub fn subscriber_count(&self, channel: &ChannelName) -> usize {
+        self.hub.subscriber_count(channel)
+    }
+}
+
+/// Whether a client at `since` can be resumed exactly from a log in `state`. A cursor with an
+/// empty epoch is taken to be in the current epoch; seq 0 is valid in any epoch.
+pub fn is_resumable(since: &Cursor, state: &ChannelState) -> bool {
+    let epoch_ok =
+        since.seq == 0 || since.epoch.as_str().is_empty() || since.epoch == state.epoch;
+    epoch_ok && since.seq <= state.last_seq && since.seq + 1 >= state.first_seq
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(epoch: &str, first: u64, last: u64) -> ChannelState {
+        ChannelState {
+            name: ChannelName::parse("c").unwrap(),
+            epoch: Epoch::new(epoch),
+            last_seq: last,
+            first_seq: first,
+        }
+    }
+
+    fn cur(epoch: &str, seq: u64) -> Cursor {
+        Cursor {
+            epoch: Epoch::new(epoch),
+            seq,
+        }
+    }
+
+    #[test]
+    fn resumability() {
+        let s = state("e1", 10, 20);
+        assert!(is_resumable(&cur("e1", 9), &s));
+        assert!(is_resumable(&cur("e1", 20), &s));
+        assert!(is_resumable(&cur("", 15), &s));
+        assert!(!is_resumable(&cur("e1", 8), &s), "gap before retained history");
+        assert!(!is_resumable(&cur("e2", 15), &s), "other epoch");
+        assert!(!is_resumable(&cur("e1", 21), &s), "ahead of the log");
+        assert!(is_resumable(&cur("zz", 0), &state("e1", 1, 5)));
+        assert!(!is_resumable(&cur("zz", 0), &state("e1", 3, 5)));
+        assert!(is_resumable(&cur("", 0), &state("", 1, 0)));
+    }
+}

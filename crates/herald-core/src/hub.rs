@@ -1,0 +1,225 @@
+//! The fan-out hub: which connections are subscribed to which channel, and delivery of each
+//! committed message to them. The registry is sharded by channel name so publish and subscribe
+//! on different channels never contend on one lock; delivery takes a shard's read lock only.
+//!
+//! A new subscription starts in catch-up mode: live messages are parked in the subscription
+//! until the subscriber has queued its reply and the history it missed, then it goes live. That
+//! is what makes resume exact (no gap, no duplicate) without blocking publishers.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::log::CommitSink;
+use crate::message::SharedMessage;
+use crate::name::ChannelName;
+use crate::outbox::{CloseReason, OutFrame, Outbox};
+
+const SHARDS: usize = 64;
+
+/// Live messages a subscription may park while catching up before it counts as slow.
+const MAX_PARKED: usize = 10_000;
+
+/// One connection's subscription to one channel.
+pub struct Subscription {
+    id: u64,
+    outbox: Arc<Outbox>,
+    live: AtomicBool,
+    parked: Mutex<Vec<SharedMessage>>,
+}
+
+impl Subscription {
+    /// The subscription's id, unique in this process.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    fn deliver(&self, message: &SharedMessage) {
+        if self.live.load(Ordering::Acquire) {
+            self.outbox.push(OutFrame::Message(message.clone()));
+            return;
+        }
+        let mut parked = self.parked.lock();
+        if self.live.load(Ordering::Acquire) {
+            drop(parked);
+            self.outbox.push(OutFrame::Message(message.clone()));
+        } else if parked.len() >= MAX_PARKED {
+            drop(parked);
+            self.outbox.close(CloseReason::SlowConsumer);
+        } else {
+            parked.push(message.clone());
+        }
+    }
+
+    /// Queues `first` (reply and catch-up frames), then every parked live message with a seq
+    /// above `caught_up_to`, and switches to live delivery, all under the parking lock so no
+    /// live message can slip in between.
+    pub fn go_live(&self, first: Vec<OutFrame>, caught_up_to: u64) {
+        let mut parked = self.parked.lock();
+        let rest = std::mem::take(&mut *parked)
+            .into_iter()
+            .filter(|m| m.seq > caught_up_to)
+            .map(OutFrame::Message);
+        self.outbox.push_all_unbounded(first.into_iter().chain(rest));
+        self.live.store(true, Ordering::Release);
+    }
+}
+
+type Shard = RwLock<HashMap<ChannelName, Vec<Arc<Subscription>>>>;
+
+/// The sharded registry of subscriptions.
+pub struct Hub {
+    shards: Box<[Shard]>,
+    hasher: RandomState,
+    next_id: AtomicU64,
+}
+
+impl Default for Hub {
+    fn default() -> Self {
+        Hub {
+            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
+            hasher: RandomState::new(),
+            next_id: AtomicU64::new(1),
+        }
+    }
+}
+
+impl Hub {
+    /// An empty hub.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Hub::default())
+    }
+
+    fn shard(&self, channel: &ChannelName) -> &Shard {
+        let h = self.hasher.hash_one(channel.as_str()) as usize;
+        &self.shards[h % SHARDS]
+    }
+
+    /// Registers a subscription in catch-up mode; it receives nothing until
+    /// [`Subscription::go_live`].
+    pub fn subscribe(&self, channel: &ChannelName, outbox: Arc<Outbox>) -> Arc<Subscription> {
+        let sub = Arc::new(Subscription {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            outbox,
+            live: AtomicBool::new(false),
+            parked: Mutex::new(Vec::new()),
+        });
+        self.shard(channel)
+            .write()
+            .entry(channel.clone())
+            .or_default()
+            .push(sub.clone());
+        metrics::gauge!("herald_subscriptions").increment(1.0);
+        sub
+    }
+
+    /// Removes a subscription; returns whether it was registered.
+    pub fn unsubscribe(&self, channel: &ChannelName, id: u64) -> bool {
+        let mut shard = self.shard(channel).write();
+        let Some(subs) = shard.get_mut(channel) else {
+            return false;
+        };
+        let Some(pos) = subs.iter().position(|s| s.id == id) else {
+            return false;
+        };
+        subs.swap_remove(pos);
+        if subs.is_empty() {
+            shard.remove(channel);
+        }
+        metrics::gauge!("herald_subscriptions").decrement(1.0);
+        true
+    }
+
+    /// Number of subscriptions to `channel` on this node.
+    pub fn subscriber_count(&self, channel: &ChannelName) -> usize {
+        self.shard(channel).read().get(channel).map_or(0, Vec::len)
+    }
+
+    /// Delivers one message to every subscription of its channel.
+    pub fn deliver(&self, message: &SharedMessage) {
+        let shard = self.shard(&message.channel).read();
+        if let Some(subs) = shard.get(&message.channel) {
+            for sub in subs {
+                sub.deliver(message);
+            }
+            metrics::counter!("herald_deliveries_total").increment(subs.len() as u64);
+        }
+    }
+}
+
+impl CommitSink for Hub {
+    fn committed(&self, messages: &[SharedMessage]) {
+        for m in messages {
+            self.deliver(m);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::{Epoch, StoredMessage};
+    use bytes::Bytes;
+
+    fn msg(ch: &ChannelName, seq: u64) -> SharedMessage {
+        Arc::new(StoredMessage::new(
+            ch.clone(),
+            Epoch::new("e"),
+            seq,
+            None,
+            0,
+            Bytes::from_static(b"{}"),
+        ))
+    }
+
+    fn seqs(outbox: &Outbox) -> Vec<u64> {
+        outbox
+            .take()
+            .0
+            .into_iter()
+            .filter_map(|f| match f {
+                OutFrame::Message(m) => Some(m.seq),
+                OutFrame::Control(_) => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn parks_until_live_then_dedupes() {
+        let hub = Hub::new();
+        let ch = ChannelName::parse("news").unwrap();
+        let out = Outbox::new(1 << 20);
+        let sub = hub.subscribe(&ch, out.clone());
+        hub.deliver(&msg(&ch, 3));
+        hub.deliver(&msg(&ch, 4));
+        assert!(seqs(&out).is_empty(), "nothing before go_live");
+        // history read covered up to 3
+        sub.go_live(
+            vec![OutFrame::Message(msg(&ch, 2)), OutFrame::Message(msg(&ch, 3))],
+            3,
+        );
+        hub.deliver(&msg(&ch, 5));
+        assert_eq!(seqs(&out), vec![2, 3, 4, 5]);
+    }
+
+    #[test]
+    fn unsubscribe_stops_delivery_and_counts() {
+        let hub = Hub::new();
+        let ch = ChannelName::parse("a/b").unwrap();
+        let out = Outbox::new(1 << 20);
+        let s1 = hub.subscribe(&ch, out.clone());
+        let s2 = hub.subscribe(&ch, out.clone());
+        s1.go_live(vec![], 0);
+        s2.go_live(vec![], 0);
+        assert_eq!(hub.subscriber_count(&ch), 2);
+        assert!(hub.unsubscribe(&ch, s1.id()));
+        assert!(!hub.unsubscribe(&ch, s1.id()));
+        hub.deliver(&msg(&ch, 1));
+        assert_eq!(seqs(&out), vec![1]);
+        assert!(hub.unsubscribe(&ch, s2.id()));
+        assert_eq!(hub.subscriber_count(&ch), 0);
+    }
+}

@@ -1,0 +1,23 @@
+//! Herald's core: the model (channels, messages, cursors), the channel engine that appends,
+//! fans out and resumes, the per-connection outbox, and client/publisher authentication.
+//!
+//! Nothing here opens a socket or speaks SQL. Storage is reached through [`log::ChannelLog`],
+//! implemented in `herald-store`; transports live in `herald-edge`.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod auth;
+pub mod engine;
+pub mod error;
+pub mod hub;
+pub mod log;
+pub mod message;
+pub mod name;
+pub mod namespace;
+pub mod outbox;
+pub mod pattern;
+
+pub use engine::Engine;
+pub use error::{ErrorCode, HeraldError};
+pub use message::{Cursor, Epoch, NewMessage, StoredMessage};
+pub use name::ChannelName;

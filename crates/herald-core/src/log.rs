@@ -1,0 +1,138 @@
+//! The channel log as the engine sees it: durable, ordered appends with idempotency, reads from a
+//! seq, and channel state. `herald-store` implements it (SQLite today, PostgreSQL later).
+
+use async_trait::async_trait;
+
+use crate::message::{Epoch, NewMessage, SharedMessage};
+use crate::name::ChannelName;
+
+/// A storage failure. The operation did not happen (appends are all-or-nothing per request).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    /// The backing store failed (I/O, corruption, SQL error).
+    #[error("store failed: {0}")]
+    Backend(String),
+    /// The store is closed (shutting down).
+    #[error("store is closed")]
+    Closed,
+}
+
+/// How much history a channel keeps; older messages are removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// Keep at most this many of the newest messages (at least 1).
+    pub max_messages: u64,
+    /// Remove messages older than this many milliseconds (0 = no age limit).
+    pub max_age_ms: u64,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention {
+            max_messages: 1000,
+            max_age_ms: 24 * 3600 * 1000,
+        }
+    }
+}
+
+/// Where a channel's log stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelState {
+    /// The channel.
+    pub name: ChannelName,
+    /// Current epoch; empty if the channel has never had a message.
+    pub epoch: Epoch,
+    /// Seq of the newest message (0 if none).
+    pub last_seq: u64,
+    /// Seq of the oldest message still retained (`last_seq + 1` when none is retained).
+    pub first_seq: u64,
+}
+
+impl ChannelState {
+    /// State of a channel that has never had a message.
+    pub fn empty(name: ChannelName) -> Self {
+        ChannelState {
+            name,
+            epoch: Epoch::default(),
+            last_seq: 0,
+            first_seq: 1,
+        }
+    }
+}
+
+/// Which part of a channel's log to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadFrom {
+    /// Messages with seq greater than this, oldest first.
+    After(u64),
+    /// The newest n messages, oldest first.
+    Tail(u64),
+}
+
+/// A read from a channel's log.
+#[derive(Debug, Clone)]
+pub struct LogSlice {
+    /// The channel's state at the time of the read.
+    pub state: ChannelState,
+    /// The messages read, in seq order.
+    pub messages: Vec<SharedMessage>,
+}
+
+/// What one append produced.
+#[derive(Debug, Clone)]
+pub struct Appended {
+    /// The stored message (for a duplicate, the one stored earlier).
+    pub message: SharedMessage,
+    /// True if the idempotency key was already stored and nothing new was appended.
+    pub duplicate: bool,
+}
+
+/// Receives committed messages in seq order, right after they are durable and before the append
+/// that produced them returns. The engine's fan-out hub implements it; ordering across all
+/// appends of a channel is the log's responsibility.
+pub trait CommitSink: Send + Sync {
+    /// Called with newly stored (never duplicate) messages, in commit order.
+    fn committed(&self, messages: &[SharedMessage]);
+}
+
+/// A durable, ordered channel log.
+#[async_trait]
+pub trait ChannelLog: Send + Sync {
+    /// Appends `messages` to `channel` in order and returns once they are stored according to the
+    /// sync policy. A message whose `id` is already stored in the channel is not appended again;
+    /// its earlier copy is returned with `duplicate: true`. New messages are passed to the
+    /// [`CommitSink`] before this returns.
+    async fn append(
+        &self,
+        channel: &ChannelName,
+        messages: Vec<NewMessage>,
+        retention: Retention,
+    ) -> Result<Vec<Appended>, StoreError>;
+
+    /// Reads up to `limit` messages.
+    async fn read(
+        &self,
+        channel: &ChannelName,
+        from: ReadFrom,
+        limit: usize,
+    ) -> Result<LogSlice, StoreError>;
+
+    /// The channel's state (an empty state if it has never had a message).
+    async fn state(&self, channel: &ChannelName) -> Result<ChannelState, StoreError>;
+
+    /// Channels in name order, starting after `after`, at most `limit`.
+    async fn list(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ChannelState>, StoreError>;
+
+    /// SHA-256 hex hashes of the publisher API keys.
+    async fn api_key_hashes(&self) -> Result<Vec<String>, StoreError>;
+
+    /// Stores the hash of a new publisher API key (no-op if present).
+    async fn add_api_key_hash(&self, hash: &str, label: &str) -> Result<(), StoreError>;
+
+    /// Flushes and stops accepting appends; waits for in-flight appends to finish.
+    async fn close(&self);
+}

@@ -1,0 +1,152 @@
+//! Messages and cursors: what a publisher sends, what the log stores, and the `(epoch, seq)`
+//! position every transport resumes from.
+
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
+
+use crate::name::ChannelName;
+
+/// A channel log's epoch: changes only if the channel's log was lost or reset, so a cursor from
+/// another epoch cannot be resumed. Empty for a channel that has never had a message.
+#[derive(Clone, PartialEq, Eq, Hash, Default)]
+pub struct Epoch(Arc<str>);
+
+impl Epoch {
+    /// Wraps an epoch string.
+    pub fn new(s: &str) -> Self {
+        Epoch(Arc::from(s))
+    }
+
+    /// A fresh random epoch (8 lowercase hex digits).
+    pub fn generate() -> Self {
+        Epoch::new(&format!("{:08x}", rand::random::<u32>()))
+    }
+
+    /// The epoch as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Epoch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for Epoch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+/// A position in a channel: the last message a client has seen. `seq == 0` means "before the
+/// first message" and is valid in any epoch.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Cursor {
+    /// Epoch the seq belongs to; may be empty when `seq == 0` or when the client does not know it.
+    pub epoch: Epoch,
+    /// Seq of the last message seen.
+    pub seq: u64,
+}
+
+/// A message as a publisher hands it to the engine.
+#[derive(Debug, Clone)]
+pub struct NewMessage {
+    /// Client-supplied idempotency key, if any.
+    pub id: Option<String>,
+    /// The payload: JSON text, already validated.
+    pub data: Bytes,
+}
+
+/// The ways a stored message is encoded on the wire; each is encoded at most once per message and
+/// shared by every connection of that kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameKind {
+    /// WebSocket JSON text frame.
+    WsJson = 0,
+    /// SSE `data:` lines (the id line is per connection).
+    SseData = 1,
+    /// Entry of a long-poll or history JSON array.
+    JsonEntry = 2,
+}
+
+const FRAME_KINDS: usize = 3;
+
+/// A message as stored in a channel log and fanned out to subscribers.
+pub struct StoredMessage {
+    /// Channel it belongs to.
+    pub channel: ChannelName,
+    /// Position in the channel, from 1.
+    pub seq: u64,
+    /// Idempotency key supplied by the publisher, or `None` when generated.
+    pub client_id: Option<String>,
+    /// Time it was stored, in milliseconds since the Unix epoch.
+    pub time: i64,
+    /// The payload: JSON text.
+    pub data: Bytes,
+    /// The epoch of the log it was appended to.
+    pub epoch: Epoch,
+    frames: [OnceLock<Bytes>; FRAME_KINDS],
+}
+
+impl StoredMessage {
+    /// Builds a stored message.
+    pub fn new(
+        channel: ChannelName,
+        epoch: Epoch,
+        seq: u64,
+        client_id: Option<String>,
+        time: i64,
+        data: Bytes,
+    ) -> Self {
+        StoredMessage {
+            channel,
+            seq,
+            client_id,
+            time,
+            data,
+            epoch,
+            frames: Default::default(),
+        }
+    }
+
+    /// The message id: the publisher's idempotency key, or `<epoch>-<seq>` when none was given.
+    pub fn id(&self) -> String {
+        match &self.client_id {
+            Some(id) => id.clone(),
+            None => format!("{}-{}", self.epoch, self.seq),
+        }
+    }
+
+    /// The message encoded as `kind`, encoding it with `encode` the first time it is asked for.
+    pub fn frame(&self, kind: FrameKind, encode: impl FnOnce(&StoredMessage) -> Bytes) -> Bytes {
+        self.frames[kind as usize]
+            .get_or_init(|| encode(self))
+            .clone()
+    }
+}
+
+impl fmt::Debug for StoredMessage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StoredMessage")
+            .field("channel", &self.channel)
+            .field("seq", &self.seq)
+            .field("epoch", &self.epoch)
+            .field("client_id", &self.client_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Current time in milliseconds since the Unix epoch.
+pub fn now_millis() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// A reference-counted stored message; what the hub and outboxes carry.
+pub type SharedMessage = Arc<StoredMessage>;

@@ -1,0 +1,114 @@
+//! Channel names: the grammar every transport and the API accept.
+//!
+//! A name is 1 to 255 bytes of `A-Z a-z 0-9` and `_ - . : @ = /`; `/` separates segments and a
+//! segment may not be empty (no leading, trailing or doubled `/`). Names are case-sensitive.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::error::{ErrorCode, HeraldError};
+
+/// Longest channel name accepted, in bytes.
+pub const MAX_CHANNEL_NAME_LEN: usize = 255;
+
+/// A validated channel name. Cloning is cheap (reference-counted).
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ChannelName(Arc<str>);
+
+impl ChannelName {
+    /// Validates `name` against the channel grammar.
+    pub fn parse(name: &str) -> Result<Self, HeraldError> {
+        validate(name).map_err(|why| {
+            HeraldError::new(
+                ErrorCode::ChannelInvalid,
+                format!("invalid channel name {:?}: {why}", truncate(name)),
+            )
+        })?;
+        Ok(ChannelName(Arc::from(name)))
+    }
+
+    /// The name as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+fn truncate(name: &str) -> String {
+    name.chars().take(64).collect()
+}
+
+fn validate(name: &str) -> Result<(), &'static str> {
+    if name.is_empty() {
+        return Err("it is empty");
+    }
+    if name.len() > MAX_CHANNEL_NAME_LEN {
+        return Err("it is longer than 255 bytes");
+    }
+    if !name.bytes().all(is_name_byte) {
+        return Err("only A-Z a-z 0-9 and _ - . : @ = / are allowed");
+    }
+    if name.split('/').any(str::is_empty) {
+        return Err("a '/' may not start or end the name or follow another '/'");
+    }
+    Ok(())
+}
+
+fn is_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':' | b'@' | b'=' | b'/')
+}
+
+impl fmt::Display for ChannelName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for ChannelName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl AsRef<str> for ChannelName {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl serde::Serialize for ChannelName {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn accepts_documented_examples() {
+        for ok in ["news", "chat/room-42", "prices/EURUSD", "a:b@c=d.e_f", "x"] {
+            assert!(ChannelName::parse(ok).is_ok(), "{ok}");
+        }
+    }
+
+    #[test]
+    fn rejects_bad_names_with_reason() {
+        for bad in ["", "/news", "news/", "a//b", "sp ace", "é", "a*b", "a?b"] {
+            let err = ChannelName::parse(bad).unwrap_err();
+            assert_eq!(err.code, ErrorCode::ChannelInvalid, "{bad}");
+        }
+        assert!(ChannelName::parse(&"a".repeat(256)).is_err());
+        assert!(ChannelName::parse(&"a".repeat(255)).is_ok());
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics_and_roundtrips(s in ".{0,300}") {
+            if let Ok(n) = ChannelName::parse(&s) {
+                prop_assert_eq!(n.as_str(), s.as_str());
+            }
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! Channel patterns in client tokens (`"channels": ["news", "chat/*"]`): which channels a token
+//! may subscribe to or publish to.
+//!
+//! Grammar: a pattern is matched segment by segment (`/` separates segments). `*` as a whole
+//! segment matches exactly one segment; `**` as the last segment matches one or more segments;
+//! `*` inside a segment matches any run of characters within that segment (`prices/EUR*`).
+//! A lone `**` matches every channel. Anything else matches literally.
+
+/// A compiled channel pattern.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelPattern {
+    segments: Vec<String>,
+}
+
+impl ChannelPattern {
+    /// Compiles a pattern. Any string is a valid pattern.
+    pub fn new(pattern: &str) -> Self {
+        ChannelPattern {
+            segments: pattern.split('/').map(str::to_owned).collect(),
+        }
+    }
+
+    /// Whether `channel` matches this pattern.
+    pub fn matches(&self, channel: &str) -> bool {
+        let mut names = channel.split('/');
+        let last = self.segments.len() - 1;
+        for (i, seg) in self.segments.iter().enumerate() {
+            if seg == "**" && i == last {
+                return names.next().is_some();
+            }
+            match names.next() {
+                Some(name) if segment_matches(seg, name) => {}
+                _ => return false,
+            }
+        }
+        names.next().is_none()
+    }
+}
+
+/// Glob within one segment: `*` matches any run of characters.
+fn segment_matches(pattern: &str, name: &str) -> bool {
+    if !pattern.contains('*') {
+        return pattern == name;
+    }
+    let parts: Vec<&str> = pattern.split('*').collect();
+    let (first, rest) = parts.split_first().expect("split yields at least one part");
+    let Some(mut remaining) = name.strip_prefix(first) else {
+        return false;
+    };
+    let (last, middle) = rest.split_last().expect("pattern contains '*'");
+    for part in middle {
+        match remaining.find(part) {
+            Some(at) => remaining = &remaining[at + part.len()..],
+            None => return false,
+        }
+    }
+    remaining.len() >= last.len() && remaining.ends_with(last)
+}
+
+/// A list of patterns; a channel is allowed if any matches.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PatternSet(Vec<ChannelPattern>);
+
+impl PatternSet {
+    /// Compiles each pattern.
+    pub fn new<S: AsRef<str>>(patterns: &[S]) -> Self {
+        PatternSet(
+            patterns
+                .iter()
+                .map(|p| ChannelPattern::new(p.as_ref()))
+                .collect(),
+        )
+    }
+
+    /// A set that matches every channel.
+    pub fn all() -> Self {
+        PatternSet(vec![ChannelPattern::new("**")])
+    }
+
+    /// Whether any pattern matches.
+    pub fn allows(&self, channel: &str) -> bool {
+        self.0.iter().any(|p| p.matches(channel))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(p: &str, c: &str) -> bool {
+        ChannelPattern::new(p).matches(c)
+    }
+
+    #[test]
+    fn literal_and_wildcards() {
+        assert!(m("news", "news"));
+        assert!(!m("news", "news/uk"));
+        assert!(m("chat/*", "chat/room-42"));
+        assert!(!m("chat/*", "chat/room-42/x"));
+        assert!(!m("chat/*", "chat"));
+        assert!(m("chat/**", "chat/a/b"));
+        assert!(!m("chat/**", "chat"));
+        assert!(m("**", "anything/at/all"));
+        assert!(m("prices/EUR*", "prices/EURUSD"));
+        assert!(!m("prices/EUR*", "prices/USDEUR"));
+        assert!(m("a*c*e", "abcde"));
+        assert!(!m("a*c*e", "abcd"));
+        assert!(m("*-room", "x-room"));
+        assert!(!m("ab*ba", "aba"));
+    }
+
+    #[test]
+    fn set_allows_any() {
+        let s = PatternSet::new(&["news", "chat/*"]);
+        assert!(s.allows("news"));
+        assert!(s.allows("chat/1"));
+        assert!(!s.allows("other"));
+        assert!(!PatternSet::default().allows("news"));
+    }
+}

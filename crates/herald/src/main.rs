@@ -1,0 +1,3 @@
+//! The `herald` binary (placeholder until the CLI lands).
+mod serve;
+fn main() {}
