@@ -1,1 +1,82 @@
-pub fn placeholder() {}
+//! Herald's client transports: WebSocket ([`ws`]), Server-Sent Events ([`sse`]) and long-poll
+//! ([`poll`]). Each turns a connection into subscriptions on the [`Engine`] and writes what the
+//! connection's [`herald_core::outbox::Outbox`] holds; none of them touches storage directly.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod channels;
+mod http;
+pub mod poll;
+pub mod sse;
+pub mod ws;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::routing::get;
+use axum::Router;
+use herald_core::auth::{Client, TokenKeys};
+use herald_core::{Engine, ErrorCode, HeraldError};
+use tokio_util::sync::CancellationToken;
+
+/// Limits and switches of the client transports.
+#[derive(Debug, Clone)]
+pub struct EdgeSettings {
+    /// Let clients without a token subscribe.
+    pub allow_anonymous: bool,
+    /// Largest WebSocket frame or message a client may send, in bytes.
+    pub max_frame_bytes: usize,
+    /// Per-connection outbound queue limit, in bytes; past it the client is disconnected.
+    pub outbox_bytes: usize,
+    /// Most subscriptions one connection may hold.
+    pub max_subscriptions: usize,
+    /// How often idle connections get a keep-alive (WebSocket ping, SSE comment).
+    pub ping_interval: Duration,
+}
+
+impl Default for EdgeSettings {
+    fn default() -> Self {
+        EdgeSettings {
+            allow_anonymous: false,
+            max_frame_bytes: 64 * 1024,
+            outbox_bytes: 1024 * 1024,
+            max_subscriptions: 10_000,
+            ping_interval: Duration::from_secs(25),
+        }
+    }
+}
+
+/// What every transport handler needs.
+pub struct Edge {
+    /// The channel engine.
+    pub engine: Arc<Engine>,
+    /// Verifies client tokens.
+    pub tokens: Arc<TokenKeys>,
+    /// Limits.
+    pub settings: EdgeSettings,
+    /// Cancelled when the server starts shutting down; connections then close with a reason.
+    pub shutdown: CancellationToken,
+}
+
+impl Edge {
+    /// Authenticates a client by token, or as anonymous when there is none and that is allowed.
+    pub fn authenticate(&self, token: Option<&str>) -> Result<Client, HeraldError> {
+        match token {
+            Some(t) if !t.is_empty() => self.tokens.verify(t),
+            _ if self.settings.allow_anonymous => Ok(Client::anonymous()),
+            _ => Err(HeraldError::new(
+                ErrorCode::Unauthorized,
+                "a client token is required (?token=, Authorization: Bearer, or connect)",
+            )),
+        }
+    }
+}
+
+/// Routes `/v1/ws`, `/v1/sse` and `/v1/poll`.
+pub fn router(edge: Arc<Edge>) -> Router {
+    Router::new()
+        .route("/v1/ws", get(ws::upgrade))
+        .route("/v1/sse", get(sse::stream))
+        .route("/v1/poll", get(poll::poll))
+        .with_state(edge)
+}

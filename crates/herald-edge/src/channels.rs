@@ -1,0 +1,131 @@
+//! Subscribing an HTTP stream (SSE or long-poll) to the channels named in its query string, and
+//! tracking the per-channel positions its cursor string reports.
+
+use std::sync::Arc;
+
+use herald_core::auth::Client;
+use herald_core::engine::{SubscribeOutcome, SubscribeRequest};
+use herald_core::hub::Subscription;
+use herald_core::outbox::{OutFrame, Outbox};
+use herald_core::{ChannelName, Cursor, Engine, HeraldError, StoredMessage};
+
+use crate::Edge;
+
+/// Channel names from repeated `channel=` parameters, validated and de-duplicated.
+pub fn channel_params(
+    edge: &Edge,
+    pairs: &[(String, String)],
+) -> Result<Vec<ChannelName>, HeraldError> {
+    let mut names: Vec<ChannelName> = Vec::new();
+    for (_, value) in pairs.iter().filter(|(k, _)| k == "channel") {
+        let name = ChannelName::parse(value)?;
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    if names.is_empty() {
+        return Err(HeraldError::bad_request(
+            "name at least one channel: ?channel=NAME (repeat for more)",
+        ));
+    }
+    if names.len() > edge.settings.max_subscriptions {
+        return Err(HeraldError::new(
+            herald_core::ErrorCode::TooManySubscriptions,
+            format!(
+                "{} channels named; at most {} per connection",
+                names.len(),
+                edge.settings.max_subscriptions
+            ),
+        ));
+    }
+    Ok(names)
+}
+
+/// The subscriptions of one HTTP stream; dropping it unsubscribes them all, so a client that
+/// goes away leaves nothing behind.
+pub struct Subscriptions {
+    engine: Arc<Engine>,
+    subs: Vec<(ChannelName, Arc<Subscription>)>,
+    /// The channels, in the order the client named them (= cursor order).
+    pub names: Vec<ChannelName>,
+    /// Last position written to the client, per channel, in `names` order.
+    pub positions: Vec<Cursor>,
+    /// Each channel's subscribe outcome, in `names` order.
+    pub outcomes: Vec<SubscribeOutcome>,
+}
+
+impl Subscriptions {
+    /// Subscribes `outbox` to every channel, resuming each from its cursor. `reply` may queue a
+    /// confirmation frame ahead of each channel's replay.
+    pub async fn open(
+        edge: &Edge,
+        client: &Client,
+        names: Vec<ChannelName>,
+        cursors: Vec<Option<Cursor>>,
+        last: Option<bool>,
+        outbox: &Arc<Outbox>,
+        reply: impl Fn(&ChannelName, &SubscribeOutcome) -> Option<OutFrame>,
+    ) -> Result<Subscriptions, HeraldError> {
+        for name in &names {
+            client.check_subscribe(name.as_str())?;
+        }
+        let mut this = Subscriptions {
+            engine: edge.engine.clone(),
+            subs: Vec::with_capacity(names.len()),
+            names: Vec::new(),
+            positions: Vec::with_capacity(names.len()),
+            outcomes: Vec::with_capacity(names.len()),
+        };
+        for (name, since) in names.iter().zip(cursors) {
+            let request = SubscribeRequest {
+                since: since.clone(),
+                last,
+            };
+            let catchup = edge.engine.subscribe(name, outbox, &request).await?;
+            let outcome = catchup.outcome.clone();
+            let position = match since {
+                Some(since) if outcome.recovered => Cursor {
+                    epoch: outcome.epoch.clone(),
+                    seq: since.seq,
+                },
+                _ => Cursor {
+                    epoch: outcome.epoch.clone(),
+                    seq: outcome.seq,
+                },
+            };
+            let sub = catchup.go_live(reply(name, &outcome));
+            this.subs.push((name.clone(), sub));
+            this.positions.push(position);
+            this.outcomes.push(outcome);
+        }
+        this.names = names;
+        Ok(this)
+    }
+
+    /// Records that `message` was written; returns false if it is not one of these channels.
+    pub fn advance(&mut self, message: &StoredMessage) -> bool {
+        match self.names.iter().position(|n| *n == message.channel) {
+            Some(i) => {
+                self.positions[i] = Cursor {
+                    epoch: message.epoch.clone(),
+                    seq: message.seq,
+                };
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The cursor string for the current positions.
+    pub fn cursor(&self) -> String {
+        herald_proto::cursor::encode(&self.positions)
+    }
+}
+
+impl Drop for Subscriptions {
+    fn drop(&mut self) {
+        for (name, sub) in &self.subs {
+            self.engine.unsubscribe(name, sub);
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! Long-poll at `GET /v1/poll?channel=a&since=CURSOR&timeout=30`. Answers at once when messages
+//! after the cursor are waiting, otherwise when one arrives or the timeout passes. Every answer
+//! carries the cursor to send next time, so successive polls see every message exactly once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{RawQuery, State};
+use axum::http::{header, HeaderMap};
+use axum::response::{IntoResponse, Response};
+use herald_core::outbox::{OutFrame, Outbox};
+use herald_core::HeraldError;
+use serde::Serialize;
+
+use crate::channels::{channel_params, Subscriptions};
+use crate::http::{client_token, error_response, query_pairs};
+use crate::Edge;
+
+/// Longest wait a client may ask for.
+const MAX_TIMEOUT_SECS: u64 = 120;
+/// Wait when the client does not say.
+const DEFAULT_TIMEOUT_SECS: u64 = 30;
+
+/// Answers one long-poll request.
+pub async fn poll(
+    State(edge): State<Arc<Edge>>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    match answer(&edge, query.as_deref(), &headers).await {
+        Ok(response) => response,
+        Err(e) => error_response(&e),
+    }
+}
+
+#[derive(Serialize)]
+struct ChannelStatus<'a> {
+    channel: &'a str,
+    epoch: &'a str,
+    seq: u64,
+    recovered: bool,
+}
+
+
+async fn answer(
+    edge: &Arc<Edge>,
+    query: Option<&str>,
+    headers: &HeaderMap,
+) -> Result<Response, HeraldError> {
+    let pairs = query_pairs(query);
+    let client = edge.authenticate(client_token(&pairs, headers).as_deref())?;
+    let names = channel_params(edge, &pairs)?;
+    let param = |k: &str| pairs.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+    let cursors = herald_proto::cursor::decode(param("since").unwrap_or(""), names.len())?;
+    let timeout = match param("timeout") {
+        Some(t) => t.parse::<u64>().ok().filter(|t| *t <= MAX_TIMEOUT_SECS).ok_or_else(|| {
+            HeraldError::bad_request(format!(
+                "invalid timeout {t:?}: whole seconds from 0 to {MAX_TIMEOUT_SECS}"
+            ))
+        })?,
+        None => DEFAULT_TIMEOUT_SECS,
+    };
+    let outbox = Outbox::new(edge.settings.outbox_bytes);
+    let mut subs =
+        Subscriptions::open(edge, &client, names, cursors, None, &outbox, |_, _| None).await?;
+    let (mut frames, _) = outbox.take();
+    if frames.is_empty() {
+        tokio::select! {
+            batch = outbox.next_batch() => frames = batch.0,
+            _ = tokio::time::sleep(Duration::from_secs(timeout)) => {}
+            _ = edge.shutdown.cancelled() => {}
+        }
+    }
+    let mut body = Vec::with_capacity(256);
+    body.extend_from_slice(b"{\"messages\":[");
+    let mut written = 0u64;
+    for frame in frames {
+        if let OutFrame::Message(m) = frame {
+            if subs.advance(&m) {
+                if written > 0 {
+                    body.push(b',');
+                }
+                body.extend_from_slice(&herald_proto::frame::message_entry(&m));
+                written += 1;
+            }
+        }
+    }
+    body.extend_from_slice(b"],\"cursor\":");
+    serde_json::to_writer(&mut body, &subs.cursor()).map_err(internal)?;
+    body.extend_from_slice(b",\"channels\":");
+    let channels: Vec<_> = subs
+        .names
+        .iter()
+        .zip(&subs.outcomes)
+        .map(|(n, o)| ChannelStatus {
+            channel: n.as_str(),
+            epoch: o.epoch.as_str(),
+            seq: o.seq,
+            recovered: o.recovered,
+        })
+        .collect();
+    serde_json::to_writer(&mut body, &channels).map_err(internal)?;
+    body.push(b'}');
+    metrics::counter!("herald_messages_written_total", "transport" => "poll").increment(written);
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+}
+
+fn internal(e: serde_json::Error) -> HeraldError {
+    HeraldError::new(herald_core::ErrorCode::Internal, e.to_string())
+}

@@ -1,0 +1,261 @@
+//! One WebSocket connection's state and its commands: who the client is, what it is subscribed
+//! to, and the replies. Every reply goes through the connection's outbox, so replies and channel
+//! messages reach the client in the order they were produced.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use herald_core::auth::Client;
+use herald_core::engine::SubscribeRequest;
+use herald_core::hub::Subscription;
+use herald_core::log::ReadFrom;
+use herald_core::outbox::{OutFrame, Outbox};
+use herald_core::{ChannelName, Cursor, Epoch, ErrorCode, HeraldError, NewMessage};
+use herald_proto::command::{self, ClientFrame, Command};
+use herald_proto::frame::{self, SubscribeReply};
+use serde::Serialize;
+
+use crate::Edge;
+
+/// Most messages one `history` command returns.
+const MAX_HISTORY: usize = 1000;
+
+pub struct Session {
+    edge: Arc<Edge>,
+    outbox: Arc<Outbox>,
+    client: Option<Client>,
+    subscriptions: HashMap<ChannelName, Arc<Subscription>>,
+}
+
+impl Session {
+    pub fn new(edge: Arc<Edge>, outbox: Arc<Outbox>, client: Option<Client>) -> Self {
+        Session {
+            edge,
+            outbox,
+            client,
+            subscriptions: HashMap::new(),
+        }
+    }
+
+    /// Resolves when the client's token expires (never if it has no expiry).
+    pub fn token_expiry(&self) -> impl std::future::Future<Output = ()> + 'static {
+        let expires = self.client.as_ref().and_then(|c| c.expires);
+        async move {
+            match expires {
+                Some(exp) => {
+                    let now = SystemTime::now()
+                        .duration_since(UNIX_EPOCH)
+                        .map_or(0, |d| d.as_secs());
+                    tokio::time::sleep(Duration::from_secs(exp.saturating_sub(now))).await
+                }
+                None => std::future::pending().await,
+            }
+        }
+    }
+
+    fn send(&self, bytes: Bytes) {
+        self.outbox.push(OutFrame::Control(bytes));
+    }
+
+    fn send_error(&self, id: Option<u64>, e: &HeraldError) {
+        self.send(frame::error(id, e));
+    }
+
+    pub fn reject_binary(&self) {
+        self.send_error(
+            None,
+            &HeraldError::bad_request("binary frames are not supported; send JSON text frames"),
+        );
+    }
+
+    /// Handles one text frame.
+    pub async fn handle(&mut self, text: &str) {
+        let parsed = match ClientFrame::parse(text) {
+            Ok(f) => f,
+            Err(e) => return self.send_error(e.id, &e.error),
+        };
+        let id = parsed.id;
+        if let Err(e) = self.dispatch(id, parsed.command).await {
+            self.send_error(id, &e);
+        }
+    }
+
+    async fn dispatch(&mut self, id: Option<u64>, command: Command) -> Result<(), HeraldError> {
+        match command {
+            Command::Connect(c) => self.connect(id, c),
+            Command::Subscribe(s) => self.subscribe(id, s).await,
+            Command::Unsubscribe(u) => self.unsubscribe(id, u),
+            Command::Publish(p) => self.publish(id, p).await,
+            Command::History(h) => self.history(id, h).await,
+            Command::Ping => {
+                self.send(frame::reply(id, "pong", &serde_json::json!({})));
+                Ok(())
+            }
+        }
+    }
+
+    fn client(&self) -> Result<&Client, HeraldError> {
+        match &self.client {
+            Some(c) => Ok(c),
+            None => Err(HeraldError::new(
+                ErrorCode::Unauthorized,
+                "send {\"connect\":{\"token\":\"...\"}} first",
+            )),
+        }
+    }
+
+    fn connect(&mut self, id: Option<u64>, c: command::Connect) -> Result<(), HeraldError> {
+        let client = self.edge.authenticate(c.token.as_deref())?;
+        #[derive(Serialize)]
+        struct Connected<'a> {
+            sub: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            expires: Option<u64>,
+        }
+        self.send(frame::reply(
+            id,
+            "connect",
+            &Connected {
+                sub: &client.sub,
+                expires: client.expires,
+            },
+        ));
+        self.client = Some(client);
+        Ok(())
+    }
+
+    async fn subscribe(
+        &mut self,
+        id: Option<u64>,
+        s: command::Subscribe,
+    ) -> Result<(), HeraldError> {
+        if self.client.is_none() && self.edge.settings.allow_anonymous {
+            self.client = Some(Client::anonymous());
+        }
+        let channel = ChannelName::parse(&s.channel)?;
+        self.client()?.check_subscribe(channel.as_str())?;
+        if self.subscriptions.contains_key(&channel) {
+            return Err(HeraldError::new(
+                ErrorCode::AlreadySubscribed,
+                format!("already subscribed to {channel:?}"),
+            ));
+        }
+        if self.subscriptions.len() >= self.edge.settings.max_subscriptions {
+            return Err(HeraldError::new(
+                ErrorCode::TooManySubscriptions,
+                format!(
+                    "at most {} subscriptions per connection",
+                    self.edge.settings.max_subscriptions
+                ),
+            ));
+        }
+        let request = SubscribeRequest {
+            since: s.since.map(|since| Cursor {
+                epoch: Epoch::new(since.epoch.as_deref().unwrap_or("")),
+                seq: since.seq,
+            }),
+            last: s.last,
+        };
+        let catchup = self
+            .edge
+            .engine
+            .subscribe(&channel, &self.outbox, &request)
+            .await?;
+        let o = &catchup.outcome;
+        let reply = frame::reply(
+            id,
+            "subscribe",
+            &SubscribeReply {
+                channel: channel.as_str(),
+                seq: o.seq,
+                epoch: o.epoch.as_str(),
+                recovered: o.recovered,
+            },
+        );
+        let sub = catchup.go_live(Some(OutFrame::Control(reply)));
+        self.subscriptions.insert(channel, sub);
+        Ok(())
+    }
+
+    fn unsubscribe(&mut self, id: Option<u64>, u: command::Unsubscribe) -> Result<(), HeraldError> {
+        let channel = ChannelName::parse(&u.channel)?;
+        let Some(sub) = self.subscriptions.remove(&channel) else {
+            return Err(HeraldError::new(
+                ErrorCode::NotSubscribed,
+                format!("not subscribed to {channel:?}"),
+            ));
+        };
+        self.edge.engine.unsubscribe(&channel, &sub);
+        self.send(frame::reply(
+            id,
+            "unsubscribe",
+            &serde_json::json!({ "channel": channel.as_str() }),
+        ));
+        Ok(())
+    }
+
+    async fn publish(&mut self, id: Option<u64>, p: command::Publish) -> Result<(), HeraldError> {
+        let channel = ChannelName::parse(&p.channel)?;
+        self.client()?.check_publish(channel.as_str())?;
+        let message = NewMessage {
+            id: p.id,
+            data: Bytes::copy_from_slice(p.data.get().as_bytes()),
+        };
+        let appended = self.edge.engine.publish(&channel, vec![message]).await?;
+        let Some(a) = appended.first() else {
+            return Err(HeraldError::new(ErrorCode::Internal, "nothing was appended"));
+        };
+        self.send(frame::reply(
+            id,
+            "publish",
+            &serde_json::json!({
+                "channel": channel.as_str(),
+                "seq": a.message.seq,
+                "id": a.message.id(),
+                "epoch": a.message.epoch.as_str(),
+                "duplicate": a.duplicate,
+            }),
+        ));
+        Ok(())
+    }
+
+    async fn history(&mut self, id: Option<u64>, h: command::History) -> Result<(), HeraldError> {
+        if self.client.is_none() && self.edge.settings.allow_anonymous {
+            self.client = Some(Client::anonymous());
+        }
+        let channel = ChannelName::parse(&h.channel)?;
+        self.client()?.check_subscribe(channel.as_str())?;
+        let limit = h.limit.unwrap_or(100).clamp(1, MAX_HISTORY);
+        let slice = self
+            .edge
+            .engine
+            .read(&channel, ReadFrom::After(h.since.unwrap_or(0)), limit)
+            .await?;
+        let mut body = Vec::with_capacity(128);
+        body.extend_from_slice(b"{\"channel\":");
+        serde_json::to_writer(&mut body, channel.as_str()).ok();
+        body.extend_from_slice(b",\"epoch\":");
+        serde_json::to_writer(&mut body, slice.state.epoch.as_str()).ok();
+        body.extend_from_slice(format!(",\"seq\":{},\"messages\":[", slice.state.last_seq).as_bytes());
+        for (i, m) in slice.messages.iter().enumerate() {
+            if i > 0 {
+                body.push(b',');
+            }
+            body.extend_from_slice(&frame::message_entry(m));
+        }
+        body.extend_from_slice(b"]}");
+        let raw = serde_json::value::RawValue::from_string(String::from_utf8_lossy(&body).into_owned())
+            .map_err(|e| HeraldError::new(ErrorCode::Internal, e.to_string()))?;
+        self.send(frame::reply(id, "history", &raw));
+        Ok(())
+    }
+
+    /// Drops every subscription.
+    pub fn close(&mut self) {
+        for (channel, sub) in self.subscriptions.drain() {
+            self.edge.engine.unsubscribe(&channel, &sub);
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! Client commands: one JSON object per WebSocket text frame, `{"id": N, "<command>": {...}}`.
+//! `id` is optional (a reply echoes it); exactly one command key must be present.
+
+use herald_core::{ErrorCode, HeraldError};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+/// A parsed client frame.
+#[derive(Debug)]
+pub struct ClientFrame {
+    /// Request id echoed in the reply; `None` when the client sent none.
+    pub id: Option<u64>,
+    /// The command.
+    pub command: Command,
+}
+
+/// The commands a client may send.
+#[derive(Debug)]
+pub enum Command {
+    /// Authenticate the connection with a client token.
+    Connect(Connect),
+    /// Subscribe to a channel, optionally resuming.
+    Subscribe(Subscribe),
+    /// Stop receiving a channel.
+    Unsubscribe(Unsubscribe),
+    /// Publish a message (when the token allows it).
+    Publish(Publish),
+    /// Read a channel's history.
+    History(History),
+    /// Liveness check; answered with `pong`.
+    Ping,
+}
+
+/// `connect` command.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Connect {
+    /// Client JWT.
+    pub token: Option<String>,
+}
+
+/// A resume position as a client sends it.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Since {
+    /// Last seq the client has seen.
+    pub seq: u64,
+    /// Epoch of that seq; omitted means "the channel's current epoch".
+    #[serde(default)]
+    pub epoch: Option<String>,
+}
+
+/// `subscribe` command.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Subscribe {
+    /// Channel name.
+    pub channel: String,
+    /// Resume after this position.
+    #[serde(default)]
+    pub since: Option<Since>,
+    /// Send the channel's last message first.
+    #[serde(default)]
+    pub last: Option<bool>,
+}
+
+/// `unsubscribe` command.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Unsubscribe {
+    /// Channel name.
+    pub channel: String,
+}
+
+/// `publish` command.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Publish {
+    /// Channel name.
+    pub channel: String,
+    /// Any JSON value.
+    pub data: Box<RawValue>,
+    /// Idempotency key.
+    #[serde(default)]
+    pub id: Option<String>,
+}
+
+/// `history` command.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct History {
+    /// Channel name.
+    pub channel: String,
+    /// Return messages after this seq (default 0).
+    #[serde(default)]
+    pub since: Option<u64>,
+    /// At most this many (default 100, max 1000).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// Command names, as they appear as keys.
+pub const COMMANDS: &[&str] = &[
+    "connect",
+    "subscribe",
+    "unsubscribe",
+    "publish",
+    "history",
+    "ping",
+];
+
+/// A parse failure, with the request id when it could be read.
+#[derive(Debug)]
+pub struct ParseError {
+    /// The frame's `id`, if it had a valid one.
+    pub id: Option<u64>,
+    /// What was wrong.
+    pub error: HeraldError,
+}
+
+impl ClientFrame {
+    /// Parses one text frame. Never panics, whatever the input.
+    pub fn parse(text: &str) -> Result<ClientFrame, ParseError> {
+        let fail = |id, code, msg: String| ParseError {
+            id,
+            error: HeraldError::new(code, msg),
+        };
+        let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(text)
+            .map_err(|e| {
+                fail(
+                    None,
+                    ErrorCode::BadRequest,
+                    format!("frame is not a JSON object: {e}"),
+                )
+            })?;
+        let id = match map.get("id") {
+            None | Some(serde_json::Value::Null) => None,
+            Some(v) => Some(v.as_u64().ok_or_else(|| {
+                fail(
+                    None,
+                    ErrorCode::BadRequest,
+                    "\"id\" must be a non-negative integer".into(),
+                )
+            })?),
+        };
+        let mut keys = map.keys().filter(|k| k.as_str() != "id");
+        let Some(name) = keys.next() else {
+            return Err(fail(
+                id,
+                ErrorCode::BadRequest,
+                "frame has no command; expected one of: connect, subscribe, unsubscribe, publish, history, ping".into(),
+            ));
+        };
+        if let Some(other) = keys.next() {
+            return Err(fail(
+                id,
+                ErrorCode::BadRequest,
+                format!("frame has more than one command ({name:?} and {other:?})"),
+            ));
+        }
+        let body = &map[name.as_str()];
+        let command = parse_command(name, body).map_err(|error| ParseError { id, error })?;
+        Ok(ClientFrame { id, command })
+    }
+}
+
+fn parse_command(name: &str, body: &serde_json::Value) -> Result<Command, HeraldError> {
+    fn args<T: serde::de::DeserializeOwned>(
+        name: &str,
+        body: &serde_json::Value,
+    ) -> Result<T, HeraldError> {
+        T::deserialize(body)
+            .map_err(|e| HeraldError::bad_request(format!("invalid {name:?} command: {e}")))
+    }
+    Ok(match name {
+        "connect" => Command::Connect(args(name, body)?),
+        "subscribe" => Command::Subscribe(args(name, body)?),
+        "unsubscribe" => Command::Unsubscribe(args(name, body)?),
+        "history" => Command::History(args(name, body)?),
+        "publish" => {
+            // RawValue cannot be borrowed out of a parsed Value; re-serialise the body once.
+            let text = serde_json::to_string(body).unwrap_or_default();
+            Command::Publish(serde_json::from_str(&text).map_err(|e| {
+                HeraldError::bad_request(format!("invalid \"publish\" command: {e}"))
+            })?)
+        }
+        "ping" => Command::Ping,
+        other => {
+            return Err(HeraldError::new(
+                ErrorCode::UnknownCommand,
+                format!(
+                    "unknown command {:?}; expected one of: {}",
+                    other.chars().take(64).collect::<String>(),
+                    COMMANDS.join(", ")
+                ),
+            ))
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn parses_documented_shapes() {
+        let f = ClientFrame::parse(r#"{"id":1,"connect":{"token":"t"}}"#).unwrap();
+        assert_eq!(f.id, Some(1));
+        assert!(matches!(f.command, Command::Connect(Connect { token: Some(ref t) }) if t == "t"));
+        let f = ClientFrame::parse(
+            r#"{"id":2,"subscribe":{"channel":"news","since":{"seq":41,"epoch":"ab"}}}"#,
+        )
+        .unwrap();
+        match f.command {
+            Command::Subscribe(s) => {
+                assert_eq!(s.channel, "news");
+                assert_eq!(
+                    s.since,
+                    Some(Since {
+                        seq: 41,
+                        epoch: Some("ab".into())
+                    })
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let f = ClientFrame::parse(r#"{"publish":{"channel":"c","data":{"a":[1,2]}}}"#).unwrap();
+        assert_eq!(f.id, None);
+        match f.command {
+            Command::Publish(p) => assert_eq!(p.data.get(), r#"{"a":[1,2]}"#),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            ClientFrame::parse(r#"{"ping":{}}"#).unwrap().command,
+            Command::Ping
+        ));
+    }
+
+    #[test]
+    fn errors_are_specific() {
+        let e = ClientFrame::parse("not json").unwrap_err();
+        assert_eq!(e.error.code, ErrorCode::BadRequest);
+        let e = ClientFrame::parse(r#"{"id":7,"fly":{}}"#).unwrap_err();
+        assert_eq!((e.id, e.error.code), (Some(7), ErrorCode::UnknownCommand));
+        let e = ClientFrame::parse(r#"{"id":8,"subscribe":{}}"#).unwrap_err();
+        assert_eq!((e.id, e.error.code), (Some(8), ErrorCode::BadRequest));
+        let e = ClientFrame::parse(r#"{"id":9,"ping":{},"connect":{}}"#).unwrap_err();
+        assert_eq!(e.error.code, ErrorCode::BadRequest);
+        let e = ClientFrame::parse(r#"{"id":-1,"ping":{}}"#).unwrap_err();
+        assert_eq!(e.error.code, ErrorCode::BadRequest);
+        let e = ClientFrame::parse(r#"{"id":3,"subscribe":{"channel":"a","bogus":1}}"#).unwrap_err();
+        assert_eq!(e.error.code, ErrorCode::BadRequest);
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics(s in ".{0,200}") {
+            let _ = ClientFrame::parse(&s);
+        }
+
+        #[test]
+        fn never_panics_on_json_like(s in r#"\{("id":[0-9-]{1,3},)?"[a-z]{1,12}":\{("channel":"[a-z/]{0,5}")?\}\}"#) {
+            let _ = ClientFrame::parse(&s);
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! Cursor strings for SSE (`id:` / `Last-Event-ID`) and long-poll (`since=` / `cursor`).
+//!
+//! One position per subscribed channel, in the order the channels were named, separated by
+//! commas; each position is `EPOCH:SEQ` (`:SEQ` or plain `SEQ` when the epoch is unknown).
+//! Example for `?channel=a&channel=b`: `3f2a91c0:41,9bd0e2aa:7`.
+
+use herald_core::{Cursor, Epoch, HeraldError};
+
+/// Encodes positions as a cursor string.
+pub fn encode(cursors: &[Cursor]) -> String {
+    let mut s = String::with_capacity(cursors.len() * 16);
+    for (i, c) in cursors.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str(c.epoch.as_str());
+        s.push(':');
+        s.push_str(&c.seq.to_string());
+    }
+    s
+}
+
+/// Parses a cursor string for `channels` channels. A cursor with fewer positions than channels
+/// leaves the rest unset (`None`); more positions than channels is an error.
+pub fn decode(s: &str, channels: usize) -> Result<Vec<Option<Cursor>>, HeraldError> {
+    let mut out = vec![None; channels];
+    if s.trim().is_empty() {
+        return Ok(out);
+    }
+    let parts: Vec<&str> = s.split(',').collect();
+    if parts.len() > channels {
+        return Err(HeraldError::bad_request(format!(
+            "cursor {s:?} has {} positions but {channels} channel(s) were named",
+            parts.len()
+        )));
+    }
+    for (slot, part) in out.iter_mut().zip(parts) {
+        let part = part.trim();
+        let (epoch, seq) = part.rsplit_once(':').unwrap_or(("", part));
+        let seq = seq.parse::<u64>().map_err(|_| {
+            HeraldError::bad_request(format!(
+                "invalid cursor position {part:?}: expected EPOCH:SEQ or SEQ"
+            ))
+        })?;
+        if !epoch.bytes().all(|b| b.is_ascii_alphanumeric()) {
+            return Err(HeraldError::bad_request(format!(
+                "invalid epoch in cursor position {part:?}"
+            )));
+        }
+        *slot = Some(Cursor {
+            epoch: Epoch::new(epoch),
+            seq,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn c(e: &str, s: u64) -> Cursor {
+        Cursor {
+            epoch: Epoch::new(e),
+            seq: s,
+        }
+    }
+
+    #[test]
+    fn roundtrip_and_forms() {
+        let cs = vec![c("3f2a", 41), c("", 0)];
+        let s = encode(&cs);
+        assert_eq!(s, "3f2a:41,:0");
+        let back = decode(&s, 2).unwrap();
+        assert_eq!(back, vec![Some(cs[0].clone()), Some(cs[1].clone())]);
+        assert_eq!(decode("17", 1).unwrap(), vec![Some(c("", 17))]);
+        assert_eq!(decode("5", 2).unwrap(), vec![Some(c("", 5)), None]);
+        assert!(decode("1,2", 1).is_err());
+        assert!(decode("x:y", 1).is_err());
+        assert!(decode("a-b:1", 1).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics(s in ".{0,64}", n in 0usize..4) {
+            let _ = decode(&s, n);
+        }
+    }
+}
