@@ -1,0 +1,136 @@
+//! Reading channels: `GET /v1/channels/{name}/messages` (history), `GET /v1/channels/{name}`
+//! (state and subscribers) and `GET /v1/channels` (list, paged by name).
+
+use std::sync::Arc;
+
+use axum::extract::{Path, RawQuery, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use herald_core::log::{ChannelState, ReadFrom};
+use herald_core::{ChannelName, HeraldError};
+use serde::Serialize;
+
+use crate::error::ApiError;
+use crate::Api;
+
+/// Most messages one history read returns.
+const MAX_HISTORY: usize = 1000;
+/// Most channels one list call returns.
+const MAX_LIST: usize = 1000;
+
+/// Splits `{name}` or `{name}/messages` out of a `/v1/channels/...` path.
+pub fn split_path(path: &str) -> (&str, bool) {
+    match path.strip_suffix("/messages") {
+        Some(name) => (name, true),
+        None => (path, false),
+    }
+}
+
+fn query(raw: Option<&str>) -> Vec<(String, String)> {
+    form_urlencoded::parse(raw.unwrap_or("").as_bytes())
+        .into_owned()
+        .collect()
+}
+
+fn number(pairs: &[(String, String)], key: &str) -> Result<Option<u64>, HeraldError> {
+    match pairs.iter().find(|(k, _)| k == key) {
+        None => Ok(None),
+        Some((_, v)) => v.parse().map(Some).map_err(|_| {
+            HeraldError::bad_request(format!("{key} must be a non-negative integer, not {v:?}"))
+        }),
+    }
+}
+
+#[derive(Serialize)]
+struct ChannelInfo<'a> {
+    channel: &'a str,
+    epoch: &'a str,
+    seq: u64,
+    first_seq: u64,
+    subscribers: usize,
+}
+
+fn info<'a>(api: &Api, s: &'a ChannelState) -> ChannelInfo<'a> {
+    ChannelInfo {
+        channel: s.name.as_str(),
+        epoch: s.epoch.as_str(),
+        seq: s.last_seq,
+        first_seq: s.first_seq,
+        subscribers: api.engine.subscriber_count(&s.name),
+    }
+}
+
+/// `GET /v1/channels/{name}` and `GET /v1/channels/{name}/messages`.
+pub async fn get_path(
+    State(api): State<Arc<Api>>,
+    Path(path): Path<String>,
+    RawQuery(raw): RawQuery,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    api.authorize(&headers)?;
+    let (name, messages) = split_path(&path);
+    let channel = ChannelName::parse(name)?;
+    let pairs = query(raw.as_deref());
+    if !messages {
+        let state = api.engine.state(&channel).await?;
+        return Ok(axum::Json(info(&api, &state)).into_response());
+    }
+    let limit = number(&pairs, "limit")?.map_or(100, |l| l as usize);
+    if limit == 0 || limit > MAX_HISTORY {
+        return Err(HeraldError::bad_request(format!("limit must be 1 to {MAX_HISTORY}")).into());
+    }
+    let from = match (number(&pairs, "since")?, number(&pairs, "last")?) {
+        (Some(_), Some(_)) => {
+            return Err(HeraldError::bad_request("give since or last, not both").into())
+        }
+        (_, Some(n)) => ReadFrom::Tail(n),
+        (since, None) => ReadFrom::After(since.unwrap_or(0)),
+    };
+    let slice = api.engine.read(&channel, from, limit).await?;
+    let mut body = Vec::with_capacity(256);
+    body.extend_from_slice(b"{\"channel\":");
+    serde_json::to_writer(&mut body, channel.as_str()).ok();
+    body.extend_from_slice(b",\"epoch\":");
+    serde_json::to_writer(&mut body, slice.state.epoch.as_str()).ok();
+    body.extend_from_slice(
+        format!(
+            ",\"seq\":{},\"first_seq\":{},\"messages\":[",
+            slice.state.last_seq, slice.state.first_seq
+        )
+        .as_bytes(),
+    );
+    for (i, m) in slice.messages.iter().enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(&herald_proto::frame::message_entry(m));
+    }
+    body.extend_from_slice(b"]}");
+    Ok((
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response())
+}
+
+/// `GET /v1/channels?after=NAME&limit=N`.
+pub async fn list(
+    State(api): State<Arc<Api>>,
+    RawQuery(raw): RawQuery,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    api.authorize(&headers)?;
+    let pairs = query(raw.as_deref());
+    let limit = number(&pairs, "limit")?.map_or(100, |l| l as usize);
+    if limit == 0 || limit > MAX_LIST {
+        return Err(HeraldError::bad_request(format!("limit must be 1 to {MAX_LIST}")).into());
+    }
+    let after = pairs
+        .iter()
+        .find(|(k, _)| k == "after")
+        .map(|(_, v)| v.as_str());
+    let states = api.engine.list(after, limit).await?;
+    let next = (states.len() == limit).then(|| states.last().map(|s| s.name.to_string()));
+    let channels: Vec<_> = states.iter().map(|s| info(&api, s)).collect();
+    Ok(axum::Json(serde_json::json!({ "channels": channels, "next": next.flatten() })).into_response())
+}

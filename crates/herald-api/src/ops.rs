@@ -1,0 +1,30 @@
+//! Operational endpoints: health, Prometheus metrics, and the OpenAPI document.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+
+use crate::Api;
+
+/// `GET /healthz`: 200 while the server accepts work.
+pub async fn healthz() -> impl IntoResponse {
+    axum::Json(serde_json::json!({ "status": "ok" }))
+}
+
+/// `GET /metrics`: Prometheus text format.
+pub async fn metrics(State(api): State<Arc<Api>>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        (api.metrics)(),
+    )
+}
+
+/// `GET /v1/openapi.yaml`: the API description this server implements.
+pub async fn openapi() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "application/yaml")],
+        include_str!("../../../docs/openapi.yaml"),
+    )
+}

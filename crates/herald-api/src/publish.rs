@@ -1,0 +1,220 @@
+//! Publishing: `POST /v1/channels/{name}/messages` (one message) and `POST /v1/batch` (many
+//! messages to any channels). Both answer only after the messages are durably stored.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use herald_core::log::Appended;
+use herald_core::{ChannelName, ErrorCode, HeraldError, NewMessage};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::channels::split_path;
+use crate::error::ApiError;
+use crate::{Api, MAX_BATCH};
+
+/// Longest idempotency key accepted.
+const MAX_ID_LEN: usize = 256;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PublishBody {
+    data: Box<RawValue>,
+    #[serde(default)]
+    id: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BatchItem {
+    channel: String,
+    data: Box<RawValue>,
+    #[serde(default)]
+    id: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BatchBody {
+    messages: Vec<BatchItem>,
+}
+
+/// What a publish answers for each message.
+#[derive(Serialize)]
+pub struct Published {
+    channel: String,
+    seq: u64,
+    id: String,
+    epoch: String,
+    time: i64,
+    duplicate: bool,
+}
+
+impl From<&Appended> for Published {
+    fn from(a: &Appended) -> Self {
+        let m = &a.message;
+        Published {
+            channel: m.channel.to_string(),
+            seq: m.seq,
+            id: m.id(),
+            epoch: m.epoch.to_string(),
+            time: m.time,
+            duplicate: a.duplicate,
+        }
+    }
+}
+
+async fn read_body(body: Body, limit: usize) -> Result<Bytes, HeraldError> {
+    axum::body::to_bytes(body, limit).await.map_err(|_| {
+        HeraldError::new(
+            ErrorCode::TooLarge,
+            format!("request body is larger than {limit} bytes"),
+        )
+    })
+}
+
+fn parse_json<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, HeraldError> {
+    serde_json::from_slice(body)
+        .map_err(|e| HeraldError::bad_request(format!("invalid request body: {e}")))
+}
+
+fn new_message(api: &Api, data: &RawValue, id: Option<String>) -> Result<NewMessage, HeraldError> {
+    let data = data.get();
+    if data.len() > api.max_message_bytes {
+        return Err(HeraldError::new(
+            ErrorCode::TooLarge,
+            format!(
+                "message data is {} bytes; the limit is {}",
+                data.len(),
+                api.max_message_bytes
+            ),
+        ));
+    }
+    if let Some(id) = &id {
+        if id.is_empty() || id.len() > MAX_ID_LEN {
+            return Err(HeraldError::bad_request(format!(
+                "message id must be 1 to {MAX_ID_LEN} bytes"
+            )));
+        }
+    }
+    Ok(NewMessage {
+        id,
+        data: Bytes::copy_from_slice(data.as_bytes()),
+    })
+}
+
+/// `POST /v1/channels/{name}/messages`.
+pub async fn publish(
+    State(api): State<Arc<Api>>,
+    Path(path): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    api.authorize(&headers)?;
+    let (name, messages) = split_path(&path);
+    if !messages {
+        return Err(HeraldError::new(
+            ErrorCode::NotFound,
+            "publish with POST /v1/channels/{name}/messages",
+        )
+        .into());
+    }
+    let channel = ChannelName::parse(name)?;
+    let body = read_body(body, api.max_message_bytes + 4096).await?;
+    let parsed: PublishBody = parse_json(&body)?;
+    let header_id = headers
+        .get("idempotency-key")
+        .map(|v| {
+            v.to_str()
+                .map(str::to_owned)
+                .map_err(|_| HeraldError::bad_request("Idempotency-Key must be visible ASCII"))
+        })
+        .transpose()?;
+    let id = match (header_id, parsed.id) {
+        (Some(h), Some(b)) if h != b => {
+            return Err(HeraldError::bad_request(
+                "Idempotency-Key header and body \"id\" differ; send one",
+            )
+            .into())
+        }
+        (h, b) => h.or(b),
+    };
+    let message = new_message(&api, &parsed.data, id)?;
+    let appended = api.engine.publish(&channel, vec![message]).await?;
+    let first = appended
+        .first()
+        .ok_or_else(|| HeraldError::new(ErrorCode::Internal, "nothing was appended"))?;
+    Ok(axum::Json(Published::from(first)).into_response())
+}
+
+/// `POST /v1/batch`: `{"messages":[{"channel","data","id"?},...]}`. Messages to one channel are
+/// stored in the order given and all-or-nothing; different channels are independent, so each
+/// result is either the stored message or an error.
+pub async fn batch(
+    State(api): State<Arc<Api>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    api.authorize(&headers)?;
+    let limit = (api.max_message_bytes + 512).saturating_mul(MAX_BATCH).min(64 << 20);
+    let body = read_body(body, limit).await?;
+    let parsed: BatchBody = parse_json(&body)?;
+    if parsed.messages.is_empty() || parsed.messages.len() > MAX_BATCH {
+        return Err(HeraldError::bad_request(format!(
+            "a batch holds 1 to {MAX_BATCH} messages; this one has {}",
+            parsed.messages.len()
+        ))
+        .into());
+    }
+    // Validate everything before storing anything.
+    let mut groups: Vec<(ChannelName, Vec<usize>, Vec<NewMessage>)> = Vec::new();
+    let mut group_of: HashMap<ChannelName, usize> = HashMap::new();
+    for (i, item) in parsed.messages.into_iter().enumerate() {
+        let at = |e: HeraldError| HeraldError::new(e.code, format!("messages[{i}]: {}", e.message));
+        let channel = ChannelName::parse(&item.channel).map_err(at)?;
+        let message = new_message(&api, &item.data, item.id).map_err(at)?;
+        let g = *group_of.entry(channel.clone()).or_insert_with(|| {
+            groups.push((channel, Vec::new(), Vec::new()));
+            groups.len() - 1
+        });
+        groups[g].1.push(i);
+        groups[g].2.push(message);
+    }
+    let total: usize = groups.iter().map(|g| g.1.len()).sum();
+    let stored = futures_util::future::join_all(groups.into_iter().map(|(ch, idx, msgs)| {
+        let engine = api.engine.clone();
+        async move { (idx, engine.publish(&ch, msgs).await) }
+    }))
+    .await;
+    let mut results: Vec<serde_json::Value> = vec![serde_json::Value::Null; total];
+    let mut failures = 0;
+    let mut last_error = None;
+    for (idx, outcome) in stored {
+        match outcome {
+            Ok(appended) => {
+                for (i, a) in idx.into_iter().zip(&appended) {
+                    results[i] = serde_json::to_value(Published::from(a)).unwrap_or_default();
+                }
+            }
+            Err(e) => {
+                failures += idx.len();
+                let body = serde_json::json!({ "error": herald_proto::frame::ErrorBody::from(&e) });
+                for i in idx {
+                    results[i] = body.clone();
+                }
+                last_error = Some(e);
+            }
+        }
+    }
+    if failures == total {
+        if let Some(e) = last_error {
+            return Err(e.into());
+        }
+    }
+    Ok(axum::Json(serde_json::json!({ "results": results })).into_response())
+}
