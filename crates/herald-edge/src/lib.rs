@@ -18,6 +18,7 @@ use axum::Router;
 use herald_core::auth::{Client, TokenKeys};
 use herald_core::{Engine, ErrorCode, HeraldError};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 /// Limits and switches of the client transports.
 #[derive(Debug, Clone)]
@@ -56,6 +57,9 @@ pub struct Edge {
     pub settings: EdgeSettings,
     /// Cancelled when the server starts shutting down; connections then close with a reason.
     pub shutdown: CancellationToken,
+    /// Tracks upgraded WebSocket connections, which outlive their HTTP request, so shutdown can
+    /// wait for them to say goodbye.
+    pub connections: TaskTracker,
 }
 
 impl Edge {

@@ -1,1 +1,44 @@
-pub fn placeholder() {}
+//! Herald's durable channel log: the SQLite implementation of [`herald_core::log::ChannelLog`].
+//!
+//! One database file (`herald.db`, WAL mode) holds every channel's messages. A single writer
+//! thread owns the write connection and commits appends in groups (group commit): whatever queued
+//! up while the previous transaction was committing goes into the next one, so one fsync covers
+//! many appends. Reads go through a small pool of read-only connections on tokio's blocking pool.
+//!
+//! Modules: [`options`] (sync policy and sizes), `schema` (tables and migrations), `writer` (the
+//! writer thread and its batching), `batch` (what one group-commit transaction does), `retention`
+//! (trimming old messages), `reader` (the read pool and read queries), `log` ([`SqliteLog`]).
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod batch;
+mod log;
+pub mod options;
+mod reader;
+mod retention;
+mod schema;
+mod writer;
+
+pub use log::SqliteLog;
+pub use options::{ParseSyncModeError, SqliteOptions, SyncMode};
+
+use herald_core::log::StoreError;
+
+/// File name of the database inside the data directory.
+pub const DB_FILE_NAME: &str = "herald.db";
+
+/// Wraps a backend failure (SQLite, I/O) as a [`StoreError::Backend`].
+pub(crate) fn backend(err: impl std::fmt::Display) -> StoreError {
+    StoreError::Backend(err.to_string())
+}
+
+/// Converts a seq read from the database; a negative value means the row is corrupt.
+pub(crate) fn seq_from_db(value: i64) -> Result<u64, StoreError> {
+    u64::try_from(value).map_err(|_| StoreError::Backend(format!("corrupt seq {value} in store")))
+}
+
+/// Converts a seq for use as an SQL parameter; seqs beyond `i64::MAX` cannot exist in the store,
+/// so they are clamped (a read after such a seq simply finds nothing).
+pub(crate) fn seq_to_db(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}

@@ -1,8 +1,199 @@
-//! `herald serve`: wires store, engine, transports and API together and runs until SIGTERM.
-//! (Being written by the lead; this stub keeps the crate compiling.)
+//! `herald serve`: opens the store, builds the engine, the transports and the API, listens, and
+//! on SIGTERM or Ctrl-C drains connections (each told why) before closing the store.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::serve::ListenerExt;
+use herald_core::auth::{generate_secret, hash_api_key, ApiKeys, TokenKeys};
+use herald_core::hub::Hub;
+use herald_core::log::ChannelLog;
+use herald_core::Engine;
+use herald_edge::{Edge, EdgeSettings};
+use herald_store::SqliteLog;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::{read_secret_file, Config};
 
 /// Runs the server with a validated configuration until shutdown.
-#[allow(dead_code)]
-pub async fn serve(_config: crate::config::Config) -> anyhow::Result<()> {
-    anyhow::bail!("not yet wired")
+pub async fn serve(config: Config) -> anyhow::Result<()> {
+    let metrics = install_metrics()?;
+    std::fs::create_dir_all(&config.data)
+        .with_context(|| format!("cannot create data directory {}", config.data.display()))?;
+    let hub = Hub::new();
+    let log: Arc<dyn ChannelLog> =
+        SqliteLog::open(&config.data, config.sqlite_options(), hub.clone())
+            .with_context(|| format!("cannot open the store in {}", config.data.display()))?;
+    let keys = Arc::new(publisher_keys(&config, log.as_ref()).await?);
+    let tokens = Arc::new(TokenKeys::new(token_secret(&config)?.as_bytes()));
+    let engine = Arc::new(Engine::new(log.clone(), hub, config.namespaces()));
+    let shutdown = CancellationToken::new();
+    let edge = Arc::new(Edge {
+        engine: engine.clone(),
+        tokens,
+        settings: EdgeSettings {
+            allow_anonymous: config.allow_anonymous,
+            max_frame_bytes: config.max_frame_bytes,
+            outbox_bytes: config.outbox_bytes,
+            max_subscriptions: config.max_subscriptions,
+            ping_interval: config.ping_interval,
+        },
+        shutdown: shutdown.clone(),
+        connections: TaskTracker::new(),
+    });
+    let api = Arc::new(herald_api::Api {
+        engine,
+        keys,
+        max_message_bytes: config.max_frame_bytes,
+        metrics: Arc::new(move || metrics.render()),
+    });
+    let app = herald_edge::router(edge.clone())
+        .merge(herald_api::router(api))
+        .fallback(not_found);
+
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let addr = listener.local_addr()?;
+    // Tests and scripts read this line to find the port when listening on port 0.
+    println!("herald listening on http://{addr}");
+    tracing::info!(%addr, data = %config.data.display(), sync = %config.sync, "herald is serving");
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+
+    let signal_token = shutdown.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("shutting down: closing connections");
+        signal_token.cancel();
+    });
+    let graceful = shutdown.clone();
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        graceful.cancelled().await;
+    });
+    let grace = config.shutdown_grace;
+    let served = tokio::spawn(async move { server.await });
+    shutdown.cancelled().await;
+    drain(served, &edge, grace).await;
+    log.close().await;
+    tracing::info!("store closed; bye");
+    Ok(())
+}
+
+/// Waits (at most `grace`) for HTTP connections and upgraded WebSockets to finish.
+async fn drain(served: tokio::task::JoinHandle<std::io::Result<()>>, edge: &Edge, grace: Duration) {
+    edge.connections.close();
+    let all = async {
+        let _ = served.await;
+        edge.connections.wait().await;
+    };
+    if tokio::time::timeout(grace, all).await.is_err() {
+        tracing::warn!(
+            ?grace,
+            "connections still open after the shutdown grace period"
+        );
+    }
+}
+
+async fn not_found() -> impl IntoResponse {
+    (
+        StatusCode::NOT_FOUND,
+        axum::Json(serde_json::json!({
+            "error": {"code": "not_found", "message": "no such endpoint; see /v1/openapi.yaml"}
+        })),
+    )
+}
+
+fn install_metrics() -> anyhow::Result<PrometheusHandle> {
+    let buckets = [
+        0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+    ];
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &buckets)?
+        .install_recorder()
+        .context("cannot install the metrics recorder")?;
+    let upkeep = handle.clone();
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            every.tick().await;
+            upkeep.run_upkeep();
+        }
+    });
+    Ok(handle)
+}
+
+/// The publisher keys: the configured one (stored as a hash), plus any stored earlier. With
+/// none configured and none stored, one is generated and printed once.
+async fn publisher_keys(config: &Config, log: &dyn ChannelLog) -> anyhow::Result<ApiKeys> {
+    if let Some(key) = &config.api_key {
+        log.add_api_key_hash(&hash_api_key(key), "configured")
+            .await?;
+    }
+    let mut hashes = log.api_key_hashes().await?;
+    if hashes.is_empty() {
+        let key = generate_secret("hk_");
+        let hash = hash_api_key(&key);
+        log.add_api_key_hash(&hash, "generated").await?;
+        hashes.push(hash);
+        println!("Generated a publisher API key (shown only once, stored hashed): {key}");
+        println!("Use it as: export HERALD_API_KEY={key}");
+    }
+    Ok(ApiKeys::from_hashes(hashes))
+}
+
+/// The client-token secret: configured, or read from (or first generated into) the data dir.
+fn token_secret(config: &Config) -> anyhow::Result<String> {
+    if let Some(secret) = &config.token_secret {
+        return Ok(secret.clone());
+    }
+    let path = config.token_secret_file();
+    if let Some(secret) =
+        read_secret_file(&path).with_context(|| format!("cannot read {}", path.display()))?
+    {
+        return Ok(secret);
+    }
+    let secret = generate_secret("");
+    write_private(&path, &secret).with_context(|| format!("cannot write {}", path.display()))?;
+    tracing::info!(path = %path.display(), "generated a client-token secret");
+    Ok(secret)
+}
+
+fn write_private(path: &std::path::Path, contents: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut f = options.open(path)?;
+    f.write_all(contents.as_bytes())?;
+    f.sync_all()
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = match signal(SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => return std::future::pending().await,
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }

@@ -48,7 +48,10 @@ pub async fn upgrade(
         .max_write_buffer_size(usize::MAX)
         .max_message_size(max)
         .max_frame_size(max)
-        .on_upgrade(move |socket| run(edge, socket, client))
+        .on_upgrade(move |socket| {
+            let tracker = edge.connections.clone();
+            tracker.track_future(run(edge, socket, client))
+        })
 }
 
 struct ConnectionGauge;

@@ -1,0 +1,194 @@
+//! [`SqliteLog`]: the public face of the crate. It opens the database, starts the writer thread,
+//! routes appends and API-key writes to it and reads to the read pool, and shuts the writer
+//! down on [`ChannelLog::close`] or drop.
+
+use std::path::Path;
+use std::sync::mpsc::{self, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use async_trait::async_trait;
+use herald_core::log::{
+    Appended, ChannelLog, ChannelState, CommitSink, LogSlice, ReadFrom, Retention, StoreError,
+};
+use herald_core::message::{now_millis, NewMessage};
+use herald_core::name::ChannelName;
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::oneshot;
+
+use crate::options::SqliteOptions;
+use crate::reader::{self, ReadPool};
+use crate::writer::{AppendRequest, Request, Writer};
+use crate::{schema, DB_FILE_NAME};
+
+/// A channel log in one SQLite database, with group commit.
+pub struct SqliteLog {
+    /// Requests to the writer thread; `None` once closed.
+    requests: RwLock<Option<Sender<Request>>>,
+    /// The writer thread, joined on close or drop.
+    writer: Mutex<Option<JoinHandle<()>>>,
+    /// Read-only connections.
+    readers: Arc<ReadPool>,
+}
+
+impl SqliteLog {
+    /// Opens (creating if needed) `dir/herald.db`; creates `dir` if missing. Runs migrations and
+    /// starts the writer thread. `sink` receives every newly committed message.
+    pub fn open(
+        dir: &Path,
+        options: SqliteOptions,
+        sink: Arc<dyn CommitSink>,
+    ) -> Result<Arc<SqliteLog>, StoreError> {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            StoreError::Backend(format!(
+                "cannot create data directory {}: {e}",
+                dir.display()
+            ))
+        })?;
+        let path = dir.join(DB_FILE_NAME);
+        let conn = schema::open_writer(&path, options.sync)?;
+        let readers = ReadPool::open(&path, options.read_connections)?;
+        let (tx, rx) = mpsc::channel();
+        let writer = Writer::new(conn, options.sync, options.max_batch, sink);
+        let handle = std::thread::Builder::new()
+            .name("herald-store-writer".into())
+            .spawn(move || writer.run(rx))
+            .map_err(|e| StoreError::Backend(format!("cannot start store writer: {e}")))?;
+        tracing::info!(path = %path.display(), sync = %options.sync, "store opened");
+        Ok(Arc::new(SqliteLog {
+            requests: RwLock::new(Some(tx)),
+            writer: Mutex::new(Some(handle)),
+            readers,
+        }))
+    }
+
+    /// Sends a request to the writer and waits for its answer.
+    async fn ask<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, StoreError>>) -> Request,
+    ) -> Result<T, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        {
+            let requests = self.requests.read();
+            let sender = requests.as_ref().ok_or(StoreError::Closed)?;
+            sender.send(make(reply)).map_err(|_| StoreError::Closed)?;
+        }
+        // The writer drops the reply only if it died; the request's fate is then unknown.
+        answer
+            .await
+            .map_err(|_| StoreError::Backend("store writer stopped".into()))?
+    }
+
+    /// Removes expired messages now, as if the time were `now_ms`, and returns how many were
+    /// deleted. The writer does this by itself every 30 s; this exists for tests and tools.
+    #[doc(hidden)]
+    pub async fn trim_expired_at(&self, now_ms: i64) -> Result<usize, StoreError> {
+        self.ask(|reply| Request::TrimExpired { now_ms, reply })
+            .await
+    }
+
+    /// Removes expired messages now.
+    #[doc(hidden)]
+    pub async fn trim_expired(&self) -> Result<usize, StoreError> {
+        self.trim_expired_at(now_millis()).await
+    }
+
+    /// Stops accepting requests and hands back the writer thread, if still running.
+    fn stop(&self) -> Option<JoinHandle<()>> {
+        self.requests.write().take();
+        self.writer.lock().take()
+    }
+}
+
+#[async_trait]
+impl ChannelLog for SqliteLog {
+    async fn append(
+        &self,
+        channel: &ChannelName,
+        messages: Vec<NewMessage>,
+        retention: Retention,
+    ) -> Result<Vec<Appended>, StoreError> {
+        if messages.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.ask(|reply| {
+            Request::Append(AppendRequest {
+                channel: channel.clone(),
+                messages,
+                retention,
+                reply,
+            })
+        })
+        .await
+    }
+
+    async fn read(
+        &self,
+        channel: &ChannelName,
+        from: ReadFrom,
+        limit: usize,
+    ) -> Result<LogSlice, StoreError> {
+        let channel = channel.clone();
+        self.readers
+            .run(move |conn| reader::read_slice(conn, &channel, from, limit))
+            .await
+    }
+
+    async fn state(&self, channel: &ChannelName) -> Result<ChannelState, StoreError> {
+        let channel = channel.clone();
+        self.readers
+            .run(move |conn| {
+                Ok(reader::channel_state(conn, &channel)?
+                    .map(|(_, state)| state)
+                    .unwrap_or_else(|| ChannelState::empty(channel)))
+            })
+            .await
+    }
+
+    async fn list(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ChannelState>, StoreError> {
+        let after = after.map(str::to_owned);
+        self.readers
+            .run(move |conn| reader::list_channels(conn, after.as_deref(), limit))
+            .await
+    }
+
+    async fn api_key_hashes(&self) -> Result<Vec<String>, StoreError> {
+        self.readers.run(|conn| reader::api_key_hashes(conn)).await
+    }
+
+    async fn add_api_key_hash(&self, hash: &str, label: &str) -> Result<(), StoreError> {
+        let (hash, label) = (hash.to_owned(), label.to_owned());
+        self.ask(|reply| Request::AddApiKey { hash, label, reply })
+            .await
+    }
+
+    async fn close(&self) {
+        let Some(handle) = self.stop() else {
+            return;
+        };
+        // The writer finishes every request queued before the sender was dropped, then exits.
+        if tokio::task::spawn_blocking(move || handle.join())
+            .await
+            .map(|joined| joined.is_err())
+            .unwrap_or(true)
+        {
+            tracing::error!("store writer thread panicked");
+        }
+    }
+}
+
+impl Drop for SqliteLog {
+    fn drop(&mut self) {
+        let Some(handle) = self.stop() else {
+            return;
+        };
+        // Never join ourselves (the last reference could be dropped by the sink, on the writer).
+        if handle.thread().id() != std::thread::current().id() && handle.join().is_err() {
+            tracing::error!("store writer thread panicked");
+        }
+    }
+}

@@ -1,0 +1,212 @@
+//! Reads: a small pool of read-only connections used from tokio's blocking pool, and the queries
+//! behind `read`, `state`, `list` and `api_key_hashes`.
+//!
+//! In WAL mode a reader sees every transaction committed before its read transaction starts and
+//! never waits for the writer. A semaphore sized to the pool makes callers wait asynchronously
+//! for a free connection instead of parking blocking threads.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use herald_core::log::{ChannelState, LogSlice, ReadFrom, StoreError};
+use herald_core::message::{Epoch, StoredMessage};
+use herald_core::name::ChannelName;
+use parking_lot::Mutex;
+use rusqlite::{params, Connection, OptionalExtension};
+use tokio::sync::Semaphore;
+
+use crate::{backend, schema, seq_from_db, seq_to_db};
+
+/// The read-only connections.
+pub(crate) struct ReadPool {
+    idle: Mutex<Vec<Connection>>,
+    permits: Arc<Semaphore>,
+}
+
+impl ReadPool {
+    /// Opens `size` (at least 1) read-only connections to the database at `path`.
+    pub(crate) fn open(path: &Path, size: usize) -> Result<Arc<Self>, StoreError> {
+        let size = size.max(1);
+        let idle = (0..size)
+            .map(|_| schema::open_reader(path))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Arc::new(ReadPool {
+            idle: Mutex::new(idle),
+            permits: Arc::new(Semaphore::new(size)),
+        }))
+    }
+
+    /// Runs `read` on a pooled connection on the blocking pool.
+    pub(crate) async fn run<T, F>(self: &Arc<Self>, read: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let permit = self
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        let pool = Arc::clone(self);
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            let mut lease = Lease {
+                conn: pool.idle.lock().pop(),
+                pool: &pool,
+            };
+            let conn = lease
+                .conn
+                .as_mut()
+                .ok_or_else(|| StoreError::Backend("read pool has no free connection".into()))?;
+            read(conn)
+        })
+        .await
+        .map_err(|e| StoreError::Backend(format!("read task failed: {e}")))?
+    }
+}
+
+/// A connection taken from the pool; goes back on drop, even if the read panicked.
+struct Lease<'a> {
+    conn: Option<Connection>,
+    pool: &'a ReadPool,
+}
+
+impl Drop for Lease<'_> {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            self.pool.idle.lock().push(conn);
+        }
+    }
+}
+
+/// The channel's row id and state, or `None` if it has never had a message.
+pub(crate) fn channel_state(
+    conn: &Connection,
+    name: &ChannelName,
+) -> Result<Option<(i64, ChannelState)>, StoreError> {
+    let row = conn
+        .prepare_cached("SELECT id, epoch, last_seq, first_seq FROM channels WHERE name = ?1")
+        .and_then(|mut stmt| {
+            stmt.query_row([name.as_str()], |row| {
+                Ok((
+                    row.get::<_, i64>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, i64>(2)?,
+                    row.get::<_, i64>(3)?,
+                ))
+            })
+            .optional()
+        })
+        .map_err(backend)?;
+    let Some((id, epoch, last_seq, first_seq)) = row else {
+        return Ok(None);
+    };
+    Ok(Some((
+        id,
+        ChannelState {
+            name: name.clone(),
+            epoch: Epoch::new(&epoch),
+            last_seq: seq_from_db(last_seq)?,
+            first_seq: seq_from_db(first_seq)?,
+        },
+    )))
+}
+
+/// The channel's state and up to `limit` messages from `from`, in seq order, read in one
+/// snapshot.
+pub(crate) fn read_slice(
+    conn: &mut Connection,
+    name: &ChannelName,
+    from: ReadFrom,
+    limit: usize,
+) -> Result<LogSlice, StoreError> {
+    let tx = conn.transaction().map_err(backend)?;
+    let Some((id, state)) = channel_state(&tx, name)? else {
+        return Ok(LogSlice {
+            state: ChannelState::empty(name.clone()),
+            messages: Vec::new(),
+        });
+    };
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let (sql, bound, count) = match from {
+        ReadFrom::After(seq) => (
+            "SELECT seq, client_id, time, data FROM messages \
+             WHERE channel_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+            seq_to_db(seq),
+            limit,
+        ),
+        ReadFrom::Tail(n) => (
+            "SELECT seq, client_id, time, data FROM messages \
+             WHERE channel_id = ?1 AND seq >= ?2 ORDER BY seq DESC LIMIT ?3",
+            0,
+            seq_to_db(n).min(limit),
+        ),
+    };
+    let mut messages = Vec::new();
+    {
+        let mut stmt = tx.prepare_cached(sql).map_err(backend)?;
+        let mut rows = stmt.query(params![id, bound, count]).map_err(backend)?;
+        while let Some(row) = rows.next().map_err(backend)? {
+            let seq = seq_from_db(row.get(0).map_err(backend)?)?;
+            let client_id: Option<String> = row.get(1).map_err(backend)?;
+            let time: i64 = row.get(2).map_err(backend)?;
+            let data: Vec<u8> = row.get(3).map_err(backend)?;
+            messages.push(Arc::new(StoredMessage::new(
+                name.clone(),
+                state.epoch.clone(),
+                seq,
+                client_id,
+                time,
+                Bytes::from(data),
+            )));
+        }
+    }
+    if matches!(from, ReadFrom::Tail(_)) {
+        messages.reverse();
+    }
+    Ok(LogSlice { state, messages })
+}
+
+/// Channels in name order after `after`, at most `limit`. Rows whose name no longer parses are
+/// skipped with a warning rather than failing the whole listing.
+pub(crate) fn list_channels(
+    conn: &Connection,
+    after: Option<&str>,
+    limit: usize,
+) -> Result<Vec<ChannelState>, StoreError> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT name, epoch, last_seq, first_seq FROM channels \
+             WHERE name > ?1 ORDER BY name LIMIT ?2",
+        )
+        .map_err(backend)?;
+    let mut rows = stmt
+        .query(params![after.unwrap_or(""), limit])
+        .map_err(backend)?;
+    let mut channels = Vec::new();
+    while let Some(row) = rows.next().map_err(backend)? {
+        let name: String = row.get(0).map_err(backend)?;
+        let Ok(name) = ChannelName::parse(&name) else {
+            tracing::warn!("skipping stored channel with an invalid name");
+            continue;
+        };
+        let epoch: String = row.get(1).map_err(backend)?;
+        channels.push(ChannelState {
+            name,
+            epoch: Epoch::new(&epoch),
+            last_seq: seq_from_db(row.get(2).map_err(backend)?)?,
+            first_seq: seq_from_db(row.get(3).map_err(backend)?)?,
+        });
+    }
+    Ok(channels)
+}
+
+/// Every stored API key hash, in hash order.
+pub(crate) fn api_key_hashes(conn: &Connection) -> Result<Vec<String>, StoreError> {
+    conn.prepare_cached("SELECT hash FROM api_keys ORDER BY hash")
+        .and_then(|mut stmt| stmt.query_map([], |row| row.get(0))?.collect())
+        .map_err(backend)
+}

@@ -1,0 +1,168 @@
+//! The database schema and its versioned migrations (`PRAGMA user_version`), and how the write
+//! and read connections are opened and tuned.
+//!
+//! Tables:
+//! - `channels`: one row per channel that has ever had a message: its epoch, the last seq handed
+//!   out (updated in the same transaction as the messages, so a seq is never reused), the first
+//!   retained seq, and the retention last asked for.
+//! - `messages`: the log itself, clustered by `(channel_id, seq)`; `client_id` is the publisher's
+//!   idempotency key, unique per channel when present.
+//! - `api_keys`: SHA-256 hex hashes of publisher API keys.
+
+use std::path::Path;
+use std::time::Duration;
+
+use herald_core::log::StoreError;
+use rusqlite::{Connection, OpenFlags};
+
+use crate::backend;
+use crate::options::SyncMode;
+
+/// Migrations in order; migration `i` moves the schema from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[
+    // 1: channels, messages, api keys.
+    "CREATE TABLE channels (
+        id INTEGER PRIMARY KEY,
+        name TEXT UNIQUE NOT NULL,
+        epoch TEXT NOT NULL,
+        last_seq INTEGER NOT NULL,
+        first_seq INTEGER NOT NULL,
+        max_messages INTEGER,
+        max_age_ms INTEGER
+    );
+    CREATE TABLE messages (
+        channel_id INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        client_id TEXT NULL,
+        time INTEGER NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (channel_id, seq)
+    ) WITHOUT ROWID;
+    CREATE UNIQUE INDEX messages_client_id ON messages (channel_id, client_id)
+        WHERE client_id IS NOT NULL;
+    CREATE TABLE api_keys (
+        hash TEXT PRIMARY KEY,
+        label TEXT,
+        created INTEGER
+    );",
+];
+
+/// The schema version this build writes.
+pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// How long a connection waits for a lock held by another connection before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Opens the write connection, switches the database to WAL and runs pending migrations.
+pub(crate) fn open_writer(path: &Path, sync: SyncMode) -> Result<Connection, StoreError> {
+    let mut conn = Connection::open(path)
+        .map_err(|e| StoreError::Backend(format!("cannot open {}: {e}", path.display())))?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(backend)?;
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode=WAL", [], |row| row.get(0))
+        .map_err(backend)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError::Backend(format!(
+            "cannot switch {} to WAL mode (got {mode})",
+            path.display()
+        )));
+    }
+    let synchronous = match sync {
+        SyncMode::Always | SyncMode::Batch => "FULL",
+        SyncMode::Off => "OFF",
+    };
+    conn.pragma_update(None, "synchronous", synchronous)
+        .map_err(backend)?;
+    conn.pragma_update(None, "temp_store", "MEMORY")
+        .map_err(backend)?;
+    conn.set_prepared_statement_cache_capacity(32);
+    migrate(&mut conn)?;
+    Ok(conn)
+}
+
+/// Opens a read-only connection (the writer must have created the database already).
+pub(crate) fn open_reader(path: &Path) -> Result<Connection, StoreError> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags)
+        .map_err(|e| StoreError::Backend(format!("cannot open {}: {e}", path.display())))?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(backend)?;
+    conn.set_prepared_statement_cache_capacity(32);
+    Ok(conn)
+}
+
+/// Brings the schema up to [`SCHEMA_VERSION`], one transaction per migration.
+pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    let current: i64 = conn
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .map_err(backend)?;
+    if current > SCHEMA_VERSION {
+        return Err(StoreError::Backend(format!(
+            "database schema version {current} is newer than this Herald supports \
+             ({SCHEMA_VERSION}); upgrade Herald"
+        )));
+    }
+    let start = usize::try_from(current)
+        .map_err(|_| StoreError::Backend(format!("invalid schema version {current}")))?;
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(start) {
+        let version = index + 1;
+        let tx = conn.transaction().map_err(backend)?;
+        tx.execute_batch(sql)
+            .map_err(|e| StoreError::Backend(format!("migration to version {version}: {e}")))?;
+        tx.pragma_update(None, "user_version", version as i64)
+            .map_err(backend)?;
+        tx.commit().map_err(backend)?;
+        tracing::info!(version, "store schema migrated");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn version(conn: &Connection) -> i64 {
+        conn.query_row("PRAGMA user_version", [], |row| row.get(0))
+            .unwrap()
+    }
+
+    #[test]
+    fn migrates_once_and_is_idempotent() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let mut conn = open_writer(&path, SyncMode::Batch).unwrap();
+        assert_eq!(version(&conn), SCHEMA_VERSION);
+        migrate(&mut conn).unwrap();
+        assert_eq!(version(&conn), SCHEMA_VERSION);
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+    }
+
+    #[test]
+    fn refuses_a_newer_schema() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let conn = open_writer(&path, SyncMode::Off).unwrap();
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+            .unwrap();
+        drop(conn);
+        let err = open_writer(&path, SyncMode::Off).unwrap_err();
+        assert!(err.to_string().contains("newer"), "{err}");
+    }
+
+    #[test]
+    fn client_id_is_unique_per_channel_only_when_present() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = open_writer(&dir.path().join("t.db"), SyncMode::Off).unwrap();
+        let insert = "INSERT INTO messages (channel_id, seq, client_id, time, data) \
+                      VALUES (?1, ?2, ?3, 0, x'')";
+        conn.execute(insert, rusqlite::params![1, 1, None::<String>])
+            .unwrap();
+        conn.execute(insert, rusqlite::params![1, 2, None::<String>])
+            .unwrap();
+        conn.execute(insert, rusqlite::params![1, 3, "k"]).unwrap();
+        conn.execute(insert, rusqlite::params![2, 1, "k"]).unwrap();
+        assert!(conn.execute(insert, rusqlite::params![1, 4, "k"]).is_err());
+    }
+}

@@ -1,0 +1,658 @@
+//! The SQLite channel log through its public API: appends and reads, seqs and epochs across
+//! restarts, idempotency, retention, group commit under concurrency and the commit sink.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use herald_core::log::{ChannelLog, CommitSink, ReadFrom, Retention, StoreError};
+use herald_core::message::{NewMessage, SharedMessage};
+use herald_core::name::ChannelName;
+use herald_store::{SqliteLog, SqliteOptions, SyncMode};
+use parking_lot::Mutex;
+
+/// Records every committed message as (channel, seq), in the order the sink saw them.
+#[derive(Default)]
+struct RecordingSink {
+    seen: Mutex<Vec<(String, u64)>>,
+}
+
+impl CommitSink for RecordingSink {
+    fn committed(&self, messages: &[SharedMessage]) {
+        let mut seen = self.seen.lock();
+        for m in messages {
+            seen.push((m.channel.as_str().to_owned(), m.seq));
+        }
+    }
+}
+
+impl RecordingSink {
+    fn contains(&self, channel: &str, seq: u64) -> bool {
+        self.seen
+            .lock()
+            .iter()
+            .any(|(c, s)| c == channel && *s == seq)
+    }
+}
+
+fn open_with(dir: &Path, sync: SyncMode) -> (Arc<SqliteLog>, Arc<RecordingSink>) {
+    let sink = Arc::new(RecordingSink::default());
+    let options = SqliteOptions {
+        sync,
+        ..SqliteOptions::default()
+    };
+    let log = SqliteLog::open(dir, options, sink.clone()).expect("open store");
+    (log, sink)
+}
+
+fn open(dir: &Path) -> (Arc<SqliteLog>, Arc<RecordingSink>) {
+    open_with(dir, SyncMode::Batch)
+}
+
+fn name(s: &str) -> ChannelName {
+    ChannelName::parse(s).unwrap()
+}
+
+fn msg(data: &str) -> NewMessage {
+    NewMessage {
+        id: None,
+        data: Bytes::copy_from_slice(data.as_bytes()),
+    }
+}
+
+fn keyed(id: &str, data: &str) -> NewMessage {
+    NewMessage {
+        id: Some(id.to_owned()),
+        data: Bytes::copy_from_slice(data.as_bytes()),
+    }
+}
+
+fn keep(max_messages: u64) -> Retention {
+    Retention {
+        max_messages,
+        max_age_ms: 0,
+    }
+}
+
+fn seqs(messages: &[SharedMessage]) -> Vec<u64> {
+    messages.iter().map(|m| m.seq).collect()
+}
+
+#[tokio::test]
+async fn append_then_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, sink) = open(dir.path());
+    let news = name("news");
+    let out = log
+        .append(
+            &news,
+            vec![msg("1"), msg("2"), msg("3")],
+            Retention::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        out.iter().map(|a| a.message.seq).collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+    assert!(out.iter().all(|a| !a.duplicate));
+    assert_eq!(out[0].message.client_id, None);
+    assert_eq!(sink.seen.lock().len(), 3);
+
+    let slice = log.read(&news, ReadFrom::After(0), 100).await.unwrap();
+    assert_eq!(seqs(&slice.messages), [1, 2, 3]);
+    assert_eq!(slice.messages[1].data, Bytes::from_static(b"2"));
+    assert_eq!(slice.messages[0].epoch, out[0].message.epoch);
+    assert_eq!((slice.state.first_seq, slice.state.last_seq), (1, 3));
+    assert_eq!(slice.state.epoch.as_str().len(), 8);
+
+    let after = log.read(&news, ReadFrom::After(1), 1).await.unwrap();
+    assert_eq!(seqs(&after.messages), [2]);
+    let past_end = log
+        .read(&news, ReadFrom::After(u64::MAX), 10)
+        .await
+        .unwrap();
+    assert!(past_end.messages.is_empty());
+
+    let state = log.state(&news).await.unwrap();
+    assert_eq!(state, slice.state);
+    log.close().await;
+}
+
+#[tokio::test]
+async fn unknown_channel_is_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, _) = open(dir.path());
+    let nobody = name("nobody/here");
+    let slice = log.read(&nobody, ReadFrom::Tail(5), 5).await.unwrap();
+    assert!(slice.messages.is_empty());
+    assert_eq!(
+        slice.state,
+        herald_core::log::ChannelState::empty(nobody.clone())
+    );
+    assert_eq!(log.state(&nobody).await.unwrap().last_seq, 0);
+    assert!(log
+        .append(&nobody, vec![], Retention::default())
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(
+        log.list(None, 10).await.unwrap().is_empty(),
+        "empty append creates nothing"
+    );
+}
+
+#[tokio::test]
+async fn seqs_continue_after_reopen_and_epoch_survives() {
+    let dir = tempfile::tempdir().unwrap();
+    let chat = name("chat/room-42");
+    let epoch = {
+        let (log, _) = open(dir.path());
+        let out = log
+            .append(&chat, vec![msg("a"), msg("b")], Retention::default())
+            .await
+            .unwrap();
+        log.close().await;
+        assert!(matches!(
+            log.append(&chat, vec![msg("late")], Retention::default())
+                .await,
+            Err(StoreError::Closed)
+        ));
+        out[0].message.epoch.clone()
+    };
+    let (log, _) = open(dir.path());
+    let out = log
+        .append(&chat, vec![msg("c")], Retention::default())
+        .await
+        .unwrap();
+    assert_eq!(out[0].message.seq, 3);
+    assert_eq!(out[0].message.epoch, epoch);
+    let slice = log.read(&chat, ReadFrom::After(0), 10).await.unwrap();
+    assert_eq!(seqs(&slice.messages), [1, 2, 3]);
+    assert_eq!(slice.state.epoch, epoch);
+    drop(log); // dropping without close also stops the writer and releases the database
+
+    let (log, _) = open(dir.path());
+    assert_eq!(log.state(&chat).await.unwrap().last_seq, 3);
+}
+
+#[tokio::test]
+async fn seqs_are_not_reused_after_everything_was_trimmed() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = name("trimmed");
+    {
+        let (log, _) = open(dir.path());
+        let ret = Retention {
+            max_messages: 1000,
+            max_age_ms: 1,
+        };
+        log.append(&c, vec![msg("1"), msg("2")], ret).await.unwrap();
+        log.trim_expired_at(i64::MAX / 2).await.unwrap();
+        let state = log.state(&c).await.unwrap();
+        assert_eq!((state.first_seq, state.last_seq), (3, 2));
+        log.close().await;
+    }
+    let (log, _) = open(dir.path());
+    let out = log.append(&c, vec![msg("3")], keep(10)).await.unwrap();
+    assert_eq!(out[0].message.seq, 3);
+}
+
+#[tokio::test]
+async fn idempotency_within_a_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, sink) = open(dir.path());
+    let c = name("orders");
+    let out = log
+        .append(
+            &c,
+            vec![
+                keyed("k1", "first"),
+                keyed("k1", "again"),
+                msg("x"),
+                keyed("k2", "y"),
+            ],
+            Retention::default(),
+        )
+        .await
+        .unwrap();
+    let view: Vec<(u64, bool)> = out.iter().map(|a| (a.message.seq, a.duplicate)).collect();
+    assert_eq!(view, [(1, false), (1, true), (2, false), (3, false)]);
+    assert_eq!(out[1].message.data, Bytes::from_static(b"first"));
+    assert_eq!(out[0].message.client_id.as_deref(), Some("k1"));
+    assert_eq!(
+        sink.seen.lock().len(),
+        3,
+        "duplicates are not passed to the sink"
+    );
+}
+
+#[tokio::test]
+async fn idempotency_across_requests_and_channels_and_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (name("a"), name("b"));
+    {
+        let (log, sink) = open(dir.path());
+        log.append(&a, vec![keyed("k", "one")], Retention::default())
+            .await
+            .unwrap();
+        let again = log
+            .append(
+                &a,
+                vec![keyed("k", "two"), keyed("j", "three")],
+                Retention::default(),
+            )
+            .await
+            .unwrap();
+        assert!(again[0].duplicate);
+        assert_eq!(again[0].message.seq, 1);
+        assert_eq!(again[0].message.data, Bytes::from_static(b"one"));
+        assert_eq!((again[1].message.seq, again[1].duplicate), (2, false));
+        // The same key in another channel is a different message.
+        let other = log
+            .append(&b, vec![keyed("k", "b")], Retention::default())
+            .await
+            .unwrap();
+        assert!(!other[0].duplicate);
+        assert_eq!(sink.seen.lock().len(), 3);
+        log.close().await;
+    }
+    let (log, sink) = open(dir.path());
+    let out = log
+        .append(&a, vec![keyed("j", "four")], Retention::default())
+        .await
+        .unwrap();
+    assert!(out[0].duplicate);
+    assert_eq!(out[0].message.seq, 2);
+    assert_eq!(out[0].message.data, Bytes::from_static(b"three"));
+    assert!(sink.seen.lock().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_appends_of_one_key_store_it_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, sink) = open(dir.path());
+    let c = name("once");
+    let tasks: Vec<_> = (0..32)
+        .map(|i| {
+            let (log, c) = (log.clone(), c.clone());
+            tokio::spawn(async move {
+                log.append(
+                    &c,
+                    vec![keyed("same", &i.to_string())],
+                    Retention::default(),
+                )
+                .await
+                .unwrap()
+            })
+        })
+        .collect();
+    let mut fresh = 0;
+    for t in tasks {
+        let out = t.await.unwrap();
+        assert_eq!(out[0].message.seq, 1);
+        fresh += usize::from(!out[0].duplicate);
+    }
+    assert_eq!(fresh, 1);
+    assert_eq!(sink.seen.lock().len(), 1);
+}
+
+#[tokio::test]
+async fn tail_reads_newest_oldest_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, _) = open(dir.path());
+    let c = name("ticks");
+    let batch: Vec<_> = (1..=10).map(|i| msg(&i.to_string())).collect();
+    log.append(&c, batch, Retention::default()).await.unwrap();
+    let tail = log.read(&c, ReadFrom::Tail(3), 100).await.unwrap();
+    assert_eq!(seqs(&tail.messages), [8, 9, 10]);
+    let capped = log.read(&c, ReadFrom::Tail(5), 2).await.unwrap();
+    assert_eq!(
+        seqs(&capped.messages),
+        [9, 10],
+        "limit caps the tail to the newest"
+    );
+    let all = log
+        .read(&c, ReadFrom::Tail(u64::MAX), usize::MAX)
+        .await
+        .unwrap();
+    assert_eq!(all.messages.len(), 10);
+    assert!(log
+        .read(&c, ReadFrom::Tail(0), 10)
+        .await
+        .unwrap()
+        .messages
+        .is_empty());
+    assert!(log
+        .read(&c, ReadFrom::After(0), 0)
+        .await
+        .unwrap()
+        .messages
+        .is_empty());
+}
+
+#[tokio::test]
+async fn count_retention_trims_and_keeps_first_seq_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, _) = open(dir.path());
+    let c = name("short");
+    for i in 0..100 {
+        log.append(&c, vec![msg(&i.to_string())], keep(10))
+            .await
+            .unwrap();
+        let slice = log.read(&c, ReadFrom::After(0), 1000).await.unwrap();
+        let state = &slice.state;
+        assert_eq!(state.first_seq, slice.messages[0].seq);
+        assert_eq!(
+            seqs(&slice.messages),
+            (state.first_seq..=state.last_seq).collect::<Vec<_>>()
+        );
+        assert!(slice.messages.len() <= 10 + 16, "slack is max(10/8, 16)");
+        assert!(slice.messages.len() >= (i + 1).min(10));
+    }
+    // One big request larger than the limit is stored (and passed on) then trimmed.
+    let big: Vec<_> = (0..50).map(|i| msg(&i.to_string())).collect();
+    let out = log.append(&c, big, keep(10)).await.unwrap();
+    assert_eq!(out.last().unwrap().message.seq, 150);
+    let state = log.state(&c).await.unwrap();
+    assert_eq!((state.first_seq, state.last_seq), (141, 150));
+    let slice = log.read(&c, ReadFrom::After(0), 1000).await.unwrap();
+    assert_eq!(seqs(&slice.messages), (141..=150).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn age_retention_removes_old_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, _) = open(dir.path());
+    let c = name("ages");
+    let untouched = name("no-age-limit");
+    let ret = Retention {
+        max_messages: 1000,
+        max_age_ms: 1000,
+    };
+    let old = log.append(&c, vec![msg("1"), msg("2")], ret).await.unwrap();
+    log.append(&untouched, vec![msg("x")], keep(1000))
+        .await
+        .unwrap();
+    let old_time = old[1].message.time;
+    while herald_core::message::now_millis() <= old_time {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    let new = log.append(&c, vec![msg("3")], ret).await.unwrap();
+    assert!(new[0].message.time > old_time);
+
+    // Nothing is old enough yet.
+    assert_eq!(log.trim_expired_at(old_time + 1000).await.unwrap(), 0);
+    // Now the first two are older than 1000 ms, the third is not.
+    let deleted = log.trim_expired_at(old_time + 1001).await.unwrap();
+    assert_eq!(deleted, 2);
+    let slice = log.read(&c, ReadFrom::After(0), 10).await.unwrap();
+    assert_eq!(seqs(&slice.messages), [3]);
+    assert_eq!((slice.state.first_seq, slice.state.last_seq), (3, 3));
+
+    // Everything expires: first_seq = last_seq + 1, and appends carry on from there.
+    log.trim_expired_at(new[0].message.time + 1001)
+        .await
+        .unwrap();
+    let state = log.state(&c).await.unwrap();
+    assert_eq!((state.first_seq, state.last_seq), (4, 3));
+    let next = log.append(&c, vec![msg("4")], ret).await.unwrap();
+    assert_eq!(next[0].message.seq, 4);
+    assert_eq!(log.state(&c).await.unwrap().first_seq, 4);
+    assert_eq!(log.state(&untouched).await.unwrap().first_seq, 1);
+    log.trim_expired().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_appends_get_contiguous_seqs_in_sink_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, sink) = open(dir.path());
+    let channels = [name("hot"), name("warm")];
+    let (tasks, per_task) = (16, 50);
+    let handles: Vec<_> = (0..tasks)
+        .map(|t| {
+            let log = log.clone();
+            let sink = sink.clone();
+            let c = channels[t % 2].clone();
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                for i in 0..per_task {
+                    let n = 1 + (i % 3);
+                    let batch = (0..n).map(|j| msg(&format!("{t}-{i}-{j}"))).collect();
+                    let out = log.append(&c, batch, Retention::default()).await.unwrap();
+                    for a in &out {
+                        assert!(sink.contains(c.as_str(), a.message.seq), "sink ran first");
+                        got.push(a.message.seq);
+                    }
+                    // Seqs of one request are consecutive.
+                    assert!(out
+                        .windows(2)
+                        .all(|w| w[1].message.seq == w[0].message.seq + 1));
+                }
+                (c, got)
+            })
+        })
+        .collect();
+    let mut by_channel: [Vec<u64>; 2] = Default::default();
+    for h in handles {
+        let (c, got) = h.await.unwrap();
+        by_channel[usize::from(c != channels[0])].extend(got);
+    }
+    let seen = sink.seen.lock().clone();
+    for (i, c) in channels.iter().enumerate() {
+        let mut got = by_channel[i].clone();
+        got.sort_unstable();
+        let n = got.len() as u64;
+        assert_eq!(
+            got,
+            (1..=n).collect::<Vec<_>>(),
+            "{c}: contiguous, no duplicates"
+        );
+        let order: Vec<u64> = seen
+            .iter()
+            .filter(|(name, _)| name == c.as_str())
+            .map(|(_, s)| *s)
+            .collect();
+        assert_eq!(
+            order,
+            (1..=n).collect::<Vec<_>>(),
+            "{c}: sink saw strictly increasing seqs"
+        );
+        assert_eq!(log.state(c).await.unwrap().last_seq, n);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_sync_mode_works() {
+    for mode in [SyncMode::Always, SyncMode::Batch, SyncMode::Off] {
+        let dir = tempfile::tempdir().unwrap();
+        let c = name("modes");
+        {
+            let (log, sink) = open_with(dir.path(), mode);
+            let handles: Vec<_> = (0..8)
+                .map(|i| {
+                    let (log, c) = (log.clone(), c.clone());
+                    tokio::spawn(async move {
+                        log.append(&c, vec![msg(&i.to_string())], Retention::default())
+                            .await
+                            .unwrap()
+                    })
+                })
+                .collect();
+            for h in handles {
+                h.await.unwrap();
+            }
+            let order: Vec<u64> = sink.seen.lock().iter().map(|(_, s)| *s).collect();
+            assert_eq!(order, (1..=8).collect::<Vec<_>>(), "{mode}");
+            log.close().await;
+        }
+        let (log, _) = open_with(dir.path(), mode);
+        let slice = log.read(&c, ReadFrom::After(0), 100).await.unwrap();
+        assert_eq!(seqs(&slice.messages), (1..=8).collect::<Vec<_>>(), "{mode}");
+    }
+}
+
+#[tokio::test]
+async fn small_max_batch_still_commits_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let sink = Arc::new(RecordingSink::default());
+    let options = SqliteOptions {
+        sync: SyncMode::Off,
+        max_batch: 1,
+        read_connections: 1,
+    };
+    let log = SqliteLog::open(dir.path(), options, sink.clone()).unwrap();
+    let c = name("tiny");
+    let big: Vec<_> = (0..5).map(|i| msg(&i.to_string())).collect();
+    let (x, y) = tokio::join!(
+        log.append(&c, big, Retention::default()),
+        log.append(&c, vec![msg("z")], Retention::default())
+    );
+    assert_eq!(x.unwrap().len() + y.unwrap().len(), 6);
+    assert_eq!(log.state(&c).await.unwrap().last_seq, 6);
+}
+
+#[tokio::test]
+async fn list_channels_in_name_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, _) = open(dir.path());
+    for n in ["b", "a", "c/d", "c"] {
+        log.append(&name(n), vec![msg(n)], Retention::default())
+            .await
+            .unwrap();
+    }
+    let names = |v: Vec<herald_core::log::ChannelState>| {
+        v.into_iter()
+            .map(|s| s.name.as_str().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        names(log.list(None, 10).await.unwrap()),
+        ["a", "b", "c", "c/d"]
+    );
+    assert_eq!(names(log.list(Some("b"), 10).await.unwrap()), ["c", "c/d"]);
+    assert_eq!(names(log.list(None, 2).await.unwrap()), ["a", "b"]);
+    assert!(log.list(Some("z"), 10).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn api_key_hashes_are_stored_once() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (log, _) = open(dir.path());
+        assert!(log.api_key_hashes().await.unwrap().is_empty());
+        log.add_api_key_hash("bb", "second").await.unwrap();
+        log.add_api_key_hash("aa", "first").await.unwrap();
+        log.add_api_key_hash("aa", "again").await.unwrap();
+        assert_eq!(log.api_key_hashes().await.unwrap(), ["aa", "bb"]);
+        log.close().await;
+        assert!(matches!(
+            log.add_api_key_hash("cc", "late").await,
+            Err(StoreError::Closed)
+        ));
+        log.close().await; // closing twice is harmless
+    }
+    let (log, _) = open(dir.path());
+    assert_eq!(log.api_key_hashes().await.unwrap(), ["aa", "bb"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_finishes_queued_appends() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, sink) = open(dir.path());
+    let c = name("closing");
+    let handles: Vec<_> = (0..20)
+        .map(|i| {
+            let (log, c) = (log.clone(), c.clone());
+            tokio::spawn(async move {
+                log.append(&c, vec![msg(&i.to_string())], Retention::default())
+                    .await
+            })
+        })
+        .collect();
+    tokio::task::yield_now().await;
+    log.close().await;
+    let mut ok = HashSet::new();
+    for h in handles {
+        match h.await.unwrap() {
+            Ok(out) => {
+                ok.insert(out[0].message.seq);
+            }
+            Err(StoreError::Closed) => {}
+            Err(e) => panic!("unexpected error {e}"),
+        }
+    }
+    // Every append that succeeded is stored and was seen by the sink; nothing else was.
+    assert_eq!(sink.seen.lock().len(), ok.len());
+    drop(log);
+    let (log, _) = open(dir.path());
+    assert_eq!(log.state(&c).await.unwrap().last_seq as usize, ok.len());
+}
+
+#[tokio::test]
+async fn creates_missing_data_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let nested = dir.path().join("a/b/c");
+    let (log, _) = open(&nested);
+    log.append(&name("x"), vec![msg("1")], Retention::default())
+        .await
+        .unwrap();
+    assert!(nested.join(herald_store::DB_FILE_NAME).exists());
+}
+
+#[tokio::test]
+async fn failed_batch_is_rolled_back_and_seqs_stay_contiguous() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, sink) = open(dir.path());
+    let (old, fresh) = (name("old"), name("fresh"));
+    log.append(&old, vec![msg("1"), msg("2")], Retention::default())
+        .await
+        .unwrap();
+    // Make the database refuse one payload, as a disk or constraint failure would.
+    let admin = rusqlite::Connection::open(dir.path().join(herald_store::DB_FILE_NAME)).unwrap();
+    admin
+        .execute_batch(
+            "CREATE TRIGGER poison BEFORE INSERT ON messages WHEN NEW.data = CAST('poison' AS BLOB)
+             BEGIN SELECT RAISE(ABORT, 'poisoned payload'); END;",
+        )
+        .unwrap();
+
+    let err = log
+        .append(&old, vec![msg("3"), msg("poison")], Retention::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, StoreError::Backend(text) if text.contains("poisoned")),
+        "{err}"
+    );
+    assert!(log
+        .append(&fresh, vec![keyed("k", "poison")], Retention::default())
+        .await
+        .is_err());
+    assert_eq!(
+        sink.seen.lock().len(),
+        2,
+        "nothing from failed batches reached the sink"
+    );
+    assert_eq!(log.state(&old).await.unwrap().last_seq, 2);
+    assert_eq!(log.state(&fresh).await.unwrap().last_seq, 0);
+    assert!(log
+        .list(None, 10)
+        .await
+        .unwrap()
+        .iter()
+        .all(|s| s.name != fresh));
+
+    let out = log
+        .append(&old, vec![msg("3")], Retention::default())
+        .await
+        .unwrap();
+    assert_eq!(out[0].message.seq, 3, "the failed batch used no seq");
+    let out = log
+        .append(&fresh, vec![keyed("k", "fine")], Retention::default())
+        .await
+        .unwrap();
+    assert_eq!((out[0].message.seq, out[0].duplicate), (1, false));
+    let slice = log.read(&old, ReadFrom::After(0), 10).await.unwrap();
+    assert_eq!(seqs(&slice.messages), [1, 2, 3]);
+}

@@ -1,0 +1,114 @@
+//! The command line: one subcommand per file under `cli/`, parsed with clap. Errors are printed
+//! as `error: ...`; invalid configuration exits with code 2, other failures with 1.
+
+mod config_check;
+mod publish;
+mod serve;
+mod subscribe;
+mod token;
+mod version;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::ConfigError;
+
+const EXAMPLES: &str = "\
+Examples:
+  herald serve --listen 0.0.0.0:7070 --data /var/lib/herald
+  herald config check --config herald.toml
+  herald token --sub alice --channel news --channel 'chat/*' --ttl 1h
+  herald publish news '{\"title\":\"hello\"}'
+  herald subscribe news --last
+
+Environment: HERALD_CONFIG, HERALD_URL, HERALD_API_KEY, HERALD_TOKEN and the HERALD_* settings
+listed in docs/config.md.";
+
+/// Herald: a self-hosted push server.
+#[derive(Debug, Parser)]
+#[command(name = "herald", version, after_help = EXAMPLES, max_term_width = 100)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the server.
+    #[command(after_help = serve::EXAMPLES)]
+    Serve(serve::ServeArgs),
+    /// Inspect the configuration.
+    #[command(subcommand)]
+    Config(config_check::ConfigCommand),
+    /// Print the name and version.
+    #[command(after_help = version::EXAMPLES)]
+    Version,
+    /// Mint a client token (printed on stdout).
+    #[command(after_help = token::EXAMPLES)]
+    Token(token::TokenArgs),
+    /// Publish a message to a channel through the HTTP API.
+    #[command(after_help = publish::EXAMPLES)]
+    Publish(publish::PublishArgs),
+    /// Subscribe to channels over WebSocket and print messages as JSON lines.
+    #[command(after_help = subscribe::EXAMPLES)]
+    Subscribe(subscribe::SubscribeArgs),
+}
+
+/// Parses the command line, runs the command and turns its outcome into an exit code.
+pub async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::Serve(args) => serve::run(args).await,
+        Command::Config(cmd) => config_check::run(cmd),
+        Command::Version => version::run(),
+        Command::Token(args) => token::run(args),
+        Command::Publish(args) => publish::run(args).await,
+        Command::Subscribe(args) => subscribe::run(args).await,
+    };
+    match outcome {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            if e.downcast_ref::<ConfigError>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_valid() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_command_has_examples() {
+        let mut cmd = Cli::command();
+        cmd.build();
+        for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+            let mut subs: Vec<_> = sub.get_subcommands().collect();
+            if subs.is_empty() {
+                subs.push(sub);
+            }
+            for s in subs.into_iter().filter(|s| s.get_name() != "help") {
+                let help = s
+                    .get_after_help()
+                    .map(|h| h.to_string())
+                    .unwrap_or_default();
+                assert!(
+                    help.contains("Examples:"),
+                    "{} has no examples",
+                    s.get_name()
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! `herald token`: mints an HS256 client token with the server's token secret, taken from
+//! `--token-secret` / `HERALD_TOKEN_SECRET`, else the config file, else `<data>/token-secret`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context};
+use herald_core::auth::{ClientClaims, TokenKeys};
+
+use crate::config::{self, Config, ConfigFlags, MIN_TOKEN_SECRET_BYTES};
+
+pub const EXAMPLES: &str = "\
+Examples:
+  herald token --sub alice --channel news --channel 'chat/*' --publish 'chat/*' --ttl 1h
+  herald token --sub kiosk-7 --channel 'prices/*' --ttl 30d --data /var/lib/herald
+  TOKEN=$(herald token --sub bob --channel news) && herald subscribe news --token \"$TOKEN\"
+
+The secret is taken from --token-secret or HERALD_TOKEN_SECRET, else token_secret in the config
+file, else <data>/token-secret (written by the server on first run). Only the token is printed.";
+
+/// Flags of `herald token`.
+#[derive(Debug, clap::Args)]
+pub struct TokenArgs {
+    /// Who the client is (the token's `sub` claim)
+    #[arg(long, value_name = "ID")]
+    pub sub: String,
+    /// Channel pattern the client may subscribe to (repeatable; `*` matches one segment, a final `**` the rest)
+    #[arg(long = "channel", value_name = "PATTERN")]
+    pub channels: Vec<String>,
+    /// Channel pattern the client may publish to (repeatable)
+    #[arg(long = "publish", value_name = "PATTERN")]
+    pub publish: Vec<String>,
+    /// How long the token is valid; 0s means it never expires
+    #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = humantime::parse_duration)]
+    pub ttl: Duration,
+    /// TOML config file [env: HERALD_CONFIG]
+    #[arg(long, short = 'c', value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Data directory holding token-secret [env: HERALD_DATA]
+    #[arg(long, value_name = "DIR")]
+    pub data: Option<PathBuf>,
+    /// Token secret, at least 16 bytes [env: HERALD_TOKEN_SECRET]
+    #[arg(long, value_name = "SECRET")]
+    pub token_secret: Option<String>,
+}
+
+/// Prints a newly minted token.
+pub fn run(args: TokenArgs) -> anyhow::Result<ExitCode> {
+    let flags = ConfigFlags {
+        config: args.config,
+        data: args.data,
+        token_secret: args.token_secret,
+        ..ConfigFlags::default()
+    };
+    let config = Config::load(&flags)?;
+    let secret = match config.token_secret.clone() {
+        Some(secret) => secret,
+        None => secret_from_data_dir(&config)?,
+    };
+    let exp = if args.ttl.is_zero() {
+        None
+    } else {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        Some(now.saturating_add(args.ttl).as_secs())
+    };
+    let claims = ClientClaims {
+        sub: args.sub,
+        exp,
+        channels: args.channels,
+        publish: args.publish,
+    };
+    println!("{}", TokenKeys::new(secret.as_bytes()).mint(&claims));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn secret_from_data_dir(config: &Config) -> anyhow::Result<String> {
+    let path = config.token_secret_file();
+    let found = config::read_secret_file(&path)
+        .with_context(|| format!("cannot read token secret file {}", path.display()))?;
+    let Some(secret) = found else {
+        bail!(
+            "no token secret found: pass --token-secret, set HERALD_TOKEN_SECRET, set \
+             token_secret in the config file, or point --data / HERALD_DATA at the server's data \
+             directory (looked for {}, which the server writes on first run)",
+            path.display()
+        );
+    };
+    if secret.len() < MIN_TOKEN_SECRET_BYTES {
+        bail!(
+            "the token secret in {} is shorter than {MIN_TOKEN_SECRET_BYTES} bytes",
+            path.display()
+        );
+    }
+    Ok(secret)
+}

@@ -1,0 +1,248 @@
+//! The HTTP publisher API against the real server: auth, idempotency, batch, history, channel
+//! info and listing, operational endpoints, and bad input on every route.
+
+mod support;
+
+use serde_json::json;
+use support::{Server, Ws};
+
+#[tokio::test]
+async fn publish_requires_a_valid_key() {
+    let server = Server::start().await;
+    let url = server.url("/v1/channels/news/messages");
+    let r = server
+        .http
+        .post(&url)
+        .json(&json!({"data": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "unauthorized");
+    let r = server
+        .http
+        .post(&url)
+        .bearer_auth("hk_wrong")
+        .json(&json!({"data": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let (status, _) = server.get("/v1/channels/news").await;
+    assert_eq!(status, 200);
+    let r = server
+        .http
+        .get(server.url("/v1/channels"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+}
+
+#[tokio::test]
+async fn idempotency_key_stores_once() {
+    let server = Server::start().await;
+    let url = server.url("/v1/channels/orders/messages");
+    let mut seqs = Vec::new();
+    for _ in 0..3 {
+        let r = server
+            .http
+            .post(&url)
+            .bearer_auth(support::API_KEY)
+            .header("Idempotency-Key", "order-17")
+            .json(&json!({"data": {"total": 5}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let b: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(b["id"], "order-17");
+        seqs.push((b["seq"].clone(), b["duplicate"].clone()));
+    }
+    assert_eq!(seqs[0], (json!(1), json!(false)));
+    assert_eq!(seqs[1], (json!(1), json!(true)));
+    let (_, b) = server
+        .post(
+            "/v1/channels/orders/messages",
+            json!({"data": 2, "id": "order-17"}),
+        )
+        .await;
+    assert_eq!(b["duplicate"], true);
+    let (_, b) = server
+        .post("/v1/channels/orders/messages", json!({"data": 2}))
+        .await;
+    assert_eq!(b["seq"], 2);
+    // header and body id that disagree
+    let r = server
+        .http
+        .post(&url)
+        .bearer_auth(support::API_KEY)
+        .header("Idempotency-Key", "a")
+        .json(&json!({"data": 1, "id": "b"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+}
+
+#[tokio::test]
+async fn batch_history_info_and_list() {
+    let server = Server::start().await;
+    let mut ws =
+        Ws::connect(&server.ws_url(&format!("?token={}", server.token(&["**"], &[])))).await;
+    ws.request("subscribe", json!({"channel": "b/one"})).await;
+    let messages: Vec<_> = (1..=5)
+        .map(|i| json!({"channel": if i % 2 == 0 { "b/two" } else { "b/one" }, "data": i}))
+        .collect();
+    let (status, r) = server
+        .post("/v1/batch", json!({"messages": messages}))
+        .await;
+    assert_eq!(status, 200, "{r}");
+    let results = r["results"].as_array().unwrap();
+    let got: Vec<_> = results
+        .iter()
+        .map(|x| (x["channel"].clone(), x["seq"].clone()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (json!("b/one"), json!(1)),
+            (json!("b/two"), json!(1)),
+            (json!("b/one"), json!(2)),
+            (json!("b/two"), json!(2)),
+            (json!("b/one"), json!(3)),
+        ]
+    );
+    let (_, h) = server
+        .get("/v1/channels/b/one/messages?since=1&limit=10")
+        .await;
+    let data: Vec<_> = h["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["data"].clone())
+        .collect();
+    assert_eq!(data, vec![json!(3), json!(5)]);
+    assert_eq!(h["seq"], 3);
+    assert!(h["epoch"].as_str().unwrap().len() >= 4);
+    let (_, h) = server.get("/v1/channels/b/one/messages?last=1").await;
+    assert_eq!(h["messages"][0]["seq"], 3);
+    let (_, info) = server.get("/v1/channels/b/one").await;
+    assert_eq!(info["seq"], 3);
+    assert_eq!(info["subscribers"], 1);
+    assert_eq!(info["epoch"], h["epoch"]);
+    let (_, list) = server.get("/v1/channels?limit=1").await;
+    assert_eq!(list["channels"][0]["channel"], "b/one");
+    assert_eq!(list["next"], "b/one");
+    let (_, list) = server.get("/v1/channels?after=b/one").await;
+    assert_eq!(list["channels"][0]["channel"], "b/two");
+    assert_eq!(list["next"], serde_json::Value::Null);
+    // unknown channel: empty state, not an error
+    let (status, info) = server.get("/v1/channels/never").await;
+    assert_eq!((status, info["seq"].clone()), (200, json!(0)));
+}
+
+#[tokio::test]
+async fn bad_input_on_every_route() {
+    let server = Server::builder()
+        .env("HERALD_MAX_FRAME_BYTES", "2048")
+        .start()
+        .await;
+    let post_raw = |path: &str, body: &'static str| {
+        server
+            .http
+            .post(server.url(path))
+            .bearer_auth(support::API_KEY)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    for (path, body, status, code) in [
+        ("/v1/channels/news/messages", "{nope", 400, "bad_request"),
+        ("/v1/channels/news/messages", "{}", 400, "bad_request"),
+        (
+            "/v1/channels/news/messages",
+            r#"{"data":1,"extra":2}"#,
+            400,
+            "bad_request",
+        ),
+        (
+            "/v1/channels/bad%20name/messages",
+            r#"{"data":1}"#,
+            400,
+            "channel_invalid",
+        ),
+        ("/v1/channels/news", r#"{"data":1}"#, 404, "not_found"),
+        ("/v1/batch", r#"{"messages":[]}"#, 400, "bad_request"),
+        (
+            "/v1/batch",
+            r#"{"messages":[{"channel":"ok","data":1},{"channel":"","data":2}]}"#,
+            400,
+            "channel_invalid",
+        ),
+    ] {
+        let r = post_raw(path, body).await.unwrap();
+        assert_eq!(r.status().as_u16(), status, "{path} {body}");
+        let b: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(b["error"]["code"], code, "{path} {body}: {b}");
+    }
+    // nothing was stored by the rejected batch
+    let (_, info) = server.get("/v1/channels/ok").await;
+    assert_eq!(info["seq"], 0);
+    let big = json!({"data": "x".repeat(4000)});
+    let (status, b) = server.post("/v1/channels/news/messages", big).await;
+    assert_eq!(
+        (status, b["error"]["code"].clone()),
+        (413, json!("too_large"))
+    );
+    for (path, code) in [
+        ("/v1/channels/news/messages?limit=0", "bad_request"),
+        ("/v1/channels/news/messages?since=-1", "bad_request"),
+        ("/v1/channels/news/messages?since=1&last=1", "bad_request"),
+        ("/v1/channels?limit=99999", "bad_request"),
+        ("/v1/nothing-here", "not_found"),
+    ] {
+        let (status, b) = server.get(path).await;
+        assert!(status >= 400, "{path}");
+        assert_eq!(b["error"]["code"], code, "{path}: {b}");
+    }
+    let (status, _) = server.get("/healthz").await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn metrics_and_openapi_are_served() {
+    let server = Server::start().await;
+    server.publish("m", json!(1)).await;
+    let text = server
+        .http
+        .get(server.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for name in [
+        "herald_published_messages_total",
+        "herald_publish_seconds",
+        "herald_store_commit_seconds",
+    ] {
+        assert!(text.contains(name), "{name} missing from /metrics:\n{text}");
+    }
+    assert!(
+        !text.contains("channel=\"m\""),
+        "no channel names as labels"
+    );
+    let spec = server
+        .http
+        .get(server.url("/v1/openapi.yaml"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(spec.contains("/v1/channels/{name}/messages"));
+}

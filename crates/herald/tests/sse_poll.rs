@@ -1,0 +1,252 @@
+//! SSE and long-poll against the real server: delivery, Last-Event-ID / cursor resume across
+//! several channels, timeouts, auth and bad parameters.
+
+mod support;
+
+use serde_json::{json, Value};
+use support::{Server, Sse};
+
+#[tokio::test]
+async fn sse_delivers_and_resumes_with_last_event_id() {
+    let server = Server::start().await;
+    let token = server.token(&["a", "b"], &[]);
+    server.publish("a", json!("a1")).await;
+    let mut sse = Sse::open(
+        &server,
+        &format!("?channel=a&channel=b&token={token}&since=0,0"),
+        None,
+    )
+    .await
+    .unwrap();
+    let s1 = sse.next().await.unwrap();
+    assert_eq!(s1.event, "subscribed");
+    assert_eq!(s1.json()["channel"], "a");
+    assert_eq!(s1.json()["recovered"], true);
+    let m = sse.next().await.unwrap();
+    assert_eq!(m.event, "message");
+    assert_eq!(
+        m.json()["data"],
+        "a1",
+        "a's replay follows a's confirmation"
+    );
+    let s2 = sse.next().await.unwrap();
+    assert_eq!(
+        (s2.event.as_str(), s2.json()["channel"].clone()),
+        ("subscribed", json!("b"))
+    );
+    server.publish("b", json!("b1")).await;
+    let m = sse.next().await.unwrap();
+    assert_eq!(m.json()["data"], "b1");
+    let last_id = m.id.clone().unwrap();
+    drop(sse);
+
+    server.publish("a", json!("a2")).await;
+    server.publish("b", json!("b2")).await;
+    let mut sse = Sse::open(
+        &server,
+        &format!("?channel=a&channel=b&token={token}"),
+        Some(&last_id),
+    )
+    .await
+    .unwrap();
+    let mut data = Vec::new();
+    while data.len() < 2 {
+        let e = sse.next().await.unwrap();
+        if e.event == "subscribed" {
+            assert_eq!(e.json()["recovered"], true, "{e:?}");
+        } else {
+            data.push(e.json()["data"].clone());
+        }
+    }
+    assert_eq!(data, vec![json!("a2"), json!("b2")]);
+}
+
+#[tokio::test]
+async fn sse_multiline_payload_roundtrips() {
+    let server = Server::builder().arg("--allow-anonymous").start().await;
+    let mut sse = Sse::open(&server, "?channel=x", None).await.unwrap();
+    assert_eq!(sse.next().await.unwrap().event, "subscribed");
+    let body = "{\"data\": {\n  \"text\": \"line1\\nline2\"\n}}";
+    let r = server
+        .http
+        .post(server.url("/v1/channels/x/messages"))
+        .bearer_auth(support::API_KEY)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let m = sse.next().await.unwrap();
+    assert_eq!(m.json()["data"]["text"], "line1\nline2");
+}
+
+#[tokio::test]
+async fn sse_rejects_bad_requests_clearly() {
+    let server = Server::start().await;
+    let (status, body) = Sse::open(&server, "?channel=news", None)
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (401, json!("unauthorized"))
+    );
+    let token = server.token(&["news"], &[]);
+    let (status, body) = Sse::open(&server, &format!("?channel=other&token={token}"), None)
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (403, json!("forbidden"))
+    );
+    let (status, body) = Sse::open(&server, &format!("?token={token}"), None)
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (400, json!("bad_request"))
+    );
+    let (status, body) = Sse::open(&server, &format!("?channel=a//b&token={token}"), None)
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (400, json!("channel_invalid"))
+    );
+    let (status, _) = Sse::open(
+        &server,
+        &format!("?channel=news&token={token}"),
+        Some("garbage:x"),
+    )
+    .await
+    .err()
+    .unwrap();
+    assert_eq!(status, 400);
+    // header auth works too
+    let r = server
+        .http
+        .get(server.url("/v1/sse?channel=news"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+}
+
+async fn poll(server: &Server, query: &str) -> (u16, Value) {
+    let r = server
+        .http
+        .get(server.url(&format!("/v1/poll{query}")))
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.json().await.unwrap())
+}
+
+#[tokio::test]
+async fn long_poll_returns_waiting_then_live_then_times_out() {
+    let server = Server::start().await;
+    let token = server.token(&["p/*"], &[]);
+    for i in 1..=3 {
+        server.publish("p/1", json!(i)).await;
+    }
+    let (status, r) = poll(&server, &format!("?channel=p/1&since=0&token={token}")).await;
+    assert_eq!(status, 200, "{r}");
+    let got: Vec<_> = r["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["data"].clone())
+        .collect();
+    assert_eq!(got, vec![json!(1), json!(2), json!(3)]);
+    let cursor = r["cursor"].as_str().unwrap().to_string();
+
+    // waits for the next message
+    let waiting = {
+        let http = server.http.clone();
+        let url = server.url(&format!(
+            "/v1/poll?channel=p/1&since={cursor}&timeout=20&token={token}"
+        ));
+        tokio::spawn(async move {
+            http.get(url)
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    server.publish("p/1", json!(4)).await;
+    let r = waiting.await.unwrap();
+    assert_eq!(r["messages"][0]["data"], 4);
+    assert_eq!(r["messages"].as_array().unwrap().len(), 1);
+    let cursor = r["cursor"].as_str().unwrap().to_string();
+
+    // nothing new: empty answer after the timeout, same position
+    let (_, r) = poll(
+        &server,
+        &format!("?channel=p/1&since={cursor}&timeout=1&token={token}"),
+    )
+    .await;
+    assert_eq!(r["messages"], json!([]));
+    assert_eq!(r["cursor"], cursor);
+
+    // bad parameters
+    let (status, r) = poll(&server, &format!("?channel=p/1&timeout=abc&token={token}")).await;
+    assert_eq!(
+        (status, r["error"]["code"].clone()),
+        (400, json!("bad_request"))
+    );
+    let (status, _) = poll(&server, "?channel=p/1").await;
+    assert_eq!(status, 401);
+}
+
+#[tokio::test]
+async fn long_poll_loop_sees_every_message_once_across_channels() {
+    let server = Server::start().await;
+    let token = server.token(&["**"], &[]);
+    const N: u64 = 150;
+    let publisher = {
+        let http = server.http.clone();
+        let base = server.url("");
+        tokio::spawn(async move {
+            for i in 1..=N {
+                let ch = if i % 2 == 0 { "even" } else { "odd" };
+                let r = http
+                    .post(format!("{base}/v1/channels/{ch}/messages"))
+                    .bearer_auth(support::API_KEY)
+                    .json(&json!({ "data": i }))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), 200);
+            }
+        })
+    };
+    let mut cursor = "0,0".to_string();
+    let mut got = Vec::new();
+    while got.len() < N as usize {
+        let (status, r) = poll(
+            &server,
+            &format!("?channel=odd&channel=even&since={cursor}&timeout=5&token={token}"),
+        )
+        .await;
+        assert_eq!(status, 200, "{r}");
+        for ch in r["channels"].as_array().unwrap() {
+            assert_eq!(ch["recovered"], true);
+        }
+        for m in r["messages"].as_array().unwrap() {
+            got.push(m["data"].as_u64().unwrap());
+        }
+        cursor = r["cursor"].as_str().unwrap().to_string();
+    }
+    publisher.await.unwrap();
+    got.sort();
+    assert_eq!(got, (1..=N).collect::<Vec<_>>(), "each exactly once");
+}

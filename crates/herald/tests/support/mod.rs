@@ -1,0 +1,362 @@
+//! Test harness: starts the real `herald` binary on port 0 with its own data directory, and
+//! gives tests real HTTP, WebSocket, SSE and long-poll clients.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use herald_core::auth::{ClientClaims, TokenKeys};
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::Message;
+
+pub const API_KEY: &str = "hk_test_publisher_key";
+pub const SECRET: &str = "test-token-secret-0123456789";
+
+/// A running server process.
+pub struct Server {
+    child: Option<Child>,
+    pub addr: SocketAddr,
+    pub data: PathBuf,
+    _tmp: Option<tempfile::TempDir>,
+    extra: Vec<String>,
+    env: Vec<(String, String)>,
+    pub http: reqwest::Client,
+}
+
+impl Server {
+    /// A server on a fresh data dir.
+    pub async fn start() -> Server {
+        Self::builder().start().await
+    }
+
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    fn spawn(data: &Path, extra: &[String], env: &[(String, String)]) -> (Child, SocketAddr) {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_herald"));
+        cmd.arg("serve")
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .arg("--data")
+            .arg(data)
+            .arg("--api-key")
+            .arg(API_KEY)
+            .arg("--token-secret")
+            .arg(SECRET)
+            .args(extra)
+            .env_remove("HERALD_CONFIG")
+            .env("HERALD_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("start herald");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut tx = Some(tx);
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(addr) = line.strip_prefix("herald listening on http://") {
+                    if let Some(tx) = tx.take() {
+                        let _ = tx.send(addr.parse::<SocketAddr>().unwrap());
+                    }
+                }
+            }
+        });
+        let addr = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("herald did not report its address");
+        (child, addr)
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    pub fn ws_url(&self, query: &str) -> String {
+        format!("ws://{}/v1/ws{}", self.addr, query)
+    }
+
+    /// A client token.
+    pub fn token(&self, channels: &[&str], publish: &[&str]) -> String {
+        TokenKeys::new(SECRET.as_bytes()).mint(&ClientClaims {
+            sub: "tester".into(),
+            exp: None,
+            channels: channels.iter().map(|s| s.to_string()).collect(),
+            publish: publish.iter().map(|s| s.to_string()).collect(),
+        })
+    }
+
+    /// Publishes through the HTTP API; returns the response body (panics on failure).
+    pub async fn publish(&self, channel: &str, data: Value) -> Value {
+        let (status, body) = self
+            .post(
+                &format!("/v1/channels/{channel}/messages"),
+                json!({ "data": data }),
+            )
+            .await;
+        assert_eq!(status, 200, "publish failed: {body}");
+        body
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let r = self
+            .http
+            .post(self.url(path))
+            .bearer_auth(API_KEY)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        let r = self
+            .http
+            .get(self.url(path))
+            .bearer_auth(API_KEY)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// `kill -9` and wait.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM; returns the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut c = self.child.take().expect("running");
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(c.id().to_string())
+            .status();
+        for _ in 0..300 {
+            if let Ok(Some(status)) = c.try_wait() {
+                return status;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = c.kill();
+        panic!("herald did not exit within 15 s of SIGTERM");
+    }
+
+    /// Starts the server again on the same data directory (new port).
+    pub async fn restart(&mut self) {
+        self.kill9();
+        let (child, addr) = Self::spawn(&self.data, &self.extra, &self.env);
+        self.child = Some(child);
+        self.addr = addr;
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+#[derive(Default)]
+pub struct Builder {
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    config: Option<String>,
+}
+
+impl Builder {
+    pub fn arg(mut self, a: &str) -> Self {
+        self.args.push(a.to_string());
+        self
+    }
+
+    pub fn env(mut self, k: &str, v: &str) -> Self {
+        self.env.push((k.to_string(), v.to_string()));
+        self
+    }
+
+    /// TOML written to a file passed with --config.
+    pub fn config(mut self, toml: &str) -> Self {
+        self.config = Some(toml.to_string());
+        self
+    }
+
+    pub async fn start(mut self) -> Server {
+        let tmp = tempfile::tempdir().unwrap();
+        let data = tmp.path().join("data");
+        if let Some(toml) = &self.config {
+            let path = tmp.path().join("herald.toml");
+            std::fs::write(&path, toml).unwrap();
+            self.args.push("--config".into());
+            self.args.push(path.display().to_string());
+        }
+        let (child, addr) = Server::spawn(&data, &self.args, &self.env);
+        Server {
+            child: Some(child),
+            addr,
+            data,
+            _tmp: Some(tmp),
+            extra: self.args,
+            env: self.env,
+            http: reqwest::Client::new(),
+        }
+    }
+}
+
+type WsStream =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A WebSocket client speaking Herald's JSON protocol.
+pub struct Ws {
+    pub stream: WsStream,
+    next_id: u64,
+}
+
+impl Ws {
+    pub async fn connect(url: &str) -> Ws {
+        let (stream, _) = tokio_tungstenite::connect_async(url)
+            .await
+            .expect("ws connect");
+        Ws { stream, next_id: 1 }
+    }
+
+    /// Tries to connect; returns the HTTP status of a refused upgrade.
+    pub async fn try_connect(url: &str) -> Result<Ws, u16> {
+        match tokio_tungstenite::connect_async(url).await {
+            Ok((stream, _)) => Ok(Ws { stream, next_id: 1 }),
+            Err(tokio_tungstenite::tungstenite::Error::Http(r)) => Err(r.status().as_u16()),
+            Err(e) => panic!("unexpected ws error {e}"),
+        }
+    }
+
+    pub async fn send(&mut self, v: Value) {
+        self.stream
+            .send(Message::text(v.to_string()))
+            .await
+            .unwrap();
+    }
+
+    pub async fn send_raw(&mut self, text: &str) {
+        self.stream.send(Message::text(text)).await.unwrap();
+    }
+
+    /// Next JSON text frame; None when the connection closed. Panics after 10 s.
+    pub async fn recv(&mut self) -> Option<Value> {
+        loop {
+            let next = tokio::time::timeout(Duration::from_secs(10), self.stream.next())
+                .await
+                .expect("timed out waiting for a frame");
+            match next {
+                Some(Ok(Message::Text(t))) => return Some(serde_json::from_str(&t).unwrap()),
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return None,
+                Some(Ok(_)) => continue,
+            }
+        }
+    }
+
+    /// Sends a command with a fresh id and returns the reply with that id.
+    pub async fn request(&mut self, name: &str, body: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({ "id": id, name: body })).await;
+        loop {
+            let v = self.recv().await.expect("connection closed before reply");
+            if v["id"] == id {
+                return v;
+            }
+        }
+    }
+}
+
+/// One Server-Sent Event.
+#[derive(Debug, Clone, Default)]
+pub struct Event {
+    pub event: String,
+    pub id: Option<String>,
+    pub data: String,
+}
+
+impl Event {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.data).unwrap()
+    }
+}
+
+/// A minimal EventSource: parses the stream as the HTML spec says.
+pub struct Sse {
+    resp: reqwest::Response,
+    buf: String,
+}
+
+impl Sse {
+    pub async fn open(
+        server: &Server,
+        query: &str,
+        last_event_id: Option<&str>,
+    ) -> Result<Sse, (u16, Value)> {
+        let mut req = server.http.get(server.url(&format!("/v1/sse{query}")));
+        if let Some(id) = last_event_id {
+            req = req.header("Last-Event-ID", id);
+        }
+        let resp = req.send().await.unwrap();
+        if resp.status() != 200 {
+            let status = resp.status().as_u16();
+            return Err((status, resp.json().await.unwrap_or(Value::Null)));
+        }
+        assert_eq!(resp.headers()["content-type"], "text/event-stream");
+        Ok(Sse {
+            resp,
+            buf: String::new(),
+        })
+    }
+
+    /// Next event (comments and retry lines skipped); None at end of stream.
+    pub async fn next(&mut self) -> Option<Event> {
+        loop {
+            if let Some(end) = self.buf.find("\n\n") {
+                let block: String = self.buf.drain(..end + 2).collect();
+                let mut ev = Event {
+                    event: "message".into(),
+                    ..Default::default()
+                };
+                let mut data = Vec::new();
+                let mut any = false;
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("data: ") {
+                        data.push(v.to_string());
+                        any = true;
+                    } else if let Some(v) = line.strip_prefix("event: ") {
+                        ev.event = v.to_string();
+                    } else if let Some(v) = line.strip_prefix("id: ") {
+                        ev.id = Some(v.to_string());
+                    }
+                }
+                if any {
+                    ev.data = data.join("\n");
+                    return Some(ev);
+                }
+                continue;
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(10), self.resp.chunk())
+                .await
+                .expect("timed out waiting for SSE data");
+            match chunk {
+                Ok(Some(bytes)) => self.buf.push_str(std::str::from_utf8(&bytes).unwrap()),
+                _ => return None,
+            }
+        }
+    }
+}
