@@ -76,11 +76,24 @@ impl Edge {
     }
 }
 
-/// Routes `/v1/ws`, `/v1/sse` and `/v1/poll`.
+/// Routes `/v1/ws`, `/v1/sse` and `/v1/poll`. SSE and long-poll answer cross-origin requests
+/// from any origin (browsers need CORS for EventSource and fetch from another origin); they
+/// carry no cookies, only the token the page sends.
 pub fn router(edge: Arc<Edge>) -> Router {
+    use axum::http::{header, HeaderName, Method};
+    let cors = tower_http::cors::CorsLayer::new()
+        .allow_origin(tower_http::cors::Any)
+        .allow_methods([Method::GET])
+        .allow_headers([
+            header::AUTHORIZATION,
+            header::CACHE_CONTROL,
+            HeaderName::from_static("last-event-id"),
+        ])
+        .max_age(std::time::Duration::from_secs(3600));
     Router::new()
-        .route("/v1/ws", get(ws::upgrade))
         .route("/v1/sse", get(sse::stream))
         .route("/v1/poll", get(poll::poll))
+        .layer(cors)
+        .route("/v1/ws", get(ws::upgrade))
         .with_state(edge)
 }

@@ -250,3 +250,33 @@ async fn long_poll_loop_sees_every_message_once_across_channels() {
     got.sort();
     assert_eq!(got, (1..=N).collect::<Vec<_>>(), "each exactly once");
 }
+
+#[tokio::test]
+async fn sse_and_poll_allow_cross_origin_browsers() {
+    let server = Server::builder().arg("--allow-anonymous").start().await;
+    let r = server
+        .http
+        .request(reqwest::Method::OPTIONS, server.url("/v1/sse?channel=x"))
+        .header("Origin", "http://app.example")
+        .header("Access-Control-Request-Method", "GET")
+        .header("Access-Control-Request-Headers", "last-event-id")
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    assert_eq!(r.headers()["access-control-allow-origin"], "*");
+    let allowed = r.headers()["access-control-allow-headers"]
+        .to_str()
+        .unwrap()
+        .to_lowercase();
+    assert!(allowed.contains("last-event-id"), "{allowed}");
+    let r = server
+        .http
+        .get(server.url("/v1/poll?channel=x&timeout=0"))
+        .header("Origin", "http://app.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["access-control-allow-origin"], "*");
+}
