@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use crate::error::{ErrorCode, HeraldError};
-use crate::hub::{Hub, Subscription};
+use crate::hub::{Head, Hub, Subscription};
 use crate::log::{Appended, ChannelLog, ChannelState, LogSlice, ReadFrom, StoreError};
 use crate::message::{Cursor, Epoch, NewMessage, SharedMessage};
 use crate::name::ChannelName;
@@ -119,8 +119,8 @@ impl Engine {
         outbox: &Arc<Outbox>,
         request: &SubscribeRequest,
     ) -> Result<Catchup, HeraldError> {
-        let subscription = self.hub.subscribe(channel, outbox.clone());
-        match self.catch_up(channel, request).await {
+        let (subscription, head) = self.hub.subscribe(channel, outbox.clone());
+        match self.catch_up(channel, request, head).await {
             Ok((outcome, messages)) => Ok(Catchup {
                 subscription,
                 outcome,
@@ -137,10 +137,20 @@ impl Engine {
         &self,
         channel: &ChannelName,
         request: &SubscribeRequest,
+        head: Option<Head>,
     ) -> Result<(SubscribeOutcome, Vec<SharedMessage>), HeraldError> {
         let last = request
             .last
             .unwrap_or(self.namespaces.options(channel.as_str()).last_on_subscribe);
+        if let (None, false, Some(head)) = (&request.since, last, &head) {
+            // Live only, and the hub already knows exactly where the channel stands.
+            let outcome = SubscribeOutcome {
+                epoch: head.epoch.clone(),
+                seq: head.last_seq,
+                recovered: false,
+            };
+            return Ok((outcome, Vec::new()));
+        }
         let state = self.log.state(channel).await.map_err(store_error)?;
         let resumable = request
             .since
@@ -157,6 +167,15 @@ impl Engine {
             }
             None => (state, Vec::new(), false),
         };
+        if state.last_seq > 0 {
+            self.hub.learn_head(
+                channel,
+                Head {
+                    epoch: state.epoch.clone(),
+                    last_seq: state.last_seq,
+                },
+            );
+        }
         let outcome = SubscribeOutcome {
             epoch: state.epoch,
             seq: state.last_seq,

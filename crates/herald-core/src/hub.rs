@@ -14,7 +14,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 use crate::log::CommitSink;
-use crate::message::SharedMessage;
+use crate::message::{Epoch, SharedMessage};
 use crate::name::ChannelName;
 use crate::outbox::{CloseReason, OutFrame, Outbox};
 
@@ -68,7 +68,25 @@ impl Subscription {
     }
 }
 
-type Shard = RwLock<HashMap<ChannelName, Vec<Arc<Subscription>>>>;
+/// The newest position of a channel, as seen by the hub.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Head {
+    /// The channel's epoch.
+    pub epoch: Epoch,
+    /// Seq of the newest committed message.
+    pub last_seq: u64,
+}
+
+/// A channel with subscribers on this node. While it exists every committed message of the
+/// channel passes through [`Hub::deliver`], so `head` is exact once known, and subscribers
+/// without a cursor never need to ask the store where the channel stands.
+#[derive(Default)]
+struct ChannelEntry {
+    subs: Vec<Arc<Subscription>>,
+    head: Mutex<Option<Head>>,
+}
+
+type Shard = RwLock<HashMap<ChannelName, ChannelEntry>>;
 
 /// The sharded registry of subscriptions.
 pub struct Hub {
@@ -99,34 +117,54 @@ impl Hub {
     }
 
     /// Registers a subscription in catch-up mode; it receives nothing until
-    /// [`Subscription::go_live`].
-    pub fn subscribe(&self, channel: &ChannelName, outbox: Arc<Outbox>) -> Arc<Subscription> {
+    /// [`Subscription::go_live`]. Also returns the channel's head if the hub knows it (it does
+    /// whenever the channel already had subscribers here when its last message was committed).
+    pub fn subscribe(
+        &self,
+        channel: &ChannelName,
+        outbox: Arc<Outbox>,
+    ) -> (Arc<Subscription>, Option<Head>) {
         let sub = Arc::new(Subscription {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             outbox,
             live: AtomicBool::new(false),
             parked: Mutex::new(Vec::new()),
         });
-        self.shard(channel)
-            .write()
-            .entry(channel.clone())
-            .or_default()
-            .push(sub.clone());
+        let mut shard = self.shard(channel).write();
+        let entry = shard.entry(channel.clone()).or_default();
+        entry.subs.push(sub.clone());
+        let head = entry.head.lock().clone();
+        drop(shard);
         metrics::gauge!("herald_subscriptions").increment(1.0);
-        sub
+        (sub, head)
+    }
+
+    /// Tells the hub where a channel stood according to the store, read after a subscription
+    /// was registered; the newer of that and what the hub has seen is kept.
+    pub fn learn_head(&self, channel: &ChannelName, head: Head) {
+        if let Some(entry) = self.shard(channel).read().get(channel) {
+            let mut known = entry.head.lock();
+            let newer = match &*known {
+                Some(k) => k.epoch != head.epoch || head.last_seq > k.last_seq,
+                None => true,
+            };
+            if newer {
+                *known = Some(head);
+            }
+        }
     }
 
     /// Removes a subscription; returns whether it was registered.
     pub fn unsubscribe(&self, channel: &ChannelName, id: u64) -> bool {
         let mut shard = self.shard(channel).write();
-        let Some(subs) = shard.get_mut(channel) else {
+        let Some(entry) = shard.get_mut(channel) else {
             return false;
         };
-        let Some(pos) = subs.iter().position(|s| s.id == id) else {
+        let Some(pos) = entry.subs.iter().position(|s| s.id == id) else {
             return false;
         };
-        subs.swap_remove(pos);
-        if subs.is_empty() {
+        entry.subs.swap_remove(pos);
+        if entry.subs.is_empty() {
             shard.remove(channel);
         }
         metrics::gauge!("herald_subscriptions").decrement(1.0);
@@ -135,17 +173,24 @@ impl Hub {
 
     /// Number of subscriptions to `channel` on this node.
     pub fn subscriber_count(&self, channel: &ChannelName) -> usize {
-        self.shard(channel).read().get(channel).map_or(0, Vec::len)
+        self.shard(channel)
+            .read()
+            .get(channel)
+            .map_or(0, |e| e.subs.len())
     }
 
     /// Delivers one message to every subscription of its channel.
     pub fn deliver(&self, message: &SharedMessage) {
         let shard = self.shard(&message.channel).read();
-        if let Some(subs) = shard.get(&message.channel) {
-            for sub in subs {
+        if let Some(entry) = shard.get(&message.channel) {
+            *entry.head.lock() = Some(Head {
+                epoch: message.epoch.clone(),
+                last_seq: message.seq,
+            });
+            for sub in &entry.subs {
                 sub.deliver(message);
             }
-            metrics::counter!("herald_deliveries_total").increment(subs.len() as u64);
+            metrics::counter!("herald_deliveries_total").increment(entry.subs.len() as u64);
         }
     }
 }
@@ -192,7 +237,8 @@ mod tests {
         let hub = Hub::new();
         let ch = ChannelName::parse("news").unwrap();
         let out = Outbox::new(1 << 20);
-        let sub = hub.subscribe(&ch, out.clone());
+        let (sub, head) = hub.subscribe(&ch, out.clone());
+        assert_eq!(head, None);
         hub.deliver(&msg(&ch, 3));
         hub.deliver(&msg(&ch, 4));
         assert!(seqs(&out).is_empty(), "nothing before go_live");
@@ -203,6 +249,17 @@ mod tests {
         );
         hub.deliver(&msg(&ch, 5));
         assert_eq!(seqs(&out), vec![2, 3, 4, 5]);
+        let (_, head) = hub.subscribe(&ch, Outbox::new(1024));
+        assert_eq!(head.map(|h| h.last_seq), Some(5), "head tracked from deliveries");
+        hub.learn_head(
+            &ch,
+            Head {
+                epoch: Epoch::new("e"),
+                last_seq: 4,
+            },
+        );
+        let (_, head) = hub.subscribe(&ch, Outbox::new(1024));
+        assert_eq!(head.map(|h| h.last_seq), Some(5), "an older store read never wins");
     }
 
     #[test]
@@ -210,8 +267,8 @@ mod tests {
         let hub = Hub::new();
         let ch = ChannelName::parse("a/b").unwrap();
         let out = Outbox::new(1 << 20);
-        let s1 = hub.subscribe(&ch, out.clone());
-        let s2 = hub.subscribe(&ch, out.clone());
+        let (s1, _) = hub.subscribe(&ch, out.clone());
+        let (s2, _) = hub.subscribe(&ch, out.clone());
         s1.go_live(vec![], 0);
         s2.go_live(vec![], 0);
         assert_eq!(hub.subscriber_count(&ch), 2);

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what Herald's tests need and runs every test: Rust (unit, property and integration
+# tests that start the real server), lints, and the browser tests in headless Chromium.
+# Usage: scripts/test.sh        (CI runs exactly this through .ci/run)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n== %s\n' "$*"; }
+
+if ! command -v cargo >/dev/null 2>&1; then
+  step "installing the Rust toolchain (Debian packages)"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cargo rustc
+fi
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
+
+step "format and lints"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "Rust tests (unit, property, integration against the real binary)"
+cargo test --workspace
+
+if [ -d tests/browser ]; then
+  step "browser tests (headless Chromium)"
+  scripts/install-browser-deps.sh
+  cargo build -p herald
+  (cd tests/browser && HERALD_BIN="$PWD/../../target/debug/herald" node --test)
+fi
+
+step "all tests passed"
