@@ -132,5 +132,8 @@ pub async fn list(
     let states = api.engine.list(after, limit).await?;
     let next = (states.len() == limit).then(|| states.last().map(|s| s.name.to_string()));
     let channels: Vec<_> = states.iter().map(|s| info(&api, s)).collect();
-    Ok(axum::Json(serde_json::json!({ "channels": channels, "next": next.flatten() })).into_response())
+    Ok(
+        axum::Json(serde_json::json!({ "channels": channels, "next": next.flatten() }))
+            .into_response(),
+    )
 }

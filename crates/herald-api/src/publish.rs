@@ -161,7 +161,9 @@ pub async fn batch(
     body: Body,
 ) -> Result<Response, ApiError> {
     api.authorize(&headers)?;
-    let limit = (api.max_message_bytes + 512).saturating_mul(MAX_BATCH).min(64 << 20);
+    let limit = (api.max_message_bytes + 512)
+        .saturating_mul(MAX_BATCH)
+        .min(64 << 20);
     let body = read_body(body, limit).await?;
     let parsed: BatchBody = parse_json(&body)?;
     if parsed.messages.is_empty() || parsed.messages.len() > MAX_BATCH {

@@ -246,8 +246,7 @@ impl Engine {
 /// Whether a client at `since` can be resumed exactly from a log in `state`. A cursor with an
 /// empty epoch is taken to be in the current epoch; seq 0 is valid in any epoch.
 pub fn is_resumable(since: &Cursor, state: &ChannelState) -> bool {
-    let epoch_ok =
-        since.seq == 0 || since.epoch.as_str().is_empty() || since.epoch == state.epoch;
+    let epoch_ok = since.seq == 0 || since.epoch.as_str().is_empty() || since.epoch == state.epoch;
     epoch_ok && since.seq <= state.last_seq && since.seq + 1 >= state.first_seq
 }
 
@@ -277,7 +276,10 @@ mod tests {
         assert!(is_resumable(&cur("e1", 9), &s));
         assert!(is_resumable(&cur("e1", 20), &s));
         assert!(is_resumable(&cur("", 15), &s));
-        assert!(!is_resumable(&cur("e1", 8), &s), "gap before retained history");
+        assert!(
+            !is_resumable(&cur("e1", 8), &s),
+            "gap before retained history"
+        );
         assert!(!is_resumable(&cur("e2", 15), &s), "other epoch");
         assert!(!is_resumable(&cur("e1", 21), &s), "ahead of the log");
         assert!(is_resumable(&cur("zz", 0), &state("e1", 1, 5)));

@@ -63,7 +63,8 @@ impl Subscription {
             .into_iter()
             .filter(|m| m.seq > caught_up_to)
             .map(OutFrame::Message);
-        self.outbox.push_all_unbounded(first.into_iter().chain(rest));
+        self.outbox
+            .push_all_unbounded(first.into_iter().chain(rest));
         self.live.store(true, Ordering::Release);
     }
 }
@@ -244,13 +245,20 @@ mod tests {
         assert!(seqs(&out).is_empty(), "nothing before go_live");
         // history read covered up to 3
         sub.go_live(
-            vec![OutFrame::Message(msg(&ch, 2)), OutFrame::Message(msg(&ch, 3))],
+            vec![
+                OutFrame::Message(msg(&ch, 2)),
+                OutFrame::Message(msg(&ch, 3)),
+            ],
             3,
         );
         hub.deliver(&msg(&ch, 5));
         assert_eq!(seqs(&out), vec![2, 3, 4, 5]);
         let (_, head) = hub.subscribe(&ch, Outbox::new(1024));
-        assert_eq!(head.map(|h| h.last_seq), Some(5), "head tracked from deliveries");
+        assert_eq!(
+            head.map(|h| h.last_seq),
+            Some(5),
+            "head tracked from deliveries"
+        );
         hub.learn_head(
             &ch,
             Head {
@@ -259,7 +267,11 @@ mod tests {
             },
         );
         let (_, head) = hub.subscribe(&ch, Outbox::new(1024));
-        assert_eq!(head.map(|h| h.last_seq), Some(5), "an older store read never wins");
+        assert_eq!(
+            head.map(|h| h.last_seq),
+            Some(5),
+            "an older store read never wins"
+        );
     }
 
     #[test]

@@ -5,21 +5,12 @@
 use crate::log::Retention;
 
 /// Options for the channels of one namespace.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct NamespaceOptions {
     /// How much history the channels keep.
     pub retention: Retention,
     /// Send the channel's last message on subscribe unless the client says otherwise.
     pub last_on_subscribe: bool,
-}
-
-impl Default for NamespaceOptions {
-    fn default() -> Self {
-        NamespaceOptions {
-            retention: Retention::default(),
-            last_on_subscribe: false,
-        }
-    }
 }
 
 /// The default options and the prefixed namespaces.
@@ -32,7 +23,7 @@ pub struct Namespaces {
 impl Namespaces {
     /// Builds the table; `prefixed` may be in any order.
     pub fn new(default: NamespaceOptions, mut prefixed: Vec<(String, NamespaceOptions)>) -> Self {
-        prefixed.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        prefixed.sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
         Namespaces { default, prefixed }
     }
 

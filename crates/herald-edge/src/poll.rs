@@ -41,7 +41,6 @@ struct ChannelStatus<'a> {
     recovered: bool,
 }
 
-
 async fn answer(
     edge: &Arc<Edge>,
     query: Option<&str>,
@@ -50,14 +49,23 @@ async fn answer(
     let pairs = query_pairs(query);
     let client = edge.authenticate(client_token(&pairs, headers).as_deref())?;
     let names = channel_params(edge, &pairs)?;
-    let param = |k: &str| pairs.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+    let param = |k: &str| {
+        pairs
+            .iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.as_str())
+    };
     let cursors = herald_proto::cursor::decode(param("since").unwrap_or(""), names.len())?;
     let timeout = match param("timeout") {
-        Some(t) => t.parse::<u64>().ok().filter(|t| *t <= MAX_TIMEOUT_SECS).ok_or_else(|| {
-            HeraldError::bad_request(format!(
-                "invalid timeout {t:?}: whole seconds from 0 to {MAX_TIMEOUT_SECS}"
-            ))
-        })?,
+        Some(t) => t
+            .parse::<u64>()
+            .ok()
+            .filter(|t| *t <= MAX_TIMEOUT_SECS)
+            .ok_or_else(|| {
+                HeraldError::bad_request(format!(
+                    "invalid timeout {t:?}: whole seconds from 0 to {MAX_TIMEOUT_SECS}"
+                ))
+            })?,
         None => DEFAULT_TIMEOUT_SECS,
     };
     let outbox = Outbox::new(edge.settings.outbox_bytes);

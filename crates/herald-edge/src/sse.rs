@@ -42,7 +42,12 @@ async fn open(
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned)
-        .or_else(|| pairs.iter().find(|(k, _)| k == "since").map(|(_, v)| v.clone()));
+        .or_else(|| {
+            pairs
+                .iter()
+                .find(|(k, _)| k == "since")
+                .map(|(_, v)| v.clone())
+        });
     let cursors = herald_proto::cursor::decode(cursor.as_deref().unwrap_or(""), names.len())?;
     let last = match pairs.iter().find(|(k, _)| k == "last") {
         Some((_, v)) => Some(parse_bool(v)?),
@@ -78,7 +83,10 @@ async fn open(
     let body = Body::from_stream(futures_util::stream::unfold(state, next_chunk));
     let mut response = body.into_response();
     let h = response.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     Ok(response)

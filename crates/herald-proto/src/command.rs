@@ -125,8 +125,8 @@ impl ClientFrame {
             id,
             error: HeraldError::new(code, msg),
         };
-        let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(text)
-            .map_err(|e| {
+        let map: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(text).map_err(|e| {
                 fail(
                     None,
                     ErrorCode::BadRequest,
@@ -249,7 +249,8 @@ mod tests {
         assert_eq!(e.error.code, ErrorCode::BadRequest);
         let e = ClientFrame::parse(r#"{"id":-1,"ping":{}}"#).unwrap_err();
         assert_eq!(e.error.code, ErrorCode::BadRequest);
-        let e = ClientFrame::parse(r#"{"id":3,"subscribe":{"channel":"a","bogus":1}}"#).unwrap_err();
+        let e =
+            ClientFrame::parse(r#"{"id":3,"subscribe":{"channel":"a","bogus":1}}"#).unwrap_err();
         assert_eq!(e.error.code, ErrorCode::BadRequest);
     }
 

@@ -183,9 +183,6 @@ mod tests {
         let r = reply(Some(2), "pong", &serde_json::json!({}));
         assert_eq!(&r[..], br#"{"id":2,"pong":{}}"#);
         let e = error(None, &HeraldError::new(ErrorCode::Forbidden, "no"));
-        assert_eq!(
-            &e[..],
-            br#"{"error":{"code":"forbidden","message":"no"}}"#
-        );
+        assert_eq!(&e[..], br#"{"error":{"code":"forbidden","message":"no"}}"#);
     }
 }

@@ -185,7 +185,8 @@ async fn read_error(
     tx: &mut futures_util::stream::SplitSink<WebSocket, Message>,
     error: &str,
 ) -> u16 {
-    let too_big = error.contains("too long") || error.contains("too big") || error.contains("Space");
+    let too_big =
+        error.contains("too long") || error.contains("too big") || error.contains("Space");
     let (code, close) = if too_big {
         ("too_large", 1009)
     } else {

@@ -205,7 +205,10 @@ impl Session {
         };
         let appended = self.edge.engine.publish(&channel, vec![message]).await?;
         let Some(a) = appended.first() else {
-            return Err(HeraldError::new(ErrorCode::Internal, "nothing was appended"));
+            return Err(HeraldError::new(
+                ErrorCode::Internal,
+                "nothing was appended",
+            ));
         };
         self.send(frame::reply(
             id,
@@ -238,7 +241,9 @@ impl Session {
         serde_json::to_writer(&mut body, channel.as_str()).ok();
         body.extend_from_slice(b",\"epoch\":");
         serde_json::to_writer(&mut body, slice.state.epoch.as_str()).ok();
-        body.extend_from_slice(format!(",\"seq\":{},\"messages\":[", slice.state.last_seq).as_bytes());
+        body.extend_from_slice(
+            format!(",\"seq\":{},\"messages\":[", slice.state.last_seq).as_bytes(),
+        );
         for (i, m) in slice.messages.iter().enumerate() {
             if i > 0 {
                 body.push(b',');
@@ -246,8 +251,9 @@ impl Session {
             body.extend_from_slice(&frame::message_entry(m));
         }
         body.extend_from_slice(b"]}");
-        let raw = serde_json::value::RawValue::from_string(String::from_utf8_lossy(&body).into_owned())
-            .map_err(|e| HeraldError::new(ErrorCode::Internal, e.to_string()))?;
+        let raw =
+            serde_json::value::RawValue::from_string(String::from_utf8_lossy(&body).into_owned())
+                .map_err(|e| HeraldError::new(ErrorCode::Internal, e.to_string()))?;
         self.send(frame::reply(id, "history", &raw));
         Ok(())
     }
