@@ -8,7 +8,9 @@ use herald_core::{HeraldError, StoredMessage};
 use serde::Serialize;
 
 /// The JSON object describing one message, as history, long-poll and the WebSocket `message`
-/// push carry it: `{"channel":..,"seq":..,"id":..,"time":..,"data":..}`.
+/// push carry it: `{"channel":..,"seq":..,"epoch":..,"id":..,"time":..,"data":..}`. Every
+/// message carries its full cursor, so a client that subscribed before a channel's first
+/// message still learns the epoch.
 pub fn message_entry(m: &StoredMessage) -> Bytes {
     m.frame(FrameKind::JsonEntry, encode_entry)
 }
@@ -19,6 +21,8 @@ fn encode_entry(m: &StoredMessage) -> Bytes {
     buf.put_slice(&json_string(m.channel.as_str()));
     buf.put_slice(b",\"seq\":");
     buf.put_slice(m.seq.to_string().as_bytes());
+    buf.put_slice(b",\"epoch\":");
+    buf.put_slice(&json_string(m.epoch.as_str()));
     buf.put_slice(b",\"id\":");
     buf.put_slice(&json_string(&m.id()));
     buf.put_slice(b",\"time\":");
@@ -158,6 +162,7 @@ mod tests {
         let v: serde_json::Value = serde_json::from_slice(&ws).unwrap();
         assert_eq!(v["message"]["channel"], "news");
         assert_eq!(v["message"]["seq"], 58);
+        assert_eq!(v["message"]["epoch"], "e1");
         assert_eq!(v["message"]["id"], "e1-58");
         assert_eq!(v["message"]["time"], 1700);
         assert_eq!(v["message"]["data"]["t"], "hello");
