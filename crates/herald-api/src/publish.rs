@@ -18,9 +18,6 @@ use crate::channels::split_path;
 use crate::error::ApiError;
 use crate::{Api, MAX_BATCH};
 
-/// Longest idempotency key accepted.
-const MAX_ID_LEN: usize = 256;
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PublishBody {
@@ -96,11 +93,7 @@ fn new_message(api: &Api, data: &RawValue, id: Option<String>) -> Result<NewMess
         ));
     }
     if let Some(id) = &id {
-        if id.is_empty() || id.len() > MAX_ID_LEN {
-            return Err(HeraldError::bad_request(format!(
-                "message id must be 1 to {MAX_ID_LEN} bytes"
-            )));
-        }
+        herald_core::engine::check_message_id(id)?;
     }
     Ok(NewMessage {
         id,

@@ -90,6 +90,8 @@ impl TokenKeys {
         validation.required_spec_claims = HashSet::new();
         validation.leeway = 0;
         validation.validate_exp = true;
+        validation.validate_nbf = true;
+        validation.validate_aud = false;
         TokenKeys {
             encoding: EncodingKey::from_secret(secret),
             decoding: DecodingKey::from_secret(secret),

@@ -12,6 +12,9 @@ use crate::name::ChannelName;
 use crate::namespace::Namespaces;
 use crate::outbox::{OutFrame, Outbox};
 
+/// Longest idempotency key (message id) a publisher may give.
+pub const MAX_MESSAGE_ID_LEN: usize = 256;
+
 /// Messages read per page while catching a subscriber up.
 const CATCH_UP_PAGE: usize = 1000;
 
@@ -98,6 +101,9 @@ impl Engine {
         channel: &ChannelName,
         messages: Vec<NewMessage>,
     ) -> Result<Vec<Appended>, HeraldError> {
+        for id in messages.iter().filter_map(|m| m.id.as_deref()) {
+            check_message_id(id)?;
+        }
         let retention = self.namespaces.options(channel.as_str()).retention;
         let started = std::time::Instant::now();
         let n = messages.len() as u64;
@@ -156,11 +162,12 @@ impl Engine {
             .since
             .as_ref()
             .filter(|since| is_resumable(since, &state));
-        let (state, messages, recovered) = match resumable {
-            Some(since) => {
-                let (state, messages) = self.read_all_after(channel, since.seq).await?;
-                (state, messages, true)
-            }
+        let replay = match resumable {
+            Some(since) => self.read_contiguous_after(channel, since.seq).await?,
+            None => None,
+        };
+        let (state, messages, recovered) = match replay {
+            Some((state, messages)) => (state, messages, true),
             None if last => {
                 let slice = self.read(channel, ReadFrom::Tail(1), 1).await?;
                 (slice.state, slice.messages, false)
@@ -184,23 +191,32 @@ impl Engine {
         Ok((outcome, messages))
     }
 
-    async fn read_all_after(
+    /// Every message after `after`, page by page, or `None` if they are no longer all there
+    /// (retention removed some between the resumability check and the reads).
+    async fn read_contiguous_after(
         &self,
         channel: &ChannelName,
-        mut after: u64,
-    ) -> Result<(ChannelState, Vec<SharedMessage>), HeraldError> {
+        after: u64,
+    ) -> Result<Option<(ChannelState, Vec<SharedMessage>)>, HeraldError> {
         let mut all = Vec::new();
+        let mut expected = after + 1;
         loop {
             let slice = self
-                .read(channel, ReadFrom::After(after), CATCH_UP_PAGE)
+                .read(channel, ReadFrom::After(expected - 1), CATCH_UP_PAGE)
                 .await?;
-            let full = slice.messages.len() == CATCH_UP_PAGE;
-            if let Some(m) = slice.messages.last() {
-                after = m.seq;
+            for m in &slice.messages {
+                if m.seq != expected {
+                    return Ok(None);
+                }
+                expected += 1;
             }
+            let full = slice.messages.len() == CATCH_UP_PAGE;
             all.extend(slice.messages);
             if !full {
-                return Ok((slice.state, all));
+                if slice.state.last_seq >= expected {
+                    return Ok(None);
+                }
+                return Ok(Some((slice.state, all)));
             }
         }
     }
@@ -241,6 +257,16 @@ impl Engine {
     pub fn subscriber_count(&self, channel: &ChannelName) -> usize {
         self.hub.subscriber_count(channel)
     }
+}
+
+/// Checks a publisher-supplied message id (idempotency key): 1 to 256 bytes.
+pub fn check_message_id(id: &str) -> Result<(), HeraldError> {
+    if id.is_empty() || id.len() > MAX_MESSAGE_ID_LEN {
+        return Err(HeraldError::bad_request(format!(
+            "a message id (idempotency key) must be 1 to {MAX_MESSAGE_ID_LEN} bytes"
+        )));
+    }
+    Ok(())
 }
 
 /// Whether a client at `since` can be resumed exactly from a log in `state`. A cursor with an

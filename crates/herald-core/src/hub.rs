@@ -28,6 +28,10 @@ pub struct Subscription {
     id: u64,
     outbox: Arc<Outbox>,
     live: AtomicBool,
+    /// Seq up to which the subscriber was caught up from the log. A message committed before
+    /// that read can still reach the hub afterwards (the commit sink runs after the commit), so
+    /// live delivery skips anything at or below it.
+    caught_up_to: AtomicU64,
     parked: Mutex<Vec<SharedMessage>>,
 }
 
@@ -39,13 +43,17 @@ impl Subscription {
 
     fn deliver(&self, message: &SharedMessage) {
         if self.live.load(Ordering::Acquire) {
-            self.outbox.push(OutFrame::Message(message.clone()));
+            if message.seq > self.caught_up_to.load(Ordering::Relaxed) {
+                self.outbox.push(OutFrame::Message(message.clone()));
+            }
             return;
         }
         let mut parked = self.parked.lock();
         if self.live.load(Ordering::Acquire) {
             drop(parked);
-            self.outbox.push(OutFrame::Message(message.clone()));
+            if message.seq > self.caught_up_to.load(Ordering::Relaxed) {
+                self.outbox.push(OutFrame::Message(message.clone()));
+            }
         } else if parked.len() >= MAX_PARKED {
             drop(parked);
             self.outbox.close(CloseReason::SlowConsumer);
@@ -55,10 +63,11 @@ impl Subscription {
     }
 
     /// Queues `first` (reply and catch-up frames), then every parked live message with a seq
-    /// above `caught_up_to`, and switches to live delivery, all under the parking lock so no
-    /// live message can slip in between.
+    /// above `caught_up_to`, and switches to live delivery (which keeps skipping seqs up to
+    /// `caught_up_to`), all under the parking lock so no live message can slip in between.
     pub fn go_live(&self, first: Vec<OutFrame>, caught_up_to: u64) {
         let mut parked = self.parked.lock();
+        self.caught_up_to.store(caught_up_to, Ordering::Relaxed);
         let rest = std::mem::take(&mut *parked)
             .into_iter()
             .filter(|m| m.seq > caught_up_to)
@@ -129,6 +138,7 @@ impl Hub {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             outbox,
             live: AtomicBool::new(false),
+            caught_up_to: AtomicU64::new(0),
             parked: Mutex::new(Vec::new()),
         });
         let mut shard = self.shard(channel).write();
@@ -272,6 +282,19 @@ mod tests {
             Some(5),
             "an older store read never wins"
         );
+    }
+
+    #[test]
+    fn message_read_from_the_log_but_delivered_after_going_live_is_not_repeated() {
+        // The log read saw seq 7 (committed) before the commit sink handed it to the hub.
+        let hub = Hub::new();
+        let ch = ChannelName::parse("late").unwrap();
+        let out = Outbox::new(1 << 20);
+        let (sub, _) = hub.subscribe(&ch, out.clone());
+        sub.go_live(vec![OutFrame::Message(msg(&ch, 7))], 7);
+        hub.deliver(&msg(&ch, 7));
+        hub.deliver(&msg(&ch, 8));
+        assert_eq!(seqs(&out), vec![7, 8]);
     }
 
     #[test]

@@ -96,7 +96,7 @@ impl Outbox {
             return false;
         }
         let cost = frame.cost();
-        if q.bytes + cost > self.limit_bytes && !q.frames.is_empty() {
+        if q.bytes + cost > self.limit_bytes && q.bytes > 0 {
             q.closed = Some(CloseReason::SlowConsumer);
             q.frames = VecDeque::new();
             q.bytes = 0;
@@ -115,16 +115,15 @@ impl Outbox {
         true
     }
 
-    /// Queues frames regardless of the limit (a subscribe's bounded catch-up from the log).
+    /// Queues frames regardless of the limit and without counting them against it: a
+    /// subscribe's catch-up from the log, already bounded by retention. Live frames queued behind
+    /// it still get the whole limit, so a large replay alone never makes a slow consumer.
     pub fn push_all_unbounded(&self, frames: impl IntoIterator<Item = OutFrame>) {
         let mut q = self.queue.lock();
         if q.closed.is_some() {
             return;
         }
-        for frame in frames {
-            q.bytes += frame.cost();
-            q.frames.push_back(frame);
-        }
+        q.frames.extend(frames);
         let any = !q.frames.is_empty();
         drop(q);
         if any {
@@ -203,6 +202,17 @@ mod tests {
         let o = Outbox::new(10);
         assert!(o.push(ctl(50)));
         assert_eq!(o.take().0.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn catch_up_does_not_count_against_the_live_limit() {
+        let o = Outbox::new(100);
+        o.push_all_unbounded((0..10).map(|_| ctl(60)));
+        assert!(
+            o.push(ctl(60)),
+            "live frame still fits after a large replay"
+        );
+        assert_eq!(o.take().0.len(), 11);
     }
 
     #[tokio::test]

@@ -13,6 +13,31 @@ pub fn error_response(e: &HeraldError) -> Response {
     (status, axum::Json(body)).into_response()
 }
 
+/// Resolves when a token that expires at `expires` (seconds since the Unix epoch) has expired;
+/// never when `None`.
+pub async fn until_expiry(expires: Option<u64>) {
+    match expires {
+        Some(exp) => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            tokio::time::sleep(std::time::Duration::from_secs(exp.saturating_sub(now))).await
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// A boolean query parameter: `true`/`1`/empty or `false`/`0`.
+pub fn parse_bool(v: &str) -> Result<bool, HeraldError> {
+    match v {
+        "true" | "1" | "" => Ok(true),
+        "false" | "0" => Ok(false),
+        _ => Err(HeraldError::bad_request(format!(
+            "invalid boolean {v:?}: use true or false"
+        ))),
+    }
+}
+
 /// The decoded `key=value` pairs of a query string, in order (repeated keys kept).
 pub fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
     form_urlencoded::parse(query.unwrap_or("").as_bytes())
@@ -20,14 +45,19 @@ pub fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The client token from `?token=` or an `Authorization: Bearer` header.
+/// The client token from `?token=` or an `Authorization: Bearer` header; an empty one counts
+/// as none.
 pub fn client_token(pairs: &[(String, String)], headers: &HeaderMap) -> Option<String> {
-    if let Some((_, t)) = pairs.iter().find(|(k, _)| k == "token") {
-        return Some(t.clone());
-    }
-    headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(|t| t.trim().to_owned())
+    let from_query = pairs
+        .iter()
+        .find(|(k, _)| k == "token")
+        .map(|(_, t)| t.trim().to_owned());
+    let token = from_query.or_else(|| {
+        headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(|t| t.trim().to_owned())
+    });
+    token.filter(|t| !t.is_empty())
 }

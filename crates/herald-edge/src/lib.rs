@@ -90,10 +90,15 @@ pub fn router(edge: Arc<Edge>) -> Router {
             HeaderName::from_static("last-event-id"),
         ])
         .max_age(std::time::Duration::from_secs(3600));
+    // OPTIONS is routed explicitly so the CORS layer answers preflights whatever method
+    // fallback the server installs around this router.
+    let preflight = || async { axum::http::StatusCode::NO_CONTENT };
     Router::new()
-        .route("/v1/sse", get(sse::stream))
-        .route("/v1/poll", get(poll::poll))
-        .layer(cors)
+        .route(
+            "/v1/sse",
+            get(sse::stream).options(preflight).layer(cors.clone()),
+        )
+        .route("/v1/poll", get(poll::poll).options(preflight).layer(cors))
         .route("/v1/ws", get(ws::upgrade))
         .with_state(edge)
 }

@@ -13,13 +13,17 @@ use herald_core::HeraldError;
 use serde::Serialize;
 
 use crate::channels::{channel_params, Subscriptions};
-use crate::http::{client_token, error_response, query_pairs};
+use crate::http::{client_token, error_response, parse_bool, query_pairs};
 use crate::Edge;
 
 /// Longest wait a client may ask for.
 const MAX_TIMEOUT_SECS: u64 = 120;
 /// Wait when the client does not say.
 const DEFAULT_TIMEOUT_SECS: u64 = 30;
+/// Most messages in one answer; the cursor then points at the last one returned.
+const MAX_LIMIT: usize = 10_000;
+/// Messages per answer when the client does not say.
+const DEFAULT_LIMIT: usize = 1000;
 
 /// Answers one long-poll request.
 pub async fn poll(
@@ -68,9 +72,20 @@ async fn answer(
             })?,
         None => DEFAULT_TIMEOUT_SECS,
     };
+    let limit = match param("limit") {
+        Some(l) => l
+            .parse::<usize>()
+            .ok()
+            .filter(|l| (1..=MAX_LIMIT).contains(l))
+            .ok_or_else(|| {
+                HeraldError::bad_request(format!("invalid limit {l:?}: 1 to {MAX_LIMIT}"))
+            })?,
+        None => DEFAULT_LIMIT,
+    };
+    let last = param("last").map(parse_bool).transpose()?;
     let outbox = Outbox::new(edge.settings.outbox_bytes);
     let mut subs =
-        Subscriptions::open(edge, &client, names, cursors, None, &outbox, |_, _| None).await?;
+        Subscriptions::open(edge, &client, names, cursors, last, &outbox, |_, _| None).await?;
     let (mut frames, _) = outbox.take();
     if frames.is_empty() {
         tokio::select! {
@@ -83,6 +98,9 @@ async fn answer(
     body.extend_from_slice(b"{\"messages\":[");
     let mut written = 0u64;
     for frame in frames {
+        if written as usize == limit {
+            break;
+        }
         if let OutFrame::Message(m) = frame {
             if subs.advance(&m) {
                 if written > 0 {

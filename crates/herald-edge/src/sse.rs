@@ -15,7 +15,7 @@ use herald_core::HeraldError;
 use herald_proto::frame::{self, SubscribeReply};
 
 use crate::channels::{channel_params, Subscriptions};
-use crate::http::{client_token, error_response, query_pairs};
+use crate::http::{client_token, error_response, parse_bool, query_pairs, until_expiry};
 use crate::Edge;
 
 /// Opens an SSE stream.
@@ -41,6 +41,7 @@ async fn open(
     let cursor = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.trim().is_empty())
         .map(str::to_owned)
         .or_else(|| {
             pairs
@@ -77,6 +78,7 @@ async fn open(
         edge: edge.clone(),
         outbox,
         subs,
+        expires: client.expires,
         started: false,
         done: false,
     };
@@ -92,20 +94,12 @@ async fn open(
     Ok(response)
 }
 
-fn parse_bool(v: &str) -> Result<bool, HeraldError> {
-    match v {
-        "true" | "1" | "" => Ok(true),
-        "false" | "0" => Ok(false),
-        _ => Err(HeraldError::bad_request(format!(
-            "invalid boolean {v:?}: use true or false"
-        ))),
-    }
-}
-
 struct StreamState {
     edge: Arc<Edge>,
     outbox: Arc<Outbox>,
     subs: Subscriptions,
+    /// When the client's token expires (seconds since the Unix epoch); the stream ends then.
+    expires: Option<u64>,
     started: bool,
     done: bool,
 }
@@ -133,6 +127,10 @@ async fn next_chunk(
         _ = ping => return Some((Ok(Bytes::from_static(b": ping\n\n")), st)),
         _ = st.edge.shutdown.cancelled() => {
             st.outbox.close(CloseReason::Shutdown);
+            st.outbox.take()
+        }
+        _ = until_expiry(st.expires) => {
+            st.outbox.close(CloseReason::TokenExpired);
             st.outbox.take()
         }
     };

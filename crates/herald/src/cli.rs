@@ -39,7 +39,7 @@ enum Command {
     #[command(after_help = serve::EXAMPLES)]
     Serve(serve::ServeArgs),
     /// Inspect the configuration.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = config_check::EXAMPLES)]
     Config(config_check::ConfigCommand),
     /// Print the name and version.
     #[command(after_help = version::EXAMPLES)]

@@ -54,7 +54,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     });
     let app = herald_edge::router(edge.clone())
         .merge(herald_api::router(api))
-        .fallback(not_found);
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed);
 
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
@@ -106,6 +107,15 @@ async fn not_found() -> impl IntoResponse {
         StatusCode::NOT_FOUND,
         axum::Json(serde_json::json!({
             "error": {"code": "not_found", "message": "no such endpoint; see /v1/openapi.yaml"}
+        })),
+    )
+}
+
+async fn method_not_allowed() -> impl IntoResponse {
+    (
+        StatusCode::METHOD_NOT_ALLOWED,
+        axum::Json(serde_json::json!({
+            "error": {"code": "method_not_allowed", "message": "this endpoint does not take that method; see /v1/openapi.yaml"}
         })),
     )
 }

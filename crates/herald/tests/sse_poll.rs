@@ -242,7 +242,11 @@ async fn long_poll_loop_sees_every_message_once_across_channels() {
             assert_eq!(ch["recovered"], true);
         }
         for m in r["messages"].as_array().unwrap() {
-            got.push(m["data"].as_u64().unwrap());
+            let d = m["data"].as_u64().unwrap();
+            if got.contains(&d) {
+                eprintln!("DUP {d}: since={cursor} answer={r}");
+            }
+            got.push(d);
         }
         cursor = r["cursor"].as_str().unwrap().to_string();
     }
@@ -279,4 +283,65 @@ async fn sse_and_poll_allow_cross_origin_browsers() {
         .unwrap();
     assert_eq!(r.status(), 200);
     assert_eq!(r.headers()["access-control-allow-origin"], "*");
+}
+
+#[tokio::test]
+async fn long_poll_limit_pages_through_a_backlog() {
+    let server = Server::builder().arg("--allow-anonymous").start().await;
+    for i in 1..=5 {
+        server.publish("backlog", json!(i)).await;
+    }
+    let mut cursor = "0".to_string();
+    let mut pages = Vec::new();
+    loop {
+        let (status, r) = poll(
+            &server,
+            &format!("?channel=backlog&since={cursor}&limit=2&timeout=0"),
+        )
+        .await;
+        assert_eq!(status, 200, "{r}");
+        let page: Vec<_> = r["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["data"].as_u64().unwrap())
+            .collect();
+        cursor = r["cursor"].as_str().unwrap().to_string();
+        if page.is_empty() {
+            break;
+        }
+        pages.push(page);
+    }
+    assert_eq!(pages, vec![vec![1, 2], vec![3, 4], vec![5]]);
+    let (_, r) = poll(&server, "?channel=backlog&last=true&timeout=0").await;
+    assert_eq!(r["messages"][0]["data"], 5, "{r}");
+    let (status, _) = poll(&server, "?channel=backlog&limit=0").await;
+    assert_eq!(status, 400);
+}
+
+#[tokio::test]
+async fn sse_stream_ends_when_the_token_expires() {
+    let server = Server::start().await;
+    let exp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 2;
+    let token = herald_core::auth::TokenKeys::new(support::SECRET.as_bytes()).mint(
+        &herald_core::auth::ClientClaims {
+            exp: Some(exp),
+            channels: vec!["news".into()],
+            ..Default::default()
+        },
+    );
+    let mut sse = Sse::open(&server, &format!("?channel=news&token={token}"), None)
+        .await
+        .unwrap();
+    let mut last = None;
+    while let Some(e) = sse.next().await {
+        last = Some(e);
+    }
+    let last = last.unwrap();
+    assert_eq!(last.event, "disconnect");
+    assert_eq!(last.json()["code"], "token_expired");
 }

@@ -348,3 +348,92 @@ async fn slow_consumer_is_disconnected_and_resumes() {
     let rest = recv_messages(&mut ws, (1200 - last_seq) as usize).await;
     assert_eq!(seqs(&rest).last().copied(), Some(1200));
 }
+
+#[tokio::test]
+async fn connect_refresh_and_edge_cases() {
+    let server = Server::builder().arg("--allow-anonymous").start().await;
+    // anonymous: publishing is forbidden from the first frame on; an empty token is no token
+    let mut ws = Ws::connect(&server.ws_url("?token=")).await;
+    let r = ws
+        .request("publish", json!({ "channel": "news", "data": 1 }))
+        .await;
+    assert_eq!(r["error"]["code"], "forbidden", "{r}");
+
+    let wide = server.token(&["a", "b"], &["a"]);
+    let mut ws = Ws::connect(&server.ws_url(&format!("?token={wide}"))).await;
+    ws.request("subscribe", json!({ "channel": "a" })).await;
+    ws.request("subscribe", json!({ "channel": "b" })).await;
+    // a refresh with a narrower token drops what it no longer allows
+    let narrow = server.token(&["a"], &["a"]);
+    let r = ws.request("connect", json!({ "token": narrow })).await;
+    assert_eq!(r["connect"]["unsubscribed"], json!(["b"]), "{r}");
+    let (_, info) = server.get("/v1/channels/b").await;
+    assert_eq!(info["subscribers"], 0);
+    // another user's token cannot take over the connection
+    let other = herald_core::auth::TokenKeys::new(support::SECRET.as_bytes()).mint(
+        &herald_core::auth::ClientClaims {
+            sub: "mallory".into(),
+            channels: vec!["**".into()],
+            ..Default::default()
+        },
+    );
+    let r = ws.request("connect", json!({ "token": other })).await;
+    assert_eq!(r["error"]["code"], "forbidden");
+    // publish with a bad idempotency key, history with a bad limit
+    let r = ws
+        .request("publish", json!({ "channel": "a", "data": 1, "id": "" }))
+        .await;
+    assert_eq!(r["error"]["code"], "bad_request", "{r}");
+    let r = ws
+        .request("publish", json!({ "channel": "a", "data": 1 }))
+        .await;
+    assert!(r["publish"]["time"].as_i64().unwrap() > 0, "{r}");
+    let r = ws
+        .request("history", json!({ "channel": "a", "limit": 0 }))
+        .await;
+    assert_eq!(r["error"]["code"], "bad_request");
+    let r = ws.request("history", json!({ "channel": "a" })).await;
+    assert_eq!(r["history"]["messages"][0]["data"], 1, "{r}");
+
+    // a plain GET of /v1/ws and a wrong method get JSON errors
+    let r = server.http.get(server.url("/v1/ws")).send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "bad_request");
+    let r = server
+        .http
+        .delete(server.url("/v1/batch"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 405);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "method_not_allowed");
+}
+
+#[tokio::test]
+async fn expired_token_disconnects_live_connection() {
+    let server = Server::start().await;
+    let exp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 2;
+    let token = herald_core::auth::TokenKeys::new(support::SECRET.as_bytes()).mint(
+        &herald_core::auth::ClientClaims {
+            sub: "t".into(),
+            exp: Some(exp),
+            channels: vec!["news".into()],
+            ..Default::default()
+        },
+    );
+    let mut ws = Ws::connect(&server.ws_url(&format!("?token={token}"))).await;
+    ws.request("subscribe", json!({ "channel": "news" })).await;
+    let mut reason = None;
+    while let Some(v) = ws.recv().await {
+        if v.get("disconnect").is_some() {
+            reason = Some(v["disconnect"]["code"].clone());
+        }
+    }
+    assert_eq!(reason, Some(json!("token_expired")));
+}

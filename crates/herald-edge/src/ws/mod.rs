@@ -7,6 +7,7 @@ mod session;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
 use axum::extract::{RawQuery, State};
 use axum::http::HeaderMap;
@@ -14,6 +15,7 @@ use axum::response::Response;
 use futures_util::{SinkExt, StreamExt};
 use herald_core::auth::Client;
 use herald_core::outbox::{CloseReason, OutFrame, Outbox};
+use herald_core::HeraldError;
 use herald_proto::frame;
 
 use crate::http::{client_token, error_response, query_pairs};
@@ -24,6 +26,8 @@ use session::Session;
 const READ_BUFFER: usize = 4 * 1024;
 /// Bytes gathered before a write to the socket; frames of one batch share writes.
 const WRITE_BUFFER: usize = 8 * 1024;
+/// Close code when a peer answered nothing for a whole ping interval.
+const CLOSE_KEEPALIVE_TIMEOUT: u16 = 4002;
 /// A batch that cannot be written in this long means the peer is gone.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -32,14 +36,23 @@ pub async fn upgrade(
     State(edge): State<Arc<Edge>>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
-    ws: WebSocketUpgrade,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
+    let ws = match ws {
+        Ok(ws) => ws,
+        Err(rejection) => {
+            return error_response(&HeraldError::bad_request(format!(
+                "/v1/ws takes a WebSocket upgrade: {rejection}"
+            )))
+        }
+    };
     let pairs = query_pairs(query.as_deref());
     let client = match client_token(&pairs, &headers) {
         Some(token) => match edge.tokens.verify(&token) {
             Ok(client) => Some(client),
             Err(e) => return error_response(&e),
         },
+        None if edge.settings.allow_anonymous => Some(Client::anonymous()),
         None => None,
     };
     let max = edge.settings.max_frame_bytes;
@@ -106,7 +119,8 @@ async fn run(edge: Arc<Edge>, socket: WebSocket, client: Option<Client>) {
             }
             _ = ping.tick() => {
                 if !heard_since_ping {
-                    close_code = 1001;
+                    // Nothing at all (not even a pong) for a whole ping interval: the peer is gone.
+                    close_code = CLOSE_KEEPALIVE_TIMEOUT;
                     break;
                 }
                 heard_since_ping = false;

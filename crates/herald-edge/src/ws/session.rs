@@ -4,7 +4,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use herald_core::auth::Client;
@@ -41,18 +40,7 @@ impl Session {
 
     /// Resolves when the client's token expires (never if it has no expiry).
     pub fn token_expiry(&self) -> impl std::future::Future<Output = ()> + 'static {
-        let expires = self.client.as_ref().and_then(|c| c.expires);
-        async move {
-            match expires {
-                Some(exp) => {
-                    let now = SystemTime::now()
-                        .duration_since(UNIX_EPOCH)
-                        .map_or(0, |d| d.as_secs());
-                    tokio::time::sleep(Duration::from_secs(exp.saturating_sub(now))).await
-                }
-                None => std::future::pending().await,
-            }
-        }
+        crate::http::until_expiry(self.client.as_ref().and_then(|c| c.expires))
     }
 
     fn send(&self, bytes: Bytes) {
@@ -106,13 +94,36 @@ impl Session {
         }
     }
 
+    /// Authenticates the connection, or refreshes its token. A refresh must name the same `sub`;
+    /// subscriptions the new token no longer allows are dropped and listed in the reply.
     fn connect(&mut self, id: Option<u64>, c: command::Connect) -> Result<(), HeraldError> {
         let client = self.edge.authenticate(c.token.as_deref())?;
+        if let Some(current) = &self.client {
+            if !current.sub.is_empty() && current.sub != client.sub {
+                return Err(HeraldError::forbidden(format!(
+                    "this connection belongs to {:?}; a new connect may only refresh its token",
+                    current.sub
+                )));
+            }
+        }
+        let revoked: Vec<ChannelName> = self
+            .subscriptions
+            .keys()
+            .filter(|ch| client.check_subscribe(ch.as_str()).is_err())
+            .cloned()
+            .collect();
+        for channel in &revoked {
+            if let Some(sub) = self.subscriptions.remove(channel) {
+                self.edge.engine.unsubscribe(channel, &sub);
+            }
+        }
         #[derive(Serialize)]
         struct Connected<'a> {
             sub: &'a str,
             #[serde(skip_serializing_if = "Option::is_none")]
             expires: Option<u64>,
+            #[serde(skip_serializing_if = "Vec::is_empty")]
+            unsubscribed: Vec<&'a str>,
         }
         self.send(frame::reply(
             id,
@@ -120,6 +131,7 @@ impl Session {
             &Connected {
                 sub: &client.sub,
                 expires: client.expires,
+                unsubscribed: revoked.iter().map(ChannelName::as_str).collect(),
             },
         ));
         self.client = Some(client);
@@ -131,9 +143,6 @@ impl Session {
         id: Option<u64>,
         s: command::Subscribe,
     ) -> Result<(), HeraldError> {
-        if self.client.is_none() && self.edge.settings.allow_anonymous {
-            self.client = Some(Client::anonymous());
-        }
         let channel = ChannelName::parse(&s.channel)?;
         self.client()?.check_subscribe(channel.as_str())?;
         if self.subscriptions.contains_key(&channel) {
@@ -218,6 +227,7 @@ impl Session {
                 "seq": a.message.seq,
                 "id": a.message.id(),
                 "epoch": a.message.epoch.as_str(),
+                "time": a.message.time,
                 "duplicate": a.duplicate,
             }),
         ));
@@ -225,12 +235,14 @@ impl Session {
     }
 
     async fn history(&mut self, id: Option<u64>, h: command::History) -> Result<(), HeraldError> {
-        if self.client.is_none() && self.edge.settings.allow_anonymous {
-            self.client = Some(Client::anonymous());
-        }
         let channel = ChannelName::parse(&h.channel)?;
         self.client()?.check_subscribe(channel.as_str())?;
-        let limit = h.limit.unwrap_or(100).clamp(1, MAX_HISTORY);
+        let limit = h.limit.unwrap_or(100);
+        if limit == 0 || limit > MAX_HISTORY {
+            return Err(HeraldError::bad_request(format!(
+                "history limit must be 1 to {MAX_HISTORY}"
+            )));
+        }
         let slice = self
             .edge
             .engine

@@ -1,5 +1,6 @@
 //! `herald serve`: loads the configuration, sets up logging and runs the server.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -38,7 +39,8 @@ fn init_tracing(config: &Config) -> anyhow::Result<()> {
     let filter = EnvFilter::try_new(&config.log_level).context("invalid log filter")?;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none());
     let result = match config.log_format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),

@@ -12,12 +12,15 @@ pub fn join_url(base: &str, path: &str) -> String {
     format!("{}{path}", base.trim_end_matches('/'))
 }
 
-/// Percent-encodes everything but unreserved characters, so a channel such as `chat/room-1`
-/// stays one path segment (`chat%2Froom-1`).
-pub fn encode_segment(s: &str) -> String {
+/// Percent-encodes a channel name for a URL path. The characters of valid channel names
+/// (`A-Z a-z 0-9 _ - . : @ = /`) stay as they are, since the API routes `/v1/channels/{name...}`
+/// with literal slashes; anything else is escaped so it reaches the server's validation intact.
+pub fn encode_path(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+        if b.is_ascii_alphanumeric()
+            || matches!(b, b'-' | b'.' | b'_' | b'~' | b':' | b'@' | b'=' | b'/')
+        {
             out.push(char::from(b));
         } else {
             out.push_str(&format!("%{b:02X}"));
@@ -34,6 +37,7 @@ mod tests {
     fn urls() {
         assert_eq!(join_url("http://h:1/", "/v1/ws"), "http://h:1/v1/ws");
         assert_eq!(join_url("http://h/base", "/v1/ws"), "http://h/base/v1/ws");
-        assert_eq!(encode_segment("chat/room-1:a@b"), "chat%2Froom-1%3Aa%40b");
+        assert_eq!(encode_path("chat/room-1:a@b=c"), "chat/room-1:a@b=c");
+        assert_eq!(encode_path("a b?#%"), "a%20b%3F%23%25");
     }
 }

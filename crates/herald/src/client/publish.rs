@@ -46,10 +46,7 @@ pub fn data_from_arg(text: &str, force_string: bool) -> Value {
 pub async fn publish(req: &PublishRequest) -> anyhow::Result<PublishOutcome> {
     let url = super::join_url(
         &req.url,
-        &format!(
-            "/v1/channels/{}/messages",
-            super::encode_segment(&req.channel)
-        ),
+        &format!("/v1/channels/{}/messages", super::encode_path(&req.channel)),
     );
     let mut http = reqwest::Client::new()
         .post(&url)
