@@ -6,6 +6,7 @@
 mod cli;
 mod client;
 mod config;
+mod listener;
 mod serve;
 
 #[tokio::main]

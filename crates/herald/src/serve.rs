@@ -1,5 +1,6 @@
-//! `herald serve`: opens the store, builds the engine, the transports and the API, listens, and
-//! on SIGTERM or Ctrl-C drains connections (each told why) before closing the store.
+//! `herald serve`: opens the store, builds the engine, the transports and the API, listens
+//! ([`crate::listener`]), and on SIGTERM or Ctrl-C drains connections (each told why) before
+//! closing the store.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,7 +8,6 @@ use std::time::Duration;
 use anyhow::Context;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::serve::ListenerExt;
 use herald_core::auth::{generate_secret, hash_api_key, ApiKeys, TokenKeys};
 use herald_core::hub::Hub;
 use herald_core::log::ChannelLog;
@@ -64,42 +64,27 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     // Tests and scripts read this line to find the port when listening on port 0.
     println!("herald listening on http://{addr}");
     tracing::info!(%addr, data = %config.data.display(), sync = %config.sync, "herald is serving");
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-
     let signal_token = shutdown.clone();
     tokio::spawn(async move {
         wait_for_signal().await;
         tracing::info!("shutting down: closing connections");
         signal_token.cancel();
     });
-    let graceful = shutdown.clone();
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-        graceful.cancelled().await;
-    });
     let grace = config.shutdown_grace;
-    let served = tokio::spawn(async move { server.await });
-    shutdown.cancelled().await;
-    drain(served, &edge, grace).await;
+    crate::listener::serve(listener, app, shutdown.clone(), grace).await;
+    edge.connections.close();
+    if tokio::time::timeout(grace, edge.connections.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            ?grace,
+            "WebSocket connections still open after the shutdown grace period"
+        );
+    }
     log.close().await;
     tracing::info!("store closed; bye");
     Ok(())
-}
-
-/// Waits (at most `grace`) for HTTP connections and upgraded WebSockets to finish.
-async fn drain(served: tokio::task::JoinHandle<std::io::Result<()>>, edge: &Edge, grace: Duration) {
-    edge.connections.close();
-    let all = async {
-        let _ = served.await;
-        edge.connections.wait().await;
-    };
-    if tokio::time::timeout(grace, all).await.is_err() {
-        tracing::warn!(
-            ?grace,
-            "connections still open after the shutdown grace period"
-        );
-    }
 }
 
 async fn not_found() -> impl IntoResponse {

@@ -1,53 +1,51 @@
 //! WebSocket at `/v1/ws`: JSON text frames (docs/protocol.md). The upgrade authenticates a
-//! `?token=` or `Authorization: Bearer` token before accepting; the connection then runs one task
-//! that reads commands ([`session`]) and writes everything the outbox holds, coalesced.
+//! `?token=` or `Authorization: Bearer` token before accepting ([`handshake`]); the connection
+//! then runs one small task that waits for the socket to become readable (holding no read
+//! buffer while idle), parses frames ([`frame`]), runs commands ([`session`]) and writes
+//! everything the outbox holds in one write.
 
+mod frame;
+mod handshake;
 mod session;
 
+use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::ws::rejection::WebSocketUpgradeRejection;
-use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
-use axum::extract::{RawQuery, State};
-use axum::http::HeaderMap;
-use axum::response::Response;
-use futures_util::{SinkExt, StreamExt};
+use axum::extract::{RawQuery, Request, State};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 use herald_core::auth::Client;
 use herald_core::outbox::{CloseReason, OutFrame, Outbox};
-use herald_core::HeraldError;
-use herald_proto::frame;
+use tokio::net::TcpStream;
 
 use crate::http::{client_token, error_response, query_pairs};
 use crate::Edge;
+use frame::{close, FrameReader, Incoming, Opcode};
+use handshake::Upgrade;
 use session::Session;
 
-/// Bytes read from the socket at a time.
-const READ_BUFFER: usize = 4 * 1024;
-/// Bytes gathered before a write to the socket; frames of one batch share writes.
-const WRITE_BUFFER: usize = 8 * 1024;
 /// Close code when a peer answered nothing for a whole ping interval.
 const CLOSE_KEEPALIVE_TIMEOUT: u16 = 4002;
-/// A batch that cannot be written in this long means the peer is gone.
+/// A write that cannot finish in this long means the peer is gone.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Most bytes read in one go before other work (writes, timers) gets a turn.
+const READ_BUDGET: usize = 64 * 1024;
+/// Size of the on-stack read buffer; nothing is kept between reads.
+const READ_CHUNK: usize = 8 * 1024;
 
 /// Accepts a WebSocket upgrade.
 pub async fn upgrade(
     State(edge): State<Arc<Edge>>,
     RawQuery(query): RawQuery,
-    headers: HeaderMap,
-    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    mut request: Request,
 ) -> Response {
-    let ws = match ws {
-        Ok(ws) => ws,
-        Err(rejection) => {
-            return error_response(&HeraldError::bad_request(format!(
-                "/v1/ws takes a WebSocket upgrade: {rejection}"
-            )))
-        }
+    let upgrade = match Upgrade::from_request(&mut request) {
+        Ok(u) => u,
+        Err(e) => return error_response(&e),
     };
     let pairs = query_pairs(query.as_deref());
-    let client = match client_token(&pairs, &headers) {
+    let client = match client_token(&pairs, request.headers()) {
         Some(token) => match edge.tokens.verify(&token) {
             Ok(client) => Some(client),
             Err(e) => return error_response(&e),
@@ -55,16 +53,14 @@ pub async fn upgrade(
         None if edge.settings.allow_anonymous => Some(Client::anonymous()),
         None => None,
     };
-    let max = edge.settings.max_frame_bytes;
-    ws.read_buffer_size(READ_BUFFER)
-        .write_buffer_size(WRITE_BUFFER)
-        .max_write_buffer_size(usize::MAX)
-        .max_message_size(max)
-        .max_frame_size(max)
-        .on_upgrade(move |socket| {
-            let tracker = edge.connections.clone();
-            tracker.track_future(run(edge, socket, client))
-        })
+    let (response, socket) = upgrade.accept();
+    let task_edge = edge.clone();
+    edge.connections.spawn(async move {
+        if let Some((stream, read_ahead)) = socket.await {
+            run(task_edge, stream, read_ahead, client).await;
+        }
+    });
+    response.into_response()
 }
 
 struct ConnectionGauge;
@@ -82,133 +78,207 @@ impl Drop for ConnectionGauge {
     }
 }
 
-async fn run(edge: Arc<Edge>, socket: WebSocket, client: Option<Client>) {
+/// How a connection ended, from the server's side.
+enum End {
+    /// Send a `disconnect` frame with this reason, then close with its code.
+    Disconnect(CloseReason),
+    /// Tell the client about a frame error, then close with its code.
+    BadFrame(frame::FrameError),
+    /// Close with this code and nothing else.
+    Close(u16),
+    /// The socket is gone; nothing more can be sent.
+    Gone,
+}
+
+async fn run(edge: Arc<Edge>, stream: TcpStream, read_ahead: Bytes, client: Option<Client>) {
     let _gauge = ConnectionGauge::new();
-    let (mut tx, mut rx) = socket.split();
+    let max = edge.settings.max_frame_bytes;
     let outbox = Outbox::new(edge.settings.outbox_bytes);
     let mut session = Session::new(edge.clone(), outbox.clone(), client);
+    let mut reader = FrameReader::new(max);
+    let mut incoming = Vec::new();
     let mut ping = tokio::time::interval(edge.settings.ping_interval);
     ping.tick().await;
     let mut heard_since_ping = true;
-    let mut close_code = 1000;
-    loop {
+
+    let mut end = match reader.feed(&read_ahead, &mut incoming) {
+        Ok(()) => None,
+        Err(e) => Some(End::BadFrame(e)),
+    };
+    drop(read_ahead);
+    while end.is_none() {
+        if !incoming.is_empty() {
+            heard_since_ping = true;
+            end = handle_incoming(&stream, &mut session, &mut incoming).await;
+            continue;
+        }
         let expiry = session.token_expiry();
-        tokio::select! {
-            incoming = rx.next() => {
-                heard_since_ping = true;
-                match incoming {
-                    Some(Ok(Message::Text(text))) => session.handle(text.as_str()).await,
-                    Some(Ok(Message::Binary(_))) => session.reject_binary(),
-                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
-                    Some(Ok(Message::Close(_))) | None => break,
-                    Some(Err(e)) => {
-                        close_code = read_error(&mut tx, &e.to_string()).await;
-                        break;
-                    }
-                }
-            }
+        end = tokio::select! {
+            ready = stream.readable() => match ready {
+                Ok(()) => match read_available(&stream, &mut reader, &mut incoming) {
+                    Ok(true) => None,
+                    Ok(false) => Some(End::Gone),
+                    Err(ReadError::Frame(e)) => Some(End::BadFrame(e)),
+                    Err(ReadError::Io) => Some(End::Gone),
+                },
+                Err(_) => Some(End::Gone),
+            },
             (frames, closed) = outbox.next_batch() => {
-                let written = tokio::time::timeout(WRITE_TIMEOUT, write_batch(&mut tx, frames)).await;
-                if !matches!(written, Ok(Ok(()))) {
-                    break;
-                }
-                if let Some(reason) = closed {
-                    close_code = disconnect(&mut tx, reason).await;
-                    break;
+                match write_frames(&stream, frames).await {
+                    Ok(()) => closed.map(End::Disconnect),
+                    Err(_) => Some(End::Gone),
                 }
             }
             _ = ping.tick() => {
                 if !heard_since_ping {
-                    // Nothing at all (not even a pong) for a whole ping interval: the peer is gone.
-                    close_code = CLOSE_KEEPALIVE_TIMEOUT;
-                    break;
-                }
-                heard_since_ping = false;
-                if tx.send(Message::Ping(Default::default())).await.is_err() {
-                    break;
+                    Some(End::Close(CLOSE_KEEPALIVE_TIMEOUT))
+                } else {
+                    heard_since_ping = false;
+                    let mut buf = Vec::with_capacity(2);
+                    frame::encode(&mut buf, Opcode::Ping, b"");
+                    write_all(&stream, &buf).await.err().map(|_| End::Gone)
                 }
             }
             _ = edge.shutdown.cancelled() => {
                 let (frames, _) = outbox.take();
-                let _ = tokio::time::timeout(WRITE_TIMEOUT, write_batch(&mut tx, frames)).await;
-                close_code = disconnect(&mut tx, CloseReason::Shutdown).await;
-                break;
+                let _ = write_frames(&stream, frames).await;
+                Some(End::Disconnect(CloseReason::Shutdown))
             }
-            _ = expiry => {
-                close_code = disconnect(&mut tx, CloseReason::TokenExpired).await;
-                break;
-            }
-        }
+            _ = expiry => Some(End::Disconnect(CloseReason::TokenExpired)),
+        };
     }
     session.close();
-    let _ = tokio::time::timeout(Duration::from_secs(1), async {
-        let _ = tx
-            .send(Message::Close(Some(CloseFrame {
-                code: close_code,
-                reason: Utf8Bytes::from_static(""),
-            })))
-            .await;
-        let _ = tx.close().await;
-    })
-    .await;
+    let mut goodbye = Vec::new();
+    match end {
+        Some(End::Disconnect(reason)) => {
+            let text = herald_proto::frame::disconnect(reason.code(), reason.message());
+            frame::encode(&mut goodbye, Opcode::Text, &text);
+            frame::encode_close(&mut goodbye, disconnect_code(reason));
+        }
+        Some(End::BadFrame(e)) => {
+            let code = match e {
+                frame::FrameError::TooBig(_) => "too_large",
+                _ => "bad_request",
+            };
+            let text = herald_proto::frame::disconnect(code, &e.describe(max));
+            frame::encode(&mut goodbye, Opcode::Text, &text);
+            frame::encode_close(&mut goodbye, e.close_code());
+        }
+        Some(End::Close(code)) => frame::encode_close(&mut goodbye, code),
+        Some(End::Gone) | None => {}
+    }
+    if !goodbye.is_empty() {
+        let _ = tokio::time::timeout(Duration::from_secs(1), write_all(&stream, &goodbye)).await;
+    }
 }
 
-async fn write_batch(
-    tx: &mut futures_util::stream::SplitSink<WebSocket, Message>,
+/// Runs the commands and control frames read so far; returns how the connection ends, if it
+/// does. Commands are boxed so the (large) command future exists only while one runs, not in
+/// every idle connection.
+async fn handle_incoming(
+    stream: &TcpStream,
+    session: &mut Session,
+    incoming: &mut Vec<Incoming>,
+) -> Option<End> {
+    for message in std::mem::take(incoming) {
+        match message {
+            Incoming::Text(text) => Box::pin(session.handle(&text)).await,
+            Incoming::Binary => session.reject_binary(),
+            Incoming::Ping(payload) => {
+                let mut buf = Vec::with_capacity(payload.len() + 2);
+                frame::encode(&mut buf, Opcode::Pong, &payload);
+                if write_all(stream, &buf).await.is_err() {
+                    return Some(End::Gone);
+                }
+            }
+            Incoming::Pong => {}
+            Incoming::Close(_) => return Some(End::Close(close::NORMAL)),
+        }
+    }
+    None
+}
+
+enum ReadError {
+    Frame(frame::FrameError),
+    Io,
+}
+
+/// Reads what the socket has (up to a budget) through a stack buffer and parses it. Returns
+/// false when the peer closed the connection.
+fn read_available(
+    stream: &TcpStream,
+    reader: &mut FrameReader,
+    incoming: &mut Vec<Incoming>,
+) -> Result<bool, ReadError> {
+    let mut chunk = [0u8; READ_CHUNK];
+    let mut budget = READ_BUDGET;
+    while budget > 0 {
+        match stream.try_read(&mut chunk) {
+            Ok(0) => return Ok(false),
+            Ok(n) => {
+                reader
+                    .feed(&chunk[..n], incoming)
+                    .map_err(ReadError::Frame)?;
+                budget = budget.saturating_sub(n);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return Err(ReadError::Io),
+        }
+    }
+    Ok(true)
+}
+
+/// Encodes a batch of frames into one buffer and writes it with as few syscalls as the socket
+/// allows.
+async fn write_frames(
+    stream: &TcpStream,
     frames: std::collections::VecDeque<OutFrame>,
-) -> Result<(), axum::Error> {
+) -> io::Result<()> {
     if frames.is_empty() {
         return Ok(());
     }
     let mut messages = 0u64;
-    for f in frames {
-        let bytes = match f {
+    let payloads: Vec<Bytes> = frames
+        .into_iter()
+        .map(|f| match f {
             OutFrame::Control(b) => b,
             OutFrame::Message(m) => {
                 messages += 1;
-                frame::ws_message(&m)
+                herald_proto::frame::ws_message(&m)
             }
-        };
-        // Every frame is JSON built by herald-proto, so this check never fails in practice.
-        if let Ok(text) = Utf8Bytes::try_from(bytes) {
-            tx.feed(Message::Text(text)).await?;
+        })
+        .collect();
+    let size = payloads.iter().map(|p| p.len() + 10).sum();
+    let mut buf = Vec::with_capacity(size);
+    for p in &payloads {
+        frame::encode(&mut buf, Opcode::Text, p);
+    }
+    drop(payloads);
+    metrics::counter!("herald_messages_written_total", "transport" => "ws").increment(messages);
+    match tokio::time::timeout(WRITE_TIMEOUT, write_all(stream, &buf)).await {
+        Ok(result) => result,
+        Err(_) => Err(io::ErrorKind::TimedOut.into()),
+    }
+}
+
+async fn write_all(stream: &TcpStream, mut buf: &[u8]) -> io::Result<()> {
+    while !buf.is_empty() {
+        match stream.try_write(buf) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => stream.writable().await?,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
     }
-    metrics::counter!("herald_messages_written_total", "transport" => "ws").increment(messages);
-    tx.flush().await
+    Ok(())
 }
 
-/// Sends `{"disconnect":...}`; returns the close code that goes with it.
-async fn disconnect(
-    tx: &mut futures_util::stream::SplitSink<WebSocket, Message>,
-    reason: CloseReason,
-) -> u16 {
-    let text = frame::disconnect(reason.code(), reason.message());
-    if let Ok(text) = Utf8Bytes::try_from(text) {
-        let _ = tx.send(Message::Text(text)).await;
-    }
+fn disconnect_code(reason: CloseReason) -> u16 {
     match reason {
         CloseReason::SlowConsumer => 4008,
-        CloseReason::Shutdown => 1001,
+        CloseReason::Shutdown => close::GOING_AWAY,
         CloseReason::TokenExpired => 4001,
     }
-}
-
-/// Tells the client why its frame could not be read; returns the close code.
-async fn read_error(
-    tx: &mut futures_util::stream::SplitSink<WebSocket, Message>,
-    error: &str,
-) -> u16 {
-    let too_big =
-        error.contains("too long") || error.contains("too big") || error.contains("Space");
-    let (code, close) = if too_big {
-        ("too_large", 1009)
-    } else {
-        ("bad_request", 1002)
-    };
-    let text = frame::disconnect(code, &format!("unreadable frame: {error}"));
-    if let Ok(text) = Utf8Bytes::try_from(text) {
-        let _ = tx.send(Message::Text(text)).await;
-    }
-    close
 }

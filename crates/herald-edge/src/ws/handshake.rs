@@ -1,0 +1,130 @@
+//! The WebSocket opening handshake (RFC 6455 section 4.2) on top of axum/hyper: checks the
+//! upgrade request, answers `101 Switching Protocols` with `Sec-WebSocket-Accept`, and hands
+//! back the raw TCP socket once hyper lets go of it, so the connection can run on Herald's own
+//! lean frame loop instead of a buffered WebSocket library.
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode};
+use base64::Engine as _;
+use bytes::Bytes;
+use herald_core::HeraldError;
+use hyper::upgrade::OnUpgrade;
+use hyper_util::rt::TokioIo;
+use sha1::{Digest, Sha1};
+use tokio::net::TcpStream;
+
+/// The GUID RFC 6455 appends to the client's key.
+const ACCEPT_GUID: &str = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+
+/// A checked upgrade request, ready to be answered.
+pub struct Upgrade {
+    accept: HeaderValue,
+    on_upgrade: OnUpgrade,
+}
+
+fn has_token(headers: &HeaderMap, name: header::HeaderName, token: &str) -> bool {
+    headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case(token))
+}
+
+impl Upgrade {
+    /// Checks that `request` is a WebSocket upgrade Herald can accept.
+    pub fn from_request(request: &mut Request) -> Result<Upgrade, HeraldError> {
+        let headers = request.headers();
+        if request.method() != Method::GET
+            || !has_token(headers, header::CONNECTION, "upgrade")
+            || !has_token(headers, header::UPGRADE, "websocket")
+        {
+            return Err(HeraldError::bad_request(
+                "/v1/ws takes a WebSocket upgrade (GET with Connection: upgrade, Upgrade: websocket)",
+            ));
+        }
+        if headers
+            .get(header::SEC_WEBSOCKET_VERSION)
+            .is_none_or(|v| v.as_bytes() != b"13")
+        {
+            return Err(HeraldError::bad_request(
+                "unsupported WebSocket version: send Sec-WebSocket-Version: 13",
+            ));
+        }
+        let key = headers
+            .get(header::SEC_WEBSOCKET_KEY)
+            .filter(|k| {
+                base64::engine::general_purpose::STANDARD
+                    .decode(k.as_bytes())
+                    .is_ok_and(|d| d.len() == 16)
+            })
+            .ok_or_else(|| {
+                HeraldError::bad_request("missing or malformed Sec-WebSocket-Key header")
+            })?;
+        let accept = accept_key(key.as_bytes());
+        let on_upgrade = request
+            .extensions_mut()
+            .remove::<OnUpgrade>()
+            .ok_or_else(|| {
+                HeraldError::bad_request("this connection cannot be upgraded (HTTP/1.1 only)")
+            })?;
+        Ok(Upgrade { accept, on_upgrade })
+    }
+
+    /// The `101 Switching Protocols` answer, and the future that yields the socket after it.
+    pub fn accept(
+        self,
+    ) -> (
+        Response<Body>,
+        impl std::future::Future<Output = Option<(TcpStream, Bytes)>>,
+    ) {
+        let response = Response::builder()
+            .status(StatusCode::SWITCHING_PROTOCOLS)
+            .header(header::CONNECTION, "upgrade")
+            .header(header::UPGRADE, "websocket")
+            .header(header::SEC_WEBSOCKET_ACCEPT, self.accept)
+            .body(Body::empty())
+            .expect("static response parts are valid");
+        let on_upgrade = self.on_upgrade;
+        let socket = async move {
+            let upgraded = match on_upgrade.await {
+                Ok(u) => u,
+                Err(e) => {
+                    tracing::debug!(error = %e, "WebSocket upgrade did not complete");
+                    return None;
+                }
+            };
+            match upgraded.downcast::<TokioIo<TcpStream>>() {
+                Ok(parts) => Some((parts.io.into_inner(), parts.read_buf)),
+                Err(_) => {
+                    tracing::error!("upgraded connection is not a plain TCP stream; closing it");
+                    None
+                }
+            }
+        };
+        (response, socket)
+    }
+}
+
+/// `Sec-WebSocket-Accept` for a client key.
+fn accept_key(key: &[u8]) -> HeaderValue {
+    let mut sha = Sha1::new();
+    sha.update(key);
+    sha.update(ACCEPT_GUID.as_bytes());
+    let encoded = base64::engine::general_purpose::STANDARD.encode(sha.finalize());
+    HeaderValue::from_str(&encoded).expect("base64 is a valid header value")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_key_matches_rfc_6455_example() {
+        assert_eq!(
+            accept_key(b"dGhlIHNhbXBsZSBub25jZQ=="),
+            "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+        );
+    }
+}
