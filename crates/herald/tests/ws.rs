@@ -437,3 +437,62 @@ async fn expired_token_disconnects_live_connection() {
     }
     assert_eq!(reason, Some(json!("token_expired")));
 }
+
+#[tokio::test]
+async fn namespace_options_apply_by_prefix() {
+    let server = Server::builder()
+        .config(
+            "[[namespaces]]\nprefix = \"prices/\"\nlast_on_subscribe = true\n\n\
+             [[namespaces]]\nprefix = \"tiny/\"\nhistory_size = 5\n",
+        )
+        .start()
+        .await;
+    let token = server.token(&["**"], &[]);
+    let url = server.ws_url(&format!("?token={token}"));
+    for i in 1..=3 {
+        server.publish("prices/EURUSD", json!(i)).await;
+        server.publish("news", json!(i)).await;
+    }
+    let mut ws = Ws::connect(&url).await;
+    let r = ws
+        .request("subscribe", json!({ "channel": "prices/EURUSD" }))
+        .await;
+    assert_eq!(r["subscribe"]["seq"], 3);
+    assert_eq!(
+        seqs(&recv_messages(&mut ws, 1).await),
+        vec![3],
+        "last message by namespace default"
+    );
+    let r = ws.request("subscribe", json!({ "channel": "news" })).await;
+    assert_eq!(r["subscribe"]["seq"], 3);
+    let r = ws.request("ping", json!({})).await;
+    assert!(
+        r.get("pong").is_some(),
+        "no replay outside the namespace: {r}"
+    );
+
+    // tiny/ keeps only a few messages: an old cursor cannot be resumed exactly
+    for i in 1..=40 {
+        server.publish("tiny/x", json!(i)).await;
+    }
+    let r = ws
+        .request(
+            "subscribe",
+            json!({ "channel": "tiny/x", "since": { "seq": 1 } }),
+        )
+        .await;
+    assert_eq!(r["subscribe"]["recovered"], false, "{r}");
+    let (_, h) = server
+        .get("/v1/channels/tiny/x/messages?since=0&limit=100")
+        .await;
+    let kept = h["messages"].as_array().unwrap().len();
+    assert!(
+        (5..40).contains(&kept),
+        "history trimmed to about 5, kept {kept}"
+    );
+    let r = ws.request("ping", json!({})).await;
+    assert!(
+        r.get("pong").is_some(),
+        "nothing replayed when not recovered: {r}"
+    );
+}
