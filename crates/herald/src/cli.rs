@@ -53,6 +53,8 @@ enum Command {
     /// Subscribe to channels over WebSocket and print messages as JSON lines.
     #[command(after_help = subscribe::EXAMPLES)]
     Subscribe(subscribe::SubscribeArgs),
+    /// Load and burn-in tests (docs/benchmarks.md): `herald bench <scenario> --spawn`.
+    Bench(herald_bench::BenchArgs),
 }
 
 /// Parses the command line, runs the command and turns its outcome into an exit code.
@@ -65,6 +67,7 @@ pub async fn main() -> ExitCode {
         Command::Token(args) => token::run(args),
         Command::Publish(args) => publish::run(args).await,
         Command::Subscribe(args) => subscribe::run(args).await,
+        Command::Bench(args) => herald_bench::run(args).await.map(|()| ExitCode::SUCCESS),
     };
     match outcome {
         Ok(code) => code,

@@ -1,0 +1,170 @@
+//! Command-line flags of `herald bench`: the ones every scenario shares ([`Common`]) and each
+//! scenario's own. docs/benchmarks.md documents them.
+
+use std::path::PathBuf;
+
+use crate::proto::Transport;
+
+/// Flags every scenario takes.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Common {
+    /// Client transport.
+    #[arg(long, value_enum, default_value = "ws")]
+    pub transport: Transport,
+    /// Measure a server that is already running at this URL (http://HOST:PORT).
+    #[arg(long, value_name = "URL")]
+    pub target: Option<String>,
+    /// Start a server for the run (full report, including its CPU time and memory).
+    #[arg(long)]
+    pub spawn: bool,
+    /// The herald binary --spawn starts [default: this binary if it is herald, else
+    /// target/release/herald].
+    #[arg(long, value_name = "PATH")]
+    pub server_bin: Option<PathBuf>,
+    /// Store durability of the spawned server (always, batch, off) [default: the server's].
+    #[arg(long, value_name = "MODE")]
+    pub sync: Option<String>,
+    /// Pid of the --target server, to report its CPU time and memory.
+    #[arg(long, value_name = "PID")]
+    pub server_pid: Option<u32>,
+    /// Publisher API key of the --target server.
+    #[arg(
+        long,
+        env = "HERALD_API_KEY",
+        value_name = "KEY",
+        hide_env_values = true
+    )]
+    pub api_key: Option<String>,
+    /// Token secret of the --target server (to mint client tokens that may publish).
+    #[arg(
+        long,
+        env = "HERALD_TOKEN_SECRET",
+        value_name = "SECRET",
+        hide_env_values = true
+    )]
+    pub token_secret: Option<String>,
+    /// A client token for the --target server (instead of --token-secret).
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
+    /// Allow a --target that is not on this machine.
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// Write CSV, summary.json and an SVG chart into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Skip the quick baseline run before the scenario.
+    #[arg(long)]
+    pub no_baseline: bool,
+    /// Most connections one worker process holds (one process may hold 20,000 files).
+    #[arg(long, default_value_t = 15_000, value_name = "N")]
+    pub per_worker: u64,
+    /// Worker processes [default: enough for the connections, at least 1].
+    #[arg(long, value_name = "N")]
+    pub workers: Option<usize>,
+    /// Stop the run after this many seconds whatever else it would still do.
+    #[arg(long, default_value_t = 600, value_name = "SECS")]
+    pub time_limit: u64,
+}
+
+/// `herald bench baseline`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BaselineArgs {
+    /// Seconds each floor is measured for.
+    #[arg(long, default_value_t = 1.0, value_name = "SECS")]
+    pub seconds: f64,
+    /// Where to measure fsync [default: the system's temporary directory].
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Write CSV, summary.json and an SVG chart into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+/// `herald bench subscribers` and `herald bench channels`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StepArgs {
+    /// Flags every scenario takes.
+    #[command(flatten)]
+    pub common: Common,
+    /// Subscribers added per step.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub step: u64,
+    /// Stop after this many subscribers.
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    pub max_subscribers: u64,
+    /// Stop once a step's worst-case latency exceeds this (e.g. 1s, 500ms).
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub max_latency: std::time::Duration,
+    /// Messages published after each step (one after the other).
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub samples: u64,
+}
+
+/// `herald bench all-to-all`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AllToAllArgs {
+    /// Flags every scenario takes.
+    #[command(flatten)]
+    pub common: Common,
+    /// Subscribers, each of which publishes once.
+    #[arg(long, default_value_t = 200, value_name = "N")]
+    pub subscribers: u64,
+}
+
+/// `herald bench subscribe-storm`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StormArgs {
+    /// Flags every scenario takes.
+    #[command(flatten)]
+    pub common: Common,
+    /// Client connections.
+    #[arg(long, default_value_t = 100, value_name = "U")]
+    pub users: u64,
+    /// Channels each user subscribes to at once.
+    #[arg(long, default_value_t = 1000, value_name = "S")]
+    pub subjects: u64,
+    /// Give every user its own channels (U x S channels) instead of the same S channels.
+    #[arg(long)]
+    pub distinct: bool,
+    /// Publish one message to every channel before the storm, so the channels exist in the
+    /// store with a history (otherwise they are new and empty).
+    #[arg(long)]
+    pub prepublish: bool,
+}
+
+/// `herald bench fanout`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct FanoutArgs {
+    /// Flags every scenario takes.
+    #[command(flatten)]
+    pub common: Common,
+    /// Concurrent publishers (HTTP keep-alive connections, each waiting for its answer).
+    #[arg(long, default_value_t = 4, value_name = "P")]
+    pub publishers: u64,
+    /// Messages published in total.
+    #[arg(long, default_value_t = 2000, value_name = "M")]
+    pub messages: u64,
+    /// Subscribers of the channel.
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub subscribers: u64,
+    /// Messages per second across publishers [default: as fast as they can].
+    #[arg(long, value_name = "R")]
+    pub rate: Option<f64>,
+}
+
+/// `herald bench connections`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ConnectionsArgs {
+    /// Flags every scenario takes.
+    #[command(flatten)]
+    pub common: Common,
+    /// Connections to open.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub connections: u64,
+    /// Channels each connection subscribes to (the same K channels for every connection).
+    #[arg(long, default_value_t = 1, value_name = "K")]
+    pub channels: u64,
+    /// Seconds to stay idle while the server's CPU is measured.
+    #[arg(long, default_value_t = 5.0, value_name = "SECS")]
+    pub idle_seconds: f64,
+}

@@ -1,0 +1,644 @@
+//! Client connections of a worker process: one task per WebSocket, SSE or long-poll subscriber,
+//! and a keep-alive HTTP client for publishing. Every connection reads into one buffer, counts
+//! what it receives and records latencies in batches (one lock per socket read).
+
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpSocket, TcpStream};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
+
+use crate::proto::{Action, Plan, Transport};
+use crate::wire::{self, find, find_ts, now_ns, query_escape};
+use crate::worker::Shared;
+
+/// A fire as connections see it: a sequence number (so repeats are seen) and the action.
+#[derive(Debug, Clone)]
+pub struct Fire {
+    /// Increases with every fire.
+    pub seq: u64,
+    /// What to do.
+    pub action: Action,
+}
+
+/// Opens a TCP connection, bound to `source` first when given (and of the right family).
+pub async fn connect(addr: SocketAddr, source: Option<IpAddr>) -> io::Result<TcpStream> {
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    if let Some(ip) = source {
+        if ip.is_ipv4() == addr.is_ipv4() {
+            socket.bind(SocketAddr::new(ip, 0))?;
+        }
+    }
+    let stream = socket.connect(addr).await?;
+    stream.set_nodelay(true)?;
+    // Close with a reset: no TIME_WAIT left behind. Tens of thousands of TIME_WAIT sockets
+    // from one run make the kernel's search for a free port slow in the next run, which would
+    // show up as a slow server.
+    stream.set_zero_linger()?;
+    Ok(stream)
+}
+
+/// What a connection received since its last report, applied to the round under one lock.
+#[derive(Debug, Default)]
+pub struct Tally {
+    /// Send times of delivered messages.
+    pub sent: Vec<u64>,
+    /// Acknowledged subscriptions.
+    pub acks: u64,
+    /// When the acknowledged subscriptions were sent.
+    pub ack_sent_ns: u64,
+    /// Acknowledged publishes.
+    pub published: u64,
+    /// Error replies.
+    pub errors: Vec<String>,
+}
+
+impl Tally {
+    fn is_empty(&self) -> bool {
+        self.sent.is_empty() && self.acks == 0 && self.published == 0 && self.errors.is_empty()
+    }
+}
+
+/// Where a connection reports that it is ready (or why not), and the handshake slot it holds.
+type ReadySlot = (
+    mpsc::UnboundedSender<Result<(), String>>,
+    OwnedSemaphorePermit,
+);
+
+/// Tells the `open` that started a connection whether it became ready, exactly once.
+pub struct Ready {
+    inner: std::sync::Mutex<Option<ReadySlot>>,
+}
+
+impl Ready {
+    /// Wraps the sender and the handshake permit.
+    pub fn new(
+        tx: mpsc::UnboundedSender<Result<(), String>>,
+        permit: OwnedSemaphorePermit,
+    ) -> Self {
+        Ready {
+            inner: std::sync::Mutex::new(Some((tx, permit))),
+        }
+    }
+
+    fn take(&self) -> Option<ReadySlot> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    fn pending(&self) -> bool {
+        self.inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+
+    fn ok(&self, sh: &Shared) {
+        if let Some((tx, _permit)) = self.take() {
+            sh.alive.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let _ = tx.send(Ok(()));
+        }
+    }
+
+    fn fail(&self, e: String) {
+        if let Some((tx, _permit)) = self.take() {
+            let _ = tx.send(Err(e));
+        }
+    }
+}
+
+/// Longest a connection may take to become ready.
+const OPEN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Runs connection number `n` until it fails or the worker exits.
+pub async fn run(sh: Arc<Shared>, n: u64, plan: Plan, ready: Ready) {
+    let fire = sh.fire.subscribe();
+    let conn = async {
+        match sh.cfg.transport {
+            Transport::Ws => ws(&sh, n, &plan, &ready, fire).await,
+            Transport::Sse => sse(&sh, n, &plan, &ready, fire).await,
+            Transport::Poll => poll(&sh, n, &plan, &ready, fire).await,
+        }
+    };
+    tokio::pin!(conn);
+    let deadline = tokio::time::sleep(OPEN_TIMEOUT);
+    tokio::pin!(deadline);
+    let result = loop {
+        tokio::select! {
+            r = &mut conn => break r,
+            _ = &mut deadline, if ready.pending() => {
+                if ready.pending() {
+                    break Err("timed out before it was ready".to_string());
+                }
+            }
+        }
+    };
+    let why = match result {
+        Ok(()) => return,
+        Err(e) => e,
+    };
+    if ready.pending() {
+        ready.fail(why);
+    } else {
+        sh.lost(why);
+    }
+}
+
+fn channel_list(plan: &Plan, n: u64) -> Vec<String> {
+    match plan {
+        Plan::Shared { channel } => vec![channel.clone()],
+        Plan::Own { prefix } => vec![format!("{prefix}{n}")],
+        Plan::Set { prefix, count } => (0..*count).map(|j| format!("{prefix}{j}")).collect(),
+        Plan::Connect => Vec::new(),
+    }
+}
+
+fn action_channels(action: &Action, n: u64) -> Vec<String> {
+    match action {
+        Action::Subscribe {
+            prefix,
+            subjects,
+            distinct: true,
+        } => (0..*subjects).map(|j| format!("{prefix}{n}/{j}")).collect(),
+        Action::Subscribe {
+            prefix, subjects, ..
+        } => (0..*subjects).map(|j| format!("{prefix}{j}")).collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn err(what: &str) -> impl Fn(io::Error) -> String + '_ {
+    move |e| format!("{what}: {e}")
+}
+
+fn reserve(buf: &mut Vec<u8>) {
+    if buf.capacity() - buf.len() < 4096 {
+        buf.reserve(16 * 1024);
+    }
+}
+
+/// Reads until a complete response head is in `buf`; removes it and returns it.
+async fn read_head(s: &mut TcpStream, buf: &mut Vec<u8>) -> Result<wire::ResponseHead, String> {
+    loop {
+        if let Some(head) = wire::parse_response_head(buf)? {
+            buf.drain(..head.len);
+            return Ok(head);
+        }
+        reserve(buf);
+        if s.read_buf(buf).await.map_err(err("read"))? == 0 {
+            return Err("connection closed by server".into());
+        }
+    }
+}
+
+/// Reads a whole response (head and body) to a request already written.
+async fn read_response(s: &mut TcpStream, buf: &mut Vec<u8>) -> Result<(u16, Vec<u8>), String> {
+    let head = read_head(s, buf).await?;
+    if head.chunked {
+        let mut d = wire::Dechunker::default();
+        let mut body = Vec::new();
+        loop {
+            d.feed(buf, &mut body)?;
+            if d.done {
+                // Drop the trailer's blank line.
+                if buf.starts_with(b"\r\n") {
+                    buf.drain(..2);
+                }
+                return Ok((head.status, body));
+            }
+            reserve(buf);
+            if s.read_buf(buf).await.map_err(err("read"))? == 0 {
+                return Err("connection closed mid-response".into());
+            }
+        }
+    }
+    let len = head
+        .content_length
+        .ok_or("response has neither Content-Length nor chunked encoding")?;
+    while buf.len() < len {
+        reserve(buf);
+        if s.read_buf(buf).await.map_err(err("read"))? == 0 {
+            return Err("connection closed mid-response".into());
+        }
+    }
+    let body: Vec<u8> = buf.drain(..len).collect();
+    Ok((head.status, body))
+}
+
+fn lossy(b: &[u8]) -> String {
+    String::from_utf8_lossy(&b[..b.len().min(300)]).into_owned()
+}
+
+async fn ws(
+    sh: &Shared,
+    n: u64,
+    plan: &Plan,
+    ready: &Ready,
+    mut fire: watch::Receiver<Option<Fire>>,
+) -> Result<(), String> {
+    let cfg = &sh.cfg;
+    let mut stream = connect(cfg.addr, cfg.source_ip)
+        .await
+        .map_err(err("connect"))?;
+    let path = match &cfg.token {
+        Some(t) => format!("/v1/ws?token={}", query_escape(t)),
+        None => "/v1/ws".to_string(),
+    };
+    stream
+        .write_all(&wire::ws_upgrade(&cfg.host, &path))
+        .await
+        .map_err(err("write"))?;
+    let mut buf = Vec::with_capacity(4096);
+    let head = read_head(&mut stream, &mut buf).await?;
+    if head.status != 101 {
+        return Err(format!("WebSocket upgrade refused: HTTP {}", head.status));
+    }
+    let mut out = Vec::new();
+    let mut written = 0;
+    let channels = channel_list(plan, n);
+    let mut pending = channels.len() as u64;
+    let mut tally = Tally {
+        ack_sent_ns: now_ns(),
+        ..Default::default()
+    };
+    let mut next_id = 1u64;
+    for ch in &channels {
+        push_subscribe(&mut out, next_id, ch);
+        next_id += 1;
+    }
+    fire.borrow_and_update();
+    let (mut rd, mut wr) = stream.split();
+    loop {
+        let now = now_ns();
+        let mut at = 0;
+        let mut closing = None;
+        while let Some(f) = wire::ws_parse(&mut buf[at..]) {
+            let payload = &buf[at + f.start..at + f.end];
+            match f.opcode {
+                1 | 0 => {
+                    if let Err(e) = ws_text(payload, &mut tally, &mut pending) {
+                        closing = Some(e);
+                    }
+                }
+                8 => closing = Some(format!("server closed the WebSocket {}", lossy(payload))),
+                9 => wire::ws_frame(10, payload, &mut out),
+                _ => {}
+            }
+            at += f.end;
+        }
+        buf.drain(..at);
+        if !tally.is_empty() {
+            sh.apply(now, &mut tally);
+        }
+        if let Some(e) = closing {
+            return Err(e);
+        }
+        if pending == 0 && ready.pending() {
+            ready.ok(sh);
+        }
+        reserve(&mut buf);
+        tokio::select! {
+            r = rd.read_buf(&mut buf) => {
+                if r.map_err(err("read"))? == 0 {
+                    return Err("connection closed by server".into());
+                }
+            }
+            r = wr.write(&out[written..]), if written < out.len() => {
+                written += r.map_err(err("write"))?;
+                if written == out.len() {
+                    out.clear();
+                    written = 0;
+                }
+            }
+            changed = fire.changed() => {
+                if changed.is_err() {
+                    return Ok(());
+                }
+                let action = fire.borrow_and_update().clone().map(|f| f.action);
+                match action {
+                    Some(Action::PublishOnce { channel }) => {
+                        let body = format!(
+                            "{{\"id\":{next_id},\"publish\":{{\"channel\":\"{channel}\",\"data\":{}}}}}",
+                            wire::stamp(now_ns())
+                        );
+                        next_id += 1;
+                        wire::ws_frame(1, body.as_bytes(), &mut out);
+                    }
+                    Some(a @ Action::Subscribe { .. }) => {
+                        tally.ack_sent_ns = now_ns();
+                        for ch in action_channels(&a, n) {
+                            push_subscribe(&mut out, next_id, &ch);
+                            next_id += 1;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+fn push_subscribe(out: &mut Vec<u8>, id: u64, channel: &str) {
+    let body = format!("{{\"id\":{id},\"subscribe\":{{\"channel\":\"{channel}\"}}}}");
+    wire::ws_frame(1, body.as_bytes(), out);
+}
+
+/// Handles one server text frame; an `Err` closes the connection.
+fn ws_text(p: &[u8], tally: &mut Tally, pending: &mut u64) -> Result<(), String> {
+    if p.starts_with(b"{\"message\":") {
+        if let Some(ts) = find_ts(p) {
+            tally.sent.push(ts);
+        }
+    } else if p.starts_with(b"{\"id\":") {
+        let kind = find(p, b",\"").map_or(&p[..0], |i| &p[i + 2..]);
+        if kind.starts_with(b"subscribe\"") {
+            tally.acks += 1;
+            *pending = pending.saturating_sub(1);
+        } else if kind.starts_with(b"publish\"") {
+            tally.published += 1;
+        } else if kind.starts_with(b"error\"") {
+            if *pending > 0 {
+                return Err(lossy(p));
+            }
+            tally.errors.push(lossy(p));
+        }
+    } else if p.starts_with(b"{\"disconnect\":") {
+        return Err(lossy(p));
+    } else if p.starts_with(b"{\"error\":") {
+        tally.errors.push(lossy(p));
+    }
+    Ok(())
+}
+
+/// Waits for a `subscribe` fire; returns its channels for connection `n`.
+async fn wait_subscribe(
+    fire: &mut watch::Receiver<Option<Fire>>,
+    n: u64,
+) -> Result<(Vec<String>, u64), String> {
+    loop {
+        fire.changed()
+            .await
+            .map_err(|_| "worker stopping".to_string())?;
+        let action = fire.borrow_and_update().clone().map(|f| f.action);
+        if let Some(a @ Action::Subscribe { .. }) = action {
+            return Ok((action_channels(&a, n), now_ns()));
+        }
+    }
+}
+
+fn query(channels: &[String], token: &Option<String>, extra: &str) -> String {
+    let mut q = String::with_capacity(channels.len() * 20 + 64);
+    for (i, c) in channels.iter().enumerate() {
+        q.push(if i == 0 { '?' } else { '&' });
+        q.push_str("channel=");
+        q.push_str(&query_escape(c));
+    }
+    if let Some(t) = token {
+        q.push_str("&token=");
+        q.push_str(&query_escape(t));
+    }
+    q.push_str(extra);
+    q
+}
+
+async fn sse(
+    sh: &Shared,
+    n: u64,
+    plan: &Plan,
+    ready: &Ready,
+    mut fire: watch::Receiver<Option<Fire>>,
+) -> Result<(), String> {
+    let cfg = &sh.cfg;
+    let mut stream = connect(cfg.addr, cfg.source_ip)
+        .await
+        .map_err(err("connect"))?;
+    fire.borrow_and_update();
+    let (channels, sent) = if matches!(plan, Plan::Connect) {
+        ready.ok(sh);
+        wait_subscribe(&mut fire, n).await?
+    } else {
+        (channel_list(plan, n), now_ns())
+    };
+    let path = format!("/v1/sse{}", query(&channels, &cfg.token, ""));
+    stream
+        .write_all(&wire::get_request(
+            &cfg.host,
+            &path,
+            "Accept: text/event-stream\r\n",
+        ))
+        .await
+        .map_err(err("write"))?;
+    let mut raw = Vec::with_capacity(4096);
+    let head = read_head(&mut stream, &mut raw).await?;
+    if head.status != 200 {
+        let _ = tokio::time::timeout(
+            std::time::Duration::from_millis(200),
+            stream.read_buf(&mut raw),
+        )
+        .await;
+        return Err(format!("SSE refused: HTTP {} {}", head.status, lossy(&raw)));
+    }
+    let mut pending = channels.len() as u64;
+    let mut tally = Tally {
+        ack_sent_ns: sent,
+        ..Default::default()
+    };
+    let mut dechunk = wire::Dechunker::default();
+    let mut body = Vec::with_capacity(4096);
+    loop {
+        if head.chunked {
+            dechunk.feed(&mut raw, &mut body)?;
+        } else {
+            body.append(&mut raw);
+        }
+        let now = now_ns();
+        let mut at = 0;
+        while let Some(end) = find(&body[at..], b"\n\n") {
+            match wire::sse_classify(&body[at..at + end]) {
+                wire::SseEvent::Subscribed => {
+                    tally.acks += 1;
+                    pending = pending.saturating_sub(1);
+                }
+                wire::SseEvent::Message(d) => {
+                    if let Some(ts) = find_ts(d) {
+                        tally.sent.push(ts);
+                    }
+                }
+                wire::SseEvent::Disconnect(d) => return Err(lossy(d)),
+                wire::SseEvent::Other => {}
+            }
+            at += end + 2;
+        }
+        body.drain(..at);
+        if !tally.is_empty() {
+            sh.apply(now, &mut tally);
+        }
+        if pending == 0 && ready.pending() {
+            ready.ok(sh);
+        }
+        if dechunk.done {
+            return Err("SSE stream ended".into());
+        }
+        reserve(&mut raw);
+        if stream.read_buf(&mut raw).await.map_err(err("read"))? == 0 {
+            return Err("connection closed by server".into());
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct PollAnswer<'a> {
+    #[serde(borrow)]
+    messages: Vec<PollMessage<'a>>,
+    cursor: String,
+    channels: Vec<serde::de::IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct PollMessage<'a> {
+    #[serde(borrow)]
+    data: &'a RawValue,
+}
+
+async fn poll(
+    sh: &Shared,
+    n: u64,
+    plan: &Plan,
+    ready: &Ready,
+    mut fire: watch::Receiver<Option<Fire>>,
+) -> Result<(), String> {
+    let cfg = &sh.cfg;
+    let mut stream = connect(cfg.addr, cfg.source_ip)
+        .await
+        .map_err(err("connect"))?;
+    fire.borrow_and_update();
+    let storm = matches!(plan, Plan::Connect);
+    let (channels, sent) = if storm {
+        ready.ok(sh);
+        wait_subscribe(&mut fire, n).await?
+    } else {
+        (channel_list(plan, n), now_ns())
+    };
+    let mut buf = Vec::with_capacity(4096);
+    let mut tally = Tally {
+        ack_sent_ns: sent,
+        ..Default::default()
+    };
+    let mut since: Option<String> = None;
+    loop {
+        let extra = match &since {
+            None => "&timeout=0".to_string(),
+            Some(c) => format!("&since={}&timeout=30", query_escape(c)),
+        };
+        let path = format!("/v1/poll{}", query(&channels, &cfg.token, &extra));
+        stream
+            .write_all(&wire::get_request(&cfg.host, &path, ""))
+            .await
+            .map_err(err("write"))?;
+        let (status, body) = read_response(&mut stream, &mut buf).await?;
+        let now = now_ns();
+        if status != 200 {
+            return Err(format!("poll refused: HTTP {status} {}", lossy(&body)));
+        }
+        let answer: PollAnswer =
+            serde_json::from_slice(&body).map_err(|e| format!("bad poll answer: {e}"))?;
+        for m in &answer.messages {
+            if let Some(ts) = find_ts(m.data.get().as_bytes()) {
+                tally.sent.push(ts);
+            }
+        }
+        if since.is_none() {
+            tally.acks += answer.channels.len() as u64;
+        }
+        since = Some(answer.cursor.clone());
+        if !tally.is_empty() {
+            sh.apply(now, &mut tally);
+        }
+        if ready.pending() {
+            ready.ok(sh);
+        }
+        if storm {
+            // The storm measures subscribing only; keep the connection, poll no more.
+            loop {
+                if fire.changed().await.is_err() {
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+/// A keep-alive HTTP/1.1 client for the publisher API.
+pub struct HttpClient {
+    addr: SocketAddr,
+    host: String,
+    source: Option<IpAddr>,
+    stream: Option<TcpStream>,
+    buf: Vec<u8>,
+}
+
+impl HttpClient {
+    /// A client for `addr` (connects on first use).
+    pub fn new(addr: SocketAddr, host: &str, source: Option<IpAddr>) -> Self {
+        HttpClient {
+            addr,
+            host: host.to_string(),
+            source,
+            stream: None,
+            buf: Vec::with_capacity(1024),
+        }
+    }
+
+    /// POSTs `body` to `path`; returns the status and the response body. A failed request is not
+    /// retried (it might have been carried out).
+    pub async fn post(
+        &mut self,
+        path: &str,
+        key: &str,
+        body: &[u8],
+    ) -> Result<(u16, Vec<u8>), String> {
+        if self.stream.is_none() {
+            self.stream = Some(
+                connect(self.addr, self.source)
+                    .await
+                    .map_err(err("connect"))?,
+            );
+            self.buf.clear();
+        }
+        let request = wire::post_json(&self.host, path, key, body);
+        let stream = self.stream.as_mut().expect("connected above");
+        let result = async {
+            stream.write_all(&request).await.map_err(err("write"))?;
+            read_response(stream, &mut self.buf).await
+        }
+        .await;
+        if result.is_err() {
+            self.stream = None;
+        }
+        result
+    }
+
+    /// Publishes one message stamped with the current time to `channel`.
+    pub async fn publish_now(&mut self, channel: &str, key: &str) -> Result<u64, String> {
+        let sent = now_ns();
+        let body = format!("{{\"data\":{}}}", wire::stamp(sent));
+        let (status, answer) = self
+            .post(
+                &format!("/v1/channels/{channel}/messages"),
+                key,
+                body.as_bytes(),
+            )
+            .await?;
+        if status != 200 {
+            return Err(format!("publish failed: HTTP {status} {}", lossy(&answer)));
+        }
+        Ok(sent)
+    }
+}

@@ -1,0 +1,148 @@
+//! `herald bench`: Herald's load generator and burn-in suite. Each scenario reproduces a test the
+//! systems Herald replaces published (Deacon's subscriber and channel counts, the iPush subscribe
+//! storm, Urban Airship's broadcast rate) or a footprint goal, against a server it starts
+//! (`--spawn`) or one already running (`--target`). It spreads client connections over worker
+//! processes (this same binary, hidden `worker` subcommand) and 127.0.0.x source addresses, and
+//! reports a table, CSV, `summary.json` and an SVG chart, with every figure also as a ratio to the
+//! raw floors of the machine measured in the same run. docs/benchmarks.md describes it all.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod args;
+pub mod baseline;
+pub mod client;
+pub mod pool;
+pub mod proto;
+pub mod report;
+pub mod scenario;
+pub mod server;
+pub mod stats;
+pub mod svg;
+pub mod wire;
+pub mod worker;
+
+use std::path::PathBuf;
+
+use args::{AllToAllArgs, BaselineArgs, ConnectionsArgs, FanoutArgs, StepArgs, StormArgs};
+
+const EXAMPLES: &str = "\
+Examples:
+  herald bench baseline
+  herald bench subscribers --spawn --step 1000 --max-subscribers 10000 --out bench-out
+  herald bench channels --spawn --step 1000 --max-subscribers 5000
+  herald bench all-to-all --spawn --subscribers 300
+  herald bench subscribe-storm --spawn --users 100 --subjects 1000
+  herald bench fanout --spawn --publishers 8 --messages 20000 --subscribers 100
+  herald bench connections --spawn --connections 10000 --channels 1
+  herald bench fanout --target http://127.0.0.1:7070 --api-key KEY --token-secret SECRET
+
+Every scenario is bounded in count and time (--time-limit) and loads loopback addresses only
+unless --allow-remote. See docs/benchmarks.md for the flags, the outputs and results.";
+
+/// Flags of `herald bench`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = EXAMPLES)]
+pub struct BenchArgs {
+    /// The scenario to run.
+    #[command(subcommand)]
+    pub scenario: Scenario,
+}
+
+/// The scenarios.
+#[derive(Debug, clap::Subcommand)]
+pub enum Scenario {
+    /// Raw floors of this machine: loopback small-write rate, connect+accept rate, fsync rate.
+    Baseline(BaselineArgs),
+    /// Deacon's Simultaneous Subscribers Test: subscribers of one channel added in steps.
+    Subscribers(StepArgs),
+    /// Deacon's Channel Count Test: each new subscriber on its own channel.
+    Channels(StepArgs),
+    /// Every subscriber publishes once to a shared channel at the same moment (N x N).
+    AllToAll(AllToAllArgs),
+    /// The iPush benchmark: U users each subscribe to S channels at once.
+    SubscribeStorm(StormArgs),
+    /// Throughput: P publishers, M messages, N subscribers of one channel.
+    Fanout(FanoutArgs),
+    /// Idle footprint: N connections with K subscriptions each.
+    Connections(ConnectionsArgs),
+    /// Internal: a load-generating worker process driven over stdin/stdout.
+    #[command(hide = true)]
+    Worker,
+}
+
+/// The command line as typed, with secrets redacted (for summary.json).
+fn command_line() -> String {
+    let mut out = Vec::new();
+    let mut redact_next = false;
+    for (i, a) in std::env::args().enumerate() {
+        if i == 0 {
+            let name = std::path::Path::new(&a)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or(a);
+            out.push(name);
+            continue;
+        }
+        if redact_next {
+            out.push("REDACTED".into());
+            redact_next = false;
+            continue;
+        }
+        let secret = ["--api-key", "--token-secret", "--token"];
+        if secret.contains(&a.as_str()) {
+            redact_next = true;
+        } else if let Some((k, _)) = a.split_once('=') {
+            if secret.contains(&k) {
+                out.push(format!("{k}=REDACTED"));
+                continue;
+            }
+        }
+        out.push(a);
+    }
+    out.join(" ")
+}
+
+/// Runs `herald bench <scenario>`.
+pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    let (report, out): (report::Report, Option<PathBuf>) = match args.scenario {
+        Scenario::Worker => return worker::main().await,
+        Scenario::Baseline(a) => {
+            let out = a.out.clone();
+            (baseline::run(a).await?, out)
+        }
+        Scenario::Subscribers(a) => {
+            let out = a.common.out.clone();
+            (scenario::steps::run(a, false).await?, out)
+        }
+        Scenario::Channels(a) => {
+            let out = a.common.out.clone();
+            (scenario::steps::run(a, true).await?, out)
+        }
+        Scenario::AllToAll(a) => {
+            let out = a.common.out.clone();
+            (scenario::all_to_all::run(a).await?, out)
+        }
+        Scenario::SubscribeStorm(a) => {
+            let out = a.common.out.clone();
+            (scenario::storm::run(a).await?, out)
+        }
+        Scenario::Fanout(a) => {
+            let out = a.common.out.clone();
+            (scenario::fanout::run(a).await?, out)
+        }
+        Scenario::Connections(a) => {
+            let out = a.common.out.clone();
+            (scenario::connections::run(a).await?, out)
+        }
+    };
+    report.print();
+    if let Some(dir) = out {
+        report.write(&dir, &command_line())?;
+        println!(
+            "wrote {0}/{1}.csv, {0}/summary.json and {0}/{1}.svg",
+            dir.display(),
+            report.scenario
+        );
+    }
+    Ok(())
+}

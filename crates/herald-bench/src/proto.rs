@@ -1,0 +1,213 @@
+//! What the parent and its worker processes say to each other: one JSON object per line, commands
+//! on the worker's stdin and events on its stdout. Every command gets exactly one reply event;
+//! `progress` events may come in between.
+
+use serde::{Deserialize, Serialize};
+
+/// Client transports the bench speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Transport {
+    /// WebSocket at /v1/ws.
+    Ws,
+    /// Server-Sent Events at /v1/sse.
+    Sse,
+    /// Long-poll at /v1/poll.
+    Poll,
+}
+
+impl Transport {
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Ws => "ws",
+            Transport::Sse => "sse",
+            Transport::Poll => "poll",
+        }
+    }
+}
+
+/// The first line a worker reads: where to connect and as whom.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkerConfig {
+    /// Worker number, from 0.
+    pub index: usize,
+    /// Transport of the subscriber connections.
+    pub transport: Transport,
+    /// Server address.
+    pub addr: std::net::SocketAddr,
+    /// Value of the `Host` header.
+    pub host: String,
+    /// Client token (query `?token=`), if any.
+    pub token: Option<String>,
+    /// Publisher API key, for HTTP publishes from the worker.
+    pub api_key: Option<String>,
+    /// Local address the worker's sockets bind to before connecting (spreads ephemeral ports).
+    pub source_ip: Option<std::net::IpAddr>,
+}
+
+/// Which channels the connections of an `open` subscribe to.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Plan {
+    /// Every connection subscribes to this one channel.
+    Shared {
+        /// Channel name.
+        channel: String,
+    },
+    /// Connection number `i` subscribes to `{prefix}{i}`.
+    Own {
+        /// Name prefix.
+        prefix: String,
+    },
+    /// Every connection subscribes to `{prefix}0` .. `{prefix}{count-1}`.
+    Set {
+        /// Name prefix.
+        prefix: String,
+        /// Channels per connection.
+        count: u64,
+    },
+    /// Connect only; subscriptions come later with a `fire`.
+    Connect,
+}
+
+/// What every connection does when a `fire` goes off.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Action {
+    /// Nothing: only (re)start the round clock.
+    Mark,
+    /// Every connection publishes one message to `channel`.
+    PublishOnce {
+        /// Channel name.
+        channel: String,
+    },
+    /// Every connection subscribes to `subjects` channels at once.
+    Subscribe {
+        /// Name prefix.
+        prefix: String,
+        /// Channels per connection.
+        subjects: u64,
+        /// Channels are `{prefix}{user}/{j}` (one set per user) instead of `{prefix}{j}`.
+        distinct: bool,
+    },
+}
+
+/// A command from the parent.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "snake_case")]
+pub enum Command {
+    /// Open `count` connections numbered from `first`, subscribed as `plan` says, at most
+    /// `concurrency` handshakes at a time. Replies `opened` once every one is ready or failed.
+    Open {
+        /// Number of the first connection (global across workers).
+        first: u64,
+        /// How many.
+        count: u64,
+        /// Channels.
+        plan: Plan,
+        /// Handshakes in flight.
+        concurrency: usize,
+    },
+    /// Starts a new round whose clock starts at `at_ns` (unix nanos); at that moment every
+    /// connection performs `action`. Replies `fired` at once.
+    Fire {
+        /// When.
+        at_ns: u64,
+        /// Width of the round's time buckets, in milliseconds.
+        bucket_ms: u64,
+        /// What.
+        action: Action,
+    },
+    /// Waits until the round has seen `per_conn_messages` deliveries and `per_conn_acks`
+    /// acknowledgements for every open connection (or `timeout_ms` passed), then replies
+    /// `collected` and starts a new round.
+    Collect {
+        /// Deliveries expected per connection.
+        per_conn_messages: u64,
+        /// Acknowledgements expected per connection.
+        per_conn_acks: u64,
+        /// Give up after this long.
+        timeout_ms: u64,
+    },
+    /// Closes every connection and exits.
+    Close,
+}
+
+/// One time bucket of a round.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Bucket {
+    /// Deliveries in the bucket.
+    pub messages: u64,
+    /// Acknowledgements in the bucket.
+    pub acks: u64,
+    /// Errors in the bucket.
+    #[serde(default)]
+    pub errors: u64,
+    /// Latency histogram of the bucket's deliveries (base64 V2), empty when none.
+    pub hist: String,
+}
+
+/// What a round saw.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RoundReport {
+    /// Messages delivered (carrying a send time).
+    pub messages: u64,
+    /// Subscriptions acknowledged.
+    pub acks: u64,
+    /// Publishes acknowledged.
+    pub published: u64,
+    /// Error replies and failed requests.
+    pub errors: u64,
+    /// Connections that closed during the round.
+    pub disconnected: u64,
+    /// Connections alive at the end.
+    pub alive: u64,
+    /// Delivery latency histogram (base64 V2).
+    pub msg_hist: String,
+    /// Acknowledgement latency histogram (base64 V2).
+    pub ack_hist: String,
+    /// Unix nanos of the first and last delivery or acknowledgement (0 when none).
+    pub first_ns: u64,
+    /// See `first_ns`.
+    pub last_ns: u64,
+    /// Start of the round's clock.
+    pub start_ns: u64,
+    /// Time buckets from `start_ns`.
+    pub buckets: Vec<Bucket>,
+    /// A few error messages, for the report.
+    pub error_samples: Vec<String>,
+}
+
+/// An event from a worker.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "ev", rename_all = "snake_case")]
+pub enum Event {
+    /// Connections ready so far in the current `open` (and failed).
+    Progress {
+        /// Ready.
+        done: u64,
+        /// Failed.
+        failed: u64,
+    },
+    /// Reply to `open`.
+    Opened {
+        /// Ready.
+        ok: u64,
+        /// Failed.
+        failed: u64,
+        /// A few error messages.
+        errors: Vec<String>,
+    },
+    /// Reply to `fire`.
+    Fired,
+    /// Reply to `collect`.
+    Collected(RoundReport),
+    /// Reply to `close`, or a command the worker could not carry out.
+    Closed,
+    /// The worker failed.
+    Error {
+        /// Why.
+        message: String,
+    },
+}

@@ -1,0 +1,282 @@
+//! `fanout`: throughput of one channel. `--subscribers N` subscribe; `--publishers P` publish
+//! `--messages M` in total through the HTTP API (each publisher one request at a time, at
+//! `--rate R` messages/s across publishers or as fast as they can). Reports deliveries per
+//! second, latency percentiles, and server CPU seconds per million deliveries.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::args::FanoutArgs;
+use crate::client::HttpClient;
+use crate::proto::{Action, Command, Plan};
+use crate::report::{f, Report, Table};
+use crate::scenario::{cpu_bound, open_failure, Ctx, Progress};
+use crate::stats::{self, LatencyMs};
+use crate::svg::{latency_series, Chart};
+use crate::wire::now_ns;
+
+struct Published {
+    /// Send times of the accepted publishes.
+    sent: Vec<u64>,
+    refused: u64,
+    sample: Option<String>,
+    /// Publish request round trips.
+    hist: hdrhistogram::Histogram<u64>,
+}
+
+/// Runs the scenario.
+pub async fn run(args: FanoutArgs) -> anyhow::Result<Report> {
+    let ctx = Ctx::open(&args.common, &[]).await?;
+    let key = ctx.target.require_api_key()?;
+    let mut pool = ctx.pool(args.subscribers).await?;
+    let channel = format!("bench/{}/fanout", ctx.run);
+    let bar = Progress::new(args.subscribers, "fanout: opening subscribers");
+    let (n, failed_conns, errors) = pool
+        .open(
+            args.subscribers,
+            Plan::Shared {
+                channel: channel.clone(),
+            },
+            |d, _| bar.set(d),
+        )
+        .await?;
+    bar.done();
+    if n == 0 {
+        anyhow::bail!("no subscriber could connect: {}", errors.join("; "));
+    }
+
+    let t0 = now_ns() + 200_000_000;
+    pool.broadcast(
+        Command::Fire {
+            at_ns: t0,
+            bucket_ms: 1000,
+            action: Action::Mark,
+        },
+        false,
+    )
+    .await?;
+    tokio::time::sleep(Duration::from_nanos(t0.saturating_sub(now_ns()))).await;
+    let cpu0 = ctx.mark(&pool);
+
+    let m = args.messages;
+    let next = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicU64::new(0));
+    let stop_at = tokio::time::Instant::now() + ctx.left();
+    let bar = Progress::new(
+        m,
+        &format!("fanout: publishing {m} messages to {n} subscribers"),
+    );
+    let mut tasks = Vec::new();
+    for _ in 0..args.publishers.max(1) {
+        let (next, done, key, channel) = (next.clone(), done.clone(), key.clone(), channel.clone());
+        let mut http = HttpClient::new(ctx.target.addr, &ctx.target.host, None);
+        let rate = args.rate;
+        tasks.push(tokio::spawn(async move {
+            let mut out = Published {
+                sent: Vec::new(),
+                refused: 0,
+                sample: None,
+                hist: stats::histogram(),
+            };
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= m || tokio::time::Instant::now() >= stop_at {
+                    return out;
+                }
+                if let Some(r) = rate.filter(|r| *r > 0.0) {
+                    let due = t0 + (i as f64 / r * 1e9) as u64;
+                    let wait = due.saturating_sub(now_ns());
+                    if wait > 0 {
+                        tokio::time::sleep(Duration::from_nanos(wait)).await;
+                    }
+                }
+                match http.publish_now(&channel, &key).await {
+                    Ok(sent) => {
+                        stats::record_ns(&mut out.hist, now_ns() - sent);
+                        out.sent.push(sent);
+                    }
+                    Err(e) => {
+                        out.refused += 1;
+                        out.sample.get_or_insert(e);
+                    }
+                }
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    let ticker = {
+        let done = done.clone();
+        let bar_handle = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                bar.set(done.load(Ordering::Relaxed));
+                if done.load(Ordering::Relaxed) >= m {
+                    bar.done();
+                    return;
+                }
+            }
+        });
+        bar_handle
+    };
+    let mut sent = Vec::new();
+    let mut refused = 0;
+    let mut sample = None;
+    let mut publish_hist = stats::histogram();
+    for t in tasks {
+        let p = t.await?;
+        sent.extend(p.sent);
+        refused += p.refused;
+        sample = sample.or(p.sample);
+        stats::merge(&mut publish_hist, &p.hist);
+    }
+    ticker.abort();
+    let publish_end = now_ns();
+    let ok = sent.len() as u64;
+    let timeout = (30_000 + n * ok / 100).min(ctx.left().as_millis() as u64 + 5000);
+    let round = pool.collect(ok, 0, timeout).await?;
+    let cpu1 = ctx.mark(&pool);
+    pool.close().await;
+
+    let attempted = ok + refused;
+    let expected = n * m;
+    let failed = expected.saturating_sub(round.messages);
+    let span_s = round.last_ns.saturating_sub(t0) as f64 / 1e9;
+    let dps = if span_s > 0.0 {
+        round.messages as f64 / span_s
+    } else {
+        0.0
+    };
+    let pps = ok as f64 / (publish_end.saturating_sub(t0) as f64 / 1e9).max(1e-9);
+    let lat = LatencyMs::of(&round.msg_hist);
+    let server_cpu = cpu0.server_seconds(&cpu1);
+    let per_million = server_cpu
+        .filter(|_| round.messages > 0)
+        .map(|c| stats::round3(c / round.messages as f64 * 1e6));
+
+    let mut summary = Table::new(&[
+        "subscribers",
+        "published",
+        "delivered",
+        "failed",
+        "deliveries_per_sec",
+        "publishes_per_sec",
+        "p50_ms",
+        "p99_ms",
+        "max_ms",
+        "server_cpu_s_per_million",
+    ]);
+    summary.row(vec![
+        n.to_string(),
+        ok.to_string(),
+        round.messages.to_string(),
+        failed.to_string(),
+        f(dps, 0),
+        f(pps, 0),
+        f(lat.p50, 2),
+        f(lat.p99, 2),
+        f(lat.max, 2),
+        per_million.map_or("-".into(), |c| f(c, 2)),
+    ]);
+    let mut per_sec = Table::new(&[
+        "second",
+        "published",
+        "delivered",
+        "p50_ms",
+        "p99_ms",
+        "max_ms",
+    ]);
+    let mut pub_per_sec = vec![0u64; round.buckets.len()];
+    for s in &sent {
+        let i = (s.saturating_sub(t0) / 1_000_000_000) as usize;
+        if i < pub_per_sec.len() {
+            pub_per_sec[i] += 1;
+        }
+    }
+    let mut rows = Vec::new();
+    for (i, b) in round.buckets.iter().enumerate() {
+        let l = LatencyMs::of(&b.hist);
+        per_sec.row(vec![
+            (i + 1).to_string(),
+            pub_per_sec[i].to_string(),
+            b.messages.to_string(),
+            f(l.p50, 2),
+            f(l.p99, 2),
+            f(l.max, 2),
+        ]);
+        if b.messages > 0 {
+            rows.push(((i + 1) as f64, l));
+        }
+    }
+    let publish_lat = LatencyMs::of(&publish_hist);
+    let mut r = Report::new("fanout");
+    r.table = summary;
+    r.lines.push(format!(
+        "{} publishers{}: publish round trip p50 {} ms, p99 {} ms, max {} ms; {refused} refused{}",
+        args.publishers,
+        args.rate
+            .map_or(" as fast as possible".into(), |r| format!(" at {r} msg/s")),
+        publish_lat.p50,
+        publish_lat.p99,
+        publish_lat.max,
+        sample
+            .as_deref()
+            .map_or(String::new(), |s| format!(" ({s})"))
+    ));
+    r.lines
+        .push("per-second deliveries and latency are in fanout.csv".into());
+    r.csv_override = Some(per_sec);
+    r.chart = Some(Chart {
+        title: format!("Fanout: {n} subscribers, {ok} messages, latency per second"),
+        x_label: "second of the run".into(),
+        y_label: "latency (ms)".into(),
+        series: latency_series(&rows),
+    });
+    r.headline.deliveries_per_sec = Some(stats::round1(dps));
+    r.headline.failed = failed;
+    r.headline.latency_ms = Some(lat);
+    r.detail("subscribers", n);
+    r.detail("publishers", args.publishers);
+    r.detail("rate", args.rate);
+    r.detail("messages", attempted);
+    r.detail("published", ok);
+    r.detail("refused", refused);
+    r.detail("delivered", round.messages);
+    r.detail("expected", expected);
+    r.detail("publishes_per_sec", stats::round1(pps));
+    r.detail("publish_latency_ms", publish_lat);
+    r.detail(
+        "server_cpu_seconds_while_publishing",
+        server_cpu.map(stats::round3),
+    );
+    r.detail("server_cpu_seconds_per_million_deliveries", per_million);
+    r.detail("seconds", stats::round3(span_s));
+    r.detail("failed_connections", failed_conns);
+    r.detail("disconnected", round.disconnected);
+    r.detail("error_samples", &round.error_samples);
+    let cpu = cpu0.share(&cpu1);
+    r.cpu = Some(cpu);
+    r.limited_by = if failed_conns > 0 {
+        open_failure(&ctx, &errors)
+    } else if let Some(rate) = args.rate.filter(|r| pps >= 0.9 * r) {
+        format!("rate: --rate {rate} messages/s")
+    } else if let Some(rate) = args.rate {
+        cpu_bound(
+            &cpu,
+            &format!(
+                "publish round trips: {} publishers reached {pps:.0} of --rate {rate} messages/s                  ({} ms p50 per publish)",
+                args.publishers, publish_lat.p50
+            ),
+        )
+    } else {
+        cpu_bound(
+            &cpu,
+            &format!(
+                "publish round trips: {} publishers each waiting for its answer ({} ms p50)",
+                args.publishers, publish_lat.p50
+            ),
+        )
+    };
+    ctx.finish(&mut r);
+    Ok(r)
+}

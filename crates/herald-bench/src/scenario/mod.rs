@@ -1,0 +1,253 @@
+//! The scenarios, and what they share: the run context ([`Ctx`]: the server under test, the
+//! floors, the time limit, progress display) and the publishers.
+
+pub mod all_to_all;
+pub mod connections;
+pub mod fanout;
+pub mod steps;
+pub mod storm;
+
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::args::Common;
+use crate::baseline::{self, Floors};
+use crate::pool::{self, Pool};
+use crate::proto::WorkerConfig;
+use crate::report::Report;
+use crate::server::{CpuMark, ProcStats, Target};
+
+/// What every scenario works with.
+pub struct Ctx {
+    /// The flags.
+    pub common: Common,
+    /// The server under test.
+    pub target: Target,
+    /// Floors measured at the start.
+    pub baseline: Option<Floors>,
+    /// When the scenario started (after the baseline).
+    pub started: Instant,
+    /// When it must stop.
+    pub deadline: Instant,
+    /// A random tag in channel names, so runs against one server do not mix.
+    pub run: String,
+    server_cpu_start: Option<f64>,
+}
+
+impl Ctx {
+    /// Opens the target (starting a server for `--spawn`, with `env` set) and measures the
+    /// floors unless `--no-baseline`.
+    pub async fn open(common: &Common, env: &[(&str, String)]) -> anyhow::Result<Ctx> {
+        let target = Target::open(common, env)?;
+        let baseline = if common.no_baseline {
+            None
+        } else {
+            status("measuring the baseline floors");
+            let dir = target
+                .data_dir
+                .clone()
+                .filter(|d| d.is_dir())
+                .unwrap_or_else(std::env::temp_dir);
+            let mut floors = baseline::measure_async(0.3, &dir).await?;
+            floors.write_series.clear();
+            Some(floors)
+        };
+        let run: String = (0..6)
+            .map(|_| char::from(b'a' + rand::random::<u8>() % 26))
+            .collect();
+        let started = Instant::now();
+        Ok(Ctx {
+            common: common.clone(),
+            server_cpu_start: target.probe().map(|p| p.cpu_seconds),
+            target,
+            baseline,
+            started,
+            deadline: started + Duration::from_secs(common.time_limit),
+            run,
+        })
+    }
+
+    /// Starts enough workers for `connections` connections.
+    pub async fn pool(&self, connections: u64) -> anyhow::Result<Pool> {
+        let per = self.common.per_worker.max(1);
+        let n = self
+            .common
+            .workers
+            .unwrap_or_else(|| connections.div_ceil(per).max(1) as usize)
+            .max(1);
+        let token = self.target.client_token();
+        let t = &self.target;
+        Pool::start(n, |i| WorkerConfig {
+            index: i,
+            transport: self.common.transport,
+            addr: t.addr,
+            host: t.host.clone(),
+            token: token.clone(),
+            api_key: t.api_key.clone(),
+            source_ip: pool::source_ip(i, t.addr.ip()),
+        })
+        .await
+    }
+
+    /// Time left before the limit.
+    pub fn left(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+
+    /// CPU counters of the server, this process and the workers.
+    pub fn mark(&self, pool: &Pool) -> CpuMark {
+        CpuMark::now(self.target.pid, &pool.pids())
+    }
+
+    /// The server's resource use now.
+    pub fn probe(&self) -> Option<ProcStats> {
+        self.target.probe()
+    }
+
+    /// Fills in what every report carries: transport, target, floors, server totals, time.
+    pub fn finish(&self, r: &mut Report) {
+        r.transport = Some(self.common.transport.as_str());
+        r.target = Some(self.target.url.clone());
+        r.baseline = self.baseline.clone();
+        if let Some(p) = self.probe() {
+            r.headline.server_cpu_seconds = self
+                .server_cpu_start
+                .map(|s| crate::stats::round3(p.cpu_seconds - s));
+            r.headline.server_peak_rss_bytes = Some(p.peak_rss_bytes);
+        }
+        r.duration_s = self.started.elapsed().as_secs_f64();
+    }
+}
+
+/// A line of progress on stderr when stdout is not a terminal (terminals get bars instead).
+pub fn status(msg: &str) {
+    if !std::io::stdout().is_terminal() {
+        eprintln!("herald bench: {msg}");
+    }
+}
+
+/// A progress bar on a terminal; nothing otherwise.
+pub struct Progress(Option<ProgressBar>);
+
+impl Progress {
+    /// A bar counting to `len`.
+    pub fn new(len: u64, msg: &str) -> Progress {
+        status(msg);
+        if !std::io::stdout().is_terminal() {
+            return Progress(None);
+        }
+        let bar = ProgressBar::new(len);
+        bar.set_style(
+            ProgressStyle::with_template("{msg:32} [{bar:40}] {pos}/{len} {elapsed}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        bar.set_message(msg.to_string());
+        Progress(Some(bar))
+    }
+
+    /// Sets the position.
+    pub fn set(&self, pos: u64) {
+        if let Some(b) = &self.0 {
+            b.set_position(pos);
+        }
+    }
+
+    /// Removes the bar.
+    pub fn done(&self) {
+        if let Some(b) = &self.0 {
+            b.finish_and_clear();
+        }
+    }
+}
+
+/// Why opening connections failed, in a reader's words: the server's or our file limit, or
+/// the errors themselves.
+pub fn open_failure(ctx: &Ctx, errors: &[String]) -> String {
+    let text = errors.join("; ");
+    let fds = ctx.target.pid.and_then(crate::server::open_files);
+    if text.contains("Too many open files") || text.contains("os error 24") {
+        return format!("fd limit: a process ran out of open files ({text})");
+    }
+    if let Some(n) = fds {
+        if n + 50 >= 20_000 {
+            return format!("fd limit: the server holds {n} open files (limit 20,000): {text}");
+        }
+    }
+    format!("connect failures: {text}")
+}
+
+/// Classifies a throughput run's bound from CPU use.
+pub fn cpu_bound(cpu: &crate::server::CpuShare, otherwise: &str) -> String {
+    if cpu.machine_busy_pct >= 85.0 {
+        format!(
+            "CPU: the machine was {:.0}% busy ({} cores: server {} cores, load generator {:.2} cores)",
+            cpu.machine_busy_pct,
+            cpu.cores,
+            cpu.server_cores
+                .map_or("?".to_string(), |s| format!("{s:.2}")),
+            cpu.loadgen_cores
+        )
+    } else {
+        otherwise.to_string()
+    }
+}
+
+/// Publishes one stamped message to each channel in `names` through `POST /v1/batch`, 1,000
+/// messages per request, spread over `clients` working concurrently. Returns how many messages
+/// the server refused and a sample error.
+pub async fn publish_to_all(
+    clients: &mut [crate::client::HttpClient],
+    names: &[String],
+    key: &str,
+) -> (u64, Option<String>) {
+    use crate::wire::{self, now_ns};
+    const BATCH: usize = 1000;
+    let lanes = clients.len().max(1);
+    let batches: Vec<&[String]> = names.chunks(BATCH).collect();
+    let mut futures = Vec::new();
+    for (lane, client) in clients.iter_mut().enumerate() {
+        let mine: Vec<&[String]> = batches
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % lanes == lane)
+            .map(|(_, b)| *b)
+            .collect();
+        futures.push(async move {
+            let mut refused = 0u64;
+            let mut sample = None;
+            for batch in mine {
+                let stamp = wire::stamp(now_ns());
+                let items: Vec<String> = batch
+                    .iter()
+                    .map(|c| format!("{{\"channel\":\"{c}\",\"data\":{stamp}}}"))
+                    .collect();
+                let body = format!("{{\"messages\":[{}]}}", items.join(","));
+                match client.post("/v1/batch", key, body.as_bytes()).await {
+                    Ok((200, _)) => {}
+                    Ok((status, b)) => {
+                        refused += batch.len() as u64;
+                        sample = Some(format!(
+                            "batch publish: HTTP {status} {}",
+                            String::from_utf8_lossy(&b[..b.len().min(200)])
+                        ));
+                    }
+                    Err(e) => {
+                        refused += batch.len() as u64;
+                        sample = Some(e);
+                    }
+                }
+            }
+            (refused, sample)
+        });
+    }
+    let mut refused = 0;
+    let mut sample = None;
+    for (r, s) in futures_util::future::join_all(futures).await {
+        refused += r;
+        sample = sample.or(s);
+    }
+    (refused, sample)
+}

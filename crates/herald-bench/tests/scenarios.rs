@@ -1,0 +1,354 @@
+//! Every scenario, run briefly against a server the bench starts itself: the run completes, every
+//! expected delivery or acknowledgement arrived (`failed == 0`), and the outputs are well formed
+//! (summary.json keys, CSV header, SVG root element). Never timing assertions.
+//!
+//! The server binary is `target/{debug,release}/herald` of this workspace (or
+//! `HERALD_BENCH_SERVER_BIN`); `cargo test --workspace` builds it before running tests, and a
+//! lone `cargo test -p herald-bench` builds it here if it is missing.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn server_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Some(p) = std::env::var_os("HERALD_BENCH_SERVER_BIN") {
+            return PathBuf::from(p);
+        }
+        let find = || {
+            ["debug", "release"]
+                .iter()
+                .map(|p| workspace().join("target").join(p).join("herald"))
+                .find(|p| p.is_file())
+        };
+        if let Some(p) = find() {
+            return p;
+        }
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "-p", "herald"])
+            .current_dir(workspace())
+            .status()
+            .expect("run cargo build -p herald");
+        assert!(status.success(), "cargo build -p herald failed");
+        find().expect("target/debug/herald after building it")
+    })
+}
+
+/// Runs `herald-bench ARGS --spawn --out DIR` and returns summary.json and the output dir.
+fn bench(args: &[&str]) -> (Value, tempfile::TempDir) {
+    let out = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_herald-bench"))
+        .args(args)
+        .arg("--spawn")
+        .arg("--server-bin")
+        .arg(server_bin())
+        .arg("--time-limit")
+        .arg("60")
+        .arg("--out")
+        .arg(out.path())
+        .output()
+        .expect("run herald-bench");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "herald-bench {args:?} failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        stdout.contains("limited by:"),
+        "human report on stdout: {stdout}"
+    );
+    let text = std::fs::read_to_string(out.path().join("summary.json")).unwrap();
+    let summary: Value = serde_json::from_str(&text).unwrap();
+    (summary, out)
+}
+
+/// The headline keys are always present (null where they do not apply).
+fn check_summary(s: &Value, scenario: &str) {
+    assert_eq!(s["scenario"], scenario, "{s:#}");
+    for key in [
+        "deliveries_per_sec",
+        "subscriptions_per_sec",
+        "failed",
+        "bytes_per_connection",
+        "latency_ms",
+        "server_cpu_seconds",
+        "server_peak_rss_bytes",
+        "limited_by",
+        "command",
+        "ratios",
+    ] {
+        assert!(s.get(key).is_some(), "summary.json lacks {key}: {s:#}");
+    }
+    assert_eq!(s["failed"], 0, "every expected delivery arrived: {s:#}");
+    assert!(s["server_peak_rss_bytes"].as_u64().unwrap() > 0, "{s:#}");
+    assert!(s["server_cpu_seconds"].as_f64().is_some(), "{s:#}");
+    assert!(!s["limited_by"].as_str().unwrap().is_empty());
+    if !s["latency_ms"].is_null() {
+        for k in ["p50", "p99", "max"] {
+            assert!(
+                s["latency_ms"][k].as_f64().is_some(),
+                "latency_ms.{k}: {s:#}"
+            );
+        }
+    }
+}
+
+fn check_files(dir: &Path, scenario: &str, header: &str) {
+    let csv = std::fs::read_to_string(dir.join(format!("{scenario}.csv"))).unwrap();
+    let mut lines = csv.lines();
+    assert_eq!(lines.next(), Some(header), "CSV header of {scenario}");
+    let width = header.split(',').count();
+    for l in lines {
+        assert_eq!(l.split(',').count(), width, "CSV row {l:?}");
+    }
+    let svg = std::fs::read_to_string(dir.join(format!("{scenario}.svg"))).unwrap();
+    assert!(
+        svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""),
+        "SVG root: {}",
+        &svg[..svg.len().min(120)]
+    );
+    assert!(svg.trim_end().ends_with("</svg>"));
+    assert_eq!(svg.matches("<svg").count(), 1);
+}
+
+const STEP_HEADER: &str =
+    "subscribers,delivered,failed,p50_ms,p99_ms,max_ms,deliveries_per_sec,publish_ms,server_rss_mb";
+
+fn check_steps(s: &Value, steps: usize, last: u64) {
+    let list = s["steps"].as_array().expect("steps list");
+    assert_eq!(list.len(), steps, "{s:#}");
+    assert_eq!(list.last().unwrap()["subscribers"], last);
+    for step in list {
+        assert_eq!(step["failed"], 0, "{step}");
+        assert_eq!(step["delivered"], step["expected"], "{step}");
+    }
+}
+
+#[test]
+fn baseline_measures_the_floors() {
+    let out = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_herald-bench"))
+        .args(["baseline", "--seconds", "0.2", "--out"])
+        .arg(out.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let s: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("summary.json")).unwrap())
+            .unwrap();
+    for k in ["tcp_writes_per_sec", "connects_per_sec", "fsyncs_per_sec"] {
+        assert!(s["baseline"][k].as_f64().unwrap() > 0.0, "{k}: {s:#}");
+    }
+    check_files(out.path(), "baseline", "floor,per_sec,us_each");
+}
+
+#[test]
+fn subscribers_over_websocket_with_baseline() {
+    let (s, out) = bench(&[
+        "subscribers",
+        "--step",
+        "40",
+        "--max-subscribers",
+        "120",
+        "--samples",
+        "2",
+    ]);
+    check_summary(&s, "subscribers");
+    check_steps(&s, 3, 120);
+    assert_eq!(s["transport"], "ws");
+    assert!(s["baseline"]["fsyncs_per_sec"].as_f64().unwrap() > 0.0);
+    assert!(
+        s["ratios"]["deliveries_per_tcp_write"].as_f64().is_some(),
+        "{s:#}"
+    );
+    assert!(s["limited_by"].as_str().unwrap().starts_with("count"));
+    check_files(out.path(), "subscribers", STEP_HEADER);
+}
+
+#[test]
+fn subscribers_over_sse_and_long_poll() {
+    for transport in ["sse", "poll"] {
+        let (s, out) = bench(&[
+            "subscribers",
+            "--transport",
+            transport,
+            "--step",
+            "25",
+            "--max-subscribers",
+            "50",
+            "--no-baseline",
+        ]);
+        check_summary(&s, "subscribers");
+        check_steps(&s, 2, 50);
+        assert_eq!(s["transport"], transport);
+        check_files(out.path(), "subscribers", STEP_HEADER);
+    }
+}
+
+#[test]
+fn channels_gives_each_subscriber_its_own_channel() {
+    let (s, out) = bench(&[
+        "channels",
+        "--step",
+        "30",
+        "--max-subscribers",
+        "60",
+        "--samples",
+        "1",
+        "--no-baseline",
+    ]);
+    check_summary(&s, "channels");
+    check_steps(&s, 2, 60);
+    check_files(out.path(), "channels", STEP_HEADER);
+}
+
+#[test]
+fn all_to_all_delivers_n_squared() {
+    for transport in ["ws", "sse"] {
+        let (s, out) = bench(&[
+            "all-to-all",
+            "--transport",
+            transport,
+            "--subscribers",
+            "25",
+            "--no-baseline",
+        ]);
+        check_summary(&s, "all-to-all");
+        assert_eq!(s["details"]["delivered"], 625, "{s:#}");
+        assert_eq!(s["details"]["published"], 25, "{s:#}");
+        assert!(s["deliveries_per_sec"].as_f64().unwrap() > 0.0);
+        check_files(
+            out.path(),
+            "all-to-all",
+            "t_ms,delivered,cumulative,p50_ms,p99_ms,max_ms",
+        );
+    }
+}
+
+#[test]
+fn subscribe_storm_acknowledges_every_subscription() {
+    let (s, out) = bench(&[
+        "subscribe-storm",
+        "--users",
+        "8",
+        "--subjects",
+        "50",
+        "--no-baseline",
+    ]);
+    check_summary(&s, "subscribe-storm");
+    assert_eq!(s["details"]["acknowledged"], 400, "{s:#}");
+    assert!(s["subscriptions_per_sec"].as_f64().unwrap() > 0.0);
+    check_files(
+        out.path(),
+        "subscribe-storm",
+        "second,completed,total,failed",
+    );
+    // distinct channels per user, over long-poll
+    let (s, _) = bench(&[
+        "subscribe-storm",
+        "--transport",
+        "poll",
+        "--users",
+        "4",
+        "--subjects",
+        "20",
+        "--distinct",
+        "--no-baseline",
+    ]);
+    check_summary(&s, "subscribe-storm");
+    assert_eq!(s["details"]["acknowledged"], 80, "{s:#}");
+}
+
+#[test]
+fn fanout_delivers_every_message_to_every_subscriber() {
+    let (s, out) = bench(&[
+        "fanout",
+        "--publishers",
+        "2",
+        "--messages",
+        "100",
+        "--subscribers",
+        "15",
+        "--no-baseline",
+    ]);
+    check_summary(&s, "fanout");
+    assert_eq!(s["details"]["delivered"], 1500, "{s:#}");
+    assert!(s["details"]["server_cpu_seconds_per_million_deliveries"]
+        .as_f64()
+        .is_some());
+    check_files(
+        out.path(),
+        "fanout",
+        "second,published,delivered,p50_ms,p99_ms,max_ms",
+    );
+    // paced
+    let (s, _) = bench(&[
+        "fanout",
+        "--transport",
+        "sse",
+        "--messages",
+        "20",
+        "--rate",
+        "100",
+        "--subscribers",
+        "5",
+        "--no-baseline",
+    ]);
+    check_summary(&s, "fanout");
+    assert_eq!(s["details"]["delivered"], 100, "{s:#}");
+    assert!(s["limited_by"].as_str().unwrap().starts_with("rate"));
+}
+
+#[test]
+fn connections_reports_memory_per_connection() {
+    let (s, out) = bench(&[
+        "connections",
+        "--connections",
+        "200",
+        "--channels",
+        "3",
+        "--idle-seconds",
+        "0.5",
+        "--workers",
+        "2",
+        "--no-baseline",
+    ]);
+    check_summary(&s, "connections");
+    assert_eq!(s["details"]["connections"], 200, "{s:#}");
+    assert!(s["bytes_per_connection"].as_f64().is_some(), "{s:#}");
+    check_files(
+        out.path(),
+        "connections",
+        "connections,server_rss_mb,bytes_per_connection",
+    );
+}
+
+#[test]
+fn refuses_remote_targets_and_missing_server_choice() {
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_herald-bench"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let o = run(&[
+        "fanout",
+        "--target",
+        "http://192.0.2.1:7070",
+        "--no-baseline",
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--allow-remote"));
+    let o = run(&["fanout", "--no-baseline"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--spawn"));
+}
