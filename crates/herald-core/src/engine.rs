@@ -174,15 +174,13 @@ impl Engine {
             }
             None => (state, Vec::new(), false),
         };
-        if state.last_seq > 0 {
-            self.hub.learn_head(
-                channel,
-                Head {
-                    epoch: state.epoch.clone(),
-                    last_seq: state.last_seq,
-                },
-            );
-        }
+        self.hub.learn_head(
+            channel,
+            Head {
+                epoch: state.epoch.clone(),
+                last_seq: state.last_seq,
+            },
+        );
         let outcome = SubscribeOutcome {
             epoch: state.epoch,
             seq: state.last_seq,

@@ -78,7 +78,8 @@ impl Subscription {
     }
 }
 
-/// The newest position of a channel, as seen by the hub.
+/// The newest position of a channel, as seen by the hub (an empty epoch and seq 0 for a
+/// channel that has no message yet).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Head {
     /// The channel's epoch.
@@ -151,12 +152,14 @@ impl Hub {
     }
 
     /// Tells the hub where a channel stood according to the store, read after a subscription
-    /// was registered; the newer of that and what the hub has seen is kept.
+    /// was registered; the newer of that and what the hub has seen is kept. (A store that can
+    /// reset a channel's log to a new epoch will need the epoch compared too; SQLite's logs only
+    /// ever go from no epoch to their first.)
     pub fn learn_head(&self, channel: &ChannelName, head: Head) {
         if let Some(entry) = self.shard(channel).read().get(channel) {
             let mut known = entry.head.lock();
             let newer = match &*known {
-                Some(k) => k.epoch != head.epoch || head.last_seq > k.last_seq,
+                Some(k) => head.last_seq > k.last_seq,
                 None => true,
             };
             if newer {

@@ -26,8 +26,10 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.data)
         .with_context(|| format!("cannot create data directory {}", config.data.display()))?;
     let hub = Hub::new();
+    let fanout = herald_core::fanout::FanOut::start(hub.clone())
+        .context("cannot start the fan-out thread")?;
     let log: Arc<dyn ChannelLog> =
-        SqliteLog::open(&config.data, config.sqlite_options(), hub.clone())
+        SqliteLog::open(&config.data, config.sqlite_options(), fanout)
             .with_context(|| format!("cannot open the store in {}", config.data.display()))?;
     let keys = Arc::new(publisher_keys(&config, log.as_ref()).await?);
     let tokens = Arc::new(TokenKeys::new(token_secret(&config)?.as_bytes()));

@@ -55,6 +55,9 @@ pub async fn upgrade(
     };
     let (response, socket) = upgrade.accept();
     let task_edge = edge.clone();
+    // The upgrade future is boxed so its memory is freed once the socket is handed over,
+    // instead of staying part of every idle connection's task.
+    let socket = Box::pin(socket);
     edge.connections.spawn(async move {
         if let Some((stream, read_ahead)) = socket.await {
             run(task_edge, stream, read_ahead, client).await;
@@ -109,7 +112,7 @@ async fn run(edge: Arc<Edge>, stream: TcpStream, read_ahead: Bytes, client: Opti
     while end.is_none() {
         if !incoming.is_empty() {
             heard_since_ping = true;
-            end = handle_incoming(&stream, &mut session, &mut incoming).await;
+            end = Box::pin(handle_incoming(&stream, &mut session, &mut incoming)).await;
             continue;
         }
         let expiry = session.token_expiry();
@@ -124,10 +127,12 @@ async fn run(edge: Arc<Edge>, stream: TcpStream, read_ahead: Bytes, client: Opti
                 Err(_) => Some(End::Gone),
             },
             (frames, closed) = outbox.next_batch() => {
-                match write_frames(&stream, frames).await {
-                    Ok(()) => closed.map(End::Disconnect),
-                    Err(_) => Some(End::Gone),
+                match write_frames(&stream, frames) {
+                    Written::All => Ok(()),
+                    Written::Part(rest) => Box::pin(write_rest(&stream, rest)).await,
+                    Written::Failed(e) => Err(e),
                 }
+                .map_or(Some(End::Gone), |()| closed.map(End::Disconnect))
             }
             _ = ping.tick() => {
                 if !heard_since_ping {
@@ -136,12 +141,14 @@ async fn run(edge: Arc<Edge>, stream: TcpStream, read_ahead: Bytes, client: Opti
                     heard_since_ping = false;
                     let mut buf = Vec::with_capacity(2);
                     frame::encode(&mut buf, Opcode::Ping, b"");
-                    write_all(&stream, &buf).await.err().map(|_| End::Gone)
+                    Box::pin(write_rest(&stream, buf)).await.err().map(|_| End::Gone)
                 }
             }
             _ = edge.shutdown.cancelled() => {
                 let (frames, _) = outbox.take();
-                let _ = write_frames(&stream, frames).await;
+                if let Written::Part(rest) = write_frames(&stream, frames) {
+                    let _ = Box::pin(write_rest(&stream, rest)).await;
+                }
                 Some(End::Disconnect(CloseReason::Shutdown))
             }
             _ = expiry => Some(End::Disconnect(CloseReason::TokenExpired)),
@@ -168,13 +175,14 @@ async fn run(edge: Arc<Edge>, stream: TcpStream, read_ahead: Bytes, client: Opti
         Some(End::Gone) | None => {}
     }
     if !goodbye.is_empty() {
-        let _ = tokio::time::timeout(Duration::from_secs(1), write_all(&stream, &goodbye)).await;
+        let bye = tokio::time::timeout(Duration::from_secs(1), write_rest(&stream, goodbye));
+        let _ = Box::pin(bye).await;
     }
 }
 
 /// Runs the commands and control frames read so far; returns how the connection ends, if it
-/// does. Commands are boxed so the (large) command future exists only while one runs, not in
-/// every idle connection.
+/// does. The caller boxes this future, so the (large) command futures exist only while
+/// commands run, not in every idle connection.
 async fn handle_incoming(
     stream: &TcpStream,
     session: &mut Session,
@@ -182,12 +190,12 @@ async fn handle_incoming(
 ) -> Option<End> {
     for message in std::mem::take(incoming) {
         match message {
-            Incoming::Text(text) => Box::pin(session.handle(&text)).await,
+            Incoming::Text(text) => session.handle(&text).await,
             Incoming::Binary => session.reject_binary(),
             Incoming::Ping(payload) => {
                 let mut buf = Vec::with_capacity(payload.len() + 2);
                 frame::encode(&mut buf, Opcode::Pong, &payload);
-                if write_all(stream, &buf).await.is_err() {
+                if write_rest(stream, buf).await.is_err() {
                     return Some(End::Gone);
                 }
             }
@@ -229,14 +237,21 @@ fn read_available(
     Ok(true)
 }
 
-/// Encodes a batch of frames into one buffer and writes it with as few syscalls as the socket
-/// allows.
-async fn write_frames(
-    stream: &TcpStream,
-    frames: std::collections::VecDeque<OutFrame>,
-) -> io::Result<()> {
+/// What a first, non-blocking write of a batch achieved.
+enum Written {
+    /// Everything went out.
+    All,
+    /// The socket is full; this rest must wait for it to drain.
+    Part(Vec<u8>),
+    /// The socket failed.
+    Failed(io::Error),
+}
+
+/// Encodes a batch of frames into one buffer and writes as much as the socket takes at once —
+/// usually all of it, in one syscall, without touching a timer or a waker.
+fn write_frames(stream: &TcpStream, frames: std::collections::VecDeque<OutFrame>) -> Written {
     if frames.is_empty() {
-        return Ok(());
+        return Written::All;
     }
     let mut messages = 0u64;
     let payloads: Vec<Bytes> = frames
@@ -256,6 +271,24 @@ async fn write_frames(
     }
     drop(payloads);
     metrics::counter!("herald_messages_written_total", "transport" => "ws").increment(messages);
+    let mut written = 0;
+    while written < buf.len() {
+        match stream.try_write(&buf[written..]) {
+            Ok(0) => return Written::Failed(io::ErrorKind::WriteZero.into()),
+            Ok(n) => written += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                buf.drain(..written);
+                return Written::Part(buf);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Written::Failed(e),
+        }
+    }
+    Written::All
+}
+
+/// Writes `buf` as the socket drains, giving up after [`WRITE_TIMEOUT`].
+async fn write_rest(stream: &TcpStream, buf: Vec<u8>) -> io::Result<()> {
     match tokio::time::timeout(WRITE_TIMEOUT, write_all(stream, &buf)).await {
         Ok(result) => result,
         Err(_) => Err(io::ErrorKind::TimedOut.into()),
