@@ -7,11 +7,12 @@
 //!
 //! Modules: [`options`] (sync policy and sizes), `schema` (tables and migrations), `writer` (the
 //! writer thread and its batching), `batch` (what one group-commit transaction does), `retention`
-//! (trimming old messages), `reader` (the read pool and read queries), `log` ([`SqliteLog`]).
+//! (trimming old messages), `checkpoint` (background WAL checkpoints), `reader` (the read pool and read queries), `log` ([`SqliteLog`]).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod batch;
+mod checkpoint;
 mod log;
 pub mod options;
 mod reader;

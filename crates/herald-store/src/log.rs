@@ -16,6 +16,7 @@ use herald_core::name::ChannelName;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::oneshot;
 
+use crate::checkpoint::Checkpointer;
 use crate::options::SqliteOptions;
 use crate::reader::{self, ReadPool};
 use crate::writer::{AppendRequest, Request, Writer};
@@ -29,6 +30,8 @@ pub struct SqliteLog {
     writer: Mutex<Option<JoinHandle<()>>>,
     /// Read-only connections.
     readers: Arc<ReadPool>,
+    /// Background WAL checkpoints; stopped after the writer.
+    checkpointer: Mutex<Option<Checkpointer>>,
 }
 
 impl SqliteLog {
@@ -48,6 +51,7 @@ impl SqliteLog {
         let path = dir.join(DB_FILE_NAME);
         let conn = schema::open_writer(&path, options.sync)?;
         let readers = ReadPool::open(&path, options.read_connections)?;
+        let checkpointer = Checkpointer::start(&path)?;
         let (tx, rx) = mpsc::channel();
         let writer = Writer::new(conn, options.sync, options.max_batch, sink);
         let handle = std::thread::Builder::new()
@@ -59,6 +63,7 @@ impl SqliteLog {
             requests: RwLock::new(Some(tx)),
             writer: Mutex::new(Some(handle)),
             readers,
+            checkpointer: Mutex::new(Some(checkpointer)),
         }))
     }
 
@@ -177,6 +182,10 @@ impl ChannelLog for SqliteLog {
             .unwrap_or(true)
         {
             tracing::error!("store writer thread panicked");
+        }
+        let checkpointer = self.checkpointer.lock().take();
+        if let Some(mut checkpointer) = checkpointer {
+            let _ = tokio::task::spawn_blocking(move || checkpointer.stop()).await;
         }
     }
 }

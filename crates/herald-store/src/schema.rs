@@ -75,6 +75,9 @@ pub(crate) fn open_writer(path: &Path, sync: SyncMode) -> Result<Connection, Sto
         .map_err(backend)?;
     conn.pragma_update(None, "temp_store", "MEMORY")
         .map_err(backend)?;
+    // Checkpoints run on their own thread (checkpoint.rs), never inside a group commit.
+    conn.pragma_update(None, "wal_autocheckpoint", 0)
+        .map_err(backend)?;
     conn.set_prepared_statement_cache_capacity(32);
     migrate(&mut conn)?;
     Ok(conn)

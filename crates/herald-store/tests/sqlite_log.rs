@@ -656,3 +656,36 @@ async fn failed_batch_is_rolled_back_and_seqs_stay_contiguous() {
     let slice = log.read(&old, ReadFrom::After(0), 10).await.unwrap();
     assert_eq!(seqs(&slice.messages), [1, 2, 3]);
 }
+
+#[tokio::test]
+async fn wal_is_checkpointed_in_the_background_and_truncated_on_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, _sink) = open(dir.path());
+    let db = dir.path().join("herald.db");
+    let wal = dir.path().join("herald.db-wal");
+    let before = std::fs::metadata(&db).unwrap().len();
+    let big = format!("\"{}\"", "x".repeat(4000));
+    for _ in 0..50 {
+        log.append(&name("ckpt"), vec![msg(&big)], Retention::default())
+            .await
+            .unwrap();
+    }
+    // The writer never checkpoints; the background thread copies the pages within seconds.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::fs::metadata(&db).unwrap().len() <= before + 100_000 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no checkpoint reached the database file"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    log.close().await;
+    assert_eq!(std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0), 0);
+    drop(log);
+    let (log, _sink) = open(dir.path());
+    let slice = log
+        .read(&name("ckpt"), ReadFrom::After(0), 100)
+        .await
+        .unwrap();
+    assert_eq!(slice.messages.len(), 50);
+}

@@ -1,0 +1,90 @@
+//! Background WAL checkpoints. The writer connection never checkpoints (its automatic
+//! checkpoint is off), because a checkpoint copies pages into the database file and fsyncs it,
+//! which on the writer thread would stall every publish waiting for the next group commit. A
+//! thread of its own runs a passive checkpoint (which never blocks the writer or readers) every
+//! second, and a truncating one when the store closes.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+use rusqlite::Connection;
+
+use herald_core::log::StoreError;
+
+use crate::backend;
+
+/// How often the WAL is checkpointed.
+const INTERVAL: Duration = Duration::from_secs(1);
+
+/// The checkpoint thread; stopping (or dropping) it runs a final checkpoint.
+pub(crate) struct Checkpointer {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Checkpointer {
+    /// Starts checkpointing the database at `path` on a connection of its own.
+    pub(crate) fn start(path: &Path) -> Result<Checkpointer, StoreError> {
+        let conn = Connection::open(path).map_err(backend)?;
+        conn.busy_timeout(Duration::from_secs(5)).map_err(backend)?;
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let flag = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("herald-store-checkpoint".into())
+            .spawn(move || run(conn, flag))
+            .map_err(|e| StoreError::Backend(format!("cannot start checkpointer: {e}")))?;
+        Ok(Checkpointer {
+            stop,
+            handle: Some(handle),
+        })
+    }
+
+    /// Stops the thread after a final checkpoint.
+    pub(crate) fn stop(&mut self) {
+        *self.stop.0.lock() = true;
+        self.stop.1.notify_all();
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn run(conn: Connection, stop: Arc<(Mutex<bool>, Condvar)>) {
+    loop {
+        {
+            let mut stopped = stop.0.lock();
+            if !*stopped {
+                stop.1.wait_for(&mut stopped, INTERVAL);
+            }
+            if *stopped {
+                break;
+            }
+        }
+        checkpoint(&conn, "PASSIVE");
+    }
+    checkpoint(&conn, "TRUNCATE");
+}
+
+fn checkpoint(conn: &Connection, mode: &str) {
+    let started = std::time::Instant::now();
+    let result = conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |row| {
+        Ok((row.get::<_, i64>(1)?, row.get::<_, i64>(2)?))
+    });
+    match result {
+        Ok((wal_pages, copied)) => {
+            metrics::histogram!("herald_store_checkpoint_seconds")
+                .record(started.elapsed().as_secs_f64());
+            tracing::trace!(wal_pages, copied, mode, "checkpoint");
+        }
+        Err(e) => tracing::warn!(error = %e, mode, "WAL checkpoint failed"),
+    }
+}
