@@ -76,7 +76,8 @@ fn store_error(e: StoreError) -> HeraldError {
 }
 
 impl Engine {
-    /// An engine over `log`, whose commit sink must be `hub`.
+    /// An engine over `log`, whose commit sink must deliver to `hub` (directly, or through
+    /// [`crate::fanout::FanOut`]).
     pub fn new(log: Arc<dyn ChannelLog>, hub: Arc<Hub>, namespaces: Namespaces) -> Self {
         Engine {
             log,

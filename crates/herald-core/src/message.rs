@@ -140,6 +140,14 @@ impl fmt::Debug for StoredMessage {
     }
 }
 
+/// Records how long ago `message` was stored, as the `herald_delivery_lag_seconds` histogram:
+/// the publish-to-write latency. Transports call it once per written batch, with the batch's
+/// oldest message, so the cost does not grow with the number of subscribers.
+pub fn record_delivery_lag(message: &StoredMessage) {
+    let lag_ms = (now_millis() - message.time).max(0);
+    metrics::histogram!("herald_delivery_lag_seconds").record(lag_ms as f64 / 1000.0);
+}
+
 /// Current time in milliseconds since the Unix epoch.
 pub fn now_millis() -> i64 {
     std::time::SystemTime::now()

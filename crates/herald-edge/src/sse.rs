@@ -135,6 +135,11 @@ async fn next_chunk(
         }
     };
     let mut buf = BytesMut::new();
+    if let Some(OutFrame::Message(oldest)) =
+        frames.iter().find(|f| matches!(f, OutFrame::Message(_)))
+    {
+        herald_core::message::record_delivery_lag(oldest);
+    }
     for f in frames {
         match f {
             OutFrame::Control(b) => buf.put_slice(&b),

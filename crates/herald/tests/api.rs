@@ -214,7 +214,12 @@ async fn bad_input_on_every_route() {
 #[tokio::test]
 async fn metrics_and_openapi_are_served() {
     let server = Server::start().await;
+    let mut ws =
+        Ws::connect(&server.ws_url(&format!("?token={}", server.token(&["m"], &[])))).await;
+    ws.request("subscribe", json!({"channel": "m"})).await;
     server.publish("m", json!(1)).await;
+    let delivered = ws.recv().await.unwrap();
+    assert_eq!(delivered["message"]["data"], 1);
     let text = server
         .http
         .get(server.url("/metrics"))
@@ -228,6 +233,12 @@ async fn metrics_and_openapi_are_served() {
         "herald_published_messages_total",
         "herald_publish_seconds",
         "herald_store_commit_seconds",
+        "herald_store_batch_messages",
+        "herald_deliveries_total",
+        "herald_delivery_lag_seconds",
+        "herald_messages_written_total",
+        "herald_connections",
+        "herald_subscriptions",
     ] {
         assert!(text.contains(name), "{name} missing from /metrics:\n{text}");
     }

@@ -259,6 +259,9 @@ fn write_frames(stream: &TcpStream, frames: std::collections::VecDeque<OutFrame>
         .map(|f| match f {
             OutFrame::Control(b) => b,
             OutFrame::Message(m) => {
+                if messages == 0 {
+                    herald_core::message::record_delivery_lag(&m);
+                }
                 messages += 1;
                 herald_proto::frame::ws_message(&m)
             }
