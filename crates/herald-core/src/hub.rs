@@ -17,6 +17,7 @@ use crate::log::CommitSink;
 use crate::message::{Epoch, SharedMessage};
 use crate::name::ChannelName;
 use crate::outbox::{CloseReason, OutFrame, Outbox};
+use crate::telemetry::telemetry;
 
 const SHARDS: usize = 64;
 
@@ -147,7 +148,7 @@ impl Hub {
         entry.subs.push(sub.clone());
         let head = entry.head.lock().clone();
         drop(shard);
-        metrics::gauge!("herald_subscriptions").increment(1.0);
+        telemetry().subscriptions.increment(1.0);
         (sub, head)
     }
 
@@ -181,7 +182,7 @@ impl Hub {
         if entry.subs.is_empty() {
             shard.remove(channel);
         }
-        metrics::gauge!("herald_subscriptions").decrement(1.0);
+        telemetry().subscriptions.decrement(1.0);
         true
     }
 
@@ -204,7 +205,7 @@ impl Hub {
             for sub in &entry.subs {
                 sub.deliver(message);
             }
-            metrics::counter!("herald_deliveries_total").increment(entry.subs.len() as u64);
+            telemetry().deliveries.increment(entry.subs.len() as u64);
         }
     }
 }

@@ -17,6 +17,7 @@ pub mod name;
 pub mod namespace;
 pub mod outbox;
 pub mod pattern;
+pub mod telemetry;
 
 pub use engine::Engine;
 pub use error::{ErrorCode, HeraldError};

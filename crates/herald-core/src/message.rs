@@ -145,7 +145,9 @@ impl fmt::Debug for StoredMessage {
 /// oldest message, so the cost does not grow with the number of subscribers.
 pub fn record_delivery_lag(message: &StoredMessage) {
     let lag_ms = (now_millis() - message.time).max(0);
-    metrics::histogram!("herald_delivery_lag_seconds").record(lag_ms as f64 / 1000.0);
+    crate::telemetry::telemetry()
+        .delivery_lag
+        .record(lag_ms as f64 / 1000.0);
 }
 
 /// Current time in milliseconds since the Unix epoch.

@@ -100,7 +100,7 @@ impl Outbox {
             q.closed = Some(CloseReason::SlowConsumer);
             q.frames = VecDeque::new();
             q.bytes = 0;
-            metrics::counter!("herald_slow_consumer_disconnects_total").increment(1);
+            crate::telemetry::telemetry().slow_consumers.increment(1);
             drop(q);
             self.ready.notify_one();
             return false;

@@ -9,6 +9,7 @@ use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use herald_core::outbox::{OutFrame, Outbox};
+use herald_core::telemetry::telemetry;
 use herald_core::HeraldError;
 use serde::Serialize;
 
@@ -127,7 +128,7 @@ async fn answer(
         .collect();
     serde_json::to_writer(&mut body, &channels).map_err(internal)?;
     body.push(b'}');
-    metrics::counter!("herald_messages_written_total", "transport" => "poll").increment(written);
+    telemetry().written_poll.increment(written);
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 

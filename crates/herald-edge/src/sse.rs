@@ -11,6 +11,7 @@ use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use bytes::{BufMut, BytesMut};
 use herald_core::outbox::{CloseReason, OutFrame, Outbox};
+use herald_core::telemetry::telemetry;
 use herald_core::HeraldError;
 use herald_proto::frame::{self, SubscribeReply};
 
@@ -73,7 +74,7 @@ async fn open(
         },
     )
     .await?;
-    metrics::gauge!("herald_connections", "transport" => "sse").increment(1.0);
+    telemetry().connections_sse.increment(1.0);
     let state = StreamState {
         edge: edge.clone(),
         outbox,
@@ -106,7 +107,7 @@ struct StreamState {
 
 impl Drop for StreamState {
     fn drop(&mut self) {
-        metrics::gauge!("herald_connections", "transport" => "sse").decrement(1.0);
+        telemetry().connections_sse.decrement(1.0);
     }
 }
 
@@ -149,8 +150,7 @@ async fn next_chunk(
                     buf.put_slice(st.subs.cursor().as_bytes());
                     buf.put_u8(b'\n');
                     buf.put_slice(&frame::sse_data(&m));
-                    metrics::counter!("herald_messages_written_total", "transport" => "sse")
-                        .increment(1);
+                    telemetry().written_sse.increment(1);
                 }
             }
         }

@@ -17,6 +17,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use herald_core::auth::Client;
 use herald_core::outbox::{CloseReason, OutFrame, Outbox};
+use herald_core::telemetry::telemetry;
 use tokio::net::TcpStream;
 
 use crate::http::{client_token, error_response, query_pairs};
@@ -70,14 +71,14 @@ struct ConnectionGauge;
 
 impl ConnectionGauge {
     fn new() -> Self {
-        metrics::gauge!("herald_connections", "transport" => "ws").increment(1.0);
+        telemetry().connections_ws.increment(1.0);
         ConnectionGauge
     }
 }
 
 impl Drop for ConnectionGauge {
     fn drop(&mut self) {
-        metrics::gauge!("herald_connections", "transport" => "ws").decrement(1.0);
+        telemetry().connections_ws.decrement(1.0);
     }
 }
 
@@ -273,7 +274,7 @@ fn write_frames(stream: &TcpStream, frames: std::collections::VecDeque<OutFrame>
         frame::encode(&mut buf, Opcode::Text, p);
     }
     drop(payloads);
-    metrics::counter!("herald_messages_written_total", "transport" => "ws").increment(messages);
+    telemetry().written_ws.increment(messages);
     let mut written = 0;
     while written < buf.len() {
         match stream.try_write(&buf[written..]) {

@@ -1,0 +1,47 @@
+//! Handles to every metric on a hot path, registered once. Looking a metric up by name costs a
+//! hash and a lock in the recorder; the fan-out and write paths run that per delivery or per
+//! written batch, so they use these pre-registered handles instead. The Prometheus recorder must
+//! be installed before the first use (`herald serve` installs it first thing); without one the
+//! handles do nothing.
+
+use std::sync::OnceLock;
+
+use metrics::{Counter, Gauge, Histogram};
+
+/// The hot-path metrics.
+pub struct Telemetry {
+    /// `herald_subscriptions`: live subscriptions on this node.
+    pub subscriptions: Gauge,
+    /// `herald_deliveries_total`: messages queued to subscribers.
+    pub deliveries: Counter,
+    /// `herald_delivery_lag_seconds`: time from storing a message to writing it to a client.
+    pub delivery_lag: Histogram,
+    /// `herald_slow_consumer_disconnects_total`.
+    pub slow_consumers: Counter,
+    /// `herald_messages_written_total{transport}` for ws, sse and poll.
+    pub written_ws: Counter,
+    /// See `written_ws`.
+    pub written_sse: Counter,
+    /// See `written_ws`.
+    pub written_poll: Counter,
+    /// `herald_connections{transport}` for ws and sse.
+    pub connections_ws: Gauge,
+    /// See `connections_ws`.
+    pub connections_sse: Gauge,
+}
+
+/// The process's hot-path metric handles.
+pub fn telemetry() -> &'static Telemetry {
+    static HANDLES: OnceLock<Telemetry> = OnceLock::new();
+    HANDLES.get_or_init(|| Telemetry {
+        subscriptions: metrics::gauge!("herald_subscriptions"),
+        deliveries: metrics::counter!("herald_deliveries_total"),
+        delivery_lag: metrics::histogram!("herald_delivery_lag_seconds"),
+        slow_consumers: metrics::counter!("herald_slow_consumer_disconnects_total"),
+        written_ws: metrics::counter!("herald_messages_written_total", "transport" => "ws"),
+        written_sse: metrics::counter!("herald_messages_written_total", "transport" => "sse"),
+        written_poll: metrics::counter!("herald_messages_written_total", "transport" => "poll"),
+        connections_ws: metrics::gauge!("herald_connections", "transport" => "ws"),
+        connections_sse: metrics::gauge!("herald_connections", "transport" => "sse"),
+    })
+}
