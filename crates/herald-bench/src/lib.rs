@@ -52,18 +52,37 @@ pub struct BenchArgs {
 #[derive(Debug, clap::Subcommand)]
 pub enum Scenario {
     /// Raw floors of this machine: loopback small-write rate, connect+accept rate, fsync rate.
+    #[command(
+        after_help = "Examples:\n  herald bench baseline\n  herald bench baseline --out results/baseline"
+    )]
     Baseline(BaselineArgs),
     /// Deacon's Simultaneous Subscribers Test: subscribers of one channel added in steps.
+    #[command(
+        after_help = "Examples:\n  herald bench subscribers --spawn --step 2000 --max-subscribers 20000\n  herald bench subscribers --spawn --transport sse --step 1000 --max-subscribers 10000 --out results/sse"
+    )]
     Subscribers(StepArgs),
     /// Deacon's Channel Count Test: each new subscriber on its own channel.
+    #[command(
+        after_help = "Examples:\n  herald bench channels --spawn --step 1000 --max-subscribers 10000"
+    )]
     Channels(StepArgs),
     /// Every subscriber publishes once to a shared channel at the same moment (N x N).
+    #[command(after_help = "Examples:\n  herald bench all-to-all --spawn --subscribers 1000")]
     AllToAll(AllToAllArgs),
     /// The iPush benchmark: U users each subscribe to S channels at once.
+    #[command(
+        after_help = "Examples:\n  herald bench subscribe-storm --spawn --users 100 --subjects 1000\n  herald bench subscribe-storm --spawn --users 1000 --subjects 1000 --prepublish"
+    )]
     SubscribeStorm(StormArgs),
     /// Throughput: P publishers, M messages, N subscribers of one channel.
+    #[command(
+        after_help = "Examples:\n  herald bench fanout --spawn --publishers 16 --messages 20000 --subscribers 1000\n  herald bench fanout --spawn --publishers 4 --messages 10000 --rate 500 --subscribers 1000"
+    )]
     Fanout(FanoutArgs),
     /// Idle footprint: N connections with K subscriptions each.
+    #[command(
+        after_help = "Examples:\n  herald bench connections --spawn --connections 10000\n  herald bench connections --spawn --connections 2000 --channels 10 --transport sse"
+    )]
     Connections(ConnectionsArgs),
     /// Internal: a load-generating worker process driven over stdin/stdout.
     #[command(hide = true)]

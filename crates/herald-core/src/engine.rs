@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use crate::error::{ErrorCode, HeraldError};
-use crate::hub::{Head, Hub, Subscription};
+use crate::head::{Head, HeadLookup};
+use crate::hub::{Hub, Subscription};
 use crate::log::{Appended, ChannelLog, ChannelState, LogSlice, ReadFrom, StoreError};
 use crate::message::{Cursor, Epoch, NewMessage, SharedMessage};
 use crate::name::ChannelName;
@@ -58,6 +59,29 @@ impl Catchup {
             .collect();
         self.subscription.go_live(frames, self.outcome.seq);
         self.subscription
+    }
+}
+
+/// A head load this subscriber owes the hub: finished with the head it read, or, if the read
+/// failed or the subscribe was cancelled, given up so that waiting subscribers read themselves.
+struct HeadLoad<'a> {
+    hub: &'a Hub,
+    channel: &'a ChannelName,
+    done: bool,
+}
+
+impl HeadLoad<'_> {
+    fn finish(&mut self, head: Head) {
+        self.done = true;
+        self.hub.finish_head_load(self.channel, Some(head));
+    }
+}
+
+impl Drop for HeadLoad<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.hub.finish_head_load(self.channel, None);
+        }
     }
 }
 
@@ -126,8 +150,8 @@ impl Engine {
         outbox: &Arc<Outbox>,
         request: &SubscribeRequest,
     ) -> Result<Catchup, HeraldError> {
-        let (subscription, head) = self.hub.subscribe(channel, outbox.clone());
-        match self.catch_up(channel, request, head).await {
+        let (subscription, lookup) = self.hub.subscribe(channel, outbox.clone());
+        match self.catch_up(channel, request, lookup).await {
             Ok((outcome, messages)) => Ok(Catchup {
                 subscription,
                 outcome,
@@ -144,21 +168,36 @@ impl Engine {
         &self,
         channel: &ChannelName,
         request: &SubscribeRequest,
-        head: Option<Head>,
+        lookup: HeadLookup,
     ) -> Result<(SubscribeOutcome, Vec<SharedMessage>), HeraldError> {
         let last = request
             .last
             .unwrap_or(self.namespaces.options(channel.as_str()).last_on_subscribe);
-        if let (None, false, Some(head)) = (&request.since, last, &head) {
-            // Live only, and the hub already knows exactly where the channel stands.
-            let outcome = SubscribeOutcome {
-                epoch: head.epoch.clone(),
-                seq: head.last_seq,
-                recovered: false,
-            };
-            return Ok((outcome, Vec::new()));
+        let mut load = matches!(lookup, HeadLookup::Load).then(|| HeadLoad {
+            hub: &self.hub,
+            channel,
+            done: false,
+        });
+        if request.since.is_none() && !last {
+            if let Some(head) = self.await_head(channel, lookup).await {
+                // Live only, and the hub knows exactly where the channel stands.
+                let outcome = SubscribeOutcome {
+                    epoch: head.epoch,
+                    seq: head.last_seq,
+                    recovered: false,
+                };
+                return Ok((outcome, Vec::new()));
+            }
         }
         let state = self.log.state(channel).await.map_err(store_error)?;
+        let head = Head {
+            epoch: state.epoch.clone(),
+            last_seq: state.last_seq,
+        };
+        match load.as_mut() {
+            Some(load) => load.finish(head),
+            None => self.hub.learn_head(channel, head),
+        }
         let resumable = request
             .since
             .as_ref()
@@ -175,19 +214,32 @@ impl Engine {
             }
             None => (state, Vec::new(), false),
         };
-        self.hub.learn_head(
-            channel,
-            Head {
-                epoch: state.epoch.clone(),
-                last_seq: state.last_seq,
-            },
-        );
         let outcome = SubscribeOutcome {
             epoch: state.epoch,
             seq: state.last_seq,
             recovered,
         };
         Ok((outcome, messages))
+    }
+
+    /// The head the hub knows, or will know once another subscriber's load finishes; `None`
+    /// when this subscriber must read the store itself.
+    async fn await_head(&self, channel: &ChannelName, lookup: HeadLookup) -> Option<Head> {
+        match lookup {
+            HeadLookup::Known(head) => Some(head),
+            HeadLookup::Load => None,
+            HeadLookup::Wait(loading) => {
+                let notified = loading.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                if let Some(head) = self.hub.known_head(channel) {
+                    return Some(head);
+                }
+                notified.await;
+                // None if the load failed: read the store ourselves.
+                self.hub.known_head(channel)
+            }
+        }
     }
 
     /// Every message after `after`, page by page, or `None` if they are no longer all there

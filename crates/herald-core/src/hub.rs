@@ -13,8 +13,9 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
+use crate::head::{Head, HeadLookup, HeadSlot};
 use crate::log::CommitSink;
-use crate::message::{Epoch, SharedMessage};
+use crate::message::SharedMessage;
 use crate::name::ChannelName;
 use crate::outbox::{CloseReason, OutFrame, Outbox};
 use crate::telemetry::telemetry;
@@ -79,23 +80,13 @@ impl Subscription {
     }
 }
 
-/// The newest position of a channel, as seen by the hub (an empty epoch and seq 0 for a
-/// channel that has no message yet).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Head {
-    /// The channel's epoch.
-    pub epoch: Epoch,
-    /// Seq of the newest committed message.
-    pub last_seq: u64,
-}
-
 /// A channel with subscribers on this node. While it exists every committed message of the
 /// channel passes through [`Hub::deliver`], so `head` is exact once known, and subscribers
 /// without a cursor never need to ask the store where the channel stands.
 #[derive(Default)]
 struct ChannelEntry {
     subs: Vec<Arc<Subscription>>,
-    head: Mutex<Option<Head>>,
+    head: Mutex<HeadSlot>,
 }
 
 type Shard = RwLock<HashMap<ChannelName, ChannelEntry>>;
@@ -129,13 +120,13 @@ impl Hub {
     }
 
     /// Registers a subscription in catch-up mode; it receives nothing until
-    /// [`Subscription::go_live`]. Also returns the channel's head if the hub knows it (it does
-    /// whenever the channel already had subscribers here when its last message was committed).
+    /// [`Subscription::go_live`]. Also says what the hub knows of the channel's head (see
+    /// [`HeadLookup`]); a subscriber told to load it must call [`Hub::finish_head_load`].
     pub fn subscribe(
         &self,
         channel: &ChannelName,
         outbox: Arc<Outbox>,
-    ) -> (Arc<Subscription>, Option<Head>) {
+    ) -> (Arc<Subscription>, HeadLookup) {
         let sub = Arc::new(Subscription {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             outbox,
@@ -146,27 +137,41 @@ impl Hub {
         let mut shard = self.shard(channel).write();
         let entry = shard.entry(channel.clone()).or_default();
         entry.subs.push(sub.clone());
-        let head = entry.head.lock().clone();
+        let head = entry.head.lock().lookup();
         drop(shard);
         telemetry().subscriptions.increment(1.0);
         (sub, head)
     }
 
     /// Tells the hub where a channel stood according to the store, read after a subscription
-    /// was registered; the newer of that and what the hub has seen is kept. (A store that can
-    /// reset a channel's log to a new epoch will need the epoch compared too; SQLite's logs only
-    /// ever go from no epoch to their first.)
+    /// was registered; the newer of that and what the hub has seen is kept.
     pub fn learn_head(&self, channel: &ChannelName, head: Head) {
         if let Some(entry) = self.shard(channel).read().get(channel) {
-            let mut known = entry.head.lock();
-            let newer = match &*known {
-                Some(k) => head.last_seq > k.last_seq,
-                None => true,
-            };
-            if newer {
-                *known = Some(head);
-            }
+            entry.head.lock().learn(head);
         }
+    }
+
+    /// Ends a head load started by [`HeadLookup::Load`]: records the head read (if the read
+    /// succeeded) and wakes the subscribers waiting for it.
+    pub fn finish_head_load(&self, channel: &ChannelName, head: Option<Head>) {
+        let waiters = self.shard(channel).read().get(channel).and_then(|entry| {
+            let mut slot = entry.head.lock();
+            if let Some(head) = head {
+                slot.learn(head);
+            }
+            slot.finish_load()
+        });
+        if let Some(waiters) = waiters {
+            waiters.notify_waiters();
+        }
+    }
+
+    /// The channel's head, if the hub knows it.
+    pub fn known_head(&self, channel: &ChannelName) -> Option<Head> {
+        self.shard(channel)
+            .read()
+            .get(channel)
+            .and_then(|entry| entry.head.lock().known())
     }
 
     /// Removes a subscription; returns whether it was registered.
@@ -198,7 +203,7 @@ impl Hub {
     pub fn deliver(&self, message: &SharedMessage) {
         let shard = self.shard(&message.channel).read();
         if let Some(entry) = shard.get(&message.channel) {
-            *entry.head.lock() = Some(Head {
+            entry.head.lock().delivered(Head {
                 epoch: message.epoch.clone(),
                 last_seq: message.seq,
             });
@@ -253,7 +258,10 @@ mod tests {
         let ch = ChannelName::parse("news").unwrap();
         let out = Outbox::new(1 << 20);
         let (sub, head) = hub.subscribe(&ch, out.clone());
-        assert_eq!(head, None);
+        assert!(
+            matches!(head, HeadLookup::Load),
+            "first subscriber loads the head"
+        );
         hub.deliver(&msg(&ch, 3));
         hub.deliver(&msg(&ch, 4));
         assert!(seqs(&out).is_empty(), "nothing before go_live");
@@ -268,9 +276,8 @@ mod tests {
         hub.deliver(&msg(&ch, 5));
         assert_eq!(seqs(&out), vec![2, 3, 4, 5]);
         let (_, head) = hub.subscribe(&ch, Outbox::new(1024));
-        assert_eq!(
-            head.map(|h| h.last_seq),
-            Some(5),
+        assert!(
+            matches!(head, HeadLookup::Known(h) if h.last_seq == 5),
             "head tracked from deliveries"
         );
         hub.learn_head(
@@ -280,12 +287,41 @@ mod tests {
                 last_seq: 4,
             },
         );
-        let (_, head) = hub.subscribe(&ch, Outbox::new(1024));
-        assert_eq!(
-            head.map(|h| h.last_seq),
-            Some(5),
-            "an older store read never wins"
+        assert_eq!(hub.known_head(&ch).map(|h| h.last_seq), Some(5));
+    }
+
+    #[tokio::test]
+    async fn concurrent_subscribers_share_one_head_load() {
+        let hub = Hub::new();
+        let ch = ChannelName::parse("storm").unwrap();
+        let (_, first) = hub.subscribe(&ch, Outbox::new(1024));
+        assert!(matches!(first, HeadLookup::Load));
+        let (_, second) = hub.subscribe(&ch, Outbox::new(1024));
+        let HeadLookup::Wait(loading) = second else {
+            panic!("second subscriber should wait for the first one's load");
+        };
+        let waiter = {
+            let hub = hub.clone();
+            let ch = ch.clone();
+            tokio::spawn(async move {
+                let notified = loading.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                if hub.known_head(&ch).is_none() {
+                    notified.await;
+                }
+                hub.known_head(&ch)
+            })
+        };
+        tokio::task::yield_now().await;
+        hub.finish_head_load(
+            &ch,
+            Some(Head {
+                epoch: Epoch::new("e"),
+                last_seq: 9,
+            }),
         );
+        assert_eq!(waiter.await.unwrap().map(|h| h.last_seq), Some(9));
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod auth;
 pub mod engine;
 pub mod error;
 pub mod fanout;
+pub mod head;
 pub mod hub;
 pub mod log;
 pub mod message;

@@ -101,7 +101,10 @@ mod tests {
             if subs.is_empty() {
                 subs.push(sub);
             }
-            for s in subs.into_iter().filter(|s| s.get_name() != "help") {
+            for s in subs
+                .into_iter()
+                .filter(|s| s.get_name() != "help" && !s.is_hide_set())
+            {
                 let help = s
                     .get_after_help()
                     .map(|h| h.to_string())

@@ -1,0 +1,119 @@
+//! Where each channel with subscribers on this node stands (its [`Head`]), and single-flight
+//! loading of heads the hub does not know yet. Once a head is known, every committed message
+//! of the channel passes through the hub and keeps it exact, so live-only subscribers never ask
+//! the store. When many clients subscribe to a channel the hub does not know at the same
+//! moment (a subscribe storm, a restart), one of them reads the store and the others wait for
+//! that read instead of each making their own.
+
+use std::sync::Arc;
+
+use tokio::sync::Notify;
+
+use crate::message::Epoch;
+
+/// The newest position of a channel, as seen by the hub (an empty epoch and seq 0 for a
+/// channel that has no message yet).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Head {
+    /// The channel's epoch.
+    pub epoch: Epoch,
+    /// Seq of the newest committed message.
+    pub last_seq: u64,
+}
+
+/// What a new subscription learns about its channel's head when it registers.
+pub enum HeadLookup {
+    /// The hub knows the head.
+    Known(Head),
+    /// Nobody is reading it: this subscriber reads the store and reports back (through
+    /// [`crate::hub::Hub::finish_head_load`]).
+    Load,
+    /// Another subscriber is reading it; wait for this, then ask the hub again.
+    Wait(Arc<Notify>),
+}
+
+/// A channel entry's knowledge of its head.
+#[derive(Default)]
+pub(crate) struct HeadSlot {
+    known: Option<Head>,
+    loading: Option<Arc<Notify>>,
+}
+
+impl HeadSlot {
+    /// Called at registration, under the hub's lock.
+    pub(crate) fn lookup(&mut self) -> HeadLookup {
+        if let Some(head) = &self.known {
+            return HeadLookup::Known(head.clone());
+        }
+        if let Some(loading) = &self.loading {
+            return HeadLookup::Wait(loading.clone());
+        }
+        self.loading = Some(Arc::new(Notify::new()));
+        HeadLookup::Load
+    }
+
+    pub(crate) fn known(&self) -> Option<Head> {
+        self.known.clone()
+    }
+
+    /// A message was delivered: it is the newest (the hub delivers in seq order).
+    pub(crate) fn delivered(&mut self, head: Head) {
+        self.known = Some(head);
+    }
+
+    /// A head read from the store after a subscription registered; an older read never wins.
+    /// (A store that can reset a channel's log to a new epoch will need the epoch compared too;
+    /// SQLite's logs only ever go from no epoch to their first.)
+    pub(crate) fn learn(&mut self, head: Head) {
+        if self
+            .known
+            .as_ref()
+            .is_none_or(|k| head.last_seq > k.last_seq)
+        {
+            self.known = Some(head);
+        }
+    }
+
+    /// Ends a load; returns whom to wake (after the lock is released).
+    pub(crate) fn finish_load(&mut self) -> Option<Arc<Notify>> {
+        self.loading.take()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(seq: u64) -> Head {
+        Head {
+            epoch: Epoch::new("e"),
+            last_seq: seq,
+        }
+    }
+
+    #[test]
+    fn first_loads_others_wait_then_known() {
+        let mut slot = HeadSlot::default();
+        assert!(matches!(slot.lookup(), HeadLookup::Load));
+        assert!(matches!(slot.lookup(), HeadLookup::Wait(_)));
+        slot.learn(head(4));
+        assert!(slot.finish_load().is_some());
+        assert!(matches!(slot.lookup(), HeadLookup::Known(h) if h.last_seq == 4));
+        slot.learn(head(3));
+        assert_eq!(
+            slot.known().map(|h| h.last_seq),
+            Some(4),
+            "older read never wins"
+        );
+        slot.delivered(head(5));
+        assert_eq!(slot.known().map(|h| h.last_seq), Some(5));
+    }
+
+    #[test]
+    fn a_failed_load_lets_the_next_subscriber_load() {
+        let mut slot = HeadSlot::default();
+        assert!(matches!(slot.lookup(), HeadLookup::Load));
+        assert!(slot.finish_load().is_some());
+        assert!(matches!(slot.lookup(), HeadLookup::Load));
+    }
+}

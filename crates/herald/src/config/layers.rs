@@ -1,0 +1,275 @@
+//! The layering of configuration sources: the table of settable keys ([`KEYS`]: config key,
+//! environment variables, how errors name it), where a value came from ([`Source`]), and
+//! [`Layers`], which collects the winning raw value of every key as the config file, the
+//! `HERALD_*` environment and the flags are applied in turn (later layers override earlier
+//! ones). Reading the file is in [`super::file`]; typing the values in [`super::validate`].
+
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsString;
+use std::fmt;
+use std::path::PathBuf;
+
+use toml::Value;
+
+use super::{ConfigError, ConfigFlags};
+
+/// Where a configuration value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// The built-in default.
+    Default,
+    /// A key of the config file.
+    File {
+        /// The file, as given.
+        path: PathBuf,
+        /// Dotted key, e.g. `history.size` or `namespaces[0].prefix`.
+        key: String,
+    },
+    /// An environment variable.
+    Env(&'static str),
+    /// A command-line flag.
+    Flag(&'static str),
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Default => f.write_str("default"),
+            Source::File { path, key } => write!(f, "{}: {key}", path.display()),
+            Source::Env(name) => f.write_str(name),
+            Source::Flag(name) => f.write_str(name),
+        }
+    }
+}
+
+/// A value as a layer supplied it: text (environment, flags) or TOML.
+#[derive(Debug, Clone)]
+pub(super) enum Raw {
+    Text(String),
+    Toml(Value),
+}
+
+/// One settable scalar: its config key, environment variables (later ones win), how error
+/// messages name it and whether its value must never be echoed.
+pub(super) struct Key {
+    pub(super) name: &'static str,
+    pub(super) env: &'static [&'static str],
+    pub(super) what: &'static str,
+    pub(super) secret: bool,
+}
+
+/// A non-secret key that error messages call by its name.
+const fn key(name: &'static str, env: &'static [&'static str]) -> Key {
+    Key {
+        name,
+        env,
+        what: name,
+        secret: false,
+    }
+}
+
+impl Key {
+    /// The same key, called `what` in error messages.
+    const fn what(self, what: &'static str) -> Key {
+        Key { what, ..self }
+    }
+
+    /// The same key, its value never shown.
+    const fn secret(self) -> Key {
+        Key {
+            secret: true,
+            ..self
+        }
+    }
+}
+
+/// Every scalar key.
+pub(super) const KEYS: &[Key] = &[
+    key("listen", &["HERALD_LISTEN"]).what("listen address"),
+    key("data", &["HERALD_DATA"]).what("data directory"),
+    key("api_key", &["HERALD_API_KEY"]).secret(),
+    key("token_secret", &["HERALD_TOKEN_SECRET"]).secret(),
+    key("allow_anonymous", &["HERALD_ALLOW_ANONYMOUS"]),
+    key("sync", &["HERALD_SYNC"]).what("sync mode"),
+    key("max_frame_bytes", &["HERALD_MAX_FRAME_BYTES"]),
+    key("outbox_bytes", &["HERALD_OUTBOX_BYTES"]),
+    key("max_subscriptions", &["HERALD_MAX_SUBSCRIPTIONS"]),
+    key("ping_interval", &["HERALD_PING_INTERVAL"]),
+    key("shutdown_grace", &["HERALD_SHUTDOWN_GRACE"]),
+    key("log_format", &["HERALD_LOG_FORMAT"]),
+    key("log_level", &["RUST_LOG", "HERALD_LOG"]).what("log filter"),
+    key("history.size", &["HERALD_HISTORY_SIZE"]),
+    key("history.age", &["HERALD_HISTORY_AGE"]),
+    key(
+        "history.last_on_subscribe",
+        &["HERALD_HISTORY_LAST_ON_SUBSCRIBE"],
+    ),
+];
+
+/// The keys of one `[[namespaces]]` entry.
+pub(super) const NAMESPACE_KEYS: &[&str] =
+    &["prefix", "history_size", "history_age", "last_on_subscribe"];
+
+/// The raw fields of one `[[namespaces]]` entry, by key.
+pub(super) type RawNamespace = BTreeMap<String, (Raw, Source)>;
+
+/// The merged layers before typing: the winning raw value of every key.
+#[derive(Default)]
+pub(super) struct Layers {
+    pub(super) values: HashMap<&'static str, (Raw, Source)>,
+    pub(super) namespaces: Vec<RawNamespace>,
+}
+
+/// `env`'s value of `name` as text; an empty variable counts as unset.
+pub(super) fn env_text(
+    env: &impl Fn(&str) -> Option<OsString>,
+    name: &'static str,
+) -> Result<Option<String>, ConfigError> {
+    match env(name) {
+        None => Ok(None),
+        Some(v) if v.is_empty() => Ok(None),
+        Some(v) => v
+            .into_string()
+            .map(Some)
+            .map_err(|_| ConfigError::NotUnicode(name)),
+    }
+}
+
+impl Layers {
+    /// Applies the environment variables of every key, as `env` reports them.
+    pub(super) fn read_env(
+        &mut self,
+        env: &impl Fn(&str) -> Option<OsString>,
+    ) -> Result<(), ConfigError> {
+        for k in KEYS {
+            for &name in k.env {
+                if let Some(text) = env_text(env, name)? {
+                    self.values
+                        .insert(k.name, (Raw::Text(text), Source::Env(name)));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies the command-line flags that were given.
+    pub(super) fn read_flags(&mut self, flags: &ConfigFlags) {
+        let data = flags
+            .data
+            .as_ref()
+            .map(|p| p.to_string_lossy().into_owned());
+        let flag_values = [
+            ("listen", "--listen", flags.listen.clone()),
+            ("data", "--data", data),
+            ("api_key", "--api-key", flags.api_key.clone()),
+            ("token_secret", "--token-secret", flags.token_secret.clone()),
+            (
+                "allow_anonymous",
+                "--allow-anonymous",
+                flags.allow_anonymous.clone(),
+            ),
+            ("sync", "--sync", flags.sync.clone()),
+            ("log_format", "--log-format", flags.log_format.clone()),
+            ("log_level", "--log-level", flags.log_level.clone()),
+        ];
+        for (key, flag, value) in flag_values {
+            if let Some(value) = value {
+                self.values
+                    .insert(key, (Raw::Text(value), Source::Flag(flag)));
+            }
+        }
+    }
+
+    /// Where each value that some layer set came from, including namespace prefixes.
+    pub(super) fn sources(&self) -> BTreeMap<String, Source> {
+        let scalars = self
+            .values
+            .iter()
+            .map(|(key, (_, source))| ((*key).to_owned(), source.clone()));
+        let prefixes = self.namespaces.iter().enumerate().filter_map(|(i, ns)| {
+            let (_, source) = ns.get("prefix")?;
+            Some((format!("namespaces[{i}].prefix"), source.clone()))
+        });
+        scalars.chain(prefixes).collect()
+    }
+
+    /// Where the `i`th namespace as a whole came from (for errors about a missing field).
+    pub(super) fn namespace_origin(&self, i: usize) -> Source {
+        match self.namespaces[i].values().next() {
+            Some((_, Source::File { path, .. })) => Source::File {
+                path: path.clone(),
+                key: format!("namespaces[{i}]"),
+            },
+            _ => Source::Default,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::load;
+    use super::super::ConfigFlags;
+    use super::Source;
+    use herald_store::SyncMode;
+
+    #[test]
+    fn precedence_file_env_flag() {
+        let file = "listen = \"127.0.0.1:1\"\nsync = \"off\"\nmax_frame_bytes = 2048\n";
+        let env = [("HERALD_LISTEN", "127.0.0.1:2"), ("HERALD_SYNC", "always")];
+        let c = load(Some(file), &env, ConfigFlags::default()).unwrap();
+        assert_eq!(c.listen.port(), 2);
+        assert_eq!(c.sync, SyncMode::Always);
+        assert_eq!(c.max_frame_bytes, 2048);
+        assert_eq!(c.source("listen"), Source::Env("HERALD_LISTEN"));
+        assert!(
+            matches!(c.source("max_frame_bytes"), Source::File { key, .. } if key == "max_frame_bytes")
+        );
+
+        let flags = ConfigFlags {
+            listen: Some("127.0.0.1:3".into()),
+            ..Default::default()
+        };
+        let c = load(Some(file), &env, flags).unwrap();
+        assert_eq!(c.listen.port(), 3);
+        assert_eq!(c.source("listen"), Source::Flag("--listen"));
+        assert_eq!(c.sync, SyncMode::Always);
+    }
+
+    #[test]
+    fn herald_log_beats_rust_log_and_empty_env_is_unset() {
+        let c = load(
+            None,
+            &[("RUST_LOG", "warn"), ("HERALD_LOG", "debug")],
+            ConfigFlags::default(),
+        )
+        .unwrap();
+        assert_eq!(c.log_level, "debug");
+        let c = load(None, &[("RUST_LOG", "warn")], ConfigFlags::default()).unwrap();
+        assert_eq!(
+            (c.log_level.as_str(), c.source("log_level")),
+            ("warn", Source::Env("RUST_LOG"))
+        );
+        let c = load(
+            Some("listen = \"127.0.0.1:9\""),
+            &[("HERALD_LISTEN", "")],
+            ConfigFlags::default(),
+        )
+        .unwrap();
+        assert_eq!(c.listen.port(), 9);
+    }
+
+    #[test]
+    fn allow_anonymous_flag_can_turn_env_off() {
+        let env = [("HERALD_ALLOW_ANONYMOUS", "yes")];
+        assert!(
+            load(None, &env, ConfigFlags::default())
+                .unwrap()
+                .allow_anonymous
+        );
+        let flags = ConfigFlags {
+            allow_anonymous: Some("false".into()),
+            ..Default::default()
+        };
+        assert!(!load(None, &env, flags).unwrap().allow_anonymous);
+    }
+}

@@ -1,0 +1,322 @@
+//! Herald's configuration: defaults, then a TOML file, then `HERALD_*` environment variables,
+//! then command-line flags, each later layer overriding the earlier ones. Every value remembers
+//! where it came from, so a validation error names the culprit (`(from HERALD_LISTEN)`,
+//! `(from herald.toml: listen)`, `(from --listen)`). The typed result is [`Config`].
+//!
+//! This module owns the public face: [`Config`] and its settings types, the shared
+//! [`ConfigFlags`], [`Config::load`] and [`read_secret_file`]. The work is done by
+//! [`layers`] (keys, sources, environment and flags), [`file`] (the TOML file),
+//! [`validate`] (typing and checking values, [`ConfigError`]) and [`redacted`] (printing
+//! without secrets).
+
+mod file;
+mod layers;
+mod redacted;
+mod validate;
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use herald_core::log::Retention;
+use herald_core::namespace::{NamespaceOptions, Namespaces};
+use herald_store::{SqliteOptions, SyncMode};
+
+use layers::{env_text, Layers};
+
+pub use layers::Source;
+pub use validate::ConfigError;
+
+/// Name of the file in the data directory that holds the generated token secret.
+pub const TOKEN_SECRET_FILE: &str = "token-secret";
+/// Shortest accepted token secret, in bytes.
+pub const MIN_TOKEN_SECRET_BYTES: usize = 16;
+
+/// The configuration flags shared by `herald serve`, `herald config check` and `herald token`.
+/// Values are kept as text and parsed by [`Config::load`] so errors name the flag.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ConfigFlags {
+    /// TOML config file [env: HERALD_CONFIG] (default: none, only defaults and environment)
+    #[arg(long, short = 'c', value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Address to listen on, IP:PORT (port 0 picks a free port) [env: HERALD_LISTEN]
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// Data directory (database, generated secrets) [env: HERALD_DATA]
+    #[arg(long, value_name = "DIR")]
+    pub data: Option<PathBuf>,
+    /// Publisher API key; generated on first run if unset [env: HERALD_API_KEY]
+    #[arg(long, value_name = "KEY")]
+    pub api_key: Option<String>,
+    /// Secret signing client tokens, at least 16 bytes [env: HERALD_TOKEN_SECRET]
+    #[arg(long, value_name = "SECRET")]
+    pub token_secret: Option<String>,
+    /// Let clients without a token subscribe [env: HERALD_ALLOW_ANONYMOUS]
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub allow_anonymous: Option<String>,
+    /// Store durability: always, batch or off [env: HERALD_SYNC]
+    #[arg(long, value_name = "MODE")]
+    pub sync: Option<String>,
+    /// Log format: text or json [env: HERALD_LOG_FORMAT]
+    #[arg(long, value_name = "FORMAT")]
+    pub log_format: Option<String>,
+    /// Log filter, e.g. "info" or "herald=debug,info" [env: HERALD_LOG, RUST_LOG]
+    #[arg(long, value_name = "FILTER")]
+    pub log_level: Option<String>,
+}
+
+/// History and delivery settings of a namespace (or of the default namespace).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NamespaceSettings {
+    /// Keep at most this many messages per channel (at least 1).
+    pub history_size: u64,
+    /// Drop messages older than this; zero means no age limit.
+    pub history_age: Duration,
+    /// Send a channel's last message to every new subscriber.
+    pub last_on_subscribe: bool,
+}
+
+impl Default for NamespaceSettings {
+    fn default() -> Self {
+        NamespaceSettings {
+            history_size: 1000,
+            history_age: Duration::from_secs(24 * 3600),
+            last_on_subscribe: false,
+        }
+    }
+}
+
+impl NamespaceSettings {
+    /// The core's form of these settings.
+    pub fn options(&self) -> NamespaceOptions {
+        NamespaceOptions {
+            retention: Retention {
+                max_messages: self.history_size,
+                max_age_ms: u64::try_from(self.history_age.as_millis()).unwrap_or(u64::MAX),
+            },
+            last_on_subscribe: self.last_on_subscribe,
+        }
+    }
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+impl LogFormat {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogFormat::Text => "text",
+            LogFormat::Json => "json",
+        }
+    }
+}
+
+/// The validated, effective configuration. `Debug` redacts the secrets.
+#[derive(Clone)]
+pub struct Config {
+    /// The config file that was read, if any.
+    pub config_file: Option<PathBuf>,
+    /// Address the server listens on.
+    pub listen: SocketAddr,
+    /// Data directory.
+    pub data: PathBuf,
+    /// Publisher API key; `None` means the server generates one on first run.
+    pub api_key: Option<String>,
+    /// Client token secret; `None` means the server uses (or creates) `<data>/token-secret`.
+    pub token_secret: Option<String>,
+    /// Whether clients without a token may subscribe.
+    pub allow_anonymous: bool,
+    /// Store durability policy.
+    pub sync: SyncMode,
+    /// Largest WebSocket frame / request body accepted from a client, in bytes.
+    pub max_frame_bytes: usize,
+    /// Per-connection outbound queue limit in bytes; a slower reader is disconnected.
+    pub outbox_bytes: usize,
+    /// Most subscriptions one connection may hold.
+    pub max_subscriptions: usize,
+    /// How often the server pings idle connections.
+    pub ping_interval: Duration,
+    /// How long shutdown waits for connections to drain.
+    pub shutdown_grace: Duration,
+    /// Log line format.
+    pub log_format: LogFormat,
+    /// Log filter directives (`tracing_subscriber::EnvFilter` syntax).
+    pub log_level: String,
+    /// Settings of channels outside every `[[namespaces]]` prefix.
+    pub history: NamespaceSettings,
+    /// Prefixed namespaces, in file order.
+    pub namespaces: Vec<(String, NamespaceSettings)>,
+    sources: BTreeMap<String, Source>,
+}
+
+impl Config {
+    /// Loads from the process environment and `flags`; see [`Config::load_with_env`].
+    pub fn load(flags: &ConfigFlags) -> Result<Config, ConfigError> {
+        Config::load_with_env(flags, |name| std::env::var_os(name))
+    }
+
+    /// Loads defaults, the config file (`--config`, else `HERALD_CONFIG`, else none), the
+    /// environment as `env` reports it (empty variables count as unset), then `flags`, and
+    /// validates the result.
+    pub fn load_with_env(
+        flags: &ConfigFlags,
+        env: impl Fn(&str) -> Option<OsString>,
+    ) -> Result<Config, ConfigError> {
+        let config_file = match &flags.config {
+            Some(path) => Some(path.clone()),
+            None => env_text(&env, "HERALD_CONFIG")?.map(PathBuf::from),
+        };
+        let mut layers = Layers::default();
+        if let Some(path) = &config_file {
+            layers.read_file(path)?;
+        }
+        layers.read_env(&env)?;
+        layers.read_flags(flags);
+        layers.build(config_file)
+    }
+
+    /// The namespace table the channel engine uses.
+    pub fn namespaces(&self) -> Namespaces {
+        let prefixed = self
+            .namespaces
+            .iter()
+            .map(|(p, s)| (p.clone(), s.options()))
+            .collect();
+        Namespaces::new(self.history.options(), prefixed)
+    }
+
+    /// Options for the SQLite store.
+    pub fn sqlite_options(&self) -> SqliteOptions {
+        SqliteOptions {
+            sync: self.sync,
+            ..SqliteOptions::default()
+        }
+    }
+
+    /// Where the generated token secret is kept: `<data>/token-secret`.
+    pub fn token_secret_file(&self) -> PathBuf {
+        self.data.join(TOKEN_SECRET_FILE)
+    }
+
+    /// Where `key` (a config key such as `listen` or `history.size`) came from.
+    pub fn source(&self, key: &str) -> Source {
+        self.sources.get(key).cloned().unwrap_or(Source::Default)
+    }
+}
+
+/// Reads a secret file written by the server (trimmed); `Ok(None)` if it does not exist.
+pub fn read_secret_file(path: &Path) -> std::io::Result<Option<String>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text.trim().to_owned()).filter(|s| !s.is_empty())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// Loads with `file` as the config file (if any), `env` as the whole environment and `flags`.
+    pub(super) fn load(
+        file: Option<&str>,
+        env: &[(&str, &str)],
+        flags: ConfigFlags,
+    ) -> Result<Config, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let mut flags = flags;
+        if let Some(text) = file {
+            let path = dir.path().join("herald.toml");
+            std::fs::write(&path, text).unwrap();
+            flags.config = Some(path);
+        }
+        let env: HashMap<String, OsString> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), OsString::from(v)))
+            .collect();
+        Config::load_with_env(&flags, |name| env.get(name).cloned())
+    }
+
+    /// The error message of a [`load`] that must fail.
+    pub(super) fn err(file: Option<&str>, env: &[(&str, &str)], flags: ConfigFlags) -> String {
+        load(file, env, flags).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn defaults() {
+        let c = load(None, &[], ConfigFlags::default()).unwrap();
+        assert_eq!(c.listen, "127.0.0.1:7070".parse().unwrap());
+        assert_eq!(c.data, PathBuf::from("./herald-data"));
+        assert_eq!(
+            (c.api_key.as_deref(), c.token_secret.as_deref()),
+            (None, None)
+        );
+        assert!(!c.allow_anonymous);
+        assert_eq!(c.sync, SyncMode::Batch);
+        assert_eq!(
+            (c.max_frame_bytes, c.outbox_bytes, c.max_subscriptions),
+            (65536, 1 << 20, 10_000)
+        );
+        assert_eq!(
+            (c.ping_interval, c.shutdown_grace),
+            (Duration::from_secs(25), Duration::from_secs(10))
+        );
+        assert_eq!(
+            (c.log_format, c.log_level.as_str()),
+            (LogFormat::Text, "info")
+        );
+        assert_eq!(c.history, NamespaceSettings::default());
+        assert_eq!(
+            c.history.options(),
+            NamespaceOptions::default(),
+            "matches the core's defaults"
+        );
+        assert!(c.namespaces.is_empty());
+        assert_eq!(c.source("listen"), Source::Default);
+    }
+
+    #[test]
+    fn namespaces_inherit_history_and_build_the_core_table() {
+        let file = r#"
+            [history]
+            size = 50
+            age = "0s"
+            [[namespaces]]
+            prefix = "prices/"
+            history_size = 1
+            last_on_subscribe = true
+            [[namespaces]]
+            prefix = "chat/"
+            history_age = "1h"
+        "#;
+        let c = load(Some(file), &[], ConfigFlags::default()).unwrap();
+        assert_eq!(c.history.history_age, Duration::ZERO);
+        let table = c.namespaces();
+        let prices = table.options("prices/EURUSD");
+        assert_eq!(
+            (prices.retention.max_messages, prices.retention.max_age_ms),
+            (1, 0)
+        );
+        assert!(prices.last_on_subscribe);
+        let chat = table.options("chat/1");
+        assert_eq!(
+            (chat.retention.max_messages, chat.retention.max_age_ms),
+            (50, 3_600_000)
+        );
+        assert!(!chat.last_on_subscribe);
+        assert_eq!(table.options("news").retention.max_messages, 50);
+        let toml = c.to_toml_redacted();
+        assert!(toml.contains("prefix = \"prices/\""), "{toml}");
+    }
+}

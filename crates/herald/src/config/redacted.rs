@@ -1,0 +1,127 @@
+//! Showing a [`Config`] without its secrets: [`Config::to_toml_redacted`] (what
+//! `herald config check` prints, a file that loads back to the same values) and `Debug`.
+
+use std::fmt;
+use std::time::Duration;
+
+use toml::Value;
+
+use super::Config;
+
+/// What secrets are shown as.
+const REDACTED: &str = "<redacted>";
+
+impl Config {
+    /// The effective configuration as TOML, secrets replaced by `"<redacted>"`, each value
+    /// followed by a comment naming its source.
+    pub fn to_toml_redacted(&self) -> String {
+        let secret = |s: &Option<String>| s.as_ref().map(|_| Value::from(REDACTED));
+        let dur = |d: Duration| Some(Value::from(humantime::format_duration(d).to_string()));
+        let int = |n: u64| Some(Value::Integer(i64::try_from(n).unwrap_or(i64::MAX)));
+        let text = |s: &str| Some(Value::from(s));
+        let h = &self.history;
+        let entries = [
+            ("listen", text(&self.listen.to_string()), ""),
+            ("data", text(&self.data.to_string_lossy()), ""),
+            ("api_key", secret(&self.api_key), "the server generates one"),
+            (
+                "token_secret",
+                secret(&self.token_secret),
+                "<data>/token-secret is used",
+            ),
+            (
+                "allow_anonymous",
+                Some(Value::from(self.allow_anonymous)),
+                "",
+            ),
+            ("sync", text(self.sync.as_str()), ""),
+            ("max_frame_bytes", int(self.max_frame_bytes as u64), ""),
+            ("outbox_bytes", int(self.outbox_bytes as u64), ""),
+            ("max_subscriptions", int(self.max_subscriptions as u64), ""),
+            ("ping_interval", dur(self.ping_interval), ""),
+            ("shutdown_grace", dur(self.shutdown_grace), ""),
+            ("log_format", text(self.log_format.as_str()), ""),
+            ("log_level", text(&self.log_level), ""),
+            ("history.size", int(h.history_size), ""),
+            ("history.age", dur(h.history_age), ""),
+            (
+                "history.last_on_subscribe",
+                Some(Value::from(h.last_on_subscribe)),
+                "",
+            ),
+        ];
+        let mut out = String::new();
+        for (key, value, unset) in entries {
+            if key == "history.size" {
+                out.push_str("\n[history]\n");
+            }
+            let short = key.rsplit('.').next().unwrap_or(key);
+            match value {
+                Some(v) => out.push_str(&format!("{short} = {v}  # {}\n", self.source(key))),
+                None => out.push_str(&format!("# {short}: not set, {unset}\n")),
+            }
+        }
+        for (i, (prefix, s)) in self.namespaces.iter().enumerate() {
+            let source = self.source(&format!("namespaces[{i}].prefix"));
+            out.push_str(&format!("\n[[namespaces]]  # {source}\n"));
+            out.push_str(&format!("prefix = {}\n", Value::from(prefix.as_str())));
+            out.push_str(&format!("history_size = {}\n", s.history_size));
+            out.push_str(&format!(
+                "history_age = {}\n",
+                dur(s.history_age).unwrap_or(Value::from(""))
+            ));
+            out.push_str(&format!("last_on_subscribe = {}\n", s.last_on_subscribe));
+        }
+        out
+    }
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let redact = |s: &Option<String>| s.as_ref().map(|_| REDACTED);
+        f.debug_struct("Config")
+            .field("config_file", &self.config_file)
+            .field("listen", &self.listen)
+            .field("data", &self.data)
+            .field("api_key", &redact(&self.api_key))
+            .field("token_secret", &redact(&self.token_secret))
+            .field("allow_anonymous", &self.allow_anonymous)
+            .field("sync", &self.sync)
+            .field("max_frame_bytes", &self.max_frame_bytes)
+            .field("outbox_bytes", &self.outbox_bytes)
+            .field("max_subscriptions", &self.max_subscriptions)
+            .field("ping_interval", &self.ping_interval)
+            .field("shutdown_grace", &self.shutdown_grace)
+            .field("log_format", &self.log_format)
+            .field("log_level", &self.log_level)
+            .field("history", &self.history)
+            .field("namespaces", &self.namespaces)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::load;
+    use super::super::ConfigFlags;
+
+    #[test]
+    fn printed_config_reloads_to_the_same_values() {
+        let file = "listen = \"0.0.0.0:0\"\nallow_anonymous = true\n[history]\nage = \"90m\"\n[[namespaces]]\nprefix = \"x:\"";
+        let c = load(
+            Some(file),
+            &[("HERALD_SYNC", "off")],
+            ConfigFlags::default(),
+        )
+        .unwrap();
+        let again = load(Some(&c.to_toml_redacted()), &[], ConfigFlags::default()).unwrap();
+        assert_eq!(
+            (again.listen, again.sync, again.allow_anonymous),
+            (c.listen, c.sync, c.allow_anonymous)
+        );
+        assert_eq!(
+            (again.history, &again.namespaces),
+            (c.history, &c.namespaces)
+        );
+    }
+}
