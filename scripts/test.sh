@@ -18,7 +18,7 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 
 step "Rust tests (unit, property, integration against the real binary)"
-cargo test --workspace
+cargo test --workspace --no-fail-fast
 
 if [ -d tests/browser ]; then
   step "browser tests (headless Chromium)"
