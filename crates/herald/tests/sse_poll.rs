@@ -322,18 +322,7 @@ async fn long_poll_limit_pages_through_a_backlog() {
 #[tokio::test]
 async fn sse_stream_ends_when_the_token_expires() {
     let server = Server::start().await;
-    let exp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        + 2;
-    let token = herald_core::auth::TokenKeys::new(support::SECRET.as_bytes()).mint(
-        &herald_core::auth::ClientClaims {
-            exp: Some(exp),
-            channels: vec!["news".into()],
-            ..Default::default()
-        },
-    );
+    let token = server.token_expiring_in(2, &["news"]);
     let mut sse = Sse::open(&server, &format!("?channel=news&token={token}"), None)
         .await
         .unwrap();

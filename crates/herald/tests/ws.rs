@@ -414,19 +414,7 @@ async fn connect_refresh_and_edge_cases() {
 #[tokio::test]
 async fn expired_token_disconnects_live_connection() {
     let server = Server::start().await;
-    let exp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        + 2;
-    let token = herald_core::auth::TokenKeys::new(support::SECRET.as_bytes()).mint(
-        &herald_core::auth::ClientClaims {
-            sub: "t".into(),
-            exp: Some(exp),
-            channels: vec!["news".into()],
-            ..Default::default()
-        },
-    );
+    let token = server.token_expiring_in(2, &["news"]);
     let mut ws = Ws::connect(&server.ws_url(&format!("?token={token}"))).await;
     ws.request("subscribe", json!({ "channel": "news" })).await;
     let mut reason = None;

@@ -93,6 +93,21 @@ impl Server {
         })
     }
 
+    /// A client token that expires `secs` seconds from now.
+    pub fn token_expiring_in(&self, secs: u64, channels: &[&str]) -> String {
+        let exp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            + secs;
+        TokenKeys::new(SECRET.as_bytes()).mint(&ClientClaims {
+            sub: "tester".into(),
+            exp: Some(exp),
+            channels: channels.iter().map(|s| s.to_string()).collect(),
+            publish: Vec::new(),
+        })
+    }
+
     /// Publishes through the HTTP API; returns the response body (panics on failure).
     pub async fn publish(&self, channel: &str, data: Value) -> Value {
         let (status, body) = self
