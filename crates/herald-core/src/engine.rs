@@ -55,7 +55,7 @@ impl Catchup {
     pub fn go_live(self, reply: Option<OutFrame>) -> Arc<Subscription> {
         let frames = reply
             .into_iter()
-            .chain(self.messages.into_iter().map(OutFrame::Message))
+            .chain(self.messages.into_iter().map(OutFrame::Replayed))
             .collect();
         self.subscription.go_live(frames, self.outcome.seq);
         self.subscription

@@ -29,6 +29,8 @@ pub enum ErrorCode {
     TooManySubscriptions,
     /// The thing asked for does not exist.
     NotFound,
+    /// The endpoint exists but does not take this HTTP method.
+    MethodNotAllowed,
     /// The server is shutting down.
     ShuttingDown,
     /// Storage failed; the action did not happen.
@@ -52,6 +54,7 @@ impl ErrorCode {
             ErrorCode::NotSubscribed => "not_subscribed",
             ErrorCode::TooManySubscriptions => "too_many_subscriptions",
             ErrorCode::NotFound => "not_found",
+            ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::ShuttingDown => "shutting_down",
             ErrorCode::StoreFailed => "store_failed",
             ErrorCode::Internal => "internal",
@@ -70,6 +73,7 @@ impl ErrorCode {
             ErrorCode::Unauthorized | ErrorCode::TokenExpired => 401,
             ErrorCode::Forbidden => 403,
             ErrorCode::NotFound => 404,
+            ErrorCode::MethodNotAllowed => 405,
             ErrorCode::TooLarge => 413,
             ErrorCode::ShuttingDown => 503,
             ErrorCode::StoreFailed | ErrorCode::Internal => 500,

@@ -81,7 +81,7 @@ mod tests {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         while seqs.len() < 6 && std::time::Instant::now() < deadline {
             seqs.extend(out.take().0.into_iter().filter_map(|f| match f {
-                OutFrame::Message(m) => Some(m.seq),
+                OutFrame::Message(m) | OutFrame::Replayed(m) => Some(m.seq),
                 OutFrame::Control(_) => None,
             }));
             std::thread::yield_now();

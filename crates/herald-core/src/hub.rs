@@ -246,7 +246,7 @@ mod tests {
             .0
             .into_iter()
             .filter_map(|f| match f {
-                OutFrame::Message(m) => Some(m.seq),
+                OutFrame::Message(m) | OutFrame::Replayed(m) => Some(m.seq),
                 OutFrame::Control(_) => None,
             })
             .collect()

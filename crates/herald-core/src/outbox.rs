@@ -16,8 +16,11 @@ use crate::message::SharedMessage;
 /// One queued frame.
 #[derive(Debug, Clone)]
 pub enum OutFrame {
-    /// A channel message; encoded by the transport from the message's shared frame cache.
+    /// A live channel message; encoded by the transport from the message's shared frame cache.
     Message(SharedMessage),
+    /// A message replayed from the log on subscribe: written exactly like [`OutFrame::Message`],
+    /// but not counted in the publish-to-write latency (it may be hours old by design).
+    Replayed(SharedMessage),
     /// An already-encoded control frame (a reply, an error, a subscribe confirmation).
     Control(Bytes),
 }
@@ -25,7 +28,7 @@ pub enum OutFrame {
 impl OutFrame {
     fn cost(&self) -> usize {
         match self {
-            OutFrame::Message(m) => m.data.len() + 64,
+            OutFrame::Message(m) | OutFrame::Replayed(m) => m.data.len() + 64,
             OutFrame::Control(b) => b.len(),
         }
     }

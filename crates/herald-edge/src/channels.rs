@@ -83,15 +83,17 @@ impl Subscriptions {
             };
             let catchup = edge.engine.subscribe(name, outbox, &request).await?;
             let outcome = catchup.outcome.clone();
-            let position = match since {
-                Some(since) if outcome.recovered => Cursor {
-                    epoch: outcome.epoch.clone(),
-                    seq: since.seq,
-                },
-                _ => Cursor {
-                    epoch: outcome.epoch.clone(),
-                    seq: outcome.seq,
-                },
+            // The position before anything is written: just before the first replayed message
+            // (so a long-poll answer cut short by its limit resumes there), else the cursor
+            // resumed from, else where the channel stands.
+            let seq = match (catchup.messages.first(), since) {
+                (Some(first), _) => first.seq - 1,
+                (None, Some(since)) if outcome.recovered => since.seq,
+                (None, _) => outcome.seq,
+            };
+            let position = Cursor {
+                epoch: outcome.epoch.clone(),
+                seq,
             };
             let sub = catchup.go_live(reply(name, &outcome));
             this.subs.push((name.clone(), sub));

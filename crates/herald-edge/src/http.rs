@@ -51,7 +51,8 @@ pub fn client_token(pairs: &[(String, String)], headers: &HeaderMap) -> Option<S
     let from_query = pairs
         .iter()
         .find(|(k, _)| k == "token")
-        .map(|(_, t)| t.trim().to_owned());
+        .map(|(_, t)| t.trim().to_owned())
+        .filter(|t| !t.is_empty());
     let token = from_query.or_else(|| {
         headers
             .get(header::AUTHORIZATION)

@@ -102,7 +102,7 @@ async fn answer(
         if written as usize == limit {
             break;
         }
-        if let OutFrame::Message(m) = frame {
+        if let OutFrame::Message(m) | OutFrame::Replayed(m) = frame {
             if subs.advance(&m) {
                 if written > 0 {
                     body.push(b',');

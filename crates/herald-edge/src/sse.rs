@@ -144,7 +144,7 @@ async fn next_chunk(
     for f in frames {
         match f {
             OutFrame::Control(b) => buf.put_slice(&b),
-            OutFrame::Message(m) => {
+            OutFrame::Message(m) | OutFrame::Replayed(m) => {
                 if st.subs.advance(&m) {
                     buf.put_slice(b"id: ");
                     buf.put_slice(st.subs.cursor().as_bytes());

@@ -1,7 +1,7 @@
 //! The HTTP/1.1 accept loop. Herald serves its router with hyper's HTTP/1 connection directly
 //! (rather than `axum::serve`, whose protocol sniffing wraps sockets in a private type) so that
 //! a WebSocket upgrade hands the transport back the plain `TcpStream`, which its lean frame loop
-//! needs. Shutdown stops accepting and lets in-flight requests finish.
+//! needs. Shutdown stops accepting and asks every connection to finish its request.
 
 use std::time::Duration;
 
@@ -15,14 +15,10 @@ use tokio_util::task::TaskTracker;
 /// How long a client may take to send a request's headers.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Accepts connections on `listener` and serves `app` on each until `shutdown` is cancelled;
-/// then waits up to `grace` for in-flight HTTP connections to finish.
-pub async fn serve(
-    listener: TcpListener,
-    app: Router,
-    shutdown: CancellationToken,
-    grace: Duration,
-) {
+/// Accepts connections on `listener` and serves `app` on each until `shutdown` is cancelled.
+/// Returns the (closed) tracker of the HTTP connections still finishing, for the caller to wait
+/// on within its shutdown grace.
+pub async fn serve(listener: TcpListener, app: Router, shutdown: CancellationToken) -> TaskTracker {
     let connections = TaskTracker::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
@@ -57,13 +53,5 @@ pub async fn serve(
     }
     drop(listener);
     connections.close();
-    if tokio::time::timeout(grace, connections.wait())
-        .await
-        .is_err()
-    {
-        tracing::warn!(
-            ?grace,
-            "HTTP connections still open after the shutdown grace period"
-        );
-    }
+    connections
 }

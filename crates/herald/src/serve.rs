@@ -6,12 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use herald_core::auth::{generate_secret, hash_api_key, ApiKeys, TokenKeys};
 use herald_core::hub::Hub;
 use herald_core::log::ChannelLog;
-use herald_core::Engine;
+use herald_core::{Engine, ErrorCode, HeraldError};
 use herald_edge::{Edge, EdgeSettings};
 use herald_store::SqliteLog;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
@@ -73,15 +72,16 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         signal_token.cancel();
     });
     let grace = config.shutdown_grace;
-    crate::listener::serve(listener, app, shutdown.clone(), grace).await;
+    let http = crate::listener::serve(listener, app, shutdown.clone()).await;
     edge.connections.close();
-    if tokio::time::timeout(grace, edge.connections.wait())
-        .await
-        .is_err()
-    {
+    let drained = async {
+        http.wait().await;
+        edge.connections.wait().await;
+    };
+    if tokio::time::timeout(grace, drained).await.is_err() {
         tracing::warn!(
             ?grace,
-            "WebSocket connections still open after the shutdown grace period"
+            "connections still open after the shutdown grace period"
         );
     }
     log.close().await;
@@ -90,21 +90,17 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
 }
 
 async fn not_found() -> impl IntoResponse {
-    (
-        StatusCode::NOT_FOUND,
-        axum::Json(serde_json::json!({
-            "error": {"code": "not_found", "message": "no such endpoint; see /v1/openapi.yaml"}
-        })),
-    )
+    herald_api::ApiError(HeraldError::new(
+        ErrorCode::NotFound,
+        "no such endpoint; see /v1/openapi.yaml",
+    ))
 }
 
 async fn method_not_allowed() -> impl IntoResponse {
-    (
-        StatusCode::METHOD_NOT_ALLOWED,
-        axum::Json(serde_json::json!({
-            "error": {"code": "method_not_allowed", "message": "this endpoint does not take that method; see /v1/openapi.yaml"}
-        })),
-    )
+    herald_api::ApiError(HeraldError::new(
+        ErrorCode::MethodNotAllowed,
+        "this endpoint does not take that method; see /v1/openapi.yaml",
+    ))
 }
 
 fn install_metrics() -> anyhow::Result<PrometheusHandle> {

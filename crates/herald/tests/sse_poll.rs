@@ -135,6 +135,15 @@ async fn sse_rejects_bad_requests_clearly() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
+    // an empty ?token= does not hide the header
+    let r = server
+        .http
+        .get(server.url("/v1/sse?channel=news&token="))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
 }
 
 async fn poll(server: &Server, query: &str) -> (u16, Value) {
@@ -333,4 +342,42 @@ async fn sse_stream_ends_when_the_token_expires() {
     let last = last.unwrap();
     assert_eq!(last.event, "disconnect");
     assert_eq!(last.json()["code"], "token_expired");
+}
+
+#[tokio::test]
+async fn long_poll_limit_never_skips_a_last_message_it_could_not_fit() {
+    let server = Server::builder().arg("--allow-anonymous").start().await;
+    server.publish("first", json!("f")).await;
+    server.publish("second", json!("s")).await;
+    let (_, r) = poll(
+        &server,
+        "?channel=first&channel=second&last=true&limit=1&timeout=0",
+    )
+    .await;
+    let mut got: Vec<_> = r["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["data"].clone())
+        .collect();
+    assert_eq!(got.len(), 1, "{r}");
+    let cursor = r["cursor"].as_str().unwrap().to_string();
+    let (_, r) = poll(
+        &server,
+        &format!("?channel=first&channel=second&since={cursor}&timeout=0"),
+    )
+    .await;
+    got.extend(
+        r["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["data"].clone()),
+    );
+    got.sort_by_key(|v| v.to_string());
+    assert_eq!(
+        got,
+        vec![json!("f"), json!("s")],
+        "the cut-off last message comes next time"
+    );
 }

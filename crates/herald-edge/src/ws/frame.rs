@@ -15,6 +15,15 @@ pub mod close {
     pub const INVALID_PAYLOAD: u16 = 1007;
     /// A message was larger than the limit.
     pub const TOO_BIG: u16 = 1009;
+
+    /// The code to answer a client's close with: its own, when it is one that may be sent on
+    /// the wire (RFC 6455 section 7.4), else [`NORMAL`].
+    pub fn echo(code: Option<u16>) -> u16 {
+        match code {
+            Some(c @ (1000..=1003 | 1007..=1011 | 3000..=4999)) => c,
+            _ => NORMAL,
+        }
+    }
 }
 
 const OP_CONTINUATION: u8 = 0x0;
@@ -406,6 +415,15 @@ mod tests {
         let mut parts = client_frame(false, OP_TEXT, &[b'a'; 8], [0; 4]);
         parts.extend(client_frame(true, OP_CONTINUATION, &[b'a'; 8], [0; 4]));
         assert_eq!(read_all(&parts, 10), Err(FrameError::TooBig(16)));
+    }
+
+    #[test]
+    fn close_codes_are_echoed_only_when_sendable() {
+        assert_eq!(close::echo(Some(1001)), 1001);
+        assert_eq!(close::echo(Some(4321)), 4321);
+        assert_eq!(close::echo(Some(1005)), close::NORMAL);
+        assert_eq!(close::echo(Some(999)), close::NORMAL);
+        assert_eq!(close::echo(None), close::NORMAL);
     }
 
     #[test]

@@ -201,7 +201,7 @@ async fn handle_incoming(
                 }
             }
             Incoming::Pong => {}
-            Incoming::Close(_) => return Some(End::Close(close::NORMAL)),
+            Incoming::Close(code) => return Some(End::Close(close::echo(code))),
         }
     }
     None
@@ -255,14 +255,20 @@ fn write_frames(stream: &TcpStream, frames: std::collections::VecDeque<OutFrame>
         return Written::All;
     }
     let mut messages = 0u64;
+    let mut lag_recorded = false;
     let payloads: Vec<Bytes> = frames
         .into_iter()
         .map(|f| match f {
             OutFrame::Control(b) => b,
             OutFrame::Message(m) => {
-                if messages == 0 {
+                if !lag_recorded {
                     herald_core::message::record_delivery_lag(&m);
+                    lag_recorded = true;
                 }
+                messages += 1;
+                herald_proto::frame::ws_message(&m)
+            }
+            OutFrame::Replayed(m) => {
                 messages += 1;
                 herald_proto::frame::ws_message(&m)
             }
