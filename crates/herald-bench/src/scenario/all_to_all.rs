@@ -8,9 +8,9 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::args::AllToAllArgs;
-use crate::proto::{Action, Command, Plan, Transport};
+use crate::proto::{Action, Command, Transport};
 use crate::report::{f, Report, Table};
-use crate::scenario::{cpu_bound, open_failure, Ctx, Progress};
+use crate::scenario::{cpu_bound, open_failure, Ctx};
 use crate::stats::{self, LatencyMs};
 use crate::svg::{Chart, Series};
 use crate::wire::now_ns;
@@ -32,20 +32,13 @@ pub async fn run(args: AllToAllArgs) -> anyhow::Result<Report> {
     }
     let mut pool = ctx.pool(args.subscribers).await?;
     let channel = format!("bench/{}/all", ctx.run);
-    let bar = Progress::new(args.subscribers, "all-to-all: opening subscribers");
-    let (n, failed_conns, errors) = pool
-        .open(
-            args.subscribers,
-            Plan::Shared {
-                channel: channel.clone(),
-            },
-            |d, _| bar.set(d),
-        )
-        .await?;
-    bar.done();
-    if n == 0 {
-        anyhow::bail!("no subscriber could connect: {}", errors.join("; "));
-    }
+    let (n, failed_conns, errors) = super::open_shared(
+        &mut pool,
+        args.subscribers,
+        &channel,
+        "all-to-all: opening subscribers",
+    )
+    .await?;
 
     let cpu0 = ctx.mark(&pool);
     let at = now_ns() + 300_000_000;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::args::FanoutArgs;
 use crate::client::HttpClient;
-use crate::proto::{Action, Command, Plan};
+use crate::proto::{Action, Command};
 use crate::report::{f, Report, Table};
 use crate::scenario::{cpu_bound, open_failure, Ctx, Progress};
 use crate::stats::{self, LatencyMs};
@@ -31,20 +31,13 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<Report> {
     let key = ctx.target.require_api_key()?;
     let mut pool = ctx.pool(args.subscribers).await?;
     let channel = format!("bench/{}/fanout", ctx.run);
-    let bar = Progress::new(args.subscribers, "fanout: opening subscribers");
-    let (n, failed_conns, errors) = pool
-        .open(
-            args.subscribers,
-            Plan::Shared {
-                channel: channel.clone(),
-            },
-            |d, _| bar.set(d),
-        )
-        .await?;
-    bar.done();
-    if n == 0 {
-        anyhow::bail!("no subscriber could connect: {}", errors.join("; "));
-    }
+    let (n, failed_conns, errors) = super::open_shared(
+        &mut pool,
+        args.subscribers,
+        &channel,
+        "fanout: opening subscribers",
+    )
+    .await?;
 
     let t0 = now_ns() + 200_000_000;
     pool.broadcast(

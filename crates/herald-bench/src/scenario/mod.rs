@@ -163,6 +163,26 @@ impl Progress {
     }
 }
 
+/// Opens `count` subscribers of one shared `channel` across the pool, with a progress bar
+/// labelled `label`; fails if none could connect. Returns (opened, failed, errors).
+pub async fn open_shared(
+    pool: &mut Pool,
+    count: u64,
+    channel: &str,
+    label: &str,
+) -> anyhow::Result<(u64, u64, Vec<String>)> {
+    let bar = Progress::new(count, label);
+    let plan = crate::proto::Plan::Shared {
+        channel: channel.to_owned(),
+    };
+    let (n, failed, errors) = pool.open(count, plan, |d, _| bar.set(d)).await?;
+    bar.done();
+    if n == 0 {
+        anyhow::bail!("no subscriber could connect: {}", errors.join("; "));
+    }
+    Ok((n, failed, errors))
+}
+
 /// Why opening connections failed, in a reader's words: the server's or our file limit, or
 /// the errors themselves.
 pub fn open_failure(ctx: &Ctx, errors: &[String]) -> String {
