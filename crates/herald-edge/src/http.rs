@@ -17,14 +17,17 @@ pub fn error_response(e: &HeraldError) -> Response {
 /// never when `None`.
 pub async fn until_expiry(expires: Option<u64>) {
     match expires {
-        Some(exp) => {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs());
-            tokio::time::sleep(std::time::Duration::from_secs(exp.saturating_sub(now))).await
-        }
+        Some(exp) => tokio::time::sleep(secs_until(exp)).await,
         None => std::future::pending().await,
     }
+}
+
+/// Time from now until `exp` (seconds since the Unix epoch); zero if it has passed.
+pub fn secs_until(exp: u64) -> std::time::Duration {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    std::time::Duration::from_secs(exp.saturating_sub(now))
 }
 
 /// A boolean query parameter: `true`/`1`/empty or `false`/`0`.

@@ -60,6 +60,39 @@ pub struct Edge {
     /// Tracks upgraded WebSocket connections, which outlive their HTTP request, so shutdown can
     /// wait for them to say goodbye.
     pub connections: TaskTracker,
+    /// The one keep-alive clock every WebSocket connection follows.
+    pub keepalive: KeepAlive,
+}
+
+/// One timer for every connection's keep-alive: it ticks each ping interval and connections
+/// wait on the tick, so an idle connection holds no timer of its own.
+pub struct KeepAlive {
+    ticks: tokio::sync::watch::Receiver<u64>,
+}
+
+impl KeepAlive {
+    /// Starts the clock (inside a tokio runtime); it stops when `shutdown` is cancelled.
+    pub fn start(interval: Duration, shutdown: CancellationToken) -> KeepAlive {
+        let (tx, ticks) = tokio::sync::watch::channel(0u64);
+        tokio::spawn(async move {
+            let start = tokio::time::Instant::now() + interval;
+            let mut clock = tokio::time::interval_at(start, interval);
+            loop {
+                tokio::select! {
+                    _ = clock.tick() => tx.send_modify(|n| *n += 1),
+                    _ = shutdown.cancelled() => break,
+                }
+            }
+        });
+        KeepAlive { ticks }
+    }
+
+    /// A receiver that sees the next tick (not any earlier one).
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        let mut ticks = self.ticks.clone();
+        ticks.mark_unchanged();
+        ticks
+    }
 }
 
 impl Edge {

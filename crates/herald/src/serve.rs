@@ -46,6 +46,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         },
         shutdown: shutdown.clone(),
         connections: TaskTracker::new(),
+        keepalive: herald_edge::KeepAlive::start(config.ping_interval, shutdown.clone()),
     });
     let api = Arc::new(herald_api::Api {
         engine,

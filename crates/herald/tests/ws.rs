@@ -295,7 +295,7 @@ async fn bad_input_gets_errors_and_keeps_the_connection() {
     assert_eq!(status, 200);
 }
 
-use futures_util::SinkExt;
+use futures_util::{SinkExt, StreamExt};
 
 #[tokio::test]
 async fn slow_consumer_is_disconnected_and_resumes() {
@@ -482,5 +482,48 @@ async fn namespace_options_apply_by_prefix() {
     assert!(
         r.get("pong").is_some(),
         "nothing replayed when not recovered: {r}"
+    );
+}
+
+#[tokio::test]
+async fn keepalive_pings_and_drops_silent_peers() {
+    let server = Server::builder()
+        .arg("--allow-anonymous")
+        .env("HERALD_PING_INTERVAL", "1s")
+        .start()
+        .await;
+    let mut silent = Ws::connect(&server.ws_url("")).await;
+    let mut lively = Ws::connect(&server.ws_url("")).await;
+    // The lively client keeps reading (tungstenite answers pings while it reads); the silent
+    // one reads nothing for three intervals.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(3500);
+    while tokio::time::Instant::now() < deadline {
+        let _ =
+            tokio::time::timeout(std::time::Duration::from_millis(200), lively.stream.next()).await;
+    }
+    let r = lively.request("ping", json!({})).await;
+    assert!(
+        r.get("pong").is_some(),
+        "a peer that answers pings stays connected: {r}"
+    );
+    let mut saw_ping = false;
+    let mut close_code = None;
+    while let Ok(Some(frame)) =
+        tokio::time::timeout(std::time::Duration::from_secs(5), silent.stream.next()).await
+    {
+        match frame {
+            Ok(tokio_tungstenite::tungstenite::Message::Ping(_)) => saw_ping = true,
+            Ok(tokio_tungstenite::tungstenite::Message::Close(Some(f))) => {
+                close_code = Some(u16::from(f.code));
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    assert!(saw_ping, "the server pings");
+    assert_eq!(
+        close_code,
+        Some(4002),
+        "a peer silent for a whole interval is dropped"
     );
 }

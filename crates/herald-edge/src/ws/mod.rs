@@ -9,6 +9,7 @@ mod handshake;
 mod session;
 
 use std::io;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,8 +20,9 @@ use herald_core::auth::Client;
 use herald_core::outbox::{CloseReason, OutFrame, Outbox};
 use herald_core::telemetry::telemetry;
 use tokio::net::TcpStream;
+use tokio::time::Sleep;
 
-use crate::http::{client_token, error_response, query_pairs};
+use crate::http::{client_token, error_response, query_pairs, secs_until};
 use crate::Edge;
 use frame::{close, FrameReader, Incoming, Opcode};
 use handshake::Upgrade;
@@ -101,9 +103,12 @@ async fn run(edge: Arc<Edge>, stream: TcpStream, read_ahead: Bytes, client: Opti
     let mut session = Session::new(edge.clone(), outbox.clone(), client);
     let mut reader = FrameReader::new(max);
     let mut incoming = Vec::new();
-    let mut ping = tokio::time::interval(edge.settings.ping_interval);
-    ping.tick().await;
+    let mut ticks = edge.keepalive.subscribe();
+    let mut keepalive_running = true;
     let mut heard_since_ping = true;
+    // The token's expiry timer, boxed and only for tokens that expire, so a connection without
+    // one carries no timer; rebuilt when a `connect` changes the token.
+    let mut expiry: Option<(u64, Pin<Box<Sleep>>)> = None;
 
     let mut end = match reader.feed(&read_ahead, &mut incoming) {
         Ok(()) => None,
@@ -116,7 +121,10 @@ async fn run(edge: Arc<Edge>, stream: TcpStream, read_ahead: Bytes, client: Opti
             end = Box::pin(handle_incoming(&stream, &mut session, &mut incoming)).await;
             continue;
         }
-        let expiry = session.token_expiry();
+        let expires = session.expires();
+        if expiry.as_ref().map(|(exp, _)| *exp) != expires {
+            expiry = expires.map(|exp| (exp, Box::pin(tokio::time::sleep(secs_until(exp)))));
+        }
         end = tokio::select! {
             ready = stream.readable() => match ready {
                 Ok(()) => match read_available(&stream, &mut reader, &mut incoming) {
@@ -135,8 +143,12 @@ async fn run(edge: Arc<Edge>, stream: TcpStream, read_ahead: Bytes, client: Opti
                 }
                 .map_or(Some(End::Gone), |()| closed.map(End::Disconnect))
             }
-            _ = ping.tick() => {
-                if !heard_since_ping {
+            tick = ticks.changed(), if keepalive_running => {
+                if tick.is_err() {
+                    // The clock stopped (shutting down): no more pings.
+                    keepalive_running = false;
+                    None
+                } else if !heard_since_ping {
                     Some(End::Close(CLOSE_KEEPALIVE_TIMEOUT))
                 } else {
                     heard_since_ping = false;
@@ -152,7 +164,7 @@ async fn run(edge: Arc<Edge>, stream: TcpStream, read_ahead: Bytes, client: Opti
                 }
                 Some(End::Disconnect(CloseReason::Shutdown))
             }
-            _ = expiry => Some(End::Disconnect(CloseReason::TokenExpired)),
+            _ = expired(&mut expiry) => Some(End::Disconnect(CloseReason::TokenExpired)),
         };
     }
     session.close();
@@ -316,6 +328,14 @@ async fn write_all(stream: &TcpStream, mut buf: &[u8]) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Resolves when the token's expiry timer fires; never if there is none.
+async fn expired(expiry: &mut Option<(u64, Pin<Box<Sleep>>)>) {
+    match expiry {
+        Some((_, sleep)) => sleep.as_mut().await,
+        None => std::future::pending().await,
+    }
 }
 
 fn disconnect_code(reason: CloseReason) -> u16 {

@@ -2,7 +2,6 @@
 //! to, and the replies. Every reply goes through the connection's outbox, so replies and channel
 //! messages reach the client in the order they were produced.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -25,7 +24,7 @@ pub struct Session {
     edge: Arc<Edge>,
     outbox: Arc<Outbox>,
     client: Option<Client>,
-    subscriptions: HashMap<ChannelName, Arc<Subscription>>,
+    subscriptions: Subscriptions,
 }
 
 impl Session {
@@ -34,13 +33,13 @@ impl Session {
             edge,
             outbox,
             client,
-            subscriptions: HashMap::new(),
+            subscriptions: Subscriptions::default(),
         }
     }
 
-    /// Resolves when the client's token expires (never if it has no expiry).
-    pub fn token_expiry(&self) -> impl std::future::Future<Output = ()> + 'static {
-        crate::http::until_expiry(self.client.as_ref().and_then(|c| c.expires))
+    /// When the client's token expires (seconds since the Unix epoch), if it does.
+    pub fn expires(&self) -> Option<u64> {
+        self.client.as_ref().and_then(|c| c.expires)
     }
 
     fn send(&self, bytes: Bytes) {
@@ -145,7 +144,7 @@ impl Session {
     ) -> Result<(), HeraldError> {
         let channel = ChannelName::parse(&s.channel)?;
         self.client()?.check_subscribe(channel.as_str())?;
-        if self.subscriptions.contains_key(&channel) {
+        if self.subscriptions.contains(&channel) {
             return Err(HeraldError::new(
                 ErrorCode::AlreadySubscribed,
                 format!("already subscribed to {channel:?}"),
@@ -272,8 +271,42 @@ impl Session {
 
     /// Drops every subscription.
     pub fn close(&mut self) {
-        for (channel, sub) in self.subscriptions.drain() {
+        for (channel, sub) in std::mem::take(&mut self.subscriptions).0 {
             self.edge.engine.unsubscribe(&channel, &sub);
         }
+    }
+}
+
+/// A connection's subscriptions, as a vector sorted by channel name: a few bytes per entry and
+/// no hash table for the many connections that hold one or two.
+#[derive(Default)]
+struct Subscriptions(Vec<(ChannelName, Arc<Subscription>)>);
+
+impl Subscriptions {
+    fn find(&self, channel: &ChannelName) -> Result<usize, usize> {
+        self.0.binary_search_by(|(c, _)| c.cmp(channel))
+    }
+
+    fn contains(&self, channel: &ChannelName) -> bool {
+        self.find(channel).is_ok()
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &ChannelName> {
+        self.0.iter().map(|(c, _)| c)
+    }
+
+    fn insert(&mut self, channel: ChannelName, sub: Arc<Subscription>) {
+        match self.find(&channel) {
+            Ok(at) => self.0[at].1 = sub,
+            Err(at) => self.0.insert(at, (channel, sub)),
+        }
+    }
+
+    fn remove(&mut self, channel: &ChannelName) -> Option<Arc<Subscription>> {
+        self.find(channel).ok().map(|at| self.0.remove(at).1)
     }
 }
