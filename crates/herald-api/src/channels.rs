@@ -87,25 +87,7 @@ pub async fn get_path(
         (since, None) => ReadFrom::After(since.unwrap_or(0)),
     };
     let slice = api.engine.read(&channel, from, limit).await?;
-    let mut body = Vec::with_capacity(256);
-    body.extend_from_slice(b"{\"channel\":");
-    serde_json::to_writer(&mut body, channel.as_str()).ok();
-    body.extend_from_slice(b",\"epoch\":");
-    serde_json::to_writer(&mut body, slice.state.epoch.as_str()).ok();
-    body.extend_from_slice(
-        format!(
-            ",\"seq\":{},\"first_seq\":{},\"messages\":[",
-            slice.state.last_seq, slice.state.first_seq
-        )
-        .as_bytes(),
-    );
-    for (i, m) in slice.messages.iter().enumerate() {
-        if i > 0 {
-            body.push(b',');
-        }
-        body.extend_from_slice(&herald_proto::frame::message_entry(m));
-    }
-    body.extend_from_slice(b"]}");
+    let body = herald_proto::frame::history(&slice, true);
     Ok((
         [(axum::http::header::CONTENT_TYPE, "application/json")],
         body,

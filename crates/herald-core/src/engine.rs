@@ -100,24 +100,14 @@ fn store_error(e: StoreError) -> HeraldError {
 }
 
 impl Engine {
-    /// An engine over `log`, whose commit sink must deliver to `hub` (directly, or through
-    /// [`crate::fanout::FanOut`]).
+    /// An engine over `log`, whose commit sink must hand every committed message, in order, to
+    /// [`Hub::deliver`] (as [`crate::fanout::FanOut`] does).
     pub fn new(log: Arc<dyn ChannelLog>, hub: Arc<Hub>, namespaces: Namespaces) -> Self {
         Engine {
             log,
             hub,
             namespaces,
         }
-    }
-
-    /// The namespace table.
-    pub fn namespaces(&self) -> &Namespaces {
-        &self.namespaces
-    }
-
-    /// The underlying log (for key storage and shutdown).
-    pub fn log(&self) -> &Arc<dyn ChannelLog> {
-        &self.log
     }
 
     /// Appends messages to a channel durably; subscribers receive them once stored.

@@ -14,7 +14,6 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 use crate::head::{Head, HeadLookup, HeadSlot};
-use crate::log::CommitSink;
 use crate::message::SharedMessage;
 use crate::name::ChannelName;
 use crate::outbox::{CloseReason, OutFrame, Outbox};
@@ -211,14 +210,6 @@ impl Hub {
                 sub.deliver(message);
             }
             telemetry().deliveries.increment(entry.subs.len() as u64);
-        }
-    }
-}
-
-impl CommitSink for Hub {
-    fn committed(&self, messages: &[SharedMessage]) {
-        for m in messages {
-            self.deliver(m);
         }
     }
 }

@@ -144,11 +144,6 @@ impl Outbox {
         self.ready.notify_one();
     }
 
-    /// Whether the outbox is closed, and why.
-    pub fn closed(&self) -> Option<CloseReason> {
-        self.queue.lock().closed
-    }
-
     /// Takes every queued frame without waiting. Returns the frames and the close reason, if any.
     pub fn take(&self) -> (VecDeque<OutFrame>, Option<CloseReason>) {
         let mut q = self.queue.lock();

@@ -9,10 +9,64 @@ use herald_core::hub::Subscription;
 use herald_core::outbox::{OutFrame, Outbox};
 use herald_core::{ChannelName, Cursor, Engine, HeraldError, StoredMessage};
 
+use axum::http::HeaderMap;
+
+use crate::http::{client_token, parse_bool, query_pairs};
 use crate::Edge;
 
+/// What an SSE or long-poll request asks for: who is asking, which channels, from where.
+pub struct StreamRequest {
+    /// The query string's `key=value` pairs, in order.
+    pub pairs: Vec<(String, String)>,
+    /// The authenticated (or anonymous) client.
+    pub client: Client,
+    /// The channels named, validated, in order.
+    pub names: Vec<ChannelName>,
+    /// Where to resume each channel, in `names` order.
+    pub cursors: Vec<Option<Cursor>>,
+    /// `last=` if given.
+    pub last: Option<bool>,
+}
+
+impl StreamRequest {
+    /// Authenticates and parses the request. The cursor string is `cursor` when the transport
+    /// has one of its own (SSE's `Last-Event-ID`), else the `since` parameter.
+    pub fn parse(
+        edge: &Edge,
+        query: Option<&str>,
+        headers: &HeaderMap,
+        cursor: Option<&str>,
+    ) -> Result<StreamRequest, HeraldError> {
+        let pairs = query_pairs(query);
+        let client = edge.authenticate(client_token(&pairs, headers).as_deref())?;
+        let names = channel_params(edge, &pairs)?;
+        let cursor = cursor.or_else(|| param(&pairs, "since")).unwrap_or("");
+        let cursors = herald_proto::cursor::decode(cursor, names.len())?;
+        let last = param(&pairs, "last").map(parse_bool).transpose()?;
+        Ok(StreamRequest {
+            client,
+            names,
+            cursors,
+            last,
+            pairs,
+        })
+    }
+
+    /// The first value of query parameter `key`.
+    pub fn param(&self, key: &str) -> Option<&str> {
+        param(&self.pairs, key)
+    }
+}
+
+fn param<'a>(pairs: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    pairs
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+}
+
 /// Channel names from repeated `channel=` parameters, validated and de-duplicated.
-pub fn channel_params(
+fn channel_params(
     edge: &Edge,
     pairs: &[(String, String)],
 ) -> Result<Vec<ChannelName>, HeraldError> {

@@ -13,8 +13,8 @@ use herald_core::telemetry::telemetry;
 use herald_core::HeraldError;
 use serde::Serialize;
 
-use crate::channels::{channel_params, Subscriptions};
-use crate::http::{client_token, error_response, parse_bool, query_pairs};
+use crate::channels::{StreamRequest, Subscriptions};
+use crate::http::error_response;
 use crate::Edge;
 
 /// Longest wait a client may ask for.
@@ -51,17 +51,8 @@ async fn answer(
     query: Option<&str>,
     headers: &HeaderMap,
 ) -> Result<Response, HeraldError> {
-    let pairs = query_pairs(query);
-    let client = edge.authenticate(client_token(&pairs, headers).as_deref())?;
-    let names = channel_params(edge, &pairs)?;
-    let param = |k: &str| {
-        pairs
-            .iter()
-            .find(|(key, _)| key == k)
-            .map(|(_, v)| v.as_str())
-    };
-    let cursors = herald_proto::cursor::decode(param("since").unwrap_or(""), names.len())?;
-    let timeout = match param("timeout") {
+    let request = StreamRequest::parse(edge, query, headers, None)?;
+    let timeout = match request.param("timeout") {
         Some(t) => t
             .parse::<u64>()
             .ok()
@@ -73,7 +64,7 @@ async fn answer(
             })?,
         None => DEFAULT_TIMEOUT_SECS,
     };
-    let limit = match param("limit") {
+    let limit = match request.param("limit") {
         Some(l) => l
             .parse::<usize>()
             .ok()
@@ -83,7 +74,13 @@ async fn answer(
             })?,
         None => DEFAULT_LIMIT,
     };
-    let last = param("last").map(parse_bool).transpose()?;
+    let StreamRequest {
+        client,
+        names,
+        cursors,
+        last,
+        ..
+    } = request;
     let outbox = Outbox::new(edge.settings.outbox_bytes);
     let mut subs =
         Subscriptions::open(edge, &client, names, cursors, last, &outbox, |_, _| None).await?;

@@ -15,8 +15,8 @@ use herald_core::telemetry::telemetry;
 use herald_core::HeraldError;
 use herald_proto::frame::{self, SubscribeReply};
 
-use crate::channels::{channel_params, Subscriptions};
-use crate::http::{client_token, error_response, parse_bool, query_pairs, until_expiry};
+use crate::channels::{StreamRequest, Subscriptions};
+use crate::http::{error_response, until_expiry};
 use crate::Edge;
 
 /// Opens an SSE stream.
@@ -36,25 +36,17 @@ async fn open(
     query: Option<&str>,
     headers: &HeaderMap,
 ) -> Result<Response, HeraldError> {
-    let pairs = query_pairs(query);
-    let client = edge.authenticate(client_token(&pairs, headers).as_deref())?;
-    let names = channel_params(edge, &pairs)?;
-    let cursor = headers
+    let last_event_id = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
-        .filter(|v| !v.trim().is_empty())
-        .map(str::to_owned)
-        .or_else(|| {
-            pairs
-                .iter()
-                .find(|(k, _)| k == "since")
-                .map(|(_, v)| v.clone())
-        });
-    let cursors = herald_proto::cursor::decode(cursor.as_deref().unwrap_or(""), names.len())?;
-    let last = match pairs.iter().find(|(k, _)| k == "last") {
-        Some((_, v)) => Some(parse_bool(v)?),
-        None => None,
-    };
+        .filter(|v| !v.trim().is_empty());
+    let StreamRequest {
+        client,
+        names,
+        cursors,
+        last,
+        ..
+    } = StreamRequest::parse(edge, query, headers, last_event_id)?;
     let outbox = Outbox::new(edge.settings.outbox_bytes);
     let subs = Subscriptions::open(
         edge,

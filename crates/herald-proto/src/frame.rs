@@ -3,6 +3,7 @@
 //! and encoded per request.
 
 use bytes::{BufMut, Bytes, BytesMut};
+use herald_core::log::LogSlice;
 use herald_core::message::FrameKind;
 use herald_core::{HeraldError, StoredMessage};
 use serde::Serialize;
@@ -81,7 +82,24 @@ pub fn sse_event(name: &str, body: &impl Serialize) -> Bytes {
 
 /// A reply to command `kind`: `{"id":N,"<kind>":<body>}` (`id` omitted when `None`).
 pub fn reply(id: Option<u64>, kind: &'static str, body: &impl Serialize) -> Bytes {
-    let mut buf = Vec::with_capacity(64);
+    let mut buf = reply_start(id, kind, 64);
+    if serde_json::to_writer(&mut buf, body).is_err() {
+        buf.extend_from_slice(b"null");
+    }
+    buf.push(b'}');
+    Bytes::from(buf)
+}
+
+/// A reply whose body is already-encoded JSON.
+pub fn reply_json(id: Option<u64>, kind: &'static str, body: &[u8]) -> Bytes {
+    let mut buf = reply_start(id, kind, body.len() + 32);
+    buf.extend_from_slice(body);
+    buf.push(b'}');
+    Bytes::from(buf)
+}
+
+fn reply_start(id: Option<u64>, kind: &str, capacity: usize) -> Vec<u8> {
+    let mut buf = Vec::with_capacity(capacity);
     buf.push(b'{');
     if let Some(id) = id {
         buf.extend_from_slice(b"\"id\":");
@@ -91,11 +109,38 @@ pub fn reply(id: Option<u64>, kind: &'static str, body: &impl Serialize) -> Byte
     buf.push(b'"');
     buf.extend_from_slice(kind.as_bytes());
     buf.extend_from_slice(b"\":");
-    if serde_json::to_writer(&mut buf, body).is_err() {
-        buf.extend_from_slice(b"null");
+    buf
+}
+
+/// A history read as JSON: `{"channel","epoch","seq",["first_seq",]"messages":[...]}`, the
+/// messages as [`message_entry`]s. The HTTP API includes `first_seq`; the WebSocket `history`
+/// reply does not.
+pub fn history(slice: &LogSlice, with_first_seq: bool) -> Vec<u8> {
+    let state = &slice.state;
+    let mut body = Vec::with_capacity(
+        128 + slice
+            .messages
+            .iter()
+            .map(|m| m.data.len() + 96)
+            .sum::<usize>(),
+    );
+    body.extend_from_slice(b"{\"channel\":");
+    body.extend_from_slice(&json_string(state.name.as_str()));
+    body.extend_from_slice(b",\"epoch\":");
+    body.extend_from_slice(&json_string(state.epoch.as_str()));
+    body.extend_from_slice(format!(",\"seq\":{}", state.last_seq).as_bytes());
+    if with_first_seq {
+        body.extend_from_slice(format!(",\"first_seq\":{}", state.first_seq).as_bytes());
     }
-    buf.push(b'}');
-    Bytes::from(buf)
+    body.extend_from_slice(b",\"messages\":[");
+    for (i, m) in slice.messages.iter().enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(&message_entry(m));
+    }
+    body.extend_from_slice(b"]}");
+    body
 }
 
 /// The body of an error: `{"code":"...","message":"..."}`.

@@ -247,25 +247,11 @@ impl Session {
             .engine
             .read(&channel, ReadFrom::After(h.since.unwrap_or(0)), limit)
             .await?;
-        let mut body = Vec::with_capacity(128);
-        body.extend_from_slice(b"{\"channel\":");
-        serde_json::to_writer(&mut body, channel.as_str()).ok();
-        body.extend_from_slice(b",\"epoch\":");
-        serde_json::to_writer(&mut body, slice.state.epoch.as_str()).ok();
-        body.extend_from_slice(
-            format!(",\"seq\":{},\"messages\":[", slice.state.last_seq).as_bytes(),
-        );
-        for (i, m) in slice.messages.iter().enumerate() {
-            if i > 0 {
-                body.push(b',');
-            }
-            body.extend_from_slice(&frame::message_entry(m));
-        }
-        body.extend_from_slice(b"]}");
-        let raw =
-            serde_json::value::RawValue::from_string(String::from_utf8_lossy(&body).into_owned())
-                .map_err(|e| HeraldError::new(ErrorCode::Internal, e.to_string()))?;
-        self.send(frame::reply(id, "history", &raw));
+        self.send(frame::reply_json(
+            id,
+            "history",
+            &frame::history(&slice, false),
+        ));
         Ok(())
     }
 
