@@ -127,8 +127,9 @@ impl Engine {
             .append(channel, messages, retention)
             .await
             .map_err(store_error)?;
-        metrics::histogram!("herald_publish_seconds").record(started.elapsed().as_secs_f64());
-        metrics::counter!("herald_published_messages_total").increment(n);
+        let metrics = crate::telemetry::telemetry();
+        metrics.publish_seconds.record(started.elapsed().as_secs_f64());
+        metrics.published.increment(n);
         Ok(out)
     }
 

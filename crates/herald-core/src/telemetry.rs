@@ -10,6 +10,10 @@ use metrics::{Counter, Gauge, Histogram};
 
 /// The hot-path metrics.
 pub struct Telemetry {
+    /// `herald_publish_seconds`: time to store a publish (its answer waits for this).
+    pub publish_seconds: Histogram,
+    /// `herald_published_messages_total`.
+    pub published: Counter,
     /// `herald_subscriptions`: live subscriptions on this node.
     pub subscriptions: Gauge,
     /// `herald_deliveries_total`: messages queued to subscribers.
@@ -34,6 +38,8 @@ pub struct Telemetry {
 pub fn telemetry() -> &'static Telemetry {
     static HANDLES: OnceLock<Telemetry> = OnceLock::new();
     HANDLES.get_or_init(|| Telemetry {
+        publish_seconds: metrics::histogram!("herald_publish_seconds"),
+        published: metrics::counter!("herald_published_messages_total"),
         subscriptions: metrics::gauge!("herald_subscriptions"),
         deliveries: metrics::counter!("herald_deliveries_total"),
         delivery_lag: metrics::histogram!("herald_delivery_lag_seconds"),
