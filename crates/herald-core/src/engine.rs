@@ -128,7 +128,9 @@ impl Engine {
             .await
             .map_err(store_error)?;
         let metrics = crate::telemetry::telemetry();
-        metrics.publish_seconds.record(started.elapsed().as_secs_f64());
+        metrics
+            .publish_seconds
+            .record(started.elapsed().as_secs_f64());
         metrics.published.increment(n);
         Ok(out)
     }
