@@ -31,6 +31,9 @@ pub struct Shared {
     pub round: Mutex<Round>,
     /// Fires, as every connection sees them.
     pub fire: watch::Sender<Option<Fire>>,
+    /// HTTP publishes of the current fire whose answer has not been counted yet: a delivery
+    /// can arrive before its publish's answer, and a round is complete only with both.
+    pub publishing: AtomicU64,
 }
 
 /// One time bucket while it fills.
@@ -241,6 +244,7 @@ async fn serve() -> anyhow::Result<()> {
         alive: AtomicU64::new(0),
         round: Mutex::new(Round::new(now_ns(), 1000)),
         fire,
+        publishing: AtomicU64::new(0),
     });
     let mut fire_seq = 0u64;
     while let Some(line) = lines.next_line().await? {
@@ -288,7 +292,9 @@ async fn serve() -> anyhow::Result<()> {
                         (r.messages, r.acks)
                     };
                     let alive = sh.alive.load(Ordering::Relaxed);
-                    let done = m >= alive * per_conn_messages && a >= alive * per_conn_acks;
+                    let done = m >= alive * per_conn_messages
+                        && a >= alive * per_conn_acks
+                        && sh.publishing.load(Ordering::Relaxed) == 0;
                     let hopeless = sh.alive.load(Ordering::Relaxed) == 0 && !done;
                     if done || hopeless || tokio::time::Instant::now() >= deadline {
                         break;
@@ -364,6 +370,7 @@ async fn go(sh: Arc<Shared>, seq: u64, action: Action) {
             let lanes = total.clamp(1, 32);
             let key = sh.cfg.api_key.clone().unwrap_or_default();
             let mut tasks = Vec::new();
+            sh.publishing.fetch_add(total, Ordering::Relaxed);
             for lane in 0..lanes {
                 let share = total / lanes + u64::from(lane < total % lanes);
                 let sh = sh.clone();
@@ -376,6 +383,7 @@ async fn go(sh: Arc<Shared>, seq: u64, action: Action) {
                             Ok(_) => sh.lock().published += 1,
                             Err(e) => sh.error(e),
                         }
+                        sh.publishing.fetch_sub(1, Ordering::Relaxed);
                     }
                 }));
             }

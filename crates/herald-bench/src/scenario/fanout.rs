@@ -257,7 +257,7 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<Report> {
         cpu_bound(
             &cpu,
             &format!(
-                "publish round trips: {} publishers reached {pps:.0} of --rate {rate} messages/s                  ({} ms p50 per publish)",
+                "publish round trips: {} publishers reached {pps:.0} of --rate {rate} messages/s ({} ms p50 per publish)",
                 args.publishers, publish_lat.p50
             ),
         )
