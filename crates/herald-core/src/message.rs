@@ -71,9 +71,11 @@ pub enum FrameKind {
     SseData = 1,
     /// Entry of a long-poll or history JSON array.
     JsonEntry = 2,
+    /// The text a Meteor message template puts in `~text~`.
+    MeteorText = 3,
 }
 
-const FRAME_KINDS: usize = 3;
+const FRAME_KINDS: usize = 4;
 
 /// A message as stored in a channel log and fanned out to subscribers.
 pub struct StoredMessage {

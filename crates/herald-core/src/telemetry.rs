@@ -22,16 +22,22 @@ pub struct Telemetry {
     pub delivery_lag: Histogram,
     /// `herald_slow_consumer_disconnects_total`.
     pub slow_consumers: Counter,
-    /// `herald_messages_written_total{transport}` for ws, sse and poll.
+    /// `herald_messages_written_total{transport}` for ws, sse, poll and meteor.
     pub written_ws: Counter,
     /// See `written_ws`.
     pub written_sse: Counter,
     /// See `written_ws`.
     pub written_poll: Counter,
-    /// `herald_connections{transport}` for ws and sse.
+    /// See `written_ws`.
+    pub written_meteor: Counter,
+    /// `herald_connections{transport}` for ws, sse, meteor (subscribers) and meteor_control.
     pub connections_ws: Gauge,
     /// See `connections_ws`.
     pub connections_sse: Gauge,
+    /// See `connections_ws`.
+    pub connections_meteor: Gauge,
+    /// See `connections_ws`.
+    pub connections_meteor_control: Gauge,
 }
 
 /// The process's hot-path metric handles.
@@ -47,7 +53,13 @@ pub fn telemetry() -> &'static Telemetry {
         written_ws: metrics::counter!("herald_messages_written_total", "transport" => "ws"),
         written_sse: metrics::counter!("herald_messages_written_total", "transport" => "sse"),
         written_poll: metrics::counter!("herald_messages_written_total", "transport" => "poll"),
+        written_meteor: metrics::counter!("herald_messages_written_total", "transport" => "meteor"),
         connections_ws: metrics::gauge!("herald_connections", "transport" => "ws"),
         connections_sse: metrics::gauge!("herald_connections", "transport" => "sse"),
+        connections_meteor: metrics::gauge!("herald_connections", "transport" => "meteor"),
+        connections_meteor_control: metrics::gauge!(
+            "herald_connections",
+            "transport" => "meteor_control"
+        ),
     })
 }

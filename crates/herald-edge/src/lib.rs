@@ -1,11 +1,13 @@
-//! Herald's client transports: WebSocket ([`ws`]), Server-Sent Events ([`sse`]) and long-poll
-//! ([`poll`]). Each turns a connection into subscriptions on the [`Engine`] and writes what the
-//! connection's [`herald_core::outbox::Outbox`] holds; none of them touches storage directly.
+//! Herald's client transports: WebSocket ([`ws`]), Server-Sent Events ([`sse`]), long-poll
+//! ([`poll`]) and Meteor's subscriber and controller protocols ([`meteor`]). Each turns a
+//! connection into subscriptions on the [`Engine`] and writes what the connection's
+//! [`herald_core::outbox::Outbox`] holds; none of them touches storage directly.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod channels;
 mod http;
+pub mod meteor;
 pub mod poll;
 pub mod sse;
 pub mod ws;

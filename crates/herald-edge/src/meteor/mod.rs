@@ -1,0 +1,220 @@
+//! Meteor compatibility: the subscriber port of Meteor (the Perl Comet server Herald descends
+//! from) and of Deacon, its Java/Android client, and Meteor's line-based controller port, both
+//! over the same channels as every other transport. A message added by a controller reaches
+//! WebSocket and SSE subscribers; a message published through the HTTP API reaches Meteor
+//! subscribers; Meteor message ids are Herald seqs, so `.r<id>` resumes exactly.
+//!
+//! - [`request`]: the subscriber request line; [`conf`] and [`template`]: a `meteord.conf` and
+//!   its templates; [`session`]: one subscriber connection; [`files`]: the document root;
+//! - [`command`]: controller lines; [`control`]: one controller connection.
+//!
+//! This module owns the two accept loops, the host-id registry (a newer persistent connection
+//! with the same host id replaces the older) and Meteor's statistics counters.
+
+pub mod command;
+pub mod conf;
+mod control;
+mod files;
+pub mod request;
+mod session;
+pub mod template;
+mod text;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+
+use crate::{Edge, KeepAlive};
+pub use conf::MeteorConf;
+
+/// What `herald serve` configures about the Meteor ports.
+#[derive(Debug, Clone)]
+pub struct MeteorSettings {
+    /// The Meteor configuration (modes, templates, ping interval).
+    pub conf: MeteorConf,
+    /// Folder served under `/` of the subscriber port (overrides the file's
+    /// `SubscriberDocumentRoot`); `None` serves no files.
+    pub document_root: Option<PathBuf>,
+    /// When set, a controller's first line must be `AUTH <password>`.
+    pub control_password: Option<String>,
+}
+
+/// Meteor's counters, as `SHOWSTATS` reports them.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Subscriber connections accepted since start.
+    pub subscriber_connections_accepted: AtomicU64,
+    /// Subscriber connections open now.
+    pub current_subscribers: AtomicU64,
+    /// Controller connections accepted since start.
+    pub controller_connections_accepted: AtomicU64,
+    /// Controller connections open now.
+    pub current_controllers: AtomicU64,
+    /// Messages written to subscribers.
+    pub messages_served: AtomicU64,
+    /// Messages added by controllers.
+    pub unique_messages: AtomicU64,
+    /// Requests answered with the error header.
+    pub errors_served: AtomicU64,
+    /// Files served from the document root.
+    pub documents_served: AtomicU64,
+    /// File requests answered 404.
+    pub documents_not_found: AtomicU64,
+}
+
+impl Stats {
+    fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn sub(counter: &AtomicU64) {
+        counter.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// `name: value` pairs, in a fixed order.
+    pub fn lines(&self) -> Vec<(&'static str, u64)> {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        vec![
+            (
+                "subscriber_connections_accepted",
+                get(&self.subscriber_connections_accepted),
+            ),
+            ("current_subscribers", get(&self.current_subscribers)),
+            (
+                "controller_connections_accepted",
+                get(&self.controller_connections_accepted),
+            ),
+            ("current_controllers", get(&self.current_controllers)),
+            ("messages_served", get(&self.messages_served)),
+            ("unique_messages", get(&self.unique_messages)),
+            ("errors_served", get(&self.errors_served)),
+            ("documents_served", get(&self.documents_served)),
+            ("documents_not_found", get(&self.documents_not_found)),
+        ]
+    }
+}
+
+/// Persistent connections by host id.
+#[derive(Default)]
+struct Hosts {
+    next: AtomicU64,
+    by_id: Mutex<HashMap<String, (u64, CancellationToken)>>,
+}
+
+impl Hosts {
+    /// Registers a connection for `hostid`, telling the one it replaces to close.
+    fn claim(&self, hostid: &str) -> (u64, CancellationToken) {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let token = CancellationToken::new();
+        let old = self
+            .by_id
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(hostid.to_owned(), (id, token.clone()));
+        if let Some((_, old)) = old {
+            old.cancel();
+        }
+        (id, token)
+    }
+
+    /// Removes the registration of connection `id`, if it is still the host's.
+    fn release(&self, hostid: &str, id: u64) {
+        let mut map = self.by_id.lock().unwrap_or_else(|p| p.into_inner());
+        if map.get(hostid).is_some_and(|(current, _)| *current == id) {
+            map.remove(hostid);
+        }
+    }
+
+    /// Tells the host's connection to close; false if it has none.
+    fn kick(&self, hostid: &str) -> bool {
+        let entry = self
+            .by_id
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(hostid);
+        entry.map(|(_, token)| token.cancel()).is_some()
+    }
+}
+
+/// The Meteor ports of one server.
+pub struct Meteor {
+    edge: Arc<Edge>,
+    conf: MeteorConf,
+    docs: Option<files::DocumentRoot>,
+    control_password: Option<String>,
+    hosts: Hosts,
+    /// Meteor's counters.
+    pub stats: Stats,
+    pings: Option<KeepAlive>,
+    started: Instant,
+}
+
+/// How long a subscriber may take to send its request head.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl Meteor {
+    /// The Meteor transport over `edge` (starts the ping clock; call inside a runtime).
+    pub fn new(edge: Arc<Edge>, settings: MeteorSettings) -> Arc<Meteor> {
+        let root = settings
+            .document_root
+            .or_else(|| settings.conf.document_root.as_ref().map(PathBuf::from));
+        let docs = root.map(|r| files::DocumentRoot::new(r, &settings.conf.directory_index));
+        let pings = (!settings.conf.ping_interval.is_zero())
+            .then(|| KeepAlive::start(settings.conf.ping_interval, edge.shutdown.clone()));
+        Arc::new(Meteor {
+            edge,
+            conf: settings.conf,
+            docs,
+            control_password: settings.control_password,
+            hosts: Hosts::default(),
+            stats: Stats::default(),
+            pings,
+            started: Instant::now(),
+        })
+    }
+
+    /// Accepts subscriber connections until shutdown.
+    pub async fn serve_subscribers(self: Arc<Self>, listener: TcpListener) {
+        self.accept_loop(listener, |m, tcp| async move { session::run(m, tcp).await })
+            .await;
+    }
+
+    /// Accepts controller connections until shutdown.
+    pub async fn serve_controllers(self: Arc<Self>, listener: TcpListener) {
+        self.accept_loop(listener, |m, tcp| async move { control::run(m, tcp).await })
+            .await;
+    }
+
+    async fn accept_loop<F, Fut>(self: Arc<Self>, listener: TcpListener, handle: F)
+    where
+        F: Fn(Arc<Meteor>, TcpStream) -> Fut,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let shutdown = self.edge.shutdown.clone();
+        loop {
+            let tcp = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok((tcp, _)) => tcp,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "meteor accept failed");
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        continue;
+                    }
+                },
+                _ = shutdown.cancelled() => break,
+            };
+            let _ = tcp.set_nodelay(true);
+            self.edge.connections.spawn(handle(self.clone(), tcp));
+        }
+    }
+
+    /// Seconds since the Meteor ports started.
+    fn uptime(&self) -> u64 {
+        self.started.elapsed().as_secs()
+    }
+}
