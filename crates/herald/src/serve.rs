@@ -11,6 +11,7 @@ use herald_core::auth::{generate_secret, hash_api_key, ApiKeys, TokenKeys};
 use herald_core::hub::Hub;
 use herald_core::log::ChannelLog;
 use herald_core::{Engine, ErrorCode, HeraldError};
+use herald_edge::meteor::{Meteor, MeteorConf, MeteorSettings};
 use herald_edge::{Edge, EdgeSettings};
 use herald_store::SqliteLog;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
@@ -59,6 +60,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);
 
+    start_meteor(&config, &edge).await?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
@@ -87,6 +89,55 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     }
     log.close().await;
     tracing::info!("store closed; bye");
+    Ok(())
+}
+
+/// Opens the Meteor subscriber and controller ports that are configured, printing each address
+/// (tests and scripts read these lines, which come before the HTTP one).
+async fn start_meteor(config: &Config, edge: &Arc<Edge>) -> anyhow::Result<()> {
+    let m = &config.meteor;
+    if m.listen.is_none() && m.control.is_none() {
+        return Ok(());
+    }
+    let conf = m.conf.clone().unwrap_or_else(MeteorConf::builtin);
+    if !conf.ignored.is_empty() {
+        tracing::info!(
+            keys = ?conf.ignored,
+            "meteor_conf keys Herald does not use (its own listen settings apply)"
+        );
+    }
+    let meteor = Meteor::new(
+        edge.clone(),
+        MeteorSettings {
+            conf,
+            document_root: m.document_root.clone(),
+            control_password: m.control_password.clone(),
+        },
+    );
+    if let Some(addr) = m.listen {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr} (meteor)"))?;
+        println!("herald meteor listening on {}", listener.local_addr()?);
+        tokio::spawn(meteor.clone().serve_subscribers(listener));
+    }
+    if let Some(addr) = m.control {
+        if !addr.ip().is_loopback() && m.control_password.is_none() {
+            tracing::warn!(
+                %addr,
+                "the Meteor controller port is reachable from other machines and has no \
+                 password: anyone who can connect can publish (set meteor_control_password)"
+            );
+        }
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr} (meteor-control)"))?;
+        println!(
+            "herald meteor-control listening on {}",
+            listener.local_addr()?
+        );
+        tokio::spawn(meteor.serve_controllers(listener));
+    }
     Ok(())
 }
 

@@ -13,7 +13,10 @@ use super::template::Template;
 
 /// Meteor's built-in value of every key whose default Herald uses, in the file's own syntax.
 const CORE_DEFAULTS: &[(&str, &str)] = &[
-    ("ChannelInfoTemplate", r#"<script>ch("~name~", ~lastMsgID~);</script>\r\n"#),
+    (
+        "ChannelInfoTemplate",
+        r#"<script>ch("~name~", ~lastMsgID~);</script>\r\n"#,
+    ),
     ("DirectoryIndex", "index.html"),
     (
         "HeaderTemplate",

@@ -95,7 +95,7 @@ async fn serve(m: &Meteor, tcp: &mut TcpStream) {
             Line::Text(line) => line,
             Line::TooLong => {
                 let _ = tcp.write_all(b"ERR Line too long\r\n").await;
-                return;
+                return super::close_after_error(tcp).await;
             }
             Line::Closed => return,
         };

@@ -157,6 +157,25 @@ pub struct Meteor {
 /// How long a subscriber may take to send its request head.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Closes a connection whose client may still be sending (an oversized head or line): ends our
+/// side, then reads and drops what arrives for a moment, so that closing with unread input does
+/// not reset the connection before the client has read the error.
+async fn close_after_error(tcp: &mut TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = tcp.shutdown().await;
+    let drain = async {
+        let mut sink = [0u8; 4096];
+        let mut left: usize = 1 << 20;
+        while left > 0 {
+            match tcp.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(2), drain).await;
+}
+
 impl Meteor {
     /// The Meteor transport over `edge` (starts the ping clock; call inside a runtime).
     pub fn new(edge: Arc<Edge>, settings: MeteorSettings) -> Arc<Meteor> {

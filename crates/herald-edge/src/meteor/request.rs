@@ -105,7 +105,10 @@ fn truncate(s: &str) -> String {
 
 fn parse_subscribe(rest: &str) -> Result<Request, String> {
     let mut segments = rest.split('/');
-    let hostid = segments.next().filter(|h| is_word(h)).ok_or("bad host id")?;
+    let hostid = segments
+        .next()
+        .filter(|h| is_word(h))
+        .ok_or("bad host id")?;
     let mode = segments.next().filter(|m| is_word(m)).ok_or("bad mode")?;
     let mut channels: Vec<ChannelSpec> = Vec::new();
     for def in segments.filter(|s| !s.is_empty()) {

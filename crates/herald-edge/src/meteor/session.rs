@@ -56,7 +56,8 @@ pub async fn run(m: Arc<Meteor>, mut tcp: TcpStream) {
         Ok(line) => line,
         Err(Some(why)) => {
             tracing::debug!(why, "meteor: bad request head");
-            return error(&m, &mut tcp, &m.conf.global).await;
+            error(&m, &mut tcp, &m.conf.global).await;
+            return super::close_after_error(&mut tcp).await;
         }
         Err(None) => return,
     };
@@ -229,7 +230,9 @@ async fn subscribe(m: &Meteor, mut tcp: TcpStream, s: Subscribe) {
         tcp,
         sent: 0,
     };
-    let end = session.stream(&header(&mode, "200 OK", &info), &outbox, claim.as_ref()).await;
+    let end = session
+        .stream(&header(&mode, "200 OK", &info), &outbox, claim.as_ref())
+        .await;
     if matches!(end, End::Shutdown) && !mode.shutdown.is_empty() {
         let mut out = Vec::new();
         mode.shutdown.render(&mut out, |_, _| {});

@@ -104,6 +104,15 @@ pub(super) const KEYS: &[Key] = &[
         "history.last_on_subscribe",
         &["HERALD_HISTORY_LAST_ON_SUBSCRIBE"],
     ),
+    key("meteor", &["HERALD_METEOR"]).what("meteor address"),
+    key("meteor_control", &["HERALD_METEOR_CONTROL"]).what("meteor_control address"),
+    key("meteor_conf", &["HERALD_METEOR_CONF"]),
+    key("meteor_document_root", &["HERALD_METEOR_DOCUMENT_ROOT"]),
+    key(
+        "meteor_control_password",
+        &["HERALD_METEOR_CONTROL_PASSWORD"],
+    )
+    .secret(),
 ];
 
 /// The keys of one `[[namespaces]]` entry.
@@ -158,6 +167,7 @@ impl Layers {
             .data
             .as_ref()
             .map(|p| p.to_string_lossy().into_owned());
+        let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.to_string_lossy().into_owned());
         let flag_values = [
             ("listen", "--listen", flags.listen.clone()),
             ("data", "--data", data),
@@ -171,6 +181,23 @@ impl Layers {
             ("sync", "--sync", flags.sync.clone()),
             ("log_format", "--log-format", flags.log_format.clone()),
             ("log_level", "--log-level", flags.log_level.clone()),
+            ("meteor", "--meteor", flags.meteor.clone()),
+            (
+                "meteor_control",
+                "--meteor-control",
+                flags.meteor_control.clone(),
+            ),
+            ("meteor_conf", "--meteor-conf", path(&flags.meteor_conf)),
+            (
+                "meteor_document_root",
+                "--meteor-document-root",
+                path(&flags.meteor_document_root),
+            ),
+            (
+                "meteor_control_password",
+                "--meteor-control-password",
+                flags.meteor_control_password.clone(),
+            ),
         ];
         for (key, flag, value) in flag_values {
             if let Some(value) = value {

@@ -11,6 +11,7 @@
 
 mod file;
 mod layers;
+mod meteor;
 mod redacted;
 mod validate;
 
@@ -65,6 +66,43 @@ pub struct ConfigFlags {
     /// Log filter, e.g. "info" or "herald=debug,info" [env: HERALD_LOG, RUST_LOG]
     #[arg(long, value_name = "FILTER")]
     pub log_level: Option<String>,
+    /// Serve Meteor's subscriber protocol on IP:PORT (or PORT on 127.0.0.1); off unless given
+    /// [env: HERALD_METEOR]
+    #[arg(long, value_name = "ADDR")]
+    pub meteor: Option<String>,
+    /// Serve Meteor's controller protocol on IP:PORT (or PORT on 127.0.0.1); off unless given
+    /// [env: HERALD_METEOR_CONTROL]
+    #[arg(long, value_name = "ADDR")]
+    pub meteor_control: Option<String>,
+    /// A Meteor configuration file (meteord.conf) with the modes and templates to serve
+    /// [env: HERALD_METEOR_CONF] (default: Meteor's shipped modes)
+    #[arg(long, value_name = "PATH")]
+    pub meteor_conf: Option<PathBuf>,
+    /// Folder served under / on the Meteor subscriber port (meteor.js and its pages)
+    /// [env: HERALD_METEOR_DOCUMENT_ROOT]
+    #[arg(long, value_name = "DIR")]
+    pub meteor_document_root: Option<PathBuf>,
+    /// Password a Meteor controller must send first, as "AUTH <password>"
+    /// [env: HERALD_METEOR_CONTROL_PASSWORD]
+    #[arg(long, value_name = "PASSWORD")]
+    pub meteor_control_password: Option<String>,
+}
+
+/// The Meteor ports' settings. No `Debug`: it holds the controller password.
+#[derive(Clone, Default)]
+pub struct MeteorConfig {
+    /// Subscriber port address; `None` = off.
+    pub listen: Option<SocketAddr>,
+    /// Controller port address; `None` = off.
+    pub control: Option<SocketAddr>,
+    /// The meteord.conf read, if any.
+    pub conf_file: Option<PathBuf>,
+    /// The modes and templates (Meteor's shipped ones without a file).
+    pub conf: Option<herald_edge::meteor::MeteorConf>,
+    /// Folder served under `/` of the subscriber port.
+    pub document_root: Option<PathBuf>,
+    /// Password controllers must send first.
+    pub control_password: Option<String>,
 }
 
 /// History and delivery settings of a namespace (or of the default namespace).
@@ -156,6 +194,8 @@ pub struct Config {
     pub history: NamespaceSettings,
     /// Prefixed namespaces, in file order.
     pub namespaces: Vec<(String, NamespaceSettings)>,
+    /// Meteor compatibility ports.
+    pub meteor: MeteorConfig,
     sources: BTreeMap<String, Source>,
 }
 

@@ -20,6 +20,12 @@ impl Config {
         let int = |n: u64| Some(Value::Integer(i64::try_from(n).unwrap_or(i64::MAX)));
         let text = |s: &str| Some(Value::from(s));
         let h = &self.history;
+        let m = &self.meteor;
+        let addr = |a: Option<std::net::SocketAddr>| a.map(|a| Value::from(a.to_string()));
+        let path = |p: &Option<std::path::PathBuf>| {
+            p.as_ref()
+                .map(|p| Value::from(p.to_string_lossy().into_owned()))
+        };
         let entries = [
             ("listen", text(&self.listen.to_string()), ""),
             ("data", text(&self.data.to_string_lossy()), ""),
@@ -42,6 +48,31 @@ impl Config {
             ("shutdown_grace", dur(self.shutdown_grace), ""),
             ("log_format", text(self.log_format.as_str()), ""),
             ("log_level", text(&self.log_level), ""),
+            (
+                "meteor",
+                addr(m.listen),
+                "the Meteor subscriber port is off",
+            ),
+            (
+                "meteor_control",
+                addr(m.control),
+                "the Meteor controller port is off",
+            ),
+            (
+                "meteor_conf",
+                path(&m.conf_file),
+                "Meteor's shipped modes are used",
+            ),
+            (
+                "meteor_document_root",
+                path(&m.document_root),
+                "no files are served (unless the meteor_conf sets SubscriberDocumentRoot)",
+            ),
+            (
+                "meteor_control_password",
+                secret(&m.control_password),
+                "controllers need no password",
+            ),
             ("history.size", int(h.history_size), ""),
             ("history.age", dur(h.history_age), ""),
             (
@@ -96,6 +127,14 @@ impl fmt::Debug for Config {
             .field("log_level", &self.log_level)
             .field("history", &self.history)
             .field("namespaces", &self.namespaces)
+            .field("meteor", &self.meteor.listen)
+            .field("meteor_control", &self.meteor.control)
+            .field("meteor_conf", &self.meteor.conf_file)
+            .field("meteor_document_root", &self.meteor.document_root)
+            .field(
+                "meteor_control_password",
+                &redact(&self.meteor.control_password),
+            )
             .finish()
     }
 }

@@ -73,6 +73,9 @@ impl Layers {
             )?,
         };
         let default_listen: SocketAddr = ([127, 0, 0, 1], 7070).into();
+        let mut history = history;
+        let mut sources = self.sources();
+        let meteor = self.meteor(&mut history, &mut sources)?;
         Ok(Config {
             listen: self.get("listen", default_listen, |r| {
                 text(r)?
@@ -114,13 +117,14 @@ impl Layers {
             })?,
             namespaces: self.namespace_list(&history)?,
             history,
+            meteor,
             config_file,
-            sources: self.sources(),
+            sources,
         })
     }
 
     /// The winning value of `key` (one of [`KEYS`]) parsed with `parse`, or `default`.
-    fn get<T>(
+    pub(super) fn get<T>(
         &self,
         key: &str,
         default: T,
@@ -236,7 +240,7 @@ fn show(raw: &Raw) -> String {
     }
 }
 
-fn text(raw: &Raw) -> Result<&str, String> {
+pub(super) fn text(raw: &Raw) -> Result<&str, String> {
     match raw {
         Raw::Text(t) => Ok(t),
         Raw::Toml(Value::String(t)) => Ok(t),
@@ -245,7 +249,7 @@ fn text(raw: &Raw) -> Result<&str, String> {
 }
 
 /// A secret of at least `min` bytes.
-fn secret(min: usize) -> impl Fn(&Raw) -> Result<Option<String>, String> {
+pub(super) fn secret(min: usize) -> impl Fn(&Raw) -> Result<Option<String>, String> {
     move |r| {
         let t = text(r)?;
         match t.len() {

@@ -2,6 +2,8 @@
 //! gives tests real HTTP, WebSocket, SSE and long-poll clients.
 #![allow(dead_code)]
 
+pub mod meteor;
+
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -20,6 +22,10 @@ pub const SECRET: &str = "test-token-secret-0123456789";
 pub struct Server {
     child: Option<Child>,
     pub addr: SocketAddr,
+    /// The Meteor subscriber port, when started with `--meteor`.
+    pub meteor: Option<SocketAddr>,
+    /// The Meteor controller port, when started with `--meteor-control`.
+    pub meteor_control: Option<SocketAddr>,
     pub data: PathBuf,
     _tmp: Option<tempfile::TempDir>,
     extra: Vec<String>,
@@ -37,7 +43,7 @@ impl Server {
         Builder::default()
     }
 
-    fn spawn(data: &Path, extra: &[String], env: &[(String, String)]) -> (Child, SocketAddr) {
+    fn spawn(data: &Path, extra: &[String], env: &[(String, String)]) -> (Child, Addrs) {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_herald"));
         cmd.arg("serve")
             .arg("--listen")
@@ -61,18 +67,30 @@ impl Server {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let mut tx = Some(tx);
+            let (mut meteor, mut meteor_control) = (None, None);
+            let parse = |a: &str| Some(a.trim().parse::<SocketAddr>().unwrap());
+            // The Meteor lines come before the HTTP one.
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(addr) = line.strip_prefix("herald listening on http://") {
+                if let Some(addr) = line.strip_prefix("herald meteor listening on ") {
+                    meteor = parse(addr);
+                } else if let Some(addr) = line.strip_prefix("herald meteor-control listening on ")
+                {
+                    meteor_control = parse(addr);
+                } else if let Some(addr) = line.strip_prefix("herald listening on http://") {
                     if let Some(tx) = tx.take() {
-                        let _ = tx.send(addr.parse::<SocketAddr>().unwrap());
+                        let _ = tx.send(Addrs {
+                            http: addr.parse::<SocketAddr>().unwrap(),
+                            meteor,
+                            meteor_control,
+                        });
                     }
                 }
             }
         });
-        let addr = rx
+        let addrs = rx
             .recv_timeout(Duration::from_secs(30))
             .expect("herald did not report its address");
-        (child, addr)
+        (child, addrs)
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -173,9 +191,11 @@ impl Server {
     /// Starts the server again on the same data directory (new port).
     pub async fn restart(&mut self) {
         self.kill9();
-        let (child, addr) = Self::spawn(&self.data, &self.extra, &self.env);
+        let (child, addrs) = Self::spawn(&self.data, &self.extra, &self.env);
         self.child = Some(child);
-        self.addr = addr;
+        self.addr = addrs.http;
+        self.meteor = addrs.meteor;
+        self.meteor_control = addrs.meteor_control;
     }
 }
 
@@ -185,11 +205,19 @@ impl Drop for Server {
     }
 }
 
+/// The addresses a server printed.
+struct Addrs {
+    http: SocketAddr,
+    meteor: Option<SocketAddr>,
+    meteor_control: Option<SocketAddr>,
+}
+
 #[derive(Default)]
 pub struct Builder {
     args: Vec<String>,
     env: Vec<(String, String)>,
     config: Option<String>,
+    files: Vec<(String, String, String)>,
 }
 
 impl Builder {
@@ -203,6 +231,13 @@ impl Builder {
         self
     }
 
+    /// A file with `text` in the server's temporary directory, passed as `flag PATH`.
+    pub fn file_arg(mut self, flag: &str, name: &str, text: &str) -> Self {
+        self.files
+            .push((flag.to_string(), name.to_string(), text.to_string()));
+        self
+    }
+
     /// TOML written to a file passed with --config.
     pub fn config(mut self, toml: &str) -> Self {
         self.config = Some(toml.to_string());
@@ -212,16 +247,27 @@ impl Builder {
     pub async fn start(mut self) -> Server {
         let tmp = tempfile::tempdir().unwrap();
         let data = tmp.path().join("data");
+        for (flag, name, text) in &self.files {
+            let path = tmp.path().join(name);
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).unwrap();
+            }
+            std::fs::write(&path, text).unwrap();
+            self.args.push(flag.clone());
+            self.args.push(path.display().to_string());
+        }
         if let Some(toml) = &self.config {
             let path = tmp.path().join("herald.toml");
             std::fs::write(&path, toml).unwrap();
             self.args.push("--config".into());
             self.args.push(path.display().to_string());
         }
-        let (child, addr) = Server::spawn(&data, &self.args, &self.env);
+        let (child, addrs) = Server::spawn(&data, &self.args, &self.env);
         Server {
             child: Some(child),
-            addr,
+            addr: addrs.http,
+            meteor: addrs.meteor,
+            meteor_control: addrs.meteor_control,
             data,
             _tmp: Some(tmp),
             extra: self.args,
