@@ -61,6 +61,14 @@ pub struct Common {
     /// Worker processes [default: enough for the connections, at least 1].
     #[arg(long, value_name = "N")]
     pub workers: Option<usize>,
+    /// Meteor subscriber port of the --target server (IP:PORT), for --transport meteor.
+    #[arg(long, value_name = "ADDR")]
+    pub meteor_target: Option<std::net::SocketAddr>,
+    /// Meteor mode --transport meteor subscribes with: longpoll (Deacon: one message per
+    /// connection, then it reconnects with .r<next id>) or deaconstream (the same lines on a
+    /// connection that stays open). A spawned server gets docs/examples/meteord-deacon.conf.
+    #[arg(long, default_value = "longpoll", value_name = "MODE")]
+    pub meteor_mode: String,
     /// Stop the run after this many seconds whatever else it would still do.
     #[arg(long, default_value_t = 600, value_name = "SECS")]
     pub time_limit: u64,

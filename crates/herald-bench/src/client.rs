@@ -62,7 +62,8 @@ pub struct Tally {
 }
 
 impl Tally {
-    fn is_empty(&self) -> bool {
+    /// Whether nothing was received.
+    pub fn is_empty(&self) -> bool {
         self.sent.is_empty() && self.acks == 0 && self.published == 0 && self.errors.is_empty()
     }
 }
@@ -100,7 +101,8 @@ impl Ready {
             .is_some()
     }
 
-    fn ok(&self, sh: &Shared) {
+    /// Reports the connection ready (once).
+    pub fn ok(&self, sh: &Shared) {
         if let Some((tx, _permit)) = self.take() {
             sh.alive.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let _ = tx.send(Ok(()));
@@ -125,6 +127,7 @@ pub async fn run(sh: Arc<Shared>, n: u64, plan: Plan, ready: Ready) {
             Transport::Ws => ws(&sh, n, &plan, &ready, fire).await,
             Transport::Sse => sse(&sh, n, &plan, &ready, fire).await,
             Transport::Poll => poll(&sh, n, &plan, &ready, fire).await,
+            Transport::Meteor => crate::meteor::deacon(&sh, n, &plan, &ready).await,
         }
     };
     tokio::pin!(conn);
@@ -151,7 +154,8 @@ pub async fn run(sh: Arc<Shared>, n: u64, plan: Plan, ready: Ready) {
     }
 }
 
-fn channel_list(plan: &Plan, n: u64) -> Vec<String> {
+/// The channels connection `n` subscribes to under `plan`.
+pub fn channel_list(plan: &Plan, n: u64) -> Vec<String> {
     match plan {
         Plan::Shared { channel } => vec![channel.clone()],
         Plan::Own { prefix } => vec![format!("{prefix}{n}")],

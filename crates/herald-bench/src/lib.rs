@@ -11,6 +11,7 @@
 pub mod args;
 pub mod baseline;
 pub mod client;
+pub mod meteor;
 pub mod pool;
 pub mod proto;
 pub mod report;

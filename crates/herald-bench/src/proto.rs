@@ -14,6 +14,8 @@ pub enum Transport {
     Sse,
     /// Long-poll at /v1/poll.
     Poll,
+    /// Meteor's subscriber protocol as Deacon speaks it (its own port; `--meteor-mode`).
+    Meteor,
 }
 
 impl Transport {
@@ -23,6 +25,7 @@ impl Transport {
             Transport::Ws => "ws",
             Transport::Sse => "sse",
             Transport::Poll => "poll",
+            Transport::Meteor => "meteor",
         }
     }
 }
@@ -44,6 +47,12 @@ pub struct WorkerConfig {
     pub api_key: Option<String>,
     /// Local address the worker's sockets bind to before connecting (spreads ephemeral ports).
     pub source_ip: Option<std::net::IpAddr>,
+    /// The Meteor subscriber port, for `--transport meteor`.
+    #[serde(default)]
+    pub meteor_addr: Option<std::net::SocketAddr>,
+    /// The Meteor mode subscribers ask for.
+    #[serde(default)]
+    pub meteor_mode: String,
 }
 
 /// Which channels the connections of an `open` subscribe to.

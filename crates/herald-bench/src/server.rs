@@ -27,6 +27,8 @@ pub struct Target {
     pub token_secret: Option<String>,
     /// A ready-made client token.
     pub token: Option<String>,
+    /// The Meteor subscriber port (spawned with `--transport meteor`, or `--meteor-target`).
+    pub meteor: Option<SocketAddr>,
     /// Server process, when known.
     pub pid: Option<u32>,
     /// Data directory of a spawned server (its disk is where the fsync floor is measured).
@@ -53,6 +55,9 @@ impl Drop for Target {
         }
     }
 }
+
+/// The Meteor configuration a spawned server gets for `--transport meteor`: Deacon's templates.
+const DEACON_CONF: &str = include_str!("../../../docs/examples/meteord-deacon.conf");
 
 fn random_key(prefix: &str) -> String {
     let mut rng = rand::thread_rng();
@@ -138,6 +143,7 @@ impl Target {
             api_key: c.api_key.clone(),
             token_secret: c.token_secret.clone(),
             token: c.token.clone(),
+            meteor: c.meteor_target,
             pid: c.server_pid,
             data_dir: None,
             child: None,
@@ -173,6 +179,14 @@ impl Target {
         if let Some(sync) = &c.sync {
             cmd.arg("--sync").arg(sync);
         }
+        if c.transport == crate::proto::Transport::Meteor {
+            let conf = tmp.path().join("meteord.conf");
+            std::fs::write(&conf, DEACON_CONF).context("cannot write meteord.conf")?;
+            cmd.arg("--meteor")
+                .arg("127.0.0.1:0")
+                .arg("--meteor-conf")
+                .arg(&conf);
+        }
         for (k, v) in extra_env {
             cmd.env(k, v);
         }
@@ -183,10 +197,14 @@ impl Target {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let mut tx = Some(tx);
+            let mut meteor = None;
+            // The Meteor line comes before the HTTP one.
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(addr) = line.strip_prefix("herald listening on http://") {
+                if let Some(addr) = line.strip_prefix("herald meteor listening on ") {
+                    meteor = addr.trim().parse::<SocketAddr>().ok();
+                } else if let Some(addr) = line.strip_prefix("herald listening on http://") {
                     if let Some(tx) = tx.take() {
-                        let _ = tx.send(addr.trim().to_string());
+                        let _ = tx.send((addr.trim().to_string(), meteor));
                     }
                 }
             }
@@ -199,14 +217,16 @@ impl Target {
             api_key: Some(api_key),
             token_secret: Some(secret),
             token: None,
+            meteor: None,
             pid: Some(pid),
             data_dir: Some(data),
             child: Some(child),
             _tmp: Some(tmp),
         };
-        let addr = rx
+        let (addr, meteor) = rx
             .recv_timeout(Duration::from_secs(30))
             .map_err(|_| anyhow!("{} did not report its address within 30 s", bin.display()))?;
+        target.meteor = meteor;
         target.addr = addr.parse().context("server printed a bad address")?;
         target.host = addr.clone();
         target.url = format!("http://{addr}");

@@ -363,3 +363,29 @@ fn refuses_remote_targets_and_missing_server_choice() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("--spawn"));
 }
+
+#[test]
+fn subscribers_and_channels_over_meteor_as_deacon() {
+    for (scenario, mode) in [
+        ("subscribers", "longpoll"),
+        ("channels", "longpoll"),
+        ("subscribers", "deaconstream"),
+    ] {
+        let (s, out) = bench(&[
+            scenario,
+            "--transport",
+            "meteor",
+            "--meteor-mode",
+            mode,
+            "--step",
+            "20",
+            "--max-subscribers",
+            "40",
+            "--no-baseline",
+        ]);
+        check_summary(&s, scenario);
+        check_steps(&s, 2, 40);
+        assert_eq!(s["transport"], "meteor");
+        check_files(out.path(), scenario, STEP_HEADER);
+    }
+}

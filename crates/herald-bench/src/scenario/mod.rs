@@ -87,6 +87,8 @@ impl Ctx {
             token: token.clone(),
             api_key: t.api_key.clone(),
             source_ip: pool::source_ip(i, t.addr.ip()),
+            meteor_addr: t.meteor,
+            meteor_mode: self.common.meteor_mode.clone(),
         })
         .await
     }
