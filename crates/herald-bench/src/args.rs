@@ -74,6 +74,14 @@ pub struct Common {
     pub time_limit: u64,
 }
 
+impl Common {
+    /// Whether subscribers reconnect after every message (Deacon's long-poll), so that a
+    /// step's samples wait for them to be back before publishing the next one.
+    pub fn reconnects_per_message(&self) -> bool {
+        self.transport == Transport::Meteor && self.meteor_mode == "longpoll"
+    }
+}
+
 /// `herald bench baseline`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct BaselineArgs {

@@ -3,7 +3,8 @@
 //! `m.p.<id>."channel"."{[text]}"`, `m.p` pings, `m.sd` shutdown) and, whenever the server
 //! closes the connection (long-poll: after every message), reconnects with `.r<next id>` as
 //! Deacon does, so a message published meanwhile is replayed, never lost. Latencies come from
-//! the send time inside each message's text, like every other transport of the bench.
+//! the send time inside each message's text, like every other transport of the bench. Every
+//! header received counts as an acknowledged subscription.
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -64,6 +65,7 @@ pub async fn deacon(sh: &Shared, n: u64, plan: &Plan, ready: &Ready) -> Result<(
         let mut stream = connect(addr, cfg.source_ip)
             .await
             .map_err(|e| format!("connect: {e}"))?;
+        let sent_ns = now_ns();
         let suffix = next_id.map(|id| format!(".r{id}")).unwrap_or_default();
         let request = format!("GET {path}{suffix} HTTP/1.1\r\nHost: {}\r\n\r\n", cfg.host);
         stream
@@ -83,6 +85,10 @@ pub async fn deacon(sh: &Shared, n: u64, plan: &Plan, ready: &Ready) -> Result<(
                         return Err(format!("meteor refused: {}", lossy(line)));
                     }
                     saw_status = true;
+                    // Each (re)subscription counts as acknowledged, so a round can wait for
+                    // long-poll clients to be back before the next message.
+                    tally.acks += 1;
+                    tally.ack_sent_ns = sent_ns;
                     ready.ok(sh);
                 } else if line.starts_with(b"Channel(") {
                     if next_id.is_none() {

@@ -171,15 +171,34 @@ impl Engine {
             channel,
             done: false,
         });
-        if request.since.is_none() && !last {
+        if !last {
             if let Some(head) = self.await_head(channel, lookup).await {
-                // Live only, and the hub knows exactly where the channel stands.
-                let outcome = SubscribeOutcome {
-                    epoch: head.epoch,
-                    seq: head.last_seq,
-                    recovered: false,
+                // The hub knows exactly where the channel stands: a live-only subscriber, or
+                // one that has already seen the newest message (a long-poll or stream client
+                // reconnecting), needs nothing from the store.
+                let at_head = |since: &Cursor| {
+                    since.seq == head.last_seq
+                        && (since.epoch.as_str().is_empty() || since.epoch == head.epoch)
                 };
-                return Ok((outcome, Vec::new()));
+                match &request.since {
+                    None => {
+                        let outcome = SubscribeOutcome {
+                            epoch: head.epoch,
+                            seq: head.last_seq,
+                            recovered: false,
+                        };
+                        return Ok((outcome, Vec::new()));
+                    }
+                    Some(since) if at_head(since) => {
+                        let outcome = SubscribeOutcome {
+                            epoch: head.epoch,
+                            seq: head.last_seq,
+                            recovered: true,
+                        };
+                        return Ok((outcome, Vec::new()));
+                    }
+                    Some(_) => {}
+                }
             }
         }
         let state = self.log.state(channel).await.map_err(store_error)?;

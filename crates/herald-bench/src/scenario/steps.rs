@@ -2,7 +2,10 @@
 //! Test): add subscribers in steps; after each step publish messages carrying their send time
 //! and record p50, p99 and worst-case latency across all subscribers. `subscribers` puts every
 //! subscriber on one channel; `channels` gives each its own channel and publishes to all of them
-//! (through `POST /v1/batch`, 1,000 messages per request). Stops at `--max-latency`, at
+//! (through `POST /v1/batch`, 1,000 messages per request). Deacon's long-poll clients reconnect
+//! after every message; a sample then also waits until every one is back (its new header
+//! arrived) before the next is published, as Deacon's test spaced its messages. Stops at
+//! `--max-latency`, at
 //! `--max-subscribers`, when connections or deliveries fail, or at the time limit.
 
 use serde_json::json;
@@ -101,7 +104,11 @@ pub async fn run(args: StepArgs, own_channels: bool) -> anyhow::Result<Report> {
                 }
             }
             let round = pool
-                .collect(1, 0, collect_ms.min(ctx.left().as_millis() as u64 + 1000))
+                .collect(
+                    1,
+                    u64::from(ctx.common.reconnects_per_message()),
+                    collect_ms.min(ctx.left().as_millis() as u64 + 1000),
+                )
                 .await?;
             delivered += round.messages;
             stats::merge(&mut hist, &round.msg_hist);

@@ -229,6 +229,11 @@ async fn subscribe(m: &Meteor, mut tcp: TcpStream, s: Subscribe) {
         mode: &mode,
         tcp,
         sent: 0,
+        names: subs
+            .names
+            .iter()
+            .map(|n| (n.clone(), meteor_name(n)))
+            .collect(),
     };
     let end = session
         .stream(&header(&mode, "200 OK", &info), &outbox, claim.as_ref())
@@ -266,6 +271,8 @@ struct Session<'a> {
     mode: &'a Mode,
     tcp: TcpStream,
     sent: u64,
+    /// The subscribed channels with their Meteor names, encoded once.
+    names: Vec<(ChannelName, String)>,
 }
 
 impl Session<'_> {
@@ -344,7 +351,11 @@ impl Session<'_> {
         let mut n = 0u64;
         for frame in frames {
             if let OutFrame::Message(msg) | OutFrame::Replayed(msg) = frame {
-                render_message(self.mode, msg, out);
+                let name = match self.names.iter().find(|(n, _)| *n == msg.channel) {
+                    Some((_, name)) => std::borrow::Cow::Borrowed(name.as_str()),
+                    None => std::borrow::Cow::Owned(meteor_name(&msg.channel)),
+                };
+                render_message(self.mode, msg, &name, out);
                 n += 1;
             }
         }
@@ -354,10 +365,10 @@ impl Session<'_> {
     }
 }
 
-fn render_message(mode: &Mode, msg: &StoredMessage, out: &mut Vec<u8>) {
+fn render_message(mode: &Mode, msg: &StoredMessage, name: &str, out: &mut Vec<u8>) {
     mode.message.render(out, |v, out| match v {
         Var::Id => put_number(out, msg.seq),
-        Var::Channel => out.extend_from_slice(meteor_name(&msg.channel).as_bytes()),
+        Var::Channel => out.extend_from_slice(name.as_bytes()),
         Var::Text => out.extend_from_slice(&text::of(msg)),
         Var::Timestamp => put_number(out, msg.time / 1000),
         _ => {}
