@@ -42,7 +42,7 @@ async fn controller_to_deacon_longpoll_and_exact_resume() {
     assert_eq!(deacon.until("\r\n").await, "Channel(\"news\".0)\r\n");
     assert_eq!(ctl.command("ADDMESSAGE news hello deacon").await, "OK\t1");
     assert_eq!(
-        deacon.to_end().await,
+        deacon.read_to_close().await,
         "m.p.<1>.\"news\".\"{[hello deacon]}\"\r\n",
         "one message, then the long-poll closes (MaxMessages 1)"
     );
@@ -51,7 +51,7 @@ async fn controller_to_deacon_longpoll_and_exact_resume() {
     assert_eq!(ctl.command("ADDMESSAGE news two").await, "OK\t2");
     assert_eq!(ctl.command("ADDMESSAGE news three").await, "OK\t3");
     let mut deacon = Subscriber::get(sub_port, "/push/dev1/longpoll/news.r2").await;
-    let got = deacon.to_end().await;
+    let got = deacon.read_to_close().await;
     assert_eq!(
         got,
         "HTTP/1.1 200 OK\r\nChannel(\"news\".3)\r\n\
@@ -62,7 +62,10 @@ async fn controller_to_deacon_longpoll_and_exact_resume() {
     let mut deacon = Subscriber::get(sub_port, "/push/dev1/longpoll/news.r4").await;
     deacon.until("Channel(\"news\".3)\r\n").await;
     assert_eq!(ctl.command("ADDMESSAGE news four").await, "OK\t4");
-    assert_eq!(deacon.to_end().await, "m.p.<4>.\"news\".\"{[four]}\"\r\n");
+    assert_eq!(
+        deacon.read_to_close().await,
+        "m.p.<4>.\"news\".\"{[four]}\"\r\n"
+    );
 }
 
 #[tokio::test]
@@ -198,7 +201,7 @@ async fn bad_requests_get_the_protocols_error_and_the_server_lives_on() {
     ];
     for request in bad {
         let mut s = Subscriber::raw(sub_port, &request).await;
-        let got = s.to_end().await;
+        let got = s.read_to_close().await;
         assert!(
             got.starts_with("HTTP/1.1 404 Not Found\r\n"),
             "{:?} -> {got:?}",
@@ -243,11 +246,11 @@ async fn same_hostid_replaces_and_disconnect_closes() {
     first.until("Channel(").await;
     let mut second = Subscriber::get(sub_port, "/push/phone7/deaconstream/news").await;
     second.until("Channel(").await;
-    assert!(first.to_end().await.ends_with("m.sd\r\n"));
+    assert!(first.read_to_close().await.ends_with("m.sd\r\n"));
 
     let mut bye = Subscriber::get(sub_port, "/disconnect/phone7").await;
-    assert!(bye.to_end().await.starts_with("HTTP/1.1 200 OK"));
-    assert!(second.to_end().await.ends_with("m.sd\r\n"));
+    assert!(bye.read_to_close().await.starts_with("HTTP/1.1 200 OK"));
+    assert!(second.read_to_close().await.ends_with("m.sd\r\n"));
 }
 
 #[tokio::test]
@@ -258,7 +261,7 @@ async fn polls_answer_with_what_is_stored_and_close() {
     ctl.command("ADDMESSAGE p one").await;
     ctl.command("ADDMESSAGE p two").await;
     let mut poll = Subscriber::get(sub_port, "/push/x/simplepoll/p.r2").await;
-    let got = poll.to_end().await;
+    let got = poll.read_to_close().await;
     assert!(got.starts_with("HTTP/1.1 200 OK\r\n"), "{got}");
     assert!(
         got.ends_with("<script>ch(\"p\", 2);</script>\r\n<script>p(2,\"p\",\"two\");</script>\r\n"),
@@ -282,18 +285,21 @@ async fn document_root_serves_files_and_refuses_traversal() {
         .start()
         .await;
     let port = server.meteor.unwrap();
-    let got = Subscriber::get(port, "/meteor.js").await.to_end().await;
+    let got = Subscriber::get(port, "/meteor.js")
+        .await
+        .read_to_close()
+        .await;
     assert!(got.starts_with("HTTP/1.1 200 OK\r\n"), "{got}");
     assert!(got.contains("Content-Type: text/javascript"), "{got}");
     assert!(got.ends_with("\r\n\r\nMeteor = {};"), "{got}");
-    let got = Subscriber::get(port, "/").await.to_end().await;
+    let got = Subscriber::get(port, "/").await.read_to_close().await;
     assert!(got.ends_with("<html></html>"), "{got}");
     for path in [
         "/../secret.txt",
         "/%2e%2e/secret.txt",
         "/a/../../secret.txt",
     ] {
-        let got = Subscriber::get(port, path).await.to_end().await;
+        let got = Subscriber::get(port, path).await.read_to_close().await;
         assert!(got.starts_with("HTTP/1.1 404 Not Found"), "{path}: {got}");
         assert!(!got.contains("private"), "{path}");
     }
@@ -307,7 +313,7 @@ async fn shutdown_sends_the_shutdown_line() {
     s.until("Channel(").await;
     let status = server.terminate();
     assert!(status.success(), "{status:?}");
-    assert!(s.to_end().await.ends_with("m.sd\r\n"));
+    assert!(s.read_to_close().await.ends_with("m.sd\r\n"));
 }
 
 #[tokio::test]
@@ -323,7 +329,7 @@ async fn pings_and_max_time_follow_the_conf() {
     let mut s = Subscriber::get(server.meteor.unwrap(), "/push/q/lp/news").await;
     assert_eq!(s.until("\n").await, "200 OK\n");
     assert_eq!(s.until("\n").await, "ping~\n");
-    let rest = s.to_end().await;
+    let rest = s.read_to_close().await;
     assert!(
         !rest.contains("bye"),
         "MaxTime closes without the shutdown line: {rest:?}"

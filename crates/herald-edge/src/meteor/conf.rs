@@ -118,11 +118,14 @@ pub struct MeteorConf {
     pub ignored: Vec<String>,
 }
 
+/// A section's values by key, each with the line it came from (0 for a built-in default).
+type Keys = HashMap<String, (Vec<u8>, usize)>;
+
 /// Values by key for the global part and each section, in file order.
 #[derive(Default)]
 struct Raw {
-    global: HashMap<String, (Vec<u8>, usize)>,
-    sections: Vec<(String, HashMap<String, (Vec<u8>, usize)>)>,
+    global: Keys,
+    sections: Vec<(String, Keys)>,
 }
 
 /// Resolves Meteor's backslash escapes.
@@ -289,8 +292,6 @@ impl MeteorConf {
         self.modes.get(name)
     }
 }
-
-type Keys = HashMap<String, (Vec<u8>, usize)>;
 
 /// A mode from its section's keys, falling back to the global ones.
 fn build_mode(name: &str, global: &Keys, section: &Keys) -> Result<Mode, ConfError> {

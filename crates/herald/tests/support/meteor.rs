@@ -68,7 +68,7 @@ impl Subscriber {
     }
 
     /// Reads until the server closes the connection; returns what was not consumed yet.
-    pub async fn to_end(&mut self) -> String {
+    pub async fn read_to_close(&mut self) -> String {
         let mut rest = std::mem::take(&mut self.buf);
         tokio::time::timeout(WAIT, self.stream.read_to_end(&mut rest))
             .await
