@@ -85,6 +85,10 @@ impl Subscription {
 #[derive(Default)]
 struct ChannelEntry {
     subs: Vec<Arc<Subscription>>,
+    /// `subs[i].id` at `ids[i]`: unsubscribing scans these compact ids instead of following a
+    /// pointer per subscription (tens of thousands of subscribers leaving one channel at once
+    /// made that scan the hottest code of a long-poll reconnect storm).
+    ids: Vec<u64>,
     head: Mutex<HeadSlot>,
 }
 
@@ -136,6 +140,7 @@ impl Hub {
         let mut shard = self.shard(channel).write();
         let entry = shard.entry(channel.clone()).or_default();
         entry.subs.push(sub.clone());
+        entry.ids.push(sub.id);
         let head = entry.head.lock().lookup();
         drop(shard);
         telemetry().subscriptions.increment(1.0);
@@ -179,10 +184,11 @@ impl Hub {
         let Some(entry) = shard.get_mut(channel) else {
             return false;
         };
-        let Some(pos) = entry.subs.iter().position(|s| s.id == id) else {
+        let Some(pos) = entry.ids.iter().position(|&s| s == id) else {
             return false;
         };
         entry.subs.swap_remove(pos);
+        entry.ids.swap_remove(pos);
         if entry.subs.is_empty() {
             shard.remove(channel);
         }
@@ -344,5 +350,27 @@ mod tests {
         assert_eq!(seqs(&out), vec![1]);
         assert!(hub.unsubscribe(&ch, s2.id()));
         assert_eq!(hub.subscriber_count(&ch), 0);
+    }
+
+    #[test]
+    fn unsubscribing_in_any_order_removes_exactly_that_subscriber() {
+        let hub = Hub::new();
+        let ch = ChannelName::parse("many").unwrap();
+        let boxes: Vec<_> = (0..5).map(|_| Outbox::new(1 << 20)).collect();
+        let subs: Vec<_> = boxes
+            .iter()
+            .map(|o| {
+                let (s, _) = hub.subscribe(&ch, o.clone());
+                s.go_live(vec![], 0);
+                s
+            })
+            .collect();
+        for i in [1, 4, 0] {
+            assert!(hub.unsubscribe(&ch, subs[i].id()));
+        }
+        hub.deliver(&msg(&ch, 1));
+        let got: Vec<usize> = boxes.iter().map(|o| seqs(o).len()).collect();
+        assert_eq!(got, vec![0, 0, 1, 1, 0]);
+        assert_eq!(hub.subscriber_count(&ch), 2);
     }
 }

@@ -115,9 +115,8 @@ async fn start_meteor(config: &Config, edge: &Arc<Edge>) -> anyhow::Result<()> {
         },
     );
     if let Some(addr) = m.listen {
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("cannot listen on {addr} (meteor)"))?;
+        let listener =
+            bind_meteor(addr).with_context(|| format!("cannot listen on {addr} (meteor)"))?;
         println!("herald meteor listening on {}", listener.local_addr()?);
         tokio::spawn(meteor.clone().serve_subscribers(listener));
     }
@@ -129,8 +128,7 @@ async fn start_meteor(config: &Config, edge: &Arc<Edge>) -> anyhow::Result<()> {
                  password: anyone who can connect can publish (set meteor_control_password)"
             );
         }
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
+        let listener = bind_meteor(addr)
             .with_context(|| format!("cannot listen on {addr} (meteor-control)"))?;
         println!(
             "herald meteor-control listening on {}",
@@ -140,6 +138,22 @@ async fn start_meteor(config: &Config, edge: &Arc<Edge>) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// A listener with a deep accept queue: Deacon's long-poll clients all reconnect at once after
+/// every message, and an overflowing queue turns into one-second SYN retries.
+fn bind_meteor(addr: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(METEOR_BACKLOG)
+}
+
+/// Accept-queue length asked for on the Meteor ports (the kernel caps it at somaxconn).
+const METEOR_BACKLOG: u32 = 8192;
 
 async fn not_found() -> impl IntoResponse {
     herald_api::ApiError(HeraldError::new(
