@@ -201,7 +201,17 @@ impl Engine {
                 }
             }
         }
-        let state = self.log.state(channel).await.map_err(store_error)?;
+        // A resuming subscriber reads the channel's state and its first page of messages in one
+        // store call; the page is its replay when the cursor turns out to be resumable.
+        let (state, first_page) = match &request.since {
+            Some(since) => {
+                let slice = self
+                    .read(channel, ReadFrom::After(since.seq), CATCH_UP_PAGE)
+                    .await?;
+                (slice.state.clone(), Some(slice))
+            }
+            None => (self.log.state(channel).await.map_err(store_error)?, None),
+        };
         let head = Head {
             epoch: state.epoch.clone(),
             last_seq: state.last_seq,
@@ -215,7 +225,10 @@ impl Engine {
             .as_ref()
             .filter(|since| is_resumable(since, &state));
         let replay = match resumable {
-            Some(since) => self.read_contiguous_after(channel, since.seq).await?,
+            Some(since) => {
+                self.read_contiguous_after(channel, since.seq, first_page)
+                    .await?
+            }
             None => None,
         };
         let (state, messages, recovered) = match replay {
@@ -254,19 +267,26 @@ impl Engine {
         }
     }
 
-    /// Every message after `after`, page by page, or `None` if they are no longer all there
-    /// (retention removed some between the resumability check and the reads).
+    /// Every message after `after`, page by page (starting with `first_page`, the read after
+    /// `after`, when the caller has it), or `None` if they are no longer all there (retention
+    /// removed some between the resumability check and the reads).
     async fn read_contiguous_after(
         &self,
         channel: &ChannelName,
         after: u64,
+        first_page: Option<LogSlice>,
     ) -> Result<Option<(ChannelState, Vec<SharedMessage>)>, HeraldError> {
         let mut all = Vec::new();
         let mut expected = after + 1;
+        let mut next_page = first_page;
         loop {
-            let slice = self
-                .read(channel, ReadFrom::After(expected - 1), CATCH_UP_PAGE)
-                .await?;
+            let slice = match next_page.take() {
+                Some(slice) => slice,
+                None => {
+                    self.read(channel, ReadFrom::After(expected - 1), CATCH_UP_PAGE)
+                        .await?
+                }
+            };
             for m in &slice.messages {
                 if m.seq != expected {
                     return Ok(None);
