@@ -72,12 +72,17 @@ export class Herald {
     this.child = null;
     this.port = 0;
     this.url = '';
+    /** Extra `herald serve` flags (e.g. the Meteor ports). */
+    this.extraArgs = [];
+    /** `http://ADDR` of the Meteor subscriber port, when started with `--meteor`. */
+    this.meteorUrl = '';
     /** The last few KB the server wrote to stderr, for failure messages. */
     this.log = '';
   }
 
-  static async start() {
+  static async start(extraArgs = []) {
     const h = new Herald();
+    h.extraArgs = extraArgs;
     try {
       await h.#spawn('127.0.0.1:0');
     } catch (e) {
@@ -100,6 +105,7 @@ export class Herald {
       '--data', this.data,
       '--api-key', API_KEY,
       '--token-secret', TOKEN_SECRET,
+      ...this.extraArgs,
     ], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     live.add(child);
     child.stderr.setEncoding('utf8');
@@ -114,6 +120,9 @@ export class Herald {
     const lines = createInterface({ input: child.stdout });
     const listening = new Promise((resolve, reject) => {
       lines.on('line', (line) => {
+        // The Meteor line, when there is one, comes first.
+        const meteor = /^herald meteor listening on (\S+)$/.exec(line.trim());
+        if (meteor) this.meteorUrl = `http://${meteor[1]}`;
         const m = /^herald listening on http:\/\/(\S+)$/.exec(line.trim());
         if (m) resolve(m[1]);
       });
