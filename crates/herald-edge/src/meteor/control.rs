@@ -49,10 +49,10 @@ impl Lines {
             if self.buf.len() > self.max {
                 return Line::TooLong;
             }
-            let mut chunk = [0u8; 4096];
-            match tcp.read(&mut chunk).await {
+            self.buf.reserve(4096);
+            match tcp.read_buf(&mut self.buf).await {
                 Ok(0) | Err(_) => return Line::Closed,
-                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Ok(_) => {}
             }
         }
     }

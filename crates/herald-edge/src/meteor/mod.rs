@@ -164,7 +164,7 @@ async fn close_after_error(tcp: &mut TcpStream) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let _ = tcp.shutdown().await;
     let drain = async {
-        let mut sink = [0u8; 4096];
+        let mut sink = vec![0u8; 4096];
         let mut left: usize = 1 << 20;
         while left > 0 {
             match tcp.read(&mut sink).await {
