@@ -39,6 +39,9 @@ impl Lines {
     async fn next(&mut self, tcp: &mut TcpStream) -> Line {
         loop {
             if let Some(end) = self.buf.iter().position(|&b| b == b'\n') {
+                if end > self.max {
+                    return Line::TooLong;
+                }
                 let mut line: Vec<u8> = self.buf.drain(..=end).collect();
                 line.pop();
                 if line.last() == Some(&b'\r') {
@@ -49,8 +52,8 @@ impl Lines {
             if self.buf.len() > self.max {
                 return Line::TooLong;
             }
-            self.buf.reserve(4096);
-            match tcp.read_buf(&mut self.buf).await {
+            // At most 4 KiB per read, so the buffer never grows far past the line limit.
+            match (&mut *tcp).take(4096).read_buf(&mut self.buf).await {
                 Ok(0) | Err(_) => return Line::Closed,
                 Ok(_) => {}
             }

@@ -92,8 +92,7 @@ async fn read_request_line(tcp: &mut TcpStream) -> Result<String, Option<&'stati
             if head.len() > MAX_HEAD_BYTES {
                 return Err(Some("request head larger than 8 KiB"));
             }
-            head.reserve(512);
-            match tcp.read_buf(&mut head).await {
+            match (&mut *tcp).take(1024).read_buf(&mut head).await {
                 Ok(0) | Err(_) => return Err(None),
                 Ok(_) => {}
             }
