@@ -165,6 +165,24 @@ async fn count_subscribers_counts_meteor_subscribers() {
     b.until("ch(\"other\"").await;
     assert_eq!(ctl.command("COUNTSUBSCRIBERS room").await, "OK 2");
     assert_eq!(ctl.command("COUNTSUBSCRIBERS other").await, "OK 1");
+    let metrics = server
+        .http
+        .get(server.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        "herald_connections{transport=\"meteor\"} 2",
+        "herald_connections{transport=\"meteor_control\"} 1",
+    ] {
+        assert!(
+            metrics.contains(line),
+            "{line} missing from /metrics:\n{metrics}"
+        );
+    }
     drop(a);
     let mut n = String::new();
     for _ in 0..100 {
