@@ -66,7 +66,8 @@ impl From<&Appended> for Published {
     }
 }
 
-async fn read_body(body: Body, limit: usize) -> Result<Bytes, HeraldError> {
+/// Reads a request body of at most `limit` bytes.
+pub(crate) async fn read_body(body: Body, limit: usize) -> Result<Bytes, HeraldError> {
     axum::body::to_bytes(body, limit).await.map_err(|_| {
         HeraldError::new(
             ErrorCode::TooLarge,
@@ -75,7 +76,8 @@ async fn read_body(body: Body, limit: usize) -> Result<Bytes, HeraldError> {
     })
 }
 
-fn parse_json<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, HeraldError> {
+/// Parses a JSON request body, saying what is wrong with it.
+pub(crate) fn parse_json<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, HeraldError> {
     serde_json::from_slice(body)
         .map_err(|e| HeraldError::bad_request(format!("invalid request body: {e}")))
 }
@@ -108,7 +110,7 @@ pub async fn publish(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    api.authorize(&headers)?;
+    let app = api.authorize(&headers)?;
     let (name, messages) = split_path(&path);
     if !messages {
         return Err(HeraldError::new(
@@ -117,7 +119,7 @@ pub async fn publish(
         )
         .into());
     }
-    let channel = ChannelName::parse(name)?;
+    let channel = app.parse_channel(name)?;
     let body = read_body(body, api.max_message_bytes + 4096).await?;
     let parsed: PublishBody = parse_json(&body)?;
     let header_id = headers
@@ -139,6 +141,7 @@ pub async fn publish(
     };
     let message = new_message(&api, &parsed.data, id)?;
     let appended = api.engine.publish(&channel, vec![message]).await?;
+    api.usage.app(&app).published(1);
     let first = appended
         .first()
         .ok_or_else(|| HeraldError::new(ErrorCode::Internal, "nothing was appended"))?;
@@ -153,7 +156,7 @@ pub async fn batch(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    api.authorize(&headers)?;
+    let app = api.authorize(&headers)?;
     let limit = (api.max_message_bytes + 512)
         .saturating_mul(MAX_BATCH)
         .min(64 << 20);
@@ -171,7 +174,7 @@ pub async fn batch(
     let mut group_of: HashMap<ChannelName, usize> = HashMap::new();
     for (i, item) in parsed.messages.into_iter().enumerate() {
         let at = |e: HeraldError| HeraldError::new(e.code, format!("messages[{i}]: {}", e.message));
-        let channel = ChannelName::parse(&item.channel).map_err(at)?;
+        let channel = app.parse_channel(&item.channel).map_err(at)?;
         let message = new_message(&api, &item.data, item.id).map_err(at)?;
         let g = *group_of.entry(channel.clone()).or_insert_with(|| {
             groups.push((channel, Vec::new(), Vec::new()));
@@ -192,6 +195,9 @@ pub async fn batch(
     for (idx, outcome) in stored {
         match outcome {
             Ok(appended) => {
+                api.usage
+                    .app(&app)
+                    .published(appended.iter().filter(|a| !a.duplicate).count() as u64);
                 for (i, a) in idx.into_iter().zip(&appended) {
                     results[i] = serde_json::to_value(Published::from(a)).unwrap_or_default();
                 }

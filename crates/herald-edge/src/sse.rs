@@ -40,24 +40,15 @@ async fn open(
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .filter(|v| !v.trim().is_empty());
-    let StreamRequest {
-        client,
-        names,
-        cursors,
-        last,
-        ..
-    } = StreamRequest::parse(edge, query, headers, last_event_id)?;
+    let request = StreamRequest::parse(edge, query, headers, last_event_id)?;
     let outbox = Outbox::new(edge.settings.outbox_bytes);
     let subs = Subscriptions::open(
         edge,
-        &client,
-        names,
-        cursors,
-        last,
+        &request,
         &outbox,
         |name, outcome| {
             let body = SubscribeReply {
-                channel: name.as_str(),
+                channel: name.public(),
                 seq: outcome.seq,
                 epoch: outcome.epoch.as_str(),
                 recovered: outcome.recovered,
@@ -71,7 +62,7 @@ async fn open(
         edge: edge.clone(),
         outbox,
         subs,
-        expires: client.expires,
+        expires: request.client.expires,
         started: false,
         done: false,
     };

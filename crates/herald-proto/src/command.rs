@@ -27,8 +27,23 @@ pub enum Command {
     Publish(Publish),
     /// Read a channel's history.
     History(History),
+    /// Acknowledge inbox messages up to a position (device tokens only).
+    Ack(Ack),
     /// Liveness check; answered with `pong`.
     Ping,
+}
+
+/// `ack` command: everything in `channel` (`$app` or `$device`) up to `seq` was processed.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ack {
+    /// `$app` or `$device`.
+    pub channel: String,
+    /// Last seq processed.
+    pub seq: u64,
+    /// Epoch of that seq, if known.
+    #[serde(default)]
+    pub epoch: Option<String>,
 }
 
 /// `connect` command.
@@ -106,6 +121,7 @@ pub const COMMANDS: &[&str] = &[
     "unsubscribe",
     "publish",
     "history",
+    "ack",
     "ping",
 ];
 
@@ -148,7 +164,7 @@ impl ClientFrame {
             return Err(fail(
                 id,
                 ErrorCode::BadRequest,
-                "frame has no command; expected one of: connect, subscribe, unsubscribe, publish, history, ping".into(),
+                format!("frame has no command; expected one of: {}", COMMANDS.join(", ")),
             ));
         };
         if let Some(other) = keys.next() {
@@ -177,6 +193,7 @@ fn parse_command(name: &str, body: &serde_json::Value) -> Result<Command, Herald
         "subscribe" => Command::Subscribe(args(name, body)?),
         "unsubscribe" => Command::Unsubscribe(args(name, body)?),
         "history" => Command::History(args(name, body)?),
+        "ack" => Command::Ack(args(name, body)?),
         "publish" => {
             // RawValue cannot be borrowed out of a parsed Value; re-serialise the body once.
             let text = serde_json::to_string(body).unwrap_or_default();

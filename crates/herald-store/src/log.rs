@@ -84,6 +84,33 @@ impl SqliteLog {
             .map_err(|_| StoreError::Backend("store writer stopped".into()))?
     }
 
+    /// Runs a registry write on the writer thread, in its own transaction, and waits for it.
+    pub(crate) async fn write<T, F>(&self, job: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&rusqlite::Transaction<'_>) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.ask(|reply| {
+            Request::Exec(Box::new(move |conn: &mut rusqlite::Connection| {
+                let result = conn
+                    .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                    .map_err(crate::backend)
+                    .and_then(|tx| {
+                        let out = job(&tx)?;
+                        tx.commit().map_err(crate::backend)?;
+                        Ok(out)
+                    });
+                let _ = reply.send(result);
+            }))
+        })
+        .await
+    }
+
+    /// The read-only connections.
+    pub(crate) fn readers(&self) -> &Arc<ReadPool> {
+        &self.readers
+    }
+
     /// Removes expired messages now, as if the time were `now_ms`, and returns how many were
     /// deleted. The writer does this by itself every 30 s; this exists for tests and tools.
     #[doc(hidden)]

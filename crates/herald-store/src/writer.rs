@@ -47,6 +47,9 @@ pub(crate) enum Request {
     },
     /// Sweep expired messages now, as if the time were `now_ms`; replies with rows deleted.
     TrimExpired { now_ms: i64, reply: Reply<usize> },
+    /// A registry write (apps, keys, devices, receipts, usage): runs on the write connection in
+    /// its own transaction and replies by itself.
+    Exec(Box<dyn FnOnce(&mut Connection) + Send>),
 }
 
 /// State owned by the writer thread.
@@ -100,6 +103,11 @@ impl Writer {
                 }
                 Request::TrimExpired { now_ms, reply } => {
                     let _ = reply.send(self.sweep(now_ms));
+                }
+                Request::Exec(job) => {
+                    if catch_unwind(AssertUnwindSafe(|| job(&mut self.conn))).is_err() {
+                        tracing::error!("a registry write panicked; it was rolled back");
+                    }
                 }
             }
             if Instant::now() >= next_trim {

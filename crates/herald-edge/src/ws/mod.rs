@@ -101,6 +101,9 @@ async fn run(edge: Arc<Edge>, stream: TcpStream, read_ahead: Bytes, client: Opti
     let max = edge.settings.max_frame_bytes;
     let outbox = Outbox::new(edge.settings.outbox_bytes);
     let mut session = Session::new(edge.clone(), outbox.clone(), client);
+    // Boxed: only device connections open an inbox, and the others should not carry the
+    // future's state.
+    Box::pin(session.start()).await;
     let mut reader = FrameReader::new(max);
     let mut incoming = Vec::new();
     let mut ticks = edge.keepalive.subscribe();

@@ -1,0 +1,235 @@
+//! Devices of the key's app: `POST /v1/devices` (register or update, idempotent),
+//! `POST /v1/devices/batch` (up to 1,000 per request, for imports), `GET/PATCH/DELETE
+//! /v1/devices/{id}`, explicit `POST /v1/devices/{id}/activate` and `/deactivate`, and
+//! `GET /v1/devices?user=&tag=&after=&limit=` (paged by id).
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use herald_core::device::{check_device_id, Device, DevicePatch, Registration};
+use herald_core::registry::DeviceQuery;
+use herald_core::tenant::AppId;
+use herald_core::{ErrorCode, HeraldError};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::error::ApiError;
+use crate::publish::{parse_json, read_body};
+use crate::Api;
+
+/// Most devices one batch registration holds.
+pub const MAX_DEVICE_BATCH: usize = 1000;
+/// Most devices one list call returns.
+const MAX_LIST: usize = 1000;
+
+fn store(e: herald_core::log::StoreError) -> HeraldError {
+    HeraldError::new(ErrorCode::StoreFailed, e.to_string())
+}
+
+fn not_found(id: &str) -> HeraldError {
+    HeraldError::new(ErrorCode::NotFound, format!("no device {id:?} in this app"))
+}
+
+async fn upsert(api: &Api, app: &AppId, devices: Vec<Device>) -> Result<Vec<(Device, bool)>, HeraldError> {
+    let start = api.inbox.start_cursor(app).await?;
+    api.registry
+        .upsert_devices(app, devices, start)
+        .await
+        .map_err(store)
+}
+
+/// `POST /v1/devices`: registers a device or updates it in place; 201 when created, 200 when
+/// it existed.
+pub async fn register(
+    State(api): State<Arc<Api>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let app = api.authorize(&headers)?;
+    let body = read_body(body, 64 * 1024).await?;
+    let reg: Registration = parse_json(&body)?;
+    let device = reg.validate()?;
+    let (device, created) = upsert(&api, &app, vec![device])
+        .await?
+        .pop()
+        .ok_or_else(|| HeraldError::new(ErrorCode::Internal, "nothing was stored"))?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, axum::Json(device)).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Batch {
+    devices: Vec<Registration>,
+}
+
+/// `POST /v1/devices/batch` `{"devices":[...]}`: all valid or none stored; one transaction.
+pub async fn register_batch(
+    State(api): State<Arc<Api>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let app = api.authorize(&headers)?;
+    let body = read_body(body, 16 << 20).await?;
+    let batch: Batch = parse_json(&body)?;
+    if batch.devices.is_empty() || batch.devices.len() > MAX_DEVICE_BATCH {
+        return Err(HeraldError::bad_request(format!(
+            "a batch holds 1 to {MAX_DEVICE_BATCH} devices; this one has {}",
+            batch.devices.len()
+        ))
+        .into());
+    }
+    let mut devices = Vec::with_capacity(batch.devices.len());
+    for (i, reg) in batch.devices.into_iter().enumerate() {
+        devices.push(
+            reg.validate()
+                .map_err(|e| HeraldError::new(e.code, format!("devices[{i}]: {}", e.message)))?,
+        );
+    }
+    let stored = upsert(&api, &app, devices).await?;
+    let created = stored.iter().filter(|(_, c)| *c).count();
+    let ids: Vec<&str> = stored.iter().map(|(d, _)| d.id.as_str()).collect();
+    Ok(axum::Json(json!({
+        "created": created,
+        "updated": stored.len() - created,
+        "ids": ids,
+    }))
+    .into_response())
+}
+
+async fn load(api: &Api, app: &AppId, id: &str) -> Result<Device, HeraldError> {
+    check_device_id(id)?;
+    api.registry
+        .device(app, id)
+        .await
+        .map_err(store)?
+        .map(|(d, _)| d)
+        .ok_or_else(|| not_found(id))
+}
+
+/// `GET /v1/devices/{id}`.
+pub async fn get(
+    State(api): State<Arc<Api>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let app = api.authorize(&headers)?;
+    Ok(axum::Json(load(&api, &app, &id).await?).into_response())
+}
+
+async fn update(api: &Api, app: &AppId, id: &str, patch: DevicePatch) -> Result<Device, HeraldError> {
+    let mut device = load(api, app, id).await?;
+    patch.apply(&mut device)?;
+    upsert(api, app, vec![device])
+        .await?
+        .pop()
+        .map(|(d, _)| d)
+        .ok_or_else(|| HeraldError::new(ErrorCode::Internal, "nothing was stored"))
+}
+
+/// `PATCH /v1/devices/{id}`: `user`, `tags`, `add_tags`, `remove_tags`, `locale`, `active`.
+/// A connected device sees tag changes when it reconnects.
+pub async fn patch(
+    State(api): State<Arc<Api>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let app = api.authorize(&headers)?;
+    let body = read_body(body, 64 * 1024).await?;
+    let patch: DevicePatch = parse_json(&body)?;
+    Ok(axum::Json(update(&api, &app, &id, patch).await?).into_response())
+}
+
+/// `POST /v1/devices/{id}/activate`.
+pub async fn activate(
+    State(api): State<Arc<Api>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let app = api.authorize(&headers)?;
+    let patch = DevicePatch {
+        active: Some(true),
+        ..DevicePatch::default()
+    };
+    Ok(axum::Json(update(&api, &app, &id, patch).await?).into_response())
+}
+
+/// `POST /v1/devices/{id}/deactivate`: no push reaches it until it is activated again.
+pub async fn deactivate(
+    State(api): State<Arc<Api>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let app = api.authorize(&headers)?;
+    let patch = DevicePatch {
+        active: Some(false),
+        ..DevicePatch::default()
+    };
+    Ok(axum::Json(update(&api, &app, &id, patch).await?).into_response())
+}
+
+/// `DELETE /v1/devices/{id}`.
+pub async fn delete(
+    State(api): State<Arc<Api>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let app = api.authorize(&headers)?;
+    check_device_id(&id)?;
+    if !api.registry.delete_device(&app, &id).await.map_err(store)? {
+        return Err(not_found(&id).into());
+    }
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// `GET /v1/devices?user=U&tag=T&after=ID&limit=N` (user and tag are exclusive).
+pub async fn list(
+    State(api): State<Arc<Api>>,
+    RawQuery(raw): RawQuery,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let app = api.authorize(&headers)?;
+    let mut q = DeviceQuery {
+        limit: 100,
+        ..DeviceQuery::default()
+    };
+    for (k, v) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()).into_owned() {
+        match k.as_str() {
+            "user" => q.user = Some(v),
+            "tag" => {
+                herald_core::tags::validate_tag(&v)?;
+                q.tag = Some(v)
+            }
+            "after" => q.after = Some(v),
+            "limit" => {
+                q.limit = v
+                    .parse()
+                    .ok()
+                    .filter(|l| (1..=MAX_LIST).contains(l))
+                    .ok_or_else(|| {
+                        HeraldError::bad_request(format!("limit must be 1 to {MAX_LIST}"))
+                    })?
+            }
+            other => {
+                return Err(HeraldError::bad_request(format!(
+                    "unknown parameter {other:?}: use user, tag, after, limit"
+                ))
+                .into())
+            }
+        }
+    }
+    if q.user.is_some() && q.tag.is_some() {
+        return Err(HeraldError::bad_request("list by user or by tag, not both").into());
+    }
+    let devices = api.registry.devices(&app, &q).await.map_err(store)?;
+    let next = (devices.len() == q.limit).then(|| devices.last().map(|d| d.id.clone()));
+    Ok(axum::Json(json!({ "devices": devices, "next": next.flatten() })).into_response())
+}

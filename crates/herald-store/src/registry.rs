@@ -1,0 +1,523 @@
+//! The SQLite implementation of [`Registry`]: apps, keys, devices, receipts and usage. Writes
+//! run on the writer thread (one transaction each, durable like appends); reads use the read
+//! pool.
+
+use async_trait::async_trait;
+use herald_core::device::{Device, InboxCursor, Platform, WebPushKeys};
+use herald_core::log::StoreError;
+use herald_core::message::now_millis;
+use herald_core::registry::{
+    Ack, App, Audience, DeviceQuery, KeyInfo, Receipt, Registry, Usage,
+};
+use herald_core::tenant::AppId;
+use rusqlite::{params, OptionalExtension, Row};
+
+use crate::{backend, SqliteLog};
+
+const DEVICE_COLUMNS: &str =
+    "id, platform, token, keys, user_id, tags, locale, active, created, updated, cursor";
+
+fn app_id(s: String) -> Result<AppId, StoreError> {
+    AppId::parse(&s).map_err(|_| StoreError::Backend(format!("corrupt app id {s:?} in store")))
+}
+
+fn device_row(row: &Row<'_>) -> rusqlite::Result<(Device, InboxCursor)> {
+    let platform: String = row.get(1)?;
+    let keys: Option<String> = row.get(3)?;
+    let tags: String = row.get(5)?;
+    let cursor: String = row.get(10)?;
+    Ok((
+        Device {
+            id: row.get(0)?,
+            platform: Platform::parse(&platform).unwrap_or(Platform::Herald),
+            token: row.get(2)?,
+            keys: keys.and_then(|k| serde_json::from_str::<WebPushKeys>(&k).ok()),
+            user: row.get(4)?,
+            tags: serde_json::from_str(&tags).unwrap_or_default(),
+            locale: row.get(6)?,
+            active: row.get(7)?,
+            created: row.get(8)?,
+            updated: row.get(9)?,
+        },
+        InboxCursor::decode(&cursor),
+    ))
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+#[async_trait]
+impl Registry for SqliteLog {
+    async fn create_app(&self, app: &App) -> Result<bool, StoreError> {
+        let app = app.clone();
+        self.write(move |tx| {
+            let n = tx
+                .execute(
+                    "INSERT OR IGNORE INTO apps (id, name, token_secret, created)
+                     VALUES (?1, ?2, ?3, ?4)",
+                    params![app.id.as_str(), app.name, app.token_secret, app.created],
+                )
+                .map_err(backend)?;
+            Ok(n == 1)
+        })
+        .await
+    }
+
+    async fn apps(&self) -> Result<Vec<App>, StoreError> {
+        self.readers()
+            .run(|conn| {
+                let mut stmt = conn
+                    .prepare_cached("SELECT id, name, token_secret, created FROM apps ORDER BY id")
+                    .map_err(backend)?;
+                let rows = stmt
+                    .query_map([], |r| {
+                        Ok((
+                            r.get::<_, String>(0)?,
+                            r.get::<_, String>(1)?,
+                            r.get::<_, Option<String>>(2)?,
+                            r.get::<_, i64>(3)?,
+                        ))
+                    })
+                    .map_err(backend)?;
+                let mut apps = Vec::new();
+                for row in rows {
+                    let (id, name, token_secret, created) = row.map_err(backend)?;
+                    apps.push(App {
+                        id: app_id(id)?,
+                        name,
+                        token_secret,
+                        created,
+                    });
+                }
+                Ok(apps)
+            })
+            .await
+    }
+
+    async fn delete_app(&self, id: &AppId) -> Result<bool, StoreError> {
+        let id = id.clone();
+        self.write(move |tx| {
+            let app = id.as_str();
+            for sql in [
+                "DELETE FROM api_keys WHERE app = ?1",
+                "DELETE FROM devices WHERE app = ?1",
+                "DELETE FROM device_tags WHERE app = ?1",
+                "DELETE FROM pushes WHERE app = ?1",
+                "DELETE FROM usage WHERE app = ?1",
+            ] {
+                tx.execute(sql, [app]).map_err(backend)?;
+            }
+            let n = tx
+                .execute("DELETE FROM apps WHERE id = ?1", [app])
+                .map_err(backend)?;
+            Ok(n == 1)
+        })
+        .await
+    }
+
+    async fn add_key(&self, key: &KeyInfo) -> Result<(), StoreError> {
+        let key = key.clone();
+        self.write(move |tx| {
+            tx.execute(
+                "INSERT OR IGNORE INTO api_keys (hash, label, created, app) VALUES (?1, ?2, ?3, ?4)",
+                params![key.hash, key.label, key.created, key.app.as_str()],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn remove_key(&self, app: &AppId, key_id: &str) -> Result<bool, StoreError> {
+        let (app, pattern) = (app.clone(), format!("{key_id}%"));
+        if key_id.len() < 8 || !key_id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Ok(false);
+        }
+        self.write(move |tx| {
+            let n = tx
+                .execute(
+                    "DELETE FROM api_keys WHERE app = ?1 AND hash LIKE ?2",
+                    params![app.as_str(), pattern],
+                )
+                .map_err(backend)?;
+            Ok(n > 0)
+        })
+        .await
+    }
+
+    async fn keys(&self) -> Result<Vec<KeyInfo>, StoreError> {
+        self.readers()
+            .run(|conn| {
+                let mut stmt = conn
+                    .prepare_cached(
+                        "SELECT app, hash, coalesce(label, ''), coalesce(created, 0) FROM api_keys
+                         ORDER BY app, created",
+                    )
+                    .map_err(backend)?;
+                let rows = stmt
+                    .query_map([], |r| {
+                        Ok((
+                            r.get::<_, String>(0)?,
+                            r.get::<_, String>(1)?,
+                            r.get::<_, String>(2)?,
+                            r.get::<_, i64>(3)?,
+                        ))
+                    })
+                    .map_err(backend)?;
+                let mut keys = Vec::new();
+                for row in rows {
+                    let (app, hash, label, created) = row.map_err(backend)?;
+                    keys.push(KeyInfo {
+                        app: app_id(app)?,
+                        id: hash.chars().take(12).collect(),
+                        hash,
+                        label,
+                        created,
+                    });
+                }
+                Ok(keys)
+            })
+            .await
+    }
+
+    async fn upsert_devices(
+        &self,
+        app: &AppId,
+        devices: Vec<Device>,
+        start: InboxCursor,
+    ) -> Result<Vec<(Device, bool)>, StoreError> {
+        let app = app.clone();
+        self.write(move |tx| {
+            let now = now_millis();
+            let start = start.encode();
+            let mut out = Vec::with_capacity(devices.len());
+            let mut find = tx
+                .prepare_cached("SELECT created, tags FROM devices WHERE app = ?1 AND id = ?2")
+                .map_err(backend)?;
+            let mut put = tx
+                .prepare_cached(
+                    "INSERT INTO devices (app, id, platform, token, keys, user_id, tags, locale,
+                         active, created, updated, cursor)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11)
+                     ON CONFLICT (app, id) DO UPDATE SET platform = excluded.platform,
+                         token = excluded.token, keys = excluded.keys,
+                         user_id = excluded.user_id, tags = excluded.tags,
+                         locale = excluded.locale, active = excluded.active,
+                         updated = excluded.updated",
+                )
+                .map_err(backend)?;
+            let mut untag = tx
+                .prepare_cached("DELETE FROM device_tags WHERE app = ?1 AND tag = ?2 AND device = ?3")
+                .map_err(backend)?;
+            let mut tag = tx
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO device_tags (app, tag, device) VALUES (?1, ?2, ?3)",
+                )
+                .map_err(backend)?;
+            for mut d in devices {
+                let before: Option<(i64, String)> = find
+                    .query_row(params![app.as_str(), d.id], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()
+                    .map_err(backend)?;
+                let old_tags: Vec<String> = before
+                    .as_ref()
+                    .and_then(|(_, t)| serde_json::from_str(t).ok())
+                    .unwrap_or_default();
+                d.created = before.as_ref().map_or(now, |(c, _)| *c);
+                d.updated = now;
+                put.execute(params![
+                    app.as_str(),
+                    d.id,
+                    d.platform.as_str(),
+                    d.token,
+                    d.keys.as_ref().map(to_json),
+                    d.user,
+                    to_json(&d.tags),
+                    d.locale,
+                    d.active,
+                    d.created,
+                    start,
+                ])
+                .map_err(backend)?;
+                for t in old_tags.iter().filter(|t| !d.tags.contains(t)) {
+                    untag.execute(params![app.as_str(), t, d.id]).map_err(backend)?;
+                }
+                for t in d.tags.iter().filter(|t| !old_tags.contains(t)) {
+                    tag.execute(params![app.as_str(), t, d.id]).map_err(backend)?;
+                }
+                out.push((d, before.is_none()));
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn device(
+        &self,
+        app: &AppId,
+        id: &str,
+    ) -> Result<Option<(Device, InboxCursor)>, StoreError> {
+        let (app, id) = (app.clone(), id.to_string());
+        self.readers()
+            .run(move |conn| {
+                let mut stmt = conn
+                    .prepare_cached(&format!(
+                        "SELECT {DEVICE_COLUMNS} FROM devices WHERE app = ?1 AND id = ?2"
+                    ))
+                    .map_err(backend)?;
+                stmt.query_row(params![app.as_str(), id], device_row)
+                    .optional()
+                    .map_err(backend)
+            })
+            .await
+    }
+
+    async fn delete_device(&self, app: &AppId, id: &str) -> Result<bool, StoreError> {
+        let (app, id) = (app.clone(), id.to_string());
+        self.write(move |tx| {
+            tx.execute(
+                "DELETE FROM device_tags WHERE app = ?1 AND device = ?2",
+                params![app.as_str(), id],
+            )
+            .map_err(backend)?;
+            let n = tx
+                .execute(
+                    "DELETE FROM devices WHERE app = ?1 AND id = ?2",
+                    params![app.as_str(), id],
+                )
+                .map_err(backend)?;
+            Ok(n == 1)
+        })
+        .await
+    }
+
+    async fn devices(
+        &self,
+        app: &AppId,
+        query: &DeviceQuery,
+    ) -> Result<Vec<Device>, StoreError> {
+        let (app, q) = (app.clone(), query.clone());
+        self.readers()
+            .run(move |conn| {
+                let after = q.after.clone().unwrap_or_default();
+                let limit = q.limit as i64;
+                let (sql, arg): (String, Option<String>) = match (&q.user, &q.tag) {
+                    (Some(user), _) => (
+                        format!(
+                            "SELECT {DEVICE_COLUMNS} FROM devices WHERE app = ?1 AND user_id = ?4
+                             AND id > ?2 ORDER BY id LIMIT ?3"
+                        ),
+                        Some(user.clone()),
+                    ),
+                    (None, Some(tag)) => (
+                        format!(
+                            "SELECT {} FROM device_tags t JOIN devices d
+                               ON d.app = t.app AND d.id = t.device
+                             WHERE t.app = ?1 AND t.tag = ?4 AND t.device > ?2
+                             ORDER BY t.device LIMIT ?3",
+                            DEVICE_COLUMNS
+                                .split(", ")
+                                .map(|c| format!("d.{c}"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                        Some(tag.clone()),
+                    ),
+                    (None, None) => (
+                        format!(
+                            "SELECT {DEVICE_COLUMNS} FROM devices WHERE app = ?1 AND id > ?2
+                             ORDER BY id LIMIT ?3"
+                        ),
+                        None,
+                    ),
+                };
+                let mut stmt = conn.prepare_cached(&sql).map_err(backend)?;
+                let rows = match &arg {
+                    Some(a) => stmt.query_map(params![app.as_str(), after, limit, a], device_row),
+                    None => stmt.query_map(params![app.as_str(), after, limit], device_row),
+                }
+                .map_err(backend)?;
+                rows.map(|r| r.map(|(d, _)| d).map_err(backend)).collect()
+            })
+            .await
+    }
+
+    async fn user_devices(&self, app: &AppId, user: &str) -> Result<Vec<String>, StoreError> {
+        let (app, user) = (app.clone(), user.to_string());
+        self.readers()
+            .run(move |conn| {
+                let mut stmt = conn
+                    .prepare_cached(
+                        "SELECT id FROM devices WHERE app = ?1 AND user_id = ?2 AND active = 1
+                         ORDER BY id",
+                    )
+                    .map_err(backend)?;
+                let rows = stmt
+                    .query_map(params![app.as_str(), user], |r| r.get::<_, String>(0))
+                    .map_err(backend)?;
+                rows.map(|r| r.map_err(backend)).collect()
+            })
+            .await
+    }
+
+    async fn count_audience(&self, app: &AppId, audience: &Audience) -> Result<u64, StoreError> {
+        let (app, audience) = (app.clone(), audience.clone());
+        self.readers()
+            .run(move |conn| match audience {
+                Audience::All => conn
+                    .query_row(
+                        "SELECT count(*) FROM devices WHERE app = ?1 AND active = 1",
+                        [app.as_str()],
+                        |r| r.get::<_, i64>(0),
+                    )
+                    .map(|n| n as u64)
+                    .map_err(backend),
+                Audience::Tags(expr) => {
+                    let mut stmt = conn
+                        .prepare_cached("SELECT tags FROM devices WHERE app = ?1 AND active = 1")
+                        .map_err(backend)?;
+                    let mut rows = stmt.query([app.as_str()]).map_err(backend)?;
+                    let mut n = 0u64;
+                    while let Some(row) = rows.next().map_err(backend)? {
+                        let tags: String = row.get(0).map_err(backend)?;
+                        let tags: Vec<String> = serde_json::from_str(&tags).unwrap_or_default();
+                        if expr.matches(|t| tags.binary_search_by(|x| x.as_str().cmp(t)).is_ok()) {
+                            n += 1;
+                        }
+                    }
+                    Ok(n)
+                }
+            })
+            .await
+    }
+
+    async fn ack(&self, app: &AppId, device: &str, ack: &Ack) -> Result<bool, StoreError> {
+        let (app, device, ack) = (app.clone(), device.to_string(), ack.clone());
+        self.write(move |tx| {
+            let n = tx
+                .execute(
+                    "UPDATE devices SET cursor = ?1 WHERE app = ?2 AND id = ?3 AND cursor = ?4",
+                    params![ack.to.encode(), app.as_str(), device, ack.from.encode()],
+                )
+                .map_err(backend)?;
+            if n == 0 {
+                return Ok(false);
+            }
+            let mut count = tx
+                .prepare_cached("UPDATE pushes SET acked = acked + 1 WHERE app = ?1 AND id = ?2")
+                .map_err(backend)?;
+            for id in &ack.pushes {
+                count.execute(params![app.as_str(), id]).map_err(backend)?;
+            }
+            Ok(true)
+        })
+        .await
+    }
+
+    async fn record_push(&self, app: &AppId, receipt: &Receipt) -> Result<(), StoreError> {
+        let (app, r) = (app.clone(), receipt.clone());
+        self.write(move |tx| {
+            tx.execute(
+                "INSERT OR IGNORE INTO pushes (app, id, created, expires, targeted)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![
+                    app.as_str(),
+                    r.id,
+                    r.created,
+                    r.expires,
+                    r.targeted.map(|t| t as i64)
+                ],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn set_targeted(&self, app: &AppId, id: &str, targeted: u64) -> Result<(), StoreError> {
+        let (app, id) = (app.clone(), id.to_string());
+        self.write(move |tx| {
+            tx.execute(
+                "UPDATE pushes SET targeted = ?3 WHERE app = ?1 AND id = ?2",
+                params![app.as_str(), id, targeted as i64],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn receipt(&self, app: &AppId, id: &str) -> Result<Option<Receipt>, StoreError> {
+        let (app, id) = (app.clone(), id.to_string());
+        self.readers()
+            .run(move |conn| {
+                conn.query_row(
+                    "SELECT created, expires, targeted, acked FROM pushes
+                     WHERE app = ?1 AND id = ?2",
+                    params![app.as_str(), id],
+                    |r| {
+                        Ok(Receipt {
+                            id: id.clone(),
+                            created: r.get(0)?,
+                            expires: r.get(1)?,
+                            targeted: r.get::<_, Option<i64>>(2)?.map(|t| t as u64),
+                            delivered: r.get::<_, i64>(3)? as u64,
+                            pending: 0,
+                            expired: 0,
+                        })
+                    },
+                )
+                .optional()
+                .map_err(backend)
+            })
+            .await
+    }
+
+    async fn set_usage(&self, app: &AppId, d: Usage) -> Result<(), StoreError> {
+        let app = app.clone();
+        self.write(move |tx| {
+            tx.execute(
+                "INSERT INTO usage (app, published, deliveries, acks, peak_connections)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (app) DO UPDATE SET published = excluded.published,
+                     deliveries = excluded.deliveries, acks = excluded.acks,
+                     peak_connections = max(peak_connections, excluded.peak_connections)",
+                params![
+                    app.as_str(),
+                    d.published as i64,
+                    d.deliveries as i64,
+                    d.acks as i64,
+                    d.peak_connections as i64
+                ],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn usage(&self, app: &AppId) -> Result<Usage, StoreError> {
+        let app = app.clone();
+        self.readers()
+            .run(move |conn| {
+                conn.query_row(
+                    "SELECT published, deliveries, acks, peak_connections FROM usage
+                     WHERE app = ?1",
+                    [app.as_str()],
+                    |r| {
+                        Ok(Usage {
+                            published: r.get::<_, i64>(0)? as u64,
+                            deliveries: r.get::<_, i64>(1)? as u64,
+                            acks: r.get::<_, i64>(2)? as u64,
+                            peak_connections: r.get::<_, i64>(3)? as u64,
+                        })
+                    },
+                )
+                .optional()
+                .map(Option::unwrap_or_default)
+                .map_err(backend)
+            })
+            .await
+    }
+}
