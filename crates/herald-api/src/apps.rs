@@ -86,7 +86,9 @@ pub async fn create(
         created: now_millis(),
     };
     if !api.registry.create_app(&app).await.map_err(store)? {
-        return Err(HeraldError::new(ErrorCode::Conflict, format!("app {id} exists already")).into());
+        return Err(
+            HeraldError::new(ErrorCode::Conflict, format!("app {id} exists already")).into(),
+        );
     }
     api.tokens.set_app(&id, secret.as_bytes());
     let (key, info) = new_key(&api, &id, "created with the app").await?;
@@ -254,7 +256,13 @@ pub async fn mint_token(
     }
     if let Some(device) = &req.device {
         herald_core::device::check_device_id(device)?;
-        if api.registry.device(&app, device).await.map_err(store)?.is_none() {
+        if api
+            .registry
+            .device(&app, device)
+            .await
+            .map_err(store)?
+            .is_none()
+        {
             return Err(HeraldError::new(
                 ErrorCode::NotFound,
                 format!("no device {device:?}; register it first"),

@@ -138,24 +138,25 @@ async fn app_channels(
         let from = (!cursor.is_empty()).then_some(cursor.as_str());
         let page = api.engine.list(from, limit).await?;
         let full = page.len() == limit;
-        for s in &page {
-            if !s.name.as_str().starts_with(&prefix) {
-                return Ok(out);
-            }
-        }
         let Some(last) = page.last() else {
             return Ok(out);
         };
         cursor = last.name.as_str().to_string();
-        out.extend(
-            page.into_iter()
-                .filter(|s| app.owns_plain_channel(s.name.as_str())),
-        );
+        let mut past_scope = false;
+        for s in page {
+            if !s.name.as_str().starts_with(&prefix) {
+                past_scope = true;
+                break;
+            }
+            if app.owns_plain_channel(s.name.as_str()) {
+                out.push(s);
+            }
+        }
         if out.len() >= limit {
             out.truncate(limit);
             return Ok(out);
         }
-        if !full {
+        if past_scope || !full {
             return Ok(out);
         }
     }

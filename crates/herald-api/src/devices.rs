@@ -33,7 +33,11 @@ fn not_found(id: &str) -> HeraldError {
     HeraldError::new(ErrorCode::NotFound, format!("no device {id:?} in this app"))
 }
 
-async fn upsert(api: &Api, app: &AppId, devices: Vec<Device>) -> Result<Vec<(Device, bool)>, HeraldError> {
+async fn upsert(
+    api: &Api,
+    app: &AppId,
+    devices: Vec<Device>,
+) -> Result<Vec<(Device, bool)>, HeraldError> {
     let start = api.inbox.start_cursor(app).await?;
     api.registry
         .upsert_devices(app, devices, start)
@@ -124,7 +128,12 @@ pub async fn get(
     Ok(axum::Json(load(&api, &app, &id).await?).into_response())
 }
 
-async fn update(api: &Api, app: &AppId, id: &str, patch: DevicePatch) -> Result<Device, HeraldError> {
+async fn update(
+    api: &Api,
+    app: &AppId,
+    id: &str,
+    patch: DevicePatch,
+) -> Result<Device, HeraldError> {
     let mut device = load(api, app, id).await?;
     patch.apply(&mut device)?;
     upsert(api, app, vec![device])

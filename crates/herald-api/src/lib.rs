@@ -107,7 +107,10 @@ impl Api {
         if own == *app {
             Ok(())
         } else {
-            Err(HeraldError::new(ErrorCode::NotFound, format!("no app {app}")))
+            Err(HeraldError::new(
+                ErrorCode::NotFound,
+                format!("no app {app}"),
+            ))
         }
     }
 }
@@ -131,15 +134,23 @@ pub fn router(api: Arc<Api>) -> Router {
         .route("/v1/batch", post(publish::batch))
         .route("/v1/apps", get(apps::list).post(apps::create))
         .route("/v1/apps/{id}", get(apps::get).delete(apps::delete))
-        .route("/v1/apps/{id}/keys", get(apps::list_keys).post(apps::add_key))
-        .route("/v1/apps/{id}/keys/{key}", axum::routing::delete(apps::remove_key))
+        .route(
+            "/v1/apps/{id}/keys",
+            get(apps::list_keys).post(apps::add_key),
+        )
+        .route(
+            "/v1/apps/{id}/keys/{key}",
+            axum::routing::delete(apps::remove_key),
+        )
         .route("/v1/apps/{id}/stats", get(apps::stats))
         .route("/v1/tokens", post(apps::mint_token))
         .route("/v1/devices", get(devices::list).post(devices::register))
         .route("/v1/devices/batch", post(devices::register_batch))
         .route(
             "/v1/devices/{id}",
-            get(devices::get).patch(devices::patch).delete(devices::delete),
+            get(devices::get)
+                .patch(devices::patch)
+                .delete(devices::delete),
         )
         .route("/v1/devices/{id}/activate", post(devices::activate))
         .route("/v1/devices/{id}/deactivate", post(devices::deactivate))

@@ -313,7 +313,10 @@ fn fanout_delivers_every_message_to_every_subscriber() {
     let pps = s["details"]["publishes_per_sec"].as_f64().unwrap();
     assert!(pps <= 110.0, "{s:#}");
     let why = s["limited_by"].as_str().unwrap();
-    assert!(why.contains("--rate 100") || why.starts_with("CPU"), "{s:#}");
+    assert!(
+        why.contains("--rate 100") || why.starts_with("CPU"),
+        "{s:#}"
+    );
 }
 
 #[test]

@@ -130,7 +130,10 @@ impl TokenKeys {
         let c = data.claims;
         if let Some(d) = &c.device {
             crate::device::check_device_id(d).map_err(|e| {
-                HeraldError::new(ErrorCode::Unauthorized, format!("the token's device: {}", e.message))
+                HeraldError::new(
+                    ErrorCode::Unauthorized,
+                    format!("the token's device: {}", e.message),
+                )
             })?;
         }
         Ok(Client {
@@ -202,7 +205,12 @@ impl Tokens {
             None | Some(DEFAULT_APP) => self.default.verify(token),
             Some(kid) => {
                 let app = AppId::parse(kid).map_err(|_| unknown_app())?;
-                let keys = self.apps.read().get(&app).cloned().ok_or_else(unknown_app)?;
+                let keys = self
+                    .apps
+                    .read()
+                    .get(&app)
+                    .cloned()
+                    .ok_or_else(unknown_app)?;
                 let mut client = keys.verify(token)?;
                 client.app = app;
                 Ok(client)
@@ -354,7 +362,10 @@ mod tests {
         assert_eq!(c.device.as_deref(), Some("d1"));
         // signed with the default secret but claiming the shop app: refused
         let forged = TokenKeys::new(b"default-secret").mint_for(&shop, &claims);
-        assert_eq!(tokens.verify(&forged).unwrap_err().code, ErrorCode::Unauthorized);
+        assert_eq!(
+            tokens.verify(&forged).unwrap_err().code,
+            ErrorCode::Unauthorized
+        );
         let d = tokens.mint(&AppId::default_app(), &claims).unwrap();
         assert!(tokens.verify(&d).unwrap().app.is_default());
         tokens.remove_app(&shop);

@@ -402,9 +402,7 @@ fn check_token(
                 ));
             }
             if auth.len() != 22 || !is_base64url(auth) {
-                return Err(invalid(
-                    "keys.auth must be a base64url 16-byte secret",
-                ));
+                return Err(invalid("keys.auth must be a base64url 16-byte secret"));
             }
             Ok(())
         }
@@ -423,7 +421,10 @@ mod tests {
 
     #[test]
     fn registrations_validate_per_platform() {
-        let apns = format!("{{\"platform\":\"apns\",\"token\":\"{}\"}}", "ab".repeat(32));
+        let apns = format!(
+            "{{\"platform\":\"apns\",\"token\":\"{}\"}}",
+            "ab".repeat(32)
+        );
         let d = reg(&apns).unwrap();
         assert_eq!(d.id, reg(&apns).unwrap().id, "derived ids are stable");
         assert!(d.active);
@@ -446,7 +447,10 @@ mod tests {
         );
         assert!(reg(&good).is_ok());
         assert!(reg(r#"{"platform":"webpush","token":"https://push.example/x"}"#).is_err());
-        assert!(reg(r#"{"platform":"webpush","token":"http://x","keys":{"p256dh":"","auth":""}}"#).is_err());
+        assert!(
+            reg(r#"{"platform":"webpush","token":"http://x","keys":{"p256dh":"","auth":""}}"#)
+                .is_err()
+        );
         assert!(reg(r#"{"platform":"herald","id":"bad id"}"#).is_err());
         assert!(reg(r#"{"platform":"herald","id":"x","tags":["no spaces"]}"#).is_err());
     }

@@ -7,9 +7,7 @@ use std::sync::Arc;
 use crate::error::{ErrorCode, HeraldError};
 use crate::head::{Head, HeadLookup};
 use crate::hub::{Admit, Hub, Subscription};
-use crate::log::{
-    Appended, ChannelLog, ChannelState, LogSlice, ReadFrom, Retention, StoreError,
-};
+use crate::log::{Appended, ChannelLog, ChannelState, LogSlice, ReadFrom, Retention, StoreError};
 use crate::message::{Cursor, Epoch, NewMessage, SharedMessage};
 use crate::name::ChannelName;
 use crate::namespace::Namespaces;
@@ -239,7 +237,9 @@ impl Engine {
                 let from = if same_epoch { since.seq } else { 0 };
                 Cursor {
                     epoch: state.epoch.clone(),
-                    seq: from.max(state.first_seq.saturating_sub(1)).min(state.last_seq),
+                    seq: from
+                        .max(state.first_seq.saturating_sub(1))
+                        .min(state.last_seq),
                 }
             });
         let resumable = retained.as_ref().or(request

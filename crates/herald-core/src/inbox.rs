@@ -120,14 +120,23 @@ impl Inbox {
     /// Stores a push for its target and records its receipt. Returns once it is durable;
     /// delivery happens after.
     pub async fn send(&self, app: &AppId, push: Push) -> Result<Accepted, HeraldError> {
-        let id = push.id.clone().unwrap_or_else(|| {
-            format!("p-{}", hex::encode(rand::random::<[u8; 12]>()))
-        });
+        let id = push
+            .id
+            .clone()
+            .unwrap_or_else(|| format!("p-{}", hex::encode(rand::random::<[u8; 12]>())));
         let devices = match &push.target {
             Target::Device(d) => {
-                let (device, _) = self.registry.device(app, d).await.map_err(store_error)?.ok_or_else(
-                    || HeraldError::new(ErrorCode::NotFound, format!("no device {d:?} in this app")),
-                )?;
+                let (device, _) = self
+                    .registry
+                    .device(app, d)
+                    .await
+                    .map_err(store_error)?
+                    .ok_or_else(|| {
+                        HeraldError::new(
+                            ErrorCode::NotFound,
+                            format!("no device {d:?} in this app"),
+                        )
+                    })?;
                 if !device.active {
                     return Err(HeraldError::new(
                         ErrorCode::Conflict,
@@ -136,7 +145,12 @@ impl Inbox {
                 }
                 Some(vec![device.id])
             }
-            Target::User(u) => Some(self.registry.user_devices(app, u).await.map_err(store_error)?),
+            Target::User(u) => Some(
+                self.registry
+                    .user_devices(app, u)
+                    .await
+                    .map_err(store_error)?,
+            ),
             Target::Tags(_) | Target::App => None,
         };
         let receipt = Receipt {
@@ -181,7 +195,9 @@ impl Inbox {
                                 tracing::warn!(%app, error = %e, "cannot record a push's audience");
                             }
                         }
-                        Err(e) => tracing::warn!(%app, error = %e, "cannot count a push's audience"),
+                        Err(e) => {
+                            tracing::warn!(%app, error = %e, "cannot count a push's audience")
+                        }
                     }
                 });
             }
@@ -245,7 +261,12 @@ impl Inbox {
         };
         let mut catchup = self
             .engine
-            .subscribe_with(&plan.logs[i], outbox, &request, Some(plan.admits[i].clone()))
+            .subscribe_with(
+                &plan.logs[i],
+                outbox,
+                &request,
+                Some(plan.admits[i].clone()),
+            )
             .await?;
         let before = catchup.messages.len();
         collapse(&mut catchup.messages);
@@ -315,10 +336,7 @@ impl Inbox {
             let mut pushes = Vec::new();
             let mut after = done;
             while after < upto.seq {
-                let slice = self
-                    .engine
-                    .read(&log, ReadFrom::After(after), 1000)
-                    .await?;
+                let slice = self.engine.read(&log, ReadFrom::After(after), 1000).await?;
                 let Some(last) = slice.messages.last() else {
                     break;
                 };

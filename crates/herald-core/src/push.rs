@@ -157,7 +157,9 @@ impl PushBody {
             Target::Device(d)
         } else if let Some(u) = t.user {
             if u.is_empty() || u.len() > crate::device::MAX_USER_LEN {
-                return Err(HeraldError::bad_request("target.user must be 1 to 256 bytes"));
+                return Err(HeraldError::bad_request(
+                    "target.user must be 1 to 256 bytes",
+                ));
             }
             Target::User(u)
         } else if let Some(expr) = t.tags {
@@ -325,7 +327,9 @@ mod tests {
     #[test]
     fn targets_are_exactly_one() {
         assert!(matches!(
-            body(r#"{"target":{"device":"d1"},"data":1}"#).unwrap().target,
+            body(r#"{"target":{"device":"d1"},"data":1}"#)
+                .unwrap()
+                .target,
             Target::Device(_)
         ));
         assert!(matches!(
@@ -344,17 +348,22 @@ mod tests {
             assert_eq!(body(bad).unwrap_err().code, ErrorCode::BadRequest, "{bad}");
         }
         assert_eq!(
-            body(r#"{"target":{"tags":"a AND"},"data":1}"#).unwrap_err().code,
+            body(r#"{"target":{"tags":"a AND"},"data":1}"#)
+                .unwrap_err()
+                .code,
             ErrorCode::TagExpressionInvalid
         );
-        let big = format!(r#"{{"target":{{"app":true}},"data":"{}"}}"#, "x".repeat(5000));
+        let big = format!(
+            r#"{{"target":{{"app":true}},"data":"{}"}}"#,
+            "x".repeat(5000)
+        );
         assert_eq!(body(&big).unwrap_err().code, ErrorCode::TooLarge);
     }
 
     #[test]
     fn audience_and_expiry_decide_delivery() {
-        let p = body(r#"{"target":{"tags":"sports AND NOT muted"},"data":{"x":1},"ttl":5}"#)
-            .unwrap();
+        let p =
+            body(r#"{"target":{"tags":"sports AND NOT muted"},"data":{"x":1},"ttl":5}"#).unwrap();
         assert_eq!(p.expires, 6_000);
         let m = stored(1, &p.envelope);
         let meta = PushMeta::of(&m).unwrap();
@@ -364,8 +373,7 @@ mod tests {
         // expired long ago (the test clock is the real one)
         assert!(!fan(&m));
         let live = PushBody::validate(
-            serde_json::from_str(r#"{"target":{"tags":"sports AND NOT muted"},"data":1}"#)
-                .unwrap(),
+            serde_json::from_str(r#"{"target":{"tags":"sports AND NOT muted"},"data":1}"#).unwrap(),
             4096,
             now_millis(),
         )
@@ -380,7 +388,9 @@ mod tests {
     fn later_pushes_replace_earlier_ones_with_the_same_collapse_key() {
         let mk = |key: Option<&str>, seq| {
             let json = match key {
-                Some(k) => format!(r#"{{"target":{{"app":true}},"data":{seq},"collapse_key":"{k}"}}"#),
+                Some(k) => {
+                    format!(r#"{{"target":{{"app":true}},"data":{seq},"collapse_key":"{k}"}}"#)
+                }
                 None => format!(r#"{{"target":{{"app":true}},"data":{seq}}}"#),
             };
             stored(seq, &body(&json).unwrap().envelope)

@@ -157,8 +157,7 @@ pub trait Registry: Send + Sync {
     /// Deletes a device; `false` if unknown.
     async fn delete_device(&self, app: &AppId, id: &str) -> Result<bool, StoreError>;
     /// Devices in id order.
-    async fn devices(&self, app: &AppId, query: &DeviceQuery)
-        -> Result<Vec<Device>, StoreError>;
+    async fn devices(&self, app: &AppId, query: &DeviceQuery) -> Result<Vec<Device>, StoreError>;
     /// Ids of a user's active devices.
     async fn user_devices(&self, app: &AppId, user: &str) -> Result<Vec<String>, StoreError>;
     /// Counts the active devices an audience reaches.
@@ -170,8 +169,7 @@ pub trait Registry: Send + Sync {
     /// Records a new push (no-op if its id is already recorded).
     async fn record_push(&self, app: &AppId, receipt: &Receipt) -> Result<(), StoreError>;
     /// Sets how many devices a push was for.
-    async fn set_targeted(&self, app: &AppId, id: &str, targeted: u64)
-        -> Result<(), StoreError>;
+    async fn set_targeted(&self, app: &AppId, id: &str, targeted: u64) -> Result<(), StoreError>;
     /// A push's receipt as stored (`pending`/`expired` not yet settled).
     async fn receipt(&self, app: &AppId, id: &str) -> Result<Option<Receipt>, StoreError>;
 

@@ -136,6 +136,33 @@ impl serde::Serialize for AppId {
     }
 }
 
+/// Parses a full channel name as the log stores it: a plain name (default app), `app~name`, or
+/// one of an app's push logs (`app~$app`, `app~$dev/DEVICE`).
+pub fn parse_full(full: &str) -> Result<ChannelName, HeraldError> {
+    let Some((app, local)) = full.split_once(SCOPE) else {
+        return ChannelName::parse(full);
+    };
+    AppId::parse(app)?;
+    let ok = match local.strip_prefix('$') {
+        None => ChannelName::parse(local).is_ok(),
+        Some("app") => true,
+        Some(rest) => rest
+            .strip_prefix("dev/")
+            .is_some_and(|d| crate::device::check_device_id(d).is_ok()),
+    };
+    if ok {
+        Ok(ChannelName::from_trusted(full.to_string()))
+    } else {
+        Err(HeraldError::new(
+            ErrorCode::ChannelInvalid,
+            format!(
+                "invalid scoped channel name {:?}",
+                full.chars().take(80).collect::<String>()
+            ),
+        ))
+    }
+}
+
 /// The name of a full channel name as its app's clients see it.
 pub(crate) fn public_name(full: &str) -> &str {
     let local = full.split_once(SCOPE).map_or(full, |(_, local)| local);
@@ -198,5 +225,24 @@ mod tests {
         assert!(def.owns_plain_channel("news"));
         assert!(!def.owns_plain_channel("shop~news"));
         assert!(!def.owns_plain_channel("default~$app"));
+        for full in [
+            "news",
+            "shop~news",
+            "shop~$app",
+            "shop~$dev/d-1",
+            "default~$dev/x",
+        ] {
+            assert_eq!(parse_full(full).unwrap().as_str(), full);
+        }
+        for bad in [
+            "shop~",
+            "Shop~news",
+            "shop~$other",
+            "shop~$dev/",
+            "shop~a//b",
+            "x~y~z",
+        ] {
+            assert!(parse_full(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -170,9 +170,9 @@ impl Subscriptions {
                 }
             };
             let since = match &plan {
-                Some(plan) => Some(since.unwrap_or_else(|| {
-                    [&plan.cursor.app, &plan.cursor.device][i].clone()
-                })),
+                Some(plan) => Some(
+                    since.unwrap_or_else(|| [&plan.cursor.app, &plan.cursor.device][i].clone()),
+                ),
                 None => since,
             };
             let outcome = catchup.outcome.clone();

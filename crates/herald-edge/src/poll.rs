@@ -109,7 +109,7 @@ async fn answer(
         .iter()
         .zip(&subs.outcomes)
         .map(|(n, o)| ChannelStatus {
-            channel: n.as_str(),
+            channel: n.public(),
             epoch: o.epoch.as_str(),
             seq: o.seq,
             recovered: o.recovered,

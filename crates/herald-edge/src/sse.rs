@@ -42,20 +42,15 @@ async fn open(
         .filter(|v| !v.trim().is_empty());
     let request = StreamRequest::parse(edge, query, headers, last_event_id)?;
     let outbox = Outbox::new(edge.settings.outbox_bytes);
-    let subs = Subscriptions::open(
-        edge,
-        &request,
-        &outbox,
-        |name, outcome| {
-            let body = SubscribeReply {
-                channel: name.public(),
-                seq: outcome.seq,
-                epoch: outcome.epoch.as_str(),
-                recovered: outcome.recovered,
-            };
-            Some(OutFrame::Control(frame::sse_event("subscribed", &body)))
-        },
-    )
+    let subs = Subscriptions::open(edge, &request, &outbox, |name, outcome| {
+        let body = SubscribeReply {
+            channel: name.public(),
+            seq: outcome.seq,
+            epoch: outcome.epoch.as_str(),
+            recovered: outcome.recovered,
+        };
+        Some(OutFrame::Control(frame::sse_event("subscribed", &body)))
+    })
     .await?;
     telemetry().connections_sse.increment(1.0);
     let state = StreamState {

@@ -164,7 +164,10 @@ impl ClientFrame {
             return Err(fail(
                 id,
                 ErrorCode::BadRequest,
-                format!("frame has no command; expected one of: {}", COMMANDS.join(", ")),
+                format!(
+                    "frame has no command; expected one of: {}",
+                    COMMANDS.join(", ")
+                ),
             ));
         };
         if let Some(other) = keys.next() {

@@ -6,9 +6,7 @@ use async_trait::async_trait;
 use herald_core::device::{Device, InboxCursor, Platform, WebPushKeys};
 use herald_core::log::StoreError;
 use herald_core::message::now_millis;
-use herald_core::registry::{
-    Ack, App, Audience, DeviceQuery, KeyInfo, Receipt, Registry, Usage,
-};
+use herald_core::registry::{Ack, App, Audience, DeviceQuery, KeyInfo, Receipt, Registry, Usage};
 use herald_core::tenant::AppId;
 use rusqlite::{params, OptionalExtension, Row};
 
@@ -208,7 +206,9 @@ impl Registry for SqliteLog {
                 )
                 .map_err(backend)?;
             let mut untag = tx
-                .prepare_cached("DELETE FROM device_tags WHERE app = ?1 AND tag = ?2 AND device = ?3")
+                .prepare_cached(
+                    "DELETE FROM device_tags WHERE app = ?1 AND tag = ?2 AND device = ?3",
+                )
                 .map_err(backend)?;
             let mut tag = tx
                 .prepare_cached(
@@ -241,10 +241,13 @@ impl Registry for SqliteLog {
                 ])
                 .map_err(backend)?;
                 for t in old_tags.iter().filter(|t| !d.tags.contains(t)) {
-                    untag.execute(params![app.as_str(), t, d.id]).map_err(backend)?;
+                    untag
+                        .execute(params![app.as_str(), t, d.id])
+                        .map_err(backend)?;
                 }
                 for t in d.tags.iter().filter(|t| !old_tags.contains(t)) {
-                    tag.execute(params![app.as_str(), t, d.id]).map_err(backend)?;
+                    tag.execute(params![app.as_str(), t, d.id])
+                        .map_err(backend)?;
                 }
                 out.push((d, before.is_none()));
             }
@@ -292,11 +295,7 @@ impl Registry for SqliteLog {
         .await
     }
 
-    async fn devices(
-        &self,
-        app: &AppId,
-        query: &DeviceQuery,
-    ) -> Result<Vec<Device>, StoreError> {
+    async fn devices(&self, app: &AppId, query: &DeviceQuery) -> Result<Vec<Device>, StoreError> {
         let (app, q) = (app.clone(), query.clone());
         self.readers()
             .run(move |conn| {

@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use herald_core::auth::Client;
-use herald_core::usage::ConnectionGuard;
 use herald_core::engine::SubscribeRequest;
 use herald_core::hub::Subscription;
 use herald_core::log::ReadFrom;
 use herald_core::outbox::{OutFrame, Outbox};
+use herald_core::usage::ConnectionGuard;
 use herald_core::{ChannelName, Cursor, Epoch, ErrorCode, HeraldError, NewMessage};
 use herald_proto::command::{self, ClientFrame, Command};
 use herald_proto::frame::{self, SubscribeReply};
