@@ -606,3 +606,68 @@ async fn devices_register_idempotently_list_by_tag_and_user_and_deactivate() {
     let (status, _) = call(&s, "GET", "/v1/devices/b01", API_KEY, None).await;
     assert_eq!(status, 404);
 }
+
+#[tokio::test]
+async fn herald_push_and_token_commands_reach_a_device() {
+    let s = server().await;
+    register(
+        &s,
+        API_KEY,
+        json!({"platform":"herald","id":"cli-dev","user":"carol"}),
+    )
+    .await;
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+        .args([
+            "token",
+            "--sub",
+            "carol",
+            "--device",
+            "cli-dev",
+            "--token-secret",
+            support::SECRET,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let mut ws = Ws::connect(&s.ws_url(&format!("?token={token}"))).await;
+    inbox_opened(&mut ws).await;
+
+    let herald = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+            .args(args)
+            .env("HERALD_URL", s.url(""))
+            .env("HERALD_API_KEY", API_KEY)
+            .output()
+            .unwrap()
+    };
+    let out = herald(&[
+        "push",
+        "--user",
+        "carol",
+        "--title",
+        "Shipped",
+        r#"{"order":7}"#,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["targeted"], 1, "{answer}");
+    let got = messages(&mut ws, 1).await;
+    assert_eq!(got[0]["id"], answer["id"]);
+    assert_eq!(got[0]["data"]["data"]["order"], 7);
+    assert_eq!(got[0]["data"]["notification"]["title"], "Shipped");
+
+    let out = herald(&["push", "--tags", "a AND", "x"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("tag_expression_invalid"));
+    let out = herald(&["push", "x"]);
+    assert_eq!(out.status.code(), Some(2), "a target is required");
+}
