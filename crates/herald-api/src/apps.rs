@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use herald_core::auth::{generate_secret, hash_api_key, ClientClaims};
 use herald_core::message::now_millis;
-use herald_core::registry::{App, KeyInfo};
+use herald_core::registry::{App, AppLimits, KeyInfo};
 use herald_core::tenant::AppId;
 use herald_core::{ErrorCode, HeraldError};
 use serde::Deserialize;
@@ -65,6 +65,8 @@ struct CreateApp {
     id: String,
     #[serde(default)]
     name: Option<String>,
+    #[serde(default)]
+    limits: AppLimits,
 }
 
 /// `POST /v1/apps` `{"id":"shop","name":"Shop"}`: creates an app with a token secret and a
@@ -83,6 +85,7 @@ pub async fn create(
         name: req.name.unwrap_or_else(|| id.to_string()),
         id: id.clone(),
         token_secret: Some(secret.clone()),
+        limits: req.limits,
         created: now_millis(),
     };
     if !api.registry.create_app(&app).await.map_err(store)? {
@@ -91,6 +94,7 @@ pub async fn create(
         );
     }
     api.tokens.set_app(&id, secret.as_bytes());
+    api.usage.app(&id).set_limits(app.limits);
     let (key, info) = new_key(&api, &id, "created with the app").await?;
     Ok((
         StatusCode::CREATED,
@@ -114,6 +118,35 @@ pub async fn get(
 ) -> Result<Response, ApiError> {
     let id = app_param(&id)?;
     api.authorize_app_or_admin(&headers, &id)?;
+    Ok(axum::Json(find_app(&api, &id).await?).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpdateApp {
+    limits: AppLimits,
+}
+
+/// `PATCH /v1/apps/{id}` `{"limits":{...}}`: replaces the app's limits (admin).
+pub async fn update(
+    State(api): State<Arc<Api>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    api.authorize_admin(&headers)?;
+    let id = app_param(&id)?;
+    let body = read_body(body, 4096).await?;
+    let req: UpdateApp = parse_json(&body)?;
+    if !api
+        .registry
+        .set_limits(&id, req.limits)
+        .await
+        .map_err(store)?
+    {
+        return Err(HeraldError::new(ErrorCode::NotFound, format!("no app {id}")).into());
+    }
+    api.usage.app(&id).set_limits(req.limits);
     Ok(axum::Json(find_app(&api, &id).await?).into_response())
 }
 
@@ -218,8 +251,14 @@ pub async fn stats(
     let id = app_param(&id)?;
     api.authorize_app_or_admin(&headers, &id)?;
     find_app(&api, &id).await?;
-    let usage = api.usage.app(&id).totals();
-    Ok(axum::Json(json!({ "app": id, "usage": usage })).into_response())
+    let app = api.usage.app(&id);
+    Ok(axum::Json(json!({
+        "app": id,
+        "usage": app.totals(),
+        "devices": app.devices(),
+        "limits": app.limits(),
+    }))
+    .into_response())
 }
 
 #[derive(Deserialize)]

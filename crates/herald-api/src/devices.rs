@@ -33,16 +33,40 @@ fn not_found(id: &str) -> HeraldError {
     HeraldError::new(ErrorCode::NotFound, format!("no device {id:?} in this app"))
 }
 
+/// Stores devices, within the app's `max_devices`.
 async fn upsert(
     api: &Api,
     app: &AppId,
     devices: Vec<Device>,
 ) -> Result<Vec<(Device, bool)>, HeraldError> {
+    let usage = api.usage.app(app);
+    if usage.check_devices(devices.len() as u64).is_err() {
+        // Near the limit: count only the devices that are new.
+        let mut new = 0;
+        for d in &devices {
+            if api
+                .registry
+                .device(app, &d.id)
+                .await
+                .map_err(store)?
+                .is_none()
+            {
+                new += 1;
+            }
+        }
+        usage.check_devices(new)?;
+    }
     let start = api.inbox.start_cursor(app).await?;
-    api.registry
+    let stored = api
+        .registry
         .upsert_devices(app, devices, start)
         .await
-        .map_err(store)
+        .map_err(store)?;
+    usage.devices_changed(
+        stored.iter().filter(|(_, created)| *created).count() as u64,
+        0,
+    );
+    Ok(stored)
 }
 
 /// `POST /v1/devices`: registers a device or updates it in place; 201 when created, 200 when
@@ -196,6 +220,7 @@ pub async fn delete(
     if !api.registry.delete_device(&app, &id).await.map_err(store)? {
         return Err(not_found(&id).into());
     }
+    api.usage.app(&app).devices_changed(0, 1);
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

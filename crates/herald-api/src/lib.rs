@@ -133,7 +133,10 @@ pub fn router(api: Arc<Api>) -> Router {
         )
         .route("/v1/batch", post(publish::batch))
         .route("/v1/apps", get(apps::list).post(apps::create))
-        .route("/v1/apps/{id}", get(apps::get).delete(apps::delete))
+        .route(
+            "/v1/apps/{id}",
+            get(apps::get).patch(apps::update).delete(apps::delete),
+        )
         .route(
             "/v1/apps/{id}/keys",
             get(apps::list_keys).post(apps::add_key),

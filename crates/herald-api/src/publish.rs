@@ -82,16 +82,12 @@ pub(crate) fn parse_json<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, He
         .map_err(|e| HeraldError::bad_request(format!("invalid request body: {e}")))
 }
 
-fn new_message(api: &Api, data: &RawValue, id: Option<String>) -> Result<NewMessage, HeraldError> {
+fn new_message(max: usize, data: &RawValue, id: Option<String>) -> Result<NewMessage, HeraldError> {
     let data = data.get();
-    if data.len() > api.max_message_bytes {
+    if data.len() > max {
         return Err(HeraldError::new(
             ErrorCode::TooLarge,
-            format!(
-                "message data is {} bytes; the limit is {}",
-                data.len(),
-                api.max_message_bytes
-            ),
+            format!("message data is {} bytes; the limit is {max}", data.len()),
         ));
     }
     if let Some(id) = &id {
@@ -139,7 +135,8 @@ pub async fn publish(
         }
         (h, b) => h.or(b),
     };
-    let message = new_message(&api, &parsed.data, id)?;
+    let max = api.usage.app(&app).max_message_bytes(api.max_message_bytes);
+    let message = new_message(max, &parsed.data, id)?;
     let appended = api.engine.publish(&channel, vec![message]).await?;
     api.usage.app(&app).published(1);
     let first = appended
@@ -169,13 +166,14 @@ pub async fn batch(
         ))
         .into());
     }
+    let max = api.usage.app(&app).max_message_bytes(api.max_message_bytes);
     // Validate everything before storing anything.
     let mut groups: Vec<(ChannelName, Vec<usize>, Vec<NewMessage>)> = Vec::new();
     let mut group_of: HashMap<ChannelName, usize> = HashMap::new();
     for (i, item) in parsed.messages.into_iter().enumerate() {
         let at = |e: HeraldError| HeraldError::new(e.code, format!("messages[{i}]: {}", e.message));
         let channel = app.parse_channel(&item.channel).map_err(at)?;
-        let message = new_message(&api, &item.data, item.id).map_err(at)?;
+        let message = new_message(max, &item.data, item.id).map_err(at)?;
         let g = *group_of.entry(channel.clone()).or_insert_with(|| {
             groups.push((channel, Vec::new(), Vec::new()));
             groups.len() - 1

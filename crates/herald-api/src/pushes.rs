@@ -35,7 +35,8 @@ pub async fn push(
             .map_err(|_| HeraldError::bad_request("Idempotency-Key must be visible ASCII"))?;
         req.set_id(key)?;
     }
-    let push = req.validate(api.max_message_bytes, now_millis())?;
+    let max = api.usage.app(&app).max_message_bytes(api.max_message_bytes);
+    let push = req.validate(max, now_millis())?;
     let accepted = api.inbox.send(&app, push).await?;
     Ok((
         StatusCode::ACCEPTED,

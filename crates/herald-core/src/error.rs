@@ -43,8 +43,10 @@ pub enum ErrorCode {
     TagExpressionInvalid,
     /// A device registration or update is invalid (platform, token format, ids).
     DeviceInvalid,
-    /// The thing to create exists already.
+    /// The thing to create exists already, or its state forbids the action.
     Conflict,
+    /// The app reached one of its limits (devices, connections).
+    LimitExceeded,
 }
 
 impl ErrorCode {
@@ -70,6 +72,7 @@ impl ErrorCode {
             ErrorCode::TagExpressionInvalid => "tag_expression_invalid",
             ErrorCode::DeviceInvalid => "device_invalid",
             ErrorCode::Conflict => "conflict",
+            ErrorCode::LimitExceeded => "limit_exceeded",
         }
     }
 
@@ -86,6 +89,7 @@ impl ErrorCode {
             | ErrorCode::TagExpressionInvalid
             | ErrorCode::DeviceInvalid => 400,
             ErrorCode::Conflict => 409,
+            ErrorCode::LimitExceeded => 429,
             ErrorCode::Unauthorized | ErrorCode::TokenExpired => 401,
             ErrorCode::Forbidden => 403,
             ErrorCode::NotFound => 404,

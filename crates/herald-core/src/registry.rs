@@ -21,8 +21,25 @@ pub struct App {
     /// the server's token secret.
     #[serde(skip)]
     pub token_secret: Option<String>,
+    /// Limits of this app.
+    pub limits: AppLimits,
     /// Creation time, milliseconds since the Unix epoch.
     pub created: i64,
+}
+
+/// What one app may use; `None` is unlimited (within the server's own limits).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppLimits {
+    /// Most registered devices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_devices: Option<u64>,
+    /// Most live connections at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_connections: Option<u64>,
+    /// Largest message or push payload, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_message_bytes: Option<usize>,
 }
 
 /// A publisher key of an app, as listed (never the key itself).
@@ -129,6 +146,8 @@ pub trait Registry: Send + Sync {
     async fn create_app(&self, app: &App) -> Result<bool, StoreError>;
     /// Every app, by id.
     async fn apps(&self) -> Result<Vec<App>, StoreError>;
+    /// Replaces an app's limits; `false` if unknown.
+    async fn set_limits(&self, id: &AppId, limits: AppLimits) -> Result<bool, StoreError>;
     /// Deletes an app with its keys, devices, receipts and usage; `false` if unknown.
     async fn delete_app(&self, id: &AppId) -> Result<bool, StoreError>;
 
@@ -158,6 +177,8 @@ pub trait Registry: Send + Sync {
     async fn delete_device(&self, app: &AppId, id: &str) -> Result<bool, StoreError>;
     /// Devices in id order.
     async fn devices(&self, app: &AppId, query: &DeviceQuery) -> Result<Vec<Device>, StoreError>;
+    /// How many devices an app has registered.
+    async fn device_count(&self, app: &AppId) -> Result<u64, StoreError>;
     /// Ids of a user's active devices.
     async fn user_devices(&self, app: &AppId, user: &str) -> Result<Vec<String>, StoreError>;
     /// Counts the active devices an audience reaches.

@@ -1,5 +1,6 @@
 //! Per-app usage counters (the billing figures): messages published, deliveries to devices,
-//! acknowledgements, and the most connections held at once.
+//! acknowledgements, and the most connections held at once; and the app's limits, checked
+//! against what it uses (registered devices, live connections, payload size).
 //!
 //! Counting is a few atomic adds on the hot path. The totals are the stored figures loaded at
 //! start plus what this process counted; they are written back every few seconds and at
@@ -12,12 +13,15 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::registry::Usage;
+use crate::error::{ErrorCode, HeraldError};
+use crate::registry::{AppLimits, Usage};
 use crate::tenant::AppId;
 
 /// One app's counters.
 pub struct AppUsage {
     base: Mutex<Usage>,
+    limits: Mutex<AppLimits>,
+    devices: AtomicU64,
     published: AtomicU64,
     deliveries: AtomicU64,
     acks: AtomicU64,
@@ -38,6 +42,8 @@ impl AppUsage {
         let label = app.as_str().to_string();
         AppUsage {
             base: Mutex::new(base),
+            limits: Mutex::new(AppLimits::default()),
+            devices: AtomicU64::new(0),
             published: AtomicU64::new(0),
             deliveries: AtomicU64::new(0),
             acks: AtomicU64::new(0),
@@ -74,6 +80,52 @@ impl AppUsage {
     pub fn acked(&self, n: u64) {
         self.acks.fetch_add(n, Ordering::Relaxed);
         self.metrics.acks.increment(n);
+    }
+
+    /// The app's limits.
+    pub fn limits(&self) -> AppLimits {
+        *self.limits.lock()
+    }
+
+    /// Replaces the app's limits.
+    pub fn set_limits(&self, limits: AppLimits) {
+        *self.limits.lock() = limits;
+    }
+
+    /// Registered devices.
+    pub fn devices(&self) -> u64 {
+        self.devices.load(Ordering::Relaxed)
+    }
+
+    /// Records devices registered (`+`) or deleted (`-`).
+    pub fn devices_changed(&self, added: u64, removed: u64) {
+        self.devices.fetch_add(added, Ordering::Relaxed);
+        let _ = self
+            .devices
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                Some(n.saturating_sub(removed))
+            });
+    }
+
+    /// Refuses registering `adding` more devices past `max_devices`.
+    pub fn check_devices(&self, adding: u64) -> Result<(), HeraldError> {
+        match self.limits().max_devices {
+            Some(max) if self.devices() + adding > max => Err(HeraldError::new(
+                ErrorCode::LimitExceeded,
+                format!(
+                    "the app may register at most {max} devices; it has {}",
+                    self.devices()
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The largest payload this app may send, within the server's `server_max`.
+    pub fn max_message_bytes(&self, server_max: usize) -> usize {
+        self.limits()
+            .max_message_bytes
+            .map_or(server_max, |m| m.min(server_max))
     }
 
     /// The totals: stored figures plus this process's counts.
@@ -132,13 +184,23 @@ impl UsageMeter {
         self.apps.write().remove(app);
     }
 
-    /// Counts a live connection of `app` until the guard is dropped.
-    pub fn connect(&self, app: &AppId) -> ConnectionGuard {
+    /// Counts a live connection of `app` until the guard is dropped; refused past the app's
+    /// `max_connections`.
+    pub fn connect(&self, app: &AppId) -> Result<ConnectionGuard, HeraldError> {
         let usage = self.app(app);
         let now = usage.connections.fetch_add(1, Ordering::Relaxed) + 1;
-        usage.peak.fetch_max(now, Ordering::Relaxed);
+        let guard = ConnectionGuard(usage.clone());
         usage.metrics.connections.increment(1.0);
-        ConnectionGuard(usage)
+        if let Some(max) = usage.limits().max_connections {
+            if now > max {
+                return Err(HeraldError::new(
+                    ErrorCode::LimitExceeded,
+                    format!("the app may hold at most {max} connections at once"),
+                ));
+            }
+        }
+        usage.peak.fetch_max(now, Ordering::Relaxed);
+        Ok(guard)
     }
 
     /// Every app's totals, to write back to the store.
@@ -172,12 +234,12 @@ mod tests {
         u.published(2);
         u.delivered(5);
         u.acked(1);
-        let a = meter.connect(&app);
-        let b = meter.connect(&app);
-        let c = meter.connect(&app);
-        let d = meter.connect(&app);
+        let a = meter.connect(&app).unwrap();
+        let b = meter.connect(&app).unwrap();
+        let c = meter.connect(&app).unwrap();
+        let d = meter.connect(&app).unwrap();
         drop((a, b, c, d));
-        let _e = meter.connect(&app);
+        let _e = meter.connect(&app).unwrap();
         assert_eq!(
             meter.app(&app).totals(),
             Usage {
@@ -188,5 +250,35 @@ mod tests {
             }
         );
         assert_eq!(meter.snapshot().len(), 1);
+    }
+
+    #[test]
+    fn limits_refuse_connections_and_devices_past_the_maximum() {
+        let meter = UsageMeter::new();
+        let app = AppId::parse("tiny").unwrap();
+        meter.app(&app).set_limits(AppLimits {
+            max_devices: Some(2),
+            max_connections: Some(1),
+            max_message_bytes: Some(10),
+        });
+        let first = meter.connect(&app).unwrap();
+        let e = meter.connect(&app).err().unwrap();
+        assert_eq!(e.code, ErrorCode::LimitExceeded);
+        drop(first);
+        assert!(
+            meter.connect(&app).is_ok(),
+            "a freed slot can be used again"
+        );
+        let u = meter.app(&app);
+        assert!(u.check_devices(2).is_ok());
+        u.devices_changed(2, 0);
+        assert_eq!(
+            u.check_devices(1).unwrap_err().code,
+            ErrorCode::LimitExceeded
+        );
+        u.devices_changed(0, 1);
+        assert!(u.check_devices(1).is_ok());
+        assert_eq!(u.max_message_bytes(65536), 10);
+        assert_eq!(u.totals().peak_connections, 1);
     }
 }

@@ -147,7 +147,7 @@ impl Subscriptions {
         }
         let mut this = Subscriptions {
             engine: edge.engine.clone(),
-            _counted: edge.usage.connect(&client.app),
+            _counted: edge.usage.connect(&client.app)?,
             subs: Vec::with_capacity(names.len()),
             names: Vec::new(),
             positions: Vec::with_capacity(names.len()),

@@ -6,7 +6,9 @@ use async_trait::async_trait;
 use herald_core::device::{Device, InboxCursor, Platform, WebPushKeys};
 use herald_core::log::StoreError;
 use herald_core::message::now_millis;
-use herald_core::registry::{Ack, App, Audience, DeviceQuery, KeyInfo, Receipt, Registry, Usage};
+use herald_core::registry::{
+    Ack, App, AppLimits, Audience, DeviceQuery, KeyInfo, Receipt, Registry, Usage,
+};
 use herald_core::tenant::AppId;
 use rusqlite::{params, OptionalExtension, Row};
 
@@ -52,9 +54,15 @@ impl Registry for SqliteLog {
         self.write(move |tx| {
             let n = tx
                 .execute(
-                    "INSERT OR IGNORE INTO apps (id, name, token_secret, created)
-                     VALUES (?1, ?2, ?3, ?4)",
-                    params![app.id.as_str(), app.name, app.token_secret, app.created],
+                    "INSERT OR IGNORE INTO apps (id, name, token_secret, limits, created)
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![
+                        app.id.as_str(),
+                        app.name,
+                        app.token_secret,
+                        to_json(&app.limits),
+                        app.created
+                    ],
                 )
                 .map_err(backend)?;
             Ok(n == 1)
@@ -66,7 +74,9 @@ impl Registry for SqliteLog {
         self.readers()
             .run(|conn| {
                 let mut stmt = conn
-                    .prepare_cached("SELECT id, name, token_secret, created FROM apps ORDER BY id")
+                    .prepare_cached(
+                        "SELECT id, name, token_secret, created, limits FROM apps ORDER BY id",
+                    )
                     .map_err(backend)?;
                 let rows = stmt
                     .query_map([], |r| {
@@ -75,20 +85,51 @@ impl Registry for SqliteLog {
                             r.get::<_, String>(1)?,
                             r.get::<_, Option<String>>(2)?,
                             r.get::<_, i64>(3)?,
+                            r.get::<_, String>(4)?,
                         ))
                     })
                     .map_err(backend)?;
                 let mut apps = Vec::new();
                 for row in rows {
-                    let (id, name, token_secret, created) = row.map_err(backend)?;
+                    let (id, name, token_secret, created, limits) = row.map_err(backend)?;
                     apps.push(App {
                         id: app_id(id)?,
                         name,
                         token_secret,
+                        limits: serde_json::from_str(&limits).unwrap_or_default(),
                         created,
                     });
                 }
                 Ok(apps)
+            })
+            .await
+    }
+
+    async fn set_limits(&self, id: &AppId, limits: AppLimits) -> Result<bool, StoreError> {
+        let id = id.clone();
+        self.write(move |tx| {
+            let n = tx
+                .execute(
+                    "UPDATE apps SET limits = ?2 WHERE id = ?1",
+                    params![id.as_str(), to_json(&limits)],
+                )
+                .map_err(backend)?;
+            Ok(n == 1)
+        })
+        .await
+    }
+
+    async fn device_count(&self, app: &AppId) -> Result<u64, StoreError> {
+        let app = app.clone();
+        self.readers()
+            .run(move |conn| {
+                conn.query_row(
+                    "SELECT count(*) FROM devices WHERE app = ?1",
+                    [app.as_str()],
+                    |r| r.get::<_, i64>(0),
+                )
+                .map(|n| n as u64)
+                .map_err(backend)
             })
             .await
     }

@@ -57,6 +57,7 @@ const MIGRATIONS: &[&str] = &[
         id TEXT PRIMARY KEY,
         name TEXT NOT NULL,
         token_secret TEXT,
+        limits TEXT NOT NULL DEFAULT '{}',
         created INTEGER NOT NULL
     );
     INSERT INTO apps (id, name, created) VALUES ('default', 'default', 0);

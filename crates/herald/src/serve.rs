@@ -42,6 +42,9 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             tokens.set_app(&app.id, secret.as_bytes());
         }
         usage.load(&app.id, registry.usage(&app.id).await?);
+        let counters = usage.app(&app.id);
+        counters.set_limits(app.limits);
+        counters.devices_changed(registry.device_count(&app.id).await?, 0);
     }
     let engine = Arc::new(Engine::new(log.clone(), hub, config.namespaces()));
     let inbox = Arc::new(Inbox::new(engine.clone(), registry.clone(), usage.clone()));

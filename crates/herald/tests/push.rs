@@ -671,3 +671,92 @@ async fn herald_push_and_token_commands_reach_a_device() {
     let out = herald(&["push", "x"]);
     assert_eq!(out.status.code(), Some(2), "a target is required");
 }
+
+#[tokio::test]
+async fn app_limits_are_enforced_and_can_be_raised() {
+    let s = server().await;
+    let (status, created) = call(
+        &s,
+        "POST",
+        "/v1/apps",
+        ADMIN,
+        Some(json!({"id":"tiny","limits":{"max_devices":2,"max_connections":1,"max_message_bytes":100}})),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    let key = created["key"].as_str().unwrap().to_string();
+    register(&s, &key, json!({"platform":"herald","id":"one"})).await;
+    register(&s, &key, json!({"platform":"herald","id":"two"})).await;
+    register(
+        &s,
+        &key,
+        json!({"platform":"herald","id":"two","tags":["x"]}),
+    )
+    .await; // an update is fine
+    let (status, r) = call(
+        &s,
+        "POST",
+        "/v1/devices",
+        &key,
+        Some(json!({"platform":"herald","id":"three"})),
+    )
+    .await;
+    assert_eq!(
+        (status, r["error"]["code"].as_str()),
+        (429, Some("limit_exceeded")),
+        "{r}"
+    );
+    let (status, _) = call(
+        &s,
+        "POST",
+        "/v1/devices/batch",
+        &key,
+        Some(
+            json!({"devices":[{"platform":"herald","id":"two"},{"platform":"herald","id":"four"}]}),
+        ),
+    )
+    .await;
+    assert_eq!(status, 429);
+    let (status, r) = call(
+        &s,
+        "POST",
+        "/v1/push",
+        &key,
+        Some(json!({"target":{"app":true},"data":"x".repeat(200)})),
+    )
+    .await;
+    assert_eq!(
+        (status, r["error"]["code"].as_str()),
+        (413, Some("too_large")),
+        "{r}"
+    );
+
+    let token = device_token(&s, &key, "one").await;
+    let first = Ws::connect(&s.ws_url(&format!("?token={token}"))).await;
+    assert_eq!(
+        Ws::try_connect(&s.ws_url(&format!("?token={token}")))
+            .await
+            .err(),
+        Some(429)
+    );
+    drop(first);
+
+    let (status, app) = call(
+        &s,
+        "PATCH",
+        "/v1/apps/tiny",
+        ADMIN,
+        Some(json!({"limits":{"max_devices":3}})),
+    )
+    .await;
+    assert_eq!(
+        (status, app["limits"]["max_devices"].as_u64()),
+        (200, Some(3)),
+        "{app}"
+    );
+    register(&s, &key, json!({"platform":"herald","id":"three"})).await;
+    let (_, stats) = call(&s, "GET", "/v1/apps/tiny/stats", &key, None).await;
+    assert_eq!(stats["devices"], 3, "{stats}");
+    // the default app is not limited by another app's limits
+    register(&s, API_KEY, json!({"platform":"herald","id":"three"})).await;
+}

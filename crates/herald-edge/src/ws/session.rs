@@ -31,8 +31,12 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn new(edge: Arc<Edge>, outbox: Arc<Outbox>, client: Option<Client>) -> Self {
-        let counted = client.as_ref().map(|c| edge.usage.connect(&c.app));
+    pub fn new(
+        edge: Arc<Edge>,
+        outbox: Arc<Outbox>,
+        client: Option<Client>,
+        counted: Option<ConnectionGuard>,
+    ) -> Self {
         Session {
             edge,
             outbox,
@@ -154,6 +158,9 @@ impl Session {
                 )));
             }
         }
+        if self.counted.is_none() {
+            self.counted = Some(self.edge.usage.connect(&client.app)?);
+        }
         let revoked: Vec<ChannelName> = self
             .subscriptions
             .keys()
@@ -185,9 +192,6 @@ impl Session {
                 unsubscribed: revoked.iter().map(ChannelName::public).collect(),
             },
         ));
-        if self.counted.is_none() {
-            self.counted = Some(self.edge.usage.connect(&client.app));
-        }
         let device = client.device.is_some();
         self.client = Some(client);
         if device {
@@ -292,6 +296,20 @@ impl Session {
         let channel = client.app.parse_channel(&p.channel)?;
         client.check_publish(channel.public())?;
         let app = client.app.clone();
+        let max = self
+            .edge
+            .usage
+            .app(&app)
+            .max_message_bytes(self.edge.settings.max_frame_bytes);
+        if p.data.get().len() > max {
+            return Err(HeraldError::new(
+                ErrorCode::TooLarge,
+                format!(
+                    "message data is {} bytes; the limit is {max}",
+                    p.data.get().len()
+                ),
+            ));
+        }
         let message = NewMessage {
             id: p.id,
             data: Bytes::copy_from_slice(p.data.get().as_bytes()),
