@@ -123,6 +123,22 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
         .map(str::trim)
 }
 
+/// `POST /v1/ack` is called by devices, browsers among them (a web app on another origin that
+/// reads its inbox over EventSource acks with `fetch`), so it answers cross-origin requests;
+/// it carries no cookies, only the device token the page sends.
+fn ack_cors() -> tower_http::cors::CorsLayer {
+    use axum::http::{header, Method};
+    tower_http::cors::CorsLayer::new()
+        .allow_origin(tower_http::cors::Any)
+        .allow_methods([Method::POST])
+        .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE])
+        .max_age(std::time::Duration::from_secs(3600))
+}
+
+async fn preflight() -> axum::http::StatusCode {
+    axum::http::StatusCode::NO_CONTENT
+}
+
 /// Routes of the publisher API and the operational endpoints.
 pub fn router(api: Arc<Api>) -> Router {
     Router::new()
@@ -159,7 +175,7 @@ pub fn router(api: Arc<Api>) -> Router {
         .route("/v1/devices/{id}/deactivate", post(devices::deactivate))
         .route("/v1/push", post(pushes::push))
         .route("/v1/push/{id}", get(pushes::receipt))
-        .route("/v1/ack", post(pushes::ack))
+        .route("/v1/ack", post(pushes::ack).options(preflight).layer(ack_cors()))
         .route("/healthz", get(ops::healthz))
         .route("/metrics", get(ops::metrics))
         .route("/v1/openapi.yaml", get(ops::openapi))
