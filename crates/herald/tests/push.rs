@@ -760,3 +760,38 @@ async fn app_limits_are_enforced_and_can_be_raised() {
     // the default app is not limited by another app's limits
     register(&s, API_KEY, json!({"platform":"herald","id":"three"})).await;
 }
+
+#[tokio::test]
+async fn usage_is_exported_as_metrics_and_kept_across_a_restart() {
+    let mut s = server().await;
+    register(&s, API_KEY, json!({"platform":"herald","id":"m1"})).await;
+    push(&s, API_KEY, json!({"target":{"device":"m1"},"data":1})).await;
+    s.publish("news", json!(1)).await;
+    let metrics = s
+        .http
+        .get(s.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("herald_app_published_total{app=\"default\"} 2")),
+        "{metrics}"
+    );
+    // A graceful stop writes the totals; a restart reads them back.
+    assert!(s.terminate().success());
+    s.restart().await;
+    let (_, stats) = call(&s, "GET", "/v1/apps/default/stats", API_KEY, None).await;
+    assert_eq!(stats["usage"]["published"], 2, "{stats}");
+    assert_eq!(stats["devices"], 1, "{stats}");
+    let (status, app) = call(&s, "GET", "/v1/apps/default", API_KEY, None).await;
+    assert_eq!(
+        (status, app["id"].as_str()),
+        (200, Some("default")),
+        "{app}"
+    );
+}
