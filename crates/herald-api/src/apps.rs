@@ -90,7 +90,7 @@ pub async fn create(
     };
     if !api.registry.create_app(&app).await.map_err(store)? {
         return Err(
-            HeraldError::new(ErrorCode::Conflict, format!("app {id} exists already")).into(),
+            HeraldError::new(ErrorCode::Conflict, format!("app {id} exists, or existed: the ids of deleted apps are not reused")).into(),
         );
     }
     api.tokens.set_app(&id, secret.as_bytes());

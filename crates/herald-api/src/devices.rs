@@ -217,7 +217,12 @@ pub async fn delete(
 ) -> Result<Response, ApiError> {
     let app = api.authorize(&headers)?;
     check_device_id(&id)?;
-    if !api.registry.delete_device(&app, &id).await.map_err(store)? {
+    let head = api.engine.state(&app.device_log(&id)).await?;
+    let head = herald_core::Cursor {
+        epoch: head.epoch,
+        seq: head.last_seq,
+    };
+    if !api.registry.delete_device(&app, &id, head).await.map_err(store)? {
         return Err(not_found(&id).into());
     }
     api.usage.app(&app).devices_changed(0, 1);

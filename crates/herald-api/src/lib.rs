@@ -175,7 +175,10 @@ pub fn router(api: Arc<Api>) -> Router {
         .route("/v1/devices/{id}/deactivate", post(devices::deactivate))
         .route("/v1/push", post(pushes::push))
         .route("/v1/push/{id}", get(pushes::receipt))
-        .route("/v1/ack", post(pushes::ack).options(preflight).layer(ack_cors()))
+        .route(
+            "/v1/ack",
+            post(pushes::ack).options(preflight).layer(ack_cors()),
+        )
         .route("/healthz", get(ops::healthz))
         .route("/metrics", get(ops::metrics))
         .route("/v1/openapi.yaml", get(ops::openapi))

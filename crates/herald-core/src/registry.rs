@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::device::{Device, InboxCursor};
 use crate::log::StoreError;
+use crate::message::Cursor;
 use crate::tags::TagExpr;
 use crate::tenant::AppId;
 
@@ -142,13 +143,15 @@ pub struct Ack {
 /// Apps, keys, devices, receipts and usage.
 #[async_trait]
 pub trait Registry: Send + Sync {
-    /// Creates an app; `false` if the id is taken.
+    /// Creates an app; `false` if the id is taken or was used by an app since deleted (its
+    /// channels' messages may still be in the log, and must never reach a new tenant).
     async fn create_app(&self, app: &App) -> Result<bool, StoreError>;
     /// Every app, by id.
     async fn apps(&self) -> Result<Vec<App>, StoreError>;
     /// Replaces an app's limits; `false` if unknown.
     async fn set_limits(&self, id: &AppId, limits: AppLimits) -> Result<bool, StoreError>;
-    /// Deletes an app with its keys, devices, receipts and usage; `false` if unknown.
+    /// Deletes an app with its keys, devices, receipts and usage, keeping its id reserved;
+    /// `false` if unknown.
     async fn delete_app(&self, id: &AppId) -> Result<bool, StoreError>;
 
     /// Stores a publisher key's hash for an app.
@@ -174,7 +177,15 @@ pub trait Registry: Send + Sync {
         id: &str,
     ) -> Result<Option<(Device, InboxCursor)>, StoreError>;
     /// Deletes a device; `false` if unknown.
-    async fn delete_device(&self, app: &AppId, id: &str) -> Result<bool, StoreError>;
+    /// Deletes a device; `false` if unknown. `log_head` is where its own log stands: a device
+    /// registered again under the same id starts there, so it never receives what was pushed
+    /// to the deleted one.
+    async fn delete_device(
+        &self,
+        app: &AppId,
+        id: &str,
+        log_head: Cursor,
+    ) -> Result<bool, StoreError>;
     /// Devices in id order.
     async fn devices(&self, app: &AppId, query: &DeviceQuery) -> Result<Vec<Device>, StoreError>;
     /// How many devices an app has registered.

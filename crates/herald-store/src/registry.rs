@@ -5,6 +5,7 @@
 use async_trait::async_trait;
 use herald_core::device::{Device, InboxCursor, Platform, WebPushKeys};
 use herald_core::log::StoreError;
+use herald_core::message::Cursor;
 use herald_core::message::now_millis;
 use herald_core::registry::{
     Ack, App, AppLimits, Audience, DeviceQuery, KeyInfo, Receipt, Registry, Usage,
@@ -75,7 +76,8 @@ impl Registry for SqliteLog {
             .run(|conn| {
                 let mut stmt = conn
                     .prepare_cached(
-                        "SELECT id, name, token_secret, created, limits FROM apps ORDER BY id",
+                        "SELECT id, name, token_secret, created, limits FROM apps
+                         WHERE deleted = 0 ORDER BY id",
                     )
                     .map_err(backend)?;
                 let rows = stmt
@@ -110,7 +112,7 @@ impl Registry for SqliteLog {
         self.write(move |tx| {
             let n = tx
                 .execute(
-                    "UPDATE apps SET limits = ?2 WHERE id = ?1",
+                    "UPDATE apps SET limits = ?2 WHERE id = ?1 AND deleted = 0",
                     params![id.as_str(), to_json(&limits)],
                 )
                 .map_err(backend)?;
@@ -142,13 +144,17 @@ impl Registry for SqliteLog {
                 "DELETE FROM api_keys WHERE app = ?1",
                 "DELETE FROM devices WHERE app = ?1",
                 "DELETE FROM device_tags WHERE app = ?1",
+                "DELETE FROM device_tombstones WHERE app = ?1",
                 "DELETE FROM pushes WHERE app = ?1",
                 "DELETE FROM usage WHERE app = ?1",
             ] {
                 tx.execute(sql, [app]).map_err(backend)?;
             }
             let n = tx
-                .execute("DELETE FROM apps WHERE id = ?1", [app])
+                .execute(
+                    "UPDATE apps SET deleted = 1, token_secret = NULL WHERE id = ?1 AND deleted = 0",
+                    [app],
+                )
                 .map_err(backend)?;
             Ok(n == 1)
         })
@@ -234,6 +240,11 @@ impl Registry for SqliteLog {
             let mut find = tx
                 .prepare_cached("SELECT created, tags FROM devices WHERE app = ?1 AND id = ?2")
                 .map_err(backend)?;
+            let mut tombstone = tx
+                .prepare_cached(
+                    "DELETE FROM device_tombstones WHERE app = ?1 AND id = ?2 RETURNING log_head",
+                )
+                .map_err(backend)?;
             let mut put = tx
                 .prepare_cached(
                     "INSERT INTO devices (app, id, platform, token, keys, user_id, tags, locale,
@@ -267,6 +278,18 @@ impl Registry for SqliteLog {
                     .unwrap_or_default();
                 d.created = before.as_ref().map_or(now, |(c, _)| *c);
                 d.updated = now;
+                let mut cursor = std::borrow::Cow::Borrowed(start.as_str());
+                if before.is_none() {
+                    let head: Option<String> = tombstone
+                        .query_row(params![app.as_str(), d.id], |r| r.get(0))
+                        .optional()
+                        .map_err(backend)?;
+                    if let Some(head) = head {
+                        let mut c = InboxCursor::decode(&start);
+                        c.device = InboxCursor::decode(&format!(":0,{head}")).device;
+                        cursor = std::borrow::Cow::Owned(c.encode());
+                    }
+                }
                 put.execute(params![
                     app.as_str(),
                     d.id,
@@ -278,7 +301,7 @@ impl Registry for SqliteLog {
                     d.locale,
                     d.active,
                     d.created,
-                    start,
+                    cursor.as_ref(),
                 ])
                 .map_err(backend)?;
                 for t in old_tags.iter().filter(|t| !d.tags.contains(t)) {
@@ -317,9 +340,20 @@ impl Registry for SqliteLog {
             .await
     }
 
-    async fn delete_device(&self, app: &AppId, id: &str) -> Result<bool, StoreError> {
+    async fn delete_device(
+        &self,
+        app: &AppId,
+        id: &str,
+        log_head: Cursor,
+    ) -> Result<bool, StoreError> {
         let (app, id) = (app.clone(), id.to_string());
+        let head = format!("{}:{}", log_head.epoch, log_head.seq);
         self.write(move |tx| {
+            tx.execute(
+                "INSERT OR REPLACE INTO device_tombstones (app, id, log_head) VALUES (?1, ?2, ?3)",
+                params![app.as_str(), id, head],
+            )
+            .map_err(backend)?;
             tx.execute(
                 "DELETE FROM device_tags WHERE app = ?1 AND device = ?2",
                 params![app.as_str(), id],

@@ -12,6 +12,8 @@
 //!   the server's token secret, not stored here).
 //! - `devices` (one row per device, tags as a JSON array, inbox cursor as `EPOCH:SEQ,EPOCH:SEQ`)
 //!   and `device_tags` (the index behind listing by tag).
+//! - `device_tombstones`: where a deleted device's own log stood, so a device registered again
+//!   under that id starts after it.
 //! - `pushes`: receipts: how many devices a push was for and how many acknowledged it.
 //! - `usage`: per-app billing counters.
 
@@ -58,6 +60,7 @@ const MIGRATIONS: &[&str] = &[
         name TEXT NOT NULL,
         token_secret TEXT,
         limits TEXT NOT NULL DEFAULT '{}',
+        deleted INTEGER NOT NULL DEFAULT 0,
         created INTEGER NOT NULL
     );
     INSERT INTO apps (id, name, created) VALUES ('default', 'default', 0);
@@ -74,6 +77,12 @@ const MIGRATIONS: &[&str] = &[
         created INTEGER NOT NULL,
         updated INTEGER NOT NULL,
         cursor TEXT NOT NULL,
+        PRIMARY KEY (app, id)
+    ) WITHOUT ROWID;
+    CREATE TABLE device_tombstones (
+        app TEXT NOT NULL,
+        id TEXT NOT NULL,
+        log_head TEXT NOT NULL,
         PRIMARY KEY (app, id)
     ) WITHOUT ROWID;
     CREATE INDEX devices_user ON devices (app, user_id, id) WHERE user_id IS NOT NULL;

@@ -453,6 +453,11 @@ async fn tenants_are_isolated() {
     assert_eq!(status, 204);
     let (status, _) = call(&s, "GET", "/v1/channels", &shop_key, None).await;
     assert_eq!(status, 401);
+    // Its id is not given to a new tenant, who would otherwise see the old channels.
+    let (status, _) = call(&s, "POST", "/v1/apps", ADMIN, Some(json!({"id":"shop"}))).await;
+    assert_eq!(status, 409);
+    let (_, apps) = call(&s, "GET", "/v1/apps", ADMIN, None).await;
+    assert_eq!(apps["apps"].as_array().unwrap().len(), 1, "{apps}");
 }
 
 #[tokio::test]
@@ -605,6 +610,29 @@ async fn devices_register_idempotently_list_by_tag_and_user_and_deactivate() {
     assert_eq!(status, 204);
     let (status, _) = call(&s, "GET", "/v1/devices/b01", API_KEY, None).await;
     assert_eq!(status, 404);
+
+    // A device deleted and registered again under its id does not inherit what was pushed to
+    // the old one.
+    push(
+        &s,
+        API_KEY,
+        json!({"target":{"device":"b02"},"data":"for the old b02"}),
+    )
+    .await;
+    let (status, _) = call(&s, "DELETE", "/v1/devices/b02", API_KEY, None).await;
+    assert_eq!(status, 204);
+    register(&s, API_KEY, json!({"platform":"herald","id":"b02"})).await;
+    let token = device_token(&s, API_KEY, "b02").await;
+    let mut ws = Ws::connect(&s.ws_url(&format!("?token={token}"))).await;
+    inbox_opened(&mut ws).await;
+    push(
+        &s,
+        API_KEY,
+        json!({"target":{"device":"b02"},"data":"for the new b02"}),
+    )
+    .await;
+    let got = messages(&mut ws, 1).await;
+    assert_eq!(got[0]["data"]["data"], "for the new b02");
 }
 
 #[tokio::test]
