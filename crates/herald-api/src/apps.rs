@@ -89,9 +89,11 @@ pub async fn create(
         created: now_millis(),
     };
     if !api.registry.create_app(&app).await.map_err(store)? {
-        return Err(
-            HeraldError::new(ErrorCode::Conflict, format!("app {id} exists, or existed: the ids of deleted apps are not reused")).into(),
-        );
+        return Err(HeraldError::new(
+            ErrorCode::Conflict,
+            format!("app {id} exists, or existed: the ids of deleted apps are not reused"),
+        )
+        .into());
     }
     api.tokens.set_app(&id, secret.as_bytes());
     api.usage.app(&id).set_limits(app.limits);
