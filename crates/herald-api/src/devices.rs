@@ -222,7 +222,12 @@ pub async fn delete(
         epoch: head.epoch,
         seq: head.last_seq,
     };
-    if !api.registry.delete_device(&app, &id, head).await.map_err(store)? {
+    if !api
+        .registry
+        .delete_device(&app, &id, head)
+        .await
+        .map_err(store)?
+    {
         return Err(not_found(&id).into());
     }
     api.usage.app(&app).devices_changed(0, 1);

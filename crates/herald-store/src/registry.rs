@@ -5,8 +5,8 @@
 use async_trait::async_trait;
 use herald_core::device::{Device, InboxCursor, Platform, WebPushKeys};
 use herald_core::log::StoreError;
-use herald_core::message::Cursor;
 use herald_core::message::now_millis;
+use herald_core::message::Cursor;
 use herald_core::registry::{
     Ack, App, AppLimits, Audience, DeviceQuery, KeyInfo, Receipt, Registry, Usage,
 };
