@@ -9,7 +9,7 @@ use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use herald_core::device::{check_device_id, Device, DevicePatch, Registration};
+use herald_core::device::{check_device_id, Device, DevicePatch, DeviceWrite, Registration};
 use herald_core::registry::DeviceQuery;
 use herald_core::tenant::AppId;
 use herald_core::{ErrorCode, HeraldError};
@@ -37,7 +37,7 @@ fn not_found(id: &str) -> HeraldError {
 async fn upsert(
     api: &Api,
     app: &AppId,
-    devices: Vec<Device>,
+    devices: Vec<DeviceWrite>,
 ) -> Result<Vec<(Device, bool)>, HeraldError> {
     let usage = api.usage.app(app);
     if usage.check_devices(devices.len() as u64).is_err() {
@@ -46,7 +46,7 @@ async fn upsert(
         for d in &devices {
             if api
                 .registry
-                .device(app, &d.id)
+                .device(app, &d.device.id)
                 .await
                 .map_err(store)?
                 .is_none()
@@ -79,7 +79,7 @@ pub async fn register(
     let app = api.authorize(&headers)?;
     let body = read_body(body, 64 * 1024).await?;
     let reg: Registration = parse_json(&body)?;
-    let device = reg.validate()?;
+    let device = reg.into_write()?;
     let (device, created) = upsert(&api, &app, vec![device])
         .await?
         .pop()
@@ -117,7 +117,7 @@ pub async fn register_batch(
     let mut devices = Vec::with_capacity(batch.devices.len());
     for (i, reg) in batch.devices.into_iter().enumerate() {
         devices.push(
-            reg.validate()
+            reg.into_write()
                 .map_err(|e| HeraldError::new(e.code, format!("devices[{i}]: {}", e.message)))?,
         );
     }
@@ -158,13 +158,40 @@ async fn update(
     id: &str,
     patch: DevicePatch,
 ) -> Result<Device, HeraldError> {
-    let mut device = load(api, app, id).await?;
+    check_device_id(id)?;
+    let (mut device, cursor) = api
+        .registry
+        .device(app, id)
+        .await
+        .map_err(store)?
+        .ok_or_else(|| not_found(id))?;
+    let was_active = device.active;
     patch.apply(&mut device)?;
-    upsert(api, app, vec![device])
+    let write = DeviceWrite {
+        device,
+        set_active: true,
+    };
+    let (device, _) = upsert(api, app, vec![write])
         .await?
         .pop()
-        .map(|(d, _)| d)
-        .ok_or_else(|| HeraldError::new(ErrorCode::Internal, "nothing was stored"))
+        .ok_or_else(|| HeraldError::new(ErrorCode::Internal, "nothing was stored"))?;
+    if device.active && !was_active {
+        // Activation starts the device afresh: what was pushed while it was inactive, or
+        // still pending when it was deactivated, is not delivered.
+        let mut to = api.inbox.start_cursor(app).await?;
+        let own = api.engine.state(&app.device_log(id)).await?;
+        to.device = herald_core::Cursor {
+            epoch: own.epoch,
+            seq: own.last_seq,
+        };
+        let ack = herald_core::registry::Ack {
+            from: cursor,
+            to,
+            pushes: Vec::new(),
+        };
+        api.registry.ack(app, id, &ack).await.map_err(store)?;
+    }
+    Ok(device)
 }
 
 /// `PATCH /v1/devices/{id}`: `user`, `tags`, `add_tags`, `remove_tags`, `locale`, `active`.

@@ -40,7 +40,11 @@ pub async fn push(
     let accepted = api.inbox.send(&app, push).await?;
     Ok((
         StatusCode::ACCEPTED,
-        axum::Json(json!({ "id": accepted.id, "targeted": accepted.targeted })),
+        axum::Json(json!({
+            "id": accepted.id,
+            "targeted": accepted.targeted,
+            "duplicate": accepted.duplicate,
+        })),
     )
         .into_response())
 }

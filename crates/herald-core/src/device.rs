@@ -160,7 +160,26 @@ pub struct Registration {
     pub active: Option<bool>,
 }
 
+/// A device to store, and whether to set its `active` flag: a registration that does not say
+/// leaves an existing device as active or inactive as it was (activation is explicit).
+#[derive(Debug, Clone)]
+pub struct DeviceWrite {
+    /// The device.
+    pub device: Device,
+    /// Whether `device.active` is to be stored for an existing device.
+    pub set_active: bool,
+}
+
 impl Registration {
+    /// [`Registration::validate`], remembering whether `active` was given.
+    pub fn into_write(self) -> Result<DeviceWrite, HeraldError> {
+        let set_active = self.active.is_some();
+        Ok(DeviceWrite {
+            device: self.validate()?,
+            set_active,
+        })
+    }
+
     /// Checks every field and returns the device it describes (times are set by the store).
     pub fn validate(mut self) -> Result<Device, HeraldError> {
         check_token(self.platform, self.token.as_deref(), self.keys.as_ref())?;

@@ -54,6 +54,8 @@ pub struct Accepted {
     pub id: String,
     /// Devices it was stored for, when known at once (device and user targets).
     pub targeted: Option<u64>,
+    /// The id was stored already (a retried push): nothing new was stored or counted.
+    pub duplicate: bool,
 }
 
 /// A device's inbox, ready to subscribe: its two logs with where to start and what to keep.
@@ -168,7 +170,7 @@ impl Inbox {
             id: Some(id.clone()),
             data: push.envelope.clone(),
         };
-        match &devices {
+        let duplicate = match &devices {
             Some(devices) => {
                 let appends = devices.iter().map(|d| {
                     let log = app.device_log(d);
@@ -176,12 +178,21 @@ impl Inbox {
                     async move { self.engine.publish(&log, vec![message]).await }
                 });
                 // Issued together, appends to different logs share one group commit.
+                let mut all_duplicates = !devices.is_empty();
                 for result in futures_util::future::join_all(appends).await {
-                    result?;
+                    all_duplicates &= result?.iter().all(|a| a.duplicate);
                 }
+                all_duplicates
             }
             None => {
-                self.engine.publish(&app.app_log(), vec![message]).await?;
+                let appended = self.engine.publish(&app.app_log(), vec![message]).await?;
+                if appended.iter().all(|a| a.duplicate) {
+                    return Ok(Accepted {
+                        id,
+                        targeted: None,
+                        duplicate: true,
+                    });
+                }
                 let audience = match push.target {
                     Target::Tags(expr) => Audience::Tags(expr),
                     _ => Audience::All,
@@ -200,12 +211,16 @@ impl Inbox {
                         }
                     }
                 });
+                false
             }
+        };
+        if !duplicate {
+            self.usage.app(app).published(1);
         }
-        self.usage.app(app).published(1);
         Ok(Accepted {
             id,
             targeted: receipt.targeted,
+            duplicate,
         })
     }
 

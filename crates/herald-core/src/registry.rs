@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use serde::Serialize;
 
-use crate::device::{Device, InboxCursor};
+use crate::device::{Device, DeviceWrite, InboxCursor};
 use crate::log::StoreError;
 use crate::message::Cursor;
 use crate::tags::TagExpr;
@@ -162,12 +162,13 @@ pub trait Registry: Send + Sync {
     async fn keys(&self) -> Result<Vec<KeyInfo>, StoreError>;
 
     /// Registers or updates devices. A new device's cursor starts at `start` (it receives what
-    /// is pushed from now on); an existing one keeps its cursor and creation time. Returns each
+    /// is pushed from now on); an existing one keeps its cursor and creation time, and its
+    /// `active` flag unless the write sets it. Returns each
     /// device as stored and whether it was created.
     async fn upsert_devices(
         &self,
         app: &AppId,
-        devices: Vec<Device>,
+        devices: Vec<DeviceWrite>,
         start: InboxCursor,
     ) -> Result<Vec<(Device, bool)>, StoreError>;
     /// One device and its cursor.

@@ -110,7 +110,7 @@ impl AppUsage {
     /// Refuses registering `adding` more devices past `max_devices`.
     pub fn check_devices(&self, adding: u64) -> Result<(), HeraldError> {
         match self.limits().max_devices {
-            Some(max) if self.devices() + adding > max => Err(HeraldError::new(
+            Some(max) if adding > 0 && self.devices() + adding > max => Err(HeraldError::new(
                 ErrorCode::LimitExceeded,
                 format!(
                     "the app may register at most {max} devices; it has {}",

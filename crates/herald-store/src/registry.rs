@@ -3,7 +3,7 @@
 //! pool.
 
 use async_trait::async_trait;
-use herald_core::device::{Device, InboxCursor, Platform, WebPushKeys};
+use herald_core::device::{Device, DeviceWrite, InboxCursor, Platform, WebPushKeys};
 use herald_core::log::StoreError;
 use herald_core::message::now_millis;
 use herald_core::message::Cursor;
@@ -175,15 +175,15 @@ impl Registry for SqliteLog {
     }
 
     async fn remove_key(&self, app: &AppId, key_id: &str) -> Result<bool, StoreError> {
-        let (app, pattern) = (app.clone(), format!("{key_id}%"));
-        if key_id.len() < 8 || !key_id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        let (app, key_id) = (app.clone(), key_id.to_string());
+        if key_id.len() != 12 || !key_id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
             return Ok(false);
         }
         self.write(move |tx| {
             let n = tx
                 .execute(
-                    "DELETE FROM api_keys WHERE app = ?1 AND hash LIKE ?2",
-                    params![app.as_str(), pattern],
+                    "DELETE FROM api_keys WHERE app = ?1 AND substr(hash, 1, 12) = ?2",
+                    params![app.as_str(), key_id],
                 )
                 .map_err(backend)?;
             Ok(n > 0)
@@ -229,7 +229,7 @@ impl Registry for SqliteLog {
     async fn upsert_devices(
         &self,
         app: &AppId,
-        devices: Vec<Device>,
+        devices: Vec<DeviceWrite>,
         start: InboxCursor,
     ) -> Result<Vec<(Device, bool)>, StoreError> {
         let app = app.clone();
@@ -253,8 +253,10 @@ impl Registry for SqliteLog {
                      ON CONFLICT (app, id) DO UPDATE SET platform = excluded.platform,
                          token = excluded.token, keys = excluded.keys,
                          user_id = excluded.user_id, tags = excluded.tags,
-                         locale = excluded.locale, active = excluded.active,
-                         updated = excluded.updated",
+                         locale = excluded.locale,
+                         active = CASE WHEN ?12 THEN excluded.active ELSE devices.active END,
+                         updated = excluded.updated
+                     RETURNING active",
                 )
                 .map_err(backend)?;
             let mut untag = tx
@@ -267,7 +269,11 @@ impl Registry for SqliteLog {
                     "INSERT OR IGNORE INTO device_tags (app, tag, device) VALUES (?1, ?2, ?3)",
                 )
                 .map_err(backend)?;
-            for mut d in devices {
+            for DeviceWrite {
+                device: mut d,
+                set_active,
+            } in devices
+            {
                 let before: Option<(i64, String)> = find
                     .query_row(params![app.as_str(), d.id], |r| Ok((r.get(0)?, r.get(1)?)))
                     .optional()
@@ -290,7 +296,7 @@ impl Registry for SqliteLog {
                         cursor = std::borrow::Cow::Owned(c.encode());
                     }
                 }
-                put.execute(params![
+                d.active = put.query_row(params![
                     app.as_str(),
                     d.id,
                     d.platform.as_str(),
@@ -302,7 +308,8 @@ impl Registry for SqliteLog {
                     d.active,
                     d.created,
                     cursor.as_ref(),
-                ])
+                    set_active,
+                ], |r| r.get(0))
                 .map_err(backend)?;
                 for t in old_tags.iter().filter(|t| !d.tags.contains(t)) {
                     untag

@@ -448,6 +448,33 @@ async fn tenants_are_isolated() {
         Some(401)
     );
 
+    // Keys rotate: a second key works, the first is deleted by its exact key id.
+    let (status, second) = call(
+        &s,
+        "POST",
+        "/v1/apps/shop/keys",
+        ADMIN,
+        Some(json!({"label":"v2"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{second}");
+    let second_key = second["key"].as_str().unwrap().to_string();
+    let first_id = created["key_id"].as_str().unwrap().to_string();
+    let upper = format!("/v1/apps/shop/keys/{}", first_id.to_uppercase());
+    let (status, _) = call(&s, "DELETE", &upper, ADMIN, None).await;
+    assert_eq!(status, 404, "key ids are exact");
+    let prefix = format!("/v1/apps/shop/keys/{}", &first_id[..8]);
+    let (status, _) = call(&s, "DELETE", &prefix, ADMIN, None).await;
+    assert_eq!(status, 404, "no prefixes");
+    let exact = format!("/v1/apps/shop/keys/{first_id}");
+    let (status, _) = call(&s, "DELETE", &exact, ADMIN, None).await;
+    assert_eq!(status, 204);
+    let (status, _) = call(&s, "GET", "/v1/channels", &shop_key, None).await;
+    assert_eq!(status, 401, "the deleted key no longer works");
+    let (status, _) = call(&s, "GET", "/v1/channels", &second_key, None).await;
+    assert_eq!(status, 200);
+    let shop_key = second_key;
+
     // Deleting the app revokes its keys.
     let (status, _) = call(&s, "DELETE", "/v1/apps/shop", ADMIN, None).await;
     assert_eq!(status, 204);
@@ -591,9 +618,46 @@ async fn devices_register_idempotently_list_by_tag_and_user_and_deactivate() {
         (status, r["error"]["code"].as_str()),
         (409, Some("conflict"))
     );
-    let id = push(&s, API_KEY, json!({"target":{"tags":"even"},"data":1})).await;
+    // Registering it again without "active" leaves it inactive: activation is explicit.
+    let again = register(
+        &s,
+        API_KEY,
+        json!({"platform":"herald","id":"b00","tags":["even"]}),
+    )
+    .await;
+    assert_eq!(again["active"], false, "{again}");
+    let body = json!({"target":{"tags":"even"},"data":1,"id":"even-1"});
+    let id = push(&s, API_KEY, body.clone()).await;
+    let (status, retried) = call(&s, "POST", "/v1/push", API_KEY, Some(body)).await;
+    assert_eq!(
+        (status, retried["duplicate"].as_bool()),
+        (202, Some(true)),
+        "{retried}"
+    );
+    assert_eq!(retried["id"], id.as_str());
     let r = receipt_when(&s, &id, |r| !r["targeted"].is_null()).await;
     assert_eq!(r["targeted"], 24, "25 even devices, one deactivated: {r}");
+    // What is broadcast while a device is inactive is not delivered after it is activated.
+    push(
+        &s,
+        API_KEY,
+        json!({"target":{"app":true},"data":"while inactive"}),
+    )
+    .await;
+    let (status, d) = call(&s, "POST", "/v1/devices/b00/activate", API_KEY, None).await;
+    assert_eq!((status, d["active"].as_bool()), (200, Some(true)));
+    let token = device_token(&s, API_KEY, "b00").await;
+    let mut ws = Ws::connect(&s.ws_url(&format!("?token={token}"))).await;
+    inbox_opened(&mut ws).await;
+    push(
+        &s,
+        API_KEY,
+        json!({"target":{"device":"b00"},"data":"after activation"}),
+    )
+    .await;
+    let got = messages(&mut ws, 1).await;
+    assert_eq!(got[0]["data"]["data"], "after activation");
+    drop(ws);
     let (status, d) = call(
         &s,
         "PATCH",
@@ -769,6 +833,25 @@ async fn app_limits_are_enforced_and_can_be_raised() {
     );
     drop(first);
 
+    // Below the limit's count, existing devices can still be changed.
+    let (status, _) = call(
+        &s,
+        "PATCH",
+        "/v1/apps/tiny",
+        ADMIN,
+        Some(json!({"limits":{"max_devices":1}})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, d) = call(
+        &s,
+        "PATCH",
+        "/v1/devices/two",
+        &key,
+        Some(json!({"add_tags":["y"]})),
+    )
+    .await;
+    assert_eq!(status, 200, "{d}");
     let (status, app) = call(
         &s,
         "PATCH",
