@@ -176,7 +176,11 @@ impl Registry for SqliteLog {
 
     async fn remove_key(&self, app: &AppId, key_id: &str) -> Result<bool, StoreError> {
         let (app, key_id) = (app.clone(), key_id.to_string());
-        if key_id.len() != 12 || !key_id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        if key_id.len() != 12
+            || !key_id
+                .bytes()
+                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        {
             return Ok(false);
         }
         self.write(move |tx| {
@@ -296,21 +300,25 @@ impl Registry for SqliteLog {
                         cursor = std::borrow::Cow::Owned(c.encode());
                     }
                 }
-                d.active = put.query_row(params![
-                    app.as_str(),
-                    d.id,
-                    d.platform.as_str(),
-                    d.token,
-                    d.keys.as_ref().map(to_json),
-                    d.user,
-                    to_json(&d.tags),
-                    d.locale,
-                    d.active,
-                    d.created,
-                    cursor.as_ref(),
-                    set_active,
-                ], |r| r.get(0))
-                .map_err(backend)?;
+                d.active = put
+                    .query_row(
+                        params![
+                            app.as_str(),
+                            d.id,
+                            d.platform.as_str(),
+                            d.token,
+                            d.keys.as_ref().map(to_json),
+                            d.user,
+                            to_json(&d.tags),
+                            d.locale,
+                            d.active,
+                            d.created,
+                            cursor.as_ref(),
+                            set_active,
+                        ],
+                        |r| r.get(0),
+                    )
+                    .map_err(backend)?;
                 for t in old_tags.iter().filter(|t| !d.tags.contains(t)) {
                     untag
                         .execute(params![app.as_str(), t, d.id])
