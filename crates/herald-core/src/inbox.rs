@@ -203,12 +203,10 @@ impl Inbox {
                     match registry.count_audience(&app, &audience).await {
                         Ok(n) => {
                             if let Err(e) = registry.set_targeted(&app, &id, n).await {
-                                tracing::warn!(%app, error = %e, "cannot record a push's audience");
+                                audience_not_recorded(&app, &e);
                             }
                         }
-                        Err(e) => {
-                            tracing::warn!(%app, error = %e, "cannot count a push's audience")
-                        }
+                        Err(e) => audience_not_recorded(&app, &e),
                     }
                 });
                 false
@@ -394,5 +392,16 @@ impl Inbox {
             ErrorCode::Conflict,
             "the device's cursor kept moving; retry the ack",
         ))
+    }
+}
+
+/// A push's audience count could not be stored: worth a warning, unless the server is
+/// stopping (the count was running when the store closed).
+fn audience_not_recorded(app: &AppId, e: &StoreError) {
+    match e {
+        StoreError::Closed => tracing::debug!(%app, "audience count dropped at shutdown"),
+        StoreError::Backend(_) => {
+            tracing::warn!(%app, error = %e, "cannot record a push's audience")
+        }
     }
 }

@@ -453,29 +453,11 @@ impl Registry for SqliteLog {
     async fn count_audience(&self, app: &AppId, audience: &Audience) -> Result<u64, StoreError> {
         let (app, audience) = (app.clone(), audience.clone());
         self.readers()
-            .run(move |conn| match audience {
-                Audience::All => conn
-                    .query_row(
-                        "SELECT count(*) FROM devices WHERE app = ?1 AND active = 1",
-                        [app.as_str()],
-                        |r| r.get::<_, i64>(0),
-                    )
-                    .map(|n| n as u64)
-                    .map_err(backend),
-                Audience::Tags(expr) => {
-                    let mut stmt = conn
-                        .prepare_cached("SELECT tags FROM devices WHERE app = ?1 AND active = 1")
-                        .map_err(backend)?;
-                    let mut rows = stmt.query([app.as_str()]).map_err(backend)?;
-                    let mut n = 0u64;
-                    while let Some(row) = rows.next().map_err(backend)? {
-                        let tags: String = row.get(0).map_err(backend)?;
-                        let tags: Vec<String> = serde_json::from_str(&tags).unwrap_or_default();
-                        if expr.matches(|t| tags.binary_search_by(|x| x.as_str().cmp(t)).is_ok()) {
-                            n += 1;
-                        }
-                    }
-                    Ok(n)
+            .run(move |conn| {
+                let active = count_active(conn, &app)?;
+                match audience {
+                    Audience::All => Ok(active),
+                    Audience::Tags(expr) => count_tagged(conn, &app, &expr, active),
                 }
             })
             .await
@@ -609,4 +591,59 @@ impl Registry for SqliteLog {
             })
             .await
     }
+}
+
+/// Active devices of an app (through the `devices_active` index).
+fn count_active(conn: &rusqlite::Connection, app: &AppId) -> Result<u64, StoreError> {
+    conn.query_row(
+        "SELECT count(*) FROM devices WHERE app = ?1 AND active = 1",
+        [app.as_str()],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|n| n as u64)
+    .map_err(backend)
+}
+
+/// Active devices whose tags satisfy `expr`, of `active` in all. Only the tags the expression
+/// names decide a match, so it reads just the devices holding one of them (from `device_tags`)
+/// and which of those tags each holds; every other active device matches exactly when the
+/// expression matches a device with none of them (`NOT muted`, say).
+fn count_tagged(
+    conn: &rusqlite::Connection,
+    app: &AppId,
+    expr: &herald_core::tags::TagExpr,
+    active: u64,
+) -> Result<u64, StoreError> {
+    use std::collections::HashMap;
+    let named = expr.tags();
+    let mut held: HashMap<String, Vec<usize>> = HashMap::new();
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT t.device FROM device_tags t JOIN devices d ON d.app = t.app AND d.id = t.device
+             WHERE t.app = ?1 AND t.tag = ?2 AND d.active = 1",
+        )
+        .map_err(backend)?;
+    for (i, tag) in named.iter().enumerate() {
+        let mut rows = stmt.query(params![app.as_str(), tag]).map_err(backend)?;
+        while let Some(row) = rows.next().map_err(backend)? {
+            held.entry(row.get(0).map_err(backend)?)
+                .or_default()
+                .push(i);
+        }
+    }
+    let mut n = held
+        .values()
+        .filter(|tags| {
+            expr.matches(|t| {
+                named
+                    .iter()
+                    .position(|x| *x == t)
+                    .is_some_and(|i| tags.contains(&i))
+            })
+        })
+        .count() as u64;
+    if expr.matches(|_| false) {
+        n += active.saturating_sub(held.len() as u64);
+    }
+    Ok(n)
 }

@@ -86,6 +86,7 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (app, id)
     ) WITHOUT ROWID;
     CREATE INDEX devices_user ON devices (app, user_id, id) WHERE user_id IS NOT NULL;
+    CREATE INDEX devices_active ON devices (app, active);
     CREATE TABLE device_tags (
         app TEXT NOT NULL,
         tag TEXT NOT NULL,

@@ -637,6 +637,12 @@ async fn devices_register_idempotently_list_by_tag_and_user_and_deactivate() {
     assert_eq!(retried["id"], id.as_str());
     let r = receipt_when(&s, &id, |r| !r["targeted"].is_null()).await;
     assert_eq!(r["targeted"], 24, "25 even devices, one deactivated: {r}");
+    // Counted from the tag index, with devices holding none of the named tags as well.
+    for (expr, want) in [("NOT even", 26), ("even OR c", 25), ("c AND NOT even", 1)] {
+        let id = push(&s, API_KEY, json!({"target":{"tags":expr},"data":1})).await;
+        let r = receipt_when(&s, &id, |r| !r["targeted"].is_null()).await;
+        assert_eq!(r["targeted"], want, "{expr}: {r}");
+    }
     // What is broadcast while a device is inactive is not delivered after it is activated.
     push(
         &s,
