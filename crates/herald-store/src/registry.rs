@@ -647,3 +647,59 @@ fn count_tagged(
     }
     Ok(n)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use herald_core::log::{ChannelLog, CommitSink, Retention};
+    use herald_core::message::{NewMessage, SharedMessage};
+    use herald_core::name::ChannelName;
+
+    use super::*;
+    use crate::SqliteOptions;
+
+    struct NoSink;
+
+    impl CommitSink for NoSink {
+        fn committed(&self, _: &[SharedMessage]) {}
+    }
+
+    #[tokio::test]
+    async fn a_failing_write_undoes_only_itself_and_the_rest_of_its_commit_stands() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = SqliteLog::open(dir.path(), SqliteOptions::default(), Arc::new(NoSink)).unwrap();
+        let app = AppId::parse("a").unwrap();
+        let bad = log.write(|c| {
+            c.execute("INSERT INTO usage (app, published) VALUES ('x', 9)", [])
+                .map_err(backend)?;
+            Err::<(), _>(StoreError::Backend("refused".into()))
+        });
+        let good = log.set_usage(
+            &app,
+            Usage {
+                published: 5,
+                ..Usage::default()
+            },
+        );
+        let channel = ChannelName::parse("c").unwrap();
+        let message = NewMessage {
+            id: None,
+            data: Bytes::from_static(b"1"),
+        };
+        let append = log.append(&channel, vec![message], Retention::default());
+        let (bad, good, append) = tokio::join!(bad, good, append);
+        assert!(bad.is_err());
+        good.unwrap();
+        assert_eq!(append.unwrap().len(), 1);
+        assert_eq!(log.usage(&app).await.unwrap().published, 5);
+        let x = AppId::parse("x").unwrap();
+        assert_eq!(
+            log.usage(&x).await.unwrap(),
+            Usage::default(),
+            "rolled back"
+        );
+        log.close().await;
+    }
+}
