@@ -51,6 +51,9 @@ pub(crate) enum Request {
     Write(WriteJob),
 }
 
+/// Applies a registry write on the write connection.
+pub(crate) type WriteApply = Box<dyn FnOnce(&Connection) -> Result<(), StoreError> + Send>;
+
 /// Told the outcome of a registry write once its transaction has committed or failed.
 pub(crate) type WriteDone = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
 
@@ -59,7 +62,7 @@ pub(crate) type WriteDone = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
 /// outcome once the transaction has committed (or failed), never before.
 pub(crate) struct WriteJob {
     /// Applies the write.
-    pub apply: Box<dyn FnOnce(&Connection) -> Result<(), StoreError> + Send>,
+    pub apply: WriteApply,
     /// Told the outcome after the commit.
     pub done: WriteDone,
 }
@@ -305,7 +308,7 @@ impl Writer {
 /// or panics.
 fn apply_in_savepoint(
     tx: &mut rusqlite::Transaction<'_>,
-    apply: Box<dyn FnOnce(&Connection) -> Result<(), StoreError> + Send>,
+    apply: WriteApply,
 ) -> Result<(), StoreError> {
     let savepoint = tx.savepoint().map_err(backend)?;
     match catch_unwind(AssertUnwindSafe(|| apply(&savepoint))) {
