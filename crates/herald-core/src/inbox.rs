@@ -162,31 +162,32 @@ impl Inbox {
             expires: push.expires,
             ..Receipt::default()
         };
-        self.registry
-            .record_push(app, &receipt)
-            .await
-            .map_err(store_error)?;
         let message = NewMessage {
             id: Some(id.clone()),
             data: push.envelope.clone(),
         };
+        let logs = match &devices {
+            Some(devices) => devices.iter().map(|d| app.device_log(d)).collect(),
+            None => vec![app.app_log()],
+        };
+        // Issued together, the receipt and the appends share one group commit (one fsync).
+        let appends = logs.iter().map(|log| {
+            let message = message.clone();
+            async move { self.engine.publish(log, vec![message]).await }
+        });
+        let (recorded, appended) = tokio::join!(
+            self.registry.record_push(app, &receipt),
+            futures_util::future::join_all(appends)
+        );
+        recorded.map_err(store_error)?;
+        let mut all_duplicates = !logs.is_empty();
+        for result in appended {
+            all_duplicates &= result?.iter().all(|a| a.duplicate);
+        }
         let duplicate = match &devices {
-            Some(devices) => {
-                let appends = devices.iter().map(|d| {
-                    let log = app.device_log(d);
-                    let message = message.clone();
-                    async move { self.engine.publish(&log, vec![message]).await }
-                });
-                // Issued together, appends to different logs share one group commit.
-                let mut all_duplicates = !devices.is_empty();
-                for result in futures_util::future::join_all(appends).await {
-                    all_duplicates &= result?.iter().all(|a| a.duplicate);
-                }
-                all_duplicates
-            }
+            Some(_) => all_duplicates,
             None => {
-                let appended = self.engine.publish(&app.app_log(), vec![message]).await?;
-                if appended.iter().all(|a| a.duplicate) {
+                if all_duplicates {
                     return Ok(Accepted {
                         id,
                         targeted: None,
