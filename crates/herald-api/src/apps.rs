@@ -25,10 +25,6 @@ use crate::Api;
 /// Longest token lifetime `POST /v1/tokens` mints: 30 days.
 const MAX_TOKEN_TTL_SECS: u64 = 30 * 24 * 3600;
 
-fn store(e: herald_core::log::StoreError) -> HeraldError {
-    HeraldError::new(ErrorCode::StoreFailed, e.to_string())
-}
-
 fn app_param(id: &str) -> Result<AppId, HeraldError> {
     AppId::parse(id)
 }
@@ -37,7 +33,7 @@ async fn find_app(api: &Api, id: &AppId) -> Result<App, HeraldError> {
     api.registry
         .apps()
         .await
-        .map_err(store)?
+        .map_err(HeraldError::from)?
         .into_iter()
         .find(|a| a.id == *id)
         .ok_or_else(|| HeraldError::new(ErrorCode::NotFound, format!("no app {id}")))
@@ -54,7 +50,10 @@ async fn new_key(api: &Api, app: &AppId, label: &str) -> Result<(String, KeyInfo
         label: label.to_string(),
         created: now_millis(),
     };
-    api.registry.add_key(&info).await.map_err(store)?;
+    api.registry
+        .add_key(&info)
+        .await
+        .map_err(HeraldError::from)?;
     api.keys.insert(hash, app.clone());
     Ok((key, info))
 }
@@ -88,7 +87,12 @@ pub async fn create(
         limits: req.limits,
         created: now_millis(),
     };
-    if !api.registry.create_app(&app).await.map_err(store)? {
+    if !api
+        .registry
+        .create_app(&app)
+        .await
+        .map_err(HeraldError::from)?
+    {
         return Err(HeraldError::new(
             ErrorCode::Conflict,
             format!("app {id} exists, or existed: the ids of deleted apps are not reused"),
@@ -108,7 +112,7 @@ pub async fn create(
 /// `GET /v1/apps`.
 pub async fn list(State(api): State<Arc<Api>>, headers: HeaderMap) -> Result<Response, ApiError> {
     api.authorize_admin(&headers)?;
-    let apps = api.registry.apps().await.map_err(store)?;
+    let apps = api.registry.apps().await.map_err(HeraldError::from)?;
     Ok(axum::Json(json!({ "apps": apps })).into_response())
 }
 
@@ -144,7 +148,7 @@ pub async fn update(
         .registry
         .set_limits(&id, req.limits)
         .await
-        .map_err(store)?
+        .map_err(HeraldError::from)?
     {
         return Err(HeraldError::new(ErrorCode::NotFound, format!("no app {id}")).into());
     }
@@ -164,7 +168,12 @@ pub async fn delete(
     if id.is_default() {
         return Err(HeraldError::forbidden("the default app cannot be deleted").into());
     }
-    if !api.registry.delete_app(&id).await.map_err(store)? {
+    if !api
+        .registry
+        .delete_app(&id)
+        .await
+        .map_err(HeraldError::from)?
+    {
         return Err(HeraldError::new(ErrorCode::NotFound, format!("no app {id}")).into());
     }
     api.keys.remove_app(&id);
@@ -186,7 +195,7 @@ pub async fn list_keys(
         .registry
         .keys()
         .await
-        .map_err(store)?
+        .map_err(HeraldError::from)?
         .into_iter()
         .filter(|k| k.app == id)
         .collect();
@@ -233,7 +242,12 @@ pub async fn remove_key(
 ) -> Result<Response, ApiError> {
     api.authorize_admin(&headers)?;
     let id = app_param(&id)?;
-    if !api.registry.remove_key(&id, &key_id).await.map_err(store)? {
+    if !api
+        .registry
+        .remove_key(&id, &key_id)
+        .await
+        .map_err(HeraldError::from)?
+    {
         return Err(HeraldError::new(
             ErrorCode::NotFound,
             format!("app {id} has no key {key_id:?} (give the key_id, 12 hex digits)"),
@@ -301,7 +315,7 @@ pub async fn mint_token(
             .registry
             .device(&app, device)
             .await
-            .map_err(store)?
+            .map_err(HeraldError::from)?
             .is_none()
         {
             return Err(HeraldError::new(

@@ -25,10 +25,6 @@ pub const MAX_DEVICE_BATCH: usize = 1000;
 /// Most devices one list call returns.
 const MAX_LIST: usize = 1000;
 
-fn store(e: herald_core::log::StoreError) -> HeraldError {
-    HeraldError::new(ErrorCode::StoreFailed, e.to_string())
-}
-
 fn not_found(id: &str) -> HeraldError {
     HeraldError::new(ErrorCode::NotFound, format!("no device {id:?} in this app"))
 }
@@ -48,7 +44,7 @@ async fn upsert(
                 .registry
                 .device(app, &d.device.id)
                 .await
-                .map_err(store)?
+                .map_err(HeraldError::from)?
                 .is_none()
             {
                 new += 1;
@@ -61,7 +57,7 @@ async fn upsert(
         .registry
         .upsert_devices(app, devices, start)
         .await
-        .map_err(store)?;
+        .map_err(HeraldError::from)?;
     usage.devices_changed(
         stored.iter().filter(|(_, created)| *created).count() as u64,
         0,
@@ -137,7 +133,7 @@ async fn load(api: &Api, app: &AppId, id: &str) -> Result<Device, HeraldError> {
     api.registry
         .device(app, id)
         .await
-        .map_err(store)?
+        .map_err(HeraldError::from)?
         .map(|(d, _)| d)
         .ok_or_else(|| not_found(id))
 }
@@ -163,7 +159,7 @@ async fn update(
         .registry
         .device(app, id)
         .await
-        .map_err(store)?
+        .map_err(HeraldError::from)?
         .ok_or_else(|| not_found(id))?;
     let was_active = device.active;
     patch.apply(&mut device)?;
@@ -189,7 +185,10 @@ async fn update(
             to,
             pushes: Vec::new(),
         };
-        api.registry.ack(app, id, &ack).await.map_err(store)?;
+        api.registry
+            .ack(app, id, &ack)
+            .await
+            .map_err(HeraldError::from)?;
     }
     Ok(device)
 }
@@ -214,12 +213,7 @@ pub async fn activate(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let app = api.authorize(&headers)?;
-    let patch = DevicePatch {
-        active: Some(true),
-        ..DevicePatch::default()
-    };
-    Ok(axum::Json(update(&api, &app, &id, patch).await?).into_response())
+    set_active(&api, &headers, &id, true).await
 }
 
 /// `POST /v1/devices/{id}/deactivate`: no push reaches it until it is activated again.
@@ -228,12 +222,21 @@ pub async fn deactivate(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let app = api.authorize(&headers)?;
+    set_active(&api, &headers, &id, false).await
+}
+
+async fn set_active(
+    api: &Api,
+    headers: &HeaderMap,
+    id: &str,
+    active: bool,
+) -> Result<Response, ApiError> {
+    let app = api.authorize(headers)?;
     let patch = DevicePatch {
-        active: Some(false),
+        active: Some(active),
         ..DevicePatch::default()
     };
-    Ok(axum::Json(update(&api, &app, &id, patch).await?).into_response())
+    Ok(axum::Json(update(api, &app, id, patch).await?).into_response())
 }
 
 /// `DELETE /v1/devices/{id}`.
@@ -253,7 +256,7 @@ pub async fn delete(
         .registry
         .delete_device(&app, &id, head)
         .await
-        .map_err(store)?
+        .map_err(HeraldError::from)?
     {
         return Err(not_found(&id).into());
     }
@@ -300,7 +303,11 @@ pub async fn list(
     if q.user.is_some() && q.tag.is_some() {
         return Err(HeraldError::bad_request("list by user or by tag, not both").into());
     }
-    let devices = api.registry.devices(&app, &q).await.map_err(store)?;
+    let devices = api
+        .registry
+        .devices(&app, &q)
+        .await
+        .map_err(HeraldError::from)?;
     let next = (devices.len() == q.limit).then(|| devices.last().map(|d| d.id.clone()));
     Ok(axum::Json(json!({ "devices": devices, "next": next.flatten() })).into_response())
 }

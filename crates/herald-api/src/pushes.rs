@@ -60,7 +60,7 @@ pub async fn receipt(
         .registry
         .receipt(&app, &id)
         .await
-        .map_err(|e| HeraldError::new(ErrorCode::StoreFailed, e.to_string()))?
+        .map_err(HeraldError::from)?
         .ok_or_else(|| HeraldError::new(ErrorCode::NotFound, format!("no push {id:?}")))?;
     Ok(axum::Json(receipt.settle(now_millis())).into_response())
 }

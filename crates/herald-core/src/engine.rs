@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
-use crate::error::{ErrorCode, HeraldError};
+use crate::error::HeraldError;
 use crate::head::{Head, HeadLookup};
 use crate::hub::{Admit, Hub, Subscription};
-use crate::log::{Appended, ChannelLog, ChannelState, LogSlice, ReadFrom, Retention, StoreError};
+use crate::log::{Appended, ChannelLog, ChannelState, LogSlice, ReadFrom, Retention};
 use crate::message::{Cursor, Epoch, NewMessage, SharedMessage};
 use crate::name::ChannelName;
 use crate::namespace::Namespaces;
@@ -104,13 +104,6 @@ pub const DEFAULT_PUSH_RETENTION: Retention = Retention {
     max_age_ms: 30 * 24 * 3600 * 1000,
 };
 
-fn store_error(e: StoreError) -> HeraldError {
-    match e {
-        StoreError::Closed => HeraldError::new(ErrorCode::ShuttingDown, e.to_string()),
-        StoreError::Backend(_) => HeraldError::new(ErrorCode::StoreFailed, e.to_string()),
-    }
-}
-
 impl Engine {
     /// An engine over `log`, whose commit sink must hand every committed message, in order, to
     /// [`Hub::deliver`] (as [`crate::fanout::FanOut`] does).
@@ -149,7 +142,7 @@ impl Engine {
             .log
             .append(channel, messages, retention)
             .await
-            .map_err(store_error)?;
+            .map_err(HeraldError::from)?;
         let metrics = crate::telemetry::telemetry();
         metrics
             .publish_seconds
@@ -219,7 +212,7 @@ impl Engine {
                 return Ok((outcome, Vec::new()));
             }
         }
-        let state = self.log.state(channel).await.map_err(store_error)?;
+        let state = self.log.state(channel).await.map_err(HeraldError::from)?;
         let head = Head {
             epoch: state.epoch.clone(),
             last_seq: state.last_seq,
@@ -331,12 +324,12 @@ impl Engine {
         self.log
             .read(channel, from, limit)
             .await
-            .map_err(store_error)
+            .map_err(HeraldError::from)
     }
 
     /// A channel's state.
     pub async fn state(&self, channel: &ChannelName) -> Result<ChannelState, HeraldError> {
-        self.log.state(channel).await.map_err(store_error)
+        self.log.state(channel).await.map_err(HeraldError::from)
     }
 
     /// Channels in name order after `after`.
@@ -345,7 +338,7 @@ impl Engine {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<ChannelState>, HeraldError> {
-        self.log.list(after, limit).await.map_err(store_error)
+        self.log.list(after, limit).await.map_err(HeraldError::from)
     }
 
     /// Live subscribers of a channel on this node.

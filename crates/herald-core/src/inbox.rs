@@ -78,14 +78,6 @@ pub struct Inbox {
     usage: Arc<UsageMeter>,
 }
 
-fn store_error(e: StoreError) -> HeraldError {
-    let code = match e {
-        StoreError::Closed => ErrorCode::ShuttingDown,
-        StoreError::Backend(_) => ErrorCode::StoreFailed,
-    };
-    HeraldError::new(code, e.to_string())
-}
-
 fn counting(admit: Admit, usage: Arc<AppUsage>) -> Admit {
     Arc::new(move |m: &StoredMessage| {
         let keep = admit(m);
@@ -132,7 +124,7 @@ impl Inbox {
                     .registry
                     .device(app, d)
                     .await
-                    .map_err(store_error)?
+                    .map_err(HeraldError::from)?
                     .ok_or_else(|| {
                         HeraldError::new(
                             ErrorCode::NotFound,
@@ -151,7 +143,7 @@ impl Inbox {
                 self.registry
                     .user_devices(app, u)
                     .await
-                    .map_err(store_error)?,
+                    .map_err(HeraldError::from)?,
             ),
             Target::Tags(_) | Target::App => None,
         };
@@ -179,7 +171,7 @@ impl Inbox {
             self.registry.record_push(app, &receipt),
             futures_util::future::join_all(appends)
         );
-        recorded.map_err(store_error)?;
+        recorded.map_err(HeraldError::from)?;
         let mut all_duplicates = !logs.is_empty();
         for result in appended {
             all_duplicates &= result?.iter().all(|a| a.duplicate);
@@ -233,7 +225,7 @@ impl Inbox {
             .registry
             .device(app, device)
             .await
-            .map_err(store_error)?
+            .map_err(HeraldError::from)?
             .ok_or_else(|| {
                 HeraldError::new(
                     ErrorCode::NotFound,
@@ -307,7 +299,7 @@ impl Inbox {
                 .registry
                 .device(app, device)
                 .await
-                .map_err(store_error)?
+                .map_err(HeraldError::from)?
                 .ok_or_else(|| {
                     HeraldError::new(ErrorCode::NotFound, format!("no device {device:?}"))
                 })?;
@@ -382,7 +374,7 @@ impl Inbox {
                 .registry
                 .ack(app, device, &ack)
                 .await
-                .map_err(store_error)?
+                .map_err(HeraldError::from)?
             {
                 self.usage.app(app).acked(n);
                 return Ok(to);
