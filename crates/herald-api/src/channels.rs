@@ -7,7 +7,8 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use herald_core::log::{ChannelState, ReadFrom};
-use herald_core::{ChannelName, HeraldError};
+use herald_core::tenant::AppId;
+use herald_core::HeraldError;
 use serde::Serialize;
 
 use crate::error::ApiError;
@@ -52,7 +53,7 @@ struct ChannelInfo<'a> {
 
 fn info<'a>(api: &Api, s: &'a ChannelState) -> ChannelInfo<'a> {
     ChannelInfo {
-        channel: s.name.as_str(),
+        channel: s.name.public(),
         epoch: s.epoch.as_str(),
         seq: s.last_seq,
         first_seq: s.first_seq,
@@ -67,9 +68,9 @@ pub async fn get_path(
     RawQuery(raw): RawQuery,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    api.authorize(&headers)?;
+    let app = api.authorize(&headers)?;
     let (name, messages) = split_path(&path);
-    let channel = ChannelName::parse(name)?;
+    let channel = app.parse_channel(name)?;
     let pairs = query(raw.as_deref());
     if !messages {
         let state = api.engine.state(&channel).await?;
@@ -101,7 +102,7 @@ pub async fn list(
     RawQuery(raw): RawQuery,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    api.authorize(&headers)?;
+    let app = api.authorize(&headers)?;
     let pairs = query(raw.as_deref());
     let limit = number(&pairs, "limit")?.map_or(100, |l| l as usize);
     if limit == 0 || limit > MAX_LIST {
@@ -111,11 +112,52 @@ pub async fn list(
         .iter()
         .find(|(k, _)| k == "after")
         .map(|(_, v)| v.as_str());
-    let states = api.engine.list(after, limit).await?;
+    let states = app_channels(&api, &app, after, limit).await?;
     let next = (states.len() == limit).then(|| states.last().map(|s| s.name.to_string()));
     let channels: Vec<_> = states.iter().map(|s| info(&api, s)).collect();
     Ok(
         axum::Json(serde_json::json!({ "channels": channels, "next": next.flatten() }))
             .into_response(),
     )
+}
+
+/// Up to `limit` of `app`'s own channels in name order after `after` (a name as the app sees
+/// it). The log lists every app's channels in one order: an app's scoped names are contiguous
+/// (they share the `app~` prefix); the default app's plain names are not, so its pages skip
+/// other apps' names.
+async fn app_channels(
+    api: &Api,
+    app: &AppId,
+    after: Option<&str>,
+    limit: usize,
+) -> Result<Vec<ChannelState>, HeraldError> {
+    let prefix = app.scope_prefix();
+    let mut cursor = format!("{prefix}{}", after.unwrap_or(""));
+    let mut out = Vec::new();
+    loop {
+        let from = (!cursor.is_empty()).then_some(cursor.as_str());
+        let page = api.engine.list(from, limit).await?;
+        let full = page.len() == limit;
+        let Some(last) = page.last() else {
+            return Ok(out);
+        };
+        cursor = last.name.as_str().to_string();
+        let mut past_scope = false;
+        for s in page {
+            if !s.name.as_str().starts_with(&prefix) {
+                past_scope = true;
+                break;
+            }
+            if app.owns_plain_channel(s.name.as_str()) {
+                out.push(s);
+            }
+        }
+        if out.len() >= limit {
+            out.truncate(limit);
+            return Ok(out);
+        }
+        if past_scope || !full {
+            return Ok(out);
+        }
+    }
 }

@@ -4,17 +4,24 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod apps;
 mod channels;
+mod devices;
 mod error;
 mod ops;
 mod publish;
+mod pushes;
 
 use std::sync::Arc;
 
 use axum::http::HeaderMap;
 use axum::routing::{get, post};
 use axum::Router;
-use herald_core::auth::ApiKeys;
+use herald_core::auth::{hash_api_key, ApiKeys, Tokens};
+use herald_core::inbox::Inbox;
+use herald_core::registry::Registry;
+use herald_core::tenant::AppId;
+use herald_core::usage::UsageMeter;
 use herald_core::{Engine, ErrorCode, HeraldError};
 
 pub use error::ApiError;
@@ -26,8 +33,18 @@ pub type MetricsRender = Arc<dyn Fn() -> String + Send + Sync>;
 pub struct Api {
     /// The channel engine.
     pub engine: Arc<Engine>,
-    /// Valid publisher keys.
+    /// Valid publisher keys, each for one app.
     pub keys: Arc<ApiKeys>,
+    /// SHA-256 hex of the admin key, if one is configured.
+    pub admin_key_hash: Option<String>,
+    /// Apps, devices, receipts, usage.
+    pub registry: Arc<dyn Registry>,
+    /// Pushes and device inboxes.
+    pub inbox: Arc<Inbox>,
+    /// Every app's client-token secret.
+    pub tokens: Arc<Tokens>,
+    /// Per-app usage counters.
+    pub usage: Arc<UsageMeter>,
     /// Largest message payload (`data`) accepted, in bytes.
     pub max_message_bytes: usize,
     /// Renders `/metrics`.
@@ -38,25 +55,88 @@ pub struct Api {
 pub const MAX_BATCH: usize = 1000;
 
 impl Api {
-    /// Checks the `Authorization: Bearer <publisher key>` header.
-    pub fn authorize(&self, headers: &HeaderMap) -> Result<(), HeraldError> {
-        let key = headers
-            .get(axum::http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
-        match key {
-            Some(k) if self.keys.check(k) => Ok(()),
-            Some(_) => Err(HeraldError::new(
-                ErrorCode::Unauthorized,
-                "the API key is not valid",
-            )),
+    /// Checks the `Authorization: Bearer <publisher key>` header and returns the key's app.
+    pub fn authorize(&self, headers: &HeaderMap) -> Result<AppId, HeraldError> {
+        match bearer(headers) {
+            Some(k) => self.keys.check(k).ok_or_else(|| {
+                HeraldError::new(ErrorCode::Unauthorized, "the API key is not valid")
+            }),
             None => Err(HeraldError::new(
                 ErrorCode::Unauthorized,
                 "send the publisher API key as Authorization: Bearer <key>",
             )),
         }
     }
+
+    /// Whether the bearer key is the admin key.
+    fn is_admin(&self, headers: &HeaderMap) -> bool {
+        match (bearer(headers), &self.admin_key_hash) {
+            (Some(k), Some(hash)) => hash_api_key(k) == *hash,
+            _ => false,
+        }
+    }
+
+    /// Checks for the admin key.
+    pub fn authorize_admin(&self, headers: &HeaderMap) -> Result<(), HeraldError> {
+        if self.is_admin(headers) {
+            return Ok(());
+        }
+        if self.admin_key_hash.is_none() {
+            return Err(HeraldError::forbidden(
+                "app administration needs an admin key: start the server with --admin-key or \
+                 HERALD_ADMIN_KEY",
+            ));
+        }
+        Err(HeraldError::new(
+            ErrorCode::Unauthorized,
+            "send the admin key as Authorization: Bearer <key>",
+        ))
+    }
+
+    /// Checks for the admin key or a publisher key of `app`. Another app's key is told the
+    /// app does not exist, so keys cannot probe for other tenants.
+    pub fn authorize_app_or_admin(
+        &self,
+        headers: &HeaderMap,
+        app: &AppId,
+    ) -> Result<(), HeraldError> {
+        if self.is_admin(headers) {
+            return Ok(());
+        }
+        let own = self.authorize(headers)?;
+        if own == *app {
+            Ok(())
+        } else {
+            Err(HeraldError::new(
+                ErrorCode::NotFound,
+                format!("no app {app}"),
+            ))
+        }
+    }
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+}
+
+/// `POST /v1/ack` is called by devices, browsers among them (a web app on another origin that
+/// reads its inbox over EventSource acks with `fetch`), so it answers cross-origin requests;
+/// it carries no cookies, only the device token the page sends.
+fn ack_cors() -> tower_http::cors::CorsLayer {
+    use axum::http::{header, Method};
+    tower_http::cors::CorsLayer::new()
+        .allow_origin(tower_http::cors::Any)
+        .allow_methods([Method::POST])
+        .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE])
+        .max_age(std::time::Duration::from_secs(3600))
+}
+
+async fn preflight() -> axum::http::StatusCode {
+    axum::http::StatusCode::NO_CONTENT
 }
 
 /// Routes of the publisher API and the operational endpoints.
@@ -68,6 +148,37 @@ pub fn router(api: Arc<Api>) -> Router {
             get(channels::get_path).post(publish::publish),
         )
         .route("/v1/batch", post(publish::batch))
+        .route("/v1/apps", get(apps::list).post(apps::create))
+        .route(
+            "/v1/apps/{id}",
+            get(apps::get).patch(apps::update).delete(apps::delete),
+        )
+        .route(
+            "/v1/apps/{id}/keys",
+            get(apps::list_keys).post(apps::add_key),
+        )
+        .route(
+            "/v1/apps/{id}/keys/{key}",
+            axum::routing::delete(apps::remove_key),
+        )
+        .route("/v1/apps/{id}/stats", get(apps::stats))
+        .route("/v1/tokens", post(apps::mint_token))
+        .route("/v1/devices", get(devices::list).post(devices::register))
+        .route("/v1/devices/batch", post(devices::register_batch))
+        .route(
+            "/v1/devices/{id}",
+            get(devices::get)
+                .patch(devices::patch)
+                .delete(devices::delete),
+        )
+        .route("/v1/devices/{id}/activate", post(devices::activate))
+        .route("/v1/devices/{id}/deactivate", post(devices::deactivate))
+        .route("/v1/push", post(pushes::push))
+        .route("/v1/push/{id}", get(pushes::receipt))
+        .route(
+            "/v1/ack",
+            post(pushes::ack).options(preflight).layer(ack_cors()),
+        )
         .route("/healthz", get(ops::healthz))
         .route("/metrics", get(ops::metrics))
         .route("/v1/openapi.yaml", get(ops::openapi))

@@ -66,7 +66,8 @@ impl From<&Appended> for Published {
     }
 }
 
-async fn read_body(body: Body, limit: usize) -> Result<Bytes, HeraldError> {
+/// Reads a request body of at most `limit` bytes.
+pub(crate) async fn read_body(body: Body, limit: usize) -> Result<Bytes, HeraldError> {
     axum::body::to_bytes(body, limit).await.map_err(|_| {
         HeraldError::new(
             ErrorCode::TooLarge,
@@ -75,21 +76,18 @@ async fn read_body(body: Body, limit: usize) -> Result<Bytes, HeraldError> {
     })
 }
 
-fn parse_json<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, HeraldError> {
+/// Parses a JSON request body, saying what is wrong with it.
+pub(crate) fn parse_json<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, HeraldError> {
     serde_json::from_slice(body)
         .map_err(|e| HeraldError::bad_request(format!("invalid request body: {e}")))
 }
 
-fn new_message(api: &Api, data: &RawValue, id: Option<String>) -> Result<NewMessage, HeraldError> {
+fn new_message(max: usize, data: &RawValue, id: Option<String>) -> Result<NewMessage, HeraldError> {
     let data = data.get();
-    if data.len() > api.max_message_bytes {
+    if data.len() > max {
         return Err(HeraldError::new(
             ErrorCode::TooLarge,
-            format!(
-                "message data is {} bytes; the limit is {}",
-                data.len(),
-                api.max_message_bytes
-            ),
+            format!("message data is {} bytes; the limit is {max}", data.len()),
         ));
     }
     if let Some(id) = &id {
@@ -108,7 +106,7 @@ pub async fn publish(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    api.authorize(&headers)?;
+    let app = api.authorize(&headers)?;
     let (name, messages) = split_path(&path);
     if !messages {
         return Err(HeraldError::new(
@@ -117,7 +115,7 @@ pub async fn publish(
         )
         .into());
     }
-    let channel = ChannelName::parse(name)?;
+    let channel = app.parse_channel(name)?;
     let body = read_body(body, api.max_message_bytes + 4096).await?;
     let parsed: PublishBody = parse_json(&body)?;
     let header_id = headers
@@ -137,8 +135,10 @@ pub async fn publish(
         }
         (h, b) => h.or(b),
     };
-    let message = new_message(&api, &parsed.data, id)?;
+    let max = api.usage.app(&app).max_message_bytes(api.max_message_bytes);
+    let message = new_message(max, &parsed.data, id)?;
     let appended = api.engine.publish(&channel, vec![message]).await?;
+    api.usage.app(&app).published(1);
     let first = appended
         .first()
         .ok_or_else(|| HeraldError::new(ErrorCode::Internal, "nothing was appended"))?;
@@ -153,7 +153,7 @@ pub async fn batch(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    api.authorize(&headers)?;
+    let app = api.authorize(&headers)?;
     let limit = (api.max_message_bytes + 512)
         .saturating_mul(MAX_BATCH)
         .min(64 << 20);
@@ -166,13 +166,14 @@ pub async fn batch(
         ))
         .into());
     }
+    let max = api.usage.app(&app).max_message_bytes(api.max_message_bytes);
     // Validate everything before storing anything.
     let mut groups: Vec<(ChannelName, Vec<usize>, Vec<NewMessage>)> = Vec::new();
     let mut group_of: HashMap<ChannelName, usize> = HashMap::new();
     for (i, item) in parsed.messages.into_iter().enumerate() {
         let at = |e: HeraldError| HeraldError::new(e.code, format!("messages[{i}]: {}", e.message));
-        let channel = ChannelName::parse(&item.channel).map_err(at)?;
-        let message = new_message(&api, &item.data, item.id).map_err(at)?;
+        let channel = app.parse_channel(&item.channel).map_err(at)?;
+        let message = new_message(max, &item.data, item.id).map_err(at)?;
         let g = *group_of.entry(channel.clone()).or_insert_with(|| {
             groups.push((channel, Vec::new(), Vec::new()));
             groups.len() - 1
@@ -192,6 +193,9 @@ pub async fn batch(
     for (idx, outcome) in stored {
         match outcome {
             Ok(appended) => {
+                api.usage
+                    .app(&app)
+                    .published(appended.iter().filter(|a| !a.duplicate).count() as u64);
                 for (i, a) in idx.into_iter().zip(&appended) {
                     results[i] = serde_json::to_value(Published::from(a)).unwrap_or_default();
                 }

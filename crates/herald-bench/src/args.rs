@@ -184,3 +184,42 @@ pub struct ConnectionsArgs {
     #[arg(long, default_value_t = 5.0, value_name = "SECS")]
     pub idle_seconds: f64,
 }
+
+/// `herald bench broadcast`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BroadcastArgs {
+    /// Flags every scenario takes.
+    #[command(flatten)]
+    pub common: Common,
+    /// Devices to register through `POST /v1/devices/batch`.
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    pub devices: u64,
+    /// Broadcast pushes (target: the whole app) sent one after the other.
+    #[arg(long, default_value_t = 20, value_name = "M")]
+    pub messages: u64,
+    /// Devices per registration request (the server takes at most 1,000).
+    #[arg(long, default_value_t = 1000, value_name = "B")]
+    pub batch: u64,
+    /// Registration requests in flight.
+    #[arg(long, default_value_t = 4, value_name = "C")]
+    pub concurrency: u64,
+}
+
+/// `herald bench reconnect-storm`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReconnectArgs {
+    /// Flags every scenario takes.
+    #[command(flatten)]
+    pub common: Common,
+    /// Devices: registered, then connected all at once with a device token each.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub devices: u64,
+    /// Broadcast pushes stored while the devices are offline: each device has this many
+    /// pending messages when it reconnects.
+    #[arg(long, default_value_t = 100, value_name = "P")]
+    pub pending: u64,
+    /// Of the pending messages, this many are pushed to each device by id instead of broadcast
+    /// (N x D device-targeted pushes; the rest, P - D, are broadcasts).
+    #[arg(long, default_value_t = 0, value_name = "D")]
+    pub direct: u64,
+}

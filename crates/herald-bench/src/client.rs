@@ -51,7 +51,7 @@ pub async fn connect(addr: SocketAddr, source: Option<IpAddr>) -> io::Result<Tcp
 pub struct Tally {
     /// Send times of delivered messages.
     pub sent: Vec<u64>,
-    /// Acknowledged subscriptions.
+    /// Acknowledged subscriptions (for a device connection: 1 once its inbox is caught up).
     pub acks: u64,
     /// When the acknowledged subscriptions were sent.
     pub ack_sent_ns: u64,
@@ -66,6 +66,83 @@ impl Tally {
     pub fn is_empty(&self) -> bool {
         self.sent.is_empty() && self.acks == 0 && self.published == 0 && self.errors.is_empty()
     }
+}
+
+/// What a device connection ([`Plan::Inbox`]) has received of its inbox.
+struct Inbox {
+    /// Messages waiting for the device.
+    pending: u64,
+    /// Messages received so far.
+    got: u64,
+    /// When the connection asked for its inbox (unix nanos).
+    since_ns: u64,
+}
+
+impl Inbox {
+    /// The inbox count of a connection opened with `plan`, if it is a device connection.
+    fn of(plan: &Plan) -> Option<Inbox> {
+        match plan {
+            Plan::Inbox { pending, .. } => Some(Inbox {
+                pending: *pending,
+                got: 0,
+                since_ns: 0,
+            }),
+            _ => None,
+        }
+    }
+
+    /// Counts one inbox message; the one that completes the pending ones counts as an
+    /// acknowledgement, timed from the inbox request.
+    fn count(&mut self, tally: &mut Tally) {
+        self.got += 1;
+        if self.got == self.pending {
+            tally.acks += 1;
+            tally.ack_sent_ns = self.since_ns;
+        }
+    }
+}
+
+/// For a device connection: it is ready once connected; waits for the next fire, then notes
+/// the time the inbox is asked for. Other connections go on at once.
+async fn inbox_start(
+    sh: &Shared,
+    ready: &Ready,
+    fire: &mut watch::Receiver<Option<Fire>>,
+    inbox: &mut Option<Inbox>,
+) -> Result<(), String> {
+    if let Some(i) = inbox {
+        ready.ok(sh);
+        fire.changed()
+            .await
+            .map_err(|_| "worker stopping".to_string())?;
+        fire.borrow_and_update();
+        i.since_ns = now_ns();
+    }
+    Ok(())
+}
+
+/// The token connection `n` presents: a device token minted for `{prefix}{n}` with the token
+/// secret for [`Plan::Inbox`], the worker's client token otherwise.
+fn connection_token(sh: &Shared, n: u64, plan: &Plan) -> Result<Option<String>, String> {
+    let Plan::Inbox { prefix, .. } = plan else {
+        return Ok(sh.cfg.token.clone());
+    };
+    let secret = sh
+        .cfg
+        .token_secret
+        .as_ref()
+        .ok_or("device connections need the server's token secret (--token-secret)")?;
+    let device = format!("{prefix}{n}");
+    let claims = herald_core::auth::ClientClaims {
+        sub: device.clone(),
+        exp: None,
+        channels: Vec::new(),
+        publish: Vec::new(),
+        device: Some(device),
+    };
+    Ok(Some(
+        herald_core::auth::TokenKeys::new(secret.as_bytes()).mint(&claims),
+    ))
 }
 
 /// Where a connection reports that it is ready (or why not), and the handshake slot it holds.
@@ -160,7 +237,7 @@ pub fn channel_list(plan: &Plan, n: u64) -> Vec<String> {
         Plan::Shared { channel } => vec![channel.clone()],
         Plan::Own { prefix } => vec![format!("{prefix}{n}")],
         Plan::Set { prefix, count } => (0..*count).map(|j| format!("{prefix}{j}")).collect(),
-        Plan::Connect => Vec::new(),
+        Plan::Connect | Plan::Inbox { .. } => Vec::new(),
     }
 }
 
@@ -248,10 +325,13 @@ async fn ws(
     mut fire: watch::Receiver<Option<Fire>>,
 ) -> Result<(), String> {
     let cfg = &sh.cfg;
+    let token = connection_token(sh, n, plan)?;
+    let mut inbox = Inbox::of(plan);
     let mut stream = connect(cfg.addr, cfg.source_ip)
         .await
         .map_err(err("connect"))?;
-    let path = match &cfg.token {
+    inbox_start(sh, ready, &mut fire, &mut inbox).await?;
+    let path = match &token {
         Some(t) => format!("/v1/ws?token={}", query_escape(t)),
         None => "/v1/ws".to_string(),
     };
@@ -287,7 +367,7 @@ async fn ws(
             let payload = &buf[at + f.start..at + f.end];
             match f.opcode {
                 1 | 0 => {
-                    if let Err(e) = ws_text(payload, &mut tally, &mut pending) {
+                    if let Err(e) = ws_text(payload, &mut tally, &mut pending, &mut inbox) {
                         closing = Some(e);
                     }
                 }
@@ -355,10 +435,18 @@ fn push_subscribe(out: &mut Vec<u8>, id: u64, channel: &str) {
 }
 
 /// Handles one server text frame; an `Err` closes the connection.
-fn ws_text(p: &[u8], tally: &mut Tally, pending: &mut u64) -> Result<(), String> {
+fn ws_text(
+    p: &[u8],
+    tally: &mut Tally,
+    pending: &mut u64,
+    inbox: &mut Option<Inbox>,
+) -> Result<(), String> {
     if p.starts_with(b"{\"message\":") {
         if let Some(ts) = find_ts(p) {
             tally.sent.push(ts);
+        }
+        if let Some(i) = inbox {
+            i.count(tally);
         }
     } else if p.starts_with(b"{\"id\":") {
         let kind = find(p, b",\"").map_or(&p[..0], |i| &p[i + 2..]);
@@ -409,6 +497,9 @@ fn query(channels: &[String], token: &Option<String>, extra: &str) -> String {
         q.push_str(&query_escape(t));
     }
     q.push_str(extra);
+    if q.starts_with('&') {
+        q.replace_range(..1, "?");
+    }
     q
 }
 
@@ -420,17 +511,20 @@ async fn sse(
     mut fire: watch::Receiver<Option<Fire>>,
 ) -> Result<(), String> {
     let cfg = &sh.cfg;
+    let token = connection_token(sh, n, plan)?;
+    let mut inbox = Inbox::of(plan);
     let mut stream = connect(cfg.addr, cfg.source_ip)
         .await
         .map_err(err("connect"))?;
     fire.borrow_and_update();
+    inbox_start(sh, ready, &mut fire, &mut inbox).await?;
     let (channels, sent) = if matches!(plan, Plan::Connect) {
         ready.ok(sh);
         wait_subscribe(&mut fire, n).await?
     } else {
         (channel_list(plan, n), now_ns())
     };
-    let path = format!("/v1/sse{}", query(&channels, &cfg.token, ""));
+    let path = format!("/v1/sse{}", query(&channels, &token, ""));
     stream
         .write_all(&wire::get_request(
             &cfg.host,
@@ -466,7 +560,8 @@ async fn sse(
         let mut at = 0;
         while let Some(end) = find(&body[at..], b"\n\n") {
             match wire::sse_classify(&body[at..at + end]) {
-                wire::SseEvent::Subscribed => {
+                // A device's inbox opens with `subscribed` events too; they are not counted.
+                wire::SseEvent::Subscribed if inbox.is_none() => {
                     tally.acks += 1;
                     pending = pending.saturating_sub(1);
                 }
@@ -474,9 +569,12 @@ async fn sse(
                     if let Some(ts) = find_ts(d) {
                         tally.sent.push(ts);
                     }
+                    if let Some(i) = &mut inbox {
+                        i.count(&mut tally);
+                    }
                 }
                 wire::SseEvent::Disconnect(d) => return Err(lossy(d)),
-                wire::SseEvent::Other => {}
+                wire::SseEvent::Subscribed | wire::SseEvent::Other => {}
             }
             at += end + 2;
         }
@@ -519,10 +617,13 @@ async fn poll(
     mut fire: watch::Receiver<Option<Fire>>,
 ) -> Result<(), String> {
     let cfg = &sh.cfg;
+    let token = connection_token(sh, n, plan)?;
+    let mut inbox = Inbox::of(plan);
     let mut stream = connect(cfg.addr, cfg.source_ip)
         .await
         .map_err(err("connect"))?;
     fire.borrow_and_update();
+    inbox_start(sh, ready, &mut fire, &mut inbox).await?;
     let storm = matches!(plan, Plan::Connect);
     let (channels, sent) = if storm {
         ready.ok(sh);
@@ -541,7 +642,7 @@ async fn poll(
             None => "&timeout=0".to_string(),
             Some(c) => format!("&since={}&timeout=30", query_escape(c)),
         };
-        let path = format!("/v1/poll{}", query(&channels, &cfg.token, &extra));
+        let path = format!("/v1/poll{}", query(&channels, &token, &extra));
         stream
             .write_all(&wire::get_request(&cfg.host, &path, ""))
             .await
@@ -557,8 +658,11 @@ async fn poll(
             if let Some(ts) = find_ts(m.data.get().as_bytes()) {
                 tally.sent.push(ts);
             }
+            if let Some(i) = &mut inbox {
+                i.count(&mut tally);
+            }
         }
-        if since.is_none() {
+        if since.is_none() && inbox.is_none() {
             tally.acks += answer.channels.len() as u64;
         }
         since = Some(answer.cursor.clone());
@@ -568,8 +672,10 @@ async fn poll(
         if ready.pending() {
             ready.ok(sh);
         }
-        if storm {
-            // The storm measures subscribing only; keep the connection, poll no more.
+        let caught_up = inbox.as_ref().is_some_and(|i| i.got >= i.pending);
+        if storm || caught_up {
+            // The storm measures subscribing only, a device its catch-up: keep the
+            // connection, poll no more.
             loop {
                 if fire.changed().await.is_err() {
                     return Ok(());
@@ -608,6 +714,19 @@ impl HttpClient {
         key: &str,
         body: &[u8],
     ) -> Result<(u16, Vec<u8>), String> {
+        let request = wire::post_json(&self.host, path, key, body);
+        self.send(&request).await
+    }
+
+    /// GETs `path` with the bearer `key`; returns the status and the response body.
+    pub async fn get(&mut self, path: &str, key: &str) -> Result<(u16, Vec<u8>), String> {
+        let auth = format!("Authorization: Bearer {key}\r\n");
+        let request = wire::get_request(&self.host, path, &auth);
+        self.send(&request).await
+    }
+
+    /// Writes one request and reads its response, connecting first if needed.
+    async fn send(&mut self, request: &[u8]) -> Result<(u16, Vec<u8>), String> {
         if self.stream.is_none() {
             self.stream = Some(
                 connect(self.addr, self.source)
@@ -616,10 +735,9 @@ impl HttpClient {
             );
             self.buf.clear();
         }
-        let request = wire::post_json(&self.host, path, key, body);
         let stream = self.stream.as_mut().expect("connected above");
         let result = async {
-            stream.write_all(&request).await.map_err(err("write"))?;
+            stream.write_all(request).await.map_err(err("write"))?;
             read_response(stream, &mut self.buf).await
         }
         .await;

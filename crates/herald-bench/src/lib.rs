@@ -24,7 +24,10 @@ pub mod worker;
 
 use std::path::PathBuf;
 
-use args::{AllToAllArgs, BaselineArgs, ConnectionsArgs, FanoutArgs, StepArgs, StormArgs};
+use args::{
+    AllToAllArgs, BaselineArgs, BroadcastArgs, ConnectionsArgs, FanoutArgs, ReconnectArgs,
+    StepArgs, StormArgs,
+};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -35,6 +38,8 @@ Examples:
   herald bench subscribe-storm --spawn --users 100 --subjects 1000
   herald bench fanout --spawn --publishers 8 --messages 20000 --subscribers 100
   herald bench connections --spawn --connections 10000 --channels 1
+  herald bench broadcast --spawn --devices 1000000 --messages 20
+  herald bench reconnect-storm --spawn --devices 10000 --pending 100
   herald bench fanout --target http://127.0.0.1:7070 --api-key KEY --token-secret SECRET
 
 Every scenario is bounded in count and time (--time-limit) and loads loopback addresses only
@@ -85,6 +90,16 @@ pub enum Scenario {
         after_help = "Examples:\n  herald bench connections --spawn --connections 10000\n  herald bench connections --spawn --connections 2000 --channels 10 --transport sse"
     )]
     Connections(ConnectionsArgs),
+    /// Urban Airship's broadcast: register N devices through the batch API, then push to all.
+    #[command(
+        after_help = "Examples:\n  herald bench broadcast --spawn --devices 1000000 --messages 20\n  herald bench broadcast --spawn --devices 100000 --batch 500 --concurrency 8"
+    )]
+    Broadcast(BroadcastArgs),
+    /// N offline devices with P pending messages each reconnect at once and catch up.
+    #[command(
+        after_help = "Examples:\n  herald bench reconnect-storm --spawn --devices 10000 --pending 100\n  herald bench reconnect-storm --spawn --devices 2000 --pending 50 --direct 10 --transport sse"
+    )]
+    ReconnectStorm(ReconnectArgs),
     /// Internal: a load-generating worker process driven over stdin/stdout.
     #[command(hide = true)]
     Worker,
@@ -153,6 +168,14 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         Scenario::Connections(a) => {
             let out = a.common.out.clone();
             (scenario::connections::run(a).await?, out)
+        }
+        Scenario::Broadcast(a) => {
+            let out = a.common.out.clone();
+            (scenario::broadcast::run(a).await?, out)
+        }
+        Scenario::ReconnectStorm(a) => {
+            let out = a.common.out.clone();
+            (scenario::reconnect::run(a).await?, out)
         }
     };
     report.print();

@@ -45,6 +45,9 @@ pub struct WorkerConfig {
     pub token: Option<String>,
     /// Publisher API key, for HTTP publishes from the worker.
     pub api_key: Option<String>,
+    /// Token secret, to mint a device token per connection ([`Plan::Inbox`]).
+    #[serde(default)]
+    pub token_secret: Option<String>,
     /// Local address the worker's sockets bind to before connecting (spreads ephemeral ports).
     pub source_ip: Option<std::net::IpAddr>,
     /// The Meteor subscriber port, for `--transport meteor`.
@@ -78,6 +81,17 @@ pub enum Plan {
     },
     /// Connect only; subscriptions come later with a `fire`.
     Connect,
+    /// Connection number `i` is device `{prefix}{i}` coming back online: it connects (TCP
+    /// only) and is ready; at the next `fire` it opens its inbox with a device token it mints
+    /// (WebSocket upgrade, SSE or long-poll request naming no channel) and counts the messages
+    /// that arrive. Once it has `pending` of them it is caught up, which counts as one
+    /// acknowledgement whose latency is the time from its request to its last pending message.
+    Inbox {
+        /// Device id prefix.
+        prefix: String,
+        /// Messages waiting for each device.
+        pending: u64,
+    },
 }
 
 /// What every connection does when a `fire` goes off.
@@ -162,7 +176,7 @@ pub struct Bucket {
 pub struct RoundReport {
     /// Messages delivered (carrying a send time).
     pub messages: u64,
-    /// Subscriptions acknowledged.
+    /// Subscriptions acknowledged (for [`Plan::Inbox`]: devices caught up).
     pub acks: u64,
     /// Publishes acknowledged.
     pub published: u64,

@@ -19,6 +19,8 @@ pub struct Headline {
     pub deliveries_per_sec: Option<f64>,
     /// Subscriptions acknowledged per second.
     pub subscriptions_per_sec: Option<f64>,
+    /// Devices registered per second (through the batch API).
+    pub devices_per_sec: Option<f64>,
     /// Expected deliveries, acknowledgements or connections that did not happen.
     pub failed: u64,
     /// Server memory per connection (RSS delta / connections).
@@ -184,6 +186,10 @@ impl Report {
             "subscriptions_per_tcp_write",
             per(h.subscriptions_per_sec, b.tcp_writes_per_sec),
         );
+        put(
+            "devices_per_tcp_write",
+            per(h.devices_per_sec, b.tcp_writes_per_sec),
+        );
         let f = |k: &str| self.details.get(k).and_then(Value::as_f64);
         put(
             "connections_per_connect",
@@ -260,6 +266,9 @@ impl Report {
         }
         if let Some(s) = h.subscriptions_per_sec {
             head.push(format!("subscriptions/s {s:.0}"));
+        }
+        if let Some(d) = h.devices_per_sec {
+            head.push(format!("devices registered/s {d:.0}"));
         }
         if let Some(b) = h.bytes_per_connection {
             head.push(format!("bytes/connection {b:.0}"));

@@ -245,6 +245,7 @@ impl Target {
                 exp: None,
                 channels: vec!["**".into()],
                 publish: vec!["**".into()],
+                device: None,
             },
         ))
     }

@@ -389,3 +389,76 @@ fn subscribers_and_channels_over_meteor_as_deacon() {
         check_files(out.path(), scenario, STEP_HEADER);
     }
 }
+
+#[test]
+fn broadcast_registers_every_device_and_stores_each_push_once() {
+    let (s, out) = bench(&[
+        "broadcast",
+        "--devices",
+        "3000",
+        "--messages",
+        "3",
+        "--batch",
+        "500",
+        "--concurrency",
+        "2",
+        "--no-baseline",
+    ]);
+    check_summary(&s, "broadcast");
+    let d = &s["details"];
+    assert_eq!(d["registered"], 3000, "{s:#}");
+    assert_eq!(d["refused_devices"], 0, "{s:#}");
+    assert_eq!(d["broadcasts_accepted"], 3, "{s:#}");
+    assert_eq!(d["refused_pushes"], 0, "{s:#}");
+    assert!(s["devices_per_sec"].as_f64().unwrap() > 0.0, "{s:#}");
+    // Four pushes (three broadcasts and a tag push) to 300 devices: stored once each, the
+    // store grows by pages for four messages, not by a row per device (300 x 4 inbox rows
+    // would be ~100 KB of rows alone; the WAL holds whole 4 KiB pages, so allow a few each).
+    let growth = d["store_growth_bytes"]
+        .as_i64()
+        .expect("store size with --spawn");
+    assert!(growth < 4 * 64 * 1024, "store grew {growth} B: {s:#}");
+    let csv = std::fs::read_to_string(out.path().join("broadcast.csv")).unwrap();
+    let total: u64 = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(1).unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(total, 3000, "the per-second table adds up: {csv}");
+    check_files(out.path(), "broadcast", "second,registered,total");
+}
+
+#[test]
+fn reconnect_storm_catches_every_device_up() {
+    for (transport, direct) in [("ws", "0"), ("sse", "2"), ("poll", "1")] {
+        let (s, out) = bench(&[
+            "reconnect-storm",
+            "--transport",
+            transport,
+            "--devices",
+            "50",
+            "--pending",
+            "5",
+            "--direct",
+            direct,
+            "--workers",
+            "2",
+            "--no-baseline",
+        ]);
+        check_summary(&s, "reconnect-storm");
+        let d = &s["details"];
+        assert_eq!(d["caught_up"], 50, "{transport}: {s:#}");
+        assert_eq!(
+            d["delivered"], 250,
+            "{transport}: every pending message: {s:#}"
+        );
+        assert_eq!(d["failed_connections"], 0, "{s:#}");
+        assert_eq!(d["disconnected"], 0, "{s:#}");
+        assert!(d["server_cpu_ms_per_device"].as_f64().is_some(), "{s:#}");
+        check_files(
+            out.path(),
+            "reconnect-storm",
+            "t_ms,caught_up,total,messages,errors",
+        );
+    }
+}

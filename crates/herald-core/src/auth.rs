@@ -1,7 +1,8 @@
 //! Who may do what: publisher API keys (kept only as SHA-256 hashes) and client tokens (HS256
 //! JWTs with `sub`, `exp`, `channels` and `publish` claims).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use parking_lot::RwLock;
@@ -10,6 +11,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{ErrorCode, HeraldError};
 use crate::pattern::PatternSet;
+use crate::tenant::{AppId, DEFAULT_APP};
 
 /// Claims of a client token.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -26,11 +28,18 @@ pub struct ClientClaims {
     /// Patterns of channels the client may publish to.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub publish: Vec<String>,
+    /// The device this token is for: a device token receives that device's inbox.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
 }
 
 /// An authenticated (or anonymous) client and what it may do.
 #[derive(Debug, Clone)]
 pub struct Client {
+    /// The app the client belongs to.
+    pub app: AppId,
+    /// The device a device token names.
+    pub device: Option<String>,
     /// The token's `sub`, empty for anonymous clients.
     pub sub: String,
     /// When the token expires, seconds since the Unix epoch.
@@ -46,6 +55,8 @@ impl Client {
     /// publish to none.
     pub fn anonymous() -> Self {
         Client {
+            app: AppId::default_app(),
+            device: None,
             sub: String::new(),
             expires: None,
             subscribe: PatternSet::all(),
@@ -117,7 +128,17 @@ impl TokenKeys {
                 ),
             })?;
         let c = data.claims;
+        if let Some(d) = &c.device {
+            crate::device::check_device_id(d).map_err(|e| {
+                HeraldError::new(
+                    ErrorCode::Unauthorized,
+                    format!("the token's device: {}", e.message),
+                )
+            })?;
+        }
         Ok(Client {
+            app: AppId::default_app(),
+            device: c.device,
             subscribe: PatternSet::new(&c.channels),
             publish: PatternSet::new(&c.publish),
             sub: c.sub,
@@ -125,11 +146,93 @@ impl TokenKeys {
         })
     }
 
-    /// Signs a token with these claims.
+    /// Signs a token with these claims (for the default app).
     pub fn mint(&self, claims: &ClientClaims) -> String {
         jsonwebtoken::encode(&Header::new(Algorithm::HS256), claims, &self.encoding)
             .expect("HS256 signing of plain claims cannot fail")
     }
+
+    /// Signs a token for `app`: its header's `kid` names the app, so the server knows which
+    /// secret verifies it.
+    pub fn mint_for(&self, app: &AppId, claims: &ClientClaims) -> String {
+        if app.is_default() {
+            return self.mint(claims);
+        }
+        let mut header = Header::new(Algorithm::HS256);
+        header.kid = Some(app.as_str().to_string());
+        jsonwebtoken::encode(&header, claims, &self.encoding)
+            .expect("HS256 signing of plain claims cannot fail")
+    }
+}
+
+/// Every app's token keys: the default app's (the server's token secret) and each other app's.
+/// A token names its app in the header's `kid` (no `kid`: the default app).
+pub struct Tokens {
+    default: TokenKeys,
+    apps: RwLock<HashMap<AppId, Arc<TokenKeys>>>,
+}
+
+impl Tokens {
+    /// A keyring holding the default app's secret.
+    pub fn new(default_secret: &[u8]) -> Self {
+        Tokens {
+            default: TokenKeys::new(default_secret),
+            apps: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// Adds or replaces an app's secret.
+    pub fn set_app(&self, app: &AppId, secret: &[u8]) {
+        self.apps
+            .write()
+            .insert(app.clone(), Arc::new(TokenKeys::new(secret)));
+    }
+
+    /// Forgets an app's secret.
+    pub fn remove_app(&self, app: &AppId) {
+        self.apps.write().remove(app);
+    }
+
+    /// Verifies a token with its app's secret and returns the client it names.
+    pub fn verify(&self, token: &str) -> Result<Client, HeraldError> {
+        let header = jsonwebtoken::decode_header(token).map_err(|e| {
+            HeraldError::new(
+                ErrorCode::Unauthorized,
+                format!("the token is not valid: {:?}", e.kind()),
+            )
+        })?;
+        match header.kid.as_deref() {
+            None | Some(DEFAULT_APP) => self.default.verify(token),
+            Some(kid) => {
+                let app = AppId::parse(kid).map_err(|_| unknown_app())?;
+                let keys = self
+                    .apps
+                    .read()
+                    .get(&app)
+                    .cloned()
+                    .ok_or_else(unknown_app)?;
+                let mut client = keys.verify(token)?;
+                client.app = app;
+                Ok(client)
+            }
+        }
+    }
+
+    /// Signs a token for `app` with its secret; `None` if the app is unknown.
+    pub fn mint(&self, app: &AppId, claims: &ClientClaims) -> Option<String> {
+        if app.is_default() {
+            return Some(self.default.mint(claims));
+        }
+        let keys = self.apps.read().get(app).cloned()?;
+        Some(keys.mint_for(app, claims))
+    }
+}
+
+fn unknown_app() -> HeraldError {
+    HeraldError::new(
+        ErrorCode::Unauthorized,
+        "the token names an app this server does not know",
+    )
 }
 
 /// SHA-256 hex of an API key; only this is ever stored.
@@ -143,23 +246,42 @@ pub fn generate_secret(prefix: &str) -> String {
     format!("{prefix}{}", hex::encode(bytes))
 }
 
-/// The set of valid publisher API keys, by hash.
+/// The valid publisher API keys, by hash, each with the app it publishes for.
 #[derive(Default)]
 pub struct ApiKeys {
-    hashes: RwLock<HashSet<String>>,
+    hashes: RwLock<HashMap<String, AppId>>,
 }
 
 impl ApiKeys {
-    /// A set holding these hashes.
+    /// A set holding these hashes, all for the default app.
     pub fn from_hashes(hashes: impl IntoIterator<Item = String>) -> Self {
-        ApiKeys {
-            hashes: RwLock::new(hashes.into_iter().collect()),
+        let keys = ApiKeys::default();
+        for h in hashes {
+            keys.insert(h, AppId::default_app());
         }
+        keys
     }
 
-    /// Whether `key` is a valid publisher key.
-    pub fn check(&self, key: &str) -> bool {
-        self.hashes.read().contains(&hash_api_key(key))
+    /// Adds a key hash for `app`.
+    pub fn insert(&self, hash: String, app: AppId) {
+        self.hashes.write().insert(hash, app);
+    }
+
+    /// Removes every key hash that starts with `prefix` for `app`.
+    pub fn remove(&self, app: &AppId, prefix: &str) {
+        self.hashes
+            .write()
+            .retain(|h, a| !(a == app && h.starts_with(prefix)));
+    }
+
+    /// Removes every key of `app`.
+    pub fn remove_app(&self, app: &AppId) {
+        self.hashes.write().retain(|_, a| a != app);
+    }
+
+    /// The app `key` publishes for, if it is a valid publisher key.
+    pub fn check(&self, key: &str) -> Option<AppId> {
+        self.hashes.read().get(&hash_api_key(key)).cloned()
     }
 }
 
@@ -175,6 +297,7 @@ mod tests {
             exp: Some(u64::MAX / 2),
             channels: vec!["news".into(), "chat/*".into()],
             publish: vec!["chat/*".into()],
+            device: None,
         });
         let c = keys.verify(&token).unwrap();
         assert_eq!(c.sub, "alice");
@@ -214,7 +337,39 @@ mod tests {
     fn api_keys_by_hash() {
         let k = generate_secret("hk_");
         let keys = ApiKeys::from_hashes([hash_api_key(&k)]);
-        assert!(keys.check(&k));
-        assert!(!keys.check("hk_wrong"));
+        assert_eq!(keys.check(&k), Some(AppId::default_app()));
+        assert!(keys.check("hk_wrong").is_none());
+        let shop = AppId::parse("shop").unwrap();
+        let k2 = generate_secret("hk_");
+        keys.insert(hash_api_key(&k2), shop.clone());
+        assert_eq!(keys.check(&k2), Some(shop.clone()));
+        keys.remove_app(&shop);
+        assert!(keys.check(&k2).is_none());
+    }
+
+    #[test]
+    fn tokens_name_their_app() {
+        let tokens = Tokens::new(b"default-secret");
+        let shop = AppId::parse("shop").unwrap();
+        tokens.set_app(&shop, b"shop-secret");
+        let claims = ClientClaims {
+            device: Some("d1".into()),
+            ..Default::default()
+        };
+        let t = tokens.mint(&shop, &claims).unwrap();
+        let c = tokens.verify(&t).unwrap();
+        assert_eq!(c.app, shop);
+        assert_eq!(c.device.as_deref(), Some("d1"));
+        // signed with the default secret but claiming the shop app: refused
+        let forged = TokenKeys::new(b"default-secret").mint_for(&shop, &claims);
+        assert_eq!(
+            tokens.verify(&forged).unwrap_err().code,
+            ErrorCode::Unauthorized
+        );
+        let d = tokens.mint(&AppId::default_app(), &claims).unwrap();
+        assert!(tokens.verify(&d).unwrap().app.is_default());
+        tokens.remove_app(&shop);
+        assert!(tokens.verify(&t).is_err());
+        assert!(tokens.mint(&shop, &claims).is_none());
     }
 }

@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
-use crate::error::{ErrorCode, HeraldError};
+use crate::error::HeraldError;
 use crate::head::{Head, HeadLookup};
-use crate::hub::{Hub, Subscription};
-use crate::log::{Appended, ChannelLog, ChannelState, LogSlice, ReadFrom, StoreError};
+use crate::hub::{Admit, Hub, Subscription};
+use crate::log::{Appended, ChannelLog, ChannelState, LogSlice, ReadFrom, Retention};
 use crate::message::{Cursor, Epoch, NewMessage, SharedMessage};
 use crate::name::ChannelName;
 use crate::namespace::Namespaces;
@@ -26,6 +26,10 @@ pub struct SubscribeRequest {
     pub since: Option<Cursor>,
     /// Send the channel's last message first (`None` = the namespace default).
     pub last: Option<bool>,
+    /// When `since` cannot be resumed exactly, replay everything still retained after it
+    /// (reported as `recovered: false`) instead of nothing. Device inboxes resume this way:
+    /// a device that was away longer than the log keeps still gets what is left.
+    pub replay_retained_if_lost: bool,
 }
 
 /// The outcome of a subscribe, for the transport's reply.
@@ -90,14 +94,15 @@ pub struct Engine {
     log: Arc<dyn ChannelLog>,
     hub: Arc<Hub>,
     namespaces: Namespaces,
+    push_retention: Retention,
 }
 
-fn store_error(e: StoreError) -> HeraldError {
-    match e {
-        StoreError::Closed => HeraldError::new(ErrorCode::ShuttingDown, e.to_string()),
-        StoreError::Backend(_) => HeraldError::new(ErrorCode::StoreFailed, e.to_string()),
-    }
-}
+/// How long push logs (an app's broadcast log, device inboxes) keep messages unless configured:
+/// 30 days, so a push with the longest TTL is still there for a device that comes back.
+pub const DEFAULT_PUSH_RETENTION: Retention = Retention {
+    max_messages: 10_000_000,
+    max_age_ms: 30 * 24 * 3600 * 1000,
+};
 
 impl Engine {
     /// An engine over `log`, whose commit sink must hand every committed message, in order, to
@@ -107,7 +112,14 @@ impl Engine {
             log,
             hub,
             namespaces,
+            push_retention: DEFAULT_PUSH_RETENTION,
         }
+    }
+
+    /// Sets how long push logs keep messages.
+    pub fn with_push_retention(mut self, retention: Retention) -> Self {
+        self.push_retention = retention;
+        self
     }
 
     /// Appends messages to a channel durably; subscribers receive them once stored.
@@ -119,14 +131,18 @@ impl Engine {
         for id in messages.iter().filter_map(|m| m.id.as_deref()) {
             check_message_id(id)?;
         }
-        let retention = self.namespaces.options(channel.as_str()).retention;
+        let retention = if crate::tenant::is_push_log(channel.as_str()) {
+            self.push_retention
+        } else {
+            self.namespaces.options(channel.as_str()).retention
+        };
         let started = std::time::Instant::now();
         let n = messages.len() as u64;
         let out = self
             .log
             .append(channel, messages, retention)
             .await
-            .map_err(store_error)?;
+            .map_err(HeraldError::from)?;
         let metrics = crate::telemetry::telemetry();
         metrics
             .publish_seconds
@@ -143,13 +159,27 @@ impl Engine {
         outbox: &Arc<Outbox>,
         request: &SubscribeRequest,
     ) -> Result<Catchup, HeraldError> {
-        let (subscription, lookup) = self.hub.subscribe(channel, outbox.clone());
+        self.subscribe_with(channel, outbox, request, None).await
+    }
+
+    /// [`Engine::subscribe`] with a filter on what the subscriber receives, replayed or live.
+    pub async fn subscribe_with(
+        &self,
+        channel: &ChannelName,
+        outbox: &Arc<Outbox>,
+        request: &SubscribeRequest,
+        admit: Option<Admit>,
+    ) -> Result<Catchup, HeraldError> {
+        let (subscription, lookup) = self.hub.subscribe_with(channel, outbox.clone(), admit);
         match self.catch_up(channel, request, lookup).await {
-            Ok((outcome, messages)) => Ok(Catchup {
-                subscription,
-                outcome,
-                messages,
-            }),
+            Ok((outcome, mut messages)) => {
+                messages.retain(|m| subscription.admits(m));
+                Ok(Catchup {
+                    subscription,
+                    outcome,
+                    messages,
+                })
+            }
             Err(e) => {
                 self.hub.unsubscribe(channel, subscription.id());
                 Err(e)
@@ -210,7 +240,10 @@ impl Engine {
                     .await?;
                 (slice.state.clone(), Some(slice))
             }
-            None => (self.log.state(channel).await.map_err(store_error)?, None),
+            None => (
+                self.log.state(channel).await.map_err(HeraldError::from)?,
+                None,
+            ),
         };
         let head = Head {
             epoch: state.epoch.clone(),
@@ -220,19 +253,35 @@ impl Engine {
             Some(load) => load.finish(head),
             None => self.hub.learn_head(channel, head),
         }
-        let resumable = request
+        let retained = request
             .since
             .as_ref()
-            .filter(|since| is_resumable(since, &state));
+            .filter(|since| request.replay_retained_if_lost && !is_resumable(since, &state))
+            .map(|since| {
+                let same_epoch = since.epoch == state.epoch || since.epoch.as_str().is_empty();
+                let from = if same_epoch { since.seq } else { 0 };
+                Cursor {
+                    epoch: state.epoch.clone(),
+                    seq: from
+                        .max(state.first_seq.saturating_sub(1))
+                        .min(state.last_seq),
+                }
+            });
+        let resumable = retained.as_ref().or(request
+            .since
+            .as_ref()
+            .filter(|since| is_resumable(since, &state)));
         let replay = match resumable {
-            Some(since) => {
-                self.read_contiguous_after(channel, since.seq, first_page)
-                    .await?
+            Some(from) => {
+                // The page read after `since` serves a replay from that same seq only.
+                let page = first_page
+                    .filter(|_| request.since.as_ref().is_some_and(|s| s.seq == from.seq));
+                self.read_contiguous_after(channel, from.seq, page).await?
             }
             None => None,
         };
         let (state, messages, recovered) = match replay {
-            Some((state, messages)) => (state, messages, true),
+            Some((state, messages)) => (state, messages, retained.is_none()),
             None if last => {
                 let slice = self.read(channel, ReadFrom::Tail(1), 1).await?;
                 (slice.state, slice.messages, false)
@@ -319,12 +368,12 @@ impl Engine {
         self.log
             .read(channel, from, limit)
             .await
-            .map_err(store_error)
+            .map_err(HeraldError::from)
     }
 
     /// A channel's state.
     pub async fn state(&self, channel: &ChannelName) -> Result<ChannelState, HeraldError> {
-        self.log.state(channel).await.map_err(store_error)
+        self.log.state(channel).await.map_err(HeraldError::from)
     }
 
     /// Channels in name order after `after`.
@@ -333,7 +382,7 @@ impl Engine {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<ChannelState>, HeraldError> {
-        self.log.list(after, limit).await.map_err(store_error)
+        self.log.list(after, limit).await.map_err(HeraldError::from)
     }
 
     /// Live subscribers of a channel on this node.

@@ -37,6 +37,16 @@ pub enum ErrorCode {
     StoreFailed,
     /// Anything else that is the server's fault.
     Internal,
+    /// A tag does not follow the tag grammar.
+    TagInvalid,
+    /// A tag expression does not parse.
+    TagExpressionInvalid,
+    /// A device registration or update is invalid (platform, token format, ids).
+    DeviceInvalid,
+    /// The thing to create exists already, or its state forbids the action.
+    Conflict,
+    /// The app reached one of its limits (devices, connections).
+    LimitExceeded,
 }
 
 impl ErrorCode {
@@ -58,6 +68,11 @@ impl ErrorCode {
             ErrorCode::ShuttingDown => "shutting_down",
             ErrorCode::StoreFailed => "store_failed",
             ErrorCode::Internal => "internal",
+            ErrorCode::TagInvalid => "tag_invalid",
+            ErrorCode::TagExpressionInvalid => "tag_expression_invalid",
+            ErrorCode::DeviceInvalid => "device_invalid",
+            ErrorCode::Conflict => "conflict",
+            ErrorCode::LimitExceeded => "limit_exceeded",
         }
     }
 
@@ -69,7 +84,12 @@ impl ErrorCode {
             | ErrorCode::ChannelInvalid
             | ErrorCode::AlreadySubscribed
             | ErrorCode::NotSubscribed
-            | ErrorCode::TooManySubscriptions => 400,
+            | ErrorCode::TooManySubscriptions
+            | ErrorCode::TagInvalid
+            | ErrorCode::TagExpressionInvalid
+            | ErrorCode::DeviceInvalid => 400,
+            ErrorCode::Conflict => 409,
+            ErrorCode::LimitExceeded => 429,
             ErrorCode::Unauthorized | ErrorCode::TokenExpired => 401,
             ErrorCode::Forbidden => 403,
             ErrorCode::NotFound => 404,

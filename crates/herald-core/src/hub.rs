@@ -14,12 +14,16 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 use crate::head::{Head, HeadLookup, HeadSlot};
-use crate::message::SharedMessage;
+use crate::message::{SharedMessage, StoredMessage};
 use crate::name::ChannelName;
 use crate::outbox::{CloseReason, OutFrame, Outbox};
 use crate::telemetry::telemetry;
 
 const SHARDS: usize = 64;
+
+/// Decides which of a channel's messages a subscription receives (live and replayed); a
+/// device's subscription to its app's broadcast log keeps only pushes whose audience admits it.
+pub type Admit = Arc<dyn Fn(&StoredMessage) -> bool + Send + Sync>;
 
 /// Live messages a subscription may park while catching up before it counts as slow.
 const MAX_PARKED: usize = 10_000;
@@ -34,15 +38,24 @@ pub struct Subscription {
     /// live delivery skips anything at or below it.
     caught_up_to: AtomicU64,
     parked: Mutex<Vec<SharedMessage>>,
+    admit: Option<Admit>,
 }
 
 impl Subscription {
+    /// Whether this subscription receives `message`.
+    pub fn admits(&self, message: &StoredMessage) -> bool {
+        self.admit.as_ref().is_none_or(|admit| admit(message))
+    }
+
     /// The subscription's id, unique in this process.
     pub fn id(&self) -> u64 {
         self.id
     }
 
     fn deliver(&self, message: &SharedMessage) {
+        if !self.admits(message) {
+            return;
+        }
         if self.live.load(Ordering::Acquire) {
             if message.seq > self.caught_up_to.load(Ordering::Relaxed) {
                 self.outbox.push(OutFrame::Message(message.clone()));
@@ -130,7 +143,18 @@ impl Hub {
         channel: &ChannelName,
         outbox: Arc<Outbox>,
     ) -> (Arc<Subscription>, HeadLookup) {
+        self.subscribe_with(channel, outbox, None)
+    }
+
+    /// [`Hub::subscribe`] with a filter on what the subscription receives.
+    pub fn subscribe_with(
+        &self,
+        channel: &ChannelName,
+        outbox: Arc<Outbox>,
+        admit: Option<Admit>,
+    ) -> (Arc<Subscription>, HeadLookup) {
         let sub = Arc::new(Subscription {
+            admit,
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             outbox,
             live: AtomicBool::new(false),

@@ -7,18 +7,25 @@
 #![warn(missing_docs)]
 
 pub mod auth;
+pub mod device;
 pub mod engine;
 pub mod error;
 pub mod fanout;
 pub mod head;
 pub mod hub;
+pub mod inbox;
 pub mod log;
 pub mod message;
 pub mod name;
 pub mod namespace;
 pub mod outbox;
 pub mod pattern;
+pub mod push;
+pub mod registry;
+pub mod tags;
 pub mod telemetry;
+pub mod tenant;
+pub mod usage;
 
 pub use engine::Engine;
 pub use error::{ErrorCode, HeraldError};

@@ -17,6 +17,18 @@ pub enum StoreError {
     Closed,
 }
 
+impl From<StoreError> for crate::error::HeraldError {
+    /// What a client is told of a storage failure: `shutting_down` while the store closes,
+    /// `store_failed` otherwise.
+    fn from(e: StoreError) -> Self {
+        use crate::error::{ErrorCode, HeraldError};
+        match e {
+            StoreError::Closed => HeraldError::new(ErrorCode::ShuttingDown, e.to_string()),
+            StoreError::Backend(_) => HeraldError::new(ErrorCode::StoreFailed, e.to_string()),
+        }
+    }
+}
+
 /// How much history a channel keeps; older messages are removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retention {

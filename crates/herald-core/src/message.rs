@@ -92,6 +92,8 @@ pub struct StoredMessage {
     /// The epoch of the log it was appended to.
     pub epoch: Epoch,
     frames: [OnceLock<Bytes>; FRAME_KINDS],
+    /// What a push envelope says about delivery, parsed once ([`crate::push::PushMeta::of`]).
+    pub(crate) push_meta: OnceLock<Option<Arc<crate::push::PushMeta>>>,
 }
 
 impl StoredMessage {
@@ -112,6 +114,7 @@ impl StoredMessage {
             data,
             epoch,
             frames: Default::default(),
+            push_meta: OnceLock::new(),
         }
     }
 

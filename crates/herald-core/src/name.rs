@@ -27,9 +27,21 @@ impl ChannelName {
         Ok(ChannelName(Arc::from(name)))
     }
 
-    /// The name as a string.
+    /// The full name as the log and the hub key it, including the app scope of
+    /// [`crate::tenant`] (`app~name`) for channels of apps other than the default one.
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// The name as the app's clients and publishers see it: without the app scope, and with
+    /// a device's own inbox log shown as `$device`.
+    pub fn public(&self) -> &str {
+        crate::tenant::public_name(&self.0)
+    }
+
+    /// A name built by [`crate::tenant`] from already validated parts.
+    pub(crate) fn from_trusted(name: String) -> Self {
+        ChannelName(Arc::from(name))
     }
 }
 
@@ -59,7 +71,7 @@ fn is_name_byte(b: u8) -> bool {
 
 impl fmt::Display for ChannelName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.public())
     }
 }
 
@@ -77,7 +89,7 @@ impl AsRef<str> for ChannelName {
 
 impl serde::Serialize for ChannelName {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.0)
+        s.serialize_str(self.public())
     }
 }
 

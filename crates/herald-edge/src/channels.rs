@@ -7,6 +7,7 @@ use herald_core::auth::Client;
 use herald_core::engine::{SubscribeOutcome, SubscribeRequest};
 use herald_core::hub::Subscription;
 use herald_core::outbox::{OutFrame, Outbox};
+use herald_core::usage::ConnectionGuard;
 use herald_core::{ChannelName, Cursor, Engine, HeraldError, StoredMessage};
 
 use axum::http::HeaderMap;
@@ -26,6 +27,9 @@ pub struct StreamRequest {
     pub cursors: Vec<Option<Cursor>>,
     /// `last=` if given.
     pub last: Option<bool>,
+    /// A device token named no channel: the stream carries the device's inbox (`$app`, then
+    /// `$device`), resumed from the given cursor or else from the device's acknowledged one.
+    pub inbox: bool,
 }
 
 impl StreamRequest {
@@ -39,9 +43,15 @@ impl StreamRequest {
     ) -> Result<StreamRequest, HeraldError> {
         let pairs = query_pairs(query);
         let client = edge.authenticate(client_token(&pairs, headers).as_deref())?;
-        let names = channel_params(edge, &pairs)?;
+        let inbox = client.device.is_some() && !pairs.iter().any(|(k, _)| k == "channel");
+        let names = if inbox {
+            Vec::new()
+        } else {
+            channel_params(edge, &client, &pairs)?
+        };
         let cursor = cursor.or_else(|| param(&pairs, "since")).unwrap_or("");
-        let cursors = herald_proto::cursor::decode(cursor, names.len())?;
+        let positions = if inbox { 2 } else { names.len() };
+        let cursors = herald_proto::cursor::decode(cursor, positions)?;
         let last = param(&pairs, "last").map(parse_bool).transpose()?;
         Ok(StreamRequest {
             client,
@@ -49,6 +59,7 @@ impl StreamRequest {
             cursors,
             last,
             pairs,
+            inbox,
         })
     }
 
@@ -68,11 +79,12 @@ fn param<'a>(pairs: &'a [(String, String)], key: &str) -> Option<&'a str> {
 /// Channel names from repeated `channel=` parameters, validated and de-duplicated.
 fn channel_params(
     edge: &Edge,
+    client: &Client,
     pairs: &[(String, String)],
 ) -> Result<Vec<ChannelName>, HeraldError> {
     let mut names: Vec<ChannelName> = Vec::new();
     for (_, value) in pairs.iter().filter(|(k, _)| k == "channel") {
-        let name = ChannelName::parse(value)?;
+        let name = client.app.parse_channel(value)?;
         if !names.contains(&name) {
             names.push(name);
         }
@@ -99,6 +111,7 @@ fn channel_params(
 /// goes away leaves nothing behind.
 pub struct Subscriptions {
     engine: Arc<Engine>,
+    _counted: ConnectionGuard,
     subs: Vec<(ChannelName, Arc<Subscription>)>,
     /// The channels, in the order the client named them (= cursor order).
     pub names: Vec<ChannelName>,
@@ -113,29 +126,55 @@ impl Subscriptions {
     /// confirmation frame ahead of each channel's replay.
     pub async fn open(
         edge: &Edge,
-        client: &Client,
-        names: Vec<ChannelName>,
-        cursors: Vec<Option<Cursor>>,
-        last: Option<bool>,
+        request: &StreamRequest,
         outbox: &Arc<Outbox>,
         reply: impl Fn(&ChannelName, &SubscribeOutcome) -> Option<OutFrame>,
     ) -> Result<Subscriptions, HeraldError> {
-        for name in &names {
-            client.check_subscribe(name.as_str())?;
+        let client = &request.client;
+        let plan = if request.inbox {
+            Some(edge.inbox.plan(client).await?)
+        } else {
+            None
+        };
+        let names = match &plan {
+            Some(plan) => plan.logs.to_vec(),
+            None => request.names.clone(),
+        };
+        let cursors = request.cursors.clone();
+        let last = request.last;
+        for name in names.iter().filter(|_| plan.is_none()) {
+            client.check_subscribe(name.public())?;
         }
         let mut this = Subscriptions {
             engine: edge.engine.clone(),
+            _counted: edge.usage.connect(&client.app)?,
             subs: Vec::with_capacity(names.len()),
             names: Vec::new(),
             positions: Vec::with_capacity(names.len()),
             outcomes: Vec::with_capacity(names.len()),
         };
-        for (name, since) in names.iter().zip(cursors) {
-            let request = SubscribeRequest {
-                since: since.clone(),
-                last,
+        for (i, (name, since)) in names.iter().zip(cursors).enumerate() {
+            let catchup = match &plan {
+                Some(plan) => {
+                    let stored = [&plan.cursor.app, &plan.cursor.device][i].clone();
+                    let from = since.clone().unwrap_or(stored);
+                    edge.inbox.subscribe(plan, i, from, outbox).await?
+                }
+                None => {
+                    let request = SubscribeRequest {
+                        since: since.clone(),
+                        last,
+                        replay_retained_if_lost: false,
+                    };
+                    edge.engine.subscribe(name, outbox, &request).await?
+                }
             };
-            let catchup = edge.engine.subscribe(name, outbox, &request).await?;
+            let since = match &plan {
+                Some(plan) => Some(
+                    since.unwrap_or_else(|| [&plan.cursor.app, &plan.cursor.device][i].clone()),
+                ),
+                None => since,
+            };
             let outcome = catchup.outcome.clone();
             // The position before anything is written: just before the first replayed message
             // (so a long-poll answer cut short by its limit resumes there), else the cursor

@@ -17,7 +17,9 @@ use std::time::Duration;
 
 use axum::routing::get;
 use axum::Router;
-use herald_core::auth::{Client, TokenKeys};
+use herald_core::auth::{Client, Tokens};
+use herald_core::inbox::Inbox;
+use herald_core::usage::UsageMeter;
 use herald_core::{Engine, ErrorCode, HeraldError};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -53,8 +55,12 @@ impl Default for EdgeSettings {
 pub struct Edge {
     /// The channel engine.
     pub engine: Arc<Engine>,
-    /// Verifies client tokens.
-    pub tokens: Arc<TokenKeys>,
+    /// Verifies client tokens, each with its app's secret.
+    pub tokens: Arc<Tokens>,
+    /// Device inboxes: what a device token's connection receives, and its acks.
+    pub inbox: Arc<Inbox>,
+    /// Per-app usage (connections and deliveries are counted here).
+    pub usage: Arc<UsageMeter>,
     /// Limits.
     pub settings: EdgeSettings,
     /// Cancelled when the server starts shutting down; connections then close with a reason.

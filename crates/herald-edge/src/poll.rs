@@ -74,16 +74,8 @@ async fn answer(
             })?,
         None => DEFAULT_LIMIT,
     };
-    let StreamRequest {
-        client,
-        names,
-        cursors,
-        last,
-        ..
-    } = request;
     let outbox = Outbox::new(edge.settings.outbox_bytes);
-    let mut subs =
-        Subscriptions::open(edge, &client, names, cursors, last, &outbox, |_, _| None).await?;
+    let mut subs = Subscriptions::open(edge, &request, &outbox, |_, _| None).await?;
     let (mut frames, _) = outbox.take();
     if frames.is_empty() {
         tokio::select! {
@@ -117,7 +109,7 @@ async fn answer(
         .iter()
         .zip(&subs.outcomes)
         .map(|(n, o)| ChannelStatus {
-            channel: n.as_str(),
+            channel: n.public(),
             epoch: o.epoch.as_str(),
             seq: o.seq,
             recovered: o.recovered,

@@ -40,38 +40,24 @@ async fn open(
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .filter(|v| !v.trim().is_empty());
-    let StreamRequest {
-        client,
-        names,
-        cursors,
-        last,
-        ..
-    } = StreamRequest::parse(edge, query, headers, last_event_id)?;
+    let request = StreamRequest::parse(edge, query, headers, last_event_id)?;
     let outbox = Outbox::new(edge.settings.outbox_bytes);
-    let subs = Subscriptions::open(
-        edge,
-        &client,
-        names,
-        cursors,
-        last,
-        &outbox,
-        |name, outcome| {
-            let body = SubscribeReply {
-                channel: name.as_str(),
-                seq: outcome.seq,
-                epoch: outcome.epoch.as_str(),
-                recovered: outcome.recovered,
-            };
-            Some(OutFrame::Control(frame::sse_event("subscribed", &body)))
-        },
-    )
+    let subs = Subscriptions::open(edge, &request, &outbox, |name, outcome| {
+        let body = SubscribeReply {
+            channel: name.public(),
+            seq: outcome.seq,
+            epoch: outcome.epoch.as_str(),
+            recovered: outcome.recovered,
+        };
+        Some(OutFrame::Control(frame::sse_event("subscribed", &body)))
+    })
     .await?;
     telemetry().connections_sse.increment(1.0);
     let state = StreamState {
         edge: edge.clone(),
         outbox,
         subs,
-        expires: client.expires,
+        expires: request.client.expires,
         started: false,
         done: false,
     };

@@ -1,6 +1,9 @@
 //! Client commands: one JSON object per WebSocket text frame, `{"id": N, "<command>": {...}}`.
 //! `id` is optional (a reply echoes it); exactly one command key must be present.
 
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
 use herald_core::{ErrorCode, HeraldError};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -27,8 +30,23 @@ pub enum Command {
     Publish(Publish),
     /// Read a channel's history.
     History(History),
+    /// Acknowledge inbox messages up to a position (device tokens only).
+    Ack(Ack),
     /// Liveness check; answered with `pong`.
     Ping,
+}
+
+/// `ack` command: everything in `channel` (`$app` or `$device`) up to `seq` was processed.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ack {
+    /// `$app` or `$device`.
+    pub channel: String,
+    /// Last seq processed.
+    pub seq: u64,
+    /// Epoch of that seq, if known.
+    #[serde(default)]
+    pub epoch: Option<String>,
 }
 
 /// `connect` command.
@@ -106,6 +124,7 @@ pub const COMMANDS: &[&str] = &[
     "unsubscribe",
     "publish",
     "history",
+    "ack",
     "ping",
 ];
 
@@ -120,22 +139,24 @@ pub struct ParseError {
 
 impl ClientFrame {
     /// Parses one text frame. Never panics, whatever the input.
+    ///
+    /// The top level is read as keys over raw (unparsed) values, so only the command's own
+    /// body is deserialised, once, straight into its type; no intermediate JSON tree is built.
     pub fn parse(text: &str) -> Result<ClientFrame, ParseError> {
         let fail = |id, code, msg: String| ParseError {
             id,
             error: HeraldError::new(code, msg),
         };
-        let map: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_str(text).map_err(|e| {
-                fail(
-                    None,
-                    ErrorCode::BadRequest,
-                    format!("frame is not a JSON object: {e}"),
-                )
-            })?;
-        let id = match map.get("id") {
-            None | Some(serde_json::Value::Null) => None,
-            Some(v) => Some(v.as_u64().ok_or_else(|| {
+        let map: BTreeMap<Cow<'_, str>, &RawValue> = serde_json::from_str(text).map_err(|e| {
+            fail(
+                None,
+                ErrorCode::BadRequest,
+                format!("frame is not a JSON object: {e}"),
+            )
+        })?;
+        let id = match map.get("id").map(|v| v.get()) {
+            None | Some("null") => None,
+            Some(v) => Some(v.parse::<u64>().map_err(|_| {
                 fail(
                     None,
                     ErrorCode::BadRequest,
@@ -143,33 +164,35 @@ impl ClientFrame {
                 )
             })?),
         };
-        let mut keys = map.keys().filter(|k| k.as_str() != "id");
-        let Some(name) = keys.next() else {
+        let mut commands = map.iter().filter(|(k, _)| k.as_ref() != "id");
+        let Some((name, body)) = commands.next() else {
             return Err(fail(
                 id,
                 ErrorCode::BadRequest,
-                "frame has no command; expected one of: connect, subscribe, unsubscribe, publish, history, ping".into(),
+                format!(
+                    "frame has no command; expected one of: {}",
+                    COMMANDS.join(", ")
+                ),
             ));
         };
-        if let Some(other) = keys.next() {
+        if let Some((other, _)) = commands.next() {
             return Err(fail(
                 id,
                 ErrorCode::BadRequest,
                 format!("frame has more than one command ({name:?} and {other:?})"),
             ));
         }
-        let body = &map[name.as_str()];
         let command = parse_command(name, body).map_err(|error| ParseError { id, error })?;
         Ok(ClientFrame { id, command })
     }
 }
 
-fn parse_command(name: &str, body: &serde_json::Value) -> Result<Command, HeraldError> {
-    fn args<T: serde::de::DeserializeOwned>(
+fn parse_command(name: &str, body: &RawValue) -> Result<Command, HeraldError> {
+    fn args<'a, T: serde::Deserialize<'a>>(
         name: &str,
-        body: &serde_json::Value,
+        body: &'a RawValue,
     ) -> Result<T, HeraldError> {
-        T::deserialize(body)
+        serde_json::from_str(body.get())
             .map_err(|e| HeraldError::bad_request(format!("invalid {name:?} command: {e}")))
     }
     Ok(match name {
@@ -177,13 +200,8 @@ fn parse_command(name: &str, body: &serde_json::Value) -> Result<Command, Herald
         "subscribe" => Command::Subscribe(args(name, body)?),
         "unsubscribe" => Command::Unsubscribe(args(name, body)?),
         "history" => Command::History(args(name, body)?),
-        "publish" => {
-            // RawValue cannot be borrowed out of a parsed Value; re-serialise the body once.
-            let text = serde_json::to_string(body).unwrap_or_default();
-            Command::Publish(serde_json::from_str(&text).map_err(|e| {
-                HeraldError::bad_request(format!("invalid \"publish\" command: {e}"))
-            })?)
-        }
+        "ack" => Command::Ack(args(name, body)?),
+        "publish" => Command::Publish(args(name, body)?),
         "ping" => Command::Ping,
         other => {
             return Err(HeraldError::new(

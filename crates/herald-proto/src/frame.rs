@@ -19,7 +19,7 @@ pub fn message_entry(m: &StoredMessage) -> Bytes {
 fn encode_entry(m: &StoredMessage) -> Bytes {
     let mut buf = BytesMut::with_capacity(m.data.len() + 96 + m.channel.as_str().len());
     buf.put_slice(b"{\"channel\":");
-    buf.put_slice(&json_string(m.channel.as_str()));
+    buf.put_slice(&json_string(m.channel.public()));
     buf.put_slice(b",\"seq\":");
     buf.put_slice(m.seq.to_string().as_bytes());
     buf.put_slice(b",\"epoch\":");
@@ -125,7 +125,7 @@ pub fn history(slice: &LogSlice, with_first_seq: bool) -> Vec<u8> {
             .sum::<usize>(),
     );
     body.extend_from_slice(b"{\"channel\":");
-    body.extend_from_slice(&json_string(state.name.as_str()));
+    body.extend_from_slice(&json_string(state.name.public()));
     body.extend_from_slice(b",\"epoch\":");
     body.extend_from_slice(&json_string(state.epoch.as_str()));
     body.extend_from_slice(format!(",\"seq\":{}", state.last_seq).as_bytes());

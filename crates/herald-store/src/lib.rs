@@ -16,6 +16,7 @@ mod checkpoint;
 mod log;
 pub mod options;
 mod reader;
+mod registry;
 mod retention;
 mod schema;
 mod writer;

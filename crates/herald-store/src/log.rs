@@ -19,7 +19,7 @@ use tokio::sync::oneshot;
 use crate::checkpoint::Checkpointer;
 use crate::options::SqliteOptions;
 use crate::reader::{self, ReadPool};
-use crate::writer::{AppendRequest, Request, Writer};
+use crate::writer::{AppendRequest, Request, WriteJob, Writer};
 use crate::{schema, DB_FILE_NAME};
 
 /// A channel log in one SQLite database, with group commit.
@@ -82,6 +82,40 @@ impl SqliteLog {
         answer
             .await
             .map_err(|_| StoreError::Backend("store writer stopped".into()))?
+    }
+
+    /// Runs a registry write on the writer thread, in the next group commit, and waits until it
+    /// is durable.
+    pub(crate) async fn write<T, F>(&self, job: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&rusqlite::Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let output = Arc::new(Mutex::new(None));
+        let slot = output.clone();
+        self.ask(move |reply| {
+            Request::Write(WriteJob {
+                apply: Box::new(move |conn| {
+                    *slot.lock() = Some(job(conn)?);
+                    Ok(())
+                }),
+                done: Box::new(move |result| {
+                    let result = result.and_then(|()| {
+                        output
+                            .lock()
+                            .take()
+                            .ok_or_else(|| StoreError::Backend("the write produced nothing".into()))
+                    });
+                    let _ = reply.send(result);
+                }),
+            })
+        })
+        .await
+    }
+
+    /// The read-only connections.
+    pub(crate) fn readers(&self) -> &Arc<ReadPool> {
+        &self.readers
     }
 
     /// Removes expired messages now, as if the time were `now_ms`, and returns how many were

@@ -189,7 +189,7 @@ pub(crate) fn list_channels(
     let mut channels = Vec::new();
     while let Some(row) = rows.next().map_err(backend)? {
         let name: String = row.get(0).map_err(backend)?;
-        let Ok(name) = ChannelName::parse(&name) else {
+        let Ok(name) = herald_core::tenant::parse_full(&name) else {
             tracing::warn!("skipping stored channel with an invalid name");
             continue;
         };

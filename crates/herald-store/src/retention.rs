@@ -6,7 +6,6 @@
 //! `last_seq + 1` when nothing is retained).
 
 use herald_core::log::StoreError;
-use herald_core::name::ChannelName;
 use rusqlite::{params, OptionalExtension, Transaction};
 
 use crate::batch::{ChannelCache, ChannelEntry};
@@ -106,7 +105,7 @@ pub(crate) fn trim_expired(tx: &Transaction<'_>, now_ms: i64) -> Result<Vec<Trim
 /// Applies a committed age sweep to the writer's cache.
 pub(crate) fn apply_to_cache(cache: &mut ChannelCache, trimmed: &[Trimmed]) {
     for t in trimmed {
-        let Ok(name) = ChannelName::parse(&t.name) else {
+        let Ok(name) = herald_core::tenant::parse_full(&t.name) else {
             continue;
         };
         if let Some(entry) = cache.get_mut(&name) {

@@ -7,7 +7,15 @@
 //!   retained seq, and the retention last asked for.
 //! - `messages`: the log itself, clustered by `(channel_id, seq)`; `client_id` is the publisher's
 //!   idempotency key, unique per channel when present.
-//! - `api_keys`: SHA-256 hex hashes of publisher API keys.
+//! - `api_keys`: SHA-256 hex hashes of publisher API keys, each for one app.
+//! - `apps`: tenants and the secret that signs their client tokens (the default app's secret is
+//!   the server's token secret, not stored here).
+//! - `devices` (one row per device, tags as a JSON array, inbox cursor as `EPOCH:SEQ,EPOCH:SEQ`)
+//!   and `device_tags` (the index behind listing by tag).
+//! - `device_tombstones`: where a deleted device's own log stood, so a device registered again
+//!   under that id starts after it.
+//! - `pushes`: receipts: how many devices a push was for and how many acknowledged it.
+//! - `usage`: per-app billing counters.
 
 use std::path::Path;
 use std::time::Duration;
@@ -44,6 +52,62 @@ const MIGRATIONS: &[&str] = &[
         hash TEXT PRIMARY KEY,
         label TEXT,
         created INTEGER
+    );",
+    // 2: apps (tenants), keys per app, devices and their tags, push receipts, usage.
+    "ALTER TABLE api_keys ADD COLUMN app TEXT NOT NULL DEFAULT 'default';
+    CREATE TABLE apps (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        token_secret TEXT,
+        limits TEXT NOT NULL DEFAULT '{}',
+        deleted INTEGER NOT NULL DEFAULT 0,
+        created INTEGER NOT NULL
+    );
+    INSERT INTO apps (id, name, created) VALUES ('default', 'default', 0);
+    CREATE TABLE devices (
+        app TEXT NOT NULL,
+        id TEXT NOT NULL,
+        platform TEXT NOT NULL,
+        token TEXT,
+        keys TEXT,
+        user_id TEXT,
+        tags TEXT NOT NULL,
+        locale TEXT,
+        active INTEGER NOT NULL,
+        created INTEGER NOT NULL,
+        updated INTEGER NOT NULL,
+        cursor TEXT NOT NULL,
+        PRIMARY KEY (app, id)
+    ) WITHOUT ROWID;
+    CREATE TABLE device_tombstones (
+        app TEXT NOT NULL,
+        id TEXT NOT NULL,
+        log_head TEXT NOT NULL,
+        PRIMARY KEY (app, id)
+    ) WITHOUT ROWID;
+    CREATE INDEX devices_user ON devices (app, user_id, id) WHERE user_id IS NOT NULL;
+    CREATE INDEX devices_active ON devices (app, active);
+    CREATE TABLE device_tags (
+        app TEXT NOT NULL,
+        tag TEXT NOT NULL,
+        device TEXT NOT NULL,
+        PRIMARY KEY (app, tag, device)
+    ) WITHOUT ROWID;
+    CREATE TABLE pushes (
+        app TEXT NOT NULL,
+        id TEXT NOT NULL,
+        created INTEGER NOT NULL,
+        expires INTEGER NOT NULL,
+        targeted INTEGER,
+        acked INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (app, id)
+    ) WITHOUT ROWID;
+    CREATE TABLE usage (
+        app TEXT PRIMARY KEY,
+        published INTEGER NOT NULL DEFAULT 0,
+        deliveries INTEGER NOT NULL DEFAULT 0,
+        acks INTEGER NOT NULL DEFAULT 0,
+        peak_connections INTEGER NOT NULL DEFAULT 0
     );",
 ];
 

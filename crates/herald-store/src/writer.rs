@@ -47,6 +47,37 @@ pub(crate) enum Request {
     },
     /// Sweep expired messages now, as if the time were `now_ms`; replies with rows deleted.
     TrimExpired { now_ms: i64, reply: Reply<usize> },
+    /// A registry write (apps, keys, devices, receipts, usage).
+    Write(WriteJob),
+}
+
+/// Applies a registry write on the write connection.
+pub(crate) type WriteApply = Box<dyn FnOnce(&Connection) -> Result<(), StoreError> + Send>;
+
+/// Told the outcome of a registry write once its transaction has committed or failed.
+pub(crate) type WriteDone = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
+
+/// A registry write. It joins the group commit of whatever appends and writes are queued with
+/// it, inside a savepoint of its own so that its failure undoes only itself; `done` hears the
+/// outcome once the transaction has committed (or failed), never before.
+pub(crate) struct WriteJob {
+    /// Applies the write.
+    pub apply: WriteApply,
+    /// Told the outcome after the commit.
+    pub done: WriteDone,
+}
+
+/// A request that can join a group commit.
+enum Grouped {
+    Append(AppendRequest),
+    Write(WriteJob),
+}
+
+/// What to tell the requests of a batch once it commits.
+#[derive(Default)]
+struct Replies {
+    appends: Vec<Reply<Vec<Appended>>>,
+    writes: Vec<(WriteDone, Result<(), StoreError>)>,
 }
 
 /// State owned by the writer thread.
@@ -94,7 +125,12 @@ impl Writer {
                 },
             };
             match first {
-                Request::Append(append) => self.commit_appends(append, &requests, &mut pending),
+                Request::Append(append) => {
+                    self.commit_batch(Grouped::Append(append), &requests, &mut pending)
+                }
+                Request::Write(write) => {
+                    self.commit_batch(Grouped::Write(write), &requests, &mut pending)
+                }
                 Request::AddApiKey { hash, label, reply } => {
                     let _ = reply.send(self.add_api_key(&hash, &label));
                 }
@@ -110,21 +146,22 @@ impl Writer {
         tracing::debug!("store writer stopped");
     }
 
-    /// Commits `first` and whatever appends queue up behind it (up to `max_batch` messages) in
-    /// one transaction, then feeds the sink, then replies to every request of the batch.
+    /// Commits `first` and whatever appends and registry writes queue up behind it (up to
+    /// `max_batch` messages, a write counting as one) in one transaction, then feeds the sink,
+    /// then replies to every request of the batch.
     ///
     /// The queue is drained while the transaction is being built, so requests that arrive while
     /// earlier ones are applied still join this commit. A request that would overflow the batch,
-    /// or one that is not an append, is left in `pending` for next time. `SyncMode::Always`
+    /// or one that cannot be grouped, is left in `pending` for next time. `SyncMode::Always`
     /// never groups.
-    fn commit_appends(
+    fn commit_batch(
         &mut self,
-        first: AppendRequest,
+        first: Grouped,
         requests: &Receiver<Request>,
         pending: &mut Option<Request>,
     ) {
-        let mut replies = Vec::new();
-        match self.transact_appends(first, requests, pending, &mut replies) {
+        let mut replies = Replies::default();
+        match self.transact(first, requests, pending, &mut replies) {
             Ok(batch) => {
                 batch::finish(&mut self.cache);
                 let new = &batch.new_messages;
@@ -136,15 +173,22 @@ impl Writer {
                         tracing::error!("commit sink panicked; the messages are stored");
                     }
                 }
-                for (reply, result) in replies.into_iter().zip(batch.results) {
+                for (reply, result) in replies.appends.into_iter().zip(batch.results) {
                     let _ = reply.send(Ok(result));
+                }
+                for (done, result) in replies.writes {
+                    done(result);
                 }
             }
             Err(err) => {
                 self.cache.forget_touched();
-                tracing::error!(error = %err, requests = replies.len(), "append batch failed");
-                for reply in replies {
+                let requests = replies.appends.len() + replies.writes.len();
+                tracing::error!(error = %err, requests, "store batch failed");
+                for reply in replies.appends {
                     let _ = reply.send(Err(err.clone()));
+                }
+                for (done, _) in replies.writes {
+                    done(Err(err.clone()));
                 }
             }
         }
@@ -152,45 +196,58 @@ impl Writer {
 
     /// Builds and commits the batch's transaction; `replies` collects every request taken in,
     /// whether or not the transaction succeeds.
-    fn transact_appends(
+    fn transact(
         &mut self,
-        first: AppendRequest,
+        first: Grouped,
         requests: &Receiver<Request>,
         pending: &mut Option<Request>,
-        replies: &mut Vec<Reply<Vec<Appended>>>,
+        replies: &mut Replies,
     ) -> Result<Batch, StoreError> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate);
-        let tx = match tx {
+        let mut tx = match tx {
             Ok(tx) => tx,
             Err(err) => {
-                replies.push(first.reply);
+                match first {
+                    Grouped::Append(a) => replies.appends.push(a.reply),
+                    Grouped::Write(w) => replies.writes.push((w.done, Ok(()))),
+                }
                 return Err(backend(err));
             }
         };
         let now_ms = now_millis();
         let mut batch = Batch::default();
+        let mut size = 0;
         let mut next = Some(first);
         while let Some(request) = next.take() {
-            replies.push(request.reply);
-            batch.add(
-                &tx,
-                &mut self.cache,
-                &request.channel,
-                request.messages,
-                request.retention,
-                now_ms,
-            )?;
-            if self.sync == SyncMode::Always || batch.requested >= self.max_batch {
+            match request {
+                Grouped::Append(request) => {
+                    replies.appends.push(request.reply);
+                    size += request.messages.len();
+                    batch.add(
+                        &tx,
+                        &mut self.cache,
+                        &request.channel,
+                        request.messages,
+                        request.retention,
+                        now_ms,
+                    )?;
+                }
+                Grouped::Write(write) => {
+                    size += 1;
+                    let result = apply_in_savepoint(&mut tx, write.apply);
+                    replies.writes.push((write.done, result));
+                }
+            }
+            if self.sync == SyncMode::Always || size >= self.max_batch {
                 break;
             }
             match requests.try_recv() {
-                Ok(Request::Append(more))
-                    if batch.requested + more.messages.len() <= self.max_batch =>
-                {
-                    next = Some(more);
+                Ok(Request::Append(more)) if size + more.messages.len() <= self.max_batch => {
+                    next = Some(Grouped::Append(more));
                 }
+                Ok(Request::Write(write)) => next = Some(Grouped::Write(write)),
                 Ok(other) => *pending = Some(other),
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => {}
             }
@@ -243,6 +300,25 @@ impl Writer {
                 tracing::error!(error = %err, "expired-message sweep failed");
                 Err(err)
             }
+        }
+    }
+}
+
+/// Runs one registry write in a savepoint of `tx`: kept if it succeeds, undone alone if it fails
+/// or panics.
+fn apply_in_savepoint(
+    tx: &mut rusqlite::Transaction<'_>,
+    apply: WriteApply,
+) -> Result<(), StoreError> {
+    let savepoint = tx.savepoint().map_err(backend)?;
+    match catch_unwind(AssertUnwindSafe(|| apply(&savepoint))) {
+        Ok(Ok(())) => savepoint.commit().map_err(backend),
+        Ok(Err(e)) => Err(e),
+        Err(_) => {
+            tracing::error!("a registry write panicked; it was rolled back");
+            Err(StoreError::Backend(
+                "the write failed inside the server".into(),
+            ))
         }
     }
 }

@@ -3,6 +3,7 @@
 
 mod config_check;
 mod publish;
+mod push;
 mod serve;
 mod subscribe;
 mod token;
@@ -20,6 +21,7 @@ Examples:
   herald config check --config herald.toml
   herald token --sub alice --channel news --channel 'chat/*' --ttl 1h
   herald publish news '{\"title\":\"hello\"}'
+  herald push --tags 'sports AND uk' '{\"score\":\"2-1\"}'
   herald subscribe news --last
 
 Environment: HERALD_CONFIG, HERALD_URL, HERALD_API_KEY, HERALD_TOKEN and the HERALD_* settings
@@ -50,6 +52,9 @@ enum Command {
     /// Publish a message to a channel through the HTTP API.
     #[command(after_help = publish::EXAMPLES)]
     Publish(publish::PublishArgs),
+    /// Push to a device, a user, a tag expression or every device of the app.
+    #[command(after_help = push::EXAMPLES)]
+    Push(push::PushArgs),
     /// Subscribe to channels over WebSocket and print messages as JSON lines.
     #[command(after_help = subscribe::EXAMPLES)]
     Subscribe(subscribe::SubscribeArgs),
@@ -66,6 +71,7 @@ pub async fn main() -> ExitCode {
         Command::Version => version::run(),
         Command::Token(args) => token::run(args),
         Command::Publish(args) => publish::run(args).await,
+        Command::Push(args) => push::run(args).await,
         Command::Subscribe(args) => subscribe::run(args).await,
         Command::Bench(args) => herald_bench::run(args).await.map(|()| ExitCode::SUCCESS),
     };

@@ -7,9 +7,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use axum::response::IntoResponse;
-use herald_core::auth::{generate_secret, hash_api_key, ApiKeys, TokenKeys};
+use herald_core::auth::{generate_secret, hash_api_key, ApiKeys, Tokens};
 use herald_core::hub::Hub;
+use herald_core::inbox::Inbox;
 use herald_core::log::ChannelLog;
+use herald_core::registry::Registry;
+use herald_core::usage::UsageMeter;
 use herald_core::{Engine, ErrorCode, HeraldError};
 use herald_edge::meteor::{Meteor, MeteorConf, MeteorSettings};
 use herald_edge::{Edge, EdgeSettings};
@@ -28,16 +31,35 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let hub = Hub::new();
     let fanout = herald_core::fanout::FanOut::start(hub.clone())
         .context("cannot start the fan-out thread")?;
-    let log: Arc<dyn ChannelLog> =
-        SqliteLog::open(&config.data, config.sqlite_options(), fanout)
-            .with_context(|| format!("cannot open the store in {}", config.data.display()))?;
-    let keys = Arc::new(publisher_keys(&config, log.as_ref()).await?);
-    let tokens = Arc::new(TokenKeys::new(token_secret(&config)?.as_bytes()));
+    let store = SqliteLog::open(&config.data, config.sqlite_options(), fanout)
+        .with_context(|| format!("cannot open the store in {}", config.data.display()))?;
+    let log: Arc<dyn ChannelLog> = store.clone();
+    let registry: Arc<dyn Registry> = store;
+    let keys = Arc::new(publisher_keys(&config, log.as_ref(), registry.as_ref()).await?);
+    let tokens = Arc::new(Tokens::new(token_secret(&config)?.as_bytes()));
+    let usage = UsageMeter::new();
+    for app in registry.apps().await? {
+        if let Some(secret) = &app.token_secret {
+            tokens.set_app(&app.id, secret.as_bytes());
+        }
+        usage.load(&app.id, registry.usage(&app.id).await?);
+        let counters = usage.app(&app.id);
+        counters.set_limits(app.limits);
+        counters.devices_changed(registry.device_count(&app.id).await?, 0);
+    }
     let engine = Arc::new(Engine::new(log.clone(), hub, config.namespaces()));
+    let inbox = Arc::new(Inbox::new(engine.clone(), registry.clone(), usage.clone()));
     let shutdown = CancellationToken::new();
+    let usage_writer = tokio::spawn(write_usage(
+        usage.clone(),
+        registry.clone(),
+        shutdown.clone(),
+    ));
     let edge = Arc::new(Edge {
         engine: engine.clone(),
-        tokens,
+        tokens: tokens.clone(),
+        inbox: inbox.clone(),
+        usage: usage.clone(),
         settings: EdgeSettings {
             allow_anonymous: config.allow_anonymous,
             max_frame_bytes: config.max_frame_bytes,
@@ -52,6 +74,11 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let api = Arc::new(herald_api::Api {
         engine,
         keys,
+        admin_key_hash: config.admin_key.as_deref().map(hash_api_key),
+        registry,
+        inbox,
+        tokens,
+        usage,
         max_message_bytes: config.max_frame_bytes,
         metrics: Arc::new(move || metrics.render()),
     });
@@ -87,6 +114,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             "connections still open after the shutdown grace period"
         );
     }
+    // The usage writer stores the final totals once shutdown is signalled.
+    let _ = usage_writer.await;
     log.close().await;
     tracing::info!("store closed; bye");
     Ok(())
@@ -188,23 +217,54 @@ fn install_metrics() -> anyhow::Result<PrometheusHandle> {
     Ok(handle)
 }
 
-/// The publisher keys: the configured one (stored as a hash), plus any stored earlier. With
-/// none configured and none stored, one is generated and printed once.
-async fn publisher_keys(config: &Config, log: &dyn ChannelLog) -> anyhow::Result<ApiKeys> {
+/// How often usage totals are written back to the store.
+const USAGE_WRITE_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Writes every app's usage totals to the store every few seconds, and once more at shutdown.
+async fn write_usage(usage: Arc<UsageMeter>, registry: Arc<dyn Registry>, stop: CancellationToken) {
+    let mut every = tokio::time::interval(USAGE_WRITE_INTERVAL);
+    loop {
+        let stopping = tokio::select! {
+            _ = every.tick() => false,
+            _ = stop.cancelled() => true,
+        };
+        for (app, totals) in usage.snapshot() {
+            if let Err(e) = registry.set_usage(&app, totals).await {
+                tracing::warn!(%app, error = %e, "cannot store usage counters");
+            }
+        }
+        if stopping {
+            return;
+        }
+    }
+}
+
+/// The publisher keys: the configured one (stored as a hash, for the default app), plus every
+/// app's stored keys. With none configured and none stored for the default app, one is
+/// generated and printed once.
+async fn publisher_keys(
+    config: &Config,
+    log: &dyn ChannelLog,
+    registry: &dyn Registry,
+) -> anyhow::Result<ApiKeys> {
     if let Some(key) = &config.api_key {
         log.add_api_key_hash(&hash_api_key(key), "configured")
             .await?;
     }
-    let mut hashes = log.api_key_hashes().await?;
-    if hashes.is_empty() {
+    let stored = registry.keys().await?;
+    let keys = ApiKeys::default();
+    if !stored.iter().any(|k| k.app.is_default()) {
         let key = generate_secret("hk_");
         let hash = hash_api_key(&key);
         log.add_api_key_hash(&hash, "generated").await?;
-        hashes.push(hash);
+        keys.insert(hash, herald_core::tenant::AppId::default_app());
         println!("Generated a publisher API key (shown only once, stored hashed): {key}");
         println!("Use it as: export HERALD_API_KEY={key}");
     }
-    Ok(ApiKeys::from_hashes(hashes))
+    for k in stored {
+        keys.insert(k.hash, k.app);
+    }
+    Ok(keys)
 }
 
 /// The client-token secret: configured, or read from (or first generated into) the data dir.

@@ -203,6 +203,18 @@ export class Herald {
     if (r.status !== 200) throw new Error(`publish to ${channel} failed: ${r.status} ${body}`);
     return JSON.parse(body);
   }
+
+  /** A request to the publisher API with the test API key; returns `{ status, body }`. */
+  async api(method, path, body) {
+    const r = await fetch(`${this.url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: AbortSignal.timeout(WAIT_MS),
+    });
+    const text = await r.text();
+    return { status: r.status, body: text ? JSON.parse(text) : null };
+  }
 }
 
 function b64url(buf) {

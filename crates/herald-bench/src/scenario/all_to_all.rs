@@ -10,7 +10,7 @@ use serde_json::json;
 use crate::args::AllToAllArgs;
 use crate::proto::{Action, Command, Transport};
 use crate::report::{f, Report, Table};
-use crate::scenario::{cpu_bound, open_failure, Ctx};
+use crate::scenario::{bound, Ctx};
 use crate::stats::{self, LatencyMs};
 use crate::svg::{Chart, Series};
 use crate::wire::now_ns;
@@ -145,20 +145,21 @@ pub async fn run(args: AllToAllArgs) -> anyhow::Result<Report> {
     r.headline.deliveries_per_sec = Some(stats::round1(dps));
     r.headline.latency_ms = Some(lat);
     r.detail("subscribers", n);
-    r.detail("failed_connections", failed_conns);
     r.detail("expected", expected);
     r.detail("delivered", round.messages);
     r.detail("published", round.published);
     r.detail("all_delivered_ms", stats::round3(span_s * 1000.0));
     r.detail("errors", round.errors);
     r.detail("error_samples", &round.error_samples);
-    let cpu = cpu0.share(&cpu1);
-    r.cpu = Some(cpu);
-    r.limited_by = if failed_conns > 0 {
-        open_failure(&ctx, &errors)
-    } else {
-        cpu_bound(&cpu, &format!("count: {n} subscribers (--subscribers)"))
-    };
+    let otherwise = format!("count: {n} subscribers (--subscribers)");
+    bound(
+        &ctx,
+        &mut r,
+        cpu0.share(&cpu1),
+        failed_conns,
+        &errors,
+        &otherwise,
+    );
     ctx.finish(&mut r);
     r.steps = None;
     r.detail("buckets", json!({ "bucket_ms": BUCKET_MS }));

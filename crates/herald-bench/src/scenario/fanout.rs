@@ -98,20 +98,7 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<Report> {
             }
         }));
     }
-    let ticker = {
-        let done = done.clone();
-        let bar_handle = tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                bar.set(done.load(Ordering::Relaxed));
-                if done.load(Ordering::Relaxed) >= m {
-                    bar.done();
-                    return;
-                }
-            }
-        });
-        bar_handle
-    };
+    let ticker = bar.follow(done.clone(), m);
     let mut sent = Vec::new();
     let mut refused = 0;
     let mut sample = None;
@@ -124,6 +111,7 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<Report> {
         stats::merge(&mut publish_hist, &p.hist);
     }
     ticker.abort();
+    bar.done();
     let publish_end = now_ns();
     let ok = sent.len() as u64;
     let timeout = (30_000 + n * ok / 100).min(ctx.left().as_millis() as u64 + 5000);

@@ -2,8 +2,11 @@
 //! floors, the time limit, progress display) and the publishers.
 
 pub mod all_to_all;
+pub mod broadcast;
 pub mod connections;
+pub mod devices;
 pub mod fanout;
+pub mod reconnect;
 pub mod steps;
 pub mod storm;
 
@@ -86,11 +89,17 @@ impl Ctx {
             host: t.host.clone(),
             token: token.clone(),
             api_key: t.api_key.clone(),
+            token_secret: t.token_secret.clone(),
             source_ip: pool::source_ip(i, t.addr.ip()),
             meteor_addr: t.meteor,
             meteor_mode: self.common.meteor_mode.clone(),
         })
         .await
+    }
+
+    /// A keep-alive HTTP client for the server's API (connects on first use).
+    pub fn http(&self) -> crate::client::HttpClient {
+        crate::client::HttpClient::new(self.target.addr, &self.target.host, None)
     }
 
     /// Time left before the limit.
@@ -101,6 +110,11 @@ impl Ctx {
     /// CPU counters of the server, this process and the workers.
     pub fn mark(&self, pool: &Pool) -> CpuMark {
         CpuMark::now(self.target.pid, &pool.pids())
+    }
+
+    /// CPU counters of the server and this process (no workers).
+    pub fn mark_server(&self) -> CpuMark {
+        CpuMark::now(self.target.pid, &[])
     }
 
     /// The server's resource use now.
@@ -157,6 +171,25 @@ impl Progress {
         }
     }
 
+    /// Moves the bar to `done` every 200 ms until it reaches `len` (or the task is aborted).
+    pub fn follow(
+        &self,
+        done: std::sync::Arc<std::sync::atomic::AtomicU64>,
+        len: u64,
+    ) -> tokio::task::JoinHandle<()> {
+        let bar = Progress(self.0.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                let n = done.load(std::sync::atomic::Ordering::Relaxed);
+                bar.set(n);
+                if n >= len {
+                    return;
+                }
+            }
+        })
+    }
+
     /// Removes the bar.
     pub fn done(&self) {
         if let Some(b) = &self.0 {
@@ -199,6 +232,25 @@ pub fn open_failure(ctx: &Ctx, errors: &[String]) -> String {
         }
     }
     format!("connect failures: {text}")
+}
+
+/// Records the CPU split of a run over worker connections and what bounded it: connections
+/// that could not open (`failed_conns`, with `errors`), else the CPU, else `otherwise`.
+pub fn bound(
+    ctx: &Ctx,
+    r: &mut Report,
+    cpu: crate::server::CpuShare,
+    failed_conns: u64,
+    errors: &[String],
+    otherwise: &str,
+) {
+    r.detail("failed_connections", failed_conns);
+    r.cpu = Some(cpu);
+    r.limited_by = if failed_conns > 0 {
+        open_failure(ctx, errors)
+    } else {
+        cpu_bound(&cpu, otherwise)
+    };
 }
 
 /// Classifies a throughput run's bound from CPU use.

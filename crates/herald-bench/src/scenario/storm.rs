@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::args::StormArgs;
 use crate::proto::{Action, Command, Plan};
 use crate::report::{Report, Table};
-use crate::scenario::{cpu_bound, open_failure, Ctx, Progress};
+use crate::scenario::{bound, Ctx, Progress};
 use crate::stats::{self, LatencyMs};
 use crate::svg::{Chart, Series};
 use crate::wire::now_ns;
@@ -149,18 +149,16 @@ pub async fn run(args: StormArgs) -> anyhow::Result<Report> {
     r.detail("acknowledged", acked);
     r.detail("error_replies", round.errors);
     r.detail("seconds", stats::round3(span_s));
-    r.detail("failed_connections", failed_conns);
     r.detail("error_samples", &round.error_samples);
-    let cpu = cpu0.share(&cpu1);
-    r.cpu = Some(cpu);
-    r.limited_by = if failed_conns > 0 {
-        open_failure(&ctx, &errors)
-    } else {
-        cpu_bound(
-            &cpu,
-            &format!("count: {users} users x {} subjects", args.subjects),
-        )
-    };
+    let otherwise = format!("count: {users} users x {} subjects", args.subjects);
+    bound(
+        &ctx,
+        &mut r,
+        cpu0.share(&cpu1),
+        failed_conns,
+        &errors,
+        &otherwise,
+    );
     ctx.finish(&mut r);
     Ok(r)
 }

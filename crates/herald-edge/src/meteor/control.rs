@@ -158,7 +158,13 @@ async fn add_message(m: &Meteor, channel: &str, text: &str) -> String {
     }
 }
 
-/// `name(stored/subscribers)` per channel, in name order.
+/// Whether a stored channel is one Meteor clients can name: a channel of the default app
+/// (plain name), not another app's (`app~name`) nor a push log.
+fn is_default_app_channel(name: &ChannelName) -> bool {
+    !name.as_str().contains('~')
+}
+
+/// `name(stored/subscribers)` per channel of the default app, in name order.
 async fn list_channels(m: &Meteor) -> String {
     let mut out = format!("OK{CRLF}");
     let mut after: Option<String> = None;
@@ -167,7 +173,7 @@ async fn list_channels(m: &Meteor) -> String {
             Ok(page) => page,
             Err(e) => return format!("ERR {}{CRLF}", e.message),
         };
-        for state in &page {
+        for state in page.iter().filter(|s| is_default_app_channel(&s.name)) {
             let stored = (state.last_seq + 1).saturating_sub(state.first_seq);
             let subscribers = m.edge.engine.subscriber_count(&state.name);
             out.push_str(&format!("{}({stored}/{subscribers}){CRLF}", state.name));
@@ -188,7 +194,10 @@ async fn show_stats(m: &Meteor) -> String {
         let Ok(page) = m.edge.engine.list(after.as_deref(), LIST_PAGE).await else {
             break;
         };
-        channels += page.len();
+        channels += page
+            .iter()
+            .filter(|s| is_default_app_channel(&s.name))
+            .count();
         match page.last() {
             Some(last) if page.len() == LIST_PAGE => after = Some(last.name.to_string()),
             _ => break,

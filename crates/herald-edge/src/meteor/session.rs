@@ -21,7 +21,7 @@ use super::conf::Mode;
 use super::request::{self, meteor_name, Request, Start, Subscribe};
 use super::template::{put_number, OtherVar, Var};
 use super::{files, text, Meteor, Stats, HEAD_TIMEOUT};
-use crate::channels::Subscriptions;
+use crate::channels::{StreamRequest, Subscriptions};
 
 /// What `~server~` says.
 pub const SERVER_NAME: &str = "Herald";
@@ -192,19 +192,17 @@ async fn subscribe(m: &Meteor, mut tcp: TcpStream, s: Subscribe) {
     let claim = mode.persist.then(|| m.hosts.claim(&s.hostid));
     let outbox = Outbox::new(m.edge.settings.outbox_bytes);
     let opened = async {
-        let cursors = cursors(m, &s).await?;
-        let names: Vec<ChannelName> = s.channels.iter().map(|c| c.name.clone()).collect();
-        let client = Client::anonymous();
-        Subscriptions::open(
-            &m.edge,
-            &client,
-            names,
-            cursors,
-            Some(false),
-            &outbox,
-            |_, _| None,
-        )
-        .await
+        // Meteor has no apps and no tokens: its subscribers are anonymous clients of the
+        // default app, whose channels keep their plain names.
+        let request = StreamRequest {
+            pairs: Vec::new(),
+            client: Client::anonymous(),
+            names: s.channels.iter().map(|c| c.name.clone()).collect(),
+            cursors: cursors(m, &s).await?,
+            last: Some(false),
+            inbox: false,
+        };
+        Subscriptions::open(&m.edge, &request, &outbox, |_, _| None).await
     };
     let subs = match Box::pin(opened).await {
         Ok(subs) => subs,

@@ -19,6 +19,7 @@ use bytes::Bytes;
 use herald_core::auth::Client;
 use herald_core::outbox::{CloseReason, OutFrame, Outbox};
 use herald_core::telemetry::telemetry;
+use herald_core::usage::ConnectionGuard;
 use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
@@ -56,6 +57,15 @@ pub async fn upgrade(
         None if edge.settings.allow_anonymous => Some(Client::anonymous()),
         None => None,
     };
+    // An app at its connection limit is refused before the upgrade.
+    let counted = match client
+        .as_ref()
+        .map(|c| edge.usage.connect(&c.app))
+        .transpose()
+    {
+        Ok(counted) => counted,
+        Err(e) => return error_response(&e),
+    };
     let (response, socket) = upgrade.accept();
     let task_edge = edge.clone();
     // The upgrade future is boxed so its memory is freed once the socket is handed over,
@@ -63,7 +73,7 @@ pub async fn upgrade(
     let socket = Box::pin(socket);
     edge.connections.spawn(async move {
         if let Some((stream, read_ahead)) = socket.await {
-            run(task_edge, stream, read_ahead, client).await;
+            run(task_edge, stream, read_ahead, client, counted).await;
         }
     });
     response.into_response()
@@ -96,11 +106,20 @@ enum End {
     Gone,
 }
 
-async fn run(edge: Arc<Edge>, stream: TcpStream, read_ahead: Bytes, client: Option<Client>) {
+async fn run(
+    edge: Arc<Edge>,
+    stream: TcpStream,
+    read_ahead: Bytes,
+    client: Option<Client>,
+    counted: Option<ConnectionGuard>,
+) {
     let _gauge = ConnectionGauge::new();
     let max = edge.settings.max_frame_bytes;
     let outbox = Outbox::new(edge.settings.outbox_bytes);
-    let mut session = Session::new(edge.clone(), outbox.clone(), client);
+    let mut session = Session::new(edge.clone(), outbox.clone(), client, counted);
+    // Boxed: only device connections open an inbox, and the others should not carry the
+    // future's state.
+    Box::pin(session.start()).await;
     let mut reader = FrameReader::new(max);
     let mut incoming = Vec::new();
     let mut ticks = edge.keepalive.subscribe();

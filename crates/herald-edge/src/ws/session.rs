@@ -10,6 +10,7 @@ use herald_core::engine::SubscribeRequest;
 use herald_core::hub::Subscription;
 use herald_core::log::ReadFrom;
 use herald_core::outbox::{OutFrame, Outbox};
+use herald_core::usage::ConnectionGuard;
 use herald_core::{ChannelName, Cursor, Epoch, ErrorCode, HeraldError, NewMessage};
 use herald_proto::command::{self, ClientFrame, Command};
 use herald_proto::frame::{self, SubscribeReply};
@@ -25,16 +26,64 @@ pub struct Session {
     outbox: Arc<Outbox>,
     client: Option<Client>,
     subscriptions: Subscriptions,
+    /// Counts the connection in its app's usage while authenticated.
+    counted: Option<ConnectionGuard>,
 }
 
 impl Session {
-    pub fn new(edge: Arc<Edge>, outbox: Arc<Outbox>, client: Option<Client>) -> Self {
+    pub fn new(
+        edge: Arc<Edge>,
+        outbox: Arc<Outbox>,
+        client: Option<Client>,
+        counted: Option<ConnectionGuard>,
+    ) -> Self {
         Session {
             edge,
             outbox,
             client,
             subscriptions: Subscriptions::default(),
+            counted,
         }
+    }
+
+    /// Opens the inbox of a connection that authenticated at the upgrade with a device token.
+    pub async fn start(&mut self) {
+        if self.client.as_ref().is_some_and(|c| c.device.is_some()) {
+            if let Err(e) = self.open_inbox().await {
+                self.send_error(None, &e);
+            }
+        }
+    }
+
+    /// Subscribes the connection to its device's inbox (`$app` and `$device`) from the
+    /// device's acknowledged cursor: an unsolicited `subscribe` reply for each, then what the
+    /// device missed, then live pushes.
+    async fn open_inbox(&mut self) -> Result<(), HeraldError> {
+        let client = self.client()?.clone();
+        let inbox = self.edge.inbox.clone();
+        let plan = inbox.plan(&client).await?;
+        let starts = [plan.cursor.app.clone(), plan.cursor.device.clone()];
+        for (i, since) in starts.into_iter().enumerate() {
+            let log = &plan.logs[i];
+            if self.subscriptions.contains(log) {
+                continue;
+            }
+            let catchup = inbox.subscribe(&plan, i, since, &self.outbox).await?;
+            let o = &catchup.outcome;
+            let reply = frame::reply(
+                None,
+                "subscribe",
+                &SubscribeReply {
+                    channel: log.public(),
+                    seq: o.seq,
+                    epoch: o.epoch.as_str(),
+                    recovered: o.recovered,
+                },
+            );
+            let sub = catchup.go_live(Some(OutFrame::Control(reply)));
+            self.subscriptions.insert(log.clone(), sub);
+        }
+        Ok(())
     }
 
     /// When the client's token expires (seconds since the Unix epoch), if it does.
@@ -71,11 +120,12 @@ impl Session {
 
     async fn dispatch(&mut self, id: Option<u64>, command: Command) -> Result<(), HeraldError> {
         match command {
-            Command::Connect(c) => self.connect(id, c),
+            Command::Connect(c) => self.connect(id, c).await,
             Command::Subscribe(s) => self.subscribe(id, s).await,
             Command::Unsubscribe(u) => self.unsubscribe(id, u),
             Command::Publish(p) => self.publish(id, p).await,
             Command::History(h) => self.history(id, h).await,
+            Command::Ack(a) => self.ack(id, a).await,
             Command::Ping => {
                 self.send(frame::reply(id, "pong", &serde_json::json!({})));
                 Ok(())
@@ -95,20 +145,29 @@ impl Session {
 
     /// Authenticates the connection, or refreshes its token. A refresh must name the same `sub`;
     /// subscriptions the new token no longer allows are dropped and listed in the reply.
-    fn connect(&mut self, id: Option<u64>, c: command::Connect) -> Result<(), HeraldError> {
+    async fn connect(&mut self, id: Option<u64>, c: command::Connect) -> Result<(), HeraldError> {
         let client = self.edge.authenticate(c.token.as_deref())?;
         if let Some(current) = &self.client {
-            if !current.sub.is_empty() && current.sub != client.sub {
+            if (!current.sub.is_empty() && current.sub != client.sub)
+                || current.app != client.app
+                || current.device != client.device
+            {
                 return Err(HeraldError::forbidden(format!(
                     "this connection belongs to {:?}; a new connect may only refresh its token",
                     current.sub
                 )));
             }
         }
+        if self.counted.is_none() {
+            self.counted = Some(self.edge.usage.connect(&client.app)?);
+        }
         let revoked: Vec<ChannelName> = self
             .subscriptions
             .keys()
-            .filter(|ch| client.check_subscribe(ch.as_str()).is_err())
+            .filter(|ch| {
+                !herald_core::tenant::is_push_log(ch.as_str())
+                    && client.check_subscribe(ch.public()).is_err()
+            })
             .cloned()
             .collect();
         for channel in &revoked {
@@ -130,10 +189,36 @@ impl Session {
             &Connected {
                 sub: &client.sub,
                 expires: client.expires,
-                unsubscribed: revoked.iter().map(ChannelName::as_str).collect(),
+                unsubscribed: revoked.iter().map(ChannelName::public).collect(),
             },
         ));
+        let device = client.device.is_some();
         self.client = Some(client);
+        if device {
+            self.open_inbox().await?;
+        }
+        Ok(())
+    }
+
+    async fn ack(&mut self, id: Option<u64>, a: command::Ack) -> Result<(), HeraldError> {
+        let client = self.client()?;
+        let Some(device) = client.device.clone() else {
+            return Err(HeraldError::forbidden(
+                "only a connection with a device token can acknowledge pushes",
+            ));
+        };
+        let app = client.app.clone();
+        let kind = herald_core::inbox::LogKind::parse(&a.channel)?;
+        let upto = Cursor {
+            epoch: Epoch::new(a.epoch.as_deref().unwrap_or("")),
+            seq: a.seq,
+        };
+        self.edge.inbox.ack(&app, &device, kind, upto).await?;
+        self.send(frame::reply(
+            id,
+            "ack",
+            &serde_json::json!({ "channel": a.channel, "seq": a.seq }),
+        ));
         Ok(())
     }
 
@@ -142,8 +227,9 @@ impl Session {
         id: Option<u64>,
         s: command::Subscribe,
     ) -> Result<(), HeraldError> {
-        let channel = ChannelName::parse(&s.channel)?;
-        self.client()?.check_subscribe(channel.as_str())?;
+        let client = self.client()?;
+        let channel = client.app.parse_channel(&s.channel)?;
+        client.check_subscribe(channel.public())?;
         if self.subscriptions.contains(&channel) {
             return Err(HeraldError::new(
                 ErrorCode::AlreadySubscribed,
@@ -165,6 +251,7 @@ impl Session {
                 seq: since.seq,
             }),
             last: s.last,
+            replay_retained_if_lost: false,
         };
         let catchup = self
             .edge
@@ -176,7 +263,7 @@ impl Session {
             id,
             "subscribe",
             &SubscribeReply {
-                channel: channel.as_str(),
+                channel: channel.public(),
                 seq: o.seq,
                 epoch: o.epoch.as_str(),
                 recovered: o.recovered,
@@ -188,7 +275,7 @@ impl Session {
     }
 
     fn unsubscribe(&mut self, id: Option<u64>, u: command::Unsubscribe) -> Result<(), HeraldError> {
-        let channel = ChannelName::parse(&u.channel)?;
+        let channel = self.client()?.app.parse_channel(&u.channel)?;
         let Some(sub) = self.subscriptions.remove(&channel) else {
             return Err(HeraldError::new(
                 ErrorCode::NotSubscribed,
@@ -199,19 +286,36 @@ impl Session {
         self.send(frame::reply(
             id,
             "unsubscribe",
-            &serde_json::json!({ "channel": channel.as_str() }),
+            &serde_json::json!({ "channel": channel.public() }),
         ));
         Ok(())
     }
 
     async fn publish(&mut self, id: Option<u64>, p: command::Publish) -> Result<(), HeraldError> {
-        let channel = ChannelName::parse(&p.channel)?;
-        self.client()?.check_publish(channel.as_str())?;
+        let client = self.client()?;
+        let channel = client.app.parse_channel(&p.channel)?;
+        client.check_publish(channel.public())?;
+        let app = client.app.clone();
+        let max = self
+            .edge
+            .usage
+            .app(&app)
+            .max_message_bytes(self.edge.settings.max_frame_bytes);
+        if p.data.get().len() > max {
+            return Err(HeraldError::new(
+                ErrorCode::TooLarge,
+                format!(
+                    "message data is {} bytes; the limit is {max}",
+                    p.data.get().len()
+                ),
+            ));
+        }
         let message = NewMessage {
             id: p.id,
             data: Bytes::copy_from_slice(p.data.get().as_bytes()),
         };
         let appended = self.edge.engine.publish(&channel, vec![message]).await?;
+        self.edge.usage.app(&app).published(1);
         let Some(a) = appended.first() else {
             return Err(HeraldError::new(
                 ErrorCode::Internal,
@@ -222,7 +326,7 @@ impl Session {
             id,
             "publish",
             &serde_json::json!({
-                "channel": channel.as_str(),
+                "channel": channel.public(),
                 "seq": a.message.seq,
                 "id": a.message.id(),
                 "epoch": a.message.epoch.as_str(),
@@ -234,8 +338,9 @@ impl Session {
     }
 
     async fn history(&mut self, id: Option<u64>, h: command::History) -> Result<(), HeraldError> {
-        let channel = ChannelName::parse(&h.channel)?;
-        self.client()?.check_subscribe(channel.as_str())?;
+        let client = self.client()?;
+        let channel = client.app.parse_channel(&h.channel)?;
+        client.check_subscribe(channel.public())?;
         let limit = h.limit.unwrap_or(100);
         if limit == 0 || limit > MAX_HISTORY {
             return Err(HeraldError::bad_request(format!(

@@ -66,7 +66,12 @@ pub async fn run(args: PublishArgs) -> anyhow::Result<ExitCode> {
         data: data_from_arg(&text, args.string),
         id: args.id,
     };
-    match publish(&request).await? {
+    report(publish(&request).await?)
+}
+
+/// Prints a publisher API answer: the body on success, the error on stderr otherwise.
+pub fn report(outcome: PublishOutcome) -> anyhow::Result<ExitCode> {
+    match outcome {
         PublishOutcome::Published(body) => {
             println!("{body}");
             Ok(ExitCode::SUCCESS)

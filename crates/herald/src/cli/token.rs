@@ -14,10 +14,12 @@ pub const EXAMPLES: &str = "\
 Examples:
   herald token --sub alice --channel news --channel 'chat/*' --publish 'chat/*' --ttl 1h
   herald token --sub kiosk-7 --channel 'prices/*' --ttl 30d --data /var/lib/herald
+  herald token --sub alice --device phone-1 --ttl 7d      # a device token (default app)
   TOKEN=$(herald token --sub bob --channel news) && herald subscribe news --token \"$TOKEN\"
 
 The secret is taken from --token-secret or HERALD_TOKEN_SECRET, else token_secret in the config
-file, else <data>/token-secret (written by the server on first run). Only the token is printed.";
+file, else <data>/token-secret (written by the server on first run). Only the token is printed.
+Tokens for other apps come from their backends through POST /v1/tokens.";
 
 /// Flags of `herald token`.
 #[derive(Debug, clap::Args)]
@@ -31,6 +33,10 @@ pub struct TokenArgs {
     /// Channel pattern the client may publish to (repeatable)
     #[arg(long = "publish", value_name = "PATTERN")]
     pub publish: Vec<String>,
+    /// Device id: a device token receives that device's inbox (the device must be registered
+    /// with POST /v1/devices)
+    #[arg(long, value_name = "ID")]
+    pub device: Option<String>,
     /// How long the token is valid; 0s means it never expires
     #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = humantime::parse_duration)]
     pub ttl: Duration,
@@ -71,6 +77,7 @@ pub fn run(args: TokenArgs) -> anyhow::Result<ExitCode> {
         exp,
         channels: args.channels,
         publish: args.publish,
+        device: args.device,
     };
     println!("{}", TokenKeys::new(secret.as_bytes()).mint(&claims));
     Ok(ExitCode::SUCCESS)

@@ -1,4 +1,5 @@
-//! Publishing over the HTTP API: `POST /v1/channels/{channel}/messages` with a bearer API key.
+//! Publishing over the HTTP API with a bearer API key: `POST /v1/channels/{channel}/messages`,
+//! and any other JSON `POST` of the publisher API (`herald push` sends `POST /v1/push`).
 
 use anyhow::{bail, Context};
 use serde_json::Value;
@@ -44,17 +45,32 @@ pub fn data_from_arg(text: &str, force_string: bool) -> Value {
 
 /// Sends the request.
 pub async fn publish(req: &PublishRequest) -> anyhow::Result<PublishOutcome> {
-    let url = super::join_url(
+    let path = format!("/v1/channels/{}/messages", super::encode_path(&req.channel));
+    let body = serde_json::json!({ "data": req.data });
+    post_json(
         &req.url,
-        &format!("/v1/channels/{}/messages", super::encode_path(&req.channel)),
-    );
-    let mut http = reqwest::Client::new()
-        .post(&url)
-        .json(&serde_json::json!({ "data": req.data }));
-    if let Some(key) = &req.api_key {
+        &path,
+        req.api_key.as_deref(),
+        req.id.as_deref(),
+        &body,
+    )
+    .await
+}
+
+/// `POST`s `body` to `path` with the API key and optional `Idempotency-Key`.
+pub async fn post_json(
+    base: &str,
+    path: &str,
+    api_key: Option<&str>,
+    idempotency_key: Option<&str>,
+    body: &Value,
+) -> anyhow::Result<PublishOutcome> {
+    let url = super::join_url(base, path);
+    let mut http = reqwest::Client::new().post(&url).json(body);
+    if let Some(key) = api_key {
         http = http.bearer_auth(key);
     }
-    if let Some(id) = &req.id {
+    if let Some(id) = idempotency_key {
         http = http.header("Idempotency-Key", id);
     }
     let response = http

@@ -88,6 +88,7 @@ pub(super) const KEYS: &[Key] = &[
     key("listen", &["HERALD_LISTEN"]).what("listen address"),
     key("data", &["HERALD_DATA"]).what("data directory"),
     key("api_key", &["HERALD_API_KEY"]).secret(),
+    key("admin_key", &["HERALD_ADMIN_KEY"]).secret(),
     key("token_secret", &["HERALD_TOKEN_SECRET"]).secret(),
     key("allow_anonymous", &["HERALD_ALLOW_ANONYMOUS"]),
     key("sync", &["HERALD_SYNC"]).what("sync mode"),
@@ -172,6 +173,7 @@ impl Layers {
             ("listen", "--listen", flags.listen.clone()),
             ("data", "--data", data),
             ("api_key", "--api-key", flags.api_key.clone()),
+            ("admin_key", "--admin-key", flags.admin_key.clone()),
             ("token_secret", "--token-secret", flags.token_secret.clone()),
             (
                 "allow_anonymous",

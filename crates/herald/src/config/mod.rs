@@ -51,6 +51,10 @@ pub struct ConfigFlags {
     /// Publisher API key; generated on first run if unset [env: HERALD_API_KEY]
     #[arg(long, value_name = "KEY")]
     pub api_key: Option<String>,
+    /// Admin key: creates, lists and deletes apps and their keys; app administration is off
+    /// without one [env: HERALD_ADMIN_KEY]
+    #[arg(long, value_name = "KEY")]
+    pub admin_key: Option<String>,
     /// Secret signing client tokens, at least 16 bytes [env: HERALD_TOKEN_SECRET]
     #[arg(long, value_name = "SECRET")]
     pub token_secret: Option<String>,
@@ -170,6 +174,8 @@ pub struct Config {
     pub data: PathBuf,
     /// Publisher API key; `None` means the server generates one on first run.
     pub api_key: Option<String>,
+    /// Admin key; `None` turns app administration off.
+    pub admin_key: Option<String>,
     /// Client token secret; `None` means the server uses (or creates) `<data>/token-secret`.
     pub token_secret: Option<String>,
     /// Whether clients without a token may subscribe.

@@ -31,6 +31,11 @@ impl Config {
             ("data", text(&self.data.to_string_lossy()), ""),
             ("api_key", secret(&self.api_key), "the server generates one"),
             (
+                "admin_key",
+                secret(&self.admin_key),
+                "app administration is off",
+            ),
+            (
                 "token_secret",
                 secret(&self.token_secret),
                 "<data>/token-secret is used",
@@ -115,6 +120,7 @@ impl fmt::Debug for Config {
             .field("listen", &self.listen)
             .field("data", &self.data)
             .field("api_key", &redact(&self.api_key))
+            .field("admin_key", &redact(&self.admin_key))
             .field("token_secret", &redact(&self.token_secret))
             .field("allow_anonymous", &self.allow_anonymous)
             .field("sync", &self.sync)

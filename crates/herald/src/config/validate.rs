@@ -89,6 +89,7 @@ impl Layers {
                     .ok_or("must not be empty".into())
             })?,
             api_key: self.get("api_key", None, secret(1))?,
+            admin_key: self.get("admin_key", None, secret(16))?,
             token_secret: self.get("token_secret", None, secret(MIN_TOKEN_SECRET_BYTES))?,
             allow_anonymous: self.get("allow_anonymous", false, boolean)?,
             sync: self.get("sync", SyncMode::Batch, |r| {

@@ -108,6 +108,7 @@ impl Server {
             exp: None,
             channels: channels.iter().map(|s| s.to_string()).collect(),
             publish: publish.iter().map(|s| s.to_string()).collect(),
+            device: None,
         })
     }
 
@@ -123,6 +124,7 @@ impl Server {
             exp: Some(exp),
             channels: channels.iter().map(|s| s.to_string()).collect(),
             publish: Vec::new(),
+            device: None,
         })
     }
 

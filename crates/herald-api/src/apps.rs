@@ -1,0 +1,352 @@
+//! Apps (tenants) and their keys, behind the admin key: `POST/GET /v1/apps`,
+//! `GET/DELETE /v1/apps/{id}`, `GET/POST /v1/apps/{id}/keys`, `DELETE /v1/apps/{id}/keys/{key}`;
+//! per-app usage at `GET /v1/apps/{id}/stats` (admin or the app's own key); and
+//! `POST /v1/tokens`, where an app's backend mints client and device tokens without holding the
+//! token secret.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use herald_core::auth::{generate_secret, hash_api_key, ClientClaims};
+use herald_core::message::now_millis;
+use herald_core::registry::{App, AppLimits, KeyInfo};
+use herald_core::tenant::AppId;
+use herald_core::{ErrorCode, HeraldError};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::error::ApiError;
+use crate::publish::{parse_json, read_body};
+use crate::Api;
+
+/// Longest token lifetime `POST /v1/tokens` mints: 30 days.
+const MAX_TOKEN_TTL_SECS: u64 = 30 * 24 * 3600;
+
+fn app_param(id: &str) -> Result<AppId, HeraldError> {
+    AppId::parse(id)
+}
+
+async fn find_app(api: &Api, id: &AppId) -> Result<App, HeraldError> {
+    api.registry
+        .apps()
+        .await
+        .map_err(HeraldError::from)?
+        .into_iter()
+        .find(|a| a.id == *id)
+        .ok_or_else(|| HeraldError::new(ErrorCode::NotFound, format!("no app {id}")))
+}
+
+/// Creates a publisher key for `app`, remembers it and returns it (shown only this once).
+async fn new_key(api: &Api, app: &AppId, label: &str) -> Result<(String, KeyInfo), HeraldError> {
+    let key = generate_secret("hk_");
+    let hash = hash_api_key(&key);
+    let info = KeyInfo {
+        app: app.clone(),
+        id: hash[..12].to_string(),
+        hash: hash.clone(),
+        label: label.to_string(),
+        created: now_millis(),
+    };
+    api.registry
+        .add_key(&info)
+        .await
+        .map_err(HeraldError::from)?;
+    api.keys.insert(hash, app.clone());
+    Ok((key, info))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateApp {
+    id: String,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    limits: AppLimits,
+}
+
+/// `POST /v1/apps` `{"id":"shop","name":"Shop"}`: creates an app with a token secret and a
+/// first publisher key, both returned once.
+pub async fn create(
+    State(api): State<Arc<Api>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    api.authorize_admin(&headers)?;
+    let body = read_body(body, 4096).await?;
+    let req: CreateApp = parse_json(&body)?;
+    let id = AppId::parse(&req.id)?;
+    let secret = generate_secret("hs_");
+    let app = App {
+        name: req.name.unwrap_or_else(|| id.to_string()),
+        id: id.clone(),
+        token_secret: Some(secret.clone()),
+        limits: req.limits,
+        created: now_millis(),
+    };
+    if !api
+        .registry
+        .create_app(&app)
+        .await
+        .map_err(HeraldError::from)?
+    {
+        return Err(HeraldError::new(
+            ErrorCode::Conflict,
+            format!("app {id} exists, or existed: the ids of deleted apps are not reused"),
+        )
+        .into());
+    }
+    api.tokens.set_app(&id, secret.as_bytes());
+    api.usage.app(&id).set_limits(app.limits);
+    let (key, info) = new_key(&api, &id, "created with the app").await?;
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(json!({ "app": app, "key": key, "key_id": info.id, "token_secret": secret })),
+    )
+        .into_response())
+}
+
+/// `GET /v1/apps`.
+pub async fn list(State(api): State<Arc<Api>>, headers: HeaderMap) -> Result<Response, ApiError> {
+    api.authorize_admin(&headers)?;
+    let apps = api.registry.apps().await.map_err(HeraldError::from)?;
+    Ok(axum::Json(json!({ "apps": apps })).into_response())
+}
+
+/// `GET /v1/apps/{id}` (admin or the app's own key).
+pub async fn get(
+    State(api): State<Arc<Api>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let id = app_param(&id)?;
+    api.authorize_app_or_admin(&headers, &id)?;
+    Ok(axum::Json(find_app(&api, &id).await?).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpdateApp {
+    limits: AppLimits,
+}
+
+/// `PATCH /v1/apps/{id}` `{"limits":{...}}`: replaces the app's limits (admin).
+pub async fn update(
+    State(api): State<Arc<Api>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    api.authorize_admin(&headers)?;
+    let id = app_param(&id)?;
+    let body = read_body(body, 4096).await?;
+    let req: UpdateApp = parse_json(&body)?;
+    if !api
+        .registry
+        .set_limits(&id, req.limits)
+        .await
+        .map_err(HeraldError::from)?
+    {
+        return Err(HeraldError::new(ErrorCode::NotFound, format!("no app {id}")).into());
+    }
+    api.usage.app(&id).set_limits(req.limits);
+    Ok(axum::Json(find_app(&api, &id).await?).into_response())
+}
+
+/// `DELETE /v1/apps/{id}`: the app, its keys, devices, receipts and usage. Its channels'
+/// messages age out of the log like any others. The default app cannot be deleted.
+pub async fn delete(
+    State(api): State<Arc<Api>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    api.authorize_admin(&headers)?;
+    let id = app_param(&id)?;
+    if id.is_default() {
+        return Err(HeraldError::forbidden("the default app cannot be deleted").into());
+    }
+    if !api
+        .registry
+        .delete_app(&id)
+        .await
+        .map_err(HeraldError::from)?
+    {
+        return Err(HeraldError::new(ErrorCode::NotFound, format!("no app {id}")).into());
+    }
+    api.keys.remove_app(&id);
+    api.tokens.remove_app(&id);
+    api.usage.remove(&id);
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// `GET /v1/apps/{id}/keys`: key ids, labels and creation times (never the keys).
+pub async fn list_keys(
+    State(api): State<Arc<Api>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    api.authorize_admin(&headers)?;
+    let id = app_param(&id)?;
+    find_app(&api, &id).await?;
+    let keys: Vec<KeyInfo> = api
+        .registry
+        .keys()
+        .await
+        .map_err(HeraldError::from)?
+        .into_iter()
+        .filter(|k| k.app == id)
+        .collect();
+    Ok(axum::Json(json!({ "keys": keys })).into_response())
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct AddKey {
+    #[serde(default)]
+    label: Option<String>,
+}
+
+/// `POST /v1/apps/{id}/keys` `{"label":"..."}`: a new publisher key (rotation: add the new key,
+/// move the backends over, delete the old one).
+pub async fn add_key(
+    State(api): State<Arc<Api>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    api.authorize_admin(&headers)?;
+    let id = app_param(&id)?;
+    find_app(&api, &id).await?;
+    let body = read_body(body, 4096).await?;
+    let req: AddKey = if body.is_empty() {
+        AddKey::default()
+    } else {
+        parse_json(&body)?
+    };
+    let (key, info) = new_key(&api, &id, req.label.as_deref().unwrap_or("")).await?;
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(json!({ "key": key, "key_id": info.id, "label": info.label })),
+    )
+        .into_response())
+}
+
+/// `DELETE /v1/apps/{id}/keys/{key_id}`.
+pub async fn remove_key(
+    State(api): State<Arc<Api>>,
+    Path((id, key_id)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    api.authorize_admin(&headers)?;
+    let id = app_param(&id)?;
+    if !api
+        .registry
+        .remove_key(&id, &key_id)
+        .await
+        .map_err(HeraldError::from)?
+    {
+        return Err(HeraldError::new(
+            ErrorCode::NotFound,
+            format!("app {id} has no key {key_id:?} (give the key_id, 12 hex digits)"),
+        )
+        .into());
+    }
+    api.keys.remove(&id, &key_id);
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// `GET /v1/apps/{id}/stats`: usage counters (admin or the app's own key).
+pub async fn stats(
+    State(api): State<Arc<Api>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let id = app_param(&id)?;
+    api.authorize_app_or_admin(&headers, &id)?;
+    find_app(&api, &id).await?;
+    let app = api.usage.app(&id);
+    Ok(axum::Json(json!({
+        "app": id,
+        "usage": app.totals(),
+        "devices": app.devices(),
+        "limits": app.limits(),
+    }))
+    .into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MintToken {
+    #[serde(default)]
+    sub: String,
+    #[serde(default)]
+    device: Option<String>,
+    #[serde(default)]
+    channels: Vec<String>,
+    #[serde(default)]
+    publish: Vec<String>,
+    #[serde(default)]
+    ttl: Option<u64>,
+}
+
+/// `POST /v1/tokens` `{"sub","device","channels","publish","ttl"}`: a client token for the key's
+/// app. A token naming a device receives that device's inbox; the device must be registered.
+pub async fn mint_token(
+    State(api): State<Arc<Api>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let app = api.authorize(&headers)?;
+    let body = read_body(body, 16 * 1024).await?;
+    let req: MintToken = parse_json(&body)?;
+    let ttl = req.ttl.unwrap_or(24 * 3600);
+    if ttl == 0 || ttl > MAX_TOKEN_TTL_SECS {
+        return Err(HeraldError::bad_request(format!(
+            "ttl must be 1 to {MAX_TOKEN_TTL_SECS} seconds"
+        ))
+        .into());
+    }
+    if let Some(device) = &req.device {
+        herald_core::device::check_device_id(device)?;
+        if api
+            .registry
+            .device(&app, device)
+            .await
+            .map_err(HeraldError::from)?
+            .is_none()
+        {
+            return Err(HeraldError::new(
+                ErrorCode::NotFound,
+                format!("no device {device:?}; register it first"),
+            )
+            .into());
+        }
+    }
+    if let Some(bad) = req
+        .channels
+        .iter()
+        .chain(&req.publish)
+        .find(|p| p.is_empty() || p.len() > herald_core::name::MAX_CHANNEL_NAME_LEN)
+    {
+        return Err(HeraldError::bad_request(format!(
+            "channel pattern {bad:?} must be 1 to 255 bytes"
+        ))
+        .into());
+    }
+    let exp = (now_millis() / 1000) as u64 + ttl;
+    let claims = ClientClaims {
+        sub: req.sub,
+        exp: Some(exp),
+        channels: req.channels,
+        publish: req.publish,
+        device: req.device,
+    };
+    let token = api
+        .tokens
+        .mint(&app, &claims)
+        .ok_or_else(|| HeraldError::new(ErrorCode::Internal, "the app has no token secret"))?;
+    Ok(axum::Json(json!({ "token": token, "expires": exp })).into_response())
+}

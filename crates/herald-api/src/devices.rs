@@ -1,0 +1,313 @@
+//! Devices of the key's app: `POST /v1/devices` (register or update, idempotent),
+//! `POST /v1/devices/batch` (up to 1,000 per request, for imports), `GET/PATCH/DELETE
+//! /v1/devices/{id}`, explicit `POST /v1/devices/{id}/activate` and `/deactivate`, and
+//! `GET /v1/devices?user=&tag=&after=&limit=` (paged by id).
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use herald_core::device::{check_device_id, Device, DevicePatch, DeviceWrite, Registration};
+use herald_core::registry::DeviceQuery;
+use herald_core::tenant::AppId;
+use herald_core::{ErrorCode, HeraldError};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::error::ApiError;
+use crate::publish::{parse_json, read_body};
+use crate::Api;
+
+/// Most devices one batch registration holds.
+pub const MAX_DEVICE_BATCH: usize = 1000;
+/// Most devices one list call returns.
+const MAX_LIST: usize = 1000;
+
+fn not_found(id: &str) -> HeraldError {
+    HeraldError::new(ErrorCode::NotFound, format!("no device {id:?} in this app"))
+}
+
+/// Stores devices, within the app's `max_devices`.
+async fn upsert(
+    api: &Api,
+    app: &AppId,
+    devices: Vec<DeviceWrite>,
+) -> Result<Vec<(Device, bool)>, HeraldError> {
+    let usage = api.usage.app(app);
+    if usage.check_devices(devices.len() as u64).is_err() {
+        // Near the limit: count only the devices that are new.
+        let mut new = 0;
+        for d in &devices {
+            if api
+                .registry
+                .device(app, &d.device.id)
+                .await
+                .map_err(HeraldError::from)?
+                .is_none()
+            {
+                new += 1;
+            }
+        }
+        usage.check_devices(new)?;
+    }
+    let start = api.inbox.start_cursor(app).await?;
+    let stored = api
+        .registry
+        .upsert_devices(app, devices, start)
+        .await
+        .map_err(HeraldError::from)?;
+    usage.devices_changed(
+        stored.iter().filter(|(_, created)| *created).count() as u64,
+        0,
+    );
+    Ok(stored)
+}
+
+/// `POST /v1/devices`: registers a device or updates it in place; 201 when created, 200 when
+/// it existed.
+pub async fn register(
+    State(api): State<Arc<Api>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let app = api.authorize(&headers)?;
+    let body = read_body(body, 64 * 1024).await?;
+    let reg: Registration = parse_json(&body)?;
+    let device = reg.into_write()?;
+    let (device, created) = upsert(&api, &app, vec![device])
+        .await?
+        .pop()
+        .ok_or_else(|| HeraldError::new(ErrorCode::Internal, "nothing was stored"))?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, axum::Json(device)).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Batch {
+    devices: Vec<Registration>,
+}
+
+/// `POST /v1/devices/batch` `{"devices":[...]}`: all valid or none stored; one transaction.
+pub async fn register_batch(
+    State(api): State<Arc<Api>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let app = api.authorize(&headers)?;
+    let body = read_body(body, 16 << 20).await?;
+    let batch: Batch = parse_json(&body)?;
+    if batch.devices.is_empty() || batch.devices.len() > MAX_DEVICE_BATCH {
+        return Err(HeraldError::bad_request(format!(
+            "a batch holds 1 to {MAX_DEVICE_BATCH} devices; this one has {}",
+            batch.devices.len()
+        ))
+        .into());
+    }
+    let mut devices = Vec::with_capacity(batch.devices.len());
+    for (i, reg) in batch.devices.into_iter().enumerate() {
+        devices.push(
+            reg.into_write()
+                .map_err(|e| HeraldError::new(e.code, format!("devices[{i}]: {}", e.message)))?,
+        );
+    }
+    let stored = upsert(&api, &app, devices).await?;
+    let created = stored.iter().filter(|(_, c)| *c).count();
+    let ids: Vec<&str> = stored.iter().map(|(d, _)| d.id.as_str()).collect();
+    Ok(axum::Json(json!({
+        "created": created,
+        "updated": stored.len() - created,
+        "ids": ids,
+    }))
+    .into_response())
+}
+
+async fn load(api: &Api, app: &AppId, id: &str) -> Result<Device, HeraldError> {
+    check_device_id(id)?;
+    api.registry
+        .device(app, id)
+        .await
+        .map_err(HeraldError::from)?
+        .map(|(d, _)| d)
+        .ok_or_else(|| not_found(id))
+}
+
+/// `GET /v1/devices/{id}`.
+pub async fn get(
+    State(api): State<Arc<Api>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let app = api.authorize(&headers)?;
+    Ok(axum::Json(load(&api, &app, &id).await?).into_response())
+}
+
+async fn update(
+    api: &Api,
+    app: &AppId,
+    id: &str,
+    patch: DevicePatch,
+) -> Result<Device, HeraldError> {
+    check_device_id(id)?;
+    let (mut device, cursor) = api
+        .registry
+        .device(app, id)
+        .await
+        .map_err(HeraldError::from)?
+        .ok_or_else(|| not_found(id))?;
+    let was_active = device.active;
+    patch.apply(&mut device)?;
+    let write = DeviceWrite {
+        device,
+        set_active: true,
+    };
+    let (device, _) = upsert(api, app, vec![write])
+        .await?
+        .pop()
+        .ok_or_else(|| HeraldError::new(ErrorCode::Internal, "nothing was stored"))?;
+    if device.active && !was_active {
+        // Activation starts the device afresh: what was pushed while it was inactive, or
+        // still pending when it was deactivated, is not delivered.
+        let mut to = api.inbox.start_cursor(app).await?;
+        let own = api.engine.state(&app.device_log(id)).await?;
+        to.device = herald_core::Cursor {
+            epoch: own.epoch,
+            seq: own.last_seq,
+        };
+        let ack = herald_core::registry::Ack {
+            from: cursor,
+            to,
+            pushes: Vec::new(),
+        };
+        api.registry
+            .ack(app, id, &ack)
+            .await
+            .map_err(HeraldError::from)?;
+    }
+    Ok(device)
+}
+
+/// `PATCH /v1/devices/{id}`: `user`, `tags`, `add_tags`, `remove_tags`, `locale`, `active`.
+/// A connected device sees tag changes when it reconnects.
+pub async fn patch(
+    State(api): State<Arc<Api>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let app = api.authorize(&headers)?;
+    let body = read_body(body, 64 * 1024).await?;
+    let patch: DevicePatch = parse_json(&body)?;
+    Ok(axum::Json(update(&api, &app, &id, patch).await?).into_response())
+}
+
+/// `POST /v1/devices/{id}/activate`.
+pub async fn activate(
+    State(api): State<Arc<Api>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    set_active(&api, &headers, &id, true).await
+}
+
+/// `POST /v1/devices/{id}/deactivate`: no push reaches it until it is activated again.
+pub async fn deactivate(
+    State(api): State<Arc<Api>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    set_active(&api, &headers, &id, false).await
+}
+
+async fn set_active(
+    api: &Api,
+    headers: &HeaderMap,
+    id: &str,
+    active: bool,
+) -> Result<Response, ApiError> {
+    let app = api.authorize(headers)?;
+    let patch = DevicePatch {
+        active: Some(active),
+        ..DevicePatch::default()
+    };
+    Ok(axum::Json(update(api, &app, id, patch).await?).into_response())
+}
+
+/// `DELETE /v1/devices/{id}`.
+pub async fn delete(
+    State(api): State<Arc<Api>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let app = api.authorize(&headers)?;
+    check_device_id(&id)?;
+    let head = api.engine.state(&app.device_log(&id)).await?;
+    let head = herald_core::Cursor {
+        epoch: head.epoch,
+        seq: head.last_seq,
+    };
+    if !api
+        .registry
+        .delete_device(&app, &id, head)
+        .await
+        .map_err(HeraldError::from)?
+    {
+        return Err(not_found(&id).into());
+    }
+    api.usage.app(&app).devices_changed(0, 1);
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// `GET /v1/devices?user=U&tag=T&after=ID&limit=N` (user and tag are exclusive).
+pub async fn list(
+    State(api): State<Arc<Api>>,
+    RawQuery(raw): RawQuery,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let app = api.authorize(&headers)?;
+    let mut q = DeviceQuery {
+        limit: 100,
+        ..DeviceQuery::default()
+    };
+    for (k, v) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()).into_owned() {
+        match k.as_str() {
+            "user" => q.user = Some(v),
+            "tag" => {
+                herald_core::tags::validate_tag(&v)?;
+                q.tag = Some(v)
+            }
+            "after" => q.after = Some(v),
+            "limit" => {
+                q.limit = v
+                    .parse()
+                    .ok()
+                    .filter(|l| (1..=MAX_LIST).contains(l))
+                    .ok_or_else(|| {
+                        HeraldError::bad_request(format!("limit must be 1 to {MAX_LIST}"))
+                    })?
+            }
+            other => {
+                return Err(HeraldError::bad_request(format!(
+                    "unknown parameter {other:?}: use user, tag, after, limit"
+                ))
+                .into())
+            }
+        }
+    }
+    if q.user.is_some() && q.tag.is_some() {
+        return Err(HeraldError::bad_request("list by user or by tag, not both").into());
+    }
+    let devices = api
+        .registry
+        .devices(&app, &q)
+        .await
+        .map_err(HeraldError::from)?;
+    let next = (devices.len() == q.limit).then(|| devices.last().map(|d| d.id.clone()));
+    Ok(axum::Json(json!({ "devices": devices, "next": next.flatten() })).into_response())
+}

@@ -1,0 +1,143 @@
+//! Pushes: `POST /v1/push` (to a device, a user, a tag expression or the whole app; answers
+//! with the push id once it is stored, without waiting for delivery), `GET /v1/push/{id}`
+//! (receipt counts), and `POST /v1/ack`, where a device holding a device token acknowledges
+//! what it processed over SSE or long-poll (WebSocket devices send an `ack` command).
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use herald_core::inbox::LogKind;
+use herald_core::message::now_millis;
+use herald_core::push::PushBody;
+use herald_core::{Cursor, Epoch, ErrorCode, HeraldError};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::error::ApiError;
+use crate::publish::{parse_json, read_body};
+use crate::Api;
+
+/// `POST /v1/push`.
+pub async fn push(
+    State(api): State<Arc<Api>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let app = api.authorize(&headers)?;
+    let body = read_body(body, api.max_message_bytes + 8192).await?;
+    let mut req: PushBody = parse_json(&body)?;
+    if let Some(key) = headers.get("idempotency-key") {
+        let key = key
+            .to_str()
+            .map_err(|_| HeraldError::bad_request("Idempotency-Key must be visible ASCII"))?;
+        req.set_id(key)?;
+    }
+    let max = api.usage.app(&app).max_message_bytes(api.max_message_bytes);
+    let push = req.validate(max, now_millis())?;
+    let accepted = api.inbox.send(&app, push).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        axum::Json(json!({
+            "id": accepted.id,
+            "targeted": accepted.targeted,
+            "duplicate": accepted.duplicate,
+        })),
+    )
+        .into_response())
+}
+
+/// `GET /v1/push/{id}`: `targeted`, `delivered` (acknowledged), `pending`, `expired`.
+pub async fn receipt(
+    State(api): State<Arc<Api>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let app = api.authorize(&headers)?;
+    let receipt = api
+        .registry
+        .receipt(&app, &id)
+        .await
+        .map_err(HeraldError::from)?
+        .ok_or_else(|| HeraldError::new(ErrorCode::NotFound, format!("no push {id:?}")))?;
+    Ok(axum::Json(receipt.settle(now_millis())).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AckBody {
+    #[serde(default)]
+    channel: Option<String>,
+    #[serde(default)]
+    seq: Option<u64>,
+    #[serde(default)]
+    epoch: Option<String>,
+    #[serde(default)]
+    cursor: Option<String>,
+}
+
+/// `POST /v1/ack` with a device token: `{"channel":"$app","seq":N}` (one log), or
+/// `{"cursor":"EPOCH:SEQ,EPOCH:SEQ"}` (the cursor an inbox stream reports, `$app` first).
+/// Answers with the device's cursor after the ack.
+pub async fn ack(
+    State(api): State<Arc<Api>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let token = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .ok_or_else(|| {
+            HeraldError::new(
+                ErrorCode::Unauthorized,
+                "send the device token as Authorization: Bearer <token>",
+            )
+        })?;
+    let client = api.tokens.verify(token.trim())?;
+    let device = client
+        .device
+        .clone()
+        .ok_or_else(|| HeraldError::forbidden("only a device token can acknowledge pushes"))?;
+    let body = read_body(body, 4096).await?;
+    let req: AckBody = parse_json(&body)?;
+    let acks: Vec<(LogKind, Cursor)> = match (req.cursor, req.channel, req.seq) {
+        (Some(cursor), None, None) => {
+            let positions = herald_proto::cursor::decode(&cursor, 2)?;
+            [LogKind::App, LogKind::Device]
+                .into_iter()
+                .zip(positions)
+                .filter_map(|(k, c)| c.map(|c| (k, c)))
+                .collect()
+        }
+        (None, Some(channel), Some(seq)) => vec![(
+            LogKind::parse(&channel)?,
+            Cursor {
+                epoch: Epoch::new(req.epoch.as_deref().unwrap_or("")),
+                seq,
+            },
+        )],
+        _ => {
+            return Err(HeraldError::bad_request(
+                "send {\"channel\":\"$app\"|\"$device\",\"seq\":N} or {\"cursor\":\"...\"}",
+            )
+            .into())
+        }
+    };
+    if acks.is_empty() {
+        return Err(HeraldError::bad_request("the cursor names no position to acknowledge").into());
+    }
+    let mut cursor = None;
+    for (kind, upto) in acks {
+        cursor = Some(api.inbox.ack(&client.app, &device, kind, upto).await?);
+    }
+    let cursor = cursor.unwrap_or_default();
+    Ok(axum::Json(json!({
+        "cursor": cursor.encode(),
+        "app": { "epoch": cursor.app.epoch.as_str(), "seq": cursor.app.seq },
+        "device": { "epoch": cursor.device.epoch.as_str(), "seq": cursor.device.seq },
+    }))
+    .into_response())
+}

@@ -1,0 +1,400 @@
+//! Device inboxes: storing a push where its devices will read it, opening a device's inbox on a
+//! connection from its acknowledged cursor, and acknowledgements that move that cursor and count
+//! receipts.
+//!
+//! A push to the app or to a tag expression is one append to the app's broadcast log, whatever
+//! the number of devices; a push to a device or a user appends to each device's own log. A
+//! device reads both logs from its cursor (see [`crate::tenant`] and [`crate::push`]).
+
+use std::sync::Arc;
+
+use crate::auth::Client;
+use crate::device::InboxCursor;
+use crate::engine::{Catchup, Engine, SubscribeRequest};
+use crate::error::{ErrorCode, HeraldError};
+use crate::hub::Admit;
+use crate::log::{ReadFrom, StoreError};
+use crate::message::{now_millis, Cursor, NewMessage, StoredMessage};
+use crate::name::ChannelName;
+use crate::outbox::Outbox;
+use crate::push::{broadcast_admit, collapse, direct_admit, Push, Target};
+use crate::registry::{Ack, Audience, Receipt, Registry};
+use crate::tenant::AppId;
+use crate::usage::{AppUsage, UsageMeter};
+
+/// Most messages one acknowledgement may cover; a device further behind acks in steps.
+pub const MAX_ACK_SPAN: u64 = 100_000;
+
+/// Which of a device's two logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogKind {
+    /// The app's broadcast log (`$app`).
+    App,
+    /// The device's own log (`$device`).
+    Device,
+}
+
+impl LogKind {
+    /// Parses a log's public name (`$app` or `$device`).
+    pub fn parse(name: &str) -> Result<Self, HeraldError> {
+        match name {
+            crate::tenant::APP_LOG => Ok(LogKind::App),
+            crate::tenant::DEVICE_LOG => Ok(LogKind::Device),
+            other => Err(HeraldError::bad_request(format!(
+                "acks are for \"$app\" or \"$device\", not {other:?}"
+            ))),
+        }
+    }
+}
+
+/// What a push was accepted as.
+#[derive(Debug, Clone)]
+pub struct Accepted {
+    /// The push id (the idempotency key, or generated).
+    pub id: String,
+    /// Devices it was stored for, when known at once (device and user targets).
+    pub targeted: Option<u64>,
+    /// The id was stored already (a retried push): nothing new was stored or counted.
+    pub duplicate: bool,
+}
+
+/// A device's inbox, ready to subscribe: its two logs with where to start and what to keep.
+pub struct InboxPlan {
+    /// The app.
+    pub app: AppId,
+    /// The device.
+    pub device: String,
+    /// The app's broadcast log, then the device's own log.
+    pub logs: [ChannelName; 2],
+    /// The acknowledged cursor.
+    pub cursor: InboxCursor,
+    admits: [Admit; 2],
+}
+
+/// Sends pushes and serves device inboxes.
+pub struct Inbox {
+    engine: Arc<Engine>,
+    registry: Arc<dyn Registry>,
+    usage: Arc<UsageMeter>,
+}
+
+fn counting(admit: Admit, usage: Arc<AppUsage>) -> Admit {
+    Arc::new(move |m: &StoredMessage| {
+        let keep = admit(m);
+        if keep {
+            usage.delivered(1);
+        }
+        keep
+    })
+}
+
+impl Inbox {
+    /// An inbox service over the engine and the registry.
+    pub fn new(engine: Arc<Engine>, registry: Arc<dyn Registry>, usage: Arc<UsageMeter>) -> Self {
+        Inbox {
+            engine,
+            registry,
+            usage,
+        }
+    }
+
+    /// The cursor a new device of `app` starts from: the broadcast log's head (it receives
+    /// broadcasts from now on) and the start of its own log.
+    pub async fn start_cursor(&self, app: &AppId) -> Result<InboxCursor, HeraldError> {
+        let state = self.engine.state(&app.app_log()).await?;
+        Ok(InboxCursor {
+            app: Cursor {
+                epoch: state.epoch,
+                seq: state.last_seq,
+            },
+            device: Cursor::default(),
+        })
+    }
+
+    /// Stores a push for its target and records its receipt. Returns once it is durable;
+    /// delivery happens after.
+    pub async fn send(&self, app: &AppId, push: Push) -> Result<Accepted, HeraldError> {
+        let id = push
+            .id
+            .clone()
+            .unwrap_or_else(|| format!("p-{}", hex::encode(rand::random::<[u8; 12]>())));
+        let devices = match &push.target {
+            Target::Device(d) => {
+                let (device, _) = self
+                    .registry
+                    .device(app, d)
+                    .await
+                    .map_err(HeraldError::from)?
+                    .ok_or_else(|| {
+                        HeraldError::new(
+                            ErrorCode::NotFound,
+                            format!("no device {d:?} in this app"),
+                        )
+                    })?;
+                if !device.active {
+                    return Err(HeraldError::new(
+                        ErrorCode::Conflict,
+                        format!("device {d:?} is deactivated; activate it to push to it"),
+                    ));
+                }
+                Some(vec![device.id])
+            }
+            Target::User(u) => Some(
+                self.registry
+                    .user_devices(app, u)
+                    .await
+                    .map_err(HeraldError::from)?,
+            ),
+            Target::Tags(_) | Target::App => None,
+        };
+        let receipt = Receipt {
+            id: id.clone(),
+            targeted: devices.as_ref().map(|d| d.len() as u64),
+            created: now_millis(),
+            expires: push.expires,
+            ..Receipt::default()
+        };
+        let message = NewMessage {
+            id: Some(id.clone()),
+            data: push.envelope.clone(),
+        };
+        let logs = match &devices {
+            Some(devices) => devices.iter().map(|d| app.device_log(d)).collect(),
+            None => vec![app.app_log()],
+        };
+        // Issued together, the receipt and the appends share one group commit (one fsync).
+        let appends = logs.iter().map(|log| {
+            let message = message.clone();
+            async move { self.engine.publish(log, vec![message]).await }
+        });
+        let (recorded, appended) = tokio::join!(
+            self.registry.record_push(app, &receipt),
+            futures_util::future::join_all(appends)
+        );
+        recorded.map_err(HeraldError::from)?;
+        let mut all_duplicates = !logs.is_empty();
+        for result in appended {
+            all_duplicates &= result?.iter().all(|a| a.duplicate);
+        }
+        let duplicate = match &devices {
+            Some(_) => all_duplicates,
+            None => {
+                if all_duplicates {
+                    return Ok(Accepted {
+                        id,
+                        targeted: None,
+                        duplicate: true,
+                    });
+                }
+                let audience = match push.target {
+                    Target::Tags(expr) => Audience::Tags(expr),
+                    _ => Audience::All,
+                };
+                // Counting a million devices takes a while; the push does not wait for it.
+                let (registry, app, id) = (self.registry.clone(), app.clone(), id.clone());
+                tokio::spawn(async move {
+                    match registry.count_audience(&app, &audience).await {
+                        Ok(n) => {
+                            if let Err(e) = registry.set_targeted(&app, &id, n).await {
+                                audience_not_recorded(&app, &e);
+                            }
+                        }
+                        Err(e) => audience_not_recorded(&app, &e),
+                    }
+                });
+                false
+            }
+        };
+        if !duplicate {
+            self.usage.app(app).published(1);
+        }
+        Ok(Accepted {
+            id,
+            targeted: receipt.targeted,
+            duplicate,
+        })
+    }
+
+    /// Looks up the device a device token names and plans its inbox.
+    pub async fn plan(&self, client: &Client) -> Result<InboxPlan, HeraldError> {
+        let Some(device) = client.device.as_deref() else {
+            return Err(HeraldError::forbidden("only a device token has an inbox"));
+        };
+        let app = &client.app;
+        let (d, cursor) = self
+            .registry
+            .device(app, device)
+            .await
+            .map_err(HeraldError::from)?
+            .ok_or_else(|| {
+                HeraldError::new(
+                    ErrorCode::NotFound,
+                    format!("the token's device {device:?} is not registered"),
+                )
+            })?;
+        if !d.active {
+            return Err(HeraldError::forbidden(format!(
+                "device {device:?} is deactivated"
+            )));
+        }
+        let usage = self.usage.app(app);
+        Ok(InboxPlan {
+            app: app.clone(),
+            device: d.id.clone(),
+            logs: [app.app_log(), app.device_log(&d.id)],
+            cursor,
+            admits: [
+                counting(broadcast_admit(Arc::new(d.tags)), usage.clone()),
+                counting(direct_admit(), usage),
+            ],
+        })
+    }
+
+    /// Subscribes `outbox` to log `i` of the plan from `since`: everything retained after it
+    /// that is for this device, unexpired, and not replaced by a later push with the same
+    /// collapse key, then live pushes.
+    pub async fn subscribe(
+        &self,
+        plan: &InboxPlan,
+        i: usize,
+        since: Cursor,
+        outbox: &Arc<Outbox>,
+    ) -> Result<Catchup, HeraldError> {
+        let request = SubscribeRequest {
+            since: Some(since),
+            last: Some(false),
+            replay_retained_if_lost: true,
+        };
+        let mut catchup = self
+            .engine
+            .subscribe_with(
+                &plan.logs[i],
+                outbox,
+                &request,
+                Some(plan.admits[i].clone()),
+            )
+            .await?;
+        let before = catchup.messages.len();
+        collapse(&mut catchup.messages);
+        // Replaced pushes were counted as delivered by the filter; take them back.
+        let replaced = (before - catchup.messages.len()) as i64;
+        if replaced > 0 {
+            self.usage.app(&plan.app).undelivered(replaced as u64);
+        }
+        Ok(catchup)
+    }
+
+    /// Acknowledges everything up to `upto` in one of a device's logs: moves its cursor and
+    /// counts each push for this device in between as delivered. Acknowledging a position
+    /// already acknowledged changes nothing. Returns the cursor now stored.
+    pub async fn ack(
+        &self,
+        app: &AppId,
+        device: &str,
+        kind: LogKind,
+        upto: Cursor,
+    ) -> Result<InboxCursor, HeraldError> {
+        for _ in 0..5 {
+            let (d, from) = self
+                .registry
+                .device(app, device)
+                .await
+                .map_err(HeraldError::from)?
+                .ok_or_else(|| {
+                    HeraldError::new(ErrorCode::NotFound, format!("no device {device:?}"))
+                })?;
+            let (log, admit) = match kind {
+                LogKind::App => (app.app_log(), broadcast_admit(Arc::new(d.tags))),
+                LogKind::Device => (app.device_log(device), direct_admit()),
+            };
+            let state = self.engine.state(&log).await?;
+            if !upto.epoch.as_str().is_empty() && upto.epoch != state.epoch {
+                return Err(HeraldError::bad_request(format!(
+                    "ack for epoch {:?}, but the log is in epoch {:?}",
+                    upto.epoch.as_str(),
+                    state.epoch.as_str()
+                )));
+            }
+            if upto.seq > state.last_seq {
+                return Err(HeraldError::bad_request(format!(
+                    "ack for seq {} beyond the newest message ({})",
+                    upto.seq, state.last_seq
+                )));
+            }
+            let current = match kind {
+                LogKind::App => &from.app,
+                LogKind::Device => &from.device,
+            };
+            let done = if current.epoch == state.epoch || current.epoch.as_str().is_empty() {
+                current.seq
+            } else {
+                0
+            };
+            if upto.seq <= done {
+                return Ok(from);
+            }
+            if upto.seq - done > MAX_ACK_SPAN {
+                return Err(HeraldError::bad_request(format!(
+                    "one ack may cover at most {MAX_ACK_SPAN} messages; ack up to seq {} first",
+                    done + MAX_ACK_SPAN
+                )));
+            }
+            let mut pushes = Vec::new();
+            let mut after = done;
+            while after < upto.seq {
+                let slice = self.engine.read(&log, ReadFrom::After(after), 1000).await?;
+                let Some(last) = slice.messages.last() else {
+                    break;
+                };
+                after = last.seq;
+                pushes.extend(
+                    slice
+                        .messages
+                        .iter()
+                        .filter(|m| m.seq <= upto.seq && admit(m))
+                        .map(|m| m.id()),
+                );
+            }
+            let moved = Cursor {
+                epoch: state.epoch.clone(),
+                seq: upto.seq,
+            };
+            let mut to = from.clone();
+            match kind {
+                LogKind::App => to.app = moved,
+                LogKind::Device => to.device = moved,
+            }
+            let n = pushes.len() as u64;
+            let ack = Ack {
+                from,
+                to: to.clone(),
+                pushes,
+            };
+            if self
+                .registry
+                .ack(app, device, &ack)
+                .await
+                .map_err(HeraldError::from)?
+            {
+                self.usage.app(app).acked(n);
+                return Ok(to);
+            }
+            // Another ack of this device moved the cursor meanwhile: start again from it.
+        }
+        Err(HeraldError::new(
+            ErrorCode::Conflict,
+            "the device's cursor kept moving; retry the ack",
+        ))
+    }
+}
+
+/// A push's audience count could not be stored: worth a warning, unless the server is
+/// stopping (the count was running when the store closed).
+fn audience_not_recorded(app: &AppId, e: &StoreError) {
+    match e {
+        StoreError::Closed => tracing::debug!(%app, "audience count dropped at shutdown"),
+        StoreError::Backend(_) => {
+            tracing::warn!(%app, error = %e, "cannot record a push's audience")
+        }
+    }
+}

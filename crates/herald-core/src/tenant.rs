@@ -1,0 +1,248 @@
+//! Apps (tenants) and how their channels are kept apart.
+//!
+//! Every channel, device and key belongs to one app. The log and the hub key channels by one
+//! flat name, so a channel of app `shop` named `news` is stored as `shop~news`; `~` is not part of
+//! the channel grammar, so no client or publisher can name another app's channel. The default
+//! app (the single app of a one-app server) keeps plain names, so nothing changes for it.
+//!
+//! Each app also has logs no client can name directly:
+//! - `APP~$app`: pushes to the whole app or to a tag expression, stored once; every device of
+//!   the app reads it through its cursor and keeps what its audience admits.
+//! - `APP~$dev/DEVICE`: pushes addressed to one device (or to its user).
+//!
+//! Clients see these as `$app` and `$device`.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::error::{ErrorCode, HeraldError};
+use crate::name::ChannelName;
+
+/// The app every server has; a one-app server uses only this one.
+pub const DEFAULT_APP: &str = "default";
+
+/// Longest app id, in bytes.
+pub const MAX_APP_ID_LEN: usize = 32;
+
+/// What clients see as the name of an app's broadcast log.
+pub const APP_LOG: &str = "$app";
+
+/// What a device sees as the name of its own inbox log.
+pub const DEVICE_LOG: &str = "$device";
+
+const SCOPE: char = '~';
+
+/// A validated app id: 1 to 32 bytes of `a-z 0-9 -`, starting with a letter or digit.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AppId(Arc<str>);
+
+impl AppId {
+    /// Validates an app id.
+    pub fn parse(id: &str) -> Result<Self, HeraldError> {
+        let ok = !id.is_empty()
+            && id.len() <= MAX_APP_ID_LEN
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !id.starts_with('-');
+        if ok {
+            Ok(AppId(Arc::from(id)))
+        } else {
+            Err(HeraldError::new(
+                ErrorCode::BadRequest,
+                format!(
+                    "invalid app id {:?}: use 1 to {MAX_APP_ID_LEN} of a-z 0-9 and '-', not \
+                     starting with '-'",
+                    id.chars().take(40).collect::<String>()
+                ),
+            ))
+        }
+    }
+
+    /// The default app.
+    pub fn default_app() -> Self {
+        AppId(Arc::from(DEFAULT_APP))
+    }
+
+    /// Whether this is the default app.
+    pub fn is_default(&self) -> bool {
+        &*self.0 == DEFAULT_APP
+    }
+
+    /// The id as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The full name of this app's channel `name` (see the module doc).
+    pub fn channel(&self, name: &ChannelName) -> ChannelName {
+        if self.is_default() {
+            name.clone()
+        } else {
+            ChannelName::from_trusted(format!("{}{SCOPE}{}", self.0, name.as_str()))
+        }
+    }
+
+    /// Parses a channel name a client or publisher of this app gave and scopes it.
+    pub fn parse_channel(&self, name: &str) -> Result<ChannelName, HeraldError> {
+        Ok(self.channel(&ChannelName::parse(name)?))
+    }
+
+    /// The app's broadcast log (pushes to the app or to a tag expression).
+    pub fn app_log(&self) -> ChannelName {
+        ChannelName::from_trusted(format!("{}{SCOPE}{APP_LOG}", self.0))
+    }
+
+    /// A device's own inbox log. `device` must be a validated device id.
+    pub fn device_log(&self, device: &str) -> ChannelName {
+        ChannelName::from_trusted(format!("{}{SCOPE}$dev/{device}", self.0))
+    }
+
+    /// Whether `channel` (a full name) belongs to this app and is one clients can name, i.e.
+    /// not one of the app's push logs.
+    pub fn owns_plain_channel(&self, channel: &str) -> bool {
+        match channel.split_once(SCOPE) {
+            None => self.is_default(),
+            Some((app, local)) => app == &*self.0 && !local.starts_with('$'),
+        }
+    }
+
+    /// The prefix every full name of this app's scoped channels starts with (empty for the
+    /// default app, whose plain channels are unscoped).
+    pub fn scope_prefix(&self) -> String {
+        if self.is_default() {
+            String::new()
+        } else {
+            format!("{}{SCOPE}", self.0)
+        }
+    }
+}
+
+impl fmt::Display for AppId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for AppId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl serde::Serialize for AppId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+/// Parses a full channel name as the log stores it: a plain name (default app), `app~name`, or
+/// one of an app's push logs (`app~$app`, `app~$dev/DEVICE`).
+pub fn parse_full(full: &str) -> Result<ChannelName, HeraldError> {
+    let Some((app, local)) = full.split_once(SCOPE) else {
+        return ChannelName::parse(full);
+    };
+    AppId::parse(app)?;
+    let ok = match local.strip_prefix('$') {
+        None => ChannelName::parse(local).is_ok(),
+        Some("app") => true,
+        Some(rest) => rest
+            .strip_prefix("dev/")
+            .is_some_and(|d| crate::device::check_device_id(d).is_ok()),
+    };
+    if ok {
+        Ok(ChannelName::from_trusted(full.to_string()))
+    } else {
+        Err(HeraldError::new(
+            ErrorCode::ChannelInvalid,
+            format!(
+                "invalid scoped channel name {:?}",
+                full.chars().take(80).collect::<String>()
+            ),
+        ))
+    }
+}
+
+/// The name of a full channel name as its app's clients see it.
+pub(crate) fn public_name(full: &str) -> &str {
+    let local = full.split_once(SCOPE).map_or(full, |(_, local)| local);
+    if local.starts_with("$dev/") {
+        DEVICE_LOG
+    } else {
+        local
+    }
+}
+
+/// Whether a full channel name is a push log (`$app` or a device inbox) of some app.
+pub fn is_push_log(full: &str) -> bool {
+    full.split_once(SCOPE)
+        .is_some_and(|(_, local)| local.starts_with('$'))
+}
+
+/// Whether a full channel name is an app's broadcast log.
+pub fn is_app_log(full: &str) -> bool {
+    full.split_once(SCOPE)
+        .is_some_and(|(_, local)| local == APP_LOG)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn app_ids() {
+        for ok in ["default", "shop", "a", "my-app-2"] {
+            assert!(AppId::parse(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "Shop", "-x", "a~b", "a/b", &"a".repeat(33)] {
+            assert_eq!(
+                AppId::parse(bad).unwrap_err().code,
+                ErrorCode::BadRequest,
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn channels_are_scoped_and_shown_plain() {
+        let shop = AppId::parse("shop").unwrap();
+        let def = AppId::default_app();
+        let news = ChannelName::parse("news").unwrap();
+        assert_eq!(shop.channel(&news).as_str(), "shop~news");
+        assert_eq!(shop.channel(&news).public(), "news");
+        assert_eq!(shop.channel(&news).to_string(), "news");
+        assert_eq!(def.channel(&news).as_str(), "news");
+        assert_eq!(shop.app_log().public(), "$app");
+        assert_eq!(shop.device_log("d1").public(), "$device");
+        assert!(is_push_log(shop.app_log().as_str()));
+        assert!(is_app_log(def.app_log().as_str()));
+        assert!(is_push_log(def.device_log("d").as_str()));
+        assert!(!is_push_log("news"));
+        assert!(shop.owns_plain_channel("shop~news"));
+        assert!(!shop.owns_plain_channel("news"));
+        assert!(!shop.owns_plain_channel("shopx~news"));
+        assert!(!shop.owns_plain_channel("shop~$app"));
+        assert!(def.owns_plain_channel("news"));
+        assert!(!def.owns_plain_channel("shop~news"));
+        assert!(!def.owns_plain_channel("default~$app"));
+        for full in [
+            "news",
+            "shop~news",
+            "shop~$app",
+            "shop~$dev/d-1",
+            "default~$dev/x",
+        ] {
+            assert_eq!(parse_full(full).unwrap().as_str(), full);
+        }
+        for bad in [
+            "shop~",
+            "Shop~news",
+            "shop~$other",
+            "shop~$dev/",
+            "shop~a//b",
+            "x~y~z",
+        ] {
+            assert!(parse_full(bad).is_err(), "{bad}");
+        }
+    }
+}

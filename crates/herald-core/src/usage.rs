@@ -1,0 +1,284 @@
+//! Per-app usage counters (the billing figures): messages published, deliveries to devices,
+//! acknowledgements, and the most connections held at once; and the app's limits, checked
+//! against what it uses (registered devices, live connections, payload size).
+//!
+//! Counting is a few atomic adds on the hot path. The totals are the stored figures loaded at
+//! start plus what this process counted; they are written back every few seconds and at
+//! shutdown, so a crash loses at most the last few seconds of counts. Each counter is also a
+//! Prometheus metric labelled with the app id (never a channel or device id).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::error::{ErrorCode, HeraldError};
+use crate::registry::{AppLimits, Usage};
+use crate::tenant::AppId;
+
+/// One app's counters.
+pub struct AppUsage {
+    base: Mutex<Usage>,
+    limits: Mutex<AppLimits>,
+    devices: AtomicU64,
+    published: AtomicU64,
+    deliveries: AtomicU64,
+    acks: AtomicU64,
+    connections: AtomicU64,
+    peak: AtomicU64,
+    metrics: AppMetrics,
+}
+
+struct AppMetrics {
+    published: metrics::Counter,
+    deliveries: metrics::Counter,
+    acks: metrics::Counter,
+    connections: metrics::Gauge,
+}
+
+impl AppUsage {
+    fn new(app: &AppId, base: Usage) -> Self {
+        let label = app.as_str().to_string();
+        AppUsage {
+            base: Mutex::new(base),
+            limits: Mutex::new(AppLimits::default()),
+            devices: AtomicU64::new(0),
+            published: AtomicU64::new(0),
+            deliveries: AtomicU64::new(0),
+            acks: AtomicU64::new(0),
+            connections: AtomicU64::new(0),
+            peak: AtomicU64::new(0),
+            metrics: AppMetrics {
+                published: metrics::counter!("herald_app_published_total", "app" => label.clone()),
+                deliveries: metrics::counter!("herald_app_deliveries_total", "app" => label.clone()),
+                acks: metrics::counter!("herald_app_acks_total", "app" => label.clone()),
+                connections: metrics::gauge!("herald_app_connections", "app" => label),
+            },
+        }
+    }
+
+    /// Counts published messages.
+    pub fn published(&self, n: u64) {
+        self.published.fetch_add(n, Ordering::Relaxed);
+        self.metrics.published.increment(n);
+    }
+
+    /// Counts messages delivered to devices.
+    pub fn delivered(&self, n: u64) {
+        self.deliveries.fetch_add(n, Ordering::Relaxed);
+        self.metrics.deliveries.increment(n);
+    }
+
+    /// Takes back deliveries counted for messages that were then not sent (replaced by a
+    /// later push with the same collapse key).
+    pub fn undelivered(&self, n: u64) {
+        self.deliveries.fetch_sub(n, Ordering::Relaxed);
+    }
+
+    /// Counts acknowledged pushes.
+    pub fn acked(&self, n: u64) {
+        self.acks.fetch_add(n, Ordering::Relaxed);
+        self.metrics.acks.increment(n);
+    }
+
+    /// The app's limits.
+    pub fn limits(&self) -> AppLimits {
+        *self.limits.lock()
+    }
+
+    /// Replaces the app's limits.
+    pub fn set_limits(&self, limits: AppLimits) {
+        *self.limits.lock() = limits;
+    }
+
+    /// Registered devices.
+    pub fn devices(&self) -> u64 {
+        self.devices.load(Ordering::Relaxed)
+    }
+
+    /// Records devices registered (`+`) or deleted (`-`).
+    pub fn devices_changed(&self, added: u64, removed: u64) {
+        self.devices.fetch_add(added, Ordering::Relaxed);
+        let _ = self
+            .devices
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                Some(n.saturating_sub(removed))
+            });
+    }
+
+    /// Refuses registering `adding` more devices past `max_devices`.
+    pub fn check_devices(&self, adding: u64) -> Result<(), HeraldError> {
+        match self.limits().max_devices {
+            Some(max) if adding > 0 && self.devices() + adding > max => Err(HeraldError::new(
+                ErrorCode::LimitExceeded,
+                format!(
+                    "the app may register at most {max} devices; it has {}",
+                    self.devices()
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The largest payload this app may send, within the server's `server_max`.
+    pub fn max_message_bytes(&self, server_max: usize) -> usize {
+        self.limits()
+            .max_message_bytes
+            .map_or(server_max, |m| m.min(server_max))
+    }
+
+    /// The totals: stored figures plus this process's counts.
+    pub fn totals(&self) -> Usage {
+        let base = *self.base.lock();
+        Usage {
+            published: base.published + self.published.load(Ordering::Relaxed),
+            deliveries: base.deliveries + self.deliveries.load(Ordering::Relaxed),
+            acks: base.acks + self.acks.load(Ordering::Relaxed),
+            peak_connections: base.peak_connections.max(self.peak.load(Ordering::Relaxed)),
+        }
+    }
+}
+
+/// Holds one live connection in its app's count until dropped.
+pub struct ConnectionGuard(Arc<AppUsage>);
+
+impl Drop for ConnectionGuard {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::Relaxed);
+        self.0.metrics.connections.decrement(1.0);
+    }
+}
+
+/// Every app's counters.
+#[derive(Default)]
+pub struct UsageMeter {
+    apps: RwLock<HashMap<AppId, Arc<AppUsage>>>,
+}
+
+impl UsageMeter {
+    /// An empty meter.
+    pub fn new() -> Arc<Self> {
+        Arc::new(UsageMeter::default())
+    }
+
+    /// Sets the stored figures an app's totals start from (at start, from the store).
+    pub fn load(&self, app: &AppId, stored: Usage) {
+        *self.app(app).base.lock() = stored;
+    }
+
+    /// An app's counters, created at zero if new.
+    pub fn app(&self, app: &AppId) -> Arc<AppUsage> {
+        if let Some(u) = self.apps.read().get(app) {
+            return u.clone();
+        }
+        self.apps
+            .write()
+            .entry(app.clone())
+            .or_insert_with(|| Arc::new(AppUsage::new(app, Usage::default())))
+            .clone()
+    }
+
+    /// Forgets a deleted app.
+    pub fn remove(&self, app: &AppId) {
+        self.apps.write().remove(app);
+    }
+
+    /// Counts a live connection of `app` until the guard is dropped; refused past the app's
+    /// `max_connections`.
+    pub fn connect(&self, app: &AppId) -> Result<ConnectionGuard, HeraldError> {
+        let usage = self.app(app);
+        let now = usage.connections.fetch_add(1, Ordering::Relaxed) + 1;
+        let guard = ConnectionGuard(usage.clone());
+        usage.metrics.connections.increment(1.0);
+        if let Some(max) = usage.limits().max_connections {
+            if now > max {
+                return Err(HeraldError::new(
+                    ErrorCode::LimitExceeded,
+                    format!("the app may hold at most {max} connections at once"),
+                ));
+            }
+        }
+        usage.peak.fetch_max(now, Ordering::Relaxed);
+        Ok(guard)
+    }
+
+    /// Every app's totals, to write back to the store.
+    pub fn snapshot(&self) -> Vec<(AppId, Usage)> {
+        self.apps
+            .read()
+            .iter()
+            .map(|(app, u)| (app.clone(), u.totals()))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn totals_add_to_the_stored_base_and_peaks_are_kept() {
+        let meter = UsageMeter::new();
+        let app = AppId::parse("shop").unwrap();
+        meter.load(
+            &app,
+            Usage {
+                published: 10,
+                deliveries: 0,
+                acks: 1,
+                peak_connections: 3,
+            },
+        );
+        let u = meter.app(&app);
+        u.published(2);
+        u.delivered(5);
+        u.acked(1);
+        let a = meter.connect(&app).unwrap();
+        let b = meter.connect(&app).unwrap();
+        let c = meter.connect(&app).unwrap();
+        let d = meter.connect(&app).unwrap();
+        drop((a, b, c, d));
+        let _e = meter.connect(&app).unwrap();
+        assert_eq!(
+            meter.app(&app).totals(),
+            Usage {
+                published: 12,
+                deliveries: 5,
+                acks: 2,
+                peak_connections: 4,
+            }
+        );
+        assert_eq!(meter.snapshot().len(), 1);
+    }
+
+    #[test]
+    fn limits_refuse_connections_and_devices_past_the_maximum() {
+        let meter = UsageMeter::new();
+        let app = AppId::parse("tiny").unwrap();
+        meter.app(&app).set_limits(AppLimits {
+            max_devices: Some(2),
+            max_connections: Some(1),
+            max_message_bytes: Some(10),
+        });
+        let first = meter.connect(&app).unwrap();
+        let e = meter.connect(&app).err().unwrap();
+        assert_eq!(e.code, ErrorCode::LimitExceeded);
+        drop(first);
+        assert!(
+            meter.connect(&app).is_ok(),
+            "a freed slot can be used again"
+        );
+        let u = meter.app(&app);
+        assert!(u.check_devices(2).is_ok());
+        u.devices_changed(2, 0);
+        assert_eq!(
+            u.check_devices(1).unwrap_err().code,
+            ErrorCode::LimitExceeded
+        );
+        u.devices_changed(0, 1);
+        assert!(u.check_devices(1).is_ok());
+        assert_eq!(u.max_message_bytes(65536), 10);
+        assert_eq!(u.totals().peak_connections, 1);
+    }
+}

@@ -1,0 +1,104 @@
+//! `herald push`: sends a targeted push through `POST /v1/push` (to a device, a user's devices,
+//! devices matching a tag expression, or every device of the app) and prints the answer.
+
+use std::process::ExitCode;
+
+use serde_json::{json, Map, Value};
+
+use crate::client::publish::{data_from_arg, post_json};
+use crate::client::DEFAULT_URL;
+
+pub const EXAMPLES: &str = "\
+Examples:
+  herald push --device phone-1 '{\"order\":42}'
+  herald push --user alice --title 'Your order shipped' --body 'Arriving Tuesday'
+  herald push --tags 'sports AND (uk OR ie) AND NOT muted' '{\"score\":\"2-1\"}' --collapse-key score
+  herald push --all 'maintenance at 22:00' --ttl 3600 --id maint-2026-11-22
+
+Exactly one of --device, --user, --tags, --all. DATA is JSON if it parses, else a JSON string.
+Prints the server's answer ({\"id\":...,\"targeted\":...}); follow it with GET /v1/push/{id}.";
+
+/// Flags of `herald push`.
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("target").required(true).args(["device", "user", "tags", "all"])))]
+pub struct PushArgs {
+    /// Message data: JSON, or any text (sent as a JSON string)
+    pub data: Option<String>,
+    /// Push to one device
+    #[arg(long, value_name = "ID")]
+    pub device: Option<String>,
+    /// Push to every active device of a user
+    #[arg(long, value_name = "ID")]
+    pub user: Option<String>,
+    /// Push to active devices whose tags match the expression
+    #[arg(long, value_name = "EXPR")]
+    pub tags: Option<String>,
+    /// Push to every active device of the app
+    #[arg(long)]
+    pub all: bool,
+    /// Notification title
+    #[arg(long)]
+    pub title: Option<String>,
+    /// Notification body
+    #[arg(long)]
+    pub body: Option<String>,
+    /// Seconds the push stays deliverable (default: the server's maximum, 28 days)
+    #[arg(long, value_name = "SECS")]
+    pub ttl: Option<u64>,
+    /// A later push with the same key replaces this one if it is still undelivered
+    #[arg(long, value_name = "KEY")]
+    pub collapse_key: Option<String>,
+    /// Idempotency key: the same key twice stores the push once
+    #[arg(long, value_name = "KEY")]
+    pub id: Option<String>,
+    /// Server URL
+    #[arg(long, env = "HERALD_URL", default_value = DEFAULT_URL, value_name = "URL")]
+    pub url: String,
+    /// Publisher API key
+    #[arg(
+        long,
+        env = "HERALD_API_KEY",
+        hide_env_values = true,
+        value_name = "KEY"
+    )]
+    pub api_key: Option<String>,
+}
+
+/// The `POST /v1/push` body the flags describe.
+fn body(args: &PushArgs) -> Value {
+    let target = match (&args.device, &args.user, &args.tags) {
+        (Some(d), _, _) => json!({ "device": d }),
+        (_, Some(u), _) => json!({ "user": u }),
+        (_, _, Some(t)) => json!({ "tags": t }),
+        _ => json!({ "app": true }),
+    };
+    let mut body = Map::new();
+    body.insert("target".into(), target);
+    if let Some(data) = &args.data {
+        body.insert("data".into(), data_from_arg(data, false));
+    }
+    let mut notification = Map::new();
+    if let Some(t) = &args.title {
+        notification.insert("title".into(), json!(t));
+    }
+    if let Some(b) = &args.body {
+        notification.insert("body".into(), json!(b));
+    }
+    if !notification.is_empty() {
+        body.insert("notification".into(), Value::Object(notification));
+    }
+    if let Some(ttl) = args.ttl {
+        body.insert("ttl".into(), json!(ttl));
+    }
+    if let Some(k) = &args.collapse_key {
+        body.insert("collapse_key".into(), json!(k));
+    }
+    Value::Object(body)
+}
+
+/// Sends the push and prints the answer.
+pub async fn run(args: PushArgs) -> anyhow::Result<ExitCode> {
+    let key = args.api_key.as_deref().filter(|k| !k.is_empty());
+    let outcome = post_json(&args.url, "/v1/push", key, args.id.as_deref(), &body(&args)).await?;
+    super::publish::report(outcome)
+}
