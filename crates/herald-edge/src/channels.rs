@@ -30,6 +30,9 @@ pub struct StreamRequest {
     /// A device token named no channel: the stream carries the device's inbox (`$app`, then
     /// `$device`), resumed from the given cursor or else from the device's acknowledged one.
     pub inbox: bool,
+    /// When a cursor cannot be resumed exactly, replay what is still retained after it instead
+    /// of nothing (Meteor's `.r<id>` does this; Herald's own transports report the gap).
+    pub replay_retained_if_lost: bool,
 }
 
 impl StreamRequest {
@@ -60,6 +63,7 @@ impl StreamRequest {
             last,
             pairs,
             inbox,
+            replay_retained_if_lost: false,
         })
     }
 
@@ -164,7 +168,7 @@ impl Subscriptions {
                     let request = SubscribeRequest {
                         since: since.clone(),
                         last,
-                        replay_retained_if_lost: false,
+                        replay_retained_if_lost: request.replay_retained_if_lost,
                     };
                     edge.engine.subscribe(name, outbox, &request).await?
                 }

@@ -373,3 +373,34 @@ async fn controller_password() {
     assert_eq!(ctl.command("AUTH s3cret").await, "OK");
     assert_eq!(ctl.command("ADDMESSAGE news hi").await, "OK\t1");
 }
+
+#[tokio::test]
+async fn r_older_than_retention_starts_at_the_oldest_stored_as_meteor_did() {
+    let conf = "MaxMessagesPerChannel 2\nPingInterval 0\n[s]\nPersist 1\n\
+                HeaderTemplate ~status~\\n\nMessageTemplate ~id~:~text~\\n\n";
+    let server = Server::builder()
+        .arg("--meteor")
+        .arg("127.0.0.1:0")
+        .arg("--meteor-control")
+        .arg("127.0.0.1:0")
+        .file_arg("--meteor-conf", "m.conf", conf)
+        .start()
+        .await;
+    let (sub_port, ctl_port) = ports(&server);
+    let mut ctl = Controller::connect(ctl_port).await;
+    // The store trims a channel once it holds 16 more than its limit, down to the limit.
+    for i in 1..=19 {
+        assert_eq!(
+            ctl.command(&format!("ADDMESSAGE c m{i}")).await,
+            format!("OK\t{i}")
+        );
+    }
+    let mut old = Subscriber::get(sub_port, "/push/a/s/c.r1").await;
+    assert_eq!(old.until("m19\n").await, "200 OK\n18:m18\n19:m19\n");
+    // An id beyond the newest (say, one a client kept from the old Meteor server) waits.
+    let mut ahead = Subscriber::get(sub_port, "/push/b/s/c.r9000").await;
+    ahead.until("200 OK\n").await;
+    assert_eq!(ctl.command("ADDMESSAGE c m20").await, "OK\t20");
+    assert_eq!(ahead.until("m20\n").await, "20:m20\n");
+    assert_eq!(old.until("m20\n").await, "20:m20\n");
+}

@@ -201,6 +201,8 @@ async fn subscribe(m: &Meteor, mut tcp: TcpStream, s: Subscribe) {
             cursors: cursors(m, &s).await?,
             last: Some(false),
             inbox: false,
+            // As in Meteor, `.r<id>` older than what is stored starts at the oldest stored.
+            replay_retained_if_lost: true,
         };
         Subscriptions::open(&m.edge, &request, &outbox, |_, _| None).await
     };
