@@ -195,6 +195,12 @@ async fn count_subscribers_counts_meteor_subscribers() {
     assert_eq!(n, "OK 1", "a closed subscriber is no longer counted");
 
     ctl.command("ADDMESSAGE room x").await;
+    let (status, stats) = server.get("/v1/apps/default/stats").await;
+    assert_eq!(status, 200, "{stats}");
+    assert_eq!(
+        stats["usage"]["published"], 1,
+        "a controller's message counts in the default app's usage: {stats}"
+    );
     let channels = ctl.listing("LISTCHANNELS").await;
     assert_eq!(channels, vec!["room(1/1)".to_string()]);
     let stats = ctl.listing("SHOWSTATS").await;

@@ -151,6 +151,11 @@ async fn add_message(m: &Meteor, channel: &str, text: &str) -> String {
     match m.edge.engine.publish(&name, vec![message]).await {
         Ok(appended) => {
             Stats::add(&m.stats.unique_messages, 1);
+            // Counted in the default app's usage, like a publish over the HTTP API.
+            m.edge
+                .usage
+                .app(&herald_core::tenant::AppId::default_app())
+                .published(1);
             let seq = appended.first().map_or(0, |a| a.message.seq);
             format!("OK\t{seq}{CRLF}")
         }
