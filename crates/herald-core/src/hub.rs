@@ -6,7 +6,8 @@
 //! until the subscriber has queued its reply and the history it missed, then it goes live. That
 //! is what makes resume exact (no gap, no duplicate) without blocking publishers.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -103,9 +104,76 @@ struct ChannelEntry {
     /// made that scan the hottest code of a long-poll reconnect storm).
     ids: Vec<u64>,
     head: Mutex<HeadSlot>,
+    /// When the last subscriber left, while the entry lingers (see [`ShardMap`]).
+    emptied: Option<Instant>,
 }
 
-type Shard = RwLock<HashMap<ChannelName, ChannelEntry>>;
+/// How long a channel whose last subscriber left keeps its entry, and with it its known head:
+/// a client that comes back (a long-poll or Meteor request after each message, a reconnect)
+/// then needs no store read to learn where the channel stands.
+const LINGER: Duration = Duration::from_secs(60);
+
+/// Most lingering entries per shard; past it the oldest go first.
+const MAX_LINGERING: usize = 512;
+
+/// One shard: its channel entries, and the entries left empty, oldest first. A lingering entry
+/// stays exact, because every committed message of its channel still passes through
+/// [`Hub::deliver`].
+#[derive(Default)]
+struct ShardMap {
+    entries: HashMap<ChannelName, ChannelEntry>,
+    emptied: VecDeque<(ChannelName, Instant)>,
+}
+
+impl std::ops::Deref for ShardMap {
+    type Target = HashMap<ChannelName, ChannelEntry>;
+    fn deref(&self) -> &Self::Target {
+        &self.entries
+    }
+}
+
+impl std::ops::DerefMut for ShardMap {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.entries
+    }
+}
+
+impl ShardMap {
+    /// Lets `channel`'s now empty entry linger, if its head is worth keeping, and drops the
+    /// entries that have lingered too long or too many.
+    fn emptied(&mut self, channel: &ChannelName, now: Instant) {
+        let keep = self
+            .entries
+            .get_mut(channel)
+            .filter(|e| e.head.lock().known().is_some());
+        match keep {
+            Some(entry) => {
+                entry.emptied = Some(now);
+                self.emptied.push_back((channel.clone(), now));
+            }
+            None => {
+                self.entries.remove(channel);
+            }
+        }
+        while let Some((name, at)) = self.emptied.front() {
+            if self.emptied.len() <= MAX_LINGERING && now.duration_since(*at) < LINGER {
+                break;
+            }
+            let (name, at) = (name.clone(), *at);
+            self.emptied.pop_front();
+            // Only if it is still empty since that moment (not re-used, nor emptied again).
+            if self
+                .entries
+                .get(&name)
+                .is_some_and(|e| e.subs.is_empty() && e.emptied == Some(at))
+            {
+                self.entries.remove(&name);
+            }
+        }
+    }
+}
+
+type Shard = RwLock<ShardMap>;
 
 /// The sharded registry of subscriptions.
 pub struct Hub {
@@ -163,6 +231,7 @@ impl Hub {
         });
         let mut shard = self.shard(channel).write();
         let entry = shard.entry(channel.clone()).or_default();
+        entry.emptied = None;
         entry.subs.push(sub.clone());
         entry.ids.push(sub.id);
         let head = entry.head.lock().lookup();
@@ -214,7 +283,7 @@ impl Hub {
         entry.subs.swap_remove(pos);
         entry.ids.swap_remove(pos);
         if entry.subs.is_empty() {
-            shard.remove(channel);
+            shard.emptied(channel, Instant::now());
         }
         telemetry().subscriptions.decrement(1.0);
         true
@@ -374,6 +443,49 @@ mod tests {
         assert_eq!(seqs(&out), vec![1]);
         assert!(hub.unsubscribe(&ch, s2.id()));
         assert_eq!(hub.subscriber_count(&ch), 0);
+    }
+
+    #[test]
+    fn an_emptied_channel_keeps_its_head_for_the_next_subscriber_within_bounds() {
+        let hub = Hub::new();
+        let ch = ChannelName::parse("poll").unwrap();
+        let (sub, lookup) = hub.subscribe(&ch, Outbox::new(1024));
+        assert!(matches!(lookup, HeadLookup::Load));
+        hub.finish_head_load(
+            &ch,
+            Some(Head {
+                epoch: Epoch::new("e"),
+                last_seq: 7,
+            }),
+        );
+        assert!(hub.unsubscribe(&ch, sub.id()));
+        hub.deliver(&msg(&ch, 8)); // still followed while it lingers
+        let (_, lookup) = hub.subscribe(&ch, Outbox::new(1024));
+        match lookup {
+            HeadLookup::Known(head) => assert_eq!(head.last_seq, 8),
+            _ => panic!("the head should be known"),
+        }
+        // A channel whose head was never learned does not linger.
+        let other = ChannelName::parse("unknown").unwrap();
+        let (s, _) = hub.subscribe(&other, Outbox::new(1024));
+        hub.unsubscribe(&other, s.id());
+        assert!(matches!(hub.subscribe(&other, Outbox::new(1024)).1, HeadLookup::Load));
+        // Lingering is bounded.
+        let n = MAX_LINGERING * SHARDS * 2;
+        for i in 0..n {
+            let c = ChannelName::parse(&format!("c{i}")).unwrap();
+            let (s, _) = hub.subscribe(&c, Outbox::new(64));
+            hub.finish_head_load(
+                &c,
+                Some(Head {
+                    epoch: Epoch::new("e"),
+                    last_seq: 1,
+                }),
+            );
+            hub.unsubscribe(&c, s.id());
+        }
+        let held: usize = hub.shards.iter().map(|s| s.read().entries.len()).sum();
+        assert!(held <= MAX_LINGERING * SHARDS + 2, "{held} entries held");
     }
 
     #[test]
