@@ -7,10 +7,10 @@
 //! is what makes resume exact (no gap, no duplicate) without blocking publishers.
 
 use std::collections::{HashMap, VecDeque};
-use std::time::{Duration, Instant};
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
 
@@ -469,7 +469,10 @@ mod tests {
         let other = ChannelName::parse("unknown").unwrap();
         let (s, _) = hub.subscribe(&other, Outbox::new(1024));
         hub.unsubscribe(&other, s.id());
-        assert!(matches!(hub.subscribe(&other, Outbox::new(1024)).1, HeadLookup::Load));
+        assert!(matches!(
+            hub.subscribe(&other, Outbox::new(1024)).1,
+            HeadLookup::Load
+        ));
         // Lingering is bounded.
         let n = MAX_LINGERING * SHARDS * 2;
         for i in 0..n {
