@@ -503,6 +503,47 @@ fn query(channels: &[String], token: &Option<String>, extra: &str) -> String {
     q
 }
 
+/// What an SSE or long-poll connection starts with: its token, its inbox (device plans), the
+/// TCP connection, the channels to name, and when the request counts as sent.
+struct HttpOpening {
+    token: Option<String>,
+    inbox: Option<Inbox>,
+    stream: TcpStream,
+    channels: Vec<String>,
+    sent: u64,
+}
+
+/// Connects, takes part in the inbox start, and, for a storm, waits for the moment to subscribe.
+async fn open_http(
+    sh: &Shared,
+    n: u64,
+    plan: &Plan,
+    ready: &Ready,
+    fire: &mut watch::Receiver<Option<Fire>>,
+) -> Result<HttpOpening, String> {
+    let cfg = &sh.cfg;
+    let token = connection_token(sh, n, plan)?;
+    let mut inbox = Inbox::of(plan);
+    let stream = connect(cfg.addr, cfg.source_ip)
+        .await
+        .map_err(err("connect"))?;
+    fire.borrow_and_update();
+    inbox_start(sh, ready, fire, &mut inbox).await?;
+    let (channels, sent) = if matches!(plan, Plan::Connect) {
+        ready.ok(sh);
+        wait_subscribe(fire, n).await?
+    } else {
+        (channel_list(plan, n), now_ns())
+    };
+    Ok(HttpOpening {
+        token,
+        inbox,
+        stream,
+        channels,
+        sent,
+    })
+}
+
 async fn sse(
     sh: &Shared,
     n: u64,
@@ -511,19 +552,13 @@ async fn sse(
     mut fire: watch::Receiver<Option<Fire>>,
 ) -> Result<(), String> {
     let cfg = &sh.cfg;
-    let token = connection_token(sh, n, plan)?;
-    let mut inbox = Inbox::of(plan);
-    let mut stream = connect(cfg.addr, cfg.source_ip)
-        .await
-        .map_err(err("connect"))?;
-    fire.borrow_and_update();
-    inbox_start(sh, ready, &mut fire, &mut inbox).await?;
-    let (channels, sent) = if matches!(plan, Plan::Connect) {
-        ready.ok(sh);
-        wait_subscribe(&mut fire, n).await?
-    } else {
-        (channel_list(plan, n), now_ns())
-    };
+    let HttpOpening {
+        token,
+        mut inbox,
+        mut stream,
+        channels,
+        sent,
+    } = open_http(sh, n, plan, ready, &mut fire).await?;
     let path = format!("/v1/sse{}", query(&channels, &token, ""));
     stream
         .write_all(&wire::get_request(
@@ -617,20 +652,14 @@ async fn poll(
     mut fire: watch::Receiver<Option<Fire>>,
 ) -> Result<(), String> {
     let cfg = &sh.cfg;
-    let token = connection_token(sh, n, plan)?;
-    let mut inbox = Inbox::of(plan);
-    let mut stream = connect(cfg.addr, cfg.source_ip)
-        .await
-        .map_err(err("connect"))?;
-    fire.borrow_and_update();
-    inbox_start(sh, ready, &mut fire, &mut inbox).await?;
     let storm = matches!(plan, Plan::Connect);
-    let (channels, sent) = if storm {
-        ready.ok(sh);
-        wait_subscribe(&mut fire, n).await?
-    } else {
-        (channel_list(plan, n), now_ns())
-    };
+    let HttpOpening {
+        token,
+        mut inbox,
+        mut stream,
+        channels,
+        sent,
+    } = open_http(sh, n, plan, ready, &mut fire).await?;
     let mut buf = Vec::with_capacity(4096);
     let mut tally = Tally {
         ack_sent_ns: sent,

@@ -158,13 +158,18 @@ impl Subscriptions {
             outcomes: Vec::with_capacity(names.len()),
         };
         for (i, (name, since)) in names.iter().zip(cursors).enumerate() {
-            let catchup = match &plan {
-                Some(plan) => {
-                    let stored = [&plan.cursor.app, &plan.cursor.device][i].clone();
-                    let from = since.clone().unwrap_or(stored);
-                    edge.inbox.subscribe(plan, i, from, outbox).await?
+            // An inbox log resumes from the client's cursor, else from the acknowledged one.
+            let since = match &plan {
+                Some(plan) => Some(
+                    since.unwrap_or_else(|| [&plan.cursor.app, &plan.cursor.device][i].clone()),
+                ),
+                None => since,
+            };
+            let catchup = match (&plan, &since) {
+                (Some(plan), Some(from)) => {
+                    edge.inbox.subscribe(plan, i, from.clone(), outbox).await?
                 }
-                None => {
+                _ => {
                     let request = SubscribeRequest {
                         since: since.clone(),
                         last,
@@ -172,12 +177,6 @@ impl Subscriptions {
                     };
                     edge.engine.subscribe(name, outbox, &request).await?
                 }
-            };
-            let since = match &plan {
-                Some(plan) => Some(
-                    since.unwrap_or_else(|| [&plan.cursor.app, &plan.cursor.device][i].clone()),
-                ),
-                None => since,
             };
             let outcome = catchup.outcome.clone();
             // The position before anything is written: just before the first replayed message

@@ -453,12 +453,9 @@ impl Registry for SqliteLog {
     async fn count_audience(&self, app: &AppId, audience: &Audience) -> Result<u64, StoreError> {
         let (app, audience) = (app.clone(), audience.clone());
         self.readers()
-            .run(move |conn| {
-                let active = count_active(conn, &app)?;
-                match audience {
-                    Audience::All => Ok(active),
-                    Audience::Tags(expr) => count_tagged(conn, &app, &expr, active),
-                }
+            .run(move |conn| match audience {
+                Audience::All => count_active(conn, &app),
+                Audience::Tags(expr) => count_tagged(conn, &app, &expr),
             })
             .await
     }
@@ -604,7 +601,7 @@ fn count_active(conn: &rusqlite::Connection, app: &AppId) -> Result<u64, StoreEr
     .map_err(backend)
 }
 
-/// Active devices whose tags satisfy `expr`, of `active` in all. Only the tags the expression
+/// Active devices whose tags satisfy `expr`. Only the tags the expression
 /// names decide a match, so it reads just the devices holding one of them (from `device_tags`)
 /// and which of those tags each holds; every other active device matches exactly when the
 /// expression matches a device with none of them (`NOT muted`, say).
@@ -612,7 +609,6 @@ fn count_tagged(
     conn: &rusqlite::Connection,
     app: &AppId,
     expr: &herald_core::tags::TagExpr,
-    active: u64,
 ) -> Result<u64, StoreError> {
     use std::collections::HashMap;
     let named = expr.tags();
@@ -643,7 +639,7 @@ fn count_tagged(
         })
         .count() as u64;
     if expr.matches(|_| false) {
-        n += active.saturating_sub(held.len() as u64);
+        n += count_active(conn, app)?.saturating_sub(held.len() as u64);
     }
     Ok(n)
 }
