@@ -3,13 +3,16 @@
 //! go (coalescing). A queue that grows past its byte limit is closed with
 //! [`CloseReason::SlowConsumer`]: the publisher is never slowed by a slow reader, and the client
 //! resumes from the log.
+//!
+//! The writer waits by leaving its task's waker in the queue ([`Outbox::poll_batch`]), so a
+//! waiting connection stores no future of its own; whoever queues the next frame wakes it.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
-use tokio::sync::Notify;
 
 use crate::message::SharedMessage;
 
@@ -72,13 +75,40 @@ struct Queue {
     frames: VecDeque<OutFrame>,
     bytes: usize,
     closed: Option<CloseReason>,
+    /// A keep-alive ping is due ([`Outbox::request_ping`]).
+    ping: bool,
+    /// The writer waiting for something to write, if it is waiting.
+    waiter: Option<Waker>,
+}
+
+impl Queue {
+    /// Takes the waiting writer's waker, to be woken once the lock is released.
+    fn waiter(&mut self) -> Option<Waker> {
+        self.waiter.take()
+    }
+}
+
+/// Everything an outbox held when its writer looked.
+#[derive(Debug, Default)]
+pub struct Batch {
+    /// The queued frames, oldest first.
+    pub frames: VecDeque<OutFrame>,
+    /// Why the outbox was closed, if it was.
+    pub closed: Option<CloseReason>,
+    /// A keep-alive ping is due.
+    pub ping: bool,
 }
 
 /// A bounded queue of frames waiting to be written to one connection.
 pub struct Outbox {
     queue: Mutex<Queue>,
-    ready: Notify,
     limit_bytes: usize,
+}
+
+fn wake(waiter: Option<Waker>) {
+    if let Some(w) = waiter {
+        w.wake();
+    }
 }
 
 impl Outbox {
@@ -86,7 +116,6 @@ impl Outbox {
     pub fn new(limit_bytes: usize) -> Arc<Self> {
         Arc::new(Outbox {
             queue: Mutex::new(Queue::default()),
-            ready: Notify::new(),
             limit_bytes,
         })
     }
@@ -104,17 +133,16 @@ impl Outbox {
             q.frames = VecDeque::new();
             q.bytes = 0;
             crate::telemetry::telemetry().slow_consumers.increment(1);
+            let waiter = q.waiter();
             drop(q);
-            self.ready.notify_one();
+            wake(waiter);
             return false;
         }
         q.bytes += cost;
         q.frames.push_back(frame);
-        let was_empty = q.frames.len() == 1;
+        let waiter = q.waiter();
         drop(q);
-        if was_empty {
-            self.ready.notify_one();
-        }
+        wake(waiter);
         true
     }
 
@@ -127,11 +155,13 @@ impl Outbox {
             return;
         }
         q.frames.extend(frames);
-        let any = !q.frames.is_empty();
+        let waiter = if q.frames.is_empty() {
+            None
+        } else {
+            q.waiter()
+        };
         drop(q);
-        if any {
-            self.ready.notify_one();
-        }
+        wake(waiter);
     }
 
     /// Closes the outbox; queued frames are still handed out for anything but a slow consumer.
@@ -140,8 +170,18 @@ impl Outbox {
         if q.closed.is_none() {
             q.closed = Some(reason);
         }
+        let waiter = q.waiter();
         drop(q);
-        self.ready.notify_one();
+        wake(waiter);
+    }
+
+    /// Asks the writer to send a keep-alive ping; the next [`Batch`] says so.
+    pub fn request_ping(&self) {
+        let mut q = self.queue.lock();
+        q.ping = true;
+        let waiter = q.waiter();
+        drop(q);
+        wake(waiter);
     }
 
     /// Takes every queued frame without waiting. Returns the frames and the close reason, if any.
@@ -151,15 +191,33 @@ impl Outbox {
         (std::mem::take(&mut q.frames), q.closed)
     }
 
-    /// Waits until there is something to write or the outbox is closed, then takes it all.
+    /// Takes everything queued if there is anything to do (frames, a close, a ping); otherwise
+    /// leaves the task's waker to be woken by the next of those, and is pending. One writer per
+    /// outbox: a second writer's waker would replace the first's.
+    pub fn poll_batch(&self, cx: &mut Context<'_>) -> Poll<Batch> {
+        let mut q = self.queue.lock();
+        if q.frames.is_empty() && q.closed.is_none() && !q.ping {
+            if !q.waiter.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                q.waiter = Some(cx.waker().clone());
+            }
+            return Poll::Pending;
+        }
+        q.bytes = 0;
+        Poll::Ready(Batch {
+            frames: std::mem::take(&mut q.frames),
+            closed: q.closed,
+            ping: std::mem::take(&mut q.ping),
+        })
+    }
+
+    /// Waits until there is something to write or the outbox is closed, then takes it all
+    /// (ping requests are for [`Outbox::poll_batch`] writers and are ignored here).
     pub async fn next_batch(&self) -> (VecDeque<OutFrame>, Option<CloseReason>) {
         loop {
-            let notified = self.ready.notified();
-            let (frames, closed) = self.take();
-            if !frames.is_empty() || closed.is_some() {
-                return (frames, closed);
+            let batch = std::future::poll_fn(|cx| self.poll_batch(cx)).await;
+            if !batch.frames.is_empty() || batch.closed.is_some() {
+                return (batch.frames, batch.closed);
             }
-            notified.await;
         }
     }
 }
@@ -211,6 +269,52 @@ mod tests {
             "live frame still fits after a large replay"
         );
         assert_eq!(o.take().0.len(), 11);
+    }
+
+    #[tokio::test]
+    async fn ping_requests_wake_the_writer_and_are_handed_out_once() {
+        let o = Outbox::new(1000);
+        let o2 = o.clone();
+        let h = tokio::spawn(async move { std::future::poll_fn(|cx| o2.poll_batch(cx)).await });
+        tokio::task::yield_now().await;
+        o.request_ping();
+        let batch = h.await.unwrap();
+        assert!(batch.ping && batch.frames.is_empty() && batch.closed.is_none());
+        let waker = futures_waker();
+        let mut cx = Context::from_waker(&waker);
+        assert!(o.poll_batch(&mut cx).is_pending(), "the ping was taken");
+        o.push(ctl(1));
+        match o.poll_batch(&mut cx) {
+            Poll::Ready(b) => assert!(!b.ping && b.frames.len() == 1),
+            Poll::Pending => panic!("a queued frame is ready"),
+        }
+    }
+
+    #[tokio::test]
+    async fn next_batch_waits_past_a_ping_for_frames() {
+        let o = Outbox::new(1000);
+        let o2 = o.clone();
+        let h = tokio::spawn(async move { o2.next_batch().await.0.len() });
+        tokio::task::yield_now().await;
+        o.request_ping();
+        tokio::task::yield_now().await;
+        assert!(!h.is_finished(), "a ping alone is nothing to write");
+        o.push(ctl(1));
+        assert_eq!(h.await.unwrap(), 1);
+    }
+
+    #[tokio::test]
+    async fn close_wakes_a_waiting_writer() {
+        let o = Outbox::new(1000);
+        let o2 = o.clone();
+        let h = tokio::spawn(async move { o2.next_batch().await.1 });
+        tokio::task::yield_now().await;
+        o.close(CloseReason::Shutdown);
+        assert_eq!(h.await.unwrap(), Some(CloseReason::Shutdown));
+    }
+
+    fn futures_waker() -> Waker {
+        Waker::noop().clone()
     }
 
     #[tokio::test]

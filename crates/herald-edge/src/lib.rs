@@ -9,6 +9,7 @@ mod channels;
 mod http;
 pub mod meteor;
 pub mod poll;
+pub mod roster;
 pub mod sse;
 pub mod ws;
 
@@ -21,6 +22,7 @@ use herald_core::auth::{Client, Tokens};
 use herald_core::inbox::Inbox;
 use herald_core::usage::UsageMeter;
 use herald_core::{Engine, ErrorCode, HeraldError};
+use roster::Roster;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -72,27 +74,45 @@ pub struct Edge {
     pub keepalive: KeepAlive,
 }
 
-/// One timer for every connection's keep-alive: it ticks each ping interval and connections
-/// wait on the tick, so an idle connection holds no timer of its own.
+/// One timer for every connection's keep-alive, and the one place shutdown reaches every
+/// WebSocket connection from. Each ping interval it asks every connection on its [`Roster`] for
+/// a ping (through the connection's outbox) and ticks a watch channel for the transports that
+/// wait on one; when `shutdown` is cancelled it closes every rostered outbox with
+/// [`CloseReason::Shutdown`]. An idle connection therefore holds no timer of its own.
+///
+/// [`CloseReason::Shutdown`]: herald_core::outbox::CloseReason::Shutdown
 pub struct KeepAlive {
     ticks: tokio::sync::watch::Receiver<u64>,
+    roster: Arc<Roster>,
+    shutdown: CancellationToken,
 }
 
 impl KeepAlive {
     /// Starts the clock (inside a tokio runtime); it stops when `shutdown` is cancelled.
     pub fn start(interval: Duration, shutdown: CancellationToken) -> KeepAlive {
         let (tx, ticks) = tokio::sync::watch::channel(0u64);
+        let roster = Arc::new(Roster::default());
+        let members = roster.clone();
+        let stop = shutdown.clone();
         tokio::spawn(async move {
             let start = tokio::time::Instant::now() + interval;
             let mut clock = tokio::time::interval_at(start, interval);
             loop {
                 tokio::select! {
-                    _ = clock.tick() => tx.send_modify(|n| *n += 1),
-                    _ = shutdown.cancelled() => break,
+                    _ = clock.tick() => {
+                        members.for_each(|o| o.request_ping());
+                        tx.send_modify(|n| *n += 1);
+                    }
+                    _ = stop.cancelled() => break,
                 }
             }
+            members.for_each(|o| o.close(herald_core::outbox::CloseReason::Shutdown));
         });
-        KeepAlive { ticks }
+        KeepAlive {
+            ticks,
+            roster,
+            shutdown,
+        }
     }
 
     /// A receiver that sees the next tick (not any earlier one).
@@ -100,6 +120,29 @@ impl KeepAlive {
         let mut ticks = self.ticks.clone();
         ticks.mark_unchanged();
         ticks
+    }
+
+    /// Puts a connection's outbox on the roster: it gets ping requests from now on, and is
+    /// closed at shutdown (at once, if shutdown has already begun). Leave with
+    /// [`KeepAlive::leave`].
+    pub fn join(&self, outbox: &Arc<herald_core::outbox::Outbox>) -> roster::Place {
+        let place = self.roster.join(outbox);
+        // Checked after joining: either the shutdown walk sees this entry, or this sees the
+        // cancellation that came before the walk.
+        if self.shutdown.is_cancelled() {
+            outbox.close(herald_core::outbox::CloseReason::Shutdown);
+        }
+        place
+    }
+
+    /// Takes a connection off the roster.
+    pub fn leave(&self, place: roster::Place) {
+        self.roster.leave(place);
+    }
+
+    /// How many connections are on the roster.
+    pub fn members(&self) -> usize {
+        self.roster.len()
     }
 }
 

@@ -8,16 +8,18 @@ mod frame;
 mod handshake;
 mod session;
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::extract::{RawQuery, Request, State};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use herald_core::auth::Client;
-use herald_core::outbox::{CloseReason, OutFrame, Outbox};
+use herald_core::outbox::{Batch, CloseReason, OutFrame, Outbox};
 use herald_core::telemetry::telemetry;
 use herald_core::usage::ConnectionGuard;
 use tokio::net::TcpStream;
@@ -67,15 +69,14 @@ pub async fn upgrade(
         Err(e) => return error_response(&e),
     };
     let (response, socket) = upgrade.accept();
-    let task_edge = edge.clone();
+    // Everything the connection keeps is built here and owned by the task as one value, which
+    // `Connection::run` borrows: moved into a second future, it would be stored twice.
+    let mut connection = Connection::new(edge.clone(), client, counted);
     // The upgrade future is boxed so its memory is freed once the socket is handed over,
     // instead of staying part of every idle connection's task.
     let socket = Box::pin(socket);
-    edge.connections.spawn(async move {
-        if let Some((stream, read_ahead)) = socket.await {
-            run(task_edge, stream, read_ahead, client, counted).await;
-        }
-    });
+    let fut = async move { connection.run(socket).await };
+    edge.connections.spawn(fut);
     response.into_response()
 }
 
@@ -106,110 +107,173 @@ enum End {
     Gone,
 }
 
-async fn run(
-    edge: Arc<Edge>,
-    stream: TcpStream,
-    read_ahead: Bytes,
-    client: Option<Client>,
-    counted: Option<ConnectionGuard>,
-) {
-    let _gauge = ConnectionGauge::new();
-    let max = edge.settings.max_frame_bytes;
-    let outbox = Outbox::new(edge.settings.outbox_bytes);
-    let mut session = Session::new(edge.clone(), outbox.clone(), client, counted);
-    // Boxed: only device connections open an inbox, and the others should not carry the
-    // future's state.
-    Box::pin(session.start()).await;
-    let mut reader = FrameReader::new(max);
-    let mut incoming = Vec::new();
-    let mut ticks = edge.keepalive.subscribe();
-    let mut keepalive_running = true;
-    let mut heard_since_ping = true;
-    // The token's expiry timer, boxed and only for tokens that expire, so a connection without
-    // one carries no timer; rebuilt when a `connect` changes the token.
-    let mut expiry: Option<(u64, Pin<Box<Sleep>>)> = None;
+/// What woke an idle connection.
+enum Wake {
+    /// The socket has something to read (or failed).
+    Readable(io::Result<()>),
+    /// The outbox has frames, a close or a ping request.
+    Outbox(Batch),
+    /// The token expired.
+    Expired,
+}
 
-    let mut end = match reader.feed(&read_ahead, &mut incoming) {
-        Ok(()) => None,
-        Err(e) => Some(End::BadFrame(e)),
-    };
-    drop(read_ahead);
-    while end.is_none() {
-        if !incoming.is_empty() {
-            heard_since_ping = true;
-            end = Box::pin(handle_incoming(&stream, &mut session, &mut incoming)).await;
-            continue;
+/// One WebSocket connection's state: the session and the frame parser. An idle connection is
+/// this value, its socket and its outbox; it waits by leaving its waker with the socket and the
+/// outbox ([`Connection::poll_wake`]) and stores no futures.
+struct Connection {
+    session: Session,
+    reader: FrameReader,
+    incoming: Vec<Incoming>,
+    /// The client spoke (any frame) since the last ping went out.
+    heard_since_ping: bool,
+    /// Whose turn it is to be looked at first, so neither a flood of commands nor a flood of
+    /// messages starves the other direction.
+    outbox_first: bool,
+    /// The token's expiry timer, boxed and only for tokens that expire, so a connection without
+    /// one carries no timer; rebuilt when a `connect` changes the token.
+    expiry: Option<(u64, Pin<Box<Sleep>>)>,
+}
+
+impl Connection {
+    fn new(edge: Arc<Edge>, client: Option<Client>, counted: Option<ConnectionGuard>) -> Self {
+        let max = edge.settings.max_frame_bytes;
+        let outbox = Outbox::new(edge.settings.outbox_bytes);
+        Connection {
+            session: Session::new(edge, outbox, client, counted),
+            reader: FrameReader::new(max),
+            incoming: Vec::new(),
+            heard_since_ping: true,
+            outbox_first: false,
+            expiry: None,
         }
-        let expires = session.expires();
-        if expiry.as_ref().map(|(exp, _)| *exp) != expires {
-            expiry = expires.map(|exp| (exp, Box::pin(tokio::time::sleep(secs_until(exp)))));
-        }
-        end = tokio::select! {
-            ready = stream.readable() => match ready {
-                Ok(()) => match read_available(&stream, &mut reader, &mut incoming) {
-                    Ok(true) => None,
-                    Ok(false) => Some(End::Gone),
-                    Err(ReadError::Frame(e)) => Some(End::BadFrame(e)),
-                    Err(ReadError::Io) => Some(End::Gone),
-                },
-                Err(_) => Some(End::Gone),
-            },
-            (frames, closed) = outbox.next_batch() => {
-                match write_frames(&stream, frames) {
-                    Written::All => Ok(()),
-                    Written::Part(rest) => Box::pin(write_rest(&stream, rest)).await,
-                    Written::Failed(e) => Err(e),
-                }
-                .map_or(Some(End::Gone), |()| closed.map(End::Disconnect))
-            }
-            tick = ticks.changed(), if keepalive_running => {
-                if tick.is_err() {
-                    // The clock stopped (shutting down): no more pings.
-                    keepalive_running = false;
-                    None
-                } else if !heard_since_ping {
-                    Some(End::Close(CLOSE_KEEPALIVE_TIMEOUT))
-                } else {
-                    heard_since_ping = false;
-                    let mut buf = Vec::with_capacity(2);
-                    frame::encode(&mut buf, Opcode::Ping, b"");
-                    Box::pin(write_rest(&stream, buf)).await.err().map(|_| End::Gone)
-                }
-            }
-            _ = edge.shutdown.cancelled() => {
-                let (frames, _) = outbox.take();
-                if let Written::Part(rest) = write_frames(&stream, frames) {
-                    let _ = Box::pin(write_rest(&stream, rest)).await;
-                }
-                Some(End::Disconnect(CloseReason::Shutdown))
-            }
-            _ = expired(&mut expiry) => Some(End::Disconnect(CloseReason::TokenExpired)),
-        };
     }
-    session.close();
+
+    /// Serves the connection once `socket` (the finished upgrade) yields the TCP stream and the
+    /// bytes read past the handshake.
+    async fn run(&mut self, socket: Pin<Box<impl Future<Output = Option<(TcpStream, Bytes)>>>>) {
+        let Some((stream, read_ahead)) = socket.await else {
+            return;
+        };
+        let _gauge = ConnectionGauge::new();
+        let mut end = match self.reader.feed(&read_ahead, &mut self.incoming) {
+            Ok(()) => None,
+            Err(e) => Some(End::BadFrame(e)),
+        };
+        drop(read_ahead);
+        let place = self.session.edge().keepalive.join(self.session.outbox());
+        // Boxed: only device connections open an inbox, and the others should not carry the
+        // future's state.
+        Box::pin(self.session.start()).await;
+        while end.is_none() {
+            if !self.incoming.is_empty() {
+                self.heard_since_ping = true;
+                end = Box::pin(handle_incoming(
+                    &stream,
+                    &mut self.session,
+                    &mut self.incoming,
+                ))
+                .await;
+                continue;
+            }
+            let expires = self.session.expires();
+            if self.expiry.as_ref().map(|(exp, _)| *exp) != expires {
+                self.expiry =
+                    expires.map(|exp| (exp, Box::pin(tokio::time::sleep(secs_until(exp)))));
+            }
+            end = match std::future::poll_fn(|cx| self.poll_wake(&stream, cx)).await {
+                Wake::Readable(Ok(())) => {
+                    match read_available(&stream, &mut self.reader, &mut self.incoming) {
+                        Ok(true) => None,
+                        Ok(false) => Some(End::Gone),
+                        Err(ReadError::Frame(e)) => Some(End::BadFrame(e)),
+                        Err(ReadError::Io) => Some(End::Gone),
+                    }
+                }
+                Wake::Readable(Err(_)) => Some(End::Gone),
+                Wake::Outbox(batch) => {
+                    let (closed, ping) = (batch.closed, batch.ping);
+                    let mut ends = closed.map(End::Disconnect);
+                    let ping = ping && {
+                        if !self.heard_since_ping {
+                            ends = ends.or(Some(End::Close(CLOSE_KEEPALIVE_TIMEOUT)));
+                        }
+                        std::mem::take(&mut self.heard_since_ping)
+                    };
+                    match write_frames(&stream, batch.frames, ping) {
+                        Written::All => ends,
+                        // Boxed: only a connection whose socket is full waits here.
+                        Written::Part(rest) => match Box::pin(write_rest(&stream, rest)).await {
+                            Ok(()) => ends,
+                            Err(_) => Some(End::Gone),
+                        },
+                        Written::Failed => Some(End::Gone),
+                    }
+                }
+                Wake::Expired => Some(End::Disconnect(CloseReason::TokenExpired)),
+            };
+        }
+        self.session.edge().keepalive.leave(place);
+        self.session.close();
+        if let Some(end) = end {
+            // Boxed: said once, at the end, and no part of an idle connection.
+            Box::pin(goodbye(
+                &stream,
+                end,
+                self.session.edge().settings.max_frame_bytes,
+            ))
+            .await;
+        }
+    }
+
+    /// Looks at the socket, the outbox and the expiry timer, in turns; pending (with the waker
+    /// left with each) when none has anything.
+    fn poll_wake(&mut self, stream: &TcpStream, cx: &mut Context<'_>) -> Poll<Wake> {
+        self.outbox_first = !self.outbox_first;
+        if self.outbox_first {
+            if let Poll::Ready(batch) = self.session.outbox().poll_batch(cx) {
+                return Poll::Ready(Wake::Outbox(batch));
+            }
+        }
+        if let Poll::Ready(ready) = stream.poll_read_ready(cx) {
+            return Poll::Ready(Wake::Readable(ready));
+        }
+        if !self.outbox_first {
+            if let Poll::Ready(batch) = self.session.outbox().poll_batch(cx) {
+                return Poll::Ready(Wake::Outbox(batch));
+            }
+        }
+        if let Some((_, sleep)) = &mut self.expiry {
+            if sleep.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Wake::Expired);
+            }
+        }
+        Poll::Pending
+    }
+}
+
+/// Tells the client why the connection ends (a `disconnect` frame and a close frame, as `end`
+/// calls for), giving the socket a second at most.
+async fn goodbye(stream: &TcpStream, end: End, max_frame: usize) {
     let mut goodbye = Vec::new();
     match end {
-        Some(End::Disconnect(reason)) => {
+        End::Disconnect(reason) => {
             let text = herald_proto::frame::disconnect(reason.code(), reason.message());
             frame::encode(&mut goodbye, Opcode::Text, &text);
             frame::encode_close(&mut goodbye, disconnect_code(reason));
         }
-        Some(End::BadFrame(e)) => {
+        End::BadFrame(e) => {
             let code = match e {
                 frame::FrameError::TooBig(_) => "too_large",
                 _ => "bad_request",
             };
-            let text = herald_proto::frame::disconnect(code, &e.describe(max));
+            let text = herald_proto::frame::disconnect(code, &e.describe(max_frame));
             frame::encode(&mut goodbye, Opcode::Text, &text);
             frame::encode_close(&mut goodbye, e.close_code());
         }
-        Some(End::Close(code)) => frame::encode_close(&mut goodbye, code),
-        Some(End::Gone) | None => {}
+        End::Close(code) => frame::encode_close(&mut goodbye, code),
+        End::Gone => return,
     }
-    if !goodbye.is_empty() {
-        let bye = tokio::time::timeout(Duration::from_secs(1), write_rest(&stream, goodbye));
-        let _ = Box::pin(bye).await;
-    }
+    let _ = tokio::time::timeout(Duration::from_secs(1), write_rest(stream, goodbye)).await;
 }
 
 /// Runs the commands and control frames read so far; returns how the connection ends, if it
@@ -276,13 +340,18 @@ enum Written {
     /// The socket is full; this rest must wait for it to drain.
     Part(Vec<u8>),
     /// The socket failed.
-    Failed(io::Error),
+    Failed,
 }
 
-/// Encodes a batch of frames into one buffer and writes as much as the socket takes at once —
-/// usually all of it, in one syscall, without touching a timer or a waker.
-fn write_frames(stream: &TcpStream, frames: std::collections::VecDeque<OutFrame>) -> Written {
-    if frames.is_empty() {
+/// Encodes a batch of frames (and a ping after them, if `ping`) into one buffer and writes as
+/// much as the socket takes at once — usually all of it, in one syscall, without touching a
+/// timer or a waker.
+fn write_frames(
+    stream: &TcpStream,
+    frames: std::collections::VecDeque<OutFrame>,
+    ping: bool,
+) -> Written {
+    if frames.is_empty() && !ping {
         return Written::All;
     }
     let mut messages = 0u64;
@@ -305,24 +374,27 @@ fn write_frames(stream: &TcpStream, frames: std::collections::VecDeque<OutFrame>
             }
         })
         .collect();
-    let size = payloads.iter().map(|p| p.len() + 10).sum();
+    let size = payloads.iter().map(|p| p.len() + 10).sum::<usize>() + 2;
     let mut buf = Vec::with_capacity(size);
     for p in &payloads {
         frame::encode(&mut buf, Opcode::Text, p);
     }
     drop(payloads);
+    if ping {
+        frame::encode(&mut buf, Opcode::Ping, b"");
+    }
     telemetry().written_ws.increment(messages);
     let mut written = 0;
     while written < buf.len() {
         match stream.try_write(&buf[written..]) {
-            Ok(0) => return Written::Failed(io::ErrorKind::WriteZero.into()),
+            Ok(0) => return Written::Failed,
             Ok(n) => written += n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 buf.drain(..written);
                 return Written::Part(buf);
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Written::Failed(e),
+            Err(_) => return Written::Failed,
         }
     }
     Written::All
@@ -347,14 +419,6 @@ async fn write_all(stream: &TcpStream, mut buf: &[u8]) -> io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Resolves when the token's expiry timer fires; never if there is none.
-async fn expired(expiry: &mut Option<(u64, Pin<Box<Sleep>>)>) {
-    match expiry {
-        Some((_, sleep)) => sleep.as_mut().await,
-        None => std::future::pending().await,
-    }
 }
 
 fn disconnect_code(reason: CloseReason) -> u16 {

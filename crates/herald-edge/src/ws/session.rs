@@ -86,6 +86,16 @@ impl Session {
         Ok(())
     }
 
+    /// The server's transports.
+    pub fn edge(&self) -> &Arc<Edge> {
+        &self.edge
+    }
+
+    /// The connection's outbound queue.
+    pub fn outbox(&self) -> &Arc<Outbox> {
+        &self.outbox
+    }
+
     /// When the client's token expires (seconds since the Unix epoch), if it does.
     pub fn expires(&self) -> Option<u64> {
         self.client.as_ref().and_then(|c| c.expires)

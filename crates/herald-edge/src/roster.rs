@@ -1,0 +1,156 @@
+//! The roster of open WebSocket connections, by their outboxes. The keep-alive clock and
+//! shutdown reach every connection through it (a ping request, a close with a reason), so an
+//! idle connection waits on its socket and its outbox only, and holds no timer, channel receiver
+//! or cancellation future of its own.
+//!
+//! Each entry is a weak reference: the roster never keeps an outbox alive, and an entry whose
+//! connection is gone without leaving is reclaimed on the next walk.
+
+use std::sync::{Arc, Weak};
+
+use herald_core::outbox::Outbox;
+use parking_lot::Mutex;
+
+/// Shards, so connections opening and closing on different threads rarely share a lock.
+const SHARDS: usize = 16;
+
+/// Where a connection's entry is, to leave the roster with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Place {
+    shard: u32,
+    slot: u32,
+}
+
+#[derive(Default)]
+struct Shard {
+    slots: Vec<Option<Weak<Outbox>>>,
+    free: Vec<u32>,
+}
+
+/// Every open WebSocket connection's outbox.
+pub struct Roster {
+    shards: Box<[Mutex<Shard>]>,
+    next: std::sync::atomic::AtomicUsize,
+}
+
+impl Default for Roster {
+    fn default() -> Self {
+        Roster {
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            next: Default::default(),
+        }
+    }
+}
+
+impl Roster {
+    /// Adds a connection's outbox.
+    pub fn join(&self, outbox: &Arc<Outbox>) -> Place {
+        let shard = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % SHARDS;
+        let mut s = self.shards[shard].lock();
+        let entry = Some(Arc::downgrade(outbox));
+        let slot = match s.free.pop() {
+            Some(slot) => {
+                s.slots[slot as usize] = entry;
+                slot
+            }
+            None => {
+                s.slots.push(entry);
+                u32::try_from(s.slots.len() - 1).expect("fewer than 2^32 connections per shard")
+            }
+        };
+        Place {
+            shard: shard as u32,
+            slot,
+        }
+    }
+
+    /// Removes the entry `join` returned.
+    pub fn leave(&self, place: Place) {
+        let mut s = self.shards[place.shard as usize].lock();
+        if let Some(entry) = s.slots.get_mut(place.slot as usize) {
+            if entry.take().is_some() {
+                s.free.push(place.slot);
+            }
+        }
+    }
+
+    /// Calls `f` with every outbox still alive; reclaims the entries of outboxes that are gone.
+    pub fn for_each(&self, mut f: impl FnMut(&Outbox)) {
+        for shard in self.shards.iter() {
+            // Upgrade under the lock, act outside it: `f` wakes tasks.
+            let live: Vec<Arc<Outbox>> = {
+                let mut s = shard.lock();
+                let mut live = Vec::with_capacity(s.slots.len());
+                let mut dead = Vec::new();
+                for (i, entry) in s.slots.iter_mut().enumerate() {
+                    if let Some(weak) = entry {
+                        match weak.upgrade() {
+                            Some(o) => live.push(o),
+                            None => {
+                                *entry = None;
+                                dead.push(i as u32);
+                            }
+                        }
+                    }
+                }
+                s.free.extend(dead);
+                live
+            };
+            for o in &live {
+                f(o);
+            }
+        }
+    }
+
+    /// How many connections are on the roster.
+    pub fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| {
+                let s = s.lock();
+                s.slots.len() - s.free.len()
+            })
+            .sum()
+    }
+
+    /// Whether no connection is on the roster.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use herald_core::outbox::CloseReason;
+
+    #[test]
+    fn reaches_every_member_and_forgets_those_that_left_or_died() {
+        let roster = Roster::default();
+        let boxes: Vec<_> = (0..40).map(|_| Outbox::new(1024)).collect();
+        let places: Vec<_> = boxes.iter().map(|b| roster.join(b)).collect();
+        assert_eq!(roster.len(), 40);
+        roster.leave(places[3]);
+        roster.leave(places[3]);
+        assert_eq!(roster.len(), 39, "leaving twice frees one slot");
+        let mut boxes = boxes;
+        drop(boxes.remove(10)); // gone without leaving
+        let mut reached = 0;
+        roster.for_each(|o| {
+            o.close(CloseReason::Shutdown);
+            reached += 1;
+        });
+        assert_eq!(reached, 38);
+        assert_eq!(roster.len(), 38, "the dead entry was reclaimed");
+        assert_eq!(boxes[0].take().1, Some(CloseReason::Shutdown));
+        assert_eq!(boxes[3].take().1, None, "the one that left was not reached");
+        // One more in every shard: the two shards with a freed slot reuse it.
+        let again: Vec<_> = (0..SHARDS).map(|_| Outbox::new(1024)).collect();
+        let reused = again
+            .iter()
+            .filter(|o| places.contains(&roster.join(o)))
+            .count();
+        assert_eq!(reused, 2, "freed slots are reused");
+        assert_eq!(roster.len(), 38 + SHARDS);
+    }
+}
