@@ -205,11 +205,12 @@ impl Tokens {
             None | Some(DEFAULT_APP) => self.default.verify(token),
             Some(kid) => {
                 let app = AppId::parse(kid).map_err(|_| unknown_app())?;
-                let keys = self
+                // The map's own id is kept, so every client of an app shares one string.
+                let (app, keys) = self
                     .apps
                     .read()
-                    .get(&app)
-                    .cloned()
+                    .get_key_value(&app)
+                    .map(|(id, keys)| (id.clone(), keys.clone()))
                     .ok_or_else(unknown_app)?;
                 let mut client = keys.verify(token)?;
                 client.app = app;

@@ -6,26 +6,27 @@
 //! `*` inside a segment matches any run of characters within that segment (`prices/EUR*`).
 //! A lone `**` matches every channel. Anything else matches literally.
 
-/// A compiled channel pattern.
+/// A channel pattern. Kept as the one string it was written as (one allocation per pattern, as
+/// every connection carries its token's patterns) and matched segment by segment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChannelPattern {
-    segments: Vec<String>,
+    pattern: Box<str>,
 }
 
 impl ChannelPattern {
     /// Compiles a pattern. Any string is a valid pattern.
     pub fn new(pattern: &str) -> Self {
         ChannelPattern {
-            segments: pattern.split('/').map(str::to_owned).collect(),
+            pattern: pattern.into(),
         }
     }
 
     /// Whether `channel` matches this pattern.
     pub fn matches(&self, channel: &str) -> bool {
         let mut names = channel.split('/');
-        let last = self.segments.len() - 1;
-        for (i, seg) in self.segments.iter().enumerate() {
-            if seg == "**" && i == last {
+        let mut segments = self.pattern.split('/').peekable();
+        while let Some(seg) = segments.next() {
+            if seg == "**" && segments.peek().is_none() {
                 return names.next().is_some();
             }
             match names.next() {
@@ -59,7 +60,7 @@ fn segment_matches(pattern: &str, name: &str) -> bool {
 
 /// A list of patterns; a channel is allowed if any matches.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PatternSet(Vec<ChannelPattern>);
+pub struct PatternSet(Box<[ChannelPattern]>);
 
 impl PatternSet {
     /// Compiles each pattern.
@@ -74,7 +75,7 @@ impl PatternSet {
 
     /// A set that matches every channel.
     pub fn all() -> Self {
-        PatternSet(vec![ChannelPattern::new("**")])
+        PatternSet(Box::new([ChannelPattern::new("**")]))
     }
 
     /// Whether any pattern matches.

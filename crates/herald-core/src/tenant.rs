@@ -59,9 +59,11 @@ impl AppId {
         }
     }
 
-    /// The default app.
+    /// The default app. One shared string: every default-app client and name refers to it.
     pub fn default_app() -> Self {
-        AppId(Arc::from(DEFAULT_APP))
+        static DEFAULT: std::sync::LazyLock<AppId> =
+            std::sync::LazyLock::new(|| AppId(Arc::from(DEFAULT_APP)));
+        DEFAULT.clone()
     }
 
     /// Whether this is the default app.
