@@ -403,7 +403,14 @@ impl Subscriptions {
     fn insert(&mut self, channel: ChannelName, sub: Arc<Subscription>) {
         match self.find(&channel) {
             Ok(at) => self.0[at].1 = sub,
-            Err(at) => self.0.insert(at, (channel, sub)),
+            Err(at) => {
+                // Most connections hold one subscription: room for exactly one at first, the
+                // usual doubling after that.
+                if self.0.capacity() == 0 {
+                    self.0.reserve_exact(1);
+                }
+                self.0.insert(at, (channel, sub))
+            }
         }
     }
 
