@@ -166,6 +166,10 @@ pub struct FanoutArgs {
     /// Messages per second across publishers [default: as fast as they can].
     #[arg(long, value_name = "R")]
     pub rate: Option<f64>,
+    /// Messages per publish request: more than 1 publishes through `POST /v1/batch` (at most
+    /// 1,000), each message still stored and fsynced before the answer.
+    #[arg(long, default_value_t = 1, value_name = "B", value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub batch: u64,
 }
 
 /// `herald bench connections`.

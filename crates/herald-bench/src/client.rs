@@ -776,6 +776,32 @@ impl HttpClient {
         result
     }
 
+    /// Publishes `count` messages stamped with the current time to `channel` in one
+    /// `POST /v1/batch`; every one must be stored.
+    pub async fn publish_batch_now(
+        &mut self,
+        channel: &str,
+        key: &str,
+        count: u64,
+    ) -> Result<u64, String> {
+        let sent = now_ns();
+        let one = format!("{{\"channel\":\"{channel}\",\"data\":{}}}", wire::stamp(sent));
+        let mut body = String::with_capacity(16 + count as usize * (one.len() + 1));
+        body.push_str("{\"messages\":[");
+        for i in 0..count {
+            if i > 0 {
+                body.push(',');
+            }
+            body.push_str(&one);
+        }
+        body.push_str("]}");
+        let (status, answer) = self.post("/v1/batch", key, body.as_bytes()).await?;
+        if status != 200 || lossy(&answer).contains("\"error\"") {
+            return Err(format!("batch publish failed: HTTP {status} {}", lossy(&answer)));
+        }
+        Ok(sent)
+    }
+
     /// Publishes one message stamped with the current time to `channel`.
     pub async fn publish_now(&mut self, channel: &str, key: &str) -> Result<u64, String> {
         let sent = now_ns();

@@ -65,6 +65,7 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<Report> {
         let (next, done, key, channel) = (next.clone(), done.clone(), key.clone(), channel.clone());
         let mut http = HttpClient::new(ctx.target.addr, &ctx.target.host, None);
         let rate = args.rate;
+        let batch = args.batch.max(1);
         tasks.push(tokio::spawn(async move {
             let mut out = Published {
                 sent: Vec::new(),
@@ -73,10 +74,11 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<Report> {
                 hist: stats::histogram(),
             };
             loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
+                let i = next.fetch_add(batch, Ordering::Relaxed);
                 if i >= m || tokio::time::Instant::now() >= stop_at {
                     return out;
                 }
+                let count = batch.min(m - i);
                 if let Some(r) = rate.filter(|r| *r > 0.0) {
                     let due = t0 + (i as f64 / r * 1e9) as u64;
                     let wait = due.saturating_sub(now_ns());
@@ -84,17 +86,22 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<Report> {
                         tokio::time::sleep(Duration::from_nanos(wait)).await;
                     }
                 }
-                match http.publish_now(&channel, &key).await {
+                let published = if batch > 1 {
+                    http.publish_batch_now(&channel, &key, count).await
+                } else {
+                    http.publish_now(&channel, &key).await
+                };
+                match published {
                     Ok(sent) => {
                         stats::record_ns(&mut out.hist, now_ns() - sent);
-                        out.sent.push(sent);
+                        out.sent.extend(std::iter::repeat_n(sent, count as usize));
                     }
                     Err(e) => {
-                        out.refused += 1;
+                        out.refused += count;
                         out.sample.get_or_insert(e);
                     }
                 }
-                done.fetch_add(1, Ordering::Relaxed);
+                done.fetch_add(count, Ordering::Relaxed);
             }
         }));
     }
@@ -193,10 +200,15 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<Report> {
     let mut r = Report::new("fanout");
     r.table = summary;
     r.lines.push(format!(
-        "{} publishers{}: publish round trip p50 {} ms, p99 {} ms, max {} ms; {refused} refused{}",
+        "{} publishers{}{}: publish round trip p50 {} ms, p99 {} ms, max {} ms; {refused} refused{}",
         args.publishers,
         args.rate
             .map_or(" as fast as possible".into(), |r| format!(" at {r} msg/s")),
+        if args.batch > 1 {
+            format!(", {} messages per request (POST /v1/batch)", args.batch)
+        } else {
+            String::new()
+        },
         publish_lat.p50,
         publish_lat.p99,
         publish_lat.max,
@@ -219,6 +231,7 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<Report> {
     r.detail("subscribers", n);
     r.detail("publishers", args.publishers);
     r.detail("rate", args.rate);
+    r.detail("batch", args.batch);
     r.detail("messages", attempted);
     r.detail("published", ok);
     r.detail("refused", refused);
