@@ -15,10 +15,12 @@ pub async fn healthz() -> impl IntoResponse {
 
 /// `GET /metrics`: Prometheus text format.
 pub async fn metrics(State(api): State<Arc<Api>>) -> impl IntoResponse {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        (api.metrics)(),
-    )
+    // Rendering folds pending histogram samples too: off the connection workers.
+    let render = api.metrics.clone();
+    let text = tokio::task::spawn_blocking(move || render())
+        .await
+        .unwrap_or_default();
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }
 
 /// `GET /v1/openapi.yaml`: the API description this server implements.

@@ -785,7 +785,10 @@ impl HttpClient {
         count: u64,
     ) -> Result<u64, String> {
         let sent = now_ns();
-        let one = format!("{{\"channel\":\"{channel}\",\"data\":{}}}", wire::stamp(sent));
+        let one = format!(
+            "{{\"channel\":\"{channel}\",\"data\":{}}}",
+            wire::stamp(sent)
+        );
         let mut body = String::with_capacity(16 + count as usize * (one.len() + 1));
         body.push_str("{\"messages\":[");
         for i in 0..count {
@@ -797,7 +800,10 @@ impl HttpClient {
         body.push_str("]}");
         let (status, answer) = self.post("/v1/batch", key, body.as_bytes()).await?;
         if status != 200 || lossy(&answer).contains("\"error\"") {
-            return Err(format!("batch publish failed: HTTP {status} {}", lossy(&answer)));
+            return Err(format!(
+                "batch publish failed: HTTP {status} {}",
+                lossy(&answer)
+            ));
         }
         Ok(sent)
     }

@@ -198,6 +198,9 @@ async fn method_not_allowed() -> impl IntoResponse {
     ))
 }
 
+/// How often histogram samples are folded into their buckets.
+const METRICS_UPKEEP_INTERVAL: Duration = Duration::from_secs(1);
+
 fn install_metrics() -> anyhow::Result<PrometheusHandle> {
     let buckets = [
         0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
@@ -206,14 +209,17 @@ fn install_metrics() -> anyhow::Result<PrometheusHandle> {
         .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &buckets)?
         .install_recorder()
         .context("cannot install the metrics recorder")?;
+    // Histograms keep raw samples until upkeep folds them into buckets: at a million
+    // deliveries a second, folding five seconds' worth took 7-21 ms. On its own thread, every
+    // second, that never holds up a connection's task.
     let upkeep = handle.clone();
-    tokio::spawn(async move {
-        let mut every = tokio::time::interval(Duration::from_secs(5));
-        loop {
-            every.tick().await;
+    std::thread::Builder::new()
+        .name("herald-metrics".into())
+        .spawn(move || loop {
+            std::thread::sleep(METRICS_UPKEEP_INTERVAL);
             upkeep.run_upkeep();
-        }
-    });
+        })
+        .context("cannot start the metrics upkeep thread")?;
     Ok(handle)
 }
 
