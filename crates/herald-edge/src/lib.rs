@@ -139,11 +139,6 @@ impl KeepAlive {
     pub fn leave(&self, place: roster::Place) {
         self.roster.leave(place);
     }
-
-    /// How many connections are on the roster.
-    pub fn members(&self) -> usize {
-        self.roster.len()
-    }
 }
 
 impl Edge {

@@ -103,7 +103,8 @@ impl Roster {
     }
 
     /// How many connections are on the roster.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.shards
             .iter()
             .map(|s| {
@@ -111,11 +112,6 @@ impl Roster {
                 s.slots.len() - s.free.len()
             })
             .sum()
-    }
-
-    /// Whether no connection is on the roster.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

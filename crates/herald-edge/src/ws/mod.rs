@@ -75,8 +75,8 @@ pub async fn upgrade(
     // The upgrade future is boxed so its memory is freed once the socket is handed over,
     // instead of staying part of every idle connection's task.
     let socket = Box::pin(socket);
-    let fut = async move { connection.run(socket).await };
-    edge.connections.spawn(fut);
+    edge.connections
+        .spawn(async move { connection.run(socket).await });
     response.into_response()
 }
 
