@@ -18,7 +18,9 @@ pub(super) const MAX_HEAD_BYTES: usize = 8 * 1024;
 const MAX_HEADERS: usize = 64;
 /// How long a client may take to send its request's headers (hyper's limit too).
 const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
-/// Longest pause between looks at a request that arrives in pieces (see [`sniff`]).
+/// First pause before looking again at a request that arrives in pieces (see [`sniff`]).
+const FIRST_PAUSE: Duration = Duration::from_millis(5);
+/// Longest pause between looks at a request that arrives in pieces.
 const MAX_PAUSE: Duration = Duration::from_millis(250);
 
 /// The parts of an SSE request the stream needs.
@@ -52,13 +54,14 @@ enum Head {
     Incomplete,
 }
 
-/// Waits (at most [`HEADER_TIMEOUT`]) until the first request can be told apart. A request that
-/// arrives in several pieces is peeked again whenever more arrives: peeking leaves the socket
-/// readable, so after an incomplete look its cached readiness is cleared to wait for new bytes,
-/// with a short timer as a backstop for bytes that arrived between the peek and the clearing.
+/// Waits (at most [`HEADER_TIMEOUT`]) until the first request can be told apart. Peeking leaves
+/// the socket readable, so its readiness cannot say when more of a request that arrives in
+/// pieces is there: an incomplete request is looked at again after a pause, 5 ms at first and
+/// doubling (to at most [`MAX_PAUSE`]) while nothing new arrives. A request usually arrives
+/// whole, and then nothing waits.
 pub(super) async fn sniff(stream: &TcpStream) -> Sniffed {
     let deadline = Instant::now() + HEADER_TIMEOUT;
-    let mut pause = Duration::from_millis(5);
+    let mut pause = FIRST_PAUSE;
     let mut seen = 0;
     loop {
         let ready = match tokio::time::timeout_at(deadline, stream.ready(Interest::READABLE)).await
@@ -82,6 +85,7 @@ pub(super) async fn sniff(stream: &TcpStream) -> Sniffed {
                 };
             }
             Head::Other => return Sniffed::Other,
+            // Over the bound, or the client sent all it will: hyper answers as it would have.
             Head::Incomplete if n == 0 || n == MAX_HEAD_BYTES || ready.is_read_closed() => {
                 return Sniffed::Other;
             }
@@ -89,17 +93,15 @@ pub(super) async fn sniff(stream: &TcpStream) -> Sniffed {
         }
         drop(buf);
         pause = if n > seen {
-            Duration::from_millis(5)
+            FIRST_PAUSE
         } else {
             (pause * 2).min(MAX_PAUSE)
         };
         seen = n;
-        // Forget the readiness the peek left behind, to wait for the next bytes.
-        let _ = stream.try_io(Interest::READABLE, || {
-            Err::<(), _>(io::ErrorKind::WouldBlock.into())
-        });
-        let wait = Instant::now() + pause;
-        let _ = tokio::time::timeout_at(wait.min(deadline), stream.ready(Interest::READABLE)).await;
+        if Instant::now() + pause >= deadline {
+            return Sniffed::Gone;
+        }
+        tokio::time::sleep(pause).await;
     }
 }
 
