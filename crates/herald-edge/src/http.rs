@@ -8,9 +8,15 @@ use herald_proto::frame::ErrorBody;
 
 /// `{"error":{"code","message"}}` with the code's HTTP status.
 pub fn error_response(e: &HeraldError) -> Response {
-    let status = StatusCode::from_u16(e.code.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
-    let body = serde_json::json!({ "error": ErrorBody::from(e) });
+    let (status, body) = error_parts(e);
     (status, axum::Json(body)).into_response()
+}
+
+/// The HTTP status and JSON body of [`error_response`], for a transport that writes its own
+/// answer.
+pub fn error_parts(e: &HeraldError) -> (StatusCode, serde_json::Value) {
+    let status = StatusCode::from_u16(e.code.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
+    (status, serde_json::json!({ "error": ErrorBody::from(e) }))
 }
 
 /// Resolves when a token that expires at `expires` (seconds since the Unix epoch) has expired;

@@ -70,14 +70,15 @@ pub struct Edge {
     /// Tracks upgraded WebSocket connections, which outlive their HTTP request, so shutdown can
     /// wait for them to say goodbye.
     pub connections: TaskTracker,
-    /// The one keep-alive clock every WebSocket connection follows.
+    /// The one keep-alive clock every WebSocket connection and directly served SSE stream
+    /// follows.
     pub keepalive: KeepAlive,
 }
 
 /// One timer for every connection's keep-alive, and the one place shutdown reaches every
-/// WebSocket connection from. Each ping interval it asks every connection on its [`Roster`] for
-/// a ping (through the connection's outbox) and ticks a watch channel for the transports that
-/// wait on one; when `shutdown` is cancelled it closes every rostered outbox with
+/// WebSocket connection (and SSE stream served by [`sse::serve_if_sse`]) from. Each ping
+/// interval it asks every connection on its [`Roster`] for a ping (through the connection's
+/// outbox) and ticks a watch channel for the transports that wait on one; when `shutdown` is cancelled it closes every rostered outbox with
 /// [`CloseReason::Shutdown`]. An idle connection therefore holds no timer of its own.
 ///
 /// [`CloseReason::Shutdown`]: herald_core::outbox::CloseReason::Shutdown

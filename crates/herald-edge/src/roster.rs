@@ -1,7 +1,7 @@
-//! The roster of open WebSocket connections, by their outboxes. The keep-alive clock and
-//! shutdown reach every connection through it (a ping request, a close with a reason), so an
-//! idle connection waits on its socket and its outbox only, and holds no timer, channel receiver
-//! or cancellation future of its own.
+//! The roster of open WebSocket connections (and SSE streams served without hyper), by their
+//! outboxes. The keep-alive clock and shutdown reach every connection through it (a ping
+//! request, a close with a reason), so an idle connection waits on its socket and its outbox
+//! only, and holds no timer, channel receiver or cancellation future of its own.
 //!
 //! Each entry is a weak reference: the roster never keeps an outbox alive, and an entry whose
 //! connection is gone without leaving is reclaimed on the next walk.
@@ -27,7 +27,7 @@ struct Shard {
     free: Vec<u32>,
 }
 
-/// Every open WebSocket connection's outbox.
+/// Every open WebSocket connection's (and direct SSE stream's) outbox.
 pub struct Roster {
     shards: Box<[Mutex<Shard>]>,
     next: std::sync::atomic::AtomicUsize,

@@ -102,7 +102,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         signal_token.cancel();
     });
     let grace = config.shutdown_grace;
-    let http = crate::listener::serve(listener, app, shutdown.clone()).await;
+    let http = crate::listener::serve(listener, app, edge.clone(), shutdown.clone()).await;
     edge.connections.close();
     let drained = async {
         http.wait().await;

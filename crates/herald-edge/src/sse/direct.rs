@@ -1,0 +1,326 @@
+//! An SSE stream served on Herald's own loop, without hyper: for a fresh connection whose first
+//! request is `GET /v1/sse` ([`serve_if_sse`], called by the accept loop before hyper sees the
+//! connection). It answers exactly what the hyper path answers (status, headers, JSON errors,
+//! events), then waits like a WebSocket connection: its waker left with the socket and the
+//! outbox, no stored futures, no timer (pings and shutdown arrive through the outbox from the
+//! keep-alive roster; only a token that expires gets a timer), no buffers while idle.
+//!
+//! The body ends by closing the connection (`connection: close`, neither a length nor chunked
+//! encoding): a stream ends only when the server ends it, an `EventSource` reconnects on a new
+//! connection anyway, so there is no next request to keep the connection for; writes carry
+//! no chunk framing; and HTTP/1.0 clients read the same bytes.
+
+use std::future::Future;
+use std::io::{self, Write};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use herald_core::outbox::{Batch, CloseReason};
+use herald_core::HeraldError;
+use tokio::net::TcpStream;
+use tokio::time::Sleep;
+
+use super::sniff::{sniff, Sniffed, SseRequest};
+use super::{SseStream, PREAMBLE, STREAM_HEADERS};
+use crate::http::{error_parts, secs_until};
+use crate::Edge;
+
+/// What the CORS layer of the hyper path adds to every `GET /v1/sse` answer (any origin may
+/// read the stream; see [`crate::router`]).
+const CORS_HEADERS: [(&str, &str); 2] = [
+    (
+        "vary",
+        "origin, access-control-request-method, access-control-request-headers",
+    ),
+    ("access-control-allow-origin", "*"),
+];
+/// A write that cannot finish in this long means the peer is gone.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Most bytes of unexpected input read (and dropped) in one go.
+const READ_BUDGET: usize = 64 * 1024;
+
+/// Serves `tcp` here if its first request is an SSE stream, and returns `None` when done (or
+/// when the client sent nothing usable in time, or the server is shutting down). Otherwise
+/// returns the connection untouched, for hyper.
+pub async fn serve_if_sse(edge: &Arc<Edge>, tcp: TcpStream) -> Option<TcpStream> {
+    // Every step but the idle wait is boxed, so the connection's task is only as large as its
+    // idle state: a future stores the largest of its steps.
+    let sniffed = Box::pin(async {
+        tokio::select! {
+            sniffed = sniff(&tcp) => sniffed,
+            _ = edge.shutdown.cancelled() => Sniffed::Gone,
+        }
+    })
+    .await;
+    let request = match sniffed {
+        Sniffed::Sse(request) => request,
+        Sniffed::Other => return Some(tcp),
+        Sniffed::Gone => return None,
+    };
+    let mut connection = match Box::pin(open(edge, &tcp, request)).await {
+        Some(connection) => connection,
+        None => {
+            let _ = discard_input(&tcp);
+            return None;
+        }
+    };
+    let place = edge.keepalive.join(&connection.stream.outbox);
+    connection.run(&tcp).await;
+    edge.keepalive.leave(place);
+    // Whatever the client sent is read first, so closing sends a FIN rather than a reset that
+    // could discard the last events on the client's side.
+    let _ = discard_input(&tcp);
+    None
+}
+
+/// Opens the stream and writes the response head with the first events; or answers the error
+/// that prevents it. Returns the connection to wait on, unless it is already over.
+async fn open(edge: &Edge, tcp: &TcpStream, request: Box<SseRequest>) -> Option<Connection> {
+    let http10 = request.http10;
+    let mut stream = match SseStream::open(edge, request.query.as_deref(), &request.headers).await {
+        Ok(stream) => stream,
+        Err(e) => {
+            answer_error(tcp, http10, &e).await;
+            return None;
+        }
+    };
+    // The head, the preamble and what subscribing queued (`subscribed` events, catch-up) go
+    // out in one write.
+    let mut buf = Vec::with_capacity(1024);
+    response_head(&mut buf, http10, StatusCode::OK, &STREAM_HEADERS);
+    buf.extend_from_slice(PREAMBLE);
+    let (frames, closed) = stream.outbox.take();
+    stream.encode(frames, closed, false, &mut buf);
+    if send(tcp, buf).await.is_err() || closed.is_some() {
+        return None;
+    }
+    let expiry = stream
+        .expires
+        .map(|exp| Box::pin(tokio::time::sleep(secs_until(exp))));
+    Some(Connection {
+        stream,
+        expiry,
+        outbox_first: false,
+        wrote_since_tick: true,
+    })
+}
+
+/// What woke a waiting stream.
+enum Wake {
+    /// The socket is readable: the client closed, or sent something it should not have.
+    Readable(io::Result<()>),
+    /// The outbox has frames, a close or a ping request.
+    Outbox(Batch),
+    /// The token expired.
+    Expired,
+}
+
+/// What to do after a wake.
+enum Step {
+    /// Wait for the next wake.
+    Wait,
+    /// The stream is over.
+    End,
+    /// The socket took only part of a write: write this rest as it drains, then end if `true`.
+    Blocked(Vec<u8>, bool),
+}
+
+/// One stream's state while it is served: all an idle SSE connection holds besides its socket.
+struct Connection {
+    stream: SseStream,
+    /// The token's expiry timer, boxed and only for tokens that expire.
+    expiry: Option<Pin<Box<Sleep>>>,
+    /// Whose turn it is to be looked at first, so neither direction starves the other.
+    outbox_first: bool,
+    /// Events were written since the last keep-alive tick, so the next tick needs no ping.
+    wrote_since_tick: bool,
+}
+
+impl Connection {
+    /// Writes what the outbox hands out until the stream ends or the client goes away.
+    async fn run(&mut self, tcp: &TcpStream) {
+        loop {
+            let wake = std::future::poll_fn(|cx| self.poll_wake(tcp, cx)).await;
+            match self.handle(tcp, wake) {
+                Step::Wait => {}
+                Step::End => return,
+                // Boxed: only a stream whose socket is full waits here.
+                Step::Blocked(rest, done) => {
+                    if Box::pin(write_rest(tcp, rest)).await.is_err() || done {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Acts on what woke the stream, without waiting.
+    fn handle(&mut self, tcp: &TcpStream, wake: Wake) -> Step {
+        match wake {
+            Wake::Readable(Ok(())) if discard_input(tcp) => Step::Wait,
+            Wake::Readable(_) => Step::End,
+            Wake::Outbox(batch) => {
+                let done = batch.closed.is_some();
+                let quiet = batch.frames.is_empty();
+                // A tick pings only a stream that sent nothing since the tick before.
+                let ping = batch.ping && quiet && !self.wrote_since_tick;
+                if batch.ping {
+                    self.wrote_since_tick = false;
+                } else {
+                    self.wrote_since_tick |= !quiet;
+                }
+                let mut buf = Vec::new();
+                self.stream
+                    .encode(batch.frames, batch.closed, ping, &mut buf);
+                match try_send(tcp, buf) {
+                    Sent::All if done => Step::End,
+                    Sent::All => Step::Wait,
+                    Sent::Part(rest) => Step::Blocked(rest, done),
+                    Sent::Failed => Step::End,
+                }
+            }
+            Wake::Expired => {
+                self.expiry = None;
+                self.stream.outbox.close(CloseReason::TokenExpired);
+                Step::Wait
+            }
+        }
+    }
+
+    /// Looks at the outbox, the socket and the expiry timer, in turns; pending (with the waker
+    /// left with each) when none has anything.
+    fn poll_wake(&mut self, tcp: &TcpStream, cx: &mut Context<'_>) -> Poll<Wake> {
+        self.outbox_first = !self.outbox_first;
+        if self.outbox_first {
+            if let Poll::Ready(batch) = self.stream.outbox.poll_batch(cx) {
+                return Poll::Ready(Wake::Outbox(batch));
+            }
+        }
+        if let Poll::Ready(ready) = tcp.poll_read_ready(cx) {
+            return Poll::Ready(Wake::Readable(ready));
+        }
+        if !self.outbox_first {
+            if let Poll::Ready(batch) = self.stream.outbox.poll_batch(cx) {
+                return Poll::Ready(Wake::Outbox(batch));
+            }
+        }
+        if let Some(sleep) = &mut self.expiry {
+            if sleep.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Wake::Expired);
+            }
+        }
+        Poll::Pending
+    }
+}
+
+/// Answers a request the stream could not open for, as `crate::http::error_response` would.
+async fn answer_error(tcp: &TcpStream, http10: bool, e: &HeraldError) {
+    let (status, body) = error_parts(e);
+    let body = serde_json::to_vec(&body).unwrap_or_default();
+    let length = body.len().to_string();
+    let mut buf = Vec::with_capacity(256 + body.len());
+    response_head(
+        &mut buf,
+        http10,
+        status,
+        &[
+            ("content-type", "application/json"),
+            ("content-length", &length),
+        ],
+    );
+    buf.extend_from_slice(&body);
+    let _ = send(tcp, buf).await;
+}
+
+/// The status line and headers of an answer: `headers`, the CORS headers, `connection: close`
+/// and the date, as hyper would send them.
+fn response_head(buf: &mut Vec<u8>, http10: bool, status: StatusCode, headers: &[(&str, &str)]) {
+    let minor = if http10 { 0 } else { 1 };
+    let reason = status.canonical_reason().unwrap_or("");
+    let _ = write!(buf, "HTTP/1.{minor} {} {reason}\r\n", status.as_u16());
+    for (name, value) in headers.iter().chain(CORS_HEADERS.iter()) {
+        let _ = write!(buf, "{name}: {value}\r\n");
+    }
+    let date = httpdate::fmt_http_date(std::time::SystemTime::now());
+    let _ = write!(buf, "connection: close\r\ndate: {date}\r\n\r\n");
+}
+
+/// Reads and drops what the client sent (an SSE client sends nothing after its request).
+/// Returns false when the client has closed the connection or it failed.
+fn discard_input(tcp: &TcpStream) -> bool {
+    let mut chunk = [0u8; 1024];
+    let mut budget = READ_BUDGET;
+    while budget > 0 {
+        match tcp.try_read(&mut chunk) {
+            Ok(0) => return false,
+            Ok(n) => budget = budget.saturating_sub(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+/// What a first, non-blocking write achieved.
+enum Sent {
+    /// Everything went out.
+    All,
+    /// The socket is full; this rest must wait for it to drain.
+    Part(Vec<u8>),
+    /// The socket failed.
+    Failed,
+}
+
+/// Writes as much of `buf` as the socket takes at once: usually all of it, in one syscall,
+/// without a timer or a waker.
+fn try_send(tcp: &TcpStream, mut buf: Vec<u8>) -> Sent {
+    let mut written = 0;
+    while written < buf.len() {
+        match tcp.try_write(&buf[written..]) {
+            Ok(0) => return Sent::Failed,
+            Ok(n) => written += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                buf.drain(..written);
+                return Sent::Part(buf);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return Sent::Failed,
+        }
+    }
+    Sent::All
+}
+
+/// Writes `buf`, first without waiting, then as the socket drains, giving up after
+/// [`WRITE_TIMEOUT`].
+async fn send(tcp: &TcpStream, buf: Vec<u8>) -> io::Result<()> {
+    match try_send(tcp, buf) {
+        Sent::All => Ok(()),
+        Sent::Part(rest) => write_rest(tcp, rest).await,
+        Sent::Failed => Err(io::ErrorKind::BrokenPipe.into()),
+    }
+}
+
+/// Writes `buf` as the socket drains, giving up after [`WRITE_TIMEOUT`].
+async fn write_rest(tcp: &TcpStream, buf: Vec<u8>) -> io::Result<()> {
+    match tokio::time::timeout(WRITE_TIMEOUT, write_all(tcp, &buf)).await {
+        Ok(result) => result,
+        Err(_) => Err(io::ErrorKind::TimedOut.into()),
+    }
+}
+
+async fn write_all(tcp: &TcpStream, mut buf: &[u8]) -> io::Result<()> {
+    while !buf.is_empty() {
+        match tcp.try_write(buf) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => tcp.writable().await?,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
