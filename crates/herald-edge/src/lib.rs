@@ -10,6 +10,7 @@ mod http;
 pub mod meteor;
 pub mod poll;
 pub mod roster;
+mod socket;
 pub mod sse;
 pub mod ws;
 

@@ -15,7 +15,6 @@ use std::io::{self, Write};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use axum::http::StatusCode;
 use herald_core::outbox::{Batch, CloseReason};
@@ -26,6 +25,7 @@ use tokio::time::Sleep;
 use super::sniff::{sniff, Sniffed, SseRequest};
 use super::{SseStream, PREAMBLE, STREAM_HEADERS};
 use crate::http::{error_parts, secs_until};
+use crate::socket::{send, try_send, write_rest, Sent};
 use crate::Edge;
 
 /// What the CORS layer of the hyper path adds to every `GET /v1/sse` answer (any origin may
@@ -37,8 +37,6 @@ const CORS_HEADERS: [(&str, &str); 2] = [
     ),
     ("access-control-allow-origin", "*"),
 ];
-/// A write that cannot finish in this long means the peer is gone.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Most bytes of unexpected input read (and dropped) in one go.
 const READ_BUDGET: usize = 64 * 1024;
 
@@ -263,64 +261,4 @@ fn discard_input(tcp: &TcpStream) -> bool {
         }
     }
     true
-}
-
-/// What a first, non-blocking write achieved.
-enum Sent {
-    /// Everything went out.
-    All,
-    /// The socket is full; this rest must wait for it to drain.
-    Part(Vec<u8>),
-    /// The socket failed.
-    Failed,
-}
-
-/// Writes as much of `buf` as the socket takes at once: usually all of it, in one syscall,
-/// without a timer or a waker.
-fn try_send(tcp: &TcpStream, mut buf: Vec<u8>) -> Sent {
-    let mut written = 0;
-    while written < buf.len() {
-        match tcp.try_write(&buf[written..]) {
-            Ok(0) => return Sent::Failed,
-            Ok(n) => written += n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                buf.drain(..written);
-                return Sent::Part(buf);
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return Sent::Failed,
-        }
-    }
-    Sent::All
-}
-
-/// Writes `buf`, first without waiting, then as the socket drains, giving up after
-/// [`WRITE_TIMEOUT`].
-async fn send(tcp: &TcpStream, buf: Vec<u8>) -> io::Result<()> {
-    match try_send(tcp, buf) {
-        Sent::All => Ok(()),
-        Sent::Part(rest) => write_rest(tcp, rest).await,
-        Sent::Failed => Err(io::ErrorKind::BrokenPipe.into()),
-    }
-}
-
-/// Writes `buf` as the socket drains, giving up after [`WRITE_TIMEOUT`].
-async fn write_rest(tcp: &TcpStream, buf: Vec<u8>) -> io::Result<()> {
-    match tokio::time::timeout(WRITE_TIMEOUT, write_all(tcp, &buf)).await {
-        Ok(result) => result,
-        Err(_) => Err(io::ErrorKind::TimedOut.into()),
-    }
-}
-
-async fn write_all(tcp: &TcpStream, mut buf: &[u8]) -> io::Result<()> {
-    while !buf.is_empty() {
-        match tcp.try_write(buf) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => buf = &buf[n..],
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => tcp.writable().await?,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }

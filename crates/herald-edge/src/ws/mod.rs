@@ -26,6 +26,7 @@ use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
 use crate::http::{client_token, error_response, query_pairs, secs_until};
+use crate::socket::{try_send, write_rest, Sent};
 use crate::Edge;
 use frame::{close, FrameReader, Incoming, Opcode};
 use handshake::Upgrade;
@@ -33,8 +34,6 @@ use session::Session;
 
 /// Close code when a peer answered nothing for a whole ping interval.
 const CLOSE_KEEPALIVE_TIMEOUT: u16 = 4002;
-/// A write that cannot finish in this long means the peer is gone.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Most bytes read in one go before other work (writes, timers) gets a turn.
 const READ_BUDGET: usize = 64 * 1024;
 /// Size of the on-stack read buffer; nothing is kept between reads.
@@ -200,13 +199,13 @@ impl Connection {
                         std::mem::take(&mut self.heard_since_ping)
                     };
                     match write_frames(&stream, batch.frames, ping) {
-                        Written::All => ends,
+                        Sent::All => ends,
                         // Boxed: only a connection whose socket is full waits here.
-                        Written::Part(rest) => match Box::pin(write_rest(&stream, rest)).await {
+                        Sent::Part(rest) => match Box::pin(write_rest(&stream, rest)).await {
                             Ok(()) => ends,
                             Err(_) => Some(End::Gone),
                         },
-                        Written::Failed => Some(End::Gone),
+                        Sent::Failed => Some(End::Gone),
                     }
                 }
                 Wake::Expired => Some(End::Disconnect(CloseReason::TokenExpired)),
@@ -333,26 +332,15 @@ fn read_available(
     Ok(true)
 }
 
-/// What a first, non-blocking write of a batch achieved.
-enum Written {
-    /// Everything went out.
-    All,
-    /// The socket is full; this rest must wait for it to drain.
-    Part(Vec<u8>),
-    /// The socket failed.
-    Failed,
-}
-
 /// Encodes a batch of frames (and a ping after them, if `ping`) into one buffer and writes as
-/// much as the socket takes at once — usually all of it, in one syscall, without touching a
-/// timer or a waker.
+/// much as the socket takes at once: usually all of it, in one syscall.
 fn write_frames(
     stream: &TcpStream,
     frames: std::collections::VecDeque<OutFrame>,
     ping: bool,
-) -> Written {
+) -> Sent {
     if frames.is_empty() && !ping {
-        return Written::All;
+        return Sent::All;
     }
     let mut messages = 0u64;
     let mut lag_recorded = false;
@@ -384,41 +372,7 @@ fn write_frames(
         frame::encode(&mut buf, Opcode::Ping, b"");
     }
     telemetry().written_ws.increment(messages);
-    let mut written = 0;
-    while written < buf.len() {
-        match stream.try_write(&buf[written..]) {
-            Ok(0) => return Written::Failed,
-            Ok(n) => written += n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                buf.drain(..written);
-                return Written::Part(buf);
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return Written::Failed,
-        }
-    }
-    Written::All
-}
-
-/// Writes `buf` as the socket drains, giving up after [`WRITE_TIMEOUT`].
-async fn write_rest(stream: &TcpStream, buf: Vec<u8>) -> io::Result<()> {
-    match tokio::time::timeout(WRITE_TIMEOUT, write_all(stream, &buf)).await {
-        Ok(result) => result,
-        Err(_) => Err(io::ErrorKind::TimedOut.into()),
-    }
-}
-
-async fn write_all(stream: &TcpStream, mut buf: &[u8]) -> io::Result<()> {
-    while !buf.is_empty() {
-        match stream.try_write(buf) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => buf = &buf[n..],
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => stream.writable().await?,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
+    try_send(stream, buf)
 }
 
 fn disconnect_code(reason: CloseReason) -> u16 {
