@@ -293,6 +293,23 @@ fn fanout_delivers_every_message_to_every_subscriber() {
         "fanout",
         "second,published,delivered,p50_ms,p99_ms,max_ms",
     );
+    // in batches: 95 messages in requests of 10 (the last one of 5), each delivered once
+    let (s, _) = bench(&[
+        "fanout",
+        "--publishers",
+        "2",
+        "--messages",
+        "95",
+        "--batch",
+        "10",
+        "--subscribers",
+        "4",
+        "--no-baseline",
+    ]);
+    check_summary(&s, "fanout");
+    assert_eq!(s["details"]["published"], 95, "{s:#}");
+    assert_eq!(s["details"]["delivered"], 380, "{s:#}");
+    assert_eq!(s["details"]["batch"], 10, "{s:#}");
     // paced
     let (s, _) = bench(&[
         "fanout",
