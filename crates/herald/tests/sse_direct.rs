@@ -380,14 +380,7 @@ async fn a_reader_that_falls_behind_is_disconnected_as_a_slow_consumer() {
     assert_eq!(raw.head().await.get("connection"), Some("close"));
     raw.until("subscribed").await;
     // Stop reading while ~20 MB is published.
-    let pad = "p".repeat(16 * 1024);
-    let batch: Vec<Value> = (0..100)
-        .map(|_| json!({ "channel": "firehose", "data": { "pad": pad } }))
-        .collect();
-    for _ in 0..12 {
-        let (status, body) = server.post("/v1/batch", json!({ "messages": batch })).await;
-        assert_eq!(status, 200, "{body}");
-    }
+    server.flood("firehose").await;
     let (mut last_seq, mut end) = (0, None);
     while let Some(block) = raw.event().await {
         match event_name(&block) {

@@ -313,14 +313,7 @@ async fn slow_consumer_is_disconnected_and_resumes() {
     let epoch_known = r["subscribe"]["seq"] == 0;
     assert!(epoch_known);
     // Stop reading while ~20 MB is published.
-    let pad = "p".repeat(16 * 1024);
-    let batch: Vec<Value> = (0..100)
-        .map(|_| json!({ "channel": "firehose", "data": { "pad": pad } }))
-        .collect();
-    for _ in 0..12 {
-        let (status, body) = server.post("/v1/batch", json!({ "messages": batch })).await;
-        assert_eq!(status, 200, "{body}");
-    }
+    server.flood("firehose").await;
     let mut last_seq = 0;
     let mut reason = None;
     while let Some(v) = ws.recv().await {

@@ -140,6 +140,19 @@ impl Server {
         body
     }
 
+    /// Publishes about 20 MB to `channel` (1,200 messages of 16 KiB, in batches of 100): more
+    /// than a subscriber that stops reading can be queued.
+    pub async fn flood(&self, channel: &str) {
+        let pad = "p".repeat(16 * 1024);
+        let batch: Vec<Value> = (0..100)
+            .map(|_| json!({ "channel": channel, "data": { "pad": pad } }))
+            .collect();
+        for _ in 0..12 {
+            let (status, body) = self.post("/v1/batch", json!({ "messages": batch })).await;
+            assert_eq!(status, 200, "{body}");
+        }
+    }
+
     pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
         let r = self
             .http
