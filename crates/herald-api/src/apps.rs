@@ -31,11 +31,9 @@ fn app_param(id: &str) -> Result<AppId, HeraldError> {
 
 async fn find_app(api: &Api, id: &AppId) -> Result<App, HeraldError> {
     api.registry
-        .apps()
+        .app(id)
         .await
         .map_err(HeraldError::from)?
-        .into_iter()
-        .find(|a| a.id == *id)
         .ok_or_else(|| HeraldError::new(ErrorCode::NotFound, format!("no app {id}")))
 }
 

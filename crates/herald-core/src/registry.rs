@@ -148,6 +148,8 @@ pub trait Registry: Send + Sync {
     async fn create_app(&self, app: &App) -> Result<bool, StoreError>;
     /// Every app, by id.
     async fn apps(&self) -> Result<Vec<App>, StoreError>;
+    /// One app, unless it is unknown or deleted.
+    async fn app(&self, id: &AppId) -> Result<Option<App>, StoreError>;
     /// Replaces an app's limits; `false` if unknown.
     async fn set_limits(&self, id: &AppId, limits: AppLimits) -> Result<bool, StoreError>;
     /// Deletes an app with its keys, devices, receipts and usage, keeping its id reserved;

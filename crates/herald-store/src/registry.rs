@@ -48,6 +48,23 @@ fn to_json<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_string(v).unwrap_or_default()
 }
 
+/// The columns of an `apps` row: id, name, token secret, created, limits (JSON).
+type AppRow = (String, String, Option<String>, i64, String);
+
+fn app_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AppRow> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+}
+
+fn app_from_row((id, name, token_secret, created, limits): AppRow) -> Result<App, StoreError> {
+    Ok(App {
+        id: app_id(id)?,
+        name,
+        token_secret,
+        limits: serde_json::from_str(&limits).unwrap_or_default(),
+        created,
+    })
+}
+
 #[async_trait]
 impl Registry for SqliteLog {
     async fn create_app(&self, app: &App) -> Result<bool, StoreError> {
@@ -80,29 +97,28 @@ impl Registry for SqliteLog {
                          WHERE deleted = 0 ORDER BY id",
                     )
                     .map_err(backend)?;
-                let rows = stmt
-                    .query_map([], |r| {
-                        Ok((
-                            r.get::<_, String>(0)?,
-                            r.get::<_, String>(1)?,
-                            r.get::<_, Option<String>>(2)?,
-                            r.get::<_, i64>(3)?,
-                            r.get::<_, String>(4)?,
-                        ))
-                    })
-                    .map_err(backend)?;
+                let rows = stmt.query_map([], app_row).map_err(backend)?;
                 let mut apps = Vec::new();
                 for row in rows {
-                    let (id, name, token_secret, created, limits) = row.map_err(backend)?;
-                    apps.push(App {
-                        id: app_id(id)?,
-                        name,
-                        token_secret,
-                        limits: serde_json::from_str(&limits).unwrap_or_default(),
-                        created,
-                    });
+                    apps.push(app_from_row(row.map_err(backend)?)?);
                 }
                 Ok(apps)
+            })
+            .await
+    }
+
+    async fn app(&self, id: &AppId) -> Result<Option<App>, StoreError> {
+        let id = id.as_str().to_owned();
+        self.readers()
+            .run(move |conn| {
+                let mut stmt = conn
+                    .prepare_cached(
+                        "SELECT id, name, token_secret, created, limits FROM apps
+                         WHERE id = ?1 AND deleted = 0",
+                    )
+                    .map_err(backend)?;
+                let row = stmt.query_row([&id], app_row).optional().map_err(backend)?;
+                row.map(app_from_row).transpose()
             })
             .await
     }
@@ -660,6 +676,35 @@ mod tests {
 
     impl CommitSink for NoSink {
         fn committed(&self, _: &[SharedMessage]) {}
+    }
+
+    #[tokio::test]
+    async fn one_app_is_read_by_id_and_a_deleted_one_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = SqliteLog::open(dir.path(), SqliteOptions::default(), Arc::new(NoSink)).unwrap();
+        let shop = AppId::parse("shop").unwrap();
+        let app = App {
+            id: shop.clone(),
+            name: "Shop".into(),
+            token_secret: Some("s".repeat(32)),
+            limits: AppLimits {
+                max_devices: Some(7),
+                ..AppLimits::default()
+            },
+            created: 123,
+        };
+        assert!(log.create_app(&app).await.unwrap());
+        let read = log.app(&shop).await.unwrap().expect("stored");
+        assert_eq!(
+            (read.name.as_str(), read.created, read.limits.max_devices),
+            ("Shop", 123, Some(7))
+        );
+        assert_eq!(read.token_secret, app.token_secret);
+        let other = AppId::parse("other").unwrap();
+        assert!(log.app(&other).await.unwrap().is_none());
+        assert!(log.delete_app(&shop).await.unwrap());
+        assert!(log.app(&shop).await.unwrap().is_none(), "deleted");
+        log.close().await;
     }
 
     #[tokio::test]
