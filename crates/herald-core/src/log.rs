@@ -139,12 +139,6 @@ pub trait ChannelLog: Send + Sync {
         limit: usize,
     ) -> Result<Vec<ChannelState>, StoreError>;
 
-    /// SHA-256 hex hashes of the publisher API keys.
-    async fn api_key_hashes(&self) -> Result<Vec<String>, StoreError>;
-
-    /// Stores the hash of a new publisher API key (no-op if present).
-    async fn add_api_key_hash(&self, hash: &str, label: &str) -> Result<(), StoreError>;
-
     /// Flushes and stops accepting appends; waits for in-flight appends to finish.
     async fn close(&self);
 }

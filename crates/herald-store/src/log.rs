@@ -195,16 +195,6 @@ impl ChannelLog for SqliteLog {
             .await
     }
 
-    async fn api_key_hashes(&self) -> Result<Vec<String>, StoreError> {
-        self.readers.run(|conn| reader::api_key_hashes(conn)).await
-    }
-
-    async fn add_api_key_hash(&self, hash: &str, label: &str) -> Result<(), StoreError> {
-        let (hash, label) = (hash.to_owned(), label.to_owned());
-        self.ask(|reply| Request::AddApiKey { hash, label, reply })
-            .await
-    }
-
     async fn close(&self) {
         let Some(handle) = self.stop() else {
             return;

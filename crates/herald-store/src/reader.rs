@@ -1,5 +1,5 @@
 //! Reads: a small pool of read-only connections used from tokio's blocking pool, and the queries
-//! behind `read`, `state`, `list` and `api_key_hashes`.
+//! behind `read`, `state` and `list`.
 //!
 //! In WAL mode a reader sees every transaction committed before its read transaction starts and
 //! never waits for the writer. A semaphore sized to the pool makes callers wait asynchronously
@@ -202,11 +202,4 @@ pub(crate) fn list_channels(
         });
     }
     Ok(channels)
-}
-
-/// Every stored API key hash, in hash order.
-pub(crate) fn api_key_hashes(conn: &Connection) -> Result<Vec<String>, StoreError> {
-    conn.prepare_cached("SELECT hash FROM api_keys ORDER BY hash")
-        .and_then(|mut stmt| stmt.query_map([], |row| row.get(0))?.collect())
-        .map_err(backend)
 }

@@ -39,12 +39,6 @@ pub(crate) struct AppendRequest {
 pub(crate) enum Request {
     /// Append messages to a channel.
     Append(AppendRequest),
-    /// Store an API key hash (no-op if present).
-    AddApiKey {
-        hash: String,
-        label: String,
-        reply: Reply<()>,
-    },
     /// Sweep expired messages now, as if the time were `now_ms`; replies with rows deleted.
     TrimExpired { now_ms: i64, reply: Reply<usize> },
     /// A registry write (apps, keys, devices, receipts, usage).
@@ -130,9 +124,6 @@ impl Writer {
                 }
                 Request::Write(write) => {
                     self.commit_batch(Grouped::Write(write), &requests, &mut pending)
-                }
-                Request::AddApiKey { hash, label, reply } => {
-                    let _ = reply.send(self.add_api_key(&hash, &label));
                 }
                 Request::TrimExpired { now_ms, reply } => {
                     let _ = reply.send(self.sweep(now_ms));
@@ -257,16 +248,6 @@ impl Writer {
         tx.commit().map_err(backend)?;
         metrics::histogram!("herald_store_commit_seconds").record(started.elapsed().as_secs_f64());
         Ok(batch)
-    }
-
-    fn add_api_key(&mut self, hash: &str, label: &str) -> Result<(), StoreError> {
-        self.conn
-            .prepare_cached(
-                "INSERT OR IGNORE INTO api_keys (hash, label, created) VALUES (?1, ?2, ?3)",
-            )
-            .and_then(|mut stmt| stmt.execute(rusqlite::params![hash, label, now_millis()]))
-            .map_err(backend)?;
-        Ok(())
     }
 
     /// Runs an age sweep in its own transaction and updates the cache once it commits.

@@ -536,24 +536,46 @@ async fn list_channels_in_name_order() {
 }
 
 #[tokio::test]
-async fn api_key_hashes_are_stored_once() {
+async fn api_keys_are_stored_once_and_outlive_a_restart() {
+    use herald_core::registry::{KeyInfo, Registry};
+    use herald_core::tenant::AppId;
+    let key = |hash: &str, label: &str| KeyInfo {
+        app: AppId::default_app(),
+        id: hash[..12].to_owned(),
+        hash: hash.to_owned(),
+        label: label.to_owned(),
+        created: 1,
+    };
+    let hashes = |keys: Vec<KeyInfo>| {
+        let mut h: Vec<_> = keys.into_iter().map(|k| (k.hash, k.label)).collect();
+        h.sort();
+        h
+    };
+    let (aa, bb) = ("aa".repeat(32), "bb".repeat(32));
     let dir = tempfile::tempdir().unwrap();
     {
         let (log, _) = open(dir.path());
-        assert!(log.api_key_hashes().await.unwrap().is_empty());
-        log.add_api_key_hash("bb", "second").await.unwrap();
-        log.add_api_key_hash("aa", "first").await.unwrap();
-        log.add_api_key_hash("aa", "again").await.unwrap();
-        assert_eq!(log.api_key_hashes().await.unwrap(), ["aa", "bb"]);
+        assert!(log.keys().await.unwrap().is_empty());
+        log.add_key(&key(&bb, "second")).await.unwrap();
+        log.add_key(&key(&aa, "first")).await.unwrap();
+        log.add_key(&key(&aa, "again")).await.unwrap();
+        let stored = hashes(log.keys().await.unwrap());
+        assert_eq!(
+            stored,
+            [(aa.clone(), "first".into()), (bb.clone(), "second".into())]
+        );
         log.close().await;
         assert!(matches!(
-            log.add_api_key_hash("cc", "late").await,
+            log.add_key(&key(&"cc".repeat(32), "late")).await,
             Err(StoreError::Closed)
         ));
         log.close().await; // closing twice is harmless
     }
     let (log, _) = open(dir.path());
-    assert_eq!(log.api_key_hashes().await.unwrap(), ["aa", "bb"]);
+    assert_eq!(
+        hashes(log.keys().await.unwrap()),
+        [(aa, "first".into()), (bb, "second".into())]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

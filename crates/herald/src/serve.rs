@@ -35,7 +35,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         .with_context(|| format!("cannot open the store in {}", config.data.display()))?;
     let log: Arc<dyn ChannelLog> = store.clone();
     let registry: Arc<dyn Registry> = store;
-    let keys = Arc::new(publisher_keys(&config, log.as_ref(), registry.as_ref()).await?);
+    let keys = Arc::new(publisher_keys(&config, registry.as_ref()).await?);
     let tokens = Arc::new(Tokens::new(token_secret(&config)?.as_bytes()));
     let usage = UsageMeter::new();
     for app in registry.apps().await? {
@@ -248,13 +248,10 @@ async fn write_usage(usage: Arc<UsageMeter>, registry: Arc<dyn Registry>, stop: 
 /// The publisher keys: the configured one (stored as a hash, for the default app), plus every
 /// app's stored keys. With none configured and none stored for the default app, one is
 /// generated and printed once.
-async fn publisher_keys(
-    config: &Config,
-    log: &dyn ChannelLog,
-    registry: &dyn Registry,
-) -> anyhow::Result<ApiKeys> {
+async fn publisher_keys(config: &Config, registry: &dyn Registry) -> anyhow::Result<ApiKeys> {
     if let Some(key) = &config.api_key {
-        log.add_api_key_hash(&hash_api_key(key), "configured")
+        registry
+            .add_key(&default_app_key(hash_api_key(key), "configured"))
             .await?;
     }
     let stored = registry.keys().await?;
@@ -262,7 +259,9 @@ async fn publisher_keys(
     if !stored.iter().any(|k| k.app.is_default()) {
         let key = generate_secret("hk_");
         let hash = hash_api_key(&key);
-        log.add_api_key_hash(&hash, "generated").await?;
+        registry
+            .add_key(&default_app_key(hash.clone(), "generated"))
+            .await?;
         keys.insert(hash, herald_core::tenant::AppId::default_app());
         println!("Generated a publisher API key (shown only once, stored hashed): {key}");
         println!("Use it as: export HERALD_API_KEY={key}");
@@ -271,6 +270,18 @@ async fn publisher_keys(
         keys.insert(k.hash, k.app);
     }
     Ok(keys)
+}
+
+/// A publisher key of the default app, as stored (its short id is the start of its hash, as
+/// for every app's keys).
+fn default_app_key(hash: String, label: &str) -> herald_core::registry::KeyInfo {
+    herald_core::registry::KeyInfo {
+        app: herald_core::tenant::AppId::default_app(),
+        id: hash[..12].to_owned(),
+        hash,
+        label: label.to_owned(),
+        created: herald_core::message::now_millis(),
+    }
 }
 
 /// The client-token secret: configured, or read from (or first generated into) the data dir.
