@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::error::HeraldError;
 use crate::head::{Head, HeadLookup};
-use crate::hub::{Admit, Hub, Subscription};
+use crate::hub::{Filter, Hub, Subscription};
 use crate::log::{Appended, ChannelLog, ChannelState, LogSlice, ReadFrom, Retention};
 use crate::message::{Cursor, Epoch, NewMessage, SharedMessage};
 use crate::name::ChannelName;
@@ -159,7 +159,8 @@ impl Engine {
         outbox: &Arc<Outbox>,
         request: &SubscribeRequest,
     ) -> Result<Catchup, HeraldError> {
-        self.subscribe_with(channel, outbox, request, None).await
+        self.subscribe_with(channel, outbox, request, Filter::default())
+            .await
     }
 
     /// [`Engine::subscribe`] with a filter on what the subscriber receives, replayed or live.
@@ -168,9 +169,9 @@ impl Engine {
         channel: &ChannelName,
         outbox: &Arc<Outbox>,
         request: &SubscribeRequest,
-        admit: Option<Admit>,
+        filter: Filter,
     ) -> Result<Catchup, HeraldError> {
-        let (subscription, lookup) = self.hub.subscribe_with(channel, outbox.clone(), admit);
+        let (subscription, lookup) = self.hub.subscribe_with(channel, outbox.clone(), filter);
         match self.catch_up(channel, request, lookup).await {
             Ok((outcome, mut messages)) => {
                 messages.retain(|m| subscription.admits(m));

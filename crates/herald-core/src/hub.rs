@@ -26,6 +26,19 @@ const SHARDS: usize = 64;
 /// device's subscription to its app's broadcast log keeps only pushes whose audience admits it.
 pub type Admit = Arc<dyn Fn(&StoredMessage) -> bool + Send + Sync>;
 
+/// Told how many messages were queued for a subscription (replayed and live), as they are
+/// queued: a device's usage counts its deliveries with it.
+pub type Tally = Arc<dyn Fn(u64) + Send + Sync>;
+
+/// What a subscription receives ([`Admit`]) and who counts what it was sent ([`Tally`]).
+#[derive(Clone, Default)]
+pub struct Filter {
+    /// Keeps only the messages it admits; none means all.
+    pub admit: Option<Admit>,
+    /// Counts the messages queued.
+    pub tally: Option<Tally>,
+}
+
 /// Live messages a subscription may park while catching up before it counts as slow.
 const MAX_PARKED: usize = 10_000;
 
@@ -39,13 +52,31 @@ pub struct Subscription {
     /// live delivery skips anything at or below it.
     caught_up_to: AtomicU64,
     parked: Mutex<Vec<SharedMessage>>,
-    admit: Option<Admit>,
+    filter: Filter,
 }
 
 impl Subscription {
     /// Whether this subscription receives `message`.
     pub fn admits(&self, message: &StoredMessage) -> bool {
-        self.admit.as_ref().is_none_or(|admit| admit(message))
+        self.filter
+            .admit
+            .as_ref()
+            .is_none_or(|admit| admit(message))
+    }
+
+    fn tally(&self, n: u64) {
+        if let Some(tally) = self.filter.tally.as_ref().filter(|_| n > 0) {
+            tally(n);
+        }
+    }
+
+    /// Queues a live message unless the catch-up already covered it.
+    fn send_live(&self, message: &SharedMessage) {
+        if message.seq > self.caught_up_to.load(Ordering::Relaxed)
+            && self.outbox.push(OutFrame::Message(message.clone()))
+        {
+            self.tally(1);
+        }
     }
 
     /// The subscription's id, unique in this process.
@@ -58,17 +89,13 @@ impl Subscription {
             return;
         }
         if self.live.load(Ordering::Acquire) {
-            if message.seq > self.caught_up_to.load(Ordering::Relaxed) {
-                self.outbox.push(OutFrame::Message(message.clone()));
-            }
+            self.send_live(message);
             return;
         }
         let mut parked = self.parked.lock();
         if self.live.load(Ordering::Acquire) {
             drop(parked);
-            if message.seq > self.caught_up_to.load(Ordering::Relaxed) {
-                self.outbox.push(OutFrame::Message(message.clone()));
-            }
+            self.send_live(message);
         } else if parked.len() >= MAX_PARKED {
             drop(parked);
             self.outbox.close(CloseReason::SlowConsumer);
@@ -83,12 +110,20 @@ impl Subscription {
     pub fn go_live(&self, first: Vec<OutFrame>, caught_up_to: u64) {
         let mut parked = self.parked.lock();
         self.caught_up_to.store(caught_up_to, Ordering::Relaxed);
-        let rest = std::mem::take(&mut *parked)
-            .into_iter()
-            .filter(|m| m.seq > caught_up_to)
-            .map(OutFrame::Message);
-        self.outbox
-            .push_all_unbounded(first.into_iter().chain(rest));
+        let mut frames = first;
+        frames.extend(
+            std::mem::take(&mut *parked)
+                .into_iter()
+                .filter(|m| m.seq > caught_up_to)
+                .map(OutFrame::Message),
+        );
+        let messages = frames
+            .iter()
+            .filter(|f| matches!(f, OutFrame::Message(_) | OutFrame::Replayed(_)))
+            .count();
+        if self.outbox.push_all_unbounded(frames) {
+            self.tally(messages as u64);
+        }
         self.live.store(true, Ordering::Release);
     }
 }
@@ -211,7 +246,7 @@ impl Hub {
         channel: &ChannelName,
         outbox: Arc<Outbox>,
     ) -> (Arc<Subscription>, HeadLookup) {
-        self.subscribe_with(channel, outbox, None)
+        self.subscribe_with(channel, outbox, Filter::default())
     }
 
     /// [`Hub::subscribe`] with a filter on what the subscription receives.
@@ -219,10 +254,10 @@ impl Hub {
         &self,
         channel: &ChannelName,
         outbox: Arc<Outbox>,
-        admit: Option<Admit>,
+        filter: Filter,
     ) -> (Arc<Subscription>, HeadLookup) {
         let sub = Arc::new(Subscription {
-            admit,
+            filter,
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             outbox,
             live: AtomicBool::new(false),
@@ -340,6 +375,48 @@ mod tests {
                 OutFrame::Control(_) => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn the_tally_counts_what_is_queued_and_nothing_else() {
+        let hub = Hub::new();
+        let ch = ChannelName::parse("inbox").unwrap();
+        let out = Outbox::new(1 << 20);
+        let counted = Arc::new(AtomicU64::new(0));
+        let tally = counted.clone();
+        let filter = Filter {
+            // Odd seqs only.
+            admit: Some(Arc::new(|m: &StoredMessage| m.seq % 2 == 1)),
+            tally: Some(Arc::new(move |n| {
+                tally.fetch_add(n, Ordering::Relaxed);
+            })),
+        };
+        let (sub, _) = hub.subscribe_with(&ch, out.clone(), filter);
+        for seq in [3, 4, 5] {
+            hub.deliver(&msg(&ch, seq)); // parked: 3 and 5 (4 is not admitted)
+        }
+        assert_eq!(counted.load(Ordering::Relaxed), 0, "parked is not sent");
+        // The catch-up covered up to 3: one reply, two replayed messages; parked 3 is dropped.
+        sub.go_live(
+            vec![
+                OutFrame::Control(bytes::Bytes::from_static(b"reply")),
+                OutFrame::Replayed(msg(&ch, 1)),
+                OutFrame::Replayed(msg(&ch, 3)),
+            ],
+            3,
+        );
+        assert_eq!(seqs(&out), vec![1, 3, 5]);
+        assert_eq!(counted.load(Ordering::Relaxed), 3);
+        hub.deliver(&msg(&ch, 6));
+        hub.deliver(&msg(&ch, 7));
+        assert_eq!(counted.load(Ordering::Relaxed), 4, "live: 7 only");
+        out.close(CloseReason::Shutdown);
+        hub.deliver(&msg(&ch, 9));
+        assert_eq!(
+            counted.load(Ordering::Relaxed),
+            4,
+            "a closed outbox takes nothing"
+        );
     }
 
     #[test]

@@ -12,9 +12,9 @@ use crate::auth::Client;
 use crate::device::InboxCursor;
 use crate::engine::{Catchup, Engine, SubscribeRequest};
 use crate::error::{ErrorCode, HeraldError};
-use crate::hub::Admit;
+use crate::hub::{Filter, Tally};
 use crate::log::{ReadFrom, StoreError};
-use crate::message::{now_millis, Cursor, NewMessage, StoredMessage};
+use crate::message::{now_millis, Cursor, NewMessage};
 use crate::name::ChannelName;
 use crate::outbox::Outbox;
 use crate::push::{broadcast_admit, collapse, direct_admit, Push, Target};
@@ -68,7 +68,7 @@ pub struct InboxPlan {
     pub logs: [ChannelName; 2],
     /// The acknowledged cursor.
     pub cursor: InboxCursor,
-    admits: [Admit; 2],
+    filters: [Filter; 2],
 }
 
 /// Sends pushes and serves device inboxes.
@@ -78,14 +78,9 @@ pub struct Inbox {
     usage: Arc<UsageMeter>,
 }
 
-fn counting(admit: Admit, usage: Arc<AppUsage>) -> Admit {
-    Arc::new(move |m: &StoredMessage| {
-        let keep = admit(m);
-        if keep {
-            usage.delivered(1);
-        }
-        keep
-    })
+/// Counts what a device's subscriptions are sent as the app's deliveries.
+fn deliveries(usage: Arc<AppUsage>) -> Tally {
+    Arc::new(move |n| usage.delivered(n))
 }
 
 impl Inbox {
@@ -243,9 +238,15 @@ impl Inbox {
             device: d.id.clone(),
             logs: [app.app_log(), app.device_log(&d.id)],
             cursor,
-            admits: [
-                counting(broadcast_admit(Arc::new(d.tags)), usage.clone()),
-                counting(direct_admit(), usage),
+            filters: [
+                Filter {
+                    admit: Some(broadcast_admit(Arc::new(d.tags))),
+                    tally: Some(deliveries(usage.clone())),
+                },
+                Filter {
+                    admit: Some(direct_admit()),
+                    tally: Some(deliveries(usage)),
+                },
             ],
         })
     }
@@ -267,20 +268,9 @@ impl Inbox {
         };
         let mut catchup = self
             .engine
-            .subscribe_with(
-                &plan.logs[i],
-                outbox,
-                &request,
-                Some(plan.admits[i].clone()),
-            )
+            .subscribe_with(&plan.logs[i], outbox, &request, plan.filters[i].clone())
             .await?;
-        let before = catchup.messages.len();
         collapse(&mut catchup.messages);
-        // Replaced pushes were counted as delivered by the filter; take them back.
-        let replaced = (before - catchup.messages.len()) as i64;
-        if replaced > 0 {
-            self.usage.app(&plan.app).undelivered(replaced as u64);
-        }
         Ok(catchup)
     }
 

@@ -149,10 +149,11 @@ impl Outbox {
     /// Queues frames regardless of the limit and without counting them against it: a
     /// subscribe's catch-up from the log, already bounded by retention. Live frames queued behind
     /// it still get the whole limit, so a large replay alone never makes a slow consumer.
-    pub fn push_all_unbounded(&self, frames: impl IntoIterator<Item = OutFrame>) {
+    /// Returns false, queuing nothing, if the outbox is closed.
+    pub fn push_all_unbounded(&self, frames: impl IntoIterator<Item = OutFrame>) -> bool {
         let mut q = self.queue.lock();
         if q.closed.is_some() {
-            return;
+            return false;
         }
         q.frames.extend(frames);
         let waiter = if q.frames.is_empty() {
@@ -162,6 +163,7 @@ impl Outbox {
         };
         drop(q);
         wake(waiter);
+        true
     }
 
     /// Closes the outbox; queued frames are still handed out for anything but a slow consumer.

@@ -70,12 +70,6 @@ impl AppUsage {
         self.metrics.deliveries.increment(n);
     }
 
-    /// Takes back deliveries counted for messages that were then not sent (replaced by a
-    /// later push with the same collapse key).
-    pub fn undelivered(&self, n: u64) {
-        self.deliveries.fetch_sub(n, Ordering::Relaxed);
-    }
-
     /// Counts acknowledged pushes.
     pub fn acked(&self, n: u64) {
         self.acks.fetch_add(n, Ordering::Relaxed);
