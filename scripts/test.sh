@@ -12,6 +12,8 @@ if ! command -v cargo >/dev/null 2>&1; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cargo rustc
 fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
+# A test run builds from scratch once: incremental caches would only cost disk (1.4 GB).
+export CARGO_INCREMENTAL=0
 
 step "format and lints"
 cargo fmt --all -- --check
@@ -23,7 +25,9 @@ cargo test --workspace --no-fail-fast
 if [ -d tests/browser ]; then
   step "browser tests (headless Chromium)"
   scripts/install-browser-deps.sh
-  cargo build -p herald
+  # `cargo test` above left the server binary in target/debug (the integration tests run it);
+  # building it again with `cargo build` would compile a second copy with other features.
+  [ -x target/debug/herald ] || cargo build -p herald
   (cd tests/browser && HERALD_BIN="$PWD/../../target/debug/herald" node --test)
 fi
 

@@ -1,7 +1,7 @@
 //! The HTTP publisher API against the real server: auth, idempotency, batch, history, channel
 //! info and listing, operational endpoints, and bad input on every route.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use support::{Server, Ws};

@@ -3,7 +3,7 @@
 //! on a kept-alive connection, goes through hyper. Both must look the same to clients. These
 //! tests speak HTTP over raw sockets, so which path serves a request is under their control.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

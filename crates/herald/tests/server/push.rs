@@ -3,7 +3,7 @@
 //! long-poll; TTL expiry and collapse keys; acks, receipts and usage; acknowledged cursors
 //! surviving `kill -9`; tenant isolation; and bad input refused with a code.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

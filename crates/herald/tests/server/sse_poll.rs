@@ -1,7 +1,7 @@
 //! SSE and long-poll against the real server: delivery, Last-Event-ID / cursor resume across
 //! several channels, timeouts, auth and bad parameters.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use support::{Server, Sse};

@@ -2,7 +2,7 @@
 //! seq survives `kill -9`; seqs continue after restart and are never reused; SIGTERM tells
 //! connected clients why and exits cleanly.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 

@@ -3,13 +3,13 @@
 //! `.b`, subscriber counts, host-id replacement, static files, shutdown lines, passwords, and
 //! bad input answered with the protocol's error.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use support::meteor::{Controller, Subscriber};
 use support::{Server, Ws};
 
-const DEACON_CONF: &str = include_str!("../../../docs/examples/meteord-deacon.conf");
+const DEACON_CONF: &str = include_str!("../../../../docs/examples/meteord-deacon.conf");
 
 /// A server with both Meteor ports, and Deacon's configuration when `deacon`.
 async fn meteor_server(deacon: bool) -> Server {

@@ -1,7 +1,7 @@
 //! WebSocket transport against the real server: live delivery, exact resume, permissions and
 //! bad input.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use support::{Server, Ws};

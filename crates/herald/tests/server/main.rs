@@ -1,0 +1,13 @@
+//! Integration tests against the real `herald` binary, linked into one test program (one link
+//! and one binary on disk instead of one per file): each module starts its own servers on port 0.
+
+mod support;
+
+mod api;
+mod cli;
+mod durability;
+mod meteor;
+mod push;
+mod sse_direct;
+mod sse_poll;
+mod ws;
