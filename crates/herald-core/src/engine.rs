@@ -143,6 +143,18 @@ impl Engine {
             .append(channel, messages, retention)
             .await
             .map_err(HeraldError::from)?;
+        // The fan-out thread moves the hub's head as it delivers, possibly after this returns:
+        // tell the hub now, so a subscriber that starts after the publisher has its answer is
+        // told a seq at least this new (and skips these messages live if it replays them).
+        if let Some(newest) = out.iter().map(|a| &a.message).max_by_key(|m| m.seq) {
+            self.hub.learn_head(
+                channel,
+                Head {
+                    epoch: newest.epoch.clone(),
+                    last_seq: newest.seq,
+                },
+            );
+        }
         let metrics = crate::telemetry::telemetry();
         metrics
             .publish_seconds

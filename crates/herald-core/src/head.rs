@@ -56,12 +56,14 @@ impl HeadSlot {
         self.known.clone()
     }
 
-    /// A message was delivered: it is the newest (the hub delivers in seq order).
+    /// A message was delivered. The hub delivers in seq order, but a publisher's answer may
+    /// already have told the hub of a newer head ([`HeadSlot::learn`]), which stays.
     pub(crate) fn delivered(&mut self, head: Head) {
-        self.known = Some(head);
+        self.learn(head);
     }
 
-    /// A head read from the store after a subscription registered; an older read never wins.
+    /// A head read from the store after a subscription registered, or told by a publish that
+    /// has returned; an older one never wins.
     /// (A store that can reset a channel's log to a new epoch will need the epoch compared too;
     /// SQLite's logs only ever go from no epoch to their first.)
     pub(crate) fn learn(&mut self, head: Head) {

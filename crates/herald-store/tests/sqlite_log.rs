@@ -1,5 +1,6 @@
 //! The SQLite channel log through its public API: appends and reads, seqs and epochs across
-//! restarts, idempotency, retention, group commit under concurrency and the commit sink.
+//! restarts, idempotency, retention, group commit under concurrency and the commit sink; and the
+//! engine over it when fan-out runs behind the publishers.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -710,4 +711,98 @@ async fn wal_is_checkpointed_in_the_background_and_truncated_on_close() {
         .await
         .unwrap();
     assert_eq!(slice.messages.len(), 50);
+}
+
+/// Holds committed messages until told to hand them to the hub: a fan-out thread that is behind.
+struct LateFanOut {
+    hub: Arc<herald_core::hub::Hub>,
+    held: Mutex<Vec<SharedMessage>>,
+}
+
+impl CommitSink for LateFanOut {
+    fn committed(&self, messages: &[SharedMessage]) {
+        self.held.lock().extend(messages.iter().cloned());
+    }
+}
+
+impl LateFanOut {
+    fn release(&self) {
+        for m in std::mem::take(&mut *self.held.lock()) {
+            self.hub.deliver(&m);
+        }
+    }
+}
+
+fn message_seqs(outbox: &herald_core::outbox::Outbox) -> Vec<u64> {
+    use herald_core::outbox::OutFrame;
+    outbox
+        .take()
+        .0
+        .into_iter()
+        .filter_map(|f| match f {
+            OutFrame::Message(m) | OutFrame::Replayed(m) => Some(m.seq),
+            OutFrame::Control(_) => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_subscriber_after_a_returned_publish_is_told_its_seq_before_fan_out_catches_up() {
+    use herald_core::engine::{Engine, SubscribeRequest};
+    use herald_core::message::Cursor;
+    use herald_core::outbox::Outbox;
+
+    let dir = tempfile::tempdir().unwrap();
+    let hub = herald_core::hub::Hub::new();
+    let fan_out = Arc::new(LateFanOut {
+        hub: hub.clone(),
+        held: Mutex::new(Vec::new()),
+    });
+    let log = SqliteLog::open(dir.path(), SqliteOptions::default(), fan_out.clone()).unwrap();
+    let engine = Engine::new(log.clone(), hub, Default::default());
+    let news = name("news");
+
+    // A first subscriber makes the hub track the channel's head.
+    let early = Outbox::new(1 << 20);
+    let sub = engine
+        .subscribe(&news, &early, &SubscribeRequest::default())
+        .await
+        .unwrap();
+    assert_eq!(sub.outcome.seq, 0);
+    sub.go_live(None);
+    let appended = engine
+        .publish(&news, vec![msg("a"), msg("b")])
+        .await
+        .unwrap();
+    assert_eq!(appended.last().unwrap().message.seq, 2);
+
+    // Fan-out has delivered nothing yet; these subscribers start after the publisher's answer.
+    let live = Outbox::new(1 << 20);
+    let sub = engine
+        .subscribe(&news, &live, &SubscribeRequest::default())
+        .await
+        .unwrap();
+    assert_eq!(sub.outcome.seq, 2, "live-only: told the published seq");
+    sub.go_live(None);
+    let resuming = Outbox::new(1 << 20);
+    let request = SubscribeRequest {
+        since: Some(Cursor {
+            epoch: appended[0].message.epoch.clone(),
+            seq: 0,
+        }),
+        ..Default::default()
+    };
+    let sub = engine.subscribe(&news, &resuming, &request).await.unwrap();
+    assert_eq!((sub.outcome.seq, sub.outcome.recovered), (2, true));
+    sub.go_live(None);
+
+    fan_out.release();
+    assert_eq!(message_seqs(&early), [1, 2], "subscribed before: both live");
+    assert_eq!(message_seqs(&live), Vec::<u64>::new(), "subscribed after");
+    assert_eq!(
+        message_seqs(&resuming),
+        [1, 2],
+        "replayed once, not again live"
+    );
+    log.close().await;
 }
