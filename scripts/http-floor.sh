@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Herald's publish rate against the raw HTTP floor of this machine, measured in one run: wrk
+# (64 connections, one thread) drives, for SECONDS each and ROUNDS times in turn,
+#   1. the `http_floor` example: a framework-free responder on two tokio workers,
+#   2. `herald serve`'s GET /healthz (hyper, no store),
+#   3. `herald serve`'s POST /v1/channels/bench/messages (one message per request, sync = batch),
+# and prints requests/s, server CPU microseconds per request, and each rate as a ratio to the
+# floor of the same round. Needs wrk (Debian: apt-get install wrk). Loopback only.
+# Usage: scripts/http-floor.sh [SECONDS=4] [ROUNDS=3]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-4}
+rounds=${2:-3}
+command -v wrk >/dev/null || { echo "needs wrk (apt-get install wrk)" >&2; exit 1; }
+cargo build --release -q -p herald --bin herald --example http_floor
+work=$(mktemp -d)
+key=http-floor-key-0123456789
+cat > "$work/post.lua" <<LUA
+wrk.method = "POST"
+wrk.body = '{"data":{"t":"hello"}}'
+wrk.headers["Authorization"] = "Bearer $key"
+wrk.headers["Content-Type"] = "application/json"
+LUA
+target/release/examples/http_floor 127.0.0.1:7272 2>/dev/null &
+floor=$!
+target/release/herald serve --listen 127.0.0.1:7171 --data "$work/data" --api-key "$key" \
+  --token-secret http-floor-secret-0123456789 >"$work/serve.log" 2>&1 &
+herald=$!
+trap 'kill $floor $herald 2>/dev/null; rm -rf "$work"' EXIT
+sleep 1
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
+# run PID URL [wrk args...]: prints "rate us_per_request"
+run() {
+  local pid=$1 url=$2; shift 2
+  local c0 c1 rate
+  c0=$(ticks "$pid")
+  rate=$(wrk -t1 -c64 -d"${seconds}s" "$@" "$url" | awk '/Requests\/sec/ {print $2}')
+  c1=$(ticks "$pid")
+  awk -v r="$rate" -v t=$((c1 - c0)) -v hz="$hz" -v s="$seconds" \
+    'BEGIN {printf "%.0f %.1f\n", r, t / hz * 1e6 / (r * s)}'
+}
+printf '%-5s %-34s %10s %14s %9s\n' round target "req/s" "us_cpu_per_req" vs_floor
+for round in $(seq "$rounds"); do
+  read -r f fc < <(run $floor http://127.0.0.1:7272/v1/channels/bench/messages -s "$work/post.lua")
+  read -r h hc < <(run $herald http://127.0.0.1:7171/healthz)
+  read -r p pc < <(run $herald http://127.0.0.1:7171/v1/channels/bench/messages -s "$work/post.lua")
+  printf '%-5s %-34s %10s %14s %9s\n' "$round" "raw floor (http_floor example)" "$f" "$fc" 1.00
+  printf '%-5s %-34s %10s %14s %9.2f\n' "$round" "herald GET /healthz" "$h" "$hc" "$(awk -v a="$h" -v b="$f" 'BEGIN {print a / b}')"
+  printf '%-5s %-34s %10s %14s %9.2f\n' "$round" "herald publish, 1 message/request" "$p" "$pc" "$(awk -v a="$p" -v b="$f" 'BEGIN {print a / b}')"
+done
+stored=$(curl -s -H "Authorization: Bearer $key" http://127.0.0.1:7171/v1/channels/bench | sed -n 's/.*"seq":\([0-9]*\).*/\1/p')
+echo "messages stored in the run: ${stored:-?}"
