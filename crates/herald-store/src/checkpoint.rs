@@ -3,6 +3,14 @@
 //! which on the writer thread would stall every publish waiting for the next group commit. A
 //! thread of its own runs a passive checkpoint (which never blocks the writer or readers) every
 //! second, and a truncating one when the store closes.
+//!
+//! A passive checkpoint alone does not bound the log under steady writes: SQLite starts the log
+//! again from the beginning only when a commit begins while every frame has been copied, and
+//! with commits arriving every millisecond some always arrive during the copy, so the file
+//! grew by the whole write rate (350 MB in 20 s of publishing). So once the log holds more than
+//! the configured size, the thread follows its passive pass with a restarting one, which copies
+//! what the passive pass missed (little), waits for readers to leave the log, and holds the
+//! next commit back meanwhile; that commit then writes from the start of the file again.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -27,14 +35,19 @@ pub(crate) struct Checkpointer {
 
 impl Checkpointer {
     /// Starts checkpointing the database at `path` on a connection of its own.
-    pub(crate) fn start(path: &Path) -> Result<Checkpointer, StoreError> {
+    /// Past `restart_bytes` of log, checkpoints also restart it.
+    pub(crate) fn start(path: &Path, restart_bytes: u64) -> Result<Checkpointer, StoreError> {
         let conn = Connection::open(path).map_err(backend)?;
         conn.busy_timeout(Duration::from_secs(5)).map_err(backend)?;
+        let page_size: i64 = conn
+            .query_row("PRAGMA page_size", [], |row| row.get(0))
+            .map_err(backend)?;
+        let restart_pages = (restart_bytes / page_size.max(512) as u64) as i64;
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let flag = stop.clone();
         let handle = std::thread::Builder::new()
             .name("herald-store-checkpoint".into())
-            .spawn(move || run(conn, flag))
+            .spawn(move || run(conn, flag, restart_pages))
             .map_err(|e| StoreError::Backend(format!("cannot start checkpointer: {e}")))?;
         Ok(Checkpointer {
             stop,
@@ -58,7 +71,7 @@ impl Drop for Checkpointer {
     }
 }
 
-fn run(conn: Connection, stop: Arc<(Mutex<bool>, Condvar)>) {
+fn run(conn: Connection, stop: Arc<(Mutex<bool>, Condvar)>, restart_pages: i64) {
     loop {
         {
             let mut stopped = stop.0.lock();
@@ -69,22 +82,33 @@ fn run(conn: Connection, stop: Arc<(Mutex<bool>, Condvar)>) {
                 break;
             }
         }
-        checkpoint(&conn, "PASSIVE");
+        if checkpoint(&conn, "PASSIVE").is_some_and(|wal_pages| wal_pages > restart_pages) {
+            checkpoint(&conn, "RESTART");
+        }
     }
     checkpoint(&conn, "TRUNCATE");
 }
 
-fn checkpoint(conn: &Connection, mode: &str) {
+/// Runs one checkpoint; returns how many pages the log held.
+fn checkpoint(conn: &Connection, mode: &str) -> Option<i64> {
     let started = std::time::Instant::now();
     let result = conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |row| {
-        Ok((row.get::<_, i64>(1)?, row.get::<_, i64>(2)?))
+        Ok((
+            row.get::<_, i64>(0)?,
+            row.get::<_, i64>(1)?,
+            row.get::<_, i64>(2)?,
+        ))
     });
     match result {
-        Ok((wal_pages, copied)) => {
-            metrics::histogram!("herald_store_checkpoint_seconds")
+        Ok((busy, wal_pages, copied)) => {
+            metrics::histogram!("herald_store_checkpoint_seconds", "mode" => mode.to_owned())
                 .record(started.elapsed().as_secs_f64());
-            tracing::trace!(wal_pages, copied, mode, "checkpoint");
+            tracing::trace!(busy, wal_pages, copied, mode, "checkpoint");
+            Some(wal_pages)
         }
-        Err(e) => tracing::warn!(error = %e, mode, "WAL checkpoint failed"),
+        Err(e) => {
+            tracing::warn!(error = %e, mode, "WAL checkpoint failed");
+            None
+        }
     }
 }

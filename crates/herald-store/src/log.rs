@@ -49,9 +49,9 @@ impl SqliteLog {
             ))
         })?;
         let path = dir.join(DB_FILE_NAME);
-        let conn = schema::open_writer(&path, options.sync)?;
+        let conn = schema::open_writer(&path, options.sync, options.wal_restart_bytes)?;
         let readers = ReadPool::open(&path, options.read_connections)?;
-        let checkpointer = Checkpointer::start(&path)?;
+        let checkpointer = Checkpointer::start(&path, options.wal_restart_bytes)?;
         let (tx, rx) = mpsc::channel();
         let writer = Writer::new(conn, options.sync, options.max_batch, sink);
         let handle = std::thread::Builder::new()

@@ -53,6 +53,9 @@ impl FromStr for SyncMode {
     }
 }
 
+/// [`SqliteOptions::wal_restart_bytes`] unless configured: 64 MiB.
+pub const DEFAULT_WAL_RESTART_BYTES: u64 = 64 << 20;
+
 /// How the SQLite log is run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SqliteOptions {
@@ -62,6 +65,12 @@ pub struct SqliteOptions {
     pub max_batch: usize,
     /// Read-only connections in the read pool (at least 1 is used).
     pub read_connections: usize,
+    /// Once the write-ahead log holds more than this, the background checkpoint makes the next
+    /// commit start it again from the beginning (briefly holding that commit back), so the
+    /// file stops growing; it is also cut back to this size when it restarts. Under steady
+    /// writes the log is never otherwise fully copied at the moment a commit starts, so
+    /// without this it would grow without bound.
+    pub wal_restart_bytes: u64,
 }
 
 impl Default for SqliteOptions {
@@ -70,6 +79,7 @@ impl Default for SqliteOptions {
             sync: SyncMode::Batch,
             max_batch: 4096,
             read_connections: 4,
+            wal_restart_bytes: DEFAULT_WAL_RESTART_BYTES,
         }
     }
 }

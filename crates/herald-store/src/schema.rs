@@ -118,7 +118,11 @@ pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Opens the write connection, switches the database to WAL and runs pending migrations.
-pub(crate) fn open_writer(path: &Path, sync: SyncMode) -> Result<Connection, StoreError> {
+pub(crate) fn open_writer(
+    path: &Path,
+    sync: SyncMode,
+    wal_limit_bytes: u64,
+) -> Result<Connection, StoreError> {
     let mut conn = Connection::open(path)
         .map_err(|e| StoreError::Backend(format!("cannot open {}: {e}", path.display())))?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(backend)?;
@@ -141,6 +145,10 @@ pub(crate) fn open_writer(path: &Path, sync: SyncMode) -> Result<Connection, Sto
         .map_err(backend)?;
     // Checkpoints run on their own thread (checkpoint.rs), never inside a group commit.
     conn.pragma_update(None, "wal_autocheckpoint", 0)
+        .map_err(backend)?;
+    // When a commit starts the log again from the beginning, a file grown past this by a burst
+    // is cut back to it.
+    conn.pragma_update(None, "journal_size_limit", wal_limit_bytes as i64)
         .map_err(backend)?;
     conn.set_prepared_statement_cache_capacity(32);
     migrate(&mut conn)?;
@@ -196,7 +204,7 @@ mod tests {
     fn migrates_once_and_is_idempotent() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.db");
-        let mut conn = open_writer(&path, SyncMode::Batch).unwrap();
+        let mut conn = open_writer(&path, SyncMode::Batch, 1 << 20).unwrap();
         assert_eq!(version(&conn), SCHEMA_VERSION);
         migrate(&mut conn).unwrap();
         assert_eq!(version(&conn), SCHEMA_VERSION);
@@ -210,18 +218,18 @@ mod tests {
     fn refuses_a_newer_schema() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.db");
-        let conn = open_writer(&path, SyncMode::Off).unwrap();
+        let conn = open_writer(&path, SyncMode::Off, 1 << 20).unwrap();
         conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
             .unwrap();
         drop(conn);
-        let err = open_writer(&path, SyncMode::Off).unwrap_err();
+        let err = open_writer(&path, SyncMode::Off, 1 << 20).unwrap_err();
         assert!(err.to_string().contains("newer"), "{err}");
     }
 
     #[test]
     fn client_id_is_unique_per_channel_only_when_present() {
         let dir = tempfile::tempdir().unwrap();
-        let conn = open_writer(&dir.path().join("t.db"), SyncMode::Off).unwrap();
+        let conn = open_writer(&dir.path().join("t.db"), SyncMode::Off, 1 << 20).unwrap();
         let insert = "INSERT INTO messages (channel_id, seq, client_id, time, data) \
                       VALUES (?1, ?2, ?3, 0, x'')";
         conn.execute(insert, rusqlite::params![1, 1, None::<String>])

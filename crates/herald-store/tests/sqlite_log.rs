@@ -501,6 +501,7 @@ async fn small_max_batch_still_commits_everything() {
         sync: SyncMode::Off,
         max_batch: 1,
         read_connections: 1,
+        ..SqliteOptions::default()
     };
     let log = SqliteLog::open(dir.path(), options, sink.clone()).unwrap();
     let c = name("tiny");
@@ -711,6 +712,78 @@ async fn wal_is_checkpointed_in_the_background_and_truncated_on_close() {
         .await
         .unwrap();
     assert_eq!(slice.messages.len(), 50);
+}
+
+#[tokio::test]
+async fn the_wal_is_restarted_and_cut_back_while_appends_never_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let limit: u64 = 256 << 10;
+    let options = SqliteOptions {
+        sync: SyncMode::Off,
+        wal_restart_bytes: limit,
+        ..SqliteOptions::default()
+    };
+    let log = SqliteLog::open(dir.path(), options, Arc::new(RecordingSink::default())).unwrap();
+    let wal = dir.path().join("herald.db-wal");
+    let wal_len = || std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    // Four appenders commit without pause, so some commit always lands while a checkpoint
+    // copies: a passive checkpoint alone never finds the log fully copied when a commit starts.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let big = format!("\"{}\"", "x".repeat(3000));
+    let appenders: Vec<_> = (0..4)
+        .map(|i| {
+            let (log, stop, big) = (log.clone(), stop.clone(), big.clone());
+            tokio::spawn(async move {
+                let channel = name(&format!("wal/{i}"));
+                let mut n = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    log.append(&channel, vec![msg(&big)], keep(100))
+                        .await
+                        .unwrap();
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    // Wait for the log to pass the limit, then for it to shrink while the appends go on.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut peak = 0;
+    let shrank = loop {
+        let len = wal_len();
+        if peak > limit && len < peak {
+            break Some((peak, len));
+        }
+        peak = peak.max(len);
+        if std::time::Instant::now() > deadline {
+            break None;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    };
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut appended = 0;
+    for a in appenders {
+        appended += a.await.unwrap();
+    }
+    let (peak, after) = shrank.unwrap_or_else(|| {
+        panic!("the WAL grew to {peak} bytes over {appended} appends and was never cut back")
+    });
+    assert!(
+        after <= limit,
+        "cut back to {after} bytes, more than the {limit} limit (peak {peak})"
+    );
+    // Everything is still there, in order.
+    for i in 0..4 {
+        let slice = log
+            .read(&name(&format!("wal/{i}")), ReadFrom::Tail(100), 100)
+            .await
+            .unwrap();
+        let seqs = seqs(&slice.messages);
+        assert!(!seqs.is_empty());
+        assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1));
+        assert_eq!(*seqs.last().unwrap(), slice.state.last_seq);
+    }
+    log.close().await;
 }
 
 /// Holds committed messages until told to hand them to the hub: a fan-out thread that is behind.
