@@ -27,6 +27,12 @@ use crate::backend;
 /// How often the WAL is checkpointed.
 const INTERVAL: Duration = Duration::from_secs(1);
 
+/// How long a checkpoint waits for the writer or readers (the final one at close).
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a restarting checkpoint waits for the writer and for readers to leave the log.
+const RESTART_WAIT: Duration = Duration::from_millis(100);
+
 /// The checkpoint thread; stopping (or dropping) it runs a final checkpoint.
 pub(crate) struct Checkpointer {
     stop: Arc<(Mutex<bool>, Condvar)>,
@@ -38,7 +44,7 @@ impl Checkpointer {
     /// Past `restart_bytes` of log, checkpoints also restart it.
     pub(crate) fn start(path: &Path, restart_bytes: u64) -> Result<Checkpointer, StoreError> {
         let conn = Connection::open(path).map_err(backend)?;
-        conn.busy_timeout(Duration::from_secs(5)).map_err(backend)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(backend)?;
         let page_size: i64 = conn
             .query_row("PRAGMA page_size", [], |row| row.get(0))
             .map_err(backend)?;
@@ -83,7 +89,11 @@ fn run(conn: Connection, stop: Arc<(Mutex<bool>, Condvar)>, restart_pages: i64) 
             }
         }
         if checkpoint(&conn, "PASSIVE").is_some_and(|wal_pages| wal_pages > restart_pages) {
+            // Commits wait while this one waits for readers: give up soon (and try again on
+            // the next pass) rather than hold publishes back for the full busy timeout.
+            let _ = conn.busy_timeout(RESTART_WAIT);
             checkpoint(&conn, "RESTART");
+            let _ = conn.busy_timeout(BUSY_TIMEOUT);
         }
     }
     checkpoint(&conn, "TRUNCATE");
