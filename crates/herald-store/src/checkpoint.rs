@@ -53,7 +53,7 @@ impl Checkpointer {
         let flag = stop.clone();
         let handle = std::thread::Builder::new()
             .name("herald-store-checkpoint".into())
-            .spawn(move || run(conn, flag, restart_pages))
+            .spawn(move || run(conn, flag, restart_pages, page_size))
             .map_err(|e| StoreError::Backend(format!("cannot start checkpointer: {e}")))?;
         Ok(Checkpointer {
             stop,
@@ -77,7 +77,7 @@ impl Drop for Checkpointer {
     }
 }
 
-fn run(conn: Connection, stop: Arc<(Mutex<bool>, Condvar)>, restart_pages: i64) {
+fn run(conn: Connection, stop: Arc<(Mutex<bool>, Condvar)>, restart_pages: i64, page_size: i64) {
     loop {
         {
             let mut stopped = stop.0.lock();
@@ -88,7 +88,11 @@ fn run(conn: Connection, stop: Arc<(Mutex<bool>, Condvar)>, restart_pages: i64) 
                 break;
             }
         }
-        if checkpoint(&conn, "PASSIVE").is_some_and(|wal_pages| wal_pages > restart_pages) {
+        let wal_pages = checkpoint(&conn, "PASSIVE");
+        if let Some(pages) = wal_pages {
+            metrics::gauge!("herald_store_wal_bytes").set((pages * page_size) as f64);
+        }
+        if wal_pages.is_some_and(|pages| pages > restart_pages) {
             // Commits wait while this one waits for readers: give up soon (and try again on
             // the next pass) rather than hold publishes back for the full busy timeout.
             let _ = conn.busy_timeout(RESTART_WAIT);

@@ -246,6 +246,32 @@ async fn metrics_and_openapi_are_served() {
         !text.contains("channel=\"m\""),
         "no channel names as labels"
     );
+    // The checkpoint thread reports the write-ahead log's size after its first pass (1 s).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let text = server
+            .http
+            .get(server.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let wal = text
+            .lines()
+            .find_map(|l| l.strip_prefix("herald_store_wal_bytes "))
+            .map(|v| v.trim().parse::<f64>().unwrap());
+        if let Some(bytes) = wal {
+            assert!(bytes >= 0.0 && bytes.fract() == 0.0, "{bytes}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "herald_store_wal_bytes missing from /metrics:\n{text}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
     let spec = server
         .http
         .get(server.url("/v1/openapi.yaml"))
