@@ -8,11 +8,13 @@
 //! again from the beginning only when a commit begins while every frame has been copied, and
 //! with commits arriving every millisecond some always arrive during the copy, so the file
 //! grew by the whole write rate (350 MB in 20 s of publishing). So once the log holds more than
-//! the configured size, the thread follows its passive pass with a restarting one, which copies
-//! what the passive pass missed (little), waits for readers to leave the log, and holds the
-//! next commit back meanwhile; that commit then writes from the start of the file again.
+//! the configured size, the thread asks the writer for a restarting checkpoint, which the writer
+//! runs between two batches (where it holds no lock, so it cannot miss its turn): it copies
+//! what the passive pass missed (little), waits for readers to leave the log, and the next
+//! commit then writes from the start of the file again.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -30,13 +32,16 @@ const INTERVAL: Duration = Duration::from_secs(1);
 /// How long a checkpoint waits for the writer or readers (the final one at close).
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// How long a restarting checkpoint waits for the writer and for readers to leave the log.
-const RESTART_WAIT: Duration = Duration::from_millis(100);
+/// How long a restarting checkpoint waits for readers to leave the log (commits wait
+/// meanwhile); if they have not, it gives up and is asked again after the next pass.
+pub(crate) const RESTART_WAIT: Duration = Duration::from_millis(100);
 
 /// The checkpoint thread; stopping (or dropping) it runs a final checkpoint.
 pub(crate) struct Checkpointer {
     stop: Arc<(Mutex<bool>, Condvar)>,
     handle: Option<JoinHandle<()>>,
+    /// Set when the log has grown past the limit; the writer restarts it and clears this.
+    restart_wanted: Arc<AtomicBool>,
 }
 
 impl Checkpointer {
@@ -50,15 +55,27 @@ impl Checkpointer {
             .map_err(backend)?;
         let restart_pages = (restart_bytes / page_size.max(512) as u64) as i64;
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
-        let flag = stop.clone();
+        let restart_wanted = Arc::new(AtomicBool::new(false));
+        let pass = Pass {
+            stop: stop.clone(),
+            restart_wanted: restart_wanted.clone(),
+            restart_pages,
+            page_size,
+        };
         let handle = std::thread::Builder::new()
             .name("herald-store-checkpoint".into())
-            .spawn(move || run(conn, flag, restart_pages, page_size))
+            .spawn(move || pass.run(conn))
             .map_err(|e| StoreError::Backend(format!("cannot start checkpointer: {e}")))?;
         Ok(Checkpointer {
             stop,
             handle: Some(handle),
+            restart_wanted,
         })
+    }
+
+    /// The flag the writer watches for a restart request.
+    pub(crate) fn restart_wanted(&self) -> Arc<AtomicBool> {
+        self.restart_wanted.clone()
     }
 
     /// Stops the thread after a final checkpoint.
@@ -77,34 +94,39 @@ impl Drop for Checkpointer {
     }
 }
 
-fn run(conn: Connection, stop: Arc<(Mutex<bool>, Condvar)>, restart_pages: i64, page_size: i64) {
-    loop {
-        {
-            let mut stopped = stop.0.lock();
-            if !*stopped {
-                stop.1.wait_for(&mut stopped, INTERVAL);
-            }
-            if *stopped {
-                break;
-            }
-        }
-        let wal_pages = checkpoint(&conn, "PASSIVE");
-        if let Some(pages) = wal_pages {
-            metrics::gauge!("herald_store_wal_bytes").set((pages * page_size) as f64);
-        }
-        if wal_pages.is_some_and(|pages| pages > restart_pages) {
-            // Commits wait while this one waits for readers: give up soon (and try again on
-            // the next pass) rather than hold publishes back for the full busy timeout.
-            let _ = conn.busy_timeout(RESTART_WAIT);
-            checkpoint(&conn, "RESTART");
-            let _ = conn.busy_timeout(BUSY_TIMEOUT);
-        }
-    }
-    checkpoint(&conn, "TRUNCATE");
+/// What the checkpoint thread needs.
+struct Pass {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    restart_wanted: Arc<AtomicBool>,
+    restart_pages: i64,
+    page_size: i64,
 }
 
-/// Runs one checkpoint; returns how many pages the log held.
-fn checkpoint(conn: &Connection, mode: &str) -> Option<i64> {
+impl Pass {
+    fn run(self, conn: Connection) {
+        loop {
+            {
+                let mut stopped = self.stop.0.lock();
+                if !*stopped {
+                    self.stop.1.wait_for(&mut stopped, INTERVAL);
+                }
+                if *stopped {
+                    break;
+                }
+            }
+            if let Some(pages) = checkpoint(&conn, "PASSIVE") {
+                metrics::gauge!("herald_store_wal_bytes").set((pages * self.page_size) as f64);
+                if pages > self.restart_pages {
+                    self.restart_wanted.store(true, Ordering::Relaxed);
+                }
+            }
+        }
+        checkpoint(&conn, "TRUNCATE");
+    }
+}
+
+/// Runs one checkpoint on `conn`; returns how many pages the log held.
+pub(crate) fn checkpoint(conn: &Connection, mode: &str) -> Option<i64> {
     let started = std::time::Instant::now();
     let result = conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |row| {
         Ok((

@@ -53,7 +53,13 @@ impl SqliteLog {
         let readers = ReadPool::open(&path, options.read_connections)?;
         let checkpointer = Checkpointer::start(&path, options.wal_restart_bytes)?;
         let (tx, rx) = mpsc::channel();
-        let writer = Writer::new(conn, options.sync, options.max_batch, sink);
+        let writer = Writer::new(
+            conn,
+            options.sync,
+            options.max_batch,
+            sink,
+            checkpointer.restart_wanted(),
+        );
         let handle = std::thread::Builder::new()
             .name("herald-store-writer".into())
             .spawn(move || writer.run(rx))

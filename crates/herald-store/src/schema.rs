@@ -115,7 +115,7 @@ const MIGRATIONS: &[&str] = &[
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// How long a connection waits for a lock held by another connection before failing.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Opens the write connection, switches the database to WAL and runs pending migrations.
 pub(crate) fn open_writer(

@@ -7,6 +7,7 @@
 //! gone, after finishing what was queued.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,7 +20,7 @@ use tokio::sync::oneshot;
 
 use crate::batch::{self, Batch, ChannelCache};
 use crate::options::SyncMode;
-use crate::{backend, retention};
+use crate::{backend, checkpoint, retention, schema};
 
 /// How often expired messages are swept.
 pub(crate) const AGE_TRIM_INTERVAL: Duration = Duration::from_secs(30);
@@ -81,6 +82,8 @@ pub(crate) struct Writer {
     max_batch: usize,
     sink: Arc<dyn CommitSink>,
     cache: ChannelCache,
+    /// Set by the checkpoint thread when the write-ahead log should start again.
+    restart_wanted: Arc<AtomicBool>,
 }
 
 impl Writer {
@@ -89,6 +92,7 @@ impl Writer {
         sync: SyncMode,
         max_batch: usize,
         sink: Arc<dyn CommitSink>,
+        restart_wanted: Arc<AtomicBool>,
     ) -> Self {
         Writer {
             conn,
@@ -96,7 +100,19 @@ impl Writer {
             max_batch: max_batch.max(1),
             sink,
             cache: ChannelCache::default(),
+            restart_wanted,
         }
+    }
+
+    /// Restarts the write-ahead log if the checkpoint thread asked (see checkpoint.rs). Between
+    /// batches this connection holds no lock, so the checkpoint never waits for a writer.
+    fn restart_log_if_wanted(&mut self) {
+        if !self.restart_wanted.swap(false, Ordering::Relaxed) {
+            return;
+        }
+        let _ = self.conn.busy_timeout(checkpoint::RESTART_WAIT);
+        checkpoint::checkpoint(&self.conn, "RESTART");
+        let _ = self.conn.busy_timeout(schema::BUSY_TIMEOUT);
     }
 
     /// The thread's main loop; returns when the request channel is closed and drained.
@@ -129,6 +145,7 @@ impl Writer {
                     let _ = reply.send(self.sweep(now_ms));
                 }
             }
+            self.restart_log_if_wanted();
             if Instant::now() >= next_trim {
                 let _ = self.sweep(now_millis());
                 next_trim = Instant::now() + AGE_TRIM_INTERVAL;
