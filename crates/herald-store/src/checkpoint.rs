@@ -40,14 +40,16 @@ pub(crate) const RESTART_WAIT: Duration = Duration::from_millis(100);
 pub(crate) struct Checkpointer {
     stop: Arc<(Mutex<bool>, Condvar)>,
     handle: Option<JoinHandle<()>>,
-    /// Set when the log has grown past the limit; the writer restarts it and clears this.
-    restart_wanted: Arc<AtomicBool>,
 }
 
 impl Checkpointer {
-    /// Starts checkpointing the database at `path` on a connection of its own.
-    /// Past `restart_bytes` of log, checkpoints also restart it.
-    pub(crate) fn start(path: &Path, restart_bytes: u64) -> Result<Checkpointer, StoreError> {
+    /// Starts checkpointing the database at `path` on a connection of its own. Past
+    /// `restart_bytes` of log it sets `restart_wanted`, which the writer acts on and clears.
+    pub(crate) fn start(
+        path: &Path,
+        restart_bytes: u64,
+        restart_wanted: Arc<AtomicBool>,
+    ) -> Result<Checkpointer, StoreError> {
         let conn = Connection::open(path).map_err(backend)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(backend)?;
         let page_size: i64 = conn
@@ -55,10 +57,9 @@ impl Checkpointer {
             .map_err(backend)?;
         let restart_pages = (restart_bytes / page_size.max(512) as u64) as i64;
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
-        let restart_wanted = Arc::new(AtomicBool::new(false));
         let pass = Pass {
             stop: stop.clone(),
-            restart_wanted: restart_wanted.clone(),
+            restart_wanted,
             restart_pages,
             page_size,
         };
@@ -69,13 +70,7 @@ impl Checkpointer {
         Ok(Checkpointer {
             stop,
             handle: Some(handle),
-            restart_wanted,
         })
-    }
-
-    /// The flag the writer watches for a restart request.
-    pub(crate) fn restart_wanted(&self) -> Arc<AtomicBool> {
-        self.restart_wanted.clone()
     }
 
     /// Stops the thread after a final checkpoint.
@@ -126,7 +121,7 @@ impl Pass {
 }
 
 /// Runs one checkpoint on `conn`; returns how many pages the log held.
-pub(crate) fn checkpoint(conn: &Connection, mode: &str) -> Option<i64> {
+pub(crate) fn checkpoint(conn: &Connection, mode: &'static str) -> Option<i64> {
     let started = std::time::Instant::now();
     let result = conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |row| {
         Ok((
@@ -137,7 +132,7 @@ pub(crate) fn checkpoint(conn: &Connection, mode: &str) -> Option<i64> {
     });
     match result {
         Ok((busy, wal_pages, copied)) => {
-            metrics::histogram!("herald_store_checkpoint_seconds", "mode" => mode.to_owned())
+            metrics::histogram!("herald_store_checkpoint_seconds", "mode" => mode)
                 .record(started.elapsed().as_secs_f64());
             tracing::trace!(busy, wal_pages, copied, mode, "checkpoint");
             Some(wal_pages)

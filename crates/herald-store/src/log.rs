@@ -3,6 +3,7 @@
 //! down on [`ChannelLog::close`] or drop.
 
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -51,15 +52,13 @@ impl SqliteLog {
         let path = dir.join(DB_FILE_NAME);
         let conn = schema::open_writer(&path, options.sync, options.wal_restart_bytes)?;
         let readers = ReadPool::open(&path, options.read_connections)?;
-        let checkpointer = Checkpointer::start(&path, options.wal_restart_bytes)?;
+        // Raised by the checkpoint thread when the write-ahead log should start again; the
+        // writer restarts it between two batches.
+        let restart_wanted = Arc::new(AtomicBool::new(false));
+        let checkpointer =
+            Checkpointer::start(&path, options.wal_restart_bytes, restart_wanted.clone())?;
         let (tx, rx) = mpsc::channel();
-        let writer = Writer::new(
-            conn,
-            options.sync,
-            options.max_batch,
-            sink,
-            checkpointer.restart_wanted(),
-        );
+        let writer = Writer::new(conn, options.sync, options.max_batch, sink, restart_wanted);
         let handle = std::thread::Builder::new()
             .name("herald-store-writer".into())
             .spawn(move || writer.run(rx))

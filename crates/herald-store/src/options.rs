@@ -65,11 +65,11 @@ pub struct SqliteOptions {
     pub max_batch: usize,
     /// Read-only connections in the read pool (at least 1 is used).
     pub read_connections: usize,
-    /// Once the write-ahead log holds more than this, the background checkpoint makes the next
-    /// commit start it again from the beginning (briefly holding that commit back), so the
-    /// file stops growing; it is also cut back to this size when it restarts. Under steady
-    /// writes the log is never otherwise fully copied at the moment a commit starts, so
-    /// without this it would grow without bound.
+    /// Once the write-ahead log holds more than this, the writer restarts it between two
+    /// batches (after the background checkpoint has copied it), so the file stops growing; a
+    /// file grown past this is cut back to it then. Under steady writes the log is never
+    /// otherwise fully copied at the moment a commit starts, so without this it would grow
+    /// without bound.
     pub wal_restart_bytes: u64,
 }
 

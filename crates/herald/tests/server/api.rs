@@ -220,15 +220,7 @@ async fn metrics_and_openapi_are_served() {
     server.publish("m", json!(1)).await;
     let delivered = ws.recv().await.unwrap();
     assert_eq!(delivered["message"]["data"], 1);
-    let text = server
-        .http
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = server.metrics().await;
     for name in [
         "herald_published_messages_total",
         "herald_publish_seconds",
@@ -249,15 +241,7 @@ async fn metrics_and_openapi_are_served() {
     // The checkpoint thread reports the write-ahead log's size after its first pass (1 s).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
-        let text = server
-            .http
-            .get(server.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = server.metrics().await;
         let wal = text
             .lines()
             .find_map(|l| l.strip_prefix("herald_store_wal_bytes "))

@@ -165,15 +165,7 @@ async fn count_subscribers_counts_meteor_subscribers() {
     b.until("ch(\"other\"").await;
     assert_eq!(ctl.command("COUNTSUBSCRIBERS room").await, "OK 2");
     assert_eq!(ctl.command("COUNTSUBSCRIBERS other").await, "OK 1");
-    let metrics = server
-        .http
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = server.metrics().await;
     for line in [
         "herald_connections{transport=\"meteor\"} 2",
         "herald_connections{transport=\"meteor_control\"} 1",

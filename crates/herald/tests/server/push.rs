@@ -884,15 +884,7 @@ async fn usage_is_exported_as_metrics_and_kept_across_a_restart() {
     register(&s, API_KEY, json!({"platform":"herald","id":"m1"})).await;
     push(&s, API_KEY, json!({"target":{"device":"m1"},"data":1})).await;
     s.publish("news", json!(1)).await;
-    let metrics = s
-        .http
-        .get(s.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = s.metrics().await;
     assert!(
         metrics
             .lines()

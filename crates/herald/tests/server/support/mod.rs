@@ -178,6 +178,18 @@ impl Server {
         (status, r.json().await.unwrap_or(Value::Null))
     }
 
+    /// The Prometheus text of `GET /metrics`.
+    pub async fn metrics(&self) -> String {
+        self.http
+            .get(self.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     /// `kill -9` and wait.
     pub fn kill9(&mut self) {
         if let Some(mut c) = self.child.take() {
