@@ -19,6 +19,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use herald_core::auth::{hash_api_key, ApiKeys, Tokens};
 use herald_core::inbox::Inbox;
+use herald_core::publish::Publisher;
 use herald_core::registry::Registry;
 use herald_core::tenant::AppId;
 use herald_core::usage::UsageMeter;
@@ -33,6 +34,8 @@ pub type MetricsRender = Arc<dyn Fn() -> String + Send + Sync>;
 pub struct Api {
     /// The channel engine.
     pub engine: Arc<Engine>,
+    /// Stores and counts published messages (the one publish rule).
+    pub publisher: Arc<Publisher>,
     /// Valid publisher keys, each for one app.
     pub keys: Arc<ApiKeys>,
     /// SHA-256 hex of the admin key, if one is configured.

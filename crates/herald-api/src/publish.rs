@@ -82,23 +82,6 @@ pub(crate) fn parse_json<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, He
         .map_err(|e| HeraldError::bad_request(format!("invalid request body: {e}")))
 }
 
-fn new_message(max: usize, data: &RawValue, id: Option<String>) -> Result<NewMessage, HeraldError> {
-    let data = data.get();
-    if data.len() > max {
-        return Err(HeraldError::new(
-            ErrorCode::TooLarge,
-            format!("message data is {} bytes; the limit is {max}", data.len()),
-        ));
-    }
-    if let Some(id) = &id {
-        herald_core::engine::check_message_id(id)?;
-    }
-    Ok(NewMessage {
-        id,
-        data: Bytes::copy_from_slice(data.as_bytes()),
-    })
-}
-
 /// `POST /v1/channels/{name}/messages`.
 pub async fn publish(
     State(api): State<Arc<Api>>,
@@ -135,10 +118,10 @@ pub async fn publish(
         }
         (h, b) => h.or(b),
     };
-    let max = api.usage.app(&app).max_message_bytes(api.max_message_bytes);
-    let message = new_message(max, &parsed.data, id)?;
-    let appended = api.engine.publish(&channel, vec![message]).await?;
-    api.usage.app(&app).published(1);
+    let message = api
+        .publisher
+        .message(&app, id, parsed.data.get().as_bytes())?;
+    let appended = api.publisher.publish(&app, &channel, vec![message]).await?;
     let first = appended
         .first()
         .ok_or_else(|| HeraldError::new(ErrorCode::Internal, "nothing was appended"))?;
@@ -166,14 +149,16 @@ pub async fn batch(
         ))
         .into());
     }
-    let max = api.usage.app(&app).max_message_bytes(api.max_message_bytes);
     // Validate everything before storing anything.
     let mut groups: Vec<(ChannelName, Vec<usize>, Vec<NewMessage>)> = Vec::new();
     let mut group_of: HashMap<ChannelName, usize> = HashMap::new();
     for (i, item) in parsed.messages.into_iter().enumerate() {
         let at = |e: HeraldError| HeraldError::new(e.code, format!("messages[{i}]: {}", e.message));
         let channel = app.parse_channel(&item.channel).map_err(at)?;
-        let message = new_message(max, &item.data, item.id).map_err(at)?;
+        let message = api
+            .publisher
+            .message(&app, item.id, item.data.get().as_bytes())
+            .map_err(at)?;
         let g = *group_of.entry(channel.clone()).or_insert_with(|| {
             groups.push((channel, Vec::new(), Vec::new()));
             groups.len() - 1
@@ -183,8 +168,8 @@ pub async fn batch(
     }
     let total: usize = groups.iter().map(|g| g.1.len()).sum();
     let stored = futures_util::future::join_all(groups.into_iter().map(|(ch, idx, msgs)| {
-        let engine = api.engine.clone();
-        async move { (idx, engine.publish(&ch, msgs).await) }
+        let (publisher, app) = (&api.publisher, &app);
+        async move { (idx, publisher.publish(app, &ch, msgs).await) }
     }))
     .await;
     let mut results: Vec<serde_json::Value> = vec![serde_json::Value::Null; total];
@@ -193,9 +178,6 @@ pub async fn batch(
     for (idx, outcome) in stored {
         match outcome {
             Ok(appended) => {
-                api.usage
-                    .app(&app)
-                    .published(appended.iter().filter(|a| !a.duplicate).count() as u64);
                 for (i, a) in idx.into_iter().zip(&appended) {
                     results[i] = serde_json::to_value(Published::from(a)).unwrap_or_default();
                 }

@@ -20,6 +20,7 @@ pub mod name;
 pub mod namespace;
 pub mod outbox;
 pub mod pattern;
+pub mod publish;
 pub mod push;
 pub mod registry;
 pub mod tags;

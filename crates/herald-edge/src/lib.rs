@@ -21,6 +21,7 @@ use axum::routing::get;
 use axum::Router;
 use herald_core::auth::{Client, Tokens};
 use herald_core::inbox::Inbox;
+use herald_core::publish::Publisher;
 use herald_core::usage::UsageMeter;
 use herald_core::{Engine, ErrorCode, HeraldError};
 use roster::Roster;
@@ -58,6 +59,8 @@ impl Default for EdgeSettings {
 pub struct Edge {
     /// The channel engine.
     pub engine: Arc<Engine>,
+    /// Stores and counts what clients publish (the one publish rule).
+    pub publisher: Arc<Publisher>,
     /// Verifies client tokens, each with its app's secret.
     pub tokens: Arc<Tokens>,
     /// Device inboxes: what a device token's connection receives, and its acks.

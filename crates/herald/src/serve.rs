@@ -11,6 +11,7 @@ use herald_core::auth::{generate_secret, hash_api_key, ApiKeys, Tokens};
 use herald_core::hub::Hub;
 use herald_core::inbox::Inbox;
 use herald_core::log::ChannelLog;
+use herald_core::publish::Publisher;
 use herald_core::registry::Registry;
 use herald_core::usage::UsageMeter;
 use herald_core::{Engine, ErrorCode, HeraldError};
@@ -49,6 +50,11 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     }
     let engine = Arc::new(Engine::new(log.clone(), hub, config.namespaces()));
     let inbox = Arc::new(Inbox::new(engine.clone(), registry.clone(), usage.clone()));
+    let publisher = Arc::new(Publisher::new(
+        engine.clone(),
+        usage.clone(),
+        config.max_frame_bytes,
+    ));
     let shutdown = CancellationToken::new();
     let usage_writer = tokio::spawn(write_usage(
         usage.clone(),
@@ -57,6 +63,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     ));
     let edge = Arc::new(Edge {
         engine: engine.clone(),
+        publisher: publisher.clone(),
         tokens: tokens.clone(),
         inbox: inbox.clone(),
         usage: usage.clone(),
@@ -73,6 +80,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     });
     let api = Arc::new(herald_api::Api {
         engine,
+        publisher,
         keys,
         admin_key_hash: config.admin_key.as_deref().map(hash_api_key),
         registry,

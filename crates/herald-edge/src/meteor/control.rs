@@ -10,9 +10,9 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use herald_core::telemetry::telemetry;
-use herald_core::{ChannelName, NewMessage};
+use herald_core::tenant::AppId;
+use herald_core::ChannelName;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -144,18 +144,20 @@ async fn add_message(m: &Meteor, channel: &str, text: &str) -> String {
         Err(e) => return format!("ERR {}{CRLF}", e.message),
     };
     let data = match serde_json::to_vec(text) {
-        Ok(data) => Bytes::from(data),
+        Ok(data) => data,
         Err(e) => return format!("ERR {e}{CRLF}"),
     };
-    let message = NewMessage { id: None, data };
-    match m.edge.engine.publish(&name, vec![message]).await {
+    // Meteor's controller publishes for the default app, under the same rule as its HTTP
+    // publisher (size limit, usage count).
+    let app = AppId::default_app();
+    let publisher = &m.edge.publisher;
+    let stored = match publisher.message(&app, None, &data) {
+        Ok(message) => publisher.publish(&app, &name, vec![message]).await,
+        Err(e) => Err(e),
+    };
+    match stored {
         Ok(appended) => {
             Stats::add(&m.stats.unique_messages, 1);
-            // Counted in the default app's usage, like a publish over the HTTP API.
-            m.edge
-                .usage
-                .app(&herald_core::tenant::AppId::default_app())
-                .published(1);
             let seq = appended.first().map_or(0, |a| a.message.seq);
             format!("OK\t{seq}{CRLF}")
         }

@@ -11,7 +11,7 @@ use herald_core::hub::Subscription;
 use herald_core::log::ReadFrom;
 use herald_core::outbox::{OutFrame, Outbox};
 use herald_core::usage::ConnectionGuard;
-use herald_core::{ChannelName, Cursor, Epoch, ErrorCode, HeraldError, NewMessage};
+use herald_core::{ChannelName, Cursor, Epoch, ErrorCode, HeraldError};
 use herald_proto::command::{self, ClientFrame, Command};
 use herald_proto::frame::{self, SubscribeReply};
 use serde::Serialize;
@@ -306,26 +306,9 @@ impl Session {
         let channel = client.app.parse_channel(&p.channel)?;
         client.check_publish(channel.public())?;
         let app = client.app.clone();
-        let max = self
-            .edge
-            .usage
-            .app(&app)
-            .max_message_bytes(self.edge.settings.max_frame_bytes);
-        if p.data.get().len() > max {
-            return Err(HeraldError::new(
-                ErrorCode::TooLarge,
-                format!(
-                    "message data is {} bytes; the limit is {max}",
-                    p.data.get().len()
-                ),
-            ));
-        }
-        let message = NewMessage {
-            id: p.id,
-            data: Bytes::copy_from_slice(p.data.get().as_bytes()),
-        };
-        let appended = self.edge.engine.publish(&channel, vec![message]).await?;
-        self.edge.usage.app(&app).published(1);
+        let publisher = &self.edge.publisher;
+        let message = publisher.message(&app, p.id, p.data.get().as_bytes())?;
+        let appended = publisher.publish(&app, &channel, vec![message]).await?;
         let Some(a) = appended.first() else {
             return Err(HeraldError::new(
                 ErrorCode::Internal,

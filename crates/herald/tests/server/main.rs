@@ -10,4 +10,5 @@ mod meteor;
 mod push;
 mod sse_direct;
 mod sse_poll;
+mod usage;
 mod ws;

@@ -1,0 +1,95 @@
+//! The publish rule, in one place: every path that stores a message (HTTP single and batch,
+//! WebSocket `publish`, Meteor's controller `ADDMESSAGE`, pushes) goes through [`Publisher`],
+//! which checks the payload against the app's size limit, appends through the [`Engine`], and
+//! counts in the app's `published` usage only the messages that were new: a publisher that
+//! retries with the same idempotency key is billed once, on every path.
+//!
+//! Who may publish (a publisher key, a client token's `publish` patterns, the Meteor port) is
+//! each path's own question and is answered before it calls this.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::engine::Engine;
+use crate::error::{ErrorCode, HeraldError};
+use crate::log::Appended;
+use crate::message::NewMessage;
+use crate::name::ChannelName;
+use crate::tenant::AppId;
+use crate::usage::UsageMeter;
+
+/// Validates, stores and counts published messages.
+pub struct Publisher {
+    engine: Arc<Engine>,
+    usage: Arc<UsageMeter>,
+    server_max_message_bytes: usize,
+}
+
+impl Publisher {
+    /// A publisher storing through `engine` and counting in `usage`; no message payload may be
+    /// larger than `server_max_message_bytes`, and an app's own limit may be lower.
+    pub fn new(
+        engine: Arc<Engine>,
+        usage: Arc<UsageMeter>,
+        server_max_message_bytes: usize,
+    ) -> Self {
+        Publisher {
+            engine,
+            usage,
+            server_max_message_bytes,
+        }
+    }
+
+    /// The engine messages are stored through.
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    /// The largest payload `app` may publish, in bytes.
+    pub fn max_message_bytes(&self, app: &AppId) -> usize {
+        self.usage
+            .app(app)
+            .max_message_bytes(self.server_max_message_bytes)
+    }
+
+    /// A message of `app` with payload `data` (JSON text, already validated) and idempotency
+    /// key `id`, refused when the payload is over the app's limit or the key is malformed.
+    pub fn message(
+        &self,
+        app: &AppId,
+        id: Option<String>,
+        data: &[u8],
+    ) -> Result<NewMessage, HeraldError> {
+        let max = self.max_message_bytes(app);
+        if data.len() > max {
+            return Err(HeraldError::new(
+                ErrorCode::TooLarge,
+                format!("message data is {} bytes; the limit is {max}", data.len()),
+            ));
+        }
+        if let Some(id) = &id {
+            crate::engine::check_message_id(id)?;
+        }
+        Ok(NewMessage {
+            id,
+            data: Bytes::copy_from_slice(data),
+        })
+    }
+
+    /// Stores `messages` in `channel` (in order, all or nothing) and counts the ones that were
+    /// not duplicates of an earlier publish in `app`'s usage.
+    pub async fn publish(
+        &self,
+        app: &AppId,
+        channel: &ChannelName,
+        messages: Vec<NewMessage>,
+    ) -> Result<Vec<Appended>, HeraldError> {
+        let appended = self.engine.publish(channel, messages).await?;
+        let new = appended.iter().filter(|a| !a.duplicate).count() as u64;
+        if new > 0 {
+            self.usage.app(app).published(new);
+        }
+        Ok(appended)
+    }
+}
