@@ -24,7 +24,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::error::{ErrorCode, HeraldError};
+use herald_core::error::{ErrorCode, HeraldError};
 
 /// Longest tag accepted, in bytes.
 pub const MAX_TAG_LEN: usize = 64;
