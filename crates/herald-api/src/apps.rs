@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use herald_core::auth::{generate_secret, hash_api_key, ClientClaims};
 use herald_core::message::now_millis;
-use herald_core::registry::{App, AppLimits, KeyInfo};
+use herald_core::tenancy::{App, AppLimits, KeyInfo};
 use herald_core::tenant::AppId;
 use herald_core::{ErrorCode, HeraldError};
 use serde::Deserialize;
@@ -30,7 +30,7 @@ fn app_param(id: &str) -> Result<AppId, HeraldError> {
 }
 
 async fn find_app(api: &Api, id: &AppId) -> Result<App, HeraldError> {
-    api.registry
+    api.tenancy
         .app(id)
         .await
         .map_err(HeraldError::from)?
@@ -48,7 +48,7 @@ async fn new_key(api: &Api, app: &AppId, label: &str) -> Result<(String, KeyInfo
         label: label.to_string(),
         created: now_millis(),
     };
-    api.registry
+    api.tenancy
         .add_key(&info)
         .await
         .map_err(HeraldError::from)?;
@@ -86,7 +86,7 @@ pub async fn create(
         created: now_millis(),
     };
     if !api
-        .registry
+        .tenancy
         .create_app(&app)
         .await
         .map_err(HeraldError::from)?
@@ -110,7 +110,7 @@ pub async fn create(
 /// `GET /v1/apps`.
 pub async fn list(State(api): State<Arc<Api>>, headers: HeaderMap) -> Result<Response, ApiError> {
     api.authorize_admin(&headers)?;
-    let apps = api.registry.apps().await.map_err(HeraldError::from)?;
+    let apps = api.tenancy.apps().await.map_err(HeraldError::from)?;
     Ok(axum::Json(json!({ "apps": apps })).into_response())
 }
 
@@ -143,7 +143,7 @@ pub async fn update(
     let body = read_body(body, 4096).await?;
     let req: UpdateApp = parse_json(&body)?;
     if !api
-        .registry
+        .tenancy
         .set_limits(&id, req.limits)
         .await
         .map_err(HeraldError::from)?
@@ -167,7 +167,7 @@ pub async fn delete(
         return Err(HeraldError::forbidden("the default app cannot be deleted").into());
     }
     if !api
-        .registry
+        .tenancy
         .delete_app(&id)
         .await
         .map_err(HeraldError::from)?
@@ -190,7 +190,7 @@ pub async fn list_keys(
     let id = app_param(&id)?;
     find_app(&api, &id).await?;
     let keys: Vec<KeyInfo> = api
-        .registry
+        .tenancy
         .keys()
         .await
         .map_err(HeraldError::from)?
@@ -241,7 +241,7 @@ pub async fn remove_key(
     api.authorize_admin(&headers)?;
     let id = app_param(&id)?;
     if !api
-        .registry
+        .tenancy
         .remove_key(&id, &key_id)
         .await
         .map_err(HeraldError::from)?
@@ -308,9 +308,9 @@ pub async fn mint_token(
         .into());
     }
     if let Some(device) = &req.device {
-        herald_core::device::check_device_id(device)?;
+        herald_core::device_id::check_device_id(device)?;
         if api
-            .registry
+            .devices
             .device(&app, device)
             .await
             .map_err(HeraldError::from)?

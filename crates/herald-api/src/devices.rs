@@ -9,10 +9,11 @@ use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use herald_core::device::{check_device_id, Device, DevicePatch, DeviceWrite, Registration};
-use herald_core::registry::DeviceQuery;
 use herald_core::tenant::AppId;
 use herald_core::{ErrorCode, HeraldError};
+use herald_push::device::{check_device_id, Device, DevicePatch, DeviceWrite, Registration};
+use herald_push::logs::PushLogs;
+use herald_push::registry::{Ack, DeviceQuery};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -41,7 +42,7 @@ async fn upsert(
         let mut new = 0;
         for d in &devices {
             if api
-                .registry
+                .devices
                 .device(app, &d.device.id)
                 .await
                 .map_err(HeraldError::from)?
@@ -54,7 +55,7 @@ async fn upsert(
     }
     let start = api.inbox.start_cursor(app).await?;
     let stored = api
-        .registry
+        .devices
         .upsert_devices(app, devices, start)
         .await
         .map_err(HeraldError::from)?;
@@ -130,7 +131,7 @@ pub async fn register_batch(
 
 async fn load(api: &Api, app: &AppId, id: &str) -> Result<Device, HeraldError> {
     check_device_id(id)?;
-    api.registry
+    api.devices
         .device(app, id)
         .await
         .map_err(HeraldError::from)?
@@ -156,7 +157,7 @@ async fn update(
 ) -> Result<Device, HeraldError> {
     check_device_id(id)?;
     let (mut device, cursor) = api
-        .registry
+        .devices
         .device(app, id)
         .await
         .map_err(HeraldError::from)?
@@ -180,12 +181,12 @@ async fn update(
             epoch: own.epoch,
             seq: own.last_seq,
         };
-        let ack = herald_core::registry::Ack {
+        let ack = Ack {
             from: cursor,
             to,
             pushes: Vec::new(),
         };
-        api.registry
+        api.devices
             .ack(app, id, &ack)
             .await
             .map_err(HeraldError::from)?;
@@ -253,7 +254,7 @@ pub async fn delete(
         seq: head.last_seq,
     };
     if !api
-        .registry
+        .devices
         .delete_device(&app, &id, head)
         .await
         .map_err(HeraldError::from)?
@@ -279,7 +280,7 @@ pub async fn list(
         match k.as_str() {
             "user" => q.user = Some(v),
             "tag" => {
-                herald_core::tags::validate_tag(&v)?;
+                herald_push::tags::validate_tag(&v)?;
                 q.tag = Some(v)
             }
             "after" => q.after = Some(v),
@@ -304,7 +305,7 @@ pub async fn list(
         return Err(HeraldError::bad_request("list by user or by tag, not both").into());
     }
     let devices = api
-        .registry
+        .devices
         .devices(&app, &q)
         .await
         .map_err(HeraldError::from)?;

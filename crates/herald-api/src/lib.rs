@@ -18,12 +18,12 @@ use axum::http::HeaderMap;
 use axum::routing::{get, post};
 use axum::Router;
 use herald_core::auth::{hash_api_key, ApiKeys, Tokens};
-use herald_core::inbox::Inbox;
 use herald_core::publish::Publisher;
-use herald_core::registry::Registry;
+use herald_core::tenancy::Tenancy;
 use herald_core::tenant::AppId;
 use herald_core::usage::UsageMeter;
 use herald_core::{Engine, ErrorCode, HeraldError};
+use herald_push::{DeviceRegistry, Inbox};
 
 pub use error::ApiError;
 
@@ -40,8 +40,10 @@ pub struct Api {
     pub keys: Arc<ApiKeys>,
     /// SHA-256 hex of the admin key, if one is configured.
     pub admin_key_hash: Option<String>,
-    /// Apps, devices, receipts, usage.
-    pub registry: Arc<dyn Registry>,
+    /// Apps, their keys, limits and usage.
+    pub tenancy: Arc<dyn Tenancy>,
+    /// Devices, their cursors and push receipts.
+    pub devices: Arc<dyn DeviceRegistry>,
     /// Pushes and device inboxes.
     pub inbox: Arc<Inbox>,
     /// Every app's client-token secret.

@@ -9,10 +9,10 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use herald_core::inbox::LogKind;
 use herald_core::message::now_millis;
-use herald_core::push::PushBody;
 use herald_core::{Cursor, Epoch, ErrorCode, HeraldError};
+use herald_push::inbox::LogKind;
+use herald_push::push::PushBody;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -57,7 +57,7 @@ pub async fn receipt(
 ) -> Result<Response, ApiError> {
     let app = api.authorize(&headers)?;
     let receipt = api
-        .registry
+        .devices
         .receipt(&app, &id)
         .await
         .map_err(HeraldError::from)?

@@ -129,7 +129,7 @@ impl TokenKeys {
             })?;
         let c = data.claims;
         if let Some(d) = &c.device {
-            crate::device::check_device_id(d).map_err(|e| {
+            crate::device_id::check_device_id(d).map_err(|e| {
                 HeraldError::new(
                     ErrorCode::Unauthorized,
                     format!("the token's device: {}", e.message),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::error::HeraldError;
 use crate::head::{Head, HeadLookup};
 use crate::hub::{Filter, Hub, Subscription};
-use crate::log::{Appended, ChannelLog, ChannelState, LogSlice, ReadFrom, Retention};
+use crate::log::{Appended, ChannelLog, ChannelState, LogSlice, ReadFrom};
 use crate::message::{Cursor, Epoch, NewMessage, SharedMessage};
 use crate::name::ChannelName;
 use crate::namespace::Namespaces;
@@ -94,32 +94,19 @@ pub struct Engine {
     log: Arc<dyn ChannelLog>,
     hub: Arc<Hub>,
     namespaces: Namespaces,
-    push_retention: Retention,
 }
-
-/// How long push logs (an app's broadcast log, device inboxes) keep messages unless configured:
-/// 30 days, so a push with the longest TTL is still there for a device that comes back.
-pub const DEFAULT_PUSH_RETENTION: Retention = Retention {
-    max_messages: 10_000_000,
-    max_age_ms: 30 * 24 * 3600 * 1000,
-};
 
 impl Engine {
     /// An engine over `log`, whose commit sink must hand every committed message, in order, to
-    /// [`Hub::deliver`] (as [`crate::fanout::FanOut`] does).
+    /// [`Hub::deliver`] (as [`crate::fanout::FanOut`] does). `namespaces` holds the options of
+    /// every channel, including the reserved logs other crates registered (see
+    /// [`Namespaces::reserve`]).
     pub fn new(log: Arc<dyn ChannelLog>, hub: Arc<Hub>, namespaces: Namespaces) -> Self {
         Engine {
             log,
             hub,
             namespaces,
-            push_retention: DEFAULT_PUSH_RETENTION,
         }
-    }
-
-    /// Sets how long push logs keep messages.
-    pub fn with_push_retention(mut self, retention: Retention) -> Self {
-        self.push_retention = retention;
-        self
     }
 
     /// Appends messages to a channel durably; subscribers receive them once stored.
@@ -131,11 +118,7 @@ impl Engine {
         for id in messages.iter().filter_map(|m| m.id.as_deref()) {
             check_message_id(id)?;
         }
-        let retention = if crate::tenant::is_push_log(channel.as_str()) {
-            self.push_retention
-        } else {
-            self.namespaces.options(channel.as_str()).retention
-        };
+        let retention = self.namespaces.options(channel.as_str()).retention;
         let started = std::time::Instant::now();
         let n = messages.len() as u64;
         let out = self

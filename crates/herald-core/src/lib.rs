@@ -1,19 +1,20 @@
 //! Herald's core: the model (channels, messages, cursors), the channel engine that appends,
-//! fans out and resumes, the per-connection outbox, and client/publisher authentication.
+//! fans out and resumes, the per-connection outbox, client/publisher authentication, and
+//! tenancy (apps, keys, limits, usage).
 //!
-//! Nothing here opens a socket or speaks SQL. Storage is reached through [`log::ChannelLog`],
-//! implemented in `herald-store`; transports live in `herald-edge`.
+//! Nothing here opens a socket or speaks SQL. Storage is reached through [`log::ChannelLog`]
+//! and [`tenancy::Tenancy`], implemented in `herald-store`; transports live in `herald-edge`;
+//! devices and pushes in `herald-push`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod auth;
-pub mod device;
+pub mod device_id;
 pub mod engine;
 pub mod error;
 pub mod fanout;
 pub mod head;
 pub mod hub;
-pub mod inbox;
 pub mod log;
 pub mod message;
 pub mod name;
@@ -21,10 +22,8 @@ pub mod namespace;
 pub mod outbox;
 pub mod pattern;
 pub mod publish;
-pub mod push;
-pub mod registry;
-pub mod tags;
 pub mod telemetry;
+pub mod tenancy;
 pub mod tenant;
 pub mod usage;
 

@@ -1,6 +1,7 @@
 //! Messages and cursors: what a publisher sends, what the log stores, and the `(epoch, seq)`
 //! position every transport resumes from.
 
+use std::any::Any;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
@@ -92,9 +93,13 @@ pub struct StoredMessage {
     /// The epoch of the log it was appended to.
     pub epoch: Epoch,
     frames: [OnceLock<Bytes>; FRAME_KINDS],
-    /// What a push envelope says about delivery, parsed once ([`crate::push::PushMeta::of`]).
-    pub(crate) push_meta: OnceLock<Option<Arc<crate::push::PushMeta>>>,
+    /// What another crate reads from the payload, parsed once per message and shared by every
+    /// subscriber ([`StoredMessage::extension`]).
+    extension: OnceLock<Option<Extension>>,
 }
+
+/// A value another crate derives from a message's payload (see [`StoredMessage::extension`]).
+type Extension = Box<dyn Any + Send + Sync>;
 
 impl StoredMessage {
     /// Builds a stored message.
@@ -114,7 +119,7 @@ impl StoredMessage {
             data,
             epoch,
             frames: Default::default(),
-            push_meta: OnceLock::new(),
+            extension: OnceLock::new(),
         }
     }
 
@@ -124,6 +129,20 @@ impl StoredMessage {
             Some(id) => id.clone(),
             None => format!("{}-{}", self.epoch, self.seq),
         }
+    }
+
+    /// What `parse` reads from this message, parsed the first time it is asked for and kept
+    /// with the message, so every subscriber's filter shares one parse. `None` when `parse`
+    /// found nothing. One message holds one extension: the channels that use this keep one
+    /// kind of value in it (a later call asking for another type gets `None`).
+    pub fn extension<T: Any + Send + Sync>(
+        &self,
+        parse: impl FnOnce(&StoredMessage) -> Option<T>,
+    ) -> Option<&T> {
+        self.extension
+            .get_or_init(|| parse(self).map(|value| Box::new(value) as Extension))
+            .as_ref()
+            .and_then(|value| value.downcast_ref::<T>())
     }
 
     /// The message encoded as `kind`, encoding it with `encode` the first time it is asked for.

@@ -1,6 +1,10 @@
 //! Namespaces: options that apply to every channel whose name starts with a prefix (history
 //! size and age, whether the last message is sent on subscribe). The longest matching prefix
 //! wins; channels matching no prefix get the defaults.
+//!
+//! Reserved logs (an app's logs no client can name, see [`crate::tenant`]) get their options from
+//! the crate that owns them, registered at start-up with [`Namespaces::reserve`]; those come
+//! before any configured prefix.
 
 use crate::log::Retention;
 
@@ -18,17 +22,44 @@ pub struct NamespaceOptions {
 pub struct Namespaces {
     default: NamespaceOptions,
     prefixed: Vec<(String, NamespaceOptions)>,
+    reserved: Vec<(String, NamespaceOptions)>,
 }
 
 impl Namespaces {
     /// Builds the table; `prefixed` may be in any order.
     pub fn new(default: NamespaceOptions, mut prefixed: Vec<(String, NamespaceOptions)>) -> Self {
         prefixed.sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
-        Namespaces { default, prefixed }
+        Namespaces {
+            default,
+            prefixed,
+            reserved: Vec::new(),
+        }
     }
 
-    /// Options for `channel`.
+    /// Gives `options` to the reserved logs of every app whose name within the app starts with
+    /// `local_prefix` (which starts with [`crate::tenant::RESERVED`], e.g. `$app`). A later
+    /// registration of the same prefix replaces the earlier one.
+    pub fn reserve(&mut self, local_prefix: &str, options: NamespaceOptions) {
+        debug_assert!(local_prefix.starts_with(crate::tenant::RESERVED));
+        self.reserved.retain(|(prefix, _)| prefix != local_prefix);
+        self.reserved.push((local_prefix.to_string(), options));
+        self.reserved
+            .sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
+    }
+
+    /// Options for `channel` (a full name).
     pub fn options(&self, channel: &str) -> &NamespaceOptions {
+        if let Some(local) = crate::tenant::scoped_local(channel)
+            .filter(|local| local.starts_with(crate::tenant::RESERVED))
+        {
+            if let Some((_, o)) = self
+                .reserved
+                .iter()
+                .find(|(prefix, _)| local.starts_with(prefix.as_str()))
+            {
+                return o;
+            }
+        }
         self.prefixed
             .iter()
             .find(|(prefix, _)| channel.starts_with(prefix.as_str()))
@@ -60,5 +91,28 @@ mod tests {
         assert!(ns.options("prices/EURUSD").last_on_subscribe);
         assert_eq!(ns.options("prices/GBPUSD").retention.max_messages, 5);
         assert_eq!(ns.options("news"), &NamespaceOptions::default());
+    }
+
+    #[test]
+    fn reserved_logs_take_the_options_registered_for_them() {
+        let long = NamespaceOptions {
+            retention: Retention {
+                max_messages: 9,
+                max_age_ms: 9,
+            },
+            ..Default::default()
+        };
+        let mut ns = Namespaces::new(
+            NamespaceOptions::default(),
+            vec![("shop~".into(), NamespaceOptions::default())],
+        );
+        assert_eq!(ns.options("shop~$app"), &NamespaceOptions::default());
+        ns.reserve("$app", long);
+        ns.reserve("$dev/", long);
+        for full in ["shop~$app", "default~$app", "shop~$dev/d1"] {
+            assert_eq!(ns.options(full), &long, "{full}");
+        }
+        assert_eq!(ns.options("shop~news"), &NamespaceOptions::default());
+        assert_eq!(ns.options("$app"), &NamespaceOptions::default());
     }
 }

@@ -10,7 +10,8 @@
 //!   the app reads it through its cursor and keeps what its audience admits.
 //! - `APP~$dev/DEVICE`: pushes addressed to one device (or to its user).
 //!
-//! Clients see these as `$app` and `$device`.
+//! Clients see these as `$app` and `$device`. Core knows only their names; `herald-push` keeps
+//! pushes in them and registers their retention with [`crate::namespace::Namespaces`].
 
 use std::fmt;
 use std::sync::Arc;
@@ -29,6 +30,12 @@ pub const APP_LOG: &str = "$app";
 
 /// What a device sees as the name of its own inbox log.
 pub const DEVICE_LOG: &str = "$device";
+
+/// What a device's own log is named within its app, before the device id.
+pub const DEVICE_LOG_PREFIX: &str = "$dev/";
+
+/// The first character of every reserved log's name within its app.
+pub const RESERVED: char = '$';
 
 const SCOPE: char = '~';
 
@@ -90,14 +97,12 @@ impl AppId {
         Ok(self.channel(&ChannelName::parse(name)?))
     }
 
-    /// The app's broadcast log (pushes to the app or to a tag expression).
-    pub fn app_log(&self) -> ChannelName {
-        ChannelName::from_trusted(format!("{}{SCOPE}{APP_LOG}", self.0))
-    }
-
-    /// A device's own inbox log. `device` must be a validated device id.
-    pub fn device_log(&self, device: &str) -> ChannelName {
-        ChannelName::from_trusted(format!("{}{SCOPE}$dev/{device}", self.0))
+    /// The full name of one of this app's reserved logs, `local` being its name within the app
+    /// (`$app`, `$dev/DEVICE`): logs no client or publisher can name, which `herald-push`
+    /// keeps pushes in. `local` must be one [`parse_full`] accepts after the scope.
+    pub fn reserved_log(&self, local: &str) -> ChannelName {
+        debug_assert!(local.starts_with(RESERVED));
+        ChannelName::from_trusted(format!("{}{SCOPE}{local}", self.0))
     }
 
     /// Whether `channel` (a full name) belongs to this app and is one clients can name, i.e.
@@ -105,7 +110,7 @@ impl AppId {
     pub fn owns_plain_channel(&self, channel: &str) -> bool {
         match channel.split_once(SCOPE) {
             None => self.is_default(),
-            Some((app, local)) => app == &*self.0 && !local.starts_with('$'),
+            Some((app, local)) => app == &*self.0 && !local.starts_with(RESERVED),
         }
     }
 
@@ -145,12 +150,12 @@ pub fn parse_full(full: &str) -> Result<ChannelName, HeraldError> {
         return ChannelName::parse(full);
     };
     AppId::parse(app)?;
-    let ok = match local.strip_prefix('$') {
-        None => ChannelName::parse(local).is_ok(),
-        Some("app") => true,
-        Some(rest) => rest
-            .strip_prefix("dev/")
-            .is_some_and(|d| crate::device::check_device_id(d).is_ok()),
+    let ok = if local == APP_LOG {
+        true
+    } else if let Some(device) = local.strip_prefix(DEVICE_LOG_PREFIX) {
+        crate::device_id::check_device_id(device).is_ok()
+    } else {
+        !local.starts_with(RESERVED) && ChannelName::parse(local).is_ok()
     };
     if ok {
         Ok(ChannelName::from_trusted(full.to_string()))
@@ -168,23 +173,17 @@ pub fn parse_full(full: &str) -> Result<ChannelName, HeraldError> {
 /// The name of a full channel name as its app's clients see it.
 pub(crate) fn public_name(full: &str) -> &str {
     let local = full.split_once(SCOPE).map_or(full, |(_, local)| local);
-    if local.starts_with("$dev/") {
+    if local.starts_with(DEVICE_LOG_PREFIX) {
         DEVICE_LOG
     } else {
         local
     }
 }
 
-/// Whether a full channel name is a push log (`$app` or a device inbox) of some app.
-pub fn is_push_log(full: &str) -> bool {
-    full.split_once(SCOPE)
-        .is_some_and(|(_, local)| local.starts_with('$'))
-}
-
-/// Whether a full channel name is an app's broadcast log.
-pub fn is_app_log(full: &str) -> bool {
-    full.split_once(SCOPE)
-        .is_some_and(|(_, local)| local == APP_LOG)
+/// The name within its app of a full channel name of an app other than the default one
+/// (`news` for `shop~news`, `$app` for `shop~$app`); `None` for a default-app channel.
+pub fn scoped_local(full: &str) -> Option<&str> {
+    full.split_once(SCOPE).map(|(_, local)| local)
 }
 
 #[cfg(test)]
@@ -214,12 +213,11 @@ mod tests {
         assert_eq!(shop.channel(&news).public(), "news");
         assert_eq!(shop.channel(&news).to_string(), "news");
         assert_eq!(def.channel(&news).as_str(), "news");
-        assert_eq!(shop.app_log().public(), "$app");
-        assert_eq!(shop.device_log("d1").public(), "$device");
-        assert!(is_push_log(shop.app_log().as_str()));
-        assert!(is_app_log(def.app_log().as_str()));
-        assert!(is_push_log(def.device_log("d").as_str()));
-        assert!(!is_push_log("news"));
+        assert_eq!(shop.reserved_log(APP_LOG).public(), "$app");
+        assert_eq!(shop.reserved_log("$dev/d1").public(), "$device");
+        assert_eq!(def.reserved_log(APP_LOG).as_str(), "default~$app");
+        assert_eq!(scoped_local("shop~$app"), Some("$app"));
+        assert_eq!(scoped_local("news"), None);
         assert!(shop.owns_plain_channel("shop~news"));
         assert!(!shop.owns_plain_channel("news"));
         assert!(!shop.owns_plain_channel("shopx~news"));

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 use crate::error::{ErrorCode, HeraldError};
-use crate::registry::{AppLimits, Usage};
+use crate::tenancy::{AppLimits, Usage};
 use crate::tenant::AppId;
 
 /// One app's counters.

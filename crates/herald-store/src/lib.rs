@@ -13,12 +13,13 @@
 
 mod batch;
 mod checkpoint;
+mod devices;
 mod log;
 pub mod options;
 mod reader;
-mod registry;
 mod retention;
 mod schema;
+mod tenancy;
 mod writer;
 
 pub use log::SqliteLog;

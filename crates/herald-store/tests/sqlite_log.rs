@@ -539,7 +539,7 @@ async fn list_channels_in_name_order() {
 
 #[tokio::test]
 async fn api_keys_are_stored_once_and_outlive_a_restart() {
-    use herald_core::registry::{KeyInfo, Registry};
+    use herald_core::tenancy::{KeyInfo, Tenancy};
     use herald_core::tenant::AppId;
     let key = |hash: &str, label: &str| KeyInfo {
         app: AppId::default_app(),

@@ -9,14 +9,14 @@ use anyhow::Context;
 use axum::response::IntoResponse;
 use herald_core::auth::{generate_secret, hash_api_key, ApiKeys, Tokens};
 use herald_core::hub::Hub;
-use herald_core::inbox::Inbox;
 use herald_core::log::ChannelLog;
 use herald_core::publish::Publisher;
-use herald_core::registry::Registry;
+use herald_core::tenancy::Tenancy;
 use herald_core::usage::UsageMeter;
 use herald_core::{Engine, ErrorCode, HeraldError};
 use herald_edge::meteor::{Meteor, MeteorConf, MeteorSettings};
 use herald_edge::{Edge, EdgeSettings};
+use herald_push::{DeviceRegistry, Inbox};
 use herald_store::SqliteLog;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tokio_util::sync::CancellationToken;
@@ -35,7 +35,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let store = SqliteLog::open(&config.data, config.sqlite_options(), fanout)
         .with_context(|| format!("cannot open the store in {}", config.data.display()))?;
     let log: Arc<dyn ChannelLog> = store.clone();
-    let registry: Arc<dyn Registry> = store;
+    let registry: Arc<dyn Tenancy> = store.clone();
+    let devices: Arc<dyn DeviceRegistry> = store;
     let keys = Arc::new(publisher_keys(&config, registry.as_ref()).await?);
     let tokens = Arc::new(Tokens::new(token_secret(&config)?.as_bytes()));
     let usage = UsageMeter::new();
@@ -46,10 +47,12 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         usage.load(&app.id, registry.usage(&app.id).await?);
         let counters = usage.app(&app.id);
         counters.set_limits(app.limits);
-        counters.devices_changed(registry.device_count(&app.id).await?, 0);
+        counters.devices_changed(devices.device_count(&app.id).await?, 0);
     }
-    let engine = Arc::new(Engine::new(log.clone(), hub, config.namespaces()));
-    let inbox = Arc::new(Inbox::new(engine.clone(), registry.clone(), usage.clone()));
+    let mut namespaces = config.namespaces();
+    herald_push::logs::register(&mut namespaces, herald_push::logs::DEFAULT_RETENTION);
+    let engine = Arc::new(Engine::new(log.clone(), hub, namespaces));
+    let inbox = Arc::new(Inbox::new(engine.clone(), devices.clone(), usage.clone()));
     let publisher = Arc::new(Publisher::new(
         engine.clone(),
         usage.clone(),
@@ -83,8 +86,9 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         publisher,
         keys,
         admin_key_hash: config.admin_key.as_deref().map(hash_api_key),
-        registry,
-        inbox,
+        tenancy: registry,
+        devices,
+        inbox: inbox.clone(),
         tokens,
         usage,
         max_message_bytes: config.max_frame_bytes,
@@ -124,6 +128,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     }
     // The usage writer stores the final totals once shutdown is signalled.
     let _ = usage_writer.await;
+    // Audience counts of the last broadcasts finish before the store closes.
+    inbox.close().await;
     log.close().await;
     tracing::info!("store closed; bye");
     Ok(())
@@ -235,7 +241,7 @@ fn install_metrics() -> anyhow::Result<PrometheusHandle> {
 const USAGE_WRITE_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Writes every app's usage totals to the store every few seconds, and once more at shutdown.
-async fn write_usage(usage: Arc<UsageMeter>, registry: Arc<dyn Registry>, stop: CancellationToken) {
+async fn write_usage(usage: Arc<UsageMeter>, registry: Arc<dyn Tenancy>, stop: CancellationToken) {
     let mut every = tokio::time::interval(USAGE_WRITE_INTERVAL);
     loop {
         let stopping = tokio::select! {
@@ -256,7 +262,7 @@ async fn write_usage(usage: Arc<UsageMeter>, registry: Arc<dyn Registry>, stop: 
 /// The publisher keys: the configured one (stored as a hash, for the default app), plus every
 /// app's stored keys. With none configured and none stored for the default app, one is
 /// generated and printed once.
-async fn publisher_keys(config: &Config, registry: &dyn Registry) -> anyhow::Result<ApiKeys> {
+async fn publisher_keys(config: &Config, registry: &dyn Tenancy) -> anyhow::Result<ApiKeys> {
     if let Some(key) = &config.api_key {
         registry
             .add_key(&default_app_key(hash_api_key(key), "configured"))
@@ -282,8 +288,8 @@ async fn publisher_keys(config: &Config, registry: &dyn Registry) -> anyhow::Res
 
 /// A publisher key of the default app, as stored (its short id is the start of its hash, as
 /// for every app's keys).
-fn default_app_key(hash: String, label: &str) -> herald_core::registry::KeyInfo {
-    herald_core::registry::KeyInfo {
+fn default_app_key(hash: String, label: &str) -> herald_core::tenancy::KeyInfo {
+    herald_core::tenancy::KeyInfo {
         app: herald_core::tenant::AppId::default_app(),
         id: hash[..12].to_owned(),
         hash,

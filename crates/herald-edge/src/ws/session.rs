@@ -175,7 +175,7 @@ impl Session {
             .subscriptions
             .keys()
             .filter(|ch| {
-                !herald_core::tenant::is_push_log(ch.as_str())
+                !herald_push::logs::is_push_log(ch.as_str())
                     && client.check_subscribe(ch.public()).is_err()
             })
             .cloned()
@@ -218,7 +218,7 @@ impl Session {
             ));
         };
         let app = client.app.clone();
-        let kind = herald_core::inbox::LogKind::parse(&a.channel)?;
+        let kind = herald_push::inbox::LogKind::parse(&a.channel)?;
         let upto = Cursor {
             epoch: Epoch::new(a.epoch.as_deref().unwrap_or("")),
             seq: a.seq,

@@ -4,23 +4,27 @@
 //!
 //! A push to the app or to a tag expression is one append to the app's broadcast log, whatever
 //! the number of devices; a push to a device or a user appends to each device's own log. A
-//! device reads both logs from its cursor (see [`crate::tenant`] and [`crate::push`]).
+//! device reads both logs from its cursor (see [`crate::logs`] and [`crate::push`]).
 
 use std::sync::Arc;
 
-use crate::auth::Client;
+use herald_core::auth::Client;
+use herald_core::engine::{Catchup, Engine, SubscribeRequest};
+use herald_core::error::{ErrorCode, HeraldError};
+use herald_core::hub::{Filter, Tally};
+use herald_core::log::{ReadFrom, StoreError};
+use herald_core::message::{now_millis, Cursor, NewMessage};
+use herald_core::name::ChannelName;
+use herald_core::outbox::Outbox;
+use herald_core::tenant::AppId;
+use herald_core::usage::{AppUsage, UsageMeter};
+use tokio_util::task::TaskTracker;
+
+use crate::audience::Audience;
 use crate::device::InboxCursor;
-use crate::engine::{Catchup, Engine, SubscribeRequest};
-use crate::error::{ErrorCode, HeraldError};
-use crate::hub::{Filter, Tally};
-use crate::log::{ReadFrom, StoreError};
-use crate::message::{now_millis, Cursor, NewMessage};
-use crate::name::ChannelName;
-use crate::outbox::Outbox;
+use crate::logs::{PushLogs, APP_LOG, DEVICE_LOG};
 use crate::push::{broadcast_admit, collapse, direct_admit, Push, Target};
-use crate::registry::{Ack, Audience, Receipt, Registry};
-use crate::tenant::AppId;
-use crate::usage::{AppUsage, UsageMeter};
+use crate::registry::{Ack, DeviceRegistry, Receipt};
 
 /// Most messages one acknowledgement may cover; a device further behind acks in steps.
 pub const MAX_ACK_SPAN: u64 = 100_000;
@@ -38,8 +42,8 @@ impl LogKind {
     /// Parses a log's public name (`$app` or `$device`).
     pub fn parse(name: &str) -> Result<Self, HeraldError> {
         match name {
-            crate::tenant::APP_LOG => Ok(LogKind::App),
-            crate::tenant::DEVICE_LOG => Ok(LogKind::Device),
+            APP_LOG => Ok(LogKind::App),
+            DEVICE_LOG => Ok(LogKind::Device),
             other => Err(HeraldError::bad_request(format!(
                 "acks are for \"$app\" or \"$device\", not {other:?}"
             ))),
@@ -74,8 +78,11 @@ pub struct InboxPlan {
 /// Sends pushes and serves device inboxes.
 pub struct Inbox {
     engine: Arc<Engine>,
-    registry: Arc<dyn Registry>,
+    registry: Arc<dyn DeviceRegistry>,
     usage: Arc<UsageMeter>,
+    /// Work a push leaves running after it is answered (counting a broadcast's audience);
+    /// [`Inbox::close`] waits for it.
+    background: TaskTracker,
 }
 
 /// Counts what a device's subscriptions are sent as the app's deliveries.
@@ -84,13 +91,26 @@ fn deliveries(usage: Arc<AppUsage>) -> Tally {
 }
 
 impl Inbox {
-    /// An inbox service over the engine and the registry.
-    pub fn new(engine: Arc<Engine>, registry: Arc<dyn Registry>, usage: Arc<UsageMeter>) -> Self {
+    /// An inbox service over the engine and the device registry. The engine's namespaces must
+    /// hold the push logs' registration ([`crate::logs::register`]).
+    pub fn new(
+        engine: Arc<Engine>,
+        registry: Arc<dyn DeviceRegistry>,
+        usage: Arc<UsageMeter>,
+    ) -> Self {
         Inbox {
             engine,
             registry,
             usage,
+            background: TaskTracker::new(),
         }
+    }
+
+    /// Waits for the work pushes left running (audience counts) to finish; call it before
+    /// closing the store. Pushes sent meanwhile are still counted and waited for.
+    pub async fn close(&self) {
+        self.background.close();
+        self.background.wait().await;
     }
 
     /// The cursor a new device of `app` starts from: the broadcast log's head (it receives
@@ -187,7 +207,7 @@ impl Inbox {
                 };
                 // Counting a million devices takes a while; the push does not wait for it.
                 let (registry, app, id) = (self.registry.clone(), app.clone(), id.clone());
-                tokio::spawn(async move {
+                self.background.spawn(async move {
                     match registry.count_audience(&app, &audience).await {
                         Ok(n) => {
                             if let Err(e) = registry.set_targeted(&app, &id, n).await {

@@ -12,10 +12,12 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use herald_core::error::{ErrorCode, HeraldError};
+use herald_core::hub::Admit;
+use herald_core::message::{now_millis, SharedMessage, StoredMessage};
+
+use crate::audience::Audience;
 use crate::device::check_device_id;
-use crate::error::{ErrorCode, HeraldError};
-use crate::hub::Admit;
-use crate::message::{now_millis, SharedMessage, StoredMessage};
 use crate::tags::TagExpr;
 
 /// Longest TTL a push may ask for (and the default): 28 days, in seconds.
@@ -186,7 +188,7 @@ impl PushBody {
             }
         }
         if let Some(id) = &self.id {
-            crate::engine::check_message_id(id)?;
+            herald_core::engine::check_message_id(id)?;
         }
         let expires = now_ms.saturating_add((ttl * 1000) as i64);
         let envelope = serde_json::to_vec(&Envelope {
@@ -220,14 +222,14 @@ impl PushBody {
 }
 
 /// What delivery needs to know of a stored push, read from its envelope once per message.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct PushMeta {
     /// Expiry, milliseconds since the Unix epoch (`None`: never).
     pub expires: Option<i64>,
     /// Collapse key.
     pub collapse_key: Option<String>,
-    /// Tag audience of a broadcast-log push (`None`: every device).
-    pub audience: Option<TagExpr>,
+    /// Who a broadcast-log push is for ([`Audience::All`] when the envelope names no tags).
+    pub audience: Audience,
 }
 
 #[derive(Deserialize)]
@@ -241,20 +243,21 @@ struct MetaFields {
 }
 
 impl PushMeta {
-    /// The metadata of `message`, parsed the first time it is asked for. A message that is not a
-    /// push envelope has none (it never expires and reaches every device).
-    pub fn of(message: &StoredMessage) -> Option<&Arc<PushMeta>> {
-        message
-            .push_meta
-            .get_or_init(|| {
-                let f: MetaFields = serde_json::from_slice(&message.data).ok()?;
-                Some(Arc::new(PushMeta {
-                    expires: f.expires,
-                    collapse_key: f.collapse_key,
-                    audience: f.audience.and_then(|a| TagExpr::parse(&a).ok()),
-                }))
+    /// The metadata of `message`, parsed the first time it is asked for and kept with the
+    /// message (its extension slot), so every subscriber shares one parse. A message that is
+    /// not a push envelope has none (it never expires and reaches every device).
+    pub fn of(message: &StoredMessage) -> Option<&PushMeta> {
+        message.extension(|message| {
+            let f: MetaFields = serde_json::from_slice(&message.data).ok()?;
+            Some(PushMeta {
+                expires: f.expires,
+                collapse_key: f.collapse_key,
+                audience: f
+                    .audience
+                    .and_then(|a| TagExpr::parse(&a).ok())
+                    .map_or(Audience::All, Audience::Tags),
             })
-            .as_ref()
+        })
     }
 
     /// Whether the push has expired at `now_ms`.
@@ -263,17 +266,13 @@ impl PushMeta {
     }
 }
 
-/// The filter of a device's subscription to its app's broadcast log: unexpired pushes whose
-/// audience admits `tags` (sorted).
+/// The filter of an active device's subscription to its app's broadcast log (an inactive
+/// device opens no inbox): unexpired pushes whose audience reaches a device holding `tags`
+/// (sorted), by [`Audience::reaches`].
 pub fn broadcast_admit(tags: Arc<Vec<String>>) -> Admit {
     Arc::new(move |m: &StoredMessage| match PushMeta::of(m) {
         None => true,
-        Some(meta) => {
-            !meta.expired(now_millis())
-                && meta.audience.as_ref().is_none_or(|expr| {
-                    expr.matches(|t| tags.binary_search_by(|x| x.as_str().cmp(t)).is_ok())
-                })
-        }
+        Some(meta) => !meta.expired(now_millis()) && meta.audience.reaches_tags(true, &tags),
     })
 }
 
@@ -304,8 +303,8 @@ pub fn collapse(messages: &mut Vec<SharedMessage>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::message::Epoch;
-    use crate::name::ChannelName;
+    use herald_core::message::Epoch;
+    use herald_core::name::ChannelName;
 
     fn body(json: &str) -> Result<Push, HeraldError> {
         serde_json::from_str::<PushBody>(json)

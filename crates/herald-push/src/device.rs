@@ -2,17 +2,17 @@
 //! and the inbox cursor that records what the device has acknowledged.
 //!
 //! A device's inbox is two logs read from its cursor: the app's broadcast log (kept where the
-//! push's audience admits the device) and the device's own log (see [`crate::tenant`]).
+//! push's audience admits the device) and the device's own log (see [`crate::logs`]).
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::error::{ErrorCode, HeraldError};
-use crate::message::{Cursor, Epoch};
+pub use herald_core::device_id::{check_device_id, MAX_DEVICE_ID_LEN};
+use herald_core::error::{ErrorCode, HeraldError};
+use herald_core::message::{Cursor, Epoch};
+
 use crate::tags::validate_tag;
 
-/// Longest device id, in bytes.
-pub const MAX_DEVICE_ID_LEN: usize = 64;
 /// Longest user id, in bytes.
 pub const MAX_USER_LEN: usize = 256;
 /// Most tags one device may hold.
@@ -282,23 +282,6 @@ impl DevicePatch {
 
 fn invalid(msg: impl Into<String>) -> HeraldError {
     HeraldError::new(ErrorCode::DeviceInvalid, msg)
-}
-
-/// Checks a device id: 1 to 64 bytes of `A-Z a-z 0-9 _ - . :`.
-pub fn check_device_id(id: &str) -> Result<(), HeraldError> {
-    let ok = !id.is_empty()
-        && id.len() <= MAX_DEVICE_ID_LEN
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'));
-    if ok {
-        Ok(())
-    } else {
-        Err(invalid(format!(
-            "invalid device id {:?}: use 1 to {MAX_DEVICE_ID_LEN} of A-Z a-z 0-9 _ - . :",
-            id.chars().take(80).collect::<String>()
-        )))
-    }
 }
 
 fn check_user(user: &str) -> Result<(), HeraldError> {

@@ -1,0 +1,99 @@
+//! Tenancy as stored: apps, their publisher keys, limits and per-app usage. `herald-store`
+//! implements [`Tenancy`] in the same database as the channel log, written by the same writer
+//! thread; devices and receipts are `herald-push`'s `DeviceRegistry`.
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+use crate::log::StoreError;
+use crate::tenant::AppId;
+
+/// An app (tenant).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct App {
+    /// Id.
+    pub id: AppId,
+    /// Human name.
+    pub name: String,
+    /// Secret that signs this app's client tokens; `None` for the default app, whose secret is
+    /// the server's token secret.
+    #[serde(skip)]
+    pub token_secret: Option<String>,
+    /// Limits of this app.
+    pub limits: AppLimits,
+    /// Creation time, milliseconds since the Unix epoch.
+    pub created: i64,
+}
+
+/// What one app may use; `None` is unlimited (within the server's own limits).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppLimits {
+    /// Most registered devices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_devices: Option<u64>,
+    /// Most live connections at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_connections: Option<u64>,
+    /// Largest message or push payload, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_message_bytes: Option<usize>,
+}
+
+/// A publisher key of an app, as listed (never the key itself).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KeyInfo {
+    /// The app it publishes for.
+    pub app: AppId,
+    /// Short id to name it by (the first 12 hex digits of its hash).
+    pub id: String,
+    /// SHA-256 hex of the key.
+    #[serde(skip)]
+    pub hash: String,
+    /// Label given at creation.
+    pub label: String,
+    /// Creation time, milliseconds since the Unix epoch.
+    pub created: i64,
+}
+
+/// Per-app usage counters (the billing figures).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Usage {
+    /// Messages published: channel messages and pushes.
+    pub published: u64,
+    /// Messages written to device connections.
+    pub deliveries: u64,
+    /// Pushes acknowledged by devices.
+    pub acks: u64,
+    /// Most live connections held at once.
+    pub peak_connections: u64,
+}
+
+/// Apps, their keys, limits and usage: what a tenant is, as stored.
+#[async_trait]
+pub trait Tenancy: Send + Sync {
+    /// Creates an app; `false` if the id is taken or was used by an app since deleted (its
+    /// channels' messages may still be in the log, and must never reach a new tenant).
+    async fn create_app(&self, app: &App) -> Result<bool, StoreError>;
+    /// Every app, by id.
+    async fn apps(&self) -> Result<Vec<App>, StoreError>;
+    /// One app, unless it is unknown or deleted.
+    async fn app(&self, id: &AppId) -> Result<Option<App>, StoreError>;
+    /// Replaces an app's limits; `false` if unknown.
+    async fn set_limits(&self, id: &AppId, limits: AppLimits) -> Result<bool, StoreError>;
+    /// Deletes an app with its keys and usage, and everything else the store keeps for it
+    /// (devices, receipts), in one transaction, keeping its id reserved; `false` if unknown.
+    async fn delete_app(&self, id: &AppId) -> Result<bool, StoreError>;
+
+    /// Stores a publisher key's hash for an app.
+    async fn add_key(&self, key: &KeyInfo) -> Result<(), StoreError>;
+    /// Removes a key by its short id; `false` if the app has no such key.
+    async fn remove_key(&self, app: &AppId, key_id: &str) -> Result<bool, StoreError>;
+    /// Every key of every app.
+    async fn keys(&self) -> Result<Vec<KeyInfo>, StoreError>;
+
+    /// Stores an app's usage totals (see [`crate::usage`]).
+    async fn set_usage(&self, app: &AppId, totals: Usage) -> Result<(), StoreError>;
+    /// An app's usage counters.
+    async fn usage(&self, app: &AppId) -> Result<Usage, StoreError>;
+}

@@ -1,0 +1,22 @@
+//! Herald's push domain: devices and their registration, tags and tag expressions, pushes and
+//! who they reach, device inboxes (storing a push where its devices read it, acknowledgements)
+//! and receipts.
+//!
+//! Pushes are kept in each app's reserved logs of the channel engine (`herald-core`); this
+//! crate says what goes in them, how long they keep it ([`logs::register`], called once at
+//! start-up), and which device a stored push is for ([`audience::Audience`]). Devices and
+//! receipts are stored through [`registry::DeviceRegistry`], implemented in `herald-store`.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod audience;
+pub mod device;
+pub mod inbox;
+pub mod logs;
+pub mod push;
+pub mod registry;
+pub mod tags;
+
+pub use audience::Audience;
+pub use inbox::Inbox;
+pub use registry::DeviceRegistry;

@@ -1,0 +1,120 @@
+//! Devices as stored: registrations and their inbox cursors, users' devices, audience counts,
+//! acknowledgements and push receipts. `herald-store` implements [`DeviceRegistry`] in the same
+//! database as the channel log and the apps (`herald_core::tenancy::Tenancy`), so deleting an
+//! app removes its devices and receipts in the same transaction.
+
+use async_trait::async_trait;
+use herald_core::log::StoreError;
+use herald_core::message::Cursor;
+use herald_core::tenant::AppId;
+use serde::Serialize;
+
+use crate::audience::Audience;
+use crate::device::{Device, DeviceWrite, InboxCursor};
+
+/// Which devices to list.
+#[derive(Debug, Clone, Default)]
+pub struct DeviceQuery {
+    /// Only devices of this user.
+    pub user: Option<String>,
+    /// Only devices holding this tag.
+    pub tag: Option<String>,
+    /// Start after this device id (paging).
+    pub after: Option<String>,
+    /// At most this many.
+    pub limit: usize,
+}
+
+/// What became of a push.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Receipt {
+    /// Push id.
+    pub id: String,
+    /// Devices it was for (`None` while a broadcast's audience is still being counted).
+    pub targeted: Option<u64>,
+    /// Devices that acknowledged it.
+    pub delivered: u64,
+    /// Devices still expected to acknowledge it before it expires.
+    pub pending: u64,
+    /// Devices that did not acknowledge it before it expired.
+    pub expired: u64,
+    /// Accepted at, milliseconds since the Unix epoch.
+    pub created: i64,
+    /// Expires at, milliseconds since the Unix epoch.
+    pub expires: i64,
+}
+
+impl Receipt {
+    /// Fills `pending` and `expired` from `targeted`, `delivered` and the time.
+    pub fn settle(mut self, now_ms: i64) -> Self {
+        let open = self.targeted.unwrap_or(0).saturating_sub(self.delivered);
+        if self.expires <= now_ms {
+            self.expired = open;
+            self.pending = 0;
+        } else {
+            self.pending = open;
+            self.expired = 0;
+        }
+        self
+    }
+}
+
+/// An acknowledgement that moves a device's cursor: the new cursor, and how many newly
+/// acknowledged pushes there were per push id.
+#[derive(Debug, Clone)]
+pub struct Ack {
+    /// Cursor before (the store applies the ack only if it still holds this one).
+    pub from: InboxCursor,
+    /// Cursor after.
+    pub to: InboxCursor,
+    /// Push ids newly acknowledged.
+    pub pushes: Vec<String>,
+}
+
+/// Devices, their cursors, acknowledgements and receipts.
+#[async_trait]
+pub trait DeviceRegistry: Send + Sync {
+    /// Registers or updates devices. A new device's cursor starts at `start` (it receives what
+    /// is pushed from now on); an existing one keeps its cursor and creation time, and its
+    /// `active` flag unless the write sets it. Returns each
+    /// device as stored and whether it was created.
+    async fn upsert_devices(
+        &self,
+        app: &AppId,
+        devices: Vec<DeviceWrite>,
+        start: InboxCursor,
+    ) -> Result<Vec<(Device, bool)>, StoreError>;
+    /// One device and its cursor.
+    async fn device(
+        &self,
+        app: &AppId,
+        id: &str,
+    ) -> Result<Option<(Device, InboxCursor)>, StoreError>;
+    /// Deletes a device; `false` if unknown. `log_head` is where its own log stands: a device
+    /// registered again under the same id starts there, so it never receives what was pushed
+    /// to the deleted one.
+    async fn delete_device(
+        &self,
+        app: &AppId,
+        id: &str,
+        log_head: Cursor,
+    ) -> Result<bool, StoreError>;
+    /// Devices in id order.
+    async fn devices(&self, app: &AppId, query: &DeviceQuery) -> Result<Vec<Device>, StoreError>;
+    /// How many devices an app has registered.
+    async fn device_count(&self, app: &AppId) -> Result<u64, StoreError>;
+    /// Ids of a user's active devices.
+    async fn user_devices(&self, app: &AppId, user: &str) -> Result<Vec<String>, StoreError>;
+    /// Counts the devices an audience reaches, by [`Audience::reaches`].
+    async fn count_audience(&self, app: &AppId, audience: &Audience) -> Result<u64, StoreError>;
+    /// Applies an acknowledgement: moves the cursor and counts the pushes, in one transaction.
+    /// `false` if the device's cursor was no longer `ack.from` (nothing changed).
+    async fn ack(&self, app: &AppId, device: &str, ack: &Ack) -> Result<bool, StoreError>;
+
+    /// Records a new push (no-op if its id is already recorded).
+    async fn record_push(&self, app: &AppId, receipt: &Receipt) -> Result<(), StoreError>;
+    /// Sets how many devices a push was for.
+    async fn set_targeted(&self, app: &AppId, id: &str, targeted: u64) -> Result<(), StoreError>;
+    /// A push's receipt as stored (`pending`/`expired` not yet settled).
+    async fn receipt(&self, app: &AppId, id: &str) -> Result<Option<Receipt>, StoreError>;
+}

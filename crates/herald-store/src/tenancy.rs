@@ -1,0 +1,336 @@
+//! The SQLite implementation of [`Tenancy`]: apps, keys, limits and usage. Writes run on the
+//! writer thread (one transaction each, durable like appends); reads use the read pool.
+//! Deleting an app removes its devices and receipts ([`crate::devices`]) in the same
+//! transaction.
+
+use async_trait::async_trait;
+use herald_core::log::StoreError;
+use herald_core::tenancy::{App, AppLimits, KeyInfo, Tenancy, Usage};
+use herald_core::tenant::AppId;
+use rusqlite::{params, OptionalExtension};
+
+use crate::{backend, SqliteLog};
+
+fn app_id(s: String) -> Result<AppId, StoreError> {
+    AppId::parse(&s).map_err(|_| StoreError::Backend(format!("corrupt app id {s:?} in store")))
+}
+
+pub(crate) fn to_json<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+/// The columns of an `apps` row: id, name, token secret, created, limits (JSON).
+type AppRow = (String, String, Option<String>, i64, String);
+
+fn app_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AppRow> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+}
+
+fn app_from_row((id, name, token_secret, created, limits): AppRow) -> Result<App, StoreError> {
+    Ok(App {
+        id: app_id(id)?,
+        name,
+        token_secret,
+        limits: serde_json::from_str(&limits).unwrap_or_default(),
+        created,
+    })
+}
+
+#[async_trait]
+impl Tenancy for SqliteLog {
+    async fn create_app(&self, app: &App) -> Result<bool, StoreError> {
+        let app = app.clone();
+        self.write(move |tx| {
+            let n = tx
+                .execute(
+                    "INSERT OR IGNORE INTO apps (id, name, token_secret, limits, created)
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![
+                        app.id.as_str(),
+                        app.name,
+                        app.token_secret,
+                        to_json(&app.limits),
+                        app.created
+                    ],
+                )
+                .map_err(backend)?;
+            Ok(n == 1)
+        })
+        .await
+    }
+
+    async fn apps(&self) -> Result<Vec<App>, StoreError> {
+        self.readers()
+            .run(|conn| {
+                let mut stmt = conn
+                    .prepare_cached(
+                        "SELECT id, name, token_secret, created, limits FROM apps
+                         WHERE deleted = 0 ORDER BY id",
+                    )
+                    .map_err(backend)?;
+                let rows = stmt.query_map([], app_row).map_err(backend)?;
+                let mut apps = Vec::new();
+                for row in rows {
+                    apps.push(app_from_row(row.map_err(backend)?)?);
+                }
+                Ok(apps)
+            })
+            .await
+    }
+
+    async fn app(&self, id: &AppId) -> Result<Option<App>, StoreError> {
+        let id = id.as_str().to_owned();
+        self.readers()
+            .run(move |conn| {
+                let mut stmt = conn
+                    .prepare_cached(
+                        "SELECT id, name, token_secret, created, limits FROM apps
+                         WHERE id = ?1 AND deleted = 0",
+                    )
+                    .map_err(backend)?;
+                let row = stmt.query_row([&id], app_row).optional().map_err(backend)?;
+                row.map(app_from_row).transpose()
+            })
+            .await
+    }
+
+    async fn set_limits(&self, id: &AppId, limits: AppLimits) -> Result<bool, StoreError> {
+        let id = id.clone();
+        self.write(move |tx| {
+            let n = tx
+                .execute(
+                    "UPDATE apps SET limits = ?2 WHERE id = ?1 AND deleted = 0",
+                    params![id.as_str(), to_json(&limits)],
+                )
+                .map_err(backend)?;
+            Ok(n == 1)
+        })
+        .await
+    }
+
+    async fn delete_app(&self, id: &AppId) -> Result<bool, StoreError> {
+        let id = id.clone();
+        self.write(move |tx| {
+            let app = id.as_str();
+            for sql in [
+                "DELETE FROM api_keys WHERE app = ?1",
+                "DELETE FROM devices WHERE app = ?1",
+                "DELETE FROM device_tags WHERE app = ?1",
+                "DELETE FROM device_tombstones WHERE app = ?1",
+                "DELETE FROM pushes WHERE app = ?1",
+                "DELETE FROM usage WHERE app = ?1",
+            ] {
+                tx.execute(sql, [app]).map_err(backend)?;
+            }
+            let n = tx
+                .execute(
+                    "UPDATE apps SET deleted = 1, token_secret = NULL WHERE id = ?1 AND deleted = 0",
+                    [app],
+                )
+                .map_err(backend)?;
+            Ok(n == 1)
+        })
+        .await
+    }
+
+    async fn add_key(&self, key: &KeyInfo) -> Result<(), StoreError> {
+        let key = key.clone();
+        self.write(move |tx| {
+            tx.execute(
+                "INSERT OR IGNORE INTO api_keys (hash, label, created, app) VALUES (?1, ?2, ?3, ?4)",
+                params![key.hash, key.label, key.created, key.app.as_str()],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn remove_key(&self, app: &AppId, key_id: &str) -> Result<bool, StoreError> {
+        let (app, key_id) = (app.clone(), key_id.to_string());
+        if key_id.len() != 12
+            || !key_id
+                .bytes()
+                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        {
+            return Ok(false);
+        }
+        self.write(move |tx| {
+            let n = tx
+                .execute(
+                    "DELETE FROM api_keys WHERE app = ?1 AND substr(hash, 1, 12) = ?2",
+                    params![app.as_str(), key_id],
+                )
+                .map_err(backend)?;
+            Ok(n > 0)
+        })
+        .await
+    }
+
+    async fn keys(&self) -> Result<Vec<KeyInfo>, StoreError> {
+        self.readers()
+            .run(|conn| {
+                let mut stmt = conn
+                    .prepare_cached(
+                        "SELECT app, hash, coalesce(label, ''), coalesce(created, 0) FROM api_keys
+                         ORDER BY app, created",
+                    )
+                    .map_err(backend)?;
+                let rows = stmt
+                    .query_map([], |r| {
+                        Ok((
+                            r.get::<_, String>(0)?,
+                            r.get::<_, String>(1)?,
+                            r.get::<_, String>(2)?,
+                            r.get::<_, i64>(3)?,
+                        ))
+                    })
+                    .map_err(backend)?;
+                let mut keys = Vec::new();
+                for row in rows {
+                    let (app, hash, label, created) = row.map_err(backend)?;
+                    keys.push(KeyInfo {
+                        app: app_id(app)?,
+                        id: hash.chars().take(12).collect(),
+                        hash,
+                        label,
+                        created,
+                    });
+                }
+                Ok(keys)
+            })
+            .await
+    }
+
+    async fn set_usage(&self, app: &AppId, d: Usage) -> Result<(), StoreError> {
+        let app = app.clone();
+        self.write(move |tx| {
+            tx.execute(
+                "INSERT INTO usage (app, published, deliveries, acks, peak_connections)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (app) DO UPDATE SET published = excluded.published,
+                     deliveries = excluded.deliveries, acks = excluded.acks,
+                     peak_connections = max(peak_connections, excluded.peak_connections)",
+                params![
+                    app.as_str(),
+                    d.published as i64,
+                    d.deliveries as i64,
+                    d.acks as i64,
+                    d.peak_connections as i64
+                ],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn usage(&self, app: &AppId) -> Result<Usage, StoreError> {
+        let app = app.clone();
+        self.readers()
+            .run(move |conn| {
+                conn.query_row(
+                    "SELECT published, deliveries, acks, peak_connections FROM usage
+                     WHERE app = ?1",
+                    [app.as_str()],
+                    |r| {
+                        Ok(Usage {
+                            published: r.get::<_, i64>(0)? as u64,
+                            deliveries: r.get::<_, i64>(1)? as u64,
+                            acks: r.get::<_, i64>(2)? as u64,
+                            peak_connections: r.get::<_, i64>(3)? as u64,
+                        })
+                    },
+                )
+                .optional()
+                .map(Option::unwrap_or_default)
+                .map_err(backend)
+            })
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use herald_core::log::{ChannelLog, CommitSink, Retention};
+    use herald_core::message::{NewMessage, SharedMessage};
+    use herald_core::name::ChannelName;
+
+    use super::*;
+    use crate::SqliteOptions;
+
+    struct NoSink;
+
+    impl CommitSink for NoSink {
+        fn committed(&self, _: &[SharedMessage]) {}
+    }
+
+    #[tokio::test]
+    async fn one_app_is_read_by_id_and_a_deleted_one_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = SqliteLog::open(dir.path(), SqliteOptions::default(), Arc::new(NoSink)).unwrap();
+        let shop = AppId::parse("shop").unwrap();
+        let app = App {
+            id: shop.clone(),
+            name: "Shop".into(),
+            token_secret: Some("s".repeat(32)),
+            limits: AppLimits {
+                max_devices: Some(7),
+                ..AppLimits::default()
+            },
+            created: 123,
+        };
+        assert!(log.create_app(&app).await.unwrap());
+        let read = log.app(&shop).await.unwrap().expect("stored");
+        assert_eq!(
+            (read.name.as_str(), read.created, read.limits.max_devices),
+            ("Shop", 123, Some(7))
+        );
+        assert_eq!(read.token_secret, app.token_secret);
+        let other = AppId::parse("other").unwrap();
+        assert!(log.app(&other).await.unwrap().is_none());
+        assert!(log.delete_app(&shop).await.unwrap());
+        assert!(log.app(&shop).await.unwrap().is_none(), "deleted");
+        log.close().await;
+    }
+
+    #[tokio::test]
+    async fn a_failing_write_undoes_only_itself_and_the_rest_of_its_commit_stands() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = SqliteLog::open(dir.path(), SqliteOptions::default(), Arc::new(NoSink)).unwrap();
+        let app = AppId::parse("a").unwrap();
+        let bad = log.write(|c| {
+            c.execute("INSERT INTO usage (app, published) VALUES ('x', 9)", [])
+                .map_err(backend)?;
+            Err::<(), _>(StoreError::Backend("refused".into()))
+        });
+        let good = log.set_usage(
+            &app,
+            Usage {
+                published: 5,
+                ..Usage::default()
+            },
+        );
+        let channel = ChannelName::parse("c").unwrap();
+        let message = NewMessage {
+            id: None,
+            data: Bytes::from_static(b"1"),
+        };
+        let append = log.append(&channel, vec![message], Retention::default());
+        let (bad, good, append) = tokio::join!(bad, good, append);
+        assert!(bad.is_err());
+        good.unwrap();
+        assert_eq!(append.unwrap().len(), 1);
+        assert_eq!(log.usage(&app).await.unwrap().published, 5);
+        let x = AppId::parse("x").unwrap();
+        assert_eq!(
+            log.usage(&x).await.unwrap(),
+            Usage::default(),
+            "rolled back"
+        );
+        log.close().await;
+    }
+}
