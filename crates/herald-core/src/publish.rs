@@ -92,4 +92,27 @@ impl Publisher {
         }
         Ok(appended)
     }
+
+    /// Stores one message in each of `logs` at once (a push to several device inboxes is one
+    /// message, however many logs hold it) and counts it once in `app`'s usage unless every log
+    /// already held it. Returns whether it was such a retry.
+    pub async fn publish_to_each(
+        &self,
+        app: &AppId,
+        logs: &[ChannelName],
+        message: NewMessage,
+    ) -> Result<bool, HeraldError> {
+        let appends = logs.iter().map(|log| {
+            let message = message.clone();
+            async move { self.engine.publish(log, vec![message]).await }
+        });
+        let mut retry = !logs.is_empty();
+        for appended in futures_util::future::join_all(appends).await {
+            retry &= appended?.iter().all(|a| a.duplicate);
+        }
+        if !retry {
+            self.usage.app(app).published(1);
+        }
+        Ok(retry)
+    }
 }

@@ -16,6 +16,7 @@ use herald_core::log::{ReadFrom, StoreError};
 use herald_core::message::{now_millis, Cursor, NewMessage};
 use herald_core::name::ChannelName;
 use herald_core::outbox::Outbox;
+use herald_core::publish::Publisher;
 use herald_core::tenant::AppId;
 use herald_core::usage::{AppUsage, UsageMeter};
 use tokio_util::task::TaskTracker;
@@ -78,6 +79,8 @@ pub struct InboxPlan {
 /// Sends pushes and serves device inboxes.
 pub struct Inbox {
     engine: Arc<Engine>,
+    /// Stores pushes and counts them, under the same rule as channel publishes.
+    publisher: Arc<Publisher>,
     registry: Arc<dyn DeviceRegistry>,
     usage: Arc<UsageMeter>,
     /// Work a push leaves running after it is answered (counting a broadcast's audience);
@@ -91,15 +94,16 @@ fn deliveries(usage: Arc<AppUsage>) -> Tally {
 }
 
 impl Inbox {
-    /// An inbox service over the engine and the device registry. The engine's namespaces must
-    /// hold the push logs' registration ([`crate::logs::register`]).
+    /// An inbox service storing through `publisher` and reading the device registry. The
+    /// engine's namespaces must hold the push logs' registration ([`crate::logs::register`]).
     pub fn new(
-        engine: Arc<Engine>,
+        publisher: Arc<Publisher>,
         registry: Arc<dyn DeviceRegistry>,
         usage: Arc<UsageMeter>,
     ) -> Self {
         Inbox {
-            engine,
+            engine: publisher.engine().clone(),
+            publisher,
             registry,
             usage,
             background: TaskTracker::new(),
@@ -178,19 +182,12 @@ impl Inbox {
             None => vec![app.app_log()],
         };
         // Issued together, the receipt and the appends share one group commit (one fsync).
-        let appends = logs.iter().map(|log| {
-            let message = message.clone();
-            async move { self.engine.publish(log, vec![message]).await }
-        });
-        let (recorded, appended) = tokio::join!(
+        let (recorded, all_duplicates) = tokio::join!(
             self.registry.record_push(app, &receipt),
-            futures_util::future::join_all(appends)
+            self.publisher.publish_to_each(app, &logs, message)
         );
         recorded.map_err(HeraldError::from)?;
-        let mut all_duplicates = !logs.is_empty();
-        for result in appended {
-            all_duplicates &= result?.iter().all(|a| a.duplicate);
-        }
+        let all_duplicates = all_duplicates?;
         let duplicate = match &devices {
             Some(_) => all_duplicates,
             None => {
@@ -220,9 +217,6 @@ impl Inbox {
                 false
             }
         };
-        if !duplicate {
-            self.usage.app(app).published(1);
-        }
         Ok(Accepted {
             id,
             targeted: receipt.targeted,

@@ -52,11 +52,15 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let mut namespaces = config.namespaces();
     herald_push::logs::register(&mut namespaces, herald_push::logs::DEFAULT_RETENTION);
     let engine = Arc::new(Engine::new(log.clone(), hub, namespaces));
-    let inbox = Arc::new(Inbox::new(engine.clone(), devices.clone(), usage.clone()));
     let publisher = Arc::new(Publisher::new(
         engine.clone(),
         usage.clone(),
         config.max_frame_bytes,
+    ));
+    let inbox = Arc::new(Inbox::new(
+        publisher.clone(),
+        devices.clone(),
+        usage.clone(),
     ));
     let shutdown = CancellationToken::new();
     let usage_writer = tokio::spawn(write_usage(
