@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::{ErrorCode, HeraldError};
-use crate::message::{Cursor, Epoch};
+use crate::message::Cursor;
 use crate::tags::validate_tag;
 
 /// Longest device id, in bytes.
@@ -109,25 +109,13 @@ pub struct InboxCursor {
 impl InboxCursor {
     /// `EPOCH:SEQ,EPOCH:SEQ` (app log first), the form the store keeps.
     pub fn encode(&self) -> String {
-        format!(
-            "{}:{},{}:{}",
-            self.app.epoch, self.app.seq, self.device.epoch, self.device.seq
-        )
+        herald_proto::cursor::encode_inbox(&self.app, &self.device)
     }
 
     /// Parses [`InboxCursor::encode`]'s form; anything else reads as "nothing acknowledged".
     pub fn decode(s: &str) -> Self {
-        let mut parts = s.split(',').map(|p| {
-            let (epoch, seq) = p.rsplit_once(':').unwrap_or(("", p));
-            Cursor {
-                epoch: Epoch::new(epoch),
-                seq: seq.parse().unwrap_or(0),
-            }
-        });
-        InboxCursor {
-            app: parts.next().unwrap_or_default(),
-            device: parts.next().unwrap_or_default(),
-        }
+        let (app, device) = herald_proto::cursor::decode_inbox(s);
+        InboxCursor { app, device }
     }
 }
 
@@ -431,6 +419,7 @@ fn check_token(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::message::Epoch;
 
     fn reg(json: &str) -> Result<Device, HeraldError> {
         serde_json::from_str::<Registration>(json)

@@ -11,6 +11,7 @@ pub mod device;
 pub mod engine;
 pub mod error;
 pub mod fanout;
+pub mod frames;
 pub mod head;
 pub mod hub;
 pub mod inbox;
