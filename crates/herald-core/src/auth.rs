@@ -309,6 +309,33 @@ mod tests {
         assert!(keys.verify(&keys.mint(&ClientClaims::default())).is_ok());
     }
 
+    /// The contract's token vectors (herald-proto/tests/vectors/tokens.json): every valid token
+    /// verifies to its claims and app, every invalid one is refused with its code.
+    #[test]
+    fn token_vectors_verify() {
+        let v: serde_json::Value =
+            serde_json::from_str(include_str!("../../herald-proto/tests/vectors/tokens.json"))
+                .unwrap();
+        let keyring = |secret: &str| {
+            let tokens = Tokens::new(secret.as_bytes());
+            tokens.set_app(&AppId::parse("shop").unwrap(), secret.as_bytes());
+            tokens
+        };
+        for case in v["valid"].as_array().unwrap() {
+            let tokens = keyring(case["secret"].as_str().unwrap());
+            let client = tokens.verify(case["token"].as_str().unwrap()).unwrap();
+            let claims: ClientClaims = serde_json::from_value(case["claims"].clone()).unwrap();
+            assert_eq!(client.app.as_str(), case["app"].as_str().unwrap());
+            assert_eq!((client.sub, client.expires), (claims.sub, claims.exp));
+            assert_eq!(client.device, claims.device);
+        }
+        for case in v["invalid"].as_array().unwrap() {
+            let tokens = keyring(case["secret"].as_str().unwrap());
+            let e = tokens.verify(case["token"].as_str().unwrap()).unwrap_err();
+            assert_eq!(e.code.as_str(), case["error"], "{}", case["name"]);
+        }
+    }
+
     #[test]
     fn api_keys_by_hash() {
         let k = generate_secret("hk_");
