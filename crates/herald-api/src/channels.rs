@@ -88,7 +88,7 @@ pub async fn get_path(
         (since, None) => ReadFrom::After(since.unwrap_or(0)),
     };
     let slice = api.engine.read(&channel, from, limit).await?;
-    let body = herald_proto::frame::history(&slice, true);
+    let body = herald_core::frames::history(&slice, true);
     Ok((
         [(axum::http::header::CONTENT_TYPE, "application/json")],
         body,

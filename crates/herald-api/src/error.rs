@@ -1,10 +1,9 @@
 //! API errors as HTTP responses: `{"error":{"code":"...","message":"..."}}` with the code's
-//! status.
+//! status, rendered by `herald_proto::http` as every HTTP error is.
 
-use axum::http::StatusCode;
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use herald_core::HeraldError;
-use herald_proto::frame::ErrorBody;
 
 /// A [`HeraldError`] that renders as an HTTP response.
 #[derive(Debug)]
@@ -18,9 +17,9 @@ impl From<HeraldError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let status =
-            StatusCode::from_u16(self.0.code.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
-        let body = serde_json::json!({ "error": ErrorBody::from(&self.0) });
-        (status, axum::Json(body)).into_response()
+        let (status, body) = herald_proto::http::error_answer(&self.0);
+        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
+        let json = HeaderValue::from_static("application/json");
+        (status, [(header::CONTENT_TYPE, json)], body).into_response()
     }
 }

@@ -120,12 +120,13 @@ impl Api {
     }
 }
 
-fn bearer(headers: &HeaderMap) -> Option<&str> {
+/// The credential of the request's `Authorization: Bearer` header, read by the contract's one
+/// parser (`herald_proto::http::bearer`).
+pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
     headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
+        .and_then(herald_proto::http::bearer)
 }
 
 /// `POST /v1/ack` is called by devices, browsers among them (a web app on another origin that

@@ -184,7 +184,7 @@ pub async fn batch(
             }
             Err(e) => {
                 failures += idx.len();
-                let body = serde_json::json!({ "error": herald_proto::frame::ErrorBody::from(&e) });
+                let body = serde_json::json!({ "error": herald_proto::reply::ErrorBody::from(&e) });
                 for i in idx {
                     results[i] = body.clone();
                 }

@@ -86,17 +86,13 @@ pub async fn ack(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let token = headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .ok_or_else(|| {
-            HeraldError::new(
-                ErrorCode::Unauthorized,
-                "send the device token as Authorization: Bearer <token>",
-            )
-        })?;
-    let client = api.tokens.verify(token.trim())?;
+    let token = crate::bearer(&headers).ok_or_else(|| {
+        HeraldError::new(
+            ErrorCode::Unauthorized,
+            "send the device token as Authorization: Bearer <token>",
+        )
+    })?;
+    let client = api.tokens.verify(token)?;
     let device = client
         .device
         .clone()

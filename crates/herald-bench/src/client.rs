@@ -133,16 +133,14 @@ fn connection_token(sh: &Shared, n: u64, plan: &Plan) -> Result<Option<String>, 
         .as_ref()
         .ok_or("device connections need the server's token secret (--token-secret)")?;
     let device = format!("{prefix}{n}");
-    let claims = herald_core::auth::ClientClaims {
+    let claims = herald_proto::token::ClientClaims {
         sub: device.clone(),
         exp: None,
         channels: Vec::new(),
         publish: Vec::new(),
         device: Some(device),
     };
-    Ok(Some(
-        herald_core::auth::TokenKeys::new(secret.as_bytes()).mint(&claims),
-    ))
+    Ok(Some(herald_proto::token::mint(secret.as_bytes(), &claims)))
 }
 
 /// Where a connection reports that it is ready (or why not), and the handshake slot it holds.

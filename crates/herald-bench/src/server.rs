@@ -239,8 +239,9 @@ impl Target {
             return Some(t.clone());
         }
         let secret = self.token_secret.as_ref()?;
-        Some(herald_core::auth::TokenKeys::new(secret.as_bytes()).mint(
-            &herald_core::auth::ClientClaims {
+        Some(herald_proto::token::mint(
+            secret.as_bytes(),
+            &herald_proto::token::ClientClaims {
                 sub: "herald-bench".into(),
                 exp: None,
                 channels: vec!["**".into()],

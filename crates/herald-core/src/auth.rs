@@ -1,37 +1,19 @@
 //! Who may do what: publisher API keys (kept only as SHA-256 hashes) and client tokens (HS256
-//! JWTs with `sub`, `exp`, `channels` and `publish` claims).
+//! JWTs with `sub`, `exp`, `channels` and `publish` claims). The claims and minting are the wire
+//! contract's (`herald_proto::token`); verifying them is the server's, here.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use parking_lot::RwLock;
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::{ErrorCode, HeraldError};
 use crate::pattern::PatternSet;
 use crate::tenant::{AppId, DEFAULT_APP};
 
-/// Claims of a client token.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct ClientClaims {
-    /// Who the client is (user id); shown to nobody else.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub sub: String,
-    /// Expiry, seconds since the Unix epoch.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exp: Option<u64>,
-    /// Patterns of channels the client may subscribe to.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub channels: Vec<String>,
-    /// Patterns of channels the client may publish to.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub publish: Vec<String>,
-    /// The device this token is for: a device token receives that device's inbox.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub device: Option<String>,
-}
+pub use herald_proto::token::ClientClaims;
 
 /// An authenticated (or anonymous) client and what it may do.
 #[derive(Debug, Clone)]
@@ -89,7 +71,7 @@ impl Client {
 
 /// Signs and verifies client tokens with one HS256 secret.
 pub struct TokenKeys {
-    encoding: EncodingKey,
+    secret: Vec<u8>,
     decoding: DecodingKey,
     validation: Validation,
 }
@@ -104,7 +86,7 @@ impl TokenKeys {
         validation.validate_nbf = true;
         validation.validate_aud = false;
         TokenKeys {
-            encoding: EncodingKey::from_secret(secret),
+            secret: secret.to_vec(),
             decoding: DecodingKey::from_secret(secret),
             validation,
         }
@@ -148,20 +130,13 @@ impl TokenKeys {
 
     /// Signs a token with these claims (for the default app).
     pub fn mint(&self, claims: &ClientClaims) -> String {
-        jsonwebtoken::encode(&Header::new(Algorithm::HS256), claims, &self.encoding)
-            .expect("HS256 signing of plain claims cannot fail")
+        herald_proto::token::mint(&self.secret, claims)
     }
 
     /// Signs a token for `app`: its header's `kid` names the app, so the server knows which
     /// secret verifies it.
     pub fn mint_for(&self, app: &AppId, claims: &ClientClaims) -> String {
-        if app.is_default() {
-            return self.mint(claims);
-        }
-        let mut header = Header::new(Algorithm::HS256);
-        header.kid = Some(app.as_str().to_string());
-        jsonwebtoken::encode(&header, claims, &self.encoding)
-            .expect("HS256 signing of plain claims cannot fail")
+        herald_proto::token::mint_for_app(&self.secret, app.as_str(), claims)
     }
 }
 
@@ -332,6 +307,33 @@ mod tests {
         );
         // no exp at all is accepted
         assert!(keys.verify(&keys.mint(&ClientClaims::default())).is_ok());
+    }
+
+    /// The contract's token vectors (herald-proto/tests/vectors/tokens.json): every valid token
+    /// verifies to its claims and app, every invalid one is refused with its code.
+    #[test]
+    fn token_vectors_verify() {
+        let v: serde_json::Value =
+            serde_json::from_str(include_str!("../../herald-proto/tests/vectors/tokens.json"))
+                .unwrap();
+        let keyring = |secret: &str| {
+            let tokens = Tokens::new(secret.as_bytes());
+            tokens.set_app(&AppId::parse("shop").unwrap(), secret.as_bytes());
+            tokens
+        };
+        for case in v["valid"].as_array().unwrap() {
+            let tokens = keyring(case["secret"].as_str().unwrap());
+            let client = tokens.verify(case["token"].as_str().unwrap()).unwrap();
+            let claims: ClientClaims = serde_json::from_value(case["claims"].clone()).unwrap();
+            assert_eq!(client.app.as_str(), case["app"].as_str().unwrap());
+            assert_eq!((client.sub, client.expires), (claims.sub, claims.exp));
+            assert_eq!(client.device, claims.device);
+        }
+        for case in v["invalid"].as_array().unwrap() {
+            let tokens = keyring(case["secret"].as_str().unwrap());
+            let e = tokens.verify(case["token"].as_str().unwrap()).unwrap_err();
+            assert_eq!(e.code.as_str(), case["error"], "{}", case["name"]);
+        }
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod device_id;
 pub mod engine;
 pub mod error;
 pub mod fanout;
+pub mod frames;
 pub mod head;
 pub mod hub;
 pub mod log;

@@ -1,5 +1,6 @@
-//! Messages and cursors: what a publisher sends, what the log stores, and the `(epoch, seq)`
-//! position every transport resumes from.
+//! Messages: what a publisher sends, what the log stores and fans out, with its encode-once frame
+//! cache. The `(epoch, seq)` position every transport resumes from ([`Cursor`], [`Epoch`]) is
+//! part of the wire contract and re-exported from `herald-proto`.
 
 use std::any::Any;
 use std::fmt;
@@ -9,49 +10,7 @@ use bytes::Bytes;
 
 use crate::name::ChannelName;
 
-/// A channel log's epoch: changes only if the channel's log was lost or reset, so a cursor from
-/// another epoch cannot be resumed. Empty for a channel that has never had a message.
-#[derive(Clone, PartialEq, Eq, Hash, Default)]
-pub struct Epoch(Arc<str>);
-
-impl Epoch {
-    /// Wraps an epoch string.
-    pub fn new(s: &str) -> Self {
-        Epoch(Arc::from(s))
-    }
-
-    /// A fresh random epoch (8 lowercase hex digits).
-    pub fn generate() -> Self {
-        Epoch::new(&format!("{:08x}", rand::random::<u32>()))
-    }
-
-    /// The epoch as a string.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for Epoch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl fmt::Debug for Epoch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&*self.0, f)
-    }
-}
-
-/// A position in a channel: the last message a client has seen. `seq == 0` means "before the
-/// first message" and is valid in any epoch.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Cursor {
-    /// Epoch the seq belongs to; may be empty when `seq == 0` or when the client does not know it.
-    pub epoch: Epoch,
-    /// Seq of the last message seen.
-    pub seq: u64,
-}
+pub use herald_proto::cursor::{Cursor, Epoch};
 
 /// A message as a publisher hands it to the engine.
 #[derive(Debug, Clone)]

@@ -20,7 +20,7 @@ use crate::error::{ErrorCode, HeraldError};
 use crate::name::ChannelName;
 
 /// The app every server has; a one-app server uses only this one.
-pub const DEFAULT_APP: &str = "default";
+pub const DEFAULT_APP: &str = herald_proto::token::DEFAULT_APP;
 
 /// Longest app id, in bytes.
 pub const MAX_APP_ID_LEN: usize = 32;

@@ -1,22 +1,24 @@
 //! Small HTTP helpers shared by the transports: JSON error responses, reading the client token
 //! from `?token=` or `Authorization: Bearer`, and query strings with repeated keys.
 
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use herald_core::HeraldError;
-use herald_proto::frame::ErrorBody;
 
-/// `{"error":{"code","message"}}` with the code's HTTP status.
+/// `{"error":{"code","message"}}` with the code's HTTP status, as `herald_proto::http` renders
+/// every HTTP error.
 pub fn error_response(e: &HeraldError) -> Response {
     let (status, body) = error_parts(e);
-    (status, axum::Json(body)).into_response()
+    let json = HeaderValue::from_static("application/json");
+    (status, [(header::CONTENT_TYPE, json)], body).into_response()
 }
 
 /// The HTTP status and JSON body of [`error_response`], for a transport that writes its own
 /// answer.
-pub fn error_parts(e: &HeraldError) -> (StatusCode, serde_json::Value) {
-    let status = StatusCode::from_u16(e.code.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
-    (status, serde_json::json!({ "error": ErrorBody::from(e) }))
+pub fn error_parts(e: &HeraldError) -> (StatusCode, Vec<u8>) {
+    let (status, body) = herald_proto::http::error_answer(e);
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
+    (status, body)
 }
 
 /// Resolves when a token that expires at `expires` (seconds since the Unix epoch) has expired;
@@ -66,8 +68,8 @@ pub fn client_token(pairs: &[(String, String)], headers: &HeaderMap) -> Option<S
         headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(|t| t.trim().to_owned())
+            .and_then(herald_proto::http::bearer)
+            .map(str::to_owned)
     });
     token.filter(|t| !t.is_empty())
 }

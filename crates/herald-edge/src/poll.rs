@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use herald_core::outbox::{OutFrame, Outbox};
 use herald_core::telemetry::telemetry;
 use herald_core::HeraldError;
-use serde::Serialize;
+use herald_proto::reply::ChannelStatus;
 
 use crate::channels::{StreamRequest, Subscriptions};
 use crate::http::error_response;
@@ -36,14 +36,6 @@ pub async fn poll(
         Ok(response) => response,
         Err(e) => error_response(&e),
     }
-}
-
-#[derive(Serialize)]
-struct ChannelStatus<'a> {
-    channel: &'a str,
-    epoch: &'a str,
-    seq: u64,
-    recovered: bool,
 }
 
 async fn answer(
@@ -96,7 +88,7 @@ async fn answer(
                 if written > 0 {
                     body.push(b',');
                 }
-                body.extend_from_slice(&herald_proto::frame::message_entry(&m));
+                body.extend_from_slice(&herald_core::frames::message_entry(&m));
                 written += 1;
             }
         }
@@ -109,8 +101,8 @@ async fn answer(
         .iter()
         .zip(&subs.outcomes)
         .map(|(n, o)| ChannelStatus {
-            channel: n.public(),
-            epoch: o.epoch.as_str(),
+            channel: n.public().into(),
+            epoch: o.epoch.as_str().into(),
             seq: o.seq,
             recovered: o.recovered,
         })

@@ -1,11 +1,15 @@
 //! Client commands: one JSON object per WebSocket text frame, `{"id": N, "<command>": {...}}`.
-//! `id` is optional (a reply echoes it); exactly one command key must be present.
+//! `id` is optional (a reply echoes it); exactly one command key must be present. The server
+//! parses them ([`ClientFrame::parse`]); a client serializes them (`serde_json::to_string` of a
+//! [`ClientFrame`] writes `id` first, then the command, optional fields left out when unset).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use herald_core::{ErrorCode, HeraldError};
-use serde::Deserialize;
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{ErrorCode, HeraldError};
 use serde_json::value::RawValue;
 
 /// A parsed client frame.
@@ -37,7 +41,7 @@ pub enum Command {
 }
 
 /// `ack` command: everything in `channel` (`$app` or `$device`) up to `seq` was processed.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Ack {
     /// `$app` or `$device`.
@@ -45,45 +49,46 @@ pub struct Ack {
     /// Last seq processed.
     pub seq: u64,
     /// Epoch of that seq, if known.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub epoch: Option<String>,
 }
 
 /// `connect` command.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Connect {
     /// Client JWT.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
 }
 
 /// A resume position as a client sends it.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct Since {
     /// Last seq the client has seen.
     pub seq: u64,
     /// Epoch of that seq; omitted means "the channel's current epoch".
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub epoch: Option<String>,
 }
 
 /// `subscribe` command.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Subscribe {
     /// Channel name.
     pub channel: String,
     /// Resume after this position.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<Since>,
     /// Send the channel's last message first.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last: Option<bool>,
 }
 
 /// `unsubscribe` command.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Unsubscribe {
     /// Channel name.
@@ -91,7 +96,7 @@ pub struct Unsubscribe {
 }
 
 /// `publish` command.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Publish {
     /// Channel name.
@@ -99,21 +104,21 @@ pub struct Publish {
     /// Any JSON value.
     pub data: Box<RawValue>,
     /// Idempotency key.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
 }
 
 /// `history` command.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct History {
     /// Channel name.
     pub channel: String,
     /// Return messages after this seq (default 0).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<u64>,
     /// At most this many (default 100, max 1000).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
 }
 
@@ -127,6 +132,42 @@ pub const COMMANDS: &[&str] = &[
     "ack",
     "ping",
 ];
+
+impl Command {
+    /// The command's key on the wire.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Connect(_) => "connect",
+            Command::Subscribe(_) => "subscribe",
+            Command::Unsubscribe(_) => "unsubscribe",
+            Command::Publish(_) => "publish",
+            Command::History(_) => "history",
+            Command::Ack(_) => "ack",
+            Command::Ping => "ping",
+        }
+    }
+}
+
+impl Serialize for ClientFrame {
+    /// `{"id":N,"<command>":{...}}`, `id` left out when `None`; `ping` has the body `{}`.
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(None)?;
+        if let Some(id) = self.id {
+            map.serialize_entry("id", &id)?;
+        }
+        let name = self.command.name();
+        match &self.command {
+            Command::Connect(c) => map.serialize_entry(name, c)?,
+            Command::Subscribe(c) => map.serialize_entry(name, c)?,
+            Command::Unsubscribe(c) => map.serialize_entry(name, c)?,
+            Command::Publish(c) => map.serialize_entry(name, c)?,
+            Command::History(c) => map.serialize_entry(name, c)?,
+            Command::Ack(c) => map.serialize_entry(name, c)?,
+            Command::Ping => map.serialize_entry(name, &serde_json::json!({}))?,
+        }
+        map.end()
+    }
+}
 
 /// A parse failure, with the request id when it could be read.
 #[derive(Debug)]

@@ -1,10 +1,80 @@
-//! Cursor strings for SSE (`id:` / `Last-Event-ID`) and long-poll (`since=` / `cursor`).
+//! Positions and their string forms: [`Epoch`] and [`Cursor`] (`(epoch, seq)`, the resume
+//! position of every transport), the cursor strings of SSE (`id:` / `Last-Event-ID`) and
+//! long-poll (`since=` / `cursor`), and the device inbox cursor string.
 //!
-//! One position per subscribed channel, in the order the channels were named, separated by
-//! commas; each position is `EPOCH:SEQ` (`:SEQ` or plain `SEQ` when the epoch is unknown).
-//! Example for `?channel=a&channel=b`: `3f2a91c0:41,9bd0e2aa:7`.
+//! A cursor string holds one position per subscribed channel, in the order the channels were
+//! named, separated by commas; each position is `EPOCH:SEQ` (`:SEQ` or plain `SEQ` when the
+//! epoch is unknown). Example for `?channel=a&channel=b`: `3f2a91c0:41,9bd0e2aa:7`.
 
-use herald_core::{Cursor, Epoch, HeraldError};
+use std::fmt;
+use std::sync::Arc;
+
+use crate::error::HeraldError;
+
+/// A channel log's epoch: changes only if the channel's log was lost or reset, so a cursor from
+/// another epoch cannot be resumed. Empty for a channel that has never had a message.
+#[derive(Clone, PartialEq, Eq, Hash, Default)]
+pub struct Epoch(Arc<str>);
+
+impl Epoch {
+    /// Wraps an epoch string.
+    pub fn new(s: &str) -> Self {
+        Epoch(Arc::from(s))
+    }
+
+    /// A fresh random epoch (8 lowercase hex digits).
+    pub fn generate() -> Self {
+        Epoch::new(&format!("{:08x}", rand::random::<u32>()))
+    }
+
+    /// The epoch as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Epoch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for Epoch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+/// A position in a channel: the last message a client has seen. `seq == 0` means "before the
+/// first message" and is valid in any epoch.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Cursor {
+    /// Epoch the seq belongs to; may be empty when `seq == 0` or when the client does not know it.
+    pub epoch: Epoch,
+    /// Seq of the last message seen.
+    pub seq: u64,
+}
+
+/// A device's inbox position as one string: `EPOCH:SEQ,EPOCH:SEQ`, the app's broadcast log
+/// (`$app`) first, then the device's own log (`$device`).
+pub fn encode_inbox(app: &Cursor, device: &Cursor) -> String {
+    format!("{}:{},{}:{}", app.epoch, app.seq, device.epoch, device.seq)
+}
+
+/// Parses [`encode_inbox`]'s form into `(app, device)`. Lenient by contract: a missing or
+/// unreadable position reads as "nothing acknowledged" in that log (empty epoch, seq 0).
+pub fn decode_inbox(s: &str) -> (Cursor, Cursor) {
+    let mut parts = s.split(',').map(|p| {
+        let (epoch, seq) = p.rsplit_once(':').unwrap_or(("", p));
+        Cursor {
+            epoch: Epoch::new(epoch),
+            seq: seq.parse().unwrap_or(0),
+        }
+    });
+    let app = parts.next().unwrap_or_default();
+    let device = parts.next().unwrap_or_default();
+    (app, device)
+}
 
 /// Encodes positions as a cursor string.
 pub fn encode(cursors: &[Cursor]) -> String {

@@ -1,35 +1,50 @@
-//! Server frames. Channel messages are encoded once per message and per transport kind, through
-//! the message's frame cache ([`herald_core::StoredMessage::frame`]); replies and errors are small
-//! and encoded per request.
+//! The server's fast encoders: the bytes of every server frame, written by hand where a frame
+//! is sent per message (a message entry, its WebSocket push, its SSE `data:` lines, a history
+//! body) and through serde for small per-request replies. They take proto views, not server
+//! types; the server caches a message's encodings once per message (`herald_core::frames`).
+//! The typed, two-way forms of the same frames are in [`crate::reply`]; a test shows both agree.
 
 use bytes::{BufMut, Bytes, BytesMut};
-use herald_core::log::LogSlice;
-use herald_core::message::FrameKind;
-use herald_core::{HeraldError, StoredMessage};
 use serde::Serialize;
+
+use crate::error::HeraldError;
+use crate::reply::ErrorBody;
+
+/// One message as the wire describes it: what [`message_entry`] encodes.
+#[derive(Debug, Clone, Copy)]
+pub struct MessageView<'a> {
+    /// The channel's public name (without any app prefix).
+    pub channel: &'a str,
+    /// Position in the channel, from 1.
+    pub seq: u64,
+    /// Epoch of the channel's log.
+    pub epoch: &'a str,
+    /// The message id: the publisher's idempotency key, or `<epoch>-<seq>`.
+    pub id: &'a str,
+    /// When it was stored, milliseconds since the Unix epoch.
+    pub time: i64,
+    /// The payload: JSON text, byte for byte as published.
+    pub data: &'a [u8],
+}
 
 /// The JSON object describing one message, as history, long-poll and the WebSocket `message`
 /// push carry it: `{"channel":..,"seq":..,"epoch":..,"id":..,"time":..,"data":..}`. Every
 /// message carries its full cursor, so a client that subscribed before a channel's first
 /// message still learns the epoch.
-pub fn message_entry(m: &StoredMessage) -> Bytes {
-    m.frame(FrameKind::JsonEntry, encode_entry)
-}
-
-fn encode_entry(m: &StoredMessage) -> Bytes {
-    let mut buf = BytesMut::with_capacity(m.data.len() + 96 + m.channel.as_str().len());
+pub fn message_entry(m: &MessageView<'_>) -> Bytes {
+    let mut buf = BytesMut::with_capacity(m.data.len() + 96 + m.channel.len());
     buf.put_slice(b"{\"channel\":");
-    buf.put_slice(&json_string(m.channel.public()));
+    buf.put_slice(&json_string(m.channel));
     buf.put_slice(b",\"seq\":");
     buf.put_slice(m.seq.to_string().as_bytes());
     buf.put_slice(b",\"epoch\":");
-    buf.put_slice(&json_string(m.epoch.as_str()));
+    buf.put_slice(&json_string(m.epoch));
     buf.put_slice(b",\"id\":");
-    buf.put_slice(&json_string(&m.id()));
+    buf.put_slice(&json_string(m.id));
     buf.put_slice(b",\"time\":");
     buf.put_slice(m.time.to_string().as_bytes());
     buf.put_slice(b",\"data\":");
-    buf.put_slice(&m.data);
+    buf.put_slice(m.data);
     buf.put_u8(b'}');
     buf.freeze()
 }
@@ -38,25 +53,18 @@ fn json_string(s: &str) -> Vec<u8> {
     serde_json::to_vec(s).unwrap_or_else(|_| b"\"\"".to_vec())
 }
 
-/// The WebSocket push of a message: `{"message":{...entry...}}`.
-pub fn ws_message(m: &StoredMessage) -> Bytes {
-    m.frame(FrameKind::WsJson, |m| {
-        let entry = message_entry(m);
-        let mut buf = BytesMut::with_capacity(entry.len() + 12);
-        buf.put_slice(b"{\"message\":");
-        buf.put_slice(&entry);
-        buf.put_u8(b'}');
-        buf.freeze()
-    })
+/// The WebSocket push of a message, around its [`message_entry`]: `{"message":{...entry...}}`.
+pub fn ws_message(entry: &[u8]) -> Bytes {
+    let mut buf = BytesMut::with_capacity(entry.len() + 12);
+    buf.put_slice(b"{\"message\":");
+    buf.put_slice(entry);
+    buf.put_u8(b'}');
+    buf.freeze()
 }
 
-/// The `data:` lines of an SSE event for a message (the entry JSON, split on line breaks so
-/// EventSource joins it back together). The `id:` line is per connection and not included.
-pub fn sse_data(m: &StoredMessage) -> Bytes {
-    m.frame(FrameKind::SseData, |m| sse_data_lines(&message_entry(m)))
-}
-
-/// Splits `payload` into `data:` lines, ending with the blank line that ends an event.
+/// Splits `payload` into `data:` lines, ending with the blank line that ends an event (the
+/// entry JSON of a message, split on line breaks so EventSource joins it back together). The
+/// `id:` line is per connection and not included.
 pub fn sse_data_lines(payload: &[u8]) -> Bytes {
     let mut buf = BytesMut::with_capacity(payload.len() + 16);
     for line in payload.split(|b| *b == b'\n') {
@@ -112,53 +120,41 @@ fn reply_start(id: Option<u64>, kind: &str, capacity: usize) -> Vec<u8> {
     buf
 }
 
-/// A history read as JSON: `{"channel","epoch","seq",["first_seq",]"messages":[...]}`, the
-/// messages as [`message_entry`]s. The HTTP API includes `first_seq`; the WebSocket `history`
+/// Where a channel's log stood when its history was read.
+#[derive(Debug, Clone, Copy)]
+pub struct HistoryHead<'a> {
+    /// The channel's public name.
+    pub channel: &'a str,
+    /// Its epoch.
+    pub epoch: &'a str,
+    /// Its newest seq.
+    pub seq: u64,
+    /// Its oldest retained seq; only the HTTP API's history carries it.
+    pub first_seq: Option<u64>,
+}
+
+/// A history read as JSON: `{"channel","epoch","seq",["first_seq",]"messages":[...]}`, from the
+/// messages' [`message_entry`]s. The HTTP API includes `first_seq`; the WebSocket `history`
 /// reply does not.
-pub fn history(slice: &LogSlice, with_first_seq: bool) -> Vec<u8> {
-    let state = &slice.state;
-    let mut body = Vec::with_capacity(
-        128 + slice
-            .messages
-            .iter()
-            .map(|m| m.data.len() + 96)
-            .sum::<usize>(),
-    );
+pub fn history(head: &HistoryHead<'_>, entries: &[Bytes]) -> Vec<u8> {
+    let mut body = Vec::with_capacity(128 + entries.iter().map(|e| e.len() + 1).sum::<usize>());
     body.extend_from_slice(b"{\"channel\":");
-    body.extend_from_slice(&json_string(state.name.public()));
+    body.extend_from_slice(&json_string(head.channel));
     body.extend_from_slice(b",\"epoch\":");
-    body.extend_from_slice(&json_string(state.epoch.as_str()));
-    body.extend_from_slice(format!(",\"seq\":{}", state.last_seq).as_bytes());
-    if with_first_seq {
-        body.extend_from_slice(format!(",\"first_seq\":{}", state.first_seq).as_bytes());
+    body.extend_from_slice(&json_string(head.epoch));
+    body.extend_from_slice(format!(",\"seq\":{}", head.seq).as_bytes());
+    if let Some(first_seq) = head.first_seq {
+        body.extend_from_slice(format!(",\"first_seq\":{first_seq}").as_bytes());
     }
     body.extend_from_slice(b",\"messages\":[");
-    for (i, m) in slice.messages.iter().enumerate() {
+    for (i, entry) in entries.iter().enumerate() {
         if i > 0 {
             body.push(b',');
         }
-        body.extend_from_slice(&message_entry(m));
+        body.extend_from_slice(entry);
     }
     body.extend_from_slice(b"]}");
     body
-}
-
-/// The body of an error: `{"code":"...","message":"..."}`.
-#[derive(Debug, Serialize)]
-pub struct ErrorBody<'a> {
-    /// Stable code.
-    pub code: &'a str,
-    /// Human message.
-    pub message: &'a str,
-}
-
-impl<'a> From<&'a HeraldError> for ErrorBody<'a> {
-    fn from(e: &'a HeraldError) -> Self {
-        ErrorBody {
-            code: e.code.as_str(),
-            message: &e.message,
-        }
-    }
 }
 
 /// An error frame: `{"id":N,"error":{"code":"...","message":"..."}}` (id omitted if unknown).
@@ -168,42 +164,28 @@ pub fn error(id: Option<u64>, e: &HeraldError) -> Bytes {
 
 /// The frame sent before the server closes a connection: `{"disconnect":{"code","message"}}`.
 pub fn disconnect(code: &str, message: &str) -> Bytes {
-    reply(None, "disconnect", &ErrorBody { code, message })
-}
-
-/// The body of a subscribe reply.
-#[derive(Debug, Serialize)]
-pub struct SubscribeReply<'a> {
-    /// Channel subscribed.
-    pub channel: &'a str,
-    /// Channel's newest seq when the subscription started.
-    pub seq: u64,
-    /// Channel's epoch.
-    pub epoch: &'a str,
-    /// Whether the requested `since` was resumed exactly.
-    pub recovered: bool,
+    reply(None, "disconnect", &ErrorBody::new(code, message))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use herald_core::{ChannelName, Epoch, ErrorCode};
+    use crate::error::ErrorCode;
 
-    fn msg(data: &'static str) -> StoredMessage {
-        StoredMessage::new(
-            ChannelName::parse("news").unwrap(),
-            Epoch::new("e1"),
-            58,
-            None,
-            1700,
-            Bytes::from_static(data.as_bytes()),
-        )
+    fn view(data: &str) -> MessageView<'_> {
+        MessageView {
+            channel: "news",
+            seq: 58,
+            epoch: "e1",
+            id: "e1-58",
+            time: 1700,
+            data: data.as_bytes(),
+        }
     }
 
     #[test]
-    fn message_frames_are_valid_json_and_cached() {
-        let m = msg(r#"{"t":"hello"}"#);
-        let ws = ws_message(&m);
+    fn message_frames_are_valid_json() {
+        let ws = ws_message(&message_entry(&view(r#"{"t":"hello"}"#)));
         let v: serde_json::Value = serde_json::from_slice(&ws).unwrap();
         assert_eq!(v["message"]["channel"], "news");
         assert_eq!(v["message"]["seq"], 58);
@@ -211,13 +193,11 @@ mod tests {
         assert_eq!(v["message"]["id"], "e1-58");
         assert_eq!(v["message"]["time"], 1700);
         assert_eq!(v["message"]["data"]["t"], "hello");
-        assert_eq!(ws.as_ptr(), ws_message(&m).as_ptr(), "encoded once");
     }
 
     #[test]
     fn sse_splits_multiline_json() {
-        let m = msg("{\n \"a\": 1\r\n}");
-        let s = sse_data(&m);
+        let s = sse_data_lines(&message_entry(&view("{\n \"a\": 1\r\n}")));
         let text = std::str::from_utf8(&s).unwrap();
         assert!(text.ends_with("\n\n"));
         let joined: Vec<&str> = text

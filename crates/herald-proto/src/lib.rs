@@ -1,10 +1,20 @@
-//! Herald's client wire protocol, shared by the server transports, the CLI, the bench tool and
-//! SDK test vectors: the JSON commands a client sends over WebSocket ([`command`]), the frames
-//! the server sends back ([`frame`]), and the cursor strings SSE and long-poll use ([`cursor`]).
-//! docs/protocol.md describes the same thing for people.
+//! Herald's wire contract, shared by the server, the CLI, the bench tool and every SDK, and
+//! depending on nothing else of Herald: the JSON commands a client sends over WebSocket
+//! ([`command`]), the frames the server sends back, typed ([`reply`], [`sse`]) and as the
+//! server's fast encoders ([`frame`]), error codes and their HTTP statuses ([`error`],
+//! [`http`]), cursor strings ([`cursor`]) and client token claims and minting ([`token`]).
+//! docs/protocol.md describes the same thing for people; `tests/vectors/` pins it for machines.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod command;
 pub mod cursor;
+pub mod error;
 pub mod frame;
+pub mod http;
+pub mod reply;
+pub mod sse;
+pub mod token;
+
+pub use cursor::{Cursor, Epoch};
+pub use error::{ErrorCode, HeraldError};

@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 
 pub use herald_core::device_id::{check_device_id, MAX_DEVICE_ID_LEN};
 use herald_core::error::{ErrorCode, HeraldError};
-use herald_core::message::{Cursor, Epoch};
+use herald_core::message::Cursor;
 
 use crate::tags::validate_tag;
 
@@ -109,25 +109,13 @@ pub struct InboxCursor {
 impl InboxCursor {
     /// `EPOCH:SEQ,EPOCH:SEQ` (app log first), the form the store keeps.
     pub fn encode(&self) -> String {
-        format!(
-            "{}:{},{}:{}",
-            self.app.epoch, self.app.seq, self.device.epoch, self.device.seq
-        )
+        herald_proto::cursor::encode_inbox(&self.app, &self.device)
     }
 
     /// Parses [`InboxCursor::encode`]'s form; anything else reads as "nothing acknowledged".
     pub fn decode(s: &str) -> Self {
-        let mut parts = s.split(',').map(|p| {
-            let (epoch, seq) = p.rsplit_once(':').unwrap_or(("", p));
-            Cursor {
-                epoch: Epoch::new(epoch),
-                seq: seq.parse().unwrap_or(0),
-            }
-        });
-        InboxCursor {
-            app: parts.next().unwrap_or_default(),
-            device: parts.next().unwrap_or_default(),
-        }
+        let (app, device) = herald_proto::cursor::decode_inbox(s);
+        InboxCursor { app, device }
     }
 }
 
@@ -414,6 +402,7 @@ fn check_token(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use herald_core::message::Epoch;
 
     fn reg(json: &str) -> Result<Device, HeraldError> {
         serde_json::from_str::<Registration>(json)

@@ -217,7 +217,6 @@ impl Connection {
 /// Answers a request the stream could not open for, as `crate::http::error_response` would.
 async fn answer_error(tcp: &TcpStream, http10: bool, e: &HeraldError) {
     let (status, body) = error_parts(e);
-    let body = serde_json::to_vec(&body).unwrap_or_default();
     let length = body.len().to_string();
     let mut buf = Vec::with_capacity(256 + body.len());
     response_head(

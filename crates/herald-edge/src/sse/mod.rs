@@ -25,7 +25,8 @@ use bytes::BufMut;
 use herald_core::outbox::{CloseReason, OutFrame, Outbox};
 use herald_core::telemetry::telemetry;
 use herald_core::HeraldError;
-use herald_proto::frame::{self, SubscribeReply};
+use herald_proto::frame;
+use herald_proto::reply::{ErrorBody, SubscribeReply};
 
 use crate::channels::{StreamRequest, Subscriptions};
 use crate::Edge;
@@ -68,9 +69,9 @@ impl SseStream {
         let outbox = Outbox::new(edge.settings.outbox_bytes);
         let subs = Subscriptions::open(edge, &request, &outbox, |name, outcome| {
             let body = SubscribeReply {
-                channel: name.public(),
+                channel: name.public().into(),
                 seq: outcome.seq,
-                epoch: outcome.epoch.as_str(),
+                epoch: outcome.epoch.as_str().into(),
                 recovered: outcome.recovered,
             };
             Some(OutFrame::Control(frame::sse_event("subscribed", &body)))
@@ -108,7 +109,7 @@ impl SseStream {
                         buf.put_slice(b"id: ");
                         buf.put_slice(self.subs.cursor().as_bytes());
                         buf.put_u8(b'\n');
-                        buf.put_slice(&frame::sse_data(&m));
+                        buf.put_slice(&herald_core::frames::sse_data(&m));
                         written += 1;
                     }
                 }
@@ -117,10 +118,7 @@ impl SseStream {
         telemetry().written_sse.increment(written);
         match closed {
             Some(reason) => {
-                let body = frame::ErrorBody {
-                    code: reason.code(),
-                    message: reason.message(),
-                };
+                let body = ErrorBody::new(reason.code(), reason.message());
                 buf.put_slice(&frame::sse_event("disconnect", &body));
             }
             None if ping => buf.put_slice(PING),

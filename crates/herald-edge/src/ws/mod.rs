@@ -354,11 +354,11 @@ fn write_frames(
                     lag_recorded = true;
                 }
                 messages += 1;
-                herald_proto::frame::ws_message(&m)
+                herald_core::frames::ws_message(&m)
             }
             OutFrame::Replayed(m) => {
                 messages += 1;
-                herald_proto::frame::ws_message(&m)
+                herald_core::frames::ws_message(&m)
             }
         })
         .collect();

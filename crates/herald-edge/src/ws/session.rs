@@ -13,8 +13,10 @@ use herald_core::outbox::{OutFrame, Outbox};
 use herald_core::usage::ConnectionGuard;
 use herald_core::{ChannelName, Cursor, Epoch, ErrorCode, HeraldError};
 use herald_proto::command::{self, ClientFrame, Command};
-use herald_proto::frame::{self, SubscribeReply};
-use serde::Serialize;
+use herald_proto::frame;
+use herald_proto::reply::{
+    AckReply, ConnectReply, Pong, PublishReply, SubscribeReply, UnsubscribeReply,
+};
 
 use crate::Edge;
 
@@ -74,9 +76,9 @@ impl Session {
                 None,
                 "subscribe",
                 &SubscribeReply {
-                    channel: log.public(),
+                    channel: log.public().into(),
                     seq: o.seq,
-                    epoch: o.epoch.as_str(),
+                    epoch: o.epoch.as_str().into(),
                     recovered: o.recovered,
                 },
             );
@@ -137,7 +139,7 @@ impl Session {
             Command::History(h) => self.history(id, h).await,
             Command::Ack(a) => self.ack(id, a).await,
             Command::Ping => {
-                self.send(frame::reply(id, "pong", &serde_json::json!({})));
+                self.send(frame::reply(id, "pong", &Pong {}));
                 Ok(())
             }
         }
@@ -185,21 +187,13 @@ impl Session {
                 self.edge.engine.unsubscribe(channel, &sub);
             }
         }
-        #[derive(Serialize)]
-        struct Connected<'a> {
-            sub: &'a str,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            expires: Option<u64>,
-            #[serde(skip_serializing_if = "Vec::is_empty")]
-            unsubscribed: Vec<&'a str>,
-        }
         self.send(frame::reply(
             id,
             "connect",
-            &Connected {
-                sub: &client.sub,
+            &ConnectReply {
+                sub: client.sub.as_str().into(),
                 expires: client.expires,
-                unsubscribed: revoked.iter().map(ChannelName::public).collect(),
+                unsubscribed: revoked.iter().map(|c| c.public().into()).collect(),
             },
         ));
         let device = client.device.is_some();
@@ -227,7 +221,10 @@ impl Session {
         self.send(frame::reply(
             id,
             "ack",
-            &serde_json::json!({ "channel": a.channel, "seq": a.seq }),
+            &AckReply {
+                channel: a.channel.as_str().into(),
+                seq: a.seq,
+            },
         ));
         Ok(())
     }
@@ -273,9 +270,9 @@ impl Session {
             id,
             "subscribe",
             &SubscribeReply {
-                channel: channel.public(),
+                channel: channel.public().into(),
                 seq: o.seq,
-                epoch: o.epoch.as_str(),
+                epoch: o.epoch.as_str().into(),
                 recovered: o.recovered,
             },
         );
@@ -296,7 +293,9 @@ impl Session {
         self.send(frame::reply(
             id,
             "unsubscribe",
-            &serde_json::json!({ "channel": channel.public() }),
+            &UnsubscribeReply {
+                channel: channel.public().into(),
+            },
         ));
         Ok(())
     }
@@ -318,14 +317,14 @@ impl Session {
         self.send(frame::reply(
             id,
             "publish",
-            &serde_json::json!({
-                "channel": channel.public(),
-                "seq": a.message.seq,
-                "id": a.message.id(),
-                "epoch": a.message.epoch.as_str(),
-                "time": a.message.time,
-                "duplicate": a.duplicate,
-            }),
+            &PublishReply {
+                channel: channel.public().into(),
+                duplicate: a.duplicate,
+                epoch: a.message.epoch.as_str().into(),
+                id: a.message.id().into(),
+                seq: a.message.seq,
+                time: a.message.time,
+            },
         ));
         Ok(())
     }
@@ -348,7 +347,7 @@ impl Session {
         self.send(frame::reply_json(
             id,
             "history",
-            &frame::history(&slice, false),
+            &herald_core::frames::history(&slice, false),
         ));
         Ok(())
     }
