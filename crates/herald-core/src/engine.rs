@@ -106,8 +106,9 @@ pub const DEFAULT_PUSH_RETENTION: Retention = Retention {
 
 impl Engine {
     /// An engine over `log`, whose commit sink must hand every committed message, in order, to
-    /// [`Hub::deliver`] (as [`crate::fanout::FanOut`] does).
-    pub fn new(log: Arc<dyn ChannelLog>, hub: Arc<Hub>, namespaces: Namespaces) -> Self {
+    /// [`Hub::deliver`] of `hub` (as [`crate::fanout::FanOut`] does). Private to the crate:
+    /// [`Engine::open`] is the constructor that guarantees it.
+    pub(crate) fn new(log: Arc<dyn ChannelLog>, hub: Arc<Hub>, namespaces: Namespaces) -> Self {
         Engine {
             log,
             hub,

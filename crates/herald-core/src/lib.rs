@@ -26,6 +26,7 @@ pub mod tags;
 pub mod telemetry;
 pub mod tenant;
 pub mod usage;
+pub mod wiring;
 
 pub use engine::Engine;
 pub use error::{ErrorCode, HeraldError};
