@@ -95,7 +95,11 @@ impl Parts {
     }
 
     /// The transports' shared state; starts the keep-alive clock, which stops at `shutdown`.
-    pub(crate) fn edge(&self, settings: &ServerSettings, shutdown: &CancellationToken) -> Arc<Edge> {
+    pub(crate) fn edge(
+        &self,
+        settings: &ServerSettings,
+        shutdown: &CancellationToken,
+    ) -> Arc<Edge> {
         Arc::new(Edge {
             engine: self.engine.clone(),
             tokens: self.tokens.clone(),
