@@ -98,10 +98,11 @@ pub struct Engine {
 
 impl Engine {
     /// An engine over `log`, whose commit sink must hand every committed message, in order, to
-    /// [`Hub::deliver`] (as [`crate::fanout::FanOut`] does). `namespaces` holds the options of
+    /// [`Hub::deliver`] of `hub` (as [`crate::fanout::FanOut`] does). Private to the crate:
+    /// [`Engine::open`] is the constructor that guarantees it. `namespaces` holds the options of
     /// every channel, including the reserved logs other crates registered (see
     /// [`Namespaces::reserve`]).
-    pub fn new(log: Arc<dyn ChannelLog>, hub: Arc<Hub>, namespaces: Namespaces) -> Self {
+    pub(crate) fn new(log: Arc<dyn ChannelLog>, hub: Arc<Hub>, namespaces: Namespaces) -> Self {
         Engine {
             log,
             hub,

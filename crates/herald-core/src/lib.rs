@@ -27,6 +27,7 @@ pub mod telemetry;
 pub mod tenancy;
 pub mod tenant;
 pub mod usage;
+pub mod wiring;
 
 pub use engine::Engine;
 pub use error::{ErrorCode, HeraldError};

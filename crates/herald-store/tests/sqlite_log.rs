@@ -826,13 +826,22 @@ async fn a_subscriber_after_a_returned_publish_is_told_its_seq_before_fan_out_ca
     use herald_core::outbox::Outbox;
 
     let dir = tempfile::tempdir().unwrap();
-    let hub = herald_core::hub::Hub::new();
-    let fan_out = Arc::new(LateFanOut {
-        hub: hub.clone(),
-        held: Mutex::new(Vec::new()),
-    });
-    let log = SqliteLog::open(dir.path(), SqliteOptions::default(), fan_out.clone()).unwrap();
-    let engine = Engine::new(log.clone(), hub, Default::default());
+    let mut late = None;
+    let (engine, log) = Engine::open_with_sink(
+        Default::default(),
+        |hub| {
+            Arc::new(LateFanOut {
+                hub,
+                held: Mutex::new(Vec::new()),
+            })
+        },
+        |sink| {
+            late = Some(sink.clone());
+            SqliteLog::open(dir.path(), SqliteOptions::default(), sink)
+        },
+    )
+    .unwrap();
+    let fan_out = late.unwrap();
     let news = name("news");
 
     // A first subscriber makes the hub track the channel's head.

@@ -1,12 +1,11 @@
 //! The `herald` binary: command line ([`cli`]), layered configuration ([`config`]), the small
-//! HTTP and WebSocket clients behind `herald publish` / `herald subscribe` ([`client`]), and the
-//! server wiring ([`serve`]).
+//! HTTP and WebSocket clients behind `herald publish` / `herald subscribe` ([`client`]), and
+//! `herald serve` ([`serve`]), which starts the server library (`herald-server`).
 #![forbid(unsafe_code)]
 
 mod cli;
 mod client;
 mod config;
-mod listener;
 mod serve;
 
 #[tokio::main]

@@ -18,7 +18,7 @@ mod validate;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use herald_core::log::Retention;
@@ -30,8 +30,7 @@ use layers::{env_text, Layers};
 pub use layers::Source;
 pub use validate::ConfigError;
 
-/// Name of the file in the data directory that holds the generated token secret.
-pub const TOKEN_SECRET_FILE: &str = "token-secret";
+pub use herald_server::{read_secret_file, TOKEN_SECRET_FILE};
 /// Shortest accepted token secret, in bytes.
 pub const MIN_TOKEN_SECRET_BYTES: usize = 16;
 
@@ -257,15 +256,6 @@ impl Config {
     /// Where `key` (a config key such as `listen` or `history.size`) came from.
     pub fn source(&self, key: &str) -> Source {
         self.sources.get(key).cloned().unwrap_or(Source::Default)
-    }
-}
-
-/// Reads a secret file written by the server (trimmed); `Ok(None)` if it does not exist.
-pub fn read_secret_file(path: &Path) -> std::io::Result<Option<String>> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => Ok(Some(text.trim().to_owned()).filter(|s| !s.is_empty())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
     }
 }
 

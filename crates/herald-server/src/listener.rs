@@ -22,7 +22,7 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// Accepts connections on `listener` and serves `app` on each until `shutdown` is cancelled.
 /// Returns the (closed) tracker of the HTTP connections still finishing, for the caller to wait
 /// on within its shutdown grace.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     app: Router,
     edge: Arc<Edge>,

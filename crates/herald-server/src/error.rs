@@ -1,0 +1,75 @@
+//! [`ServerError`]: why a server could not start or did not stop cleanly. Each variant names
+//! the file, address or step, and keeps the underlying error as its source.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use herald_core::log::StoreError;
+
+/// Why a server could not start, or did not finish cleanly.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The `metrics` recorder could not be installed (another one was installed first).
+    #[error("cannot install the metrics recorder")]
+    Metrics(#[source] metrics_exporter_prometheus::BuildError),
+    /// The metrics upkeep thread could not be started.
+    #[error("cannot start the metrics upkeep thread")]
+    MetricsUpkeep(#[source] std::io::Error),
+    /// The data directory could not be created.
+    #[error("cannot create data directory {}", path.display())]
+    DataDir {
+        /// The data directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The fan-out thread could not be started.
+    #[error("cannot start the fan-out thread")]
+    FanOut(#[source] std::io::Error),
+    /// The store could not be opened.
+    #[error("cannot open the store in {}", path.display())]
+    OpenStore {
+        /// The data directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: StoreError,
+    },
+    /// Reading or writing apps, keys or usage at start failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The token-secret file could not be read.
+    #[error("cannot read {}", path.display())]
+    ReadSecret {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The generated token secret could not be written.
+    #[error("cannot write {}", path.display())]
+    WriteSecret {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A listener could not be bound; `what` is empty for HTTP, else ` (meteor)` or
+    /// ` (meteor-control)`.
+    #[error("cannot listen on {addr}{what}")]
+    Listen {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// Which port, as the message says it.
+        what: &'static str,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The server's task panicked or was cancelled.
+    #[error("the server task failed")]
+    Task(#[source] tokio::task::JoinError),
+}

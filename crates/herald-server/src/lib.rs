@@ -1,0 +1,30 @@
+//! The Herald server as a library: start one with [`Server::builder`] and
+//! [`ServerBuilder::start`], stop it with [`RunningServer::shutdown`]. The `herald` binary and
+//! the in-process integration tests both start servers this way.
+//!
+//! A server owns every listener (HTTP: the API, WebSocket, SSE and long-poll; Meteor's
+//! subscriber and controller ports when configured), the usage writer, the `/metrics` recorder
+//! (one per process, shared by every server in it) and the wiring of store, hub, fan-out and
+//! engine, which [`herald_core::Engine::open`] makes impossible to get wrong.
+//!
+//! Modules: [`settings`] (what a server starts with), `server` (start and shutdown), `wiring`
+//! (building the parts and joining them), `listener` (the HTTP accept loop), `meteor` (the
+//! Meteor ports), `metrics` (the process's recorder), `usage_writer`, `secrets` (the generated
+//! token secret) and [`error`].
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod error;
+mod listener;
+mod meteor;
+mod metrics;
+mod secrets;
+mod server;
+pub mod settings;
+mod usage_writer;
+mod wiring;
+
+pub use error::ServerError;
+pub use secrets::{read_secret_file, TOKEN_SECRET_FILE};
+pub use server::{Addresses, RunningServer, Server, ServerBuilder};
+pub use settings::{MeteorPorts, ServerSettings};

@@ -1,0 +1,109 @@
+//! Meteor's ports: binds the subscriber and controller listeners that are configured (with a
+//! deep accept queue) and, once the server is ready, serves them with `herald-edge`'s Meteor
+//! transport.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use herald_edge::meteor::{Meteor, MeteorConf, MeteorSettings};
+use herald_edge::Edge;
+use tokio::net::TcpListener;
+use tokio_util::task::TaskTracker;
+
+use crate::error::ServerError;
+use crate::settings::MeteorPorts;
+
+/// Accept-queue length asked for on the Meteor ports (the kernel caps it at somaxconn).
+const BACKLOG: u32 = 8192;
+
+/// The bound Meteor listeners, not yet accepting.
+pub(crate) struct MeteorListeners {
+    meteor: Arc<Meteor>,
+    subscribers: Option<TcpListener>,
+    controllers: Option<TcpListener>,
+}
+
+impl MeteorListeners {
+    /// Binds the configured ports (subscriber first), or returns `None` when neither is.
+    pub(crate) fn bind(
+        ports: &MeteorPorts,
+        edge: &Arc<Edge>,
+    ) -> Result<Option<MeteorListeners>, ServerError> {
+        if !ports.any() {
+            return Ok(None);
+        }
+        let conf = ports.conf.clone().unwrap_or_else(MeteorConf::builtin);
+        if !conf.ignored.is_empty() {
+            tracing::info!(
+                keys = ?conf.ignored,
+                "meteor_conf keys Herald does not use (its own listen settings apply)"
+            );
+        }
+        let subscribers = ports
+            .listen
+            .map(|addr| bind(addr, " (meteor)"))
+            .transpose()?;
+        let controllers = match ports.control {
+            Some(addr) => {
+                if !addr.ip().is_loopback() && ports.control_password.is_none() {
+                    tracing::warn!(
+                        %addr,
+                        "the Meteor controller port is reachable from other machines and has no \
+                         password: anyone who can connect can publish (set meteor_control_password)"
+                    );
+                }
+                Some(bind(addr, " (meteor-control)")?)
+            }
+            None => None,
+        };
+        let meteor = Meteor::new(
+            edge.clone(),
+            MeteorSettings {
+                conf,
+                document_root: ports.document_root.clone(),
+                control_password: ports.control_password.clone(),
+            },
+        );
+        Ok(Some(MeteorListeners {
+            meteor,
+            subscribers,
+            controllers,
+        }))
+    }
+
+    /// The subscriber port's bound address.
+    pub(crate) fn subscriber_addr(&self) -> Option<SocketAddr> {
+        self.subscribers.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// The controller port's bound address.
+    pub(crate) fn controller_addr(&self) -> Option<SocketAddr> {
+        self.controllers.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// Starts accepting on each port, on `tasks`; each accept loop ends at shutdown.
+    pub(crate) fn serve(self, tasks: &TaskTracker) {
+        if let Some(listener) = self.subscribers {
+            tasks.spawn(self.meteor.clone().serve_subscribers(listener));
+        }
+        if let Some(listener) = self.controllers {
+            tasks.spawn(self.meteor.serve_controllers(listener));
+        }
+    }
+}
+
+/// A listener with a deep accept queue: Deacon's long-poll clients all reconnect at once after
+/// every message, and an overflowing queue turns into one-second SYN retries.
+fn bind(addr: SocketAddr, what: &'static str) -> Result<TcpListener, ServerError> {
+    let listen = || {
+        let socket = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        socket.bind(addr)?;
+        socket.listen(BACKLOG)
+    };
+    listen().map_err(|source| ServerError::Listen { addr, what, source })
+}

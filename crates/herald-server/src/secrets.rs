@@ -1,0 +1,60 @@
+//! The client-token secret kept in the data directory: read when the settings give none, and
+//! generated (and written readable by the owner only) on the first start.
+
+use std::path::Path;
+
+use herald_core::auth::generate_secret;
+
+use crate::error::ServerError;
+use crate::settings::ServerSettings;
+
+/// Name of the file in the data directory that holds the generated token secret.
+pub const TOKEN_SECRET_FILE: &str = "token-secret";
+
+/// Reads a secret file written by the server (trimmed); `Ok(None)` if it does not exist or is
+/// empty.
+pub fn read_secret_file(path: &Path) -> std::io::Result<Option<String>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text.trim().to_owned()).filter(|s| !s.is_empty())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The client-token secret: configured, or read from (or first generated into) the data dir.
+pub(crate) fn token_secret(settings: &ServerSettings) -> Result<String, ServerError> {
+    if let Some(secret) = &settings.token_secret {
+        return Ok(secret.clone());
+    }
+    let path = settings.data.join(TOKEN_SECRET_FILE);
+    let found = read_secret_file(&path).map_err(|source| ServerError::ReadSecret {
+        path: path.clone(),
+        source,
+    })?;
+    if let Some(secret) = found {
+        return Ok(secret);
+    }
+    let secret = generate_secret("");
+    write_private(&path, &secret).map_err(|source| ServerError::WriteSecret {
+        path: path.clone(),
+        source,
+    })?;
+    tracing::info!(path = %path.display(), "generated a client-token secret");
+    Ok(secret)
+}
+
+/// Creates `path` (failing if it exists) readable only by its owner, writes `contents` and
+/// syncs it.
+fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut f = options.open(path)?;
+    f.write_all(contents.as_bytes())?;
+    f.sync_all()
+}

@@ -1,0 +1,232 @@
+//! Starting a server and the handle on a running one: [`Server::builder`] →
+//! [`ServerBuilder::start`] binds every listener and returns a [`RunningServer`], which knows
+//! its addresses and shuts down in order: stop accepting, tell every connection why, wait for
+//! them within the grace period, finish background work, close the store.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use herald_edge::Edge;
+use metrics_exporter_prometheus::PrometheusHandle;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::error::ServerError;
+use crate::meteor::MeteorListeners;
+use crate::settings::ServerSettings;
+use crate::usage_writer::write_usage;
+use crate::wiring::Parts;
+
+/// A Herald server; start one with [`Server::builder`].
+pub struct Server;
+
+impl Server {
+    /// A builder for a server with `settings`.
+    pub fn builder(settings: ServerSettings) -> ServerBuilder {
+        ServerBuilder {
+            settings,
+            metrics: None,
+            shutdown: None,
+        }
+    }
+}
+
+/// Options of a server about to start.
+pub struct ServerBuilder {
+    settings: ServerSettings,
+    metrics: Option<PrometheusHandle>,
+    shutdown: Option<CancellationToken>,
+}
+
+impl ServerBuilder {
+    /// Renders `/metrics` with `handle` (a recorder the caller installed) instead of the one
+    /// this crate installs for the process on first use.
+    pub fn metrics(mut self, handle: PrometheusHandle) -> ServerBuilder {
+        self.metrics = Some(handle);
+        self
+    }
+
+    /// Also shuts the server down when `token` is cancelled (for example, one token for several
+    /// servers). A server that fails to start does not cancel it.
+    pub fn shutdown_on(mut self, token: CancellationToken) -> ServerBuilder {
+        self.shutdown = Some(token);
+        self
+    }
+
+    /// Opens the store, binds every listener and starts serving (inside a tokio runtime).
+    /// Nothing is left running or open if this fails; a publisher key is generated only once
+    /// nothing else can fail.
+    pub async fn start(self) -> Result<RunningServer, ServerError> {
+        let ServerBuilder {
+            settings,
+            metrics,
+            shutdown,
+        } = self;
+        let metrics = match metrics {
+            Some(handle) => handle,
+            None => crate::metrics::recorder()?,
+        };
+        let shutdown = shutdown.map(|t| t.child_token()).unwrap_or_default();
+        let (engine, store) = Parts::open_store(&settings)?;
+        let opened = Parts::load(&settings, engine, store.clone()).await;
+        let started = match opened {
+            Ok(parts) => assemble(settings, parts, metrics, &shutdown).await,
+            Err(e) => Err(e),
+        };
+        if started.is_err() {
+            shutdown.cancel();
+            herald_core::log::ChannelLog::close(store.as_ref()).await;
+        }
+        started
+    }
+}
+
+/// Binds the listeners (Meteor's first, then HTTP), settles the publisher keys, and spawns the
+/// server's tasks. On error the caller cancels `shutdown` and closes the store.
+async fn assemble(
+    settings: ServerSettings,
+    parts: Parts,
+    metrics: PrometheusHandle,
+    shutdown: &CancellationToken,
+) -> Result<RunningServer, ServerError> {
+    let edge = parts.edge(&settings, shutdown);
+    let meteor = MeteorListeners::bind(&settings.meteor, &edge)?;
+    let listen = settings.listen;
+    let listen_error = |source| ServerError::Listen {
+        addr: listen,
+        what: "",
+        source,
+    };
+    let http = TcpListener::bind(listen).await.map_err(listen_error)?;
+    let addresses = Addresses {
+        http: http.local_addr().map_err(listen_error)?,
+        meteor: meteor.as_ref().and_then(MeteorListeners::subscriber_addr),
+        meteor_control: meteor.as_ref().and_then(MeteorListeners::controller_addr),
+    };
+    let (keys, generated_api_key) = parts.publisher_keys(&settings).await?;
+    let router = parts.router(&settings, edge.clone(), keys, metrics);
+
+    let background = TaskTracker::new();
+    background.spawn(write_usage(
+        parts.usage.clone(),
+        parts.tenancy.clone(),
+        shutdown.clone(),
+    ));
+    if let Some(meteor) = meteor {
+        meteor.serve(&background);
+    }
+    background.close();
+    tracing::info!(
+        addr = %addresses.http,
+        data = %settings.data.display(),
+        sync = %settings.store.sync,
+        "herald is serving"
+    );
+    let finished = tokio::spawn(run(
+        http,
+        router,
+        edge,
+        parts,
+        background,
+        shutdown.clone(),
+        settings.shutdown_grace,
+    ));
+    Ok(RunningServer {
+        addresses,
+        generated_api_key,
+        shutdown: shutdown.clone(),
+        finished,
+    })
+}
+
+/// Serves HTTP until shutdown, then drains connections within `grace`, waits for the
+/// background tasks (the usage writer's last write, Meteor's accept loops) and closes the store.
+async fn run(
+    http: TcpListener,
+    router: Router,
+    edge: Arc<Edge>,
+    parts: Parts,
+    background: TaskTracker,
+    shutdown: CancellationToken,
+    grace: Duration,
+) {
+    let http = crate::listener::serve(http, router, edge.clone(), shutdown).await;
+    tracing::info!("shutting down: closing connections");
+    edge.connections.close();
+    let drained = async {
+        http.wait().await;
+        edge.connections.wait().await;
+    };
+    if tokio::time::timeout(grace, drained).await.is_err() {
+        tracing::warn!(
+            ?grace,
+            "connections still open after the shutdown grace period"
+        );
+    }
+    background.wait().await;
+    parts.close().await;
+    tracing::info!("store closed; bye");
+}
+
+/// Where a running server listens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Addresses {
+    /// The HTTP listener (API, WebSocket, SSE, long-poll).
+    pub http: SocketAddr,
+    /// Meteor's subscriber port, when configured.
+    pub meteor: Option<SocketAddr>,
+    /// Meteor's controller port, when configured.
+    pub meteor_control: Option<SocketAddr>,
+}
+
+/// A started server. Dropping the handle leaves the server running; stop it with
+/// [`RunningServer::shutdown`] (or cancel the token given to [`ServerBuilder::shutdown_on`] and
+/// [`RunningServer::wait`]).
+pub struct RunningServer {
+    addresses: Addresses,
+    generated_api_key: Option<String>,
+    shutdown: CancellationToken,
+    finished: JoinHandle<()>,
+}
+
+impl RunningServer {
+    /// Where the server listens (the real ports when asked for port 0).
+    pub fn addresses(&self) -> Addresses {
+        self.addresses
+    }
+
+    /// The HTTP listener's address.
+    pub fn http_addr(&self) -> SocketAddr {
+        self.addresses.http
+    }
+
+    /// The publisher API key generated at this start, if none was configured or stored for the
+    /// default app. It is stored only hashed: this is the one time it can be shown.
+    pub fn generated_api_key(&self) -> Option<&str> {
+        self.generated_api_key.as_deref()
+    }
+
+    /// Starts shutting down without waiting; [`RunningServer::wait`] waits for the end.
+    pub fn begin_shutdown(&self) {
+        self.shutdown.cancel();
+    }
+
+    /// Waits until the server has shut down (it runs until shutdown begins) and its store is
+    /// closed.
+    pub async fn wait(self) -> Result<(), ServerError> {
+        self.finished.await.map_err(ServerError::Task)
+    }
+
+    /// Shuts down: stops accepting, tells every connected client why
+    /// (`{"disconnect":{"code":"shutdown"}}`, or its Meteor mode's shutdown line), waits for
+    /// connections to finish within the grace period, writes the usage totals and closes the
+    /// store.
+    pub async fn shutdown(self) -> Result<(), ServerError> {
+        self.begin_shutdown();
+        self.wait().await
+    }
+}

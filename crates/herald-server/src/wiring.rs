@@ -1,0 +1,227 @@
+//! The one place a server's parts are built and connected: the store and the engine (through
+//! [`Engine::open`], so the store's commits feed the engine's own hub), the registry of apps
+//! and keys, client-token secrets, usage counters, device inboxes, the transports' [`Edge`],
+//! the publisher API and the HTTP router that joins them.
+
+use std::sync::Arc;
+
+use axum::response::IntoResponse;
+use axum::Router;
+use herald_core::auth::{generate_secret, hash_api_key, ApiKeys, Tokens};
+use herald_core::log::ChannelLog;
+use herald_core::publish::Publisher;
+use herald_core::tenancy::{KeyInfo, Tenancy};
+use herald_core::tenant::AppId;
+use herald_core::usage::UsageMeter;
+use herald_core::wiring::OpenError;
+use herald_core::{Engine, ErrorCode, HeraldError};
+use herald_edge::{Edge, KeepAlive};
+use herald_push::{DeviceRegistry, Inbox};
+use herald_store::SqliteLog;
+use metrics_exporter_prometheus::PrometheusHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::error::ServerError;
+use crate::secrets::token_secret;
+use crate::settings::ServerSettings;
+
+/// The parts every listener shares, built over one store.
+pub(crate) struct Parts {
+    /// The channel engine, over `store` and its own hub.
+    pub engine: Arc<Engine>,
+    /// The SQLite store: the engine's log and the registry; closed last at shutdown.
+    pub store: Arc<SqliteLog>,
+    /// Apps, keys, limits, usage (the same store).
+    pub tenancy: Arc<dyn Tenancy>,
+    /// Devices, inbox cursors, receipts (the same store).
+    pub devices: Arc<dyn DeviceRegistry>,
+    /// Stores and counts published messages and pushes (the one publish rule).
+    pub publisher: Arc<Publisher>,
+    /// Every app's client-token secret.
+    pub tokens: Arc<Tokens>,
+    /// Per-app usage counters, loaded from the store.
+    pub usage: Arc<UsageMeter>,
+    /// Pushes and device inboxes.
+    pub inbox: Arc<Inbox>,
+}
+
+impl Parts {
+    /// Creates the data directory and opens the store with the engine over it.
+    pub(crate) fn open_store(
+        settings: &ServerSettings,
+    ) -> Result<(Engine, Arc<SqliteLog>), ServerError> {
+        let data = &settings.data;
+        std::fs::create_dir_all(data).map_err(|source| ServerError::DataDir {
+            path: data.clone(),
+            source,
+        })?;
+        // Push logs (an app's broadcast log, device inboxes) keep messages by their own rule.
+        let mut namespaces = settings.namespaces.clone();
+        herald_push::logs::register(&mut namespaces, herald_push::logs::DEFAULT_RETENTION);
+        Engine::open(namespaces, |sink| {
+            SqliteLog::open(data, settings.store.clone(), sink)
+        })
+        .map_err(|e| match e {
+            OpenError::FanOut(e) => ServerError::FanOut(e),
+            OpenError::Log(source) => ServerError::OpenStore {
+                path: data.clone(),
+                source,
+            },
+        })
+    }
+
+    /// Reads what the store knows (apps' token secrets, usage totals and limits, device counts)
+    /// and builds the shared parts over `engine` and `store`.
+    pub(crate) async fn load(
+        settings: &ServerSettings,
+        engine: Engine,
+        store: Arc<SqliteLog>,
+    ) -> Result<Parts, ServerError> {
+        let registry: Arc<dyn Tenancy> = store.clone();
+        let devices: Arc<dyn DeviceRegistry> = store.clone();
+        let tokens = Arc::new(Tokens::new(token_secret(settings)?.as_bytes()));
+        let usage = UsageMeter::new();
+        for app in registry.apps().await? {
+            if let Some(secret) = &app.token_secret {
+                tokens.set_app(&app.id, secret.as_bytes());
+            }
+            usage.load(&app.id, registry.usage(&app.id).await?);
+            let counters = usage.app(&app.id);
+            counters.set_limits(app.limits);
+            counters.devices_changed(devices.device_count(&app.id).await?, 0);
+        }
+        let engine = Arc::new(engine);
+        let publisher = Arc::new(Publisher::new(
+            engine.clone(),
+            usage.clone(),
+            settings.edge.max_frame_bytes,
+        ));
+        let inbox = Arc::new(Inbox::new(
+            publisher.clone(),
+            devices.clone(),
+            usage.clone(),
+        ));
+        Ok(Parts {
+            engine,
+            store,
+            tenancy: registry,
+            devices,
+            publisher,
+            tokens,
+            usage,
+            inbox,
+        })
+    }
+
+    /// The transports' shared state; starts the keep-alive clock, which stops at `shutdown`.
+    pub(crate) fn edge(
+        &self,
+        settings: &ServerSettings,
+        shutdown: &CancellationToken,
+    ) -> Arc<Edge> {
+        Arc::new(Edge {
+            engine: self.engine.clone(),
+            publisher: self.publisher.clone(),
+            tokens: self.tokens.clone(),
+            inbox: self.inbox.clone(),
+            usage: self.usage.clone(),
+            settings: settings.edge.clone(),
+            shutdown: shutdown.clone(),
+            connections: TaskTracker::new(),
+            keepalive: KeepAlive::start(settings.edge.ping_interval, shutdown.clone()),
+        })
+    }
+
+    /// The publisher keys: the configured one (stored as a hash, for the default app), plus
+    /// every app's stored keys. With none configured and none stored for the default app, one
+    /// is generated, stored hashed and returned (the only time it is seen).
+    pub(crate) async fn publisher_keys(
+        &self,
+        settings: &ServerSettings,
+    ) -> Result<(ApiKeys, Option<String>), ServerError> {
+        let registry = self.tenancy.as_ref();
+        if let Some(key) = &settings.api_key {
+            registry
+                .add_key(&default_app_key(hash_api_key(key), "configured"))
+                .await?;
+        }
+        let stored = registry.keys().await?;
+        let keys = ApiKeys::default();
+        let mut generated = None;
+        if !stored.iter().any(|k| k.app.is_default()) {
+            let key = generate_secret("hk_");
+            let hash = hash_api_key(&key);
+            registry
+                .add_key(&default_app_key(hash.clone(), "generated"))
+                .await?;
+            keys.insert(hash, AppId::default_app());
+            generated = Some(key);
+        }
+        for k in stored {
+            keys.insert(k.hash, k.app);
+        }
+        Ok((keys, generated))
+    }
+
+    /// The HTTP router: the transports' routes, the publisher and admin API, and JSON answers
+    /// for unknown paths and methods.
+    pub(crate) fn router(
+        &self,
+        settings: &ServerSettings,
+        edge: Arc<Edge>,
+        keys: ApiKeys,
+        metrics: PrometheusHandle,
+    ) -> Router {
+        let api = Arc::new(herald_api::Api {
+            engine: self.engine.clone(),
+            publisher: self.publisher.clone(),
+            keys: Arc::new(keys),
+            admin_key_hash: settings.admin_key.as_deref().map(hash_api_key),
+            tenancy: self.tenancy.clone(),
+            devices: self.devices.clone(),
+            inbox: self.inbox.clone(),
+            tokens: self.tokens.clone(),
+            usage: self.usage.clone(),
+            max_message_bytes: settings.edge.max_frame_bytes,
+            metrics: Arc::new(move || metrics.render()),
+        });
+        herald_edge::router(edge)
+            .merge(herald_api::router(api))
+            .fallback(not_found)
+            .method_not_allowed_fallback(method_not_allowed)
+    }
+
+    /// Waits for the work pushes left running (audience counts), then closes the store (after
+    /// its last commits).
+    pub(crate) async fn close(&self) {
+        self.inbox.close().await;
+        self.store.close().await;
+    }
+}
+
+/// A publisher key of the default app, as stored (its short id is the start of its hash, as
+/// for every app's keys).
+fn default_app_key(hash: String, label: &str) -> KeyInfo {
+    KeyInfo {
+        app: AppId::default_app(),
+        id: hash[..12].to_owned(),
+        hash,
+        label: label.to_owned(),
+        created: herald_core::message::now_millis(),
+    }
+}
+
+async fn not_found() -> impl IntoResponse {
+    herald_api::ApiError(HeraldError::new(
+        ErrorCode::NotFound,
+        "no such endpoint; see /v1/openapi.yaml",
+    ))
+}
+
+async fn method_not_allowed() -> impl IntoResponse {
+    herald_api::ApiError(HeraldError::new(
+        ErrorCode::MethodNotAllowed,
+        "this endpoint does not take that method; see /v1/openapi.yaml",
+    ))
+}
