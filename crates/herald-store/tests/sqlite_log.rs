@@ -1,6 +1,7 @@
 //! The SQLite channel log through its public API: appends and reads, seqs and epochs across
 //! restarts, idempotency, retention, group commit under concurrency and the commit sink; and the
-//! engine over it when fan-out runs behind the publishers.
+//! engine over it when fan-out runs behind the publishers. Devices through the push crate:
+//! [`devices`].
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -12,6 +13,9 @@ use herald_core::message::{NewMessage, SharedMessage};
 use herald_core::name::ChannelName;
 use herald_store::{SqliteLog, SqliteOptions, SyncMode};
 use parking_lot::Mutex;
+
+#[path = "sqlite_log/devices.rs"]
+mod devices;
 
 /// Records every committed message as (channel, seq), in the order the sink saw them.
 #[derive(Default)]
