@@ -1,5 +1,7 @@
-//! Herald's core: the model (channels, messages, cursors), the channel engine that appends,
-//! fans out and resumes, the per-connection outbox, and client/publisher authentication.
+//! Herald's core: the model (channels, messages), the channel engine that appends, fans out and
+//! resumes, each message's encode-once wire frames ([`frames`]), the per-connection outbox, and
+//! client/publisher authentication. The wire contract (error codes, cursors, token claims,
+//! frame encoders) is `herald-proto`'s; core re-exports what its users name through it.
 //!
 //! Nothing here opens a socket or speaks SQL. Storage is reached through [`log::ChannelLog`],
 //! implemented in `herald-store`; transports live in `herald-edge`.
