@@ -6,14 +6,12 @@ use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use serde::Deserialize;
-use serde_json::value::RawValue;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit};
 
 use crate::proto::{Action, Plan, Transport};
-use crate::wire::{self, find, find_ts, now_ns, query_escape};
+use crate::wire::{self, find, find_ts, now_ns, query_escape, ServerText};
 use crate::worker::Shared;
 
 /// A fire as connections see it: a sequence number (so repeats are seen) and the action.
@@ -439,30 +437,24 @@ fn ws_text(
     pending: &mut u64,
     inbox: &mut Option<Inbox>,
 ) -> Result<(), String> {
-    if p.starts_with(b"{\"message\":") {
-        if let Some(ts) = find_ts(p) {
-            tally.sent.push(ts);
+    match wire::classify_ws_text(p) {
+        ServerText::Message => {
+            if let Some(ts) = find_ts(p) {
+                tally.sent.push(ts);
+            }
+            if let Some(i) = inbox {
+                i.count(tally);
+            }
         }
-        if let Some(i) = inbox {
-            i.count(tally);
-        }
-    } else if p.starts_with(b"{\"id\":") {
-        let kind = find(p, b",\"").map_or(&p[..0], |i| &p[i + 2..]);
-        if kind.starts_with(b"subscribe\"") {
+        ServerText::Subscribed => {
             tally.acks += 1;
             *pending = pending.saturating_sub(1);
-        } else if kind.starts_with(b"publish\"") {
-            tally.published += 1;
-        } else if kind.starts_with(b"error\"") {
-            if *pending > 0 {
-                return Err(lossy(p));
-            }
-            tally.errors.push(lossy(p));
         }
-    } else if p.starts_with(b"{\"disconnect\":") {
-        return Err(lossy(p));
-    } else if p.starts_with(b"{\"error\":") {
-        tally.errors.push(lossy(p));
+        ServerText::Published => tally.published += 1,
+        ServerText::Error { answers: true } if *pending > 0 => return Err(lossy(p)),
+        ServerText::Error { .. } => tally.errors.push(lossy(p)),
+        ServerText::Disconnect => return Err(lossy(p)),
+        ServerText::Other => {}
     }
     Ok(())
 }
@@ -628,20 +620,6 @@ async fn sse(
     }
 }
 
-#[derive(Deserialize)]
-struct PollAnswer<'a> {
-    #[serde(borrow)]
-    messages: Vec<PollMessage<'a>>,
-    cursor: String,
-    channels: Vec<serde::de::IgnoredAny>,
-}
-
-#[derive(Deserialize)]
-struct PollMessage<'a> {
-    #[serde(borrow)]
-    data: &'a RawValue,
-}
-
 async fn poll(
     sh: &Shared,
     n: u64,
@@ -679,7 +657,7 @@ async fn poll(
         if status != 200 {
             return Err(format!("poll refused: HTTP {status} {}", lossy(&body)));
         }
-        let answer: PollAnswer =
+        let answer: wire::PollAnswer =
             serde_json::from_slice(&body).map_err(|e| format!("bad poll answer: {e}"))?;
         for m in &answer.messages {
             if let Some(ts) = find_ts(m.data.get().as_bytes()) {

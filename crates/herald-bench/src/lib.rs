@@ -19,6 +19,8 @@ pub mod scenario;
 pub mod server;
 pub mod stats;
 pub mod svg;
+#[cfg(test)]
+mod vectors;
 pub mod wire;
 pub mod worker;
 

@@ -284,6 +284,73 @@ pub fn sse_classify(block: &[u8]) -> SseEvent<'_> {
     }
 }
 
+/// What a server WebSocket text frame is, told from its first bytes without parsing its JSON
+/// (the bench reads hundreds of thousands a second). `src/vectors.rs` runs it over
+/// herald-proto's golden server frames so it cannot drift from the protocol silently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerText {
+    /// `{"message":...}`: a channel or inbox message.
+    Message,
+    /// The reply to a `subscribe` command (one with an `id`).
+    Subscribed,
+    /// The reply to a `publish` command (one with an `id`).
+    Published,
+    /// An `error` frame; `answers` when it carries the failed command's `id`.
+    Error {
+        /// Whether the frame has an `id`.
+        answers: bool,
+    },
+    /// `{"disconnect":...}`: the server closes the connection next.
+    Disconnect,
+    /// Any other frame (other replies, an inbox opening's unasked `subscribe` replies).
+    Other,
+}
+
+/// Classifies one server text frame (see [`ServerText`]).
+pub fn classify_ws_text(p: &[u8]) -> ServerText {
+    if p.starts_with(b"{\"message\":") {
+        ServerText::Message
+    } else if p.starts_with(b"{\"id\":") {
+        let kind = find(p, b",\"").map_or(&p[..0], |i| &p[i + 2..]);
+        if kind.starts_with(b"subscribe\"") {
+            ServerText::Subscribed
+        } else if kind.starts_with(b"publish\"") {
+            ServerText::Published
+        } else if kind.starts_with(b"error\"") {
+            ServerText::Error { answers: true }
+        } else {
+            ServerText::Other
+        }
+    } else if p.starts_with(b"{\"disconnect\":") {
+        ServerText::Disconnect
+    } else if p.starts_with(b"{\"error\":") {
+        ServerText::Error { answers: false }
+    } else {
+        ServerText::Other
+    }
+}
+
+/// A long-poll answer, reading only what the bench counts: each message's `data` (borrowed,
+/// so no allocation per message), the cursor, and how many channels.
+#[derive(Debug, serde::Deserialize)]
+pub struct PollAnswer<'a> {
+    /// The messages.
+    #[serde(borrow)]
+    pub messages: Vec<PollMessage<'a>>,
+    /// The cursor string to poll with next.
+    pub cursor: String,
+    /// One entry per channel.
+    pub channels: Vec<serde::de::IgnoredAny>,
+}
+
+/// One message of a [`PollAnswer`].
+#[derive(Debug, serde::Deserialize)]
+pub struct PollMessage<'a> {
+    /// The message's data, unparsed.
+    #[serde(borrow)]
+    pub data: &'a serde_json::value::RawValue,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

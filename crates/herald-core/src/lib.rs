@@ -1,6 +1,8 @@
-//! Herald's core: the model (channels, messages, cursors), the channel engine that appends,
-//! fans out and resumes, the per-connection outbox, client/publisher authentication, and
-//! tenancy (apps, keys, limits, usage).
+//! Herald's core: the model (channels, messages), the channel engine that appends, fans out and
+//! resumes, each message's encode-once wire frames ([`frames`]), the one publish rule
+//! ([`publish`]), the per-connection outbox, client/publisher authentication, and tenancy
+//! (apps, keys, limits, usage). The wire contract (error codes, cursors, token claims, frame
+//! encoders) is `herald-proto`'s; core re-exports what its users name through it.
 //!
 //! Nothing here opens a socket or speaks SQL. Storage is reached through [`log::ChannelLog`]
 //! and [`tenancy::Tenancy`], implemented in `herald-store`; transports live in `herald-edge`;

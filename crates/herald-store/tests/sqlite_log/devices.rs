@@ -5,9 +5,9 @@
 use std::sync::Arc;
 
 use herald_core::engine::Engine;
-use herald_core::hub::Hub;
 use herald_core::log::ChannelLog;
 use herald_core::namespace::Namespaces;
+use herald_core::publish::Publisher;
 use herald_core::tenant::AppId;
 use herald_core::usage::UsageMeter;
 use herald_push::device::{InboxCursor, Registration};
@@ -36,6 +36,11 @@ async fn with_devices(dir: &std::path::Path) -> Arc<SqliteLog> {
         Arc::new(RecordingSink::default()),
     )
     .unwrap();
+    add_devices(&log).await;
+    log
+}
+
+async fn add_devices(log: &SqliteLog) {
     let devices = vec![
         device("a", &["sports", "uk"], true),
         device("b", &["muted", "sports"], true),
@@ -47,7 +52,6 @@ async fn with_devices(dir: &std::path::Path) -> Arc<SqliteLog> {
     log.upsert_devices(&AppId::default_app(), devices, InboxCursor::default())
         .await
         .unwrap();
-    log
 }
 
 #[tokio::test]
@@ -87,12 +91,17 @@ async fn an_audience_count_reaches_exactly_the_devices_the_broadcast_filter_admi
 #[tokio::test]
 async fn a_broadcasts_audience_count_is_recorded_before_the_inbox_closes() {
     let dir = tempfile::tempdir().unwrap();
-    let log = with_devices(dir.path()).await;
     let app = AppId::default_app();
     let mut namespaces = Namespaces::default();
     herald_push::logs::register(&mut namespaces, herald_push::logs::DEFAULT_RETENTION);
-    let engine = Arc::new(Engine::new(log.clone(), Hub::new(), namespaces));
-    let inbox = Inbox::new(engine, log.clone(), UsageMeter::new());
+    let (engine, log) = Engine::open(namespaces, |sink| {
+        SqliteLog::open(dir.path(), SqliteOptions::default(), sink)
+    })
+    .unwrap();
+    add_devices(&log).await;
+    let usage = UsageMeter::new();
+    let publisher = Arc::new(Publisher::new(Arc::new(engine), usage.clone(), 4096));
+    let inbox = Inbox::new(publisher, log.clone(), usage);
     let push: PushBody =
         serde_json::from_str(r#"{"target":{"tags":"sports AND NOT muted"},"data":1}"#).unwrap();
     let push = push
