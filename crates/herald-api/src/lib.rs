@@ -15,7 +15,7 @@ mod pushes;
 use std::sync::Arc;
 
 use axum::http::HeaderMap;
-use axum::routing::{get, post};
+use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 use herald_core::auth::{hash_api_key, ApiKeys, Tokens};
 use herald_core::publish::Publisher;
@@ -145,48 +145,60 @@ async fn preflight() -> axum::http::StatusCode {
     axum::http::StatusCode::NO_CONTENT
 }
 
-/// Routes of the publisher API and the operational endpoints.
-pub fn router(api: Arc<Api>) -> Router {
-    Router::new()
-        .route("/v1/channels", get(channels::list))
-        .route(
+/// Every route of the publisher API and the operational endpoints, as (path, handlers): the
+/// router is built from this list, and the OpenAPI test walks it to check that every route is
+/// documented with exactly the methods it serves.
+pub fn routes() -> Vec<(&'static str, MethodRouter<Arc<Api>>)> {
+    vec![
+        ("/v1/channels", get(channels::list)),
+        (
             "/v1/channels/{*path}",
             get(channels::get_path).post(publish::publish),
-        )
-        .route("/v1/batch", post(publish::batch))
-        .route("/v1/apps", get(apps::list).post(apps::create))
-        .route(
+        ),
+        ("/v1/batch", post(publish::batch)),
+        ("/v1/apps", get(apps::list).post(apps::create)),
+        (
             "/v1/apps/{id}",
             get(apps::get).patch(apps::update).delete(apps::delete),
-        )
-        .route(
+        ),
+        (
             "/v1/apps/{id}/keys",
             get(apps::list_keys).post(apps::add_key),
-        )
-        .route(
+        ),
+        (
             "/v1/apps/{id}/keys/{key}",
             axum::routing::delete(apps::remove_key),
-        )
-        .route("/v1/apps/{id}/stats", get(apps::stats))
-        .route("/v1/tokens", post(apps::mint_token))
-        .route("/v1/devices", get(devices::list).post(devices::register))
-        .route("/v1/devices/batch", post(devices::register_batch))
-        .route(
+        ),
+        ("/v1/apps/{id}/stats", get(apps::stats)),
+        ("/v1/tokens", post(apps::mint_token)),
+        ("/v1/devices", get(devices::list).post(devices::register)),
+        ("/v1/devices/batch", post(devices::register_batch)),
+        (
             "/v1/devices/{id}",
             get(devices::get)
                 .patch(devices::patch)
                 .delete(devices::delete),
-        )
-        .route("/v1/devices/{id}/activate", post(devices::activate))
-        .route("/v1/devices/{id}/deactivate", post(devices::deactivate))
-        .route("/v1/push", post(pushes::push))
-        .route("/v1/push/{id}", get(pushes::receipt))
-        .route(
+        ),
+        ("/v1/devices/{id}/activate", post(devices::activate)),
+        ("/v1/devices/{id}/deactivate", post(devices::deactivate)),
+        ("/v1/push", post(pushes::push)),
+        ("/v1/push/{id}", get(pushes::receipt)),
+        (
             "/v1/ack",
             post(pushes::ack).options(preflight).layer(ack_cors()),
-        )
-        .route("/healthz", get(ops::healthz))
-        .route("/metrics", get(ops::metrics))
-        .route("/v1/openapi.yaml", get(ops::openapi))
+        ),
+        ("/healthz", get(ops::healthz)),
+        ("/metrics", get(ops::metrics)),
+        ("/v1/openapi.yaml", get(ops::openapi)),
+    ]
+}
+
+/// Routes of the publisher API and the operational endpoints ([`routes`]).
+pub fn router(api: Arc<Api>) -> Router {
+    routes()
+        .into_iter()
+        .fold(Router::new(), |router, (path, handlers)| {
+            router.route(path, handlers)
+        })
         .with_state(api)
 }

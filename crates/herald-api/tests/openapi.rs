@@ -1,6 +1,8 @@
-//! Checks docs/openapi.yaml (which the server serves at `/v1/openapi.yaml`): it parses as
-//! OpenAPI 3.x, documents every route the API and the transports serve with the right methods,
-//! every operation has a response, and every `$ref` points to a component that exists.
+//! Checks docs/openapi.yaml (which the server serves at `/v1/openapi.yaml`) on its own: it
+//! parses as OpenAPI 3.x, every operation has a response, path parameters are declared, and
+//! every `$ref` points to a component that exists. That every route the routers serve is
+//! documented with exactly its methods is checked against the running server, in
+//! `crates/herald-server/tests/server/openapi.rs`.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -9,20 +11,6 @@ use serde_yaml::{Mapping, Value};
 
 const METHODS: &[&str] = &[
     "get", "put", "post", "delete", "options", "head", "patch", "trace",
-];
-
-/// Every documented path and the methods it must have.
-const EXPECTED: &[(&str, &[&str])] = &[
-    ("/v1/channels", &["get"]),
-    ("/v1/channels/{name}", &["get"]),
-    ("/v1/channels/{name}/messages", &["get", "post"]),
-    ("/v1/batch", &["post"]),
-    ("/v1/sse", &["get"]),
-    ("/v1/poll", &["get"]),
-    ("/v1/ws", &["get"]),
-    ("/healthz", &["get"]),
-    ("/metrics", &["get"]),
-    ("/v1/openapi.yaml", &["get"]),
 ];
 
 fn repo_file(relative: &str) -> PathBuf {
@@ -76,73 +64,6 @@ fn is_openapi_3() {
     let info = get(&spec, "info").expect("`info` is present");
     assert!(get(info, "title").and_then(Value::as_str).is_some());
     assert!(get(info, "version").and_then(Value::as_str).is_some());
-}
-
-#[test]
-fn every_route_is_documented_with_its_methods() {
-    let spec = spec();
-    let paths = paths(&spec);
-    for (path, methods) in EXPECTED {
-        let item = paths
-            .get(*path)
-            .unwrap_or_else(|| panic!("path {path} is not documented"));
-        for method in *methods {
-            assert!(
-                get(item, method).is_some(),
-                "{} {path} is not documented",
-                method.to_uppercase()
-            );
-        }
-    }
-    // The literal path string is what clients and the server's own test look for.
-    assert!(spec_text().contains("/v1/channels/{name}/messages"));
-}
-
-/// The first string literal after each `.route(` in a router source file.
-fn routes_in(source: &str) -> Vec<String> {
-    source
-        .split(".route(")
-        .skip(1)
-        .filter_map(|rest| {
-            let start = rest.find('"')? + 1;
-            let len = rest[start..].find('"')?;
-            Some(rest[start..start + len].to_owned())
-        })
-        .collect()
-}
-
-#[test]
-fn every_route_in_the_routers_is_in_the_document() {
-    let spec = spec();
-    let documented: BTreeSet<&str> = paths(&spec).keys().filter_map(Value::as_str).collect();
-    let mut seen = 0;
-    for file in [
-        "crates/herald-api/src/lib.rs",
-        "crates/herald-edge/src/lib.rs",
-    ] {
-        let source = std::fs::read_to_string(repo_file(file)).expect("router source");
-        for route in routes_in(&source) {
-            seen += 1;
-            // `/v1/channels/{*path}` serves both `{name}` and `{name}/messages`.
-            let wanted: Vec<String> = match route.strip_suffix("{*path}") {
-                Some(prefix) => vec![
-                    format!("{prefix}{{name}}"),
-                    format!("{prefix}{{name}}/messages"),
-                ],
-                None => vec![route.clone()],
-            };
-            for path in wanted {
-                assert!(
-                    documented.contains(path.as_str()),
-                    "route {route} in {file} is not documented as {path}"
-                );
-            }
-        }
-    }
-    assert!(
-        seen >= 9,
-        "found only {seen} routes; did the router code move?"
-    );
 }
 
 #[test]

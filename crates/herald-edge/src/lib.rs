@@ -17,7 +17,7 @@ pub mod ws;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::routing::get;
+use axum::routing::{get, MethodRouter};
 use axum::Router;
 use herald_core::auth::{Client, Tokens};
 use herald_core::publish::Publisher;
@@ -164,6 +164,17 @@ impl Edge {
 /// from any origin (browsers need CORS for EventSource and fetch from another origin); they
 /// carry no cookies, only the token the page sends.
 pub fn router(edge: Arc<Edge>) -> Router {
+    routes()
+        .into_iter()
+        .fold(Router::new(), |router, (path, handlers)| {
+            router.route(path, handlers)
+        })
+        .with_state(edge)
+}
+
+/// Every route of the client transports, as (path, handlers): [`router`] is built from this
+/// list, and the OpenAPI test walks it.
+pub fn routes() -> Vec<(&'static str, MethodRouter<Arc<Edge>>)> {
     use axum::http::{header, HeaderName, Method};
     let cors = tower_http::cors::CorsLayer::new()
         .allow_origin(tower_http::cors::Any)
@@ -177,12 +188,12 @@ pub fn router(edge: Arc<Edge>) -> Router {
     // OPTIONS is routed explicitly so the CORS layer answers preflights whatever method
     // fallback the server installs around this router.
     let preflight = || async { axum::http::StatusCode::NO_CONTENT };
-    Router::new()
-        .route(
+    vec![
+        (
             "/v1/sse",
             get(sse::stream).options(preflight).layer(cors.clone()),
-        )
-        .route("/v1/poll", get(poll::poll).options(preflight).layer(cors))
-        .route("/v1/ws", get(ws::upgrade))
-        .with_state(edge)
+        ),
+        ("/v1/poll", get(poll::poll).options(preflight).layer(cors)),
+        ("/v1/ws", get(ws::upgrade)),
+    ]
 }

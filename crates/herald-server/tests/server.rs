@@ -350,3 +350,6 @@ mod lifecycle {
         server.shutdown().await.unwrap();
     }
 }
+
+#[path = "server/openapi.rs"]
+mod openapi;
