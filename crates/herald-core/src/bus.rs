@@ -50,6 +50,11 @@ impl LocalBus {
     pub fn new(fan_out: Arc<FanOut>, caches: Arc<Caches>) -> Arc<LocalBus> {
         Arc::new(LocalBus { fan_out, caches })
     }
+
+    /// The caches this bus applies events to.
+    pub fn caches(&self) -> &Arc<Caches> {
+        &self.caches
+    }
 }
 
 impl CommitSink for LocalBus {
