@@ -6,7 +6,9 @@
 //! and be stored while the engine's subscribers never heard of them. Nothing outside this crate
 //! can build an [`Engine`] or a [`FanOut`] directly: [`Engine::open`] creates the hub, starts the
 //! fan-out thread for it, hands the fan-out (the only sink that feeds that hub) to the caller's
-//! log opener, and builds the engine from that log and that hub.
+//! log opener, and builds the engine from that log and that hub. [`Engine::open_with_bus`] does
+//! the same with a [`Bus`] between the log and the fan-out: the bus is built over the fan-out
+//! and is the log's commit sink.
 
 use std::sync::Arc;
 
