@@ -11,6 +11,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use herald_core::auth::{generate_secret, hash_api_key, ClientClaims};
+use herald_core::caches::{CacheEvent, TokenSecret};
 use herald_core::message::now_millis;
 use herald_core::tenancy::{App, AppLimits, KeyInfo};
 use herald_core::tenant::AppId;
@@ -37,7 +38,8 @@ async fn find_app(api: &Api, id: &AppId) -> Result<App, HeraldError> {
         .ok_or_else(|| HeraldError::new(ErrorCode::NotFound, format!("no app {id}")))
 }
 
-/// Creates a publisher key for `app`, remembers it and returns it (shown only this once).
+/// Creates a publisher key for `app`, stores it, publishes it to every node's caches and
+/// returns it (shown only this once).
 async fn new_key(api: &Api, app: &AppId, label: &str) -> Result<(String, KeyInfo), HeraldError> {
     let key = generate_secret("hk_");
     let hash = hash_api_key(&key);
@@ -52,7 +54,10 @@ async fn new_key(api: &Api, app: &AppId, label: &str) -> Result<(String, KeyInfo
         .add_key(&info)
         .await
         .map_err(HeraldError::from)?;
-    api.keys.insert(hash, app.clone());
+    api.bus.publish(CacheEvent::KeyAdded {
+        app: app.clone(),
+        hash,
+    });
     Ok((key, info))
 }
 
@@ -97,8 +102,14 @@ pub async fn create(
         )
         .into());
     }
-    api.tokens.set_app(&id, secret.as_bytes());
-    api.usage.app(&id).set_limits(app.limits);
+    api.bus.publish(CacheEvent::TokenSecretSet {
+        app: id.clone(),
+        secret: TokenSecret(secret.clone()),
+    });
+    api.bus.publish(CacheEvent::AppCreated {
+        app: id.clone(),
+        limits: app.limits,
+    });
     let (key, info) = new_key(&api, &id, "created with the app").await?;
     Ok((
         StatusCode::CREATED,
@@ -150,7 +161,10 @@ pub async fn update(
     {
         return Err(HeraldError::new(ErrorCode::NotFound, format!("no app {id}")).into());
     }
-    api.usage.app(&id).set_limits(req.limits);
+    api.bus.publish(CacheEvent::LimitsChanged {
+        app: id.clone(),
+        limits: req.limits,
+    });
     Ok(axum::Json(find_app(&api, &id).await?).into_response())
 }
 
@@ -174,9 +188,7 @@ pub async fn delete(
     {
         return Err(HeraldError::new(ErrorCode::NotFound, format!("no app {id}")).into());
     }
-    api.keys.remove_app(&id);
-    api.tokens.remove_app(&id);
-    api.usage.remove(&id);
+    api.bus.publish(CacheEvent::AppDeleted { app: id });
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -252,7 +264,7 @@ pub async fn remove_key(
         )
         .into());
     }
-    api.keys.remove(&id, &key_id);
+    api.bus.publish(CacheEvent::KeyRemoved { app: id, key_id });
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

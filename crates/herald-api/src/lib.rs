@@ -18,6 +18,7 @@ use axum::http::HeaderMap;
 use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 use herald_core::auth::{hash_api_key, ApiKeys, Tokens};
+use herald_core::bus::Bus;
 use herald_core::publish::Publisher;
 use herald_core::tenancy::Tenancy;
 use herald_core::tenant::AppId;
@@ -36,7 +37,7 @@ pub struct Api {
     pub engine: Arc<Engine>,
     /// Stores and counts published messages (the one publish rule).
     pub publisher: Arc<Publisher>,
-    /// Valid publisher keys, each for one app.
+    /// Valid publisher keys, each for one app (read here; changed only through `bus`).
     pub keys: Arc<ApiKeys>,
     /// SHA-256 hex of the admin key, if one is configured.
     pub admin_key_hash: Option<String>,
@@ -46,10 +47,12 @@ pub struct Api {
     pub devices: Arc<dyn DeviceRegistry>,
     /// Pushes and device inboxes.
     pub inbox: Arc<Inbox>,
-    /// Every app's client-token secret.
+    /// Every app's client-token secret (read here; changed only through `bus`).
     pub tokens: Arc<Tokens>,
-    /// Per-app usage counters.
+    /// Per-app usage counters (limits changed only through `bus`).
     pub usage: Arc<UsageMeter>,
+    /// Where admin changes are published, after the store write, for every node's caches.
+    pub bus: Arc<dyn Bus>,
     /// Largest message payload (`data`) accepted, in bytes.
     pub max_message_bytes: usize,
     /// Renders `/metrics`.

@@ -89,7 +89,8 @@ impl Drop for HeadLoad<'_> {
     }
 }
 
-/// The channel engine. Built only by [`Engine::open`] (or [`Engine::open_with_sink`]), which
+/// The channel engine. Built only by [`Engine::open`] (or [`Engine::open_with_bus`],
+/// [`Engine::open_with_sink`]), which
 /// creates its hub and opens its log with a commit sink feeding that hub, so every committed
 /// message reaches this engine's subscribers ([`crate::wiring`]).
 pub struct Engine {

@@ -22,7 +22,7 @@ pub struct FanOut {
 impl FanOut {
     /// Starts the fan-out thread for `hub`. It stops once the returned sink is dropped and
     /// everything queued has been delivered. Private to the crate: [`crate::Engine::open`]
-    /// starts the one fan-out that feeds an engine's hub.
+    /// (or [`crate::Engine::open_with_bus`]) starts the one fan-out that feeds an engine's hub.
     pub(crate) fn start(hub: Arc<Hub>) -> std::io::Result<Arc<FanOut>> {
         let (queue, batches) = sync_channel::<Vec<SharedMessage>>(QUEUE_BATCHES);
         std::thread::Builder::new()

@@ -5,12 +5,16 @@
 //! encoders) is `herald-proto`'s; core re-exports what its users name through it.
 //!
 //! Nothing here opens a socket or speaks SQL. Storage is reached through [`log::ChannelLog`]
-//! and [`tenancy::Tenancy`], implemented in `herald-store`; transports live in `herald-edge`;
-//! devices and pushes in `herald-push`.
+//! and [`tenancy::Tenancy`], implemented in `herald-store`; committed messages and
+//! cache-invalidation events ([`caches`]) travel between nodes over the [`bus::Bus`] seam
+//! ([`bus::LocalBus`] on one node); transports live in `herald-edge`; devices and pushes in
+//! `herald-push`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod auth;
+pub mod bus;
+pub mod caches;
 pub mod device_id;
 pub mod engine;
 pub mod error;
@@ -25,6 +29,7 @@ pub mod namespace;
 pub mod outbox;
 pub mod pattern;
 pub mod publish;
+pub mod store_error;
 pub mod telemetry;
 pub mod tenancy;
 pub mod tenant;

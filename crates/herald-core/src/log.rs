@@ -6,28 +6,7 @@ use async_trait::async_trait;
 use crate::message::{Epoch, NewMessage, SharedMessage};
 use crate::name::ChannelName;
 
-/// A storage failure. The operation did not happen (appends are all-or-nothing per request).
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum StoreError {
-    /// The backing store failed (I/O, corruption, SQL error).
-    #[error("store failed: {0}")]
-    Backend(String),
-    /// The store is closed (shutting down).
-    #[error("store is closed")]
-    Closed,
-}
-
-impl From<StoreError> for crate::error::HeraldError {
-    /// What a client is told of a storage failure: `shutting_down` while the store closes,
-    /// `store_failed` otherwise.
-    fn from(e: StoreError) -> Self {
-        use crate::error::{ErrorCode, HeraldError};
-        match e {
-            StoreError::Closed => HeraldError::new(ErrorCode::ShuttingDown, e.to_string()),
-            StoreError::Backend(_) => HeraldError::new(ErrorCode::StoreFailed, e.to_string()),
-        }
-    }
-}
+pub use crate::store_error::StoreError;
 
 /// How much history a channel keeps; older messages are removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -92,8 +92,11 @@ pub trait Tenancy: Send + Sync {
     /// Every key of every app.
     async fn keys(&self) -> Result<Vec<KeyInfo>, StoreError>;
 
-    /// Stores an app's usage totals (see [`crate::usage`]).
-    async fn set_usage(&self, app: &AppId, totals: Usage) -> Result<(), StoreError>;
+    /// Adds what one process counted since its last write to an app's stored usage:
+    /// `published`, `deliveries` and `acks` are increments, `peak_connections` is kept as the
+    /// larger of the stored and given figures (see [`crate::usage`]). Several nodes writing
+    /// their own counts add up rather than overwrite each other.
+    async fn add_usage(&self, app: &AppId, counted: Usage) -> Result<(), StoreError>;
     /// An app's usage counters.
     async fn usage(&self, app: &AppId) -> Result<Usage, StoreError>;
 }

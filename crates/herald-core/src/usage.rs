@@ -3,8 +3,9 @@
 //! against what it uses (registered devices, live connections, payload size).
 //!
 //! Counting is a few atomic adds on the hot path. The totals are the stored figures loaded at
-//! start plus what this process counted; they are written back every few seconds and at
-//! shutdown, so a crash loses at most the last few seconds of counts. Each counter is also a
+//! start plus what this process counted; what it counted is added to the stored figures every
+//! few seconds and at shutdown (as increments, so several nodes add up), and a crash loses at
+//! most the last few seconds of counts. Each counter is also a
 //! Prometheus metric labelled with the app id (never a channel or device id).
 
 use std::collections::HashMap;
@@ -122,6 +123,16 @@ impl AppUsage {
             .map_or(server_max, |m| m.min(server_max))
     }
 
+    /// What this process counted (not the stored figures): `peak_connections` is its own peak.
+    pub fn counted(&self) -> Usage {
+        Usage {
+            published: self.published.load(Ordering::Relaxed),
+            deliveries: self.deliveries.load(Ordering::Relaxed),
+            acks: self.acks.load(Ordering::Relaxed),
+            peak_connections: self.peak.load(Ordering::Relaxed),
+        }
+    }
+
     /// The totals: stored figures plus this process's counts.
     pub fn totals(&self) -> Usage {
         let base = *self.base.lock();
@@ -197,12 +208,21 @@ impl UsageMeter {
         Ok(guard)
     }
 
-    /// Every app's totals, to write back to the store.
+    /// Every app's totals.
     pub fn snapshot(&self) -> Vec<(AppId, Usage)> {
         self.apps
             .read()
             .iter()
             .map(|(app, u)| (app.clone(), u.totals()))
+            .collect()
+    }
+
+    /// What this process counted for every app ([`AppUsage::counted`]), to add to the store.
+    pub fn counted(&self) -> Vec<(AppId, Usage)> {
+        self.apps
+            .read()
+            .iter()
+            .map(|(app, u)| (app.clone(), u.counted()))
             .collect()
     }
 }
@@ -244,6 +264,18 @@ mod tests {
             }
         );
         assert_eq!(meter.snapshot().len(), 1);
+        assert_eq!(
+            meter.counted(),
+            vec![(
+                app.clone(),
+                Usage {
+                    published: 2,
+                    deliveries: 5,
+                    acks: 1,
+                    peak_connections: 4,
+                }
+            )]
+        );
     }
 
     #[test]

@@ -6,10 +6,13 @@
 //! and be stored while the engine's subscribers never heard of them. Nothing outside this crate
 //! can build an [`Engine`] or a [`FanOut`] directly: [`Engine::open`] creates the hub, starts the
 //! fan-out thread for it, hands the fan-out (the only sink that feeds that hub) to the caller's
-//! log opener, and builds the engine from that log and that hub.
+//! log opener, and builds the engine from that log and that hub. [`Engine::open_with_bus`] does
+//! the same with a [`Bus`] between the log and the fan-out: the bus is built over the fan-out
+//! and is the log's commit sink.
 
 use std::sync::Arc;
 
+use crate::bus::Bus;
 use crate::engine::Engine;
 use crate::fanout::FanOut;
 use crate::hub::Hub;
@@ -47,6 +50,28 @@ impl Engine {
         let log = open_log(fan_out).map_err(OpenError::Log)?;
         let engine = Engine::new(log.clone(), hub, namespaces);
         Ok((engine, log))
+    }
+
+    /// Like [`Engine::open`], with a [`Bus`] between the log and the fan-out: `make_bus`
+    /// receives this engine's fan-out (the only one feeding its hub) and builds the bus over it;
+    /// the log's commit sink is that bus, which must hand the fan-out every committed message,
+    /// in order. Returns the engine, the bus (for publishing cache events) and the log.
+    #[allow(clippy::type_complexity)]
+    pub fn open_with_bus<B, L, E>(
+        namespaces: Namespaces,
+        make_bus: impl FnOnce(Arc<FanOut>) -> Arc<B>,
+        open_log: impl FnOnce(Arc<dyn CommitSink>) -> Result<Arc<L>, E>,
+    ) -> Result<(Engine, Arc<B>, Arc<L>), OpenError<E>>
+    where
+        B: Bus + 'static,
+        L: ChannelLog + 'static,
+    {
+        let hub = Hub::new();
+        let bus = make_bus(FanOut::start(hub.clone()).map_err(OpenError::FanOut)?);
+        // On failure the bus (and with it the fan-out) is dropped here and its thread ends.
+        let log = open_log(bus.clone()).map_err(OpenError::Log)?;
+        let engine = Engine::new(log.clone(), hub, namespaces);
+        Ok((engine, bus, log))
     }
 
     /// Like [`Engine::open`], but the commit sink is made by `make_sink` from the new hub

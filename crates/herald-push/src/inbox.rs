@@ -397,7 +397,7 @@ impl Inbox {
 fn audience_not_recorded(app: &AppId, e: &StoreError) {
     match e {
         StoreError::Closed => tracing::debug!(%app, "audience count dropped at shutdown"),
-        StoreError::Backend(_) => {
+        StoreError::Backend { .. } => {
             tracing::warn!(%app, error = %e, "cannot record a push's audience")
         }
     }

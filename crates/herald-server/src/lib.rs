@@ -4,8 +4,9 @@
 //!
 //! A server owns every listener (HTTP: the API, WebSocket, SSE and long-poll; Meteor's
 //! subscriber and controller ports when configured), the usage writer, the `/metrics` recorder
-//! (one per process, shared by every server in it) and the wiring of store, hub, fan-out and
-//! engine, which [`herald_core::Engine::open`] makes impossible to get wrong.
+//! (one per process, shared by every server in it) and the wiring of store, bus, hub, fan-out
+//! and engine, which [`herald_core::Engine::open_with_bus`] makes impossible to get wrong; the
+//! bus is a [`herald_core::bus::LocalBus`] (one node).
 //!
 //! Modules: [`settings`] (what a server starts with), `server` (start and shutdown), `wiring`
 //! (building the parts and joining them), `listener` (the HTTP accept loop), `meteor` (the

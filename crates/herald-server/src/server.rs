@@ -71,8 +71,8 @@ impl ServerBuilder {
             None => crate::metrics::recorder()?,
         };
         let shutdown = shutdown.map(|t| t.child_token()).unwrap_or_default();
-        let (engine, store) = Parts::open_store(&settings)?;
-        let opened = Parts::load(&settings, engine, store.clone()).await;
+        let (engine, bus, store) = Parts::open_store(&settings)?;
+        let opened = Parts::load(&settings, engine, bus, store.clone()).await;
         let started = match opened {
             Ok(parts) => assemble(settings, parts, metrics, &shutdown).await,
             Err(e) => Err(e),
@@ -107,8 +107,8 @@ async fn assemble(
         meteor: meteor.as_ref().and_then(MeteorListeners::subscriber_addr),
         meteor_control: meteor.as_ref().and_then(MeteorListeners::controller_addr),
     };
-    let (keys, generated_api_key) = parts.publisher_keys(&settings).await?;
-    let router = parts.router(&settings, edge.clone(), keys, metrics);
+    let generated_api_key = parts.publisher_keys(&settings).await?;
+    let router = parts.router(&settings, edge.clone(), metrics);
 
     let background = TaskTracker::new();
     background.spawn(write_usage(

@@ -1,13 +1,16 @@
-//! The one place a server's parts are built and connected: the store and the engine (through
-//! [`Engine::open`], so the store's commits feed the engine's own hub), the registry of apps
-//! and keys, client-token secrets, usage counters, device inboxes, the transports' [`Edge`],
-//! the publisher API and the HTTP router that joins them.
+//! The one place a server's parts are built and connected: the store, the bus and the engine
+//! (through [`Engine::open_with_bus`], so the store's commits reach the engine's own hub through
+//! the [`LocalBus`]), the caches of apps' keys, client-token secrets, limits and usage counters
+//! (loaded from the store at start, then kept up to date by the bus's events), device inboxes,
+//! the transports' [`Edge`], the publisher API and the HTTP router that joins them.
 
 use std::sync::Arc;
 
 use axum::response::IntoResponse;
 use axum::Router;
-use herald_core::auth::{generate_secret, hash_api_key, ApiKeys, Tokens};
+use herald_core::auth::{generate_secret, hash_api_key, Tokens};
+use herald_core::bus::LocalBus;
+use herald_core::caches::{CacheEvent, Caches, TokenSecret};
 use herald_core::log::ChannelLog;
 use herald_core::publish::Publisher;
 use herald_core::tenancy::{KeyInfo, Tenancy};
@@ -38,19 +41,22 @@ pub(crate) struct Parts {
     pub devices: Arc<dyn DeviceRegistry>,
     /// Stores and counts published messages and pushes (the one publish rule).
     pub publisher: Arc<Publisher>,
-    /// Every app's client-token secret.
+    /// Committed messages to the fan-out, cache events to `caches`.
+    pub bus: Arc<LocalBus>,
+    /// Every app's client-token secret (in `bus`'s caches).
     pub tokens: Arc<Tokens>,
-    /// Per-app usage counters, loaded from the store.
+    /// Per-app usage counters, loaded from the store (in `bus`'s caches).
     pub usage: Arc<UsageMeter>,
     /// Pushes and device inboxes.
     pub inbox: Arc<Inbox>,
 }
 
 impl Parts {
-    /// Creates the data directory and opens the store with the engine over it.
+    /// Creates the data directory, builds the (empty) caches and the [`LocalBus`] over them,
+    /// and opens the store with the engine over it.
     pub(crate) fn open_store(
         settings: &ServerSettings,
-    ) -> Result<(Engine, Arc<SqliteLog>), ServerError> {
+    ) -> Result<(Engine, Arc<LocalBus>, Arc<SqliteLog>), ServerError> {
         let data = &settings.data;
         std::fs::create_dir_all(data).map_err(|source| ServerError::DataDir {
             path: data.clone(),
@@ -59,9 +65,12 @@ impl Parts {
         // Push logs (an app's broadcast log, device inboxes) keep messages by their own rule.
         let mut namespaces = settings.namespaces.clone();
         herald_push::logs::register(&mut namespaces, herald_push::logs::DEFAULT_RETENTION);
-        Engine::open(namespaces, |sink| {
-            SqliteLog::open(data, settings.store.clone(), sink)
-        })
+        let caches = Caches::new(token_secret(settings)?.as_bytes());
+        Engine::open_with_bus(
+            namespaces,
+            |fan_out| LocalBus::new(fan_out, caches),
+            |sink| SqliteLog::open(data, settings.store.clone(), sink),
+        )
         .map_err(|e| match e {
             OpenError::FanOut(e) => ServerError::FanOut(e),
             OpenError::Log(source) => ServerError::OpenStore {
@@ -72,23 +81,31 @@ impl Parts {
     }
 
     /// Reads what the store knows (apps' token secrets, usage totals and limits, device counts)
-    /// and builds the shared parts over `engine` and `store`.
+    /// into this node's caches (the same events the bus carries, applied here only) and builds
+    /// the shared parts over `engine`, `bus` and `store`.
     pub(crate) async fn load(
         settings: &ServerSettings,
         engine: Engine,
+        bus: Arc<LocalBus>,
         store: Arc<SqliteLog>,
     ) -> Result<Parts, ServerError> {
         let registry: Arc<dyn Tenancy> = store.clone();
         let devices: Arc<dyn DeviceRegistry> = store.clone();
-        let tokens = Arc::new(Tokens::new(token_secret(settings)?.as_bytes()));
-        let usage = UsageMeter::new();
+        let caches = bus.caches().clone();
+        let (tokens, usage) = (caches.tokens.clone(), caches.usage.clone());
         for app in registry.apps().await? {
             if let Some(secret) = &app.token_secret {
-                tokens.set_app(&app.id, secret.as_bytes());
+                caches.apply(&CacheEvent::TokenSecretSet {
+                    app: app.id.clone(),
+                    secret: TokenSecret(secret.clone()),
+                });
             }
             usage.load(&app.id, registry.usage(&app.id).await?);
+            caches.apply(&CacheEvent::AppCreated {
+                app: app.id.clone(),
+                limits: app.limits,
+            });
             let counters = usage.app(&app.id);
-            counters.set_limits(app.limits);
             counters.devices_changed(devices.device_count(&app.id).await?, 0);
         }
         let engine = Arc::new(engine);
@@ -108,6 +125,7 @@ impl Parts {
             tenancy: registry,
             devices,
             publisher,
+            bus,
             tokens,
             usage,
             inbox,
@@ -133,13 +151,14 @@ impl Parts {
         })
     }
 
-    /// The publisher keys: the configured one (stored as a hash, for the default app), plus
-    /// every app's stored keys. With none configured and none stored for the default app, one
-    /// is generated, stored hashed and returned (the only time it is seen).
+    /// Loads the publisher keys into this node's caches: the configured one (stored as a hash,
+    /// for the default app), plus every app's stored keys. With none configured and none stored
+    /// for the default app, one is generated, stored hashed and returned (the only time it is
+    /// seen).
     pub(crate) async fn publisher_keys(
         &self,
         settings: &ServerSettings,
-    ) -> Result<(ApiKeys, Option<String>), ServerError> {
+    ) -> Result<Option<String>, ServerError> {
         let registry = self.tenancy.as_ref();
         if let Some(key) = &settings.api_key {
             registry
@@ -147,7 +166,7 @@ impl Parts {
                 .await?;
         }
         let stored = registry.keys().await?;
-        let keys = ApiKeys::default();
+        let caches = self.bus.caches();
         let mut generated = None;
         if !stored.iter().any(|k| k.app.is_default()) {
             let key = generate_secret("hk_");
@@ -155,13 +174,19 @@ impl Parts {
             registry
                 .add_key(&default_app_key(hash.clone(), "generated"))
                 .await?;
-            keys.insert(hash, AppId::default_app());
+            caches.apply(&CacheEvent::KeyAdded {
+                app: AppId::default_app(),
+                hash,
+            });
             generated = Some(key);
         }
         for k in stored {
-            keys.insert(k.hash, k.app);
+            caches.apply(&CacheEvent::KeyAdded {
+                app: k.app,
+                hash: k.hash,
+            });
         }
-        Ok((keys, generated))
+        Ok(generated)
     }
 
     /// The HTTP router: the transports' routes, the publisher and admin API, and JSON answers
@@ -170,19 +195,19 @@ impl Parts {
         &self,
         settings: &ServerSettings,
         edge: Arc<Edge>,
-        keys: ApiKeys,
         metrics: PrometheusHandle,
     ) -> Router {
         let api = Arc::new(herald_api::Api {
             engine: self.engine.clone(),
             publisher: self.publisher.clone(),
-            keys: Arc::new(keys),
+            keys: self.bus.caches().keys.clone(),
             admin_key_hash: settings.admin_key.as_deref().map(hash_api_key),
             tenancy: self.tenancy.clone(),
             devices: self.devices.clone(),
             inbox: self.inbox.clone(),
             tokens: self.tokens.clone(),
             usage: self.usage.clone(),
+            bus: self.bus.clone(),
             max_message_bytes: settings.edge.max_frame_bytes,
             metrics: Arc::new(move || metrics.render()),
         });

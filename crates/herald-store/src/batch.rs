@@ -70,7 +70,7 @@ impl ChannelCache {
         let entry = self
             .entries
             .get_mut(name)
-            .ok_or_else(|| StoreError::Backend("channel cache lost an entry".into()))?;
+            .ok_or_else(|| StoreError::failed("channel cache lost an entry"))?;
         if !entry.touched {
             entry.touched = true;
             self.touched.push(name.clone());

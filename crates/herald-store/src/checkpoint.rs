@@ -66,7 +66,7 @@ impl Checkpointer {
         let handle = std::thread::Builder::new()
             .name("herald-store-checkpoint".into())
             .spawn(move || pass.run(conn))
-            .map_err(|e| StoreError::Backend(format!("cannot start checkpointer: {e}")))?;
+            .map_err(|e| StoreError::backend("cannot start checkpointer", e))?;
         Ok(Checkpointer {
             stop,
             handle: Some(handle),

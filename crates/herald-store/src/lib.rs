@@ -30,14 +30,15 @@ use herald_core::log::StoreError;
 /// File name of the database inside the data directory.
 pub const DB_FILE_NAME: &str = "herald.db";
 
-/// Wraps a backend failure (SQLite, I/O) as a [`StoreError::Backend`].
-pub(crate) fn backend(err: impl std::fmt::Display) -> StoreError {
-    StoreError::Backend(err.to_string())
+/// Wraps a backend failure (SQLite, I/O) as a [`StoreError::Backend`] with the error as its
+/// source.
+pub(crate) fn backend(err: impl std::error::Error + Send + Sync + 'static) -> StoreError {
+    StoreError::backend("database error", err)
 }
 
 /// Converts a seq read from the database; a negative value means the row is corrupt.
 pub(crate) fn seq_from_db(value: i64) -> Result<u64, StoreError> {
-    u64::try_from(value).map_err(|_| StoreError::Backend(format!("corrupt seq {value} in store")))
+    u64::try_from(value).map_err(|_| StoreError::failed(format!("corrupt seq {value} in store")))
 }
 
 /// Converts a seq for use as an SQL parameter; seqs beyond `i64::MAX` cannot exist in the store,

@@ -44,10 +44,7 @@ impl SqliteLog {
         sink: Arc<dyn CommitSink>,
     ) -> Result<Arc<SqliteLog>, StoreError> {
         std::fs::create_dir_all(dir).map_err(|e| {
-            StoreError::Backend(format!(
-                "cannot create data directory {}: {e}",
-                dir.display()
-            ))
+            StoreError::backend(format!("cannot create data directory {}", dir.display()), e)
         })?;
         let path = dir.join(DB_FILE_NAME);
         let conn = schema::open_writer(&path, options.sync, options.wal_restart_bytes)?;
@@ -62,7 +59,7 @@ impl SqliteLog {
         let handle = std::thread::Builder::new()
             .name("herald-store-writer".into())
             .spawn(move || writer.run(rx))
-            .map_err(|e| StoreError::Backend(format!("cannot start store writer: {e}")))?;
+            .map_err(|e| StoreError::backend("cannot start store writer", e))?;
         tracing::info!(path = %path.display(), sync = %options.sync, "store opened");
         Ok(Arc::new(SqliteLog {
             requests: RwLock::new(Some(tx)),
@@ -86,7 +83,7 @@ impl SqliteLog {
         // The writer drops the reply only if it died; the request's fate is then unknown.
         answer
             .await
-            .map_err(|_| StoreError::Backend("store writer stopped".into()))?
+            .map_err(|_| StoreError::failed("store writer stopped"))?
     }
 
     /// Runs a registry write on the writer thread, in the next group commit, and waits until it
@@ -109,7 +106,7 @@ impl SqliteLog {
                         output
                             .lock()
                             .take()
-                            .ok_or_else(|| StoreError::Backend("the write produced nothing".into()))
+                            .ok_or_else(|| StoreError::failed("the write produced nothing"))
                     });
                     let _ = reply.send(result);
                 }),

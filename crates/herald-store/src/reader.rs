@@ -59,11 +59,11 @@ impl ReadPool {
             let conn = lease
                 .conn
                 .as_mut()
-                .ok_or_else(|| StoreError::Backend("read pool has no free connection".into()))?;
+                .ok_or_else(|| StoreError::failed("read pool has no free connection"))?;
             read(conn)
         })
         .await
-        .map_err(|e| StoreError::Backend(format!("read task failed: {e}")))?
+        .map_err(|e| StoreError::backend("read task failed", e))?
     }
 }
 

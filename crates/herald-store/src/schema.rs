@@ -124,13 +124,13 @@ pub(crate) fn open_writer(
     wal_limit_bytes: u64,
 ) -> Result<Connection, StoreError> {
     let mut conn = Connection::open(path)
-        .map_err(|e| StoreError::Backend(format!("cannot open {}: {e}", path.display())))?;
+        .map_err(|e| StoreError::backend(format!("cannot open {}", path.display()), e))?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(backend)?;
     let mode: String = conn
         .query_row("PRAGMA journal_mode=WAL", [], |row| row.get(0))
         .map_err(backend)?;
     if !mode.eq_ignore_ascii_case("wal") {
-        return Err(StoreError::Backend(format!(
+        return Err(StoreError::failed(format!(
             "cannot switch {} to WAL mode (got {mode})",
             path.display()
         )));
@@ -159,7 +159,7 @@ pub(crate) fn open_writer(
 pub(crate) fn open_reader(path: &Path) -> Result<Connection, StoreError> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags)
-        .map_err(|e| StoreError::Backend(format!("cannot open {}: {e}", path.display())))?;
+        .map_err(|e| StoreError::backend(format!("cannot open {}", path.display()), e))?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(backend)?;
     conn.set_prepared_statement_cache_capacity(32);
     Ok(conn)
@@ -171,18 +171,18 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
         .query_row("PRAGMA user_version", [], |row| row.get(0))
         .map_err(backend)?;
     if current > SCHEMA_VERSION {
-        return Err(StoreError::Backend(format!(
+        return Err(StoreError::failed(format!(
             "database schema version {current} is newer than this Herald supports \
              ({SCHEMA_VERSION}); upgrade Herald"
         )));
     }
     let start = usize::try_from(current)
-        .map_err(|_| StoreError::Backend(format!("invalid schema version {current}")))?;
+        .map_err(|_| StoreError::failed(format!("invalid schema version {current}")))?;
     for (index, sql) in MIGRATIONS.iter().enumerate().skip(start) {
         let version = index + 1;
         let tx = conn.transaction().map_err(backend)?;
         tx.execute_batch(sql)
-            .map_err(|e| StoreError::Backend(format!("migration to version {version}: {e}")))?;
+            .map_err(|e| StoreError::backend(format!("migration to version {version}"), e))?;
         tx.pragma_update(None, "user_version", version as i64)
             .map_err(backend)?;
         tx.commit().map_err(backend)?;

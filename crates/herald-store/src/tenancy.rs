@@ -12,7 +12,7 @@ use rusqlite::{params, OptionalExtension};
 use crate::{backend, SqliteLog};
 
 fn app_id(s: String) -> Result<AppId, StoreError> {
-    AppId::parse(&s).map_err(|_| StoreError::Backend(format!("corrupt app id {s:?} in store")))
+    AppId::parse(&s).map_err(|_| StoreError::failed(format!("corrupt app id {s:?} in store")))
 }
 
 pub(crate) fn to_json<T: serde::Serialize>(v: &T) -> String {
@@ -202,14 +202,15 @@ impl Tenancy for SqliteLog {
             .await
     }
 
-    async fn set_usage(&self, app: &AppId, d: Usage) -> Result<(), StoreError> {
+    async fn add_usage(&self, app: &AppId, d: Usage) -> Result<(), StoreError> {
         let app = app.clone();
         self.write(move |tx| {
             tx.execute(
                 "INSERT INTO usage (app, published, deliveries, acks, peak_connections)
                  VALUES (?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT (app) DO UPDATE SET published = excluded.published,
-                     deliveries = excluded.deliveries, acks = excluded.acks,
+                 ON CONFLICT (app) DO UPDATE SET published = published + excluded.published,
+                     deliveries = deliveries + excluded.deliveries,
+                     acks = acks + excluded.acks,
                      peak_connections = max(peak_connections, excluded.peak_connections)",
                 params![
                     app.as_str(),
@@ -298,6 +299,25 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn usage_increments_add_and_the_peak_is_the_largest() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = SqliteLog::open(dir.path(), SqliteOptions::default(), Arc::new(NoSink)).unwrap();
+        let app = AppId::parse("shop").unwrap();
+        let counted = |published, deliveries, acks, peak_connections| Usage {
+            published,
+            deliveries,
+            acks,
+            peak_connections,
+        };
+        log.add_usage(&app, counted(5, 7, 1, 4)).await.unwrap();
+        log.add_usage(&app, counted(3, 2, 0, 2)).await.unwrap();
+        assert_eq!(log.usage(&app).await.unwrap(), counted(8, 9, 1, 4));
+        log.add_usage(&app, counted(0, 0, 2, 6)).await.unwrap();
+        assert_eq!(log.usage(&app).await.unwrap(), counted(8, 9, 3, 6));
+        log.close().await;
+    }
+
+    #[tokio::test]
     async fn a_failing_write_undoes_only_itself_and_the_rest_of_its_commit_stands() {
         let dir = tempfile::tempdir().unwrap();
         let log = SqliteLog::open(dir.path(), SqliteOptions::default(), Arc::new(NoSink)).unwrap();
@@ -305,9 +325,9 @@ mod tests {
         let bad = log.write(|c| {
             c.execute("INSERT INTO usage (app, published) VALUES ('x', 9)", [])
                 .map_err(backend)?;
-            Err::<(), _>(StoreError::Backend("refused".into()))
+            Err::<(), _>(StoreError::failed("refused"))
         });
-        let good = log.set_usage(
+        let good = log.add_usage(
             &app,
             Usage {
                 published: 5,

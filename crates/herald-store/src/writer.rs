@@ -314,9 +314,7 @@ fn apply_in_savepoint(
         Ok(Err(e)) => Err(e),
         Err(_) => {
             tracing::error!("a registry write panicked; it was rolled back");
-            Err(StoreError::Backend(
-                "the write failed inside the server".into(),
-            ))
+            Err(StoreError::failed("the write failed inside the server"))
         }
     }
 }

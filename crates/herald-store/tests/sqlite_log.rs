@@ -650,7 +650,7 @@ async fn failed_batch_is_rolled_back_and_seqs_stay_contiguous() {
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, StoreError::Backend(text) if text.contains("poisoned")),
+        matches!(&err, StoreError::Backend { .. }) && err.chain().contains("poisoned"),
         "{err}"
     );
     assert!(log

@@ -1,0 +1,136 @@
+//! The [`Bus`] seam: how committed messages and cache-invalidation events reach every node, and
+//! [`LocalBus`], the one-node bus (committed messages go to this node's fan-out thread, events
+//! to this node's [`Caches`] at once).
+
+use std::sync::Arc;
+
+use crate::caches::{CacheEvent, Caches};
+use crate::fanout::FanOut;
+use crate::log::CommitSink;
+use crate::message::SharedMessage;
+
+/// Cross-node fan-out of committed messages ([`CommitSink::committed`], fed by the store's
+/// commits) and of cache-invalidation events ([`Bus::publish`], fed by the admin API after its
+/// store write).
+///
+/// A bus is built over this node's [`FanOut`] (see [`crate::Engine::open_with_bus`]) and must
+/// hand it every committed message of every node. A networked bus (Redis) must guarantee:
+///
+/// - **Per-channel order**: a channel's messages reach each node's fan-out in seq order (one
+///   stream or topic per channel or per channel shard, never spread over unordered ones).
+/// - **At least once**: a message may arrive twice (a reconnect, a redelivery); the hub drops
+///   any seq not newer than the channel's head, so duplicates never reach a subscriber.
+/// - **Gaps are repaired from the durable log**: a node that missed messages (a dropped
+///   connection to the bus, a full queue) must not deliver around the gap. It tells the
+///   affected subscribers to resume (they read what they missed from the log with their
+///   `(epoch, seq)` cursor, as after a slow-consumer disconnect), or reads the missed range from
+///   the log itself before delivering newer messages.
+/// - **Events after the write**: [`Bus::publish`] is called after the store holds the change,
+///   and must apply the event on this node before returning (so a key created answers at once
+///   on the node that created it) and on every other node soon after. A node that may have
+///   missed events reloads its caches from the store. Token secrets are carried in events;
+///   a networked bus must keep its transport private or send only the app id and let each node
+///   read the secret from the store.
+///
+/// `committed` is on the publish path: it must not block on the network, allocate or lock per
+/// message beyond what the local fan-out does.
+pub trait Bus: CommitSink {
+    /// Applies `event` on this node at once and sends it to every other node.
+    fn publish(&self, event: CacheEvent);
+}
+
+/// The one-node bus: today's behaviour.
+pub struct LocalBus {
+    fan_out: Arc<FanOut>,
+    caches: Arc<Caches>,
+}
+
+impl LocalBus {
+    /// A bus delivering committed messages through `fan_out` and events to `caches`.
+    pub fn new(fan_out: Arc<FanOut>, caches: Arc<Caches>) -> Arc<LocalBus> {
+        Arc::new(LocalBus { fan_out, caches })
+    }
+
+    /// The caches this bus applies events to.
+    pub fn caches(&self) -> &Arc<Caches> {
+        &self.caches
+    }
+}
+
+impl CommitSink for LocalBus {
+    #[inline]
+    fn committed(&self, messages: &[SharedMessage]) {
+        self.fan_out.committed(messages);
+    }
+}
+
+impl Bus for LocalBus {
+    fn publish(&self, event: CacheEvent) {
+        self.caches.apply(&event);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::{hash_api_key, ClientClaims};
+    use crate::caches::TokenSecret;
+    use crate::hub::Hub;
+    use crate::tenancy::AppLimits;
+    use crate::tenant::AppId;
+
+    #[test]
+    fn events_published_on_a_local_bus_reach_the_caches() {
+        let caches = Caches::new(b"default-secret");
+        let bus = LocalBus::new(FanOut::start(Hub::new()).unwrap(), caches.clone());
+        let shop = AppId::parse("shop").unwrap();
+        let limits = AppLimits {
+            max_devices: Some(3),
+            ..AppLimits::default()
+        };
+        bus.publish(CacheEvent::AppCreated {
+            app: shop.clone(),
+            limits,
+        });
+        bus.publish(CacheEvent::TokenSecretSet {
+            app: shop.clone(),
+            secret: TokenSecret("hs_shop".into()),
+        });
+        let hash = hash_api_key("hk_shop");
+        bus.publish(CacheEvent::KeyAdded {
+            app: shop.clone(),
+            hash: hash.clone(),
+        });
+        assert_eq!(caches.keys.check("hk_shop"), Some(shop.clone()));
+        assert_eq!(caches.usage.app(&shop).limits(), limits);
+        let claims = ClientClaims {
+            sub: "alice".into(),
+            exp: None,
+            channels: vec![],
+            publish: vec![],
+            device: None,
+        };
+        let token = caches.tokens.mint(&shop, &claims).expect("a secret");
+        assert_eq!(caches.tokens.verify(&token).unwrap().app, shop);
+
+        bus.publish(CacheEvent::LimitsChanged {
+            app: shop.clone(),
+            limits: AppLimits::default(),
+        });
+        assert_eq!(caches.usage.app(&shop).limits(), AppLimits::default());
+        bus.publish(CacheEvent::KeyRemoved {
+            app: shop.clone(),
+            key_id: hash[..12].to_owned(),
+        });
+        assert_eq!(caches.keys.check("hk_shop"), None);
+        bus.publish(CacheEvent::KeyAdded {
+            app: shop.clone(),
+            hash,
+        });
+        bus.publish(CacheEvent::TokenSecretRemoved { app: shop.clone() });
+        assert!(caches.tokens.mint(&shop, &claims).is_none());
+        bus.publish(CacheEvent::AppDeleted { app: shop.clone() });
+        assert_eq!(caches.keys.check("hk_shop"), None, "a deleted app's key");
+        assert_eq!(format!("{:?}", TokenSecret("x".into())), "TokenSecret(..)");
+    }
+}

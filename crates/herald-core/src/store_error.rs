@@ -1,0 +1,97 @@
+//! [`StoreError`]: how a storage failure is reported, with the backend's own error kept as its
+//! source, and what a client is told of it.
+
+use std::error::Error;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+/// A backend's own error (SQLite, I/O), shared so that one failed group commit can be reported
+/// to every request it held.
+pub type BackendError = Arc<dyn Error + Send + Sync + 'static>;
+
+/// A storage failure. The operation did not happen (appends are all-or-nothing per request).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    /// The backing store failed (I/O, corruption, SQL error).
+    #[error("store failed: {context}")]
+    Backend {
+        /// What the store was doing, or what it found wrong.
+        context: String,
+        /// The backend's error, if one caused this.
+        #[source]
+        source: Option<BackendError>,
+    },
+    /// The store is closed (shutting down).
+    #[error("store is closed")]
+    Closed,
+}
+
+impl StoreError {
+    /// A failure caused by the backend's error `source`, while doing `context`.
+    pub fn backend(
+        context: impl Into<String>,
+        source: impl Error + Send + Sync + 'static,
+    ) -> StoreError {
+        StoreError::Backend {
+            context: context.into(),
+            source: Some(Arc::new(source)),
+        }
+    }
+
+    /// A failure the store found itself (a corrupt row, a stopped thread), with no underlying
+    /// error.
+    pub fn failed(context: impl Into<String>) -> StoreError {
+        StoreError::Backend {
+            context: context.into(),
+            source: None,
+        }
+    }
+
+    /// This error and each of its sources, joined by `": "`.
+    pub fn chain(&self) -> String {
+        let mut text = self.to_string();
+        let mut next = self.source();
+        while let Some(cause) = next {
+            let _ = write!(text, ": {cause}");
+            next = cause.source();
+        }
+        text
+    }
+}
+
+impl From<StoreError> for crate::error::HeraldError {
+    /// What a client is told of a storage failure: `shutting_down` while the store closes,
+    /// `store_failed` otherwise, with the whole chain of causes (which is also logged).
+    fn from(e: StoreError) -> Self {
+        use crate::error::{ErrorCode, HeraldError};
+        match e {
+            StoreError::Closed => HeraldError::new(ErrorCode::ShuttingDown, e.to_string()),
+            StoreError::Backend { .. } => {
+                let chain = e.chain();
+                tracing::error!(error = %chain, "store failed");
+                HeraldError::new(ErrorCode::StoreFailed, chain)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorCode;
+
+    #[test]
+    fn the_source_is_kept_and_reaches_the_client_message() {
+        let io = std::io::Error::other("disk on fire");
+        let e = StoreError::backend("database error", io);
+        assert_eq!(e.to_string(), "store failed: database error");
+        assert_eq!(e.source().unwrap().to_string(), "disk on fire");
+        assert_eq!(e.chain(), "store failed: database error: disk on fire");
+        let copy = e.clone();
+        let told = crate::HeraldError::from(copy);
+        assert_eq!(told.code, ErrorCode::StoreFailed);
+        assert_eq!(told.message, "store failed: database error: disk on fire");
+        let closed = crate::HeraldError::from(StoreError::Closed);
+        assert_eq!(closed.code, ErrorCode::ShuttingDown);
+    }
+}
