@@ -1,5 +1,6 @@
-//! Subscribing an HTTP stream (SSE or long-poll) to the channels named in its query string, and
-//! tracking the per-channel positions its cursor string reports.
+//! The query-string side of the client session: parsing what an SSE, long-poll (or Meteor)
+//! stream asks for, opening its subscriptions through the session's steps
+//! ([`crate::session::open`]), and tracking the per-channel positions its cursor string reports.
 
 use std::sync::Arc;
 
@@ -13,7 +14,7 @@ use herald_core::{ChannelName, Cursor, Engine, HeraldError, StoredMessage};
 use axum::http::HeaderMap;
 
 use crate::http::{client_token, parse_bool, query_pairs};
-use crate::session::open::{check_limit, open_channel, open_inbox, Opened, Wanted};
+use crate::session::open::{authorise, check_limit, open_channel, open_inbox, Opened, Wanted};
 use crate::Edge;
 
 /// What an SSE or long-poll request asks for: who is asking, which channels, from where.
@@ -46,7 +47,7 @@ impl StreamRequest {
         cursor: Option<&str>,
     ) -> Result<StreamRequest, HeraldError> {
         let pairs = query_pairs(query);
-        let client = edge.authenticate(client_token(&pairs, headers).as_deref())?;
+        let client = authorise(edge, client_token(&pairs, headers).as_deref())?;
         let inbox = client.device.is_some() && !pairs.iter().any(|(k, _)| k == "channel");
         let names = if inbox {
             Vec::new()
@@ -198,5 +199,26 @@ impl Drop for Subscriptions {
         for (name, sub) in &self.channels {
             self.engine.unsubscribe(name, sub);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_streams_subscriptions_stay_small() {
+        // The engine, the usage guard, and two vectors (channels with their subscriptions, and
+        // positions): nothing boxed, and the client is not kept.
+        let parts = size_of::<Arc<Engine>>()
+            + size_of::<ConnectionGuard>()
+            + size_of::<Vec<(ChannelName, Arc<Subscription>)>>()
+            + size_of::<Vec<Cursor>>();
+        assert_eq!(size_of::<Subscriptions>(), parts);
+        assert!(
+            size_of::<Subscriptions>() <= 96,
+            "{}",
+            size_of::<Subscriptions>()
+        );
     }
 }

@@ -1,6 +1,8 @@
 //! Herald's native client transports: WebSocket ([`ws`]), Server-Sent Events ([`sse`]) and
 //! long-poll ([`poll`]); Meteor's protocols live in `herald-meteor`, built on this crate. Each
-//! turns a connection into subscriptions on the [`Engine`] and writes what the connection's
+//! is an adapter over one protocol-neutral client session ([`session`]: authorisation, the
+//! subscription limit, subscribing, the device inbox, publish, ack, history): it parses its wire
+//! format, calls the session, and writes what the connection's
 //! [`herald_core::outbox::Outbox`] holds; none of them touches storage directly.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

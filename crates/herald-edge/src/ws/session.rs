@@ -220,3 +220,13 @@ impl Session {
         self.0.close();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_websocket_session_is_the_client_session() {
+        assert_eq!(size_of::<Session>(), size_of::<ClientSession>());
+    }
+}
