@@ -1,5 +1,6 @@
-//! Subscribing an HTTP stream (SSE or long-poll) to the channels named in its query string, and
-//! tracking the per-channel positions its cursor string reports.
+//! The query-string side of the client session: parsing what an SSE, long-poll (or Meteor)
+//! stream asks for, opening its subscriptions through the session's steps
+//! ([`crate::session::open`]), and tracking the per-channel positions its cursor string reports.
 
 use std::sync::Arc;
 
@@ -13,6 +14,7 @@ use herald_core::{ChannelName, Cursor, Engine, HeraldError, StoredMessage};
 use axum::http::HeaderMap;
 
 use crate::http::{client_token, parse_bool, query_pairs};
+use crate::session::open::{authorise, check_limit, open_channel, open_inbox, Opened, Wanted};
 use crate::Edge;
 
 /// What an SSE or long-poll request asks for: who is asking, which channels, from where.
@@ -45,7 +47,7 @@ impl StreamRequest {
         cursor: Option<&str>,
     ) -> Result<StreamRequest, HeraldError> {
         let pairs = query_pairs(query);
-        let client = edge.authenticate(client_token(&pairs, headers).as_deref())?;
+        let client = authorise(edge, client_token(&pairs, headers).as_deref())?;
         let inbox = client.device.is_some() && !pairs.iter().any(|(k, _)| k == "channel");
         let names = if inbox {
             Vec::new()
@@ -98,111 +100,83 @@ fn channel_params(
             "name at least one channel: ?channel=NAME (repeat for more)",
         ));
     }
-    if names.len() > edge.settings.max_subscriptions {
-        return Err(HeraldError::new(
-            herald_core::ErrorCode::TooManySubscriptions,
-            format!(
-                "{} channels named; at most {} per connection",
-                names.len(),
-                edge.settings.max_subscriptions
-            ),
-        ));
-    }
+    check_limit(edge, Wanted::Named(names.len()))?;
     Ok(names)
 }
 
 /// The subscriptions of one HTTP stream; dropping it unsubscribes them all, so a client that
-/// goes away leaves nothing behind.
+/// goes away leaves nothing behind. Opened through the client session's steps
+/// ([`crate::session::open`]); the client itself is not kept once they are done.
 pub struct Subscriptions {
     engine: Arc<Engine>,
     _counted: ConnectionGuard,
-    subs: Vec<(ChannelName, Arc<Subscription>)>,
-    /// The channels, in the order the client named them (= cursor order).
-    pub names: Vec<ChannelName>,
-    /// Last position written to the client, per channel, in `names` order.
-    pub positions: Vec<Cursor>,
-    /// Each channel's subscribe outcome, in `names` order.
-    pub outcomes: Vec<SubscribeOutcome>,
+    /// Each channel and its subscription, in the order the client named them (= cursor order).
+    channels: Vec<(ChannelName, Arc<Subscription>)>,
+    /// Last position written to the client, per channel, in `channels` order.
+    positions: Vec<Cursor>,
 }
 
+/// What each channel's subscribe found, in the order the client named them.
+pub type Outcomes = Vec<(ChannelName, SubscribeOutcome)>;
+
 impl Subscriptions {
-    /// Subscribes `outbox` to every channel, resuming each from its cursor. `reply` may queue a
-    /// confirmation frame ahead of each channel's replay.
+    /// Subscribes `outbox` to every channel (or the device's inbox), resuming each from its
+    /// cursor. `reply` may queue a confirmation frame ahead of each channel's replay.
     pub async fn open(
         edge: &Edge,
         request: &StreamRequest,
         outbox: &Arc<Outbox>,
-        reply: impl Fn(&ChannelName, &SubscribeOutcome) -> Option<OutFrame>,
-    ) -> Result<Subscriptions, HeraldError> {
+        reply: impl Fn(&ChannelName, &SubscribeOutcome) -> Option<OutFrame> + Sync,
+    ) -> Result<(Subscriptions, Outcomes), HeraldError> {
         let client = &request.client;
         let plan = if request.inbox {
             Some(edge.inbox.plan(client).await?)
         } else {
+            for name in &request.names {
+                client.check_subscribe(name.public())?;
+            }
             None
         };
-        let names = match &plan {
-            Some(plan) => plan.logs.to_vec(),
-            None => request.names.clone(),
-        };
-        let cursors = request.cursors.clone();
-        let last = request.last;
-        for name in names.iter().filter(|_| plan.is_none()) {
-            client.check_subscribe(name.public())?;
-        }
+        let count = plan.as_ref().map_or(request.names.len(), |p| p.logs.len());
         let mut this = Subscriptions {
             engine: edge.engine.clone(),
             _counted: edge.usage.connect(&client.app)?,
-            subs: Vec::with_capacity(names.len()),
-            names: Vec::new(),
-            positions: Vec::with_capacity(names.len()),
-            outcomes: Vec::with_capacity(names.len()),
+            channels: Vec::with_capacity(count),
+            positions: Vec::with_capacity(count),
         };
-        for (i, (name, since)) in names.iter().zip(cursors).enumerate() {
-            // An inbox log resumes from the client's cursor, else from the acknowledged one.
-            let since = match &plan {
-                Some(plan) => Some(
-                    since.unwrap_or_else(|| [&plan.cursor.app, &plan.cursor.device][i].clone()),
-                ),
-                None => since,
-            };
-            let catchup = match (&plan, &since) {
-                (Some(plan), Some(from)) => {
-                    edge.inbox.subscribe(plan, i, from.clone(), outbox).await?
-                }
-                _ => {
-                    let request = SubscribeRequest {
-                        since: since.clone(),
-                        last,
+        let mut outcomes = Vec::with_capacity(count);
+        let mut keep = |o: Opened| {
+            this.channels.push((o.name.clone(), o.subscription));
+            this.positions.push(o.position);
+            outcomes.push((o.name, o.outcome));
+        };
+        match &plan {
+            Some(plan) => {
+                let mut since = request.cursors.iter().cloned();
+                let since = [since.next().flatten(), since.next().flatten()];
+                open_inbox(edge, plan, since, outbox, |_| false, &reply, &mut keep).await?;
+            }
+            None => {
+                for (name, since) in request.names.iter().zip(request.cursors.iter().cloned()) {
+                    let subscribe = SubscribeRequest {
+                        since,
+                        last: request.last,
                         replay_retained_if_lost: request.replay_retained_if_lost,
                     };
-                    edge.engine.subscribe(name, outbox, &request).await?
+                    keep(open_channel(edge, client, outbox, name, &subscribe, &reply).await?);
                 }
-            };
-            let outcome = catchup.outcome.clone();
-            // The position before anything is written: just before the first replayed message
-            // (so a long-poll answer cut short by its limit resumes there), else the cursor
-            // resumed from, else where the channel stands.
-            let seq = match (catchup.messages.first(), since) {
-                (Some(first), _) => first.seq - 1,
-                (None, Some(since)) if outcome.recovered => since.seq,
-                (None, _) => outcome.seq,
-            };
-            let position = Cursor {
-                epoch: outcome.epoch.clone(),
-                seq,
-            };
-            let sub = catchup.go_live(reply(name, &outcome));
-            this.subs.push((name.clone(), sub));
-            this.positions.push(position);
-            this.outcomes.push(outcome);
+            }
         }
-        this.names = names;
-        Ok(this)
+        Ok((this, outcomes))
     }
 
     /// Records that `message` was written; returns false if it is not one of these channels.
     pub fn advance(&mut self, message: &StoredMessage) -> bool {
-        match self.names.iter().position(|n| *n == message.channel) {
+        match self
+            .channels
+            .iter()
+            .position(|(n, _)| *n == message.channel)
+        {
             Some(i) => {
                 self.positions[i] = Cursor {
                     epoch: message.epoch.clone(),
@@ -222,8 +196,29 @@ impl Subscriptions {
 
 impl Drop for Subscriptions {
     fn drop(&mut self) {
-        for (name, sub) in &self.subs {
+        for (name, sub) in &self.channels {
             self.engine.unsubscribe(name, sub);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_streams_subscriptions_stay_small() {
+        // The engine, the usage guard, and two vectors (channels with their subscriptions, and
+        // positions): nothing boxed, and the client is not kept.
+        let parts = size_of::<Arc<Engine>>()
+            + size_of::<ConnectionGuard>()
+            + size_of::<Vec<(ChannelName, Arc<Subscription>)>>()
+            + size_of::<Vec<Cursor>>();
+        assert_eq!(size_of::<Subscriptions>(), parts);
+        assert!(
+            size_of::<Subscriptions>() <= 96,
+            "{}",
+            size_of::<Subscriptions>()
+        );
     }
 }

@@ -1,15 +1,17 @@
-//! Herald's client transports: WebSocket ([`ws`]), Server-Sent Events ([`sse`]), long-poll
-//! ([`poll`]) and Meteor's subscriber and controller protocols ([`meteor`]). Each turns a
-//! connection into subscriptions on the [`Engine`] and writes what the connection's
+//! Herald's native client transports: WebSocket ([`ws`]), Server-Sent Events ([`sse`]) and
+//! long-poll ([`poll`]); Meteor's protocols live in `herald-meteor`, built on this crate. Each
+//! is an adapter over one protocol-neutral client session ([`session`]: authorisation, the
+//! subscription limit, subscribing, the device inbox, publish, ack, history): it parses its wire
+//! format, calls the session, and writes what the connection's
 //! [`herald_core::outbox::Outbox`] holds; none of them touches storage directly.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-mod channels;
+pub mod channels;
 mod http;
-pub mod meteor;
 pub mod poll;
 pub mod roster;
+pub mod session;
 mod socket;
 pub mod sse;
 pub mod ws;
@@ -22,7 +24,7 @@ use axum::Router;
 use herald_core::auth::{Client, Tokens};
 use herald_core::publish::Publisher;
 use herald_core::usage::UsageMeter;
-use herald_core::{Engine, ErrorCode, HeraldError};
+use herald_core::{Engine, HeraldError};
 use herald_push::Inbox;
 use roster::Roster;
 use tokio_util::sync::CancellationToken;
@@ -147,16 +149,10 @@ impl KeepAlive {
 }
 
 impl Edge {
-    /// Authenticates a client by token, or as anonymous when there is none and that is allowed.
+    /// Authenticates a client by token, or as anonymous when there is none and that is allowed
+    /// (see [`session::authorise`]).
     pub fn authenticate(&self, token: Option<&str>) -> Result<Client, HeraldError> {
-        match token {
-            Some(t) if !t.is_empty() => self.tokens.verify(t),
-            _ if self.settings.allow_anonymous => Ok(Client::anonymous()),
-            _ => Err(HeraldError::new(
-                ErrorCode::Unauthorized,
-                "a client token is required (?token=, Authorization: Bearer, or connect)",
-            )),
-        }
+        session::authorise(self, token)
     }
 }
 

@@ -67,7 +67,7 @@ async fn answer(
         None => DEFAULT_LIMIT,
     };
     let outbox = Outbox::new(edge.settings.outbox_bytes);
-    let mut subs = Subscriptions::open(edge, &request, &outbox, |_, _| None).await?;
+    let (mut subs, outcomes) = Subscriptions::open(edge, &request, &outbox, |_, _| None).await?;
     let (mut frames, _) = outbox.take();
     if frames.is_empty() {
         tokio::select! {
@@ -96,10 +96,8 @@ async fn answer(
     body.extend_from_slice(b"],\"cursor\":");
     serde_json::to_writer(&mut body, &subs.cursor()).map_err(internal)?;
     body.extend_from_slice(b",\"channels\":");
-    let channels: Vec<_> = subs
-        .names
+    let channels: Vec<_> = outcomes
         .iter()
-        .zip(&subs.outcomes)
         .map(|(n, o)| ChannelStatus {
             channel: n.public().into(),
             epoch: o.epoch.as_str().into(),

@@ -1,12 +1,12 @@
 //! Meteor's ports: binds the subscriber and controller listeners that are configured (with a
-//! deep accept queue) and, once the server is ready, serves them with `herald-edge`'s Meteor
+//! deep accept queue) and, once the server is ready, serves them with `herald-meteor`'s Meteor
 //! transport.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use herald_edge::meteor::{Meteor, MeteorConf, MeteorSettings};
 use herald_edge::Edge;
+use herald_meteor::{Meteor, MeteorConf, MeteorSettings};
 use tokio::net::TcpListener;
 use tokio_util::task::TaskTracker;
 

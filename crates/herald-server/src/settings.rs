@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use herald_core::namespace::Namespaces;
-use herald_edge::meteor::MeteorConf;
 use herald_edge::EdgeSettings;
+use herald_meteor::MeteorConf;
 use herald_store::SqliteOptions;
 
 /// Everything a [`crate::Server`] needs to start. `Debug` leaves the secrets out.

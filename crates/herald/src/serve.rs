@@ -9,6 +9,9 @@ use crate::config::Config;
 
 /// Runs the server with a validated configuration until shutdown.
 pub async fn serve(config: Config) -> anyhow::Result<()> {
+    // Listening for the signal starts before the listeners do: a SIGTERM that arrives once a
+    // client can connect then shuts down in order instead of killing the process.
+    let signal = shutdown_signal();
     let server = Server::builder(settings(&config)).start().await?;
     // Tests and scripts read these lines, in this order, to find the ports when listening on
     // port 0.
@@ -24,7 +27,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         println!("herald meteor-control listening on {addr}");
     }
     println!("herald listening on http://{}", addresses.http);
-    wait_for_signal().await;
+    signal.await;
     server.shutdown().await?;
     Ok(())
 }
@@ -58,21 +61,25 @@ fn settings(config: &Config) -> ServerSettings {
     }
 }
 
-async fn wait_for_signal() {
+/// Resolves on SIGTERM or Ctrl-C. The SIGTERM handler is installed when this is called, not
+/// when the future is first polled.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = match signal(SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => return std::future::pending().await,
-        };
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    async move {
+        #[cfg(unix)]
+        {
+            let Some(mut term) = term else {
+                return std::future::pending().await;
+            };
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
         }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }

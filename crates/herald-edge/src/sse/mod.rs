@@ -67,7 +67,7 @@ impl SseStream {
             .filter(|v| !v.trim().is_empty());
         let request = StreamRequest::parse(edge, query, headers, last_event_id)?;
         let outbox = Outbox::new(edge.settings.outbox_bytes);
-        let subs = Subscriptions::open(edge, &request, &outbox, |name, outcome| {
+        let (subs, _) = Subscriptions::open(edge, &request, &outbox, |name, outcome| {
             let body = SubscribeReply {
                 channel: name.public().into(),
                 seq: outcome.seq,

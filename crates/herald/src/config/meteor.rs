@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use herald_edge::meteor::MeteorConf;
+use herald_meteor::MeteorConf;
 
 use super::layers::{Layers, Raw, Source};
 use super::validate::{secret, text, ConfigError};

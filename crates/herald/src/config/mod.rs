@@ -101,7 +101,7 @@ pub struct MeteorConfig {
     /// The meteord.conf read, if any.
     pub conf_file: Option<PathBuf>,
     /// The modes and templates (Meteor's shipped ones without a file).
-    pub conf: Option<herald_edge::meteor::MeteorConf>,
+    pub conf: Option<herald_meteor::MeteorConf>,
     /// Folder served under `/` of the subscriber port.
     pub document_root: Option<PathBuf>,
     /// Password controllers must send first.

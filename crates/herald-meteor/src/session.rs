@@ -21,7 +21,8 @@ use super::conf::Mode;
 use super::request::{self, meteor_name, Request, Start, Subscribe};
 use super::template::{put_number, OtherVar, Var};
 use super::{files, text, Meteor, Stats, HEAD_TIMEOUT};
-use crate::channels::{StreamRequest, Subscriptions};
+use herald_edge::channels::{StreamRequest, Subscriptions};
+use herald_edge::session::{check_limit, Wanted};
 
 /// What `~server~` says.
 pub const SERVER_NAME: &str = "Herald";
@@ -186,7 +187,7 @@ async fn subscribe(m: &Meteor, mut tcp: TcpStream, s: Subscribe) {
         tracing::debug!(mode = s.mode, "meteor: unknown mode");
         return error(m, &mut tcp, &m.conf.global).await;
     };
-    if s.channels.len() > m.edge.settings.max_subscriptions {
+    if check_limit(&m.edge, Wanted::Named(s.channels.len())).is_err() {
         return error(m, &mut tcp, &mode).await;
     }
     let claim = mode.persist.then(|| m.hosts.claim(&s.hostid));
@@ -206,8 +207,8 @@ async fn subscribe(m: &Meteor, mut tcp: TcpStream, s: Subscribe) {
         };
         Subscriptions::open(&m.edge, &request, &outbox, |_, _| None).await
     };
-    let subs = match Box::pin(opened).await {
-        Ok(subs) => subs,
+    let (subs, outcomes) = match Box::pin(opened).await {
+        Ok(opened) => opened,
         Err(e) => {
             tracing::debug!(error = %e, "meteor: subscribe failed");
             if let Some((id, _)) = &claim {
@@ -217,7 +218,7 @@ async fn subscribe(m: &Meteor, mut tcp: TcpStream, s: Subscribe) {
         }
     };
     let mut info = Vec::new();
-    for (name, outcome) in subs.names.iter().zip(&subs.outcomes) {
+    for (name, outcome) in &outcomes {
         mode.channel_info.render(&mut info, |v, out| match v {
             Var::Name | Var::Channel => out.extend_from_slice(meteor_name(name).as_bytes()),
             Var::LastMsgId => put_number(out, outcome.seq),
@@ -232,10 +233,9 @@ async fn subscribe(m: &Meteor, mut tcp: TcpStream, s: Subscribe) {
         mode: &mode,
         tcp,
         sent: 0,
-        names: subs
-            .names
+        names: outcomes
             .iter()
-            .map(|n| (n.clone(), meteor_name(n)))
+            .map(|(n, _)| (n.clone(), meteor_name(n)))
             .collect(),
     };
     let head = header(&mode, "200 OK", &info);

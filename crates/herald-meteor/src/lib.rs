@@ -8,8 +8,10 @@
 //!   its templates; [`session`]: one subscriber connection; [`files`]: the document root;
 //! - [`command`]: controller lines; [`control`]: one controller connection.
 //!
-//! This module owns the two accept loops, the host-id registry (a newer persistent connection
+//! This crate root owns the two accept loops, the host-id registry (a newer persistent connection
 //! with the same host id replaces the older) and Meteor's statistics counters.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod command;
 pub mod conf;
@@ -29,8 +31,8 @@ use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
-use crate::{Edge, KeepAlive};
 pub use conf::MeteorConf;
+use herald_edge::{Edge, KeepAlive};
 
 /// What `herald serve` configures about the Meteor ports.
 #[derive(Debug, Clone)]

@@ -1,0 +1,291 @@
+//! The protocol-neutral client session: who the client is, what it is subscribed to, and the
+//! operations every transport offers (authorise, subscribe within the per-connection limit and
+//! the client's permissions, open the device inbox, unsubscribe, publish, ack, history), each
+//! written once. Transports are adapters: they parse their wire format, call the session, and
+//! encode what it returns. [`ClientSession`] is the state of a connection that takes commands
+//! (WebSocket); [`open`] holds the steps the query-string streams (SSE, long-poll, Meteor) take
+//! when they open, which the session takes too.
+//!
+//! A session is a compact value (no boxes, no stored futures): an idle connection holds it as
+//! it is.
+
+pub mod open;
+mod set;
+
+use std::sync::Arc;
+
+use herald_core::auth::Client;
+use herald_core::engine::SubscribeRequest;
+use herald_core::log::Appended;
+use herald_core::log::{LogSlice, ReadFrom};
+use herald_core::outbox::Outbox;
+use herald_core::usage::ConnectionGuard;
+use herald_core::{ChannelName, Cursor, ErrorCode, HeraldError};
+use herald_push::inbox::LogKind;
+
+use crate::Edge;
+pub use open::{authorise, check_limit, Confirm, Opened, Wanted};
+use set::SubscriptionSet;
+
+/// Most messages one history request returns.
+pub const MAX_HISTORY: usize = 1000;
+
+/// One client connection's session. Dropping it unsubscribes everything it holds.
+pub struct ClientSession {
+    edge: Arc<Edge>,
+    outbox: Arc<Outbox>,
+    client: Option<Client>,
+    subscriptions: SubscriptionSet,
+    /// Counts the connection in its app's usage while authenticated.
+    counted: Option<ConnectionGuard>,
+}
+
+impl ClientSession {
+    /// A session writing to `outbox`, with the client authorised at connect time (if any) and
+    /// its usage count.
+    pub fn new(
+        edge: Arc<Edge>,
+        outbox: Arc<Outbox>,
+        client: Option<Client>,
+        counted: Option<ConnectionGuard>,
+    ) -> Self {
+        ClientSession {
+            edge,
+            outbox,
+            client,
+            subscriptions: SubscriptionSet::default(),
+            counted,
+        }
+    }
+
+    /// The server's transports.
+    pub fn edge(&self) -> &Arc<Edge> {
+        &self.edge
+    }
+
+    /// The connection's outbound queue.
+    pub fn outbox(&self) -> &Arc<Outbox> {
+        &self.outbox
+    }
+
+    /// The authorised client, or the error a command sent before authorising gets.
+    pub fn client(&self) -> Result<&Client, HeraldError> {
+        match &self.client {
+            Some(c) => Ok(c),
+            None => Err(HeraldError::new(
+                ErrorCode::Unauthorized,
+                "send {\"connect\":{\"token\":\"...\"}} first",
+            )),
+        }
+    }
+
+    /// Whether the client has a device token (and so an inbox).
+    pub fn is_device(&self) -> bool {
+        self.client.as_ref().is_some_and(|c| c.device.is_some())
+    }
+
+    /// When the client's token expires (seconds since the Unix epoch), if it does.
+    pub fn expires(&self) -> Option<u64> {
+        self.client.as_ref().and_then(|c| c.expires)
+    }
+
+    /// Authorises the connection with `token`, or refreshes its token: a refresh must name the
+    /// same `sub`, app and device. Subscriptions the new token no longer allows are dropped and
+    /// returned.
+    pub fn authorise(&mut self, token: Option<&str>) -> Result<Vec<ChannelName>, HeraldError> {
+        let client = authorise(&self.edge, token)?;
+        if let Some(current) = &self.client {
+            if (!current.sub.is_empty() && current.sub != client.sub)
+                || current.app != client.app
+                || current.device != client.device
+            {
+                return Err(HeraldError::forbidden(format!(
+                    "this connection belongs to {:?}; a new connect may only refresh its token",
+                    current.sub
+                )));
+            }
+        }
+        if self.counted.is_none() {
+            self.counted = Some(self.edge.usage.connect(&client.app)?);
+        }
+        let revoked: Vec<ChannelName> = self
+            .subscriptions
+            .keys()
+            .filter(|ch| {
+                !herald_push::logs::is_push_log(ch.as_str())
+                    && client.check_subscribe(ch.public()).is_err()
+            })
+            .cloned()
+            .collect();
+        for channel in &revoked {
+            if let Some(sub) = self.subscriptions.remove(channel) {
+                self.edge.engine.unsubscribe(channel, &sub);
+            }
+        }
+        self.client = Some(client);
+        Ok(revoked)
+    }
+
+    /// Subscribes to the device's inbox (`$app` and `$device`) from the device's acknowledged
+    /// cursor, leaving out logs already held.
+    pub async fn open_inbox(&mut self, confirm: Confirm<'_>) -> Result<(), HeraldError> {
+        let client = self.client()?;
+        let plan = self.edge.inbox.plan(client).await?;
+        let held = &mut self.subscriptions;
+        let mut opened: [Option<Opened>; 2] = [None, None];
+        let mut n = 0;
+        let result = open::open_inbox(
+            &self.edge,
+            &plan,
+            [None, None],
+            &self.outbox,
+            |log| held.contains(log),
+            confirm,
+            |o| {
+                opened[n] = Some(o);
+                n += 1;
+            },
+        )
+        .await;
+        for o in opened.into_iter().flatten() {
+            held.insert(o.name, o.subscription);
+        }
+        result
+    }
+
+    /// Subscribes to `channel` (a client's name for it) within the client's permissions and the
+    /// per-connection limit.
+    pub async fn subscribe(
+        &mut self,
+        channel: &str,
+        request: &SubscribeRequest,
+        confirm: Confirm<'_>,
+    ) -> Result<Opened, HeraldError> {
+        let client = self.client()?;
+        let name = client.app.parse_channel(channel)?;
+        client.check_subscribe(name.public())?;
+        if self.subscriptions.contains(&name) {
+            return Err(HeraldError::new(
+                ErrorCode::AlreadySubscribed,
+                format!("already subscribed to {name:?}"),
+            ));
+        }
+        check_limit(
+            &self.edge,
+            Wanted::OneMore {
+                held: self.subscriptions.len(),
+            },
+        )?;
+        let opened =
+            open::open_channel(&self.edge, client, &self.outbox, &name, request, confirm).await?;
+        self.subscriptions.insert(name, opened.subscription.clone());
+        Ok(opened)
+    }
+
+    /// Ends the subscription to `channel`; returns its name.
+    pub fn unsubscribe(&mut self, channel: &str) -> Result<ChannelName, HeraldError> {
+        let channel = self.client()?.app.parse_channel(channel)?;
+        let Some(sub) = self.subscriptions.remove(&channel) else {
+            return Err(HeraldError::new(
+                ErrorCode::NotSubscribed,
+                format!("not subscribed to {channel:?}"),
+            ));
+        };
+        self.edge.engine.unsubscribe(&channel, &sub);
+        Ok(channel)
+    }
+
+    /// Publishes `data` to `channel` through the one publish rule, if the client may.
+    pub async fn publish(
+        &self,
+        channel: &str,
+        id: Option<String>,
+        data: &[u8],
+    ) -> Result<(ChannelName, Appended), HeraldError> {
+        let client = self.client()?;
+        let channel = client.app.parse_channel(channel)?;
+        client.check_publish(channel.public())?;
+        let publisher = &self.edge.publisher;
+        let message = publisher.message(&client.app, id, data)?;
+        let appended = publisher
+            .publish(&client.app, &channel, vec![message])
+            .await?;
+        match appended.into_iter().next() {
+            Some(a) => Ok((channel, a)),
+            None => Err(HeraldError::new(
+                ErrorCode::Internal,
+                "nothing was appended",
+            )),
+        }
+    }
+
+    /// Acknowledges the device's inbox log `log` (`$app` or `$device`) up to `upto`.
+    pub async fn ack(&self, log: &str, upto: Cursor) -> Result<(), HeraldError> {
+        let client = self.client()?;
+        let Some(device) = client.device.as_deref() else {
+            return Err(HeraldError::forbidden(
+                "only a connection with a device token can acknowledge pushes",
+            ));
+        };
+        let kind = LogKind::parse(log)?;
+        self.edge.inbox.ack(&client.app, device, kind, upto).await?;
+        Ok(())
+    }
+
+    /// Up to `limit` (default 100, at most [`MAX_HISTORY`]) messages of `channel` after `since`,
+    /// if the client may read it.
+    pub async fn history(
+        &self,
+        channel: &str,
+        since: Option<u64>,
+        limit: Option<usize>,
+    ) -> Result<LogSlice, HeraldError> {
+        let client = self.client()?;
+        let channel = client.app.parse_channel(channel)?;
+        client.check_subscribe(channel.public())?;
+        let limit = limit.unwrap_or(100);
+        if limit == 0 || limit > MAX_HISTORY {
+            return Err(HeraldError::bad_request(format!(
+                "history limit must be 1 to {MAX_HISTORY}"
+            )));
+        }
+        self.edge
+            .engine
+            .read(&channel, ReadFrom::After(since.unwrap_or(0)), limit)
+            .await
+    }
+
+    /// Drops every subscription (the session stays usable).
+    pub fn close(&mut self) {
+        for (channel, sub) in self.subscriptions.take() {
+            self.edge.engine.unsubscribe(&channel, &sub);
+        }
+    }
+}
+
+impl Drop for ClientSession {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_stays_small() {
+        // edge + outbox + client + subscriptions + usage guard, nothing boxed: an idle
+        // WebSocket holds exactly this.
+        let parts = 2 * size_of::<Arc<Edge>>()
+            + size_of::<Option<Client>>()
+            + size_of::<Vec<(ChannelName, Arc<herald_core::hub::Subscription>)>>()
+            + size_of::<Option<ConnectionGuard>>();
+        assert_eq!(size_of::<ClientSession>(), parts);
+        assert!(
+            size_of::<ClientSession>() <= 256,
+            "{}",
+            size_of::<ClientSession>()
+        );
+    }
+}

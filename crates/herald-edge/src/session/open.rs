@@ -1,0 +1,135 @@
+//! The steps every transport takes to start receiving: authorising a client, the
+//! per-connection subscription limit, subscribing one channel with the client's permission, and
+//! opening a device's inbox (from its acknowledged cursor, or from given ones). The
+//! [`ClientSession`](super::ClientSession) of a WebSocket and the query-string streams (SSE,
+//! long-poll, Meteor) call these, so each rule and each error message is written once.
+
+use std::sync::Arc;
+
+use herald_core::auth::Client;
+use herald_core::engine::{Catchup, SubscribeOutcome, SubscribeRequest};
+use herald_core::hub::Subscription;
+use herald_core::outbox::{OutFrame, Outbox};
+use herald_core::{ChannelName, Cursor, ErrorCode, HeraldError};
+use herald_push::inbox::InboxPlan;
+
+use crate::Edge;
+
+/// A confirmation frame a transport queues ahead of a channel's catch-up, if it has one.
+pub type Confirm<'a> = &'a (dyn Fn(&ChannelName, &SubscribeOutcome) -> Option<OutFrame> + Sync);
+
+/// One channel (or inbox log) subscribed and live.
+pub struct Opened {
+    /// The channel.
+    pub name: ChannelName,
+    /// The registered subscription (unsubscribe it with the engine when done).
+    pub subscription: Arc<Subscription>,
+    /// What the subscribe found.
+    pub outcome: SubscribeOutcome,
+    /// The position before anything is written: just before the first replayed message, else
+    /// the cursor resumed from, else where the channel stands.
+    pub position: Cursor,
+}
+
+/// Authenticates a client by token, or as anonymous when there is none and that is allowed.
+pub fn authorise(edge: &Edge, token: Option<&str>) -> Result<Client, HeraldError> {
+    match token {
+        Some(t) if !t.is_empty() => edge.tokens.verify(t),
+        _ if edge.settings.allow_anonymous => Ok(Client::anonymous()),
+        _ => Err(HeraldError::new(
+            ErrorCode::Unauthorized,
+            "a client token is required (?token=, Authorization: Bearer, or connect)",
+        )),
+    }
+}
+
+/// How many subscriptions a connection asks for, as the limit's error message words it.
+#[derive(Debug, Clone, Copy)]
+pub enum Wanted {
+    /// One more, on top of `held` (a `subscribe` command).
+    OneMore {
+        /// Subscriptions held now.
+        held: usize,
+    },
+    /// All at once, named in one request.
+    Named(usize),
+}
+
+/// The per-connection subscription limit (`max_subscriptions`).
+pub fn check_limit(edge: &Edge, wanted: Wanted) -> Result<(), HeraldError> {
+    let max = edge.settings.max_subscriptions;
+    let message = match wanted {
+        Wanted::OneMore { held } if held >= max => {
+            format!("at most {max} subscriptions per connection")
+        }
+        Wanted::Named(n) if n > max => format!("{n} channels named; at most {max} per connection"),
+        _ => return Ok(()),
+    };
+    Err(HeraldError::new(ErrorCode::TooManySubscriptions, message))
+}
+
+/// Subscribes `outbox` to `name` (which the client must be allowed to read), queues `confirm`'s
+/// frame, the catch-up, then live messages.
+pub async fn open_channel(
+    edge: &Edge,
+    client: &Client,
+    outbox: &Arc<Outbox>,
+    name: &ChannelName,
+    request: &SubscribeRequest,
+    confirm: Confirm<'_>,
+) -> Result<Opened, HeraldError> {
+    client.check_subscribe(name.public())?;
+    let catchup = edge.engine.subscribe(name, outbox, request).await?;
+    Ok(go_live(name, catchup, request.since.as_ref(), confirm))
+}
+
+/// Subscribes `outbox` to the device's inbox logs (`$app`, then `$device`), each from its cursor
+/// in `since` or else from the device's acknowledged one; `skip` leaves out logs already held.
+/// Each log is handed to `keep` as soon as it is live, so an error on the second leaves the
+/// first with its owner (to unsubscribe).
+pub async fn open_inbox(
+    edge: &Edge,
+    plan: &InboxPlan,
+    since: [Option<Cursor>; 2],
+    outbox: &Arc<Outbox>,
+    skip: impl Fn(&ChannelName) -> bool,
+    confirm: Confirm<'_>,
+    mut keep: impl FnMut(Opened),
+) -> Result<(), HeraldError> {
+    let acked = [&plan.cursor.app, &plan.cursor.device];
+    for (i, since) in since.into_iter().enumerate() {
+        let name = &plan.logs[i];
+        if skip(name) {
+            continue;
+        }
+        let from = since.unwrap_or_else(|| acked[i].clone());
+        let catchup = edge.inbox.subscribe(plan, i, from.clone(), outbox).await?;
+        keep(go_live(name, catchup, Some(&from), confirm));
+    }
+    Ok(())
+}
+
+fn go_live(
+    name: &ChannelName,
+    catchup: Catchup,
+    since: Option<&Cursor>,
+    confirm: Confirm<'_>,
+) -> Opened {
+    let outcome = catchup.outcome.clone();
+    let seq = match (catchup.messages.first(), since) {
+        (Some(first), _) => first.seq - 1,
+        (None, Some(since)) if outcome.recovered => since.seq,
+        (None, _) => outcome.seq,
+    };
+    let position = Cursor {
+        epoch: outcome.epoch.clone(),
+        seq,
+    };
+    let subscription = catchup.go_live(confirm(name, &outcome));
+    Opened {
+        name: name.clone(),
+        subscription,
+        outcome,
+        position,
+    }
+}
