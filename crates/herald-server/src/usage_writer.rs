@@ -46,10 +46,9 @@ impl Written {
     /// Adds each app's counts since the last successful write to the store. A write that fails
     /// is not marked written, so its increment goes with the next write.
     async fn write(&mut self, usage: &UsageMeter, registry: &dyn Tenancy) {
-        let counted = usage.counted();
+        let counted: HashMap<AppId, Usage> = usage.counted().into_iter().collect();
         // Forget apps the meter no longer has (deleted).
-        self.stored
-            .retain(|app, _| counted.iter().any(|(counting, _)| counting == app));
+        self.stored.retain(|app, _| counted.contains_key(app));
         for (app, now) in counted {
             let before = self.stored.get(&app).copied().unwrap_or_default();
             let Some(increment) = increment(before, now) else {
