@@ -1,10 +1,9 @@
-//! The `herald` binary: command line ([`cli`]), layered configuration ([`config`]), the small
-//! HTTP and WebSocket clients behind `herald publish` / `herald subscribe` ([`client`]), and
-//! `herald serve` ([`serve`]), which starts the server library (`herald-server`).
+//! The `herald` binary: command line ([`cli`]; `herald publish`, `push` and `subscribe` talk to
+//! a server through `herald-client`), layered configuration ([`config`]), and `herald serve`
+//! ([`serve`]), which starts the server library (`herald-server`).
 #![forbid(unsafe_code)]
 
 mod cli;
-mod client;
 mod config;
 mod serve;
 

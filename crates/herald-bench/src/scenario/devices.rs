@@ -325,14 +325,11 @@ pub async fn audience(
     id: &str,
     limit: std::time::Duration,
 ) -> Option<(u64, Instant)> {
-    let mut http = ctx.http();
+    let publisher = ctx.publisher(key);
     let until = Instant::now() + limit.min(ctx.left());
     while Instant::now() < until {
-        if let Ok((200, b)) = http.get(&format!("/v1/push/{id}"), key).await {
-            let targeted = serde_json::from_slice::<PushAnswer>(&b)
-                .ok()
-                .and_then(|a| a.targeted.as_u64());
-            if let Some(n) = targeted {
+        if let Ok(receipt) = publisher.receipt(id).await {
+            if let Some(n) = receipt.targeted {
                 return Some((n, Instant::now()));
             }
         }

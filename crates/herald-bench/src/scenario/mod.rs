@@ -97,7 +97,14 @@ impl Ctx {
         .await
     }
 
-    /// A keep-alive HTTP client for the server's API (connects on first use).
+    /// A typed client of the server's publisher API with `key`, for the control plane (calls
+    /// that are not timed as load: receipts, setup).
+    pub fn publisher(&self, key: &str) -> herald_client::api::Publisher {
+        herald_client::api::Publisher::new(&self.target.url, Some(key))
+    }
+
+    /// A keep-alive HTTP client for the server's API (connects on first use), for requests
+    /// timed as load.
     pub fn http(&self) -> crate::client::HttpClient {
         crate::client::HttpClient::new(self.target.addr, &self.target.host, None)
     }

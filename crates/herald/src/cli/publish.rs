@@ -5,9 +5,9 @@ use std::io::Read;
 use std::process::ExitCode;
 
 use anyhow::Context;
-
-use crate::client::publish::{data_from_arg, publish, PublishOutcome, PublishRequest};
-use crate::client::DEFAULT_URL;
+use herald_client::api::{Answer, Publisher};
+use herald_client::url::{encode_path, DEFAULT_URL};
+use serde_json::Value;
 
 pub const EXAMPLES: &str = "\
 Examples:
@@ -59,34 +59,76 @@ pub async fn run(args: PublishArgs) -> anyhow::Result<ExitCode> {
     } else {
         args.data
     };
-    let request = PublishRequest {
-        url: args.url,
-        api_key: args.api_key.filter(|k| !k.is_empty()),
-        channel: args.channel,
-        data: data_from_arg(&text, args.string),
-        id: args.id,
-    };
-    report(publish(&request).await?)
+    let publisher = Publisher::new(&args.url, args.api_key.as_deref());
+    let path = format!("/v1/channels/{}/messages", encode_path(&args.channel));
+    let body = serde_json::json!({ "data": data_from_arg(&text, args.string) });
+    let answer = publisher
+        .send(
+            reqwest::Method::POST,
+            &path,
+            Some(&body),
+            args.id.as_deref(),
+        )
+        .await;
+    report(&publisher, &path, answer)
 }
 
-/// Prints a publisher API answer: the body on success, the error on stderr otherwise.
-pub fn report(outcome: PublishOutcome) -> anyhow::Result<ExitCode> {
-    match outcome {
-        PublishOutcome::Published(body) => {
+/// DATA as the user typed it: JSON if it parses, otherwise a JSON string.
+pub fn data_from_arg(text: &str, force_string: bool) -> Value {
+    if force_string {
+        return Value::String(text.to_owned());
+    }
+    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
+}
+
+/// Prints a publisher API answer to `path`: the body on success (JSON when it parses, else as a
+/// string), the server's error on stderr otherwise (exit code 1).
+pub fn report(
+    publisher: &Publisher,
+    path: &str,
+    answer: Result<Answer, herald_client::Error>,
+) -> anyhow::Result<ExitCode> {
+    let url = herald_client::url::join(publisher.base(), path);
+    match answer {
+        Ok(answer) => {
+            let body: Value =
+                serde_json::from_str(&answer.body).unwrap_or(Value::String(answer.body));
             println!("{body}");
             Ok(ExitCode::SUCCESS)
         }
-        PublishOutcome::Rejected {
-            status,
-            code,
-            message,
-        } => {
-            if code.is_empty() {
-                eprintln!("error: {message} (HTTP {status})");
+        Err(herald_client::Error::Server(e)) => {
+            let status = e.status.unwrap_or_default();
+            if e.code.is_empty() && e.message.is_empty() {
+                let status = reqwest::StatusCode::from_u16(status)
+                    .map_or_else(|_| status.to_string(), |s| s.to_string());
+                anyhow::bail!("{url} answered {status} with an empty body");
+            }
+            if e.code.is_empty() {
+                eprintln!("error: {} (HTTP {status})", e.message);
             } else {
-                eprintln!("error: {message} ({code}, HTTP {status})");
+                eprintln!("error: {} ({}, HTTP {status})", e.message, e.code);
             }
             Ok(ExitCode::FAILURE)
         }
+        Err(herald_client::Error::Http { source, .. }) => {
+            Err(anyhow::Error::new(source).context(format!("cannot reach {url}")))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_is_json_or_a_string() {
+        assert_eq!(data_from_arg(r#"{"a":1}"#, false)["a"], 1);
+        assert_eq!(data_from_arg("42", false), Value::from(42));
+        assert_eq!(
+            data_from_arg("hello world", false),
+            Value::from("hello world")
+        );
+        assert_eq!(data_from_arg("42", true), Value::from("42"));
     }
 }

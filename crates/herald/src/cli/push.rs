@@ -5,8 +5,10 @@ use std::process::ExitCode;
 
 use serde_json::{json, Map, Value};
 
-use crate::client::publish::{data_from_arg, post_json};
-use crate::client::DEFAULT_URL;
+use herald_client::api::Publisher;
+use herald_client::url::DEFAULT_URL;
+
+use super::publish::data_from_arg;
 
 pub const EXAMPLES: &str = "\
 Examples:
@@ -98,7 +100,14 @@ fn body(args: &PushArgs) -> Value {
 
 /// Sends the push and prints the answer.
 pub async fn run(args: PushArgs) -> anyhow::Result<ExitCode> {
-    let key = args.api_key.as_deref().filter(|k| !k.is_empty());
-    let outcome = post_json(&args.url, "/v1/push", key, args.id.as_deref(), &body(&args)).await?;
-    super::publish::report(outcome)
+    let publisher = Publisher::new(&args.url, args.api_key.as_deref());
+    let answer = publisher
+        .send(
+            reqwest::Method::POST,
+            "/v1/push",
+            Some(&body(&args)),
+            args.id.as_deref(),
+        )
+        .await;
+    super::publish::report(&publisher, "/v1/push", answer)
 }

@@ -5,6 +5,7 @@ mod support;
 
 mod api;
 mod cli;
+mod client;
 mod durability;
 mod meteor;
 mod push;

@@ -1,5 +1,8 @@
 //! Test harness: starts the real `herald` binary on port 0 with its own data directory, and
-//! gives tests real HTTP, WebSocket, SSE and long-poll clients.
+//! gives tests real HTTP, WebSocket, SSE and long-poll clients. Tokens are minted through
+//! `herald-proto`, SSE events are read with proto's `SseEvent`, and [`Server::publisher`] is
+//! `herald-client`'s typed publisher API; `Ws`, `post` and `get` hand tests the raw JSON on
+//! purpose, since many tests check the exact bytes the server sends.
 #![allow(dead_code)]
 
 pub mod meteor;
@@ -11,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use herald_core::auth::{ClientClaims, TokenKeys};
+use herald_proto::token::{mint, ClientClaims};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 
@@ -97,19 +100,27 @@ impl Server {
         format!("http://{}{}", self.addr, path)
     }
 
+    /// `herald-client`'s publisher API with the test API key.
+    pub fn publisher(&self) -> herald_client::api::Publisher {
+        herald_client::api::Publisher::new(&self.url(""), Some(API_KEY))
+    }
+
     pub fn ws_url(&self, query: &str) -> String {
         format!("ws://{}/v1/ws{}", self.addr, query)
     }
 
     /// A client token.
     pub fn token(&self, channels: &[&str], publish: &[&str]) -> String {
-        TokenKeys::new(SECRET.as_bytes()).mint(&ClientClaims {
-            sub: "tester".into(),
-            exp: None,
-            channels: channels.iter().map(|s| s.to_string()).collect(),
-            publish: publish.iter().map(|s| s.to_string()).collect(),
-            device: None,
-        })
+        mint(
+            SECRET.as_bytes(),
+            &ClientClaims {
+                sub: "tester".into(),
+                exp: None,
+                channels: channels.iter().map(|s| s.to_string()).collect(),
+                publish: publish.iter().map(|s| s.to_string()).collect(),
+                device: None,
+            },
+        )
     }
 
     /// A client token that expires `secs` seconds from now.
@@ -119,13 +130,16 @@ impl Server {
             .unwrap()
             .as_secs()
             + secs;
-        TokenKeys::new(SECRET.as_bytes()).mint(&ClientClaims {
-            sub: "tester".into(),
-            exp: Some(exp),
-            channels: channels.iter().map(|s| s.to_string()).collect(),
-            publish: Vec::new(),
-            device: None,
-        })
+        mint(
+            SECRET.as_bytes(),
+            &ClientClaims {
+                sub: "tester".into(),
+                exp: Some(exp),
+                channels: channels.iter().map(|s| s.to_string()).collect(),
+                publish: Vec::new(),
+                device: None,
+            },
+        )
     }
 
     /// Publishes through the HTTP API; returns the response body (panics on failure).
@@ -416,25 +430,12 @@ impl Sse {
         loop {
             if let Some(end) = self.buf.find("\n\n") {
                 let block: String = self.buf.drain(..end + 2).collect();
-                let mut ev = Event {
-                    event: "message".into(),
-                    ..Default::default()
-                };
-                let mut data = Vec::new();
-                let mut any = false;
-                for line in block.lines() {
-                    if let Some(v) = line.strip_prefix("data: ") {
-                        data.push(v.to_string());
-                        any = true;
-                    } else if let Some(v) = line.strip_prefix("event: ") {
-                        ev.event = v.to_string();
-                    } else if let Some(v) = line.strip_prefix("id: ") {
-                        ev.id = Some(v.to_string());
-                    }
-                }
-                if any {
-                    ev.data = data.join("\n");
-                    return Some(ev);
+                if let Some(e) = herald_proto::sse::SseEvent::parse(block.trim_end_matches('\n')) {
+                    return Some(Event {
+                        event: e.event.unwrap_or_else(|| "message".into()),
+                        id: e.id,
+                        data: e.data,
+                    });
                 }
                 continue;
             }

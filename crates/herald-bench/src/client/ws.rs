@@ -1,0 +1,156 @@
+//! The WebSocket load client: upgrade, `connect`/`subscribe` frames written by hand, server
+//! frames classified by [`crate::wire::classify_ws_text`] straight from the read buffer.
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::watch;
+
+use super::*;
+use crate::proto::{Action, Plan};
+use crate::wire::{self, find_ts, now_ns, query_escape, ServerText};
+use crate::worker::Shared;
+
+pub(super) async fn ws(
+    sh: &Shared,
+    n: u64,
+    plan: &Plan,
+    ready: &Ready,
+    mut fire: watch::Receiver<Option<Fire>>,
+) -> Result<(), String> {
+    let cfg = &sh.cfg;
+    let token = connection_token(sh, n, plan)?;
+    let mut inbox = Inbox::of(plan);
+    let mut stream = connect(cfg.addr, cfg.source_ip)
+        .await
+        .map_err(err("connect"))?;
+    inbox_start(sh, ready, &mut fire, &mut inbox).await?;
+    let path = match &token {
+        Some(t) => format!("/v1/ws?token={}", query_escape(t)),
+        None => "/v1/ws".to_string(),
+    };
+    stream
+        .write_all(&wire::ws_upgrade(&cfg.host, &path))
+        .await
+        .map_err(err("write"))?;
+    let mut buf = Vec::with_capacity(4096);
+    let head = read_head(&mut stream, &mut buf).await?;
+    if head.status != 101 {
+        return Err(format!("WebSocket upgrade refused: HTTP {}", head.status));
+    }
+    let mut out = Vec::new();
+    let mut written = 0;
+    let channels = channel_list(plan, n);
+    let mut pending = channels.len() as u64;
+    let mut tally = Tally {
+        ack_sent_ns: now_ns(),
+        ..Default::default()
+    };
+    let mut next_id = 1u64;
+    for ch in &channels {
+        push_subscribe(&mut out, next_id, ch);
+        next_id += 1;
+    }
+    fire.borrow_and_update();
+    let (mut rd, mut wr) = stream.split();
+    loop {
+        let now = now_ns();
+        let mut at = 0;
+        let mut closing = None;
+        while let Some(f) = wire::ws_parse(&mut buf[at..]) {
+            let payload = &buf[at + f.start..at + f.end];
+            match f.opcode {
+                1 | 0 => {
+                    if let Err(e) = ws_text(payload, &mut tally, &mut pending, &mut inbox) {
+                        closing = Some(e);
+                    }
+                }
+                8 => closing = Some(format!("server closed the WebSocket {}", lossy(payload))),
+                9 => wire::ws_frame(10, payload, &mut out),
+                _ => {}
+            }
+            at += f.end;
+        }
+        buf.drain(..at);
+        if !tally.is_empty() {
+            sh.apply(now, &mut tally);
+        }
+        if let Some(e) = closing {
+            return Err(e);
+        }
+        if pending == 0 && ready.pending() {
+            ready.ok(sh);
+        }
+        reserve(&mut buf);
+        tokio::select! {
+            r = rd.read_buf(&mut buf) => {
+                if r.map_err(err("read"))? == 0 {
+                    return Err("connection closed by server".into());
+                }
+            }
+            r = wr.write(&out[written..]), if written < out.len() => {
+                written += r.map_err(err("write"))?;
+                if written == out.len() {
+                    out.clear();
+                    written = 0;
+                }
+            }
+            changed = fire.changed() => {
+                if changed.is_err() {
+                    return Ok(());
+                }
+                let action = fire.borrow_and_update().clone().map(|f| f.action);
+                match action {
+                    Some(Action::PublishOnce { channel }) => {
+                        let body = format!(
+                            "{{\"id\":{next_id},\"publish\":{{\"channel\":\"{channel}\",\"data\":{}}}}}",
+                            wire::stamp(now_ns())
+                        );
+                        next_id += 1;
+                        wire::ws_frame(1, body.as_bytes(), &mut out);
+                    }
+                    Some(a @ Action::Subscribe { .. }) => {
+                        tally.ack_sent_ns = now_ns();
+                        for ch in action_channels(&a, n) {
+                            push_subscribe(&mut out, next_id, &ch);
+                            next_id += 1;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+fn push_subscribe(out: &mut Vec<u8>, id: u64, channel: &str) {
+    let body = format!("{{\"id\":{id},\"subscribe\":{{\"channel\":\"{channel}\"}}}}");
+    wire::ws_frame(1, body.as_bytes(), out);
+}
+
+/// Handles one server text frame; an `Err` closes the connection.
+fn ws_text(
+    p: &[u8],
+    tally: &mut Tally,
+    pending: &mut u64,
+    inbox: &mut Option<Inbox>,
+) -> Result<(), String> {
+    match wire::classify_ws_text(p) {
+        ServerText::Message => {
+            if let Some(ts) = find_ts(p) {
+                tally.sent.push(ts);
+            }
+            if let Some(i) = inbox {
+                i.count(tally);
+            }
+        }
+        ServerText::Subscribed => {
+            tally.acks += 1;
+            *pending = pending.saturating_sub(1);
+        }
+        ServerText::Published => tally.published += 1,
+        ServerText::Error { answers: true } if *pending > 0 => return Err(lossy(p)),
+        ServerText::Error { .. } => tally.errors.push(lossy(p)),
+        ServerText::Disconnect => return Err(lossy(p)),
+        ServerText::Other => {}
+    }
+    Ok(())
+}

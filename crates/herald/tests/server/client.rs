@@ -1,0 +1,305 @@
+//! `herald-client` end to end against the real binary: each transport (WebSocket, SSE,
+//! long-poll), publisher routes (publish, batch, channels, history, devices, pushes, receipts,
+//! tokens), errors carrying the server's code, and the CLI's `publish` and `subscribe` built on it.
+
+use std::time::Duration;
+
+use herald_client::api::{BatchMessage, Publisher};
+use herald_client::poll::Poller;
+use herald_client::proto::command::Since;
+use herald_client::proto::reply::ServerBody;
+use herald_client::proto::ErrorCode;
+use herald_client::sse::{SseItem, SseOptions, SseStream};
+use herald_client::ws::WsClient;
+use serde_json::json;
+
+use crate::support::{Server, API_KEY};
+
+fn base(s: &Server) -> String {
+    s.url("")
+}
+
+async fn within<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(10), f)
+        .await
+        .expect("timed out")
+}
+
+#[tokio::test]
+async fn websocket_commands_and_frames_are_typed() {
+    let s = Server::start().await;
+    let publisher = Publisher::new(&base(&s), Some(API_KEY));
+    let token = s.token(&["news", "chat/*"], &["chat/*"]);
+    let mut ws = WsClient::connect(&base(&s), Some(&token)).await.unwrap();
+
+    let first = publisher
+        .publish("news", &json!({"n": 1}), None)
+        .await
+        .unwrap();
+    assert_eq!(first.seq, 1);
+    let since = Since {
+        seq: 0,
+        epoch: Some(first.epoch.clone()),
+    };
+    let sub = ws.subscribe("news", Some(since)).await.unwrap();
+    assert_eq!(
+        (sub.channel.as_str(), sub.seq, sub.recovered),
+        ("news", 1, true)
+    );
+    let replayed = within(ws.next_message()).await.unwrap().unwrap();
+    assert_eq!((replayed.seq, replayed.json()), (1, json!({"n": 1})));
+
+    publisher
+        .publish("news", &json!({"n": 2}), Some("k2"))
+        .await
+        .unwrap();
+    let live = within(ws.next_message()).await.unwrap().unwrap();
+    assert_eq!((live.seq, live.id.as_str()), (2, "k2"));
+
+    let published = ws.publish("chat/1", &json!("hi"), None).await.unwrap();
+    assert_eq!((published.seq, published.duplicate), (1, false));
+    let history = ws.history("news", Some(0), Some(10)).await.unwrap();
+    assert_eq!(history.messages.len(), 2);
+    assert_eq!(history.messages[1].data.get(), r#"{"n":2}"#);
+    ws.ping().await.unwrap();
+    ws.unsubscribe("news").await.unwrap();
+
+    // Errors carry the server's code.
+    let e = ws.subscribe("secret", None).await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::Forbidden), "{e}");
+    let e = ws.unsubscribe("news").await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::NotSubscribed), "{e}");
+    let e = ws.publish("news", &json!(1), None).await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::Forbidden), "{e}");
+
+    // Raw frames parse as proto's types.
+    ws.send_ping().await.unwrap();
+    let frame = within(ws.next_frame()).await.unwrap().unwrap();
+    assert!(matches!(frame.parse().unwrap().body, ServerBody::Pong(_)));
+    ws.close().await;
+
+    // A refused handshake is the server's error with its status.
+    let e = WsClient::open_url(&s.ws_url("?token=nope"))
+        .await
+        .err()
+        .unwrap();
+    let server = e.server().expect("a server error");
+    assert_eq!(
+        (server.status, server.code()),
+        (Some(401), Some(ErrorCode::Unauthorized))
+    );
+}
+
+#[tokio::test]
+async fn sse_opens_with_a_cursor_and_resumes_with_last_event_id() {
+    let s = Server::start().await;
+    let publisher = Publisher::new(&base(&s), Some(API_KEY));
+    let token = s.token(&["news"], &[]);
+    publisher
+        .publish("news", &json!({"n": 1}), None)
+        .await
+        .unwrap();
+
+    let opts = SseOptions {
+        channels: &["news"],
+        token: Some(&token),
+        since: Some("0"),
+        ..Default::default()
+    };
+    let mut sse = SseStream::open(&base(&s), &opts).await.unwrap();
+    assert_eq!(sse.headers()["content-type"], "text/event-stream");
+    match within(sse.next()).await.unwrap().unwrap() {
+        SseItem::Subscribed(sub) => assert_eq!((sub.channel.as_str(), sub.seq), ("news", 1)),
+        other => panic!("{other:?}"),
+    }
+    let first = within(sse.next_message()).await.unwrap().unwrap();
+    assert_eq!(first.json(), json!({"n": 1}));
+    let cursor = sse.last_event_id().unwrap().to_owned();
+    drop(sse);
+
+    publisher
+        .publish("news", &json!({"n": 2}), None)
+        .await
+        .unwrap();
+    let resumed = SseOptions {
+        last_event_id: Some(&cursor),
+        ..opts.clone()
+    };
+    let mut sse = SseStream::open(&base(&s), &resumed).await.unwrap();
+    let next = within(sse.next_message()).await.unwrap().unwrap();
+    assert_eq!(
+        next.seq, 2,
+        "resumed after the cursor, nothing replayed twice"
+    );
+
+    let bad = SseOptions {
+        channels: &["secret"],
+        token: Some(&token),
+        ..Default::default()
+    };
+    let e = SseStream::open(&base(&s), &bad).await.err().unwrap();
+    assert_eq!(e.code(), Some(ErrorCode::Forbidden), "{e}");
+    assert_eq!(e.server().unwrap().status, Some(403));
+}
+
+#[tokio::test]
+async fn long_poll_keeps_its_cursor() {
+    let s = Server::start().await;
+    let publisher = Publisher::new(&base(&s), Some(API_KEY));
+    let token = s.token(&["news"], &[]);
+    publisher
+        .publish("news", &json!({"n": 1}), None)
+        .await
+        .unwrap();
+
+    let mut poller = Poller::new(&base(&s), &["news"], Some(&token)).since("0");
+    poller.timeout = Duration::from_secs(1);
+    let answer = within(poller.poll()).await.unwrap();
+    assert_eq!(answer.messages.len(), 1);
+    assert!(answer.channels[0].recovered);
+    publisher
+        .publish("news", &json!({"n": 2}), None)
+        .await
+        .unwrap();
+    let answer = within(poller.poll()).await.unwrap();
+    assert_eq!(answer.messages.len(), 1);
+    assert_eq!(answer.messages[0].seq, 2);
+    assert_eq!(poller.cursor.as_deref(), Some(answer.cursor.as_str()));
+
+    let mut bad = Poller::new(&base(&s), &["bad name!"], Some(&token));
+    let e = bad.poll().await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::ChannelInvalid), "{e}");
+}
+
+#[tokio::test]
+async fn publisher_routes_are_typed() {
+    let s = Server::start().await;
+    let publisher = Publisher::new(&base(&s), Some(API_KEY));
+    let message = |channel: &str| BatchMessage {
+        channel: channel.into(),
+        data: json!(1),
+        id: None,
+    };
+    let results = publisher.batch(&[message("news")]).await.unwrap();
+    assert_eq!(results[0].as_ref().unwrap().seq, 1);
+    let e = publisher
+        .batch(&[message("news"), message("bad name!")])
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::ChannelInvalid), "{e}");
+
+    let info = publisher.channel("news").await.unwrap();
+    assert_eq!((info.seq, info.first_seq), (1, 1));
+    let list = publisher.channels(None, None).await.unwrap();
+    assert_eq!(list.channels[0].channel, "news");
+    let history = publisher.history("news", 0, Some(5)).await.unwrap();
+    assert_eq!((history.first_seq, history.messages.len()), (Some(1), 1));
+
+    let device = publisher
+        .register_device(&json!({"platform": "herald", "id": "phone-1", "tags": ["sports"]}))
+        .await
+        .unwrap();
+    assert_eq!((device.id.as_str(), device.active), ("phone-1", true));
+    assert_eq!(publisher.device("phone-1").await.unwrap().tags, ["sports"]);
+    let token = publisher
+        .mint_token(&json!({"sub": "alice", "device": "phone-1"}))
+        .await
+        .unwrap();
+    let push = publisher
+        .push(
+            &json!({"target": {"device": "phone-1"}, "data": {"score": "2-0"}}),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(push.targeted, Some(1));
+    let receipt = publisher.receipt(&push.id).await.unwrap();
+    assert_eq!(receipt.id, push.id);
+
+    // The device reads its inbox with the minted token.
+    let mut ws = WsClient::connect(&base(&s), Some(&token.token))
+        .await
+        .unwrap();
+    let message = within(ws.next_message()).await.unwrap().unwrap();
+    assert_eq!(message.id, push.id);
+    ws.ack(&message.channel, message.seq, Some(&message.epoch))
+        .await
+        .unwrap();
+
+    // Errors carry the server's code and status.
+    let e = publisher.channel("bad name!").await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::ChannelInvalid), "{e}");
+    let e = publisher.receipt("no-such-push").await.unwrap_err();
+    assert_eq!(e.server().unwrap().status, Some(404), "{e}");
+    let e = publisher
+        .with_key("wrong")
+        .publish("news", &json!(1), None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::Unauthorized), "{e}");
+    let e = publisher.device("nobody").await.unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::NotFound), "{e}");
+}
+
+#[tokio::test]
+async fn cli_subscribe_prints_what_cli_publish_sends() {
+    let s = Server::start().await;
+    let herald = || {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_herald"));
+        cmd.env("HERALD_URL", s.url(""))
+            .env("HERALD_API_KEY", API_KEY)
+            .env_remove("HERALD_TOKEN")
+            .kill_on_drop(true);
+        cmd
+    };
+    let token = s.token(&["news"], &[]);
+    let subscriber = herald()
+        .args([
+            "subscribe",
+            "news",
+            "--count",
+            "1",
+            "--timeout",
+            "20s",
+            "--token",
+            &token,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Publish until the subscriber (which may not have subscribed yet) has printed one.
+    let out = loop {
+        let published = herald()
+            .args(["publish", "news", r#"{"t":"hi"}"#])
+            .output()
+            .await
+            .unwrap();
+        assert!(published.status.success(), "{published:?}");
+        let answer: serde_json::Value = serde_json::from_slice(&published.stdout).unwrap();
+        assert_eq!(answer["channel"], "news");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if answer["seq"].as_u64().unwrap() >= 3 {
+            break within(subscriber.wait_with_output()).await.unwrap();
+        }
+    };
+    assert_eq!(out.status.code(), Some(0));
+    let line = String::from_utf8(out.stdout).unwrap();
+    let message: serde_json::Value = serde_json::from_str(line.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        (message["channel"].clone(), message["data"].clone()),
+        (json!("news"), json!({"t": "hi"}))
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("subscribed: "));
+
+    let rejected = herald()
+        .args(["publish", "bad name!", "x"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(rejected.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&rejected.stderr).contains("(channel_invalid, HTTP 400)"),
+        "{rejected:?}"
+    );
+}
