@@ -6,7 +6,12 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use super::*;
+use std::net::{IpAddr, SocketAddr};
+
+use super::{
+    channel_list, connect, connection_token, err, inbox_start, lossy, reserve, wait_subscribe,
+    Fire, Inbox, Ready,
+};
 use crate::proto::Plan;
 use crate::wire::{self, now_ns, query_escape};
 use crate::worker::Shared;
