@@ -2,11 +2,16 @@
 //! opening an SSE or long-poll connection (query, inbox start, storm timing), and the
 //! keep-alive publisher client the scenarios time publishes with.
 
+use std::net::{IpAddr, SocketAddr};
+
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use super::*;
+use super::{
+    channel_list, connect, connection_token, err, inbox_start, lossy, reserve, wait_subscribe,
+    Fire, Inbox, Ready,
+};
 use crate::proto::Plan;
 use crate::wire::{self, now_ns, query_escape};
 use crate::worker::Shared;

@@ -4,7 +4,7 @@
 use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 
-use super::*;
+use super::{err, lossy, open_http, query, read_response, Fire, HttpOpening, Ready, Tally};
 use crate::proto::Plan;
 use crate::wire::{self, find_ts, now_ns, query_escape};
 use crate::worker::Shared;

@@ -4,7 +4,7 @@
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
-use super::*;
+use super::{err, lossy, open_http, query, read_head, reserve, Fire, HttpOpening, Ready, Tally};
 use crate::proto::Plan;
 use crate::wire::{self, find, find_ts, now_ns};
 use crate::worker::Shared;

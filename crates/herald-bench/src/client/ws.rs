@@ -4,7 +4,10 @@
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
-use super::*;
+use super::{
+    action_channels, channel_list, connect, connection_token, err, inbox_start, lossy, read_head,
+    reserve, Fire, Inbox, Ready, Tally,
+};
 use crate::proto::{Action, Plan};
 use crate::wire::{self, find_ts, now_ns, query_escape, ServerText};
 use crate::worker::Shared;
