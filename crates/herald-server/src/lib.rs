@@ -29,3 +29,13 @@ pub use error::ServerError;
 pub use secrets::{read_secret_file, TOKEN_SECRET_FILE};
 pub use server::{Addresses, RunningServer, Server, ServerBuilder};
 pub use settings::{MeteorPorts, ServerSettings};
+
+/// The types a [`ServerSettings`] is made of, from the crates that own them, so a program that
+/// configures a server (the `herald` binary) needs no other Herald crate.
+pub mod vocabulary {
+    pub use herald_core::log::Retention;
+    pub use herald_core::namespace::{NamespaceOptions, Namespaces};
+    pub use herald_edge::EdgeSettings;
+    pub use herald_meteor::MeteorConf;
+    pub use herald_store::{SqliteOptions, SyncMode};
+}

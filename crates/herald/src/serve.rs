@@ -2,7 +2,7 @@
 //! ([`herald_server`]), prints where it listens, and on SIGTERM or Ctrl-C shuts it down
 //! (connections drained, each told why, before the store closes).
 
-use herald_edge::EdgeSettings;
+use herald_server::vocabulary::EdgeSettings;
 use herald_server::{MeteorPorts, Server, ServerSettings};
 
 use crate::config::Config;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
-use herald_core::auth::{ClientClaims, TokenKeys};
+use herald_client::proto::token::{mint, ClientClaims};
 
 use crate::config::{self, Config, ConfigFlags, MIN_TOKEN_SECRET_BYTES};
 
@@ -79,7 +79,7 @@ pub fn run(args: TokenArgs) -> anyhow::Result<ExitCode> {
         publish: args.publish,
         device: args.device,
     };
-    println!("{}", TokenKeys::new(secret.as_bytes()).mint(&claims));
+    println!("{}", mint(secret.as_bytes(), &claims));
     Ok(ExitCode::SUCCESS)
 }
 

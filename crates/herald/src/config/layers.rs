@@ -239,7 +239,7 @@ mod tests {
     use super::super::tests::load;
     use super::super::ConfigFlags;
     use super::Source;
-    use herald_store::SyncMode;
+    use herald_server::vocabulary::SyncMode;
 
     #[test]
     fn precedence_file_env_flag() {

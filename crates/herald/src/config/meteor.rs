@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use herald_meteor::MeteorConf;
+use herald_server::vocabulary::MeteorConf;
 
 use super::layers::{Layers, Raw, Source};
 use super::validate::{secret, text, ConfigError};

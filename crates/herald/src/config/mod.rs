@@ -21,9 +21,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use herald_core::log::Retention;
-use herald_core::namespace::{NamespaceOptions, Namespaces};
-use herald_store::{SqliteOptions, SyncMode};
+use herald_server::vocabulary::{NamespaceOptions, Namespaces, Retention, SqliteOptions, SyncMode};
 
 use layers::{env_text, Layers};
 
@@ -101,7 +99,7 @@ pub struct MeteorConfig {
     /// The meteord.conf read, if any.
     pub conf_file: Option<PathBuf>,
     /// The modes and templates (Meteor's shipped ones without a file).
-    pub conf: Option<herald_meteor::MeteorConf>,
+    pub conf: Option<herald_server::vocabulary::MeteorConf>,
     /// Folder served under `/` of the subscriber port.
     pub document_root: Option<PathBuf>,
     /// Password controllers must send first.

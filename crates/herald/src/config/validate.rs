@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use herald_store::SyncMode;
+use herald_server::vocabulary::SyncMode;
 use toml::Value;
 
 use super::layers::{Layers, Raw, RawNamespace, Source, KEYS};

@@ -434,9 +434,10 @@ async fn tenants_are_isolated() {
     assert_eq!(m["message"]["data"], "shop news", "{m}");
 
     // A token claiming the shop but signed with another secret is refused.
-    let forged = herald_core::auth::TokenKeys::new(support::SECRET.as_bytes()).mint_for(
-        &herald_core::tenant::AppId::parse("shop").unwrap(),
-        &herald_core::auth::ClientClaims {
+    let forged = herald_proto::token::mint_for_app(
+        support::SECRET.as_bytes(),
+        "shop",
+        &herald_proto::token::ClientClaims {
             channels: vec!["**".into()],
             ..Default::default()
         },

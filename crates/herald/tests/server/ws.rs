@@ -174,8 +174,7 @@ async fn permissions_are_enforced() {
     let r = ws.request("subscribe", json!({ "channel": "news" })).await;
     assert_eq!(r["error"]["code"], "unauthorized", "{r}");
     // forged token refused at upgrade
-    let forged =
-        herald_core::auth::TokenKeys::new(b"wrong-secret-wrong-secret").mint(&Default::default());
+    let forged = herald_proto::token::mint(b"wrong-secret-wrong-secret", &Default::default());
     assert_eq!(
         Ws::try_connect(&server.ws_url(&format!("?token={forged}")))
             .await
@@ -183,8 +182,9 @@ async fn permissions_are_enforced() {
         Some(401)
     );
     // expired token
-    let expired = herald_core::auth::TokenKeys::new(support::SECRET.as_bytes()).mint(
-        &herald_core::auth::ClientClaims {
+    let expired = herald_proto::token::mint(
+        support::SECRET.as_bytes(),
+        &herald_proto::token::ClientClaims {
             exp: Some(1),
             ..Default::default()
         },
@@ -363,8 +363,9 @@ async fn connect_refresh_and_edge_cases() {
     let (_, info) = server.get("/v1/channels/b").await;
     assert_eq!(info["subscribers"], 0);
     // another user's token cannot take over the connection
-    let other = herald_core::auth::TokenKeys::new(support::SECRET.as_bytes()).mint(
-        &herald_core::auth::ClientClaims {
+    let other = herald_proto::token::mint(
+        support::SECRET.as_bytes(),
+        &herald_proto::token::ClientClaims {
             sub: "mallory".into(),
             channels: vec!["**".into()],
             ..Default::default()
