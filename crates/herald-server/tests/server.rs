@@ -11,11 +11,11 @@ mod support {
     use std::path::Path;
     use std::time::Duration;
 
-    use futures_util::{SinkExt, StreamExt};
-    use herald_core::auth::{ClientClaims, TokenKeys};
+    use herald_client::proto::command::{self, Command};
+    use herald_client::proto::token::{mint, ClientClaims};
+    use herald_client::ws::WsClient;
     use herald_server::{RunningServer, Server, ServerSettings};
     use serde_json::{json, Value};
-    use tokio_tungstenite::tungstenite::Message;
 
     pub const API_KEY: &str = "hk_in_process_publisher_key";
     pub const SECRET: &str = "in-process-token-secret-0123456789";
@@ -39,13 +39,16 @@ mod support {
 
     /// A client token that may subscribe to `channels`.
     pub fn token(channels: &[&str]) -> String {
-        TokenKeys::new(SECRET.as_bytes()).mint(&ClientClaims {
-            sub: "tester".into(),
-            exp: None,
-            channels: channels.iter().map(|s| s.to_string()).collect(),
-            publish: Vec::new(),
-            device: None,
-        })
+        mint(
+            SECRET.as_bytes(),
+            &ClientClaims {
+                sub: "tester".into(),
+                exp: None,
+                channels: channels.iter().map(|s| s.to_string()).collect(),
+                publish: Vec::new(),
+                device: None,
+            },
+        )
     }
 
     /// `GET path` with the publisher key: status and JSON body.
@@ -88,70 +91,45 @@ mod support {
         body
     }
 
-    type Stream = tokio_tungstenite::WebSocketStream<
-        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
-    >;
-
-    /// A WebSocket client speaking Herald's JSON protocol.
-    pub struct Ws {
-        stream: Stream,
-        next_id: u64,
-    }
+    /// A WebSocket client speaking Herald's JSON protocol: `herald-client`'s, handing frames to
+    /// the tests as JSON values.
+    pub struct Ws(WsClient);
 
     impl Ws {
         /// Connects with a token that may subscribe to `channels`.
         pub async fn connect(server: &RunningServer, channels: &[&str]) -> Ws {
-            let url = format!(
-                "ws://{}/v1/ws?token={}",
-                server.http_addr(),
-                token(channels)
-            );
-            let (stream, _) = tokio_tungstenite::connect_async(url)
+            let base = format!("http://{}", server.http_addr());
+            let client = WsClient::connect(&base, Some(&token(channels)))
                 .await
                 .expect("ws connect");
-            Ws { stream, next_id: 1 }
+            Ws(client)
         }
 
         /// Next JSON text frame; `None` once the connection closed. Panics after 10 s.
         pub async fn recv(&mut self) -> Option<Value> {
-            loop {
-                let next = tokio::time::timeout(Duration::from_secs(10), self.stream.next())
-                    .await
-                    .expect("timed out waiting for a frame");
-                match next {
-                    Some(Ok(Message::Text(t))) => return Some(serde_json::from_str(&t).unwrap()),
-                    Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return None,
-                    Some(Ok(_)) => continue,
-                }
-            }
-        }
-
-        /// Sends command `name` with a fresh id; returns the reply with that id.
-        pub async fn request(&mut self, name: &str, body: Value) -> Value {
-            let id = self.next_id;
-            self.next_id += 1;
-            let command = json!({ "id": id, name: body });
-            self.stream
-                .send(Message::text(command.to_string()))
+            let next = tokio::time::timeout(Duration::from_secs(10), self.0.next_frame())
                 .await
-                .unwrap();
-            loop {
-                let v = self.recv().await.expect("connection closed before reply");
-                if v["id"] == id {
-                    return v;
-                }
-            }
+                .expect("timed out waiting for a frame");
+            next.ok()
+                .flatten()
+                .map(|frame| serde_json::from_str(frame.text()).unwrap())
         }
 
         /// Subscribes (with `since`, if given); returns the `subscribe` reply.
         pub async fn subscribe(&mut self, channel: &str, since: Option<Value>) -> Value {
-            let mut body = json!({ "channel": channel });
-            if let Some(since) = since {
-                body["since"] = since;
-            }
-            let r = self.request("subscribe", body).await;
-            assert!(r.get("subscribe").is_some(), "{r}");
-            r["subscribe"].clone()
+            let since = since.map(|v| serde_json::from_value(v).expect("a resume position"));
+            let reply = self
+                .0
+                .request(Command::Subscribe(command::Subscribe {
+                    channel: channel.to_owned(),
+                    since,
+                    last: None,
+                }))
+                .await
+                .expect("subscribed");
+            let reply: Value = serde_json::from_str(reply.text()).unwrap();
+            assert!(reply.get("subscribe").is_some(), "{reply}");
+            reply["subscribe"].clone()
         }
 
         /// The seqs of the next `n` message frames.
