@@ -76,24 +76,8 @@ pub struct PushAccepted {
     pub duplicate: bool,
 }
 
-/// A push's receipt (`GET /v1/push/{id}`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct Receipt {
-    /// The push id.
-    pub id: String,
-    /// Devices targeted, once known.
-    pub targeted: Option<u64>,
-    /// Devices that acknowledged it.
-    pub delivered: u64,
-    /// Devices that have not yet.
-    pub pending: u64,
-    /// Devices it expired for.
-    pub expired: u64,
-    /// When it was accepted, milliseconds since the Unix epoch.
-    pub created: i64,
-    /// When it expires, milliseconds since the Unix epoch.
-    pub expires: i64,
-}
+/// A push's receipt (`GET /v1/push/{id}`), as proto defines it.
+pub use herald_proto::receipt::Receipt;
 
 /// A registered device (`POST /v1/devices`, `GET /v1/devices/{id}`).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]

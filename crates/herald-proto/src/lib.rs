@@ -2,7 +2,8 @@
 //! depending on nothing else of Herald: the JSON commands a client sends over WebSocket
 //! ([`command`]), the frames the server sends back, typed ([`reply`], [`sse`]) and as the
 //! server's fast encoders ([`frame`]), error codes and their HTTP statuses ([`error`],
-//! [`http`]), cursor strings ([`cursor`]) and client token claims and minting ([`token`]).
+//! [`http`]), cursor strings ([`cursor`]), client token claims and minting ([`token`]) and the push receipt
+//! ([`receipt`]).
 //! docs/protocol.md describes the same thing for people; `tests/vectors/` pins it for machines.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -12,6 +13,7 @@ pub mod cursor;
 pub mod error;
 pub mod frame;
 pub mod http;
+pub mod receipt;
 pub mod reply;
 pub mod sse;
 pub mod token;

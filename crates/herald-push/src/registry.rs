@@ -7,7 +7,6 @@ use async_trait::async_trait;
 use herald_core::log::StoreError;
 use herald_core::message::Cursor;
 use herald_core::tenant::AppId;
-use serde::Serialize;
 
 use crate::audience::Audience;
 use crate::device::{Device, DeviceWrite, InboxCursor};
@@ -25,39 +24,8 @@ pub struct DeviceQuery {
     pub limit: usize,
 }
 
-/// What became of a push.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Receipt {
-    /// Push id.
-    pub id: String,
-    /// Devices it was for (`None` while a broadcast's audience is still being counted).
-    pub targeted: Option<u64>,
-    /// Devices that acknowledged it.
-    pub delivered: u64,
-    /// Devices still expected to acknowledge it before it expires.
-    pub pending: u64,
-    /// Devices that did not acknowledge it before it expired.
-    pub expired: u64,
-    /// Accepted at, milliseconds since the Unix epoch.
-    pub created: i64,
-    /// Expires at, milliseconds since the Unix epoch.
-    pub expires: i64,
-}
-
-impl Receipt {
-    /// Fills `pending` and `expired` from `targeted`, `delivered` and the time.
-    pub fn settle(mut self, now_ms: i64) -> Self {
-        let open = self.targeted.unwrap_or(0).saturating_sub(self.delivered);
-        if self.expires <= now_ms {
-            self.expired = open;
-            self.pending = 0;
-        } else {
-            self.pending = open;
-            self.expired = 0;
-        }
-        self
-    }
-}
+/// What became of a push: the wire shape, shared with clients.
+pub use herald_proto::receipt::Receipt;
 
 /// An acknowledgement that moves a device's cursor: the new cursor, and how many newly
 /// acknowledged pushes there were per push id.
