@@ -127,10 +127,12 @@ mod tests {
             app: shop.clone(),
             hash,
         });
-        bus.publish(CacheEvent::TokenSecretRemoved { app: shop.clone() });
-        assert!(caches.tokens.mint(&shop, &claims).is_none());
         bus.publish(CacheEvent::AppDeleted { app: shop.clone() });
         assert_eq!(caches.keys.check("hk_shop"), None, "a deleted app's key");
+        assert!(
+            caches.tokens.mint(&shop, &claims).is_none(),
+            "a deleted app's token secret"
+        );
         assert_eq!(format!("{:?}", TokenSecret("x".into())), "TokenSecret(..)");
     }
 }

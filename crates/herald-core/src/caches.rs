@@ -57,11 +57,6 @@ pub enum CacheEvent {
         /// Its secret.
         secret: TokenSecret,
     },
-    /// An app no longer has a token secret of its own.
-    TokenSecretRemoved {
-        /// The app.
-        app: AppId,
-    },
     /// An app's limits were replaced.
     LimitsChanged {
         /// The app.
@@ -107,7 +102,6 @@ impl Caches {
             CacheEvent::TokenSecretSet { app, secret } => {
                 self.tokens.set_app(app, secret.0.as_bytes())
             }
-            CacheEvent::TokenSecretRemoved { app } => self.tokens.remove_app(app),
         }
     }
 }
