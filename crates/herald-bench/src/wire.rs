@@ -118,20 +118,6 @@ pub fn ws_upgrade(host: &str, path: &str) -> Vec<u8> {
     )
 }
 
-/// Percent-encodes a query value (channel names only need `/`, `:`, `@` and `=` escaped to be
-/// safe, but everything outside the unreserved set is escaped).
-pub fn query_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b'/') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 const MASK: [u8; 4] = [0x5a, 0x17, 0xc3, 0x81];
 
 /// Appends a masked client frame with `opcode` (1 = text, 10 = pong).
@@ -406,6 +392,5 @@ mod tests {
             SseEvent::Message(b"{\"ts\":1}")
         );
         assert_eq!(sse_classify(b": ping"), SseEvent::Other);
-        assert_eq!(query_escape("a/b c"), "a/b%20c");
     }
 }

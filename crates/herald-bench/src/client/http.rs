@@ -13,8 +13,9 @@ use super::{
     Fire, Inbox, Ready,
 };
 use crate::proto::Plan;
-use crate::wire::{self, now_ns, query_escape};
+use crate::wire::{self, now_ns};
 use crate::worker::Shared;
+use herald_client::url::encode_query;
 
 /// Reads until a complete response head is in `buf`; removes it and returns it.
 pub(super) async fn read_head(
@@ -75,11 +76,11 @@ pub(super) fn query(channels: &[String], token: &Option<String>, extra: &str) ->
     for (i, c) in channels.iter().enumerate() {
         q.push(if i == 0 { '?' } else { '&' });
         q.push_str("channel=");
-        q.push_str(&query_escape(c));
+        q.push_str(&encode_query(c));
     }
     if let Some(t) = token {
         q.push_str("&token=");
-        q.push_str(&query_escape(t));
+        q.push_str(&encode_query(t));
     }
     q.push_str(extra);
     if q.starts_with('&') {

@@ -6,8 +6,9 @@ use tokio::sync::watch;
 
 use super::{err, lossy, open_http, query, read_response, Fire, HttpOpening, Ready, Tally};
 use crate::proto::Plan;
-use crate::wire::{self, find_ts, now_ns, query_escape};
+use crate::wire::{self, find_ts, now_ns};
 use crate::worker::Shared;
+use herald_client::url::encode_query;
 
 pub(super) async fn poll(
     sh: &Shared,
@@ -34,7 +35,7 @@ pub(super) async fn poll(
     loop {
         let extra = match &since {
             None => "&timeout=0".to_string(),
-            Some(c) => format!("&since={}&timeout=30", query_escape(c)),
+            Some(c) => format!("&since={}&timeout=30", encode_query(c)),
         };
         let path = format!("/v1/poll{}", query(&channels, &token, &extra));
         stream

@@ -9,8 +9,9 @@ use super::{
     reserve, Fire, Inbox, Ready, Tally,
 };
 use crate::proto::{Action, Plan};
-use crate::wire::{self, find_ts, now_ns, query_escape, ServerText};
+use crate::wire::{self, find_ts, now_ns, ServerText};
 use crate::worker::Shared;
+use herald_client::url::encode_query;
 
 pub(super) async fn ws(
     sh: &Shared,
@@ -27,7 +28,7 @@ pub(super) async fn ws(
         .map_err(err("connect"))?;
     inbox_start(sh, ready, &mut fire, &mut inbox).await?;
     let path = match &token {
-        Some(t) => format!("/v1/ws?token={}", query_escape(t)),
+        Some(t) => format!("/v1/ws?token={}", encode_query(t)),
         None => "/v1/ws".to_string(),
     };
     stream
