@@ -91,6 +91,9 @@ pub struct Device {
     pub locale: Option<String>,
     /// Whether pushes are delivered to it.
     pub active: bool,
+    /// Why it is inactive, when a provider said its token is gone (`apns: Unregistered`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inactive_reason: Option<String>,
     /// Registration time, milliseconds since the Unix epoch.
     pub created: i64,
     /// Last change, milliseconds since the Unix epoch.
@@ -201,6 +204,7 @@ impl Registration {
             tags,
             locale: self.locale,
             active: self.active.unwrap_or(true),
+            inactive_reason: None,
             created: 0,
             updated: 0,
         })

@@ -10,8 +10,10 @@
 #![warn(missing_docs)]
 
 pub mod audience;
+pub mod credentials;
 pub mod device;
 pub mod inbox;
+pub mod jobs;
 pub mod logs;
 pub mod push;
 pub mod registry;

@@ -22,6 +22,9 @@ pub struct DeviceQuery {
     pub after: Option<String>,
     /// At most this many.
     pub limit: usize,
+    /// Only active devices with a provider token (`apns`, `fcm`, `webpush`): what a
+    /// broadcast's provider expansion reads.
+    pub provider_reachable: bool,
 }
 
 /// What became of a push: the wire shape, shared with clients.
@@ -52,6 +55,24 @@ pub trait DeviceRegistry: Send + Sync {
         devices: Vec<DeviceWrite>,
         start: InboxCursor,
     ) -> Result<Vec<(Device, bool)>, StoreError>;
+    /// Devices and their cursors by id (unknown ids are left out), in id order.
+    async fn devices_by_id(
+        &self,
+        app: &AppId,
+        ids: &[String],
+    ) -> Result<Vec<(Device, InboxCursor)>, StoreError>;
+    /// Deactivates a device because its provider says `token` no longer reaches it, recording
+    /// `reason` (shown as the device's `inactive_reason`). Apple's rule: when the provider says
+    /// since when (`since_ms`) and the device's token was registered after that, or the device
+    /// now holds another token, nothing changes. Returns whether it was deactivated.
+    async fn deactivate_gone(
+        &self,
+        app: &AppId,
+        id: &str,
+        token: &str,
+        since_ms: Option<i64>,
+        reason: &str,
+    ) -> Result<bool, StoreError>;
     /// One device and its cursor.
     async fn device(
         &self,

@@ -33,6 +33,7 @@ fn device_row(row: &Row<'_>) -> rusqlite::Result<(Device, InboxCursor)> {
             tags: serde_json::from_str(&tags).unwrap_or_default(),
             locale: row.get(6)?,
             active: row.get(7)?,
+            inactive_reason: None,
             created: row.get(8)?,
             updated: row.get(9)?,
         },
@@ -42,6 +43,29 @@ fn device_row(row: &Row<'_>) -> rusqlite::Result<(Device, InboxCursor)> {
 
 #[async_trait]
 impl DeviceRegistry for SqliteLog {
+    async fn devices_by_id(
+        &self,
+        _app: &AppId,
+        _ids: &[String],
+    ) -> Result<Vec<(Device, InboxCursor)>, StoreError> {
+        Err(StoreError::failed(
+            "devices_by_id: being written (store helper)",
+        ))
+    }
+
+    async fn deactivate_gone(
+        &self,
+        _app: &AppId,
+        _id: &str,
+        _token: &str,
+        _since_ms: Option<i64>,
+        _reason: &str,
+    ) -> Result<bool, StoreError> {
+        Err(StoreError::failed(
+            "deactivate_gone: being written (store helper)",
+        ))
+    }
+
     async fn device_count(&self, app: &AppId) -> Result<u64, StoreError> {
         let app = app.clone();
         self.readers()

@@ -1,0 +1,1 @@
+//! Mock apns: being written.

@@ -1,0 +1,1 @@
+//! Mock fcm: being written.

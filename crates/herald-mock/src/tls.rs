@@ -1,0 +1,51 @@
+//! The self-signed certificate a mock provider serves, for `localhost`, `127.0.0.1` and any
+//! extra names, and the rustls server configuration (ALPN `h2`) built on it.
+
+use std::sync::Arc;
+
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls::ServerConfig;
+
+/// A certificate or TLS configuration that could not be made.
+#[derive(Debug, thiserror::Error)]
+#[error("mock TLS setup failed: {0}")]
+pub struct TlsError(pub String);
+
+/// A mock's certificate: its PEM (what a client adds as an extra root) and the TLS
+/// configuration that serves it.
+#[derive(Clone)]
+pub struct MockTls {
+    /// The certificate, PEM: give it to the client as its CA.
+    pub cert_pem: String,
+    /// Server configuration with ALPN `h2`.
+    pub config: Arc<ServerConfig>,
+}
+
+impl std::fmt::Debug for MockTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MockTls { .. }")
+    }
+}
+
+/// Makes a new self-signed certificate for `localhost`, `127.0.0.1` and `extra_names`.
+pub fn self_signed(extra_names: &[&str]) -> Result<MockTls, TlsError> {
+    let mut names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+    names.extend(extra_names.iter().map(|n| n.to_string()));
+    let certified =
+        rcgen::generate_simple_self_signed(names).map_err(|e| TlsError(e.to_string()))?;
+    let cert_pem = certified.cert.pem();
+    let chain = vec![CertificateDer::from(certified.cert.der().to_vec())];
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(certified.key_pair.serialize_der()));
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TlsError(e.to_string()))?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .map_err(|e| TlsError(e.to_string()))?;
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(MockTls {
+        cert_pem,
+        config: Arc::new(config),
+    })
+}

@@ -1,0 +1,1 @@
+//! Mock webpush: being written.

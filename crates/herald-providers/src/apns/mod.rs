@@ -1,0 +1,1 @@
+//! APNs: being written.

@@ -1,0 +1,1 @@
+//! FCM HTTP v1: being written.

@@ -1,0 +1,1 @@
+//! Web Push: being written.

@@ -1,0 +1,266 @@
+//! The provider job queue: what a job is, the rules for retrying one (exponential backoff with
+//! full jitter, `Retry-After` honoured, a dead letter after [`MAX_ATTEMPTS`]), and the
+//! [`JobQueue`] the store implements.
+//!
+//! A job is one of two kinds:
+//! - **send**: deliver one push to one device through its provider (APNs, FCM, Web Push);
+//! - **expand**: turn a broadcast or tag push into send jobs, a page of devices at a time,
+//!   moving its own cursor (`after`, a device id) in the same transaction that adds the page's
+//!   send jobs, so an expansion interrupted by a crash resumes where it stopped and never adds a
+//!   device twice.
+//!
+//! A job is *leased* while a worker runs it. A lease that runs out without a settlement (the
+//! process died) makes the job due again, and the store marks it `in_doubt`: its provider send
+//! may have happened, so a second one may be a duplicate, and the receipt says so.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use herald_core::log::StoreError;
+use herald_core::tenant::AppId;
+use rand::Rng;
+
+use crate::device::Platform;
+
+/// A job's id in the queue.
+pub type JobId = i64;
+
+/// Attempts before a job becomes a dead letter.
+pub const MAX_ATTEMPTS: u32 = 8;
+/// First retry delay (before jitter).
+pub const BACKOFF_BASE: Duration = Duration::from_secs(1);
+/// Longest retry delay.
+pub const BACKOFF_CAP: Duration = Duration::from_secs(3600);
+
+/// What a job does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobKind {
+    /// Send the push to this device (its provider is the job's `provider`).
+    Send {
+        /// Device id.
+        device: String,
+    },
+    /// Expand a broadcast or tag push into send jobs, from the device after `after`.
+    Expand {
+        /// Last device id already expanded (`None`: from the start).
+        after: Option<String>,
+    },
+}
+
+/// A job to add.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewJob {
+    /// The app whose credentials and devices it uses.
+    pub app: AppId,
+    /// The push it delivers.
+    pub push: String,
+    /// The provider (`None` for an expansion, which covers every provider).
+    pub provider: Option<Platform>,
+    /// What it does.
+    pub kind: JobKind,
+    /// When it may run, milliseconds since the Unix epoch (`auto` pushes: after the ack window).
+    pub due_ms: i64,
+}
+
+/// A job as a worker holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    /// Its id.
+    pub id: JobId,
+    /// The job itself.
+    pub job: NewJob,
+    /// Attempts including this one.
+    pub attempts: u32,
+    /// Whether an earlier attempt's lease ran out unsettled (its send may have happened).
+    pub in_doubt: bool,
+    /// When it was added, milliseconds since the Unix epoch.
+    pub created_ms: i64,
+}
+
+/// How a leased job ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Settlement {
+    /// Finished; `result` is what happened, as receipts and `herald jobs` show it:
+    /// `live` (acknowledged before the provider was needed), `accepted`, `unregistered:REASON`,
+    /// `rejected:REASON`, `expired`, `inactive`, `no_token`, `no_credentials`.
+    Done {
+        /// What happened.
+        result: String,
+    },
+    /// Run again at `due_ms`; `reason` is why this attempt failed.
+    Retry {
+        /// When, milliseconds since the Unix epoch.
+        due_ms: i64,
+        /// Why.
+        reason: String,
+    },
+    /// Give up: a dead letter with `reason`.
+    Dead {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// A dead letter as listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetter {
+    /// The job's id.
+    pub id: JobId,
+    /// The job.
+    pub job: NewJob,
+    /// Attempts made.
+    pub attempts: u32,
+    /// The last failure.
+    pub reason: String,
+    /// When it died, milliseconds since the Unix epoch.
+    pub died_ms: i64,
+}
+
+/// Queue depth for one app and provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Depth {
+    /// The app.
+    pub app: AppId,
+    /// The provider (`None`: expansions).
+    pub provider: Option<Platform>,
+    /// Jobs waiting or running.
+    pub queued: u64,
+    /// When the oldest of them was added, milliseconds since the Unix epoch.
+    pub oldest_ms: Option<i64>,
+    /// Dead letters.
+    pub dead: u64,
+}
+
+/// How the provider jobs of one push ended and stand, per result (`accepted`, `live`,
+/// `rejected:BadDeviceToken`, ...), plus those still queued, dead, and in doubt.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PushJobs {
+    /// Finished send jobs by result.
+    pub done: Vec<(String, u64)>,
+    /// Send jobs waiting or running.
+    pub queued: u64,
+    /// Dead letters.
+    pub dead: u64,
+    /// Send jobs that were in flight when a process stopped (a duplicate provider push is
+    /// possible for these devices).
+    pub in_doubt: u64,
+    /// Whether an expansion of the push is still running.
+    pub expanding: bool,
+}
+
+/// One device's provider job for a push.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceJob {
+    /// Device id.
+    pub device: String,
+    /// Provider.
+    pub provider: Platform,
+    /// `queued`, `running`, `done` or `dead`.
+    pub state: String,
+    /// What happened (done) or the last failure (queued again, dead).
+    pub result: Option<String>,
+    /// Attempts made.
+    pub attempts: u32,
+    /// Whether a send may have been duplicated.
+    pub in_doubt: bool,
+}
+
+/// The durable job queue, implemented by `herald-store` in the same database as the devices.
+#[async_trait]
+pub trait JobQueue: Send + Sync {
+    /// Adds jobs (one transaction).
+    async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<(), StoreError>;
+    /// Leases up to `limit` due jobs (due at or before `now_ms`, or leased with a lease that ran
+    /// out, which marks them in doubt) until `now_ms + lease_ms`, oldest due first, skipping
+    /// the `(app, provider)` pairs in `paused`. Each lease counts an attempt.
+    async fn lease(
+        &self,
+        now_ms: i64,
+        limit: usize,
+        lease_ms: i64,
+        paused: &[(AppId, Platform)],
+    ) -> Result<Vec<Job>, StoreError>;
+    /// Settles leased jobs (one transaction). A job no longer leased is left alone.
+    async fn settle(&self, settled: Vec<(JobId, Settlement)>) -> Result<(), StoreError>;
+    /// In one transaction: adds `page`'s send jobs and moves expansion `job`'s cursor to
+    /// `next` (`None`: the expansion is finished and settles as done). The lease is renewed
+    /// until `now_ms + lease_ms`.
+    async fn expand(
+        &self,
+        job: JobId,
+        page: Vec<NewJob>,
+        next: Option<String>,
+        now_ms: i64,
+        lease_ms: i64,
+    ) -> Result<(), StoreError>;
+    /// Dead letters of an app, in id order after `after`.
+    async fn dead_letters(
+        &self,
+        app: &AppId,
+        after: Option<JobId>,
+        limit: usize,
+    ) -> Result<Vec<DeadLetter>, StoreError>;
+    /// Makes a dead letter due now with its attempts reset; `false` if it is not a dead letter
+    /// of this app.
+    async fn replay(&self, app: &AppId, id: JobId, now_ms: i64) -> Result<bool, StoreError>;
+    /// Deletes a dead letter; `false` if it is not a dead letter of this app.
+    async fn drop_dead(&self, app: &AppId, id: JobId) -> Result<bool, StoreError>;
+    /// Queue depth and dead letters per app and provider (`app`: only that app's).
+    async fn depth(&self, app: Option<&AppId>) -> Result<Vec<Depth>, StoreError>;
+    /// How a push's jobs stand.
+    async fn push_jobs(&self, app: &AppId, push: &str) -> Result<PushJobs, StoreError>;
+    /// A push's send jobs per device, in device order after `after`.
+    async fn device_jobs(
+        &self,
+        app: &AppId,
+        push: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<DeviceJob>, StoreError>;
+    /// Deletes finished send jobs (done) of pushes that expired before `before_ms`; returns
+    /// how many.
+    async fn prune(&self, before_ms: i64) -> Result<u64, StoreError>;
+}
+
+/// When attempt `attempts` (1 for the first) should be retried: `retry_after` when the provider
+/// gave one, otherwise exponential backoff from [`BACKOFF_BASE`] capped at [`BACKOFF_CAP`], with
+/// full jitter. `None` when the job has had [`MAX_ATTEMPTS`] and should become a dead letter.
+pub fn next_attempt(attempts: u32, retry_after: Option<Duration>) -> Option<Duration> {
+    if attempts >= MAX_ATTEMPTS {
+        return None;
+    }
+    if let Some(after) = retry_after {
+        return Some(after.min(BACKOFF_CAP));
+    }
+    let ceiling = BACKOFF_BASE
+        .saturating_mul(1u32 << attempts.saturating_sub(1).min(20))
+        .min(BACKOFF_CAP);
+    let ms =
+        rand::thread_rng().gen_range(ceiling.as_millis() as u64 / 2..=ceiling.as_millis() as u64);
+    Some(Duration::from_millis(ms))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_with_jitter_and_gives_up() {
+        for attempts in 1..MAX_ATTEMPTS {
+            let ceiling = BACKOFF_BASE * (1 << (attempts - 1));
+            for _ in 0..50 {
+                let d = next_attempt(attempts, None).unwrap();
+                assert!(d <= ceiling && d >= ceiling / 2, "{attempts}: {d:?}");
+            }
+        }
+        assert_eq!(next_attempt(MAX_ATTEMPTS, None), None);
+        assert_eq!(
+            next_attempt(1, Some(Duration::from_secs(30))),
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(
+            next_attempt(1, Some(Duration::from_secs(1 << 20))),
+            Some(BACKOFF_CAP)
+        );
+    }
+}
