@@ -14,6 +14,7 @@
 
 pub mod apns;
 pub mod fcm;
+pub mod h2pool;
 pub mod outcome;
 pub mod tls;
 pub mod webpush;

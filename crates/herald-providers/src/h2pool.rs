@@ -1,0 +1,185 @@
+//! A small pool of HTTP/2-over-TLS connections to one origin, shared by every provider client.
+//!
+//! Requests go round-robin over `connections` connections; each connection multiplexes as many
+//! streams as the server's `SETTINGS_MAX_CONCURRENT_STREAMS` allows (h2's `ready()` waits for a
+//! free stream). A connection that fails or receives GOAWAY is dropped and made again on the
+//! next request; a request the server refused before processing it (`REFUSED_STREAM`, or a
+//! stream above a GOAWAY's last stream id) is sent once more on a fresh connection, since the
+//! server says it did not act on it.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use h2::client::SendRequest;
+use http::{Request, Response};
+use rustls::pki_types::ServerName;
+use rustls::ClientConfig;
+use tokio::net::TcpStream;
+use tokio::sync::Mutex;
+use tokio_rustls::TlsConnector;
+
+/// Why a request got no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum H2Error {
+    /// The TCP connection or TLS handshake failed.
+    #[error("connect to {origin}: {message}")]
+    Connect {
+        /// `host:port`.
+        origin: String,
+        /// What failed.
+        message: String,
+    },
+    /// The HTTP/2 connection or stream failed after the request may have been sent.
+    #[error("HTTP/2: {0}")]
+    Stream(#[from] h2::Error),
+}
+
+impl H2Error {
+    /// Whether the server certainly did not act on the request (it never reached it, or the
+    /// server refused the stream), so sending it again cannot duplicate it.
+    pub fn not_processed(&self) -> bool {
+        match self {
+            H2Error::Connect { .. } => true,
+            H2Error::Stream(e) => e.reason() == Some(h2::Reason::REFUSED_STREAM),
+        }
+    }
+}
+
+/// Connections to one `https` origin.
+#[derive(Clone)]
+pub struct H2Pool {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    host: String,
+    port: u16,
+    tls: TlsConnector,
+    slots: Vec<Mutex<Option<SendRequest<Bytes>>>>,
+    next: AtomicUsize,
+}
+
+impl std::fmt::Debug for H2Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "H2Pool({}:{}, {} connections)",
+            self.inner.host,
+            self.inner.port,
+            self.inner.slots.len()
+        )
+    }
+}
+
+impl H2Pool {
+    /// A pool of up to `connections` (at least 1) connections to `host:port`, made lazily.
+    pub fn new(host: &str, port: u16, tls: Arc<ClientConfig>, connections: usize) -> Self {
+        H2Pool {
+            inner: Arc::new(Inner {
+                host: host.to_string(),
+                port,
+                tls: TlsConnector::from(tls),
+                slots: (0..connections.max(1)).map(|_| Mutex::new(None)).collect(),
+                next: AtomicUsize::new(0),
+            }),
+        }
+    }
+
+    /// Sends `request` with `body` (empty: no body) and reads the whole answer. A request the
+    /// server did not process is sent once more on a new connection.
+    pub async fn send(
+        &self,
+        request: Request<()>,
+        body: Bytes,
+    ) -> Result<(Response<()>, Bytes), H2Error> {
+        let slot = self.inner.next.fetch_add(1, Ordering::Relaxed) % self.inner.slots.len();
+        match self.send_on(slot, request.clone(), body.clone()).await {
+            Err(e) if e.not_processed() && !matches!(e, H2Error::Connect { .. }) => {
+                self.send_on(slot, request, body).await
+            }
+            other => other,
+        }
+    }
+
+    async fn send_on(
+        &self,
+        slot: usize,
+        request: Request<()>,
+        body: Bytes,
+    ) -> Result<(Response<()>, Bytes), H2Error> {
+        let sender = self.sender(slot).await?;
+        let result = exchange(sender, request, body).await;
+        if let Err(H2Error::Stream(e)) = &result {
+            if e.is_go_away() || e.is_io() || e.reason() == Some(h2::Reason::REFUSED_STREAM) {
+                self.inner.slots[slot].lock().await.take();
+            }
+        }
+        result
+    }
+
+    /// The slot's connection, made if there is none or the old one is closed.
+    async fn sender(&self, slot: usize) -> Result<SendRequest<Bytes>, H2Error> {
+        let mut guard = self.inner.slots[slot].lock().await;
+        if let Some(sender) = guard.as_ref() {
+            if let Ok(ready) = sender.clone().ready().await {
+                return Ok(ready);
+            }
+        }
+        let sender = self.connect().await?;
+        *guard = Some(sender.clone());
+        Ok(sender)
+    }
+
+    async fn connect(&self) -> Result<SendRequest<Bytes>, H2Error> {
+        let origin = format!("{}:{}", self.inner.host, self.inner.port);
+        let fail = |message: String| H2Error::Connect {
+            origin: origin.clone(),
+            message,
+        };
+        let tcp = TcpStream::connect((self.inner.host.as_str(), self.inner.port))
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        let _ = tcp.set_nodelay(true);
+        let name =
+            ServerName::try_from(self.inner.host.clone()).map_err(|e| fail(e.to_string()))?;
+        let tls = self
+            .inner
+            .tls
+            .connect(name, tcp)
+            .await
+            .map_err(|e| fail(format!("TLS: {e}")))?;
+        let (sender, connection) = h2::client::Builder::new()
+            .initial_window_size(1 << 20)
+            .initial_connection_window_size(1 << 24)
+            .handshake::<_, Bytes>(tls)
+            .await
+            .map_err(|e| fail(format!("HTTP/2 handshake: {e}")))?;
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "provider connection closed");
+            }
+        });
+        Ok(sender)
+    }
+}
+
+async fn exchange(
+    sender: SendRequest<Bytes>,
+    request: Request<()>,
+    body: Bytes,
+) -> Result<(Response<()>, Bytes), H2Error> {
+    let mut sender = sender.ready().await?;
+    let (response, mut stream) = sender.send_request(request, body.is_empty())?;
+    if !body.is_empty() {
+        stream.send_data(body, true)?;
+    }
+    let (head, mut recv) = response.await?.into_parts();
+    let mut data = BytesMut::new();
+    while let Some(chunk) = recv.data().await {
+        let chunk = chunk?;
+        let _ = recv.flow_control().release_capacity(chunk.len());
+        data.extend_from_slice(&chunk);
+    }
+    Ok((Response::from_parts(head, ()), data.freeze()))
+}
