@@ -277,12 +277,14 @@ pub async fn stats(
     let id = app_param(&id)?;
     api.authorize_app_or_admin(&headers, &id)?;
     find_app(&api, &id).await?;
+    let providers = crate::jobs::provider_stats(&api, &id).await?;
     let app = api.usage.app(&id);
     Ok(axum::Json(json!({
         "app": id,
         "usage": app.totals(),
         "devices": app.devices(),
         "limits": app.limits(),
+        "providers": providers,
     }))
     .into_response())
 }

@@ -8,8 +8,10 @@ mod apps;
 mod channels;
 mod devices;
 mod error;
+mod jobs;
 mod ops;
 mod publish;
+mod providers;
 mod pushes;
 
 use std::sync::Arc;
@@ -24,6 +26,8 @@ use herald_core::tenancy::Tenancy;
 use herald_core::tenant::AppId;
 use herald_core::usage::UsageMeter;
 use herald_core::{Engine, ErrorCode, HeraldError};
+use herald_push::credentials::CredentialStore;
+use herald_push::delivery::worker::Deliverer;
 use herald_push::{DeviceRegistry, Inbox};
 
 pub use error::ApiError;
@@ -57,6 +61,10 @@ pub struct Api {
     pub max_message_bytes: usize,
     /// Renders `/metrics`.
     pub metrics: MetricsRender,
+    /// Provider credentials, sealed.
+    pub credentials: Arc<dyn CredentialStore>,
+    /// The provider delivery worker: its queue, clients and figures.
+    pub deliverer: Arc<Deliverer>,
 }
 
 /// Most messages in one batch publish.
@@ -173,6 +181,21 @@ pub fn routes() -> Vec<(&'static str, MethodRouter<Arc<Api>>)> {
             axum::routing::delete(apps::remove_key),
         ),
         ("/v1/apps/{id}/stats", get(apps::stats)),
+        ("/v1/apps/{id}/providers", get(providers::list)),
+        (
+            "/v1/apps/{id}/providers/{provider}",
+            get(providers::get)
+                .put(providers::put)
+                .delete(providers::delete),
+        ),
+        (
+            "/v1/apps/{id}/vapid-public-key",
+            get(providers::vapid_public_key),
+        ),
+        ("/v1/jobs/stats", get(jobs::stats)),
+        ("/v1/jobs/dead", get(jobs::dead)),
+        ("/v1/jobs/{id}", axum::routing::delete(jobs::drop_dead)),
+        ("/v1/jobs/{id}/replay", post(jobs::replay)),
         ("/v1/tokens", post(apps::mint_token)),
         ("/v1/devices", get(devices::list).post(devices::register)),
         ("/v1/devices/batch", post(devices::register_batch)),

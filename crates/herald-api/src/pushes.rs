@@ -6,12 +6,13 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use herald_core::message::now_millis;
 use herald_core::{Cursor, Epoch, ErrorCode, HeraldError};
 use herald_push::inbox::LogKind;
+use herald_proto::receipt::{DeviceReceipt, ProviderReceipt};
 use herald_push::push::PushBody;
 use serde::Deserialize;
 use serde_json::json;
@@ -49,20 +50,74 @@ pub async fn push(
         .into_response())
 }
 
-/// `GET /v1/push/{id}`: `targeted`, `delivered` (acknowledged), `pending`, `expired`.
+/// Query of `GET /v1/push/{id}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReceiptQuery {
+    /// List each device's provider job.
+    #[serde(default)]
+    devices: bool,
+    /// Devices after this id (paging the device list).
+    #[serde(default)]
+    after: Option<String>,
+    /// Most devices listed (default 100, at most 1000).
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+/// `GET /v1/push/{id}`: `targeted`, `delivered` (acknowledged), `pending`, `expired`, and for a
+/// provider push what became of it per path (`providers`), per device with `?devices=true`.
 pub async fn receipt(
     State(api): State<Arc<Api>>,
     Path(id): Path<String>,
+    Query(q): Query<ReceiptQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let app = api.authorize(&headers)?;
-    let receipt = api
+    let mut receipt = api
         .devices
         .receipt(&app, &id)
         .await
         .map_err(HeraldError::from)?
-        .ok_or_else(|| HeraldError::new(ErrorCode::NotFound, format!("no push {id:?}")))?;
-    Ok(axum::Json(receipt.settle(now_millis())).into_response())
+        .ok_or_else(|| HeraldError::new(ErrorCode::NotFound, format!("no push {id:?}")))?
+        .settle(now_millis());
+    if receipt.delivery.as_deref().is_some_and(|d| d != "live") {
+        let queue = api.deliverer.queue();
+        let jobs = queue
+            .push_jobs(&app, &id)
+            .await
+            .map_err(HeraldError::from)?;
+        let mut paths = ProviderReceipt::default();
+        for (result, n) in &jobs.done {
+            paths.count_result(result, *n);
+        }
+        paths.queued = jobs.queued;
+        paths.dead = jobs.dead;
+        paths.in_doubt = jobs.in_doubt;
+        paths.expanding = jobs.expanding;
+        receipt.providers = Some(paths);
+        if q.devices {
+            let limit = q.limit.unwrap_or(100).clamp(1, 1000);
+            let devices = queue
+                .device_jobs(&app, &id, q.after.as_deref(), limit)
+                .await
+                .map_err(HeraldError::from)?;
+            receipt.devices = Some(
+                devices
+                    .into_iter()
+                    .map(|d| DeviceReceipt {
+                        device: d.device,
+                        provider: d.provider.as_str().to_string(),
+                        state: d.state,
+                        result: d.result,
+                        attempts: d.attempts,
+                        in_doubt: d.in_doubt,
+                    })
+                    .collect(),
+            );
+        }
+    }
+    Ok(axum::Json(receipt).into_response())
 }
 
 #[derive(Deserialize)]

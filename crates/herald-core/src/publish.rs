@@ -95,24 +95,28 @@ impl Publisher {
 
     /// Stores one message in each of `logs` at once (a push to several device inboxes is one
     /// message, however many logs hold it) and counts it once in `app`'s usage unless every log
-    /// already held it. Returns whether it was such a retry.
+    /// already held it. Returns whether it was such a retry, and the message's seq in each log
+    /// (in `logs` order; for a retry, where it was stored the first time).
     pub async fn publish_to_each(
         &self,
         app: &AppId,
         logs: &[ChannelName],
         message: NewMessage,
-    ) -> Result<bool, HeraldError> {
+    ) -> Result<(bool, Vec<u64>), HeraldError> {
         let appends = logs.iter().map(|log| {
             let message = message.clone();
             async move { self.engine.publish(log, vec![message]).await }
         });
         let mut retry = !logs.is_empty();
+        let mut seqs = Vec::with_capacity(logs.len());
         for appended in futures_util::future::join_all(appends).await {
-            retry &= appended?.iter().all(|a| a.duplicate);
+            let appended = appended?;
+            retry &= appended.iter().all(|a| a.duplicate);
+            seqs.extend(appended.first().map(|a| a.message.seq));
         }
         if !retry {
             self.usage.app(app).published(1);
         }
-        Ok(retry)
+        Ok((retry, seqs))
     }
 }

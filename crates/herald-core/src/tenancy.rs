@@ -38,6 +38,10 @@ pub struct AppLimits {
     /// Largest message or push payload, in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_message_bytes: Option<usize>,
+    /// How long an `auto` push waits for a connected device's acknowledgement before its
+    /// provider push is sent, in milliseconds (a push may set its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ack_window_ms: Option<u64>,
 }
 
 /// A publisher key of an app, as listed (never the key itself).

@@ -1,5 +1,7 @@
 //! A push's receipt as `GET /v1/push/{id}` answers it: the server builds it, clients read it.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// What became of a push.
@@ -19,6 +21,75 @@ pub struct Receipt {
     pub created: i64,
     /// Expires at, milliseconds since the Unix epoch.
     pub expires: i64,
+    /// How it was to be delivered: `live`, `provider` or `auto` (absent: `live`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery: Option<String>,
+    /// What became of its provider pushes (absent for `live` pushes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub providers: Option<ProviderReceipt>,
+    /// Per device, when asked for (`?devices=true`): its provider job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub devices: Option<Vec<DeviceReceipt>>,
+}
+
+/// The provider path of a push: one entry per device that has a provider token.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProviderReceipt {
+    /// Waiting for the ack window to pass or for a worker (including retries).
+    pub queued: u64,
+    /// Acknowledged over a live connection before a provider push was needed: none was sent.
+    pub live: u64,
+    /// Sent to a provider and answered (accepted or failed).
+    pub sent: u64,
+    /// Accepted by the provider.
+    pub accepted: u64,
+    /// Failed, by reason (`rejected:BadDeviceToken`, `unregistered:Unregistered`, ...).
+    pub failed: BTreeMap<String, u64>,
+    /// Not sent, by reason: `expired`, `inactive` (deactivated meanwhile), `no_token`,
+    /// `no_credentials` (the app has no credentials for the device's provider).
+    pub skipped: BTreeMap<String, u64>,
+    /// Given up after every retry (dead letters, see `herald jobs dead`).
+    pub dead: u64,
+    /// Sent while a server stopped, then sent again: those devices may have received it twice.
+    pub in_doubt: u64,
+    /// Whether a broadcast is still being expanded into provider jobs.
+    pub expanding: bool,
+}
+
+/// One device's provider job for a push.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceReceipt {
+    /// Device id.
+    pub device: String,
+    /// `apns`, `fcm` or `webpush`.
+    pub provider: String,
+    /// `queued`, `running`, `done` or `dead`.
+    pub state: String,
+    /// What happened (`accepted`, `live`, `rejected:BadDeviceToken`, ...) or the last failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
+    /// Attempts made.
+    pub attempts: u32,
+    /// Whether the device may have received it twice.
+    pub in_doubt: bool,
+}
+
+impl ProviderReceipt {
+    /// Counts one finished provider job by its result.
+    pub fn count_result(&mut self, result: &str, n: u64) {
+        match result {
+            "accepted" => {
+                self.sent += n;
+                self.accepted += n;
+            }
+            "live" => self.live += n,
+            r if r.starts_with("rejected:") || r.starts_with("unregistered:") => {
+                self.sent += n;
+                *self.failed.entry(r.to_string()).or_default() += n;
+            }
+            other => *self.skipped.entry(other.to_string()).or_default() += n,
+        }
+    }
 }
 
 impl Receipt {

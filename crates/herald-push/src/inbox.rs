@@ -22,7 +22,10 @@ use herald_core::usage::{AppUsage, UsageMeter};
 use tokio_util::task::TaskTracker;
 
 use crate::audience::Audience;
-use crate::device::InboxCursor;
+use crate::delivery::record::DeliveryRecord;
+use crate::delivery::worker::Deliverer;
+use crate::delivery::DEFAULT_ACK_WINDOW;
+use crate::device::{Device, InboxCursor};
 use crate::logs::{PushLogs, APP_LOG, DEVICE_LOG};
 use crate::push::{broadcast_admit, collapse, direct_admit, Push, Target};
 use crate::registry::{Ack, DeviceRegistry, Receipt};
@@ -86,6 +89,9 @@ pub struct Inbox {
     /// Work a push leaves running after it is answered (counting a broadcast's audience);
     /// [`Inbox::close`] waits for it.
     background: TaskTracker,
+    /// Runs provider jobs; `None`: provider pushes are stored but never sent (tests of the
+    /// live path only).
+    delivery: Option<Arc<Deliverer>>,
 }
 
 /// Counts what a device's subscriptions are sent as the app's deliveries.
@@ -107,7 +113,14 @@ impl Inbox {
             registry,
             usage,
             background: TaskTracker::new(),
+            delivery: None,
         }
+    }
+
+    /// Queues provider pushes with `deliverer`.
+    pub fn with_delivery(mut self, deliverer: Arc<Deliverer>) -> Self {
+        self.delivery = Some(deliverer);
+        self
     }
 
     /// Waits for the work pushes left running (audience counts) to finish; call it before
@@ -130,14 +143,11 @@ impl Inbox {
         })
     }
 
-    /// Stores a push for its target and records its receipt. Returns once it is durable;
-    /// delivery happens after.
+    /// Stores a push for its target, records its receipt and, for a provider push, queues its
+    /// provider jobs. Returns once all of that is durable; delivery happens after.
     pub async fn send(&self, app: &AppId, push: Push) -> Result<Accepted, HeraldError> {
-        let id = push
-            .id
-            .clone()
-            .unwrap_or_else(|| format!("p-{}", hex::encode(rand::random::<[u8; 12]>())));
-        let devices = match &push.target {
+        let id = push.id.clone();
+        let devices: Option<Vec<Device>> = match &push.target {
             Target::Device(d) => {
                 let (device, _) = self
                     .registry
@@ -156,21 +166,46 @@ impl Inbox {
                         format!("device {d:?} is deactivated; activate it to push to it"),
                     ));
                 }
-                Some(vec![device.id])
+                Some(vec![device])
             }
-            Target::User(u) => Some(
-                self.registry
+            Target::User(u) => {
+                let ids = self
+                    .registry
                     .user_devices(app, u)
                     .await
-                    .map_err(HeraldError::from)?,
-            ),
+                    .map_err(HeraldError::from)?;
+                Some(
+                    self.registry
+                        .devices_by_id(app, &ids)
+                        .await
+                        .map_err(HeraldError::from)?
+                        .into_iter()
+                        .map(|(d, _)| d)
+                        .collect(),
+                )
+            }
             Target::Tags(_) | Target::App => None,
         };
+        let record = push.payloads.clone().map(|payloads| DeliveryRecord {
+            delivery: push.delivery,
+            ack_window_ms: push
+                .ack_window_ms
+                .or(self.usage.app(app).limits().ack_window_ms)
+                .unwrap_or(DEFAULT_ACK_WINDOW.as_millis() as u64),
+            broadcast: devices.is_none(),
+            audience: match &push.target {
+                Target::Tags(expr) => Some(expr.to_string()),
+                _ => None,
+            },
+            expires: push.expires,
+            payloads,
+        });
         let receipt = Receipt {
             id: id.clone(),
             targeted: devices.as_ref().map(|d| d.len() as u64),
             created: now_millis(),
             expires: push.expires,
+            delivery: Some(push.delivery.as_str().to_string()),
             ..Receipt::default()
         };
         let message = NewMessage {
@@ -178,16 +213,31 @@ impl Inbox {
             data: push.envelope.clone(),
         };
         let logs = match &devices {
-            Some(devices) => devices.iter().map(|d| app.device_log(d)).collect(),
+            Some(devices) => devices.iter().map(|d| app.device_log(&d.id)).collect(),
             None => vec![app.app_log()],
         };
         // Issued together, the receipt and the appends share one group commit (one fsync).
-        let (recorded, all_duplicates) = tokio::join!(
-            self.registry.record_push(app, &receipt),
+        let encoded = record.as_ref().map(DeliveryRecord::encode);
+        let (recorded, stored) = tokio::join!(
+            self.registry.record_push(app, &receipt, encoded.as_deref()),
             self.publisher.publish_to_each(app, &logs, message)
         );
         recorded.map_err(HeraldError::from)?;
-        let all_duplicates = all_duplicates?;
+        let (all_duplicates, seqs) = stored?;
+        // Queued after the appends (a job needs its push's seq), and idempotent: a publisher
+        // retrying a push whose answer it lost queues whatever the first attempt did not.
+        if let (Some(record), Some(deliverer)) = (&record, &self.delivery) {
+            let jobs =
+                deliverer.plan_jobs(app, &id, record, devices.as_deref(), &seqs, now_millis());
+            if !jobs.is_empty() {
+                deliverer
+                    .queue()
+                    .enqueue(jobs)
+                    .await
+                    .map_err(HeraldError::from)?;
+                deliverer.wake();
+            }
+        }
         let duplicate = match &devices {
             Some(_) => all_duplicates,
             None => {

@@ -58,6 +58,10 @@ pub struct NewJob {
     pub provider: Option<Platform>,
     /// What it does.
     pub kind: JobKind,
+    /// Where the push sits in the log the device acknowledges (its own log for a device or
+    /// user push, the app's broadcast log for a broadcast): a device whose inbox cursor reached
+    /// it has the push, and an `auto` send job settles as `live`.
+    pub seq: u64,
     /// When it may run, milliseconds since the Unix epoch (`auto` pushes: after the ack window).
     pub due_ms: i64,
 }
@@ -222,22 +226,48 @@ pub trait JobQueue: Send + Sync {
     async fn prune(&self, before_ms: i64) -> Result<u64, StoreError>;
 }
 
-/// When attempt `attempts` (1 for the first) should be retried: `retry_after` when the provider
-/// gave one, otherwise exponential backoff from [`BACKOFF_BASE`] capped at [`BACKOFF_CAP`], with
-/// full jitter. `None` when the job has had [`MAX_ATTEMPTS`] and should become a dead letter.
-pub fn next_attempt(attempts: u32, retry_after: Option<Duration>) -> Option<Duration> {
-    if attempts >= MAX_ATTEMPTS {
-        return None;
+/// How failed jobs are retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts before a job becomes a dead letter.
+    pub max_attempts: u32,
+    /// First retry delay (before jitter).
+    pub base: Duration,
+    /// Longest retry delay.
+    pub cap: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: MAX_ATTEMPTS,
+            base: BACKOFF_BASE,
+            cap: BACKOFF_CAP,
+        }
     }
-    if let Some(after) = retry_after {
-        return Some(after.min(BACKOFF_CAP));
+}
+
+impl RetryPolicy {
+    /// When attempt `attempts` (1 for the first) should be retried: `retry_after` when the
+    /// provider gave one, otherwise exponential backoff from `base` capped at `cap`, with
+    /// jitter (between half and all of the step). `None` when the job has had `max_attempts`
+    /// and should become a dead letter.
+    pub fn next_attempt(&self, attempts: u32, retry_after: Option<Duration>) -> Option<Duration> {
+        if attempts >= self.max_attempts {
+            return None;
+        }
+        if let Some(after) = retry_after {
+            return Some(after.min(self.cap));
+        }
+        let ceiling = self
+            .base
+            .saturating_mul(1u32 << attempts.saturating_sub(1).min(20))
+            .min(self.cap);
+        let ms = ceiling.as_millis() as u64;
+        Some(Duration::from_millis(
+            rand::thread_rng().gen_range(ms / 2..=ms.max(1)),
+        ))
     }
-    let ceiling = BACKOFF_BASE
-        .saturating_mul(1u32 << attempts.saturating_sub(1).min(20))
-        .min(BACKOFF_CAP);
-    let ms =
-        rand::thread_rng().gen_range(ceiling.as_millis() as u64 / 2..=ceiling.as_millis() as u64);
-    Some(Duration::from_millis(ms))
 }
 
 #[cfg(test)]
@@ -249,17 +279,18 @@ mod tests {
         for attempts in 1..MAX_ATTEMPTS {
             let ceiling = BACKOFF_BASE * (1 << (attempts - 1));
             for _ in 0..50 {
-                let d = next_attempt(attempts, None).unwrap();
+                let d = RetryPolicy::default().next_attempt(attempts, None).unwrap();
                 assert!(d <= ceiling && d >= ceiling / 2, "{attempts}: {d:?}");
             }
         }
-        assert_eq!(next_attempt(MAX_ATTEMPTS, None), None);
+        let policy = RetryPolicy::default();
+        assert_eq!(policy.next_attempt(MAX_ATTEMPTS, None), None);
         assert_eq!(
-            next_attempt(1, Some(Duration::from_secs(30))),
+            policy.next_attempt(1, Some(Duration::from_secs(30))),
             Some(Duration::from_secs(30))
         );
         assert_eq!(
-            next_attempt(1, Some(Duration::from_secs(1 << 20))),
+            policy.next_attempt(1, Some(Duration::from_secs(1 << 20))),
             Some(BACKOFF_CAP)
         );
     }

@@ -11,6 +11,7 @@
 
 pub mod audience;
 pub mod credentials;
+pub mod delivery;
 pub mod device;
 pub mod inbox;
 pub mod jobs;

@@ -17,6 +17,8 @@ use herald_core::hub::Admit;
 use herald_core::message::{now_millis, SharedMessage, StoredMessage};
 
 use crate::audience::Audience;
+use crate::delivery::payloads::{Payloads, PlatformOptions};
+use crate::delivery::{Delivery, MAX_ACK_WINDOW};
 use crate::device::check_device_id;
 use crate::tags::TagExpr;
 
@@ -94,6 +96,17 @@ pub struct PushBody {
     priority: Option<Priority>,
     #[serde(default)]
     id: Option<String>,
+    #[serde(default)]
+    delivery: Option<Delivery>,
+    /// Seconds (fractions allowed).
+    #[serde(default)]
+    ack_window: Option<f64>,
+    #[serde(default)]
+    apns: Option<herald_providers::apns::ApnsOptions>,
+    #[serde(default)]
+    fcm: Option<herald_providers::fcm::FcmOptions>,
+    #[serde(default)]
+    webpush: Option<herald_providers::webpush::WebPushOptions>,
 }
 
 /// A validated push, ready to store.
@@ -101,12 +114,18 @@ pub struct PushBody {
 pub struct Push {
     /// Who it is for.
     pub target: Target,
-    /// The publisher's idempotency key, if any.
-    pub id: Option<String>,
+    /// The push id: the publisher's idempotency key, or generated.
+    pub id: String,
     /// When it expires, milliseconds since the Unix epoch.
     pub expires: i64,
     /// The envelope stored in the log and delivered to devices as the message `data`.
     pub envelope: Bytes,
+    /// How it is delivered.
+    pub delivery: Delivery,
+    /// Its own ack window, milliseconds (`None`: the app's or the default).
+    pub ack_window_ms: Option<u64>,
+    /// Provider payloads (`None` for a `live` push).
+    pub payloads: Option<Payloads>,
 }
 
 #[derive(Serialize)]
@@ -190,7 +209,53 @@ impl PushBody {
         if let Some(id) = &self.id {
             herald_core::engine::check_message_id(id)?;
         }
+        let id = self
+            .id
+            .unwrap_or_else(|| format!("p-{}", hex::encode(rand::random::<[u8; 12]>())));
+        let delivery = self.delivery.unwrap_or(if self.notification.is_some() {
+            Delivery::Auto
+        } else {
+            Delivery::Live
+        });
+        let ack_window_ms = match self.ack_window {
+            None => None,
+            Some(s) if s > 0.0 && s <= MAX_ACK_WINDOW.as_secs_f64() => Some((s * 1000.0) as u64),
+            Some(_) => {
+                return Err(HeraldError::bad_request(format!(
+                    "\"ack_window\" must be more than 0 and at most {} seconds",
+                    MAX_ACK_WINDOW.as_secs()
+                )))
+            }
+        };
         let expires = now_ms.saturating_add((ttl * 1000) as i64);
+        let platforms = PlatformOptions {
+            apns: self.apns,
+            fcm: self.fcm,
+            webpush: self.webpush,
+        };
+        let payloads = if delivery == Delivery::Live {
+            let p = &platforms;
+            if p.apns.is_some() || p.fcm.is_some() || p.webpush.is_some() {
+                return Err(HeraldError::bad_request(
+                    "\"apns\", \"fcm\" and \"webpush\" options need \"delivery\": \"auto\" or \"provider\"",
+                ));
+            }
+            None
+        } else {
+            let n = self.notification.as_ref();
+            let common = herald_providers::common::Common {
+                title: n.and_then(|n| n.title.as_deref()),
+                body: n.and_then(|n| n.body.as_deref()),
+                badge: n.and_then(|n| n.badge),
+                sound: n.and_then(|n| n.sound.as_deref()),
+                data: self.data.as_deref(),
+                collapse_key: self.collapse_key.as_deref(),
+                high_priority: self.priority.map(|p| p == Priority::High),
+                expires_ms: expires,
+                push_id: &id,
+            };
+            Some(Payloads::render(&platforms, &common)?)
+        };
         let envelope = serde_json::to_vec(&Envelope {
             data: self.data.as_deref(),
             notification: self.notification.as_ref(),
@@ -214,9 +279,12 @@ impl PushBody {
         }
         Ok(Push {
             target,
-            id: self.id,
+            id,
             expires,
             envelope: Bytes::from(envelope),
+            delivery,
+            ack_window_ms,
+            payloads,
         })
     }
 }

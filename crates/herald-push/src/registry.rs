@@ -100,8 +100,16 @@ pub trait DeviceRegistry: Send + Sync {
     /// `false` if the device's cursor was no longer `ack.from` (nothing changed).
     async fn ack(&self, app: &AppId, device: &str, ack: &Ack) -> Result<bool, StoreError>;
 
-    /// Records a new push (no-op if its id is already recorded).
-    async fn record_push(&self, app: &AppId, receipt: &Receipt) -> Result<(), StoreError>;
+    /// Records a new push (no-op if its id is already recorded), with its delivery record
+    /// (`crate::delivery::record::DeliveryRecord`, encoded) when it has provider pushes.
+    async fn record_push(
+        &self,
+        app: &AppId,
+        receipt: &Receipt,
+        delivery: Option<&[u8]>,
+    ) -> Result<(), StoreError>;
+    /// A push's delivery record as [`DeviceRegistry::record_push`] stored it.
+    async fn delivery_record(&self, app: &AppId, id: &str) -> Result<Option<Vec<u8>>, StoreError>;
     /// Sets how many devices a push was for.
     async fn set_targeted(&self, app: &AppId, id: &str, targeted: u64) -> Result<(), StoreError>;
     /// A push's receipt as stored (`pending`/`expired` not yet settled).

@@ -59,6 +59,9 @@ pub enum ServerError {
     },
     /// A listener could not be bound; `what` is empty for HTTP, else ` (meteor)` or
     /// ` (meteor-control)`.
+    /// The provider credentials key is not usable.
+    #[error("the provider credentials key is not usable: {0}")]
+    CredentialsKey(String),
     #[error("cannot listen on {addr}{what}")]
     Listen {
         /// The address asked for.

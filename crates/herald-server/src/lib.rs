@@ -26,9 +26,9 @@ mod usage_writer;
 mod wiring;
 
 pub use error::ServerError;
-pub use secrets::{read_secret_file, TOKEN_SECRET_FILE};
+pub use secrets::{read_secret_file, CREDENTIALS_KEY_FILE, TOKEN_SECRET_FILE};
 pub use server::{Addresses, RunningServer, Server, ServerBuilder};
-pub use settings::{MeteorPorts, ServerSettings};
+pub use settings::{MeteorPorts, ProviderSettings, ServerSettings};
 
 /// The types a [`ServerSettings`] is made of, from the crates that own them, so a program that
 /// configures a server (the `herald` binary) needs no other Herald crate.
@@ -37,5 +37,8 @@ pub mod vocabulary {
     pub use herald_core::namespace::{NamespaceOptions, Namespaces};
     pub use herald_edge::EdgeSettings;
     pub use herald_meteor::MeteorConf;
+    pub use herald_providers::webpush::VapidKeys;
+    pub use herald_push::delivery::senders::ProviderEndpoints;
+    pub use herald_push::delivery::worker::DeliveryConfig;
     pub use herald_store::{SqliteOptions, SyncMode};
 }

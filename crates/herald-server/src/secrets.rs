@@ -1,5 +1,6 @@
-//! The client-token secret kept in the data directory: read when the settings give none, and
-//! generated (and written readable by the owner only) on the first start.
+//! The secrets kept in the data directory (the client-token secret, the key that seals provider
+//! credentials): read when the settings give none, and generated (and written readable by the
+//! owner only) on the first start.
 
 use std::path::Path;
 
@@ -10,6 +11,32 @@ use crate::settings::ServerSettings;
 
 /// Name of the file in the data directory that holds the generated token secret.
 pub const TOKEN_SECRET_FILE: &str = "token-secret";
+
+/// Name of the file in the data directory that holds the generated credentials key.
+pub const CREDENTIALS_KEY_FILE: &str = "credentials-key";
+
+/// The key that seals provider credentials: configured, or read from (or first generated into)
+/// the data directory. Losing it makes the stored credentials unreadable (set them again).
+pub(crate) fn credentials_key(settings: &ServerSettings) -> Result<String, ServerError> {
+    if let Some(key) = &settings.providers.credentials_key {
+        return Ok(key.clone());
+    }
+    let path = settings.data.join(CREDENTIALS_KEY_FILE);
+    let found = read_secret_file(&path).map_err(|source| ServerError::ReadSecret {
+        path: path.clone(),
+        source,
+    })?;
+    if let Some(key) = found {
+        return Ok(key);
+    }
+    let key = herald_push::credentials::sealer::generate_key();
+    write_private(&path, &key).map_err(|source| ServerError::WriteSecret {
+        path: path.clone(),
+        source,
+    })?;
+    tracing::info!(path = %path.display(), "generated a provider credentials key");
+    Ok(key)
+}
 
 /// Reads a secret file written by the server (trimmed); `Ok(None)` if it does not exist or is
 /// empty.

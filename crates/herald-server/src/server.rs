@@ -109,6 +109,7 @@ async fn assemble(
     };
     let generated_api_key = parts.publisher_keys(&settings).await?;
     let router = parts.router(&settings, edge.clone(), metrics);
+    parts.start_delivery(shutdown);
 
     let background = TaskTracker::new();
     background.spawn(write_usage(

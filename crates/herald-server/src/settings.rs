@@ -9,6 +9,8 @@ use std::time::Duration;
 use herald_core::namespace::Namespaces;
 use herald_edge::EdgeSettings;
 use herald_meteor::MeteorConf;
+use herald_push::delivery::senders::ProviderEndpoints;
+use herald_push::delivery::worker::DeliveryConfig;
 use herald_store::SqliteOptions;
 
 /// Everything a [`crate::Server`] needs to start. `Debug` leaves the secrets out.
@@ -37,6 +39,33 @@ pub struct ServerSettings {
     pub namespaces: Namespaces,
     /// Meteor's subscriber and controller ports (off unless an address is set).
     pub meteor: MeteorPorts,
+    /// Provider delivery: the credentials key, provider endpoints, the worker's settings.
+    pub providers: ProviderSettings,
+}
+
+/// Provider delivery settings. `Debug` leaves the credentials key out.
+#[derive(Clone, Default)]
+pub struct ProviderSettings {
+    /// Key (64 hex digits) that seals provider credentials at rest; `None` uses (or first
+    /// generates) [`crate::CREDENTIALS_KEY_FILE`] in the data directory.
+    pub credentials_key: Option<String>,
+    /// Where provider connections go (overrides for mocks and proxies) and how many.
+    pub endpoints: ProviderEndpoints,
+    /// How the delivery worker leases, batches and times out.
+    pub delivery: DeliveryConfig,
+}
+
+impl std::fmt::Debug for ProviderSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderSettings")
+            .field(
+                "credentials_key",
+                &self.credentials_key.as_ref().map(|_| "<set>"),
+            )
+            .field("endpoints", &self.endpoints)
+            .field("delivery", &self.delivery)
+            .finish()
+    }
 }
 
 impl ServerSettings {
@@ -53,6 +82,7 @@ impl ServerSettings {
             shutdown_grace: Duration::from_secs(10),
             namespaces: Namespaces::default(),
             meteor: MeteorPorts::default(),
+            providers: ProviderSettings::default(),
         }
     }
 }
@@ -71,6 +101,7 @@ impl std::fmt::Debug for ServerSettings {
             .field("shutdown_grace", &self.shutdown_grace)
             .field("namespaces", &self.namespaces)
             .field("meteor", &self.meteor)
+            .field("providers", &self.providers)
             .finish()
     }
 }

@@ -2,7 +2,8 @@
 //! (through [`Engine::open_with_bus`], so the store's commits reach the engine's own hub through
 //! the [`LocalBus`]), the caches of apps' keys, client-token secrets, limits and usage counters
 //! (loaded from the store at start, then kept up to date by the bus's events), device inboxes,
-//! the transports' [`Edge`], the publisher API and the HTTP router that joins them.
+//! the provider delivery worker, the transports' [`Edge`], the publisher API and the HTTP
+//! router that joins them.
 
 use std::sync::Arc;
 
@@ -19,6 +20,12 @@ use herald_core::usage::UsageMeter;
 use herald_core::wiring::OpenError;
 use herald_core::{Engine, ErrorCode, HeraldError};
 use herald_edge::{Edge, KeepAlive};
+use herald_push::credentials::sealer::Sealer;
+use herald_push::credentials::CredentialStore;
+use herald_push::delivery::senders::Senders;
+use herald_push::delivery::stats::WorkerStats;
+use herald_push::delivery::worker::Deliverer;
+use herald_push::jobs::JobQueue;
 use herald_push::{DeviceRegistry, Inbox};
 use herald_store::SqliteLog;
 use metrics_exporter_prometheus::PrometheusHandle;
@@ -26,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::error::ServerError;
-use crate::secrets::token_secret;
+use crate::secrets::{credentials_key, token_secret};
 use crate::settings::ServerSettings;
 
 /// The parts every listener shares, built over one store.
@@ -49,6 +56,12 @@ pub(crate) struct Parts {
     pub usage: Arc<UsageMeter>,
     /// Pushes and device inboxes.
     pub inbox: Arc<Inbox>,
+    /// Provider credentials (the same store).
+    pub credentials: Arc<dyn CredentialStore>,
+    /// The provider delivery worker (started by [`Parts::start_delivery`]).
+    pub deliverer: Arc<Deliverer>,
+    /// The worker's task, awaited by [`Parts::close`] before the store closes.
+    delivery_task: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl Parts {
@@ -114,12 +127,31 @@ impl Parts {
             usage.clone(),
             settings.edge.max_frame_bytes,
         ));
-        let inbox = Arc::new(Inbox::new(
-            publisher.clone(),
-            devices.clone(),
-            usage.clone(),
+        let sealer = Sealer::new(&credentials_key(settings)?)
+            .map_err(|e| ServerError::CredentialsKey(e.to_string()))?;
+        let credentials: Arc<dyn CredentialStore> = store.clone();
+        let queue: Arc<dyn JobQueue> = store.clone();
+        let senders = Arc::new(Senders::new(
+            credentials.clone(),
+            Arc::new(sealer),
+            settings.providers.endpoints.clone(),
         ));
+        let deliverer = Arc::new(Deliverer::new(
+            queue,
+            devices.clone(),
+            engine.clone(),
+            senders,
+            Arc::new(WorkerStats::default()),
+            settings.providers.delivery.clone(),
+        ));
+        let inbox = Arc::new(
+            Inbox::new(publisher.clone(), devices.clone(), usage.clone())
+                .with_delivery(deliverer.clone()),
+        );
         Ok(Parts {
+            credentials,
+            deliverer,
+            delivery_task: parking_lot::Mutex::new(None),
             engine,
             store,
             tenancy: registry,
@@ -130,6 +162,13 @@ impl Parts {
             usage,
             inbox,
         })
+    }
+
+    /// Starts the provider delivery worker; it stops at `shutdown`, finishing the batch it is
+    /// sending.
+    pub(crate) fn start_delivery(&self, shutdown: &CancellationToken) {
+        let task = tokio::spawn(self.deliverer.clone().run(shutdown.clone()));
+        *self.delivery_task.lock() = Some(task);
     }
 
     /// The transports' shared state; starts the keep-alive clock, which stops at `shutdown`.
@@ -210,6 +249,8 @@ impl Parts {
             bus: self.bus.clone(),
             max_message_bytes: settings.edge.max_frame_bytes,
             metrics: Arc::new(move || metrics.render()),
+            credentials: self.credentials.clone(),
+            deliverer: self.deliverer.clone(),
         });
         herald_edge::router(edge)
             .merge(herald_api::router(api))
@@ -220,6 +261,12 @@ impl Parts {
     /// Waits for the work pushes left running (audience counts), then closes the store (after
     /// its last commits).
     pub(crate) async fn close(&self) {
+        let task = self.delivery_task.lock().take();
+        if let Some(task) = task {
+            if let Err(e) = task.await {
+                tracing::error!(error = %e, "the delivery worker failed");
+            }
+        }
         self.inbox.close().await;
         self.store.close().await;
     }

@@ -381,6 +381,9 @@ impl DeviceRegistry for SqliteLog {
                             delivered: r.get::<_, i64>(3)? as u64,
                             pending: 0,
                             expired: 0,
+                            delivery: None,
+                            providers: None,
+                            devices: None,
                         })
                     },
                 )

@@ -2,11 +2,14 @@
 //! as `error: ...`; invalid configuration exits with code 2, other failures with 1.
 
 mod config_check;
+mod jobs;
+mod providers;
 mod publish;
 mod push;
 mod serve;
 mod subscribe;
 mod token;
+mod vapid;
 mod version;
 
 use std::process::ExitCode;
@@ -58,6 +61,15 @@ enum Command {
     /// Subscribe to channels over WebSocket and print messages as JSON lines.
     #[command(after_help = subscribe::EXAMPLES)]
     Subscribe(subscribe::SubscribeArgs),
+    /// An app's provider credentials (APNs, FCM, Web Push).
+    #[command(subcommand, after_help = providers::EXAMPLES)]
+    Providers(providers::ProvidersCommand),
+    /// Make a VAPID key pair for Web Push.
+    #[command(after_help = vapid::EXAMPLES)]
+    Vapid,
+    /// The provider job queue: worker statistics, dead letters.
+    #[command(subcommand, after_help = jobs::EXAMPLES)]
+    Jobs(jobs::JobsCommand),
     /// Load and burn-in tests (docs/benchmarks.md): `herald bench <scenario> --spawn`.
     Bench(herald_bench::BenchArgs),
 }
@@ -73,6 +85,9 @@ pub async fn main() -> ExitCode {
         Command::Publish(args) => publish::run(args).await,
         Command::Push(args) => push::run(args).await,
         Command::Subscribe(args) => subscribe::run(args).await,
+        Command::Providers(cmd) => providers::run(cmd).await,
+        Command::Vapid => vapid::run(),
+        Command::Jobs(cmd) => jobs::run(cmd).await,
         Command::Bench(args) => herald_bench::run(args).await.map(|()| ExitCode::SUCCESS),
     };
     match outcome {

@@ -2,8 +2,8 @@
 //! ([`herald_server`]), prints where it listens, and on SIGTERM or Ctrl-C shuts it down
 //! (connections drained, each told why, before the store closes).
 
-use herald_server::vocabulary::EdgeSettings;
-use herald_server::{MeteorPorts, Server, ServerSettings};
+use herald_server::vocabulary::{DeliveryConfig, EdgeSettings, ProviderEndpoints};
+use herald_server::{MeteorPorts, ProviderSettings, Server, ServerSettings};
 
 use crate::config::Config;
 
@@ -57,6 +57,17 @@ fn settings(config: &Config) -> ServerSettings {
             conf: meteor.conf.clone(),
             document_root: meteor.document_root.clone(),
             control_password: meteor.control_password.clone(),
+        },
+        providers: ProviderSettings {
+            credentials_key: config.providers.credentials_key.clone(),
+            endpoints: ProviderEndpoints {
+                apns_url: config.providers.apns_url.clone(),
+                fcm_url: config.providers.fcm_url.clone(),
+                fcm_token_url: config.providers.fcm_token_url.clone(),
+                extra_ca_pem: config.providers.ca_pem.clone(),
+                connections: config.providers.connections,
+            },
+            delivery: DeliveryConfig::default(),
         },
     }
 }

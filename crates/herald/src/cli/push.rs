@@ -16,6 +16,7 @@ Examples:
   herald push --user alice --title 'Your order shipped' --body 'Arriving Tuesday'
   herald push --tags 'sports AND (uk OR ie) AND NOT muted' '{\"score\":\"2-1\"}' --collapse-key score
   herald push --all 'maintenance at 22:00' --ttl 3600 --id maint-2026-11-22
+  herald push --user alice --title 'Sale' --delivery auto --ack-window 3
 
 Exactly one of --device, --user, --tags, --all. DATA is JSON if it parses, else a JSON string.
 Prints the server's answer ({\"id\":...,\"targeted\":...}); follow it with GET /v1/push/{id}.";
@@ -53,6 +54,13 @@ pub struct PushArgs {
     /// Idempotency key: the same key twice stores the push once
     #[arg(long, value_name = "KEY")]
     pub id: Option<String>,
+    /// live (connections only), provider (APNs/FCM/Web Push at once) or auto (live first, the
+    /// provider if not acknowledged in time); default auto with --title/--body, else live
+    #[arg(long, value_parser = ["live", "provider", "auto"])]
+    pub delivery: Option<String>,
+    /// Seconds an auto push waits for a connected device's ack before its provider push
+    #[arg(long, value_name = "SECS")]
+    pub ack_window: Option<f64>,
     /// Server URL
     #[arg(long, env = "HERALD_URL", default_value = DEFAULT_URL, value_name = "URL")]
     pub url: String,
@@ -94,6 +102,12 @@ fn body(args: &PushArgs) -> Value {
     }
     if let Some(k) = &args.collapse_key {
         body.insert("collapse_key".into(), json!(k));
+    }
+    if let Some(d) = &args.delivery {
+        body.insert("delivery".into(), json!(d));
+    }
+    if let Some(w) = args.ack_window {
+        body.insert("ack_window".into(), json!(w));
     }
     Value::Object(body)
 }

@@ -114,6 +114,12 @@ pub(super) const KEYS: &[Key] = &[
         &["HERALD_METEOR_CONTROL_PASSWORD"],
     )
     .secret(),
+    key("credentials_key", &["HERALD_CREDENTIALS_KEY"]).secret(),
+    key("apns_url", &["HERALD_APNS_URL"]),
+    key("fcm_url", &["HERALD_FCM_URL"]),
+    key("fcm_token_url", &["HERALD_FCM_TOKEN_URL"]),
+    key("provider_ca_file", &["HERALD_PROVIDER_CA_FILE"]),
+    key("provider_connections", &["HERALD_PROVIDER_CONNECTIONS"]),
 ];
 
 /// The keys of one `[[namespaces]]` entry.
@@ -199,6 +205,19 @@ impl Layers {
                 "meteor_control_password",
                 "--meteor-control-password",
                 flags.meteor_control_password.clone(),
+            ),
+            (
+                "credentials_key",
+                "--credentials-key",
+                flags.credentials_key.clone(),
+            ),
+            ("apns_url", "--apns-url", flags.apns_url.clone()),
+            ("fcm_url", "--fcm-url", flags.fcm_url.clone()),
+            ("fcm_token_url", "--fcm-token-url", flags.fcm_token_url.clone()),
+            (
+                "provider_ca_file",
+                "--provider-ca-file",
+                path(&flags.provider_ca_file),
             ),
         ];
         for (key, flag, value) in flag_values {

@@ -12,6 +12,7 @@
 mod file;
 mod layers;
 mod meteor;
+mod providers;
 mod redacted;
 mod validate;
 
@@ -87,6 +88,44 @@ pub struct ConfigFlags {
     /// [env: HERALD_METEOR_CONTROL_PASSWORD]
     #[arg(long, value_name = "PASSWORD")]
     pub meteor_control_password: Option<String>,
+    /// Key (64 hex digits) sealing provider credentials at rest
+    /// [env: HERALD_CREDENTIALS_KEY] (default: generated into <data>/credentials-key)
+    #[arg(long, value_name = "HEX")]
+    pub credentials_key: Option<String>,
+    /// Send APNs pushes to this https:// base URL instead of Apple's (a mock or a proxy)
+    /// [env: HERALD_APNS_URL]
+    #[arg(long, value_name = "URL")]
+    pub apns_url: Option<String>,
+    /// Send FCM pushes to this https:// base URL instead of Google's [env: HERALD_FCM_URL]
+    #[arg(long, value_name = "URL")]
+    pub fcm_url: Option<String>,
+    /// Fetch FCM access tokens from this URL instead of the service account's token_uri
+    /// [env: HERALD_FCM_TOKEN_URL]
+    #[arg(long, value_name = "URL")]
+    pub fcm_token_url: Option<String>,
+    /// Also trust the PEM certificates in this file for provider connections (a mock's)
+    /// [env: HERALD_PROVIDER_CA_FILE]
+    #[arg(long, value_name = "PATH")]
+    pub provider_ca_file: Option<PathBuf>,
+}
+
+/// Provider delivery settings. No `Debug`: it holds the credentials key.
+#[derive(Clone, Default)]
+pub struct ProvidersConfig {
+    /// Seals provider credentials; `None`: generated into the data directory.
+    pub credentials_key: Option<String>,
+    /// APNs base URL override.
+    pub apns_url: Option<String>,
+    /// FCM base URL override.
+    pub fcm_url: Option<String>,
+    /// FCM token URL override.
+    pub fcm_token_url: Option<String>,
+    /// Extra CA file for provider connections.
+    pub ca_file: Option<PathBuf>,
+    /// Its certificates, read at load.
+    pub ca_pem: Option<Vec<u8>>,
+    /// HTTP/2 connections per provider and app.
+    pub connections: usize,
 }
 
 /// The Meteor ports' settings. No `Debug`: it holds the controller password.
@@ -199,6 +238,8 @@ pub struct Config {
     pub namespaces: Vec<(String, NamespaceSettings)>,
     /// Meteor compatibility ports.
     pub meteor: MeteorConfig,
+    /// Provider delivery.
+    pub providers: ProvidersConfig,
     sources: BTreeMap<String, Source>,
 }
 

@@ -78,6 +78,36 @@ impl Config {
                 secret(&m.control_password),
                 "controllers need no password",
             ),
+            (
+                "credentials_key",
+                secret(&self.providers.credentials_key),
+                "generated into <data>/credentials-key",
+            ),
+            (
+                "apns_url",
+                self.providers.apns_url.as_deref().and_then(text),
+                "Apple's production or sandbox host, as each app's credentials say",
+            ),
+            (
+                "fcm_url",
+                self.providers.fcm_url.as_deref().and_then(text),
+                "https://fcm.googleapis.com",
+            ),
+            (
+                "fcm_token_url",
+                self.providers.fcm_token_url.as_deref().and_then(text),
+                "the service account's token_uri",
+            ),
+            (
+                "provider_ca_file",
+                path(&self.providers.ca_file),
+                "only the public web roots are trusted",
+            ),
+            (
+                "provider_connections",
+                int(self.providers.connections as u64),
+                "",
+            ),
             ("history.size", int(h.history_size), ""),
             ("history.age", dur(h.history_age), ""),
             (
@@ -141,6 +171,15 @@ impl fmt::Debug for Config {
                 "meteor_control_password",
                 &redact(&self.meteor.control_password),
             )
+            .field(
+                "credentials_key",
+                &redact(&self.providers.credentials_key),
+            )
+            .field("apns_url", &self.providers.apns_url)
+            .field("fcm_url", &self.providers.fcm_url)
+            .field("fcm_token_url", &self.providers.fcm_token_url)
+            .field("provider_ca_file", &self.providers.ca_file)
+            .field("provider_connections", &self.providers.connections)
             .finish()
     }
 }

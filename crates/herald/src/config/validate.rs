@@ -76,6 +76,7 @@ impl Layers {
         let mut history = history;
         let mut sources = self.sources();
         let meteor = self.meteor(&mut history, &mut sources)?;
+        let providers = self.providers()?;
         Ok(Config {
             listen: self.get("listen", default_listen, |r| {
                 text(r)?
@@ -119,6 +120,7 @@ impl Layers {
             namespaces: self.namespace_list(&history)?,
             history,
             meteor,
+            providers,
             config_file,
             sources,
         })

@@ -1,6 +1,10 @@
-//! Where an app's provider credentials are kept: sealed (encrypted by the server, see
-//! `herald-push`'s sealing in the server wiring) before the store sees them, so the store holds
-//! only ciphertext and the public part a client may read (the VAPID public key, the APNs key id).
+//! An app's provider credentials: what an admin gives ([`input`]), how they are sealed before
+//! the store sees them ([`sealer`]), and where they are kept ([`CredentialStore`]): the store
+//! holds only ciphertext and the public part anyone may read (the VAPID public key, the APNs
+//! key id).
+
+pub mod input;
+pub mod sealer;
 
 use async_trait::async_trait;
 use herald_core::log::StoreError;

@@ -1,0 +1,149 @@
+//! The provider job queue as an app sees it (its own publisher key): worker statistics and
+//! queue depth at `GET /v1/jobs/stats`, dead letters at `GET /v1/jobs/dead`, and
+//! `POST /v1/jobs/{id}/replay` / `DELETE /v1/jobs/{id}` to retry or drop one.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use herald_core::message::now_millis;
+use herald_core::tenant::AppId;
+use herald_core::{ErrorCode, HeraldError};
+use herald_push::jobs::JobKind;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::error::ApiError;
+use crate::Api;
+
+/// Most dead letters one page lists.
+const MAX_PAGE: usize = 1000;
+
+/// Worker figures and queue depth of `app`, per provider: what `GET /v1/jobs/stats` and the
+/// app's stats show.
+pub(crate) async fn provider_stats(api: &Api, app: &AppId) -> Result<Value, HeraldError> {
+    let depth = api
+        .deliverer
+        .queue()
+        .depth(Some(app))
+        .await
+        .map_err(HeraldError::from)?;
+    let figures = api.deliverer.stats().figures(Some(app));
+    let now = now_millis();
+    let mut out = serde_json::Map::new();
+    for (_, provider, f) in figures {
+        out.insert(provider.as_str().into(), json!(f));
+    }
+    for d in depth {
+        let name = d.provider.map_or("expand", |p| p.as_str());
+        let entry = out.entry(name.to_string()).or_insert_with(|| json!({}));
+        if let Some(map) = entry.as_object_mut() {
+            map.insert("queued".into(), json!(d.queued));
+            map.insert("dead".into(), json!(d.dead));
+            map.insert(
+                "oldest_age_ms".into(),
+                json!(d.oldest_ms.map(|t| (now - t).max(0))),
+            );
+        }
+    }
+    Ok(Value::Object(out))
+}
+
+/// `GET /v1/jobs/stats`.
+pub async fn stats(State(api): State<Arc<Api>>, headers: HeaderMap) -> Result<Response, ApiError> {
+    let app = api.authorize(&headers)?;
+    let providers = provider_stats(&api, &app).await?;
+    Ok(axum::Json(json!({ "app": app, "providers": providers })).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeadQuery {
+    #[serde(default)]
+    after: Option<i64>,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+/// `GET /v1/jobs/dead?after=ID&limit=N`.
+pub async fn dead(
+    State(api): State<Arc<Api>>,
+    headers: HeaderMap,
+    Query(q): Query<DeadQuery>,
+) -> Result<Response, ApiError> {
+    let app = api.authorize(&headers)?;
+    let limit = q.limit.unwrap_or(100).clamp(1, MAX_PAGE);
+    let letters = api
+        .deliverer
+        .queue()
+        .dead_letters(&app, q.after, limit)
+        .await
+        .map_err(HeraldError::from)?;
+    let jobs: Vec<Value> = letters
+        .iter()
+        .map(|d| {
+            let (kind, device) = match &d.job.kind {
+                JobKind::Send { device } => ("send", Some(device.as_str())),
+                JobKind::Expand { .. } => ("expand", None),
+            };
+            json!({
+                "id": d.id,
+                "push": d.job.push,
+                "kind": kind,
+                "provider": d.job.provider.map(|p| p.as_str()),
+                "device": device,
+                "attempts": d.attempts,
+                "reason": d.reason,
+                "died": d.died_ms,
+            })
+        })
+        .collect();
+    let next = (letters.len() == limit).then(|| letters.last().map(|d| d.id));
+    Ok(axum::Json(json!({ "jobs": jobs, "next": next.flatten() })).into_response())
+}
+
+fn not_dead(id: i64) -> HeraldError {
+    HeraldError::new(
+        ErrorCode::NotFound,
+        format!("no dead letter {id} in this app"),
+    )
+}
+
+/// `POST /v1/jobs/{id}/replay`: the dead letter is queued again, due now, attempts reset.
+pub async fn replay(
+    State(api): State<Arc<Api>>,
+    Path(id): Path<i64>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let app = api.authorize(&headers)?;
+    let queue = api.deliverer.queue();
+    if !queue
+        .replay(&app, id, now_millis())
+        .await
+        .map_err(HeraldError::from)?
+    {
+        return Err(not_dead(id).into());
+    }
+    api.deliverer.wake();
+    Ok((StatusCode::ACCEPTED, axum::Json(json!({ "id": id, "state": "queued" }))).into_response())
+}
+
+/// `DELETE /v1/jobs/{id}`: drops a dead letter.
+pub async fn drop_dead(
+    State(api): State<Arc<Api>>,
+    Path(id): Path<i64>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let app = api.authorize(&headers)?;
+    if !api
+        .deliverer
+        .queue()
+        .drop_dead(&app, id)
+        .await
+        .map_err(HeraldError::from)?
+    {
+        return Err(not_dead(id).into());
+    }
+    Ok(StatusCode::NO_CONTENT.into_response())
+}

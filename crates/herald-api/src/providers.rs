@@ -1,0 +1,187 @@
+//! Provider credentials of an app (the admin key or the app's own key):
+//! `GET /v1/apps/{id}/providers`, `PUT`/`GET`/`DELETE /v1/apps/{id}/providers/{provider}`.
+//! Credentials are checked, sealed with the server's credentials key and stored; answers show
+//! only their public part. `GET /v1/apps/{id}/vapid-public-key` needs no key: a web page reads
+//! it to subscribe (`applicationServerKey`).
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use herald_core::message::now_millis;
+use herald_core::tenant::AppId;
+use herald_core::{ErrorCode, HeraldError};
+use herald_push::credentials::input::ProviderCredentials;
+use herald_push::credentials::StoredCredentials;
+use herald_push::device::Platform;
+use serde_json::{json, Value};
+
+use crate::error::ApiError;
+use crate::publish::read_body;
+use crate::Api;
+
+/// Largest credentials body (a certificate chain with its key fits easily).
+const MAX_CREDENTIALS_BYTES: usize = 64 * 1024;
+
+fn params(app: &str, provider: Option<&str>) -> Result<(AppId, Option<Platform>), HeraldError> {
+    let app = AppId::parse(app)?;
+    let provider = match provider {
+        None => None,
+        Some(p) => match Platform::parse(p) {
+            Ok(Platform::Herald) | Err(_) => {
+                return Err(HeraldError::new(
+                    ErrorCode::NotFound,
+                    format!("no provider {p:?}: use apns, fcm or webpush"),
+                ))
+            }
+            Ok(p) => Some(p),
+        },
+    };
+    Ok((app, provider))
+}
+
+async fn app_exists(api: &Api, app: &AppId) -> Result<(), HeraldError> {
+    match api.tenancy.app(app).await.map_err(HeraldError::from)? {
+        Some(_) => Ok(()),
+        None => Err(HeraldError::new(ErrorCode::NotFound, format!("no app {app}"))),
+    }
+}
+
+fn shown(stored: &StoredCredentials) -> Value {
+    let mut public: Value = serde_json::from_str(&stored.public).unwrap_or_else(|_| json!({}));
+    if let Some(map) = public.as_object_mut() {
+        map.insert("updated".into(), json!(stored.updated_ms));
+    }
+    public
+}
+
+/// `PUT /v1/apps/{id}/providers/{provider}`: sets (replaces) the app's credentials.
+pub async fn put(
+    State(api): State<Arc<Api>>,
+    Path((app, provider)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let (app, provider) = params(&app, Some(&provider))?;
+    let provider = provider.expect("a provider was given");
+    api.authorize_app_or_admin(&headers, &app)?;
+    app_exists(&api, &app).await?;
+    let body = read_body(body, MAX_CREDENTIALS_BYTES).await?;
+    let credentials = ProviderCredentials::parse(provider, &body)?;
+    let stored = StoredCredentials {
+        provider,
+        sealed: api
+            .deliverer
+            .senders()
+            .sealer()
+            .seal(&app, provider, &credentials.secret()),
+        public: credentials.public().to_string(),
+        updated_ms: now_millis(),
+    };
+    let existed = api
+        .credentials
+        .credentials(&app, provider)
+        .await
+        .map_err(HeraldError::from)?
+        .is_some();
+    api.credentials
+        .put_credentials(&app, stored.clone())
+        .await
+        .map_err(HeraldError::from)?;
+    api.deliverer.senders().forget(&app, provider);
+    let status = if existed {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    Ok((status, axum::Json(shown(&stored))).into_response())
+}
+
+/// `GET /v1/apps/{id}/providers/{provider}`: the public part of the app's credentials.
+pub async fn get(
+    State(api): State<Arc<Api>>,
+    Path((app, provider)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let (app, provider) = params(&app, Some(&provider))?;
+    let provider = provider.expect("a provider was given");
+    api.authorize_app_or_admin(&headers, &app)?;
+    let stored = api
+        .credentials
+        .credentials(&app, provider)
+        .await
+        .map_err(HeraldError::from)?
+        .ok_or_else(|| {
+            HeraldError::new(
+                ErrorCode::NotFound,
+                format!("app {app} has no {} credentials", provider.as_str()),
+            )
+        })?;
+    Ok(axum::Json(shown(&stored)).into_response())
+}
+
+/// `GET /v1/apps/{id}/providers`: every provider the app has credentials for.
+pub async fn list(
+    State(api): State<Arc<Api>>,
+    Path(app): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let (app, _) = params(&app, None)?;
+    api.authorize_app_or_admin(&headers, &app)?;
+    app_exists(&api, &app).await?;
+    let all = api
+        .credentials
+        .all_credentials(&app)
+        .await
+        .map_err(HeraldError::from)?;
+    let providers: Vec<Value> = all.iter().map(shown).collect();
+    Ok(axum::Json(json!({ "providers": providers })).into_response())
+}
+
+/// `DELETE /v1/apps/{id}/providers/{provider}`.
+pub async fn delete(
+    State(api): State<Arc<Api>>,
+    Path((app, provider)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let (app, provider) = params(&app, Some(&provider))?;
+    let provider = provider.expect("a provider was given");
+    api.authorize_app_or_admin(&headers, &app)?;
+    let removed = api
+        .credentials
+        .delete_credentials(&app, provider)
+        .await
+        .map_err(HeraldError::from)?;
+    api.deliverer.senders().forget(&app, provider);
+    if !removed {
+        return Err(HeraldError::new(
+            ErrorCode::NotFound,
+            format!("app {app} has no {} credentials", provider.as_str()),
+        )
+        .into());
+    }
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// `GET /v1/apps/{id}/vapid-public-key` (no key needed): `{"public_key": "..."}`.
+pub async fn vapid_public_key(
+    State(api): State<Arc<Api>>,
+    Path(app): Path<String>,
+) -> Result<Response, ApiError> {
+    let (app, _) = params(&app, None)?;
+    let stored = api
+        .credentials
+        .credentials(&app, Platform::Webpush)
+        .await
+        .map_err(HeraldError::from)?
+        .ok_or_else(|| {
+            HeraldError::new(
+                ErrorCode::NotFound,
+                format!("app {app} has no Web Push (VAPID) key"),
+            )
+        })?;
+    let public = shown(&stored);
+    Ok(axum::Json(json!({ "public_key": public["public_key"] })).into_response())
+}

@@ -1,0 +1,179 @@
+//! What the delivery workers did, per app and provider, as Urban Airship's queue workers
+//! reported it: sends, successes, failures by reason, retries, and the time a send took
+//! (average and 95th percentile, from a log-scale histogram kept in memory since start).
+//! Each event is also a Prometheus metric labelled by app, provider and result (never by
+//! device or token). Queue depth and the oldest job's age come from the queue itself
+//! ([`crate::jobs::JobQueue::depth`]).
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use serde::Serialize;
+
+use herald_core::tenant::AppId;
+
+use crate::device::Platform;
+
+/// Histogram buckets: bucket `i` holds times up to `FIRST_BUCKET_US * GROWTH^i`.
+const BUCKETS: usize = 64;
+const FIRST_BUCKET_US: f64 = 50.0;
+const GROWTH: f64 = 1.25;
+
+#[derive(Default)]
+struct Counters {
+    sends: u64,
+    successes: u64,
+    failures: BTreeMap<String, u64>,
+    retries: u64,
+    total_us: u64,
+    buckets: Vec<u64>,
+}
+
+/// One app and provider's figures.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ProviderFigures {
+    /// Sends that got an answer (or failed to connect).
+    pub sends: u64,
+    /// Accepted by the provider.
+    pub successes: u64,
+    /// Failed for good, by reason.
+    pub failures: BTreeMap<String, u64>,
+    /// Sends that will be tried again.
+    pub retries: u64,
+    /// Mean time a send took, milliseconds.
+    pub avg_ms: f64,
+    /// 95th percentile of the time a send took, milliseconds (bucket upper bound, within 25%).
+    pub p95_ms: f64,
+}
+
+/// Worker figures for every app and provider.
+#[derive(Default)]
+pub struct WorkerStats {
+    by: Mutex<HashMap<(AppId, Platform), Counters>>,
+}
+
+/// How one send ended, for the figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendResult<'a> {
+    /// Accepted.
+    Success,
+    /// Failed for good with this reason.
+    Failure(&'a str),
+    /// Will be retried (this reason).
+    Retry(&'a str),
+}
+
+fn bucket_of(us: u64) -> usize {
+    let mut bound = FIRST_BUCKET_US;
+    for i in 0..BUCKETS {
+        if (us as f64) <= bound {
+            return i;
+        }
+        bound *= GROWTH;
+    }
+    BUCKETS - 1
+}
+
+fn bucket_bound_ms(i: usize) -> f64 {
+    FIRST_BUCKET_US * GROWTH.powi(i as i32) / 1000.0
+}
+
+impl WorkerStats {
+    /// Records one send of `app` to `provider` that took `took`.
+    pub fn record(&self, app: &AppId, provider: Platform, took: Duration, result: SendResult<'_>) {
+        let us = took.as_micros() as u64;
+        let label = match result {
+            SendResult::Success => "accepted",
+            SendResult::Failure(_) => "failed",
+            SendResult::Retry(_) => "retry",
+        };
+        metrics::counter!("herald_provider_sends_total",
+            "app" => app.as_str().to_string(), "provider" => provider.as_str(), "result" => label)
+        .increment(1);
+        metrics::histogram!("herald_provider_send_seconds", "provider" => provider.as_str())
+            .record(took.as_secs_f64());
+        let mut by = self.by.lock();
+        let c = by.entry((app.clone(), provider)).or_default();
+        if c.buckets.is_empty() {
+            c.buckets = vec![0; BUCKETS];
+        }
+        c.sends += 1;
+        c.total_us += us;
+        c.buckets[bucket_of(us)] += 1;
+        match result {
+            SendResult::Success => c.successes += 1,
+            SendResult::Failure(reason) => *c.failures.entry(reason.to_string()).or_default() += 1,
+            SendResult::Retry(_) => c.retries += 1,
+        }
+    }
+
+    /// The figures of every provider of `app` (or of every app).
+    pub fn figures(&self, app: Option<&AppId>) -> Vec<(AppId, Platform, ProviderFigures)> {
+        let by = self.by.lock();
+        let mut out: Vec<_> = by
+            .iter()
+            .filter(|((a, _), _)| app.is_none_or(|app| app == a))
+            .map(|((a, p), c)| {
+                let mut p95_ms = 0.0;
+                let target = (c.sends as f64 * 0.95).ceil() as u64;
+                let mut seen = 0;
+                for (i, n) in c.buckets.iter().enumerate() {
+                    seen += n;
+                    if seen >= target && *n > 0 {
+                        p95_ms = bucket_bound_ms(i);
+                        break;
+                    }
+                }
+                let figures = ProviderFigures {
+                    sends: c.sends,
+                    successes: c.successes,
+                    failures: c.failures.clone(),
+                    retries: c.retries,
+                    avg_ms: if c.sends == 0 {
+                        0.0
+                    } else {
+                        c.total_us as f64 / c.sends as f64 / 1000.0
+                    },
+                    p95_ms,
+                };
+                (a.clone(), *p, figures)
+            })
+            .collect();
+        out.sort_by(|x, y| (x.0.as_str(), x.1.as_str()).cmp(&(y.0.as_str(), y.1.as_str())));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_and_percentiles() {
+        let stats = WorkerStats::default();
+        let app = AppId::parse("a").unwrap();
+        for _ in 0..95 {
+            stats.record(&app, Platform::Apns, Duration::from_millis(1), SendResult::Success);
+        }
+        for _ in 0..5 {
+            stats.record(
+                &app,
+                Platform::Apns,
+                Duration::from_millis(100),
+                SendResult::Failure("rejected:BadDeviceToken"),
+            );
+        }
+        stats.record(&app, Platform::Fcm, Duration::from_millis(3), SendResult::Retry("x"));
+        let all = stats.figures(Some(&app));
+        assert_eq!(all.len(), 2);
+        let (_, p, f) = &all[0];
+        assert_eq!(*p, Platform::Apns);
+        assert_eq!((f.sends, f.successes, f.retries), (100, 95, 0));
+        assert_eq!(f.failures["rejected:BadDeviceToken"], 5);
+        assert!(f.p95_ms >= 1.0 && f.p95_ms < 1.25, "{}", f.p95_ms);
+        assert!((f.avg_ms - 5.95).abs() < 0.01, "{}", f.avg_ms);
+        assert_eq!(all[1].2.retries, 1);
+        assert!(stats.figures(Some(&AppId::parse("b").unwrap())).is_empty());
+    }
+}

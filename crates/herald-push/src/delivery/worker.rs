@@ -1,0 +1,496 @@
+//! The delivery worker: leases due jobs, expands broadcasts into send jobs a page at a time,
+//! runs a batch of sends concurrently, and settles the batch in one transaction.
+//!
+//! For each send job it decides, in this order: the push expired or is gone → `expired`; the
+//! device is gone or inactive → `inactive`; it has no token for the job's provider →
+//! `no_token`; an `auto` push the device has acknowledged → `live` (no provider push); the app
+//! has no usable credentials → `no_credentials`; otherwise one provider send, whose
+//! [`Outcome`] settles the job, deactivates the device (token gone), or retries it with backoff.
+//! A retry whose scope is the provider pauses that app and provider only: other apps and
+//! providers keep going.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use herald_core::engine::Engine;
+use herald_core::log::StoreError;
+use herald_core::message::now_millis;
+use herald_core::tenant::AppId;
+use herald_providers::{Outcome, RetryScope};
+
+use crate::audience::Audience;
+use crate::delivery::record::DeliveryRecord;
+use crate::delivery::senders::{NoSender, Senders};
+use crate::delivery::stats::{SendResult, WorkerStats};
+use crate::delivery::Delivery;
+use crate::device::{Device, InboxCursor, Platform};
+use crate::jobs::{Job, JobKind, JobQueue, NewJob, RetryPolicy, Settlement};
+use crate::logs::PushLogs;
+use crate::registry::{DeviceQuery, DeviceRegistry};
+use crate::tags::TagExpr;
+
+/// How the worker runs.
+#[derive(Debug, Clone)]
+pub struct DeliveryConfig {
+    /// Jobs leased (and sends run concurrently) per round.
+    pub batch: usize,
+    /// How long a lease lasts; a job whose worker died is due again after it.
+    pub lease: Duration,
+    /// Devices read per expansion page.
+    pub expand_page: usize,
+    /// Longest a send may take before it is retried.
+    pub send_timeout: Duration,
+    /// How often an idle worker looks for due jobs (it is also woken when jobs are added).
+    pub poll: Duration,
+    /// How failed sends are retried.
+    pub retry: RetryPolicy,
+}
+
+impl Default for DeliveryConfig {
+    fn default() -> Self {
+        DeliveryConfig {
+            batch: 1000,
+            lease: Duration::from_secs(60),
+            expand_page: 1000,
+            send_timeout: Duration::from_secs(30),
+            poll: Duration::from_millis(250),
+            retry: RetryPolicy::default(),
+        }
+    }
+}
+
+/// A pause of one app and provider after a provider-wide retry.
+struct Pause {
+    until_ms: i64,
+    consecutive: u32,
+}
+
+/// Runs provider jobs.
+pub struct Deliverer {
+    queue: Arc<dyn JobQueue>,
+    registry: Arc<dyn DeviceRegistry>,
+    engine: Arc<Engine>,
+    senders: Arc<Senders>,
+    stats: Arc<WorkerStats>,
+    config: DeliveryConfig,
+    wake: Notify,
+    paused: Mutex<HashMap<(AppId, Platform), Pause>>,
+    records: Mutex<HashMap<(AppId, String), Option<Arc<DeliveryRecord>>>>,
+}
+
+/// Most delivery records cached before the cache is emptied.
+const RECORD_CACHE: usize = 4096;
+
+impl Deliverer {
+    /// A worker over `queue`, reading devices and push records from `registry`, live
+    /// connections from `engine`, sending with `senders`.
+    pub fn new(
+        queue: Arc<dyn JobQueue>,
+        registry: Arc<dyn DeviceRegistry>,
+        engine: Arc<Engine>,
+        senders: Arc<Senders>,
+        stats: Arc<WorkerStats>,
+        config: DeliveryConfig,
+    ) -> Self {
+        Deliverer {
+            queue,
+            registry,
+            engine,
+            senders,
+            stats,
+            config,
+            wake: Notify::new(),
+            paused: Mutex::new(HashMap::new()),
+            records: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The worker figures.
+    pub fn stats(&self) -> &Arc<WorkerStats> {
+        &self.stats
+    }
+
+    /// The provider clients.
+    pub fn senders(&self) -> &Arc<Senders> {
+        &self.senders
+    }
+
+    /// The job queue.
+    pub fn queue(&self) -> &Arc<dyn JobQueue> {
+        &self.queue
+    }
+
+    /// Wakes an idle worker (jobs due now were added).
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// The ack window an `auto` job waits when the device holds a live connection.
+    fn due_for(&self, app: &AppId, device: &str, record: &DeliveryRecord, now: i64) -> i64 {
+        if record.delivery == Delivery::Auto
+            && self.engine.subscriber_count(&app.device_log(device)) > 0
+        {
+            now + record.ack_window_ms as i64
+        } else {
+            now
+        }
+    }
+
+    /// The provider jobs of a push just stored: one send job per targeted device that has a
+    /// provider token (`devices`, with the push's seq in each device's log in `seqs`), or one
+    /// expansion job for a broadcast (`devices` is `None`, `seqs[0]` is the app log's seq).
+    pub fn plan_jobs(
+        &self,
+        app: &AppId,
+        push: &str,
+        record: &DeliveryRecord,
+        devices: Option<&[Device]>,
+        seqs: &[u64],
+        now: i64,
+    ) -> Vec<NewJob> {
+        match devices {
+            None => seqs
+                .first()
+                .map(|seq| NewJob {
+                    app: app.clone(),
+                    push: push.to_string(),
+                    provider: None,
+                    kind: JobKind::Expand { after: None },
+                    seq: *seq,
+                    due_ms: now,
+                })
+                .into_iter()
+                .collect(),
+            Some(devices) => devices
+                .iter()
+                .zip(seqs)
+                .filter(|(d, _)| d.active && d.platform != Platform::Herald && d.token.is_some())
+                .map(|(d, seq)| NewJob {
+                    app: app.clone(),
+                    push: push.to_string(),
+                    provider: Some(d.platform),
+                    kind: JobKind::Send {
+                        device: d.id.clone(),
+                    },
+                    seq: *seq,
+                    due_ms: self.due_for(app, &d.id, record, now),
+                })
+                .collect(),
+        }
+    }
+
+    /// Runs rounds until `stop`; a round in progress finishes (its sends are settled).
+    pub async fn run(self: Arc<Self>, stop: CancellationToken) {
+        loop {
+            let handled = match self.round().await {
+                Ok(n) => n,
+                Err(e) => {
+                    tracing::warn!(error = %e, "delivery round failed");
+                    0
+                }
+            };
+            if stop.is_cancelled() {
+                return;
+            }
+            if handled == 0 {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = self.wake.notified() => {}
+                    _ = tokio::time::sleep(self.config.poll) => {}
+                }
+            }
+        }
+    }
+
+    /// Leases one batch of due jobs and runs it; returns how many jobs it ran.
+    pub async fn round(&self) -> Result<usize, StoreError> {
+        let now = now_millis();
+        let paused: Vec<(AppId, Platform)> = {
+            let mut paused = self.paused.lock();
+            paused.retain(|_, p| p.until_ms > now);
+            paused.keys().cloned().collect()
+        };
+        let jobs = self
+            .queue
+            .lease(
+                now,
+                self.config.batch,
+                self.config.lease.as_millis() as i64,
+                &paused,
+            )
+            .await?;
+        let count = jobs.len();
+        let mut sends: HashMap<AppId, Vec<Job>> = HashMap::new();
+        for job in jobs {
+            match job.job.kind {
+                JobKind::Expand { .. } => self.expand(job).await?,
+                JobKind::Send { .. } => sends.entry(job.job.app.clone()).or_default().push(job),
+            }
+        }
+        let mut running = FuturesUnordered::new();
+        for (app, jobs) in sends {
+            let ids: Vec<String> = jobs
+                .iter()
+                .filter_map(|j| match &j.job.kind {
+                    JobKind::Send { device } => Some(device.clone()),
+                    JobKind::Expand { .. } => None,
+                })
+                .collect();
+            let devices: HashMap<String, (Device, InboxCursor)> = self
+                .registry
+                .devices_by_id(&app, &ids)
+                .await?
+                .into_iter()
+                .map(|(d, c)| (d.id.clone(), (d, c)))
+                .collect();
+            for job in jobs {
+                let record = self.record(&app, &job.job.push).await?;
+                let device = match &job.job.kind {
+                    JobKind::Send { device } => devices.get(device).cloned(),
+                    JobKind::Expand { .. } => None,
+                };
+                running.push(self.send_one(job, device, record));
+            }
+        }
+        let mut settled = Vec::with_capacity(count);
+        while let Some(done) = running.next().await {
+            settled.push(done);
+        }
+        if !settled.is_empty() {
+            self.queue.settle(settled).await?;
+        }
+        Ok(count)
+    }
+
+    /// The push's delivery record, cached.
+    async fn record(
+        &self,
+        app: &AppId,
+        push: &str,
+    ) -> Result<Option<Arc<DeliveryRecord>>, StoreError> {
+        let key = (app.clone(), push.to_string());
+        if let Some(found) = self.records.lock().get(&key) {
+            return Ok(found.clone());
+        }
+        let record = self
+            .registry
+            .delivery_record(app, push)
+            .await?
+            .and_then(|bytes| DeliveryRecord::decode(&bytes))
+            .map(Arc::new);
+        let mut records = self.records.lock();
+        if records.len() >= RECORD_CACHE {
+            records.clear();
+        }
+        records.insert(key, record.clone());
+        Ok(record)
+    }
+
+    async fn send_one(
+        &self,
+        job: Job,
+        device: Option<(Device, InboxCursor)>,
+        record: Option<Arc<DeliveryRecord>>,
+    ) -> (i64, Settlement) {
+        let id = job.id;
+        let done = |result: &str| {
+            (
+                id,
+                Settlement::Done {
+                    result: result.to_string(),
+                },
+            )
+        };
+        let now = now_millis();
+        let Some(record) = record.filter(|r| r.expires > now) else {
+            return done("expired");
+        };
+        let Some((device, cursor)) = device.filter(|(d, _)| d.active) else {
+            return done("inactive");
+        };
+        let Some(provider) = job.job.provider.filter(|p| *p == device.platform) else {
+            return done("no_token");
+        };
+        let Some(token) = device.token.clone() else {
+            return done("no_token");
+        };
+        if record.delivery == Delivery::Auto {
+            let acked = if record.broadcast {
+                cursor.app.seq
+            } else {
+                cursor.device.seq
+            };
+            if acked >= job.job.seq {
+                return done("live");
+            }
+        }
+        let app = &job.job.app;
+        let sender = match self.senders.get(app, provider).await {
+            Ok(Ok(sender)) => sender,
+            Ok(Err(NoSender::NoCredentials)) | Ok(Err(NoSender::Unusable(_))) => {
+                return done("no_credentials")
+            }
+            Err(e) => return self.retry(&job, provider, e.to_string(), None, false),
+        };
+        let started = Instant::now();
+        let outcome = tokio::time::timeout(
+            self.config.send_timeout,
+            sender.send(&device, &record.payloads),
+        )
+        .await
+        .unwrap_or_else(|_| Outcome::Retry {
+            reason: "timeout".into(),
+            after: None,
+            scope: RetryScope::Notification,
+        });
+        let took = started.elapsed();
+        match outcome {
+            Outcome::Accepted { .. } => {
+                self.stats.record(app, provider, took, SendResult::Success);
+                self.resume(app, provider);
+                done("accepted")
+            }
+            Outcome::Unregistered { reason, since_ms } => {
+                let result = format!("unregistered:{reason}");
+                self.stats
+                    .record(app, provider, took, SendResult::Failure(&result));
+                let why = format!("{}: {reason}", provider.as_str());
+                if let Err(e) = self
+                    .registry
+                    .deactivate_gone(app, &device.id, &token, since_ms, &why)
+                    .await
+                {
+                    tracing::warn!(error = %e, "could not deactivate a device whose token is gone");
+                }
+                done(&result)
+            }
+            Outcome::Rejected { reason } => {
+                let result = format!("rejected:{reason}");
+                self.stats
+                    .record(app, provider, took, SendResult::Failure(&result));
+                done(&result)
+            }
+            Outcome::Retry {
+                reason,
+                after,
+                scope,
+            } => {
+                self.stats
+                    .record(app, provider, took, SendResult::Retry(&reason));
+                self.retry(&job, provider, reason, after, scope == RetryScope::Provider)
+            }
+        }
+    }
+
+    /// Settles a failed attempt as a retry (or a dead letter), pausing the app's provider when
+    /// the failure is provider-wide.
+    fn retry(
+        &self,
+        job: &Job,
+        provider: Platform,
+        reason: String,
+        after: Option<Duration>,
+        provider_wide: bool,
+    ) -> (i64, Settlement) {
+        let now = now_millis();
+        if provider_wide {
+            let mut paused = self.paused.lock();
+            let pause = paused
+                .entry((job.job.app.clone(), provider))
+                .or_insert(Pause {
+                    until_ms: now,
+                    consecutive: 0,
+                });
+            pause.consecutive += 1;
+            let wait = after.unwrap_or_else(|| {
+                Duration::from_secs(1 << pause.consecutive.min(8)).min(Duration::from_secs(300))
+            });
+            pause.until_ms = pause.until_ms.max(now + wait.as_millis() as i64);
+            tracing::info!(app = %job.job.app.as_str(), provider = provider.as_str(), %reason, wait_ms = wait.as_millis() as u64, "provider paused for this app");
+        }
+        let settlement = match self.config.retry.next_attempt(job.attempts, after) {
+            Some(wait) => Settlement::Retry {
+                due_ms: now + wait.as_millis() as i64,
+                reason,
+            },
+            None => Settlement::Dead { reason },
+        };
+        (job.id, settlement)
+    }
+
+    fn resume(&self, app: &AppId, provider: Platform) {
+        let mut paused = self.paused.lock();
+        if let Some(p) = paused.get_mut(&(app.clone(), provider)) {
+            p.consecutive = 0;
+        }
+    }
+
+    /// Expands a broadcast into send jobs, a page at a time, each page and the cursor's move
+    /// in one transaction.
+    async fn expand(&self, job: Job) -> Result<(), StoreError> {
+        let JobKind::Expand { after } = &job.job.kind else {
+            return Ok(());
+        };
+        let app = job.job.app.clone();
+        let now = now_millis();
+        let lease_ms = self.config.lease.as_millis() as i64;
+        let Some(record) = self
+            .record(&app, &job.job.push)
+            .await?
+            .filter(|r| r.expires > now)
+        else {
+            let done = Settlement::Done {
+                result: "expired".into(),
+            };
+            return self.queue.settle(vec![(job.id, done)]).await;
+        };
+        let audience = match &record.audience {
+            Some(expr) => TagExpr::parse(expr).map(Audience::Tags).unwrap_or(Audience::All),
+            None => Audience::All,
+        };
+        let mut after = after.clone();
+        loop {
+            let query = DeviceQuery {
+                after: after.clone(),
+                limit: self.config.expand_page,
+                provider_reachable: true,
+                ..DeviceQuery::default()
+            };
+            let page = self.registry.devices(&app, &query).await?;
+            let next = if page.len() < self.config.expand_page {
+                None
+            } else {
+                page.last().map(|d| d.id.clone())
+            };
+            let now = now_millis();
+            let jobs: Vec<NewJob> = page
+                .iter()
+                .filter(|d| audience.reaches_tags(d.active, &d.tags))
+                .map(|d| NewJob {
+                    app: app.clone(),
+                    push: job.job.push.clone(),
+                    provider: Some(d.platform),
+                    kind: JobKind::Send {
+                        device: d.id.clone(),
+                    },
+                    seq: job.job.seq,
+                    due_ms: self.due_for(&app, &d.id, &record, now),
+                })
+                .collect();
+            self.queue
+                .expand(job.id, jobs, next.clone(), now, lease_ms)
+                .await?;
+            self.wake();
+            match next {
+                Some(n) => after = Some(n),
+                None => return Ok(()),
+            }
+        }
+    }
+}
