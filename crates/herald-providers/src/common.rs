@@ -25,7 +25,8 @@ pub struct Common<'a> {
     /// `Some(true)`: deliver now, waking the device; `Some(false)`: may be delayed to save
     /// power; `None`: the provider's default for the kind of notification.
     pub high_priority: Option<bool>,
-    /// When the push expires, milliseconds since the Unix epoch (0: deliver now or never).
+    /// When the push expires, milliseconds since the Unix epoch; 0 or less: no expiry given (the
+    /// provider's default storage policy).
     pub expires_ms: i64,
     /// The push's id in Herald (sent along so the app can ack it).
     pub push_id: &'a str,
