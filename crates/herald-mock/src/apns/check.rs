@@ -113,6 +113,9 @@ mod tests {
         builder.body(()).unwrap()
     }
 
+    /// Path, headers, body and the reason expected.
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a [u8], &'a str);
+
     #[test]
     fn refusals_carry_apples_reasons() {
         let token = "a".repeat(64);
@@ -122,7 +125,7 @@ mod tests {
             ("apns-push-type", "alert"),
         ];
         assert_eq!(check(&request(&path, &ok), b"{}"), Ok(token.clone()));
-        let cases: [(&str, &[(&str, &str)], &[u8], &str); 8] = [
+        let cases: [Case; 8] = [
             ("/3/device/xyz", &ok, b"{}", "BadDeviceToken"),
             ("/4/device/x", &ok, b"{}", "BadPath"),
             (&path, &[("apns-push-type", "alert")], b"{}", "MissingTopic"),
