@@ -487,3 +487,57 @@ fn invalid_credentials_are_refused_by_validate() {
     };
     assert!(matches!(ApnsClient::new(no_topic), Err(ApnsError::Topic)));
 }
+
+/// Throughput to the mock on this machine (a measurement, not an assertion):
+/// `cargo test -p herald-providers --test apns -- --ignored --nocapture throughput`.
+/// `APNS_BENCH_SENDS`, `APNS_BENCH_IN_FLIGHT`, `APNS_BENCH_CONNECTIONS` change the defaults.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "a measurement; run with --ignored --nocapture"]
+async fn throughput() {
+    let env = |name: &str, default: usize| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let sends = env("APNS_BENCH_SENDS", 50_000);
+    let in_flight = env("APNS_BENCH_IN_FLIGHT", 1000).max(1);
+    let connections = env("APNS_BENCH_CONNECTIONS", 4);
+    let (mock, p8) = mock(ApnsMockOptions::default()).await;
+    let client = client(&mock, &p8, connections);
+    let n = std::sync::Arc::new(alert());
+    assert!(matches!(
+        client.send(&device(0), &n).await,
+        Outcome::Accepted { .. }
+    ));
+    let started = std::time::Instant::now();
+    let workers: Vec<_> = (0..in_flight)
+        .map(|w| {
+            let client = client.clone();
+            let n = n.clone();
+            let share = sends / in_flight + usize::from(w < sends % in_flight);
+            tokio::spawn(async move {
+                let token = device(w as u32);
+                let mut accepted = 0usize;
+                for _ in 0..share {
+                    if matches!(client.send(&token, &n).await, Outcome::Accepted { .. }) {
+                        accepted += 1;
+                    }
+                }
+                accepted
+            })
+        })
+        .collect();
+    let mut accepted = 0;
+    for worker in workers {
+        accepted += worker.await.unwrap();
+    }
+    let elapsed = started.elapsed();
+    println!(
+        "APNs to mock: {accepted}/{sends} accepted, {in_flight} in flight, {connections} connections, {:.2} s, {:.0} notifications/s",
+        elapsed.as_secs_f64(),
+        accepted as f64 / elapsed.as_secs_f64()
+    );
+    assert_eq!(accepted, sends);
+    mock.stop();
+}
