@@ -13,10 +13,12 @@
 #![warn(missing_docs)]
 
 pub mod apns;
+pub mod common;
 pub mod fcm;
 pub mod h2pool;
 pub mod outcome;
 pub mod tls;
 pub mod webpush;
 
+pub use common::{Common, PayloadError};
 pub use outcome::{Outcome, RetryScope};
