@@ -13,8 +13,10 @@
 #![warn(missing_docs)]
 
 pub mod apns;
+pub mod common;
 pub mod fcm;
 pub mod h2pool;
+pub mod origin;
 pub mod outcome;
 pub mod tls;
 pub mod webpush;
