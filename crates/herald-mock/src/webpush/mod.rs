@@ -283,7 +283,7 @@ fn push(state: &State, request: &Request<()>, body: &[u8]) -> Answer {
     if header_str("content-encoding") != Some("aes128gcm") {
         return text(415, "Content-Encoding must be aes128gcm", None);
     }
-    if !header_str("ttl").is_some_and(|t| t.parse::<u64>().is_ok()) {
+    if header_str("ttl").is_none_or(|t| t.parse::<u64>().is_err()) {
         return text(400, "a TTL header (seconds) is required", None);
     }
     if let Some(urgency) = header_str("urgency") {
