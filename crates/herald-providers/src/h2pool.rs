@@ -3,11 +3,12 @@
 //! Requests go round-robin over `connections` connections; each connection multiplexes as many
 //! streams as the server's `SETTINGS_MAX_CONCURRENT_STREAMS` allows (h2's `ready()` waits for a
 //! free stream). A connection that fails or receives GOAWAY is dropped and made again on the
-//! next request; a request the server refused before processing it (`REFUSED_STREAM`, or a
-//! stream above a GOAWAY's last stream id) is sent once more on a fresh connection, since the
-//! server says it did not act on it.
+//! next request; a request the server refused before processing it (`REFUSED_STREAM`, a stream
+//! above a graceful GOAWAY's last stream id, or a request that could not be started because the
+//! connection was already going away) is sent again on a fresh connection, up to
+//! [`ATTEMPTS`] times in all, since the server says it did not act on it.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -41,10 +42,23 @@ impl H2Error {
     pub fn not_processed(&self) -> bool {
         match self {
             H2Error::Connect { .. } => true,
-            H2Error::Stream(e) => e.reason() == Some(h2::Reason::REFUSED_STREAM),
+            H2Error::Stream(e) => {
+                e.reason() == Some(h2::Reason::REFUSED_STREAM)
+                    // h2 fails a stream with the peer's GOAWAY only when its id is above the
+                    // GOAWAY's last stream id (RFC 9113 6.8: not processed) or when it was
+                    // opened after the GOAWAY; a graceful (NO_ERROR) GOAWAY never fails the
+                    // streams it lets finish.
+                    || (e.is_go_away() && e.is_remote() && e.reason() == Some(h2::Reason::NO_ERROR))
+            }
         }
     }
 }
+
+/// How many times [`H2Pool::send`] sends one request that the server did not process.
+pub const ATTEMPTS: usize = 3;
+
+/// A pooled connection and the number that tells it apart from the slot's later connections.
+type Slot = Option<(u64, SendRequest<Bytes>)>;
 
 /// Connections to one `https` origin.
 #[derive(Clone)]
@@ -56,8 +70,9 @@ struct Inner {
     host: String,
     port: u16,
     tls: TlsConnector,
-    slots: Vec<Mutex<Option<SendRequest<Bytes>>>>,
+    slots: Vec<Mutex<Slot>>,
     next: AtomicUsize,
+    connections_made: AtomicU64,
 }
 
 impl std::fmt::Debug for H2Pool {
@@ -82,24 +97,38 @@ impl H2Pool {
                 tls: TlsConnector::from(tls),
                 slots: (0..connections.max(1)).map(|_| Mutex::new(None)).collect(),
                 next: AtomicUsize::new(0),
+                connections_made: AtomicU64::new(0),
             }),
         }
     }
 
     /// Sends `request` with `body` (empty: no body) and reads the whole answer. A request the
-    /// server did not process is sent once more on a new connection.
+    /// server did not process is sent again on a new connection (at most [`ATTEMPTS`] in all);
+    /// a connection that cannot be made is not retried here.
     pub async fn send(
         &self,
         request: Request<()>,
         body: Bytes,
     ) -> Result<(Response<()>, Bytes), H2Error> {
         let slot = self.inner.next.fetch_add(1, Ordering::Relaxed) % self.inner.slots.len();
-        match self.send_on(slot, request.clone(), body.clone()).await {
-            Err(e) if e.not_processed() && !matches!(e, H2Error::Connect { .. }) => {
-                self.send_on(slot, request, body).await
+        let mut attempt = 1;
+        loop {
+            match self.send_on(slot, request.clone(), body.clone()).await {
+                Err(e)
+                    if attempt < ATTEMPTS
+                        && e.not_processed()
+                        && !matches!(e, H2Error::Connect { .. }) =>
+                {
+                    attempt += 1;
+                }
+                other => return other,
             }
-            other => other,
         }
+    }
+
+    /// How many connections this pool has made.
+    pub fn connections_made(&self) -> u64 {
+        self.inner.connections_made.load(Ordering::Relaxed)
     }
 
     async fn send_on(
@@ -108,27 +137,33 @@ impl H2Pool {
         request: Request<()>,
         body: Bytes,
     ) -> Result<(Response<()>, Bytes), H2Error> {
-        let sender = self.sender(slot).await?;
+        let (generation, sender) = self.sender(slot).await?;
         let result = exchange(sender, request, body).await;
         if let Err(H2Error::Stream(e)) = &result {
             if e.is_go_away() || e.is_io() || e.reason() == Some(h2::Reason::REFUSED_STREAM) {
-                self.inner.slots[slot].lock().await.take();
+                let mut guard = self.inner.slots[slot].lock().await;
+                // Only forget the connection that failed, not one a concurrent request has
+                // already made in its place.
+                if guard.as_ref().is_some_and(|(g, _)| *g == generation) {
+                    guard.take();
+                }
             }
         }
         result
     }
 
     /// The slot's connection, made if there is none or the old one is closed.
-    async fn sender(&self, slot: usize) -> Result<SendRequest<Bytes>, H2Error> {
+    async fn sender(&self, slot: usize) -> Result<(u64, SendRequest<Bytes>), H2Error> {
         let mut guard = self.inner.slots[slot].lock().await;
-        if let Some(sender) = guard.as_ref() {
+        if let Some((generation, sender)) = guard.as_ref() {
             if let Ok(ready) = sender.clone().ready().await {
-                return Ok(ready);
+                return Ok((*generation, ready));
             }
         }
         let sender = self.connect().await?;
-        *guard = Some(sender.clone());
-        Ok(sender)
+        let generation = self.inner.connections_made.fetch_add(1, Ordering::Relaxed) + 1;
+        *guard = Some((generation, sender.clone()));
+        Ok((generation, sender))
     }
 
     async fn connect(&self) -> Result<SendRequest<Bytes>, H2Error> {

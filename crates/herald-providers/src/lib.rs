@@ -21,4 +21,5 @@ pub mod outcome;
 pub mod tls;
 pub mod webpush;
 
+pub use common::{Common, PayloadError};
 pub use outcome::{Outcome, RetryScope};

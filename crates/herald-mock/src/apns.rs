@@ -1,1 +1,0 @@
-//! Mock apns: being written.

@@ -1,0 +1,177 @@
+//! The request checks APNs makes before it looks at the device: method, path and device token,
+//! topic, push type against the topic's suffix, priority, expiration, collapse id and payload
+//! size. Each failure is Apple's status and `reason`.
+
+use http::{HeaderMap, Method, Request, StatusCode};
+
+/// A request APNs would refuse: status and reason.
+pub type Refusal = (StatusCode, &'static str);
+
+/// The push types APNs takes, with the topic suffix each requires (`None`: any topic).
+const PUSH_TYPES: [(&str, Option<&str>); 10] = [
+    ("alert", None),
+    ("background", None),
+    ("mdm", None),
+    ("voip", Some(".voip")),
+    ("liveactivity", Some(".push-type.liveactivity")),
+    ("complication", Some(".complication")),
+    ("fileprovider", Some(".pushkit.fileprovider")),
+    ("pushtotalk", Some(".voip-ptt")),
+    ("location", Some(".location-query")),
+    ("widgets", Some(".push-type.widgets")),
+];
+
+/// Checks `request` with `payload`; gives the device token when APNs would go on.
+pub fn check(request: &Request<()>, payload: &[u8]) -> Result<String, Refusal> {
+    if request.method() != Method::POST {
+        return Err((StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed"));
+    }
+    let token = request
+        .uri()
+        .path()
+        .strip_prefix("/3/device/")
+        .ok_or((StatusCode::NOT_FOUND, "BadPath"))?;
+    if token.is_empty() {
+        return Err((StatusCode::BAD_REQUEST, "MissingDeviceToken"));
+    }
+    if token.len() < 64 || !token.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err((StatusCode::BAD_REQUEST, "BadDeviceToken"));
+    }
+    let headers = request.headers();
+    let topic = header(headers, "apns-topic")?.ok_or((StatusCode::BAD_REQUEST, "MissingTopic"))?;
+    let push_type = header(headers, "apns-push-type")?.unwrap_or("alert");
+    let suffix = PUSH_TYPES
+        .iter()
+        .find(|(name, _)| *name == push_type)
+        .ok_or((StatusCode::BAD_REQUEST, "InvalidPushType"))?
+        .1;
+    let suffixed = PUSH_TYPES
+        .iter()
+        .filter_map(|(_, s)| *s)
+        .any(|s| topic.ends_with(s));
+    let consistent = match suffix {
+        Some(suffix) => topic.len() > suffix.len() && topic.ends_with(suffix),
+        None => !suffixed,
+    };
+    if !consistent {
+        return Err((StatusCode::BAD_REQUEST, "InvalidPushType"));
+    }
+    if let Some(priority) = header(headers, "apns-priority")? {
+        if !matches!(priority, "10" | "5" | "1") {
+            return Err((StatusCode::BAD_REQUEST, "BadPriority"));
+        }
+        if push_type == "background" && priority != "5" {
+            return Err((StatusCode::BAD_REQUEST, "BadPriority"));
+        }
+    }
+    if let Some(expiration) = header(headers, "apns-expiration")? {
+        if expiration.parse::<i64>().is_err() {
+            return Err((StatusCode::BAD_REQUEST, "BadExpirationDate"));
+        }
+    }
+    if let Some(collapse_id) = header(headers, "apns-collapse-id")? {
+        if collapse_id.len() > 64 {
+            return Err((StatusCode::BAD_REQUEST, "BadCollapseId"));
+        }
+    }
+    if payload.is_empty() {
+        return Err((StatusCode::BAD_REQUEST, "PayloadEmpty"));
+    }
+    let limit = if push_type == "voip" { 5120 } else { 4096 };
+    if payload.len() > limit {
+        return Err((StatusCode::PAYLOAD_TOO_LARGE, "PayloadTooLarge"));
+    }
+    Ok(token.to_string())
+}
+
+/// A header's value; twice is `DuplicateHeaders`, not text is `BadRequest`-like.
+fn header<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, Refusal> {
+    let mut values = headers.get_all(name).iter();
+    let Some(first) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err((StatusCode::BAD_REQUEST, "DuplicateHeaders"));
+    }
+    first
+        .to_str()
+        .map(Some)
+        .map_err(|_| (StatusCode::BAD_REQUEST, "BadTopic"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(path: &str, headers: &[(&str, &str)]) -> Request<()> {
+        let mut builder = Request::builder()
+            .method(Method::POST)
+            .uri(format!("https://localhost{path}"));
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        builder.body(()).unwrap()
+    }
+
+    /// Path, headers, body and the reason expected.
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a [u8], &'a str);
+
+    #[test]
+    fn refusals_carry_apples_reasons() {
+        let token = "a".repeat(64);
+        let path = format!("/3/device/{token}");
+        let ok = [
+            ("apns-topic", "com.example.app"),
+            ("apns-push-type", "alert"),
+        ];
+        assert_eq!(check(&request(&path, &ok), b"{}"), Ok(token.clone()));
+        let cases: [Case; 8] = [
+            ("/3/device/xyz", &ok, b"{}", "BadDeviceToken"),
+            ("/4/device/x", &ok, b"{}", "BadPath"),
+            (&path, &[("apns-push-type", "alert")], b"{}", "MissingTopic"),
+            (
+                &path,
+                &[("apns-topic", "com.example.app"), ("apns-push-type", "sms")],
+                b"{}",
+                "InvalidPushType",
+            ),
+            (
+                &path,
+                &[
+                    ("apns-topic", "com.example.app"),
+                    ("apns-push-type", "voip"),
+                ],
+                b"{}",
+                "InvalidPushType",
+            ),
+            (
+                &path,
+                &[
+                    ("apns-topic", "com.example.app.voip"),
+                    ("apns-push-type", "alert"),
+                ],
+                b"{}",
+                "InvalidPushType",
+            ),
+            (
+                &path,
+                &[("apns-topic", "a"), ("apns-priority", "7")],
+                b"{}",
+                "BadPriority",
+            ),
+            (&path, &ok, b"", "PayloadEmpty"),
+        ];
+        for (path, headers, body, reason) in cases {
+            assert_eq!(check(&request(path, headers), body).unwrap_err().1, reason);
+        }
+        let voip = [
+            ("apns-topic", "com.example.app.voip"),
+            ("apns-push-type", "voip"),
+        ];
+        assert!(check(&request(&path, &voip), &[b' '; 5000]).is_ok());
+        assert_eq!(
+            check(&request(&path, &ok), &[b' '; 5000]).unwrap_err().1,
+            "PayloadTooLarge"
+        );
+    }
+}

@@ -1,0 +1,215 @@
+//! A mock APNs: `POST /3/device/{token}` over TLS and HTTP/2, checking what APNs checks (the
+//! request's shape in [`check`], ES256 provider tokens in [`keys`]), answering with Apple's
+//! statuses and `{"reason": ...}` bodies, with scripted failures per device token, a stream
+//! limit, GOAWAY after a number of requests, and counters a test or benchmark reads.
+
+pub mod check;
+pub mod keys;
+mod state;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
+
+pub use keys::test_key;
+pub use state::{Received, Scripted};
+
+use crate::server::{serve, Answer, Handler, RunningServer, ServerOptions};
+use keys::TokenChecker;
+use state::State;
+
+/// How the mock behaves.
+#[derive(Debug, Clone)]
+pub struct ApnsMockOptions {
+    /// `SETTINGS_MAX_CONCURRENT_STREAMS` per connection (APNs announces 1000 once a token is
+    /// accepted).
+    pub max_concurrent_streams: u32,
+    /// Send GOAWAY after this many requests on one connection.
+    pub goaway_after: Option<u64>,
+    /// `(key id, team id, public key PEM)`: provider tokens are checked against these. Empty:
+    /// no token is required.
+    pub keys: Vec<(String, String, String)>,
+}
+
+impl Default for ApnsMockOptions {
+    fn default() -> Self {
+        ApnsMockOptions {
+            max_concurrent_streams: 1000,
+            goaway_after: None,
+            keys: Vec::new(),
+        }
+    }
+}
+
+/// A running mock APNs on 127.0.0.1.
+pub struct ApnsMock {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// Its self-signed certificate, PEM: the client's extra CA.
+    pub cert_pem: String,
+    state: Arc<State>,
+    server: RunningServer,
+}
+
+impl std::fmt::Debug for ApnsMock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApnsMock")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ApnsMock {
+    /// Starts a mock on a free port of 127.0.0.1.
+    pub async fn start(options: ApnsMockOptions) -> std::io::Result<ApnsMock> {
+        let checker = TokenChecker::new(&options.keys)?;
+        let tls = crate::tls::self_signed(&[]).map_err(std::io::Error::other)?;
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+        let state = Arc::new(State::new(checker));
+        let handler_state = state.clone();
+        let handler: Handler = Arc::new(move |request, body| {
+            let state = handler_state.clone();
+            Box::pin(async move { handle(&state, request, body).await })
+        });
+        let server = serve(
+            listener,
+            &tls,
+            ServerOptions {
+                max_concurrent_streams: options.max_concurrent_streams,
+                goaway_after: options.goaway_after,
+            },
+            handler,
+        )?;
+        Ok(ApnsMock {
+            addr: server.addr,
+            cert_pem: tls.cert_pem,
+            state,
+            server,
+        })
+    }
+
+    /// `https://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("https://{}", self.addr)
+    }
+
+    /// Answers sends to `token` with `answer` (once or always) after the request checks pass.
+    pub fn script(&self, token: &str, answer: Scripted) {
+        self.state.scripts.lock().insert(token.to_string(), answer);
+    }
+
+    /// Requests answered 200.
+    pub fn accepted(&self) -> u64 {
+        self.state.accepted()
+    }
+
+    /// Requests received, all of them counted.
+    pub fn received_count(&self) -> u64 {
+        self.state.received_count()
+    }
+
+    /// The last requests received (at most 1024), oldest first.
+    pub fn received(&self) -> Vec<Received> {
+        self.state.received()
+    }
+
+    /// Requests being handled now.
+    pub fn in_flight(&self) -> usize {
+        *self.state.in_flight.borrow()
+    }
+
+    /// The most requests ever handled at once.
+    pub fn max_in_flight(&self) -> usize {
+        self.state.max_in_flight()
+    }
+
+    /// Waits until at least `n` requests are being handled at once.
+    pub async fn wait_in_flight(&self, n: usize) {
+        let mut watch = self.state.in_flight.subscribe();
+        let _ = watch.wait_for(|now| *now >= n).await;
+    }
+
+    /// Holds every request (received, not answered) until [`release`](Self::release).
+    pub fn hold(&self) {
+        self.state.held.send_replace(true);
+    }
+
+    /// Answers held requests and stops holding.
+    pub fn release(&self) {
+        self.state.held.send_replace(false);
+    }
+
+    /// Stops the server and closes its connections.
+    pub fn stop(self) {
+        self.server.stop();
+    }
+}
+
+async fn handle(state: &State, request: http::Request<()>, body: Bytes) -> Answer {
+    let _in_flight = state.enter();
+    let mut held = state.held.subscribe();
+    let _ = held.wait_for(|held| !*held).await;
+    state.record(&request, &body);
+    if state.checker.enabled() {
+        let auth = request
+            .headers()
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        if let Err(problem) = state.checker.check(auth) {
+            return error(StatusCode::FORBIDDEN, problem.reason(), None, None);
+        }
+    }
+    let token = match check::check(&request, &body) {
+        Ok(token) => token,
+        Err((status, reason)) => return error(status, reason, None, None),
+    };
+    if let Some(scripted) = state.scripted(&token) {
+        let Ok(status) = StatusCode::from_u16(scripted.status) else {
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "InternalServerError",
+                None,
+                None,
+            );
+        };
+        return error(
+            status,
+            &scripted.reason,
+            scripted.timestamp,
+            scripted.retry_after,
+        );
+    }
+    let id = state.accept();
+    let response = http::Response::builder()
+        .status(StatusCode::OK)
+        .header("apns-id", id)
+        .body(())
+        .unwrap_or_default();
+    (response, Bytes::new())
+}
+
+fn error(
+    status: StatusCode,
+    reason: &str,
+    timestamp: Option<i64>,
+    retry_after: Option<u64>,
+) -> Answer {
+    let mut body = serde_json::json!({ "reason": reason });
+    if let Some(ms) = timestamp {
+        body["timestamp"] = ms.into();
+    }
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    if let Some(secs) = retry_after {
+        headers.insert(http::header::RETRY_AFTER, secs.into());
+    }
+    let mut response = http::Response::new(());
+    *response.status_mut() = status;
+    *response.headers_mut() = headers;
+    (response, Bytes::from(body.to_string()))
+}
