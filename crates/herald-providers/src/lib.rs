@@ -16,6 +16,7 @@ pub mod apns;
 pub mod common;
 pub mod fcm;
 pub mod h2pool;
+pub mod origin;
 pub mod outcome;
 pub mod tls;
 pub mod webpush;

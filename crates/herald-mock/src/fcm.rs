@@ -1,1 +1,0 @@
-//! Mock fcm: being written.

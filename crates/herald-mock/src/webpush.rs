@@ -1,1 +1,0 @@
-//! Mock webpush: being written.
