@@ -18,7 +18,7 @@ use parking_lot::Mutex;
 mod credentials;
 #[path = "sqlite_log/devices.rs"]
 mod devices;
-#[path = "sqlite_log/jobs.rs"]
+#[path = "sqlite_log/jobs/mod.rs"]
 mod jobs;
 
 /// Records every committed message as (channel, seq), in the order the sink saw them.
