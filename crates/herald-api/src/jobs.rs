@@ -126,7 +126,11 @@ pub async fn replay(
         return Err(not_dead(id).into());
     }
     api.deliverer.wake();
-    Ok((StatusCode::ACCEPTED, axum::Json(json!({ "id": id, "state": "queued" }))).into_response())
+    Ok((
+        StatusCode::ACCEPTED,
+        axum::Json(json!({ "id": id, "state": "queued" })),
+    )
+        .into_response())
 }
 
 /// `DELETE /v1/jobs/{id}`: drops a dead letter.

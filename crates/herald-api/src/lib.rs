@@ -10,8 +10,8 @@ mod devices;
 mod error;
 mod jobs;
 mod ops;
-mod publish;
 mod providers;
+mod publish;
 mod pushes;
 
 use std::sync::Arc;

@@ -45,7 +45,10 @@ fn params(app: &str, provider: Option<&str>) -> Result<(AppId, Option<Platform>)
 async fn app_exists(api: &Api, app: &AppId) -> Result<(), HeraldError> {
     match api.tenancy.app(app).await.map_err(HeraldError::from)? {
         Some(_) => Ok(()),
-        None => Err(HeraldError::new(ErrorCode::NotFound, format!("no app {app}"))),
+        None => Err(HeraldError::new(
+            ErrorCode::NotFound,
+            format!("no app {app}"),
+        )),
     }
 }
 

@@ -57,11 +57,11 @@ pub enum ServerError {
         #[source]
         source: std::io::Error,
     },
-    /// A listener could not be bound; `what` is empty for HTTP, else ` (meteor)` or
-    /// ` (meteor-control)`.
     /// The provider credentials key is not usable.
     #[error("the provider credentials key is not usable: {0}")]
     CredentialsKey(String),
+    /// A listener could not be bound; `what` is empty for HTTP, else ` (meteor)` or
+    /// ` (meteor-control)`.
     #[error("cannot listen on {addr}{what}")]
     Listen {
         /// The address asked for.

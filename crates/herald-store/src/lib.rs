@@ -8,12 +8,19 @@
 //! Modules: [`options`] (sync policy and sizes), `schema` (tables and migrations), `writer` (the
 //! writer thread and its batching), `batch` (what one group-commit transaction does), `retention`
 //! (trimming old messages), `checkpoint` (background WAL checkpoints), `reader` (the read pool and read queries), `log` ([`SqliteLog`]).
+//!
+//! The same database holds the apps (`tenancy`), the device registry and receipts (`devices`),
+//! the provider job queue (`jobs`) and provider credentials (`credentials`): `SqliteLog`
+//! implements `herald_core`'s `Tenancy` and `herald_push`'s `DeviceRegistry`, `JobQueue` and
+//! `CredentialStore`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod batch;
 mod checkpoint;
+mod credentials;
 mod devices;
+mod jobs;
 mod log;
 pub mod options;
 mod reader;

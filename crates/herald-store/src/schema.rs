@@ -10,12 +10,20 @@
 //! - `api_keys`: SHA-256 hex hashes of publisher API keys, each for one app.
 //! - `apps`: tenants and the secret that signs their client tokens (the default app's secret is
 //!   the server's token secret, not stored here).
-//! - `devices` (one row per device, tags as a JSON array, inbox cursor as `EPOCH:SEQ,EPOCH:SEQ`)
-//!   and `device_tags` (the index behind listing by tag).
+//! - `devices` (one row per device, tags as a JSON array, inbox cursor as `EPOCH:SEQ,EPOCH:SEQ`,
+//!   why a provider had it deactivated, when its token last changed) and `device_tags` (the
+//!   index behind listing by tag).
 //! - `device_tombstones`: where a deleted device's own log stood, so a device registered again
 //!   under that id starts after it.
-//! - `pushes`: receipts: how many devices a push was for and how many acknowledged it.
+//! - `pushes`: receipts: how many devices a push was for and how many acknowledged it; how it
+//!   is delivered, and for a provider push its delivery record (`herald_push::delivery::record`).
 //! - `usage`: per-app billing counters.
+//! - `jobs`: the provider job queue (`herald_push::jobs`): send jobs (one push to one device)
+//!   and expand jobs (a broadcast or tag push turned into send jobs a page at a time, with its
+//!   cursor), their state (`queued`, `leased`, `done`, `dead`), when they are due, attempts,
+//!   whether a send may have been duplicated (`in_doubt`) and their result or last failure.
+//! - `credentials`: each app's provider credentials, sealed by the server before they arrive,
+//!   with the part that may be shown.
 
 use std::path::Path;
 use std::time::Duration;
@@ -109,6 +117,50 @@ const MIGRATIONS: &[&str] = &[
         acks INTEGER NOT NULL DEFAULT 0,
         peak_connections INTEGER NOT NULL DEFAULT 0
     );",
+    // 3: the provider job queue, provider credentials, why a device is inactive and when its
+    // token last changed.
+    //
+    // `jobs.due` is when a job may next be taken: for a queued job when it may run, for a leased
+    // one when its lease runs out (the same instant as `lease_until`), so leasing is one ordered
+    // scan of `jobs_due`, which holds only queued and leased jobs. Send jobs are unique per push
+    // and device (expand jobs have no device), so an expansion page added twice adds nothing.
+    "CREATE TABLE jobs (
+        id INTEGER PRIMARY KEY,
+        app TEXT NOT NULL,
+        push TEXT NOT NULL,
+        provider TEXT,
+        kind TEXT NOT NULL CHECK (kind IN ('send', 'expand')),
+        device TEXT,
+        expand_after TEXT,
+        state TEXT NOT NULL CHECK (state IN ('queued', 'leased', 'done', 'dead')),
+        due INTEGER NOT NULL,
+        lease_until INTEGER,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        in_doubt INTEGER NOT NULL DEFAULT 0,
+        result TEXT,
+        seq INTEGER NOT NULL DEFAULT 0,
+        created INTEGER NOT NULL,
+        finished INTEGER
+    );
+    CREATE INDEX jobs_due ON jobs (due) WHERE state IN ('queued', 'leased');
+    CREATE UNIQUE INDEX jobs_push ON jobs (app, push, device);
+    CREATE INDEX jobs_depth ON jobs (app, provider, state, created) WHERE state <> 'done';
+    CREATE INDEX jobs_dead ON jobs (app, id) WHERE state = 'dead';
+    CREATE TABLE credentials (
+        app TEXT NOT NULL,
+        provider TEXT NOT NULL,
+        sealed BLOB NOT NULL,
+        public TEXT NOT NULL,
+        updated INTEGER NOT NULL,
+        PRIMARY KEY (app, provider)
+    ) WITHOUT ROWID;
+    ALTER TABLE devices ADD COLUMN inactive_reason TEXT;
+    ALTER TABLE devices ADD COLUMN token_updated INTEGER;
+    UPDATE devices SET token_updated = updated WHERE token IS NOT NULL;
+    CREATE INDEX devices_provider_reachable ON devices (app, id)
+        WHERE active = 1 AND platform <> 'herald' AND token IS NOT NULL;
+    ALTER TABLE pushes ADD COLUMN delivery TEXT;
+    ALTER TABLE pushes ADD COLUMN delivery_record BLOB;",
 ];
 
 /// The schema version this build writes.
@@ -224,6 +276,35 @@ mod tests {
         drop(conn);
         let err = open_writer(&path, SyncMode::Off, 1 << 20).unwrap_err();
         assert!(err.to_string().contains("newer"), "{err}");
+    }
+
+    #[test]
+    fn migration_3_dates_existing_tokens_from_their_last_update() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let mut conn = Connection::open(&path).unwrap();
+        for sql in &MIGRATIONS[..2] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.pragma_update(None, "user_version", 2).unwrap();
+        let insert = "INSERT INTO devices (app, id, platform, token, tags, active, created,
+                      updated, cursor) VALUES ('default', ?1, ?2, ?3, '[]', 1, 1, ?4, '')";
+        conn.execute(insert, rusqlite::params!["p", "apns", "ab", 42])
+            .unwrap();
+        conn.execute(insert, rusqlite::params!["h", "herald", None::<String>, 43])
+            .unwrap();
+        migrate(&mut conn).unwrap();
+        assert_eq!(version(&conn), SCHEMA_VERSION);
+        let stamp = |id: &str| -> Option<i64> {
+            conn.query_row(
+                "SELECT token_updated FROM devices WHERE id = ?1",
+                [id],
+                |r| r.get(0),
+            )
+            .unwrap()
+        };
+        assert_eq!(stamp("p"), Some(42));
+        assert_eq!(stamp("h"), None);
     }
 
     #[test]

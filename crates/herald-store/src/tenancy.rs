@@ -1,6 +1,7 @@
 //! The SQLite implementation of [`Tenancy`]: apps, keys, limits and usage. Writes run on the
 //! writer thread (one transaction each, durable like appends); reads use the read pool.
-//! Deleting an app removes its devices and receipts ([`crate::devices`]) in the same
+//! Deleting an app removes its devices and receipts ([`crate::devices`]), its provider jobs
+//! ([`crate::jobs`]) and its provider credentials ([`crate::credentials`]) in the same
 //! transaction.
 
 use async_trait::async_trait;
@@ -11,7 +12,7 @@ use rusqlite::{params, OptionalExtension};
 
 use crate::{backend, SqliteLog};
 
-fn app_id(s: String) -> Result<AppId, StoreError> {
+pub(crate) fn app_id(s: String) -> Result<AppId, StoreError> {
     AppId::parse(&s).map_err(|_| StoreError::failed(format!("corrupt app id {s:?} in store")))
 }
 
@@ -119,6 +120,8 @@ impl Tenancy for SqliteLog {
                 "DELETE FROM device_tombstones WHERE app = ?1",
                 "DELETE FROM pushes WHERE app = ?1",
                 "DELETE FROM usage WHERE app = ?1",
+                "DELETE FROM jobs WHERE app = ?1",
+                "DELETE FROM credentials WHERE app = ?1",
             ] {
                 tx.execute(sql, [app]).map_err(backend)?;
             }

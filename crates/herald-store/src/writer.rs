@@ -3,7 +3,8 @@
 //! transaction, hands the new messages to the [`CommitSink`] and only then replies. There is no
 //! artificial delay: batches form from requests that arrived while the previous commit ran.
 //!
-//! Between batches it sweeps expired messages about every 30 s. It exits when every sender is
+//! Between batches it sweeps expired messages about every 30 s, and in the same sweep (its own
+//! transaction) deletes a chunk of finished provider jobs of long-expired pushes. It exits when every sender is
 //! gone, after finishing what was queued.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -20,7 +21,7 @@ use tokio::sync::oneshot;
 
 use crate::batch::{self, Batch, ChannelCache};
 use crate::options::SyncMode;
-use crate::{backend, checkpoint, retention, schema};
+use crate::{backend, checkpoint, jobs, retention, schema};
 
 /// How often expired messages are swept.
 pub(crate) const AGE_TRIM_INTERVAL: Duration = Duration::from_secs(30);
@@ -269,7 +270,7 @@ impl Writer {
 
     /// Runs an age sweep in its own transaction and updates the cache once it commits.
     fn sweep(&mut self, now_ms: i64) -> Result<usize, StoreError> {
-        let result = (|| {
+        let trimmed = (|| {
             let tx = self
                 .conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -281,7 +282,7 @@ impl Writer {
                 .record(started.elapsed().as_secs_f64());
             Ok(trimmed)
         })();
-        match result {
+        let result = match trimmed {
             Ok(trimmed) => {
                 retention::apply_to_cache(&mut self.cache, &trimmed);
                 let deleted = trimmed.iter().map(|t| t.deleted).sum();
@@ -298,6 +299,28 @@ impl Writer {
                 tracing::error!(error = %err, "expired-message sweep failed");
                 Err(err)
             }
+        };
+        self.prune_jobs(now_ms);
+        result
+    }
+
+    /// Deletes a chunk of finished send jobs of pushes that expired more than a day before
+    /// `now_ms`, in its own transaction; a failure is logged and left for the next sweep.
+    fn prune_jobs(&mut self, now_ms: i64) {
+        let result = (|| {
+            let tx = self
+                .conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(backend)?;
+            let before = now_ms.saturating_sub(jobs::DONE_JOBS_KEPT_AFTER_EXPIRY_MS);
+            let pruned = jobs::prune_expired_chunk(&tx, before, jobs::PRUNE_CHUNK)?;
+            tx.commit().map_err(backend)?;
+            Ok::<_, StoreError>(pruned)
+        })();
+        match result {
+            Ok(0) => {}
+            Ok(pruned) => tracing::debug!(pruned, "finished jobs of expired pushes removed"),
+            Err(err) => tracing::error!(error = %err, "finished-job prune failed"),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The SQLite channel log through its public API: appends and reads, seqs and epochs across
 //! restarts, idempotency, retention, group commit under concurrency and the commit sink; and the
-//! engine over it when fan-out runs behind the publishers. Devices through the push crate:
-//! [`devices`].
+//! engine over it when fan-out runs behind the publishers. Devices, provider jobs and provider
+//! credentials through the push crate: [`devices`], [`jobs`], [`credentials`].
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -14,8 +14,12 @@ use herald_core::name::ChannelName;
 use herald_store::{SqliteLog, SqliteOptions, SyncMode};
 use parking_lot::Mutex;
 
+#[path = "sqlite_log/credentials.rs"]
+mod credentials;
 #[path = "sqlite_log/devices.rs"]
 mod devices;
+#[path = "sqlite_log/jobs/mod.rs"]
+mod jobs;
 
 /// Records every committed message as (channel, seq), in the order the sink saw them.
 #[derive(Default)]

@@ -111,9 +111,7 @@ impl ProviderCredentials {
                 if c.topic.is_empty() || c.topic.len() > 255 {
                     return Err(invalid(provider, "\"topic\" (the bundle id) is required"));
                 }
-                c.auth()?
-                    .validate()
-                    .map_err(|e| invalid(provider, e))?;
+                c.auth()?.validate().map_err(|e| invalid(provider, e))?;
                 Ok(ProviderCredentials::Apns(c))
             }
             Platform::Fcm => {

@@ -77,7 +77,12 @@ impl Sealer {
     }
 
     /// Opens what [`Sealer::seal`] sealed for the same app and provider.
-    pub fn open(&self, app: &AppId, provider: Platform, sealed: &[u8]) -> Result<Vec<u8>, SealError> {
+    pub fn open(
+        &self,
+        app: &AppId,
+        provider: Platform,
+        sealed: &[u8],
+    ) -> Result<Vec<u8>, SealError> {
         if sealed.len() < NONCE_LEN {
             return Err(SealError::DoesNotOpen);
         }

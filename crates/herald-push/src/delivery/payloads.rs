@@ -5,7 +5,6 @@
 
 use serde::{Deserialize, Serialize};
 
-
 use herald_core::error::{ErrorCode, HeraldError};
 use herald_providers::apns::{ApnsNotification, ApnsOptions};
 use herald_providers::common::{Common, PayloadError};

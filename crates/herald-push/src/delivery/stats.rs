@@ -154,7 +154,12 @@ mod tests {
         let stats = WorkerStats::default();
         let app = AppId::parse("a").unwrap();
         for _ in 0..95 {
-            stats.record(&app, Platform::Apns, Duration::from_millis(1), SendResult::Success);
+            stats.record(
+                &app,
+                Platform::Apns,
+                Duration::from_millis(1),
+                SendResult::Success,
+            );
         }
         for _ in 0..5 {
             stats.record(
@@ -164,7 +169,12 @@ mod tests {
                 SendResult::Failure("rejected:BadDeviceToken"),
             );
         }
-        stats.record(&app, Platform::Fcm, Duration::from_millis(3), SendResult::Retry("x"));
+        stats.record(
+            &app,
+            Platform::Fcm,
+            Duration::from_millis(3),
+            SendResult::Retry("x"),
+        );
         let all = stats.figures(Some(&app));
         assert_eq!(all.len(), 2);
         let (_, p, f) = &all[0];

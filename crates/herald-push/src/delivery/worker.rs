@@ -451,7 +451,9 @@ impl Deliverer {
             return self.queue.settle(vec![(job.id, done)]).await;
         };
         let audience = match &record.audience {
-            Some(expr) => TagExpr::parse(expr).map(Audience::Tags).unwrap_or(Audience::All),
+            Some(expr) => TagExpr::parse(expr)
+                .map(Audience::Tags)
+                .unwrap_or(Audience::All),
             None => Audience::All,
         };
         let mut after = after.clone();

@@ -28,7 +28,12 @@ pub struct Connection {
     #[arg(long, env = "HERALD_URL", default_value = DEFAULT_URL, value_name = "URL")]
     pub url: String,
     /// A publisher key of the app
-    #[arg(long, env = "HERALD_API_KEY", hide_env_values = true, value_name = "KEY")]
+    #[arg(
+        long,
+        env = "HERALD_API_KEY",
+        hide_env_values = true,
+        value_name = "KEY"
+    )]
     pub api_key: Option<String>,
 }
 
@@ -77,7 +82,15 @@ pub enum JobsCommand {
 pub fn table(stats: &Value) -> String {
     let mut out = format!(
         "{:<9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>9} {:>8} {:>6} {:>10}\n",
-        "provider", "sends", "success", "failed", "retries", "avg ms", "p95 ms", "queued", "dead",
+        "provider",
+        "sends",
+        "success",
+        "failed",
+        "retries",
+        "avg ms",
+        "p95 ms",
+        "queued",
+        "dead",
         "oldest s"
     );
     let empty = serde_json::Map::new();
@@ -101,9 +114,10 @@ pub fn table(stats: &Value) -> String {
             p["p95_ms"].as_f64().unwrap_or(0.0),
             n("queued"),
             n("dead"),
-            p["oldest_age_ms"]
-                .as_i64()
-                .map_or_else(|| "-".to_string(), |ms| format!("{:.1}", ms as f64 / 1000.0)),
+            p["oldest_age_ms"].as_i64().map_or_else(
+                || "-".to_string(),
+                |ms| format!("{:.1}", ms as f64 / 1000.0)
+            ),
         ));
         if let Some(failures) = p["failures"].as_object() {
             for (reason, count) in failures {
@@ -118,7 +132,9 @@ pub fn table(stats: &Value) -> String {
 pub async fn run(command: JobsCommand) -> anyhow::Result<ExitCode> {
     use reqwest::Method;
     let (connection, method, path) = match &command {
-        JobsCommand::Stats { connection, .. } => (connection, Method::GET, "/v1/jobs/stats".to_string()),
+        JobsCommand::Stats { connection, .. } => {
+            (connection, Method::GET, "/v1/jobs/stats".to_string())
+        }
         JobsCommand::Dead {
             after,
             limit,

@@ -37,7 +37,12 @@ pub struct Connection {
     #[arg(long, env = "HERALD_URL", default_value = DEFAULT_URL, value_name = "URL")]
     pub url: String,
     /// A publisher key of the app, or the admin key
-    #[arg(long, env = "HERALD_API_KEY", hide_env_values = true, value_name = "KEY")]
+    #[arg(
+        long,
+        env = "HERALD_API_KEY",
+        hide_env_values = true,
+        value_name = "KEY"
+    )]
     pub api_key: Option<String>,
 }
 
@@ -80,7 +85,12 @@ pub enum SetCommand {
         #[arg(long)]
         team_id: Option<String>,
         /// The push certificate (PEM)
-        #[arg(long, value_name = "PATH", requires = "cert_key_file", conflicts_with = "key_file")]
+        #[arg(
+            long,
+            value_name = "PATH",
+            requires = "cert_key_file",
+            conflicts_with = "key_file"
+        )]
         cert_file: Option<PathBuf>,
         /// The certificate's private key (PEM)
         #[arg(long, value_name = "PATH")]
@@ -118,70 +128,79 @@ fn read(path: &PathBuf) -> anyhow::Result<String> {
 
 /// Runs a `herald providers` command.
 pub async fn run(command: ProvidersCommand) -> anyhow::Result<ExitCode> {
-    let (connection, method, provider, body): (Connection, reqwest::Method, Option<&str>, Option<Value>) =
-        match command {
-            ProvidersCommand::List(c) => (c, reqwest::Method::GET, None, None),
-            ProvidersCommand::Remove {
-                provider,
-                connection,
-            } => {
-                let p: &'static str = match provider.as_str() {
-                    "apns" => "apns",
-                    "fcm" => "fcm",
-                    "webpush" => "webpush",
-                    other => anyhow::bail!("no provider {other:?}: use apns, fcm or webpush"),
-                };
-                (connection, reqwest::Method::DELETE, Some(p), None)
-            }
-            ProvidersCommand::Set(SetCommand::Apns {
-                topic,
-                sandbox,
-                key_file,
-                key_id,
-                team_id,
-                cert_file,
-                cert_key_file,
-                connection,
-            }) => {
-                let environment = if sandbox { "sandbox" } else { "production" };
-                let body = match (key_file, cert_file, cert_key_file) {
-                    (Some(key), None, None) => json!({
-                        "topic": topic, "environment": environment, "key": read(&key)?,
-                        "key_id": key_id, "team_id": team_id,
-                    }),
-                    (None, Some(cert), Some(key)) => json!({
-                        "topic": topic, "environment": environment,
-                        "certificate": read(&cert)?, "private_key": read(&key)?,
-                    }),
-                    _ => anyhow::bail!(
-                        "give --key-file, --key-id and --team-id (token auth) or --cert-file and \
+    let (connection, method, provider, body): (
+        Connection,
+        reqwest::Method,
+        Option<&str>,
+        Option<Value>,
+    ) = match command {
+        ProvidersCommand::List(c) => (c, reqwest::Method::GET, None, None),
+        ProvidersCommand::Remove {
+            provider,
+            connection,
+        } => {
+            let p: &'static str = match provider.as_str() {
+                "apns" => "apns",
+                "fcm" => "fcm",
+                "webpush" => "webpush",
+                other => anyhow::bail!("no provider {other:?}: use apns, fcm or webpush"),
+            };
+            (connection, reqwest::Method::DELETE, Some(p), None)
+        }
+        ProvidersCommand::Set(SetCommand::Apns {
+            topic,
+            sandbox,
+            key_file,
+            key_id,
+            team_id,
+            cert_file,
+            cert_key_file,
+            connection,
+        }) => {
+            let environment = if sandbox { "sandbox" } else { "production" };
+            let body = match (key_file, cert_file, cert_key_file) {
+                (Some(key), None, None) => json!({
+                    "topic": topic, "environment": environment, "key": read(&key)?,
+                    "key_id": key_id, "team_id": team_id,
+                }),
+                (None, Some(cert), Some(key)) => json!({
+                    "topic": topic, "environment": environment,
+                    "certificate": read(&cert)?, "private_key": read(&key)?,
+                }),
+                _ => anyhow::bail!(
+                    "give --key-file, --key-id and --team-id (token auth) or --cert-file and \
                          --cert-key-file (certificate auth)"
-                    ),
-                };
-                (connection, reqwest::Method::PUT, Some("apns"), Some(body))
-            }
-            ProvidersCommand::Set(SetCommand::Fcm {
-                service_account,
+                ),
+            };
+            (connection, reqwest::Method::PUT, Some("apns"), Some(body))
+        }
+        ProvidersCommand::Set(SetCommand::Fcm {
+            service_account,
+            connection,
+        }) => {
+            let account: Value = serde_json::from_str(&read(&service_account)?)
+                .with_context(|| format!("{} is not JSON", service_account.display()))?;
+            let body = json!({ "service_account": account });
+            (connection, reqwest::Method::PUT, Some("fcm"), Some(body))
+        }
+        ProvidersCommand::Set(SetCommand::Webpush {
+            subject,
+            private_key,
+            generate,
+            connection,
+        }) => {
+            let body = match private_key {
+                Some(k) => json!({ "subject": subject, "private_key": k }),
+                None => json!({ "subject": subject, "generate": generate }),
+            };
+            (
                 connection,
-            }) => {
-                let account: Value = serde_json::from_str(&read(&service_account)?)
-                    .with_context(|| format!("{} is not JSON", service_account.display()))?;
-                let body = json!({ "service_account": account });
-                (connection, reqwest::Method::PUT, Some("fcm"), Some(body))
-            }
-            ProvidersCommand::Set(SetCommand::Webpush {
-                subject,
-                private_key,
-                generate,
-                connection,
-            }) => {
-                let body = match private_key {
-                    Some(k) => json!({ "subject": subject, "private_key": k }),
-                    None => json!({ "subject": subject, "generate": generate }),
-                };
-                (connection, reqwest::Method::PUT, Some("webpush"), Some(body))
-            }
-        };
+                reqwest::Method::PUT,
+                Some("webpush"),
+                Some(body),
+            )
+        }
+    };
     let publisher = Publisher::new(&connection.url, connection.api_key.as_deref());
     let app = herald_client::url::encode_query(&connection.app);
     let path = match provider {

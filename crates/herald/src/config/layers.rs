@@ -213,7 +213,11 @@ impl Layers {
             ),
             ("apns_url", "--apns-url", flags.apns_url.clone()),
             ("fcm_url", "--fcm-url", flags.fcm_url.clone()),
-            ("fcm_token_url", "--fcm-token-url", flags.fcm_token_url.clone()),
+            (
+                "fcm_token_url",
+                "--fcm-token-url",
+                flags.fcm_token_url.clone(),
+            ),
             (
                 "provider_ca_file",
                 "--provider-ca-file",

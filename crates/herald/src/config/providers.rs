@@ -112,9 +112,20 @@ mod tests {
             Some("https://127.0.0.1:8443")
         );
         assert_eq!(c.providers.connections, 4);
-        let e = err(None, &[("HERALD_APNS_URL", "http://x")], ConfigFlags::default());
-        assert!(e.contains("HERALD_APNS_URL") && e.contains("https://"), "{e}");
-        let e = err(None, &[("HERALD_CREDENTIALS_KEY", "abc")], ConfigFlags::default());
+        let e = err(
+            None,
+            &[("HERALD_APNS_URL", "http://x")],
+            ConfigFlags::default(),
+        );
+        assert!(
+            e.contains("HERALD_APNS_URL") && e.contains("https://"),
+            "{e}"
+        );
+        let e = err(
+            None,
+            &[("HERALD_CREDENTIALS_KEY", "abc")],
+            ConfigFlags::default(),
+        );
         assert!(e.contains("64 hex digits"), "{e}");
         let e = err(
             None,

@@ -171,10 +171,7 @@ impl fmt::Debug for Config {
                 "meteor_control_password",
                 &redact(&self.meteor.control_password),
             )
-            .field(
-                "credentials_key",
-                &redact(&self.providers.credentials_key),
-            )
+            .field("credentials_key", &redact(&self.providers.credentials_key))
             .field("apns_url", &self.providers.apns_url)
             .field("fcm_url", &self.providers.fcm_url)
             .field("fcm_token_url", &self.providers.fcm_token_url)

@@ -1,0 +1,182 @@
+//! The SQLite implementation of [`JobQueue`]: provider send jobs and broadcast expansions in the
+//! `jobs` table, in the same database as the devices and pushes they refer to.
+//!
+//! Writes (enqueue, lease, settle, expand, replay, drop, prune) run on the writer thread, one
+//! transaction each, durable like appends ([`write`]); reads (dead letters, depth, how a push's
+//! jobs stand) use the read pool ([`read`]). The writer's periodic sweep also prunes finished
+//! send jobs of pushes that expired more than [`DONE_JOBS_KEPT_AFTER_EXPIRY_MS`] ago, a chunk at
+//! a time ([`prune_expired_chunk`]).
+//!
+//! A leased job's `due` is when its lease runs out, so one ordered index scan (`jobs_due`, which
+//! holds only queued and leased jobs) finds both due jobs and lapsed leases.
+
+mod read;
+mod write;
+
+use async_trait::async_trait;
+use herald_core::log::StoreError;
+use herald_core::tenant::AppId;
+use herald_push::device::Platform;
+use herald_push::jobs::{
+    DeadLetter, Depth, DeviceJob, Job, JobId, JobKind, JobQueue, NewJob, PushJobs, Settlement,
+};
+use rusqlite::Row;
+
+use crate::credentials::stored_platform;
+use crate::tenancy::app_id;
+use crate::SqliteLog;
+
+pub(crate) use write::prune_expired_chunk;
+
+/// How long finished send jobs are kept after their push expired (receipts read them), before
+/// the writer's sweep deletes them: a day.
+pub(crate) const DONE_JOBS_KEPT_AFTER_EXPIRY_MS: i64 = 24 * 3600 * 1000;
+
+/// Most finished jobs one sweep deletes, so a sweep never holds up appends for long.
+pub(crate) const PRUNE_CHUNK: i64 = 10_000;
+
+/// The columns [`job_row`] reads, in order.
+const JOB_COLUMNS: &str =
+    "id, app, push, provider, kind, device, expand_after, due, attempts, in_doubt, created, seq";
+
+/// A job's stored columns ([`JOB_COLUMNS`]) as a [`Job`].
+fn job_row(r: &Row<'_>) -> rusqlite::Result<Result<Job, StoreError>> {
+    let id: JobId = r.get(0)?;
+    let app: String = r.get(1)?;
+    let provider: Option<String> = r.get(3)?;
+    let kind: String = r.get(4)?;
+    let device: Option<String> = r.get(5)?;
+    let after: Option<String> = r.get(6)?;
+    let attempts: i64 = r.get(8)?;
+    let seq: i64 = r.get(11)?;
+    let parts = (r.get(2)?, r.get(7)?, r.get(9)?, r.get(10)?);
+    let (push, due_ms, in_doubt, created_ms): (String, i64, bool, i64) = parts;
+    Ok((|| {
+        let kind = match (kind.as_str(), device) {
+            ("send", Some(device)) => JobKind::Send { device },
+            ("expand", _) => JobKind::Expand { after },
+            _ => return Err(StoreError::failed(format!("corrupt job {id} in store"))),
+        };
+        Ok(Job {
+            id,
+            job: NewJob {
+                app: app_id(app)?,
+                push,
+                provider: provider.as_deref().map(stored_platform).transpose()?,
+                kind,
+                seq: u64::try_from(seq).unwrap_or(0),
+                due_ms,
+            },
+            attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+            in_doubt,
+            created_ms,
+        })
+    })())
+}
+
+#[async_trait]
+impl JobQueue for SqliteLog {
+    async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<(), StoreError> {
+        write::check_new(&jobs)?;
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        self.write(move |tx| write::insert(tx, &jobs)).await
+    }
+
+    async fn lease(
+        &self,
+        now_ms: i64,
+        limit: usize,
+        lease_ms: i64,
+        paused: &[(AppId, Platform)],
+    ) -> Result<Vec<Job>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let paused = paused.to_vec();
+        self.write(move |tx| write::lease(tx, now_ms, limit, lease_ms, &paused))
+            .await
+    }
+
+    async fn settle(&self, settled: Vec<(JobId, Settlement)>) -> Result<(), StoreError> {
+        if settled.is_empty() {
+            return Ok(());
+        }
+        self.write(move |tx| write::settle(tx, &settled)).await
+    }
+
+    async fn expand(
+        &self,
+        job: JobId,
+        page: Vec<NewJob>,
+        next: Option<String>,
+        now_ms: i64,
+        lease_ms: i64,
+    ) -> Result<(), StoreError> {
+        write::check_new(&page)?;
+        self.write(move |tx| write::expand(tx, job, &page, next, now_ms, lease_ms))
+            .await
+    }
+
+    async fn dead_letters(
+        &self,
+        app: &AppId,
+        after: Option<JobId>,
+        limit: usize,
+    ) -> Result<Vec<DeadLetter>, StoreError> {
+        let app = app.clone();
+        self.readers()
+            .run(move |conn| read::dead_letters(conn, &app, after, limit))
+            .await
+    }
+
+    async fn replay(&self, app: &AppId, id: JobId, now_ms: i64) -> Result<bool, StoreError> {
+        let app = app.clone();
+        self.write(move |tx| write::replay(tx, &app, id, now_ms))
+            .await
+    }
+
+    async fn drop_dead(&self, app: &AppId, id: JobId) -> Result<bool, StoreError> {
+        let app = app.clone();
+        self.write(move |tx| write::drop_dead(tx, &app, id)).await
+    }
+
+    async fn depth(&self, app: Option<&AppId>) -> Result<Vec<Depth>, StoreError> {
+        let app = app.cloned();
+        self.readers()
+            .run(move |conn| read::depth(conn, app.as_ref()))
+            .await
+    }
+
+    async fn push_jobs(&self, app: &AppId, push: &str) -> Result<PushJobs, StoreError> {
+        let (app, push) = (app.clone(), push.to_string());
+        self.readers()
+            .run(move |conn| read::push_jobs(conn, &app, &push))
+            .await
+    }
+
+    async fn device_jobs(
+        &self,
+        app: &AppId,
+        push: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<DeviceJob>, StoreError> {
+        let (app, push) = (app.clone(), push.to_string());
+        let after = after.unwrap_or_default().to_string();
+        self.readers()
+            .run(move |conn| read::device_jobs(conn, &app, &push, &after, limit))
+            .await
+    }
+
+    async fn prune(&self, before_ms: i64) -> Result<u64, StoreError> {
+        self.write(move |tx| write::prune_expired_chunk(tx, before_ms, -1))
+            .await
+    }
+}
+
+/// A count or limit as an SQL integer.
+fn sql_limit(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(i64::MAX)
+}

@@ -1,0 +1,182 @@
+//! The queue's reads, on a pooled read connection: dead letters, depth per app and provider,
+//! and how one push's jobs stand, in total and per device.
+
+use herald_core::log::StoreError;
+use herald_core::tenant::AppId;
+use herald_push::jobs::{DeadLetter, Depth, DeviceJob, JobId, PushJobs};
+use rusqlite::{params, Connection};
+
+use super::{job_row, sql_limit, JOB_COLUMNS};
+use crate::backend;
+use crate::credentials::stored_platform;
+use crate::tenancy::app_id;
+
+/// Dead letters of `app` in id order after `after`.
+pub(super) fn dead_letters(
+    conn: &Connection,
+    app: &AppId,
+    after: Option<JobId>,
+    limit: usize,
+) -> Result<Vec<DeadLetter>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(&format!(
+            "SELECT {JOB_COLUMNS}, result, finished FROM jobs
+             WHERE app = ?1 AND state = 'dead' AND id > ?2 ORDER BY id LIMIT ?3"
+        ))
+        .map_err(backend)?;
+    let rows = stmt
+        .query_map(
+            params![app.as_str(), after.unwrap_or(0), sql_limit(limit)],
+            |r| Ok((job_row(r)?, r.get::<_, Option<String>>(11)?, r.get(12)?)),
+        )
+        .map_err(backend)?;
+    let mut letters = Vec::new();
+    for row in rows {
+        let (job, reason, died): (_, _, Option<i64>) = row.map_err(backend)?;
+        let job = job?;
+        letters.push(DeadLetter {
+            id: job.id,
+            job: job.job,
+            attempts: job.attempts,
+            reason: reason.unwrap_or_default(),
+            died_ms: died.unwrap_or_default(),
+        });
+    }
+    Ok(letters)
+}
+
+/// Jobs waiting or running, the oldest's creation, and dead letters, per app and provider.
+pub(super) fn depth(conn: &Connection, app: Option<&AppId>) -> Result<Vec<Depth>, StoreError> {
+    const SELECT: &str = "SELECT app, provider, sum(state <> 'dead'),
+             min(CASE WHEN state <> 'dead' THEN created END), sum(state = 'dead')
+         FROM jobs INDEXED BY jobs_depth WHERE state <> 'done'";
+    const GROUP: &str = "GROUP BY app, provider ORDER BY app, provider";
+    let mut stmt = match app {
+        Some(_) => conn.prepare_cached(&format!("{SELECT} AND app = ?1 {GROUP}")),
+        None => conn.prepare_cached(&format!("{SELECT} {GROUP}")),
+    }
+    .map_err(backend)?;
+    let read = |r: &rusqlite::Row<'_>| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, Option<String>>(1)?,
+            r.get::<_, i64>(2)?,
+            r.get::<_, Option<i64>>(3)?,
+            r.get::<_, i64>(4)?,
+        ))
+    };
+    let rows = match app {
+        Some(app) => stmt.query_map([app.as_str()], read),
+        None => stmt.query_map([], read),
+    }
+    .map_err(backend)?;
+    let mut depths = Vec::new();
+    for row in rows {
+        let (app, provider, queued, oldest_ms, dead) = row.map_err(backend)?;
+        depths.push(Depth {
+            app: app_id(app)?,
+            provider: provider.as_deref().map(stored_platform).transpose()?,
+            queued: queued as u64,
+            oldest_ms,
+            dead: dead as u64,
+        });
+    }
+    Ok(depths)
+}
+
+/// How a push's jobs stand: finished send jobs by result, send jobs waiting or running, dead
+/// letters (sends and expansions), sends in doubt, and whether an expansion is still running.
+pub(super) fn push_jobs(
+    conn: &Connection,
+    app: &AppId,
+    push: &str,
+) -> Result<PushJobs, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT kind, state, CASE WHEN state = 'done' THEN result END, in_doubt, count(*)
+             FROM jobs WHERE app = ?1 AND push = ?2
+             GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4",
+        )
+        .map_err(backend)?;
+    let rows = stmt
+        .query_map(params![app.as_str(), push], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, Option<String>>(2)?,
+                r.get::<_, bool>(3)?,
+                r.get::<_, i64>(4)? as u64,
+            ))
+        })
+        .map_err(backend)?;
+    let mut jobs = PushJobs::default();
+    for row in rows {
+        let (kind, state, result, in_doubt, n) = row.map_err(backend)?;
+        let send = kind == "send";
+        match state.as_str() {
+            "dead" => jobs.dead += n,
+            "queued" | "leased" if send => jobs.queued += n,
+            "queued" | "leased" => jobs.expanding = true,
+            "done" if send => {
+                let result = result.unwrap_or_default();
+                match jobs.done.iter_mut().find(|(r, _)| *r == result) {
+                    Some((_, count)) => *count += n,
+                    None => jobs.done.push((result, n)),
+                }
+            }
+            _ => {}
+        }
+        if send && in_doubt {
+            jobs.in_doubt += n;
+        }
+    }
+    Ok(jobs)
+}
+
+/// A push's send jobs per device, in device order after `after`.
+pub(super) fn device_jobs(
+    conn: &Connection,
+    app: &AppId,
+    push: &str,
+    after: &str,
+    limit: usize,
+) -> Result<Vec<DeviceJob>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT device, provider, state, result, attempts, in_doubt FROM jobs
+             WHERE app = ?1 AND push = ?2 AND device > ?3 AND kind = 'send'
+             ORDER BY device LIMIT ?4",
+        )
+        .map_err(backend)?;
+    let rows = stmt
+        .query_map(params![app.as_str(), push, after, sql_limit(limit)], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, Option<String>>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, Option<String>>(3)?,
+                r.get::<_, i64>(4)?,
+                r.get::<_, bool>(5)?,
+            ))
+        })
+        .map_err(backend)?;
+    let mut jobs = Vec::new();
+    for row in rows {
+        let (device, provider, state, result, attempts, in_doubt) = row.map_err(backend)?;
+        let provider = stored_platform(provider.as_deref().unwrap_or_default())?;
+        let state = if state == "leased" {
+            "running".into()
+        } else {
+            state
+        };
+        jobs.push(DeviceJob {
+            device,
+            provider,
+            state,
+            result,
+            attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+            in_doubt,
+        });
+    }
+    Ok(jobs)
+}
