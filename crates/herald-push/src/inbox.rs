@@ -25,7 +25,7 @@ use crate::audience::Audience;
 use crate::delivery::record::DeliveryRecord;
 use crate::delivery::worker::Deliverer;
 use crate::delivery::DEFAULT_ACK_WINDOW;
-use crate::device::{Device, InboxCursor};
+use crate::device::{Device, InboxCursor, Platform};
 use crate::logs::{PushLogs, APP_LOG, DEVICE_LOG};
 use crate::push::{broadcast_admit, collapse, direct_admit, Push, Target};
 use crate::registry::{Ack, DeviceRegistry, Receipt};
@@ -419,6 +419,7 @@ impl Inbox {
                 LogKind::Device => to.device = moved,
             }
             let n = pushes.len() as u64;
+            let provider_device = d.platform != Platform::Herald && d.token.is_some();
             let ack = Ack {
                 from,
                 to: to.clone(),
@@ -431,6 +432,9 @@ impl Inbox {
                 .map_err(HeraldError::from)?
             {
                 self.usage.app(app).acked(n);
+                if let (true, Some(deliverer)) = (provider_device, &self.delivery) {
+                    deliverer.settle_acked(app, device, &ack.pushes).await;
+                }
                 return Ok(to);
             }
             // Another ack of this device moved the cursor meanwhile: start again from it.

@@ -186,6 +186,16 @@ pub trait JobQueue: Send + Sync {
     ) -> Result<Vec<Job>, StoreError>;
     /// Settles leased jobs (one transaction). A job no longer leased is left alone.
     async fn settle(&self, settled: Vec<(JobId, Settlement)>) -> Result<(), StoreError>;
+    /// Settles `device`'s queued (not running) send jobs of `pushes` as `live`: the device
+    /// acknowledged those pushes over a live connection, so no provider push is needed.
+    /// Returns how many jobs it settled.
+    async fn settle_live(
+        &self,
+        app: &AppId,
+        device: &str,
+        pushes: &[String],
+        now_ms: i64,
+    ) -> Result<u64, StoreError>;
     /// In one transaction: adds `page`'s send jobs and moves expansion `job`'s cursor to
     /// `next` (`None`: the expansion is finished and settles as done). The lease is renewed
     /// until `now_ms + lease_ms`.

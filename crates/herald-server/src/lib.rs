@@ -40,5 +40,6 @@ pub mod vocabulary {
     pub use herald_providers::webpush::VapidKeys;
     pub use herald_push::delivery::senders::ProviderEndpoints;
     pub use herald_push::delivery::worker::DeliveryConfig;
+    pub use herald_push::jobs::RetryPolicy;
     pub use herald_store::{SqliteOptions, SyncMode};
 }

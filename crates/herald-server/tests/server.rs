@@ -331,3 +331,5 @@ mod lifecycle {
 
 #[path = "server/openapi.rs"]
 mod openapi;
+#[path = "server/providers.rs"]
+mod providers;

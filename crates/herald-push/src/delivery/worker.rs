@@ -81,8 +81,11 @@ pub struct Deliverer {
     config: DeliveryConfig,
     wake: Notify,
     paused: Mutex<HashMap<(AppId, Platform), Pause>>,
-    records: Mutex<HashMap<(AppId, String), Option<Arc<DeliveryRecord>>>>,
+    records: Mutex<HashMap<(AppId, String), CachedRecord>>,
 }
+
+/// A push's delivery record as cached (`None`: the push is gone or has none).
+type CachedRecord = Option<Arc<DeliveryRecord>>;
 
 /// Most delivery records cached before the cache is emptied.
 const RECORD_CACHE: usize = 4096;
@@ -182,6 +185,27 @@ impl Deliverer {
                     due_ms: self.due_for(app, &d.id, record, now),
                 })
                 .collect(),
+        }
+    }
+
+    /// A device acknowledged `pushes` over a live connection: its queued `auto` send jobs of
+    /// them settle as `live` now, instead of when their ack window ends. (A job already running
+    /// checks the device's cursor itself.)
+    pub async fn settle_acked(&self, app: &AppId, device: &str, pushes: &[String]) {
+        let mut auto = Vec::new();
+        for push in pushes {
+            match self.record(app, push).await {
+                Ok(Some(r)) if r.delivery == Delivery::Auto => auto.push(push.clone()),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "could not read a push's delivery record"),
+            }
+        }
+        if let Err(e) = self
+            .queue
+            .settle_live(app, device, &auto, now_millis())
+            .await
+        {
+            tracing::warn!(error = %e, "could not settle acknowledged provider jobs");
         }
     }
 

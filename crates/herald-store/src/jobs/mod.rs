@@ -106,6 +106,21 @@ impl JobQueue for SqliteLog {
         self.write(move |tx| write::settle(tx, &settled)).await
     }
 
+    async fn settle_live(
+        &self,
+        app: &AppId,
+        device: &str,
+        pushes: &[String],
+        now_ms: i64,
+    ) -> Result<u64, StoreError> {
+        if pushes.is_empty() {
+            return Ok(0);
+        }
+        let (app, device, pushes) = (app.clone(), device.to_string(), pushes.to_vec());
+        self.write(move |tx| write::settle_live(tx, &app, &device, &pushes, now_ms))
+            .await
+    }
+
     async fn expand(
         &self,
         job: JobId,

@@ -27,7 +27,7 @@ pub(super) fn dead_letters(
     let rows = stmt
         .query_map(
             params![app.as_str(), after.unwrap_or(0), sql_limit(limit)],
-            |r| Ok((job_row(r)?, r.get::<_, Option<String>>(11)?, r.get(12)?)),
+            |r| Ok((job_row(r)?, r.get::<_, Option<String>>(12)?, r.get(13)?)),
         )
         .map_err(backend)?;
     let mut letters = Vec::new();

@@ -148,6 +148,30 @@ pub(super) fn settle(tx: &Connection, settled: &[(JobId, Settlement)]) -> Result
     Ok(())
 }
 
+/// Settles a device's queued send jobs of `pushes` as `live` (it acknowledged them); a job a
+/// worker is running is left to finish.
+pub(super) fn settle_live(
+    tx: &Connection,
+    app: &AppId,
+    device: &str,
+    pushes: &[String],
+    now_ms: i64,
+) -> Result<u64, StoreError> {
+    let mut stmt = tx
+        .prepare_cached(
+            "UPDATE jobs SET state = 'done', result = 'live', finished = ?4
+             WHERE app = ?1 AND push = ?2 AND device = ?3 AND state = 'queued'",
+        )
+        .map_err(backend)?;
+    let mut settled = 0;
+    for push in pushes {
+        settled += stmt
+            .execute(params![app.as_str(), push, device, now_ms])
+            .map_err(backend)? as u64;
+    }
+    Ok(settled)
+}
+
 /// Adds an expansion's page of send jobs and moves its cursor to `next`, or finishes it when
 /// `next` is `None`, renewing its lease. Refuses a job that is not a leased expansion and a page
 /// for another app or push.
