@@ -116,6 +116,21 @@ async fn a_user_sets_apns_credentials_and_pushes_through_the_cli_to_a_mock_apns(
     assert_eq!(r["providers"]["accepted"], 1, "{r}");
     let table = cli(&server, &["jobs", "stats"]);
     assert!(table.lines().any(|l| l.starts_with("apns")), "{table}");
+    let metrics = server.metrics().await;
+    let sent = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with("herald_provider_sends_total{") && l.contains("result=\"accepted\"")
+        })
+        .unwrap_or_else(|| panic!("no provider send metric in {metrics}"));
+    assert!(
+        sent.contains("app=\"default\"") && sent.ends_with(" 1"),
+        "{sent}"
+    );
+    assert!(
+        !metrics.contains(&apns_token(1)),
+        "a device token in a metric label"
+    );
     server.terminate();
     let _ = mock.kill();
     let _ = mock.wait();
