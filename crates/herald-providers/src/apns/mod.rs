@@ -12,6 +12,7 @@ pub mod auth;
 pub mod client;
 pub mod notification;
 pub mod payload;
+pub mod pkcs12;
 pub mod response;
 pub mod token;
 

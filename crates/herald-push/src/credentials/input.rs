@@ -4,6 +4,7 @@
 //! private key. What is stored is the whole secret (sealed) and a public view with no secret in
 //! it, which the API and `herald providers` show.
 
+use base64::Engine;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -50,6 +51,13 @@ pub struct ApnsCredentials {
     /// The certificate's private key (PEM).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub private_key: Option<String>,
+    /// The certificate and key as a PKCS#12 file (base64), instead of `certificate` and
+    /// `private_key`: read once, kept as PEM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pkcs12: Option<String>,
+    /// The PKCS#12 file's password.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
 }
 
 /// FCM credentials: the service-account JSON Google's console gives (as an object or a string).
@@ -106,8 +114,31 @@ impl ProviderCredentials {
                 "herald devices need no provider credentials: use apns, fcm or webpush",
             )),
             Platform::Apns => {
-                let c: ApnsCredentials =
+                let mut c: ApnsCredentials =
                     serde_json::from_slice(body).map_err(|e| invalid(provider, e))?;
+                if let Some(p12) = c.pkcs12.take() {
+                    if c.certificate.is_some() || c.private_key.is_some() || c.key.is_some() {
+                        return Err(invalid(
+                            provider,
+                            "give \"pkcs12\" alone, not with \"certificate\", \"private_key\" or \"key\"",
+                        ));
+                    }
+                    let der = base64::engine::general_purpose::STANDARD
+                        .decode(p12.split_whitespace().collect::<String>())
+                        .map_err(|_| invalid(provider, "\"pkcs12\" must be base64"))?;
+                    let password = c.password.take().unwrap_or_default();
+                    match herald_providers::apns::pkcs12::from_pkcs12(&der, &password)
+                        .map_err(|e| invalid(provider, e))?
+                    {
+                        ApnsAuth::Certificate { cert_pem, key_pem } => {
+                            c.certificate = Some(cert_pem);
+                            c.private_key = Some(key_pem);
+                        }
+                        ApnsAuth::Token { .. } => unreachable!("PKCS#12 gives certificate auth"),
+                    }
+                } else if c.password.is_some() {
+                    return Err(invalid(provider, "\"password\" goes with \"pkcs12\""));
+                }
                 if c.topic.is_empty() || c.topic.len() > 255 {
                     return Err(invalid(provider, "\"topic\" (the bundle id) is required"));
                 }

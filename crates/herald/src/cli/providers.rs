@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use base64::Engine;
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 
@@ -19,6 +20,7 @@ Examples:
   herald providers set apns --key-file AuthKey_ABC123DEFG.p8 --key-id ABC123DEFG \\
       --team-id DEF123GHIJ --topic com.example.app --sandbox
   herald providers set apns --cert-file push.pem --cert-key-file push-key.pem --topic com.example.app
+  herald providers set apns --pkcs12-file push.p12 --pkcs12-password secret --topic com.example.app
   herald providers set fcm --service-account firebase-adminsdk.json
   herald providers set webpush --subject mailto:ops@example.com --generate
   herald providers list
@@ -97,6 +99,12 @@ pub enum SetCommand {
         /// The certificate's private key (PEM)
         #[arg(long, value_name = "PATH")]
         cert_key_file: Option<PathBuf>,
+        /// The certificate and key as a PKCS#12 file (.p12, as Keychain Access exports it)
+        #[arg(long, value_name = "PATH", conflicts_with_all = ["key_file", "cert_file"])]
+        pkcs12_file: Option<PathBuf>,
+        /// The PKCS#12 file's password
+        #[arg(long, value_name = "PASSWORD", requires = "pkcs12_file")]
+        pkcs12_password: Option<String>,
         #[command(flatten)]
         connection: Connection,
     },
@@ -157,10 +165,22 @@ pub async fn run(command: ProvidersCommand) -> anyhow::Result<ExitCode> {
             team_id,
             cert_file,
             cert_key_file,
+            pkcs12_file,
+            pkcs12_password,
             connection,
         }) => {
             let environment = if sandbox { "sandbox" } else { "production" };
             let body = match (key_file, cert_file, cert_key_file) {
+                _ if pkcs12_file.is_some() => {
+                    let path = pkcs12_file.expect("checked");
+                    let der = std::fs::read(&path)
+                        .with_context(|| format!("cannot read {}", path.display()))?;
+                    json!({
+                        "topic": topic, "environment": environment,
+                        "pkcs12": base64::engine::general_purpose::STANDARD.encode(der),
+                        "password": pkcs12_password.unwrap_or_default(),
+                    })
+                }
                 (Some(key), None, None) => json!({
                     "topic": topic, "environment": environment, "key": read(&key)?,
                     "key_id": key_id, "team_id": team_id,
@@ -170,8 +190,8 @@ pub async fn run(command: ProvidersCommand) -> anyhow::Result<ExitCode> {
                     "certificate": read(&cert)?, "private_key": read(&key)?,
                 }),
                 _ => anyhow::bail!(
-                    "give --key-file, --key-id and --team-id (token auth) or --cert-file and \
-                         --cert-key-file (certificate auth)"
+                    "give --key-file, --key-id and --team-id (token auth), or --cert-file and \
+                     --cert-key-file, or --pkcs12-file (certificate auth)"
                 ),
             };
             (connection, reqwest::Method::PUT, Some("apns"), Some(body))
