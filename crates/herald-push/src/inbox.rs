@@ -24,7 +24,7 @@ use tokio_util::task::TaskTracker;
 use crate::audience::Audience;
 use crate::delivery::record::DeliveryRecord;
 use crate::delivery::worker::Deliverer;
-use crate::delivery::DEFAULT_ACK_WINDOW;
+use crate::delivery::{DEFAULT_ACK_WINDOW, MAX_ACK_WINDOW};
 use crate::device::{Device, InboxCursor, Platform};
 use crate::logs::{PushLogs, APP_LOG, DEVICE_LOG};
 use crate::push::{broadcast_admit, collapse, direct_admit, Push, Target};
@@ -191,7 +191,8 @@ impl Inbox {
             ack_window_ms: push
                 .ack_window_ms
                 .or(self.usage.app(app).limits().ack_window_ms)
-                .unwrap_or(DEFAULT_ACK_WINDOW.as_millis() as u64),
+                .unwrap_or(DEFAULT_ACK_WINDOW.as_millis() as u64)
+                .min(MAX_ACK_WINDOW.as_millis() as u64),
             broadcast: devices.is_none(),
             audience: match &push.target {
                 Target::Tags(expr) => Some(expr.to_string()),

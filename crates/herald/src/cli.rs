@@ -3,6 +3,7 @@
 
 mod config_check;
 mod jobs;
+mod mock;
 mod providers;
 mod publish;
 mod push;
@@ -70,6 +71,9 @@ enum Command {
     /// The provider job queue: worker statistics, dead letters.
     #[command(subcommand, after_help = jobs::EXAMPLES)]
     Jobs(jobs::JobsCommand),
+    /// Run a mock provider (APNs, FCM, Web Push) for tests and benchmarks.
+    #[command(subcommand, after_help = mock::EXAMPLES)]
+    Mock(mock::MockCommand),
     /// Load and burn-in tests (docs/benchmarks.md): `herald bench <scenario> --spawn`.
     Bench(herald_bench::BenchArgs),
 }
@@ -88,6 +92,7 @@ pub async fn main() -> ExitCode {
         Command::Providers(cmd) => providers::run(cmd).await,
         Command::Vapid => vapid::run(),
         Command::Jobs(cmd) => jobs::run(cmd).await,
+        Command::Mock(cmd) => mock::run(cmd).await,
         Command::Bench(args) => herald_bench::run(args).await.map(|()| ExitCode::SUCCESS),
     };
     match outcome {

@@ -67,14 +67,18 @@ fn settings(config: &Config) -> ServerSettings {
                 extra_ca_pem: config.providers.ca_pem.clone(),
                 connections: config.providers.connections,
             },
-            delivery: DeliveryConfig::default(),
+            delivery: DeliveryConfig {
+                batch: config.providers.batch,
+                lease: config.providers.lease,
+                ..DeliveryConfig::default()
+            },
         },
     }
 }
 
 /// Resolves on SIGTERM or Ctrl-C. The SIGTERM handler is installed when this is called, not
 /// when the future is first polled.
-fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     async move {

@@ -23,6 +23,8 @@ use state::State;
 /// How the mock behaves.
 #[derive(Debug, Clone)]
 pub struct ApnsMockOptions {
+    /// Where to listen (default `127.0.0.1:0`).
+    pub bind: SocketAddr,
     /// `SETTINGS_MAX_CONCURRENT_STREAMS` per connection (APNs announces 1000 once a token is
     /// accepted).
     pub max_concurrent_streams: u32,
@@ -36,6 +38,7 @@ pub struct ApnsMockOptions {
 impl Default for ApnsMockOptions {
     fn default() -> Self {
         ApnsMockOptions {
+            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
             max_concurrent_streams: 1000,
             goaway_after: None,
             keys: Vec::new(),
@@ -62,11 +65,11 @@ impl std::fmt::Debug for ApnsMock {
 }
 
 impl ApnsMock {
-    /// Starts a mock on a free port of 127.0.0.1.
+    /// Starts a mock on `options.bind` (a free port of 127.0.0.1 by default).
     pub async fn start(options: ApnsMockOptions) -> std::io::Result<ApnsMock> {
         let checker = TokenChecker::new(&options.keys)?;
         let tls = crate::tls::self_signed(&[]).map_err(std::io::Error::other)?;
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+        let listener = tokio::net::TcpListener::bind(options.bind).await?;
         let state = Arc::new(State::new(checker));
         let handler_state = state.clone();
         let handler: Handler = Arc::new(move |request, body| {

@@ -87,6 +87,9 @@ pub struct Deliverer {
 /// A push's delivery record as cached (`None`: the push is gone or has none).
 type CachedRecord = Option<Arc<DeliveryRecord>>;
 
+/// How often the queue's depth is read for the metrics.
+const DEPTH_EVERY: Duration = Duration::from_secs(5);
+
 /// Most delivery records cached before the cache is emptied.
 const RECORD_CACHE: usize = 4096;
 
@@ -209,9 +212,41 @@ impl Deliverer {
         }
     }
 
+    /// Publishes the queue's depth per app and provider as Prometheus gauges
+    /// (`herald_provider_jobs_queued`, `herald_provider_jobs_dead`,
+    /// `herald_provider_oldest_job_seconds`).
+    async fn export_depth(&self) {
+        match self.queue.depth(None).await {
+            Ok(depth) => {
+                let now = now_millis();
+                for d in depth {
+                    let labels = [
+                        ("app", d.app.as_str().to_string()),
+                        (
+                            "provider",
+                            d.provider.map_or("expand", |p| p.as_str()).to_string(),
+                        ),
+                    ];
+                    metrics::gauge!("herald_provider_jobs_queued", &labels).set(d.queued as f64);
+                    metrics::gauge!("herald_provider_jobs_dead", &labels).set(d.dead as f64);
+                    let age = d
+                        .oldest_ms
+                        .map_or(0.0, |t| (now - t).max(0) as f64 / 1000.0);
+                    metrics::gauge!("herald_provider_oldest_job_seconds", &labels).set(age);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "could not read the job queue's depth"),
+        }
+    }
+
     /// Runs rounds until `stop`; a round in progress finishes (its sends are settled).
     pub async fn run(self: Arc<Self>, stop: CancellationToken) {
+        let mut depth_read: Option<Instant> = None;
         loop {
+            if depth_read.is_none_or(|at| at.elapsed() >= DEPTH_EVERY) {
+                self.export_depth().await;
+                depth_read = Some(Instant::now());
+            }
             let handled = match self.round().await {
                 Ok(n) => n,
                 Err(e) => {

@@ -41,6 +41,7 @@ pub struct Connection {
 #[derive(Debug, Subcommand)]
 pub enum JobsCommand {
     /// Worker statistics and queue depth per provider.
+    #[command(after_help = EXAMPLES)]
     Stats {
         /// Redraw the table every this many seconds until interrupted
         #[arg(long, value_name = "SECS")]
@@ -52,6 +53,7 @@ pub enum JobsCommand {
         connection: Connection,
     },
     /// List dead letters (jobs that failed every retry).
+    #[command(after_help = EXAMPLES)]
     Dead {
         /// After this job id (paging)
         #[arg(long)]
@@ -63,6 +65,7 @@ pub enum JobsCommand {
         connection: Connection,
     },
     /// Queue a dead letter again, due now.
+    #[command(after_help = EXAMPLES)]
     Replay {
         /// Job id
         id: i64,
@@ -70,6 +73,7 @@ pub enum JobsCommand {
         connection: Connection,
     },
     /// Delete a dead letter.
+    #[command(after_help = EXAMPLES)]
     Drop {
         /// Job id
         id: i64,

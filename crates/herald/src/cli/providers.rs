@@ -50,11 +50,13 @@ pub struct Connection {
 #[derive(Debug, Subcommand)]
 pub enum ProvidersCommand {
     /// Set (replace) the app's credentials for a provider.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = EXAMPLES)]
     Set(SetCommand),
     /// List the providers the app has credentials for.
+    #[command(after_help = EXAMPLES)]
     List(Connection),
     /// Remove the app's credentials for a provider (apns, fcm or webpush).
+    #[command(after_help = EXAMPLES)]
     Remove {
         /// apns, fcm or webpush
         provider: String,

@@ -120,6 +120,8 @@ pub(super) const KEYS: &[Key] = &[
     key("fcm_token_url", &["HERALD_FCM_TOKEN_URL"]),
     key("provider_ca_file", &["HERALD_PROVIDER_CA_FILE"]),
     key("provider_connections", &["HERALD_PROVIDER_CONNECTIONS"]),
+    key("provider_batch", &["HERALD_PROVIDER_BATCH"]),
+    key("provider_lease", &["HERALD_PROVIDER_LEASE"]),
 ];
 
 /// The keys of one `[[namespaces]]` entry.

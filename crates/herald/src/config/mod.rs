@@ -126,6 +126,10 @@ pub struct ProvidersConfig {
     pub ca_pem: Option<Vec<u8>>,
     /// HTTP/2 connections per provider and app.
     pub connections: usize,
+    /// Jobs a delivery round leases and sends at once.
+    pub batch: usize,
+    /// How long a lease lasts.
+    pub lease: Duration,
 }
 
 /// The Meteor ports' settings. No `Debug`: it holds the controller password.

@@ -1,12 +1,15 @@
 //! The provider keys: the key that seals provider credentials at rest, where APNs and FCM
 //! connections go (Apple's and Google's hosts unless a URL is given: a mock or a proxy), an
 //! extra CA file trusted for provider connections (read and checked at load, so
-//! `herald config check` reports a bad one), and the connections per provider and app.
+//! `herald config check` reports a bad one), the connections per provider and app, and the
+//! delivery worker's batch (sends run at once) and lease (how long a job a stopped worker held
+//! stays unsent before another takes it).
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use super::layers::{Layers, Raw};
-use super::validate::{text, ConfigError};
+use super::validate::{duration, text, ConfigError};
 use super::ProvidersConfig;
 
 /// An `https://host[:port]` base URL, without a trailing slash.
@@ -36,6 +39,18 @@ fn file(raw: &Raw) -> Result<Option<PathBuf>, String> {
         return Err("must not be empty".into());
     }
     Ok(Some(PathBuf::from(t)))
+}
+
+fn connections_like(raw: &Raw) -> Result<usize, String> {
+    Ok(match raw {
+        Raw::Toml(toml::Value::Integer(n)) => {
+            usize::try_from(*n).map_err(|_| "must not be negative")?
+        }
+        other => text(other)?
+            .trim()
+            .parse()
+            .map_err(|_| "expected a whole number")?,
+    })
 }
 
 fn connections(raw: &Raw) -> Result<usize, String> {
@@ -84,6 +99,22 @@ impl Layers {
             ca_file,
             ca_pem,
             connections: self.get("provider_connections", 1, connections)?,
+            batch: self.get("provider_batch", 1000, |r| {
+                let n = connections_like(r)?;
+                if (1..=10_000).contains(&n) {
+                    Ok(n)
+                } else {
+                    Err("must be 1 to 10000".into())
+                }
+            })?,
+            lease: self.get("provider_lease", Duration::from_secs(60), |r| {
+                let d = duration(r)?;
+                if d >= Duration::from_secs(1) {
+                    Ok(d)
+                } else {
+                    Err("must be at least 1s".into())
+                }
+            })?,
         })
     }
 }

@@ -108,6 +108,8 @@ impl Config {
                 int(self.providers.connections as u64),
                 "",
             ),
+            ("provider_batch", int(self.providers.batch as u64), ""),
+            ("provider_lease", dur(self.providers.lease), ""),
             ("history.size", int(h.history_size), ""),
             ("history.age", dur(h.history_age), ""),
             (
@@ -177,6 +179,8 @@ impl fmt::Debug for Config {
             .field("fcm_token_url", &self.providers.fcm_token_url)
             .field("provider_ca_file", &self.providers.ca_file)
             .field("provider_connections", &self.providers.connections)
+            .field("provider_batch", &self.providers.batch)
+            .field("provider_lease", &self.providers.lease)
             .finish()
     }
 }

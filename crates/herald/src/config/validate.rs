@@ -306,7 +306,7 @@ fn usize_at_least(min: u64) -> impl Fn(&Raw) -> Result<usize, String> {
     move |r| parse(r).map(|n| usize::try_from(n).unwrap_or(usize::MAX))
 }
 
-fn duration(raw: &Raw) -> Result<Duration, String> {
+pub(super) fn duration(raw: &Raw) -> Result<Duration, String> {
     let t = match raw {
         Raw::Toml(Value::String(t)) | Raw::Text(t) => t,
         Raw::Toml(v) => {

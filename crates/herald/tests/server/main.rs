@@ -8,6 +8,7 @@ mod cli;
 mod client;
 mod durability;
 mod meteor;
+mod providers;
 mod push;
 mod sse_direct;
 mod sse_poll;

@@ -180,6 +180,21 @@ impl Server {
         (status, r.json().await.unwrap_or(Value::Null))
     }
 
+    /// `method path` with the publisher key and a JSON body.
+    pub async fn post_as(&self, method: &str, path: &str, body: Value) -> (u16, Value) {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let r = self
+            .http
+            .request(method, self.url(path))
+            .bearer_auth(API_KEY)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
     pub async fn get(&self, path: &str) -> (u16, Value) {
         let r = self
             .http
