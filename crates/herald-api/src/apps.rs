@@ -26,6 +26,17 @@ use crate::Api;
 /// Longest token lifetime `POST /v1/tokens` mints: 30 days.
 const MAX_TOKEN_TTL_SECS: u64 = 30 * 24 * 3600;
 
+/// Checks limits given by an admin: an ack window is more than 0 and at most an hour.
+fn check_limits(limits: &AppLimits) -> Result<(), HeraldError> {
+    let max = herald_push::delivery::MAX_ACK_WINDOW.as_millis() as u64;
+    match limits.ack_window_ms {
+        Some(ms) if ms == 0 || ms > max => Err(HeraldError::bad_request(format!(
+            "limits.ack_window_ms must be 1 to {max}"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 fn app_param(id: &str) -> Result<AppId, HeraldError> {
     AppId::parse(id)
 }
@@ -81,6 +92,7 @@ pub async fn create(
     api.authorize_admin(&headers)?;
     let body = read_body(body, 4096).await?;
     let req: CreateApp = parse_json(&body)?;
+    check_limits(&req.limits)?;
     let id = AppId::parse(&req.id)?;
     let secret = generate_secret("hs_");
     let app = App {
@@ -153,6 +165,7 @@ pub async fn update(
     let id = app_param(&id)?;
     let body = read_body(body, 4096).await?;
     let req: UpdateApp = parse_json(&body)?;
+    check_limits(&req.limits)?;
     if !api
         .tenancy
         .set_limits(&id, req.limits)

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use herald_core::message::now_millis;
@@ -70,9 +70,10 @@ pub struct DeadQuery {
 pub async fn dead(
     State(api): State<Arc<Api>>,
     headers: HeaderMap,
-    Query(q): Query<DeadQuery>,
+    RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let app = api.authorize(&headers)?;
+    let q: DeadQuery = crate::publish::parse_query(raw.as_deref())?;
     let limit = q.limit.unwrap_or(100).clamp(1, MAX_PAGE);
     let letters = api
         .deliverer
@@ -113,10 +114,11 @@ fn not_dead(id: i64) -> HeraldError {
 /// `POST /v1/jobs/{id}/replay`: the dead letter is queued again, due now, attempts reset.
 pub async fn replay(
     State(api): State<Arc<Api>>,
-    Path(id): Path<i64>,
+    Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let app = api.authorize(&headers)?;
+    let id = crate::publish::parse_job_id(&id)?;
     let queue = api.deliverer.queue();
     if !queue
         .replay(&app, id, now_millis())
@@ -136,10 +138,11 @@ pub async fn replay(
 /// `DELETE /v1/jobs/{id}`: drops a dead letter.
 pub async fn drop_dead(
     State(api): State<Arc<Api>>,
-    Path(id): Path<i64>,
+    Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let app = api.authorize(&headers)?;
+    let id = crate::publish::parse_job_id(&id)?;
     if !api
         .deliverer
         .queue()

@@ -152,6 +152,15 @@ fn ack_cors() -> tower_http::cors::CorsLayer {
         .max_age(std::time::Duration::from_secs(3600))
 }
 
+/// `GET /v1/apps/{id}/vapid-public-key` is read by web pages on the app's own origin (to pass
+/// to `pushManager.subscribe`); it holds nothing secret and needs no key.
+fn public_read_cors() -> tower_http::cors::CorsLayer {
+    tower_http::cors::CorsLayer::new()
+        .allow_origin(tower_http::cors::Any)
+        .allow_methods([axum::http::Method::GET])
+        .max_age(std::time::Duration::from_secs(3600))
+}
+
 async fn preflight() -> axum::http::StatusCode {
     axum::http::StatusCode::NO_CONTENT
 }
@@ -190,7 +199,7 @@ pub fn routes() -> Vec<(&'static str, MethodRouter<Arc<Api>>)> {
         ),
         (
             "/v1/apps/{id}/vapid-public-key",
-            get(providers::vapid_public_key),
+            get(providers::vapid_public_key).layer(public_read_cors()),
         ),
         ("/v1/jobs/stats", get(jobs::stats)),
         ("/v1/jobs/dead", get(jobs::dead)),

@@ -77,6 +77,20 @@ pub(crate) async fn read_body(body: Body, limit: usize) -> Result<Bytes, HeraldE
 }
 
 /// Parses a JSON request body, saying what is wrong with it.
+/// Parses a query string into `T`; a bad one is a JSON `bad_request` like every other error.
+pub(crate) fn parse_query<T: serde::de::DeserializeOwned>(
+    raw: Option<&str>,
+) -> Result<T, HeraldError> {
+    serde_urlencoded::from_str(raw.unwrap_or(""))
+        .map_err(|e| HeraldError::bad_request(format!("query: {e}")))
+}
+
+/// Parses a job id from the path.
+pub(crate) fn parse_job_id(id: &str) -> Result<i64, HeraldError> {
+    id.parse()
+        .map_err(|_| HeraldError::bad_request(format!("a job id is a number, not {id:?}")))
+}
+
 pub(crate) fn parse_json<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, HeraldError> {
     serde_json::from_slice(body)
         .map_err(|e| HeraldError::bad_request(format!("invalid request body: {e}")))

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use herald_core::message::now_millis;
@@ -70,10 +70,11 @@ pub struct ReceiptQuery {
 pub async fn receipt(
     State(api): State<Arc<Api>>,
     Path(id): Path<String>,
-    Query(q): Query<ReceiptQuery>,
+    RawQuery(raw): RawQuery,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let app = api.authorize(&headers)?;
+    let q: ReceiptQuery = crate::publish::parse_query(raw.as_deref())?;
     let mut receipt = api
         .devices
         .receipt(&app, &id)

@@ -1,6 +1,9 @@
 //! The provider job queue: what a job is, the rules for retrying one (exponential backoff with
-//! full jitter, `Retry-After` honoured, a dead letter after [`MAX_ATTEMPTS`]), and the
+//! jitter, `Retry-After` honoured, a dead letter after [`MAX_ATTEMPTS`]), and the
 //! [`JobQueue`] the store implements.
+//!
+//! Retries wait twice as long each time, with jitter (a random wait between half and all of
+//! the step), so jobs that failed together do not come back together.
 //!
 //! A job is one of two kinds:
 //! - **send**: deliver one push to one device through its provider (APNs, FCM, Web Push);

@@ -140,7 +140,10 @@ impl ProviderCredentials {
                     return Err(invalid(provider, "\"password\" goes with \"pkcs12\""));
                 }
                 if c.topic.is_empty() || c.topic.len() > 255 {
-                    return Err(invalid(provider, "\"topic\" (the bundle id) is required"));
+                    return Err(invalid(
+                        provider,
+                        "\"topic\" (the bundle id) is required, at most 255 bytes",
+                    ));
                 }
                 c.auth()?.validate().map_err(|e| invalid(provider, e))?;
                 Ok(ProviderCredentials::Apns(c))

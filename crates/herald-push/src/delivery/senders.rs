@@ -47,8 +47,12 @@ pub enum Sender {
 }
 
 impl Sender {
-    /// Sends `payloads`' notification for the device's platform to the device.
-    pub async fn send(&self, device: &Device, payloads: &Payloads) -> Outcome {
+    /// Sends `payloads`' notification for the device's platform to the device. A push that
+    /// expires at `expires_ms` is never kept by FCM or a Web Push service past then: when its
+    /// time left is shorter than the TTL rendered when it was accepted (it waited for its ack
+    /// window or for retries), the TTL sent is the time left.
+    pub async fn send(&self, device: &Device, payloads: &Payloads, expires_ms: i64) -> Outcome {
+        let left_secs = ((expires_ms - herald_core::message::now_millis()).max(0) / 1000) as u64;
         let Some(token) = device.token.as_deref() else {
             return Outcome::Rejected {
                 reason: "no_token".into(),
@@ -56,7 +60,20 @@ impl Sender {
         };
         match self {
             Sender::Apns(c) => c.send(token, &payloads.apns).await,
-            Sender::Fcm(c) => c.send(token, &payloads.fcm).await,
+            Sender::Fcm(c) => {
+                let ttl = payloads.fcm.message["android"]["ttl"]
+                    .as_str()
+                    .and_then(|t| t.strip_suffix('s'))
+                    .and_then(|t| t.parse::<u64>().ok());
+                match ttl {
+                    Some(ttl) if ttl > left_secs => {
+                        let mut n = payloads.fcm.clone();
+                        n.message["android"]["ttl"] = format!("{left_secs}s").into();
+                        c.send(token, &n).await
+                    }
+                    _ => c.send(token, &payloads.fcm).await,
+                }
+            }
             Sender::WebPush(c) => {
                 let Some(keys) = &device.keys else {
                     return Outcome::Rejected {
@@ -68,7 +85,13 @@ impl Sender {
                     p256dh: &keys.p256dh,
                     auth: &keys.auth,
                 };
-                c.send(&subscription, &payloads.webpush).await
+                if payloads.webpush.ttl_secs > left_secs {
+                    let mut n = payloads.webpush.clone();
+                    n.ttl_secs = left_secs;
+                    c.send(&subscription, &n).await
+                } else {
+                    c.send(&subscription, &payloads.webpush).await
+                }
             }
         }
     }

@@ -82,6 +82,8 @@ pub struct Deliverer {
     wake: Notify,
     paused: Mutex<HashMap<(AppId, Platform), Pause>>,
     records: Mutex<HashMap<(AppId, String), CachedRecord>>,
+    /// The (app, provider) pairs whose depth gauges were last set.
+    exported: Mutex<std::collections::HashSet<(String, String)>>,
 }
 
 /// A push's delivery record as cached (`None`: the push is gone or has none).
@@ -114,6 +116,7 @@ impl Deliverer {
             wake: Notify::new(),
             paused: Mutex::new(HashMap::new()),
             records: Mutex::new(HashMap::new()),
+            exported: Mutex::new(std::collections::HashSet::new()),
         }
     }
 
@@ -219,6 +222,23 @@ impl Deliverer {
         match self.queue.depth(None).await {
             Ok(depth) => {
                 let now = now_millis();
+                let mut exported = self.exported.lock();
+                let seen: std::collections::HashSet<(String, String)> = depth
+                    .iter()
+                    .map(|d| {
+                        let provider = d.provider.map_or("expand", |p| p.as_str());
+                        (d.app.as_str().to_string(), provider.to_string())
+                    })
+                    .collect();
+                // A pair whose jobs are all finished drops out of the depth: its gauges go to 0.
+                for (app, provider) in exported.difference(&seen) {
+                    let labels = [("app", app.clone()), ("provider", provider.clone())];
+                    metrics::gauge!("herald_provider_jobs_queued", &labels).set(0.0);
+                    metrics::gauge!("herald_provider_jobs_dead", &labels).set(0.0);
+                    metrics::gauge!("herald_provider_oldest_job_seconds", &labels).set(0.0);
+                }
+                *exported = seen;
+                drop(exported);
                 for d in depth {
                     let labels = [
                         ("app", d.app.as_str().to_string()),
@@ -400,7 +420,7 @@ impl Deliverer {
         let started = Instant::now();
         let outcome = tokio::time::timeout(
             self.config.send_timeout,
-            sender.send(&device, &record.payloads),
+            sender.send(&device, &record.payloads, record.expires),
         )
         .await
         .unwrap_or_else(|_| Outcome::Retry {
@@ -510,10 +530,18 @@ impl Deliverer {
             return self.queue.settle(vec![(job.id, done)]).await;
         };
         let audience = match &record.audience {
-            Some(expr) => TagExpr::parse(expr)
-                .map(Audience::Tags)
-                .unwrap_or(Audience::All),
             None => Audience::All,
+            Some(expr) => match TagExpr::parse(expr) {
+                Ok(expr) => Audience::Tags(expr),
+                // It parsed when the push was accepted; a record that no longer does is
+                // damaged, and must not become a push to everyone.
+                Err(e) => {
+                    let dead = Settlement::Dead {
+                        reason: format!("stored audience does not parse: {e}"),
+                    };
+                    return self.queue.settle(vec![(job.id, dead)]).await;
+                }
+            },
         };
         let mut after = after.clone();
         loop {

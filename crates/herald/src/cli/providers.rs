@@ -26,8 +26,8 @@ Examples:
   herald providers list
   herald providers remove fcm
 
---app defaults to the app of the key (\"default\"); the key is a publisher key of the app or
-the admin key. Answers show the public part only (never a private key).";
+--app names the app (default: \"default\"); the key is a publisher key of that app or the
+admin key. Answers show the public part only (never a private key).";
 
 /// Where and as whom.
 #[derive(Debug, Args)]
