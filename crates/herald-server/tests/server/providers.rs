@@ -533,8 +533,35 @@ async fn credentials_are_checked_shown_without_secrets_and_bad_pushes_queue_noth
     .map(|r| (r.status().as_u16(), r))
     .unwrap();
     assert_eq!(status, 200);
+    assert_eq!(
+        key.headers()["access-control-allow-origin"],
+        "*",
+        "a page on another origin may read the VAPID key"
+    );
     let key: Value = key.json().await.unwrap();
     assert_eq!(key["public_key"].as_str().unwrap().len(), 87, "{key}");
+
+    let (status, e) = call(&server, "DELETE", "/v1/jobs/not-a-number", API_KEY, None).await;
+    assert_eq!(
+        (status, e["error"]["code"].as_str()),
+        (400, Some("bad_request")),
+        "{e}"
+    );
+    let (status, e) = call(&server, "GET", "/v1/jobs/dead?limit=many", API_KEY, None).await;
+    assert_eq!(
+        (status, e["error"]["code"].as_str()),
+        (400, Some("bad_request")),
+        "{e}"
+    );
+    let (status, e) = call(
+        &server,
+        "PATCH",
+        "/v1/apps/default",
+        ADMIN_KEY,
+        Some(json!({"limits":{"ack_window_ms":0}})),
+    )
+    .await;
+    assert_eq!(status, 400, "{e}");
 
     let mut rsa = mocks.apns_credentials();
     rsa["key"] = json!("-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----\n");
