@@ -2,6 +2,7 @@
 //! program, a module per provider.
 
 mod providers {
+    pub mod apns;
     pub mod fcm;
     pub mod webpush;
 }
