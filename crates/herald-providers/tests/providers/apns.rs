@@ -489,7 +489,7 @@ fn invalid_credentials_are_refused_by_validate() {
 }
 
 /// Throughput to the mock on this machine (a measurement, not an assertion):
-/// `cargo test -p herald-providers --test apns -- --ignored --nocapture throughput`.
+/// `cargo test -p herald-providers --test providers -- --ignored --nocapture throughput`.
 /// `APNS_BENCH_SENDS`, `APNS_BENCH_IN_FLIGHT`, `APNS_BENCH_CONNECTIONS` change the defaults.
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "a measurement; run with --ignored --nocapture"]
