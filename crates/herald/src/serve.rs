@@ -70,6 +70,7 @@ fn settings(config: &Config) -> ServerSettings {
             delivery: DeliveryConfig {
                 batch: config.providers.batch,
                 lease: config.providers.lease,
+                rounds: config.providers.rounds,
                 ..DeliveryConfig::default()
             },
         },

@@ -17,6 +17,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use herald_core::engine::Engine;
 use herald_core::log::StoreError;
@@ -50,6 +51,9 @@ pub struct DeliveryConfig {
     pub poll: Duration,
     /// How failed sends are retried.
     pub retry: RetryPolicy,
+    /// Rounds run at once: while one round's sends wait for their answers, another leases
+    /// and sends the next batch.
+    pub rounds: usize,
 }
 
 impl Default for DeliveryConfig {
@@ -61,6 +65,7 @@ impl Default for DeliveryConfig {
             send_timeout: Duration::from_secs(30),
             poll: Duration::from_millis(250),
             retry: RetryPolicy::default(),
+            rounds: 2,
         }
     }
 }
@@ -84,6 +89,12 @@ pub struct Deliverer {
     records: Mutex<HashMap<(AppId, String), CachedRecord>>,
     /// The (app, provider) pairs whose depth gauges were last set.
     exported: Mutex<std::collections::HashSet<(String, String)>>,
+    /// Broadcast expansions running beside the rounds (a round starts one and goes on
+    /// sending, so the devices of a page expanded are sent to while the next page is read).
+    expansions: TaskTracker,
+    /// Tells expansions to stop between two pages (their lease then runs out, and the
+    /// expansion resumes from its cursor after a restart).
+    stopping: CancellationToken,
 }
 
 /// A push's delivery record as cached (`None`: the push is gone or has none).
@@ -117,6 +128,8 @@ impl Deliverer {
             paused: Mutex::new(HashMap::new()),
             records: Mutex::new(HashMap::new()),
             exported: Mutex::new(std::collections::HashSet::new()),
+            expansions: TaskTracker::new(),
+            stopping: CancellationToken::new(),
         }
     }
 
@@ -137,6 +150,8 @@ impl Deliverer {
 
     /// Wakes an idle worker (jobs due now were added).
     pub fn wake(&self) {
+        // Every idle loop looks, and one that is busy looks again when its round ends.
+        self.wake.notify_waiters();
         self.wake.notify_one();
     }
 
@@ -261,9 +276,25 @@ impl Deliverer {
 
     /// Runs rounds until `stop`; a round in progress finishes (its sends are settled).
     pub async fn run(self: Arc<Self>, stop: CancellationToken) {
+        let mut loops = tokio::task::JoinSet::new();
+        for i in 0..self.config.rounds.max(1) {
+            loops.spawn(self.clone().rounds(stop.clone(), i == 0));
+        }
+        while let Some(ended) = loops.join_next().await {
+            if let Err(e) = ended {
+                tracing::error!(error = %e, "a delivery loop failed");
+            }
+        }
+        self.stopping.cancel();
+        self.expansions.close();
+        self.expansions.wait().await;
+    }
+
+    /// One loop of rounds; the first also exports the queue's depth.
+    async fn rounds(self: Arc<Self>, stop: CancellationToken, exports_depth: bool) {
         let mut depth_read: Option<Instant> = None;
         loop {
-            if depth_read.is_none_or(|at| at.elapsed() >= DEPTH_EVERY) {
+            if exports_depth && depth_read.is_none_or(|at| at.elapsed() >= DEPTH_EVERY) {
                 self.export_depth().await;
                 depth_read = Some(Instant::now());
             }
@@ -287,8 +318,9 @@ impl Deliverer {
         }
     }
 
-    /// Leases one batch of due jobs and runs it; returns how many jobs it ran.
-    pub async fn round(&self) -> Result<usize, StoreError> {
+    /// Leases one batch of due jobs and runs it (expansions are started beside it); returns
+    /// how many jobs it took.
+    pub async fn round(self: &Arc<Self>) -> Result<usize, StoreError> {
         let now = now_millis();
         let paused: Vec<(AppId, Platform)> = {
             let mut paused = self.paused.lock();
@@ -308,7 +340,14 @@ impl Deliverer {
         let mut sends: HashMap<AppId, Vec<Job>> = HashMap::new();
         for job in jobs {
             match job.job.kind {
-                JobKind::Expand { .. } => self.expand(job).await?,
+                JobKind::Expand { .. } => {
+                    let this = self.clone();
+                    self.expansions.spawn(async move {
+                        if let Err(e) = this.expand(job).await {
+                            tracing::warn!(error = %e, "a broadcast expansion stopped; it resumes when its lease runs out");
+                        }
+                    });
+                }
                 JobKind::Send { .. } => sends.entry(job.job.app.clone()).or_default().push(job),
             }
         }
@@ -579,6 +618,9 @@ impl Deliverer {
             match next {
                 Some(n) => after = Some(n),
                 None => return Ok(()),
+            }
+            if self.stopping.is_cancelled() {
+                return Ok(());
             }
         }
     }

@@ -122,6 +122,7 @@ pub(super) const KEYS: &[Key] = &[
     key("provider_connections", &["HERALD_PROVIDER_CONNECTIONS"]),
     key("provider_batch", &["HERALD_PROVIDER_BATCH"]),
     key("provider_lease", &["HERALD_PROVIDER_LEASE"]),
+    key("provider_rounds", &["HERALD_PROVIDER_ROUNDS"]),
 ];
 
 /// The keys of one `[[namespaces]]` entry.

@@ -130,6 +130,8 @@ pub struct ProvidersConfig {
     pub batch: usize,
     /// How long a lease lasts.
     pub lease: Duration,
+    /// Delivery rounds run at once.
+    pub rounds: usize,
 }
 
 /// The Meteor ports' settings. No `Debug`: it holds the controller password.

@@ -107,6 +107,14 @@ impl Layers {
                     Err("must be 1 to 10000".into())
                 }
             })?,
+            rounds: self.get("provider_rounds", 2, |r| {
+                let n = connections_like(r)?;
+                if (1..=16).contains(&n) {
+                    Ok(n)
+                } else {
+                    Err("must be 1 to 16".into())
+                }
+            })?,
             lease: self.get("provider_lease", Duration::from_secs(60), |r| {
                 let d = duration(r)?;
                 if d >= Duration::from_secs(1) {

@@ -110,6 +110,7 @@ impl Config {
             ),
             ("provider_batch", int(self.providers.batch as u64), ""),
             ("provider_lease", dur(self.providers.lease), ""),
+            ("provider_rounds", int(self.providers.rounds as u64), ""),
             ("history.size", int(h.history_size), ""),
             ("history.age", dur(h.history_age), ""),
             (
@@ -181,6 +182,7 @@ impl fmt::Debug for Config {
             .field("provider_connections", &self.providers.connections)
             .field("provider_batch", &self.providers.batch)
             .field("provider_lease", &self.providers.lease)
+            .field("provider_rounds", &self.providers.rounds)
             .finish()
     }
 }

@@ -152,6 +152,8 @@ async fn kill_9_in_the_middle_of_a_batch_skips_no_device_and_duplicates_only_sen
         .file_arg("--provider-ca-file", "ca.pem", &mock.cert_pem)
         .env("HERALD_PROVIDER_BATCH", &BATCH.to_string())
         .env("HERALD_PROVIDER_LEASE", "1s")
+        // One round at a time, so exactly one batch is in flight when the server is killed.
+        .env("HERALD_PROVIDER_ROUNDS", "1")
         .start()
         .await;
     let (status, r) = server
