@@ -20,6 +20,7 @@ use crate::scenario::provider_api::{self, settled};
 use crate::scenario::{bound, status, Ctx, Progress};
 use crate::server;
 use crate::stats::{self, LatencyMs};
+use crate::svg::{Chart, Series};
 use crate::wire::{self, now_ns};
 
 /// Width of the time buckets of a round.
@@ -87,6 +88,17 @@ async fn measure(
         cpu: cpu0.share(&cpu1),
         round,
     })
+}
+
+/// Devices acked so far at the end of each bucket of a round: (milliseconds, total).
+fn acked_curve(round: &Round) -> Vec<(f64, f64)> {
+    let mut total = 0u64;
+    let mut points = vec![(0.0, 0.0)];
+    for (i, b) in round.buckets.iter().enumerate() {
+        total += b.acks;
+        points.push((((i as u64 + 1) * BUCKET_MS) as f64, total as f64));
+    }
+    points
 }
 
 /// Runs the scenario.
@@ -231,6 +243,23 @@ pub async fn run(args: AutoArgs) -> anyhow::Result<Report> {
 
     let mut r = Report::new("auto");
     r.table = table;
+    r.chart = Some(Chart {
+        title: format!("One push to {opened} connected devices that ack: auto against live"),
+        x_label: "milliseconds after the push".into(),
+        y_label: "devices whose ack was answered".into(),
+        series: vec![
+            Series::Line {
+                name: "auto".into(),
+                points: acked_curve(&auto.round),
+                color: "#1f5fa8",
+            },
+            Series::Line {
+                name: "live".into(),
+                points: acked_curve(&live.round),
+                color: "#d9822b",
+            },
+        ],
+    });
     for m in runs {
         let lat = LatencyMs::of(&m.round.ack_hist);
         r.lines.push(format!(
