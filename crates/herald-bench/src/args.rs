@@ -207,6 +207,38 @@ pub struct BroadcastArgs {
     /// Registration requests in flight.
     #[arg(long, default_value_t = 4, value_name = "C")]
     pub concurrency: u64,
+    /// Register `apns` devices instead and send ONE provider push to all of them through a
+    /// mock provider the bench starts (`herald mock apns`); needs --spawn.
+    #[arg(long, value_enum, value_name = "PROVIDER")]
+    pub provider: Option<Provider>,
+    /// With --provider: the spawned server's `provider_batch` (sends run at once).
+    #[arg(long, value_name = "N", requires = "provider")]
+    pub provider_batch: Option<u64>,
+    /// With --provider: the spawned server's `provider_connections` (per provider and app).
+    #[arg(long, value_name = "N", requires = "provider")]
+    pub provider_connections: Option<u64>,
+}
+
+/// Mock providers a scenario can send through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Provider {
+    /// `herald mock apns` (TLS, HTTP/2, ES256 provider tokens).
+    Apns,
+}
+
+/// `herald bench auto`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AutoArgs {
+    /// Flags every scenario takes.
+    #[command(flatten)]
+    pub common: Common,
+    /// `apns` devices, each holding its inbox open over a WebSocket and acking what it gets.
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    pub devices: u64,
+    /// The push's `ack_window` in seconds (devices that do not ack within it get a provider
+    /// push).
+    #[arg(long, default_value_t = 5, value_name = "SECS")]
+    pub ack_window: u64,
 }
 
 /// `herald bench reconnect-storm`.

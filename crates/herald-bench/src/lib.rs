@@ -27,8 +27,8 @@ pub mod worker;
 use std::path::PathBuf;
 
 use args::{
-    AllToAllArgs, BaselineArgs, BroadcastArgs, ConnectionsArgs, FanoutArgs, ReconnectArgs,
-    StepArgs, StormArgs,
+    AllToAllArgs, AutoArgs, BaselineArgs, BroadcastArgs, ConnectionsArgs, FanoutArgs,
+    ReconnectArgs, StepArgs, StormArgs,
 };
 
 const EXAMPLES: &str = "\
@@ -41,6 +41,8 @@ Examples:
   herald bench fanout --spawn --publishers 8 --messages 20000 --subscribers 100
   herald bench connections --spawn --connections 10000 --channels 1
   herald bench broadcast --spawn --devices 1000000 --messages 20
+  herald bench broadcast --spawn --devices 1000000 --provider apns
+  herald bench auto --spawn --devices 10000
   herald bench reconnect-storm --spawn --devices 10000 --pending 100
   herald bench fanout --target http://127.0.0.1:7070 --api-key KEY --token-secret SECRET
 
@@ -97,6 +99,12 @@ pub enum Scenario {
         after_help = "Examples:\n  herald bench broadcast --spawn --devices 1000000 --messages 20\n  herald bench broadcast --spawn --devices 100000 --batch 500 --concurrency 8"
     )]
     Broadcast(BroadcastArgs),
+    /// The `auto` state machine's cost: N connected `apns` devices ack an `auto` push in time
+    /// (no provider push), against the same push with `"delivery":"live"`.
+    #[command(
+        after_help = "Examples:\n  herald bench auto --spawn --devices 10000\n  herald bench auto --spawn --devices 1000 --ack-window 10"
+    )]
+    Auto(AutoArgs),
     /// N offline devices with P pending messages each reconnect at once and catch up.
     #[command(
         after_help = "Examples:\n  herald bench reconnect-storm --spawn --devices 10000 --pending 100\n  herald bench reconnect-storm --spawn --devices 2000 --pending 50 --direct 10 --transport sse"
@@ -174,6 +182,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         Scenario::Broadcast(a) => {
             let out = a.common.out.clone();
             (scenario::broadcast::run(a).await?, out)
+        }
+        Scenario::Auto(a) => {
+            let out = a.common.out.clone();
+            (scenario::auto::run(a).await?, out)
         }
         Scenario::ReconnectStorm(a) => {
             let out = a.common.out.clone();

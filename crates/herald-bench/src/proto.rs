@@ -86,11 +86,19 @@ pub enum Plan {
     /// (WebSocket upgrade, SSE or long-poll request naming no channel) and counts the messages
     /// that arrive. Once it has `pending` of them it is caught up, which counts as one
     /// acknowledgement whose latency is the time from its request to its last pending message.
+    ///
+    /// With `ack` (WebSocket only) the connection acknowledges every inbox message with an
+    /// `ack` command instead: it counts one acknowledgement once both logs of its inbox are
+    /// open (timed from its request), then one per `ack` the server answered (timed from the
+    /// acknowledged message's send time), and `pending` is not used.
     Inbox {
         /// Device id prefix.
         prefix: String,
         /// Messages waiting for each device.
         pending: u64,
+        /// Acknowledge every inbox message as it arrives.
+        #[serde(default)]
+        ack: bool,
     },
 }
 

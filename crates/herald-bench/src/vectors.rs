@@ -31,6 +31,8 @@ fn websocket_frames_are_classified_as_the_contract_says() {
             ("message", _) => ServerText::Message,
             ("subscribe", true) => ServerText::Subscribed,
             ("publish", true) => ServerText::Published,
+            ("subscribe", false) => ServerText::InboxOpened,
+            ("ack", true) => ServerText::Acked,
             ("error", answers) => ServerText::Error { answers },
             ("disconnect", _) => ServerText::Disconnect,
             _ => ServerText::Other,
@@ -39,6 +41,15 @@ fn websocket_frames_are_classified_as_the_contract_says() {
         if expected == ServerText::Message {
             // Bench messages carry their send time in data; the vectors' data do not.
             assert_eq!(wire::find_ts(wire.as_bytes()), None, "{wire}");
+            // An inbox message names its log and seq, which an ack repeats.
+            let log = m["body"]["channel"].as_str().unwrap_or_default();
+            let position = wire::inbox_position(wire.as_bytes());
+            if log.starts_with('$') {
+                let seq = m["body"]["seq"].as_u64().unwrap();
+                assert_eq!(position, Some((log, seq)), "{wire}");
+            } else {
+                assert_eq!(position, None, "{wire}");
+            }
         }
         seen += 1;
     }

@@ -35,6 +35,24 @@ pub fn find_ts(frame: &[u8]) -> Option<u64> {
     any.then_some(n)
 }
 
+/// The log (`$app` or `$device`) and `seq` of an inbox message frame
+/// (`{"message":{"channel":"$app","seq":4,...`), for the `ack` that answers it.
+pub fn inbox_position(frame: &[u8]) -> Option<(&'static str, u64)> {
+    let rest = frame.strip_prefix(b"{\"message\":{\"channel\":\"")?;
+    let (log, rest) = if let Some(r) = rest.strip_prefix(b"$app\",") {
+        ("$app", r)
+    } else {
+        ("$device", rest.strip_prefix(b"$device\",")?)
+    };
+    let digits = rest.strip_prefix(b"\"seq\":")?;
+    let end = digits
+        .iter()
+        .position(|b| !b.is_ascii_digit())
+        .unwrap_or(digits.len());
+    let seq = std::str::from_utf8(&digits[..end]).ok()?.parse().ok()?;
+    Some((log, seq))
+}
+
 /// Position of `needle` in `hay`.
 pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     if needle.is_empty() || hay.len() < needle.len() {
@@ -98,8 +116,13 @@ pub fn get_request(host: &str, path: &str, extra: &str) -> Vec<u8> {
 
 /// A POST request with a JSON body and a bearer key.
 pub fn post_json(host: &str, path: &str, key: &str, body: &[u8]) -> Vec<u8> {
+    request_json("POST", host, path, key, body)
+}
+
+/// A `method` request (`POST`, `PUT`) of a JSON body with the bearer `key`.
+pub fn request_json(method: &str, host: &str, path: &str, key: &str, body: &[u8]) -> Vec<u8> {
     let mut out = format!(
-        "POST {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {key}\r\n\
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {key}\r\n\
          Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
         body.len()
     )
@@ -286,9 +309,13 @@ pub enum ServerText {
         /// Whether the frame has an `id`.
         answers: bool,
     },
+    /// The reply to an `ack` command (one with an `id`).
+    Acked,
+    /// An unasked `subscribe` reply (no `id`): the server opened one log of a device's inbox.
+    InboxOpened,
     /// `{"disconnect":...}`: the server closes the connection next.
     Disconnect,
-    /// Any other frame (other replies, an inbox opening's unasked `subscribe` replies).
+    /// Any other frame (other replies).
     Other,
 }
 
@@ -304,9 +331,13 @@ pub fn classify_ws_text(p: &[u8]) -> ServerText {
             ServerText::Published
         } else if kind.starts_with(b"error\"") {
             ServerText::Error { answers: true }
+        } else if kind.starts_with(b"ack\"") {
+            ServerText::Acked
         } else {
             ServerText::Other
         }
+    } else if p.starts_with(b"{\"subscribe\":") {
+        ServerText::InboxOpened
     } else if p.starts_with(b"{\"disconnect\":") {
         ServerText::Disconnect
     } else if p.starts_with(b"{\"error\":") {

@@ -479,3 +479,54 @@ fn reconnect_storm_catches_every_device_up() {
         );
     }
 }
+
+#[test]
+fn provider_broadcast_gets_every_device_accepted_by_the_mock_apns() {
+    let (s, out) = bench(&[
+        "broadcast",
+        "--provider",
+        "apns",
+        "--devices",
+        "300",
+        "--batch",
+        "100",
+    ]);
+    check_summary(&s, "broadcast-apns");
+    let d = &s["details"];
+    assert_eq!(d["receipt_accepted"], 300, "{s:#}");
+    assert_eq!(d["receipt_ended"], 300, "{s:#}");
+    assert_eq!(
+        d["mock_accepted_in_all"], 301,
+        "the broadcast and the warm-up push, each once: {s:#}"
+    );
+    assert!(d["settled_seconds"].as_f64().is_some(), "{s:#}");
+    assert_eq!(d["sqlite_floor"]["rows"], 300, "{s:#}");
+    check_files(out.path(), "broadcast-apns", "second,accepted,total");
+}
+
+#[test]
+fn auto_push_to_acking_devices_sends_no_provider_push() {
+    let (s, out) = bench(&[
+        "auto",
+        "--devices",
+        "60",
+        "--ack-window",
+        "1",
+        "--workers",
+        "2",
+        "--no-baseline",
+    ]);
+    check_summary(&s, "auto");
+    let d = &s["details"];
+    assert_eq!(d["connected"], 60, "{s:#}");
+    assert_eq!(d["auto_acked"], 60, "{s:#}");
+    assert_eq!(d["live_acked"], 60, "{s:#}");
+    assert_eq!(d["receipt_live"], 60, "{s:#}");
+    assert_eq!(d["receipt_accepted"], 0, "{s:#}");
+    assert_eq!(d["mock_accepted_in_all"], 0, "no provider push: {s:#}");
+    check_files(
+        out.path(),
+        "auto",
+        "delivery,devices_acked,all_acked_s,p50_ms,p99_ms,max_ms,server_cpu_s",
+    );
+}

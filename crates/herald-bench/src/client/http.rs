@@ -163,6 +163,17 @@ impl HttpClient {
         self.send(&request).await
     }
 
+    /// PUTs the JSON `body` to `path`; returns the status and the response body.
+    pub async fn put(
+        &mut self,
+        path: &str,
+        key: &str,
+        body: &[u8],
+    ) -> Result<(u16, Vec<u8>), String> {
+        let request = wire::request_json("PUT", &self.host, path, key, body);
+        self.send(&request).await
+    }
+
     /// GETs `path` with the bearer `key`; returns the status and the response body.
     pub async fn get(&mut self, path: &str, key: &str) -> Result<(u16, Vec<u8>), String> {
         let auth = format!("Authorization: Bearer {key}\r\n");

@@ -86,28 +86,54 @@ struct Inbox {
     got: u64,
     /// When the connection asked for its inbox (unix nanos).
     since_ns: u64,
+    /// Whether it acknowledges every message (see [`Plan::Inbox`]).
+    ack: bool,
+    /// Logs of the inbox opened so far (`$app`, `$device`).
+    opened: u8,
+    /// Send time of the last message acknowledged (unix nanos), to time the `ack` answers.
+    acked_sent_ns: u64,
 }
 
 impl Inbox {
     /// The inbox count of a connection opened with `plan`, if it is a device connection.
     fn of(plan: &Plan) -> Option<Inbox> {
         match plan {
-            Plan::Inbox { pending, .. } => Some(Inbox {
+            Plan::Inbox { pending, ack, .. } => Some(Inbox {
                 pending: *pending,
                 got: 0,
                 since_ns: 0,
+                ack: *ack,
+                opened: 0,
+                acked_sent_ns: 0,
             }),
             _ => None,
         }
     }
 
     /// Counts one inbox message; the one that completes the pending ones counts as an
-    /// acknowledgement, timed from the inbox request.
+    /// acknowledgement, timed from the inbox request (not when the connection acks).
     fn count(&mut self, tally: &mut Tally) {
         self.got += 1;
-        if self.got == self.pending {
+        if !self.ack && self.got == self.pending {
             tally.acks += 1;
             tally.ack_sent_ns = self.since_ns;
+        }
+    }
+
+    /// Counts one opened log; with `ack`, both open count as one acknowledgement.
+    fn opened(&mut self, tally: &mut Tally) {
+        self.opened += 1;
+        if self.ack && self.opened == 2 {
+            tally.acks += 1;
+            tally.ack_sent_ns = self.since_ns;
+        }
+    }
+
+    /// Counts the server's answer to an `ack`, timed from the acknowledged message's send time.
+    fn acked(&mut self, tally: &mut Tally) {
+        if self.ack {
+            tally.acks += 1;
+            tally.ack_sent_ns = self.acked_sent_ns;
         }
     }
 }

@@ -63,7 +63,11 @@ pub(super) async fn ws(
             let payload = &buf[at + f.start..at + f.end];
             match f.opcode {
                 1 | 0 => {
-                    if let Err(e) = ws_text(payload, &mut tally, &mut pending, &mut inbox) {
+                    let acking = Acking {
+                        out: &mut out,
+                        next_id: &mut next_id,
+                    };
+                    if let Err(e) = ws_text(payload, &mut tally, &mut pending, &mut inbox, acking) {
                         closing = Some(e);
                     }
                 }
@@ -130,20 +134,49 @@ fn push_subscribe(out: &mut Vec<u8>, id: u64, channel: &str) {
     wire::ws_frame(1, body.as_bytes(), out);
 }
 
+/// Where a device connection that acknowledges its inbox writes its `ack` commands.
+struct Acking<'a> {
+    out: &'a mut Vec<u8>,
+    next_id: &'a mut u64,
+}
+
 /// Handles one server text frame; an `Err` closes the connection.
 fn ws_text(
     p: &[u8],
     tally: &mut Tally,
     pending: &mut u64,
     inbox: &mut Option<Inbox>,
+    acking: Acking<'_>,
 ) -> Result<(), String> {
     match wire::classify_ws_text(p) {
         ServerText::Message => {
-            if let Some(ts) = find_ts(p) {
+            let ts = find_ts(p);
+            if let Some(ts) = ts {
                 tally.sent.push(ts);
             }
             if let Some(i) = inbox {
                 i.count(tally);
+                if i.ack {
+                    let (log, seq) = wire::inbox_position(p)
+                        .ok_or_else(|| format!("an inbox message without its log: {}", lossy(p)))?;
+                    let body = format!(
+                        "{{\"id\":{},\"ack\":{{\"channel\":\"{log}\",\"seq\":{seq}}}}}",
+                        acking.next_id
+                    );
+                    *acking.next_id += 1;
+                    wire::ws_frame(1, body.as_bytes(), acking.out);
+                    i.acked_sent_ns = ts.unwrap_or_else(now_ns);
+                }
+            }
+        }
+        ServerText::InboxOpened => {
+            if let Some(i) = inbox {
+                i.opened(tally);
+            }
+        }
+        ServerText::Acked => {
+            if let Some(i) = inbox {
+                i.acked(tally);
             }
         }
         ServerText::Subscribed => {

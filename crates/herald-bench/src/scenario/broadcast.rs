@@ -4,7 +4,8 @@
 //! pushes (target: the whole app) one after the other and one tag-expression push, timing each
 //! push's accept round trip (the server answers once the message is stored, before delivery).
 //! With `--spawn` it also reports the store's size on disk before and after the pushes: a
-//! broadcast is stored once, not once per device.
+//! broadcast is stored once, not once per device. With `--provider apns` it runs
+//! [`super::provider_broadcast`] instead: one provider push to every device through a mock APNs.
 
 use crate::args::BroadcastArgs;
 use crate::report::{f, Report};
@@ -21,8 +22,11 @@ fn tag(i: u64) -> Option<String> {
     Some(format!("g{}", i % TAGS))
 }
 
-/// Runs the scenario.
+/// Runs the scenario (`--provider`: [`super::provider_broadcast`]).
 pub async fn run(args: BroadcastArgs) -> anyhow::Result<Report> {
+    if args.provider.is_some() {
+        return super::provider_broadcast::run(args).await;
+    }
     let ctx = Ctx::open(&args.common, &[]).await?;
     let key = ctx.target.require_api_key()?;
     let prefix = devices::device_prefix(&ctx);

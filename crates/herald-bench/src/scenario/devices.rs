@@ -97,15 +97,44 @@ struct BatchAnswer {
     updated: u64,
 }
 
-/// The body registering devices `from..to`; device `i` gets the tag `tag(i)` when one is given.
-fn batch_body(prefix: &str, from: u64, to: u64, tag: impl Fn(u64) -> Option<String>) -> String {
-    let mut body = String::with_capacity(((to - from) * 64) as usize + 16);
+/// What kind of device a registration makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceKind {
+    /// `herald`: a live connection only.
+    Herald,
+    /// `apns`, with the provider token [`apns_token`]`(i)`.
+    Apns,
+}
+
+/// The APNs device token of device `i`: 64 hex digits, distinct per device.
+pub fn apns_token(i: u64) -> String {
+    format!("{:064x}", u128::from(i).wrapping_mul(104_729) + 1)
+}
+
+/// The body registering devices `from..to` of `kind`; device `i` gets the tag `tag(i)` when one
+/// is given.
+fn batch_body(
+    prefix: &str,
+    from: u64,
+    to: u64,
+    kind: DeviceKind,
+    tag: impl Fn(u64) -> Option<String>,
+) -> String {
+    let per_device = if kind == DeviceKind::Apns { 150 } else { 64 };
+    let mut body = String::with_capacity(((to - from) * per_device) as usize + 16);
     body.push_str("{\"devices\":[");
     for i in from..to {
         if i > from {
             body.push(',');
         }
-        body.push_str("{\"platform\":\"herald\",\"id\":\"");
+        match kind {
+            DeviceKind::Herald => body.push_str("{\"platform\":\"herald\",\"id\":\""),
+            DeviceKind::Apns => {
+                body.push_str("{\"platform\":\"apns\",\"token\":\"");
+                body.push_str(&apns_token(i));
+                body.push_str("\",\"id\":\"");
+            }
+        }
         body.push_str(prefix);
         body.push_str(&i.to_string());
         body.push('"');
@@ -194,6 +223,42 @@ pub async fn register(
     concurrency: u64,
     tag: fn(u64) -> Option<String>,
 ) -> Registered {
+    let shape = Shape {
+        batch,
+        concurrency,
+        kind: DeviceKind::Herald,
+        tag,
+    };
+    register_as(ctx, key, prefix, count, shape).await
+}
+
+/// How [`register_as`] registers: requests, flight, device kind, tags.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape {
+    /// Devices per request (at most 1,000).
+    pub batch: u64,
+    /// Requests in flight.
+    pub concurrency: u64,
+    /// Kind of device.
+    pub kind: DeviceKind,
+    /// Device `i`'s tag, if any.
+    pub tag: fn(u64) -> Option<String>,
+}
+
+/// [`register`] with devices of any [`DeviceKind`].
+pub async fn register_as(
+    ctx: &Ctx,
+    key: &str,
+    prefix: &str,
+    count: u64,
+    shape: Shape,
+) -> Registered {
+    let Shape {
+        batch,
+        concurrency,
+        kind,
+        tag,
+    } = shape;
     let batch = batch.clamp(1, MAX_BATCH);
     let range = move |r: u64| (r * batch, ((r + 1) * batch).min(count));
     let done = Arc::new(AtomicU64::new(0));
@@ -203,7 +268,10 @@ pub async fn register(
     let prefix = prefix.to_owned();
     let request = move |r| {
         let (from, to) = range(r);
-        ("/v1/devices/batch", batch_body(&prefix, from, to, tag))
+        (
+            "/v1/devices/batch",
+            batch_body(&prefix, from, to, kind, tag),
+        )
     };
     let answer = move |r, result, _, out: &mut Registered| {
         let (from, to) = range(r);

@@ -2,11 +2,16 @@
 //! floors, the time limit, progress display) and the publishers.
 
 pub mod all_to_all;
+pub mod auto;
 pub mod broadcast;
 pub mod connections;
 pub mod devices;
 pub mod fanout;
+pub mod mock_apns;
+pub mod provider_api;
+pub mod provider_broadcast;
 pub mod reconnect;
+pub mod sqlite_floor;
 pub mod steps;
 pub mod storm;
 

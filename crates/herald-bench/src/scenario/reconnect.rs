@@ -83,6 +83,7 @@ pub async fn run(args: ReconnectArgs) -> anyhow::Result<Report> {
     let plan = Plan::Inbox {
         prefix: prefix.clone(),
         pending: args.pending,
+        ack: false,
     };
     let (opened, failed_conns, errors) = pool.open(n, plan, |d, _| bar.set(d)).await?;
     bar.done();
