@@ -6,6 +6,7 @@ pub mod broadcast;
 pub mod connections;
 pub mod devices;
 pub mod fanout;
+pub mod providers;
 pub mod reconnect;
 pub mod steps;
 pub mod storm;
