@@ -129,6 +129,7 @@ pub async fn run(args: ProviderArgs, provider: Provider) -> anyhow::Result<crate
         _ => None,
     };
     let whole = crate::server::CpuMark::now(Some(mock.pid), &[]);
+    let mock_before = crate::server::ProcStats::read(mock.pid);
     let mut rows = Vec::new();
     let mut stopped_by_time = None;
     'rows: for &threads in &args.threads.0 {
@@ -161,6 +162,7 @@ pub async fn run(args: ProviderArgs, provider: Provider) -> anyhow::Result<crate
         }
     }
     let cpu = whole.share(&crate::server::CpuMark::now(Some(mock.pid), &[]));
+    let mock_after = crate::server::ProcStats::read(mock.pid);
     let mock_pid = mock.pid;
     let mock_accepted = tokio::task::spawn_blocking(move || mock.stop()).await?;
     Ok(report::build(report::Inputs {
@@ -171,6 +173,10 @@ pub async fn run(args: ProviderArgs, provider: Provider) -> anyhow::Result<crate
         cpu,
         mock_pid,
         mock_accepted,
+        mock_cpu_seconds: mock_before
+            .zip(mock_after)
+            .map(|(a, b)| b.cpu_seconds - a.cpu_seconds),
+        mock_peak_rss_bytes: mock_after.map(|m| m.peak_rss_bytes),
         encryption,
         stopped_by_time,
         duration_s: started.elapsed().as_secs_f64(),

@@ -25,6 +25,10 @@ pub(super) struct Inputs<'a> {
     pub cpu: CpuShare,
     pub mock_pid: u32,
     pub mock_accepted: Option<u64>,
+    /// The mock's CPU seconds over the measured rows.
+    pub mock_cpu_seconds: Option<f64>,
+    /// The mock's peak resident memory.
+    pub mock_peak_rss_bytes: Option<u64>,
     /// Web Push: (wall µs, CPU µs) per encrypted message.
     pub encryption: Option<(f64, f64)>,
     pub stopped_by_time: Option<String>,
@@ -157,6 +161,9 @@ pub(super) fn build(i: Inputs<'_>) -> Report {
         }));
     }
     r.headline.failed = failed;
+    // The "server" of these scenarios is the mock provider.
+    r.headline.server_cpu_seconds = i.mock_cpu_seconds.map(round3);
+    r.headline.server_peak_rss_bytes = i.mock_peak_rss_bytes;
     r.lines.push(format!(
         "each row: {} round(s) of {} notifications per client, alternating Herald then raw, {} in flight; \
          *_us = CPU microseconds per accepted notification; cores = CPU seconds / wall seconds",
