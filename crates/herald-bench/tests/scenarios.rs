@@ -508,7 +508,7 @@ fn provider_bench(provider: &str, args: &[&str]) -> (Value, tempfile::TempDir) {
 
 const PROVIDER_HEADER: &str = "threads,connections,herald_per_sec,raw_per_sec,herald_to_raw,\
 herald_client_us,raw_client_us,mock_us,herald_client_cores,raw_client_cores,mock_cores_herald,\
-mock_cores_raw,machine_busy_pct,failed";
+mock_cores_raw,herald_syscalls_per_100,raw_syscalls_per_100,machine_busy_pct,failed";
 
 /// Every row's notifications were accepted by both clients, and the mock's own count (printed
 /// as it stops) matches what the clients counted.

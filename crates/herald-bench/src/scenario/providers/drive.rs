@@ -31,6 +31,9 @@ pub(crate) struct Phase {
     pub seconds: f64,
     /// CPU over the phase: `server_cores` is the mock's, `loadgen_cores` this process's.
     pub cpu: CpuShare,
+    /// This process's read and write system calls over the phase (`syscr`, `syscw` of
+    /// /proc/self/io): how well the client batched its HTTP/2 frames.
+    pub syscalls: Option<(u64, u64)>,
 }
 
 impl Phase {
@@ -53,6 +56,7 @@ impl Phase {
 /// Sends notifications `0..n` through `send` with at most `in_flight` outstanding.
 pub(crate) async fn drive(send: &Sender, n: u64, in_flight: usize, mock_pid: u32) -> Phase {
     let lanes = (in_flight.max(1) as u64).min(n.max(1));
+    let syscalls_before = syscalls();
     let before = CpuMark::now(Some(mock_pid), &[]);
     let started = Instant::now();
     let mut handles = Vec::with_capacity(lanes as usize);
@@ -91,7 +95,21 @@ pub(crate) async fn drive(send: &Sender, n: u64, in_flight: usize, mock_pid: u32
     }
     phase.seconds = started.elapsed().as_secs_f64();
     phase.cpu = before.share(&CpuMark::now(Some(mock_pid), &[]));
+    phase.syscalls = syscalls_before
+        .zip(syscalls())
+        .map(|((r0, w0), (r1, w1))| (r1.saturating_sub(r0), w1.saturating_sub(w0)));
     phase
+}
+
+/// Read and write system calls this process has made (`syscr`, `syscw` of /proc/self/io).
+fn syscalls() -> Option<(u64, u64)> {
+    let io = std::fs::read_to_string("/proc/self/io").ok()?;
+    let field = |name: &str| -> Option<u64> {
+        io.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    Some((field("syscr:")?, field("syscw:")?))
 }
 
 #[cfg(test)]

@@ -44,6 +44,8 @@ struct Sum {
     client_cpu: f64,
     mock_cpu: f64,
     busy_weighted: f64,
+    reads: u64,
+    writes: u64,
 }
 
 impl Sum {
@@ -56,6 +58,10 @@ impl Sum {
             s.client_cpu += p.client_cpu_seconds();
             s.mock_cpu += p.mock_cpu_seconds();
             s.busy_weighted += p.cpu.machine_busy_pct * p.seconds;
+            if let Some((reads, writes)) = p.syscalls {
+                s.reads += reads;
+                s.writes += writes;
+            }
         }
         s
     }
@@ -67,6 +73,10 @@ impl Sum {
     }
     fn cores(&self, cpu: f64) -> f64 {
         cpu / self.seconds.max(1e-9)
+    }
+    /// System calls per 100 accepted notifications.
+    fn per_100(&self, calls: u64) -> f64 {
+        calls as f64 * 100.0 / (self.accepted.max(1) as f64)
     }
     fn busy_pct(&self) -> f64 {
         self.busy_weighted / self.seconds.max(1e-9)
@@ -94,6 +104,8 @@ pub(super) fn build(i: Inputs<'_>) -> Report {
         "raw_client_cores",
         "mock_cores_herald",
         "mock_cores_raw",
+        "herald_syscalls_per_100",
+        "raw_syscalls_per_100",
         "machine_busy_pct",
         "failed",
     ]);
@@ -134,6 +146,8 @@ pub(super) fn build(i: Inputs<'_>) -> Report {
             f(w.cores(w.client_cpu), 2),
             f(h.cores(h.mock_cpu), 2),
             f(w.cores(w.mock_cpu), 2),
+            f(h.per_100(h.reads + h.writes), 1),
+            f(w.per_100(w.reads + w.writes), 1),
             f(h.busy_pct(), 0),
             (h.failed + w.failed).to_string(),
         ]);
@@ -157,6 +171,10 @@ pub(super) fn build(i: Inputs<'_>) -> Report {
             "mock_cores_raw": round3(w.cores(w.mock_cpu)),
             "machine_busy_pct_herald": round3(h.busy_pct()),
             "machine_busy_pct_raw": round3(w.busy_pct()),
+            "herald_client_reads_per_100": round3(h.per_100(h.reads)),
+            "herald_client_writes_per_100": round3(h.per_100(h.writes)),
+            "raw_client_reads_per_100": round3(w.per_100(w.reads)),
+            "raw_client_writes_per_100": round3(w.per_100(w.writes)),
             "failed": h.failed + w.failed,
         }));
     }
@@ -166,7 +184,8 @@ pub(super) fn build(i: Inputs<'_>) -> Report {
     r.headline.server_peak_rss_bytes = i.mock_peak_rss_bytes;
     r.lines.push(format!(
         "each row: {} round(s) of {} notifications per client, alternating Herald then raw, {} in flight; \
-         *_us = CPU microseconds per accepted notification; cores = CPU seconds / wall seconds",
+         *_us = CPU microseconds per accepted notification; cores = CPU seconds / wall seconds; \
+         syscalls_per_100 = the client's read and write system calls per 100 notifications",
         i.args.rounds, i.notifications, i.args.in_flight
     ));
     if let Some((n, rate)) = best {
