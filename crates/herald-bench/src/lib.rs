@@ -44,6 +44,7 @@ Examples:
   herald bench broadcast --spawn --devices 1000000 --provider apns
   herald bench auto --spawn --devices 10000
   herald bench reconnect-storm --spawn --devices 10000 --pending 100
+  herald bench apns --threads 1,2 --connections 1,2,4
   herald bench fanout --target http://127.0.0.1:7070 --api-key KEY --token-secret SECRET
 
 Every scenario is bounded in count and time (--time-limit) and loads loopback addresses only
@@ -110,6 +111,19 @@ pub enum Scenario {
         after_help = "Examples:\n  herald bench reconnect-storm --spawn --devices 10000 --pending 100\n  herald bench reconnect-storm --spawn --devices 2000 --pending 50 --direct 10 --transport sse"
     )]
     ReconnectStorm(ReconnectArgs),
+    /// Pushy's benchmark: Herald's APNs client against a raw h2 client, to the mock APNs.
+    #[command(
+        after_help = "Examples:\n  herald bench apns --threads 1,2 --connections 1,2,4\n  herald bench apns --threads 2 --connections 4 --notifications 500000 --out results/apns"
+    )]
+    Apns(scenario::providers::ProviderArgs),
+    /// Herald's FCM client against a raw h2 client, to the mock FCM.
+    #[command(after_help = "Examples:\n  herald bench fcm --threads 1,2 --connections 1,2,4")]
+    Fcm(scenario::providers::ProviderArgs),
+    /// Herald's Web Push client (encrypting each message) against raw h2 posts, to the mock.
+    #[command(
+        after_help = "Examples:\n  herald bench webpush --threads 2 --connections 1,2 --notifications 20000"
+    )]
+    Webpush(scenario::providers::ProviderArgs),
     /// Internal: a load-generating worker process driven over stdin/stdout.
     #[command(hide = true)]
     Worker,
@@ -145,6 +159,15 @@ fn command_line() -> String {
         out.push(a);
     }
     out.join(" ")
+}
+
+/// Runs `herald bench apns|fcm|webpush`, giving the report and its `--out` folder.
+async fn providers(
+    a: scenario::providers::ProviderArgs,
+    provider: scenario::providers::Provider,
+) -> anyhow::Result<(report::Report, Option<PathBuf>)> {
+    let out = a.out.clone();
+    Ok((scenario::providers::run(a, provider).await?, out))
 }
 
 /// Runs `herald bench <scenario>`.
@@ -191,6 +214,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             let out = a.common.out.clone();
             (scenario::reconnect::run(a).await?, out)
         }
+        Scenario::Apns(a) => providers(a, scenario::providers::Provider::Apns).await?,
+        Scenario::Fcm(a) => providers(a, scenario::providers::Provider::Fcm).await?,
+        Scenario::Webpush(a) => providers(a, scenario::providers::Provider::WebPush).await?,
     };
     report.print();
     if let Some(dir) = out {

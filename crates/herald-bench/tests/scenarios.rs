@@ -530,3 +530,124 @@ fn auto_push_to_acking_devices_sends_no_provider_push() {
         "delivery,devices_acked,all_acked_s,p50_ms,p99_ms,max_ms,server_cpu_s",
     );
 }
+
+/// Runs `herald-bench <provider> ARGS` against `herald mock <provider>` (started by the bench
+/// from the workspace's herald binary) and returns summary.json and the output dir.
+fn provider_bench(provider: &str, args: &[&str]) -> (Value, tempfile::TempDir) {
+    let out = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_herald-bench"))
+        .arg(provider)
+        .args(args)
+        .arg("--mock-bin")
+        .arg(server_bin())
+        .arg("--time-limit")
+        .arg("60")
+        .arg("--out")
+        .arg(out.path())
+        .output()
+        .expect("run herald-bench");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "herald-bench {provider} {args:?} failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(stdout.contains("best: Herald"), "{stdout}");
+    let text = std::fs::read_to_string(out.path().join("summary.json")).unwrap();
+    (serde_json::from_str(&text).unwrap(), out)
+}
+
+const PROVIDER_HEADER: &str = "threads,connections,herald_per_sec,raw_per_sec,herald_to_raw,\
+herald_client_us,raw_client_us,mock_us,herald_client_cores,raw_client_cores,mock_cores_herald,\
+mock_cores_raw,herald_syscalls_per_100,raw_syscalls_per_100,machine_busy_pct,failed";
+
+/// Every row's notifications were accepted by both clients, and the mock's own count (printed
+/// as it stops) matches what the clients counted.
+fn check_provider_rows(s: &Value, rows: usize, per_round: u64) {
+    let d = &s["details"];
+    let list = d["rows"].as_array().expect("rows");
+    assert_eq!(list.len(), rows, "{s:#}");
+    for row in list {
+        assert_eq!(row["failed"], 0, "{row}");
+        for key in ["herald_rounds_per_sec", "raw_rounds_per_sec"] {
+            assert_eq!(row[key].as_array().unwrap().len(), 1, "{row}");
+        }
+        assert!(row["herald_per_sec"].as_f64().unwrap() > 0.0, "{row}");
+        assert!(row["raw_per_sec"].as_f64().unwrap() > 0.0, "{row}");
+    }
+    assert_eq!(d["notifications_per_round"], per_round);
+    assert_eq!(
+        d["mock_accepted_in_all"], d["clients_counted_accepted"],
+        "the mock accepted what the clients counted: {s:#}"
+    );
+}
+
+#[test]
+fn apns_compares_heralds_client_with_raw_h2() {
+    let (s, out) = provider_bench(
+        "apns",
+        &[
+            "--threads",
+            "1",
+            "--connections",
+            "1,2",
+            "--notifications",
+            "300",
+            "--in-flight",
+            "20",
+            "--rounds",
+            "1",
+        ],
+    );
+    check_summary(&s, "apns");
+    check_provider_rows(&s, 2, 300);
+    assert_eq!(s["details"]["pushy_v03_best_per_sec"], 95200.0);
+    check_files(out.path(), "apns", PROVIDER_HEADER);
+}
+
+#[test]
+fn fcm_and_webpush_compare_heralds_clients_with_raw_h2() {
+    let (s, out) = provider_bench(
+        "fcm",
+        &[
+            "--threads",
+            "2",
+            "--connections",
+            "1",
+            "--notifications",
+            "200",
+            "--in-flight",
+            "10",
+            "--rounds",
+            "1",
+        ],
+    );
+    check_summary(&s, "fcm");
+    check_provider_rows(&s, 1, 200);
+    check_files(out.path(), "fcm", PROVIDER_HEADER);
+    let (s, out) = provider_bench(
+        "webpush",
+        &[
+            "--threads",
+            "1",
+            "--connections",
+            "1",
+            "--notifications",
+            "100",
+            "--in-flight",
+            "10",
+            "--rounds",
+            "1",
+            "--subscriptions",
+            "3",
+            "--encryptions",
+            "20",
+        ],
+    );
+    check_summary(&s, "webpush");
+    check_provider_rows(&s, 1, 100);
+    let cost = &s["details"]["encryption_us_per_message"];
+    assert!(cost["wall"].as_f64().unwrap() > 0.0, "{s:#}");
+    assert!(cost["cpu"].as_f64().is_some(), "{s:#}");
+    check_files(out.path(), "webpush", PROVIDER_HEADER);
+}

@@ -10,6 +10,7 @@ pub mod fanout;
 pub mod mock_apns;
 pub mod provider_api;
 pub mod provider_broadcast;
+pub mod providers;
 pub mod reconnect;
 pub mod sqlite_floor;
 pub mod steps;
