@@ -40,6 +40,7 @@ impl MockProcess {
             .args(["mock", provider, "--listen", "127.0.0.1:0", "--out"])
             .arg(tmp.path())
             .args(extra)
+            .env_remove("HERALD_CONFIG")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -10,7 +10,7 @@ mod apns;
 mod args;
 mod drive;
 mod fcm;
-mod mock;
+pub(crate) mod mock;
 mod raw;
 mod report;
 mod webpush;
