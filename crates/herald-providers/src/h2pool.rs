@@ -103,17 +103,21 @@ impl H2Pool {
     }
 
     /// Sends `request` with `body` (empty: no body) and reads the whole answer. A request the
-    /// server did not process is sent again on a new connection (at most [`ATTEMPTS`] in all);
-    /// a connection that cannot be made is not retried here.
+    /// server did not process is sent again on a new connection (at most [`ATTEMPTS`] in all),
+    /// as `again` builds it (the first send takes `request` itself, not a copy); a connection
+    /// that cannot be made is not retried here.
     pub async fn send(
         &self,
         request: Request<()>,
+        again: impl Fn() -> Request<()>,
         body: Bytes,
     ) -> Result<(Response<()>, Bytes), H2Error> {
         let slot = self.inner.next.fetch_add(1, Ordering::Relaxed) % self.inner.slots.len();
         let mut attempt = 1;
+        let mut request = Some(request);
         loop {
-            match self.send_on(slot, request.clone(), body.clone()).await {
+            let this = request.take().unwrap_or_else(&again);
+            match self.send_on(slot, this, body.clone()).await {
                 Err(e)
                     if attempt < ATTEMPTS
                         && e.not_processed()

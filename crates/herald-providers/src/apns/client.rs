@@ -36,6 +36,8 @@ struct Inner {
     /// `https://host:port`, what every request's URI starts with.
     origin: String,
     topic: String,
+    /// `topic` as a header value, made once (push types without a topic suffix send it as is).
+    topic_header: HeaderValue,
     token: Option<ProviderToken>,
     gate: FirstTokenGate,
 }
@@ -92,6 +94,8 @@ impl ApnsClient {
             inner: Arc::new(Inner {
                 pool: H2Pool::new(&host, port, tls, config.connections),
                 origin: format!("https://{authority}"),
+                topic_header: HeaderValue::from_maybe_shared(Bytes::from(config.topic.clone()))
+                    .map_err(|_| ApnsError::Topic)?,
                 topic: config.topic,
                 token,
                 gate: FirstTokenGate::new(),
@@ -121,18 +125,25 @@ impl ApnsClient {
             },
             None => None,
         };
-        let request = match self.request(device_token, notification, bearer.as_deref()) {
+        let authorization = bearer.as_ref().map(|b| &b.authorization);
+        let request = match self.request(device_token, notification, authorization) {
             Ok(request) => request,
             Err(reason) => return Outcome::Rejected { reason },
         };
         let body = Bytes::from(notification.payload.clone());
-        match self.inner.pool.send(request, body).await {
+        // A resend (the server refused the stream) builds the request again; the first send
+        // takes it as built, uncopied.
+        let again = || {
+            self.request(device_token, notification, authorization)
+                .expect("a request that was built once builds again")
+        };
+        match self.inner.pool.send(request, again, body).await {
             Ok((response, body)) => {
                 let (outcome, verdict) = interpret(response.status(), response.headers(), &body);
                 match (verdict, &self.inner.token, &bearer) {
                     (TokenVerdict::Accepted, _, _) => self.inner.gate.open(),
-                    (TokenVerdict::Expired, Some(token), Some(jwt)) => token.expired(jwt),
-                    (TokenVerdict::Invalid, Some(token), Some(jwt)) => token.invalid(jwt),
+                    (TokenVerdict::Expired, Some(token), Some(b)) => token.expired(&b.jwt),
+                    (TokenVerdict::Invalid, Some(token), Some(b)) => token.invalid(&b.jwt),
                     _ => {}
                 }
                 outcome
@@ -155,16 +166,18 @@ impl ApnsClient {
         &self,
         device_token: &str,
         notification: &ApnsNotification,
-        bearer: Option<&str>,
+        authorization: Option<&HeaderValue>,
     ) -> Result<Request<()>, String> {
         let push_type = notification.push_type;
+        let topic = match push_type.topic_suffix() {
+            "" => self.inner.topic_header.clone(),
+            suffix => HeaderValue::from_str(&format!("{}{suffix}", self.inner.topic))
+                .map_err(|_| "BadTopic")?,
+        };
         let mut builder = Request::builder()
             .method(Method::POST)
             .uri(format!("{}/3/device/{device_token}", self.inner.origin))
-            .header(
-                "apns-topic",
-                format!("{}{}", self.inner.topic, push_type.topic_suffix()),
-            )
+            .header("apns-topic", topic)
             .header("apns-push-type", push_type.as_str());
         if let Some(priority) = notification.priority {
             builder = builder.header("apns-priority", priority.to_string());
@@ -176,8 +189,8 @@ impl ApnsClient {
             let value = HeaderValue::from_str(collapse_id).map_err(|_| "BadCollapseId")?;
             builder = builder.header("apns-collapse-id", value);
         }
-        if let Some(jwt) = bearer {
-            builder = builder.header(http::header::AUTHORIZATION, format!("bearer {jwt}"));
+        if let Some(authorization) = authorization {
+            builder = builder.header(http::header::AUTHORIZATION, authorization.clone());
         }
         builder.body(()).map_err(|_| "BadDeviceToken".to_string())
     }

@@ -33,7 +33,27 @@ pub struct ProviderToken {
 #[derive(Clone)]
 struct Signed {
     jwt: Arc<str>,
+    /// `bearer <jwt>` as a header value, made once per token (cloning it shares its bytes).
+    authorization: http::HeaderValue,
     made_at: Instant,
+}
+
+/// The current token and its `authorization` header value.
+#[derive(Clone)]
+pub struct Bearer {
+    /// The JWT (to tell APNs' rejection of this token from one of a newer token).
+    pub jwt: Arc<str>,
+    /// `bearer <jwt>`.
+    pub authorization: http::HeaderValue,
+}
+
+impl Signed {
+    fn bearer(&self) -> Bearer {
+        Bearer {
+            jwt: self.jwt.clone(),
+            authorization: self.authorization.clone(),
+        }
+    }
 }
 
 #[derive(serde::Serialize)]
@@ -74,22 +94,22 @@ impl ProviderToken {
     }
 
     /// The token to send: the current one, or a new one if there is none or it is too old.
-    pub fn bearer(&self) -> Result<Arc<str>, ApnsError> {
+    pub fn bearer(&self) -> Result<Bearer, ApnsError> {
         if let Some(signed) = self.current.read().as_ref() {
             if signed.made_at.elapsed() < self.max_age {
-                return Ok(signed.jwt.clone());
+                return Ok(signed.bearer());
             }
         }
         let mut current = self.current.write();
         if let Some(signed) = current.as_ref() {
             if signed.made_at.elapsed() < self.max_age {
-                return Ok(signed.jwt.clone());
+                return Ok(signed.bearer());
             }
         }
         let signed = self.sign()?;
-        let jwt = signed.jwt.clone();
+        let bearer = signed.bearer();
         *current = Some(signed);
-        Ok(jwt)
+        Ok(bearer)
     }
 
     /// APNs rejected `jwt` as expired: the next [`bearer`](Self::bearer) makes a new one,
@@ -132,8 +152,12 @@ impl ProviderToken {
         let jwt = jsonwebtoken::encode(&self.header, &claims, &self.key)
             .map_err(|e| ApnsError::Token(e.to_string()))?;
         self.made.fetch_add(1, Ordering::Relaxed);
+        let authorization =
+            http::HeaderValue::from_maybe_shared(bytes::Bytes::from(format!("bearer {jwt}")))
+                .map_err(|e| ApnsError::Token(e.to_string()))?;
         Ok(Signed {
             jwt: jwt.into(),
+            authorization,
             made_at: Instant::now(),
         })
     }

@@ -172,7 +172,12 @@ impl FcmClient {
                 }
             }
         };
-        let (head, body) = match self.inner.pool.send(request, Bytes::from(body)).await {
+        let (head, body) = match self
+            .inner
+            .pool
+            .send(request.clone(), || request.clone(), Bytes::from(body))
+            .await
+        {
             Ok(answer) => answer,
             Err(e) if e.not_processed() => return Outcome::unreachable(format!("FCM: {e}")),
             Err(e) => {

@@ -137,7 +137,11 @@ impl TokenSource {
             .map_err(|e| Outcome::Rejected {
                 reason: format!("token request: {e}"),
             })?;
-        let (head, body) = match self.pool.send(request, Bytes::from(form)).await {
+        let (head, body) = match self
+            .pool
+            .send(request.clone(), || request.clone(), Bytes::from(form))
+            .await
+        {
             Ok(answer) => answer,
             Err(e) => return Err(Outcome::unreachable(format!("oauth token endpoint: {e}"))),
         };

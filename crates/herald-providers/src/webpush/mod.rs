@@ -180,7 +180,11 @@ impl WebPushClient {
             Ok(request) => request,
             Err(e) => return rejected(format!("Web Push request: {e}")),
         };
-        match service.pool.send(request, Bytes::from(body)).await {
+        match service
+            .pool
+            .send(request.clone(), || request.clone(), Bytes::from(body))
+            .await
+        {
             Ok((head, body)) => classify(head.status(), head.headers(), &body),
             Err(e) if e.not_processed() => Outcome::unreachable(format!("Web Push: {e}")),
             Err(e) => Outcome::Retry {
