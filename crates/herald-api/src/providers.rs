@@ -25,21 +25,24 @@ use crate::Api;
 /// Largest credentials body (a certificate chain with its key fits easily).
 const MAX_CREDENTIALS_BYTES: usize = 64 * 1024;
 
-fn params(app: &str, provider: Option<&str>) -> Result<(AppId, Option<Platform>), HeraldError> {
+/// The app and provider of a `/v1/apps/{id}/providers/{provider}` path.
+fn params(app: &str, provider: &str) -> Result<(AppId, Platform), HeraldError> {
     let app = AppId::parse(app)?;
-    let provider = match provider {
-        None => None,
-        Some(p) => match Platform::parse(p) {
-            Ok(Platform::Herald) | Err(_) => {
-                return Err(HeraldError::new(
-                    ErrorCode::NotFound,
-                    format!("no provider {p:?}: use apns, fcm or webpush"),
-                ))
-            }
-            Ok(p) => Some(p),
-        },
-    };
-    Ok((app, provider))
+    match Platform::parse(provider) {
+        Ok(Platform::Herald) | Err(_) => Err(HeraldError::new(
+            ErrorCode::NotFound,
+            format!("no provider {provider:?}: use apns, fcm or webpush"),
+        )),
+        Ok(p) => Ok((app, p)),
+    }
+}
+
+/// The answer for credentials the app does not have.
+fn no_credentials(app: &AppId, provider: Platform) -> HeraldError {
+    HeraldError::new(
+        ErrorCode::NotFound,
+        format!("app {app} has no {} credentials", provider.as_str()),
+    )
 }
 
 async fn app_exists(api: &Api, app: &AppId) -> Result<(), HeraldError> {
@@ -67,8 +70,7 @@ pub async fn put(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let (app, provider) = params(&app, Some(&provider))?;
-    let provider = provider.expect("a provider was given");
+    let (app, provider) = params(&app, &provider)?;
     api.authorize_app_or_admin(&headers, &app)?;
     app_exists(&api, &app).await?;
     let body = read_body(body, MAX_CREDENTIALS_BYTES).await?;
@@ -108,20 +110,14 @@ pub async fn get(
     Path((app, provider)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let (app, provider) = params(&app, Some(&provider))?;
-    let provider = provider.expect("a provider was given");
+    let (app, provider) = params(&app, &provider)?;
     api.authorize_app_or_admin(&headers, &app)?;
     let stored = api
         .credentials
         .credentials(&app, provider)
         .await
         .map_err(HeraldError::from)?
-        .ok_or_else(|| {
-            HeraldError::new(
-                ErrorCode::NotFound,
-                format!("app {app} has no {} credentials", provider.as_str()),
-            )
-        })?;
+        .ok_or_else(|| no_credentials(&app, provider))?;
     Ok(axum::Json(shown(&stored)).into_response())
 }
 
@@ -131,7 +127,7 @@ pub async fn list(
     Path(app): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let (app, _) = params(&app, None)?;
+    let app = AppId::parse(&app)?;
     api.authorize_app_or_admin(&headers, &app)?;
     app_exists(&api, &app).await?;
     let all = api
@@ -149,8 +145,7 @@ pub async fn delete(
     Path((app, provider)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let (app, provider) = params(&app, Some(&provider))?;
-    let provider = provider.expect("a provider was given");
+    let (app, provider) = params(&app, &provider)?;
     api.authorize_app_or_admin(&headers, &app)?;
     let removed = api
         .credentials
@@ -159,11 +154,7 @@ pub async fn delete(
         .map_err(HeraldError::from)?;
     api.deliverer.senders().forget(&app, provider);
     if !removed {
-        return Err(HeraldError::new(
-            ErrorCode::NotFound,
-            format!("app {app} has no {} credentials", provider.as_str()),
-        )
-        .into());
+        return Err(no_credentials(&app, provider).into());
     }
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -173,7 +164,7 @@ pub async fn vapid_public_key(
     State(api): State<Arc<Api>>,
     Path(app): Path<String>,
 ) -> Result<Response, ApiError> {
-    let (app, _) = params(&app, None)?;
+    let app = AppId::parse(&app)?;
     let stored = api
         .credentials
         .credentials(&app, Platform::Webpush)

@@ -5,7 +5,23 @@
 //! provider takes. [`PayloadError`] says why a push cannot be rendered for a provider (too
 //! large, a missing or contradictory field), before anything is queued.
 
+use std::time::{SystemTime, UNIX_EPOCH};
+
 use serde_json::value::RawValue;
+
+/// Seconds since the Unix epoch (0 if the clock is before it): what JWT `iat`/`exp` claims count.
+pub(crate) fn unix_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Milliseconds since the Unix epoch (0 if the clock is before it): what expiries count.
+pub(crate) fn unix_millis() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
 
 /// The fields every platform shares, taken from the Herald push.
 #[derive(Debug, Clone, Copy, Default)]

@@ -6,7 +6,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use parking_lot::RwLock;
@@ -141,10 +141,7 @@ impl ProviderToken {
     }
 
     fn sign(&self) -> Result<Signed, ApnsError> {
-        let iat = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
+        let iat = crate::common::unix_secs();
         let claims = Claims {
             iss: &self.team_id,
             iat,

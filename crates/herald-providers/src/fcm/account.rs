@@ -1,8 +1,6 @@
 //! The service account a Firebase project gives (its JSON key file), and the signed RS256
 //! assertion Herald exchanges at Google's token endpoint for an OAuth2 access token.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde::{Deserialize, Serialize};
 
@@ -108,12 +106,4 @@ impl ServiceAccount {
         jsonwebtoken::encode(&Header::new(Algorithm::RS256), &claims, &self.signing_key)
             .map_err(|e| FcmError::BadKey(format!("signing with the key failed: {e}")))
     }
-}
-
-/// Seconds since the Unix epoch.
-pub(crate) fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
 }

@@ -3,7 +3,6 @@
 //! before anything is queued (data values are strings, reserved data keys, 4 KB).
 
 use std::collections::BTreeMap;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -105,11 +104,7 @@ pub enum AndroidPriority {
 impl FcmOptions {
     /// Renders the push for FCM, or says why it cannot be sent there.
     pub fn render(&self, common: &Common) -> Result<FcmNotification, PayloadError> {
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0);
-        self.render_at(common, now_ms)
+        self.render_at(common, crate::common::unix_millis())
     }
 
     pub(crate) fn render_at(

@@ -12,7 +12,8 @@ use http::{header, Method, Request, StatusCode};
 use serde::Deserialize;
 use tokio::time::Instant;
 
-use super::account::{unix_now, ServiceAccount};
+use super::account::ServiceAccount;
+use crate::common::unix_secs;
 use crate::h2pool::H2Pool;
 use crate::origin::HttpsUrl;
 use crate::outcome::{retry_after, Outcome, RetryScope};
@@ -121,7 +122,7 @@ impl TokenSource {
         let started = Instant::now();
         let assertion = self
             .account
-            .assertion(&self.url.at(&self.url.path), unix_now())
+            .assertion(&self.url.at(&self.url.path), unix_secs())
             .map_err(|e| Outcome::Rejected {
                 reason: e.to_string(),
             })?;

@@ -26,11 +26,12 @@ pub use payload::{
 };
 pub use vapid::{VapidKeys, VAPID_LIFETIME_SECS};
 
+use crate::common::unix_secs;
 use crate::h2pool::H2Pool;
 use crate::origin::HttpsUrl;
 use crate::outcome::{retry_after, Outcome, RetryScope};
 use crate::tls::{client_config, TlsError};
-use vapid::{unix_now, CachedAuthorization};
+use vapid::CachedAuthorization;
 
 /// Push-service origins kept at once; past it the map starts again (origins are few in
 /// practice: one per browser vendor).
@@ -217,7 +218,7 @@ impl WebPushClient {
     }
 
     fn authorization(&self, service: &PushService, origin: &str) -> Result<String, WebPushError> {
-        let now = unix_now();
+        let now = unix_secs();
         let mut cached = service.authorization.lock();
         if let Some(auth) = cached.as_ref().filter(|a| a.usable_at(now)) {
             return Ok(auth.value.clone());

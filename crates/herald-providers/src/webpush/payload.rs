@@ -9,8 +9,6 @@
 //! `{"web_push": 8030, "notification": {"title", "body", "navigate", "icon", "data": {"id",
 //! "data"}}, "app_badge": n}` (`title` and `navigate` required).
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
@@ -150,11 +148,7 @@ struct Declarative<'a> {
 impl WebPushOptions {
     /// Renders the push for Web Push, or says why it cannot be sent there.
     pub fn render(&self, common: &Common) -> Result<WebPushNotification, PayloadError> {
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0);
-        self.render_at(common, now_ms)
+        self.render_at(common, crate::common::unix_millis())
     }
 
     pub(crate) fn render_at(

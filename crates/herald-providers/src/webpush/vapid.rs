@@ -2,8 +2,6 @@
 //! it to a push service (`Authorization: vapid t=<jwt>, k=<public key>`), signed once per
 //! push-service origin and reused until an hour before it expires.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
@@ -136,14 +134,6 @@ impl CachedAuthorization {
     pub(crate) fn usable_at(&self, now_secs: u64) -> bool {
         now_secs < self.renew_at
     }
-}
-
-/// Seconds since the Unix epoch.
-pub(crate) fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
 }
 
 #[cfg(test)]
