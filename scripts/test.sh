@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Herald's tests need and runs every test: Rust (unit, property and integration
-# tests that start the real server), lints, and the browser tests in headless Chromium.
+# tests that start the real server, and tests against real PostgreSQL and Redis servers they
+# start themselves), lints, and the browser tests in headless Chromium.
 # Usage: scripts/test.sh        (CI runs exactly this through .ci/run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +35,9 @@ elif grep -q "failed to fetch advisory database" /tmp/herald-deny-advisories.log
 else
   cat /tmp/herald-deny-advisories.log; exit 1
 fi
+
+step "services the cluster tests start (PostgreSQL, Redis)"
+scripts/install-services.sh
 
 step "Rust tests (unit, property, integration against the real binary)"
 cargo test --workspace --no-fail-fast

@@ -1,0 +1,231 @@
+//! Redis servers of their own for a test: one server ([`Redis`]) or a Redis Cluster of several
+//! masters ([`RedisCluster`]), each on a free loopback port with its files in a temporary
+//! directory, persistence off.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+use crate::process::{free_port, run, stop, wait_listening};
+use crate::TestkitError;
+
+/// A running Redis server; stopped when dropped.
+pub struct Redis {
+    dir: TempDir,
+    bin: PathBuf,
+    port: u16,
+    cluster: bool,
+    child: Option<Child>,
+}
+
+impl Redis {
+    /// Starts a standalone server.
+    pub fn start() -> Result<Redis, TestkitError> {
+        Redis::start_node(false)
+    }
+
+    fn start_node(cluster: bool) -> Result<Redis, TestkitError> {
+        let bin = server_bin()?;
+        let dir = tempfile::Builder::new()
+            .prefix("herald-redis-")
+            .tempdir()
+            .map_err(TestkitError::io("creating a folder for Redis"))?;
+        let mut redis = Redis {
+            dir,
+            bin,
+            port: 0,
+            cluster,
+            child: None,
+        };
+        let mut last = None;
+        for _ in 0..5 {
+            redis.port = free_port()?;
+            match redis.launch() {
+                Ok(()) => return Ok(redis),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.expect("five attempts"))
+    }
+
+    /// The server's port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Its URL (`redis://127.0.0.1:PORT`).
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Runs `redis-cli` against this server with `args` and answers its output.
+    pub fn cli(&self, args: &[&str]) -> Result<String, TestkitError> {
+        let shown = format!("redis-cli {}", args.join(" "));
+        let out = Command::new(cli_bin(&self.bin))
+            .args(["-h", "127.0.0.1", "-p"])
+            .arg(self.port.to_string())
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(TestkitError::io(format!("running {shown}")))?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+        } else {
+            Err(TestkitError::Command {
+                command: shown,
+                detail: String::from_utf8_lossy(&out.stderr).into_owned(),
+            })
+        }
+    }
+
+    /// Stops the server (SIGTERM). [`Redis::restart`] starts it again.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            stop(&mut child, "TERM", Duration::from_secs(10));
+        }
+    }
+
+    /// Kills the server with SIGKILL, as a crash would.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            stop(&mut child, "KILL", Duration::from_secs(10));
+        }
+    }
+
+    /// Starts a stopped or killed server again on the same port (with no data: persistence is
+    /// off, as a restarted cache would be).
+    pub fn restart(&mut self) -> Result<(), TestkitError> {
+        self.stop();
+        self.launch()
+    }
+
+    fn log(&self) -> PathBuf {
+        self.dir.path().join("redis.log")
+    }
+
+    fn launch(&mut self) -> Result<(), TestkitError> {
+        let mut command = Command::new(&self.bin);
+        command
+            .args(["--bind", "127.0.0.1", "--port"])
+            .arg(self.port.to_string())
+            .arg("--dir")
+            .arg(self.dir.path())
+            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            .arg("--logfile")
+            .arg(self.log());
+        if self.cluster {
+            command
+                .args(["--cluster-enabled", "yes", "--cluster-config-file"])
+                .arg(self.dir.path().join("nodes.conf"));
+        }
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(TestkitError::io("starting redis-server"))?;
+        let ready = wait_listening(
+            "redis-server",
+            &mut child,
+            self.port,
+            Duration::from_secs(15),
+            &self.log(),
+        );
+        if ready.is_err() {
+            stop(&mut child, "KILL", Duration::from_secs(5));
+        } else {
+            self.child = Some(child);
+        }
+        ready
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A Redis Cluster of masters with no replicas, its 16,384 slots spread over them.
+pub struct RedisCluster {
+    nodes: Vec<Redis>,
+}
+
+impl RedisCluster {
+    /// Starts `masters` (at least 3, as `redis-cli --cluster create` requires) cluster-mode
+    /// servers and joins them into one cluster; returns once the cluster says it is ok.
+    pub fn start(masters: usize) -> Result<RedisCluster, TestkitError> {
+        let nodes = (0..masters.max(3))
+            .map(|_| Redis::start_node(true))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut create = Command::new(cli_bin(&nodes[0].bin));
+        create.args(["--cluster", "create"]);
+        for node in &nodes {
+            create.arg(format!("127.0.0.1:{}", node.port));
+        }
+        create.args(["--cluster-replicas", "0", "--cluster-yes"]);
+        run(&mut create)?;
+        let cluster = RedisCluster { nodes };
+        let start = Instant::now();
+        loop {
+            let all_ok = cluster.nodes.iter().all(|n| {
+                n.cli(&["cluster", "info"])
+                    .is_ok_and(|info| info.contains("cluster_state:ok"))
+            });
+            if all_ok {
+                return Ok(cluster);
+            }
+            if start.elapsed() > Duration::from_secs(30) {
+                return Err(TestkitError::NotReady {
+                    what: "redis cluster",
+                    port: cluster.nodes[0].port,
+                    seconds: start.elapsed().as_secs(),
+                    log: cluster.nodes[0]
+                        .cli(&["cluster", "info"])
+                        .unwrap_or_default(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Every node's URL.
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(Redis::url).collect()
+    }
+
+    /// The nodes, to stop or restart one.
+    pub fn nodes_mut(&mut self) -> &mut [Redis] {
+        &mut self.nodes
+    }
+}
+
+fn server_bin() -> Result<PathBuf, TestkitError> {
+    if let Some(bin) = std::env::var_os("HERALD_REDIS_SERVER") {
+        return Ok(PathBuf::from(bin));
+    }
+    for dir in std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .chain([PathBuf::from("/usr/bin"), PathBuf::from("/usr/local/bin")])
+    {
+        let bin = dir.join("redis-server");
+        if bin.is_file() {
+            return Ok(bin);
+        }
+    }
+    Err(TestkitError::NotInstalled {
+        what: "redis-server",
+        hint: "looked in HERALD_REDIS_SERVER and PATH".into(),
+    })
+}
+
+/// `redis-cli` beside the server binary, else on `PATH`.
+fn cli_bin(server: &std::path::Path) -> PathBuf {
+    let beside = server.with_file_name("redis-cli");
+    if beside.is_file() {
+        beside
+    } else {
+        PathBuf::from("redis-cli")
+    }
+}
