@@ -623,3 +623,86 @@ async fn credentials_are_checked_shown_without_secrets_and_bad_pushes_queue_noth
     assert_eq!(status, 400, "{e}");
     server.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_broadcast_sent_from_its_pages_lists_and_counts_every_device() {
+    let mocks = Mocks::start().await;
+    let (_dir, server) = start(&mocks).await;
+    mocks
+        .apns
+        .script(&apns_token(21), Scripted::always(400, "BadDeviceToken"));
+    mocks
+        .apns
+        .script(&apns_token(22), Scripted::once(503, "ServiceUnavailable"));
+    for (id, n) in [("bad", 21), ("flaky", 22), ("ok1", 23), ("ok2", 24)] {
+        register(
+            &server,
+            json!({"id":id,"platform":"apns","token":apns_token(n)}),
+        )
+        .await;
+    }
+    register(&server, json!({"id":"h1","platform":"herald"})).await;
+    let id = push(
+        &server,
+        json!({"target":{"app":true},"notification":{"title":"All"},"delivery":"provider"}),
+    )
+    .await;
+    let r = receipt_when(&server, &id, |r| {
+        settled(r) && r["providers"]["accepted"] == 3
+    })
+    .await;
+    let p = &r["providers"];
+    assert_eq!(p["sent"], 4, "{r}");
+    assert_eq!(p["failed"]["rejected:BadDeviceToken"], 1, "{r}");
+    assert_eq!(p["in_doubt"], 0, "{r}");
+    // A device registered after the push was never sent it, and is not listed.
+    register(
+        &server,
+        json!({"id":"late","platform":"apns","token":apns_token(25)}),
+    )
+    .await;
+    let r = receipt_when(&server, &id, settled).await;
+    let listed: Vec<(String, String, u64)> = r["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["device"].as_str().unwrap().to_string(),
+                d["result"].as_str().unwrap().to_string(),
+                d["attempts"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("bad", "rejected:BadDeviceToken", 1),
+        ("flaky", "accepted", 2),
+        ("ok1", "accepted", 1),
+        ("ok2", "accepted", 1),
+    ]
+    .map(|(d, r, a)| (d.to_string(), r.to_string(), a));
+    assert_eq!(listed, expected, "{r}");
+    // Paged one at a time, the same list.
+    let mut paged = Vec::new();
+    let mut after = String::new();
+    loop {
+        let path = format!("/v1/push/{id}?devices=true&limit=1&after={after}");
+        let (status, page) = call(&server, "GET", &path, API_KEY, None).await;
+        assert_eq!(status, 200, "{page}");
+        let Some(device) = page["devices"][0]["device"].as_str() else {
+            break;
+        };
+        after = device.to_string();
+        paged.push(after.clone());
+        assert!(paged.len() <= 4, "{paged:?}");
+    }
+    assert_eq!(paged, ["bad", "flaky", "ok1", "ok2"]);
+    // The direct sends are sends in the worker's figures.
+    let (status, stats) = call(&server, "GET", "/v1/jobs/stats", API_KEY, None).await;
+    assert_eq!(status, 200);
+    let apns = &stats["providers"]["apns"];
+    assert_eq!(apns["successes"], 3, "{stats}");
+    assert_eq!(apns["failures"]["rejected:BadDeviceToken"], 1, "{stats}");
+    assert_eq!(apns["retries"], 1, "{stats}");
+    server.shutdown().await.unwrap();
+}
