@@ -706,3 +706,43 @@ async fn a_broadcast_sent_from_its_pages_lists_and_counts_every_device() {
     assert_eq!(apns["retries"], 1, "{stats}");
     server.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn an_auto_broadcast_sends_offline_devices_at_once_and_spares_one_that_acknowledges() {
+    let mocks = Mocks::start().await;
+    let (_dir, server) = start(&mocks).await;
+    for (id, n) in [("phone", 31), ("tablet", 32)] {
+        register(
+            &server,
+            json!({"id":id,"platform":"apns","token":apns_token(n)}),
+        )
+        .await;
+    }
+    let mut ws = connect_device(&server, "phone").await;
+    inbox_opened(&mut ws).await;
+    let id = push(
+        &server,
+        json!({"target":{"app":true},"notification":{"title":"All"},"ack_window":3600}),
+    )
+    .await;
+    let m = ws.next_message().await.unwrap().unwrap();
+    assert_eq!(m.id, id);
+    // The offline tablet is sent to from the page at once; the connected phone waits.
+    let r = receipt_when(&server, &id, |r| {
+        r["providers"]["accepted"] == 1 && r["providers"]["expanding"] == false
+    })
+    .await;
+    assert_eq!(r["providers"]["queued"], 1, "the phone waits: {r}");
+    ws.ack(&m.channel, m.seq, Some(&m.epoch)).await.unwrap();
+    let r = receipt_when(&server, &id, settled).await;
+    assert_eq!(r["providers"]["live"], 1, "{r}");
+    assert_eq!(r["providers"]["accepted"], 1, "{r}");
+    let received: Vec<String> = mocks.apns.received().into_iter().map(|r| r.token).collect();
+    assert_eq!(
+        received,
+        [apns_token(32)],
+        "only the tablet got a provider push"
+    );
+    ws.close().await;
+    server.shutdown().await.unwrap();
+}
