@@ -98,7 +98,7 @@ fn settlement(dice: &mut Dice, now: i64) -> Settlement {
             reason: "status 500".into(),
         },
         _ => {
-            let result: &str = *dice.pick(&RESULTS);
+            let result = RESULTS[dice.below(RESULTS.len() as u64) as usize];
             done(result)
         }
     }
