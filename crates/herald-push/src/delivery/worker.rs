@@ -39,7 +39,8 @@ use crate::registry::DeviceRegistry;
 /// How the worker runs.
 #[derive(Debug, Clone)]
 pub struct DeliveryConfig {
-    /// Jobs leased (and sends run concurrently) per round.
+    /// Jobs leased (and sends run concurrently) per round; also the most sends one broadcast
+    /// expansion has in flight.
     pub batch: usize,
     /// How long a lease lasts; a job whose worker died is due again after it.
     pub lease: Duration,
