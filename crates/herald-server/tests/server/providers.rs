@@ -746,3 +746,51 @@ async fn an_auto_broadcast_sends_offline_devices_at_once_and_spares_one_that_ack
     ws.close().await;
     server.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_broadcast_page_slower_than_a_lease_keeps_its_lease_and_sends_once() {
+    let mocks = Mocks::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut settings = mocks.settings(dir.path());
+    settings.providers.delivery.lease = Duration::from_millis(300);
+    let server = support::start(settings).await;
+    set_credentials(&server, &mocks).await;
+    for n in 41..44u8 {
+        register(
+            &server,
+            json!({"id":format!("d{n}"),"platform":"apns","token":apns_token(n)}),
+        )
+        .await;
+    }
+    // A first push opens the client (APNs allows one stream until a token is accepted).
+    let warm = push(
+        &server,
+        json!({"target":{"device":"d41"},"notification":{"title":"w"},"delivery":"provider"}),
+    )
+    .await;
+    receipt_when(&server, &warm, settled).await;
+    mocks.apns.hold();
+    let id = push(
+        &server,
+        json!({"target":{"app":true},"notification":{"title":"All"},"delivery":"provider"}),
+    )
+    .await;
+    tokio::time::timeout(Duration::from_secs(10), mocks.apns.wait_in_flight(3))
+        .await
+        .expect("the page's sends in flight");
+    // The provider holds the page for several leases; the expansion renews its own, so no
+    // second expansion takes the push over and nothing is sent twice.
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    mocks.apns.release();
+    let r = receipt_when(&server, &id, |r| {
+        settled(r) && r["providers"]["accepted"] == 3
+    })
+    .await;
+    assert_eq!(r["providers"]["in_doubt"], 0, "{r}");
+    assert_eq!(
+        mocks.apns.received_count(),
+        4,
+        "one push per device, and the warm-up"
+    );
+    server.shutdown().await.unwrap();
+}
