@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use herald_core::message::now_millis;
 use herald_core::{Cursor, Epoch, ErrorCode, HeraldError};
 use herald_proto::receipt::{DeviceReceipt, ProviderReceipt};
+use herald_push::delivery::listing::ListedPush;
 use herald_push::inbox::LogKind;
 use herald_push::push::PushBody;
 use serde::Deserialize;
@@ -99,8 +100,15 @@ pub async fn receipt(
         receipt.providers = Some(paths);
         if q.devices {
             let limit = q.limit.unwrap_or(100).clamp(1, 1000);
-            let devices = queue
-                .device_jobs(&app, &id, q.after.as_deref(), limit)
+            let listed = ListedPush {
+                app: &app,
+                push: &id,
+                created_ms: receipt.created,
+                expanding: jobs.expanding,
+            };
+            let devices = api
+                .deliverer
+                .device_listing(listed, q.after.as_deref(), limit)
                 .await
                 .map_err(HeraldError::from)?;
             receipt.devices = Some(

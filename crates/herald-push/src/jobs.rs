@@ -12,6 +12,10 @@
 //!   send jobs, so an expansion interrupted by a crash resumes where it stopped and never adds a
 //!   device twice.
 //!
+//! A broadcast expansion also *sends* each page directly ([`JobQueue::mark_in_flight`] before
+//! the sends, [`JobQueue::expand_page`] after their answers): a device the provider accepts
+//! costs no job row, only a count on the push; every other device gets a row as before.
+//!
 //! A job is *leased* while a worker runs it. A lease that runs out without a settlement (the
 //! process died) makes the job due again, and the store marks it `in_doubt`: its provider send
 //! may have happened, so a second one may be a duplicate, and the receipt says so.
@@ -82,6 +86,36 @@ pub struct Job {
     pub in_doubt: bool,
     /// When it was added, milliseconds since the Unix epoch.
     pub created_ms: i64,
+    /// An expansion only: the last device of the pages it was sending directly when it last
+    /// ran. Devices after its cursor up to this one may have been sent to already (a process
+    /// stopped mid-page): a send to them again is in doubt.
+    pub in_flight_until: Option<String>,
+}
+
+/// A send job row that an expansion page writes: a device that waits (an `auto` push to a
+/// connected device), or one whose direct send needs a row (every result except `accepted`
+/// not in doubt).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageJob {
+    /// The send job.
+    pub job: NewJob,
+    /// `None`: not tried, queued until `job.due_ms`. Otherwise how its direct send, one attempt,
+    /// ended: `Done` (a finished row with that result), `Retry` (queued again at its time),
+    /// `Dead` (a dead letter).
+    pub sent: Option<Settlement>,
+    /// Whether the send may have been a duplicate (its page was in flight when a process
+    /// stopped).
+    pub in_doubt: bool,
+}
+
+/// What one page of a broadcast expansion leaves behind once its direct sends have answered.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExpandedPage {
+    /// Send job rows to add.
+    pub jobs: Vec<PageJob>,
+    /// Results of direct sends that need no row (`accepted`, not in doubt), counted on the
+    /// push only.
+    pub counted: Vec<(String, u64)>,
 }
 
 /// How a leased job ends.
@@ -201,11 +235,49 @@ pub trait JobQueue: Send + Sync {
     ) -> Result<u64, StoreError>;
     /// In one transaction: adds `page`'s send jobs and moves expansion `job`'s cursor to
     /// `next` (`None`: the expansion is finished and settles as done). The lease is renewed
-    /// until `now_ms + lease_ms`.
+    /// until `now_ms + lease_ms`. (An [`JobQueue::expand_page`] whose jobs are all untried.)
     async fn expand(
         &self,
         job: JobId,
         page: Vec<NewJob>,
+        next: Option<String>,
+        now_ms: i64,
+        lease_ms: i64,
+    ) -> Result<(), StoreError> {
+        let page = ExpandedPage {
+            jobs: page
+                .into_iter()
+                .map(|job| PageJob {
+                    job,
+                    sent: None,
+                    in_doubt: false,
+                })
+                .collect(),
+            counted: Vec::new(),
+        };
+        self.expand_page(job, page, next, now_ms, lease_ms).await
+    }
+    /// Records durably, before a page's direct sends start, that expansion `job` may send to
+    /// the devices after its cursor up to `until` (kept as [`Job::in_flight_until`]; it only
+    /// ever moves forward, so calling it again with an older device, or `""`, just renews the
+    /// lease).
+    /// Renews the lease until `now_ms + lease_ms`. Fails if `job` is not a leased expansion.
+    async fn mark_in_flight(
+        &self,
+        job: JobId,
+        until: &str,
+        now_ms: i64,
+        lease_ms: i64,
+    ) -> Result<(), StoreError>;
+    /// In one transaction, once a page's direct sends have answered: adds `page`'s job rows
+    /// (a device the push already has a job for is left out), adds its results to the push's
+    /// counters, and moves expansion `job`'s cursor to `next` (`None`: the expansion is finished
+    /// and settles as done). The lease is renewed until `now_ms + lease_ms`. Refuses a job that
+    /// is not a leased expansion and rows for another app or push.
+    async fn expand_page(
+        &self,
+        job: JobId,
+        page: ExpandedPage,
         next: Option<String>,
         now_ms: i64,
         lease_ms: i64,
@@ -224,9 +296,13 @@ pub trait JobQueue: Send + Sync {
     async fn drop_dead(&self, app: &AppId, id: JobId) -> Result<bool, StoreError>;
     /// Queue depth and dead letters per app and provider (`app`: only that app's).
     async fn depth(&self, app: Option<&AppId>) -> Result<Vec<Depth>, StoreError>;
-    /// How a push's jobs stand.
+    /// How a push's jobs stand, read from counters kept as jobs move (its cost does not grow
+    /// with the number of devices). Results of direct sends that left no row are counted too.
     async fn push_jobs(&self, app: &AppId, push: &str) -> Result<PushJobs, StoreError>;
-    /// A push's send jobs per device, in device order after `after`.
+    /// A push's send jobs per device, in device order after `after`. Only devices with a job
+    /// row are listed: a device a broadcast page sent to directly and that the provider
+    /// accepted (not in doubt) has none; it is counted in [`JobQueue::push_jobs`]
+    /// (`Deliverer::device_listing` adds such devices to a receipt's list).
     async fn device_jobs(
         &self,
         app: &AppId,

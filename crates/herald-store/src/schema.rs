@@ -22,6 +22,9 @@
 //!   and expand jobs (a broadcast or tag push turned into send jobs a page at a time, with its
 //!   cursor), their state (`queued`, `leased`, `done`, `dead`), when they are due, attempts,
 //!   whether a send may have been duplicated (`in_doubt`) and their result or last failure.
+//! - `push_counts`: how a push's provider jobs stand, per counter (`done:RESULT`, `queued`,
+//!   `dead`, `in_doubt`, `expanding`), kept in the same transaction as every change to `jobs`
+//!   (and as every page a broadcast sends directly, whose accepted devices have no job row).
 //! - `credentials`: each app's provider credentials, sealed by the server before they arrive,
 //!   with the part that may be shown.
 
@@ -161,6 +164,33 @@ const MIGRATIONS: &[&str] = &[
         WHERE active = 1 AND platform <> 'herald' AND token IS NOT NULL;
     ALTER TABLE pushes ADD COLUMN delivery TEXT;
     ALTER TABLE pushes ADD COLUMN delivery_record BLOB;",
+    // 4: counters per push, so a receipt reads a few rows instead of grouping every job of the
+    // push; and where an expansion's directly sent page ends (`in_flight_until`: the devices
+    // after `expand_after` up to it may have been sent when the process stopped).
+    //
+    // `push_counts.counter` is `done:RESULT` (finished sends by result, with or without a job
+    // row), `queued` (send jobs queued or leased), `dead` (dead letters, sends and
+    // expansions), `in_doubt` (send jobs whose send may have been duplicated) or `expanding`
+    // (expansions queued or leased). The existing jobs are counted once here.
+    "CREATE TABLE push_counts (
+        app TEXT NOT NULL,
+        push TEXT NOT NULL,
+        counter TEXT NOT NULL,
+        n INTEGER NOT NULL,
+        PRIMARY KEY (app, push, counter)
+    ) WITHOUT ROWID;
+    ALTER TABLE jobs ADD COLUMN in_flight_until TEXT;
+    INSERT INTO push_counts (app, push, counter, n)
+        SELECT app, push, counter, count(*) FROM (
+            SELECT app, push, CASE
+                WHEN state = 'dead' THEN 'dead'
+                WHEN kind = 'expand' AND state IN ('queued', 'leased') THEN 'expanding'
+                WHEN kind = 'send' AND state IN ('queued', 'leased') THEN 'queued'
+                WHEN kind = 'send' AND state = 'done' THEN 'done:' || coalesce(result, '')
+            END AS counter FROM jobs
+            UNION ALL
+            SELECT app, push, 'in_doubt' FROM jobs WHERE kind = 'send' AND in_doubt = 1
+        ) WHERE counter IS NOT NULL GROUP BY app, push, counter;",
 ];
 
 /// The schema version this build writes.

@@ -121,6 +121,7 @@ impl Tenancy for SqliteLog {
                 "DELETE FROM pushes WHERE app = ?1",
                 "DELETE FROM usage WHERE app = ?1",
                 "DELETE FROM jobs WHERE app = ?1",
+                "DELETE FROM push_counts WHERE app = ?1",
                 "DELETE FROM credentials WHERE app = ?1",
             ] {
                 tx.execute(sql, [app]).map_err(backend)?;

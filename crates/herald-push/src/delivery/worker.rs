@@ -1,7 +1,9 @@
-//! The delivery worker: leases due jobs, expands broadcasts into send jobs a page at a time,
-//! runs a batch of sends concurrently, and settles the batch in one transaction.
+//! The delivery worker: leases due jobs, starts broadcast expansions beside the rounds (they
+//! send their pages directly: `delivery::broadcast`), runs a batch of send jobs concurrently,
+//! and settles the batch in one transaction.
 //!
-//! For each send job it decides, in this order: the push expired or is gone → `expired`; the
+//! For each send, a job's or a broadcast page's, it decides (`Deliverer::attempt`), in this
+//! order: the push expired or is gone → `expired`; the
 //! device is gone or inactive → `inactive`; it has no token for the job's provider →
 //! `no_token`; an `auto` push the device has acknowledged → `live` (no provider push); the app
 //! has no usable credentials → `no_credentials`; otherwise one provider send, whose
@@ -25,7 +27,6 @@ use herald_core::message::now_millis;
 use herald_core::tenant::AppId;
 use herald_providers::{Outcome, RetryScope};
 
-use crate::audience::Audience;
 use crate::delivery::record::DeliveryRecord;
 use crate::delivery::senders::{NoSender, Senders};
 use crate::delivery::stats::{SendResult, WorkerStats};
@@ -33,13 +34,13 @@ use crate::delivery::Delivery;
 use crate::device::{Device, InboxCursor, Platform};
 use crate::jobs::{Job, JobKind, JobQueue, NewJob, RetryPolicy, Settlement};
 use crate::logs::PushLogs;
-use crate::registry::{DeviceQuery, DeviceRegistry};
-use crate::tags::TagExpr;
+use crate::registry::DeviceRegistry;
 
 /// How the worker runs.
 #[derive(Debug, Clone)]
 pub struct DeliveryConfig {
-    /// Jobs leased (and sends run concurrently) per round.
+    /// Jobs leased (and sends run concurrently) per round; also the most sends one broadcast
+    /// expansion has in flight.
     pub batch: usize,
     /// How long a lease lasts; a job whose worker died is due again after it.
     pub lease: Duration,
@@ -70,6 +71,15 @@ impl Default for DeliveryConfig {
     }
 }
 
+/// What one attempt is for: the app, the provider, where the push sits in the log the device
+/// acknowledges, and how many attempts this makes (1 for the first).
+pub(super) struct Attempt<'a> {
+    pub(super) app: &'a AppId,
+    pub(super) provider: Option<Platform>,
+    pub(super) seq: u64,
+    pub(super) attempts: u32,
+}
+
 /// A pause of one app and provider after a provider-wide retry.
 struct Pause {
     until_ms: i64,
@@ -78,12 +88,12 @@ struct Pause {
 
 /// Runs provider jobs.
 pub struct Deliverer {
-    queue: Arc<dyn JobQueue>,
-    registry: Arc<dyn DeviceRegistry>,
+    pub(super) queue: Arc<dyn JobQueue>,
+    pub(super) registry: Arc<dyn DeviceRegistry>,
     engine: Arc<Engine>,
     senders: Arc<Senders>,
     stats: Arc<WorkerStats>,
-    config: DeliveryConfig,
+    pub(super) config: DeliveryConfig,
     wake: Notify,
     paused: Mutex<HashMap<(AppId, Platform), Pause>>,
     records: Mutex<HashMap<(AppId, String), CachedRecord>>,
@@ -94,7 +104,7 @@ pub struct Deliverer {
     expansions: TaskTracker,
     /// Tells expansions to stop between two pages (their lease then runs out, and the
     /// expansion resumes from its cursor after a restart).
-    stopping: CancellationToken,
+    pub(super) stopping: CancellationToken,
 }
 
 /// A push's delivery record as cached (`None`: the push is gone or has none).
@@ -156,7 +166,13 @@ impl Deliverer {
     }
 
     /// The ack window an `auto` job waits when the device holds a live connection.
-    fn due_for(&self, app: &AppId, device: &str, record: &DeliveryRecord, now: i64) -> i64 {
+    pub(super) fn due_for(
+        &self,
+        app: &AppId,
+        device: &str,
+        record: &DeliveryRecord,
+        now: i64,
+    ) -> i64 {
         if record.delivery == Delivery::Auto
             && self.engine.subscriber_count(&app.device_log(device)) > 0
         {
@@ -387,7 +403,7 @@ impl Deliverer {
     }
 
     /// The push's delivery record, cached.
-    async fn record(
+    pub(super) async fn record(
         &self,
         app: &AppId,
         push: &str,
@@ -416,14 +432,29 @@ impl Deliverer {
         device: Option<(Device, InboxCursor)>,
         record: Option<Arc<DeliveryRecord>>,
     ) -> (i64, Settlement) {
-        let id = job.id;
-        let done = |result: &str| {
-            (
-                id,
-                Settlement::Done {
-                    result: result.to_string(),
-                },
-            )
+        let attempt = Attempt {
+            app: &job.job.app,
+            provider: job.job.provider,
+            seq: job.job.seq,
+            attempts: job.attempts,
+        };
+        (job.id, self.attempt(attempt, device, record).await)
+    }
+
+    /// One attempt to deliver a push to a device through its provider, decided in this order:
+    /// the push expired or is gone → `expired`; the device is gone or inactive → `inactive`; no
+    /// token for the provider → `no_token`; an `auto` push the device acknowledged → `live`;
+    /// no usable credentials → `no_credentials`; otherwise one provider send, whose
+    /// [`Outcome`] settles it (a gone token also deactivates the device; a retry backs off, and
+    /// pauses the app's provider when provider-wide). Sends are counted in the worker figures.
+    pub(super) async fn attempt(
+        &self,
+        attempt: Attempt<'_>,
+        device: Option<(Device, InboxCursor)>,
+        record: Option<Arc<DeliveryRecord>>,
+    ) -> Settlement {
+        let done = |result: &str| Settlement::Done {
+            result: result.to_string(),
         };
         let now = now_millis();
         let Some(record) = record.filter(|r| r.expires > now) else {
@@ -432,7 +463,7 @@ impl Deliverer {
         let Some((device, cursor)) = device.filter(|(d, _)| d.active) else {
             return done("inactive");
         };
-        let Some(provider) = job.job.provider.filter(|p| *p == device.platform) else {
+        let Some(provider) = attempt.provider.filter(|p| *p == device.platform) else {
             return done("no_token");
         };
         let Some(token) = device.token.clone() else {
@@ -444,17 +475,17 @@ impl Deliverer {
             } else {
                 cursor.device.seq
             };
-            if acked >= job.job.seq {
+            if acked >= attempt.seq {
                 return done("live");
             }
         }
-        let app = &job.job.app;
+        let app = attempt.app;
         let sender = match self.senders.get(app, provider).await {
             Ok(Ok(sender)) => sender,
             Ok(Err(NoSender::NoCredentials)) | Ok(Err(NoSender::Unusable(_))) => {
                 return done("no_credentials")
             }
-            Err(e) => return self.retry(&job, provider, e.to_string(), None, false),
+            Err(e) => return self.retry(&attempt, provider, e.to_string(), None, false),
         };
         let started = Instant::now();
         let outcome = tokio::time::timeout(
@@ -501,7 +532,13 @@ impl Deliverer {
             } => {
                 self.stats
                     .record(app, provider, took, SendResult::Retry(&reason));
-                self.retry(&job, provider, reason, after, scope == RetryScope::Provider)
+                self.retry(
+                    &attempt,
+                    provider,
+                    reason,
+                    after,
+                    scope == RetryScope::Provider,
+                )
             }
         }
     }
@@ -510,17 +547,17 @@ impl Deliverer {
     /// the failure is provider-wide.
     fn retry(
         &self,
-        job: &Job,
+        attempt: &Attempt<'_>,
         provider: Platform,
         reason: String,
         after: Option<Duration>,
         provider_wide: bool,
-    ) -> (i64, Settlement) {
+    ) -> Settlement {
         let now = now_millis();
         if provider_wide {
             let mut paused = self.paused.lock();
             let pause = paused
-                .entry((job.job.app.clone(), provider))
+                .entry((attempt.app.clone(), provider))
                 .or_insert(Pause {
                     until_ms: now,
                     consecutive: 0,
@@ -530,98 +567,21 @@ impl Deliverer {
                 Duration::from_secs(1 << pause.consecutive.min(8)).min(Duration::from_secs(300))
             });
             pause.until_ms = pause.until_ms.max(now + wait.as_millis() as i64);
-            tracing::info!(app = %job.job.app.as_str(), provider = provider.as_str(), %reason, wait_ms = wait.as_millis() as u64, "provider paused for this app");
+            tracing::info!(app = %attempt.app.as_str(), provider = provider.as_str(), %reason, wait_ms = wait.as_millis() as u64, "provider paused for this app");
         }
-        let settlement = match self.config.retry.next_attempt(job.attempts, after) {
+        match self.config.retry.next_attempt(attempt.attempts, after) {
             Some(wait) => Settlement::Retry {
                 due_ms: now + wait.as_millis() as i64,
                 reason,
             },
             None => Settlement::Dead { reason },
-        };
-        (job.id, settlement)
+        }
     }
 
     fn resume(&self, app: &AppId, provider: Platform) {
         let mut paused = self.paused.lock();
         if let Some(p) = paused.get_mut(&(app.clone(), provider)) {
             p.consecutive = 0;
-        }
-    }
-
-    /// Expands a broadcast into send jobs, a page at a time, each page and the cursor's move
-    /// in one transaction.
-    async fn expand(&self, job: Job) -> Result<(), StoreError> {
-        let JobKind::Expand { after } = &job.job.kind else {
-            return Ok(());
-        };
-        let app = job.job.app.clone();
-        let now = now_millis();
-        let lease_ms = self.config.lease.as_millis() as i64;
-        let Some(record) = self
-            .record(&app, &job.job.push)
-            .await?
-            .filter(|r| r.expires > now)
-        else {
-            let done = Settlement::Done {
-                result: "expired".into(),
-            };
-            return self.queue.settle(vec![(job.id, done)]).await;
-        };
-        let audience = match &record.audience {
-            None => Audience::All,
-            Some(expr) => match TagExpr::parse(expr) {
-                Ok(expr) => Audience::Tags(expr),
-                // It parsed when the push was accepted; a record that no longer does is
-                // damaged, and must not become a push to everyone.
-                Err(e) => {
-                    let dead = Settlement::Dead {
-                        reason: format!("stored audience does not parse: {e}"),
-                    };
-                    return self.queue.settle(vec![(job.id, dead)]).await;
-                }
-            },
-        };
-        let mut after = after.clone();
-        loop {
-            let query = DeviceQuery {
-                after: after.clone(),
-                limit: self.config.expand_page,
-                provider_reachable: true,
-                ..DeviceQuery::default()
-            };
-            let page = self.registry.devices(&app, &query).await?;
-            let next = if page.len() < self.config.expand_page {
-                None
-            } else {
-                page.last().map(|d| d.id.clone())
-            };
-            let now = now_millis();
-            let jobs: Vec<NewJob> = page
-                .iter()
-                .filter(|d| audience.reaches_tags(d.active, &d.tags))
-                .map(|d| NewJob {
-                    app: app.clone(),
-                    push: job.job.push.clone(),
-                    provider: Some(d.platform),
-                    kind: JobKind::Send {
-                        device: d.id.clone(),
-                    },
-                    seq: job.job.seq,
-                    due_ms: self.due_for(&app, &d.id, &record, now),
-                })
-                .collect();
-            self.queue
-                .expand(job.id, jobs, next.clone(), now, lease_ms)
-                .await?;
-            self.wake();
-            match next {
-                Some(n) => after = Some(n),
-                None => return Ok(()),
-            }
-            if self.stopping.is_cancelled() {
-                return Ok(());
-            }
         }
     }
 }

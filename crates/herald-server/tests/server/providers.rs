@@ -623,3 +623,174 @@ async fn credentials_are_checked_shown_without_secrets_and_bad_pushes_queue_noth
     assert_eq!(status, 400, "{e}");
     server.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_broadcast_sent_from_its_pages_lists_and_counts_every_device() {
+    let mocks = Mocks::start().await;
+    let (_dir, server) = start(&mocks).await;
+    mocks
+        .apns
+        .script(&apns_token(21), Scripted::always(400, "BadDeviceToken"));
+    mocks
+        .apns
+        .script(&apns_token(22), Scripted::once(503, "ServiceUnavailable"));
+    for (id, n) in [("bad", 21), ("flaky", 22), ("ok1", 23), ("ok2", 24)] {
+        register(
+            &server,
+            json!({"id":id,"platform":"apns","token":apns_token(n)}),
+        )
+        .await;
+    }
+    register(&server, json!({"id":"h1","platform":"herald"})).await;
+    let id = push(
+        &server,
+        json!({"target":{"app":true},"notification":{"title":"All"},"delivery":"provider"}),
+    )
+    .await;
+    let r = receipt_when(&server, &id, |r| {
+        settled(r) && r["providers"]["accepted"] == 3
+    })
+    .await;
+    let p = &r["providers"];
+    assert_eq!(p["sent"], 4, "{r}");
+    assert_eq!(p["failed"]["rejected:BadDeviceToken"], 1, "{r}");
+    assert_eq!(p["in_doubt"], 0, "{r}");
+    // A device registered after the push was never sent it, and is not listed.
+    register(
+        &server,
+        json!({"id":"late","platform":"apns","token":apns_token(25)}),
+    )
+    .await;
+    let r = receipt_when(&server, &id, settled).await;
+    let listed: Vec<(String, String, u64)> = r["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["device"].as_str().unwrap().to_string(),
+                d["result"].as_str().unwrap().to_string(),
+                d["attempts"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("bad", "rejected:BadDeviceToken", 1),
+        ("flaky", "accepted", 2),
+        ("ok1", "accepted", 1),
+        ("ok2", "accepted", 1),
+    ]
+    .map(|(d, r, a)| (d.to_string(), r.to_string(), a));
+    assert_eq!(listed, expected, "{r}");
+    // Paged one at a time, the same list.
+    let mut paged = Vec::new();
+    let mut after = String::new();
+    loop {
+        let path = format!("/v1/push/{id}?devices=true&limit=1&after={after}");
+        let (status, page) = call(&server, "GET", &path, API_KEY, None).await;
+        assert_eq!(status, 200, "{page}");
+        let Some(device) = page["devices"][0]["device"].as_str() else {
+            break;
+        };
+        after = device.to_string();
+        paged.push(after.clone());
+        assert!(paged.len() <= 4, "{paged:?}");
+    }
+    assert_eq!(paged, ["bad", "flaky", "ok1", "ok2"]);
+    // The direct sends are sends in the worker's figures.
+    let (status, stats) = call(&server, "GET", "/v1/jobs/stats", API_KEY, None).await;
+    assert_eq!(status, 200);
+    let apns = &stats["providers"]["apns"];
+    assert_eq!(apns["successes"], 3, "{stats}");
+    assert_eq!(apns["failures"]["rejected:BadDeviceToken"], 1, "{stats}");
+    assert_eq!(apns["retries"], 1, "{stats}");
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_auto_broadcast_sends_offline_devices_at_once_and_spares_one_that_acknowledges() {
+    let mocks = Mocks::start().await;
+    let (_dir, server) = start(&mocks).await;
+    for (id, n) in [("phone", 31), ("tablet", 32)] {
+        register(
+            &server,
+            json!({"id":id,"platform":"apns","token":apns_token(n)}),
+        )
+        .await;
+    }
+    let mut ws = connect_device(&server, "phone").await;
+    inbox_opened(&mut ws).await;
+    let id = push(
+        &server,
+        json!({"target":{"app":true},"notification":{"title":"All"},"ack_window":3600}),
+    )
+    .await;
+    let m = ws.next_message().await.unwrap().unwrap();
+    assert_eq!(m.id, id);
+    // The offline tablet is sent to from the page at once; the connected phone waits.
+    let r = receipt_when(&server, &id, |r| {
+        r["providers"]["accepted"] == 1 && r["providers"]["expanding"] == false
+    })
+    .await;
+    assert_eq!(r["providers"]["queued"], 1, "the phone waits: {r}");
+    ws.ack(&m.channel, m.seq, Some(&m.epoch)).await.unwrap();
+    let r = receipt_when(&server, &id, settled).await;
+    assert_eq!(r["providers"]["live"], 1, "{r}");
+    assert_eq!(r["providers"]["accepted"], 1, "{r}");
+    let received: Vec<String> = mocks.apns.received().into_iter().map(|r| r.token).collect();
+    assert_eq!(
+        received,
+        [apns_token(32)],
+        "only the tablet got a provider push"
+    );
+    ws.close().await;
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_broadcast_page_slower_than_a_lease_keeps_its_lease_and_sends_once() {
+    let mocks = Mocks::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut settings = mocks.settings(dir.path());
+    settings.providers.delivery.lease = Duration::from_millis(300);
+    let server = support::start(settings).await;
+    set_credentials(&server, &mocks).await;
+    for n in 41..44u8 {
+        register(
+            &server,
+            json!({"id":format!("d{n}"),"platform":"apns","token":apns_token(n)}),
+        )
+        .await;
+    }
+    // A first push opens the client (APNs allows one stream until a token is accepted).
+    let warm = push(
+        &server,
+        json!({"target":{"device":"d41"},"notification":{"title":"w"},"delivery":"provider"}),
+    )
+    .await;
+    receipt_when(&server, &warm, settled).await;
+    mocks.apns.hold();
+    let id = push(
+        &server,
+        json!({"target":{"app":true},"notification":{"title":"All"},"delivery":"provider"}),
+    )
+    .await;
+    tokio::time::timeout(Duration::from_secs(10), mocks.apns.wait_in_flight(3))
+        .await
+        .expect("the page's sends in flight");
+    // The provider holds the page for several leases; the expansion renews its own, so no
+    // second expansion takes the push over and nothing is sent twice.
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    mocks.apns.release();
+    let r = receipt_when(&server, &id, |r| {
+        settled(r) && r["providers"]["accepted"] == 3
+    })
+    .await;
+    assert_eq!(r["providers"]["in_doubt"], 0, "{r}");
+    assert_eq!(
+        mocks.apns.received_count(),
+        4,
+        "one push per device, and the warm-up"
+    );
+    server.shutdown().await.unwrap();
+}

@@ -7,9 +7,14 @@
 //! send jobs of pushes that expired more than [`DONE_JOBS_KEPT_AFTER_EXPIRY_MS`] ago, a chunk at
 //! a time ([`prune_expired_chunk`]).
 //!
+//! Every write that moves a job also moves the push's counters ([`counts`]) in the same
+//! transaction; a receipt reads those. A broadcast page sent directly is written by [`page`].
+//!
 //! A leased job's `due` is when its lease runs out, so one ordered index scan (`jobs_due`, which
 //! holds only queued and leased jobs) finds both due jobs and lapsed leases.
 
+mod counts;
+mod page;
 mod read;
 mod write;
 
@@ -18,7 +23,8 @@ use herald_core::log::StoreError;
 use herald_core::tenant::AppId;
 use herald_push::device::Platform;
 use herald_push::jobs::{
-    DeadLetter, Depth, DeviceJob, Job, JobId, JobKind, JobQueue, NewJob, PushJobs, Settlement,
+    DeadLetter, Depth, DeviceJob, ExpandedPage, Job, JobId, JobKind, JobQueue, NewJob, PushJobs,
+    Settlement,
 };
 use rusqlite::Row;
 
@@ -36,8 +42,8 @@ pub(crate) const DONE_JOBS_KEPT_AFTER_EXPIRY_MS: i64 = 24 * 3600 * 1000;
 pub(crate) const PRUNE_CHUNK: i64 = 10_000;
 
 /// The columns [`job_row`] reads, in order.
-const JOB_COLUMNS: &str =
-    "id, app, push, provider, kind, device, expand_after, due, attempts, in_doubt, created, seq";
+const JOB_COLUMNS: &str = "id, app, push, provider, kind, device, expand_after, due, attempts, \
+     in_doubt, created, seq, in_flight_until";
 
 /// A job's stored columns ([`JOB_COLUMNS`]) as a [`Job`].
 fn job_row(r: &Row<'_>) -> rusqlite::Result<Result<Job, StoreError>> {
@@ -49,6 +55,7 @@ fn job_row(r: &Row<'_>) -> rusqlite::Result<Result<Job, StoreError>> {
     let after: Option<String> = r.get(6)?;
     let attempts: i64 = r.get(8)?;
     let seq: i64 = r.get(11)?;
+    let in_flight_until: Option<String> = r.get(12)?;
     let parts = (r.get(2)?, r.get(7)?, r.get(9)?, r.get(10)?);
     let (push, due_ms, in_doubt, created_ms): (String, i64, bool, i64) = parts;
     Ok((|| {
@@ -70,6 +77,7 @@ fn job_row(r: &Row<'_>) -> rusqlite::Result<Result<Job, StoreError>> {
             attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
             in_doubt,
             created_ms,
+            in_flight_until,
         })
     })())
 }
@@ -121,16 +129,29 @@ impl JobQueue for SqliteLog {
             .await
     }
 
-    async fn expand(
+    async fn mark_in_flight(
         &self,
         job: JobId,
-        page: Vec<NewJob>,
+        until: &str,
+        now_ms: i64,
+        lease_ms: i64,
+    ) -> Result<(), StoreError> {
+        let until = until.to_string();
+        self.write(move |tx| page::mark_in_flight(tx, job, &until, now_ms, lease_ms))
+            .await
+    }
+
+    async fn expand_page(
+        &self,
+        job: JobId,
+        page: ExpandedPage,
         next: Option<String>,
         now_ms: i64,
         lease_ms: i64,
     ) -> Result<(), StoreError> {
-        write::check_new(&page)?;
-        self.write(move |tx| write::expand(tx, job, &page, next, now_ms, lease_ms))
+        let rows: Vec<NewJob> = page.jobs.iter().map(|j| j.job.clone()).collect();
+        write::check_new(&rows)?;
+        self.write(move |tx| page::expand_page(tx, job, &page, next, now_ms, lease_ms))
             .await
     }
 

@@ -27,7 +27,7 @@ pub(super) fn dead_letters(
     let rows = stmt
         .query_map(
             params![app.as_str(), after.unwrap_or(0), sql_limit(limit)],
-            |r| Ok((job_row(r)?, r.get::<_, Option<String>>(12)?, r.get(13)?)),
+            |r| Ok((job_row(r)?, r.get::<_, Option<String>>(13)?, r.get(14)?)),
         )
         .map_err(backend)?;
     let mut letters = Vec::new();
@@ -84,53 +84,15 @@ pub(super) fn depth(conn: &Connection, app: Option<&AppId>) -> Result<Vec<Depth>
     Ok(depths)
 }
 
-/// How a push's jobs stand: finished send jobs by result, send jobs waiting or running, dead
-/// letters (sends and expansions), sends in doubt, and whether an expansion is still running.
+/// How a push's jobs stand, from its counters: finished sends by result (with or without a
+/// job row), send jobs waiting or running, dead letters (sends and expansions), sends in doubt,
+/// and whether an expansion is still running.
 pub(super) fn push_jobs(
     conn: &Connection,
     app: &AppId,
     push: &str,
 ) -> Result<PushJobs, StoreError> {
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT kind, state, CASE WHEN state = 'done' THEN result END, in_doubt, count(*)
-             FROM jobs WHERE app = ?1 AND push = ?2
-             GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4",
-        )
-        .map_err(backend)?;
-    let rows = stmt
-        .query_map(params![app.as_str(), push], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, Option<String>>(2)?,
-                r.get::<_, bool>(3)?,
-                r.get::<_, i64>(4)? as u64,
-            ))
-        })
-        .map_err(backend)?;
-    let mut jobs = PushJobs::default();
-    for row in rows {
-        let (kind, state, result, in_doubt, n) = row.map_err(backend)?;
-        let send = kind == "send";
-        match state.as_str() {
-            "dead" => jobs.dead += n,
-            "queued" | "leased" if send => jobs.queued += n,
-            "queued" | "leased" => jobs.expanding = true,
-            "done" if send => {
-                let result = result.unwrap_or_default();
-                match jobs.done.iter_mut().find(|(r, _)| *r == result) {
-                    Some((_, count)) => *count += n,
-                    None => jobs.done.push((result, n)),
-                }
-            }
-            _ => {}
-        }
-        if send && in_doubt {
-            jobs.in_doubt += n;
-        }
-    }
-    Ok(jobs)
+    super::counts::read(conn, app.as_str(), push)
 }
 
 /// A push's send jobs per device, in device order after `after`.

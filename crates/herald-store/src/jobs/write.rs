@@ -1,5 +1,6 @@
 //! The queue's writes, each run inside one writer transaction: adding jobs, leasing, settling,
-//! expanding a broadcast a page at a time, replaying and dropping dead letters, pruning.
+//! replaying and dropping dead letters, pruning; each moves the push's counters ([`counts`]) in
+//! the same transaction. (A broadcast's pages are written by [`super::page`].)
 
 use std::fmt::Write as _;
 
@@ -7,15 +8,13 @@ use herald_core::log::StoreError;
 use herald_core::message::now_millis;
 use herald_core::tenant::AppId;
 use herald_push::device::Platform;
-use herald_push::jobs::{Job, JobId, JobKind, NewJob, Settlement};
+use herald_push::jobs::{Job, JobId, JobKind, NewJob, PageJob, Settlement};
 use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 
+use super::counts::{self, Standing, Tally};
 use super::{job_row, sql_limit, JOB_COLUMNS};
 use crate::backend;
-
-/// What a finished expansion's `result` says.
-const EXPANDED: &str = "expanded";
 
 /// Refuses jobs the queue could not run: a send job needs a provider.
 pub(super) fn check_new(jobs: &[NewJob]) -> Result<(), StoreError> {
@@ -34,32 +33,77 @@ pub(super) fn check_new(jobs: &[NewJob]) -> Result<(), StoreError> {
 /// Adds jobs as queued. A send job for a device the push already has a job for is left out,
 /// so adding the same jobs twice adds them once.
 pub(super) fn insert(tx: &Connection, jobs: &[NewJob]) -> Result<(), StoreError> {
+    let rows: Vec<PageJob> = jobs
+        .iter()
+        .map(|job| PageJob {
+            job: job.clone(),
+            sent: None,
+            in_doubt: false,
+        })
+        .collect();
+    let mut tally = Tally::default();
+    insert_rows(tx, &rows, &mut tally)?;
+    tally.apply(tx)
+}
+
+/// Adds job rows, untried (queued until due) or after one attempt (done, queued for a retry,
+/// or dead), counting each row added in `tally`. A send job for a device the push already has
+/// a job for is left out.
+pub(super) fn insert_rows(
+    tx: &Connection,
+    rows: &[PageJob],
+    tally: &mut Tally,
+) -> Result<(), StoreError> {
     let now = now_millis();
     let mut stmt = tx
         .prepare_cached(
             "INSERT INTO jobs (app, push, provider, kind, device, expand_after, state, due,
-                 created, seq)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', ?7, ?8, ?9)
+                 created, seq, attempts, result, in_doubt, finished)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
              ON CONFLICT (app, push, device) DO NOTHING",
         )
         .map_err(backend)?;
-    for job in jobs {
+    for row in rows {
+        let job = &row.job;
         let (kind, device, after) = match &job.kind {
             JobKind::Send { device } => ("send", Some(device), None),
             JobKind::Expand { after } => ("expand", None, after.as_ref()),
         };
-        stmt.execute(params![
-            job.app.as_str(),
-            job.push,
-            job.provider.map(Platform::as_str),
-            kind,
-            device,
-            after,
-            job.due_ms,
-            now,
-            crate::seq_to_db(job.seq)
-        ])
-        .map_err(backend)?;
+        let (state, due, attempts, result, finished) = match &row.sent {
+            None => ("queued", job.due_ms, 0, None, None),
+            Some(Settlement::Done { result }) => ("done", now, 1, Some(result), Some(now)),
+            Some(Settlement::Retry { due_ms, reason }) => {
+                ("queued", *due_ms, 1, Some(reason), None)
+            }
+            Some(Settlement::Dead { reason }) => ("dead", now, 1, Some(reason), Some(now)),
+        };
+        let added = stmt
+            .execute(params![
+                job.app.as_str(),
+                job.push,
+                job.provider.map(Platform::as_str),
+                kind,
+                device,
+                after,
+                state,
+                due,
+                now,
+                crate::seq_to_db(job.seq),
+                attempts,
+                result,
+                row.in_doubt,
+                finished
+            ])
+            .map_err(backend)?;
+        if added == 1 {
+            let standing = Standing {
+                kind,
+                state,
+                result: result.map(String::as_str),
+                in_doubt: row.in_doubt,
+            };
+            tally.enter(job.app.as_str(), &job.push, &standing);
+        }
     }
     Ok(())
 }
@@ -111,14 +155,20 @@ pub(super) fn lease(
         )
         .map_err(backend)?;
     let mut leased = Vec::with_capacity(jobs.len());
+    let mut tally = Tally::default();
     for mut job in jobs {
         let (attempts, in_doubt): (i64, bool) = take
             .query_row(params![job.id, until], |r| Ok((r.get(0)?, r.get(1)?)))
             .map_err(backend)?;
+        let send = matches!(job.job.kind, JobKind::Send { .. });
+        if send && in_doubt && !job.in_doubt {
+            tally.add(job.job.app.as_str(), &job.job.push, counts::IN_DOUBT, 1);
+        }
         job.attempts = u32::try_from(attempts).unwrap_or(u32::MAX);
         job.in_doubt = in_doubt;
         leased.push(job);
     }
+    tally.apply(tx)?;
     Ok(leased)
 }
 
@@ -128,24 +178,58 @@ pub(super) fn settle(tx: &Connection, settled: &[(JobId, Settlement)]) -> Result
     let mut finish = tx
         .prepare_cached(
             "UPDATE jobs SET state = ?2, result = ?3, lease_until = NULL, finished = ?4
-             WHERE id = ?1 AND state = 'leased'",
+             WHERE id = ?1 AND state = 'leased'
+             RETURNING app, push, kind, in_doubt",
         )
         .map_err(backend)?;
     let mut retry = tx
         .prepare_cached(
             "UPDATE jobs SET state = 'queued', due = ?2, result = ?3, lease_until = NULL
-             WHERE id = ?1 AND state = 'leased'",
+             WHERE id = ?1 AND state = 'leased'
+             RETURNING app, push, kind, in_doubt",
         )
         .map_err(backend)?;
+    let mut tally = Tally::default();
     for (id, settlement) in settled {
-        match settlement {
-            Settlement::Done { result } => finish.execute(params![id, "done", result, now]),
-            Settlement::Dead { reason } => finish.execute(params![id, "dead", reason, now]),
-            Settlement::Retry { due_ms, reason } => retry.execute(params![id, due_ms, reason]),
+        let (state, result) = match settlement {
+            Settlement::Done { result } => ("done", result),
+            Settlement::Dead { reason } => ("dead", reason),
+            Settlement::Retry { reason, .. } => ("queued", reason),
+        };
+        let read = |r: &rusqlite::Row<'_>| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, bool>(3)?,
+            ))
+        };
+        let moved = match settlement {
+            Settlement::Retry { due_ms, .. } => retry
+                .query_row(params![id, due_ms, result], read)
+                .optional(),
+            _ => finish
+                .query_row(params![id, state, result, now], read)
+                .optional(),
         }
         .map_err(backend)?;
+        if let Some((app, push, kind, in_doubt)) = moved {
+            let from = Standing {
+                kind: &kind,
+                state: "leased",
+                result: None,
+                in_doubt,
+            };
+            let to = Standing {
+                kind: &kind,
+                state,
+                result: Some(result),
+                in_doubt,
+            };
+            tally.moved(&app, &push, &from, &to);
+        }
     }
-    Ok(())
+    tally.apply(tx)
 }
 
 /// Settles a device's queued send jobs of `pushes` as `live` (it acknowledged them); a job a
@@ -160,70 +244,37 @@ pub(super) fn settle_live(
     let mut stmt = tx
         .prepare_cached(
             "UPDATE jobs SET state = 'done', result = 'live', finished = ?4
-             WHERE app = ?1 AND push = ?2 AND device = ?3 AND state = 'queued'",
+             WHERE app = ?1 AND push = ?2 AND device = ?3 AND state = 'queued'
+             RETURNING in_doubt",
         )
         .map_err(backend)?;
     let mut settled = 0;
+    let mut tally = Tally::default();
     for push in pushes {
-        settled += stmt
-            .execute(params![app.as_str(), push, device, now_ms])
-            .map_err(backend)? as u64;
+        let rows = stmt
+            .query_map(params![app.as_str(), push, device, now_ms], |r| {
+                r.get::<_, bool>(0)
+            })
+            .map_err(backend)?;
+        for in_doubt in rows {
+            let in_doubt = in_doubt.map_err(backend)?;
+            let queued = Standing {
+                kind: "send",
+                state: "queued",
+                result: None,
+                in_doubt,
+            };
+            let live = Standing {
+                state: "done",
+                result: Some("live"),
+                ..queued.clone()
+            };
+            tally.moved(app.as_str(), push, &queued, &live);
+            settled += 1;
+        }
     }
+    tally.apply(tx)?;
     Ok(settled)
-}
-
-/// Adds an expansion's page of send jobs and moves its cursor to `next`, or finishes it when
-/// `next` is `None`, renewing its lease. Refuses a job that is not a leased expansion and a page
-/// for another app or push.
-pub(super) fn expand(
-    tx: &Connection,
-    id: JobId,
-    page: &[NewJob],
-    next: Option<String>,
-    now_ms: i64,
-    lease_ms: i64,
-) -> Result<(), StoreError> {
-    let found: Option<(String, String, String, String)> = tx
-        .query_row(
-            "SELECT app, push, kind, state FROM jobs WHERE id = ?1",
-            [id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-        )
-        .optional()
-        .map_err(backend)?;
-    let Some((app, push, kind, state)) = found else {
-        return Err(StoreError::failed(format!("expansion job {id} is gone")));
-    };
-    if kind != "expand" || state != "leased" {
-        return Err(StoreError::failed(format!(
-            "job {id} is not a running expansion ({kind}, {state})"
-        )));
-    }
-    if let Some(stray) = page
-        .iter()
-        .find(|j| j.app.as_str() != app || j.push != push)
-    {
-        return Err(StoreError::failed(format!(
-            "expansion job {id} of push {push:?} was given a job of push {:?} of another app \
-             or push",
-            stray.push
-        )));
-    }
-    insert(tx, page)?;
-    let until = now_ms.saturating_add(lease_ms);
-    match next {
-        Some(after) => tx.execute(
-            "UPDATE jobs SET expand_after = ?2, due = ?3, lease_until = ?3 WHERE id = ?1",
-            params![id, after, until],
-        ),
-        None => tx.execute(
-            "UPDATE jobs SET state = 'done', result = ?2, lease_until = NULL, finished = ?3
-             WHERE id = ?1",
-            params![id, EXPANDED, now_millis()],
-        ),
-    }
-    .map_err(backend)?;
-    Ok(())
 }
 
 /// Makes a dead letter of `app` due at `now_ms` with no attempts made.
@@ -233,43 +284,114 @@ pub(super) fn replay(
     id: JobId,
     now_ms: i64,
 ) -> Result<bool, StoreError> {
-    let n = tx
-        .execute(
+    let moved: Option<(String, String, bool)> = tx
+        .query_row(
             "UPDATE jobs SET state = 'queued', due = ?3, attempts = 0, lease_until = NULL,
                  finished = NULL
-             WHERE id = ?1 AND app = ?2 AND state = 'dead'",
+             WHERE id = ?1 AND app = ?2 AND state = 'dead'
+             RETURNING push, kind, in_doubt",
             params![id, app.as_str(), now_ms],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
+        .optional()
         .map_err(backend)?;
-    Ok(n == 1)
+    let Some((push, kind, in_doubt)) = moved else {
+        return Ok(false);
+    };
+    let dead = Standing {
+        kind: &kind,
+        state: "dead",
+        result: None,
+        in_doubt,
+    };
+    let queued = Standing {
+        state: "queued",
+        ..dead.clone()
+    };
+    let mut tally = Tally::default();
+    tally.moved(app.as_str(), &push, &dead, &queued);
+    tally.apply(tx)?;
+    Ok(true)
 }
 
 /// Deletes a dead letter of `app`.
 pub(super) fn drop_dead(tx: &Connection, app: &AppId, id: JobId) -> Result<bool, StoreError> {
-    let n = tx
-        .execute(
-            "DELETE FROM jobs WHERE id = ?1 AND app = ?2 AND state = 'dead'",
+    let gone: Option<(String, String, bool)> = tx
+        .query_row(
+            "DELETE FROM jobs WHERE id = ?1 AND app = ?2 AND state = 'dead'
+             RETURNING push, kind, in_doubt",
             params![id, app.as_str()],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
+        .optional()
         .map_err(backend)?;
-    Ok(n == 1)
+    let Some((push, kind, in_doubt)) = gone else {
+        return Ok(false);
+    };
+    let mut tally = Tally::default();
+    let dead = Standing {
+        kind: &kind,
+        state: "dead",
+        result: None,
+        in_doubt,
+    };
+    tally.leave(app.as_str(), &push, &dead);
+    tally.apply(tx)?;
+    Ok(true)
 }
 
 /// Deletes up to `limit` (negative: no limit) finished send jobs of pushes that expired before
-/// `before_ms`; returns how many.
+/// `before_ms`; returns how many. Their counts leave the push's counters; once no such job is
+/// left, the counts of finished sends that had no row (a broadcast's direct sends) of those
+/// pushes go too, so a receipt forgets a push's finished sends all at once.
 pub(crate) fn prune_expired_chunk(
     tx: &Connection,
     before_ms: i64,
     limit: i64,
 ) -> Result<u64, StoreError> {
-    let n = tx
-        .prepare_cached(
-            "DELETE FROM jobs WHERE id IN (
-                 SELECT j.id FROM pushes p JOIN jobs j ON j.app = p.app AND j.push = p.id
-                 WHERE p.expires < ?1 AND j.kind = 'send' AND j.state = 'done'
-                 LIMIT ?2)",
+    let mut tally = Tally::default();
+    let mut n = 0u64;
+    {
+        let mut stmt = tx
+            .prepare_cached(
+                "DELETE FROM jobs WHERE id IN (
+                     SELECT j.id FROM pushes p JOIN jobs j ON j.app = p.app AND j.push = p.id
+                     WHERE p.expires < ?1 AND j.kind = 'send' AND j.state = 'done'
+                     LIMIT ?2)
+                 RETURNING app, push, result, in_doubt",
+            )
+            .map_err(backend)?;
+        let rows = stmt
+            .query_map(params![before_ms, limit], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, Option<String>>(2)?,
+                    r.get::<_, bool>(3)?,
+                ))
+            })
+            .map_err(backend)?;
+        for row in rows {
+            let (app, push, result, in_doubt) = row.map_err(backend)?;
+            let done = Standing {
+                kind: "send",
+                state: "done",
+                result: result.as_deref(),
+                in_doubt,
+            };
+            tally.leave(&app, &push, &done);
+            n += 1;
+        }
+    }
+    tally.apply(tx)?;
+    if limit < 0 || n < limit as u64 {
+        tx.prepare_cached(
+            "DELETE FROM push_counts WHERE counter LIKE 'done:%' AND EXISTS (
+                 SELECT 1 FROM pushes p
+                 WHERE p.app = push_counts.app AND p.id = push_counts.push AND p.expires < ?1)",
         )
-        .and_then(|mut stmt| stmt.execute(params![before_ms, limit]))
+        .and_then(|mut stmt| stmt.execute(params![before_ms]))
         .map_err(backend)?;
-    Ok(n as u64)
+    }
+    Ok(n)
 }

@@ -1,7 +1,10 @@
 //! Provider delivery with the real binaries: a user's journey (`herald mock apns`, `herald
 //! serve` pointed at it, `herald providers set`, `herald push`, the receipt), and `kill -9` in
-//! the middle of a batch of provider sends: after the restart no device is skipped, and a
-//! device receives a second provider push only where the receipt says its send was in doubt.
+//! the middle of a batch of provider sends (a broadcast's page, sent directly from its
+//! expansion, with every send of the batch in flight; and a page some of whose devices were
+//! accepted before the kill): after the restart no device is skipped, and a device receives a
+//! second provider push only where the receipt says its send was in doubt, by the mock's own
+//! count per device.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -235,6 +238,117 @@ async fn kill_9_in_the_middle_of_a_batch_skips_no_device_and_duplicates_only_sen
         assert!(n >= 1, "{device} was skipped");
         assert!(
             n == 1 || doubted,
+            "{device} got {n} pushes but was not in doubt"
+        );
+    }
+    server.terminate();
+}
+
+#[tokio::test]
+async fn kill_9_in_the_middle_of_a_direct_broadcast_page_after_some_sends_were_accepted() {
+    const DEVICES: usize = 600;
+    const BATCH: usize = 100;
+    let (p8, public) = test_key();
+    let mock = ApnsMock::start(ApnsMockOptions {
+        keys: vec![("KEYID00001".into(), "TEAMID0001".into(), public)],
+        ..ApnsMockOptions::default()
+    })
+    .await
+    .unwrap();
+    let mut server = Server::builder()
+        .env("HERALD_APNS_URL", &mock.url())
+        .file_arg("--provider-ca-file", "ca.pem", &mock.cert_pem)
+        .env("HERALD_PROVIDER_BATCH", &BATCH.to_string())
+        .env("HERALD_PROVIDER_LEASE", "1s")
+        .start()
+        .await;
+    let (status, r) = server
+        .post_as(
+            "PUT",
+            "/v1/apps/default/providers/apns",
+            json!({"topic":"com.example.app","key":p8,"key_id":"KEYID00001","team_id":"TEAMID0001"}),
+        )
+        .await;
+    assert_eq!(status, 201, "{r}");
+    let devices: Vec<Value> = (0..DEVICES)
+        .map(|i| json!({"id": format!("d{i:04}"), "platform":"apns", "token": apns_token(i)}))
+        .collect();
+    let (status, r) = server
+        .post("/v1/devices/batch", json!({ "devices": devices }))
+        .await;
+    assert_eq!(status, 200, "{r}");
+    let (_, warm) = server
+        .post(
+            "/v1/push",
+            json!({"target":{"device":"d0000"},"notification":{"title":"w"}}),
+        )
+        .await;
+    until(
+        &server,
+        &format!("/v1/push/{}", warm["id"].as_str().unwrap()),
+        settled,
+    )
+    .await;
+    let warm_accepted = mock.accepted();
+
+    // An `auto` broadcast: no device holds a connection, so every device is due at once and
+    // sent directly from the expansion's page.
+    let (status, answer) = server
+        .post(
+            "/v1/push",
+            json!({"target":{"app":true},"notification":{"title":"all"},"ack_window":5}),
+        )
+        .await;
+    assert_eq!(status, 202, "{answer}");
+    let id = answer["id"].as_str().unwrap().to_string();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while mock.accepted() < warm_accepted + 30 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("some of the broadcast accepted");
+    mock.hold();
+    tokio::time::timeout(Duration::from_secs(30), mock.wait_in_flight(BATCH / 2))
+        .await
+        .expect("sends in flight");
+    server.kill9();
+    mock.release();
+    server.restart().await;
+
+    let path = format!("/v1/push/{id}?devices=true&limit=1000");
+    let r = until(&server, &path, |r| {
+        settled(r) && r["providers"]["accepted"] == DEVICES
+    })
+    .await;
+    let listed = r["devices"].as_array().unwrap();
+    assert_eq!(listed.len(), DEVICES, "every device listed: {r}");
+    let in_doubt: Vec<&str> = listed
+        .iter()
+        .filter(|d| d["in_doubt"] == true)
+        .map(|d| d["device"].as_str().unwrap())
+        .collect();
+    assert!(!in_doubt.is_empty(), "the page in flight is in doubt: {r}");
+    assert_eq!(r["providers"]["in_doubt"], in_doubt.len(), "{r}");
+
+    let received = mock.received();
+    assert!(
+        (mock.received_count() as usize) <= received.len(),
+        "the mock kept every request it received"
+    );
+    let mut sends: HashMap<String, usize> = HashMap::new();
+    for received in received {
+        let payload: Value = serde_json::from_slice(&received.payload).unwrap();
+        if payload["herald_id"] == id.as_str() {
+            *sends.entry(received.token).or_default() += 1;
+        }
+    }
+    for i in 0..DEVICES {
+        let n = sends.get(&apns_token(i)).copied().unwrap_or(0);
+        let device = format!("d{i:04}");
+        assert!(n >= 1, "{device} was skipped");
+        assert!(
+            n == 1 || in_doubt.contains(&device.as_str()),
             "{device} got {n} pushes but was not in doubt"
         );
     }

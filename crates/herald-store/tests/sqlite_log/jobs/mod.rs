@@ -1,7 +1,7 @@
 //! The provider job queue through `herald_push::jobs::JobQueue`: leasing (order, limits, lapsed
 //! leases, paused pairs) here; settling and dead letters in [`settle`]; expansion (atomic,
 //! resumable after a crash) in [`expansion`]; depth, how a push's jobs stand, pruning and app
-//! deletion in [`status`]. The helpers here build jobs and open stores for all of them.
+//! deletion in [`status`]; the counters per push against the rows they count in [`counters`]. The helpers here build jobs and open stores for all of them.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -18,6 +18,7 @@ use herald_store::{SqliteLog, SqliteOptions};
 
 use super::RecordingSink;
 
+mod counters;
 mod expansion;
 mod settle;
 mod status;

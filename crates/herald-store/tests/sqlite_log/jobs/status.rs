@@ -127,7 +127,7 @@ async fn a_push_reports_its_jobs_by_result_and_per_device_in_pages() {
     .await
 }
 
-fn receipt(id: &str, expires: i64) -> Receipt {
+pub(super) fn receipt(id: &str, expires: i64) -> Receipt {
     Receipt {
         id: id.into(),
         targeted: Some(1),

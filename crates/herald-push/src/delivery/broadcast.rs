@@ -1,0 +1,373 @@
+//! A broadcast or tag push's expansion, sending each page of its audience directly.
+//!
+//! For each page of devices (in id order after the expansion's cursor):
+//! - a device that must wait (an `auto` push to a device holding a live connection) gets a send
+//!   job due when the ack window ends, as before;
+//! - every other device is sent to at once from the page, with the decisions a send job gets
+//!   (`Deliverer::attempt`), at most `batch` sends in flight per expansion;
+//! - once the page's sends have answered, one transaction ([`crate::jobs::JobQueue::expand_page`]) adds the
+//!   page's results to the push's counters, writes a job row for every device except one the
+//!   provider accepted (not in doubt), and moves the cursor past the page. A device the
+//!   provider accepted, the common case, costs no row; one that waits, retries, is a dead
+//!   letter, failed, was skipped or was in doubt has one, listed per device as before.
+//!
+//! Crash safety: before a send starts, the devices up to the end of its chunk (`batch` devices)
+//! are marked in flight on the expansion job ([`crate::jobs::JobQueue::mark_in_flight`], durable). After a
+//! crash the expansion is leased again and finds the mark past its cursor: it sends those
+//! devices again and records them in doubt (a duplicate provider push is possible for them and
+//! only them). The lease is renewed while pages run, so a slow provider does not let it lapse.
+//!
+//! Pipelining: the next page is read, and its sends start, while the current page's sends wait
+//! for their answers; at most [`PAGES_IN_FLIGHT`] pages are between their first send and their
+//! transaction, so the in-flight mark spans at most two pages.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use herald_core::log::StoreError;
+use herald_core::message::now_millis;
+use herald_core::tenant::AppId;
+
+use crate::audience::Audience;
+use crate::delivery::record::DeliveryRecord;
+use crate::delivery::worker::{Attempt, Deliverer};
+use crate::delivery::Delivery;
+use crate::device::{Device, InboxCursor, Platform};
+use crate::jobs::{ExpandedPage, Job, JobId, JobKind, NewJob, PageJob, Settlement};
+use crate::registry::DeviceQuery;
+use crate::tags::TagExpr;
+
+/// Pages of one expansion between their first send and their transaction.
+pub const PAGES_IN_FLIGHT: usize = 2;
+
+/// Results that mean no provider send was made (the push expired, the device went away, has
+/// no token, was acknowledged live, or the app has no credentials).
+const SKIPS: &[&str] = &["expired", "inactive", "no_token", "no_credentials", "live"];
+
+/// The one result a direct send leaves no row for (when not in doubt).
+pub const ACCEPTED: &str = "accepted";
+
+/// One device's direct send, as its page's transaction needs it.
+struct DirectSend {
+    device: String,
+    provider: Platform,
+    settlement: Settlement,
+    in_doubt: bool,
+}
+
+/// A page whose sends have started.
+struct PageInFlight {
+    /// Job rows for devices that wait.
+    waiting: Vec<PageJob>,
+    /// The page's sends.
+    sends: JoinSet<DirectSend>,
+    /// Where the cursor moves once the page is written (`None`: the last page).
+    next: Option<String>,
+    /// Held until the page is written ([`PAGES_IN_FLIGHT`]).
+    _slot: OwnedSemaphorePermit,
+}
+
+/// What every page of one expansion shares.
+struct Expansion {
+    job: JobId,
+    app: AppId,
+    push: String,
+    seq: u64,
+    record: Arc<DeliveryRecord>,
+    audience: Audience,
+    /// Devices up to this one (after the cursor) were in flight when the expansion last ran.
+    doubt_until: Option<String>,
+    /// The durable in-flight mark as it was leased.
+    marked: Option<String>,
+}
+
+impl Expansion {
+    fn send_job(&self, device: &Device, due_ms: i64) -> NewJob {
+        NewJob {
+            app: self.app.clone(),
+            push: self.push.clone(),
+            provider: Some(device.platform),
+            kind: JobKind::Send {
+                device: device.id.clone(),
+            },
+            seq: self.seq,
+            due_ms,
+        }
+    }
+}
+
+impl Deliverer {
+    /// Runs a leased expansion job: sends the push to its audience a page at a time, writing
+    /// each page's results and moving the cursor after the page's answers, until the audience
+    /// is done (the job settles) or the worker stops (between pages; the job resumes from its
+    /// cursor once its lease runs out).
+    pub(super) async fn expand(self: Arc<Self>, job: Job) -> Result<(), StoreError> {
+        let JobKind::Expand { after } = &job.job.kind else {
+            return Ok(());
+        };
+        let app = job.job.app.clone();
+        let now = now_millis();
+        let Some(record) = self
+            .record(&app, &job.job.push)
+            .await?
+            .filter(|r| r.expires > now)
+        else {
+            let done = Settlement::Done {
+                result: "expired".into(),
+            };
+            return self.queue.settle(vec![(job.id, done)]).await;
+        };
+        let audience = match &record.audience {
+            None => Audience::All,
+            Some(expr) => match TagExpr::parse(expr) {
+                Ok(expr) => Audience::Tags(expr),
+                // It parsed when the push was accepted; a record that no longer does is
+                // damaged, and must not become a push to everyone.
+                Err(e) => {
+                    let dead = Settlement::Dead {
+                        reason: format!("stored audience does not parse: {e}"),
+                    };
+                    return self.queue.settle(vec![(job.id, dead)]).await;
+                }
+            },
+        };
+        let marked = job.in_flight_until.clone();
+        let doubt_until = marked
+            .clone()
+            .filter(|m| after.as_ref().is_none_or(|a| m > a));
+        if let Some(until) = &doubt_until {
+            tracing::info!(push = %job.job.push, until = %until, "a broadcast page was in flight when the worker stopped; its devices are sent again, in doubt");
+        }
+        let expansion = Expansion {
+            job: job.id,
+            app,
+            push: job.job.push.clone(),
+            seq: job.job.seq,
+            record,
+            audience,
+            doubt_until,
+            marked,
+        };
+        let renewing = CancellationToken::new();
+        let renewal = tokio::spawn(self.clone().renew_lease(job.id, renewing.clone()));
+        let (pages_tx, pages_rx) = unbounded_channel();
+        let (sent, written) = tokio::join!(
+            self.send_pages(&expansion, after.clone(), pages_tx),
+            self.write_pages(&expansion, pages_rx),
+        );
+        renewing.cancel();
+        let _ = renewal.await;
+        sent.and(written)
+    }
+
+    /// Renews expansion `job`'s lease every third of a lease until `stop`.
+    async fn renew_lease(self: Arc<Self>, job: JobId, stop: CancellationToken) {
+        let lease_ms = self.config.lease.as_millis() as i64;
+        let every = (self.config.lease / 3).max(Duration::from_millis(50));
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(every) => {}
+            }
+            if let Err(e) = self
+                .queue
+                .mark_in_flight(job, "", now_millis(), lease_ms)
+                .await
+            {
+                tracing::warn!(error = %e, "could not renew a broadcast expansion's lease");
+                return;
+            }
+        }
+    }
+
+    /// Reads the audience a page at a time and starts each page's sends, handing the page to
+    /// [`Deliverer::write_pages`].
+    async fn send_pages(
+        self: &Arc<Self>,
+        x: &Expansion,
+        mut after: Option<String>,
+        pages: UnboundedSender<PageInFlight>,
+    ) -> Result<(), StoreError> {
+        let batch = self.config.batch.max(1);
+        let lease_ms = self.config.lease.as_millis() as i64;
+        let sends = Arc::new(Semaphore::new(batch));
+        let slots = Arc::new(Semaphore::new(PAGES_IN_FLIGHT));
+        let mut marked = x.marked.clone();
+        loop {
+            let slot = slots
+                .clone()
+                .acquire_owned()
+                .await
+                .map_err(|_| StoreError::failed("page slots closed"))?;
+            if pages.is_closed() {
+                return Ok(());
+            }
+            let query = DeviceQuery {
+                after: after.clone(),
+                limit: self.config.expand_page,
+                provider_reachable: true,
+                ..DeviceQuery::default()
+            };
+            let page = self.registry.devices(&x.app, &query).await?;
+            let next = if page.len() < self.config.expand_page {
+                None
+            } else {
+                page.last().map(|d| d.id.clone())
+            };
+            let now = now_millis();
+            let mut waiting = Vec::new();
+            let mut due = Vec::new();
+            for device in page {
+                if !x.audience.reaches_tags(device.active, &device.tags) {
+                    continue;
+                }
+                let due_ms = self.due_for(&x.app, &device.id, &x.record, now);
+                if due_ms > now {
+                    waiting.push(PageJob {
+                        job: x.send_job(&device, due_ms),
+                        sent: None,
+                        in_doubt: false,
+                    });
+                } else {
+                    due.push(device);
+                }
+            }
+            // An `auto` push reads each device again with its inbox cursor: one acknowledged
+            // meanwhile settles as `live`, as a send job would.
+            let mut cursors: HashMap<String, (Device, InboxCursor)> =
+                if x.record.delivery == Delivery::Auto && !due.is_empty() {
+                    let ids: Vec<String> = due.iter().map(|d| d.id.clone()).collect();
+                    self.registry
+                        .devices_by_id(&x.app, &ids)
+                        .await?
+                        .into_iter()
+                        .map(|(d, c)| (d.id.clone(), (d, c)))
+                        .collect()
+                } else {
+                    HashMap::new()
+                };
+            let mut running = JoinSet::new();
+            for i in 0..due.len() {
+                let permit = sends
+                    .clone()
+                    .acquire_owned()
+                    .await
+                    .map_err(|_| StoreError::failed("send permits closed"))?;
+                let id = due[i].id.clone();
+                if marked.as_deref().is_none_or(|m| m < id.as_str()) {
+                    let until = &due[(i + batch - 1).min(due.len() - 1)].id;
+                    self.queue
+                        .mark_in_flight(x.job, until, now_millis(), lease_ms)
+                        .await?;
+                    marked = Some(until.clone());
+                }
+                let in_doubt = x.doubt_until.as_deref().is_some_and(|u| id.as_str() <= u);
+                let platform = due[i].platform;
+                let device = if x.record.delivery == Delivery::Auto {
+                    cursors.remove(&id)
+                } else {
+                    Some((due[i].clone(), InboxCursor::default()))
+                };
+                let (this, app, record) = (self.clone(), x.app.clone(), x.record.clone());
+                let seq = x.seq;
+                running.spawn(async move {
+                    let attempt = Attempt {
+                        app: &app,
+                        provider: Some(platform),
+                        seq,
+                        attempts: 1,
+                    };
+                    let settlement = this.attempt(attempt, device, Some(record)).await;
+                    drop(permit);
+                    DirectSend {
+                        device: id,
+                        provider: platform,
+                        settlement,
+                        in_doubt,
+                    }
+                });
+            }
+            let started = PageInFlight {
+                waiting,
+                sends: running,
+                next: next.clone(),
+                _slot: slot,
+            };
+            if pages.send(started).is_err() {
+                return Ok(());
+            }
+            match next {
+                Some(n) => after = Some(n),
+                None => return Ok(()),
+            }
+            if self.stopping.is_cancelled() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Waits for each page's sends in turn and writes the page ([`crate::jobs::JobQueue::expand_page`]).
+    async fn write_pages(
+        &self,
+        x: &Expansion,
+        mut pages: UnboundedReceiver<PageInFlight>,
+    ) -> Result<(), StoreError> {
+        let lease_ms = self.config.lease.as_millis() as i64;
+        while let Some(mut page) = pages.recv().await {
+            let mut written = ExpandedPage {
+                jobs: std::mem::take(&mut page.waiting),
+                counted: Vec::new(),
+            };
+            let mut counted: BTreeMap<String, u64> = BTreeMap::new();
+            while let Some(sent) = page.sends.join_next().await {
+                let sent = sent.map_err(|e| {
+                    StoreError::failed(format!("a broadcast send did not finish: {e}"))
+                })?;
+                match row_for(x, sent) {
+                    Ok(row) => written.jobs.push(row),
+                    Err(result) => *counted.entry(result).or_default() += 1,
+                }
+            }
+            written.counted = counted.into_iter().collect();
+            self.queue
+                .expand_page(x.job, written, page.next.clone(), now_millis(), lease_ms)
+                .await?;
+            drop(page);
+            self.wake();
+        }
+        Ok(())
+    }
+}
+
+/// The job row a direct send needs, or (`Err`) the result it is only counted as. Only a send
+/// the provider accepted, not in doubt, goes without a row, so a device of the audience behind
+/// the cursor with no row was accepted (`delivery::listing` relies on it).
+fn row_for(x: &Expansion, sent: DirectSend) -> Result<PageJob, String> {
+    let in_doubt = match &sent.settlement {
+        Settlement::Done { result } if result == ACCEPTED && !sent.in_doubt => {
+            return Err(result.clone());
+        }
+        Settlement::Done { result } => sent.in_doubt && !SKIPS.contains(&result.as_str()),
+        Settlement::Retry { .. } | Settlement::Dead { .. } => sent.in_doubt,
+    };
+    Ok(PageJob {
+        job: NewJob {
+            app: x.app.clone(),
+            push: x.push.clone(),
+            provider: Some(sent.provider),
+            kind: JobKind::Send {
+                device: sent.device,
+            },
+            seq: x.seq,
+            due_ms: now_millis(),
+        },
+        sent: Some(sent.settlement),
+        in_doubt,
+    })
+}
