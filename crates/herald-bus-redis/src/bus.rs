@@ -16,7 +16,11 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use fred::clients::SubscriberClient;
-use fred::prelude::{Builder, Client, ClientLike, Config, ReconnectPolicy, Server, ServerConfig};
+use fred::prelude::{
+    Builder, Client, ClientLike, Config, EventInterface, PubsubInterface, ReconnectPolicy, Server,
+    ServerConfig,
+};
+use fred::types::Message;
 use herald_core::bus::Bus;
 use herald_core::caches::{CacheEvent, Caches};
 use herald_core::fanout::FanOut;
@@ -26,7 +30,7 @@ use herald_core::message::SharedMessage;
 use herald_core::tenancy::Tenancy;
 use herald_core::ChannelName;
 use parking_lot::Mutex;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::{broadcast, mpsc, Notify};
 use tokio::task::JoinHandle;
 
 use crate::error::{redact, BusError};
@@ -95,6 +99,9 @@ pub(crate) struct Counters {
 pub struct Connected {
     publisher: Client,
     subscriber: SubscriberClient,
+    /// Taken before subscribing, so nothing sent after `connect` returns is missed.
+    messages: broadcast::Receiver<Message>,
+    reconnects: broadcast::Receiver<Server>,
     caches: Arc<Caches>,
     options: BusOptions,
 }
@@ -146,7 +153,8 @@ impl RedisBus {
     /// [`BusOptions::cluster`], for a Redis Cluster: any of its nodes, the others are
     /// discovered) with a publishing and a subscribing connection, and subscribes to the
     /// cache events. Fails if Redis cannot be reached now; once started, the bus reconnects by
-    /// itself. `caches` are this node's, which events from other nodes update.
+    /// itself. `caches` are this node's, which events from other nodes update: the node hears
+    /// every event published after this returns, so load the caches from the store after it.
     pub async fn connect(
         urls: &[String],
         caches: Arc<Caches>,
@@ -205,9 +213,18 @@ impl RedisBus {
             reason: "no answer within 10 s".into(),
         })?
         .map_err(connect_error)?;
+        let messages = subscriber.message_rx();
+        let reconnects = subscriber.reconnect_rx();
+        // Events first: a node that has connected hears every event published afterwards.
+        subscriber
+            .ssubscribe(Names::new(&options.prefix).events())
+            .await
+            .map_err(connect_error)?;
         Ok(Connected {
             publisher,
             subscriber,
+            messages,
+            reconnects,
             caches,
             options,
         })
@@ -288,8 +305,8 @@ impl Connected {
             .set_interest_hook(Arc::new(Hook(Arc::downgrade(&shared))));
         let tasks = vec![
             tokio::spawn(crate::sender::run(shared.clone(), outgoing_rx, events_rx)),
-            tokio::spawn(crate::receiver::run(shared.clone())),
-            tokio::spawn(crate::subscriptions::run(shared.clone())),
+            tokio::spawn(crate::receiver::run(shared.clone(), self.messages)),
+            tokio::spawn(crate::subscriptions::run(shared.clone(), self.reconnects)),
             tokio::spawn(crate::repair::run(shared.clone())),
         ];
         Arc::new(RedisBus {

@@ -8,17 +8,17 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use fred::prelude::{EventInterface, Value};
+use fred::prelude::Value;
+use fred::types::Message;
 use herald_core::caches::CacheEvent;
 use herald_core::log::CommitSink;
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast::{self, error::RecvError};
 
 use crate::bus::Shared;
 use crate::codec::decode_batch;
 use crate::events::{decode_event, Received};
 
-pub(crate) async fn run(shared: Arc<Shared>) {
-    let mut messages = shared.subscriber.message_rx();
+pub(crate) async fn run(shared: Arc<Shared>, mut messages: broadcast::Receiver<Message>) {
     let events_channel = shared.names.events();
     loop {
         let message = match messages.recv().await {

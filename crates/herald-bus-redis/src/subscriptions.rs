@@ -12,9 +12,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fred::prelude::{EventInterface, PubsubInterface};
+use fred::prelude::{PubsubInterface, Server};
 use herald_core::ChannelName;
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::task::JoinSet;
 
 use crate::bus::Shared;
@@ -24,9 +24,9 @@ use crate::names::Names;
 const CHANNELS_PER_COMMAND: usize = 1000;
 const RETRY_AFTER: Duration = Duration::from_millis(200);
 
-pub(crate) async fn run(shared: Arc<Shared>) {
-    let mut reconnects = shared.subscriber.reconnect_rx();
-    let mut events_subscribed = subscribe_events(&shared).await;
+pub(crate) async fn run(shared: Arc<Shared>, mut reconnects: broadcast::Receiver<Server>) {
+    // `RedisBus::connect` subscribed them.
+    let mut events_subscribed = true;
     let mut retry: HashSet<ChannelName> = HashSet::new();
     loop {
         let waiting = !retry.is_empty() || !events_subscribed;
