@@ -8,7 +8,7 @@
 use herald_core::ChannelName;
 
 /// Hash tags channels are spread over.
-pub const TAGS: u32 = 1024;
+pub const TAGS: u32 = 256;
 
 /// The names one bus uses, under its prefix (several Herald clusters can share one Redis).
 #[derive(Debug, Clone)]
@@ -86,7 +86,7 @@ mod tests {
         // The tag is a fixed function of the name (the same on every node).
         assert_eq!(
             Names::tag(&ChannelName::parse("a").unwrap()),
-            (0xaf63_dc4c_8601_ec8c_u64 % 1024) as u32
+            (0xaf63_dc4c_8601_ec8c_u64 % u64::from(TAGS)) as u32
         );
     }
 }

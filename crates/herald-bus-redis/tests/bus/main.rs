@@ -44,6 +44,15 @@ async fn a_message_published_on_one_node_reaches_a_subscriber_on_another_in_orde
             "same seq, same data"
         );
         assert_exact(&receive(&on_a, 200).await, 200);
+        assert!(
+            b.bus.stats().received_batches > 0,
+            "through Redis, not only from the log"
+        );
+        assert_eq!(
+            a.bus.stats().received_batches,
+            0,
+            "a node's own messages never come back"
+        );
     })
     .await;
 }
@@ -287,6 +296,43 @@ async fn fan_out_across_nodes_over_a_three_master_redis_cluster() {
             received > 0,
             "delivered through the cluster, not only read from the log"
         );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscribe_storm_is_a_few_batched_commands() {
+    let redis = Redis::start().expect("redis");
+    let (log, tenancy) = stores();
+    bounded(async {
+        let a = Node::start(&[redis.url()], &log, &tenancy).await;
+        let b = Node::start(&[redis.url()], &log, &tenancy).await;
+        const CHANNELS: usize = 20_000;
+        let mut outboxes = Vec::with_capacity(CHANNELS);
+        for i in 0..CHANNELS {
+            outboxes.push(b.subscribe(&format!("storm/{i}")).await);
+        }
+        eventually("B to follow every channel", || {
+            b.bus.followed_channels() == CHANNELS
+        })
+        .await;
+        let stats = redis.cli(&["INFO", "commandstats"]).unwrap();
+        let calls: usize = stats
+            .lines()
+            .find_map(|l| l.strip_prefix("cmdstat_ssubscribe:calls="))
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|n| n.parse().ok())
+            .expect("SSUBSCRIBE calls counted");
+        println!("{CHANNELS} channels subscribed with {calls} SSUBSCRIBE commands");
+        assert!(
+            calls < CHANNELS / 8,
+            "{calls} SSUBSCRIBE commands for {CHANNELS} channels"
+        );
+        for (i, outbox) in outboxes.iter().enumerate().step_by(997) {
+            let channel = format!("storm/{i}");
+            a.publish(&channel, 1).await;
+            assert_exact(&receive(outbox, 1).await, 1);
+        }
     })
     .await;
 }
