@@ -51,6 +51,8 @@ pub struct BusOptions {
     pub max_reconnect_delay: Duration,
     /// Treat the URLs as a Redis Cluster (also implied by several URLs).
     pub cluster: bool,
+    /// How often this node writes its presence counts ([`crate::presence`]).
+    pub presence_period: Duration,
 }
 
 impl Default for BusOptions {
@@ -61,6 +63,7 @@ impl Default for BusOptions {
             send_queue: 16 * 1024,
             max_reconnect_delay: Duration::from_secs(2),
             cluster: false,
+            presence_period: crate::presence::DEFAULT_PERIOD,
         }
     }
 }
@@ -130,7 +133,7 @@ pub(crate) struct Shared {
 
 /// The Redis bus of one node (see the module documentation).
 pub struct RedisBus {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -308,6 +311,7 @@ impl Connected {
             tokio::spawn(crate::receiver::run(shared.clone(), self.messages)),
             tokio::spawn(crate::subscriptions::run(shared.clone(), self.reconnects)),
             tokio::spawn(crate::repair::run(shared.clone())),
+            tokio::spawn(crate::presence::run(shared.clone())),
         ];
         Arc::new(RedisBus {
             shared,

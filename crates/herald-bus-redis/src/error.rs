@@ -23,9 +23,9 @@ pub enum BusError {
         /// What the client said.
         reason: String,
     },
-    /// The bus's background tasks need a tokio runtime.
-    #[error("the Redis bus must be started inside a tokio runtime")]
-    NoRuntime,
+    /// A Redis command failed (presence reads).
+    #[error("Redis did not answer the bus: {0}")]
+    Redis(String),
 }
 
 /// Why a payload from Redis was not understood (it is dropped and counted; a gap it leaves is

@@ -12,6 +12,8 @@
 //! - **Cache events**: applied locally at once and published on one sharded channel; token
 //!   secrets never travel (the receiver reads them from the store); after a reconnect the
 //!   caches are reloaded from the store.
+//! - **Presence**: cluster-wide subscriber counts per channel and connection counts per app
+//!   ([`presence`]), summed from a hash each node writes periodically.
 //!
 //! [`RedisBus`] is the entry point; [`codec`] and [`events`] are the wire formats.
 #![forbid(unsafe_code)]
@@ -23,6 +25,7 @@ mod error;
 pub mod events;
 mod followed;
 pub mod names;
+pub mod presence;
 mod receiver;
 mod repair;
 mod sender;

@@ -1,7 +1,8 @@
 //! The repair task: looks, every third of [`crate::BusOptions::gap_wait`], at the channels
-//! that need it. It starts newly listened channels after the hub's head floor, reads from the
-//! log what a channel may have missed while not subscribed (at the start, after a reconnect)
-//! and fills gaps whose missing seq did not arrive from Redis in time. Reads run a few at a
+//! that need it. It starts newly followed channels after the hub's head floor (at once, so the
+//! node's own commits flow even while Redis is away), reads from the log what a channel may
+//! have missed while not subscribed (once Redis confirmed the subscription, and after a
+//! reconnect) and fills gaps whose missing seq did not arrive from Redis in time. Reads run a few at a
 //! time; what they return goes through the channel's sequencer like anything else, so a
 //! message both read and received is delivered once.
 
@@ -47,11 +48,13 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             let step = shared.followed.with(
                 &channel,
                 |follow, now, _| {
-                    if !follow.listening || follow.repairing {
+                    if follow.repairing {
                         Step::Nothing
                     } else if follow.sequencer.next().is_none() {
+                        // Even before Redis confirms the subscription: this node's own
+                        // commits then reach its subscribers while Redis is away.
                         Step::Start
-                    } else if follow.needs_read {
+                    } else if follow.needs_read && follow.listening {
                         Step::Read(follow.sequencer.next().map_or(0, |n| n - 1))
                     } else if let Some(gap) = follow.sequencer.overdue_gap(now, wait) {
                         Step::Read(gap.after)
@@ -73,6 +76,13 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                         |follow, now, ready| follow.sequencer.start_after(floor, now, ready),
                         |ready| shared.fan_out.committed(ready),
                     );
+                    if !shared
+                        .followed
+                        .with(&channel, |f, _, _| f.listening, |_| {})
+                        .unwrap_or(false)
+                    {
+                        continue; // read once listening (marked again then)
+                    }
                     floor
                 }
                 Some(Step::Nothing) | None => continue,

@@ -83,9 +83,14 @@ pub(crate) async fn run(shared: Arc<Shared>, mut reconnects: broadcast::Receiver
         if !subscribe.is_empty() {
             let failed = send(&shared, subscribe.clone(), true).await;
             for channel in subscribe.iter().filter(|c| !failed.contains(*c)) {
-                shared
-                    .followed
-                    .with(channel, |follow, _, _| follow.listening = true, |_| {});
+                shared.followed.with(
+                    channel,
+                    |follow, _, _| {
+                        follow.listening = true;
+                        follow.needs_read = true;
+                    },
+                    |_| {},
+                );
                 shared.followed.attend(channel);
             }
             retry.extend(failed);

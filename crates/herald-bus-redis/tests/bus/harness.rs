@@ -182,7 +182,11 @@ impl Node {
         tenancy: &Arc<SharedTenancy>,
     ) -> Node {
         let caches = Caches::new(b"default-secret");
-        let connected = RedisBus::connect(urls, caches.clone(), BusOptions::default())
+        let options = BusOptions {
+            presence_period: Duration::from_millis(100),
+            ..BusOptions::default()
+        };
+        let connected = RedisBus::connect(urls, caches.clone(), options)
             .await
             .expect("the bus connects");
         let shared = log.clone();

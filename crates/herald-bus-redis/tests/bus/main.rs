@@ -336,3 +336,77 @@ async fn a_subscribe_storm_is_a_few_batched_commands() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscriber_and_connection_counts_are_summed_over_the_cluster() {
+    let redis = Redis::start().expect("redis");
+    let (log, tenancy) = stores();
+    bounded(async {
+        let a = Node::start(&[redis.url()], &log, &tenancy).await;
+        let b = Node::start(&[redis.url()], &log, &tenancy).await;
+        let lobby = herald_core::ChannelName::parse("lobby").unwrap();
+        let _subscribers = [
+            a.subscribe("lobby").await,
+            a.subscribe("lobby").await,
+            b.subscribe("lobby").await,
+        ];
+        let shop = AppId::parse("shop").unwrap();
+        let _connections: Vec<_> = (0..3)
+            .map(|_| a.caches.usage.connect(&shop).unwrap())
+            .chain((0..2).map(|_| b.caches.usage.connect(&shop).unwrap()))
+            .collect();
+        for node in [&a, &b] {
+            let mut counts = (0, 0);
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            while counts != (3, 5) && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                counts = (
+                    node.bus.cluster_subscribers(&lobby).await.unwrap(),
+                    node.bus.cluster_connections(&shop).await.unwrap(),
+                );
+            }
+            assert_eq!(
+                counts,
+                (3, 5),
+                "subscribers and connections over both nodes"
+            );
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_redis_down_a_node_still_delivers_its_own_messages_at_once() {
+    let mut redis = Redis::start().expect("redis");
+    let (log, tenancy) = stores();
+    let a = bounded(Node::start(&[redis.url()], &log, &tenancy)).await;
+    let b = bounded(Node::start(&[redis.url()], &log, &tenancy)).await;
+    let followed = bounded(a.subscribe("followed")).await;
+    let on_b = bounded(b.subscribe("followed")).await;
+    bounded(async {
+        a.publish("followed", 1).await;
+        assert_exact(&receive(&followed, 1).await, 1);
+        assert_exact(&receive(&on_b, 1).await, 1);
+    })
+    .await;
+    redis.kill();
+    bounded(async {
+        // A channel followed before and one first subscribed while Redis is away.
+        let fresh = a.subscribe("fresh").await;
+        for n in 2..=20 {
+            a.publish("followed", n).await;
+            a.publish("fresh", n).await;
+        }
+        let seqs: Vec<u64> = receive(&followed, 19).await.iter().map(|g| g.0).collect();
+        assert_eq!(seqs, (2..=20).collect::<Vec<_>>());
+        assert_exact(&receive(&fresh, 19).await, 19);
+    })
+    .await;
+    redis.restart().expect("redis restarts");
+    bounded(async {
+        // B catches up from the log once it is back.
+        let seqs: Vec<u64> = receive(&on_b, 19).await.iter().map(|g| g.0).collect();
+        assert_eq!(seqs, (2..=20).collect::<Vec<_>>());
+    })
+    .await;
+}
