@@ -181,11 +181,21 @@ impl Node {
         log: &Arc<SharedLog>,
         tenancy: &Arc<SharedTenancy>,
     ) -> Node {
-        let caches = Caches::new(b"default-secret");
         let options = BusOptions {
             presence_period: Duration::from_millis(100),
             ..BusOptions::default()
         };
+        Node::start_with(urls, log, tenancy, options).await
+    }
+
+    /// [`Node::start`] with these bus options.
+    pub async fn start_with(
+        urls: &[String],
+        log: &Arc<SharedLog>,
+        tenancy: &Arc<SharedTenancy>,
+        options: BusOptions,
+    ) -> Node {
+        let caches = Caches::new(b"default-secret");
         let connected = RedisBus::connect(urls, caches.clone(), options)
             .await
             .expect("the bus connects");

@@ -410,3 +410,42 @@ async fn with_redis_down_a_node_still_delivers_its_own_messages_at_once() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publishes_dropped_by_a_full_send_queue_are_read_from_the_log_by_the_others() {
+    let redis = Redis::start().expect("redis");
+    let (log, tenancy) = stores();
+    bounded(async {
+        let tiny_queue = herald_bus_redis::BusOptions {
+            send_queue: 1,
+            ..herald_bus_redis::BusOptions::default()
+        };
+        let a = Arc::new(Node::start_with(&[redis.url()], &log, &tenancy, tiny_queue).await);
+        let b = Node::start(&[redis.url()], &log, &tenancy).await;
+        let on_a = a.subscribe("burst").await;
+        let on_b = b.subscribe("burst").await;
+        eventually("B to listen", || b.bus.followed_channels() == 1).await;
+        let publishers: Vec<_> = (0..4)
+            .map(|_| {
+                let a = a.clone();
+                tokio::spawn(async move {
+                    for n in 0..100 {
+                        a.publish("burst", n).await;
+                    }
+                })
+            })
+            .collect();
+        for publisher in publishers {
+            publisher.await.unwrap();
+        }
+        assert_exact(&receive(&on_a, 400).await, 400);
+        assert_exact(&receive(&on_b, 400).await, 400);
+        let stats = a.bus.stats();
+        println!("A: {stats:?}; B: {:?}", b.bus.stats());
+        assert!(
+            stats.dropped_publishes > 0,
+            "the queue of one overflowed: {stats:?}"
+        );
+    })
+    .await;
+}
