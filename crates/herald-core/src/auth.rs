@@ -163,6 +163,11 @@ impl Tokens {
             .insert(app.clone(), Arc::new(TokenKeys::new(secret)));
     }
 
+    /// Forgets the secret of every app `keep` rejects.
+    pub fn retain_apps(&self, keep: impl Fn(&AppId) -> bool) {
+        self.apps.write().retain(|app, _| keep(app));
+    }
+
     /// Forgets an app's secret.
     pub fn remove_app(&self, app: &AppId) {
         self.apps.write().remove(app);
@@ -248,6 +253,19 @@ impl ApiKeys {
         self.hashes
             .write()
             .retain(|h, a| !(a == app && h.starts_with(prefix)));
+    }
+
+    /// Replaces, in one step, every key whose app `stored_app` says the store owns with
+    /// `stored` (hash, app) pairs; keys of other apps (the server's configured keys of the
+    /// default app) stay.
+    pub fn replace_stored(
+        &self,
+        stored_app: impl Fn(&AppId) -> bool,
+        stored: impl IntoIterator<Item = (String, AppId)>,
+    ) {
+        let mut hashes = self.hashes.write();
+        hashes.retain(|_, app| !stored_app(app));
+        hashes.extend(stored);
     }
 
     /// Removes every key of `app`.

@@ -1,13 +1,14 @@
 //! Cache invalidation: the [`CacheEvent`]s the admin API publishes on the [`crate::bus::Bus`]
 //! after a store write, and [`Caches`], the one subscriber on every node that applies them to
 //! its publisher keys ([`ApiKeys`]), client-token secrets ([`Tokens`]) and app limits
-//! ([`UsageMeter`]). Start-up loading applies the same events to the caches directly.
+//! ([`UsageMeter`]). Start-up loading applies the same events to the caches directly; a node
+//! that may have missed events (its bus reconnected) reloads with [`Caches::reload`].
 
 use std::fmt;
 use std::sync::Arc;
 
 use crate::auth::{ApiKeys, Tokens};
-use crate::tenancy::AppLimits;
+use crate::tenancy::{App, AppLimits, KeyInfo};
 use crate::tenant::AppId;
 use crate::usage::UsageMeter;
 
@@ -86,6 +87,29 @@ impl Caches {
         })
     }
 
+    /// Brings the caches in line with the store's `apps` and `keys` (every app's, as
+    /// [`crate::tenancy::Tenancy::apps`] and [`crate::tenancy::Tenancy::keys`] list them), for a
+    /// node that may have missed events. Keys of apps the store no longer has are dropped with
+    /// those apps' token secrets; the default app's keys are only added to, since the server's
+    /// configured keys are not in the store. Usage counters are left as they are.
+    pub fn reload(&self, apps: &[App], keys: &[KeyInfo]) {
+        let known: std::collections::HashSet<&AppId> = apps.iter().map(|a| &a.id).collect();
+        self.keys.replace_stored(
+            |app| !app.is_default(),
+            keys.iter()
+                .filter(|k| k.app.is_default() || known.contains(&k.app))
+                .map(|k| (k.hash.clone(), k.app.clone())),
+        );
+        self.tokens
+            .retain_apps(|app| known.contains(app) && !app.is_default());
+        for app in apps {
+            if let Some(secret) = app.token_secret.as_deref().filter(|_| !app.id.is_default()) {
+                self.tokens.set_app(&app.id, secret.as_bytes());
+            }
+            self.usage.app(&app.id).set_limits(app.limits);
+        }
+    }
+
     /// Applies one event to this node's caches.
     pub fn apply(&self, event: &CacheEvent) {
         match event {
@@ -103,5 +127,78 @@ impl Caches {
                 self.tokens.set_app(app, secret.0.as_bytes())
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::hash_api_key;
+
+    fn app(id: &str, secret: Option<&str>, max_devices: Option<u64>) -> App {
+        App {
+            id: AppId::parse(id).unwrap(),
+            name: id.into(),
+            token_secret: secret.map(str::to_owned),
+            limits: AppLimits {
+                max_devices,
+                ..AppLimits::default()
+            },
+            created: 0,
+        }
+    }
+
+    fn key(app: &str, key: &str) -> KeyInfo {
+        let hash = hash_api_key(key);
+        KeyInfo {
+            app: AppId::parse(app).unwrap(),
+            id: hash[..12].to_owned(),
+            hash,
+            label: String::new(),
+            created: 0,
+        }
+    }
+
+    #[test]
+    fn a_reload_catches_up_with_missed_events_and_keeps_configured_keys() {
+        let caches = Caches::new(b"default-secret");
+        let default = AppId::default_app();
+        caches
+            .keys
+            .insert(hash_api_key("hk_configured"), default.clone());
+        let (gone, shop) = (AppId::parse("gone").unwrap(), AppId::parse("shop").unwrap());
+        caches.apply(&CacheEvent::KeyAdded {
+            app: gone.clone(),
+            hash: hash_api_key("hk_gone"),
+        });
+        caches.apply(&CacheEvent::KeyAdded {
+            app: shop.clone(),
+            hash: hash_api_key("hk_shop_old"),
+        });
+        caches.tokens.set_app(&gone, b"hs_gone");
+        // Missed: "gone" deleted, shop's key replaced, its secret and limits set.
+        caches.reload(
+            &[app("shop", Some("hs_shop"), Some(4))],
+            &[
+                key("shop", "hk_shop_new"),
+                key("default", "hk_stored_default"),
+            ],
+        );
+        assert_eq!(caches.keys.check("hk_configured"), Some(default.clone()));
+        assert_eq!(caches.keys.check("hk_stored_default"), Some(default));
+        assert_eq!(caches.keys.check("hk_gone"), None);
+        assert_eq!(caches.keys.check("hk_shop_old"), None);
+        assert_eq!(caches.keys.check("hk_shop_new"), Some(shop.clone()));
+        assert_eq!(caches.usage.app(&shop).limits().max_devices, Some(4));
+        let claims = crate::auth::ClientClaims {
+            sub: "a".into(),
+            exp: None,
+            channels: vec![],
+            publish: vec![],
+            device: None,
+        };
+        assert!(caches.tokens.mint(&gone, &claims).is_none());
+        let token = caches.tokens.mint(&shop, &claims).expect("shop's secret");
+        assert_eq!(caches.tokens.verify(&token).unwrap().app, shop);
     }
 }

@@ -17,6 +17,7 @@ const QUEUE_BATCHES: usize = 1024;
 /// The commit sink that hands committed messages to the fan-out thread.
 pub struct FanOut {
     queue: SyncSender<Vec<SharedMessage>>,
+    hub: Arc<Hub>,
 }
 
 impl FanOut {
@@ -25,16 +26,24 @@ impl FanOut {
     /// (or [`crate::Engine::open_with_bus`]) starts the one fan-out that feeds an engine's hub.
     pub(crate) fn start(hub: Arc<Hub>) -> std::io::Result<Arc<FanOut>> {
         let (queue, batches) = sync_channel::<Vec<SharedMessage>>(QUEUE_BATCHES);
+        let delivering = hub.clone();
         std::thread::Builder::new()
             .name("herald-fanout".into())
             .spawn(move || {
                 for batch in batches {
                     for message in &batch {
-                        hub.deliver(message);
+                        delivering.deliver(message);
                     }
                 }
             })?;
-        Ok(Arc::new(FanOut { queue }))
+        Ok(Arc::new(FanOut { queue, hub }))
+    }
+
+    /// The hub this fan-out delivers to: a networked bus sets its [`crate::hub::InterestHook`]
+    /// and reads [`Hub::head_floor`] there. Messages must still reach the hub only through
+    /// [`CommitSink::committed`] on this fan-out, which keeps them in order.
+    pub fn hub(&self) -> &Arc<Hub> {
+        &self.hub
     }
 }
 

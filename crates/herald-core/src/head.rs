@@ -37,6 +37,8 @@ pub enum HeadLookup {
 pub(crate) struct HeadSlot {
     known: Option<Head>,
     loading: Option<Arc<Notify>>,
+    /// The oldest head this slot was ever told of (see [`HeadSlot::floor`]).
+    floor: Option<u64>,
 }
 
 impl HeadSlot {
@@ -67,6 +69,7 @@ impl HeadSlot {
     /// (A store that can reset a channel's log to a new epoch will need the epoch compared too;
     /// SQLite's logs only ever go from no epoch to their first.)
     pub(crate) fn learn(&mut self, head: Head) {
+        self.floor = Some(self.floor.map_or(head.last_seq, |f| f.min(head.last_seq)));
         if self
             .known
             .as_ref()
@@ -74,6 +77,13 @@ impl HeadSlot {
         {
             self.known = Some(head);
         }
+    }
+
+    /// The oldest seq this slot was ever told (by a store read, a publish or a delivery): no
+    /// subscriber of the entry can have caught up to less, because each one's catch-up read is
+    /// reported here. A networked bus starts delivering a newly followed channel after it.
+    pub(crate) fn floor(&self) -> Option<u64> {
+        self.floor
     }
 
     /// Ends a load; returns whom to wake (after the lock is released).
@@ -109,6 +119,7 @@ mod tests {
         );
         slot.delivered(head(5));
         assert_eq!(slot.known().map(|h| h.last_seq), Some(5));
+        assert_eq!(slot.floor(), Some(3), "the oldest head it was told");
     }
 
     #[test]

@@ -2,6 +2,10 @@
 //! committed message to them. The registry is sharded by channel name so publish and subscribe
 //! on different channels never contend on one lock; delivery takes a shard's read lock only.
 //!
+//! A networked bus follows only the channels this node has subscribers for: the hub tells an
+//! [`InterestHook`] when it makes a channel's entry (the first local subscriber) and when it
+//! forgets one (after the entry lingered empty, see [`ShardMap::emptied`]).
+//!
 //! A new subscription starts in catch-up mode: live messages are parked in the subscription
 //! until the subscriber has queued its reply and the history it missed, then it goes live. That
 //! is what makes resume exact (no gap, no duplicate) without blocking publishers.
@@ -9,7 +13,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
@@ -37,6 +41,16 @@ pub struct Filter {
     pub admit: Option<Admit>,
     /// Counts the messages queued.
     pub tally: Option<Tally>,
+}
+
+/// Told when a channel gains local interest (the hub makes its entry for its first subscriber)
+/// and when it loses it (the hub forgets the entry). Called under a hub shard's lock: it must
+/// only note the change (no blocking, no call back into the hub).
+pub trait InterestHook: Send + Sync {
+    /// `channel` has its first local subscriber.
+    fn gained(&self, channel: &ChannelName);
+    /// The hub no longer follows `channel`.
+    fn lost(&self, channel: &ChannelName);
 }
 
 /// Live messages a subscription may park while catching up before it counts as slow.
@@ -175,8 +189,13 @@ impl std::ops::DerefMut for ShardMap {
 
 impl ShardMap {
     /// Lets `channel`'s now empty entry linger, if its head is worth keeping, and drops the
-    /// entries that have lingered too long or too many.
-    fn emptied(&mut self, channel: &ChannelName, now: Instant) {
+    /// entries that have lingered too long or too many; calls `forgot` with each entry dropped.
+    fn emptied(
+        &mut self,
+        channel: &ChannelName,
+        now: Instant,
+        mut forgot: impl FnMut(&ChannelName),
+    ) {
         let keep = self
             .entries
             .get_mut(channel)
@@ -188,6 +207,7 @@ impl ShardMap {
             }
             None => {
                 self.entries.remove(channel);
+                forgot(channel);
             }
         }
         while let Some((name, at)) = self.emptied.front() {
@@ -203,6 +223,7 @@ impl ShardMap {
                 .is_some_and(|e| e.subs.is_empty() && e.emptied == Some(at))
             {
                 self.entries.remove(&name);
+                forgot(&name);
             }
         }
     }
@@ -215,6 +236,7 @@ pub struct Hub {
     shards: Box<[Shard]>,
     hasher: RandomState,
     next_id: AtomicU64,
+    interest: OnceLock<Arc<dyn InterestHook>>,
 }
 
 impl Default for Hub {
@@ -223,6 +245,7 @@ impl Default for Hub {
             shards: (0..SHARDS).map(|_| Shard::default()).collect(),
             hasher: RandomState::new(),
             next_id: AtomicU64::new(1),
+            interest: OnceLock::new(),
         }
     }
 }
@@ -231,6 +254,23 @@ impl Hub {
     /// An empty hub.
     pub fn new() -> Arc<Self> {
         Arc::new(Hub::default())
+    }
+
+    /// Sets the hook told of channels gaining and losing local interest (a networked bus);
+    /// `false` if one was already set. Channels with entries already are not reported.
+    pub fn set_interest_hook(&self, hook: Arc<dyn InterestHook>) -> bool {
+        self.interest.set(hook).is_ok()
+    }
+
+    /// The oldest head the hub was told of for `channel` since it made the channel's entry (by
+    /// a store read, a publish or a delivery), `None` if it has no entry or was told nothing
+    /// yet. Every subscriber of the channel caught up to at least this seq, so delivering every
+    /// seq after it, in order, leaves none of them with a gap.
+    pub fn head_floor(&self, channel: &ChannelName) -> Option<u64> {
+        self.shard(channel)
+            .read()
+            .get(channel)
+            .and_then(|entry| entry.head.lock().floor())
     }
 
     fn shard(&self, channel: &ChannelName) -> &Shard {
@@ -265,7 +305,15 @@ impl Hub {
             parked: Mutex::new(Vec::new()),
         });
         let mut shard = self.shard(channel).write();
-        let entry = shard.entry(channel.clone()).or_default();
+        let entry = match shard.entries.entry(channel.clone()) {
+            std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
+            std::collections::hash_map::Entry::Vacant(vacant) => {
+                if let Some(hook) = self.interest.get() {
+                    hook.gained(channel);
+                }
+                vacant.insert(ChannelEntry::default())
+            }
+        };
         entry.emptied = None;
         entry.subs.push(sub.clone());
         entry.ids.push(sub.id);
@@ -318,7 +366,12 @@ impl Hub {
         entry.subs.swap_remove(pos);
         entry.ids.swap_remove(pos);
         if entry.subs.is_empty() {
-            shard.emptied(channel, Instant::now());
+            let hook = self.interest.get();
+            shard.emptied(channel, Instant::now(), |gone| {
+                if let Some(hook) = hook {
+                    hook.lost(gone);
+                }
+            });
         }
         telemetry().subscriptions.decrement(1.0);
         true
@@ -588,5 +641,56 @@ mod tests {
         let got: Vec<usize> = boxes.iter().map(|o| seqs(o).len()).collect();
         assert_eq!(got, vec![0, 0, 1, 1, 0]);
         assert_eq!(hub.subscriber_count(&ch), 2);
+    }
+
+    #[derive(Default)]
+    struct Recorder(Mutex<Vec<String>>);
+
+    impl InterestHook for Recorder {
+        fn gained(&self, channel: &ChannelName) {
+            self.0.lock().push(format!("+{channel}"));
+        }
+        fn lost(&self, channel: &ChannelName) {
+            self.0.lock().push(format!("-{channel}"));
+        }
+    }
+
+    #[test]
+    fn the_interest_hook_hears_of_first_subscribers_and_forgotten_entries() {
+        let hub = Hub::new();
+        let recorder = Arc::new(Recorder::default());
+        assert!(hub.set_interest_hook(recorder.clone()));
+        let ch = ChannelName::parse("watched").unwrap();
+        let (a, _) = hub.subscribe(&ch, Outbox::new(64));
+        let (b, _) = hub.subscribe(&ch, Outbox::new(64));
+        assert_eq!(hub.head_floor(&ch), None, "told nothing yet");
+        hub.learn_head(
+            &ch,
+            Head {
+                epoch: Epoch::new("e"),
+                last_seq: 6,
+            },
+        );
+        hub.finish_head_load(
+            &ch,
+            Some(Head {
+                epoch: Epoch::new("e"),
+                last_seq: 4,
+            }),
+        );
+        hub.deliver(&msg(&ch, 7));
+        assert_eq!(hub.head_floor(&ch), Some(4), "the oldest head told");
+        hub.unsubscribe(&ch, a.id());
+        hub.unsubscribe(&ch, b.id());
+        // The head is known, so the entry lingers: interest is not lost yet.
+        assert_eq!(*recorder.0.lock(), vec!["+watched".to_string()]);
+        // A channel whose head was never learned is forgotten at once.
+        let other = ChannelName::parse("brief").unwrap();
+        let (c, _) = hub.subscribe(&other, Outbox::new(64));
+        hub.unsubscribe(&other, c.id());
+        assert_eq!(
+            *recorder.0.lock(),
+            vec!["+watched".to_string(), "+brief".into(), "-brief".into()]
+        );
     }
 }

@@ -208,6 +208,15 @@ impl UsageMeter {
         Ok(guard)
     }
 
+    /// Every app's live connections on this node right now.
+    pub fn connections(&self) -> Vec<(AppId, u64)> {
+        self.apps
+            .read()
+            .iter()
+            .map(|(app, u)| (app.clone(), u.connections.load(Ordering::Relaxed)))
+            .collect()
+    }
+
     /// Every app's totals.
     pub fn snapshot(&self) -> Vec<(AppId, Usage)> {
         self.apps

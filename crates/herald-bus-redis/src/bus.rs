@@ -1,0 +1,396 @@
+//! [`RedisBus`]: the [`Bus`] of a node in a cluster. Its own commits go to its fan-out at once
+//! (through the channel's [`crate::sequencer::Sequencer`], with no Redis round trip) and to a
+//! sender task that publishes them (`SPUBLISH`); what other nodes publish arrives on the
+//! channels this node follows and goes through the same sequencers. Cache events are applied
+//! here at once and published to every node.
+//!
+//! Built in three steps because the log's commit sink is the bus itself:
+//! [`RedisBus::connect`] (async: reaches Redis, fails clearly if it cannot), then
+//! [`Connected::start`] inside [`herald_core::Engine::open_with_bus`]'s `make_bus` (sync: starts
+//! the tasks over the engine's fan-out), then [`RedisBus::attach`] with the opened log and
+//! tenancy (gap repairs and cache reloads read them).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use fred::clients::SubscriberClient;
+use fred::prelude::{
+    Builder, Client, ClientLike, Config, EventInterface, PubsubInterface, ReconnectPolicy, Server,
+    ServerConfig,
+};
+use fred::types::Message;
+use herald_core::bus::Bus;
+use herald_core::caches::{CacheEvent, Caches};
+use herald_core::fanout::FanOut;
+use herald_core::hub::InterestHook;
+use herald_core::log::{ChannelLog, CommitSink};
+use herald_core::message::SharedMessage;
+use herald_core::tenancy::Tenancy;
+use herald_core::ChannelName;
+use parking_lot::Mutex;
+use tokio::sync::{broadcast, mpsc, Notify};
+use tokio::task::JoinHandle;
+
+use crate::error::{redact, BusError};
+use crate::followed::{Followed, InterestQueue};
+use crate::names::Names;
+
+/// How the bus behaves; the defaults suit a LAN.
+#[derive(Debug, Clone)]
+pub struct BusOptions {
+    /// Prefix of every Redis name the bus uses (clusters sharing one Redis use different ones).
+    pub prefix: String,
+    /// How long a missing seq is awaited from Redis before it is read from the log.
+    pub gap_wait: Duration,
+    /// Committed batches waiting for the sender task; when full, publishes are dropped (local
+    /// delivery is unaffected) and a head notice tells other nodes to read them from the log.
+    pub send_queue: usize,
+    /// Longest wait between reconnection attempts.
+    pub max_reconnect_delay: Duration,
+    /// Treat the URLs as a Redis Cluster (also implied by several URLs).
+    pub cluster: bool,
+    /// How often this node writes its presence counts ([`crate::presence`]).
+    pub presence_period: Duration,
+}
+
+impl Default for BusOptions {
+    fn default() -> Self {
+        BusOptions {
+            prefix: "herald".into(),
+            gap_wait: Duration::from_millis(30),
+            send_queue: 16 * 1024,
+            max_reconnect_delay: Duration::from_secs(2),
+            cluster: false,
+            presence_period: crate::presence::DEFAULT_PERIOD,
+        }
+    }
+}
+
+/// What the bus has counted since it started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BusStats {
+    /// Batches published to Redis.
+    pub published_batches: u64,
+    /// Batches (and head notices) received from other nodes for channels this node follows.
+    pub received_batches: u64,
+    /// Batches received for channels this node does not follow (a subscription being dropped).
+    pub received_unfollowed: u64,
+    /// Publishes dropped (queue full or Redis unreachable) and owed as head notices.
+    pub dropped_publishes: u64,
+    /// Log reads made to fill gaps or to catch up after (re)subscribing.
+    pub repairs: u64,
+    /// Payloads that could not be parsed.
+    pub decode_errors: u64,
+    /// Times the subscriber connection came back after a loss.
+    pub reconnects: u64,
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) published_batches: AtomicU64,
+    pub(crate) received_batches: AtomicU64,
+    pub(crate) received_unfollowed: AtomicU64,
+    pub(crate) dropped_publishes: AtomicU64,
+    pub(crate) repairs: AtomicU64,
+    pub(crate) decode_errors: AtomicU64,
+    pub(crate) reconnects: AtomicU64,
+}
+
+/// A bus whose Redis connections are up, not started yet (see the module documentation).
+pub struct Connected {
+    publisher: Client,
+    subscriber: SubscriberClient,
+    /// Taken before subscribing, so nothing sent after `connect` returns is missed.
+    messages: broadcast::Receiver<Message>,
+    reconnects: broadcast::Receiver<Server>,
+    caches: Arc<Caches>,
+    options: BusOptions,
+}
+
+/// What the tasks share.
+pub(crate) struct Shared {
+    pub(crate) node: u64,
+    pub(crate) names: Names,
+    pub(crate) options: BusOptions,
+    pub(crate) fan_out: Arc<FanOut>,
+    pub(crate) caches: Arc<Caches>,
+    pub(crate) log: OnceLock<Arc<dyn ChannelLog>>,
+    pub(crate) tenancy: OnceLock<Arc<dyn Tenancy>>,
+    pub(crate) attached: Notify,
+    pub(crate) followed: Followed,
+    pub(crate) interest: InterestQueue,
+    pub(crate) interest_changed: Notify,
+    pub(crate) outgoing: mpsc::Sender<Vec<SharedMessage>>,
+    pub(crate) events_out: mpsc::UnboundedSender<CacheEvent>,
+    /// Head notices owed for channels whose publish was dropped: the newest seq of each.
+    pub(crate) owed: Mutex<HashMap<ChannelName, u64>>,
+    pub(crate) counters: Counters,
+    pub(crate) publisher: Client,
+    pub(crate) subscriber: SubscriberClient,
+}
+
+/// The Redis bus of one node (see the module documentation).
+pub struct RedisBus {
+    pub(crate) shared: Arc<Shared>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+fn server_of(url: &str) -> Result<Server, BusError> {
+    let config = Config::from_url_centralized(url).map_err(|e| BusError::Url {
+        url: redact(url),
+        reason: e.details().to_string(),
+    })?;
+    match config.server {
+        ServerConfig::Centralized { server } => Ok(server),
+        _ => Err(BusError::Url {
+            url: redact(url),
+            reason: "not a single server".into(),
+        }),
+    }
+}
+
+impl RedisBus {
+    /// Connects to Redis at `urls` (one URL for a single server; several, or
+    /// [`BusOptions::cluster`], for a Redis Cluster: any of its nodes, the others are
+    /// discovered) with a publishing and a subscribing connection, and subscribes to the
+    /// cache events. Fails if Redis cannot be reached now; once started, the bus reconnects by
+    /// itself. `caches` are this node's, which events from other nodes update: the node hears
+    /// every event published after this returns, so load the caches from the store after it.
+    pub async fn connect(
+        urls: &[String],
+        caches: Arc<Caches>,
+        options: BusOptions,
+    ) -> Result<Connected, BusError> {
+        let first = urls.first().ok_or(BusError::NoUrl)?;
+        let mut config = Config::from_url(first).map_err(|e| BusError::Url {
+            url: redact(first),
+            reason: e.details().to_string(),
+        })?;
+        if urls.len() > 1 || options.cluster {
+            let hosts = urls
+                .iter()
+                .map(|u| server_of(u))
+                .collect::<Result<Vec<_>, _>>()?;
+            config.server = ServerConfig::Clustered {
+                hosts,
+                policy: Default::default(),
+            };
+        }
+        let max_delay = options
+            .max_reconnect_delay
+            .as_millis()
+            .min(u32::MAX as u128) as u32;
+        let mut builder = Builder::from_config(config);
+        builder
+            .set_policy(ReconnectPolicy::new_exponential(
+                0,
+                50,
+                max_delay.max(50),
+                2,
+            ))
+            .with_performance_config(|perf| {
+                perf.broadcast_channel_capacity = 1 << 16;
+            })
+            .with_connection_config(|conn| {
+                conn.connection_timeout = Duration::from_secs(5);
+                conn.internal_command_timeout = Duration::from_secs(5);
+                // Commands interrupted by a lost connection are not replayed: the log repairs.
+                conn.max_command_attempts = 1;
+            });
+        let connect_error = |e: fred::error::Error| BusError::Connect {
+            url: redact(first),
+            reason: e.details().to_string(),
+        };
+        let publisher = builder.build().map_err(connect_error)?;
+        let subscriber = builder.build_subscriber_client().map_err(connect_error)?;
+        tokio::time::timeout(Duration::from_secs(10), async {
+            publisher.init().await?;
+            subscriber.init().await?;
+            Ok::<_, fred::error::Error>(())
+        })
+        .await
+        .map_err(|_| BusError::Connect {
+            url: redact(first),
+            reason: "no answer within 10 s".into(),
+        })?
+        .map_err(connect_error)?;
+        let messages = subscriber.message_rx();
+        let reconnects = subscriber.reconnect_rx();
+        // Events first: a node that has connected hears every event published afterwards.
+        subscriber
+            .ssubscribe(Names::new(&options.prefix).events())
+            .await
+            .map_err(connect_error)?;
+        Ok(Connected {
+            publisher,
+            subscriber,
+            messages,
+            reconnects,
+            caches,
+            options,
+        })
+    }
+
+    /// Hands the bus the store it repairs gaps from and reloads caches from. Until then, gaps
+    /// wait and newly followed channels are not started.
+    pub fn attach(&self, log: Arc<dyn ChannelLog>, tenancy: Arc<dyn Tenancy>) {
+        let _ = self.shared.log.set(log);
+        let _ = self.shared.tenancy.set(tenancy);
+        self.shared.attached.notify_waiters();
+    }
+
+    /// This node's id on the bus (random per start).
+    pub fn node_id(&self) -> u64 {
+        self.shared.node
+    }
+
+    /// What the bus counted so far.
+    pub fn stats(&self) -> BusStats {
+        let c = &self.shared.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        BusStats {
+            published_batches: get(&c.published_batches),
+            received_batches: get(&c.received_batches),
+            received_unfollowed: get(&c.received_unfollowed),
+            dropped_publishes: get(&c.dropped_publishes),
+            repairs: get(&c.repairs),
+            decode_errors: get(&c.decode_errors),
+            reconnects: get(&c.reconnects),
+        }
+    }
+
+    /// How many channels this node follows on Redis.
+    pub fn followed_channels(&self) -> usize {
+        self.shared.followed.all().len()
+    }
+
+    /// Stops the tasks and closes the connections.
+    pub async fn shutdown(&self) {
+        for task in self.tasks.lock().drain(..) {
+            task.abort();
+        }
+        let _ = self.shared.subscriber.quit().await;
+        let _ = self.shared.publisher.quit().await;
+    }
+}
+
+impl Connected {
+    /// Starts the bus over this node's fan-out (call it from `make_bus` of
+    /// [`herald_core::Engine::open_with_bus`], inside a tokio runtime): sets the hub's interest
+    /// hook and spawns the sender, receiver, subscription and repair tasks.
+    pub fn start(self, fan_out: Arc<FanOut>) -> Arc<RedisBus> {
+        let (outgoing, outgoing_rx) = mpsc::channel(self.options.send_queue.max(1));
+        let (events_out, events_rx) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared {
+            node: rand::random::<u64>() | 1,
+            names: Names::new(&self.options.prefix),
+            options: self.options,
+            fan_out,
+            caches: self.caches,
+            log: OnceLock::new(),
+            tenancy: OnceLock::new(),
+            attached: Notify::new(),
+            followed: Followed::new(),
+            interest: InterestQueue::default(),
+            interest_changed: Notify::new(),
+            outgoing,
+            events_out,
+            owed: Mutex::default(),
+            counters: Counters::default(),
+            publisher: self.publisher,
+            subscriber: self.subscriber,
+        });
+        shared
+            .fan_out
+            .hub()
+            .set_interest_hook(Arc::new(Hook(Arc::downgrade(&shared))));
+        let tasks = vec![
+            tokio::spawn(crate::sender::run(shared.clone(), outgoing_rx, events_rx)),
+            tokio::spawn(crate::receiver::run(shared.clone(), self.messages)),
+            tokio::spawn(crate::subscriptions::run(shared.clone(), self.reconnects)),
+            tokio::spawn(crate::repair::run(shared.clone())),
+            tokio::spawn(crate::presence::run(shared.clone())),
+        ];
+        Arc::new(RedisBus {
+            shared,
+            tasks: Mutex::new(tasks),
+        })
+    }
+}
+
+impl Drop for RedisBus {
+    fn drop(&mut self) {
+        for task in self.tasks.get_mut().drain(..) {
+            task.abort();
+        }
+    }
+}
+
+/// The hub's interest hook: queues the change for the subscription task.
+struct Hook(std::sync::Weak<Shared>);
+
+impl InterestHook for Hook {
+    fn gained(&self, channel: &ChannelName) {
+        if let Some(shared) = self.0.upgrade() {
+            shared.interest.push(channel, true);
+            shared.interest_changed.notify_one();
+        }
+    }
+
+    fn lost(&self, channel: &ChannelName) {
+        if let Some(shared) = self.0.upgrade() {
+            shared.interest.push(channel, false);
+            shared.interest_changed.notify_one();
+        }
+    }
+}
+
+impl CommitSink for RedisBus {
+    fn committed(&self, messages: &[SharedMessage]) {
+        let shared = &self.shared;
+        // Local delivery first, through each followed channel's sequencer, at once.
+        let mut start = 0;
+        while start < messages.len() {
+            let channel = &messages[start].channel;
+            let end = messages[start..]
+                .iter()
+                .position(|m| &m.channel != channel)
+                .map_or(messages.len(), |n| start + n);
+            let run = &messages[start..end];
+            shared.followed.with(
+                channel,
+                |follow, now, ready| {
+                    for message in run {
+                        follow.sequencer.offer(message.clone(), now, ready);
+                    }
+                },
+                |ready| shared.fan_out.committed(ready),
+            );
+            start = end;
+        }
+        // Then to the sender task, without waiting.
+        if let Err(e) = shared.outgoing.try_send(messages.to_vec()) {
+            let dropped = match e {
+                mpsc::error::TrySendError::Full(m) | mpsc::error::TrySendError::Closed(m) => m,
+            };
+            shared
+                .counters
+                .dropped_publishes
+                .fetch_add(1, Ordering::Relaxed);
+            let mut owed = shared.owed.lock();
+            for message in dropped {
+                let head = owed.entry(message.channel.clone()).or_insert(0);
+                *head = (*head).max(message.seq);
+            }
+        }
+    }
+}
+
+impl Bus for RedisBus {
+    fn publish(&self, event: CacheEvent) {
+        self.shared.caches.apply(&event);
+        let _ = self.shared.events_out.send(event);
+    }
+}

@@ -1,0 +1,194 @@
+//! Cache events on the wire. An event names the app and what changed; a token secret never
+//! travels: [`CacheEvent::TokenSecretSet`] is sent as "this app's secret changed" and each
+//! receiving node reads the secret from its store.
+//!
+//! ```text
+//! u8 version (1), u64 origin node, u8 kind, u8 app length, app bytes, then by kind:
+//!   1 key added:     u16 length, key hash (SHA-256 hex)
+//!   2 key removed:   u16 length, key id
+//!   3 app created:   limits
+//!   4 app deleted:   -
+//!   5 secret set:    -
+//!   6 limits changed: limits
+//! limits: for max_devices, max_connections, max_message_bytes, ack_window_ms:
+//!   u8 0 (none) | u8 1, u64 value
+//! ```
+
+use bytes::{BufMut, Bytes, BytesMut};
+use herald_core::caches::CacheEvent;
+use herald_core::tenancy::AppLimits;
+use herald_core::tenant::AppId;
+
+use crate::codec::{put_str16, Reader};
+use crate::error::DecodeError;
+
+const VERSION: u8 = 1;
+
+/// An event as received from another node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Received {
+    /// Applied as it is.
+    Event(CacheEvent),
+    /// The app's token secret changed: read it from the store.
+    SecretChanged(AppId),
+}
+
+/// Encodes `event` as sent by node `origin`.
+pub fn encode_event(origin: u64, event: &CacheEvent) -> Bytes {
+    let mut out = BytesMut::with_capacity(96);
+    out.put_u8(VERSION);
+    out.put_u64(origin);
+    let (kind, app) = match event {
+        CacheEvent::KeyAdded { app, .. } => (1, app),
+        CacheEvent::KeyRemoved { app, .. } => (2, app),
+        CacheEvent::AppCreated { app, .. } => (3, app),
+        CacheEvent::AppDeleted { app } => (4, app),
+        CacheEvent::TokenSecretSet { app, .. } => (5, app),
+        CacheEvent::LimitsChanged { app, .. } => (6, app),
+    };
+    out.put_u8(kind);
+    let app = app.as_str();
+    out.put_u8(app.len().min(255) as u8);
+    out.put_slice(&app.as_bytes()[..app.len().min(255)]);
+    match event {
+        CacheEvent::KeyAdded { hash, .. } => put_str16(&mut out, hash),
+        CacheEvent::KeyRemoved { key_id, .. } => put_str16(&mut out, key_id),
+        CacheEvent::AppCreated { limits, .. } | CacheEvent::LimitsChanged { limits, .. } => {
+            put_limits(&mut out, limits)
+        }
+        CacheEvent::AppDeleted { .. } | CacheEvent::TokenSecretSet { .. } => {}
+    }
+    out.freeze()
+}
+
+/// Parses an event; returns its origin node and what to do.
+pub fn decode_event(payload: &Bytes) -> Result<(u64, Received), DecodeError> {
+    let mut r = Reader(payload.clone());
+    if r.u8()? != VERSION {
+        return Err(DecodeError::Version);
+    }
+    let origin = r.u64()?;
+    let kind = r.u8()?;
+    let app_len = usize::from(r.u8()?);
+    let app = AppId::parse(&r.string(app_len)?).map_err(|_| DecodeError::App)?;
+    let received = match kind {
+        1 => Received::Event(CacheEvent::KeyAdded {
+            app,
+            hash: r.str16()?,
+        }),
+        2 => Received::Event(CacheEvent::KeyRemoved {
+            app,
+            key_id: r.str16()?,
+        }),
+        3 => Received::Event(CacheEvent::AppCreated {
+            app,
+            limits: read_limits(&mut r)?,
+        }),
+        4 => Received::Event(CacheEvent::AppDeleted { app }),
+        5 => Received::SecretChanged(app),
+        6 => Received::Event(CacheEvent::LimitsChanged {
+            app,
+            limits: read_limits(&mut r)?,
+        }),
+        _ => return Err(DecodeError::Malformed("event kind")),
+    };
+    if !r.is_empty() {
+        return Err(DecodeError::Malformed("trailing bytes"));
+    }
+    Ok((origin, received))
+}
+
+fn put_limits(out: &mut BytesMut, limits: &AppLimits) {
+    for value in [
+        limits.max_devices,
+        limits.max_connections,
+        limits.max_message_bytes.map(|b| b as u64),
+        limits.ack_window_ms,
+    ] {
+        match value {
+            Some(v) => {
+                out.put_u8(1);
+                out.put_u64(v);
+            }
+            None => out.put_u8(0),
+        }
+    }
+}
+
+fn read_limits(r: &mut Reader) -> Result<AppLimits, DecodeError> {
+    let mut read = || -> Result<Option<u64>, DecodeError> {
+        match r.u8()? {
+            0 => Ok(None),
+            1 => Ok(Some(r.u64()?)),
+            _ => Err(DecodeError::Malformed("limit flag")),
+        }
+    };
+    Ok(AppLimits {
+        max_devices: read()?,
+        max_connections: read()?,
+        max_message_bytes: read()?.map(|b| usize::try_from(b).unwrap_or(usize::MAX)),
+        ack_window_ms: read()?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use herald_core::caches::TokenSecret;
+    use proptest::prelude::*;
+
+    #[test]
+    fn events_round_trip_and_secrets_stay_home() {
+        let app = AppId::parse("shop").unwrap();
+        let limits = AppLimits {
+            max_devices: Some(3),
+            max_connections: None,
+            max_message_bytes: Some(4096),
+            ack_window_ms: Some(250),
+        };
+        let events = [
+            CacheEvent::KeyAdded {
+                app: app.clone(),
+                hash: "ab".repeat(32),
+            },
+            CacheEvent::KeyRemoved {
+                app: app.clone(),
+                key_id: "abababababab".into(),
+            },
+            CacheEvent::AppCreated {
+                app: app.clone(),
+                limits,
+            },
+            CacheEvent::LimitsChanged {
+                app: app.clone(),
+                limits: AppLimits::default(),
+            },
+            CacheEvent::AppDeleted { app: app.clone() },
+        ];
+        for event in events {
+            let (origin, got) = decode_event(&encode_event(9, &event)).unwrap();
+            assert_eq!(origin, 9);
+            assert_eq!(got, Received::Event(event));
+        }
+        let secret = CacheEvent::TokenSecretSet {
+            app: app.clone(),
+            secret: TokenSecret("hs_very_secret".into()),
+        };
+        let payload = encode_event(9, &secret);
+        assert!(!payload.windows(14).any(|w| w == b"hs_very_secret"));
+        assert_eq!(
+            decode_event(&payload).unwrap().1,
+            Received::SecretChanged(app)
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn nothing_malformed_panics(bytes in proptest::collection::vec(any::<u8>(), 0..120)) {
+            let _ = decode_event(&Bytes::from(bytes.clone()));
+            let mut versioned = vec![VERSION];
+            versioned.extend(bytes);
+            let _ = decode_event(&Bytes::from(versioned));
+        }
+    }
+}

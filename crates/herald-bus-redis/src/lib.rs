@@ -1,0 +1,36 @@
+//! Herald's cluster bus over Redis: several nodes over one durable store act as one server.
+//!
+//! - **Fan-out**: each node's commits reach its own subscribers at once and the other nodes
+//!   through Redis 7 sharded pub/sub (`SPUBLISH`, one Redis channel per Herald channel, see
+//!   [`names`]); a node subscribes (`SSUBSCRIBE`) only to the channels its hub has local
+//!   subscribers for, and drops them when the hub forgets the channel.
+//! - **Order and gaps**: per channel, a [`sequencer::Sequencer`] releases seqs strictly in
+//!   order after the hub's head floor; duplicates are dropped; a seq that does not arrive
+//!   within [`BusOptions::gap_wait`] is read from the log, as is everything after a
+//!   (re)subscription. Redis being slow or down never blocks a publisher and never makes a
+//!   subscriber skip a message: it only delays other nodes' delivery until the log is read.
+//! - **Cache events**: applied locally at once and published on one sharded channel; token
+//!   secrets never travel (the receiver reads them from the store); after a reconnect the
+//!   caches are reloaded from the store.
+//! - **Presence**: cluster-wide subscriber counts per channel and connection counts per app
+//!   ([`presence`]), summed from a hash each node writes periodically.
+//!
+//! [`RedisBus`] is the entry point; [`codec`] and [`events`] are the wire formats.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod bus;
+pub mod codec;
+mod error;
+pub mod events;
+mod followed;
+pub mod names;
+pub mod presence;
+mod receiver;
+mod repair;
+mod sender;
+pub mod sequencer;
+mod subscriptions;
+
+pub use bus::{BusOptions, BusStats, Connected, RedisBus};
+pub use error::{BusError, DecodeError};

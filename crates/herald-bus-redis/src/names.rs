@@ -1,0 +1,92 @@
+//! Redis channel names. Each Herald channel has its own sharded Redis channel
+//! (`PREFIX:{TAG}:NAME`), so a node receives only the channels it follows. `TAG` is one of
+//! [`TAGS`] hash tags picked by a stable hash of the name: Redis Cluster places a channel by its
+//! tag, and channels that share a tag share a slot, so one `SSUBSCRIBE` can name many of them
+//! (a subscribe storm of 100,000 channels is at most [`TAGS`] commands, sent together).
+//! Cache events go to one sharded channel of their own, `PREFIX:{events}`.
+
+use herald_core::ChannelName;
+
+/// Hash tags channels are spread over.
+pub const TAGS: u32 = 256;
+
+/// The names one bus uses, under its prefix (several Herald clusters can share one Redis).
+#[derive(Debug, Clone)]
+pub struct Names {
+    prefix: String,
+}
+
+impl Names {
+    /// Names under `prefix`.
+    pub fn new(prefix: &str) -> Names {
+        Names {
+            prefix: prefix.to_owned(),
+        }
+    }
+
+    /// The hash tag `channel` is placed by.
+    pub fn tag(channel: &ChannelName) -> u32 {
+        // FNV-1a: the same on every node and every build (std's hasher is seeded per process).
+        let hash = channel
+            .as_str()
+            .bytes()
+            .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            });
+        (hash % u64::from(TAGS)) as u32
+    }
+
+    /// The Redis channel carrying `channel`'s messages.
+    pub fn channel(&self, channel: &ChannelName) -> String {
+        format!(
+            "{}:{{{}}}:{}",
+            self.prefix,
+            Names::tag(channel),
+            channel.as_str()
+        )
+    }
+
+    /// The Herald channel a Redis channel of this bus carries, if it is one.
+    pub fn parse_channel<'a>(&self, redis: &'a str) -> Option<&'a str> {
+        let rest = redis.strip_prefix(&self.prefix)?.strip_prefix(":{")?;
+        let (_, name) = rest.split_once("}:")?;
+        Some(name)
+    }
+
+    /// The Redis channel carrying cache events.
+    pub fn events(&self) -> String {
+        format!("{}:{{events}}", self.prefix)
+    }
+
+    /// The hash holding one node's presence counts.
+    pub fn presence(&self, node: u64) -> String {
+        format!("{}:presence:{node:016x}", self.prefix)
+    }
+
+    /// The sorted set of nodes that published presence (scored by the last time, in ms).
+    pub fn nodes(&self) -> String {
+        format!("{}:nodes", self.prefix)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_stable_and_parse_back() {
+        let names = Names::new("herald");
+        let channel = herald_core::tenant::parse_full("shop~chat/room-42").unwrap();
+        let redis = names.channel(&channel);
+        assert!(redis.starts_with("herald:{"));
+        assert_eq!(names.parse_channel(&redis), Some("shop~chat/room-42"));
+        assert_eq!(names.parse_channel("other:{1}:x"), None);
+        assert_eq!(Names::tag(&channel), Names::tag(&channel.clone()));
+        assert!(Names::tag(&channel) < TAGS);
+        // The tag is a fixed function of the name (the same on every node).
+        assert_eq!(
+            Names::tag(&ChannelName::parse("a").unwrap()),
+            (0xaf63_dc4c_8601_ec8c_u64 % u64::from(TAGS)) as u32
+        );
+    }
+}

@@ -1,0 +1,159 @@
+//! Presence: cluster-wide subscriber counts per channel and connection counts per app. Every
+//! [`crate::BusOptions::presence_period`] each node writes its own counts to a Redis hash of
+//! its own (`PREFIX:presence:NODE`, fields `c:CHANNEL` and `a:APP`; only the fields that
+//! changed, and the whole hash again after a reconnect), which expires after three periods,
+//! and notes the time in `PREFIX:nodes`. A read sums this node's live count with every other
+//! live node's last written one.
+//!
+//! How exact: another node's figure is at most one period (plus a round trip) old, so a
+//! cluster-wide count lags changes on other nodes by up to a period; a node that died is
+//! counted until its hash expires (three periods). This node's own share is always current.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::prelude::{HashesInterface, KeysInterface};
+use herald_core::message::now_millis;
+use herald_core::tenant::AppId;
+use herald_core::ChannelName;
+
+use crate::bus::{RedisBus, Shared};
+use crate::error::BusError;
+
+fn channel_field(channel: &ChannelName) -> String {
+    format!("c:{}", channel.as_str())
+}
+
+fn app_field(app: &AppId) -> String {
+    format!("a:{}", app.as_str())
+}
+
+/// This node's counts now, as hash fields (zeros left out).
+fn local_counts(shared: &Shared) -> HashMap<String, i64> {
+    let hub = shared.fan_out.hub();
+    let mut counts: HashMap<String, i64> = shared
+        .followed
+        .all()
+        .iter()
+        .map(|c| (channel_field(c), hub.subscriber_count(c) as i64))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    counts.extend(
+        shared
+            .caches
+            .usage
+            .connections()
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(app, n)| (app_field(&app), n as i64)),
+    );
+    counts
+}
+
+pub(crate) async fn run(shared: Arc<Shared>) {
+    let period = shared.options.presence_period;
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let key = shared.names.presence(shared.node);
+    let node = format!("{:016x}", shared.node);
+    let mut written: HashMap<String, i64> = HashMap::new();
+    let mut reconnects_seen = 0;
+    loop {
+        tick.tick().await;
+        let reconnects = shared
+            .counters
+            .reconnects
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if reconnects != reconnects_seen {
+            // Redis may have restarted empty: write everything again.
+            reconnects_seen = reconnects;
+            written.clear();
+        }
+        let now = local_counts(&shared);
+        let changed: HashMap<String, i64> = now
+            .iter()
+            .filter(|(field, n)| written.get(*field) != Some(n))
+            .map(|(f, n)| (f.clone(), *n))
+            .collect();
+        let gone: Vec<String> = written
+            .keys()
+            .filter(|f| !now.contains_key(*f))
+            .cloned()
+            .collect();
+        let publisher = &shared.publisher;
+        let result = async {
+            if !changed.is_empty() {
+                publisher.hset::<(), _, _>(&key, changed).await?;
+            }
+            if !gone.is_empty() {
+                publisher.hdel::<(), _, _>(&key, gone).await?;
+            }
+            let ttl = (period * 3).as_millis() as i64;
+            publisher.pexpire::<(), _>(&key, ttl, None).await?;
+            publisher
+                .hset::<(), _, _>(shared.names.nodes(), (node.as_str(), now_millis()))
+                .await?;
+            Ok::<_, fred::error::Error>(())
+        };
+        match result.await {
+            Ok(()) => written = now,
+            Err(error) => {
+                written.clear();
+                tracing::debug!(%error, "the Redis bus cannot write presence yet");
+            }
+        }
+    }
+}
+
+impl RedisBus {
+    /// Subscribers of `channel` on every node: this node's now, the others' as they last
+    /// wrote them (see the module documentation for how exact).
+    pub async fn cluster_subscribers(&self, channel: &ChannelName) -> Result<u64, BusError> {
+        let local = self.shared.fan_out.hub().subscriber_count(channel) as u64;
+        Ok(local + self.remote_sum(&channel_field(channel)).await?)
+    }
+
+    /// Live connections of `app` on every node (see the module documentation for how exact).
+    pub async fn cluster_connections(&self, app: &AppId) -> Result<u64, BusError> {
+        let local = self
+            .shared
+            .caches
+            .usage
+            .connections()
+            .into_iter()
+            .find(|(a, _)| a == app)
+            .map_or(0, |(_, n)| n);
+        Ok(local + self.remote_sum(&app_field(app)).await?)
+    }
+
+    async fn remote_sum(&self, field: &str) -> Result<u64, BusError> {
+        let shared = &self.shared;
+        let failed = |e: fred::error::Error| BusError::Redis(e.details().to_string());
+        let nodes: HashMap<String, i64> = shared
+            .publisher
+            .hgetall(shared.names.nodes())
+            .await
+            .map_err(failed)?;
+        let alive_since = now_millis() - (shared.options.presence_period * 3).as_millis() as i64;
+        let mut sum = 0u64;
+        for (node, seen) in nodes {
+            let Ok(id) = u64::from_str_radix(&node, 16) else {
+                continue;
+            };
+            if id == shared.node || seen < alive_since {
+                continue;
+            }
+            let count: Option<i64> = shared
+                .publisher
+                .hget(shared.names.presence(id), field)
+                .await
+                .map_err(failed)?;
+            sum += count.unwrap_or(0).max(0) as u64;
+        }
+        Ok(sum)
+    }
+}
+
+/// The default period between presence writes.
+pub(crate) const DEFAULT_PERIOD: Duration = Duration::from_secs(1);

@@ -1,0 +1,126 @@
+//! The receiver task: takes what Redis delivers on the subscriber connection. Message batches
+//! of followed channels go through their sequencers to the fan-out; batches of channels no
+//! longer followed are counted and dropped; cache events from other nodes are applied (a
+//! changed token secret is read from the store). If the client's queue overflowed, every
+//! followed channel is read from the log, since any of them may have lost messages.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use fred::prelude::Value;
+use fred::types::Message;
+use herald_core::caches::CacheEvent;
+use herald_core::log::CommitSink;
+use tokio::sync::broadcast::{self, error::RecvError};
+
+use crate::bus::Shared;
+use crate::codec::decode_batch;
+use crate::events::{decode_event, Received};
+
+pub(crate) async fn run(shared: Arc<Shared>, mut messages: broadcast::Receiver<Message>) {
+    let events_channel = shared.names.events();
+    loop {
+        let message = match messages.recv().await {
+            Ok(message) => message,
+            Err(RecvError::Lagged(missed)) => {
+                tracing::warn!(
+                    missed,
+                    "the Redis bus fell behind; reading followed channels from the log"
+                );
+                for channel in shared.followed.all() {
+                    shared
+                        .followed
+                        .with(&channel, |follow, _, _| follow.needs_read = true, |_| {});
+                    shared.followed.attend(&channel);
+                }
+                continue;
+            }
+            Err(RecvError::Closed) => return,
+        };
+        let payload = match message.value {
+            Value::Bytes(bytes) => bytes,
+            Value::String(text) => text.into_inner(),
+            _ => continue,
+        };
+        if *message.channel == *events_channel {
+            on_event(&shared, &payload);
+        } else {
+            on_batch(&shared, &payload);
+        }
+    }
+}
+
+fn on_batch(shared: &Shared, payload: &Bytes) {
+    let batch = match decode_batch(payload) {
+        Ok(batch) => batch,
+        Err(error) => {
+            shared
+                .counters
+                .decode_errors
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(%error, "undecodable batch on the Redis bus");
+            return;
+        }
+    };
+    if batch.origin == shared.node {
+        return;
+    }
+    let followed = shared.followed.with(
+        &batch.channel,
+        |follow, now, ready| {
+            for message in batch.messages {
+                follow.sequencer.offer(message, now, ready);
+            }
+            follow.sequencer.heard_of(batch.head, now);
+        },
+        |ready| shared.fan_out.committed(ready),
+    );
+    let counter = match followed {
+        Some(()) => &shared.counters.received_batches,
+        None => &shared.counters.received_unfollowed,
+    };
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+fn on_event(shared: &Arc<Shared>, payload: &Bytes) {
+    let (origin, received) = match decode_event(payload) {
+        Ok(decoded) => decoded,
+        Err(error) => {
+            shared
+                .counters
+                .decode_errors
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(%error, "undecodable cache event on the Redis bus");
+            return;
+        }
+    };
+    if origin == shared.node {
+        return;
+    }
+    match received {
+        Received::Event(event) => shared.caches.apply(&event),
+        Received::SecretChanged(app) => {
+            let shared = shared.clone();
+            tokio::spawn(async move {
+                let Some(tenancy) = shared.tenancy.get() else {
+                    return;
+                };
+                match tenancy.app(&app).await {
+                    Ok(Some(stored)) => {
+                        if let Some(secret) = stored.token_secret {
+                            shared.caches.apply(&CacheEvent::TokenSecretSet {
+                                app,
+                                secret: herald_core::caches::TokenSecret(secret),
+                            });
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(error) => {
+                        tracing::warn!(%error, %app, "cannot read an app's new token secret");
+                    }
+                }
+            });
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! The repair task: looks, every third of [`crate::BusOptions::gap_wait`], at the channels
+//! that need it. It starts newly followed channels after the hub's head floor (at once, so the
+//! node's own commits flow even while Redis is away), reads from the log what a channel may
+//! have missed while not subscribed (once Redis confirmed the subscription, and after a
+//! reconnect) and fills gaps whose missing seq did not arrive from Redis in time. Reads run a few at a
+//! time; what they return goes through the channel's sequencer like anything else, so a
+//! message both read and received is delivered once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use herald_core::log::{ChannelLog, CommitSink, ReadFrom};
+use herald_core::ChannelName;
+use tokio::sync::Semaphore;
+
+use crate::bus::Shared;
+
+/// Log reads running at once.
+const CONCURRENT_READS: usize = 16;
+/// Messages per log read.
+const PAGE: usize = 1000;
+/// Wait before retrying a failed read.
+const READ_RETRY: Duration = Duration::from_millis(100);
+
+/// What the task does with one channel this round.
+enum Step {
+    Nothing,
+    Start,
+    Read(u64),
+}
+
+pub(crate) async fn run(shared: Arc<Shared>) {
+    let log = loop {
+        let attached = shared.attached.notified();
+        if let Some(log) = shared.log.get() {
+            break log.clone();
+        }
+        attached.await;
+    };
+    let reads = Arc::new(Semaphore::new(CONCURRENT_READS));
+    let mut tick =
+        tokio::time::interval((shared.options.gap_wait / 3).max(Duration::from_millis(2)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let wait = shared.options.gap_wait;
+    loop {
+        tick.tick().await;
+        for channel in shared.followed.take_attention() {
+            let step = shared.followed.with(
+                &channel,
+                |follow, now, _| {
+                    if follow.repairing {
+                        Step::Nothing
+                    } else if follow.sequencer.next().is_none() {
+                        // Even before Redis confirms the subscription: this node's own
+                        // commits then reach its subscribers while Redis is away.
+                        Step::Start
+                    } else if follow.needs_read && follow.listening {
+                        Step::Read(follow.sequencer.next().map_or(0, |n| n - 1))
+                    } else if let Some(gap) = follow.sequencer.overdue_gap(now, wait) {
+                        Step::Read(gap.after)
+                    } else {
+                        Step::Nothing
+                    }
+                },
+                |_| {},
+            );
+            let after = match step {
+                Some(Step::Read(after)) => after,
+                Some(Step::Start) => {
+                    // Outside the follow's lock: the hub takes its own.
+                    let Some(floor) = shared.fan_out.hub().head_floor(&channel) else {
+                        continue; // still marked: looked at again next round
+                    };
+                    shared.followed.with(
+                        &channel,
+                        |follow, now, ready| follow.sequencer.start_after(floor, now, ready),
+                        |ready| shared.fan_out.committed(ready),
+                    );
+                    if !shared
+                        .followed
+                        .with(&channel, |f, _, _| f.listening, |_| {})
+                        .unwrap_or(false)
+                    {
+                        continue; // read once listening (marked again then)
+                    }
+                    floor
+                }
+                Some(Step::Nothing) | None => continue,
+            };
+            let started = shared.followed.with(
+                &channel,
+                |follow, _, _| {
+                    let start = !follow.repairing;
+                    follow.repairing = true;
+                    follow.needs_read = false;
+                    start
+                },
+                |_| {},
+            );
+            if started == Some(true) {
+                let permit = reads.clone().acquire_owned();
+                let (shared, log) = (shared.clone(), log.clone());
+                tokio::spawn(async move {
+                    let _permit = permit.await;
+                    read_after(&shared, &log, channel, after).await;
+                });
+            }
+        }
+    }
+}
+
+/// Reads `channel` from the log after `after` up to its head, through the sequencer.
+async fn read_after(shared: &Shared, log: &Arc<dyn ChannelLog>, channel: ChannelName, after: u64) {
+    shared
+        .counters
+        .repairs
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut position = after;
+    let outcome = loop {
+        let slice = match log.read(&channel, ReadFrom::After(position), PAGE).await {
+            Ok(slice) => slice,
+            Err(error) => break Err(error),
+        };
+        let last = slice.state.last_seq;
+        let read_to = slice.messages.last().map_or(position, |m| m.seq);
+        let first = slice.messages.first().map(|m| m.seq);
+        let done = slice.messages.is_empty() || read_to >= last;
+        shared.followed.with(
+            &channel,
+            |follow, now, ready| {
+                if let Some(first) = first.filter(|&f| f > position + 1) {
+                    // Retention removed what came before: nobody can have it any more.
+                    follow.sequencer.skip_to(first, now, ready);
+                }
+                for message in slice.messages {
+                    follow.sequencer.offer(message, now, ready);
+                }
+            },
+            |ready| shared.fan_out.committed(ready),
+        );
+        position = read_to;
+        if done {
+            break Ok(());
+        }
+    };
+    if let Err(error) = &outcome {
+        tracing::warn!(%error, channel = channel.as_str(), "the Redis bus cannot read a gap from the log yet");
+        tokio::time::sleep(READ_RETRY).await;
+    }
+    shared.followed.with(
+        &channel,
+        |follow, _, _| {
+            follow.repairing = false;
+            follow.needs_read |= outcome.is_err();
+        },
+        |_| {},
+    );
+    shared.followed.attend(&channel);
+}

@@ -1,0 +1,168 @@
+//! The sender task: publishes this node's committed messages and cache events. It takes
+//! whatever has queued since its last round, groups messages by channel (in order), encodes
+//! several messages of one channel into one [`crate::codec::Batch`], and sends the round's
+//! `SPUBLISH`es as one pipeline. A publish that fails (Redis down, or the queue was full when
+//! the message was committed) is owed as a head notice, retried with backoff: the other nodes
+//! then see the channel's head beyond what they hold and read the gap from the log. Events are
+//! kept and retried until Redis takes them.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use fred::prelude::{PubsubInterface, Value};
+use herald_core::caches::CacheEvent;
+use herald_core::message::SharedMessage;
+use herald_core::ChannelName;
+use tokio::sync::mpsc;
+
+use crate::bus::Shared;
+use crate::codec::encode_batch;
+use crate::events::encode_event;
+
+/// Committed batches taken per round at most.
+const ROUND_BATCHES: usize = 512;
+/// Messages per publish at most.
+const PUBLISH_MESSAGES: usize = 256;
+const FIRST_BACKOFF: Duration = Duration::from_millis(50);
+
+/// What one pipelined command was for.
+enum Sent {
+    Channel(ChannelName, u64),
+    Event,
+}
+
+pub(crate) async fn run(
+    shared: Arc<Shared>,
+    mut committed: mpsc::Receiver<Vec<SharedMessage>>,
+    mut events: mpsc::UnboundedReceiver<CacheEvent>,
+) {
+    let mut pending_events: VecDeque<Bytes> = VecDeque::new();
+    let mut backoff = FIRST_BACKOFF;
+    let mut retry = tokio::time::interval(Duration::from_millis(100));
+    retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let mut batches = Vec::new();
+        tokio::select! {
+            got = committed.recv() => match got {
+                Some(batch) => batches.push(batch),
+                None => return,
+            },
+            Some(event) = events.recv() => pending_events.push_back(encode_event(shared.node, &event)),
+            _ = retry.tick() => {}
+        }
+        while batches.len() < ROUND_BATCHES {
+            match committed.try_recv() {
+                Ok(batch) => batches.push(batch),
+                Err(_) => break,
+            }
+        }
+        while let Ok(event) = events.try_recv() {
+            pending_events.push_back(encode_event(shared.node, &event));
+        }
+        let failed = publish_round(&shared, batches, &mut pending_events).await;
+        if failed {
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(shared.options.max_reconnect_delay);
+        } else {
+            backoff = FIRST_BACKOFF;
+        }
+    }
+}
+
+/// Publishes one round; returns whether anything failed.
+async fn publish_round(
+    shared: &Shared,
+    batches: Vec<Vec<SharedMessage>>,
+    pending_events: &mut VecDeque<Bytes>,
+) -> bool {
+    let mut groups: Vec<(ChannelName, Vec<SharedMessage>)> = Vec::new();
+    let mut index: HashMap<ChannelName, usize> = HashMap::new();
+    for message in batches.into_iter().flatten() {
+        let at = *index.entry(message.channel.clone()).or_insert_with(|| {
+            groups.push((message.channel.clone(), Vec::new()));
+            groups.len() - 1
+        });
+        groups[at].1.push(message);
+    }
+    let mut owed = std::mem::take(&mut *shared.owed.lock());
+    if groups.is_empty() && owed.is_empty() && pending_events.is_empty() {
+        return false;
+    }
+    let pipeline = shared.publisher.pipeline();
+    let mut sent = Vec::new();
+    let mut queue = |redis_channel: String, payload: Bytes, what: Sent| {
+        let pipeline = &pipeline;
+        sent.push(what);
+        async move {
+            let _: Result<(), _> = pipeline
+                .spublish::<(), _, _>(redis_channel, Value::Bytes(payload))
+                .await;
+        }
+    };
+    for (channel, messages) in &groups {
+        let redis_channel = shared.names.channel(channel);
+        for chunk in messages.chunks(PUBLISH_MESSAGES) {
+            let last = chunk.last().map_or(0, |m| m.seq);
+            let head = last.max(owed.remove(channel).unwrap_or(0));
+            let payload = encode_batch(shared.node, channel, head, chunk);
+            queue(
+                redis_channel.clone(),
+                payload,
+                Sent::Channel(channel.clone(), head),
+            )
+            .await;
+        }
+    }
+    for (channel, head) in owed {
+        let payload = encode_batch(shared.node, &channel, head, &[]);
+        queue(
+            shared.names.channel(&channel),
+            payload,
+            Sent::Channel(channel, head),
+        )
+        .await;
+    }
+    let events_sent = pending_events.len();
+    for event in pending_events.iter() {
+        queue(shared.names.events(), event.clone(), Sent::Event).await;
+    }
+    let results = pipeline.try_all::<Value>().await;
+    let all_failed = results.len() != sent.len();
+    let mut failed = false;
+    let mut events_failed = false;
+    for (i, what) in sent.into_iter().enumerate() {
+        let ok = !all_failed && results[i].is_ok();
+        match what {
+            Sent::Channel(..) if ok => {
+                shared
+                    .counters
+                    .published_batches
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            Sent::Channel(channel, head) => {
+                failed = true;
+                shared
+                    .counters
+                    .dropped_publishes
+                    .fetch_add(1, Ordering::Relaxed);
+                let mut owed = shared.owed.lock();
+                let owed_head = owed.entry(channel).or_insert(0);
+                *owed_head = (*owed_head).max(head);
+            }
+            Sent::Event if ok => {}
+            Sent::Event => {
+                failed = true;
+                events_failed = true;
+            }
+        }
+    }
+    if !events_failed {
+        pending_events.drain(..events_sent);
+    } else {
+        tracing::warn!("the Redis bus could not publish cache events; retrying");
+    }
+    failed
+}

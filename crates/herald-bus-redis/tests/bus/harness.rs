@@ -1,0 +1,295 @@
+//! Nodes for the tests: each with its own engine (hub, fan-out), caches and `RedisBus`, over
+//! one shared in-memory log and tenancy standing for the cluster's PostgreSQL. A node's
+//! appends go to the shared log and their commits to that node's bus only, as each node's store
+//! sees only its own commits.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use herald_bus_redis::{BusOptions, RedisBus};
+use herald_core::caches::Caches;
+use herald_core::engine::SubscribeRequest;
+use herald_core::log::{
+    Appended, ChannelLog, ChannelState, CommitSink, LogSlice, ReadFrom, Retention, StoreError,
+};
+use herald_core::message::{Epoch, NewMessage, SharedMessage, StoredMessage};
+use herald_core::namespace::{NamespaceOptions, Namespaces};
+use herald_core::outbox::{OutFrame, Outbox};
+use herald_core::tenancy::{App, AppLimits, KeyInfo, Tenancy, Usage};
+use herald_core::tenant::AppId;
+use herald_core::{ChannelName, Engine};
+use parking_lot::Mutex;
+
+/// The cluster's durable log, shared by every node.
+#[derive(Default)]
+pub struct SharedLog {
+    channels: Mutex<HashMap<ChannelName, Vec<SharedMessage>>>,
+}
+
+/// One node's view of the shared log: its commits go to its own sink.
+pub struct NodeLog {
+    shared: Arc<SharedLog>,
+    sink: Arc<dyn CommitSink>,
+}
+
+fn state(name: &ChannelName, messages: &[SharedMessage]) -> ChannelState {
+    ChannelState {
+        name: name.clone(),
+        epoch: Epoch::new("e1"),
+        last_seq: messages.len() as u64,
+        first_seq: 1,
+    }
+}
+
+#[async_trait]
+impl ChannelLog for NodeLog {
+    async fn append(
+        &self,
+        channel: &ChannelName,
+        messages: Vec<NewMessage>,
+        _retention: Retention,
+    ) -> Result<Vec<Appended>, StoreError> {
+        let stored: Vec<SharedMessage> = {
+            let mut channels = self.shared.channels.lock();
+            let log = channels.entry(channel.clone()).or_default();
+            messages
+                .into_iter()
+                .map(|m| {
+                    let message = Arc::new(StoredMessage::new(
+                        channel.clone(),
+                        Epoch::new("e1"),
+                        log.len() as u64 + 1,
+                        m.id,
+                        0,
+                        m.data,
+                    ));
+                    log.push(message.clone());
+                    message
+                })
+                .collect()
+        };
+        // After the commit, outside the log's lock: another node's later commit may reach
+        // its bus first, as with a real database.
+        self.sink.committed(&stored);
+        Ok(stored
+            .into_iter()
+            .map(|message| Appended {
+                message,
+                duplicate: false,
+            })
+            .collect())
+    }
+
+    async fn read(
+        &self,
+        channel: &ChannelName,
+        from: ReadFrom,
+        limit: usize,
+    ) -> Result<LogSlice, StoreError> {
+        let channels = self.shared.channels.lock();
+        let log = channels.get(channel).map(Vec::as_slice).unwrap_or(&[]);
+        let start = match from {
+            ReadFrom::After(seq) => (seq as usize).min(log.len()),
+            ReadFrom::Tail(n) => log.len().saturating_sub(n as usize),
+        };
+        Ok(LogSlice {
+            state: state(channel, log),
+            messages: log[start..].iter().take(limit).cloned().collect(),
+        })
+    }
+
+    async fn state(&self, channel: &ChannelName) -> Result<ChannelState, StoreError> {
+        let channels = self.shared.channels.lock();
+        Ok(state(
+            channel,
+            channels.get(channel).map(Vec::as_slice).unwrap_or(&[]),
+        ))
+    }
+
+    async fn list(&self, _: Option<&str>, _: usize) -> Result<Vec<ChannelState>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    async fn close(&self) {}
+}
+
+/// The cluster's apps and keys.
+#[derive(Default)]
+pub struct SharedTenancy {
+    pub apps: Mutex<Vec<App>>,
+    pub keys: Mutex<Vec<KeyInfo>>,
+}
+
+#[async_trait]
+impl Tenancy for SharedTenancy {
+    async fn create_app(&self, app: &App) -> Result<bool, StoreError> {
+        self.apps.lock().push(app.clone());
+        Ok(true)
+    }
+    async fn apps(&self) -> Result<Vec<App>, StoreError> {
+        Ok(self.apps.lock().clone())
+    }
+    async fn app(&self, id: &AppId) -> Result<Option<App>, StoreError> {
+        Ok(self.apps.lock().iter().find(|a| &a.id == id).cloned())
+    }
+    async fn set_limits(&self, id: &AppId, limits: AppLimits) -> Result<bool, StoreError> {
+        let mut apps = self.apps.lock();
+        let app = apps.iter_mut().find(|a| &a.id == id);
+        Ok(app.map(|a| a.limits = limits).is_some())
+    }
+    async fn delete_app(&self, id: &AppId) -> Result<bool, StoreError> {
+        self.apps.lock().retain(|a| &a.id != id);
+        self.keys.lock().retain(|k| &k.app != id);
+        Ok(true)
+    }
+    async fn add_key(&self, key: &KeyInfo) -> Result<(), StoreError> {
+        self.keys.lock().push(key.clone());
+        Ok(())
+    }
+    async fn remove_key(&self, app: &AppId, key_id: &str) -> Result<bool, StoreError> {
+        self.keys
+            .lock()
+            .retain(|k| !(&k.app == app && k.id == key_id));
+        Ok(true)
+    }
+    async fn keys(&self) -> Result<Vec<KeyInfo>, StoreError> {
+        Ok(self.keys.lock().clone())
+    }
+    async fn add_usage(&self, _: &AppId, _: Usage) -> Result<(), StoreError> {
+        Ok(())
+    }
+    async fn usage(&self, _: &AppId) -> Result<Usage, StoreError> {
+        Ok(Usage::default())
+    }
+}
+
+/// One Herald node of the test cluster.
+pub struct Node {
+    pub engine: Engine,
+    pub bus: Arc<RedisBus>,
+    pub caches: Arc<Caches>,
+}
+
+impl Node {
+    /// A node over Redis at `urls` and the shared stores.
+    pub async fn start(
+        urls: &[String],
+        log: &Arc<SharedLog>,
+        tenancy: &Arc<SharedTenancy>,
+    ) -> Node {
+        let options = BusOptions {
+            presence_period: Duration::from_millis(100),
+            ..BusOptions::default()
+        };
+        Node::start_with(urls, log, tenancy, options).await
+    }
+
+    /// [`Node::start`] with these bus options.
+    pub async fn start_with(
+        urls: &[String],
+        log: &Arc<SharedLog>,
+        tenancy: &Arc<SharedTenancy>,
+        options: BusOptions,
+    ) -> Node {
+        let caches = Caches::new(b"default-secret");
+        let connected = RedisBus::connect(urls, caches.clone(), options)
+            .await
+            .expect("the bus connects");
+        let shared = log.clone();
+        let (engine, bus, node_log) = Engine::open_with_bus(
+            Namespaces::new(NamespaceOptions::default(), vec![]),
+            |fan_out| connected.start(fan_out),
+            |sink| Ok::<_, Infallible>(Arc::new(NodeLog { shared, sink })),
+        )
+        .expect("the engine opens");
+        bus.attach(node_log, tenancy.clone());
+        Node {
+            engine,
+            bus,
+            caches,
+        }
+    }
+
+    /// A live subscriber to `channel` (no cursor).
+    pub async fn subscribe(&self, channel: &str) -> Arc<Outbox> {
+        let outbox = Outbox::new(1 << 26);
+        let channel = ChannelName::parse(channel).unwrap();
+        let catchup = self
+            .engine
+            .subscribe(&channel, &outbox, &SubscribeRequest::default())
+            .await
+            .expect("subscribed");
+        catchup.go_live(None);
+        outbox
+    }
+
+    /// Publishes one message whose data is `"n"`.
+    pub async fn publish(&self, channel: &str, n: u64) -> u64 {
+        let channel = ChannelName::parse(channel).unwrap();
+        let appended = self
+            .engine
+            .publish(
+                &channel,
+                vec![NewMessage {
+                    id: None,
+                    data: Bytes::from(n.to_string()),
+                }],
+            )
+            .await
+            .expect("published");
+        appended[0].message.seq
+    }
+}
+
+/// Waits (bounded) until `outbox` has delivered `n` messages; answers their seqs and data.
+pub async fn receive(outbox: &Outbox, n: usize) -> Vec<(u64, String)> {
+    let mut got = Vec::new();
+    let collect = async {
+        while got.len() < n {
+            let (frames, closed) = outbox.next_batch().await;
+            for frame in frames {
+                if let OutFrame::Message(m) | OutFrame::Replayed(m) = frame {
+                    got.push((m.seq, String::from_utf8_lossy(&m.data).into_owned()));
+                }
+            }
+            assert!(closed.is_none(), "the subscriber was closed: {closed:?}");
+        }
+    };
+    if tokio::time::timeout(Duration::from_secs(20), collect)
+        .await
+        .is_err()
+    {
+        panic!(
+            "timed out with {} of {n} messages: {:?}",
+            got.len(),
+            got.iter().map(|g| g.0).collect::<Vec<_>>()
+        );
+    }
+    got
+}
+
+/// Asserts `got` is exactly seqs 1..=n.
+pub fn assert_exact(got: &[(u64, String)], n: u64) {
+    let seqs: Vec<u64> = got.iter().map(|g| g.0).collect();
+    assert_eq!(
+        seqs,
+        (1..=n).collect::<Vec<_>>(),
+        "seqs in order, no gap, no duplicate"
+    );
+}
+
+/// Polls `check` until it holds (bounded): for state with no signal to await (caches).
+pub async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !check() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
