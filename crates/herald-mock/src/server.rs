@@ -7,7 +7,8 @@
 //! client writes HEADERS and DATA together) is answered on the connection's own task when the
 //! handler can answer at once ([`Reply::Now`]); a body still arriving, or a handler that must
 //! wait or work long ([`Reply::Later`]), gets a task of its own, so one slow request never
-//! holds up the connection.
+//! holds up the connection. Requests h2 has already read are taken together before any is
+//! answered, so their answers leave in one write rather than one each.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -16,8 +17,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use bytes::{Bytes, BytesMut};
+use h2::server::SendResponse;
 use http::{Request, Response};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 use tokio_util_free::Shutdown;
 
@@ -126,7 +128,7 @@ async fn accept_loop(
 }
 
 async fn connection(
-    tcp: tokio::net::TcpStream,
+    tcp: TcpStream,
     acceptor: TlsAcceptor,
     options: ServerOptions,
     handler: Handler,
@@ -138,42 +140,90 @@ async fn connection(
         .handshake::<_, Bytes>(tls)
         .await?;
     let mut served: u64 = 0;
+    let mut batch = Vec::new();
     loop {
         let next = tokio::select! {
             next = conn.accept() => next,
             _ = shutdown.changed() => return Ok(()),
         };
         let Some(request) = next else { return Ok(()) };
-        let (request, mut respond) = request?;
-        served += 1;
-        if options.goaway_after.is_some_and(|n| served == n) {
-            conn.graceful_shutdown();
-        }
-        let (head, mut body) = request.into_parts();
-        match body_so_far(&mut body) {
-            Body::Complete(data) => match handler(Request::from_parts(head, ()), data) {
-                Reply::Now(answer) => respond_with(&mut respond, answer),
-                Reply::Later(later) => {
-                    tokio::spawn(async move { respond_with(&mut respond, later.await) });
+        batch.push(request?);
+        // Every request h2 has already read is taken before any is answered, so that their
+        // answers leave together at the next poll of the connection, in one write.
+        let mut closed = false;
+        while batch.len() < BATCH {
+            match accept_now(&mut conn) {
+                Some(Some(request)) => batch.push(request?),
+                Some(None) => {
+                    closed = true;
+                    break;
                 }
-            },
-            Body::Arriving(mut data) => {
-                let handler = handler.clone();
-                tokio::spawn(async move {
-                    while let Some(chunk) = body.data().await {
-                        let Ok(chunk) = chunk else { return };
-                        let _ = body.flow_control().release_capacity(chunk.len());
-                        data.extend_from_slice(&chunk);
-                    }
-                    let answer = match handler(Request::from_parts(head, ()), data.freeze()) {
-                        Reply::Now(answer) => answer,
-                        Reply::Later(later) => later.await,
-                    };
-                    respond_with(&mut respond, answer);
-                });
+                None => break,
             }
-            Body::Failed => {}
         }
+        for (request, respond) in batch.drain(..) {
+            served += 1;
+            if options.goaway_after.is_some_and(|n| served == n) {
+                conn.graceful_shutdown();
+            }
+            serve_request(&handler, request, respond);
+        }
+        if closed {
+            return Ok(());
+        }
+    }
+}
+
+/// The most requests taken from a connection before they are answered.
+const BATCH: usize = 256;
+
+/// The connection's next request if h2 has one without waiting (`Some(None)`: the connection
+/// ended). Polled once with a waker that does nothing: the loop's next `accept().await` polls
+/// again with a real one.
+fn accept_now(
+    conn: &mut h2::server::Connection<tokio_rustls::server::TlsStream<TcpStream>, Bytes>,
+) -> Option<Option<Accepted>> {
+    let mut context = Context::from_waker(Waker::noop());
+    match std::pin::pin!(conn.accept()).poll(&mut context) {
+        Poll::Ready(next) => Some(next),
+        Poll::Pending => None,
+    }
+}
+
+/// What h2 gives for one accepted request.
+type Accepted = Result<(Request<h2::RecvStream>, SendResponse<Bytes>), h2::Error>;
+
+/// Answers one request: on this task when its body is here and the handler answers at once,
+/// else on a task of its own.
+fn serve_request(
+    handler: &Handler,
+    request: Request<h2::RecvStream>,
+    mut respond: SendResponse<Bytes>,
+) {
+    let (head, mut body) = request.into_parts();
+    match body_so_far(&mut body) {
+        Body::Complete(data) => match handler(Request::from_parts(head, ()), data) {
+            Reply::Now(answer) => respond_with(&mut respond, answer),
+            Reply::Later(later) => {
+                tokio::spawn(async move { respond_with(&mut respond, later.await) });
+            }
+        },
+        Body::Arriving(mut data) => {
+            let handler = handler.clone();
+            tokio::spawn(async move {
+                while let Some(chunk) = body.data().await {
+                    let Ok(chunk) = chunk else { return };
+                    let _ = body.flow_control().release_capacity(chunk.len());
+                    data.extend_from_slice(&chunk);
+                }
+                let answer = match handler(Request::from_parts(head, ()), data.freeze()) {
+                    Reply::Now(answer) => answer,
+                    Reply::Later(later) => later.await,
+                };
+                respond_with(&mut respond, answer);
+            });
+        }
+        Body::Failed => {}
     }
 }
 
@@ -226,7 +276,7 @@ fn body_so_far(body: &mut h2::RecvStream) -> Body {
 }
 
 /// Sends `answer` on the request's stream (a client that has gone away is not an error).
-fn respond_with(respond: &mut h2::server::SendResponse<Bytes>, (response, bytes): Answer) {
+fn respond_with(respond: &mut SendResponse<Bytes>, (response, bytes): Answer) {
     let empty = bytes.is_empty();
     let Ok(mut send) = respond.send_response(response, empty) else {
         return;

@@ -23,6 +23,8 @@ use rustls::ClientConfig;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
+use crate::coalesce::CoalescedWrites;
+
 /// Why a request got no answer.
 #[derive(Debug, thiserror::Error)]
 pub enum H2Error {
@@ -226,7 +228,7 @@ impl H2Pool {
         let (sender, connection) = h2::client::Builder::new()
             .initial_window_size(1 << 20)
             .initial_connection_window_size(1 << 24)
-            .handshake::<_, Bytes>(tls)
+            .handshake::<_, Bytes>(CoalescedWrites::new(tls))
             .await
             .map_err(|e| fail(format!("HTTP/2 handshake: {e}")))?;
         tokio::spawn(async move {
