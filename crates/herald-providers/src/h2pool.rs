@@ -7,6 +7,10 @@
 //! above a graceful GOAWAY's last stream id, or a request that could not be started because the
 //! connection was already going away) is sent again on a fresh connection, up to
 //! [`ATTEMPTS`] times in all, since the server says it did not act on it.
+//!
+//! A send reads its slot's current connection under a short synchronous lock (a clone of the
+//! `SendRequest`, no `.await` while locked); only making a new connection takes the slot's
+//! async lock, so concurrent sends never queue behind one another's `ready()`.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -17,8 +21,9 @@ use http::{Request, Response};
 use rustls::pki_types::ServerName;
 use rustls::ClientConfig;
 use tokio::net::TcpStream;
-use tokio::sync::Mutex;
 use tokio_rustls::TlsConnector;
+
+use crate::coalesce::CoalescedWrites;
 
 /// Why a request got no answer.
 #[derive(Debug, thiserror::Error)]
@@ -58,7 +63,31 @@ impl H2Error {
 pub const ATTEMPTS: usize = 3;
 
 /// A pooled connection and the number that tells it apart from the slot's later connections.
-type Slot = Option<(u64, SendRequest<Bytes>)>;
+type Pooled = (u64, SendRequest<Bytes>);
+
+/// One connection of the pool, made again when it fails.
+#[derive(Default)]
+struct Slot {
+    /// The connection sends use now; locked only to clone or replace it.
+    current: parking_lot::Mutex<Option<Pooled>>,
+    /// Held while a new connection is being made, so concurrent sends make only one.
+    connecting: tokio::sync::Mutex<()>,
+}
+
+impl Slot {
+    fn current(&self) -> Option<Pooled> {
+        self.current.lock().clone()
+    }
+
+    /// Forgets the connection `generation` (not one a concurrent send already made in its
+    /// place).
+    fn forget(&self, generation: u64) {
+        let mut current = self.current.lock();
+        if current.as_ref().is_some_and(|(g, _)| *g == generation) {
+            current.take();
+        }
+    }
+}
 
 /// Connections to one `https` origin.
 #[derive(Clone)]
@@ -70,7 +99,7 @@ struct Inner {
     host: String,
     port: u16,
     tls: TlsConnector,
-    slots: Vec<Mutex<Slot>>,
+    slots: Vec<Slot>,
     next: AtomicUsize,
     connections_made: AtomicU64,
 }
@@ -95,7 +124,7 @@ impl H2Pool {
                 host: host.to_string(),
                 port,
                 tls: TlsConnector::from(tls),
-                slots: (0..connections.max(1)).map(|_| Mutex::new(None)).collect(),
+                slots: (0..connections.max(1)).map(|_| Slot::default()).collect(),
                 next: AtomicUsize::new(0),
                 connections_made: AtomicU64::new(0),
             }),
@@ -145,29 +174,37 @@ impl H2Pool {
         let result = exchange(sender, request, body).await;
         if let Err(H2Error::Stream(e)) = &result {
             if e.is_go_away() || e.is_io() || e.reason() == Some(h2::Reason::REFUSED_STREAM) {
-                let mut guard = self.inner.slots[slot].lock().await;
-                // Only forget the connection that failed, not one a concurrent request has
-                // already made in its place.
-                if guard.as_ref().is_some_and(|(g, _)| *g == generation) {
-                    guard.take();
-                }
+                self.inner.slots[slot].forget(generation);
             }
         }
         result
     }
 
-    /// The slot's connection, made if there is none or the old one is closed.
-    async fn sender(&self, slot: usize) -> Result<(u64, SendRequest<Bytes>), H2Error> {
-        let mut guard = self.inner.slots[slot].lock().await;
-        if let Some((generation, sender)) = guard.as_ref() {
-            if let Ok(ready) = sender.clone().ready().await {
-                return Ok((*generation, ready));
+    /// The slot's connection, ready for a request; made if there is none or the old one is
+    /// closed.
+    async fn sender(&self, slot: usize) -> Result<Pooled, H2Error> {
+        let slot = &self.inner.slots[slot];
+        let mut closed = None;
+        if let Some((generation, sender)) = slot.current() {
+            match sender.ready().await {
+                Ok(ready) => return Ok((generation, ready)),
+                Err(_) => closed = Some(generation),
             }
+        }
+        let _connecting = slot.connecting.lock().await;
+        // Another send may have made a new connection while this one waited for the lock.
+        if let Some((generation, sender)) = slot.current() {
+            if Some(generation) != closed {
+                if let Ok(ready) = sender.ready().await {
+                    return Ok((generation, ready));
+                }
+            }
+            slot.forget(generation);
         }
         let sender = self.connect().await?;
         let generation = self.inner.connections_made.fetch_add(1, Ordering::Relaxed) + 1;
-        *guard = Some((generation, sender.clone()));
-        Ok((generation, sender))
+        *slot.current.lock() = Some((generation, sender.clone()));
+        Ok((generation, sender.ready().await?))
     }
 
     async fn connect(&self) -> Result<SendRequest<Bytes>, H2Error> {
@@ -191,7 +228,7 @@ impl H2Pool {
         let (sender, connection) = h2::client::Builder::new()
             .initial_window_size(1 << 20)
             .initial_connection_window_size(1 << 24)
-            .handshake::<_, Bytes>(tls)
+            .handshake::<_, Bytes>(CoalescedWrites::new(tls))
             .await
             .map_err(|e| fail(format!("HTTP/2 handshake: {e}")))?;
         tokio::spawn(async move {
@@ -203,12 +240,12 @@ impl H2Pool {
     }
 }
 
+/// Sends `request` on `sender` (ready) and reads the whole answer.
 async fn exchange(
-    sender: SendRequest<Bytes>,
+    mut sender: SendRequest<Bytes>,
     request: Request<()>,
     body: Bytes,
 ) -> Result<(Response<()>, Bytes), H2Error> {
-    let mut sender = sender.ready().await?;
     let (response, mut stream) = sender.send_request(request, body.is_empty())?;
     if !body.is_empty() {
         stream.send_data(body, true)?;

@@ -13,6 +13,7 @@
 #![warn(missing_docs)]
 
 pub mod apns;
+mod coalesce;
 pub mod common;
 pub mod fcm;
 pub mod h2pool;

@@ -22,7 +22,7 @@ const PUSH_TYPES: [(&str, Option<&str>); 10] = [
 ];
 
 /// Checks `request` with `payload`; gives the device token when APNs would go on.
-pub fn check(request: &Request<()>, payload: &[u8]) -> Result<String, Refusal> {
+pub fn check<'a>(request: &'a Request<()>, payload: &[u8]) -> Result<&'a str, Refusal> {
     if request.method() != Method::POST {
         return Err((StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed"));
     }
@@ -81,7 +81,7 @@ pub fn check(request: &Request<()>, payload: &[u8]) -> Result<String, Refusal> {
     if payload.len() > limit {
         return Err((StatusCode::PAYLOAD_TOO_LARGE, "PayloadTooLarge"));
     }
-    Ok(token.to_string())
+    Ok(token)
 }
 
 /// A header's value; twice is `DuplicateHeaders`, not text is `BadRequest`-like.
@@ -124,7 +124,7 @@ mod tests {
             ("apns-topic", "com.example.app"),
             ("apns-push-type", "alert"),
         ];
-        assert_eq!(check(&request(&path, &ok), b"{}"), Ok(token.clone()));
+        assert_eq!(check(&request(&path, &ok), b"{}"), Ok(token.as_str()));
         let cases: [Case; 8] = [
             ("/3/device/xyz", &ok, b"{}", "BadDeviceToken"),
             ("/4/device/x", &ok, b"{}", "BadPath"),

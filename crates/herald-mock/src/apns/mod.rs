@@ -11,14 +11,14 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{HeaderMap, StatusCode};
+use http::{HeaderMap, Request, StatusCode};
 
 pub use keys::test_key;
 pub use state::{Received, Scripted};
 
-use crate::server::{serve, Answer, Handler, RunningServer, ServerOptions};
+use crate::server::{serve, Answer, Handler, Reply, RunningServer, ServerOptions};
 use keys::TokenChecker;
-use state::State;
+use state::{InFlight, State};
 
 /// How the mock behaves.
 #[derive(Debug, Clone)]
@@ -73,8 +73,16 @@ impl ApnsMock {
         let state = Arc::new(State::new(checker));
         let handler_state = state.clone();
         let handler: Handler = Arc::new(move |request, body| {
+            let in_flight = handler_state.enter();
+            if !handler_state.held() {
+                return Reply::Now(handle(&handler_state, in_flight, request, body));
+            }
             let state = handler_state.clone();
-            Box::pin(async move { handle(&state, request, body).await })
+            Reply::Later(Box::pin(async move {
+                let mut held = state.held.subscribe();
+                let _ = held.wait_for(|held| !*held).await;
+                handle(&state, in_flight, request, body)
+            }))
         });
         let server = serve(
             listener,
@@ -100,7 +108,7 @@ impl ApnsMock {
 
     /// Answers sends to `token` with `answer` (once or always) after the request checks pass.
     pub fn script(&self, token: &str, answer: Scripted) {
-        self.state.scripts.lock().insert(token.to_string(), answer);
+        self.state.script(token, answer);
     }
 
     /// Requests answered 200.
@@ -120,7 +128,7 @@ impl ApnsMock {
 
     /// Requests being handled now.
     pub fn in_flight(&self) -> usize {
-        *self.state.in_flight.borrow()
+        self.state.in_flight()
     }
 
     /// The most requests ever handled at once.
@@ -130,18 +138,17 @@ impl ApnsMock {
 
     /// Waits until at least `n` requests are being handled at once.
     pub async fn wait_in_flight(&self, n: usize) {
-        let mut watch = self.state.in_flight.subscribe();
-        let _ = watch.wait_for(|now| *now >= n).await;
+        self.state.wait_in_flight(n).await;
     }
 
     /// Holds every request (received, not answered) until [`release`](Self::release).
     pub fn hold(&self) {
-        self.state.held.send_replace(true);
+        self.state.hold(true);
     }
 
     /// Answers held requests and stops holding.
     pub fn release(&self) {
-        self.state.held.send_replace(false);
+        self.state.hold(false);
     }
 
     /// Stops the server and closes its connections.
@@ -150,11 +157,15 @@ impl ApnsMock {
     }
 }
 
-async fn handle(state: &State, request: http::Request<()>, body: Bytes) -> Answer {
-    let _in_flight = state.enter();
-    let mut held = state.held.subscribe();
-    let _ = held.wait_for(|held| !*held).await;
-    state.record(&request, &body);
+/// Answers one request (no longer held) and records it, whatever the answer; `_in_flight`
+/// counts it in flight until the answer is made.
+fn handle(state: &State, _in_flight: InFlight, request: Request<()>, body: Bytes) -> Answer {
+    let answer = answer(state, &request, &body);
+    state.record(request, body);
+    answer
+}
+
+fn answer(state: &State, request: &Request<()>, body: &Bytes) -> Answer {
     if state.checker.enabled() {
         let auth = request
             .headers()
@@ -164,11 +175,11 @@ async fn handle(state: &State, request: http::Request<()>, body: Bytes) -> Answe
             return error(StatusCode::FORBIDDEN, problem.reason(), None, None);
         }
     }
-    let token = match check::check(&request, &body) {
+    let token = match check::check(request, body) {
         Ok(token) => token,
         Err((status, reason)) => return error(status, reason, None, None),
     };
-    if let Some(scripted) = state.scripted(&token) {
+    if let Some(scripted) = state.scripted(token) {
         let Ok(status) = StatusCode::from_u16(scripted.status) else {
             return error(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -184,14 +195,15 @@ async fn handle(state: &State, request: http::Request<()>, body: Bytes) -> Answe
             scripted.retry_after,
         );
     }
-    let id = state.accept();
-    let response = http::Response::builder()
-        .status(StatusCode::OK)
-        .header("apns-id", id)
-        .body(())
-        .unwrap_or_default();
+    let mut response = http::Response::new(());
+    response
+        .headers_mut()
+        .insert(APNS_ID.clone(), state.accept());
     (response, Bytes::new())
 }
+
+/// `apns-id`, the header of every 200.
+static APNS_ID: http::HeaderName = http::HeaderName::from_static("apns-id");
 
 fn error(
     status: StatusCode,

@@ -28,7 +28,7 @@ pub use account::{
 };
 pub use state::{ReceivedMessage, Scripted};
 
-use crate::server::{serve, Handler, RunningServer, ServerOptions};
+use crate::server::{serve, Handler, Reply, RunningServer, ServerOptions};
 use handler::Accounts;
 use state::State;
 
@@ -107,8 +107,7 @@ impl FcmMock {
         ));
         let handler_state = state.clone();
         let handler: Handler = Arc::new(move |request, body| {
-            let answer = handler::handle(&handler_state, &accounts, &request, &body);
-            Box::pin(async move { answer })
+            Reply::Now(handler::handle(&handler_state, &accounts, &request, &body))
         });
         let server = serve(listener, &tls, options.server, handler)?;
         Ok(FcmMock {

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderValue, Method, Request};
+use http::uri::{Authority, PathAndQuery, Scheme};
+use http::{HeaderName, HeaderValue, Method, Request, Uri};
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 use super::auth::{signing_key_der, ApnsAuth};
@@ -35,6 +36,8 @@ struct Inner {
     pool: H2Pool,
     /// `https://host:port`, what every request's URI starts with.
     origin: String,
+    /// `host:port` of `origin`, parsed once.
+    authority: Authority,
     topic: String,
     /// `topic` as a header value, made once (push types without a topic suffix send it as is).
     topic_header: HeaderValue,
@@ -94,6 +97,8 @@ impl ApnsClient {
             inner: Arc::new(Inner {
                 pool: H2Pool::new(&host, port, tls, config.connections),
                 origin: format!("https://{authority}"),
+                authority: Authority::from_maybe_shared(Bytes::from(authority.clone()))
+                    .map_err(|e| ApnsError::Endpoint(format!("{authority}: {e}")))?,
                 topic_header: HeaderValue::from_maybe_shared(Bytes::from(config.topic.clone()))
                     .map_err(|_| ApnsError::Topic)?,
                 topic: config.topic,
@@ -130,7 +135,7 @@ impl ApnsClient {
             Ok(request) => request,
             Err(reason) => return Outcome::Rejected { reason },
         };
-        let body = Bytes::from(notification.payload.clone());
+        let body = notification.payload.clone();
         // A resend (the server refused the stream) builds the request again; the first send
         // takes it as built, uncopied.
         let again = || {
@@ -174,27 +179,59 @@ impl ApnsClient {
             suffix => HeaderValue::from_str(&format!("{}{suffix}", self.inner.topic))
                 .map_err(|_| "BadTopic")?,
         };
-        let mut builder = Request::builder()
-            .method(Method::POST)
-            .uri(format!("{}/3/device/{device_token}", self.inner.origin))
-            .header("apns-topic", topic)
-            .header("apns-push-type", push_type.as_str());
+        let mut request = Request::new(());
+        *request.method_mut() = Method::POST;
+        *request.uri_mut() = self.uri(device_token)?;
+        let headers = request.headers_mut();
+        headers.insert(APNS_TOPIC.clone(), topic);
+        headers.insert(
+            APNS_PUSH_TYPE.clone(),
+            HeaderValue::from_static(push_type.as_str()),
+        );
         if let Some(priority) = notification.priority {
-            builder = builder.header("apns-priority", priority.to_string());
+            headers.insert(
+                APNS_PRIORITY.clone(),
+                HeaderValue::from(u16::from(priority)),
+            );
         }
         if let Some(expiration) = notification.expiration {
-            builder = builder.header("apns-expiration", expiration.to_string());
+            headers.insert(APNS_EXPIRATION.clone(), HeaderValue::from(expiration));
         }
         if let Some(collapse_id) = &notification.collapse_id {
             let value = HeaderValue::from_str(collapse_id).map_err(|_| "BadCollapseId")?;
-            builder = builder.header("apns-collapse-id", value);
+            headers.insert(APNS_COLLAPSE_ID.clone(), value);
         }
         if let Some(authorization) = authorization {
-            builder = builder.header(http::header::AUTHORIZATION, authorization.clone());
+            headers.insert(http::header::AUTHORIZATION, authorization.clone());
         }
-        builder.body(()).map_err(|_| "BadDeviceToken".to_string())
+        Ok(request)
+    }
+
+    /// `https://host:port/3/device/{device_token}`, from the parts made once per client.
+    fn uri(&self, device_token: &str) -> Result<Uri, String> {
+        let bad = |_| "BadDeviceToken".to_string();
+        let mut path = String::with_capacity(DEVICE_PATH.len() + device_token.len());
+        path.push_str(DEVICE_PATH);
+        path.push_str(device_token);
+        let mut parts = http::uri::Parts::default();
+        parts.scheme = Some(Scheme::HTTPS);
+        parts.authority = Some(self.inner.authority.clone());
+        parts.path_and_query =
+            Some(PathAndQuery::from_maybe_shared(Bytes::from(path)).map_err(bad)?);
+        Uri::from_parts(parts).map_err(|_| "BadDeviceToken".to_string())
     }
 }
+
+/// What every request's path starts with, before the device token.
+const DEVICE_PATH: &str = "/3/device/";
+
+// The request headers' names, made once (a name given as a string is parsed, and a custom one
+// copied, per request).
+static APNS_TOPIC: HeaderName = HeaderName::from_static("apns-topic");
+static APNS_PUSH_TYPE: HeaderName = HeaderName::from_static("apns-push-type");
+static APNS_PRIORITY: HeaderName = HeaderName::from_static("apns-priority");
+static APNS_EXPIRATION: HeaderName = HeaderName::from_static("apns-expiration");
+static APNS_COLLAPSE_ID: HeaderName = HeaderName::from_static("apns-collapse-id");
 
 /// The outcome of a send that got no answer.
 fn failed(error: H2Error) -> Outcome {

@@ -1,6 +1,7 @@
 //! A rendered APNs notification (everything a request carries but the device token) and the
 //! push types APNs knows, with the topic suffix each one needs.
 
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 /// `apns-push-type` values. An unknown value is a deserialize error.
@@ -90,8 +91,25 @@ pub struct ApnsNotification {
     /// `apns-collapse-id` (at most 64 bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub collapse_id: Option<String>,
-    /// The JSON body (with its `aps` dictionary).
-    pub payload: String,
+    /// The JSON body (with its `aps` dictionary), UTF-8. `Bytes`, so that sending it to many
+    /// devices shares one buffer; serialized as a JSON string, as when it was a `String`.
+    #[serde(with = "payload_text")]
+    pub payload: Bytes,
+}
+
+/// The payload as a JSON string in serialized notifications.
+mod payload_text {
+    use bytes::Bytes;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(payload: &Bytes, serializer: S) -> Result<S::Ok, S::Error> {
+        let text = std::str::from_utf8(payload).map_err(serde::ser::Error::custom)?;
+        serializer.serialize_str(text)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Bytes, D::Error> {
+        String::deserialize(deserializer).map(Bytes::from)
+    }
 }
 
 #[cfg(test)]
@@ -116,5 +134,13 @@ mod tests {
         }
         assert_eq!(PushType::parse("sms"), None);
         assert!(serde_json::from_str::<PushType>("\"Alert\"").is_err());
+    }
+
+    #[test]
+    fn the_payload_serializes_as_the_string_it_was() {
+        let stored = r#"{"push_type":"alert","payload":"{\"aps\":{}}"}"#;
+        let notification: ApnsNotification = serde_json::from_str(stored).unwrap();
+        assert_eq!(&notification.payload[..], br#"{"aps":{}}"#);
+        assert_eq!(serde_json::to_string(&notification).unwrap(), stored);
     }
 }

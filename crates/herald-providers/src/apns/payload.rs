@@ -137,7 +137,7 @@ impl ApnsOptions {
                 .expiration
                 .or((common.expires_ms > 0).then(|| common.expires_ms.saturating_add(999) / 1000)),
             collapse_id: self.collapse_id(common)?,
-            payload,
+            payload: payload.into(),
         })
     }
 

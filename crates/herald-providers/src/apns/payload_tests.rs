@@ -17,7 +17,7 @@ fn options(json: &str) -> ApnsOptions {
 }
 
 fn payload(n: &ApnsNotification) -> Value {
-    serde_json::from_str(&n.payload).unwrap()
+    serde_json::from_slice(&n.payload).unwrap()
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! from APNs") mapped to an [`Outcome`], plus what the provider token must do about it.
 
 use bytes::Bytes;
-use http::{HeaderMap, StatusCode};
+use http::{HeaderMap, HeaderName, StatusCode};
 
 use crate::outcome::{retry_after, Outcome, RetryScope};
 
@@ -27,8 +27,19 @@ struct ErrorBody {
     timestamp: Option<i64>,
 }
 
+/// `apns-id`, the header of every 200.
+static APNS_ID: HeaderName = HeaderName::from_static("apns-id");
+
 /// Maps one answer to its [`Outcome`] and its [`TokenVerdict`].
 pub fn interpret(status: StatusCode, headers: &HeaderMap, body: &Bytes) -> (Outcome, TokenVerdict) {
+    if status == StatusCode::OK {
+        // The common answer: nothing to parse, no reason to make.
+        let id = headers
+            .get(&APNS_ID)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        return (Outcome::Accepted { id }, TokenVerdict::Accepted);
+    }
     let parsed: Option<ErrorBody> = serde_json::from_slice(body).ok();
     let timestamp = parsed.as_ref().and_then(|b| b.timestamp);
     let reason = parsed

@@ -109,7 +109,7 @@ async fn accepted_with_the_headers_apns_needs() {
     assert_eq!(r.push_type.as_deref(), Some("alert"));
     assert_eq!(r.priority.as_deref(), Some("10"));
     assert!(r.authorization.as_deref().unwrap().starts_with("bearer "));
-    assert_eq!(&r.payload[..], notification.payload.as_bytes());
+    assert_eq!(&r.payload[..], &notification.payload[..]);
 
     let voip = ApnsOptions {
         push_type: Some(PushType::Voip),
@@ -212,7 +212,7 @@ async fn every_failure_reason_has_its_outcome() {
 
     // What the mock itself checks, not scripted.
     let too_big = ApnsNotification {
-        payload: format!("{{\"aps\":{{}},\"x\":\"{}\"}}", "a".repeat(4100)),
+        payload: format!("{{\"aps\":{{}},\"x\":\"{}\"}}", "a".repeat(4100)).into(),
         ..alert()
     };
     assert_eq!(
