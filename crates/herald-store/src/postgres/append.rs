@@ -1,0 +1,383 @@
+//! One group commit's transaction: the appends of a batch, grouped by channel, stored in one
+//! PostgreSQL transaction.
+//!
+//! **How seqs stay gapless across nodes.** A channel's `channels` row holds the last seq handed
+//! out. Every append transaction locks that row before it picks seqs and writes the new
+//! `last_seq` in the same transaction, so two nodes appending to one channel take turns: the
+//! second waits for the first to commit, then reads the seq the first left (READ COMMITTED takes
+//! a fresh snapshot per statement, so it sees the first's rows). A failed transaction rolls back
+//! its `last_seq` with its messages, so no seq is skipped. Channels are locked in name order, so
+//! two batches that share channels never deadlock.
+//!
+//! With [`SeqAllocation::ChannelRow`] (the default) the lock and the reservation are one
+//! statement: `INSERT .. ON CONFLICT (name) DO UPDATE SET last_seq = last_seq + n RETURNING`
+//! creates the row of a new channel, locks it, adds the batch's message count and answers where
+//! the batch starts. Channels with idempotency keys reserve nothing in that statement (n = 0),
+//! look their keys up once the row is locked, and write `last_seq` after. With
+//! [`SeqAllocation::AdvisoryLock`] an advisory lock per channel comes first, then the row is
+//! read, then written back. Statements for the batch's channels are pipelined on the one
+//! connection (sent without waiting for each answer), so a batch costs the same round trips
+//! whether it touches one channel or many: two plus the commit for the default, three for the
+//! advisory lock. docs/benchmarks.md ("PostgreSQL store") has the measured rates.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use deadpool_postgres::Transaction;
+use futures_util::future::try_join_all;
+use herald_core::log::{Appended, Retention, StoreError};
+use herald_core::message::{Epoch, NewMessage, SharedMessage, StoredMessage};
+use herald_core::name::ChannelName;
+
+use super::{pg_error, SeqAllocation};
+use crate::{seq_from_db, seq_to_db};
+
+/// One append request of a batch.
+pub(crate) struct Requested<'a> {
+    pub channel: &'a ChannelName,
+    pub messages: &'a [NewMessage],
+    pub retention: Retention,
+}
+
+/// What a committed batch produced.
+pub(crate) struct Committed {
+    /// Per request, in request order: what each message became.
+    pub results: Vec<Vec<Appended>>,
+    /// Newly stored messages, each channel's in seq order, for the commit sink.
+    pub new_messages: Vec<SharedMessage>,
+}
+
+/// Creates a channel's row or locks it, adding `$3` to its `last_seq`.
+const RESERVE: &str = "INSERT INTO channels (name, epoch, last_seq, first_seq, max_messages, \
+     max_age_ms) VALUES ($1, $2, $3, 1, $4, $5) \
+     ON CONFLICT (name) DO UPDATE SET last_seq = channels.last_seq + excluded.last_seq, \
+         max_messages = excluded.max_messages, max_age_ms = excluded.max_age_ms \
+     RETURNING id, epoch, last_seq, first_seq";
+const ADVISORY_LOCK: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))";
+const READ_ROW: &str = "SELECT id, epoch, last_seq, first_seq FROM channels WHERE name = $1";
+const INSERT_ROW: &str = "INSERT INTO channels (name, epoch, last_seq, first_seq, max_messages, \
+     max_age_ms) VALUES ($1, $2, 0, 1, $3, $4) RETURNING id, epoch, last_seq, first_seq";
+const FIND_KEYS: &str = "SELECT client_id, seq, time, data FROM messages \
+     WHERE channel_id = $1 AND client_id = ANY($2)";
+const INSERT_MESSAGES: &str = "INSERT INTO messages (channel_id, seq, client_id, time, data) \
+     SELECT $1, s, c, $4, d FROM unnest($2::bigint[], $3::text[], $5::bytea[]) AS m(s, c, d)";
+const WRITE_ROW: &str = "UPDATE channels SET last_seq = $2, first_seq = GREATEST(first_seq, $3), \
+     max_messages = $4, max_age_ms = $5 WHERE id = $1";
+const TRIM: &str = "DELETE FROM messages WHERE channel_id = $1 AND seq < $2";
+
+/// Smallest number of extra messages a channel may hold beyond its limit before a count trim
+/// runs (the same rule as SQLite's `retention::count_trim_target`).
+const MIN_TRIM_SLACK: u64 = 16;
+
+/// The batch's messages for one channel.
+struct ChannelPlan<'a> {
+    name: &'a ChannelName,
+    /// The retention of the channel's last request in the batch.
+    retention: Retention,
+    /// (request, message) positions, in arrival order.
+    positions: Vec<(usize, usize)>,
+    keyed: bool,
+}
+
+/// A channel's row once locked.
+struct Row {
+    id: i64,
+    epoch: Epoch,
+    /// The last seq before this batch's messages.
+    base: u64,
+    first_seq: u64,
+}
+
+type Pending<'t> = Pin<Box<dyn Future<Output = Result<u64, tokio_postgres::Error>> + Send + 't>>;
+
+/// Stores `requests` in `tx` (not committed here).
+pub(crate) async fn store(
+    tx: &Transaction<'_>,
+    requests: &[Requested<'_>],
+    allocation: SeqAllocation,
+    now_ms: i64,
+) -> Result<Committed, StoreError> {
+    let mut plans: BTreeMap<&str, ChannelPlan<'_>> = BTreeMap::new();
+    for (r, request) in requests.iter().enumerate() {
+        let plan = plans
+            .entry(request.channel.as_str())
+            .or_insert_with(|| ChannelPlan {
+                name: request.channel,
+                retention: request.retention,
+                positions: Vec::new(),
+                keyed: false,
+            });
+        plan.retention = request.retention;
+        for (m, message) in request.messages.iter().enumerate() {
+            plan.positions.push((r, m));
+            plan.keyed |= message.id.is_some();
+        }
+    }
+    let plans: Vec<ChannelPlan<'_>> = plans.into_values().collect();
+    let rows = lock_rows(tx, &plans, allocation).await?;
+    let stored = find_keys(tx, &plans, &rows, requests).await?;
+
+    let mut results: Vec<Vec<Option<Appended>>> = requests
+        .iter()
+        .map(|r| vec![None; r.messages.len()])
+        .collect();
+    let mut new_messages = Vec::new();
+    let mut writes: Vec<Pending<'_>> = Vec::new();
+    let insert = tx.prepare_cached(INSERT_MESSAGES).await.map_err(pg_error)?;
+    let write_row = tx.prepare_cached(WRITE_ROW).await.map_err(pg_error)?;
+    let trim = tx.prepare_cached(TRIM).await.map_err(pg_error)?;
+    for ((plan, row), mut keys) in plans.iter().zip(&rows).zip(stored) {
+        let mut added = Vec::new();
+        let mut next = row.base;
+        for &(r, m) in &plan.positions {
+            let message = &requests[r].messages[m];
+            if let Some(earlier) = message.id.as_deref().and_then(|k| keys.get(k)) {
+                results[r][m] = Some(Appended {
+                    message: earlier.clone(),
+                    duplicate: true,
+                });
+                continue;
+            }
+            next += 1;
+            let stored = Arc::new(StoredMessage::new(
+                plan.name.clone(),
+                row.epoch.clone(),
+                next,
+                message.id.clone(),
+                now_ms,
+                message.data.clone(),
+            ));
+            if let Some(key) = &message.id {
+                keys.insert(key.clone(), stored.clone());
+            }
+            added.push(stored.clone());
+            results[r][m] = Some(Appended {
+                message: stored,
+                duplicate: false,
+            });
+        }
+        new_messages.extend(added.iter().cloned());
+        let last_seq = next;
+        let trim_to = count_trim_target(row.first_seq, last_seq, plan.retention);
+        let first_seq = trim_to.unwrap_or(row.first_seq);
+        if !added.is_empty() {
+            let insert = insert.clone();
+            writes.push(Box::pin(async move {
+                let seqs: Vec<i64> = added.iter().map(|m| seq_to_db(m.seq)).collect();
+                let keys: Vec<Option<&str>> =
+                    added.iter().map(|m| m.client_id.as_deref()).collect();
+                let data: Vec<&[u8]> = added.iter().map(|m| &m.data[..]).collect();
+                tx.execute(&insert, &[&row.id, &seqs, &keys, &now_ms, &data])
+                    .await
+            }));
+        }
+        // The default path already wrote `last_seq` when it reserved the seqs, unless the
+        // channel's keys decided how many it needed.
+        let row_written = allocation == SeqAllocation::ChannelRow && !plan.keyed;
+        if !row_written || trim_to.is_some() {
+            let params = (
+                seq_to_db(last_seq),
+                seq_to_db(first_seq),
+                seq_to_db(plan.retention.max_messages),
+                seq_to_db(plan.retention.max_age_ms),
+            );
+            let write_row = write_row.clone();
+            writes.push(Box::pin(async move {
+                tx.execute(
+                    &write_row,
+                    &[&row.id, &params.0, &params.1, &params.2, &params.3],
+                )
+                .await
+            }));
+        }
+        if let Some(first) = trim_to {
+            let (trim, first) = (trim.clone(), seq_to_db(first));
+            writes.push(Box::pin(
+                async move { tx.execute(&trim, &[&row.id, &first]).await },
+            ));
+        }
+    }
+    try_join_all(writes).await.map_err(pg_error)?;
+    let results = results
+        .into_iter()
+        .map(|r| r.into_iter().collect::<Option<Vec<_>>>())
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| StoreError::failed("an append lost a message"))?;
+    Ok(Committed {
+        results,
+        new_messages,
+    })
+}
+
+/// Locks every planned channel's row (creating the rows of new channels), in name order,
+/// pipelined, and answers where each stands before this batch.
+async fn lock_rows(
+    tx: &Transaction<'_>,
+    plans: &[ChannelPlan<'_>],
+    allocation: SeqAllocation,
+) -> Result<Vec<Row>, StoreError> {
+    match allocation {
+        SeqAllocation::ChannelRow => {
+            let reserve = tx.prepare_cached(RESERVE).await.map_err(pg_error)?;
+            let epoch = Epoch::generate();
+            let rows = try_join_all(plans.iter().map(|plan| {
+                let n = if plan.keyed {
+                    0
+                } else {
+                    plan.positions.len() as i64
+                };
+                let (max_messages, max_age) = (
+                    seq_to_db(plan.retention.max_messages),
+                    seq_to_db(plan.retention.max_age_ms),
+                );
+                let (reserve, epoch) = (&reserve, epoch.as_str());
+                async move {
+                    let row = tx
+                        .query_one(
+                            reserve,
+                            &[&plan.name.as_str(), &epoch, &n, &max_messages, &max_age],
+                        )
+                        .await?;
+                    Ok::<_, tokio_postgres::Error>((row, n))
+                }
+            }))
+            .await
+            .map_err(pg_error)?;
+            rows.into_iter()
+                .map(|(row, n)| {
+                    let mut row = row_of(&row)?;
+                    row.base = row.base.saturating_sub(n as u64);
+                    Ok(row)
+                })
+                .collect()
+        }
+        SeqAllocation::AdvisoryLock => {
+            let lock = tx.prepare_cached(ADVISORY_LOCK).await.map_err(pg_error)?;
+            let read = tx.prepare_cached(READ_ROW).await.map_err(pg_error)?;
+            try_join_all(plans.iter().map(|plan| {
+                let (lock, name) = (&lock, plan.name.as_str());
+                async move { tx.execute(lock, &[&name]).await }
+            }))
+            .await
+            .map_err(pg_error)?;
+            let found = try_join_all(plans.iter().map(|plan| {
+                let (read, name) = (&read, plan.name.as_str());
+                async move { tx.query_opt(read, &[&name]).await }
+            }))
+            .await
+            .map_err(pg_error)?;
+            let mut rows = Vec::with_capacity(plans.len());
+            for (plan, found) in plans.iter().zip(found) {
+                let row = match found {
+                    Some(row) => row,
+                    None => {
+                        let epoch = Epoch::generate();
+                        tx.query_one(
+                            INSERT_ROW,
+                            &[
+                                &plan.name.as_str(),
+                                &epoch.as_str(),
+                                &seq_to_db(plan.retention.max_messages),
+                                &seq_to_db(plan.retention.max_age_ms),
+                            ],
+                        )
+                        .await
+                        .map_err(pg_error)?
+                    }
+                };
+                rows.push(row_of(&row)?);
+            }
+            Ok(rows)
+        }
+    }
+}
+
+/// A `channels` row (id, epoch, last_seq, first_seq).
+fn row_of(row: &tokio_postgres::Row) -> Result<Row, StoreError> {
+    let epoch: String = row.try_get(1).map_err(pg_error)?;
+    Ok(Row {
+        id: row.try_get(0).map_err(pg_error)?,
+        epoch: Epoch::new(&epoch),
+        base: seq_from_db(row.try_get(2).map_err(pg_error)?)?,
+        first_seq: seq_from_db(row.try_get(3).map_err(pg_error)?)?,
+    })
+}
+
+/// For each channel with idempotency keys, the messages already stored under them (read once
+/// its row is locked, so no other node can store one meanwhile).
+async fn find_keys(
+    tx: &Transaction<'_>,
+    plans: &[ChannelPlan<'_>],
+    rows: &[Row],
+    requests: &[Requested<'_>],
+) -> Result<Vec<HashMap<String, SharedMessage>>, StoreError> {
+    if !plans.iter().any(|p| p.keyed) {
+        return Ok(plans.iter().map(|_| HashMap::new()).collect());
+    }
+    let find = tx.prepare_cached(FIND_KEYS).await.map_err(pg_error)?;
+    let found = try_join_all(plans.iter().zip(rows).map(|(plan, row)| {
+        let keys: Vec<&str> = plan
+            .positions
+            .iter()
+            .filter_map(|&(r, m)| requests[r].messages[m].id.as_deref())
+            .collect();
+        let find = &find;
+        async move {
+            if keys.is_empty() {
+                return Ok(Vec::new());
+            }
+            tx.query(find, &[&row.id, &keys]).await
+        }
+    }))
+    .await
+    .map_err(pg_error)?;
+    let mut stored = Vec::with_capacity(plans.len());
+    for ((plan, row), found) in plans.iter().zip(rows).zip(found) {
+        let mut keys = HashMap::new();
+        for r in found {
+            let key: String = r.try_get(0).map_err(pg_error)?;
+            let data: Vec<u8> = r.try_get(3).map_err(pg_error)?;
+            let message = StoredMessage::new(
+                plan.name.clone(),
+                row.epoch.clone(),
+                seq_from_db(r.try_get(1).map_err(pg_error)?)?,
+                Some(key.clone()),
+                r.try_get(2).map_err(pg_error)?,
+                Bytes::from(data),
+            );
+            keys.insert(key, Arc::new(message));
+        }
+        stored.push(keys);
+    }
+    Ok(stored)
+}
+
+/// If a channel holding `first_seq..=last_seq` holds too many messages, the seq that should
+/// become its first retained one: a trim runs past `max_messages` plus
+/// `max(max_messages / 8, 16)` and keeps exactly `max_messages` (a limit of 0 keeps 1).
+fn count_trim_target(first_seq: u64, last_seq: u64, retention: Retention) -> Option<u64> {
+    let max = retention.max_messages.max(1);
+    let slack = (max / 8).max(MIN_TRIM_SLACK);
+    let retained = (last_seq + 1).saturating_sub(first_seq);
+    (retained > max.saturating_add(slack)).then(|| last_seq - max + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn count_trims_in_chunks_and_keeps_the_limit() {
+        let keep = |max_messages| Retention {
+            max_messages,
+            max_age_ms: 0,
+        };
+        assert_eq!(count_trim_target(1, 26, keep(10)), None);
+        assert_eq!(count_trim_target(1, 27, keep(10)), Some(18));
+        assert_eq!(count_trim_target(1, 18, keep(0)), Some(18));
+        assert_eq!(count_trim_target(5, 4, keep(1)), None, "nothing retained");
+    }
+}
