@@ -17,7 +17,6 @@ mod append;
 mod connect;
 mod credentials;
 mod devices;
-mod jobs;
 mod read;
 mod schema;
 mod tenancy;

@@ -1,0 +1,1 @@
+//! PostgreSQL's own behaviour (placeholder).
