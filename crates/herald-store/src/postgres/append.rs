@@ -195,9 +195,9 @@ pub(crate) async fn store(
         }
         if let Some(first) = trim_to {
             let (trim, first) = (trim.clone(), seq_to_db(first));
-            writes.push(Box::pin(
-                async move { tx.execute(&trim, &[&row.id, &first]).await },
-            ));
+            writes.push(Box::pin(async move {
+                tx.execute(&trim, &[&row.id, &first]).await
+            }));
         }
     }
     try_join_all(writes).await.map_err(pg_error)?;

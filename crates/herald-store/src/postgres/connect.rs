@@ -154,8 +154,12 @@ pub(crate) fn pool(connection: &Connection, size: usize) -> Result<Pool, StoreEr
 pub(crate) async fn connect_once(
     connection: &Connection,
 ) -> Result<tokio_postgres::Client, StoreError> {
-    let unreachable =
-        |e| StoreError::backend(format!("cannot connect to PostgreSQL at {}", connection.target), e);
+    let unreachable = |e| {
+        StoreError::backend(
+            format!("cannot connect to PostgreSQL at {}", connection.target),
+            e,
+        )
+    };
     match &connection.tls {
         Some(tls) => {
             let make = tokio_postgres_rustls::MakeRustlsConnect::new(tls.clone());

@@ -138,7 +138,10 @@ impl PostgresStore {
 
     /// A pooled connection.
     pub(crate) async fn client(&self) -> Result<Object, StoreError> {
-        self.pool.get().await.map_err(|e| pool_error(&self.target, e))
+        self.pool
+            .get()
+            .await
+            .map_err(|e| pool_error(&self.target, e))
     }
 
     /// Sends a request to the writer task and waits for its answer.

@@ -5,11 +5,11 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use deadpool_postgres::GenericClient;
 use deadpool_postgres::Object;
 use herald_core::log::{ChannelState, LogSlice, ReadFrom, StoreError};
 use herald_core::message::{Epoch, StoredMessage};
 use herald_core::name::ChannelName;
-use deadpool_postgres::GenericClient;
 use tokio_postgres::IsolationLevel;
 
 use super::{pg_error, sql_limit};

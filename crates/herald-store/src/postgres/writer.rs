@@ -80,8 +80,7 @@ impl Writer {
             };
             match first {
                 Request::Append(append) => {
-                    self.commit_batch(append, &mut requests, &mut pending)
-                        .await
+                    self.commit_batch(append, &mut requests, &mut pending).await
                 }
                 Request::TrimExpired { now_ms, reply } => {
                     let _ = reply.send(self.sweep(now_ms).await);

@@ -60,7 +60,10 @@ pub(super) async fn upsert(
         set_active,
     } in devices
     {
-        let before = tx.query_opt(&find, &[&app, &d.id]).await.map_err(pg_error)?;
+        let before = tx
+            .query_opt(&find, &[&app, &d.id])
+            .await
+            .map_err(pg_error)?;
         let before: Option<(i64, String)> = match before {
             Some(row) => Some((
                 row.try_get(0).map_err(pg_error)?,
@@ -142,7 +145,14 @@ pub(super) async fn deactivate_gone(
             "UPDATE devices SET active = FALSE, inactive_reason = $5, updated = $6
              WHERE app = $1 AND id = $2 AND token = $3 AND active
                AND ($4::bigint IS NULL OR token_updated IS NULL OR token_updated <= $4)",
-            &[&app.as_str(), &id, &token, &since_ms, &reason, &now_millis()],
+            &[
+                &app.as_str(),
+                &id,
+                &token,
+                &since_ms,
+                &reason,
+                &now_millis(),
+            ],
         )
         .await
         .map_err(pg_error)?;

@@ -85,7 +85,11 @@ async fn unknown_channel_is_empty(b: Backend) {
     assert!(slice.messages.is_empty());
     assert_eq!(slice.state, ChannelState::empty(nobody.clone()));
     assert_eq!(log.state(&nobody).await.unwrap().last_seq, 0);
-    assert!(log.append(&nobody, vec![], keep(10)).await.unwrap().is_empty());
+    assert!(log
+        .append(&nobody, vec![], keep(10))
+        .await
+        .unwrap()
+        .is_empty());
     assert!(log.list(None, 10).await.unwrap().is_empty());
     log.close().await;
 }
@@ -112,11 +116,7 @@ async fn seqs_and_epoch_survive_a_reopen_and_are_not_reused_after_a_trim(b: Back
         .await
         .unwrap();
     assert_eq!((out[0].message.seq, &out[0].message.epoch), (3, &epoch));
-    let slice = b
-        .store()
-        .read(&chat, ReadFrom::After(0), 10)
-        .await
-        .unwrap();
+    let slice = b.store().read(&chat, ReadFrom::After(0), 10).await.unwrap();
     assert_eq!(seqs(&slice.messages), [3]);
     assert_eq!((slice.state.first_seq, slice.state.epoch), (3, epoch));
     b.store().close().await;
@@ -142,7 +142,10 @@ async fn idempotency_within_and_across_requests_and_reopen(b: Backend) {
         .await
         .unwrap();
     assert!(again[0].duplicate);
-    assert_eq!((again[0].message.seq, &again[0].message.data[..]), (3, &b"y"[..]));
+    assert_eq!(
+        (again[0].message.seq, &again[0].message.data[..]),
+        (3, &b"y"[..])
+    );
     assert_eq!((again[1].message.seq, again[1].duplicate), (4, false));
     let elsewhere = b
         .store()
@@ -157,7 +160,10 @@ async fn idempotency_within_and_across_requests_and_reopen(b: Backend) {
         .await
         .unwrap();
     assert!(out[0].duplicate);
-    assert_eq!((out[0].message.seq, &out[0].message.data[..]), (4, &b"w"[..]));
+    assert_eq!(
+        (out[0].message.seq, &out[0].message.data[..]),
+        (4, &b"w"[..])
+    );
     assert_eq!((out[1].message.seq, out[1].duplicate), (5, false));
     assert_eq!(*b.sink.seen.lock(), [("orders".to_string(), 5)]);
     b.store().close().await;
@@ -194,7 +200,11 @@ async fn tail_reads_and_count_retention(b: Backend) {
     let tail = log.read(&ticks, ReadFrom::Tail(3), 100).await.unwrap();
     assert_eq!(seqs(&tail.messages), [8, 9, 10]);
     let capped = log.read(&ticks, ReadFrom::Tail(5), 2).await.unwrap();
-    assert_eq!(seqs(&capped.messages), [9, 10], "the newest, capped by limit");
+    assert_eq!(
+        seqs(&capped.messages),
+        [9, 10],
+        "the newest, capped by limit"
+    );
     let all = log.read(&ticks, ReadFrom::Tail(50), 100).await.unwrap();
     assert_eq!(all.messages.len(), 10);
     // Keep 10: a trim runs past 10 + 16 retained and keeps exactly 10.
@@ -204,7 +214,11 @@ async fn tail_reads_and_count_retention(b: Backend) {
             .await
             .unwrap();
     }
-    assert_eq!(log.state(&c).await.unwrap().first_seq, 1, "within the slack");
+    assert_eq!(
+        log.state(&c).await.unwrap().first_seq,
+        1,
+        "within the slack"
+    );
     log.append(&c, vec![msg("27")], keep(10)).await.unwrap();
     let slice = log.read(&c, ReadFrom::After(0), 100).await.unwrap();
     assert_eq!((slice.state.first_seq, slice.state.last_seq), (18, 27));
@@ -223,13 +237,19 @@ async fn age_retention_removes_old_messages_oldest_first(b: Backend) {
         .append(&aged, vec![msg("1"), msg("2")], hour)
         .await
         .unwrap();
-    log.append(&forever, vec![msg("x")], keep(100)).await.unwrap();
+    log.append(&forever, vec![msg("x")], keep(100))
+        .await
+        .unwrap();
     let stored_at = out[0].message.time;
     assert_eq!(b.trim_expired_at(stored_at + 1000).await, 0, "young");
     assert_eq!(b.trim_expired_at(stored_at + 3_600_001).await, 2);
     let state = log.state(&aged).await.unwrap();
     assert_eq!((state.first_seq, state.last_seq), (3, 2));
-    assert_eq!(log.state(&forever).await.unwrap().first_seq, 1, "no age limit");
+    assert_eq!(
+        log.state(&forever).await.unwrap().first_seq,
+        1,
+        "no age limit"
+    );
     let next = log.append(&aged, vec![msg("3")], hour).await.unwrap();
     assert_eq!(next[0].message.seq, 3);
     log.close().await;
@@ -247,7 +267,11 @@ async fn concurrent_appends_get_contiguous_seqs_in_sink_order(b: Backend) {
                 for j in 0..5 {
                     let two = vec![msg(&format!("{i}-{j}a")), msg(&format!("{i}-{j}b"))];
                     let out = b.store().append(&c, two, keep(10_000)).await.unwrap();
-                    assert_eq!(out[1].message.seq, out[0].message.seq + 1, "request is contiguous");
+                    assert_eq!(
+                        out[1].message.seq,
+                        out[0].message.seq + 1,
+                        "request is contiguous"
+                    );
                     seqs.extend(out.iter().map(|a| a.message.seq));
                 }
                 seqs

@@ -31,7 +31,7 @@ impl<T: ChannelLog + Tenancy + DeviceRegistry + CredentialStore> Store for T {}
 /// Where a backend keeps its data, kept alive for the test.
 enum Place {
     Sqlite(tempfile::TempDir),
-    Postgres { server: Postgres, url: String },
+    Postgres { _server: Postgres, url: String },
 }
 
 /// The open store.
@@ -62,7 +62,11 @@ impl Backend {
             .unwrap()
             .expect("start PostgreSQL (scripts/install-services.sh installs it)");
         let url = server.create_database("herald").unwrap();
-        Backend::open(Place::Postgres { server, url }).await
+        Backend::open(Place::Postgres {
+            _server: server,
+            url,
+        })
+        .await
     }
 
     async fn open(place: Place) -> Backend {

@@ -63,7 +63,13 @@ async fn apps_keys_limits_and_usage(b: Backend) {
     assert!(s.create_app(&shop).await.unwrap());
     assert!(!s.create_app(&shop).await.unwrap(), "the id is taken");
     assert!(s.create_app(&app("blog")).await.unwrap());
-    let ids: Vec<String> = s.apps().await.unwrap().iter().map(|a| a.id.to_string()).collect();
+    let ids: Vec<String> = s
+        .apps()
+        .await
+        .unwrap()
+        .iter()
+        .map(|a| a.id.to_string())
+        .collect();
     assert_eq!(ids, ["blog", "default", "shop"]);
     assert_eq!(s.app(&shop.id).await.unwrap(), Some(shop.clone()));
     let limits = AppLimits {
@@ -110,7 +116,10 @@ async fn apps_keys_limits_and_usage(b: Backend) {
     assert_eq!(s.app(&shop.id).await.unwrap(), None);
     assert!(s.keys().await.unwrap().is_empty(), "keys go with the app");
     assert_eq!(s.usage(&shop.id).await.unwrap(), Usage::default());
-    assert!(!s.create_app(&shop).await.unwrap(), "a deleted app's id stays reserved");
+    assert!(
+        !s.create_app(&shop).await.unwrap(),
+        "a deleted app's id stays reserved"
+    );
     s.close().await;
 }
 
@@ -135,7 +144,11 @@ async fn devices_tags_users_and_audiences(b: Backend) {
     assert!(written.iter().all(|(_, created)| *created));
     assert_eq!(s.device_count(&a).await.unwrap(), 6);
     let again = s
-        .upsert_devices(&a, vec![live("d", &["news", "uk"], true, None)], InboxCursor::default())
+        .upsert_devices(
+            &a,
+            vec![live("d", &["news", "uk"], true, None)],
+            InboxCursor::default(),
+        )
         .await
         .unwrap();
     assert!(!again[0].1, "updated, not created");
@@ -173,7 +186,11 @@ async fn devices_tags_users_and_audiences(b: Backend) {
         ..DeviceQuery::default()
     };
     assert_eq!(list(by_user).await, ["a", "c", "e"]);
-    assert_eq!(s.user_devices(&a, "ann").await.unwrap(), ["a", "c"], "active only");
+    assert_eq!(
+        s.user_devices(&a, "ann").await.unwrap(),
+        ["a", "c"],
+        "active only"
+    );
 
     let count = |audience: Audience| async move { s.count_audience(a, &audience).await.unwrap() };
     assert_eq!(count(Audience::All).await, 4);
@@ -206,11 +223,23 @@ async fn a_gone_token_deactivates_unless_registered_since(b: Backend) {
     let registered = stored[0].0.updated;
     let reason = "apns: Unregistered";
     let before = Some(registered - 1);
-    assert!(!s.deactivate_gone(&a, "phone", &old, before, reason).await.unwrap());
-    assert!(!s.deactivate_gone(&a, "phone", &new, None, reason).await.unwrap());
-    assert!(!s.deactivate_gone(&a, "nobody", &old, None, reason).await.unwrap());
+    assert!(!s
+        .deactivate_gone(&a, "phone", &old, before, reason)
+        .await
+        .unwrap());
+    assert!(!s
+        .deactivate_gone(&a, "phone", &new, None, reason)
+        .await
+        .unwrap());
+    assert!(!s
+        .deactivate_gone(&a, "nobody", &old, None, reason)
+        .await
+        .unwrap());
     let after = Some(registered + 1);
-    assert!(s.deactivate_gone(&a, "phone", &old, after, reason).await.unwrap());
+    assert!(s
+        .deactivate_gone(&a, "phone", &old, after, reason)
+        .await
+        .unwrap());
     let (device, _) = s.device(&a, "phone").await.unwrap().unwrap();
     assert!(!device.active);
     assert_eq!(device.inactive_reason.as_deref(), Some(reason));
@@ -224,7 +253,10 @@ async fn a_gone_token_deactivates_unless_registered_since(b: Backend) {
         .upsert_devices(&a, vec![apns("phone", &new)], InboxCursor::default())
         .await
         .unwrap();
-    assert_eq!(renewed[0].0.inactive_reason, None, "a new token clears the reason");
+    assert_eq!(
+        renewed[0].0.inactive_reason, None,
+        "a new token clears the reason"
+    );
     let mut write = apns("phone", &new);
     write.set_active = true;
     let active = s
@@ -255,7 +287,10 @@ async fn acks_move_the_cursor_once_and_count_on_receipts(b: Backend) {
     };
     s.record_push(&a, &receipt, Some(&[1, 2, 3])).await.unwrap();
     s.record_push(&a, &receipt, Some(&[9])).await.unwrap();
-    assert_eq!(s.delivery_record(&a, "push-1").await.unwrap(), Some(vec![1, 2, 3]));
+    assert_eq!(
+        s.delivery_record(&a, "push-1").await.unwrap(),
+        Some(vec![1, 2, 3])
+    );
     assert_eq!(s.delivery_record(&a, "none").await.unwrap(), None);
     s.set_targeted(&a, "push-1", 5).await.unwrap();
     let (_, from) = s.device(&a, "d").await.unwrap().unwrap();
@@ -270,11 +305,17 @@ async fn acks_move_the_cursor_once_and_count_on_receipts(b: Backend) {
         pushes: vec!["push-1".into()],
     };
     assert!(s.ack(&a, "d", &ack).await.unwrap());
-    assert!(!s.ack(&a, "d", &ack).await.unwrap(), "the cursor moved already");
+    assert!(
+        !s.ack(&a, "d", &ack).await.unwrap(),
+        "the cursor moved already"
+    );
     let (_, now) = s.device(&a, "d").await.unwrap().unwrap();
     assert_eq!(now.encode(), to.encode());
     let r = s.receipt(&a, "push-1").await.unwrap().unwrap();
-    assert_eq!((r.created, r.expires, r.targeted, r.delivered), (10, 20, Some(5), 1));
+    assert_eq!(
+        (r.created, r.expires, r.targeted, r.delivered),
+        (10, 20, Some(5), 1)
+    );
     assert_eq!(r.delivery.as_deref(), Some("auto"));
     assert!(s.receipt(&a, "none").await.unwrap().is_none());
     s.close().await;
@@ -283,9 +324,13 @@ async fn acks_move_the_cursor_once_and_count_on_receipts(b: Backend) {
 async fn a_deleted_device_starts_after_its_tombstone(b: Backend) {
     let s = b.store();
     let a = AppId::default_app();
-    s.upsert_devices(&a, vec![live("d", &["t"], true, None)], InboxCursor::default())
-        .await
-        .unwrap();
+    s.upsert_devices(
+        &a,
+        vec![live("d", &["t"], true, None)],
+        InboxCursor::default(),
+    )
+    .await
+    .unwrap();
     let head = Cursor {
         epoch: Epoch::new("ep0ep0ep"),
         seq: 9,
@@ -325,14 +370,23 @@ async fn credentials_round_trip_and_go_with_their_app(b: Backend) {
     s.put_credentials(&shop.id, apns.clone()).await.unwrap();
     s.put_credentials(&shop.id, vapid.clone()).await.unwrap();
     s.put_credentials(&blog.id, apns.clone()).await.unwrap();
-    assert_eq!(s.credentials(&shop.id, Platform::Apns).await.unwrap(), Some(apns.clone()));
+    assert_eq!(
+        s.credentials(&shop.id, Platform::Apns).await.unwrap(),
+        Some(apns.clone())
+    );
     assert_eq!(s.credentials(&shop.id, Platform::Fcm).await.unwrap(), None);
     let newer = creds(Platform::Apns, b"rotated", "{}", 12);
     s.put_credentials(&shop.id, newer.clone()).await.unwrap();
     let all = s.all_credentials(&shop.id).await.unwrap();
     assert_eq!(all, [newer, vapid]);
-    assert!(s.delete_credentials(&shop.id, Platform::Webpush).await.unwrap());
-    assert!(!s.delete_credentials(&shop.id, Platform::Webpush).await.unwrap());
+    assert!(s
+        .delete_credentials(&shop.id, Platform::Webpush)
+        .await
+        .unwrap());
+    assert!(!s
+        .delete_credentials(&shop.id, Platform::Webpush)
+        .await
+        .unwrap());
     s.delete_app(&shop.id).await.unwrap();
     assert!(s.all_credentials(&shop.id).await.unwrap().is_empty());
     assert_eq!(s.all_credentials(&blog.id).await.unwrap(), [apns]);
