@@ -17,6 +17,7 @@ mod append;
 mod connect;
 mod credentials;
 mod devices;
+mod jobs;
 mod read;
 mod schema;
 mod tenancy;

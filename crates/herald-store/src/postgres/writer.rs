@@ -5,8 +5,9 @@
 //!
 //! Between batches it sweeps expired messages about every 30 s: the channels whose oldest
 //! retained message is past their age limit, each in a short transaction of its own that locks
-//! the channel's row, so appends from other nodes wait for one channel at a time. It exits when
-//! every sender is gone, after finishing what was queued.
+//! the channel's row, so appends from other nodes wait for one channel at a time; then it
+//! deletes a chunk of finished provider jobs of long-expired pushes. It exits when every sender
+//! is gone, after finishing what was queued.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use herald_core::name::ChannelName;
 use tokio::sync::{mpsc, oneshot};
 
 use super::append::{self, Committed, Requested};
+use super::jobs::{prune_expired_chunk, DONE_JOBS_KEPT_AFTER_EXPIRY_MS, PRUNE_CHUNK};
 use super::{pg_error, PostgresOptions, SeqAllocation, AGE_TRIM_INTERVAL};
 use crate::{seq_from_db, seq_to_db};
 
@@ -177,7 +179,27 @@ impl Writer {
             Ok(deleted) => tracing::debug!(deleted, "expired messages removed"),
             Err(err) => tracing::error!(error = %err.chain(), "expired-message sweep failed"),
         }
+        self.prune_jobs(now_ms).await;
         result
+    }
+
+    /// Deletes a chunk of finished send jobs of pushes that expired more than a day before
+    /// `now_ms`; a failure is logged and left for the next sweep.
+    async fn prune_jobs(&self, now_ms: i64) {
+        let result = async {
+            let client =
+                self.pool.get().await.map_err(|e| {
+                    StoreError::backend("no PostgreSQL connection for the sweep", e)
+                })?;
+            let before = now_ms.saturating_sub(DONE_JOBS_KEPT_AFTER_EXPIRY_MS);
+            prune_expired_chunk(&client, before, Some(PRUNE_CHUNK)).await
+        }
+        .await;
+        match result {
+            Ok(0) => {}
+            Ok(pruned) => tracing::debug!(pruned, "finished jobs of expired pushes removed"),
+            Err(err) => tracing::error!(error = %err.chain(), "finished-job prune failed"),
+        }
     }
 
     async fn sweep_channels(&self, now_ms: i64) -> Result<usize, StoreError> {

@@ -1,14 +1,15 @@
 //! The same behaviour tests, run once against SQLite and once against PostgreSQL, so the two
 //! stores cannot drift: each test body takes a [`Backend`] and uses only the traits
-//! (`ChannelLog`, `Tenancy`, `DeviceRegistry`, `CredentialStore`); [`on_both!`] makes one
+//! (`ChannelLog`, `Tenancy`, `DeviceRegistry`, `CredentialStore`, `JobQueue`); [`on_both!`] makes one
 //! `#[tokio::test]` per backend (`backends::<body>::sqlite` and `::postgres`). Every
 //! PostgreSQL test starts its own server (`herald_testkit::Postgres`) with its own database, so
 //! tests run in parallel threads without sharing anything.
 //!
-//! Bodies: the channel log here, the registries in [`registry`]; PostgreSQL's own behaviour
+//! Bodies: the channel log in [`log`], the registries in [`registry`], the job queue in [`jobs`]; PostgreSQL's own behaviour
 //! (two nodes on one database, the server killed mid-traffic, schema versions) in [`cluster`].
 
 mod cluster;
+mod jobs;
 mod log;
 mod registry;
 
@@ -17,6 +18,7 @@ use std::sync::Arc;
 use herald_core::log::ChannelLog;
 use herald_core::tenancy::Tenancy;
 use herald_push::credentials::CredentialStore;
+use herald_push::jobs::JobQueue;
 use herald_push::registry::DeviceRegistry;
 use herald_store::{PostgresOptions, PostgresStore, SqliteLog, SqliteOptions};
 use herald_testkit::Postgres;
@@ -24,9 +26,9 @@ use herald_testkit::Postgres;
 use super::RecordingSink;
 
 /// Everything a store implements, as one trait object.
-pub trait Store: ChannelLog + Tenancy + DeviceRegistry + CredentialStore {}
+pub trait Store: ChannelLog + Tenancy + DeviceRegistry + CredentialStore + JobQueue {}
 
-impl<T: ChannelLog + Tenancy + DeviceRegistry + CredentialStore> Store for T {}
+impl<T: ChannelLog + Tenancy + DeviceRegistry + CredentialStore + JobQueue> Store for T {}
 
 /// Where a backend keeps its data, kept alive for the test.
 enum Place {
