@@ -1,6 +1,7 @@
 //! How fast appends commit on the PostgreSQL store with each way of keeping seqs gapless
-//! ([`SeqAllocation`]): 1 and 64 concurrent publishers, on one channel and on 64 channels, each
-//! publisher appending one message at a time for a few seconds against a PostgreSQL server of
+//! ([`SeqAllocation`]): 1 and 64 concurrent publishers, on one channel and on 64 channels (each
+//! publisher going round them), each publisher appending one message at a time for a few
+//! seconds against a PostgreSQL server of
 //! its own (`herald_testkit::Postgres`, started here). A raw loop measured in the same run
 //! (one `INSERT` per transaction on one connection, and the same from 64 connections) gives
 //! the figures a scale. Run by hand:
@@ -83,15 +84,21 @@ async fn appends(
     let tasks: Vec<_> = (0..publishers)
         .map(|p| {
             let (store, count, stop) = (store.clone(), count.clone(), stop.clone());
-            let channel = ChannelName::parse(&format!("bench/{}", p % channels)).unwrap();
+            let names: Vec<ChannelName> = (0..channels)
+                .map(|c| ChannelName::parse(&format!("bench/{c}")).unwrap())
+                .collect();
             tokio::spawn(async move {
+                // Each publisher goes round the channels, starting at its own.
+                let mut next = p;
                 while !stop.load(Ordering::Relaxed) {
+                    let channel = &names[next % names.len()];
+                    next += 1;
                     let message = NewMessage {
                         id: None,
                         data: Bytes::from_static(b"{\"price\":1.2345}"),
                     };
                     store
-                        .append(&channel, vec![message], retention)
+                        .append(channel, vec![message], retention)
                         .await
                         .expect("append");
                     count.fetch_add(1, Ordering::Relaxed);

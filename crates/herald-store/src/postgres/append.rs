@@ -10,15 +10,16 @@
 //! two batches that share channels never deadlock.
 //!
 //! With [`SeqAllocation::ChannelRow`] (the default) the lock and the reservation are one
-//! statement: `INSERT .. ON CONFLICT (name) DO UPDATE SET last_seq = last_seq + n RETURNING`
-//! creates the row of a new channel, locks it, adds the batch's message count and answers where
-//! the batch starts. Channels with idempotency keys reserve nothing in that statement (n = 0),
-//! look their keys up once the row is locked, and write `last_seq` after. With
-//! [`SeqAllocation::AdvisoryLock`] an advisory lock per channel comes first, then the row is
-//! read, then written back. Statements for the batch's channels are pipelined on the one
-//! connection (sent without waiting for each answer), so a batch costs the same round trips
-//! whether it touches one channel or many: two plus the commit for the default, three for the
-//! advisory lock. docs/benchmarks.md ("PostgreSQL store") has the measured rates.
+//! statement for the whole batch: `INSERT .. SELECT .. FROM unnest(..) ORDER BY name ON
+//! CONFLICT (name) DO UPDATE SET last_seq = last_seq + n RETURNING` creates the rows of new
+//! channels, locks every row, adds each channel's message count and answers where each
+//! channel's messages start. Channels with idempotency keys reserve nothing in that statement
+//! (n = 0), look their keys up once the row is locked, and write `last_seq` after. Then one
+//! `INSERT .. SELECT .. FROM unnest(..)` stores every channel's messages: a batch costs two
+//! statements and the commit whether it touches one channel or many. With
+//! [`SeqAllocation::AdvisoryLock`] an advisory lock per channel comes first, then each row is
+//! read, then written back (statements for several channels pipelined on the one connection).
+//! docs/benchmarks.md ("PostgreSQL store") has the measured rates.
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -50,12 +51,17 @@ pub(crate) struct Committed {
     pub new_messages: Vec<SharedMessage>,
 }
 
-/// Creates a channel's row or locks it, adding `$3` to its `last_seq`.
+/// Creates the rows of new channels and locks the others, in name order, adding each one's
+/// count to its `last_seq`.
 const RESERVE: &str = "INSERT INTO channels (name, epoch, last_seq, first_seq, max_messages, \
-     max_age_ms) VALUES ($1, $2, $3, 1, $4, $5) \
+     max_age_ms) \
+     SELECT n, e, c, 1, mm, ma \
+     FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[]) \
+         AS r(n, e, c, mm, ma) \
+     ORDER BY n \
      ON CONFLICT (name) DO UPDATE SET last_seq = channels.last_seq + excluded.last_seq, \
          max_messages = excluded.max_messages, max_age_ms = excluded.max_age_ms \
-     RETURNING id, epoch, last_seq, first_seq";
+     RETURNING name, id, epoch, last_seq, first_seq";
 const ADVISORY_LOCK: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))";
 const READ_ROW: &str = "SELECT id, epoch, last_seq, first_seq FROM channels WHERE name = $1";
 const INSERT_ROW: &str = "INSERT INTO channels (name, epoch, last_seq, first_seq, max_messages, \
@@ -63,7 +69,8 @@ const INSERT_ROW: &str = "INSERT INTO channels (name, epoch, last_seq, first_seq
 const FIND_KEYS: &str = "SELECT client_id, seq, time, data FROM messages \
      WHERE channel_id = $1 AND client_id = ANY($2)";
 const INSERT_MESSAGES: &str = "INSERT INTO messages (channel_id, seq, client_id, time, data) \
-     SELECT $1, s, c, $4, d FROM unnest($2::bigint[], $3::text[], $5::bytea[]) AS m(s, c, d)";
+     SELECT c, s, k, $4, d \
+     FROM unnest($1::bigint[], $2::bigint[], $3::text[], $5::bytea[]) AS m(c, s, k, d)";
 const WRITE_ROW: &str = "UPDATE channels SET last_seq = $2, first_seq = GREATEST(first_seq, $3), \
      max_messages = $4, max_age_ms = $5 WHERE id = $1";
 const TRIM: &str = "DELETE FROM messages WHERE channel_id = $1 AND seq < $2";
@@ -125,6 +132,7 @@ pub(crate) async fn store(
         .map(|r| vec![None; r.messages.len()])
         .collect();
     let mut new_messages = Vec::new();
+    let mut channel_ids = Vec::new();
     let mut writes: Vec<Pending<'_>> = Vec::new();
     let insert = tx.prepare_cached(INSERT_MESSAGES).await.map_err(pg_error)?;
     let write_row = tx.prepare_cached(WRITE_ROW).await.map_err(pg_error)?;
@@ -159,21 +167,11 @@ pub(crate) async fn store(
                 duplicate: false,
             });
         }
-        new_messages.extend(added.iter().cloned());
+        channel_ids.resize(channel_ids.len() + added.len(), row.id);
+        new_messages.extend(added);
         let last_seq = next;
         let trim_to = count_trim_target(row.first_seq, last_seq, plan.retention);
         let first_seq = trim_to.unwrap_or(row.first_seq);
-        if !added.is_empty() {
-            let insert = insert.clone();
-            writes.push(Box::pin(async move {
-                let seqs: Vec<i64> = added.iter().map(|m| seq_to_db(m.seq)).collect();
-                let keys: Vec<Option<&str>> =
-                    added.iter().map(|m| m.client_id.as_deref()).collect();
-                let data: Vec<&[u8]> = added.iter().map(|m| &m.data[..]).collect();
-                tx.execute(&insert, &[&row.id, &seqs, &keys, &now_ms, &data])
-                    .await
-            }));
-        }
         // The default path already wrote `last_seq` when it reserved the seqs, unless the
         // channel's keys decided how many it needed.
         let row_written = allocation == SeqAllocation::ChannelRow && !plan.keyed;
@@ -200,6 +198,17 @@ pub(crate) async fn store(
             }));
         }
     }
+    if !new_messages.is_empty() {
+        let added = &new_messages;
+        let channel_ids = &channel_ids;
+        writes.push(Box::pin(async move {
+            let seqs: Vec<i64> = added.iter().map(|m| seq_to_db(m.seq)).collect();
+            let keys: Vec<Option<&str>> = added.iter().map(|m| m.client_id.as_deref()).collect();
+            let data: Vec<&[u8]> = added.iter().map(|m| &m.data[..]).collect();
+            tx.execute(&insert, &[channel_ids, &seqs, &keys, &now_ms, &data])
+                .await
+        }));
+    }
     try_join_all(writes).await.map_err(pg_error)?;
     let results = results
         .into_iter()
@@ -222,34 +231,40 @@ async fn lock_rows(
     match allocation {
         SeqAllocation::ChannelRow => {
             let reserve = tx.prepare_cached(RESERVE).await.map_err(pg_error)?;
-            let epoch = Epoch::generate();
-            let rows = try_join_all(plans.iter().map(|plan| {
-                let n = if plan.keyed {
-                    0
-                } else {
-                    plan.positions.len() as i64
-                };
-                let (max_messages, max_age) = (
-                    seq_to_db(plan.retention.max_messages),
-                    seq_to_db(plan.retention.max_age_ms),
-                );
-                let (reserve, epoch) = (&reserve, epoch.as_str());
-                async move {
-                    let row = tx
-                        .query_one(
-                            reserve,
-                            &[&plan.name.as_str(), &epoch, &n, &max_messages, &max_age],
-                        )
-                        .await?;
-                    Ok::<_, tokio_postgres::Error>((row, n))
-                }
-            }))
-            .await
-            .map_err(pg_error)?;
-            rows.into_iter()
-                .map(|(row, n)| {
-                    let mut row = row_of(&row)?;
-                    row.base = row.base.saturating_sub(n as u64);
+            let names: Vec<&str> = plans.iter().map(|p| p.name.as_str()).collect();
+            let epochs: Vec<String> = plans
+                .iter()
+                .map(|_| Epoch::generate().as_str().to_owned())
+                .collect();
+            let counts: Vec<i64> = plans.iter().map(reserved).collect();
+            let max_messages: Vec<i64> = plans
+                .iter()
+                .map(|p| seq_to_db(p.retention.max_messages))
+                .collect();
+            let max_ages: Vec<i64> = plans
+                .iter()
+                .map(|p| seq_to_db(p.retention.max_age_ms))
+                .collect();
+            let returned = tx
+                .query(
+                    &reserve,
+                    &[&names, &epochs, &counts, &max_messages, &max_ages],
+                )
+                .await
+                .map_err(pg_error)?;
+            let mut by_name = HashMap::with_capacity(returned.len());
+            for row in &returned {
+                let name: &str = row.try_get(0).map_err(pg_error)?;
+                by_name.insert(name, row);
+            }
+            plans
+                .iter()
+                .map(|plan| {
+                    let row = by_name
+                        .get(plan.name.as_str())
+                        .ok_or_else(|| StoreError::failed("a channel's row was not reserved"))?;
+                    let mut row = row_of(row, 1)?;
+                    row.base = row.base.saturating_sub(reserved(plan) as u64);
                     Ok(row)
                 })
                 .collect()
@@ -288,21 +303,31 @@ async fn lock_rows(
                         .map_err(pg_error)?
                     }
                 };
-                rows.push(row_of(&row)?);
+                rows.push(row_of(&row, 0)?);
             }
             Ok(rows)
         }
     }
 }
 
-/// A `channels` row (id, epoch, last_seq, first_seq).
-fn row_of(row: &tokio_postgres::Row) -> Result<Row, StoreError> {
-    let epoch: String = row.try_get(1).map_err(pg_error)?;
+/// How many seqs the default path reserves for a channel up front: its message count, or none
+/// when idempotency keys decide it once the row is locked.
+fn reserved(plan: &ChannelPlan<'_>) -> i64 {
+    if plan.keyed {
+        0
+    } else {
+        plan.positions.len() as i64
+    }
+}
+
+/// A `channels` row's id, epoch, last_seq and first_seq, from column `at`.
+fn row_of(row: &tokio_postgres::Row, at: usize) -> Result<Row, StoreError> {
+    let epoch: String = row.try_get(at + 1).map_err(pg_error)?;
     Ok(Row {
-        id: row.try_get(0).map_err(pg_error)?,
+        id: row.try_get(at).map_err(pg_error)?,
         epoch: Epoch::new(&epoch),
-        base: seq_from_db(row.try_get(2).map_err(pg_error)?)?,
-        first_seq: seq_from_db(row.try_get(3).map_err(pg_error)?)?,
+        base: seq_from_db(row.try_get(at + 2).map_err(pg_error)?)?,
+        first_seq: seq_from_db(row.try_get(at + 3).map_err(pg_error)?)?,
     })
 }
 
