@@ -1,8 +1,8 @@
-//! How fast appends commit on the PostgreSQL store with each way of keeping seqs gapless
-//! ([`SeqAllocation`]): 1 and 64 concurrent publishers, on one channel and on 64 channels (each
-//! publisher going round them), each publisher appending one message at a time for a few
+//! How fast appends commit on the PostgreSQL store: 1 and 64 concurrent publishers, on one
+//! channel and on 64 channels (each publisher going round them), each publisher appending one message at a time for a few
 //! seconds against a PostgreSQL server of
-//! its own (`herald_testkit::Postgres`, started here). A raw loop measured in the same run
+//! its own (`herald_testkit::Postgres`, started here). docs/benchmarks.md ("PostgreSQL store")
+//! has the figures, and those of the ways of keeping seqs gapless that were tried and dropped. A raw loop measured in the same run
 //! (one `INSERT` per transaction on one connection, and the same from 64 connections) gives
 //! the figures a scale. Run by hand:
 //!
@@ -18,7 +18,7 @@ use bytes::Bytes;
 use herald_core::log::{ChannelLog, CommitSink, Retention};
 use herald_core::message::{NewMessage, SharedMessage};
 use herald_core::name::ChannelName;
-use herald_store::{PostgresOptions, PostgresStore, SeqAllocation};
+use herald_store::{PostgresOptions, PostgresStore};
 use herald_testkit::Postgres;
 
 struct NoSink;
@@ -44,32 +44,20 @@ async fn main() {
         let rate = raw_inserts(&fresh(), publishers, run).await;
         println!("raw INSERT + COMMIT, {publishers:>2} connections: {rate:>8.0} /s");
     }
-    for allocation in [SeqAllocation::ChannelRow, SeqAllocation::AdvisoryLock] {
-        for publishers in [1, 64] {
-            for channels in [1, 64] {
-                let rate = appends(&fresh(), allocation, publishers, channels, run).await;
-                println!(
-                    "{allocation:?}: {publishers:>2} publishers, {channels:>2} channels: \
-                     {rate:>8.0} messages/s"
-                );
-            }
+    for publishers in [1, 64] {
+        for channels in [1, 64] {
+            let rate = appends(&fresh(), publishers, channels, run).await;
+            println!(
+                "appends: {publishers:>2} publishers, {channels:>2} channels: \
+                 {rate:>8.0} messages/s"
+            );
         }
     }
 }
 
 /// Messages per second appended by `publishers` tasks over `channels` channels.
-async fn appends(
-    url: &str,
-    seq_allocation: SeqAllocation,
-    publishers: usize,
-    channels: usize,
-    run: Duration,
-) -> f64 {
-    let options = PostgresOptions {
-        seq_allocation,
-        ..PostgresOptions::default()
-    };
-    let store = PostgresStore::open(url, options, Arc::new(NoSink))
+async fn appends(url: &str, publishers: usize, channels: usize, run: Duration) -> f64 {
+    let store = PostgresStore::open(url, PostgresOptions::default(), Arc::new(NoSink))
         .await
         .expect("open store");
     let retention = Retention {

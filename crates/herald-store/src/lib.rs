@@ -35,7 +35,7 @@ mod writer;
 
 pub use log::SqliteLog;
 pub use options::{ParseSyncModeError, SqliteOptions, SyncMode};
-pub use postgres::{PostgresOptions, PostgresStore, SeqAllocation};
+pub use postgres::{PostgresOptions, PostgresStore};
 
 use herald_core::log::StoreError;
 

@@ -9,17 +9,16 @@
 //! its `last_seq` with its messages, so no seq is skipped. Channels are locked in name order, so
 //! two batches that share channels never deadlock.
 //!
-//! With [`SeqAllocation::ChannelRow`] (the default) the lock and the reservation are one
-//! statement for the whole batch: `INSERT .. SELECT .. FROM unnest(..) ORDER BY name ON
+//! The lock and the reservation are one statement for the whole batch: `INSERT .. SELECT .. FROM unnest(..) ORDER BY name ON
 //! CONFLICT (name) DO UPDATE SET last_seq = last_seq + n RETURNING` creates the rows of new
 //! channels, locks every row, adds each channel's message count and answers where each
 //! channel's messages start. Channels with idempotency keys reserve nothing in that statement
 //! (n = 0), look their keys up once the row is locked, and write `last_seq` after. Then one
 //! `INSERT .. SELECT .. FROM unnest(..)` stores every channel's messages: a batch costs two
-//! statements and the commit whether it touches one channel or many. With
-//! [`SeqAllocation::AdvisoryLock`] an advisory lock per channel comes first, then each row is
-//! read, then written back (statements for several channels pipelined on the one connection).
-//! docs/benchmarks.md ("PostgreSQL store") has the measured rates.
+//! statements and the commit whether it touches one channel or many. docs/benchmarks.md
+//! ("PostgreSQL store") has the measured rates, and those of the alternatives tried: a statement
+//! per channel, and an advisory lock per channel (`pg_advisory_xact_lock`) before the row is read
+//! and written, both slower.
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -33,7 +32,7 @@ use herald_core::log::{Appended, Retention, StoreError};
 use herald_core::message::{Epoch, NewMessage, SharedMessage, StoredMessage};
 use herald_core::name::ChannelName;
 
-use super::{pg_error, SeqAllocation};
+use super::pg_error;
 use crate::{seq_from_db, seq_to_db};
 
 /// One append request of a batch.
@@ -62,10 +61,6 @@ const RESERVE: &str = "INSERT INTO channels (name, epoch, last_seq, first_seq, m
      ON CONFLICT (name) DO UPDATE SET last_seq = channels.last_seq + excluded.last_seq, \
          max_messages = excluded.max_messages, max_age_ms = excluded.max_age_ms \
      RETURNING name, id, epoch, last_seq, first_seq";
-const ADVISORY_LOCK: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))";
-const READ_ROW: &str = "SELECT id, epoch, last_seq, first_seq FROM channels WHERE name = $1";
-const INSERT_ROW: &str = "INSERT INTO channels (name, epoch, last_seq, first_seq, max_messages, \
-     max_age_ms) VALUES ($1, $2, 0, 1, $3, $4) RETURNING id, epoch, last_seq, first_seq";
 const FIND_KEYS: &str = "SELECT client_id, seq, time, data FROM messages \
      WHERE channel_id = $1 AND client_id = ANY($2)";
 const INSERT_MESSAGES: &str = "INSERT INTO messages (channel_id, seq, client_id, time, data) \
@@ -104,7 +99,6 @@ type Pending<'t> = Pin<Box<dyn Future<Output = Result<u64, tokio_postgres::Error
 pub(crate) async fn store(
     tx: &Transaction<'_>,
     requests: &[Requested<'_>],
-    allocation: SeqAllocation,
     now_ms: i64,
 ) -> Result<Committed, StoreError> {
     let mut plans: BTreeMap<&str, ChannelPlan<'_>> = BTreeMap::new();
@@ -124,7 +118,7 @@ pub(crate) async fn store(
         }
     }
     let plans: Vec<ChannelPlan<'_>> = plans.into_values().collect();
-    let rows = lock_rows(tx, &plans, allocation).await?;
+    let rows = lock_rows(tx, &plans).await?;
     let stored = find_keys(tx, &plans, &rows, requests).await?;
 
     let mut results: Vec<Vec<Option<Appended>>> = requests
@@ -172,9 +166,9 @@ pub(crate) async fn store(
         let last_seq = next;
         let trim_to = count_trim_target(row.first_seq, last_seq, plan.retention);
         let first_seq = trim_to.unwrap_or(row.first_seq);
-        // The default path already wrote `last_seq` when it reserved the seqs, unless the
-        // channel's keys decided how many it needed.
-        let row_written = allocation == SeqAllocation::ChannelRow && !plan.keyed;
+        // `last_seq` was written when the seqs were reserved, unless the channel's keys decided
+        // how many it needed.
+        let row_written = !plan.keyed;
         if !row_written || trim_to.is_some() {
             let params = (
                 seq_to_db(last_seq),
@@ -226,91 +220,48 @@ pub(crate) async fn store(
 async fn lock_rows(
     tx: &Transaction<'_>,
     plans: &[ChannelPlan<'_>],
-    allocation: SeqAllocation,
 ) -> Result<Vec<Row>, StoreError> {
-    match allocation {
-        SeqAllocation::ChannelRow => {
-            let reserve = tx.prepare_cached(RESERVE).await.map_err(pg_error)?;
-            let names: Vec<&str> = plans.iter().map(|p| p.name.as_str()).collect();
-            let epochs: Vec<String> = plans
-                .iter()
-                .map(|_| Epoch::generate().as_str().to_owned())
-                .collect();
-            let counts: Vec<i64> = plans.iter().map(reserved).collect();
-            let max_messages: Vec<i64> = plans
-                .iter()
-                .map(|p| seq_to_db(p.retention.max_messages))
-                .collect();
-            let max_ages: Vec<i64> = plans
-                .iter()
-                .map(|p| seq_to_db(p.retention.max_age_ms))
-                .collect();
-            let returned = tx
-                .query(
-                    &reserve,
-                    &[&names, &epochs, &counts, &max_messages, &max_ages],
-                )
-                .await
-                .map_err(pg_error)?;
-            let mut by_name = HashMap::with_capacity(returned.len());
-            for row in &returned {
-                let name: &str = row.try_get(0).map_err(pg_error)?;
-                by_name.insert(name, row);
-            }
-            plans
-                .iter()
-                .map(|plan| {
-                    let row = by_name
-                        .get(plan.name.as_str())
-                        .ok_or_else(|| StoreError::failed("a channel's row was not reserved"))?;
-                    let mut row = row_of(row, 1)?;
-                    row.base = row.base.saturating_sub(reserved(plan) as u64);
-                    Ok(row)
-                })
-                .collect()
-        }
-        SeqAllocation::AdvisoryLock => {
-            let lock = tx.prepare_cached(ADVISORY_LOCK).await.map_err(pg_error)?;
-            let read = tx.prepare_cached(READ_ROW).await.map_err(pg_error)?;
-            try_join_all(plans.iter().map(|plan| {
-                let (lock, name) = (&lock, plan.name.as_str());
-                async move { tx.execute(lock, &[&name]).await }
-            }))
-            .await
-            .map_err(pg_error)?;
-            let found = try_join_all(plans.iter().map(|plan| {
-                let (read, name) = (&read, plan.name.as_str());
-                async move { tx.query_opt(read, &[&name]).await }
-            }))
-            .await
-            .map_err(pg_error)?;
-            let mut rows = Vec::with_capacity(plans.len());
-            for (plan, found) in plans.iter().zip(found) {
-                let row = match found {
-                    Some(row) => row,
-                    None => {
-                        let epoch = Epoch::generate();
-                        tx.query_one(
-                            INSERT_ROW,
-                            &[
-                                &plan.name.as_str(),
-                                &epoch.as_str(),
-                                &seq_to_db(plan.retention.max_messages),
-                                &seq_to_db(plan.retention.max_age_ms),
-                            ],
-                        )
-                        .await
-                        .map_err(pg_error)?
-                    }
-                };
-                rows.push(row_of(&row, 0)?);
-            }
-            Ok(rows)
-        }
+    let reserve = tx.prepare_cached(RESERVE).await.map_err(pg_error)?;
+    let names: Vec<&str> = plans.iter().map(|p| p.name.as_str()).collect();
+    let epochs: Vec<String> = plans
+        .iter()
+        .map(|_| Epoch::generate().as_str().to_owned())
+        .collect();
+    let counts: Vec<i64> = plans.iter().map(reserved).collect();
+    let max_messages: Vec<i64> = plans
+        .iter()
+        .map(|p| seq_to_db(p.retention.max_messages))
+        .collect();
+    let max_ages: Vec<i64> = plans
+        .iter()
+        .map(|p| seq_to_db(p.retention.max_age_ms))
+        .collect();
+    let returned = tx
+        .query(
+            &reserve,
+            &[&names, &epochs, &counts, &max_messages, &max_ages],
+        )
+        .await
+        .map_err(pg_error)?;
+    let mut by_name = HashMap::with_capacity(returned.len());
+    for row in &returned {
+        let name: &str = row.try_get(0).map_err(pg_error)?;
+        by_name.insert(name, row);
     }
+    plans
+        .iter()
+        .map(|plan| {
+            let row = by_name
+                .get(plan.name.as_str())
+                .ok_or_else(|| StoreError::failed("a channel's row was not reserved"))?;
+            let mut row = row_of(row, 1)?;
+            row.base = row.base.saturating_sub(reserved(plan) as u64);
+            Ok(row)
+        })
+        .collect()
 }
 
-/// How many seqs the default path reserves for a channel up front: its message count, or none
+/// How many seqs a channel reserves up front: its message count, or none
 /// when idempotency keys decide it once the row is locked.
 fn reserved(plan: &ChannelPlan<'_>) -> i64 {
     if plan.keyed {

@@ -5,8 +5,7 @@
 //! Appends go through one writer task per store that commits whatever queued while the previous
 //! transaction ran in one transaction (group commit, like SQLite's writer thread); each channel's
 //! seqs come from its `channels` row, updated in the append's transaction, so they stay gapless
-//! and strictly increasing however many nodes append at once ([`append`] says how, and
-//! [`SeqAllocation`] names the alternative measured). Reads and registry writes take a pooled
+//! and strictly increasing however many nodes append at once (`append` says how). Reads and registry writes take a pooled
 //! connection each; PostgreSQL's own commit grouping covers concurrent registry writes.
 //!
 //! Modules: `connect` (URL, TLS, pool), `schema` (migrations), `writer` (the group-commit task and
@@ -41,19 +40,6 @@ pub use connect::Target;
 pub use schema::SCHEMA_VERSION;
 use writer::{AppendRequest, Request};
 
-/// How an append reserves its channel's seqs (see [`append`](self) for the figures).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SeqAllocation {
-    /// The channel's row is updated in the append's transaction
-    /// (`INSERT .. ON CONFLICT DO UPDATE SET last_seq = last_seq + n RETURNING ..`): one
-    /// statement locks the channel, reserves its seqs and answers where they start.
-    #[default]
-    ChannelRow,
-    /// A transaction-scoped advisory lock per channel (`pg_advisory_xact_lock`), then the row is
-    /// read and written back: one more round trip. Kept for the measurement only.
-    AdvisoryLock,
-}
-
 /// How a [`PostgresStore`] runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PostgresOptions {
@@ -61,8 +47,6 @@ pub struct PostgresOptions {
     pub max_connections: usize,
     /// Most messages committed in one transaction (a single larger request still goes alone).
     pub max_batch: usize,
-    /// How appends reserve seqs.
-    pub seq_allocation: SeqAllocation,
 }
 
 impl Default for PostgresOptions {
@@ -70,7 +54,6 @@ impl Default for PostgresOptions {
         PostgresOptions {
             max_connections: 16,
             max_batch: 4096,
-            seq_allocation: SeqAllocation::ChannelRow,
         }
     }
 }

@@ -21,7 +21,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::append::{self, Committed, Requested};
 use super::jobs::{prune_expired_chunk, DONE_JOBS_KEPT_AFTER_EXPIRY_MS, PRUNE_CHUNK};
-use super::{pg_error, PostgresOptions, SeqAllocation, AGE_TRIM_INTERVAL};
+use super::{pg_error, PostgresOptions, AGE_TRIM_INTERVAL};
 use crate::{seq_from_db, seq_to_db};
 
 /// Where a request's answer goes.
@@ -48,7 +48,6 @@ pub(crate) struct Writer {
     pool: Pool,
     sink: Arc<dyn CommitSink>,
     max_batch: usize,
-    allocation: SeqAllocation,
 }
 
 impl Writer {
@@ -57,7 +56,6 @@ impl Writer {
             pool,
             sink,
             max_batch: options.max_batch.max(1),
-            allocation: options.seq_allocation,
         }
     }
 
@@ -164,7 +162,7 @@ impl Writer {
                 retention: r.retention,
             })
             .collect();
-        let committed = append::store(&tx, &requested, self.allocation, now_millis()).await?;
+        let committed = append::store(&tx, &requested, now_millis()).await?;
         tx.commit().await.map_err(pg_error)?;
         Ok(committed)
     }

@@ -14,7 +14,7 @@ use herald_core::log::{ChannelLog, ReadFrom, Retention};
 use herald_core::message::NewMessage;
 use herald_core::name::ChannelName;
 use herald_store::postgres::SCHEMA_VERSION;
-use herald_store::{PostgresOptions, PostgresStore, SeqAllocation};
+use herald_store::{PostgresOptions, PostgresStore};
 use herald_testkit::Postgres;
 use tokio::sync::Notify;
 
@@ -32,19 +32,8 @@ async fn server() -> (Postgres, String) {
 }
 
 async fn node(url: &str) -> (Arc<PostgresStore>, Arc<RecordingSink>) {
-    node_with(url, SeqAllocation::ChannelRow).await
-}
-
-async fn node_with(
-    url: &str,
-    seq_allocation: SeqAllocation,
-) -> (Arc<PostgresStore>, Arc<RecordingSink>) {
     let sink = Arc::new(RecordingSink::default());
-    let options = PostgresOptions {
-        seq_allocation,
-        ..PostgresOptions::default()
-    };
-    let store = PostgresStore::open(url, options, sink.clone())
+    let store = PostgresStore::open(url, PostgresOptions::default(), sink.clone())
         .await
         .unwrap();
     (store, sink)
@@ -66,20 +55,9 @@ fn msg(data: String, id: Option<String>) -> NewMessage {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_nodes_appending_to_one_channel_get_gapless_unique_seqs() {
-    for allocation in [SeqAllocation::ChannelRow, SeqAllocation::AdvisoryLock] {
-        tokio::time::timeout(LIMIT, two_nodes_append(allocation))
-            .await
-            .expect("test timed out");
-    }
-}
-
-async fn two_nodes_append(allocation: SeqAllocation) {
-    {
+    tokio::time::timeout(LIMIT, async {
         let (_server, url) = server().await;
-        let nodes = [
-            node_with(&url, allocation).await,
-            node_with(&url, allocation).await,
-        ];
+        let nodes = [node(&url).await, node(&url).await];
         let c = ChannelName::parse("shared").unwrap();
         let mut tasks = Vec::new();
         for (n, (store, _)) in nodes.iter().enumerate() {
@@ -140,7 +118,9 @@ async fn two_nodes_append(allocation: SeqAllocation) {
         for (store, _) in &nodes {
             store.close().await;
         }
-    }
+    })
+    .await
+    .expect("test timed out");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -91,7 +91,7 @@ async fn apps_keys_limits_and_usage(b: Backend) {
     };
     s.add_key(&key).await.unwrap();
     s.add_key(&key).await.unwrap();
-    assert_eq!(s.keys().await.unwrap(), [key.clone()]);
+    assert_eq!(s.keys().await.unwrap(), std::slice::from_ref(&key));
     assert!(!s.remove_key(&shop.id, "not-a-key-id").await.unwrap());
     assert!(!s.remove_key(&nobody, &key.id).await.unwrap());
     assert!(s.remove_key(&shop.id, &key.id).await.unwrap());
@@ -187,7 +187,7 @@ async fn devices_tags_users_and_audiences(b: Backend) {
     };
     assert_eq!(list(by_user).await, ["a", "c", "e"]);
     assert_eq!(
-        s.user_devices(&a, "ann").await.unwrap(),
+        s.user_devices(a, "ann").await.unwrap(),
         ["a", "c"],
         "active only"
     );
