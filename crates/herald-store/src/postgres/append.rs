@@ -93,6 +93,8 @@ struct Row {
     first_seq: u64,
 }
 
+/// A statement of the batch's last step; they are sent together, without waiting for one
+/// another's answers (pipelined on the one connection).
 type Pending<'t> = Pin<Box<dyn Future<Output = Result<u64, tokio_postgres::Error>> + Send + 't>>;
 
 /// Stores `requests` in `tx` (not committed here).
@@ -168,8 +170,7 @@ pub(crate) async fn store(
         let first_seq = trim_to.unwrap_or(row.first_seq);
         // `last_seq` was written when the seqs were reserved, unless the channel's keys decided
         // how many it needed.
-        let row_written = !plan.keyed;
-        if !row_written || trim_to.is_some() {
+        if plan.keyed || trim_to.is_some() {
             let params = (
                 seq_to_db(last_seq),
                 seq_to_db(first_seq),
@@ -215,8 +216,9 @@ pub(crate) async fn store(
     })
 }
 
-/// Locks every planned channel's row (creating the rows of new channels), in name order,
-/// pipelined, and answers where each stands before this batch.
+/// Locks every planned channel's row (creating the rows of new channels), in name order, in one
+/// statement that also reserves the seqs of channels without keys, and answers where each
+/// channel stood before this batch.
 async fn lock_rows(
     tx: &Transaction<'_>,
     plans: &[ChannelPlan<'_>],
