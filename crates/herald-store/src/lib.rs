@@ -13,6 +13,9 @@
 //! the provider job queue (`jobs`) and provider credentials (`credentials`): `SqliteLog`
 //! implements `herald_core`'s `Tenancy` and `herald_push`'s `DeviceRegistry`, `JobQueue` and
 //! `CredentialStore`.
+//!
+//! [`postgres`] holds the same over a PostgreSQL database that several Herald nodes share:
+//! [`PostgresStore`] implements every trait `SqliteLog` does, with the same behaviour.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -23,6 +26,7 @@ mod devices;
 mod jobs;
 mod log;
 pub mod options;
+pub mod postgres;
 mod reader;
 mod retention;
 mod schema;
@@ -31,6 +35,7 @@ mod writer;
 
 pub use log::SqliteLog;
 pub use options::{ParseSyncModeError, SqliteOptions, SyncMode};
+pub use postgres::{PostgresOptions, PostgresStore};
 
 use herald_core::log::StoreError;
 

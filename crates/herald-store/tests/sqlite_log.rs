@@ -14,6 +14,8 @@ use herald_core::name::ChannelName;
 use herald_store::{SqliteLog, SqliteOptions, SyncMode};
 use parking_lot::Mutex;
 
+#[path = "sqlite_log/backends/mod.rs"]
+mod backends;
 #[path = "sqlite_log/credentials.rs"]
 mod credentials;
 #[path = "sqlite_log/devices.rs"]

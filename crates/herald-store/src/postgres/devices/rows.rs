@@ -1,0 +1,180 @@
+//! Reading devices: the columns of a device row and how they become a [`Device`], listing by
+//! user, tag or everything (optionally only provider-reachable devices), lookup by ids, and
+//! audience counts read from the tag index (as SQLite's `devices::audience` counts them).
+
+use std::collections::HashMap;
+
+use herald_core::log::StoreError;
+use herald_core::tenant::AppId;
+use herald_push::device::{Device, InboxCursor, Platform, WebPushKeys};
+use herald_push::registry::DeviceQuery;
+use herald_push::Audience;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::Row;
+
+use crate::postgres::{pg_error, sql_limit};
+
+/// The columns [`device_of`] reads, in order.
+pub(super) const DEVICE_COLUMNS: &str = "id, platform, token, keys, user_id, tags, locale, \
+     active, created, updated, cursor, inactive_reason";
+
+/// A device row ([`DEVICE_COLUMNS`]) as a device and its cursor.
+pub(super) fn device_of(row: &Row) -> Result<(Device, InboxCursor), StoreError> {
+    let platform: String = row.try_get(1).map_err(pg_error)?;
+    let keys: Option<String> = row.try_get(3).map_err(pg_error)?;
+    let tags: String = row.try_get(5).map_err(pg_error)?;
+    let cursor: String = row.try_get(10).map_err(pg_error)?;
+    Ok((
+        Device {
+            id: row.try_get(0).map_err(pg_error)?,
+            platform: Platform::parse(&platform).unwrap_or(Platform::Herald),
+            token: row.try_get(2).map_err(pg_error)?,
+            keys: keys.and_then(|k| serde_json::from_str::<WebPushKeys>(&k).ok()),
+            user: row.try_get(4).map_err(pg_error)?,
+            tags: serde_json::from_str(&tags).unwrap_or_default(),
+            locale: row.try_get(6).map_err(pg_error)?,
+            active: row.try_get(7).map_err(pg_error)?,
+            inactive_reason: row.try_get(11).map_err(pg_error)?,
+            created: row.try_get(8).map_err(pg_error)?,
+            updated: row.try_get(9).map_err(pg_error)?,
+        },
+        InboxCursor::decode(&cursor),
+    ))
+}
+
+/// What makes a device reachable through its provider, for columns prefixed by `p`.
+fn reachable(p: &str) -> String {
+    format!(" AND {p}active AND {p}platform <> 'herald' AND {p}token IS NOT NULL")
+}
+
+/// Devices of `app` by `query`, in id order.
+pub(super) async fn list(
+    client: &impl deadpool_postgres::GenericClient,
+    app: &AppId,
+    q: &DeviceQuery,
+) -> Result<Vec<Device>, StoreError> {
+    let after = q.after.clone().unwrap_or_default();
+    let limit = sql_limit(q.limit);
+    let only_reachable = |p: &str| {
+        if q.provider_reachable {
+            reachable(p)
+        } else {
+            String::new()
+        }
+    };
+    let (sql, arg): (String, Option<&String>) = match (&q.user, &q.tag) {
+        (Some(user), _) => (
+            format!(
+                "SELECT {DEVICE_COLUMNS} FROM devices WHERE app = $1 AND user_id = $4
+                 AND id > $2{} ORDER BY id LIMIT $3",
+                only_reachable("")
+            ),
+            Some(user),
+        ),
+        (None, Some(tag)) => (
+            format!(
+                "SELECT {} FROM device_tags t JOIN devices d
+                   ON d.app = t.app AND d.id = t.device
+                 WHERE t.app = $1 AND t.tag = $4 AND t.device > $2{}
+                 ORDER BY t.device LIMIT $3",
+                DEVICE_COLUMNS
+                    .split(", ")
+                    .map(|c| format!("d.{c}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                only_reachable("d.")
+            ),
+            Some(tag),
+        ),
+        (None, None) => (
+            format!(
+                "SELECT {DEVICE_COLUMNS} FROM devices WHERE app = $1 AND id > $2{}
+                 ORDER BY id LIMIT $3",
+                only_reachable("")
+            ),
+            None,
+        ),
+    };
+    let app = app.as_str();
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![&app, &after, &limit];
+    if let Some(arg) = &arg {
+        params.push(arg);
+    }
+    let rows = client.query(&sql, &params).await.map_err(pg_error)?;
+    rows.iter().map(|r| device_of(r).map(|(d, _)| d)).collect()
+}
+
+/// Devices of `app` with the given ids (unknown ones left out), in id order.
+pub(super) async fn by_id(
+    client: &impl deadpool_postgres::GenericClient,
+    app: &AppId,
+    mut ids: Vec<String>,
+) -> Result<Vec<(Device, InboxCursor)>, StoreError> {
+    ids.sort_unstable();
+    ids.dedup();
+    let rows = client
+        .query(
+            &format!(
+                "SELECT {DEVICE_COLUMNS} FROM devices WHERE app = $1 AND id = ANY($2)
+                 ORDER BY id"
+            ),
+            &[&app.as_str(), &ids],
+        )
+        .await
+        .map_err(pg_error)?;
+    rows.iter().map(device_of).collect()
+}
+
+/// Devices `audience` reaches, by [`Audience::reaches`]: only the devices holding a tag the
+/// audience names are read (with which of those tags each holds); every other active device is
+/// reached exactly when a device with none of them is, and those are counted, not read.
+pub(super) async fn count_reached(
+    client: &impl deadpool_postgres::GenericClient,
+    app: &AppId,
+    audience: &Audience,
+) -> Result<u64, StoreError> {
+    let named = audience.named_tags();
+    let mut held: HashMap<String, Vec<usize>> = HashMap::new();
+    for (i, tag) in named.iter().enumerate() {
+        let rows = client
+            .query(
+                "SELECT t.device FROM device_tags t JOIN devices d
+                 ON d.app = t.app AND d.id = t.device
+                 WHERE t.app = $1 AND t.tag = $2 AND d.active",
+                &[&app.as_str(), &tag],
+            )
+            .await
+            .map_err(pg_error)?;
+        for row in rows {
+            held.entry(row.try_get(0).map_err(pg_error)?)
+                .or_default()
+                .push(i);
+        }
+    }
+    let mut n = held
+        .values()
+        .filter(|tags| {
+            audience.reaches(true, |t| {
+                named
+                    .iter()
+                    .position(|x| *x == t)
+                    .is_some_and(|i| tags.contains(&i))
+            })
+        })
+        .count() as u64;
+    if audience.reaches(true, |_| false) {
+        let active: i64 = client
+            .query_one(
+                "SELECT count(*) FROM devices WHERE app = $1 AND active",
+                &[&app.as_str()],
+            )
+            .await
+            .map_err(pg_error)?
+            .try_get(0)
+            .map_err(pg_error)?;
+        n += u64::try_from(active)
+            .unwrap_or(0)
+            .saturating_sub(held.len() as u64);
+    }
+    Ok(n)
+}

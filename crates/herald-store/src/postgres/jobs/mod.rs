@@ -1,0 +1,205 @@
+//! [`JobQueue`] on PostgreSQL: provider send jobs and broadcast expansions in the `jobs` table,
+//! with the SQLite implementation's semantics (`crate::jobs`), shared by every node's workers.
+//!
+//! Leasing takes due jobs with `FOR UPDATE SKIP LOCKED`, so workers on several nodes leasing at
+//! once each get different jobs without waiting for one another; a leased job's `due` is when
+//! its lease runs out, so one ordered scan of `jobs_due` finds due jobs and lapsed leases
+//! alike. Each write is one transaction on a pooled connection ([`write`]); reads are single
+//! queries ([`read`]). The writer task's periodic sweep also prunes finished send jobs of
+//! long-expired pushes, a chunk at a time.
+
+mod read;
+mod write;
+
+use async_trait::async_trait;
+use herald_core::log::StoreError;
+use herald_core::tenant::AppId;
+use herald_push::device::Platform;
+use herald_push::jobs::{
+    DeadLetter, Depth, DeviceJob, Job, JobId, JobKind, JobQueue, NewJob, PushJobs, Settlement,
+};
+use tokio_postgres::Row;
+
+use super::{pg_error, PostgresStore};
+use crate::credentials::stored_platform;
+use crate::tenancy::app_id;
+
+pub(crate) use write::prune_expired_chunk;
+
+/// How long finished send jobs are kept after their push expired (receipts read them), before
+/// the writer's sweep deletes them: a day, as on SQLite.
+pub(crate) const DONE_JOBS_KEPT_AFTER_EXPIRY_MS: i64 = 24 * 3600 * 1000;
+
+/// Most finished jobs one sweep deletes.
+pub(crate) const PRUNE_CHUNK: i64 = 10_000;
+
+/// The columns [`job_of`] reads, in order.
+const JOB_COLUMNS: &str =
+    "id, app, push, provider, kind, device, expand_after, due, attempts, in_doubt, created, seq";
+
+/// A job's stored columns ([`JOB_COLUMNS`], from column `at`) as a [`Job`].
+fn job_of(r: &Row, at: usize) -> Result<Job, StoreError> {
+    let get = |i: usize| at + i;
+    let id: JobId = r.try_get(get(0)).map_err(pg_error)?;
+    let app: String = r.try_get(get(1)).map_err(pg_error)?;
+    let provider: Option<String> = r.try_get(get(3)).map_err(pg_error)?;
+    let kind: String = r.try_get(get(4)).map_err(pg_error)?;
+    let device: Option<String> = r.try_get(get(5)).map_err(pg_error)?;
+    let after: Option<String> = r.try_get(get(6)).map_err(pg_error)?;
+    let attempts: i64 = r.try_get(get(8)).map_err(pg_error)?;
+    let seq: i64 = r.try_get(get(11)).map_err(pg_error)?;
+    let kind = match (kind.as_str(), device) {
+        ("send", Some(device)) => JobKind::Send { device },
+        ("expand", _) => JobKind::Expand { after },
+        _ => return Err(StoreError::failed(format!("corrupt job {id} in store"))),
+    };
+    Ok(Job {
+        id,
+        job: NewJob {
+            app: app_id(app)?,
+            push: r.try_get(get(2)).map_err(pg_error)?,
+            provider: provider.as_deref().map(stored_platform).transpose()?,
+            kind,
+            seq: u64::try_from(seq).unwrap_or(0),
+            due_ms: r.try_get(get(7)).map_err(pg_error)?,
+        },
+        attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+        in_doubt: r.try_get(get(9)).map_err(pg_error)?,
+        created_ms: r.try_get(get(10)).map_err(pg_error)?,
+    })
+}
+
+#[async_trait]
+impl JobQueue for PostgresStore {
+    async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<(), StoreError> {
+        write::check_new(&jobs)?;
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        let client = self.client().await?;
+        write::insert(&client, &jobs).await
+    }
+
+    async fn lease(
+        &self,
+        now_ms: i64,
+        limit: usize,
+        lease_ms: i64,
+        paused: &[(AppId, Platform)],
+    ) -> Result<Vec<Job>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let client = self.client().await?;
+        write::lease(&client, now_ms, limit, lease_ms, paused).await
+    }
+
+    async fn settle(&self, settled: Vec<(JobId, Settlement)>) -> Result<(), StoreError> {
+        if settled.is_empty() {
+            return Ok(());
+        }
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(pg_error)?;
+        write::settle(&tx, &settled).await?;
+        tx.commit().await.map_err(pg_error)
+    }
+
+    async fn settle_live(
+        &self,
+        app: &AppId,
+        device: &str,
+        pushes: &[String],
+        now_ms: i64,
+    ) -> Result<u64, StoreError> {
+        if pushes.is_empty() {
+            return Ok(0);
+        }
+        let client = self.client().await?;
+        let n = client
+            .execute(
+                "UPDATE jobs SET state = 'done', result = 'live', finished = $4
+                 WHERE app = $1 AND push = ANY($2) AND device = $3 AND state = 'queued'",
+                &[&app.as_str(), &pushes, &device, &now_ms],
+            )
+            .await
+            .map_err(pg_error)?;
+        Ok(n)
+    }
+
+    async fn expand(
+        &self,
+        job: JobId,
+        page: Vec<NewJob>,
+        next: Option<String>,
+        now_ms: i64,
+        lease_ms: i64,
+    ) -> Result<(), StoreError> {
+        write::check_new(&page)?;
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(pg_error)?;
+        write::expand(&tx, job, &page, next, now_ms, lease_ms).await?;
+        tx.commit().await.map_err(pg_error)
+    }
+
+    async fn dead_letters(
+        &self,
+        app: &AppId,
+        after: Option<JobId>,
+        limit: usize,
+    ) -> Result<Vec<DeadLetter>, StoreError> {
+        let client = self.client().await?;
+        read::dead_letters(&client, app, after, limit).await
+    }
+
+    async fn replay(&self, app: &AppId, id: JobId, now_ms: i64) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let n = client
+            .execute(
+                "UPDATE jobs SET state = 'queued', due = $3, attempts = 0, lease_until = NULL,
+                     finished = NULL
+                 WHERE id = $1 AND app = $2 AND state = 'dead'",
+                &[&id, &app.as_str(), &now_ms],
+            )
+            .await
+            .map_err(pg_error)?;
+        Ok(n == 1)
+    }
+
+    async fn drop_dead(&self, app: &AppId, id: JobId) -> Result<bool, StoreError> {
+        let client = self.client().await?;
+        let n = client
+            .execute(
+                "DELETE FROM jobs WHERE id = $1 AND app = $2 AND state = 'dead'",
+                &[&id, &app.as_str()],
+            )
+            .await
+            .map_err(pg_error)?;
+        Ok(n == 1)
+    }
+
+    async fn depth(&self, app: Option<&AppId>) -> Result<Vec<Depth>, StoreError> {
+        let client = self.client().await?;
+        read::depth(&client, app).await
+    }
+
+    async fn push_jobs(&self, app: &AppId, push: &str) -> Result<PushJobs, StoreError> {
+        let client = self.client().await?;
+        read::push_jobs(&client, app, push).await
+    }
+
+    async fn device_jobs(
+        &self,
+        app: &AppId,
+        push: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<DeviceJob>, StoreError> {
+        let client = self.client().await?;
+        read::device_jobs(&client, app, push, after.unwrap_or_default(), limit).await
+    }
+
+    async fn prune(&self, before_ms: i64) -> Result<u64, StoreError> {
+        let client = self.client().await?;
+        prune_expired_chunk(&client, before_ms, None).await
+    }
+}

@@ -1,0 +1,162 @@
+//! The queue's reads: dead letters, depth per app and provider, and how one push's jobs stand,
+//! in total and per device.
+
+use deadpool_postgres::GenericClient;
+use herald_core::log::StoreError;
+use herald_core::tenant::AppId;
+use herald_push::jobs::{DeadLetter, Depth, DeviceJob, JobId, PushJobs};
+
+use super::{job_of, JOB_COLUMNS};
+use crate::credentials::stored_platform;
+use crate::postgres::{pg_error, sql_limit};
+use crate::tenancy::app_id;
+
+/// A stored count (never negative).
+fn count(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+/// Dead letters of `app` in id order after `after`.
+pub(super) async fn dead_letters(
+    client: &impl GenericClient,
+    app: &AppId,
+    after: Option<JobId>,
+    limit: usize,
+) -> Result<Vec<DeadLetter>, StoreError> {
+    let rows = client
+        .query(
+            &format!(
+                "SELECT {JOB_COLUMNS}, result, finished FROM jobs
+                 WHERE app = $1 AND state = 'dead' AND id > $2 ORDER BY id LIMIT $3"
+            ),
+            &[&app.as_str(), &after.unwrap_or(0), &sql_limit(limit)],
+        )
+        .await
+        .map_err(pg_error)?;
+    let mut letters = Vec::with_capacity(rows.len());
+    for row in rows {
+        let job = job_of(&row, 0)?;
+        let reason: Option<String> = row.try_get(12).map_err(pg_error)?;
+        let died: Option<i64> = row.try_get(13).map_err(pg_error)?;
+        letters.push(DeadLetter {
+            id: job.id,
+            job: job.job,
+            attempts: job.attempts,
+            reason: reason.unwrap_or_default(),
+            died_ms: died.unwrap_or_default(),
+        });
+    }
+    Ok(letters)
+}
+
+/// Jobs waiting or running, the oldest's creation, and dead letters, per app and provider.
+pub(super) async fn depth(
+    client: &impl GenericClient,
+    app: Option<&AppId>,
+) -> Result<Vec<Depth>, StoreError> {
+    let rows = client
+        .query(
+            "SELECT app, provider, count(*) FILTER (WHERE state <> 'dead'),
+                 min(created) FILTER (WHERE state <> 'dead'),
+                 count(*) FILTER (WHERE state = 'dead')
+             FROM jobs WHERE state <> 'done' AND ($1::text IS NULL OR app = $1)
+             GROUP BY app, provider ORDER BY app, provider NULLS FIRST",
+            &[&app.map(AppId::as_str)],
+        )
+        .await
+        .map_err(pg_error)?;
+    let mut depths = Vec::with_capacity(rows.len());
+    for row in rows {
+        let provider: Option<String> = row.try_get(1).map_err(pg_error)?;
+        depths.push(Depth {
+            app: app_id(row.try_get(0).map_err(pg_error)?)?,
+            provider: provider.as_deref().map(stored_platform).transpose()?,
+            queued: count(row.try_get(2).map_err(pg_error)?),
+            oldest_ms: row.try_get(3).map_err(pg_error)?,
+            dead: count(row.try_get(4).map_err(pg_error)?),
+        });
+    }
+    Ok(depths)
+}
+
+/// How a push's jobs stand: finished send jobs by result, send jobs waiting or running, dead
+/// letters (sends and expansions), sends in doubt, and whether an expansion is still running.
+pub(super) async fn push_jobs(
+    client: &impl GenericClient,
+    app: &AppId,
+    push: &str,
+) -> Result<PushJobs, StoreError> {
+    let rows = client
+        .query(
+            "SELECT kind, state, CASE WHEN state = 'done' THEN result END, in_doubt, count(*)
+             FROM jobs WHERE app = $1 AND push = $2
+             GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3 NULLS FIRST, 4",
+            &[&app.as_str(), &push],
+        )
+        .await
+        .map_err(pg_error)?;
+    let mut jobs = PushJobs::default();
+    for row in rows {
+        let kind: String = row.try_get(0).map_err(pg_error)?;
+        let state: String = row.try_get(1).map_err(pg_error)?;
+        let result: Option<String> = row.try_get(2).map_err(pg_error)?;
+        let in_doubt: bool = row.try_get(3).map_err(pg_error)?;
+        let n = count(row.try_get(4).map_err(pg_error)?);
+        let send = kind == "send";
+        match state.as_str() {
+            "dead" => jobs.dead += n,
+            "queued" | "leased" if send => jobs.queued += n,
+            "queued" | "leased" => jobs.expanding = true,
+            "done" if send => {
+                let result = result.unwrap_or_default();
+                match jobs.done.iter_mut().find(|(r, _)| *r == result) {
+                    Some((_, total)) => *total += n,
+                    None => jobs.done.push((result, n)),
+                }
+            }
+            _ => {}
+        }
+        if send && in_doubt {
+            jobs.in_doubt += n;
+        }
+    }
+    Ok(jobs)
+}
+
+/// A push's send jobs per device, in device order after `after`.
+pub(super) async fn device_jobs(
+    client: &impl GenericClient,
+    app: &AppId,
+    push: &str,
+    after: &str,
+    limit: usize,
+) -> Result<Vec<DeviceJob>, StoreError> {
+    let rows = client
+        .query(
+            "SELECT device, provider, state, result, attempts, in_doubt FROM jobs
+             WHERE app = $1 AND push = $2 AND device > $3 AND kind = 'send'
+             ORDER BY device LIMIT $4",
+            &[&app.as_str(), &push, &after, &sql_limit(limit)],
+        )
+        .await
+        .map_err(pg_error)?;
+    let mut jobs = Vec::with_capacity(rows.len());
+    for row in rows {
+        let provider: Option<String> = row.try_get(1).map_err(pg_error)?;
+        let state: String = row.try_get(2).map_err(pg_error)?;
+        let attempts: i64 = row.try_get(4).map_err(pg_error)?;
+        jobs.push(DeviceJob {
+            device: row.try_get(0).map_err(pg_error)?,
+            provider: stored_platform(provider.as_deref().unwrap_or_default())?,
+            state: if state == "leased" {
+                "running".into()
+            } else {
+                state
+            },
+            result: row.try_get(3).map_err(pg_error)?,
+            attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+            in_doubt: row.try_get(5).map_err(pg_error)?,
+        });
+    }
+    Ok(jobs)
+}

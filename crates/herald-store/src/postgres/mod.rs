@@ -1,0 +1,248 @@
+//! The PostgreSQL store: [`PostgresStore`] implements the same traits as [`crate::SqliteLog`]
+//! (`ChannelLog`, `Tenancy`, `DeviceRegistry`, `JobQueue`, `CredentialStore`) over one
+//! PostgreSQL database that several Herald nodes share.
+//!
+//! Appends go through one writer task per store that commits whatever queued while the previous
+//! transaction ran in one transaction (group commit, like SQLite's writer thread); each channel's
+//! seqs come from its `channels` row, updated in the append's transaction, so they stay gapless
+//! and strictly increasing however many nodes append at once (`append` says how). Reads and registry writes take a pooled
+//! connection each; PostgreSQL's own commit grouping covers concurrent registry writes.
+//!
+//! Modules: `connect` (URL, TLS, pool), `schema` (migrations), `writer` (the group-commit task and
+//! the age sweep), `append` (one batch's transaction), `read` (`read`/`state`/`list`), `tenancy`,
+//! `devices`, `credentials`, `jobs`.
+
+mod append;
+mod connect;
+mod credentials;
+mod devices;
+mod jobs;
+mod read;
+mod schema;
+mod tenancy;
+mod writer;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use deadpool_postgres::{Object, Pool, PoolError};
+use herald_core::log::{
+    Appended, ChannelLog, ChannelState, CommitSink, LogSlice, ReadFrom, Retention, StoreError,
+};
+use herald_core::message::{now_millis, NewMessage};
+use herald_core::name::ChannelName;
+use parking_lot::Mutex;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+pub use connect::Target;
+pub use schema::SCHEMA_VERSION;
+use writer::{AppendRequest, Request};
+
+/// How a [`PostgresStore`] runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PostgresOptions {
+    /// Most pooled connections (the writer task uses one at a time).
+    pub max_connections: usize,
+    /// Most messages committed in one transaction (a single larger request still goes alone).
+    pub max_batch: usize,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> Self {
+        PostgresOptions {
+            max_connections: 16,
+            max_batch: 4096,
+        }
+    }
+}
+
+/// Wraps a PostgreSQL error as a [`StoreError::Backend`].
+pub(crate) fn pg_error(err: tokio_postgres::Error) -> StoreError {
+    StoreError::backend("database error", err)
+}
+
+/// A channel log and registry in a PostgreSQL database, with group commit.
+pub struct PostgresStore {
+    pool: Pool,
+    target: Target,
+    /// Requests to the writer task; `None` once closed.
+    requests: Mutex<Option<mpsc::UnboundedSender<Request>>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("target", &self.target)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresStore {
+    /// Connects to `url`, runs pending migrations and starts the writer task. `sink` receives
+    /// every message this store commits. Fails with a message naming the server (never the
+    /// password) when it cannot be reached, and when its schema is newer than this build.
+    pub async fn open(
+        url: &str,
+        options: PostgresOptions,
+        sink: Arc<dyn CommitSink>,
+    ) -> Result<Arc<PostgresStore>, StoreError> {
+        let connection = connect::parse(url)?;
+        {
+            let mut client = connect::connect_once(&connection).await?;
+            schema::migrate(&mut client).await?;
+        }
+        let pool = connect::pool(&connection, options.max_connections)?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let writer = writer::Writer::new(pool.clone(), sink, &options);
+        let handle = tokio::spawn(writer.run(rx));
+        tracing::info!(target = %connection.target, "postgres store opened");
+        Ok(Arc::new(PostgresStore {
+            pool,
+            target: connection.target,
+            requests: Mutex::new(Some(tx)),
+            writer: Mutex::new(Some(handle)),
+        }))
+    }
+
+    /// Runs pending migrations on `url` and answers the schema version found before (for
+    /// `herald migrate`).
+    pub async fn migrate(url: &str) -> Result<i64, StoreError> {
+        let connection = connect::parse(url)?;
+        let mut client = connect::connect_once(&connection).await?;
+        schema::migrate(&mut client).await
+    }
+
+    /// Where this store connects (host, port, database).
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// A pooled connection.
+    pub(crate) async fn client(&self) -> Result<Object, StoreError> {
+        self.pool
+            .get()
+            .await
+            .map_err(|e| pool_error(&self.target, e))
+    }
+
+    /// Sends a request to the writer task and waits for its answer.
+    async fn ask<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, StoreError>>) -> Request,
+    ) -> Result<T, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        {
+            let requests = self.requests.lock();
+            let sender = requests.as_ref().ok_or(StoreError::Closed)?;
+            sender.send(make(reply)).map_err(|_| StoreError::Closed)?;
+        }
+        answer
+            .await
+            .map_err(|_| StoreError::failed("store writer stopped"))?
+    }
+
+    /// Removes expired messages now, as if the time were `now_ms`, and returns how many were
+    /// deleted. The writer does this by itself every 30 s; this exists for tests and tools.
+    #[doc(hidden)]
+    pub async fn trim_expired_at(&self, now_ms: i64) -> Result<usize, StoreError> {
+        self.ask(|reply| Request::TrimExpired { now_ms, reply })
+            .await
+    }
+
+    /// Removes expired messages now.
+    #[doc(hidden)]
+    pub async fn trim_expired(&self) -> Result<usize, StoreError> {
+        self.trim_expired_at(now_millis()).await
+    }
+}
+
+/// What a pool failure is told as: the server named, the driver's error kept as the source.
+fn pool_error(target: &Target, err: PoolError) -> StoreError {
+    match err {
+        PoolError::Closed => StoreError::Closed,
+        PoolError::Backend(e) => {
+            StoreError::backend(format!("cannot reach PostgreSQL at {target}"), e)
+        }
+        other => StoreError::backend(format!("no PostgreSQL connection to {target}"), other),
+    }
+}
+
+/// A count or limit as an SQL integer.
+pub(crate) fn sql_limit(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(i64::MAX)
+}
+
+#[async_trait]
+impl ChannelLog for PostgresStore {
+    async fn append(
+        &self,
+        channel: &ChannelName,
+        messages: Vec<NewMessage>,
+        retention: Retention,
+    ) -> Result<Vec<Appended>, StoreError> {
+        if messages.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.ask(|reply| {
+            Request::Append(AppendRequest {
+                channel: channel.clone(),
+                messages,
+                retention,
+                reply,
+            })
+        })
+        .await
+    }
+
+    async fn read(
+        &self,
+        channel: &ChannelName,
+        from: ReadFrom,
+        limit: usize,
+    ) -> Result<LogSlice, StoreError> {
+        let mut client = self.client().await?;
+        read::read_slice(&mut client, channel, from, limit).await
+    }
+
+    async fn state(&self, channel: &ChannelName) -> Result<ChannelState, StoreError> {
+        let client = self.client().await?;
+        Ok(read::channel_state(&client, channel)
+            .await?
+            .map(|(_, state)| state)
+            .unwrap_or_else(|| ChannelState::empty(channel.clone())))
+    }
+
+    async fn list(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ChannelState>, StoreError> {
+        let client = self.client().await?;
+        read::list_channels(&client, after, limit).await
+    }
+
+    async fn close(&self) {
+        self.requests.lock().take();
+        let handle = self.writer.lock().take();
+        if let Some(handle) = handle {
+            // The writer finishes every request queued before the sender was dropped.
+            if handle.await.is_err() {
+                tracing::error!("postgres store writer panicked");
+            }
+        }
+        self.pool.close();
+    }
+}
+
+impl Drop for PostgresStore {
+    fn drop(&mut self) {
+        // The writer finishes what is queued and stops once the sender is gone.
+        self.requests.lock().take();
+    }
+}
+
+/// How long the writer waits between age sweeps.
+pub(crate) const AGE_TRIM_INTERVAL: Duration = Duration::from_secs(30);

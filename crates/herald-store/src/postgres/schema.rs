@@ -1,0 +1,185 @@
+//! The PostgreSQL schema and its versioned migrations.
+//!
+//! The tables mirror the SQLite ones (`crate::schema` says what each holds), in PostgreSQL's
+//! types: `BIGINT` times and seqs, `BYTEA` payloads, `BOOLEAN` flags. The version lives in
+//! `herald_schema` (one row). Text keys that are listed in order or paged by `>` use the `C`
+//! collation, so they sort by bytes as SQLite's do, whatever the database's locale. Migrations run in one transaction that first takes a
+//! transaction-scoped advisory lock, so nodes starting together run them once, one after the
+//! other: the second finds the schema current and does nothing.
+
+use herald_core::log::StoreError;
+use tokio_postgres::Client;
+
+use super::pg_error;
+
+/// The advisory lock key that serialises migrations (`"herald-m"` as a big-endian integer).
+const MIGRATION_LOCK: i64 = 0x6865_7261_6c64_2d6d;
+
+/// Migrations in order; migration `i` moves the schema from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[
+    // 1: everything SQLite's versions 1 to 3 hold.
+    r#"CREATE TABLE channels (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        name TEXT COLLATE "C" UNIQUE NOT NULL,
+        epoch TEXT NOT NULL,
+        last_seq BIGINT NOT NULL,
+        first_seq BIGINT NOT NULL,
+        max_messages BIGINT NOT NULL,
+        max_age_ms BIGINT NOT NULL
+    );
+    CREATE TABLE messages (
+        channel_id BIGINT NOT NULL,
+        seq BIGINT NOT NULL,
+        client_id TEXT NULL,
+        time BIGINT NOT NULL,
+        data BYTEA NOT NULL,
+        PRIMARY KEY (channel_id, seq)
+    );
+    CREATE UNIQUE INDEX messages_client_id ON messages (channel_id, client_id)
+        WHERE client_id IS NOT NULL;
+    CREATE TABLE api_keys (
+        hash TEXT PRIMARY KEY,
+        label TEXT,
+        created BIGINT,
+        app TEXT COLLATE "C" NOT NULL DEFAULT 'default'
+    );
+    CREATE TABLE apps (
+        id TEXT COLLATE "C" PRIMARY KEY,
+        name TEXT NOT NULL,
+        token_secret TEXT,
+        limits TEXT NOT NULL DEFAULT '{}',
+        deleted BOOLEAN NOT NULL DEFAULT FALSE,
+        created BIGINT NOT NULL
+    );
+    INSERT INTO apps (id, name, created) VALUES ('default', 'default', 0);
+    CREATE TABLE devices (
+        app TEXT NOT NULL,
+        id TEXT COLLATE "C" NOT NULL,
+        platform TEXT NOT NULL,
+        token TEXT,
+        keys TEXT,
+        user_id TEXT,
+        tags TEXT NOT NULL,
+        locale TEXT,
+        active BOOLEAN NOT NULL,
+        created BIGINT NOT NULL,
+        updated BIGINT NOT NULL,
+        cursor TEXT NOT NULL,
+        inactive_reason TEXT,
+        token_updated BIGINT,
+        PRIMARY KEY (app, id)
+    );
+    CREATE TABLE device_tombstones (
+        app TEXT NOT NULL,
+        id TEXT NOT NULL,
+        log_head TEXT NOT NULL,
+        PRIMARY KEY (app, id)
+    );
+    CREATE INDEX devices_user ON devices (app, user_id, id) WHERE user_id IS NOT NULL;
+    CREATE INDEX devices_active ON devices (app, active);
+    CREATE INDEX devices_provider_reachable ON devices (app, id)
+        WHERE active AND platform <> 'herald' AND token IS NOT NULL;
+    CREATE TABLE device_tags (
+        app TEXT NOT NULL,
+        tag TEXT NOT NULL,
+        device TEXT COLLATE "C" NOT NULL,
+        PRIMARY KEY (app, tag, device)
+    );
+    CREATE TABLE pushes (
+        app TEXT NOT NULL,
+        id TEXT NOT NULL,
+        created BIGINT NOT NULL,
+        expires BIGINT NOT NULL,
+        targeted BIGINT,
+        acked BIGINT NOT NULL DEFAULT 0,
+        delivery TEXT,
+        delivery_record BYTEA,
+        PRIMARY KEY (app, id)
+    );
+    CREATE TABLE usage (
+        app TEXT PRIMARY KEY,
+        published BIGINT NOT NULL DEFAULT 0,
+        deliveries BIGINT NOT NULL DEFAULT 0,
+        acks BIGINT NOT NULL DEFAULT 0,
+        peak_connections BIGINT NOT NULL DEFAULT 0
+    );
+    CREATE TABLE jobs (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        app TEXT NOT NULL,
+        push TEXT NOT NULL,
+        provider TEXT,
+        kind TEXT NOT NULL CHECK (kind IN ('send', 'expand')),
+        device TEXT COLLATE "C",
+        expand_after TEXT,
+        state TEXT NOT NULL CHECK (state IN ('queued', 'leased', 'done', 'dead')),
+        due BIGINT NOT NULL,
+        lease_until BIGINT,
+        attempts BIGINT NOT NULL DEFAULT 0,
+        in_doubt BOOLEAN NOT NULL DEFAULT FALSE,
+        result TEXT,
+        seq BIGINT NOT NULL DEFAULT 0,
+        created BIGINT NOT NULL,
+        finished BIGINT
+    );
+    CREATE INDEX jobs_due ON jobs (due, id) WHERE state IN ('queued', 'leased');
+    CREATE UNIQUE INDEX jobs_push ON jobs (app, push, device);
+    CREATE INDEX jobs_depth ON jobs (app, provider, state, created) WHERE state <> 'done';
+    CREATE INDEX jobs_dead ON jobs (app, id) WHERE state = 'dead';
+    CREATE TABLE credentials (
+        app TEXT NOT NULL,
+        provider TEXT COLLATE "C" NOT NULL,
+        sealed BYTEA NOT NULL,
+        public TEXT NOT NULL,
+        updated BIGINT NOT NULL,
+        PRIMARY KEY (app, provider)
+    );"#,
+];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Brings the schema up to [`SCHEMA_VERSION`] in one transaction under the migration lock, and
+/// answers the version found before. Refuses a database whose schema is newer than this build.
+pub(crate) async fn migrate(client: &mut Client) -> Result<i64, StoreError> {
+    let tx = client.transaction().await.map_err(pg_error)?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await
+        .map_err(pg_error)?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS herald_schema (version BIGINT NOT NULL)")
+        .await
+        .map_err(pg_error)?;
+    let found: Option<i64> = tx
+        .query_opt("SELECT max(version) FROM herald_schema", &[])
+        .await
+        .map_err(pg_error)?
+        .and_then(|row| row.get(0));
+    let current = found.unwrap_or(0);
+    if current > SCHEMA_VERSION {
+        return Err(StoreError::failed(format!(
+            "database schema version {current} is newer than this Herald supports \
+             ({SCHEMA_VERSION}); upgrade Herald"
+        )));
+    }
+    let start = usize::try_from(current)
+        .map_err(|_| StoreError::failed(format!("invalid schema version {current}")))?;
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(start) {
+        let version = index as i64 + 1;
+        tx.batch_execute(sql)
+            .await
+            .map_err(|e| StoreError::backend(format!("migration to version {version}"), e))?;
+        tracing::info!(version, "postgres schema migrated");
+    }
+    if current < SCHEMA_VERSION {
+        tx.execute("DELETE FROM herald_schema", &[])
+            .await
+            .map_err(pg_error)?;
+        tx.execute(
+            "INSERT INTO herald_schema (version) VALUES ($1)",
+            &[&SCHEMA_VERSION],
+        )
+        .await
+        .map_err(pg_error)?;
+    }
+    tx.commit().await.map_err(pg_error)?;
+    Ok(current)
+}

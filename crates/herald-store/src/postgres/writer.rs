@@ -1,0 +1,282 @@
+//! The writer task: one per store. It waits for the first append, drains whatever else queued
+//! meanwhile (up to `max_batch` messages), stores it all in one transaction ([`super::append`]),
+//! hands the new messages to the [`CommitSink`] and only then replies. There is no artificial
+//! delay: batches form from requests that arrived while the previous commit ran.
+//!
+//! Between batches it sweeps expired messages about every 30 s: the channels whose oldest
+//! retained message is past their age limit, each in a short transaction of its own that locks
+//! the channel's row, so appends from other nodes wait for one channel at a time; then it
+//! deletes a chunk of finished provider jobs of long-expired pushes. It exits when every sender
+//! is gone, after finishing what was queued.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::Instant;
+
+use deadpool_postgres::Pool;
+use herald_core::log::{Appended, CommitSink, Retention, StoreError};
+use herald_core::message::{now_millis, NewMessage};
+use herald_core::name::ChannelName;
+use tokio::sync::{mpsc, oneshot};
+
+use super::append::{self, Committed, Requested};
+use super::jobs::{prune_expired_chunk, DONE_JOBS_KEPT_AFTER_EXPIRY_MS, PRUNE_CHUNK};
+use super::{pg_error, PostgresOptions, AGE_TRIM_INTERVAL};
+use crate::{seq_from_db, seq_to_db};
+
+/// Where a request's answer goes.
+pub(crate) type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
+
+/// One append call.
+pub(crate) struct AppendRequest {
+    pub channel: ChannelName,
+    pub messages: Vec<NewMessage>,
+    pub retention: Retention,
+    pub reply: Reply<Vec<Appended>>,
+}
+
+/// Work for the writer task.
+pub(crate) enum Request {
+    /// Append messages to a channel.
+    Append(AppendRequest),
+    /// Sweep expired messages now, as if the time were `now_ms`; replies with rows deleted.
+    TrimExpired { now_ms: i64, reply: Reply<usize> },
+}
+
+/// State owned by the writer task.
+pub(crate) struct Writer {
+    pool: Pool,
+    sink: Arc<dyn CommitSink>,
+    max_batch: usize,
+}
+
+impl Writer {
+    pub(crate) fn new(pool: Pool, sink: Arc<dyn CommitSink>, options: &PostgresOptions) -> Self {
+        Writer {
+            pool,
+            sink,
+            max_batch: options.max_batch.max(1),
+        }
+    }
+
+    /// The task's main loop; returns when the request channel is closed and drained.
+    pub(crate) async fn run(self, mut requests: mpsc::UnboundedReceiver<Request>) {
+        let mut pending: Option<Request> = None;
+        let mut next_trim = tokio::time::Instant::now() + AGE_TRIM_INTERVAL;
+        loop {
+            let first = match pending.take() {
+                Some(request) => request,
+                None => tokio::select! {
+                    request = requests.recv() => match request {
+                        Some(request) => request,
+                        None => break,
+                    },
+                    () = tokio::time::sleep_until(next_trim) => {
+                        let _ = self.sweep(now_millis()).await;
+                        next_trim = tokio::time::Instant::now() + AGE_TRIM_INTERVAL;
+                        continue;
+                    }
+                },
+            };
+            match first {
+                Request::Append(append) => {
+                    self.commit_batch(append, &mut requests, &mut pending).await
+                }
+                Request::TrimExpired { now_ms, reply } => {
+                    let _ = reply.send(self.sweep(now_ms).await);
+                }
+            }
+            if tokio::time::Instant::now() >= next_trim {
+                let _ = self.sweep(now_millis()).await;
+                next_trim = tokio::time::Instant::now() + AGE_TRIM_INTERVAL;
+            }
+        }
+        tracing::debug!("postgres store writer stopped");
+    }
+
+    /// Commits `first` and whatever appends queued behind it (up to `max_batch` messages) in
+    /// one transaction, feeds the sink, then replies to every request of the batch. A request
+    /// that would overflow the batch, or is not an append, is left in `pending`.
+    async fn commit_batch(
+        &self,
+        first: AppendRequest,
+        requests: &mut mpsc::UnboundedReceiver<Request>,
+        pending: &mut Option<Request>,
+    ) {
+        let mut size = first.messages.len();
+        let mut batch = vec![first];
+        while size < self.max_batch {
+            match requests.try_recv() {
+                Ok(Request::Append(more)) if size + more.messages.len() <= self.max_batch => {
+                    size += more.messages.len();
+                    batch.push(more);
+                }
+                Ok(other) => {
+                    *pending = Some(other);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        let started = Instant::now();
+        let outcome = self.transact(&batch).await;
+        match outcome {
+            Ok(committed) => {
+                metrics::histogram!("herald_store_commit_seconds")
+                    .record(started.elapsed().as_secs_f64());
+                metrics::histogram!("herald_store_batch_messages").record(size as f64);
+                let new = &committed.new_messages;
+                metrics::counter!("herald_store_appends_total").increment(new.len() as u64);
+                if !new.is_empty() {
+                    let sink = &self.sink;
+                    if catch_unwind(AssertUnwindSafe(|| sink.committed(new))).is_err() {
+                        tracing::error!("commit sink panicked; the messages are stored");
+                    }
+                }
+                for (request, result) in batch.into_iter().zip(committed.results) {
+                    let _ = request.reply.send(Ok(result));
+                }
+            }
+            Err(err) => {
+                tracing::error!(error = %err.chain(), requests = batch.len(), "store batch failed");
+                for request in batch {
+                    let _ = request.reply.send(Err(err.clone()));
+                }
+            }
+        }
+    }
+
+    /// Stores the batch in one transaction and commits it.
+    async fn transact(&self, batch: &[AppendRequest]) -> Result<Committed, StoreError> {
+        let mut client = self
+            .pool
+            .get()
+            .await
+            .map_err(|e| StoreError::backend("no PostgreSQL connection for appends", e))?;
+        let tx = client.transaction().await.map_err(pg_error)?;
+        let requested: Vec<Requested<'_>> = batch
+            .iter()
+            .map(|r| Requested {
+                channel: &r.channel,
+                messages: &r.messages,
+                retention: r.retention,
+            })
+            .collect();
+        let committed = append::store(&tx, &requested, now_millis()).await?;
+        tx.commit().await.map_err(pg_error)?;
+        Ok(committed)
+    }
+
+    /// Removes, in every channel with an age limit, the messages older than
+    /// `now_ms - max_age_ms`, oldest first, stopping at the first young enough one (so a clock
+    /// that stepped back never leaves a hole), and advances `first_seq`.
+    async fn sweep(&self, now_ms: i64) -> Result<usize, StoreError> {
+        let result = self.sweep_channels(now_ms).await;
+        match &result {
+            Ok(0) => {}
+            Ok(deleted) => tracing::debug!(deleted, "expired messages removed"),
+            Err(err) => tracing::error!(error = %err.chain(), "expired-message sweep failed"),
+        }
+        self.prune_jobs(now_ms).await;
+        result
+    }
+
+    /// Deletes a chunk of finished send jobs of pushes that expired more than a day before
+    /// `now_ms`; a failure is logged and left for the next sweep.
+    async fn prune_jobs(&self, now_ms: i64) {
+        let result = async {
+            let client =
+                self.pool.get().await.map_err(|e| {
+                    StoreError::backend("no PostgreSQL connection for the sweep", e)
+                })?;
+            let before = now_ms.saturating_sub(DONE_JOBS_KEPT_AFTER_EXPIRY_MS);
+            prune_expired_chunk(&client, before, Some(PRUNE_CHUNK)).await
+        }
+        .await;
+        match result {
+            Ok(0) => {}
+            Ok(pruned) => tracing::debug!(pruned, "finished jobs of expired pushes removed"),
+            Err(err) => tracing::error!(error = %err.chain(), "finished-job prune failed"),
+        }
+    }
+
+    async fn sweep_channels(&self, now_ms: i64) -> Result<usize, StoreError> {
+        let mut client = self
+            .pool
+            .get()
+            .await
+            .map_err(|e| StoreError::backend("no PostgreSQL connection for the sweep", e))?;
+        // Channels whose oldest retained message has expired.
+        let candidates = client
+            .query(
+                "SELECT c.id FROM channels c JOIN messages m
+                     ON m.channel_id = c.id AND m.seq = c.first_seq
+                 WHERE c.max_age_ms > 0 AND c.first_seq <= c.last_seq
+                   AND m.time < $1 - c.max_age_ms
+                 ORDER BY c.name",
+                &[&now_ms],
+            )
+            .await
+            .map_err(pg_error)?;
+        let mut deleted = 0;
+        for candidate in candidates {
+            let id: i64 = candidate.try_get(0).map_err(pg_error)?;
+            let tx = client.transaction().await.map_err(pg_error)?;
+            let Some(row) = tx
+                .query_opt(
+                    "SELECT last_seq, first_seq, max_age_ms FROM channels WHERE id = $1
+                     FOR UPDATE",
+                    &[&id],
+                )
+                .await
+                .map_err(pg_error)?
+            else {
+                continue;
+            };
+            let (last_seq, first_seq, max_age_ms): (i64, i64, i64) = (
+                row.try_get(0).map_err(pg_error)?,
+                row.try_get(1).map_err(pg_error)?,
+                row.try_get(2).map_err(pg_error)?,
+            );
+            if max_age_ms <= 0 {
+                continue;
+            }
+            let cutoff = now_ms.saturating_sub(max_age_ms);
+            let oldest_kept: Option<i64> = tx
+                .query_opt(
+                    "SELECT seq FROM messages WHERE channel_id = $1 AND seq >= $2
+                       AND time >= $3 ORDER BY seq LIMIT 1",
+                    &[&id, &first_seq, &cutoff],
+                )
+                .await
+                .map_err(pg_error)?
+                .map(|r| r.try_get(0))
+                .transpose()
+                .map_err(pg_error)?;
+            let new_first = match oldest_kept {
+                Some(seq) => seq_from_db(seq)?,
+                None => seq_from_db(last_seq)? + 1,
+            };
+            if new_first <= seq_from_db(first_seq)? {
+                continue;
+            }
+            let first = seq_to_db(new_first);
+            let n = tx
+                .execute(
+                    "DELETE FROM messages WHERE channel_id = $1 AND seq < $2",
+                    &[&id, &first],
+                )
+                .await
+                .map_err(pg_error)?;
+            tx.execute(
+                "UPDATE channels SET first_seq = $2 WHERE id = $1",
+                &[&id, &first],
+            )
+            .await
+            .map_err(pg_error)?;
+            tx.commit().await.map_err(pg_error)?;
+            deleted += n as usize;
+        }
+        Ok(deleted)
+    }
+}

@@ -1,0 +1,138 @@
+//! The same behaviour tests, run once against SQLite and once against PostgreSQL, so the two
+//! stores cannot drift: each test body takes a [`Backend`] and uses only the traits
+//! (`ChannelLog`, `Tenancy`, `DeviceRegistry`, `CredentialStore`, `JobQueue`); [`on_both!`] makes one
+//! `#[tokio::test]` per backend (`backends::<body>::sqlite` and `::postgres`). Every
+//! PostgreSQL test starts its own server (`herald_testkit::Postgres`) with its own database, so
+//! tests run in parallel threads without sharing anything.
+//!
+//! Bodies: the channel log in [`log`], the registries in [`registry`], the job queue in [`jobs`]; PostgreSQL's own behaviour
+//! (two nodes on one database, the server killed mid-traffic, schema versions) in [`cluster`].
+
+mod cluster;
+mod jobs;
+mod log;
+mod registry;
+
+use std::sync::Arc;
+
+use herald_core::log::ChannelLog;
+use herald_core::tenancy::Tenancy;
+use herald_push::credentials::CredentialStore;
+use herald_push::jobs::JobQueue;
+use herald_push::registry::DeviceRegistry;
+use herald_store::{PostgresOptions, PostgresStore, SqliteLog, SqliteOptions};
+use herald_testkit::Postgres;
+
+use super::RecordingSink;
+
+/// Everything a store implements, as one trait object.
+pub trait Store: ChannelLog + Tenancy + DeviceRegistry + CredentialStore + JobQueue {}
+
+impl<T: ChannelLog + Tenancy + DeviceRegistry + CredentialStore + JobQueue> Store for T {}
+
+/// Where a backend keeps its data, kept alive for the test.
+enum Place {
+    Sqlite(tempfile::TempDir),
+    Postgres { _server: Postgres, url: String },
+}
+
+/// The open store.
+enum Open {
+    Sqlite(Arc<SqliteLog>),
+    Postgres(Arc<PostgresStore>),
+}
+
+/// A store under test, its sink, and where its data lives.
+pub struct Backend {
+    open: Open,
+    place: Place,
+    /// What the store's commit sink saw.
+    pub sink: Arc<RecordingSink>,
+}
+
+impl Backend {
+    /// A new SQLite store in a temporary directory.
+    pub async fn sqlite() -> Backend {
+        let dir = tempfile::tempdir().unwrap();
+        Backend::open(Place::Sqlite(dir)).await
+    }
+
+    /// A new PostgreSQL store in a database of its own on a server of its own.
+    pub async fn postgres() -> Backend {
+        let server = tokio::task::spawn_blocking(Postgres::start)
+            .await
+            .unwrap()
+            .expect("start PostgreSQL (scripts/install-services.sh installs it)");
+        let url = server.create_database("herald").unwrap();
+        Backend::open(Place::Postgres {
+            _server: server,
+            url,
+        })
+        .await
+    }
+
+    async fn open(place: Place) -> Backend {
+        let sink = Arc::new(RecordingSink::default());
+        let open = match &place {
+            Place::Sqlite(dir) => Open::Sqlite(
+                SqliteLog::open(dir.path(), SqliteOptions::default(), sink.clone()).unwrap(),
+            ),
+            Place::Postgres { url, .. } => Open::Postgres(
+                PostgresStore::open(url, PostgresOptions::default(), sink.clone())
+                    .await
+                    .unwrap(),
+            ),
+        };
+        Backend { open, place, sink }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &dyn Store {
+        match &self.open {
+            Open::Sqlite(log) => &**log,
+            Open::Postgres(store) => &**store,
+        }
+    }
+
+    /// Closes the store and opens it again on the same data, with a new sink.
+    pub async fn reopen(self) -> Backend {
+        self.store().close().await;
+        let Backend { open, place, .. } = self;
+        drop(open);
+        Backend::open(place).await
+    }
+
+    /// Sweeps expired messages as if the time were `now_ms`.
+    pub async fn trim_expired_at(&self, now_ms: i64) -> usize {
+        match &self.open {
+            Open::Sqlite(log) => log.trim_expired_at(now_ms).await.unwrap(),
+            Open::Postgres(store) => store.trim_expired_at(now_ms).await.unwrap(),
+        }
+    }
+}
+
+/// Makes `mod $body { sqlite, postgres }`: one test per backend, each bounded in time.
+#[macro_export]
+macro_rules! on_both {
+    ($($body:ident),* $(,)?) => {$(
+        mod $body {
+            use std::time::Duration;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                let backend = super::super::Backend::sqlite().await;
+                tokio::time::timeout(Duration::from_secs(120), super::$body(backend))
+                    .await
+                    .expect("test timed out");
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                let backend = super::super::Backend::postgres().await;
+                tokio::time::timeout(Duration::from_secs(120), super::$body(backend))
+                    .await
+                    .expect("test timed out");
+            }
+        }
+    )*};
+}
