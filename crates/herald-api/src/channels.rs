@@ -74,7 +74,13 @@ pub async fn get_path(
     let pairs = query(raw.as_deref());
     if !messages {
         let state = api.engine.state(&channel).await?;
-        return Ok(axum::Json(info(&api, &state)).into_response());
+        let mut answer = info(&api, &state);
+        if let Some(presence) = &api.presence {
+            if let Some(n) = presence.subscribers(&state.name).await {
+                answer.subscribers = n as usize;
+            }
+        }
+        return Ok(axum::Json(answer).into_response());
     }
     let limit = number(&pairs, "limit")?.map_or(100, |l| l as usize);
     if limit == 0 || limit > MAX_HISTORY {

@@ -20,7 +20,7 @@ use axum::http::HeaderMap;
 use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 use herald_core::auth::{hash_api_key, ApiKeys, Tokens};
-use herald_core::bus::Bus;
+use herald_core::bus::{Bus, Presence};
 use herald_core::publish::Publisher;
 use herald_core::tenancy::Tenancy;
 use herald_core::tenant::AppId;
@@ -57,6 +57,8 @@ pub struct Api {
     pub usage: Arc<UsageMeter>,
     /// Where admin changes are published, after the store write, for every node's caches.
     pub bus: Arc<dyn Bus>,
+    /// Cluster-wide subscriber counts (`None` on one node: this node's own are the whole).
+    pub presence: Option<Arc<dyn Presence>>,
     /// Largest message payload (`data`) accepted, in bytes.
     pub max_message_bytes: usize,
     /// Renders `/metrics`.

@@ -8,6 +8,7 @@ use crate::caches::{CacheEvent, Caches};
 use crate::fanout::FanOut;
 use crate::log::CommitSink;
 use crate::message::SharedMessage;
+use crate::ChannelName;
 
 /// Cross-node fan-out of committed messages ([`CommitSink::committed`], fed by the store's
 /// commits) and of cache-invalidation events ([`Bus::publish`], fed by the admin API after its
@@ -37,6 +38,15 @@ use crate::message::SharedMessage;
 pub trait Bus: CommitSink {
     /// Applies `event` on this node at once and sends it to every other node.
     fn publish(&self, event: CacheEvent);
+}
+
+/// Cluster-wide counts a networked bus keeps from every node's reports (presence). Each
+/// node's own share is exact; the others' are as they last reported them (a networked bus
+/// says how stale that can be).
+#[async_trait::async_trait]
+pub trait Presence: Send + Sync {
+    /// Subscribers of `channel` on every node; `None` if the bus cannot tell now.
+    async fn subscribers(&self, channel: &ChannelName) -> Option<u64>;
 }
 
 /// The one-node bus: today's behaviour.

@@ -74,6 +74,26 @@ impl Engine {
         Ok((engine, bus, log))
     }
 
+    /// [`Engine::open_with_bus`] for a log that opens asynchronously (a networked database):
+    /// the same wiring, with `open_log` awaited.
+    #[allow(clippy::type_complexity)]
+    pub async fn open_with_bus_async<B, L, E, F>(
+        namespaces: Namespaces,
+        make_bus: impl FnOnce(Arc<FanOut>) -> Arc<B>,
+        open_log: impl FnOnce(Arc<dyn CommitSink>) -> F,
+    ) -> Result<(Engine, Arc<B>, Arc<L>), OpenError<E>>
+    where
+        B: Bus + 'static,
+        L: ChannelLog + 'static,
+        F: std::future::Future<Output = Result<Arc<L>, E>>,
+    {
+        let hub = Hub::new();
+        let bus = make_bus(FanOut::start(hub.clone()).map_err(OpenError::FanOut)?);
+        let log = open_log(bus.clone()).await.map_err(OpenError::Log)?;
+        let engine = Engine::new(log.clone(), hub, namespaces);
+        Ok((engine, bus, log))
+    }
+
     /// Like [`Engine::open`], but the commit sink is made by `make_sink` from the new hub
     /// instead of being the fan-out thread: for tests and tools that need to control when
     /// committed messages are delivered. The sink is given this engine's hub and no other, and

@@ -28,13 +28,24 @@ pub enum ServerError {
     #[error("cannot start the fan-out thread")]
     FanOut(#[source] std::io::Error),
     /// The store could not be opened.
-    #[error("cannot open the store in {}", path.display())]
+    #[error("cannot open the store in {place}")]
     OpenStore {
-        /// The data directory.
-        path: PathBuf,
+        /// The data directory, or the PostgreSQL server (without its password).
+        place: String,
         /// Why.
         #[source]
         source: StoreError,
+    },
+    /// The Redis bus could not start.
+    #[error(transparent)]
+    Bus(herald_bus_redis::BusError),
+    /// A secret every node of a cluster must share was not configured.
+    #[error("{what} must be configured when nodes share a PostgreSQL store ({how}): every node must use the same one, and it is not kept in the database")]
+    ClusterSecret {
+        /// Which secret.
+        what: &'static str,
+        /// Where to set it.
+        how: &'static str,
     },
     /// Reading or writing apps, keys or usage at start failed.
     #[error(transparent)]

@@ -5,11 +5,12 @@
 //! A server owns every listener (HTTP: the API, WebSocket, SSE and long-poll; Meteor's
 //! subscriber and controller ports when configured), the usage writer, the `/metrics` recorder
 //! (one per process, shared by every server in it) and the wiring of store, bus, hub, fan-out
-//! and engine, which [`herald_core::Engine::open_with_bus`] makes impossible to get wrong; the
-//! bus is a [`herald_core::bus::LocalBus`] (one node).
+//! and engine, which [`herald_core::Engine::open_with_bus`] makes impossible to get wrong. One
+//! node runs on SQLite with a [`herald_core::bus::LocalBus`]; nodes of a cluster share a
+//! PostgreSQL store and talk through a Redis bus ([`settings::ClusterSettings`]).
 //!
-//! Modules: [`settings`] (what a server starts with), `server` (start and shutdown), `wiring`
-//! (building the parts and joining them), `listener` (the HTTP accept loop), `meteor` (the
+//! Modules: [`settings`] (what a server starts with), `server` (start and shutdown), `node`
+//! (opening the store and the bus together), `wiring` (building the parts and joining them), `listener` (the HTTP accept loop), `meteor` (the
 //! Meteor ports), `metrics` (the process's recorder), `usage_writer`, `secrets` (the generated
 //! token secret) and [`error`].
 #![forbid(unsafe_code)]
@@ -19,6 +20,7 @@ pub mod error;
 mod listener;
 mod meteor;
 mod metrics;
+mod node;
 mod secrets;
 mod server;
 pub mod settings;
@@ -26,9 +28,10 @@ mod usage_writer;
 mod wiring;
 
 pub use error::ServerError;
+pub use node::migrate_postgres;
 pub use secrets::{read_secret_file, CREDENTIALS_KEY_FILE, TOKEN_SECRET_FILE};
 pub use server::{Addresses, RunningServer, Server, ServerBuilder};
-pub use settings::{MeteorPorts, ProviderSettings, ServerSettings};
+pub use settings::{ClusterSettings, MeteorPorts, ProviderSettings, ServerSettings};
 
 /// The types a [`ServerSettings`] is made of, from the crates that own them, so a program that
 /// configures a server (the `herald` binary) needs no other Herald crate.
@@ -41,5 +44,5 @@ pub mod vocabulary {
     pub use herald_push::delivery::senders::ProviderEndpoints;
     pub use herald_push::delivery::worker::DeliveryConfig;
     pub use herald_push::jobs::RetryPolicy;
-    pub use herald_store::{SqliteOptions, SyncMode};
+    pub use herald_store::{PostgresOptions, SqliteOptions, SyncMode};
 }

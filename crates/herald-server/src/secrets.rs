@@ -21,6 +21,12 @@ pub(crate) fn credentials_key(settings: &ServerSettings) -> Result<String, Serve
     if let Some(key) = &settings.providers.credentials_key {
         return Ok(key.clone());
     }
+    if settings.cluster.shared_store() {
+        return Err(ServerError::ClusterSecret {
+            what: "the credentials key",
+            how: "credentials_key, HERALD_CREDENTIALS_KEY; `herald vapid` is not it: 64 hex digits, e.g. from `openssl rand -hex 32`",
+        });
+    }
     let path = settings.data.join(CREDENTIALS_KEY_FILE);
     let found = read_secret_file(&path).map_err(|source| ServerError::ReadSecret {
         path: path.clone(),
@@ -52,6 +58,12 @@ pub fn read_secret_file(path: &Path) -> std::io::Result<Option<String>> {
 pub(crate) fn token_secret(settings: &ServerSettings) -> Result<String, ServerError> {
     if let Some(secret) = &settings.token_secret {
         return Ok(secret.clone());
+    }
+    if settings.cluster.shared_store() {
+        return Err(ServerError::ClusterSecret {
+            what: "the client-token secret",
+            how: "token_secret, HERALD_TOKEN_SECRET or --token-secret",
+        });
     }
     let path = settings.data.join(TOKEN_SECRET_FILE);
     let found = read_secret_file(&path).map_err(|source| ServerError::ReadSecret {

@@ -71,15 +71,16 @@ impl ServerBuilder {
             None => crate::metrics::recorder()?,
         };
         let shutdown = shutdown.map(|t| t.child_token()).unwrap_or_default();
-        let (engine, bus, store) = Parts::open_store(&settings)?;
-        let opened = Parts::load(&settings, engine, bus, store.clone()).await;
+        let (engine, bus, store) = Parts::open_store(&settings).await?;
+        let opened = Parts::load(&settings, engine, bus.clone(), store.clone()).await;
         let started = match opened {
             Ok(parts) => assemble(settings, parts, metrics, &shutdown).await,
             Err(e) => Err(e),
         };
         if started.is_err() {
             shutdown.cancel();
-            herald_core::log::ChannelLog::close(store.as_ref()).await;
+            store.close().await;
+            bus.shutdown().await;
         }
         started
     }
@@ -123,8 +124,8 @@ async fn assemble(
     background.close();
     tracing::info!(
         addr = %addresses.http,
-        data = %settings.data.display(),
-        sync = %settings.store.sync,
+        store = %store_description(&settings),
+        bus = if settings.cluster.redis.is_empty() { "local" } else { "redis" },
         "herald is serving"
     );
     let finished = tokio::spawn(run(
@@ -229,5 +230,17 @@ impl RunningServer {
     pub async fn shutdown(self) -> Result<(), ServerError> {
         self.begin_shutdown();
         self.wait().await
+    }
+}
+
+/// Where the store is, for the start-up line (never a password).
+fn store_description(settings: &ServerSettings) -> String {
+    match &settings.cluster.postgres {
+        Some(url) => crate::settings::redact_url(url),
+        None => format!(
+            "sqlite {} (sync {})",
+            settings.data.display(),
+            settings.store.sync
+        ),
     }
 }

@@ -11,7 +11,7 @@ use herald_edge::EdgeSettings;
 use herald_meteor::MeteorConf;
 use herald_push::delivery::senders::ProviderEndpoints;
 use herald_push::delivery::worker::DeliveryConfig;
-use herald_store::SqliteOptions;
+use herald_store::{PostgresOptions, SqliteOptions};
 
 /// Everything a [`crate::Server`] needs to start. `Debug` leaves the secrets out.
 #[derive(Clone)]
@@ -41,6 +41,65 @@ pub struct ServerSettings {
     pub meteor: MeteorPorts,
     /// Provider delivery: the credentials key, provider endpoints, the worker's settings.
     pub providers: ProviderSettings,
+    /// Cluster mode: a shared PostgreSQL store and a Redis bus (both off: one node on SQLite).
+    pub cluster: ClusterSettings,
+}
+
+/// Where the durable state lives and how nodes reach each other. Both empty (the default): one
+/// node, SQLite in the data directory, [`herald_core::bus::LocalBus`].
+#[derive(Clone, Default)]
+pub struct ClusterSettings {
+    /// A PostgreSQL URL (`postgres://user:password@host:port/database`, `?sslmode=require` for
+    /// TLS): every node keeps its durable state there instead of SQLite.
+    pub postgres: Option<String>,
+    /// How the PostgreSQL store runs (pool size, group commit size).
+    pub postgres_options: PostgresOptions,
+    /// Redis URLs (`redis://host:port`, `rediss://` for TLS): one for a single Redis server,
+    /// several (or `redis_cluster`) for Redis Cluster. Empty: no bus between nodes.
+    pub redis: Vec<String>,
+    /// The Redis URLs are nodes of a Redis Cluster.
+    pub redis_cluster: bool,
+}
+
+impl ClusterSettings {
+    /// Whether several nodes may share this node's state (a PostgreSQL store).
+    pub fn shared_store(&self) -> bool {
+        self.postgres.is_some()
+    }
+}
+
+impl std::fmt::Debug for ClusterSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterSettings")
+            .field("postgres", &self.postgres.as_deref().map(redact_url))
+            .field("postgres_options", &self.postgres_options)
+            .field(
+                "redis",
+                &self.redis.iter().map(|u| redact_url(u)).collect::<Vec<_>>(),
+            )
+            .field("redis_cluster", &self.redis_cluster)
+            .finish()
+    }
+}
+
+/// A URL with its password (`user:password@`) replaced by `***`, for logs and `Debug`.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
+            if userinfo.contains(':') {
+                format!("{scheme}://{user}:***@{host}{path}")
+            } else {
+                format!("{scheme}://{user}@{host}{path}")
+            }
+        }
+        None => url.to_owned(),
+    }
 }
 
 /// Provider delivery settings. `Debug` leaves the credentials key out.
@@ -83,6 +142,7 @@ impl ServerSettings {
             namespaces: Namespaces::default(),
             meteor: MeteorPorts::default(),
             providers: ProviderSettings::default(),
+            cluster: ClusterSettings::default(),
         }
     }
 }
@@ -102,6 +162,7 @@ impl std::fmt::Debug for ServerSettings {
             .field("namespaces", &self.namespaces)
             .field("meteor", &self.meteor)
             .field("providers", &self.providers)
+            .field("cluster", &self.cluster)
             .finish()
     }
 }
@@ -140,5 +201,25 @@ impl std::fmt::Debug for MeteorPorts {
                 &self.control_password.as_ref().map(|_| "<set>"),
             )
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_url;
+
+    #[test]
+    fn passwords_never_reach_logs() {
+        assert_eq!(
+            redact_url("postgres://herald:s3cret@db:5432/herald?sslmode=require"),
+            "postgres://herald:***@db:5432/herald?sslmode=require"
+        );
+        assert_eq!(
+            redact_url("redis://:pw@cache:6379"),
+            "redis://:***@cache:6379"
+        );
+        assert_eq!(redact_url("redis://cache:6379/0"), "redis://cache:6379/0");
+        assert_eq!(redact_url("postgres://u@h/d"), "postgres://u@h/d");
+        assert_eq!(redact_url("not a url"), "not a url");
     }
 }

@@ -10,14 +10,11 @@ use std::sync::Arc;
 use axum::response::IntoResponse;
 use axum::Router;
 use herald_core::auth::{generate_secret, hash_api_key, Tokens};
-use herald_core::bus::LocalBus;
 use herald_core::caches::{CacheEvent, Caches, TokenSecret};
-use herald_core::log::ChannelLog;
 use herald_core::publish::Publisher;
 use herald_core::tenancy::{KeyInfo, Tenancy};
 use herald_core::tenant::AppId;
 use herald_core::usage::UsageMeter;
-use herald_core::wiring::OpenError;
 use herald_core::{Engine, ErrorCode, HeraldError};
 use herald_edge::{Edge, KeepAlive};
 use herald_push::credentials::sealer::Sealer;
@@ -25,14 +22,13 @@ use herald_push::credentials::CredentialStore;
 use herald_push::delivery::senders::Senders;
 use herald_push::delivery::stats::WorkerStats;
 use herald_push::delivery::worker::Deliverer;
-use herald_push::jobs::JobQueue;
 use herald_push::{DeviceRegistry, Inbox};
-use herald_store::SqliteLog;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::error::ServerError;
+use crate::node::{self, NodeBus, Store};
 use crate::secrets::{credentials_key, token_secret};
 use crate::settings::ServerSettings;
 
@@ -40,16 +36,16 @@ use crate::settings::ServerSettings;
 pub(crate) struct Parts {
     /// The channel engine, over `store` and its own hub.
     pub engine: Arc<Engine>,
-    /// The SQLite store: the engine's log and the registry; closed last at shutdown.
-    pub store: Arc<SqliteLog>,
+    /// The store (SQLite, or PostgreSQL shared with other nodes); closed last at shutdown.
+    pub store: Store,
     /// Apps, keys, limits, usage (the same store).
     pub tenancy: Arc<dyn Tenancy>,
     /// Devices, inbox cursors, receipts (the same store).
     pub devices: Arc<dyn DeviceRegistry>,
     /// Stores and counts published messages and pushes (the one publish rule).
     pub publisher: Arc<Publisher>,
-    /// Committed messages to the fan-out, cache events to `caches`.
-    pub bus: Arc<LocalBus>,
+    /// Committed messages to the fan-out (and other nodes), cache events to `caches`.
+    pub bus: Arc<NodeBus>,
     /// Every app's client-token secret (in `bus`'s caches).
     pub tokens: Arc<Tokens>,
     /// Per-app usage counters, loaded from the store (in `bus`'s caches).
@@ -65,32 +61,13 @@ pub(crate) struct Parts {
 }
 
 impl Parts {
-    /// Creates the data directory, builds the (empty) caches and the [`LocalBus`] over them,
-    /// and opens the store with the engine over it.
-    pub(crate) fn open_store(
+    /// Builds this node's (empty) caches with the default app's token secret, and opens the
+    /// store and the bus with the engine over them (see [`crate::node`]).
+    pub(crate) async fn open_store(
         settings: &ServerSettings,
-    ) -> Result<(Engine, Arc<LocalBus>, Arc<SqliteLog>), ServerError> {
-        let data = &settings.data;
-        std::fs::create_dir_all(data).map_err(|source| ServerError::DataDir {
-            path: data.clone(),
-            source,
-        })?;
-        // Push logs (an app's broadcast log, device inboxes) keep messages by their own rule.
-        let mut namespaces = settings.namespaces.clone();
-        herald_push::logs::register(&mut namespaces, herald_push::logs::DEFAULT_RETENTION);
+    ) -> Result<(Engine, Arc<NodeBus>, Store), ServerError> {
         let caches = Caches::new(token_secret(settings)?.as_bytes());
-        Engine::open_with_bus(
-            namespaces,
-            |fan_out| LocalBus::new(fan_out, caches),
-            |sink| SqliteLog::open(data, settings.store.clone(), sink),
-        )
-        .map_err(|e| match e {
-            OpenError::FanOut(e) => ServerError::FanOut(e),
-            OpenError::Log(source) => ServerError::OpenStore {
-                path: data.clone(),
-                source,
-            },
-        })
+        node::open(settings, caches).await
     }
 
     /// Reads what the store knows (apps' token secrets, usage totals and limits, device counts)
@@ -99,11 +76,11 @@ impl Parts {
     pub(crate) async fn load(
         settings: &ServerSettings,
         engine: Engine,
-        bus: Arc<LocalBus>,
-        store: Arc<SqliteLog>,
+        bus: Arc<NodeBus>,
+        store: Store,
     ) -> Result<Parts, ServerError> {
-        let registry: Arc<dyn Tenancy> = store.clone();
-        let devices: Arc<dyn DeviceRegistry> = store.clone();
+        let registry = store.tenancy.clone();
+        let devices = store.devices.clone();
         let caches = bus.caches().clone();
         let (tokens, usage) = (caches.tokens.clone(), caches.usage.clone());
         for app in registry.apps().await? {
@@ -129,8 +106,8 @@ impl Parts {
         ));
         let sealer = Sealer::new(&credentials_key(settings)?)
             .map_err(|e| ServerError::CredentialsKey(e.to_string()))?;
-        let credentials: Arc<dyn CredentialStore> = store.clone();
-        let queue: Arc<dyn JobQueue> = store.clone();
+        let credentials = store.credentials.clone();
+        let queue = store.jobs.clone();
         let senders = Arc::new(Senders::new(
             credentials.clone(),
             Arc::new(sealer),
@@ -247,6 +224,7 @@ impl Parts {
             tokens: self.tokens.clone(),
             usage: self.usage.clone(),
             bus: self.bus.clone(),
+            presence: self.bus.presence(),
             max_message_bytes: settings.edge.max_frame_bytes,
             metrics: Arc::new(move || metrics.render()),
             credentials: self.credentials.clone(),
@@ -269,6 +247,7 @@ impl Parts {
         }
         self.inbox.close().await;
         self.store.close().await;
+        self.bus.shutdown().await;
     }
 }
 

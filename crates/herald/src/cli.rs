@@ -3,6 +3,7 @@
 
 mod config_check;
 mod jobs;
+mod migrate;
 mod mock;
 mod providers;
 mod publish;
@@ -44,6 +45,9 @@ enum Command {
     /// Run the server.
     #[command(after_help = serve::EXAMPLES)]
     Serve(serve::ServeArgs),
+    /// Run a PostgreSQL store's schema migrations and exit.
+    #[command(after_help = migrate::EXAMPLES)]
+    Migrate(migrate::MigrateArgs),
     /// Inspect the configuration.
     #[command(subcommand, after_help = config_check::EXAMPLES)]
     Config(config_check::ConfigCommand),
@@ -83,6 +87,7 @@ pub async fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Serve(args) => serve::run(args).await,
+        Command::Migrate(args) => migrate::run(args).await,
         Command::Config(cmd) => config_check::run(cmd),
         Command::Version => version::run(),
         Command::Token(args) => token::run(args),

@@ -2,8 +2,8 @@
 //! ([`herald_server`]), prints where it listens, and on SIGTERM or Ctrl-C shuts it down
 //! (connections drained, each told why, before the store closes).
 
-use herald_server::vocabulary::{DeliveryConfig, EdgeSettings, ProviderEndpoints};
-use herald_server::{MeteorPorts, ProviderSettings, Server, ServerSettings};
+use herald_server::vocabulary::{DeliveryConfig, EdgeSettings, PostgresOptions, ProviderEndpoints};
+use herald_server::{ClusterSettings, MeteorPorts, ProviderSettings, Server, ServerSettings};
 
 use crate::config::Config;
 
@@ -73,6 +73,15 @@ fn settings(config: &Config) -> ServerSettings {
                 rounds: config.providers.rounds,
                 ..DeliveryConfig::default()
             },
+        },
+        cluster: ClusterSettings {
+            postgres: config.cluster.postgres.clone(),
+            postgres_options: PostgresOptions {
+                max_connections: config.cluster.postgres_pool,
+                ..PostgresOptions::default()
+            },
+            redis: config.cluster.redis.clone(),
+            redis_cluster: config.cluster.redis_cluster,
         },
     }
 }

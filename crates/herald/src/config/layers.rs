@@ -123,6 +123,11 @@ pub(super) const KEYS: &[Key] = &[
     key("provider_batch", &["HERALD_PROVIDER_BATCH"]),
     key("provider_lease", &["HERALD_PROVIDER_LEASE"]),
     key("provider_rounds", &["HERALD_PROVIDER_ROUNDS"]),
+    // URLs may carry passwords: errors never echo them (config check prints them redacted).
+    key("store", &["HERALD_STORE"]).secret(),
+    key("bus", &["HERALD_BUS"]).secret(),
+    key("redis_cluster", &["HERALD_REDIS_CLUSTER"]),
+    key("postgres_pool", &["HERALD_POSTGRES_POOL"]),
 ];
 
 /// The keys of one `[[namespaces]]` entry.
@@ -190,6 +195,8 @@ impl Layers {
                 flags.allow_anonymous.clone(),
             ),
             ("sync", "--sync", flags.sync.clone()),
+            ("store", "--store", flags.store.clone()),
+            ("bus", "--bus", flags.bus.clone()),
             ("log_format", "--log-format", flags.log_format.clone()),
             ("log_level", "--log-level", flags.log_level.clone()),
             ("meteor", "--meteor", flags.meteor.clone()),

@@ -9,6 +9,7 @@
 //! [`validate`] (typing and checking values, [`ConfigError`]) and [`redacted`] (printing
 //! without secrets).
 
+mod cluster;
 mod file;
 mod layers;
 mod meteor;
@@ -62,6 +63,14 @@ pub struct ConfigFlags {
     /// Store durability: always, batch or off [env: HERALD_SYNC]
     #[arg(long, value_name = "MODE")]
     pub sync: Option<String>,
+    /// Where the durable state lives: "sqlite" (in the data directory) or a postgres:// URL
+    /// shared by every node of a cluster [env: HERALD_STORE] (default: sqlite)
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
+    /// How nodes reach each other: "local" (one node) or redis:// URLs, comma-separated
+    /// (rediss:// for TLS; several for Redis Cluster) [env: HERALD_BUS] (default: local)
+    #[arg(long, value_name = "URLS")]
+    pub bus: Option<String>,
     /// Log format: text or json [env: HERALD_LOG_FORMAT]
     #[arg(long, value_name = "FORMAT")]
     pub log_format: Option<String>,
@@ -132,6 +141,19 @@ pub struct ProvidersConfig {
     pub lease: Duration,
     /// Delivery rounds run at once.
     pub rounds: usize,
+}
+
+/// Cluster mode. No `Debug`: the URLs may hold passwords.
+#[derive(Clone, Default)]
+pub struct ClusterConfig {
+    /// A shared PostgreSQL store; `None`: SQLite in the data directory.
+    pub postgres: Option<String>,
+    /// Redis URLs of the bus; empty: one node.
+    pub redis: Vec<String>,
+    /// The Redis URLs are nodes of a Redis Cluster.
+    pub redis_cluster: bool,
+    /// PostgreSQL connections per node.
+    pub postgres_pool: usize,
 }
 
 /// The Meteor ports' settings. No `Debug`: it holds the controller password.
@@ -246,6 +268,8 @@ pub struct Config {
     pub meteor: MeteorConfig,
     /// Provider delivery.
     pub providers: ProvidersConfig,
+    /// Cluster mode (shared PostgreSQL store, Redis bus).
+    pub cluster: ClusterConfig,
     sources: BTreeMap<String, Source>,
 }
 

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use toml::Value;
 
+use herald_server::settings::redact_url;
+
 use super::Config;
 
 /// What secrets are shown as.
@@ -111,6 +113,34 @@ impl Config {
             ("provider_batch", int(self.providers.batch as u64), ""),
             ("provider_lease", dur(self.providers.lease), ""),
             ("provider_rounds", int(self.providers.rounds as u64), ""),
+            (
+                "store",
+                self.cluster
+                    .postgres
+                    .as_deref()
+                    .map(|u| Value::from(redact_url(u))),
+                "SQLite in the data directory",
+            ),
+            (
+                "bus",
+                (!self.cluster.redis.is_empty()).then(|| {
+                    Value::from(
+                        self.cluster
+                            .redis
+                            .iter()
+                            .map(|u| redact_url(u))
+                            .collect::<Vec<_>>()
+                            .join(","),
+                    )
+                }),
+                "one node, no bus",
+            ),
+            (
+                "redis_cluster",
+                Some(Value::from(self.cluster.redis_cluster)),
+                "",
+            ),
+            ("postgres_pool", int(self.cluster.postgres_pool as u64), ""),
             ("history.size", int(h.history_size), ""),
             ("history.age", dur(h.history_age), ""),
             (

@@ -77,6 +77,7 @@ impl Layers {
         let mut sources = self.sources();
         let meteor = self.meteor(&mut history, &mut sources)?;
         let providers = self.providers()?;
+        let cluster = self.cluster()?;
         Ok(Config {
             listen: self.get("listen", default_listen, |r| {
                 text(r)?
@@ -121,6 +122,7 @@ impl Layers {
             history,
             meteor,
             providers,
+            cluster,
             config_file,
             sources,
         })
@@ -263,7 +265,7 @@ pub(super) fn secret(min: usize) -> impl Fn(&Raw) -> Result<Option<String>, Stri
     }
 }
 
-fn boolean(raw: &Raw) -> Result<bool, String> {
+pub(super) fn boolean(raw: &Raw) -> Result<bool, String> {
     match raw {
         Raw::Toml(Value::Boolean(b)) => Ok(*b),
         Raw::Toml(v) => Err(format!("expected true or false, found {}", v.type_str())),

@@ -1,0 +1,210 @@
+//! What one node runs over, opened together: its store (SQLite in the data directory, or a
+//! PostgreSQL database shared with other nodes) and its bus (this node alone, or Redis between
+//! nodes). The store's commits feed the bus and the bus feeds this node's hub, through
+//! [`Engine::open_with_bus_async`], so the wiring cannot be got wrong.
+
+use std::sync::Arc;
+
+use herald_bus_redis::{BusOptions, Connected, RedisBus};
+use herald_core::bus::{Bus, LocalBus, Presence};
+use herald_core::caches::{CacheEvent, Caches};
+use herald_core::fanout::FanOut;
+use herald_core::log::{ChannelLog, CommitSink, StoreError};
+use herald_core::message::SharedMessage;
+use herald_core::tenancy::Tenancy;
+use herald_core::wiring::OpenError;
+use herald_core::{ChannelName, Engine};
+use herald_push::credentials::CredentialStore;
+use herald_push::jobs::JobQueue;
+use herald_push::DeviceRegistry;
+use herald_store::{PostgresStore, SqliteLog};
+
+use crate::error::ServerError;
+use crate::settings::{redact_url, ServerSettings};
+
+/// The store one node runs over, as the traits the rest of the server uses (one value
+/// implements them all).
+#[derive(Clone)]
+pub(crate) struct Store {
+    /// Channel logs.
+    pub log: Arc<dyn ChannelLog>,
+    /// Apps, keys, limits, usage.
+    pub tenancy: Arc<dyn Tenancy>,
+    /// Devices, inbox cursors, receipts.
+    pub devices: Arc<dyn DeviceRegistry>,
+    /// Sealed provider credentials.
+    pub credentials: Arc<dyn CredentialStore>,
+    /// Provider jobs.
+    pub jobs: Arc<dyn JobQueue>,
+}
+
+impl Store {
+    fn of<S>(store: Arc<S>) -> Store
+    where
+        S: ChannelLog + Tenancy + DeviceRegistry + CredentialStore + JobQueue + 'static,
+    {
+        Store {
+            log: store.clone(),
+            tenancy: store.clone(),
+            devices: store.clone(),
+            credentials: store.clone(),
+            jobs: store,
+        }
+    }
+
+    /// Flushes and closes the store (after its last commits).
+    pub async fn close(&self) {
+        self.log.close().await;
+    }
+}
+
+/// This node's bus, with the caches it applies events to.
+pub(crate) struct NodeBus {
+    kind: BusKind,
+    caches: Arc<Caches>,
+}
+
+/// Alone, or one of a cluster over Redis.
+enum BusKind {
+    /// One node: committed messages to this node's fan-out, events to its caches.
+    Local(Arc<LocalBus>),
+    /// A cluster node: also to and from the other nodes through Redis.
+    Redis(Arc<RedisBus>),
+}
+
+impl CommitSink for NodeBus {
+    #[inline]
+    fn committed(&self, messages: &[SharedMessage]) {
+        match &self.kind {
+            BusKind::Local(bus) => bus.committed(messages),
+            BusKind::Redis(bus) => bus.committed(messages),
+        }
+    }
+}
+
+impl Bus for NodeBus {
+    fn publish(&self, event: CacheEvent) {
+        match &self.kind {
+            BusKind::Local(bus) => bus.publish(event),
+            BusKind::Redis(bus) => bus.publish(event),
+        }
+    }
+}
+
+impl NodeBus {
+    /// The caches this bus applies events to.
+    pub fn caches(&self) -> &Arc<Caches> {
+        &self.caches
+    }
+
+    /// The Redis bus, on a cluster node.
+    pub fn redis(&self) -> Option<&Arc<RedisBus>> {
+        match &self.kind {
+            BusKind::Local(_) => None,
+            BusKind::Redis(bus) => Some(bus),
+        }
+    }
+
+    /// Cluster-wide counts, on a cluster node.
+    pub fn presence(self: &Arc<Self>) -> Option<Arc<dyn Presence>> {
+        self.redis().map(|_| self.clone() as Arc<dyn Presence>)
+    }
+
+    /// Stops the bus's tasks (on a cluster node), after the store has closed.
+    pub async fn shutdown(&self) {
+        if let Some(bus) = self.redis() {
+            bus.shutdown().await;
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Presence for NodeBus {
+    /// This node's subscribers (exact) plus the other nodes' as they last reported them (at
+    /// most one presence period old, `BusOptions::presence_period`); `None` on one node or when
+    /// Redis does not answer.
+    async fn subscribers(&self, channel: &ChannelName) -> Option<u64> {
+        self.redis()?.cluster_subscribers(channel).await.ok()
+    }
+}
+
+/// Opens this node's store and bus with the engine over them. `caches` (with the default
+/// app's token secret) are the ones the bus applies events to.
+pub(crate) async fn open(
+    settings: &ServerSettings,
+    caches: Arc<Caches>,
+) -> Result<(Engine, Arc<NodeBus>, Store), ServerError> {
+    // Push logs (an app's broadcast log, device inboxes) keep messages by their own rule.
+    let mut namespaces = settings.namespaces.clone();
+    herald_push::logs::register(&mut namespaces, herald_push::logs::DEFAULT_RETENTION);
+    let cluster = &settings.cluster;
+    let connected: Option<Connected> = if cluster.redis.is_empty() {
+        None
+    } else {
+        let options = BusOptions {
+            cluster: cluster.redis_cluster,
+            ..BusOptions::default()
+        };
+        Some(
+            RedisBus::connect(&cluster.redis, caches.clone(), options)
+                .await
+                .map_err(ServerError::Bus)?,
+        )
+    };
+    let make_bus = move |fan_out: Arc<FanOut>| {
+        let kind = match connected {
+            Some(connected) => BusKind::Redis(connected.start(fan_out)),
+            None => BusKind::Local(LocalBus::new(fan_out, caches.clone())),
+        };
+        Arc::new(NodeBus { kind, caches })
+    };
+    let opened = match &cluster.postgres {
+        Some(url) => {
+            let options = cluster.postgres_options.clone();
+            Engine::open_with_bus_async(namespaces, make_bus, |sink| async move {
+                PostgresStore::open(url, options, sink).await
+            })
+            .await
+            .map(|(engine, bus, store)| (engine, bus, Store::of(store)))
+            .map_err(|e| open_error(e, || format!("PostgreSQL at {}", redact_url(url))))?
+        }
+        None => {
+            let data = &settings.data;
+            std::fs::create_dir_all(data).map_err(|source| ServerError::DataDir {
+                path: data.clone(),
+                source,
+            })?;
+            Engine::open_with_bus(namespaces, make_bus, |sink| {
+                SqliteLog::open(data, settings.store.clone(), sink)
+            })
+            .map(|(engine, bus, store)| (engine, bus, Store::of(store)))
+            .map_err(|e| open_error(e, || data.display().to_string()))?
+        }
+    };
+    if let Some(bus) = opened.1.redis() {
+        bus.attach(opened.2.log.clone(), opened.2.tenancy.clone());
+    }
+    Ok(opened)
+}
+
+fn open_error(e: OpenError<StoreError>, place: impl FnOnce() -> String) -> ServerError {
+    match e {
+        OpenError::FanOut(e) => ServerError::FanOut(e),
+        OpenError::Log(source) => ServerError::OpenStore {
+            place: place(),
+            source,
+        },
+    }
+}
+
+/// Runs a PostgreSQL store's migrations (`herald migrate`): answers the schema version before
+/// and after.
+pub async fn migrate_postgres(url: &str) -> Result<(i64, i64), ServerError> {
+    let before = PostgresStore::migrate(url)
+        .await
+        .map_err(|source| ServerError::OpenStore {
+            place: format!("PostgreSQL at {}", redact_url(url)),
+            source,
+        })?;
+    Ok((before, herald_store::postgres::SCHEMA_VERSION))
+}

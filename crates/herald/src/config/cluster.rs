@@ -1,0 +1,150 @@
+//! The cluster keys: `store` (`sqlite`, the default, or a `postgres://` URL every node shares),
+//! `bus` (`local`, the default, or one or more `redis://` / `rediss://` URLs), `redis_cluster`
+//! (the bus URLs are nodes of a Redis Cluster) and `postgres_pool` (connections per node).
+//! A Redis bus over a per-node SQLite store is refused: nodes would each have their own logs.
+
+use super::layers::{Layers, Raw};
+use super::validate::{boolean, text, ConfigError};
+use super::ClusterConfig;
+
+/// `sqlite` (none) or a PostgreSQL URL.
+fn store(raw: &Raw) -> Result<Option<String>, String> {
+    let t = text(raw)?.trim();
+    if t == "sqlite" {
+        return Ok(None);
+    }
+    if t.starts_with("postgres://") || t.starts_with("postgresql://") {
+        return Ok(Some(t.to_owned()));
+    }
+    Err("expected \"sqlite\" or a postgres:// URL such as postgres://herald:PASSWORD@db:5432/herald".into())
+}
+
+/// `local` (none) or Redis URLs, separated by commas (a TOML array also works).
+fn bus(raw: &Raw) -> Result<Vec<String>, String> {
+    let items: Vec<String> = match raw {
+        Raw::Toml(toml::Value::Array(items)) => items
+            .iter()
+            .map(|v| v.as_str().map(str::to_owned).ok_or("expected strings"))
+            .collect::<Result<_, _>>()?,
+        other => text(other)?
+            .split(',')
+            .map(|s| s.trim().to_owned())
+            .collect(),
+    };
+    if items.len() == 1 && items[0] == "local" {
+        return Ok(Vec::new());
+    }
+    for url in &items {
+        if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+            return Err(format!(
+                "expected \"local\" or redis:// URLs (rediss:// for TLS), separated by commas; got {url:?}"
+            ));
+        }
+    }
+    Ok(items)
+}
+
+fn pool(raw: &Raw) -> Result<usize, String> {
+    let n: usize = match raw {
+        Raw::Toml(toml::Value::Integer(n)) => {
+            usize::try_from(*n).map_err(|_| "must be 2 to 256")?
+        }
+        other => text(other)?
+            .trim()
+            .parse()
+            .map_err(|_| "expected a whole number")?,
+    };
+    if (2..=256).contains(&n) {
+        Ok(n)
+    } else {
+        Err("must be 2 to 256".into())
+    }
+}
+
+impl Layers {
+    /// The cluster settings.
+    pub(super) fn cluster(&self) -> Result<ClusterConfig, ConfigError> {
+        let postgres = self.get("store", None, store)?;
+        let redis = self.get("bus", Vec::new(), bus)?;
+        if postgres.is_none() && !redis.is_empty() {
+            // Named after the key that makes it wrong, with where it came from.
+            let reason = "a Redis bus needs a shared store: set store to a postgres:// URL too \
+                          (with SQLite every node has its own log)";
+            return Err(self
+                .get("bus", (), |_| Err::<(), _>(reason.into()))
+                .expect_err("bus is set"));
+        }
+        Ok(ClusterConfig {
+            postgres,
+            redis,
+            redis_cluster: self.get("redis_cluster", false, boolean)?,
+            postgres_pool: self.get("postgres_pool", 16, pool)?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{err, load};
+    use super::super::ConfigFlags;
+
+    #[test]
+    fn one_node_by_default_and_urls_checked() {
+        let c = load(None, &[], ConfigFlags::default()).unwrap();
+        assert_eq!(c.cluster.postgres, None);
+        assert!(c.cluster.redis.is_empty());
+        let c = load(
+            None,
+            &[
+                ("HERALD_STORE", "postgres://herald:pw@db:5432/herald"),
+                ("HERALD_BUS", "redis://a:6379, redis://b:6379"),
+                ("HERALD_REDIS_CLUSTER", "true"),
+            ],
+            ConfigFlags::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            c.cluster.postgres.as_deref(),
+            Some("postgres://herald:pw@db:5432/herald")
+        );
+        assert_eq!(c.cluster.redis, ["redis://a:6379", "redis://b:6379"]);
+        assert!(c.cluster.redis_cluster);
+        let e = err(
+            None,
+            &[("HERALD_STORE", "mysql://x")],
+            ConfigFlags::default(),
+        );
+        assert!(
+            e.contains("HERALD_STORE") && e.contains("postgres://"),
+            "{e}"
+        );
+        let e = err(
+            None,
+            &[("HERALD_BUS", "redis://a:6379")],
+            ConfigFlags::default(),
+        );
+        assert!(
+            e.contains("HERALD_BUS") && e.contains("shared store"),
+            "{e}"
+        );
+        let e = err(
+            None,
+            &[
+                ("HERALD_STORE", "postgres://db/h"),
+                ("HERALD_BUS", "nats://x"),
+            ],
+            ConfigFlags::default(),
+        );
+        assert!(e.contains("redis://"), "{e}");
+        let flags = ConfigFlags {
+            store: Some("sqlite".into()),
+            bus: Some("local".into()),
+            ..ConfigFlags::default()
+        };
+        let c = load(None, &[("HERALD_STORE", "postgres://db/h")], flags).unwrap();
+        assert_eq!(
+            c.cluster.postgres, None,
+            "the flag wins over the environment"
+        );
+    }
+}
