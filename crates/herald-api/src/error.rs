@@ -3,7 +3,7 @@
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use herald_core::HeraldError;
+use herald_core::{ErrorCode, HeraldError};
 
 /// A [`HeraldError`] that renders as an HTTP response.
 #[derive(Debug)]
@@ -20,6 +20,14 @@ impl IntoResponse for ApiError {
         let (status, body) = herald_proto::http::error_answer(&self.0);
         let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
         let json = HeaderValue::from_static("application/json");
-        (status, [(header::CONTENT_TYPE, json)], body).into_response()
+        let mut response = (status, [(header::CONTENT_TYPE, json)], body).into_response();
+        if self.0.code == ErrorCode::StoreUnavailable {
+            // The store is expected back (a database restarting, a failover): ask clients to
+            // retry soon rather than give up.
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        response
     }
 }

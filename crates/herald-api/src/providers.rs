@@ -10,6 +10,7 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use herald_core::caches::CacheEvent;
 use herald_core::message::now_millis;
 use herald_core::tenant::AppId;
 use herald_core::{ErrorCode, HeraldError};
@@ -95,7 +96,11 @@ pub async fn put(
         .put_credentials(&app, stored.clone())
         .await
         .map_err(HeraldError::from)?;
-    api.deliverer.senders().forget(&app, provider);
+    // Every node drops the provider clients made with the old credentials (this one at once).
+    api.bus.publish(CacheEvent::CredentialsChanged {
+        app: app.clone(),
+        provider: provider.as_str().to_owned(),
+    });
     let status = if existed {
         StatusCode::OK
     } else {
@@ -152,7 +157,11 @@ pub async fn delete(
         .delete_credentials(&app, provider)
         .await
         .map_err(HeraldError::from)?;
-    api.deliverer.senders().forget(&app, provider);
+    // Every node drops the provider clients made with the old credentials (this one at once).
+    api.bus.publish(CacheEvent::CredentialsChanged {
+        app: app.clone(),
+        provider: provider.as_str().to_owned(),
+    });
     if !removed {
         return Err(no_credentials(&app, provider).into());
     }

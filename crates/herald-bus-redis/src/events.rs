@@ -45,6 +45,7 @@ pub fn encode_event(origin: u64, event: &CacheEvent) -> Bytes {
         CacheEvent::AppDeleted { app } => (4, app),
         CacheEvent::TokenSecretSet { app, .. } => (5, app),
         CacheEvent::LimitsChanged { app, .. } => (6, app),
+        CacheEvent::CredentialsChanged { app, .. } => (7, app),
     };
     out.put_u8(kind);
     let app = app.as_str();
@@ -56,6 +57,7 @@ pub fn encode_event(origin: u64, event: &CacheEvent) -> Bytes {
         CacheEvent::AppCreated { limits, .. } | CacheEvent::LimitsChanged { limits, .. } => {
             put_limits(&mut out, limits)
         }
+        CacheEvent::CredentialsChanged { provider, .. } => put_str16(&mut out, provider),
         CacheEvent::AppDeleted { .. } | CacheEvent::TokenSecretSet { .. } => {}
     }
     out.freeze()
@@ -89,6 +91,10 @@ pub fn decode_event(payload: &Bytes) -> Result<(u64, Received), DecodeError> {
         6 => Received::Event(CacheEvent::LimitsChanged {
             app,
             limits: read_limits(&mut r)?,
+        }),
+        7 => Received::Event(CacheEvent::CredentialsChanged {
+            app,
+            provider: r.str16()?,
         }),
         _ => return Err(DecodeError::Malformed("event kind")),
     };
@@ -164,6 +170,10 @@ mod tests {
                 limits: AppLimits::default(),
             },
             CacheEvent::AppDeleted { app: app.clone() },
+            CacheEvent::CredentialsChanged {
+                app: app.clone(),
+                provider: "apns".into(),
+            },
         ];
         for event in events {
             let (origin, got) = decode_event(&encode_event(9, &event)).unwrap();

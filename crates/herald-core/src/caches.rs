@@ -65,6 +65,21 @@ pub enum CacheEvent {
         /// Its new limits.
         limits: AppLimits,
     },
+    /// An app's credentials for a provider were set or removed: provider clients made with the
+    /// old ones must be dropped (the caches hold none; their [`CacheListener`] does).
+    CredentialsChanged {
+        /// The app.
+        app: AppId,
+        /// The provider (`apns`, `fcm`, `webpush`).
+        provider: String,
+    },
+}
+
+/// Told of every event after the caches applied it: for what other crates cache per app
+/// (each app's provider clients).
+pub trait CacheListener: Send + Sync {
+    /// `event` was applied on this node.
+    fn applied(&self, event: &CacheEvent);
 }
 
 /// What one node caches of its apps, and the subscriber that keeps it up to date.
@@ -75,6 +90,8 @@ pub struct Caches {
     pub tokens: Arc<Tokens>,
     /// Per-app usage counters and limits.
     pub usage: Arc<UsageMeter>,
+    /// Told of every event applied (set once, by the server's wiring).
+    listener: std::sync::OnceLock<Arc<dyn CacheListener>>,
 }
 
 impl Caches {
@@ -84,7 +101,13 @@ impl Caches {
             keys: Arc::new(ApiKeys::default()),
             tokens: Arc::new(Tokens::new(default_token_secret)),
             usage: UsageMeter::new(),
+            listener: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Sets the listener told of every event after it is applied; `false` if one was set.
+    pub fn set_listener(&self, listener: Arc<dyn CacheListener>) -> bool {
+        self.listener.set(listener).is_ok()
     }
 
     /// Brings the caches in line with the store's `apps` and `keys` (every app's, as
@@ -126,6 +149,10 @@ impl Caches {
             CacheEvent::TokenSecretSet { app, secret } => {
                 self.tokens.set_app(app, secret.0.as_bytes())
             }
+            CacheEvent::CredentialsChanged { .. } => {}
+        }
+        if let Some(listener) = self.listener.get() {
+            listener.applied(event);
         }
     }
 }

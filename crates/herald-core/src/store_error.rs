@@ -21,6 +21,17 @@ pub enum StoreError {
         #[source]
         source: Option<BackendError>,
     },
+    /// The store cannot be reached now (a networked database refusing connections, a pool
+    /// that cannot connect, a connection lost mid-request). Nothing happened; the same request
+    /// may succeed once the store is back.
+    #[error("store unavailable: {context}")]
+    Unavailable {
+        /// What the store was doing.
+        context: String,
+        /// The backend's error.
+        #[source]
+        source: Option<BackendError>,
+    },
     /// The store is closed (shutting down).
     #[error("store is closed")]
     Closed,
@@ -47,6 +58,17 @@ impl StoreError {
         }
     }
 
+    /// The store could not be reached while doing `context` (see [`StoreError::Unavailable`]).
+    pub fn unavailable(
+        context: impl Into<String>,
+        source: impl Error + Send + Sync + 'static,
+    ) -> StoreError {
+        StoreError::Unavailable {
+            context: context.into(),
+            source: Some(Arc::new(source)),
+        }
+    }
+
     /// This error and each of its sources, joined by `": "`.
     pub fn chain(&self) -> String {
         let mut text = self.to_string();
@@ -61,11 +83,17 @@ impl StoreError {
 
 impl From<StoreError> for crate::error::HeraldError {
     /// What a client is told of a storage failure: `shutting_down` while the store closes,
-    /// `store_failed` otherwise, with the whole chain of causes (which is also logged).
+    /// `store_unavailable` (503, retry) while it cannot be reached, `store_failed` otherwise,
+    /// with the whole chain of causes (which is also logged).
     fn from(e: StoreError) -> Self {
         use crate::error::{ErrorCode, HeraldError};
         match e {
             StoreError::Closed => HeraldError::new(ErrorCode::ShuttingDown, e.to_string()),
+            StoreError::Unavailable { .. } => {
+                let chain = e.chain();
+                tracing::warn!(error = %chain, "store unavailable");
+                HeraldError::new(ErrorCode::StoreUnavailable, chain)
+            }
             StoreError::Backend { .. } => {
                 let chain = e.chain();
                 tracing::error!(error = %chain, "store failed");

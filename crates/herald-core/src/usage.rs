@@ -27,6 +27,8 @@ pub struct AppUsage {
     deliveries: AtomicU64,
     acks: AtomicU64,
     connections: AtomicU64,
+    /// Connections other nodes of a cluster hold, as last learned (0 on one node).
+    elsewhere: AtomicU64,
     peak: AtomicU64,
     metrics: AppMetrics,
 }
@@ -49,6 +51,7 @@ impl AppUsage {
             deliveries: AtomicU64::new(0),
             acks: AtomicU64::new(0),
             connections: AtomicU64::new(0),
+            elsewhere: AtomicU64::new(0),
             peak: AtomicU64::new(0),
             metrics: AppMetrics {
                 published: metrics::counter!("herald_app_published_total", "app" => label.clone()),
@@ -190,14 +193,15 @@ impl UsageMeter {
     }
 
     /// Counts a live connection of `app` until the guard is dropped; refused past the app's
-    /// `max_connections`.
+    /// `max_connections`, counting the connections other nodes hold as last learned
+    /// ([`UsageMeter::set_elsewhere`]).
     pub fn connect(&self, app: &AppId) -> Result<ConnectionGuard, HeraldError> {
         let usage = self.app(app);
         let now = usage.connections.fetch_add(1, Ordering::Relaxed) + 1;
         let guard = ConnectionGuard(usage.clone());
         usage.metrics.connections.increment(1.0);
         if let Some(max) = usage.limits().max_connections {
-            if now > max {
+            if now + usage.elsewhere.load(Ordering::Relaxed) > max {
                 return Err(HeraldError::new(
                     ErrorCode::LimitExceeded,
                     format!("the app may hold at most {max} connections at once"),
@@ -206,6 +210,32 @@ impl UsageMeter {
         }
         usage.peak.fetch_max(now, Ordering::Relaxed);
         Ok(guard)
+    }
+
+    /// Live connections of `app` on this node right now.
+    pub fn live_connections(&self, app: &AppId) -> u64 {
+        self.apps
+            .read()
+            .get(app)
+            .map_or(0, |u| u.connections.load(Ordering::Relaxed))
+    }
+
+    /// Tells the meter how many connections of `app` the other nodes of a cluster hold (from
+    /// the bus's presence), so `max_connections` holds for the cluster.
+    pub fn set_elsewhere(&self, app: &AppId, connections: u64) {
+        self.app(app)
+            .elsewhere
+            .store(connections, Ordering::Relaxed);
+    }
+
+    /// The apps with a `max_connections` limit (those whose counts other nodes must learn).
+    pub fn limited_apps(&self) -> Vec<AppId> {
+        self.apps
+            .read()
+            .iter()
+            .filter(|(_, u)| u.limits().max_connections.is_some())
+            .map(|(app, _)| app.clone())
+            .collect()
     }
 
     /// Every app's live connections on this node right now.
@@ -316,5 +346,27 @@ mod tests {
         assert!(u.check_devices(1).is_ok());
         assert_eq!(u.max_message_bytes(65536), 10);
         assert_eq!(u.totals().peak_connections, 1);
+    }
+
+    #[test]
+    fn connections_other_nodes_hold_count_against_the_limit() {
+        let meter = UsageMeter::new();
+        let app = AppId::parse("shared").unwrap();
+        meter.app(&app).set_limits(AppLimits {
+            max_connections: Some(3),
+            ..AppLimits::default()
+        });
+        assert_eq!(meter.limited_apps(), vec![app.clone()]);
+        meter.set_elsewhere(&app, 2);
+        let here = meter.connect(&app).unwrap();
+        assert_eq!(
+            meter.connect(&app).err().unwrap().code,
+            ErrorCode::LimitExceeded,
+            "1 here + 2 elsewhere is the limit"
+        );
+        meter.set_elsewhere(&app, 0);
+        let again = meter.connect(&app);
+        assert!(again.is_ok(), "the others left");
+        drop((here, again));
     }
 }

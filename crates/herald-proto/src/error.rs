@@ -35,6 +35,9 @@ pub enum ErrorCode {
     ShuttingDown,
     /// Storage failed; the action did not happen.
     StoreFailed,
+    /// The store cannot be reached now (a cluster's database is down or unreachable); the
+    /// action did not happen; retry after the `Retry-After` the answer carries.
+    StoreUnavailable,
     /// Anything else that is the server's fault.
     Internal,
     /// A tag does not follow the tag grammar.
@@ -51,7 +54,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in the order docs/protocol.md lists them.
-    pub const ALL: [ErrorCode; 20] = [
+    pub const ALL: [ErrorCode; 21] = [
         ErrorCode::BadRequest,
         ErrorCode::UnknownCommand,
         ErrorCode::ChannelInvalid,
@@ -70,6 +73,7 @@ impl ErrorCode {
         ErrorCode::TooLarge,
         ErrorCode::LimitExceeded,
         ErrorCode::StoreFailed,
+        ErrorCode::StoreUnavailable,
         ErrorCode::Internal,
         ErrorCode::ShuttingDown,
     ];
@@ -91,6 +95,7 @@ impl ErrorCode {
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::ShuttingDown => "shutting_down",
             ErrorCode::StoreFailed => "store_failed",
+            ErrorCode::StoreUnavailable => "store_unavailable",
             ErrorCode::Internal => "internal",
             ErrorCode::TagInvalid => "tag_invalid",
             ErrorCode::TagExpressionInvalid => "tag_expression_invalid",
@@ -125,7 +130,7 @@ impl ErrorCode {
             ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::TooLarge => 413,
-            ErrorCode::ShuttingDown => 503,
+            ErrorCode::ShuttingDown | ErrorCode::StoreUnavailable => 503,
             ErrorCode::StoreFailed | ErrorCode::Internal => 500,
         }
     }

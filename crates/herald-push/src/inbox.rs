@@ -452,7 +452,7 @@ impl Inbox {
 fn audience_not_recorded(app: &AppId, e: &StoreError) {
     match e {
         StoreError::Closed => tracing::debug!(%app, "audience count dropped at shutdown"),
-        StoreError::Backend { .. } => {
+        StoreError::Backend { .. } | StoreError::Unavailable { .. } => {
             tracing::warn!(%app, error = %e, "cannot record a push's audience")
         }
     }

@@ -12,12 +12,14 @@ use herald_core::fanout::FanOut;
 use herald_core::log::{ChannelLog, CommitSink, StoreError};
 use herald_core::message::SharedMessage;
 use herald_core::tenancy::Tenancy;
+use herald_core::usage::UsageMeter;
 use herald_core::wiring::OpenError;
 use herald_core::{ChannelName, Engine};
 use herald_push::credentials::CredentialStore;
 use herald_push::jobs::JobQueue;
 use herald_push::DeviceRegistry;
 use herald_store::{PostgresStore, SqliteLog};
+use tokio_util::sync::CancellationToken;
 
 use crate::error::ServerError;
 use crate::settings::{redact_url, ServerSettings};
@@ -125,6 +127,33 @@ impl Presence for NodeBus {
     /// Redis does not answer.
     async fn subscribers(&self, channel: &ChannelName) -> Option<u64> {
         self.redis()?.cluster_subscribers(channel).await.ok()
+    }
+}
+
+/// On a cluster node, until `shutdown`: every presence period, tells `usage` how many
+/// connections of each app with a `max_connections` limit the other nodes hold, so the limit
+/// holds for the cluster (to within what connects in one period on several nodes at once).
+pub(crate) async fn learn_connections_elsewhere(
+    bus: Arc<NodeBus>,
+    usage: Arc<UsageMeter>,
+    shutdown: CancellationToken,
+) {
+    let Some(redis) = bus.redis() else {
+        return;
+    };
+    let period = BusOptions::default().presence_period;
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(period) => {}
+        }
+        for app in usage.limited_apps() {
+            let Ok(total) = redis.cluster_connections(&app).await else {
+                continue;
+            };
+            let here = usage.live_connections(&app);
+            usage.set_elsewhere(&app, total.saturating_sub(here));
+        }
     }
 }
 

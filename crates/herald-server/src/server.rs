@@ -118,6 +118,11 @@ async fn assemble(
         parts.tenancy.clone(),
         shutdown.clone(),
     ));
+    background.spawn(crate::node::learn_connections_elsewhere(
+        parts.bus.clone(),
+        parts.usage.clone(),
+        shutdown.clone(),
+    ));
     if let Some(meteor) = meteor {
         meteor.serve(&background);
     }

@@ -21,7 +21,7 @@ use herald_push::credentials::sealer::Sealer;
 use herald_push::credentials::CredentialStore;
 use herald_push::delivery::senders::Senders;
 use herald_push::delivery::stats::WorkerStats;
-use herald_push::delivery::worker::Deliverer;
+use herald_push::delivery::worker::{Deliverer, DeliveryConfig};
 use herald_push::{DeviceRegistry, Inbox};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio_util::sync::CancellationToken;
@@ -113,13 +113,18 @@ impl Parts {
             Arc::new(sealer),
             settings.providers.endpoints.clone(),
         ));
+        // Credentials changed or an app deleted, on any node: its provider clients are dropped.
+        caches.set_listener(senders.clone());
         let deliverer = Arc::new(Deliverer::new(
             queue,
             devices.clone(),
             engine.clone(),
             senders,
             Arc::new(WorkerStats::default()),
-            settings.providers.delivery.clone(),
+            DeliveryConfig {
+                clustered: settings.cluster.shared_store(),
+                ..settings.providers.delivery.clone()
+            },
         ));
         let inbox = Arc::new(
             Inbox::new(publisher.clone(), devices.clone(), usage.clone())

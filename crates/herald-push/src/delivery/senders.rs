@@ -219,3 +219,19 @@ impl Senders {
         }
     }
 }
+
+impl herald_core::caches::CacheListener for Senders {
+    /// Credentials set or removed on any node, or the app deleted: the clients made with the
+    /// old credentials are dropped, and the next send makes one from the store.
+    fn applied(&self, event: &herald_core::caches::CacheEvent) {
+        use herald_core::caches::CacheEvent;
+        match event {
+            CacheEvent::CredentialsChanged { app, provider } => match Platform::parse(provider) {
+                Ok(platform) => self.forget(app, platform),
+                Err(_) => self.forget_app(app),
+            },
+            CacheEvent::AppDeleted { app } => self.forget_app(app),
+            _ => {}
+        }
+    }
+}

@@ -55,6 +55,10 @@ pub struct DeliveryConfig {
     /// Rounds run at once: while one round's sends wait for their answers, another leases
     /// and sends the next batch.
     pub rounds: usize,
+    /// This node is one of a cluster: a device it holds no connection for may be connected to
+    /// another node, so an `auto` push waits the ack window for every device (on one node,
+    /// only for devices connected here; the others are offline and sent to at once).
+    pub clustered: bool,
 }
 
 impl Default for DeliveryConfig {
@@ -67,6 +71,7 @@ impl Default for DeliveryConfig {
             poll: Duration::from_millis(250),
             retry: RetryPolicy::default(),
             rounds: 2,
+            clustered: false,
         }
     }
 }
@@ -174,7 +179,7 @@ impl Deliverer {
         now: i64,
     ) -> i64 {
         if record.delivery == Delivery::Auto
-            && self.engine.subscriber_count(&app.device_log(device)) > 0
+            && (self.config.clustered || self.engine.subscriber_count(&app.device_log(device)) > 0)
         {
             now + record.ack_window_ms as i64
         } else {

@@ -59,8 +59,35 @@ impl Default for PostgresOptions {
 }
 
 /// Wraps a PostgreSQL error as a [`StoreError::Backend`].
+/// Wraps a PostgreSQL error: [`StoreError::Unavailable`] when the server could not be reached
+/// or went away (a lost connection, SQLSTATE class 08 "connection exception", 57P01-57P03 "the
+/// server is shutting down or starting"), so the API answers `503` with `Retry-After` and the
+/// client retries; [`StoreError::Backend`] for everything else.
 pub(crate) fn pg_error(err: tokio_postgres::Error) -> StoreError {
-    StoreError::backend("database error", err)
+    if is_unavailable(&err) {
+        StoreError::unavailable("PostgreSQL is not reachable", err)
+    } else {
+        StoreError::backend("database error", err)
+    }
+}
+
+fn is_unavailable(err: &tokio_postgres::Error) -> bool {
+    if err.is_closed() {
+        return true;
+    }
+    if let Some(code) = err.code() {
+        let code = code.code();
+        return code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03");
+    }
+    // No SQLSTATE: unavailable if the connection itself failed (I/O: refused, reset, timed out).
+    let mut source = std::error::Error::source(err);
+    while let Some(e) = source {
+        if e.is::<std::io::Error>() {
+            return true;
+        }
+        source = e.source();
+    }
+    false
 }
 
 /// A channel log and registry in a PostgreSQL database, with group commit.
@@ -163,10 +190,13 @@ impl PostgresStore {
 fn pool_error(target: &Target, err: PoolError) -> StoreError {
     match err {
         PoolError::Closed => StoreError::Closed,
-        PoolError::Backend(e) => {
-            StoreError::backend(format!("cannot reach PostgreSQL at {target}"), e)
+        PoolError::Backend(e) if !is_unavailable(&e) => {
+            StoreError::backend(format!("cannot use PostgreSQL at {target}"), e)
         }
-        other => StoreError::backend(format!("no PostgreSQL connection to {target}"), other),
+        PoolError::Backend(e) => {
+            StoreError::unavailable(format!("cannot reach PostgreSQL at {target}"), e)
+        }
+        other => StoreError::unavailable(format!("no PostgreSQL connection to {target}"), other),
     }
 }
 
