@@ -102,6 +102,22 @@ impl Backend {
         Backend::open(place).await
     }
 
+    /// The SQLite store's data directory (`None` on PostgreSQL).
+    pub fn sqlite_dir(&self) -> Option<&std::path::Path> {
+        match &self.place {
+            Place::Sqlite(dir) => Some(dir.path()),
+            Place::Postgres { .. } => None,
+        }
+    }
+
+    /// The PostgreSQL store's database URL (`None` on SQLite).
+    pub fn postgres_url(&self) -> Option<&str> {
+        match &self.place {
+            Place::Sqlite(_) => None,
+            Place::Postgres { url, .. } => Some(url),
+        }
+    }
+
     /// Sweeps expired messages as if the time were `now_ms`.
     pub async fn trim_expired_at(&self, now_ms: i64) -> usize {
         match &self.open {
