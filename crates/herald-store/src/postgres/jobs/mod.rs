@@ -4,12 +4,13 @@
 //! Leasing takes due jobs with `FOR UPDATE SKIP LOCKED`, so workers on several nodes leasing at
 //! once each get different jobs without waiting for one another; a leased job's `due` is when
 //! its lease runs out, so one ordered scan of `jobs_due` finds due jobs and lapsed leases
-//! alike. Each write is one transaction on a pooled connection ([`write`]; a broadcast's pages
-//! in [`page`]) and moves the push's counters ([`counts`]) in that transaction; reads are single
+//! alike. Each write is one transaction on a pooled connection ([`write`]; rows added in
+//! [`insert`], a broadcast's pages in [`page`]) and moves the push's counters ([`counts`]) in that transaction; reads are single
 //! queries ([`read`]), a receipt's from the counters. The writer task's periodic sweep also
 //! prunes finished send jobs of long-expired pushes, a chunk at a time.
 
 mod counts;
+mod insert;
 mod page;
 mod read;
 mod write;
@@ -80,13 +81,13 @@ fn job_of(r: &Row, at: usize) -> Result<Job, StoreError> {
 #[async_trait]
 impl JobQueue for PostgresStore {
     async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<(), StoreError> {
-        write::check_new(&jobs)?;
+        insert::check_new(&jobs)?;
         if jobs.is_empty() {
             return Ok(());
         }
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(pg_error)?;
-        write::insert(&tx, &jobs).await?;
+        insert::insert(&tx, &jobs).await?;
         tx.commit().await.map_err(pg_error)
     }
 
@@ -154,7 +155,7 @@ impl JobQueue for PostgresStore {
         lease_ms: i64,
     ) -> Result<(), StoreError> {
         let rows: Vec<NewJob> = page.jobs.iter().map(|j| j.job.clone()).collect();
-        write::check_new(&rows)?;
+        insert::check_new(&rows)?;
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(pg_error)?;
         page::expand_page(&tx, job, &page, next, now_ms, lease_ms).await?;

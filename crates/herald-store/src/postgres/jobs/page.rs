@@ -9,7 +9,7 @@ use herald_core::message::now_millis;
 use herald_push::jobs::{ExpandedPage, JobId};
 
 use super::counts::{self, Tally};
-use super::write::insert_rows;
+use super::insert::insert_rows;
 use crate::postgres::pg_error;
 
 /// What a finished expansion's `result` says.
