@@ -3,9 +3,13 @@
 //! The tables mirror the SQLite ones (`crate::schema` says what each holds), in PostgreSQL's
 //! types: `BIGINT` times and seqs, `BYTEA` payloads, `BOOLEAN` flags. The version lives in
 //! `herald_schema` (one row). Text keys that are listed in order or paged by `>` use the `C`
-//! collation, so they sort by bytes as SQLite's do, whatever the database's locale. Migrations run in one transaction that first takes a
-//! transaction-scoped advisory lock, so nodes starting together run them once, one after the
-//! other: the second finds the schema current and does nothing.
+//! collation, so they sort by bytes as SQLite's do, whatever the database's locale. Migrations
+//! run in one transaction that first takes a transaction-scoped advisory lock, so nodes starting
+//! together run them once, one after the other: the second finds the schema current and does
+//! nothing.
+//!
+//! Version 1 holds what SQLite's versions 1 to 3 hold; version 2 what SQLite's version 4 adds
+//! (`push_counts`, `jobs.in_flight_until`).
 
 use herald_core::log::StoreError;
 use tokio_postgres::Client;
@@ -133,6 +137,31 @@ const MIGRATIONS: &[&str] = &[
         updated BIGINT NOT NULL,
         PRIMARY KEY (app, provider)
     );"#,
+    // 2: what SQLite's version 4 adds: counters per push, so a receipt reads a few rows
+    // instead of grouping every job of the push, and where an expansion's directly sent page
+    // ends (`in_flight_until`: the devices after `expand_after` up to it may have been sent
+    // when the process stopped). `counter` sorts by bytes, so a receipt lists its results in
+    // the order SQLite does; `in_flight_until` compares by bytes, as device ids do. The
+    // existing jobs are counted once here.
+    r#"CREATE TABLE push_counts (
+        app TEXT NOT NULL,
+        push TEXT NOT NULL,
+        counter TEXT COLLATE "C" NOT NULL,
+        n BIGINT NOT NULL,
+        PRIMARY KEY (app, push, counter)
+    );
+    ALTER TABLE jobs ADD COLUMN in_flight_until TEXT COLLATE "C";
+    INSERT INTO push_counts (app, push, counter, n)
+        SELECT app, push, counter, count(*) FROM (
+            SELECT app, push, CASE
+                WHEN state = 'dead' THEN 'dead'
+                WHEN kind = 'expand' AND state IN ('queued', 'leased') THEN 'expanding'
+                WHEN kind = 'send' AND state IN ('queued', 'leased') THEN 'queued'
+                WHEN kind = 'send' AND state = 'done' THEN 'done:' || coalesce(result, '')
+            END AS counter FROM jobs
+            UNION ALL
+            SELECT app, push, 'in_doubt' FROM jobs WHERE kind = 'send' AND in_doubt
+        ) AS standing WHERE counter IS NOT NULL GROUP BY app, push, counter;"#,
 ];
 
 /// The schema version this build writes.

@@ -104,6 +104,7 @@ impl Tenancy for PostgresStore {
             "DELETE FROM pushes WHERE app = $1",
             "DELETE FROM usage WHERE app = $1",
             "DELETE FROM jobs WHERE app = $1",
+            "DELETE FROM push_counts WHERE app = $1",
             "DELETE FROM credentials WHERE app = $1",
         ] {
             tx.execute(sql, &[&app]).await.map_err(pg_error)?;

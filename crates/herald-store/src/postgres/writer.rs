@@ -185,12 +185,12 @@ impl Writer {
     /// `now_ms`; a failure is logged and left for the next sweep.
     async fn prune_jobs(&self, now_ms: i64) {
         let result = async {
-            let client =
+            let mut client =
                 self.pool.get().await.map_err(|e| {
                     StoreError::backend("no PostgreSQL connection for the sweep", e)
                 })?;
             let before = now_ms.saturating_sub(DONE_JOBS_KEPT_AFTER_EXPIRY_MS);
-            prune_expired_chunk(&client, before, Some(PRUNE_CHUNK)).await
+            prune_expired_chunk(&mut client, before, Some(PRUNE_CHUNK)).await
         }
         .await;
         match result {

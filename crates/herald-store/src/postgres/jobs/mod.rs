@@ -4,10 +4,14 @@
 //! Leasing takes due jobs with `FOR UPDATE SKIP LOCKED`, so workers on several nodes leasing at
 //! once each get different jobs without waiting for one another; a leased job's `due` is when
 //! its lease runs out, so one ordered scan of `jobs_due` finds due jobs and lapsed leases
-//! alike. Each write is one transaction on a pooled connection ([`write`]); reads are single
-//! queries ([`read`]). The writer task's periodic sweep also prunes finished send jobs of
-//! long-expired pushes, a chunk at a time.
+//! alike. Each write is one transaction on a pooled connection ([`write`]; rows added in
+//! [`insert`], a broadcast's pages in [`page`]) and moves the push's counters ([`counts`]) in that transaction; reads are single
+//! queries ([`read`]), a receipt's from the counters. The writer task's periodic sweep also
+//! prunes finished send jobs of long-expired pushes, a chunk at a time.
 
+mod counts;
+mod insert;
+mod page;
 mod read;
 mod write;
 
@@ -16,7 +20,8 @@ use herald_core::log::StoreError;
 use herald_core::tenant::AppId;
 use herald_push::device::Platform;
 use herald_push::jobs::{
-    DeadLetter, Depth, DeviceJob, Job, JobId, JobKind, JobQueue, NewJob, PushJobs, Settlement,
+    DeadLetter, Depth, DeviceJob, ExpandedPage, Job, JobId, JobKind, JobQueue, NewJob, PushJobs,
+    Settlement,
 };
 use tokio_postgres::Row;
 
@@ -34,8 +39,11 @@ pub(crate) const DONE_JOBS_KEPT_AFTER_EXPIRY_MS: i64 = 24 * 3600 * 1000;
 pub(crate) const PRUNE_CHUNK: i64 = 10_000;
 
 /// The columns [`job_of`] reads, in order.
-const JOB_COLUMNS: &str =
-    "id, app, push, provider, kind, device, expand_after, due, attempts, in_doubt, created, seq";
+const JOB_COLUMNS: &str = "id, app, push, provider, kind, device, expand_after, due, attempts, \
+     in_doubt, created, seq, in_flight_until";
+
+/// How many columns [`JOB_COLUMNS`] names (a query's further columns start here).
+const JOB_COLUMN_COUNT: usize = 13;
 
 /// A job's stored columns ([`JOB_COLUMNS`], from column `at`) as a [`Job`].
 fn job_of(r: &Row, at: usize) -> Result<Job, StoreError> {
@@ -66,18 +74,21 @@ fn job_of(r: &Row, at: usize) -> Result<Job, StoreError> {
         attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
         in_doubt: r.try_get(get(9)).map_err(pg_error)?,
         created_ms: r.try_get(get(10)).map_err(pg_error)?,
+        in_flight_until: r.try_get(get(12)).map_err(pg_error)?,
     })
 }
 
 #[async_trait]
 impl JobQueue for PostgresStore {
     async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<(), StoreError> {
-        write::check_new(&jobs)?;
+        insert::check_new(&jobs)?;
         if jobs.is_empty() {
             return Ok(());
         }
-        let client = self.client().await?;
-        write::insert(&client, &jobs).await
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(pg_error)?;
+        insert::insert(&tx, &jobs).await?;
+        tx.commit().await.map_err(pg_error)
     }
 
     async fn lease(
@@ -90,8 +101,11 @@ impl JobQueue for PostgresStore {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let client = self.client().await?;
-        write::lease(&client, now_ms, limit, lease_ms, paused).await
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(pg_error)?;
+        let leased = write::lease(&tx, now_ms, limit, lease_ms, paused).await?;
+        tx.commit().await.map_err(pg_error)?;
+        Ok(leased)
     }
 
     async fn settle(&self, settled: Vec<(JobId, Settlement)>) -> Result<(), StoreError> {
@@ -114,30 +128,37 @@ impl JobQueue for PostgresStore {
         if pushes.is_empty() {
             return Ok(0);
         }
-        let client = self.client().await?;
-        let n = client
-            .execute(
-                "UPDATE jobs SET state = 'done', result = 'live', finished = $4
-                 WHERE app = $1 AND push = ANY($2) AND device = $3 AND state = 'queued'",
-                &[&app.as_str(), &pushes, &device, &now_ms],
-            )
-            .await
-            .map_err(pg_error)?;
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(pg_error)?;
+        let n = write::settle_live(&tx, app, device, pushes, now_ms).await?;
+        tx.commit().await.map_err(pg_error)?;
         Ok(n)
     }
 
-    async fn expand(
+    async fn mark_in_flight(
         &self,
         job: JobId,
-        page: Vec<NewJob>,
+        until: &str,
+        now_ms: i64,
+        lease_ms: i64,
+    ) -> Result<(), StoreError> {
+        let client = self.client().await?;
+        page::mark_in_flight(&client, job, until, now_ms, lease_ms).await
+    }
+
+    async fn expand_page(
+        &self,
+        job: JobId,
+        page: ExpandedPage,
         next: Option<String>,
         now_ms: i64,
         lease_ms: i64,
     ) -> Result<(), StoreError> {
-        write::check_new(&page)?;
+        let rows: Vec<NewJob> = page.jobs.iter().map(|j| j.job.clone()).collect();
+        insert::check_new(&rows)?;
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(pg_error)?;
-        write::expand(&tx, job, &page, next, now_ms, lease_ms).await?;
+        page::expand_page(&tx, job, &page, next, now_ms, lease_ms).await?;
         tx.commit().await.map_err(pg_error)
     }
 
@@ -152,29 +173,19 @@ impl JobQueue for PostgresStore {
     }
 
     async fn replay(&self, app: &AppId, id: JobId, now_ms: i64) -> Result<bool, StoreError> {
-        let client = self.client().await?;
-        let n = client
-            .execute(
-                "UPDATE jobs SET state = 'queued', due = $3, attempts = 0, lease_until = NULL,
-                     finished = NULL
-                 WHERE id = $1 AND app = $2 AND state = 'dead'",
-                &[&id, &app.as_str(), &now_ms],
-            )
-            .await
-            .map_err(pg_error)?;
-        Ok(n == 1)
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(pg_error)?;
+        let replayed = write::replay(&tx, app, id, now_ms).await?;
+        tx.commit().await.map_err(pg_error)?;
+        Ok(replayed)
     }
 
     async fn drop_dead(&self, app: &AppId, id: JobId) -> Result<bool, StoreError> {
-        let client = self.client().await?;
-        let n = client
-            .execute(
-                "DELETE FROM jobs WHERE id = $1 AND app = $2 AND state = 'dead'",
-                &[&id, &app.as_str()],
-            )
-            .await
-            .map_err(pg_error)?;
-        Ok(n == 1)
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(pg_error)?;
+        let dropped = write::drop_dead(&tx, app, id).await?;
+        tx.commit().await.map_err(pg_error)?;
+        Ok(dropped)
     }
 
     async fn depth(&self, app: Option<&AppId>) -> Result<Vec<Depth>, StoreError> {
@@ -199,7 +210,7 @@ impl JobQueue for PostgresStore {
     }
 
     async fn prune(&self, before_ms: i64) -> Result<u64, StoreError> {
-        let client = self.client().await?;
-        prune_expired_chunk(&client, before_ms, None).await
+        let mut client = self.client().await?;
+        prune_expired_chunk(&mut client, before_ms, None).await
     }
 }

@@ -1,12 +1,12 @@
 //! The queue's reads: dead letters, depth per app and provider, and how one push's jobs stand,
-//! in total and per device.
+//! in total (from its counters) and per device.
 
 use deadpool_postgres::GenericClient;
 use herald_core::log::StoreError;
 use herald_core::tenant::AppId;
 use herald_push::jobs::{DeadLetter, Depth, DeviceJob, JobId, PushJobs};
 
-use super::{job_of, JOB_COLUMNS};
+use super::{job_of, JOB_COLUMNS, JOB_COLUMN_COUNT};
 use crate::credentials::stored_platform;
 use crate::postgres::{pg_error, sql_limit};
 use crate::tenancy::app_id;
@@ -36,8 +36,8 @@ pub(super) async fn dead_letters(
     let mut letters = Vec::with_capacity(rows.len());
     for row in rows {
         let job = job_of(&row, 0)?;
-        let reason: Option<String> = row.try_get(12).map_err(pg_error)?;
-        let died: Option<i64> = row.try_get(13).map_err(pg_error)?;
+        let reason: Option<String> = row.try_get(JOB_COLUMN_COUNT).map_err(pg_error)?;
+        let died: Option<i64> = row.try_get(JOB_COLUMN_COUNT + 1).map_err(pg_error)?;
         letters.push(DeadLetter {
             id: job.id,
             job: job.job,
@@ -79,48 +79,15 @@ pub(super) async fn depth(
     Ok(depths)
 }
 
-/// How a push's jobs stand: finished send jobs by result, send jobs waiting or running, dead
-/// letters (sends and expansions), sends in doubt, and whether an expansion is still running.
+/// How a push's jobs stand, from its counters: finished sends by result (with or without a
+/// job row), send jobs waiting or running, dead letters (sends and expansions), sends in doubt,
+/// and whether an expansion is still running.
 pub(super) async fn push_jobs(
     client: &impl GenericClient,
     app: &AppId,
     push: &str,
 ) -> Result<PushJobs, StoreError> {
-    let rows = client
-        .query(
-            "SELECT kind, state, CASE WHEN state = 'done' THEN result END, in_doubt, count(*)
-             FROM jobs WHERE app = $1 AND push = $2
-             GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3 NULLS FIRST, 4",
-            &[&app.as_str(), &push],
-        )
-        .await
-        .map_err(pg_error)?;
-    let mut jobs = PushJobs::default();
-    for row in rows {
-        let kind: String = row.try_get(0).map_err(pg_error)?;
-        let state: String = row.try_get(1).map_err(pg_error)?;
-        let result: Option<String> = row.try_get(2).map_err(pg_error)?;
-        let in_doubt: bool = row.try_get(3).map_err(pg_error)?;
-        let n = count(row.try_get(4).map_err(pg_error)?);
-        let send = kind == "send";
-        match state.as_str() {
-            "dead" => jobs.dead += n,
-            "queued" | "leased" if send => jobs.queued += n,
-            "queued" | "leased" => jobs.expanding = true,
-            "done" if send => {
-                let result = result.unwrap_or_default();
-                match jobs.done.iter_mut().find(|(r, _)| *r == result) {
-                    Some((_, total)) => *total += n,
-                    None => jobs.done.push((result, n)),
-                }
-            }
-            _ => {}
-        }
-        if send && in_doubt {
-            jobs.in_doubt += n;
-        }
-    }
-    Ok(jobs)
+    super::counts::read(client, app.as_str(), push).await
 }
 
 /// A push's send jobs per device, in device order after `after`.

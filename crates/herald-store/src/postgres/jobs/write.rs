@@ -1,97 +1,24 @@
-//! The queue's writes: adding jobs, leasing (`FOR UPDATE SKIP LOCKED`), settling, expanding a
-//! broadcast a page at a time, pruning.
+//! The queue's writes other than adding rows ([`super::insert`]) and a broadcast's pages
+//! ([`super::page`]), each inside one transaction the caller opened (pruning opens its own):
+//! leasing (`FOR UPDATE SKIP LOCKED`), settling, settling live, replaying and dropping dead
+//! letters, pruning; each moves the push's counters ([`counts`]) in the same transaction.
 
-use deadpool_postgres::GenericClient;
+use deadpool_postgres::{GenericClient, Object};
 use herald_core::log::StoreError;
 use herald_core::message::now_millis;
 use herald_core::tenant::AppId;
 use herald_push::device::Platform;
-use herald_push::jobs::{Job, JobId, JobKind, NewJob, Settlement};
+use herald_push::jobs::{Job, JobId, JobKind, Settlement};
+use tokio_postgres::Row;
 
-use super::{job_of, JOB_COLUMNS};
+use super::counts::{self, Standing, Tally};
+use super::{job_of, JOB_COLUMNS, JOB_COLUMN_COUNT};
 use crate::postgres::{pg_error, sql_limit};
-use crate::seq_to_db;
-
-/// What a finished expansion's `result` says.
-const EXPANDED: &str = "expanded";
-
-/// Refuses jobs the queue could not run: a send job needs a provider.
-pub(super) fn check_new(jobs: &[NewJob]) -> Result<(), StoreError> {
-    match jobs
-        .iter()
-        .find(|j| matches!(j.kind, JobKind::Send { .. }) && j.provider.is_none())
-    {
-        Some(j) => Err(StoreError::failed(format!(
-            "a send job of push {:?} has no provider",
-            j.push
-        ))),
-        None => Ok(()),
-    }
-}
-
-/// Adds jobs as queued, in one statement. A send job for a device the push already has a job
-/// for is left out, so adding the same jobs twice adds them once.
-pub(super) async fn insert(client: &impl GenericClient, jobs: &[NewJob]) -> Result<(), StoreError> {
-    let now = now_millis();
-    let mut columns = JobColumns::default();
-    for job in jobs {
-        let (kind, device, after) = match &job.kind {
-            JobKind::Send { device } => ("send", Some(device.as_str()), None),
-            JobKind::Expand { after } => ("expand", None, after.as_deref()),
-        };
-        columns.app.push(job.app.as_str());
-        columns.push.push(&job.push);
-        columns.provider.push(job.provider.map(Platform::as_str));
-        columns.kind.push(kind);
-        columns.device.push(device);
-        columns.after.push(after);
-        columns.due.push(job.due_ms);
-        columns.seq.push(seq_to_db(job.seq));
-    }
-    let c = &columns;
-    client
-        .execute(
-            "INSERT INTO jobs (app, push, provider, kind, device, expand_after, state, due,
-                 created, seq)
-             SELECT a, p, pr, k, d, af, 'queued', du, $9, s
-             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
-                         $6::text[], $7::bigint[], $8::bigint[])
-                 AS j(a, p, pr, k, d, af, du, s)
-             ON CONFLICT (app, push, device) DO NOTHING",
-            &[
-                &c.app,
-                &c.push,
-                &c.provider,
-                &c.kind,
-                &c.device,
-                &c.after,
-                &c.due,
-                &c.seq,
-                &now,
-            ],
-        )
-        .await
-        .map_err(pg_error)?;
-    Ok(())
-}
-
-/// Jobs to insert, column by column (for `unnest`).
-#[derive(Default)]
-struct JobColumns<'a> {
-    app: Vec<&'a str>,
-    push: Vec<&'a str>,
-    provider: Vec<Option<&'a str>>,
-    kind: Vec<&'a str>,
-    device: Vec<Option<&'a str>>,
-    after: Vec<Option<&'a str>>,
-    due: Vec<i64>,
-    seq: Vec<i64>,
-}
 
 /// Takes up to `limit` jobs that are due (queued and due, or leased with a lapsed lease, which
 /// become in doubt), oldest due first, skipping `paused` pairs and jobs another worker is
-/// leasing right now, and leases them until `now_ms + lease_ms`, counting an attempt. Returns
-/// them as they were due.
+/// leasing right now, and leases them until `now_ms + lease_ms`, counting an attempt and the
+/// sends newly in doubt. Returns them as they were due.
 pub(super) async fn lease(
     client: &impl GenericClient,
     now_ms: i64,
@@ -107,6 +34,8 @@ pub(super) async fn lease(
         .map(|c| format!("due_jobs.{c}"))
         .collect::<Vec<_>>()
         .join(", ");
+    // `due_jobs` holds the rows as they were before the update: its `in_doubt` says whether
+    // the job was in doubt already.
     let sql = format!(
         "WITH due_jobs AS (
              SELECT {JOB_COLUMNS} FROM jobs
@@ -134,15 +63,32 @@ pub(super) async fn lease(
         .await
         .map_err(pg_error)?;
     let mut leased = Vec::with_capacity(rows.len());
+    let mut tally = Tally::default();
     for row in rows {
         let mut job = job_of(&row, 0)?;
-        let attempts: i64 = row.try_get(12).map_err(pg_error)?;
+        let attempts: i64 = row.try_get(JOB_COLUMN_COUNT).map_err(pg_error)?;
+        let in_doubt: bool = row.try_get(JOB_COLUMN_COUNT + 1).map_err(pg_error)?;
+        let send = matches!(job.job.kind, JobKind::Send { .. });
+        if send && in_doubt && !job.in_doubt {
+            tally.add(job.job.app.as_str(), &job.job.push, counts::IN_DOUBT, 1);
+        }
         job.attempts = u32::try_from(attempts).unwrap_or(u32::MAX);
-        job.in_doubt = row.try_get(13).map_err(pg_error)?;
+        job.in_doubt = in_doubt;
         leased.push(job);
     }
+    tally.apply(client).await?;
     leased.sort_by_key(|j| (j.job.due_ms, j.id));
     Ok(leased)
+}
+
+/// A job's `app`, `push`, `kind` and `in_doubt`, as a statement returns them.
+fn moved_job(row: &Row) -> Result<(String, String, String, bool), StoreError> {
+    Ok((
+        row.try_get(0).map_err(pg_error)?,
+        row.try_get(1).map_err(pg_error)?,
+        row.try_get(2).map_err(pg_error)?,
+        row.try_get(3).map_err(pg_error)?,
+    ))
 }
 
 /// Settles leased jobs; a job that is not leased is left alone.
@@ -154,120 +100,217 @@ pub(super) async fn settle(
     let finish = client
         .prepare_cached(
             "UPDATE jobs SET state = $2, result = $3, lease_until = NULL, finished = $4
-             WHERE id = $1 AND state = 'leased'",
+             WHERE id = $1 AND state = 'leased'
+             RETURNING app, push, kind, in_doubt",
         )
         .await
         .map_err(pg_error)?;
     let retry = client
         .prepare_cached(
             "UPDATE jobs SET state = 'queued', due = $2, result = $3, lease_until = NULL
-             WHERE id = $1 AND state = 'leased'",
+             WHERE id = $1 AND state = 'leased'
+             RETURNING app, push, kind, in_doubt",
         )
         .await
         .map_err(pg_error)?;
+    let mut tally = Tally::default();
     for (id, settlement) in settled {
-        match settlement {
-            Settlement::Done { result } => {
-                client.execute(&finish, &[id, &"done", result, &now]).await
-            }
-            Settlement::Dead { reason } => {
-                client.execute(&finish, &[id, &"dead", reason, &now]).await
-            }
-            Settlement::Retry { due_ms, reason } => {
-                client.execute(&retry, &[id, due_ms, reason]).await
-            }
-        }
-        .map_err(pg_error)?;
+        let (state, result, moved) = match settlement {
+            Settlement::Done { result } => (
+                "done",
+                result,
+                client
+                    .query_opt(&finish, &[id, &"done", result, &now])
+                    .await,
+            ),
+            Settlement::Dead { reason } => (
+                "dead",
+                reason,
+                client
+                    .query_opt(&finish, &[id, &"dead", reason, &now])
+                    .await,
+            ),
+            Settlement::Retry { due_ms, reason } => (
+                "queued",
+                reason,
+                client.query_opt(&retry, &[id, due_ms, reason]).await,
+            ),
+        };
+        let Some(row) = moved.map_err(pg_error)? else {
+            continue;
+        };
+        let (app, push, kind, in_doubt) = moved_job(&row)?;
+        let from = Standing {
+            kind: &kind,
+            state: "leased",
+            result: None,
+            in_doubt,
+        };
+        let to = Standing {
+            kind: &kind,
+            state,
+            result: Some(result),
+            in_doubt,
+        };
+        tally.moved(&app, &push, &from, &to);
     }
-    Ok(())
+    tally.apply(client).await
 }
 
-/// Adds an expansion's page of send jobs and moves its cursor to `next`, or finishes it when
-/// `next` is `None`, renewing its lease. Refuses a job that is not a leased expansion and a page
-/// for another app or push.
-pub(super) async fn expand(
+/// Settles a device's queued send jobs of `pushes` as `live` (it acknowledged them); a job a
+/// worker is running is left to finish. Returns how many it settled.
+pub(super) async fn settle_live(
     client: &impl GenericClient,
-    id: JobId,
-    page: &[NewJob],
-    next: Option<String>,
+    app: &AppId,
+    device: &str,
+    pushes: &[String],
     now_ms: i64,
-    lease_ms: i64,
-) -> Result<(), StoreError> {
-    let found = client
-        .query_opt(
-            "SELECT app, push, kind, state FROM jobs WHERE id = $1 FOR UPDATE",
-            &[&id],
+) -> Result<u64, StoreError> {
+    let rows = client
+        .query(
+            "UPDATE jobs SET state = 'done', result = 'live', finished = $4
+             WHERE app = $1 AND push = ANY($2) AND device = $3 AND state = 'queued'
+             RETURNING app, push, kind, in_doubt",
+            &[&app.as_str(), &pushes, &device, &now_ms],
         )
         .await
         .map_err(pg_error)?;
-    let Some(found) = found else {
-        return Err(StoreError::failed(format!("expansion job {id} is gone")));
+    let mut tally = Tally::default();
+    for row in &rows {
+        let (app, push, kind, in_doubt) = moved_job(row)?;
+        let queued = Standing {
+            kind: &kind,
+            state: "queued",
+            result: None,
+            in_doubt,
+        };
+        let live = Standing {
+            state: "done",
+            result: Some("live"),
+            ..queued.clone()
+        };
+        tally.moved(&app, &push, &queued, &live);
+    }
+    tally.apply(client).await?;
+    Ok(rows.len() as u64)
+}
+
+/// Makes a dead letter of `app` due at `now_ms` with no attempts made.
+pub(super) async fn replay(
+    client: &impl GenericClient,
+    app: &AppId,
+    id: JobId,
+    now_ms: i64,
+) -> Result<bool, StoreError> {
+    let moved = client
+        .query_opt(
+            "UPDATE jobs SET state = 'queued', due = $3, attempts = 0, lease_until = NULL,
+                 finished = NULL
+             WHERE id = $1 AND app = $2 AND state = 'dead'
+             RETURNING app, push, kind, in_doubt",
+            &[&id, &app.as_str(), &now_ms],
+        )
+        .await
+        .map_err(pg_error)?;
+    let Some(row) = moved else {
+        return Ok(false);
     };
-    let (app, push, kind, state): (String, String, String, String) = (
-        found.try_get(0).map_err(pg_error)?,
-        found.try_get(1).map_err(pg_error)?,
-        found.try_get(2).map_err(pg_error)?,
-        found.try_get(3).map_err(pg_error)?,
-    );
-    if kind != "expand" || state != "leased" {
-        return Err(StoreError::failed(format!(
-            "job {id} is not a running expansion ({kind}, {state})"
-        )));
-    }
-    if let Some(stray) = page
-        .iter()
-        .find(|j| j.app.as_str() != app || j.push != push)
-    {
-        return Err(StoreError::failed(format!(
-            "expansion job {id} of push {push:?} was given a job of push {:?} of another app \
-             or push",
-            stray.push
-        )));
-    }
-    if !page.is_empty() {
-        insert(client, page).await?;
-    }
-    let until = now_ms.saturating_add(lease_ms);
-    match next {
-        Some(after) => {
-            client
-                .execute(
-                    "UPDATE jobs SET expand_after = $2, due = $3, lease_until = $3
-                     WHERE id = $1",
-                    &[&id, &after, &until],
-                )
-                .await
-        }
-        None => {
-            client
-                .execute(
-                    "UPDATE jobs SET state = 'done', result = $2, lease_until = NULL,
-                         finished = $3
-                     WHERE id = $1",
-                    &[&id, &EXPANDED, &now_millis()],
-                )
-                .await
-        }
-    }
-    .map_err(pg_error)?;
-    Ok(())
+    let (app, push, kind, in_doubt) = moved_job(&row)?;
+    let dead = Standing {
+        kind: &kind,
+        state: "dead",
+        result: None,
+        in_doubt,
+    };
+    let queued = Standing {
+        state: "queued",
+        ..dead.clone()
+    };
+    let mut tally = Tally::default();
+    tally.moved(&app, &push, &dead, &queued);
+    tally.apply(client).await?;
+    Ok(true)
+}
+
+/// Deletes a dead letter of `app`.
+pub(super) async fn drop_dead(
+    client: &impl GenericClient,
+    app: &AppId,
+    id: JobId,
+) -> Result<bool, StoreError> {
+    let gone = client
+        .query_opt(
+            "DELETE FROM jobs WHERE id = $1 AND app = $2 AND state = 'dead'
+             RETURNING app, push, kind, in_doubt",
+            &[&id, &app.as_str()],
+        )
+        .await
+        .map_err(pg_error)?;
+    let Some(row) = gone else {
+        return Ok(false);
+    };
+    let (app, push, kind, in_doubt) = moved_job(&row)?;
+    let dead = Standing {
+        kind: &kind,
+        state: "dead",
+        result: None,
+        in_doubt,
+    };
+    let mut tally = Tally::default();
+    tally.leave(&app, &push, &dead);
+    tally.apply(client).await?;
+    Ok(true)
 }
 
 /// Deletes up to `limit` (`None`: no limit) finished send jobs of pushes that expired before
-/// `before_ms`; returns how many.
+/// `before_ms`, in one transaction; returns how many. Their counts leave the push's counters;
+/// once no such job is left, the counts of finished sends that had no row (a broadcast's direct
+/// sends) of those pushes go too, so a receipt forgets a push's finished sends all at once.
 pub(crate) async fn prune_expired_chunk(
-    client: &impl GenericClient,
+    client: &mut Object,
     before_ms: i64,
     limit: Option<i64>,
 ) -> Result<u64, StoreError> {
-    client
-        .execute(
+    let tx = client.transaction().await.map_err(pg_error)?;
+    let rows = tx
+        .query(
             "DELETE FROM jobs WHERE id IN (
                  SELECT j.id FROM pushes p JOIN jobs j ON j.app = p.app AND j.push = p.id
                  WHERE p.expires < $1 AND j.kind = 'send' AND j.state = 'done'
-                 LIMIT $2)",
+                 LIMIT $2)
+             RETURNING app, push, result, in_doubt",
             &[&before_ms, &limit],
         )
         .await
-        .map_err(pg_error)
+        .map_err(pg_error)?;
+    let mut tally = Tally::default();
+    for row in &rows {
+        let (app, push, result, in_doubt): (String, String, Option<String>, bool) = (
+            row.try_get(0).map_err(pg_error)?,
+            row.try_get(1).map_err(pg_error)?,
+            row.try_get(2).map_err(pg_error)?,
+            row.try_get(3).map_err(pg_error)?,
+        );
+        let done = Standing {
+            kind: "send",
+            state: "done",
+            result: result.as_deref(),
+            in_doubt,
+        };
+        tally.leave(&app, &push, &done);
+    }
+    tally.apply(&tx).await?;
+    let n = rows.len() as u64;
+    if limit.is_none_or(|limit| n < u64::try_from(limit).unwrap_or(0)) {
+        tx.execute(
+            "DELETE FROM push_counts c WHERE c.counter LIKE 'done:%' AND EXISTS (
+                 SELECT 1 FROM pushes p
+                 WHERE p.app = c.app AND p.id = c.push AND p.expires < $1)",
+            &[&before_ms],
+        )
+        .await
+        .map_err(pg_error)?;
+    }
+    tx.commit().await.map_err(pg_error)?;
+    Ok(n)
 }

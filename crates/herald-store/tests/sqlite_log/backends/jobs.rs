@@ -2,7 +2,8 @@
 //! in doubt), settling (done, retry, dead; a job no longer leased left alone), live settlement,
 //! dead letters replayed and dropped, an expansion's pages and cursor, depth, how a push's jobs
 //! stand, pruning, and an app's deletion taking its jobs. On PostgreSQL, two stores leasing at
-//! once never get the same job (`FOR UPDATE SKIP LOCKED`).
+//! once never get the same job (`FOR UPDATE SKIP LOCKED`) and move the same counters without
+//! losing a count; a database of schema version 1 counts its existing jobs when migrated.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -292,6 +293,7 @@ async fn depth_push_jobs_prune_and_app_deletion(b: Backend) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_nodes_leasing_at_once_never_share_a_job() {
+    use herald_push::jobs::JobQueue;
     tokio::time::timeout(std::time::Duration::from_secs(120), async {
         let server = tokio::task::spawn_blocking(herald_testkit::Postgres::start)
             .await
@@ -310,33 +312,55 @@ async fn two_nodes_leasing_at_once_never_share_a_job() {
         let jobs: Vec<NewJob> = (0..400)
             .map(|i| send("a", "p", Platform::Apns, &format!("d{i:03}"), i))
             .collect();
-        herald_push::jobs::JobQueue::enqueue(&*nodes[0], jobs)
-            .await
-            .unwrap();
+        nodes[0].enqueue(jobs).await.unwrap();
+        // Workers on both nodes lease and settle while the devices of the first hundred jobs
+        // acknowledge them live: every one moves the same counters of the push at once.
         let workers: Vec<_> = (0..8)
             .map(|w| {
                 let node = nodes[w % 2].clone();
                 tokio::spawn(async move {
                     let mut mine = Vec::new();
                     loop {
-                        let got = herald_push::jobs::JobQueue::lease(&*node, 1000, 7, 60_000, &[])
-                            .await
-                            .unwrap();
+                        let got = node.lease(1000, 7, 60_000, &[]).await.unwrap();
                         if got.is_empty() {
                             return mine;
                         }
+                        let settled = got.iter().map(|j| (j.id, done("accepted"))).collect();
+                        node.settle(settled).await.unwrap();
                         mine.extend(got.into_iter().map(|j| j.id));
                     }
                 })
             })
             .collect();
+        let acknowledging = {
+            let node = nodes[1].clone();
+            tokio::spawn(async move {
+                let mut live = 0;
+                for i in 0..100 {
+                    let device = format!("d{i:03}");
+                    live += node
+                        .settle_live(&app("a"), &device, &["p".into()], 1000)
+                        .await
+                        .unwrap();
+                }
+                live
+            })
+        };
         let mut seen = HashSet::new();
         for worker in workers {
             for id in worker.await.unwrap() {
                 assert!(seen.insert(id), "job {id} leased twice");
             }
         }
-        assert_eq!(seen.len(), 400);
+        let live = acknowledging.await.unwrap();
+        assert_eq!(seen.len() as u64 + live, 400);
+        let stand = nodes[0].push_jobs(&app("a"), "p").await.unwrap();
+        let mut expected = vec![("accepted".to_string(), seen.len() as u64)];
+        if live > 0 {
+            expected.push(("live".to_string(), live));
+        }
+        assert_eq!(stand.done, expected);
+        assert_eq!((stand.queued, stand.dead, stand.in_doubt), (0, 0, 0));
         for node in nodes {
             herald_core::log::ChannelLog::close(&*node).await;
         }

@@ -5,10 +5,12 @@
 //! PostgreSQL test starts its own server (`herald_testkit::Postgres`) with its own database, so
 //! tests run in parallel threads without sharing anything.
 //!
-//! Bodies: the channel log in [`log`], the registries in [`registry`], the job queue in [`jobs`]; PostgreSQL's own behaviour
+//! Bodies: the channel log in [`log`], the registries in [`registry`], the job queue in [`jobs`] (a broadcast's directly sent pages in [`job_pages`]); PostgreSQL's own behaviour
 //! (two nodes on one database, the server killed mid-traffic, schema versions) in [`cluster`].
 
 mod cluster;
+mod job_counts_migration;
+mod job_pages;
 mod jobs;
 mod log;
 mod registry;
@@ -100,6 +102,22 @@ impl Backend {
         let Backend { open, place, .. } = self;
         drop(open);
         Backend::open(place).await
+    }
+
+    /// The SQLite store's data directory (`None` on PostgreSQL).
+    pub fn sqlite_dir(&self) -> Option<&std::path::Path> {
+        match &self.place {
+            Place::Sqlite(dir) => Some(dir.path()),
+            Place::Postgres { .. } => None,
+        }
+    }
+
+    /// The PostgreSQL store's database URL (`None` on SQLite).
+    pub fn postgres_url(&self) -> Option<&str> {
+        match &self.place {
+            Place::Sqlite(_) => None,
+            Place::Postgres { url, .. } => Some(url),
+        }
     }
 
     /// Sweeps expired messages as if the time were `now_ms`.

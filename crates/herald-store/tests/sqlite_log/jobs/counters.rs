@@ -2,7 +2,7 @@
 //! of queue operations (enqueue, lease with lapsing leases, settle, settle live, expansion
 //! pages with direct sends, in-flight marks, replay, drop, prune), and after each one the
 //! receipt's figures from the counters equal the old query over the rows plus the direct
-//! sends that left no row.
+//! sends that left no row. On both backends, each with the grouping query in its own SQL.
 
 use std::collections::BTreeMap;
 
@@ -10,6 +10,8 @@ use herald_push::jobs::{ExpandedPage, PageJob};
 use rusqlite::{params, Connection};
 
 use super::*;
+
+crate::on_both!(counters_agree_with_grouping_every_job_row_over_random_operations);
 
 /// A small deterministic generator (xorshift64*), so a failing seed can be replayed.
 struct Dice(u64);
@@ -38,44 +40,82 @@ const RESULTS: [&str; 5] = [
     "expired",
 ];
 
-/// The grouping query receipts used before the counters, over the rows.
-fn grouped(conn: &Connection, push: &str) -> PushJobs {
-    let mut stmt = conn
-        .prepare(
-            "SELECT kind, state, CASE WHEN state = 'done' THEN result END, in_doubt, count(*)
-             FROM jobs WHERE app = 'shop' AND push = ?1
-             GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4",
-        )
-        .unwrap();
-    let mut jobs = PushJobs::default();
-    let rows = stmt
-        .query_map(params![push], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, Option<String>>(2)?,
-                r.get::<_, bool>(3)?,
-                r.get::<_, i64>(4)? as u64,
-            ))
-        })
-        .unwrap();
-    let mut done: BTreeMap<String, u64> = BTreeMap::new();
-    for row in rows {
-        let (kind, state, result, in_doubt, n) = row.unwrap();
-        let send = kind == "send";
-        match state.as_str() {
-            "dead" => jobs.dead += n,
-            "queued" | "leased" if send => jobs.queued += n,
-            "queued" | "leased" => jobs.expanding = true,
-            "done" if send => *done.entry(result.unwrap_or_default()).or_default() += n,
-            _ => {}
+/// The grouping query receipts used before the counters, over the rows, in one connection of
+/// the backend's own (SQLite: the database file; PostgreSQL: the same query in its SQL).
+enum Rows {
+    Sqlite(Connection),
+    Postgres(tokio_postgres::Client),
+}
+
+/// The grouping query: kind, state, result when done, doubt, and how many jobs.
+const GROUPING: &str = "SELECT kind, state, CASE WHEN state = 'done' THEN result END, in_doubt,
+         count(*) FROM jobs WHERE app = 'shop' AND push = $1
+     GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4";
+
+impl Rows {
+    async fn open(b: &Backend) -> Rows {
+        if let Some(dir) = b.sqlite_dir() {
+            return Rows::Sqlite(Connection::open(dir.join(herald_store::DB_FILE_NAME)).unwrap());
         }
-        if send && in_doubt {
-            jobs.in_doubt += n;
+        let url = b.postgres_url().expect("a SQLite or PostgreSQL backend");
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        Rows::Postgres(client)
+    }
+
+    /// Each group's kind, state, result, doubt and size.
+    async fn groups(&self, push: &str) -> Vec<(String, String, Option<String>, bool, u64)> {
+        match self {
+            Rows::Sqlite(conn) => {
+                let mut stmt = conn.prepare(&GROUPING.replace('$', "?")).unwrap();
+                let rows = stmt
+                    .query_map(params![push], |r| {
+                        Ok((
+                            r.get(0)?,
+                            r.get(1)?,
+                            r.get(2)?,
+                            r.get(3)?,
+                            r.get::<_, i64>(4)? as u64,
+                        ))
+                    })
+                    .unwrap();
+                rows.map(Result::unwrap).collect()
+            }
+            Rows::Postgres(client) => client
+                .query(GROUPING, &[&push])
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    let n: i64 = r.get(4);
+                    (r.get(0), r.get(1), r.get(2), r.get(3), n as u64)
+                })
+                .collect(),
         }
     }
-    jobs.done = done.into_iter().collect();
-    jobs
+
+    /// How the push's jobs stand by the grouping query.
+    async fn grouped(&self, push: &str) -> PushJobs {
+        let mut jobs = PushJobs::default();
+        let mut done: BTreeMap<String, u64> = BTreeMap::new();
+        for (kind, state, result, in_doubt, n) in self.groups(push).await {
+            let send = kind == "send";
+            match state.as_str() {
+                "dead" => jobs.dead += n,
+                "queued" | "leased" if send => jobs.queued += n,
+                "queued" | "leased" => jobs.expanding = true,
+                "done" if send => *done.entry(result.unwrap_or_default()).or_default() += n,
+                _ => {}
+            }
+            if send && in_doubt {
+                jobs.in_doubt += n;
+            }
+        }
+        jobs.done = done.into_iter().collect();
+        jobs
+    }
 }
 
 /// Adds the direct sends that left no row to the grouped figures.
@@ -104,9 +144,9 @@ fn settlement(dice: &mut Dice, now: i64) -> Settlement {
     }
 }
 
-async fn run(seed: u64) {
-    let dir = tempfile::tempdir().unwrap();
-    let q = open(dir.path());
+/// One seed's operations; the app's jobs, pushes and counters are deleted at the end, so the
+/// next seed starts from nothing on the same store.
+async fn run(q: &dyn Store, rows: &Rows, seed: u64) {
     let shop = app("shop");
     q.record_push(&shop, &super::status::receipt("short", 2_000), None)
         .await
@@ -114,7 +154,6 @@ async fn run(seed: u64) {
     q.record_push(&shop, &super::status::receipt("long", i64::MAX), None)
         .await
         .unwrap();
-    let rows = Connection::open(dir.path().join(herald_store::DB_FILE_NAME)).unwrap();
     let mut dice = Dice(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     let mut rowless: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
     let mut leased: Vec<Job> = Vec::new();
@@ -232,7 +271,7 @@ async fn run(seed: u64) {
         }
         for push in PUSHES {
             let expected = with_rowless(
-                grouped(&rows, push),
+                rows.grouped(push).await,
                 rowless.get(push).unwrap_or(&BTreeMap::new()),
             );
             let counted = q.push_jobs(&shop, push).await.unwrap();
@@ -242,15 +281,17 @@ async fn run(seed: u64) {
             );
         }
     }
-    q.close().await;
+    q.delete_app(&shop).await.unwrap();
+    for push in PUSHES {
+        assert_eq!(q.push_jobs(&shop, push).await.unwrap(), PushJobs::default());
+        assert_eq!(rows.grouped(push).await, PushJobs::default());
+    }
 }
 
-#[tokio::test]
-async fn counters_agree_with_grouping_every_job_row_over_random_operations() {
-    bounded(async {
-        for seed in 1..=6 {
-            run(seed).await;
-        }
-    })
-    .await
+async fn counters_agree_with_grouping_every_job_row_over_random_operations(b: Backend) {
+    let rows = Rows::open(&b).await;
+    for seed in 1..=6 {
+        run(b.store(), &rows, seed).await;
+    }
+    b.store().close().await;
 }

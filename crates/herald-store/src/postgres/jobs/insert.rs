@@ -1,0 +1,152 @@
+//! Adding job rows in one statement (`unnest` of each column): jobs a publisher's push queues,
+//! and a broadcast page's rows in the state their direct send left them; each row added is
+//! counted on its push ([`super::counts`]) in the caller's transaction.
+
+use deadpool_postgres::GenericClient;
+use herald_core::log::StoreError;
+use herald_core::message::now_millis;
+use herald_push::device::Platform;
+use herald_push::jobs::{JobKind, NewJob, PageJob, Settlement};
+
+use super::counts::{Standing, Tally};
+use crate::postgres::pg_error;
+use crate::seq_to_db;
+
+/// Refuses jobs the queue could not run: a send job needs a provider.
+pub(super) fn check_new(jobs: &[NewJob]) -> Result<(), StoreError> {
+    match jobs
+        .iter()
+        .find(|j| matches!(j.kind, JobKind::Send { .. }) && j.provider.is_none())
+    {
+        Some(j) => Err(StoreError::failed(format!(
+            "a send job of push {:?} has no provider",
+            j.push
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Adds jobs as queued, counting them. A send job for a device the push already has a job for
+/// is left out, so adding the same jobs twice adds them once.
+pub(super) async fn insert(client: &impl GenericClient, jobs: &[NewJob]) -> Result<(), StoreError> {
+    let rows: Vec<PageJob> = jobs
+        .iter()
+        .map(|job| PageJob {
+            job: job.clone(),
+            sent: None,
+            in_doubt: false,
+        })
+        .collect();
+    let mut tally = Tally::default();
+    insert_rows(client, &rows, &mut tally).await?;
+    tally.apply(client).await
+}
+
+/// Adds job rows in one statement, untried (queued until due) or after one attempt (done,
+/// queued for a retry, or dead), counting each row added in `tally`. A send job for a device
+/// the push already has a job for is left out.
+pub(super) async fn insert_rows(
+    client: &impl GenericClient,
+    rows: &[PageJob],
+    tally: &mut Tally,
+) -> Result<(), StoreError> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let now = now_millis();
+    let mut columns = JobColumns::default();
+    for row in rows {
+        let job = &row.job;
+        let (kind, device, after) = match &job.kind {
+            JobKind::Send { device } => ("send", Some(device.as_str()), None),
+            JobKind::Expand { after } => ("expand", None, after.as_deref()),
+        };
+        let (state, due, attempts, result, finished) = match &row.sent {
+            None => ("queued", job.due_ms, 0, None, None),
+            Some(Settlement::Done { result }) => ("done", now, 1, Some(result), Some(now)),
+            Some(Settlement::Retry { due_ms, reason }) => {
+                ("queued", *due_ms, 1, Some(reason), None)
+            }
+            Some(Settlement::Dead { reason }) => ("dead", now, 1, Some(reason), Some(now)),
+        };
+        columns.app.push(job.app.as_str());
+        columns.push.push(&job.push);
+        columns.provider.push(job.provider.map(Platform::as_str));
+        columns.kind.push(kind);
+        columns.device.push(device);
+        columns.after.push(after);
+        columns.state.push(state);
+        columns.due.push(due);
+        columns.seq.push(seq_to_db(job.seq));
+        columns.attempts.push(attempts);
+        columns.result.push(result.map(String::as_str));
+        columns.in_doubt.push(row.in_doubt);
+        columns.finished.push(finished);
+    }
+    let c = &columns;
+    let added = client
+        .query(
+            "INSERT INTO jobs (app, push, provider, kind, device, expand_after, state, due,
+                 created, seq, attempts, result, in_doubt, finished)
+             SELECT a, p, pr, k, d, af, st, du, $9, s, at, r, dbt, f
+             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
+                         $6::text[], $7::bigint[], $8::bigint[], $10::text[], $11::bigint[],
+                         $12::text[], $13::boolean[], $14::bigint[])
+                 AS j(a, p, pr, k, d, af, du, s, st, at, r, dbt, f)
+             ON CONFLICT (app, push, device) DO NOTHING
+             RETURNING app, push, kind, state, result, in_doubt",
+            &[
+                &c.app,
+                &c.push,
+                &c.provider,
+                &c.kind,
+                &c.device,
+                &c.after,
+                &c.due,
+                &c.seq,
+                &now,
+                &c.state,
+                &c.attempts,
+                &c.result,
+                &c.in_doubt,
+                &c.finished,
+            ],
+        )
+        .await
+        .map_err(pg_error)?;
+    for row in added {
+        let (app, push, kind, state): (String, String, String, String) = (
+            row.try_get(0).map_err(pg_error)?,
+            row.try_get(1).map_err(pg_error)?,
+            row.try_get(2).map_err(pg_error)?,
+            row.try_get(3).map_err(pg_error)?,
+        );
+        let result: Option<String> = row.try_get(4).map_err(pg_error)?;
+        let standing = Standing {
+            kind: &kind,
+            state: &state,
+            result: result.as_deref(),
+            in_doubt: row.try_get(5).map_err(pg_error)?,
+        };
+        tally.enter(&app, &push, &standing);
+    }
+    Ok(())
+}
+
+/// Job rows to insert, column by column (for `unnest`).
+#[derive(Default)]
+struct JobColumns<'a> {
+    app: Vec<&'a str>,
+    push: Vec<&'a str>,
+    provider: Vec<Option<&'a str>>,
+    kind: Vec<&'a str>,
+    device: Vec<Option<&'a str>>,
+    after: Vec<Option<&'a str>>,
+    state: Vec<&'a str>,
+    due: Vec<i64>,
+    seq: Vec<i64>,
+    attempts: Vec<i64>,
+    result: Vec<Option<&'a str>>,
+    in_doubt: Vec<bool>,
+    finished: Vec<Option<i64>>,
+}
