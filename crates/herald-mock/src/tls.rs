@@ -29,6 +29,15 @@ impl std::fmt::Debug for MockTls {
 
 /// Makes a new self-signed certificate for `localhost`, `127.0.0.1` and `extra_names`.
 pub fn self_signed(extra_names: &[&str]) -> Result<MockTls, TlsError> {
+    self_signed_with_client_ca(extra_names, None)
+}
+
+/// Like [`self_signed`]; with `client_ca_pem`, a client must present a certificate that chains
+/// to one of its certificates, or the handshake fails (APNs certificate auth).
+pub fn self_signed_with_client_ca(
+    extra_names: &[&str],
+    client_ca_pem: Option<&str>,
+) -> Result<MockTls, TlsError> {
     let mut names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
     names.extend(extra_names.iter().map(|n| n.to_string()));
     let certified =
@@ -37,10 +46,27 @@ pub fn self_signed(extra_names: &[&str]) -> Result<MockTls, TlsError> {
     let chain = vec![CertificateDer::from(certified.cert.der().to_vec())];
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(certified.key_pair.serialize_der()));
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = ServerConfig::builder_with_provider(provider)
+    let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| TlsError(e.to_string()))?
-        .with_no_client_auth()
+        .map_err(|e| TlsError(e.to_string()))?;
+    let builder = match client_ca_pem {
+        None => builder.with_no_client_auth(),
+        Some(pem) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in rustls_pemfile::certs(&mut pem.as_bytes()) {
+                let cert = cert.map_err(|e| TlsError(format!("client CA: {e}")))?;
+                roots
+                    .add(cert)
+                    .map_err(|e| TlsError(format!("client CA: {e}")))?;
+            }
+            let verifier =
+                rustls::server::WebPkiClientVerifier::builder_with_provider(roots.into(), provider)
+                    .build()
+                    .map_err(|e| TlsError(format!("client CA: {e}")))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder
         .with_single_cert(chain, key)
         .map_err(|e| TlsError(e.to_string()))?;
     config.alpn_protocols = vec![b"h2".to_vec()];

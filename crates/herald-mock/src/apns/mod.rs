@@ -33,6 +33,10 @@ pub struct ApnsMockOptions {
     /// `(key id, team id, public key PEM)`: provider tokens are checked against these. Empty:
     /// no token is required.
     pub keys: Vec<(String, String, String)>,
+    /// Certificate auth: a PEM of CA certificates; a client must present a certificate that
+    /// chains to one of them, or its TLS handshake fails (as Apple's does). `None`: no client
+    /// certificate is asked for.
+    pub client_ca_pem: Option<String>,
 }
 
 impl Default for ApnsMockOptions {
@@ -42,6 +46,7 @@ impl Default for ApnsMockOptions {
             max_concurrent_streams: 1000,
             goaway_after: None,
             keys: Vec::new(),
+            client_ca_pem: None,
         }
     }
 }
@@ -68,7 +73,8 @@ impl ApnsMock {
     /// Starts a mock on `options.bind` (a free port of 127.0.0.1 by default).
     pub async fn start(options: ApnsMockOptions) -> std::io::Result<ApnsMock> {
         let checker = TokenChecker::new(&options.keys)?;
-        let tls = crate::tls::self_signed(&[]).map_err(std::io::Error::other)?;
+        let tls = crate::tls::self_signed_with_client_ca(&[], options.client_ca_pem.as_deref())
+            .map_err(std::io::Error::other)?;
         let listener = tokio::net::TcpListener::bind(options.bind).await?;
         let state = Arc::new(State::new(checker));
         let handler_state = state.clone();

@@ -488,6 +488,76 @@ fn invalid_credentials_are_refused_by_validate() {
     assert!(matches!(ApnsClient::new(no_topic), Err(ApnsError::Topic)));
 }
 
+/// A CA and a client certificate it signed (PEM certificate, PEM key), for certificate auth.
+fn client_certificate(common_name: &str) -> (String, String, String) {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+    };
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, format!("{common_name} CA"));
+    let ca_key = KeyPair::generate().unwrap();
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params
+        .distinguished_name
+        .push(DnType::CommonName, common_name);
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let key = KeyPair::generate().unwrap();
+    let cert = params.signed_by(&key, &ca, &ca_key).unwrap();
+    (ca.pem(), cert.pem(), key.serialize_pem())
+}
+
+#[tokio::test]
+async fn certificate_auth_presents_the_client_certificate_in_the_tls_handshake() {
+    let (ca, cert_pem, key_pem) = client_certificate("Apple Push Services: com.example.app");
+    // A mock that asks for a client certificate from that CA and checks no token (as APNs does
+    // for certificate auth).
+    let mock = ApnsMock::start(ApnsMockOptions {
+        client_ca_pem: Some(ca),
+        ..ApnsMockOptions::default()
+    })
+    .await
+    .unwrap();
+    let with = |auth: ApnsAuth| {
+        ApnsClient::new(ApnsConfig {
+            auth,
+            topic: TOPIC.into(),
+            endpoint: ApnsEndpoint::Custom(mock.url()),
+            extra_ca_pem: Some(mock.cert_pem.as_bytes().to_vec()),
+            connections: 1,
+        })
+        .unwrap()
+    };
+    let client = with(ApnsAuth::Certificate { cert_pem, key_pem });
+    let outcome = bounded(client.send(&device(1), &alert())).await;
+    assert!(matches!(outcome, Outcome::Accepted { .. }), "{outcome:?}");
+    assert_eq!(mock.accepted(), 1);
+    assert_eq!(mock.received()[0].authorization, None, "no provider token");
+
+    // A certificate from another CA, and token auth with no certificate at all: the handshake
+    // fails, nothing reaches the mock.
+    let (_, other_cert, other_key) = client_certificate("someone else");
+    let stranger = with(ApnsAuth::Certificate {
+        cert_pem: other_cert,
+        key_pem: other_key,
+    });
+    let outcome = bounded(stranger.send(&device(2), &alert())).await;
+    assert!(!matches!(outcome, Outcome::Accepted { .. }), "{outcome:?}");
+    let (p8, _) = test_key();
+    let token_only = with(ApnsAuth::Token {
+        key_pem: p8,
+        key_id: KEY_ID.into(),
+        team_id: TEAM_ID.into(),
+    });
+    let outcome = bounded(token_only.send(&device(3), &alert())).await;
+    assert!(!matches!(outcome, Outcome::Accepted { .. }), "{outcome:?}");
+    assert_eq!(mock.accepted(), 1, "only the certified client got through");
+    mock.stop();
+}
+
 /// Throughput to the mock on this machine (a measurement, not an assertion):
 /// `cargo test -p herald-providers --test providers -- --ignored --nocapture throughput`.
 /// `APNS_BENCH_SENDS`, `APNS_BENCH_IN_FLIGHT`, `APNS_BENCH_CONNECTIONS` change the defaults.

@@ -59,6 +59,10 @@ pub enum MockCommand {
         /// Send GOAWAY after this many requests on a connection
         #[arg(long)]
         goaway_after: Option<u64>,
+        /// Certificate auth: require a TLS client certificate issued by a CA in this PEM file
+        /// (provider tokens are then not required)
+        #[arg(long, value_name = "PEM")]
+        client_ca: Option<std::path::PathBuf>,
     },
     /// A mock FCM (token endpoint and messages:send): writes ca.pem and service-account.json.
     #[command(after_help = EXAMPLES)]
@@ -98,13 +102,27 @@ pub async fn run(command: MockCommand) -> anyhow::Result<ExitCode> {
             place,
             max_streams,
             goaway_after,
+            client_ca,
         } => {
             let (p8, public) = test_key();
+            let client_ca_pem = match &client_ca {
+                Some(path) => Some(
+                    std::fs::read_to_string(path)
+                        .with_context(|| format!("cannot read {}", path.display()))?,
+                ),
+                None => None,
+            };
+            let keys = if client_ca_pem.is_some() {
+                Vec::new()
+            } else {
+                vec![(MOCK_KEY_ID.into(), MOCK_TEAM_ID.into(), public)]
+            };
             let mock = ApnsMock::start(ApnsMockOptions {
                 bind: place.listen,
                 max_concurrent_streams: max_streams,
                 goaway_after,
-                keys: vec![(MOCK_KEY_ID.into(), MOCK_TEAM_ID.into(), public)],
+                keys,
+                client_ca_pem,
             })
             .await
             .context("cannot start the APNs mock")?;
