@@ -1,8 +1,10 @@
 //! A small pool of HTTP/2-over-TLS connections to one origin, shared by every provider client.
 //!
-//! Requests go round-robin over `connections` connections; each connection multiplexes as many
+//! Requests go to the open connection with the fewest requests in flight; each connection multiplexes as many
 //! streams as the server's `SETTINGS_MAX_CONCURRENT_STREAMS` allows (h2's `ready()` waits for a
-//! free stream). A connection that fails or receives GOAWAY is dropped and made again on the
+//! free stream). The pool opens one connection first and **another when volume needs it**:
+//! when the requests in flight would fill every open connection's streams, up to `connections`
+//! (the pool's maximum); it never closes one for being idle. A connection that fails or receives GOAWAY is dropped and made again on the
 //! next request; a request the server refused before processing it (`REFUSED_STREAM`, a stream
 //! above a graceful GOAWAY's last stream id, or a request that could not be started because the
 //! connection was already going away) is sent again on a fresh connection, up to
@@ -72,6 +74,8 @@ struct Slot {
     current: parking_lot::Mutex<Option<Pooled>>,
     /// Held while a new connection is being made, so concurrent sends make only one.
     connecting: tokio::sync::Mutex<()>,
+    /// Requests sent on this slot and not yet answered.
+    in_flight: AtomicUsize,
 }
 
 impl Slot {
@@ -100,6 +104,13 @@ struct Inner {
     port: u16,
     tls: TlsConnector,
     slots: Vec<Slot>,
+    /// Slots in use (from 1 up to `slots.len()`): requests go round-robin over these.
+    open: AtomicUsize,
+    /// Requests sent and not yet answered.
+    in_flight: AtomicUsize,
+    /// Streams the server allows per connection, as the last connection made was told (1,000,
+    /// what APNs allows, until a server says otherwise).
+    streams_per_connection: AtomicUsize,
     next: AtomicUsize,
     connections_made: AtomicU64,
 }
@@ -125,6 +136,9 @@ impl H2Pool {
                 port,
                 tls: TlsConnector::from(tls),
                 slots: (0..connections.max(1)).map(|_| Slot::default()).collect(),
+                open: AtomicUsize::new(1),
+                in_flight: AtomicUsize::new(0),
+                streams_per_connection: AtomicUsize::new(DEFAULT_STREAMS),
                 next: AtomicUsize::new(0),
                 connections_made: AtomicU64::new(0),
             }),
@@ -141,7 +155,9 @@ impl H2Pool {
         again: impl Fn() -> Request<()>,
         body: Bytes,
     ) -> Result<(Response<()>, Bytes), H2Error> {
-        let slot = self.inner.next.fetch_add(1, Ordering::Relaxed) % self.inner.slots.len();
+        let in_flight = InFlight::enter(&self.inner);
+        let slot = self.inner.least_busy(self.inner.open_for(in_flight.0));
+        let _on_slot = SlotInFlight::enter(&self.inner.slots[slot]);
         let mut attempt = 1;
         let mut request = Some(request);
         loop {
@@ -164,6 +180,11 @@ impl H2Pool {
         self.inner.connections_made.load(Ordering::Relaxed)
     }
 
+    /// How many connections the pool uses now (it grows with volume, up to its maximum).
+    pub fn connections_open(&self) -> usize {
+        self.inner.open.load(Ordering::Relaxed)
+    }
+
     async fn send_on(
         &self,
         slot: usize,
@@ -171,6 +192,10 @@ impl H2Pool {
         body: Bytes,
     ) -> Result<(Response<()>, Bytes), H2Error> {
         let (generation, sender) = self.sender(slot).await?;
+        // A server says how many streams it allows in its SETTINGS, after the handshake, and
+        // may change it (APNs allows one until it accepts the first provider token, then
+        // 1,000): read it at every send (one uncontended lock in h2).
+        self.inner.learn_streams(&sender);
         let result = exchange(sender, request, body).await;
         if let Err(H2Error::Stream(e)) = &result {
             if e.is_go_away() || e.is_io() || e.reason() == Some(h2::Reason::REFUSED_STREAM) {
@@ -202,6 +227,7 @@ impl H2Pool {
             slot.forget(generation);
         }
         let sender = self.connect().await?;
+        self.inner.learn_streams(&sender);
         let generation = self.inner.connections_made.fetch_add(1, Ordering::Relaxed) + 1;
         *slot.current.lock() = Some((generation, sender.clone()));
         Ok((generation, sender.ready().await?))
@@ -237,6 +263,81 @@ impl H2Pool {
             }
         });
         Ok(sender)
+    }
+}
+
+/// Streams per connection assumed before a server's settings say otherwise.
+const DEFAULT_STREAMS: usize = 1000;
+
+impl Inner {
+    /// Remembers how many streams the server lets `sender`'s connection open.
+    fn learn_streams(&self, sender: &SendRequest<Bytes>) {
+        let allowed = sender.current_max_send_streams();
+        if allowed > 0 && allowed < usize::MAX {
+            self.streams_per_connection
+                .store(allowed, Ordering::Relaxed);
+        }
+    }
+
+    /// The connections to spread over with `in_flight` requests in flight (this one included):
+    /// one more than fill their streams, within the pool's maximum. Grows `open` as needed.
+    fn open_for(&self, in_flight: usize) -> usize {
+        let max = self.slots.len();
+        let per = self.streams_per_connection.load(Ordering::Relaxed).max(1);
+        let needed = in_flight.div_ceil(per).clamp(1, max);
+        let before = self.open.fetch_max(needed, Ordering::Relaxed);
+        if needed > before {
+            tracing::debug!(
+                host = %self.host,
+                port = self.port,
+                open = needed,
+                in_flight,
+                "provider pool grows by a connection"
+            );
+        }
+        before.max(needed)
+    }
+}
+
+impl Inner {
+    /// The open slot with the fewest requests in flight (ties go round-robin).
+    fn least_busy(&self, open: usize) -> usize {
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        (0..open)
+            .map(|i| (start + i) % open)
+            .min_by_key(|&i| self.slots[i].in_flight.load(Ordering::Relaxed))
+            .unwrap_or(0)
+    }
+}
+
+/// A request in flight on one slot, counted until dropped.
+struct SlotInFlight<'a>(&'a Slot);
+
+impl<'a> SlotInFlight<'a> {
+    fn enter(slot: &'a Slot) -> SlotInFlight<'a> {
+        slot.in_flight.fetch_add(1, Ordering::Relaxed);
+        SlotInFlight(slot)
+    }
+}
+
+impl Drop for SlotInFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A request in flight, counted until dropped.
+struct InFlight<'a>(usize, &'a Inner);
+
+impl<'a> InFlight<'a> {
+    fn enter(inner: &'a Inner) -> InFlight<'a> {
+        InFlight(inner.in_flight.fetch_add(1, Ordering::Relaxed) + 1, inner)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.1.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

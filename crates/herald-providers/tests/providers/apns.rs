@@ -488,6 +488,68 @@ fn invalid_credentials_are_refused_by_validate() {
     assert!(matches!(ApnsClient::new(no_topic), Err(ApnsError::Topic)));
 }
 
+#[tokio::test]
+async fn the_pool_opens_another_connection_only_when_volume_needs_it() {
+    use herald_providers::h2pool::H2Pool;
+    // A server that allows 10 streams per connection and holds every answer, so requests stay
+    // in flight; no provider token is checked (the pool is below the APNs client).
+    let mock = ApnsMock::start(ApnsMockOptions {
+        max_concurrent_streams: 10,
+        ..ApnsMockOptions::default()
+    })
+    .await
+    .unwrap();
+    let tls = herald_providers::tls::client_config(Some(mock.cert_pem.as_bytes()), None).unwrap();
+    let pool = H2Pool::new(
+        "127.0.0.1",
+        mock.url().rsplit(':').next().unwrap().parse().unwrap(),
+        tls,
+        4,
+    );
+    let url = mock.url();
+    let request = move |n: u32| {
+        http::Request::post(format!("{url}/3/device/{}", device(n)))
+            .header("apns-topic", TOPIC)
+            .body(())
+            .unwrap()
+    };
+    let send = |n: u32| {
+        let pool = pool.clone();
+        let request = request.clone();
+        let first = request(n);
+        let again = move || request(n);
+        async move {
+            pool.send(first, again, bytes::Bytes::from_static(b"{}"))
+                .await
+        }
+    };
+    // Light volume: 5 at once fit in one connection's 10 streams.
+    mock.hold();
+    let light: Vec<_> = (0..5).map(|n| tokio::spawn(send(n))).collect();
+    bounded(until(|| mock.in_flight() == 5)).await;
+    assert_eq!(pool.connections_open(), 1);
+    mock.release();
+    for s in light {
+        assert_eq!(bounded(s).await.unwrap().unwrap().0.status(), 200);
+    }
+    assert_eq!(pool.connections_made(), 1);
+    // 35 at once need four connections of 10 streams: the pool grows to its maximum, and every
+    // request is answered.
+    mock.hold();
+    let heavy: Vec<_> = (100..135).map(|n| tokio::spawn(send(n))).collect();
+    // All 35 in flight at the server at once, which one connection's 10 streams never allow:
+    // each request went to the connection with the fewest in flight.
+    bounded(until(|| mock.in_flight() == 35)).await;
+    assert_eq!(pool.connections_open(), 4);
+    mock.release();
+    for s in heavy {
+        assert_eq!(bounded(s).await.unwrap().unwrap().0.status(), 200);
+    }
+    assert_eq!(pool.connections_made(), 4);
+    assert_eq!(mock.accepted(), 40);
+    mock.stop();
+}
+
 /// A CA and a client certificate it signed (PEM certificate, PEM key), for certificate auth.
 fn client_certificate(common_name: &str) -> (String, String, String) {
     use rcgen::{

@@ -31,7 +31,7 @@ pub struct ProviderEndpoints {
     pub fcm_token_url: Option<String>,
     /// Extra CA certificates (PEM) trusted for provider connections (a mock's certificate).
     pub extra_ca_pem: Option<Vec<u8>>,
-    /// HTTP/2 connections per provider and app (at least 1).
+    /// Most HTTP/2 connections per provider and app (at least 1), opened as volume needs.
     pub connections: usize,
 }
 

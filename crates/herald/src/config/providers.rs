@@ -98,7 +98,7 @@ impl Layers {
             })?,
             ca_file,
             ca_pem,
-            connections: self.get("provider_connections", 1, connections)?,
+            connections: self.get("provider_connections", 4, connections)?,
             batch: self.get("provider_batch", 1000, |r| {
                 let n = connections_like(r)?;
                 if (1..=10_000).contains(&n) {
@@ -136,7 +136,7 @@ mod tests {
     fn defaults_and_checks() {
         let c = load(None, &[], ConfigFlags::default()).unwrap();
         assert_eq!(c.providers.apns_url, None);
-        assert_eq!(c.providers.connections, 1);
+        assert_eq!(c.providers.connections, 4);
         let c = load(
             None,
             &[
