@@ -66,11 +66,27 @@ fn job_of(r: &Row, at: usize) -> Result<Job, StoreError> {
         attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
         in_doubt: r.try_get(get(9)).map_err(pg_error)?,
         created_ms: r.try_get(get(10)).map_err(pg_error)?,
+        in_flight_until: None, // LOCAL-ONLY-PLACEHOLDER
     })
 }
 
 #[async_trait]
 impl JobQueue for PostgresStore {
+    // LOCAL-ONLY-PLACEHOLDER
+    async fn mark_in_flight(&self, _: JobId, _: &str, _: i64, _: i64) -> Result<(), StoreError> {
+        Err(StoreError::failed("placeholder"))
+    }
+    // LOCAL-ONLY-PLACEHOLDER
+    async fn expand_page(
+        &self,
+        _: JobId,
+        _: herald_push::jobs::ExpandedPage,
+        _: Option<String>,
+        _: i64,
+        _: i64,
+    ) -> Result<(), StoreError> {
+        Err(StoreError::failed("placeholder"))
+    }
     async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<(), StoreError> {
         write::check_new(&jobs)?;
         if jobs.is_empty() {
