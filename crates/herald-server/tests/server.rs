@@ -333,3 +333,5 @@ mod lifecycle {
 mod openapi;
 #[path = "server/providers.rs"]
 mod providers;
+#[path = "server/cluster/mod.rs"]
+mod cluster;
