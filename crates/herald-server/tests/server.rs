@@ -329,9 +329,9 @@ mod lifecycle {
     }
 }
 
+#[path = "server/cluster/mod.rs"]
+mod cluster;
 #[path = "server/openapi.rs"]
 mod openapi;
 #[path = "server/providers.rs"]
 mod providers;
-#[path = "server/cluster/mod.rs"]
-mod cluster;

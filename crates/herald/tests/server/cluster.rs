@@ -57,7 +57,9 @@ async fn a_node_killed_with_sigkill_its_subscriber_resumes_exactly_on_another_no
 
         let token = one.token(&["orders"], &[]);
         let mut ws = Ws::connect(&one.ws_url(&format!("?token={token}"))).await;
-        let reply = ws.request("subscribe", json!({ "channel": "orders" })).await;
+        let reply = ws
+            .request("subscribe", json!({ "channel": "orders" }))
+            .await;
         let epoch = reply["subscribe"]["epoch"].clone();
         assert!(epoch.is_string(), "{reply}");
         for i in 1..=10 {

@@ -53,16 +53,17 @@ async fn two_publishers_on_two_nodes_make_one_gapless_sequence_every_node_sees_i
         async move {
             let mut seqs = Vec::new();
             for i in 0..EACH {
-                let answer = cluster.publish(k, "room", json!({ "from": k, "i": i })).await;
+                let answer = cluster
+                    .publish(k, "room", json!({ "from": k, "i": i }))
+                    .await;
                 seqs.push(answer["seq"].as_u64().unwrap());
             }
             seqs
         }
     };
-    let (from_a, from_b) = bounded(
-        "two publishers",
-        async { tokio::join!(publish_from(0), publish_from(1)) },
-    )
+    let (from_a, from_b) = bounded("two publishers", async {
+        tokio::join!(publish_from(0), publish_from(1))
+    })
     .await;
     let mut told: Vec<u64> = from_a.iter().chain(&from_b).copied().collect();
     told.sort_unstable();
@@ -94,7 +95,10 @@ async fn a_websocket_resumes_exactly_on_another_node() {
         .subscribe("chat/1", Some(json!({ "seq": 5, "epoch": epoch })))
         .await;
     assert_eq!(reply["recovered"], true, "{reply}");
-    assert_eq!((reply["seq"].clone(), reply["epoch"].clone()), (json!(10), epoch));
+    assert_eq!(
+        (reply["seq"].clone(), reply["epoch"].clone()),
+        (json!(10), epoch)
+    );
     cluster.publish(0, "chat/1", json!(11)).await;
     assert_eq!(
         ws.message_seqs(6).await,

@@ -36,7 +36,11 @@ async fn a_redis_restart_loses_nothing_acknowledged() {
     // Redis goes away and comes back (empty) while node A keeps publishing.
     let during = tokio::spawn(publish_many(base_a.clone(), "orders", 21, 20));
     tokio::task::block_in_place(|| cluster.redis.restart()).expect("Redis restarts");
-    acknowledged.extend(bounded("publishes during the restart", during).await.unwrap());
+    acknowledged.extend(
+        bounded("publishes during the restart", during)
+            .await
+            .unwrap(),
+    );
     acknowledged.extend(publish_many(base_a, "orders", 41, 20).await);
     assert_eq!(acknowledged, one_to(60), "Redis down never fails a publish");
 
@@ -68,7 +72,13 @@ async fn postgres_down_refuses_publishes_and_the_node_recovers_by_itself() {
     for i in 0..3 {
         let (status, body) = bounded(
             "a publish while PostgreSQL is down",
-            cluster.call(0, "POST", path, API_KEY, Some(json!({ "data": { "down": i } }))),
+            cluster.call(
+                0,
+                "POST",
+                path,
+                API_KEY,
+                Some(json!({ "data": { "down": i } })),
+            ),
         )
         .await;
         assert!(!(200..300).contains(&status), "{status} {body}");
@@ -96,7 +106,13 @@ async fn postgres_down_refuses_publishes_and_the_node_recovers_by_itself() {
     assert_eq!(received, acknowledged, "exactly once, in order");
     assert_eq!(acknowledged, one_to(last), "gapless");
     let (status, history) = cluster
-        .call(1, "GET", "/v1/channels/audit/messages?limit=100", API_KEY, None)
+        .call(
+            1,
+            "GET",
+            "/v1/channels/audit/messages?limit=100",
+            API_KEY,
+            None,
+        )
         .await;
     assert_eq!(status, 200, "{history}");
     let stored: Vec<u64> = history["messages"]
@@ -142,10 +158,21 @@ async fn a_subscriber_that_stops_reading_does_not_slow_other_nodes_publishers() 
             .collect();
         let (status, body) = bounded(
             "a batch publish on A",
-            cluster.call(0, "POST", "/v1/batch", API_KEY, Some(json!({ "messages": messages }))),
+            cluster.call(
+                0,
+                "POST",
+                "/v1/batch",
+                API_KEY,
+                Some(json!({ "messages": messages })),
+            ),
         )
         .await;
-        assert_eq!(status, 200, "{}", &body.to_string()[..200.min(body.to_string().len())]);
+        assert_eq!(
+            status,
+            200,
+            "{}",
+            &body.to_string()[..200.min(body.to_string().len())]
+        );
         acknowledged.extend(
             body["results"]
                 .as_array()

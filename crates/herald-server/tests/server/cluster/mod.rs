@@ -8,8 +8,8 @@
 //! (apps, keys, limits, presence, usage), [`push`] (device inboxes, tag and app pushes),
 //! [`faults`] (Redis restarted, PostgreSQL stopped, a slow node).
 
-mod faults;
 mod fanout;
+mod faults;
 mod push;
 mod tenancy;
 
@@ -24,7 +24,7 @@ use herald_testkit::{Postgres, Redis};
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
-use crate::support::{token, API_KEY, SECRET};
+use crate::support::{token, API_KEY};
 
 /// The admin key every node is configured with.
 pub const ADMIN: &str = "cluster-admin-key-0123456789abcdef";
@@ -74,12 +74,9 @@ impl Cluster {
             let dir = tempfile::tempdir().unwrap();
             let mut settings = cluster.settings(dir.path());
             adjust(k, &mut settings);
-            let server = bounded(
-                "a node starts",
-                Server::builder(settings).start(),
-            )
-            .await
-            .expect("a node starts");
+            let server = bounded("a node starts", Server::builder(settings).start())
+                .await
+                .expect("a node starts");
             cluster.nodes.push(Some(server));
             cluster.dirs.push(dir);
         }
@@ -305,9 +302,4 @@ impl Ws {
 /// `1..=n` as a vector, the seqs a subscriber of a fresh channel expects.
 pub fn one_to(n: u64) -> Vec<u64> {
     (1..=n).collect()
-}
-
-/// The shared secret, for tests that mint tokens by hand.
-pub fn secret() -> &'static [u8] {
-    SECRET.as_bytes()
 }

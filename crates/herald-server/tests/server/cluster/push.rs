@@ -50,8 +50,8 @@ async fn push(cluster: &Cluster, k: usize, body: Value) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_push_on_one_node_reaches_a_device_on_another_and_its_ack_settles_the_receipt_everywhere(
-) {
+async fn a_push_on_one_node_reaches_a_device_on_another_and_its_ack_settles_the_receipt_everywhere()
+{
     let cluster = Cluster::start(3).await;
     register(&cluster, 0, json!({"platform":"herald","id":"d1"})).await;
     let mut device = connect_device(&cluster, 1, "d1").await;
@@ -63,7 +63,10 @@ async fn a_push_on_one_node_reaches_a_device_on_another_and_its_ack_settles_the_
     )
     .await;
     let got = device.messages(1).await;
-    assert_eq!((got[0]["channel"].clone(), got[0]["id"].clone()), (json!("$device"), json!(id)));
+    assert_eq!(
+        (got[0]["channel"].clone(), got[0]["id"].clone()),
+        (json!("$device"), json!(id))
+    );
     assert_eq!(got[0]["data"]["data"], json!({"n":1}), "{}", got[0]);
 
     let ack = device
@@ -85,16 +88,36 @@ async fn a_push_on_one_node_reaches_a_device_on_another_and_its_ack_settles_the_
     let mut device = connect_device(&cluster, 2, "d1").await;
     let second = push(&cluster, 1, json!({"target":{"device":"d1"},"data":2})).await;
     let got = device.messages(1).await;
-    assert_eq!(got[0]["id"], json!(second), "only the unacked push: {}", got[0]);
+    assert_eq!(
+        got[0]["id"],
+        json!(second),
+        "only the unacked push: {}",
+        got[0]
+    );
     cluster.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tag_and_app_pushes_reach_devices_on_every_node() {
     let cluster = Cluster::start(3).await;
-    register(&cluster, 0, json!({"platform":"herald","id":"t0","tags":["sports"]})).await;
-    register(&cluster, 1, json!({"platform":"herald","id":"t1","tags":["sports"]})).await;
-    register(&cluster, 2, json!({"platform":"herald","id":"t2","tags":["news"]})).await;
+    register(
+        &cluster,
+        0,
+        json!({"platform":"herald","id":"t0","tags":["sports"]}),
+    )
+    .await;
+    register(
+        &cluster,
+        1,
+        json!({"platform":"herald","id":"t1","tags":["sports"]}),
+    )
+    .await;
+    register(
+        &cluster,
+        2,
+        json!({"platform":"herald","id":"t2","tags":["news"]}),
+    )
+    .await;
     let mut devices = Vec::new();
     for k in 0..3 {
         devices.push(connect_device(&cluster, k, &format!("t{k}")).await);
