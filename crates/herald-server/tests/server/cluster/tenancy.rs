@@ -197,3 +197,30 @@ async fn a_connection_limit_holds_for_the_cluster() {
     );
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publisher_key_configured_on_a_node_that_starts_later_works_on_the_running_nodes() {
+    let cluster = Cluster::start(2).await;
+    // A third node starts with another key for the default app (a key rotation, node by
+    // node): the running nodes learn it from the bus, not at their next restart.
+    let rotated = "hk_rotated_default_app_key";
+    let dir = tempfile::tempdir().unwrap();
+    let mut settings = cluster.settings(dir.path());
+    settings.api_key = Some(rotated.into());
+    let third = herald_server::Server::builder(settings)
+        .start()
+        .await
+        .expect("a third node starts");
+    for k in 0..2 {
+        let body = eventually("the rotated key works on a running node", || async {
+            let (status, body) = publish_with(&cluster, k, rotated, json!("rotated")).await;
+            (status == 200).then_some(body)
+        })
+        .await;
+        assert!(body["seq"].is_u64(), "{body}");
+    }
+    let (status, body) = publish_with(&cluster, 0, API_KEY, json!("old key")).await;
+    assert_eq!(status, 200, "the old key still works until it is deleted: {body}");
+    third.shutdown().await.unwrap();
+    cluster.shutdown().await;
+}
