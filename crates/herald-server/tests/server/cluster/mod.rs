@@ -6,11 +6,13 @@
 //!
 //! Submodules: [`fanout`] (publish and resume across nodes, on every transport), [`tenancy`]
 //! (apps, keys, limits, presence, usage), [`push`] (device inboxes, tag and app pushes),
-//! [`faults`] (Redis restarted, PostgreSQL stopped, a slow node).
+//! [`faults`] (Redis restarted, PostgreSQL stopped, a slow node), [`start`] (start errors, a
+//! node joining late).
 
 mod fanout;
 mod faults;
 mod push;
+mod start;
 mod tenancy;
 
 use std::collections::VecDeque;

@@ -220,7 +220,10 @@ async fn a_publisher_key_configured_on_a_node_that_starts_later_works_on_the_run
         assert!(body["seq"].is_u64(), "{body}");
     }
     let (status, body) = publish_with(&cluster, 0, API_KEY, json!("old key")).await;
-    assert_eq!(status, 200, "the old key still works until it is deleted: {body}");
+    assert_eq!(
+        status, 200,
+        "the old key still works until it is deleted: {body}"
+    );
     third.shutdown().await.unwrap();
     cluster.shutdown().await;
 }
