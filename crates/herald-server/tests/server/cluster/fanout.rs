@@ -220,3 +220,43 @@ async fn long_poll_resumes_exactly_on_another_node() {
     assert_eq!(live, [7]);
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscribe_on_another_node_right_after_a_publish_misses_nothing_and_repeats_nothing() {
+    let cluster = Cluster::start(2).await;
+    let mut fresh = Vec::new();
+    let mut resumed = Vec::new();
+    for round in 1..=20u64 {
+        let answer = cluster.publish(0, "hot", json!(round)).await;
+        assert_eq!(answer["seq"], round);
+        // At once on B: a subscriber without a cursor is told where the channel stands on B,
+        // which may not count the answered publish yet (it is still on its way through Redis
+        // when B already follows the channel): it then receives it live. Either way it gets
+        // everything after its reply's seq, exactly once.
+        let mut ws = cluster.ws(1, &["hot"]).await;
+        let reply = ws.subscribe("hot", None).await;
+        let told = reply["seq"].as_u64().unwrap();
+        assert!(told <= round, "round {round}: {reply}");
+        fresh.push((told, ws));
+        // One resuming from the answered publish (read-your-writes) is exact.
+        let mut ws = cluster.ws(1, &["hot"]).await;
+        let since = json!({ "seq": round, "epoch": answer["epoch"] });
+        let reply = ws.subscribe("hot", Some(since)).await;
+        assert_eq!(
+            (reply["seq"].clone(), reply["recovered"].clone()),
+            (json!(round), json!(true)),
+            "round {round}: {reply}"
+        );
+        resumed.push((round, ws));
+    }
+    cluster.publish(0, "hot", json!("last")).await;
+    for (after, ws) in fresh.iter_mut().chain(resumed.iter_mut()) {
+        let seqs = ws.message_seqs((21 - *after) as usize).await;
+        assert_eq!(
+            seqs,
+            (*after + 1..=21).collect::<Vec<_>>(),
+            "subscribed at {after}: the rest exactly once"
+        );
+    }
+    cluster.shutdown().await;
+}
