@@ -260,3 +260,55 @@ async fn a_subscribe_on_another_node_right_after_a_publish_misses_nothing_and_re
     }
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_over_a_redis_cluster_fan_out_every_channel_and_hear_every_event() {
+    let cluster = Cluster::start_over_redis_cluster(3).await;
+    // Channels whose Redis channels land in different hash slots (and so masters).
+    let channels = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"];
+    let mut subscribers = Vec::new();
+    for k in [1, 2] {
+        let mut ws = cluster.ws(k, &["*"]).await;
+        for channel in channels {
+            ws.subscribe(channel, None).await;
+        }
+        subscribers.push(ws);
+    }
+    for round in 1..=3 {
+        for channel in channels {
+            cluster.publish(0, channel, json!(round)).await;
+        }
+    }
+    for ws in &mut subscribers {
+        let got = ws.messages(3 * channels.len()).await;
+        for channel in channels {
+            let seqs: Vec<u64> = got
+                .iter()
+                .filter(|m| m["channel"] == channel)
+                .map(|m| m["seq"].as_u64().unwrap())
+                .collect();
+            assert_eq!(seqs, one_to(3), "{channel}");
+        }
+    }
+    // Cache events travel too: an app created on A publishes on C.
+    let (status, created) = cluster
+        .call(
+            0,
+            "POST",
+            "/v1/apps",
+            super::ADMIN,
+            Some(json!({"id":"shop"})),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let key = created["key"].as_str().unwrap().to_owned();
+    super::eventually("the new app's key works on node C", || async {
+        let path = "/v1/channels/news/messages";
+        let (status, _) = cluster
+            .call(2, "POST", path, &key, Some(json!({ "data": 1 })))
+            .await;
+        (status == 200).then_some(())
+    })
+    .await;
+    cluster.shutdown().await;
+}

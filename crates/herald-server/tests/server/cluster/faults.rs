@@ -35,7 +35,7 @@ async fn a_redis_restart_loses_nothing_acknowledged() {
     assert_eq!(subscriber.message_seqs(20).await, one_to(20));
     // Redis goes away and comes back (empty) while node A keeps publishing.
     let during = tokio::spawn(publish_many(base_a.clone(), "orders", 21, 20));
-    tokio::task::block_in_place(|| cluster.redis.restart()).expect("Redis restarts");
+    tokio::task::block_in_place(|| cluster.redis().restart()).expect("Redis restarts");
     acknowledged.extend(
         bounded("publishes during the restart", during)
             .await

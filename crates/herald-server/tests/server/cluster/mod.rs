@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use herald_client::ws::WsClient;
 use herald_server::{RunningServer, Server, ServerSettings};
-use herald_testkit::{Postgres, Redis};
+use herald_testkit::{Postgres, Redis, RedisCluster};
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
@@ -36,14 +36,19 @@ pub const CREDENTIALS_KEY: &str =
 /// How long a test waits for something another node does (bus events, presence).
 pub const DEADLINE: Duration = Duration::from_secs(10);
 
-/// One PostgreSQL, one Redis, and the nodes over them.
+/// The bus's Redis: one server, or a Redis Cluster.
+enum RedisServers {
+    One(Redis),
+    Cluster(RedisCluster),
+}
+
+/// One PostgreSQL, one Redis (or a Redis Cluster), and the nodes over them.
 pub struct Cluster {
     nodes: Vec<Option<RunningServer>>,
     dirs: Vec<TempDir>,
     /// The nodes' shared database.
     pub database: String,
-    /// The cluster's Redis (restart it in a fault test).
-    pub redis: Redis,
+    redis: RedisServers,
     /// The cluster's PostgreSQL (stop and restart it in a fault test).
     pub postgres: Postgres,
 }
@@ -57,9 +62,26 @@ impl Cluster {
     /// Starts PostgreSQL, Redis and `n` nodes, each with its settings changed by
     /// `adjust(k, settings)` first.
     pub async fn start_with(n: usize, adjust: impl Fn(usize, &mut ServerSettings)) -> Cluster {
-        let (postgres, redis) = tokio::task::spawn_blocking(|| {
+        Cluster::start_over(n, false, adjust).await
+    }
+
+    /// Starts PostgreSQL, a Redis Cluster of three masters and `n` nodes.
+    pub async fn start_over_redis_cluster(n: usize) -> Cluster {
+        Cluster::start_over(n, true, |_, _| {}).await
+    }
+
+    async fn start_over(
+        n: usize,
+        redis_cluster: bool,
+        adjust: impl Fn(usize, &mut ServerSettings),
+    ) -> Cluster {
+        let (postgres, redis) = tokio::task::spawn_blocking(move || {
             let postgres = Postgres::start().expect("PostgreSQL starts");
-            let redis = Redis::start().expect("Redis starts");
+            let redis = if redis_cluster {
+                RedisServers::Cluster(RedisCluster::start(3).expect("a Redis Cluster starts"))
+            } else {
+                RedisServers::One(Redis::start().expect("Redis starts"))
+            };
             (postgres, redis)
         })
         .await
@@ -91,8 +113,22 @@ impl Cluster {
         settings.admin_key = Some(ADMIN.into());
         settings.providers.credentials_key = Some(CREDENTIALS_KEY.into());
         settings.cluster.postgres = Some(self.database.clone());
-        settings.cluster.redis = vec![self.redis.url()];
+        match &self.redis {
+            RedisServers::One(redis) => settings.cluster.redis = vec![redis.url()],
+            RedisServers::Cluster(cluster) => {
+                settings.cluster.redis = cluster.urls();
+                settings.cluster.redis_cluster = true;
+            }
+        }
         settings
+    }
+
+    /// The cluster's Redis server, to stop or restart in a fault test (not on a Redis Cluster).
+    pub fn redis(&mut self) -> &mut Redis {
+        match &mut self.redis {
+            RedisServers::One(redis) => redis,
+            RedisServers::Cluster(_) => panic!("a single Redis server was not started"),
+        }
     }
 
     /// Node `k` (panics if it was stopped).

@@ -20,7 +20,7 @@ async fn a_node_does_not_start_without_its_postgres_redis_or_shared_secrets() {
         Ok(_) => panic!("started without a shared token secret"),
     }
 
-    tokio::task::block_in_place(|| cluster.redis.stop());
+    tokio::task::block_in_place(|| cluster.redis().stop());
     let failed = bounded(
         "start",
         Server::builder(cluster.settings(dir.path())).start(),
@@ -29,12 +29,15 @@ async fn a_node_does_not_start_without_its_postgres_redis_or_shared_secrets() {
     match failed {
         Err(e @ ServerError::Bus(_)) => {
             let shown = e.to_string();
-            assert!(shown.contains(&cluster.redis.port().to_string()), "{shown}");
+            assert!(
+                shown.contains(&cluster.redis().port().to_string()),
+                "{shown}"
+            );
         }
         Err(e) => panic!("unexpected error: {e}"),
         Ok(_) => panic!("started without Redis"),
     }
-    tokio::task::block_in_place(|| cluster.redis.restart()).expect("Redis restarts");
+    tokio::task::block_in_place(|| cluster.redis().restart()).expect("Redis restarts");
 
     tokio::task::block_in_place(|| cluster.postgres.stop());
     let failed = bounded(
