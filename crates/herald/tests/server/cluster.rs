@@ -101,3 +101,77 @@ async fn a_node_killed_with_sigkill_its_subscriber_resumes_exactly_on_another_no
     .await
     .expect("the test finishes within two minutes");
 }
+
+/// Runs `herald migrate` with `env`; answers whether it succeeded and its output.
+fn migrate(env: &[(&str, &str)]) -> (bool, String) {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_herald"));
+    command.arg("migrate").env_remove("HERALD_CONFIG");
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let out = command.output().expect("herald migrate runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn herald_migrate_then_serve_configured_by_environment() {
+    tokio::time::timeout(Duration::from_secs(120), async {
+        let (postgres, redis) = tokio::task::spawn_blocking(|| {
+            let postgres = Postgres::start().expect("PostgreSQL starts");
+            let redis = Redis::start().expect("Redis starts");
+            (postgres, redis)
+        })
+        .await
+        .unwrap();
+        let store = postgres.create_database("herald").expect("a database");
+        let store_env = [("HERALD_STORE", store.as_str())];
+        let (ok, said) = tokio::task::block_in_place(|| migrate(&store_env));
+        assert!(ok, "{said}");
+        assert!(said.contains("schema version 0 ->"), "{said}");
+        let (ok, said) = tokio::task::block_in_place(|| migrate(&store_env));
+        assert!(ok && said.contains("already current"), "{said}");
+
+        // A store nobody listens on: a clear failure that never shows the password.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = closed.local_addr().unwrap().port();
+        drop(closed);
+        let unreachable = format!("postgres://herald:s3cret-pw@127.0.0.1:{port}/herald");
+        let (ok, said) =
+            tokio::task::block_in_place(|| migrate(&[("HERALD_STORE", unreachable.as_str())]));
+        assert!(!ok, "{said}");
+        assert!(
+            said.contains("PostgreSQL at postgres://herald:***@127.0.0.1"),
+            "{said}"
+        );
+        assert!(!said.contains("s3cret-pw"), "{said}");
+
+        // Two nodes configured through the environment alone share channels.
+        let bus = redis.url();
+        let start = || {
+            Server::builder()
+                .env("HERALD_STORE", &store)
+                .env("HERALD_BUS", &bus)
+                .env("HERALD_POSTGRES_POOL", "4")
+                .env("HERALD_CREDENTIALS_KEY", CREDENTIALS_KEY)
+                .start()
+        };
+        let one = start().await;
+        let two = start().await;
+        let token = one.token(&["env"], &[]);
+        let mut ws = Ws::connect(&two.ws_url(&format!("?token={token}"))).await;
+        ws.request("subscribe", json!({ "channel": "env" })).await;
+        one.publish("env", json!("hello")).await;
+        assert_eq!(message_seqs(&mut ws, 1).await, [1]);
+        drop((one, two));
+        tokio::task::spawn_blocking(move || drop((postgres, redis)))
+            .await
+            .unwrap();
+    })
+    .await
+    .expect("the test finishes within two minutes");
+}
