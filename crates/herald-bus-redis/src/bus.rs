@@ -98,6 +98,9 @@ pub(crate) struct Counters {
     pub(crate) reconnects: AtomicU64,
 }
 
+/// How long [`RedisBus::shutdown`] waits for the sender task's last round.
+const SHUTDOWN_SEND_WAIT: Duration = Duration::from_secs(2);
+
 /// A bus whose Redis connections are up, not started yet (see the module documentation).
 pub struct Connected {
     publisher: Client,
@@ -122,6 +125,8 @@ pub(crate) struct Shared {
     pub(crate) followed: Followed,
     pub(crate) interest: InterestQueue,
     pub(crate) interest_changed: Notify,
+    /// Tells the sender task to send what is queued, once more, and stop ([`RedisBus::shutdown`]).
+    pub(crate) stopping: Notify,
     pub(crate) outgoing: mpsc::Sender<Vec<SharedMessage>>,
     pub(crate) events_out: mpsc::UnboundedSender<CacheEvent>,
     /// Head notices owed for channels whose publish was dropped: the newest seq of each.
@@ -266,9 +271,25 @@ impl RedisBus {
         self.shared.followed.all().len()
     }
 
-    /// Stops the tasks and closes the connections.
+    /// Stops the tasks and closes the connections. The sender first publishes what this node
+    /// committed and has not sent yet (for [`SHUTDOWN_SEND_WAIT`] at most: other nodes would
+    /// otherwise not hear of those messages until the channel's next publish), so call this
+    /// after the store's last commits.
     pub async fn shutdown(&self) {
-        for task in self.tasks.lock().drain(..) {
+        let tasks: Vec<JoinHandle<()>> = self.tasks.lock().drain(..).collect();
+        let mut tasks = tasks.into_iter();
+        if let Some(sender) = tasks.next() {
+            self.shared.stopping.notify_one();
+            let abort = sender.abort_handle();
+            if tokio::time::timeout(SHUTDOWN_SEND_WAIT, sender)
+                .await
+                .is_err()
+            {
+                tracing::warn!("the Redis bus could not send its last commits before stopping");
+                abort.abort();
+            }
+        }
+        for task in tasks {
             task.abort();
         }
         let _ = self.shared.subscriber.quit().await;
@@ -295,6 +316,7 @@ impl Connected {
             followed: Followed::new(),
             interest: InterestQueue::default(),
             interest_changed: Notify::new(),
+            stopping: Notify::new(),
             outgoing,
             events_out,
             owed: Mutex::default(),
@@ -306,6 +328,7 @@ impl Connected {
             .fan_out
             .hub()
             .set_interest_hook(Arc::new(Hook(Arc::downgrade(&shared))));
+        // The sender first: shutdown lets it finish its last round.
         let tasks = vec![
             tokio::spawn(crate::sender::run(shared.clone(), outgoing_rx, events_rx)),
             tokio::spawn(crate::receiver::run(shared.clone(), self.messages)),

@@ -4,7 +4,8 @@
 //! `SPUBLISH`es as one pipeline. A publish that fails (Redis down, or the queue was full when
 //! the message was committed) is owed as a head notice, retried with backoff: the other nodes
 //! then see the channel's head beyond what they hold and read the gap from the log. Events are
-//! kept and retried until Redis takes them.
+//! kept and retried until Redis takes them. When the bus shuts down, one last round sends
+//! everything still queued.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
@@ -43,6 +44,7 @@ pub(crate) async fn run(
     let mut backoff = FIRST_BACKOFF;
     let mut retry = tokio::time::interval(Duration::from_millis(100));
     retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut stopping = false;
     loop {
         let mut batches = Vec::new();
         tokio::select! {
@@ -52,8 +54,9 @@ pub(crate) async fn run(
             },
             Some(event) = events.recv() => pending_events.push_back(encode_event(shared.node, &event)),
             _ = retry.tick() => {}
+            _ = shared.stopping.notified() => stopping = true,
         }
-        while batches.len() < ROUND_BATCHES {
+        while stopping || batches.len() < ROUND_BATCHES {
             match committed.try_recv() {
                 Ok(batch) => batches.push(batch),
                 Err(_) => break,
@@ -63,6 +66,11 @@ pub(crate) async fn run(
             pending_events.push_back(encode_event(shared.node, &event));
         }
         let failed = publish_round(&shared, batches, &mut pending_events).await;
+        if stopping {
+            // The last round: what failed stays owed, and other nodes read it from the log
+            // once this channel's head moves again or they resubscribe.
+            return;
+        }
         if failed {
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(shared.options.max_reconnect_delay);

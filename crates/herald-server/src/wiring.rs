@@ -10,6 +10,7 @@ use std::sync::Arc;
 use axum::response::IntoResponse;
 use axum::Router;
 use herald_core::auth::{generate_secret, hash_api_key, Tokens};
+use herald_core::bus::Bus;
 use herald_core::caches::{CacheEvent, Caches, TokenSecret};
 use herald_core::publish::Publisher;
 use herald_core::tenancy::{KeyInfo, Tenancy};
@@ -173,18 +174,25 @@ impl Parts {
     }
 
     /// Loads the publisher keys into this node's caches: the configured one (stored as a hash,
-    /// for the default app), plus every app's stored keys. With none configured and none stored
-    /// for the default app, one is generated, stored hashed and returned (the only time it is
-    /// seen).
+    /// for the default app, and announced on the bus), plus every app's stored keys. With none
+    /// configured and none stored for the default app, one is generated, stored hashed,
+    /// announced and returned (the only time it is seen).
     pub(crate) async fn publisher_keys(
         &self,
         settings: &ServerSettings,
     ) -> Result<Option<String>, ServerError> {
         let registry = self.tenancy.as_ref();
+        // Both the configured key and a generated one go out as bus events: nodes already
+        // running over a shared store honour them now, not at their next start.
         if let Some(key) = &settings.api_key {
+            let hash = hash_api_key(key);
             registry
-                .add_key(&default_app_key(hash_api_key(key), "configured"))
+                .add_key(&default_app_key(hash.clone(), "configured"))
                 .await?;
+            self.bus.publish(CacheEvent::KeyAdded {
+                app: AppId::default_app(),
+                hash,
+            });
         }
         let stored = registry.keys().await?;
         let caches = self.bus.caches();
@@ -195,7 +203,7 @@ impl Parts {
             registry
                 .add_key(&default_app_key(hash.clone(), "generated"))
                 .await?;
-            caches.apply(&CacheEvent::KeyAdded {
+            self.bus.publish(CacheEvent::KeyAdded {
                 app: AppId::default_app(),
                 hash,
             });

@@ -329,6 +329,8 @@ mod lifecycle {
     }
 }
 
+#[path = "server/cluster/mod.rs"]
+mod cluster;
 #[path = "server/openapi.rs"]
 mod openapi;
 #[path = "server/providers.rs"]

@@ -449,3 +449,24 @@ async fn publishes_dropped_by_a_full_send_queue_are_read_from_the_log_by_the_oth
     })
     .await;
 }
+
+/// On one runtime thread, nothing runs between a commit and the shutdown after it: what the
+/// sender task had queued must still go out before the bus stops.
+#[tokio::test]
+async fn a_node_shutting_down_sends_what_it_committed_before() {
+    let redis = Redis::start().expect("redis");
+    let (log, tenancy) = stores();
+    bounded(async {
+        let a = Node::start(&[redis.url()], &log, &tenancy).await;
+        let b = Node::start(&[redis.url()], &log, &tenancy).await;
+        let on_b = b.subscribe("last-words").await;
+        eventually("B to listen", || b.bus.followed_channels() == 1).await;
+        a.publish("last-words", 1).await;
+        assert_exact(&receive(&on_b, 1).await, 1);
+        a.publish("last-words", 2).await;
+        a.bus.shutdown().await;
+        let seqs: Vec<u64> = receive(&on_b, 1).await.iter().map(|g| g.0).collect();
+        assert_eq!(seqs, [2], "the last commit reached B");
+    })
+    .await;
+}

@@ -6,6 +6,7 @@ mod support;
 mod api;
 mod cli;
 mod client;
+mod cluster;
 mod durability;
 mod meteor;
 mod providers;

@@ -1,0 +1,100 @@
+//! Starting a cluster node: a clear error, and nothing left running, when PostgreSQL or Redis
+//! cannot be reached or a secret every node must share is missing; a node started after the
+//! others serves the same channels at once.
+
+use herald_server::{Server, ServerError};
+use serde_json::json;
+
+use super::{bounded, Cluster};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_does_not_start_without_its_postgres_redis_or_shared_secrets() {
+    let mut cluster = Cluster::start(0).await;
+    let dir = tempfile::tempdir().unwrap();
+
+    let mut settings = cluster.settings(dir.path());
+    settings.token_secret = None;
+    match bounded("start", Server::builder(settings).start()).await {
+        Err(ServerError::ClusterSecret { what, .. }) => assert!(what.contains("token"), "{what}"),
+        Err(e) => panic!("unexpected error: {e}"),
+        Ok(_) => panic!("started without a shared token secret"),
+    }
+
+    tokio::task::block_in_place(|| cluster.redis().stop());
+    let failed = bounded(
+        "start",
+        Server::builder(cluster.settings(dir.path())).start(),
+    )
+    .await;
+    match failed {
+        Err(e @ ServerError::Bus(_)) => {
+            let shown = e.to_string();
+            assert!(
+                shown.contains(&cluster.redis().port().to_string()),
+                "{shown}"
+            );
+        }
+        Err(e) => panic!("unexpected error: {e}"),
+        Ok(_) => panic!("started without Redis"),
+    }
+    tokio::task::block_in_place(|| cluster.redis().restart()).expect("Redis restarts");
+
+    tokio::task::block_in_place(|| cluster.postgres.stop());
+    let failed = bounded(
+        "start",
+        Server::builder(cluster.settings(dir.path())).start(),
+    )
+    .await;
+    match failed {
+        Err(ServerError::OpenStore { place, .. }) => {
+            assert!(place.starts_with("PostgreSQL at postgres://"), "{place}");
+        }
+        Err(e) => panic!("unexpected error: {e}"),
+        Ok(_) => panic!("started without PostgreSQL"),
+    }
+    tokio::task::block_in_place(|| cluster.postgres.restart()).expect("PostgreSQL restarts");
+
+    // With both back, the same settings start a node.
+    let node = bounded(
+        "start",
+        Server::builder(cluster.settings(dir.path())).start(),
+    )
+    .await
+    .expect("starts once both are back");
+    node.shutdown().await.unwrap();
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_started_later_serves_what_the_others_stored_and_publish() {
+    let mut cluster = Cluster::start(1).await;
+    let mut epoch = json!(null);
+    for i in 1..=3 {
+        epoch = cluster.publish(0, "late", json!(i)).await["epoch"].clone();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let settings = cluster.settings(dir.path());
+    let late = bounded("a late node starts", Server::builder(settings).start())
+        .await
+        .expect("starts");
+    let base = format!("http://{}", late.http_addr());
+    let mut ws = super::Ws::connect(&base, &crate::support::token(&["late"])).await;
+    let reply = ws
+        .subscribe("late", Some(json!({ "seq": 1, "epoch": epoch })))
+        .await;
+    assert_eq!(
+        (reply["seq"].clone(), reply["recovered"].clone()),
+        (json!(3), json!(true)),
+        "{reply}"
+    );
+    cluster.publish(0, "late", json!(4)).await;
+    let seqs = ws.message_seqs(3).await;
+    assert_eq!(
+        seqs,
+        [2, 3, 4],
+        "replayed from the store, then live from the first node"
+    );
+    late.shutdown().await.unwrap();
+    cluster.stop_node(0).await;
+    cluster.shutdown().await;
+}
