@@ -188,15 +188,19 @@ impl PostgresStore {
 
 /// What a pool failure is told as: the server named, the driver's error kept as the source.
 fn pool_error(target: &Target, err: PoolError) -> StoreError {
+    pool_failure(&format!("PostgreSQL at {target}"), err)
+}
+
+/// A pool that could not hand out a connection while doing `what`: unavailable (a 503 the
+/// client retries) unless the server answered with an error of its own.
+pub(crate) fn pool_failure(what: &str, err: PoolError) -> StoreError {
     match err {
         PoolError::Closed => StoreError::Closed,
         PoolError::Backend(e) if !is_unavailable(&e) => {
-            StoreError::backend(format!("cannot use PostgreSQL at {target}"), e)
+            StoreError::backend(format!("cannot use {what}"), e)
         }
-        PoolError::Backend(e) => {
-            StoreError::unavailable(format!("cannot reach PostgreSQL at {target}"), e)
-        }
-        other => StoreError::unavailable(format!("no PostgreSQL connection to {target}"), other),
+        PoolError::Backend(e) => StoreError::unavailable(format!("cannot reach {what}"), e),
+        other => StoreError::unavailable(format!("no connection for {what}"), other),
     }
 }
 

@@ -21,7 +21,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::append::{self, Committed, Requested};
 use super::jobs::{prune_expired_chunk, DONE_JOBS_KEPT_AFTER_EXPIRY_MS, PRUNE_CHUNK};
-use super::{pg_error, PostgresOptions, AGE_TRIM_INTERVAL};
+use super::{pg_error, pool_failure, PostgresOptions, AGE_TRIM_INTERVAL};
 use crate::{seq_from_db, seq_to_db};
 
 /// Where a request's answer goes.
@@ -152,7 +152,7 @@ impl Writer {
             .pool
             .get()
             .await
-            .map_err(|e| StoreError::backend("no PostgreSQL connection for appends", e))?;
+            .map_err(|e| pool_failure("PostgreSQL (appends)", e))?;
         let tx = client.transaction().await.map_err(pg_error)?;
         let requested: Vec<Requested<'_>> = batch
             .iter()
@@ -185,10 +185,11 @@ impl Writer {
     /// `now_ms`; a failure is logged and left for the next sweep.
     async fn prune_jobs(&self, now_ms: i64) {
         let result = async {
-            let mut client =
-                self.pool.get().await.map_err(|e| {
-                    StoreError::backend("no PostgreSQL connection for the sweep", e)
-                })?;
+            let mut client = self
+                .pool
+                .get()
+                .await
+                .map_err(|e| pool_failure("PostgreSQL (the sweep)", e))?;
             let before = now_ms.saturating_sub(DONE_JOBS_KEPT_AFTER_EXPIRY_MS);
             prune_expired_chunk(&mut client, before, Some(PRUNE_CHUNK)).await
         }
@@ -205,7 +206,7 @@ impl Writer {
             .pool
             .get()
             .await
-            .map_err(|e| StoreError::backend("no PostgreSQL connection for the sweep", e))?;
+            .map_err(|e| pool_failure("PostgreSQL (the sweep)", e))?;
         // Channels whose oldest retained message has expired.
         let candidates = client
             .query(

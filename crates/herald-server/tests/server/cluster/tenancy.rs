@@ -168,7 +168,6 @@ async fn usage_counters_add_up_across_nodes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the cluster-wide connection limit (herald-core usage.rs, the lead's change)"]
 async fn a_connection_limit_holds_for_the_cluster() {
     let cluster = Cluster::start(3).await;
     let (status, body) = cluster
