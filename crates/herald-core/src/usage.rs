@@ -105,6 +105,12 @@ impl AppUsage {
             });
     }
 
+    /// Sets the device count to what the store holds (a cluster node learning the devices
+    /// other nodes registered).
+    pub fn set_devices(&self, stored: u64) {
+        self.devices.store(stored, Ordering::Relaxed);
+    }
+
     /// Refuses registering `adding` more devices past `max_devices`.
     pub fn check_devices(&self, adding: u64) -> Result<(), HeraldError> {
         match self.limits().max_devices {
@@ -230,10 +236,19 @@ impl UsageMeter {
 
     /// The apps with a `max_connections` limit (those whose counts other nodes must learn).
     pub fn limited_apps(&self) -> Vec<AppId> {
+        self.apps_where(|l| l.max_connections.is_some())
+    }
+
+    /// The apps with a `max_devices` limit.
+    pub fn device_limited_apps(&self) -> Vec<AppId> {
+        self.apps_where(|l| l.max_devices.is_some())
+    }
+
+    fn apps_where(&self, limited: impl Fn(&AppLimits) -> bool) -> Vec<AppId> {
         self.apps
             .read()
             .iter()
-            .filter(|(_, u)| u.limits().max_connections.is_some())
+            .filter(|(_, u)| limited(&u.limits()))
             .map(|(app, _)| app.clone())
             .collect()
     }

@@ -131,11 +131,13 @@ impl Presence for NodeBus {
 }
 
 /// On a cluster node, until `shutdown`: every presence period, tells `usage` how many
-/// connections of each app with a `max_connections` limit the other nodes hold, so the limit
-/// holds for the cluster (to within what connects in one period on several nodes at once).
-pub(crate) async fn learn_connections_elsewhere(
+/// connections of each app with a `max_connections` limit the other nodes hold, and how many
+/// devices each app with a `max_devices` limit has in the shared store, so both limits hold for
+/// the cluster (to within what several nodes accept in one period).
+pub(crate) async fn learn_from_other_nodes(
     bus: Arc<NodeBus>,
     usage: Arc<UsageMeter>,
+    devices: Arc<dyn DeviceRegistry>,
     shutdown: CancellationToken,
 ) {
     let Some(redis) = bus.redis() else {
@@ -153,6 +155,11 @@ pub(crate) async fn learn_connections_elsewhere(
             };
             let here = usage.live_connections(&app);
             usage.set_elsewhere(&app, total.saturating_sub(here));
+        }
+        for app in usage.device_limited_apps() {
+            if let Ok(stored) = devices.device_count(&app).await {
+                usage.app(&app).set_devices(stored);
+            }
         }
     }
 }

@@ -118,9 +118,10 @@ async fn assemble(
         parts.tenancy.clone(),
         shutdown.clone(),
     ));
-    background.spawn(crate::node::learn_connections_elsewhere(
+    background.spawn(crate::node::learn_from_other_nodes(
         parts.bus.clone(),
         parts.usage.clone(),
+        parts.devices.clone(),
         shutdown.clone(),
     ));
     if let Some(meteor) = meteor {

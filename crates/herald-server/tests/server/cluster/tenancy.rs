@@ -198,6 +198,60 @@ async fn a_connection_limit_holds_for_the_cluster() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_limit_holds_for_the_cluster() {
+    let cluster = Cluster::start(3).await;
+    let (status, body) = cluster
+        .call(
+            0,
+            "PATCH",
+            "/v1/apps/default",
+            ADMIN,
+            Some(json!({"limits":{"max_devices":2}})),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    for (k, id) in [(0, "d0"), (1, "d1")] {
+        let (status, body) = cluster
+            .call(
+                k,
+                "POST",
+                "/v1/devices",
+                API_KEY,
+                Some(json!({"id": id, "platform": "herald"})),
+            )
+            .await;
+        assert!(status == 200 || status == 201, "{status} {body}");
+    }
+    // Node C learns the count the others stored within a period; then a third device is
+    // refused there, and registering an existing one again is still allowed.
+    let refused = eventually("a third device is refused on node C", || async {
+        let (status, body) = cluster
+            .call(
+                2,
+                "POST",
+                "/v1/devices",
+                API_KEY,
+                Some(json!({"id": "d2", "platform": "herald"})),
+            )
+            .await;
+        (status == 429).then_some(body)
+    })
+    .await;
+    assert_eq!(refused["error"]["code"], "limit_exceeded", "{refused}");
+    let (status, body) = cluster
+        .call(
+            2,
+            "POST",
+            "/v1/devices",
+            API_KEY,
+            Some(json!({"id": "d1", "platform": "herald"})),
+        )
+        .await;
+    assert_eq!(status, 200, "registering d1 again: {body}");
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_publisher_key_configured_on_a_node_that_starts_later_works_on_the_running_nodes() {
     let cluster = Cluster::start(2).await;
     // A third node starts with another key for the default app (a key rotation, node by
