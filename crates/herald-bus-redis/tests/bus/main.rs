@@ -470,3 +470,28 @@ async fn a_node_shutting_down_sends_what_it_committed_before() {
     })
     .await;
 }
+
+/// On one runtime thread the subscription task cannot run between a subscribe and the commits
+/// after it: with Redis away, the channel is followed only after those commits, and its
+/// subscription command waits for Redis. The commits must still reach the local subscriber.
+#[tokio::test]
+async fn with_redis_down_commits_made_before_a_channel_is_followed_reach_its_subscriber() {
+    let mut redis = Redis::start().expect("redis");
+    let (log, tenancy) = stores();
+    let a = bounded(Node::start(&[redis.url()], &log, &tenancy)).await;
+    redis.kill();
+    bounded(async {
+        let first = a.subscribe("first").await;
+        for n in 1..=5 {
+            a.publish("first", n).await;
+        }
+        assert_exact(&receive(&first, 5).await, 5);
+        // Another channel while the first one's subscription command still waits for Redis.
+        let second = a.subscribe("second").await;
+        for n in 1..=5 {
+            a.publish("second", n).await;
+        }
+        assert_exact(&receive(&second, 5).await, 5);
+    })
+    .await;
+}
