@@ -34,6 +34,8 @@ async fn a_message_published_on_one_node_reaches_a_subscriber_on_another_in_orde
         let b = Node::start(&[redis.url()], &log, &tenancy).await;
         let on_b = b.subscribe("news").await;
         let on_a = a.subscribe("news").await;
+        // Published before Redis confirmed B's subscription, they would all come from the log.
+        eventually("B to listen", || b.bus.listening_channels() == 1).await;
         for n in 1..=200 {
             assert_eq!(a.publish("news", n).await, n);
         }
