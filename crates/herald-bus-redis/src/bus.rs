@@ -271,6 +271,11 @@ impl RedisBus {
         self.shared.followed.all().len()
     }
 
+    /// How many of them Redis has confirmed the subscription of (since the last reconnect).
+    pub fn listening_channels(&self) -> usize {
+        self.shared.followed.listening()
+    }
+
     /// Stops the tasks and closes the connections. The sender first publishes what this node
     /// committed and has not sent yet (for [`SHUTDOWN_SEND_WAIT`] at most: other nodes would
     /// otherwise not hear of those messages until the channel's next publish), so call this

@@ -85,6 +85,14 @@ impl Followed {
             .collect()
     }
 
+    /// How many followed channels Redis has confirmed.
+    pub(crate) fn listening(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.lock().values().filter(|f| f.listening).count())
+            .sum()
+    }
+
     /// Runs `f` on `channel`'s follow (if followed) with its shard locked; `deliver` is to be
     /// called, under that lock, with what the sequencer released. Marks the channel for
     /// attention if `f` leaves a gap or an unfinished start.

@@ -8,6 +8,8 @@
 //! How exact: another node's figure is at most one period (plus a round trip) old, so a
 //! cluster-wide count lags changes on other nodes by up to a period; a node that died is
 //! counted until its hash expires (three periods). This node's own share is always current.
+//! A read waits half a second at most for Redis, then fails (the caller falls back to this
+//! node's own count).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -127,7 +129,16 @@ impl RedisBus {
         Ok(local + self.remote_sum(&app_field(app)).await?)
     }
 
+    /// The other live nodes' figure for `field`. Bounded by [`REMOTE_READ_WAIT`]: while Redis
+    /// is away its commands wait for the reconnection, and a caller (an HTTP request, a
+    /// connection limit) must not wait with them.
     async fn remote_sum(&self, field: &str) -> Result<u64, BusError> {
+        tokio::time::timeout(REMOTE_READ_WAIT, self.remote_sum_unbounded(field))
+            .await
+            .map_err(|_| BusError::Redis(format!("no answer within {REMOTE_READ_WAIT:?}")))?
+    }
+
+    async fn remote_sum_unbounded(&self, field: &str) -> Result<u64, BusError> {
         let shared = &self.shared;
         let failed = |e: fred::error::Error| BusError::Redis(e.details().to_string());
         let nodes: HashMap<String, i64> = shared
@@ -154,6 +165,9 @@ impl RedisBus {
         Ok(sum)
     }
 }
+
+/// How long a cluster-wide count waits for Redis before the caller falls back.
+const REMOTE_READ_WAIT: Duration = Duration::from_millis(500);
 
 /// The default period between presence writes.
 pub(crate) const DEFAULT_PERIOD: Duration = Duration::from_secs(1);

@@ -69,20 +69,20 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 Some(Step::Start) => {
                     // Outside the follow's lock: the hub takes its own.
                     let Some(floor) = shared.fan_out.hub().head_floor(&channel) else {
-                        continue; // still marked: looked at again next round
+                        // Looked at again next round, until the hub knows where its
+                        // subscribers stand.
+                        shared.followed.attend(&channel);
+                        continue;
                     };
                     shared.followed.with(
                         &channel,
                         |follow, now, ready| follow.sequencer.start_after(floor, now, ready),
                         |ready| shared.fan_out.committed(ready),
                     );
-                    if !shared
-                        .followed
-                        .with(&channel, |f, _, _| f.listening, |_| {})
-                        .unwrap_or(false)
-                    {
-                        continue; // read once listening (marked again then)
-                    }
+                    // Read what was committed since the floor now, even before Redis confirms
+                    // the subscription: this node's commits made before the channel was
+                    // followed reach its subscribers while Redis is away (and the log is read
+                    // again once listening, for other nodes' messages).
                     floor
                 }
                 Some(Step::Nothing) | None => continue,
@@ -92,7 +92,11 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 |follow, _, _| {
                     let start = !follow.repairing;
                     follow.repairing = true;
-                    follow.needs_read = false;
+                    // A read before Redis confirmed the subscription may miss messages other
+                    // nodes publish until it does: read again then.
+                    if follow.listening {
+                        follow.needs_read = false;
+                    }
                     start
                 },
                 |_| {},

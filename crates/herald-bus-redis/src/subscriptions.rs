@@ -23,11 +23,16 @@ use crate::names::Names;
 /// Channels named in one `SSUBSCRIBE` at most.
 const CHANNELS_PER_COMMAND: usize = 1000;
 const RETRY_AFTER: Duration = Duration::from_millis(200);
+/// How long one round of subscription commands is awaited before its channels are retried.
+const COMMAND_WAIT: Duration = Duration::from_secs(1);
+/// When to retry commands that went unanswered (Redis away).
+const UNANSWERED_RETRY: Duration = Duration::from_secs(5);
 
 pub(crate) async fn run(shared: Arc<Shared>, mut reconnects: broadcast::Receiver<Server>) {
     // `RedisBus::connect` subscribed them.
     let mut events_subscribed = true;
     let mut retry: HashSet<ChannelName> = HashSet::new();
+    let mut retry_after = RETRY_AFTER;
     loop {
         let waiting = !retry.is_empty() || !events_subscribed;
         let reconnected = tokio::select! {
@@ -36,7 +41,7 @@ pub(crate) async fn run(shared: Arc<Shared>, mut reconnects: broadcast::Receiver
                 Ok(_) | Err(RecvError::Lagged(_)) => true,
                 Err(RecvError::Closed) => return,
             },
-            _ = tokio::time::sleep(RETRY_AFTER), if waiting => false,
+            _ = tokio::time::sleep(retry_after), if waiting => false,
         };
         if reconnected {
             while reconnects.try_recv().is_ok() {}
@@ -66,6 +71,9 @@ pub(crate) async fn run(shared: Arc<Shared>, mut reconnects: broadcast::Receiver
         for (channel, gained) in shared.interest.take() {
             if gained {
                 if shared.followed.follow(&channel) {
+                    // Started (and read from the log) by the repair task at once, whether or
+                    // not Redis answers: this node's own commits must reach its subscribers.
+                    shared.followed.attend(&channel);
                     unsubscribe.remove(&channel);
                     subscribe.insert(channel);
                 }
@@ -78,10 +86,17 @@ pub(crate) async fn run(shared: Arc<Shared>, mut reconnects: broadcast::Receiver
         if !unsubscribe.is_empty() {
             // A failure leaves a stray subscription: its traffic is counted and dropped, and a
             // reconnect ends it.
-            send(&shared, unsubscribe, false).await;
+            let _ = send(&shared, unsubscribe, false).await;
         }
         if !subscribe.is_empty() {
-            let failed = send(&shared, subscribe.clone(), true).await;
+            let (failed, unanswered) = send(&shared, subscribe.clone(), true).await;
+            // Unanswered commands stay queued in the client until Redis is back (the reconnect
+            // then subscribes everything again): retry them rarely, not every round.
+            retry_after = if unanswered {
+                UNANSWERED_RETRY
+            } else {
+                RETRY_AFTER
+            };
             for channel in subscribe.iter().filter(|c| !failed.contains(*c)) {
                 shared.followed.with(
                     channel,
@@ -109,12 +124,14 @@ async fn subscribe_events(shared: &Shared) -> bool {
 }
 
 /// Sends `SSUBSCRIBE` (or `SUNSUBSCRIBE`) for `channels`, grouped by hash tag, all groups at
-/// once; returns the channels whose command failed.
+/// once; returns the channels whose command failed or was not answered within
+/// [`COMMAND_WAIT`], and whether any went unanswered.
 async fn send(
     shared: &Shared,
     channels: HashSet<ChannelName>,
     subscribe: bool,
-) -> HashSet<ChannelName> {
+) -> (HashSet<ChannelName>, bool) {
+    let all = channels.clone();
     let mut by_tag: HashMap<u32, Vec<ChannelName>> = HashMap::new();
     for channel in channels {
         by_tag
@@ -139,14 +156,32 @@ async fn send(
         }
     }
     let mut failed = HashSet::new();
-    while let Some(done) = commands.join_next().await {
-        let Ok((chunk, result)) = done else { continue };
-        if let Err(error) = result {
-            tracing::warn!(%error, channels = chunk.len(), subscribe, "a Redis bus subscription command failed");
-            failed.extend(chunk);
+    let mut waiting = all;
+    let answered = tokio::time::timeout(COMMAND_WAIT, async {
+        while let Some(done) = commands.join_next().await {
+            let Ok((chunk, result)) = done else { continue };
+            for channel in &chunk {
+                waiting.remove(channel);
+            }
+            if let Err(error) = result {
+                tracing::warn!(%error, channels = chunk.len(), subscribe, "a Redis bus subscription command failed");
+                failed.extend(chunk);
+            }
         }
+    })
+    .await;
+    let unanswered = answered.is_err();
+    if unanswered {
+        // Redis is away (commands wait for the reconnection): retry later, and meanwhile keep
+        // taking the hub's interest changes, so newly followed channels start at once.
+        tracing::debug!(
+            channels = waiting.len(),
+            subscribe,
+            "Redis bus subscription commands unanswered; retrying"
+        );
+        failed.extend(waiting);
     }
-    failed
+    (failed, unanswered)
 }
 
 /// Reloads this node's caches from the store after events may have been missed.

@@ -112,7 +112,8 @@ impl NodeBus {
         self.redis().map(|_| self.clone() as Arc<dyn Presence>)
     }
 
-    /// Stops the bus's tasks (on a cluster node), after the store has closed.
+    /// Stops the bus's tasks (on a cluster node), after the store has closed: the store's last
+    /// commits are sent to the other nodes first.
     pub async fn shutdown(&self) {
         if let Some(bus) = self.redis() {
             bus.shutdown().await;

@@ -34,6 +34,8 @@ async fn a_message_published_on_one_node_reaches_a_subscriber_on_another_in_orde
         let b = Node::start(&[redis.url()], &log, &tenancy).await;
         let on_b = b.subscribe("news").await;
         let on_a = a.subscribe("news").await;
+        // Published before Redis confirmed B's subscription, they would all come from the log.
+        eventually("B to listen", || b.bus.listening_channels() == 1).await;
         for n in 1..=200 {
             assert_eq!(a.publish("news", n).await, n);
         }
@@ -467,6 +469,31 @@ async fn a_node_shutting_down_sends_what_it_committed_before() {
         a.bus.shutdown().await;
         let seqs: Vec<u64> = receive(&on_b, 1).await.iter().map(|g| g.0).collect();
         assert_eq!(seqs, [2], "the last commit reached B");
+    })
+    .await;
+}
+
+/// On one runtime thread the subscription task cannot run between a subscribe and the commits
+/// after it: with Redis away, the channel is followed only after those commits, and its
+/// subscription command waits for Redis. The commits must still reach the local subscriber.
+#[tokio::test]
+async fn with_redis_down_commits_made_before_a_channel_is_followed_reach_its_subscriber() {
+    let mut redis = Redis::start().expect("redis");
+    let (log, tenancy) = stores();
+    let a = bounded(Node::start(&[redis.url()], &log, &tenancy)).await;
+    redis.kill();
+    bounded(async {
+        let first = a.subscribe("first").await;
+        for n in 1..=5 {
+            a.publish("first", n).await;
+        }
+        assert_exact(&receive(&first, 5).await, 5);
+        // Another channel while the first one's subscription command still waits for Redis.
+        let second = a.subscribe("second").await;
+        for n in 1..=5 {
+            a.publish("second", n).await;
+        }
+        assert_exact(&receive(&second, 5).await, 5);
     })
     .await;
 }

@@ -175,3 +175,57 @@ async fn herald_migrate_then_serve_configured_by_environment() {
     .await
     .expect("the test finishes within two minutes");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_stopped_with_sigterm_tells_its_subscriber_who_resumes_on_another_node() {
+    tokio::time::timeout(Duration::from_secs(120), async {
+        let (postgres, redis) = tokio::task::spawn_blocking(|| {
+            let postgres = Postgres::start().expect("PostgreSQL starts");
+            let redis = Redis::start().expect("Redis starts");
+            (postgres, redis)
+        })
+        .await
+        .unwrap();
+        let store = postgres.create_database("herald").expect("a database");
+        let bus = redis.url();
+        let mut one = node(&store, &bus).await;
+        let two = node(&store, &bus).await;
+
+        let token = one.token(&["orders"], &[]);
+        let mut ws = Ws::connect(&one.ws_url(&format!("?token={token}"))).await;
+        let reply = ws
+            .request("subscribe", json!({ "channel": "orders" }))
+            .await;
+        let epoch = reply["subscribe"]["epoch"].clone();
+        // Published on the node that is about to stop.
+        for i in 1..=3 {
+            one.publish("orders", json!(i)).await;
+        }
+        assert_eq!(message_seqs(&mut ws, 3).await, [1, 2, 3]);
+        let status = tokio::task::block_in_place(|| one.terminate());
+        assert!(status.success(), "{status}");
+        let mut last = None;
+        while let Some(frame) = ws.recv().await {
+            last = Some(frame);
+        }
+        let last = last.expect("a frame before the close");
+        assert_eq!(last["disconnect"]["code"], "shutdown", "{last}");
+
+        let mut ws = Ws::connect(&two.ws_url(&format!("?token={token}"))).await;
+        let reply = ws
+            .request(
+                "subscribe",
+                json!({ "channel": "orders", "since": { "seq": 3, "epoch": epoch } }),
+            )
+            .await;
+        assert_eq!(reply["subscribe"]["recovered"], true, "{reply}");
+        two.publish("orders", json!(4)).await;
+        assert_eq!(message_seqs(&mut ws, 1).await, [4]);
+        drop(two);
+        tokio::task::spawn_blocking(move || drop((postgres, redis)))
+            .await
+            .unwrap();
+    })
+    .await
+    .expect("the test finishes within two minutes");
+}

@@ -1,6 +1,6 @@
-//! Starting a cluster node: a clear error, and nothing left running, when PostgreSQL or Redis
-//! cannot be reached or a secret every node must share is missing; a node started after the
-//! others serves the same channels at once.
+//! Starting and stopping a cluster node: a clear error when PostgreSQL or Redis cannot be
+//! reached or a secret every node must share is missing; a node started after the others serves
+//! the same channels at once; a node serves and stops while Redis is away.
 
 use herald_server::{Server, ServerError};
 use serde_json::json;
@@ -95,6 +95,33 @@ async fn a_node_started_later_serves_what_the_others_stored_and_publish() {
         "replayed from the store, then live from the first node"
     );
     late.shutdown().await.unwrap();
+    cluster.stop_node(0).await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_redis_is_away_a_node_publishes_answers_channel_info_and_shuts_down() {
+    let mut cluster = Cluster::start(1).await;
+    let mut ws = cluster.ws(0, &["news"]).await;
+    ws.subscribe("news", None).await;
+    tokio::task::block_in_place(|| cluster.redis().stop());
+    // Publishing still works, and the node's own subscriber still gets it.
+    cluster
+        .publish(0, "news", json!("while Redis is away"))
+        .await;
+    assert_eq!(ws.message_seqs(1).await, [1]);
+    // Channel info answers with this node's own count instead of waiting for Redis.
+    let (status, info) = bounded(
+        "channel info while Redis is away",
+        cluster.call(0, "GET", "/v1/channels/news", crate::support::API_KEY, None),
+    )
+    .await;
+    assert_eq!(
+        (status, info["seq"].clone(), info["subscribers"].clone()),
+        (200, json!(1), json!(1)),
+        "{info}"
+    );
+    // Shutdown does not wait for Redis to come back (stop_node is bounded).
     cluster.stop_node(0).await;
     cluster.shutdown().await;
 }
