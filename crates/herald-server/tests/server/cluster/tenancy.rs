@@ -222,21 +222,29 @@ async fn a_device_limit_holds_for_the_cluster() {
             .await;
         assert!(status == 200 || status == 201, "{status} {body}");
     }
-    // Node C learns the count the others stored within a period; then a third device is
-    // refused there, and registering an existing one again is still allowed.
-    let refused = eventually("a third device is refused on node C", || async {
-        let (status, body) = cluster
-            .call(
-                2,
-                "POST",
-                "/v1/devices",
-                API_KEY,
-                Some(json!({"id": "d2", "platform": "herald"})),
-            )
-            .await;
-        (status == 429).then_some(body)
-    })
+    // Node C learns, within a presence period, the count the others stored (its stats show
+    // it); then a third device is refused there, and registering an existing one again is
+    // still allowed.
+    eventually(
+        "node C counts the devices registered on A and B",
+        || async {
+            let (status, stats) = cluster
+                .call(2, "GET", "/v1/apps/default/stats", ADMIN, None)
+                .await;
+            (status == 200 && stats["devices"] == 2).then_some(())
+        },
+    )
     .await;
+    let (status, refused) = cluster
+        .call(
+            2,
+            "POST",
+            "/v1/devices",
+            API_KEY,
+            Some(json!({"id": "d2", "platform": "herald"})),
+        )
+        .await;
+    assert_eq!(status, 429, "{refused}");
     assert_eq!(refused["error"]["code"], "limit_exceeded", "{refused}");
     let (status, body) = cluster
         .call(
