@@ -12,6 +12,8 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
+// A folder of its own, so Cargo does not build it as a second test program.
+#[path = "scenarios/cluster.rs"]
 mod cluster;
 
 fn workspace() -> PathBuf {

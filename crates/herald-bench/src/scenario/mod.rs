@@ -79,18 +79,22 @@ impl Ctx {
     }
 
     /// Starts enough workers for `connections` connections. With several nodes, worker `i`
-    /// connects to node `i % nodes` and the workers are a multiple of the nodes (unless
-    /// `--workers` says how many), so the connections spread evenly over the nodes.
+    /// connects to node `i % nodes`, and (unless `--workers` says how many) the workers are a
+    /// multiple of the nodes, or one per connection when there are fewer connections than
+    /// nodes, so the connections spread evenly over the nodes.
     pub async fn pool(&self, connections: u64) -> anyhow::Result<Pool> {
         let per = self.common.per_worker.max(1);
-        let nodes = self.target.nodes.len().max(1);
+        let nodes = self.target.nodes.len().max(1) as u64;
         let n = self
             .common
             .workers
             .unwrap_or_else(|| {
-                (connections.div_ceil(per).max(1) as usize)
-                    .max(nodes.min(connections.max(1) as usize))
-                    .next_multiple_of(nodes)
+                let enough = connections.div_ceil(per).max(1);
+                if connections >= nodes {
+                    enough.max(nodes).next_multiple_of(nodes) as usize
+                } else {
+                    enough.max(connections) as usize
+                }
             })
             .max(1);
         let token = self.target.client_token();
