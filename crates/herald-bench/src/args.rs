@@ -11,12 +11,17 @@ pub struct Common {
     /// Client transport.
     #[arg(long, value_enum, default_value = "ws")]
     pub transport: Transport,
-    /// Measure a server that is already running at this URL (http://HOST:PORT).
-    #[arg(long, value_name = "URL")]
+    /// Measure a server that is already running at this URL (http://HOST:PORT), or the nodes
+    /// of a cluster at several URLs separated by commas (clients spread round-robin over them).
+    #[arg(long, value_name = "URL[,URL...]")]
     pub target: Option<String>,
     /// Start a server for the run (full report, including its CPU time and memory).
     #[arg(long)]
     pub spawn: bool,
+    /// Start PostgreSQL, Redis and N `herald serve` nodes over them for the run, spread the
+    /// clients over the nodes, and report each node's, PostgreSQL's and Redis's CPU.
+    #[arg(long, value_name = "N")]
+    pub spawn_cluster: Option<usize>,
     /// The herald binary --spawn starts [default: this binary if it is herald, else
     /// target/release/herald].
     #[arg(long, value_name = "PATH")]
@@ -24,9 +29,10 @@ pub struct Common {
     /// Store durability of the spawned server (always, batch, off) [default: the server's].
     #[arg(long, value_name = "MODE")]
     pub sync: Option<String>,
-    /// Pid of the --target server, to report its CPU time and memory.
-    #[arg(long, value_name = "PID")]
-    pub server_pid: Option<u32>,
+    /// Pid of the --target server, to report its CPU time and memory (one per --target URL,
+    /// comma-separated, in the same order).
+    #[arg(long, value_name = "PID[,PID...]", value_delimiter = ',')]
+    pub server_pid: Vec<u32>,
     /// Publisher API key of the --target server.
     #[arg(
         long,

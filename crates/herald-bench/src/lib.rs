@@ -11,6 +11,7 @@
 pub mod args;
 pub mod baseline;
 pub mod client;
+pub mod cluster;
 pub mod meteor;
 pub mod pool;
 pub mod proto;
@@ -39,6 +40,7 @@ Examples:
   herald bench all-to-all --spawn --subscribers 300
   herald bench subscribe-storm --spawn --users 100 --subjects 1000
   herald bench fanout --spawn --publishers 8 --messages 20000 --subscribers 100
+  herald bench fanout --spawn-cluster 3 --publishers 1 --messages 1000 --subscribers 3000
   herald bench connections --spawn --connections 10000 --channels 1
   herald bench broadcast --spawn --devices 1000000 --messages 20
   herald bench broadcast --spawn --devices 1000000 --provider apns
@@ -170,10 +172,34 @@ async fn providers(
     Ok((scenario::providers::run(a, provider).await?, out))
 }
 
-/// Runs `herald bench <scenario>`.
+/// Runs `herald bench <scenario>`. SIGINT or SIGTERM ends the run early: the scenario is
+/// dropped, which stops every server, database and worker it started, by pid.
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
-    let (report, out): (report::Report, Option<PathBuf>) = match args.scenario {
-        Scenario::Worker => return worker::main().await,
+    if let Scenario::Worker = args.scenario {
+        return worker::main().await;
+    }
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let (report, out) = tokio::select! {
+        done = run_scenario(args.scenario) => done?,
+        _ = tokio::signal::ctrl_c() => anyhow::bail!("interrupted (SIGINT); stopped what the run started"),
+        _ = terminate.recv() => anyhow::bail!("terminated (SIGTERM); stopped what the run started"),
+    };
+    report.print();
+    if let Some(dir) = out {
+        report.write(&dir, &command_line())?;
+        println!(
+            "wrote {0}/{1}.csv, {0}/summary.json and {0}/{1}.svg",
+            dir.display(),
+            report.scenario
+        );
+    }
+    Ok(())
+}
+
+/// Runs one scenario, giving its report and its `--out` folder.
+async fn run_scenario(scenario: Scenario) -> anyhow::Result<(report::Report, Option<PathBuf>)> {
+    Ok(match scenario {
+        Scenario::Worker => anyhow::bail!("the worker is not a scenario"),
         Scenario::Baseline(a) => {
             let out = a.out.clone();
             (baseline::run(a).await?, out)
@@ -217,15 +243,5 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         Scenario::Apns(a) => providers(a, scenario::providers::Provider::Apns).await?,
         Scenario::Fcm(a) => providers(a, scenario::providers::Provider::Fcm).await?,
         Scenario::Webpush(a) => providers(a, scenario::providers::Provider::WebPush).await?,
-    };
-    report.print();
-    if let Some(dir) = out {
-        report.write(&dir, &command_line())?;
-        println!(
-            "wrote {0}/{1}.csv, {0}/summary.json and {0}/{1}.svg",
-            dir.display(),
-            report.scenario
-        );
-    }
-    Ok(())
+    })
 }

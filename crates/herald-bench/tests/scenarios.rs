@@ -12,6 +12,10 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
+// A folder of its own, so Cargo does not build it as a second test program.
+#[path = "scenarios/cluster.rs"]
+mod cluster;
+
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }

@@ -77,6 +77,12 @@ impl Postgres {
         self.port
     }
 
+    /// The running server's process id (the postmaster's: its backends are its children), to read its CPU time from /proc;
+    /// `None` while stopped.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(std::process::Child::id)
+    }
+
     /// A connection URL for `database`.
     pub fn url(&self, database: &str) -> String {
         format!("postgres://{USER}@127.0.0.1:{}/{database}", self.port)

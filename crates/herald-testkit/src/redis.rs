@@ -55,6 +55,12 @@ impl Redis {
         self.port
     }
 
+    /// The running server's process id (the server's), to read its CPU time from /proc;
+    /// `None` while stopped.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(std::process::Child::id)
+    }
+
     /// Its URL (`redis://127.0.0.1:PORT`).
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::args::FanoutArgs;
-use crate::client::HttpClient;
 use crate::proto::{Action, Command};
 use crate::report::{f, Report, Table};
 use crate::scenario::{cpu_bound, open_failure, Ctx, Progress};
@@ -61,9 +60,10 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<Report> {
         &format!("fanout: publishing {m} messages to {n} subscribers"),
     );
     let mut tasks = Vec::new();
-    for _ in 0..args.publishers.max(1) {
+    for p in 0..args.publishers.max(1) {
         let (next, done, key, channel) = (next.clone(), done.clone(), key.clone(), channel.clone());
-        let mut http = HttpClient::new(ctx.target.addr, &ctx.target.host, None);
+        // Publishers spread round-robin over a cluster's nodes (all on the one server else).
+        let mut http = ctx.http_to(p as usize);
         let rate = args.rate;
         let batch = args.batch.max(1);
         tasks.push(tokio::spawn(async move {
@@ -248,6 +248,7 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<Report> {
     r.detail("failed_connections", failed_conns);
     r.detail("disconnected", round.disconnected);
     r.detail("error_samples", &round.error_samples);
+    ctx.report_parts(&mut r, &cpu0, &cpu1, "delivery", round.messages);
     let cpu = cpu0.share(&cpu1);
     r.cpu = Some(cpu);
     r.limited_by = if failed_conns > 0 {

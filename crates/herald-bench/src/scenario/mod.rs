@@ -78,25 +78,36 @@ impl Ctx {
         })
     }
 
-    /// Starts enough workers for `connections` connections.
+    /// Starts enough workers for `connections` connections. With several nodes, worker `i`
+    /// connects to node `i % nodes`, and (unless `--workers` says how many) the workers are a
+    /// multiple of the nodes, or one per connection when there are fewer connections than
+    /// nodes, so the connections spread evenly over the nodes.
     pub async fn pool(&self, connections: u64) -> anyhow::Result<Pool> {
         let per = self.common.per_worker.max(1);
+        let nodes = self.target.nodes.len().max(1) as u64;
         let n = self
             .common
             .workers
-            .unwrap_or_else(|| connections.div_ceil(per).max(1) as usize)
+            .unwrap_or_else(|| {
+                let enough = connections.div_ceil(per).max(1);
+                if connections >= nodes {
+                    enough.max(nodes).next_multiple_of(nodes) as usize
+                } else {
+                    enough.max(connections) as usize
+                }
+            })
             .max(1);
         let token = self.target.client_token();
         let t = &self.target;
         Pool::start(n, |i| WorkerConfig {
             index: i,
             transport: self.common.transport,
-            addr: t.addr,
-            host: t.host.clone(),
+            addr: t.node(i).addr,
+            host: t.node(i).host.clone(),
             token: token.clone(),
             api_key: t.api_key.clone(),
             token_secret: t.token_secret.clone(),
-            source_ip: pool::source_ip(i, t.addr.ip()),
+            source_ip: pool::source_ip(i, t.node(i).addr.ip()),
             meteor_addr: t.meteor,
             meteor_mode: self.common.meteor_mode.clone(),
         })
@@ -120,14 +131,35 @@ impl Ctx {
         self.deadline.saturating_duration_since(Instant::now())
     }
 
-    /// CPU counters of the server, this process and the workers.
+    /// CPU counters of the server (every node), this process and the workers, and of each
+    /// node, PostgreSQL and Redis on their own for a cluster.
     pub fn mark(&self, pool: &Pool) -> CpuMark {
-        CpuMark::now(self.target.pid, &pool.pids())
+        CpuMark::of(&self.target.node_pids(), &pool.pids(), &self.target.parts())
+    }
+
+    /// A keep-alive HTTP client for the server's API on node `i % nodes`, for requests timed
+    /// as load spread over a cluster's nodes.
+    pub fn http_to(&self, i: usize) -> crate::client::HttpClient {
+        let node = self.target.node(i);
+        crate::client::HttpClient::new(node.addr, &node.host, None)
+    }
+
+    /// Adds a cluster's per-process CPU between `before` and `after` to `r`, per `unit` of
+    /// work (`units` of them); nothing for a single server.
+    pub fn report_parts(
+        &self,
+        r: &mut Report,
+        before: &CpuMark,
+        after: &CpuMark,
+        unit: &str,
+        units: u64,
+    ) {
+        crate::cluster::report_parts(r, &self.target, before, after, unit, units);
     }
 
     /// CPU counters of the server and this process (no workers).
     pub fn mark_server(&self) -> CpuMark {
-        CpuMark::now(self.target.pid, &[])
+        CpuMark::of(&self.target.node_pids(), &[], &[])
     }
 
     /// The server's resource use now.
@@ -138,7 +170,7 @@ impl Ctx {
     /// Fills in what every report carries: transport, target, floors, server totals, time.
     pub fn finish(&self, r: &mut Report) {
         r.transport = Some(self.common.transport.as_str());
-        r.target = Some(self.target.url.clone());
+        r.target = Some(self.target.urls());
         r.baseline = self.baseline.clone();
         if let Some(p) = self.probe() {
             r.headline.server_cpu_seconds = self

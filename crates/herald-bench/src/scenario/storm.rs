@@ -37,9 +37,7 @@ pub async fn run(args: StormArgs) -> anyhow::Result<Report> {
             "subscribe-storm: publishing one message to each of {} channels first",
             names.len()
         ));
-        let mut clients: Vec<crate::client::HttpClient> = (0..4)
-            .map(|_| crate::client::HttpClient::new(ctx.target.addr, &ctx.target.host, None))
-            .collect();
+        let mut clients: Vec<crate::client::HttpClient> = (0..4).map(|i| ctx.http_to(i)).collect();
         let (refused, sample) = crate::scenario::publish_to_all(&mut clients, &names, &key).await;
         if refused > 0 {
             anyhow::bail!(
@@ -150,6 +148,7 @@ pub async fn run(args: StormArgs) -> anyhow::Result<Report> {
     r.detail("error_replies", round.errors);
     r.detail("seconds", stats::round3(span_s));
     r.detail("error_samples", &round.error_samples);
+    ctx.report_parts(&mut r, &cpu0, &cpu1, "subscription", acked);
     let otherwise = format!("count: {users} users x {} subjects", args.subjects);
     bound(
         &ctx,
