@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use herald_core::log::{ChannelLog, CommitSink, ReadFrom};
+use herald_core::log::{ChannelLog, CommitSink, ReadFrom, StoreError};
 use herald_core::ChannelName;
 use tokio::sync::Semaphore;
 
@@ -147,9 +147,14 @@ async fn read_after(shared: &Shared, log: &Arc<dyn ChannelLog>, channel: Channel
             break Ok(());
         }
     };
-    if let Err(error) = &outcome {
-        tracing::warn!(%error, channel = channel.as_str(), "the Redis bus cannot read a gap from the log yet");
-        tokio::time::sleep(READ_RETRY).await;
+    match &outcome {
+        // The node is stopping: nothing is left to deliver to, and no reason to warn per channel.
+        Err(StoreError::Closed) => return,
+        Err(error) => {
+            tracing::warn!(%error, channel = channel.as_str(), "the Redis bus cannot read a gap from the log yet");
+            tokio::time::sleep(READ_RETRY).await;
+        }
+        Ok(()) => {}
     }
     shared.followed.with(
         &channel,
