@@ -24,12 +24,24 @@ pub struct Postgres {
     bin: PathBuf,
     port: u16,
     owner: Option<(u32, u32)>,
+    /// Serves TLS too (`ssl=on` with `server.crt` and `server.key` in the folder).
+    tls: bool,
     child: Option<Child>,
 }
 
 impl Postgres {
     /// Initialises a new cluster and starts it.
     pub fn start() -> Result<Postgres, TestkitError> {
+        Postgres::start_inner(None)
+    }
+
+    /// Like [`Postgres::start`], serving TLS with this certificate and key (PEM) and refusing
+    /// TCP connections that do not use it (`hostssl` in `pg_hba.conf`).
+    pub fn start_with_tls(cert_pem: &str, key_pem: &str) -> Result<Postgres, TestkitError> {
+        Postgres::start_inner(Some((cert_pem, key_pem)))
+    }
+
+    fn start_inner(tls: Option<(&str, &str)>) -> Result<Postgres, TestkitError> {
         let bin = bin_dir()?;
         let dir = tempfile::Builder::new()
             .prefix("herald-pg-")
@@ -48,8 +60,13 @@ impl Postgres {
             bin,
             port: 0,
             owner,
+            tls: tls.is_some(),
             child: None,
         };
+        if let Some((cert_pem, key_pem)) = tls {
+            pg.write_private("server.crt", cert_pem)?;
+            pg.write_private("server.key", key_pem)?;
+        }
         let mut initdb = pg.command("initdb");
         initdb.arg("-D").arg(pg.data()).args([
             "-U",
@@ -61,6 +78,19 @@ impl Postgres {
             "--locale=C",
         ]);
         run(&mut initdb)?;
+        if pg.tls {
+            let hba = pg.data().join("pg_hba.conf");
+            let rules =
+                std::fs::read_to_string(&hba).map_err(TestkitError::io("reading pg_hba.conf"))?;
+            let tls_only: String = rules
+                .lines()
+                .map(|l| match l.strip_prefix("host ") {
+                    Some(rest) => format!("hostssl {rest}\n"),
+                    None => format!("{l}\n"),
+                })
+                .collect();
+            std::fs::write(&hba, tls_only).map_err(TestkitError::io("writing pg_hba.conf"))?;
+        }
         let mut last = None;
         for _ in 0..5 {
             pg.port = free_port()?;
@@ -149,6 +179,22 @@ impl Postgres {
         self.launch()
     }
 
+    /// Writes `contents` to `name` in the folder, readable by the server's user only (the
+    /// server refuses a key file others can read).
+    fn write_private(&self, name: &str, contents: &str) -> Result<(), TestkitError> {
+        use std::os::unix::fs::PermissionsExt;
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, contents).map_err(TestkitError::io(format!("writing {name}")))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+            .map_err(TestkitError::io(format!("protecting {name}")))?;
+        if let Some((uid, gid)) = self.owner {
+            std::os::unix::fs::chown(&path, Some(uid), Some(gid)).map_err(TestkitError::io(
+                format!("handing {name} to the postgres user"),
+            ))?;
+        }
+        Ok(())
+    }
+
     fn data(&self) -> PathBuf {
         self.dir.path().join("data")
     }
@@ -177,8 +223,19 @@ impl Postgres {
         let err = log
             .try_clone()
             .map_err(TestkitError::io("opening the PostgreSQL log"))?;
-        let mut child = self
-            .command("postgres")
+        let mut postgres = self.command("postgres");
+        if self.tls {
+            postgres.args(["-c", "ssl=on"]);
+            postgres.arg("-c").arg(format!(
+                "ssl_cert_file={}",
+                self.dir.path().join("server.crt").display()
+            ));
+            postgres.arg("-c").arg(format!(
+                "ssl_key_file={}",
+                self.dir.path().join("server.key").display()
+            ));
+        }
+        let mut child = postgres
             .arg("-D")
             .arg(self.data())
             .arg("-p")

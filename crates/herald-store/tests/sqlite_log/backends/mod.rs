@@ -14,6 +14,7 @@ mod job_pages;
 mod jobs;
 mod log;
 mod registry;
+mod tls;
 
 use std::sync::Arc;
 
