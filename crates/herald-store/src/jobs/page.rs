@@ -107,5 +107,5 @@ pub(super) fn expand_page(
         }
     }
     .map_err(backend)?;
-    tally.apply(tx)
+    counts::apply(tally, tx)
 }

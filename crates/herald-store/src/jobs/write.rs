@@ -43,7 +43,7 @@ pub(super) fn insert(tx: &Connection, jobs: &[NewJob]) -> Result<(), StoreError>
         .collect();
     let mut tally = Tally::default();
     insert_rows(tx, &rows, &mut tally)?;
-    tally.apply(tx)
+    counts::apply(tally, tx)
 }
 
 /// Adds job rows, untried (queued until due) or after one attempt (done, queued for a retry,
@@ -168,7 +168,7 @@ pub(super) fn lease(
         job.in_doubt = in_doubt;
         leased.push(job);
     }
-    tally.apply(tx)?;
+    counts::apply(tally, tx)?;
     Ok(leased)
 }
 
@@ -229,7 +229,7 @@ pub(super) fn settle(tx: &Connection, settled: &[(JobId, Settlement)]) -> Result
             tally.moved(&app, &push, &from, &to);
         }
     }
-    tally.apply(tx)
+    counts::apply(tally, tx)
 }
 
 /// Settles a device's queued send jobs of `pushes` as `live` (it acknowledged them); a job a
@@ -273,7 +273,7 @@ pub(super) fn settle_live(
             settled += 1;
         }
     }
-    tally.apply(tx)?;
+    counts::apply(tally, tx)?;
     Ok(settled)
 }
 
@@ -310,7 +310,7 @@ pub(super) fn replay(
     };
     let mut tally = Tally::default();
     tally.moved(app.as_str(), &push, &dead, &queued);
-    tally.apply(tx)?;
+    counts::apply(tally, tx)?;
     Ok(true)
 }
 
@@ -336,7 +336,7 @@ pub(super) fn drop_dead(tx: &Connection, app: &AppId, id: JobId) -> Result<bool,
         in_doubt,
     };
     tally.leave(app.as_str(), &push, &dead);
-    tally.apply(tx)?;
+    counts::apply(tally, tx)?;
     Ok(true)
 }
 
@@ -383,7 +383,7 @@ pub(crate) fn prune_expired_chunk(
             n += 1;
         }
     }
-    tally.apply(tx)?;
+    counts::apply(tally, tx)?;
     if limit < 0 || n < limit as u64 {
         tx.prepare_cached(
             "DELETE FROM push_counts WHERE counter LIKE 'done:%' AND EXISTS (

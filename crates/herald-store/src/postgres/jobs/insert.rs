@@ -8,7 +8,7 @@ use herald_core::message::now_millis;
 use herald_push::device::Platform;
 use herald_push::jobs::{JobKind, NewJob, PageJob, Settlement};
 
-use super::counts::{Standing, Tally};
+use super::counts::{self, Standing, Tally};
 use crate::postgres::pg_error;
 use crate::seq_to_db;
 
@@ -39,7 +39,7 @@ pub(super) async fn insert(client: &impl GenericClient, jobs: &[NewJob]) -> Resu
         .collect();
     let mut tally = Tally::default();
     insert_rows(client, &rows, &mut tally).await?;
-    tally.apply(client).await
+    counts::apply(tally, client).await
 }
 
 /// Adds job rows in one statement, untried (queued until due) or after one attempt (done,

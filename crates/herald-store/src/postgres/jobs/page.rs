@@ -130,5 +130,5 @@ pub(super) async fn expand_page(
         }
     }
     .map_err(pg_error)?;
-    tally.apply(client).await
+    counts::apply(tally, client).await
 }

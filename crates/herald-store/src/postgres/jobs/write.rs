@@ -76,7 +76,7 @@ pub(super) async fn lease(
         job.in_doubt = in_doubt;
         leased.push(job);
     }
-    tally.apply(client).await?;
+    counts::apply(tally, client).await?;
     leased.sort_by_key(|j| (j.job.due_ms, j.id));
     Ok(leased)
 }
@@ -154,7 +154,7 @@ pub(super) async fn settle(
         };
         tally.moved(&app, &push, &from, &to);
     }
-    tally.apply(client).await
+    counts::apply(tally, client).await
 }
 
 /// Settles a device's queued send jobs of `pushes` as `live` (it acknowledged them); a job a
@@ -191,7 +191,7 @@ pub(super) async fn settle_live(
         };
         tally.moved(&app, &push, &queued, &live);
     }
-    tally.apply(client).await?;
+    counts::apply(tally, client).await?;
     Ok(rows.len() as u64)
 }
 
@@ -228,7 +228,7 @@ pub(super) async fn replay(
     };
     let mut tally = Tally::default();
     tally.moved(&app, &push, &dead, &queued);
-    tally.apply(client).await?;
+    counts::apply(tally, client).await?;
     Ok(true)
 }
 
@@ -258,7 +258,7 @@ pub(super) async fn drop_dead(
     };
     let mut tally = Tally::default();
     tally.leave(&app, &push, &dead);
-    tally.apply(client).await?;
+    counts::apply(tally, client).await?;
     Ok(true)
 }
 
@@ -299,7 +299,7 @@ pub(crate) async fn prune_expired_chunk(
         };
         tally.leave(&app, &push, &done);
     }
-    tally.apply(&tx).await?;
+    counts::apply(tally, &tx).await?;
     let n = rows.len() as u64;
     if limit.is_none_or(|limit| n < u64::try_from(limit).unwrap_or(0)) {
         tx.execute(
