@@ -166,10 +166,11 @@ impl RedisBus {
     /// [`BusOptions::cluster`], for a Redis Cluster: any of its nodes, the others are
     /// discovered) with a publishing and a subscribing connection, and subscribes to the
     /// cache events. `rediss://` URLs (all of them or none) connect over TLS, verifying the
-    /// server's certificate against the web roots and [`BusOptions::tls_ca_pem`]; a
-    /// certificate that does not verify fails here, as an unreachable Redis does. Fails if Redis cannot be reached now; once started, the bus reconnects by
-    /// itself. `caches` are this node's, which events from other nodes update: the node hears
-    /// every event published after this returns, so load the caches from the store after it.
+    /// server's certificate against the web roots and [`BusOptions::tls_ca_pem`]. Fails if
+    /// Redis cannot be reached now, or its certificate does not verify; once started, the bus
+    /// reconnects by itself. `caches` are this node's, which events from other nodes update:
+    /// the node hears every event published after this returns, so load the caches from the
+    /// store after it.
     pub async fn connect(
         urls: &[String],
         caches: Arc<Caches>,
