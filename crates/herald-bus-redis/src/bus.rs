@@ -53,6 +53,9 @@ pub struct BusOptions {
     pub cluster: bool,
     /// How often this node writes its presence counts ([`crate::presence`]).
     pub presence_period: Duration,
+    /// Extra CA certificates (PEM, any number) trusted besides the public web roots when the
+    /// URLs are `rediss://` (TLS); unused with `redis://` URLs.
+    pub tls_ca_pem: Option<Vec<u8>>,
 }
 
 impl Default for BusOptions {
@@ -64,6 +67,7 @@ impl Default for BusOptions {
             max_reconnect_delay: Duration::from_secs(2),
             cluster: false,
             presence_period: crate::presence::DEFAULT_PERIOD,
+            tls_ca_pem: None,
         }
     }
 }
@@ -143,10 +147,11 @@ pub struct RedisBus {
 }
 
 fn server_of(url: &str) -> Result<Server, BusError> {
-    let config = Config::from_url_centralized(url).map_err(|e| BusError::Url {
-        url: redact(url),
-        reason: e.details().to_string(),
-    })?;
+    let config =
+        Config::from_url_centralized(&crate::tls::plain_url(url)).map_err(|e| BusError::Url {
+            url: redact(url),
+            reason: e.details().to_string(),
+        })?;
     match config.server {
         ServerConfig::Centralized { server } => Ok(server),
         _ => Err(BusError::Url {
@@ -160,19 +165,27 @@ impl RedisBus {
     /// Connects to Redis at `urls` (one URL for a single server; several, or
     /// [`BusOptions::cluster`], for a Redis Cluster: any of its nodes, the others are
     /// discovered) with a publishing and a subscribing connection, and subscribes to the
-    /// cache events. Fails if Redis cannot be reached now; once started, the bus reconnects by
-    /// itself. `caches` are this node's, which events from other nodes update: the node hears
-    /// every event published after this returns, so load the caches from the store after it.
+    /// cache events. `rediss://` URLs (all of them or none) connect over TLS, verifying the
+    /// server's certificate against the web roots and [`BusOptions::tls_ca_pem`]. Fails if
+    /// Redis cannot be reached now, or its certificate does not verify; once started, the bus
+    /// reconnects by itself. `caches` are this node's, which events from other nodes update:
+    /// the node hears every event published after this returns, so load the caches from the
+    /// store after it.
     pub async fn connect(
         urls: &[String],
         caches: Arc<Caches>,
         options: BusOptions,
     ) -> Result<Connected, BusError> {
         let first = urls.first().ok_or(BusError::NoUrl)?;
-        let mut config = Config::from_url(first).map_err(|e| BusError::Url {
-            url: redact(first),
-            reason: e.details().to_string(),
-        })?;
+        let tls = crate::tls::wants_tls(urls)?;
+        let mut config =
+            Config::from_url(&crate::tls::plain_url(first)).map_err(|e| BusError::Url {
+                url: redact(first),
+                reason: e.details().to_string(),
+            })?;
+        if tls {
+            config.tls = Some(crate::tls::config(options.tls_ca_pem.as_deref())?);
+        }
         if urls.len() > 1 || options.cluster {
             let hosts = urls
                 .iter()
@@ -206,7 +219,7 @@ impl RedisBus {
             });
         let connect_error = |e: fred::error::Error| BusError::Connect {
             url: redact(first),
-            reason: e.details().to_string(),
+            reason: crate::tls::explain(e.details()),
         };
         let publisher = builder.build().map_err(connect_error)?;
         let subscriber = builder.build_subscriber_client().map_err(connect_error)?;

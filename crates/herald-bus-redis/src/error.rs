@@ -23,6 +23,9 @@ pub enum BusError {
         /// What the client said.
         reason: String,
     },
+    /// The TLS configuration for `rediss://` URLs cannot be built (a bad CA file).
+    #[error("cannot set up TLS to Redis: {0}")]
+    Tls(String),
     /// A Redis command failed (presence reads).
     #[error("Redis did not answer the bus: {0}")]
     Redis(String),

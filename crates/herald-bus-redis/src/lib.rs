@@ -15,6 +15,9 @@
 //! - **Presence**: cluster-wide subscriber counts per channel and connection counts per app
 //!   ([`presence`]), summed from a hash each node writes periodically.
 //!
+//! - **TLS**: `rediss://` URLs connect over TLS, verifying the server against the web roots
+//!   and [`BusOptions::tls_ca_pem`]; `redis://` URLs stay plain.
+//!
 //! [`RedisBus`] is the entry point; [`codec`] and [`events`] are the wire formats.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -31,6 +34,7 @@ mod repair;
 mod sender;
 pub mod sequencer;
 mod subscriptions;
+mod tls;
 
 pub use bus::{BusOptions, BusStats, Connected, RedisBus};
 pub use error::{BusError, DecodeError};

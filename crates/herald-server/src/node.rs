@@ -180,6 +180,7 @@ pub(crate) async fn open(
     } else {
         let options = BusOptions {
             cluster: cluster.redis_cluster,
+            tls_ca_pem: cluster.redis_ca_pem.clone(),
             ..BusOptions::default()
         };
         Some(

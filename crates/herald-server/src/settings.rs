@@ -59,6 +59,8 @@ pub struct ClusterSettings {
     pub redis: Vec<String>,
     /// The Redis URLs are nodes of a Redis Cluster.
     pub redis_cluster: bool,
+    /// Extra CA certificates (PEM) trusted, besides the web roots, for `rediss://` URLs.
+    pub redis_ca_pem: Option<Vec<u8>>,
 }
 
 impl ClusterSettings {
@@ -78,6 +80,7 @@ impl std::fmt::Debug for ClusterSettings {
                 &self.redis.iter().map(|u| redact_url(u)).collect::<Vec<_>>(),
             )
             .field("redis_cluster", &self.redis_cluster)
+            .field("redis_ca_pem", &self.redis_ca_pem.as_ref().map(|_| ".."))
             .finish()
     }
 }

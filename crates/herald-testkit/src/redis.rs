@@ -1,6 +1,7 @@
 //! Redis servers of their own for a test: one server ([`Redis`]) or a Redis Cluster of several
 //! masters ([`RedisCluster`]), each on a free loopback port with its files in a temporary
-//! directory, persistence off.
+//! directory, persistence off. [`Redis::start_tls`] starts one that accepts only TLS
+//! connections, with a certificate the test gives.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -17,26 +18,46 @@ pub struct Redis {
     bin: PathBuf,
     port: u16,
     cluster: bool,
+    /// Serves TLS only (on `port`), with the certificate and key in `dir`.
+    tls: bool,
     child: Option<Child>,
 }
+
+/// Where [`Redis::start_tls`] keeps the certificate and key it was given, inside its folder.
+const CERT_FILE: &str = "tls-cert.pem";
+const KEY_FILE: &str = "tls-key.pem";
 
 impl Redis {
     /// Starts a standalone server.
     pub fn start() -> Result<Redis, TestkitError> {
-        Redis::start_node(false)
+        Redis::start_node(false, None)
     }
 
-    fn start_node(cluster: bool) -> Result<Redis, TestkitError> {
+    /// Starts a standalone server that accepts only TLS connections (no plain port), serving
+    /// `cert_pem` (a certificate for `localhost`, or a chain) with `key_pem`; clients are not
+    /// asked for a certificate. [`Redis::url`] answers `rediss://localhost:PORT`.
+    pub fn start_tls(cert_pem: &str, key_pem: &str) -> Result<Redis, TestkitError> {
+        Redis::start_node(false, Some((cert_pem, key_pem)))
+    }
+
+    fn start_node(cluster: bool, tls: Option<(&str, &str)>) -> Result<Redis, TestkitError> {
         let bin = server_bin()?;
         let dir = tempfile::Builder::new()
             .prefix("herald-redis-")
             .tempdir()
             .map_err(TestkitError::io("creating a folder for Redis"))?;
+        if let Some((cert_pem, key_pem)) = tls {
+            std::fs::write(dir.path().join(CERT_FILE), cert_pem)
+                .map_err(TestkitError::io("writing the Redis TLS certificate"))?;
+            std::fs::write(dir.path().join(KEY_FILE), key_pem)
+                .map_err(TestkitError::io("writing the Redis TLS key"))?;
+        }
         let mut redis = Redis {
             dir,
             bin,
             port: 0,
             cluster,
+            tls: tls.is_some(),
             child: None,
         };
         let mut last = None;
@@ -61,17 +82,30 @@ impl Redis {
         self.child.as_ref().map(std::process::Child::id)
     }
 
-    /// Its URL (`redis://127.0.0.1:PORT`).
+    /// Its URL: `redis://127.0.0.1:PORT`, or `rediss://localhost:PORT` for a TLS server (the
+    /// name its certificate is checked against).
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        if self.tls {
+            format!("rediss://localhost:{}", self.port)
+        } else {
+            format!("redis://127.0.0.1:{}", self.port)
+        }
     }
 
     /// Runs `redis-cli` against this server with `args` and answers its output.
     pub fn cli(&self, args: &[&str]) -> Result<String, TestkitError> {
         let shown = format!("redis-cli {}", args.join(" "));
-        let out = Command::new(cli_bin(&self.bin))
+        let mut command = Command::new(cli_bin(&self.bin));
+        command
             .args(["-h", "127.0.0.1", "-p"])
-            .arg(self.port.to_string())
+            .arg(self.port.to_string());
+        if self.tls {
+            // The certificate is self-signed in the tests: it is its own CA.
+            command
+                .args(["--tls", "--sni", "localhost", "--cacert"])
+                .arg(self.dir.path().join(CERT_FILE));
+        }
+        let out = command
             .args(args)
             .stdin(Stdio::null())
             .output()
@@ -113,9 +147,23 @@ impl Redis {
 
     fn launch(&mut self) -> Result<(), TestkitError> {
         let mut command = Command::new(&self.bin);
+        command.args(["--bind", "127.0.0.1"]);
+        if self.tls {
+            let cert = self.dir.path().join(CERT_FILE);
+            command
+                .args(["--port", "0", "--tls-port"])
+                .arg(self.port.to_string())
+                .arg("--tls-cert-file")
+                .arg(&cert)
+                .arg("--tls-key-file")
+                .arg(self.dir.path().join(KEY_FILE))
+                .arg("--tls-ca-cert-file")
+                .arg(&cert)
+                .args(["--tls-auth-clients", "no"]);
+        } else {
+            command.arg("--port").arg(self.port.to_string());
+        }
         command
-            .args(["--bind", "127.0.0.1", "--port"])
-            .arg(self.port.to_string())
             .arg("--dir")
             .arg(self.dir.path())
             .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
@@ -164,7 +212,7 @@ impl RedisCluster {
     /// servers and joins them into one cluster; returns once the cluster says it is ok.
     pub fn start(masters: usize) -> Result<RedisCluster, TestkitError> {
         let nodes = (0..masters.max(3))
-            .map(|_| Redis::start_node(true))
+            .map(|_| Redis::start_node(true, None))
             .collect::<Result<Vec<_>, _>>()?;
         let mut create = Command::new(cli_bin(&nodes[0].bin));
         create.args(["--cluster", "create"]);

@@ -33,6 +33,18 @@ fn redis_starts_restarts_empty_and_stops() {
 }
 
 #[test]
+fn a_tls_redis_answers_over_tls_and_keeps_tls_across_a_restart() {
+    let certified =
+        rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("a certificate");
+    let mut redis = Redis::start_tls(&certified.cert.pem(), &certified.key_pair.serialize_pem())
+        .expect("redis with TLS starts");
+    assert_eq!(redis.url(), format!("rediss://localhost:{}", redis.port()));
+    assert_eq!(redis.cli(&["ping"]).unwrap(), "PONG", "redis-cli over TLS");
+    redis.restart().expect("restarts");
+    assert_eq!(redis.cli(&["set", "k", "v"]).unwrap(), "OK");
+}
+
+#[test]
 fn a_redis_cluster_of_three_masters_covers_every_slot() {
     let mut cluster = RedisCluster::start(3).expect("cluster starts");
     assert_eq!(cluster.urls().len(), 3);

@@ -82,6 +82,7 @@ fn settings(config: &Config) -> ServerSettings {
             },
             redis: config.cluster.redis.clone(),
             redis_cluster: config.cluster.redis_cluster,
+            redis_ca_pem: config.cluster.redis_ca_pem.clone(),
         },
     }
 }

@@ -1,7 +1,10 @@
 //! The cluster keys: `store` (`sqlite`, the default, or a `postgres://` URL every node shares),
 //! `bus` (`local`, the default, or one or more `redis://` / `rediss://` URLs), `redis_cluster`
-//! (the bus URLs are nodes of a Redis Cluster) and `postgres_pool` (connections per node).
+//! (the bus URLs are nodes of a Redis Cluster), `redis_ca_file` (extra CA certificates trusted
+//! for `rediss://` URLs, read and checked at load) and `postgres_pool` (connections per node).
 //! A Redis bus over a per-node SQLite store is refused: nodes would each have their own logs.
+
+use std::path::{Path, PathBuf};
 
 use super::layers::{Layers, Raw};
 use super::validate::{boolean, text, ConfigError};
@@ -44,6 +47,24 @@ fn bus(raw: &Raw) -> Result<Vec<String>, String> {
     Ok(items)
 }
 
+/// A PEM file's path (not empty).
+fn ca_path(raw: &Raw) -> Result<Option<PathBuf>, String> {
+    let t = text(raw)?.trim();
+    if t.is_empty() {
+        return Err("must not be empty".into());
+    }
+    Ok(Some(PathBuf::from(t)))
+}
+
+/// The PEM certificates in `path`, read now so a bad file is reported at load.
+fn ca_pem(path: &Path) -> Result<Option<Vec<u8>>, String> {
+    let pem = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if !String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----") {
+        return Err(format!("{} holds no PEM certificate", path.display()));
+    }
+    Ok(Some(pem))
+}
+
 fn pool(raw: &Raw) -> Result<usize, String> {
     let n: usize = match raw {
         Raw::Toml(toml::Value::Integer(n)) => {
@@ -74,10 +95,17 @@ impl Layers {
                 .get("bus", (), |_| Err::<(), _>(reason.into()))
                 .expect_err("bus is set"));
         }
+        let redis_ca_file = self.get("redis_ca_file", None, ca_path)?;
+        let redis_ca_pem = match &redis_ca_file {
+            None => None,
+            Some(path) => self.get("redis_ca_file", None, |_| ca_pem(path))?,
+        };
         Ok(ClusterConfig {
             postgres,
             redis,
             redis_cluster: self.get("redis_cluster", false, boolean)?,
+            redis_ca_file,
+            redis_ca_pem,
             postgres_pool: self.get("postgres_pool", 16, pool)?,
         })
     }
@@ -145,6 +173,49 @@ mod tests {
         assert_eq!(
             c.cluster.postgres, None,
             "the flag wins over the environment"
+        );
+    }
+
+    #[test]
+    fn the_redis_ca_file_is_read_at_load_and_a_bad_one_named() {
+        let c = load(None, &[], ConfigFlags::default()).unwrap();
+        assert_eq!(c.cluster.redis_ca_file, None);
+        assert_eq!(c.cluster.redis_ca_pem, None);
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("ca.pem");
+        let pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+        std::fs::write(&good, pem).unwrap();
+        let cluster = [
+            ("HERALD_STORE", "postgres://db/h"),
+            ("HERALD_BUS", "rediss://redis:6380"),
+        ];
+        let mut env = cluster.to_vec();
+        let good_path = good.display().to_string();
+        env.push(("HERALD_REDIS_CA_FILE", &good_path));
+        let c = load(None, &env, ConfigFlags::default()).unwrap();
+        assert_eq!(c.cluster.redis, ["rediss://redis:6380"]);
+        assert_eq!(c.cluster.redis_ca_file.as_deref(), Some(good.as_path()));
+        assert_eq!(c.cluster.redis_ca_pem.as_deref(), Some(pem.as_bytes()));
+
+        let mut env = cluster.to_vec();
+        env.push(("HERALD_REDIS_CA_FILE", "/nonexistent/redis-ca.pem"));
+        let e = err(None, &env, ConfigFlags::default());
+        assert!(
+            e.contains("HERALD_REDIS_CA_FILE")
+                && e.contains("cannot read /nonexistent/redis-ca.pem"),
+            "{e}"
+        );
+        let not_pem = dir.path().join("key.txt");
+        std::fs::write(&not_pem, "hello").unwrap();
+        let not_pem_path = not_pem.display().to_string();
+        let e = err(
+            Some(&format!("redis_ca_file = {not_pem_path:?}")),
+            &cluster,
+            ConfigFlags::default(),
+        );
+        assert!(
+            e.contains("redis_ca_file") && e.contains("holds no PEM certificate"),
+            "{e}"
         );
     }
 }

@@ -127,6 +127,7 @@ pub(super) const KEYS: &[Key] = &[
     key("store", &["HERALD_STORE"]).secret(),
     key("bus", &["HERALD_BUS"]).secret(),
     key("redis_cluster", &["HERALD_REDIS_CLUSTER"]),
+    key("redis_ca_file", &["HERALD_REDIS_CA_FILE"]),
     key("postgres_pool", &["HERALD_POSTGRES_POOL"]),
 ];
 

@@ -152,6 +152,10 @@ pub struct ClusterConfig {
     pub redis: Vec<String>,
     /// The Redis URLs are nodes of a Redis Cluster.
     pub redis_cluster: bool,
+    /// Extra CA file trusted for `rediss://` bus URLs.
+    pub redis_ca_file: Option<PathBuf>,
+    /// Its certificates, read at load.
+    pub redis_ca_pem: Option<Vec<u8>>,
     /// PostgreSQL connections per node.
     pub postgres_pool: usize,
 }

@@ -140,6 +140,11 @@ impl Config {
                 Some(Value::from(self.cluster.redis_cluster)),
                 "",
             ),
+            (
+                "redis_ca_file",
+                path(&self.cluster.redis_ca_file),
+                "only the public web roots are trusted",
+            ),
             ("postgres_pool", int(self.cluster.postgres_pool as u64), ""),
             ("history.size", int(h.history_size), ""),
             ("history.age", dur(h.history_age), ""),

@@ -7,7 +7,7 @@
 //! Submodules: [`fanout`] (publish and resume across nodes, on every transport), [`tenancy`]
 //! (apps, keys, limits, presence, usage), [`push`] (device inboxes, tag and app pushes),
 //! [`faults`] (Redis restarted, PostgreSQL stopped, a slow node), [`start`] (start errors, a
-//! node joining late).
+//! node joining late, nodes over TLS to Redis).
 
 mod fanout;
 mod faults;
@@ -36,10 +36,20 @@ pub const CREDENTIALS_KEY: &str =
 /// How long a test waits for something another node does (bus events, presence).
 pub const DEADLINE: Duration = Duration::from_secs(10);
 
-/// The bus's Redis: one server, or a Redis Cluster.
+/// The bus's Redis: one server, one server over TLS (with the CA its certificate chains to),
+/// or a Redis Cluster.
 enum RedisServers {
     One(Redis),
+    Tls { redis: Redis, ca_pem: String },
     Cluster(RedisCluster),
+}
+
+/// Which Redis [`Cluster::start_over`] starts.
+#[derive(Clone, Copy)]
+enum RedisKind {
+    One,
+    Tls,
+    Cluster,
 }
 
 /// One PostgreSQL, one Redis (or a Redis Cluster), and the nodes over them.
@@ -62,25 +72,41 @@ impl Cluster {
     /// Starts PostgreSQL, Redis and `n` nodes, each with its settings changed by
     /// `adjust(k, settings)` first.
     pub async fn start_with(n: usize, adjust: impl Fn(usize, &mut ServerSettings)) -> Cluster {
-        Cluster::start_over(n, false, adjust).await
+        Cluster::start_over(n, RedisKind::One, adjust).await
     }
 
     /// Starts PostgreSQL, a Redis Cluster of three masters and `n` nodes.
     pub async fn start_over_redis_cluster(n: usize) -> Cluster {
-        Cluster::start_over(n, true, |_, _| {}).await
+        Cluster::start_over(n, RedisKind::Cluster, |_, _| {}).await
+    }
+
+    /// Starts PostgreSQL, a Redis that accepts only TLS (a self-signed certificate for
+    /// `localhost`) and `n` nodes reaching it at `rediss://` with its certificate as their CA.
+    pub async fn start_over_tls_redis(n: usize) -> Cluster {
+        Cluster::start_over(n, RedisKind::Tls, |_, _| {}).await
     }
 
     async fn start_over(
         n: usize,
-        redis_cluster: bool,
+        kind: RedisKind,
         adjust: impl Fn(usize, &mut ServerSettings),
     ) -> Cluster {
         let (postgres, redis) = tokio::task::spawn_blocking(move || {
             let postgres = Postgres::start().expect("PostgreSQL starts");
-            let redis = if redis_cluster {
-                RedisServers::Cluster(RedisCluster::start(3).expect("a Redis Cluster starts"))
-            } else {
-                RedisServers::One(Redis::start().expect("Redis starts"))
+            let redis = match kind {
+                RedisKind::One => RedisServers::One(Redis::start().expect("Redis starts")),
+                RedisKind::Cluster => {
+                    RedisServers::Cluster(RedisCluster::start(3).expect("a Redis Cluster starts"))
+                }
+                RedisKind::Tls => {
+                    let certified =
+                        rcgen::generate_simple_self_signed(vec!["localhost".to_string()])
+                            .expect("a certificate");
+                    let ca_pem = certified.cert.pem();
+                    let key_pem = certified.key_pair.serialize_pem();
+                    let redis = Redis::start_tls(&ca_pem, &key_pem).expect("Redis with TLS starts");
+                    RedisServers::Tls { redis, ca_pem }
+                }
             };
             (postgres, redis)
         })
@@ -115,6 +141,10 @@ impl Cluster {
         settings.cluster.postgres = Some(self.database.clone());
         match &self.redis {
             RedisServers::One(redis) => settings.cluster.redis = vec![redis.url()],
+            RedisServers::Tls { redis, ca_pem } => {
+                settings.cluster.redis = vec![redis.url()];
+                settings.cluster.redis_ca_pem = Some(ca_pem.clone().into_bytes());
+            }
             RedisServers::Cluster(cluster) => {
                 settings.cluster.redis = cluster.urls();
                 settings.cluster.redis_cluster = true;
@@ -126,7 +156,7 @@ impl Cluster {
     /// The cluster's Redis server, to stop or restart in a fault test (not on a Redis Cluster).
     pub fn redis(&mut self) -> &mut Redis {
         match &mut self.redis {
-            RedisServers::One(redis) => redis,
+            RedisServers::One(redis) | RedisServers::Tls { redis, .. } => redis,
             RedisServers::Cluster(_) => panic!("a single Redis server was not started"),
         }
     }

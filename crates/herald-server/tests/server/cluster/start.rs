@@ -1,6 +1,7 @@
 //! Starting and stopping a cluster node: a clear error when PostgreSQL or Redis cannot be
 //! reached or a secret every node must share is missing; a node started after the others serves
-//! the same channels at once; a node serves and stops while Redis is away.
+//! the same channels at once; a node serves and stops while Redis is away; nodes reach a TLS
+//! Redis (`rediss://`) when given its CA, and refuse to start without it.
 
 use herald_server::{Server, ServerError};
 use serde_json::json;
@@ -123,5 +124,33 @@ async fn while_redis_is_away_a_node_publishes_answers_channel_info_and_shuts_dow
     );
     // Shutdown does not wait for Redis to come back (stop_node is bounded).
     cluster.stop_node(0).await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_nodes_over_a_tls_redis_fan_out_and_a_node_without_its_ca_does_not_start() {
+    let cluster = Cluster::start_over_tls_redis(2).await;
+    let mut on_b = cluster.ws(1, &["tls"]).await;
+    on_b.subscribe("tls", None).await;
+    // Both nodes started, so both bus connections passed the TLS handshake. B follows the
+    // channel on Redis shortly after the subscribe (a publish before that reaches it from the
+    // store): either way every message must arrive, in order.
+    for i in 1..=3 {
+        cluster.publish(0, "tls", json!(i)).await;
+    }
+    assert_eq!(on_b.message_seqs(3).await, [1, 2, 3]);
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut settings = cluster.settings(dir.path());
+    assert!(settings.cluster.redis[0].starts_with("rediss://"));
+    settings.cluster.redis_ca_pem = None;
+    match bounded("start", Server::builder(settings).start()).await {
+        Err(e @ ServerError::Bus(_)) => {
+            let shown = e.to_string();
+            assert!(shown.contains("certificate did not verify"), "{shown}");
+        }
+        Err(e) => panic!("unexpected error: {e}"),
+        Ok(_) => panic!("started trusting a certificate no root signs"),
+    }
     cluster.shutdown().await;
 }
