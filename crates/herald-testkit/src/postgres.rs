@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-use crate::process::{free_port, run, stop, tail};
+use crate::process::{free_port, output, run, stop, tail};
 use crate::TestkitError;
 
 /// The role every test connects as (trust authentication, a superuser).
@@ -132,30 +132,20 @@ impl Postgres {
     /// Runs `sql` in `database` with `psql` and answers its output (unaligned, no headers).
     pub fn psql(&self, database: &str, sql: &str) -> Result<String, TestkitError> {
         let shown = format!("psql -c {sql:?}");
-        let out = Command::new(self.bin.join("psql"))
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-U",
-                USER,
-                "-At",
-                "-v",
-                "ON_ERROR_STOP=1",
-                "-p",
-            ])
-            .arg(self.port.to_string())
-            .args(["-d", database, "-c", sql])
-            .stdin(Stdio::null())
-            .output()
-            .map_err(TestkitError::io(format!("running {shown}")))?;
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-        } else {
-            Err(TestkitError::Command {
-                command: shown,
-                detail: String::from_utf8_lossy(&out.stderr).into_owned(),
-            })
-        }
+        let mut psql = Command::new(self.bin.join("psql"));
+        psql.args([
+            "-h",
+            "127.0.0.1",
+            "-U",
+            USER,
+            "-At",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-p",
+        ])
+        .arg(self.port.to_string())
+        .args(["-d", database, "-c", sql]);
+        output(&mut psql, shown)
     }
 
     /// Stops the server with a fast shutdown (clients are disconnected, nothing committed is

@@ -77,12 +77,18 @@ pub(crate) fn stop(child: &mut Child, signal: &str, grace: Duration) {
 /// Runs `command` to the end; an error with its output if it fails.
 pub(crate) fn run(command: &mut Command) -> Result<(), TestkitError> {
     let shown = format!("{command:?}");
+    output(command, shown).map(drop)
+}
+
+/// Runs `command` (called `shown` in an error) to the end and answers its standard output,
+/// trimmed; an error with its status and output if it fails.
+pub(crate) fn output(command: &mut Command, shown: String) -> Result<String, TestkitError> {
     let out = command
         .stdin(Stdio::null())
         .output()
         .map_err(TestkitError::io(format!("running {shown}")))?;
     if out.status.success() {
-        Ok(())
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     } else {
         Err(TestkitError::Command {
             command: shown,

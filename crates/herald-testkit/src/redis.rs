@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-use crate::process::{free_port, run, stop, wait_listening};
+use crate::process::{free_port, output, run, stop, wait_listening};
 use crate::TestkitError;
 
 /// A running Redis server; stopped when dropped.
@@ -105,19 +105,7 @@ impl Redis {
                 .args(["--tls", "--sni", "localhost", "--cacert"])
                 .arg(self.dir.path().join(CERT_FILE));
         }
-        let out = command
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .map_err(TestkitError::io(format!("running {shown}")))?;
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-        } else {
-            Err(TestkitError::Command {
-                command: shown,
-                detail: String::from_utf8_lossy(&out.stderr).into_owned(),
-            })
-        }
+        output(command.args(args), shown)
     }
 
     /// Stops the server (SIGTERM). [`Redis::restart`] starts it again.
