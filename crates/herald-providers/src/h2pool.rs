@@ -106,8 +106,6 @@ struct Inner {
     slots: Vec<Slot>,
     /// Slots in use (from 1 up to `slots.len()`): requests go round-robin over these.
     open: AtomicUsize,
-    /// Requests sent and not yet answered.
-    in_flight: AtomicUsize,
     /// Streams the server allows per connection, as the last connection made was told (1,000,
     /// what APNs allows, until a server says otherwise).
     streams_per_connection: AtomicUsize,
@@ -137,7 +135,6 @@ impl H2Pool {
                 tls: TlsConnector::from(tls),
                 slots: (0..connections.max(1)).map(|_| Slot::default()).collect(),
                 open: AtomicUsize::new(1),
-                in_flight: AtomicUsize::new(0),
                 streams_per_connection: AtomicUsize::new(DEFAULT_STREAMS),
                 next: AtomicUsize::new(0),
                 connections_made: AtomicU64::new(0),
@@ -155,8 +152,8 @@ impl H2Pool {
         again: impl Fn() -> Request<()>,
         body: Bytes,
     ) -> Result<(Response<()>, Bytes), H2Error> {
-        let in_flight = InFlight::enter(&self.inner);
-        let slot = self.inner.least_busy(self.inner.open_for(in_flight.0));
+        let in_flight = self.inner.in_flight() + 1;
+        let slot = self.inner.least_busy(self.inner.open_for(in_flight));
         let _on_slot = SlotInFlight::enter(&self.inner.slots[slot]);
         let mut attempt = 1;
         let mut request = Some(request);
@@ -300,6 +297,14 @@ impl Inner {
 }
 
 impl Inner {
+    /// Requests sent and not yet answered, on every slot.
+    fn in_flight(&self) -> usize {
+        self.slots
+            .iter()
+            .map(|slot| slot.in_flight.load(Ordering::Relaxed))
+            .sum()
+    }
+
     /// The open slot with the fewest requests in flight (ties go round-robin).
     fn least_busy(&self, open: usize) -> usize {
         let start = self.next.fetch_add(1, Ordering::Relaxed);
@@ -323,21 +328,6 @@ impl<'a> SlotInFlight<'a> {
 impl Drop for SlotInFlight<'_> {
     fn drop(&mut self) {
         self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// A request in flight, counted until dropped.
-struct InFlight<'a>(usize, &'a Inner);
-
-impl<'a> InFlight<'a> {
-    fn enter(inner: &'a Inner) -> InFlight<'a> {
-        InFlight(inner.in_flight.fetch_add(1, Ordering::Relaxed) + 1, inner)
-    }
-}
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        self.1.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
