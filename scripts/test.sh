@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what Herald's tests need and runs every test: Rust (unit, property and integration
 # tests that start the real server, and tests against real PostgreSQL and Redis servers they
-# start themselves), lints, and the browser tests in headless Chromium.
+# start themselves), lints, the browser tests in headless Chromium, and each client SDK's suite
+# (sdks/*/test.sh) against the real server.
 # Usage: scripts/test.sh        (CI runs exactly this through .ci/run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,5 +51,15 @@ if [ -d tests/browser ]; then
   [ -x target/debug/herald ] || cargo build -p herald
   (cd tests/browser && HERALD_BIN="$PWD/../../target/debug/herald" node --test)
 fi
+
+# Each client SDK installs what its own suite needs (npm packages, a Python virtual environment,
+# Maven dependencies) and runs it against the binary the Rust tests built.
+[ -x target/debug/herald ] || cargo build -p herald
+for sdk in typescript python java; do
+  if [ -x "sdks/$sdk/test.sh" ]; then
+    step "SDK: $sdk"
+    HERALD_BIN="$PWD/target/debug/herald" "sdks/$sdk/test.sh"
+  fi
+done
 
 step "all tests passed"
