@@ -8,6 +8,7 @@ mod cli;
 mod client;
 mod cluster;
 mod durability;
+mod grafana;
 mod meteor;
 mod providers;
 mod push;
