@@ -24,6 +24,23 @@ pub enum ServerError {
         #[source]
         source: std::io::Error,
     },
+    /// Another server holds the data directory.
+    #[error("the data directory {} is in use by another herald server{}: stop that one first, or give this one its own --data", path.display(), holder.map(|pid| format!(" (process {pid})")).unwrap_or_default())]
+    DataDirInUse {
+        /// The data directory.
+        path: PathBuf,
+        /// The process id the lock file names, if it could be read.
+        holder: Option<u32>,
+    },
+    /// The data directory's lock file could not be opened or locked.
+    #[error("cannot lock the data directory with {}", path.display())]
+    DataDirLock {
+        /// The lock file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// The fan-out thread could not be started.
     #[error("cannot start the fan-out thread")]
     FanOut(#[source] std::io::Error),

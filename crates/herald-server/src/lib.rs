@@ -12,10 +12,11 @@
 //! Modules: [`settings`] (what a server starts with), `server` (start and shutdown), `node`
 //! (opening the store and the bus together), `wiring` (building the parts and joining them), `listener` (the HTTP accept loop), `meteor` (the
 //! Meteor ports), `metrics` (the process's recorder), `usage_writer`, `secrets` (the generated
-//! token secret) and [`error`].
+//! token secret), `data_dir` (the data directory's lock) and [`error`].
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod data_dir;
 pub mod error;
 mod listener;
 mod meteor;
@@ -27,6 +28,7 @@ pub mod settings;
 mod usage_writer;
 mod wiring;
 
+pub use data_dir::{lock_file, LOCK_FILE};
 pub use error::ServerError;
 pub use node::migrate_postgres;
 pub use secrets::{read_secret_file, CREDENTIALS_KEY_FILE, TOKEN_SECRET_FILE};

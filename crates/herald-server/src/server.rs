@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::data_dir::DataDirLock;
 use crate::error::ServerError;
 use crate::meteor::MeteorListeners;
 use crate::settings::ServerSettings;
@@ -71,10 +72,16 @@ impl ServerBuilder {
             None => crate::metrics::recorder()?,
         };
         let shutdown = shutdown.map(|t| t.child_token()).unwrap_or_default();
+        // One node's data directory belongs to one server at a time; a cluster node keeps
+        // nothing there (its secrets are configured, its store is PostgreSQL).
+        let lock = match settings.cluster.shared_store() {
+            true => None,
+            false => Some(DataDirLock::acquire(&settings.data)?),
+        };
         let (engine, bus, store) = Parts::open_store(&settings).await?;
         let opened = Parts::load(&settings, engine, bus.clone(), store.clone()).await;
         let started = match opened {
-            Ok(parts) => assemble(settings, parts, metrics, &shutdown).await,
+            Ok(parts) => assemble(settings, parts, metrics, lock, &shutdown).await,
             Err(e) => Err(e),
         };
         if started.is_err() {
@@ -92,6 +99,7 @@ async fn assemble(
     settings: ServerSettings,
     parts: Parts,
     metrics: PrometheusHandle,
+    lock: Option<DataDirLock>,
     shutdown: &CancellationToken,
 ) -> Result<RunningServer, ServerError> {
     let edge = parts.edge(&settings, shutdown);
@@ -134,7 +142,7 @@ async fn assemble(
         bus = if settings.cluster.redis.is_empty() { "local" } else { "redis" },
         "herald is serving"
     );
-    let finished = tokio::spawn(run(
+    let serving = run(
         http,
         router,
         edge,
@@ -142,7 +150,13 @@ async fn assemble(
         background,
         shutdown.clone(),
         settings.shutdown_grace,
-    ));
+    );
+    let finished = tokio::spawn(async move {
+        serving.await;
+        // Released only once the store is closed: a server started next on the directory
+        // finds every file finished.
+        drop(lock);
+    });
     Ok(RunningServer {
         addresses,
         generated_api_key,

@@ -148,3 +148,75 @@ mod parking_lot_free {
         }
     }
 }
+
+/// A second `herald serve` on a data directory in use refuses to start, says which process holds
+/// it and changes nothing there; the first keeps serving. After a kill -9 the directory is free
+/// again (the kernel drops the lock with the process).
+#[tokio::test]
+async fn a_second_server_on_the_same_data_directory_refuses_to_start() {
+    let mut server = Server::start().await;
+    server.publish("guarded", json!(1)).await;
+    let before: BTreeMap<String, Vec<u8>> = files(&server.data);
+    let second = tokio::task::spawn_blocking({
+        let data = server.data.clone();
+        move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+                .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+                .arg(&data)
+                .env_remove("HERALD_CONFIG")
+                .env_remove("HERALD_TOKEN_SECRET")
+                .env_remove("HERALD_API_KEY")
+                .output()
+                .expect("run herald")
+        }
+    });
+    let out = tokio::time::timeout(std::time::Duration::from_secs(30), second)
+        .await
+        .expect("the second server did not exit")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("is in use by another herald server")
+            && stderr.contains(&format!("(process {})", server.pid())),
+        "{stderr}"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "the refused server printed {:?}",
+        out.stdout
+    );
+    let after = files(&server.data);
+    assert_eq!(
+        before.keys().collect::<Vec<_>>(),
+        after.keys().collect::<Vec<_>>(),
+        "the refused server created or removed files"
+    );
+    assert_eq!(before.get("token-secret"), after.get("token-secret"));
+    server.publish("guarded", json!(2)).await;
+    server.restart().await;
+    let seqs: Vec<u64> = history(&server, "guarded")
+        .await
+        .iter()
+        .map(|m| m["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, [1, 2]);
+}
+
+/// The data directory's files (not the database's, which change as the server runs) by name.
+fn files(dir: &std::path::Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().unwrap().is_file())
+        .map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let bytes = if name.starts_with("herald.db") {
+                Vec::new()
+            } else {
+                std::fs::read(e.path()).unwrap()
+            };
+            (name, bytes)
+        })
+        .collect()
+}

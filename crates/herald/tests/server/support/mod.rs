@@ -220,6 +220,11 @@ impl Server {
     }
 
     /// `kill -9` and wait.
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
     pub fn kill9(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
