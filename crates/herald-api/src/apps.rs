@@ -350,16 +350,8 @@ pub async fn mint_token(
             .into());
         }
     }
-    if let Some(bad) = req
-        .channels
-        .iter()
-        .chain(&req.publish)
-        .find(|p| p.is_empty() || p.len() > herald_core::name::MAX_CHANNEL_NAME_LEN)
-    {
-        return Err(HeraldError::bad_request(format!(
-            "channel pattern {bad:?} must be 1 to 255 bytes"
-        ))
-        .into());
+    for pattern in req.channels.iter().chain(&req.publish) {
+        herald_core::pattern::check_pattern(pattern)?;
     }
     let exp = (now_millis() / 1000) as u64 + ttl;
     let claims = ClientClaims {

@@ -6,6 +6,8 @@
 //! `*` inside a segment matches any run of characters within that segment (`prices/EUR*`).
 //! A lone `**` matches every channel. Anything else matches literally.
 
+pub use herald_proto::token::check_pattern;
+
 /// A channel pattern. Kept as the one string it was written as (one allocation per pattern, as
 /// every connection carries its token's patterns) and matched segment by segment.
 #[derive(Debug, Clone, PartialEq, Eq)]

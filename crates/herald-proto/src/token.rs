@@ -1,9 +1,12 @@
 //! Client tokens as the contract defines them: the claims (`sub`, `exp`, `channels`, `publish`,
 //! `device`) and minting, HS256 over the app's token secret, with the app id as the header's
-//! `kid` for every app but `default`. Verifying belongs to the server (`herald-core`'s auth).
+//! `kid` for every app but `default`, and the grammars of the claims a minter checks (device
+//! ids, channel patterns). Verifying belongs to the server (`herald-core`'s auth).
 
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde::{Deserialize, Serialize};
+
+use crate::error::{ErrorCode, HeraldError};
 
 /// Claims of a client token. Every claim is optional; empty ones are left out of the token.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -23,6 +26,69 @@ pub struct ClientClaims {
     /// The device this token is for: a device token receives that device's inbox.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<String>,
+}
+
+/// Longest device id, in bytes.
+pub const MAX_DEVICE_ID_LEN: usize = 64;
+
+/// Longest channel pattern, in bytes (as long as the longest channel name).
+pub const MAX_PATTERN_LEN: usize = 255;
+
+/// Checks a device id: 1 to 64 bytes of `A-Z a-z 0-9 _ - . :` (`device_invalid` otherwise).
+pub fn check_device_id(id: &str) -> Result<(), HeraldError> {
+    let ok = !id.is_empty()
+        && id.len() <= MAX_DEVICE_ID_LEN
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'));
+    if ok {
+        Ok(())
+    } else {
+        Err(HeraldError::new(
+            ErrorCode::DeviceInvalid,
+            format!(
+                "invalid device id {:?}: use 1 to {MAX_DEVICE_ID_LEN} of A-Z a-z 0-9 _ - . :",
+                id.chars().take(80).collect::<String>()
+            ),
+        ))
+    }
+}
+
+/// Checks that a channel pattern can match channel names: 1 to 255 bytes of the channel-name
+/// characters (`A-Z a-z 0-9 _ - . : @ = /`) and `*`, and no empty segment (`bad_request`
+/// otherwise). Matching never needs this (any string matches literally); minting a token does,
+/// so a mistyped pattern is refused instead of silently matching nothing.
+pub fn check_pattern(pattern: &str) -> Result<(), HeraldError> {
+    let why = if pattern.is_empty() || pattern.len() > MAX_PATTERN_LEN {
+        Some("it must be 1 to 255 bytes")
+    } else if !pattern.bytes().all(|b| {
+        b.is_ascii_alphanumeric()
+            || matches!(b, b'_' | b'-' | b'.' | b':' | b'@' | b'=' | b'/' | b'*')
+    }) {
+        Some("only A-Z a-z 0-9, _ - . : @ = / and * are allowed")
+    } else if pattern.split('/').any(str::is_empty) {
+        Some("a '/' may not start or end it or follow another '/'")
+    } else {
+        None
+    };
+    match why {
+        None => Ok(()),
+        Some(why) => Err(HeraldError::bad_request(format!(
+            "invalid channel pattern {:?}: {why}",
+            pattern.chars().take(64).collect::<String>()
+        ))),
+    }
+}
+
+/// The checks a minter makes before signing: every pattern and the device id.
+pub fn check_claims(claims: &ClientClaims) -> Result<(), HeraldError> {
+    for pattern in claims.channels.iter().chain(&claims.publish) {
+        check_pattern(pattern)?;
+    }
+    if let Some(device) = &claims.device {
+        check_device_id(device)?;
+    }
+    Ok(())
 }
 
 /// The app id that needs no `kid` in a token's header.
@@ -59,5 +125,33 @@ mod tests {
         let header = mint_for_app(b"s", "shop", &claims);
         let header = header.split('.').next().unwrap();
         assert_ne!(header, mint(b"s", &claims).split('.').next().unwrap());
+    }
+
+    #[test]
+    fn patterns_a_token_may_carry() {
+        for good in [
+            "news",
+            "chat/*",
+            "chat/**",
+            "**",
+            "prices/EUR*",
+            "a/*/c",
+            "a/**/b",
+            "u:42/@x",
+        ] {
+            assert!(check_pattern(good).is_ok(), "{good}");
+        }
+        for (bad, why) in [
+            ("", "1 to 255 bytes"),
+            ("news room", "are allowed"),
+            ("chat/", "may not start or end"),
+            ("/chat", "may not start or end"),
+            ("a//b", "may not start or end"),
+            ("$device", "are allowed"),
+        ] {
+            let e = check_pattern(bad).unwrap_err();
+            assert!(e.message.contains(why), "{bad}: {}", e.message);
+        }
+        assert!(check_pattern(&"a".repeat(256)).is_err());
     }
 }

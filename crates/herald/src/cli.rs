@@ -1,6 +1,7 @@
 //! The command line: one subcommand per file under `cli/`, parsed with clap. Errors are printed
 //! as `error: ...`; invalid configuration exits with code 2, other failures with 1.
 
+mod args;
 mod config_check;
 mod jobs;
 mod migrate;

@@ -25,7 +25,7 @@ The key is a publisher key of the app whose jobs these are (HERALD_API_KEY).";
 #[derive(Debug, Args)]
 pub struct Connection {
     /// Server URL
-    #[arg(long, env = "HERALD_URL", default_value = DEFAULT_URL, value_name = "URL")]
+    #[arg(long, env = "HERALD_URL", default_value = DEFAULT_URL, value_name = "URL", value_parser = super::args::server_url)]
     pub url: String,
     /// A publisher key of the app
     #[arg(

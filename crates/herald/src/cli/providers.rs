@@ -36,7 +36,7 @@ pub struct Connection {
     #[arg(long, default_value = "default", value_name = "ID")]
     pub app: String,
     /// Server URL
-    #[arg(long, env = "HERALD_URL", default_value = DEFAULT_URL, value_name = "URL")]
+    #[arg(long, env = "HERALD_URL", default_value = DEFAULT_URL, value_name = "URL", value_parser = super::args::server_url)]
     pub url: String,
     /// A publisher key of the app, or the admin key
     #[arg(

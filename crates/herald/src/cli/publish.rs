@@ -12,13 +12,13 @@ use serde_json::Value;
 pub const EXAMPLES: &str = "\
 Examples:
   herald publish news '{\"title\":\"hello\"}'
-  herald publish chat/room-42 'plain text becomes a JSON string'
+  herald publish chat/room-42 --string 'plain text, sent as a JSON string'
   herald publish prices/EURUSD 1.0842 --id tick-0001
   echo '{\"big\":true}' | herald publish news -
   HERALD_URL=http://push.internal:7070 HERALD_API_KEY=hk_... herald publish news '\"hi\"'
 
-DATA is sent as JSON if it parses as JSON, otherwise as a JSON string (--string forces that).
-Prints the server's JSON response; on an error response prints its message to stderr and
+DATA must be JSON (a mistyped object is refused, not sent as a string); --string sends DATA
+as a JSON string. Exits with 2 if DATA is not JSON. Prints the server's JSON response; on an error response prints its message to stderr and
 exits with 1.";
 
 /// Flags of `herald publish`.
@@ -26,16 +26,16 @@ exits with 1.";
 pub struct PublishArgs {
     /// Channel to publish to
     pub channel: String,
-    /// Message data: JSON, or any text (sent as a JSON string); `-` reads stdin
+    /// Message data as JSON (with --string: any text); `-` reads stdin
     pub data: String,
     /// Idempotency key: publishing the same key twice stores the message once
     #[arg(long, value_name = "KEY")]
     pub id: Option<String>,
-    /// Send DATA as a JSON string even if it parses as JSON
+    /// Send DATA as a JSON string (any text) instead of parsing it as JSON
     #[arg(long)]
     pub string: bool,
     /// Server URL
-    #[arg(long, env = "HERALD_URL", default_value = DEFAULT_URL, value_name = "URL")]
+    #[arg(long, env = "HERALD_URL", default_value = DEFAULT_URL, value_name = "URL", value_parser = super::args::server_url)]
     pub url: String,
     /// Publisher API key
     #[arg(
@@ -59,9 +59,16 @@ pub async fn run(args: PublishArgs) -> anyhow::Result<ExitCode> {
     } else {
         args.data
     };
+    let data = match super::args::data(&text, args.string) {
+        Ok(data) => data,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
     let publisher = Publisher::new(&args.url, args.api_key.as_deref());
     let path = format!("/v1/channels/{}/messages", encode_path(&args.channel));
-    let body = serde_json::json!({ "data": data_from_arg(&text, args.string) });
+    let body = serde_json::json!({ "data": data });
     let answer = publisher
         .send(
             reqwest::Method::POST,
@@ -71,14 +78,6 @@ pub async fn run(args: PublishArgs) -> anyhow::Result<ExitCode> {
         )
         .await;
     report(&publisher, &path, answer)
-}
-
-/// DATA as the user typed it: JSON if it parses, otherwise a JSON string.
-pub fn data_from_arg(text: &str, force_string: bool) -> Value {
-    if force_string {
-        return Value::String(text.to_owned());
-    }
-    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
 }
 
 /// Prints a publisher API answer to `path`: the body on success (JSON when it parses, else as a
@@ -114,21 +113,5 @@ pub fn report(
             Err(anyhow::Error::new(source).context(format!("cannot reach {url}")))
         }
         Err(e) => Err(e.into()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn data_is_json_or_a_string() {
-        assert_eq!(data_from_arg(r#"{"a":1}"#, false)["a"], 1);
-        assert_eq!(data_from_arg("42", false), Value::from(42));
-        assert_eq!(
-            data_from_arg("hello world", false),
-            Value::from("hello world")
-        );
-        assert_eq!(data_from_arg("42", true), Value::from("42"));
     }
 }

@@ -8,25 +8,27 @@ use serde_json::{json, Map, Value};
 use herald_client::api::Publisher;
 use herald_client::url::DEFAULT_URL;
 
-use super::publish::data_from_arg;
-
 pub const EXAMPLES: &str = "\
 Examples:
   herald push --device phone-1 '{\"order\":42}'
   herald push --user alice --title 'Your order shipped' --body 'Arriving Tuesday'
   herald push --tags 'sports AND (uk OR ie) AND NOT muted' '{\"score\":\"2-1\"}' --collapse-key score
-  herald push --all 'maintenance at 22:00' --ttl 3600 --id maint-2026-11-22
+  herald push --all --string 'maintenance at 22:00' --ttl 1h --id maint-2026-11-22
   herald push --user alice --title 'Sale' --delivery auto --ack-window 3
 
-Exactly one of --device, --user, --tags, --all. DATA is JSON if it parses, else a JSON string.
+Exactly one of --device, --user, --tags, --all. DATA must be JSON (--string sends it as a
+JSON string); exits with 2 if it is not. --ttl and --ack-window take seconds or a unit.
 Prints the server's answer ({\"id\":...,\"targeted\":...}); follow it with GET /v1/push/{id}.";
 
 /// Flags of `herald push`.
 #[derive(Debug, clap::Args)]
 #[command(group(clap::ArgGroup::new("target").required(true).args(["device", "user", "tags", "all"])))]
 pub struct PushArgs {
-    /// Message data: JSON, or any text (sent as a JSON string)
+    /// Message data as JSON (with --string: any text)
     pub data: Option<String>,
+    /// Send DATA as a JSON string (any text) instead of parsing it as JSON
+    #[arg(long, requires = "data")]
+    pub string: bool,
     /// Push to one device
     #[arg(long, value_name = "ID")]
     pub device: Option<String>,
@@ -45,8 +47,9 @@ pub struct PushArgs {
     /// Notification body
     #[arg(long)]
     pub body: Option<String>,
-    /// Seconds the push stays deliverable (default: the server's maximum, 28 days)
-    #[arg(long, value_name = "SECS")]
+    /// How long the push stays deliverable: seconds, or 90s, 15m, 1h, 7d (default: the
+    /// server's maximum, 28 days)
+    #[arg(long, value_name = "DURATION", value_parser = super::args::whole_seconds)]
     pub ttl: Option<u64>,
     /// A later push with the same key replaces this one if it is still undelivered
     #[arg(long, value_name = "KEY")]
@@ -58,11 +61,12 @@ pub struct PushArgs {
     /// provider if not acknowledged in time); default auto with --title/--body, else live
     #[arg(long, value_parser = ["live", "provider", "auto"])]
     pub delivery: Option<String>,
-    /// Seconds an auto push waits for a connected device's ack before its provider push
-    #[arg(long, value_name = "SECS")]
+    /// How long an auto push waits for a connected device's ack before its provider push:
+    /// seconds (2.5) or 500ms, 3s
+    #[arg(long, value_name = "DURATION", value_parser = super::args::seconds)]
     pub ack_window: Option<f64>,
     /// Server URL
-    #[arg(long, env = "HERALD_URL", default_value = DEFAULT_URL, value_name = "URL")]
+    #[arg(long, env = "HERALD_URL", default_value = DEFAULT_URL, value_name = "URL", value_parser = super::args::server_url)]
     pub url: String,
     /// Publisher API key
     #[arg(
@@ -74,8 +78,8 @@ pub struct PushArgs {
     pub api_key: Option<String>,
 }
 
-/// The `POST /v1/push` body the flags describe.
-fn body(args: &PushArgs) -> Value {
+/// The `POST /v1/push` body the flags describe, or why DATA is not JSON.
+fn body(args: &PushArgs) -> Result<Value, String> {
     let target = match (&args.device, &args.user, &args.tags) {
         (Some(d), _, _) => json!({ "device": d }),
         (_, Some(u), _) => json!({ "user": u }),
@@ -85,7 +89,7 @@ fn body(args: &PushArgs) -> Value {
     let mut body = Map::new();
     body.insert("target".into(), target);
     if let Some(data) = &args.data {
-        body.insert("data".into(), data_from_arg(data, false));
+        body.insert("data".into(), super::args::data(data, args.string)?);
     }
     let mut notification = Map::new();
     if let Some(t) = &args.title {
@@ -109,17 +113,24 @@ fn body(args: &PushArgs) -> Value {
     if let Some(w) = args.ack_window {
         body.insert("ack_window".into(), json!(w));
     }
-    Value::Object(body)
+    Ok(Value::Object(body))
 }
 
 /// Sends the push and prints the answer.
 pub async fn run(args: PushArgs) -> anyhow::Result<ExitCode> {
+    let body = match body(&args) {
+        Ok(body) => body,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
     let publisher = Publisher::new(&args.url, args.api_key.as_deref());
     let answer = publisher
         .send(
             reqwest::Method::POST,
             "/v1/push",
-            Some(&body(&args)),
+            Some(&body),
             args.id.as_deref(),
         )
         .await;

@@ -2,15 +2,20 @@
 //! WebSocket with `herald-client`, sends `connect` (when there is a token) and one `subscribe`
 //! per channel, then prints every pushed message as one JSON line on stdout; replies and errors
 //! go to stderr, and an error reply to `connect` or `subscribe` ends the run with code 1.
+//!
+//! It keeps each channel's cursor (epoch and seq of the last message printed), so when the
+//! connection is lost or the server shuts down or restarts it reconnects with backoff and
+//! resubscribes from those cursors: every message is printed once, in order. A resume the
+//! server could not make exactly (`recovered: false` for a cursor it was sent) is a warning
+//! on stderr naming what may be missing.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Context;
 use herald_client::proto::command::{self, ClientFrame, Command};
-use herald_client::proto::reply::{ServerBody, ServerFrame};
+use herald_client::proto::reply::{ServerBody, ServerFrame, SubscribeReply};
 use herald_client::url::{ws_url, DEFAULT_URL};
 use herald_client::ws::WsClient;
 
@@ -23,9 +28,13 @@ Examples:
   herald subscribe news --count 1 --timeout 10s | jq .data
 
 Each message is printed on stdout as one JSON line ({\"channel\",\"seq\",\"id\",\"time\",\"data\"});
-replies and errors go to stderr. Exit codes: 0 after Ctrl-C, --count messages or --timeout;
-1 if the server rejects the token or a subscription or closes the connection; 124 if
---timeout passes before --count messages arrived.";
+replies and errors go to stderr. When the connection drops or the server shuts down or
+restarts, it reconnects (backoff up to 5 s) and resumes each channel after the last message
+printed, so nothing is printed twice or skipped; a resume the server cannot make exactly is a
+warning on stderr. Exit codes: 0 after Ctrl-C, --count messages or --timeout; 1 if the first
+connection fails, or the server rejects the token or a subscription, or disconnects for a
+reason a reconnect cannot fix (an expired token), or the connection is lost with
+--no-reconnect; 124 if --timeout passes before --count messages arrived.";
 
 /// Flags of `herald subscribe`.
 #[derive(Debug, clap::Args)]
@@ -57,8 +66,11 @@ pub struct SubscribeArgs {
     )]
     pub token: Option<String>,
     /// Server URL
-    #[arg(long, env = "HERALD_URL", default_value = DEFAULT_URL, value_name = "URL")]
+    #[arg(long, env = "HERALD_URL", default_value = DEFAULT_URL, value_name = "URL", value_parser = super::args::server_url)]
     pub url: String,
+    /// Exit with 1 when the connection is lost instead of reconnecting and resuming
+    #[arg(long)]
+    pub no_reconnect: bool,
 }
 
 /// Subscribes until a stop condition.
@@ -73,6 +85,7 @@ pub async fn run(args: SubscribeArgs) -> anyhow::Result<ExitCode> {
         count: args.count,
         timeout: args.timeout,
         ping_every: Duration::from_secs(25),
+        reconnect: !args.no_reconnect,
     };
     subscribe(&opts).await
 }
@@ -98,13 +111,43 @@ pub struct SubscribeOptions {
     pub timeout: Option<Duration>,
     /// How often to send `ping`.
     pub ping_every: Duration,
+    /// Reconnect and resume when the connection is lost (else exit 1).
+    pub reconnect: bool,
 }
 
 /// Exit code when `--timeout` passes before `--count` messages arrived.
 pub const TIMED_OUT: u8 = 124;
 
-/// The frames sent after the WebSocket opens, with what each request id was for.
-pub fn opening_frames(opts: &SubscribeOptions) -> (Vec<ClientFrame>, HashMap<u64, String>) {
+/// Where a channel's stream stands: the epoch and seq of the last message printed (or the
+/// subscribe reply's newest seq, before any message), or the user's `--since`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Position {
+    /// The epoch; `None` means the channel's current one (a `--since` without `--epoch`).
+    pub epoch: Option<String>,
+    /// The seq.
+    pub seq: u64,
+}
+
+/// Each channel's position, in the order the channels were named.
+pub fn initial_positions(opts: &SubscribeOptions) -> Vec<(String, Option<Position>)> {
+    opts.channels
+        .iter()
+        .map(|c| {
+            let at = opts.since.map(|seq| Position {
+                epoch: opts.epoch.clone(),
+                seq,
+            });
+            (c.clone(), at)
+        })
+        .collect()
+}
+
+/// The frames sent after the WebSocket opens, with what each request id was for: `connect`
+/// (with a token), then one `subscribe` per channel, resuming from its position if it has one.
+pub fn opening_frames(
+    opts: &SubscribeOptions,
+    positions: &[(String, Option<Position>)],
+) -> (Vec<ClientFrame>, HashMap<u64, String>) {
     let mut frames = Vec::new();
     let mut pending = HashMap::new();
     let mut id = 0;
@@ -118,17 +161,17 @@ pub fn opening_frames(opts: &SubscribeOptions) -> (Vec<ClientFrame>, HashMap<u64
         });
         pending.insert(id, "connect".to_owned());
     }
-    for channel in &opts.channels {
+    for (channel, at) in positions {
         id += 1;
         frames.push(ClientFrame {
             id: Some(id),
             command: Command::Subscribe(command::Subscribe {
                 channel: channel.clone(),
-                since: opts.since.map(|seq| command::Since {
-                    seq,
-                    epoch: opts.epoch.clone(),
+                since: at.as_ref().map(|p| command::Since {
+                    seq: p.seq,
+                    epoch: p.epoch.clone(),
                 }),
-                last: opts.last.then_some(true),
+                last: (opts.last && at.is_none()).then_some(true),
             }),
         });
         pending.insert(id, format!("subscribe to {channel:?}"));
@@ -143,24 +186,86 @@ pub enum Step {
     Continue,
     /// Stop with this exit code.
     Exit(u8),
+    /// The server ended the connection for a reason a reconnect fixes (`shutdown`,
+    /// `slow_consumer`): reconnect and resume.
+    Reconnect,
 }
 
-/// Handles one server text frame: messages to `out` (one JSON line, flushed), the rest to `err`.
+/// `disconnect` codes after which reconnecting and resuming is the documented remedy.
+const RESUMABLE_DISCONNECTS: [&str; 2] = ["shutdown", "slow_consumer"];
+
+/// Handles one server text frame: messages to `out` (one JSON line, flushed), the rest to `err`;
+/// keeps every channel's position for the next connection.
 pub struct FrameHandler {
     pending: HashMap<u64, String>,
     count: Option<u64>,
     /// Messages printed so far.
     pub received: u64,
+    /// Each channel's position, in the order named.
+    pub positions: Vec<(String, Option<Position>)>,
+    /// Channels whose subscribe on this connection named a position.
+    resuming: HashSet<String>,
 }
 
 impl FrameHandler {
-    /// A handler expecting replies to `pending` and stopping after `count` messages.
-    pub fn new(pending: HashMap<u64, String>, count: Option<u64>) -> Self {
+    /// A handler starting from `positions` and stopping after `count` messages.
+    pub fn new(positions: Vec<(String, Option<Position>)>, count: Option<u64>) -> Self {
         FrameHandler {
-            pending,
+            pending: HashMap::new(),
             count,
             received: 0,
+            positions,
+            resuming: HashSet::new(),
         }
+    }
+
+    /// The frames to send on a new connection, remembering what each request id is for.
+    pub fn opening(&mut self, opts: &SubscribeOptions) -> Vec<ClientFrame> {
+        let (frames, pending) = opening_frames(opts, &self.positions);
+        self.pending = pending;
+        self.resuming = self
+            .positions
+            .iter()
+            .filter(|(_, at)| at.is_some())
+            .map(|(c, _)| c.clone())
+            .collect();
+        frames
+    }
+
+    fn position_mut(&mut self, channel: &str) -> Option<&mut Option<Position>> {
+        self.positions
+            .iter_mut()
+            .find(|(c, _)| c == channel)
+            .map(|(_, at)| at)
+    }
+
+    /// Notes a subscribe reply: a plain subscribe starts from the reply's newest seq; a resume
+    /// the server could not make exactly is warned about, and continues from there too.
+    fn subscribed(&mut self, reply: &SubscribeReply<'_>, err: &mut impl Write) {
+        let resumed = self.resuming.remove(reply.channel.as_ref());
+        let Some(at) = self.position_mut(&reply.channel) else {
+            return;
+        };
+        if resumed && reply.recovered {
+            return;
+        }
+        if resumed {
+            if let Some(from) = at.as_ref() {
+                let epoch = from.epoch.as_deref().unwrap_or("current");
+                let _ = writeln!(
+                    err,
+                    "warning: could not resume {:?} exactly after seq {} (epoch {epoch}): the \
+                     channel is at seq {} of epoch {:?}; messages in between may be missing \
+                     (retention removed them, or the channel's log was reset); read them with \
+                     GET /v1/channels/{}/messages?since={}",
+                    reply.channel, from.seq, reply.seq, reply.epoch, reply.channel, from.seq,
+                );
+            }
+        }
+        *at = Some(Position {
+            epoch: Some(reply.epoch.to_string()),
+            seq: reply.seq,
+        });
     }
 
     /// Handles `text`; a write error on `out` (e.g. a closed pipe) ends the run quietly.
@@ -170,6 +275,12 @@ impl FrameHandler {
             return Step::Continue;
         };
         if let ServerBody::Message(message) = &frame.body {
+            if let Some(at) = self.position_mut(&message.channel) {
+                *at = Some(Position {
+                    epoch: Some(message.epoch.to_string()),
+                    seq: message.seq,
+                });
+            }
             if writeln!(out, "{}", json(message))
                 .and_then(|()| out.flush())
                 .is_err()
@@ -195,10 +306,15 @@ impl FrameHandler {
                     "disconnected by the server: {} ({})",
                     e.message, e.code
                 );
-                Step::Exit(1)
+                if RESUMABLE_DISCONNECTS.contains(&e.code.as_ref()) {
+                    Step::Reconnect
+                } else {
+                    Step::Exit(1)
+                }
             }
             ServerBody::Subscribe(reply) => {
                 let _ = writeln!(err, "subscribed: {}", json(reply));
+                self.subscribed(reply, err);
                 Step::Continue
             }
             ServerBody::Connect(reply) => {
@@ -219,17 +335,38 @@ fn json(body: &impl serde::Serialize) -> String {
     serde_json::to_string(body).unwrap_or_default()
 }
 
+/// How one connection ended.
+enum Ended {
+    /// Stop with this exit code.
+    Exit(u8),
+    /// The connection is gone (or the server said to come back): reconnect if allowed.
+    Lost(String),
+}
+
+/// Shortest and longest wait before a reconnect; the wait doubles per failed attempt, with
+/// full jitter.
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// The wait before reconnect attempt `attempt` (0-based): uniform in `[BACKOFF_MIN, cap]`,
+/// the cap doubling per attempt up to `BACKOFF_MAX`.
+fn backoff(attempt: u32) -> Duration {
+    let cap = BACKOFF_MIN
+        .saturating_mul(1u32 << attempt.min(10))
+        .min(BACKOFF_MAX);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let spread = cap.saturating_sub(BACKOFF_MIN);
+    BACKOFF_MIN + spread.mul_f64(f64::from(nanos % 1000) / 1000.0)
+}
+
 /// Connects, subscribes and prints messages until a stop condition; returns the exit code.
+/// A lost connection is reopened (with backoff) and every channel resumed from its position,
+/// unless `opts.reconnect` is off.
 pub async fn subscribe(opts: &SubscribeOptions) -> anyhow::Result<ExitCode> {
     let url = ws_url(&opts.url)?;
-    let mut ws = WsClient::open_url(&url)
-        .await
-        .map_err(|e| connect_error(&url, e))?;
-    let (frames, pending) = opening_frames(opts);
-    for frame in &frames {
-        ws.send(frame).await.context("sending to the server")?;
-    }
-    let mut handler = FrameHandler::new(pending, opts.count);
+    let mut handler = FrameHandler::new(initial_positions(opts), opts.count);
     let deadline = async {
         match opts.timeout {
             Some(t) => tokio::time::sleep(t).await,
@@ -237,46 +374,97 @@ pub async fn subscribe(opts: &SubscribeOptions) -> anyhow::Result<ExitCode> {
         }
     };
     tokio::pin!(deadline);
+    let timed_out = |handler: &FrameHandler| match opts.count {
+        Some(n) if handler.received < n => {
+            eprintln!("timed out: received {} of {n} messages", handler.received);
+            TIMED_OUT
+        }
+        _ => 0,
+    };
+    let mut connected_once = false;
+    let mut attempt = 0u32;
+    let code = loop {
+        let opened = tokio::select! {
+            opened = WsClient::open_url(&url) => opened,
+            _ = &mut deadline => break timed_out(&handler),
+            _ = tokio::signal::ctrl_c() => break 0,
+        };
+        let ended = match opened {
+            Ok(ws) => {
+                connected_once = true;
+                attempt = 0;
+                tokio::select! {
+                    ended = read(ws, opts, &mut handler) => ended?,
+                    _ = &mut deadline => break timed_out(&handler),
+                    _ = tokio::signal::ctrl_c() => break 0,
+                }
+            }
+            Err(e) if !connected_once => return Err(connect_error(&url, e)),
+            Err(e) => Ended::Lost(connect_error(&url, e).to_string()),
+        };
+        match ended {
+            Ended::Exit(code) => break code,
+            Ended::Lost(why) if !opts.reconnect => {
+                eprintln!("{why}");
+                break 1;
+            }
+            Ended::Lost(why) => {
+                let wait = backoff(attempt);
+                attempt = attempt.saturating_add(1);
+                eprintln!("{why}; reconnecting in {} ms", wait.as_millis());
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = &mut deadline => break timed_out(&handler),
+                    _ = tokio::signal::ctrl_c() => break 0,
+                }
+            }
+        }
+    };
+    Ok(ExitCode::from(code))
+}
+
+/// Subscribes on an open connection and prints until a stop condition or the connection ends.
+async fn read(
+    mut ws: WsClient,
+    opts: &SubscribeOptions,
+    handler: &mut FrameHandler,
+) -> anyhow::Result<Ended> {
+    let lost = |e: herald_client::Error| Ended::Lost(format!("connection lost: {e}"));
+    for frame in handler.opening(opts) {
+        if let Err(e) = ws.send(&frame).await {
+            return Ok(lost(e));
+        }
+    }
     let start = tokio::time::Instant::now() + opts.ping_every;
     let mut ping = tokio::time::interval_at(start, opts.ping_every);
     let (mut stdout, mut stderr) = (std::io::stdout(), std::io::stderr());
-    let code = loop {
+    let ended = loop {
         tokio::select! {
             frame = ws.next_frame() => match frame {
-                Ok(Some(frame)) => {
-                    if let Step::Exit(code) = handler.handle(frame.text(), &mut stdout, &mut stderr) {
-                        break code;
-                    }
-                }
+                Ok(Some(frame)) => match handler.handle(frame.text(), &mut stdout, &mut stderr) {
+                    Step::Continue => {}
+                    Step::Exit(code) => break Ended::Exit(code),
+                    Step::Reconnect => break Ended::Lost("the server ended the connection".into()),
+                },
                 Ok(None) | Err(herald_client::Error::Closed) => {
-                    match ws.closed() {
-                        Some(c) => eprintln!("connection closed by the server: {} ({})", c.reason, c.code),
-                        None => eprintln!("connection closed by the server"),
-                    }
-                    break 1;
+                    break Ended::Lost(match ws.closed() {
+                        Some(c) => format!("connection closed by the server: {} ({})", c.reason, c.code),
+                        None => "connection closed by the server".to_owned(),
+                    });
                 }
-                Err(herald_client::Error::WebSocket { source, .. }) => {
-                    anyhow::bail!("connection to {url} failed: {source}")
-                }
-                Err(e) => anyhow::bail!("connection to {url} failed: {e}"),
+                Err(e) => break lost(e),
             },
             _ = ping.tick() => {
-                ws.send_ping().await.context("sending ping")?;
+                if let Err(e) = ws.send_ping().await {
+                    break lost(e);
+                }
             }
-            _ = &mut deadline => {
-                break match opts.count {
-                    Some(n) if handler.received < n => {
-                        eprintln!("timed out: received {} of {n} messages", handler.received);
-                        TIMED_OUT
-                    }
-                    _ => 0,
-                };
-            }
-            _ = tokio::signal::ctrl_c() => break 0,
         }
     };
-    ws.close().await;
-    Ok(ExitCode::from(code))
+    if matches!(ended, Ended::Exit(_)) {
+        ws.close().await;
+    }
+    Ok(ended)
 }
 
 /// Explains a failed WebSocket handshake, using the server's JSON error when it sent one.
@@ -311,6 +499,7 @@ mod tests {
             count: Some(2),
             timeout: None,
             ping_every: Duration::from_secs(25),
+            reconnect: true,
         }
     }
 
@@ -318,9 +507,13 @@ mod tests {
         serde_json::to_value(frame).unwrap()
     }
 
+    fn text(buf: Vec<u8>) -> String {
+        String::from_utf8(buf).unwrap()
+    }
+
     #[test]
     fn opening_frames_follow_the_protocol() {
-        let (frames, pending) = opening_frames(&opts());
+        let (frames, pending) = opening_frames(&opts(), &initial_positions(&opts()));
         assert_eq!(json_of(&frames[0]), json!({"connect":{"token":"t"},"id":1}));
         assert_eq!(
             json_of(&frames[2]),
@@ -333,7 +526,7 @@ mod tests {
             last: true,
             ..opts()
         };
-        let (frames, _) = opening_frames(&anon);
+        let (frames, _) = opening_frames(&anon, &initial_positions(&anon));
         assert_eq!(
             json_of(&frames[0]),
             json!({"id":1,"subscribe":{"channel":"news","last":true}})
@@ -342,8 +535,8 @@ mod tests {
 
     #[test]
     fn messages_go_to_stdout_and_count_stops() {
-        let (_, pending) = opening_frames(&opts());
-        let mut h = FrameHandler::new(pending, Some(2));
+        let mut h = FrameHandler::new(initial_positions(&opts()), Some(2));
+        h.opening(&opts());
         let (mut out, mut err) = (Vec::new(), Vec::new());
         let sub =
             r#"{"id":2,"subscribe":{"channel":"news","seq":41,"epoch":"e","recovered":true}}"#;
@@ -357,26 +550,99 @@ mod tests {
             Step::Continue
         );
         assert_eq!(h.handle(&msg, &mut out, &mut err), Step::Exit(0));
-        let out = String::from_utf8(out).unwrap();
-        assert_eq!(out.lines().next(), Some(entry));
-        let err = String::from_utf8(err).unwrap();
+        assert_eq!(text(out).lines().next(), Some(entry));
         assert_eq!(
-            err.lines().next(),
+            text(err).lines().next(),
             Some(r#"subscribed: {"channel":"news","seq":41,"epoch":"e","recovered":true}"#)
         );
     }
 
     #[test]
     fn error_reply_to_subscribe_exits_1() {
-        let (_, pending) = opening_frames(&opts());
-        let mut h = FrameHandler::new(pending, None);
+        let mut h = FrameHandler::new(initial_positions(&opts()), None);
+        h.opening(&opts());
         let (mut out, mut err) = (Vec::new(), Vec::new());
         let e = r#"{"id":3,"error":{"code":"forbidden","message":"no"}}"#;
         assert_eq!(h.handle(e, &mut out, &mut err), Step::Exit(1));
-        let err = String::from_utf8(err).unwrap();
         assert!(
-            err.contains("subscribe to \"chat/1\" failed: no (forbidden)"),
+            text(err).contains("subscribe to \"chat/1\" failed: no (forbidden)"),
+            "subscribe error not reported"
+        );
+    }
+
+    #[test]
+    fn the_next_connection_resumes_after_the_last_message_printed() {
+        let plain = SubscribeOptions {
+            since: None,
+            token: None,
+            last: true,
+            ..opts()
+        };
+        let mut h = FrameHandler::new(initial_positions(&plain), None);
+        h.opening(&plain);
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        for frame in [
+            r#"{"id":1,"subscribe":{"channel":"news","seq":7,"epoch":"e1","recovered":false}}"#,
+            r#"{"id":2,"subscribe":{"channel":"chat/1","seq":0,"epoch":"","recovered":false}}"#,
+            r#"{"message":{"channel":"news","seq":8,"epoch":"e1","id":"a","time":1,"data":1}}"#,
+        ] {
+            assert_eq!(h.handle(frame, &mut out, &mut err), Step::Continue);
+        }
+        assert!(
+            !text(err).contains("warning"),
+            "a plain subscribe is not a resume"
+        );
+        let again = h.opening(&plain);
+        assert_eq!(
+            json_of(&again[0]),
+            json!({"id":1,"subscribe":{"channel":"news","since":{"seq":8,"epoch":"e1"}}})
+        );
+        assert_eq!(
+            json_of(&again[1]),
+            json!({"id":2,"subscribe":{"channel":"chat/1","since":{"seq":0,"epoch":""}}})
+        );
+    }
+
+    #[test]
+    fn a_resume_the_server_could_not_make_is_a_warning_and_moves_on() {
+        let mut h = FrameHandler::new(initial_positions(&opts()), None);
+        h.opening(&opts());
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let reply =
+            r#"{"id":2,"subscribe":{"channel":"news","seq":90,"epoch":"e2","recovered":false}}"#;
+        assert_eq!(h.handle(reply, &mut out, &mut err), Step::Continue);
+        let err = text(err);
+        assert!(
+            err.contains("warning: could not resume \"news\" exactly after seq 41")
+                && err.contains("messages?since=41"),
             "{err}"
         );
+        let again = h.opening(&opts());
+        assert_eq!(
+            json_of(&again[1]),
+            json!({"id":2,"subscribe":{"channel":"news","since":{"seq":90,"epoch":"e2"}}})
+        );
+    }
+
+    #[test]
+    fn shutdown_and_slow_consumer_reconnect_other_disconnects_exit() {
+        let mut h = FrameHandler::new(initial_positions(&opts()), None);
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        for (code, step) in [
+            ("shutdown", Step::Reconnect),
+            ("slow_consumer", Step::Reconnect),
+            ("token_expired", Step::Exit(1)),
+        ] {
+            let frame = format!(r#"{{"disconnect":{{"code":"{code}","message":"m"}}}}"#);
+            assert_eq!(h.handle(&frame, &mut out, &mut err), step, "{code}");
+        }
+    }
+
+    #[test]
+    fn backoff_grows_to_its_cap() {
+        for attempt in 0..20 {
+            let wait = backoff(attempt);
+            assert!(wait >= BACKOFF_MIN && wait <= BACKOFF_MAX, "{wait:?}");
+        }
     }
 }

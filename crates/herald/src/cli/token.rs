@@ -53,6 +53,10 @@ pub struct TokenArgs {
 
 /// Prints a newly minted token.
 pub fn run(args: TokenArgs) -> anyhow::Result<ExitCode> {
+    if let Err(e) = check_claims(&args) {
+        eprintln!("error: {e}");
+        return Ok(ExitCode::from(2));
+    }
     let flags = ConfigFlags {
         config: args.config,
         data: args.data,
@@ -81,6 +85,25 @@ pub fn run(args: TokenArgs) -> anyhow::Result<ExitCode> {
     };
     println!("{}", mint(secret.as_bytes(), &claims));
     Ok(ExitCode::SUCCESS)
+}
+
+/// The checks the server makes when it mints a token (`POST /v1/tokens`): channel patterns
+/// that can match channel names, a valid device id.
+fn check_claims(args: &TokenArgs) -> Result<(), String> {
+    for (flag, pattern) in args
+        .channels
+        .iter()
+        .map(|p| ("--channel", p))
+        .chain(args.publish.iter().map(|p| ("--publish", p)))
+    {
+        herald_client::proto::token::check_pattern(pattern)
+            .map_err(|e| format!("{flag}: {}", e.message))?;
+    }
+    if let Some(device) = &args.device {
+        herald_client::proto::token::check_device_id(device)
+            .map_err(|e| format!("--device: {}", e.message))?;
+    }
+    Ok(())
 }
 
 fn secret_from_data_dir(config: &Config) -> anyhow::Result<String> {

@@ -325,7 +325,7 @@ fn publish_and_subscribe_report_an_unreachable_server() {
     let dir = tempfile::tempdir().unwrap();
     // Port 1 on loopback: nothing listens there.
     let (code, _, err) = run(herald(dir.path())
-        .args(["publish", "news", "hello"])
+        .args(["publish", "news", "\"hello\""])
         .env("HERALD_URL", "http://127.0.0.1:1"));
     assert_eq!(code, 1);
     assert!(
@@ -345,4 +345,52 @@ fn publish_and_subscribe_report_an_unreachable_server() {
         err.contains("cannot connect to ws://127.0.0.1:1/v1/ws"),
         "{err}"
     );
+}
+
+#[test]
+fn token_refuses_patterns_and_device_ids_no_server_would_accept() {
+    let dir = tempfile::tempdir().unwrap();
+    for (flag, value, says) in [
+        (
+            "--channel",
+            "chat/",
+            "--channel: invalid channel pattern \"chat/\"",
+        ),
+        (
+            "--publish",
+            "news room",
+            "--publish: invalid channel pattern \"news room\"",
+        ),
+        (
+            "--device",
+            "my phone",
+            "--device: invalid device id \"my phone\"",
+        ),
+    ] {
+        let (code, out, err) = run(herald(dir.path()).args([
+            "token",
+            "--sub",
+            "a",
+            "--token-secret",
+            SECRET,
+            flag,
+            value,
+        ]));
+        assert_eq!(code, 2, "{flag} {value}: {err}");
+        assert!(out.is_empty(), "a token was printed: {out}");
+        assert!(err.contains(says), "{err}");
+    }
+    let (code, out, _) = run(herald(dir.path()).args([
+        "token",
+        "--sub",
+        "a",
+        "--token-secret",
+        SECRET,
+        "--channel",
+        "chat/**",
+        "--device",
+        "phone-1",
+    ]));
+    assert_eq!(code, 0);
+    assert_eq!(out.trim().split('.').count(), 3, "{out}");
 }

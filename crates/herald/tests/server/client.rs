@@ -293,7 +293,7 @@ async fn cli_subscribe_prints_what_cli_publish_sends() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("subscribed: "));
 
     let rejected = herald()
-        .args(["publish", "bad name!", "x"])
+        .args(["publish", "bad name!", "\"x\""])
         .output()
         .await
         .unwrap();
@@ -301,5 +301,158 @@ async fn cli_subscribe_prints_what_cli_publish_sends() {
     assert!(
         String::from_utf8_lossy(&rejected.stderr).contains("(channel_invalid, HTTP 400)"),
         "{rejected:?}"
+    );
+}
+
+/// `herald` as a client of `s`, with a clean environment.
+fn cli(s: &Server) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_herald"));
+    cmd.env("HERALD_URL", s.url(""))
+        .env("HERALD_API_KEY", API_KEY)
+        .env_remove("HERALD_TOKEN")
+        .kill_on_drop(true);
+    cmd
+}
+
+#[tokio::test]
+async fn cli_subscribe_reconnects_and_resumes_where_it_left_off_after_a_crash() {
+    use tokio::io::AsyncBufReadExt;
+    let mut s = Server::start().await;
+    let token = s.token(&["news"], &[]);
+    // The URL without a scheme, as people type it.
+    let mut subscriber = cli(&s)
+        .args(["subscribe", "news", "--count", "4", "--timeout", "60s"])
+        .args(["--token", &token, "--url", &s.addr.to_string()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = tokio::io::BufReader::new(subscriber.stdout.take().unwrap()).lines();
+    let mut err = tokio::io::BufReader::new(subscriber.stderr.take().unwrap()).lines();
+    let mut said = String::new();
+    while !said.contains("subscribed: ") {
+        let line = within(err.next_line())
+            .await
+            .unwrap()
+            .expect("subscriber ended");
+        said.push_str(&line);
+        said.push('\n');
+    }
+    s.publish("news", json!(1)).await;
+    s.publish("news", json!(2)).await;
+    let mut printed = Vec::new();
+    for _ in 0..2 {
+        printed.push(within(out.next_line()).await.unwrap().expect("a message"));
+    }
+    // Crash; messages 3 and 4 are published while the subscriber cannot reach the server
+    // (on another port), then the server comes back at the address the subscriber knows.
+    let known = s.addr;
+    s.restart().await;
+    s.publish("news", json!(3)).await;
+    s.publish("news", json!(4)).await;
+    s.restart_listening_on(known).await;
+    for _ in 0..2 {
+        printed.push(within(out.next_line()).await.unwrap().expect("a message"));
+    }
+    let status = within(subscriber.wait()).await.unwrap();
+    assert_eq!(status.code(), Some(0));
+    let data: Vec<serde_json::Value> = printed
+        .iter()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["data"].clone())
+        .collect();
+    assert_eq!(data, [json!(1), json!(2), json!(3), json!(4)]);
+    assert_eq!(within(out.next_line()).await.unwrap(), None, "printed more");
+    while let Some(line) = within(err.next_line()).await.unwrap() {
+        said.push_str(&line);
+        said.push('\n');
+    }
+    assert!(said.contains("reconnecting in"), "{said}");
+    assert!(!said.contains("warning"), "{said}");
+}
+
+#[tokio::test]
+async fn cli_subscribe_warns_when_it_cannot_resume_exactly() {
+    let s = Server::start().await;
+    s.publish("news", json!(1)).await;
+    let token = s.token(&["news"], &[]);
+    let out = within(
+        cli(&s)
+            .args(["subscribe", "news", "--since", "1", "--epoch", "0badc0de"])
+            .args(["--count", "1", "--timeout", "2s", "--token", &token])
+            .output(),
+    )
+    .await
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(124), "{err}");
+    assert!(
+        err.contains("warning: could not resume \"news\" exactly after seq 1 (epoch 0badc0de)"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn cli_data_is_json_unless_said_to_be_text_and_durations_take_units() {
+    let s = Server::start().await;
+    let mistyped = within(cli(&s).args(["publish", "news", "{title: hello}"]).output())
+        .await
+        .unwrap();
+    let err = String::from_utf8_lossy(&mistyped.stderr);
+    assert_eq!(mistyped.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("not valid JSON") && err.contains("--string"),
+        "{err}"
+    );
+    let (_, history) = s.get("/v1/channels/news/messages").await;
+    assert_eq!(
+        history["messages"],
+        json!([]),
+        "a refused DATA was published"
+    );
+
+    let text = within(
+        cli(&s)
+            .args(["publish", "news", "--string", "{title: hello}"])
+            .output(),
+    )
+    .await
+    .unwrap();
+    assert!(text.status.success(), "{text:?}");
+    let (_, history) = s.get("/v1/channels/news/messages").await;
+    assert_eq!(history["messages"][0]["data"], json!("{title: hello}"));
+
+    let push = within(
+        cli(&s)
+            .args([
+                "push",
+                "--all",
+                "--ttl",
+                "1h",
+                "--ack-window",
+                "500ms",
+                r#"{"a":1}"#,
+            ])
+            .output(),
+    )
+    .await
+    .unwrap();
+    assert!(push.status.success(), "{push:?}");
+    let answer: serde_json::Value = serde_json::from_slice(&push.stdout).unwrap();
+    let (_, receipt) = s
+        .get(&format!("/v1/push/{}", answer["id"].as_str().unwrap()))
+        .await;
+    let ttl_ms = receipt["expires"].as_i64().unwrap() - receipt["created"].as_i64().unwrap();
+    assert_eq!(ttl_ms, 3_600_000, "{receipt}");
+    let bad = within(
+        cli(&s)
+            .args(["push", "--all", "--ttl", "soon", "1"])
+            .output(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("give seconds (3600) or a unit"),
+        "{bad:?}"
     );
 }

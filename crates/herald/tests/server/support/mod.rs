@@ -47,10 +47,21 @@ impl Server {
     }
 
     fn spawn(data: &Path, extra: &[String], env: &[(String, String)]) -> (Child, Addrs) {
+        Self::spawn_on("127.0.0.1:0", data, extra, env).expect("herald did not report its address")
+    }
+
+    /// Starts the binary listening on `listen`; `None` if it exits before reporting an address
+    /// (a port still held by a process that just died).
+    fn spawn_on(
+        listen: &str,
+        data: &Path,
+        extra: &[String],
+        env: &[(String, String)],
+    ) -> Option<(Child, Addrs)> {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_herald"));
         cmd.arg("serve")
             .arg("--listen")
-            .arg("127.0.0.1:0")
+            .arg(listen)
             .arg("--data")
             .arg(data)
             .arg("--api-key")
@@ -90,10 +101,14 @@ impl Server {
                 }
             }
         });
-        let addrs = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("herald did not report its address");
-        (child, addrs)
+        match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(addrs) => Some((child, addrs)),
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                None
+            }
+        }
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -247,6 +262,33 @@ impl Server {
         }
         let _ = c.kill();
         panic!("herald did not exit within 15 s of SIGTERM");
+    }
+
+    /// kill -9, then starts the server again on the same data directory and the same port, as
+    /// a supervisor restarting a crashed server would (clients reconnect to the same address).
+    pub async fn restart_same_port(&mut self) {
+        let addr = self.addr;
+        self.restart_listening_on(addr).await;
+    }
+
+    /// kill -9, then starts the server again on the same data directory, listening on `addr`
+    /// (retrying while the port is still held).
+    pub async fn restart_listening_on(&mut self, addr: SocketAddr) {
+        self.kill9();
+        self.addr = addr;
+        let listen = addr.to_string();
+        for _ in 0..50 {
+            if let Some((child, addrs)) =
+                Self::spawn_on(&listen, &self.data, &self.extra, &self.env)
+            {
+                self.child = Some(child);
+                self.meteor = addrs.meteor;
+                self.meteor_control = addrs.meteor_control;
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("herald could not listen on {listen} again");
     }
 
     /// Starts the server again on the same data directory (new port).
