@@ -110,7 +110,9 @@ class Subscriber(FrameReader):
         await self.connect()
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def __aexit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is None:  # the last inbox message handed out was handled without error
+            self._settle_handed_inbox()
         await self.close()
 
     # ----- commands --------------------------------------------------------------------------
