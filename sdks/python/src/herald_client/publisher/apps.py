@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional
 
-from ..models._json import from_json
+from ..models._json import from_json, to_json
 from ..models.apps import (
     App,
     AppLimits,
@@ -18,7 +18,6 @@ from ..models.apps import (
     ProviderPublic,
     ReplayedJob,
 )
-from ..models._json import to_json
 from ._http import Auth, HttpBase, body_of, segment
 
 

@@ -15,7 +15,7 @@ from ..models.devices import (
     Receipt,
     RegisteredDevice,
 )
-from ._http import UNSET, Auth, HttpBase, _Unset, body_of, segment
+from ._http import UNSET, HttpBase, _Unset, body_of, segment
 
 
 class DeviceRoutes(HttpBase):
