@@ -1,0 +1,51 @@
+"""Typed results of the HTTP API and the WebSocket protocol (dataclasses named as the JSON)."""
+
+from .apps import (
+    App,
+    AppLimits,
+    AppStats,
+    CreatedApp,
+    CreatedKey,
+    DeadLetter,
+    DeadLetterList,
+    JobStats,
+    KeyInfo,
+    ProviderFigures,
+    ProviderPublic,
+    ReplayedJob,
+    Usage,
+)
+from .channels import (
+    AckReply,
+    ChannelInfo,
+    ChannelList,
+    ConnectReply,
+    Disconnect,
+    History,
+    Message,
+    Published,
+    SubscribeOutcome,
+)
+from .devices import (
+    AckResult,
+    Device,
+    DeviceBatchResult,
+    DeviceList,
+    DeviceReceipt,
+    LogPosition,
+    MintedToken,
+    ProviderReceipt,
+    PushAccepted,
+    Receipt,
+    RegisteredDevice,
+    WebPushKeys,
+)
+
+__all__ = [
+    "App", "AppLimits", "AppStats", "CreatedApp", "CreatedKey", "DeadLetter", "DeadLetterList",
+    "JobStats", "KeyInfo", "ProviderFigures", "ProviderPublic", "ReplayedJob", "Usage",
+    "AckReply", "ChannelInfo", "ChannelList", "ConnectReply", "Disconnect", "History", "Message",
+    "Published", "SubscribeOutcome", "AckResult", "Device", "DeviceBatchResult", "DeviceList",
+    "DeviceReceipt", "LogPosition", "MintedToken", "ProviderReceipt", "PushAccepted", "Receipt",
+    "RegisteredDevice", "WebPushKeys",
+]

@@ -1,0 +1,109 @@
+"""Routes for apps and their keys and statistics (admin key), provider credentials (admin key or
+the app's publisher key), the VAPID public key (no key) and the provider job queue."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional
+
+from ..models._json import from_json, to_json
+from ..models.apps import (
+    App,
+    AppLimits,
+    AppStats,
+    CreatedApp,
+    CreatedKey,
+    DeadLetterList,
+    JobStats,
+    KeyInfo,
+    ProviderPublic,
+    ReplayedJob,
+)
+from ._http import Auth, HttpBase, body_of, segment
+
+
+def _limits(limits: Optional[Any]) -> Optional[Dict[str, Any]]:
+    if limits is None or isinstance(limits, Mapping):
+        return limits
+    return to_json(limits)  # an AppLimits
+
+
+class AppRoutes(HttpBase):
+    async def apps(self) -> List[App]:
+        """Every app (admin key)."""
+        answer = await self._call_json("GET", "/v1/apps", auth=Auth.ADMIN)
+        return [from_json(App, item) for item in answer["apps"]]
+
+    async def create_app(
+        self, id: str, *, name: Optional[str] = None, limits: Optional[AppLimits] = None
+    ) -> CreatedApp:
+        """Creates an app; the answer holds its first key and token secret, shown only once."""
+        body = body_of({"id": id, "name": name, "limits": _limits(limits)})
+        return await self._call(CreatedApp, "POST", "/v1/apps", auth=Auth.ADMIN, body=body, ok=(201,))
+
+    async def app(self, id: str) -> App:
+        return await self._call(App, "GET", f"/v1/apps/{segment(id)}", auth=Auth.EITHER)
+
+    async def update_app(self, id: str, limits: AppLimits) -> App:
+        """Replaces the app's limits."""
+        body = {"limits": _limits(limits)}
+        return await self._call(App, "PATCH", f"/v1/apps/{segment(id)}", auth=Auth.ADMIN, body=body)
+
+    async def delete_app(self, id: str) -> None:
+        """Deletes an app with everything it holds (not `default`)."""
+        await self._send("DELETE", f"/v1/apps/{segment(id)}", auth=Auth.ADMIN, ok=(204,))
+
+    async def keys(self, app: str) -> List[KeyInfo]:
+        answer = await self._call_json("GET", f"/v1/apps/{segment(app)}/keys", auth=Auth.ADMIN)
+        return [from_json(KeyInfo, item) for item in answer["keys"]]
+
+    async def add_key(self, app: str, *, label: Optional[str] = None) -> CreatedKey:
+        path = f"/v1/apps/{segment(app)}/keys"
+        body = body_of({"label": label})
+        return await self._call(CreatedKey, "POST", path, auth=Auth.ADMIN, body=body, ok=(201,))
+
+    async def delete_key(self, app: str, key_id: str) -> None:
+        path = f"/v1/apps/{segment(app)}/keys/{segment(key_id)}"
+        await self._send("DELETE", path, auth=Auth.ADMIN, ok=(204,))
+
+    async def app_stats(self, app: str) -> AppStats:
+        """Usage counters, device count, limits and provider figures of one app."""
+        return await self._call(AppStats, "GET", f"/v1/apps/{segment(app)}/stats", auth=Auth.EITHER)
+
+    async def providers(self, app: str) -> List[ProviderPublic]:
+        answer = await self._call_json("GET", f"/v1/apps/{segment(app)}/providers", auth=Auth.EITHER)
+        return [from_json(ProviderPublic, item) for item in answer["providers"]]
+
+    async def provider(self, app: str, provider: str) -> ProviderPublic:
+        path = f"/v1/apps/{segment(app)}/providers/{segment(provider)}"
+        return await self._call(ProviderPublic, "GET", path, auth=Auth.EITHER)
+
+    async def set_provider(self, app: str, provider: str, credentials: Mapping[str, Any]) -> ProviderPublic:
+        """Sets (replaces) an app's credentials for `apns`, `fcm` or `webpush`; answers only
+        their public part. For Web Push, `{"subject": ..., "generate": True}` makes a key pair."""
+        path = f"/v1/apps/{segment(app)}/providers/{segment(provider)}"
+        return await self._call(
+            ProviderPublic, "PUT", path, auth=Auth.EITHER, body=dict(credentials), ok=(200, 201)
+        )
+
+    async def delete_provider(self, app: str, provider: str) -> None:
+        path = f"/v1/apps/{segment(app)}/providers/{segment(provider)}"
+        await self._send("DELETE", path, auth=Auth.EITHER, ok=(204,))
+
+    async def vapid_public_key(self, app: str) -> str:
+        """The app's VAPID public key (base64url), for `pushManager.subscribe`."""
+        answer = await self._call_json("GET", f"/v1/apps/{segment(app)}/vapid-public-key", auth=Auth.NONE)
+        return str(answer["public_key"])
+
+    async def job_stats(self) -> JobStats:
+        """The key's app's provider queue figures."""
+        return await self._call(JobStats, "GET", "/v1/jobs/stats")
+
+    async def dead_letters(self, *, after: Optional[int] = None, limit: Optional[int] = None) -> DeadLetterList:
+        return await self._call(DeadLetterList, "GET", "/v1/jobs/dead", params={"after": after, "limit": limit})
+
+    async def replay_job(self, id: int) -> ReplayedJob:
+        """Queues a dead letter again with its attempts reset."""
+        return await self._call(ReplayedJob, "POST", f"/v1/jobs/{id}/replay", ok=(202,))
+
+    async def drop_job(self, id: int) -> None:
+        await self._send("DELETE", f"/v1/jobs/{id}", ok=(204,))
