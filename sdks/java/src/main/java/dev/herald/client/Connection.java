@@ -124,7 +124,11 @@ final class Connection extends WebSocketListener {
         }
       }
       for (Runnable event : events) {
-        event.run();
+        try {
+          event.run();
+        } catch (RuntimeException e) {
+          client.notifyError(new HeraldException("an observer failed", e));
+        }
       }
       if (deliver != null) {
         deliver(deliver);
@@ -222,6 +226,12 @@ final class Connection extends WebSocketListener {
       state.cursor = now;
     }
     state.resumable = true;
+    Cursor position = state.cursor;
+    events.add(() -> {
+      for (HeraldObserver o : client.observers) {
+        o.onSubscribed(state.name, position, recovered);
+      }
+    });
   }
 
   private void probed(Pending p, ServerFrame history) {

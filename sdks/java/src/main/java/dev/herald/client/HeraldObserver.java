@@ -21,6 +21,12 @@ public interface HeraldObserver {
    */
   default void onError(HeraldException error) {}
 
+  /**
+   * A joined channel is subscribed on the current connection: live messages follow {@code position}
+   * ({@code recovered}: the subscription resumed exactly from the channel's cursor).
+   */
+  default void onSubscribed(String channel, Cursor position, boolean recovered) {}
+
   /** The client is connected again, and has resubscribed every joined channel from its cursor. */
   default void onReconnect() {}
 
