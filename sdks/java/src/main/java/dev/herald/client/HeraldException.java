@@ -4,8 +4,10 @@ package dev.herald.client;
  * The one error type of this SDK. A server error carries the server's {@link #code()} (for example
  * {@code forbidden}, {@code token_expired}, or a disconnect's {@code slow_consumer}) and its
  * {@link #getMessage() message}; an HTTP error also its {@link #httpStatus()} and
- * {@link #retryAfterSeconds()}. An error of this side (connection refused, a frame that is not
- * Herald's protocol) has {@link #code()} {@code null} and the underlying exception as its cause.
+ * {@link #retryAfterSeconds()}. An error of this side (connection refused, a dropped connection,
+ * an observer that threw) has {@link #code()} {@code null} and the underlying exception as its
+ * cause; so has an HTTP answer that is not Herald's JSON error (a proxy's page), which keeps its
+ * {@link #httpStatus()}. A frame or body that breaks the protocol is {@code bad_request}.
  */
 public class HeraldException extends RuntimeException {
   private static final long serialVersionUID = 1L;
@@ -63,7 +65,7 @@ public class HeraldException extends RuntimeException {
     return channel;
   }
 
-  /** Whether the error came from the server (it then has a {@link #code()}). */
+  /** Whether the error carries a server {@link #code()}. */
   public boolean isFromServer() {
     return code != null;
   }

@@ -37,7 +37,7 @@ public final class Message {
   static Message fromJson(String objectText) {
     JsonElement parsed = Json.parseStrict(objectText);
     if (!parsed.isJsonObject()) {
-      throw new HeraldException("a message is not a JSON object", null);
+      throw protocol("a message is not a JSON object");
     }
     JsonObject o = parsed.getAsJsonObject();
     Map<String, String> raw = Json.members(objectText);

@@ -153,12 +153,18 @@ final class HeraldServer implements AutoCloseable {
     return log.toString();
   }
 
+  /** SIGTERM (SIGKILL after 10 s), then removes the data directory. */
   @Override
-  public void close() throws Exception {
+  public void close() throws IOException {
     if (process != null && process.isAlive()) {
       process.destroy();
-      if (!process.waitFor(10, TimeUnit.SECONDS)) {
-        process.destroyForcibly().waitFor(WAIT_SECONDS, TimeUnit.SECONDS);
+      try {
+        if (!process.waitFor(10, TimeUnit.SECONDS)) {
+          process.destroyForcibly().waitFor(WAIT_SECONDS, TimeUnit.SECONDS);
+        }
+      } catch (InterruptedException e) {
+        process.destroyForcibly();
+        Thread.currentThread().interrupt();
       }
     }
     try (Stream<Path> paths = Files.walk(dir)) {

@@ -4,6 +4,7 @@ import com.google.gson.Gson;
 import com.google.gson.GsonBuilder;
 import com.google.gson.JsonElement;
 import com.google.gson.JsonParseException;
+import com.google.gson.Strictness;
 import com.google.gson.TypeAdapter;
 import com.google.gson.stream.JsonReader;
 import com.google.gson.stream.JsonToken;
@@ -36,7 +37,7 @@ public final class Json {
   public static JsonElement parseStrict(String text) {
     try {
       JsonReader reader = new JsonReader(new StringReader(text));
-      reader.setLenient(false);
+      reader.setStrictness(Strictness.STRICT);
       JsonElement value = ELEMENT.read(reader);
       if (reader.peek() != JsonToken.END_DOCUMENT) {
         throw new JsonParseException("text after the JSON value");
