@@ -1,0 +1,368 @@
+package dev.herald.client;
+
+import com.google.gson.JsonArray;
+import com.google.gson.JsonElement;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import okhttp3.Request;
+import okhttp3.Response;
+import okhttp3.WebSocket;
+import okhttp3.WebSocketListener;
+
+/**
+ * One WebSocket connection of a {@link HeraldClient}: sends {@code connect} and the subscribes,
+ * routes replies to what asked for them, hands messages to the observers and moves the cursors.
+ * Frames are processed one at a time under the client's delivery lock, so observers are called
+ * one at a time and in order even while an old connection's reader is still finishing.
+ */
+final class Connection extends WebSocketListener {
+  private enum Kind { CONNECT, SUBSCRIBE, PROBE, UNSUBSCRIBE, ACK, REFRESH }
+
+  private static final class Pending {
+    final Kind kind;
+    final ChannelState channel;
+    final Cursor since;
+    final boolean resuming;
+    final CompletableFuture<Void> done;
+
+    Pending(Kind kind, ChannelState channel, Cursor since, boolean resuming, CompletableFuture<Void> done) {
+      this.kind = kind;
+      this.channel = channel;
+      this.since = since;
+      this.resuming = resuming;
+      this.done = done;
+    }
+  }
+
+  private final HeraldClient client;
+  final WebSocket ws;
+  private final String token;
+  private final Map<Long, Pending> pending = new HashMap<>();
+  private long lastId;
+  private long connectId;
+  /** {@code connect} answered: subscribes may be sent. */
+  boolean ready;
+  private boolean closed;
+  private HeraldException disconnect;
+
+  Connection(HeraldClient client, String token) {
+    this.client = client;
+    this.token = token;
+    this.ws = client.http.newWebSocket(new Request.Builder().url(client.wsUrl).build(), this);
+  }
+
+  long nextId() {
+    return ++lastId;
+  }
+
+  void send(String frame) {
+    ws.send(frame);
+  }
+
+  @Override
+  public void onOpen(WebSocket webSocket, Response response) {
+    synchronized (client.lock) {
+      connectId = nextId();
+      pending.put(connectId, new Pending(Kind.CONNECT, null, null, false, null));
+      send(ClientCommand.connect(connectId, token));
+    }
+  }
+
+  /** Sends the subscribe (or the catch-up probe) of {@code state}. Call with the client's lock held. */
+  void subscribe(ChannelState state) {
+    state.subscribedOn = this;
+    long id = nextId();
+    if (state.cursor == null && state.catchUp > 0) {
+      pending.put(id, new Pending(Kind.PROBE, state, null, false, null));
+      send(ClientCommand.history(id, state.name, 0L, 1));
+      return;
+    }
+    subscribeFrom(id, state, state.cursor, state.resumable);
+  }
+
+  private void subscribeFrom(long id, ChannelState state, Cursor since, boolean resuming) {
+    pending.put(id, new Pending(Kind.SUBSCRIBE, state, since, resuming, null));
+    boolean withEpoch = since != null && !since.epoch().isEmpty();
+    send(ClientCommand.subscribe(id, state.name, since, withEpoch, null));
+  }
+
+  /** Call with the client's lock held. */
+  void ack(Message message, CompletableFuture<Void> done) {
+    long id = nextId();
+    pending.put(id, new Pending(Kind.ACK, null, null, false, done));
+    send(ClientCommand.ack(id, message.channel(), message.seq(), message.epoch()));
+  }
+
+  /** Call with the client's lock held. */
+  void refresh(String newToken, CompletableFuture<Void> done) {
+    long id = nextId();
+    pending.put(id, new Pending(Kind.REFRESH, null, null, false, done));
+    send(ClientCommand.connect(id, newToken));
+  }
+
+  @Override
+  public void onMessage(WebSocket webSocket, String text) {
+    synchronized (client.delivery) {
+      List<Runnable> events = new ArrayList<>();
+      Message deliver = null;
+      synchronized (client.lock) {
+        if (closed) {
+          return;
+        }
+        ServerFrame frame;
+        try {
+          frame = ServerFrame.decode(text);
+        } catch (HeraldException e) {
+          events.add(() -> client.notifyError(new HeraldException("unreadable server frame: " + e.getMessage(), e)));
+          frame = null;
+        }
+        if (frame != null) {
+          deliver = handle(frame, events);
+        }
+      }
+      for (Runnable event : events) {
+        try {
+          event.run();
+        } catch (RuntimeException e) {
+          client.notifyError(new HeraldException("an observer failed", e));
+        }
+      }
+      if (deliver != null) {
+        deliver(deliver);
+      }
+    }
+  }
+
+  /** Applies one frame; answers a message to hand to the observers, if any. Lock held. */
+  private Message handle(ServerFrame frame, List<Runnable> events) {
+    Long id = frame.id();
+    Pending p = id == null ? null : pending.get(id);
+    switch (frame.kind()) {
+      case MESSAGE:
+        return accept(frame.message());
+      case DISCONNECT:
+        disconnect = HeraldException.fromServer(frame.string("code"), frame.string("message"), null);
+        return null;
+      case ERROR:
+        HeraldException error = HeraldException.fromServer(
+            frame.string("code"), frame.string("message"), p != null && p.channel != null ? p.channel.name : null);
+        failed(id, p, error, events);
+        return null;
+      default:
+        break;
+    }
+    if (p == null) {
+      return null; // the inbox opening (subscribe replies without id), a pong
+    }
+    if (p.kind != Kind.CONNECT) {
+      pending.remove(id);
+    }
+    switch (p.kind) {
+      case CONNECT:
+        if (!ready) {
+          ready = true;
+          client.backoff.reset();
+          boolean again = client.everConnected;
+          client.everConnected = true;
+          for (ChannelState state : client.channels.values()) {
+            subscribe(state);
+          }
+          if (again) {
+            events.add(() -> {
+              for (HeraldObserver o : client.observers) {
+                o.onReconnect();
+              }
+            });
+          }
+        }
+        break;
+      case SUBSCRIBE:
+        subscribed(p, frame, events);
+        break;
+      case PROBE:
+        probed(p, frame);
+        break;
+      case ACK:
+      case REFRESH:
+        if (p.kind == Kind.REFRESH && frame.body().has("unsubscribed")) {
+          JsonArray dropped = frame.body().getAsJsonArray("unsubscribed");
+          for (JsonElement name : dropped) {
+            client.channels.remove(name.getAsString());
+            HeraldException e = HeraldException.fromServer(ErrorCode.FORBIDDEN.wire(),
+                "the new token does not allow channel \"" + name.getAsString() + "\"", name.getAsString());
+            events.add(() -> client.notifyError(e));
+          }
+        }
+        events.add(() -> p.done.complete(null));
+        break;
+      default:
+        break;
+    }
+    return null;
+  }
+
+  private void subscribed(Pending p, ServerFrame reply, List<Runnable> events) {
+    ChannelState state = p.channel;
+    if (client.channels.get(state.name) != state || state.subscribedOn != this) {
+      send(ClientCommand.unsubscribe(nextId(), state.name)); // left while subscribing
+      return;
+    }
+    Cursor now = new Cursor(reply.string("epoch"), reply.unsigned("seq"));
+    boolean recovered = ServerFrame.bool(reply.body(), "recovered");
+    if (p.since != null && recovered) {
+      state.cursor = p.since;
+    } else {
+      if (p.since != null && p.resuming) {
+        Cursor previous = p.since;
+        events.add(() -> {
+          for (HeraldObserver o : client.observers) {
+            o.onChannelReset(state.name, previous, now);
+          }
+        });
+      }
+      state.cursor = now;
+    }
+    state.resumable = true;
+    Cursor position = state.cursor;
+    events.add(() -> {
+      for (HeraldObserver o : client.observers) {
+        o.onSubscribed(state.name, position, recovered);
+      }
+    });
+  }
+
+  private void probed(Pending p, ServerFrame history) {
+    ChannelState state = p.channel;
+    if (client.channels.get(state.name) != state || state.subscribedOn != this) {
+      return;
+    }
+    long newest = history.unsigned("seq");
+    long id = nextId();
+    if (newest == 0) {
+      subscribeFrom(id, state, null, false);
+      return;
+    }
+    List<Message> oldest = history.messages();
+    long firstRetained = oldest.isEmpty() ? newest + 1 : oldest.get(0).seq();
+    long since = Math.max(Math.max(0, newest - state.catchUp), firstRetained - 1);
+    subscribeFrom(id, state, new Cursor(history.string("epoch"), since), false);
+  }
+
+  private void failed(Long id, Pending p, HeraldException error, List<Runnable> events) {
+    if (p != null && p.kind != Kind.CONNECT) {
+      pending.remove(id);
+    }
+    if (p != null && (p.kind == Kind.SUBSCRIBE || p.kind == Kind.PROBE)) {
+      ErrorCode code = error.errorCode();
+      boolean final_ = code == ErrorCode.FORBIDDEN || code == ErrorCode.CHANNEL_INVALID
+          || code == ErrorCode.TOO_MANY_SUBSCRIPTIONS || code == ErrorCode.UNAUTHORIZED;
+      if (final_ && client.channels.get(p.channel.name) == p.channel) {
+        client.channels.remove(p.channel.name);
+      }
+    }
+    if (p != null && p.kind == Kind.CONNECT && !ready) {
+      disconnect = error; // refused: reconnect with a fresh token after backoff
+      ws.close(1000, null);
+    }
+    if (p != null && p.done != null) {
+      events.add(() -> p.done.completeExceptionally(error));
+    }
+    if (p == null || p.kind != Kind.UNSUBSCRIBE) {
+      events.add(() -> client.notifyError(error));
+    }
+  }
+
+  /** Decides whether a message reaches the observers. Lock held. */
+  private Message accept(Message message) {
+    if (client.current != this) {
+      return null;
+    }
+    if (message.isInbox()) {
+      return message;
+    }
+    ChannelState state = client.channels.get(message.channel());
+    if (state == null || state.subscribedOn != this || state.alreadySeen(message)) {
+      return null;
+    }
+    state.cursor = message.cursor();
+    state.resumable = true;
+    return message;
+  }
+
+  /** Hands a message to every observer, then acks it if it is an inbox message and auto-ack is on. */
+  private void deliver(Message message) {
+    boolean ok = true;
+    for (HeraldObserver o : client.observers) {
+      try {
+        o.onPush(message);
+      } catch (RuntimeException e) {
+        ok = false;
+        client.notifyError(new HeraldException("an observer failed on " + message, e));
+      }
+    }
+    if (ok && message.isInbox() && client.autoAck) {
+      synchronized (client.lock) {
+        if (!closed) {
+          ack(message, new CompletableFuture<Void>());
+        }
+      }
+    }
+  }
+
+  @Override
+  public void onClosing(WebSocket webSocket, int code, String reason) {
+    webSocket.close(1000, null);
+    lost(new HeraldException("the server closed the connection (" + code + ")", null));
+  }
+
+  @Override
+  public void onClosed(WebSocket webSocket, int code, String reason) {
+    lost(new HeraldException("the connection closed (" + code + ")", null));
+  }
+
+  @Override
+  public void onFailure(WebSocket webSocket, Throwable t, Response response) {
+    lost(new HeraldException("the connection failed: " + t, t));
+  }
+
+  private void lost(HeraldException transportError) {
+    synchronized (client.delivery) {
+      boolean wasCurrent;
+      HeraldException reason;
+      List<CompletableFuture<Void>> orphans = new ArrayList<>();
+      synchronized (client.lock) {
+        if (closed) {
+          return;
+        }
+        closed = true;
+        wasCurrent = client.current == this;
+        if (wasCurrent) {
+          client.current = null;
+        }
+        reason = disconnect != null ? disconnect : transportError;
+        for (Pending p : pending.values()) {
+          if (p.done != null) {
+            orphans.add(p.done);
+          }
+        }
+        pending.clear();
+      }
+      for (CompletableFuture<Void> f : orphans) {
+        f.completeExceptionally(reason);
+      }
+      if (wasCurrent) {
+        for (HeraldObserver o : client.observers) {
+          try {
+            o.onDisconnect(reason);
+          } catch (RuntimeException ignored) {
+            // Nothing to report it to.
+          }
+        }
+        client.scheduleReconnect();
+      }
+    }
+  }
+}

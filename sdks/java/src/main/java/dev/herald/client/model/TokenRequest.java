@@ -1,0 +1,37 @@
+package dev.herald.client.model;
+
+import java.util.List;
+
+/** What {@code POST /v1/tokens} mints: all optional; {@code ttl} in seconds. Field names are the JSON fields in camelCase. */
+public final class TokenRequest {
+  public String sub;
+  public String device;
+  public List<String> channels;
+  public List<String> publish;
+  public Long ttl;
+
+  public TokenRequest sub(String sub) {
+    this.sub = sub;
+    return this;
+  }
+
+  public TokenRequest device(String device) {
+    this.device = device;
+    return this;
+  }
+
+  public TokenRequest channels(List<String> channels) {
+    this.channels = channels;
+    return this;
+  }
+
+  public TokenRequest publish(List<String> publish) {
+    this.publish = publish;
+    return this;
+  }
+
+  public TokenRequest ttl(Long ttl) {
+    this.ttl = ttl;
+    return this;
+  }
+}
