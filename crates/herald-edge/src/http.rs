@@ -57,19 +57,18 @@ pub fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
 }
 
 /// The client token from `?token=` or an `Authorization: Bearer` header; an empty one counts
-/// as none.
+/// as none. A `?token=` parameter wins even when it is empty: the header is then not looked at
+/// (docs/protocol.md, "Where to send the token"), so a request never gains the header's rights
+/// by blanking the query.
 pub fn client_token(pairs: &[(String, String)], headers: &HeaderMap) -> Option<String> {
-    let from_query = pairs
-        .iter()
-        .find(|(k, _)| k == "token")
-        .map(|(_, t)| t.trim().to_owned())
-        .filter(|t| !t.is_empty());
-    let token = from_query.or_else(|| {
-        headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(herald_proto::http::bearer)
-            .map(str::to_owned)
-    });
-    token.filter(|t| !t.is_empty())
+    if let Some((_, t)) = pairs.iter().find(|(k, _)| k == "token") {
+        let t = t.trim();
+        return (!t.is_empty()).then(|| t.to_owned());
+    }
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(herald_proto::http::bearer)
+        .filter(|t| !t.is_empty())
+        .map(str::to_owned)
 }

@@ -764,7 +764,7 @@ async fn herald_push_and_token_commands_reach_a_device() {
     assert_eq!(got[0]["data"]["data"]["order"], 7);
     assert_eq!(got[0]["data"]["notification"]["title"], "Shipped");
 
-    let out = herald(&["push", "--tags", "a AND", "x"]);
+    let out = herald(&["push", "--tags", "a AND", "\"x\""]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("tag_expression_invalid"));
     let out = herald(&["push", "x"]);

@@ -135,15 +135,21 @@ async fn sse_rejects_bad_requests_clearly() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    // an empty ?token= does not hide the header
-    let r = server
-        .http
-        .get(server.url("/v1/sse?channel=news&token="))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
+    // an empty ?token= wins over the header: the request has no token (and anonymous
+    // clients are not allowed here)
+    for path in [
+        "/v1/sse?channel=news&token=",
+        "/v1/poll?channel=news&token=&timeout=1",
+    ] {
+        let r = server
+            .http
+            .get(server.url(path))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 401, "{path}");
+    }
 }
 
 async fn poll(server: &Server, query: &str) -> (u16, Value) {
