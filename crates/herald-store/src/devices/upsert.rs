@@ -39,8 +39,8 @@ pub(super) fn upsert(
         .prepare_cached(
             "INSERT INTO devices (app, id, platform, token, keys, user_id, tags, locale,
                  active, created, updated, cursor, token_updated)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11,
-                 CASE WHEN ?4 IS NULL THEN NULL ELSE ?10 END)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?13, ?11,
+                 CASE WHEN ?4 IS NULL THEN NULL ELSE ?13 END)
              ON CONFLICT (app, id) DO UPDATE SET platform = excluded.platform,
                  token = excluded.token, keys = excluded.keys,
                  user_id = excluded.user_id, tags = excluded.tags,
@@ -103,6 +103,7 @@ pub(super) fn upsert(
                     d.created,
                     cursor.as_ref(),
                     set_active,
+                    d.updated,
                 ],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )

@@ -21,8 +21,8 @@ const TOMBSTONE: &str =
     "DELETE FROM device_tombstones WHERE app = $1 AND id = $2 RETURNING log_head";
 const PUT: &str = "INSERT INTO devices (app, id, platform, token, keys, user_id, tags, locale,
          active, created, updated, cursor, token_updated)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11,
-         CASE WHEN $4::text IS NULL THEN NULL ELSE $10::bigint END)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $13, $11,
+         CASE WHEN $4::text IS NULL THEN NULL ELSE $13::bigint END)
      ON CONFLICT (app, id) DO UPDATE SET platform = excluded.platform,
          token = excluded.token, keys = excluded.keys,
          user_id = excluded.user_id, tags = excluded.tags,
@@ -108,6 +108,7 @@ pub(super) async fn upsert(
                     &d.created,
                     &cursor.as_ref(),
                     &set_active,
+                    &d.updated,
                 ],
             )
             .await

@@ -18,6 +18,7 @@ crate::on_both!(
     apps_keys_limits_and_usage,
     devices_tags_users_and_audiences,
     a_gone_token_deactivates_unless_registered_since,
+    an_update_stores_its_time_and_a_new_token_its_own,
     acks_move_the_cursor_once_and_count_on_receipts,
     a_deleted_device_starts_after_its_tombstone,
     credentials_round_trip_and_go_with_their_app,
@@ -391,4 +392,38 @@ async fn credentials_round_trip_and_go_with_their_app(b: Backend) {
     assert!(s.all_credentials(&shop.id).await.unwrap().is_empty());
     assert_eq!(s.all_credentials(&blog.id).await.unwrap(), [apns]);
     s.close().await;
+}
+
+/// An update is stored with the time it answers (not the device's creation time), and a token
+/// that changes is dated by that update, so a provider's "gone since" older than the new token
+/// does not deactivate it.
+async fn an_update_stores_its_time_and_a_new_token_its_own(b: Backend) {
+    let s = b.store();
+    let a = AppId::default_app();
+    let (old, new) = ("03".repeat(32), "04".repeat(32));
+    let first = s
+        .upsert_devices(&a, vec![apns("tablet", &old)], InboxCursor::default())
+        .await
+        .unwrap();
+    let created = first[0].0.created;
+    // The clock must move on (milliseconds) for the update to have a later time.
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let second = s
+        .upsert_devices(&a, vec![apns("tablet", &new)], InboxCursor::default())
+        .await
+        .unwrap();
+    let answered = second[0].0.updated;
+    assert!(answered > created, "{answered} <= {created}");
+    let (stored, _) = s.device(&a, "tablet").await.unwrap().unwrap();
+    assert_eq!((stored.created, stored.updated), (created, answered));
+    assert!(
+        !s.deactivate_gone(&a, "tablet", &new, Some(answered - 1), "apns: Unregistered")
+            .await
+            .unwrap(),
+        "the new token was registered after the provider's time"
+    );
+    assert!(s
+        .deactivate_gone(&a, "tablet", &new, Some(answered), "apns: Unregistered")
+        .await
+        .unwrap());
 }
