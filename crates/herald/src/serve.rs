@@ -1,6 +1,8 @@
 //! `herald serve`: turns the configuration into [`ServerSettings`], starts the server
 //! ([`herald_server`]), prints where it listens, and on SIGTERM or Ctrl-C shuts it down
-//! (connections drained, each told why, before the store closes).
+//! (connections drained, each told why, before the store closes). A second signal during that
+//! shutdown exits at once (code 130), as a kill -9 would: every acknowledged write is already
+//! durable.
 
 use herald_server::vocabulary::{DeliveryConfig, EdgeSettings, PostgresOptions, ProviderEndpoints};
 use herald_server::{ClusterSettings, MeteorPorts, ProviderSettings, Server, ServerSettings};
@@ -11,7 +13,7 @@ use crate::config::Config;
 pub async fn serve(config: Config) -> anyhow::Result<()> {
     // Listening for the signal starts before the listeners do: a SIGTERM that arrives once a
     // client can connect then shuts down in order instead of killing the process.
-    let signal = shutdown_signal();
+    let mut signals = Signals::install();
     let server = Server::builder(settings(&config)).start().await?;
     // Tests and scripts read these lines, in this order, to find the ports when listening on
     // port 0.
@@ -27,10 +29,23 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         println!("herald meteor-control listening on {addr}");
     }
     println!("herald listening on http://{}", addresses.http);
-    signal.await;
-    server.shutdown().await?;
+    signals.next().await;
+    eprintln!(
+        "herald: shutting down (connections are told and drained, up to shutdown_grace); send \
+         the signal again to exit at once"
+    );
+    tokio::select! {
+        done = server.shutdown() => done?,
+        _ = signals.next() => {
+            eprintln!("herald: second signal, exiting now");
+            std::process::exit(EXIT_ON_SECOND_SIGNAL);
+        }
+    }
     Ok(())
 }
+
+/// Exit code when a second signal cuts the shutdown short (128 + SIGINT, as shells report it).
+pub const EXIT_ON_SECOND_SIGNAL: i32 = 130;
 
 /// The server's settings from the configuration.
 fn settings(config: &Config) -> ServerSettings {
@@ -87,20 +102,46 @@ fn settings(config: &Config) -> ServerSettings {
     }
 }
 
-/// Resolves on SIGTERM or Ctrl-C. The SIGTERM handler is installed when this is called, not
-/// when the future is first polled.
-pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+/// SIGTERM and Ctrl-C (SIGINT), as a stream. The handlers are installed by
+/// [`Signals::install`], not when first awaited, so a signal that arrives while the server
+/// starts is not lost.
+pub struct Signals {
     #[cfg(unix)]
-    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-    async move {
+    term: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    interrupt: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    /// Installs the handlers.
+    pub fn install() -> Signals {
         #[cfg(unix)]
         {
-            let Some(mut term) = term else {
-                return std::future::pending().await;
-            };
+            use tokio::signal::unix::{signal, SignalKind};
+            Signals {
+                term: signal(SignalKind::terminate()).ok(),
+                interrupt: signal(SignalKind::interrupt()).ok(),
+            }
+        }
+        #[cfg(not(unix))]
+        Signals {}
+    }
+
+    /// Resolves on the next SIGTERM or Ctrl-C.
+    pub async fn next(&mut self) {
+        #[cfg(unix)]
+        {
+            async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {
+                match s {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending().await,
+                }
+            }
             tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
+                _ = recv(&mut self.term) => {}
+                _ = recv(&mut self.interrupt) => {}
             }
         }
         #[cfg(not(unix))]

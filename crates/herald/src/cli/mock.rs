@@ -185,11 +185,10 @@ pub async fn run(command: MockCommand) -> anyhow::Result<ExitCode> {
     let mut last = 0;
     let mut tick = tokio::time::interval(Duration::from_secs(5));
     tick.tick().await;
-    let stop = crate::serve::shutdown_signal();
-    tokio::pin!(stop);
+    let mut signals = crate::serve::Signals::install();
     loop {
         tokio::select! {
-            _ = &mut stop => break,
+            _ = signals.next() => break,
             _ = tick.tick() => {
                 let now = accepted();
                 if now != last {

@@ -5,6 +5,7 @@
 use crate::support;
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde_json::{json, Value};
 use support::{Server, Ws};
@@ -121,6 +122,44 @@ async fn sigterm_tells_clients_and_exits_cleanly() {
         }
     }
     assert_eq!(reason, Some(json!("shutdown")));
+    server.restart().await;
+    let (_, info) = server.get("/v1/channels/news").await;
+    assert_eq!(info["seq"], 1);
+}
+
+/// Ctrl-C starts an orderly shutdown that waits for connections (here a request whose body never
+/// comes, for up to a minute); a second Ctrl-C exits at once with 130, and what was acknowledged
+/// before is there after a restart.
+#[tokio::test]
+async fn a_second_ctrl_c_exits_at_once() {
+    use tokio::io::AsyncWriteExt;
+    let mut server = Server::builder()
+        .env("HERALD_SHUTDOWN_GRACE", "60s")
+        .start()
+        .await;
+    server.publish("news", json!(1)).await;
+    let token = server.token(&["news"], &[]);
+    let mut ws = Ws::connect(&server.ws_url(&format!("?token={token}"))).await;
+    ws.request("subscribe", json!({ "channel": "news" })).await;
+    let mut stuck = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    stuck
+        .write_all(
+            b"POST /v1/channels/news/messages HTTP/1.1\r\nHost: x\r\n\
+              Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"data\":",
+        )
+        .await
+        .unwrap();
+    server.signal("INT");
+    // The shutdown has begun once clients are told.
+    let mut told = false;
+    while let Some(v) = ws.recv().await {
+        told |= v["disconnect"]["code"] == "shutdown";
+    }
+    assert!(told, "no shutdown disconnect after the first Ctrl-C");
+    server.signal("INT");
+    let status = server.wait_exit(Duration::from_secs(20));
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    drop(stuck);
     server.restart().await;
     let (_, info) = server.get("/v1/channels/news").await;
     assert_eq!(info["seq"], 1);

@@ -247,6 +247,32 @@ impl Server {
         }
     }
 
+    /// Sends `signal` (e.g. "INT") to the server.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.pid().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -{signal} failed");
+    }
+
+    /// Waits up to `within` for the process to exit; its status (panics if it is still running).
+    pub fn wait_exit(&mut self, within: Duration) -> std::process::ExitStatus {
+        let mut c = self.child.take().expect("running");
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            if let Ok(Some(status)) = c.try_wait() {
+                return status;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = c.kill();
+                panic!("herald did not exit within {within:?}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// SIGTERM; returns the exit status.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
         let mut c = self.child.take().expect("running");
