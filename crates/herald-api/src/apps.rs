@@ -26,15 +26,27 @@ use crate::Api;
 /// Longest token lifetime `POST /v1/tokens` mints: 30 days.
 const MAX_TOKEN_TTL_SECS: u64 = 30 * 24 * 3600;
 
-/// Checks limits given by an admin: an ack window is more than 0 and at most an hour.
-fn check_limits(limits: &AppLimits) -> Result<(), HeraldError> {
+/// Checks limits given by an admin: an ack window is more than 0 and at most an hour; a message
+/// size limit is at least 1 and at most the server's own (`max_frame_bytes`), which it could
+/// never raise.
+fn check_limits(limits: &AppLimits, server_max_message_bytes: usize) -> Result<(), HeraldError> {
     let max = herald_push::delivery::MAX_ACK_WINDOW.as_millis() as u64;
-    match limits.ack_window_ms {
-        Some(ms) if ms == 0 || ms > max => Err(HeraldError::bad_request(format!(
-            "limits.ack_window_ms must be 1 to {max}"
-        ))),
-        _ => Ok(()),
+    if let Some(ms) = limits.ack_window_ms {
+        if ms == 0 || ms > max {
+            return Err(HeraldError::bad_request(format!(
+                "limits.ack_window_ms must be 1 to {max}"
+            )));
+        }
     }
+    if let Some(bytes) = limits.max_message_bytes {
+        if bytes == 0 || bytes > server_max_message_bytes {
+            return Err(HeraldError::bad_request(format!(
+                "limits.max_message_bytes must be 1 to {server_max_message_bytes}, this \
+                 server's max_frame_bytes (an app cannot be allowed more than the server)"
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn app_param(id: &str) -> Result<AppId, HeraldError> {
@@ -92,7 +104,7 @@ pub async fn create(
     api.authorize_admin(&headers)?;
     let body = read_body(body, 4096).await?;
     let req: CreateApp = parse_json(&body)?;
-    check_limits(&req.limits)?;
+    check_limits(&req.limits, api.max_message_bytes)?;
     let id = AppId::parse(&req.id)?;
     let secret = generate_secret("hs_");
     let app = App {
@@ -165,7 +177,7 @@ pub async fn update(
     let id = app_param(&id)?;
     let body = read_body(body, 4096).await?;
     let req: UpdateApp = parse_json(&body)?;
-    check_limits(&req.limits)?;
+    check_limits(&req.limits, api.max_message_bytes)?;
     if !api
         .tenancy
         .set_limits(&id, req.limits)

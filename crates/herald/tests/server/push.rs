@@ -783,6 +783,28 @@ async fn app_limits_are_enforced_and_can_be_raised() {
     )
     .await;
     assert_eq!(status, 201, "{created}");
+    // A message limit above the server's max_frame_bytes (65536 by default) could never hold.
+    for limits in [
+        json!({"max_message_bytes":65537}),
+        json!({"max_message_bytes":0}),
+    ] {
+        let (status, r) = call(
+            &s,
+            "PATCH",
+            "/v1/apps/tiny",
+            ADMIN,
+            Some(json!({"limits":limits})),
+        )
+        .await;
+        assert_eq!(status, 400, "{r}");
+        assert!(
+            r["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("1 to 65536"),
+            "{r}"
+        );
+    }
     let key = created["key"].as_str().unwrap().to_string();
     register(&s, &key, json!({"platform":"herald","id":"one"})).await;
     register(&s, &key, json!({"platform":"herald","id":"two"})).await;
