@@ -231,11 +231,6 @@ fn number(key: &str, value: &(Vec<u8>, usize)) -> Result<u64, ConfError> {
     })
 }
 
-/// Perl truthiness, as Meteor tests `Persist`: empty and "0" are false.
-fn truthy(value: &[u8]) -> bool {
-    !(value.is_empty() || value == b"0")
-}
-
 impl MeteorConf {
     /// What Meteor does with its shipped meteord.conf.
     pub fn builtin() -> MeteorConf {
@@ -305,7 +300,23 @@ fn build_mode(name: &str, global: &Keys, section: &Keys) -> Result<Mode, ConfErr
         channel_info: template("ChannelInfoTemplate"),
         ping: template("PingMessage"),
         shutdown: template("SubscriberShutdownMsg"),
-        persist: get("Persist").is_some_and(|(v, _)| truthy(v)),
+        persist: match get("Persist") {
+            None => false,
+            Some((v, line)) => match v.as_slice() {
+                b"" | b"0" => false,
+                b"1" => true,
+                other => {
+                    return Err(ConfError {
+                        line: *line,
+                        message: format!(
+                            "Persist must be 0 or 1, got {:?} (Meteor read any other text as \
+                             true; write 1 if that is what you mean)",
+                            truncate(&String::from_utf8_lossy(other))
+                        ),
+                    })
+                }
+            },
+        },
         max_messages: num("MaxMessages")?,
         max_time: Duration::from_secs(num("MaxTime")?),
     })
@@ -315,6 +326,21 @@ fn build_mode(name: &str, global: &Keys, section: &Keys) -> Result<Mode, ConfErr
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn persist_is_0_or_1() {
+        let on = MeteorConf::from_file_text("Persist 1\n").unwrap();
+        assert!(on.global.persist);
+        let off = MeteorConf::from_file_text("Persist 0\n").unwrap();
+        assert!(!off.global.persist);
+        let e = MeteorConf::from_file_text("\nPersist maybe\n").unwrap_err();
+        assert_eq!(e.line, 2);
+        assert!(
+            e.message.contains("Persist must be 0 or 1, got \"maybe\""),
+            "{}",
+            e.message
+        );
+    }
 
     fn render(t: &Template) -> String {
         let mut out = Vec::new();

@@ -14,6 +14,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     // Listening for the signal starts before the listeners do: a SIGTERM that arrives once a
     // client can connect then shuts down in order instead of killing the process.
     let mut signals = Signals::install();
+    warn_about_retention_from_meteor_conf(&config);
     let server = Server::builder(settings(&config)).start().await?;
     // Tests and scripts read these lines, in this order, to find the ports when listening on
     // port 0.
@@ -46,6 +47,27 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
 
 /// Exit code when a second signal cuts the shutdown short (128 + SIGINT, as shells report it).
 pub const EXIT_ON_SECOND_SIGNAL: i32 = 130;
+
+/// A meteord.conf's `MaxMessagesPerChannel` / `MaxMessageAge` become the default history of
+/// every channel of every app (Meteor had one tenant); said at WARN so it is never a surprise.
+fn warn_about_retention_from_meteor_conf(config: &Config) {
+    use crate::config::Source;
+    for (key, value) in [
+        ("history.size", config.history.history_size.to_string()),
+        ("history.age", format!("{:?}", config.history.history_age)),
+    ] {
+        if let Source::File { path, key: from } = config.source(key) {
+            if from == "MaxMessagesPerChannel" || from == "MaxMessageAge" {
+                tracing::warn!(
+                    meteord_conf = %path.display(),
+                    "{from} in the meteord.conf sets {key} = {value} for every channel of every \
+                     app (not only the Meteor ones); set [history] in herald.toml (or a namespace) \
+                     to choose otherwise"
+                );
+            }
+        }
+    }
+}
 
 /// The server's settings from the configuration.
 fn settings(config: &Config) -> ServerSettings {

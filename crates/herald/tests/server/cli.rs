@@ -160,6 +160,19 @@ fn config_check_names_bad_key_and_value_with_source() {
     assert_eq!(code, 2);
     assert!(err.contains("not valid TOML"), "{err}");
 
+    let (code, _, err) = check("data = \"/proc/herald-data\"\n");
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("invalid data directory \"/proc/herald-data\" (from ")
+            && err.contains("cannot be created in /proc"),
+        "{err}"
+    );
+
+    let conf = write(dir.path(), "meteord.conf", "Persist maybe\n");
+    let (code, _, err) = check(&format!("meteor_conf = {:?}\n", conf.display().to_string()));
+    assert_eq!(code, 2);
+    assert!(err.contains("Persist must be 0 or 1"), "{err}");
+
     let (code, _, err) =
         run(herald(dir.path()).args(["config", "check", "--config", "missing.toml"]));
     assert_eq!(code, 2);
@@ -393,4 +406,40 @@ fn token_refuses_patterns_and_device_ids_no_server_would_accept() {
     ]));
     assert_eq!(code, 0);
     assert_eq!(out.trim().split('.').count(), 3, "{out}");
+}
+
+#[test]
+fn a_meteord_conf_that_sets_every_apps_retention_is_said_at_start() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let conf = write(dir.path(), "meteord.conf", "MaxMessagesPerChannel 5\n");
+    let mut child = herald(dir.path())
+        .args(["serve", "--listen", "127.0.0.1:0", "--data", "data"])
+        .arg("--meteor-conf")
+        .arg(&conf)
+        .args([
+            "--token-secret",
+            SECRET,
+            "--api-key",
+            "hk_retention_test_key",
+        ])
+        .env("HERALD_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let started = stdout
+        .lines()
+        .map_while(Result::ok)
+        .any(|l| l.starts_with("herald listening on"));
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    assert!(started, "the server did not start");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("WARN")
+            && err.contains("MaxMessagesPerChannel in the meteord.conf sets history.size = 5 for every channel of every app"),
+        "{err}"
+    );
 }
