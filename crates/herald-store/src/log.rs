@@ -2,7 +2,7 @@
 //! routes appends and API-key writes to it and reads to the read pool, and shuts the writer
 //! down on [`ChannelLog::close`] or drop.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
@@ -35,6 +35,43 @@ pub struct SqliteLog {
     checkpointer: Mutex<Option<Checkpointer>>,
 }
 
+/// Makes the database readable by its owner only: created so when missing (SQLite gives its
+/// write-ahead log and shared-memory files the database file's mode), and tightened, with a
+/// warning, when an older file (or a restored backup) lets others read it. It holds every app's
+/// token secret.
+fn owner_only(path: &Path) -> Result<(), StoreError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        let error = |e| StoreError::backend(format!("cannot secure {}", path.display()), e);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(path)
+            .map_err(error)?;
+        for suffix in ["", "-wal", "-shm"] {
+            let file = PathBuf::from(format!("{}{suffix}", path.display()));
+            let Ok(meta) = std::fs::metadata(&file) else {
+                continue;
+            };
+            let mode = meta.permissions().mode();
+            if mode & 0o077 != 0 {
+                std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode & 0o700))
+                    .map_err(error)?;
+                tracing::warn!(
+                    file = %file.display(),
+                    "the store file was readable by other users; made it owner-only"
+                );
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
+}
+
 impl SqliteLog {
     /// Opens (creating if needed) `dir/herald.db`; creates `dir` if missing. Runs migrations and
     /// starts the writer thread. `sink` receives every newly committed message.
@@ -47,6 +84,7 @@ impl SqliteLog {
             StoreError::backend(format!("cannot create data directory {}", dir.display()), e)
         })?;
         let path = dir.join(DB_FILE_NAME);
+        owner_only(&path)?;
         let conn = schema::open_writer(&path, options.sync, options.wal_restart_bytes)?;
         let readers = ReadPool::open(&path, options.read_connections)?;
         // Raised by the checkpoint thread when the write-ahead log should start again; the

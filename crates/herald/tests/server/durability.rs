@@ -259,3 +259,24 @@ fn files(dir: &std::path::Path) -> BTreeMap<String, Vec<u8>> {
         })
         .collect()
 }
+
+/// The database holds every app's token secret: it and SQLite's side files are owner-only, and
+/// an old world-readable file is tightened when the server opens it.
+#[cfg(unix)]
+#[tokio::test]
+async fn the_store_files_are_readable_by_their_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let mut server = Server::start().await;
+    server.publish("news", json!(1)).await;
+    for name in ["herald.db", "herald.db-wal", "herald.db-shm"] {
+        assert_eq!(mode(&server.data.join(name)), 0o600, "{name}");
+    }
+    server.kill9();
+    let db = server.data.join("herald.db");
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
+    server.restart().await;
+    assert_eq!(mode(&db), 0o600);
+    let (_, info) = server.get("/v1/channels/news").await;
+    assert_eq!(info["seq"], 1);
+}
