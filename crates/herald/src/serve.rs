@@ -3,7 +3,9 @@
 //! (connections drained, each told why, before the store closes).
 
 use herald_server::vocabulary::{DeliveryConfig, EdgeSettings, PostgresOptions, ProviderEndpoints};
-use herald_server::{ClusterSettings, MeteorPorts, ProviderSettings, Server, ServerSettings};
+use herald_server::{
+    AdminSettings, ClusterSettings, MeteorPorts, ProviderSettings, Server, ServerSettings,
+};
 
 use crate::config::Config;
 
@@ -50,6 +52,10 @@ fn settings(config: &Config) -> ServerSettings {
             ping_interval: config.ping_interval,
         },
         shutdown_grace: config.shutdown_grace,
+        admin: AdminSettings {
+            session_ttl: config.admin_session_ttl,
+            secure_cookie: config.admin_cookie_secure,
+        },
         namespaces: config.namespaces(),
         meteor: MeteorPorts {
             listen: meteor.listen,
