@@ -9,6 +9,7 @@
 mod apps;
 mod auth;
 mod channels;
+mod device_inbox;
 mod devices;
 mod error;
 mod jobs;
@@ -171,6 +172,7 @@ pub fn routes() -> Vec<(&'static str, MethodRouter<Arc<Api>>)> {
                 .patch(devices::patch)
                 .delete(devices::delete),
         ),
+        ("/v1/devices/{id}/inbox", get(device_inbox::inbox)),
         ("/v1/devices/{id}/activate", post(devices::activate)),
         ("/v1/devices/{id}/deactivate", post(devices::deactivate)),
         ("/v1/push", post(pushes::push)),

@@ -361,3 +361,61 @@ async fn the_session_lifetime_and_secure_flag_come_from_the_settings() {
     .await
     .expect("bounded");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_devices_inbox_shows_its_position_and_recent_pushes() {
+    tokio::time::timeout(BOUND, async {
+        let data = TempDir::new().unwrap();
+        let server = admin_server(&data).await;
+        let client = reqwest::Client::new();
+        let registered = send(
+            client
+                .post(url(&server, "/v1/devices"))
+                .bearer_auth(API_KEY)
+                .json(&json!({ "platform": "herald", "id": "phone-1", "tags": ["sports"] })),
+        )
+        .await;
+        assert!(registered.status < 300, "{}", registered.body);
+        let direct = send(
+            client
+                .post(url(&server, "/v1/push"))
+                .bearer_auth(API_KEY)
+                .json(&json!({ "target": { "device": "phone-1" }, "data": { "n": 1 } })),
+        )
+        .await;
+        assert!(direct.status < 300, "{}", direct.body);
+        let broadcast = send(
+            client
+                .post(url(&server, "/v1/push"))
+                .bearer_auth(API_KEY)
+                .json(&json!({ "target": { "tags": "news" }, "data": { "n": 2 } })),
+        )
+        .await;
+        assert!(broadcast.status < 300, "{}", broadcast.body);
+        let inbox = send(
+            client
+                .get(url(&server, "/v1/devices/phone-1/inbox"))
+                .bearer_auth(API_KEY),
+        )
+        .await;
+        assert_eq!(inbox.status, 200, "{}", inbox.body);
+        assert_eq!(inbox.body["device_log"]["unacked"], 1);
+        assert_eq!(inbox.body["device_log"]["acked"]["seq"], 0);
+        let recent = inbox.body["recent"].as_array().unwrap();
+        // The broadcast to `news` does not reach a `sports` device.
+        assert_eq!(recent.len(), 1, "{}", inbox.body);
+        assert_eq!(recent[0]["id"], direct.body["id"]);
+        assert_eq!(recent[0]["acked"], false);
+        assert_eq!(recent[0]["receipt"]["targeted"], 1);
+        let missing = send(
+            client
+                .get(url(&server, "/v1/devices/nope/inbox"))
+                .bearer_auth(API_KEY),
+        )
+        .await;
+        assert_eq!((missing.status, error_code(&missing)), (404, "not_found"));
+        server.shutdown().await.unwrap();
+    })
+    .await
+    .expect("bounded");
+}
