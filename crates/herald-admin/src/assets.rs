@@ -80,7 +80,7 @@ async fn index() -> Response {
 
 async fn asset(Path(name): Path<String>) -> Response {
     if name == INDEX {
-        // The page lives at /admin, so its relative paths resolve; one address for it.
+        // The page has one address: /admin.
         return serve_missing();
     }
     serve(&name)

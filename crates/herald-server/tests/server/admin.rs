@@ -104,7 +104,7 @@ async fn pages_are_served_with_a_strict_policy() {
         assert_eq!(h["x-content-type-options"], "nosniff");
         let html = index.text().await.unwrap();
         let script = html
-            .split("src=\"assets/")
+            .split("src=\"/admin/assets/")
             .nth(1)
             .and_then(|rest| rest.split('"').next())
             .expect("index.html names its script");
