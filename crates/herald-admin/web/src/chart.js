@@ -8,20 +8,30 @@ const W = 560;
 const H = 180;
 const PAD = { left: 48, right: 12, top: 10, bottom: 22 };
 
-function niceMax(v) {
+/** The top of the y axis: a round number at or above `v`, a multiple of 4 for whole counts. */
+function niceMax(v, integer) {
+  if (integer) v = Math.max(v, 4);
   if (!(v > 0)) return 1;
   const exp = 10 ** Math.floor(Math.log10(v));
-  for (const m of [1, 2, 2.5, 5, 10]) {
-    if (v <= m * exp) return m * exp;
+  for (const m of [1, 2, 4, 5, 8, 10]) {
+    const top = m * exp;
+    if (v <= top && (!integer || Number.isInteger(top / 4))) return top;
   }
   return 10 * exp;
+}
+
+/** An x axis label: how long before the newest reading. */
+function ago(ms) {
+  if (ms <= 0) return 'now';
+  const s = Math.round(ms / 1000);
+  return s >= 60 && s % 60 === 0 ? `−${s / 60}m` : `−${s}s`;
 }
 
 function tick(v) {
   if (v >= 1e6) return `${(v / 1e6).toFixed(v % 1e6 ? 1 : 0)}M`;
   if (v >= 1e3) return `${(v / 1e3).toFixed(v % 1e3 ? 1 : 0)}k`;
   if (v >= 10 || v === 0) return String(Math.round(v));
-  return v.toFixed(v >= 1 ? 1 : 2);
+  return String(Math.round(v * 1000) / 1000);
 }
 
 export class LineChart {
@@ -29,12 +39,14 @@ export class LineChart {
    * @param {string} title
    * @param {string[]} names  series names
    * @param {(v: number) => string} format  legend value format
-   * @param {number} windowMs  how much time the x axis spans
+   * @param {number} windowMs  the most time the x axis spans (it starts at a minute and grows)
+   * @param {boolean} integer  whole counts (y ticks on whole numbers)
    */
-  constructor(title, names, format, windowMs) {
+  constructor(title, names, format, windowMs, integer = false) {
     this.names = names;
     this.format = format;
     this.windowMs = windowMs;
+    this.integer = integer;
     this.svg = s('svg', { viewBox: `0 0 ${W} ${H}`, class: 'chart-svg', role: 'img', 'aria-label': title });
     this.legend = h('div', { class: 'legend' });
     this.el = h('section', { class: 'panel chart' },
@@ -45,12 +57,14 @@ export class LineChart {
   /** Redraws from `points`: [{ t, values: [number|null per series] }], oldest first. */
   draw(points) {
     const now = points.length ? points[points.length - 1].t : Date.now();
-    const from = now - this.windowMs;
+    const first = points.length ? points[0].t : now;
+    const span = Math.min(this.windowMs, Math.max(60_000, Math.ceil((now - first) / 60_000) * 60_000));
+    const from = now - span;
     const shown = points.filter((p) => p.t >= from);
     let max = 0;
     for (const p of shown) for (const v of p.values) if (v !== null && v > max) max = v;
-    max = niceMax(max);
-    const x = (t) => PAD.left + ((t - from) / this.windowMs) * (W - PAD.left - PAD.right);
+    max = niceMax(max, this.integer);
+    const x = (t) => PAD.left + ((t - from) / span) * (W - PAD.left - PAD.right);
     const y = (v) => H - PAD.bottom - (v / max) * (H - PAD.top - PAD.bottom);
     const nodes = [];
     for (let i = 0; i <= 4; i += 1) {
@@ -58,11 +72,10 @@ export class LineChart {
       nodes.push(s('line', { x1: PAD.left, x2: W - PAD.right, y1: y(v), y2: y(v), class: 'grid' }));
       nodes.push(s('text', { x: PAD.left - 6, y: y(v) + 4, class: 'axis', 'text-anchor': 'end' }, tick(v)));
     }
-    const minutes = this.windowMs / 60000;
-    for (let m = 0; m <= minutes; m += 1) {
-      const t = from + m * 60000;
-      const label = m === minutes ? 'now' : `−${minutes - m}m`;
-      nodes.push(s('text', { x: x(t), y: H - 6, class: 'axis', 'text-anchor': 'middle' }, label));
+    for (let i = 0; i <= 4; i += 1) {
+      const t = from + (span * i) / 4;
+      const anchor = i === 0 ? 'start' : i === 4 ? 'end' : 'middle';
+      nodes.push(s('text', { x: x(t), y: H - 6, class: 'axis', 'text-anchor': anchor }, ago(now - t)));
     }
     this.names.forEach((_, i) => {
       let d = '';

@@ -81,6 +81,7 @@ function appPage(view, id, { go }) {
   const admin = session.role === 'admin';
   const slot = errorSlot();
   const stats = h('div', {}, h('p', { class: 'muted' }, 'Loading…'));
+  const more = h('div');
   const keys = h('div');
   const shown = h('div');
   const keyButton = h('button', { type: 'submit', class: 'primary', id: 'create-key' }, 'Create key');
@@ -118,15 +119,17 @@ function appPage(view, id, { go }) {
             ['Deliveries', int(s.usage.deliveries)],
             ['Acks', int(s.usage.acks)],
             ['Peak connections', int(s.usage.peak_connections)],
-          ]))),
-        panel('Limits', kv(Object.entries(s.limits || {}).map(([k, v]) => [k, v === null ? 'none' : String(v)])),
-          Object.keys(s.limits || {}).length ? null : h('p', { class: 'muted' }, 'No limits set.')),
+          ]))));
+      mount(more, h('div', { class: 'grid-2' },
+        panel('Limits', Object.keys(s.limits || {}).length
+          ? kv(Object.entries(s.limits).map(([k, v]) => [k, v === null ? 'none' : String(v)]))
+          : h('p', { class: 'muted empty' }, 'No limits set.')),
         panel('Providers', providers.length
           ? table([
             { label: 'Provider', value: ([p]) => p },
             { label: 'Figures', value: ([, f]) => h('code', {}, json(f)) },
           ], providers)
-          : h('p', { class: 'muted' }, 'No provider figures yet.')));
+          : h('p', { class: 'muted empty' }, 'No provider figures yet.'))));
     } catch (e) {
       slot.show(e);
     }
@@ -167,7 +170,8 @@ function appPage(view, id, { go }) {
     stats,
     admin
       ? panel('Publisher keys', keyForm, shown, keys)
-      : panel('Publisher keys', h('p', { class: 'muted' }, 'Keys are created and revoked with the admin key.'), badge('read-only')));
+      : panel('Publisher keys', h('p', { class: 'muted empty' }, badge('read-only'), 'Keys are created and revoked with the admin key.')),
+    more);
   loadStats();
   loadKeys();
 }

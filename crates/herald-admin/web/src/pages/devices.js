@@ -106,6 +106,7 @@ function devicePage(view, id, { go }) {
   const slot = errorSlot();
   const details = h('div', {}, h('p', { class: 'muted' }, 'Loading…'));
   const inbox = h('div');
+  const recent = h('div');
   async function load() {
     try {
       const device = await get(`/v1/devices/${encodeURIComponent(id)}`);
@@ -125,8 +126,8 @@ function devicePage(view, id, { go }) {
           ['Cursor', h('code', { id: 'inbox-cursor' }, box.cursor)],
           ['Broadcast log ($app)', position(box.app_log)],
           ['Own log ($device)', position(box.device_log)],
-        ]),
-        h('h4', {}, 'Recent pushes'),
+        ]));
+      mount(recent,
         table([
           { label: 'Push', value: (p) => h('a', { href: `#/pushes/${encodeURIComponent(p.id)}` }, h('code', {}, p.id)) },
           { label: 'Log', value: (p) => (p.log === 'app' ? 'broadcast' : 'direct') },
@@ -145,6 +146,7 @@ function devicePage(view, id, { go }) {
       h('button', { class: 'ghost', onclick: load }, 'Reload'),
       h('button', { class: 'primary', id: 'push-to-device', onclick: () => go(`pushes/new/device/${encodeURIComponent(id)}`) }, 'Send a test push')),
     slot.el,
-    h('div', { class: 'grid-2' }, panel('Registration', details), panel('Inbox', inbox)));
+    h('div', { class: 'grid-2' }, panel('Registration', details), panel('Inbox', inbox)),
+    panel('Recent pushes (newest first)', recent));
   load();
 }

@@ -48,6 +48,7 @@ function totals(o) {
       published: o.server.published,
       deliveries: o.server.deliveries,
       lag: o.server.delivery_lag,
+      acks: sum(o.apps.map((a) => a.usage.acks)),
       queue: o.apps.map(queueOf).reduce((a, b) => [a[0] + b[0], a[1] + b[1]], [0, 0]),
     };
   }
@@ -57,6 +58,7 @@ function totals(o) {
     published: app.usage.published,
     deliveries: app.usage.deliveries,
     lag: null,
+    acks: app.usage.acks,
     queue: queueOf(app),
   };
 }
@@ -73,14 +75,16 @@ export function render(view) {
     connections: tile('Connections', 'tile-connections'),
     messages: tile('Messages / s', 'tile-messages'),
     deliveries: tile('Deliveries / s', 'tile-deliveries'),
-    latency: tile(admin ? 'Delivery latency p95' : 'Acks', 'tile-latency'),
+    latency: tile(admin ? 'Delivery latency p95' : 'Acks / s', 'tile-latency'),
     queue: tile('Queued provider jobs', 'tile-queue'),
   };
   const charts = {
-    connections: new LineChart('Connections', admin ? ['WebSocket', 'SSE', 'Meteor'] : ['connections'], int, WINDOW_MS),
-    traffic: new LineChart('Messages and deliveries per second', ['messages/s', 'deliveries/s'], rate, WINDOW_MS),
-    latency: admin ? new LineChart('Delivery latency (publish to socket write)', ['mean', 'p95'], ms, WINDOW_MS) : null,
-    queue: new LineChart('Provider job queue', ['queued', 'dead'], int, WINDOW_MS),
+    connections: new LineChart('Connections', admin ? ['WebSocket', 'SSE', 'Meteor'] : ['connections'], int, WINDOW_MS, true),
+    traffic: new LineChart('Throughput / s', ['messages', 'deliveries'], rate, WINDOW_MS),
+    latency: admin
+      ? new LineChart('Delivery latency', ['mean', 'p95'], ms, WINDOW_MS)
+      : new LineChart('Acks / s', ['acks'], rate, WINDOW_MS),
+    queue: new LineChart('Provider jobs', ['queued', 'dead'], int, WINDOW_MS, true),
   };
   const appsPanel = h('div');
   const providersPanel = h('div');
@@ -89,7 +93,7 @@ export function render(view) {
     pageHead('Overview', admin ? 'The whole server and every app, live.' : `App ${session.app}, live.`, updated),
     slot.el,
     h('div', { class: 'tiles' }, Object.values(tiles).map((t) => t.el)),
-    h('div', { class: 'grid-2' }, Object.values(charts).filter(Boolean).map((c) => c.el)),
+    h('div', { class: 'grid-2' }, Object.values(charts).map((c) => c.el)),
     panel(admin ? 'Apps' : 'App', appsPanel),
     panel('Delivery worker per app and provider', providersPanel));
 
@@ -107,7 +111,7 @@ export function render(view) {
       const prev = readings.length ? readings[readings.length - 1] : null;
       readings.push({ time: o.time_ms, t, o });
       if (readings.length > KEEP) readings.shift();
-      let perSecond = [null, null];
+      let perSecond = [null, null, null];
       let lag = [null, null];
       if (prev) {
         const dt = (o.time_ms - prev.time) / 1000;
@@ -115,6 +119,7 @@ export function render(view) {
           perSecond = [
             Math.max(0, (t.published - prev.t.published) / dt),
             Math.max(0, (t.deliveries - prev.t.deliveries) / dt),
+            Math.max(0, (t.acks - prev.t.acks) / dt),
           ];
         }
         lag = latency(prev.t.lag, t.lag);
@@ -124,17 +129,17 @@ export function render(view) {
         if (points[key].length > KEEP) points[key].shift();
       };
       push('connections', t.connections);
-      push('traffic', perSecond);
-      push('latency', lag);
+      push('traffic', perSecond.slice(0, 2));
+      push('latency', admin ? lag : [perSecond[2]]);
       push('queue', t.queue);
       charts.connections.draw(points.connections);
       charts.traffic.draw(points.traffic);
-      if (charts.latency) charts.latency.draw(points.latency);
+      charts.latency.draw(points.latency);
       charts.queue.draw(points.queue);
       tiles.connections.value.textContent = int(sum(t.connections));
       tiles.messages.value.textContent = rate(perSecond[0]);
       tiles.deliveries.value.textContent = rate(perSecond[1]);
-      tiles.latency.value.textContent = admin ? ms(lag[1]) : int(o.apps[0] ? o.apps[0].usage.acks : null);
+      tiles.latency.value.textContent = admin ? ms(lag[1]) : rate(perSecond[2]);
       tiles.queue.value.textContent = int(t.queue[0]);
       drawTables(o);
       updated.textContent = `updated ${new Date(o.time_ms).toLocaleTimeString('en-GB')}`;

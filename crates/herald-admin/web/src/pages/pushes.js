@@ -12,9 +12,12 @@ const POLL_MS = 1000;
 /** Pushes sent from this page in this browser tab, newest first. */
 const sent = [];
 
+/** The form as last sent, to show again while its receipt is watched. */
+let lastForm = null;
+
 export function render(view, rest, { go }) {
   const parts = rest ? rest.split('/') : [];
-  let prefill = { kind: 'device', value: '' };
+  let prefill = lastForm || { kind: 'device', value: '' };
   let watching = null;
   if (parts[0] === 'new' && parts.length >= 3) {
     prefill = { kind: parts[1], value: parts.slice(2).join('/') };
@@ -55,6 +58,7 @@ export function render(view, rest, { go }) {
         return post('/v1/push', body);
       });
       if (answer) {
+        lastForm = { kind: v.kind, value: v.value || '' };
         sent.unshift({ id: answer.id, target: v.kind === 'app' ? 'whole app' : `${v.kind} ${v.value}`, at: Date.now(), app: currentApp() });
         go(`pushes/${encodeURIComponent(answer.id)}`);
       }
