@@ -128,10 +128,10 @@ impl Api {
             Some(Caller::Admin) => match acting {
                 Some(app) if self.tokens.knows(&app) => Ok(app),
                 Some(app) => Err(no_app(&app)),
-                None => Err(unauthorized(format!(
+                None => Err(unauthorized(
                     "the admin key is not a publisher key: name the app it acts for in the \
-                     X-Herald-App header"
-                ))),
+                     X-Herald-App header",
+                )),
             },
             None => Err(Self::invalid(presented.via)),
         }

@@ -87,7 +87,7 @@ pub async fn inbox(
                 .map(|m| ("app", m)),
         )
         .collect();
-    recent.sort_by(|a, b| (b.1.time, b.1.seq).cmp(&(a.1.time, a.1.seq)));
+    recent.sort_by_key(|(_, m)| std::cmp::Reverse((m.time, m.seq)));
     recent.truncate(RECENT);
     let now = now_millis();
     let mut pushes = Vec::with_capacity(recent.len());
