@@ -40,6 +40,9 @@ fi
 step "services the cluster tests start (PostgreSQL, Redis)"
 scripts/install-services.sh
 
+step "admin dashboard assets (rebuilt from crates/herald-admin/web, compared with the committed ones)"
+scripts/build-admin.sh --check
+
 step "Rust tests (unit, property, integration against the real binary)"
 cargo test --workspace --no-fail-fast
 

@@ -10,7 +10,9 @@ use axum::response::{IntoResponse, Response};
 use herald_core::message::now_millis;
 use herald_core::tenant::AppId;
 use herald_core::{ErrorCode, HeraldError};
-use herald_push::jobs::JobKind;
+use herald_push::delivery::stats::ProviderFigures;
+use herald_push::device::Platform;
+use herald_push::jobs::{Depth, JobKind};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -30,12 +32,23 @@ pub(crate) async fn provider_stats(api: &Api, app: &AppId) -> Result<Value, Hera
         .await
         .map_err(HeraldError::from)?;
     let figures = api.deliverer.stats().figures(Some(app));
-    let now = now_millis();
+    Ok(provider_map(app, &figures, &depth, now_millis()))
+}
+
+/// The per-provider map of `app` out of the worker's `figures` and the queue's `depth` (which
+/// may hold other apps' too): each provider's figures with `queued`, `dead` and
+/// `oldest_age_ms` added (`expand`: the jobs that expand a broadcast into sends).
+pub(crate) fn provider_map(
+    app: &AppId,
+    figures: &[(AppId, Platform, ProviderFigures)],
+    depth: &[Depth],
+    now: i64,
+) -> Value {
     let mut out = serde_json::Map::new();
-    for (_, provider, f) in figures {
+    for (_, provider, f) in figures.iter().filter(|(a, _, _)| a == app) {
         out.insert(provider.as_str().into(), json!(f));
     }
-    for d in depth {
+    for d in depth.iter().filter(|d| d.app == *app) {
         let name = d.provider.map_or("expand", |p| p.as_str());
         let entry = out.entry(name.to_string()).or_insert_with(|| json!({}));
         if let Some(map) = entry.as_object_mut() {
@@ -47,7 +60,7 @@ pub(crate) async fn provider_stats(api: &Api, app: &AppId) -> Result<Value, Hera
             );
         }
     }
-    Ok(Value::Object(out))
+    Value::Object(out)
 }
 
 /// `GET /v1/jobs/stats`.

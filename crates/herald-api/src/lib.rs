@@ -1,36 +1,44 @@
 //! Herald's HTTP publisher API: publish and batch publish, channel history, channel info and
-//! listing (all behind a publisher API key), plus `/healthz`, `/metrics` and the OpenAPI
-//! document. docs/openapi.yaml describes every route.
+//! listing (all behind a publisher API key), apps, devices, pushes and the job queue, the admin
+//! dashboard's sessions (`/admin/session`) and live figures (`/v1/overview`), plus `/healthz`,
+//! `/metrics` and the OpenAPI document. docs/openapi.yaml describes every route; who a request
+//! speaks for is `auth.rs`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod apps;
+mod auth;
 mod channels;
+mod device_inbox;
 mod devices;
 mod error;
 mod jobs;
 mod ops;
+mod overview;
+mod prom;
 mod providers;
 mod publish;
 mod pushes;
+mod session;
 
 use std::sync::Arc;
 
 use axum::http::HeaderMap;
 use axum::routing::{get, post, MethodRouter};
 use axum::Router;
-use herald_core::auth::{hash_api_key, ApiKeys, Tokens};
+use herald_core::auth::{ApiKeys, Tokens};
 use herald_core::bus::{Bus, Presence};
 use herald_core::publish::Publisher;
 use herald_core::tenancy::Tenancy;
-use herald_core::tenant::AppId;
 use herald_core::usage::UsageMeter;
-use herald_core::{Engine, ErrorCode, HeraldError};
+use herald_core::Engine;
 use herald_push::credentials::CredentialStore;
 use herald_push::delivery::worker::Deliverer;
 use herald_push::{DeviceRegistry, Inbox};
 
+pub use auth::{Caller, APP_HEADER};
 pub use error::ApiError;
+pub use herald_admin::Sessions;
 
 /// Renders the Prometheus text exposition of all metrics.
 pub type MetricsRender = Arc<dyn Fn() -> String + Send + Sync>;
@@ -67,71 +75,12 @@ pub struct Api {
     pub credentials: Arc<dyn CredentialStore>,
     /// The provider delivery worker: its queue, clients and figures.
     pub deliverer: Arc<Deliverer>,
+    /// The admin dashboard's sessions: their signing key, lifetime and cookie attributes.
+    pub sessions: Sessions,
 }
 
 /// Most messages in one batch publish.
 pub const MAX_BATCH: usize = 1000;
-
-impl Api {
-    /// Checks the `Authorization: Bearer <publisher key>` header and returns the key's app.
-    pub fn authorize(&self, headers: &HeaderMap) -> Result<AppId, HeraldError> {
-        match bearer(headers) {
-            Some(k) => self.keys.check(k).ok_or_else(|| {
-                HeraldError::new(ErrorCode::Unauthorized, "the API key is not valid")
-            }),
-            None => Err(HeraldError::new(
-                ErrorCode::Unauthorized,
-                "send the publisher API key as Authorization: Bearer <key>",
-            )),
-        }
-    }
-
-    /// Whether the bearer key is the admin key.
-    fn is_admin(&self, headers: &HeaderMap) -> bool {
-        match (bearer(headers), &self.admin_key_hash) {
-            (Some(k), Some(hash)) => hash_api_key(k) == *hash,
-            _ => false,
-        }
-    }
-
-    /// Checks for the admin key.
-    pub fn authorize_admin(&self, headers: &HeaderMap) -> Result<(), HeraldError> {
-        if self.is_admin(headers) {
-            return Ok(());
-        }
-        if self.admin_key_hash.is_none() {
-            return Err(HeraldError::forbidden(
-                "app administration needs an admin key: start the server with --admin-key or \
-                 HERALD_ADMIN_KEY",
-            ));
-        }
-        Err(HeraldError::new(
-            ErrorCode::Unauthorized,
-            "send the admin key as Authorization: Bearer <key>",
-        ))
-    }
-
-    /// Checks for the admin key or a publisher key of `app`. Another app's key is told the
-    /// app does not exist, so keys cannot probe for other tenants.
-    pub fn authorize_app_or_admin(
-        &self,
-        headers: &HeaderMap,
-        app: &AppId,
-    ) -> Result<(), HeraldError> {
-        if self.is_admin(headers) {
-            return Ok(());
-        }
-        let own = self.authorize(headers)?;
-        if own == *app {
-            Ok(())
-        } else {
-            Err(HeraldError::new(
-                ErrorCode::NotFound,
-                format!("no app {app}"),
-            ))
-        }
-    }
-}
 
 /// The credential of the request's `Authorization: Bearer` header, read by the contract's one
 /// parser (`herald_proto::http::bearer`).
@@ -203,6 +152,13 @@ pub fn routes() -> Vec<(&'static str, MethodRouter<Arc<Api>>)> {
             "/v1/apps/{id}/vapid-public-key",
             get(providers::vapid_public_key).layer(public_read_cors()),
         ),
+        ("/v1/overview", get(overview::overview)),
+        (
+            "/admin/session",
+            get(session::current)
+                .post(session::login)
+                .delete(session::logout),
+        ),
         ("/v1/jobs/stats", get(jobs::stats)),
         ("/v1/jobs/dead", get(jobs::dead)),
         ("/v1/jobs/{id}", axum::routing::delete(jobs::drop_dead)),
@@ -216,6 +172,7 @@ pub fn routes() -> Vec<(&'static str, MethodRouter<Arc<Api>>)> {
                 .patch(devices::patch)
                 .delete(devices::delete),
         ),
+        ("/v1/devices/{id}/inbox", get(device_inbox::inbox)),
         ("/v1/devices/{id}/activate", post(devices::activate)),
         ("/v1/devices/{id}/deactivate", post(devices::deactivate)),
         ("/v1/push", post(pushes::push)),

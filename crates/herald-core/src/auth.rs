@@ -199,6 +199,12 @@ impl Tokens {
         }
     }
 
+    /// Whether this keyring knows `app` (the default app, or an app whose secret was set):
+    /// every app that exists has a token secret.
+    pub fn knows(&self, app: &AppId) -> bool {
+        app.is_default() || self.apps.read().contains_key(app)
+    }
+
     /// Signs a token for `app` with its secret; `None` if the app is unknown.
     pub fn mint(&self, app: &AppId, claims: &ClientClaims) -> Option<String> {
         if app.is_default() {
@@ -275,7 +281,12 @@ impl ApiKeys {
 
     /// The app `key` publishes for, if it is a valid publisher key.
     pub fn check(&self, key: &str) -> Option<AppId> {
-        self.hashes.read().get(&hash_api_key(key)).cloned()
+        self.check_hash(&hash_api_key(key))
+    }
+
+    /// The app the key hashed as `hash` ([`hash_api_key`]) publishes for, if it is still valid.
+    pub fn check_hash(&self, hash: &str) -> Option<AppId> {
+        self.hashes.read().get(hash).cloned()
     }
 }
 

@@ -33,7 +33,7 @@ pub use error::ServerError;
 pub use node::migrate_postgres;
 pub use secrets::{read_secret_file, CREDENTIALS_KEY_FILE, TOKEN_SECRET_FILE};
 pub use server::{Addresses, RunningServer, Server, ServerBuilder};
-pub use settings::{ClusterSettings, MeteorPorts, ProviderSettings, ServerSettings};
+pub use settings::{AdminSettings, ClusterSettings, MeteorPorts, ProviderSettings, ServerSettings};
 
 /// The types a [`ServerSettings`] is made of, from the crates that own them, so a program that
 /// configures a server (the `herald` binary) needs no other Herald crate.

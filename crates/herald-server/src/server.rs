@@ -117,7 +117,7 @@ async fn assemble(
         meteor_control: meteor.as_ref().and_then(MeteorListeners::controller_addr),
     };
     let generated_api_key = parts.publisher_keys(&settings).await?;
-    let router = parts.router(&settings, edge.clone(), metrics);
+    let router = parts.router(&settings, edge.clone(), metrics)?;
     parts.start_delivery(shutdown);
 
     let background = TaskTracker::new();

@@ -43,6 +43,27 @@ pub struct ServerSettings {
     pub providers: ProviderSettings,
     /// Cluster mode: a shared PostgreSQL store and a Redis bus (both off: one node on SQLite).
     pub cluster: ClusterSettings,
+    /// The admin dashboard's sessions.
+    pub admin: AdminSettings,
+}
+
+/// The admin dashboard (`/admin`): how long a login lasts and how its cookie is marked.
+#[derive(Debug, Clone)]
+pub struct AdminSettings {
+    /// How long a dashboard session lasts from its login.
+    pub session_ttl: Duration,
+    /// Mark the session cookie `Secure`: the server is reached over https (through a proxy
+    /// that terminates TLS), so browsers never send the cookie over plain http.
+    pub secure_cookie: bool,
+}
+
+impl Default for AdminSettings {
+    fn default() -> Self {
+        AdminSettings {
+            session_ttl: Duration::from_secs(3600),
+            secure_cookie: false,
+        }
+    }
 }
 
 /// Where the durable state lives and how nodes reach each other. Both empty (the default): one
@@ -146,6 +167,7 @@ impl ServerSettings {
             meteor: MeteorPorts::default(),
             providers: ProviderSettings::default(),
             cluster: ClusterSettings::default(),
+            admin: AdminSettings::default(),
         }
     }
 }
@@ -166,6 +188,7 @@ impl std::fmt::Debug for ServerSettings {
             .field("meteor", &self.meteor)
             .field("providers", &self.providers)
             .field("cluster", &self.cluster)
+            .field("admin", &self.admin)
             .finish()
     }
 }

@@ -218,14 +218,14 @@ impl Parts {
         Ok(generated)
     }
 
-    /// The HTTP router: the transports' routes, the publisher and admin API, and JSON answers
-    /// for unknown paths and methods.
+    /// The HTTP router: the transports' routes, the publisher and admin API, the admin
+    /// dashboard's pages, and JSON answers for unknown paths and methods.
     pub(crate) fn router(
         &self,
         settings: &ServerSettings,
         edge: Arc<Edge>,
         metrics: PrometheusHandle,
-    ) -> Router {
+    ) -> Result<Router, ServerError> {
         let api = Arc::new(herald_api::Api {
             engine: self.engine.clone(),
             publisher: self.publisher.clone(),
@@ -242,11 +242,22 @@ impl Parts {
             metrics: Arc::new(move || metrics.render()),
             credentials: self.credentials.clone(),
             deliverer: self.deliverer.clone(),
+            sessions: self.sessions(settings)?,
         });
-        herald_edge::router(edge)
+        Ok(herald_edge::router(edge)
             .merge(herald_api::router(api))
+            .merge(herald_admin::router())
             .fallback(not_found)
-            .method_not_allowed_fallback(method_not_allowed)
+            .method_not_allowed_fallback(method_not_allowed))
+    }
+
+    /// The dashboard's sessions: signed with a key derived from the token secret (every node of
+    /// a cluster shares it, so any node accepts a session), with the configured lifetime.
+    fn sessions(&self, settings: &ServerSettings) -> Result<herald_api::Sessions, ServerError> {
+        let mut sessions = herald_api::Sessions::new(token_secret(settings)?.as_bytes());
+        sessions.ttl = settings.admin.session_ttl;
+        sessions.secure_cookie = settings.admin.secure_cookie;
+        Ok(sessions)
     }
 
     /// Waits for the work pushes left running (audience counts), then closes the store (after

@@ -329,6 +329,8 @@ mod lifecycle {
     }
 }
 
+#[path = "server/admin.rs"]
+mod admin;
 #[path = "server/cluster/mod.rs"]
 mod cluster;
 #[path = "server/openapi.rs"]

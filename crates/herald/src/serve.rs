@@ -5,7 +5,9 @@
 //! durable.
 
 use herald_server::vocabulary::{DeliveryConfig, EdgeSettings, PostgresOptions, ProviderEndpoints};
-use herald_server::{ClusterSettings, MeteorPorts, ProviderSettings, Server, ServerSettings};
+use herald_server::{
+    AdminSettings, ClusterSettings, MeteorPorts, ProviderSettings, Server, ServerSettings,
+};
 
 use crate::config::Config;
 
@@ -87,6 +89,10 @@ fn settings(config: &Config) -> ServerSettings {
             ping_interval: config.ping_interval,
         },
         shutdown_grace: config.shutdown_grace,
+        admin: AdminSettings {
+            session_ttl: config.admin_session_ttl,
+            secure_cookie: config.admin_cookie_secure,
+        },
         namespaces: config.namespaces(),
         meteor: MeteorPorts {
             listen: meteor.listen,

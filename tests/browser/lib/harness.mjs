@@ -8,7 +8,7 @@
 
 import { spawn } from 'node:child_process';
 import { createHmac } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -24,6 +24,20 @@ export const WAIT_MS = 15_000;
 
 export const API_KEY = 'hk_browser_test_publisher_key';
 export const TOKEN_SECRET = 'browser-test-token-secret-0123456789';
+/** The admin key of servers started with `adminArgs()`. */
+export const ADMIN_KEY = 'hk_browser_test_admin_key_0123456789';
+
+/** `herald serve` flags that turn app administration (and the admin dashboard's admin view) on. */
+export function adminArgs() {
+  return ['--admin-key', ADMIN_KEY];
+}
+
+/** Where tests save screenshots: target/test-artifacts/NAME/ of this workspace (created). */
+export function artifactsDir(name) {
+  const dir = resolve(HERE, '../../../target/test-artifacts', name);
+  mkdirSync(dir, { recursive: true });
+  return dir;
+}
 
 /** The herald binary: $HERALD_BIN, or target/debug/herald of this workspace. */
 export function heraldBin() {

@@ -91,6 +91,8 @@ pub(super) const KEYS: &[Key] = &[
     key("admin_key", &["HERALD_ADMIN_KEY"]).secret(),
     key("token_secret", &["HERALD_TOKEN_SECRET"]).secret(),
     key("allow_anonymous", &["HERALD_ALLOW_ANONYMOUS"]),
+    key("admin_session_ttl", &["HERALD_ADMIN_SESSION_TTL"]),
+    key("admin_cookie_secure", &["HERALD_ADMIN_COOKIE_SECURE"]),
     key("sync", &["HERALD_SYNC"]).what("sync mode"),
     key("max_frame_bytes", &["HERALD_MAX_FRAME_BYTES"]),
     key("outbox_bytes", &["HERALD_OUTBOX_BYTES"]),
@@ -194,6 +196,16 @@ impl Layers {
                 "allow_anonymous",
                 "--allow-anonymous",
                 flags.allow_anonymous.clone(),
+            ),
+            (
+                "admin_session_ttl",
+                "--admin-session-ttl",
+                flags.admin_session_ttl.clone(),
+            ),
+            (
+                "admin_cookie_secure",
+                "--admin-cookie-secure",
+                flags.admin_cookie_secure.clone(),
             ),
             ("sync", "--sync", flags.sync.clone()),
             ("store", "--store", flags.store.clone()),
@@ -334,5 +346,34 @@ mod tests {
             ..Default::default()
         };
         assert!(!load(None, &env, flags).unwrap().allow_anonymous);
+    }
+
+    #[test]
+    fn admin_session_settings_layer_and_are_checked() {
+        let c = load(None, &[], ConfigFlags::default()).unwrap();
+        assert_eq!(c.admin_session_ttl, std::time::Duration::from_secs(3600));
+        assert!(!c.admin_cookie_secure);
+        let file = "admin_session_ttl = \"2h\"\nadmin_cookie_secure = true\n";
+        let env = [("HERALD_ADMIN_SESSION_TTL", "30m")];
+        let c = load(Some(file), &env, ConfigFlags::default()).unwrap();
+        assert_eq!(c.admin_session_ttl, std::time::Duration::from_secs(1800));
+        assert!(c.admin_cookie_secure);
+        let flags = ConfigFlags {
+            admin_session_ttl: Some("45s".into()),
+            admin_cookie_secure: Some("false".into()),
+            ..Default::default()
+        };
+        let c = load(Some(file), &env, flags).unwrap();
+        assert_eq!(c.admin_session_ttl, std::time::Duration::from_secs(45));
+        assert!(!c.admin_cookie_secure);
+        let flags = ConfigFlags {
+            admin_session_ttl: Some("0s".into()),
+            ..Default::default()
+        };
+        let e = super::super::tests::err(None, &[], flags);
+        assert!(
+            e.contains("admin_session_ttl") && e.contains("--admin-session-ttl"),
+            "{e}"
+        );
     }
 }

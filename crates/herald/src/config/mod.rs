@@ -60,6 +60,14 @@ pub struct ConfigFlags {
     /// Let clients without a token subscribe [env: HERALD_ALLOW_ANONYMOUS]
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     pub allow_anonymous: Option<String>,
+    /// How long an admin dashboard login lasts, e.g. "1h" or "30m"
+    /// [env: HERALD_ADMIN_SESSION_TTL] (default: 1h)
+    #[arg(long, value_name = "DURATION")]
+    pub admin_session_ttl: Option<String>,
+    /// Mark the admin dashboard's session cookie Secure: browsers reach the server over https
+    /// (a TLS-terminating proxy) [env: HERALD_ADMIN_COOKIE_SECURE] (default: false)
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub admin_cookie_secure: Option<String>,
     /// Store durability: always, batch or off [env: HERALD_SYNC]
     #[arg(long, value_name = "MODE")]
     pub sync: Option<String>,
@@ -248,6 +256,10 @@ pub struct Config {
     pub token_secret: Option<String>,
     /// Whether clients without a token may subscribe.
     pub allow_anonymous: bool,
+    /// How long an admin dashboard session lasts.
+    pub admin_session_ttl: Duration,
+    /// Whether the dashboard's session cookie is marked `Secure`.
+    pub admin_cookie_secure: bool,
     /// Store durability policy.
     pub sync: SyncMode,
     /// Largest WebSocket frame / request body accepted from a client, in bytes.

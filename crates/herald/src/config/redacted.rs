@@ -47,6 +47,12 @@ impl Config {
                 Some(Value::from(self.allow_anonymous)),
                 "",
             ),
+            ("admin_session_ttl", dur(self.admin_session_ttl), ""),
+            (
+                "admin_cookie_secure",
+                Some(Value::from(self.admin_cookie_secure)),
+                "",
+            ),
             ("sync", text(self.sync.as_str()), ""),
             ("max_frame_bytes", int(self.max_frame_bytes as u64), ""),
             ("outbox_bytes", int(self.outbox_bytes as u64), ""),
@@ -191,6 +197,8 @@ impl fmt::Debug for Config {
             .field("admin_key", &redact(&self.admin_key))
             .field("token_secret", &redact(&self.token_secret))
             .field("allow_anonymous", &self.allow_anonymous)
+            .field("admin_session_ttl", &self.admin_session_ttl)
+            .field("admin_cookie_secure", &self.admin_cookie_secure)
             .field("sync", &self.sync)
             .field("max_frame_bytes", &self.max_frame_bytes)
             .field("outbox_bytes", &self.outbox_bytes)

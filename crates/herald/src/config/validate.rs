@@ -94,6 +94,12 @@ impl Layers {
             admin_key: self.get("admin_key", None, secret(16))?,
             token_secret: self.get("token_secret", None, secret(MIN_TOKEN_SECRET_BYTES))?,
             allow_anonymous: self.get("allow_anonymous", false, boolean)?,
+            admin_session_ttl: self.get("admin_session_ttl", Duration::from_secs(3600), |r| {
+                Some(duration(r)?)
+                    .filter(|d| d.as_secs() >= 1)
+                    .ok_or("must be at least 1s".into())
+            })?,
+            admin_cookie_secure: self.get("admin_cookie_secure", false, boolean)?,
             sync: self.get("sync", SyncMode::Batch, |r| {
                 text(r)?
                     .parse::<SyncMode>()

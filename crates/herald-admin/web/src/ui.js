@@ -1,0 +1,86 @@
+// Shared page pieces: panels, tables, key-value lists, error and notice boxes, and a helper
+// that runs an action with its button disabled and shows any error with its code.
+
+import { h, mount } from './dom.js';
+
+export function panel(title, ...children) {
+  return h('section', { class: 'panel' },
+    title ? h('header', { class: 'panel-head' }, h('h3', {}, title)) : null,
+    h('div', { class: 'panel-body' }, ...children));
+}
+
+export function pageHead(title, subtitle, ...actions) {
+  return h('div', { class: 'page-head' },
+    h('div', {}, h('h2', {}, title), subtitle ? h('p', { class: 'muted' }, subtitle) : null),
+    h('div', { class: 'actions' }, ...actions));
+}
+
+/** A box showing an API error as `code: message`. */
+export function errorBox(err) {
+  const code = err && err.code ? err.code : 'error';
+  const message = err && err.message ? err.message : String(err);
+  return h('div', { class: 'alert error', role: 'alert', 'data-code': code },
+    h('code', {}, code), ' ', message);
+}
+
+export function notice(...children) {
+  return h('div', { class: 'alert info' }, ...children);
+}
+
+/** A slot that shows one error (or nothing). */
+export function errorSlot() {
+  const el = h('div', { class: 'error-slot' });
+  return {
+    el,
+    show(err) { mount(el, errorBox(err)); },
+    clear() { mount(el); },
+  };
+}
+
+/**
+ * A table: columns [{ label, value: (row) => node|string, class? }], rows, and an optional
+ * click handler per row.
+ */
+export function table(columns, rows, { empty = 'Nothing yet.', onRow } = {}) {
+  if (!rows.length) return h('p', { class: 'muted empty' }, empty);
+  return h('div', { class: 'table-wrap' }, h('table', {},
+    h('thead', {}, h('tr', {}, columns.map((c) => h('th', { class: c.class }, c.label)))),
+    h('tbody', {}, rows.map((row) => h('tr', {
+      class: onRow ? 'clickable' : null,
+      onclick: onRow ? () => onRow(row) : null,
+    }, columns.map((c) => h('td', { class: c.class }, c.value(row))))))));
+}
+
+/** A definition list of [label, value] pairs. */
+export function kv(pairs) {
+  return h('dl', { class: 'kv' }, pairs.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]));
+}
+
+export function badge(text, kind = '') {
+  return h('span', { class: ['badge', kind] }, text);
+}
+
+/** Runs `action` with `button` disabled; an error goes to `slot`. */
+export async function busy(button, slot, action) {
+  if (slot) slot.clear();
+  if (button) button.disabled = true;
+  try {
+    return await action();
+  } catch (e) {
+    if (slot) slot.show(e);
+    return undefined;
+  } finally {
+    if (button) button.disabled = false;
+  }
+}
+
+/** Parses JSON typed by the user, as an error the page can show. */
+export function parseUserJson(text, what) {
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    const err = new Error(`${what} is not valid JSON: ${e.message}`);
+    err.code = 'invalid_json';
+    throw err;
+  }
+}

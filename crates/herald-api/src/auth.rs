@@ -1,0 +1,206 @@
+//! Who a request speaks for: the key it presents, either as `Authorization: Bearer <key>` or
+//! as the dashboard's session cookie (`herald_admin::session`), which counts only when the
+//! request also carries `X-Herald-Session: 1` (a cross-origin page cannot send that header, so
+//! the cookie cannot be used by CSRF). Either way the key's SHA-256 hash is checked against the
+//! admin key's and the publisher keys' on every request, so a revoked key's sessions end at
+//! once. The admin key acts for one app on the publisher routes when the request names it in
+//! `X-Herald-App` (the dashboard browsing an app's channels, devices and pushes).
+
+use axum::http::HeaderMap;
+use herald_admin::session::{cookie_value, has_session_header};
+use herald_core::auth::hash_api_key;
+use herald_core::tenant::AppId;
+use herald_core::{ErrorCode, HeraldError};
+
+use crate::{bearer, Api};
+
+/// The header in which the admin key names the app it acts for.
+pub const APP_HEADER: &str = "x-herald-app";
+
+/// How the request presented its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Via {
+    /// `Authorization: Bearer <key>`.
+    Bearer,
+    /// The session cookie with `X-Herald-Session: 1`.
+    Session,
+}
+
+/// The hash of the key a request presents, and how.
+pub(crate) struct Presented {
+    pub hash: String,
+    pub via: Via,
+    /// When a session ends (seconds since the Unix epoch); `None` for a bearer key.
+    pub expires_at: Option<u64>,
+}
+
+/// Who a valid key is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Caller {
+    /// The admin key.
+    Admin,
+    /// A publisher key of this app.
+    Publisher(AppId),
+}
+
+fn unauthorized(message: impl Into<String>) -> HeraldError {
+    HeraldError::new(ErrorCode::Unauthorized, message)
+}
+
+/// Seconds since the Unix epoch.
+pub(crate) fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+impl Api {
+    /// The key the request presents: its bearer key, else its session cookie when the request
+    /// carries the session header. An expired, forged or missing cookie with the header is an
+    /// error; a cookie without the header is ignored.
+    pub(crate) fn presented(&self, headers: &HeaderMap) -> Result<Option<Presented>, HeraldError> {
+        if let Some(key) = bearer(headers) {
+            return Ok(Some(Presented {
+                hash: hash_api_key(key),
+                via: Via::Bearer,
+                expires_at: None,
+            }));
+        }
+        if !has_session_header(headers) {
+            return Ok(None);
+        }
+        let value = cookie_value(headers)
+            .ok_or_else(|| unauthorized("no dashboard session: log in with POST /admin/session"))?;
+        let session = self
+            .sessions
+            .key
+            .open(value, now_secs())
+            .map_err(|e| unauthorized(e.to_string()))?;
+        Ok(Some(Presented {
+            hash: session.key_hash,
+            via: Via::Session,
+            expires_at: Some(session.expires_at),
+        }))
+    }
+
+    /// Who the key hashed as `hash` is, if it is still valid.
+    pub(crate) fn caller_of(&self, hash: &str) -> Option<Caller> {
+        if self.admin_key_hash.as_deref() == Some(hash) {
+            return Some(Caller::Admin);
+        }
+        self.keys.check_hash(hash).map(Caller::Publisher)
+    }
+
+    /// The error for a request without any credential.
+    fn missing(headers: &HeaderMap, what: &str) -> HeraldError {
+        if cookie_value(headers).is_some() {
+            unauthorized(format!(
+                "send the {what} as Authorization: Bearer <key>; the dashboard's session \
+                 cookie counts only with the X-Herald-Session: 1 header"
+            ))
+        } else {
+            unauthorized(format!("send the {what} as Authorization: Bearer <key>"))
+        }
+    }
+
+    /// The error for a key that is not (or no longer) valid.
+    pub(crate) fn invalid(via: Via) -> HeraldError {
+        match via {
+            Via::Bearer => unauthorized("the API key is not valid"),
+            Via::Session => {
+                unauthorized("the key this session logged in with is no longer valid: log in again")
+            }
+        }
+    }
+
+    /// Checks the publisher key (bearer or session) and returns its app. The admin key is
+    /// accepted for the app named in `X-Herald-App`.
+    pub fn authorize(&self, headers: &HeaderMap) -> Result<AppId, HeraldError> {
+        let presented = self
+            .presented(headers)?
+            .ok_or_else(|| Self::missing(headers, "publisher API key"))?;
+        let acting = acting_app(headers)?;
+        match self.caller_of(&presented.hash) {
+            Some(Caller::Publisher(app)) => match acting {
+                Some(named) if named != app => Err(no_app(&named)),
+                _ => Ok(app),
+            },
+            Some(Caller::Admin) => match acting {
+                Some(app) if self.tokens.knows(&app) => Ok(app),
+                Some(app) => Err(no_app(&app)),
+                None => Err(unauthorized(
+                    "the admin key is not a publisher key: name the app it acts for in the \
+                     X-Herald-App header",
+                )),
+            },
+            None => Err(Self::invalid(presented.via)),
+        }
+    }
+
+    /// Whether the request presents the admin key (bearer or session). An expired or forged
+    /// session is an error.
+    fn is_admin(&self, headers: &HeaderMap) -> Result<bool, HeraldError> {
+        Ok(self
+            .presented(headers)?
+            .is_some_and(|p| self.caller_of(&p.hash) == Some(Caller::Admin)))
+    }
+
+    /// Checks for the admin key.
+    pub fn authorize_admin(&self, headers: &HeaderMap) -> Result<(), HeraldError> {
+        if self.admin_key_hash.is_none() {
+            return Err(HeraldError::forbidden(
+                "app administration needs an admin key: start the server with --admin-key or \
+                 HERALD_ADMIN_KEY",
+            ));
+        }
+        match self.presented(headers)? {
+            Some(p) if self.caller_of(&p.hash) == Some(Caller::Admin) => Ok(()),
+            Some(_) => Err(unauthorized(
+                "send the admin key as Authorization: Bearer <key>",
+            )),
+            None => Err(Self::missing(headers, "admin key")),
+        }
+    }
+
+    /// Checks for the admin key or a publisher key of `app`. Another app's key is told the
+    /// app does not exist, so keys cannot probe for other tenants.
+    pub fn authorize_app_or_admin(
+        &self,
+        headers: &HeaderMap,
+        app: &AppId,
+    ) -> Result<(), HeraldError> {
+        if self.is_admin(headers)? {
+            return Ok(());
+        }
+        let own = self.authorize(headers)?;
+        if own == *app {
+            Ok(())
+        } else {
+            Err(no_app(app))
+        }
+    }
+
+    /// Who the request's key is (admin or an app's publisher), for routes both may call.
+    pub fn authorize_caller(&self, headers: &HeaderMap) -> Result<Caller, HeraldError> {
+        let presented = self
+            .presented(headers)?
+            .ok_or_else(|| Self::missing(headers, "admin key or a publisher API key"))?;
+        self.caller_of(&presented.hash)
+            .ok_or_else(|| Self::invalid(presented.via))
+    }
+}
+
+fn no_app(app: &AppId) -> HeraldError {
+    HeraldError::new(ErrorCode::NotFound, format!("no app {app}"))
+}
+
+/// The app named in `X-Herald-App`, if any.
+fn acting_app(headers: &HeaderMap) -> Result<Option<AppId>, HeraldError> {
+    let Some(value) = headers.get(APP_HEADER) else {
+        return Ok(None);
+    };
+    let text = value
+        .to_str()
+        .map_err(|_| HeraldError::bad_request(format!("{APP_HEADER} is not a valid app id")))?;
+    AppId::parse(text).map(Some)
+}
