@@ -1,0 +1,614 @@
+/**
+ * The subscriber client: one logical connection to Herald that survives reconnects. It owns the
+ * per-channel cursors (exact resume: `since` on every resubscribe, duplicates dropped, so a
+ * handler sees each message once and in order), the choice of transport (WebSocket, else SSE),
+ * reconnecting with capped exponential backoff and full jitter, the token callback, the device
+ * inbox with manual or automatic acks, and the typed events.
+ */
+
+import { Backoff, type BackoffOptions } from './backoff.js';
+import { Emitter } from './emitter.js';
+import { HeraldError, isServerErrorCode } from './errors.js';
+import { encodeCursor, type Position } from './cursor.js';
+import { httpRequest, type FetchLike } from './http.js';
+import type { HistoryReply, Message, PublishReply, PushEnvelope, SubscribeReply } from './protocol.js';
+import { readTokenClaims } from './token.js';
+import { SseConnection } from './transport/sse.js';
+import type { CloseInfo, ConnectionSink, WebSocketConstructor } from './transport/types.js';
+import { WebSocketConnection } from './transport/websocket.js';
+import { InboxState, type InboxHandler, type InboxMessage, type InboxOptions } from './inbox.js';
+
+export type TokenSource = string | (() => string | Promise<string>);
+export type TransportChoice = 'auto' | 'websocket' | 'sse';
+
+export interface ClientOptions {
+  /** The server's base URL, `http(s)://host:port` (the WebSocket URL is derived from it). */
+  url: string;
+  /** A client token, or a callback called on every (re)connect and after `token_expired`. */
+  token?: TokenSource;
+  /** `auto` (default): WebSocket, and SSE when the WebSocket cannot be opened. */
+  transport?: TransportChoice;
+  /** A WebSocket constructor; default `globalThis.WebSocket` (Node 20: pass the `ws` package's). */
+  WebSocket?: WebSocketConstructor;
+  /** A fetch implementation; default `globalThis.fetch`. */
+  fetch?: FetchLike;
+  backoff?: BackoffOptions;
+  /** How long a request (connect, subscribe, publish, ack) may wait for its answer; default 10000. */
+  requestTimeoutMs?: number;
+  /** How often to send a WebSocket `ping` command to notice a dead connection; default 25000, 0 = never. */
+  pingIntervalMs?: number;
+  /** The longest silence on an SSE stream before reconnecting; default 60000 (the server writes every 50 s at most). */
+  sseIdleTimeoutMs?: number;
+}
+
+export type MessageHandler<T = unknown> = (message: Message<T>) => void | Promise<void>;
+
+export interface SubscribeOptions {
+  /** Where to start: resume after this position (e.g. one you persisted). */
+  since?: Position;
+  /** When not resumed, deliver the channel's newest message first. */
+  last?: boolean;
+}
+
+export interface ConnectedEvent {
+  transport: 'websocket' | 'sse';
+  /** The token's `sub`, when the transport reports it (WebSocket). */
+  sub?: string;
+}
+
+export interface DisconnectedEvent {
+  /** The server's `disconnect` code (`slow_consumer`, `shutdown`, `token_expired`, ...), `connection_lost`, or `closed`. */
+  code: string;
+  reason: string;
+  /** The WebSocket close code, on WebSocket. */
+  closeCode?: number;
+  willReconnect: boolean;
+}
+
+/** A cursor given on resubscribe was not resumed: messages between `since` and `reply` may be missing. */
+export interface UnrecoveredEvent {
+  channel: string;
+  since: Position;
+  reply: SubscribeReply;
+}
+
+export interface ClientEvents {
+  connected: ConnectedEvent;
+  disconnected: DisconnectedEvent;
+  error: HeraldError;
+  unrecovered: UnrecoveredEvent;
+}
+
+/** One channel subscription. */
+export class Subscription {
+  /** Resolves with the first subscribe reply; rejects with the server's error if refused. */
+  readonly ready: Promise<SubscribeReply>;
+  /** @internal */ resolveReady!: (reply: SubscribeReply) => void;
+  /** @internal */ rejectReady!: (error: HeraldError) => void;
+  /** @internal */ cursor: Position | null;
+  /** @internal */ everSubscribed = false;
+  /** @internal */ settled = false;
+
+  /** @internal */
+  constructor(
+    readonly channel: string,
+    /** @internal */ readonly handler: MessageHandler<never>,
+    /** @internal */ readonly last: boolean | undefined,
+    since: Position | undefined,
+    private readonly client: HeraldClient,
+  ) {
+    this.cursor = since ? { ...since } : null;
+    this.ready = new Promise<SubscribeReply>((resolve, reject) => {
+      this.resolveReady = resolve;
+      this.rejectReady = reject;
+    });
+    this.ready.catch(() => {
+      /* reported through the `error` event too; awaiting `ready` is optional */
+    });
+  }
+
+  /** The position of the last message received on this channel (persist it to resume later). */
+  get position(): Position | null {
+    return this.cursor ? { ...this.cursor } : null;
+  }
+
+  unsubscribe(): Promise<void> {
+    return this.client.unsubscribe(this.channel);
+  }
+}
+
+type Connection = WebSocketConnection | SseConnection;
+
+/** Thrown by a connection attempt that should be retried at once, with nothing to report. */
+class RetryNow extends Error {}
+
+const sleep = (ms: number, signal: { wake?: () => void }) =>
+  new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal.wake = () => {
+      clearTimeout(timer);
+      resolve();
+    };
+  });
+
+export class HeraldClient extends Emitter<ClientEvents> {
+  private readonly options: Required<Pick<ClientOptions, 'requestTimeoutMs' | 'pingIntervalMs' | 'sseIdleTimeoutMs' | 'transport'>> & ClientOptions;
+  private readonly subs = new Map<string, Subscription>();
+  private readonly backoff: Backoff;
+  private readonly inboxState = new InboxState();
+  private connections: Connection[] = [];
+  private currentToken: string | undefined;
+  private running = false;
+  private closed = false;
+  private connectedWaiters = new Set<() => void>();
+  private dispatchChain: Promise<void> = Promise.resolve();
+  private wakeUp: { wake?: () => void } = {};
+  /** Set when the SSE channel set changed: reopen at once, without events. */
+  private reopenRequested = false;
+  /** SSE: add new channels one at a time (after a refused batch, to tell which one was refused). */
+  private sseOneAtATime = false;
+
+  constructor(options: ClientOptions) {
+    super();
+    this.options = {
+      transport: 'auto',
+      requestTimeoutMs: 10_000,
+      pingIntervalMs: 25_000,
+      sseIdleTimeoutMs: 60_000,
+      ...options,
+    };
+    this.backoff = new Backoff(options.backoff);
+  }
+
+  /** The transport in use, or `null` while not connected. */
+  get transport(): 'websocket' | 'sse' | null {
+    return this.connections[0]?.kind ?? null;
+  }
+
+  get isConnected(): boolean {
+    return this.connections.length > 0;
+  }
+
+  /** Starts connecting (and reconnecting until `close`). Resolves once connected the first time. */
+  connect(): Promise<void> {
+    if (this.closed) return Promise.reject(new HeraldError('not_connected', 'the client is closed'));
+    if (!this.running) {
+      this.running = true;
+      void this.loop();
+    }
+    return this.whenConnected(Number.POSITIVE_INFINITY);
+  }
+
+  /** Stops the client: closes the connection and does not reconnect. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.wakeUp.wake?.();
+    for (const c of this.connections) c.close();
+    this.connections = [];
+  }
+
+  /**
+   * Subscribes `handler` to `channel`. Messages reach the handler one at a time, in order, each
+   * once, across reconnects; a handler's promise is awaited before the next message.
+   */
+  subscribe<T = unknown>(channel: string, handler: MessageHandler<T>, options: SubscribeOptions = {}): Subscription {
+    const existing = this.subs.get(channel);
+    if (existing) {
+      const error = new HeraldError('already_subscribed', `already subscribed to ${JSON.stringify(channel)}`, { channel });
+      const duplicate = new Subscription(channel, handler as MessageHandler<never>, options.last, options.since, this);
+      duplicate.rejectReady(error);
+      return duplicate;
+    }
+    const sub = new Subscription(channel, handler as MessageHandler<never>, options.last, options.since, this);
+    this.subs.set(channel, sub);
+    const connection = this.connections[0];
+    if (connection instanceof WebSocketConnection) this.sendSubscribe(connection, sub);
+    else if (connection instanceof SseConnection) this.requestReopen();
+    return sub;
+  }
+
+  /** Stops delivering `channel`; its cursor is forgotten. */
+  async unsubscribe(channel: string): Promise<void> {
+    const sub = this.subs.get(channel);
+    if (!sub) return;
+    this.subs.delete(channel);
+    const connection = this.connections[0];
+    if (connection instanceof WebSocketConnection && sub.everSubscribed) {
+      await connection.request('unsubscribe', { channel }).catch((e: HeraldError) => {
+        if (e.code !== 'not_subscribed' && isServerErrorCode(e.code)) throw e;
+      });
+    } else if (connection instanceof SseConnection) {
+      this.requestReopen();
+    }
+  }
+
+  /**
+   * Receives the device inbox (needs a device token). Register it before `connect`. With
+   * `ack: 'auto'` (default) each push is acknowledged after the handler returns (or its promise
+   * resolves); with `'manual'` call `message.ack()`.
+   */
+  inbox<T = unknown>(handler: InboxHandler<T>, options: InboxOptions = {}): void {
+    this.inboxState.handler = handler as InboxHandler<never>;
+    this.inboxState.autoAck = (options.ack ?? 'auto') === 'auto';
+    if (this.connections[0] instanceof SseConnection) this.requestReopen();
+  }
+
+  /** Acknowledges an inbox log up to and including `seq` (WebSocket `ack`, else `POST /v1/ack`). */
+  async ack(channel: '$app' | '$device', seq: number, epoch?: string): Promise<void> {
+    const connection = this.connections[0];
+    if (connection instanceof WebSocketConnection && connection.isOpen) {
+      await connection.request('ack', epoch ? { channel, seq, epoch } : { channel, seq });
+      return;
+    }
+    const token = this.currentToken ?? (await this.fetchToken());
+    await httpRequest(this.fetchImpl(), {
+      method: 'POST',
+      url: new URL('/v1/ack', this.options.url).toString(),
+      headers: { authorization: `Bearer ${token}` },
+      body: epoch ? { channel, seq, epoch } : { channel, seq },
+      timeoutMs: this.options.requestTimeoutMs,
+    });
+  }
+
+  /** Publishes over the WebSocket (needs a token whose `publish` patterns allow the channel). */
+  async publish(channel: string, data: unknown, options: { id?: string } = {}): Promise<PublishReply> {
+    const connection = await this.webSocketFor('publish');
+    const frame = await connection.request('publish', options.id === undefined ? { channel, data } : { channel, data, id: options.id });
+    return frame.body as PublishReply;
+  }
+
+  /** Reads retained messages over the WebSocket (needs subscribe permission). */
+  async history(channel: string, options: { since?: number; limit?: number } = {}): Promise<HistoryReply> {
+    const connection = await this.webSocketFor('history');
+    const frame = await connection.request('history', { channel, ...options });
+    return frame.body as HistoryReply;
+  }
+
+  private async webSocketFor(what: string): Promise<WebSocketConnection> {
+    await this.whenConnected(this.options.requestTimeoutMs);
+    const connection = this.connections[0];
+    if (!(connection instanceof WebSocketConnection)) {
+      throw new HeraldError('not_supported', `${what} needs the WebSocket transport; this client is on SSE`);
+    }
+    return connection;
+  }
+
+  private whenConnected(timeoutMs: number): Promise<void> {
+    if (this.closed) return Promise.reject(new HeraldError('not_connected', 'the client is closed'));
+    if (this.connections.length > 0) return Promise.resolve();
+    if (!this.running) return Promise.reject(new HeraldError('not_connected', 'call connect() first'));
+    return new Promise((resolve, reject) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.connectedWaiters.delete(done);
+        if (this.closed) reject(new HeraldError('not_connected', 'the client is closed'));
+        else resolve();
+      };
+      const timer = Number.isFinite(timeoutMs)
+        ? setTimeout(() => {
+            this.connectedWaiters.delete(done);
+            reject(new HeraldError('not_connected', `not connected within ${timeoutMs} ms`));
+          }, timeoutMs)
+        : undefined;
+      this.connectedWaiters.add(done);
+    });
+  }
+
+  private fetchImpl(): FetchLike {
+    const f = this.options.fetch ?? globalThis.fetch;
+    if (!f) throw new HeraldError('not_supported', 'no fetch: pass options.fetch');
+    return f.bind(globalThis);
+  }
+
+  private async fetchToken(): Promise<string | undefined> {
+    const source = this.options.token;
+    if (source === undefined) return undefined;
+    if (typeof source === 'string') return source;
+    let token: unknown;
+    try {
+      token = await source();
+    } catch (e) {
+      throw new HeraldError('token_unavailable', `the token callback failed: ${(e as Error)?.message ?? String(e)}`, { cause: e });
+    }
+    if (typeof token !== 'string') throw new HeraldError('token_unavailable', 'the token callback did not return a string');
+    return token;
+  }
+
+  private requestReopen(): void {
+    if (this.reopenRequested) return;
+    this.reopenRequested = true;
+    for (const c of this.connections) c.close();
+  }
+
+  // ---- the connection loop ----
+
+  private async loop(): Promise<void> {
+    let immediate = false;
+    while (!this.closed) {
+      let info: CloseInfo | undefined;
+      let wasConnected = false;
+      try {
+        const ended = await this.connectOnce();
+        wasConnected = true;
+        this.backoff.reset();
+        info = await ended;
+      } catch (e) {
+        if (e instanceof RetryNow) {
+          immediate = true;
+          continue;
+        }
+        const error = e instanceof HeraldError ? e : new HeraldError('network', String(e), { cause: e });
+        if (this.closed) break;
+        if (error.code === 'token_expired' && !immediate) {
+          immediate = true; // one quick retry with a fresh token
+        } else {
+          immediate = false;
+          this.emit('error', error);
+          if (this.isFatal(error)) {
+            this.emit('disconnected', { code: error.code, reason: error.message, willReconnect: false });
+            this.close();
+            break;
+          }
+        }
+      }
+      this.connections = [];
+      if (info) {
+        const reopen = this.reopenRequested && info.code === 'closed';
+        this.reopenRequested = false;
+        if (reopen && !this.closed) {
+          immediate = true;
+        } else {
+          immediate = info.code === 'token_expired';
+          if (wasConnected) {
+            const event: DisconnectedEvent = { code: info.code, reason: info.message, willReconnect: !this.closed };
+            if (info.closeCode !== undefined) event.closeCode = info.closeCode;
+            this.emit('disconnected', event);
+          }
+        }
+      }
+      if (this.closed) break;
+      const delay = immediate ? 0 : this.backoff.next();
+      if (delay > 0) await sleep(delay, this.wakeUp);
+    }
+    for (const waiter of [...this.connectedWaiters]) waiter();
+  }
+
+  /** A static token the server refuses will never work: stop instead of looping. */
+  private isFatal(error: HeraldError): boolean {
+    if (typeof this.options.token === 'function') return false;
+    return error.code === 'unauthorized' || error.code === 'forbidden' || error.code === 'token_expired';
+  }
+
+  /** Opens a connection; resolves (once connected) with a promise of how it ends. */
+  private async connectOnce(): Promise<Promise<CloseInfo>> {
+    const token = await this.fetchToken();
+    this.currentToken = token;
+    if (this.options.transport !== 'sse') {
+      try {
+        return await this.startWebSocket(token);
+      } catch (e) {
+        const opened = (e as { opened?: boolean }).opened;
+        if (this.options.transport === 'websocket' || opened) throw e;
+      }
+    }
+    return this.startSse(token);
+  }
+
+  private makeSink(onClosed: (info: CloseInfo) => void): ConnectionSink {
+    return {
+      subscribed: (reply) => this.onSubscribed(reply),
+      message: (message) => this.onMessage(message),
+      error: (error) => this.emit('error', error),
+      closed: onClosed,
+    };
+  }
+
+  private async startWebSocket(token: string | undefined): Promise<Promise<CloseInfo>> {
+    const WebSocketImpl = this.options.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
+    if (!WebSocketImpl) throw new HeraldError('not_supported', 'no WebSocket: pass options.WebSocket (in Node 20, the `ws` package)');
+    const url = new URL('/v1/ws', this.options.url);
+    url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
+    let resolveEnded!: (info: CloseInfo) => void;
+    const ended = new Promise<CloseInfo>((resolve) => (resolveEnded = resolve));
+    const connection = await WebSocketConnection.open(WebSocketImpl, url.toString(), this.makeSink(resolveEnded), {
+      openTimeoutMs: this.options.requestTimeoutMs,
+      requestTimeoutMs: this.options.requestTimeoutMs,
+      pingIntervalMs: this.options.pingIntervalMs,
+    });
+    let sub: string | undefined;
+    try {
+      this.inboxState.onConnect();
+      const reply = await connection.request('connect', token ? { token } : {});
+      sub = (reply.body as { sub?: string }).sub;
+    } catch (e) {
+      connection.close();
+      throw Object.assign(e as HeraldError, { opened: true });
+    }
+    if (this.closed) {
+      connection.close();
+      return ended;
+    }
+    this.connections = [connection];
+    this.emit('connected', sub === undefined ? { transport: 'websocket' } : { transport: 'websocket', sub });
+    for (const waiter of [...this.connectedWaiters]) waiter();
+    for (const s of this.subs.values()) this.sendSubscribe(connection, s);
+    return ended;
+  }
+
+  private sendSubscribe(connection: WebSocketConnection, s: Subscription): void {
+    const since = s.cursor ? { ...s.cursor } : undefined;
+    const body = { channel: s.channel, ...(since ? { since } : {}), ...(s.last === undefined ? {} : { last: s.last }) };
+    connection
+      .request('subscribe', body, (frame) => {
+        if (this.subs.get(s.channel) === s) this.onSubscribeReply(s, frame.body as SubscribeReply, since);
+      })
+      .catch((e: HeraldError) => {
+        if (isServerErrorCode(e.code)) this.refuse(s, e);
+        // network/timeout: the connection is going away; the next one resubscribes
+      });
+  }
+
+  private refuse(s: Subscription, e: HeraldError): void {
+    if (this.subs.get(s.channel) === s) this.subs.delete(s.channel);
+    const error = new HeraldError(e.code, e.message, { channel: s.channel, ...(e.status === undefined ? {} : { status: e.status }) });
+    s.settled = true;
+    s.rejectReady(error);
+    this.emit('error', error);
+  }
+
+  private onSubscribeReply(s: Subscription, reply: SubscribeReply, since: Position | undefined): void {
+    if (since && !reply.recovered) this.emit('unrecovered', { channel: s.channel, since, reply });
+    if (!since || !reply.recovered) {
+      // Live messages start after reply.seq; with `last`, the newest message comes first.
+      const wantsLast = s.last === true && !reply.recovered && reply.seq > 0;
+      s.cursor = { epoch: reply.epoch, seq: wantsLast ? reply.seq - 1 : reply.seq };
+    }
+    s.everSubscribed = true;
+    if (!s.settled) {
+      s.settled = true;
+      s.resolveReady(reply);
+    }
+  }
+
+  private onSubscribed(reply: SubscribeReply): void {
+    if (reply.channel === '$app' || reply.channel === '$device') {
+      this.inboxState.onSubscribed(reply);
+      return;
+    }
+    const s = this.subs.get(reply.channel);
+    if (s) this.onSubscribeReply(s, reply, this.sseSince.get(reply.channel));
+  }
+
+  private onMessage(message: Message): void {
+    if (message.channel === '$app' || message.channel === '$device') {
+      const accepted = this.inboxState.accept(message);
+      if (accepted) this.dispatch(() => this.deliverInbox(accepted));
+      return;
+    }
+    const s = this.subs.get(message.channel);
+    if (!s) return;
+    const cursor = s.cursor;
+    if (cursor && (cursor.epoch === message.epoch || cursor.epoch === '') && message.seq <= cursor.seq) return;
+    s.cursor = { epoch: message.epoch, seq: message.seq };
+    this.dispatch(async () => {
+      if (this.subs.get(s.channel) !== s) return;
+      try {
+        await s.handler(message as never);
+      } catch (e) {
+        this.emit('error', new HeraldError('handler_failed', `the handler of ${JSON.stringify(s.channel)} failed: ${(e as Error)?.message ?? String(e)}`, { channel: s.channel, cause: e }));
+      }
+    });
+  }
+
+  private async deliverInbox(message: Message<PushEnvelope>): Promise<void> {
+    const handler = this.inboxState.handler;
+    if (!handler) return;
+    const channel = message.channel as '$app' | '$device';
+    const inboxMessage: InboxMessage = { ...message, channel, ack: () => this.ack(channel, message.seq, message.epoch) };
+    try {
+      await handler(inboxMessage as never);
+    } catch (e) {
+      this.emit('error', new HeraldError('handler_failed', `the inbox handler failed on push ${message.id}: ${(e as Error)?.message ?? String(e)}`, { channel, cause: e }));
+      return;
+    }
+    if (this.inboxState.autoAck) {
+      try {
+        await inboxMessage.ack();
+      } catch (e) {
+        this.emit('error', e instanceof HeraldError ? e : new HeraldError('network', String(e), { cause: e }));
+      }
+    }
+  }
+
+  /** Runs `task` after every task dispatched before it (handlers see one message at a time). */
+  private dispatch(task: () => Promise<void>): void {
+    this.dispatchChain = this.dispatchChain.then(task, task);
+  }
+
+  // ---- SSE ----
+
+  /** The positions sent as `since` on the current SSE stream, by channel. */
+  private sseSince = new Map<string, Position>();
+
+  private async startSse(token: string | undefined): Promise<Promise<CloseInfo>> {
+    const confirmed = [...this.subs.values()].filter((s) => s.everSubscribed);
+    const fresh = [...this.subs.values()].filter((s) => !s.everSubscribed);
+    const trying = this.sseOneAtATime ? fresh.slice(0, 1) : fresh;
+    const streams: { url: URL; channels: Subscription[] }[] = [];
+    const channels = [...confirmed, ...trying];
+    if (channels.length > 0) {
+      // Positions can only be left unset at the end: channels with a cursor first.
+      const ordered = [...channels.filter((s) => s.cursor), ...channels.filter((s) => !s.cursor)];
+      const url = new URL('/v1/sse', this.options.url);
+      for (const s of ordered) url.searchParams.append('channel', s.channel);
+      const positions = ordered.filter((s) => s.cursor).map((s) => s.cursor as Position);
+      if (positions.length > 0) url.searchParams.set('since', encodeCursor(positions));
+      if (ordered.some((s) => s.last && !s.cursor)) url.searchParams.set('last', 'true');
+      streams.push({ url, channels: ordered });
+    }
+    const wantsInbox = this.inboxState.handler !== undefined && token !== undefined && readTokenClaims(token)?.device !== undefined;
+    if (wantsInbox) {
+      const url = new URL('/v1/sse', this.options.url);
+      const since = this.inboxState.sinceString();
+      if (since) url.searchParams.set('since', since);
+      streams.push({ url, channels: [] });
+    }
+    this.sseSince = new Map(channels.filter((s) => s.cursor).map((s) => [s.channel, { ...(s.cursor as Position) }]));
+    let resolveEnded!: (info: CloseInfo) => void;
+    const ended = new Promise<CloseInfo>((resolve) => (resolveEnded = resolve));
+    const opened: SseConnection[] = [];
+    let finished = false;
+    const onClosed = (info: CloseInfo) => {
+      if (finished) return;
+      finished = true;
+      for (const c of opened) c.close();
+      resolveEnded(info);
+    };
+    if (streams.length === 0) {
+      // Nothing to receive yet: stay "connected" until a subscribe reopens.
+      const idle = { kind: 'sse' as const, close: () => onClosed({ code: 'closed', message: 'closed by the client' }) };
+      this.connections = [idle as unknown as SseConnection];
+    } else {
+      this.inboxState.onConnect();
+      for (const stream of streams) {
+        try {
+          opened.push(
+            await SseConnection.open(this.fetchImpl(), stream.url.toString(), token, this.makeSink(onClosed), {
+              openTimeoutMs: this.options.requestTimeoutMs,
+              idleTimeoutMs: this.options.sseIdleTimeoutMs,
+            }),
+          );
+        } catch (e) {
+          finished = true;
+          for (const c of opened) c.close();
+          throw this.sseOpenFailed(e as HeraldError, stream.channels, confirmed);
+        }
+      }
+      this.sseOneAtATime = this.sseOneAtATime && fresh.length > trying.length;
+      this.connections = opened;
+    }
+    if (this.closed) {
+      for (const c of this.connections) c.close();
+      return ended;
+    }
+    this.emit('connected', { transport: 'sse' });
+    for (const waiter of [...this.connectedWaiters]) waiter();
+    if (this.sseOneAtATime) this.requestReopen(); // more new channels to try, one at a time
+    return ended;
+  }
+
+  /** A refused SSE stream: find the refused channel when a channel is to blame. */
+  private sseOpenFailed(error: HeraldError, channels: Subscription[], confirmed: Subscription[]): Error {
+    const channelError = error.code === 'forbidden' || error.code === 'channel_invalid' || error.code === 'too_many_subscriptions';
+    const fresh = channels.filter((s) => !confirmed.includes(s));
+    if (!channelError || fresh.length === 0) return error;
+    if (fresh.length === 1 && fresh[0]) {
+      this.refuse(fresh[0], error);
+    } else {
+      this.sseOneAtATime = true;
+    }
+    // Not a connection failure: try again at once without the refused channel.
+    return new RetryNow();
+  }
+}
