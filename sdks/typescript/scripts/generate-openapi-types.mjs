@@ -1,4 +1,5 @@
-// Regenerates src/generated/openapi.ts from docs/openapi.yaml with the pinned openapi-typescript.
+// Regenerates src/generated/openapi.ts from docs/openapi.yaml with the pinned openapi-typescript
+// (fields with a default stay optional in request bodies: `--default-non-nullable=false`).
 // `node scripts/generate-openapi-types.mjs [output]` (default: the committed file). The test
 // suite runs it into a temporary file and compares the bytes with the committed one.
 
@@ -12,4 +13,4 @@ const spec = resolve(root, '../../docs/openapi.yaml');
 const output = resolve(process.argv[2] ?? resolve(root, 'src/generated/openapi.ts'));
 const cli = resolve(root, 'node_modules/openapi-typescript/bin/cli.js');
 
-execFileSync(process.execPath, [cli, spec, '--output', output], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] });
+execFileSync(process.execPath, [cli, spec, '--default-non-nullable=false', '--output', output], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] });

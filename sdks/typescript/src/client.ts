@@ -465,6 +465,9 @@ export class HeraldClient extends Emitter<ClientEvents> {
       s.cursor = { epoch: reply.epoch, seq: wantsLast ? reply.seq - 1 : reply.seq };
     }
     s.everSubscribed = true;
+    if (this.sseOneAtATime && this.connections[0] instanceof SseConnection && [...this.subs.values()].some((x) => !x.everSubscribed)) {
+      this.requestReopen(); // more new channels to try, one at a time
+    }
     if (!s.settled) {
       s.settled = true;
       s.resolveReady(reply);
@@ -594,7 +597,6 @@ export class HeraldClient extends Emitter<ClientEvents> {
     }
     this.emit('connected', { transport: 'sse' });
     for (const waiter of [...this.connectedWaiters]) waiter();
-    if (this.sseOneAtATime) this.requestReopen(); // more new channels to try, one at a time
     return ended;
   }
 

@@ -1355,7 +1355,7 @@ export interface components {
              * @description Lifetime in seconds.
              * @default 86400
              */
-            ttl: number;
+            ttl?: number;
         };
         MintedToken: {
             /**
@@ -1409,7 +1409,7 @@ export interface components {
             /** @example en-GB */
             locale?: string;
             /** @default true */
-            active: boolean;
+            active?: boolean;
         };
         Device: {
             id: components["schemas"]["DeviceId"];
@@ -1493,7 +1493,7 @@ export interface components {
              * @description Seconds until the push expires (default and most 28 days).
              * @default 2419200
              */
-            ttl: number;
+            ttl?: number;
             collapse_key?: string;
             priority?: components["schemas"]["Priority"];
             /** @description Idempotency key; equivalent to the `Idempotency-Key` header. */
@@ -1623,7 +1623,7 @@ export interface components {
              * @default production
              * @enum {string}
              */
-            environment: "production" | "sandbox";
+            environment?: "production" | "sandbox";
             /** @description The `.p8` signing key, PEM; a P-256 key. */
             key?: string;
             key_id?: string;
@@ -1797,7 +1797,7 @@ export interface components {
              * @default alert
              * @enum {string}
              */
-            push_type: "alert" | "background" | "voip" | "liveactivity" | "complication" | "fileprovider" | "pushtotalk" | "location" | "widgets" | "mdm";
+            push_type?: "alert" | "background" | "voip" | "liveactivity" | "complication" | "fileprovider" | "pushtotalk" | "location" | "widgets" | "mdm";
             /**
              * @description `apns-priority`. Default: 10 for a `high` push, 5 for `normal`; always 5 for `background`.
              * @enum {integer}
@@ -1899,7 +1899,7 @@ export interface components {
              *     `notification.navigate`.
              * @default false
              */
-            declarative: boolean;
+            declarative?: boolean;
             notification?: {
                 title?: string;
                 body?: string;
