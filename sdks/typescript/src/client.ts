@@ -160,6 +160,11 @@ export class HeraldClient extends Emitter<ClientEvents> {
     this.backoff = new Backoff(options.backoff);
   }
 
+  /** Node's `util.inspect` (and `console.log`) shows no token. */
+  [Symbol.for('nodejs.util.inspect.custom')](): string {
+    return `HeraldClient { url: ${JSON.stringify(this.options.url)}, transport: ${this.transport}, channels: ${JSON.stringify([...this.subs.keys()])} }`;
+  }
+
   /** The transport in use, or `null` while not connected. */
   get transport(): 'websocket' | 'sse' | null {
     return this.connections[0]?.kind ?? null;
@@ -442,6 +447,8 @@ export class HeraldClient extends Emitter<ClientEvents> {
     connection
       .request('subscribe', body, (frame) => {
         if (this.subs.get(s.channel) === s) this.onSubscribeReply(s, frame.body as SubscribeReply, since);
+        // Unsubscribed while the subscribe was in flight: undo it on the server too.
+        else if (!this.subs.has(s.channel)) connection.request('unsubscribe', { channel: s.channel }).catch(() => {});
       })
       .catch((e: HeraldError) => {
         if (isServerErrorCode(e.code)) this.refuse(s, e);

@@ -62,9 +62,13 @@ export class HeraldPublisher {
     this.options = { timeoutMs: 10_000, ...options };
   }
 
-  /** A `toString`/`inspect` that never shows the keys. */
+  /** `JSON.stringify` and Node's `util.inspect` (`console.log`) never show the keys. */
   toJSON(): Record<string, unknown> {
-    return { url: this.options.url, apiKey: this.options.apiKey ? '<set>' : undefined, adminKey: this.options.adminKey ? '<set>' : undefined };
+    return { url: this.options.url, apiKey: this.options.apiKey ? '<redacted>' : null, adminKey: this.options.adminKey ? '<redacted>' : null };
+  }
+
+  [Symbol.for('nodejs.util.inspect.custom')](): string {
+    return `HeraldPublisher ${JSON.stringify(this.toJSON())}`;
   }
 
   private key(auth: Auth): string | undefined {

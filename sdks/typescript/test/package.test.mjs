@@ -65,3 +65,12 @@ test('dist/ imports only its own files (loads unbundled in a browser)', () => {
     }
   }
 });
+
+test('keys and tokens never show in console.log or JSON', async () => {
+  const { inspect } = await import('node:util');
+  const publisher = new HeraldPublisher({ url: 'http://127.0.0.1:1', apiKey: 'hk_secret_value', adminKey: 'adm_secret_value' });
+  const client = new HeraldClient({ url: 'http://127.0.0.1:1', token: 'eyJ.secret.token' });
+  for (const text of [inspect(publisher), JSON.stringify(publisher), inspect(client)]) {
+    assert.ok(!/secret/.test(text), text);
+  }
+});
