@@ -27,9 +27,9 @@ const PAGE = `<!doctype html>
     client.on('connected', (e) => window.state.events.push('connected:' + e.transport));
     client.on('disconnected', (e) => window.state.events.push('disconnected:' + e.code));
     client.on('error', (e) => window.state.errors.push(e.code + ': ' + e.message));
-    client.subscribe(channel, (m) => { window.state.received.push(m.data.n); });
+    const sub = client.subscribe(channel, (m) => { window.state.received.push(m.data.n); });
     window.client = client;
-    return client.connect().then(() => client.transport);
+    return client.connect().then(() => sub.ready).then(() => client.transport);
   };
   window.state.loaded = true;
 </script>`;

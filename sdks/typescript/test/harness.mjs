@@ -57,6 +57,8 @@ export class Herald {
     this.port = 0;
     this.url = '';
     this.log = '';
+    /** Clients made by `client()`: closed by `stop()` even when a test failed before closing them. */
+    this.clients = new Set();
   }
 
   static async start(env = {}, config = '') {
@@ -124,6 +126,7 @@ export class Herald {
   }
 
   async stop() {
+    for (const client of this.clients) client.close();
     const child = this.child;
     this.child = null;
     if (child) {
@@ -153,7 +156,7 @@ export class Herald {
 
   /** A subscriber client on this server over the `ws` package, with quick reconnects. */
   client(options = {}) {
-    return new HeraldClient({
+    const client = new HeraldClient({
       url: this.url,
       token: () => this.token(),
       WebSocket,
@@ -161,6 +164,8 @@ export class Herald {
       requestTimeoutMs: 5000,
       ...options,
     });
+    this.clients.add(client);
+    return client;
   }
 }
 

@@ -57,9 +57,10 @@ test('SSE resumes exactly across kill -9 and restart', async () => {
   let gate = null;
   const client = herald.client({ transport: 'sse', token: async () => { if (gate) await gate.promise; return herald.token(); } });
   const got = collector();
-  client.subscribe('sse/resume', (m) => got.push(m.data));
+  const sub = client.subscribe('sse/resume', (m) => got.push(m.data));
   client.subscribe('sse/resume-quiet', (m) => got.push(`quiet ${m.data}`));
   await withTimeout(client.connect(), 'connect');
+  await withTimeout(sub.ready, 'subscribe');
   for (let n = 1; n <= 2; n++) await herald.publisher().publish('sse/resume', n);
   await got.waitFor(2);
   let release;
@@ -89,8 +90,9 @@ test('SSE token expiry: disconnect token_expired, the callback gives a new token
     },
   });
   const got = collector();
-  client.subscribe('sse/exp', (m) => got.push(m.data));
+  const sub = client.subscribe('sse/exp', (m) => got.push(m.data));
   await withTimeout(client.connect(), 'connect');
+  await withTimeout(sub.ready, 'subscribe');
   await herald.publisher().publish('sse/exp', 1);
   await got.waitFor(1);
   const expired = await nextEvent(client, 'disconnected');
@@ -108,9 +110,10 @@ test('auto: when the WebSocket upgrade is refused the client falls back to SSE',
   try {
     const client = herald.client({ url: proxy.url });
     const got = collector();
-    client.subscribe('fallback/a', (m) => got.push(m.data));
+    const sub = client.subscribe('fallback/a', (m) => got.push(m.data));
     const connected = nextEvent(client, 'connected');
     await withTimeout(client.connect(), 'connect');
+    await withTimeout(sub.ready, 'subscribe');
     assert.equal((await connected).transport, 'sse');
     await herald.publisher().publish('fallback/a', 'via sse');
     await got.waitFor(1);

@@ -42,8 +42,9 @@ test('resume across kill -9 and restart: messages published while down arrive on
   const got = collector();
   const unrecovered = [];
   client.on('unrecovered', (e) => unrecovered.push(e));
-  client.subscribe('resume/a', (m) => got.push(m.data.n));
+  const sub = client.subscribe('resume/a', (m) => got.push(m.data.n));
   await withTimeout(client.connect(), 'connect');
+  await withTimeout(sub.ready, 'subscribe'); // a plain subscribe delivers what comes after its reply
   const publisher = herald.publisher();
   for (let n = 1; n <= 3; n++) await publisher.publish('resume/a', { n });
   await got.waitFor(3);
