@@ -11,7 +11,7 @@ import { Emitter } from './emitter.js';
 import { HeraldError, isServerErrorCode } from './errors.js';
 import { encodeCursor, type Position } from './cursor.js';
 import { httpRequest, type FetchLike } from './http.js';
-import type { HistoryReply, Message, PublishReply, PushEnvelope, SubscribeReply } from './protocol.js';
+import type { ConnectReply, HistoryReply, Message, PublishReply, PushEnvelope, SubscribeReply } from './protocol.js';
 import { readTokenClaims } from './token.js';
 import { SseConnection } from './transport/sse.js';
 import type { CloseInfo, ConnectionSink, WebSocketConstructor } from './transport/types.js';
@@ -39,6 +39,12 @@ export interface ClientOptions {
   pingIntervalMs?: number;
   /** The longest silence on an SSE stream before reconnecting; default 60000 (the server writes every 50 s at most). */
   sseIdleTimeoutMs?: number;
+  /**
+   * WebSocket with a token callback: this long before the token's `exp`, ask the callback for a
+   * new token and send it in a `connect` (no disconnect). Default 30000; 0 turns it off (the
+   * server then closes with `token_expired` and the client reconnects with a fresh token).
+   */
+  refreshBeforeExpiryMs?: number;
 }
 
 export type MessageHandler<T = unknown> = (message: Message<T>) => void | Promise<void>;
@@ -77,6 +83,8 @@ export interface ClientEvents {
   disconnected: DisconnectedEvent;
   error: HeraldError;
   unrecovered: UnrecoveredEvent;
+  /** The WebSocket's token was replaced before it expired; `expires` is the new `exp`. */
+  token_refreshed: { expires?: number };
 }
 
 /** One channel subscription. */
@@ -132,7 +140,7 @@ const sleep = (ms: number, signal: { wake?: () => void }) =>
   });
 
 export class HeraldClient extends Emitter<ClientEvents> {
-  private readonly options: Required<Pick<ClientOptions, 'requestTimeoutMs' | 'pingIntervalMs' | 'sseIdleTimeoutMs' | 'transport'>> & ClientOptions;
+  private readonly options: Required<Pick<ClientOptions, 'requestTimeoutMs' | 'pingIntervalMs' | 'sseIdleTimeoutMs' | 'refreshBeforeExpiryMs' | 'transport'>> & ClientOptions;
   private readonly subs = new Map<string, Subscription>();
   private readonly backoff: Backoff;
   private readonly inboxState = new InboxState();
@@ -155,6 +163,7 @@ export class HeraldClient extends Emitter<ClientEvents> {
       requestTimeoutMs: 10_000,
       pingIntervalMs: 25_000,
       sseIdleTimeoutMs: 60_000,
+      refreshBeforeExpiryMs: 30_000,
       ...options,
     };
     this.backoff = new Backoff(options.backoff);
@@ -422,10 +431,11 @@ export class HeraldClient extends Emitter<ClientEvents> {
       pingIntervalMs: this.options.pingIntervalMs,
     });
     let sub: string | undefined;
+    let expires: number | undefined;
     try {
       this.inboxState.onConnect();
       const reply = await connection.request('connect', token ? { token } : {});
-      sub = (reply.body as { sub?: string }).sub;
+      ({ sub, expires } = reply.body as ConnectReply);
     } catch (e) {
       connection.close();
       throw Object.assign(e as HeraldError, { opened: true });
@@ -438,7 +448,38 @@ export class HeraldClient extends Emitter<ClientEvents> {
     this.emit('connected', sub === undefined ? { transport: 'websocket' } : { transport: 'websocket', sub });
     for (const waiter of [...this.connectedWaiters]) waiter();
     for (const s of this.subs.values()) this.sendSubscribe(connection, s);
+    this.scheduleRefresh(connection, expires);
     return ended;
+  }
+
+  /** Plans the replacement of the WebSocket's token `refreshBeforeExpiryMs` before `expires`. */
+  private scheduleRefresh(connection: WebSocketConnection, expires: number | undefined): void {
+    if (expires === undefined || typeof this.options.token !== 'function' || this.options.refreshBeforeExpiryMs <= 0) return;
+    const left = expires * 1000 - Date.now();
+    // Short-lived tokens are replaced at half their remaining life at the earliest (no busy loop).
+    const delay = Math.max(0, left - this.options.refreshBeforeExpiryMs, left / 2);
+    const timer = setTimeout(() => void this.refreshToken(connection, expires), delay);
+    connection.onClose(() => clearTimeout(timer));
+  }
+
+  private async refreshToken(connection: WebSocketConnection, oldExpires: number): Promise<void> {
+    if (this.closed || this.connections[0] !== connection || !connection.isOpen) return;
+    try {
+      const token = await this.fetchToken();
+      const frame = await connection.request('connect', token ? { token } : {});
+      this.currentToken = token;
+      const reply = frame.body as ConnectReply;
+      for (const channel of reply.unsubscribed ?? []) {
+        const s = this.subs.get(channel);
+        if (s) this.refuse(s, new HeraldError('forbidden', `the refreshed token no longer allows ${JSON.stringify(channel)}`));
+      }
+      this.emit('token_refreshed', reply.expires === undefined ? {} : { expires: reply.expires });
+      // A callback that gives no later expiry is not asked again: the server's expiry ends it.
+      if (reply.expires !== undefined && reply.expires > oldExpires) this.scheduleRefresh(connection, reply.expires);
+    } catch (e) {
+      if (this.closed || !connection.isOpen) return;
+      this.emit('error', e instanceof HeraldError ? e : new HeraldError('network', String(e), { cause: e }));
+    }
   }
 
   private sendSubscribe(connection: WebSocketConnection, s: Subscription): void {

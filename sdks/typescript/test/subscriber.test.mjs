@@ -68,9 +68,10 @@ test('resume across kill -9 and restart: messages published while down arrive on
   client.close();
 });
 
-test('token refresh: an expiring token is replaced through the callback and the client goes on', async () => {
+test('token expiry: the server closes with token_expired, the callback gives a fresh token, the client goes on', async () => {
   let calls = 0;
   const client = herald.client({
+    refreshBeforeExpiryMs: 0, // no refresh ahead of time: let the server expire the token
     token: () => {
       calls += 1;
       // The first token expires in 2 s; later ones in an hour.
@@ -92,6 +93,34 @@ test('token refresh: an expiring token is replaced through the callback and the 
   await herald.publisher().publish('refresh/a', { n: 2 });
   await got.waitFor(2);
   assert.deepEqual(got.items, [1, 2]);
+  client.close();
+});
+
+test('token refresh ahead of expiry: a connect with the new token, no disconnect', async () => {
+  const firstExp = Math.floor(Date.now() / 1000) + 3;
+  let calls = 0;
+  const client = herald.client({
+    refreshBeforeExpiryMs: 2500,
+    token: () => {
+      calls += 1;
+      return herald.token({ exp: calls === 1 ? firstExp : Math.floor(Date.now() / 1000) + 3600 });
+    },
+  });
+  const disconnects = [];
+  client.on('disconnected', (e) => disconnects.push(e));
+  const got = collector();
+  const refreshed = nextEvent(client, 'token_refreshed');
+  const sub = client.subscribe('refresh/ahead', (m) => got.push(m.data.n));
+  await withTimeout(client.connect(), 'connect');
+  await sub.ready;
+  const { expires } = await refreshed;
+  assert.ok(expires > firstExp);
+  assert.equal(calls, 2);
+  // Past the first token's expiry (a clock condition, bounded): the connection is still the same.
+  await withTimeout((async () => { while (Date.now() < firstExp * 1000 + 300) await new Promise((r) => setTimeout(r, 100)); })(), 'the first token to expire');
+  await herald.publisher().publish('refresh/ahead', { n: 1 });
+  await got.waitFor(1);
+  assert.deepEqual(disconnects, []);
   client.close();
 });
 

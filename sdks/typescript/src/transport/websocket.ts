@@ -32,6 +32,7 @@ export class WebSocketConnection {
   private disconnect: Disconnect | undefined;
   private done = false;
   private pinger: ReturnType<typeof setInterval> | undefined;
+  private readonly closeCallbacks: (() => void)[] = [];
 
   private constructor(
     private readonly socket: WebSocketLike,
@@ -93,6 +94,12 @@ export class WebSocketConnection {
         resolve(new WebSocketConnection(socket, sink, options));
       };
     });
+  }
+
+  /** Runs `callback` when the connection ends (at once if it has). */
+  onClose(callback: () => void): void {
+    if (this.done) callback();
+    else this.closeCallbacks.push(callback);
   }
 
   get isOpen(): boolean {
@@ -206,6 +213,7 @@ export class WebSocketConnection {
       pending.reject(new HeraldError('network', `the connection ended before ${pending.command} was answered: ${info.message}`));
     }
     this.pending.clear();
+    for (const callback of this.closeCallbacks.splice(0)) callback();
     this.sink.closed(info);
   }
 }
