@@ -6,124 +6,31 @@
  * inbox with manual or automatic acks, and the typed events.
  */
 
-import { Backoff, type BackoffOptions } from './backoff.js';
+import { Backoff } from './backoff.js';
 import { Emitter } from './emitter.js';
 import { HeraldError, isServerErrorCode } from './errors.js';
-import { encodeCursor, type Position } from './cursor.js';
+import type { Position } from './cursor.js';
 import { httpRequest, type FetchLike } from './http.js';
-import type { ConnectReply, HistoryReply, Message, PublishReply, PushEnvelope, SubscribeReply } from './protocol.js';
+import type { ConnectReply, HistoryReply, PublishReply, SubscribeReply } from './protocol.js';
 import { readTokenClaims } from './token.js';
 import { SseConnection } from './transport/sse.js';
+import { planSseStreams } from './transport/sse-plan.js';
 import type { CloseInfo, ConnectionSink, WebSocketConstructor } from './transport/types.js';
 import { WebSocketConnection } from './transport/websocket.js';
-import { InboxState, type InboxHandler, type InboxMessage, type InboxOptions } from './inbox.js';
+import type { InboxHandler, InboxOptions } from './inbox.js';
+import { Delivery } from './delivery.js';
+import type {
+  ClientEvents,
+  ClientOptions,
+  DisconnectedEvent,
+  MessageHandler,
+  SubscribeOptions,
+} from './client-types.js';
+import { Subscription } from './subscription.js';
 
-export type TokenSource = string | (() => string | Promise<string>);
-export type TransportChoice = 'auto' | 'websocket' | 'sse';
+export type * from './client-types.js';
+export { Subscription } from './subscription.js';
 
-export interface ClientOptions {
-  /** The server's base URL, `http(s)://host:port` (the WebSocket URL is derived from it). */
-  url: string;
-  /** A client token, or a callback called on every (re)connect and after `token_expired`. */
-  token?: TokenSource;
-  /** `auto` (default): WebSocket, and SSE when the WebSocket cannot be opened. */
-  transport?: TransportChoice;
-  /** A WebSocket constructor; default `globalThis.WebSocket` (Node 20: pass the `ws` package's). */
-  WebSocket?: WebSocketConstructor;
-  /** A fetch implementation; default `globalThis.fetch`. */
-  fetch?: FetchLike;
-  backoff?: BackoffOptions;
-  /** How long a request (connect, subscribe, publish, ack) may wait for its answer; default 10000. */
-  requestTimeoutMs?: number;
-  /** How often to send a WebSocket `ping` command to notice a dead connection; default 25000, 0 = never. */
-  pingIntervalMs?: number;
-  /** The longest silence on an SSE stream before reconnecting; default 60000 (the server writes every 50 s at most). */
-  sseIdleTimeoutMs?: number;
-  /**
-   * WebSocket with a token callback: this long before the token's `exp`, ask the callback for a
-   * new token and send it in a `connect` (no disconnect). Default 30000; 0 turns it off (the
-   * server then closes with `token_expired` and the client reconnects with a fresh token).
-   */
-  refreshBeforeExpiryMs?: number;
-}
-
-export type MessageHandler<T = unknown> = (message: Message<T>) => void | Promise<void>;
-
-export interface SubscribeOptions {
-  /** Where to start: resume after this position (e.g. one you persisted). */
-  since?: Position;
-  /** When not resumed, deliver the channel's newest message first. */
-  last?: boolean;
-}
-
-export interface ConnectedEvent {
-  transport: 'websocket' | 'sse';
-  /** The token's `sub`, when the transport reports it (WebSocket). */
-  sub?: string;
-}
-
-export interface DisconnectedEvent {
-  /** The server's `disconnect` code (`slow_consumer`, `shutdown`, `token_expired`, ...), `connection_lost`, or `closed`. */
-  code: string;
-  reason: string;
-  /** The WebSocket close code, on WebSocket. */
-  closeCode?: number;
-  willReconnect: boolean;
-}
-
-/** A cursor given on resubscribe was not resumed: messages between `since` and `reply` may be missing. */
-export interface UnrecoveredEvent {
-  channel: string;
-  since: Position;
-  reply: SubscribeReply;
-}
-
-export interface ClientEvents {
-  connected: ConnectedEvent;
-  disconnected: DisconnectedEvent;
-  error: HeraldError;
-  unrecovered: UnrecoveredEvent;
-  /** The WebSocket's token was replaced before it expired; `expires` is the new `exp`. */
-  token_refreshed: { expires?: number };
-}
-
-/** One channel subscription. */
-export class Subscription {
-  /** Resolves with the first subscribe reply; rejects with the server's error if refused. */
-  readonly ready: Promise<SubscribeReply>;
-  /** @internal */ resolveReady!: (reply: SubscribeReply) => void;
-  /** @internal */ rejectReady!: (error: HeraldError) => void;
-  /** @internal */ cursor: Position | null;
-  /** @internal */ everSubscribed = false;
-  /** @internal */ settled = false;
-
-  /** @internal */
-  constructor(
-    readonly channel: string,
-    /** @internal */ readonly handler: MessageHandler<never>,
-    /** @internal */ readonly last: boolean | undefined,
-    since: Position | undefined,
-    private readonly client: HeraldClient,
-  ) {
-    this.cursor = since ? { ...since } : null;
-    this.ready = new Promise<SubscribeReply>((resolve, reject) => {
-      this.resolveReady = resolve;
-      this.rejectReady = reject;
-    });
-    this.ready.catch(() => {
-      /* reported through the `error` event too; awaiting `ready` is optional */
-    });
-  }
-
-  /** The position of the last message received on this channel (persist it to resume later). */
-  get position(): Position | null {
-    return this.cursor ? { ...this.cursor } : null;
-  }
-
-  unsubscribe(): Promise<void> {
-    return this.client.unsubscribe(this.channel);
-  }
-}
 
 type Connection = WebSocketConnection | SseConnection;
 
@@ -141,15 +48,24 @@ const sleep = (ms: number, signal: { wake?: () => void }) =>
 
 export class HeraldClient extends Emitter<ClientEvents> {
   private readonly options: Required<Pick<ClientOptions, 'requestTimeoutMs' | 'pingIntervalMs' | 'sseIdleTimeoutMs' | 'refreshBeforeExpiryMs' | 'transport'>> & ClientOptions;
-  private readonly subs = new Map<string, Subscription>();
+  private readonly delivery = new Delivery({
+    emit: (name, event) => this.emit(name, event),
+    ack: (channel, seq, epoch) => this.ack(channel, seq, epoch),
+    subscribed: () => {
+      // SSE adding new channels one at a time: open the next once this one is confirmed.
+      if (this.sseOneAtATime && this.connections[0] instanceof SseConnection && [...this.subs.values()].some((x) => !x.everSubscribed)) {
+        this.requestReopen();
+      }
+    },
+  });
+  private readonly subs = this.delivery.subs;
+  private readonly inboxState = this.delivery.inbox;
   private readonly backoff: Backoff;
-  private readonly inboxState = new InboxState();
   private connections: Connection[] = [];
   private currentToken: string | undefined;
   private running = false;
   private closed = false;
   private connectedWaiters = new Set<() => void>();
-  private dispatchChain: Promise<void> = Promise.resolve();
   private wakeUp: { wake?: () => void } = {};
   /** Set when the SSE channel set changed: reopen at once, without events. */
   private reopenRequested = false;
@@ -411,8 +327,8 @@ export class HeraldClient extends Emitter<ClientEvents> {
 
   private makeSink(onClosed: (info: CloseInfo) => void): ConnectionSink {
     return {
-      subscribed: (reply) => this.onSubscribed(reply),
-      message: (message) => this.onMessage(message),
+      subscribed: (reply) => this.delivery.onSubscribed(reply),
+      message: (message) => this.delivery.onMessage(message),
       error: (error) => this.emit('error', error),
       closed: onClosed,
     };
@@ -471,7 +387,7 @@ export class HeraldClient extends Emitter<ClientEvents> {
       const reply = frame.body as ConnectReply;
       for (const channel of reply.unsubscribed ?? []) {
         const s = this.subs.get(channel);
-        if (s) this.refuse(s, new HeraldError('forbidden', `the refreshed token no longer allows ${JSON.stringify(channel)}`));
+        if (s) this.delivery.refuse(s, new HeraldError('forbidden', `the refreshed token no longer allows ${JSON.stringify(channel)}`));
       }
       this.emit('token_refreshed', reply.expires === undefined ? {} : { expires: reply.expires });
       // A callback that gives no later expiry is not asked again: the server's expiry ends it.
@@ -487,125 +403,26 @@ export class HeraldClient extends Emitter<ClientEvents> {
     const body = { channel: s.channel, ...(since ? { since } : {}), ...(s.last === undefined ? {} : { last: s.last }) };
     connection
       .request('subscribe', body, (frame) => {
-        if (this.subs.get(s.channel) === s) this.onSubscribeReply(s, frame.body as SubscribeReply, since);
+        if (this.subs.get(s.channel) === s) this.delivery.onSubscribeReply(s, frame.body as SubscribeReply, since);
         // Unsubscribed while the subscribe was in flight: undo it on the server too.
         else if (!this.subs.has(s.channel)) connection.request('unsubscribe', { channel: s.channel }).catch(() => {});
       })
       .catch((e: HeraldError) => {
-        if (isServerErrorCode(e.code)) this.refuse(s, e);
+        if (isServerErrorCode(e.code)) this.delivery.refuse(s, e);
         // network/timeout: the connection is going away; the next one resubscribes
       });
   }
 
-  private refuse(s: Subscription, e: HeraldError): void {
-    if (this.subs.get(s.channel) === s) this.subs.delete(s.channel);
-    const error = new HeraldError(e.code, e.message, { channel: s.channel, ...(e.status === undefined ? {} : { status: e.status }) });
-    s.settled = true;
-    s.rejectReady(error);
-    this.emit('error', error);
-  }
-
-  private onSubscribeReply(s: Subscription, reply: SubscribeReply, since: Position | undefined): void {
-    if (since && !reply.recovered) this.emit('unrecovered', { channel: s.channel, since, reply });
-    if (!since || !reply.recovered) {
-      // Live messages start after reply.seq; with `last`, the newest message comes first.
-      const wantsLast = s.last === true && !reply.recovered && reply.seq > 0;
-      s.cursor = { epoch: reply.epoch, seq: wantsLast ? reply.seq - 1 : reply.seq };
-    }
-    s.everSubscribed = true;
-    if (this.sseOneAtATime && this.connections[0] instanceof SseConnection && [...this.subs.values()].some((x) => !x.everSubscribed)) {
-      this.requestReopen(); // more new channels to try, one at a time
-    }
-    if (!s.settled) {
-      s.settled = true;
-      s.resolveReady(reply);
-    }
-  }
-
-  private onSubscribed(reply: SubscribeReply): void {
-    if (reply.channel === '$app' || reply.channel === '$device') {
-      this.inboxState.onSubscribed(reply);
-      return;
-    }
-    const s = this.subs.get(reply.channel);
-    if (s) this.onSubscribeReply(s, reply, this.sseSince.get(reply.channel));
-  }
-
-  private onMessage(message: Message): void {
-    if (message.channel === '$app' || message.channel === '$device') {
-      const accepted = this.inboxState.accept(message);
-      if (accepted) this.dispatch(() => this.deliverInbox(accepted));
-      return;
-    }
-    const s = this.subs.get(message.channel);
-    if (!s) return;
-    const cursor = s.cursor;
-    if (cursor && (cursor.epoch === message.epoch || cursor.epoch === '') && message.seq <= cursor.seq) return;
-    s.cursor = { epoch: message.epoch, seq: message.seq };
-    this.dispatch(async () => {
-      if (this.subs.get(s.channel) !== s) return;
-      try {
-        await s.handler(message as never);
-      } catch (e) {
-        this.emit('error', new HeraldError('handler_failed', `the handler of ${JSON.stringify(s.channel)} failed: ${(e as Error)?.message ?? String(e)}`, { channel: s.channel, cause: e }));
-      }
-    });
-  }
-
-  private async deliverInbox(message: Message<PushEnvelope>): Promise<void> {
-    const handler = this.inboxState.handler;
-    if (!handler) return;
-    const channel = message.channel as '$app' | '$device';
-    const inboxMessage: InboxMessage = { ...message, channel, ack: () => this.ack(channel, message.seq, message.epoch) };
-    try {
-      await handler(inboxMessage as never);
-    } catch (e) {
-      this.emit('error', new HeraldError('handler_failed', `the inbox handler failed on push ${message.id}: ${(e as Error)?.message ?? String(e)}`, { channel, cause: e }));
-      return;
-    }
-    if (this.inboxState.autoAck) {
-      try {
-        await inboxMessage.ack();
-      } catch (e) {
-        this.emit('error', e instanceof HeraldError ? e : new HeraldError('network', String(e), { cause: e }));
-      }
-    }
-  }
-
-  /** Runs `task` after every task dispatched before it (handlers see one message at a time). */
-  private dispatch(task: () => Promise<void>): void {
-    this.dispatchChain = this.dispatchChain.then(task, task);
-  }
-
   // ---- SSE ----
-
-  /** The positions sent as `since` on the current SSE stream, by channel. */
-  private sseSince = new Map<string, Position>();
 
   private async startSse(token: string | undefined): Promise<Promise<CloseInfo>> {
     const confirmed = [...this.subs.values()].filter((s) => s.everSubscribed);
     const fresh = [...this.subs.values()].filter((s) => !s.everSubscribed);
     const trying = this.sseOneAtATime ? fresh.slice(0, 1) : fresh;
-    const streams: { url: URL; channels: Subscription[] }[] = [];
     const channels = [...confirmed, ...trying];
-    if (channels.length > 0) {
-      // Positions can only be left unset at the end: channels with a cursor first.
-      const ordered = [...channels.filter((s) => s.cursor), ...channels.filter((s) => !s.cursor)];
-      const url = new URL('/v1/sse', this.options.url);
-      for (const s of ordered) url.searchParams.append('channel', s.channel);
-      const positions = ordered.filter((s) => s.cursor).map((s) => s.cursor as Position);
-      if (positions.length > 0) url.searchParams.set('since', encodeCursor(positions));
-      if (ordered.some((s) => s.last && !s.cursor)) url.searchParams.set('last', 'true');
-      streams.push({ url, channels: ordered });
-    }
     const wantsInbox = this.inboxState.handler !== undefined && token !== undefined && readTokenClaims(token)?.device !== undefined;
-    if (wantsInbox) {
-      const url = new URL('/v1/sse', this.options.url);
-      const since = this.inboxState.sinceString();
-      if (since) url.searchParams.set('since', since);
-      streams.push({ url, channels: [] });
-    }
-    this.sseSince = new Map(channels.filter((s) => s.cursor).map((s) => [s.channel, { ...(s.cursor as Position) }]));
+    const streams = planSseStreams(this.options.url, channels, wantsInbox ? { since: this.inboxState.sinceString() } : undefined);
+    this.delivery.streamSince = new Map(channels.filter((s) => s.cursor).map((s) => [s.channel, { ...(s.cursor as Position) }]));
     let resolveEnded!: (info: CloseInfo) => void;
     const ended = new Promise<CloseInfo>((resolve) => (resolveEnded = resolve));
     const opened: SseConnection[] = [];
@@ -654,7 +471,7 @@ export class HeraldClient extends Emitter<ClientEvents> {
     const fresh = channels.filter((s) => !confirmed.includes(s));
     if (!channelError || fresh.length === 0) return error;
     if (fresh.length === 1 && fresh[0]) {
-      this.refuse(fresh[0], error);
+      this.delivery.refuse(fresh[0], error);
     } else {
       this.sseOneAtATime = true;
     }
