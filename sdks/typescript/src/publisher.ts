@@ -152,6 +152,12 @@ export class HeraldPublisher {
     return this.json({ method: 'GET', path: '/healthz', auth: 'none' });
   }
 
+  /** Live figures: with the admin key the whole server and every app, with a publisher key
+   * its own app. Counters are cumulative; two answers make rates. */
+  overview(): Promise<AnswerOf<'overview', 200>> {
+    return this.json({ method: 'GET', path: '/v1/overview', auth: 'either' });
+  }
+
   /** The Prometheus exposition text. */
   async metrics(): Promise<string> {
     return (await this.text({ method: 'GET', path: '/metrics', auth: 'none' })).text;
@@ -260,6 +266,11 @@ export class HeraldPublisher {
 
   registerDevices(body: BodyOf<'registerDevices'>): Promise<AnswerOf<'registerDevices', 200>> {
     return this.json({ method: 'POST', path: '/v1/devices/batch', auth: 'publisher', body });
+  }
+
+  /** A device's acknowledged inbox positions and its recent pushes with their receipts. */
+  deviceInbox(id: string): Promise<AnswerOf<'deviceInbox', 200>> {
+    return this.json({ method: 'GET', path: `/v1/devices/${segment(id)}/inbox`, auth: 'publisher' });
   }
 
   getDevice(id: string): Promise<AnswerOf<'getDevice', 200>> {

@@ -39,6 +39,9 @@ const NOT_PUBLISHER = {
   websocket: 'HeraldClient (the WebSocket transport)',
   sse: 'HeraldClient (the SSE transport)',
   postToChannelPath: 'an error route: POST to a channel path without /messages always answers 404',
+  startSession: 'the admin dashboard\'s browser login (a cookie session), not an API client\'s',
+  currentSession: 'the admin dashboard\'s browser login (a cookie session), not an API client\'s',
+  endSession: 'the admin dashboard\'s browser login (a cookie session), not an API client\'s',
 };
 /** operationId -> method, where the names differ. */
 const RENAMED = { getHistory: 'history', patchDevice: 'updateDevice' };

@@ -61,6 +61,8 @@ test('server: health, metrics, openapi', async () => {
   assert.equal(typeof (await pub.health()), 'object');
   assert.match(await pub.metrics(), /herald_/);
   assert.match(await pub.openapi(), /^openapi: /m);
+  const overview = await pub.overview();
+  assert.ok(Array.isArray(overview.apps) && overview.apps.length >= 1, JSON.stringify(overview));
   await fails(new HeraldPublisher({ url: herald.url.replace(/:\d+$/, ':1') }).health(), 'network', undefined);
 });
 
@@ -127,6 +129,9 @@ test('devices, tokens, pushes, receipts and ack', async () => {
   const batch = await pub.registerDevices({ devices: [{ id: 'dev-2', platform: 'herald', tags: ['a'] }] });
   assert.deepEqual(batch.ids, ['dev-2']);
   assert.equal((await pub.getDevice('dev-1')).user, 'ann');
+  const inbox = await pub.deviceInbox('dev-1');
+  assert.equal(inbox.device, 'dev-1');
+  assert.ok(Array.isArray(inbox.recent));
   assert.deepEqual((await pub.updateDevice('dev-1', { add_tags: ['b'] })).tags.sort(), ['a', 'b']);
   assert.ok((await pub.listDevices({ tag: 'a' })).devices.length >= 2);
   assert.equal((await pub.deactivateDevice('dev-2')).active, false);
@@ -142,6 +147,7 @@ test('devices, tokens, pushes, receipts and ack', async () => {
   await pub.deleteDevice('dev-2');
 
   await fails(pub.getDevice('nope'), 'not_found', 404);
+  await fails(pub.deviceInbox('nope'), 'not_found', 404);
   await fails(pub.updateDevice('nope', { user: 'x' }), 'not_found', 404);
   await fails(pub.deleteDevice('nope'), 'not_found', 404);
   await fails(pub.activateDevice('nope'), 'not_found', 404);

@@ -283,6 +283,72 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/admin/session": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Who the current dashboard session is
+         * @description The session the cookie names, if it is valid and its key still exists. Needs the header
+         *     `X-Herald-Session: 1`.
+         */
+        get: operations["currentSession"];
+        put?: never;
+        /**
+         * Log in to the dashboard with the admin key or a publisher key
+         * @description Checks the key (sent in the body, never in a URL) and sets the session cookie
+         *     `herald_admin` (`HttpOnly; SameSite=Strict; Path=/`, `Secure` when
+         *     `admin_cookie_secure` is set; `Max-Age` the session's lifetime, `admin_session_ttl`,
+         *     default 1 hour). The cookie holds the key's SHA-256 hash and the expiry, signed with
+         *     HMAC-SHA256 under a key derived from the token secret, so every node of a cluster
+         *     accepts it. Needs the header `X-Herald-Session: 1` (`400` without it). A wrong key is
+         *     `401` without saying which keys exist.
+         */
+        post: operations["startSession"];
+        /**
+         * Log out of the dashboard
+         * @description Clears the cookie (`Max-Age=0`). Sessions are stateless: a copy of the cookie taken
+         *     before stays valid until it expires or its key is revoked. Needs the header
+         *     `X-Herald-Session: 1`.
+         */
+        delete: operations["endSession"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/overview": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Live figures of the server and its apps, for the dashboard
+         * @description One answer the dashboard polls every second or two. Counters are cumulative (since the
+         *     process started for `server`, since the app was created for `usage`); a client turns
+         *     two answers into rates. With the admin key: `server` holds this process's figures, read
+         *     from the metrics `/metrics` serves (connections per transport, subscriptions, messages
+         *     published, deliveries, messages written per transport, slow-consumer disconnects, and
+         *     the delivery lag (`herald_delivery_lag_seconds`: publish to socket write) and publish
+         *     latency (`herald_publish_seconds`) histograms as cumulative buckets), and `apps` lists
+         *     every app. With a publisher key: `server` is `null` and `apps` holds the key's app only.
+         *     Each app: usage totals, live connections on this node, devices, limits, and per provider
+         *     the delivery worker's figures and queue depth (as `GET /v1/jobs/stats` gives them).
+         */
+        get: operations["overview"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -718,7 +784,8 @@ export interface paths {
          * @description Mints a client token for the publisher key's app, signed with that app's token secret,
          *     so a backend need not hold the secret. All fields are optional. `ttl` is in seconds,
          *     1 to 2592000 (30 days), default 86400; the token's `exp` is returned as `expires`.
-         *     Channel patterns must be 1 to 255 bytes (their grammar is in docs/protocol.md).
+         *     Channel patterns must be 1 to 255 bytes of channel-name characters and `*`, with no
+         *     empty segment (their grammar is in docs/protocol.md); another pattern is `400`.
          *
          *     With `device`, the token is a **device token**: a connection holding it receives that
          *     device's inbox (see docs/push.md). The device must be registered in the app (`404`
@@ -826,6 +893,37 @@ export interface paths {
          *     A device that is connected sees tag changes when it reconnects.
          */
         patch: operations["patchDevice"];
+        trace?: never;
+    };
+    "/v1/devices/{id}/inbox": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Device id (`400 device_invalid` if it breaks the grammar). */
+                id: components["parameters"]["DeviceIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * A device's inbox position and its recent pushes
+         * @description What the dashboard shows of a device's inbox: for each of its two logs (`app_log`, the
+         *     app's broadcast log, and `device_log`, its own) the position it acknowledged
+         *     (`acked`), the log's newest message (`head`) and how many messages lie between
+         *     (`unacked`; broadcasts that do not reach the device count too); `cursor` is the
+         *     acknowledged position as the store keeps it. `recent` lists its 10 newest pushes, newest
+         *     first: direct pushes from its own log, and broadcasts among the app's 50 newest whose
+         *     audience reaches it, each with whether the device acknowledged it and its receipt
+         *     (as `GET /v1/push/{id}` answers it, without the provider details; `null` if the
+         *     receipt is gone).
+         */
+        get: operations["deviceInbox"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/v1/devices/{id}/activate": {
@@ -1224,6 +1322,7 @@ export interface components {
          *     Past `max_devices` a registration that would add devices is refused and past
          *     `max_connections` a new connection is refused, both with `429 limit_exceeded`; a
          *     message or push payload over `max_message_bytes` is `413 too_large`.
+         *     `max_message_bytes` is 1 to the server's `max_frame_bytes` (`400` otherwise).
          */
         AppLimits: {
             /**
@@ -1747,6 +1846,70 @@ export interface components {
         ProvidersFigures: {
             [key: string]: components["schemas"]["ProviderFigures"];
         };
+        Session: {
+            /** @enum {string} */
+            role: "admin" | "publisher";
+            /** @description The publisher key's app; `null` for the admin key. */
+            app: components["schemas"]["AppId"] | null;
+            /**
+             * Format: int64
+             * @description When the session ends, seconds since the Unix epoch.
+             */
+            expires_at: number;
+        };
+        InboxLogPosition: {
+            acked: components["schemas"]["LogPosition"];
+            head: components["schemas"]["LogPosition"];
+            /** Format: int64 */
+            unacked: number;
+        };
+        Histogram: {
+            /** @description `[upper bound in seconds, observations at or below it]`, ascending (`+Inf` left out: it is `count`). */
+            buckets: number[][];
+            sum_seconds: number;
+            /** Format: int64 */
+            count: number;
+        };
+        Overview: {
+            /** @enum {string} */
+            role: "admin" | "publisher";
+            /**
+             * Format: int64
+             * @description When the figures were read, milliseconds since the Unix epoch.
+             */
+            time_ms: number;
+            /** @description This process's figures (`null` for a publisher key). */
+            server: {
+                /** @description Open connections per transport (`ws`, `sse`, `meteor`, `meteor_control`). */
+                connections?: {
+                    [key: string]: number;
+                };
+                subscriptions?: number;
+                /** Format: int64 */
+                published?: number;
+                /** Format: int64 */
+                deliveries?: number;
+                /** @description Messages written per transport (`ws`, `sse`, `poll`, `meteor`). */
+                written?: {
+                    [key: string]: number;
+                };
+                /** Format: int64 */
+                slow_consumer_disconnects?: number;
+                delivery_lag?: components["schemas"]["Histogram"];
+                publish_latency?: components["schemas"]["Histogram"];
+            } | null;
+            apps: {
+                app: components["schemas"]["AppId"];
+                name: string;
+                /** @description Live connections of the app on this node. */
+                connections: number;
+                usage: components["schemas"]["Usage"];
+                /** Format: int64 */
+                devices: number;
+                limits: components["schemas"]["AppLimits"];
+                providers: components["schemas"]["ProvidersFigures"];
+            }[];
+        };
         JobStats: {
             app: components["schemas"]["AppId"];
             providers: components["schemas"]["ProvidersFigures"];
@@ -2223,6 +2386,8 @@ export interface components {
         };
     };
     parameters: {
+        /** @description Must be `1`. A page on another origin cannot send it (no CORS grant is given). */
+        SessionHeader: "1";
         /**
          * @description Channel name. May contain `/`, written unescaped (`chat/room-42`). A path ending in
          *     `/messages` always selects the messages endpoint.
@@ -2744,6 +2909,211 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["LimitExceeded"];
+        };
+    };
+    currentSession: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Must be `1`. A page on another origin cannot send it (no CORS grant is given). */
+                "X-Herald-Session": components["parameters"]["SessionHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The session. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "role": "admin",
+                     *       "app": null,
+                     *       "expires_at": 1767225600
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Session"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+        };
+    };
+    startSession: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Must be `1`. A page on another origin cannot send it (no CORS grant is given). */
+                "X-Herald-Session": components["parameters"]["SessionHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description The admin key or a publisher key. */
+                    key: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Logged in; `Set-Cookie` carries the session. */
+            200: {
+                headers: {
+                    /** @description `herald_admin=v1.<key hash>.<expiry>.<signature>; Path=/; Max-Age=3600; HttpOnly; SameSite=Strict` */
+                    "Set-Cookie"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "role": "publisher",
+                     *       "app": "shop",
+                     *       "expires_at": 1767225600
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Session"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+        };
+    };
+    endSession: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Must be `1`. A page on another origin cannot send it (no CORS grant is given). */
+                "X-Herald-Session": components["parameters"]["SessionHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Logged out; `Set-Cookie` clears the session. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            405: components["responses"]["MethodNotAllowed"];
+        };
+    };
+    overview: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The figures. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "role": "admin",
+                     *       "time_ms": 1767225600000,
+                     *       "server": {
+                     *         "connections": {
+                     *           "ws": 120,
+                     *           "sse": 14,
+                     *           "meteor": 0,
+                     *           "meteor_control": 0
+                     *         },
+                     *         "subscriptions": 310,
+                     *         "published": 48211,
+                     *         "deliveries": 901442,
+                     *         "written": {
+                     *           "ws": 850000,
+                     *           "sse": 51000,
+                     *           "poll": 442,
+                     *           "meteor": 0
+                     *         },
+                     *         "slow_consumer_disconnects": 0,
+                     *         "delivery_lag": {
+                     *           "buckets": [
+                     *             [
+                     *               0.0001,
+                     *               10
+                     *             ],
+                     *             [
+                     *               0.00025,
+                     *               480
+                     *             ],
+                     *             [
+                     *               0.0005,
+                     *               900000
+                     *             ]
+                     *           ],
+                     *           "sum_seconds": 210.5,
+                     *           "count": 901442
+                     *         },
+                     *         "publish_latency": {
+                     *           "buckets": [
+                     *             [
+                     *               0.001,
+                     *               40000
+                     *             ],
+                     *             [
+                     *               0.0025,
+                     *               48211
+                     *             ]
+                     *           ],
+                     *           "sum_seconds": 31.2,
+                     *           "count": 48211
+                     *         }
+                     *       },
+                     *       "apps": [
+                     *         {
+                     *           "app": "default",
+                     *           "name": "default",
+                     *           "connections": 134,
+                     *           "usage": {
+                     *             "published": 48211,
+                     *             "deliveries": 901442,
+                     *             "acks": 12,
+                     *             "peak_connections": 150
+                     *           },
+                     *           "devices": 3,
+                     *           "limits": {},
+                     *           "providers": {
+                     *             "apns": {
+                     *               "sends": 12,
+                     *               "successes": 12,
+                     *               "failures": {},
+                     *               "retries": 0,
+                     *               "avg_ms": 11.4,
+                     *               "p95_ms": 25.9,
+                     *               "queued": 0,
+                     *               "dead": 0,
+                     *               "oldest_age_ms": null
+                     *             }
+                     *           }
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Overview"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            500: components["responses"]["ServerError"];
         };
     };
     health: {
@@ -3879,6 +4249,97 @@ export interface operations {
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["TooLarge"];
             500: components["responses"]["ServerError"];
+        };
+    };
+    deviceInbox: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Device id (`400 device_invalid` if it breaks the grammar). */
+                id: components["parameters"]["DeviceIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The inbox. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "device": "phone-1",
+                     *       "cursor": "1a2b3c4d:3,5e6f7a8b:1",
+                     *       "app_log": {
+                     *         "acked": {
+                     *           "epoch": "1a2b3c4d",
+                     *           "seq": 3
+                     *         },
+                     *         "head": {
+                     *           "epoch": "1a2b3c4d",
+                     *           "seq": 4
+                     *         },
+                     *         "unacked": 1
+                     *       },
+                     *       "device_log": {
+                     *         "acked": {
+                     *           "epoch": "5e6f7a8b",
+                     *           "seq": 1
+                     *         },
+                     *         "head": {
+                     *           "epoch": "5e6f7a8b",
+                     *           "seq": 1
+                     *         },
+                     *         "unacked": 0
+                     *       },
+                     *       "recent": [
+                     *         {
+                     *           "id": "p-0a9b8c7d6e5f4a3b2c1d0e9f",
+                     *           "log": "device",
+                     *           "seq": 1,
+                     *           "time": 1767225600000,
+                     *           "acked": true,
+                     *           "receipt": {
+                     *             "id": "p-0a9b8c7d6e5f4a3b2c1d0e9f",
+                     *             "targeted": 1,
+                     *             "delivered": 1,
+                     *             "pending": 0,
+                     *             "expired": 0,
+                     *             "created": 1767225600000,
+                     *             "expires": 1767312000000,
+                     *             "delivery": "live"
+                     *           }
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": {
+                        device: components["schemas"]["DeviceId"];
+                        /** @description `EPOCH:SEQ,EPOCH:SEQ`, the app's log first. */
+                        cursor: string;
+                        app_log: components["schemas"]["InboxLogPosition"];
+                        device_log: components["schemas"]["InboxLogPosition"];
+                        recent: {
+                            id: string;
+                            /** @enum {string} */
+                            log: "app" | "device";
+                            /** Format: int64 */
+                            seq: number;
+                            /** Format: int64 */
+                            time: number;
+                            acked: boolean;
+                            receipt: Record<string, never> | null;
+                        }[];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
         };
     };
     activateDevice: {
