@@ -18,8 +18,8 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::task::{ready, Context, Poll};
+use std::sync::{Arc, Mutex};
+use std::task::{ready, Context, Poll, Waker};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -68,26 +68,39 @@ pub fn request_timeout(what: &str, limit: Duration) -> HeraldError {
 }
 
 /// Whether a request is being handled on a connection: set when hyper hands the service a
-/// parsed head, cleared when the response body is done (or dropped). Shared by the connection's
-/// service and its [`TimedStream`].
+/// parsed head, cleared when the response body is done (or dropped), which wakes the
+/// connection's [`TimedStream`] so its keep-alive deadline starts at once.
 #[derive(Debug, Clone, Default)]
-pub struct RequestPhase(Arc<AtomicBool>);
+pub struct RequestPhase(Arc<PhaseState>);
+
+#[derive(Debug, Default)]
+struct PhaseState {
+    active: AtomicBool,
+    /// The connection's task, waiting while a request is handled.
+    waiting: Mutex<Option<Waker>>,
+}
 
 impl RequestPhase {
     /// Marks a request as being handled until the returned guard is dropped.
     pub fn begin(&self) -> RequestGuard {
-        self.0.store(true, Ordering::Release);
+        self.0.active.store(true, Ordering::Release);
         RequestGuard(self.0.clone())
     }
 
     fn active(&self) -> bool {
-        self.0.load(Ordering::Acquire)
+        self.0.active.load(Ordering::Acquire)
+    }
+
+    /// Wakes `cx`'s task when the request ends.
+    fn wake_at_end(&self, cx: &Context<'_>) {
+        let mut waiting = self.0.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        *waiting = Some(cx.waker().clone());
     }
 }
 
 /// Ends the request it was made for when dropped (keep it with the response body).
 #[derive(Debug)]
-pub struct RequestGuard(Arc<AtomicBool>);
+pub struct RequestGuard(Arc<PhaseState>);
 
 impl RequestGuard {
     /// A response body that keeps the request going until it is done or dropped.
@@ -127,7 +140,16 @@ impl hyper::body::Body for HeldBody {
 
 impl Drop for RequestGuard {
     fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
+        self.0.active.store(false, Ordering::Release);
+        let waiting = self
+            .0
+            .waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(waker) = waiting {
+            waker.wake();
+        }
     }
 }
 
@@ -245,7 +267,16 @@ impl AsyncRead for TimedStream {
                 this.track(buf.filled().len() > before);
                 Poll::Ready(result)
             }
-            Poll::Pending if this.waiting == Waiting::Request => Poll::Pending,
+            Poll::Pending if this.waiting == Waiting::Request => {
+                this.phase.wake_at_end(cx);
+                // The request may have ended meanwhile: look again.
+                if this.phase.active() {
+                    Poll::Pending
+                } else {
+                    cx.waker().wake_by_ref();
+                    Poll::Pending
+                }
+            }
             Poll::Pending => {
                 ready!(this.timer.as_mut().poll(cx));
                 Poll::Ready(Err(this.expire()))

@@ -68,12 +68,18 @@ pub(super) async fn sniff(stream: &TcpStream, deadlines: &Deadlines) -> Sniffed 
     let mut pause = FIRST_PAUSE;
     let mut seen = 0;
     loop {
-        let ready = match tokio::time::timeout_at(deadline, stream.ready(Interest::READABLE)).await
-        {
+        // Waits for something to read with a one-byte peek (readiness alone can be reported
+        // for a fresh socket that has nothing to read), so no buffer is held while waiting.
+        let waited = async {
+            stream.peek(&mut [0u8; 1]).await?;
+            stream.ready(Interest::READABLE).await
+        };
+        let ready = match tokio::time::timeout_at(deadline, waited).await {
             Ok(Ok(ready)) => ready,
             // Hyper sees the same error and deals with it.
             Ok(Err(_)) => return Sniffed::Other(Instant::now()),
-            Err(_) => return Sniffed::Gone,
+            Err(_) if first_byte_at.is_none() => return Sniffed::Gone,
+            Err(_) => return Sniffed::Late,
         };
         let started = *first_byte_at.get_or_insert_with(|| {
             let now = Instant::now();
