@@ -66,14 +66,46 @@ impl From<&Appended> for Published {
     }
 }
 
-/// Reads a request body of at most `limit` bytes.
+/// Reads a request body of at most `limit` bytes. A declared `Content-Length` over the limit is
+/// refused before anything is read; a body that stops arriving before its deadline (the
+/// listener's `body_timeout`) is answered `408 request_timeout`.
 pub(crate) async fn read_body(body: Body, limit: usize) -> Result<Bytes, HeraldError> {
-    axum::body::to_bytes(body, limit).await.map_err(|_| {
+    let too_large = || {
         HeraldError::new(
             ErrorCode::TooLarge,
             format!("request body is larger than {limit} bytes"),
         )
+    };
+    if axum::body::HttpBody::size_hint(&body).lower() > limit as u64 {
+        return Err(too_large());
+    }
+    axum::body::to_bytes(body, limit).await.map_err(|e| {
+        let e = e.into_inner();
+        if is_timeout(e.as_ref()) {
+            HeraldError::new(
+                ErrorCode::RequestTimeout,
+                "the request body stopped arriving before the body deadline (body_timeout); \
+                 the connection is closed",
+            )
+        } else {
+            too_large()
+        }
     })
+}
+
+/// Whether a body read failed because the body's deadline passed (an `io::Error` of kind
+/// `TimedOut` somewhere in its chain, as the listener's timed body reports it).
+fn is_timeout(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(e);
+    while let Some(e) = next {
+        if e.downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::TimedOut)
+        {
+            return true;
+        }
+        next = e.source();
+    }
+    false
 }
 
 /// Parses a JSON request body, saying what is wrong with it.

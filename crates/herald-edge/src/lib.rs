@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod channels;
+pub mod deadlines;
 mod http;
 pub mod poll;
 pub mod roster;
@@ -43,6 +44,8 @@ pub struct EdgeSettings {
     pub max_subscriptions: usize,
     /// How often idle connections get a keep-alive (WebSocket ping, SSE comment).
     pub ping_interval: Duration,
+    /// How long each state of a connection that is not a stream may last.
+    pub deadlines: deadlines::Deadlines,
 }
 
 impl Default for EdgeSettings {
@@ -53,6 +56,7 @@ impl Default for EdgeSettings {
             outbox_bytes: 1024 * 1024,
             max_subscriptions: 10_000,
             ping_interval: Duration::from_secs(25),
+            deadlines: deadlines::Deadlines::default(),
         }
     }
 }

@@ -6,7 +6,8 @@
 //! error answers `ERR Invalid command syntax`; a channel name Herald cannot use or a store
 //! failure answers `ERR <reason>`. When a password is configured, the first line must be
 //! `AUTH <password>` (answered `OK`), else `ERR Authentication failed` and the connection closes.
-//! Lines longer than the frame limit close the connection after `ERR Line too long`.
+//! Lines longer than the frame limit close the connection after `ERR Line too long`. A
+//! connection that sends no complete line for `meteor_control_idle` is closed.
 
 use std::sync::Arc;
 
@@ -84,9 +85,16 @@ async fn serve(m: &Meteor, tcp: &mut TcpStream) {
     };
     let shutdown = m.edge.shutdown.clone();
     let mut authenticated = m.control_password.is_none();
+    let idle = m.edge.settings.deadlines.meteor_control_idle;
     loop {
         let line = tokio::select! {
-            line = lines.next(tcp) => line,
+            line = tokio::time::timeout(idle, lines.next(tcp)) => match line {
+                Ok(line) => line,
+                Err(_) => {
+                    tracing::debug!("meteor controller idle past its deadline; closing");
+                    return;
+                }
+            },
             _ = shutdown.cancelled() => {
                 if !m.conf.controller_shutdown.is_empty() {
                     let _ = tcp.write_all(&m.conf.controller_shutdown).await;

@@ -156,9 +156,6 @@ pub struct Meteor {
     started: Instant,
 }
 
-/// How long a subscriber may take to send its request head.
-const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
-
 /// Closes a connection whose client may still be sending (an oversized head or line): ends our
 /// side, then reads and drops what arrives for a moment, so that closing with unread input does
 /// not reset the connection before the client has read the error.

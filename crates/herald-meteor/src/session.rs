@@ -16,12 +16,14 @@ use herald_core::telemetry::telemetry;
 use herald_core::{ChannelName, Cursor, Epoch, HeraldError, StoredMessage};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::time::Instant;
 
 use super::conf::Mode;
 use super::request::{self, meteor_name, Request, Start, Subscribe};
 use super::template::{put_number, OtherVar, Var};
-use super::{files, text, Meteor, Stats, HEAD_TIMEOUT};
+use super::{files, text, Meteor, Stats};
 use herald_edge::channels::{StreamRequest, Subscriptions};
+use herald_edge::deadlines::Deadlines;
 use herald_edge::session::{check_limit, Wanted};
 
 /// What `~server~` says.
@@ -55,7 +57,7 @@ pub async fn run(m: Arc<Meteor>, mut tcp: TcpStream) {
     let _counted = Counted::new(&m.stats);
     // The setup steps are boxed: a connection's task then keeps only what its long idle life
     // needs, not room for the largest step it went through.
-    let line = match Box::pin(read_request_line(&mut tcp)).await {
+    let line = match Box::pin(read_request_line(&mut tcp, &m.edge.settings.deadlines)).await {
         Ok(line) => line,
         Err(Some(why)) => {
             tracing::debug!(why, "meteor: bad request head");
@@ -82,26 +84,29 @@ pub async fn run(m: Arc<Meteor>, mut tcp: TcpStream) {
 }
 
 /// The request line, once the whole head has arrived. `Err(Some(why))` for a head that is too
-/// large or not text, `Err(None)` when the client went away or was too slow.
-async fn read_request_line(tcp: &mut TcpStream) -> Result<String, Option<&'static str>> {
+/// large or not text, `Err(None)` when the client went away or was too slow: its first byte
+/// must arrive within the `first_byte` deadline and the rest of the head within `head`.
+async fn read_request_line(
+    tcp: &mut TcpStream,
+    deadlines: &Deadlines,
+) -> Result<String, Option<&'static str>> {
     let mut head = Vec::with_capacity(512);
-    let read = async {
-        loop {
-            if head.windows(2).any(|w| w == b"\n\n") || head.windows(3).any(|w| w == b"\n\r\n") {
-                return Ok(());
-            }
-            if head.len() > MAX_HEAD_BYTES {
-                return Err(Some("request head larger than 8 KiB"));
-            }
-            match (&mut *tcp).take(1024).read_buf(&mut head).await {
-                Ok(0) | Err(_) => return Err(None),
-                Ok(_) => {}
-            }
+    let mut deadline = Instant::now() + deadlines.first_byte;
+    loop {
+        if head.windows(2).any(|w| w == b"\n\n") || head.windows(3).any(|w| w == b"\n\r\n") {
+            break;
         }
-    };
-    tokio::time::timeout(HEAD_TIMEOUT, read)
-        .await
-        .map_err(|_| None)??;
+        if head.len() > MAX_HEAD_BYTES {
+            return Err(Some("request head larger than 8 KiB"));
+        }
+        let first = head.is_empty();
+        let mut chunk = (&mut *tcp).take(1024);
+        match tokio::time::timeout_at(deadline, chunk.read_buf(&mut head)).await {
+            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return Err(None),
+            Ok(Ok(_)) if first => deadline = Instant::now() + deadlines.head,
+            Ok(Ok(_)) => {}
+        }
+    }
     let first = head.split(|&b| b == b'\n').next().unwrap_or_default();
     let first = first.strip_suffix(b"\r").unwrap_or(first);
     String::from_utf8(first.to_vec()).map_err(|_| Some("request line is not UTF-8"))

@@ -21,6 +21,9 @@ pub enum ErrorCode {
     Forbidden,
     /// The frame or body is larger than the configured limit.
     TooLarge,
+    /// HTTP: a request head or body stopped arriving before its deadline; the connection is
+    /// closed after this answer.
+    RequestTimeout,
     /// The connection is already subscribed to this channel.
     AlreadySubscribed,
     /// The connection is not subscribed to this channel.
@@ -54,7 +57,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in the order docs/protocol.md lists them.
-    pub const ALL: [ErrorCode; 21] = [
+    pub const ALL: [ErrorCode; 22] = [
         ErrorCode::BadRequest,
         ErrorCode::UnknownCommand,
         ErrorCode::ChannelInvalid,
@@ -71,6 +74,7 @@ impl ErrorCode {
         ErrorCode::Conflict,
         ErrorCode::MethodNotAllowed,
         ErrorCode::TooLarge,
+        ErrorCode::RequestTimeout,
         ErrorCode::LimitExceeded,
         ErrorCode::StoreFailed,
         ErrorCode::StoreUnavailable,
@@ -88,6 +92,7 @@ impl ErrorCode {
             ErrorCode::TokenExpired => "token_expired",
             ErrorCode::Forbidden => "forbidden",
             ErrorCode::TooLarge => "too_large",
+            ErrorCode::RequestTimeout => "request_timeout",
             ErrorCode::AlreadySubscribed => "already_subscribed",
             ErrorCode::NotSubscribed => "not_subscribed",
             ErrorCode::TooManySubscriptions => "too_many_subscriptions",
@@ -130,6 +135,7 @@ impl ErrorCode {
             ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::TooLarge => 413,
+            ErrorCode::RequestTimeout => 408,
             ErrorCode::ShuttingDown | ErrorCode::StoreUnavailable => 503,
             ErrorCode::StoreFailed | ErrorCode::Internal => 500,
         }

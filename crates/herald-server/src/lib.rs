@@ -40,6 +40,7 @@ pub use settings::{AdminSettings, ClusterSettings, MeteorPorts, ProviderSettings
 pub mod vocabulary {
     pub use herald_core::log::Retention;
     pub use herald_core::namespace::{NamespaceOptions, Namespaces};
+    pub use herald_edge::deadlines::Deadlines;
     pub use herald_edge::EdgeSettings;
     pub use herald_meteor::MeteorConf;
     pub use herald_providers::webpush::VapidKeys;

@@ -2,22 +2,27 @@
 //! (rather than `axum::serve`, whose protocol sniffing wraps sockets in a private type) so that
 //! a WebSocket upgrade hands the transport back the plain `TcpStream`, which its lean frame loop
 //! needs. A fresh connection whose first request is an SSE stream is served by the transport
-//! itself, without hyper ([`herald_edge::sse::serve_if_sse`] looks first). Shutdown stops
-//! accepting and asks every connection to finish its request.
+//! itself, without hyper ([`herald_edge::sse::serve_if_sse`] looks first, within the first-byte
+//! and head deadlines). Hyper reads through a [`TimedStream`], which closes a connection whose
+//! next request's head stops arriving or that stays idle between requests too long, and every
+//! request body is a [`TimedBody`], which must arrive whole within its deadline
+//! ([`herald_edge::deadlines`]). Shutdown stops accepting and asks every connection to finish
+//! its request.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::Body;
+use axum::extract::Request;
 use axum::Router;
+use herald_edge::deadlines::{Deadlines, RequestPhase, TimedBody, TimedStream};
 use herald_edge::Edge;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-
-/// How long a client may take to send a request's headers.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Accepts connections on `listener` and serves `app` on each until `shutdown` is cancelled.
 /// Returns the (closed) tracker of the HTTP connections still finishing, for the caller to wait
@@ -30,8 +35,9 @@ pub(crate) async fn serve(
 ) -> TaskTracker {
     let connections = TaskTracker::new();
     let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT);
+    // The head and keep-alive deadlines are the `TimedStream`'s (hyper's own header timer would
+    // close a cut-short head without the 408 answer).
+    http.timer(TokioTimer::new()).header_read_timeout(None);
     let http = Arc::new(http);
     loop {
         let (tcp, _peer) = tokio::select! {
@@ -51,11 +57,12 @@ pub(crate) async fn serve(
         // The first request is looked at in the connection's own task, so a slow client holds up
         // nothing else.
         connections.spawn(async move {
-            let Some(tcp) = herald_edge::sse::serve_if_sse(&edge, tcp).await else {
+            let Some((tcp, head_started)) = herald_edge::sse::serve_if_sse(&edge, tcp).await else {
                 return;
             };
+            let deadlines = edge.settings.deadlines;
             // Boxed, so a task that streams SSE itself is not sized for hyper's connection.
-            Box::pin(serve_http(&http, tcp, app, stop)).await;
+            Box::pin(serve_http(&http, tcp, head_started, deadlines, app, stop)).await;
         });
     }
     drop(listener);
@@ -63,17 +70,32 @@ pub(crate) async fn serve(
     connections
 }
 
-/// Serves one connection with hyper until it closes, or until shutdown lets it finish its
-/// request.
+/// Serves one connection with hyper until it closes, a deadline passes, or shutdown lets it
+/// finish its request.
 async fn serve_http(
     http: &hyper::server::conn::http1::Builder,
     tcp: TcpStream,
+    head_started: Instant,
+    deadlines: Deadlines,
     app: Router,
     stop: CancellationToken,
 ) {
-    let service = TowerToHyperService::new(app);
+    let phase = RequestPhase::default();
+    let io = TimedStream::new(tcp, phase.clone(), deadlines, head_started);
+    let router = TowerToHyperService::new(app);
+    let service = hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
+        // The request is handled until its response body is done: no head or keep-alive
+        // deadline meanwhile (a long-poll waits, a stream streams).
+        let guard = phase.begin();
+        let request = request.map(|body| TimedBody::new(Body::new(body), deadlines.body));
+        let answer = hyper::service::Service::call(&router, request);
+        async move {
+            let response = answer.await?;
+            Ok::<_, std::convert::Infallible>(response.map(|body| guard.hold(body)))
+        }
+    });
     let connection = http
-        .serve_connection(TokioIo::new(tcp), service)
+        .serve_connection(TokioIo::new(io), service)
         .with_upgrades();
     let mut connection = std::pin::pin!(connection);
     tokio::select! {

@@ -87,6 +87,7 @@ fn settings(config: &Config) -> ServerSettings {
             outbox_bytes: config.outbox_bytes,
             max_subscriptions: config.max_subscriptions,
             ping_interval: config.ping_interval,
+            deadlines: config.deadlines,
         },
         shutdown_grace: config.shutdown_grace,
         admin: AdminSettings {

@@ -20,10 +20,11 @@ use axum::http::StatusCode;
 use herald_core::outbox::{Batch, CloseReason};
 use herald_core::HeraldError;
 use tokio::net::TcpStream;
-use tokio::time::Sleep;
+use tokio::time::{Instant, Sleep};
 
 use super::sniff::{sniff, Sniffed, SseRequest};
 use super::{SseStream, PREAMBLE, STREAM_HEADERS};
+use crate::deadlines::request_timeout;
 use crate::http::{error_parts, secs_until};
 use crate::socket::{send, try_send, write_rest, Sent};
 use crate::Edge;
@@ -41,22 +42,30 @@ const CORS_HEADERS: [(&str, &str); 2] = [
 const READ_BUDGET: usize = 64 * 1024;
 
 /// Serves `tcp` here if its first request is an SSE stream, and returns `None` when done (or
-/// when the client sent nothing usable in time, or the server is shutting down). Otherwise
-/// returns the connection untouched, for hyper.
-pub async fn serve_if_sse(edge: &Arc<Edge>, tcp: TcpStream) -> Option<TcpStream> {
+/// when the client sent nothing in time, or only part of a head: that is answered `408`, or the
+/// server is shutting down). Otherwise returns the connection untouched, for hyper, with the
+/// instant its first request's head started arriving.
+pub async fn serve_if_sse(edge: &Arc<Edge>, tcp: TcpStream) -> Option<(TcpStream, Instant)> {
     // Every step but the idle wait is boxed, so the connection's task is only as large as its
     // idle state: a future stores the largest of its steps.
+    let deadlines = &edge.settings.deadlines;
     let sniffed = Box::pin(async {
         tokio::select! {
-            sniffed = sniff(&tcp) => sniffed,
+            sniffed = sniff(&tcp, deadlines) => sniffed,
             _ = edge.shutdown.cancelled() => Sniffed::Gone,
         }
     })
     .await;
     let request = match sniffed {
         Sniffed::Sse(request) => request,
-        Sniffed::Other => return Some(tcp),
+        Sniffed::Other(head_started) => return Some((tcp, head_started)),
         Sniffed::Gone => return None,
+        Sniffed::Late => {
+            let late = request_timeout("head", deadlines.head);
+            Box::pin(answer_error(&tcp, false, &late)).await;
+            let _ = discard_input(&tcp);
+            return None;
+        }
     };
     let mut connection = match Box::pin(open(edge, &tcp, request)).await {
         Some(connection) => connection,

@@ -12,12 +12,12 @@ use tokio::io::Interest;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
+use crate::deadlines::Deadlines;
+
 /// Largest header block looked at; a larger one goes to hyper.
 pub(super) const MAX_HEAD_BYTES: usize = 8 * 1024;
 /// Most header lines looked at; more go to hyper (which allows 100).
 const MAX_HEADERS: usize = 64;
-/// How long a client may take to send its request's headers (hyper's limit too).
-const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 /// First pause before looking again at a request that arrives in pieces (see [`sniff`]).
 const FIRST_PAUSE: Duration = Duration::from_millis(5);
 /// Longest pause between looks at a request that arrives in pieces.
@@ -37,11 +37,13 @@ pub(super) struct SseRequest {
 pub(super) enum Sniffed {
     /// An SSE request, whose header bytes have been consumed.
     Sse(Box<SseRequest>),
-    /// Anything else; nothing was consumed.
-    Other,
-    /// The client sent no complete request in time, or the socket failed while it was being
-    /// consumed: close it.
+    /// Anything else, whose head started arriving at the instant given; nothing was consumed.
+    Other(Instant),
+    /// The client sent nothing in time, or the socket failed while it was being consumed:
+    /// close it.
     Gone,
+    /// Part of an SSE request head arrived, not all of it in time: answer 408 and close.
+    Late,
 }
 
 /// What the bytes peeked so far are.
@@ -54,28 +56,41 @@ enum Head {
     Incomplete,
 }
 
-/// Waits (at most [`HEADER_TIMEOUT`]) until the first request can be told apart. Peeking leaves
+/// Waits (at most `first_byte` for the first byte, then `head` for the rest) until the first
+/// request can be told apart. Peeking leaves
 /// the socket readable, so its readiness cannot say when more of a request that arrives in
 /// pieces is there: an incomplete request is looked at again after a pause, 5 ms at first and
 /// doubling (to at most [`MAX_PAUSE`]) while nothing new arrives. A request usually arrives
 /// whole, and then nothing waits.
-pub(super) async fn sniff(stream: &TcpStream) -> Sniffed {
-    let deadline = Instant::now() + HEADER_TIMEOUT;
+pub(super) async fn sniff(stream: &TcpStream, deadlines: &Deadlines) -> Sniffed {
+    let mut deadline = Instant::now() + deadlines.first_byte;
+    let mut first_byte_at = None;
     let mut pause = FIRST_PAUSE;
     let mut seen = 0;
     loop {
-        let ready = match tokio::time::timeout_at(deadline, stream.ready(Interest::READABLE)).await
-        {
+        // Waits for something to read with a one-byte peek (readiness alone can be reported
+        // for a fresh socket that has nothing to read), so no buffer is held while waiting.
+        let waited = async {
+            stream.peek(&mut [0u8; 1]).await?;
+            stream.ready(Interest::READABLE).await
+        };
+        let ready = match tokio::time::timeout_at(deadline, waited).await {
             Ok(Ok(ready)) => ready,
             // Hyper sees the same error and deals with it.
-            Ok(Err(_)) => return Sniffed::Other,
-            Err(_) => return Sniffed::Gone,
+            Ok(Err(_)) => return Sniffed::Other(Instant::now()),
+            Err(_) if first_byte_at.is_none() => return Sniffed::Gone,
+            Err(_) => return Sniffed::Late,
         };
+        let started = *first_byte_at.get_or_insert_with(|| {
+            let now = Instant::now();
+            deadline = now + deadlines.head;
+            now
+        });
         // Only while looking: the buffer is gone before the next wait.
         let mut buf = vec![0u8; MAX_HEAD_BYTES];
         let n = match stream.peek(&mut buf).await {
             Ok(n) => n,
-            Err(_) => return Sniffed::Other,
+            Err(_) => return Sniffed::Other(started),
         };
         match classify(&buf[..n]) {
             Head::Sse { len, request } => {
@@ -84,10 +99,10 @@ pub(super) async fn sniff(stream: &TcpStream) -> Sniffed {
                     Err(_) => Sniffed::Gone,
                 };
             }
-            Head::Other => return Sniffed::Other,
+            Head::Other => return Sniffed::Other(started),
             // Over the bound, or the client sent all it will: hyper answers as it would have.
             Head::Incomplete if n == 0 || n == MAX_HEAD_BYTES || ready.is_read_closed() => {
-                return Sniffed::Other;
+                return Sniffed::Other(started);
             }
             Head::Incomplete => {}
         }
@@ -98,10 +113,10 @@ pub(super) async fn sniff(stream: &TcpStream) -> Sniffed {
             (pause * 2).min(MAX_PAUSE)
         };
         seen = n;
-        if Instant::now() + pause >= deadline {
-            return Sniffed::Gone;
+        if Instant::now() >= deadline {
+            return Sniffed::Late;
         }
-        tokio::time::sleep(pause).await;
+        tokio::time::sleep_until((Instant::now() + pause).min(deadline)).await;
     }
 }
 

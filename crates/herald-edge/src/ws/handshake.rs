@@ -14,6 +14,8 @@ use hyper_util::rt::TokioIo;
 use sha1::{Digest, Sha1};
 use tokio::net::TcpStream;
 
+use crate::deadlines::TimedStream;
+
 /// The GUID RFC 6455 appends to the client's key.
 const ACCEPT_GUID: &str = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
@@ -95,8 +97,8 @@ impl Upgrade {
                     return None;
                 }
             };
-            match upgraded.downcast::<TokioIo<TcpStream>>() {
-                Ok(parts) => Some((parts.io.into_inner(), parts.read_buf)),
+            match upgraded.downcast::<TokioIo<TimedStream>>() {
+                Ok(parts) => Some((parts.io.into_inner().into_inner(), parts.read_buf)),
                 Err(_) => {
                     tracing::error!("upgraded connection is not a plain TCP stream; closing it");
                     None

@@ -5,11 +5,13 @@
 //!
 //! This module owns the public face: [`Config`] and its settings types, the shared
 //! [`ConfigFlags`], [`Config::load`] and [`read_secret_file`]. The work is done by
-//! [`layers`] (keys, sources, environment and flags), [`file`] (the TOML file),
+//! [`layers`] (keys, sources, environment and flags), [`file`] (the TOML file), [`deadlines`]
+//! (the connection deadlines),
 //! [`validate`] (typing and checking values, [`ConfigError`]) and [`redacted`] (printing
 //! without secrets).
 
 mod cluster;
+mod deadlines;
 mod file;
 mod layers;
 mod meteor;
@@ -23,7 +25,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use herald_server::vocabulary::{NamespaceOptions, Namespaces, Retention, SqliteOptions, SyncMode};
+use herald_server::vocabulary::{
+    Deadlines, NamespaceOptions, Namespaces, Retention, SqliteOptions, SyncMode,
+};
 
 use layers::{env_text, Layers};
 
@@ -272,6 +276,8 @@ pub struct Config {
     pub ping_interval: Duration,
     /// How long shutdown waits for connections to drain.
     pub shutdown_grace: Duration,
+    /// How long each state of a connection that is not a stream may last.
+    pub deadlines: Deadlines,
     /// Log line format.
     pub log_format: LogFormat,
     /// Log filter directives (`tracing_subscriber::EnvFilter` syntax).
@@ -393,6 +399,7 @@ mod tests {
             (c.ping_interval, c.shutdown_grace),
             (Duration::from_secs(25), Duration::from_secs(10))
         );
+        assert_eq!(c.deadlines, Deadlines::default());
         assert_eq!(
             (c.log_format, c.log_level.as_str()),
             (LogFormat::Text, "info")

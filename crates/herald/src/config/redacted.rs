@@ -59,6 +59,15 @@ impl Config {
             ("max_subscriptions", int(self.max_subscriptions as u64), ""),
             ("ping_interval", dur(self.ping_interval), ""),
             ("shutdown_grace", dur(self.shutdown_grace), ""),
+            ("first_byte_timeout", dur(self.deadlines.first_byte), ""),
+            ("head_timeout", dur(self.deadlines.head), ""),
+            ("body_timeout", dur(self.deadlines.body), ""),
+            ("keepalive_timeout", dur(self.deadlines.keepalive), ""),
+            (
+                "meteor_control_idle_timeout",
+                dur(self.deadlines.meteor_control_idle),
+                "",
+            ),
             ("log_format", text(self.log_format.as_str()), ""),
             ("log_level", text(&self.log_level), ""),
             (
@@ -205,6 +214,7 @@ impl fmt::Debug for Config {
             .field("max_subscriptions", &self.max_subscriptions)
             .field("ping_interval", &self.ping_interval)
             .field("shutdown_grace", &self.shutdown_grace)
+            .field("deadlines", &self.deadlines)
             .field("log_format", &self.log_format)
             .field("log_level", &self.log_level)
             .field("history", &self.history)

@@ -114,6 +114,7 @@ impl Layers {
                     .ok_or("must be longer than 0s".into())
             })?,
             shutdown_grace: self.get("shutdown_grace", Duration::from_secs(10), duration)?,
+            deadlines: self.deadlines()?,
             log_format: self.get("log_format", LogFormat::Text, |r| match text(r)? {
                 "text" => Ok(LogFormat::Text),
                 "json" => Ok(LogFormat::Json),

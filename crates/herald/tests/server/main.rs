@@ -7,6 +7,7 @@ mod api;
 mod cli;
 mod client;
 mod cluster;
+mod deadlines;
 mod durability;
 mod grafana;
 mod meteor;

@@ -33,6 +33,7 @@ class ErrorCode(str, Enum):
     CONFLICT = "conflict"
     METHOD_NOT_ALLOWED = "method_not_allowed"
     TOO_LARGE = "too_large"
+    REQUEST_TIMEOUT = "request_timeout"
     LIMIT_EXCEEDED = "limit_exceeded"
     STORE_FAILED = "store_failed"
     STORE_UNAVAILABLE = "store_unavailable"
@@ -70,6 +71,7 @@ _STATUS = {
     ErrorCode.CONFLICT: 409,
     ErrorCode.METHOD_NOT_ALLOWED: 405,
     ErrorCode.TOO_LARGE: 413,
+    ErrorCode.REQUEST_TIMEOUT: 408,
     ErrorCode.LIMIT_EXCEEDED: 429,
     ErrorCode.STORE_FAILED: 500,
     ErrorCode.STORE_UNAVAILABLE: 503,

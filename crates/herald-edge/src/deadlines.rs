@@ -1,0 +1,373 @@
+//! Deadlines for every state of an HTTP connection that is not a stream: [`Deadlines`] (the
+//! settings), [`TimedStream`] (the socket hyper serves, which enforces the deadlines of the
+//! states between requests: the request head and an idle keep-alive connection),
+//! [`RequestPhase`] (what tells it a request is being handled) and [`TimedBody`] (the whole
+//! request body within its deadline).
+//!
+//! A connection is in one of these states, each with its deadline:
+//! - fresh, nothing received: `first_byte` (enforced before hyper, by
+//!   [`crate::sse::serve_if_sse`]);
+//! - the head of a request arriving: `head`, from its first byte; a head that stops mid-way is
+//!   answered `408 request_timeout` (when the connection can still take an answer) and closed;
+//! - a request being handled: no deadline here. Its body, while the handler reads it, must
+//!   arrive whole within `body` ([`TimedBody`]); long-poll waits, SSE streams and WebSocket
+//!   connections have their own keep-alive rules;
+//! - between requests (keep-alive): `keepalive`, then it is closed without an answer.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{ready, Context, Poll, Waker};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use herald_core::{ErrorCode, HeraldError};
+use hyper::body::{Frame, SizeHint};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::time::{Instant, Sleep};
+
+/// How long each state of a connection may last (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deadlines {
+    /// A fresh connection's first byte (HTTP and the Meteor subscriber port).
+    pub first_byte: Duration,
+    /// The rest of a request head, from its first byte (HTTP and the Meteor subscriber port).
+    pub head: Duration,
+    /// A request body, whole, from when the handler starts reading it.
+    pub body: Duration,
+    /// An idle HTTP connection between requests.
+    pub keepalive: Duration,
+    /// A Meteor controller connection between complete command lines.
+    pub meteor_control_idle: Duration,
+}
+
+impl Default for Deadlines {
+    fn default() -> Self {
+        Deadlines {
+            first_byte: Duration::from_secs(20),
+            head: Duration::from_secs(20),
+            body: Duration::from_secs(60),
+            keepalive: Duration::from_secs(120),
+            meteor_control_idle: Duration::from_secs(300),
+        }
+    }
+}
+
+/// The message of a `408 request_timeout` answer to a head or body that stopped arriving.
+pub fn request_timeout(what: &str, limit: Duration) -> HeraldError {
+    HeraldError::new(
+        ErrorCode::RequestTimeout,
+        format!(
+            "the request {what} did not arrive within {}s; the connection is closed",
+            limit.as_secs_f64()
+        ),
+    )
+}
+
+/// Whether a request is being handled on a connection: set when hyper hands the service a
+/// parsed head, cleared when the response body is done (or dropped), which wakes the
+/// connection's [`TimedStream`] so its keep-alive deadline starts at once.
+#[derive(Debug, Clone, Default)]
+pub struct RequestPhase(Arc<PhaseState>);
+
+#[derive(Debug, Default)]
+struct PhaseState {
+    active: AtomicBool,
+    /// The connection's task, waiting while a request is handled.
+    waiting: Mutex<Option<Waker>>,
+}
+
+impl RequestPhase {
+    /// Marks a request as being handled until the returned guard is dropped.
+    pub fn begin(&self) -> RequestGuard {
+        self.0.active.store(true, Ordering::Release);
+        RequestGuard(self.0.clone())
+    }
+
+    fn active(&self) -> bool {
+        self.0.active.load(Ordering::Acquire)
+    }
+
+    /// Wakes `cx`'s task when the request ends.
+    fn wake_at_end(&self, cx: &Context<'_>) {
+        let mut waiting = self.0.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        *waiting = Some(cx.waker().clone());
+    }
+}
+
+/// Ends the request it was made for when dropped (keep it with the response body).
+#[derive(Debug)]
+pub struct RequestGuard(Arc<PhaseState>);
+
+impl RequestGuard {
+    /// A response body that keeps the request going until it is done or dropped.
+    pub fn hold(self, body: Body) -> Body {
+        Body::new(HeldBody {
+            inner: body,
+            _guard: self,
+        })
+    }
+}
+
+/// A response body holding its request's [`RequestGuard`].
+struct HeldBody {
+    inner: Body,
+    _guard: RequestGuard,
+}
+
+impl hyper::body::Body for HeldBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for RequestGuard {
+    fn drop(&mut self) {
+        self.0.active.store(false, Ordering::Release);
+        let waiting = self
+            .0
+            .waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(waker) = waiting {
+            waker.wake();
+        }
+    }
+}
+
+/// Which deadline a [`TimedStream`] is counting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Waiting {
+    /// A request is being handled: none.
+    Request,
+    /// Between requests, nothing of the next one yet.
+    Idle,
+    /// Part of a head has arrived.
+    Head,
+}
+
+/// The socket of an HTTP connection as hyper reads it, with the head and keep-alive deadlines:
+/// when one passes, a read fails with `TimedOut` (after a `408` answer for a head cut short),
+/// so hyper closes the connection. [`TimedStream::into_inner`] gives the socket back (a
+/// WebSocket upgrade takes it).
+#[derive(Debug)]
+pub struct TimedStream {
+    tcp: TcpStream,
+    phase: RequestPhase,
+    deadlines: Deadlines,
+    waiting: Waiting,
+    timer: Pin<Box<Sleep>>,
+    /// A write did not complete: answering now could interleave with an unsent response.
+    write_pending: bool,
+}
+
+impl TimedStream {
+    /// Wraps a connection whose first request's head started arriving at `head_started`.
+    pub fn new(
+        tcp: TcpStream,
+        phase: RequestPhase,
+        deadlines: Deadlines,
+        head_started: Instant,
+    ) -> TimedStream {
+        TimedStream {
+            tcp,
+            phase,
+            deadlines,
+            waiting: Waiting::Head,
+            timer: Box::pin(tokio::time::sleep_until(head_started + deadlines.head)),
+            write_pending: false,
+        }
+    }
+
+    /// The socket.
+    pub fn into_inner(self) -> TcpStream {
+        self.tcp
+    }
+
+    /// Moves to the state `phase` and the bytes just read say, arming its deadline.
+    fn track(&mut self, got_bytes: bool) {
+        let next = if self.phase.active() {
+            Waiting::Request
+        } else if got_bytes && self.waiting != Waiting::Request {
+            Waiting::Head
+        } else if self.waiting == Waiting::Request {
+            Waiting::Idle
+        } else {
+            self.waiting
+        };
+        if next == self.waiting {
+            return;
+        }
+        self.waiting = next;
+        let limit = match next {
+            Waiting::Request => return,
+            Waiting::Idle => self.deadlines.keepalive,
+            Waiting::Head => self.deadlines.head,
+        };
+        self.timer.as_mut().reset(Instant::now() + limit);
+    }
+
+    /// The deadline passed: answers a cut-short head if the connection can take it.
+    fn expire(&mut self) -> io::Error {
+        if self.waiting == Waiting::Head && !self.write_pending {
+            let e = request_timeout("head", self.deadlines.head);
+            let (status, body) = herald_proto::http::error_answer(&e);
+            let reason = axum::http::StatusCode::from_u16(status)
+                .ok()
+                .and_then(|s| s.canonical_reason())
+                .unwrap_or("");
+            let mut answer = format!(
+                "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n\
+                 content-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            )
+            .into_bytes();
+            answer.extend_from_slice(&body);
+            // Best effort: the answer is small and the socket idle, so it fits its buffer.
+            let _ = self.tcp.try_write(&answer);
+        }
+        let what = match self.waiting {
+            Waiting::Head => "request head",
+            _ => "keep-alive",
+        };
+        tracing::debug!(what, "connection deadline passed; closing");
+        io::Error::new(io::ErrorKind::TimedOut, format!("{what} deadline passed"))
+    }
+}
+
+impl AsyncRead for TimedStream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        this.track(false);
+        let before = buf.filled().len();
+        match Pin::new(&mut this.tcp).poll_read(cx, buf) {
+            Poll::Ready(result) => {
+                this.track(buf.filled().len() > before);
+                Poll::Ready(result)
+            }
+            Poll::Pending if this.waiting == Waiting::Request => {
+                this.phase.wake_at_end(cx);
+                // The request may have ended meanwhile: look again.
+                if this.phase.active() {
+                    Poll::Pending
+                } else {
+                    cx.waker().wake_by_ref();
+                    Poll::Pending
+                }
+            }
+            Poll::Pending => {
+                ready!(this.timer.as_mut().poll(cx));
+                Poll::Ready(Err(this.expire()))
+            }
+        }
+    }
+}
+
+impl AsyncWrite for TimedStream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let polled = Pin::new(&mut self.tcp).poll_write(cx, buf);
+        self.write_pending = polled.is_pending();
+        polled
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let polled = Pin::new(&mut self.tcp).poll_write_vectored(cx, bufs);
+        self.write_pending = polled.is_pending();
+        polled
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.tcp.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_shutdown(cx)
+    }
+}
+
+/// A request body that must arrive whole within its deadline, counted from the handler's first
+/// read; past it, a read fails with an [`io::Error`] of kind `TimedOut` (which
+/// `herald-api`'s `read_body` answers `408 request_timeout`). Its size hint is the inner body's, so a declared `Content-Length` can
+/// be refused before anything is read.
+pub struct TimedBody {
+    inner: Body,
+    limit: Duration,
+    timer: Option<Pin<Box<Sleep>>>,
+}
+
+impl TimedBody {
+    /// `inner` with the deadline `limit`.
+    pub fn new(inner: Body, limit: Duration) -> TimedBody {
+        TimedBody {
+            inner,
+            limit,
+            timer: None,
+        }
+    }
+}
+
+impl hyper::body::Body for TimedBody {
+    type Data = Bytes;
+    type Error = axum::BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = &mut *self;
+        if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
+            return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
+        }
+        let limit = this.limit;
+        let timer = this
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        ready!(timer.as_mut().poll(cx));
+        Poll::Ready(Some(Err(Box::new(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "request body deadline passed",
+        )))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
