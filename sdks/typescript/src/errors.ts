@@ -22,6 +22,7 @@ export const SERVER_ERROR_STATUS = {
   conflict: 409,
   method_not_allowed: 405,
   too_large: 413,
+  request_timeout: 408,
   limit_exceeded: 429,
   store_failed: 500,
   store_unavailable: 503,

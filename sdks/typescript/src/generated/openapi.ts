@@ -1146,12 +1146,12 @@ export interface components {
          *     `channel_invalid`, `already_subscribed`, `not_subscribed`, `too_many_subscriptions`,
          *     `tag_invalid`, `tag_expression_invalid`, `device_invalid`; 401 for `unauthorized`,
          *     `token_expired`; 403 `forbidden`; 404 `not_found`; 405 `method_not_allowed`;
-         *     409 `conflict`; 413 `too_large`; 429 `limit_exceeded`; 500 `store_failed`, `internal`;
+         *     408 `request_timeout`; 409 `conflict`; 413 `too_large`; 429 `limit_exceeded`; 500 `store_failed`, `internal`;
          *     503 `shutting_down`, `store_unavailable` (with `Retry-After`). (`unknown_command`, `already_subscribed` and `not_subscribed` only
          *     occur on the WebSocket; `not_found` and `method_not_allowed` only over HTTP.)
          * @enum {string}
          */
-        ErrorCode: "bad_request" | "unknown_command" | "channel_invalid" | "unauthorized" | "token_expired" | "forbidden" | "too_large" | "already_subscribed" | "not_subscribed" | "too_many_subscriptions" | "not_found" | "method_not_allowed" | "shutting_down" | "store_failed" | "store_unavailable" | "internal" | "tag_invalid" | "tag_expression_invalid" | "device_invalid" | "conflict" | "limit_exceeded";
+        ErrorCode: "bad_request" | "unknown_command" | "channel_invalid" | "unauthorized" | "token_expired" | "forbidden" | "too_large" | "request_timeout" | "already_subscribed" | "not_subscribed" | "too_many_subscriptions" | "not_found" | "method_not_allowed" | "shutting_down" | "store_failed" | "store_unavailable" | "internal" | "tag_invalid" | "tag_expression_invalid" | "device_invalid" | "conflict" | "limit_exceeded";
         ErrorBody: {
             code: components["schemas"]["ErrorCode"];
             /** @description For people; wording may change. */

@@ -22,6 +22,7 @@ public enum ErrorCode {
   CONFLICT("conflict", 409),
   METHOD_NOT_ALLOWED("method_not_allowed", 405),
   TOO_LARGE("too_large", 413),
+  REQUEST_TIMEOUT("request_timeout", 408),
   LIMIT_EXCEEDED("limit_exceeded", 429),
   STORE_FAILED("store_failed", 500),
   STORE_UNAVAILABLE("store_unavailable", 503),
