@@ -175,12 +175,24 @@ test('the admin dashboard, page by page', { timeout: 120_000 }, async (t) => {
         document.querySelector('#receipt-pending')?.textContent === '1' &&
         document.querySelector('#receipt-delivered')?.textContent === '0');
     await shot('push-sent');
-    // The device acknowledges its inbox: the receipt changes on the page by itself.
+    // The device reads its inbox (long-poll with its device token), finds the push the page
+    // sent, and acknowledges it: the receipt changes on the page by itself.
+    const pushId = await page.getAttribute('[data-push]', 'data-push');
     const deviceToken = mintToken({ sub: 'alice', device: 'phone-1' });
+    const inbox = await fetch(`${herald.url}/v1/poll?timeout=10`, {
+      headers: { authorization: `Bearer ${deviceToken}` },
+      signal: AbortSignal.timeout(WAIT_MS),
+    });
+    assert.equal(inbox.status, 200, await inbox.clone().text());
+    const arrived = await inbox.json();
+    const pushed = arrived.messages.find((m) => m.channel === '$device');
+    assert.ok(pushed, JSON.stringify(arrived));
+    assert.equal(pushed.id, pushId);
+    assert.deepEqual(pushed.data.data, { test: true, from: 'dashboard' });
     const ack = await fetch(`${herald.url}/v1/ack`, {
       method: 'POST',
       headers: { authorization: `Bearer ${deviceToken}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ channel: '$device', seq: 1 }),
+      body: JSON.stringify({ cursor: arrived.cursor }),
       signal: AbortSignal.timeout(WAIT_MS),
     });
     assert.equal(ack.status, 200, await ack.text());
