@@ -113,7 +113,9 @@ impl KeepAlive {
                     _ = stop.cancelled() => break,
                 }
             }
-            members.for_each(|o| o.close(herald_core::outbox::CloseReason::Shutdown));
+            members.for_each(|o| {
+                o.close(herald_core::outbox::CloseReason::Shutdown);
+            });
         });
         KeepAlive {
             ticks,
