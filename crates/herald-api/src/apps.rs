@@ -37,11 +37,11 @@ fn check_limits(limits: &AppLimits) -> Result<(), HeraldError> {
     }
 }
 
-fn app_param(id: &str) -> Result<AppId, HeraldError> {
+pub(crate) fn app_param(id: &str) -> Result<AppId, HeraldError> {
     AppId::parse(id)
 }
 
-async fn find_app(api: &Api, id: &AppId) -> Result<App, HeraldError> {
+pub(crate) async fn find_app(api: &Api, id: &AppId) -> Result<App, HeraldError> {
     api.tenancy
         .app(id)
         .await

@@ -204,6 +204,11 @@ impl Outbox {
         newly
     }
 
+    /// Why the outbox was closed, if it was.
+    pub fn closed(&self) -> Option<CloseReason> {
+        self.queue.lock().closed
+    }
+
     /// Asks the writer to send a keep-alive ping; the next [`Batch`] says so.
     pub fn request_ping(&self) {
         let mut q = self.queue.lock();

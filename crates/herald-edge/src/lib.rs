@@ -69,6 +69,10 @@ pub struct Edge {
     pub inbox: Arc<Inbox>,
     /// Per-app usage (connections and deliveries are counted here).
     pub usage: Arc<UsageMeter>,
+    /// This node's live client connections, by app: every transport's connection registers
+    /// here while its client is authorised, so a revocation closes it
+    /// ([`session::open::register`]).
+    pub live: Arc<herald_core::live::LiveClients>,
     /// Limits.
     pub settings: EdgeSettings,
     /// Cancelled when the server starts shutting down; connections then close with a reason.
