@@ -289,4 +289,46 @@ mod tests {
         let token = caches.tokens.mint(&shop, &claims).expect("shop's secret");
         assert_eq!(caches.tokens.verify(&token).unwrap().app, shop);
     }
+
+    #[test]
+    fn events_close_the_live_connections_they_end() {
+        use crate::outbox::Outbox;
+        let caches = Caches::new(b"default-secret");
+        let shop = AppId::parse("shop").unwrap();
+        caches.tokens.set_app(&shop, b"hs_old");
+        let claims = crate::auth::ClientClaims {
+            sub: "alice".into(),
+            ..Default::default()
+        };
+        let connect = |token: &str| {
+            let client = caches.tokens.verify(token).unwrap();
+            let outbox = Outbox::new(1024);
+            let registration = caches.live.register(&client, &outbox);
+            (outbox, registration)
+        };
+        let old = connect(&caches.tokens.mint(&shop, &claims).unwrap());
+        let default = connect(&caches.tokens.mint(&AppId::default_app(), &claims).unwrap());
+        // The same secret again (a reload) ends nothing; a new one ends the old tokens' clients.
+        caches.apply(&CacheEvent::TokenSecretSet {
+            app: shop.clone(),
+            secret: TokenSecret("hs_old".into()),
+        });
+        assert_eq!(old.0.closed(), None);
+        caches.apply(&CacheEvent::TokenSecretSet {
+            app: shop.clone(),
+            secret: TokenSecret("hs_new".into()),
+        });
+        assert_eq!(old.0.closed(), Some(CloseReason::SecretChanged));
+        let new = connect(&caches.tokens.mint(&shop, &claims).unwrap());
+        assert_eq!(new.0.closed(), None);
+        // A missed deletion is caught by a reload.
+        caches.reload(&[], &[], &[]);
+        assert_eq!(new.0.closed(), Some(CloseReason::AppDeleted));
+        assert_eq!(default.0.closed(), None, "the default app's clients stay");
+        caches.apply(&CacheEvent::TokensRevoked(TokenRevocation {
+            app: AppId::default_app(),
+            kind: RevokedKind::IssuedBefore(1),
+        }));
+        assert_eq!(default.0.closed(), Some(CloseReason::Revoked), "no iat: issued at 0");
+    }
 }
