@@ -272,11 +272,12 @@ pub async fn delete(
 /// Closes, on every node, the connections of a device just deactivated or deleted (those whose
 /// token names it), with a `disconnect` saying so.
 fn disconnect_device(api: &Api, app: &AppId, id: &str) {
-    api.bus.publish(herald_core::caches::CacheEvent::Disconnect {
-        app: app.clone(),
-        target: herald_core::live::Target::Device(id.to_owned()),
-        reason: herald_core::outbox::CloseReason::DeviceRevoked,
-    });
+    api.bus
+        .publish(herald_core::caches::CacheEvent::Disconnect {
+            app: app.clone(),
+            target: herald_core::live::Target::Device(id.to_owned()),
+            reason: herald_core::outbox::CloseReason::DeviceRevoked,
+        });
 }
 
 /// `GET /v1/devices?user=U&tag=T&after=ID&limit=N` (user and tag are exclusive).

@@ -71,7 +71,9 @@ impl RevokeRequest {
             ));
         }
         if self.expires.is_some() && self.jti.is_none() {
-            return Err(HeraldError::bad_request("\"expires\" goes with \"jti\" only"));
+            return Err(HeraldError::bad_request(
+                "\"expires\" goes with \"jti\" only",
+            ));
         }
         let now = now_secs();
         Ok(if self.all {

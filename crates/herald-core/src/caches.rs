@@ -190,7 +190,8 @@ impl Caches {
                 self.keys.remove_app(app);
                 self.tokens.remove_app(app);
                 self.usage.remove(app);
-                self.live.disconnect(app, &Target::All, CloseReason::AppDeleted);
+                self.live
+                    .disconnect(app, &Target::All, CloseReason::AppDeleted);
             }
             CacheEvent::TokenSecretSet { app, secret } => {
                 self.tokens.set_app(app, secret.0.as_bytes());
@@ -329,6 +330,10 @@ mod tests {
             app: AppId::default_app(),
             kind: RevokedKind::IssuedBefore(1),
         }));
-        assert_eq!(default.0.closed(), Some(CloseReason::Revoked), "no iat: issued at 0");
+        assert_eq!(
+            default.0.closed(),
+            Some(CloseReason::Revoked),
+            "no iat: issued at 0"
+        );
     }
 }

@@ -260,13 +260,27 @@ mod tests {
             .collect();
         assert_eq!(live.count(&shop), 3);
         let reason = CloseReason::Revoked;
-        assert_eq!(live.disconnect(&shop, &Target::Device("phone".into()), reason), 1);
-        assert_eq!(live.disconnect(&shop, &Target::Sub("alice".into()), reason), 1);
+        assert_eq!(
+            live.disconnect(&shop, &Target::Device("phone".into()), reason),
+            1
+        );
+        assert_eq!(
+            live.disconnect(&shop, &Target::Sub("alice".into()), reason),
+            1
+        );
         assert_eq!(live.disconnect(&shop, &Target::Jti("j3".into()), reason), 1);
-        assert_eq!(live.disconnect(&shop, &Target::All, reason), 0, "all closed");
+        assert_eq!(
+            live.disconnect(&shop, &Target::All, reason),
+            0,
+            "all closed"
+        );
         assert_eq!(boxes[3].take().1, None, "another app's client");
         assert_eq!(
-            live.disconnect(&AppId::parse("other").unwrap(), &Target::IssuedBefore(101), reason),
+            live.disconnect(
+                &AppId::parse("other").unwrap(),
+                &Target::IssuedBefore(101),
+                reason
+            ),
             1
         );
         assert_eq!(boxes[0].take().1, Some(CloseReason::Revoked));
@@ -277,8 +291,14 @@ mod tests {
         let anonymous = Outbox::new(1024);
         let _reg = live.register(&Client::anonymous(), &anonymous);
         let default = AppId::default_app();
-        assert_eq!(live.disconnect(&default, &Target::IssuedBefore(u64::MAX), reason), 0);
-        assert_eq!(live.disconnect(&default, &Target::Sub(String::new()), reason), 0);
+        assert_eq!(
+            live.disconnect(&default, &Target::IssuedBefore(u64::MAX), reason),
+            0
+        );
+        assert_eq!(
+            live.disconnect(&default, &Target::Sub(String::new()), reason),
+            0
+        );
         assert_eq!(live.disconnect(&default, &Target::All, reason), 1);
     }
 

@@ -174,8 +174,14 @@ mod tests {
             kind: RevokedKind::IssuedBefore(now - 100),
         });
         assert!(revoked.refuses(&shop, None, now - 1));
-        assert!(revoked.refuses(&shop, None, 0), "no iat counts as issued at 0");
-        assert!(!revoked.refuses(&shop, None, now), "issued at the time itself");
+        assert!(
+            revoked.refuses(&shop, None, 0),
+            "no iat counts as issued at 0"
+        );
+        assert!(
+            !revoked.refuses(&shop, None, now),
+            "issued at the time itself"
+        );
         assert!(revoked.matches(&shop, &stamp("t-9", now - 1)));
 
         revoked.replace(&[]);

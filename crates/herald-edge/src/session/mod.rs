@@ -16,8 +16,8 @@ use std::sync::Arc;
 
 use herald_core::auth::Client;
 use herald_core::engine::SubscribeRequest;
-use herald_core::log::Appended;
 use herald_core::live::Registration;
+use herald_core::log::Appended;
 use herald_core::log::{LogSlice, ReadFrom};
 use herald_core::outbox::Outbox;
 use herald_core::usage::ConnectionGuard;

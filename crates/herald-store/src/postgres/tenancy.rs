@@ -5,8 +5,8 @@
 
 use async_trait::async_trait;
 use herald_core::log::StoreError;
-use herald_core::tenancy::{App, AppLimits, KeyInfo, Tenancy, Usage};
 use herald_core::revoked::TokenRevocation;
+use herald_core::tenancy::{App, AppLimits, KeyInfo, Tenancy, Usage};
 use herald_core::tenant::AppId;
 
 use super::{pg_error, PostgresStore};
