@@ -49,11 +49,11 @@ fn check_limits(limits: &AppLimits, server_max_message_bytes: usize) -> Result<(
     Ok(())
 }
 
-fn app_param(id: &str) -> Result<AppId, HeraldError> {
+pub(crate) fn app_param(id: &str) -> Result<AppId, HeraldError> {
     AppId::parse(id)
 }
 
-async fn find_app(api: &Api, id: &AppId) -> Result<App, HeraldError> {
+pub(crate) async fn find_app(api: &Api, id: &AppId) -> Result<App, HeraldError> {
     api.tenancy
         .app(id)
         .await
@@ -327,10 +327,13 @@ struct MintToken {
     publish: Vec<String>,
     #[serde(default)]
     ttl: Option<u64>,
+    #[serde(default)]
+    jti: Option<String>,
 }
 
-/// `POST /v1/tokens` `{"sub","device","channels","publish","ttl"}`: a client token for the key's
-/// app. A token naming a device receives that device's inbox; the device must be registered.
+/// `POST /v1/tokens` `{"sub","device","channels","publish","ttl","jti"}`: a client token for the
+/// key's app, with `iat` (now) and the `jti` given, if any. A token naming a device receives that
+/// device's inbox; the device must be registered.
 pub async fn mint_token(
     State(api): State<Arc<Api>>,
     headers: HeaderMap,
@@ -365,13 +368,19 @@ pub async fn mint_token(
     for pattern in req.channels.iter().chain(&req.publish) {
         herald_core::pattern::check_pattern(pattern)?;
     }
-    let exp = (now_millis() / 1000) as u64 + ttl;
+    if let Some(jti) = &req.jti {
+        herald_proto::token::check_jti(jti)?;
+    }
+    let now = (now_millis() / 1000) as u64;
+    let exp = now + ttl;
     let claims = ClientClaims {
         sub: req.sub,
         exp: Some(exp),
         channels: req.channels,
         publish: req.publish,
         device: req.device,
+        iat: Some(now),
+        jti: req.jti,
     };
     let token = api
         .tokens

@@ -172,6 +172,9 @@ async fn update(
         .await?
         .pop()
         .ok_or_else(|| HeraldError::new(ErrorCode::Internal, "nothing was stored"))?;
+    if was_active && !device.active {
+        disconnect_device(api, app, id);
+    }
     if device.active && !was_active {
         // Activation starts the device afresh: what was pushed while it was inactive, or
         // still pending when it was deactivated, is not delivered.
@@ -262,7 +265,19 @@ pub async fn delete(
         return Err(not_found(&id).into());
     }
     api.usage.app(&app).devices_changed(0, 1);
+    disconnect_device(&api, &app, &id);
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// Closes, on every node, the connections of a device just deactivated or deleted (those whose
+/// token names it), with a `disconnect` saying so.
+fn disconnect_device(api: &Api, app: &AppId, id: &str) {
+    api.bus
+        .publish(herald_core::caches::CacheEvent::Disconnect {
+            app: app.clone(),
+            target: herald_core::live::Target::Device(id.to_owned()),
+            reason: herald_core::outbox::CloseReason::DeviceRevoked,
+        });
 }
 
 /// `GET /v1/devices?user=U&tag=T&after=ID&limit=N` (user and tag are exclusive).

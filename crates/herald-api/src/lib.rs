@@ -19,6 +19,7 @@ mod prom;
 mod providers;
 mod publish;
 mod pushes;
+mod revoke;
 mod session;
 
 use std::sync::Arc;
@@ -63,6 +64,8 @@ pub struct Api {
     pub tokens: Arc<Tokens>,
     /// Per-app usage counters (limits changed only through `bus`).
     pub usage: Arc<UsageMeter>,
+    /// This node's live client connections (the revoke API closes them and says how many).
+    pub live: Arc<herald_core::live::LiveClients>,
     /// Where admin changes are published, after the store write, for every node's caches.
     pub bus: Arc<dyn Bus>,
     /// Cluster-wide subscriber counts (`None` on one node: this node's own are the whole).
@@ -141,6 +144,7 @@ pub fn routes() -> Vec<(&'static str, MethodRouter<Arc<Api>>)> {
             axum::routing::delete(apps::remove_key),
         ),
         ("/v1/apps/{id}/stats", get(apps::stats)),
+        ("/v1/apps/{id}/revoke", post(revoke::revoke)),
         ("/v1/apps/{id}/providers", get(providers::list)),
         (
             "/v1/apps/{id}/providers/{provider}",

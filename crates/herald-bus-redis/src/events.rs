@@ -10,12 +10,20 @@
 //!   4 app deleted:   -
 //!   5 secret set:    -
 //!   6 limits changed: limits
+//!   7 credentials changed: u16 length, provider
+//!   8 disconnect:    u8 reason (1 revoked, 2 device revoked), target
+//!   9 tokens revoked: u8 1, u16 length, jti, u64 expires | u8 2, u64 issued before
 //! limits: for max_devices, max_connections, max_message_bytes, ack_window_ms:
 //!   u8 0 (none) | u8 1, u64 value
+//! target: u8 0 (all) | u8 1, u16 length, sub | u8 2, u16 length, device
+//!   | u8 3, u16 length, jti | u8 4, u64 issued before
 //! ```
 
 use bytes::{BufMut, Bytes, BytesMut};
 use herald_core::caches::CacheEvent;
+use herald_core::live::Target;
+use herald_core::outbox::CloseReason;
+use herald_core::revoked::{RevokedKind, TokenRevocation};
 use herald_core::tenancy::AppLimits;
 use herald_core::tenant::AppId;
 
@@ -46,6 +54,8 @@ pub fn encode_event(origin: u64, event: &CacheEvent) -> Bytes {
         CacheEvent::TokenSecretSet { app, .. } => (5, app),
         CacheEvent::LimitsChanged { app, .. } => (6, app),
         CacheEvent::CredentialsChanged { app, .. } => (7, app),
+        CacheEvent::Disconnect { app, .. } => (8, app),
+        CacheEvent::TokensRevoked(revocation) => (9, &revocation.app),
     };
     out.put_u8(kind);
     let app = app.as_str();
@@ -59,6 +69,24 @@ pub fn encode_event(origin: u64, event: &CacheEvent) -> Bytes {
         }
         CacheEvent::CredentialsChanged { provider, .. } => put_str16(&mut out, provider),
         CacheEvent::AppDeleted { .. } | CacheEvent::TokenSecretSet { .. } => {}
+        CacheEvent::Disconnect { target, reason, .. } => {
+            out.put_u8(match reason {
+                CloseReason::DeviceRevoked => 2,
+                _ => 1,
+            });
+            put_target(&mut out, target);
+        }
+        CacheEvent::TokensRevoked(revocation) => match &revocation.kind {
+            RevokedKind::Jti { jti, expires } => {
+                out.put_u8(1);
+                put_str16(&mut out, jti);
+                out.put_u64(*expires);
+            }
+            RevokedKind::IssuedBefore(t) => {
+                out.put_u8(2);
+                out.put_u64(*t);
+            }
+        },
     }
     out.freeze()
 }
@@ -96,12 +124,65 @@ pub fn decode_event(payload: &Bytes) -> Result<(u64, Received), DecodeError> {
             app,
             provider: r.str16()?,
         }),
+        8 => Received::Event(CacheEvent::Disconnect {
+            app,
+            reason: match r.u8()? {
+                1 => CloseReason::Revoked,
+                2 => CloseReason::DeviceRevoked,
+                _ => return Err(DecodeError::Malformed("disconnect reason")),
+            },
+            target: read_target(&mut r)?,
+        }),
+        9 => {
+            let kind = match r.u8()? {
+                1 => RevokedKind::Jti {
+                    jti: r.str16()?,
+                    expires: r.u64()?,
+                },
+                2 => RevokedKind::IssuedBefore(r.u64()?),
+                _ => return Err(DecodeError::Malformed("revocation kind")),
+            };
+            Received::Event(CacheEvent::TokensRevoked(TokenRevocation { app, kind }))
+        }
         _ => return Err(DecodeError::Malformed("event kind")),
     };
     if !r.is_empty() {
         return Err(DecodeError::Malformed("trailing bytes"));
     }
     Ok((origin, received))
+}
+
+fn put_target(out: &mut BytesMut, target: &Target) {
+    match target {
+        Target::All => out.put_u8(0),
+        Target::Sub(sub) => {
+            out.put_u8(1);
+            put_str16(out, sub);
+        }
+        Target::Device(device) => {
+            out.put_u8(2);
+            put_str16(out, device);
+        }
+        Target::Jti(jti) => {
+            out.put_u8(3);
+            put_str16(out, jti);
+        }
+        Target::IssuedBefore(t) => {
+            out.put_u8(4);
+            out.put_u64(*t);
+        }
+    }
+}
+
+fn read_target(r: &mut Reader) -> Result<Target, DecodeError> {
+    Ok(match r.u8()? {
+        0 => Target::All,
+        1 => Target::Sub(r.str16()?),
+        2 => Target::Device(r.str16()?),
+        3 => Target::Jti(r.str16()?),
+        4 => Target::IssuedBefore(r.u64()?),
+        _ => return Err(DecodeError::Malformed("disconnect target")),
+    })
 }
 
 fn put_limits(out: &mut BytesMut, limits: &AppLimits) {
@@ -174,6 +255,32 @@ mod tests {
                 app: app.clone(),
                 provider: "apns".into(),
             },
+            CacheEvent::Disconnect {
+                app: app.clone(),
+                target: Target::All,
+                reason: CloseReason::Revoked,
+            },
+            CacheEvent::Disconnect {
+                app: app.clone(),
+                target: Target::Device("phone-1".into()),
+                reason: CloseReason::DeviceRevoked,
+            },
+            CacheEvent::Disconnect {
+                app: app.clone(),
+                target: Target::Sub("alice".into()),
+                reason: CloseReason::Revoked,
+            },
+            CacheEvent::TokensRevoked(TokenRevocation {
+                app: app.clone(),
+                kind: RevokedKind::Jti {
+                    jti: "t-1".into(),
+                    expires: 1_800_000_000,
+                },
+            }),
+            CacheEvent::TokensRevoked(TokenRevocation {
+                app: app.clone(),
+                kind: RevokedKind::IssuedBefore(1_700_000_000),
+            }),
         ];
         for event in events {
             let (origin, got) = decode_event(&encode_event(9, &event)).unwrap();

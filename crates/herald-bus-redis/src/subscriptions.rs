@@ -194,10 +194,14 @@ async fn reload_caches(shared: Arc<Shared>) {
         attached.await;
     };
     let loaded = async {
-        Ok::<_, herald_core::log::StoreError>((tenancy.apps().await?, tenancy.keys().await?))
+        Ok::<_, herald_core::log::StoreError>((
+            tenancy.apps().await?,
+            tenancy.keys().await?,
+            tenancy.token_revocations().await?,
+        ))
     };
     match loaded.await {
-        Ok((apps, keys)) => shared.caches.reload(&apps, &keys),
+        Ok((apps, keys, revoked)) => shared.caches.reload(&apps, &keys, &revoked),
         Err(error) => tracing::warn!(%error, "cannot reload caches after a Redis bus reconnect"),
     }
 }

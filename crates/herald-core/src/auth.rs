@@ -1,8 +1,11 @@
 //! Who may do what: publisher API keys (kept only as SHA-256 hashes) and client tokens (HS256
 //! JWTs with `sub`, `exp`, `channels` and `publish` claims). The claims and minting are the wire
-//! contract's (`herald_proto::token`); verifying them is the server's, here.
+//! contract's (`herald_proto::token`); verifying them is the server's, here, as is refusing
+//! revoked tokens ([`crate::revoked`]) and telling which live clients a secret change or a
+//! revocation ends ([`Tokens::still_valid`]).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
@@ -10,7 +13,9 @@ use parking_lot::RwLock;
 use sha2::{Digest, Sha256};
 
 use crate::error::{ErrorCode, HeraldError};
+use crate::outbox::CloseReason;
 use crate::pattern::PatternSet;
+use crate::revoked::{fingerprint, RevokedTokens, TokenRevocation};
 use crate::tenant::{AppId, DEFAULT_APP};
 
 pub use herald_proto::token::ClientClaims;
@@ -30,6 +35,21 @@ pub struct Client {
     pub subscribe: PatternSet,
     /// Channels it may publish to.
     pub publish: PatternSet,
+    /// What a revocation can match of the token the client presented.
+    pub token: TokenStamp,
+}
+
+/// What a secret change or a revocation can match of a verified token, kept compact (24 bytes)
+/// because every live client holds one in the registry ([`crate::live`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TokenStamp {
+    /// [`fingerprint`] of the token's `jti`; 0 without one.
+    pub jti: u64,
+    /// The token's `iat`; 0 without one.
+    pub iat: u64,
+    /// The generation of the app secret that verified it ([`TokenKeys`]); 0 for an anonymous
+    /// client, which presented no token.
+    pub secret: u64,
 }
 
 impl Client {
@@ -43,6 +63,7 @@ impl Client {
             expires: None,
             subscribe: PatternSet::all(),
             publish: PatternSet::default(),
+            token: TokenStamp::default(),
         }
     }
 
@@ -69,11 +90,17 @@ impl Client {
     }
 }
 
+/// Hands out secret generations: every [`TokenKeys`] made gets the next.
+static GENERATIONS: AtomicU64 = AtomicU64::new(1);
+
 /// Signs and verifies client tokens with one HS256 secret.
 pub struct TokenKeys {
     secret: Vec<u8>,
     decoding: DecodingKey,
     validation: Validation,
+    /// Tells these keys from every other keys made by this process (never 0): a client records
+    /// the generation that verified it, so a changed secret ends it.
+    generation: u64,
 }
 
 impl TokenKeys {
@@ -89,11 +116,17 @@ impl TokenKeys {
             secret: secret.to_vec(),
             decoding: DecodingKey::from_secret(secret),
             validation,
+            generation: GENERATIONS.fetch_add(1, Ordering::Relaxed),
         }
     }
 
     /// Verifies a token and returns the client it names.
     pub fn verify(&self, token: &str) -> Result<Client, HeraldError> {
+        self.verify_with_jti(token).map(|(client, _)| client)
+    }
+
+    /// Verifies a token and returns the client it names, with the token's `jti`.
+    fn verify_with_jti(&self, token: &str) -> Result<(Client, Option<String>), HeraldError> {
         use jsonwebtoken::errors::ErrorKind;
         let data = jsonwebtoken::decode::<ClientClaims>(token, &self.decoding, &self.validation)
             .map_err(|e| match e.kind() {
@@ -118,14 +151,21 @@ impl TokenKeys {
                 )
             })?;
         }
-        Ok(Client {
+        let token = TokenStamp {
+            jti: c.jti.as_deref().map_or(0, fingerprint),
+            iat: c.iat.unwrap_or(0),
+            secret: self.generation,
+        };
+        let client = Client {
             app: AppId::default_app(),
             device: c.device,
             subscribe: PatternSet::new(&c.channels),
             publish: PatternSet::new(&c.publish),
             sub: c.sub,
             expires: c.exp,
-        })
+            token,
+        };
+        Ok((client, c.jti))
     }
 
     /// Signs a token with these claims (for the default app).
@@ -145,6 +185,8 @@ impl TokenKeys {
 pub struct Tokens {
     default: TokenKeys,
     apps: RwLock<HashMap<AppId, Arc<TokenKeys>>>,
+    /// Tokens revoked by `jti` or by issue time, per app.
+    revoked: RevokedTokens,
 }
 
 impl Tokens {
@@ -153,14 +195,51 @@ impl Tokens {
         Tokens {
             default: TokenKeys::new(default_secret),
             apps: RwLock::new(HashMap::new()),
+            revoked: RevokedTokens::default(),
         }
     }
 
-    /// Adds or replaces an app's secret.
+    /// Adds or replaces an app's secret (the same secret again keeps its keys, so clients it
+    /// verified stay valid).
     pub fn set_app(&self, app: &AppId, secret: &[u8]) {
-        self.apps
-            .write()
-            .insert(app.clone(), Arc::new(TokenKeys::new(secret)));
+        let mut apps = self.apps.write();
+        if apps.get(app).is_some_and(|keys| keys.secret == secret) {
+            return;
+        }
+        apps.insert(app.clone(), Arc::new(TokenKeys::new(secret)));
+    }
+
+    /// Refuses, from now on, the tokens `revocation` names.
+    pub fn revoke(&self, revocation: &TokenRevocation) {
+        self.revoked.add(revocation);
+    }
+
+    /// Replaces every revocation with `revocations` (as the store lists them).
+    pub fn replace_revocations(&self, revocations: &[TokenRevocation]) {
+        self.revoked.replace(revocations);
+    }
+
+    /// Why a live client verified earlier must end now, if it must: its app is gone, the app's
+    /// secret changed since, or its token was revoked. Anonymous clients never end this way.
+    pub fn still_valid(&self, app: &AppId, token: &TokenStamp) -> Result<(), CloseReason> {
+        if token.secret == 0 {
+            return Ok(());
+        }
+        let current = if app.is_default() {
+            self.default.generation
+        } else {
+            match self.apps.read().get(app) {
+                Some(keys) => keys.generation,
+                None => return Err(CloseReason::AppDeleted),
+            }
+        };
+        if current != token.secret {
+            return Err(CloseReason::SecretChanged);
+        }
+        if self.revoked.matches(app, token) {
+            return Err(CloseReason::Revoked);
+        }
+        Ok(())
     }
 
     /// Forgets the secret of every app `keep` rejects.
@@ -181,8 +260,8 @@ impl Tokens {
                 format!("the token is not valid: {:?}", e.kind()),
             )
         })?;
-        match header.kid.as_deref() {
-            None | Some(DEFAULT_APP) => self.default.verify(token),
+        let (client, jti) = match header.kid.as_deref() {
+            None | Some(DEFAULT_APP) => self.default.verify_with_jti(token)?,
             Some(kid) => {
                 let app = AppId::parse(kid).map_err(|_| unknown_app())?;
                 // The map's own id is kept, so every client of an app shares one string.
@@ -192,11 +271,21 @@ impl Tokens {
                     .get_key_value(&app)
                     .map(|(id, keys)| (id.clone(), keys.clone()))
                     .ok_or_else(unknown_app)?;
-                let mut client = keys.verify(token)?;
+                let (mut client, jti) = keys.verify_with_jti(token)?;
                 client.app = app;
-                Ok(client)
+                (client, jti)
             }
+        };
+        if self
+            .revoked
+            .refuses(&client.app, jti.as_deref(), client.token.iat)
+        {
+            return Err(HeraldError::new(
+                ErrorCode::Unauthorized,
+                "the token was revoked; get a new one",
+            ));
         }
+        Ok(client)
     }
 
     /// Whether this keyring knows `app` (the default app, or an app whose secret was set):
@@ -303,6 +392,7 @@ mod tests {
             channels: vec!["news".into(), "chat/*".into()],
             publish: vec!["chat/*".into()],
             device: None,
+            ..Default::default()
         });
         let c = keys.verify(&token).unwrap();
         assert_eq!(c.sub, "alice");

@@ -119,6 +119,7 @@ mod tests {
             channels: vec![],
             publish: vec![],
             device: None,
+            ..Default::default()
         };
         let token = caches.tokens.mint(&shop, &claims).expect("a secret");
         assert_eq!(caches.tokens.verify(&token).unwrap().app, shop);

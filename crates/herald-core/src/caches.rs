@@ -1,13 +1,19 @@
 //! Cache invalidation: the [`CacheEvent`]s the admin API publishes on the [`crate::bus::Bus`]
 //! after a store write, and [`Caches`], the one subscriber on every node that applies them to
-//! its publisher keys ([`ApiKeys`]), client-token secrets ([`Tokens`]) and app limits
-//! ([`UsageMeter`]). Start-up loading applies the same events to the caches directly; a node
-//! that may have missed events (its bus reconnected) reloads with [`Caches::reload`].
+//! its publisher keys ([`ApiKeys`]), client-token secrets and revoked tokens ([`Tokens`]) and
+//! app limits ([`UsageMeter`]), and closes the live connections ([`LiveClients`]) an event
+//! ends: every connection of a deleted app, those whose token the app's new secret no longer
+//! verifies, those a revocation or a disconnect names. Start-up loading applies the same events
+//! to the caches directly; a node that may have missed events (its bus reconnected) reloads
+//! with [`Caches::reload`].
 
 use std::fmt;
 use std::sync::Arc;
 
 use crate::auth::{ApiKeys, Tokens};
+use crate::live::{LiveClients, Target};
+use crate::outbox::CloseReason;
+use crate::revoked::{RevokedKind, TokenRevocation};
 use crate::tenancy::{App, AppLimits, KeyInfo};
 use crate::tenant::AppId;
 use crate::usage::UsageMeter;
@@ -73,6 +79,29 @@ pub enum CacheEvent {
         /// The provider (`apns`, `fcm`, `webpush`).
         provider: String,
     },
+    /// The live connections of `app` that `target` names are closed with `reason` on every
+    /// node (nothing is stored: the clients may connect again if their tokens allow).
+    Disconnect {
+        /// The app.
+        app: AppId,
+        /// Which of its connections.
+        target: Target,
+        /// What they are told ([`CloseReason::Revoked`] or [`CloseReason::DeviceRevoked`]).
+        reason: CloseReason,
+    },
+    /// Tokens of an app are revoked (the store holds the revocation): refused from now on, and
+    /// their live connections closed with [`CloseReason::Revoked`].
+    TokensRevoked(TokenRevocation),
+}
+
+impl TokenRevocation {
+    /// The live connections this revocation ends.
+    pub fn target(&self) -> Target {
+        match &self.kind {
+            RevokedKind::Jti { jti, .. } => Target::Jti(jti.clone()),
+            RevokedKind::IssuedBefore(t) => Target::IssuedBefore(*t),
+        }
+    }
 }
 
 /// Told of every event after the caches applied it: for what other crates cache per app
@@ -90,6 +119,8 @@ pub struct Caches {
     pub tokens: Arc<Tokens>,
     /// Per-app usage counters and limits.
     pub usage: Arc<UsageMeter>,
+    /// This node's live client connections, which events close.
+    pub live: Arc<LiveClients>,
     /// Told of every event applied (set once, by the server's wiring).
     listener: std::sync::OnceLock<Arc<dyn CacheListener>>,
 }
@@ -101,6 +132,7 @@ impl Caches {
             keys: Arc::new(ApiKeys::default()),
             tokens: Arc::new(Tokens::new(default_token_secret)),
             usage: UsageMeter::new(),
+            live: LiveClients::new(),
             listener: std::sync::OnceLock::new(),
         })
     }
@@ -114,8 +146,10 @@ impl Caches {
     /// [`crate::tenancy::Tenancy::apps`] and [`crate::tenancy::Tenancy::keys`] list them), for a
     /// node that may have missed events. Keys of apps the store no longer has are dropped with
     /// those apps' token secrets; the default app's keys are only added to, since the server's
-    /// configured keys are not in the store. Usage counters are left as they are.
-    pub fn reload(&self, apps: &[App], keys: &[KeyInfo]) {
+    /// configured keys are not in the store. Usage counters are left as they are. The revoked
+    /// tokens are replaced with `revocations`; live connections that what was missed ends
+    /// (their app deleted, its secret changed, their token revoked) are closed.
+    pub fn reload(&self, apps: &[App], keys: &[KeyInfo], revocations: &[TokenRevocation]) {
         let known: std::collections::HashSet<&AppId> = apps.iter().map(|a| &a.id).collect();
         self.keys.replace_stored(
             |app| !app.is_default(),
@@ -131,6 +165,17 @@ impl Caches {
             }
             self.usage.app(&app.id).set_limits(app.limits);
         }
+        self.tokens.replace_revocations(revocations);
+        for app in self.live.apps() {
+            self.close_invalid(&app);
+        }
+    }
+
+    /// Closes the live connections of `app` its current secret and revocations no longer
+    /// allow; returns how many.
+    fn close_invalid(&self, app: &AppId) -> usize {
+        self.live
+            .close_where(app, |who| self.tokens.still_valid(app, &who.token).err())
     }
 
     /// Applies one event to this node's caches.
@@ -145,11 +190,26 @@ impl Caches {
                 self.keys.remove_app(app);
                 self.tokens.remove_app(app);
                 self.usage.remove(app);
+                self.live
+                    .disconnect(app, &Target::All, CloseReason::AppDeleted);
             }
             CacheEvent::TokenSecretSet { app, secret } => {
-                self.tokens.set_app(app, secret.0.as_bytes())
+                self.tokens.set_app(app, secret.0.as_bytes());
+                self.close_invalid(app);
             }
             CacheEvent::CredentialsChanged { .. } => {}
+            CacheEvent::Disconnect {
+                app,
+                target,
+                reason,
+            } => {
+                self.live.disconnect(app, target, *reason);
+            }
+            CacheEvent::TokensRevoked(revocation) => {
+                self.tokens.revoke(revocation);
+                self.live
+                    .disconnect(&revocation.app, &revocation.target(), CloseReason::Revoked);
+            }
         }
         if let Some(listener) = self.listener.get() {
             listener.applied(event);
@@ -210,6 +270,7 @@ mod tests {
                 key("shop", "hk_shop_new"),
                 key("default", "hk_stored_default"),
             ],
+            &[],
         );
         assert_eq!(caches.keys.check("hk_configured"), Some(default.clone()));
         assert_eq!(caches.keys.check("hk_stored_default"), Some(default));
@@ -223,9 +284,56 @@ mod tests {
             channels: vec![],
             publish: vec![],
             device: None,
+            ..Default::default()
         };
         assert!(caches.tokens.mint(&gone, &claims).is_none());
         let token = caches.tokens.mint(&shop, &claims).expect("shop's secret");
         assert_eq!(caches.tokens.verify(&token).unwrap().app, shop);
+    }
+
+    #[test]
+    fn events_close_the_live_connections_they_end() {
+        use crate::outbox::Outbox;
+        let caches = Caches::new(b"default-secret");
+        let shop = AppId::parse("shop").unwrap();
+        caches.tokens.set_app(&shop, b"hs_old");
+        let claims = crate::auth::ClientClaims {
+            sub: "alice".into(),
+            ..Default::default()
+        };
+        let connect = |token: &str| {
+            let client = caches.tokens.verify(token).unwrap();
+            let outbox = Outbox::new(1024);
+            let registration = caches.live.register(&client, &outbox);
+            (outbox, registration)
+        };
+        let old = connect(&caches.tokens.mint(&shop, &claims).unwrap());
+        let default = connect(&caches.tokens.mint(&AppId::default_app(), &claims).unwrap());
+        // The same secret again (a reload) ends nothing; a new one ends the old tokens' clients.
+        caches.apply(&CacheEvent::TokenSecretSet {
+            app: shop.clone(),
+            secret: TokenSecret("hs_old".into()),
+        });
+        assert_eq!(old.0.closed(), None);
+        caches.apply(&CacheEvent::TokenSecretSet {
+            app: shop.clone(),
+            secret: TokenSecret("hs_new".into()),
+        });
+        assert_eq!(old.0.closed(), Some(CloseReason::SecretChanged));
+        let new = connect(&caches.tokens.mint(&shop, &claims).unwrap());
+        assert_eq!(new.0.closed(), None);
+        // A missed deletion is caught by a reload.
+        caches.reload(&[], &[], &[]);
+        assert_eq!(new.0.closed(), Some(CloseReason::AppDeleted));
+        assert_eq!(default.0.closed(), None, "the default app's clients stay");
+        caches.apply(&CacheEvent::TokensRevoked(TokenRevocation {
+            app: AppId::default_app(),
+            kind: RevokedKind::IssuedBefore(1),
+        }));
+        assert_eq!(
+            default.0.closed(),
+            Some(CloseReason::Revoked),
+            "no iat: issued at 0"
+        );
     }
 }

@@ -46,6 +46,15 @@ pub enum CloseReason {
     Shutdown,
     /// The client's token expired.
     TokenExpired,
+    /// An administrator disconnected the client or revoked its token
+    /// (`POST /v1/apps/{id}/revoke`).
+    Revoked,
+    /// The client's app was deleted.
+    AppDeleted,
+    /// The app's token secret changed after the client's token was signed.
+    SecretChanged,
+    /// The client's device was deactivated or deleted.
+    DeviceRevoked,
 }
 
 impl CloseReason {
@@ -55,6 +64,10 @@ impl CloseReason {
             CloseReason::SlowConsumer => "slow_consumer",
             CloseReason::Shutdown => "shutdown",
             CloseReason::TokenExpired => "token_expired",
+            CloseReason::Revoked
+            | CloseReason::AppDeleted
+            | CloseReason::SecretChanged
+            | CloseReason::DeviceRevoked => "revoked",
         }
     }
 
@@ -66,6 +79,17 @@ impl CloseReason {
             }
             CloseReason::Shutdown => "the server is shutting down; reconnect and resume",
             CloseReason::TokenExpired => "the token expired; reconnect with a fresh token",
+            CloseReason::Revoked => {
+                "an administrator revoked this connection's access; do not reconnect with the \
+                 same token"
+            }
+            CloseReason::AppDeleted => "the app was deleted; its tokens are no longer valid",
+            CloseReason::SecretChanged => {
+                "the app's token secret changed; get a token signed with the new secret"
+            }
+            CloseReason::DeviceRevoked => {
+                "the device was deactivated or deleted; register it again before reconnecting"
+            }
         }
     }
 }
@@ -167,14 +191,22 @@ impl Outbox {
     }
 
     /// Closes the outbox; queued frames are still handed out for anything but a slow consumer.
-    pub fn close(&self, reason: CloseReason) {
+    /// Returns whether this call closed it (false if it was closed already).
+    pub fn close(&self, reason: CloseReason) -> bool {
         let mut q = self.queue.lock();
-        if q.closed.is_none() {
+        let newly = q.closed.is_none();
+        if newly {
             q.closed = Some(reason);
         }
         let waiter = q.waiter();
         drop(q);
         wake(waiter);
+        newly
+    }
+
+    /// Why the outbox was closed, if it was.
+    pub fn closed(&self) -> Option<CloseReason> {
+        self.queue.lock().closed
     }
 
     /// Asks the writer to send a keep-alive ping; the next [`Batch`] says so.

@@ -1,11 +1,13 @@
 //! Tenancy as stored: apps, their publisher keys, limits and per-app usage. `herald-store`
 //! implements [`Tenancy`] in the same database as the channel log, written by the same writer
-//! thread; devices and receipts are `herald-push`'s `DeviceRegistry`.
+//! thread; devices and receipts are `herald-push`'s `DeviceRegistry`. Revoked client tokens
+//! ([`TokenRevocation`]) are kept here too.
 
 use async_trait::async_trait;
 use serde::Serialize;
 
 use crate::log::StoreError;
+use crate::revoked::TokenRevocation;
 use crate::tenant::AppId;
 
 /// An app (tenant).
@@ -103,4 +105,10 @@ pub trait Tenancy: Send + Sync {
     async fn add_usage(&self, app: &AppId, counted: Usage) -> Result<(), StoreError>;
     /// An app's usage counters.
     async fn usage(&self, app: &AppId) -> Result<Usage, StoreError>;
+
+    /// Stores a revocation of tokens (a `jti` until its expiry, or an issue time, which only
+    /// moves forward), forgetting `jti` revocations that have expired.
+    async fn revoke_tokens(&self, revocation: &TokenRevocation) -> Result<(), StoreError>;
+    /// Every revocation not yet expired, of every app.
+    async fn token_revocations(&self) -> Result<Vec<TokenRevocation>, StoreError>;
 }

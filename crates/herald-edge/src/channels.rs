@@ -7,6 +7,7 @@ use std::sync::Arc;
 use herald_core::auth::Client;
 use herald_core::engine::{SubscribeOutcome, SubscribeRequest};
 use herald_core::hub::Subscription;
+use herald_core::live::Registration;
 use herald_core::outbox::{OutFrame, Outbox};
 use herald_core::usage::ConnectionGuard;
 use herald_core::{ChannelName, Cursor, Engine, HeraldError, StoredMessage};
@@ -14,7 +15,9 @@ use herald_core::{ChannelName, Cursor, Engine, HeraldError, StoredMessage};
 use axum::http::HeaderMap;
 
 use crate::http::{client_token, parse_bool, query_pairs};
-use crate::session::open::{authorise, check_limit, open_channel, open_inbox, Opened, Wanted};
+use crate::session::open::{
+    authorise, check_limit, open_channel, open_inbox, register, Opened, Wanted,
+};
 use crate::Edge;
 
 /// What an SSE or long-poll request asks for: who is asking, which channels, from where.
@@ -110,6 +113,8 @@ fn channel_params(
 pub struct Subscriptions {
     engine: Arc<Engine>,
     _counted: ConnectionGuard,
+    /// The stream's place among the live clients (revocations close it there).
+    _registered: Registration,
     /// Each channel and its subscription, in the order the client named them (= cursor order).
     channels: Vec<(ChannelName, Arc<Subscription>)>,
     /// Last position written to the client, per channel, in `channels` order.
@@ -129,6 +134,9 @@ impl Subscriptions {
         reply: impl Fn(&ChannelName, &SubscribeOutcome) -> Option<OutFrame> + Sync,
     ) -> Result<(Subscriptions, Outcomes), HeraldError> {
         let client = &request.client;
+        // Registered first, so a device deactivated or a token revoked while the stream opens
+        // closes it too.
+        let registered = register(edge, client, outbox);
         let plan = if request.inbox {
             Some(edge.inbox.plan(client).await?)
         } else {
@@ -141,6 +149,7 @@ impl Subscriptions {
         let mut this = Subscriptions {
             engine: edge.engine.clone(),
             _counted: edge.usage.connect(&client.app)?,
+            _registered: registered,
             channels: Vec::with_capacity(count),
             positions: Vec::with_capacity(count),
         };
@@ -208,15 +217,16 @@ mod tests {
 
     #[test]
     fn a_streams_subscriptions_stay_small() {
-        // The engine, the usage guard, and two vectors (channels with their subscriptions, and
-        // positions): nothing boxed, and the client is not kept.
+        // The engine, the usage guard, the live-client registration, and two vectors (channels
+        // with their subscriptions, and positions): nothing boxed, and the client is not kept.
         let parts = size_of::<Arc<Engine>>()
             + size_of::<ConnectionGuard>()
+            + size_of::<Registration>()
             + size_of::<Vec<(ChannelName, Arc<Subscription>)>>()
             + size_of::<Vec<Cursor>>();
         assert_eq!(size_of::<Subscriptions>(), parts);
         assert!(
-            size_of::<Subscriptions>() <= 96,
+            size_of::<Subscriptions>() <= 128,
             "{}",
             size_of::<Subscriptions>()
         );

@@ -73,6 +73,10 @@ pub struct Edge {
     pub inbox: Arc<Inbox>,
     /// Per-app usage (connections and deliveries are counted here).
     pub usage: Arc<UsageMeter>,
+    /// This node's live client connections, by app: every transport's connection registers
+    /// here while its client is authorised, so a revocation closes it
+    /// ([`session::open::register`]).
+    pub live: Arc<herald_core::live::LiveClients>,
     /// Limits.
     pub settings: EdgeSettings,
     /// Cancelled when the server starts shutting down; connections then close with a reason.
@@ -117,7 +121,9 @@ impl KeepAlive {
                     _ = stop.cancelled() => break,
                 }
             }
-            members.for_each(|o| o.close(herald_core::outbox::CloseReason::Shutdown));
+            members.for_each(|o| {
+                o.close(herald_core::outbox::CloseReason::Shutdown);
+            });
         });
         KeepAlive {
             ticks,

@@ -1,6 +1,8 @@
 //! Long-poll at `GET /v1/poll?channel=a&since=CURSOR&timeout=30`. Answers at once when messages
 //! after the cursor are waiting, otherwise when one arrives or the timeout passes. Every answer
 //! carries the cursor to send next time, so successive polls see every message exactly once.
+//! A poll a revocation ends answers at once with what it has and a `disconnect` entry
+//! (`{"code":"revoked","message":...}`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -68,10 +70,10 @@ async fn answer(
     };
     let outbox = Outbox::new(edge.settings.outbox_bytes);
     let (mut subs, outcomes) = Subscriptions::open(edge, &request, &outbox, |_, _| None).await?;
-    let (mut frames, _) = outbox.take();
-    if frames.is_empty() {
+    let (mut frames, mut closed) = outbox.take();
+    if frames.is_empty() && closed.is_none() {
         tokio::select! {
-            batch = outbox.next_batch() => frames = batch.0,
+            batch = outbox.next_batch() => (frames, closed) = batch,
             _ = tokio::time::sleep(Duration::from_secs(timeout)) => {}
             _ = edge.shutdown.cancelled() => {}
         }
@@ -106,6 +108,12 @@ async fn answer(
         })
         .collect();
     serde_json::to_writer(&mut body, &channels).map_err(internal)?;
+    // A revocation ended the poll: say so (other closes answer as they always have).
+    if let Some(reason) = closed.filter(|r| r.code() == "revoked") {
+        body.extend_from_slice(b",\"disconnect\":");
+        let why = herald_proto::reply::ErrorBody::new(reason.code(), reason.message());
+        serde_json::to_writer(&mut body, &why).map_err(internal)?;
+    }
     body.push(b'}');
     telemetry().written_poll.increment(written);
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())

@@ -1,5 +1,5 @@
 //! Client tokens as the contract defines them: the claims (`sub`, `exp`, `channels`, `publish`,
-//! `device`) and minting, HS256 over the app's token secret, with the app id as the header's
+//! `device`, `iat`, `jti`) and minting, HS256 over the app's token secret, with the app id as the header's
 //! `kid` for every app but `default`, and the grammars of the claims a minter checks (device
 //! ids, channel patterns). Verifying belongs to the server (`herald-core`'s auth).
 
@@ -26,6 +26,13 @@ pub struct ClientClaims {
     /// The device this token is for: a device token receives that device's inbox.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<String>,
+    /// When the token was issued, seconds since the Unix epoch: a revocation of every token
+    /// issued before a time matches it (a token without `iat` counts as issued at 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iat: Option<u64>,
+    /// The token's own id, to revoke it by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jti: Option<String>,
 }
 
 /// Longest device id, in bytes.
@@ -80,13 +87,33 @@ pub fn check_pattern(pattern: &str) -> Result<(), HeraldError> {
     }
 }
 
-/// The checks a minter makes before signing: every pattern and the device id.
+/// Longest token id (`jti`), in bytes.
+pub const MAX_JTI_LEN: usize = 128;
+
+/// Checks a token id: 1 to 128 bytes of printable ASCII without spaces (`bad_request`
+/// otherwise).
+pub fn check_jti(jti: &str) -> Result<(), HeraldError> {
+    if !jti.is_empty() && jti.len() <= MAX_JTI_LEN && jti.bytes().all(|b| b.is_ascii_graphic()) {
+        Ok(())
+    } else {
+        Err(HeraldError::bad_request(format!(
+            "invalid token id (jti) {:?}: use 1 to {MAX_JTI_LEN} printable ASCII characters \
+             without spaces",
+            jti.chars().take(40).collect::<String>()
+        )))
+    }
+}
+
+/// The checks a minter makes before signing: every pattern, the device id and the token id.
 pub fn check_claims(claims: &ClientClaims) -> Result<(), HeraldError> {
     for pattern in claims.channels.iter().chain(&claims.publish) {
         check_pattern(pattern)?;
     }
     if let Some(device) = &claims.device {
         check_device_id(device)?;
+    }
+    if let Some(jti) = &claims.jti {
+        check_jti(jti)?;
     }
     Ok(())
 }

@@ -136,6 +136,17 @@ mod tests {
             u.peak_connections = u.peak_connections.max(counted.peak_connections);
             Ok(())
         }
+        async fn revoke_tokens(
+            &self,
+            _: &herald_core::revoked::TokenRevocation,
+        ) -> Result<(), StoreError> {
+            Ok(())
+        }
+        async fn token_revocations(
+            &self,
+        ) -> Result<Vec<herald_core::revoked::TokenRevocation>, StoreError> {
+            Ok(vec![])
+        }
         async fn usage(&self, app: &AppId) -> Result<Usage, StoreError> {
             Ok(self
                 .stored

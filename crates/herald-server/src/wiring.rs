@@ -71,7 +71,8 @@ impl Parts {
         node::open(settings, caches).await
     }
 
-    /// Reads what the store knows (apps' token secrets, usage totals and limits, device counts)
+    /// Reads what the store knows (apps' token secrets, revoked tokens, usage totals and
+    /// limits, device counts)
     /// into this node's caches (the same events the bus carries, applied here only) and builds
     /// the shared parts over `engine`, `bus` and `store`.
     pub(crate) async fn load(
@@ -99,6 +100,8 @@ impl Parts {
             let counters = usage.app(&app.id);
             counters.devices_changed(devices.device_count(&app.id).await?, 0);
         }
+        // Revoked tokens stay refused across a restart.
+        tokens.replace_revocations(&registry.token_revocations().await?);
         let engine = Arc::new(engine);
         let publisher = Arc::new(Publisher::new(
             engine.clone(),
@@ -166,6 +169,7 @@ impl Parts {
             tokens: self.tokens.clone(),
             inbox: self.inbox.clone(),
             usage: self.usage.clone(),
+            live: self.bus.caches().live.clone(),
             settings: settings.edge.clone(),
             shutdown: shutdown.clone(),
             connections: TaskTracker::new(),
@@ -236,6 +240,7 @@ impl Parts {
             inbox: self.inbox.clone(),
             tokens: self.tokens.clone(),
             usage: self.usage.clone(),
+            live: self.bus.caches().live.clone(),
             bus: self.bus.clone(),
             presence: self.bus.presence(),
             max_message_bytes: settings.edge.max_frame_bytes,

@@ -47,6 +47,7 @@ mod support {
                 channels: channels.iter().map(|s| s.to_string()).collect(),
                 publish: Vec::new(),
                 device: None,
+                ..Default::default()
             },
         )
     }

@@ -30,6 +30,7 @@ pub mod options;
 pub mod postgres;
 mod reader;
 mod retention;
+mod revocations;
 mod schema;
 mod tenancy;
 mod writer;

@@ -27,6 +27,8 @@
 //!   (and as every page a broadcast sends directly, whose accepted devices have no job row).
 //! - `credentials`: each app's provider credentials, sealed by the server before they arrive,
 //!   with the part that may be shown.
+//! - `revoked_tokens` (an app's token ids refused until their expiry) and `revoked_before` (an
+//!   app's tokens issued before a time are refused): revoked client tokens.
 
 use std::path::Path;
 use std::time::Duration;
@@ -191,6 +193,18 @@ const MIGRATIONS: &[&str] = &[
             UNION ALL
             SELECT app, push, 'in_doubt' FROM jobs WHERE kind = 'send' AND in_doubt = 1
         ) WHERE counter IS NOT NULL GROUP BY app, push, counter;",
+    // 5: revoked client tokens: by `jti` until `expires`, and by issue time (one per app).
+    // Times are seconds since the Unix epoch.
+    "CREATE TABLE revoked_tokens (
+        app TEXT NOT NULL,
+        jti TEXT NOT NULL,
+        expires INTEGER NOT NULL,
+        PRIMARY KEY (app, jti)
+    ) WITHOUT ROWID;
+    CREATE TABLE revoked_before (
+        app TEXT PRIMARY KEY,
+        issued_before INTEGER NOT NULL
+    );",
 ];
 
 /// The schema version this build writes.

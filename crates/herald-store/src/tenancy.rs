@@ -6,6 +6,7 @@
 
 use async_trait::async_trait;
 use herald_core::log::StoreError;
+use herald_core::revoked::TokenRevocation;
 use herald_core::tenancy::{App, AppLimits, KeyInfo, Tenancy, Usage};
 use herald_core::tenant::AppId;
 use rusqlite::{params, OptionalExtension};
@@ -123,6 +124,8 @@ impl Tenancy for SqliteLog {
                 "DELETE FROM jobs WHERE app = ?1",
                 "DELETE FROM push_counts WHERE app = ?1",
                 "DELETE FROM credentials WHERE app = ?1",
+                "DELETE FROM revoked_tokens WHERE app = ?1",
+                "DELETE FROM revoked_before WHERE app = ?1",
             ] {
                 tx.execute(sql, [app]).map_err(backend)?;
             }
@@ -252,6 +255,14 @@ impl Tenancy for SqliteLog {
                 .map_err(backend)
             })
             .await
+    }
+
+    async fn revoke_tokens(&self, revocation: &TokenRevocation) -> Result<(), StoreError> {
+        crate::revocations::revoke(self, revocation).await
+    }
+
+    async fn token_revocations(&self) -> Result<Vec<TokenRevocation>, StoreError> {
+        crate::revocations::list(self).await
     }
 }
 

@@ -175,6 +175,7 @@ fn connection_token(sh: &Shared, n: u64, plan: &Plan) -> Result<Option<String>, 
         channels: Vec::new(),
         publish: Vec::new(),
         device: Some(device),
+        ..Default::default()
     };
     Ok(Some(herald_proto::token::mint(secret.as_bytes(), &claims)))
 }

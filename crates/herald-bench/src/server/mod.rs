@@ -370,6 +370,7 @@ impl Target {
                 channels: vec!["**".into()],
                 publish: vec!["**".into()],
                 device: None,
+                ..Default::default()
             },
         ))
     }

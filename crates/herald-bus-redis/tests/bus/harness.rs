@@ -19,6 +19,7 @@ use herald_core::log::{
 use herald_core::message::{Epoch, NewMessage, SharedMessage, StoredMessage};
 use herald_core::namespace::{NamespaceOptions, Namespaces};
 use herald_core::outbox::{OutFrame, Outbox};
+use herald_core::revoked::TokenRevocation;
 use herald_core::tenancy::{App, AppLimits, KeyInfo, Tenancy, Usage};
 use herald_core::tenant::AppId;
 use herald_core::{ChannelName, Engine};
@@ -122,6 +123,7 @@ impl ChannelLog for NodeLog {
 pub struct SharedTenancy {
     pub apps: Mutex<Vec<App>>,
     pub keys: Mutex<Vec<KeyInfo>>,
+    pub revocations: Mutex<Vec<TokenRevocation>>,
 }
 
 #[async_trait]
@@ -164,6 +166,13 @@ impl Tenancy for SharedTenancy {
     }
     async fn usage(&self, _: &AppId) -> Result<Usage, StoreError> {
         Ok(Usage::default())
+    }
+    async fn revoke_tokens(&self, revocation: &TokenRevocation) -> Result<(), StoreError> {
+        self.revocations.lock().push(revocation.clone());
+        Ok(())
+    }
+    async fn token_revocations(&self) -> Result<Vec<TokenRevocation>, StoreError> {
+        Ok(self.revocations.lock().clone())
     }
 }
 

@@ -196,6 +196,7 @@ async fn cache_events_on_one_node_take_effect_on_another() {
             channels: vec![],
             publish: vec![],
             device: None,
+            ..Default::default()
         };
         eventually("the token secret on B (read from the store)", || {
             b.caches.tokens.mint(&shop, &claims).is_some()

@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use herald_core::auth::Client;
 use herald_core::engine::SubscribeRequest;
+use herald_core::live::Registration;
 use herald_core::log::Appended;
 use herald_core::log::{LogSlice, ReadFrom};
 use herald_core::outbox::Outbox;
@@ -24,7 +25,7 @@ use herald_core::{ChannelName, Cursor, ErrorCode, HeraldError};
 use herald_push::inbox::LogKind;
 
 use crate::Edge;
-pub use open::{authorise, check_limit, Confirm, Opened, Wanted};
+pub use open::{authorise, check_limit, register, Confirm, Opened, Wanted};
 use set::SubscriptionSet;
 
 /// Most messages one history request returns.
@@ -38,6 +39,9 @@ pub struct ClientSession {
     subscriptions: SubscriptionSet,
     /// Counts the connection in its app's usage while authenticated.
     counted: Option<ConnectionGuard>,
+    /// The connection's place among the live clients while authenticated (revocations reach
+    /// it there).
+    registered: Option<Registration>,
 }
 
 impl ClientSession {
@@ -49,12 +53,14 @@ impl ClientSession {
         client: Option<Client>,
         counted: Option<ConnectionGuard>,
     ) -> Self {
+        let registered = client.as_ref().map(|c| register(&edge, c, &outbox));
         ClientSession {
             edge,
             outbox,
             client,
             subscriptions: SubscriptionSet::default(),
             counted,
+            registered,
         }
     }
 
@@ -68,9 +74,14 @@ impl ClientSession {
         &self.outbox
     }
 
-    /// The authorised client, or the error a command sent before authorising gets.
+    /// The authorised client, or the error a command sent before authorising (or after a
+    /// revocation closed the connection) gets.
     pub fn client(&self) -> Result<&Client, HeraldError> {
         match &self.client {
+            // Commands read in the same batch as a revocation are refused, not run.
+            Some(_) if self.outbox.closed().is_some_and(|r| r.code() == "revoked") => Err(
+                HeraldError::new(ErrorCode::Unauthorized, "this connection was revoked"),
+            ),
             Some(c) => Ok(c),
             None => Err(HeraldError::new(
                 ErrorCode::Unauthorized,
@@ -122,6 +133,8 @@ impl ClientSession {
                 self.edge.engine.unsubscribe(channel, &sub);
             }
         }
+        // Registered again with the new token (before the old place is left).
+        self.registered = Some(register(&self.edge, &client, &self.outbox));
         self.client = Some(client);
         Ok(revoked)
     }
@@ -275,12 +288,13 @@ mod tests {
 
     #[test]
     fn a_session_stays_small() {
-        // edge + outbox + client + subscriptions + usage guard, nothing boxed: an idle
-        // WebSocket holds exactly this.
+        // edge + outbox + client + subscriptions + usage guard + live-client registration,
+        // nothing boxed: an idle WebSocket holds exactly this.
         let parts = 2 * size_of::<Arc<Edge>>()
             + size_of::<Option<Client>>()
             + size_of::<Vec<(ChannelName, Arc<herald_core::hub::Subscription>)>>()
-            + size_of::<Option<ConnectionGuard>>();
+            + size_of::<Option<ConnectionGuard>>()
+            + size_of::<Option<Registration>>();
         assert_eq!(size_of::<ClientSession>(), parts);
         assert!(
             size_of::<ClientSession>() <= 256,

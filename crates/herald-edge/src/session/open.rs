@@ -1,5 +1,5 @@
-//! The steps every transport takes to start receiving: authorising a client, the
-//! per-connection subscription limit, subscribing one channel with the client's permission, and
+//! The steps every transport takes to start receiving: authorising a client, registering its
+//! connection so revocations reach it, the per-connection subscription limit, subscribing one channel with the client's permission, and
 //! opening a device's inbox (from its acknowledged cursor, or from given ones). The
 //! [`ClientSession`](super::ClientSession) of a WebSocket and the query-string streams (SSE,
 //! long-poll, Meteor) call these, so each rule and each error message is written once.
@@ -9,6 +9,7 @@ use std::sync::Arc;
 use herald_core::auth::Client;
 use herald_core::engine::{Catchup, SubscribeOutcome, SubscribeRequest};
 use herald_core::hub::Subscription;
+use herald_core::live::Registration;
 use herald_core::outbox::{OutFrame, Outbox};
 use herald_core::{ChannelName, Cursor, ErrorCode, HeraldError};
 use herald_push::inbox::InboxPlan;
@@ -41,6 +42,19 @@ pub fn authorise(edge: &Edge, token: Option<&str>) -> Result<Client, HeraldError
             "a client token is required (?token=, Authorization: Bearer, or connect)",
         )),
     }
+}
+
+/// Registers the connection of `client` writing to `outbox` with this node's live clients, so
+/// a revocation, a deleted app, a changed secret or a deactivated device closes it (until the
+/// [`Registration`] is dropped). Checked again after registering: a token revoked, or a secret
+/// changed, between verifying it and now closes the outbox at once, so no revocation slips
+/// between the two.
+pub fn register(edge: &Edge, client: &Client, outbox: &Arc<Outbox>) -> Registration {
+    let registration = edge.live.register(client, outbox);
+    if let Err(reason) = edge.tokens.still_valid(&client.app, &client.token) {
+        outbox.close(reason);
+    }
+    registration
 }
 
 /// How many subscriptions a connection asks for, as the limit's error message words it.

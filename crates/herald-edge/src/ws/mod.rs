@@ -380,5 +380,9 @@ fn disconnect_code(reason: CloseReason) -> u16 {
         CloseReason::SlowConsumer => 4008,
         CloseReason::Shutdown => close::GOING_AWAY,
         CloseReason::TokenExpired => 4001,
+        CloseReason::Revoked
+        | CloseReason::AppDeleted
+        | CloseReason::SecretChanged
+        | CloseReason::DeviceRevoked => 4003,
     }
 }

@@ -18,6 +18,7 @@ mod credentials;
 mod devices;
 mod jobs;
 mod read;
+mod revocations;
 mod schema;
 mod tenancy;
 mod writer;

@@ -9,7 +9,8 @@
 //! nothing.
 //!
 //! Version 1 holds what SQLite's versions 1 to 3 hold; version 2 what SQLite's version 4 adds
-//! (`push_counts`, `jobs.in_flight_until`).
+//! (`push_counts`, `jobs.in_flight_until`); version 3 what SQLite's version 5 adds (`revoked_tokens`,
+//! `revoked_before`).
 
 use herald_core::log::StoreError;
 use tokio_postgres::Client;
@@ -162,6 +163,18 @@ const MIGRATIONS: &[&str] = &[
             UNION ALL
             SELECT app, push, 'in_doubt' FROM jobs WHERE kind = 'send' AND in_doubt
         ) AS standing WHERE counter IS NOT NULL GROUP BY app, push, counter;"#,
+    // 3: what SQLite's version 5 adds: revoked client tokens, by `jti` until `expires` and by
+    // issue time (one per app), in seconds since the Unix epoch.
+    r#"CREATE TABLE revoked_tokens (
+        app TEXT NOT NULL,
+        jti TEXT NOT NULL,
+        expires BIGINT NOT NULL,
+        PRIMARY KEY (app, jti)
+    );
+    CREATE TABLE revoked_before (
+        app TEXT PRIMARY KEY,
+        issued_before BIGINT NOT NULL
+    );"#,
 ];
 
 /// The schema version this build writes.

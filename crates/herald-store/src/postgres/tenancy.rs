@@ -5,6 +5,7 @@
 
 use async_trait::async_trait;
 use herald_core::log::StoreError;
+use herald_core::revoked::TokenRevocation;
 use herald_core::tenancy::{App, AppLimits, KeyInfo, Tenancy, Usage};
 use herald_core::tenant::AppId;
 
@@ -106,6 +107,8 @@ impl Tenancy for PostgresStore {
             "DELETE FROM jobs WHERE app = $1",
             "DELETE FROM push_counts WHERE app = $1",
             "DELETE FROM credentials WHERE app = $1",
+            "DELETE FROM revoked_tokens WHERE app = $1",
+            "DELETE FROM revoked_before WHERE app = $1",
         ] {
             tx.execute(sql, &[&app]).await.map_err(pg_error)?;
         }
@@ -221,5 +224,13 @@ impl Tenancy for PostgresStore {
             acks: counted(row.try_get(2).map_err(pg_error)?),
             peak_connections: counted(row.try_get(3).map_err(pg_error)?),
         })
+    }
+
+    async fn revoke_tokens(&self, revocation: &TokenRevocation) -> Result<(), StoreError> {
+        super::revocations::revoke(self, revocation).await
+    }
+
+    async fn token_revocations(&self) -> Result<Vec<TokenRevocation>, StoreError> {
+        super::revocations::list(self).await
     }
 }

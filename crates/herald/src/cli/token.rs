@@ -37,6 +37,9 @@ pub struct TokenArgs {
     /// with POST /v1/devices)
     #[arg(long, value_name = "ID")]
     pub device: Option<String>,
+    /// The token's id (`jti` claim), to revoke it by with POST /v1/apps/default/revoke
+    #[arg(long, value_name = "ID")]
+    pub jti: Option<String>,
     /// How long the token is valid; 0s means it never expires
     #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = humantime::parse_duration)]
     pub ttl: Duration,
@@ -68,12 +71,12 @@ pub fn run(args: TokenArgs) -> anyhow::Result<ExitCode> {
         Some(secret) => secret,
         None => secret_from_data_dir(&config)?,
     };
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
     let exp = if args.ttl.is_zero() {
         None
     } else {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
         Some(now.saturating_add(args.ttl).as_secs())
     };
     let claims = ClientClaims {
@@ -82,13 +85,15 @@ pub fn run(args: TokenArgs) -> anyhow::Result<ExitCode> {
         channels: args.channels,
         publish: args.publish,
         device: args.device,
+        iat: Some(now.as_secs()),
+        jti: args.jti,
     };
     println!("{}", mint(secret.as_bytes(), &claims));
     Ok(ExitCode::SUCCESS)
 }
 
 /// The checks the server makes when it mints a token (`POST /v1/tokens`): channel patterns
-/// that can match channel names, a valid device id.
+/// that can match channel names, a valid device id and token id.
 fn check_claims(args: &TokenArgs) -> Result<(), String> {
     for (flag, pattern) in args
         .channels
@@ -102,6 +107,9 @@ fn check_claims(args: &TokenArgs) -> Result<(), String> {
     if let Some(device) = &args.device {
         herald_client::proto::token::check_device_id(device)
             .map_err(|e| format!("--device: {}", e.message))?;
+    }
+    if let Some(jti) = &args.jti {
+        herald_client::proto::token::check_jti(jti).map_err(|e| format!("--jti: {}", e.message))?;
     }
     Ok(())
 }

@@ -13,6 +13,7 @@ mod grafana;
 mod meteor;
 mod providers;
 mod push;
+mod revoke;
 mod sse_direct;
 mod sse_poll;
 mod usage;

@@ -7,11 +7,13 @@
 //! Submodules: [`fanout`] (publish and resume across nodes, on every transport), [`tenancy`]
 //! (apps, keys, limits, presence, usage), [`push`] (device inboxes, tag and app pushes),
 //! [`faults`] (Redis restarted, PostgreSQL stopped, a slow node), [`start`] (start errors, a
-//! node joining late, nodes over TLS to Redis).
+//! node joining late, nodes over TLS to Redis), [`revoke`] (revocations close connections on
+//! every node).
 
 mod fanout;
 mod faults;
 mod push;
+mod revoke;
 mod start;
 mod tenancy;
 

@@ -16,6 +16,7 @@ use super::Backend;
 
 crate::on_both!(
     apps_keys_limits_and_usage,
+    token_revocations_keep_the_latest_and_forget_the_expired,
     devices_tags_users_and_audiences,
     a_gone_token_deactivates_unless_registered_since,
     an_update_stores_its_time_and_a_new_token_its_own,
@@ -56,6 +57,40 @@ fn live(id: &str, tags: &[&str], active: bool, user: Option<&str>) -> DeviceWrit
 
 fn apns(id: &str, token: &str) -> DeviceWrite {
     device(serde_json::json!({ "platform": "apns", "id": id, "token": token }))
+}
+
+async fn token_revocations_keep_the_latest_and_forget_the_expired(b: Backend) {
+    use herald_core::revoked::{now_secs, RevokedKind, TokenRevocation};
+    let s = b.store();
+    let shop = app("shop");
+    assert!(s.create_app(&shop).await.unwrap());
+    let now = now_secs();
+    let revoke = |kind| TokenRevocation {
+        app: shop.id.clone(),
+        kind,
+    };
+    let jti = |jti: &str, expires| RevokedKind::Jti {
+        jti: jti.into(),
+        expires,
+    };
+    for kind in [
+        jti("gone", now - 1),
+        jti("t-1", now + 60),
+        jti("t-1", now + 30),
+        RevokedKind::IssuedBefore(now),
+        RevokedKind::IssuedBefore(now - 100),
+    ] {
+        s.revoke_tokens(&revoke(kind)).await.unwrap();
+    }
+    assert_eq!(
+        s.token_revocations().await.unwrap(),
+        vec![
+            revoke(RevokedKind::IssuedBefore(now)),
+            revoke(jti("t-1", now + 60))
+        ]
+    );
+    assert!(s.delete_app(&shop.id).await.unwrap());
+    assert!(s.token_revocations().await.unwrap().is_empty());
 }
 
 async fn apps_keys_limits_and_usage(b: Backend) {

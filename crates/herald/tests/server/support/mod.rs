@@ -134,6 +134,7 @@ impl Server {
                 channels: channels.iter().map(|s| s.to_string()).collect(),
                 publish: publish.iter().map(|s| s.to_string()).collect(),
                 device: None,
+                ..Default::default()
             },
         )
     }
@@ -153,6 +154,7 @@ impl Server {
                 channels: channels.iter().map(|s| s.to_string()).collect(),
                 publish: Vec::new(),
                 device: None,
+                ..Default::default()
             },
         )
     }

@@ -1,0 +1,310 @@
+//! The registry of live client connections on this node, by app: what revocations reach
+//! ([`crate::caches::Caches`] applies them on every node, from the bus). Every transport's
+//! connection registers when its client is authorised and leaves when it closes
+//! ([`Registration`]'s drop); nothing on the publish or fan-out path looks at it.
+//!
+//! An entry is 48 bytes: a weak reference to the connection's outbox (closing it with a
+//! [`CloseReason`] is how a connection is told to end) and what a revocation can match of the
+//! client ([`Who`]: fingerprints of its `sub` and device, and its token's [`TokenStamp`]). The
+//! connection holds a [`Registration`] of 32 bytes to leave with. Entries are kept per app in
+//! a few shards, so connections opening and closing on different threads rarely share a lock;
+//! a revocation walks the shards' entries of its app (not every connection's).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
+
+use crate::auth::{Client, TokenStamp};
+use crate::outbox::{CloseReason, Outbox};
+use crate::revoked::fingerprint;
+use crate::tenant::AppId;
+
+/// Shards of the registry.
+const SHARDS: usize = 16;
+
+/// What a revocation can match of one live client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Who {
+    /// [`fingerprint`] of the client's `sub` (0 for none).
+    pub sub: u64,
+    /// [`fingerprint`] of the client's device (0 for none).
+    pub device: u64,
+    /// The token the client presented.
+    pub token: TokenStamp,
+}
+
+impl Who {
+    /// What a revocation can match of `client`.
+    pub fn of(client: &Client) -> Who {
+        Who {
+            sub: if client.sub.is_empty() {
+                0
+            } else {
+                fingerprint(&client.sub)
+            },
+            device: client.device.as_deref().map_or(0, fingerprint),
+            token: client.token,
+        }
+    }
+}
+
+/// Which live clients of an app a disconnect names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// Every connection of the app.
+    All,
+    /// Connections whose token has this `sub`.
+    Sub(String),
+    /// Connections whose token names this device.
+    Device(String),
+    /// Connections whose token has this `jti`.
+    Jti(String),
+    /// Connections whose token was issued before this time (seconds since the Unix epoch), or
+    /// has no `iat`. Anonymous connections presented no token and are not matched.
+    IssuedBefore(u64),
+}
+
+impl Target {
+    /// Whether a client matches.
+    pub fn matches(&self, who: &Who) -> bool {
+        let present = who.token.secret != 0;
+        match self {
+            Target::All => true,
+            Target::Sub(sub) => who.sub != 0 && who.sub == fingerprint(sub),
+            Target::Device(device) => who.device != 0 && who.device == fingerprint(device),
+            Target::Jti(jti) => who.token.jti != 0 && who.token.jti == fingerprint(jti),
+            Target::IssuedBefore(t) => present && who.token.iat < *t,
+        }
+    }
+}
+
+struct Entry {
+    outbox: Weak<Outbox>,
+    who: Who,
+}
+
+#[derive(Default)]
+struct AppSlots {
+    slots: Vec<Option<Entry>>,
+    free: Vec<u32>,
+}
+
+/// Every live client connection of this node, by app.
+pub struct LiveClients {
+    shards: Box<[Mutex<HashMap<AppId, AppSlots>>]>,
+    next: AtomicUsize,
+}
+
+impl Default for LiveClients {
+    fn default() -> Self {
+        LiveClients {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            next: AtomicUsize::new(0),
+        }
+    }
+}
+
+/// A connection's place in the registry; dropping it leaves.
+pub struct Registration {
+    live: Arc<LiveClients>,
+    app: AppId,
+    shard: u32,
+    slot: u32,
+}
+
+impl std::fmt::Debug for Registration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registration")
+            .field("app", &self.app)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let mut shard = self.live.shards[self.shard as usize].lock();
+        let Some(app) = shard.get_mut(&self.app) else {
+            return;
+        };
+        if let Some(entry) = app.slots.get_mut(self.slot as usize) {
+            if entry.take().is_some() {
+                app.free.push(self.slot);
+            }
+        }
+        if app.free.len() == app.slots.len() {
+            shard.remove(&self.app);
+        }
+    }
+}
+
+impl LiveClients {
+    /// An empty registry.
+    pub fn new() -> Arc<LiveClients> {
+        Arc::new(LiveClients::default())
+    }
+
+    /// Registers a connection of `client` writing to `outbox`.
+    pub fn register(self: &Arc<Self>, client: &Client, outbox: &Arc<Outbox>) -> Registration {
+        let shard = self.next.fetch_add(1, Ordering::Relaxed) % SHARDS;
+        let entry = Some(Entry {
+            outbox: Arc::downgrade(outbox),
+            who: Who::of(client),
+        });
+        let mut apps = self.shards[shard].lock();
+        let app = apps.entry(client.app.clone()).or_default();
+        let slot = match app.free.pop() {
+            Some(slot) => {
+                app.slots[slot as usize] = entry;
+                slot
+            }
+            None => {
+                app.slots.push(entry);
+                u32::try_from(app.slots.len() - 1).expect("fewer than 2^32 connections per shard")
+            }
+        };
+        Registration {
+            live: self.clone(),
+            app: client.app.clone(),
+            shard: shard as u32,
+            slot,
+        }
+    }
+
+    /// Closes every connection of `app` whose client `close` gives a reason for, with that
+    /// reason; returns how many this call closed (connections already closing are not counted
+    /// again).
+    pub fn close_where(&self, app: &AppId, close: impl Fn(&Who) -> Option<CloseReason>) -> usize {
+        let mut closed = 0;
+        for shard in self.shards.iter() {
+            // Picked under the lock, closed outside it: closing wakes the connection's task.
+            let picked: Vec<(Arc<Outbox>, CloseReason)> = match shard.lock().get(app) {
+                Some(slots) => slots
+                    .slots
+                    .iter()
+                    .flatten()
+                    .filter_map(|e| close(&e.who).and_then(|r| Some((e.outbox.upgrade()?, r))))
+                    .collect(),
+                None => continue,
+            };
+            closed += picked.iter().filter(|(o, r)| o.close(*r)).count();
+        }
+        closed
+    }
+
+    /// Closes every connection `target` names, with `reason`; returns how many.
+    pub fn disconnect(&self, app: &AppId, target: &Target, reason: CloseReason) -> usize {
+        self.close_where(app, |who| target.matches(who).then_some(reason))
+    }
+
+    /// The apps with live connections on this node.
+    pub fn apps(&self) -> Vec<AppId> {
+        let mut apps: Vec<AppId> = self
+            .shards
+            .iter()
+            .flat_map(|s| s.lock().keys().cloned().collect::<Vec<_>>())
+            .collect();
+        apps.sort();
+        apps.dedup();
+        apps
+    }
+
+    /// Live connections of `app` registered on this node.
+    pub fn count(&self, app: &AppId) -> usize {
+        self.shards
+            .iter()
+            .map(|s| {
+                s.lock()
+                    .get(app)
+                    .map_or(0, |a| a.slots.len() - a.free.len())
+            })
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(app: &str, sub: &str, device: Option<&str>, token: TokenStamp) -> Client {
+        Client {
+            app: AppId::parse(app).unwrap(),
+            sub: sub.into(),
+            device: device.map(str::to_owned),
+            token,
+            ..Client::anonymous()
+        }
+    }
+
+    #[test]
+    fn revocations_reach_the_matching_connections_of_their_app_only() {
+        let live = LiveClients::new();
+        let stamp = |jti: &str, iat| TokenStamp {
+            jti: fingerprint(jti),
+            iat,
+            secret: 7,
+        };
+        let shop = AppId::parse("shop").unwrap();
+        let clients = [
+            client("shop", "alice", None, stamp("j1", 100)),
+            client("shop", "alice", Some("phone"), stamp("j2", 200)),
+            client("shop", "bob", None, stamp("j3", 300)),
+            client("other", "alice", None, stamp("j1", 100)),
+        ];
+        let boxes: Vec<_> = clients.iter().map(|_| Outbox::new(1024)).collect();
+        let regs: Vec<_> = clients
+            .iter()
+            .zip(&boxes)
+            .map(|(c, o)| live.register(c, o))
+            .collect();
+        assert_eq!(live.count(&shop), 3);
+        let reason = CloseReason::Revoked;
+        assert_eq!(
+            live.disconnect(&shop, &Target::Device("phone".into()), reason),
+            1
+        );
+        assert_eq!(
+            live.disconnect(&shop, &Target::Sub("alice".into()), reason),
+            1
+        );
+        assert_eq!(live.disconnect(&shop, &Target::Jti("j3".into()), reason), 1);
+        assert_eq!(
+            live.disconnect(&shop, &Target::All, reason),
+            0,
+            "all closed"
+        );
+        assert_eq!(boxes[3].take().1, None, "another app's client");
+        assert_eq!(
+            live.disconnect(
+                &AppId::parse("other").unwrap(),
+                &Target::IssuedBefore(101),
+                reason
+            ),
+            1
+        );
+        assert_eq!(boxes[0].take().1, Some(CloseReason::Revoked));
+        drop(regs);
+        assert_eq!(live.count(&shop), 0);
+        assert!(live.apps().is_empty(), "empty apps are forgotten");
+        // Anonymous clients are reached only by a disconnect of all.
+        let anonymous = Outbox::new(1024);
+        let _reg = live.register(&Client::anonymous(), &anonymous);
+        let default = AppId::default_app();
+        assert_eq!(
+            live.disconnect(&default, &Target::IssuedBefore(u64::MAX), reason),
+            0
+        );
+        assert_eq!(
+            live.disconnect(&default, &Target::Sub(String::new()), reason),
+            0
+        );
+        assert_eq!(live.disconnect(&default, &Target::All, reason), 1);
+    }
+
+    #[test]
+    fn an_entry_stays_small() {
+        assert_eq!(size_of::<Option<Entry>>(), 48);
+        assert_eq!(size_of::<Registration>(), 32);
+    }
+}

@@ -1,0 +1,146 @@
+//! Revoked client tokens in SQLite ([`Tenancy::revoke_tokens`] and
+//! [`Tenancy::token_revocations`], called from [`crate::tenancy`]): `revoked_tokens` holds an
+//! app's token ids until their expiry (expired rows are deleted whenever one is added, so the
+//! table stays bounded), `revoked_before` one issue time per app, which only moves forward.
+//!
+//! [`Tenancy::revoke_tokens`]: herald_core::tenancy::Tenancy::revoke_tokens
+//! [`Tenancy::token_revocations`]: herald_core::tenancy::Tenancy::token_revocations
+
+use herald_core::log::StoreError;
+use herald_core::revoked::{now_secs, RevokedKind, TokenRevocation};
+use rusqlite::params;
+
+use crate::tenancy::app_id;
+use crate::{backend, SqliteLog};
+
+/// A time in seconds as an SQL integer (clamped).
+pub(crate) fn secs(t: u64) -> i64 {
+    i64::try_from(t).unwrap_or(i64::MAX)
+}
+
+/// A revocation read back from its columns.
+pub(crate) fn revocation(
+    app: String,
+    jti: Option<String>,
+    time: i64,
+) -> Result<TokenRevocation, StoreError> {
+    let time = u64::try_from(time).unwrap_or(0);
+    Ok(TokenRevocation {
+        app: app_id(app)?,
+        kind: match jti {
+            Some(jti) => RevokedKind::Jti { jti, expires: time },
+            None => RevokedKind::IssuedBefore(time),
+        },
+    })
+}
+
+/// The query listing every unexpired revocation: (app, jti or NULL, expires or issued_before).
+pub(crate) const LIST: &str = "SELECT app, jti, expires FROM revoked_tokens WHERE expires > ?1
+     UNION ALL SELECT app, NULL, issued_before FROM revoked_before ORDER BY 1, 2 NULLS FIRST";
+
+pub(crate) async fn revoke(log: &SqliteLog, r: &TokenRevocation) -> Result<(), StoreError> {
+    let r = r.clone();
+    log.write(move |tx| {
+        let app = r.app.as_str();
+        match &r.kind {
+            RevokedKind::Jti { jti, expires } => {
+                tx.execute(
+                    "INSERT INTO revoked_tokens (app, jti, expires) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (app, jti) DO UPDATE SET
+                         expires = max(expires, excluded.expires)",
+                    params![app, jti, secs(*expires)],
+                )
+                .map_err(backend)?;
+                tx.execute(
+                    "DELETE FROM revoked_tokens WHERE expires <= ?1",
+                    [secs(now_secs())],
+                )
+                .map_err(backend)?;
+            }
+            RevokedKind::IssuedBefore(t) => {
+                tx.execute(
+                    "INSERT INTO revoked_before (app, issued_before) VALUES (?1, ?2)
+                     ON CONFLICT (app) DO UPDATE SET
+                         issued_before = max(issued_before, excluded.issued_before)",
+                    params![app, secs(*t)],
+                )
+                .map_err(backend)?;
+            }
+        }
+        Ok(())
+    })
+    .await
+}
+
+pub(crate) async fn list(log: &SqliteLog) -> Result<Vec<TokenRevocation>, StoreError> {
+    log.readers()
+        .run(|conn| {
+            let mut stmt = conn.prepare_cached(LIST).map_err(backend)?;
+            let rows = stmt
+                .query_map([secs(now_secs())], |r| {
+                    Ok((r.get::<_, String>(0)?, r.get(1)?, r.get::<_, i64>(2)?))
+                })
+                .map_err(backend)?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (app, jti, time) = row.map_err(backend)?;
+                out.push(revocation(app, jti, time)?);
+            }
+            Ok(out)
+        })
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use herald_core::log::{ChannelLog, CommitSink};
+    use herald_core::message::SharedMessage;
+    use herald_core::tenancy::Tenancy;
+    use herald_core::tenant::AppId;
+
+    use super::*;
+    use crate::SqliteOptions;
+
+    struct NoSink;
+
+    impl CommitSink for NoSink {
+        fn committed(&self, _: &[SharedMessage]) {}
+    }
+
+    #[tokio::test]
+    async fn revocations_survive_a_reopen_and_expired_ones_are_forgotten() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = || SqliteLog::open(dir.path(), SqliteOptions::default(), Arc::new(NoSink));
+        let log = open().unwrap();
+        let shop = AppId::parse("shop").unwrap();
+        let now = now_secs();
+        let jti = |jti: &str, expires| TokenRevocation {
+            app: shop.clone(),
+            kind: RevokedKind::Jti {
+                jti: jti.into(),
+                expires,
+            },
+        };
+        let before = |t| TokenRevocation {
+            app: shop.clone(),
+            kind: RevokedKind::IssuedBefore(t),
+        };
+        log.revoke_tokens(&jti("gone", now - 1)).await.unwrap();
+        log.revoke_tokens(&jti("t-1", now + 60)).await.unwrap();
+        log.revoke_tokens(&jti("t-1", now + 30)).await.unwrap();
+        log.revoke_tokens(&before(now)).await.unwrap();
+        log.revoke_tokens(&before(now - 100)).await.unwrap();
+        log.close().await;
+        let log = open().unwrap();
+        assert_eq!(
+            log.token_revocations().await.unwrap(),
+            vec![before(now), jti("t-1", now + 60)],
+            "the later expiry and the later time are kept; the expired one is gone"
+        );
+        log.delete_app(&shop).await.unwrap();
+        assert!(log.token_revocations().await.unwrap().is_empty());
+        log.close().await;
+    }
+}
