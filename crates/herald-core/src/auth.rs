@@ -130,19 +130,19 @@ impl TokenKeys {
         use jsonwebtoken::errors::ErrorKind;
         let data = jsonwebtoken::decode::<ClientClaims>(token, &self.decoding, &self.validation)
             .map_err(|e| match e.kind() {
-                ErrorKind::ExpiredSignature => {
-                    HeraldError::new(ErrorCode::TokenExpired, "the token has expired")
-                }
+                ErrorKind::ExpiredSignature => expired(),
                 ErrorKind::InvalidSignature => HeraldError::new(
                     ErrorCode::Unauthorized,
                     "the token's signature is not valid for this server",
                 ),
-                other => HeraldError::new(
-                    ErrorCode::Unauthorized,
-                    format!("the token is not valid: {other:?}"),
-                ),
+                other => token_error(token, other),
             })?;
         let c = data.claims;
+        // No leeway: a token is expired from the second its `exp` names (the library still
+        // accepts it during that second).
+        if c.exp.is_some_and(|exp| exp <= now_secs()) {
+            return Err(expired());
+        }
         if let Some(d) = &c.device {
             crate::device_id::check_device_id(d).map_err(|e| {
                 HeraldError::new(
@@ -254,12 +254,8 @@ impl Tokens {
 
     /// Verifies a token with its app's secret and returns the client it names.
     pub fn verify(&self, token: &str) -> Result<Client, HeraldError> {
-        let header = jsonwebtoken::decode_header(token).map_err(|e| {
-            HeraldError::new(
-                ErrorCode::Unauthorized,
-                format!("the token is not valid: {:?}", e.kind()),
-            )
-        })?;
+        let header =
+            jsonwebtoken::decode_header(token).map_err(|e| token_error(token, e.kind()))?;
         let (client, jti) = match header.kid.as_deref() {
             None | Some(DEFAULT_APP) => self.default.verify_with_jti(token)?,
             Some(kid) => {
@@ -379,6 +375,53 @@ impl ApiKeys {
     }
 }
 
+fn expired() -> HeraldError {
+    HeraldError::new(
+        ErrorCode::TokenExpired,
+        "the token has expired: get a fresh one from your backend (or POST /v1/tokens)",
+    )
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Why a token was refused, in words a client developer can act on (never the library's type
+/// names).
+fn token_error(token: &str, kind: &jsonwebtoken::errors::ErrorKind) -> HeraldError {
+    use jsonwebtoken::errors::ErrorKind;
+    let message = if token.starts_with("hk_") || token.starts_with("hs_") {
+        "that looks like a publisher API key or a token secret, not a client token: clients need \
+         a token your backend mints with the app's token secret (or gets from POST /v1/tokens)"
+            .to_owned()
+    } else {
+        match kind {
+            ErrorKind::InvalidToken => "the token is not a JWT (three base64url parts joined by \
+                 dots); clients need a token your backend mints (or gets from POST /v1/tokens)"
+                .to_owned(),
+            ErrorKind::ImmatureSignature => {
+                "the token is not valid yet: its nbf (not before) is in the future".to_owned()
+            }
+            ErrorKind::InvalidAlgorithm | ErrorKind::InvalidAlgorithmName => {
+                "the token must be signed with HS256".to_owned()
+            }
+            ErrorKind::Base64(_) | ErrorKind::Utf8(_) => {
+                "the token's parts are not valid base64url".to_owned()
+            }
+            ErrorKind::Json(e) if e.is_data() => "a claim of the token has the wrong type (sub \
+                 and jti are strings; exp, nbf and iat whole seconds; channels and publish lists \
+                 of strings; device a string)"
+                .to_owned(),
+            ErrorKind::Json(_) => "the token's header or claims are not valid JSON".to_owned(),
+            ErrorKind::MissingRequiredClaim(claim) => format!("the token lacks the {claim} claim"),
+            _ => "the token is not valid".to_owned(),
+        }
+    };
+    HeraldError::new(ErrorCode::Unauthorized, message)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -493,5 +536,34 @@ mod tests {
         tokens.remove_app(&shop);
         assert!(tokens.verify(&t).is_err());
         assert!(tokens.mint(&shop, &claims).is_none());
+    }
+
+    #[test]
+    fn a_token_is_expired_from_the_second_its_exp_names_and_errors_speak_plainly() {
+        let keys = TokenKeys::new(b"0123456789abcdef0123456789abcdef");
+        let now = super::now_secs();
+        let at = |exp| {
+            keys.mint(&ClientClaims {
+                sub: "a".into(),
+                exp: Some(exp),
+                ..ClientClaims::default()
+            })
+        };
+        assert_eq!(
+            keys.verify(&at(now)).unwrap_err().code,
+            ErrorCode::TokenExpired
+        );
+        assert!(keys.verify(&at(now + 60)).is_ok());
+        let tokens = Tokens::new(b"0123456789abcdef0123456789abcdef");
+        for (token, says) in [
+            ("hk_0123456789abcdef", "looks like a publisher API key"),
+            ("not-a-jwt", "is not a JWT"),
+            ("a.b.c", "not valid"),
+        ] {
+            let e = tokens.verify(token).unwrap_err();
+            assert_eq!(e.code, ErrorCode::Unauthorized, "{token}");
+            assert!(e.message.contains(says), "{token}: {}", e.message);
+            assert!(!e.message.contains("Invalid"), "{token}: {}", e.message);
+        }
     }
 }
