@@ -124,8 +124,53 @@ pub(crate) fn parse_job_id(id: &str) -> Result<i64, HeraldError> {
 }
 
 pub(crate) fn parse_json<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, HeraldError> {
-    serde_json::from_slice(body)
-        .map_err(|e| HeraldError::bad_request(format!("invalid request body: {e}")))
+    // Every body of the API is a JSON object; serde would also read an array as the fields in
+    // order (`[1]` as `{"data":1}`), which no one means.
+    match body.iter().find(|b| !b.is_ascii_whitespace()) {
+        None => {
+            return Err(HeraldError::bad_request(
+                "the request body is empty: send a JSON object",
+            ))
+        }
+        Some(b'{') => {}
+        Some(_) => {
+            return Err(HeraldError::bad_request(
+                "the request body must be a JSON object ({...}), not an array, a string or a \
+                 number",
+            ))
+        }
+    }
+    serde_json::from_slice(body).map_err(|e| {
+        HeraldError::bad_request(format!("invalid request body: {}", without_type_names(&e)))
+    })
+}
+
+/// serde's message without the server's own type names (`expected struct PublishBody` says
+/// nothing to a client): a struct is "an object", an enum "one of the allowed values".
+fn without_type_names(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(at) = rest
+        .find("expected struct ")
+        .or_else(|| rest.find("expected enum "))
+    {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        let (phrase, skip) = if tail.starts_with("expected struct ") {
+            ("expected an object", "expected struct ".len())
+        } else {
+            ("expected one of the allowed values", "expected enum ".len())
+        };
+        out.push_str(phrase);
+        let name = &tail[skip..];
+        let end = name
+            .find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+            .unwrap_or(name.len());
+        rest = &name[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// `POST /v1/channels/{name}/messages`.
@@ -244,4 +289,26 @@ pub async fn batch(
         }
     }
     Ok(axum::Json(serde_json::json!({ "results": results })).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies_are_objects_and_errors_name_no_server_types() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct PublishBody {
+            data: u8,
+        }
+        let e = parse_json::<PublishBody>(b" [1]").unwrap_err();
+        assert!(e.message.contains("must be a JSON object"), "{}", e.message);
+        let e = parse_json::<PublishBody>(b"").unwrap_err();
+        assert!(e.message.contains("empty"), "{}", e.message);
+        let e = parse_json::<std::collections::HashMap<String, PublishBody>>(br#"{"a":"x"}"#)
+            .unwrap_err();
+        assert!(e.message.contains("expected an object"), "{}", e.message);
+        assert!(!e.message.contains("PublishBody"), "{}", e.message);
+    }
 }

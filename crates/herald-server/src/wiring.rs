@@ -253,7 +253,8 @@ impl Parts {
             .merge(herald_api::router(api))
             .merge(herald_admin::router())
             .fallback(not_found)
-            .method_not_allowed_fallback(method_not_allowed))
+            .method_not_allowed_fallback(method_not_allowed)
+            .layer(axum::middleware::map_response(json_errors)))
     }
 
     /// The dashboard's sessions: signed with a key derived from the token secret (every node of
@@ -290,6 +291,58 @@ fn default_app_key(hash: String, label: &str) -> KeyInfo {
         label: label.to_owned(),
         created: herald_core::message::now_millis(),
     }
+}
+
+/// Most bytes of a non-JSON error body read to build its JSON form.
+const PLAIN_ERROR_LIMIT: usize = 4096;
+
+/// Every error the router answers is `{"error":{"code","message"}}`: what axum's extractors
+/// answer themselves (a path that is not valid UTF-8 once decoded, a query it cannot read) as
+/// plain text is turned into that form, with a code from its status. Successful answers and
+/// JSON errors pass untouched (one comparison of the status).
+async fn json_errors(response: axum::response::Response) -> axum::response::Response {
+    use axum::http::{header, StatusCode};
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("application/json"));
+    if is_json {
+        return response;
+    }
+    let code = match status {
+        StatusCode::NOT_FOUND => ErrorCode::NotFound,
+        StatusCode::METHOD_NOT_ALLOWED => ErrorCode::MethodNotAllowed,
+        StatusCode::PAYLOAD_TOO_LARGE => ErrorCode::TooLarge,
+        StatusCode::REQUEST_TIMEOUT => ErrorCode::RequestTimeout,
+        StatusCode::UNAUTHORIZED => ErrorCode::Unauthorized,
+        StatusCode::FORBIDDEN => ErrorCode::Forbidden,
+        s if s.is_client_error() => ErrorCode::BadRequest,
+        _ => ErrorCode::Internal,
+    };
+    let text = axum::body::to_bytes(response.into_body(), PLAIN_ERROR_LIMIT)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_owned())
+        .unwrap_or_default();
+    let message = match text.as_str() {
+        t if t.contains("Invalid UTF-8") => {
+            "the URL's path is not valid UTF-8 once percent-decoded: percent-encode UTF-8 bytes \
+             only"
+                .to_owned()
+        }
+        "" => status
+            .canonical_reason()
+            .unwrap_or("request refused")
+            .to_owned(),
+        t => t.replace('`', "'"),
+    };
+    let mut answer = herald_api::ApiError(HeraldError::new(code, message)).into_response();
+    *answer.status_mut() = status;
+    answer
 }
 
 async fn not_found() -> impl IntoResponse {

@@ -267,3 +267,57 @@ async fn metrics_and_openapi_are_served() {
         .unwrap();
     assert!(spec.contains("/v1/channels/{name}/messages"));
 }
+
+/// Every error is `{"error":{"code","message"}}`, the ones axum's extractors answer included,
+/// a body that is not a JSON object is refused (an array is not read as the fields in order),
+/// and no message names the server's own types.
+#[tokio::test]
+async fn every_error_is_json_and_speaks_to_the_client() {
+    let s = Server::start().await;
+    let post = |path: &str, body: &'static str| {
+        s.http
+            .post(s.url(path))
+            .bearer_auth(support::API_KEY)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    let r = s
+        .http
+        .get(s.url("/v1/channels/%FF/messages"))
+        .bearer_auth(support::API_KEY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert!(r.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("application/json"));
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "bad_request", "{body}");
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("UTF-8"),
+        "{body}"
+    );
+
+    for (body, says) in [
+        ("[1]", "must be a JSON object"),
+        ("\"x\"", "must be a JSON object"),
+        ("", "empty"),
+        ("{\"dat\":1}", "unknown field"),
+    ] {
+        let r = post("/v1/channels/news/messages", body).await.unwrap();
+        assert_eq!(r.status(), 400, "{body}");
+        let answer: serde_json::Value = r.json().await.unwrap();
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{body}: {answer}");
+        assert!(!message.contains("PublishBody"), "{body}: {answer}");
+    }
+    let (_, history) = s.get("/v1/channels/news/messages").await;
+    assert_eq!(
+        history["messages"],
+        json!([]),
+        "a refused body was published"
+    );
+}
