@@ -54,6 +54,8 @@ pub struct Api {
     pub keys: Arc<ApiKeys>,
     /// SHA-256 hex of the admin key, if one is configured.
     pub admin_key_hash: Option<String>,
+    /// SHA-256 hex of the token `GET /metrics` requires, if one is configured.
+    pub metrics_token_hash: Option<String>,
     /// Apps, their keys, limits and usage.
     pub tenancy: Arc<dyn Tenancy>,
     /// Devices, their cursors and push receipts.

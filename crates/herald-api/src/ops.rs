@@ -14,13 +14,27 @@ pub async fn healthz() -> impl IntoResponse {
 }
 
 /// `GET /metrics`: Prometheus text format.
-pub async fn metrics(State(api): State<Arc<Api>>) -> impl IntoResponse {
+pub async fn metrics(
+    State(api): State<Arc<Api>>,
+    headers: axum::http::HeaderMap,
+) -> Result<impl IntoResponse, crate::ApiError> {
+    if let Some(wanted) = &api.metrics_token_hash {
+        let given = crate::bearer(&headers).map(herald_core::auth::hash_api_key);
+        if given.as_ref() != Some(wanted) {
+            return Err(herald_core::HeraldError::new(
+                herald_core::ErrorCode::Unauthorized,
+                "GET /metrics needs the metrics token (metrics_token) as Authorization: Bearer \
+                 <token>; in Prometheus, set the scrape job's authorization credentials",
+            )
+            .into());
+        }
+    }
     // Rendering folds pending histogram samples too: off the connection workers.
     let render = api.metrics.clone();
     let text = tokio::task::spawn_blocking(move || render())
         .await
         .unwrap_or_default();
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text))
 }
 
 /// `GET /v1/openapi.yaml`: the API description this server implements.

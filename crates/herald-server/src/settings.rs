@@ -27,6 +27,9 @@ pub struct ServerSettings {
     pub api_key: Option<String>,
     /// Admin key; `None` turns app administration off.
     pub admin_key: Option<String>,
+    /// Bearer token `GET /metrics` requires; `None` leaves it open (the usual setup behind a
+    /// private network).
+    pub metrics_token: Option<String>,
     /// Client-token secret; `None` uses (or first generates) [`crate::TOKEN_SECRET_FILE`] in
     /// the data directory.
     pub token_secret: Option<String>,
@@ -160,6 +163,7 @@ impl ServerSettings {
             store: SqliteOptions::default(),
             api_key: None,
             admin_key: None,
+            metrics_token: None,
             token_secret: None,
             edge: EdgeSettings::default(),
             shutdown_grace: Duration::from_secs(10),
@@ -181,6 +185,7 @@ impl std::fmt::Debug for ServerSettings {
             .field("store", &self.store)
             .field("api_key", &set(&self.api_key))
             .field("admin_key", &set(&self.admin_key))
+            .field("metrics_token", &set(&self.metrics_token))
             .field("token_secret", &set(&self.token_secret))
             .field("edge", &self.edge)
             .field("shutdown_grace", &self.shutdown_grace)

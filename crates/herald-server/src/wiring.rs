@@ -235,6 +235,7 @@ impl Parts {
             publisher: self.publisher.clone(),
             keys: self.bus.caches().keys.clone(),
             admin_key_hash: settings.admin_key.as_deref().map(hash_api_key),
+            metrics_token_hash: settings.metrics_token.as_deref().map(hash_api_key),
             tenancy: self.tenancy.clone(),
             devices: self.devices.clone(),
             inbox: self.inbox.clone(),

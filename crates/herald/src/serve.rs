@@ -80,6 +80,7 @@ fn settings(config: &Config) -> ServerSettings {
         store: config.sqlite_options(),
         api_key: config.api_key.clone(),
         admin_key: config.admin_key.clone(),
+        metrics_token: config.metrics_token.clone(),
         token_secret: config.token_secret.clone(),
         edge: EdgeSettings {
             allow_anonymous: config.allow_anonymous,

@@ -256,6 +256,8 @@ pub struct Config {
     pub api_key: Option<String>,
     /// Admin key; `None` turns app administration off.
     pub admin_key: Option<String>,
+    /// Bearer token `GET /metrics` requires; `None` leaves it open.
+    pub metrics_token: Option<String>,
     /// Client token secret; `None` means the server uses (or creates) `<data>/token-secret`.
     pub token_secret: Option<String>,
     /// Whether clients without a token may subscribe.

@@ -38,6 +38,11 @@ impl Config {
                 "app administration is off",
             ),
             (
+                "metrics_token",
+                secret(&self.metrics_token),
+                "/metrics is open",
+            ),
+            (
                 "token_secret",
                 secret(&self.token_secret),
                 "<data>/token-secret is used",
@@ -204,6 +209,7 @@ impl fmt::Debug for Config {
             .field("data", &self.data)
             .field("api_key", &redact(&self.api_key))
             .field("admin_key", &redact(&self.admin_key))
+            .field("metrics_token", &redact(&self.metrics_token))
             .field("token_secret", &redact(&self.token_secret))
             .field("allow_anonymous", &self.allow_anonymous)
             .field("admin_session_ttl", &self.admin_session_ttl)

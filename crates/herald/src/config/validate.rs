@@ -90,8 +90,9 @@ impl Layers {
                     .map(PathBuf::from)
                     .ok_or("must not be empty".into())
             })?,
-            api_key: self.get("api_key", None, secret(1))?,
+            api_key: self.get("api_key", None, secret(16))?,
             admin_key: self.get("admin_key", None, secret(16))?,
+            metrics_token: self.get("metrics_token", None, secret(16))?,
             token_secret: self.get("token_secret", None, secret(MIN_TOKEN_SECRET_BYTES))?,
             allow_anonymous: self.get("allow_anonymous", false, boolean)?,
             admin_session_ttl: self.get("admin_session_ttl", Duration::from_secs(3600), |r| {
@@ -404,11 +405,17 @@ mod tests {
             token_secret: Some("0123456789abcdef".into()),
             ..Default::default()
         };
-        let c = load(None, &[("HERALD_API_KEY", "hk_test")], flags).unwrap();
+        let env = [
+            ("HERALD_API_KEY", "hk_test_key_do_not_show"),
+            ("HERALD_METRICS_TOKEN", "metrics_token_do_not_show"),
+        ];
+        let c = load(None, &env, flags).unwrap();
         assert_eq!(c.token_secret.as_deref(), Some("0123456789abcdef"));
         let shown = format!("{c:?}\n{}", c.to_toml_redacted());
         assert!(
-            !shown.contains("0123456789abcdef") && !shown.contains("hk_test"),
+            !shown.contains("0123456789abcdef")
+                && !shown.contains("hk_test_key")
+                && !shown.contains("metrics_token_do"),
             "{shown}"
         );
     }

@@ -321,3 +321,54 @@ async fn every_error_is_json_and_speaks_to_the_client() {
         "a refused body was published"
     );
 }
+
+/// With `metrics_token` set, `/metrics` answers only that bearer token (it lists every app id);
+/// a publisher key shorter than 16 bytes is refused at start.
+#[tokio::test]
+async fn metrics_can_require_a_token_and_publisher_keys_have_a_minimum_length() {
+    let s = Server::builder()
+        .env("HERALD_METRICS_TOKEN", "metrics-token-0123456789")
+        .start()
+        .await;
+    let get = |token: Option<&str>| {
+        let mut r = s.http.get(s.url("/metrics"));
+        if let Some(t) = token {
+            r = r.bearer_auth(t);
+        }
+        r.send()
+    };
+    for token in [None, Some(support::API_KEY), Some("metrics-token-wrong")] {
+        let r = get(token).await.unwrap();
+        assert_eq!(r.status(), 401, "{token:?}");
+        let body: serde_json::Value = r.json().await.unwrap();
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("metrics token"),
+            "{body}"
+        );
+    }
+    s.publish("news", json!(1)).await;
+    let r = get(Some("metrics-token-0123456789")).await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r
+        .text()
+        .await
+        .unwrap()
+        .contains("herald_published_messages_total"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+        .args(["config", "check", "--api-key", "hk_short"])
+        .current_dir(dir.path())
+        .env_remove("HERALD_CONFIG")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("invalid api_key (from --api-key): must be at least 16 bytes"),
+        "{err}"
+    );
+}
