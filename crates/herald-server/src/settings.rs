@@ -25,6 +25,9 @@ pub struct ServerSettings {
     /// Publisher API key of the default app, stored hashed; `None` generates one on the first
     /// start (reported by [`crate::RunningServer::generated_api_key`]).
     pub api_key: Option<String>,
+    /// The publisher key configured before `api_key`, kept valid beside it while its users move
+    /// over; every other key configured before is removed at start.
+    pub previous_api_key: Option<String>,
     /// Admin key; `None` turns app administration off.
     pub admin_key: Option<String>,
     /// Bearer token `GET /metrics` requires; `None` leaves it open (the usual setup behind a
@@ -163,6 +166,7 @@ impl ServerSettings {
             store: SqliteOptions::default(),
             api_key: None,
             admin_key: None,
+            previous_api_key: None,
             metrics_token: None,
             token_secret: None,
             edge: EdgeSettings::default(),
@@ -186,6 +190,7 @@ impl std::fmt::Debug for ServerSettings {
             .field("api_key", &set(&self.api_key))
             .field("admin_key", &set(&self.admin_key))
             .field("metrics_token", &set(&self.metrics_token))
+            .field("previous_api_key", &set(&self.previous_api_key))
             .field("token_secret", &set(&self.token_secret))
             .field("edge", &self.edge)
             .field("shutdown_grace", &self.shutdown_grace)

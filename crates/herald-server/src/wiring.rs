@@ -189,14 +189,38 @@ impl Parts {
         // Both the configured key and a generated one go out as bus events: nodes already
         // running over a shared store honour them now, not at their next start.
         if let Some(key) = &settings.api_key {
-            let hash = hash_api_key(key);
-            registry
-                .add_key(&default_app_key(hash.clone(), "configured"))
-                .await?;
-            self.bus.publish(CacheEvent::KeyAdded {
-                app: AppId::default_app(),
-                hash,
-            });
+            let mut keep = vec![hash_api_key(key)];
+            let mut adds = vec![(keep[0].clone(), CONFIGURED)];
+            if let Some(previous) = &settings.previous_api_key {
+                keep.push(hash_api_key(previous));
+                adds.push((keep[1].clone(), CONFIGURED_PREVIOUS));
+            }
+            for (hash, label) in adds {
+                registry
+                    .add_key(&default_app_key(hash.clone(), label))
+                    .await?;
+                self.bus.publish(CacheEvent::KeyAdded {
+                    app: AppId::default_app(),
+                    hash,
+                });
+            }
+            // A configured key replaces the one configured before it: that one stops working
+            // now (unless kept as previous_api_key), instead of staying valid for ever.
+            for old in registry.keys().await? {
+                let configured = old.label == CONFIGURED || old.label == CONFIGURED_PREVIOUS;
+                if old.app.is_default() && configured && !keep.contains(&old.hash) {
+                    registry.remove_key(&old.app, &old.id).await?;
+                    self.bus.publish(CacheEvent::KeyRemoved {
+                        app: old.app.clone(),
+                        key_id: old.id.clone(),
+                    });
+                    tracing::warn!(
+                        key_id = %old.id,
+                        "the publisher key configured before no longer works: api_key changed \
+                         (set previous_api_key to keep it valid while clients move over)"
+                    );
+                }
+            }
         }
         let stored = registry.keys().await?;
         let caches = self.bus.caches();
@@ -281,6 +305,11 @@ impl Parts {
         self.bus.shutdown().await;
     }
 }
+
+/// Label of the default app's key that `api_key` configures.
+const CONFIGURED: &str = "configured";
+/// Label of the key `previous_api_key` keeps valid beside it.
+const CONFIGURED_PREVIOUS: &str = "configured (previous)";
 
 /// A publisher key of the default app, as stored (its short id is the start of its hash, as
 /// for every app's keys).

@@ -81,6 +81,7 @@ fn settings(config: &Config) -> ServerSettings {
         api_key: config.api_key.clone(),
         admin_key: config.admin_key.clone(),
         metrics_token: config.metrics_token.clone(),
+        previous_api_key: config.previous_api_key.clone(),
         token_secret: config.token_secret.clone(),
         edge: EdgeSettings {
             allow_anonymous: config.allow_anonymous,

@@ -90,6 +90,7 @@ pub(super) const KEYS: &[Key] = &[
     key("api_key", &["HERALD_API_KEY"]).secret(),
     key("admin_key", &["HERALD_ADMIN_KEY"]).secret(),
     key("metrics_token", &["HERALD_METRICS_TOKEN"]).secret(),
+    key("previous_api_key", &["HERALD_PREVIOUS_API_KEY"]).secret(),
     key("token_secret", &["HERALD_TOKEN_SECRET"]).secret(),
     key("allow_anonymous", &["HERALD_ALLOW_ANONYMOUS"]),
     key("admin_session_ttl", &["HERALD_ADMIN_SESSION_TTL"]),

@@ -258,6 +258,8 @@ pub struct Config {
     pub admin_key: Option<String>,
     /// Bearer token `GET /metrics` requires; `None` leaves it open.
     pub metrics_token: Option<String>,
+    /// The publisher key configured before `api_key`, kept valid while clients move over.
+    pub previous_api_key: Option<String>,
     /// Client token secret; `None` means the server uses (or creates) `<data>/token-secret`.
     pub token_secret: Option<String>,
     /// Whether clients without a token may subscribe.

@@ -43,6 +43,11 @@ impl Config {
                 "/metrics is open",
             ),
             (
+                "previous_api_key",
+                secret(&self.previous_api_key),
+                "only api_key is valid",
+            ),
+            (
                 "token_secret",
                 secret(&self.token_secret),
                 "<data>/token-secret is used",
@@ -210,6 +215,7 @@ impl fmt::Debug for Config {
             .field("api_key", &redact(&self.api_key))
             .field("admin_key", &redact(&self.admin_key))
             .field("metrics_token", &redact(&self.metrics_token))
+            .field("previous_api_key", &redact(&self.previous_api_key))
             .field("token_secret", &redact(&self.token_secret))
             .field("allow_anonymous", &self.allow_anonymous)
             .field("admin_session_ttl", &self.admin_session_ttl)

@@ -372,3 +372,77 @@ async fn metrics_can_require_a_token_and_publisher_keys_have_a_minimum_length() 
         "{err}"
     );
 }
+
+/// A configured publisher key replaces the one configured before it, which stops working at
+/// once, unless it is kept as `previous_api_key` while clients move over.
+#[tokio::test]
+async fn a_configured_publisher_key_replaces_the_previous_one() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let start = |key: &str, previous: Option<&str>| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_herald"));
+        cmd.args(["serve", "--listen", "127.0.0.1:0", "--api-key", key])
+            .arg("--data")
+            .arg(dir.path())
+            .args(["--token-secret", support::SECRET])
+            .env_remove("HERALD_CONFIG")
+            .env_remove("HERALD_PREVIOUS_API_KEY")
+            .env("HERALD_LOG", "error")
+            .stdout(std::process::Stdio::piped());
+        if let Some(p) = previous {
+            cmd.env("HERALD_PREVIOUS_API_KEY", p);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let addr = stdout
+            .lines()
+            .map_while(Result::ok)
+            .find_map(|l| l.strip_prefix("herald listening on ").map(str::to_owned))
+            .expect("the server did not start");
+        (child, addr)
+    };
+    let status = |addr: &str, key: &str| {
+        let (addr, key) = (addr.to_owned(), key.to_owned());
+        async move {
+            reqwest::Client::new()
+                .post(format!("{addr}/v1/channels/news/messages"))
+                .bearer_auth(key)
+                .json(&json!({"data": 1}))
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    let (one, two, three) = (
+        "hk_first_configured_key_0001",
+        "hk_second_configured_key_002",
+        "hk_third_configured_key_0003",
+    );
+    let (mut child, addr) = start(one, None);
+    assert_eq!(status(&addr, one).await, 200);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let (mut child, addr) = start(two, None);
+    assert_eq!(
+        (status(&addr, one).await, status(&addr, two).await),
+        (401, 200)
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let (mut child, addr) = start(three, Some(two));
+    assert_eq!(
+        (status(&addr, two).await, status(&addr, three).await),
+        (200, 200)
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let (mut child, addr) = start(three, None);
+    assert_eq!(
+        (status(&addr, two).await, status(&addr, three).await),
+        (401, 200)
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
