@@ -39,6 +39,12 @@ export type RevokeRequest =
   | { jti: string; expires?: number }
   | { issued_before: number };
 
+/**
+ * A long-poll answer; `disconnect` is set when the server ended the client's access while the poll
+ * waited (code `revoked`: do not poll again with the same token). docs/protocol.md, "Revocation".
+ */
+export type PollAnswer = AnswerOf<'poll', 200> & { disconnect?: { code: string; message: string } };
+
 export interface PublisherOptions {
   /** The server's base URL, `http(s)://host:port`. */
   url: string;
@@ -155,7 +161,7 @@ export class HeraldPublisher {
   }
 
   /** Long-poll with a client token (docs/protocol.md section 6). */
-  poll(token: string, query: QueryOf<'poll'> & { channel?: string | string[] }): Promise<AnswerOf<'poll', 200>> {
+  poll(token: string, query: QueryOf<'poll'> & { channel?: string | string[] }): Promise<PollAnswer> {
     return this.json({ method: 'GET', path: '/v1/poll', auth: 'none', bearer: token, query });
   }
 

@@ -107,6 +107,19 @@ for (const transport of ['websocket', 'sse']) {
   });
 }
 
+test('long-poll: a waiting poll whose sub is revoked answers at once with a revoked disconnect', async () => {
+  const token = await herald.token({ sub: 'poll-revoked' });
+  const pub = herald.publisher();
+  const answer = pub.poll(token, { channel: 'revoke/poll', timeout: 5 }); // seconds
+  // Revoke until the server has the waiting poll (it answers how many connections it closed).
+  await withTimeout((async () => {
+    while ((await pub.revoke('default', { sub: 'poll-revoked' })).closed === 0) { /* the poll is not registered yet */ }
+  })(), 'the poll to be revoked');
+  const got = await withTimeout(answer, 'the poll answer');
+  assert.equal(got.disconnect?.code, 'revoked');
+  assert.ok(got.disconnect.message.length > 0);
+});
+
 test('a disconnect-only revocation (sub) also stops the client; a new client may connect again', async () => {
   const client = herald.client({ token: () => herald.token({ sub: 'revoked-sub' }) });
   await withTimeout(client.connect(), 'connect');
