@@ -153,6 +153,8 @@ def test_token_mints_byte_for_byte(case: Dict[str, Any]) -> None:
         channels=claims.get("channels"),
         publish=claims.get("publish"),
         device=claims.get("device"),
+        iat=claims.get("iat"),
+        jti=claims.get("jti"),
         app=case["app"],
     )
     assert token == case["token"]

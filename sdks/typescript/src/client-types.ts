@@ -52,7 +52,10 @@ export interface ConnectedEvent {
 }
 
 export interface DisconnectedEvent {
-  /** The server's `disconnect` code (`slow_consumer`, `shutdown`, `token_expired`, ...), `connection_lost`, or `closed`. */
+  /**
+   * The server's `disconnect` code (`slow_consumer`, `shutdown`, `token_expired`, `revoked`, ...),
+   * `connection_lost`, or `closed`. After `revoked` the client is closed (`willReconnect: false`).
+   */
   code: string;
   reason: string;
   /** The WebSocket close code, on WebSocket. */

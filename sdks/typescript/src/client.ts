@@ -290,6 +290,15 @@ export class HeraldClient extends Emitter<ClientEvents> {
           immediate = true;
         } else {
           immediate = info.code === 'token_expired';
+          if (info.code === 'revoked') {
+            // Access was revoked on purpose: reconnecting (even with a fresh token from the
+            // callback) would undo an `all`/`sub`/`device` revocation, so the client stops.
+            const event: DisconnectedEvent = { code: info.code, reason: info.message, willReconnect: false };
+            if (info.closeCode !== undefined) event.closeCode = info.closeCode;
+            this.close();
+            this.emit('disconnected', event);
+            break;
+          }
           if (wasConnected) {
             const event: DisconnectedEvent = { code: info.code, reason: info.message, willReconnect: !this.closed };
             if (info.closeCode !== undefined) event.closeCode = info.closeCode;

@@ -17,7 +17,7 @@ export type {
 } from './client.js';
 export type { InboxHandler, InboxMessage, InboxOptions } from './inbox.js';
 export { HeraldPublisher } from './publisher.js';
-export type { AnswerOf, BodyOf, PublisherOptions, QueryOf, Schemas } from './publisher.js';
+export type { AnswerOf, BodyOf, PollAnswer, PublisherOptions, QueryOf, RevokeRequest, Schemas } from './publisher.js';
 export { HeraldError, SERVER_ERROR_STATUS, errorFromBody, isServerErrorCode } from './errors.js';
 export type { ClientErrorCode, HeraldErrorCode, ServerErrorCode } from './errors.js';
 export { decodeCursor, decodeInboxCursor, encodeCursor, encodeInboxCursor } from './cursor.js';

@@ -1,8 +1,9 @@
 /**
  * The publisher client: one method per route of docs/openapi.yaml (channels, publishing, apps and
- * keys, providers, jobs, tokens, devices, pushes and receipts, ack, poll, health, metrics), with
- * request and answer types taken from the generated `src/generated/openapi.ts`. Every failure is a
- * `HeraldError` with the server's code, message and status (and `retryAfter` on 429/503).
+ * keys, revocation, providers, jobs, tokens, devices, pushes and receipts, ack, poll, health,
+ * metrics, overview), with request and answer types taken from the generated
+ * `src/generated/openapi.ts`. Every failure is a `HeraldError` with the server's code, message and
+ * status (and `retryAfter` on 429/503).
  *
  * Meant for app backends (Node). It works in a browser too, but a publisher or admin key must
  * never be shipped to one.
@@ -25,6 +26,24 @@ export type BodyOf<Op extends keyof operations> = operations[Op] extends { reque
   : never;
 /** The query parameters of `Op`. */
 export type QueryOf<Op extends keyof operations> = NonNullable<operations[Op]['parameters']['query']>;
+
+/**
+ * What `revoke` ends: exactly one of every connection of the app, those of a `sub`, of a device, the
+ * token with a `jti` (refused until `expires`, seconds since the Unix epoch; default 30 days), or
+ * every token issued before a time (seconds; tokens without `iat` too). See docs/push.md.
+ */
+export type RevokeRequest =
+  | { all: true }
+  | { sub: string }
+  | { device: string }
+  | { jti: string; expires?: number }
+  | { issued_before: number };
+
+/**
+ * A long-poll answer; `disconnect` is set when the server ended the client's access while the poll
+ * waited (code `revoked`: do not poll again with the same token). docs/protocol.md, "Revocation".
+ */
+export type PollAnswer = AnswerOf<'poll', 200> & { disconnect?: { code: string; message: string } };
 
 export interface PublisherOptions {
   /** The server's base URL, `http(s)://host:port`. */
@@ -142,7 +161,7 @@ export class HeraldPublisher {
   }
 
   /** Long-poll with a client token (docs/protocol.md section 6). */
-  poll(token: string, query: QueryOf<'poll'> & { channel?: string | string[] }): Promise<AnswerOf<'poll', 200>> {
+  poll(token: string, query: QueryOf<'poll'> & { channel?: string | string[] }): Promise<PollAnswer> {
     return this.json({ method: 'GET', path: '/v1/poll', auth: 'none', bearer: token, query });
   }
 
@@ -200,6 +219,15 @@ export class HeraldPublisher {
 
   deleteKey(appId: string, keyId: string): Promise<void> {
     return this.empty({ method: 'DELETE', path: `/v1/apps/${segment(appId)}/keys/${segment(keyId)}`, auth: 'admin' });
+  }
+
+  /**
+   * Disconnects an app's clients or revokes its tokens (admin key or the app's publisher key):
+   * exactly one of `{ all: true }`, `{ sub }`, `{ device }`, `{ jti, expires? }`,
+   * `{ issued_before }`. Answers how many connections this node closed.
+   */
+  revoke(appId: string, body: RevokeRequest & BodyOf<'revoke'>): Promise<AnswerOf<'revoke', 200>> {
+    return this.json({ method: 'POST', path: `/v1/apps/${segment(appId)}/revoke`, auth: 'either', body });
   }
 
   appStats(appId: string): Promise<AnswerOf<'appStats', 200>> {

@@ -12,6 +12,10 @@ export interface TokenClaims {
   channels?: string[];
   publish?: string[];
   device?: string;
+  /** Issued at, seconds since the Unix epoch (a revocation by issue time compares it). */
+  iat?: number;
+  /** The token's id (1 to 128 printable ASCII characters), to revoke it by. */
+  jti?: string;
 }
 
 const encoder = new TextEncoder();
@@ -42,6 +46,8 @@ export async function mintToken(secret: string, claims: TokenClaims, app = 'defa
   if (claims.channels && claims.channels.length > 0) ordered.channels = claims.channels;
   if (claims.publish && claims.publish.length > 0) ordered.publish = claims.publish;
   if (claims.device) ordered.device = claims.device;
+  if (claims.iat !== undefined) ordered.iat = claims.iat;
+  if (claims.jti) ordered.jti = claims.jti;
   const signingInput = `${base64url(encoder.encode(JSON.stringify(header)))}.${base64url(encoder.encode(JSON.stringify(ordered)))}`;
   const key = await crypto.subtle.importKey('raw', encoder.encode(secret), { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);
   const signature = new Uint8Array(await crypto.subtle.sign('HMAC', key, encoder.encode(signingInput)));

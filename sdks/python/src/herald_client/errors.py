@@ -85,6 +85,10 @@ TRANSPORT = "transport"
 UNEXPECTED_RESPONSE = "unexpected_response"
 #: Client-side code: the client was closed while the call waited.
 CLOSED = "closed"
+#: The server ended the connection because access was revoked (a `disconnect` with code
+#: `revoked`, WebSocket close code 4003): the subscriber stops and raises this from its iterator.
+#: Not a server error code (docs/protocol.md, "Revocation").
+REVOKED = "revoked"
 
 
 class HeraldError(Exception):

@@ -16,7 +16,16 @@ from typing import Any, Dict, Optional, Sequence
 
 from .errors import ErrorCode, HeraldError
 
-_CLAIM_TYPES = {"sub": str, "exp": int, "nbf": int, "channels": list, "publish": list, "device": str}
+_CLAIM_TYPES = {
+    "sub": str,
+    "exp": int,
+    "nbf": int,
+    "channels": list,
+    "publish": list,
+    "device": str,
+    "iat": int,
+    "jti": str,
+}
 
 
 def _b64(data: bytes) -> str:
@@ -40,14 +49,18 @@ def mint_token(
     device: Optional[str] = None,
     exp: Optional[int] = None,
     ttl: Optional[float] = None,
+    iat: Optional[int] = None,
+    jti: Optional[str] = None,
     app: str = "default",
 ) -> str:
     """A client token signed with `secret` (the app's token secret).
 
     `exp` is seconds since the Unix epoch (or give `ttl`, seconds from now); without either the
-    token never expires. For an app other than `default` the header names it as `kid`. Claims
-    are written in the order `sub, exp, channels, publish, device`, empty ones left out, so the
-    same arguments always give the same token."""
+    token never expires. `iat` (issued at, seconds since the Unix epoch) and `jti` (the token's
+    id, 1 to 128 printable ASCII characters) make the token revocable by issue time or by id
+    (`Herald.revoke`); neither is set unless given. For an app other than `default` the header
+    names it as `kid`. Claims are written in the order `sub, exp, channels, publish, device, iat,
+    jti`, empty ones left out, so the same arguments always give the same token."""
     if exp is not None and ttl is not None:
         raise ValueError("give exp or ttl, not both")
     if ttl is not None:
@@ -62,6 +75,8 @@ def mint_token(
         ("channels", list(channels) if channels is not None else None),
         ("publish", list(publish) if publish is not None else None),
         ("device", device),
+        ("iat", iat),
+        ("jti", jti),
     ):
         if value is not None and value != "" and value != []:
             claims[name] = value

@@ -574,6 +574,50 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/apps/{id}/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description App id (`400 bad_request` if it breaks the grammar). */
+                id: components["parameters"]["AppIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Disconnect an app's clients or revoke its tokens
+         * @description Name exactly one of:
+         *
+         *     - `{"all": true}`: close every live connection of the app;
+         *     - `{"sub": "alice"}`: close the connections whose token has this `sub`;
+         *     - `{"device": "phone-1"}`: close the connections whose token names this device;
+         *     - `{"jti": "t-42", "expires": 1790000000}`: refuse the token with this `jti` from now
+         *       on and close its connections; the revocation is kept until `expires` (seconds since
+         *       the Unix epoch; give the token's `exp`; default 30 days from now, the longest
+         *       `POST /v1/tokens` mints; at most ten years);
+         *     - `{"issued_before": 1780000000}`: refuse every token of the app whose `iat` is earlier
+         *       than this time (seconds since the Unix epoch, not in the future), and every token
+         *       without `iat`, from now on, and close their connections.
+         *
+         *     `all`, `sub` and `device` store nothing: those clients may connect again if their
+         *     tokens allow. `jti` and `issued_before` are stored, so they hold across restarts and on
+         *     every node; a refused token answers `401 unauthorized` ("the token was revoked").
+         *
+         *     Each closed connection gets a `disconnect` with code `revoked` (WebSocket close code
+         *     4003, SSE `event: disconnect`, a long-poll answer's `disconnect` entry; a Meteor
+         *     subscriber's stream is closed). In a cluster every node closes its own connections;
+         *     `closed` counts those of the node that answered. Needs the admin key or a publisher
+         *     key of this app (another app's key gets `404`).
+         */
+        post: operations["revoke"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/apps/{id}/providers": {
         parameters: {
             query?: never;
@@ -783,7 +827,9 @@ export interface paths {
          * Mint a client or device token
          * @description Mints a client token for the publisher key's app, signed with that app's token secret,
          *     so a backend need not hold the secret. All fields are optional. `ttl` is in seconds,
-         *     1 to 2592000 (30 days), default 86400; the token's `exp` is returned as `expires`.
+         *     1 to 2592000 (30 days), default 86400; the token's `exp` is returned as `expires`. The
+         *     token carries `iat` (now) and, if given, `jti`, so it can be revoked by issue time or
+         *     by id (`POST /v1/apps/{id}/revoke`).
          *     Channel patterns must be 1 to 255 bytes of channel-name characters and `*`, with no
          *     empty segment (their grammar is in docs/protocol.md); another pattern is `400`.
          *
@@ -1455,6 +1501,11 @@ export interface components {
              * @default 86400
              */
             ttl?: number;
+            /**
+             * @description The token's id (`jti` claim; printable ASCII without spaces), to revoke it by with
+             *     `POST /v1/apps/{id}/revoke`.
+             */
+            jti?: string;
         };
         MintedToken: {
             /**
@@ -3559,6 +3610,57 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["AppStats"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    revoke: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description App id (`400 bad_request` if it breaks the grammar). */
+                id: components["parameters"]["AppIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    all?: boolean;
+                    sub?: string;
+                    device?: string;
+                    jti?: string;
+                    /**
+                     * Format: int64
+                     * @description with jti only
+                     */
+                    expires?: number;
+                    /** Format: int64 */
+                    issued_before?: number;
+                };
+            };
+        };
+        responses: {
+            /** @description Done; `closed` connections were closed on this node. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "closed": 2
+                     *     }
+                     */
+                    "application/json": {
+                        closed: number;
+                    };
                 };
             };
             400: components["responses"]["BadRequest"];

@@ -5,7 +5,7 @@ import type { HeraldError } from '../errors.js';
 
 /** Why a connection ended: the server's `disconnect` code, or `connection_lost`/`closed`. */
 export interface CloseInfo {
-  /** `slow_consumer`, `shutdown`, `token_expired`, `too_large`, `bad_request`, `connection_lost`, or `closed` (the client's own close). */
+  /** `slow_consumer`, `shutdown`, `token_expired`, `revoked`, `too_large`, `bad_request`, `connection_lost`, or `closed` (the client's own close). */
   code: string;
   /** The server's message, or what the client saw. */
   message: string;

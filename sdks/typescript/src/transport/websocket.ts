@@ -9,6 +9,9 @@ import { HeraldError, errorFromBody } from '../errors.js';
 import { type CommandName, type Commands, type Disconnect, type ServerFrame, decodeServerFrame, encodeCommand } from '../protocol.js';
 import type { ConnectionSink, WebSocketConstructor, WebSocketLike } from './types.js';
 
+/** The close code of a connection whose access was revoked (docs/protocol.md, "Revocation"). */
+const REVOKED_CLOSE_CODE = 4003;
+
 interface Pending {
   command: CommandName;
   resolve: (frame: ServerFrame) => void;
@@ -43,7 +46,9 @@ export class WebSocketConnection {
     socket.onclose = (event) => {
       const info = this.disconnect
         ? { code: this.disconnect.code, message: this.disconnect.message, closeCode: event.code }
-        : { code: 'connection_lost', message: `the WebSocket closed (code ${event.code})`, closeCode: event.code };
+        : event.code === REVOKED_CLOSE_CODE
+          ? { code: 'revoked', message: event.reason || 'access was revoked', closeCode: event.code }
+          : { code: 'connection_lost', message: `the WebSocket closed (code ${event.code})`, closeCode: event.code };
       this.finish(info);
     };
     socket.onerror = () => {

@@ -26,6 +26,16 @@ from .channels import (
     Published,
     SubscribeOutcome,
 )
+from .dashboard import (
+    AppOverview,
+    DeviceInbox,
+    Histogram,
+    InboxEntry,
+    InboxLogPosition,
+    Overview,
+    Revoked,
+    ServerFigures,
+)
 from .devices import (
     AckResult,
     Device,
@@ -47,5 +57,6 @@ __all__ = [
     "AckReply", "ChannelInfo", "ChannelList", "ConnectReply", "Disconnect", "History", "Message",
     "Published", "SubscribeOutcome", "AckResult", "Device", "DeviceBatchResult", "DeviceList",
     "DeviceReceipt", "LogPosition", "MintedToken", "ProviderReceipt", "PushAccepted", "Receipt",
-    "RegisteredDevice", "WebPushKeys",
+    "RegisteredDevice", "WebPushKeys", "AppOverview", "DeviceInbox", "Histogram", "InboxEntry",
+    "InboxLogPosition", "Overview", "Revoked", "ServerFigures",
 ]

@@ -154,7 +154,7 @@ class ErrorBody:
 @dataclass
 class Disconnect:
     """Why the server is about to close a WebSocket (`slow_consumer`, `shutdown`,
-    `token_expired`, `too_large`, `bad_request`)."""
+    `token_expired`, `revoked`, `too_large`, `bad_request`)."""
 
     code: str
     message: str

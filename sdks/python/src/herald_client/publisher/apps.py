@@ -1,5 +1,7 @@
-"""Routes for apps and their keys and statistics (admin key), provider credentials (admin key or
-the app's publisher key), the VAPID public key (no key) and the provider job queue."""
+"""Routes for apps and their keys and statistics (admin key), revoking an app's client access
+(admin key or the app's publisher key), the dashboard's live figures (`overview`), provider
+credentials (admin key or the app's publisher key), the VAPID public key (no key) and the
+provider job queue."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from ..models.apps import (
     ProviderPublic,
     ReplayedJob,
 )
+from ..models.dashboard import Overview, Revoked
 from ._http import Auth, HttpBase, body_of, segment
 
 
@@ -68,6 +71,42 @@ class AppRoutes(HttpBase):
     async def app_stats(self, app: str) -> AppStats:
         """Usage counters, device count, limits and provider figures of one app."""
         return await self._call(AppStats, "GET", f"/v1/apps/{segment(app)}/stats", auth=Auth.EITHER)
+
+    async def revoke(
+        self,
+        app: str,
+        *,
+        all: bool = False,
+        sub: Optional[str] = None,
+        device: Optional[str] = None,
+        jti: Optional[str] = None,
+        expires: Optional[int] = None,
+        issued_before: Optional[int] = None,
+    ) -> Revoked:
+        """Ends client access to `app` (admin key or the app's publisher key). Give exactly one of
+        `all=True` (every connection), `sub`, `device` (the connections whose token names them;
+        nothing is stored, so those clients may connect again), `jti` (that token is refused until
+        `expires`, seconds since the Unix epoch, default 30 days) or `issued_before` (every token
+        of the app with an earlier `iat`, or none, is refused from now on). Every closed
+        connection is told `revoked`; the answer counts those this node closed. More than one,
+        or none, is `bad_request` from the server."""
+        body = body_of(
+            {
+                "all": True if all else None,
+                "sub": sub,
+                "device": device,
+                "jti": jti,
+                "expires": expires,
+                "issued_before": issued_before,
+            }
+        )
+        return await self._call(Revoked, "POST", f"/v1/apps/{segment(app)}/revoke", auth=Auth.EITHER, body=body)
+
+    async def overview(self) -> Overview:
+        """The dashboard's live figures: with the admin key the server's (`server`) and every
+        app's; with a publisher key its own app's only (`server` is None). Counters are
+        cumulative: two answers make rates."""
+        return await self._call(Overview, "GET", "/v1/overview", auth=Auth.EITHER)
 
     async def providers(self, app: str) -> List[ProviderPublic]:
         answer = await self._call_json("GET", f"/v1/apps/{segment(app)}/providers", auth=Auth.EITHER)

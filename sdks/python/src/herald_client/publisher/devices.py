@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
 from ..models._json import from_json
+from ..models.dashboard import DeviceInbox
 from ..models.devices import (
     AckResult,
     Device,
@@ -55,6 +56,11 @@ class DeviceRoutes(HttpBase):
 
     async def device(self, id: str) -> Device:
         return await self._call(Device, "GET", f"/v1/devices/{segment(id)}")
+
+    async def device_inbox(self, id: str) -> DeviceInbox:
+        """A device's acknowledged inbox positions, its logs' heads, and its 10 newest pushes with
+        their receipts (what the dashboard shows of a device)."""
+        return await self._call(DeviceInbox, "GET", f"/v1/devices/{segment(id)}/inbox")
 
     async def update_device(
         self,
@@ -160,9 +166,11 @@ class DeviceRoutes(HttpBase):
         channels: Optional[Sequence[str]] = None,
         publish: Optional[Sequence[str]] = None,
         ttl: Optional[int] = None,
+        jti: Optional[str] = None,
     ) -> MintedToken:
         """A client token minted by the server for the key's app (`device` makes it a device
-        token). To mint without a request, see `herald_client.mint_token`."""
+        token). It carries `iat` (now) and, given `jti`, that id, so it can be revoked
+        (`revoke`). To mint without a request, see `herald_client.mint_token`."""
         body = body_of(
             {
                 "sub": sub,
@@ -170,6 +178,7 @@ class DeviceRoutes(HttpBase):
                 "channels": list(channels) if channels is not None else None,
                 "publish": list(publish) if publish is not None else None,
                 "ttl": ttl,
+                "jti": jti,
             }
         )
         return await self._call(MintedToken, "POST", "/v1/tokens", body=body)

@@ -9,9 +9,17 @@ import asyncio
 from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Optional, Set, Union
 
 from ..cursors import Cursor
-from ..errors import CLOSED, TRANSPORT, HeraldError
+from ..errors import CLOSED, REVOKED, TRANSPORT, HeraldError
 from ..wire import encode_command
-from ..models.channels import AckReply, ConnectReply, History, Message, Published, SubscribeOutcome
+from ..models.channels import (
+    AckReply,
+    ConnectReply,
+    Disconnect,
+    History,
+    Message,
+    Published,
+    SubscribeOutcome,
+)
 from .backoff import Backoff
 from .connection import TokenSource, fetch_token, open_websocket, websocket_url
 from .events import Connected, Disconnected, ErrorEvent, Event, InboxMessageEvent, Reconnecting
@@ -24,6 +32,8 @@ Handler = Callable[[Event], Union[None, Awaitable[None]]]
 _CLIENT_BUGS = ("too_large", "bad_request")
 #: Errors that end the subscriber: the credentials are refused.
 _FATAL = ("unauthorized", "forbidden")
+#: The WebSocket close code of a revoked connection (docs/protocol.md, "Revocation").
+_REVOKED_CLOSE_CODE = 4003
 
 
 class _End:
@@ -374,7 +384,13 @@ class Subscriber(FrameReader):
         disconnect = self._disconnect
         close_code = ws.close_code if ws is not None else None
         fatal = None
-        if disconnect is not None and disconnect.code in _CLIENT_BUGS:
+        if disconnect is None and close_code == _REVOKED_CLOSE_CODE:
+            disconnect = Disconnect(REVOKED, "access was revoked")
+        if disconnect is not None and disconnect.code == REVOKED:
+            # Revoked on purpose: reconnecting (even with a fresh token from the callback) would
+            # undo an `all`/`sub`/`device` revocation, so the subscriber stops.
+            fatal = HeraldError(REVOKED, disconnect.message)
+        elif disconnect is not None and disconnect.code in _CLIENT_BUGS:
             fatal = HeraldError(disconnect.code, disconnect.message)
         elif disconnect is not None and disconnect.code == "token_expired" and not callable(self._token_source):
             fatal = HeraldError("token_expired", "the token expired and there is no token callback to renew it", 401)

@@ -66,8 +66,10 @@ class Unsubscribed:
 @dataclass
 class Disconnected:
     """The connection ended. `code` and `message` are the server's `disconnect` frame
-    (`slow_consumer`, `shutdown`, `token_expired`, `too_large`, `bad_request`), None when the
-    connection ended without one; `close_code` is the WebSocket close code if one arrived."""
+    (`slow_consumer`, `shutdown`, `token_expired`, `revoked`, `too_large`, `bad_request`), None
+    when the connection ended without one; `close_code` is the WebSocket close code if one
+    arrived. After `revoked` the subscriber stops (`reconnecting` is False) and its iterator
+    raises `HeraldError("revoked", ...)`."""
 
     code: Optional[str]
     message: str

@@ -15,7 +15,7 @@ import javax.crypto.spec.SecretKeySpec;
  * Client tokens (docs/protocol.md section 3), for an app backend that mints them itself instead of
  * calling {@code POST /v1/tokens}: HS256 over the app's token secret, header
  * {@code {"typ":"JWT","alg":"HS256"}} plus {@code "kid"} for an app other than {@code default}, claims
- * in the order {@code sub, exp, channels, publish, device}, empty ones left out. Minting is
+ * in the order {@code sub, exp, channels, publish, device, iat, jti}, empty ones left out. Minting is
  * deterministic. Never log a secret or a token.
  */
 public final class ClientTokens {
@@ -30,6 +30,10 @@ public final class ClientTokens {
     public List<String> publish;
     /** A device id: the token is a device token. */
     public String device;
+    /** Issued at, seconds since the Unix epoch (a revocation by issue time compares it). */
+    public Long iat;
+    /** The token's id (1 to 128 printable ASCII characters), to revoke it by. */
+    public String jti;
 
     public Claims sub(String sub) {
       this.sub = sub;
@@ -56,6 +60,16 @@ public final class ClientTokens {
       return this;
     }
 
+    public Claims iat(long iat) {
+      this.iat = iat;
+      return this;
+    }
+
+    public Claims jti(String jti) {
+      this.jti = jti;
+      return this;
+    }
+
     /** The claims as the compact JSON a token carries. */
     public String toJson() {
       StringBuilder s = new StringBuilder("{");
@@ -73,6 +87,12 @@ public final class ClientTokens {
       }
       if (device != null && !device.isEmpty()) {
         field(s, "device").append(ClientCommand.quote(device));
+      }
+      if (iat != null) {
+        field(s, "iat").append(iat.longValue());
+      }
+      if (jti != null && !jti.isEmpty()) {
+        field(s, "jti").append(ClientCommand.quote(jti));
       }
       return s.append('}').toString();
     }

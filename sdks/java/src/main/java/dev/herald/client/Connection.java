@@ -21,6 +21,11 @@ import okhttp3.WebSocketListener;
 final class Connection extends WebSocketListener {
   private enum Kind { CONNECT, SUBSCRIBE, PROBE, UNSUBSCRIBE, ACK, REFRESH }
 
+  /** The disconnect code of a connection whose access was revoked (docs/protocol.md, "Revocation"). */
+  static final String REVOKED = "revoked";
+  /** Its WebSocket close code. */
+  private static final int REVOKED_CLOSE_CODE = 4003;
+
   private static final class Pending {
     final Kind kind;
     final ChannelState channel;
@@ -314,6 +319,13 @@ final class Connection extends WebSocketListener {
 
   @Override
   public void onClosing(WebSocket webSocket, int code, String reason) {
+    if (code == REVOKED_CLOSE_CODE) {
+      synchronized (client.lock) {
+        if (disconnect == null) {
+          disconnect = HeraldException.fromServer(REVOKED, reason.isEmpty() ? "access was revoked" : reason, null);
+        }
+      }
+    }
     webSocket.close(1000, null);
     lost(new HeraldException("the server closed the connection (" + code + ")", null));
   }
@@ -343,6 +355,11 @@ final class Connection extends WebSocketListener {
           client.current = null;
         }
         reason = disconnect != null ? disconnect : transportError;
+        if (wasCurrent && REVOKED.equals(reason.code())) {
+          // Revoked on purpose: reconnecting (even with a fresh token from the supplier) would undo
+          // an all/sub/device revocation, so the client stops.
+          client.running = false;
+        }
         for (Pending p : pending.values()) {
           if (p.done != null) {
             orphans.add(p.done);

@@ -32,9 +32,11 @@ public interface HeraldObserver {
 
   /**
    * The connection was lost. {@code reason} carries the server's {@code disconnect} code and
-   * message ({@code slow_consumer}, {@code token_expired}, {@code shutdown}, ...) when it sent one,
-   * else {@code code() == null} and the transport error. The client reconnects by itself unless
-   * stopped.
+   * message ({@code slow_consumer}, {@code token_expired}, {@code shutdown}, {@code revoked}, ...)
+   * when it sent one, else {@code code() == null} and the transport error. The client reconnects by
+   * itself unless stopped, except after {@code revoked}: access was revoked on purpose, so the
+   * client stops ({@link HeraldClient#isRunning()} is false) and does not ask its token supplier
+   * again; {@link HeraldClient#start()} starts it afresh (joined channels resume from their cursors).
    */
   default void onDisconnect(HeraldException reason) {}
 

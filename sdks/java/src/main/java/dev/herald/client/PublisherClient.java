@@ -18,12 +18,14 @@ import dev.herald.client.model.CreatedKey;
 import dev.herald.client.model.DeadLetterList;
 import dev.herald.client.model.Device;
 import dev.herald.client.model.DeviceBatchResult;
+import dev.herald.client.model.DeviceInbox;
 import dev.herald.client.model.DeviceList;
 import dev.herald.client.model.DevicePatch;
 import dev.herald.client.model.History;
 import dev.herald.client.model.JobStats;
 import dev.herald.client.model.KeyInfo;
 import dev.herald.client.model.MintedToken;
+import dev.herald.client.model.Overview;
 import dev.herald.client.model.ProviderPublic;
 import dev.herald.client.model.Published;
 import dev.herald.client.model.PushAccepted;
@@ -31,6 +33,8 @@ import dev.herald.client.model.PushRequest;
 import dev.herald.client.model.Receipt;
 import dev.herald.client.model.Registration;
 import dev.herald.client.model.ReplayedJob;
+import dev.herald.client.model.RevokeRequest;
+import dev.herald.client.model.Revoked;
 import dev.herald.client.model.TokenRequest;
 import java.lang.reflect.Type;
 import java.util.ArrayList;
@@ -40,8 +44,9 @@ import okhttp3.OkHttpClient;
 
 /**
  * The HTTP API of a Herald server (docs/openapi.yaml), for app backends: channels and history,
- * publishing, apps and keys (admin key), stats, provider credentials, the job queue, tokens,
- * devices, pushes and receipts, device acks, health. Construct it with a publisher key or the admin
+ * publishing, apps and keys (admin key), stats, revocation, the dashboard's overview, provider
+ * credentials, the job queue, tokens, devices and their inbox, pushes and receipts, device acks,
+ * health. Construct it with a publisher key or the admin
  * key; every call is synchronous, answers a typed result, and throws {@link HeraldException} with
  * the server's code, message, HTTP status and {@code Retry-After} on an error answer.
  */
@@ -231,6 +236,19 @@ public final class PublisherClient {
     return get(path("v1", "apps", app, "stats"), AppStats.class);
   }
 
+  /**
+   * {@code POST /v1/apps/{id}/revoke} (admin key or the app's publisher key): ends client access as
+   * {@code request} says; every closed connection is told {@code revoked}.
+   */
+  public Revoked revoke(String app, RevokeRequest request) {
+    return send("POST", path("v1", "apps", app, "revoke"), Json.GSON.toJson(request), Revoked.class);
+  }
+
+  /** {@code GET /v1/overview}: the dashboard's live figures (the server's only with the admin key). */
+  public Overview overview() {
+    return get(path("v1", "overview"), Overview.class);
+  }
+
   // ---- provider credentials and jobs --------------------------------------------------------
 
   /** {@code GET /v1/apps/{id}/providers}. */
@@ -321,6 +339,11 @@ public final class PublisherClient {
   /** {@code GET /v1/devices/{id}}. */
   public Device device(String id) {
     return get(path("v1", "devices", id), Device.class);
+  }
+
+  /** {@code GET /v1/devices/{id}/inbox}: acknowledged positions, heads and recent pushes. */
+  public DeviceInbox deviceInbox(String id) {
+    return get(path("v1", "devices", id, "inbox"), DeviceInbox.class);
   }
 
   /** {@code PATCH /v1/devices/{id}}. */

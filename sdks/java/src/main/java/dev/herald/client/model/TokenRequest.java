@@ -9,6 +9,8 @@ public final class TokenRequest {
   public List<String> channels;
   public List<String> publish;
   public Long ttl;
+  /** The token's id ({@code jti} claim), to revoke it by; the server also sets {@code iat}. */
+  public String jti;
 
   public TokenRequest sub(String sub) {
     this.sub = sub;
@@ -32,6 +34,11 @@ public final class TokenRequest {
 
   public TokenRequest ttl(Long ttl) {
     this.ttl = ttl;
+    return this;
+  }
+
+  public TokenRequest jti(String jti) {
+    this.jti = jti;
     return this;
   }
 }
