@@ -122,6 +122,6 @@ def decode_token(token: str, secret: str, *, now: Optional[float] = None) -> Dic
     current = time.time() if now is None else now
     if isinstance(claims.get("nbf"), int) and current < claims["nbf"]:
         raise refuse("not valid yet (nbf)")
-    if isinstance(claims.get("exp"), int) and current > claims["exp"]:
+    if isinstance(claims.get("exp"), int) and current >= claims["exp"]:
         raise HeraldError(ErrorCode.TOKEN_EXPIRED.value, "the token has expired", 401)
     return claims

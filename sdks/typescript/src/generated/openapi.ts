@@ -1336,6 +1336,11 @@ export interface components {
             cursor: components["schemas"]["CursorString"];
             /** @description One entry per channel, in cursor order. */
             channels: components["schemas"]["PollChannel"][];
+            /**
+             * @description Present when the connection's access was revoked while it waited (code `revoked`):
+             *     do not poll again with the same token.
+             */
+            disconnect?: components["schemas"]["Disconnect"];
         };
         /** @description Data of the SSE `subscribed` event (and the body of the WebSocket `subscribe` reply). */
         SubscribeOutcome: {
@@ -1351,7 +1356,7 @@ export interface components {
         /** @description Data of the SSE `disconnect` event (and the body of the WebSocket `disconnect` frame). */
         Disconnect: {
             /** @enum {string} */
-            code: "slow_consumer" | "shutdown" | "token_expired" | "too_large" | "bad_request";
+            code: "slow_consumer" | "shutdown" | "token_expired" | "too_large" | "bad_request" | "revoked";
             message: string;
         };
         Health: {
