@@ -174,10 +174,18 @@ pub struct TimedStream {
     phase: RequestPhase,
     deadlines: Deadlines,
     waiting: Waiting,
+    /// When the state in `waiting` ends (meaningless while a request is handled).
+    deadline: Instant,
+    /// Armed only when a read has to wait, at `deadline` or up to [`TIMER_SLACK`] before it
+    /// (it then checks and waits again): moving a timer on every request costs more than the
+    /// request's own parsing, so a connection busy with requests does not move it.
     timer: Pin<Box<Sleep>>,
     /// A write did not complete: answering now could interleave with an unsent response.
     write_pending: bool,
 }
+
+/// How early an armed timer may fire before the deadline it stands for (it then re-arms).
+const TIMER_SLACK: Duration = Duration::from_secs(1);
 
 impl TimedStream {
     /// Wraps a connection whose first request's head started arriving at `head_started`.
@@ -192,6 +200,7 @@ impl TimedStream {
             phase,
             deadlines,
             waiting: Waiting::Head,
+            deadline: head_started + deadlines.head,
             timer: Box::pin(tokio::time::sleep_until(head_started + deadlines.head)),
             write_pending: false,
         }
@@ -202,7 +211,8 @@ impl TimedStream {
         self.tcp
     }
 
-    /// Moves to the state `phase` and the bytes just read say, arming its deadline.
+    /// Moves to the state `phase` and the bytes just read say, and sets its deadline (the
+    /// timer is armed only when a read waits).
     fn track(&mut self, got_bytes: bool) {
         let next = if self.phase.active() {
             Waiting::Request
@@ -222,7 +232,23 @@ impl TimedStream {
             Waiting::Idle => self.deadlines.keepalive,
             Waiting::Head => self.deadlines.head,
         };
-        self.timer.as_mut().reset(Instant::now() + limit);
+        self.deadline = Instant::now() + limit;
+    }
+
+    /// Waits for the current state's deadline: arms the timer if it would fire after the
+    /// deadline or more than [`TIMER_SLACK`] before it, and re-arms it when it fires early.
+    fn poll_deadline(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        loop {
+            let armed = self.timer.deadline();
+            if armed > self.deadline || armed + TIMER_SLACK < self.deadline {
+                self.timer.as_mut().reset(self.deadline);
+            }
+            ready!(self.timer.as_mut().poll(cx));
+            if Instant::now() >= self.deadline {
+                return Poll::Ready(());
+            }
+            self.timer.as_mut().reset(self.deadline);
+        }
     }
 
     /// The deadline passed: answers a cut-short head if the connection can take it.
@@ -278,7 +304,7 @@ impl AsyncRead for TimedStream {
                 }
             }
             Poll::Pending => {
-                ready!(this.timer.as_mut().poll(cx));
+                ready!(this.poll_deadline(cx));
                 Poll::Ready(Err(this.expire()))
             }
         }
