@@ -8,7 +8,7 @@ use crate::support;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use support::{Server, Sse, Ws, API_KEY};
+use support::{call, Server, Sse, Ws, API_KEY};
 
 const ADMIN: &str = "admin-key-0123456789abcdef";
 
@@ -18,24 +18,6 @@ async fn server() -> Server {
         .arg(ADMIN)
         .start()
         .await
-}
-
-/// One request with a chosen key; returns status and JSON body.
-async fn call(
-    s: &Server,
-    method: &str,
-    path: &str,
-    key: &str,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let m = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
-    let mut r = s.http.request(m, s.url(path)).bearer_auth(key);
-    if let Some(b) = body {
-        r = r.json(&b);
-    }
-    let r = r.send().await.unwrap();
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
 }
 
 async fn register(s: &Server, key: &str, device: Value) -> Value {

@@ -9,7 +9,7 @@ use herald_proto::token::{mint, ClientClaims};
 use serde_json::{json, Value};
 
 use crate::support::meteor::Subscriber;
-use crate::support::{Server, Sse, Ws, API_KEY, SECRET};
+use crate::support::{call, Server, Sse, Ws, API_KEY, SECRET};
 
 const ADMIN: &str = "admin-key-0123456789abcdef";
 
@@ -21,23 +21,6 @@ async fn server() -> Server {
         .arg("127.0.0.1:0")
         .start()
         .await
-}
-
-async fn call(
-    s: &Server,
-    method: &str,
-    path: &str,
-    key: &str,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let m = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
-    let mut r = s.http.request(m, s.url(path)).bearer_auth(key);
-    if let Some(b) = body {
-        r = r.json(&b);
-    }
-    let r = r.send().await.unwrap();
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
 }
 
 /// Creates app `id`; returns its publisher key.

@@ -336,6 +336,25 @@ impl Drop for Server {
     }
 }
 
+/// One request to `s` with a chosen key (publisher, admin or device token); its status and
+/// JSON body (`null` when the body is not JSON).
+pub async fn call(
+    s: &Server,
+    method: &str,
+    path: &str,
+    key: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let m = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+    let mut r = s.http.request(m, s.url(path)).bearer_auth(key);
+    if let Some(b) = body {
+        r = r.json(&b);
+    }
+    let r = r.send().await.unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
 /// The addresses a server printed.
 struct Addrs {
     http: SocketAddr,
