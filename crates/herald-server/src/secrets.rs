@@ -82,6 +82,44 @@ pub(crate) fn token_secret(settings: &ServerSettings) -> Result<String, ServerEr
     Ok(secret)
 }
 
+/// Name of the file in the data directory that holds a fingerprint of the token secret the
+/// server last started with (never the secret).
+pub const TOKEN_SECRET_FINGERPRINT_FILE: &str = "token-secret.fingerprint";
+
+/// Says at WARN when the token secret is not the one of the last start (every client token
+/// minted before is refused from now on: a `--token-secret` flag left out, or a new secret),
+/// and remembers this one's fingerprint. One node only: a cluster's nodes keep nothing in their
+/// data directories.
+pub(crate) fn remember_token_secret(settings: &ServerSettings, secret: &str) {
+    if settings.cluster.shared_store() {
+        return;
+    }
+    let path = settings.data.join(TOKEN_SECRET_FINGERPRINT_FILE);
+    let fingerprint = herald_core::auth::hash_api_key(&format!("herald token secret:{secret}"));
+    let fingerprint = &fingerprint[..16];
+    match read_secret_file(&path) {
+        Ok(Some(before)) if before == fingerprint => return,
+        Ok(Some(_)) => tracing::warn!(
+            source = if settings.token_secret.is_some() {
+                "configured"
+            } else {
+                "the data directory's token-secret file"
+            },
+            "the client-token secret is not the one this server last started with: every \
+             client token minted before is refused from now on (was --token-secret or \
+             HERALD_TOKEN_SECRET left out, or changed?)"
+        ),
+        Ok(None) => {}
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "cannot read the token secret's fingerprint")
+        }
+    }
+    let _ = std::fs::remove_file(&path);
+    if let Err(e) = write_private(&path, fingerprint) {
+        tracing::warn!(path = %path.display(), error = %e, "cannot write the token secret's fingerprint");
+    }
+}
+
 /// Creates `path` (failing if it exists) readable only by its owner, writes `contents` and
 /// syncs it.
 fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {

@@ -67,7 +67,9 @@ impl Parts {
     pub(crate) async fn open_store(
         settings: &ServerSettings,
     ) -> Result<(Engine, Arc<NodeBus>, Store), ServerError> {
-        let caches = Caches::new(token_secret(settings)?.as_bytes());
+        let secret = token_secret(settings)?;
+        crate::secrets::remember_token_secret(settings, &secret);
+        let caches = Caches::new(secret.as_bytes());
         node::open(settings, caches).await
     }
 

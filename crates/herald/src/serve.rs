@@ -17,6 +17,13 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     // client can connect then shuts down in order instead of killing the process.
     let mut signals = Signals::install();
     warn_about_retention_from_meteor_conf(&config);
+    if let crate::config::Source::Flag(flag) = config.source("token_secret") {
+        tracing::warn!(
+            "the client-token secret comes from {flag}, which other users of this machine can \
+             see in the process list and which a restart without it forgets (every token is then \
+             refused); prefer HERALD_TOKEN_SECRET, the config file, or the data directory's file"
+        );
+    }
     let server = Server::builder(settings(&config)).start().await?;
     // Tests and scripts read these lines, in this order, to find the ports when listening on
     // port 0.

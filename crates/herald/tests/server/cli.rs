@@ -443,3 +443,46 @@ fn a_meteord_conf_that_sets_every_apps_retention_is_said_at_start() {
         "{err}"
     );
 }
+
+/// A token secret given as a flag is said at WARN (visible in the process list, forgotten by a
+/// restart without it), and a restart with another secret says every older token is refused.
+#[test]
+fn the_token_secret_source_and_a_change_of_it_are_said_at_warn() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let serve = |extra: &[&str]| {
+        let mut child = herald(dir.path())
+            .args(["serve", "--listen", "127.0.0.1:0", "--data", "data"])
+            .args(["--api-key", "hk_token_secret_test_key"])
+            .args(extra)
+            .env("HERALD_LOG", "warn")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let started = stdout
+            .lines()
+            .map_while(Result::ok)
+            .any(|l| l.starts_with("herald listening on"));
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        assert!(started, "the server did not start");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let first = serve(&["--token-secret", SECRET]);
+    assert!(first.contains("comes from --token-secret"), "{first}");
+    assert!(
+        !first.contains("not the one this server last started with"),
+        "{first}"
+    );
+    let again = serve(&["--token-secret", SECRET]);
+    assert!(!again.contains("not the one"), "{again}");
+    // Without the flag the server generates a secret of its own: every token is refused now.
+    let without = serve(&[]);
+    assert!(
+        without.contains("not the one this server last started with"),
+        "{without}"
+    );
+    assert!(!without.contains(SECRET), "the secret was logged");
+}
