@@ -262,12 +262,14 @@ async fn a_device_limit_holds_for_the_cluster() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_publisher_key_configured_on_a_node_that_starts_later_works_on_the_running_nodes() {
     let cluster = Cluster::start(2).await;
-    // A third node starts with another key for the default app (a key rotation, node by
-    // node): the running nodes learn it from the bus, not at their next restart.
+    // A third node starts with another key for the default app, keeping the old one as
+    // previous_api_key (a key rotation, node by node): the running nodes learn the new key
+    // from the bus, not at their next restart, and the old one still works.
     let rotated = "hk_rotated_default_app_key";
     let dir = tempfile::tempdir().unwrap();
     let mut settings = cluster.settings(dir.path());
     settings.api_key = Some(rotated.into());
+    settings.previous_api_key = Some(API_KEY.into());
     let third = herald_server::Server::builder(settings)
         .start()
         .await
@@ -281,10 +283,26 @@ async fn a_publisher_key_configured_on_a_node_that_starts_later_works_on_the_run
         assert!(body["seq"].is_u64(), "{body}");
     }
     let (status, body) = publish_with(&cluster, 0, API_KEY, json!("old key")).await;
-    assert_eq!(
-        status, 200,
-        "the old key still works until it is deleted: {body}"
-    );
+    assert_eq!(status, 200, "the previous key still works: {body}");
     third.shutdown().await.unwrap();
+    // The second round of the rotation: a node starts with the new key alone, and the old one
+    // stops working on every node.
+    let dir = tempfile::tempdir().unwrap();
+    let mut settings = cluster.settings(dir.path());
+    settings.api_key = Some(rotated.into());
+    let fourth = herald_server::Server::builder(settings)
+        .start()
+        .await
+        .expect("a fourth node starts");
+    for k in 0..2 {
+        eventually("the old key is refused on a running node", || async {
+            let (status, _) = publish_with(&cluster, k, API_KEY, json!("old key")).await;
+            (status == 401).then_some(())
+        })
+        .await;
+        let (status, body) = publish_with(&cluster, k, rotated, json!("rotated")).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    fourth.shutdown().await.unwrap();
     cluster.shutdown().await;
 }
