@@ -9,6 +9,7 @@
 use axum::http::HeaderMap;
 use herald_admin::session::{cookie_value, has_session_header};
 use herald_core::auth::hash_api_key;
+pub(crate) use herald_core::revoked::now_secs;
 use herald_core::tenant::AppId;
 use herald_core::{ErrorCode, HeraldError};
 
@@ -45,13 +46,6 @@ pub enum Caller {
 
 fn unauthorized(message: impl Into<String>) -> HeraldError {
     HeraldError::new(ErrorCode::Unauthorized, message)
-}
-
-/// Seconds since the Unix epoch.
-pub(crate) fn now_secs() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 impl Api {

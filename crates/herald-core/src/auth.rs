@@ -140,7 +140,7 @@ impl TokenKeys {
         let c = data.claims;
         // No leeway: a token is expired from the second its `exp` names (the library still
         // accepts it during that second).
-        if c.exp.is_some_and(|exp| exp <= now_secs()) {
+        if c.exp.is_some_and(|exp| exp <= crate::revoked::now_secs()) {
             return Err(expired());
         }
         if let Some(d) = &c.device {
@@ -382,12 +382,6 @@ fn expired() -> HeraldError {
     )
 }
 
-fn now_secs() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 /// Why a token was refused, in words a client developer can act on (never the library's type
 /// names).
 fn token_error(token: &str, kind: &jsonwebtoken::errors::ErrorKind) -> HeraldError {
@@ -541,7 +535,7 @@ mod tests {
     #[test]
     fn a_token_is_expired_from_the_second_its_exp_names_and_errors_speak_plainly() {
         let keys = TokenKeys::new(b"0123456789abcdef0123456789abcdef");
-        let now = super::now_secs();
+        let now = crate::revoked::now_secs();
         let at = |exp| {
             keys.mint(&ClientClaims {
                 sub: "a".into(),

@@ -6,12 +6,10 @@
 use std::collections::{BTreeSet, HashSet};
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
 use herald_mock::apns::test_key;
 use serde_json::{json, Value};
-use tokio_tungstenite::tungstenite::Message;
 
-use crate::support::Server;
+use crate::support::{Server, Ws};
 
 fn dashboard() -> Value {
     let path = concat!(
@@ -155,33 +153,12 @@ async fn every_metric_the_dashboard_reads_is_exported_by_a_working_server() {
 
     // A live subscriber that receives a publish, and a device that acks an inbox message.
     let token = server.token(&["news"], &[]);
-    let (mut ws, _) = tokio_tungstenite::connect_async(server.ws_url(&format!("?token={token}")))
-        .await
-        .unwrap();
-    ws.send(Message::text(
-        r#"{"id":1,"subscribe":{"channel":"news"}}"#.to_string(),
-    ))
-    .await
-    .unwrap();
-    let subscribed = tokio::time::timeout(Duration::from_secs(10), ws.next())
-        .await
-        .expect("no subscribe answer")
-        .unwrap()
-        .unwrap();
-    assert!(
-        subscribed.to_text().unwrap().contains("\"subscribe\""),
-        "{subscribed:?}"
-    );
+    let mut ws = Ws::connect(&server.ws_url(&format!("?token={token}"))).await;
+    let subscribed = ws.request("subscribe", json!({"channel":"news"})).await;
+    assert!(subscribed.get("subscribe").is_some(), "{subscribed}");
     server.publish("news", json!({"n":1})).await;
-    let message = tokio::time::timeout(Duration::from_secs(10), ws.next())
-        .await
-        .expect("no message")
-        .unwrap()
-        .unwrap();
-    assert!(
-        message.to_text().unwrap().contains("\"message\""),
-        "{message:?}"
-    );
+    let message = ws.recv().await.expect("no message");
+    assert!(message.get("message").is_some(), "{message}");
     let (status, r) = server
         .post("/v1/tokens", json!({"sub":"pat","device":"phone"}))
         .await;
