@@ -18,10 +18,12 @@
 
 mod data_dir;
 pub mod error;
+mod jwks_fetch;
 mod listener;
 mod meteor;
 mod metrics;
 mod node;
+mod sealed_tenancy;
 mod secrets;
 mod server;
 pub mod settings;
