@@ -232,10 +232,12 @@ pub(crate) async fn open(
 
 /// Puts the store's tenancy behind [`SealedTenancy`] (token secrets sealed with the server key)
 /// and seals what an older Herald stored in plain text.
-async fn seal_token_secrets(settings: &ServerSettings, store: &mut Store) -> Result<(), ServerError> {
+async fn seal_token_secrets(
+    settings: &ServerSettings,
+    store: &mut Store,
+) -> Result<(), ServerError> {
     let key = crate::secrets::credentials_key(settings)?;
-    let sealer =
-        Sealer::new(&key).map_err(|e| ServerError::CredentialsKey(e.to_string()))?;
+    let sealer = Sealer::new(&key).map_err(|e| ServerError::CredentialsKey(e.to_string()))?;
     let sealed = SealedTenancy::new(store.tenancy.clone(), Arc::new(sealer));
     sealed
         .seal_plain_secrets()

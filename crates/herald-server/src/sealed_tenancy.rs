@@ -237,9 +237,8 @@ mod tests {
 
     #[test]
     fn a_sealed_secret_opens_only_for_its_app_and_field() {
-        let sealer = Arc::new(
-            Sealer::new(&herald_push::credentials::sealer::generate_key()).unwrap(),
-        );
+        let sealer =
+            Arc::new(Sealer::new(&herald_push::credentials::sealer::generate_key()).unwrap());
         struct Nothing;
         #[async_trait]
         impl Tenancy for Nothing {
@@ -281,12 +280,21 @@ mod tests {
             }
         }
         let sealed = SealedTenancy::new(Arc::new(Nothing), sealer);
-        let (shop, other) = (AppId::parse("shop").unwrap(), AppId::parse("other").unwrap());
+        let (shop, other) = (
+            AppId::parse("shop").unwrap(),
+            AppId::parse("other").unwrap(),
+        );
         let value = sealed.seal(&shop, Field::Current, "hs_secret");
         assert!(value.starts_with(SEALED) && !value.contains("hs_secret"));
-        assert_eq!(sealed.open(&shop, Field::Current, &value).unwrap(), "hs_secret");
+        assert_eq!(
+            sealed.open(&shop, Field::Current, &value).unwrap(),
+            "hs_secret"
+        );
         assert!(sealed.open(&other, Field::Current, &value).is_err());
         assert!(sealed.open(&shop, Field::Previous, &value).is_err());
-        assert_eq!(sealed.open(&shop, Field::Current, "plain").unwrap(), "plain");
+        assert_eq!(
+            sealed.open(&shop, Field::Current, "plain").unwrap(),
+            "plain"
+        );
     }
 }

@@ -66,20 +66,27 @@ pub(crate) fn row_params(keys: &AppTokenKeys) -> (Option<&str>, Option<i64>, Str
 }
 
 fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
-    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+    Ok((
+        r.get(0)?,
+        r.get(1)?,
+        r.get(2)?,
+        r.get(3)?,
+        r.get(4)?,
+        r.get(5)?,
+    ))
 }
 
-pub(crate) async fn get(
-    log: &SqliteLog,
-    id: &AppId,
-) -> Result<Option<AppTokenKeys>, StoreError> {
+pub(crate) async fn get(log: &SqliteLog, id: &AppId) -> Result<Option<AppTokenKeys>, StoreError> {
     let id = id.as_str().to_owned();
     log.readers()
         .run(move |conn| {
             let mut stmt = conn
                 .prepare_cached(&format!("{SELECT} AND a.id = ?1"))
                 .map_err(backend)?;
-            let row = stmt.query_row([&id], read_row).optional().map_err(backend)?;
+            let row = stmt
+                .query_row([&id], read_row)
+                .optional()
+                .map_err(backend)?;
             Ok(row.map(from_row).transpose()?.map(|(_, keys)| keys))
         })
         .await

@@ -51,7 +51,10 @@ pub async fn upgrade(
     };
     let pairs = query_pairs(query.as_deref());
     let client = match client_token(&pairs, request.headers()) {
-        Some(token) => match edge.tokens.verify(&token) {
+        Some(token) => match {
+            edge.tokens.prepare(&token).await;
+            edge.tokens.verify(&token)
+        } {
             Ok(client) => Some(client),
             Err(e) => return error_response(&e),
         },

@@ -87,10 +87,18 @@ async fn token_keys_round_trip_and_go_with_their_app(b: Backend) {
     assert!(all.contains(&(shop.id.clone(), keys)));
     assert!(all.iter().any(|(app, _)| app.is_default()));
     let ghost = AppId::parse("ghost").unwrap();
-    assert!(!s.set_token_keys(&ghost, &AppTokenKeys::default()).await.unwrap());
+    assert!(!s
+        .set_token_keys(&ghost, &AppTokenKeys::default())
+        .await
+        .unwrap());
     assert!(s.delete_app(&shop.id).await.unwrap());
     assert_eq!(s.token_keys(&shop.id).await.unwrap(), None);
-    assert!(s.all_token_keys().await.unwrap().iter().all(|(app, _)| *app != shop.id));
+    assert!(s
+        .all_token_keys()
+        .await
+        .unwrap()
+        .iter()
+        .all(|(app, _)| *app != shop.id));
 }
 
 async fn token_revocations_keep_the_latest_and_forget_the_expired(b: Backend) {
