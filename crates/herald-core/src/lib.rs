@@ -38,6 +38,7 @@ pub mod telemetry;
 pub mod tenancy;
 pub mod tenant;
 pub mod token_keys;
+mod tokens;
 pub mod usage;
 pub mod wiring;
 
