@@ -77,6 +77,8 @@ struct State {
     fresh_until: Option<Instant>,
     /// When the last fetch started.
     last_attempt: Option<Instant>,
+    /// When the last fetch ended (either way).
+    last_done: Option<Instant>,
 }
 
 /// One app's key set on this node.
@@ -103,6 +105,7 @@ impl JwksCache {
                 fetched: false,
                 fresh_until: None,
                 last_attempt: None,
+                last_done: None,
             }),
             fetching: tokio::sync::Mutex::new(()),
         }
@@ -136,17 +139,23 @@ impl JwksCache {
             .is_none_or(|t| now.saturating_duration_since(t) >= min_refetch)
     }
 
+    /// Whether a fetch is running now (a caller may wait for it with [`JwksCache::refresh`]).
+    pub fn fetching(&self) -> bool {
+        self.fetching.try_lock().is_err()
+    }
+
     /// Whether the set holds a key named `kid`.
     pub fn has_kid(&self, kid: &str) -> bool {
         self.keys().iter().any(|k| k.kid.as_deref() == Some(kid))
     }
 
     /// Fetches the key set and replaces the cached keys with it; on failure keeps them and logs
-    /// at WARN. Only one fetch runs at a time: a caller that waited for another's is done.
+    /// at WARN. Only one fetch runs at a time: a caller that waited for one that ended after it
+    /// asked takes that one's outcome.
     pub async fn refresh(&self, source: &dyn KeySetSource) {
         let asked = Instant::now();
         let _one_at_a_time = self.fetching.lock().await;
-        if self.state.read().last_attempt.is_some_and(|t| t >= asked) {
+        if self.state.read().last_done.is_some_and(|t| t >= asked) {
             return;
         }
         self.state.write().last_attempt = Some(Instant::now());
@@ -155,6 +164,7 @@ impl JwksCache {
             .await
             .and_then(|set| parse_key_set(&set.body).map(|keys| (keys, set.max_age)));
         let mut state = self.state.write();
+        state.last_done = Some(Instant::now());
         match outcome {
             Ok((keys, max_age)) => {
                 let keep = max_age.unwrap_or(DEFAULT_CACHE).clamp(MIN_CACHE, MAX_CACHE);

@@ -187,10 +187,10 @@ impl Tokens {
     }
 
     /// Makes sure the keys `token` needs are here before [`Tokens::verify`]: when its app's key
-    /// set was never fetched, or lacks the key id the token names (and the last fetch is older
-    /// than the least refetch interval), fetches it, waiting at most the fetch timeout. Returns
-    /// at once in every other case (no network round trip when the key is cached); a stale key
-    /// set is refreshed in the background.
+    /// set was never fetched, or lacks the key id the token names, waits for the fetch running
+    /// now or starts one (if the last began at least the least refetch interval ago), at most
+    /// the fetch timeout. Returns at once in every other case (no network round trip when the
+    /// key is cached); a stale key set is refreshed in the background.
     pub async fn prepare(&self, token: &str) {
         let Some((source, options)) = self.source.get() else {
             return;
@@ -202,8 +202,10 @@ impl Tokens {
             return;
         };
         let now = std::time::Instant::now();
+        // A fetch already running is waited for; a new one only as often as the least refetch
+        // interval allows (also while the key server is down and nothing was ever fetched).
         let wanted = ring.wants_key_set(&header, &app).is_some()
-            && (!cache.fetched() || cache.may_refetch(now, options.min_refetch));
+            && (cache.fetching() || cache.may_refetch(now, options.min_refetch));
         if wanted {
             let _ =
                 tokio::time::timeout(options.fetch_timeout, cache.refresh(source.as_ref())).await;
