@@ -72,7 +72,7 @@ async fn connections(s: &Server, app: &str) -> u64 {
 }
 
 /// Waits (bounded) until `app` holds `n` live connections, so a long-poll is known to wait.
-async fn wait_connections(s: &Server, app: &str, n: u64) {
+pub(crate) async fn wait_connections(s: &Server, app: &str, n: u64) {
     tokio::time::timeout(Duration::from_secs(10), async {
         while connections(s, app).await != n {
             tokio::time::sleep(Duration::from_millis(20)).await;

@@ -16,7 +16,7 @@ use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::revoke::{ws_status, Clients};
+use crate::revoke::{wait_connections, ws_status, Clients};
 use crate::support::{call, Server, Sse, Ws};
 
 const ADMIN: &str = "admin-key-0123456789abcdef";
@@ -406,6 +406,8 @@ async fn a_rotated_secret_verifies_old_tokens_during_the_overlap_then_their_conn
     accepted_everywhere(&s, &old).await;
     let second = mint(&s, &key, &read_news).await;
     accepted_everywhere(&s, &second).await;
+    // The connections those checks opened have closed before the clients below are counted.
+    wait_connections(&s, "shop", 0).await;
     let old_clients = Clients::open(&s, &old, "shop", false).await;
     let second_clients = Clients::open(&s, &second, "shop", false).await;
 
@@ -430,6 +432,7 @@ async fn a_rotated_secret_verifies_old_tokens_during_the_overlap_then_their_conn
     accepted_everywhere(&s, &third).await;
 
     // Overlap 0: the old secret ends now.
+    wait_connections(&s, "shop", 0).await;
     let third_clients = Clients::open(&s, &third, "shop", false).await;
     let (status, _) = call(
         &s,
