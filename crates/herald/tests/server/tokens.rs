@@ -3,7 +3,7 @@
 //! refusals (wrong alg, `none`, HS256 signed with a public key, unknown kid, expired) and their
 //! messages; a JWKS URL served by a real HTTP server in the test (fetched on the first connect,
 //! a key rotated at the key server picked up on its unknown kid, an outage keeping the cached
-//! keys); HS256 secret rotation with an overlap (old tokens accepted during it, refused after,
+//! keys, a flood of unknown kids causing no fetch within the least refetch interval); HS256 secret rotation with an overlap (old tokens accepted during it, refused after,
 //! their connections closed with `revoked`; across a restart); and the raw SQLite file holding
 //! no token secret. Keys are made with the `openssl` command, tokens signed with jsonwebtoken.
 
@@ -375,11 +375,43 @@ async fn a_jwks_url_is_fetched_cached_refetched_for_an_unknown_kid_and_kept_thro
     assert!(jwks.hits() > after_first);
     refused(&s, &t1, "unauthorized", "names key \"k1\"").await;
 
+    // A restart keeps the URL: the node fetches again and k2 verifies.
+    let mut s = s;
+    s.restart().await;
+    accepted_everywhere(&s, &t2).await;
+
     // An outage: the unknown k3 cannot be fetched, and the cached k2 keeps working.
     jwks.serve(None);
     let t3 = sign(Algorithm::ES256, Some("k3"), &k3, &claims("idp"));
     refused(&s, &t3, "unauthorized", "names key \"k3\"").await;
     accepted_everywhere(&s, &t2).await;
+}
+
+#[tokio::test]
+async fn a_flood_of_unknown_key_ids_fetches_the_key_set_at_most_once_per_interval() {
+    let k1 = ec_key();
+    let jwks = KeyServer::start(json!({ "keys": [ec_jwk("k1", &k1)] })).await;
+    let s = Server::builder()
+        .arg("--admin-key")
+        .arg(ADMIN)
+        .config("jwks_min_refetch = \"1h\"\n")
+        .start()
+        .await;
+    create_app(&s, "idp").await;
+    let body = json!({ "jwks_url": jwks.url, "hs256": false });
+    let (status, body) = call(&s, "PUT", "/v1/apps/idp/token-keys", ADMIN, Some(body)).await;
+    assert_eq!(status, 200, "{body}");
+    let t1 = sign(Algorithm::ES256, Some("k1"), &k1, &claims("idp"));
+    accepted_everywhere(&s, &t1).await;
+    let fetched = jwks.hits();
+    for n in 0..20 {
+        let kid = format!("made-up-{n}");
+        let token = sign(Algorithm::ES256, Some(&kid), &k1, &claims("idp"));
+        let (status, body) = poll(&s, &token).await;
+        assert_eq!(status, 401, "{body}");
+    }
+    assert_eq!(jwks.hits(), fetched, "no fetch within the least refetch interval");
+    accepted_everywhere(&s, &t1).await;
 }
 
 /// A token of the key's app, minted by the server.
