@@ -410,7 +410,11 @@ async fn a_flood_of_unknown_key_ids_fetches_the_key_set_at_most_once_per_interva
         let (status, body) = poll(&s, &token).await;
         assert_eq!(status, 401, "{body}");
     }
-    assert_eq!(jwks.hits(), fetched, "no fetch within the least refetch interval");
+    assert_eq!(
+        jwks.hits(),
+        fetched,
+        "no fetch within the least refetch interval"
+    );
     accepted_everywhere(&s, &t1).await;
 }
 
