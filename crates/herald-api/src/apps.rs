@@ -382,9 +382,13 @@ pub async fn mint_token(
         iat: Some(now),
         jti: req.jti,
     };
-    let token = api
-        .tokens
-        .mint(&app, &claims)
-        .ok_or_else(|| HeraldError::new(ErrorCode::Internal, "the app has no token secret"))?;
+    let token = api.tokens.mint(&app, &claims).ok_or_else(|| {
+        HeraldError::new(
+            ErrorCode::Conflict,
+            format!(
+                "app {app} has no HS256 token secret, so Herald cannot mint its tokens: its                  backend signs them with its RS256 or ES256 private key (or give the app a                  secret with POST /v1/apps/{app}/token-secret)"
+            ),
+        )
+    })?;
     Ok(axum::Json(json!({ "token": token, "expires": exp })).into_response())
 }

@@ -21,6 +21,7 @@ mod publish;
 mod pushes;
 mod revoke;
 mod session;
+mod token_keys;
 
 use std::sync::Arc;
 
@@ -147,6 +148,11 @@ pub fn routes() -> Vec<(&'static str, MethodRouter<Arc<Api>>)> {
         ),
         ("/v1/apps/{id}/stats", get(apps::stats)),
         ("/v1/apps/{id}/revoke", post(revoke::revoke)),
+        (
+            "/v1/apps/{id}/token-keys",
+            get(token_keys::get).put(token_keys::put),
+        ),
+        ("/v1/apps/{id}/token-secret", post(token_keys::rotate)),
         ("/v1/apps/{id}/providers", get(providers::list)),
         (
             "/v1/apps/{id}/providers/{provider}",

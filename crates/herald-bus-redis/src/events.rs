@@ -1,6 +1,6 @@
 //! Cache events on the wire. An event names the app and what changed; a token secret never
-//! travels: [`CacheEvent::TokenSecretSet`] is sent as "this app's secret changed" and each
-//! receiving node reads the secret from its store.
+//! travels: [`CacheEvent::TokenSecretSet`] and [`CacheEvent::TokenKeysSet`] are sent as "this
+//! app's token keys changed" and each receiving node reads them from its store.
 //!
 //! ```text
 //! u8 version (1), u64 origin node, u8 kind, u8 app length, app bytes, then by kind:
@@ -51,7 +51,7 @@ pub fn encode_event(origin: u64, event: &CacheEvent) -> Bytes {
         CacheEvent::KeyRemoved { app, .. } => (2, app),
         CacheEvent::AppCreated { app, .. } => (3, app),
         CacheEvent::AppDeleted { app } => (4, app),
-        CacheEvent::TokenSecretSet { app, .. } => (5, app),
+        CacheEvent::TokenSecretSet { app, .. } | CacheEvent::TokenKeysSet { app, .. } => (5, app),
         CacheEvent::LimitsChanged { app, .. } => (6, app),
         CacheEvent::CredentialsChanged { app, .. } => (7, app),
         CacheEvent::Disconnect { app, .. } => (8, app),
@@ -68,7 +68,9 @@ pub fn encode_event(origin: u64, event: &CacheEvent) -> Bytes {
             put_limits(&mut out, limits)
         }
         CacheEvent::CredentialsChanged { provider, .. } => put_str16(&mut out, provider),
-        CacheEvent::AppDeleted { .. } | CacheEvent::TokenSecretSet { .. } => {}
+        CacheEvent::AppDeleted { .. }
+        | CacheEvent::TokenSecretSet { .. }
+        | CacheEvent::TokenKeysSet { .. } => {}
         CacheEvent::Disconnect { target, reason, .. } => {
             out.put_u8(match reason {
                 CloseReason::DeviceRevoked => 2,

@@ -106,6 +106,16 @@ fn on_event(shared: &Arc<Shared>, payload: &Bytes) {
                 let Some(tenancy) = shared.tenancy.get() else {
                     return;
                 };
+                // Everything that verifies the app's tokens; a store that keeps only the
+                // secret (no token keys) answers an error, and the secret is read instead.
+                match tenancy.token_keys(&app).await {
+                    Ok(Some(keys)) => {
+                        shared.caches.apply(&CacheEvent::TokenKeysSet { app, keys });
+                        return;
+                    }
+                    Ok(None) => return,
+                    Err(_) => {}
+                }
                 match tenancy.app(&app).await {
                     Ok(Some(stored)) => {
                         if let Some(secret) = stored.token_secret {

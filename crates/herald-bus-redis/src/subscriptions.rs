@@ -201,7 +201,18 @@ async fn reload_caches(shared: Arc<Shared>) {
         ))
     };
     match loaded.await {
-        Ok((apps, keys, revoked)) => shared.caches.reload(&apps, &keys, &revoked),
+        Ok((apps, keys, revoked)) => {
+            shared.caches.reload(&apps, &keys, &revoked);
+            // What verifies each app's tokens besides its secret (a store without token keys
+            // answers an error: its secrets were reloaded above).
+            if let Ok(all) = tenancy.all_token_keys().await {
+                for (app, keys) in all {
+                    shared
+                        .caches
+                        .apply(&herald_core::caches::CacheEvent::TokenKeysSet { app, keys });
+                }
+            }
+        }
         Err(error) => tracing::warn!(%error, "cannot reload caches after a Redis bus reconnect"),
     }
 }

@@ -1,24 +1,25 @@
-//! Who may do what: publisher API keys (kept only as SHA-256 hashes) and client tokens (HS256
-//! JWTs with `sub`, `exp`, `channels` and `publish` claims). The claims and minting are the wire
+//! Who may do what: publisher API keys (kept only as SHA-256 hashes) and client tokens (JWTs
+//! with `sub`, `exp`, `channels` and `publish` claims, HS256 over an app's secret or RS256 and
+//! ES256 over its public keys: [`Tokens`], `crate::keyring`, [`crate::jwks`]). The claims and minting are the wire
 //! contract's (`herald_proto::token`); verifying them is the server's, here, as is refusing
 //! revoked tokens ([`crate::revoked`]) and telling which live clients a secret change or a
 //! revocation ends ([`Tokens::still_valid`]).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use parking_lot::RwLock;
 use sha2::{Digest, Sha256};
 
 use crate::error::{ErrorCode, HeraldError};
-use crate::outbox::CloseReason;
 use crate::pattern::PatternSet;
-use crate::revoked::{fingerprint, RevokedTokens, TokenRevocation};
-use crate::tenant::{AppId, DEFAULT_APP};
+use crate::revoked::fingerprint;
+use crate::tenant::AppId;
 
 pub use herald_proto::token::ClientClaims;
+
+pub use crate::tokens::Tokens;
 
 /// An authenticated (or anonymous) client and what it may do.
 #[derive(Debug, Clone)]
@@ -90,8 +91,84 @@ impl Client {
     }
 }
 
-/// Hands out secret generations: every [`TokenKeys`] made gets the next.
+/// Hands out key generations: every [`TokenKeys`] and public key made gets the next.
 static GENERATIONS: AtomicU64 = AtomicU64::new(1);
+
+/// The next key generation (never 0).
+pub(crate) fn next_generation() -> u64 {
+    GENERATIONS.fetch_add(1, Ordering::Relaxed)
+}
+
+/// The claim checks every token passes, whatever its algorithm: `exp` and `nbf` without
+/// leeway, no audience check (an `aud` only names the app).
+pub(crate) fn validation(alg: Algorithm) -> Validation {
+    let mut validation = Validation::new(alg);
+    validation.required_spec_claims = HashSet::new();
+    validation.leeway = 0;
+    validation.validate_exp = true;
+    validation.validate_nbf = true;
+    validation.validate_aud = false;
+    validation
+}
+
+/// What decoding a token with one key found.
+pub(crate) enum Decoded {
+    /// The client it names, with its `jti`.
+    Client(Client, Option<String>),
+    /// The signature is not this key's (another key may verify it).
+    BadSignature,
+    /// The signature is this key's but the token is refused (expired, bad claims).
+    Refused(HeraldError),
+}
+
+/// Decodes a token with one key: the client it names, verified by the key of `generation`.
+pub(crate) fn decode_client(
+    token: &str,
+    key: &DecodingKey,
+    validation: &Validation,
+    generation: u64,
+) -> Decoded {
+    use jsonwebtoken::errors::ErrorKind;
+    let data = match jsonwebtoken::decode::<ClientClaims>(token, key, validation) {
+        Ok(data) => data,
+        Err(e) => {
+            return match e.kind() {
+                ErrorKind::InvalidSignature => Decoded::BadSignature,
+                ErrorKind::ExpiredSignature => Decoded::Refused(expired()),
+                other => Decoded::Refused(token_error(token, other)),
+            }
+        }
+    };
+    let c = data.claims;
+    // No leeway: a token is expired from the second its `exp` names (the library still
+    // accepts it during that second).
+    if c.exp.is_some_and(|exp| exp <= crate::revoked::now_secs()) {
+        return Decoded::Refused(expired());
+    }
+    if let Some(d) = &c.device {
+        if let Err(e) = crate::device_id::check_device_id(d) {
+            return Decoded::Refused(HeraldError::new(
+                ErrorCode::Unauthorized,
+                format!("the token's device: {}", e.message),
+            ));
+        }
+    }
+    let token = TokenStamp {
+        jti: c.jti.as_deref().map_or(0, fingerprint),
+        iat: c.iat.unwrap_or(0),
+        secret: generation,
+    };
+    let client = Client {
+        app: AppId::default_app(),
+        device: c.device,
+        subscribe: PatternSet::new(&c.channels),
+        publish: PatternSet::new(&c.publish),
+        sub: c.sub,
+        expires: c.exp,
+        token,
+    };
+    Decoded::Client(client, c.jti)
+}
 
 /// Signs and verifies client tokens with one HS256 secret.
 pub struct TokenKeys {
@@ -106,66 +183,39 @@ pub struct TokenKeys {
 impl TokenKeys {
     /// Keys from a shared secret.
     pub fn new(secret: &[u8]) -> Self {
-        let mut validation = Validation::new(Algorithm::HS256);
-        validation.required_spec_claims = HashSet::new();
-        validation.leeway = 0;
-        validation.validate_exp = true;
-        validation.validate_nbf = true;
-        validation.validate_aud = false;
         TokenKeys {
             secret: secret.to_vec(),
             decoding: DecodingKey::from_secret(secret),
-            validation,
-            generation: GENERATIONS.fetch_add(1, Ordering::Relaxed),
+            validation: validation(Algorithm::HS256),
+            generation: next_generation(),
         }
     }
 
     /// Verifies a token and returns the client it names.
     pub fn verify(&self, token: &str) -> Result<Client, HeraldError> {
-        self.verify_with_jti(token).map(|(client, _)| client)
+        match self.decode(token) {
+            Decoded::Client(client, _) => Ok(client),
+            Decoded::BadSignature => Err(HeraldError::new(
+                ErrorCode::Unauthorized,
+                "the token's signature is not valid for this server",
+            )),
+            Decoded::Refused(e) => Err(e),
+        }
     }
 
-    /// Verifies a token and returns the client it names, with the token's `jti`.
-    fn verify_with_jti(&self, token: &str) -> Result<(Client, Option<String>), HeraldError> {
-        use jsonwebtoken::errors::ErrorKind;
-        let data = jsonwebtoken::decode::<ClientClaims>(token, &self.decoding, &self.validation)
-            .map_err(|e| match e.kind() {
-                ErrorKind::ExpiredSignature => expired(),
-                ErrorKind::InvalidSignature => HeraldError::new(
-                    ErrorCode::Unauthorized,
-                    "the token's signature is not valid for this server",
-                ),
-                other => token_error(token, other),
-            })?;
-        let c = data.claims;
-        // No leeway: a token is expired from the second its `exp` names (the library still
-        // accepts it during that second).
-        if c.exp.is_some_and(|exp| exp <= crate::revoked::now_secs()) {
-            return Err(expired());
-        }
-        if let Some(d) = &c.device {
-            crate::device_id::check_device_id(d).map_err(|e| {
-                HeraldError::new(
-                    ErrorCode::Unauthorized,
-                    format!("the token's device: {}", e.message),
-                )
-            })?;
-        }
-        let token = TokenStamp {
-            jti: c.jti.as_deref().map_or(0, fingerprint),
-            iat: c.iat.unwrap_or(0),
-            secret: self.generation,
-        };
-        let client = Client {
-            app: AppId::default_app(),
-            device: c.device,
-            subscribe: PatternSet::new(&c.channels),
-            publish: PatternSet::new(&c.publish),
-            sub: c.sub,
-            expires: c.exp,
-            token,
-        };
-        Ok((client, c.jti))
+    /// Decodes a token with this secret.
+    pub(crate) fn decode(&self, token: &str) -> Decoded {
+        decode_client(token, &self.decoding, &self.validation, self.generation)
+    }
+
+    /// The secret.
+    pub(crate) fn secret(&self) -> &[u8] {
+        &self.secret
+    }
+
+    /// The generation clients verified by these keys record.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// Signs a token with these claims (for the default app).
@@ -178,133 +228,6 @@ impl TokenKeys {
     pub fn mint_for(&self, app: &AppId, claims: &ClientClaims) -> String {
         herald_proto::token::mint_for_app(&self.secret, app.as_str(), claims)
     }
-}
-
-/// Every app's token keys: the default app's (the server's token secret) and each other app's.
-/// A token names its app in the header's `kid` (no `kid`: the default app).
-pub struct Tokens {
-    default: TokenKeys,
-    apps: RwLock<HashMap<AppId, Arc<TokenKeys>>>,
-    /// Tokens revoked by `jti` or by issue time, per app.
-    revoked: RevokedTokens,
-}
-
-impl Tokens {
-    /// A keyring holding the default app's secret.
-    pub fn new(default_secret: &[u8]) -> Self {
-        Tokens {
-            default: TokenKeys::new(default_secret),
-            apps: RwLock::new(HashMap::new()),
-            revoked: RevokedTokens::default(),
-        }
-    }
-
-    /// Adds or replaces an app's secret (the same secret again keeps its keys, so clients it
-    /// verified stay valid).
-    pub fn set_app(&self, app: &AppId, secret: &[u8]) {
-        let mut apps = self.apps.write();
-        if apps.get(app).is_some_and(|keys| keys.secret == secret) {
-            return;
-        }
-        apps.insert(app.clone(), Arc::new(TokenKeys::new(secret)));
-    }
-
-    /// Refuses, from now on, the tokens `revocation` names.
-    pub fn revoke(&self, revocation: &TokenRevocation) {
-        self.revoked.add(revocation);
-    }
-
-    /// Replaces every revocation with `revocations` (as the store lists them).
-    pub fn replace_revocations(&self, revocations: &[TokenRevocation]) {
-        self.revoked.replace(revocations);
-    }
-
-    /// Why a live client verified earlier must end now, if it must: its app is gone, the app's
-    /// secret changed since, or its token was revoked. Anonymous clients never end this way.
-    pub fn still_valid(&self, app: &AppId, token: &TokenStamp) -> Result<(), CloseReason> {
-        if token.secret == 0 {
-            return Ok(());
-        }
-        let current = if app.is_default() {
-            self.default.generation
-        } else {
-            match self.apps.read().get(app) {
-                Some(keys) => keys.generation,
-                None => return Err(CloseReason::AppDeleted),
-            }
-        };
-        if current != token.secret {
-            return Err(CloseReason::SecretChanged);
-        }
-        if self.revoked.matches(app, token) {
-            return Err(CloseReason::Revoked);
-        }
-        Ok(())
-    }
-
-    /// Forgets the secret of every app `keep` rejects.
-    pub fn retain_apps(&self, keep: impl Fn(&AppId) -> bool) {
-        self.apps.write().retain(|app, _| keep(app));
-    }
-
-    /// Forgets an app's secret.
-    pub fn remove_app(&self, app: &AppId) {
-        self.apps.write().remove(app);
-    }
-
-    /// Verifies a token with its app's secret and returns the client it names.
-    pub fn verify(&self, token: &str) -> Result<Client, HeraldError> {
-        let header =
-            jsonwebtoken::decode_header(token).map_err(|e| token_error(token, e.kind()))?;
-        let (client, jti) = match header.kid.as_deref() {
-            None | Some(DEFAULT_APP) => self.default.verify_with_jti(token)?,
-            Some(kid) => {
-                let app = AppId::parse(kid).map_err(|_| unknown_app())?;
-                // The map's own id is kept, so every client of an app shares one string.
-                let (app, keys) = self
-                    .apps
-                    .read()
-                    .get_key_value(&app)
-                    .map(|(id, keys)| (id.clone(), keys.clone()))
-                    .ok_or_else(unknown_app)?;
-                let (mut client, jti) = keys.verify_with_jti(token)?;
-                client.app = app;
-                (client, jti)
-            }
-        };
-        if self
-            .revoked
-            .refuses(&client.app, jti.as_deref(), client.token.iat)
-        {
-            return Err(HeraldError::new(
-                ErrorCode::Unauthorized,
-                "the token was revoked; get a new one",
-            ));
-        }
-        Ok(client)
-    }
-
-    /// Whether this keyring knows `app` (the default app, or an app whose secret was set):
-    /// every app that exists has a token secret.
-    pub fn knows(&self, app: &AppId) -> bool {
-        app.is_default() || self.apps.read().contains_key(app)
-    }
-
-    /// Signs a token for `app` with its secret; `None` if the app is unknown.
-    pub fn mint(&self, app: &AppId, claims: &ClientClaims) -> Option<String> {
-        if app.is_default() {
-            return Some(self.default.mint(claims));
-        }
-        let keys = self.apps.read().get(app).cloned()?;
-        Some(keys.mint_for(app, claims))
-    }
-}
-
-fn unknown_app() -> HeraldError {
-    HeraldError::new(
-        ErrorCode::Unauthorized,
-        "the token names an app this server does not know",
-    )
 }
 
 /// SHA-256 hex of an API key; only this is ever stored.
@@ -375,7 +298,7 @@ impl ApiKeys {
     }
 }
 
-fn expired() -> HeraldError {
+pub(crate) fn expired() -> HeraldError {
     HeraldError::new(
         ErrorCode::TokenExpired,
         "the token has expired: get a fresh one from your backend (or POST /v1/tokens)",
@@ -384,7 +307,7 @@ fn expired() -> HeraldError {
 
 /// Why a token was refused, in words a client developer can act on (never the library's type
 /// names).
-fn token_error(token: &str, kind: &jsonwebtoken::errors::ErrorKind) -> HeraldError {
+pub(crate) fn token_error(token: &str, kind: &jsonwebtoken::errors::ErrorKind) -> HeraldError {
     use jsonwebtoken::errors::ErrorKind;
     let message = if token.starts_with("hk_") || token.starts_with("hs_") {
         "that looks like a publisher API key or a token secret, not a client token: clients need \
@@ -399,7 +322,9 @@ fn token_error(token: &str, kind: &jsonwebtoken::errors::ErrorKind) -> HeraldErr
                 "the token is not valid yet: its nbf (not before) is in the future".to_owned()
             }
             ErrorKind::InvalidAlgorithm | ErrorKind::InvalidAlgorithmName => {
-                "the token must be signed with HS256".to_owned()
+                "the token's alg does not match its key: HS256 tokens are checked with the app's \
+                 secret, RS256 and ES256 tokens with its public keys"
+                    .to_owned()
             }
             ErrorKind::Base64(_) | ErrorKind::Utf8(_) => {
                 "the token's parts are not valid base64url".to_owned()

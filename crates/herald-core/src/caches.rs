@@ -16,6 +16,7 @@ use crate::outbox::CloseReason;
 use crate::revoked::{RevokedKind, TokenRevocation};
 use crate::tenancy::{App, AppLimits, KeyInfo};
 use crate::tenant::AppId;
+use crate::token_keys::AppTokenKeys;
 use crate::usage::UsageMeter;
 
 /// An app's client-token secret as carried by an event; its `Debug` never shows it.
@@ -63,6 +64,16 @@ pub enum CacheEvent {
         app: AppId,
         /// Its secret.
         secret: TokenSecret,
+    },
+    /// Everything that verifies an app's tokens was replaced (a rotation, public keys, a JWKS
+    /// URL): the live connections whose key is gone are closed, and those verified by a
+    /// rotated-out secret when its overlap ends. On the Redis bus it travels as "this app's
+    /// keys changed" and each node reads them from the store (secrets never travel).
+    TokenKeysSet {
+        /// The app.
+        app: AppId,
+        /// Its keys (its `Debug` shows no secret).
+        keys: AppTokenKeys,
     },
     /// An app's limits were replaced.
     LimitsChanged {
@@ -178,6 +189,28 @@ impl Caches {
             .close_where(app, |who| self.tokens.still_valid(app, &who.token).err())
     }
 
+    /// At `until` (seconds since the Unix epoch), closes the live connections of `app` whose
+    /// token a rotated-out secret verified: every node does this from the stored expiry (also
+    /// after a restart), so no node's timer is the only one. Needs a Tokio runtime (without one,
+    /// tokens are still refused from `until` on, and the connections close at the app's next
+    /// key change).
+    fn close_when_overlap_ends(&self, app: &AppId, until: u64) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (tokens, live, app) = (self.tokens.clone(), self.live.clone(), app.clone());
+        runtime.spawn(async move {
+            let wait = until.saturating_sub(crate::revoked::now_secs());
+            tokio::time::sleep(std::time::Duration::from_secs(wait)).await;
+            // `until` is a whole second: wait until the clock has passed it.
+            while crate::revoked::now_secs() < until {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            let closed = live.close_where(&app, |who| tokens.still_valid(&app, &who.token).err());
+            tracing::info!(%app, closed, "the previous token secret's overlap ended");
+        });
+    }
+
     /// Applies one event to this node's caches.
     pub fn apply(&self, event: &CacheEvent) {
         match event {
@@ -196,6 +229,13 @@ impl Caches {
             CacheEvent::TokenSecretSet { app, secret } => {
                 self.tokens.set_app(app, secret.0.as_bytes());
                 self.close_invalid(app);
+            }
+            CacheEvent::TokenKeysSet { app, keys } => {
+                self.tokens.set_app_keys(app, keys);
+                self.close_invalid(app);
+                if let Some(previous) = keys.previous_at(crate::revoked::now_secs()) {
+                    self.close_when_overlap_ends(app, previous.until);
+                }
             }
             CacheEvent::CredentialsChanged { .. } => {}
             CacheEvent::Disconnect {

@@ -22,6 +22,8 @@ pub mod fanout;
 pub mod frames;
 pub mod head;
 pub mod hub;
+pub mod jwks;
+pub(crate) mod keyring;
 pub mod live;
 pub mod log;
 pub mod message;
@@ -35,6 +37,8 @@ pub mod store_error;
 pub mod telemetry;
 pub mod tenancy;
 pub mod tenant;
+pub mod token_keys;
+mod tokens;
 pub mod usage;
 pub mod wiring;
 

@@ -9,6 +9,7 @@ use serde::Serialize;
 use crate::log::StoreError;
 use crate::revoked::TokenRevocation;
 use crate::tenant::AppId;
+use crate::token_keys::AppTokenKeys;
 
 /// An app (tenant).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -111,4 +112,22 @@ pub trait Tenancy: Send + Sync {
     async fn revoke_tokens(&self, revocation: &TokenRevocation) -> Result<(), StoreError>;
     /// Every revocation not yet expired, of every app.
     async fn token_revocations(&self) -> Result<Vec<TokenRevocation>, StoreError>;
+
+    /// Everything that verifies an app's client tokens (its secret is the `apps` row's
+    /// `token_secret`), as stored: the server seals the secrets before they arrive. `None` if
+    /// the app is unknown or deleted.
+    async fn token_keys(&self, id: &AppId) -> Result<Option<AppTokenKeys>, StoreError> {
+        let _ = id;
+        Err(StoreError::failed("this store keeps no token keys"))
+    }
+    /// [`Tenancy::token_keys`] of every app that is not deleted.
+    async fn all_token_keys(&self) -> Result<Vec<(AppId, AppTokenKeys)>, StoreError> {
+        Err(StoreError::failed("this store keeps no token keys"))
+    }
+    /// Replaces, in one transaction, everything that verifies an app's tokens (its secret
+    /// included); `false` if the app is unknown or deleted.
+    async fn set_token_keys(&self, id: &AppId, keys: &AppTokenKeys) -> Result<bool, StoreError> {
+        let _ = (id, keys);
+        Err(StoreError::failed("this store keeps no token keys"))
+    }
 }

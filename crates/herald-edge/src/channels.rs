@@ -41,6 +41,15 @@ pub struct StreamRequest {
 }
 
 impl StreamRequest {
+    /// Waits (bounded) for the key set the request's token needs when its app's JWKS is not
+    /// cached yet or lacks the token's key id; returns at once otherwise. Call before
+    /// [`StreamRequest::parse`].
+    pub async fn prepare_keys(edge: &Edge, query: Option<&str>, headers: &HeaderMap) {
+        if let Some(token) = client_token(&query_pairs(query), headers) {
+            edge.tokens.prepare(&token).await;
+        }
+    }
+
     /// Authenticates and parses the request. The cursor string is `cursor` when the transport
     /// has one of its own (SSE's `Last-Event-ID`), else the `since` parameter.
     pub fn parse(

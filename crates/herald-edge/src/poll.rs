@@ -45,6 +45,7 @@ async fn answer(
     query: Option<&str>,
     headers: &HeaderMap,
 ) -> Result<Response, HeraldError> {
+    StreamRequest::prepare_keys(edge, query, headers).await;
     let request = StreamRequest::parse(edge, query, headers, None)?;
     let timeout = match request.param("timeout") {
         Some(t) => t

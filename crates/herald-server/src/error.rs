@@ -88,6 +88,9 @@ pub enum ServerError {
     /// The provider credentials key is not usable.
     #[error("the provider credentials key is not usable: {0}")]
     CredentialsKey(String),
+    /// The HTTP client that fetches apps' JWKS key sets could not be built.
+    #[error("cannot build the HTTP client that fetches JWKS key sets: {0}")]
+    KeySetClient(String),
     /// A listener could not be bound; `what` is empty for HTTP, else ` (meteor)` or
     /// ` (meteor-control)`.
     #[error("cannot listen on {addr}{what}")]

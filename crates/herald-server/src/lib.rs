@@ -18,10 +18,12 @@
 
 mod data_dir;
 pub mod error;
+mod jwks_fetch;
 mod listener;
 mod meteor;
 mod metrics;
 mod node;
+mod sealed_tenancy;
 mod secrets;
 mod server;
 pub mod settings;
@@ -38,6 +40,7 @@ pub use settings::{AdminSettings, ClusterSettings, MeteorPorts, ProviderSettings
 /// The types a [`ServerSettings`] is made of, from the crates that own them, so a program that
 /// configures a server (the `herald` binary) needs no other Herald crate.
 pub mod vocabulary {
+    pub use herald_core::jwks::JwksOptions;
     pub use herald_core::log::Retention;
     pub use herald_core::namespace::{NamespaceOptions, Namespaces};
     pub use herald_edge::deadlines::Deadlines;

@@ -21,7 +21,10 @@ use herald_push::DeviceRegistry;
 use herald_store::{PostgresStore, SqliteLog};
 use tokio_util::sync::CancellationToken;
 
+use herald_push::credentials::sealer::Sealer;
+
 use crate::error::ServerError;
+use crate::sealed_tenancy::SealedTenancy;
 use crate::settings::{redact_url, ServerSettings};
 
 /// The store one node runs over, as the traits the rest of the server uses (one value
@@ -219,10 +222,32 @@ pub(crate) async fn open(
             .map_err(|e| open_error(e, || data.display().to_string()))?
         }
     };
+    let mut opened = opened;
+    seal_token_secrets(settings, &mut opened.2).await?;
     if let Some(bus) = opened.1.redis() {
         bus.attach(opened.2.log.clone(), opened.2.tenancy.clone());
     }
     Ok(opened)
+}
+
+/// Puts the store's tenancy behind [`SealedTenancy`] (token secrets sealed with the server key)
+/// and seals what an older Herald stored in plain text.
+async fn seal_token_secrets(
+    settings: &ServerSettings,
+    store: &mut Store,
+) -> Result<(), ServerError> {
+    let key = crate::secrets::credentials_key(settings)?;
+    let sealer = Sealer::new(&key).map_err(|e| ServerError::CredentialsKey(e.to_string()))?;
+    let sealed = SealedTenancy::new(store.tenancy.clone(), Arc::new(sealer));
+    sealed
+        .seal_plain_secrets()
+        .await
+        .map_err(|source| ServerError::OpenStore {
+            place: "the store's token secrets".to_owned(),
+            source,
+        })?;
+    store.tenancy = Arc::new(sealed);
+    Ok(())
 }
 
 fn open_error(e: OpenError<StoreError>, place: impl FnOnce() -> String) -> ServerError {

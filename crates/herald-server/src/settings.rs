@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use herald_core::jwks::JwksOptions;
 use herald_core::namespace::Namespaces;
 use herald_edge::EdgeSettings;
 use herald_meteor::MeteorConf;
@@ -51,6 +52,8 @@ pub struct ServerSettings {
     pub cluster: ClusterSettings,
     /// The admin dashboard's sessions.
     pub admin: AdminSettings,
+    /// How apps' JWKS key sets are refetched and how long a connect waits for one.
+    pub jwks: JwksOptions,
 }
 
 /// The admin dashboard (`/admin`): how long a login lasts and how its cookie is marked.
@@ -176,6 +179,7 @@ impl ServerSettings {
             providers: ProviderSettings::default(),
             cluster: ClusterSettings::default(),
             admin: AdminSettings::default(),
+            jwks: JwksOptions::default(),
         }
     }
 }
@@ -199,6 +203,7 @@ impl std::fmt::Debug for ServerSettings {
             .field("providers", &self.providers)
             .field("cluster", &self.cluster)
             .field("admin", &self.admin)
+            .field("jwks", &self.jwks)
             .finish()
     }
 }

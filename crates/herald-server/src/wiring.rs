@@ -102,6 +102,14 @@ impl Parts {
             let counters = usage.app(&app.id);
             counters.devices_changed(devices.device_count(&app.id).await?, 0);
         }
+        // Every app's keys (a rotated-out secret during its overlap, public keys, a JWKS URL,
+        // fetched from now on in the background).
+        let key_sets = crate::jwks_fetch::HttpKeySets::new(settings.jwks.fetch_timeout)
+            .map_err(ServerError::KeySetClient)?;
+        tokens.set_key_source(Arc::new(key_sets), settings.jwks);
+        for (app, keys) in registry.all_token_keys().await? {
+            caches.apply(&CacheEvent::TokenKeysSet { app, keys });
+        }
         // Revoked tokens stay refused across a restart.
         tokens.replace_revocations(&registry.token_revocations().await?);
         let engine = Arc::new(engine);

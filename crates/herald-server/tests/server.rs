@@ -338,3 +338,5 @@ mod cluster;
 mod openapi;
 #[path = "server/providers.rs"]
 mod providers;
+#[path = "server/sealing.rs"]
+mod sealing;

@@ -33,6 +33,7 @@ mod retention;
 mod revocations;
 mod schema;
 mod tenancy;
+mod token_keys;
 mod writer;
 
 pub use log::SqliteLog;

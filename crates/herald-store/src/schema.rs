@@ -8,8 +8,8 @@
 //! - `messages`: the log itself, clustered by `(channel_id, seq)`; `client_id` is the publisher's
 //!   idempotency key, unique per channel when present.
 //! - `api_keys`: SHA-256 hex hashes of publisher API keys, each for one app.
-//! - `apps`: tenants and the secret that signs their client tokens (the default app's secret is
-//!   the server's token secret, not stored here).
+//! - `apps`: tenants and the secret that signs their client tokens, sealed by the server (the
+//!   default app's secret is the server's token secret, not stored here).
 //! - `devices` (one row per device, tags as a JSON array, inbox cursor as `EPOCH:SEQ,EPOCH:SEQ`,
 //!   why a provider had it deactivated, when its token last changed) and `device_tags` (the
 //!   index behind listing by tag).
@@ -27,6 +27,8 @@
 //!   (and as every page a broadcast sends directly, whose accepted devices have no job row).
 //! - `credentials`: each app's provider credentials, sealed by the server before they arrive,
 //!   with the part that may be shown.
+//! - `app_token_keys`: what verifies an app's client tokens besides its secret (the previous
+//!   secret during a rotation's overlap, public keys, a JWKS URL).
 //! - `revoked_tokens` (an app's token ids refused until their expiry) and `revoked_before` (an
 //!   app's tokens issued before a time are refused): revoked client tokens.
 
@@ -204,6 +206,16 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE revoked_before (
         app TEXT PRIMARY KEY,
         issued_before INTEGER NOT NULL
+    );",
+    // 6: what verifies an app's client tokens besides its secret (`apps.token_secret`): the
+    // previous secret during a rotation's overlap (sealed, like the secret, by the server) and
+    // until when (seconds since the Unix epoch), public keys (JSON) and a JWKS URL.
+    "CREATE TABLE app_token_keys (
+        app TEXT PRIMARY KEY,
+        previous_secret TEXT,
+        previous_until INTEGER,
+        public_keys TEXT NOT NULL DEFAULT '[]',
+        jwks_url TEXT
     );",
 ];
 

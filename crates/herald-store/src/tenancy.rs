@@ -9,6 +9,7 @@ use herald_core::log::StoreError;
 use herald_core::revoked::TokenRevocation;
 use herald_core::tenancy::{App, AppLimits, KeyInfo, Tenancy, Usage};
 use herald_core::tenant::AppId;
+use herald_core::token_keys::AppTokenKeys;
 use rusqlite::{params, OptionalExtension};
 
 use crate::{backend, SqliteLog};
@@ -126,6 +127,7 @@ impl Tenancy for SqliteLog {
                 "DELETE FROM credentials WHERE app = ?1",
                 "DELETE FROM revoked_tokens WHERE app = ?1",
                 "DELETE FROM revoked_before WHERE app = ?1",
+                "DELETE FROM app_token_keys WHERE app = ?1",
             ] {
                 tx.execute(sql, [app]).map_err(backend)?;
             }
@@ -263,6 +265,18 @@ impl Tenancy for SqliteLog {
 
     async fn token_revocations(&self) -> Result<Vec<TokenRevocation>, StoreError> {
         crate::revocations::list(self).await
+    }
+
+    async fn token_keys(&self, id: &AppId) -> Result<Option<AppTokenKeys>, StoreError> {
+        crate::token_keys::get(self, id).await
+    }
+
+    async fn all_token_keys(&self) -> Result<Vec<(AppId, AppTokenKeys)>, StoreError> {
+        crate::token_keys::list(self).await
+    }
+
+    async fn set_token_keys(&self, id: &AppId, keys: &AppTokenKeys) -> Result<bool, StoreError> {
+        crate::token_keys::set(self, id, keys).await
     }
 }
 

@@ -4,7 +4,9 @@
 //! shutdown exits at once (code 130), as a kill -9 would: every acknowledged write is already
 //! durable.
 
-use herald_server::vocabulary::{DeliveryConfig, EdgeSettings, PostgresOptions, ProviderEndpoints};
+use herald_server::vocabulary::{
+    DeliveryConfig, EdgeSettings, JwksOptions, PostgresOptions, ProviderEndpoints,
+};
 use herald_server::{
     AdminSettings, ClusterSettings, MeteorPorts, ProviderSettings, Server, ServerSettings,
 };
@@ -99,6 +101,10 @@ fn settings(config: &Config) -> ServerSettings {
             deadlines: config.deadlines,
         },
         shutdown_grace: config.shutdown_grace,
+        jwks: JwksOptions {
+            min_refetch: config.jwks_min_refetch,
+            fetch_timeout: config.jwks_fetch_timeout,
+        },
         admin: AdminSettings {
             session_ttl: config.admin_session_ttl,
             secure_cookie: config.admin_cookie_secure,

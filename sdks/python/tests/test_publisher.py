@@ -12,6 +12,7 @@ from herald_client import (
     AppLimits,
     Herald,
     HeraldError,
+    PublicKey,
     Published,
     RawJson,
     SyncHerald,
@@ -123,6 +124,29 @@ async def test_apps_and_keys(herald: Herald, server: HeraldServer) -> None:
     await within(herald.delete_app(app_id))
     error = await raises(herald.app(app_id))
     assert (error.code, error.status) == ("not_found", 404)
+
+
+async def test_token_keys_and_secret_rotation(herald: Herald) -> None:
+    import subprocess
+
+    app_id = unique("keys")
+    await within(herald.create_app(app_id))
+    private = subprocess.run(
+        ["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256"],
+        check=True, capture_output=True,
+    ).stdout
+    pem = subprocess.run(
+        ["openssl", "pkey", "-pubout"], input=private, check=True, capture_output=True
+    ).stdout.decode()
+    keys = await within(herald.set_token_keys(app_id, [PublicKey(alg="ES256", pem=pem, kid="k1")]))
+    assert (keys.app, keys.hs256, [k.kid for k in keys.keys]) == (app_id, True, ["k1"])
+    assert (await within(herald.token_keys(app_id))).keys[0].pem == pem
+    rotated = await within(herald.rotate_token_secret(app_id, overlap=60))
+    assert rotated.token_secret.startswith("hs_") and rotated.token_secret not in repr(rotated)
+    assert rotated.previous_valid_until is not None
+    bad = await raises(herald.set_token_keys(app_id, [PublicKey(alg="ES256", pem="junk")]))
+    assert (bad.code, bad.status) == ("bad_request", 400)
+    assert (await raises(herald.rotate_token_secret("default"))).status == 400
 
 
 async def test_providers_and_vapid_key(herald: Herald) -> None:

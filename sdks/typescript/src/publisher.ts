@@ -230,6 +230,27 @@ export class HeraldPublisher {
     return this.json({ method: 'POST', path: `/v1/apps/${segment(appId)}/revoke`, auth: 'either', body });
   }
 
+  /** What verifies the app's client tokens: HS256 or not, public keys, JWKS URL (never a secret). */
+  getTokenKeys(appId: string): Promise<AnswerOf<'getTokenKeys', 200>> {
+    return this.json({ method: 'GET', path: `/v1/apps/${segment(appId)}/token-keys`, auth: 'either' });
+  }
+
+  /**
+   * Replaces the app's public keys (RS256, ES256; PEM) and JWKS URL; `hs256: false` drops its HS256
+   * secret (its backend then mints every token). docs/push.md, "Token keys".
+   */
+  setTokenKeys(appId: string, body: BodyOf<'setTokenKeys'>): Promise<AnswerOf<'setTokenKeys', 200>> {
+    return this.json({ method: 'PUT', path: `/v1/apps/${segment(appId)}/token-keys`, auth: 'either', body });
+  }
+
+  /**
+   * A new HS256 token secret (shown only in this answer); the old one keeps verifying tokens for
+   * `overlap` seconds (default 3600, 0 for none).
+   */
+  rotateTokenSecret(appId: string, body: BodyOf<'rotateTokenSecret'> = {}): Promise<AnswerOf<'rotateTokenSecret', 200>> {
+    return this.json({ method: 'POST', path: `/v1/apps/${segment(appId)}/token-secret`, auth: 'either', body });
+  }
+
   appStats(appId: string): Promise<AnswerOf<'appStats', 200>> {
     return this.json({ method: 'GET', path: `/v1/apps/${segment(appId)}/stats`, auth: 'either' });
   }

@@ -65,6 +65,7 @@ impl SseStream {
             .get("last-event-id")
             .and_then(|v| v.to_str().ok())
             .filter(|v| !v.trim().is_empty());
+        StreamRequest::prepare_keys(edge, query, headers).await;
         let request = StreamRequest::parse(edge, query, headers, last_event_id)?;
         let outbox = Outbox::new(edge.settings.outbox_bytes);
         let (subs, _) = Subscriptions::open(edge, &request, &outbox, |name, outcome| {

@@ -50,7 +50,12 @@ pub async fn upgrade(
         Err(e) => return error_response(&e),
     };
     let pairs = query_pairs(query.as_deref());
-    let client = match client_token(&pairs, request.headers()) {
+    let token = client_token(&pairs, request.headers());
+    if let Some(token) = &token {
+        // An app's JWKS key set not cached yet (or lacking the token's key) is fetched first.
+        edge.tokens.prepare(token).await;
+    }
+    let client = match token {
         Some(token) => match edge.tokens.verify(&token) {
             Ok(client) => Some(client),
             Err(e) => return error_response(&e),

@@ -1,4 +1,5 @@
-//! Sealing provider credentials at rest: AES-256-GCM under the server's credentials key, with a
+//! Sealing provider credentials (and, through [`Sealer::seal_bound`], apps' token secrets) at
+//! rest: AES-256-GCM under the server's credentials key, with a
 //! fresh random nonce per seal and the app and provider as associated data, so a sealed blob
 //! copied to another app's row does not open (one app's credentials are never used for
 //! another's devices).
@@ -59,6 +60,12 @@ impl Sealer {
 
     /// Seals `secret` for `app` and `provider`: nonce, then ciphertext and tag.
     pub fn seal(&self, app: &AppId, provider: Platform, secret: &[u8]) -> Vec<u8> {
+        self.seal_bound(&aad(app, provider), secret)
+    }
+
+    /// Seals `secret` bound to `associated` (what it is and whose: it opens only with the same
+    /// bytes): nonce, then ciphertext and tag.
+    pub fn seal_bound(&self, associated: &[u8], secret: &[u8]) -> Vec<u8> {
         let mut nonce = [0u8; NONCE_LEN];
         self.rng
             .fill(&mut nonce)
@@ -68,7 +75,7 @@ impl Sealer {
         self.key
             .seal_in_place_append_tag(
                 Nonce::assume_unique_for_key(nonce),
-                Aad::from(aad(app, provider)),
+                Aad::from(associated),
                 &mut body,
             )
             .expect("AES-GCM sealing of a short secret cannot fail");
@@ -83,6 +90,11 @@ impl Sealer {
         provider: Platform,
         sealed: &[u8],
     ) -> Result<Vec<u8>, SealError> {
+        self.open_bound(&aad(app, provider), sealed)
+    }
+
+    /// Opens what [`Sealer::seal_bound`] sealed with the same associated bytes.
+    pub fn open_bound(&self, associated: &[u8], sealed: &[u8]) -> Result<Vec<u8>, SealError> {
         if sealed.len() < NONCE_LEN {
             return Err(SealError::DoesNotOpen);
         }
@@ -91,7 +103,7 @@ impl Sealer {
         let mut body = body.to_vec();
         let plain = self
             .key
-            .open_in_place(nonce, Aad::from(aad(app, provider)), &mut body)
+            .open_in_place(nonce, Aad::from(associated), &mut body)
             .map_err(|_| SealError::DoesNotOpen)?;
         Ok(plain.to_vec())
     }

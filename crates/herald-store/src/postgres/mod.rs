@@ -21,6 +21,7 @@ mod read;
 mod revocations;
 mod schema;
 mod tenancy;
+mod token_keys;
 mod writer;
 
 use std::sync::Arc;

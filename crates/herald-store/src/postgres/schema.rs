@@ -175,6 +175,16 @@ const MIGRATIONS: &[&str] = &[
         app TEXT PRIMARY KEY,
         issued_before BIGINT NOT NULL
     );"#,
+    // 4: what SQLite's version 6 adds: what verifies an app's client tokens besides its
+    // secret (the previous secret during a rotation's overlap, sealed by the server, and until
+    // when; public keys as JSON; a JWKS URL).
+    r#"CREATE TABLE app_token_keys (
+        app TEXT COLLATE "C" PRIMARY KEY,
+        previous_secret TEXT,
+        previous_until BIGINT,
+        public_keys TEXT NOT NULL DEFAULT '[]',
+        jwks_url TEXT
+    );"#,
 ];
 
 /// The schema version this build writes.

@@ -8,6 +8,7 @@ use herald_core::log::StoreError;
 use herald_core::revoked::TokenRevocation;
 use herald_core::tenancy::{App, AppLimits, KeyInfo, Tenancy, Usage};
 use herald_core::tenant::AppId;
+use herald_core::token_keys::AppTokenKeys;
 
 use super::{pg_error, PostgresStore};
 use crate::tenancy::{app_id, to_json};
@@ -109,6 +110,7 @@ impl Tenancy for PostgresStore {
             "DELETE FROM credentials WHERE app = $1",
             "DELETE FROM revoked_tokens WHERE app = $1",
             "DELETE FROM revoked_before WHERE app = $1",
+            "DELETE FROM app_token_keys WHERE app = $1",
         ] {
             tx.execute(sql, &[&app]).await.map_err(pg_error)?;
         }
@@ -232,5 +234,17 @@ impl Tenancy for PostgresStore {
 
     async fn token_revocations(&self) -> Result<Vec<TokenRevocation>, StoreError> {
         super::revocations::list(self).await
+    }
+
+    async fn token_keys(&self, id: &AppId) -> Result<Option<AppTokenKeys>, StoreError> {
+        super::token_keys::get(self, id).await
+    }
+
+    async fn all_token_keys(&self) -> Result<Vec<(AppId, AppTokenKeys)>, StoreError> {
+        super::token_keys::list(self).await
+    }
+
+    async fn set_token_keys(&self, id: &AppId, keys: &AppTokenKeys) -> Result<bool, StoreError> {
+        super::token_keys::set(self, id, keys).await
     }
 }

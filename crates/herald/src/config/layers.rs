@@ -101,6 +101,8 @@ pub(super) const KEYS: &[Key] = &[
     key("max_subscriptions", &["HERALD_MAX_SUBSCRIPTIONS"]),
     key("ping_interval", &["HERALD_PING_INTERVAL"]),
     key("shutdown_grace", &["HERALD_SHUTDOWN_GRACE"]),
+    key("jwks_min_refetch", &["HERALD_JWKS_MIN_REFETCH"]),
+    key("jwks_fetch_timeout", &["HERALD_JWKS_FETCH_TIMEOUT"]),
     key("first_byte_timeout", &["HERALD_FIRST_BYTE_TIMEOUT"]),
     key("head_timeout", &["HERALD_HEAD_TIMEOUT"]),
     key("body_timeout", &["HERALD_BODY_TIMEOUT"]),

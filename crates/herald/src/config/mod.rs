@@ -280,6 +280,10 @@ pub struct Config {
     pub ping_interval: Duration,
     /// How long shutdown waits for connections to drain.
     pub shutdown_grace: Duration,
+    /// Least time between two fetches of an app's JWKS caused by unknown key ids.
+    pub jwks_min_refetch: Duration,
+    /// Longest a JWKS fetch (and a connect waiting for one) may take.
+    pub jwks_fetch_timeout: Duration,
     /// How long each state of a connection that is not a stream may last.
     pub deadlines: Deadlines,
     /// Log line format.

@@ -69,6 +69,8 @@ impl Config {
             ("max_subscriptions", int(self.max_subscriptions as u64), ""),
             ("ping_interval", dur(self.ping_interval), ""),
             ("shutdown_grace", dur(self.shutdown_grace), ""),
+            ("jwks_min_refetch", dur(self.jwks_min_refetch), ""),
+            ("jwks_fetch_timeout", dur(self.jwks_fetch_timeout), ""),
             ("first_byte_timeout", dur(self.deadlines.first_byte), ""),
             ("head_timeout", dur(self.deadlines.head), ""),
             ("body_timeout", dur(self.deadlines.body), ""),
@@ -226,6 +228,8 @@ impl fmt::Debug for Config {
             .field("max_subscriptions", &self.max_subscriptions)
             .field("ping_interval", &self.ping_interval)
             .field("shutdown_grace", &self.shutdown_grace)
+            .field("jwks_min_refetch", &self.jwks_min_refetch)
+            .field("jwks_fetch_timeout", &self.jwks_fetch_timeout)
             .field("deadlines", &self.deadlines)
             .field("log_format", &self.log_format)
             .field("log_level", &self.log_level)

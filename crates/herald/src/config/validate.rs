@@ -116,6 +116,12 @@ impl Layers {
                     .ok_or("must be longer than 0s".into())
             })?,
             shutdown_grace: self.get("shutdown_grace", Duration::from_secs(10), duration)?,
+            jwks_min_refetch: self.get("jwks_min_refetch", Duration::from_secs(10), duration)?,
+            jwks_fetch_timeout: self.get("jwks_fetch_timeout", Duration::from_secs(5), |r| {
+                Some(duration(r)?)
+                    .filter(|d| !d.is_zero() && *d <= Duration::from_secs(60))
+                    .ok_or("must be longer than 0s and at most 60s".into())
+            })?,
             deadlines: self.deadlines()?,
             log_format: self.get("log_format", LogFormat::Text, |r| match text(r)? {
                 "text" => Ok(LogFormat::Text),

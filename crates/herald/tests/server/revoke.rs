@@ -72,7 +72,7 @@ async fn connections(s: &Server, app: &str) -> u64 {
 }
 
 /// Waits (bounded) until `app` holds `n` live connections, so a long-poll is known to wait.
-async fn wait_connections(s: &Server, app: &str, n: u64) {
+pub(crate) async fn wait_connections(s: &Server, app: &str, n: u64) {
     tokio::time::timeout(Duration::from_secs(10), async {
         while connections(s, app).await != n {
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -84,14 +84,14 @@ async fn wait_connections(s: &Server, app: &str, n: u64) {
 
 /// One client on each native transport, all with `token`: a WebSocket subscribed to `news`
 /// (or its inbox, for a device token), an SSE stream past its first event, a waiting long-poll.
-struct Clients {
+pub(crate) struct Clients {
     ws: Ws,
     sse: Sse,
     poll: tokio::task::JoinHandle<(u16, Value)>,
 }
 
 impl Clients {
-    async fn open(s: &Server, token: &str, app: &str, device: bool) -> Clients {
+    pub(crate) async fn open(s: &Server, token: &str, app: &str, device: bool) -> Clients {
         let before = connections(s, app).await;
         let mut ws = Ws::connect(&s.ws_url(&format!("?token={token}"))).await;
         let channel = if device { "" } else { "&channel=news" };
@@ -121,7 +121,7 @@ impl Clients {
     }
 
     /// Every transport got a `disconnect` with code `revoked` and was closed.
-    async fn all_revoked(mut self) {
+    pub(crate) async fn all_revoked(mut self) {
         let frame = loop {
             let v = self.ws.recv().await.expect("a disconnect before the close");
             if v.get("disconnect").is_some() {
@@ -147,7 +147,7 @@ impl Clients {
     }
 }
 
-async fn ws_status(s: &Server, token: &str) -> u16 {
+pub(crate) async fn ws_status(s: &Server, token: &str) -> u16 {
     match Ws::try_connect(&s.ws_url(&format!("?token={token}"))).await {
         Ok(_) => 101,
         Err(status) => status,

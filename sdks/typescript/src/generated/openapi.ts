@@ -618,6 +618,71 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/apps/{id}/token-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description App id (`400 bad_request` if it breaks the grammar). */
+                id: components["parameters"]["AppIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * What verifies an app's client tokens
+         * @description Whether the app has an HS256 secret (never the secret), until when the previous secret
+         *     of a rotation still verifies, its public keys and its JWKS URL. Needs the admin key or a
+         *     publisher key of this app (another app's key gets `404`).
+         */
+        get: operations["getTokenKeys"];
+        /**
+         * Give an app public keys (RS256, ES256) or a JWKS URL
+         * @description Replaces the app's public keys and JWKS URL (send both each time). Its backend then signs
+         *     client tokens with its private key; a token names its app with its `kid` (the app id) or
+         *     its `aud` claim, and its key with its `kid` (see docs/protocol.md, "Public-key tokens").
+         *     Each key is a PEM public key of its algorithm (RSA for RS256, P-256 for ES256; a private
+         *     key is refused), with a `kid` unique in the app; at most 16. `hs256: false` drops the
+         *     app's HS256 secret (then only its keys verify, and `POST /v1/tokens` answers `409`);
+         *     an app without one needs keys or a URL. Connections verified by keys that are gone are
+         *     closed with `revoked`. Needs the admin key or a publisher key of this app.
+         */
+        put: operations["setTokenKeys"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/apps/{id}/token-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description App id (`400 bad_request` if it breaks the grammar). */
+                id: components["parameters"]["AppIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate an app's HS256 token secret, with an overlap
+         * @description Makes a new HS256 secret (shown only in this answer). The current secret keeps verifying
+         *     tokens for `overlap` seconds (default 3600, `0` for none, at most 30 days); then tokens
+         *     signed with it are refused and their connections closed with `revoked`, on every node
+         *     (also across restarts). Only one previous secret is kept: rotating again during an
+         *     overlap drops the older one at once. The default app's secret is the server's
+         *     `token_secret` configuration (`400` here). Needs the admin key or a publisher key of
+         *     this app.
+         */
+        post: operations["rotateTokenSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/apps/{id}/providers": {
         parameters: {
             query?: never;
@@ -829,7 +894,8 @@ export interface paths {
          *     so a backend need not hold the secret. All fields are optional. `ttl` is in seconds,
          *     1 to 2592000 (30 days), default 86400; the token's `exp` is returned as `expires`. The
          *     token carries `iat` (now) and, if given, `jti`, so it can be revoked by issue time or
-         *     by id (`POST /v1/apps/{id}/revoke`).
+         *     by id (`POST /v1/apps/{id}/revoke`). An app that dropped its HS256 secret (its backend
+         *     signs RS256 or ES256 tokens itself) answers `409 conflict`.
          *     Channel patterns must be 1 to 255 bytes of channel-name characters and `*`, with no
          *     empty segment (their grammar is in docs/protocol.md); another pattern is `400`.
          *
@@ -1402,6 +1468,25 @@ export interface components {
         };
         UpdateAppRequest: {
             limits: components["schemas"]["AppLimits"];
+        };
+        PublicKey: {
+            kid?: string;
+            /** @enum {string} */
+            alg: "RS256" | "ES256";
+            /** @description PEM public key: RSA for RS256, P-256 for ES256 */
+            pem: string;
+        };
+        TokenKeys: {
+            app: string;
+            /** @description whether the app has an HS256 secret */
+            hs256: boolean;
+            /**
+             * Format: int64
+             * @description until when the previous secret of a rotation verifies (seconds since the Unix epoch)
+             */
+            previous_valid_until: number | null;
+            keys: components["schemas"]["PublicKey"][];
+            jwks_url: string | null;
         };
         App: {
             id: components["schemas"]["AppId"];
@@ -3675,6 +3760,140 @@ export interface operations {
             500: components["responses"]["ServerError"];
         };
     };
+    getTokenKeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description App id (`400 bad_request` if it breaks the grammar). */
+                id: components["parameters"]["AppIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The app's token keys. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TokenKeys"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    setTokenKeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description App id (`400 bad_request` if it breaks the grammar). */
+                id: components["parameters"]["AppIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "keys": [
+                 *         {
+                 *           "kid": "2026-11",
+                 *           "alg": "ES256",
+                 *           "pem": "-----BEGIN PUBLIC KEY-----\n..."
+                 *         }
+                 *       ],
+                 *       "jwks_url": "https://login.example.com/.well-known/jwks.json"
+                 *     }
+                 */
+                "application/json": {
+                    keys?: components["schemas"]["PublicKey"][];
+                    /** @description http:// or https:// */
+                    jwks_url?: string;
+                    /** @description false drops the app's HS256 secret */
+                    hs256?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description The app's token keys now. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TokenKeys"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    rotateTokenSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description App id (`400 bad_request` if it breaks the grammar). */
+                id: components["parameters"]["AppIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "overlap": 3600
+                 *     }
+                 */
+                "application/json": {
+                    overlap?: number;
+                };
+            };
+        };
+        responses: {
+            /** @description The new secret, and until when the previous one verifies. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "app": "shop",
+                     *       "token_secret": "hs_5e1f0c9a7b3d2e4f6a8b0c1d2e3f4a5b6c7d8e9f",
+                     *       "previous_valid_until": 1795312239
+                     *     }
+                     */
+                    "application/json": {
+                        app: string;
+                        token_secret: string;
+                        /**
+                         * Format: int64
+                         * @description seconds since the Unix epoch; null with overlap 0
+                         */
+                        previous_valid_until: number | null;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["ServerError"];
+        };
+    };
     listProviders: {
         parameters: {
             query?: never;
@@ -4071,6 +4290,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
             500: components["responses"]["ServerError"];
         };

@@ -8,7 +8,7 @@
 //! (apps, keys, limits, presence, usage), [`push`] (device inboxes, tag and app pushes),
 //! [`faults`] (Redis restarted, PostgreSQL stopped, a slow node), [`start`] (start errors, a
 //! node joining late, nodes over TLS to Redis), [`revoke`] (revocations close connections on
-//! every node).
+//! every node), [`tokens`] (a secret rotated with an overlap, sealed in PostgreSQL).
 
 mod fanout;
 mod faults;
@@ -16,6 +16,7 @@ mod push;
 mod revoke;
 mod start;
 mod tenancy;
+mod tokens;
 
 use std::collections::VecDeque;
 use std::future::Future;

@@ -17,6 +17,7 @@ use super::Backend;
 crate::on_both!(
     apps_keys_limits_and_usage,
     token_revocations_keep_the_latest_and_forget_the_expired,
+    token_keys_round_trip_and_go_with_their_app,
     devices_tags_users_and_audiences,
     a_gone_token_deactivates_unless_registered_since,
     an_update_stores_its_time_and_a_new_token_its_own,
@@ -57,6 +58,47 @@ fn live(id: &str, tags: &[&str], active: bool, user: Option<&str>) -> DeviceWrit
 
 fn apns(id: &str, token: &str) -> DeviceWrite {
     device(serde_json::json!({ "platform": "apns", "id": id, "token": token }))
+}
+
+async fn token_keys_round_trip_and_go_with_their_app(b: Backend) {
+    use herald_core::token_keys::{AppTokenKeys, KeyAlg, PreviousSecret, PublicKeySpec};
+    let s = b.store();
+    let shop = app("shop");
+    assert!(s.create_app(&shop).await.unwrap());
+    let stored = s.token_keys(&shop.id).await.unwrap().expect("shop's keys");
+    assert_eq!(stored.secret, shop.token_secret);
+    assert!(stored.previous.is_none() && stored.public_keys.is_empty());
+    let keys = AppTokenKeys {
+        secret: None,
+        previous: Some(PreviousSecret {
+            secret: "sealed-previous".into(),
+            until: 1_900_000_000,
+        }),
+        public_keys: vec![PublicKeySpec {
+            kid: Some("k1".into()),
+            alg: KeyAlg::ES256,
+            pem: "-----BEGIN PUBLIC KEY-----".into(),
+        }],
+        jwks_url: Some("https://idp.example/jwks.json".into()),
+    };
+    assert!(s.set_token_keys(&shop.id, &keys).await.unwrap());
+    assert_eq!(s.token_keys(&shop.id).await.unwrap(), Some(keys.clone()));
+    let all = s.all_token_keys().await.unwrap();
+    assert!(all.contains(&(shop.id.clone(), keys)));
+    assert!(all.iter().any(|(app, _)| app.is_default()));
+    let ghost = AppId::parse("ghost").unwrap();
+    assert!(!s
+        .set_token_keys(&ghost, &AppTokenKeys::default())
+        .await
+        .unwrap());
+    assert!(s.delete_app(&shop.id).await.unwrap());
+    assert_eq!(s.token_keys(&shop.id).await.unwrap(), None);
+    assert!(s
+        .all_token_keys()
+        .await
+        .unwrap()
+        .iter()
+        .all(|(app, _)| *app != shop.id));
 }
 
 async fn token_revocations_keep_the_latest_and_forget_the_expired(b: Backend) {

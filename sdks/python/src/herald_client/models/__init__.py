@@ -12,7 +12,10 @@ from .apps import (
     KeyInfo,
     ProviderFigures,
     ProviderPublic,
+    PublicKey,
     ReplayedJob,
+    RotatedSecret,
+    TokenKeys,
     Usage,
 )
 from .channels import (
@@ -53,7 +56,8 @@ from .devices import (
 
 __all__ = [
     "App", "AppLimits", "AppStats", "CreatedApp", "CreatedKey", "DeadLetter", "DeadLetterList",
-    "JobStats", "KeyInfo", "ProviderFigures", "ProviderPublic", "ReplayedJob", "Usage",
+    "JobStats", "KeyInfo", "ProviderFigures", "ProviderPublic", "PublicKey", "ReplayedJob",
+    "RotatedSecret", "TokenKeys", "Usage",
     "AckReply", "ChannelInfo", "ChannelList", "ConnectReply", "Disconnect", "History", "Message",
     "Published", "SubscribeOutcome", "AckResult", "Device", "DeviceBatchResult", "DeviceList",
     "DeviceReceipt", "LogPosition", "MintedToken", "ProviderReceipt", "PushAccepted", "Receipt",

@@ -42,6 +42,44 @@ class CreatedApp:
 
 
 @dataclass
+class PublicKey:
+    """A public key that verifies an app's client tokens: PEM, RSA for RS256 or P-256 for ES256,
+    named by `kid` in a token's header."""
+
+    alg: str
+    pem: str
+    kid: Optional[str] = None
+
+
+@dataclass
+class TokenKeys:
+    """What verifies an app's client tokens (never a secret): whether it has an HS256 secret,
+    until when the previous secret of a rotation verifies (seconds since the Unix epoch), its
+    public keys and its JWKS URL."""
+
+    app: str
+    hs256: bool
+    previous_valid_until: Optional[int]
+    keys: List[PublicKey]
+    jwks_url: Optional[str]
+
+
+@dataclass
+class RotatedSecret:
+    """An app's new HS256 token secret (shown once) and until when the previous one verifies."""
+
+    app: str
+    token_secret: str
+    previous_valid_until: Optional[int]
+
+    def __repr__(self) -> str:  # the secret never appears in logs
+        return (
+            f"RotatedSecret(app={self.app!r}, token_secret=..., "
+            f"previous_valid_until={self.previous_valid_until!r})"
+        )
+
+
+@dataclass
 class KeyInfo:
     app: str
     id: str

@@ -18,7 +18,10 @@ from ..models.apps import (
     JobStats,
     KeyInfo,
     ProviderPublic,
+    PublicKey,
     ReplayedJob,
+    RotatedSecret,
+    TokenKeys,
 )
 from ..models.dashboard import Overview, Revoked
 from ._http import Auth, HttpBase, body_of, segment
@@ -101,6 +104,33 @@ class AppRoutes(HttpBase):
             }
         )
         return await self._call(Revoked, "POST", f"/v1/apps/{segment(app)}/revoke", auth=Auth.EITHER, body=body)
+
+    async def token_keys(self, app: str) -> TokenKeys:
+        """What verifies `app`'s client tokens (admin key or the app's publisher key)."""
+        return await self._call(TokenKeys, "GET", f"/v1/apps/{segment(app)}/token-keys", auth=Auth.EITHER)
+
+    async def set_token_keys(
+        self,
+        app: str,
+        keys: List[PublicKey],
+        *,
+        jwks_url: Optional[str] = None,
+        hs256: Optional[bool] = None,
+    ) -> TokenKeys:
+        """Replaces `app`'s public keys (RS256, ES256) and JWKS URL; `hs256=False` drops its HS256
+        secret, so only tokens its backend signs with its private keys verify."""
+        body = body_of(
+            {"keys": [to_json(key) for key in keys], "jwks_url": jwks_url, "hs256": hs256}
+        )
+        path = f"/v1/apps/{segment(app)}/token-keys"
+        return await self._call(TokenKeys, "PUT", path, auth=Auth.EITHER, body=body)
+
+    async def rotate_token_secret(self, app: str, *, overlap: Optional[int] = None) -> RotatedSecret:
+        """A new HS256 token secret for `app` (shown once); the old one keeps verifying tokens for
+        `overlap` seconds (server default 3600; 0 for none), then its connections are closed."""
+        body = body_of({"overlap": overlap})
+        path = f"/v1/apps/{segment(app)}/token-secret"
+        return await self._call(RotatedSecret, "POST", path, auth=Auth.EITHER, body=body)
 
     async def overview(self) -> Overview:
         """The dashboard's live figures: with the admin key the server's (`server`) and every

@@ -27,6 +27,7 @@ import dev.herald.client.model.KeyInfo;
 import dev.herald.client.model.MintedToken;
 import dev.herald.client.model.Overview;
 import dev.herald.client.model.ProviderPublic;
+import dev.herald.client.model.PublicKey;
 import dev.herald.client.model.Published;
 import dev.herald.client.model.PushAccepted;
 import dev.herald.client.model.PushRequest;
@@ -35,6 +36,8 @@ import dev.herald.client.model.Registration;
 import dev.herald.client.model.ReplayedJob;
 import dev.herald.client.model.RevokeRequest;
 import dev.herald.client.model.Revoked;
+import dev.herald.client.model.RotatedSecret;
+import dev.herald.client.model.TokenKeys;
 import dev.herald.client.model.TokenRequest;
 import java.lang.reflect.Type;
 import java.util.ArrayList;
@@ -242,6 +245,41 @@ public final class PublisherClient {
    */
   public Revoked revoke(String app, RevokeRequest request) {
     return send("POST", path("v1", "apps", app, "revoke"), Json.GSON.toJson(request), Revoked.class);
+  }
+
+  /** {@code GET /v1/apps/{id}/token-keys}: what verifies the app's client tokens (no secret). */
+  public TokenKeys tokenKeys(String app) {
+    return get(path("v1", "apps", app, "token-keys"), TokenKeys.class);
+  }
+
+  /**
+   * {@code PUT /v1/apps/{id}/token-keys}: replaces the app's public keys (RS256, ES256) and JWKS
+   * URL ({@code null} for none); {@code hs256 = false} drops its HS256 secret ({@code null} keeps
+   * it), so only tokens its backend signs with its private keys verify.
+   */
+  public TokenKeys setTokenKeys(String app, List<PublicKey> keys, String jwksUrl, Boolean hs256) {
+    JsonObject body = new JsonObject();
+    body.add("keys", Json.GSON.toJsonTree(keys));
+    if (jwksUrl != null) {
+      body.addProperty("jwks_url", jwksUrl);
+    }
+    if (hs256 != null) {
+      body.addProperty("hs256", hs256);
+    }
+    return send("PUT", path("v1", "apps", app, "token-keys"), body.toString(), TokenKeys.class);
+  }
+
+  /**
+   * {@code POST /v1/apps/{id}/token-secret}: a new HS256 token secret (shown once); the old one
+   * keeps verifying tokens for {@code overlapSeconds} ({@code null}: the server's default, an
+   * hour; 0: none), then its connections are closed.
+   */
+  public RotatedSecret rotateTokenSecret(String app, Long overlapSeconds) {
+    JsonObject body = new JsonObject();
+    if (overlapSeconds != null) {
+      body.addProperty("overlap", overlapSeconds);
+    }
+    return send("POST", path("v1", "apps", app, "token-secret"), body.toString(), RotatedSecret.class);
   }
 
   /** {@code GET /v1/overview}: the dashboard's live figures (the server's only with the admin key). */

@@ -29,12 +29,15 @@ import dev.herald.client.model.KeyInfo;
 import dev.herald.client.model.MintedToken;
 import dev.herald.client.model.Notification;
 import dev.herald.client.model.ProviderPublic;
+import dev.herald.client.model.PublicKey;
 import dev.herald.client.model.Published;
 import dev.herald.client.model.PushAccepted;
 import dev.herald.client.model.PushRequest;
 import dev.herald.client.model.PushTarget;
 import dev.herald.client.model.Receipt;
 import dev.herald.client.model.Registration;
+import dev.herald.client.model.RotatedSecret;
+import dev.herald.client.model.TokenKeys;
 import dev.herald.client.model.TokenRequest;
 import java.util.Arrays;
 import java.util.Collections;
@@ -129,6 +132,30 @@ class PublisherClientTest {
     assertEquals(1, newest.messages.size());
     assertEquals(3, newest.messages.get(0).seq());
     fails("bad_request", 400, () -> publisher.history("pub/chat/room-1", 0, 5000));
+  }
+
+  @Test
+  void tokenKeysAndSecretRotation() throws Exception {
+    admin.createApp("tokenkeys", null, null);
+    java.security.KeyPairGenerator generator = java.security.KeyPairGenerator.getInstance("EC");
+    generator.initialize(new java.security.spec.ECGenParameterSpec("secp256r1"));
+    String pem = "-----BEGIN PUBLIC KEY-----\n"
+        + java.util.Base64.getMimeEncoder(64, "\n".getBytes(java.nio.charset.StandardCharsets.US_ASCII))
+            .encodeToString(generator.generateKeyPair().getPublic().getEncoded())
+        + "\n-----END PUBLIC KEY-----\n";
+    TokenKeys keys = admin.setTokenKeys("tokenkeys",
+        Collections.singletonList(new PublicKey("k1", "ES256", pem)), null, null);
+    assertTrue(keys.hs256);
+    assertEquals("k1", keys.keys.get(0).kid);
+    assertEquals(pem, admin.tokenKeys("tokenkeys").keys.get(0).pem);
+    RotatedSecret rotated = admin.rotateTokenSecret("tokenkeys", 60L);
+    assertTrue(rotated.tokenSecret.startsWith("hs_"));
+    assertFalse(rotated.toString().contains(rotated.tokenSecret));
+    assertNotNull(rotated.previousValidUntil);
+    fails("bad_request", 400, () -> admin.setTokenKeys("tokenkeys",
+        Collections.singletonList(new PublicKey("k2", "ES256", "junk")), null, null));
+    fails("bad_request", 400, () -> admin.rotateTokenSecret("default", null));
+    fails("not_found", 404, () -> admin.tokenKeys("nope"));
   }
 
   @Test
