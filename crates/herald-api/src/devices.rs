@@ -208,7 +208,19 @@ pub async fn patch(
     let app = api.authorize(&headers)?;
     let body = read_body(body, 64 * 1024).await?;
     let patch: DevicePatch = parse_json(&body)?;
+    if let Some(active) = patch.active {
+        crate::audit::note(device_action(active), Some(&app), Some(&id));
+    }
     Ok(axum::Json(update(&api, &app, &id, patch).await?).into_response())
+}
+
+/// The audit action of setting a device's `active`.
+fn device_action(active: bool) -> crate::audit::Action {
+    if active {
+        crate::audit::Action::DeviceActivate
+    } else {
+        crate::audit::Action::DeviceDeactivate
+    }
 }
 
 /// `POST /v1/devices/{id}/activate`.
@@ -236,6 +248,7 @@ async fn set_active(
     active: bool,
 ) -> Result<Response, ApiError> {
     let app = api.authorize(headers)?;
+    crate::audit::note(device_action(active), Some(&app), Some(id));
     let patch = DevicePatch {
         active: Some(active),
         ..DevicePatch::default()
@@ -250,6 +263,7 @@ pub async fn delete(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let app = api.authorize(&headers)?;
+    crate::audit::note(crate::audit::Action::DeviceDelete, Some(&app), Some(&id));
     check_device_id(&id)?;
     let head = api.engine.state(&app.device_log(&id)).await?;
     let head = herald_core::Cursor {

@@ -131,6 +131,7 @@ pub async fn replay(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let app = api.authorize(&headers)?;
+    crate::audit::note(crate::audit::Action::JobReplay, Some(&app), Some(&id));
     let id = crate::publish::parse_job_id(&id)?;
     let queue = api.deliverer.queue();
     if !queue
@@ -155,6 +156,7 @@ pub async fn drop_dead(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let app = api.authorize(&headers)?;
+    crate::audit::note(crate::audit::Action::JobDrop, Some(&app), Some(&id));
     let id = crate::publish::parse_job_id(&id)?;
     if !api
         .deliverer

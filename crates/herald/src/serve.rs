@@ -99,6 +99,7 @@ fn settings(config: &Config) -> ServerSettings {
             deadlines: config.deadlines,
         },
         shutdown_grace: config.shutdown_grace,
+        audit_retention: config.audit_retention,
         admin: AdminSettings {
             session_ttl: config.admin_session_ttl,
             secure_cookie: config.admin_cookie_secure,

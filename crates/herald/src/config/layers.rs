@@ -101,6 +101,7 @@ pub(super) const KEYS: &[Key] = &[
     key("max_subscriptions", &["HERALD_MAX_SUBSCRIPTIONS"]),
     key("ping_interval", &["HERALD_PING_INTERVAL"]),
     key("shutdown_grace", &["HERALD_SHUTDOWN_GRACE"]),
+    key("audit_retention", &["HERALD_AUDIT_RETENTION"]),
     key("first_byte_timeout", &["HERALD_FIRST_BYTE_TIMEOUT"]),
     key("head_timeout", &["HERALD_HEAD_TIMEOUT"]),
     key("body_timeout", &["HERALD_BODY_TIMEOUT"]),

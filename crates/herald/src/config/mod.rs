@@ -280,6 +280,8 @@ pub struct Config {
     pub ping_interval: Duration,
     /// How long shutdown waits for connections to drain.
     pub shutdown_grace: Duration,
+    /// How long audit log entries are kept.
+    pub audit_retention: Duration,
     /// How long each state of a connection that is not a stream may last.
     pub deadlines: Deadlines,
     /// Log line format.

@@ -69,6 +69,7 @@ impl Config {
             ("max_subscriptions", int(self.max_subscriptions as u64), ""),
             ("ping_interval", dur(self.ping_interval), ""),
             ("shutdown_grace", dur(self.shutdown_grace), ""),
+            ("audit_retention", dur(self.audit_retention), ""),
             ("first_byte_timeout", dur(self.deadlines.first_byte), ""),
             ("head_timeout", dur(self.deadlines.head), ""),
             ("body_timeout", dur(self.deadlines.body), ""),
@@ -226,6 +227,7 @@ impl fmt::Debug for Config {
             .field("max_subscriptions", &self.max_subscriptions)
             .field("ping_interval", &self.ping_interval)
             .field("shutdown_grace", &self.shutdown_grace)
+            .field("audit_retention", &self.audit_retention)
             .field("deadlines", &self.deadlines)
             .field("log_format", &self.log_format)
             .field("log_level", &self.log_level)

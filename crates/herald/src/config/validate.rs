@@ -13,6 +13,9 @@ use toml::Value;
 use super::layers::{Layers, Raw, RawNamespace, Source, KEYS};
 use super::{Config, LogFormat, NamespaceSettings, MIN_TOKEN_SECRET_BYTES};
 
+/// How long audit log entries are kept unless `audit_retention` says otherwise: 90 days.
+const DEFAULT_AUDIT_RETENTION: Duration = Duration::from_secs(90 * 24 * 3600);
+
 /// Why the configuration could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -116,6 +119,11 @@ impl Layers {
                     .ok_or("must be longer than 0s".into())
             })?,
             shutdown_grace: self.get("shutdown_grace", Duration::from_secs(10), duration)?,
+            audit_retention: self.get("audit_retention", DEFAULT_AUDIT_RETENTION, |r| {
+                Some(duration(r)?)
+                    .filter(|d| *d >= Duration::from_secs(1))
+                    .ok_or("must be at least 1s".into())
+            })?,
             deadlines: self.deadlines()?,
             log_format: self.get("log_format", LogFormat::Text, |r| match text(r)? {
                 "text" => Ok(LogFormat::Text),
