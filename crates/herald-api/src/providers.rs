@@ -73,7 +73,11 @@ pub async fn put(
 ) -> Result<Response, ApiError> {
     let (app, provider) = params(&app, &provider)?;
     api.authorize_app_or_admin(&headers, &app)?;
-    crate::audit::note(crate::audit::Action::ProviderSet, Some(&app), Some(provider.as_str()));
+    crate::audit::note(
+        crate::audit::Action::ProviderSet,
+        Some(&app),
+        Some(provider.as_str()),
+    );
     app_exists(&api, &app).await?;
     let body = read_body(body, MAX_CREDENTIALS_BYTES).await?;
     let credentials = ProviderCredentials::parse(provider, &body)?;
@@ -153,7 +157,11 @@ pub async fn delete(
 ) -> Result<Response, ApiError> {
     let (app, provider) = params(&app, &provider)?;
     api.authorize_app_or_admin(&headers, &app)?;
-    crate::audit::note(crate::audit::Action::ProviderDelete, Some(&app), Some(provider.as_str()));
+    crate::audit::note(
+        crate::audit::Action::ProviderDelete,
+        Some(&app),
+        Some(provider.as_str()),
+    );
     let removed = api
         .credentials
         .delete_credentials(&app, provider)

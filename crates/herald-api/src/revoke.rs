@@ -64,12 +64,19 @@ impl RevokeRequest {
         if self.all {
             detail("all", true);
         }
-        for (name, value) in [("sub", &self.sub), ("device", &self.device), ("jti", &self.jti)] {
+        for (name, value) in [
+            ("sub", &self.sub),
+            ("device", &self.device),
+            ("jti", &self.jti),
+        ] {
             if let Some(value) = value {
                 detail(name, herald_core::audit::clip(value));
             }
         }
-        for (name, value) in [("expires", self.expires), ("issued_before", self.issued_before)] {
+        for (name, value) in [
+            ("expires", self.expires),
+            ("issued_before", self.issued_before),
+        ] {
             if let Some(value) = value {
                 detail(name, value);
             }

@@ -62,7 +62,16 @@ pub(crate) async fn serve(
             };
             let deadlines = edge.settings.deadlines;
             // Boxed, so a task that streams SSE itself is not sized for hyper's connection.
-            Box::pin(serve_http(&http, tcp, peer, head_started, deadlines, app, stop)).await;
+            Box::pin(serve_http(
+                &http,
+                tcp,
+                peer,
+                head_started,
+                deadlines,
+                app,
+                stop,
+            ))
+            .await;
         });
     }
     drop(listener);

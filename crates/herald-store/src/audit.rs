@@ -53,7 +53,11 @@ pub(crate) fn select(query: &AuditQuery, placeholder: fn(usize) -> String) -> (S
         add("time", "<", Param::Int(until));
     }
     if let Some(before) = query.before_id {
-        add("id", "<", Param::Int(i64::try_from(before).unwrap_or(i64::MAX)));
+        add(
+            "id",
+            "<",
+            Param::Int(i64::try_from(before).unwrap_or(i64::MAX)),
+        );
     }
     let filter = if conditions.is_empty() {
         String::new()
@@ -228,8 +232,15 @@ mod tests {
     async fn entries_page_newest_first_filter_and_prune() {
         let dir = tempfile::tempdir().unwrap();
         let log = SqliteLog::open(dir.path(), SqliteOptions::default(), Arc::new(NoSink)).unwrap();
-        for (t, app, action) in [(10, "a", "x"), (20, "b", "x"), (30, "a", "y"), (40, "a", "x")] {
-            log.record_audit(&entry_at(t, app, action), 0).await.unwrap();
+        for (t, app, action) in [
+            (10, "a", "x"),
+            (20, "b", "x"),
+            (30, "a", "y"),
+            (40, "a", "x"),
+        ] {
+            log.record_audit(&entry_at(t, app, action), 0)
+                .await
+                .unwrap();
         }
         let all = |q: AuditQuery| {
             let log = &log;

@@ -197,7 +197,10 @@ impl Api {
 /// or `OPTIONS`) run with a note open; a noted action with a known actor is stored once the
 /// handler has answered, before the answer is sent.
 pub async fn record_layer(State(api): State<Arc<Api>>, request: Request, next: Next) -> Response {
-    if matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
+    if matches!(
+        *request.method(),
+        Method::GET | Method::HEAD | Method::OPTIONS
+    ) {
         return next.run(request).await;
     }
     // Resolved before the handler runs: deleting an app or a key ends its validity.

@@ -52,9 +52,7 @@ pub async fn list(
     let app = match (caller, named) {
         (Caller::Admin, named) => named,
         (Caller::Publisher(own), Some(named)) if named != own => {
-            return Err(
-                HeraldError::new(ErrorCode::NotFound, format!("no app {named}")).into(),
-            );
+            return Err(HeraldError::new(ErrorCode::NotFound, format!("no app {named}")).into());
         }
         (Caller::Publisher(own), _) => Some(own),
     };

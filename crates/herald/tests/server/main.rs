@@ -4,6 +4,7 @@
 mod support;
 
 mod api;
+mod audit;
 mod cli;
 mod client;
 mod cluster;
