@@ -8,8 +8,9 @@
 //! (apps, keys, limits, presence, usage), [`push`] (device inboxes, tag and app pushes),
 //! [`faults`] (Redis restarted, PostgreSQL stopped, a slow node), [`start`] (start errors, a
 //! node joining late, nodes over TLS to Redis), [`revoke`] (revocations close connections on
-//! every node).
+//! every node), [`audit`] (the audit log on PostgreSQL).
 
+mod audit;
 mod fanout;
 mod faults;
 mod push;
