@@ -209,6 +209,21 @@ impl Outbox {
         self.queue.lock().closed
     }
 
+    /// Whether the outbox is closed, without taking anything queued: ready with the reason once
+    /// it is; otherwise leaves the task's waker (woken by the next frame, close or ping request,
+    /// so a caller polls again). For a writer blocked on a full socket, which must hear of a
+    /// slow-consumer close while it waits.
+    pub fn poll_closed(&self, cx: &mut Context<'_>) -> Poll<CloseReason> {
+        let mut q = self.queue.lock();
+        if let Some(reason) = q.closed {
+            return Poll::Ready(reason);
+        }
+        if !q.waiter.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            q.waiter = Some(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+
     /// Asks the writer to send a keep-alive ping; the next [`Batch`] says so.
     pub fn request_ping(&self) {
         let mut q = self.queue.lock();

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 
 /// A write that cannot finish in this long means the peer is gone.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What a first, non-blocking write achieved.
 pub enum Sent {

@@ -4,6 +4,7 @@
 //! buffer while idle), parses frames ([`frame`]), runs commands ([`session`]) and writes
 //! everything the outbox holds in one write.
 
+mod blocked;
 mod frame;
 mod handshake;
 mod session;
@@ -26,8 +27,9 @@ use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
 use crate::http::{client_token, error_response, query_pairs, secs_until};
-use crate::socket::{try_send, write_rest, Sent};
+use crate::socket::{write_rest, WRITE_TIMEOUT};
 use crate::Edge;
+use blocked::{Blocked, Pending};
 use frame::{close, FrameReader, Incoming, Opcode};
 use handshake::Upgrade;
 use session::Session;
@@ -150,7 +152,7 @@ impl Connection {
     /// Serves the connection once `socket` (the finished upgrade) yields the TCP stream and the
     /// bytes read past the handshake.
     async fn run(&mut self, socket: Pin<Box<impl Future<Output = Option<(TcpStream, Bytes)>>>>) {
-        let Some((stream, read_ahead)) = socket.await else {
+        let Some((mut stream, read_ahead)) = socket.await else {
             return;
         };
         let _gauge = ConnectionGauge::new();
@@ -163,6 +165,8 @@ impl Connection {
         // Boxed: only device connections open an inbox, and the others should not carry the
         // future's state.
         Box::pin(self.session.start()).await;
+        // What a slow-consumer cut left of the frame in progress, written before the goodbye.
+        let mut cut_frame = Vec::new();
         while end.is_none() {
             if !self.incoming.is_empty() {
                 self.heard_since_ping = true;
@@ -199,13 +203,22 @@ impl Connection {
                         std::mem::take(&mut self.heard_since_ping)
                     };
                     match write_frames(&stream, batch.frames, ping) {
-                        Sent::All => ends,
+                        Written::All => ends,
                         // Boxed: only a connection whose socket is full waits here.
-                        Sent::Part(rest) => match Box::pin(write_rest(&stream, rest)).await {
-                            Ok(()) => ends,
-                            Err(_) => Some(End::Gone),
-                        },
-                        Sent::Failed => Some(End::Gone),
+                        Written::Part(pending) => {
+                            let outbox = self.session.outbox();
+                            let write =
+                                blocked::write_until_cut(&stream, outbox, pending, WRITE_TIMEOUT);
+                            match Box::pin(write).await {
+                                Blocked::Written => ends,
+                                Blocked::Cut(rest) => {
+                                    cut_frame = rest;
+                                    Some(End::Disconnect(CloseReason::SlowConsumer))
+                                }
+                                Blocked::Failed => Some(End::Gone),
+                            }
+                        }
+                        Written::Failed => Some(End::Gone),
                     }
                 }
                 Wake::Expired => Some(End::Disconnect(CloseReason::TokenExpired)),
@@ -216,9 +229,10 @@ impl Connection {
         if let Some(end) = end {
             // Boxed: said once, at the end, and no part of an idle connection.
             Box::pin(goodbye(
-                &stream,
+                &mut stream,
                 end,
                 self.session.edge().settings.max_frame_bytes,
+                cut_frame,
             ))
             .await;
         }
@@ -251,10 +265,17 @@ impl Connection {
 }
 
 /// Tells the client why the connection ends (a `disconnect` frame and a close frame, as `end`
-/// calls for), giving the socket a second at most.
-async fn goodbye(stream: &TcpStream, end: End, max_frame: usize) {
-    let mut goodbye = Vec::new();
+/// calls for), giving the socket a second at most; a slow consumer's goodbye, after what a cut
+/// left of the frame in progress (`cut_frame`), gets [`blocked::SLOW_CONSUMER_GRACE`] instead.
+async fn goodbye(stream: &mut TcpStream, end: End, max_frame: usize, cut_frame: Vec<u8>) {
+    let mut goodbye = cut_frame;
     match end {
+        End::Disconnect(reason @ CloseReason::SlowConsumer) => {
+            let text = herald_proto::frame::disconnect(reason.code(), reason.message());
+            frame::encode(&mut goodbye, Opcode::Text, &text);
+            frame::encode_close(&mut goodbye, disconnect_code(reason));
+            return blocked::slow_consumer_goodbye(stream, goodbye).await;
+        }
         End::Disconnect(reason) => {
             let text = herald_proto::frame::disconnect(reason.code(), reason.message());
             frame::encode(&mut goodbye, Opcode::Text, &text);
@@ -273,6 +294,16 @@ async fn goodbye(stream: &TcpStream, end: End, max_frame: usize) {
         End::Gone => return,
     }
     let _ = tokio::time::timeout(Duration::from_secs(1), write_rest(stream, goodbye)).await;
+}
+
+/// What a first, non-blocking write of a batch achieved.
+enum Written {
+    /// Everything went out.
+    All,
+    /// The socket is full; the rest waits for it ([`blocked::write_until_cut`]).
+    Part(Pending),
+    /// The socket failed.
+    Failed,
 }
 
 /// Runs the commands and control frames read so far; returns how the connection ends, if it
@@ -338,9 +369,9 @@ fn write_frames(
     stream: &TcpStream,
     frames: std::collections::VecDeque<OutFrame>,
     ping: bool,
-) -> Sent {
+) -> Written {
     if frames.is_empty() && !ping {
-        return Sent::All;
+        return Written::All;
     }
     let mut messages = 0u64;
     let mut lag_recorded = false;
@@ -367,12 +398,36 @@ fn write_frames(
     for p in &payloads {
         frame::encode(&mut buf, Opcode::Text, p);
     }
-    drop(payloads);
     if ping {
         frame::encode(&mut buf, Opcode::Ping, b"");
     }
     telemetry().written_ws.increment(messages);
-    try_send(stream, buf)
+    let mut written = 0;
+    while written < buf.len() {
+        match stream.try_write(&buf[written..]) {
+            Ok(0) => return Written::Failed,
+            Ok(n) => written += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return Written::Failed,
+        }
+    }
+    if written == buf.len() {
+        return Written::All;
+    }
+    // Where each frame ends, counted from the first unwritten byte, so a slow-consumer cut
+    // never splits one (only a blocked write pays for this).
+    let mut frame_ends = Vec::new();
+    let mut end = 0;
+    let sizes = payloads.iter().map(|p| p.len()).chain(ping.then_some(0));
+    for size in sizes {
+        end += frame::encoded_len(size);
+        if end > written {
+            frame_ends.push(end - written);
+        }
+    }
+    buf.drain(..written);
+    Written::Part(Pending { buf, frame_ends })
 }
 
 fn disconnect_code(reason: CloseReason) -> u16 {

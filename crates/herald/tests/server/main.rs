@@ -15,6 +15,7 @@ mod meteor;
 mod providers;
 mod push;
 mod revoke;
+mod slow_consumer;
 mod sse_direct;
 mod sse_poll;
 mod usage;
