@@ -339,6 +339,15 @@ mod tests {
     }
 
     #[test]
+    fn encoded_len_is_what_encode_writes() {
+        for len in [0, 1, 125, 126, 65535, 65536, 70000] {
+            let mut out = Vec::new();
+            encode(&mut out, Opcode::Text, &vec![b'x'; len]);
+            assert_eq!(encoded_len(len), out.len(), "{len}");
+        }
+    }
+
+    #[test]
     fn text_ping_close() {
         let mut bytes = client_frame(true, OP_TEXT, b"{\"ping\":{}}", [1, 2, 3, 4]);
         bytes.extend(client_frame(true, OP_PING, b"hi", [9, 9, 9, 9]));

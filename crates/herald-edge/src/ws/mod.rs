@@ -4,7 +4,6 @@
 //! buffer while idle), parses frames ([`frame`]), runs commands ([`session`]) and writes
 //! everything the outbox holds in one write.
 
-mod blocked;
 mod frame;
 mod handshake;
 mod session;
@@ -27,9 +26,8 @@ use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
 use crate::http::{client_token, error_response, query_pairs, secs_until};
-use crate::socket::{write_rest, WRITE_TIMEOUT};
+use crate::socket::{slow_consumer_goodbye, write_rest, write_until_cut, Blocked, WRITE_TIMEOUT};
 use crate::Edge;
-use blocked::{Blocked, Pending};
 use frame::{close, FrameReader, Incoming, Opcode};
 use handshake::Upgrade;
 use session::Session;
@@ -207,8 +205,11 @@ impl Connection {
                         // Boxed: only a connection whose socket is full waits here.
                         Written::Part(pending) => {
                             let outbox = self.session.outbox();
+                            let Pending { buf, frame_ends } = pending;
                             let write =
-                                blocked::write_until_cut(&stream, outbox, pending, WRITE_TIMEOUT);
+                                write_until_cut(&stream, outbox, buf, WRITE_TIMEOUT, |_, at| {
+                                    frame_ends.into_iter().find(|end| *end > at).unwrap_or(at)
+                                });
                             match Box::pin(write).await {
                                 Blocked::Written => ends,
                                 Blocked::Cut(rest) => {
@@ -266,7 +267,7 @@ impl Connection {
 
 /// Tells the client why the connection ends (a `disconnect` frame and a close frame, as `end`
 /// calls for), giving the socket a second at most; a slow consumer's goodbye, after what a cut
-/// left of the frame in progress (`cut_frame`), gets [`blocked::SLOW_CONSUMER_GRACE`] instead.
+/// left of the frame in progress (`cut_frame`), gets [`crate::socket::SLOW_CONSUMER_GRACE`].
 async fn goodbye(stream: &mut TcpStream, end: End, max_frame: usize, cut_frame: Vec<u8>) {
     let mut goodbye = cut_frame;
     match end {
@@ -274,7 +275,7 @@ async fn goodbye(stream: &mut TcpStream, end: End, max_frame: usize, cut_frame: 
             let text = herald_proto::frame::disconnect(reason.code(), reason.message());
             frame::encode(&mut goodbye, Opcode::Text, &text);
             frame::encode_close(&mut goodbye, disconnect_code(reason));
-            return blocked::slow_consumer_goodbye(stream, goodbye).await;
+            return slow_consumer_goodbye(stream, goodbye).await;
         }
         End::Disconnect(reason) => {
             let text = herald_proto::frame::disconnect(reason.code(), reason.message());
@@ -300,10 +301,17 @@ async fn goodbye(stream: &mut TcpStream, end: End, max_frame: usize, cut_frame: 
 enum Written {
     /// Everything went out.
     All,
-    /// The socket is full; the rest waits for it ([`blocked::write_until_cut`]).
+    /// The socket is full; the rest waits for it ([`write_until_cut`]).
     Part(Pending),
     /// The socket failed.
     Failed,
+}
+
+/// A batch's bytes the socket did not take at once, and where each frame in them ends, so a
+/// slow-consumer cut never splits one.
+struct Pending {
+    buf: Vec<u8>,
+    frame_ends: Vec<usize>,
 }
 
 /// Runs the commands and control frames read so far; returns how the connection ends, if it

@@ -149,3 +149,60 @@ async fn a_websocket_client_that_reads_again_long_after_the_cut_reads_its_slow_c
     assert_eq!(read.disconnect, Some(json!("slow_consumer")), "{read:?}");
     assert_eq!(read.close, Some(CloseCode::Library(4008)), "{read:?}");
 }
+
+/// An SSE stream on a fresh connection (served by the transport itself) that stops reading
+/// once subscribed, is cut while its buffers are full, waits `pause`, then reads to the end:
+/// everything it read after the response head.
+async fn sse_reads_after(pause: Duration) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = server().await;
+    let token = server.token(&["firehose"], &[]);
+    let mut tcp = tiny_buffer_tcp(&server).await;
+    let request = format!(
+        "GET /v1/sse?channel=firehose&token={token} HTTP/1.1\r\nHost: herald\r\n\
+         Accept: text/event-stream\r\n\r\n"
+    );
+    tcp.write_all(request.as_bytes()).await.unwrap();
+    let mut read = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    while !String::from_utf8_lossy(&read).contains("event: subscribed") {
+        let n = tokio::time::timeout(Duration::from_secs(10), tcp.read(&mut chunk))
+            .await
+            .expect("subscribed within 10 s")
+            .unwrap();
+        assert!(n > 0, "the stream ended before subscribing");
+        read.extend_from_slice(&chunk[..n]);
+    }
+    trickle_until_cut(&server).await;
+    tokio::time::sleep(pause).await;
+    loop {
+        let n = tokio::time::timeout(Duration::from_secs(10), tcp.read(&mut chunk))
+            .await
+            .expect("bytes, or the end, within 10 s")
+            .unwrap_or(0);
+        if n == 0 {
+            return String::from_utf8_lossy(&read).into_owned();
+        }
+        read.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// The last event of an SSE stream's text.
+fn last_event(stream: &str) -> &str {
+    stream.trim_end().rsplit("\n\n").next().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn an_sse_client_that_reads_again_long_after_the_cut_reads_its_disconnect_event() {
+    // Longer than the 30 s a write may wait for a full socket: what the grace is for.
+    let stream = sse_reads_after(Duration::from_secs(35)).await;
+    assert!(
+        stream.contains("\nid: "),
+        "messages went out before the cut"
+    );
+    let last = last_event(&stream);
+    assert!(
+        last.starts_with("event: disconnect\n") && last.contains("\"slow_consumer\""),
+        "the stream ends with its disconnect event: {last:?}"
+    );
+}
