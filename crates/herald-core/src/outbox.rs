@@ -303,6 +303,23 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_writer_waiting_on_its_socket_hears_of_the_overflow_without_taking_frames() {
+        let o = Outbox::new(100);
+        assert!(o.push(ctl(60)));
+        let waiting = {
+            let o = o.clone();
+            tokio::spawn(async move { std::future::poll_fn(|cx| o.poll_closed(cx)).await })
+        };
+        tokio::task::yield_now().await;
+        assert!(!o.push(ctl(60)));
+        let closed = tokio::time::timeout(std::time::Duration::from_secs(5), waiting)
+            .await
+            .expect("woken by the overflow")
+            .unwrap();
+        assert_eq!(closed, CloseReason::SlowConsumer);
+    }
+
+    #[tokio::test]
     async fn one_oversized_frame_still_fits_an_empty_queue() {
         let o = Outbox::new(10);
         assert!(o.push(ctl(50)));

@@ -316,7 +316,11 @@ mod tests {
         assert_eq!(event_end(buf, 0), first);
         assert_eq!(event_end(buf, 3), first);
         assert_eq!(event_end(buf, first - 1), first);
-        assert_eq!(event_end(buf, first), first, "an event just finished: nothing more");
+        assert_eq!(
+            event_end(buf, first),
+            first,
+            "an event just finished: nothing more"
+        );
         assert_eq!(event_end(buf, first + 1), buf.len());
     }
 }
