@@ -103,12 +103,12 @@ pub async fn create(
     body: Body,
 ) -> Result<Response, ApiError> {
     api.authorize_admin(&headers)?;
-    audit::note(Action::AppCreate, None, None);
+    audit::note(&api, &headers, Action::AppCreate, None, None);
     let body = read_body(body, 4096).await?;
     let req: CreateApp = parse_json(&body)?;
     check_limits(&req.limits, api.max_message_bytes)?;
     let id = AppId::parse(&req.id)?;
-    audit::note(Action::AppCreate, Some(&id), None);
+    audit::note(&api, &headers, Action::AppCreate, Some(&id), None);
     audit::detail("name", &req.name);
     audit::detail("limits", req.limits);
     let secret = generate_secret("hs_");
@@ -181,7 +181,7 @@ pub async fn update(
 ) -> Result<Response, ApiError> {
     api.authorize_admin(&headers)?;
     let id = app_param(&id)?;
-    audit::note(Action::AppUpdate, Some(&id), None);
+    audit::note(&api, &headers, Action::AppUpdate, Some(&id), None);
     let body = read_body(body, 4096).await?;
     let req: UpdateApp = parse_json(&body)?;
     audit::detail("limits", req.limits);
@@ -210,7 +210,7 @@ pub async fn delete(
 ) -> Result<Response, ApiError> {
     api.authorize_admin(&headers)?;
     let id = app_param(&id)?;
-    audit::note(Action::AppDelete, Some(&id), None);
+    audit::note(&api, &headers, Action::AppDelete, Some(&id), None);
     if id.is_default() {
         return Err(HeraldError::forbidden("the default app cannot be deleted").into());
     }
@@ -263,7 +263,7 @@ pub async fn add_key(
 ) -> Result<Response, ApiError> {
     api.authorize_admin(&headers)?;
     let id = app_param(&id)?;
-    audit::note(Action::KeyCreate, Some(&id), None);
+    audit::note(&api, &headers, Action::KeyCreate, Some(&id), None);
     find_app(&api, &id).await?;
     let body = read_body(body, 4096).await?;
     let req: AddKey = if body.is_empty() {
@@ -273,7 +273,7 @@ pub async fn add_key(
     };
     audit::detail("label", &req.label);
     let (key, info) = new_key(&api, &id, req.label.as_deref().unwrap_or("")).await?;
-    audit::note(Action::KeyCreate, Some(&id), Some(&info.id));
+    audit::note(&api, &headers, Action::KeyCreate, Some(&id), Some(&info.id));
     audit::detail("label", &info.label);
     Ok((
         StatusCode::CREATED,
@@ -290,7 +290,7 @@ pub async fn remove_key(
 ) -> Result<Response, ApiError> {
     api.authorize_admin(&headers)?;
     let id = app_param(&id)?;
-    audit::note(Action::KeyRevoke, Some(&id), Some(&key_id));
+    audit::note(&api, &headers, Action::KeyRevoke, Some(&id), Some(&key_id));
     if !api
         .tenancy
         .remove_key(&id, &key_id)

@@ -19,6 +19,7 @@ use herald_push::credentials::StoredCredentials;
 use herald_push::device::Platform;
 use serde_json::{json, Value};
 
+use crate::audit::{self, Action};
 use crate::error::ApiError;
 use crate::publish::read_body;
 use crate::Api;
@@ -73,8 +74,10 @@ pub async fn put(
 ) -> Result<Response, ApiError> {
     let (app, provider) = params(&app, &provider)?;
     api.authorize_app_or_admin(&headers, &app)?;
-    crate::audit::note(
-        crate::audit::Action::ProviderSet,
+    audit::note(
+        &api,
+        &headers,
+        Action::ProviderSet,
         Some(&app),
         Some(provider.as_str()),
     );
@@ -157,8 +160,10 @@ pub async fn delete(
 ) -> Result<Response, ApiError> {
     let (app, provider) = params(&app, &provider)?;
     api.authorize_app_or_admin(&headers, &app)?;
-    crate::audit::note(
-        crate::audit::Action::ProviderDelete,
+    audit::note(
+        &api,
+        &headers,
+        Action::ProviderDelete,
         Some(&app),
         Some(provider.as_str()),
     );

@@ -21,6 +21,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::apps::{app_param, find_app};
+use crate::audit::{self, Action};
 use crate::error::ApiError;
 use crate::publish::{parse_json, read_body};
 use crate::Api;
@@ -60,7 +61,7 @@ enum Revoke {
 impl RevokeRequest {
     /// What the request names, as audit details (a `sub`, a device, a token id: none secret).
     fn audit_details(&self) {
-        use crate::audit::detail;
+        use audit::detail;
         if self.all {
             detail("all", true);
         }
@@ -145,7 +146,7 @@ pub async fn revoke(
 ) -> Result<Response, ApiError> {
     let app = app_param(&id)?;
     api.authorize_app_or_admin(&headers, &app)?;
-    crate::audit::note(crate::audit::Action::Revoke, Some(&app), None);
+    audit::note(&api, &headers, Action::Revoke, Some(&app), None);
     find_app(&api, &app).await?;
     let body = read_body(body, 4096).await?;
     let request: RevokeRequest = parse_json(&body)?;
@@ -173,6 +174,6 @@ pub async fn revoke(
             closed
         }
     };
-    crate::audit::detail("closed", closed);
+    audit::detail("closed", closed);
     Ok(axum::Json(json!({ "closed": closed })).into_response())
 }

@@ -1,9 +1,11 @@
 //! The audit log of admin actions: which calls are admin actions ([`Action`]), how a handler
-//! says it performed one ([`note`], one line after its authorization), and the middleware
-//! ([`record_layer`]) that, once the handler has answered, stores who acted (the credential
-//! presented, resolved before the handler ran), from where, what, when and how it ended (`ok` or
-//! the error code) as one [`AuditEntry`]. Nothing secret is ever recorded: an actor is a role and
-//! a key id, details are what a handler chose to name. The query API is [`query`].
+//! says it performs one ([`note`], one line after its authorization, which resolves who acts:
+//! the credential presented, before the action can change it), and the middleware
+//! ([`record_layer`]) that, once the handler has answered, stores that with the source address,
+//! the time and how it ended (`ok` or the error code) as one [`AuditEntry`]. A request that
+//! notes nothing (a publish, a read) costs the middleware one task-local scope and nothing else.
+//! Nothing secret is ever recorded: an actor is a role and a key id, details are what a handler
+//! chose to name. The query API is [`query`].
 //!
 //! A request whose credential is not valid for the route is not an entry (it changed nothing,
 //! and anyone could fill the log with them); dashboard log-ins are, failed ones too.
@@ -100,8 +102,10 @@ struct Noted {
     app: Option<AppId>,
     target: Option<String>,
     details: serde_json::Map<String, serde_json::Value>,
-    /// Who acted, when the handler knows better than the request's credential (a log-in).
+    /// Who acts: the request's credential, or for a log-in the key in its body.
     actor: Option<Actor>,
+    /// The request's `User-Agent`, cut.
+    user_agent: Option<String>,
 }
 
 tokio::task_local! {
@@ -109,18 +113,28 @@ tokio::task_local! {
     static NOTED: RefCell<Option<Noted>>;
 }
 
-/// Says that this request performs `action` on `app` (and `target` within it): the middleware
-/// records it once the handler has answered, with the answer's result. Call it once the
-/// request's credential is authorized, before anything that can fail. Outside a request (a
-/// unit test calling a handler directly) it does nothing.
-pub fn note(action: Action, app: Option<&AppId>, target: Option<&str>) {
+/// Says that this request (its `headers`) performs `action` on `app` (and `target` within it):
+/// the middleware records it once the handler has answered, with the answer's result. Call it
+/// once the request's credential is authorized, before anything that can fail; a later call
+/// replaces the note. Outside [`record_layer`] (a unit test calling a handler) it does nothing.
+pub fn note(
+    api: &Api,
+    headers: &HeaderMap,
+    action: Action,
+    app: Option<&AppId>,
+    target: Option<&str>,
+) {
     let _ = NOTED.try_with(|noted| {
         *noted.borrow_mut() = Some(Noted {
             action,
             app: app.cloned(),
             target: target.map(clip),
             details: serde_json::Map::new(),
-            actor: None,
+            actor: api.actor_of(headers),
+            user_agent: headers
+                .get(header::USER_AGENT)
+                .and_then(|v| v.to_str().ok())
+                .map(clip),
         });
     });
 }
@@ -203,17 +217,10 @@ pub async fn record_layer(State(api): State<Arc<Api>>, request: Request, next: N
     ) {
         return next.run(request).await;
     }
-    // Resolved before the handler runs: deleting an app or a key ends its validity.
-    let actor = api.actor_of(request.headers());
-    let source = request
+    let peer = request
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(addr)| addr.to_string());
-    let user_agent = request
-        .headers()
-        .get(header::USER_AGENT)
-        .and_then(|v| v.to_str().ok())
-        .map(clip);
+        .map(|ConnectInfo(addr)| *addr);
     let (response, noted) = NOTED
         .scope(RefCell::new(None), async {
             let response = next.run(request).await;
@@ -223,7 +230,7 @@ pub async fn record_layer(State(api): State<Arc<Api>>, request: Request, next: N
     let Some(noted) = noted else {
         return response;
     };
-    let Some(actor) = noted.actor.or(actor) else {
+    let Some(actor) = noted.actor else {
         return response;
     };
     let result = match response.extensions().get::<ErrorCode>() {
@@ -235,8 +242,8 @@ pub async fn record_layer(State(api): State<Arc<Api>>, request: Request, next: N
         id: 0,
         time: now_millis(),
         actor,
-        source,
-        user_agent,
+        source: peer.map(|addr| addr.to_string()),
+        user_agent: noted.user_agent,
         action: noted.action.as_str().to_owned(),
         app: noted.app,
         target: noted.target,
