@@ -200,16 +200,17 @@ pub fn routes() -> Vec<(&'static str, MethodRouter<Arc<Api>>)> {
 }
 
 /// Routes of the publisher API and the operational endpoints ([`routes`]), with admin actions
-/// recorded in the audit log ([`audit::record_layer`]).
+/// recorded in the audit log: every route but the data routes ([`audit::DATA_ROUTES`]: publish,
+/// push, register, ack, mint) runs inside [`audit::record_layer`].
 pub fn router(api: Arc<Api>) -> Router {
     routes()
         .into_iter()
         .fold(Router::new(), |router, (path, handlers)| {
-            router.route(path, handlers)
+            if audit::DATA_ROUTES.contains(&path) {
+                return router.route(path, handlers);
+            }
+            let record = axum::middleware::from_fn_with_state(api.clone(), audit::record_layer);
+            router.route(path, handlers.route_layer(record))
         })
-        .route_layer(axum::middleware::from_fn_with_state(
-            api.clone(),
-            audit::record_layer,
-        ))
         .with_state(api)
 }

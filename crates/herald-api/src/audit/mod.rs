@@ -2,8 +2,9 @@
 //! says it performs one ([`note`], one line after its authorization, which resolves who acts:
 //! the credential presented, before the action can change it), and the middleware
 //! ([`record_layer`]) that, once the handler has answered, stores that with the source address,
-//! the time and how it ended (`ok` or the error code) as one [`AuditEntry`]. A request that
-//! notes nothing (a publish, a read) costs the middleware one task-local scope and nothing else.
+//! the time and how it ended (`ok` or the error code) as one [`AuditEntry`]. The data routes
+//! ([`DATA_ROUTES`]: publish, push, ...) run without the middleware; a request that notes nothing
+//! costs it one task-local scope.
 //! Nothing secret is ever recorded: an actor is a role and a key id, details are what a handler
 //! chose to name. The query API is [`query`].
 //!
@@ -31,6 +32,19 @@ use crate::auth::{Caller, Via};
 use crate::Api;
 
 pub use query::list;
+
+/// The routes that carry data, not admin actions: they run without [`record_layer`], so the
+/// publish path pays nothing for the audit log. A new admin route is not listed here, and its
+/// handler records its action with one [`note`].
+pub const DATA_ROUTES: &[&str] = &[
+    "/v1/channels/{*path}",
+    "/v1/batch",
+    "/v1/push",
+    "/v1/ack",
+    "/v1/tokens",
+    "/v1/devices",
+    "/v1/devices/batch",
+];
 
 /// How long entries are kept unless configured otherwise (`audit_retention`): 90 days.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(90 * 24 * 3600);
