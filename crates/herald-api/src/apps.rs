@@ -19,6 +19,7 @@ use herald_core::{ErrorCode, HeraldError};
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::audit::{self, Action};
 use crate::error::ApiError;
 use crate::publish::{parse_json, read_body};
 use crate::Api;
@@ -102,10 +103,14 @@ pub async fn create(
     body: Body,
 ) -> Result<Response, ApiError> {
     api.authorize_admin(&headers)?;
+    audit::note(&api, &headers, Action::AppCreate, None, None);
     let body = read_body(body, 4096).await?;
     let req: CreateApp = parse_json(&body)?;
     check_limits(&req.limits, api.max_message_bytes)?;
     let id = AppId::parse(&req.id)?;
+    audit::note(&api, &headers, Action::AppCreate, Some(&id), None);
+    audit::detail("name", &req.name);
+    audit::detail("limits", req.limits);
     let secret = generate_secret("hs_");
     let app = App {
         name: req.name.unwrap_or_else(|| id.to_string()),
@@ -135,6 +140,7 @@ pub async fn create(
         limits: app.limits,
     });
     let (key, info) = new_key(&api, &id, "created with the app").await?;
+    audit::detail("key_id", &info.id);
     Ok((
         StatusCode::CREATED,
         axum::Json(json!({ "app": app, "key": key, "key_id": info.id, "token_secret": secret })),
@@ -175,8 +181,10 @@ pub async fn update(
 ) -> Result<Response, ApiError> {
     api.authorize_admin(&headers)?;
     let id = app_param(&id)?;
+    audit::note(&api, &headers, Action::AppUpdate, Some(&id), None);
     let body = read_body(body, 4096).await?;
     let req: UpdateApp = parse_json(&body)?;
+    audit::detail("limits", req.limits);
     check_limits(&req.limits, api.max_message_bytes)?;
     if !api
         .tenancy
@@ -202,6 +210,7 @@ pub async fn delete(
 ) -> Result<Response, ApiError> {
     api.authorize_admin(&headers)?;
     let id = app_param(&id)?;
+    audit::note(&api, &headers, Action::AppDelete, Some(&id), None);
     if id.is_default() {
         return Err(HeraldError::forbidden("the default app cannot be deleted").into());
     }
@@ -254,6 +263,7 @@ pub async fn add_key(
 ) -> Result<Response, ApiError> {
     api.authorize_admin(&headers)?;
     let id = app_param(&id)?;
+    audit::note(&api, &headers, Action::KeyCreate, Some(&id), None);
     find_app(&api, &id).await?;
     let body = read_body(body, 4096).await?;
     let req: AddKey = if body.is_empty() {
@@ -261,7 +271,10 @@ pub async fn add_key(
     } else {
         parse_json(&body)?
     };
+    audit::detail("label", &req.label);
     let (key, info) = new_key(&api, &id, req.label.as_deref().unwrap_or("")).await?;
+    audit::note(&api, &headers, Action::KeyCreate, Some(&id), Some(&info.id));
+    audit::detail("label", &info.label);
     Ok((
         StatusCode::CREATED,
         axum::Json(json!({ "key": key, "key_id": info.id, "label": info.label })),
@@ -277,6 +290,7 @@ pub async fn remove_key(
 ) -> Result<Response, ApiError> {
     api.authorize_admin(&headers)?;
     let id = app_param(&id)?;
+    audit::note(&api, &headers, Action::KeyRevoke, Some(&id), Some(&key_id));
     if !api
         .tenancy
         .remove_key(&id, &key_id)

@@ -17,6 +17,7 @@ use herald_push::registry::{Ack, DeviceQuery};
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::audit::{self, Action};
 use crate::error::ApiError;
 use crate::publish::{parse_json, read_body};
 use crate::Api;
@@ -208,7 +209,19 @@ pub async fn patch(
     let app = api.authorize(&headers)?;
     let body = read_body(body, 64 * 1024).await?;
     let patch: DevicePatch = parse_json(&body)?;
+    if let Some(active) = patch.active {
+        audit::note(&api, &headers, device_action(active), Some(&app), Some(&id));
+    }
     Ok(axum::Json(update(&api, &app, &id, patch).await?).into_response())
+}
+
+/// The audit action of setting a device's `active`.
+fn device_action(active: bool) -> Action {
+    if active {
+        Action::DeviceActivate
+    } else {
+        Action::DeviceDeactivate
+    }
 }
 
 /// `POST /v1/devices/{id}/activate`.
@@ -236,6 +249,7 @@ async fn set_active(
     active: bool,
 ) -> Result<Response, ApiError> {
     let app = api.authorize(headers)?;
+    audit::note(api, headers, device_action(active), Some(&app), Some(id));
     let patch = DevicePatch {
         active: Some(active),
         ..DevicePatch::default()
@@ -250,6 +264,7 @@ pub async fn delete(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let app = api.authorize(&headers)?;
+    audit::note(&api, &headers, Action::DeviceDelete, Some(&app), Some(&id));
     check_device_id(&id)?;
     let head = api.engine.state(&app.device_log(&id)).await?;
     let head = herald_core::Cursor {

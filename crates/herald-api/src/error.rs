@@ -21,6 +21,8 @@ impl IntoResponse for ApiError {
         let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
         let json = HeaderValue::from_static("application/json");
         let mut response = (status, [(header::CONTENT_TYPE, json)], body).into_response();
+        // The audit log records the code as the action's result.
+        response.extensions_mut().insert(self.0.code);
         if self.0.code == ErrorCode::StoreUnavailable {
             // The store is expected back (a database restarting, a failover): ask clients to
             // retry soon rather than give up.

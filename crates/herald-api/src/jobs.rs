@@ -16,6 +16,7 @@ use herald_push::jobs::{Depth, JobKind};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::audit::{self, Action};
 use crate::error::ApiError;
 use crate::Api;
 
@@ -131,6 +132,7 @@ pub async fn replay(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let app = api.authorize(&headers)?;
+    audit::note(&api, &headers, Action::JobReplay, Some(&app), Some(&id));
     let id = crate::publish::parse_job_id(&id)?;
     let queue = api.deliverer.queue();
     if !queue
@@ -155,6 +157,7 @@ pub async fn drop_dead(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let app = api.authorize(&headers)?;
+    audit::note(&api, &headers, Action::JobDrop, Some(&app), Some(&id));
     let id = crate::publish::parse_job_id(&id)?;
     if !api
         .deliverer

@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 mod apps;
+pub mod audit;
 mod auth;
 mod channels;
 mod device_inbox;
@@ -83,6 +84,10 @@ pub struct Api {
     pub deliverer: Arc<Deliverer>,
     /// The admin dashboard's sessions: their signing key, lifetime and cookie attributes.
     pub sessions: Sessions,
+    /// The audit log of admin actions ([`audit`]).
+    pub audit: Arc<dyn herald_core::audit::AuditLog>,
+    /// How long audit entries are kept.
+    pub audit_retention: std::time::Duration,
 }
 
 /// Most messages in one batch publish.
@@ -176,6 +181,7 @@ pub fn routes() -> Vec<(&'static str, MethodRouter<Arc<Api>>)> {
         ("/v1/jobs/{id}", axum::routing::delete(jobs::drop_dead)),
         ("/v1/jobs/{id}/replay", post(jobs::replay)),
         ("/v1/tokens", post(apps::mint_token)),
+        ("/v1/audit", get(audit::list)),
         ("/v1/devices", get(devices::list).post(devices::register)),
         ("/v1/devices/batch", post(devices::register_batch)),
         (
@@ -199,12 +205,18 @@ pub fn routes() -> Vec<(&'static str, MethodRouter<Arc<Api>>)> {
     ]
 }
 
-/// Routes of the publisher API and the operational endpoints ([`routes`]).
+/// Routes of the publisher API and the operational endpoints ([`routes`]), with admin actions
+/// recorded in the audit log: every route but the data routes ([`audit::DATA_ROUTES`]: publish,
+/// push, register, ack, mint) runs inside [`audit::record_layer`].
 pub fn router(api: Arc<Api>) -> Router {
     routes()
         .into_iter()
         .fold(Router::new(), |router, (path, handlers)| {
-            router.route(path, handlers)
+            if audit::DATA_ROUTES.contains(&path) {
+                return router.route(path, handlers);
+            }
+            let record = axum::middleware::from_fn_with_state(api.clone(), audit::record_layer);
+            router.route(path, handlers.route_layer(record))
         })
         .with_state(api)
 }

@@ -19,6 +19,7 @@ use herald_push::credentials::StoredCredentials;
 use herald_push::device::Platform;
 use serde_json::{json, Value};
 
+use crate::audit::{self, Action};
 use crate::error::ApiError;
 use crate::publish::read_body;
 use crate::Api;
@@ -73,6 +74,13 @@ pub async fn put(
 ) -> Result<Response, ApiError> {
     let (app, provider) = params(&app, &provider)?;
     api.authorize_app_or_admin(&headers, &app)?;
+    audit::note(
+        &api,
+        &headers,
+        Action::ProviderSet,
+        Some(&app),
+        Some(provider.as_str()),
+    );
     app_exists(&api, &app).await?;
     let body = read_body(body, MAX_CREDENTIALS_BYTES).await?;
     let credentials = ProviderCredentials::parse(provider, &body)?;
@@ -152,6 +160,13 @@ pub async fn delete(
 ) -> Result<Response, ApiError> {
     let (app, provider) = params(&app, &provider)?;
     api.authorize_app_or_admin(&headers, &app)?;
+    audit::note(
+        &api,
+        &headers,
+        Action::ProviderDelete,
+        Some(&app),
+        Some(provider.as_str()),
+    );
     let removed = api
         .credentials
         .delete_credentials(&app, provider)

@@ -21,6 +21,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::apps::{app_param, find_app};
+use crate::audit::{self, Action};
 use crate::error::ApiError;
 use crate::publish::{parse_json, read_body};
 use crate::Api;
@@ -58,6 +59,31 @@ enum Revoke {
 }
 
 impl RevokeRequest {
+    /// What the request names, as audit details (a `sub`, a device, a token id: none secret).
+    fn audit_details(&self) {
+        use audit::detail;
+        if self.all {
+            detail("all", true);
+        }
+        for (name, value) in [
+            ("sub", &self.sub),
+            ("device", &self.device),
+            ("jti", &self.jti),
+        ] {
+            if let Some(value) = value {
+                detail(name, herald_core::audit::clip(value));
+            }
+        }
+        for (name, value) in [
+            ("expires", self.expires),
+            ("issued_before", self.issued_before),
+        ] {
+            if let Some(value) = value {
+                detail(name, value);
+            }
+        }
+    }
+
     fn check(self) -> Result<Revoke, HeraldError> {
         let named = usize::from(self.all)
             + usize::from(self.sub.is_some())
@@ -120,9 +146,11 @@ pub async fn revoke(
 ) -> Result<Response, ApiError> {
     let app = app_param(&id)?;
     api.authorize_app_or_admin(&headers, &app)?;
+    audit::note(&api, &headers, Action::Revoke, Some(&app), None);
     find_app(&api, &app).await?;
     let body = read_body(body, 4096).await?;
     let request: RevokeRequest = parse_json(&body)?;
+    request.audit_details();
     let closed = match request.check()? {
         Revoke::Disconnect(target) => {
             let closed = api.live.disconnect(&app, &target, CloseReason::Revoked);
@@ -146,5 +174,6 @@ pub async fn revoke(
             closed
         }
     };
+    audit::detail("closed", closed);
     Ok(axum::Json(json!({ "closed": closed })).into_response())
 }

@@ -15,6 +15,7 @@ use herald_core::{ErrorCode, HeraldError};
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::audit::{self, Action};
 use crate::auth::{now_secs, Caller, Via};
 use crate::error::ApiError;
 use crate::publish::{parse_json, read_body};
@@ -61,12 +62,20 @@ pub async fn login(
     body: Body,
 ) -> Result<Response, ApiError> {
     require_header(&headers)?;
+    audit::note(&api, &headers, Action::SessionLogin, None, None);
+    audit::acted_as(audit::anonymous("login"));
     let body = read_body(body, 4096).await?;
     let req: Login = parse_json(&body)?;
     let hash = hash_api_key(&req.key);
     let caller = api
         .caller_of(&hash)
         .ok_or_else(|| HeraldError::new(ErrorCode::Unauthorized, "the key is not valid"))?;
+    let own_app = match &caller {
+        Caller::Publisher(app) => Some(app),
+        Caller::Admin => None,
+    };
+    audit::note(&api, &headers, Action::SessionLogin, own_app, None);
+    audit::acted_as(audit::actor(&caller, &hash, "login"));
     let (cookie, expires_at) = api.sessions.start(&hash, now_secs());
     let cookie = HeaderValue::from_str(&cookie)
         .map_err(|_| HeraldError::new(ErrorCode::Internal, "the session cookie is malformed"))?;
@@ -101,6 +110,7 @@ pub async fn current(
 /// stays valid until it expires or its key is revoked).
 pub async fn logout(State(api): State<Arc<Api>>, headers: HeaderMap) -> Result<Response, ApiError> {
     require_header(&headers)?;
+    audit::note(&api, &headers, Action::SessionLogout, None, None);
     let cookie = HeaderValue::from_str(&api.sessions.clear())
         .map_err(|_| HeraldError::new(ErrorCode::Internal, "the session cookie is malformed"))?;
     let mut response = StatusCode::NO_CONTENT.into_response();

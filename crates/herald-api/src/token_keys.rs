@@ -22,6 +22,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::apps::app_param;
+use crate::audit::{self, Action};
 use crate::error::ApiError;
 use crate::publish::{parse_json, read_body};
 use crate::Api;
@@ -105,8 +106,12 @@ pub async fn put(
 ) -> Result<Response, ApiError> {
     let id = app_param(&id)?;
     api.authorize_app_or_admin(&headers, &id)?;
+    audit::note(&api, &headers, Action::TokenKeysSet, Some(&id), None);
     let body = read_body(body, 256 * 1024).await?;
     let req: PutKeys = parse_json(&body)?;
+    audit::detail("public_keys", req.keys.len());
+    audit::detail("jwks_url", req.jwks_url.is_some());
+    audit::detail("hs256", req.hs256);
     check_public_keys(&req.keys, req.jwks_url.as_deref())?;
     let mut keys = stored_keys(&api, &id).await?;
     match req.hs256 {
@@ -161,6 +166,7 @@ pub async fn rotate(
 ) -> Result<Response, ApiError> {
     let id = app_param(&id)?;
     api.authorize_app_or_admin(&headers, &id)?;
+    audit::note(&api, &headers, Action::TokenSecretRotate, Some(&id), None);
     if id.is_default() {
         return Err(HeraldError::bad_request(
             "the default app's token secret is the server's (token_secret in the configuration, \
@@ -175,6 +181,7 @@ pub async fn rotate(
         parse_json(&body)?
     };
     let overlap = req.overlap.unwrap_or(DEFAULT_OVERLAP_SECS);
+    audit::detail("overlap", overlap);
     if overlap > MAX_OVERLAP_SECS {
         return Err(HeraldError::bad_request(format!(
             "overlap must be 0 to {MAX_OVERLAP_SECS} seconds"

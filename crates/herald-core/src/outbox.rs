@@ -209,6 +209,21 @@ impl Outbox {
         self.queue.lock().closed
     }
 
+    /// Whether the outbox is closed, without taking anything queued: ready with the reason once
+    /// it is; otherwise leaves the task's waker (woken by the next frame, close or ping request,
+    /// so a caller polls again). For a writer blocked on a full socket, which must hear of a
+    /// slow-consumer close while it waits.
+    pub fn poll_closed(&self, cx: &mut Context<'_>) -> Poll<CloseReason> {
+        let mut q = self.queue.lock();
+        if let Some(reason) = q.closed {
+            return Poll::Ready(reason);
+        }
+        if !q.waiter.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            q.waiter = Some(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+
     /// Asks the writer to send a keep-alive ping; the next [`Batch`] says so.
     pub fn request_ping(&self) {
         let mut q = self.queue.lock();
@@ -285,6 +300,23 @@ mod tests {
         assert!(frames.is_empty());
         assert_eq!(closed, Some(CloseReason::SlowConsumer));
         assert!(!o.push(ctl(1)));
+    }
+
+    #[tokio::test]
+    async fn a_writer_waiting_on_its_socket_hears_of_the_overflow_without_taking_frames() {
+        let o = Outbox::new(100);
+        assert!(o.push(ctl(60)));
+        let waiting = {
+            let o = o.clone();
+            tokio::spawn(async move { std::future::poll_fn(|cx| o.poll_closed(cx)).await })
+        };
+        tokio::task::yield_now().await;
+        assert!(!o.push(ctl(60)));
+        let closed = tokio::time::timeout(std::time::Duration::from_secs(5), waiting)
+            .await
+            .expect("woken by the overflow")
+            .unwrap();
+        assert_eq!(closed, CloseReason::SlowConsumer);
     }
 
     #[tokio::test]

@@ -2,14 +2,32 @@
 //! SSE on a fresh connection): first without waiting, which usually writes everything in one
 //! syscall and touches no timer or waker; then, only if the socket was full, as it drains, with
 //! a time limit.
+//!
+//! While a connection waits for its full socket ([`write_until_cut`]) it also watches its
+//! outbox: if the hub closes it as a slow consumer meanwhile, what is still unwritten is cut
+//! after the frame or event in progress (the rest of the backlog is dropped, as the outbox's own
+//! queue already was), so the transport's `disconnect` goes out right behind what the socket
+//! already holds, within [`SLOW_CONSUMER_GRACE`] of the cut ([`slow_consumer_goodbye`]): a
+//! client that reads again within it reads its backlog, then why it was cut. The connection then
+//! shuts its sending side down and reads (discarding) until the client closes or the grace ends,
+//! so closing the socket never resets a connection whose last bytes the client has not read.
 
+use std::future::Future;
 use std::io;
+use std::task::Poll;
 use std::time::Duration;
 
+use herald_core::outbox::{CloseReason, Outbox};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+/// How long a slow consumer's goodbye (`disconnect` and, on WebSocket, the close frame) waits for
+/// its socket to take it, and then for the client to close, after the cut.
+pub(crate) const SLOW_CONSUMER_GRACE: Duration = Duration::from_secs(60);
 
 /// A write that cannot finish in this long means the peer is gone.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What a first, non-blocking write achieved.
 pub enum Sent {
@@ -67,4 +85,97 @@ async fn write_all(tcp: &TcpStream, mut buf: &[u8]) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// How a write that waited for the socket ended.
+pub(crate) enum Blocked {
+    /// Everything was written.
+    Written,
+    /// The outbox was closed as a slow consumer: these bytes (the rest of the frame or event in
+    /// progress) go before the goodbye.
+    Cut(Vec<u8>),
+    /// The socket failed, or took nothing more for `timeout`.
+    Failed,
+}
+
+/// Writes `buf` as the socket drains, within `timeout`, unless `outbox` is closed as a slow
+/// consumer first: then what is unwritten is cut where `cut_end(buf, written)` says the frame
+/// or event in progress ends (an offset into `buf`, at least `written`).
+pub(crate) async fn write_until_cut(
+    stream: &TcpStream,
+    outbox: &Outbox,
+    mut buf: Vec<u8>,
+    timeout: Duration,
+    cut_end: impl FnOnce(&[u8], usize) -> usize,
+) -> Blocked {
+    let deadline = tokio::time::sleep(timeout);
+    let mut deadline = std::pin::pin!(deadline);
+    let mut written = 0;
+    loop {
+        while written < buf.len() {
+            match stream.try_write(&buf[written..]) {
+                Ok(0) => return Blocked::Failed,
+                Ok(n) => written += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return Blocked::Failed,
+            }
+        }
+        if written == buf.len() {
+            return Blocked::Written;
+        }
+        // Woken when the socket can take more (or failed: the next write says so), when the
+        // outbox is closed as a slow consumer, or at the deadline.
+        let in_time = std::future::poll_fn(|cx| {
+            if let Poll::Ready(CloseReason::SlowConsumer) = outbox.poll_closed(cx) {
+                return Poll::Ready(true);
+            }
+            if stream.poll_write_ready(cx).is_ready() {
+                return Poll::Ready(true);
+            }
+            if deadline.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(false);
+            }
+            Poll::Pending
+        })
+        .await;
+        if !in_time {
+            return Blocked::Failed;
+        }
+        if outbox.closed() == Some(CloseReason::SlowConsumer) {
+            let end = cut_end(&buf, written).clamp(written, buf.len());
+            buf.truncate(end);
+            buf.drain(..written);
+            return Blocked::Cut(buf);
+        }
+    }
+}
+
+/// Writes a slow consumer's goodbye within [`SLOW_CONSUMER_GRACE`], then shuts the sending side
+/// down and waits, within what is left of the grace, for the client to close.
+pub(crate) async fn slow_consumer_goodbye(stream: &mut TcpStream, bytes: Vec<u8>) {
+    let until = Instant::now() + SLOW_CONSUMER_GRACE;
+    let sent = tokio::time::timeout_at(until, stream.write_all(&bytes)).await;
+    if !matches!(sent, Ok(Ok(()))) {
+        return;
+    }
+    let _ = stream.shutdown().await;
+    let _ = tokio::time::timeout_at(until, drain_until_closed(stream)).await;
+}
+
+/// Reads and discards until the peer closes or the socket fails.
+async fn drain_until_closed(stream: &TcpStream) {
+    let mut chunk = [0u8; 512];
+    loop {
+        if stream.readable().await.is_err() {
+            return;
+        }
+        match stream.try_read(&mut chunk) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
 }

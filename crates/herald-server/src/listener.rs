@@ -40,7 +40,7 @@ pub(crate) async fn serve(
     http.timer(TokioTimer::new()).header_read_timeout(None);
     let http = Arc::new(http);
     loop {
-        let (tcp, _peer) = tokio::select! {
+        let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(pair) => pair,
                 Err(e) => {
@@ -62,7 +62,16 @@ pub(crate) async fn serve(
             };
             let deadlines = edge.settings.deadlines;
             // Boxed, so a task that streams SSE itself is not sized for hyper's connection.
-            Box::pin(serve_http(&http, tcp, head_started, deadlines, app, stop)).await;
+            Box::pin(serve_http(
+                &http,
+                tcp,
+                peer,
+                head_started,
+                deadlines,
+                app,
+                stop,
+            ))
+            .await;
         });
     }
     drop(listener);
@@ -75,6 +84,7 @@ pub(crate) async fn serve(
 async fn serve_http(
     http: &hyper::server::conn::http1::Builder,
     tcp: TcpStream,
+    peer: std::net::SocketAddr,
     head_started: Instant,
     deadlines: Deadlines,
     app: Router,
@@ -87,7 +97,11 @@ async fn serve_http(
         // The request is handled until its response body is done: no head or keep-alive
         // deadline meanwhile (a long-poll waits, a stream streams).
         let guard = phase.begin();
-        let request = request.map(|body| TimedBody::new(Body::new(body), deadlines.body));
+        let mut request = request.map(|body| TimedBody::new(Body::new(body), deadlines.body));
+        // Who the peer is, for handlers that record it (the audit log).
+        request
+            .extensions_mut()
+            .insert(axum::extract::ConnectInfo(peer));
         let answer = hyper::service::Service::call(&router, request);
         async move {
             let response = answer.await?;

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use herald_bus_redis::{BusOptions, Connected, RedisBus};
+use herald_core::audit::AuditLog;
 use herald_core::bus::{Bus, LocalBus, Presence};
 use herald_core::caches::{CacheEvent, Caches};
 use herald_core::fanout::FanOut;
@@ -41,19 +42,22 @@ pub(crate) struct Store {
     pub credentials: Arc<dyn CredentialStore>,
     /// Provider jobs.
     pub jobs: Arc<dyn JobQueue>,
+    /// The audit log of admin actions.
+    pub audit: Arc<dyn AuditLog>,
 }
 
 impl Store {
     fn of<S>(store: Arc<S>) -> Store
     where
-        S: ChannelLog + Tenancy + DeviceRegistry + CredentialStore + JobQueue + 'static,
+        S: ChannelLog + Tenancy + DeviceRegistry + CredentialStore + JobQueue + AuditLog + 'static,
     {
         Store {
             log: store.clone(),
             tenancy: store.clone(),
             devices: store.clone(),
             credentials: store.clone(),
-            jobs: store,
+            jobs: store.clone(),
+            audit: store,
         }
     }
 

@@ -132,6 +132,11 @@ async fn assemble(
         parts.devices.clone(),
         shutdown.clone(),
     ));
+    background.spawn(herald_api::audit::prune_periodically(
+        parts.store.audit.clone(),
+        settings.audit_retention,
+        shutdown.clone(),
+    ));
     if let Some(meteor) = meteor {
         meteor.serve(&background);
     }

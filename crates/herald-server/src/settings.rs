@@ -42,6 +42,8 @@ pub struct ServerSettings {
     pub edge: EdgeSettings,
     /// How long shutdown waits for connections to finish before closing the store anyway.
     pub shutdown_grace: Duration,
+    /// How long entries of the audit log of admin actions are kept.
+    pub audit_retention: Duration,
     /// History and delivery options per channel-name prefix.
     pub namespaces: Namespaces,
     /// Meteor's subscriber and controller ports (off unless an address is set).
@@ -174,6 +176,7 @@ impl ServerSettings {
             token_secret: None,
             edge: EdgeSettings::default(),
             shutdown_grace: Duration::from_secs(10),
+            audit_retention: herald_api::audit::DEFAULT_RETENTION,
             namespaces: Namespaces::default(),
             meteor: MeteorPorts::default(),
             providers: ProviderSettings::default(),
@@ -198,6 +201,7 @@ impl std::fmt::Debug for ServerSettings {
             .field("token_secret", &set(&self.token_secret))
             .field("edge", &self.edge)
             .field("shutdown_grace", &self.shutdown_grace)
+            .field("audit_retention", &self.audit_retention)
             .field("namespaces", &self.namespaces)
             .field("meteor", &self.meteor)
             .field("providers", &self.providers)

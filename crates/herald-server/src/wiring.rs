@@ -283,6 +283,8 @@ impl Parts {
             credentials: self.credentials.clone(),
             deliverer: self.deliverer.clone(),
             sessions: self.sessions(settings)?,
+            audit: self.store.audit.clone(),
+            audit_retention: settings.audit_retention,
         });
         Ok(herald_edge::router(edge)
             .merge(herald_api::router(api))

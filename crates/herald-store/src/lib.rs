@@ -10,15 +10,16 @@
 //! (trimming old messages), `checkpoint` (background WAL checkpoints), `reader` (the read pool and read queries), `log` ([`SqliteLog`]).
 //!
 //! The same database holds the apps (`tenancy`), the device registry and receipts (`devices`),
-//! the provider job queue (`jobs`) and provider credentials (`credentials`): `SqliteLog`
-//! implements `herald_core`'s `Tenancy` and `herald_push`'s `DeviceRegistry`, `JobQueue` and
-//! `CredentialStore`.
+//! the provider job queue (`jobs`), provider credentials (`credentials`) and the audit log of
+//! admin actions (`audit`): `SqliteLog` implements `herald_core`'s `Tenancy` and `AuditLog` and
+//! `herald_push`'s `DeviceRegistry`, `JobQueue` and `CredentialStore`.
 //!
 //! [`postgres`] holds the same over a PostgreSQL database that several Herald nodes share:
 //! [`PostgresStore`] implements every trait `SqliteLog` does, with the same behaviour.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod audit;
 mod batch;
 mod checkpoint;
 mod credentials;

@@ -31,6 +31,7 @@
 //!   secret during a rotation's overlap, public keys, a JWKS URL).
 //! - `revoked_tokens` (an app's token ids refused until their expiry) and `revoked_before` (an
 //!   app's tokens issued before a time are refused): revoked client tokens.
+//! - `audit_log`: admin actions (who, what, when, result; never a secret), newest by `id`.
 
 use std::path::Path;
 use std::time::Duration;
@@ -217,6 +218,23 @@ const MIGRATIONS: &[&str] = &[
         public_keys TEXT NOT NULL DEFAULT '[]',
         jwks_url TEXT
     );",
+    // The audit log of admin actions (`crate::audit`): who, what, when, result; times in ms.
+    "CREATE TABLE audit_log (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        time INTEGER NOT NULL,
+        actor_role TEXT NOT NULL,
+        actor_key_id TEXT,
+        actor_via TEXT NOT NULL,
+        source TEXT,
+        user_agent TEXT,
+        action TEXT NOT NULL,
+        app TEXT,
+        target TEXT,
+        details TEXT NOT NULL,
+        result TEXT NOT NULL
+    );
+    CREATE INDEX audit_log_time ON audit_log (time);
+    CREATE INDEX audit_log_app ON audit_log (app, id);",
 ];
 
 /// The schema version this build writes.

@@ -2,6 +2,7 @@
 //! as `error: ...`; invalid configuration exits with code 2, other failures with 1.
 
 mod args;
+mod audit;
 mod config_check;
 mod jobs;
 mod migrate;
@@ -76,6 +77,9 @@ enum Command {
     /// The provider job queue: worker statistics, dead letters.
     #[command(subcommand, after_help = jobs::EXAMPLES)]
     Jobs(jobs::JobsCommand),
+    /// The audit log of admin actions (who did what, when).
+    #[command(after_help = audit::EXAMPLES)]
+    Audit(audit::AuditArgs),
     /// Run a mock provider (APNs, FCM, Web Push) for tests and benchmarks.
     #[command(subcommand, after_help = mock::EXAMPLES)]
     Mock(mock::MockCommand),
@@ -98,6 +102,7 @@ pub async fn main() -> ExitCode {
         Command::Providers(cmd) => providers::run(cmd).await,
         Command::Vapid => vapid::run(),
         Command::Jobs(cmd) => jobs::run(cmd).await,
+        Command::Audit(args) => audit::run(args).await,
         Command::Mock(cmd) => mock::run(cmd).await,
         Command::Bench(args) => herald_bench::run(args).await.map(|()| ExitCode::SUCCESS),
     };

@@ -105,6 +105,7 @@ fn settings(config: &Config) -> ServerSettings {
             min_refetch: config.jwks_min_refetch,
             fetch_timeout: config.jwks_fetch_timeout,
         },
+        audit_retention: config.audit_retention,
         admin: AdminSettings {
             session_ttl: config.admin_session_ttl,
             secure_cookie: config.admin_cookie_secure,

@@ -10,6 +10,7 @@
 //! connection anyway, so there is no next request to keep the connection for; writes carry
 //! no chunk framing; and HTTP/1.0 clients read the same bytes.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::io::{self, Write};
 use std::pin::Pin;
@@ -26,7 +27,10 @@ use super::sniff::{sniff, Sniffed, SseRequest};
 use super::{SseStream, PREAMBLE, STREAM_HEADERS};
 use crate::deadlines::request_timeout;
 use crate::http::{error_parts, secs_until};
-use crate::socket::{send, try_send, write_rest, Sent};
+use crate::socket::{
+    send, slow_consumer_goodbye, try_send, write_rest, write_until_cut, Blocked, Sent,
+    WRITE_TIMEOUT,
+};
 use crate::Edge;
 
 /// What the CORS layer of the hyper path adds to every `GET /v1/sse` answer (any origin may
@@ -45,7 +49,7 @@ const READ_BUDGET: usize = 64 * 1024;
 /// when the client sent nothing in time, or only part of a head: that is answered `408`, or the
 /// server is shutting down). Otherwise returns the connection untouched, for hyper, with the
 /// instant its first request's head started arriving.
-pub async fn serve_if_sse(edge: &Arc<Edge>, tcp: TcpStream) -> Option<(TcpStream, Instant)> {
+pub async fn serve_if_sse(edge: &Arc<Edge>, mut tcp: TcpStream) -> Option<(TcpStream, Instant)> {
     // Every step but the idle wait is boxed, so the connection's task is only as large as its
     // idle state: a future stores the largest of its steps.
     let deadlines = &edge.settings.deadlines;
@@ -75,7 +79,7 @@ pub async fn serve_if_sse(edge: &Arc<Edge>, tcp: TcpStream) -> Option<(TcpStream
         }
     };
     let place = edge.keepalive.join(&connection.stream.outbox);
-    connection.run(&tcp).await;
+    connection.run(&mut tcp).await;
     edge.keepalive.leave(place);
     // Whatever the client sent is read first, so closing sends a FIN rather than a reset that
     // could discard the last events on the client's side.
@@ -148,17 +152,33 @@ struct Connection {
 
 impl Connection {
     /// Writes what the outbox hands out until the stream ends or the client goes away.
-    async fn run(&mut self, tcp: &TcpStream) {
+    async fn run(&mut self, tcp: &mut TcpStream) {
         loop {
             let wake = std::future::poll_fn(|cx| self.poll_wake(tcp, cx)).await;
             match self.handle(tcp, wake) {
                 Step::Wait => {}
                 Step::End => return,
                 // Boxed: only a stream whose socket is full waits here.
-                Step::Blocked(rest, done) => {
-                    if Box::pin(write_rest(tcp, rest)).await.is_err() || done {
-                        return;
+                Step::Blocked(rest, false) => {
+                    let outbox = &self.stream.outbox;
+                    let write = write_until_cut(tcp, outbox, rest, WRITE_TIMEOUT, event_end);
+                    match Box::pin(write).await {
+                        Blocked::Written => {}
+                        Blocked::Cut(mut rest) => {
+                            let slow = Some(CloseReason::SlowConsumer);
+                            self.stream.encode(VecDeque::new(), slow, false, &mut rest);
+                            return Box::pin(slow_consumer_goodbye(tcp, rest)).await;
+                        }
+                        Blocked::Failed => return,
                     }
+                }
+                // The stream's last bytes, its `disconnect` among them.
+                Step::Blocked(rest, true) => {
+                    if self.stream.outbox.closed() == Some(CloseReason::SlowConsumer) {
+                        return Box::pin(slow_consumer_goodbye(tcp, rest)).await;
+                    }
+                    let _ = Box::pin(write_rest(tcp, rest)).await;
+                    return;
                 }
             }
         }
@@ -223,6 +243,20 @@ impl Connection {
     }
 }
 
+/// Where the event in progress ends in `buf`, of which `written` bytes are written: after the
+/// first blank line (`\n\n`) that ends past `written` (an event's `data:` is JSON on one line,
+/// so a blank line only ever ends an event).
+fn event_end(buf: &[u8], written: usize) -> usize {
+    if written >= 2 && &buf[written - 2..written] == b"\n\n" {
+        return written;
+    }
+    let from = written.saturating_sub(1);
+    buf[from..]
+        .windows(2)
+        .position(|w| w == b"\n\n")
+        .map_or(buf.len(), |at| from + at + 2)
+}
+
 /// Answers a request the stream could not open for, as `crate::http::error_response` would.
 async fn answer_error(tcp: &TcpStream, http10: bool, e: &HeraldError) {
     let (status, body) = error_parts(e);
@@ -269,4 +303,24 @@ fn discard_input(tcp: &TcpStream) -> bool {
         }
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::event_end;
+
+    #[test]
+    fn a_cut_keeps_the_event_in_progress_whole() {
+        let buf = b"id: 1\ndata: {}\n\nid: 2\ndata: {}\n\n";
+        let first = "id: 1\ndata: {}\n\n".len();
+        assert_eq!(event_end(buf, 0), first);
+        assert_eq!(event_end(buf, 3), first);
+        assert_eq!(event_end(buf, first - 1), first);
+        assert_eq!(
+            event_end(buf, first),
+            first,
+            "an event just finished: nothing more"
+        );
+        assert_eq!(event_end(buf, first + 1), buf.len());
+    }
 }

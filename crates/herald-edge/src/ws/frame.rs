@@ -279,6 +279,16 @@ pub fn encode(out: &mut Vec<u8>, opcode: Opcode, payload: &[u8]) {
     out.extend_from_slice(payload);
 }
 
+/// How many bytes [`encode`] writes for a payload of `len` bytes.
+pub fn encoded_len(len: usize) -> usize {
+    let header = match len {
+        n if n < 126 => 2,
+        n if n <= u16::MAX as usize => 4,
+        _ => 10,
+    };
+    header + len
+}
+
 /// Appends a close frame with `code`.
 pub fn encode_close(out: &mut Vec<u8>, code: u16) {
     encode(out, Opcode::Close, &code.to_be_bytes());
@@ -326,6 +336,15 @@ mod tests {
         let mut out = Vec::new();
         r.feed(bytes, &mut out)?;
         Ok(out)
+    }
+
+    #[test]
+    fn encoded_len_is_what_encode_writes() {
+        for len in [0, 1, 125, 126, 65535, 65536, 70000] {
+            let mut out = Vec::new();
+            encode(&mut out, Opcode::Text, &vec![b'x'; len]);
+            assert_eq!(encoded_len(len), out.len(), "{len}");
+        }
     }
 
     #[test]

@@ -26,7 +26,7 @@ use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
 use crate::http::{client_token, error_response, query_pairs, secs_until};
-use crate::socket::{try_send, write_rest, Sent};
+use crate::socket::{slow_consumer_goodbye, write_rest, write_until_cut, Blocked, WRITE_TIMEOUT};
 use crate::Edge;
 use frame::{close, FrameReader, Incoming, Opcode};
 use handshake::Upgrade;
@@ -155,7 +155,7 @@ impl Connection {
     /// Serves the connection once `socket` (the finished upgrade) yields the TCP stream and the
     /// bytes read past the handshake.
     async fn run(&mut self, socket: Pin<Box<impl Future<Output = Option<(TcpStream, Bytes)>>>>) {
-        let Some((stream, read_ahead)) = socket.await else {
+        let Some((mut stream, read_ahead)) = socket.await else {
             return;
         };
         let _gauge = ConnectionGauge::new();
@@ -168,6 +168,8 @@ impl Connection {
         // Boxed: only device connections open an inbox, and the others should not carry the
         // future's state.
         Box::pin(self.session.start()).await;
+        // What a slow-consumer cut left of the frame in progress, written before the goodbye.
+        let mut cut_frame = Vec::new();
         while end.is_none() {
             if !self.incoming.is_empty() {
                 self.heard_since_ping = true;
@@ -204,13 +206,25 @@ impl Connection {
                         std::mem::take(&mut self.heard_since_ping)
                     };
                     match write_frames(&stream, batch.frames, ping) {
-                        Sent::All => ends,
+                        Written::All => ends,
                         // Boxed: only a connection whose socket is full waits here.
-                        Sent::Part(rest) => match Box::pin(write_rest(&stream, rest)).await {
-                            Ok(()) => ends,
-                            Err(_) => Some(End::Gone),
-                        },
-                        Sent::Failed => Some(End::Gone),
+                        Written::Part(pending) => {
+                            let outbox = self.session.outbox();
+                            let Pending { buf, frame_ends } = pending;
+                            let write =
+                                write_until_cut(&stream, outbox, buf, WRITE_TIMEOUT, |_, at| {
+                                    frame_ends.into_iter().find(|end| *end > at).unwrap_or(at)
+                                });
+                            match Box::pin(write).await {
+                                Blocked::Written => ends,
+                                Blocked::Cut(rest) => {
+                                    cut_frame = rest;
+                                    Some(End::Disconnect(CloseReason::SlowConsumer))
+                                }
+                                Blocked::Failed => Some(End::Gone),
+                            }
+                        }
+                        Written::Failed => Some(End::Gone),
                     }
                 }
                 Wake::Expired => Some(End::Disconnect(CloseReason::TokenExpired)),
@@ -221,9 +235,10 @@ impl Connection {
         if let Some(end) = end {
             // Boxed: said once, at the end, and no part of an idle connection.
             Box::pin(goodbye(
-                &stream,
+                &mut stream,
                 end,
                 self.session.edge().settings.max_frame_bytes,
+                cut_frame,
             ))
             .await;
         }
@@ -256,10 +271,17 @@ impl Connection {
 }
 
 /// Tells the client why the connection ends (a `disconnect` frame and a close frame, as `end`
-/// calls for), giving the socket a second at most.
-async fn goodbye(stream: &TcpStream, end: End, max_frame: usize) {
-    let mut goodbye = Vec::new();
+/// calls for), giving the socket a second at most; a slow consumer's goodbye, after what a cut
+/// left of the frame in progress (`cut_frame`), gets [`crate::socket::SLOW_CONSUMER_GRACE`].
+async fn goodbye(stream: &mut TcpStream, end: End, max_frame: usize, cut_frame: Vec<u8>) {
+    let mut goodbye = cut_frame;
     match end {
+        End::Disconnect(reason @ CloseReason::SlowConsumer) => {
+            let text = herald_proto::frame::disconnect(reason.code(), reason.message());
+            frame::encode(&mut goodbye, Opcode::Text, &text);
+            frame::encode_close(&mut goodbye, disconnect_code(reason));
+            return slow_consumer_goodbye(stream, goodbye).await;
+        }
         End::Disconnect(reason) => {
             let text = herald_proto::frame::disconnect(reason.code(), reason.message());
             frame::encode(&mut goodbye, Opcode::Text, &text);
@@ -278,6 +300,23 @@ async fn goodbye(stream: &TcpStream, end: End, max_frame: usize) {
         End::Gone => return,
     }
     let _ = tokio::time::timeout(Duration::from_secs(1), write_rest(stream, goodbye)).await;
+}
+
+/// What a first, non-blocking write of a batch achieved.
+enum Written {
+    /// Everything went out.
+    All,
+    /// The socket is full; the rest waits for it ([`write_until_cut`]).
+    Part(Pending),
+    /// The socket failed.
+    Failed,
+}
+
+/// A batch's bytes the socket did not take at once, and where each frame in them ends, so a
+/// slow-consumer cut never splits one.
+struct Pending {
+    buf: Vec<u8>,
+    frame_ends: Vec<usize>,
 }
 
 /// Runs the commands and control frames read so far; returns how the connection ends, if it
@@ -343,9 +382,9 @@ fn write_frames(
     stream: &TcpStream,
     frames: std::collections::VecDeque<OutFrame>,
     ping: bool,
-) -> Sent {
+) -> Written {
     if frames.is_empty() && !ping {
-        return Sent::All;
+        return Written::All;
     }
     let mut messages = 0u64;
     let mut lag_recorded = false;
@@ -372,12 +411,36 @@ fn write_frames(
     for p in &payloads {
         frame::encode(&mut buf, Opcode::Text, p);
     }
-    drop(payloads);
     if ping {
         frame::encode(&mut buf, Opcode::Ping, b"");
     }
     telemetry().written_ws.increment(messages);
-    try_send(stream, buf)
+    let mut written = 0;
+    while written < buf.len() {
+        match stream.try_write(&buf[written..]) {
+            Ok(0) => return Written::Failed,
+            Ok(n) => written += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return Written::Failed,
+        }
+    }
+    if written == buf.len() {
+        return Written::All;
+    }
+    // Where each frame ends, counted from the first unwritten byte, so a slow-consumer cut
+    // never splits one (only a blocked write pays for this).
+    let mut frame_ends = Vec::new();
+    let mut end = 0;
+    let sizes = payloads.iter().map(|p| p.len()).chain(ping.then_some(0));
+    for size in sizes {
+        end += frame::encoded_len(size);
+        if end > written {
+            frame_ends.push(end - written);
+        }
+    }
+    buf.drain(..written);
+    Written::Part(Pending { buf, frame_ends })
 }
 
 fn disconnect_code(reason: CloseReason) -> u16 {

@@ -13,6 +13,7 @@
 //! `devices`, `credentials`, `jobs`.
 
 mod append;
+mod audit;
 mod connect;
 mod credentials;
 mod devices;

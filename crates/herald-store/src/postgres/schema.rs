@@ -10,7 +10,7 @@
 //!
 //! Version 1 holds what SQLite's versions 1 to 3 hold; version 2 what SQLite's version 4 adds
 //! (`push_counts`, `jobs.in_flight_until`); version 3 what SQLite's version 5 adds (`revoked_tokens`,
-//! `revoked_before`).
+//! `revoked_before`); the next what SQLite's `audit_log` migration adds (`audit_log`).
 
 use herald_core::log::StoreError;
 use tokio_postgres::Client;
@@ -185,6 +185,23 @@ const MIGRATIONS: &[&str] = &[
         public_keys TEXT NOT NULL DEFAULT '[]',
         jwks_url TEXT
     );"#,
+    // What SQLite's `audit_log` migration adds: the audit log of admin actions.
+    r#"CREATE TABLE audit_log (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        time BIGINT NOT NULL,
+        actor_role TEXT NOT NULL,
+        actor_key_id TEXT,
+        actor_via TEXT NOT NULL,
+        source TEXT,
+        user_agent TEXT,
+        action TEXT NOT NULL,
+        app TEXT COLLATE "C",
+        target TEXT,
+        details TEXT NOT NULL,
+        result TEXT NOT NULL
+    );
+    CREATE INDEX audit_log_time ON audit_log (time);
+    CREATE INDEX audit_log_app ON audit_log (app, id);"#,
 ];
 
 /// The schema version this build writes.

@@ -103,6 +103,7 @@ pub(super) const KEYS: &[Key] = &[
     key("shutdown_grace", &["HERALD_SHUTDOWN_GRACE"]),
     key("jwks_min_refetch", &["HERALD_JWKS_MIN_REFETCH"]),
     key("jwks_fetch_timeout", &["HERALD_JWKS_FETCH_TIMEOUT"]),
+    key("audit_retention", &["HERALD_AUDIT_RETENTION"]),
     key("first_byte_timeout", &["HERALD_FIRST_BYTE_TIMEOUT"]),
     key("head_timeout", &["HERALD_HEAD_TIMEOUT"]),
     key("body_timeout", &["HERALD_BODY_TIMEOUT"]),

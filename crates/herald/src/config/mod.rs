@@ -284,6 +284,8 @@ pub struct Config {
     pub jwks_min_refetch: Duration,
     /// Longest a JWKS fetch (and a connect waiting for one) may take.
     pub jwks_fetch_timeout: Duration,
+    /// How long audit log entries are kept.
+    pub audit_retention: Duration,
     /// How long each state of a connection that is not a stream may last.
     pub deadlines: Deadlines,
     /// Log line format.

@@ -71,6 +71,7 @@ impl Config {
             ("shutdown_grace", dur(self.shutdown_grace), ""),
             ("jwks_min_refetch", dur(self.jwks_min_refetch), ""),
             ("jwks_fetch_timeout", dur(self.jwks_fetch_timeout), ""),
+            ("audit_retention", dur(self.audit_retention), ""),
             ("first_byte_timeout", dur(self.deadlines.first_byte), ""),
             ("head_timeout", dur(self.deadlines.head), ""),
             ("body_timeout", dur(self.deadlines.body), ""),
@@ -230,6 +231,7 @@ impl fmt::Debug for Config {
             .field("shutdown_grace", &self.shutdown_grace)
             .field("jwks_min_refetch", &self.jwks_min_refetch)
             .field("jwks_fetch_timeout", &self.jwks_fetch_timeout)
+            .field("audit_retention", &self.audit_retention)
             .field("deadlines", &self.deadlines)
             .field("log_format", &self.log_format)
             .field("log_level", &self.log_level)

@@ -13,6 +13,9 @@ use toml::Value;
 use super::layers::{Layers, Raw, RawNamespace, Source, KEYS};
 use super::{Config, LogFormat, NamespaceSettings, MIN_TOKEN_SECRET_BYTES};
 
+/// How long audit log entries are kept unless `audit_retention` says otherwise: 90 days.
+const DEFAULT_AUDIT_RETENTION: Duration = Duration::from_secs(90 * 24 * 3600);
+
 /// Why the configuration could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -121,6 +124,11 @@ impl Layers {
                 Some(duration(r)?)
                     .filter(|d| !d.is_zero() && *d <= Duration::from_secs(60))
                     .ok_or("must be longer than 0s and at most 60s".into())
+            })?,
+            audit_retention: self.get("audit_retention", DEFAULT_AUDIT_RETENTION, |r| {
+                Some(duration(r)?)
+                    .filter(|d| *d >= Duration::from_secs(1))
+                    .ok_or("must be at least 1s".into())
             })?,
             deadlines: self.deadlines()?,
             log_format: self.get("log_format", LogFormat::Text, |r| match text(r)? {

@@ -4,6 +4,7 @@
 mod support;
 
 mod api;
+mod audit;
 mod cli;
 mod client;
 mod cluster;
@@ -14,6 +15,7 @@ mod meteor;
 mod providers;
 mod push;
 mod revoke;
+mod slow_consumer;
 mod sse_direct;
 mod sse_poll;
 mod tokens;

@@ -831,6 +831,35 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The audit log of admin actions, newest first
+         * @description One entry per admin action (docs/security.md, "9. The audit log", lists them): who acted
+         *     (`actor`: the role of the credential, a publisher key's key id, and whether it came as a
+         *     bearer key, a dashboard session or a log-in; never the key), from where (`source`, the
+         *     TCP peer) and with which `user_agent`; what (`action`, `app`, `target`, non-secret
+         *     `details`); when (`time`, server time in ms); and `result` (`ok` or the error code the
+         *     request was answered with). Requests whose credential is not valid for their route are
+         *     not entries; failed dashboard log-ins are. With the admin key every entry; with a
+         *     publisher key its own app's entries only (naming another app is `404`). When a page is
+         *     full, `next_cursor` continues with older entries. Entries older than `audit_retention`
+         *     (default 90 days) are deleted.
+         */
+        get: operations["listAuditEntries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/jobs/{id}": {
         parameters: {
             query?: never;
@@ -2077,6 +2106,50 @@ export interface components {
              * @description Milliseconds since the Unix epoch.
              */
             died: number;
+        };
+        AuditPage: {
+            entries: components["schemas"]["AuditEntry"][];
+            /** @description Pass as `cursor` for the next (older) page; `null` when this page was not full. */
+            next_cursor: string | null;
+        };
+        AuditEntry: {
+            /**
+             * Format: int64
+             * @description Increases in the order entries are recorded.
+             */
+            id: number;
+            /**
+             * Format: int64
+             * @description Server time when the action ended, ms since the Unix epoch.
+             */
+            time: number;
+            actor: {
+                /**
+                 * @description `anonymous`: a dashboard log-in with a key that is not valid.
+                 * @enum {string}
+                 */
+                role: "admin" | "publisher" | "anonymous";
+                /** @description A publisher key's id (as `GET /v1/apps/{id}/keys` lists it). */
+                key_id?: string;
+                /** @enum {string} */
+                via: "bearer" | "session" | "login";
+            };
+            /** @description The client's address (`ip:port` of the TCP peer). */
+            source?: string;
+            /** @description The request's `User-Agent`, cut to 200 characters. */
+            user_agent?: string;
+            /** @description What was done, e.g. `app.create`, `key.revoke`, `session.login`. */
+            action: string;
+            /** @description The app the action concerns. */
+            app?: string;
+            /** @description What within the app was acted on (a key id, a device, a provider, a job id). */
+            target?: string;
+            /** @description Non-secret details (limits set, a key's label, what a revocation named). */
+            details: {
+                [key: string]: unknown;
+            };
+            /** @description `ok`, or the error code the request was answered with. */
+            result: string;
         };
         DeadLetterList: {
             jobs: components["schemas"]["DeadLetter"][];
@@ -4182,6 +4255,68 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            405: components["responses"]["MethodNotAllowed"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    listAuditEntries: {
+        parameters: {
+            query?: {
+                /** @description Only entries about this app. */
+                app?: string;
+                /** @description Only entries of this action (e.g. `app.delete`). */
+                action?: string;
+                /** @description Only entries at or after this time (ms since the Unix epoch). */
+                since?: number;
+                /** @description Only entries before this time (ms since the Unix epoch). */
+                until?: number;
+                /** @description Most entries in the page (1 to 1000). */
+                limit?: number;
+                /** @description The previous page's `next_cursor`. */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of entries, newest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "entries": [
+                     *         {
+                     *           "id": 42,
+                     *           "time": 1767225600000,
+                     *           "actor": {
+                     *             "role": "admin",
+                     *             "via": "bearer"
+                     *           },
+                     *           "source": "10.0.0.7:52114",
+                     *           "user_agent": "curl/8.5.0",
+                     *           "action": "key.create",
+                     *           "app": "shop",
+                     *           "target": "3f9a2c71d0b4",
+                     *           "details": {
+                     *             "label": "backend-2"
+                     *           },
+                     *           "result": "ok"
+                     *         }
+                     *       ],
+                     *       "next_cursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AuditPage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             500: components["responses"]["ServerError"];
         };

@@ -8,8 +8,10 @@
 //! (apps, keys, limits, presence, usage), [`push`] (device inboxes, tag and app pushes),
 //! [`faults`] (Redis restarted, PostgreSQL stopped, a slow node), [`start`] (start errors, a
 //! node joining late, nodes over TLS to Redis), [`revoke`] (revocations close connections on
-//! every node), [`tokens`] (a secret rotated with an overlap, sealed in PostgreSQL).
+//! every node), [`tokens`] (a secret rotated with an overlap, sealed in PostgreSQL),
+//! [`audit`] (the audit log on PostgreSQL).
 
+mod audit;
 mod fanout;
 mod faults;
 mod push;
