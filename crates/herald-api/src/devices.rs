@@ -9,6 +9,7 @@ use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use herald_core::limits::AppAction;
 use herald_core::tenant::AppId;
 use herald_core::{ErrorCode, HeraldError};
 use herald_push::device::{check_device_id, Device, DevicePatch, DeviceWrite, Registration};
@@ -73,7 +74,7 @@ pub async fn register(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let app = api.authorize(&headers)?;
+    let app = api.authorize_counted(&headers, AppAction::Registration, 1)?;
     let body = read_body(body, 64 * 1024).await?;
     let reg: Registration = parse_json(&body)?;
     let device = reg.into_write()?;
@@ -101,7 +102,7 @@ pub async fn register_batch(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let app = api.authorize(&headers)?;
+    let (app, key) = api.authorize_key(&headers)?;
     let body = read_body(body, 16 << 20).await?;
     let batch: Batch = parse_json(&body)?;
     if batch.devices.is_empty() || batch.devices.len() > MAX_DEVICE_BATCH {
@@ -111,6 +112,7 @@ pub async fn register_batch(
         ))
         .into());
     }
+    api.count_rate(&app, &key, AppAction::Registration, batch.devices.len())?;
     let mut devices = Vec::with_capacity(batch.devices.len());
     for (i, reg) in batch.devices.into_iter().enumerate() {
         devices.push(
@@ -205,7 +207,7 @@ pub async fn patch(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let app = api.authorize(&headers)?;
+    let app = api.authorize_counted(&headers, AppAction::Registration, 1)?;
     let body = read_body(body, 64 * 1024).await?;
     let patch: DevicePatch = parse_json(&body)?;
     Ok(axum::Json(update(&api, &app, &id, patch).await?).into_response())
@@ -235,7 +237,7 @@ async fn set_active(
     id: &str,
     active: bool,
 ) -> Result<Response, ApiError> {
-    let app = api.authorize(headers)?;
+    let app = api.authorize_counted(headers, AppAction::Registration, 1)?;
     let patch = DevicePatch {
         active: Some(active),
         ..DevicePatch::default()

@@ -21,7 +21,11 @@ impl IntoResponse for ApiError {
         let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
         let json = HeaderValue::from_static("application/json");
         let mut response = (status, [(header::CONTENT_TYPE, json)], body).into_response();
-        if self.0.code == ErrorCode::StoreUnavailable {
+        if let Some(seconds) = self.0.retry_after {
+            if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
+                response.headers_mut().insert(header::RETRY_AFTER, value);
+            }
+        } else if self.0.code == ErrorCode::StoreUnavailable {
             // The store is expected back (a database restarting, a failover): ask clients to
             // retry soon rather than give up.
             response

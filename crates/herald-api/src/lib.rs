@@ -13,6 +13,7 @@ mod device_inbox;
 mod devices;
 mod error;
 mod jobs;
+mod limited;
 mod ops;
 mod overview;
 mod prom;
@@ -82,6 +83,8 @@ pub struct Api {
     pub deliverer: Arc<Deliverer>,
     /// The admin dashboard's sessions: their signing key, lifetime and cookie attributes.
     pub sessions: Sessions,
+    /// The rate limits (per app and publisher key; log-ins per source address).
+    pub limits: Arc<herald_core::limits::Limiters>,
 }
 
 /// Most messages in one batch publish.

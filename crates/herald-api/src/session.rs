@@ -9,8 +9,10 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use herald_admin::session::has_session_header;
 use herald_core::auth::hash_api_key;
+use herald_core::limits::PeerAddr;
 use herald_core::{ErrorCode, HeraldError};
 use serde::Deserialize;
 use serde_json::json;
@@ -57,10 +59,15 @@ fn no_store(mut response: Response) -> Response {
 /// key. A wrong key answers 401 without saying which keys exist.
 pub async fn login(
     State(api): State<Arc<Api>>,
+    peer: Option<Extension<PeerAddr>>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
     require_header(&headers)?;
+    // Every attempt counts, before the key is looked at: a right key is not found faster.
+    if let Some(Extension(PeerAddr(ip))) = peer {
+        api.limits.check_login(ip)?;
+    }
     let body = read_body(body, 4096).await?;
     let req: Login = parse_json(&body)?;
     let hash = hash_api_key(&req.key);

@@ -22,6 +22,7 @@ pub mod fanout;
 pub mod frames;
 pub mod head;
 pub mod hub;
+pub mod limits;
 pub mod live;
 pub mod log;
 pub mod message;

@@ -38,6 +38,7 @@ pub use settings::{AdminSettings, ClusterSettings, MeteorPorts, ProviderSettings
 /// The types a [`ServerSettings`] is made of, from the crates that own them, so a program that
 /// configures a server (the `herald` binary) needs no other Herald crate.
 pub mod vocabulary {
+    pub use herald_core::limits::{Cidr, Rate, RateLimits};
     pub use herald_core::log::Retention;
     pub use herald_core::namespace::{NamespaceOptions, Namespaces};
     pub use herald_edge::deadlines::Deadlines;

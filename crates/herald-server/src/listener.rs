@@ -15,6 +15,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::Router;
+use herald_core::limits::PeerAddr;
 use herald_edge::deadlines::{Deadlines, RequestPhase, TimedBody, TimedStream};
 use herald_edge::Edge;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -40,7 +41,7 @@ pub(crate) async fn serve(
     http.timer(TokioTimer::new()).header_read_timeout(None);
     let http = Arc::new(http);
     loop {
-        let (tcp, _peer) = tokio::select! {
+        let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(pair) => pair,
                 Err(e) => {
@@ -53,6 +54,10 @@ pub(crate) async fn serve(
             _ = shutdown.cancelled() => break,
         };
         let _ = tcp.set_nodelay(true);
+        if let Err(wait) = edge.limits.check_connection(peer.ip()) {
+            connections.spawn(herald_edge::refuse::too_many_connections(tcp, wait));
+            continue;
+        }
         let (app, http, edge, stop) = (app.clone(), http.clone(), edge.clone(), shutdown.clone());
         // The first request is looked at in the connection's own task, so a slow client holds up
         // nothing else.
@@ -62,7 +67,17 @@ pub(crate) async fn serve(
             };
             let deadlines = edge.settings.deadlines;
             // Boxed, so a task that streams SSE itself is not sized for hyper's connection.
-            Box::pin(serve_http(&http, tcp, head_started, deadlines, app, stop)).await;
+            let peer = PeerAddr(peer.ip());
+            Box::pin(serve_http(
+                &http,
+                tcp,
+                peer,
+                head_started,
+                deadlines,
+                app,
+                stop,
+            ))
+            .await;
         });
     }
     drop(listener);
@@ -75,6 +90,7 @@ pub(crate) async fn serve(
 async fn serve_http(
     http: &hyper::server::conn::http1::Builder,
     tcp: TcpStream,
+    peer: PeerAddr,
     head_started: Instant,
     deadlines: Deadlines,
     app: Router,
@@ -87,7 +103,8 @@ async fn serve_http(
         // The request is handled until its response body is done: no head or keep-alive
         // deadline meanwhile (a long-poll waits, a stream streams).
         let guard = phase.begin();
-        let request = request.map(|body| TimedBody::new(Body::new(body), deadlines.body));
+        let mut request = request.map(|body| TimedBody::new(Body::new(body), deadlines.body));
+        request.extensions_mut().insert(peer);
         let answer = hyper::service::Service::call(&router, request);
         async move {
             let response = answer.await?;

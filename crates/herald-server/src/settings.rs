@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use herald_core::limits::RateLimits;
 use herald_core::namespace::Namespaces;
 use herald_edge::EdgeSettings;
 use herald_meteor::MeteorConf;
@@ -51,6 +52,9 @@ pub struct ServerSettings {
     pub cluster: ClusterSettings,
     /// The admin dashboard's sessions.
     pub admin: AdminSettings,
+    /// Rate limits (the `[limits]` table): per app and publisher key, per WebSocket
+    /// connection, per source address. Counted by each node on its own.
+    pub limits: RateLimits,
 }
 
 /// The admin dashboard (`/admin`): how long a login lasts and how its cookie is marked.
@@ -176,6 +180,7 @@ impl ServerSettings {
             providers: ProviderSettings::default(),
             cluster: ClusterSettings::default(),
             admin: AdminSettings::default(),
+            limits: RateLimits::default(),
         }
     }
 }
@@ -199,6 +204,7 @@ impl std::fmt::Debug for ServerSettings {
             .field("providers", &self.providers)
             .field("cluster", &self.cluster)
             .field("admin", &self.admin)
+            .field("limits", &self.limits)
             .finish()
     }
 }

@@ -117,6 +117,7 @@ impl Layers {
             })?,
             shutdown_grace: self.get("shutdown_grace", Duration::from_secs(10), duration)?,
             deadlines: self.deadlines()?,
+            limits: self.limits()?,
             log_format: self.get("log_format", LogFormat::Text, |r| match text(r)? {
                 "text" => Ok(LogFormat::Text),
                 "json" => Ok(LogFormat::Json),
