@@ -1192,12 +1192,12 @@ export interface components {
          *     `channel_invalid`, `already_subscribed`, `not_subscribed`, `too_many_subscriptions`,
          *     `tag_invalid`, `tag_expression_invalid`, `device_invalid`; 401 for `unauthorized`,
          *     `token_expired`; 403 `forbidden`; 404 `not_found`; 405 `method_not_allowed`;
-         *     408 `request_timeout`; 409 `conflict`; 413 `too_large`; 429 `limit_exceeded`; 500 `store_failed`, `internal`;
+         *     408 `request_timeout`; 409 `conflict`; 413 `too_large`; 429 `limit_exceeded`, `rate_limited` (with `Retry-After`); 500 `store_failed`, `internal`;
          *     503 `shutting_down`, `store_unavailable` (with `Retry-After`). (`unknown_command`, `already_subscribed` and `not_subscribed` only
          *     occur on the WebSocket; `not_found` and `method_not_allowed` only over HTTP.)
          * @enum {string}
          */
-        ErrorCode: "bad_request" | "unknown_command" | "channel_invalid" | "unauthorized" | "token_expired" | "forbidden" | "too_large" | "request_timeout" | "already_subscribed" | "not_subscribed" | "too_many_subscriptions" | "not_found" | "method_not_allowed" | "shutting_down" | "store_failed" | "store_unavailable" | "internal" | "tag_invalid" | "tag_expression_invalid" | "device_invalid" | "conflict" | "limit_exceeded";
+        ErrorCode: "bad_request" | "unknown_command" | "channel_invalid" | "unauthorized" | "token_expired" | "forbidden" | "too_large" | "request_timeout" | "already_subscribed" | "not_subscribed" | "too_many_subscriptions" | "not_found" | "method_not_allowed" | "shutting_down" | "store_failed" | "store_unavailable" | "internal" | "tag_invalid" | "tag_expression_invalid" | "device_invalid" | "conflict" | "limit_exceeded" | "rate_limited";
         ErrorBody: {
             code: components["schemas"]["ErrorCode"];
             /** @description For people; wording may change. */
@@ -1399,7 +1399,19 @@ export interface components {
              *     push's own `ack_window` is checked).
              */
             ack_window_ms?: number;
+            publish_rate?: components["schemas"]["Rate"];
+            push_rate?: components["schemas"]["Rate"];
+            registration_rate?: components["schemas"]["Rate"];
         };
+        /**
+         * @description An app's own rate limit, replacing the server's `[limits]` setting for this app
+         *     (`publish_rate`: `limits.publish`, `push_rate`: `limits.push`, `registration_rate`:
+         *     `limits.registration`): `"off"`, or `"N/s"`, `"N/min"`, `"N/h"` with an optional
+         *     `burst M` (`"100/s burst 200"`). Answered as `"N/s burst M"`; a bare number when set is
+         *     N per second. Left out, the server's setting applies. A malformed rate is `400`.
+         * @example 100/s burst 200
+         */
+        Rate: string;
         UpdateAppRequest: {
             limits: components["schemas"]["AppLimits"];
         };
@@ -2399,6 +2411,56 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /**
+         * @description `rate_limited`: too many in too short a time: the app's or the publisher key's publishes,
+         *     pushes or device registrations (`limits.publish`, `limits.key_publish`, ..., or the app's
+         *     own `publish_rate`, `push_rate`, `registration_rate`), admin log-ins from the source
+         *     address (`limits.login`), or new connections from it (`limits.connection`; answered before
+         *     the request is read, on any route). The message names the limit. Wait `Retry-After`
+         *     seconds and retry. See docs/security.md, "7. Rate limits".
+         */
+        RateLimited: {
+            headers: {
+                /** @description Whole seconds to wait before retrying, at least 1. */
+                "Retry-After"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "code": "rate_limited",
+                 *         "message": "rate limit reached: app shop may publish 100/s burst 200 (limits.publish); retry after 1 s"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description `limit_exceeded`: the app is at one of its limits (`max_devices`, `max_connections`; see
+         *     `AppLimits`); or `rate_limited` (with `Retry-After`, whole seconds): too many
+         *     registrations of the app or key, or new connections from the source address, in too short
+         *     a time (see `RateLimited`).
+         */
+        LimitOrRateLimited: {
+            headers: {
+                /** @description With `rate_limited` only, whole seconds to wait before retrying, at least 1. */
+                "Retry-After"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "code": "limit_exceeded",
+                 *         "message": "the app may register at most 100000 devices; it has 100000"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description `limit_exceeded`: the app is at one of its limits (`max_devices`, `max_connections`); see `AppLimits`. */
         LimitExceeded: {
             headers: {
@@ -2694,6 +2756,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["TooLarge"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["ServerError"];
             503: components["responses"]["ShuttingDown"];
         };
@@ -2763,6 +2826,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["TooLarge"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["ServerError"];
             503: components["responses"]["ShuttingDown"];
         };
@@ -2830,7 +2894,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
-            429: components["responses"]["LimitExceeded"];
+            429: components["responses"]["LimitOrRateLimited"];
             500: components["responses"]["ServerError"];
         };
     };
@@ -2912,7 +2976,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
-            429: components["responses"]["LimitExceeded"];
+            429: components["responses"]["LimitOrRateLimited"];
             500: components["responses"]["ServerError"];
         };
     };
@@ -2964,7 +3028,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             405: components["responses"]["MethodNotAllowed"];
-            429: components["responses"]["LimitExceeded"];
+            429: components["responses"]["LimitOrRateLimited"];
         };
     };
     currentSession: {
@@ -3040,6 +3104,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
         };
     };
     endSession: {
@@ -4187,7 +4252,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["TooLarge"];
-            429: components["responses"]["LimitExceeded"];
+            429: components["responses"]["LimitOrRateLimited"];
             500: components["responses"]["ServerError"];
         };
     };
@@ -4245,7 +4310,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["TooLarge"];
-            429: components["responses"]["LimitExceeded"];
+            429: components["responses"]["LimitOrRateLimited"];
             500: components["responses"]["ServerError"];
         };
     };
@@ -4355,6 +4420,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["TooLarge"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["ServerError"];
         };
     };
@@ -4474,6 +4540,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["ServerError"];
         };
     };
@@ -4514,6 +4581,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["ServerError"];
         };
     };
@@ -4583,6 +4651,7 @@ export interface operations {
             405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["ServerError"];
             503: components["responses"]["ShuttingDown"];
         };
