@@ -252,12 +252,15 @@ impl<K: Hash + Eq + Clone> Keyed<K> {
     }
 }
 
+/// One app's limiter for one action, with the rate it was built for.
+type AppBucket = (Rate, std::sync::Arc<DefaultDirectRateLimiter>);
+
 /// The running rate limiters of this process.
 pub struct Limiters {
     settings: RateLimits,
     /// Each app's limiter per action, with the rate it was built for (rebuilt when the app's
     /// override changes). Bounded by the number of apps.
-    apps: RwLock<HashMap<(AppId, AppAction), (Rate, std::sync::Arc<DefaultDirectRateLimiter>)>>,
+    apps: RwLock<HashMap<(AppId, AppAction), AppBucket>>,
     /// Per publisher key (by the key's hash), per action.
     keys: [Option<Keyed<String>>; 3],
     connections: Option<Keyed<AddressKey>>,
