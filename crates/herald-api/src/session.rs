@@ -1,6 +1,7 @@
 //! The admin dashboard's sessions at `/admin/session`: `POST` logs in with the admin key or a
 //! publisher key (never in a URL) and sets the signed cookie (`herald_admin::session`), `GET`
-//! says who the current session is, `DELETE` clears the cookie. Every request here carries
+//! says who the current session is, `DELETE` clears the cookie. Log-in attempts are rate-limited
+//! per source address (`limits.login`, counted before the key is looked at). Every request here carries
 //! `X-Herald-Session: 1`, so a page on another origin can neither log a browser in nor out.
 
 use std::sync::Arc;
