@@ -1,4 +1,4 @@
-//! The per-connection command budget: a GCRA (the algorithm `governor` implements) held in 12
+//! The per-connection command budget: a GCRA (the algorithm `governor` implements) held in 16
 //! bytes inside the connection's session, because a governor limiter per connection would cost
 //! tens of bytes more on every idle connection and a shared keyed map would need an id per
 //! connection and pruning. The budget's rate is server-wide ([`CommandRate`]); the state is

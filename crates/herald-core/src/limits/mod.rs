@@ -356,9 +356,15 @@ impl Limiters {
         let limiter = match current {
             Some((built, limiter)) if built == rate => limiter,
             _ => {
-                let limiter = std::sync::Arc::new(RateLimiter::direct(quota));
-                self.apps.write().insert(slot, (rate, limiter.clone()));
-                limiter
+                // Two first requests at once share the limiter the first of them made.
+                let mut apps = self.apps.write();
+                let entry = apps
+                    .entry(slot)
+                    .or_insert_with(|| (rate, std::sync::Arc::new(RateLimiter::direct(quota))));
+                if entry.0 != rate {
+                    *entry = (rate, std::sync::Arc::new(RateLimiter::direct(quota)));
+                }
+                entry.1.clone()
             }
         };
         let cost = NonZeroU32::new(cost.clamp(1, rate.burst())).unwrap_or(NonZeroU32::MIN);

@@ -297,13 +297,14 @@ mod tests {
 
     #[test]
     fn a_session_stays_small() {
-        // edge + outbox + client + subscriptions + usage guard + live-client registration,
-        // nothing boxed: an idle WebSocket holds exactly this.
+        // edge + outbox + client + subscriptions + usage guard + live-client registration +
+        // command budget, nothing boxed: an idle WebSocket holds exactly this.
         let parts = 2 * size_of::<Arc<Edge>>()
             + size_of::<Option<Client>>()
             + size_of::<Vec<(ChannelName, Arc<herald_core::hub::Subscription>)>>()
             + size_of::<Option<ConnectionGuard>>()
-            + size_of::<Option<Registration>>();
+            + size_of::<Option<Registration>>()
+            + size_of::<CommandBudget>();
         assert_eq!(size_of::<ClientSession>(), parts);
         assert!(
             size_of::<ClientSession>() <= 256,
