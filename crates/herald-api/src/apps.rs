@@ -222,6 +222,7 @@ pub async fn delete(
     {
         return Err(HeraldError::new(ErrorCode::NotFound, format!("no app {id}")).into());
     }
+    api.limits.forget_app(&id);
     api.bus.publish(CacheEvent::AppDeleted { app: id });
     Ok(StatusCode::NO_CONTENT.into_response())
 }

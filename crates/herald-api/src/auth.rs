@@ -110,17 +110,27 @@ impl Api {
     /// Checks the publisher key (bearer or session) and returns its app. The admin key is
     /// accepted for the app named in `X-Herald-App`.
     pub fn authorize(&self, headers: &HeaderMap) -> Result<AppId, HeraldError> {
+        self.authorize_key(headers).map(|(app, _)| app)
+    }
+
+    /// [`Api::authorize`], also returning the hash of the key presented (what the per-key
+    /// rate limits count by).
+    pub(crate) fn authorize_key(
+        &self,
+        headers: &HeaderMap,
+    ) -> Result<(AppId, String), HeraldError> {
         let presented = self
             .presented(headers)?
             .ok_or_else(|| Self::missing(headers, "publisher API key"))?;
         let acting = acting_app(headers)?;
-        match self.caller_of(&presented.hash) {
+        let hash = presented.hash;
+        match self.caller_of(&hash) {
             Some(Caller::Publisher(app)) => match acting {
                 Some(named) if named != app => Err(no_app(&named)),
-                _ => Ok(app),
+                _ => Ok((app, hash)),
             },
             Some(Caller::Admin) => match acting {
-                Some(app) if self.tokens.knows(&app) => Ok(app),
+                Some(app) if self.tokens.knows(&app) => Ok((app, hash)),
                 Some(app) => Err(no_app(&app)),
                 None => Err(unauthorized(
                     "the admin key is not a publisher key: name the app it acts for in the \

@@ -9,6 +9,7 @@ use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use herald_core::limits::AppAction;
 use herald_core::tenant::AppId;
 use herald_core::{ErrorCode, HeraldError};
 use herald_push::device::{check_device_id, Device, DevicePatch, DeviceWrite, Registration};
@@ -74,7 +75,7 @@ pub async fn register(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let app = api.authorize(&headers)?;
+    let app = api.authorize_counted(&headers, AppAction::Registration, 1)?;
     let body = read_body(body, 64 * 1024).await?;
     let reg: Registration = parse_json(&body)?;
     let device = reg.into_write()?;
@@ -102,7 +103,7 @@ pub async fn register_batch(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let app = api.authorize(&headers)?;
+    let (app, key) = api.authorize_key(&headers)?;
     let body = read_body(body, 16 << 20).await?;
     let batch: Batch = parse_json(&body)?;
     if batch.devices.is_empty() || batch.devices.len() > MAX_DEVICE_BATCH {
@@ -112,6 +113,7 @@ pub async fn register_batch(
         ))
         .into());
     }
+    api.count_rate(&app, &key, AppAction::Registration, batch.devices.len())?;
     let mut devices = Vec::with_capacity(batch.devices.len());
     for (i, reg) in batch.devices.into_iter().enumerate() {
         devices.push(
@@ -206,7 +208,7 @@ pub async fn patch(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let app = api.authorize(&headers)?;
+    let app = api.authorize_counted(&headers, AppAction::Registration, 1)?;
     let body = read_body(body, 64 * 1024).await?;
     let patch: DevicePatch = parse_json(&body)?;
     if let Some(active) = patch.active {
@@ -248,7 +250,7 @@ async fn set_active(
     id: &str,
     active: bool,
 ) -> Result<Response, ApiError> {
-    let app = api.authorize(headers)?;
+    let app = api.authorize_counted(headers, AppAction::Registration, 1)?;
     audit::note(api, headers, device_action(active), Some(&app), Some(id));
     let patch = DevicePatch {
         active: Some(active),

@@ -23,7 +23,11 @@ impl IntoResponse for ApiError {
         let mut response = (status, [(header::CONTENT_TYPE, json)], body).into_response();
         // The audit log records the code as the action's result.
         response.extensions_mut().insert(self.0.code);
-        if self.0.code == ErrorCode::StoreUnavailable {
+        if let Some(seconds) = self.0.retry_after {
+            if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
+                response.headers_mut().insert(header::RETRY_AFTER, value);
+            }
+        } else if self.0.code == ErrorCode::StoreUnavailable {
             // The store is expected back (a database restarting, a failover): ask clients to
             // retry soon rather than give up.
             response

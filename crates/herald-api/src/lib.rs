@@ -14,6 +14,7 @@ mod device_inbox;
 mod devices;
 mod error;
 mod jobs;
+mod limited;
 mod ops;
 mod overview;
 mod prom;
@@ -88,6 +89,8 @@ pub struct Api {
     pub audit: Arc<dyn herald_core::audit::AuditLog>,
     /// How long audit entries are kept.
     pub audit_retention: std::time::Duration,
+    /// The rate limits (per app and publisher key; log-ins per source address).
+    pub limits: Arc<herald_core::limits::Limiters>,
 }
 
 /// Most messages in one batch publish.

@@ -9,6 +9,7 @@ use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
+use herald_core::limits::AppAction;
 use herald_core::log::Appended;
 use herald_core::{ChannelName, ErrorCode, HeraldError, NewMessage};
 use serde::{Deserialize, Serialize};
@@ -180,7 +181,7 @@ pub async fn publish(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let app = api.authorize(&headers)?;
+    let (app, key) = api.authorize_key(&headers)?;
     let (name, messages) = split_path(&path);
     if !messages {
         return Err(HeraldError::new(
@@ -189,6 +190,7 @@ pub async fn publish(
         )
         .into());
     }
+    api.count_rate(&app, &key, AppAction::Publish, 1)?;
     let channel = app.parse_channel(name)?;
     let body = read_body(body, api.max_message_bytes + 4096).await?;
     let parsed: PublishBody = parse_json(&body)?;
@@ -227,7 +229,7 @@ pub async fn batch(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let app = api.authorize(&headers)?;
+    let (app, key) = api.authorize_key(&headers)?;
     let limit = (api.max_message_bytes + 512)
         .saturating_mul(MAX_BATCH)
         .min(64 << 20);
@@ -240,6 +242,7 @@ pub async fn batch(
         ))
         .into());
     }
+    api.count_rate(&app, &key, AppAction::Publish, parsed.messages.len())?;
     // Validate everything before storing anything.
     let mut groups: Vec<(ChannelName, Vec<usize>, Vec<NewMessage>)> = Vec::new();
     let mut group_of: HashMap<ChannelName, usize> = HashMap::new();

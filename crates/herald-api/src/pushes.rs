@@ -9,6 +9,7 @@ use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use herald_core::limits::AppAction;
 use herald_core::message::now_millis;
 use herald_core::{Cursor, Epoch, ErrorCode, HeraldError};
 use herald_proto::receipt::{DeviceReceipt, ProviderReceipt};
@@ -28,7 +29,7 @@ pub async fn push(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let app = api.authorize(&headers)?;
+    let app = api.authorize_counted(&headers, AppAction::Push, 1)?;
     let body = read_body(body, api.max_message_bytes + 8192).await?;
     let mut req: PushBody = parse_json(&body)?;
     if let Some(key) = headers.get("idempotency-key") {

@@ -1,6 +1,7 @@
 //! The admin dashboard's sessions at `/admin/session`: `POST` logs in with the admin key or a
 //! publisher key (never in a URL) and sets the signed cookie (`herald_admin::session`), `GET`
-//! says who the current session is, `DELETE` clears the cookie. Every request here carries
+//! says who the current session is, `DELETE` clears the cookie. Log-in attempts are rate-limited
+//! per source address (`limits.login`, counted before the key is looked at). Every request here carries
 //! `X-Herald-Session: 1`, so a page on another origin can neither log a browser in nor out.
 
 use std::sync::Arc;
@@ -9,8 +10,10 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use herald_admin::session::has_session_header;
 use herald_core::auth::hash_api_key;
+use herald_core::limits::PeerAddr;
 use herald_core::{ErrorCode, HeraldError};
 use serde::Deserialize;
 use serde_json::json;
@@ -58,12 +61,17 @@ fn no_store(mut response: Response) -> Response {
 /// key. A wrong key answers 401 without saying which keys exist.
 pub async fn login(
     State(api): State<Arc<Api>>,
+    peer: Option<Extension<PeerAddr>>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
     require_header(&headers)?;
     audit::note(&api, &headers, Action::SessionLogin, None, None);
     audit::acted_as(audit::anonymous("login"));
+    // Every attempt counts, before the key is looked at: a right key is not found faster.
+    if let Some(Extension(PeerAddr(ip))) = peer {
+        api.limits.check_login(ip)?;
+    }
     let body = read_body(body, 4096).await?;
     let req: Login = parse_json(&body)?;
     let hash = hash_api_key(&req.key);

@@ -15,12 +15,15 @@
 //!   9 tokens revoked: u8 1, u16 length, jti, u64 expires | u8 2, u64 issued before
 //! limits: for max_devices, max_connections, max_message_bytes, ack_window_ms:
 //!   u8 0 (none) | u8 1, u64 value
+//!   then for publish_rate, push_rate, registration_rate (absent from older nodes' events,
+//!   read as none): u8 0 (none) | u8 1, u16 length, the rate as text ("10/s burst 20", "off")
 //! target: u8 0 (all) | u8 1, u16 length, sub | u8 2, u16 length, device
 //!   | u8 3, u16 length, jti | u8 4, u64 issued before
 //! ```
 
 use bytes::{BufMut, Bytes, BytesMut};
 use herald_core::caches::CacheEvent;
+use herald_core::limits::Rate;
 use herald_core::live::Target;
 use herald_core::outbox::CloseReason;
 use herald_core::revoked::{RevokedKind, TokenRevocation};
@@ -202,6 +205,35 @@ fn put_limits(out: &mut BytesMut, limits: &AppLimits) {
             None => out.put_u8(0),
         }
     }
+    for rate in [
+        limits.publish_rate,
+        limits.push_rate,
+        limits.registration_rate,
+    ] {
+        match rate {
+            Some(rate) => {
+                out.put_u8(1);
+                put_str16(out, &rate.to_string());
+            }
+            None => out.put_u8(0),
+        }
+    }
+}
+
+/// A rate of the limits (none at the end of an older node's event).
+fn read_rate(r: &mut Reader) -> Result<Option<Rate>, DecodeError> {
+    if r.is_empty() {
+        return Ok(None);
+    }
+    match r.u8()? {
+        0 => Ok(None),
+        1 => r
+            .str16()?
+            .parse()
+            .map(Some)
+            .map_err(|_| DecodeError::Malformed("rate")),
+        _ => Err(DecodeError::Malformed("rate flag")),
+    }
 }
 
 fn read_limits(r: &mut Reader) -> Result<AppLimits, DecodeError> {
@@ -217,6 +249,9 @@ fn read_limits(r: &mut Reader) -> Result<AppLimits, DecodeError> {
         max_connections: read()?,
         max_message_bytes: read()?.map(|b| usize::try_from(b).unwrap_or(usize::MAX)),
         ack_window_ms: read()?,
+        publish_rate: read_rate(r)?,
+        push_rate: read_rate(r)?,
+        registration_rate: read_rate(r)?,
     })
 }
 
@@ -234,6 +269,9 @@ mod tests {
             max_connections: None,
             max_message_bytes: Some(4096),
             ack_window_ms: Some(250),
+            publish_rate: Some(Rate::per_second(5, 10)),
+            push_rate: Some(Rate::OFF),
+            registration_rate: None,
         };
         let events = [
             CacheEvent::KeyAdded {

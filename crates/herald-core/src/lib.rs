@@ -25,6 +25,7 @@ pub mod head;
 pub mod hub;
 pub mod jwks;
 pub(crate) mod keyring;
+pub mod limits;
 pub mod live;
 pub mod log;
 pub mod message;

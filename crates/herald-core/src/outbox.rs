@@ -55,6 +55,8 @@ pub enum CloseReason {
     SecretChanged,
     /// The client's device was deactivated or deleted.
     DeviceRevoked,
+    /// The client went on sending commands through a whole burst of `rate_limited` refusals.
+    RateLimited,
 }
 
 impl CloseReason {
@@ -68,6 +70,7 @@ impl CloseReason {
             | CloseReason::AppDeleted
             | CloseReason::SecretChanged
             | CloseReason::DeviceRevoked => "revoked",
+            CloseReason::RateLimited => "rate_limited",
         }
     }
 
@@ -89,6 +92,10 @@ impl CloseReason {
             }
             CloseReason::DeviceRevoked => {
                 "the device was deactivated or deleted; register it again before reconnecting"
+            }
+            CloseReason::RateLimited => {
+                "the connection kept sending commands over its rate limit; reconnect later and \
+                 send fewer commands"
             }
         }
     }

@@ -6,6 +6,7 @@
 use async_trait::async_trait;
 use serde::Serialize;
 
+use crate::limits::Rate;
 use crate::log::StoreError;
 use crate::revoked::TokenRevocation;
 use crate::tenant::AppId;
@@ -45,6 +46,17 @@ pub struct AppLimits {
     /// provider push is sent, in milliseconds (a push may set its own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ack_window_ms: Option<u64>,
+    /// Messages the app may publish over HTTP, replacing the server's `limits.publish`
+    /// (`"off"` turns it off for this app).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publish_rate: Option<Rate>,
+    /// Pushes the app may send, replacing the server's `limits.push`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push_rate: Option<Rate>,
+    /// Device registrations and updates the app may make, replacing the server's
+    /// `limits.registration`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registration_rate: Option<Rate>,
 }
 
 /// A publisher key of an app, as listed (never the key itself).

@@ -340,7 +340,7 @@ mod tests {
             max_devices: Some(2),
             max_connections: Some(1),
             max_message_bytes: Some(10),
-            ack_window_ms: None,
+            ..AppLimits::default()
         });
         let first = meter.connect(&app).unwrap();
         let e = meter.connect(&app).err().unwrap();

@@ -11,6 +11,7 @@ pub mod channels;
 pub mod deadlines;
 mod http;
 pub mod poll;
+pub mod refuse;
 pub mod roster;
 pub mod session;
 mod socket;
@@ -87,6 +88,9 @@ pub struct Edge {
     /// The one keep-alive clock every WebSocket connection and directly served SSE stream
     /// follows.
     pub keepalive: KeepAlive,
+    /// The rate limits: commands per WebSocket connection, new connections per source
+    /// address (checked by the listeners).
+    pub limits: Arc<herald_core::limits::Limiters>,
 }
 
 /// One timer for every connection's keep-alive, and the one place shutdown reaches every

@@ -217,6 +217,10 @@ impl Meteor {
         loop {
             let tcp = tokio::select! {
                 accepted = listener.accept() => match accepted {
+                    // Over the source address's connection limit: closed at once.
+                    Ok((_, peer)) if self.edge.limits.check_connection(peer.ip()).is_err() => {
+                        continue
+                    }
                     Ok((tcp, _)) => tcp,
                     Err(e) => {
                         tracing::warn!(error = %e, "meteor accept failed");

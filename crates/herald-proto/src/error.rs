@@ -53,11 +53,14 @@ pub enum ErrorCode {
     Conflict,
     /// The app reached one of its limits (devices, connections).
     LimitExceeded,
+    /// Too many requests, commands or connections in too short a time; retry after the
+    /// `Retry-After` the HTTP answer carries (whole seconds).
+    RateLimited,
 }
 
 impl ErrorCode {
     /// Every code, in the order docs/protocol.md lists them.
-    pub const ALL: [ErrorCode; 22] = [
+    pub const ALL: [ErrorCode; 23] = [
         ErrorCode::BadRequest,
         ErrorCode::UnknownCommand,
         ErrorCode::ChannelInvalid,
@@ -76,6 +79,7 @@ impl ErrorCode {
         ErrorCode::TooLarge,
         ErrorCode::RequestTimeout,
         ErrorCode::LimitExceeded,
+        ErrorCode::RateLimited,
         ErrorCode::StoreFailed,
         ErrorCode::StoreUnavailable,
         ErrorCode::Internal,
@@ -107,6 +111,7 @@ impl ErrorCode {
             ErrorCode::DeviceInvalid => "device_invalid",
             ErrorCode::Conflict => "conflict",
             ErrorCode::LimitExceeded => "limit_exceeded",
+            ErrorCode::RateLimited => "rate_limited",
         }
     }
 
@@ -129,7 +134,7 @@ impl ErrorCode {
             | ErrorCode::TagExpressionInvalid
             | ErrorCode::DeviceInvalid => 400,
             ErrorCode::Conflict => 409,
-            ErrorCode::LimitExceeded => 429,
+            ErrorCode::LimitExceeded | ErrorCode::RateLimited => 429,
             ErrorCode::Unauthorized | ErrorCode::TokenExpired => 401,
             ErrorCode::Forbidden => 403,
             ErrorCode::NotFound => 404,
@@ -169,6 +174,9 @@ pub struct HeraldError {
     pub code: ErrorCode,
     /// What went wrong, for a person.
     pub message: String,
+    /// How long to wait before retrying, in whole seconds, when the answer says so (a
+    /// `rate_limited` error): the HTTP answer's `Retry-After`. Not part of the JSON body.
+    pub retry_after: Option<u64>,
 }
 
 impl HeraldError {
@@ -177,7 +185,14 @@ impl HeraldError {
         HeraldError {
             code,
             message: message.into(),
+            retry_after: None,
         }
+    }
+
+    /// The same error, telling the client to retry after `seconds` (at least 1).
+    pub fn retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after = Some(seconds.max(1));
+        self
     }
 
     /// A `bad_request` error.

@@ -41,6 +41,7 @@ pub use settings::{AdminSettings, ClusterSettings, MeteorPorts, ProviderSettings
 /// configures a server (the `herald` binary) needs no other Herald crate.
 pub mod vocabulary {
     pub use herald_core::jwks::JwksOptions;
+    pub use herald_core::limits::{Cidr, Rate, RateLimits};
     pub use herald_core::log::Retention;
     pub use herald_core::namespace::{NamespaceOptions, Namespaces};
     pub use herald_edge::deadlines::Deadlines;

@@ -15,6 +15,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::Router;
+use herald_core::limits::PeerAddr;
 use herald_edge::deadlines::{Deadlines, RequestPhase, TimedBody, TimedStream};
 use herald_edge::Edge;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -53,6 +54,10 @@ pub(crate) async fn serve(
             _ = shutdown.cancelled() => break,
         };
         let _ = tcp.set_nodelay(true);
+        if let Err(wait) = edge.limits.check_connection(peer.ip()) {
+            connections.spawn(herald_edge::refuse::too_many_connections(tcp, wait));
+            continue;
+        }
         let (app, http, edge, stop) = (app.clone(), http.clone(), edge.clone(), shutdown.clone());
         // The first request is looked at in the connection's own task, so a slow client holds up
         // nothing else.
@@ -102,6 +107,7 @@ async fn serve_http(
         request
             .extensions_mut()
             .insert(axum::extract::ConnectInfo(peer));
+        request.extensions_mut().insert(PeerAddr(peer.ip()));
         let answer = hyper::service::Service::call(&router, request);
         async move {
             let response = answer.await?;

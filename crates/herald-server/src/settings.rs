@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use herald_core::jwks::JwksOptions;
+use herald_core::limits::RateLimits;
 use herald_core::namespace::Namespaces;
 use herald_edge::EdgeSettings;
 use herald_meteor::MeteorConf;
@@ -56,6 +57,9 @@ pub struct ServerSettings {
     pub admin: AdminSettings,
     /// How apps' JWKS key sets are refetched and how long a connect waits for one.
     pub jwks: JwksOptions,
+    /// Rate limits (the `[limits]` table): per app and publisher key, per WebSocket
+    /// connection, per source address. Counted by each node on its own.
+    pub limits: RateLimits,
 }
 
 /// The admin dashboard (`/admin`): how long a login lasts and how its cookie is marked.
@@ -183,6 +187,7 @@ impl ServerSettings {
             cluster: ClusterSettings::default(),
             admin: AdminSettings::default(),
             jwks: JwksOptions::default(),
+            limits: RateLimits::default(),
         }
     }
 }
@@ -208,6 +213,7 @@ impl std::fmt::Debug for ServerSettings {
             .field("cluster", &self.cluster)
             .field("admin", &self.admin)
             .field("jwks", &self.jwks)
+            .field("limits", &self.limits)
             .finish()
     }
 }

@@ -12,6 +12,7 @@ use axum::Router;
 use herald_core::auth::{generate_secret, hash_api_key, Tokens};
 use herald_core::bus::Bus;
 use herald_core::caches::{CacheEvent, Caches, TokenSecret};
+use herald_core::limits::Limiters;
 use herald_core::publish::Publisher;
 use herald_core::tenancy::{KeyInfo, Tenancy};
 use herald_core::tenant::AppId;
@@ -184,6 +185,7 @@ impl Parts {
             shutdown: shutdown.clone(),
             connections: TaskTracker::new(),
             keepalive: KeepAlive::start(settings.edge.ping_interval, shutdown.clone()),
+            limits: Arc::new(Limiters::new(settings.limits.clone())),
         })
     }
 
@@ -285,6 +287,7 @@ impl Parts {
             sessions: self.sessions(settings)?,
             audit: self.store.audit.clone(),
             audit_retention: settings.audit_retention,
+            limits: edge.limits.clone(),
         });
         Ok(herald_edge::router(edge)
             .merge(herald_api::router(api))

@@ -111,6 +111,7 @@ fn settings(config: &Config) -> ServerSettings {
             secure_cookie: config.admin_cookie_secure,
         },
         namespaces: config.namespaces(),
+        limits: config.limits.clone(),
         meteor: MeteorPorts {
             listen: meteor.listen,
             control: meteor.control,

@@ -24,6 +24,7 @@ export const SERVER_ERROR_STATUS = {
   too_large: 413,
   request_timeout: 408,
   limit_exceeded: 429,
+  rate_limited: 429,
   store_failed: 500,
   store_unavailable: 503,
   internal: 500,

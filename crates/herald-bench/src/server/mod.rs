@@ -15,6 +15,17 @@ use anyhow::{anyhow, bail, Context};
 use crate::args::Common;
 use crate::cluster::Services;
 
+/// The environment variables that turn off every rate limit a spawned server would apply
+/// (docs/config.md, "Rate limits"), with the limit each names.
+pub const RATE_LIMITS_OFF: [(&str, &str); 6] = [
+    ("HERALD_LIMITS_PUBLISH", "publish"),
+    ("HERALD_LIMITS_PUSH", "push"),
+    ("HERALD_LIMITS_REGISTRATION", "registration"),
+    ("HERALD_LIMITS_COMMAND", "command"),
+    ("HERALD_LIMITS_CONNECTION", "connection"),
+    ("HERALD_LIMITS_LOGIN", "login"),
+];
+
 pub use procfs::{machine_cpu, open_files, tree_cpu_seconds, CpuMark, CpuShare, Part, ProcStats};
 pub use spawn::server_binary;
 
@@ -193,7 +204,8 @@ impl Target {
         })
     }
 
-    /// `herald serve` on a free loopback port with this run's secrets and `dir` as its data.
+    /// `herald serve` on a free loopback port with this run's secrets and `dir` as its data,
+    /// with every rate limit off ([`RATE_LIMITS_OFF`]).
     fn serve_command(
         &self,
         c: &Common,
@@ -214,6 +226,12 @@ impl Target {
             .arg("--allow-anonymous")
             .env_remove("HERALD_CONFIG")
             .env("HERALD_LOG", "warn");
+        // The scenarios measure the server's own ceiling (the connect-rate scenario opens
+        // thousands of connections a second from 127.0.0.x), so the server they spawn runs
+        // with its rate limits off.
+        for (name, _) in RATE_LIMITS_OFF {
+            cmd.env(name, "off");
+        }
         if let Some(sync) = &c.sync {
             cmd.arg("--sync").arg(sync);
         }

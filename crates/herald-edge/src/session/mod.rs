@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use herald_core::auth::Client;
 use herald_core::engine::SubscribeRequest;
+use herald_core::limits::{Admission, CommandBudget};
 use herald_core::live::Registration;
 use herald_core::log::Appended;
 use herald_core::log::{LogSlice, ReadFrom};
@@ -42,6 +43,8 @@ pub struct ClientSession {
     /// The connection's place among the live clients while authenticated (revocations reach
     /// it there).
     registered: Option<Registration>,
+    /// What the connection may still send under the per-connection command limit.
+    commands: CommandBudget,
 }
 
 impl ClientSession {
@@ -61,7 +64,13 @@ impl ClientSession {
             subscriptions: SubscriptionSet::default(),
             counted,
             registered,
+            commands: CommandBudget::default(),
         }
+    }
+
+    /// Counts one command against the connection's command limit.
+    pub fn admit_command(&mut self) -> Admission {
+        self.commands.admit(self.edge.limits.command_rate())
     }
 
     /// The server's transports.
@@ -288,13 +297,14 @@ mod tests {
 
     #[test]
     fn a_session_stays_small() {
-        // edge + outbox + client + subscriptions + usage guard + live-client registration,
-        // nothing boxed: an idle WebSocket holds exactly this.
+        // edge + outbox + client + subscriptions + usage guard + live-client registration +
+        // command budget, nothing boxed: an idle WebSocket holds exactly this.
         let parts = 2 * size_of::<Arc<Edge>>()
             + size_of::<Option<Client>>()
             + size_of::<Vec<(ChannelName, Arc<herald_core::hub::Subscription>)>>()
             + size_of::<Option<ConnectionGuard>>()
-            + size_of::<Option<Registration>>();
+            + size_of::<Option<Registration>>()
+            + size_of::<CommandBudget>();
         assert_eq!(size_of::<ClientSession>(), parts);
         assert!(
             size_of::<ClientSession>() <= 256,

@@ -452,5 +452,6 @@ fn disconnect_code(reason: CloseReason) -> u16 {
         | CloseReason::AppDeleted
         | CloseReason::SecretChanged
         | CloseReason::DeviceRevoked => 4003,
+        CloseReason::RateLimited => 4029,
     }
 }

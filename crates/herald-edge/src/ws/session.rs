@@ -7,7 +7,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use herald_core::auth::Client;
 use herald_core::engine::{SubscribeOutcome, SubscribeRequest};
-use herald_core::outbox::{OutFrame, Outbox};
+use herald_core::limits::Admission;
+use herald_core::outbox::{CloseReason, OutFrame, Outbox};
 use herald_core::usage::ConnectionGuard;
 use herald_core::{ChannelName, Cursor, Epoch, HeraldError};
 use herald_proto::command::{self, ClientFrame, Command};
@@ -90,9 +91,28 @@ impl Session {
         );
     }
 
-    /// Handles one text frame.
+    /// Handles one text frame: counted against the connection's command limit (malformed
+    /// frames too), refused with `rate_limited` over it, and the connection closed with
+    /// [`CloseReason::RateLimited`] if it goes on sending through a whole burst of refusals.
     pub async fn handle(&mut self, text: &str) {
-        let parsed = match ClientFrame::parse(text) {
+        let parsed = ClientFrame::parse(text);
+        match self.0.admit_command() {
+            Admission::Run => {}
+            Admission::Refuse(wait) => {
+                let id = match &parsed {
+                    Ok(f) => f.id,
+                    Err(e) => e.id,
+                };
+                let e = self.edge().limits.command_refused(wait);
+                return self.send_error(id, &e);
+            }
+            Admission::Disconnect => {
+                self.edge().limits.command_flood();
+                self.outbox().close(CloseReason::RateLimited);
+                return;
+            }
+        }
+        let parsed = match parsed {
             Ok(f) => f,
             Err(e) => return self.send_error(e.id, &e.error),
         };

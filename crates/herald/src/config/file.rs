@@ -8,11 +8,15 @@ use std::path::Path;
 use toml::Value;
 
 use super::layers::{Layers, Raw, Source, KEYS, NAMESPACE_KEYS};
+use super::limits::LIMIT_KEYS;
 use super::validate::wrong_type;
 use super::ConfigError;
 
 /// The keys of the `[history]` table.
 const HISTORY_KEYS: &[&str] = &["size", "age", "last_on_subscribe"];
+
+/// The tables of scalar keys, with their keys.
+const TABLES: &[(&str, &[&str])] = &[("history", HISTORY_KEYS), ("limits", LIMIT_KEYS)];
 
 impl Layers {
     /// Applies the config file at `path`.
@@ -39,22 +43,22 @@ impl Layers {
         for (name, value) in table {
             if let Some(k) = KEYS.iter().find(|k| k.name == name && !name.contains('.')) {
                 self.values.insert(k.name, (Raw::Toml(value), at(name)));
-            } else if name == "history" {
-                let Value::Table(history) = value else {
+            } else if let Some((table, keys)) = TABLES.iter().find(|(t, _)| *t == name) {
+                let Value::Table(entries) = value else {
                     return Err(wrong_type(
                         &value,
-                        "history",
+                        table,
                         at(name),
-                        "a table ([history])",
+                        &format!("a table ([{table}])"),
                     ));
                 };
-                for (sub, value) in history {
-                    let dotted = format!("history.{sub}");
+                for (sub, value) in entries {
+                    let dotted = format!("{table}.{sub}");
                     match KEYS.iter().find(|k| k.name == dotted) {
                         Some(k) => {
                             self.values.insert(k.name, (Raw::Toml(value), at(dotted)));
                         }
-                        None => return Err(unknown(dotted, HISTORY_KEYS)),
+                        None => return Err(unknown(dotted, keys)),
                     }
                 }
             } else if name == "namespaces" {
@@ -86,7 +90,7 @@ impl Layers {
                     .iter()
                     .map(|k| k.name)
                     .filter(|n| !n.contains('.'))
-                    .chain(["history", "namespaces"])
+                    .chain(["history", "limits", "namespaces"])
                     .collect();
                 return Err(unknown(name, &known));
             }

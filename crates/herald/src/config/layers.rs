@@ -144,6 +144,19 @@ pub(super) const KEYS: &[Key] = &[
     key("redis_cluster", &["HERALD_REDIS_CLUSTER"]),
     key("redis_ca_file", &["HERALD_REDIS_CA_FILE"]),
     key("postgres_pool", &["HERALD_POSTGRES_POOL"]),
+    key("limits.publish", &["HERALD_LIMITS_PUBLISH"]),
+    key("limits.push", &["HERALD_LIMITS_PUSH"]),
+    key("limits.registration", &["HERALD_LIMITS_REGISTRATION"]),
+    key("limits.key_publish", &["HERALD_LIMITS_KEY_PUBLISH"]),
+    key("limits.key_push", &["HERALD_LIMITS_KEY_PUSH"]),
+    key(
+        "limits.key_registration",
+        &["HERALD_LIMITS_KEY_REGISTRATION"],
+    ),
+    key("limits.command", &["HERALD_LIMITS_COMMAND"]),
+    key("limits.connection", &["HERALD_LIMITS_CONNECTION"]),
+    key("limits.login", &["HERALD_LIMITS_LOGIN"]),
+    key("limits.exempt", &["HERALD_LIMITS_EXEMPT"]),
 ];
 
 /// The keys of one `[[namespaces]]` entry.

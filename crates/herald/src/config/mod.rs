@@ -14,6 +14,7 @@ mod cluster;
 mod deadlines;
 mod file;
 mod layers;
+mod limits;
 mod meteor;
 mod providers;
 mod redacted;
@@ -26,7 +27,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use herald_server::vocabulary::{
-    Deadlines, NamespaceOptions, Namespaces, Retention, SqliteOptions, SyncMode,
+    Deadlines, NamespaceOptions, Namespaces, RateLimits, Retention, SqliteOptions, SyncMode,
 };
 
 use layers::{env_text, Layers};
@@ -288,6 +289,8 @@ pub struct Config {
     pub audit_retention: Duration,
     /// How long each state of a connection that is not a stream may last.
     pub deadlines: Deadlines,
+    /// Rate limits (the `[limits]` table).
+    pub limits: RateLimits,
     /// Log line format.
     pub log_format: LogFormat,
     /// Log filter directives (`tracing_subscriber::EnvFilter` syntax).

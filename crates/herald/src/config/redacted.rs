@@ -22,6 +22,8 @@ impl Config {
         let int = |n: u64| Some(Value::Integer(i64::try_from(n).unwrap_or(i64::MAX)));
         let text = |s: &str| Some(Value::from(s));
         let h = &self.history;
+        let l = &self.limits;
+        let rate = |r: herald_server::vocabulary::Rate| Some(Value::from(r.to_string()));
         let m = &self.meteor;
         let addr = |a: Option<std::net::SocketAddr>| a.map(|a| Value::from(a.to_string()));
         let path = |p: &Option<std::path::PathBuf>| {
@@ -181,11 +183,33 @@ impl Config {
                 Some(Value::from(h.last_on_subscribe)),
                 "",
             ),
+            ("limits.publish", rate(l.publish), ""),
+            ("limits.push", rate(l.push), ""),
+            ("limits.registration", rate(l.registration), ""),
+            ("limits.key_publish", rate(l.key_publish), ""),
+            ("limits.key_push", rate(l.key_push), ""),
+            ("limits.key_registration", rate(l.key_registration), ""),
+            ("limits.command", rate(l.command), ""),
+            ("limits.connection", rate(l.connection), ""),
+            ("limits.login", rate(l.login), ""),
+            (
+                "limits.exempt",
+                Some(Value::Array(
+                    l.exempt
+                        .iter()
+                        .map(|c| Value::from(c.to_string()))
+                        .collect(),
+                )),
+                "",
+            ),
         ];
         let mut out = String::new();
         for (key, value, unset) in entries {
             if key == "history.size" {
                 out.push_str("\n[history]\n");
+            }
+            if key == "limits.publish" {
+                out.push_str("\n[limits]\n");
             }
             let short = key.rsplit('.').next().unwrap_or(key);
             match value {
@@ -233,6 +257,7 @@ impl fmt::Debug for Config {
             .field("jwks_fetch_timeout", &self.jwks_fetch_timeout)
             .field("audit_retention", &self.audit_retention)
             .field("deadlines", &self.deadlines)
+            .field("limits", &self.limits)
             .field("log_format", &self.log_format)
             .field("log_level", &self.log_level)
             .field("history", &self.history)

@@ -131,6 +131,7 @@ impl Layers {
                     .ok_or("must be at least 1s".into())
             })?,
             deadlines: self.deadlines()?,
+            limits: self.limits()?,
             log_format: self.get("log_format", LogFormat::Text, |r| match text(r)? {
                 "text" => Ok(LogFormat::Text),
                 "json" => Ok(LogFormat::Json),

@@ -11,6 +11,7 @@ mod cluster;
 mod deadlines;
 mod durability;
 mod grafana;
+mod limits;
 mod meteor;
 mod providers;
 mod push;

@@ -35,6 +35,7 @@ class ErrorCode(str, Enum):
     TOO_LARGE = "too_large"
     REQUEST_TIMEOUT = "request_timeout"
     LIMIT_EXCEEDED = "limit_exceeded"
+    RATE_LIMITED = "rate_limited"
     STORE_FAILED = "store_failed"
     STORE_UNAVAILABLE = "store_unavailable"
     INTERNAL = "internal"
@@ -73,6 +74,7 @@ _STATUS = {
     ErrorCode.TOO_LARGE: 413,
     ErrorCode.REQUEST_TIMEOUT: 408,
     ErrorCode.LIMIT_EXCEEDED: 429,
+    ErrorCode.RATE_LIMITED: 429,
     ErrorCode.STORE_FAILED: 500,
     ErrorCode.STORE_UNAVAILABLE: 503,
     ErrorCode.INTERNAL: 500,

@@ -1287,12 +1287,12 @@ export interface components {
          *     `channel_invalid`, `already_subscribed`, `not_subscribed`, `too_many_subscriptions`,
          *     `tag_invalid`, `tag_expression_invalid`, `device_invalid`; 401 for `unauthorized`,
          *     `token_expired`; 403 `forbidden`; 404 `not_found`; 405 `method_not_allowed`;
-         *     408 `request_timeout`; 409 `conflict`; 413 `too_large`; 429 `limit_exceeded`; 500 `store_failed`, `internal`;
+         *     408 `request_timeout`; 409 `conflict`; 413 `too_large`; 429 `limit_exceeded`, `rate_limited` (with `Retry-After`); 500 `store_failed`, `internal`;
          *     503 `shutting_down`, `store_unavailable` (with `Retry-After`). (`unknown_command`, `already_subscribed` and `not_subscribed` only
          *     occur on the WebSocket; `not_found` and `method_not_allowed` only over HTTP.)
          * @enum {string}
          */
-        ErrorCode: "bad_request" | "unknown_command" | "channel_invalid" | "unauthorized" | "token_expired" | "forbidden" | "too_large" | "request_timeout" | "already_subscribed" | "not_subscribed" | "too_many_subscriptions" | "not_found" | "method_not_allowed" | "shutting_down" | "store_failed" | "store_unavailable" | "internal" | "tag_invalid" | "tag_expression_invalid" | "device_invalid" | "conflict" | "limit_exceeded";
+        ErrorCode: "bad_request" | "unknown_command" | "channel_invalid" | "unauthorized" | "token_expired" | "forbidden" | "too_large" | "request_timeout" | "already_subscribed" | "not_subscribed" | "too_many_subscriptions" | "not_found" | "method_not_allowed" | "shutting_down" | "store_failed" | "store_unavailable" | "internal" | "tag_invalid" | "tag_expression_invalid" | "device_invalid" | "conflict" | "limit_exceeded" | "rate_limited";
         ErrorBody: {
             code: components["schemas"]["ErrorCode"];
             /** @description For people; wording may change. */
@@ -1494,7 +1494,19 @@ export interface components {
              *     push's own `ack_window` is checked).
              */
             ack_window_ms?: number;
+            publish_rate?: components["schemas"]["Rate"];
+            push_rate?: components["schemas"]["Rate"];
+            registration_rate?: components["schemas"]["Rate"];
         };
+        /**
+         * @description An app's own rate limit, replacing the server's `[limits]` setting for this app
+         *     (`publish_rate`: `limits.publish`, `push_rate`: `limits.push`, `registration_rate`:
+         *     `limits.registration`): `"off"`, or `"N/s"`, `"N/min"`, `"N/h"` with an optional
+         *     `burst M` (`"100/s burst 200"`). Answered as `"N/s burst M"`; a bare number when set is
+         *     N per second. Left out, the server's setting applies. A malformed rate is `400`.
+         * @example 100/s burst 200
+         */
+        Rate: string;
         UpdateAppRequest: {
             limits: components["schemas"]["AppLimits"];
         };
@@ -2557,6 +2569,56 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /**
+         * @description `rate_limited`: too many in too short a time: the app's or the publisher key's publishes,
+         *     pushes or device registrations (`limits.publish`, `limits.key_publish`, ..., or the app's
+         *     own `publish_rate`, `push_rate`, `registration_rate`), admin log-ins from the source
+         *     address (`limits.login`), or new connections from it (`limits.connection`; answered before
+         *     the request is read, on any route). The message names the limit. Wait `Retry-After`
+         *     seconds and retry. See docs/security.md, "7. Rate limits".
+         */
+        RateLimited: {
+            headers: {
+                /** @description Whole seconds to wait before retrying, at least 1. */
+                "Retry-After"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "code": "rate_limited",
+                 *         "message": "rate limit reached: app shop may publish 100/s burst 200 (limits.publish); retry after 1 s"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description `limit_exceeded`: the app is at one of its limits (`max_devices`, `max_connections`; see
+         *     `AppLimits`); or `rate_limited` (with `Retry-After`, whole seconds): too many
+         *     registrations of the app or key, or new connections from the source address, in too short
+         *     a time (see `RateLimited`).
+         */
+        LimitOrRateLimited: {
+            headers: {
+                /** @description With `rate_limited` only, whole seconds to wait before retrying, at least 1. */
+                "Retry-After"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "code": "limit_exceeded",
+                 *         "message": "the app may register at most 100000 devices; it has 100000"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description `limit_exceeded`: the app is at one of its limits (`max_devices`, `max_connections`); see `AppLimits`. */
         LimitExceeded: {
             headers: {
@@ -2852,6 +2914,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["TooLarge"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["ServerError"];
             503: components["responses"]["ShuttingDown"];
         };
@@ -2921,6 +2984,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["TooLarge"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["ServerError"];
             503: components["responses"]["ShuttingDown"];
         };
@@ -2988,7 +3052,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
-            429: components["responses"]["LimitExceeded"];
+            429: components["responses"]["LimitOrRateLimited"];
             500: components["responses"]["ServerError"];
         };
     };
@@ -3070,7 +3134,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
-            429: components["responses"]["LimitExceeded"];
+            429: components["responses"]["LimitOrRateLimited"];
             500: components["responses"]["ServerError"];
         };
     };
@@ -3122,7 +3186,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             405: components["responses"]["MethodNotAllowed"];
-            429: components["responses"]["LimitExceeded"];
+            429: components["responses"]["LimitOrRateLimited"];
         };
     };
     currentSession: {
@@ -3198,6 +3262,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
         };
     };
     endSession: {
@@ -4542,7 +4607,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["TooLarge"];
-            429: components["responses"]["LimitExceeded"];
+            429: components["responses"]["LimitOrRateLimited"];
             500: components["responses"]["ServerError"];
         };
     };
@@ -4600,7 +4665,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["TooLarge"];
-            429: components["responses"]["LimitExceeded"];
+            429: components["responses"]["LimitOrRateLimited"];
             500: components["responses"]["ServerError"];
         };
     };
@@ -4710,6 +4775,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["TooLarge"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["ServerError"];
         };
     };
@@ -4829,6 +4895,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["ServerError"];
         };
     };
@@ -4869,6 +4936,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["ServerError"];
         };
     };
@@ -4938,6 +5006,7 @@ export interface operations {
             405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
+            429: components["responses"]["RateLimited"];
             500: components["responses"]["ServerError"];
             503: components["responses"]["ShuttingDown"];
         };

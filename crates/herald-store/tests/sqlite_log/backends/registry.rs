@@ -150,8 +150,11 @@ async fn apps_keys_limits_and_usage(b: Backend) {
         .collect();
     assert_eq!(ids, ["blog", "default", "shop"]);
     assert_eq!(s.app(&shop.id).await.unwrap(), Some(shop.clone()));
+    // An app's own rate limits are kept with its other limits.
     let limits = AppLimits {
         max_connections: Some(10),
+        publish_rate: Some(herald_core::limits::Rate::per_second(5, 10)),
+        push_rate: Some(herald_core::limits::Rate::OFF),
         ..AppLimits::default()
     };
     assert!(s.set_limits(&shop.id, limits).await.unwrap());

@@ -24,6 +24,7 @@ public enum ErrorCode {
   TOO_LARGE("too_large", 413),
   REQUEST_TIMEOUT("request_timeout", 408),
   LIMIT_EXCEEDED("limit_exceeded", 429),
+  RATE_LIMITED("rate_limited", 429),
   STORE_FAILED("store_failed", 500),
   STORE_UNAVAILABLE("store_unavailable", 503),
   INTERNAL("internal", 500),
