@@ -153,7 +153,7 @@ async fn every_admin_action_is_recorded_with_who_what_when_and_result_and_never_
     let (status, rotated) = act(&s, "POST", "/v1/apps/shop/token-secret", ADMIN, rotate).await;
     assert_eq!(status, 200, "{rotated}");
     let rotated_secret = rotated["token_secret"].as_str().unwrap().to_owned();
-    let jwks = Some(json!({"jwks_url": "https://keys.example/jwks.json?sig=jwks-secret-123"}));
+    let jwks = Some(json!({"jwks_url": "https://127.0.0.1:9/jwks.json?sig=jwks-secret-123"}));
     let (status, keys) = act(&s, "PUT", "/v1/apps/shop/token-keys", &shop_key, jwks).await;
     assert_eq!(status, 200, "{keys}");
 
