@@ -187,6 +187,8 @@ pub struct MeteorConfig {
     pub document_root: Option<PathBuf>,
     /// Password controllers must send first.
     pub control_password: Option<String>,
+    /// Channel patterns the subscriber port may subscribe to; `None`: every channel.
+    pub channels: Option<Vec<String>>,
 }
 
 /// History and delivery settings of a namespace (or of the default namespace).

@@ -11,6 +11,7 @@ mod deadlines;
 mod durability;
 mod grafana;
 mod meteor;
+mod meteor_security;
 mod providers;
 mod push;
 mod revoke;
