@@ -327,6 +327,16 @@ impl Config {
         layers.build(config_file)
     }
 
+    /// Loads `text` as the config file at `path` (which only names it in messages) over the
+    /// defaults, with no environment and no flags: what `herald config check --config path`
+    /// does with that file in an empty environment, without reading the file itself. The fuzz
+    /// target of the config file (`herald-fuzz`) goes through here.
+    pub fn from_file_text(path: &std::path::Path, text: &str) -> Result<Config, ConfigError> {
+        let mut layers = Layers::default();
+        layers.read_file_text(path, text)?;
+        layers.build(Some(path.to_owned()))
+    }
+
     /// The namespace table the channel engine uses.
     pub fn namespaces(&self) -> Namespaces {
         let prefixed = self
