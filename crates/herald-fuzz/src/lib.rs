@@ -25,9 +25,12 @@ pub mod proto;
 pub mod providers;
 pub mod push;
 
+/// A target's entry point: feeds it one input, panics if a property fails.
+pub type Entry = fn(&[u8]);
+
 /// Every fuzz target by name (the name of its file in `fuzz/fuzz_targets/` and of its corpus
 /// and regressions folders), with its entry point.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Entry)] = &[
     ("ws_frames", edge::ws_frames),
     ("sse_head", edge::sse_head),
     ("command_json", proto::command_json),
@@ -41,7 +44,7 @@ pub const TARGETS: &[(&str, fn(&[u8]))] = &[
 ];
 
 /// The entry point of the target called `name`.
-pub fn target(name: &str) -> fn(&[u8]) {
+pub fn target(name: &str) -> Entry {
     TARGETS
         .iter()
         .find(|(n, _)| *n == name)
