@@ -7,7 +7,8 @@
 #
 # Usage: scripts/fuzz.sh [--seconds N] [--update-corpus] [TARGET...]
 #   --seconds N       how long each target runs (default: $HERALD_FUZZ_SECONDS, else 60)
-#   --update-corpus   add what the run found to fuzz/corpus/<target> and minimise it (cmin)
+#   --update-corpus   add what the run found (inputs up to 2 KiB) to fuzz/corpus/<target> and
+#                     minimise it (cmin)
 #   TARGET...         only these targets (default: every target in fuzz/fuzz_targets)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +21,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) seconds="$2"; shift 2 ;;
     --update-corpus) update=1; shift ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) targets+=("$1"); shift ;;
   esac
 done
@@ -54,7 +55,8 @@ for t in "${targets[@]}"; do
     continue
   fi
   if [ "$update" = 1 ]; then
-    cp -n "$scratch/$t"/* "corpus/$t/" 2>/dev/null || true
+    # Inputs up to 2 KiB only: the corpus stays small (under 2 MB in all) for the repository.
+    find "$scratch/$t" -type f -size -2049c -exec cp -n {} "corpus/$t/" \;
     cargo +nightly fuzz cmin --sanitizer none "$t" "corpus/$t"
   fi
 done
