@@ -4,8 +4,19 @@
 # start themselves), lints, the browser tests in headless Chromium, and each client SDK's suite
 # (sdks/*/test.sh) against the real server.
 # Usage: scripts/test.sh        (CI runs exactly this through .ci/run)
+#        scripts/test.sh --extended   (also: every fuzz target for a bounded time afterwards,
+#                                      scripts/fuzz.sh; HERALD_FUZZ_SECONDS per target, default 60;
+#                                      HERALD_TEST_EXTENDED=1 does the same)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+extended="${HERALD_TEST_EXTENDED:-0}"
+for arg in "$@"; do
+  case "$arg" in
+    --extended) extended=1 ;;
+    *) echo "unknown argument: $arg (usage: scripts/test.sh [--extended])" >&2; exit 2 ;;
+  esac
+done
 
 step() { printf '\n== %s\n' "$*"; }
 
@@ -64,5 +75,10 @@ for sdk in typescript python java; do
     HERALD_BIN="$PWD/target/debug/herald" "sdks/$sdk/test.sh"
   fi
 done
+
+if [ "$extended" = 1 ]; then
+  step "fuzzing (extended mode: each target for ${HERALD_FUZZ_SECONDS:-60}s, nightly + cargo-fuzz)"
+  scripts/fuzz.sh
+fi
 
 step "all tests passed"

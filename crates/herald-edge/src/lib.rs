@@ -18,6 +18,48 @@ mod socket;
 pub mod sse;
 pub mod ws;
 
+/// Entry points for `herald-fuzz` (the fuzz targets under `fuzz/` and their replay test): the
+/// parsers a client reaches before it is authenticated, without making their modules public.
+/// Not part of the crate's API.
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::ws::frame::{encode, FrameError, FrameReader, Incoming, Opcode};
+
+    /// What the SSE fast path made of a connection's first bytes.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub enum SseHead {
+        /// A complete `GET /v1/sse` whose head is the first `len` bytes.
+        Sse {
+            /// Length of the request head.
+            len: usize,
+            /// It said HTTP/1.0.
+            http10: bool,
+            /// Its query string.
+            query: Option<String>,
+            /// How many header lines it had.
+            headers: usize,
+        },
+        /// Anything else (left to hyper).
+        Other,
+        /// Could still become an SSE request.
+        Incomplete,
+    }
+
+    /// Classifies `bytes` as the first bytes of a fresh connection, as the SSE fast path does.
+    pub fn sse_head(bytes: &[u8]) -> SseHead {
+        match crate::sse::sniff::classify(bytes) {
+            crate::sse::sniff::Head::Sse { len, request } => SseHead::Sse {
+                len,
+                http10: request.http10,
+                query: request.query,
+                headers: request.headers.len(),
+            },
+            crate::sse::sniff::Head::Other => SseHead::Other,
+            crate::sse::sniff::Head::Incomplete => SseHead::Incomplete,
+        }
+    }
+}
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -50,11 +50,13 @@ const IGNORED_KEYS: &[&str] = &[
     "UDPPort",
 ];
 
-/// Keys read only from the file (no default applies in Herald).
+/// Keys read only from the file (no default applies in Herald). `TextEscape` is Herald's own:
+/// how a mode's `~text~` is escaped (see [`TextEscape`]).
 const FILE_ONLY_KEYS: &[&str] = &[
     "MaxMessagesPerChannel",
     "MaxMessageAge",
     "SubscriberDocumentRoot",
+    "TextEscape",
 ];
 
 /// The built-in modes (Meteor's shipped meteord.conf).
@@ -68,6 +70,17 @@ pub struct ConfError {
     pub line: usize,
     /// What is wrong.
     pub message: String,
+}
+
+/// How a mode's `~text~` is escaped: the `TextEscape` key (`javascript` or `none`), by default
+/// `javascript` when the mode's `MessageTemplate` holds a `<script` element (Meteor's HTML modes
+/// put the text in a JavaScript string there) and `none` otherwise (Deacon's lines, Flash).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextEscape {
+    /// As it is.
+    None,
+    /// The body of a JavaScript string literal inside an HTML `<script>` element.
+    JavaScript,
 }
 
 /// One mode's templates and limits.
@@ -91,6 +104,8 @@ pub struct Mode {
     pub max_messages: u64,
     /// Close after this long (zero = never).
     pub max_time: Duration,
+    /// How `~text~` is escaped in `message`.
+    pub text_escape: TextEscape,
 }
 
 /// The effective Meteor configuration.
@@ -293,10 +308,33 @@ fn build_mode(name: &str, global: &Keys, section: &Keys) -> Result<Mode, ConfErr
     let get = |key: &str| section.get(key).or_else(|| global.get(key));
     let template = |key: &str| Template::parse(get(key).map_or(&[][..], |(v, _)| v));
     let num = |key: &str| get(key).map_or(Ok(0), |v| number(key, v));
+    let message = template("MessageTemplate");
+    let text_escape = match get("TextEscape") {
+        Some((v, _)) if v.as_slice() == b"javascript" => TextEscape::JavaScript,
+        Some((v, _)) if v.as_slice() == b"none" => TextEscape::None,
+        Some((v, line)) if !v.is_empty() => {
+            return Err(ConfError {
+                line: *line,
+                message: format!(
+                    "TextEscape must be javascript or none, got {:?}",
+                    truncate(&String::from_utf8_lossy(v))
+                ),
+            })
+        }
+        _ => {
+            let raw = get("MessageTemplate").map_or(&[][..], |(v, _)| v.as_slice());
+            let lower = raw.to_ascii_lowercase();
+            if lower.windows(7).any(|w| w == b"<script") {
+                TextEscape::JavaScript
+            } else {
+                TextEscape::None
+            }
+        }
+    };
     Ok(Mode {
         name: name.to_owned(),
         header: template("HeaderTemplate"),
-        message: template("MessageTemplate"),
+        message,
         channel_info: template("ChannelInfoTemplate"),
         ping: template("PingMessage"),
         shutdown: template("SubscriberShutdownMsg"),
@@ -319,6 +357,7 @@ fn build_mode(name: &str, global: &Keys, section: &Keys) -> Result<Mode, ConfErr
         },
         max_messages: num("MaxMessages")?,
         max_time: Duration::from_secs(num("MaxTime")?),
+        text_escape,
     })
 }
 
@@ -399,6 +438,37 @@ mod tests {
         assert_eq!(c.max_messages_per_channel, Some(10));
         assert_eq!(c.max_message_age, None);
         assert_eq!(c.ignored, vec!["SubscriberPort".to_string()]);
+    }
+
+    #[test]
+    fn html_modes_escape_text_for_javascript_and_the_others_do_not() {
+        let c = MeteorConf::builtin();
+        for m in [
+            "iframe",
+            "xhrinteractive",
+            "stream",
+            "simplepoll",
+            "smartpoll",
+            "longpoll",
+        ] {
+            assert_eq!(
+                c.mode(m).unwrap().text_escape,
+                TextEscape::JavaScript,
+                "{m}"
+            );
+        }
+        for m in ["flash", "flashloadvars"] {
+            assert_eq!(c.mode(m).unwrap().text_escape, TextEscape::None, "{m}");
+        }
+        let text = "[a]\nMessageTemplate m.p.<~id~>.\"~text~\"\n[b]\nTextEscape javascript\n\
+                    MessageTemplate p(\"~text~\")\n[c]\nTextEscape none\n";
+        let c = MeteorConf::from_file_text(text).unwrap();
+        assert_eq!(c.mode("a").unwrap().text_escape, TextEscape::None);
+        assert_eq!(c.mode("b").unwrap().text_escape, TextEscape::JavaScript);
+        assert_eq!(c.mode("c").unwrap().text_escape, TextEscape::None);
+        let e = MeteorConf::from_file_text("[a]\nTextEscape html\n").unwrap_err();
+        assert_eq!(e.line, 2);
+        assert!(e.message.contains("TextEscape must be"), "{e}");
     }
 
     #[test]

@@ -9,7 +9,9 @@
 //! - [`command`]: controller lines; [`control`]: one controller connection.
 //!
 //! This crate root owns the two accept loops, the host-id registry (a newer persistent connection
-//! with the same host id replaces the older) and Meteor's statistics counters.
+//! with the same host id replaces the older; `/disconnect/<hostid>` closes it only when asked from
+//! the address the connection came from), the subscriber port's channel allow-list and Meteor's
+//! statistics counters.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -23,6 +25,7 @@ pub mod template;
 mod text;
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -32,6 +35,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
 pub use conf::MeteorConf;
+use herald_core::pattern::PatternSet;
 use herald_edge::{Edge, KeepAlive};
 
 /// What `herald serve` configures about the Meteor ports.
@@ -44,6 +48,9 @@ pub struct MeteorSettings {
     pub document_root: Option<PathBuf>,
     /// When set, a controller's first line must be `AUTH <password>`.
     pub control_password: Option<String>,
+    /// The default-app channels the subscriber port may subscribe to (`meteor_channels`);
+    /// `None`: every channel, as in Meteor.
+    pub channels: Option<PatternSet>,
 }
 
 /// Meteor's counters, as `SHOWSTATS` reports them.
@@ -101,24 +108,28 @@ impl Stats {
     }
 }
 
+/// A persistent connection's registration: its number, what closes it, and the address it
+/// came from.
+type Host = (u64, CancellationToken, Option<IpAddr>);
+
 /// Persistent connections by host id.
 #[derive(Default)]
 struct Hosts {
     next: AtomicU64,
-    by_id: Mutex<HashMap<String, (u64, CancellationToken)>>,
+    by_id: Mutex<HashMap<String, Host>>,
 }
 
 impl Hosts {
-    /// Registers a connection for `hostid`, telling the one it replaces to close.
-    fn claim(&self, hostid: &str) -> (u64, CancellationToken) {
+    /// Registers a connection for `hostid` from `peer`, telling the one it replaces to close.
+    fn claim(&self, hostid: &str, peer: Option<IpAddr>) -> (u64, CancellationToken) {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let token = CancellationToken::new();
         let old = self
             .by_id
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(hostid.to_owned(), (id, token.clone()));
-        if let Some((_, old)) = old {
+            .insert(hostid.to_owned(), (id, token.clone(), peer));
+        if let Some((_, old, _)) = old {
             old.cancel();
         }
         (id, token)
@@ -127,19 +138,29 @@ impl Hosts {
     /// Removes the registration of connection `id`, if it is still the host's.
     fn release(&self, hostid: &str, id: u64) {
         let mut map = self.by_id.lock().unwrap_or_else(|p| p.into_inner());
-        if map.get(hostid).is_some_and(|(current, _)| *current == id) {
+        if map
+            .get(hostid)
+            .is_some_and(|(current, _, _)| *current == id)
+        {
             map.remove(hostid);
         }
     }
 
-    /// Tells the host's connection to close; false if it has none.
-    fn kick(&self, hostid: &str) -> bool {
-        let entry = self
-            .by_id
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(hostid);
-        entry.map(|(_, token)| token.cancel()).is_some()
+    /// Tells the host's connection to close when the request comes from the address that
+    /// connection came from (the browser that holds it, as `meteor.js` sends it); false if it
+    /// has none or `from` is another address. A host id is short and often guessable, so it is
+    /// not a credential on its own: a stranger elsewhere cannot kick a subscriber.
+    fn kick(&self, hostid: &str, from: Option<IpAddr>) -> bool {
+        let mut map = self.by_id.lock().unwrap_or_else(|p| p.into_inner());
+        let same_address = map
+            .get(hostid)
+            .is_some_and(|(_, _, peer)| peer.is_some() && *peer == from);
+        if !same_address {
+            return false;
+        }
+        map.remove(hostid)
+            .map(|(_, token, _)| token.cancel())
+            .is_some()
     }
 }
 
@@ -149,6 +170,7 @@ pub struct Meteor {
     conf: MeteorConf,
     docs: Option<files::DocumentRoot>,
     control_password: Option<String>,
+    channels: Option<PatternSet>,
     hosts: Hosts,
     /// Meteor's counters.
     pub stats: Stats,
@@ -189,6 +211,7 @@ impl Meteor {
             conf: settings.conf,
             docs,
             control_password: settings.control_password,
+            channels: settings.channels,
             hosts: Hosts::default(),
             stats: Stats::default(),
             pings,
@@ -233,6 +256,11 @@ impl Meteor {
             let _ = tcp.set_nodelay(true);
             self.edge.connections.spawn(handle(self.clone(), tcp));
         }
+    }
+
+    /// Whether the subscriber port may subscribe to `channel` (`meteor_channels`).
+    fn allows(&self, channel: &str) -> bool {
+        self.channels.as_ref().is_none_or(|set| set.allows(channel))
     }
 
     /// Seconds since the Meteor ports started.

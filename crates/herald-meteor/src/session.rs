@@ -71,7 +71,12 @@ pub async fn run(m: Arc<Meteor>, mut tcp: TcpStream) {
     match request {
         Request::Subscribe(s) => subscribe(&m, tcp, s).await,
         Request::Disconnect(hostid) => {
-            m.hosts.kick(&hostid);
+            // Answered the same whether or not it closed anything: the answer tells a stranger
+            // nothing about which host ids are connected.
+            let from = tcp.peer_addr().ok().map(|a| a.ip());
+            if !m.hosts.kick(&hostid, from) {
+                tracing::debug!("meteor: /disconnect for no connection of that host and address");
+            }
             let head = header(&m.conf.global, "200 OK", b"");
             let _ = write(&mut tcp, &head).await;
         }
@@ -192,10 +197,18 @@ async fn subscribe(m: &Meteor, mut tcp: TcpStream, s: Subscribe) {
         tracing::debug!(mode = s.mode, "meteor: unknown mode");
         return error(m, &mut tcp, &m.conf.global).await;
     };
+    if let Some(refused) = s.channels.iter().find(|c| !m.allows(c.name.as_str())) {
+        tracing::debug!(
+            channel = refused.name.as_str(),
+            "meteor: channel outside meteor_channels"
+        );
+        return error(m, &mut tcp, &mode).await;
+    }
     if check_limit(&m.edge, Wanted::Named(s.channels.len())).is_err() {
         return error(m, &mut tcp, &mode).await;
     }
-    let claim = mode.persist.then(|| m.hosts.claim(&s.hostid));
+    let peer = tcp.peer_addr().ok().map(|a| a.ip());
+    let claim = mode.persist.then(|| m.hosts.claim(&s.hostid, peer));
     let outbox = Outbox::new(m.edge.settings.outbox_bytes);
     let opened = async {
         // Meteor has no apps and no tokens: its subscribers are anonymous clients of the
@@ -380,7 +393,7 @@ fn render_message(mode: &Mode, msg: &StoredMessage, name: &str, out: &mut Vec<u8
     mode.message.render(out, |v, out| match v {
         Var::Id => put_number(out, msg.seq),
         Var::Channel => out.extend_from_slice(name.as_bytes()),
-        Var::Text => out.extend_from_slice(&text::of(msg)),
+        Var::Text => text::write_escaped(mode.text_escape, &text::of(msg), out),
         Var::Timestamp => put_number(out, msg.time / 1000),
         _ => {}
     });

@@ -22,5 +22,26 @@ pub mod outcome;
 pub mod tls;
 pub mod webpush;
 
+/// Entry points for `herald-fuzz` (the fuzz targets under `fuzz/` and their replay test): what
+/// each provider's answer means, reached without a connection. Not part of the crate's API.
+#[doc(hidden)]
+pub mod fuzzing {
+    use crate::outcome::Outcome;
+
+    /// The meaning of one answer as APNs, FCM and a Web Push service would each give it:
+    /// `(APNs outcome, FCM outcome, FCM said unauthenticated, Web Push outcome)`.
+    pub fn answers(
+        status: http::StatusCode,
+        headers: &http::HeaderMap,
+        body: &[u8],
+    ) -> (Outcome, Outcome, bool, Outcome) {
+        let (apns, _) =
+            crate::apns::response::interpret(status, headers, &bytes::Bytes::copy_from_slice(body));
+        let fcm = crate::fcm::answer::classify(status, headers, body);
+        let webpush = crate::webpush::classify(status, headers, body);
+        (apns, fcm.outcome, fcm.unauthenticated, webpush)
+    }
+}
+
 pub use common::{Common, PayloadError};
 pub use outcome::{Outcome, RetryScope};

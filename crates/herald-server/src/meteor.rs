@@ -5,6 +5,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use herald_core::pattern::PatternSet;
 use herald_edge::Edge;
 use herald_meteor::{Meteor, MeteorConf, MeteorSettings};
 use tokio::net::TcpListener;
@@ -39,6 +40,12 @@ impl MeteorListeners {
                 "meteor_conf keys Herald does not use (its own listen settings apply)"
             );
         }
+        if ports.listen.is_some() && ports.channels.is_none() {
+            tracing::warn!(
+                "the Meteor subscriber port can subscribe to every channel of the default app, \
+                 with no token (as Meteor did): set meteor_channels to the patterns it may read"
+            );
+        }
         let subscribers = ports
             .listen
             .map(|addr| bind(addr, " (meteor)"))
@@ -62,6 +69,7 @@ impl MeteorListeners {
                 conf,
                 document_root: ports.document_root.clone(),
                 control_password: ports.control_password.clone(),
+                channels: ports.channels.as_deref().map(PatternSet::new),
             },
         );
         Ok(Some(MeteorListeners {

@@ -231,6 +231,9 @@ pub struct MeteorPorts {
     pub document_root: Option<PathBuf>,
     /// Password a controller must send first, as `AUTH <password>`.
     pub control_password: Option<String>,
+    /// Channel patterns (as in tokens) of the default-app channels the subscriber port may
+    /// subscribe to; `None`: every channel.
+    pub channels: Option<Vec<String>>,
 }
 
 impl MeteorPorts {
@@ -251,6 +254,7 @@ impl std::fmt::Debug for MeteorPorts {
                 "control_password",
                 &self.control_password.as_ref().map(|_| "<set>"),
             )
+            .field("channels", &self.channels)
             .finish()
     }
 }

@@ -4,8 +4,9 @@
 #![forbid(unsafe_code)]
 
 mod cli;
-mod config;
 mod serve;
+
+use herald::config;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {

@@ -118,6 +118,7 @@ fn settings(config: &Config) -> ServerSettings {
             conf: meteor.conf.clone(),
             document_root: meteor.document_root.clone(),
             control_password: meteor.control_password.clone(),
+            channels: meteor.channels.clone(),
         },
         providers: ProviderSettings {
             credentials_key: config.providers.credentials_key.clone(),

@@ -15,7 +15,7 @@
 
 mod body;
 mod direct;
-mod sniff;
+pub(crate) mod sniff;
 
 use std::collections::VecDeque;
 use std::sync::Arc;

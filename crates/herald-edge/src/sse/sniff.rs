@@ -24,7 +24,7 @@ const FIRST_PAUSE: Duration = Duration::from_millis(5);
 const MAX_PAUSE: Duration = Duration::from_millis(250);
 
 /// The parts of an SSE request the stream needs.
-pub(super) struct SseRequest {
+pub(crate) struct SseRequest {
     /// The request said HTTP/1.0 (the answer says so too).
     pub http10: bool,
     /// The query string, as axum's `RawQuery` gives it.
@@ -47,7 +47,7 @@ pub(super) enum Sniffed {
 }
 
 /// What the bytes peeked so far are.
-enum Head {
+pub(crate) enum Head {
     /// A complete SSE request whose header block is `len` bytes.
     Sse { len: usize, request: SseRequest },
     /// Not one (or not one this loop serves).
@@ -146,7 +146,7 @@ fn is_sse_target(target: &str) -> bool {
 
 /// Decides what `bytes`, the start of a connection, are. Rejects as early as the request line
 /// allows, so other requests go to hyper without waiting for their headers.
-fn classify(bytes: &[u8]) -> Head {
+pub(crate) fn classify(bytes: &[u8]) -> Head {
     let mut lines = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut lines);
     let status = match req.parse(bytes) {

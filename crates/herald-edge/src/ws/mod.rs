@@ -4,7 +4,7 @@
 //! buffer while idle), parses frames ([`frame`]), runs commands ([`session`]) and writes
 //! everything the outbox holds in one write.
 
-mod frame;
+pub(crate) mod frame;
 mod handshake;
 mod session;
 

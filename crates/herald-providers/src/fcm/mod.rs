@@ -7,7 +7,7 @@
 //! - [`answer`]: what each v1 answer means as an [`Outcome`].
 
 mod account;
-mod answer;
+pub(crate) mod answer;
 mod payload;
 mod token;
 

@@ -231,7 +231,11 @@ impl WebPushClient {
 }
 
 /// What a push service's answer means (RFC 8030 and the services' documented statuses).
-fn classify(status: http::StatusCode, headers: &http::HeaderMap, body: &[u8]) -> Outcome {
+pub(crate) fn classify(
+    status: http::StatusCode,
+    headers: &http::HeaderMap,
+    body: &[u8],
+) -> Outcome {
     let code = status.as_u16();
     let text: String = String::from_utf8_lossy(body).chars().take(200).collect();
     let reason = format!(

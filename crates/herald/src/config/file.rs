@@ -25,6 +25,11 @@ impl Layers {
             path: path.to_owned(),
             source,
         })?;
+        self.read_file_text(path, &text)
+    }
+
+    /// Applies `text` as the config file at `path` (which only names it in messages).
+    pub(super) fn read_file_text(&mut self, path: &Path, text: &str) -> Result<(), ConfigError> {
         let table: toml::Table =
             text.parse()
                 .map_err(|e: toml::de::Error| ConfigError::Syntax {

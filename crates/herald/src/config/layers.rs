@@ -124,6 +124,7 @@ pub(super) const KEYS: &[Key] = &[
     key("meteor_control", &["HERALD_METEOR_CONTROL"]).what("meteor_control address"),
     key("meteor_conf", &["HERALD_METEOR_CONF"]),
     key("meteor_document_root", &["HERALD_METEOR_DOCUMENT_ROOT"]),
+    key("meteor_channels", &["HERALD_METEOR_CHANNELS"]),
     key(
         "meteor_control_password",
         &["HERALD_METEOR_CONTROL_PASSWORD"],

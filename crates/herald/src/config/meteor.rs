@@ -1,6 +1,7 @@
 //! The Meteor keys: the two listen addresses (`IP:PORT`, or a bare port on 127.0.0.1), the
 //! meteord.conf (read and checked at load, so `herald config check` reports a bad line), the
-//! document root and the controller password. A meteord.conf's `MaxMessagesPerChannel` and
+//! document root, the controller password and `meteor_channels` (the channel patterns the
+//! subscriber port may subscribe to, checked like a token's). A meteord.conf's `MaxMessagesPerChannel` and
 //! `MaxMessageAge` become the default history size and age unless Herald's own settings set
 //! them, so a deployment keeps the retention it had.
 
@@ -13,6 +14,7 @@ use herald_server::vocabulary::MeteorConf;
 use super::layers::{Layers, Raw, Source};
 use super::validate::{secret, text, ConfigError};
 use super::{MeteorConfig, NamespaceSettings};
+use herald_client::proto::token::check_pattern;
 
 /// `IP:PORT`, or `PORT` alone for the loopback address.
 fn address(raw: &Raw) -> Result<Option<SocketAddr>, String> {
@@ -31,6 +33,28 @@ fn folder(raw: &Raw) -> Result<Option<PathBuf>, String> {
         return Err("must not be empty".into());
     }
     Ok(Some(PathBuf::from(t)))
+}
+
+/// Channel patterns, as a TOML array of strings or comma-separated text; at least one.
+fn patterns(raw: &Raw) -> Result<Option<Vec<String>>, String> {
+    let items: Vec<String> = match raw {
+        Raw::Toml(toml::Value::Array(items)) => items
+            .iter()
+            .map(|v| v.as_str().map(str::to_owned).ok_or("expected strings"))
+            .collect::<Result<_, _>>()?,
+        other => text(other)?
+            .split(',')
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+            .collect(),
+    };
+    if items.is_empty() {
+        return Err("expected at least one channel pattern such as \"public/*\"".into());
+    }
+    for p in &items {
+        check_pattern(p).map_err(|e| e.message)?;
+    }
+    Ok(Some(items))
 }
 
 impl Layers {
@@ -75,6 +99,7 @@ impl Layers {
             conf: Some(conf),
             document_root: self.get("meteor_document_root", None, folder)?,
             control_password: self.get("meteor_control_password", None, secret(1))?,
+            channels: self.get("meteor_channels", None, patterns)?,
         })
     }
 }
@@ -111,6 +136,36 @@ mod tests {
             e.contains("invalid meteor address \"nowhere\" (from HERALD_METEOR)"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn meteor_channels_are_checked_patterns() {
+        let c = load(None, &[], ConfigFlags::default()).unwrap();
+        assert_eq!(c.meteor.channels, None, "unset: every channel, as Meteor");
+        let c = load(
+            Some("meteor_channels = [\"public/*\", \"news\"]"),
+            &[],
+            ConfigFlags::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            c.meteor.channels,
+            Some(vec!["public/*".into(), "news".into()])
+        );
+        let env = [("HERALD_METEOR_CHANNELS", "a/**, b")];
+        let c = load(None, &env, ConfigFlags::default()).unwrap();
+        assert_eq!(c.meteor.channels, Some(vec!["a/**".into(), "b".into()]));
+        let e = err(
+            Some("meteor_channels = [\"ok\", \"bad pattern\"]"),
+            &[],
+            ConfigFlags::default(),
+        );
+        assert!(
+            e.contains("meteor_channels") && e.contains("invalid channel pattern"),
+            "{e}"
+        );
+        let e = err(Some("meteor_channels = []"), &[], ConfigFlags::default());
+        assert!(e.contains("at least one channel pattern"), "{e}");
     }
 
     #[test]

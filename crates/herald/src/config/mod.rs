@@ -188,6 +188,8 @@ pub struct MeteorConfig {
     pub document_root: Option<PathBuf>,
     /// Password controllers must send first.
     pub control_password: Option<String>,
+    /// Channel patterns the subscriber port may subscribe to; `None`: every channel.
+    pub channels: Option<Vec<String>>,
 }
 
 /// History and delivery settings of a namespace (or of the default namespace).
@@ -332,6 +334,16 @@ impl Config {
         layers.read_env(&env)?;
         layers.read_flags(flags);
         layers.build(config_file)
+    }
+
+    /// Loads `text` as the config file at `path` (which only names it in messages) over the
+    /// defaults, with no environment and no flags: what `herald config check --config path`
+    /// does with that file in an empty environment, without reading the file itself. The fuzz
+    /// target of the config file (`herald-fuzz`) goes through here.
+    pub fn from_file_text(path: &std::path::Path, text: &str) -> Result<Config, ConfigError> {
+        let mut layers = Layers::default();
+        layers.read_file_text(path, text)?;
+        layers.build(Some(path.to_owned()))
     }
 
     /// The namespace table the channel engine uses.

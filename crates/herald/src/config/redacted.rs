@@ -106,6 +106,13 @@ impl Config {
                 "no files are served (unless the meteor_conf sets SubscriberDocumentRoot)",
             ),
             (
+                "meteor_channels",
+                m.channels
+                    .as_ref()
+                    .map(|c| Value::Array(c.iter().map(|p| Value::from(p.as_str())).collect())),
+                "the Meteor subscriber port may subscribe to every default-app channel",
+            ),
+            (
                 "meteor_control_password",
                 secret(&m.control_password),
                 "controllers need no password",

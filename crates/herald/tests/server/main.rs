@@ -13,6 +13,7 @@ mod durability;
 mod grafana;
 mod limits;
 mod meteor;
+mod meteor_security;
 mod providers;
 mod push;
 mod revoke;

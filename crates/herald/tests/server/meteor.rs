@@ -78,8 +78,9 @@ async fn http_api_to_meteor_stream_subscriber() {
         .publish("news", json!({ "t": "hi", "n": [1, 2] }))
         .await;
     server.publish("news", json!("plain text")).await;
-    // Pings (every 3 s by default) may come in between; wait for each message line.
-    let object = "<script>p(1,\"news\",\"{\"n\":[1,2],\"t\":\"hi\"}\");</script>\r\n";
+    // Pings (every 3 s by default) may come in between; wait for each message line. The text
+    // sits in a JavaScript string, so its quotes are escaped (meteor_security.rs has the rest).
+    let object = "<script>p(1,\"news\",\"{\\\"n\\\":[1,2],\\\"t\\\":\\\"hi\\\"}\");</script>\r\n";
     let got = stream.until(object).await;
     assert!(
         !got.contains("p(2,"),
@@ -117,7 +118,7 @@ async fn controller_to_websocket_and_slash_names() {
     };
     assert_eq!(m["message"]["data"], json!("{\"x\": 1} & text"));
     assert_eq!(m["message"]["seq"], 1);
-    let line = "<script>p(1,\"chat%2Froom-1\",\"{\"x\": 1} & text\");</script>\r\n";
+    let line = "<script>p(1,\"chat%2Froom-1\",\"{\\\"x\\\": 1} \\u0026 text\");</script>\r\n";
     let got = meteor.until(line).await;
     assert!(!got.contains("p(2,"), "{got:?}");
 }
