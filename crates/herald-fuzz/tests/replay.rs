@@ -74,3 +74,38 @@ fn every_target_has_its_fuzz_binary_and_a_corpus() {
         );
     }
 }
+
+/// `(name, version)` of every package a `Cargo.lock` names.
+fn locked(path: &Path) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let lock: toml::Value = toml::from_str(&text).unwrap();
+    lock["package"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let field = |f: &str| p[f].as_str().unwrap().to_owned();
+            (field("name"), field("version"))
+        })
+        .collect()
+}
+
+#[test]
+fn the_fuzz_lock_file_pins_what_the_workspace_pins() {
+    // The fuzz workspace builds the same crates: each must be the version the main lock file
+    // pins, so a fuzz run tests the code that ships. After a dependency change:
+    // `cp Cargo.lock fuzz/Cargo.lock && cargo metadata --manifest-path fuzz/Cargo.toml
+    // --format-version 1 >/dev/null` (which adds libfuzzer-sys and drops what fuzz does not use).
+    let main = locked(&fuzz_dir().join("../Cargo.lock"));
+    let drift: Vec<_> = locked(&fuzz_dir().join("Cargo.lock"))
+        .into_iter()
+        .filter(|(name, version)| {
+            let same_name: Vec<_> = main.iter().filter(|(n, _)| n == name).collect();
+            !same_name.is_empty() && !same_name.iter().any(|(_, v)| v == version)
+        })
+        .collect();
+    assert!(
+        drift.is_empty(),
+        "fuzz/Cargo.lock pins other versions than Cargo.lock: {drift:?}"
+    );
+}
