@@ -29,6 +29,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::{Instant, Sleep};
 
+use crate::parse_errors::ParseErrorRewrite;
+
 /// How long each state of a connection may last (see the module documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Deadlines {
@@ -182,6 +184,8 @@ pub struct TimedStream {
     timer: Pin<Box<Sleep>>,
     /// A write did not complete: answering now could interleave with an unsent response.
     write_pending: bool,
+    /// hyper's own error answers, given a JSON body on their way out.
+    parse_errors: ParseErrorRewrite,
 }
 
 /// How early an armed timer may fire before the deadline it stands for (it then re-arms).
@@ -203,6 +207,7 @@ impl TimedStream {
             deadline: head_started + deadlines.head,
             timer: Box::pin(tokio::time::sleep_until(head_started + deadlines.head)),
             write_pending: false,
+            parse_errors: ParseErrorRewrite::default(),
         }
     }
 
@@ -317,7 +322,10 @@ impl AsyncWrite for TimedStream {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let polled = Pin::new(&mut self.tcp).poll_write(cx, buf);
+        let this = &mut *self;
+        let polled =
+            this.parse_errors
+                .poll_write_vectored(&mut this.tcp, cx, &[io::IoSlice::new(buf)]);
         self.write_pending = polled.is_pending();
         polled
     }
@@ -327,7 +335,10 @@ impl AsyncWrite for TimedStream {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let polled = Pin::new(&mut self.tcp).poll_write_vectored(cx, bufs);
+        let this = &mut *self;
+        let polled = this
+            .parse_errors
+            .poll_write_vectored(&mut this.tcp, cx, bufs);
         self.write_pending = polled.is_pending();
         polled
     }

@@ -10,6 +10,7 @@
 pub mod channels;
 pub mod deadlines;
 mod http;
+pub mod parse_errors;
 pub mod poll;
 pub mod refuse;
 pub mod roster;

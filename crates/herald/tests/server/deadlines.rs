@@ -282,3 +282,55 @@ async fn streams_and_waiting_requests_outlive_the_deadlines() {
         .await;
     assert!(r.get("error").is_none(), "{r}");
 }
+
+/// The answers hyper's parser writes before any handler runs (issue 13, defect 5) carry the JSON
+/// error body too; a request after a good one on the same connection is answered the same way.
+#[tokio::test]
+async fn requests_the_parser_refuses_are_answered_with_the_json_error_body() {
+    let server = Server::builder().start().await;
+    let long_uri = format!("GET /{} HTTP/1.1\r\nHost: test\r\n\r\n", "a".repeat(70_000));
+    let big_headers = format!(
+        "GET /healthz HTTP/1.1\r\nHost: test\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(500_000)
+    );
+    let two_lengths = "POST /v1/channels/a/messages HTTP/1.1\r\nHost: test\r\n\
+                       Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}";
+    for (request, status, code) in [
+        (long_uri.as_str(), 414, "too_large"),
+        (big_headers.as_str(), 431, "too_large"),
+        (two_lengths, 400, "bad_request"),
+        ("NOT HTTP AT ALL\r\n\r\n", 400, "bad_request"),
+    ] {
+        let mut tcp = send(server.addr, request.as_bytes()).await;
+        let answer = until_closed(&mut tcp).await;
+        let (got, body) = status_and_body(&answer);
+        assert_eq!(
+            (got, body["error"]["code"].as_str()),
+            (status, Some(code)),
+            "{answer}"
+        );
+        assert!(
+            answer.contains("content-type: application/json\r\n"),
+            "{answer}"
+        );
+        assert!(
+            body["error"]["message"].as_str().unwrap().len() > 20,
+            "{answer}"
+        );
+    }
+    let mut tcp = send(
+        server.addr,
+        b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\nGET /x y z\r\n\r\n",
+    )
+    .await;
+    let first = one_response(&mut tcp).await;
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    let (status, body) = status_and_body(&until_closed(&mut tcp).await);
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("bad_request"))
+    );
+    // Nothing was published by the refused requests.
+    let (_, history) = server.get("/v1/channels/a/messages").await;
+    assert_eq!(history["messages"], serde_json::json!([]));
+}
