@@ -56,8 +56,8 @@ impl AppKeyring {
     }
 
     /// A keyring of `keys`, keeping every unchanged key of `self` (and its generation). With
-    /// `configured_secret`, the HS256 secret is `self`'s, whatever `keys` says (the default
-    /// app's secret is the server's, not stored).
+    /// `configured_secret`, the HS256 secrets (current and previous) are `self`'s, whatever
+    /// `keys` says (the default app's secrets are the server's configuration, not stored).
     pub fn rebuild(&self, app: &AppId, keys: &AppTokenKeys, configured_secret: bool) -> Self {
         let secret = if configured_secret {
             self.secret.clone()
@@ -66,11 +66,13 @@ impl AppKeyring {
                 .as_deref()
                 .map(|s| self.reuse_secret(s.as_bytes()))
         };
-        let previous = keys
-            .previous
-            .as_ref()
-            .filter(|_| !configured_secret)
-            .map(|p| (self.reuse_secret(p.secret.as_bytes()), p.until));
+        let previous = if configured_secret {
+            self.previous.clone()
+        } else {
+            keys.previous
+                .as_ref()
+                .map(|p| (self.reuse_secret(p.secret.as_bytes()), p.until))
+        };
         let public = keys
             .public_keys
             .iter()

@@ -11,7 +11,7 @@ use std::sync::{Arc, OnceLock};
 use jsonwebtoken::{Algorithm, Header};
 use parking_lot::RwLock;
 
-use crate::auth::{token_error, Client, ClientClaims, TokenStamp};
+use crate::auth::{token_error, Client, ClientClaims, TokenKeys, TokenStamp};
 use crate::error::{ErrorCode, HeraldError};
 use crate::jwks::{JwksCache, JwksOptions, KeySetSource};
 use crate::keyring::{unsupported_alg, AppKeyring};
@@ -43,6 +43,18 @@ impl Tokens {
             revoked: RevokedTokens::default(),
             source: OnceLock::new(),
         }
+    }
+
+    /// Keeps the default app's previous secret (`previous_token_secret` in the configuration)
+    /// verifying tokens beside the current one, for as long as it stays configured.
+    pub fn set_default_previous(&self, previous: &[u8]) {
+        let mut default = self.default.write();
+        *default = Arc::new(AppKeyring {
+            secret: default.secret.clone(),
+            previous: Some((Arc::new(TokenKeys::new(previous)), u64::MAX)),
+            public: default.public.clone(),
+            jwks: default.jwks.clone(),
+        });
     }
 
     /// Sets what fetches key sets from JWKS URLs, and how often; `false` if one was set.

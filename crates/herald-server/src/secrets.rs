@@ -97,8 +97,15 @@ pub(crate) fn remember_token_secret(settings: &ServerSettings, secret: &str) {
     let path = settings.data.join(TOKEN_SECRET_FINGERPRINT_FILE);
     let fingerprint = herald_core::auth::hash_api_key(&format!("herald token secret:{secret}"));
     let fingerprint = &fingerprint[..16];
+    let previous = settings.previous_token_secret.as_ref().map(|previous| {
+        herald_core::auth::hash_api_key(&format!("herald token secret:{previous}"))[..16].to_owned()
+    });
     match read_secret_file(&path) {
         Ok(Some(before)) if before == fingerprint => return,
+        Ok(Some(before)) if previous.as_deref() == Some(before.as_str()) => tracing::info!(
+            "the client-token secret changed; tokens signed with the one before stay valid while \
+             previous_token_secret is set"
+        ),
         Ok(Some(_)) => tracing::warn!(
             source = if settings.token_secret.is_some() {
                 "configured"

@@ -38,6 +38,9 @@ pub struct ServerSettings {
     /// Client-token secret; `None` uses (or first generates) [`crate::TOKEN_SECRET_FILE`] in
     /// the data directory.
     pub token_secret: Option<String>,
+    /// The default app's secret before `token_secret`: tokens signed with it stay valid beside
+    /// the current secret's while it is set (a rotation's overlap, ended by removing it).
+    pub previous_token_secret: Option<String>,
     /// Limits and switches of the client transports. Its `max_frame_bytes` also bounds a
     /// published message's payload.
     pub edge: EdgeSettings,
@@ -178,6 +181,7 @@ impl ServerSettings {
             previous_api_key: None,
             metrics_token: None,
             token_secret: None,
+            previous_token_secret: None,
             edge: EdgeSettings::default(),
             shutdown_grace: Duration::from_secs(10),
             audit_retention: herald_api::audit::DEFAULT_RETENTION,
@@ -204,6 +208,7 @@ impl std::fmt::Debug for ServerSettings {
             .field("metrics_token", &set(&self.metrics_token))
             .field("previous_api_key", &set(&self.previous_api_key))
             .field("token_secret", &set(&self.token_secret))
+            .field("previous_token_secret", &set(&self.previous_token_secret))
             .field("edge", &self.edge)
             .field("shutdown_grace", &self.shutdown_grace)
             .field("audit_retention", &self.audit_retention)

@@ -71,6 +71,9 @@ impl Parts {
         let secret = token_secret(settings)?;
         crate::secrets::remember_token_secret(settings, &secret);
         let caches = Caches::new(secret.as_bytes());
+        if let Some(previous) = &settings.previous_token_secret {
+            caches.tokens.set_default_previous(previous.as_bytes());
+        }
         node::open(settings, caches).await
     }
 

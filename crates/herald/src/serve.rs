@@ -92,6 +92,7 @@ fn settings(config: &Config) -> ServerSettings {
         metrics_token: config.metrics_token.clone(),
         previous_api_key: config.previous_api_key.clone(),
         token_secret: config.token_secret.clone(),
+        previous_token_secret: config.previous_token_secret.clone(),
         edge: EdgeSettings {
             allow_anonymous: config.allow_anonymous,
             max_frame_bytes: config.max_frame_bytes,

@@ -92,6 +92,7 @@ pub(super) const KEYS: &[Key] = &[
     key("metrics_token", &["HERALD_METRICS_TOKEN"]).secret(),
     key("previous_api_key", &["HERALD_PREVIOUS_API_KEY"]).secret(),
     key("token_secret", &["HERALD_TOKEN_SECRET"]).secret(),
+    key("previous_token_secret", &["HERALD_PREVIOUS_TOKEN_SECRET"]).secret(),
     key("allow_anonymous", &["HERALD_ALLOW_ANONYMOUS"]),
     key("admin_session_ttl", &["HERALD_ADMIN_SESSION_TTL"]),
     key("admin_cookie_secure", &["HERALD_ADMIN_COOKIE_SECURE"]),

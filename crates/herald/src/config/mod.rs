@@ -265,6 +265,9 @@ pub struct Config {
     pub previous_api_key: Option<String>,
     /// Client token secret; `None` means the server uses (or creates) `<data>/token-secret`.
     pub token_secret: Option<String>,
+    /// The default app's token secret before `token_secret`, still verifying tokens while
+    /// clients move over.
+    pub previous_token_secret: Option<String>,
     /// Whether clients without a token may subscribe.
     pub allow_anonymous: bool,
     /// How long an admin dashboard session lasts.

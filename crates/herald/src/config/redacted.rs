@@ -55,6 +55,11 @@ impl Config {
                 "<data>/token-secret is used",
             ),
             (
+                "previous_token_secret",
+                secret(&self.previous_token_secret),
+                "only token_secret verifies tokens",
+            ),
+            (
                 "allow_anonymous",
                 Some(Value::from(self.allow_anonymous)),
                 "",
@@ -251,6 +256,10 @@ impl fmt::Debug for Config {
             .field("metrics_token", &redact(&self.metrics_token))
             .field("previous_api_key", &redact(&self.previous_api_key))
             .field("token_secret", &redact(&self.token_secret))
+            .field(
+                "previous_token_secret",
+                &redact(&self.previous_token_secret),
+            )
             .field("allow_anonymous", &self.allow_anonymous)
             .field("admin_session_ttl", &self.admin_session_ttl)
             .field("admin_cookie_secure", &self.admin_cookie_secure)

@@ -98,6 +98,11 @@ impl Layers {
             metrics_token: self.get("metrics_token", None, secret(16))?,
             previous_api_key: self.get("previous_api_key", None, secret(16))?,
             token_secret: self.get("token_secret", None, secret(MIN_TOKEN_SECRET_BYTES))?,
+            previous_token_secret: self.get(
+                "previous_token_secret",
+                None,
+                secret(MIN_TOKEN_SECRET_BYTES),
+            )?,
             allow_anonymous: self.get("allow_anonymous", false, boolean)?,
             admin_session_ttl: self.get("admin_session_ttl", Duration::from_secs(3600), |r| {
                 Some(duration(r)?)

@@ -526,3 +526,49 @@ async fn the_raw_database_holds_no_app_token_secret() {
     );
     assert!(verify.is_ok(), "minted with the rotated secret");
 }
+
+/// The default app's secret rotates through the configuration: with `previous_token_secret`
+/// set, tokens signed with the secret before stay valid beside the new secret's; a server
+/// without it refuses them.
+#[tokio::test]
+async fn the_default_apps_previous_secret_verifies_while_it_is_configured() {
+    use herald_proto::token::{mint, ClientClaims};
+    const OLD: &str = "the-default-apps-old-secret-0123";
+    let claims = ClientClaims {
+        sub: "alice".into(),
+        channels: vec!["news".into()],
+        ..Default::default()
+    };
+    let old_token = mint(OLD.as_bytes(), &claims);
+    let current_token = mint(crate::support::SECRET.as_bytes(), &claims);
+    let other_token = mint(b"a-secret-no-server-was-given-0123", &claims);
+
+    let overlap = Server::builder()
+        .env("HERALD_PREVIOUS_TOKEN_SECRET", OLD)
+        .start()
+        .await;
+    assert_eq!(ws_status(&overlap, &old_token).await, 101);
+    assert_eq!(ws_status(&overlap, &current_token).await, 101);
+    assert_eq!(ws_status(&overlap, &other_token).await, 401);
+    // Minting uses the current secret only.
+    let (status, minted) = call(
+        &overlap,
+        "POST",
+        "/v1/tokens",
+        crate::support::API_KEY,
+        Some(json!({"sub": "bob", "channels": ["news"]})),
+    )
+    .await;
+    assert_eq!(status, 200, "{minted}");
+    let minted = minted["token"].as_str().unwrap();
+    let verify = jsonwebtoken::DecodingKey::from_secret(crate::support::SECRET.as_bytes());
+    let mut validation = jsonwebtoken::Validation::new(Algorithm::HS256);
+    validation.required_spec_claims.clear();
+    validation.validate_exp = false;
+    jsonwebtoken::decode::<Value>(minted, &verify, &validation)
+        .expect("signed with the current secret");
+
+    let after = Server::builder().start().await;
+    assert_eq!(ws_status(&after, &old_token).await, 401);
+    assert_eq!(ws_status(&after, &current_token).await, 101);
+}
