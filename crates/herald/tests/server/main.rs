@@ -9,6 +9,7 @@ mod client;
 mod cluster;
 mod deadlines;
 mod durability;
+mod faults;
 mod grafana;
 mod meteor;
 mod providers;

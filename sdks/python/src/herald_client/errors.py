@@ -37,6 +37,8 @@ class ErrorCode(str, Enum):
     LIMIT_EXCEEDED = "limit_exceeded"
     STORE_FAILED = "store_failed"
     STORE_UNAVAILABLE = "store_unavailable"
+    INSUFFICIENT_STORAGE = "insufficient_storage"
+    STORE_HALTED = "store_halted"
     INTERNAL = "internal"
     SHUTTING_DOWN = "shutting_down"
 
@@ -75,6 +77,8 @@ _STATUS = {
     ErrorCode.LIMIT_EXCEEDED: 429,
     ErrorCode.STORE_FAILED: 500,
     ErrorCode.STORE_UNAVAILABLE: 503,
+    ErrorCode.INSUFFICIENT_STORAGE: 507,
+    ErrorCode.STORE_HALTED: 503,
     ErrorCode.INTERNAL: 500,
     ErrorCode.SHUTTING_DOWN: 503,
 }
