@@ -11,7 +11,8 @@
 //!   restarts and SQLite recovers from what is really on disk.
 //!
 //! [`WriteFault`] holds the current state for `/healthz`: the writer thread and the checkpoint
-//! thread set it, [`crate::SqliteLog`] reads it.
+//! thread set it, [`crate::SqliteLog`] reads it. The gauge `herald_store_write_fault` shows it
+//! in `/metrics`: 0 while writes work, 1 while there is no space, 2 once halted.
 
 use parking_lot::Mutex;
 use rusqlite::ffi;
@@ -156,6 +157,13 @@ impl WriteFault {
         if matches!(*state, Some(StoreError::Halted { .. })) {
             return;
         }
+        let gauge = match outcome {
+            None => 0.0,
+            Some((_, FaultKind::NoSpace)) => 1.0,
+            Some((_, FaultKind::Fsync)) => 2.0,
+            Some((_, FaultKind::Other)) => gauge_of(state.as_ref()),
+        };
+        metrics::gauge!("herald_store_write_fault").set(gauge);
         match outcome {
             None => {
                 if state.take().is_some() {
@@ -181,6 +189,15 @@ impl WriteFault {
             }
             Some((_, FaultKind::Other)) => {}
         }
+    }
+}
+
+/// `herald_store_write_fault`'s value for a state: 0 writes work, 1 no space, 2 halted.
+fn gauge_of(state: Option<&StoreError>) -> f64 {
+    match state {
+        None => 0.0,
+        Some(StoreError::Halted { .. }) => 2.0,
+        Some(_) => 1.0,
     }
 }
 

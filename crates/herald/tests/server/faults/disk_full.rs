@@ -64,6 +64,8 @@ async fn a_full_disk_answers_507_loses_nothing_and_recovers_when_space_returns()
         let (status, health) = server.get("/healthz").await;
         assert_eq!(status, 503, "{health}");
         assert_eq!(health["error"]["code"], "insufficient_storage", "{health}");
+        let metrics = server.metrics().await;
+        assert!(metrics.contains("herald_store_write_fault 1"), "{metrics}");
         let (status, info) = server.get("/v1/channels/fill").await;
         assert_eq!(status, 200, "reads work while full: {info}");
         assert_eq!(info["seq"].as_u64(), acked.last().map(|a| a.0));
@@ -83,6 +85,8 @@ async fn a_full_disk_answers_507_loses_nothing_and_recovers_when_space_returns()
         assert_eq!(after["seq"].as_u64(), Some(last + 1), "seqs go on with no gap");
         let (status, health) = server.get("/healthz").await;
         assert_eq!((status, health), (200, json!({ "status": "ok" })));
+        let metrics = server.metrics().await;
+        assert!(metrics.contains("herald_store_write_fault 0"), "{metrics}");
         let (status, body) = server
             .post("/v1/devices", json!({ "platform": "herald", "id": "phone-after" }))
             .await;

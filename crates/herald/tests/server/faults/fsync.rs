@@ -119,6 +119,8 @@ async fn a_failed_fsync_halts_writes_until_a_restart_and_loses_nothing_acknowled
         );
         let (status, info) = server.get("/v1/channels/log").await;
         assert_eq!(status, 200, "reads work while halted: {info}");
+        let metrics = server.metrics().await;
+        assert!(metrics.contains("herald_store_write_fault 2"), "{metrics}");
 
         // A restart recovers from what is on disk: everything acknowledged, writes again.
         server.restart().await;
