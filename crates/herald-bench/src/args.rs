@@ -265,3 +265,39 @@ pub struct ReconnectArgs {
     #[arg(long, default_value_t = 0, value_name = "D")]
     pub direct: u64,
 }
+
+/// `herald bench soak`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SoakArgs {
+    /// Flags every scenario takes (`--time-limit` is raised to cover `--duration`).
+    #[command(flatten)]
+    pub common: Common,
+    /// How long the load runs (at most 24h), e.g. 10m, 2h.
+    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub duration: std::time::Duration,
+    /// How often figures are recorded and printed (at least 1s), e.g. 1m, 5s.
+    #[arg(long, default_value = "1m", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub interval: std::time::Duration,
+    /// Messages published per second in total (HTTP, one message per request).
+    #[arg(long, default_value_t = 50.0, value_name = "R")]
+    pub rate: f64,
+    /// Publishing connections sharing `--rate`.
+    #[arg(long, default_value_t = 2, value_name = "P")]
+    pub publishers: u64,
+    /// Channels the messages go to, round robin.
+    #[arg(long, default_value_t = 10, value_name = "C")]
+    pub channels: u64,
+    /// WebSocket subscribers, subscriber `i` on channel `i % C`.
+    #[arg(long, default_value_t = 50, value_name = "N")]
+    pub subscribers: u64,
+    /// Mean life of a subscriber's connection (each lives 0.5 to 1.5 times this, then
+    /// disconnects and reconnects, resuming after the last message it received), e.g. 30s.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub churn: std::time::Duration,
+    /// Devices (platform `herald`, offline) that receive the pushes, round robin.
+    #[arg(long, default_value_t = 20, value_name = "D")]
+    pub devices: u64,
+    /// Device pushes per second (`POST /v1/push` to one device each).
+    #[arg(long, default_value_t = 5.0, value_name = "R")]
+    pub push_rate: f64,
+}

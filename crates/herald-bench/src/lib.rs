@@ -29,7 +29,7 @@ use std::path::PathBuf;
 
 use args::{
     AllToAllArgs, AutoArgs, BaselineArgs, BroadcastArgs, ConnectionsArgs, FanoutArgs,
-    ReconnectArgs, StepArgs, StormArgs,
+    ReconnectArgs, SoakArgs, StepArgs, StormArgs,
 };
 
 const EXAMPLES: &str = "\
@@ -46,6 +46,7 @@ Examples:
   herald bench broadcast --spawn --devices 1000000 --provider apns
   herald bench auto --spawn --devices 10000
   herald bench reconnect-storm --spawn --devices 10000 --pending 100
+  herald bench soak --spawn --duration 10m --out soak-out
   herald bench apns --threads 1,2 --connections 1,2,4
   herald bench fanout --target http://127.0.0.1:7070 --api-key KEY --token-secret SECRET
 
@@ -113,6 +114,12 @@ pub enum Scenario {
         after_help = "Examples:\n  herald bench reconnect-storm --spawn --devices 10000 --pending 100\n  herald bench reconnect-storm --spawn --devices 2000 --pending 50 --direct 10 --transport sse"
     )]
     ReconnectStorm(ReconnectArgs),
+    /// A steady load for a bounded time (at most 24h): publishes, subscribers that reconnect,
+    /// device pushes; the server's memory, open files, latency and errors every interval.
+    #[command(
+        after_help = "Examples:\n  herald bench soak --spawn --duration 10m --out soak-out\n  herald bench soak --spawn --duration 2h --interval 5m --rate 200 --subscribers 500"
+    )]
+    Soak(SoakArgs),
     /// Pushy's benchmark: Herald's APNs client against a raw h2 client, to the mock APNs.
     #[command(
         after_help = "Examples:\n  herald bench apns --threads 1,2 --connections 1,2,4\n  herald bench apns --threads 2 --connections 4 --notifications 500000 --out results/apns"
@@ -239,6 +246,10 @@ async fn run_scenario(scenario: Scenario) -> anyhow::Result<(report::Report, Opt
         Scenario::ReconnectStorm(a) => {
             let out = a.common.out.clone();
             (scenario::reconnect::run(a).await?, out)
+        }
+        Scenario::Soak(a) => {
+            let out = a.common.out.clone();
+            (scenario::soak::run(a).await?, out)
         }
         Scenario::Apns(a) => providers(a, scenario::providers::Provider::Apns).await?,
         Scenario::Fcm(a) => providers(a, scenario::providers::Provider::Fcm).await?,

@@ -124,6 +124,8 @@ pub struct Report {
     pub lines: Vec<String>,
     /// The chart.
     pub chart: Option<Chart>,
+    /// Charts drawn under `chart` in the same SVG document (a soak's panels).
+    pub charts_below: Vec<Chart>,
     /// Floors measured in the same run.
     pub baseline: Option<Floors>,
     /// What stopped the run or bounded its figures.
@@ -149,6 +151,7 @@ impl Report {
             csv_override: None,
             lines: Vec::new(),
             chart: None,
+            charts_below: Vec::new(),
             baseline: None,
             limited_by: String::new(),
             cpu: None,
@@ -323,7 +326,14 @@ impl Report {
         .with_context(|| format!("cannot write {}", summary.display()))?;
         if let Some(chart) = &self.chart {
             let svg = dir.join(format!("{}.svg", self.scenario));
-            std::fs::write(&svg, chart.render())
+            let drawing = if self.charts_below.is_empty() {
+                chart.render()
+            } else {
+                let mut all = vec![chart.clone()];
+                all.extend(self.charts_below.iter().cloned());
+                crate::svg::stack(&all)
+            };
+            std::fs::write(&svg, drawing)
                 .with_context(|| format!("cannot write {}", svg.display()))?;
         }
         Ok(())

@@ -143,6 +143,32 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// Renders `charts` one under the other as one standalone SVG document (a soak's panels).
+pub fn stack(charts: &[Chart]) -> String {
+    let mut s = String::new();
+    let height = H * charts.len().max(1) as f64;
+    let _ = write!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{height}" viewBox="0 0 {W} {height}" font-family="sans-serif" font-size="12">"#
+    );
+    for (i, chart) in charts.iter().enumerate() {
+        let one = chart.render();
+        // The chart's drawing, without its own root element.
+        let inner = one
+            .find('>')
+            .map(|end| &one[end + 1..])
+            .and_then(|rest| rest.trim_end().strip_suffix("</svg>"))
+            .unwrap_or("");
+        let _ = write!(
+            s,
+            r#"<g transform="translate(0 {})">{inner}</g>"#,
+            H * i as f64
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
 impl Chart {
     /// Renders the chart as a standalone SVG document.
     pub fn render(&self) -> String {
@@ -348,5 +374,27 @@ mod tests {
         );
         assert_eq!(nice_step(98.0, 6.0), 20.0);
         assert_eq!(label(25000.0), "25k");
+    }
+
+    #[test]
+    fn stacked_charts_are_one_document() {
+        let panel = |title: &str| Chart {
+            title: title.into(),
+            x_label: "minutes".into(),
+            y_label: "MB".into(),
+            series: vec![Series::Line {
+                name: "rss".into(),
+                points: vec![(0.0, 1.0), (1.0, 2.0)],
+                color: "#1f5fa8",
+            }],
+        };
+        let svg = stack(&[panel("memory"), panel("files"), panel("errors")]);
+        assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+        assert!(svg.trim_end().ends_with("</svg>"));
+        assert_eq!(svg.matches("<svg").count(), 1);
+        assert_eq!(svg.matches("</svg>").count(), 1);
+        assert_eq!(svg.matches("<g transform=").count(), 3);
+        assert!(svg.contains(">memory<") && svg.contains(">errors<"));
+        assert!(svg.contains(&format!("height=\"{}\"", 3.0 * H)));
     }
 }

@@ -655,3 +655,85 @@ fn fcm_and_webpush_compare_heralds_clients_with_raw_h2() {
     assert!(cost["cpu"].as_f64().is_some(), "{s:#}");
     check_files(out.path(), "webpush", PROVIDER_HEADER);
 }
+
+const SOAK_HEADER: &str = "t_s,rss_mb,open_files,publishes,publish_p50_ms,publish_p99_ms,\
+deliveries,delivery_p99_ms,reconnects,pushes,errors";
+
+/// `soak` for three short intervals: a row per interval with the server's memory and files,
+/// the load ran (publishes stored, messages delivered, pushes accepted) without errors, the
+/// summary has the growth figures, and the chart has its four panels in one document.
+#[test]
+fn soak_records_every_interval() {
+    let (s, out) = bench(&[
+        "soak",
+        "--duration",
+        "6s",
+        "--interval",
+        "2s",
+        "--churn",
+        "1s",
+        "--rate",
+        "20",
+        "--subscribers",
+        "6",
+        "--channels",
+        "3",
+        "--devices",
+        "3",
+        "--push-rate",
+        "3",
+        "--no-baseline",
+    ]);
+    check_summary(&s, "soak");
+    check_files(out.path(), "soak", SOAK_HEADER);
+    let csv = std::fs::read_to_string(out.path().join("soak.csv")).unwrap();
+    let rows: Vec<Vec<&str>> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    assert_eq!(rows.len(), 3, "one row per interval: {csv}");
+    for row in &rows {
+        assert!(row[1].parse::<f64>().unwrap() > 0.0, "rss_mb: {row:?}");
+        assert!(row[2].parse::<u64>().unwrap() > 0, "open_files: {row:?}");
+    }
+    let d = &s["details"];
+    assert!(d["publishes"].as_u64().unwrap() > 0, "{d:#}");
+    assert!(d["deliveries"].as_u64().unwrap() > 0, "{d:#}");
+    assert!(d["pushes"].as_u64().unwrap() > 0, "{d:#}");
+    assert_eq!(d["errors"], 0, "{d:#}");
+    assert_eq!(d["intervals"], 3);
+    for key in ["first", "last", "total", "per_hour"] {
+        assert!(d["rss_mb"][key].as_f64().is_some(), "rss_mb.{key}: {d:#}");
+        assert!(
+            d["open_files"][key].as_f64().is_some(),
+            "open_files.{key}: {d:#}"
+        );
+    }
+    let svg = std::fs::read_to_string(out.path().join("soak.svg")).unwrap();
+    assert_eq!(svg.matches("<g transform=").count(), 4, "four panels");
+}
+
+/// A soak is bounded: more than 24 hours, or an interval longer than the run, is refused
+/// before anything starts.
+#[test]
+fn soak_refuses_unbounded_runs() {
+    for args in [
+        ["--duration", "25h", "--interval", "1m"],
+        ["--duration", "10s", "--interval", "1m"],
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_herald-bench"))
+            .arg("soak")
+            .args(args)
+            .args(["--spawn", "--server-bin"])
+            .arg(server_bin())
+            .output()
+            .expect("run herald-bench");
+        assert!(!output.status.success(), "{args:?} was accepted");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("--duration") || stderr.contains("--interval"),
+            "{stderr}"
+        );
+    }
+}

@@ -385,6 +385,12 @@ impl Engine {
         self.log.list(after, limit).await.map_err(HeraldError::from)
     }
 
+    /// Why the log's writes fail now, if they do for longer than one request (see
+    /// [`ChannelLog::write_fault`]).
+    pub fn store_write_fault(&self) -> Option<crate::log::StoreError> {
+        self.log.write_fault()
+    }
+
     /// Live subscribers of a channel on this node.
     pub fn subscriber_count(&self, channel: &ChannelName) -> usize {
         self.hub.subscriber_count(channel)

@@ -120,4 +120,11 @@ pub trait ChannelLog: Send + Sync {
 
     /// Flushes and stops accepting appends; waits for in-flight appends to finish.
     async fn close(&self);
+
+    /// Why writes fail now, if they do for a reason that outlasts one request: no space left
+    /// (until a write succeeds again), or writes stopped after a failed fsync (until a restart).
+    /// `/healthz` reports it. `None` while writes work.
+    fn write_fault(&self) -> Option<StoreError> {
+        None
+    }
 }

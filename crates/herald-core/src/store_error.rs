@@ -32,6 +32,24 @@ pub enum StoreError {
         #[source]
         source: Option<BackendError>,
     },
+    /// The store has no space left (a full disk or quota, a file-size limit, PostgreSQL's
+    /// `disk_full`). Nothing happened; writes succeed again once space is freed.
+    #[error("store is out of space: {context}")]
+    Full {
+        /// What the store was doing.
+        context: String,
+        /// The backend's error.
+        #[source]
+        source: Option<BackendError>,
+    },
+    /// The store stopped accepting writes: an fsync failed, so data the operating system said
+    /// it had written may be lost, and nothing more is acknowledged until the server restarts
+    /// (and recovers from what is really on disk). Nothing happened.
+    #[error("store stopped accepting writes: {context}")]
+    Halted {
+        /// Why, and what to do.
+        context: String,
+    },
     /// The store is closed (shutting down).
     #[error("store is closed")]
     Closed,
@@ -69,6 +87,25 @@ impl StoreError {
         }
     }
 
+    /// The store ran out of space while doing `context` (see [`StoreError::Full`]).
+    pub fn full(
+        context: impl Into<String>,
+        source: impl Error + Send + Sync + 'static,
+    ) -> StoreError {
+        StoreError::Full {
+            context: context.into(),
+            source: Some(Arc::new(source)),
+        }
+    }
+
+    /// The store refuses writes until a restart, for the reason `context` (see
+    /// [`StoreError::Halted`]).
+    pub fn halted(context: impl Into<String>) -> StoreError {
+        StoreError::Halted {
+            context: context.into(),
+        }
+    }
+
     /// This error and each of its sources, joined by `": "`.
     pub fn chain(&self) -> String {
         let mut text = self.to_string();
@@ -83,8 +120,10 @@ impl StoreError {
 
 impl From<StoreError> for crate::error::HeraldError {
     /// What a client is told of a storage failure: `shutting_down` while the store closes,
-    /// `store_unavailable` (503, retry) while it cannot be reached, `store_failed` otherwise,
-    /// with the whole chain of causes (which is also logged).
+    /// `store_unavailable` (503, retry) while it cannot be reached, `insufficient_storage`
+    /// (507) while it has no space left, `store_halted` (503) once it stopped accepting writes
+    /// after a failed fsync, `store_failed` otherwise, with the whole chain of causes (which is
+    /// also logged).
     fn from(e: StoreError) -> Self {
         use crate::error::{ErrorCode, HeraldError};
         match e {
@@ -94,6 +133,12 @@ impl From<StoreError> for crate::error::HeraldError {
                 tracing::warn!(error = %chain, "store unavailable");
                 HeraldError::new(ErrorCode::StoreUnavailable, chain)
             }
+            StoreError::Full { .. } => {
+                let chain = e.chain();
+                tracing::warn!(error = %chain, "store out of space");
+                HeraldError::new(ErrorCode::InsufficientStorage, chain)
+            }
+            StoreError::Halted { .. } => HeraldError::new(ErrorCode::StoreHalted, e.chain()),
             StoreError::Backend { .. } => {
                 let chain = e.chain();
                 tracing::error!(error = %chain, "store failed");
@@ -121,5 +166,24 @@ mod tests {
         assert_eq!(told.message, "store failed: database error: disk on fire");
         let closed = crate::HeraldError::from(StoreError::Closed);
         assert_eq!(closed.code, ErrorCode::ShuttingDown);
+    }
+
+    #[test]
+    fn no_space_and_a_halted_store_have_codes_of_their_own() {
+        let full = StoreError::full("append", std::io::Error::other("No space left on device"));
+        let told = crate::HeraldError::from(full);
+        assert_eq!(told.code, ErrorCode::InsufficientStorage);
+        assert_eq!(told.code.http_status(), 507);
+        assert_eq!(
+            told.message,
+            "store is out of space: append: No space left on device"
+        );
+        let halted = crate::HeraldError::from(StoreError::halted("an fsync failed"));
+        assert_eq!(halted.code, ErrorCode::StoreHalted);
+        assert_eq!(halted.code.http_status(), 503);
+        assert_eq!(
+            halted.message,
+            "store stopped accepting writes: an fsync failed"
+        );
     }
 }

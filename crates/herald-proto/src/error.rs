@@ -41,6 +41,13 @@ pub enum ErrorCode {
     /// The store cannot be reached now (a cluster's database is down or unreachable); the
     /// action did not happen; retry after the `Retry-After` the answer carries.
     StoreUnavailable,
+    /// The store has no space left (disk full, a file-size limit, PostgreSQL's `disk_full`); the
+    /// action did not happen; writes work again once space is freed.
+    InsufficientStorage,
+    /// The store stopped accepting writes after a failed fsync (the operating system may have
+    /// dropped written data, so nothing more is acknowledged); the action did not happen; an
+    /// operator restarts the server after checking the disk.
+    StoreHalted,
     /// Anything else that is the server's fault.
     Internal,
     /// A tag does not follow the tag grammar.
@@ -60,7 +67,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in the order docs/protocol.md lists them.
-    pub const ALL: [ErrorCode; 23] = [
+    pub const ALL: [ErrorCode; 25] = [
         ErrorCode::BadRequest,
         ErrorCode::UnknownCommand,
         ErrorCode::ChannelInvalid,
@@ -82,6 +89,8 @@ impl ErrorCode {
         ErrorCode::RateLimited,
         ErrorCode::StoreFailed,
         ErrorCode::StoreUnavailable,
+        ErrorCode::InsufficientStorage,
+        ErrorCode::StoreHalted,
         ErrorCode::Internal,
         ErrorCode::ShuttingDown,
     ];
@@ -105,6 +114,8 @@ impl ErrorCode {
             ErrorCode::ShuttingDown => "shutting_down",
             ErrorCode::StoreFailed => "store_failed",
             ErrorCode::StoreUnavailable => "store_unavailable",
+            ErrorCode::InsufficientStorage => "insufficient_storage",
+            ErrorCode::StoreHalted => "store_halted",
             ErrorCode::Internal => "internal",
             ErrorCode::TagInvalid => "tag_invalid",
             ErrorCode::TagExpressionInvalid => "tag_expression_invalid",
@@ -141,7 +152,8 @@ impl ErrorCode {
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::TooLarge => 413,
             ErrorCode::RequestTimeout => 408,
-            ErrorCode::ShuttingDown | ErrorCode::StoreUnavailable => 503,
+            ErrorCode::ShuttingDown | ErrorCode::StoreUnavailable | ErrorCode::StoreHalted => 503,
+            ErrorCode::InsufficientStorage => 507,
             ErrorCode::StoreFailed | ErrorCode::Internal => 500,
         }
     }

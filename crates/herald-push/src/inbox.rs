@@ -452,7 +452,10 @@ impl Inbox {
 fn audience_not_recorded(app: &AppId, e: &StoreError) {
     match e {
         StoreError::Closed => tracing::debug!(%app, "audience count dropped at shutdown"),
-        StoreError::Backend { .. } | StoreError::Unavailable { .. } => {
+        StoreError::Backend { .. }
+        | StoreError::Unavailable { .. }
+        | StoreError::Full { .. }
+        | StoreError::Halted { .. } => {
             tracing::warn!(%app, error = %e, "cannot record a push's audience")
         }
     }

@@ -25,6 +25,7 @@ use rusqlite::Connection;
 use herald_core::log::StoreError;
 
 use crate::backend;
+use crate::fault::{self, WriteFault};
 
 /// How often the WAL is checkpointed.
 const INTERVAL: Duration = Duration::from_secs(1);
@@ -49,6 +50,7 @@ impl Checkpointer {
         path: &Path,
         restart_bytes: u64,
         restart_wanted: Arc<AtomicBool>,
+        fault: Arc<WriteFault>,
     ) -> Result<Checkpointer, StoreError> {
         let conn = Connection::open(path).map_err(backend)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(backend)?;
@@ -62,6 +64,7 @@ impl Checkpointer {
             restart_wanted,
             restart_pages,
             page_size,
+            fault,
         };
         let handle = std::thread::Builder::new()
             .name("herald-store-checkpoint".into())
@@ -95,6 +98,8 @@ struct Pass {
     restart_wanted: Arc<AtomicBool>,
     restart_pages: i64,
     page_size: i64,
+    /// Where a failed fsync is recorded (it halts writes).
+    fault: Arc<WriteFault>,
 }
 
 impl Pass {
@@ -109,19 +114,20 @@ impl Pass {
                     break;
                 }
             }
-            if let Some(pages) = checkpoint(&conn, "PASSIVE") {
+            if let Some(pages) = checkpoint(&conn, "PASSIVE", &self.fault) {
                 metrics::gauge!("herald_store_wal_bytes").set((pages * self.page_size) as f64);
                 if pages > self.restart_pages {
                     self.restart_wanted.store(true, Ordering::Relaxed);
                 }
             }
         }
-        checkpoint(&conn, "TRUNCATE");
+        checkpoint(&conn, "TRUNCATE", &self.fault);
     }
 }
 
-/// Runs one checkpoint on `conn`; returns how many pages the log held.
-pub(crate) fn checkpoint(conn: &Connection, mode: &'static str) -> Option<i64> {
+/// Runs one checkpoint on `conn`; returns how many pages the log held. A failed fsync is
+/// recorded in `fault`, which halts writes (see [`crate::fault`]).
+pub(crate) fn checkpoint(conn: &Connection, mode: &'static str, fault: &WriteFault) -> Option<i64> {
     let started = std::time::Instant::now();
     let result = conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |row| {
         Ok((
@@ -138,7 +144,12 @@ pub(crate) fn checkpoint(conn: &Connection, mode: &'static str) -> Option<i64> {
             Some(wal_pages)
         }
         Err(e) => {
-            tracing::warn!(error = %e, mode, "WAL checkpoint failed");
+            let errno = std::io::Error::last_os_error().raw_os_error();
+            let err = backend(e);
+            if fault::classify(&err, errno) == fault::FaultKind::Fsync {
+                fault.record(Some((&err, fault::FaultKind::Fsync)));
+            }
+            tracing::warn!(error = %err.chain(), mode, "WAL checkpoint failed");
             None
         }
     }

@@ -24,6 +24,7 @@ mod batch;
 mod checkpoint;
 mod credentials;
 mod devices;
+mod fault;
 mod job_counts;
 mod jobs;
 mod log;

@@ -18,6 +18,7 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::oneshot;
 
 use crate::checkpoint::Checkpointer;
+use crate::fault::WriteFault;
 use crate::options::SqliteOptions;
 use crate::reader::{self, ReadPool};
 use crate::writer::{AppendRequest, Request, WriteJob, Writer};
@@ -33,6 +34,8 @@ pub struct SqliteLog {
     readers: Arc<ReadPool>,
     /// Background WAL checkpoints; stopped after the writer.
     checkpointer: Mutex<Option<Checkpointer>>,
+    /// Why writes fail now, for `/healthz`.
+    fault: Arc<WriteFault>,
 }
 
 /// Makes the database readable by its owner only: created so when missing (SQLite gives its
@@ -90,10 +93,22 @@ impl SqliteLog {
         // Raised by the checkpoint thread when the write-ahead log should start again; the
         // writer restarts it between two batches.
         let restart_wanted = Arc::new(AtomicBool::new(false));
-        let checkpointer =
-            Checkpointer::start(&path, options.wal_restart_bytes, restart_wanted.clone())?;
+        let fault = Arc::new(WriteFault::default());
+        let checkpointer = Checkpointer::start(
+            &path,
+            options.wal_restart_bytes,
+            restart_wanted.clone(),
+            fault.clone(),
+        )?;
         let (tx, rx) = mpsc::channel();
-        let writer = Writer::new(conn, options.sync, options.max_batch, sink, restart_wanted);
+        let writer = Writer::new(
+            conn,
+            options.sync,
+            options.max_batch,
+            sink,
+            restart_wanted,
+            fault.clone(),
+        );
         let handle = std::thread::Builder::new()
             .name("herald-store-writer".into())
             .spawn(move || writer.run(rx))
@@ -104,6 +119,7 @@ impl SqliteLog {
             writer: Mutex::new(Some(handle)),
             readers,
             checkpointer: Mutex::new(Some(checkpointer)),
+            fault,
         }))
     }
 
@@ -251,6 +267,10 @@ impl ChannelLog for SqliteLog {
         if let Some(mut checkpointer) = checkpointer {
             let _ = tokio::task::spawn_blocking(move || checkpointer.stop()).await;
         }
+    }
+
+    fn write_fault(&self) -> Option<StoreError> {
+        self.fault.current()
     }
 }
 

@@ -6,6 +6,11 @@
 //! Between batches it sweeps expired messages about every 30 s, and in the same sweep (its own
 //! transaction) deletes a chunk of finished provider jobs of long-expired pushes. It exits when every sender is
 //! gone, after finishing what was queued.
+//!
+//! A failed batch fails every request it held and the thread goes on with the next one. A batch
+//! that failed for lack of space or on an fsync is recorded in the shared [`WriteFault`]; once
+//! an fsync failed, every later request is refused without touching the database (see
+//! [`crate::fault`]).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,6 +25,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use tokio::sync::oneshot;
 
 use crate::batch::{self, Batch, ChannelCache};
+use crate::fault::{self, WriteFault};
 use crate::options::SyncMode;
 use crate::{backend, checkpoint, jobs, retention, schema};
 
@@ -85,6 +91,8 @@ pub(crate) struct Writer {
     cache: ChannelCache,
     /// Set by the checkpoint thread when the write-ahead log should start again.
     restart_wanted: Arc<AtomicBool>,
+    /// Why writes fail now (no space, or halted after a failed fsync).
+    fault: Arc<WriteFault>,
 }
 
 impl Writer {
@@ -94,6 +102,7 @@ impl Writer {
         max_batch: usize,
         sink: Arc<dyn CommitSink>,
         restart_wanted: Arc<AtomicBool>,
+        fault: Arc<WriteFault>,
     ) -> Self {
         Writer {
             conn,
@@ -102,6 +111,7 @@ impl Writer {
             sink,
             cache: ChannelCache::default(),
             restart_wanted,
+            fault,
         }
     }
 
@@ -112,7 +122,7 @@ impl Writer {
             return;
         }
         let _ = self.conn.busy_timeout(checkpoint::RESTART_WAIT);
-        checkpoint::checkpoint(&self.conn, "RESTART");
+        checkpoint::checkpoint(&self.conn, "RESTART", &self.fault);
         let _ = self.conn.busy_timeout(schema::BUSY_TIMEOUT);
     }
 
@@ -128,13 +138,19 @@ impl Writer {
                 {
                     Ok(request) => request,
                     Err(RecvTimeoutError::Timeout) => {
-                        let _ = self.sweep(now_millis());
+                        if self.fault.halted().is_none() {
+                            let _ = self.sweep(now_millis());
+                        }
                         next_trim = Instant::now() + AGE_TRIM_INTERVAL;
                         continue;
                     }
                     Err(RecvTimeoutError::Disconnected) => break,
                 },
             };
+            if let Some(halted) = self.fault.halted() {
+                refuse(first, halted);
+                continue;
+            }
             match first {
                 Request::Append(append) => {
                     self.commit_batch(Grouped::Append(append), &requests, &mut pending)
@@ -170,8 +186,13 @@ impl Writer {
         pending: &mut Option<Request>,
     ) {
         let mut replies = Replies::default();
-        match self.transact(first, requests, pending, &mut replies) {
+        let result = self.transact(first, requests, pending, &mut replies);
+        // Read at once: SQLite reports a write that failed with EFBIG or EDQUOT as a plain
+        // write error, and only errno tells that it was for lack of space.
+        let errno = std::io::Error::last_os_error().raw_os_error();
+        match result {
             Ok(batch) => {
+                self.fault.record(None);
                 batch::finish(&mut self.cache);
                 let new = &batch.new_messages;
                 metrics::histogram!("herald_store_batch_messages").record(batch.requested as f64);
@@ -191,8 +212,11 @@ impl Writer {
             }
             Err(err) => {
                 self.cache.forget_touched();
+                let err = fault::observe_with_errno(&self.fault, err, errno);
                 let requests = replies.appends.len() + replies.writes.len();
-                tracing::error!(error = %err, requests, "store batch failed");
+                if matches!(err, StoreError::Backend { .. }) {
+                    tracing::error!(error = %err, requests, "store batch failed");
+                }
                 for reply in replies.appends {
                     let _ = reply.send(Err(err.clone()));
                 }
@@ -245,7 +269,8 @@ impl Writer {
                 }
                 Grouped::Write(write) => {
                     size += 1;
-                    let result = apply_in_savepoint(&mut tx, write.apply);
+                    let result = apply_in_savepoint(&mut tx, write.apply)
+                        .map_err(|err| fault::observe(&self.fault, err));
                     replies.writes.push((write.done, result));
                 }
             }
@@ -282,6 +307,7 @@ impl Writer {
                 .record(started.elapsed().as_secs_f64());
             Ok(trimmed)
         })();
+        let errno = std::io::Error::last_os_error().raw_os_error();
         let result = match trimmed {
             Ok(trimmed) => {
                 retention::apply_to_cache(&mut self.cache, &trimmed);
@@ -296,6 +322,7 @@ impl Writer {
                 Ok(deleted)
             }
             Err(err) => {
+                let err = fault::observe_with_errno(&self.fault, err, errno);
                 tracing::error!(error = %err, "expired-message sweep failed");
                 Err(err)
             }
@@ -321,6 +348,19 @@ impl Writer {
             Ok(0) => {}
             Ok(pruned) => tracing::debug!(pruned, "finished jobs of expired pushes removed"),
             Err(err) => tracing::error!(error = %err, "finished-job prune failed"),
+        }
+    }
+}
+
+/// Answers a request the halted store will not run.
+fn refuse(request: Request, halted: StoreError) {
+    match request {
+        Request::Append(append) => {
+            let _ = append.reply.send(Err(halted));
+        }
+        Request::Write(write) => (write.done)(Err(halted)),
+        Request::TrimExpired { reply, .. } => {
+            let _ = reply.send(Err(halted));
         }
     }
 }

@@ -18,6 +18,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     // Listening for the signal starts before the listeners do: a SIGTERM that arrives once a
     // client can connect then shuts down in order instead of killing the process.
     let mut signals = Signals::install();
+    survive_file_size_limit();
     warn_about_retention_from_meteor_conf(&config);
     if let crate::config::Source::Flag(flag) = config.source("token_secret") {
         tracing::warn!(
@@ -54,6 +55,34 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// SIGXFSZ's number (the same on Linux, the BSDs and macOS).
+#[cfg(unix)]
+const SIGXFSZ: i32 = 25;
+
+/// A write past the process's file-size limit (`RLIMIT_FSIZE`, e.g. systemd's `LimitFSIZE`)
+/// raises SIGXFSZ, whose default action kills the process. Handling it instead makes the write
+/// fail with `EFBIG`, which the store answers as a full disk (`507 insufficient_storage`), and
+/// writes resume once the limit is raised. Each signal is logged.
+fn survive_file_size_limit() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::from_raw(SIGXFSZ)) {
+            Ok(mut file_size) => {
+                tokio::spawn(async move {
+                    while file_size.recv().await.is_some() {
+                        tracing::warn!(
+                            "a write went past the file-size limit (RLIMIT_FSIZE); it failed and \
+                             the store answers insufficient_storage until the limit is raised"
+                        );
+                    }
+                });
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot handle SIGXFSZ"),
+        }
+    }
 }
 
 /// Exit code when a second signal cuts the shutdown short (128 + SIGINT, as shells report it).

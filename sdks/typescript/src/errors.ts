@@ -27,6 +27,8 @@ export const SERVER_ERROR_STATUS = {
   rate_limited: 429,
   store_failed: 500,
   store_unavailable: 503,
+  insufficient_storage: 507,
+  store_halted: 503,
   internal: 500,
   shutting_down: 503,
 } as const;

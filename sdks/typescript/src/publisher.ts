@@ -251,6 +251,14 @@ export class HeraldPublisher {
     return this.json({ method: 'POST', path: `/v1/apps/${segment(appId)}/token-secret`, auth: 'either', body });
   }
 
+  /**
+   * The audit log of admin actions, newest first, a page at a time (`next_cursor` names the next
+   * page): every app's with the admin key, the key's own app's with a publisher key.
+   */
+  listAuditEntries(query?: QueryOf<'listAuditEntries'>): Promise<AnswerOf<'listAuditEntries', 200>> {
+    return this.json({ method: 'GET', path: '/v1/audit', auth: 'either', query });
+  }
+
   appStats(appId: string): Promise<AnswerOf<'appStats', 200>> {
     return this.json({ method: 'GET', path: `/v1/apps/${segment(appId)}/stats`, auth: 'either' });
   }

@@ -1,6 +1,7 @@
 // An app's token keys through the publisher against the real server: public keys set and read
 // back, an ES256 token signed here (node:crypto) accepted by a long-poll, a secret rotation, and
-// the error paths (a key that is not a PEM public key, the default app's secret).
+// the error paths (a key that is not a PEM public key, the default app's secret), and those
+// actions read back from the audit log.
 
 import assert from 'node:assert/strict';
 import { createSign, generateKeyPairSync } from 'node:crypto';
@@ -53,4 +54,13 @@ test('token keys: an ES256 key verifies tokens signed by the backend; rotation a
   await fails(admin.setTokenKeys('sdk-token-keys', { keys: [{ kid: 'k2', alg: 'ES256', pem: 'junk' }] }), 'bad_request', 400);
   await fails(admin.rotateTokenSecret('default'), 'bad_request', 400);
   await fails(admin.getTokenKeys('no-such-app'), 'not_found', 404);
+
+  // Each of those admin actions is in the audit log, newest first, and never with a secret.
+  const audit = await admin.listAuditEntries({ app: 'sdk-token-keys', limit: 10 });
+  assert.deepEqual(
+    audit.entries.map((e) => `${e.action} ${e.result}`),
+    ['token_keys.set bad_request', 'token_secret.rotate ok', 'token_keys.set ok', 'app.create ok'],
+  );
+  assert.ok(!JSON.stringify(audit).includes(rotated.token_secret));
+  await fails(admin.listAuditEntries({ limit: 0 }), 'bad_request', 400);
 });

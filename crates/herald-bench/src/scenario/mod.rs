@@ -12,6 +12,7 @@ pub mod provider_api;
 pub mod provider_broadcast;
 pub mod providers;
 pub mod reconnect;
+pub mod soak;
 pub mod sqlite_floor;
 pub mod steps;
 pub mod storm;

@@ -61,17 +61,25 @@ impl Default for PostgresOptions {
     }
 }
 
-/// Wraps a PostgreSQL error as a [`StoreError::Backend`].
 /// Wraps a PostgreSQL error: [`StoreError::Unavailable`] when the server could not be reached
 /// or went away (a lost connection, SQLSTATE class 08 "connection exception", 57P01-57P03 "the
 /// server is shutting down or starting"), so the API answers `503` with `Retry-After` and the
-/// client retries; [`StoreError::Backend`] for everything else.
+/// client retries; [`StoreError::Full`] when the server is out of disk space (SQLSTATE 53100
+/// `disk_full`), answered `507 insufficient_storage`; [`StoreError::Backend`] for everything
+/// else.
 pub(crate) fn pg_error(err: tokio_postgres::Error) -> StoreError {
     if is_unavailable(&err) {
         StoreError::unavailable("PostgreSQL is not reachable", err)
+    } else if err.code().is_some_and(|code| is_disk_full(code.code())) {
+        StoreError::full("PostgreSQL is out of disk space", err)
     } else {
         StoreError::backend("database error", err)
     }
+}
+
+/// Whether an SQLSTATE says the database server has no space left: 53100 `disk_full`.
+fn is_disk_full(sqlstate: &str) -> bool {
+    sqlstate == tokio_postgres::error::SqlState::DISK_FULL.code()
 }
 
 fn is_unavailable(err: &tokio_postgres::Error) -> bool {
@@ -199,6 +207,9 @@ fn pool_error(target: &Target, err: PoolError) -> StoreError {
 pub(crate) fn pool_failure(what: &str, err: PoolError) -> StoreError {
     match err {
         PoolError::Closed => StoreError::Closed,
+        PoolError::Backend(e) if e.code().is_some_and(|code| is_disk_full(code.code())) => {
+            StoreError::full(format!("{what} is out of disk space"), e)
+        }
         PoolError::Backend(e) if !is_unavailable(&e) => {
             StoreError::backend(format!("cannot use {what}"), e)
         }
@@ -283,3 +294,16 @@ impl Drop for PostgresStore {
 
 /// How long the writer waits between age sweeps.
 pub(crate) const AGE_TRIM_INTERVAL: Duration = Duration::from_secs(30);
+
+#[cfg(test)]
+mod tests {
+    use super::is_disk_full;
+
+    #[test]
+    fn only_disk_full_is_out_of_space() {
+        assert!(is_disk_full("53100"));
+        for other in ["53000", "53200", "53300", "58030", "08006", "23505"] {
+            assert!(!is_disk_full(other), "{other}");
+        }
+    }
+}

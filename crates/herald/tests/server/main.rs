@@ -10,6 +10,7 @@ mod client;
 mod cluster;
 mod deadlines;
 mod durability;
+mod faults;
 mod grafana;
 mod limits;
 mod meteor;

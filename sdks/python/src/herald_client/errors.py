@@ -38,6 +38,8 @@ class ErrorCode(str, Enum):
     RATE_LIMITED = "rate_limited"
     STORE_FAILED = "store_failed"
     STORE_UNAVAILABLE = "store_unavailable"
+    INSUFFICIENT_STORAGE = "insufficient_storage"
+    STORE_HALTED = "store_halted"
     INTERNAL = "internal"
     SHUTTING_DOWN = "shutting_down"
 
@@ -77,6 +79,8 @@ _STATUS = {
     ErrorCode.RATE_LIMITED: 429,
     ErrorCode.STORE_FAILED: 500,
     ErrorCode.STORE_UNAVAILABLE: 503,
+    ErrorCode.INSUFFICIENT_STORAGE: 507,
+    ErrorCode.STORE_HALTED: 503,
     ErrorCode.INTERNAL: 500,
     ErrorCode.SHUTTING_DOWN: 503,
 }

@@ -358,7 +358,11 @@ export interface paths {
         };
         /**
          * Liveness
-         * @description Answers `200 {"status":"ok"}` while the server is serving HTTP.
+         * @description Answers `200 {"status":"ok"}` while the server is serving HTTP and its store takes
+         *     writes. While the store's writes fail it answers `503` with the store's error:
+         *     `insufficient_storage` while the disk (or a file-size limit) has no space left (it answers
+         *     `200` again once a write succeeds), `store_halted` once an fsync failed (until the server
+         *     is restarted).
          */
         get: operations["health"];
         put?: never;
@@ -1288,11 +1292,13 @@ export interface components {
          *     `tag_invalid`, `tag_expression_invalid`, `device_invalid`; 401 for `unauthorized`,
          *     `token_expired`; 403 `forbidden`; 404 `not_found`; 405 `method_not_allowed`;
          *     408 `request_timeout`; 409 `conflict`; 413 `too_large`; 429 `limit_exceeded`, `rate_limited` (with `Retry-After`); 500 `store_failed`, `internal`;
-         *     503 `shutting_down`, `store_unavailable` (with `Retry-After`). (`unknown_command`, `already_subscribed` and `not_subscribed` only
+         *     503 `shutting_down`, `store_unavailable` (with `Retry-After`), `store_halted` (writes stopped after a failed
+         *     fsync, until a restart); 507 `insufficient_storage` (no space left; writes resume once space is freed).
+         *     (`unknown_command`, `already_subscribed` and `not_subscribed` only
          *     occur on the WebSocket; `not_found` and `method_not_allowed` only over HTTP.)
          * @enum {string}
          */
-        ErrorCode: "bad_request" | "unknown_command" | "channel_invalid" | "unauthorized" | "token_expired" | "forbidden" | "too_large" | "request_timeout" | "already_subscribed" | "not_subscribed" | "too_many_subscriptions" | "not_found" | "method_not_allowed" | "shutting_down" | "store_failed" | "store_unavailable" | "internal" | "tag_invalid" | "tag_expression_invalid" | "device_invalid" | "conflict" | "limit_exceeded" | "rate_limited";
+        ErrorCode: "bad_request" | "unknown_command" | "channel_invalid" | "unauthorized" | "token_expired" | "forbidden" | "too_large" | "request_timeout" | "already_subscribed" | "not_subscribed" | "too_many_subscriptions" | "not_found" | "method_not_allowed" | "shutting_down" | "store_failed" | "store_unavailable" | "insufficient_storage" | "store_halted" | "internal" | "tag_invalid" | "tag_expression_invalid" | "device_invalid" | "conflict" | "limit_exceeded" | "rate_limited";
         ErrorBody: {
             code: components["schemas"]["ErrorCode"];
             /** @description For people; wording may change. */
@@ -3419,6 +3425,23 @@ export interface operations {
                 };
             };
             405: components["responses"]["MethodNotAllowed"];
+            /** @description The store's writes fail (`insufficient_storage`, `store_halted`). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "insufficient_storage",
+                     *         "message": "store is out of space: database error: disk I/O error"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     metrics: {

@@ -33,6 +33,8 @@ pub struct Server {
     _tmp: Option<tempfile::TempDir>,
     extra: Vec<String>,
     env: Vec<(String, String)>,
+    /// A command the binary is started through (e.g. `prlimit --fsize=N:`), empty for none.
+    wrapper: Vec<String>,
     pub http: reqwest::Client,
 }
 
@@ -46,8 +48,14 @@ impl Server {
         Builder::default()
     }
 
-    fn spawn(data: &Path, extra: &[String], env: &[(String, String)]) -> (Child, Addrs) {
-        Self::spawn_on("127.0.0.1:0", data, extra, env).expect("herald did not report its address")
+    fn spawn(
+        data: &Path,
+        extra: &[String],
+        env: &[(String, String)],
+        wrapper: &[String],
+    ) -> (Child, Addrs) {
+        Self::spawn_on("127.0.0.1:0", data, extra, env, wrapper)
+            .expect("herald did not report its address")
     }
 
     /// Starts the binary listening on `listen`; `None` if it exits before reporting an address
@@ -57,8 +65,17 @@ impl Server {
         data: &Path,
         extra: &[String],
         env: &[(String, String)],
+        wrapper: &[String],
     ) -> Option<(Child, Addrs)> {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_herald"));
+        let binary = env!("CARGO_BIN_EXE_herald");
+        let mut cmd = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut cmd = Command::new(program);
+                cmd.args(args).arg(binary);
+                cmd
+            }
+            None => Command::new(binary),
+        };
         cmd.arg("serve")
             .arg("--listen")
             .arg(listen)
@@ -307,7 +324,7 @@ impl Server {
         let listen = addr.to_string();
         for _ in 0..50 {
             if let Some((child, addrs)) =
-                Self::spawn_on(&listen, &self.data, &self.extra, &self.env)
+                Self::spawn_on(&listen, &self.data, &self.extra, &self.env, &self.wrapper)
             {
                 self.child = Some(child);
                 self.meteor = addrs.meteor;
@@ -322,7 +339,7 @@ impl Server {
     /// Starts the server again on the same data directory (new port).
     pub async fn restart(&mut self) {
         self.kill9();
-        let (child, addrs) = Self::spawn(&self.data, &self.extra, &self.env);
+        let (child, addrs) = Self::spawn(&self.data, &self.extra, &self.env, &self.wrapper);
         self.child = Some(child);
         self.addr = addrs.http;
         self.meteor = addrs.meteor;
@@ -368,6 +385,7 @@ pub struct Builder {
     env: Vec<(String, String)>,
     config: Option<String>,
     files: Vec<(String, String, String)>,
+    wrapper: Vec<String>,
 }
 
 impl Builder {
@@ -385,6 +403,13 @@ impl Builder {
     pub fn file_arg(mut self, flag: &str, name: &str, text: &str) -> Self {
         self.files
             .push((flag.to_string(), name.to_string(), text.to_string()));
+        self
+    }
+
+    /// Starts the binary through `command` (its program and arguments, the binary's path and
+    /// arguments after them), e.g. `prlimit --fsize=N:`; restarts use it too.
+    pub fn through(mut self, command: &[&str]) -> Self {
+        self.wrapper = command.iter().map(|a| a.to_string()).collect();
         self
     }
 
@@ -412,7 +437,7 @@ impl Builder {
             self.args.push("--config".into());
             self.args.push(path.display().to_string());
         }
-        let (child, addrs) = Server::spawn(&data, &self.args, &self.env);
+        let (child, addrs) = Server::spawn(&data, &self.args, &self.env, &self.wrapper);
         Server {
             child: Some(child),
             addr: addrs.http,
@@ -422,6 +447,7 @@ impl Builder {
             _tmp: Some(tmp),
             extra: self.args,
             env: self.env,
+            wrapper: self.wrapper,
             http: reqwest::Client::new(),
         }
     }

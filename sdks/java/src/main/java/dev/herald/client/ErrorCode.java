@@ -27,6 +27,8 @@ public enum ErrorCode {
   RATE_LIMITED("rate_limited", 429),
   STORE_FAILED("store_failed", 500),
   STORE_UNAVAILABLE("store_unavailable", 503),
+  INSUFFICIENT_STORAGE("insufficient_storage", 507),
+  STORE_HALTED("store_halted", 503),
   INTERNAL("internal", 500),
   SHUTTING_DOWN("shutting_down", 503);
 
