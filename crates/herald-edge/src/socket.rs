@@ -6,7 +6,7 @@
 use std::io;
 use std::time::Duration;
 
-use tokio::net::TcpStream;
+use crate::conn::Conn;
 
 /// A write that cannot finish in this long means the peer is gone.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -15,17 +15,18 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 pub enum Sent {
     /// Everything went out.
     All,
-    /// The socket is full; this rest must wait for it to drain ([`write_rest`]).
+    /// The socket is full; this rest must wait for it to drain ([`write_rest`]). Empty when
+    /// only bytes a TLS session holds back are left.
     Part(Vec<u8>),
     /// The socket failed.
     Failed,
 }
 
 /// Writes as much of `buf` as the socket takes at once.
-pub fn try_send(tcp: &TcpStream, mut buf: Vec<u8>) -> Sent {
+pub fn try_send(conn: &mut Conn, mut buf: Vec<u8>) -> Sent {
     let mut written = 0;
     while written < buf.len() {
-        match tcp.try_write(&buf[written..]) {
+        match conn.try_write(&buf[written..]) {
             Ok(0) => return Sent::Failed,
             Ok(n) => written += n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -36,35 +37,25 @@ pub fn try_send(tcp: &TcpStream, mut buf: Vec<u8>) -> Sent {
             Err(_) => return Sent::Failed,
         }
     }
+    if conn.has_unsent_output() {
+        return Sent::Part(Vec::new());
+    }
     Sent::All
 }
 
 /// Writes `buf`, first without waiting, then as the socket drains ([`write_rest`]).
-pub async fn send(tcp: &TcpStream, buf: Vec<u8>) -> io::Result<()> {
-    match try_send(tcp, buf) {
+pub async fn send(conn: &mut Conn, buf: Vec<u8>) -> io::Result<()> {
+    match try_send(conn, buf) {
         Sent::All => Ok(()),
-        Sent::Part(rest) => write_rest(tcp, rest).await,
+        Sent::Part(rest) => write_rest(conn, rest).await,
         Sent::Failed => Err(io::ErrorKind::BrokenPipe.into()),
     }
 }
 
 /// Writes `buf` as the socket drains, giving up after [`WRITE_TIMEOUT`].
-pub async fn write_rest(tcp: &TcpStream, buf: Vec<u8>) -> io::Result<()> {
-    match tokio::time::timeout(WRITE_TIMEOUT, write_all(tcp, &buf)).await {
+pub async fn write_rest(conn: &mut Conn, buf: Vec<u8>) -> io::Result<()> {
+    match tokio::time::timeout(WRITE_TIMEOUT, conn.write_all(&buf)).await {
         Ok(result) => result,
         Err(_) => Err(io::ErrorKind::TimedOut.into()),
     }
-}
-
-async fn write_all(tcp: &TcpStream, mut buf: &[u8]) -> io::Result<()> {
-    while !buf.is_empty() {
-        match tcp.try_write(buf) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => buf = &buf[n..],
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => tcp.writable().await?,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }

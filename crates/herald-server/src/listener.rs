@@ -7,7 +7,8 @@
 //! next request's head stops arriving or that stays idle between requests too long, and every
 //! request body is a [`TimedBody`], which must arrive whole within its deadline
 //! ([`herald_edge::deadlines`]). Shutdown stops accepting and asks every connection to finish
-//! its request.
+//! its request. With TLS, each connection's handshake runs first in its own task, within the
+//! first-byte deadline; the connection is then a [`Conn::Tls`] and everything above is the same.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,16 +16,18 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::Router;
+use herald_edge::conn::{Conn, TlsAcceptor};
 use herald_edge::deadlines::{Deadlines, RequestPhase, TimedBody, TimedStream};
 use herald_edge::Edge;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-/// Accepts connections on `listener` and serves `app` on each until `shutdown` is cancelled.
+/// Accepts connections on `listener` (TLS ones when `tls` is given) and serves `app` on each
+/// until `shutdown` is cancelled.
 /// Returns the (closed) tracker of the HTTP connections still finishing, for the caller to wait
 /// on within its shutdown grace.
 pub(crate) async fn serve(
@@ -32,6 +35,7 @@ pub(crate) async fn serve(
     app: Router,
     edge: Arc<Edge>,
     shutdown: CancellationToken,
+    tls: Option<TlsAcceptor>,
 ) -> TaskTracker {
     let connections = TaskTracker::new();
     let mut http = hyper::server::conn::http1::Builder::new();
@@ -54,15 +58,27 @@ pub(crate) async fn serve(
         };
         let _ = tcp.set_nodelay(true);
         let (app, http, edge, stop) = (app.clone(), http.clone(), edge.clone(), shutdown.clone());
-        // The first request is looked at in the connection's own task, so a slow client holds up
-        // nothing else.
+        let tls = tls.clone();
+        // The handshake and the first request are looked at in the connection's own task, so a
+        // slow client holds up nothing else.
         connections.spawn(async move {
-            let Some((tcp, head_started)) = herald_edge::sse::serve_if_sse(&edge, tcp).await else {
+            let conn = match tls {
+                None => Conn::Plain(tcp),
+                Some(tls) => {
+                    let limit = edge.settings.deadlines.first_byte;
+                    match Box::pin(tls.accept(tcp, limit)).await {
+                        Some(conn) => conn,
+                        None => return,
+                    }
+                }
+            };
+            let Some((conn, head_started)) = herald_edge::sse::serve_if_sse(&edge, conn).await
+            else {
                 return;
             };
             let deadlines = edge.settings.deadlines;
             // Boxed, so a task that streams SSE itself is not sized for hyper's connection.
-            Box::pin(serve_http(&http, tcp, head_started, deadlines, app, stop)).await;
+            Box::pin(serve_http(&http, conn, head_started, deadlines, app, stop)).await;
         });
     }
     drop(listener);
@@ -74,14 +90,14 @@ pub(crate) async fn serve(
 /// finish its request.
 async fn serve_http(
     http: &hyper::server::conn::http1::Builder,
-    tcp: TcpStream,
+    conn: Conn,
     head_started: Instant,
     deadlines: Deadlines,
     app: Router,
     stop: CancellationToken,
 ) {
     let phase = RequestPhase::default();
-    let io = TimedStream::new(tcp, phase.clone(), deadlines, head_started);
+    let io = TimedStream::new(conn, phase.clone(), deadlines, head_started);
     let router = TowerToHyperService::new(app);
     let service = hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
         // The request is handled until its response body is done: no head or keep-alive

@@ -51,6 +51,9 @@ pub struct ServerSettings {
     pub cluster: ClusterSettings,
     /// The admin dashboard's sessions.
     pub admin: AdminSettings,
+    /// TLS on the HTTP listener (and on Meteor's ports with [`MeteorPorts::tls`]): the
+    /// certificate and key files; `None` serves plain TCP.
+    pub tls: Option<crate::tls::TlsFiles>,
 }
 
 /// The admin dashboard (`/admin`): how long a login lasts and how its cookie is marked.
@@ -176,6 +179,7 @@ impl ServerSettings {
             providers: ProviderSettings::default(),
             cluster: ClusterSettings::default(),
             admin: AdminSettings::default(),
+            tls: None,
         }
     }
 }
@@ -199,6 +203,7 @@ impl std::fmt::Debug for ServerSettings {
             .field("providers", &self.providers)
             .field("cluster", &self.cluster)
             .field("admin", &self.admin)
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -216,6 +221,9 @@ pub struct MeteorPorts {
     pub document_root: Option<PathBuf>,
     /// Password a controller must send first, as `AUTH <password>`.
     pub control_password: Option<String>,
+    /// Both ports serve TLS with the server's certificate ([`ServerSettings::tls`], which
+    /// must then be set).
+    pub tls: bool,
 }
 
 impl MeteorPorts {
@@ -236,6 +244,7 @@ impl std::fmt::Debug for MeteorPorts {
                 "control_password",
                 &self.control_password.as_ref().map(|_| "<set>"),
             )
+            .field("tls", &self.tls)
             .finish()
     }
 }

@@ -22,9 +22,9 @@ use herald_core::auth::Client;
 use herald_core::outbox::{Batch, CloseReason, OutFrame, Outbox};
 use herald_core::telemetry::telemetry;
 use herald_core::usage::ConnectionGuard;
-use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
+use crate::conn::Conn;
 use crate::http::{client_token, error_response, query_pairs, secs_until};
 use crate::socket::{try_send, write_rest, Sent};
 use crate::Edge;
@@ -149,8 +149,8 @@ impl Connection {
 
     /// Serves the connection once `socket` (the finished upgrade) yields the TCP stream and the
     /// bytes read past the handshake.
-    async fn run(&mut self, socket: Pin<Box<impl Future<Output = Option<(TcpStream, Bytes)>>>>) {
-        let Some((stream, read_ahead)) = socket.await else {
+    async fn run(&mut self, socket: Pin<Box<impl Future<Output = Option<(Conn, Bytes)>>>>) {
+        let Some((mut stream, read_ahead)) = socket.await else {
             return;
         };
         let _gauge = ConnectionGauge::new();
@@ -167,7 +167,7 @@ impl Connection {
             if !self.incoming.is_empty() {
                 self.heard_since_ping = true;
                 end = Box::pin(handle_incoming(
-                    &stream,
+                    &mut stream,
                     &mut self.session,
                     &mut self.incoming,
                 ))
@@ -179,9 +179,9 @@ impl Connection {
                 self.expiry =
                     expires.map(|exp| (exp, Box::pin(tokio::time::sleep(secs_until(exp)))));
             }
-            end = match std::future::poll_fn(|cx| self.poll_wake(&stream, cx)).await {
+            end = match std::future::poll_fn(|cx| self.poll_wake(&mut stream, cx)).await {
                 Wake::Readable(Ok(())) => {
-                    match read_available(&stream, &mut self.reader, &mut self.incoming) {
+                    match read_available(&mut stream, &mut self.reader, &mut self.incoming) {
                         Ok(true) => None,
                         Ok(false) => Some(End::Gone),
                         Err(ReadError::Frame(e)) => Some(End::BadFrame(e)),
@@ -198,10 +198,10 @@ impl Connection {
                         }
                         std::mem::take(&mut self.heard_since_ping)
                     };
-                    match write_frames(&stream, batch.frames, ping) {
+                    match write_frames(&mut stream, batch.frames, ping) {
                         Sent::All => ends,
                         // Boxed: only a connection whose socket is full waits here.
-                        Sent::Part(rest) => match Box::pin(write_rest(&stream, rest)).await {
+                        Sent::Part(rest) => match Box::pin(write_rest(&mut stream, rest)).await {
                             Ok(()) => ends,
                             Err(_) => Some(End::Gone),
                         },
@@ -216,17 +216,20 @@ impl Connection {
         if let Some(end) = end {
             // Boxed: said once, at the end, and no part of an idle connection.
             Box::pin(goodbye(
-                &stream,
+                &mut stream,
                 end,
                 self.session.edge().settings.max_frame_bytes,
             ))
             .await;
         }
+        if stream.is_tls() {
+            Box::pin(stream.finish()).await;
+        }
     }
 
     /// Looks at the socket, the outbox and the expiry timer, in turns; pending (with the waker
     /// left with each) when none has anything.
-    fn poll_wake(&mut self, stream: &TcpStream, cx: &mut Context<'_>) -> Poll<Wake> {
+    fn poll_wake(&mut self, stream: &mut Conn, cx: &mut Context<'_>) -> Poll<Wake> {
         self.outbox_first = !self.outbox_first;
         if self.outbox_first {
             if let Poll::Ready(batch) = self.session.outbox().poll_batch(cx) {
@@ -252,7 +255,7 @@ impl Connection {
 
 /// Tells the client why the connection ends (a `disconnect` frame and a close frame, as `end`
 /// calls for), giving the socket a second at most.
-async fn goodbye(stream: &TcpStream, end: End, max_frame: usize) {
+async fn goodbye(stream: &mut Conn, end: End, max_frame: usize) {
     let mut goodbye = Vec::new();
     match end {
         End::Disconnect(reason) => {
@@ -279,7 +282,7 @@ async fn goodbye(stream: &TcpStream, end: End, max_frame: usize) {
 /// does. The caller boxes this future, so the (large) command futures exist only while
 /// commands run, not in every idle connection.
 async fn handle_incoming(
-    stream: &TcpStream,
+    stream: &mut Conn,
     session: &mut Session,
     incoming: &mut Vec<Incoming>,
 ) -> Option<End> {
@@ -309,7 +312,7 @@ enum ReadError {
 /// Reads what the socket has (up to a budget) through a stack buffer and parses it. Returns
 /// false when the peer closed the connection.
 fn read_available(
-    stream: &TcpStream,
+    stream: &mut Conn,
     reader: &mut FrameReader,
     incoming: &mut Vec<Incoming>,
 ) -> Result<bool, ReadError> {
@@ -335,7 +338,7 @@ fn read_available(
 /// Encodes a batch of frames (and a ping after them, if `ping`) into one buffer and writes as
 /// much as the socket takes at once: usually all of it, in one syscall.
 fn write_frames(
-    stream: &TcpStream,
+    stream: &mut Conn,
     frames: std::collections::VecDeque<OutFrame>,
     ping: bool,
 ) -> Sent {
