@@ -75,6 +75,7 @@ impl Layers {
             conf: Some(conf),
             document_root: self.get("meteor_document_root", None, folder)?,
             control_password: self.get("meteor_control_password", None, secret(1))?,
+            tls: false,
         })
     }
 }

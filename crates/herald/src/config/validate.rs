@@ -78,6 +78,11 @@ impl Layers {
         let meteor = self.meteor(&mut history, &mut sources)?;
         let providers = self.providers()?;
         let cluster = self.cluster()?;
+        let (tls, meteor_tls) = self.tls()?;
+        let meteor = super::MeteorConfig {
+            tls: meteor_tls,
+            ..meteor
+        };
         Ok(Config {
             listen: self.get("listen", default_listen, |r| {
                 text(r)?
@@ -132,6 +137,7 @@ impl Layers {
             meteor,
             providers,
             cluster,
+            tls,
             config_file,
             sources,
         })
