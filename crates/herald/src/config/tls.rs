@@ -110,10 +110,20 @@ mod tests {
     fn both_files_or_neither_and_meteor_tls_needs_them() {
         let c = load(None, &[], ConfigFlags::default()).unwrap();
         assert!(c.tls.is_none() && !c.meteor.tls);
-        let e = err(None, &[("HERALD_TLS_CERT", "/x.pem")], ConfigFlags::default());
-        assert!(e.contains("tls_cert") && e.contains("needs tls_key too"), "{e}");
+        let e = err(
+            None,
+            &[("HERALD_TLS_CERT", "/x.pem")],
+            ConfigFlags::default(),
+        );
+        assert!(
+            e.contains("tls_cert") && e.contains("needs tls_key too"),
+            "{e}"
+        );
         let e = err(Some("meteor_tls = true"), &[], ConfigFlags::default());
-        assert!(e.contains("meteor_tls") && e.contains("needs tls_cert"), "{e}");
+        assert!(
+            e.contains("meteor_tls") && e.contains("needs tls_cert"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -147,7 +157,9 @@ mod tests {
             ConfigFlags::default(),
         );
         assert!(
-            e.contains("HERALD_TLS_KEY") && e.contains("cannot read the TLS key file") && e.contains("missing.pem"),
+            e.contains("HERALD_TLS_KEY")
+                && e.contains("cannot read the TLS key file")
+                && e.contains("missing.pem"),
             "{e}"
         );
         // A certificate given as the key: named, and none of its bytes shown.

@@ -16,5 +16,6 @@ mod push;
 mod revoke;
 mod sse_direct;
 mod sse_poll;
+mod tls;
 mod usage;
 mod ws;
