@@ -268,3 +268,49 @@ async fn sighup_swaps_the_certificate_for_new_connections_and_keeps_open_ones() 
     assert!(logged.contains("ERROR"), "{logged}");
     assert_eq!(served_certificate(&pki, server.addr).await, second);
 }
+
+#[tokio::test]
+async fn the_cli_and_herald_client_trust_a_private_ca_given_with_cacert() {
+    let pki = Pki::new();
+    pki.issue("herald.test", 1);
+    let server = TlsServer::start(&pki, &[], &[]).await;
+    let publish = |cacert: Option<&std::path::Path>| {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_herald"));
+        cmd.args(["publish", "news", r#"{"via":"cli"}"#, "--url"])
+            .arg(server.url(""))
+            .args(["--api-key", API_KEY])
+            .env_remove("HERALD_CACERT");
+        if let Some(ca) = cacert {
+            cmd.arg("--cacert").arg(ca);
+        }
+        cmd.output()
+    };
+    let refused = tokio::time::timeout(WAIT, publish(None))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!refused.status.success(), "an unknown CA was trusted");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("error"), "{stderr}");
+    let done = tokio::time::timeout(WAIT, publish(Some(&pki.ca_file())))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+
+    herald_client::tls::trust_ca_file(&pki.ca_file()).unwrap();
+    let token = server.token(&["news"]);
+    let mut ws = herald_client::ws::WsClient::connect(&server.url(""), Some(&token))
+        .await
+        .expect("wss with herald-client");
+    let subscribed = ws.subscribe("news", None).await.unwrap();
+    assert_eq!(subscribed.seq, 1, "the CLI's message is there");
+    let history = herald_client::api::Publisher::new(&server.url(""), Some(API_KEY))
+        .history("news", 0, Some(10))
+        .await;
+    assert_eq!(history.expect("https with herald-client").messages.len(), 1);
+}
