@@ -148,8 +148,7 @@ async fn assemble(
     );
     let tls = tls.map(Arc::new);
     let serving = run(
-        http,
-        tls.as_ref().map(|t| t.http_acceptor()),
+        (http, tls.as_ref().map(|t| t.http_acceptor())),
         router,
         edge,
         parts,
@@ -175,8 +174,7 @@ async fn assemble(
 /// Serves HTTP until shutdown, then drains connections within `grace`, waits for the
 /// background tasks (the usage writer's last write, Meteor's accept loops) and closes the store.
 async fn run(
-    http: TcpListener,
-    tls: Option<TlsAcceptor>,
+    (http, tls): (TcpListener, Option<TlsAcceptor>),
     router: Router,
     edge: Arc<Edge>,
     parts: Parts,
