@@ -40,8 +40,8 @@
 pub mod api;
 mod error;
 pub mod poll;
-pub mod tls;
 pub mod sse;
+pub mod tls;
 pub mod types;
 pub mod url;
 pub mod ws;

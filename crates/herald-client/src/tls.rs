@@ -21,7 +21,9 @@ pub fn trust_ca_pem(pem: &[u8]) -> Result<(), Error> {
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| Error::Tls(format!("the CA file is not valid PEM ({})", e.kind())))?;
     if certs.is_empty() {
-        return Err(Error::Tls("the CA file holds no PEM CERTIFICATE block".into()));
+        return Err(Error::Tls(
+            "the CA file holds no PEM CERTIFICATE block".into(),
+        ));
     }
     let mut roots = EXTRA_ROOTS.write().unwrap_or_else(|p| p.into_inner());
     roots.extend(certs);

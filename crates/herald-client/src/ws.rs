@@ -70,7 +70,7 @@ impl WsClient {
         let (socket, _) =
             tokio_tungstenite::connect_async_tls_with_config(url, None, false, Some(connector))
                 .await
-            .map_err(|e| handshake_error(url, e))?;
+                .map_err(|e| handshake_error(url, e))?;
         Ok(WsClient {
             url: url.to_owned(),
             socket,

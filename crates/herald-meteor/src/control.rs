@@ -14,8 +14,8 @@ use std::sync::Arc;
 use herald_core::telemetry::telemetry;
 use herald_core::tenant::AppId;
 use herald_core::ChannelName;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use herald_edge::conn::Conn;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::command::{self, Command};
 use super::{Meteor, Stats};

@@ -198,15 +198,27 @@ impl Meteor {
     }
 
     /// Accepts subscriber connections until shutdown (over TLS when `tls` is given).
-    pub async fn serve_subscribers(self: Arc<Self>, listener: TcpListener, tls: Option<TlsAcceptor>) {
-        self.accept_loop(listener, tls, |m, conn| async move { session::run(m, conn).await })
-            .await;
+    pub async fn serve_subscribers(
+        self: Arc<Self>,
+        listener: TcpListener,
+        tls: Option<TlsAcceptor>,
+    ) {
+        self.accept_loop(listener, tls, |m, conn| async move {
+            session::run(m, conn).await
+        })
+        .await;
     }
 
     /// Accepts controller connections until shutdown (over TLS when `tls` is given).
-    pub async fn serve_controllers(self: Arc<Self>, listener: TcpListener, tls: Option<TlsAcceptor>) {
-        self.accept_loop(listener, tls, |m, conn| async move { control::run(m, conn).await })
-            .await;
+    pub async fn serve_controllers(
+        self: Arc<Self>,
+        listener: TcpListener,
+        tls: Option<TlsAcceptor>,
+    ) {
+        self.accept_loop(listener, tls, |m, conn| async move {
+            control::run(m, conn).await
+        })
+        .await;
     }
 
     async fn accept_loop<F, Fut>(
@@ -234,7 +246,9 @@ impl Meteor {
             let _ = tcp.set_nodelay(true);
             match &tls {
                 None => {
-                    self.edge.connections.spawn(handle(self.clone(), Conn::Plain(tcp)));
+                    self.edge
+                        .connections
+                        .spawn(handle(self.clone(), Conn::Plain(tcp)));
                 }
                 // The handshake runs in the connection's own task, within the first-byte
                 // deadline, so a client that never finishes it holds up nothing else.

@@ -14,8 +14,8 @@ use herald_core::auth::Client;
 use herald_core::outbox::{OutFrame, Outbox};
 use herald_core::telemetry::telemetry;
 use herald_core::{ChannelName, Cursor, Epoch, HeraldError, StoredMessage};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use herald_edge::conn::Conn;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
 use super::conf::Mode;

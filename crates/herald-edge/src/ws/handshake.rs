@@ -3,6 +3,8 @@
 //! back the raw connection (TCP, or TLS over TCP) once hyper lets go of it, so the connection can run on Herald's own
 //! lean frame loop instead of a buffered WebSocket library.
 
+use crate::conn::Conn;
+use crate::deadlines::TimedStream;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode};
@@ -12,8 +14,6 @@ use herald_core::HeraldError;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use sha1::{Digest, Sha1};
-use crate::conn::Conn;
-use crate::deadlines::TimedStream;
 
 /// The GUID RFC 6455 appends to the client's key.
 const ACCEPT_GUID: &str = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";

@@ -96,14 +96,15 @@ pub fn load(files: &TlsFiles) -> Result<(Arc<CertifiedKey>, CertificateInfo), Tl
     let key = read_key(&files.key)?;
     let info = describe(&chain[0], &files.cert)?;
     let provider = rustls::crypto::ring::default_provider();
-    let signing_key = provider
-        .key_provider
-        .load_private_key(key)
-        .map_err(|e| TlsError::Invalid {
-            what: "key",
-            path: files.key.clone(),
-            reason: format!("holds a key rustls cannot use ({})", key_error(&e)),
-        })?;
+    let signing_key =
+        provider
+            .key_provider
+            .load_private_key(key)
+            .map_err(|e| TlsError::Invalid {
+                what: "key",
+                path: files.key.clone(),
+                reason: format!("holds a key rustls cannot use ({})", key_error(&e)),
+            })?;
     let certified = CertifiedKey::new(chain, signing_key);
     let key_matches = match certified.keys_match() {
         Ok(()) => Some(true),
