@@ -58,32 +58,42 @@ pub(crate) async fn serve(
         };
         let _ = tcp.set_nodelay(true);
         let (app, http, edge, stop) = (app.clone(), http.clone(), edge.clone(), shutdown.clone());
-        let tls = tls.clone();
         // The handshake and the first request are looked at in the connection's own task, so a
-        // slow client holds up nothing else.
-        connections.spawn(async move {
-            let conn = match tls {
-                None => Conn::Plain(tcp),
-                Some(tls) => {
+        // slow client holds up nothing else. A plain connection's task holds nothing of TLS.
+        match &tls {
+            None => {
+                connections.spawn(serve_connection(Conn::Plain(tcp), app, http, edge, stop));
+            }
+            Some(tls) => {
+                let tls = tls.clone();
+                connections.spawn(async move {
                     let limit = edge.settings.deadlines.first_byte;
-                    match Box::pin(tls.accept(tcp, limit)).await {
-                        Some(conn) => conn,
-                        None => return,
+                    if let Some(conn) = Box::pin(tls.accept(tcp, limit)).await {
+                        serve_connection(conn, app, http, edge, stop).await;
                     }
-                }
-            };
-            let Some((conn, head_started)) = herald_edge::sse::serve_if_sse(&edge, conn).await
-            else {
-                return;
-            };
-            let deadlines = edge.settings.deadlines;
-            // Boxed, so a task that streams SSE itself is not sized for hyper's connection.
-            Box::pin(serve_http(&http, conn, head_started, deadlines, app, stop)).await;
-        });
+                });
+            }
+        }
     }
     drop(listener);
     connections.close();
     connections
+}
+
+/// Serves a fresh connection: its SSE stream if its first request is one, else hyper.
+async fn serve_connection(
+    conn: Conn,
+    app: Router,
+    http: Arc<hyper::server::conn::http1::Builder>,
+    edge: Arc<Edge>,
+    stop: CancellationToken,
+) {
+    let Some((conn, head_started)) = herald_edge::sse::serve_if_sse(&edge, conn).await else {
+        return;
+    };
+    let deadlines = edge.settings.deadlines;
+    // Boxed, so a task that streams SSE itself is not sized for hyper's connection.
+    Box::pin(serve_http(&http, conn, head_started, deadlines, app, stop)).await;
 }
 
 /// Serves one connection with hyper until it closes, a deadline passes, or shutdown lets it
