@@ -195,4 +195,30 @@ mod tests {
             "{warnings:?}"
         );
     }
+
+    #[test]
+    fn an_expired_certificate_is_a_warning_naming_its_expiry() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+        params.not_before = rcgen::date_time_ymd(2019, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2020, 1, 1);
+        let cert = params.self_signed(&key).unwrap();
+        std::fs::write(dir.path().join("cert.pem"), cert.pem()).unwrap();
+        std::fs::write(dir.path().join("key.pem"), key.serialize_pem()).unwrap();
+        let cert_path = dir.path().join("cert.pem");
+        let key_path = dir.path().join("key.pem");
+        let env = [
+            ("HERALD_TLS_CERT", cert_path.to_str().unwrap()),
+            ("HERALD_TLS_KEY", key_path.to_str().unwrap()),
+        ];
+        let c = load(None, &env, ConfigFlags::default()).unwrap();
+        let warnings = c.tls.unwrap().info.warnings();
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("expired on") && w.contains("2020")),
+            "{warnings:?}"
+        );
+    }
 }
