@@ -123,6 +123,11 @@ impl Conn {
         }
     }
 
+    /// [`Conn::finish`], then drops the connection.
+    pub async fn close(mut self) {
+        self.finish().await;
+    }
+
     /// Whether the peer has closed its sending side, as far as is known without reading.
     pub async fn read_closed(&mut self) -> io::Result<bool> {
         match self {

@@ -80,8 +80,11 @@ pub async fn serve_if_sse(edge: &Arc<Edge>, mut conn: Conn) -> Option<(Conn, Ins
     // Whatever the client sent is read first, so closing sends a FIN rather than a reset that
     // could discard the last events on the client's side.
     let _ = discard_input(&mut conn);
+    // A TLS stream also says `close_notify`; the connection's state is gone first, and the
+    // socket is moved into the boxed goodbye, so a plain stream's idle task is no larger.
+    drop(connection);
     if conn.is_tls() {
-        Box::pin(conn.finish()).await;
+        Box::pin(conn.close()).await;
     }
     None
 }

@@ -223,7 +223,7 @@ impl Connection {
             .await;
         }
         if stream.is_tls() {
-            Box::pin(stream.finish()).await;
+            Box::pin(stream.close()).await;
         }
     }
 
