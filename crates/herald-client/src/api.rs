@@ -170,7 +170,7 @@ impl Publisher {
     /// A client of the server at `base` using `key` (an empty key counts as none).
     pub fn new(base: &str, key: Option<&str>) -> Publisher {
         Publisher {
-            http: reqwest::Client::new(),
+            http: crate::tls::http_client(),
             base: base.to_owned(),
             key: key.filter(|k| !k.is_empty()).map(str::to_owned),
         }

@@ -66,6 +66,9 @@ pub enum Error {
     /// The server answered with an error.
     #[error("{0}")]
     Server(#[from] ServerError),
+    /// A TLS setting (a CA file) cannot be used.
+    #[error("TLS: {0}")]
+    Tls(String),
     /// The HTTP request could not be made or its answer not read.
     #[error("HTTP request to {url} failed: {source}")]
     Http {

@@ -5,7 +5,9 @@
 //! - [`sse`]: a Server-Sent Events stream opened with channels and a `Last-Event-ID` cursor;
 //! - [`poll`]: long-poll requests with channels and a `since` cursor;
 //! - [`api`]: the publisher HTTP API (publish, batch, channels, devices, pushes, receipts,
-//!   apps, keys, tokens, stats).
+//!   apps, keys, tokens, stats);
+//! - [`tls`]: which certificates `https://` and `wss://` servers are checked against (the web
+//!   roots, plus a private CA given with [`tls::trust_ca_file`]).
 //!
 //! Every error the server reports reaches the caller as [`Error::Server`], with the server's
 //! code and message ([`ServerError`]).
@@ -39,6 +41,7 @@ pub mod api;
 mod error;
 pub mod poll;
 pub mod sse;
+pub mod tls;
 pub mod types;
 pub mod url;
 pub mod ws;

@@ -51,7 +51,7 @@ impl Poller {
     /// A poller of `channels` (none: a device token's inbox) on the server at `base`.
     pub fn new(base: &str, channels: &[&str], token: Option<&str>) -> Poller {
         Poller {
-            http: reqwest::Client::new(),
+            http: crate::tls::http_client(),
             base: base.to_owned(),
             channels: channels.iter().map(|c| c.to_string()).collect(),
             token: token.map(str::to_owned),

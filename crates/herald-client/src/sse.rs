@@ -60,7 +60,7 @@ impl SseStream {
         extra.push_str(opts.extra_query);
         let query = crate::url::channel_query(opts.channels, opts.token, &extra);
         let url = crate::url::join(base, &format!("/v1/sse{query}"));
-        let mut request = reqwest::Client::new().get(&url);
+        let mut request = crate::tls::http_client().get(&url);
         if let Some(id) = opts.last_event_id {
             request = request.header("Last-Event-ID", id);
         }

@@ -65,9 +65,12 @@ impl WsClient {
 
     /// Opens a WebSocket at exactly `url` (e.g. with a `?token=` query).
     pub async fn open_url(url: &str) -> Result<WsClient, Error> {
-        let (socket, _) = tokio_tungstenite::connect_async(url)
-            .await
-            .map_err(|e| handshake_error(url, e))?;
+        // wss:// URLs trust what `crate::tls` trusts; ws:// ones are plain TCP.
+        let connector = tokio_tungstenite::Connector::Rustls(crate::tls::client_config(&[]));
+        let (socket, _) =
+            tokio_tungstenite::connect_async_tls_with_config(url, None, false, Some(connector))
+                .await
+                .map_err(|e| handshake_error(url, e))?;
         Ok(WsClient {
             url: url.to_owned(),
             socket,

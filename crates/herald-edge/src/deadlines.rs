@@ -26,10 +26,10 @@ use axum::body::{Body, Bytes};
 use herald_core::{ErrorCode, HeraldError};
 use hyper::body::{Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
 use tokio::time::{Instant, Sleep};
 
 use crate::parse_errors::ParseErrorRewrite;
+use crate::conn::Conn;
 
 /// How long each state of a connection may last (see the module documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,7 +172,7 @@ enum Waiting {
 /// WebSocket upgrade takes it).
 #[derive(Debug)]
 pub struct TimedStream {
-    tcp: TcpStream,
+    tcp: Conn,
     phase: RequestPhase,
     deadlines: Deadlines,
     waiting: Waiting,
@@ -194,7 +194,7 @@ const TIMER_SLACK: Duration = Duration::from_secs(1);
 impl TimedStream {
     /// Wraps a connection whose first request's head started arriving at `head_started`.
     pub fn new(
-        tcp: TcpStream,
+        tcp: Conn,
         phase: RequestPhase,
         deadlines: Deadlines,
         head_started: Instant,
@@ -211,8 +211,8 @@ impl TimedStream {
         }
     }
 
-    /// The socket.
-    pub fn into_inner(self) -> TcpStream {
+    /// The connection.
+    pub fn into_inner(self) -> Conn {
         self.tcp
     }
 
@@ -272,7 +272,8 @@ impl TimedStream {
             )
             .into_bytes();
             answer.extend_from_slice(&body);
-            // Best effort: the answer is small and the socket idle, so it fits its buffer.
+            // Best effort: the answer is small and the socket idle, so it fits its buffer (a
+            // TLS connection's session holds what the socket does not take, and is dropped).
             let _ = self.tcp.try_write(&answer);
         }
         let what = match self.waiting {

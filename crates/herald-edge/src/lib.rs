@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod channels;
+pub mod conn;
 pub mod deadlines;
 mod http;
 pub mod parse_errors;

@@ -14,13 +14,15 @@
 
 use std::future::Future;
 use std::io;
+use std::pin::Pin;
 use std::task::Poll;
 use std::time::Duration;
 
 use herald_core::outbox::{CloseReason, Outbox};
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
+use tokio::io::AsyncWrite;
 use tokio::time::Instant;
+
+use crate::conn::Conn;
 
 /// How long a slow consumer's goodbye (`disconnect` and, on WebSocket, the close frame) waits for
 /// its socket to take it, and then for the client to close, after the cut.
@@ -33,17 +35,18 @@ pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 pub enum Sent {
     /// Everything went out.
     All,
-    /// The socket is full; this rest must wait for it to drain ([`write_rest`]).
+    /// The socket is full; this rest must wait for it to drain ([`write_rest`]). Empty when
+    /// only bytes a TLS session holds back are left.
     Part(Vec<u8>),
     /// The socket failed.
     Failed,
 }
 
 /// Writes as much of `buf` as the socket takes at once.
-pub fn try_send(tcp: &TcpStream, mut buf: Vec<u8>) -> Sent {
+pub fn try_send(conn: &mut Conn, mut buf: Vec<u8>) -> Sent {
     let mut written = 0;
     while written < buf.len() {
-        match tcp.try_write(&buf[written..]) {
+        match conn.try_write(&buf[written..]) {
             Ok(0) => return Sent::Failed,
             Ok(n) => written += n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -54,37 +57,27 @@ pub fn try_send(tcp: &TcpStream, mut buf: Vec<u8>) -> Sent {
             Err(_) => return Sent::Failed,
         }
     }
+    if conn.has_unsent_output() {
+        return Sent::Part(Vec::new());
+    }
     Sent::All
 }
 
 /// Writes `buf`, first without waiting, then as the socket drains ([`write_rest`]).
-pub async fn send(tcp: &TcpStream, buf: Vec<u8>) -> io::Result<()> {
-    match try_send(tcp, buf) {
+pub async fn send(conn: &mut Conn, buf: Vec<u8>) -> io::Result<()> {
+    match try_send(conn, buf) {
         Sent::All => Ok(()),
-        Sent::Part(rest) => write_rest(tcp, rest).await,
+        Sent::Part(rest) => write_rest(conn, rest).await,
         Sent::Failed => Err(io::ErrorKind::BrokenPipe.into()),
     }
 }
 
 /// Writes `buf` as the socket drains, giving up after [`WRITE_TIMEOUT`].
-pub async fn write_rest(tcp: &TcpStream, buf: Vec<u8>) -> io::Result<()> {
-    match tokio::time::timeout(WRITE_TIMEOUT, write_all(tcp, &buf)).await {
+pub async fn write_rest(conn: &mut Conn, buf: Vec<u8>) -> io::Result<()> {
+    match tokio::time::timeout(WRITE_TIMEOUT, conn.write_all(&buf)).await {
         Ok(result) => result,
         Err(_) => Err(io::ErrorKind::TimedOut.into()),
     }
-}
-
-async fn write_all(tcp: &TcpStream, mut buf: &[u8]) -> io::Result<()> {
-    while !buf.is_empty() {
-        match tcp.try_write(buf) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => buf = &buf[n..],
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => tcp.writable().await?,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 /// How a write that waited for the socket ended.
@@ -98,11 +91,12 @@ pub(crate) enum Blocked {
     Failed,
 }
 
-/// Writes `buf` as the socket drains, within `timeout`, unless `outbox` is closed as a slow
-/// consumer first: then what is unwritten is cut where `cut_end(buf, written)` says the frame
-/// or event in progress ends (an offset into `buf`, at least `written`).
+/// Writes `buf` (and, on TLS, what the session holds back) as the socket drains, within
+/// `timeout`, unless `outbox` is closed as a slow consumer first: then what is unwritten is cut
+/// where `cut_end(buf, written)` says the frame or event in progress ends (an offset into `buf`,
+/// at least `written`).
 pub(crate) async fn write_until_cut(
-    stream: &TcpStream,
+    conn: &mut Conn,
     outbox: &Outbox,
     mut buf: Vec<u8>,
     timeout: Duration,
@@ -111,66 +105,67 @@ pub(crate) async fn write_until_cut(
     let deadline = tokio::time::sleep(timeout);
     let mut deadline = std::pin::pin!(deadline);
     let mut written = 0;
-    loop {
-        while written < buf.len() {
-            match stream.try_write(&buf[written..]) {
-                Ok(0) => return Blocked::Failed,
-                Ok(n) => written += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return Blocked::Failed,
+    // Each poll writes what the socket takes (registering for more when it is full), and is
+    // woken when the socket can take more, when the outbox is closed as a slow consumer, or at
+    // the deadline.
+    let ended = std::future::poll_fn(|cx| {
+        loop {
+            let progress = if written < buf.len() {
+                Pin::new(&mut *conn)
+                    .poll_write(cx, &buf[written..])
+                    .map_ok(Some)
+            } else {
+                Pin::new(&mut *conn).poll_flush(cx).map_ok(|()| None)
+            };
+            match progress {
+                Poll::Ready(Ok(Some(0))) | Poll::Ready(Err(_)) => {
+                    return Poll::Ready(Some(Blocked::Failed))
+                }
+                Poll::Ready(Ok(Some(n))) => written += n,
+                Poll::Ready(Ok(None)) => return Poll::Ready(Some(Blocked::Written)),
+                Poll::Pending => break,
             }
         }
-        if written == buf.len() {
-            return Blocked::Written;
+        if let Poll::Ready(CloseReason::SlowConsumer) = outbox.poll_closed(cx) {
+            return Poll::Ready(None);
         }
-        // Woken when the socket can take more (or failed: the next write says so), when the
-        // outbox is closed as a slow consumer, or at the deadline.
-        let in_time = std::future::poll_fn(|cx| {
-            if let Poll::Ready(CloseReason::SlowConsumer) = outbox.poll_closed(cx) {
-                return Poll::Ready(true);
-            }
-            if stream.poll_write_ready(cx).is_ready() {
-                return Poll::Ready(true);
-            }
-            if deadline.as_mut().poll(cx).is_ready() {
-                return Poll::Ready(false);
-            }
-            Poll::Pending
-        })
-        .await;
-        if !in_time {
-            return Blocked::Failed;
+        if deadline.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Some(Blocked::Failed));
         }
-        if outbox.closed() == Some(CloseReason::SlowConsumer) {
+        Poll::Pending
+    })
+    .await;
+    match ended {
+        Some(ended) => ended,
+        None => {
             let end = cut_end(&buf, written).clamp(written, buf.len());
             buf.truncate(end);
             buf.drain(..written);
-            return Blocked::Cut(buf);
+            Blocked::Cut(buf)
         }
     }
 }
 
 /// Writes a slow consumer's goodbye within [`SLOW_CONSUMER_GRACE`], then shuts the sending side
 /// down and waits, within what is left of the grace, for the client to close.
-pub(crate) async fn slow_consumer_goodbye(stream: &mut TcpStream, bytes: Vec<u8>) {
+pub(crate) async fn slow_consumer_goodbye(conn: &mut Conn, bytes: Vec<u8>) {
     let until = Instant::now() + SLOW_CONSUMER_GRACE;
-    let sent = tokio::time::timeout_at(until, stream.write_all(&bytes)).await;
+    let sent = tokio::time::timeout_at(until, conn.write_all(&bytes)).await;
     if !matches!(sent, Ok(Ok(()))) {
         return;
     }
-    let _ = stream.shutdown().await;
-    let _ = tokio::time::timeout_at(until, drain_until_closed(stream)).await;
+    let _ = tokio::time::timeout_at(until, tokio::io::AsyncWriteExt::shutdown(conn)).await;
+    let _ = tokio::time::timeout_at(until, drain_until_closed(conn)).await;
 }
 
-/// Reads and discards until the peer closes or the socket fails.
-async fn drain_until_closed(stream: &TcpStream) {
+/// Reads and discards until the peer closes or the connection fails.
+async fn drain_until_closed(conn: &mut Conn) {
     let mut chunk = [0u8; 512];
     loop {
-        if stream.readable().await.is_err() {
+        if conn.readable().await.is_err() {
             return;
         }
-        match stream.try_read(&mut chunk) {
+        match conn.try_read(&mut chunk) {
             Ok(0) => return,
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use herald_core::telemetry::telemetry;
 use herald_core::tenant::AppId;
 use herald_core::ChannelName;
+use herald_edge::conn::Conn;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 use super::command::{self, Command};
 use super::{Meteor, Stats};
@@ -37,7 +37,7 @@ enum Line {
 }
 
 impl Lines {
-    async fn next(&mut self, tcp: &mut TcpStream) -> Line {
+    async fn next(&mut self, tcp: &mut Conn) -> Line {
         loop {
             if let Some(end) = self.buf.iter().position(|&b| b == b'\n') {
                 if end > self.max {
@@ -68,7 +68,7 @@ fn same_secret(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// Serves one controller connection to its end.
-pub async fn run(m: Arc<Meteor>, mut tcp: TcpStream) {
+pub async fn run(m: Arc<Meteor>, mut tcp: Conn) {
     Stats::add(&m.stats.controller_connections_accepted, 1);
     Stats::add(&m.stats.current_controllers, 1);
     telemetry().connections_meteor_control.increment(1.0);
@@ -78,7 +78,7 @@ pub async fn run(m: Arc<Meteor>, mut tcp: TcpStream) {
     telemetry().connections_meteor_control.decrement(1.0);
 }
 
-async fn serve(m: &Meteor, tcp: &mut TcpStream) {
+async fn serve(m: &Meteor, tcp: &mut Conn) {
     let mut lines = Lines {
         buf: Vec::new(),
         max: m.edge.settings.max_frame_bytes,

@@ -31,7 +31,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::net::{TcpListener, TcpStream};
+use herald_edge::conn::{Conn, TlsAcceptor};
+use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 pub use conf::MeteorConf;
@@ -181,7 +182,7 @@ pub struct Meteor {
 /// Closes a connection whose client may still be sending (an oversized head or line): ends our
 /// side, then reads and drops what arrives for a moment, so that closing with unread input does
 /// not reset the connection before the client has read the error.
-async fn close_after_error(tcp: &mut TcpStream) {
+async fn close_after_error(tcp: &mut Conn) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let _ = tcp.shutdown().await;
     let drain = async {
@@ -219,21 +220,37 @@ impl Meteor {
         })
     }
 
-    /// Accepts subscriber connections until shutdown.
-    pub async fn serve_subscribers(self: Arc<Self>, listener: TcpListener) {
-        self.accept_loop(listener, |m, tcp| async move { session::run(m, tcp).await })
-            .await;
+    /// Accepts subscriber connections until shutdown (over TLS when `tls` is given).
+    pub async fn serve_subscribers(
+        self: Arc<Self>,
+        listener: TcpListener,
+        tls: Option<TlsAcceptor>,
+    ) {
+        self.accept_loop(listener, tls, |m, conn| async move {
+            session::run(m, conn).await
+        })
+        .await;
     }
 
-    /// Accepts controller connections until shutdown.
-    pub async fn serve_controllers(self: Arc<Self>, listener: TcpListener) {
-        self.accept_loop(listener, |m, tcp| async move { control::run(m, tcp).await })
-            .await;
+    /// Accepts controller connections until shutdown (over TLS when `tls` is given).
+    pub async fn serve_controllers(
+        self: Arc<Self>,
+        listener: TcpListener,
+        tls: Option<TlsAcceptor>,
+    ) {
+        self.accept_loop(listener, tls, |m, conn| async move {
+            control::run(m, conn).await
+        })
+        .await;
     }
 
-    async fn accept_loop<F, Fut>(self: Arc<Self>, listener: TcpListener, handle: F)
-    where
-        F: Fn(Arc<Meteor>, TcpStream) -> Fut,
+    async fn accept_loop<F, Fut>(
+        self: Arc<Self>,
+        listener: TcpListener,
+        tls: Option<TlsAcceptor>,
+        handle: F,
+    ) where
+        F: Fn(Arc<Meteor>, Conn) -> Fut + Clone + Send + 'static,
         Fut: std::future::Future<Output = ()> + Send + 'static,
     {
         let shutdown = self.edge.shutdown.clone();
@@ -254,7 +271,24 @@ impl Meteor {
                 _ = shutdown.cancelled() => break,
             };
             let _ = tcp.set_nodelay(true);
-            self.edge.connections.spawn(handle(self.clone(), tcp));
+            match &tls {
+                None => {
+                    self.edge
+                        .connections
+                        .spawn(handle(self.clone(), Conn::Plain(tcp)));
+                }
+                // The handshake runs in the connection's own task, within the first-byte
+                // deadline, so a client that never finishes it holds up nothing else.
+                Some(tls) => {
+                    let (tls, m, handle) = (tls.clone(), self.clone(), handle.clone());
+                    let limit = self.edge.settings.deadlines.first_byte;
+                    self.edge.connections.spawn(async move {
+                        if let Some(conn) = Box::pin(tls.accept(tcp, limit)).await {
+                            handle(m, conn).await;
+                        }
+                    });
+                }
+            }
         }
     }
 

@@ -14,8 +14,8 @@ use herald_core::auth::Client;
 use herald_core::outbox::{OutFrame, Outbox};
 use herald_core::telemetry::telemetry;
 use herald_core::{ChannelName, Cursor, Epoch, HeraldError, StoredMessage};
+use herald_edge::conn::Conn;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::conf::Mode;
@@ -53,7 +53,7 @@ impl Drop for Counted<'_> {
 }
 
 /// Serves one subscriber-port connection to its end.
-pub async fn run(m: Arc<Meteor>, mut tcp: TcpStream) {
+pub async fn run(m: Arc<Meteor>, mut tcp: Conn) {
     let _counted = Counted::new(&m.stats);
     // The setup steps are boxed: a connection's task then keeps only what its long idle life
     // needs, not room for the largest step it went through.
@@ -92,7 +92,7 @@ pub async fn run(m: Arc<Meteor>, mut tcp: TcpStream) {
 /// large or not text, `Err(None)` when the client went away or was too slow: its first byte
 /// must arrive within the `first_byte` deadline and the rest of the head within `head`.
 async fn read_request_line(
-    tcp: &mut TcpStream,
+    tcp: &mut Conn,
     deadlines: &Deadlines,
 ) -> Result<String, Option<&'static str>> {
     let mut head = Vec::with_capacity(512);
@@ -117,7 +117,7 @@ async fn read_request_line(
     String::from_utf8(first.to_vec()).map_err(|_| Some("request line is not UTF-8"))
 }
 
-async fn write(tcp: &mut TcpStream, bytes: &[u8]) -> std::io::Result<()> {
+async fn write(tcp: &mut Conn, bytes: &[u8]) -> std::io::Result<()> {
     match tokio::time::timeout(WRITE_TIMEOUT, tcp.write_all(bytes)).await {
         Ok(result) => result,
         Err(_) => Err(std::io::ErrorKind::TimedOut.into()),
@@ -138,12 +138,12 @@ fn header(mode: &Mode, status: &str, channel_info: &[u8]) -> Vec<u8> {
 }
 
 /// The protocol's error: the header with `404 Not Found`, then close.
-async fn error(m: &Meteor, tcp: &mut TcpStream, mode: &Mode) {
+async fn error(m: &Meteor, tcp: &mut Conn, mode: &Mode) {
     Stats::add(&m.stats.errors_served, 1);
     let _ = write(tcp, &header(mode, "404 Not Found", b"")).await;
 }
 
-async fn serve_file(m: &Meteor, tcp: &mut TcpStream, path: &str) {
+async fn serve_file(m: &Meteor, tcp: &mut Conn, path: &str) {
     let doc = match &m.docs {
         Some(docs) => docs.get(path).await,
         None => None,
@@ -192,7 +192,7 @@ async fn cursors(m: &Meteor, s: &Subscribe) -> Result<Vec<Option<Cursor>>, Heral
     Ok(out)
 }
 
-async fn subscribe(m: &Meteor, mut tcp: TcpStream, s: Subscribe) {
+async fn subscribe(m: &Meteor, mut tcp: Conn, s: Subscribe) {
     let Some(mode) = m.conf.mode(&s.mode).cloned() else {
         tracing::debug!(mode = s.mode, "meteor: unknown mode");
         return error(m, &mut tcp, &m.conf.global).await;
@@ -290,7 +290,7 @@ enum Wake {
 struct Session<'a> {
     m: &'a Meteor,
     mode: &'a Mode,
-    tcp: TcpStream,
+    tcp: Conn,
     sent: u64,
     /// The subscribed channels with their Meteor names, encoded once.
     names: Vec<(ChannelName, String)>,

@@ -41,6 +41,12 @@ pub enum ServerError {
         #[source]
         source: std::io::Error,
     },
+    /// The TLS certificate or key cannot be used.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
+    /// Meteor's ports were asked to serve TLS without a certificate.
+    #[error("meteor_tls needs the server's certificate: set tls_cert and tls_key")]
+    MeteorTlsWithoutCertificate,
     /// The fan-out thread could not be started.
     #[error("cannot start the fan-out thread")]
     FanOut(#[source] std::io::Error),

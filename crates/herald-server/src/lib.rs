@@ -12,7 +12,8 @@
 //! Modules: [`settings`] (what a server starts with), `server` (start and shutdown), `node`
 //! (opening the store and the bus together), `wiring` (building the parts and joining them), `listener` (the HTTP accept loop), `meteor` (the
 //! Meteor ports), `metrics` (the process's recorder), `usage_writer`, `secrets` (the generated
-//! token secret), `data_dir` (the data directory's lock) and [`error`].
+//! token secret), `data_dir` (the data directory's lock), [`tls`] (certificates, their reload, the TLS
+//! configurations) and [`error`].
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -27,6 +28,7 @@ mod sealed_tenancy;
 mod secrets;
 mod server;
 pub mod settings;
+pub mod tls;
 mod usage_writer;
 mod wiring;
 

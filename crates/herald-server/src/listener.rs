@@ -7,8 +7,12 @@
 //! next request's head stops arriving or that stays idle between requests too long, and every
 //! request body is a [`TimedBody`], which must arrive whole within its deadline
 //! ([`herald_edge::deadlines`]). Shutdown stops accepting and asks every connection to finish
-//! its request.
+//! its request. With TLS, each connection's handshake runs first in its own task, within the
+//! first-byte deadline; the connection is then a [`Conn::Tls`] and everything above is the same.
+//! A source address over its rate of new connections is answered `429` before any of this
+//! ([`herald_edge::refuse`]).
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,16 +20,18 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::Router;
 use herald_core::limits::PeerAddr;
+use herald_edge::conn::{Conn, TlsAcceptor};
 use herald_edge::deadlines::{Deadlines, RequestPhase, TimedBody, TimedStream};
 use herald_edge::Edge;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-/// Accepts connections on `listener` and serves `app` on each until `shutdown` is cancelled.
+/// Accepts connections on `listener` (TLS ones when `tls` is given) and serves `app` on each
+/// until `shutdown` is cancelled.
 /// Returns the (closed) tracker of the HTTP connections still finishing, for the caller to wait
 /// on within its shutdown grace.
 pub(crate) async fn serve(
@@ -33,6 +39,7 @@ pub(crate) async fn serve(
     app: Router,
     edge: Arc<Edge>,
     shutdown: CancellationToken,
+    tls: Option<TlsAcceptor>,
 ) -> TaskTracker {
     let connections = TaskTracker::new();
     let mut http = hyper::server::conn::http1::Builder::new();
@@ -59,55 +66,68 @@ pub(crate) async fn serve(
             continue;
         }
         let (app, http, edge, stop) = (app.clone(), http.clone(), edge.clone(), shutdown.clone());
-        // The first request is looked at in the connection's own task, so a slow client holds up
-        // nothing else.
-        connections.spawn(async move {
-            let Some((tcp, head_started)) = herald_edge::sse::serve_if_sse(&edge, tcp).await else {
-                return;
-            };
-            let deadlines = edge.settings.deadlines;
-            // Boxed, so a task that streams SSE itself is not sized for hyper's connection.
-            Box::pin(serve_http(
-                &http,
-                tcp,
-                peer,
-                head_started,
-                deadlines,
-                app,
-                stop,
-            ))
-            .await;
-        });
+        // The handshake and the first request are looked at in the connection's own task, so a
+        // slow client holds up nothing else. A plain connection's task holds nothing of TLS.
+        match &tls {
+            None => {
+                connections.spawn(serve_connection(Conn::Plain(tcp), peer, app, http, edge, stop));
+            }
+            Some(tls) => {
+                let tls = tls.clone();
+                connections.spawn(async move {
+                    let limit = edge.settings.deadlines.first_byte;
+                    if let Some(conn) = Box::pin(tls.accept(tcp, limit)).await {
+                        serve_connection(conn, peer, app, http, edge, stop).await;
+                    }
+                });
+            }
+        }
     }
     drop(listener);
     connections.close();
     connections
 }
 
+/// Serves a fresh connection: its SSE stream if its first request is one, else hyper.
+async fn serve_connection(
+    conn: Conn,
+    peer: SocketAddr,
+    app: Router,
+    http: Arc<hyper::server::conn::http1::Builder>,
+    edge: Arc<Edge>,
+    stop: CancellationToken,
+) {
+    let Some((conn, head_started)) = herald_edge::sse::serve_if_sse(&edge, conn).await else {
+        return;
+    };
+    let deadlines = edge.settings.deadlines;
+    // Boxed, so a task that streams SSE itself is not sized for hyper's connection.
+    Box::pin(serve_http(&http, conn, peer, head_started, deadlines, app, stop)).await;
+}
+
 /// Serves one connection with hyper until it closes, a deadline passes, or shutdown lets it
 /// finish its request.
 async fn serve_http(
     http: &hyper::server::conn::http1::Builder,
-    tcp: TcpStream,
-    peer: std::net::SocketAddr,
+    conn: Conn,
+    peer: SocketAddr,
     head_started: Instant,
     deadlines: Deadlines,
     app: Router,
     stop: CancellationToken,
 ) {
     let phase = RequestPhase::default();
-    let io = TimedStream::new(tcp, phase.clone(), deadlines, head_started);
+    let io = TimedStream::new(conn, phase.clone(), deadlines, head_started);
     let router = TowerToHyperService::new(app);
     let service = hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
         // The request is handled until its response body is done: no head or keep-alive
         // deadline meanwhile (a long-poll waits, a stream streams).
         let guard = phase.begin();
         let mut request = request.map(|body| TimedBody::new(Body::new(body), deadlines.body));
-        // Who the peer is, for handlers that record it (the audit log).
-        request
-            .extensions_mut()
-            .insert(axum::extract::ConnectInfo(peer));
-        request.extensions_mut().insert(PeerAddr(peer.ip()));
+        // Who the peer is: for the audit log, and for the rate limits by address.
+        let extensions = request.extensions_mut();
+        extensions.insert(axum::extract::ConnectInfo(peer));
+        extensions.insert(PeerAddr(peer.ip()));
         let answer = hyper::service::Service::call(&router, request);
         async move {
             let response = answer.await?;

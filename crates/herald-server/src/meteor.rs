@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use herald_core::pattern::PatternSet;
+use herald_edge::conn::TlsAcceptor;
 use herald_edge::Edge;
 use herald_meteor::{Meteor, MeteorConf, MeteorSettings};
 use tokio::net::TcpListener;
@@ -22,17 +23,26 @@ pub(crate) struct MeteorListeners {
     meteor: Arc<Meteor>,
     subscribers: Option<TcpListener>,
     controllers: Option<TcpListener>,
+    /// The subscriber and controller ports' TLS acceptors, when they serve TLS.
+    tls: Option<(TlsAcceptor, TlsAcceptor)>,
 }
 
 impl MeteorListeners {
-    /// Binds the configured ports (subscriber first), or returns `None` when neither is.
+    /// Binds the configured ports (subscriber first), or returns `None` when neither is. With
+    /// `ports.tls`, both serve TLS with `tls` (the server's certificate).
     pub(crate) fn bind(
         ports: &MeteorPorts,
         edge: &Arc<Edge>,
+        tls: Option<&crate::tls::ServerTls>,
     ) -> Result<Option<MeteorListeners>, ServerError> {
         if !ports.any() {
             return Ok(None);
         }
+        let tls = match (ports.tls, tls) {
+            (false, _) => None,
+            (true, Some(tls)) => Some((tls.http_acceptor(), tls.line_acceptor())),
+            (true, None) => return Err(ServerError::MeteorTlsWithoutCertificate),
+        };
         let conf = ports.conf.clone().unwrap_or_else(MeteorConf::builtin);
         if !conf.ignored.is_empty() {
             tracing::info!(
@@ -76,6 +86,7 @@ impl MeteorListeners {
             meteor,
             subscribers,
             controllers,
+            tls,
         }))
     }
 
@@ -91,11 +102,16 @@ impl MeteorListeners {
 
     /// Starts accepting on each port, on `tasks`; each accept loop ends at shutdown.
     pub(crate) fn serve(self, tasks: &TaskTracker) {
+        let (subscriber_tls, controller_tls) = self.tls.unzip();
         if let Some(listener) = self.subscribers {
-            tasks.spawn(self.meteor.clone().serve_subscribers(listener));
+            tasks.spawn(
+                self.meteor
+                    .clone()
+                    .serve_subscribers(listener, subscriber_tls),
+            );
         }
         if let Some(listener) = self.controllers {
-            tasks.spawn(self.meteor.serve_controllers(listener));
+            tasks.spawn(self.meteor.serve_controllers(listener, controller_tls));
         }
     }
 }

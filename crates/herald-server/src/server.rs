@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use herald_edge::conn::TlsAcceptor;
 use herald_edge::Edge;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
@@ -19,6 +20,7 @@ use crate::data_dir::DataDirLock;
 use crate::error::ServerError;
 use crate::meteor::MeteorListeners;
 use crate::settings::ServerSettings;
+use crate::tls::{CertificateInfo, ServerTls, TlsError};
 use crate::usage_writer::write_usage;
 use crate::wiring::Parts;
 
@@ -103,7 +105,8 @@ async fn assemble(
     shutdown: &CancellationToken,
 ) -> Result<RunningServer, ServerError> {
     let edge = parts.edge(&settings, shutdown);
-    let meteor = MeteorListeners::bind(&settings.meteor, &edge)?;
+    let tls = settings.tls.clone().map(ServerTls::open).transpose()?;
+    let meteor = MeteorListeners::bind(&settings.meteor, &edge, tls.as_ref())?;
     let listen = settings.listen;
     let listen_error = |source| ServerError::Listen {
         addr: listen,
@@ -143,12 +146,14 @@ async fn assemble(
     background.close();
     tracing::info!(
         addr = %addresses.http,
+        tls = tls.is_some(),
         store = %store_description(&settings),
         bus = if settings.cluster.redis.is_empty() { "local" } else { "redis" },
         "herald is serving"
     );
+    let tls = tls.map(Arc::new);
     let serving = run(
-        http,
+        (http, tls.as_ref().map(|t| t.http_acceptor())),
         router,
         edge,
         parts,
@@ -164,6 +169,7 @@ async fn assemble(
     });
     Ok(RunningServer {
         addresses,
+        tls,
         generated_api_key,
         shutdown: shutdown.clone(),
         finished,
@@ -173,7 +179,7 @@ async fn assemble(
 /// Serves HTTP until shutdown, then drains connections within `grace`, waits for the
 /// background tasks (the usage writer's last write, Meteor's accept loops) and closes the store.
 async fn run(
-    http: TcpListener,
+    (http, tls): (TcpListener, Option<TlsAcceptor>),
     router: Router,
     edge: Arc<Edge>,
     parts: Parts,
@@ -181,7 +187,7 @@ async fn run(
     shutdown: CancellationToken,
     grace: Duration,
 ) {
-    let http = crate::listener::serve(http, router, edge.clone(), shutdown).await;
+    let http = crate::listener::serve(http, router, edge.clone(), shutdown, tls).await;
     tracing::info!("shutting down: closing connections");
     edge.connections.close();
     let drained = async {
@@ -215,6 +221,7 @@ pub struct Addresses {
 /// [`RunningServer::wait`]).
 pub struct RunningServer {
     addresses: Addresses,
+    tls: Option<Arc<ServerTls>>,
     generated_api_key: Option<String>,
     shutdown: CancellationToken,
     finished: JoinHandle<()>,
@@ -235,6 +242,18 @@ impl RunningServer {
     /// default app. It is stored only hashed: this is the one time it can be shown.
     pub fn generated_api_key(&self) -> Option<&str> {
         self.generated_api_key.as_deref()
+    }
+
+    /// Whether the HTTP listener serves TLS.
+    pub fn serves_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// Reads the TLS certificate and key files again: every new handshake (HTTP, and Meteor's
+    /// ports when they serve TLS) gets the new certificate, open connections keep theirs. On
+    /// error the old certificate stays. `None` when the server serves no TLS.
+    pub fn reload_tls(&self) -> Option<Result<CertificateInfo, TlsError>> {
+        self.tls.as_ref().map(|tls| tls.reload())
     }
 
     /// Starts shutting down without waiting; [`RunningServer::wait`] waits for the end.

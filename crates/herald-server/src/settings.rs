@@ -63,6 +63,9 @@ pub struct ServerSettings {
     /// Rate limits (the `[limits]` table): per app and publisher key, per WebSocket
     /// connection, per source address. Counted by each node on its own.
     pub limits: RateLimits,
+    /// TLS on the HTTP listener (and on Meteor's ports with [`MeteorPorts::tls`]): the
+    /// certificate and key files; `None` serves plain TCP.
+    pub tls: Option<crate::tls::TlsFiles>,
 }
 
 /// The admin dashboard (`/admin`): how long a login lasts and how its cookie is marked.
@@ -192,6 +195,7 @@ impl ServerSettings {
             admin: AdminSettings::default(),
             jwks: JwksOptions::default(),
             limits: RateLimits::default(),
+            tls: None,
         }
     }
 }
@@ -219,6 +223,7 @@ impl std::fmt::Debug for ServerSettings {
             .field("admin", &self.admin)
             .field("jwks", &self.jwks)
             .field("limits", &self.limits)
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -239,6 +244,9 @@ pub struct MeteorPorts {
     /// Channel patterns (as in tokens) of the default-app channels the subscriber port may
     /// subscribe to; `None`: every channel.
     pub channels: Option<Vec<String>>,
+    /// Both ports serve TLS with the server's certificate ([`ServerSettings::tls`], which
+    /// must then be set).
+    pub tls: bool,
 }
 
 impl MeteorPorts {
@@ -260,6 +268,7 @@ impl std::fmt::Debug for MeteorPorts {
                 &self.control_password.as_ref().map(|_| "<set>"),
             )
             .field("channels", &self.channels)
+            .field("tls", &self.tls)
             .finish()
     }
 }

@@ -31,8 +31,8 @@ Examples:
   herald push --tags 'sports AND uk' '{\"score\":\"2-1\"}'
   herald subscribe news --last
 
-Environment: HERALD_CONFIG, HERALD_URL, HERALD_API_KEY, HERALD_TOKEN and the HERALD_* settings
-listed in docs/config.md.";
+Environment: HERALD_CONFIG, HERALD_URL, HERALD_API_KEY, HERALD_TOKEN, HERALD_CACERT and the
+HERALD_* settings listed in docs/config.md.";
 
 /// Herald: a self-hosted push server.
 #[derive(Debug, Parser)]
@@ -40,6 +40,10 @@ listed in docs/config.md.";
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Also trust the PEM CA certificates in FILE for https:// and wss:// servers (client
+    /// commands: publish, push, subscribe, providers, jobs, bench) [env: HERALD_CACERT]
+    #[arg(long, global = true, env = "HERALD_CACERT", value_name = "FILE")]
+    cacert: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -90,6 +94,12 @@ enum Command {
 /// Parses the command line, runs the command and turns its outcome into an exit code.
 pub async fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(file) = &cli.cacert {
+        if let Err(e) = herald_client::tls::trust_ca_file(file) {
+            eprintln!("error: --cacert: {e}");
+            return ExitCode::from(2);
+        }
+    }
     let outcome = match cli.command {
         Command::Serve(args) => serve::run(args).await,
         Command::Migrate(args) => migrate::run(args).await,

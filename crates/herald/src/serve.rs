@@ -2,7 +2,9 @@
 //! ([`herald_server`]), prints where it listens, and on SIGTERM or Ctrl-C shuts it down
 //! (connections drained, each told why, before the store closes). A second signal during that
 //! shutdown exits at once (code 130), as a kill -9 would: every acknowledged write is already
-//! durable.
+//! durable. SIGHUP reloads the TLS certificate and key from their files (new handshakes get the
+//! new certificate, open connections keep theirs; a reload that fails keeps the old one and says
+//! why at ERROR).
 
 use herald_server::vocabulary::{
     DeliveryConfig, EdgeSettings, JwksOptions, PostgresOptions, ProviderEndpoints,
@@ -41,8 +43,15 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     if let Some(addr) = addresses.meteor_control {
         println!("herald meteor-control listening on {addr}");
     }
-    println!("herald listening on http://{}", addresses.http);
-    signals.next().await;
+    let scheme = if server.serves_tls() { "https" } else { "http" };
+    println!("herald listening on {scheme}://{}", addresses.http);
+    let mut hangups = Hangups::install();
+    loop {
+        tokio::select! {
+            _ = signals.next() => break,
+            _ = hangups.next() => reload_tls(&server),
+        }
+    }
     eprintln!(
         "herald: shutting down (connections are told and drained, up to shutdown_grace); send \
          the signal again to exit at once"
@@ -82,6 +91,55 @@ fn survive_file_size_limit() {
             }
             Err(e) => tracing::warn!(error = %e, "cannot handle SIGXFSZ"),
         }
+    }
+}
+
+/// SIGHUP: reloads the TLS certificate, or says there is none to reload.
+fn reload_tls(server: &herald_server::RunningServer) {
+    match server.reload_tls() {
+        // The server logged the new certificate at INFO.
+        Some(Ok(_)) => {}
+        Some(Err(e)) => {
+            let mut reason = e.to_string();
+            if let Some(source) = std::error::Error::source(&e) {
+                reason = format!("{reason}: {source}");
+            }
+            tracing::error!(
+                error = %reason,
+                "TLS reload failed; still serving the previous certificate"
+            );
+        }
+        None => tracing::info!("SIGHUP: no TLS certificate to reload (tls_cert is not set)"),
+    }
+}
+
+/// SIGHUP, as a stream (never on platforms without it). Installed once the server runs, so a
+/// SIGHUP before that terminates the process as it always did.
+struct Hangups {
+    #[cfg(unix)]
+    hup: Option<tokio::signal::unix::Signal>,
+}
+
+impl Hangups {
+    fn install() -> Hangups {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            Hangups {
+                hup: signal(SignalKind::hangup()).ok(),
+            }
+        }
+        #[cfg(not(unix))]
+        Hangups {}
+    }
+
+    async fn next(&mut self) {
+        #[cfg(unix)]
+        if let Some(hup) = &mut self.hup {
+            hup.recv().await;
+            return;
+        }
+        std::future::pending::<()>().await
     }
 }
 
@@ -149,6 +207,7 @@ fn settings(config: &Config) -> ServerSettings {
             document_root: meteor.document_root.clone(),
             control_password: meteor.control_password.clone(),
             channels: meteor.channels.clone(),
+            tls: meteor.tls,
         },
         providers: ProviderSettings {
             credentials_key: config.providers.credentials_key.clone(),
@@ -176,6 +235,7 @@ fn settings(config: &Config) -> ServerSettings {
             redis_cluster: config.cluster.redis_cluster,
             redis_ca_pem: config.cluster.redis_ca_pem.clone(),
         },
+        tls: config.tls.as_ref().map(|t| t.files.clone()),
     }
 }
 

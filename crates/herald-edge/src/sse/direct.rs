@@ -20,11 +20,11 @@ use std::task::{Context, Poll};
 use axum::http::StatusCode;
 use herald_core::outbox::{Batch, CloseReason};
 use herald_core::HeraldError;
-use tokio::net::TcpStream;
 use tokio::time::{Instant, Sleep};
 
 use super::sniff::{sniff, Sniffed, SseRequest};
 use super::{SseStream, PREAMBLE, STREAM_HEADERS};
+use crate::conn::Conn;
 use crate::deadlines::request_timeout;
 use crate::http::{error_parts, secs_until};
 use crate::socket::{
@@ -45,56 +45,62 @@ const CORS_HEADERS: [(&str, &str); 2] = [
 /// Most bytes of unexpected input read (and dropped) in one go.
 const READ_BUDGET: usize = 64 * 1024;
 
-/// Serves `tcp` here if its first request is an SSE stream, and returns `None` when done (or
+/// Serves `conn` here if its first request is an SSE stream, and returns `None` when done (or
 /// when the client sent nothing in time, or only part of a head: that is answered `408`, or the
 /// server is shutting down). Otherwise returns the connection untouched, for hyper, with the
 /// instant its first request's head started arriving.
-pub async fn serve_if_sse(edge: &Arc<Edge>, mut tcp: TcpStream) -> Option<(TcpStream, Instant)> {
+pub async fn serve_if_sse(edge: &Arc<Edge>, mut conn: Conn) -> Option<(Conn, Instant)> {
     // Every step but the idle wait is boxed, so the connection's task is only as large as its
     // idle state: a future stores the largest of its steps.
     let deadlines = &edge.settings.deadlines;
     let sniffed = Box::pin(async {
         tokio::select! {
-            sniffed = sniff(&tcp, deadlines) => sniffed,
+            sniffed = sniff(&mut conn, deadlines) => sniffed,
             _ = edge.shutdown.cancelled() => Sniffed::Gone,
         }
     })
     .await;
     let request = match sniffed {
         Sniffed::Sse(request) => request,
-        Sniffed::Other(head_started) => return Some((tcp, head_started)),
+        Sniffed::Other(head_started) => return Some((conn, head_started)),
         Sniffed::Gone => return None,
         Sniffed::Late => {
             let late = request_timeout("head", deadlines.head);
-            Box::pin(answer_error(&tcp, false, &late)).await;
-            let _ = discard_input(&tcp);
+            Box::pin(answer_error(&mut conn, false, &late)).await;
+            let _ = discard_input(&mut conn);
             return None;
         }
     };
-    let mut connection = match Box::pin(open(edge, &tcp, request)).await {
+    let mut connection = match Box::pin(open(edge, &mut conn, request)).await {
         Some(connection) => connection,
         None => {
-            let _ = discard_input(&tcp);
+            let _ = discard_input(&mut conn);
             return None;
         }
     };
     let place = edge.keepalive.join(&connection.stream.outbox);
-    connection.run(&mut tcp).await;
+    connection.run(&mut conn).await;
     edge.keepalive.leave(place);
     // Whatever the client sent is read first, so closing sends a FIN rather than a reset that
     // could discard the last events on the client's side.
-    let _ = discard_input(&tcp);
+    let _ = discard_input(&mut conn);
+    // A TLS stream also says `close_notify`; the connection's state is gone first, and the
+    // socket is moved into the boxed goodbye, so a plain stream's idle task is no larger.
+    drop(connection);
+    if conn.is_tls() {
+        Box::pin(conn.close()).await;
+    }
     None
 }
 
 /// Opens the stream and writes the response head with the first events; or answers the error
 /// that prevents it. Returns the connection to wait on, unless it is already over.
-async fn open(edge: &Edge, tcp: &TcpStream, request: Box<SseRequest>) -> Option<Connection> {
+async fn open(edge: &Edge, conn: &mut Conn, request: Box<SseRequest>) -> Option<Connection> {
     let http10 = request.http10;
     let mut stream = match SseStream::open(edge, request.query.as_deref(), &request.headers).await {
         Ok(stream) => stream,
         Err(e) => {
-            answer_error(tcp, http10, &e).await;
+            answer_error(conn, http10, &e).await;
             return None;
         }
     };
@@ -105,7 +111,7 @@ async fn open(edge: &Edge, tcp: &TcpStream, request: Box<SseRequest>) -> Option<
     buf.extend_from_slice(PREAMBLE);
     let (frames, closed) = stream.outbox.take();
     stream.encode(frames, closed, false, &mut buf);
-    if send(tcp, buf).await.is_err() || closed.is_some() {
+    if send(conn, buf).await.is_err() || closed.is_some() {
         return None;
     }
     let expiry = stream
@@ -152,22 +158,22 @@ struct Connection {
 
 impl Connection {
     /// Writes what the outbox hands out until the stream ends or the client goes away.
-    async fn run(&mut self, tcp: &mut TcpStream) {
+    async fn run(&mut self, conn: &mut Conn) {
         loop {
-            let wake = std::future::poll_fn(|cx| self.poll_wake(tcp, cx)).await;
-            match self.handle(tcp, wake) {
+            let wake = std::future::poll_fn(|cx| self.poll_wake(conn, cx)).await;
+            match self.handle(conn, wake) {
                 Step::Wait => {}
                 Step::End => return,
                 // Boxed: only a stream whose socket is full waits here.
                 Step::Blocked(rest, false) => {
                     let outbox = &self.stream.outbox;
-                    let write = write_until_cut(tcp, outbox, rest, WRITE_TIMEOUT, event_end);
+                    let write = write_until_cut(conn, outbox, rest, WRITE_TIMEOUT, event_end);
                     match Box::pin(write).await {
                         Blocked::Written => {}
                         Blocked::Cut(mut rest) => {
                             let slow = Some(CloseReason::SlowConsumer);
                             self.stream.encode(VecDeque::new(), slow, false, &mut rest);
-                            return Box::pin(slow_consumer_goodbye(tcp, rest)).await;
+                            return Box::pin(slow_consumer_goodbye(conn, rest)).await;
                         }
                         Blocked::Failed => return,
                     }
@@ -175,9 +181,9 @@ impl Connection {
                 // The stream's last bytes, its `disconnect` among them.
                 Step::Blocked(rest, true) => {
                     if self.stream.outbox.closed() == Some(CloseReason::SlowConsumer) {
-                        return Box::pin(slow_consumer_goodbye(tcp, rest)).await;
+                        return Box::pin(slow_consumer_goodbye(conn, rest)).await;
                     }
-                    let _ = Box::pin(write_rest(tcp, rest)).await;
+                    let _ = Box::pin(write_rest(conn, rest)).await;
                     return;
                 }
             }
@@ -185,9 +191,9 @@ impl Connection {
     }
 
     /// Acts on what woke the stream, without waiting.
-    fn handle(&mut self, tcp: &TcpStream, wake: Wake) -> Step {
+    fn handle(&mut self, conn: &mut Conn, wake: Wake) -> Step {
         match wake {
-            Wake::Readable(Ok(())) if discard_input(tcp) => Step::Wait,
+            Wake::Readable(Ok(())) if discard_input(conn) => Step::Wait,
             Wake::Readable(_) => Step::End,
             Wake::Outbox(batch) => {
                 let done = batch.closed.is_some();
@@ -202,7 +208,7 @@ impl Connection {
                 let mut buf = Vec::new();
                 self.stream
                     .encode(batch.frames, batch.closed, ping, &mut buf);
-                match try_send(tcp, buf) {
+                match try_send(conn, buf) {
                     Sent::All if done => Step::End,
                     Sent::All => Step::Wait,
                     Sent::Part(rest) => Step::Blocked(rest, done),
@@ -219,14 +225,14 @@ impl Connection {
 
     /// Looks at the outbox, the socket and the expiry timer, in turns; pending (with the waker
     /// left with each) when none has anything.
-    fn poll_wake(&mut self, tcp: &TcpStream, cx: &mut Context<'_>) -> Poll<Wake> {
+    fn poll_wake(&mut self, conn: &mut Conn, cx: &mut Context<'_>) -> Poll<Wake> {
         self.outbox_first = !self.outbox_first;
         if self.outbox_first {
             if let Poll::Ready(batch) = self.stream.outbox.poll_batch(cx) {
                 return Poll::Ready(Wake::Outbox(batch));
             }
         }
-        if let Poll::Ready(ready) = tcp.poll_read_ready(cx) {
+        if let Poll::Ready(ready) = conn.poll_read_ready(cx) {
             return Poll::Ready(Wake::Readable(ready));
         }
         if !self.outbox_first {
@@ -258,7 +264,7 @@ fn event_end(buf: &[u8], written: usize) -> usize {
 }
 
 /// Answers a request the stream could not open for, as `crate::http::error_response` would.
-async fn answer_error(tcp: &TcpStream, http10: bool, e: &HeraldError) {
+async fn answer_error(conn: &mut Conn, http10: bool, e: &HeraldError) {
     let (status, body) = error_parts(e);
     let length = body.len().to_string();
     let mut buf = Vec::with_capacity(256 + body.len());
@@ -272,7 +278,7 @@ async fn answer_error(tcp: &TcpStream, http10: bool, e: &HeraldError) {
         ],
     );
     buf.extend_from_slice(&body);
-    let _ = send(tcp, buf).await;
+    let _ = send(conn, buf).await;
 }
 
 /// The status line and headers of an answer: `headers`, the CORS headers, `connection: close`
@@ -290,11 +296,11 @@ fn response_head(buf: &mut Vec<u8>, http10: bool, status: StatusCode, headers: &
 
 /// Reads and drops what the client sent (an SSE client sends nothing after its request).
 /// Returns false when the client has closed the connection or it failed.
-fn discard_input(tcp: &TcpStream) -> bool {
+fn discard_input(conn: &mut Conn) -> bool {
     let mut chunk = [0u8; 1024];
     let mut budget = READ_BUDGET;
     while budget > 0 {
-        match tcp.try_read(&mut chunk) {
+        match conn.try_read(&mut chunk) {
             Ok(0) => return false,
             Ok(n) => budget = budget.saturating_sub(n),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,

@@ -8,10 +8,9 @@ use std::io;
 use std::time::Duration;
 
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Uri};
-use tokio::io::Interest;
-use tokio::net::TcpStream;
 use tokio::time::Instant;
 
+use crate::conn::Conn;
 use crate::deadlines::Deadlines;
 
 /// Largest header block looked at; a larger one goes to hyper.
@@ -62,7 +61,7 @@ pub(crate) enum Head {
 /// pieces is there: an incomplete request is looked at again after a pause, 5 ms at first and
 /// doubling (to at most [`MAX_PAUSE`]) while nothing new arrives. A request usually arrives
 /// whole, and then nothing waits.
-pub(super) async fn sniff(stream: &TcpStream, deadlines: &Deadlines) -> Sniffed {
+pub(super) async fn sniff(stream: &mut Conn, deadlines: &Deadlines) -> Sniffed {
     let mut deadline = Instant::now() + deadlines.first_byte;
     let mut first_byte_at = None;
     let mut pause = FIRST_PAUSE;
@@ -72,10 +71,10 @@ pub(super) async fn sniff(stream: &TcpStream, deadlines: &Deadlines) -> Sniffed 
         // for a fresh socket that has nothing to read), so no buffer is held while waiting.
         let waited = async {
             stream.peek(&mut [0u8; 1]).await?;
-            stream.ready(Interest::READABLE).await
+            stream.read_closed().await
         };
-        let ready = match tokio::time::timeout_at(deadline, waited).await {
-            Ok(Ok(ready)) => ready,
+        let read_closed = match tokio::time::timeout_at(deadline, waited).await {
+            Ok(Ok(closed)) => closed,
             // Hyper sees the same error and deals with it.
             Ok(Err(_)) => return Sniffed::Other(Instant::now()),
             Err(_) if first_byte_at.is_none() => return Sniffed::Gone,
@@ -101,7 +100,7 @@ pub(super) async fn sniff(stream: &TcpStream, deadlines: &Deadlines) -> Sniffed 
             }
             Head::Other => return Sniffed::Other(started),
             // Over the bound, or the client sent all it will: hyper answers as it would have.
-            Head::Incomplete if n == 0 || n == MAX_HEAD_BYTES || ready.is_read_closed() => {
+            Head::Incomplete if n == 0 || n == MAX_HEAD_BYTES || read_closed => {
                 return Sniffed::Other(started);
             }
             Head::Incomplete => {}
@@ -121,7 +120,7 @@ pub(super) async fn sniff(stream: &TcpStream, deadlines: &Deadlines) -> Sniffed 
 }
 
 /// Reads exactly the header block (already in the socket's buffer) out of the socket.
-async fn consume(stream: &TcpStream, buf: &mut [u8]) -> io::Result<()> {
+async fn consume(stream: &mut Conn, buf: &mut [u8]) -> io::Result<()> {
     let mut got = 0;
     while got < buf.len() {
         stream.readable().await?;

@@ -1,8 +1,10 @@
 //! The WebSocket opening handshake (RFC 6455 section 4.2) on top of axum/hyper: checks the
 //! upgrade request, answers `101 Switching Protocols` with `Sec-WebSocket-Accept`, and hands
-//! back the raw TCP socket once hyper lets go of it, so the connection can run on Herald's own
+//! back the raw connection (TCP, or TLS over TCP) once hyper lets go of it, so the connection can run on Herald's own
 //! lean frame loop instead of a buffered WebSocket library.
 
+use crate::conn::Conn;
+use crate::deadlines::TimedStream;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{header, HeaderMap, HeaderValue, Method, Response, StatusCode};
@@ -12,9 +14,6 @@ use herald_core::HeraldError;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use sha1::{Digest, Sha1};
-use tokio::net::TcpStream;
-
-use crate::deadlines::TimedStream;
 
 /// The GUID RFC 6455 appends to the client's key.
 const ACCEPT_GUID: &str = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
@@ -79,7 +78,7 @@ impl Upgrade {
         self,
     ) -> (
         Response<Body>,
-        impl std::future::Future<Output = Option<(TcpStream, Bytes)>>,
+        impl std::future::Future<Output = Option<(Conn, Bytes)>>,
     ) {
         let response = Response::builder()
             .status(StatusCode::SWITCHING_PROTOCOLS)
@@ -100,7 +99,7 @@ impl Upgrade {
             match upgraded.downcast::<TokioIo<TimedStream>>() {
                 Ok(parts) => Some((parts.io.into_inner().into_inner(), parts.read_buf)),
                 Err(_) => {
-                    tracing::error!("upgraded connection is not a plain TCP stream; closing it");
+                    tracing::error!("upgraded connection is not a Herald connection; closing it");
                     None
                 }
             }

@@ -22,9 +22,9 @@ use herald_core::auth::Client;
 use herald_core::outbox::{Batch, CloseReason, OutFrame, Outbox};
 use herald_core::telemetry::telemetry;
 use herald_core::usage::ConnectionGuard;
-use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
+use crate::conn::Conn;
 use crate::http::{client_token, error_response, query_pairs, secs_until};
 use crate::socket::{slow_consumer_goodbye, write_rest, write_until_cut, Blocked, WRITE_TIMEOUT};
 use crate::Edge;
@@ -154,7 +154,7 @@ impl Connection {
 
     /// Serves the connection once `socket` (the finished upgrade) yields the TCP stream and the
     /// bytes read past the handshake.
-    async fn run(&mut self, socket: Pin<Box<impl Future<Output = Option<(TcpStream, Bytes)>>>>) {
+    async fn run(&mut self, socket: Pin<Box<impl Future<Output = Option<(Conn, Bytes)>>>>) {
         let Some((mut stream, read_ahead)) = socket.await else {
             return;
         };
@@ -174,7 +174,7 @@ impl Connection {
             if !self.incoming.is_empty() {
                 self.heard_since_ping = true;
                 end = Box::pin(handle_incoming(
-                    &stream,
+                    &mut stream,
                     &mut self.session,
                     &mut self.incoming,
                 ))
@@ -186,9 +186,9 @@ impl Connection {
                 self.expiry =
                     expires.map(|exp| (exp, Box::pin(tokio::time::sleep(secs_until(exp)))));
             }
-            end = match std::future::poll_fn(|cx| self.poll_wake(&stream, cx)).await {
+            end = match std::future::poll_fn(|cx| self.poll_wake(&mut stream, cx)).await {
                 Wake::Readable(Ok(())) => {
-                    match read_available(&stream, &mut self.reader, &mut self.incoming) {
+                    match read_available(&mut stream, &mut self.reader, &mut self.incoming) {
                         Ok(true) => None,
                         Ok(false) => Some(End::Gone),
                         Err(ReadError::Frame(e)) => Some(End::BadFrame(e)),
@@ -205,14 +205,14 @@ impl Connection {
                         }
                         std::mem::take(&mut self.heard_since_ping)
                     };
-                    match write_frames(&stream, batch.frames, ping) {
+                    match write_frames(&mut stream, batch.frames, ping) {
                         Written::All => ends,
                         // Boxed: only a connection whose socket is full waits here.
                         Written::Part(pending) => {
                             let outbox = self.session.outbox();
                             let Pending { buf, frame_ends } = pending;
                             let write =
-                                write_until_cut(&stream, outbox, buf, WRITE_TIMEOUT, |_, at| {
+                                write_until_cut(&mut stream, outbox, buf, WRITE_TIMEOUT, |_, at| {
                                     frame_ends.into_iter().find(|end| *end > at).unwrap_or(at)
                                 });
                             match Box::pin(write).await {
@@ -242,11 +242,14 @@ impl Connection {
             ))
             .await;
         }
+        if stream.is_tls() {
+            Box::pin(stream.close()).await;
+        }
     }
 
     /// Looks at the socket, the outbox and the expiry timer, in turns; pending (with the waker
     /// left with each) when none has anything.
-    fn poll_wake(&mut self, stream: &TcpStream, cx: &mut Context<'_>) -> Poll<Wake> {
+    fn poll_wake(&mut self, stream: &mut Conn, cx: &mut Context<'_>) -> Poll<Wake> {
         self.outbox_first = !self.outbox_first;
         if self.outbox_first {
             if let Poll::Ready(batch) = self.session.outbox().poll_batch(cx) {
@@ -273,7 +276,7 @@ impl Connection {
 /// Tells the client why the connection ends (a `disconnect` frame and a close frame, as `end`
 /// calls for), giving the socket a second at most; a slow consumer's goodbye, after what a cut
 /// left of the frame in progress (`cut_frame`), gets [`crate::socket::SLOW_CONSUMER_GRACE`].
-async fn goodbye(stream: &mut TcpStream, end: End, max_frame: usize, cut_frame: Vec<u8>) {
+async fn goodbye(stream: &mut Conn, end: End, max_frame: usize, cut_frame: Vec<u8>) {
     let mut goodbye = cut_frame;
     match end {
         End::Disconnect(reason @ CloseReason::SlowConsumer) => {
@@ -323,7 +326,7 @@ struct Pending {
 /// does. The caller boxes this future, so the (large) command futures exist only while
 /// commands run, not in every idle connection.
 async fn handle_incoming(
-    stream: &TcpStream,
+    stream: &mut Conn,
     session: &mut Session,
     incoming: &mut Vec<Incoming>,
 ) -> Option<End> {
@@ -353,7 +356,7 @@ enum ReadError {
 /// Reads what the socket has (up to a budget) through a stack buffer and parses it. Returns
 /// false when the peer closed the connection.
 fn read_available(
-    stream: &TcpStream,
+    stream: &mut Conn,
     reader: &mut FrameReader,
     incoming: &mut Vec<Incoming>,
 ) -> Result<bool, ReadError> {
@@ -379,7 +382,7 @@ fn read_available(
 /// Encodes a batch of frames (and a ping after them, if `ping`) into one buffer and writes as
 /// much as the socket takes at once: usually all of it, in one syscall.
 fn write_frames(
-    stream: &TcpStream,
+    stream: &mut Conn,
     frames: std::collections::VecDeque<OutFrame>,
     ping: bool,
 ) -> Written {
@@ -426,6 +429,13 @@ fn write_frames(
         }
     }
     if written == buf.len() {
+        if stream.has_unsent_output() {
+            // A TLS session holds encrypted bytes the socket did not take yet.
+            return Written::Part(Pending {
+                buf: Vec::new(),
+                frame_ends: Vec::new(),
+            });
+        }
         return Written::All;
     }
     // Where each frame ends, counted from the first unwritten byte, so a slow-consumer cut

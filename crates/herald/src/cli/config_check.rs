@@ -50,6 +50,25 @@ pub fn run(cmd: ConfigCommand) -> anyhow::Result<ExitCode> {
         None => println!("# effective configuration (no config file)"),
     }
     print!("{}", config.to_toml_redacted());
+    if let Some(tls) = &config.tls {
+        let info = &tls.info;
+        println!(
+            "# TLS certificate {}: subject {}, issuer {}, serial {}, valid until {}",
+            tls.files.cert.display(),
+            info.subject,
+            info.issuer,
+            info.serial,
+            info.not_after_text
+        );
+        for warning in info.warnings() {
+            println!("# WARN: {warning}");
+            eprintln!(
+                "warning: TLS certificate {} / key {}: {warning}",
+                tls.files.cert.display(),
+                tls.files.key.display()
+            );
+        }
+    }
     println!("\n# config ok");
     Ok(ExitCode::SUCCESS)
 }

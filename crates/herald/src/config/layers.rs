@@ -136,6 +136,9 @@ pub(super) const KEYS: &[Key] = &[
     key("fcm_url", &["HERALD_FCM_URL"]),
     key("fcm_token_url", &["HERALD_FCM_TOKEN_URL"]),
     key("provider_ca_file", &["HERALD_PROVIDER_CA_FILE"]),
+    key("tls_cert", &["HERALD_TLS_CERT"]),
+    key("tls_key", &["HERALD_TLS_KEY"]),
+    key("meteor_tls", &["HERALD_METEOR_TLS"]),
     key("provider_connections", &["HERALD_PROVIDER_CONNECTIONS"]),
     key("provider_batch", &["HERALD_PROVIDER_BATCH"]),
     key("provider_lease", &["HERALD_PROVIDER_LEASE"]),
@@ -274,6 +277,9 @@ impl Layers {
                 "--provider-ca-file",
                 path(&flags.provider_ca_file),
             ),
+            ("tls_cert", "--tls-cert", path(&flags.tls_cert)),
+            ("tls_key", "--tls-key", path(&flags.tls_key)),
+            ("meteor_tls", "--meteor-tls", flags.meteor_tls.clone()),
         ];
         for (key, flag, value) in flag_values {
             if let Some(value) = value {

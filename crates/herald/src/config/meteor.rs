@@ -100,6 +100,7 @@ impl Layers {
             document_root: self.get("meteor_document_root", None, folder)?,
             control_password: self.get("meteor_control_password", None, secret(1))?,
             channels: self.get("meteor_channels", None, patterns)?,
+            tls: false,
         })
     }
 }

@@ -18,6 +18,7 @@ mod limits;
 mod meteor;
 mod providers;
 mod redacted;
+mod tls;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -33,6 +34,7 @@ use herald_server::vocabulary::{
 use layers::{env_text, Layers};
 
 pub use layers::Source;
+pub use tls::TlsConfig;
 pub use validate::ConfigError;
 
 pub use herald_server::{read_secret_file, TOKEN_SECRET_FILE};
@@ -129,6 +131,17 @@ pub struct ConfigFlags {
     /// [env: HERALD_PROVIDER_CA_FILE]
     #[arg(long, value_name = "PATH")]
     pub provider_ca_file: Option<PathBuf>,
+    /// Serve HTTPS: the PEM certificate chain (with --tls-key); SIGHUP reloads it
+    /// [env: HERALD_TLS_CERT] (default: plain HTTP)
+    #[arg(long, value_name = "PATH")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert (PKCS#8, SEC1 or RSA) [env: HERALD_TLS_KEY]
+    #[arg(long, value_name = "PATH")]
+    pub tls_key: Option<PathBuf>,
+    /// Meteor's subscriber and controller ports serve TLS too, with the same certificate
+    /// [env: HERALD_METEOR_TLS] (default: false)
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub meteor_tls: Option<String>,
 }
 
 /// Provider delivery settings. No `Debug`: it holds the credentials key.
@@ -190,6 +203,8 @@ pub struct MeteorConfig {
     pub control_password: Option<String>,
     /// Channel patterns the subscriber port may subscribe to; `None`: every channel.
     pub channels: Option<Vec<String>>,
+    /// Both ports serve TLS with the server's certificate.
+    pub tls: bool,
 }
 
 /// History and delivery settings of a namespace (or of the default namespace).
@@ -310,6 +325,8 @@ pub struct Config {
     pub providers: ProvidersConfig,
     /// Cluster mode (shared PostgreSQL store, Redis bus).
     pub cluster: ClusterConfig,
+    /// TLS on the HTTP listener; `None`: plain HTTP.
+    pub tls: Option<TlsConfig>,
     sources: BTreeMap<String, Source>,
 }
 

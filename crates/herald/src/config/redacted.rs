@@ -148,6 +148,17 @@ impl Config {
                 "only the public web roots are trusted",
             ),
             (
+                "tls_cert",
+                path(&self.tls.as_ref().map(|t| t.files.cert.clone())),
+                "plain HTTP",
+            ),
+            (
+                "tls_key",
+                path(&self.tls.as_ref().map(|t| t.files.key.clone())),
+                "plain HTTP",
+            ),
+            ("meteor_tls", Some(Value::from(m.tls)), ""),
+            (
                 "provider_connections",
                 int(self.providers.connections as u64),
                 "",
@@ -282,6 +293,8 @@ impl fmt::Debug for Config {
             .field("meteor_control", &self.meteor.control)
             .field("meteor_conf", &self.meteor.conf_file)
             .field("meteor_document_root", &self.meteor.document_root)
+            .field("meteor_tls", &self.meteor.tls)
+            .field("tls", &self.tls.as_ref().map(|t| &t.files))
             .field(
                 "meteor_control_password",
                 &redact(&self.meteor.control_password),

@@ -81,6 +81,11 @@ impl Layers {
         let meteor = self.meteor(&mut history, &mut sources)?;
         let providers = self.providers()?;
         let cluster = self.cluster()?;
+        let (tls, meteor_tls) = self.tls()?;
+        let meteor = super::MeteorConfig {
+            tls: meteor_tls,
+            ..meteor
+        };
         Ok(Config {
             listen: self.get("listen", default_listen, |r| {
                 text(r)?
@@ -152,6 +157,7 @@ impl Layers {
             meteor,
             providers,
             cluster,
+            tls,
             config_file,
             sources,
         })

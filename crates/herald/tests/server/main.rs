@@ -22,5 +22,6 @@ mod slow_consumer;
 mod sse_direct;
 mod sse_poll;
 mod tokens;
+mod tls;
 mod usage;
 mod ws;
