@@ -28,8 +28,8 @@ use hyper::body::{Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
-use crate::parse_errors::ParseErrorRewrite;
 use crate::conn::Conn;
+use crate::parse_errors::ParseErrorRewrite;
 
 /// How long each state of a connection may last (see the module documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -73,7 +73,7 @@ pub async fn run(m: Arc<Meteor>, mut tcp: Conn) {
         Request::Disconnect(hostid) => {
             // Answered the same whether or not it closed anything: the answer tells a stranger
             // nothing about which host ids are connected.
-            let from = tcp.peer_addr().ok().map(|a| a.ip());
+            let from = tcp.tcp().peer_addr().ok().map(|a| a.ip());
             if !m.hosts.kick(&hostid, from) {
                 tracing::debug!("meteor: /disconnect for no connection of that host and address");
             }
@@ -207,7 +207,7 @@ async fn subscribe(m: &Meteor, mut tcp: Conn, s: Subscribe) {
     if check_limit(&m.edge, Wanted::Named(s.channels.len())).is_err() {
         return error(m, &mut tcp, &mode).await;
     }
-    let peer = tcp.peer_addr().ok().map(|a| a.ip());
+    let peer = tcp.tcp().peer_addr().ok().map(|a| a.ip());
     let claim = mode.persist.then(|| m.hosts.claim(&s.hostid, peer));
     let outbox = Outbox::new(m.edge.settings.outbox_bytes);
     let opened = async {

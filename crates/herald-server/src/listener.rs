@@ -70,7 +70,14 @@ pub(crate) async fn serve(
         // slow client holds up nothing else. A plain connection's task holds nothing of TLS.
         match &tls {
             None => {
-                connections.spawn(serve_connection(Conn::Plain(tcp), peer, app, http, edge, stop));
+                connections.spawn(serve_connection(
+                    Conn::Plain(tcp),
+                    peer,
+                    app,
+                    http,
+                    edge,
+                    stop,
+                ));
             }
             Some(tls) => {
                 let tls = tls.clone();
@@ -102,7 +109,16 @@ async fn serve_connection(
     };
     let deadlines = edge.settings.deadlines;
     // Boxed, so a task that streams SSE itself is not sized for hyper's connection.
-    Box::pin(serve_http(&http, conn, peer, head_started, deadlines, app, stop)).await;
+    Box::pin(serve_http(
+        &http,
+        conn,
+        peer,
+        head_started,
+        deadlines,
+        app,
+        stop,
+    ))
+    .await;
 }
 
 /// Serves one connection with hyper until it closes, a deadline passes, or shutdown lets it

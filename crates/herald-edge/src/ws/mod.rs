@@ -211,10 +211,13 @@ impl Connection {
                         Written::Part(pending) => {
                             let outbox = self.session.outbox();
                             let Pending { buf, frame_ends } = pending;
-                            let write =
-                                write_until_cut(&mut stream, outbox, buf, WRITE_TIMEOUT, |_, at| {
-                                    frame_ends.into_iter().find(|end| *end > at).unwrap_or(at)
-                                });
+                            let write = write_until_cut(
+                                &mut stream,
+                                outbox,
+                                buf,
+                                WRITE_TIMEOUT,
+                                |_, at| frame_ends.into_iter().find(|end| *end > at).unwrap_or(at),
+                            );
                             match Box::pin(write).await {
                                 Blocked::Written => ends,
                                 Blocked::Cut(rest) => {

@@ -21,7 +21,7 @@ mod revoke;
 mod slow_consumer;
 mod sse_direct;
 mod sse_poll;
-mod tokens;
 mod tls;
+mod tokens;
 mod usage;
 mod ws;
