@@ -148,6 +148,19 @@ async def test_token_keys_and_secret_rotation(herald: Herald) -> None:
     assert (bad.code, bad.status) == ("bad_request", 400)
     assert (await raises(herald.rotate_token_secret("default"))).status == 400
 
+    # Those actions, read back from the audit log, newest first, without a secret.
+    page = await within(herald.audit(app=app_id, limit=3))
+    assert [(e.action, e.result) for e in page.entries] == [
+        ("token_keys.set", "bad_request"),
+        ("token_secret.rotate", "ok"),
+        ("token_keys.set", "ok"),
+    ]
+    assert page.entries[0].actor.role == "admin" and page.next_cursor is not None
+    older = await within(herald.audit(app=app_id, cursor=page.next_cursor))
+    assert [e.action for e in older.entries] == ["app.create"]
+    assert rotated.token_secret not in repr(page) + repr(older)
+    assert (await raises(herald.audit(limit=0))).status == 400
+
 
 async def test_providers_and_vapid_key(herald: Herald) -> None:
     app_id = unique("web")

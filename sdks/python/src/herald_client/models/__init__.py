@@ -31,6 +31,9 @@ from .channels import (
 )
 from .dashboard import (
     AppOverview,
+    AuditActor,
+    AuditEntry,
+    AuditPage,
     DeviceInbox,
     Histogram,
     InboxEntry,
@@ -61,6 +64,6 @@ __all__ = [
     "AckReply", "ChannelInfo", "ChannelList", "ConnectReply", "Disconnect", "History", "Message",
     "Published", "SubscribeOutcome", "AckResult", "Device", "DeviceBatchResult", "DeviceList",
     "DeviceReceipt", "LogPosition", "MintedToken", "ProviderReceipt", "PushAccepted", "Receipt",
-    "RegisteredDevice", "WebPushKeys", "AppOverview", "DeviceInbox", "Histogram", "InboxEntry",
+    "RegisteredDevice", "WebPushKeys", "AppOverview", "AuditActor", "AuditEntry", "AuditPage", "DeviceInbox", "Histogram", "InboxEntry",
     "InboxLogPosition", "Overview", "Revoked", "ServerFigures",
 ]

@@ -1,5 +1,6 @@
 """What the admin dashboard reads, as typed results (docs/openapi.yaml, `GET /v1/overview` and
-`GET /v1/devices/{id}/inbox`), and the answer of a revocation (`POST /v1/apps/{id}/revoke`)."""
+`GET /v1/devices/{id}/inbox`), the answer of a revocation (`POST /v1/apps/{id}/revoke`), and the
+audit log of admin actions (`GET /v1/audit`)."""
 
 from __future__ import annotations
 
@@ -102,3 +103,39 @@ class Revoked:
     """The answer of a revocation: how many connections the answering node closed."""
 
     closed: int
+
+
+@dataclass
+class AuditActor:
+    """Who acted: the credential's role (`admin`, `publisher`, or `anonymous` for a failed
+    log-in), a publisher key's id (never the key), and how it came (`bearer`, `session`,
+    `login`)."""
+
+    role: str
+    via: str
+    key_id: Optional[str] = None
+
+
+@dataclass
+class AuditEntry:
+    """One admin action: who, from where, what, when (server time, ms) and how it ended (`ok` or
+    the error code). `details` never holds a secret."""
+
+    id: int
+    time: int
+    actor: AuditActor
+    action: str
+    details: Dict[str, Any]
+    result: str
+    source: Optional[str] = None
+    user_agent: Optional[str] = None
+    app: Optional[str] = None
+    target: Optional[str] = None
+
+
+@dataclass
+class AuditPage:
+    """A page of the audit log, newest first; `next_cursor` continues with older entries."""
+
+    entries: List[AuditEntry]
+    next_cursor: Optional[str] = None

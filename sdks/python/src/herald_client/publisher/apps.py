@@ -23,7 +23,7 @@ from ..models.apps import (
     RotatedSecret,
     TokenKeys,
 )
-from ..models.dashboard import Overview, Revoked
+from ..models.dashboard import AuditPage, Overview, Revoked
 from ._http import Auth, HttpBase, body_of, segment
 
 
@@ -131,6 +131,29 @@ class AppRoutes(HttpBase):
         body = body_of({"overlap": overlap})
         path = f"/v1/apps/{segment(app)}/token-secret"
         return await self._call(RotatedSecret, "POST", path, auth=Auth.EITHER, body=body)
+
+    async def audit(
+        self,
+        *,
+        app: Optional[str] = None,
+        action: Optional[str] = None,
+        since: Optional[int] = None,
+        until: Optional[int] = None,
+        limit: Optional[int] = None,
+        cursor: Optional[str] = None,
+    ) -> AuditPage:
+        """The audit log of admin actions, newest first, a page at a time (`next_cursor` names the
+        next): every app's with the admin key, the key's own app's with a publisher key. `since`
+        and `until` are ms since the Unix epoch; `limit` 1 to 1000 (default 100)."""
+        params = {
+            "app": app,
+            "action": action,
+            "since": since,
+            "until": until,
+            "limit": limit,
+            "cursor": cursor,
+        }
+        return await self._call(AuditPage, "GET", "/v1/audit", auth=Auth.EITHER, params=params)
 
     async def overview(self) -> Overview:
         """The dashboard's live figures: with the admin key the server's (`server`) and every

@@ -8,6 +8,7 @@ import dev.herald.client.internal.Json;
 import dev.herald.client.model.AckResult;
 import dev.herald.client.model.App;
 import dev.herald.client.model.AppLimits;
+import dev.herald.client.model.AuditPage;
 import dev.herald.client.model.AppStats;
 import dev.herald.client.model.BatchItem;
 import dev.herald.client.model.BatchResult;
@@ -280,6 +281,30 @@ public final class PublisherClient {
       body.addProperty("overlap", overlapSeconds);
     }
     return send("POST", path("v1", "apps", app, "token-secret"), body.toString(), RotatedSecret.class);
+  }
+
+  /**
+   * {@code GET /v1/audit}: the audit log of admin actions, newest first (every app's with the admin
+   * key, the key's own app's with a publisher key). Each filter may be null; {@code since} and
+   * {@code until} are ms since the Unix epoch; {@code cursor} is the previous page's
+   * {@code nextCursor}.
+   */
+  public AuditPage audit(String app, String action, Long since, Long until, Integer limit, String cursor) {
+    HttpUrl.Builder url = path("v1", "audit");
+    String[][] query = {
+      {"app", app},
+      {"action", action},
+      {"since", since == null ? null : since.toString()},
+      {"until", until == null ? null : until.toString()},
+      {"limit", limit == null ? null : limit.toString()},
+      {"cursor", cursor},
+    };
+    for (String[] pair : query) {
+      if (pair[1] != null) {
+        url.addQueryParameter(pair[0], pair[1]);
+      }
+    }
+    return get(url, AuditPage.class);
   }
 
   /** {@code GET /v1/overview}: the dashboard's live figures (the server's only with the admin key). */

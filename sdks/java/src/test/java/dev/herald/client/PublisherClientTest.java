@@ -11,6 +11,8 @@ import com.google.gson.JsonObject;
 import dev.herald.client.model.AckResult;
 import dev.herald.client.model.App;
 import dev.herald.client.model.AppLimits;
+import dev.herald.client.model.AuditEntry;
+import dev.herald.client.model.AuditPage;
 import dev.herald.client.model.AppStats;
 import dev.herald.client.model.BatchItem;
 import dev.herald.client.model.BatchResult;
@@ -156,6 +158,20 @@ class PublisherClientTest {
         Collections.singletonList(new PublicKey("k2", "ES256", "junk")), null, null));
     fails("bad_request", 400, () -> admin.rotateTokenSecret("default", null));
     fails("not_found", 404, () -> admin.tokenKeys("nope"));
+
+    // Those actions, read back from the audit log, newest first, without a secret.
+    AuditPage page = admin.audit("tokenkeys", null, null, null, 3, null);
+    List<String> actions = new java.util.ArrayList<>();
+    for (AuditEntry entry : page.entries) {
+      actions.add(entry.action + " " + entry.result);
+    }
+    assertEquals(Arrays.asList("token_keys.set bad_request", "token_secret.rotate ok", "token_keys.set ok"), actions);
+    assertEquals("admin", page.entries.get(0).actor.role);
+    assertNotNull(page.nextCursor);
+    AuditPage older = admin.audit("tokenkeys", null, null, null, null, page.nextCursor);
+    assertEquals("app.create", older.entries.get(0).action);
+    assertFalse(new com.google.gson.Gson().toJson(page).contains(rotated.tokenSecret));
+    fails("bad_request", 400, () -> admin.audit(null, null, null, null, 0, null));
   }
 
   @Test
