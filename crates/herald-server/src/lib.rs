@@ -29,6 +29,8 @@ mod secrets;
 mod server;
 pub mod settings;
 pub mod tls;
+#[cfg(test)]
+mod usage_store;
 mod usage_writer;
 mod wiring;
 
