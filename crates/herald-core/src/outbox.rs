@@ -110,6 +110,11 @@ struct Queue {
     ping: bool,
     /// The writer waiting for something to write, if it is waiting.
     waiter: Option<Waker>,
+    /// Bytes of paged catch-up queued ([`Outbox::push_catchup`]), apart from `bytes`.
+    catchup_bytes: usize,
+    /// Catch-up pagers waiting for the writer to take what is queued
+    /// ([`Outbox::poll_catchup_below`]); empty, and unallocated, on most connections.
+    pagers: Vec<Waker>,
 }
 
 impl Queue {
@@ -117,6 +122,17 @@ impl Queue {
     fn waiter(&mut self) -> Option<Waker> {
         self.waiter.take()
     }
+
+    /// The writer took everything queued: no catch-up is queued any more; returns the pagers
+    /// to wake (after the lock is released).
+    fn drained(&mut self) -> Vec<Waker> {
+        self.catchup_bytes = 0;
+        std::mem::take(&mut self.pagers)
+    }
+}
+
+fn wake_all(pagers: Vec<Waker>) {
+    pagers.into_iter().for_each(Waker::wake);
 }
 
 /// Everything an outbox held when its writer looked.
@@ -165,8 +181,10 @@ impl Outbox {
             q.bytes = 0;
             crate::telemetry::telemetry().slow_consumers.increment(1);
             let waiter = q.waiter();
+            let pagers = q.drained();
             drop(q);
             wake(waiter);
+            wake_all(pagers);
             return false;
         }
         q.bytes += cost;
@@ -197,6 +215,49 @@ impl Outbox {
         true
     }
 
+    /// Queues a page of paged catch-up (see [`crate::catchup`]): like
+    /// [`Outbox::push_all_unbounded`] (not counted against the slow-consumer limit), but counted
+    /// apart so that a pager reads its next page only once the writer has taken enough of it
+    /// ([`Outbox::catchup_queued`], [`Outbox::poll_catchup_below`]). Returns false, queuing
+    /// nothing, if the outbox is closed.
+    pub fn push_catchup(&self, frames: impl IntoIterator<Item = OutFrame>) -> bool {
+        let mut q = self.queue.lock();
+        if q.closed.is_some() {
+            return false;
+        }
+        let before = q.frames.len();
+        q.frames.extend(frames);
+        let added: usize = q.frames.iter().skip(before).map(OutFrame::cost).sum();
+        q.catchup_bytes += added;
+        let waiter = if q.frames.len() == before {
+            None
+        } else {
+            q.waiter()
+        };
+        drop(q);
+        wake(waiter);
+        true
+    }
+
+    /// Bytes of paged catch-up queued and not yet taken by the writer.
+    pub fn catchup_queued(&self) -> usize {
+        self.queue.lock().catchup_bytes
+    }
+
+    /// Ready once at most `bytes` of paged catch-up are queued, or the outbox is closed (a pager
+    /// then stops); otherwise leaves the task's waker, woken when the writer takes what is
+    /// queued.
+    pub fn poll_catchup_below(&self, cx: &mut Context<'_>, bytes: usize) -> Poll<()> {
+        let mut q = self.queue.lock();
+        if q.catchup_bytes <= bytes || q.closed.is_some() {
+            return Poll::Ready(());
+        }
+        if !q.pagers.iter().any(|w| w.will_wake(cx.waker())) {
+            q.pagers.push(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+
     /// Closes the outbox; queued frames are still handed out for anything but a slow consumer.
     /// Returns whether this call closed it (false if it was closed already).
     pub fn close(&self, reason: CloseReason) -> bool {
@@ -206,8 +267,10 @@ impl Outbox {
             q.closed = Some(reason);
         }
         let waiter = q.waiter();
+        let pagers = std::mem::take(&mut q.pagers);
         drop(q);
         wake(waiter);
+        wake_all(pagers);
         newly
     }
 
@@ -244,7 +307,11 @@ impl Outbox {
     pub fn take(&self) -> (VecDeque<OutFrame>, Option<CloseReason>) {
         let mut q = self.queue.lock();
         q.bytes = 0;
-        (std::mem::take(&mut q.frames), q.closed)
+        let pagers = q.drained();
+        let taken = (std::mem::take(&mut q.frames), q.closed);
+        drop(q);
+        wake_all(pagers);
+        taken
     }
 
     /// Takes everything queued if there is anything to do (frames, a close, a ping); otherwise
@@ -259,11 +326,15 @@ impl Outbox {
             return Poll::Pending;
         }
         q.bytes = 0;
-        Poll::Ready(Batch {
+        let pagers = q.drained();
+        let batch = Batch {
             frames: std::mem::take(&mut q.frames),
             closed: q.closed,
             ping: std::mem::take(&mut q.ping),
-        })
+        };
+        drop(q);
+        wake_all(pagers);
+        Poll::Ready(batch)
     }
 
     /// Waits until there is something to write or the outbox is closed, then takes it all
@@ -388,6 +459,52 @@ mod tests {
 
     fn futures_waker() -> Waker {
         Waker::noop().clone()
+    }
+
+    #[tokio::test]
+    async fn a_pager_waits_until_the_writer_takes_its_catch_up() {
+        let o = Outbox::new(100);
+        assert!(o.push_catchup((0..10).map(|_| ctl(60))));
+        assert_eq!(o.catchup_queued(), 600);
+        assert!(
+            o.push(ctl(60)),
+            "catch-up does not count against the live limit"
+        );
+        let pager = {
+            let o = o.clone();
+            tokio::spawn(async move {
+                std::future::poll_fn(|cx| o.poll_catchup_below(cx, 50)).await;
+                o.catchup_queued()
+            })
+        };
+        tokio::task::yield_now().await;
+        assert!(!pager.is_finished(), "600 bytes of catch-up still queued");
+        let (frames, _) = o.next_batch().await;
+        assert_eq!(frames.len(), 11);
+        let queued = tokio::time::timeout(std::time::Duration::from_secs(5), pager)
+            .await
+            .expect("woken by the writer's take")
+            .unwrap();
+        assert_eq!(queued, 0);
+    }
+
+    #[tokio::test]
+    async fn closing_releases_a_waiting_pager() {
+        let o = Outbox::new(100);
+        assert!(o.push_catchup([ctl(60)]));
+        let pager = {
+            let o = o.clone();
+            tokio::spawn(async move {
+                std::future::poll_fn(|cx| o.poll_catchup_below(cx, 0)).await;
+            })
+        };
+        tokio::task::yield_now().await;
+        o.close(CloseReason::Shutdown);
+        tokio::time::timeout(std::time::Duration::from_secs(5), pager)
+            .await
+            .expect("woken by the close")
+            .unwrap();
+        assert!(!o.push_catchup([ctl(1)]), "nothing is queued once closed");
     }
 
     #[tokio::test]
