@@ -61,6 +61,10 @@ pub struct Subscription {
     id: u64,
     outbox: Arc<Outbox>,
     live: AtomicBool,
+    /// Behind in a paged catch-up ([`crate::catchup::Phase::Behind`]): live messages are
+    /// dropped instead of parked (a later page reads them from the log). Set only by
+    /// [`Subscription::fall_behind`]; false for every subscription that is not paging.
+    behind: AtomicBool,
     /// Seq up to which the subscriber was caught up from the log. A message committed before
     /// that read can still reach the hub afterwards (the commit sink runs after the commit), so
     /// live delivery skips anything at or below it.
@@ -110,12 +114,32 @@ impl Subscription {
         if self.live.load(Ordering::Acquire) {
             drop(parked);
             self.send_live(message);
+        } else if self.behind.load(Ordering::Relaxed) {
+            // Committed, so in the log: a later page of the catch-up reads it.
         } else if parked.len() >= MAX_PARKED {
             drop(parked);
             self.outbox.close(CloseReason::SlowConsumer);
         } else {
             parked.push(message.clone());
         }
+    }
+
+    /// A paged catch-up read a full page while parking (or has just started paging): it is
+    /// behind, so drop what is parked and drop live messages until [`Subscription::start_closing`]
+    /// (see [`crate::catchup`]). Nothing changes once the subscription is live.
+    pub fn fall_behind(&self) {
+        let mut parked = self.parked.lock();
+        if !self.live.load(Ordering::Acquire) {
+            self.behind.store(true, Ordering::Relaxed);
+            *parked = Vec::new();
+        }
+    }
+
+    /// A paged catch-up's page reached the log's head: park live messages again, from before
+    /// its closing read starts, until [`Subscription::go_live`].
+    pub fn start_closing(&self) {
+        let _parked = self.parked.lock();
+        self.behind.store(false, Ordering::Relaxed);
     }
 
     /// Queues `first` (reply and catch-up frames), then every parked live message with a seq
@@ -301,6 +325,7 @@ impl Hub {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             outbox,
             live: AtomicBool::new(false),
+            behind: AtomicBool::new(false),
             caught_up_to: AtomicU64::new(0),
             parked: Mutex::new(Vec::new()),
         });
@@ -469,6 +494,37 @@ mod tests {
             counted.load(Ordering::Relaxed),
             4,
             "a closed outbox takes nothing"
+        );
+    }
+
+    #[test]
+    fn a_paging_subscription_drops_live_messages_while_behind_and_parks_while_closing() {
+        let hub = Hub::new();
+        let ch = ChannelName::parse("news").unwrap();
+        let out = Outbox::new(1 << 20);
+        let (sub, _) = hub.subscribe(&ch, out.clone());
+        hub.deliver(&msg(&ch, 5)); // parked: the first read is in flight
+        out.push_catchup((1..=3).map(|seq| OutFrame::Replayed(msg(&ch, seq))));
+        sub.fall_behind(); // that first page (1..=3) was full
+        hub.deliver(&msg(&ch, 6)); // dropped: a page reads it
+        sub.start_closing(); // the next page (4..=6) reached the head
+        hub.deliver(&msg(&ch, 6)); // a late delivery of a seq the closing read covers
+        hub.deliver(&msg(&ch, 7));
+        assert_eq!(seqs(&out), vec![1, 2, 3], "no live message before go_live");
+        sub.go_live(
+            (4..=6)
+                .map(|seq| OutFrame::Replayed(msg(&ch, seq)))
+                .collect(),
+            6,
+        );
+        hub.deliver(&msg(&ch, 8));
+        assert_eq!(seqs(&out), vec![4, 5, 6, 7, 8]);
+        sub.fall_behind();
+        hub.deliver(&msg(&ch, 9));
+        assert_eq!(
+            seqs(&out),
+            vec![9],
+            "a live subscription never falls behind"
         );
     }
 
