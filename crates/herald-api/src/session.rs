@@ -4,16 +4,16 @@
 //! per source address (`limits.login`, counted before the key is looked at). Every request here carries
 //! `X-Herald-Session: 1`, so a page on another origin can neither log a browser in nor out.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use herald_admin::session::has_session_header;
 use herald_core::auth::hash_api_key;
-use herald_core::limits::PeerAddr;
 use herald_core::{ErrorCode, HeraldError};
 use serde::Deserialize;
 use serde_json::json;
@@ -61,7 +61,7 @@ fn no_store(mut response: Response) -> Response {
 /// key. A wrong key answers 401 without saying which keys exist.
 pub async fn login(
     State(api): State<Arc<Api>>,
-    peer: Option<Extension<PeerAddr>>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
@@ -69,8 +69,8 @@ pub async fn login(
     audit::note(&api, &headers, Action::SessionLogin, None, None);
     audit::acted_as(audit::anonymous("login"));
     // Every attempt counts, before the key is looked at: a right key is not found faster.
-    if let Some(Extension(PeerAddr(ip))) = peer {
-        api.limits.check_login(ip)?;
+    if let Some(Extension(ConnectInfo(peer))) = peer {
+        api.limits.check_login(peer.ip())?;
     }
     let body = read_body(body, 4096).await?;
     let req: Login = parse_json(&body)?;

@@ -204,7 +204,7 @@ impl Inbox {
         let receipt = Receipt {
             id: id.clone(),
             targeted: devices.as_ref().map(|d| d.len() as u64),
-            created: now_millis(),
+            created: push.created,
             expires: push.expires,
             delivery: Some(push.delivery.as_str().to_string()),
             ..Receipt::default()

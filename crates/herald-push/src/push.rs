@@ -116,6 +116,8 @@ pub struct Push {
     pub target: Target,
     /// The push id: the publisher's idempotency key, or generated.
     pub id: String,
+    /// When it was accepted, milliseconds since the Unix epoch (the clock `expires` counts from).
+    pub created: i64,
     /// When it expires, milliseconds since the Unix epoch.
     pub expires: i64,
     /// The envelope stored in the log and delivered to devices as the message `data`.
@@ -280,6 +282,7 @@ impl PushBody {
         Ok(Push {
             target,
             id,
+            created: now_ms,
             expires,
             envelope: Bytes::from(envelope),
             delivery,

@@ -19,7 +19,6 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::Router;
-use herald_core::limits::PeerAddr;
 use herald_edge::conn::{Conn, TlsAcceptor};
 use herald_edge::deadlines::{Deadlines, RequestPhase, TimedBody, TimedStream};
 use herald_edge::Edge;
@@ -140,10 +139,10 @@ async fn serve_http(
         // deadline meanwhile (a long-poll waits, a stream streams).
         let guard = phase.begin();
         let mut request = request.map(|body| TimedBody::new(Body::new(body), deadlines.body));
-        // Who the peer is: for the audit log, and for the rate limits by address.
-        let extensions = request.extensions_mut();
-        extensions.insert(axum::extract::ConnectInfo(peer));
-        extensions.insert(PeerAddr(peer.ip()));
+        // Who the peer is: for the audit log, and for the log-in rate limit by address.
+        request
+            .extensions_mut()
+            .insert(axum::extract::ConnectInfo(peer));
         let answer = hyper::service::Service::call(&router, request);
         async move {
             let response = answer.await?;

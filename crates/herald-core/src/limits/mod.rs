@@ -268,12 +268,6 @@ pub struct Limiters {
     command: CommandRate,
 }
 
-/// The source address of an HTTP request, as the listener accepted it (a request extension).
-/// `X-Forwarded-For` is never read: behind a proxy every request comes from the proxy's
-/// address, which an operator exempts with `limits.exempt`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PeerAddr(pub IpAddr);
-
 /// Whole seconds to wait, at least 1.
 pub fn retry_after_secs(wait: Duration) -> u64 {
     let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
