@@ -57,6 +57,11 @@ pub enum CloseReason {
     DeviceRevoked,
     /// The client went on sending commands through a whole burst of `rate_limited` refusals.
     RateLimited,
+    /// Retention removed messages a paged catch-up had not read yet: the connection resumes
+    /// again, and is told `recovered: false` for that channel by the usual rules.
+    ResumeLost,
+    /// A paged catch-up could not read its next page from the store.
+    StoreUnavailable,
 }
 
 impl CloseReason {
@@ -71,6 +76,8 @@ impl CloseReason {
             | CloseReason::SecretChanged
             | CloseReason::DeviceRevoked => "revoked",
             CloseReason::RateLimited => "rate_limited",
+            CloseReason::ResumeLost => "resume_lost",
+            CloseReason::StoreUnavailable => "store_unavailable",
         }
     }
 
@@ -97,6 +104,15 @@ impl CloseReason {
                 "the connection kept sending commands over its rate limit; reconnect later and \
                  send fewer commands"
             }
+            CloseReason::ResumeLost => {
+                "retention removed messages this connection's catch-up had not read yet; \
+                 reconnect and resume from your last seq (the subscribe reply then says \
+                 recovered: false)"
+            }
+            CloseReason::StoreUnavailable => {
+                "the store could not be read to continue the catch-up; reconnect and resume \
+                 from your last seq"
+            }
         }
     }
 }
@@ -110,11 +126,21 @@ struct Queue {
     ping: bool,
     /// The writer waiting for something to write, if it is waiting.
     waiter: Option<Waker>,
+    /// Paged catch-up's share of the queue, while a catch-up uses it; `None` (one word) on
+    /// connections that are not catching up.
+    catchup: Option<Box<CatchupQueue>>,
+}
+
+/// What an outbox keeps of the paged catch-ups queuing to it.
+#[derive(Default)]
+struct CatchupQueue {
     /// Bytes of paged catch-up queued ([`Outbox::push_catchup`]), apart from `bytes`.
-    catchup_bytes: usize,
-    /// Catch-up pagers waiting for the writer to take what is queued
-    /// ([`Outbox::poll_catchup_below`]); empty, and unallocated, on most connections.
+    bytes: usize,
+    /// Pagers waiting for the writer to take what is queued, or for their turn
+    /// ([`Outbox::poll_catchup_below`], [`Outbox::poll_catchup_turn`]).
     pagers: Vec<Waker>,
+    /// A pager holds the turn: it is reading and queuing a page ([`Outbox::poll_catchup_turn`]).
+    turn: bool,
 }
 
 impl Queue {
@@ -126,10 +152,47 @@ impl Queue {
     /// The writer took everything queued: no catch-up is queued any more; returns the pagers
     /// to wake (after the lock is released).
     fn drained(&mut self) -> Vec<Waker> {
-        self.catchup_bytes = 0;
-        std::mem::take(&mut self.pagers)
+        let Some(catchup) = self.catchup.as_mut() else {
+            return Vec::new();
+        };
+        if catchup.bytes > 0 {
+            crate::telemetry::telemetry()
+                .catchup_bytes
+                .decrement(catchup.bytes as f64);
+        }
+        catchup.bytes = 0;
+        let pagers = std::mem::take(&mut catchup.pagers);
+        if !catchup.turn {
+            self.catchup = None;
+        }
+        pagers
+    }
+
+    fn catchup_bytes(&self) -> usize {
+        self.catchup.as_ref().map_or(0, |c| c.bytes)
+    }
+
+    fn wait_catchup(&mut self, cx: &mut Context<'_>) {
+        let pagers = &mut self.catchup.get_or_insert_with(Box::default).pagers;
+        if !pagers.iter().any(|w| w.will_wake(cx.waker())) {
+            pagers.push(cx.waker().clone());
+        }
     }
 }
+
+impl Drop for CatchupQueue {
+    fn drop(&mut self) {
+        if self.bytes > 0 {
+            crate::telemetry::telemetry()
+                .catchup_bytes
+                .decrement(self.bytes as f64);
+        }
+    }
+}
+
+/// The most catch-up bytes one outbox has held queued at once, since the process started
+/// (`herald_catchup_queued_max_bytes`).
+static CATCHUP_QUEUED_MAX: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 fn wake_all(pagers: Vec<Waker>) {
     pagers.into_iter().for_each(Waker::wake);
@@ -228,7 +291,17 @@ impl Outbox {
         let before = q.frames.len();
         q.frames.extend(frames);
         let added: usize = q.frames.iter().skip(before).map(OutFrame::cost).sum();
-        q.catchup_bytes += added;
+        if added > 0 {
+            let catchup = q.catchup.get_or_insert_with(Box::default);
+            catchup.bytes += added;
+            let queued = catchup.bytes;
+            let metrics = crate::telemetry::telemetry();
+            metrics.catchup_bytes.increment(added as f64);
+            let max = &CATCHUP_QUEUED_MAX;
+            if max.fetch_max(queued, std::sync::atomic::Ordering::Relaxed) < queued {
+                metrics.catchup_queued_max.set(queued as f64);
+            }
+        }
         let waiter = if q.frames.len() == before {
             None
         } else {
@@ -241,7 +314,7 @@ impl Outbox {
 
     /// Bytes of paged catch-up queued and not yet taken by the writer.
     pub fn catchup_queued(&self) -> usize {
-        self.queue.lock().catchup_bytes
+        self.queue.lock().catchup_bytes()
     }
 
     /// Ready once at most `bytes` of paged catch-up are queued, or the outbox is closed (a pager
@@ -249,13 +322,62 @@ impl Outbox {
     /// queued.
     pub fn poll_catchup_below(&self, cx: &mut Context<'_>, bytes: usize) -> Poll<()> {
         let mut q = self.queue.lock();
-        if q.catchup_bytes <= bytes || q.closed.is_some() {
+        if q.catchup_bytes() <= bytes || q.closed.is_some() {
             return Poll::Ready(());
         }
-        if !q.pagers.iter().any(|w| w.will_wake(cx.waker())) {
-            q.pagers.push(cx.waker().clone());
-        }
+        q.wait_catchup(cx);
         Poll::Pending
+    }
+
+    /// Pagers of one outbox take turns, so that together they queue what one would: ready with
+    /// `true` once at most `bytes` of catch-up are queued and no other pager holds the turn,
+    /// which it then holds until [`Outbox::end_catchup_turn`]; ready with `false` once the
+    /// outbox is closed (the pager stops). Otherwise leaves the task's waker, woken when the
+    /// writer takes what is queued or the turn is given back.
+    pub fn poll_catchup_turn(&self, cx: &mut Context<'_>, bytes: usize) -> Poll<bool> {
+        let mut q = self.queue.lock();
+        if q.closed.is_some() {
+            return Poll::Ready(false);
+        }
+        if q.catchup_bytes() <= bytes {
+            let catchup = q.catchup.get_or_insert_with(Box::default);
+            if !catchup.turn {
+                catchup.turn = true;
+                return Poll::Ready(true);
+            }
+        }
+        q.wait_catchup(cx);
+        Poll::Pending
+    }
+
+    /// Wakes the pagers waiting on this outbox (one of them ended: it stops waiting).
+    pub fn wake_catchup(&self) {
+        let pagers = self
+            .queue
+            .lock()
+            .catchup
+            .as_mut()
+            .map(|c| std::mem::take(&mut c.pagers))
+            .unwrap_or_default();
+        wake_all(pagers);
+    }
+
+    /// Gives back the turn taken by [`Outbox::poll_catchup_turn`] and wakes the pagers waiting.
+    pub fn end_catchup_turn(&self) {
+        let mut q = self.queue.lock();
+        let pagers = match q.catchup.as_mut() {
+            Some(catchup) => {
+                catchup.turn = false;
+                let pagers = std::mem::take(&mut catchup.pagers);
+                if catchup.bytes == 0 {
+                    q.catchup = None;
+                }
+                pagers
+            }
+            None => Vec::new(),
+        };
+        drop(q);
+        wake_all(pagers);
     }
 
     /// Closes the outbox; queued frames are still handed out for anything but a slow consumer.
@@ -267,7 +389,11 @@ impl Outbox {
             q.closed = Some(reason);
         }
         let waiter = q.waiter();
-        let pagers = std::mem::take(&mut q.pagers);
+        let pagers = q
+            .catchup
+            .as_mut()
+            .map(|c| std::mem::take(&mut c.pagers))
+            .unwrap_or_default();
         drop(q);
         wake(waiter);
         wake_all(pagers);

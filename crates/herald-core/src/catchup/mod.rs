@@ -1,8 +1,9 @@
 //! Bounded, paged catch-up: the state machine of one subscription that resumes from a cursor
 //! behind its channel's head (docs/design/bounded-catchup.md). It owns no I/O: the caller reads
 //! the pages it asks for from the log, queues the frames it hands back, and feeds it the live
-//! messages the hub delivers. Not wired into the engine yet; the design note's checklist says
-//! how it will be.
+//! messages the hub delivers. Each [`crate::hub::Subscription`] holds one while it catches up
+//! (the hub's `deliver` calls [`Pager::on_live`]), and [`crate::engine::Catchup`] runs the reads
+//! ([`pages`] owns that task).
 //!
 //! The phases:
 //! - [`Phase::Behind`]: the subscription reads the log page by page, each page sized to what the
@@ -21,6 +22,15 @@
 
 /// Messages read per page at most, whatever the budget.
 pub const MAX_PAGE: usize = 1000;
+
+/// Guessed cost of a message before the first page says (see [`Sequenced::cost`]).
+const GUESSED_COST: usize = 256;
+
+/// The size of a subscription's first read with `budget` bytes free: what [`Pager::next_read`]
+/// would ask for before any page.
+pub fn first_page_limit(budget: usize) -> usize {
+    (budget.max(1) / GUESSED_COST).clamp(1, MAX_PAGE)
+}
 
 /// Queued catch-up bytes at or below which the next page is read: half the budget, so the
 /// writer always has the other half queued while the next page is read.
@@ -129,7 +139,7 @@ impl<M: Sequenced> Pager<M> {
             max_parked,
             reading: None,
             budget: budget.max(1),
-            mean_cost: 256,
+            mean_cost: GUESSED_COST,
         }
     }
 
@@ -146,6 +156,34 @@ impl<M: Sequenced> Pager<M> {
     /// Live messages parked now.
     pub fn parked(&self) -> usize {
         self.parked.len()
+    }
+
+    /// The first read, which the caller made before it knew where the subscription resumes (a
+    /// subscribe reads the channel's state and its first page in one store call): resume after
+    /// `after` with `page`, which was read with `limit`. Then as [`Pager::on_page`].
+    pub fn on_first_page(
+        &mut self,
+        after: u64,
+        limit: usize,
+        page: Page<M>,
+    ) -> Result<PageDone<M>, Gap> {
+        self.cursor = after;
+        self.reading = Some(limit.max(1));
+        self.on_page(page)
+    }
+
+    /// Ends a catch-up that has nothing to read (no cursor to resume, or one that cannot be
+    /// resumed): caught up to `cursor`, so live from there. Returns the parked messages above
+    /// it. Exactly a first page that came back empty at the log's head; only before any page
+    /// was read (in [`Phase::Closing`], where nothing was dropped).
+    pub fn finish_at(&mut self, cursor: u64) -> Vec<M> {
+        let empty = Page {
+            messages: Vec::new(),
+            last_seq: cursor,
+        };
+        self.on_first_page(cursor, 1, empty)
+            .map(|done| done.frames)
+            .unwrap_or_default()
     }
 
     /// A live message from the hub (which delivers a channel's messages in seq order, each
@@ -233,6 +271,8 @@ impl<M: Sequenced> Pager<M> {
         })
     }
 }
+
+pub mod pages;
 
 #[cfg(test)]
 mod tests;

@@ -295,6 +295,8 @@ pub struct Config {
     pub max_frame_bytes: usize,
     /// Per-connection outbound queue limit in bytes; a slower reader is disconnected.
     pub outbox_bytes: usize,
+    /// Paged catch-up queued per subscription at a time, in bytes (at most `outbox_bytes`).
+    pub catchup_bytes: usize,
     /// Most subscriptions one connection may hold.
     pub max_subscriptions: usize,
     /// How often the server pings idle connections.
