@@ -649,7 +649,11 @@ mod tests {
             panic!("the closing read is due");
         };
         assert_eq!(request.after, 6);
-        assert_eq!(sub.on_page(page(7..=6, 6), None), Ok(true), "live");
+        let empty = Page {
+            messages: Vec::new(),
+            last_seq: 6,
+        };
+        assert_eq!(sub.on_page(empty, None), Ok(true), "live");
         assert_eq!(sub.next_read(), NextRead::Done);
         hub.deliver(&msg(&ch, 7));
         hub.deliver(&msg(&ch, 8));
