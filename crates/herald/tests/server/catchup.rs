@@ -307,3 +307,108 @@ async fn forty_websockets_each_2000_behind_at_once_stay_within_the_bound() {
     .await
     .expect("bounded in time");
 }
+
+#[tokio::test]
+async fn a_meteor_stream_resuming_5000_behind_gets_every_id_once() {
+    const MISSED: u64 = 5000;
+    const DEACON_CONF: &str = include_str!("../../../../docs/examples/meteord-deacon.conf");
+    tokio::time::timeout(Duration::from_secs(120), async {
+        let server = Server::builder()
+            .config(CONFIG)
+            .arg("--meteor")
+            .arg("127.0.0.1:0")
+            .file_arg("--meteor-conf", "meteord.conf", DEACON_CONF)
+            .start()
+            .await;
+        let base = server.url("");
+        let base = base.trim_end_matches('/').to_string();
+        publish_seqs(&server.http, &base, "feed", 1, MISSED).await;
+        let path = "/push/a/deaconstream/feed.r1";
+        let mut stream = support::meteor::Subscriber::get(server.meteor.unwrap(), path).await;
+        let got = stream.until(&format!("m.p.<{MISSED}>.")).await;
+        let ids: Vec<u64> = got
+            .split("m.p.<")
+            .skip(1)
+            .map(|rest| rest[..rest.find('>').unwrap()].parse().unwrap())
+            .collect();
+        let expected: Vec<u64> = (1..=MISSED).collect();
+        assert!(ids == expected, "every id once, in order");
+        assert_paged_within_bound(&server, 50.0).await;
+    })
+    .await
+    .expect("bounded in time");
+}
+
+/// Retention overtaking a paged catch-up (the client stopped reading while publishers filled the
+/// channel past its history size): what arrived is in order without a gap, then a `disconnect`
+/// `resume_lost` and close 4010; resuming from the last message then says `recovered: false`.
+#[tokio::test]
+async fn a_catch_up_overtaken_by_retention_ends_with_resume_lost() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    tokio::time::timeout(Duration::from_secs(120), async {
+        let server = Server::builder()
+            .config("catchup_bytes = 2048\n[history]\nsize = 1000\n")
+            .start()
+            .await;
+        server.flood("lossy").await; // 1,200 messages of 16 KiB: 201..=1200 retained
+        let token = server.token(&["lossy"], &[]);
+        // A 4 KiB receive buffer, so the catch-up stalls in the server once the client stops
+        // reading (the server's send buffer holds a few MB at most: a few hundred messages).
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        let tcp = socket.connect(server.addr).await.unwrap();
+        let url = server.ws_url(&format!("?token={token}"));
+        let (mut ws, _) = tokio_tungstenite::client_async(url.as_str(), tcp)
+            .await
+            .unwrap();
+        let subscribe = json!({"id": 1, "subscribe": {"channel": "lossy", "since": {"seq": 200}}});
+        ws.send(Message::text(subscribe.to_string())).await.unwrap();
+        let reply = loop {
+            let Some(Ok(Message::Text(t))) = ws.next().await else {
+                panic!("no subscribe reply");
+            };
+            let v: Value = serde_json::from_str(&t).unwrap();
+            if v["id"] == 1 {
+                break v;
+            }
+        };
+        assert_eq!(reply["subscribe"]["recovered"], true, "{reply}");
+        server.flood("lossy").await; // 1201..=2400; retention keeps 1401..=2400
+        let (mut last, mut disconnect, mut close) = (200, None, None);
+        while let Some(frame) = ws.next().await {
+            match frame {
+                Ok(Message::Text(t)) => {
+                    let v: Value = serde_json::from_str(&t).unwrap();
+                    if let Some(seq) = v["message"]["seq"].as_u64() {
+                        assert_eq!(seq, last + 1, "in order, no gap before the disconnect");
+                        last = seq;
+                    }
+                    if let Some(d) = v.get("disconnect") {
+                        disconnect = Some(d["code"].clone());
+                    }
+                }
+                Ok(Message::Close(frame)) => {
+                    close = frame.map(|f| u16::from(f.code));
+                    break;
+                }
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        assert_eq!(disconnect, Some(json!("resume_lost")), "after seq {last}");
+        assert_eq!(close, Some(4010));
+        assert!(
+            last < 1401,
+            "the gap came before the retained messages: {last}"
+        );
+
+        let mut again = Ws::connect(&server.ws_url("")).await;
+        again.request("connect", json!({ "token": token })).await;
+        let sub = json!({ "channel": "lossy", "since": { "seq": last } });
+        let r = again.request("subscribe", sub).await;
+        assert_eq!(r["subscribe"]["recovered"], false, "{r}");
+    })
+    .await
+    .expect("bounded in time");
+}
