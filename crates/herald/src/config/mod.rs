@@ -442,6 +442,7 @@ mod tests {
             (c.max_frame_bytes, c.outbox_bytes, c.max_subscriptions),
             (65536, 1 << 20, 10_000)
         );
+        assert_eq!(c.catchup_bytes, 64 << 10);
         assert_eq!(
             (c.ping_interval, c.shutdown_grace),
             (Duration::from_secs(25), Duration::from_secs(10))
