@@ -184,6 +184,7 @@ fn settings(config: &Config) -> ServerSettings {
             allow_anonymous: config.allow_anonymous,
             max_frame_bytes: config.max_frame_bytes,
             outbox_bytes: config.outbox_bytes,
+            catchup_bytes: config.catchup_bytes,
             max_subscriptions: config.max_subscriptions,
             ping_interval: config.ping_interval,
             deadlines: config.deadlines,

@@ -466,5 +466,7 @@ fn disconnect_code(reason: CloseReason) -> u16 {
         | CloseReason::SecretChanged
         | CloseReason::DeviceRevoked => 4003,
         CloseReason::RateLimited => 4029,
+        CloseReason::ResumeLost => 4010,
+        CloseReason::StoreUnavailable => 1011,
     }
 }

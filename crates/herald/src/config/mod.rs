@@ -295,6 +295,8 @@ pub struct Config {
     pub max_frame_bytes: usize,
     /// Per-connection outbound queue limit in bytes; a slower reader is disconnected.
     pub outbox_bytes: usize,
+    /// Paged catch-up queued per subscription at a time, in bytes (at most `outbox_bytes`).
+    pub catchup_bytes: usize,
     /// Most subscriptions one connection may hold.
     pub max_subscriptions: usize,
     /// How often the server pings idle connections.
@@ -440,6 +442,7 @@ mod tests {
             (c.max_frame_bytes, c.outbox_bytes, c.max_subscriptions),
             (65536, 1 << 20, 10_000)
         );
+        assert_eq!(c.catchup_bytes, 64 << 10);
         assert_eq!(
             (c.ping_interval, c.shutdown_grace),
             (Duration::from_secs(25), Duration::from_secs(10))

@@ -5,6 +5,7 @@ mod support;
 
 mod api;
 mod audit;
+mod catchup;
 mod cli;
 mod client;
 mod cluster;
