@@ -43,7 +43,11 @@ async fn a_channel_published_after_its_first_read_is_read_in_full_before_and_aft
         .await
         .expect("the stored channels are loaded");
     let state = log.state(&fresh).await.unwrap();
-    assert_eq!((state.last_seq, &state.epoch), (2, &epoch), "loaded at open");
+    assert_eq!(
+        (state.last_seq, &state.epoch),
+        (2, &epoch),
+        "loaded at open"
+    );
     let slice = log.read(&fresh, ReadFrom::Tail(1), 1).await.unwrap();
     assert_eq!(seqs(&slice.messages), [2]);
     let never = name("fresh/never");
@@ -124,7 +128,10 @@ async fn subscribers_of_a_new_channel_get_its_first_messages_once_and_resume_aft
         }),
         ..Default::default()
     };
-    let sub = engine.subscribe(&channel, &resuming, &request).await.unwrap();
+    let sub = engine
+        .subscribe(&channel, &resuming, &request)
+        .await
+        .unwrap();
     assert_eq!((sub.outcome.seq, sub.outcome.recovered), (2, true));
     assert_eq!(sub.outcome.epoch, epoch);
     sub.go_live(None);
