@@ -10,8 +10,9 @@
 //! with the hub before it asks, so a "no log" answer it gets is either true of the committed
 //! database or about a message the hub will still deliver to it.
 //!
-//! That holds because one process writes a SQLite database (the writer's seq cache assumes it
-//! too). The PostgreSQL store, which other nodes write, has no such set.
+//! That holds because one process writes a SQLite database: the writer's seq cache assumes it
+//! too, and the server takes the data directory's lock (`herald-server`'s `data_dir.rs`). The
+//! PostgreSQL store, which other nodes write, has no such set and keeps reading.
 //!
 //! At open the names already stored are added by a background thread; until it has finished,
 //! every channel may have a log. The filter grows by layers, each twice the size of the last,
