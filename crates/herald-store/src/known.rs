@@ -15,8 +15,9 @@
 //! PostgreSQL store, which other nodes write, has no such set and keeps reading.
 //!
 //! At open the names already stored are added by a background thread; until it has finished,
-//! every channel may have a log. The filter grows by layers, each twice the size of the last,
-//! about 1.25 bytes per channel at its fill (10 bits, 7 probes: under 1 % false "may have").
+//! every channel may have a log. The filter grows by layers, each holding twice the channels of
+//! the last, at 16 bits per channel it can hold (10 rounded up to a power of two) and 7 probes:
+//! under 1 % false "may have", 2–4 bytes per stored channel (about 34 MB for 10 million).
 
 use std::hash::{BuildHasher, RandomState};
 use std::path::Path;
@@ -30,7 +31,7 @@ use crate::{backend, schema};
 
 /// Channels the first layer holds at its fill.
 const FIRST_LAYER_CHANNELS: usize = 1 << 16;
-/// Bits per channel at a layer's fill.
+/// Bits per channel at a layer's fill, before rounding the layer up to a power of two.
 const BITS_PER_CHANNEL: usize = 10;
 /// Bits set (and tested) per channel.
 const PROBES: u64 = 7;
