@@ -16,6 +16,7 @@ mod grafana;
 mod limits;
 mod meteor;
 mod meteor_security;
+mod new_channels;
 mod providers;
 mod push;
 mod revoke;
