@@ -102,7 +102,9 @@ pub(crate) async fn serve(
 }
 
 /// Serves a fresh connection: its SSE stream if its first request is one, else hyper; with
-/// `hand_off`, hyper serves it in a task of its own on that runtime, tracked with the others.
+/// `hand_off`, hyper serves it in a task of its own on that runtime, tracked with the others,
+/// unless its first request is a WebSocket handshake: that connection's session runs here, so
+/// it stays.
 async fn serve_connection(
     conn: Conn,
     peer: SocketAddr,
@@ -117,6 +119,19 @@ async fn serve_connection(
     };
     let deadlines = edge.settings.deadlines;
     if let Some((runtime, connections)) = hand_off {
+        if opens_websocket(&mut conn).await {
+            Box::pin(serve_http(
+                &http,
+                conn,
+                peer,
+                head_started,
+                deadlines,
+                app,
+                stop,
+            ))
+            .await;
+            return;
+        }
         let serve = async move {
             if let Err(e) = conn.register_here() {
                 tracing::debug!(error = %e, "could not move a connection to the HTTP runtime");
@@ -138,6 +153,20 @@ async fn serve_connection(
         stop,
     ))
     .await;
+}
+
+/// Whether the first request of `conn` (whose first bytes have arrived) starts as a WebSocket
+/// handshake (`GET /v1/ws`). Only where the connection is served depends on it: a handshake
+/// served on the HTTP runtime works too, its connection then moves.
+async fn opens_websocket(conn: &mut Conn) -> bool {
+    const HANDSHAKE: &[u8] = b"GET /v1/ws";
+    let mut first = [0u8; HANDSHAKE.len() + 1];
+    match conn.peek(&mut first).await {
+        Ok(n) if n == first.len() => {
+            first.starts_with(HANDSHAKE) && matches!(first[HANDSHAKE.len()], b' ' | b'?')
+        }
+        _ => false,
+    }
 }
 
 /// Serves one connection with hyper until it closes, a deadline passes, or shutdown lets it

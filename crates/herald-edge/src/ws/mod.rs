@@ -72,7 +72,11 @@ pub async fn upgrade(
         Ok(counted) => counted,
         Err(e) => return error_response(&e),
     };
-    let (response, socket) = upgrade.accept(edge.sessions.is_some());
+    // Served on the HTTP runtime (not the sessions'), the connection moves to the sessions'.
+    let elsewhere = edge.sessions.as_ref().filter(|sessions| {
+        tokio::runtime::Handle::try_current().map_or(true, |here| here.id() != sessions.id())
+    });
+    let (response, socket) = upgrade.accept(elsewhere.is_some());
     // Everything the connection keeps is built here and owned by the task as one value, which
     // `Connection::run` borrows: moved into a second future, it would be stored twice.
     let mut connection = Connection::new(edge.clone(), client, counted);
@@ -80,7 +84,7 @@ pub async fn upgrade(
     // instead of staying part of every idle connection's task.
     let socket = Box::pin(socket);
     let run = async move { connection.run(socket).await };
-    match &edge.sessions {
+    match elsewhere {
         Some(sessions) => edge.connections.spawn_on(run, sessions),
         None => edge.connections.spawn(run),
     };

@@ -1,7 +1,8 @@
 //! The runtime HTTP requests are served on (`http_workers`, docs/config.md): its threads exist,
-//! a publish answered there reaches a WebSocket subscriber whose connection was upgraded there
-//! and moved back to the main runtime, and the server still tells every client `shutdown` and
-//! exits cleanly with it; `http_workers = 0` serves everything on one runtime as before.
+//! a publish answered there reaches a WebSocket subscriber (one that opened its connection with
+//! the handshake, which stays on the main runtime, and one upgraded on a connection that served
+//! a request first, which moves there from the HTTP runtime), and the server still tells every
+//! client `shutdown` and exits cleanly; `http_workers = 0` serves everything on one runtime.
 
 use crate::support;
 
@@ -9,6 +10,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use support::{Server, Ws};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Threads of process `pid` named `herald-http` (the HTTP runtime's workers).
 fn http_threads(pid: u32) -> usize {
@@ -19,11 +21,43 @@ fn http_threads(pid: u32) -> usize {
         .count()
 }
 
+/// A WebSocket handshake on a connection that has first been answered a plain HTTP request
+/// (so it is served on the HTTP runtime, and its WebSocket connection moves to the main one).
+async fn upgrade_after_a_request(server: &Server) -> Ws {
+    let mut tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    tcp.write_all(b"GET /healthz HTTP/1.1\r\nHost: herald\r\n\r\n")
+        .await
+        .unwrap();
+    // The whole answer, and nothing more: the server sends nothing else until asked.
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 1024];
+    loop {
+        let n = tcp.read(&mut chunk).await.unwrap();
+        assert!(n > 0, "closed after {:?}", String::from_utf8_lossy(&answer));
+        answer.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&answer).to_string();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let length: usize = text[..end]
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse().unwrap())
+                })
+                .expect("a content-length");
+            if answer.len() >= end + 4 + length {
+                assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+                break;
+            }
+        }
+    }
+    Ws::upgrade(tcp, &server.ws_url("")).await
+}
+
 /// A WebSocket subscriber gets what is published over HTTP (several publishes on one kept-alive
 /// connection), then, at SIGTERM, its `shutdown` disconnect; the server exits with success.
-async fn publish_deliver_and_shut_down(mut server: Server) {
+async fn publish_deliver_and_shut_down(mut server: Server, mut ws: Ws) {
     let token = server.token(&["news"], &[]);
-    let mut ws = Ws::connect(&server.ws_url("")).await;
     let r = ws.request("connect", json!({ "token": token })).await;
     assert_eq!(r["connect"]["sub"], "tester", "{r}");
     let r = ws.request("subscribe", json!({ "channel": "news" })).await;
@@ -63,10 +97,22 @@ async fn http_is_served_on_its_own_runtime_and_the_server_still_shuts_down_clean
         .start()
         .await;
     assert_eq!(http_threads(server.pid()), 3);
-    tokio::time::timeout(
-        Duration::from_secs(30),
-        publish_deliver_and_shut_down(server),
-    )
+    tokio::time::timeout(Duration::from_secs(30), async {
+        let ws = Ws::connect(&server.ws_url("")).await;
+        publish_deliver_and_shut_down(server, ws).await
+    })
+    .await
+    .expect("within 30 s");
+}
+
+#[tokio::test]
+async fn a_websocket_upgraded_on_the_http_runtime_moves_to_the_main_one_and_still_works() {
+    let server = Server::start().await;
+    assert!(http_threads(server.pid()) > 0);
+    tokio::time::timeout(Duration::from_secs(30), async {
+        let ws = upgrade_after_a_request(&server).await;
+        publish_deliver_and_shut_down(server, ws).await
+    })
     .await
     .expect("within 30 s");
 }
@@ -78,10 +124,10 @@ async fn zero_http_workers_serves_everything_on_one_runtime() {
         .start()
         .await;
     assert_eq!(http_threads(server.pid()), 0);
-    tokio::time::timeout(
-        Duration::from_secs(30),
-        publish_deliver_and_shut_down(server),
-    )
+    tokio::time::timeout(Duration::from_secs(30), async {
+        let ws = upgrade_after_a_request(&server).await;
+        publish_deliver_and_shut_down(server, ws).await
+    })
     .await
     .expect("within 30 s");
 }
