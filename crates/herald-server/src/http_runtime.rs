@@ -9,7 +9,9 @@
 //! operating system shares the cores between the two runtimes' threads.
 //!
 //! The listener accepts (and looks for an SSE stream first, as before) on the server's runtime;
-//! a connection for hyper moves here, and a WebSocket upgraded here moves back
+//! a connection for hyper moves here, unless its first request is a WebSocket handshake (it
+//! stays: its session runs on the server's runtime), and a WebSocket upgraded here, on a
+//! connection that served other requests first, moves back
 //! ([`herald_edge::conn::Conn::register_here`]).
 
 use tokio::runtime::{Builder, Handle, Runtime};

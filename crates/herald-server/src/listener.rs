@@ -119,7 +119,7 @@ async fn serve_connection(
     };
     let deadlines = edge.settings.deadlines;
     if let Some((runtime, connections)) = hand_off {
-        if opens_websocket(&mut conn).await {
+        if opens_websocket(&mut conn, deadlines.head).await {
             Box::pin(serve_http(
                 &http,
                 conn,
@@ -156,13 +156,13 @@ async fn serve_connection(
 }
 
 /// Whether the first request of `conn` (whose first bytes have arrived) starts as a WebSocket
-/// handshake (`GET /v1/ws`). Only where the connection is served depends on it: a handshake
-/// served on the HTTP runtime works too, its connection then moves.
-async fn opens_websocket(conn: &mut Conn) -> bool {
+/// handshake (`GET /v1/ws`); looks at most for `limit`. Only where the connection is served
+/// depends on it: a handshake served on the HTTP runtime works too, its connection then moves.
+async fn opens_websocket(conn: &mut Conn, limit: Duration) -> bool {
     const HANDSHAKE: &[u8] = b"GET /v1/ws";
     let mut first = [0u8; HANDSHAKE.len() + 1];
-    match conn.peek(&mut first).await {
-        Ok(n) if n == first.len() => {
+    match tokio::time::timeout(limit, conn.peek(&mut first)).await {
+        Ok(Ok(n)) if n == first.len() => {
             first.starts_with(HANDSHAKE) && matches!(first[HANDSHAKE.len()], b' ' | b'?')
         }
         _ => false,
