@@ -133,6 +133,10 @@ pub struct Edge {
     /// Tracks upgraded WebSocket connections, which outlive their HTTP request, so shutdown can
     /// wait for them to say goodbye.
     pub connections: TaskTracker,
+    /// The runtime upgraded WebSocket connections run on, when HTTP requests are served on a
+    /// runtime of their own (the server's `http_workers`): an upgrade moves its connection
+    /// here, off the runtime that answers API requests. `None`: the same runtime for both.
+    pub sessions: Option<tokio::runtime::Handle>,
     /// The one keep-alive clock every WebSocket connection and directly served SSE stream
     /// follows.
     pub keepalive: KeepAlive,

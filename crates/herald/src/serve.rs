@@ -190,6 +190,7 @@ fn settings(config: &Config) -> ServerSettings {
             deadlines: config.deadlines,
         },
         shutdown_grace: config.shutdown_grace,
+        http_workers: config.http_workers,
         jwks: JwksOptions {
             min_refetch: config.jwks_min_refetch,
             fetch_timeout: config.jwks_fetch_timeout,

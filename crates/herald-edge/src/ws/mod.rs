@@ -72,15 +72,22 @@ pub async fn upgrade(
         Ok(counted) => counted,
         Err(e) => return error_response(&e),
     };
-    let (response, socket) = upgrade.accept();
+    // Served on the HTTP runtime (not the sessions'), the connection moves to the sessions'.
+    let elsewhere = edge.sessions.as_ref().filter(|sessions| {
+        tokio::runtime::Handle::try_current().map_or(true, |here| here.id() != sessions.id())
+    });
+    let (response, socket) = upgrade.accept(elsewhere.is_some());
     // Everything the connection keeps is built here and owned by the task as one value, which
     // `Connection::run` borrows: moved into a second future, it would be stored twice.
     let mut connection = Connection::new(edge.clone(), client, counted);
     // The upgrade future is boxed so its memory is freed once the socket is handed over,
     // instead of staying part of every idle connection's task.
     let socket = Box::pin(socket);
-    edge.connections
-        .spawn(async move { connection.run(socket).await });
+    let run = async move { connection.run(socket).await };
+    match elsewhere {
+        Some(sessions) => edge.connections.spawn_on(run, sessions),
+        None => edge.connections.spawn(run),
+    };
     response.into_response()
 }
 

@@ -77,6 +77,7 @@ impl Config {
             ("max_subscriptions", int(self.max_subscriptions as u64), ""),
             ("ping_interval", dur(self.ping_interval), ""),
             ("shutdown_grace", dur(self.shutdown_grace), ""),
+            ("http_workers", int(self.http_workers as u64), ""),
             ("jwks_min_refetch", dur(self.jwks_min_refetch), ""),
             ("jwks_fetch_timeout", dur(self.jwks_fetch_timeout), ""),
             ("audit_retention", dur(self.audit_retention), ""),
@@ -282,6 +283,7 @@ impl fmt::Debug for Config {
             .field("max_subscriptions", &self.max_subscriptions)
             .field("ping_interval", &self.ping_interval)
             .field("shutdown_grace", &self.shutdown_grace)
+            .field("http_workers", &self.http_workers)
             .field("jwks_min_refetch", &self.jwks_min_refetch)
             .field("jwks_fetch_timeout", &self.jwks_fetch_timeout)
             .field("audit_retention", &self.audit_retention)

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use herald_server::settings::default_http_workers;
 use herald_server::vocabulary::SyncMode;
 use toml::Value;
 
@@ -130,6 +131,11 @@ impl Layers {
                     .ok_or("must be longer than 0s".into())
             })?,
             shutdown_grace: self.get("shutdown_grace", Duration::from_secs(10), duration)?,
+            http_workers: self.get("http_workers", default_http_workers(), |r| {
+                Some(usize_at_least(0)(r)?)
+                    .filter(|n| *n <= 256)
+                    .ok_or("must be at most 256".into())
+            })?,
             jwks_min_refetch: self.get("jwks_min_refetch", Duration::from_secs(10), duration)?,
             jwks_fetch_timeout: self.get("jwks_fetch_timeout", Duration::from_secs(5), |r| {
                 Some(duration(r)?)

@@ -13,6 +13,7 @@ mod deadlines;
 mod durability;
 mod faults;
 mod grafana;
+mod http_runtime;
 mod limits;
 mod meteor;
 mod meteor_security;
