@@ -542,7 +542,11 @@ async fn gathered_commits_reach_every_subscriber_complete_and_in_order() {
     let batches = (0..8).map(|i| {
         let messages: Vec<Value> = (0..100)
             .map(|j| {
-                let ch = if j < 60 || j % 2 == 0 { "run/a" } else { "run/b" };
+                let ch = if j < 60 || j % 2 == 0 {
+                    "run/a"
+                } else {
+                    "run/b"
+                };
                 json!({ "channel": ch, "data": { "batch": i, "j": j } })
             })
             .collect();
