@@ -53,6 +53,10 @@ pub trait InterestHook: Send + Sync {
     fn lost(&self, channel: &ChannelName);
 }
 
+/// About how many bytes of a run of messages one outbox lock queues (see
+/// [`Subscription::send_live_run`]).
+const RUN_PIECE_BYTES: usize = 16 * 1024;
+
 /// Live messages a subscription may park while catching up before it counts as slow.
 const MAX_PARKED: usize = 10_000;
 
@@ -96,13 +100,33 @@ impl Subscription {
     /// Queues the live messages of `run` (consecutive messages of this subscription's channel,
     /// in commit order) that the catch-up did not cover, with one lock of the outbox and one wake
     /// of its writer.
+    ///
+    /// The run goes in pieces of about [`RUN_PIECE_BYTES`], the lock released between them, so
+    /// a writer draining the outbox meanwhile makes room as it did between single messages: a
+    /// backlog gathered while the fan-out thread waited for a core is no more likely to overflow
+    /// a reader's queue than the same messages delivered one at a time.
     fn send_live_run(&self, run: &[SharedMessage]) {
         let caught_up_to = self.caught_up_to.load(Ordering::Relaxed);
-        let queued = self.outbox.push_many(
-            run.iter()
-                .filter(|m| m.seq > caught_up_to && self.admits(m))
-                .map(|m| OutFrame::Message(m.clone())),
-        );
+        let mut queued = 0;
+        let mut rest = run;
+        while !rest.is_empty() {
+            let mut bytes = 0;
+            let len = rest
+                .iter()
+                .position(|m| {
+                    bytes += m.data.len() + 64;
+                    bytes >= RUN_PIECE_BYTES
+                })
+                .map_or(rest.len(), |last| last + 1);
+            let (piece, after) = rest.split_at(len);
+            queued += self.outbox.push_many(
+                piece
+                    .iter()
+                    .filter(|m| m.seq > caught_up_to && self.admits(m))
+                    .map(|m| OutFrame::Message(m.clone())),
+            );
+            rest = after;
+        }
         self.tally(queued as u64);
     }
 
