@@ -7,7 +7,8 @@ to tell Herald's own stalls from the machine's (issue 14 §6; docs/benchmarks.md
 
 Every 100 ms it samples the machine's run queue (/proc/stat) and the spawned server's CPU per
 thread group (/proc/PID/task/*/stat); every 500 ms the server's checkpoint histogram and WAL size
-(/metrics). An fsync probe appends 64 bytes and fdatasyncs them every 20 ms in DIR (put DIR on
+(/metrics), with the server's own publish-to-write lag histogram (`herald_delivery_lag_seconds`,
+folded by the exporter once a second, so it lags by up to a second). An fsync probe appends 64 bytes and fdatasyncs them every 20 ms in DIR (put DIR on
 the disk the server writes to). When the bench exits it joins everything per second of
 DIR/fanout.csv, prints the table and the correlation of each column with that second's p99, and
 writes DIR/stall-watch.csv. Linux only; reads /proc, nothing else."""
@@ -52,7 +53,7 @@ def sample(bench, rows, stop):
     tick_ms = 1000 / os.sysconf("SC_CLK_TCK")
     pid = port = None
     last = {}
-    checkpoints = (None, None)
+    checkpoints = (None, None, [])
     n = 0
     while not stop.is_set():
         time.sleep(0.1)
@@ -76,7 +77,9 @@ def sample(bench, rows, stop):
                     def total(mode):
                         m = re.search(rf'^herald_store_checkpoint_seconds_sum\{{mode="{mode}"\}} (\S+)', body, re.M)
                         return float(m[1]) if m else 0.0
-                    checkpoints = (total("PASSIVE"), total("RESTART"))
+                    lag = [(float(le), float(n)) for le, n in re.findall(
+                        r'^herald_delivery_lag_seconds_bucket\{le="([0-9.e+-]+)"\} (\S+)', body, re.M)]
+                    checkpoints = (total("PASSIVE"), total("RESTART"), lag)
                 except Exception:
                     pass
         rows.append((time.time(), proc_stat(), cpu, checkpoints))
@@ -92,6 +95,20 @@ def fsync_probe(path, rows, stop):
         time.sleep(0.02)
     os.close(fd)
     os.unlink(path)
+
+
+def bucket_p99(before, after):
+    """The upper bound (ms) of the histogram bucket holding the 99th percentile of what was
+    recorded between two scrapes of cumulative buckets; NaN if nothing was."""
+    if not before or not after or len(before) != len(after):
+        return float("nan")
+    total = after[-1][1] - before[-1][1] if after[-1][1] >= before[-1][1] else 0
+    if total <= 0:
+        return float("nan")
+    for (le, n1), (_, n0) in zip(after, before):
+        if n1 - n0 >= 0.99 * total:
+            return le * 1000
+    return float("inf")
 
 
 def corr(a, b):
@@ -135,15 +152,17 @@ def main():
         inside = [x for x in samples if lo <= x[0] < hi]
         runq = sum(x[1] for x in inside) / len(inside) if inside else float("nan")
         cpu = sum(sum(x[2].values()) for x in inside)
-        ck = inside[-1][3] if inside else (None, None)
+        ck = inside[-1][3] if inside else (None, None, [])
         passive = restart = 0.0
+        lag_p99 = float("nan")
         if prev and ck[0] is not None and prev[0] is not None:
             passive, restart = (ck[0] - prev[0]) * 1000, (ck[1] - prev[1]) * 1000
+            lag_p99 = bucket_p99(prev[2], ck[2])
         prev = ck if ck[0] is not None else prev
         worst = max((f[1] for f in fsyncs if lo <= f[0] < hi), default=float("nan"))
-        table.append((s, float(r["p99_ms"]), int(r["published"]), runq, cpu, passive, restart, worst))
+        table.append((s, float(r["p99_ms"]), int(r["published"]), runq, cpu, passive, restart, worst, lag_p99))
     names = ["second", "p99_ms", "published", "run_queue", "server_cpu_ms", "passive_checkpoint_ms",
-             "restart_checkpoint_ms", "fsync_probe_max_ms"]
+             "restart_checkpoint_ms", "fsync_probe_max_ms", "server_write_lag_p99_ms"]
     with open(os.path.join(out, "stall-watch.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(names)
