@@ -55,6 +55,10 @@ pub trait InterestHook: Send + Sync {
     fn lost(&self, channel: &ChannelName);
 }
 
+/// About how many bytes of a run of messages one outbox lock queues (see
+/// [`Subscription::send_live_run`]).
+const RUN_PIECE_BYTES: usize = 16 * 1024;
+
 /// Live messages a subscription may park while catching up before it counts as slow.
 const MAX_PARKED: usize = 10_000;
 
@@ -106,6 +110,53 @@ impl Subscription {
             && self.outbox.push(OutFrame::Message(message.clone()))
         {
             self.tally(1);
+        }
+    }
+
+    /// Queues the live messages of `run` (consecutive messages of this subscription's channel,
+    /// in commit order) that the catch-up did not cover, with one lock of the outbox and one wake
+    /// of its writer.
+    ///
+    /// The run goes in pieces of about [`RUN_PIECE_BYTES`], the lock released between them, so
+    /// a writer draining the outbox meanwhile makes room as it did between single messages: a
+    /// backlog gathered while the fan-out thread waited for a core is no more likely to overflow
+    /// a reader's queue than the same messages delivered one at a time.
+    fn send_live_run(&self, run: &[SharedMessage]) {
+        let caught_up_to = self.caught_up_to.load(Ordering::Relaxed);
+        let mut queued = 0;
+        let mut rest = run;
+        while !rest.is_empty() {
+            let mut bytes = 0;
+            let len = rest
+                .iter()
+                .position(|m| {
+                    bytes += m.data.len() + 64;
+                    bytes >= RUN_PIECE_BYTES
+                })
+                .map_or(rest.len(), |last| last + 1);
+            let (piece, after) = rest.split_at(len);
+            queued += self.outbox.push_many(
+                piece
+                    .iter()
+                    .filter(|m| m.seq > caught_up_to && self.admits(m))
+                    .map(|m| OutFrame::Message(m.clone())),
+            );
+            rest = after;
+        }
+        self.tally(queued as u64);
+    }
+
+    /// Delivers `run` (see [`Subscription::send_live_run`]); while catching up, each message is
+    /// parked as [`Subscription::deliver`] parks it.
+    fn deliver_run(&self, run: &[SharedMessage]) {
+        if let [message] = run {
+            return self.deliver(message);
+        }
+        if self.live.load(Ordering::Acquire) {
+            return self.send_live_run(run);
+        }
+        for message in run {
+            self.deliver(message);
         }
     }
 
@@ -533,6 +584,48 @@ impl Hub {
             .map_or(0, |e| e.subs.len())
     }
 
+    /// Delivers committed messages, in order, to the subscriptions of their channels. Each run
+    /// of consecutive messages of one channel is handed to every subscriber at once (one outbox
+    /// lock and one wake per subscriber for the whole run), so a group commit of many messages
+    /// to a busy channel costs its subscribers' writers one wake, not one per message.
+    pub fn deliver_all(&self, messages: &[SharedMessage]) {
+        let mut rest = messages;
+        while let Some(first) = rest.first() {
+            let len = rest
+                .iter()
+                .position(|m| m.channel != first.channel)
+                .unwrap_or(rest.len());
+            let (run, after) = rest.split_at(len);
+            self.deliver_run(run);
+            rest = after;
+        }
+    }
+
+    /// Delivers a run of consecutive messages of one channel (see [`Hub::deliver_all`]).
+    fn deliver_run(&self, run: &[SharedMessage]) {
+        let Some(last) = run.last() else {
+            return;
+        };
+        let shard = self.shard(&last.channel).read();
+        if let Some(entry) = shard.get(&last.channel) {
+            {
+                let mut head = entry.head.lock();
+                for message in run {
+                    head.delivered(Head {
+                        epoch: message.epoch.clone(),
+                        last_seq: message.seq,
+                    });
+                }
+            }
+            for sub in &entry.subs {
+                sub.deliver_run(run);
+            }
+            telemetry()
+                .deliveries
+                .increment((entry.subs.len() * run.len()) as u64);
+        }
+    }
+
     /// Delivers one message to every subscription of its channel.
     pub fn deliver(&self, message: &SharedMessage) {
         let shard = self.shard(&message.channel).read();
@@ -576,6 +669,98 @@ mod tests {
                 OutFrame::Control(_) => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn delivering_commits_together_keeps_each_channels_order_and_filters() {
+        let hub = Hub::new();
+        let (a, b) = (
+            ChannelName::parse("a").unwrap(),
+            ChannelName::parse("b").unwrap(),
+        );
+        let both = Outbox::new(1 << 20);
+        let odd_b = Outbox::new(1 << 20);
+        let counted = Arc::new(AtomicU64::new(0));
+        let tally = counted.clone();
+        for ch in [&a, &b] {
+            let (sub, _) = hub.subscribe(ch, both.clone());
+            sub.go_live(vec![], 0);
+        }
+        let (sub, _) = hub.subscribe_with(
+            &b,
+            odd_b.clone(),
+            Filter {
+                admit: Some(Arc::new(|m: &StoredMessage| m.seq % 2 == 1)),
+                tally: Some(Arc::new(move |n| {
+                    tally.fetch_add(n, Ordering::Relaxed);
+                })),
+            },
+        );
+        // Caught up to 2 already: live delivery skips 1 and 2.
+        sub.go_live(vec![], 2);
+        let commits = [
+            msg(&a, 1),
+            msg(&a, 2),
+            msg(&b, 1),
+            msg(&b, 2),
+            msg(&b, 3),
+            msg(&a, 3),
+            msg(&b, 4),
+            msg(&b, 5),
+        ];
+        hub.deliver_all(&commits);
+        let got: Vec<(String, u64)> = both
+            .take()
+            .0
+            .into_iter()
+            .filter_map(|f| match f {
+                OutFrame::Message(m) => Some((m.channel.public().to_string(), m.seq)),
+                _ => None,
+            })
+            .collect();
+        let want: Vec<(String, u64)> = commits
+            .iter()
+            .map(|m| (m.channel.public().to_string(), m.seq))
+            .collect();
+        assert_eq!(got, want, "every message, in commit order");
+        assert_eq!(seqs(&odd_b), vec![3, 5]);
+        assert_eq!(counted.load(Ordering::Relaxed), 2);
+        assert_eq!(hub.known_head(&b).map(|h| h.last_seq), Some(5));
+    }
+
+    #[test]
+    fn a_run_parks_while_catching_up_and_overflows_as_a_slow_consumer() {
+        let hub = Hub::new();
+        let ch = ChannelName::parse("r").unwrap();
+        let out = Outbox::new(1 << 20);
+        let (sub, _) = hub.subscribe(&ch, out.clone());
+        hub.deliver_all(&[msg(&ch, 1), msg(&ch, 2), msg(&ch, 3)]);
+        assert!(seqs(&out).is_empty(), "parked while catching up");
+        sub.go_live(vec![OutFrame::Replayed(msg(&ch, 1))], 1);
+        hub.deliver_all(&[msg(&ch, 4), msg(&ch, 5)]);
+        assert_eq!(seqs(&out), vec![1, 2, 3, 4, 5]);
+
+        let small = Outbox::new(200);
+        let (sub, _) = hub.subscribe(&ch, small.clone());
+        sub.go_live(vec![], 5);
+        let big = |seq| {
+            Arc::new(StoredMessage::new(
+                ch.clone(),
+                Epoch::new("e"),
+                seq,
+                None,
+                0,
+                Bytes::from(vec![b'1'; 100]),
+            ))
+        };
+        hub.deliver_all(&[big(6), big(7), big(8)]);
+        assert_eq!(small.closed(), Some(CloseReason::SlowConsumer));
+        assert!(seqs(&small).is_empty());
+        assert_eq!(
+            seqs(&out),
+            vec![6, 7, 8],
+            "the other subscriber is unaffected"
+        );
     }
 
     #[test]

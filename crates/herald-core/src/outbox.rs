@@ -258,6 +258,43 @@ impl Outbox {
         true
     }
 
+    /// Queues `frames` in order as [`Outbox::push`] would one by one (the same limit, the same
+    /// slow-consumer close), under one lock and with one wake of the writer: the fan-out hands a
+    /// subscriber every message of a commit for its channel at once. Returns how many it
+    /// accepted (as `push` would have answered true for them, even though an overflow later in
+    /// the same call drops them with the rest of the queue); after a refusal nothing more is.
+    pub fn push_many(&self, frames: impl IntoIterator<Item = OutFrame>) -> usize {
+        let frames = frames.into_iter();
+        let mut q = self.queue.lock();
+        if q.closed.is_some() {
+            return 0;
+        }
+        let (least, most) = frames.size_hint();
+        q.frames.reserve(most.unwrap_or(least));
+        let mut queued = 0;
+        for frame in frames {
+            let cost = frame.cost();
+            if q.bytes + cost > self.limit_bytes && q.bytes > 0 {
+                q.closed = Some(CloseReason::SlowConsumer);
+                q.frames = VecDeque::new();
+                q.bytes = 0;
+                crate::telemetry::telemetry().slow_consumers.increment(1);
+                break;
+            }
+            q.bytes += cost;
+            q.frames.push_back(frame);
+            queued += 1;
+        }
+        let waiter = if queued > 0 || q.closed.is_some() {
+            q.waiter()
+        } else {
+            None
+        };
+        drop(q);
+        wake(waiter);
+        queued
+    }
+
     /// Queues frames regardless of the limit and without counting them against it: a
     /// subscribe's catch-up from the log, already bounded by retention. Live frames queued behind
     /// it still get the whole limit, so a large replay alone never makes a slow consumer.
@@ -521,6 +558,46 @@ mod tests {
             .expect("woken by the overflow")
             .unwrap();
         assert_eq!(closed, CloseReason::SlowConsumer);
+    }
+
+    #[tokio::test]
+    async fn push_many_queues_in_order_with_one_wake() {
+        let o = Outbox::new(1000);
+        let o2 = o.clone();
+        let h = tokio::spawn(async move { o2.next_batch().await.0 });
+        tokio::task::yield_now().await;
+        assert_eq!(o.push_many((1..=3).map(ctl)), 3);
+        let lens: Vec<usize> = h
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|f| match f {
+                OutFrame::Control(b) => b.len(),
+                _ => unreachable!(),
+            })
+            .collect();
+        assert_eq!(lens, vec![1, 2, 3], "one batch, in order");
+        assert_eq!(o.push_many(std::iter::empty()), 0);
+    }
+
+    #[tokio::test]
+    async fn push_many_overflows_exactly_as_one_push_at_a_time() {
+        let o = Outbox::new(100);
+        assert_eq!(
+            o.push_many((0..3).map(|_| ctl(40))),
+            2,
+            "the third overflows"
+        );
+        let (frames, closed) = o.next_batch().await;
+        assert!(frames.is_empty(), "a slow consumer's queue is dropped");
+        assert_eq!(closed, Some(CloseReason::SlowConsumer));
+        assert_eq!(o.push_many((0..2).map(|_| ctl(1))), 0, "closed");
+        let one = Outbox::new(10);
+        assert_eq!(
+            one.push_many([ctl(50)]),
+            1,
+            "an oversized frame fits an empty queue"
+        );
     }
 
     #[tokio::test]

@@ -389,6 +389,14 @@ fn read_available(
     Ok(true)
 }
 
+/// A queued frame's text payload, borrowed (a message's from its shared frame cache).
+fn payload(frame: &OutFrame) -> &[u8] {
+    match frame {
+        OutFrame::Control(b) => b,
+        OutFrame::Message(m) | OutFrame::Replayed(m) => herald_core::frames::ws_message_ref(m),
+    }
+}
+
 /// Encodes a batch of frames (and a ping after them, if `ping`) into one buffer and writes as
 /// much as the socket takes at once: usually all of it, in one syscall.
 fn write_frames(
@@ -401,28 +409,21 @@ fn write_frames(
     }
     let mut messages = 0u64;
     let mut lag_recorded = false;
-    let payloads: Vec<Bytes> = frames
-        .into_iter()
-        .map(|f| match f {
-            OutFrame::Control(b) => b,
+    let size = frames.iter().map(|f| payload(f).len() + 10).sum::<usize>() + 2;
+    let mut buf = Vec::with_capacity(size);
+    for f in &frames {
+        match f {
+            OutFrame::Control(_) => {}
             OutFrame::Message(m) => {
                 if !lag_recorded {
-                    herald_core::message::record_delivery_lag(&m);
+                    herald_core::message::record_delivery_lag(m);
                     lag_recorded = true;
                 }
                 messages += 1;
-                herald_core::frames::ws_message(&m)
             }
-            OutFrame::Replayed(m) => {
-                messages += 1;
-                herald_core::frames::ws_message(&m)
-            }
-        })
-        .collect();
-    let size = payloads.iter().map(|p| p.len() + 10).sum::<usize>() + 2;
-    let mut buf = Vec::with_capacity(size);
-    for p in &payloads {
-        frame::encode(&mut buf, Opcode::Text, p);
+            OutFrame::Replayed(_) => messages += 1,
+        }
+        frame::encode(&mut buf, Opcode::Text, payload(f));
     }
     if ping {
         frame::encode(&mut buf, Opcode::Ping, b"");
@@ -452,7 +453,10 @@ fn write_frames(
     // never splits one (only a blocked write pays for this).
     let mut frame_ends = Vec::new();
     let mut end = 0;
-    let sizes = payloads.iter().map(|p| p.len()).chain(ping.then_some(0));
+    let sizes = frames
+        .iter()
+        .map(|f| payload(f).len())
+        .chain(ping.then_some(0));
     for size in sizes {
         end += frame::encoded_len(size);
         if end > written {
