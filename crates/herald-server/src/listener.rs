@@ -101,10 +101,8 @@ pub(crate) async fn serve(
     connections
 }
 
-/// Serves a fresh connection: its SSE stream if its first request is one, else hyper; with
-/// `hand_off`, hyper serves it in a task of its own on that runtime, tracked with the others,
-/// unless its first request is a WebSocket handshake: that connection's session runs here, so
-/// it stays.
+/// Serves a fresh connection: its SSE stream if its first request is one, else hyper
+/// ([`serve_hyper`]).
 async fn serve_connection(
     conn: Conn,
     peer: SocketAddr,
@@ -114,45 +112,55 @@ async fn serve_connection(
     stop: CancellationToken,
     hand_off: Option<(Handle, TaskTracker)>,
 ) {
-    let Some((mut conn, head_started)) = herald_edge::sse::serve_if_sse(&edge, conn).await else {
+    let Some((conn, head_started)) = herald_edge::sse::serve_if_sse(&edge, conn).await else {
         return;
     };
-    let deadlines = edge.settings.deadlines;
-    if let Some((runtime, connections)) = hand_off {
-        if opens_websocket(&mut conn, deadlines.head).await {
-            Box::pin(serve_http(
-                &http,
-                conn,
-                peer,
-                head_started,
-                deadlines,
-                app,
-                stop,
-            ))
-            .await;
-            return;
-        }
-        let serve = async move {
-            if let Err(e) = conn.register_here() {
-                tracing::debug!(error = %e, "could not move a connection to the HTTP runtime");
-                return;
-            }
-            serve_http(&http, conn, peer, head_started, deadlines, app, stop).await;
-        };
-        connections.spawn_on(serve, &runtime);
-        return;
-    }
-    // Boxed, so a task that streams SSE itself is not sized for hyper's connection.
-    Box::pin(serve_http(
-        &http,
+    // Boxed: a future is as large as its largest step for as long as it lives, and a task that
+    // streams SSE itself lives as long as its stream (hyper's steps and the look for a
+    // WebSocket handshake made every connection's task 232 B larger).
+    Box::pin(serve_hyper(
         conn,
         peer,
         head_started,
-        deadlines,
         app,
+        http,
+        edge,
         stop,
+        hand_off,
     ))
     .await;
+}
+
+/// Serves a connection with hyper: with `hand_off`, in a task of its own on that runtime,
+/// tracked with the others, unless its first request is a WebSocket handshake: that
+/// connection's session runs here, so it stays.
+#[allow(clippy::too_many_arguments)]
+async fn serve_hyper(
+    mut conn: Conn,
+    peer: SocketAddr,
+    head_started: Instant,
+    app: Router,
+    http: Arc<hyper::server::conn::http1::Builder>,
+    edge: Arc<Edge>,
+    stop: CancellationToken,
+    hand_off: Option<(Handle, TaskTracker)>,
+) {
+    let deadlines = edge.settings.deadlines;
+    drop(edge);
+    if let Some((runtime, connections)) = hand_off {
+        if !opens_websocket(&mut conn, deadlines.head).await {
+            let serve = async move {
+                if let Err(e) = conn.register_here() {
+                    tracing::debug!(error = %e, "could not move a connection to the HTTP runtime");
+                    return;
+                }
+                serve_http(&http, conn, peer, head_started, deadlines, app, stop).await;
+            };
+            connections.spawn_on(serve, &runtime);
+            return;
+        }
+    }
+    serve_http(&http, conn, peer, head_started, deadlines, app, stop).await;
 }
 
 /// Whether the first request of `conn` (whose first bytes have arrived) starts as a WebSocket
