@@ -300,15 +300,27 @@ impl Outbox {
     /// it still get the whole limit, so a large replay alone never makes a slow consumer.
     /// Returns false, queuing nothing, if the outbox is closed.
     pub fn push_all_unbounded(&self, frames: impl IntoIterator<Item = OutFrame>) -> bool {
+        self.extend_unbounded(frames, |q, _| !q.frames.is_empty())
+    }
+
+    /// Queues `frames` outside the byte limit, then lets `count` see the queue and where the
+    /// new frames start (under the same lock) and say whether to wake the writer. Returns
+    /// false, queuing nothing, if the outbox is closed.
+    fn extend_unbounded(
+        &self,
+        frames: impl IntoIterator<Item = OutFrame>,
+        count: impl FnOnce(&mut Queue, usize) -> bool,
+    ) -> bool {
         let mut q = self.queue.lock();
         if q.closed.is_some() {
             return false;
         }
+        let before = q.frames.len();
         q.frames.extend(frames);
-        let waiter = if q.frames.is_empty() {
-            None
-        } else {
+        let waiter = if count(&mut q, before) {
             q.waiter()
+        } else {
+            None
         };
         drop(q);
         wake(waiter);
@@ -321,32 +333,21 @@ impl Outbox {
     /// ([`Outbox::catchup_queued`], [`Outbox::poll_catchup_below`]). Returns false, queuing
     /// nothing, if the outbox is closed.
     pub fn push_catchup(&self, frames: impl IntoIterator<Item = OutFrame>) -> bool {
-        let mut q = self.queue.lock();
-        if q.closed.is_some() {
-            return false;
-        }
-        let before = q.frames.len();
-        q.frames.extend(frames);
-        let added: usize = q.frames.iter().skip(before).map(OutFrame::cost).sum();
-        if added > 0 {
-            let catchup = q.catchup.get_or_insert_with(Box::default);
-            catchup.bytes += added;
-            let queued = catchup.bytes;
-            let metrics = crate::telemetry::telemetry();
-            metrics.catchup_bytes.increment(added as f64);
-            let max = &CATCHUP_QUEUED_MAX;
-            if max.fetch_max(queued, std::sync::atomic::Ordering::Relaxed) < queued {
-                metrics.catchup_queued_max.set(queued as f64);
+        self.extend_unbounded(frames, |q, before| {
+            let added: usize = q.frames.iter().skip(before).map(OutFrame::cost).sum();
+            if added > 0 {
+                let catchup = q.catchup.get_or_insert_with(Box::default);
+                catchup.bytes += added;
+                let queued = catchup.bytes;
+                let metrics = crate::telemetry::telemetry();
+                metrics.catchup_bytes.increment(added as f64);
+                let max = &CATCHUP_QUEUED_MAX;
+                if max.fetch_max(queued, std::sync::atomic::Ordering::Relaxed) < queued {
+                    metrics.catchup_queued_max.set(queued as f64);
+                }
             }
-        }
-        let waiter = if q.frames.len() == before {
-            None
-        } else {
-            q.waiter()
-        };
-        drop(q);
-        wake(waiter);
-        true
+            q.frames.len() != before
+        })
     }
 
     /// Bytes of paged catch-up queued and not yet taken by the writer.
