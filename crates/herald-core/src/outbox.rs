@@ -149,6 +149,16 @@ impl Queue {
         self.waiter.take()
     }
 
+    /// Closes the queue as a slow consumer, dropping what it holds; returns the pagers to wake
+    /// (after the lock is released), as [`Queue::drained`] does.
+    fn overflow(&mut self) -> Vec<Waker> {
+        self.closed = Some(CloseReason::SlowConsumer);
+        self.frames = VecDeque::new();
+        self.bytes = 0;
+        crate::telemetry::telemetry().slow_consumers.increment(1);
+        self.drained()
+    }
+
     /// The writer took everything queued: no catch-up is queued any more; returns the pagers
     /// to wake (after the lock is released).
     fn drained(&mut self) -> Vec<Waker> {
@@ -239,12 +249,8 @@ impl Outbox {
         }
         let cost = frame.cost();
         if q.bytes + cost > self.limit_bytes && q.bytes > 0 {
-            q.closed = Some(CloseReason::SlowConsumer);
-            q.frames = VecDeque::new();
-            q.bytes = 0;
-            crate::telemetry::telemetry().slow_consumers.increment(1);
+            let pagers = q.overflow();
             let waiter = q.waiter();
-            let pagers = q.drained();
             drop(q);
             wake(waiter);
             wake_all(pagers);
@@ -272,13 +278,11 @@ impl Outbox {
         let (least, most) = frames.size_hint();
         q.frames.reserve(most.unwrap_or(least));
         let mut queued = 0;
+        let mut pagers = Vec::new();
         for frame in frames {
             let cost = frame.cost();
             if q.bytes + cost > self.limit_bytes && q.bytes > 0 {
-                q.closed = Some(CloseReason::SlowConsumer);
-                q.frames = VecDeque::new();
-                q.bytes = 0;
-                crate::telemetry::telemetry().slow_consumers.increment(1);
+                pagers = q.overflow();
                 break;
             }
             q.bytes += cost;
@@ -292,6 +296,7 @@ impl Outbox {
         };
         drop(q);
         wake(waiter);
+        wake_all(pagers);
         queued
     }
 
