@@ -29,7 +29,7 @@ impl Default for Backlog {
     fn default() -> Self {
         Backlog {
             queued: AtomicUsize::new(0),
-            limit: AtomicUsize::new(super::tune("HERALD_TUNE_Q", DEFAULT_FANOUT_BACKLOG)),
+            limit: AtomicUsize::new(DEFAULT_FANOUT_BACKLOG),
             room: Notify::new(),
             paced: AtomicU64::new(0),
         }

@@ -82,8 +82,7 @@ impl Queue {
             self.filled.wait(&mut state);
         }
         let (mut messages, mut deliveries) = state.commits.pop_front()?;
-        while messages.len() < MAX_GATHERED && deliveries < tune("HERALD_TUNE_G", GATHER_DELIVERIES)
-        {
+        while messages.len() < MAX_GATHERED && deliveries < GATHER_DELIVERIES {
             let Some((more, cost)) = state.commits.pop_front() else {
                 break;
             };
@@ -102,13 +101,6 @@ impl Queue {
     }
 }
 
-pub(crate) fn tune(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 impl FanOut {
     /// Starts the fan-out thread for `hub`. It stops once the returned sink is dropped and
     /// everything queued has been delivered. Private to the crate: [`crate::Engine::open`]
@@ -123,14 +115,7 @@ impl FanOut {
                 let mut older: Option<Arc<DrainWatch>> = None;
                 let mut newer: Option<Arc<DrainWatch>> = None;
                 loop {
-                    let wait = std::time::Duration::from_millis(tune(
-                        "HERALD_TUNE_WAIT_MS",
-                        drain::MAX_WAIT.as_millis() as usize,
-                    ) as u64);
-                    if tune("HERALD_TUNE_LAG", 2) == 1 {
-                        older = newer.take();
-                    }
-                    if older.take().is_some_and(|w| w.wait(wait)) {
+                    if older.take().is_some_and(|w| w.wait(drain::MAX_WAIT)) {
                         crate::telemetry::telemetry()
                             .fanout_writer_waits
                             .increment(1);
