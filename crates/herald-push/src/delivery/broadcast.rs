@@ -253,26 +253,34 @@ impl Deliverer {
                     HashMap::new()
                 };
             let mut running = JoinSet::new();
+            // Each device is moved into its send (taken from `due`), not copied; the ids of the
+            // devices after it are still there to mark chunks with.
+            let mut due: Vec<Option<Device>> = due.into_iter().map(Some).collect();
             for i in 0..due.len() {
                 let permit = sends
                     .clone()
                     .acquire_owned()
                     .await
                     .map_err(|_| StoreError::failed("send permits closed"))?;
-                let id = due[i].id.clone();
+                let Some(this_device) = due[i].take() else {
+                    continue;
+                };
+                let id = this_device.id.clone();
                 if marked.as_deref().is_none_or(|m| m < id.as_str()) {
-                    let until = &due[(i + batch - 1).min(due.len() - 1)].id;
+                    let last = (i + batch - 1).min(due.len() - 1);
+                    // `last` >= `i`: not taken yet, unless it is this device.
+                    let until = due[last].as_ref().map_or_else(|| id.clone(), |d| d.id.clone());
                     self.queue
-                        .mark_in_flight(x.job, until, now_millis(), lease_ms)
+                        .mark_in_flight(x.job, &until, now_millis(), lease_ms)
                         .await?;
-                    marked = Some(until.clone());
+                    marked = Some(until);
                 }
                 let in_doubt = x.doubt_until.as_deref().is_some_and(|u| id.as_str() <= u);
-                let platform = due[i].platform;
+                let platform = this_device.platform;
                 let device = if x.record.delivery == Delivery::Auto {
                     cursors.remove(&id)
                 } else {
-                    Some((due[i].clone(), InboxCursor::default()))
+                    Some((this_device, InboxCursor::default()))
                 };
                 let (this, app, record) = (self.clone(), x.app.clone(), x.record.clone());
                 let seq = x.seq;
