@@ -471,7 +471,7 @@ impl Deliverer {
         let Some(provider) = attempt.provider.filter(|p| *p == device.platform) else {
             return done("no_token");
         };
-        let Some(token) = device.token.clone() else {
+        let Some(token) = device.token.as_deref() else {
             return done("no_token");
         };
         if record.delivery == Delivery::Auto {
@@ -493,9 +493,11 @@ impl Deliverer {
             Err(e) => return self.retry(&attempt, provider, e.to_string(), None, false),
         };
         let started = Instant::now();
+        // Boxed: the send's future (the largest of the three providers' sends) would otherwise
+        // be copied into the timeout, into this future and into its boxed task at every send.
         let outcome = tokio::time::timeout(
             self.config.send_timeout,
-            sender.send(&device, &record.payloads, record.expires),
+            Box::pin(sender.send(&device, &record.payloads, record.expires)),
         )
         .await
         .unwrap_or_else(|_| Outcome::Retry {
@@ -517,7 +519,7 @@ impl Deliverer {
                 let why = format!("{}: {reason}", provider.as_str());
                 if let Err(e) = self
                     .registry
-                    .deactivate_gone(app, &device.id, &token, since_ms, &why)
+                    .deactivate_gone(app, &device.id, token, since_ms, &why)
                     .await
                 {
                     tracing::warn!(error = %e, "could not deactivate a device whose token is gone");
