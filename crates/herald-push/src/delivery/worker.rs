@@ -493,11 +493,9 @@ impl Deliverer {
             Err(e) => return self.retry(&attempt, provider, e.to_string(), None, false),
         };
         let started = Instant::now();
-        // Boxed: the send's future (the largest of the three providers' sends) would otherwise
-        // be copied into the timeout, into this future and into its boxed task at every send.
         let outcome = tokio::time::timeout(
             self.config.send_timeout,
-            Box::pin(sender.send(&device, &record.payloads, record.expires)),
+            sender.send(&device, &record.payloads, record.expires),
         )
         .await
         .unwrap_or_else(|_| Outcome::Retry {
