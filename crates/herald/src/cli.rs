@@ -135,6 +135,14 @@ pub async fn main() -> ExitCode {
     }
 }
 
+/// The mocks and the bench print no log: a subscriber that takes nothing says so once per
+/// callsite. Without any, every span h2 and rustls open (several per request) goes on to ask
+/// the `log` crate whether it wants it, a cost the mock and the bench's clients paid per
+/// request (2-4 % of the mock's CPU) for output nobody reads.
+fn silence_tracing() {
+    let _ = tracing::subscriber::set_global_default(tracing::subscriber::NoSubscriber::default());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,12 +178,4 @@ mod tests {
             }
         }
     }
-}
-
-/// The mocks and the bench print no log: a subscriber that takes nothing says so once per
-/// callsite. Without any, every span h2 and rustls open (several per request) goes on to ask
-/// the `log` crate whether it wants it, a cost the mock and the bench's clients paid per
-/// request (2-4 % of the mock's CPU) for output nobody reads.
-fn silence_tracing() {
-    let _ = tracing::subscriber::set_global_default(tracing::subscriber::NoSubscriber::default());
 }

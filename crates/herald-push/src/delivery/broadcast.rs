@@ -252,7 +252,7 @@ impl Deliverer {
                 } else {
                     HashMap::new()
                 };
-            let mut running = PageSends::new();
+            let mut running = PageSends::spawn();
             // Each device is moved into its send (taken from `due`), not copied; the ids of the
             // devices after it are still there to mark chunks with.
             let mut due: Vec<Option<Device>> = due.into_iter().map(Some).collect();

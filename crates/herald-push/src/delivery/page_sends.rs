@@ -27,8 +27,8 @@ pub struct PageSends<T> {
 }
 
 impl<T: Send + 'static> PageSends<T> {
-    /// A page with no sends yet; its task waits for them.
-    pub fn new() -> PageSends<T> {
+    /// A page with no sends yet: spawns its task, which waits for them.
+    pub fn spawn() -> PageSends<T> {
         let (start, sends) = unbounded_channel();
         let mut task = JoinSet::new();
         task.spawn(run(sends));
@@ -89,7 +89,7 @@ mod tests {
 
     #[tokio::test]
     async fn every_send_started_answers_once_and_none_waits_for_the_end() {
-        let mut page = PageSends::new();
+        let mut page = PageSends::spawn();
         let (first_done, first_answered) = tokio::sync::oneshot::channel();
         page.start(Box::pin(async move {
             let _ = first_done.send(());
@@ -117,7 +117,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_page_with_no_sends_has_no_results() {
-        let mut page: PageSends<u8> = PageSends::new();
+        let mut page: PageSends<u8> = PageSends::spawn();
         page.finish();
         let results = tokio::time::timeout(Duration::from_secs(5), page.results())
             .await
@@ -128,7 +128,7 @@ mod tests {
 
     #[tokio::test]
     async fn dropping_a_page_aborts_its_sends() {
-        let page = PageSends::new();
+        let page = PageSends::spawn();
         let (dropped, was_dropped) = tokio::sync::oneshot::channel::<()>();
         page.start(Box::pin(async move {
             let _guard = dropped;
