@@ -21,6 +21,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::catchup::tail::{TailBudget, DEFAULT_TAIL_CACHE_BYTES};
 use crate::catchup::{Gap, LiveAction, Page, PageDone, PageRequest, Pager};
+use crate::fanout::backlog::Backlog;
 use crate::head::{Head, HeadLookup, HeadSlot};
 use crate::message::{SharedMessage, StoredMessage};
 use crate::name::ChannelName;
@@ -420,6 +421,8 @@ pub struct Hub {
     catchup_budget: AtomicUsize,
     /// The node-wide bound on the channels' shared recent tails ([`crate::catchup::tail`]).
     tail_budget: Arc<TailBudget>,
+    /// Deliveries queued for the fan-out thread, which publishes wait for room in.
+    backlog: Backlog,
 }
 
 /// Default of [`Hub::set_catchup_budget`] (the `catchup_bytes` setting's default).
@@ -434,6 +437,7 @@ impl Default for Hub {
             interest: OnceLock::new(),
             catchup_budget: AtomicUsize::new(DEFAULT_CATCHUP_BUDGET),
             tail_budget: TailBudget::new(DEFAULT_TAIL_CACHE_BYTES),
+            backlog: Backlog::default(),
         }
     }
 }
@@ -442,6 +446,12 @@ impl Hub {
     /// An empty hub.
     pub fn new() -> Arc<Self> {
         Arc::new(Hub::default())
+    }
+
+    /// The fan-out's backlog of deliveries, which publishes wait for room in (see
+    /// [`crate::fanout::backlog`]).
+    pub fn backlog(&self) -> &Backlog {
+        &self.backlog
     }
 
     /// Sets how many bytes of catch-up a new subscription queues at a time (its paged reads are

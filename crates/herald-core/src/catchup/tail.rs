@@ -272,6 +272,9 @@ impl TailSlot {
 
     /// The page `query` asks for, if this tail can answer it exactly, with `head` the hub's.
     fn serve(&self, query: &TailQuery<'_>, head: Option<&Head>) -> Option<TailHit> {
+        // Only once the hub knows the head: a hit's state teaches the head
+        // (`Engine::catch_up`), which must never learn one older than the store's.
+        let head = head?;
         let (lo, hi, front) = (self.lo()?, self.hi()?, self.run.front()?);
         let after = query.after;
         if after + 1 < lo || after > hi {
@@ -282,7 +285,7 @@ impl TailSlot {
                 return None;
             }
         }
-        let head_seq = head.map_or(hi, |h| h.last_seq.max(hi));
+        let head_seq = head.last_seq.max(hi);
         if head_seq - after > query.retention.max_messages.max(1) / 2 {
             return None;
         }
@@ -297,7 +300,7 @@ impl TailSlot {
             }
         }
         let short = n < query.limit;
-        if short && head.is_none_or(|h| h.last_seq != hi) {
+        if short && head.last_seq != hi {
             // Would say "this is the head": only while it is.
             return None;
         }
