@@ -652,8 +652,8 @@ impl Hub {
                         epoch: message.epoch.clone(),
                         last_seq: message.seq,
                     });
-                    head.tail_delivered(message);
                 }
+                head.tail_delivered_run(run);
             }
             for sub in &entry.subs {
                 sub.deliver_run(run);

@@ -87,11 +87,6 @@ impl TailBudget {
         self.limit() > 0
     }
 
-    fn over(&self, run_bytes: usize) -> bool {
-        let limit = self.limit();
-        run_bytes > limit / 4 || self.used() > limit
-    }
-
     fn take(&self, bytes: usize) {
         self.used.fetch_add(bytes, Ordering::Relaxed);
         telemetry().tail_bytes.increment(bytes as f64);
@@ -198,37 +193,57 @@ impl TailSlot {
         self.run.push_back(message);
     }
 
-    /// Drops the oldest messages while this tail or the node is over its bytes.
+    /// Drops the oldest messages while this tail or the node is over its bytes (the node's
+    /// count is given back once, at the end).
     fn shrink(&mut self) {
-        while !self.run.is_empty() && self.budget.over(self.bytes) {
-            if let Some(old) = self.run.pop_front() {
-                let cost = cached_cost(&old);
-                self.bytes -= cost;
-                self.budget.give_back(cost);
-            }
+        let (limit, used) = (self.budget.limit(), self.budget.used());
+        let mut freed = 0;
+        while self.bytes > limit / 4 || used.saturating_sub(freed) > limit {
+            let Some(old) = self.run.pop_front() else {
+                break;
+            };
+            let cost = cached_cost(&old);
+            self.bytes -= cost;
+            freed += cost;
+        }
+        if freed > 0 {
+            self.budget.give_back(freed);
         }
     }
 
-    /// A message the hub delivered (committed, in seq order).
-    fn delivered(&mut self, message: &SharedMessage) {
+    /// Messages the hub delivered (committed, in seq order), a run at a time: the idle check,
+    /// the node's count and the bounds are applied once per run, so the fan-out, which calls
+    /// this under the channel's lock, pays little more than a push per message.
+    fn delivered(&mut self, run: &[SharedMessage]) {
         if self.loading.is_none() && self.last_read.elapsed() > IDLE {
             self.clear();
             return;
         }
-        match (self.hi(), self.run.front()) {
-            (Some(hi), Some(first)) if first.epoch == message.epoch => {
-                if message.seq <= hi {
-                    return;
+        let mut taken = 0;
+        for message in run {
+            let follows = match (self.hi(), self.run.front()) {
+                (Some(hi), Some(first)) if first.epoch == message.epoch => {
+                    if message.seq <= hi {
+                        continue;
+                    }
+                    message.seq == hi + 1
                 }
-                if message.seq != hi + 1 {
-                    self.clear();
-                }
+                (Some(_), _) => false,
+                (None, _) => true,
+            };
+            if !follows {
+                self.budget.take(std::mem::take(&mut taken));
+                self.clear();
             }
-            (Some(_), _) => self.clear(),
-            (None, _) => {}
+            let cost = cached_cost(message);
+            self.bytes += cost;
+            taken += cost;
+            self.run.push_back(message.clone());
         }
-        self.push_back(message.clone());
-        self.shrink();
+        if taken > 0 {
+            self.budget.take(taken);
+            self.shrink();
+        }
     }
 
     /// Merges a store read of the messages after `after` (contiguous from `after + 1`; checked
@@ -378,8 +393,14 @@ impl HeadSlot {
 
     /// A message the hub delivered: extends the tail, if the channel has one.
     pub(crate) fn tail_delivered(&mut self, message: &SharedMessage) {
+        self.tail_delivered_run(std::slice::from_ref(message));
+    }
+
+    /// A run of consecutive messages of the channel the hub delivered, in seq order: extends
+    /// the tail, if the channel has one (a channel nobody caught up on pays one branch).
+    pub(crate) fn tail_delivered_run(&mut self, run: &[SharedMessage]) {
         if let Some(slot) = self.tail.as_deref_mut() {
-            slot.delivered(message);
+            slot.delivered(run);
             if slot.run.is_empty() && slot.loading.is_none() {
                 self.tail = None;
             }

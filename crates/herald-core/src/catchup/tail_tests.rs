@@ -128,6 +128,27 @@ fn serves_exact_pages_inside_the_window_and_short_ones_only_at_the_head() {
 }
 
 #[test]
+fn nothing_is_served_while_the_hub_does_not_know_the_head() {
+    // A hit's state teaches the head, which must never learn one older than the store's: a
+    // tail filled before the head is known (its head load still in flight) only serves after.
+    let budget = TailBudget::new(1 << 20);
+    let mut slot = HeadSlot::default();
+    assert!(matches!(
+        slot.tail_lookup(&query(10, 5), &budget, true),
+        TailLookup::Load
+    ));
+    slot.tail_fill(10, &slice(10, 20, 30));
+    assert!(slot.tail_finish_load().is_some());
+    assert_eq!(hit(&mut slot, &budget, query(10, 5)), None, "full page");
+    assert_eq!(hit(&mut slot, &budget, query(15, 100)), None, "short page");
+    slot.learn(head(30));
+    assert_eq!(
+        hit(&mut slot, &budget, query(10, 5)),
+        Some(((11..=15).collect(), 30))
+    );
+}
+
+#[test]
 fn a_delivery_that_skips_a_seq_restarts_the_run_and_repeats_are_ignored() {
     let budget = TailBudget::new(1 << 20);
     let mut slot = loaded(&budget, 0, 5, 5);
@@ -161,6 +182,32 @@ fn a_delivery_that_skips_a_seq_restarts_the_run_and_repeats_are_ignored() {
         None,
         "a cursor of another epoch"
     );
+}
+
+#[test]
+fn a_delivered_run_with_a_hole_keeps_only_what_follows_it_and_counts_bytes_exactly() {
+    let budget = TailBudget::new(1 << 20);
+    let mut slot = loaded(&budget, 0, 5, 5);
+    let run: Vec<_> = [4, 5, 6, 7, 9, 10].into_iter().map(msg).collect();
+    slot.learn(head(10));
+    slot.tail_delivered_run(&run);
+    assert_eq!(hit(&mut slot, &budget, query(0, 100)), None, "across 8");
+    assert_eq!(
+        hit(&mut slot, &budget, query(7, 100)),
+        None,
+        "8 never arrived"
+    );
+    assert_eq!(
+        hit(&mut slot, &budget, query(8, 100)),
+        Some((vec![9, 10], 10))
+    );
+    assert_eq!(
+        budget.used(),
+        2 * cached_cost(&msg(9)),
+        "only 9 and 10 held"
+    );
+    drop(slot);
+    assert_eq!(budget.used(), 0);
 }
 
 #[test]
