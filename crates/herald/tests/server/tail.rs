@@ -96,8 +96,12 @@ async fn websockets_resuming_inside_and_across_the_tail_window_while_publishing_
         assert!(tail_reads(&server, "hit").await >= 1.0, "the tail answered");
         // Now while a publisher publishes 1001..=1300: cursors before, at and inside the
         // window's edge, at the head, and from the start.
+        // A cursor is only resumable once its seq is committed: the reader from 1100 resumes
+        // after the publisher told it 1100 was stored.
+        let (stored_1100, mut past_1100) = tokio::sync::oneshot::channel::<()>();
         let publisher = {
             let (http, base) = (server.http.clone(), server.url(""));
+            let mut stored_1100 = Some(stored_1100);
             tokio::spawn(async move {
                 for from in (1001..=1300).step_by(10) {
                     let batch: Vec<Value> = (from..from + 10)
@@ -111,11 +115,19 @@ async fn websockets_resuming_inside_and_across_the_tail_window_while_publishing_
                         .await
                         .unwrap();
                     assert_eq!(r.status(), 200);
+                    if from + 9 >= 1100 {
+                        if let Some(told) = stored_1100.take() {
+                            let _ = told.send(());
+                        }
+                    }
                 }
             })
         };
         let mut readers = Vec::new();
         for since in [0, 850, 889, 890, 900, 901, 950, 999, 1000, 1100] {
+            if since == 1100 {
+                (&mut past_1100).await.expect("the publisher reached 1100");
+            }
             let (mut ws, recovered) = resume(&server, "edge", since).await;
             readers.push(tokio::spawn(async move {
                 let got = seqs_until(&mut ws, 1300).await;
