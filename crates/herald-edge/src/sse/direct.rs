@@ -27,6 +27,9 @@ use super::{SseStream, PREAMBLE, STREAM_HEADERS};
 use crate::conn::Conn;
 use crate::deadlines::request_timeout;
 use crate::http::{error_parts, secs_until};
+use crate::parking::idle::IdleTimer;
+use crate::parking::{Parking, Ticket};
+use crate::roster::Place;
 use crate::socket::{
     send, slow_consumer_goodbye, try_send, write_rest, write_until_cut, Blocked, Sent,
     WRITE_TIMEOUT,
@@ -71,7 +74,7 @@ pub async fn serve_if_sse(edge: &Arc<Edge>, mut conn: Conn) -> Option<(Conn, Ins
             return None;
         }
     };
-    let mut connection = match Box::pin(open(edge, &mut conn, request)).await {
+    let connection = match Box::pin(open(edge, &mut conn, request)).await {
         Some(connection) => connection,
         None => {
             let _ = discard_input(&mut conn);
@@ -79,7 +82,17 @@ pub async fn serve_if_sse(edge: &Arc<Edge>, mut conn: Conn) -> Option<(Conn, Ins
         }
     };
     let place = edge.keepalive.join(&connection.stream.outbox);
-    connection.run(&mut conn).await;
+    serve(edge, connection, conn, place).await;
+    None
+}
+
+/// Serves an open stream (fresh, or revived from parking) until it ends or parks.
+async fn serve(edge: &Arc<Edge>, mut connection: Connection, mut conn: Conn, place: Place) {
+    // TLS streams stay in their task: rustls's session is not parked.
+    let parking = (!conn.is_tls()).then_some(&edge.parking);
+    if let Ran::Parks(ticket) = connection.run(&mut conn, parking).await {
+        return super::park::park(edge, connection, conn, place, ticket);
+    }
     edge.keepalive.leave(place);
     // Whatever the client sent is read first, so closing sends a FIN rather than a reset that
     // could discard the last events on the client's side.
@@ -90,7 +103,19 @@ pub async fn serve_if_sse(edge: &Arc<Edge>, mut conn: Conn) -> Option<(Conn, Ins
     if conn.is_tls() {
         Box::pin(conn.close()).await;
     }
-    None
+}
+
+/// Serves a stream revived from parking.
+pub(super) async fn resume(edge: Arc<Edge>, connection: Connection, conn: Conn, place: Place) {
+    serve(&edge, connection, conn, place).await;
+}
+
+/// How a served stream stopped.
+enum Ran {
+    /// It is over.
+    Ended,
+    /// It had nothing to do for a while and parks in this slot.
+    Parks(Ticket),
 }
 
 /// Opens the stream and writes the response head with the first events; or answers the error
@@ -133,6 +158,8 @@ enum Wake {
     Outbox(Batch),
     /// The token expired.
     Expired,
+    /// Nothing happened for a whole `park_idle_after`: the stream may park.
+    Idle,
 }
 
 /// What to do after a wake.
@@ -146,8 +173,8 @@ enum Step {
 }
 
 /// One stream's state while it is served: all an idle SSE connection holds besides its socket.
-struct Connection {
-    stream: SseStream,
+pub(super) struct Connection {
+    pub(super) stream: SseStream,
     /// The token's expiry timer, boxed and only for tokens that expire.
     expiry: Option<Pin<Box<Sleep>>>,
     /// Whose turn it is to be looked at first, so neither direction starves the other.
@@ -157,13 +184,42 @@ struct Connection {
 }
 
 impl Connection {
-    /// Writes what the outbox hands out until the stream ends or the client goes away.
-    async fn run(&mut self, conn: &mut Conn) {
+    /// Writes what the outbox hands out until the stream ends or the client goes away, or
+    /// until it has had nothing to do for a while and reserves a slot in `parking`.
+    async fn run(&mut self, conn: &mut Conn, parking: Option<&Parking>) -> Ran {
+        if self.expiry.is_none() {
+            // Revived from parking, which dropped the timer.
+            self.expiry = self
+                .stream
+                .expires
+                .map(|exp| Box::pin(tokio::time::sleep(secs_until(exp))));
+        }
+        let mut idle = parking.and_then(|p| IdleTimer::new(p.delay()));
         loop {
-            let wake = std::future::poll_fn(|cx| self.poll_wake(conn, cx)).await;
+            let wake = std::future::poll_fn(|cx| self.poll_wake(conn, idle.as_mut(), cx));
+            let wake = match (wake.await, parking) {
+                (Wake::Idle, Some(parking)) => match parking.reserve(&self.stream.outbox) {
+                    Ok(ticket) => {
+                        self.expiry = None;
+                        return Ran::Parks(ticket);
+                    }
+                    Err(Some(batch)) => {
+                        idle.as_mut().map(IdleTimer::busy);
+                        Wake::Outbox(batch)
+                    }
+                    Err(None) => {
+                        idle = None;
+                        continue;
+                    }
+                },
+                (wake, _) => {
+                    idle.as_mut().map(IdleTimer::busy);
+                    wake
+                }
+            };
             match self.handle(conn, wake) {
                 Step::Wait => {}
-                Step::End => return,
+                Step::End => return Ran::Ended,
                 // Boxed: only a stream whose socket is full waits here.
                 Step::Blocked(rest, false) => {
                     let outbox = &self.stream.outbox;
@@ -173,18 +229,20 @@ impl Connection {
                         Blocked::Cut(mut rest) => {
                             let slow = Some(CloseReason::SlowConsumer);
                             self.stream.encode(VecDeque::new(), slow, false, &mut rest);
-                            return Box::pin(slow_consumer_goodbye(conn, rest)).await;
+                            Box::pin(slow_consumer_goodbye(conn, rest)).await;
+                            return Ran::Ended;
                         }
-                        Blocked::Failed => return,
+                        Blocked::Failed => return Ran::Ended,
                     }
                 }
                 // The stream's last bytes, its `disconnect` among them.
                 Step::Blocked(rest, true) => {
                     if self.stream.outbox.closed() == Some(CloseReason::SlowConsumer) {
-                        return Box::pin(slow_consumer_goodbye(conn, rest)).await;
+                        Box::pin(slow_consumer_goodbye(conn, rest)).await;
+                        return Ran::Ended;
                     }
                     let _ = Box::pin(write_rest(conn, rest)).await;
-                    return;
+                    return Ran::Ended;
                 }
             }
         }
@@ -220,12 +278,18 @@ impl Connection {
                 self.stream.outbox.close(CloseReason::TokenExpired);
                 Step::Wait
             }
+            Wake::Idle => Step::Wait,
         }
     }
 
-    /// Looks at the outbox, the socket and the expiry timer, in turns; pending (with the waker
-    /// left with each) when none has anything.
-    fn poll_wake(&mut self, conn: &mut Conn, cx: &mut Context<'_>) -> Poll<Wake> {
+    /// Looks at the outbox, the socket, the expiry timer and the idle timer, in turns; pending
+    /// (with the waker left with each) when none has anything.
+    fn poll_wake(
+        &mut self,
+        conn: &mut Conn,
+        idle: Option<&mut IdleTimer>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Wake> {
         self.outbox_first = !self.outbox_first;
         if self.outbox_first {
             if let Poll::Ready(batch) = self.stream.outbox.poll_batch(cx) {
@@ -243,6 +307,11 @@ impl Connection {
         if let Some(sleep) = &mut self.expiry {
             if sleep.as_mut().poll(cx).is_ready() {
                 return Poll::Ready(Wake::Expired);
+            }
+        }
+        if let Some(idle) = idle {
+            if idle.poll_idle(cx).is_ready() {
+                return Poll::Ready(Wake::Idle);
             }
         }
         Poll::Pending

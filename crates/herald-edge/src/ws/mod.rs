@@ -6,6 +6,7 @@
 
 pub(crate) mod frame;
 mod handshake;
+mod park;
 mod session;
 
 use std::future::Future;
@@ -25,11 +26,14 @@ use herald_core::usage::ConnectionGuard;
 use tokio::time::Sleep;
 
 use crate::conn::Conn;
+use crate::parking::idle::IdleTimer;
+use crate::roster::Place;
 use crate::http::{client_token, error_response, query_pairs, secs_until};
 use crate::socket::{slow_consumer_goodbye, write_rest, write_until_cut, Blocked, WRITE_TIMEOUT};
 use crate::Edge;
 use frame::{close, FrameReader, Incoming, Opcode};
 use handshake::Upgrade;
+use park::ToPark;
 use session::Session;
 
 /// Close code when a peer answered nothing for a whole ping interval.
@@ -79,8 +83,11 @@ pub async fn upgrade(
     // The upgrade future is boxed so its memory is freed once the socket is handed over,
     // instead of staying part of every idle connection's task.
     let socket = Box::pin(socket);
-    edge.connections
-        .spawn(async move { connection.run(socket).await });
+    edge.connections.spawn(async move {
+        if let Some(to_park) = connection.run(socket).await {
+            park::park(connection, to_park);
+        }
+    });
     response.into_response()
 }
 
@@ -119,6 +126,8 @@ enum Wake {
     Outbox(Batch),
     /// The token expired.
     Expired,
+    /// Nothing happened for a whole `park_idle_after`: the connection may park.
+    Idle,
 }
 
 /// One WebSocket connection's state: the session and the frame parser. An idle connection is
@@ -153,13 +162,15 @@ impl Connection {
     }
 
     /// Serves the connection once `socket` (the finished upgrade) yields the TCP stream and the
-    /// bytes read past the handshake.
-    async fn run(&mut self, socket: Pin<Box<impl Future<Output = Option<(Conn, Bytes)>>>>) {
-        let Some((mut stream, read_ahead)) = socket.await else {
-            return;
-        };
-        let _gauge = ConnectionGauge::new();
-        let mut end = match self.reader.feed(&read_ahead, &mut self.incoming) {
+    /// bytes read past the handshake. Returns what the connection parks with, if it goes idle
+    /// ([`crate::parking`]), rather than ending.
+    async fn run(
+        &mut self,
+        socket: Pin<Box<impl Future<Output = Option<(Conn, Bytes)>>>>,
+    ) -> Option<ToPark> {
+        let (stream, read_ahead) = socket.await?;
+        let gauge = ConnectionGauge::new();
+        let end = match self.reader.feed(&read_ahead, &mut self.incoming) {
             Ok(()) => None,
             Err(e) => Some(End::BadFrame(e)),
         };
@@ -168,6 +179,23 @@ impl Connection {
         // Boxed: only device connections open an inbox, and the others should not carry the
         // future's state.
         Box::pin(self.session.start()).await;
+        self.serve(stream, place, gauge, end).await
+    }
+
+    /// Serves the connection (fresh, or revived from parking) until it ends, or until it has
+    /// had nothing to do for `park_idle_after` and parks: then returns its socket and place.
+    async fn serve(
+        &mut self,
+        mut stream: Conn,
+        mut place: Place,
+        mut gauge: ConnectionGauge,
+        mut end: Option<End>,
+    ) -> Option<ToPark> {
+        // TLS connections stay in their task: rustls's session is not parked.
+        let mut idle = match stream {
+            Conn::Plain(_) => IdleTimer::new(self.session.edge().parking.delay()),
+            Conn::Tls(_) => None,
+        };
         // What a slow-consumer cut left of the frame in progress, written before the goodbye.
         let mut cut_frame = Vec::new();
         while end.is_none() {
@@ -186,7 +214,29 @@ impl Connection {
                 self.expiry =
                     expires.map(|exp| (exp, Box::pin(tokio::time::sleep(secs_until(exp)))));
             }
-            end = match std::future::poll_fn(|cx| self.poll_wake(&mut stream, cx)).await {
+            let wake = std::future::poll_fn(|cx| self.poll_wake(&mut stream, idle.as_mut(), cx));
+            let wake = match wake.await {
+                Wake::Idle => match self.park(stream, place, gauge) {
+                    Ok(to_park) => return Some(to_park),
+                    Err((back, parts, batch)) => {
+                        (stream, (place, gauge)) = (back, parts);
+                        if batch.is_none() {
+                            idle = None;
+                        }
+                        idle.as_mut().map(IdleTimer::busy);
+                        match batch {
+                            Some(batch) => Wake::Outbox(batch),
+                            None => continue,
+                        }
+                    }
+                },
+                wake => {
+                    idle.as_mut().map(IdleTimer::busy);
+                    wake
+                }
+            };
+            end = match wake {
+                Wake::Idle => None,
                 Wake::Readable(Ok(())) => {
                     match read_available(&mut stream, &mut self.reader, &mut self.incoming) {
                         Ok(true) => None,
@@ -233,6 +283,7 @@ impl Connection {
                 Wake::Expired => Some(End::Disconnect(CloseReason::TokenExpired)),
             };
         }
+        let _gauge = gauge;
         self.session.edge().keepalive.leave(place);
         self.session.close();
         if let Some(end) = end {
@@ -248,11 +299,17 @@ impl Connection {
         if stream.is_tls() {
             Box::pin(stream.close()).await;
         }
+        None
     }
 
-    /// Looks at the socket, the outbox and the expiry timer, in turns; pending (with the waker
-    /// left with each) when none has anything.
-    fn poll_wake(&mut self, stream: &mut Conn, cx: &mut Context<'_>) -> Poll<Wake> {
+    /// Looks at the socket, the outbox, the expiry timer and the idle timer, in turns; pending
+    /// (with the waker left with each) when none has anything.
+    fn poll_wake(
+        &mut self,
+        stream: &mut Conn,
+        idle: Option<&mut IdleTimer>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Wake> {
         self.outbox_first = !self.outbox_first;
         if self.outbox_first {
             if let Poll::Ready(batch) = self.session.outbox().poll_batch(cx) {
@@ -270,6 +327,12 @@ impl Connection {
         if let Some((_, sleep)) = &mut self.expiry {
             if sleep.as_mut().poll(cx).is_ready() {
                 return Poll::Ready(Wake::Expired);
+            }
+        }
+        // A frame read in part keeps the connection in its task until the rest arrives.
+        if let Some(idle) = idle.filter(|_| self.reader.is_idle()) {
+            if idle.poll_idle(cx).is_ready() {
+                return Poll::Ready(Wake::Idle);
             }
         }
         Poll::Pending

@@ -101,6 +101,7 @@ pub(super) const KEYS: &[Key] = &[
     key("outbox_bytes", &["HERALD_OUTBOX_BYTES"]),
     key("max_subscriptions", &["HERALD_MAX_SUBSCRIPTIONS"]),
     key("ping_interval", &["HERALD_PING_INTERVAL"]),
+    key("park_idle_after", &["HERALD_PARK_IDLE_AFTER"]),
     key("shutdown_grace", &["HERALD_SHUTDOWN_GRACE"]),
     key("jwks_min_refetch", &["HERALD_JWKS_MIN_REFETCH"]),
     key("jwks_fetch_timeout", &["HERALD_JWKS_FETCH_TIMEOUT"]),

@@ -75,6 +75,7 @@ impl Config {
             ("outbox_bytes", int(self.outbox_bytes as u64), ""),
             ("max_subscriptions", int(self.max_subscriptions as u64), ""),
             ("ping_interval", dur(self.ping_interval), ""),
+            ("park_idle_after", dur(self.park_idle_after), ""),
             ("shutdown_grace", dur(self.shutdown_grace), ""),
             ("jwks_min_refetch", dur(self.jwks_min_refetch), ""),
             ("jwks_fetch_timeout", dur(self.jwks_fetch_timeout), ""),
@@ -279,6 +280,7 @@ impl fmt::Debug for Config {
             .field("outbox_bytes", &self.outbox_bytes)
             .field("max_subscriptions", &self.max_subscriptions)
             .field("ping_interval", &self.ping_interval)
+            .field("park_idle_after", &self.park_idle_after)
             .field("shutdown_grace", &self.shutdown_grace)
             .field("jwks_min_refetch", &self.jwks_min_refetch)
             .field("jwks_fetch_timeout", &self.jwks_fetch_timeout)

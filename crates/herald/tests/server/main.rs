@@ -15,6 +15,7 @@ mod grafana;
 mod limits;
 mod meteor;
 mod meteor_security;
+mod parking;
 mod providers;
 mod push;
 mod revoke;
