@@ -179,10 +179,7 @@ impl Parking {
         }
         let expires = record.expires();
         shared.parked.increment(1.0);
-        let woken = shared
-            .slots
-            .lock()
-            .store(slot, generation, record, tracker);
+        let woken = shared.slots.lock().store(slot, generation, record, tracker);
         match woken {
             Some(revived) => shared.revived(revived),
             None => {
@@ -228,7 +225,9 @@ impl Shared {
     fn watch(self: Arc<Self>, mut epoll: Epoll) {
         let mut events = Events::with_capacity(1024);
         loop {
-            let wait = self.next_expiry().map_or(LONGEST_WAIT, |d| d.min(LONGEST_WAIT));
+            let wait = self
+                .next_expiry()
+                .map_or(LONGEST_WAIT, |d| d.min(LONGEST_WAIT));
             if let Err(e) = epoll.poll(&mut events, Some(wait)) {
                 if e.kind() != std::io::ErrorKind::Interrupted {
                     tracing::error!(error = %e, "the parking thread's epoll failed");
@@ -273,7 +272,11 @@ impl Shared {
     }
 
     fn next_expiry(&self) -> Option<Duration> {
-        let exp = self.expiries.lock().peek().map(|Reverse((exp, _, _))| *exp)?;
+        let exp = self
+            .expiries
+            .lock()
+            .peek()
+            .map(|Reverse((exp, _, _))| *exp)?;
         Some(Duration::from_secs(exp.saturating_sub(unix_now())))
     }
 }

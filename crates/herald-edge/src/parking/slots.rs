@@ -15,7 +15,9 @@ pub(super) struct Revived {
 enum State {
     Free,
     /// A connection is on its way in; `woken` if something woke it meanwhile.
-    Reserved { woken: bool },
+    Reserved {
+        woken: bool,
+    },
     Parked(Box<dyn Parked>, TaskTrackerToken),
 }
 
@@ -171,12 +173,19 @@ mod tests {
             .is_none());
         assert!(slots.is_parked(slot, generation));
         assert_eq!(slots.parked(), 1);
-        assert!(slots.wake(slot, generation + 1).is_none(), "another generation");
+        assert!(
+            slots.wake(slot, generation + 1).is_none(),
+            "another generation"
+        );
         assert!(slots.wake(slot, generation).is_some());
         assert!(slots.wake(slot, generation).is_none(), "revived once");
         assert!(slots.is_empty());
         let (again, next) = slots.reserve();
-        assert_eq!((again, next), (slot, generation + 1), "the slot is reused, newer");
+        assert_eq!(
+            (again, next),
+            (slot, generation + 1),
+            "the slot is reused, newer"
+        );
     }
 
     #[test]

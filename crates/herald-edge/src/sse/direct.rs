@@ -74,7 +74,7 @@ pub async fn serve_if_sse(edge: &Arc<Edge>, mut conn: Conn) -> Option<(Conn, Ins
             return None;
         }
     };
-    let connection = match Box::pin(open(edge, &mut conn, request)).await {
+    let mut connection = match Box::pin(open(edge, &mut conn, request)).await {
         Some(connection) => connection,
         None => {
             let _ = discard_input(&mut conn);
@@ -82,15 +82,21 @@ pub async fn serve_if_sse(edge: &Arc<Edge>, mut conn: Conn) -> Option<(Conn, Ins
         }
     };
     let place = edge.keepalive.join(&connection.stream.outbox);
-    serve(edge, connection, conn, place).await;
+    let parking = parking_for(edge, &conn);
+    let ran = connection.run(&mut conn, parking).await;
+    // Boxed: said once, at the end, and no part of an idle stream's task.
+    Box::pin(after(edge, connection, conn, place, ran)).await;
     None
 }
 
-/// Serves an open stream (fresh, or revived from parking) until it ends or parks.
-async fn serve(edge: &Arc<Edge>, mut connection: Connection, mut conn: Conn, place: Place) {
-    // TLS streams stay in their task: rustls's session is not parked.
-    let parking = (!conn.is_tls()).then_some(&edge.parking);
-    if let Ran::Parks(ticket) = connection.run(&mut conn, parking).await {
+/// Where a stream may park: nowhere for TLS, whose rustls session is not parked.
+fn parking_for<'a>(edge: &'a Edge, conn: &Conn) -> Option<&'a Parking> {
+    (!conn.is_tls()).then_some(&edge.parking)
+}
+
+/// Parks a stream that went idle, or closes one that ended.
+async fn after(edge: &Arc<Edge>, connection: Connection, mut conn: Conn, place: Place, ran: Ran) {
+    if let Ran::Parks(ticket) = ran {
         return super::park::park(edge, connection, conn, place, ticket);
     }
     edge.keepalive.leave(place);
@@ -106,8 +112,15 @@ async fn serve(edge: &Arc<Edge>, mut connection: Connection, mut conn: Conn, pla
 }
 
 /// Serves a stream revived from parking.
-pub(super) async fn resume(edge: Arc<Edge>, connection: Connection, conn: Conn, place: Place) {
-    serve(&edge, connection, conn, place).await;
+pub(super) async fn resume(
+    edge: Arc<Edge>,
+    mut connection: Connection,
+    mut conn: Conn,
+    place: Place,
+) {
+    let parking = parking_for(&edge, &conn);
+    let ran = connection.run(&mut conn, parking).await;
+    Box::pin(after(&edge, connection, conn, place, ran)).await;
 }
 
 /// How a served stream stopped.

@@ -26,9 +26,9 @@ use herald_core::usage::ConnectionGuard;
 use tokio::time::Sleep;
 
 use crate::conn::Conn;
+use crate::http::{client_token, error_response, query_pairs, secs_until};
 use crate::parking::idle::IdleTimer;
 use crate::roster::Place;
-use crate::http::{client_token, error_response, query_pairs, secs_until};
 use crate::socket::{slow_consumer_goodbye, write_rest, write_until_cut, Blocked, WRITE_TIMEOUT};
 use crate::Edge;
 use frame::{close, FrameReader, Incoming, Opcode};
@@ -84,7 +84,11 @@ pub async fn upgrade(
     // instead of staying part of every idle connection's task.
     let socket = Box::pin(socket);
     edge.connections.spawn(async move {
-        if let Some(to_park) = connection.run(socket).await {
+        // Boxed: the upgrade and the first steps are no part of the idle connection's task.
+        let Some((stream, place, gauge, end)) = Box::pin(connection.open(socket)).await else {
+            return;
+        };
+        if let Some(to_park) = connection.serve(stream, place, gauge, end).await {
             park::park(connection, to_park);
         }
     });
@@ -161,13 +165,12 @@ impl Connection {
         }
     }
 
-    /// Serves the connection once `socket` (the finished upgrade) yields the TCP stream and the
-    /// bytes read past the handshake. Returns what the connection parks with, if it goes idle
-    /// ([`crate::parking`]), rather than ending.
-    async fn run(
+    /// Starts the connection once `socket` (the finished upgrade) yields the TCP stream and the
+    /// bytes read past the handshake: what [`Connection::serve`] then serves.
+    async fn open(
         &mut self,
         socket: Pin<Box<impl Future<Output = Option<(Conn, Bytes)>>>>,
-    ) -> Option<ToPark> {
+    ) -> Option<(Conn, Place, ConnectionGauge, Option<End>)> {
         let (stream, read_ahead) = socket.await?;
         let gauge = ConnectionGauge::new();
         let end = match self.reader.feed(&read_ahead, &mut self.incoming) {
@@ -179,7 +182,7 @@ impl Connection {
         // Boxed: only device connections open an inbox, and the others should not carry the
         // future's state.
         Box::pin(self.session.start()).await;
-        self.serve(stream, place, gauge, end).await
+        Some((stream, place, gauge, end))
     }
 
     /// Serves the connection (fresh, or revived from parking) until it ends, or until it has

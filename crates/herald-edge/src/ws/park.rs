@@ -8,6 +8,8 @@ use std::pin::Pin;
 
 use herald_core::outbox::Batch;
 
+use super::frame::FrameReader;
+use super::session::Session;
 use super::{Connection, ConnectionGauge};
 use crate::conn::Conn;
 use crate::parking::{raw, Parked, Ticket};
@@ -63,11 +65,19 @@ pub(super) fn park(connection: Connection, to_park: ToPark) {
         gauge,
     } = to_park;
     let edge = connection.session.edge().clone();
+    // Only what a connection between frames needs: the frame reader (empty) and the command
+    // buffer are built again on revival.
+    let Connection {
+        session,
+        heard_since_ping,
+        ..
+    } = connection;
     edge.parking.park(
         ticket,
         tcp,
         |socket| ParkedWs {
-            connection,
+            session,
+            heard_since_ping,
             socket,
             place,
             gauge,
@@ -78,7 +88,8 @@ pub(super) fn park(connection: Connection, to_park: ToPark) {
 
 /// A parked WebSocket connection: all it holds while it waits without a task.
 struct ParkedWs {
-    connection: Connection,
+    session: Session,
+    heard_since_ping: bool,
     socket: std::net::TcpStream,
     place: Place,
     gauge: ConnectionGauge,
@@ -90,25 +101,50 @@ impl Parked for ParkedWs {
     }
 
     fn expires(&self) -> Option<u64> {
-        self.connection.session.expires()
+        self.session.expires()
     }
 
     fn resume(self: Box<Self>) -> Pin<Box<dyn Future<Output = ()> + Send>> {
         Box::pin(async move {
             let ParkedWs {
-                mut connection,
+                session,
+                heard_since_ping,
                 socket,
                 place,
                 gauge,
             } = *self;
             let Ok(tcp) = tokio::net::TcpStream::from_std(socket) else {
-                connection.session.edge().keepalive.leave(place);
+                session.edge().keepalive.leave(place);
                 return;
+            };
+            let mut connection = Connection {
+                reader: FrameReader::new(session.edge().settings.max_frame_bytes),
+                session,
+                incoming: Vec::new(),
+                heard_since_ping,
+                outbox_first: false,
+                expiry: None,
             };
             let serving = connection.serve(Conn::Plain(tcp), place, gauge, None);
             if let Some(to_park) = serving.await {
                 park(connection, to_park);
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_parked_connection_is_its_session_and_socket() {
+        // The session, the socket, the roster place and a flag: nothing of the frame reader,
+        // the command buffer or the timers of a connection in a task.
+        assert!(
+            size_of::<ParkedWs>() <= size_of::<Session>() + 24,
+            "{} bytes",
+            size_of::<ParkedWs>()
+        );
     }
 }

@@ -116,7 +116,10 @@ impl RawSse {
     /// The next event named `name` (skipping others and comments): its data as JSON.
     async fn until(&mut self, name: &str) -> Value {
         loop {
-            let block = self.block().await.unwrap_or_else(|| panic!("no {name} event"));
+            let block = self
+                .block()
+                .await
+                .unwrap_or_else(|| panic!("no {name} event"));
             let named = block.lines().find_map(|l| l.strip_prefix("event: "));
             let has_data = block.lines().any(|l| l.starts_with("data: "));
             let this = match named {
@@ -175,7 +178,9 @@ async fn a_parked_websocket_gets_every_message_in_order_and_is_answered() {
     let pong = ws.request("ping", json!({})).await;
     assert!(pong.get("pong").is_some(), "{pong}");
     wait_parked(&s, 1).await;
-    let reply = ws.request("unsubscribe", json!({ "channel": "news" })).await;
+    let reply = ws
+        .request("unsubscribe", json!({ "channel": "news" }))
+        .await;
     assert!(reply.get("unsubscribe").is_some(), "{reply}");
     wait_parked(&s, 1).await;
     // The client leaving wakes it too, and it is gone.
@@ -242,7 +247,10 @@ async fn parked_connections_are_closed_when_their_token_expires() {
     sse.until("subscribed").await;
     wait_parked(&s, 2).await;
     let (disconnect, code) = goodbye(&mut ws).await;
-    assert_eq!(disconnect["disconnect"]["code"], "token_expired", "{disconnect}");
+    assert_eq!(
+        disconnect["disconnect"]["code"], "token_expired",
+        "{disconnect}"
+    );
     assert_eq!(code, Some(4001));
     assert_eq!(sse.until("disconnect").await["code"], "token_expired");
 }
