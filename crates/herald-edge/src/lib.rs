@@ -106,7 +106,7 @@ impl Default for EdgeSettings {
             max_subscriptions: 10_000,
             ping_interval: Duration::from_secs(25),
             deadlines: deadlines::Deadlines::default(),
-            park_idle_after: Some(Duration::from_secs(2)),
+            park_idle_after: None,
         }
     }
 }

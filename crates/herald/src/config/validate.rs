@@ -128,7 +128,7 @@ impl Layers {
                     .filter(|d| !d.is_zero())
                     .ok_or("must be longer than 0s".into())
             })?,
-            park_idle_after: self.get("park_idle_after", Duration::from_secs(2), duration)?,
+            park_idle_after: self.get("park_idle_after", Duration::ZERO, duration)?,
             shutdown_grace: self.get("shutdown_grace", Duration::from_secs(10), duration)?,
             jwks_min_refetch: self.get("jwks_min_refetch", Duration::from_secs(10), duration)?,
             jwks_fetch_timeout: self.get("jwks_fetch_timeout", Duration::from_secs(5), |r| {
