@@ -5,14 +5,25 @@
 #   2. `herald serve`'s GET /healthz (hyper, no store),
 #   3. `herald serve`'s POST /v1/channels/bench/messages (one message per request, sync = batch),
 # and prints requests/s, server CPU microseconds per request, and each rate as a ratio to the
-# floor of the same round. Needs wrk (Debian: apt-get install wrk). Loopback only.
+# floor of the same round. Needs wrk (Debian: apt-get install wrk). Loopback only. The server
+# runs with its publish rate limit off (its default, 10,000/s per app, would answer most of
+# wrk's requests `429`); a round whose publishes were not all answered 2xx says so.
 # Usage: scripts/http-floor.sh [SECONDS=4] [ROUNDS=3]
+# HERALD_BIN=path runs that herald binary instead of building target/release/herald (for A/B);
+# HTTP_FLOOR_PORT=P serves herald on P and the floor on P+101 (default 7171, 7272).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-4}
 rounds=${2:-3}
 command -v wrk >/dev/null || { echo "needs wrk (apt-get install wrk)" >&2; exit 1; }
-cargo build --release -q -p herald --bin herald --example http_floor
+if [ -n "${HERALD_BIN:-}" ]; then
+  cargo build --release -q -p herald --example http_floor
+else
+  cargo build --release -q -p herald --bin herald --example http_floor
+fi
+herald_bin=${HERALD_BIN:-target/release/herald}
+port=${HTTP_FLOOR_PORT:-7171}
+floor_port=$((port + 101))
 work=$(mktemp -d)
 key=http-floor-key-0123456789
 cat > "$work/post.lua" <<LUA
@@ -21,9 +32,9 @@ wrk.body = '{"data":{"t":"hello"}}'
 wrk.headers["Authorization"] = "Bearer $key"
 wrk.headers["Content-Type"] = "application/json"
 LUA
-target/release/examples/http_floor 127.0.0.1:7272 2>/dev/null &
+target/release/examples/http_floor 127.0.0.1:$floor_port 2>/dev/null &
 floor=$!
-target/release/herald serve --listen 127.0.0.1:7171 --data "$work/data" --api-key "$key" \
+HERALD_LIMITS_PUBLISH=off "$herald_bin" serve --listen 127.0.0.1:$port --data "$work/data" --api-key "$key" \
   --token-secret http-floor-secret-0123456789 >"$work/serve.log" 2>&1 &
 herald=$!
 trap 'kill $floor $herald 2>/dev/null; rm -rf "$work"' EXIT
@@ -33,21 +44,23 @@ hz=$(getconf CLK_TCK)
 # run PID URL [wrk args...]: prints "rate us_per_request"
 run() {
   local pid=$1 url=$2; shift 2
-  local c0 c1 rate
+  local c0 c1 rate out
   c0=$(ticks "$pid")
-  rate=$(wrk -t1 -c64 -d"${seconds}s" "$@" "$url" | awk '/Requests\/sec/ {print $2}')
+  out=$(wrk -t1 -c64 -d"${seconds}s" "$@" "$url")
   c1=$(ticks "$pid")
+  rate=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
+  echo "$out" | awk '/Non-2xx/ {print "  (" $NF " answers were not 2xx)"}' >&2
   awk -v r="$rate" -v t=$((c1 - c0)) -v hz="$hz" -v s="$seconds" \
     'BEGIN {printf "%.0f %.1f\n", r, t / hz * 1e6 / (r * s)}'
 }
 printf '%-5s %-34s %10s %14s %9s\n' round target "req/s" "us_cpu_per_req" vs_floor
 for round in $(seq "$rounds"); do
-  read -r f fc < <(run $floor http://127.0.0.1:7272/v1/channels/bench/messages -s "$work/post.lua")
-  read -r h hc < <(run $herald http://127.0.0.1:7171/healthz)
-  read -r p pc < <(run $herald http://127.0.0.1:7171/v1/channels/bench/messages -s "$work/post.lua")
+  read -r f fc < <(run $floor http://127.0.0.1:$floor_port/v1/channels/bench/messages -s "$work/post.lua")
+  read -r h hc < <(run $herald http://127.0.0.1:$port/healthz)
+  read -r p pc < <(run $herald http://127.0.0.1:$port/v1/channels/bench/messages -s "$work/post.lua")
   printf '%-5s %-34s %10s %14s %9s\n' "$round" "raw floor (http_floor example)" "$f" "$fc" 1.00
   printf '%-5s %-34s %10s %14s %9.2f\n' "$round" "herald GET /healthz" "$h" "$hc" "$(awk -v a="$h" -v b="$f" 'BEGIN {print a / b}')"
   printf '%-5s %-34s %10s %14s %9.2f\n' "$round" "herald publish, 1 message/request" "$p" "$pc" "$(awk -v a="$p" -v b="$f" 'BEGIN {print a / b}')"
 done
-stored=$(curl -s -H "Authorization: Bearer $key" http://127.0.0.1:7171/v1/channels/bench | sed -n 's/.*"seq":\([0-9]*\).*/\1/p')
+stored=$(curl -s -H "Authorization: Bearer $key" http://127.0.0.1:$port/v1/channels/bench | sed -n 's/.*"seq":\([0-9]*\).*/\1/p')
 echo "messages stored in the run: ${stored:-?}"

@@ -152,6 +152,10 @@ pub struct StormArgs {
     /// store with a history (otherwise they are new and empty).
     #[arg(long)]
     pub prepublish: bool,
+    /// Each user sends its next subscribe only once the previous one is acknowledged, instead
+    /// of all S at once (WebSocket only; SSE and long-poll name all S in one request).
+    #[arg(long)]
+    pub one_at_a_time: bool,
 }
 
 /// `herald bench fanout`.

@@ -121,6 +121,9 @@ pub enum Action {
         subjects: u64,
         /// Channels are `{prefix}{user}/{j}` (one set per user) instead of `{prefix}{j}`.
         distinct: bool,
+        /// Send each subscribe only once the previous one is acknowledged (WebSocket).
+        #[serde(default)]
+        one_at_a_time: bool,
     },
 }
 

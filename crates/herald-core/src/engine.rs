@@ -4,20 +4,19 @@
 
 use std::sync::Arc;
 
+use crate::catchup::pages::{PageReader, PageReads};
+use crate::catchup::{first_page_limit, Page};
 use crate::error::HeraldError;
 use crate::head::{Head, HeadLookup};
-use crate::hub::{Filter, Hub, Subscription};
+use crate::hub::{Filter, Hub, Shape, Subscription};
 use crate::log::{Appended, ChannelLog, ChannelState, LogSlice, ReadFrom};
 use crate::message::{Cursor, Epoch, NewMessage, SharedMessage};
 use crate::name::ChannelName;
 use crate::namespace::Namespaces;
-use crate::outbox::{OutFrame, Outbox};
+use crate::outbox::{CloseReason, OutFrame, Outbox};
 
 /// Longest idempotency key (message id) a publisher may give.
 pub const MAX_MESSAGE_ID_LEN: usize = 256;
-
-/// Messages read per page while catching a subscriber up.
-const CATCH_UP_PAGE: usize = 1000;
 
 /// What a subscriber asked for.
 #[derive(Debug, Clone, Default)]
@@ -43,26 +42,105 @@ pub struct SubscribeOutcome {
     pub recovered: bool,
 }
 
-/// A subscription that has read its catch-up and is ready to go live.
+/// A subscription that has made its first read and is ready to go live.
 pub struct Catchup {
     /// The registered subscription.
     pub subscription: Arc<Subscription>,
     /// What to tell the client.
     pub outcome: SubscribeOutcome,
-    /// Messages to replay, in order, after the reply.
-    pub messages: Vec<SharedMessage>,
+    start: Start,
+    shape: Shape,
+    reader: ReaderParts,
+}
+
+/// What a subscribe's first read found to replay.
+enum Start {
+    /// Caught up to this seq after these messages (the channel's last one, or none).
+    LiveAt(u64, Vec<SharedMessage>),
+    /// Resuming after `after`, with the first page, read with `limit`: if it is full, a
+    /// [`PageReader`] reads the rest as the outbox drains.
+    Paging {
+        after: u64,
+        limit: usize,
+        page: Page<SharedMessage>,
+    },
+}
+
+/// What a [`PageReader`] needs besides the subscription.
+struct ReaderParts {
+    log: Arc<dyn ChannelLog>,
+    channel: ChannelName,
+    reads: Arc<PageReads>,
+    low_water: usize,
 }
 
 impl Catchup {
-    /// Queues `reply` (if any), the replayed messages and any live messages that arrived
-    /// meanwhile, then switches the subscription to live delivery.
-    pub fn go_live(self, reply: Option<OutFrame>) -> Arc<Subscription> {
-        let frames = reply
-            .into_iter()
-            .chain(self.messages.into_iter().map(OutFrame::Replayed))
+    /// Reshapes every page of the catch-up before it is queued (a device inbox collapses the
+    /// pushes that a later one in the same page replaces).
+    pub fn shape_pages(&mut self, shape: fn(&mut Vec<SharedMessage>)) {
+        self.shape = Some(shape);
+    }
+
+    /// Seq of the first message that will be replayed after the reply, if the first read has
+    /// one for this subscriber.
+    pub fn first_replayed(&self) -> Option<u64> {
+        let messages = match &self.start {
+            Start::LiveAt(_, messages) => messages,
+            Start::Paging { page, .. } => &page.messages,
+        };
+        let mut admitted: Vec<SharedMessage> = messages
+            .iter()
+            .filter(|m| self.subscription.admits(m))
+            .cloned()
             .collect();
-        self.subscription.go_live(frames, self.outcome.seq);
-        self.subscription
+        if let Some(shape) = self.shape {
+            shape(&mut admitted);
+        }
+        admitted.first().map(|m| m.seq)
+    }
+
+    /// Queues `reply` (if any) and the first page of replayed messages; if that page reached
+    /// the channel's head, also the live messages that arrived meanwhile, and the subscription
+    /// goes live. Otherwise a task reads the next pages as the outbox drains (see
+    /// [`crate::catchup`]); must then be called within a Tokio runtime.
+    pub fn go_live(self, reply: Option<OutFrame>) -> Arc<Subscription> {
+        let first: Vec<OutFrame> = reply.into_iter().collect();
+        let subscription = self.subscription;
+        match self.start {
+            Start::LiveAt(seq, mut messages) => {
+                messages.retain(|m| subscription.admits(m));
+                if let Some(shape) = self.shape {
+                    shape(&mut messages);
+                }
+                let frames = first
+                    .into_iter()
+                    .chain(messages.into_iter().map(OutFrame::Replayed))
+                    .collect();
+                subscription.go_live(frames, seq);
+            }
+            Start::Paging { after, limit, page } => {
+                match subscription.on_first_page(first, after, limit, page, self.shape) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        let reader = PageReader {
+                            log: self.reader.log,
+                            channel: self.reader.channel,
+                            subscription: subscription.clone(),
+                            shape: self.shape,
+                            reads: self.reader.reads,
+                            low_water: self.reader.low_water,
+                        };
+                        tokio::spawn(reader.run());
+                    }
+                    Err(_) => {
+                        // The engine checked the first page already; never happens.
+                        subscription.end();
+                        subscription.outbox().close(CloseReason::ResumeLost);
+                    }
+                }
+            }
+        }
+        subscription
     }
 }
 
@@ -97,6 +175,8 @@ pub struct Engine {
     log: Arc<dyn ChannelLog>,
     hub: Arc<Hub>,
     namespaces: Namespaces,
+    /// The node-wide cap on catch-up page reads in flight.
+    page_reads: Arc<PageReads>,
 }
 
 impl Engine {
@@ -110,7 +190,15 @@ impl Engine {
             log,
             hub,
             namespaces,
+            page_reads: PageReads::per_core(),
         }
+    }
+
+    /// Sets how many bytes of catch-up a subscription queues at a time (the `catchup_bytes`
+    /// setting; 64 KiB unless set): a subscriber resuming far behind reads its catch-up page by
+    /// page as its connection drains, so it holds about twice this, whatever it missed.
+    pub fn set_catchup_bytes(&self, bytes: usize) {
+        self.hub.set_catchup_budget(bytes);
     }
 
     /// Appends messages to a channel durably; subscribers receive them once stored.
@@ -150,8 +238,9 @@ impl Engine {
         Ok(out)
     }
 
-    /// Registers a subscription on `outbox` and reads what it must replay. The caller queues its
-    /// reply with [`Catchup::go_live`]; until then live messages are held back.
+    /// Registers a subscription on `outbox` and reads the first page of what it must replay.
+    /// The caller queues its reply with [`Catchup::go_live`]; until then live messages are held
+    /// back.
     pub async fn subscribe(
         &self,
         channel: &ChannelName,
@@ -172,14 +261,18 @@ impl Engine {
     ) -> Result<Catchup, HeraldError> {
         let (subscription, lookup) = self.hub.subscribe_with(channel, outbox.clone(), filter);
         match self.catch_up(channel, request, lookup).await {
-            Ok((outcome, mut messages)) => {
-                messages.retain(|m| subscription.admits(m));
-                Ok(Catchup {
-                    subscription,
-                    outcome,
-                    messages,
-                })
-            }
+            Ok((outcome, start)) => Ok(Catchup {
+                subscription,
+                outcome,
+                start,
+                shape: None,
+                reader: ReaderParts {
+                    log: self.log.clone(),
+                    channel: channel.clone(),
+                    reads: self.page_reads.clone(),
+                    low_water: self.hub.catchup_budget() / 2,
+                },
+            }),
             Err(e) => {
                 self.hub.unsubscribe(channel, subscription.id());
                 Err(e)
@@ -192,7 +285,7 @@ impl Engine {
         channel: &ChannelName,
         request: &SubscribeRequest,
         lookup: HeadLookup,
-    ) -> Result<(SubscribeOutcome, Vec<SharedMessage>), HeraldError> {
+    ) -> Result<(SubscribeOutcome, Start), HeraldError> {
         let last = request
             .last
             .unwrap_or(self.namespaces.options(channel.as_str()).last_on_subscribe);
@@ -212,31 +305,35 @@ impl Engine {
                 };
                 match &request.since {
                     None => {
+                        let start = Start::LiveAt(head.last_seq, Vec::new());
                         let outcome = SubscribeOutcome {
                             epoch: head.epoch,
                             seq: head.last_seq,
                             recovered: false,
                         };
-                        return Ok((outcome, Vec::new()));
+                        return Ok((outcome, start));
                     }
                     Some(since) if at_head(since) => {
+                        let start = Start::LiveAt(head.last_seq, Vec::new());
                         let outcome = SubscribeOutcome {
                             epoch: head.epoch,
                             seq: head.last_seq,
                             recovered: true,
                         };
-                        return Ok((outcome, Vec::new()));
+                        return Ok((outcome, start));
                     }
                     Some(_) => {}
                 }
             }
         }
         // A resuming subscriber reads the channel's state and its first page of messages in one
-        // store call; the page is its replay when the cursor turns out to be resumable.
+        // store call; the page is its replay when the cursor turns out to be resumable. Pages
+        // are sized to the catch-up budget; a full one is followed by more as the outbox drains.
+        let limit = first_page_limit(self.hub.catchup_budget());
         let (state, first_page) = match &request.since {
             Some(since) => {
                 let slice = self
-                    .read(channel, ReadFrom::After(since.seq), CATCH_UP_PAGE)
+                    .read(channel, ReadFrom::After(since.seq), limit)
                     .await?;
                 (slice.state.clone(), Some(slice))
             }
@@ -276,24 +373,37 @@ impl Engine {
                 // The page read after `since` serves a replay from that same seq only.
                 let page = first_page
                     .filter(|_| request.since.as_ref().is_some_and(|s| s.seq == from.seq));
-                self.read_contiguous_after(channel, from.seq, page).await?
+                self.first_page_after(channel, from.seq, limit, page)
+                    .await?
+                    .map(|slice| (from.seq, slice))
             }
             None => None,
         };
-        let (state, messages, recovered) = match replay {
-            Some((state, messages)) => (state, messages, retained.is_none()),
+        let (state, start, recovered) = match replay {
+            Some((after, slice)) => {
+                let page = Page {
+                    messages: slice.messages,
+                    last_seq: slice.state.last_seq,
+                };
+                let start = Start::Paging { after, limit, page };
+                (slice.state, start, retained.is_none())
+            }
             None if last => {
                 let slice = self.read(channel, ReadFrom::Tail(1), 1).await?;
-                (slice.state, slice.messages, false)
+                let start = Start::LiveAt(slice.state.last_seq, slice.messages);
+                (slice.state, start, false)
             }
-            None => (state, Vec::new(), false),
+            None => {
+                let start = Start::LiveAt(state.last_seq, Vec::new());
+                (state, start, false)
+            }
         };
         let outcome = SubscribeOutcome {
             epoch: state.epoch,
             seq: state.last_seq,
             recovered,
         };
-        Ok((outcome, messages))
+        Ok((outcome, start))
     }
 
     /// The head the hub knows, or will know once another subscriber's load finishes; `None`
@@ -316,41 +426,29 @@ impl Engine {
         }
     }
 
-    /// Every message after `after`, page by page (starting with `first_page`, the read after
-    /// `after`, when the caller has it), or `None` if they are no longer all there (retention
-    /// removed some between the resumability check and the reads).
-    async fn read_contiguous_after(
+    /// The first page of up to `limit` messages after `after` (`first_page` when the caller
+    /// read it already), or `None` if the log no longer holds all of them (retention removed
+    /// some between the resumability check and the read): the same checks a
+    /// [`crate::catchup::Pager`] makes of every page, so the page it is handed passes them.
+    async fn first_page_after(
         &self,
         channel: &ChannelName,
         after: u64,
+        limit: usize,
         first_page: Option<LogSlice>,
-    ) -> Result<Option<(ChannelState, Vec<SharedMessage>)>, HeraldError> {
-        let mut all = Vec::new();
-        let mut expected = after + 1;
-        let mut next_page = first_page;
-        loop {
-            let slice = match next_page.take() {
-                Some(slice) => slice,
-                None => {
-                    self.read(channel, ReadFrom::After(expected - 1), CATCH_UP_PAGE)
-                        .await?
-                }
-            };
-            for m in &slice.messages {
-                if m.seq != expected {
-                    return Ok(None);
-                }
-                expected += 1;
-            }
-            let full = slice.messages.len() == CATCH_UP_PAGE;
-            all.extend(slice.messages);
-            if !full {
-                if slice.state.last_seq >= expected {
-                    return Ok(None);
-                }
-                return Ok(Some((slice.state, all)));
-            }
-        }
+    ) -> Result<Option<LogSlice>, HeraldError> {
+        let slice = match first_page {
+            Some(slice) => slice,
+            None => self.read(channel, ReadFrom::After(after), limit).await?,
+        };
+        let contiguous = slice
+            .messages
+            .iter()
+            .zip(after + 1..)
+            .all(|(m, expected)| m.seq == expected);
+        let next = after + 1 + slice.messages.len() as u64;
+        let trimmed = slice.messages.len() < limit && slice.state.last_seq >= next;
+        Ok((contiguous && !trimmed).then_some(slice))
     }
 
     /// Removes a subscription.

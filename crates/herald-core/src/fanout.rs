@@ -2,7 +2,9 @@
 //! them through the hub. Running delivery here rather than on the store's writer thread means a
 //! channel with many subscribers never holds up the next group commit, and a publisher's answer
 //! never waits for subscribers to be queued. The queue between the two is bounded, so a fan-out
-//! that falls behind slows commits instead of growing without limit.
+//! that falls behind slows commits instead of growing without limit. Commits that queue while
+//! the thread delivers are gathered and delivered together, a channel's run of messages to each
+//! subscriber at once.
 
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::Arc;
@@ -13,6 +15,9 @@ use crate::message::SharedMessage;
 
 /// Committed batches that may wait for the fan-out thread before commits block.
 const QUEUE_BATCHES: usize = 1024;
+
+/// Most messages of queued commits delivered together (see [`Hub::deliver_all`]).
+const MAX_GATHERED: usize = 4096;
 
 /// The commit sink that hands committed messages to the fan-out thread.
 pub struct FanOut {
@@ -30,10 +35,16 @@ impl FanOut {
         std::thread::Builder::new()
             .name("herald-fanout".into())
             .spawn(move || {
-                for batch in batches {
-                    for message in &batch {
-                        delivering.deliver(message);
+                while let Ok(mut messages) = batches.recv() {
+                    // Commits that queued while the last ones were delivered go out together:
+                    // a subscriber then gets all of its channel's messages in one wake.
+                    while messages.len() < MAX_GATHERED {
+                        match batches.try_recv() {
+                            Ok(more) => messages.extend(more),
+                            Err(_) => break,
+                        }
                     }
+                    delivering.deliver_all(&messages);
                 }
             })?;
         Ok(Arc::new(FanOut { queue, hub }))

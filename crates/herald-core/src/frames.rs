@@ -26,7 +26,12 @@ pub fn message_entry(m: &StoredMessage) -> Bytes {
 
 /// The WebSocket push of a message: `{"message":{...entry...}}`.
 pub fn ws_message(m: &StoredMessage) -> Bytes {
-    m.frame(FrameKind::WsJson, |m| frame::ws_message(&message_entry(m)))
+    ws_message_ref(m).clone()
+}
+
+/// [`ws_message`], borrowed from the message's frame cache.
+pub fn ws_message_ref(m: &StoredMessage) -> &Bytes {
+    m.frame_ref(FrameKind::WsJson, |m| frame::ws_message(&message_entry(m)))
 }
 
 /// The `data:` lines of an SSE event for a message (its entry, split on line breaks). The

@@ -6,18 +6,20 @@
 //! [`InterestHook`] when it makes a channel's entry (the first local subscriber) and when it
 //! forgets one (after the entry lingered empty, see [`ShardMap::emptied`]).
 //!
-//! A new subscription starts in catch-up mode: live messages are parked in the subscription
-//! until the subscriber has queued its reply and the history it missed, then it goes live. That
-//! is what makes resume exact (no gap, no duplicate) without blocking publishers.
+//! A new subscription starts in catch-up mode: it holds a [`Pager`] that parks live messages
+//! until the subscriber has queued its reply and the history it missed (or, paging a long
+//! catch-up, drops them while a later page will read them), then it goes live. That is what
+//! makes resume exact (no gap, no duplicate) without blocking publishers.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, RandomState};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
 
+use crate::catchup::{Gap, LiveAction, Page, PageDone, PageRequest, Pager};
 use crate::head::{Head, HeadLookup, HeadSlot};
 use crate::message::{SharedMessage, StoredMessage};
 use crate::name::ChannelName;
@@ -53,6 +55,10 @@ pub trait InterestHook: Send + Sync {
     fn lost(&self, channel: &ChannelName);
 }
 
+/// About how many bytes of a run of messages one outbox lock queues (see
+/// [`Subscription::send_live_run`]).
+const RUN_PIECE_BYTES: usize = 16 * 1024;
+
 /// Live messages a subscription may park while catching up before it counts as slow.
 const MAX_PARKED: usize = 10_000;
 
@@ -65,8 +71,22 @@ pub struct Subscription {
     /// that read can still reach the hub afterwards (the commit sink runs after the commit), so
     /// live delivery skips anything at or below it.
     caught_up_to: AtomicU64,
-    parked: Mutex<Vec<SharedMessage>>,
+    /// The catch-up while the subscription is not live ([`crate::catchup`]): parks live messages
+    /// while a read may miss them, drops them while a later page will read them. `None` once
+    /// live, or once the subscription ended (unsubscribed, or its catch-up lost its place).
+    catchup: Mutex<Option<Box<Pager<SharedMessage>>>>,
     filter: Filter,
+}
+
+/// What a catch-up's reader does next ([`Subscription::next_read`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum NextRead {
+    /// Read this page.
+    Read(PageRequest),
+    /// Wait for the outbox to drain, then ask again.
+    Wait,
+    /// Nothing more: the subscription is live, or it ended.
+    Done,
 }
 
 impl Subscription {
@@ -93,9 +113,66 @@ impl Subscription {
         }
     }
 
+    /// Queues the live messages of `run` (consecutive messages of this subscription's channel,
+    /// in commit order) that the catch-up did not cover, with one lock of the outbox and one wake
+    /// of its writer.
+    ///
+    /// The run goes in pieces of about [`RUN_PIECE_BYTES`], the lock released between them, so
+    /// a writer draining the outbox meanwhile makes room as it did between single messages: a
+    /// backlog gathered while the fan-out thread waited for a core is no more likely to overflow
+    /// a reader's queue than the same messages delivered one at a time.
+    fn send_live_run(&self, run: &[SharedMessage]) {
+        let caught_up_to = self.caught_up_to.load(Ordering::Relaxed);
+        let mut queued = 0;
+        let mut rest = run;
+        while !rest.is_empty() {
+            let mut bytes = 0;
+            let len = rest
+                .iter()
+                .position(|m| {
+                    bytes += m.data.len() + 64;
+                    bytes >= RUN_PIECE_BYTES
+                })
+                .map_or(rest.len(), |last| last + 1);
+            let (piece, after) = rest.split_at(len);
+            queued += self.outbox.push_many(
+                piece
+                    .iter()
+                    .filter(|m| m.seq > caught_up_to && self.admits(m))
+                    .map(|m| OutFrame::Message(m.clone())),
+            );
+            rest = after;
+        }
+        self.tally(queued as u64);
+    }
+
+    /// Delivers `run` (see [`Subscription::send_live_run`]); while catching up, each message is
+    /// parked as [`Subscription::deliver`] parks it.
+    fn deliver_run(&self, run: &[SharedMessage]) {
+        if let [message] = run {
+            return self.deliver(message);
+        }
+        if self.live.load(Ordering::Acquire) {
+            return self.send_live_run(run);
+        }
+        for message in run {
+            self.deliver(message);
+        }
+    }
+
     /// The subscription's id, unique in this process.
     pub fn id(&self) -> u64 {
         self.id
+    }
+
+    /// The outbox the subscription queues to.
+    pub fn outbox(&self) -> &Arc<Outbox> {
+        &self.outbox
+    }
+
+    /// Whether the subscription is live (caught up).
+    pub fn is_live(&self) -> bool {
+        self.live.load(Ordering::Acquire)
     }
 
     fn deliver(&self, message: &SharedMessage) {
@@ -106,31 +183,128 @@ impl Subscription {
             self.send_live(message);
             return;
         }
-        let mut parked = self.parked.lock();
+        let mut catchup = self.catchup.lock();
         if self.live.load(Ordering::Acquire) {
-            drop(parked);
+            drop(catchup);
             self.send_live(message);
-        } else if parked.len() >= MAX_PARKED {
-            drop(parked);
-            self.outbox.close(CloseReason::SlowConsumer);
-        } else {
-            parked.push(message.clone());
+            return;
         }
+        let Some(pager) = catchup.as_mut() else {
+            return; // ended
+        };
+        match pager.on_live(message.clone()) {
+            LiveAction::Nothing => {}
+            LiveAction::Queue(m) => {
+                // Only a live pager queues, and a live pager is dropped as it goes live.
+                drop(catchup);
+                self.send_live(&m);
+            }
+            LiveAction::Overflow => {
+                drop(catchup);
+                self.outbox.close(CloseReason::SlowConsumer);
+            }
+        }
+    }
+
+    /// The next page this subscription's catch-up needs, if one is due now (see
+    /// [`Pager::next_read`]: paced by the catch-up bytes its outbox still holds).
+    pub fn next_read(&self) -> NextRead {
+        let mut catchup = self.catchup.lock();
+        match catchup.as_mut() {
+            None => NextRead::Done,
+            Some(pager) => match pager.next_read(self.outbox.catchup_queued()) {
+                Some(request) => NextRead::Read(request),
+                None => NextRead::Wait,
+            },
+        }
+    }
+
+    /// A page asked for by [`Subscription::next_read`] came back: queues it (what the filter
+    /// admits, shaped by `shape`), and, when it reached the log's head, the parked live
+    /// messages above it, and goes live. Returns whether the subscription is now live (or
+    /// ended), or the [`Gap`] that ends exact resume (the subscription then ends: see
+    /// [`Subscription::end`]).
+    pub fn on_page(&self, page: Page<SharedMessage>, shape: Shape) -> Result<bool, Gap> {
+        self.take_page(Vec::new(), |pager| pager.on_page(page), shape)
+    }
+
+    /// Queues `first` (reply frames) and the first page, read with `limit` after `after`, as
+    /// [`Subscription::on_page`] does.
+    pub fn on_first_page(
+        &self,
+        first: Vec<OutFrame>,
+        after: u64,
+        limit: usize,
+        page: Page<SharedMessage>,
+        shape: Shape,
+    ) -> Result<bool, Gap> {
+        self.take_page(
+            first,
+            |pager| pager.on_first_page(after, limit, page),
+            shape,
+        )
+    }
+
+    fn take_page(
+        &self,
+        first: Vec<OutFrame>,
+        read: impl FnOnce(&mut Pager<SharedMessage>) -> Result<PageDone<SharedMessage>, Gap>,
+        shape: Shape,
+    ) -> Result<bool, Gap> {
+        let mut catchup = self.catchup.lock();
+        let Some(pager) = catchup.as_mut() else {
+            return Ok(true);
+        };
+        let done = read(pager)?;
+        let mut messages = done.frames;
+        messages.retain(|m| self.admits(m));
+        if let Some(shape) = shape {
+            shape(&mut messages);
+        }
+        let n = messages.len() as u64;
+        let frames = first
+            .into_iter()
+            .chain(messages.into_iter().map(OutFrame::Replayed));
+        if self.outbox.push_catchup(frames) {
+            self.tally(n);
+        }
+        if done.live {
+            self.caught_up_to.store(pager.cursor(), Ordering::Relaxed);
+            *catchup = None;
+            self.live.store(true, Ordering::Release);
+        }
+        Ok(done.live)
+    }
+
+    /// Ends the catch-up without going live: the subscription receives nothing more (its
+    /// reader stops). For a catch-up that lost its place, and for an unsubscribe.
+    pub fn end(&self) {
+        let ended = self.catchup.lock().take();
+        if ended.is_some() {
+            self.outbox.wake_catchup();
+        }
+    }
+
+    /// Whether the subscription is still catching up (neither live nor ended).
+    pub fn is_catching_up(&self) -> bool {
+        self.catchup.lock().is_some()
     }
 
     /// Queues `first` (reply and catch-up frames), then every parked live message with a seq
     /// above `caught_up_to`, and switches to live delivery (which keeps skipping seqs up to
     /// `caught_up_to`), all under the parking lock so no live message can slip in between.
     pub fn go_live(&self, first: Vec<OutFrame>, caught_up_to: u64) {
-        let mut parked = self.parked.lock();
+        let mut catchup = self.catchup.lock();
         self.caught_up_to.store(caught_up_to, Ordering::Relaxed);
         let mut frames = first;
-        frames.extend(
-            std::mem::take(&mut *parked)
-                .into_iter()
-                .filter(|m| m.seq > caught_up_to)
-                .map(OutFrame::Message),
-        );
+        if let Some(mut pager) = catchup.take() {
+            frames.extend(
+                pager
+                    .finish_at(caught_up_to)
+                    .into_iter()
+                    .map(OutFrame::Message),
+            );
+        }
         let messages = frames
             .iter()
             .filter(|f| matches!(f, OutFrame::Message(_) | OutFrame::Replayed(_)))
@@ -141,6 +315,10 @@ impl Subscription {
         self.live.store(true, Ordering::Release);
     }
 }
+
+/// Reshapes each page of a catch-up before it is queued (a device inbox drops pushes a later
+/// one in the same page replaces).
+pub type Shape = Option<fn(&mut Vec<SharedMessage>)>;
 
 /// A channel with subscribers on this node. While it exists every committed message of the
 /// channel passes through [`Hub::deliver`], so `head` is exact once known, and subscribers
@@ -237,7 +415,12 @@ pub struct Hub {
     hasher: RandomState,
     next_id: AtomicU64,
     interest: OnceLock<Arc<dyn InterestHook>>,
+    /// Catch-up bytes a subscription queues at a time ([`Hub::set_catchup_budget`]).
+    catchup_budget: AtomicUsize,
 }
+
+/// Default of [`Hub::set_catchup_budget`] (the `catchup_bytes` setting's default).
+pub const DEFAULT_CATCHUP_BUDGET: usize = 64 * 1024;
 
 impl Default for Hub {
     fn default() -> Self {
@@ -246,6 +429,7 @@ impl Default for Hub {
             hasher: RandomState::new(),
             next_id: AtomicU64::new(1),
             interest: OnceLock::new(),
+            catchup_budget: AtomicUsize::new(DEFAULT_CATCHUP_BUDGET),
         }
     }
 }
@@ -254,6 +438,17 @@ impl Hub {
     /// An empty hub.
     pub fn new() -> Arc<Self> {
         Arc::new(Hub::default())
+    }
+
+    /// Sets how many bytes of catch-up a new subscription queues at a time (its paged reads are
+    /// sized so that about this much is queued; see [`crate::catchup`]).
+    pub fn set_catchup_budget(&self, bytes: usize) {
+        self.catchup_budget.store(bytes.max(1), Ordering::Relaxed);
+    }
+
+    /// What [`Hub::set_catchup_budget`] set.
+    pub fn catchup_budget(&self) -> usize {
+        self.catchup_budget.load(Ordering::Relaxed)
     }
 
     /// Sets the hook told of channels gaining and losing local interest (a networked bus);
@@ -302,7 +497,11 @@ impl Hub {
             outbox,
             live: AtomicBool::new(false),
             caught_up_to: AtomicU64::new(0),
-            parked: Mutex::new(Vec::new()),
+            catchup: Mutex::new(Some(Box::new(Pager::new(
+                0,
+                self.catchup_budget.load(Ordering::Relaxed),
+                MAX_PARKED,
+            )))),
         });
         let mut shard = self.shard(channel).write();
         let entry = match shard.entries.entry(channel.clone()) {
@@ -363,7 +562,7 @@ impl Hub {
         let Some(pos) = entry.ids.iter().position(|&s| s == id) else {
             return false;
         };
-        entry.subs.swap_remove(pos);
+        entry.subs.swap_remove(pos).end();
         entry.ids.swap_remove(pos);
         if entry.subs.is_empty() {
             let hook = self.interest.get();
@@ -383,6 +582,48 @@ impl Hub {
             .read()
             .get(channel)
             .map_or(0, |e| e.subs.len())
+    }
+
+    /// Delivers committed messages, in order, to the subscriptions of their channels. Each run
+    /// of consecutive messages of one channel is handed to every subscriber at once (one outbox
+    /// lock and one wake per subscriber for the whole run), so a group commit of many messages
+    /// to a busy channel costs its subscribers' writers one wake, not one per message.
+    pub fn deliver_all(&self, messages: &[SharedMessage]) {
+        let mut rest = messages;
+        while let Some(first) = rest.first() {
+            let len = rest
+                .iter()
+                .position(|m| m.channel != first.channel)
+                .unwrap_or(rest.len());
+            let (run, after) = rest.split_at(len);
+            self.deliver_run(run);
+            rest = after;
+        }
+    }
+
+    /// Delivers a run of consecutive messages of one channel (see [`Hub::deliver_all`]).
+    fn deliver_run(&self, run: &[SharedMessage]) {
+        let Some(last) = run.last() else {
+            return;
+        };
+        let shard = self.shard(&last.channel).read();
+        if let Some(entry) = shard.get(&last.channel) {
+            {
+                let mut head = entry.head.lock();
+                for message in run {
+                    head.delivered(Head {
+                        epoch: message.epoch.clone(),
+                        last_seq: message.seq,
+                    });
+                }
+            }
+            for sub in &entry.subs {
+                sub.deliver_run(run);
+            }
+            telemetry()
+                .deliveries
+                .increment((entry.subs.len() * run.len()) as u64);
+        }
     }
 
     /// Delivers one message to every subscription of its channel.
@@ -431,6 +672,98 @@ mod tests {
     }
 
     #[test]
+    fn delivering_commits_together_keeps_each_channels_order_and_filters() {
+        let hub = Hub::new();
+        let (a, b) = (
+            ChannelName::parse("a").unwrap(),
+            ChannelName::parse("b").unwrap(),
+        );
+        let both = Outbox::new(1 << 20);
+        let odd_b = Outbox::new(1 << 20);
+        let counted = Arc::new(AtomicU64::new(0));
+        let tally = counted.clone();
+        for ch in [&a, &b] {
+            let (sub, _) = hub.subscribe(ch, both.clone());
+            sub.go_live(vec![], 0);
+        }
+        let (sub, _) = hub.subscribe_with(
+            &b,
+            odd_b.clone(),
+            Filter {
+                admit: Some(Arc::new(|m: &StoredMessage| m.seq % 2 == 1)),
+                tally: Some(Arc::new(move |n| {
+                    tally.fetch_add(n, Ordering::Relaxed);
+                })),
+            },
+        );
+        // Caught up to 2 already: live delivery skips 1 and 2.
+        sub.go_live(vec![], 2);
+        let commits = [
+            msg(&a, 1),
+            msg(&a, 2),
+            msg(&b, 1),
+            msg(&b, 2),
+            msg(&b, 3),
+            msg(&a, 3),
+            msg(&b, 4),
+            msg(&b, 5),
+        ];
+        hub.deliver_all(&commits);
+        let got: Vec<(String, u64)> = both
+            .take()
+            .0
+            .into_iter()
+            .filter_map(|f| match f {
+                OutFrame::Message(m) => Some((m.channel.public().to_string(), m.seq)),
+                _ => None,
+            })
+            .collect();
+        let want: Vec<(String, u64)> = commits
+            .iter()
+            .map(|m| (m.channel.public().to_string(), m.seq))
+            .collect();
+        assert_eq!(got, want, "every message, in commit order");
+        assert_eq!(seqs(&odd_b), vec![3, 5]);
+        assert_eq!(counted.load(Ordering::Relaxed), 2);
+        assert_eq!(hub.known_head(&b).map(|h| h.last_seq), Some(5));
+    }
+
+    #[test]
+    fn a_run_parks_while_catching_up_and_overflows_as_a_slow_consumer() {
+        let hub = Hub::new();
+        let ch = ChannelName::parse("r").unwrap();
+        let out = Outbox::new(1 << 20);
+        let (sub, _) = hub.subscribe(&ch, out.clone());
+        hub.deliver_all(&[msg(&ch, 1), msg(&ch, 2), msg(&ch, 3)]);
+        assert!(seqs(&out).is_empty(), "parked while catching up");
+        sub.go_live(vec![OutFrame::Replayed(msg(&ch, 1))], 1);
+        hub.deliver_all(&[msg(&ch, 4), msg(&ch, 5)]);
+        assert_eq!(seqs(&out), vec![1, 2, 3, 4, 5]);
+
+        let small = Outbox::new(200);
+        let (sub, _) = hub.subscribe(&ch, small.clone());
+        sub.go_live(vec![], 5);
+        let big = |seq| {
+            Arc::new(StoredMessage::new(
+                ch.clone(),
+                Epoch::new("e"),
+                seq,
+                None,
+                0,
+                Bytes::from(vec![b'1'; 100]),
+            ))
+        };
+        hub.deliver_all(&[big(6), big(7), big(8)]);
+        assert_eq!(small.closed(), Some(CloseReason::SlowConsumer));
+        assert!(seqs(&small).is_empty());
+        assert_eq!(
+            seqs(&out),
+            vec![6, 7, 8],
+            "the other subscriber is unaffected"
+        );
+    }
+
+    #[test]
     fn the_tally_counts_what_is_queued_and_nothing_else() {
         let hub = Hub::new();
         let ch = ChannelName::parse("inbox").unwrap();
@@ -470,6 +803,69 @@ mod tests {
             4,
             "a closed outbox takes nothing"
         );
+    }
+
+    #[test]
+    fn a_paging_subscription_drops_live_messages_while_behind_and_parks_while_closing() {
+        let hub = Hub::new();
+        let ch = ChannelName::parse("news").unwrap();
+        let out = Outbox::new(1 << 20);
+        let (sub, _) = hub.subscribe(&ch, out.clone());
+        let page = |seqs: std::ops::RangeInclusive<u64>, last_seq| Page {
+            messages: seqs.map(|seq| msg(&ch, seq)).collect(),
+            last_seq,
+        };
+        hub.deliver(&msg(&ch, 5)); // parked: the first read is in flight
+        let live = sub.on_first_page(Vec::new(), 0, 3, page(1..=3, 5), None);
+        assert_eq!(live, Ok(false), "that first page (1..=3) was full: behind");
+        hub.deliver(&msg(&ch, 6)); // dropped: a page reads it
+        assert_eq!(seqs(&out), vec![1, 2, 3], "no live message while behind");
+        let NextRead::Read(request) = sub.next_read() else {
+            panic!("a page is due once the outbox drained");
+        };
+        assert_eq!(request.after, 3);
+        assert_eq!(sub.next_read(), NextRead::Wait, "one read at a time");
+        // The next page (4..=6) reached the head: parking again.
+        assert_eq!(sub.on_page(page(4..=6, 6), None), Ok(false));
+        hub.deliver(&msg(&ch, 6)); // a late delivery of a seq the page covered
+        hub.deliver(&msg(&ch, 7));
+        assert_eq!(seqs(&out), vec![4, 5, 6], "parked, not queued");
+        let NextRead::Read(request) = sub.next_read() else {
+            panic!("the closing read is due");
+        };
+        assert_eq!(request.after, 6);
+        let empty = Page {
+            messages: Vec::new(),
+            last_seq: 6,
+        };
+        assert_eq!(sub.on_page(empty, None), Ok(true), "live");
+        assert_eq!(sub.next_read(), NextRead::Done);
+        hub.deliver(&msg(&ch, 7));
+        hub.deliver(&msg(&ch, 8));
+        assert_eq!(seqs(&out), vec![7, 8], "the parked 7 once, then live");
+    }
+
+    #[test]
+    fn a_trim_under_a_paging_subscription_ends_it() {
+        let hub = Hub::new();
+        let ch = ChannelName::parse("news").unwrap();
+        let out = Outbox::new(1 << 20);
+        let (sub, _) = hub.subscribe(&ch, out.clone());
+        let full = Page {
+            messages: (1..=3).map(|seq| msg(&ch, seq)).collect(),
+            last_seq: 9,
+        };
+        assert_eq!(sub.on_first_page(Vec::new(), 0, 3, full, None), Ok(false));
+        assert!(matches!(sub.next_read(), NextRead::Read(_)));
+        let holed = Page {
+            messages: (6..=9).map(|seq| msg(&ch, seq)).collect(),
+            last_seq: 9,
+        };
+        assert_eq!(sub.on_page(holed, None), Err(Gap { expected: 4 }));
+        sub.end();
+        assert_eq!(sub.next_read(), NextRead::Done);
+        hub.deliver(&msg(&ch, 10));
+        assert_eq!(seqs(&out), vec![1, 2, 3], "nothing after the gap");
     }
 
     #[test]

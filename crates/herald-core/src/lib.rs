@@ -16,6 +16,7 @@ pub mod audit;
 pub mod auth;
 pub mod bus;
 pub mod caches;
+pub mod catchup;
 pub mod device_id;
 pub mod engine;
 pub mod error;

@@ -106,9 +106,17 @@ impl StoredMessage {
 
     /// The message encoded as `kind`, encoding it with `encode` the first time it is asked for.
     pub fn frame(&self, kind: FrameKind, encode: impl FnOnce(&StoredMessage) -> Bytes) -> Bytes {
-        self.frames[kind as usize]
-            .get_or_init(|| encode(self))
-            .clone()
+        self.frame_ref(kind, encode).clone()
+    }
+
+    /// [`StoredMessage::frame`], borrowed: a writer that copies the frame into its own buffer
+    /// then touches no reference count shared with every other subscriber's writer.
+    pub fn frame_ref(
+        &self,
+        kind: FrameKind,
+        encode: impl FnOnce(&StoredMessage) -> Bytes,
+    ) -> &Bytes {
+        self.frames[kind as usize].get_or_init(|| encode(self))
     }
 }
 

@@ -57,6 +57,11 @@ pub enum CloseReason {
     DeviceRevoked,
     /// The client went on sending commands through a whole burst of `rate_limited` refusals.
     RateLimited,
+    /// Retention removed messages a paged catch-up had not read yet: the connection resumes
+    /// again, and is told `recovered: false` for that channel by the usual rules.
+    ResumeLost,
+    /// A paged catch-up could not read its next page from the store.
+    StoreUnavailable,
 }
 
 impl CloseReason {
@@ -71,6 +76,8 @@ impl CloseReason {
             | CloseReason::SecretChanged
             | CloseReason::DeviceRevoked => "revoked",
             CloseReason::RateLimited => "rate_limited",
+            CloseReason::ResumeLost => "resume_lost",
+            CloseReason::StoreUnavailable => "store_unavailable",
         }
     }
 
@@ -97,6 +104,15 @@ impl CloseReason {
                 "the connection kept sending commands over its rate limit; reconnect later and \
                  send fewer commands"
             }
+            CloseReason::ResumeLost => {
+                "retention removed messages this connection's catch-up had not read yet; \
+                 reconnect and resume from your last seq (the subscribe reply then says \
+                 recovered: false)"
+            }
+            CloseReason::StoreUnavailable => {
+                "the store could not be read to continue the catch-up; reconnect and resume \
+                 from your last seq"
+            }
         }
     }
 }
@@ -110,6 +126,21 @@ struct Queue {
     ping: bool,
     /// The writer waiting for something to write, if it is waiting.
     waiter: Option<Waker>,
+    /// Paged catch-up's share of the queue, while a catch-up uses it; `None` (one word) on
+    /// connections that are not catching up.
+    catchup: Option<Box<CatchupQueue>>,
+}
+
+/// What an outbox keeps of the paged catch-ups queuing to it.
+#[derive(Default)]
+struct CatchupQueue {
+    /// Bytes of paged catch-up queued ([`Outbox::push_catchup`]), apart from `bytes`.
+    bytes: usize,
+    /// Pagers waiting for the writer to take what is queued, or for their turn
+    /// ([`Outbox::poll_catchup_below`], [`Outbox::poll_catchup_turn`]).
+    pagers: Vec<Waker>,
+    /// A pager holds the turn: it is reading and queuing a page ([`Outbox::poll_catchup_turn`]).
+    turn: bool,
 }
 
 impl Queue {
@@ -117,6 +148,64 @@ impl Queue {
     fn waiter(&mut self) -> Option<Waker> {
         self.waiter.take()
     }
+
+    /// Closes the queue as a slow consumer, dropping what it holds; returns the pagers to wake
+    /// (after the lock is released), as [`Queue::drained`] does.
+    fn overflow(&mut self) -> Vec<Waker> {
+        self.closed = Some(CloseReason::SlowConsumer);
+        self.frames = VecDeque::new();
+        self.bytes = 0;
+        crate::telemetry::telemetry().slow_consumers.increment(1);
+        self.drained()
+    }
+
+    /// The writer took everything queued: no catch-up is queued any more; returns the pagers
+    /// to wake (after the lock is released).
+    fn drained(&mut self) -> Vec<Waker> {
+        let Some(catchup) = self.catchup.as_mut() else {
+            return Vec::new();
+        };
+        if catchup.bytes > 0 {
+            crate::telemetry::telemetry()
+                .catchup_bytes
+                .decrement(catchup.bytes as f64);
+        }
+        catchup.bytes = 0;
+        let pagers = std::mem::take(&mut catchup.pagers);
+        if !catchup.turn {
+            self.catchup = None;
+        }
+        pagers
+    }
+
+    fn catchup_bytes(&self) -> usize {
+        self.catchup.as_ref().map_or(0, |c| c.bytes)
+    }
+
+    fn wait_catchup(&mut self, cx: &mut Context<'_>) {
+        let pagers = &mut self.catchup.get_or_insert_with(Box::default).pagers;
+        if !pagers.iter().any(|w| w.will_wake(cx.waker())) {
+            pagers.push(cx.waker().clone());
+        }
+    }
+}
+
+impl Drop for CatchupQueue {
+    fn drop(&mut self) {
+        if self.bytes > 0 {
+            crate::telemetry::telemetry()
+                .catchup_bytes
+                .decrement(self.bytes as f64);
+        }
+    }
+}
+
+/// The most catch-up bytes one outbox has held queued at once, since the process started
+/// (`herald_catchup_queued_max_bytes`).
+static CATCHUP_QUEUED_MAX: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+fn wake_all(pagers: Vec<Waker>) {
+    pagers.into_iter().for_each(Waker::wake);
 }
 
 /// Everything an outbox held when its writer looked.
@@ -160,13 +249,11 @@ impl Outbox {
         }
         let cost = frame.cost();
         if q.bytes + cost > self.limit_bytes && q.bytes > 0 {
-            q.closed = Some(CloseReason::SlowConsumer);
-            q.frames = VecDeque::new();
-            q.bytes = 0;
-            crate::telemetry::telemetry().slow_consumers.increment(1);
+            let pagers = q.overflow();
             let waiter = q.waiter();
             drop(q);
             wake(waiter);
+            wake_all(pagers);
             return false;
         }
         q.bytes += cost;
@@ -177,24 +264,163 @@ impl Outbox {
         true
     }
 
+    /// Queues `frames` in order as [`Outbox::push`] would one by one (the same limit, the same
+    /// slow-consumer close), under one lock and with one wake of the writer: the fan-out hands a
+    /// subscriber every message of a commit for its channel at once. Returns how many it
+    /// accepted (as `push` would have answered true for them, even though an overflow later in
+    /// the same call drops them with the rest of the queue); after a refusal nothing more is.
+    pub fn push_many(&self, frames: impl IntoIterator<Item = OutFrame>) -> usize {
+        let frames = frames.into_iter();
+        let mut q = self.queue.lock();
+        if q.closed.is_some() {
+            return 0;
+        }
+        let (least, most) = frames.size_hint();
+        q.frames.reserve(most.unwrap_or(least));
+        let mut queued = 0;
+        let mut pagers = Vec::new();
+        for frame in frames {
+            let cost = frame.cost();
+            if q.bytes + cost > self.limit_bytes && q.bytes > 0 {
+                pagers = q.overflow();
+                break;
+            }
+            q.bytes += cost;
+            q.frames.push_back(frame);
+            queued += 1;
+        }
+        let waiter = if queued > 0 || q.closed.is_some() {
+            q.waiter()
+        } else {
+            None
+        };
+        drop(q);
+        wake(waiter);
+        wake_all(pagers);
+        queued
+    }
+
     /// Queues frames regardless of the limit and without counting them against it: a
     /// subscribe's catch-up from the log, already bounded by retention. Live frames queued behind
     /// it still get the whole limit, so a large replay alone never makes a slow consumer.
     /// Returns false, queuing nothing, if the outbox is closed.
     pub fn push_all_unbounded(&self, frames: impl IntoIterator<Item = OutFrame>) -> bool {
+        self.extend_unbounded(frames, |q, _| !q.frames.is_empty())
+    }
+
+    /// Queues `frames` outside the byte limit, then lets `count` see the queue and where the
+    /// new frames start (under the same lock) and say whether to wake the writer. Returns
+    /// false, queuing nothing, if the outbox is closed.
+    fn extend_unbounded(
+        &self,
+        frames: impl IntoIterator<Item = OutFrame>,
+        count: impl FnOnce(&mut Queue, usize) -> bool,
+    ) -> bool {
         let mut q = self.queue.lock();
         if q.closed.is_some() {
             return false;
         }
+        let before = q.frames.len();
         q.frames.extend(frames);
-        let waiter = if q.frames.is_empty() {
-            None
-        } else {
+        let waiter = if count(&mut q, before) {
             q.waiter()
+        } else {
+            None
         };
         drop(q);
         wake(waiter);
         true
+    }
+
+    /// Queues a page of paged catch-up (see [`crate::catchup`]): like
+    /// [`Outbox::push_all_unbounded`] (not counted against the slow-consumer limit), but counted
+    /// apart so that a pager reads its next page only once the writer has taken enough of it
+    /// ([`Outbox::catchup_queued`], [`Outbox::poll_catchup_below`]). Returns false, queuing
+    /// nothing, if the outbox is closed.
+    pub fn push_catchup(&self, frames: impl IntoIterator<Item = OutFrame>) -> bool {
+        self.extend_unbounded(frames, |q, before| {
+            let added: usize = q.frames.iter().skip(before).map(OutFrame::cost).sum();
+            if added > 0 {
+                let catchup = q.catchup.get_or_insert_with(Box::default);
+                catchup.bytes += added;
+                let queued = catchup.bytes;
+                let metrics = crate::telemetry::telemetry();
+                metrics.catchup_bytes.increment(added as f64);
+                let max = &CATCHUP_QUEUED_MAX;
+                if max.fetch_max(queued, std::sync::atomic::Ordering::Relaxed) < queued {
+                    metrics.catchup_queued_max.set(queued as f64);
+                }
+            }
+            q.frames.len() != before
+        })
+    }
+
+    /// Bytes of paged catch-up queued and not yet taken by the writer.
+    pub fn catchup_queued(&self) -> usize {
+        self.queue.lock().catchup_bytes()
+    }
+
+    /// Ready once at most `bytes` of paged catch-up are queued, or the outbox is closed (a pager
+    /// then stops); otherwise leaves the task's waker, woken when the writer takes what is
+    /// queued.
+    pub fn poll_catchup_below(&self, cx: &mut Context<'_>, bytes: usize) -> Poll<()> {
+        let mut q = self.queue.lock();
+        if q.catchup_bytes() <= bytes || q.closed.is_some() {
+            return Poll::Ready(());
+        }
+        q.wait_catchup(cx);
+        Poll::Pending
+    }
+
+    /// Pagers of one outbox take turns, so that together they queue what one would: ready with
+    /// `true` once at most `bytes` of catch-up are queued and no other pager holds the turn,
+    /// which it then holds until [`Outbox::end_catchup_turn`]; ready with `false` once the
+    /// outbox is closed (the pager stops). Otherwise leaves the task's waker, woken when the
+    /// writer takes what is queued or the turn is given back.
+    pub fn poll_catchup_turn(&self, cx: &mut Context<'_>, bytes: usize) -> Poll<bool> {
+        let mut q = self.queue.lock();
+        if q.closed.is_some() {
+            return Poll::Ready(false);
+        }
+        if q.catchup_bytes() <= bytes {
+            let catchup = q.catchup.get_or_insert_with(Box::default);
+            if !catchup.turn {
+                catchup.turn = true;
+                return Poll::Ready(true);
+            }
+        }
+        q.wait_catchup(cx);
+        Poll::Pending
+    }
+
+    /// Wakes the pagers waiting on this outbox (one of them ended: it stops waiting).
+    pub fn wake_catchup(&self) {
+        let pagers = self
+            .queue
+            .lock()
+            .catchup
+            .as_mut()
+            .map(|c| std::mem::take(&mut c.pagers))
+            .unwrap_or_default();
+        wake_all(pagers);
+    }
+
+    /// Gives back the turn taken by [`Outbox::poll_catchup_turn`] and wakes the pagers waiting.
+    pub fn end_catchup_turn(&self) {
+        let mut q = self.queue.lock();
+        let pagers = match q.catchup.as_mut() {
+            Some(catchup) => {
+                catchup.turn = false;
+                let pagers = std::mem::take(&mut catchup.pagers);
+                if catchup.bytes == 0 {
+                    q.catchup = None;
+                }
+                pagers
+            }
+            None => Vec::new(),
+        };
+        drop(q);
+        wake_all(pagers);
     }
 
     /// Closes the outbox; queued frames are still handed out for anything but a slow consumer.
@@ -206,8 +432,14 @@ impl Outbox {
             q.closed = Some(reason);
         }
         let waiter = q.waiter();
+        let pagers = q
+            .catchup
+            .as_mut()
+            .map(|c| std::mem::take(&mut c.pagers))
+            .unwrap_or_default();
         drop(q);
         wake(waiter);
+        wake_all(pagers);
         newly
     }
 
@@ -244,7 +476,11 @@ impl Outbox {
     pub fn take(&self) -> (VecDeque<OutFrame>, Option<CloseReason>) {
         let mut q = self.queue.lock();
         q.bytes = 0;
-        (std::mem::take(&mut q.frames), q.closed)
+        let pagers = q.drained();
+        let taken = (std::mem::take(&mut q.frames), q.closed);
+        drop(q);
+        wake_all(pagers);
+        taken
     }
 
     /// Takes everything queued if there is anything to do (frames, a close, a ping); otherwise
@@ -259,11 +495,15 @@ impl Outbox {
             return Poll::Pending;
         }
         q.bytes = 0;
-        Poll::Ready(Batch {
+        let pagers = q.drained();
+        let batch = Batch {
             frames: std::mem::take(&mut q.frames),
             closed: q.closed,
             ping: std::mem::take(&mut q.ping),
-        })
+        };
+        drop(q);
+        wake_all(pagers);
+        Poll::Ready(batch)
     }
 
     /// Waits until there is something to write or the outbox is closed, then takes it all
@@ -324,6 +564,46 @@ mod tests {
             .expect("woken by the overflow")
             .unwrap();
         assert_eq!(closed, CloseReason::SlowConsumer);
+    }
+
+    #[tokio::test]
+    async fn push_many_queues_in_order_with_one_wake() {
+        let o = Outbox::new(1000);
+        let o2 = o.clone();
+        let h = tokio::spawn(async move { o2.next_batch().await.0 });
+        tokio::task::yield_now().await;
+        assert_eq!(o.push_many((1..=3).map(ctl)), 3);
+        let lens: Vec<usize> = h
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|f| match f {
+                OutFrame::Control(b) => b.len(),
+                _ => unreachable!(),
+            })
+            .collect();
+        assert_eq!(lens, vec![1, 2, 3], "one batch, in order");
+        assert_eq!(o.push_many(std::iter::empty()), 0);
+    }
+
+    #[tokio::test]
+    async fn push_many_overflows_exactly_as_one_push_at_a_time() {
+        let o = Outbox::new(100);
+        assert_eq!(
+            o.push_many((0..3).map(|_| ctl(40))),
+            2,
+            "the third overflows"
+        );
+        let (frames, closed) = o.next_batch().await;
+        assert!(frames.is_empty(), "a slow consumer's queue is dropped");
+        assert_eq!(closed, Some(CloseReason::SlowConsumer));
+        assert_eq!(o.push_many((0..2).map(|_| ctl(1))), 0, "closed");
+        let one = Outbox::new(10);
+        assert_eq!(
+            one.push_many([ctl(50)]),
+            1,
+            "an oversized frame fits an empty queue"
+        );
     }
 
     #[tokio::test]
@@ -388,6 +668,52 @@ mod tests {
 
     fn futures_waker() -> Waker {
         Waker::noop().clone()
+    }
+
+    #[tokio::test]
+    async fn a_pager_waits_until_the_writer_takes_its_catch_up() {
+        let o = Outbox::new(100);
+        assert!(o.push_catchup((0..10).map(|_| ctl(60))));
+        assert_eq!(o.catchup_queued(), 600);
+        assert!(
+            o.push(ctl(60)),
+            "catch-up does not count against the live limit"
+        );
+        let pager = {
+            let o = o.clone();
+            tokio::spawn(async move {
+                std::future::poll_fn(|cx| o.poll_catchup_below(cx, 50)).await;
+                o.catchup_queued()
+            })
+        };
+        tokio::task::yield_now().await;
+        assert!(!pager.is_finished(), "600 bytes of catch-up still queued");
+        let (frames, _) = o.next_batch().await;
+        assert_eq!(frames.len(), 11);
+        let queued = tokio::time::timeout(std::time::Duration::from_secs(5), pager)
+            .await
+            .expect("woken by the writer's take")
+            .unwrap();
+        assert_eq!(queued, 0);
+    }
+
+    #[tokio::test]
+    async fn closing_releases_a_waiting_pager() {
+        let o = Outbox::new(100);
+        assert!(o.push_catchup([ctl(60)]));
+        let pager = {
+            let o = o.clone();
+            tokio::spawn(async move {
+                std::future::poll_fn(|cx| o.poll_catchup_below(cx, 0)).await;
+            })
+        };
+        tokio::task::yield_now().await;
+        o.close(CloseReason::Shutdown);
+        tokio::time::timeout(std::time::Duration::from_secs(5), pager)
+            .await
+            .expect("woken by the close")
+            .unwrap();
+        assert!(!o.push_catchup([ctl(1)]), "nothing is queued once closed");
     }
 
     #[tokio::test]

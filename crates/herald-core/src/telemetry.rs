@@ -22,6 +22,14 @@ pub struct Telemetry {
     pub delivery_lag: Histogram,
     /// `herald_slow_consumer_disconnects_total`.
     pub slow_consumers: Counter,
+    /// `herald_catchup_bytes`: paged catch-up queued in outboxes and not yet taken by their
+    /// writers, on this node.
+    pub catchup_bytes: Gauge,
+    /// `herald_catchup_queued_max_bytes`: the most paged catch-up one outbox held queued at
+    /// once since the process started (the per-connection bound, observed).
+    pub catchup_queued_max: Gauge,
+    /// `herald_catchup_pages_total`: pages read by paged catch-ups after their first read.
+    pub catchup_pages: Counter,
     /// `herald_messages_written_total{transport}` for ws, sse, poll and meteor.
     pub written_ws: Counter,
     /// See `written_ws`.
@@ -50,6 +58,9 @@ pub fn telemetry() -> &'static Telemetry {
         deliveries: metrics::counter!("herald_deliveries_total"),
         delivery_lag: metrics::histogram!("herald_delivery_lag_seconds"),
         slow_consumers: metrics::counter!("herald_slow_consumer_disconnects_total"),
+        catchup_bytes: metrics::gauge!("herald_catchup_bytes"),
+        catchup_queued_max: metrics::gauge!("herald_catchup_queued_max_bytes"),
+        catchup_pages: metrics::counter!("herald_catchup_pages_total"),
         written_ws: metrics::counter!("herald_messages_written_total", "transport" => "ws"),
         written_sse: metrics::counter!("herald_messages_written_total", "transport" => "sse"),
         written_poll: metrics::counter!("herald_messages_written_total", "transport" => "poll"),

@@ -17,7 +17,7 @@
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll, Waker};
 use std::time::Duration;
@@ -29,7 +29,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
 use crate::conn::Conn;
-use crate::parse_errors::ParseErrorRewrite;
+use crate::parse_errors::{self, ParseErrorRewrite, MAX_HEAD_BYTES};
 
 /// How long each state of a connection may last (see the module documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +78,8 @@ pub struct RequestPhase(Arc<PhaseState>);
 #[derive(Debug, Default)]
 struct PhaseState {
     active: AtomicBool,
+    /// How many requests have begun (wrapping): a head's byte count starts again with each.
+    begun: AtomicU32,
     /// The connection's task, waiting while a request is handled.
     waiting: Mutex<Option<Waker>>,
 }
@@ -85,12 +87,18 @@ struct PhaseState {
 impl RequestPhase {
     /// Marks a request as being handled until the returned guard is dropped.
     pub fn begin(&self) -> RequestGuard {
+        self.0.begun.fetch_add(1, Ordering::Relaxed);
         self.0.active.store(true, Ordering::Release);
         RequestGuard(self.0.clone())
     }
 
     fn active(&self) -> bool {
         self.0.active.load(Ordering::Acquire)
+    }
+
+    /// How many requests have begun on the connection (wrapping).
+    fn begun(&self) -> u32 {
+        self.0.begun.load(Ordering::Acquire)
     }
 
     /// Wakes `cx`'s task when the request ends.
@@ -186,6 +194,21 @@ pub struct TimedStream {
     write_pending: bool,
     /// hyper's own error answers, given a JSON body on their way out.
     parse_errors: ParseErrorRewrite,
+    /// The head being read: bytes read since the request before it began (counted by
+    /// [`RequestPhase::begun`]), bounded by [`MAX_HEAD_BYTES`].
+    head: HeadCount,
+}
+
+/// The bytes of the request head being read, so one over [`MAX_HEAD_BYTES`] is refused
+/// whatever size the reads that bring it are (hyper's own bound depends on them).
+#[derive(Debug, Default)]
+struct HeadCount {
+    /// [`RequestPhase::begun`] when counting started: a new request starts a new count.
+    after_request: u32,
+    read: u32,
+    /// A `\n` was read: the request line is complete (an overlong head is then `431`, not
+    /// `414`).
+    line_ended: bool,
 }
 
 /// How early an armed timer may fire before the deadline it stands for (it then re-arms).
@@ -208,6 +231,7 @@ impl TimedStream {
             timer: Box::pin(tokio::time::sleep_until(head_started + deadlines.head)),
             write_pending: false,
             parse_errors: ParseErrorRewrite::default(),
+            head: HeadCount::default(),
         }
     }
 
@@ -256,6 +280,55 @@ impl TimedStream {
         }
     }
 
+    /// Reads bytes of a request head (or of what follows it in the same read), never more than
+    /// [`MAX_HEAD_BYTES`] since the request before; past that, answers `431` (`414` when the
+    /// request line has not ended) and fails the read, so hyper closes the connection.
+    fn poll_read_head(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let begun = self.phase.begun();
+        if begun != self.head.after_request {
+            self.head = HeadCount {
+                after_request: begun,
+                ..HeadCount::default()
+            };
+        }
+        let room = MAX_HEAD_BYTES.saturating_sub(self.head.read as usize);
+        if room == 0 {
+            return Poll::Ready(Err(self.refuse_head()));
+        }
+        let before = buf.filled().len();
+        if buf.remaining() <= room {
+            ready!(Pin::new(&mut self.tcp).poll_read(cx, buf))?;
+        } else {
+            // Only a read that could pass the limit is narrowed (hyper's usual reads are
+            // smaller than the limit): into a part of `buf`, zeroed first.
+            let mut part = ReadBuf::new(buf.initialize_unfilled_to(room));
+            ready!(Pin::new(&mut self.tcp).poll_read(cx, &mut part))?;
+            let n = part.filled().len();
+            buf.advance(n);
+        }
+        let got = &buf.filled()[before..];
+        self.head.read += got.len() as u32;
+        if !self.head.line_ended {
+            self.head.line_ended = got.contains(&b'\n');
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// A request head passed [`MAX_HEAD_BYTES`]: answers it if the connection can take it.
+    fn refuse_head(&mut self) -> io::Error {
+        if !self.write_pending {
+            let answer = parse_errors::head_too_large(self.head.line_ended);
+            // Best effort, as the 408 of `expire`.
+            let _ = self.tcp.try_write(&answer);
+        }
+        tracing::debug!("request head over {MAX_HEAD_BYTES} bytes; closing");
+        io::Error::new(io::ErrorKind::InvalidData, "request head too large")
+    }
+
     /// The deadline passed: answers a cut-short head if the connection can take it.
     fn expire(&mut self) -> io::Error {
         if self.waiting == Waiting::Head && !self.write_pending {
@@ -294,7 +367,12 @@ impl AsyncRead for TimedStream {
         let this = &mut *self;
         this.track(false);
         let before = buf.filled().len();
-        match Pin::new(&mut this.tcp).poll_read(cx, buf) {
+        let read = if this.waiting == Waiting::Request {
+            Pin::new(&mut this.tcp).poll_read(cx, buf)
+        } else {
+            this.poll_read_head(cx, buf)
+        };
+        match read {
             Poll::Ready(result) => {
                 this.track(buf.filled().len() > before);
                 Poll::Ready(result)

@@ -86,6 +86,9 @@ pub struct EdgeSettings {
     pub max_frame_bytes: usize,
     /// Per-connection outbound queue limit, in bytes; past it the client is disconnected.
     pub outbox_bytes: usize,
+    /// Paged catch-up queued per subscription at a time, in bytes (the engine's
+    /// [`herald_core::Engine::set_catchup_bytes`], capped at `outbox_bytes`).
+    pub catchup_bytes: usize,
     /// Most subscriptions one connection may hold.
     pub max_subscriptions: usize,
     /// How often idle connections get a keep-alive (WebSocket ping, SSE comment).
@@ -103,6 +106,7 @@ impl Default for EdgeSettings {
             allow_anonymous: false,
             max_frame_bytes: 64 * 1024,
             outbox_bytes: 1024 * 1024,
+            catchup_bytes: herald_core::hub::DEFAULT_CATCHUP_BUDGET,
             max_subscriptions: 10_000,
             ping_interval: Duration::from_secs(25),
             deadlines: deadlines::Deadlines::default(),
@@ -134,6 +138,10 @@ pub struct Edge {
     /// Tracks upgraded WebSocket connections, which outlive their HTTP request, so shutdown can
     /// wait for them to say goodbye.
     pub connections: TaskTracker,
+    /// The runtime upgraded WebSocket connections run on, when HTTP requests are served on a
+    /// runtime of their own (the server's `http_workers`): an upgrade moves its connection
+    /// here, off the runtime that answers API requests. `None`: the same runtime for both.
+    pub sessions: Option<tokio::runtime::Handle>,
     /// The one keep-alive clock every WebSocket connection and directly served SSE stream
     /// follows.
     pub keepalive: KeepAlive,

@@ -14,6 +14,12 @@ use std::task::{ready, Context, Poll};
 use herald_core::{ErrorCode, HeraldError};
 use tokio::io::AsyncWrite;
 
+/// The most bytes a request head (request line and headers) may have; a longer one is answered
+/// `431` (or `414` when its request line alone is longer) by `crate::deadlines::TimedStream`,
+/// whatever size the reads that brought it were. hyper's own bound depends on how the bytes
+/// arrive (its buffer may grow past it within one read), so it is not the one that applies.
+pub const MAX_HEAD_BYTES: usize = 64 * 1024;
+
 /// What hyper's own error answers start with, after the status line.
 const HYPER_ERROR_HEADERS: &[u8] = b"\r\nconnection: close\r\ncontent-length: 0\r\n";
 
@@ -28,6 +34,13 @@ pub fn replacement(head: &[u8]) -> Option<Vec<u8>> {
     if !rest[line_end..].starts_with(HYPER_ERROR_HEADERS) {
         return None;
     }
+    let status_line = &head[.."HTTP/1.1 ".len() + line_end];
+    answer_for(status_line, status)
+}
+
+/// The whole JSON answer to a request the parser refuses, given its status line
+/// (`HTTP/1.1 431 Request Header Fields Too Large`) and status (`414`, `431` or `400`).
+fn answer_for(status_line: &[u8], status: &[u8]) -> Option<Vec<u8>> {
     let error = match status {
         b"414" => HeraldError::new(
             ErrorCode::TooLarge,
@@ -44,7 +57,6 @@ pub fn replacement(head: &[u8]) -> Option<Vec<u8>> {
         _ => return None,
     };
     let (_, body) = herald_proto::http::error_answer(&error);
-    let status_line = &head[.."HTTP/1.1 ".len() + line_end];
     let mut answer = status_line.to_vec();
     answer.extend_from_slice(
         format!(
@@ -55,6 +67,17 @@ pub fn replacement(head: &[u8]) -> Option<Vec<u8>> {
     );
     answer.extend_from_slice(&body);
     Some(answer)
+}
+
+/// The answer to a request head over [`MAX_HEAD_BYTES`]: `414` when not even its request line
+/// ended within the limit, else `431`.
+pub fn head_too_large(request_line_ended: bool) -> Vec<u8> {
+    let (line, status): (&[u8], &[u8]) = if request_line_ended {
+        (b"HTTP/1.1 431 Request Header Fields Too Large", b"431")
+    } else {
+        (b"HTTP/1.1 414 URI Too Long", b"414")
+    };
+    answer_for(line, status).expect("414 and 431 have answers")
 }
 
 /// A replacement answer being written in place of hyper's: the bytes, how many are written,

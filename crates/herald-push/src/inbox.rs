@@ -335,7 +335,9 @@ impl Inbox {
             .engine
             .subscribe_with(&plan.logs[i], outbox, &request, plan.filters[i].clone())
             .await?;
-        collapse(&mut catchup.messages);
+        // Paged: each page is collapsed on its own, so a push a later one replaces may still
+        // arrive when the two fall on different pages (best effort, as providers' collapse is).
+        catchup.shape_pages(collapse);
         Ok(catchup)
     }
 

@@ -47,6 +47,9 @@ pub enum ServerError {
     /// Meteor's ports were asked to serve TLS without a certificate.
     #[error("meteor_tls needs the server's certificate: set tls_cert and tls_key")]
     MeteorTlsWithoutCertificate,
+    /// The runtime that serves HTTP requests (`http_workers`) could not be started.
+    #[error("cannot start the HTTP runtime's threads")]
+    HttpRuntime(#[source] std::io::Error),
     /// The fan-out thread could not be started.
     #[error("cannot start the fan-out thread")]
     FanOut(#[source] std::io::Error),

@@ -10,7 +10,7 @@
 //! PostgreSQL store and talk through a Redis bus ([`settings::ClusterSettings`]).
 //!
 //! Modules: [`settings`] (what a server starts with), `server` (start and shutdown), `node`
-//! (opening the store and the bus together), `wiring` (building the parts and joining them), `listener` (the HTTP accept loop), `meteor` (the
+//! (opening the store and the bus together), `wiring` (building the parts and joining them), `listener` (the HTTP accept loop), `http_runtime` (the runtime HTTP requests are served on), `meteor` (the
 //! Meteor ports), `metrics` (the process's recorder), `usage_writer`, `secrets` (the generated
 //! token secret), `data_dir` (the data directory's lock), [`tls`] (certificates, their reload, the TLS
 //! configurations) and [`error`].
@@ -19,6 +19,7 @@
 
 mod data_dir;
 pub mod error;
+mod http_runtime;
 mod jwks_fetch;
 mod listener;
 mod meteor;
@@ -29,6 +30,8 @@ mod secrets;
 mod server;
 pub mod settings;
 pub mod tls;
+#[cfg(test)]
+mod usage_store;
 mod usage_writer;
 mod wiring;
 

@@ -25,12 +25,14 @@ use herald_edge::Edge;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tokio::runtime::Handle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 /// Accepts connections on `listener` (TLS ones when `tls` is given) and serves `app` on each
-/// until `shutdown` is cancelled.
+/// until `shutdown` is cancelled. Hyper serves them on `http_runtime` when given
+/// ([`crate::http_runtime`]); SSE streams served directly stay on this runtime.
 /// Returns the (closed) tracker of the HTTP connections still finishing, for the caller to wait
 /// on within its shutdown grace.
 pub(crate) async fn serve(
@@ -39,6 +41,7 @@ pub(crate) async fn serve(
     edge: Arc<Edge>,
     shutdown: CancellationToken,
     tls: Option<TlsAcceptor>,
+    http_runtime: Option<Handle>,
 ) -> TaskTracker {
     let connections = TaskTracker::new();
     let mut http = hyper::server::conn::http1::Builder::new();
@@ -65,6 +68,9 @@ pub(crate) async fn serve(
             continue;
         }
         let (app, http, edge, stop) = (app.clone(), http.clone(), edge.clone(), shutdown.clone());
+        let hand_off = http_runtime
+            .as_ref()
+            .map(|runtime| (runtime.clone(), connections.clone()));
         // The handshake and the first request are looked at in the connection's own task, so a
         // slow client holds up nothing else. A plain connection's task holds nothing of TLS.
         match &tls {
@@ -76,6 +82,7 @@ pub(crate) async fn serve(
                     http,
                     edge,
                     stop,
+                    hand_off,
                 ));
             }
             Some(tls) => {
@@ -83,7 +90,7 @@ pub(crate) async fn serve(
                 connections.spawn(async move {
                     let limit = edge.settings.deadlines.first_byte;
                     if let Some(conn) = Box::pin(tls.accept(tcp, limit)).await {
-                        serve_connection(conn, peer, app, http, edge, stop).await;
+                        serve_connection(conn, peer, app, http, edge, stop, hand_off).await;
                     }
                 });
             }
@@ -94,7 +101,8 @@ pub(crate) async fn serve(
     connections
 }
 
-/// Serves a fresh connection: its SSE stream if its first request is one, else hyper.
+/// Serves a fresh connection: its SSE stream if its first request is one, else hyper
+/// ([`serve_hyper`]).
 async fn serve_connection(
     conn: Conn,
     peer: SocketAddr,
@@ -102,22 +110,71 @@ async fn serve_connection(
     http: Arc<hyper::server::conn::http1::Builder>,
     edge: Arc<Edge>,
     stop: CancellationToken,
+    hand_off: Option<(Handle, TaskTracker)>,
 ) {
     let Some((conn, head_started)) = herald_edge::sse::serve_if_sse(&edge, conn).await else {
         return;
     };
-    let deadlines = edge.settings.deadlines;
-    // Boxed, so a task that streams SSE itself is not sized for hyper's connection.
-    Box::pin(serve_http(
-        &http,
+    // Boxed: a future is as large as its largest step for as long as it lives, and a task that
+    // streams SSE itself lives as long as its stream (hyper's steps and the look for a
+    // WebSocket handshake made every connection's task 232 B larger).
+    Box::pin(serve_hyper(
         conn,
         peer,
         head_started,
-        deadlines,
         app,
+        http,
+        edge,
         stop,
+        hand_off,
     ))
     .await;
+}
+
+/// Serves a connection with hyper: with `hand_off`, in a task of its own on that runtime,
+/// tracked with the others, unless its first request is a WebSocket handshake: that
+/// connection's session runs here, so it stays.
+#[allow(clippy::too_many_arguments)]
+async fn serve_hyper(
+    mut conn: Conn,
+    peer: SocketAddr,
+    head_started: Instant,
+    app: Router,
+    http: Arc<hyper::server::conn::http1::Builder>,
+    edge: Arc<Edge>,
+    stop: CancellationToken,
+    hand_off: Option<(Handle, TaskTracker)>,
+) {
+    let deadlines = edge.settings.deadlines;
+    drop(edge);
+    if let Some((runtime, connections)) = hand_off {
+        if !opens_websocket(&mut conn, deadlines.head).await {
+            let serve = async move {
+                if let Err(e) = conn.register_here() {
+                    tracing::debug!(error = %e, "could not move a connection to the HTTP runtime");
+                    return;
+                }
+                serve_http(&http, conn, peer, head_started, deadlines, app, stop).await;
+            };
+            connections.spawn_on(serve, &runtime);
+            return;
+        }
+    }
+    serve_http(&http, conn, peer, head_started, deadlines, app, stop).await;
+}
+
+/// Whether the first request of `conn` (whose first bytes have arrived) starts as a WebSocket
+/// handshake (`GET /v1/ws`); looks at most for `limit`. Only where the connection is served
+/// depends on it: a handshake served on the HTTP runtime works too, its connection then moves.
+async fn opens_websocket(conn: &mut Conn, limit: Duration) -> bool {
+    const HANDSHAKE: &[u8] = b"GET /v1/ws";
+    let mut first = [0u8; HANDSHAKE.len() + 1];
+    match tokio::time::timeout(limit, conn.peek(&mut first)).await {
+        Ok(Ok(n)) if n == first.len() => {
+            first.starts_with(HANDSHAKE) && matches!(first[HANDSHAKE.len()], b' ' | b'?')
+        }
+        _ => false,
+    }
 }
 
 /// Serves one connection with hyper until it closes, a deadline passes, or shutdown lets it

@@ -227,6 +227,10 @@ pub(crate) async fn open(
         }
     };
     let mut opened = opened;
+    let edge = &settings.edge;
+    opened
+        .0
+        .set_catchup_bytes(edge.catchup_bytes.min(edge.outbox_bytes));
     seal_token_secrets(settings, &mut opened.2).await?;
     if let Some(bus) = opened.1.redis() {
         bus.attach(opened.2.log.clone(), opened.2.tenancy.clone());

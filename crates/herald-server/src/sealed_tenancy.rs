@@ -239,47 +239,7 @@ mod tests {
     fn a_sealed_secret_opens_only_for_its_app_and_field() {
         let sealer =
             Arc::new(Sealer::new(&herald_push::credentials::sealer::generate_key()).unwrap());
-        struct Nothing;
-        #[async_trait]
-        impl Tenancy for Nothing {
-            async fn create_app(&self, _: &App) -> Result<bool, StoreError> {
-                Ok(false)
-            }
-            async fn apps(&self) -> Result<Vec<App>, StoreError> {
-                Ok(vec![])
-            }
-            async fn app(&self, _: &AppId) -> Result<Option<App>, StoreError> {
-                Ok(None)
-            }
-            async fn set_limits(&self, _: &AppId, _: AppLimits) -> Result<bool, StoreError> {
-                Ok(false)
-            }
-            async fn delete_app(&self, _: &AppId) -> Result<bool, StoreError> {
-                Ok(false)
-            }
-            async fn add_key(&self, _: &KeyInfo) -> Result<(), StoreError> {
-                Ok(())
-            }
-            async fn remove_key(&self, _: &AppId, _: &str) -> Result<bool, StoreError> {
-                Ok(false)
-            }
-            async fn keys(&self) -> Result<Vec<KeyInfo>, StoreError> {
-                Ok(vec![])
-            }
-            async fn add_usage(&self, _: &AppId, _: Usage) -> Result<(), StoreError> {
-                Ok(())
-            }
-            async fn usage(&self, _: &AppId) -> Result<Usage, StoreError> {
-                Ok(Usage::default())
-            }
-            async fn revoke_tokens(&self, _: &TokenRevocation) -> Result<(), StoreError> {
-                Ok(())
-            }
-            async fn token_revocations(&self) -> Result<Vec<TokenRevocation>, StoreError> {
-                Ok(vec![])
-            }
-        }
-        let sealed = SealedTenancy::new(Arc::new(Nothing), sealer);
+        let sealed = SealedTenancy::new(Arc::new(crate::usage_store::UsageOnly::default()), sealer);
         let (shop, other) = (
             AppId::parse("shop").unwrap(),
             AppId::parse("other").unwrap(),

@@ -18,6 +18,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::data_dir::DataDirLock;
 use crate::error::ServerError;
+use crate::http_runtime::HttpRuntime;
 use crate::meteor::MeteorListeners;
 use crate::settings::ServerSettings;
 use crate::tls::{CertificateInfo, ServerTls, TlsError};
@@ -104,6 +105,7 @@ async fn assemble(
     lock: Option<DataDirLock>,
     shutdown: &CancellationToken,
 ) -> Result<RunningServer, ServerError> {
+    let http_runtime = HttpRuntime::start(settings.http_workers)?;
     let edge = parts.edge(&settings, shutdown);
     let tls = settings.tls.clone().map(ServerTls::open).transpose()?;
     let meteor = MeteorListeners::bind(&settings.meteor, &edge, tls.as_ref())?;
@@ -153,7 +155,7 @@ async fn assemble(
     );
     let tls = tls.map(Arc::new);
     let serving = run(
-        (http, tls.as_ref().map(|t| t.http_acceptor())),
+        (http, tls.as_ref().map(|t| t.http_acceptor()), http_runtime),
         router,
         edge,
         parts,
@@ -177,9 +179,11 @@ async fn assemble(
 }
 
 /// Serves HTTP until shutdown, then drains connections within `grace`, waits for the
-/// background tasks (the usage writer's last write, Meteor's accept loops) and closes the store.
+/// background tasks (the usage writer's last write, Meteor's accept loops) and closes the store;
+/// the HTTP runtime stops last (work its requests started, such as counting a broadcast's
+/// audience, may run there until the store closes).
 async fn run(
-    (http, tls): (TcpListener, Option<TlsAcceptor>),
+    (http, tls, http_runtime): (TcpListener, Option<TlsAcceptor>, HttpRuntime),
     router: Router,
     edge: Arc<Edge>,
     parts: Parts,
@@ -187,7 +191,15 @@ async fn run(
     shutdown: CancellationToken,
     grace: Duration,
 ) {
-    let http = crate::listener::serve(http, router, edge.clone(), shutdown, tls).await;
+    let http = crate::listener::serve(
+        http,
+        router,
+        edge.clone(),
+        shutdown,
+        tls,
+        http_runtime.handle(),
+    )
+    .await;
     tracing::info!("shutting down: closing connections");
     edge.connections.close();
     let drained = async {
@@ -202,6 +214,7 @@ async fn run(
     }
     background.wait().await;
     parts.close().await;
+    drop(http_runtime);
     tracing::info!("store closed; bye");
 }
 

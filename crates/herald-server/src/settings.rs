@@ -46,6 +46,11 @@ pub struct ServerSettings {
     pub edge: EdgeSettings,
     /// How long shutdown waits for connections to finish before closing the store anyway.
     pub shutdown_grace: Duration,
+    /// Worker threads of the runtime that serves HTTP requests (the publisher and admin API,
+    /// long-poll, the WebSocket handshake), apart from the runtime that runs WebSocket and SSE
+    /// connections, so an answer never queues behind a fan-out's wakes. `0` serves HTTP on the
+    /// caller's runtime, with everything else.
+    pub http_workers: usize,
     /// How long entries of the audit log of admin actions are kept.
     pub audit_retention: Duration,
     /// History and delivery options per channel-name prefix.
@@ -187,6 +192,7 @@ impl ServerSettings {
             previous_token_secret: None,
             edge: EdgeSettings::default(),
             shutdown_grace: Duration::from_secs(10),
+            http_workers: default_http_workers(),
             audit_retention: herald_api::audit::DEFAULT_RETENTION,
             namespaces: Namespaces::default(),
             meteor: MeteorPorts::default(),
@@ -198,6 +204,11 @@ impl ServerSettings {
             tls: None,
         }
     }
+}
+
+/// The default [`ServerSettings::http_workers`]: one per CPU, as many as the main runtime has.
+pub fn default_http_workers() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
 }
 
 impl std::fmt::Debug for ServerSettings {
@@ -215,6 +226,7 @@ impl std::fmt::Debug for ServerSettings {
             .field("previous_token_secret", &set(&self.previous_token_secret))
             .field("edge", &self.edge)
             .field("shutdown_grace", &self.shutdown_grace)
+            .field("http_workers", &self.http_workers)
             .field("audit_retention", &self.audit_retention)
             .field("namespaces", &self.namespaces)
             .field("meteor", &self.meteor)

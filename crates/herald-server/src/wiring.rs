@@ -189,6 +189,7 @@ impl Parts {
             settings: settings.edge.clone(),
             shutdown: shutdown.clone(),
             connections: TaskTracker::new(),
+            sessions: (settings.http_workers > 0).then(tokio::runtime::Handle::current),
             keepalive: KeepAlive::start(settings.edge.ping_interval, shutdown.clone()),
             limits: Arc::new(Limiters::new(settings.limits.clone())),
             parking: parking(settings.edge.park_idle_after, shutdown),

@@ -16,6 +16,7 @@ use herald_core::message::{Epoch, NewMessage, SharedMessage, StoredMessage};
 use herald_core::name::ChannelName;
 use rusqlite::{params, OptionalExtension, Transaction};
 
+use crate::known::KnownChannels;
 use crate::{backend, retention, seq_from_db, seq_to_db};
 
 /// The writer's view of one channel, kept in step with its `channels` row.
@@ -36,14 +37,24 @@ pub(crate) struct ChannelEntry {
 }
 
 /// Per-channel seq state for every channel the writer has touched since it started.
-#[derive(Default)]
 pub(crate) struct ChannelCache {
     entries: HashMap<ChannelName, ChannelEntry>,
     /// Channels touched by the batch in progress, in first-touch order.
     touched: Vec<ChannelName>,
+    /// Told of every channel row created, before its transaction commits.
+    known: Arc<KnownChannels>,
 }
 
 impl ChannelCache {
+    /// An empty cache that adds each channel it creates a row for to `known`.
+    pub fn new(known: Arc<KnownChannels>) -> Self {
+        ChannelCache {
+            entries: HashMap::new(),
+            touched: Vec::new(),
+            known,
+        }
+    }
+
     /// Drops the entries touched by a batch whose transaction failed.
     pub fn forget_touched(&mut self) {
         for name in self.touched.drain(..) {
@@ -64,7 +75,7 @@ impl ChannelCache {
         retention: Retention,
     ) -> Result<&mut ChannelEntry, StoreError> {
         if !self.entries.contains_key(name) {
-            let entry = load_or_create(tx, name, retention)?;
+            let entry = load_or_create(tx, name, retention, &self.known)?;
             self.entries.insert(name.clone(), entry);
         }
         let entry = self
@@ -263,6 +274,7 @@ fn load_or_create(
     tx: &Transaction<'_>,
     name: &ChannelName,
     retention: Retention,
+    known: &KnownChannels,
 ) -> Result<ChannelEntry, StoreError> {
     let row = tx
         .prepare_cached(
@@ -296,6 +308,8 @@ fn load_or_create(
             touched: false,
         });
     }
+    // Before the row can commit: from then on a subscriber must read it (see known.rs).
+    known.add(name);
     let epoch = Epoch::generate();
     tx.prepare_cached(
         "INSERT INTO channels (name, epoch, last_seq, first_seq, max_messages, max_age_ms) \

@@ -7,7 +7,8 @@
 //!
 //! Modules: [`options`] (sync policy and sizes), `schema` (tables and migrations), `writer` (the
 //! writer thread and its batching), `batch` (what one group-commit transaction does), `retention`
-//! (trimming old messages), `checkpoint` (background WAL checkpoints), `reader` (the read pool and read queries), `log` ([`SqliteLog`]).
+//! (trimming old messages), `checkpoint` (background WAL checkpoints), `reader` (the read pool and read queries), `known`
+//! (which channels have a log, so reads of the others are skipped), `log` ([`SqliteLog`]).
 //!
 //! The same database holds the apps (`tenancy`), the device registry and receipts (`devices`),
 //! the provider job queue (`jobs`), provider credentials (`credentials`) and the audit log of
@@ -27,6 +28,7 @@ mod devices;
 mod fault;
 mod job_counts;
 mod jobs;
+mod known;
 mod log;
 pub mod options;
 pub mod postgres;

@@ -19,6 +19,7 @@ use tokio::sync::oneshot;
 
 use crate::checkpoint::Checkpointer;
 use crate::fault::WriteFault;
+use crate::known::KnownChannels;
 use crate::options::SqliteOptions;
 use crate::reader::{self, ReadPool};
 use crate::writer::{AppendRequest, Request, WriteJob, Writer};
@@ -36,6 +37,8 @@ pub struct SqliteLog {
     checkpointer: Mutex<Option<Checkpointer>>,
     /// Why writes fail now, for `/healthz`.
     fault: Arc<WriteFault>,
+    /// The channels that may have a log: the others are answered without a read.
+    known: Arc<KnownChannels>,
 }
 
 /// Makes the database readable by its owner only: created so when missing (SQLite gives its
@@ -100,6 +103,7 @@ impl SqliteLog {
             restart_wanted.clone(),
             fault.clone(),
         )?;
+        let known = KnownChannels::new();
         let (tx, rx) = mpsc::channel();
         let writer = Writer::new(
             conn,
@@ -108,11 +112,14 @@ impl SqliteLog {
             sink,
             restart_wanted,
             fault.clone(),
+            known.clone(),
         );
         let handle = std::thread::Builder::new()
             .name("herald-store-writer".into())
             .spawn(move || writer.run(rx))
             .map_err(|e| StoreError::backend("cannot start store writer", e))?;
+        // The writer adds every channel it creates from now on; this adds those stored already.
+        known.load_in_background(&path);
         tracing::info!(path = %path.display(), sync = %options.sync, "store opened");
         Ok(Arc::new(SqliteLog {
             requests: RwLock::new(Some(tx)),
@@ -120,6 +127,7 @@ impl SqliteLog {
             readers,
             checkpointer: Mutex::new(Some(checkpointer)),
             fault,
+            known,
         }))
     }
 
@@ -188,6 +196,13 @@ impl SqliteLog {
         self.trim_expired_at(now_millis()).await
     }
 
+    /// Returns once the channels stored at open are known, so that reads of the others are
+    /// skipped (they are read until then). For tests.
+    #[doc(hidden)]
+    pub async fn stored_channels_known(&self) {
+        self.known.wait_loaded().await
+    }
+
     /// Stops accepting requests and hands back the writer thread, if still running.
     fn stop(&self) -> Option<JoinHandle<()>> {
         self.requests.write().take();
@@ -223,6 +238,12 @@ impl ChannelLog for SqliteLog {
         from: ReadFrom,
         limit: usize,
     ) -> Result<LogSlice, StoreError> {
+        if !self.known.may_have_log(channel) {
+            return Ok(LogSlice {
+                state: ChannelState::empty(channel.clone()),
+                messages: Vec::new(),
+            });
+        }
         let channel = channel.clone();
         self.readers
             .run(move |conn| reader::read_slice(conn, &channel, from, limit))
@@ -230,6 +251,9 @@ impl ChannelLog for SqliteLog {
     }
 
     async fn state(&self, channel: &ChannelName) -> Result<ChannelState, StoreError> {
+        if !self.known.may_have_log(channel) {
+            return Ok(ChannelState::empty(channel.clone()));
+        }
         let channel = channel.clone();
         self.readers
             .run(move |conn| {

@@ -26,6 +26,7 @@ use tokio::sync::oneshot;
 
 use crate::batch::{self, Batch, ChannelCache};
 use crate::fault::{self, WriteFault};
+use crate::known::KnownChannels;
 use crate::options::SyncMode;
 use crate::{backend, checkpoint, jobs, retention, schema};
 
@@ -103,13 +104,14 @@ impl Writer {
         sink: Arc<dyn CommitSink>,
         restart_wanted: Arc<AtomicBool>,
         fault: Arc<WriteFault>,
+        known: Arc<KnownChannels>,
     ) -> Self {
         Writer {
             conn,
             sync,
             max_batch: max_batch.max(1),
             sink,
-            cache: ChannelCache::default(),
+            cache: ChannelCache::new(known),
             restart_wanted,
             fault,
         }

@@ -1,7 +1,8 @@
 //! The SQLite channel log through its public API: appends and reads, seqs and epochs across
 //! restarts, idempotency, retention, group commit under concurrency and the commit sink; and the
 //! engine over it when fan-out runs behind the publishers. Devices, provider jobs and provider
-//! credentials through the push crate: [`devices`], [`jobs`], [`credentials`].
+//! credentials through the push crate: [`devices`], [`jobs`], [`credentials`]; channels subscribed
+//! before their first message: [`new_channels`].
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -22,6 +23,8 @@ mod credentials;
 mod devices;
 #[path = "sqlite_log/jobs/mod.rs"]
 mod jobs;
+#[path = "sqlite_log/new_channels.rs"]
+mod new_channels;
 
 /// Records every committed message as (channel, seq), in the order the sink saw them.
 #[derive(Default)]

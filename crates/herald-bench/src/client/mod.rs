@@ -282,6 +282,7 @@ fn action_channels(action: &Action, n: u64) -> Vec<String> {
             prefix,
             subjects,
             distinct: true,
+            ..
         } => (0..*subjects).map(|j| format!("{prefix}{n}/{j}")).collect(),
         Action::Subscribe {
             prefix, subjects, ..

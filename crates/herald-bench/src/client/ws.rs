@@ -49,6 +49,8 @@ pub(super) async fn ws(
         ..Default::default()
     };
     let mut next_id = 1u64;
+    // `--one-at-a-time`: the storm's channels still to subscribe, one per acknowledgement.
+    let mut one_by_one: std::collections::VecDeque<String> = Default::default();
     for ch in &channels {
         push_subscribe(&mut out, next_id, ch);
         next_id += 1;
@@ -59,6 +61,7 @@ pub(super) async fn ws(
         let now = now_ns();
         let mut at = 0;
         let mut closing = None;
+        let acks_before = tally.acks;
         while let Some(f) = wire::ws_parse(&mut buf[at..]) {
             let payload = &buf[at + f.start..at + f.end];
             match f.opcode {
@@ -78,8 +81,16 @@ pub(super) async fn ws(
             at += f.end;
         }
         buf.drain(..at);
+        let acked = tally.acks.saturating_sub(acks_before);
         if !tally.is_empty() {
             sh.apply(now, &mut tally);
+        }
+        for _ in 0..acked {
+            if let Some(ch) = one_by_one.pop_front() {
+                push_subscribe(&mut out, next_id, &ch);
+                next_id += 1;
+                tally.ack_sent_ns = now_ns();
+            }
         }
         if let Some(e) = closing {
             return Err(e);
@@ -115,9 +126,17 @@ pub(super) async fn ws(
                         next_id += 1;
                         wire::ws_frame(1, body.as_bytes(), &mut out);
                     }
-                    Some(a @ Action::Subscribe { .. }) => {
+                    Some(a @ Action::Subscribe { one_at_a_time, .. }) => {
                         tally.ack_sent_ns = now_ns();
-                        for ch in action_channels(&a, n) {
+                        let mut all = action_channels(&a, n).into_iter();
+                        let now: Vec<String> = if one_at_a_time {
+                            let first = all.next();
+                            one_by_one.extend(all);
+                            first.into_iter().collect()
+                        } else {
+                            all.collect()
+                        };
+                        for ch in now {
                             push_subscribe(&mut out, next_id, &ch);
                             next_id += 1;
                         }

@@ -1,7 +1,8 @@
 //! `subscribe-storm` (the iPush benchmark): `--users U` clients connect; then, at one moment,
 //! each subscribes to `--subjects S` channels at once (WebSocket: S subscribe commands written
 //! together; SSE and long-poll: one request naming S channels), and every subscription must be
-//! acknowledged. Prints iPush's per-second table (completed this second, cumulative, failed)
+//! acknowledged (with `--one-at-a-time`, each WebSocket user sends its next subscribe only once
+//! the previous one is acknowledged). Prints iPush's per-second table (completed this second, cumulative, failed)
 //! and the average rate.
 
 use std::time::Duration;
@@ -21,6 +22,11 @@ pub async fn run(args: StormArgs) -> anyhow::Result<Report> {
         "HERALD_MAX_SUBSCRIPTIONS",
         args.subjects.max(10_000).to_string(),
     )];
+    if args.one_at_a_time && args.common.transport != crate::proto::Transport::Ws {
+        anyhow::bail!(
+            "--one-at-a-time needs --transport ws (the others name every channel in one request)"
+        );
+    }
     let ctx = Ctx::open(&args.common, &env).await?;
     let prefix = format!("bench/{}/s/", ctx.run);
     if args.prepublish {
@@ -70,6 +76,7 @@ pub async fn run(args: StormArgs) -> anyhow::Result<Report> {
                 prefix: prefix.clone(),
                 subjects: args.subjects,
                 distinct: args.distinct,
+                one_at_a_time: args.one_at_a_time,
             },
         },
         false,
@@ -143,6 +150,7 @@ pub async fn run(args: StormArgs) -> anyhow::Result<Report> {
     r.detail("subjects", args.subjects);
     r.detail("distinct_channels", args.distinct);
     r.detail("prepublished", args.prepublish);
+    r.detail("one_at_a_time", args.one_at_a_time);
     r.detail("expected", expected);
     r.detail("acknowledged", acked);
     r.detail("error_replies", round.errors);

@@ -36,6 +36,22 @@ impl Conn {
         }
     }
 
+    /// Moves the socket's readiness registration to the tokio runtime this is called in, for a
+    /// connection accepted or served on another runtime: the runtime whose tasks wait on a
+    /// socket should be the one whose reactor watches it, so its wakes stay on its threads.
+    /// The connection is unchanged (its descriptor is duplicated and the duplicate registered
+    /// here; the original is deregistered and closed). Must be called inside a runtime.
+    pub fn register_here(&mut self) -> io::Result<()> {
+        let tcp = match self {
+            Conn::Plain(tcp) => tcp,
+            Conn::Tls(tls) => tls.tcp_mut(),
+        };
+        let duplicate = std::os::fd::AsFd::as_fd(tcp).try_clone_to_owned()?;
+        let here = TcpStream::from_std(std::net::TcpStream::from(duplicate))?;
+        drop(std::mem::replace(tcp, here));
+        Ok(())
+    }
+
     /// Whether this is a TLS connection.
     pub fn is_tls(&self) -> bool {
         matches!(self, Conn::Tls(_))

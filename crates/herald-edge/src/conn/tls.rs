@@ -88,6 +88,11 @@ impl TlsConn {
         self.stream.get_ref().0
     }
 
+    /// The TCP socket underneath, to move its registration ([`super::Conn::register_here`]).
+    pub(crate) fn tcp_mut(&mut self) -> &mut TcpStream {
+        self.stream.get_mut().0
+    }
+
     /// Ready when plaintext (or the end, or an error) is there to read, or the socket has bytes.
     pub fn poll_read_ready(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         if !self.replay.is_empty() || self.eof {

@@ -130,8 +130,8 @@ fn go_live(
     confirm: Confirm<'_>,
 ) -> Opened {
     let outcome = catchup.outcome.clone();
-    let seq = match (catchup.messages.first(), since) {
-        (Some(first), _) => first.seq - 1,
+    let seq = match (catchup.first_replayed(), since) {
+        (Some(first), _) => first - 1,
         (None, Some(since)) if outcome.recovered => since.seq,
         (None, _) => outcome.seq,
     };

@@ -74,8 +74,12 @@ impl Upgrade {
     }
 
     /// The `101 Switching Protocols` answer, and the future that yields the socket after it.
+    /// With `move_socket`, the socket's registration moves to the runtime that polls that
+    /// future ([`Conn::register_here`]): the connection's own, not the one that served the
+    /// HTTP request.
     pub fn accept(
         self,
+        move_socket: bool,
     ) -> (
         Response<Body>,
         impl std::future::Future<Output = Option<(Conn, Bytes)>>,
@@ -97,7 +101,16 @@ impl Upgrade {
                 }
             };
             match upgraded.downcast::<TokioIo<TimedStream>>() {
-                Ok(parts) => Some((parts.io.into_inner().into_inner(), parts.read_buf)),
+                Ok(parts) => {
+                    let mut conn = parts.io.into_inner().into_inner();
+                    if move_socket {
+                        if let Err(e) = conn.register_here() {
+                            tracing::warn!(error = %e, "could not move a WebSocket connection");
+                            return None;
+                        }
+                    }
+                    Some((conn, parts.read_buf))
+                }
                 Err(_) => {
                     tracing::error!("upgraded connection is not a Herald connection; closing it");
                     None

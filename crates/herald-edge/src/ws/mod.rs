@@ -76,14 +76,18 @@ pub async fn upgrade(
         Ok(counted) => counted,
         Err(e) => return error_response(&e),
     };
-    let (response, socket) = upgrade.accept();
+    // Served on the HTTP runtime (not the sessions'), the connection moves to the sessions'.
+    let elsewhere = edge.sessions.as_ref().filter(|sessions| {
+        tokio::runtime::Handle::try_current().map_or(true, |here| here.id() != sessions.id())
+    });
+    let (response, socket) = upgrade.accept(elsewhere.is_some());
     // Everything the connection keeps is built here and owned by the task as one value, which
     // `Connection::run` borrows: moved into a second future, it would be stored twice.
     let mut connection = Connection::new(edge.clone(), client, counted);
     // The upgrade future is boxed so its memory is freed once the socket is handed over,
     // instead of staying part of every idle connection's task.
     let socket = Box::pin(socket);
-    edge.connections.spawn(async move {
+    let run = async move {
         // Boxed: the upgrade and the first steps are no part of the idle connection's task.
         let Some((stream, place, gauge, end)) = Box::pin(connection.open(socket)).await else {
             return;
@@ -91,7 +95,11 @@ pub async fn upgrade(
         if let Some(to_park) = connection.serve(stream, place, gauge, end).await {
             park::park(connection, to_park);
         }
-    });
+    };
+    match elsewhere {
+        Some(sessions) => edge.connections.spawn_on(run, sessions),
+        None => edge.connections.spawn(run),
+    };
     response.into_response()
 }
 
@@ -448,6 +456,14 @@ fn read_available(
     Ok(true)
 }
 
+/// A queued frame's text payload, borrowed (a message's from its shared frame cache).
+fn payload(frame: &OutFrame) -> &[u8] {
+    match frame {
+        OutFrame::Control(b) => b,
+        OutFrame::Message(m) | OutFrame::Replayed(m) => herald_core::frames::ws_message_ref(m),
+    }
+}
+
 /// Encodes a batch of frames (and a ping after them, if `ping`) into one buffer and writes as
 /// much as the socket takes at once: usually all of it, in one syscall.
 fn write_frames(
@@ -460,28 +476,21 @@ fn write_frames(
     }
     let mut messages = 0u64;
     let mut lag_recorded = false;
-    let payloads: Vec<Bytes> = frames
-        .into_iter()
-        .map(|f| match f {
-            OutFrame::Control(b) => b,
+    let size = frames.iter().map(|f| payload(f).len() + 10).sum::<usize>() + 2;
+    let mut buf = Vec::with_capacity(size);
+    for f in &frames {
+        match f {
+            OutFrame::Control(_) => {}
             OutFrame::Message(m) => {
                 if !lag_recorded {
-                    herald_core::message::record_delivery_lag(&m);
+                    herald_core::message::record_delivery_lag(m);
                     lag_recorded = true;
                 }
                 messages += 1;
-                herald_core::frames::ws_message(&m)
             }
-            OutFrame::Replayed(m) => {
-                messages += 1;
-                herald_core::frames::ws_message(&m)
-            }
-        })
-        .collect();
-    let size = payloads.iter().map(|p| p.len() + 10).sum::<usize>() + 2;
-    let mut buf = Vec::with_capacity(size);
-    for p in &payloads {
-        frame::encode(&mut buf, Opcode::Text, p);
+            OutFrame::Replayed(_) => messages += 1,
+        }
+        frame::encode(&mut buf, Opcode::Text, payload(f));
     }
     if ping {
         frame::encode(&mut buf, Opcode::Ping, b"");
@@ -511,7 +520,10 @@ fn write_frames(
     // never splits one (only a blocked write pays for this).
     let mut frame_ends = Vec::new();
     let mut end = 0;
-    let sizes = payloads.iter().map(|p| p.len()).chain(ping.then_some(0));
+    let sizes = frames
+        .iter()
+        .map(|f| payload(f).len())
+        .chain(ping.then_some(0));
     for size in sizes {
         end += frame::encoded_len(size);
         if end > written {
@@ -532,5 +544,7 @@ fn disconnect_code(reason: CloseReason) -> u16 {
         | CloseReason::SecretChanged
         | CloseReason::DeviceRevoked => 4003,
         CloseReason::RateLimited => 4029,
+        CloseReason::ResumeLost => 4010,
+        CloseReason::StoreUnavailable => 1011,
     }
 }

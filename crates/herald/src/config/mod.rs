@@ -295,6 +295,8 @@ pub struct Config {
     pub max_frame_bytes: usize,
     /// Per-connection outbound queue limit in bytes; a slower reader is disconnected.
     pub outbox_bytes: usize,
+    /// Paged catch-up queued per subscription at a time, in bytes (at most `outbox_bytes`).
+    pub catchup_bytes: usize,
     /// Most subscriptions one connection may hold.
     pub max_subscriptions: usize,
     /// How often the server pings idle connections.
@@ -304,6 +306,8 @@ pub struct Config {
     pub park_idle_after: Duration,
     /// How long shutdown waits for connections to drain.
     pub shutdown_grace: Duration,
+    /// Worker threads of the runtime that serves HTTP requests; 0 shares the main runtime.
+    pub http_workers: usize,
     /// Least time between two fetches of an app's JWKS caused by unknown key ids.
     pub jwks_min_refetch: Duration,
     /// Longest a JWKS fetch (and a connect waiting for one) may take.
@@ -443,6 +447,7 @@ mod tests {
             (c.max_frame_bytes, c.outbox_bytes, c.max_subscriptions),
             (65536, 1 << 20, 10_000)
         );
+        assert_eq!(c.catchup_bytes, 64 << 10);
         assert_eq!(
             (c.ping_interval, c.shutdown_grace),
             (Duration::from_secs(25), Duration::from_secs(10))

@@ -73,10 +73,12 @@ impl Config {
             ("sync", text(self.sync.as_str()), ""),
             ("max_frame_bytes", int(self.max_frame_bytes as u64), ""),
             ("outbox_bytes", int(self.outbox_bytes as u64), ""),
+            ("catchup_bytes", int(self.catchup_bytes as u64), ""),
             ("max_subscriptions", int(self.max_subscriptions as u64), ""),
             ("ping_interval", dur(self.ping_interval), ""),
             ("park_idle_after", dur(self.park_idle_after), ""),
             ("shutdown_grace", dur(self.shutdown_grace), ""),
+            ("http_workers", int(self.http_workers as u64), ""),
             ("jwks_min_refetch", dur(self.jwks_min_refetch), ""),
             ("jwks_fetch_timeout", dur(self.jwks_fetch_timeout), ""),
             ("audit_retention", dur(self.audit_retention), ""),
@@ -278,10 +280,12 @@ impl fmt::Debug for Config {
             .field("sync", &self.sync)
             .field("max_frame_bytes", &self.max_frame_bytes)
             .field("outbox_bytes", &self.outbox_bytes)
+            .field("catchup_bytes", &self.catchup_bytes)
             .field("max_subscriptions", &self.max_subscriptions)
             .field("ping_interval", &self.ping_interval)
             .field("park_idle_after", &self.park_idle_after)
             .field("shutdown_grace", &self.shutdown_grace)
+            .field("http_workers", &self.http_workers)
             .field("jwks_min_refetch", &self.jwks_min_refetch)
             .field("jwks_fetch_timeout", &self.jwks_fetch_timeout)
             .field("audit_retention", &self.audit_retention)

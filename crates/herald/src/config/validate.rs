@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use herald_server::settings::default_http_workers;
 use herald_server::vocabulary::SyncMode;
 use toml::Value;
 
@@ -122,6 +123,7 @@ impl Layers {
             })?,
             max_frame_bytes: self.get("max_frame_bytes", 65536, usize_at_least(1024))?,
             outbox_bytes: self.get("outbox_bytes", 1 << 20, usize_at_least(4096))?,
+            catchup_bytes: self.get("catchup_bytes", 64 << 10, usize_at_least(1024))?,
             max_subscriptions: self.get("max_subscriptions", 10_000, usize_at_least(1))?,
             ping_interval: self.get("ping_interval", Duration::from_secs(25), |r| {
                 Some(duration(r)?)
@@ -130,6 +132,11 @@ impl Layers {
             })?,
             park_idle_after: self.get("park_idle_after", Duration::ZERO, duration)?,
             shutdown_grace: self.get("shutdown_grace", Duration::from_secs(10), duration)?,
+            http_workers: self.get("http_workers", default_http_workers(), |r| {
+                Some(usize_at_least(0)(r)?)
+                    .filter(|n| *n <= 256)
+                    .ok_or("must be at most 256".into())
+            })?,
             jwks_min_refetch: self.get("jwks_min_refetch", Duration::from_secs(10), duration)?,
             jwks_fetch_timeout: self.get("jwks_fetch_timeout", Duration::from_secs(5), |r| {
                 Some(duration(r)?)

@@ -521,3 +521,57 @@ async fn keepalive_pings_and_drops_silent_peers() {
         "a peer silent for a whole interval is dropped"
     );
 }
+
+/// Commits that queue up are fanned out together, a channel's run of messages to each
+/// subscriber at once: every subscriber still gets each of its channels' messages exactly once
+/// and in order, with runs of one channel next to runs of another in the same commits.
+#[tokio::test]
+async fn gathered_commits_reach_every_subscriber_complete_and_in_order() {
+    let server = Server::start().await;
+    let token = server.token(&["run/**"], &[]);
+    let mut both = Ws::connect(&server.ws_url(&format!("?token={token}"))).await;
+    let mut only_a = Ws::connect(&server.ws_url(&format!("?token={token}"))).await;
+    for ch in ["run/a", "run/b"] {
+        let r = both.request("subscribe", json!({ "channel": ch })).await;
+        assert_eq!(r["subscribe"]["seq"], 0, "{r}");
+    }
+    only_a
+        .request("subscribe", json!({ "channel": "run/a" }))
+        .await;
+    // Eight batch requests at once, each a run of "run/a" then an interleaved stretch.
+    let batches = (0..8).map(|i| {
+        let messages: Vec<Value> = (0..100)
+            .map(|j| {
+                let ch = if j < 60 || j % 2 == 0 {
+                    "run/a"
+                } else {
+                    "run/b"
+                };
+                json!({ "channel": ch, "data": { "batch": i, "j": j } })
+            })
+            .collect();
+        let server = &server;
+        async move {
+            let (status, r) = server
+                .post("/v1/batch", json!({ "messages": messages }))
+                .await;
+            assert_eq!(status, 200, "{r}");
+        }
+    });
+    futures_util::future::join_all(batches).await;
+    let (a_total, b_total) = (8 * 80, 8 * 20);
+    let got = recv_messages(&mut both, a_total + b_total).await;
+    let of = |ch: &str| -> Vec<Value> {
+        got.iter()
+            .filter(|m| m["message"]["channel"] == ch)
+            .cloned()
+            .collect()
+    };
+    let want = |n: u64| (1..=n).collect::<Vec<u64>>();
+    assert_eq!(seqs(&of("run/a")), want(a_total as u64));
+    assert_eq!(seqs(&of("run/b")), want(b_total as u64));
+    let got_a = recv_messages(&mut only_a, a_total).await;
+    assert_eq!(seqs(&got_a), want(a_total as u64));
+    let r = only_a.request("ping", json!({})).await;
+    assert!(r.get("pong").is_some(), "nothing of run/b: {r}");
+}

@@ -470,6 +470,16 @@ impl Ws {
         Ws { stream, next_id: 1 }
     }
 
+    /// The WebSocket handshake on a connection already open (for example one that has served
+    /// other HTTP requests).
+    pub async fn upgrade(stream: tokio::net::TcpStream, url: &str) -> Ws {
+        let stream = tokio_tungstenite::MaybeTlsStream::Plain(stream);
+        let (stream, _) = tokio_tungstenite::client_async(url, stream)
+            .await
+            .expect("ws upgrade");
+        Ws { stream, next_id: 1 }
+    }
+
     /// Tries to connect; returns the HTTP status of a refused upgrade.
     pub async fn try_connect(url: &str) -> Result<Ws, u16> {
         match tokio_tungstenite::connect_async(url).await {
