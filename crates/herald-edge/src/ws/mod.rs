@@ -28,12 +28,12 @@ use tokio::time::Sleep;
 use crate::conn::Conn;
 use crate::http::{client_token, error_response, query_pairs, secs_until};
 use crate::parking::idle::IdleTimer;
+use crate::parking::Ticket;
 use crate::roster::Place;
 use crate::socket::{slow_consumer_goodbye, write_rest, write_until_cut, Blocked, WRITE_TIMEOUT};
 use crate::Edge;
 use frame::{close, FrameReader, Incoming, Opcode};
 use handshake::Upgrade;
-use park::ToPark;
 use session::Session;
 
 /// Close code when a peer answered nothing for a whole ping interval.
@@ -89,12 +89,15 @@ pub async fn upgrade(
     let socket = Box::pin(socket);
     let run = async move {
         // Boxed: the upgrade and the first steps are no part of the idle connection's task.
-        let Some((stream, place, gauge, end)) = Box::pin(connection.open(socket)).await else {
+        let Some((mut stream, place, gauge, end)) = Box::pin(connection.open(socket)).await else {
             return;
         };
-        if let Some(to_park) = connection.serve(stream, place, gauge, end).await {
-            park::park(connection, to_park);
-        }
+        let served = match end {
+            Some(end) => Served::Ends(Some(end), Vec::new()),
+            None => connection.serve(&mut stream).await,
+        };
+        // Boxed: parking or saying goodbye is no part of the idle connection's task.
+        Box::pin(connection.after(served, stream, place, gauge)).await;
     };
     match elsewhere {
         Some(sessions) => edge.connections.spawn_on(run, sessions),
@@ -128,6 +131,15 @@ enum End {
     Close(u16),
     /// The socket is gone; nothing more can be sent.
     Gone,
+}
+
+/// How [`Connection::serve`] stopped.
+enum Served {
+    /// The connection ends: with this said (if anything), after what a slow-consumer cut left
+    /// of the frame in progress.
+    Ends(Option<End>, Vec<u8>),
+    /// It had nothing to do for `park_idle_after` and parks in this reserved slot.
+    Parks(Ticket),
 }
 
 /// What woke an idle connection.
@@ -194,14 +206,12 @@ impl Connection {
     }
 
     /// Serves the connection (fresh, or revived from parking) until it ends, or until it has
-    /// had nothing to do for `park_idle_after` and parks: then returns its socket and place.
-    async fn serve(
-        &mut self,
-        mut stream: Conn,
-        mut place: Place,
-        mut gauge: ConnectionGauge,
-        mut end: Option<End>,
-    ) -> Option<ToPark> {
+    /// had nothing to do for `park_idle_after` and reserves a parking slot. The socket, the
+    /// roster place and the rest are the caller's: passed by value into this future they
+    /// would be stored twice in the connection's task (an `async fn` keeps its arguments
+    /// apart from its locals).
+    async fn serve(&mut self, stream: &mut Conn) -> Served {
+        let mut end = None;
         // TLS connections stay in their task: rustls's session is not parked.
         let mut idle = match stream {
             Conn::Plain(_) => IdleTimer::new(self.session.edge().parking.delay()),
@@ -213,7 +223,7 @@ impl Connection {
             if !self.incoming.is_empty() {
                 self.heard_since_ping = true;
                 end = Box::pin(handle_incoming(
-                    &mut stream,
+                    stream,
                     &mut self.session,
                     &mut self.incoming,
                 ))
@@ -225,12 +235,11 @@ impl Connection {
                 self.expiry =
                     expires.map(|exp| (exp, Box::pin(tokio::time::sleep(secs_until(exp)))));
             }
-            let wake = std::future::poll_fn(|cx| self.poll_wake(&mut stream, idle.as_mut(), cx));
+            let wake = std::future::poll_fn(|cx| self.poll_wake(stream, idle.as_mut(), cx));
             let wake = match wake.await {
-                Wake::Idle => match self.park(stream, place, gauge) {
-                    Ok(to_park) => return Some(to_park),
-                    Err((back, parts, batch)) => {
-                        (stream, (place, gauge)) = (back, parts);
+                Wake::Idle => match self.reserve_parking(stream) {
+                    Ok(ticket) => return Served::Parks(ticket),
+                    Err(batch) => {
                         if batch.is_none() {
                             idle = None;
                         }
@@ -249,7 +258,7 @@ impl Connection {
             end = match wake {
                 Wake::Idle => None,
                 Wake::Readable(Ok(())) => {
-                    match read_available(&mut stream, &mut self.reader, &mut self.incoming) {
+                    match read_available(stream, &mut self.reader, &mut self.incoming) {
                         Ok(true) => None,
                         Ok(false) => Some(End::Gone),
                         Err(ReadError::Frame(e)) => Some(End::BadFrame(e)),
@@ -266,19 +275,16 @@ impl Connection {
                         }
                         std::mem::take(&mut self.heard_since_ping)
                     };
-                    match write_frames(&mut stream, batch.frames, ping) {
+                    match write_frames(stream, batch.frames, ping) {
                         Written::All => ends,
                         // Boxed: only a connection whose socket is full waits here.
                         Written::Part(pending) => {
                             let outbox = self.session.outbox();
                             let Pending { buf, frame_ends } = pending;
-                            let write = write_until_cut(
-                                &mut stream,
-                                outbox,
-                                buf,
-                                WRITE_TIMEOUT,
-                                |_, at| frame_ends.into_iter().find(|end| *end > at).unwrap_or(at),
-                            );
+                            let write =
+                                write_until_cut(stream, outbox, buf, WRITE_TIMEOUT, |_, at| {
+                                    frame_ends.into_iter().find(|end| *end > at).unwrap_or(at)
+                                });
                             match Box::pin(write).await {
                                 Blocked::Written => ends,
                                 Blocked::Cut(rest) => {
@@ -294,23 +300,32 @@ impl Connection {
                 Wake::Expired => Some(End::Disconnect(CloseReason::TokenExpired)),
             };
         }
+        Served::Ends(end, cut_frame)
+    }
+
+    /// After [`Connection::serve`]: parks the connection in its reserved slot, or ends it
+    /// (telling the client why, as `served` says).
+    async fn after(
+        mut self,
+        served: Served,
+        mut stream: Conn,
+        place: Place,
+        gauge: ConnectionGauge,
+    ) {
+        let (end, cut_frame) = match served {
+            Served::Parks(ticket) => return park::park(self, ticket, stream, place, gauge),
+            Served::Ends(end, cut_frame) => (end, cut_frame),
+        };
         let _gauge = gauge;
         self.session.edge().keepalive.leave(place);
         self.session.close();
         if let Some(end) = end {
-            // Boxed: said once, at the end, and no part of an idle connection.
-            Box::pin(goodbye(
-                &mut stream,
-                end,
-                self.session.edge().settings.max_frame_bytes,
-                cut_frame,
-            ))
-            .await;
+            let max_frame = self.session.edge().settings.max_frame_bytes;
+            goodbye(&mut stream, end, max_frame, cut_frame).await;
         }
         if stream.is_tls() {
-            Box::pin(stream.close()).await;
+            stream.close().await;
         }
-        None
     }
 
     /// Looks at the socket, the outbox, the expiry timer and the idle timer, in turns; pending

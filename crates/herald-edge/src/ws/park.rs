@@ -1,5 +1,5 @@
-//! A WebSocket connection parking and coming back ([`crate::parking`]): what it parks with
-//! ([`ToPark`]), its parked record ([`ParkedWs`]: the connection's state and its socket, no
+//! A WebSocket connection parking and coming back ([`crate::parking`]): its reservation of a
+//! slot, its parked record ([`ParkedWs`]: the connection's state and its socket, no
 //! task), and how the record resumes serving.
 
 use std::future::Future;
@@ -15,56 +15,37 @@ use crate::conn::Conn;
 use crate::parking::{raw, Parked, Ticket};
 use crate::roster::Place;
 
-/// A connection on its way to parking: its reserved slot (the outbox holds the slot's waker),
-/// its socket, and its place on the roster (where it stays while parked).
-pub(super) struct ToPark {
-    ticket: Ticket,
-    tcp: tokio::net::TcpStream,
-    place: Place,
-    gauge: ConnectionGauge,
-}
-
-/// What a connection that could not park gets back: its socket, its place and gauge, and
-/// what its outbox held, if that was the reason.
-type NotParked = (Conn, (Place, ConnectionGauge), Option<Batch>);
-
 impl Connection {
-    /// Reserves a parking slot for this idle connection. Refused (handing everything back)
-    /// when the outbox had something after all, or parking is off.
-    pub(super) fn park(
-        &mut self,
-        stream: Conn,
-        place: Place,
-        gauge: ConnectionGauge,
-    ) -> Result<ToPark, NotParked> {
-        let Conn::Plain(tcp) = stream else {
-            return Err((stream, (place, gauge), None));
-        };
-        match self.session.edge().parking.reserve(self.session.outbox()) {
-            Ok(ticket) => {
-                // The expiry timer is rebuilt on revival; the parking watches the expiry.
-                self.expiry = None;
-                Ok(ToPark {
-                    ticket,
-                    tcp,
-                    place,
-                    gauge,
-                })
-            }
-            Err(batch) => Err((Conn::Plain(tcp), (place, gauge), batch)),
+    /// Reserves a parking slot for this idle connection (the outbox then holds the slot's
+    /// waker). Refused when the socket is TLS or parking is off (`None`), or when the outbox
+    /// had something after all (which the caller gets to act on).
+    pub(super) fn reserve_parking(&mut self, stream: &Conn) -> Result<Ticket, Option<Batch>> {
+        if !matches!(stream, Conn::Plain(_)) {
+            return Err(None);
         }
+        let ticket = self.session.edge().parking.reserve(self.session.outbox())?;
+        // The expiry timer is rebuilt on revival; the parking watches the expiry.
+        self.expiry = None;
+        Ok(ticket)
     }
 }
 
-/// Parks `connection` in its reserved slot.
-pub(super) fn park(connection: Connection, to_park: ToPark) {
-    let ToPark {
-        ticket,
-        tcp,
-        place,
-        gauge,
-    } = to_park;
+/// Parks `connection` in its reserved slot, with its socket, its place on the roster (where it
+/// stays while parked) and its gauge.
+pub(super) fn park(
+    connection: Connection,
+    ticket: Ticket,
+    stream: Conn,
+    place: Place,
+    gauge: ConnectionGauge,
+) {
     let edge = connection.session.edge().clone();
+    let Conn::Plain(tcp) = stream else {
+        // Not reached: only a plain TCP connection reserves a slot.
+        edge.parking.cancel(ticket);
+        edge.keepalive.leave(place);
+        return;
+    };
     // Only what a connection between frames needs: the frame reader (empty) and the command
     // buffer are built again on revival.
     let Connection {
@@ -125,10 +106,9 @@ impl Parked for ParkedWs {
                 outbox_first: false,
                 expiry: None,
             };
-            let serving = connection.serve(Conn::Plain(tcp), place, gauge, None);
-            if let Some(to_park) = serving.await {
-                park(connection, to_park);
-            }
+            let mut stream = Conn::Plain(tcp);
+            let served = connection.serve(&mut stream).await;
+            Box::pin(connection.after(served, stream, place, gauge)).await;
         })
     }
 }
