@@ -105,6 +105,7 @@ pub(super) const KEYS: &[Key] = &[
     key("park_idle_after", &["HERALD_PARK_IDLE_AFTER"]),
     key("shutdown_grace", &["HERALD_SHUTDOWN_GRACE"]),
     key("http_workers", &["HERALD_HTTP_WORKERS"]),
+    key("fanout_backlog", &["HERALD_FANOUT_BACKLOG"]),
     key("jwks_min_refetch", &["HERALD_JWKS_MIN_REFETCH"]),
     key("jwks_fetch_timeout", &["HERALD_JWKS_FETCH_TIMEOUT"]),
     key("audit_retention", &["HERALD_AUDIT_RETENTION"]),
