@@ -12,6 +12,12 @@
 //! the outbox holds this slot's [`waker`] while it is parked), or when its token expires. The
 //! revived task carries on exactly where the connection left off.
 //!
+//! A wake that needs no task is answered in the parking instead ([`Parked::answer`]): a
+//! keep-alive ping request alone is written to the socket with one non-blocking send, and a
+//! parked WebSocket's readable socket holding only pongs is read on the parking thread. The
+//! record is lent out of its slot meanwhile (the slot stays reserved, so a wake in between is
+//! remembered and revives it as soon as it is back).
+//!
 //! Parking never loses a wake: the slot is reserved and the outbox given the slot's waker
 //! *before* the connection leaves its task ([`Parking::reserve`]); if the outbox has
 //! something by then the connection does not park, and a wake that comes before the record is
@@ -28,7 +34,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use herald_core::outbox::{Batch, Outbox};
@@ -50,8 +56,20 @@ pub(crate) trait Parked: Send + 'static {
     fn socket(&self) -> RawFd;
     /// When the connection's token expires (seconds since the Unix epoch), if it does.
     fn expires(&self) -> Option<u64>;
+    /// Answers a wake without a task if that is all it needs (a keep-alive ping written, pongs
+    /// read): true if the connection stays parked, false to revive it (having taken nothing
+    /// the revived task needs, or having shut the socket down if the answer went wrong).
+    fn answer(&mut self, cause: Cause<'_>) -> bool;
     /// The connection's task again, from where it parked.
     fn resume(self: Box<Self>) -> Pin<Box<dyn Future<Output = ()> + Send>>;
+}
+
+/// What woke a parked connection, when it might be answered without a task.
+pub(crate) enum Cause<'a> {
+    /// Its outbox: `waker` is the slot's, to leave in the outbox again if it stays parked.
+    Outbox(&'a Waker),
+    /// Its socket is readable.
+    Readable,
 }
 
 /// A reserved slot: the outbox holds its waker; [`Parking::park`] stores the connection in it.
@@ -78,6 +96,8 @@ struct Shared {
     after: Duration,
     stopping: AtomicBool,
     parked: metrics::Gauge,
+    /// Parked connections given a task again.
+    revivals: metrics::Counter,
 }
 
 impl Parking {
@@ -99,6 +119,7 @@ impl Parking {
             after,
             stopping: AtomicBool::new(false),
             parked: metrics::gauge!("herald_connections_parked"),
+            revivals: metrics::counter!("herald_connections_revived_total"),
         });
         let watcher = shared.clone();
         std::thread::Builder::new()
@@ -195,18 +216,38 @@ impl Parking {
 }
 
 impl Shared {
-    /// Revives the connection in `slot` if it is still the one of `generation`; a slot only
-    /// reserved remembers the wake for [`Parking::park`].
-    fn wake(&self, slot: u32, generation: u32) {
-        let revived = self.slots.lock().wake(slot, generation);
-        if let Some(revived) = revived {
-            self.revived(revived);
+    /// Revives the connection in `slot` if it is still the one of `generation`, unless the
+    /// wake's `cause` can be answered without a task; a slot only reserved (or whose record is
+    /// lent out) remembers the wake for when the record is stored.
+    fn wake(&self, slot: u32, generation: u32, cause: Option<Cause<'_>>) {
+        let Some(cause) = cause else {
+            let revived = self.slots.lock().wake(slot, generation);
+            if let Some(revived) = revived {
+                self.revived(revived);
+            }
+            return;
+        };
+        let Some(mut lent) = self.slots.lock().lend(slot, generation) else {
+            return;
+        };
+        if lent.record.answer(cause) {
+            let woken = self
+                .slots
+                .lock()
+                .store(slot, generation, lent.record, lent.tracker);
+            if let Some(revived) = woken {
+                self.revived(revived);
+            }
+        } else {
+            self.slots.lock().cancel(slot, generation);
+            self.revived(lent);
         }
     }
 
     /// Takes a revived connection's socket off the parking epoll and gives it a task again.
     fn revived(&self, revived: Revived) {
         self.parked.decrement(1.0);
+        self.revivals.increment(1);
         let fd = revived.record.socket();
         let _ = self.registry.deregister(&mut SourceFd(&fd));
         self.spawn(revived.record, revived.tracker);
@@ -236,7 +277,7 @@ impl Shared {
             }
             for event in events.iter() {
                 let (slot, generation) = slot_of(event.token().0);
-                self.wake(slot, generation);
+                self.wake(slot, generation, Some(Cause::Readable));
             }
             let now = unix_now();
             loop {
@@ -250,7 +291,7 @@ impl Shared {
                 let Some(Reverse((_, slot, generation))) = due else {
                     break;
                 };
-                self.wake(slot, generation);
+                self.wake(slot, generation, None);
             }
             self.forget_stale_expiries();
             if self.stopping.load(Ordering::Relaxed) && self.slots.lock().is_empty() {
@@ -293,6 +334,26 @@ fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+/// Writes a keep-alive ping (taken from `outbox` with [`Outbox::take_lone_ping`]) to a parked
+/// socket with one non-blocking send: true if the socket took all of it. If it took none, the
+/// ping is requested again for the task the connection is then revived into; if it took part
+/// of it, or failed, the socket is shut down (the revived task then ends the connection as
+/// gone, as a broken frame cannot be finished without a task).
+pub(crate) fn send_ping(socket: &std::net::TcpStream, ping: &[u8], outbox: &Outbox) -> bool {
+    use std::io::{ErrorKind, Write};
+    match (&*socket).write(ping) {
+        Ok(n) if n == ping.len() => true,
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
+            outbox.request_ping();
+            false
+        }
+        _ => {
+            let _ = socket.shutdown(std::net::Shutdown::Both);
+            false
+        }
+    }
 }
 
 /// The raw descriptor of a parked socket, for [`Parked::socket`].

@@ -108,11 +108,35 @@ impl Slots {
         }
     }
 
-    /// Whether the connection of `generation` is parked in `slot`.
+    /// Lends the connection of `generation` parked in `slot` out to answer a wake: the slot
+    /// stays reserved for it, so a wake meanwhile is remembered, and [`Slots::store`] takes it
+    /// back (or hands it back revived). A reserved slot remembers the wake instead.
+    pub(super) fn lend(&mut self, slot: u32, generation: u32) -> Option<Revived> {
+        let s = self.slot(slot, generation)?;
+        match &mut s.state {
+            State::Reserved { woken } => {
+                *woken = true;
+                None
+            }
+            State::Parked(..) => {
+                let reserved = State::Reserved { woken: false };
+                let State::Parked(record, tracker) = std::mem::replace(&mut s.state, reserved)
+                else {
+                    unreachable!("matched as parked just above")
+                };
+                self.parked -= 1;
+                Some(Revived { record, tracker })
+            }
+            State::Free => None,
+        }
+    }
+
+    /// Whether the connection of `generation` is parked in `slot` (or lent out of it).
     pub(super) fn is_parked(&self, slot: u32, generation: u32) -> bool {
-        self.slots
-            .get(slot as usize)
-            .is_some_and(|s| s.generation == generation && matches!(s.state, State::Parked(..)))
+        self.slots.get(slot as usize).is_some_and(|s| {
+            s.generation == generation
+                && matches!(s.state, State::Parked(..) | State::Reserved { .. })
+        })
     }
 
     /// How many connections are parked.
@@ -158,6 +182,9 @@ mod tests {
         fn expires(&self) -> Option<u64> {
             None
         }
+        fn answer(&mut self, _: super::super::Cause<'_>) -> bool {
+            true
+        }
         fn resume(self: Box<Self>) -> Pin<Box<dyn Future<Output = ()> + Send>> {
             Box::pin(async {})
         }
@@ -199,6 +226,29 @@ mod tests {
             .is_some());
         assert!(slots.is_empty());
         assert_eq!(slots.parked(), 0);
+    }
+
+    #[test]
+    fn a_lent_connection_goes_back_unless_woken_meanwhile() {
+        let tracker = TaskTracker::new();
+        let mut slots = Slots::default();
+        let (slot, generation) = slots.reserve();
+        assert!(slots
+            .store(slot, generation, Box::new(Record), tracker.token())
+            .is_none());
+        let lent = slots.lend(slot, generation).expect("parked");
+        assert_eq!(slots.parked(), 0);
+        assert!(slots.is_parked(slot, generation), "its expiry is kept");
+        assert!(slots
+            .store(slot, generation, lent.record, lent.tracker)
+            .is_none());
+        assert_eq!(slots.parked(), 1);
+        let lent = slots.lend(slot, generation).expect("parked");
+        assert!(slots.lend(slot, generation).is_none(), "lent once");
+        assert!(slots
+            .store(slot, generation, lent.record, lent.tracker)
+            .is_some());
+        assert!(slots.is_empty());
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The waker a parked connection leaves in its outbox: it names the connection's slot and
 //! generation, and waking it revives the connection ([`super::Shared::wake`]) on the waking
-//! thread, so a delivery to a parked connection costs no hop through the parking thread.
+//! thread, so a delivery to a parked connection costs no hop through the parking thread (a
+//! keep-alive ping request alone is answered there without reviving it).
 
 use std::sync::Arc;
 use std::task::{Wake, Waker};
@@ -19,7 +20,9 @@ impl Wake for SlotWaker {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        self.shared.wake(self.slot, self.generation);
+        let waker = Waker::from(self.clone());
+        let cause = super::Cause::Outbox(&waker);
+        self.shared.wake(self.slot, self.generation, Some(cause));
     }
 }
 

@@ -261,6 +261,13 @@ impl Connection {
         }
     }
 
+    /// A keep-alive tick with nothing else to write, for a stream not in its task: whether it
+    /// pings (as [`Connection::handle`] decides: only a stream that wrote nothing since the
+    /// tick before).
+    pub(super) fn lone_tick(&mut self) -> bool {
+        !std::mem::replace(&mut self.wrote_since_tick, false)
+    }
+
     /// Acts on what woke the stream, without waiting.
     fn handle(&mut self, conn: &mut Conn, wake: Wake) -> Step {
         match wake {

@@ -1,5 +1,6 @@
 //! A directly served SSE stream parking and coming back ([`crate::parking`]): its parked
-//! record ([`ParkedSse`]: the stream's state and its socket, no task).
+//! record ([`ParkedSse`]: the stream's state and its socket, no task), which answers a
+//! keep-alive tick by itself.
 
 use std::future::Future;
 use std::os::fd::RawFd;
@@ -8,7 +9,7 @@ use std::sync::Arc;
 
 use super::direct::{resume, Connection};
 use crate::conn::Conn;
-use crate::parking::{raw, Parked, Ticket};
+use crate::parking::{raw, send_ping, Cause, Parked, Ticket};
 use crate::roster::Place;
 use crate::Edge;
 
@@ -43,6 +44,18 @@ impl Parked for ParkedSse {
 
     fn expires(&self) -> Option<u64> {
         self.connection.stream.expires
+    }
+
+    fn answer(&mut self, cause: Cause<'_>) -> bool {
+        // Whatever the client sends (or its closing) is the revived task's to read.
+        let Cause::Outbox(waker) = cause else {
+            return false;
+        };
+        if !self.connection.stream.outbox.take_lone_ping(waker) {
+            return false;
+        }
+        let ping = self.connection.lone_tick();
+        !ping || send_ping(&self.socket, super::PING, &self.connection.stream.outbox)
     }
 
     fn resume(self: Box<Self>) -> Pin<Box<dyn Future<Output = ()> + Send>> {

@@ -1,8 +1,10 @@
 //! A WebSocket connection parking and coming back ([`crate::parking`]): its reservation of a
 //! slot, its parked record ([`ParkedWs`]: the connection's state and its socket, no
-//! task), and how the record resumes serving.
+//! task), how it answers keep-alive pings and pongs while parked, and how the record resumes
+//! serving.
 
 use std::future::Future;
+use std::io::Read;
 use std::os::fd::RawFd;
 use std::pin::Pin;
 
@@ -12,8 +14,15 @@ use super::frame::FrameReader;
 use super::session::Session;
 use super::{Connection, ConnectionGauge};
 use crate::conn::Conn;
-use crate::parking::{raw, Parked, Ticket};
+use crate::parking::{raw, send_ping, Cause, Parked, Ticket};
 use crate::roster::Place;
+
+/// A server ping frame with no payload, as [`super::frame::encode`] writes it.
+const PING_FRAME: [u8; 2] = [0x89, 0x00];
+
+/// The most a parked connection's socket is read on the parking thread: a few pongs. Anything
+/// longer revives the connection.
+const PONGS_READ: usize = 256;
 
 impl Connection {
     /// Reserves a parking slot for this idle connection (the outbox then holds the slot's
@@ -85,6 +94,41 @@ impl Parked for ParkedWs {
         self.session.expires()
     }
 
+    fn answer(&mut self, cause: Cause<'_>) -> bool {
+        match cause {
+            // A client that did not answer the last ping is closed by its task (4002), as
+            // any other wake is answered by it.
+            Cause::Outbox(waker) => {
+                let outbox = self.session.outbox();
+                let pinged = self.heard_since_ping
+                    && outbox.take_lone_ping(waker)
+                    && send_ping(&self.socket, &PING_FRAME, outbox);
+                if pinged {
+                    self.heard_since_ping = false;
+                }
+                pinged
+            }
+            // Pongs only are read here; anything else is left for the revived task to read.
+            Cause::Readable => {
+                let mut buf = [0; PONGS_READ];
+                let pongs = match self.socket.peek(&mut buf) {
+                    Ok(n) if n < PONGS_READ && only_pongs(&buf[..n]) => n,
+                    _ => return false,
+                };
+                match (&self.socket).read(&mut buf[..pongs]) {
+                    Ok(n) if n == pongs => {
+                        self.heard_since_ping = true;
+                        true
+                    }
+                    _ => {
+                        let _ = self.socket.shutdown(std::net::Shutdown::Both);
+                        false
+                    }
+                }
+            }
+        }
+    }
+
     fn resume(self: Box<Self>) -> Pin<Box<dyn Future<Output = ()> + Send>> {
         Box::pin(async move {
             let ParkedWs {
@@ -113,9 +157,59 @@ impl Parked for ParkedWs {
     }
 }
 
+/// Whether `data` is one or more whole pong frames from a client (masked, unfragmented, with
+/// at most 125 bytes of payload) and nothing else.
+fn only_pongs(mut data: &[u8]) -> bool {
+    if data.is_empty() {
+        return false;
+    }
+    while let [first, second, ..] = *data {
+        let len = usize::from(second & 0x7f);
+        // FIN and the pong opcode; the mask bit; a control frame's short length.
+        if first != 0x8A || second & 0x80 == 0 || len > 125 {
+            return false;
+        }
+        let Some(rest) = data.get(2 + 4 + len..) else {
+            return false;
+        };
+        data = rest;
+    }
+    data.is_empty()
+}
+
 #[cfg(test)]
 mod tests {
+    use super::super::frame::{self, Opcode};
     use super::*;
+
+    #[test]
+    fn the_ping_frame_is_an_empty_ping() {
+        let mut encoded = Vec::new();
+        frame::encode(&mut encoded, Opcode::Ping, b"");
+        assert_eq!(encoded, PING_FRAME);
+    }
+
+    #[test]
+    fn only_whole_masked_pongs_are_pongs() {
+        let pong = [0x8A, 0x80, 1, 2, 3, 4];
+        let pong_with_payload = [0x8A, 0x82, 1, 2, 3, 4, 9, 9];
+        assert!(only_pongs(&pong));
+        assert!(only_pongs(&[&pong[..], &pong_with_payload, &pong].concat()));
+        assert!(!only_pongs(&[]), "nothing read is not a pong");
+        assert!(!only_pongs(&pong[..5]), "a pong in part");
+        assert!(!only_pongs(&[0x8A, 0x00]), "unmasked");
+        assert!(!only_pongs(&[0x0A, 0x80, 1, 2, 3, 4]), "not final");
+        assert!(!only_pongs(&[0x89, 0x80, 1, 2, 3, 4]), "a ping");
+        assert!(!only_pongs(&[0x88, 0x82, 1, 2, 3, 4, 5, 6]), "a close");
+        assert!(
+            !only_pongs(&[&pong[..], &[0x81, 0x81, 1, 2, 3, 4, 5]].concat()),
+            "then text"
+        );
+        assert!(
+            !only_pongs(&[0x8A, 0xFE, 0, 200]),
+            "too long for a control frame"
+        );
+    }
 
     #[test]
     fn a_parked_connection_is_its_session_and_socket() {

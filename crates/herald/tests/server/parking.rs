@@ -36,6 +36,14 @@ async fn parked(s: &Server) -> u64 {
         .map_or(0, |v| v.trim().parse::<f64>().unwrap_or(0.0) as u64)
 }
 
+/// How many times parked connections were given a task again, from `/metrics`.
+async fn revivals(s: &Server) -> u64 {
+    let text = s.metrics().await;
+    text.lines()
+        .find_map(|l| l.strip_prefix("herald_connections_revived_total "))
+        .map_or(0, |v| v.trim().parse::<u64>().unwrap_or(0))
+}
+
 /// Waits (at most 20 s) until exactly `n` connections are parked.
 async fn wait_parked(s: &Server, n: u64) {
     let wait = async {
@@ -192,6 +200,7 @@ async fn a_parked_websocket_gets_every_message_in_order_and_is_answered() {
 async fn a_parked_websocket_is_pinged_and_stays_while_it_answers() {
     let s = server(&[("HERALD_PING_INTERVAL", "1s")]).await;
     let mut ws = parked_ws(&s, &token("alice", None), 0).await;
+    let revived = revivals(&s).await;
     let mut pings = 0;
     while pings < 3 {
         let next = tokio::time::timeout(Duration::from_secs(10), ws.stream.next())
@@ -204,6 +213,9 @@ async fn a_parked_websocket_is_pinged_and_stays_while_it_answers() {
             None | Some(Err(_)) => panic!("closed after {pings} pings"),
         }
     }
+    // The pings were written, and the pongs read, with the connection parked.
+    assert_eq!(revivals(&s).await, revived);
+    assert_eq!(parked(&s).await, 1);
     s.publish("news", json!({ "still": "here" })).await;
     let v = ws.recv().await.expect("the message after the pings");
     assert_eq!(v["message"]["data"]["still"], "here");
@@ -269,6 +281,7 @@ async fn a_parked_sse_stream_gets_every_message_in_order_and_pings() {
         assert_eq!(v["data"]["n"], i, "{v}");
     }
     wait_parked(&s, 1).await;
+    let revived = revivals(&s).await;
     let mut pings = 0;
     while pings < 2 {
         match sse.block().await.as_deref() {
@@ -276,6 +289,8 @@ async fn a_parked_sse_stream_gets_every_message_in_order_and_pings() {
             other => panic!("unexpected {other:?}"),
         }
     }
+    // The pings were written with the stream parked.
+    assert_eq!(revivals(&s).await, revived);
     // The client going away wakes it, and it is gone.
     drop(sse);
     wait_parked(&s, 0).await;
