@@ -6,8 +6,8 @@
 //! parked tokens' expiries with one heap; no task, future or I/O registration is kept per
 //! parked connection.
 //!
-//! A parked connection is revived into a task (spawned on the runtime, tracked by the edge's
-//! connection tracker) when its socket becomes readable, when its outbox is woken (a delivery,
+//! A parked connection is revived into a task (spawned on the runtime in batches, tracked by
+//! the edge's connection tracker) when its socket becomes readable, when its outbox is woken (a delivery,
 //! a reply, a keep-alive ping request, a close for a revocation, a slow consumer or shutdown:
 //! the outbox holds this slot's [`waker`] while it is parked), or when its token expires. The
 //! revived task carries on exactly where the connection left off.
@@ -98,6 +98,8 @@ struct Shared {
     parked: metrics::Gauge,
     /// Parked connections given a task again.
     revivals: metrics::Counter,
+    /// Revived connections waiting for their batch's task ([`Shared::revived`]).
+    reviving: Mutex<Vec<Revived>>,
 }
 
 impl Parking {
@@ -120,6 +122,7 @@ impl Parking {
             stopping: AtomicBool::new(false),
             parked: metrics::gauge!("herald_connections_parked"),
             revivals: metrics::counter!("herald_connections_revived_total"),
+            reviving: Mutex::new(Vec::new()),
         });
         let watcher = shared.clone();
         std::thread::Builder::new()
@@ -219,7 +222,7 @@ impl Shared {
     /// Revives the connection in `slot` if it is still the one of `generation`, unless the
     /// wake's `cause` can be answered without a task; a slot only reserved (or whose record is
     /// lent out) remembers the wake for when the record is stored.
-    fn wake(&self, slot: u32, generation: u32, cause: Option<Cause<'_>>) {
+    fn wake(self: &Arc<Self>, slot: u32, generation: u32, cause: Option<Cause<'_>>) {
         let Some(cause) = cause else {
             let revived = self.slots.lock().wake(slot, generation);
             if let Some(revived) = revived {
@@ -244,13 +247,32 @@ impl Shared {
         }
     }
 
-    /// Takes a revived connection's socket off the parking epoll and gives it a task again.
-    fn revived(&self, revived: Revived) {
+    /// Gives a revived connection a task again, in a batch: the waking thread (the fan-out
+    /// thread for a delivery to many) only queues it, and the first of a batch spawns one task
+    /// on the runtime that takes each queued connection's socket off the parking epoll and
+    /// spawns its task from there.
+    fn revived(self: &Arc<Self>, revived: Revived) {
         self.parked.decrement(1.0);
         self.revivals.increment(1);
-        let fd = revived.record.socket();
-        let _ = self.registry.deregister(&mut SourceFd(&fd));
-        self.spawn(revived.record, revived.tracker);
+        let first = {
+            let mut queued = self.reviving.lock();
+            queued.push(revived);
+            queued.len() == 1
+        };
+        if first {
+            let shared = self.clone();
+            self.runtime.spawn(async move { shared.revive_queued() });
+        }
+    }
+
+    /// The batch task of [`Shared::revived`].
+    fn revive_queued(&self) {
+        let batch = std::mem::take(&mut *self.reviving.lock());
+        for revived in batch {
+            let fd = revived.record.socket();
+            let _ = self.registry.deregister(&mut SourceFd(&fd));
+            self.spawn(revived.record, revived.tracker);
+        }
     }
 
     fn spawn(&self, record: Box<dyn Parked>, tracker: TaskTrackerToken) {
