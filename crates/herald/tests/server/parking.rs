@@ -222,6 +222,17 @@ async fn a_parked_websocket_is_pinged_and_stays_while_it_answers() {
 }
 
 #[tokio::test]
+async fn a_parked_websocket_that_stops_answering_pings_is_closed_with_4002() {
+    let s = server(&[("HERALD_PING_INTERVAL", "1s")]).await;
+    // The client reads nothing from here on, so it answers no ping: the parking writes the
+    // first, and the tick after revives the connection, which closes it.
+    let mut ws = parked_ws(&s, &token("alice", None), 0).await;
+    wait_parked(&s, 0).await;
+    let (_, code) = goodbye(&mut ws).await;
+    assert_eq!(code, Some(4002));
+}
+
+#[tokio::test]
 async fn parked_connections_are_closed_on_revoke_with_the_usual_frames() {
     let s = server(&[]).await;
     let mut ws = parked_ws(&s, &token("alice", None), 0).await;
