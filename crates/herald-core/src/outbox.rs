@@ -489,6 +489,21 @@ impl Outbox {
         wake(waiter);
     }
 
+    /// For a writer that is not in a task (a parked connection, woken by `waker`'s wake): if
+    /// the one thing to do is a keep-alive ping, takes the request and leaves `waker` to be woken
+    /// by what comes next (true); otherwise leaves everything for the writer to take (false).
+    pub fn take_lone_ping(&self, waker: &Waker) -> bool {
+        let mut q = self.queue.lock();
+        if !q.ping || !q.frames.is_empty() || q.closed.is_some() {
+            return false;
+        }
+        q.ping = false;
+        if !q.waiter.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            q.waiter = Some(waker.clone());
+        }
+        true
+    }
+
     /// Takes every queued frame without waiting. Returns the frames and the close reason, if any.
     pub fn take(&self) -> (VecDeque<OutFrame>, Option<CloseReason>) {
         let mut q = self.queue.lock();
@@ -545,6 +560,24 @@ mod tests {
 
     fn ctl(n: usize) -> OutFrame {
         OutFrame::Control(Bytes::from(vec![b'x'; n]))
+    }
+
+    #[tokio::test]
+    async fn a_lone_ping_is_taken_apart_and_anything_more_is_left_for_the_writer() {
+        let o = Outbox::new(1000);
+        let waker = std::task::Waker::noop().clone();
+        assert!(!o.take_lone_ping(&waker), "nothing requested");
+        o.request_ping();
+        assert!(o.take_lone_ping(&waker));
+        assert!(!o.take_lone_ping(&waker), "taken once");
+        o.request_ping();
+        assert!(o.push(ctl(10)));
+        assert!(!o.take_lone_ping(&waker), "a frame waits too");
+        let batch = std::future::poll_fn(|cx| o.poll_batch(cx)).await;
+        assert!(batch.ping && batch.frames.len() == 1);
+        o.request_ping();
+        o.close(CloseReason::Shutdown);
+        assert!(!o.take_lone_ping(&waker), "a close waits too");
     }
 
     #[tokio::test]

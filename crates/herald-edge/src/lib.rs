@@ -11,6 +11,7 @@ pub mod channels;
 pub mod conn;
 pub mod deadlines;
 mod http;
+pub mod parking;
 pub mod parse_errors;
 pub mod poll;
 pub mod refuse;
@@ -97,6 +98,9 @@ pub struct EdgeSettings {
     pub ping_interval: Duration,
     /// How long each state of a connection that is not a stream may last.
     pub deadlines: deadlines::Deadlines,
+    /// How long a plain-TCP WebSocket connection or SSE stream has nothing to do before it
+    /// leaves its task and waits parked ([`parking`]); `None` keeps every connection in a task.
+    pub park_idle_after: Option<Duration>,
 }
 
 impl Default for EdgeSettings {
@@ -110,6 +114,7 @@ impl Default for EdgeSettings {
             max_subscriptions: 10_000,
             ping_interval: Duration::from_secs(25),
             deadlines: deadlines::Deadlines::default(),
+            park_idle_after: None,
         }
     }
 }
@@ -147,6 +152,8 @@ pub struct Edge {
     /// The rate limits: commands per WebSocket connection, new connections per source
     /// address (checked by the listeners).
     pub limits: Arc<herald_core::limits::Limiters>,
+    /// Where idle connections wait without a task.
+    pub parking: parking::Parking,
 }
 
 /// One timer for every connection's keep-alive, and the one place shutdown reaches every

@@ -6,6 +6,7 @@
 //! router that joins them.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::response::IntoResponse;
 use axum::Router;
@@ -18,6 +19,7 @@ use herald_core::tenancy::{KeyInfo, Tenancy};
 use herald_core::tenant::AppId;
 use herald_core::usage::UsageMeter;
 use herald_core::{Engine, ErrorCode, HeraldError};
+use herald_edge::parking::Parking;
 use herald_edge::{Edge, KeepAlive};
 use herald_push::credentials::sealer::Sealer;
 use herald_push::credentials::CredentialStore;
@@ -190,6 +192,7 @@ impl Parts {
             sessions: (settings.http_workers > 0).then(tokio::runtime::Handle::current),
             keepalive: KeepAlive::start(settings.edge.ping_interval, shutdown.clone()),
             limits: Arc::new(Limiters::new(settings.limits.clone())),
+            parking: parking(settings.edge.park_idle_after, shutdown),
         })
     }
 
@@ -406,4 +409,15 @@ async fn method_not_allowed() -> impl IntoResponse {
         ErrorCode::MethodNotAllowed,
         "this endpoint does not take that method; see /v1/openapi.yaml",
     ))
+}
+
+/// Idle connections' parking (off without a delay, or if its thread cannot start).
+fn parking(after: Option<Duration>, shutdown: &CancellationToken) -> Parking {
+    let Some(after) = after else {
+        return Parking::disabled();
+    };
+    Parking::start(after, shutdown.clone()).unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "idle connections will not park: the parking thread did not start");
+        Parking::disabled()
+    })
 }

@@ -8,6 +8,13 @@ mod serve;
 
 use herald::config;
 
+/// jemalloc rather than the system's malloc: it gives the memory of freed connection tasks back
+/// to the system (glibc keeps it), so the server's RSS falls when idle connections park
+/// (docs/design/idle-connections.md). Its settings are built in (.cargo/config.toml).
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     cli::main().await

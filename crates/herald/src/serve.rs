@@ -189,6 +189,7 @@ fn settings(config: &Config) -> ServerSettings {
             max_subscriptions: config.max_subscriptions,
             ping_interval: config.ping_interval,
             deadlines: config.deadlines,
+            park_idle_after: Some(config.park_idle_after).filter(|d| !d.is_zero()),
         },
         shutdown_grace: config.shutdown_grace,
         http_workers: config.http_workers,

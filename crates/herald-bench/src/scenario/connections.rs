@@ -81,6 +81,9 @@ pub async fn run(args: ConnectionsArgs) -> anyhow::Result<Report> {
     ))
     .await;
     let cpu1 = ctx.mark(&pool);
+    // Read again at the end of the idle time: a server that parks idle connections (Herald's
+    // `park_idle_after`) holds less once they have parked than just after they opened.
+    let after_idle = ctx.probe();
     let idle = cpu0.share(&cpu1);
     let idle_cpu = cpu0.server_seconds(&cpu1);
 
@@ -121,6 +124,16 @@ pub async fn run(args: ConnectionsArgs) -> anyhow::Result<Report> {
     r.lines.push(format!(
         "opened {ok} connections in {open_s:.2} s ({cps:.0}/s), {failed} failed"
     ));
+    if let (Some(b), Some(a)) = (before, after_idle) {
+        if ok > 0 {
+            r.lines.push(format!(
+                "after {} s idle: server RSS {:.1} MB, {:.0} bytes per connection",
+                args.idle_seconds,
+                a.rss_bytes as f64 / 1e6,
+                (a.rss_bytes as f64 - b.rss_bytes as f64) / ok as f64
+            ));
+        }
+    }
     if let Some(c) = idle_cpu {
         r.lines.push(format!(
             "idle for {} s: server used {c:.3} CPU s ({:.2}% of one core)",
@@ -159,6 +172,10 @@ pub async fn run(args: ConnectionsArgs) -> anyhow::Result<Report> {
     r.detail("connections_per_sec", stats::round1(cps));
     r.detail("server_rss_before_bytes", before.map(|b| b.rss_bytes));
     r.detail("server_rss_after_bytes", settled.map(|b| b.rss_bytes));
+    r.detail(
+        "server_rss_after_idle_bytes",
+        after_idle.map(|b| b.rss_bytes),
+    );
     r.detail("idle_seconds", args.idle_seconds);
     r.detail("idle_server_cpu_seconds", idle_cpu.map(stats::round3));
     r.detail(

@@ -27,6 +27,9 @@ use super::{SseStream, PREAMBLE, STREAM_HEADERS};
 use crate::conn::Conn;
 use crate::deadlines::request_timeout;
 use crate::http::{error_parts, secs_until};
+use crate::parking::idle::IdleTimer;
+use crate::parking::{Parking, Ticket};
+use crate::roster::Place;
 use crate::socket::{
     send, slow_consumer_goodbye, try_send, write_rest, write_until_cut, Blocked, Sent,
     WRITE_TIMEOUT,
@@ -79,7 +82,23 @@ pub async fn serve_if_sse(edge: &Arc<Edge>, mut conn: Conn) -> Option<(Conn, Ins
         }
     };
     let place = edge.keepalive.join(&connection.stream.outbox);
-    connection.run(&mut conn).await;
+    let parking = parking_for(edge, &conn);
+    let ran = connection.run(&mut conn, parking).await;
+    // Boxed: said once, at the end, and no part of an idle stream's task.
+    Box::pin(after(edge, connection, conn, place, ran)).await;
+    None
+}
+
+/// Where a stream may park: nowhere for TLS, whose rustls session is not parked.
+fn parking_for<'a>(edge: &'a Edge, conn: &Conn) -> Option<&'a Parking> {
+    (!conn.is_tls()).then_some(&edge.parking)
+}
+
+/// Parks a stream that went idle, or closes one that ended.
+async fn after(edge: &Arc<Edge>, connection: Connection, mut conn: Conn, place: Place, ran: Ran) {
+    if let Ran::Parks(ticket) = ran {
+        return super::park::park(edge, connection, conn, place, ticket);
+    }
     edge.keepalive.leave(place);
     // Whatever the client sent is read first, so closing sends a FIN rather than a reset that
     // could discard the last events on the client's side.
@@ -90,7 +109,26 @@ pub async fn serve_if_sse(edge: &Arc<Edge>, mut conn: Conn) -> Option<(Conn, Ins
     if conn.is_tls() {
         Box::pin(conn.close()).await;
     }
-    None
+}
+
+/// Serves a stream revived from parking.
+pub(super) async fn resume(
+    edge: Arc<Edge>,
+    mut connection: Connection,
+    mut conn: Conn,
+    place: Place,
+) {
+    let parking = parking_for(&edge, &conn);
+    let ran = connection.run(&mut conn, parking).await;
+    Box::pin(after(&edge, connection, conn, place, ran)).await;
+}
+
+/// How a served stream stopped.
+enum Ran {
+    /// It is over.
+    Ended,
+    /// It had nothing to do for a while and parks in this slot.
+    Parks(Ticket),
 }
 
 /// Opens the stream and writes the response head with the first events; or answers the error
@@ -133,6 +171,8 @@ enum Wake {
     Outbox(Batch),
     /// The token expired.
     Expired,
+    /// Nothing happened for a whole `park_idle_after`: the stream may park.
+    Idle,
 }
 
 /// What to do after a wake.
@@ -146,8 +186,8 @@ enum Step {
 }
 
 /// One stream's state while it is served: all an idle SSE connection holds besides its socket.
-struct Connection {
-    stream: SseStream,
+pub(super) struct Connection {
+    pub(super) stream: SseStream,
     /// The token's expiry timer, boxed and only for tokens that expire.
     expiry: Option<Pin<Box<Sleep>>>,
     /// Whose turn it is to be looked at first, so neither direction starves the other.
@@ -157,13 +197,42 @@ struct Connection {
 }
 
 impl Connection {
-    /// Writes what the outbox hands out until the stream ends or the client goes away.
-    async fn run(&mut self, conn: &mut Conn) {
+    /// Writes what the outbox hands out until the stream ends or the client goes away, or
+    /// until it has had nothing to do for a while and reserves a slot in `parking`.
+    async fn run(&mut self, conn: &mut Conn, parking: Option<&Parking>) -> Ran {
+        if self.expiry.is_none() {
+            // Revived from parking, which dropped the timer.
+            self.expiry = self
+                .stream
+                .expires
+                .map(|exp| Box::pin(tokio::time::sleep(secs_until(exp))));
+        }
+        let mut idle = parking.and_then(|p| IdleTimer::new(p.delay()));
         loop {
-            let wake = std::future::poll_fn(|cx| self.poll_wake(conn, cx)).await;
+            let wake = std::future::poll_fn(|cx| self.poll_wake(conn, idle.as_mut(), cx));
+            let wake = match (wake.await, parking) {
+                (Wake::Idle, Some(parking)) => match parking.reserve(&self.stream.outbox) {
+                    Ok(ticket) => {
+                        self.expiry = None;
+                        return Ran::Parks(ticket);
+                    }
+                    Err(Some(batch)) => {
+                        idle.as_mut().map(IdleTimer::busy);
+                        Wake::Outbox(batch)
+                    }
+                    Err(None) => {
+                        idle = None;
+                        continue;
+                    }
+                },
+                (wake, _) => {
+                    idle.as_mut().map(IdleTimer::busy);
+                    wake
+                }
+            };
             match self.handle(conn, wake) {
                 Step::Wait => {}
-                Step::End => return,
+                Step::End => return Ran::Ended,
                 // Boxed: only a stream whose socket is full waits here.
                 Step::Blocked(rest, false) => {
                     let outbox = &self.stream.outbox;
@@ -173,21 +242,30 @@ impl Connection {
                         Blocked::Cut(mut rest) => {
                             let slow = Some(CloseReason::SlowConsumer);
                             self.stream.encode(VecDeque::new(), slow, false, &mut rest);
-                            return Box::pin(slow_consumer_goodbye(conn, rest)).await;
+                            Box::pin(slow_consumer_goodbye(conn, rest)).await;
+                            return Ran::Ended;
                         }
-                        Blocked::Failed => return,
+                        Blocked::Failed => return Ran::Ended,
                     }
                 }
                 // The stream's last bytes, its `disconnect` among them.
                 Step::Blocked(rest, true) => {
                     if self.stream.outbox.closed() == Some(CloseReason::SlowConsumer) {
-                        return Box::pin(slow_consumer_goodbye(conn, rest)).await;
+                        Box::pin(slow_consumer_goodbye(conn, rest)).await;
+                        return Ran::Ended;
                     }
                     let _ = Box::pin(write_rest(conn, rest)).await;
-                    return;
+                    return Ran::Ended;
                 }
             }
         }
+    }
+
+    /// A keep-alive tick with nothing else to write, for a stream not in its task: whether it
+    /// pings (as [`Connection::handle`] decides: only a stream that wrote nothing since the
+    /// tick before).
+    pub(super) fn lone_tick(&mut self) -> bool {
+        !std::mem::replace(&mut self.wrote_since_tick, false)
     }
 
     /// Acts on what woke the stream, without waiting.
@@ -220,12 +298,18 @@ impl Connection {
                 self.stream.outbox.close(CloseReason::TokenExpired);
                 Step::Wait
             }
+            Wake::Idle => Step::Wait,
         }
     }
 
-    /// Looks at the outbox, the socket and the expiry timer, in turns; pending (with the waker
-    /// left with each) when none has anything.
-    fn poll_wake(&mut self, conn: &mut Conn, cx: &mut Context<'_>) -> Poll<Wake> {
+    /// Looks at the outbox, the socket, the expiry timer and the idle timer, in turns; pending
+    /// (with the waker left with each) when none has anything.
+    fn poll_wake(
+        &mut self,
+        conn: &mut Conn,
+        idle: Option<&mut IdleTimer>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Wake> {
         self.outbox_first = !self.outbox_first;
         if self.outbox_first {
             if let Poll::Ready(batch) = self.stream.outbox.poll_batch(cx) {
@@ -243,6 +327,11 @@ impl Connection {
         if let Some(sleep) = &mut self.expiry {
             if sleep.as_mut().poll(cx).is_ready() {
                 return Poll::Ready(Wake::Expired);
+            }
+        }
+        if let Some(idle) = idle {
+            if idle.poll_idle(cx).is_ready() {
+                return Poll::Ready(Wake::Idle);
             }
         }
         Poll::Pending

@@ -15,6 +15,7 @@
 
 mod body;
 mod direct;
+mod park;
 pub(crate) mod sniff;
 
 use std::collections::VecDeque;

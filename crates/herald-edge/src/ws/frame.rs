@@ -91,6 +91,11 @@ pub struct FrameReader {
 }
 
 impl FrameReader {
+    /// Whether no frame or message is part-read (so the reader holds nothing to resume).
+    pub fn is_idle(&self) -> bool {
+        self.partial.is_empty() && self.fragmented.is_none()
+    }
+
     /// A reader that refuses frames and messages larger than `max_message` bytes.
     pub fn new(max_message: usize) -> Self {
         FrameReader {

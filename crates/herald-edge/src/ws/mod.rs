@@ -6,6 +6,7 @@
 
 pub(crate) mod frame;
 mod handshake;
+mod park;
 mod session;
 
 use std::future::Future;
@@ -26,6 +27,9 @@ use tokio::time::Sleep;
 
 use crate::conn::Conn;
 use crate::http::{client_token, error_response, query_pairs, secs_until};
+use crate::parking::idle::IdleTimer;
+use crate::parking::Ticket;
+use crate::roster::Place;
 use crate::socket::{slow_consumer_goodbye, write_rest, write_until_cut, Blocked, WRITE_TIMEOUT};
 use crate::Edge;
 use frame::{close, FrameReader, Incoming, Opcode};
@@ -83,7 +87,18 @@ pub async fn upgrade(
     // The upgrade future is boxed so its memory is freed once the socket is handed over,
     // instead of staying part of every idle connection's task.
     let socket = Box::pin(socket);
-    let run = async move { connection.run(socket).await };
+    let run = async move {
+        // Boxed: the upgrade and the first steps are no part of the idle connection's task.
+        let Some((mut stream, place, gauge, end)) = Box::pin(connection.open(socket)).await else {
+            return;
+        };
+        let served = match end {
+            Some(end) => Served::Ends(Some(end), Vec::new()),
+            None => connection.serve(&mut stream).await,
+        };
+        // Boxed: parking or saying goodbye is no part of the idle connection's task.
+        Box::pin(connection.after(served, stream, place, gauge)).await;
+    };
     match elsewhere {
         Some(sessions) => edge.connections.spawn_on(run, sessions),
         None => edge.connections.spawn(run),
@@ -118,6 +133,15 @@ enum End {
     Gone,
 }
 
+/// How [`Connection::serve`] stopped.
+enum Served {
+    /// The connection ends: with this said (if anything), after what a slow-consumer cut left
+    /// of the frame in progress.
+    Ends(Option<End>, Vec<u8>),
+    /// It had nothing to do for `park_idle_after` and parks in this reserved slot.
+    Parks(Ticket),
+}
+
 /// What woke an idle connection.
 enum Wake {
     /// The socket has something to read (or failed).
@@ -126,6 +150,8 @@ enum Wake {
     Outbox(Batch),
     /// The token expired.
     Expired,
+    /// Nothing happened for a whole `park_idle_after`: the connection may park.
+    Idle,
 }
 
 /// One WebSocket connection's state: the session and the frame parser. An idle connection is
@@ -159,14 +185,15 @@ impl Connection {
         }
     }
 
-    /// Serves the connection once `socket` (the finished upgrade) yields the TCP stream and the
-    /// bytes read past the handshake.
-    async fn run(&mut self, socket: Pin<Box<impl Future<Output = Option<(Conn, Bytes)>>>>) {
-        let Some((mut stream, read_ahead)) = socket.await else {
-            return;
-        };
-        let _gauge = ConnectionGauge::new();
-        let mut end = match self.reader.feed(&read_ahead, &mut self.incoming) {
+    /// Starts the connection once `socket` (the finished upgrade) yields the TCP stream and the
+    /// bytes read past the handshake: what [`Connection::serve`] then serves.
+    async fn open(
+        &mut self,
+        socket: Pin<Box<impl Future<Output = Option<(Conn, Bytes)>>>>,
+    ) -> Option<(Conn, Place, ConnectionGauge, Option<End>)> {
+        let (stream, read_ahead) = socket.await?;
+        let gauge = ConnectionGauge::new();
+        let end = match self.reader.feed(&read_ahead, &mut self.incoming) {
             Ok(()) => None,
             Err(e) => Some(End::BadFrame(e)),
         };
@@ -175,13 +202,28 @@ impl Connection {
         // Boxed: only device connections open an inbox, and the others should not carry the
         // future's state.
         Box::pin(self.session.start()).await;
+        Some((stream, place, gauge, end))
+    }
+
+    /// Serves the connection (fresh, or revived from parking) until it ends, or until it has
+    /// had nothing to do for `park_idle_after` and reserves a parking slot. The socket, the
+    /// roster place and the rest are the caller's: passed by value into this future they
+    /// would be stored twice in the connection's task (an `async fn` keeps its arguments
+    /// apart from its locals).
+    async fn serve(&mut self, stream: &mut Conn) -> Served {
+        let mut end = None;
+        // TLS connections stay in their task: rustls's session is not parked.
+        let mut idle = match stream {
+            Conn::Plain(_) => IdleTimer::new(self.session.edge().parking.delay()),
+            Conn::Tls(_) => None,
+        };
         // What a slow-consumer cut left of the frame in progress, written before the goodbye.
         let mut cut_frame = Vec::new();
         while end.is_none() {
             if !self.incoming.is_empty() {
                 self.heard_since_ping = true;
                 end = Box::pin(handle_incoming(
-                    &mut stream,
+                    stream,
                     &mut self.session,
                     &mut self.incoming,
                 ))
@@ -193,9 +235,30 @@ impl Connection {
                 self.expiry =
                     expires.map(|exp| (exp, Box::pin(tokio::time::sleep(secs_until(exp)))));
             }
-            end = match std::future::poll_fn(|cx| self.poll_wake(&mut stream, cx)).await {
+            let wake = std::future::poll_fn(|cx| self.poll_wake(stream, idle.as_mut(), cx));
+            let wake = match wake.await {
+                Wake::Idle => match self.reserve_parking(stream) {
+                    Ok(ticket) => return Served::Parks(ticket),
+                    Err(batch) => {
+                        if batch.is_none() {
+                            idle = None;
+                        }
+                        idle.as_mut().map(IdleTimer::busy);
+                        match batch {
+                            Some(batch) => Wake::Outbox(batch),
+                            None => continue,
+                        }
+                    }
+                },
+                wake => {
+                    idle.as_mut().map(IdleTimer::busy);
+                    wake
+                }
+            };
+            end = match wake {
+                Wake::Idle => None,
                 Wake::Readable(Ok(())) => {
-                    match read_available(&mut stream, &mut self.reader, &mut self.incoming) {
+                    match read_available(stream, &mut self.reader, &mut self.incoming) {
                         Ok(true) => None,
                         Ok(false) => Some(End::Gone),
                         Err(ReadError::Frame(e)) => Some(End::BadFrame(e)),
@@ -212,19 +275,16 @@ impl Connection {
                         }
                         std::mem::take(&mut self.heard_since_ping)
                     };
-                    match write_frames(&mut stream, batch.frames, ping) {
+                    match write_frames(stream, batch.frames, ping) {
                         Written::All => ends,
                         // Boxed: only a connection whose socket is full waits here.
                         Written::Part(pending) => {
                             let outbox = self.session.outbox();
                             let Pending { buf, frame_ends } = pending;
-                            let write = write_until_cut(
-                                &mut stream,
-                                outbox,
-                                buf,
-                                WRITE_TIMEOUT,
-                                |_, at| frame_ends.into_iter().find(|end| *end > at).unwrap_or(at),
-                            );
+                            let write =
+                                write_until_cut(stream, outbox, buf, WRITE_TIMEOUT, |_, at| {
+                                    frame_ends.into_iter().find(|end| *end > at).unwrap_or(at)
+                                });
                             match Box::pin(write).await {
                                 Blocked::Written => ends,
                                 Blocked::Cut(rest) => {
@@ -240,26 +300,42 @@ impl Connection {
                 Wake::Expired => Some(End::Disconnect(CloseReason::TokenExpired)),
             };
         }
+        Served::Ends(end, cut_frame)
+    }
+
+    /// After [`Connection::serve`]: parks the connection in its reserved slot, or ends it
+    /// (telling the client why, as `served` says).
+    async fn after(
+        mut self,
+        served: Served,
+        mut stream: Conn,
+        place: Place,
+        gauge: ConnectionGauge,
+    ) {
+        let (end, cut_frame) = match served {
+            Served::Parks(ticket) => return park::park(self, ticket, stream, place, gauge),
+            Served::Ends(end, cut_frame) => (end, cut_frame),
+        };
+        let _gauge = gauge;
         self.session.edge().keepalive.leave(place);
         self.session.close();
         if let Some(end) = end {
-            // Boxed: said once, at the end, and no part of an idle connection.
-            Box::pin(goodbye(
-                &mut stream,
-                end,
-                self.session.edge().settings.max_frame_bytes,
-                cut_frame,
-            ))
-            .await;
+            let max_frame = self.session.edge().settings.max_frame_bytes;
+            goodbye(&mut stream, end, max_frame, cut_frame).await;
         }
         if stream.is_tls() {
-            Box::pin(stream.close()).await;
+            stream.close().await;
         }
     }
 
-    /// Looks at the socket, the outbox and the expiry timer, in turns; pending (with the waker
-    /// left with each) when none has anything.
-    fn poll_wake(&mut self, stream: &mut Conn, cx: &mut Context<'_>) -> Poll<Wake> {
+    /// Looks at the socket, the outbox, the expiry timer and the idle timer, in turns; pending
+    /// (with the waker left with each) when none has anything.
+    fn poll_wake(
+        &mut self,
+        stream: &mut Conn,
+        idle: Option<&mut IdleTimer>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Wake> {
         self.outbox_first = !self.outbox_first;
         if self.outbox_first {
             if let Poll::Ready(batch) = self.session.outbox().poll_batch(cx) {
@@ -277,6 +353,12 @@ impl Connection {
         if let Some((_, sleep)) = &mut self.expiry {
             if sleep.as_mut().poll(cx).is_ready() {
                 return Poll::Ready(Wake::Expired);
+            }
+        }
+        // A frame read in part keeps the connection in its task until the rest arrives.
+        if let Some(idle) = idle.filter(|_| self.reader.is_idle()) {
+            if idle.poll_idle(cx).is_ready() {
+                return Poll::Ready(Wake::Idle);
             }
         }
         Poll::Pending

@@ -103,6 +103,7 @@ pub(super) const KEYS: &[Key] = &[
     key("tail_cache_bytes", &["HERALD_TAIL_CACHE_BYTES"]),
     key("max_subscriptions", &["HERALD_MAX_SUBSCRIPTIONS"]),
     key("ping_interval", &["HERALD_PING_INTERVAL"]),
+    key("park_idle_after", &["HERALD_PARK_IDLE_AFTER"]),
     key("shutdown_grace", &["HERALD_SHUTDOWN_GRACE"]),
     key("http_workers", &["HERALD_HTTP_WORKERS"]),
     key("fanout_backlog", &["HERALD_FANOUT_BACKLOG"]),

@@ -303,6 +303,9 @@ pub struct Config {
     pub max_subscriptions: usize,
     /// How often the server pings idle connections.
     pub ping_interval: Duration,
+    /// How long a WebSocket connection or SSE stream has nothing to do before it parks (leaves
+    /// its task); 0 never parks.
+    pub park_idle_after: Duration,
     /// How long shutdown waits for connections to drain.
     pub shutdown_grace: Duration,
     /// Worker threads of the runtime that serves HTTP requests; 0 shares the main runtime.

@@ -77,6 +77,7 @@ impl Config {
             ("tail_cache_bytes", int(self.tail_cache_bytes as u64), ""),
             ("max_subscriptions", int(self.max_subscriptions as u64), ""),
             ("ping_interval", dur(self.ping_interval), ""),
+            ("park_idle_after", dur(self.park_idle_after), ""),
             ("shutdown_grace", dur(self.shutdown_grace), ""),
             ("http_workers", int(self.http_workers as u64), ""),
             ("fanout_backlog", int(self.fanout_backlog as u64), ""),
@@ -285,6 +286,7 @@ impl fmt::Debug for Config {
             .field("tail_cache_bytes", &self.tail_cache_bytes)
             .field("max_subscriptions", &self.max_subscriptions)
             .field("ping_interval", &self.ping_interval)
+            .field("park_idle_after", &self.park_idle_after)
             .field("shutdown_grace", &self.shutdown_grace)
             .field("http_workers", &self.http_workers)
             .field("fanout_backlog", &self.fanout_backlog)

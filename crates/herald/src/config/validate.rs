@@ -131,6 +131,7 @@ impl Layers {
                     .filter(|d| !d.is_zero())
                     .ok_or("must be longer than 0s".into())
             })?,
+            park_idle_after: self.get("park_idle_after", Duration::ZERO, duration)?,
             shutdown_grace: self.get("shutdown_grace", Duration::from_secs(10), duration)?,
             http_workers: self.get("http_workers", default_http_workers(), |r| {
                 Some(usize_at_least(0)(r)?)

@@ -19,6 +19,7 @@ mod limits;
 mod meteor;
 mod meteor_security;
 mod new_channels;
+mod parking;
 mod providers;
 mod push;
 mod revoke;

@@ -1,0 +1,262 @@
+//! The parking's slots: where each parked connection's record is kept, by slot number and
+//! generation (a slot's generation changes every time it is freed, so a stale wake or epoll
+//! event for a connection that has left is ignored).
+
+use tokio_util::task::task_tracker::TaskTrackerToken;
+
+use super::Parked;
+
+/// A parked connection taken out of its slot to be given a task again.
+pub(super) struct Revived {
+    pub(super) record: Box<dyn Parked>,
+    pub(super) tracker: TaskTrackerToken,
+}
+
+enum State {
+    Free,
+    /// A connection is on its way in; `woken` if something woke it meanwhile.
+    Reserved {
+        woken: bool,
+    },
+    Parked(Box<dyn Parked>, TaskTrackerToken),
+}
+
+struct Slot {
+    generation: u32,
+    state: State,
+}
+
+/// Every slot, in use or free.
+#[derive(Default)]
+pub(super) struct Slots {
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    parked: usize,
+}
+
+impl Slots {
+    /// A slot for a connection about to park.
+    pub(super) fn reserve(&mut self) -> (u32, u32) {
+        let slot = match self.free.pop() {
+            Some(slot) => slot,
+            None => {
+                self.slots.push(Slot {
+                    generation: 0,
+                    state: State::Free,
+                });
+                u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 parked connections")
+            }
+        };
+        let s = &mut self.slots[slot as usize];
+        s.state = State::Reserved { woken: false };
+        (slot, s.generation)
+    }
+
+    /// Frees a reserved slot the connection did not park in after all.
+    pub(super) fn cancel(&mut self, slot: u32, generation: u32) {
+        if let Some(s) = self.slot(slot, generation) {
+            if matches!(s.state, State::Reserved { .. }) {
+                self.release(slot);
+            }
+        }
+    }
+
+    /// Stores a parked connection in its reserved slot; hands it back at once (revived) if it
+    /// was woken while on its way in.
+    pub(super) fn store(
+        &mut self,
+        slot: u32,
+        generation: u32,
+        record: Box<dyn Parked>,
+        tracker: TaskTrackerToken,
+    ) -> Option<Revived> {
+        let Some(s) = self.slot(slot, generation) else {
+            return Some(Revived { record, tracker });
+        };
+        match s.state {
+            State::Reserved { woken: false } => {
+                s.state = State::Parked(record, tracker);
+                self.parked += 1;
+                None
+            }
+            _ => {
+                self.release(slot);
+                Some(Revived { record, tracker })
+            }
+        }
+    }
+
+    /// A wake for the connection of `generation` in `slot`: a parked one is taken out (and the
+    /// slot freed); a reserved one remembers the wake.
+    pub(super) fn wake(&mut self, slot: u32, generation: u32) -> Option<Revived> {
+        let s = self.slot(slot, generation)?;
+        match &mut s.state {
+            State::Reserved { woken } => {
+                *woken = true;
+                None
+            }
+            State::Parked(..) => {
+                let State::Parked(record, tracker) = std::mem::replace(&mut s.state, State::Free)
+                else {
+                    unreachable!("matched as parked just above")
+                };
+                self.parked -= 1;
+                self.release(slot);
+                Some(Revived { record, tracker })
+            }
+            State::Free => None,
+        }
+    }
+
+    /// Lends the connection of `generation` parked in `slot` out to answer a wake: the slot
+    /// stays reserved for it, so a wake meanwhile is remembered, and [`Slots::store`] takes it
+    /// back (or hands it back revived). A reserved slot remembers the wake instead.
+    pub(super) fn lend(&mut self, slot: u32, generation: u32) -> Option<Revived> {
+        let s = self.slot(slot, generation)?;
+        match &mut s.state {
+            State::Reserved { woken } => {
+                *woken = true;
+                None
+            }
+            State::Parked(..) => {
+                let reserved = State::Reserved { woken: false };
+                let State::Parked(record, tracker) = std::mem::replace(&mut s.state, reserved)
+                else {
+                    unreachable!("matched as parked just above")
+                };
+                self.parked -= 1;
+                Some(Revived { record, tracker })
+            }
+            State::Free => None,
+        }
+    }
+
+    /// Whether the connection of `generation` is parked in `slot` (or lent out of it).
+    pub(super) fn is_parked(&self, slot: u32, generation: u32) -> bool {
+        self.slots.get(slot as usize).is_some_and(|s| {
+            s.generation == generation
+                && matches!(s.state, State::Parked(..) | State::Reserved { .. })
+        })
+    }
+
+    /// How many connections are parked.
+    pub(super) fn parked(&self) -> usize {
+        self.parked
+    }
+
+    /// Whether nothing is parked or on its way in.
+    pub(super) fn is_empty(&self) -> bool {
+        self.free.len() == self.slots.len()
+    }
+
+    fn slot(&mut self, slot: u32, generation: u32) -> Option<&mut Slot> {
+        self.slots
+            .get_mut(slot as usize)
+            .filter(|s| s.generation == generation)
+    }
+
+    fn release(&mut self, slot: u32) {
+        let s = &mut self.slots[slot as usize];
+        s.state = State::Free;
+        s.generation = s.generation.wrapping_add(1);
+        self.free.push(slot);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::os::fd::RawFd;
+    use std::pin::Pin;
+
+    use tokio_util::task::TaskTracker;
+
+    use super::*;
+
+    struct Record;
+
+    impl Parked for Record {
+        fn socket(&self) -> RawFd {
+            -1
+        }
+        fn expires(&self) -> Option<u64> {
+            None
+        }
+        fn answer(&mut self, _: super::super::Cause<'_>) -> bool {
+            true
+        }
+        fn resume(self: Box<Self>) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+            Box::pin(async {})
+        }
+    }
+
+    #[test]
+    fn a_wake_revives_a_parked_connection_once_and_ignores_stale_generations() {
+        let tracker = TaskTracker::new();
+        let mut slots = Slots::default();
+        let (slot, generation) = slots.reserve();
+        assert!(slots
+            .store(slot, generation, Box::new(Record), tracker.token())
+            .is_none());
+        assert!(slots.is_parked(slot, generation));
+        assert_eq!(slots.parked(), 1);
+        assert!(
+            slots.wake(slot, generation + 1).is_none(),
+            "another generation"
+        );
+        assert!(slots.wake(slot, generation).is_some());
+        assert!(slots.wake(slot, generation).is_none(), "revived once");
+        assert!(slots.is_empty());
+        let (again, next) = slots.reserve();
+        assert_eq!(
+            (again, next),
+            (slot, generation + 1),
+            "the slot is reused, newer"
+        );
+    }
+
+    #[test]
+    fn a_wake_before_the_record_is_stored_revives_it_on_arrival() {
+        let tracker = TaskTracker::new();
+        let mut slots = Slots::default();
+        let (slot, generation) = slots.reserve();
+        assert!(slots.wake(slot, generation).is_none());
+        assert!(slots
+            .store(slot, generation, Box::new(Record), tracker.token())
+            .is_some());
+        assert!(slots.is_empty());
+        assert_eq!(slots.parked(), 0);
+    }
+
+    #[test]
+    fn a_lent_connection_goes_back_unless_woken_meanwhile() {
+        let tracker = TaskTracker::new();
+        let mut slots = Slots::default();
+        let (slot, generation) = slots.reserve();
+        assert!(slots
+            .store(slot, generation, Box::new(Record), tracker.token())
+            .is_none());
+        let lent = slots.lend(slot, generation).expect("parked");
+        assert_eq!(slots.parked(), 0);
+        assert!(slots.is_parked(slot, generation), "its expiry is kept");
+        assert!(slots
+            .store(slot, generation, lent.record, lent.tracker)
+            .is_none());
+        assert_eq!(slots.parked(), 1);
+        let lent = slots.lend(slot, generation).expect("parked");
+        assert!(slots.lend(slot, generation).is_none(), "lent once");
+        assert!(slots
+            .store(slot, generation, lent.record, lent.tracker)
+            .is_some());
+        assert!(slots.is_empty());
+    }
+
+    #[test]
+    fn a_cancelled_reservation_frees_its_slot() {
+        let mut slots = Slots::default();
+        let (slot, generation) = slots.reserve();
+        slots.cancel(slot, generation);
+        assert!(slots.is_empty());
+        assert!(slots.wake(slot, generation).is_none());
+    }
+}
