@@ -141,14 +141,36 @@ async fn a_second_ctrl_c_exits_at_once() {
     let token = server.token(&["news"], &[]);
     let mut ws = Ws::connect(&server.ws_url(&format!("?token={token}"))).await;
     ws.request("subscribe", json!({ "channel": "news" })).await;
+    // A publish stuck in its body. `Expect: 100-continue` makes the server say when its
+    // handler starts reading the body, so the request is known to be in flight before the
+    // first Ctrl-C (else a shutdown that begins first closes the connection as idle and exits
+    // by itself, which is not what this test is about).
     let mut stuck = tokio::net::TcpStream::connect(server.addr).await.unwrap();
-    stuck
-        .write_all(
-            b"POST /v1/channels/news/messages HTTP/1.1\r\nHost: x\r\n\
-              Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"data\":",
-        )
-        .await
-        .unwrap();
+    let request = format!(
+        "POST /v1/channels/news/messages HTTP/1.1\r\nHost: x\r\n\
+         Authorization: Bearer {}\r\nContent-Type: application/json\r\n\
+         Content-Length: 100\r\nExpect: 100-continue\r\n\r\n",
+        support::API_KEY
+    );
+    stuck.write_all(request.as_bytes()).await.unwrap();
+    let mut head = Vec::new();
+    tokio::time::timeout(Duration::from_secs(20), async {
+        use tokio::io::AsyncReadExt;
+        let mut buf = [0u8; 256];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = stuck.read(&mut buf).await.unwrap();
+            assert!(n > 0, "closed before 100 Continue");
+            head.extend_from_slice(&buf[..n]);
+        }
+    })
+    .await
+    .expect("100 Continue");
+    assert!(
+        head.starts_with(b"HTTP/1.1 100"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    stuck.write_all(b"{\"data\":").await.unwrap();
     server.signal("INT");
     // The shutdown has begun once clients are told.
     let mut told = false;
