@@ -6,8 +6,7 @@
 //! many appends. Reads go through a small pool of read-only connections on tokio's blocking pool.
 //!
 //! Modules: [`options`] (sync policy and sizes), `schema` (tables and migrations), `writer` (the
-//! writer thread and its batching), `gather` (how long a commit waits for the publishers the
-//! last one answered, under `sync = batch`), `batch` (what one group-commit transaction does), `retention`
+//! writer thread and its batching), `batch` (what one group-commit transaction does), `retention`
 //! (trimming old messages), `checkpoint` (background WAL checkpoints), `reader` (the read pool and read queries), `known`
 //! (which channels have a log, so reads of the others are skipped), `log` ([`SqliteLog`]).
 //!
@@ -27,7 +26,6 @@ mod checkpoint;
 mod credentials;
 mod devices;
 mod fault;
-mod gather;
 mod job_counts;
 mod jobs;
 mod known;

@@ -1,9 +1,7 @@
 //! The writer thread: the only owner of the write connection. It blocks for the first request,
 //! drains whatever else queued up meanwhile (up to `max_batch` messages), commits it all in one
 //! transaction, hands the new messages to the [`CommitSink`] and only then replies. There is no
-//! artificial delay for a lone publisher: batches form from requests that arrived while the
-//! previous commit ran, and under `sync = batch` a commit also waits, briefly, for the
-//! publishers the previous one answered ([`crate::gather`]).
+//! artificial delay: batches form from requests that arrived while the previous commit ran.
 //!
 //! Between batches it sweeps expired messages about every 30 s, and in the same sweep (its own
 //! transaction) deletes a chunk of finished provider jobs of long-expired pushes. It exits when every sender is
@@ -14,7 +12,6 @@
 //! an fsync failed, every later request is refused without touching the database (see
 //! [`crate::fault`]).
 
-use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
@@ -29,7 +26,6 @@ use tokio::sync::oneshot;
 
 use crate::batch::{self, Batch, ChannelCache};
 use crate::fault::{self, WriteFault};
-use crate::gather::Gather;
 use crate::known::KnownChannels;
 use crate::options::SyncMode;
 use crate::{backend, checkpoint, jobs, retention, schema};
@@ -98,8 +94,6 @@ pub(crate) struct Writer {
     restart_wanted: Arc<AtomicBool>,
     /// Why writes fail now (no space, or halted after a failed fsync).
     fault: Arc<WriteFault>,
-    /// How long the last group commit's `COMMIT` took (its fsync included).
-    last_commit: Duration,
 }
 
 impl Writer {
@@ -120,7 +114,6 @@ impl Writer {
             cache: ChannelCache::new(known),
             restart_wanted,
             fault,
-            last_commit: Duration::ZERO,
         }
     }
 
@@ -137,12 +130,10 @@ impl Writer {
 
     /// The thread's main loop; returns when the request channel is closed and drained.
     pub(crate) fn run(mut self, requests: Receiver<Request>) {
-        // Requests taken off the channel and not yet handled, in arrival order.
-        let mut queue: VecDeque<Request> = VecDeque::new();
-        let mut gather = Gather::NONE;
+        let mut pending: Option<Request> = None;
         let mut next_trim = Instant::now() + AGE_TRIM_INTERVAL;
         loop {
-            let first = match queue.pop_front() {
+            let first = match pending.take() {
                 Some(request) => request,
                 None => match requests
                     .recv_timeout(next_trim.saturating_duration_since(Instant::now()))
@@ -162,21 +153,17 @@ impl Writer {
                 refuse(first, halted);
                 continue;
             }
-            let first = match first {
-                Request::Append(append) => Grouped::Append(append),
-                Request::Write(write) => Grouped::Write(write),
+            match first {
+                Request::Append(append) => {
+                    self.commit_batch(Grouped::Append(append), &requests, &mut pending)
+                }
+                Request::Write(write) => {
+                    self.commit_batch(Grouped::Write(write), &requests, &mut pending)
+                }
                 Request::TrimExpired { now_ms, reply } => {
                     let _ = reply.send(self.sweep(now_ms));
-                    continue;
                 }
-            };
-            if self.sync == SyncMode::Batch {
-                gather_into(&gather, &mut queue, &requests);
             }
-            let answered = self.commit_batch(first, &requests, &mut queue);
-            // What queued while that commit ran, counted before its publishers can be back.
-            queue.extend(requests.try_iter());
-            gather = Gather::after_commit(answered, queue.len(), self.last_commit, self.max_batch);
             self.restart_log_if_wanted();
             if Instant::now() >= next_trim {
                 let _ = self.sweep(now_millis());
@@ -188,21 +175,20 @@ impl Writer {
 
     /// Commits `first` and whatever appends and registry writes queue up behind it (up to
     /// `max_batch` messages, a write counting as one) in one transaction, then feeds the sink,
-    /// then replies to every request of the batch; returns how many append requests it answered
-    /// with their messages stored (none if it failed).
+    /// then replies to every request of the batch.
     ///
-    /// `queue` and then the channel are drained while the transaction is being built, so
-    /// requests that arrive while earlier ones are applied still join this commit. A request
-    /// that would overflow the batch, or one that cannot be grouped, is left at the front of
-    /// `queue` for next time. `SyncMode::Always` never groups.
+    /// The queue is drained while the transaction is being built, so requests that arrive while
+    /// earlier ones are applied still join this commit. A request that would overflow the batch,
+    /// or one that cannot be grouped, is left in `pending` for next time. `SyncMode::Always`
+    /// never groups.
     fn commit_batch(
         &mut self,
         first: Grouped,
         requests: &Receiver<Request>,
-        queue: &mut VecDeque<Request>,
-    ) -> usize {
+        pending: &mut Option<Request>,
+    ) {
         let mut replies = Replies::default();
-        let result = self.transact(first, requests, queue, &mut replies);
+        let result = self.transact(first, requests, pending, &mut replies);
         // Read at once: SQLite reports a write that failed with EFBIG or EDQUOT as a plain
         // write error, and only errno tells that it was for lack of space.
         let errno = std::io::Error::last_os_error().raw_os_error();
@@ -219,14 +205,12 @@ impl Writer {
                         tracing::error!("commit sink panicked; the messages are stored");
                     }
                 }
-                let answered = replies.appends.len();
                 for (reply, result) in replies.appends.into_iter().zip(batch.results) {
                     let _ = reply.send(Ok(result));
                 }
                 for (done, result) in replies.writes {
                     done(result);
                 }
-                answered
             }
             Err(err) => {
                 self.cache.forget_touched();
@@ -241,7 +225,6 @@ impl Writer {
                 for (done, _) in replies.writes {
                     done(Err(err.clone()));
                 }
-                0
             }
         }
     }
@@ -252,7 +235,7 @@ impl Writer {
         &mut self,
         first: Grouped,
         requests: &Receiver<Request>,
-        queue: &mut VecDeque<Request>,
+        pending: &mut Option<Request>,
         replies: &mut Replies,
     ) -> Result<Batch, StoreError> {
         let tx = self
@@ -296,24 +279,19 @@ impl Writer {
             if self.sync == SyncMode::Always || size >= self.max_batch {
                 break;
             }
-            let more = match queue.pop_front() {
-                Some(request) => Ok(request),
-                None => requests.try_recv(),
-            };
-            match more {
+            match requests.try_recv() {
                 Ok(Request::Append(more)) if size + more.messages.len() <= self.max_batch => {
                     next = Some(Grouped::Append(more));
                 }
                 Ok(Request::Write(write)) => next = Some(Grouped::Write(write)),
-                Ok(other) => queue.push_front(other),
+                Ok(other) => *pending = Some(other),
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => {}
             }
         }
         batch::write_back_touched(&tx, &mut self.cache)?;
         let started = Instant::now();
         tx.commit().map_err(backend)?;
-        self.last_commit = started.elapsed();
-        metrics::histogram!("herald_store_commit_seconds").record(self.last_commit.as_secs_f64());
+        metrics::histogram!("herald_store_commit_seconds").record(started.elapsed().as_secs_f64());
         Ok(batch)
     }
 
@@ -372,25 +350,6 @@ impl Writer {
             Ok(0) => {}
             Ok(pruned) => tracing::debug!(pruned, "finished jobs of expired pushes removed"),
             Err(err) => tracing::error!(error = %err, "finished-job prune failed"),
-        }
-    }
-}
-
-/// Waits, with one request in hand, until `queue` holds what `gather` expects besides it or
-/// its wait is over; takes whatever arrives meanwhile into `queue`.
-fn gather_into(gather: &Gather, queue: &mut VecDeque<Request>, requests: &Receiver<Request>) {
-    queue.extend(requests.try_iter());
-    if gather.satisfied(queue.len() + 1) {
-        return;
-    }
-    let deadline = Instant::now() + gather.wait;
-    while !gather.satisfied(queue.len() + 1) {
-        match requests.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(request) => {
-                queue.push_back(request);
-                queue.extend(requests.try_iter());
-            }
-            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return,
         }
     }
 }
