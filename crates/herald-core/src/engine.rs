@@ -201,6 +201,16 @@ impl Engine {
         self.hub.set_catchup_budget(bytes);
     }
 
+    /// Sets how many deliveries may wait for the fan-out before publishes to channels with
+    /// subscribers here wait for room (the `fanout_backlog` setting); `0` never makes them wait.
+    pub fn set_fanout_backlog(&self, deliveries: usize) {
+        self.hub.backlog().set_limit(if deliveries == 0 {
+            usize::MAX
+        } else {
+            deliveries
+        });
+    }
+
     /// Appends messages to a channel durably; subscribers receive them once stored.
     pub async fn publish(
         &self,
@@ -213,6 +223,12 @@ impl Engine {
         let retention = self.namespaces.options(channel.as_str()).retention;
         let started = std::time::Instant::now();
         let n = messages.len() as u64;
+        // A burst to a channel with subscribers here waits for the fan-out to catch up, so its
+        // messages wait here, not behind each other in thousands of outboxes (see
+        // `crate::fanout::backlog`).
+        if self.hub.subscriber_count(channel) > 0 {
+            self.hub.backlog().room().await;
+        }
         let out = self
             .log
             .append(channel, messages, retention)

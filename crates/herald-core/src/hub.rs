@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Mutex, RwLock};
 
 use crate::catchup::{Gap, LiveAction, Page, PageDone, PageRequest, Pager};
+use crate::fanout::backlog::Backlog;
 use crate::head::{Head, HeadLookup, HeadSlot};
 use crate::message::{SharedMessage, StoredMessage};
 use crate::name::ChannelName;
@@ -417,6 +418,8 @@ pub struct Hub {
     interest: OnceLock<Arc<dyn InterestHook>>,
     /// Catch-up bytes a subscription queues at a time ([`Hub::set_catchup_budget`]).
     catchup_budget: AtomicUsize,
+    /// Deliveries queued for the fan-out thread, which publishes wait for room in.
+    backlog: Backlog,
 }
 
 /// Default of [`Hub::set_catchup_budget`] (the `catchup_bytes` setting's default).
@@ -430,6 +433,7 @@ impl Default for Hub {
             next_id: AtomicU64::new(1),
             interest: OnceLock::new(),
             catchup_budget: AtomicUsize::new(DEFAULT_CATCHUP_BUDGET),
+            backlog: Backlog::default(),
         }
     }
 }
@@ -438,6 +442,12 @@ impl Hub {
     /// An empty hub.
     pub fn new() -> Arc<Self> {
         Arc::new(Hub::default())
+    }
+
+    /// The fan-out's backlog of deliveries, which publishes wait for room in (see
+    /// [`crate::fanout::backlog`]).
+    pub fn backlog(&self) -> &Backlog {
+        &self.backlog
     }
 
     /// Sets how many bytes of catch-up a new subscription queues at a time (its paged reads are

@@ -14,6 +14,7 @@ use std::task::{Context, Poll, Waker};
 use bytes::Bytes;
 use parking_lot::Mutex;
 
+use crate::fanout::drain::DrainTicket;
 use crate::message::SharedMessage;
 
 /// One queued frame.
@@ -129,6 +130,9 @@ struct Queue {
     /// Paged catch-up's share of the queue, while a catch-up uses it; `None` (one word) on
     /// connections that are not catching up.
     catchup: Option<Box<CatchupQueue>>,
+    /// Held while frames of a fan-out gather wait here, dropped when the writer takes them
+    /// (see [`crate::fanout::drain`]).
+    drain: Option<DrainTicket>,
 }
 
 /// What an outbox keeps of the paged catch-ups queuing to it.
@@ -144,6 +148,14 @@ struct CatchupQueue {
 }
 
 impl Queue {
+    /// Frames were queued: on the fan-out thread, in the middle of a gather, they are that
+    /// gather's until the writer takes them (an outbox holding an older gather's keeps that one).
+    fn hold_drain_ticket(&mut self) {
+        if self.drain.is_none() {
+            self.drain = crate::fanout::drain::ticket();
+        }
+    }
+
     /// Takes the waiting writer's waker, to be woken once the lock is released.
     fn waiter(&mut self) -> Option<Waker> {
         self.waiter.take()
@@ -155,6 +167,7 @@ impl Queue {
         self.closed = Some(CloseReason::SlowConsumer);
         self.frames = VecDeque::new();
         self.bytes = 0;
+        self.drain = None;
         crate::telemetry::telemetry().slow_consumers.increment(1);
         self.drained()
     }
@@ -258,6 +271,7 @@ impl Outbox {
         }
         q.bytes += cost;
         q.frames.push_back(frame);
+        q.hold_drain_ticket();
         let waiter = q.waiter();
         drop(q);
         wake(waiter);
@@ -288,6 +302,9 @@ impl Outbox {
             q.bytes += cost;
             q.frames.push_back(frame);
             queued += 1;
+        }
+        if queued > 0 {
+            q.hold_drain_ticket();
         }
         let waiter = if queued > 0 || q.closed.is_some() {
             q.waiter()
@@ -478,7 +495,9 @@ impl Outbox {
         q.bytes = 0;
         let pagers = q.drained();
         let taken = (std::mem::take(&mut q.frames), q.closed);
+        let ticket = q.drain.take();
         drop(q);
+        drop(ticket);
         wake_all(pagers);
         taken
     }
@@ -501,7 +520,9 @@ impl Outbox {
             closed: q.closed,
             ping: std::mem::take(&mut q.ping),
         };
+        let ticket = q.drain.take();
         drop(q);
+        drop(ticket);
         wake_all(pagers);
         Poll::Ready(batch)
     }

@@ -22,6 +22,11 @@ pub struct Telemetry {
     pub delivery_lag: Histogram,
     /// `herald_slow_consumer_disconnects_total`.
     pub slow_consumers: Counter,
+    /// `herald_publishes_paced_total`: publishes that waited for room in the fan-out's backlog.
+    pub publishes_paced: Counter,
+    /// `herald_fanout_writer_waits_total`: gathers the fan-out thread held back until the
+    /// connections' writers had taken the one before the last.
+    pub fanout_writer_waits: Counter,
     /// `herald_catchup_bytes`: paged catch-up queued in outboxes and not yet taken by their
     /// writers, on this node.
     pub catchup_bytes: Gauge,
@@ -58,6 +63,8 @@ pub fn telemetry() -> &'static Telemetry {
         deliveries: metrics::counter!("herald_deliveries_total"),
         delivery_lag: metrics::histogram!("herald_delivery_lag_seconds"),
         slow_consumers: metrics::counter!("herald_slow_consumer_disconnects_total"),
+        publishes_paced: metrics::counter!("herald_publishes_paced_total"),
+        fanout_writer_waits: metrics::counter!("herald_fanout_writer_waits_total"),
         catchup_bytes: metrics::gauge!("herald_catchup_bytes"),
         catchup_queued_max: metrics::gauge!("herald_catchup_queued_max_bytes"),
         catchup_pages: metrics::counter!("herald_catchup_pages_total"),

@@ -51,6 +51,10 @@ pub struct ServerSettings {
     /// connections, so an answer never queues behind a fan-out's wakes. `0` serves HTTP on the
     /// caller's runtime, with everything else.
     pub http_workers: usize,
+    /// Deliveries (a message times its subscribers on this node) that may wait for the fan-out
+    /// before publishes to channels with subscribers here wait for room; `0` never makes them
+    /// wait (see [`herald_core::fanout::backlog`]).
+    pub fanout_backlog: usize,
     /// How long entries of the audit log of admin actions are kept.
     pub audit_retention: Duration,
     /// History and delivery options per channel-name prefix.
@@ -193,6 +197,7 @@ impl ServerSettings {
             edge: EdgeSettings::default(),
             shutdown_grace: Duration::from_secs(10),
             http_workers: default_http_workers(),
+            fanout_backlog: DEFAULT_FANOUT_BACKLOG,
             audit_retention: herald_api::audit::DEFAULT_RETENTION,
             namespaces: Namespaces::default(),
             meteor: MeteorPorts::default(),
@@ -205,6 +210,9 @@ impl ServerSettings {
         }
     }
 }
+
+/// The default [`ServerSettings::fanout_backlog`].
+pub use herald_core::fanout::backlog::DEFAULT_FANOUT_BACKLOG;
 
 /// The default [`ServerSettings::http_workers`]: one per CPU, as many as the main runtime has.
 pub fn default_http_workers() -> usize {
@@ -227,6 +235,7 @@ impl std::fmt::Debug for ServerSettings {
             .field("edge", &self.edge)
             .field("shutdown_grace", &self.shutdown_grace)
             .field("http_workers", &self.http_workers)
+            .field("fanout_backlog", &self.fanout_backlog)
             .field("audit_retention", &self.audit_retention)
             .field("namespaces", &self.namespaces)
             .field("meteor", &self.meteor)

@@ -191,6 +191,7 @@ fn settings(config: &Config) -> ServerSettings {
         },
         shutdown_grace: config.shutdown_grace,
         http_workers: config.http_workers,
+        fanout_backlog: config.fanout_backlog,
         jwks: JwksOptions {
             min_refetch: config.jwks_min_refetch,
             fetch_timeout: config.jwks_fetch_timeout,

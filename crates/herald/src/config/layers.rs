@@ -104,6 +104,7 @@ pub(super) const KEYS: &[Key] = &[
     key("ping_interval", &["HERALD_PING_INTERVAL"]),
     key("shutdown_grace", &["HERALD_SHUTDOWN_GRACE"]),
     key("http_workers", &["HERALD_HTTP_WORKERS"]),
+    key("fanout_backlog", &["HERALD_FANOUT_BACKLOG"]),
     key("jwks_min_refetch", &["HERALD_JWKS_MIN_REFETCH"]),
     key("jwks_fetch_timeout", &["HERALD_JWKS_FETCH_TIMEOUT"]),
     key("audit_retention", &["HERALD_AUDIT_RETENTION"]),

@@ -305,6 +305,8 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// Worker threads of the runtime that serves HTTP requests; 0 shares the main runtime.
     pub http_workers: usize,
+    /// Deliveries that may wait for the fan-out before publishes wait; 0 never.
+    pub fanout_backlog: usize,
     /// Least time between two fetches of an app's JWKS caused by unknown key ids.
     pub jwks_min_refetch: Duration,
     /// Longest a JWKS fetch (and a connect waiting for one) may take.

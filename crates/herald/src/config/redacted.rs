@@ -78,6 +78,7 @@ impl Config {
             ("ping_interval", dur(self.ping_interval), ""),
             ("shutdown_grace", dur(self.shutdown_grace), ""),
             ("http_workers", int(self.http_workers as u64), ""),
+            ("fanout_backlog", int(self.fanout_backlog as u64), ""),
             ("jwks_min_refetch", dur(self.jwks_min_refetch), ""),
             ("jwks_fetch_timeout", dur(self.jwks_fetch_timeout), ""),
             ("audit_retention", dur(self.audit_retention), ""),
@@ -284,6 +285,7 @@ impl fmt::Debug for Config {
             .field("ping_interval", &self.ping_interval)
             .field("shutdown_grace", &self.shutdown_grace)
             .field("http_workers", &self.http_workers)
+            .field("fanout_backlog", &self.fanout_backlog)
             .field("jwks_min_refetch", &self.jwks_min_refetch)
             .field("jwks_fetch_timeout", &self.jwks_fetch_timeout)
             .field("audit_retention", &self.audit_retention)

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use herald_server::settings::default_http_workers;
+use herald_server::settings::{default_http_workers, DEFAULT_FANOUT_BACKLOG};
 use herald_server::vocabulary::SyncMode;
 use toml::Value;
 
@@ -136,6 +136,11 @@ impl Layers {
                     .filter(|n| *n <= 256)
                     .ok_or("must be at most 256".into())
             })?,
+            fanout_backlog: self.get(
+                "fanout_backlog",
+                DEFAULT_FANOUT_BACKLOG,
+                usize_at_least(0),
+            )?,
             jwks_min_refetch: self.get("jwks_min_refetch", Duration::from_secs(10), duration)?,
             jwks_fetch_timeout: self.get("jwks_fetch_timeout", Duration::from_secs(5), |r| {
                 Some(duration(r)?)

@@ -5,6 +5,7 @@ mod support;
 
 mod api;
 mod audit;
+mod burst;
 mod catchup;
 mod cli;
 mod client;

@@ -1,0 +1,217 @@
+//! The fan-out thread: receives committed messages from the log, in commit order, and delivers
+//! them through the hub. Running delivery here rather than on the store's writer thread means a
+//! channel with many subscribers never holds up the next group commit, and a publisher's answer
+//! never waits for subscribers to be queued. Commits that queue while the thread delivers are
+//! gathered and delivered together, a channel's run of messages to each subscriber at once.
+//!
+//! Bursts are paced so that a message waits a bounded time, not behind everything published
+//! before it: the thread delivers a gather only once the connections' writers have taken the
+//! one before the last ([`drain`]), so a burst waits in this thread's queue rather than in
+//! outboxes; the queue is counted in deliveries ([`backlog`]), and publishes to channels with
+//! subscribers here wait for room in it before they are stored. The queue is also bounded in
+//! commits, so a fan-out that falls behind slows commits from elsewhere (another node's, through
+//! the bus) instead of growing without limit.
+
+pub mod backlog;
+pub(crate) mod drain;
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::hub::Hub;
+use crate::log::CommitSink;
+use crate::message::SharedMessage;
+
+use self::drain::DrainWatch;
+
+/// Committed batches that may wait for the fan-out thread before commits block.
+const QUEUE_BATCHES: usize = 1024;
+
+/// Most messages of queued commits delivered together (see [`Hub::deliver_all`]).
+const MAX_GATHERED: usize = 4096;
+
+/// Most deliveries of queued commits delivered together: a gather to 10,000 subscribers is
+/// about 13 messages, each subscriber's share of it one write.
+const GATHER_DELIVERIES: usize = 128 * 1024;
+
+/// The commit sink that hands committed messages to the fan-out thread.
+pub struct FanOut {
+    queue: Arc<Queue>,
+    hub: Arc<Hub>,
+}
+
+/// Commits waiting for the fan-out thread.
+#[derive(Default)]
+struct Queue {
+    state: Mutex<QueueState>,
+    /// Signalled when a commit is queued or the sink is dropped.
+    filled: Condvar,
+    /// Signalled when the thread takes commits.
+    emptied: Condvar,
+}
+
+#[derive(Default)]
+struct QueueState {
+    /// Each commit's messages with its deliveries (as counted when it was queued).
+    commits: VecDeque<(Vec<SharedMessage>, usize)>,
+    /// The sink was dropped: deliver what is queued and stop.
+    closed: bool,
+}
+
+impl Queue {
+    fn push(&self, messages: Vec<SharedMessage>, deliveries: usize) {
+        let mut state = self.state.lock();
+        while state.commits.len() >= QUEUE_BATCHES && !state.closed {
+            self.emptied.wait(&mut state);
+        }
+        state.commits.push_back((messages, deliveries));
+        drop(state);
+        self.filled.notify_one();
+    }
+
+    /// Waits for queued commits and takes them, up to a gather's worth (at least one commit);
+    /// `None` once the sink is dropped and everything was taken.
+    fn gather(&self) -> Option<(Vec<SharedMessage>, usize)> {
+        let mut state = self.state.lock();
+        while state.commits.is_empty() {
+            if state.closed {
+                return None;
+            }
+            self.filled.wait(&mut state);
+        }
+        let (mut messages, mut deliveries) = state.commits.pop_front()?;
+        while messages.len() < MAX_GATHERED && deliveries < GATHER_DELIVERIES {
+            let Some((more, cost)) = state.commits.pop_front() else {
+                break;
+            };
+            messages.extend(more);
+            deliveries += cost;
+        }
+        drop(state);
+        self.emptied.notify_all();
+        Some((messages, deliveries))
+    }
+
+    fn close(&self) {
+        self.state.lock().closed = true;
+        self.filled.notify_all();
+        self.emptied.notify_all();
+    }
+}
+
+impl FanOut {
+    /// Starts the fan-out thread for `hub`. It stops once the returned sink is dropped and
+    /// everything queued has been delivered. Private to the crate: [`crate::Engine::open`]
+    /// (or [`crate::Engine::open_with_bus`]) starts the one fan-out that feeds an engine's hub.
+    pub(crate) fn start(hub: Arc<Hub>) -> std::io::Result<Arc<FanOut>> {
+        let queue = Arc::new(Queue::default());
+        let (taking, delivering) = (queue.clone(), hub.clone());
+        std::thread::Builder::new()
+            .name("herald-fanout".into())
+            .spawn(move || {
+                // The watches of the last two gathers delivered, the older first.
+                let mut older: Option<Arc<DrainWatch>> = None;
+                let mut newer: Option<Arc<DrainWatch>> = None;
+                loop {
+                    if older.take().is_some_and(|w| w.wait(drain::MAX_WAIT)) {
+                        crate::telemetry::telemetry()
+                            .fanout_writer_waits
+                            .increment(1);
+                    }
+                    let Some((messages, deliveries)) = taking.gather() else {
+                        break;
+                    };
+                    delivering.backlog().remove(deliveries);
+                    let watch = DrainWatch::new();
+                    watch.deliver(|| delivering.deliver_all(&messages));
+                    older = newer.replace(watch);
+                }
+            })?;
+        Ok(Arc::new(FanOut { queue, hub }))
+    }
+
+    /// The hub this fan-out delivers to: a networked bus sets its [`crate::hub::InterestHook`]
+    /// and reads [`Hub::head_floor`] there. Messages must still reach the hub only through
+    /// [`CommitSink::committed`] on this fan-out, which keeps them in order.
+    pub fn hub(&self) -> &Arc<Hub> {
+        &self.hub
+    }
+
+    /// Deliveries `messages` will make on this node (at least one per message, so that a
+    /// commit nobody here hears of still takes its place in the queue).
+    fn deliveries(&self, messages: &[SharedMessage]) -> usize {
+        let mut total = 0;
+        let mut rest = messages;
+        while let Some(first) = rest.first() {
+            let len = rest
+                .iter()
+                .position(|m| m.channel != first.channel)
+                .unwrap_or(rest.len());
+            total += len * self.hub.subscriber_count(&first.channel).max(1);
+            rest = &rest[len..];
+        }
+        total
+    }
+}
+
+impl Drop for FanOut {
+    fn drop(&mut self) {
+        self.queue.close();
+    }
+}
+
+impl CommitSink for FanOut {
+    fn committed(&self, messages: &[SharedMessage]) {
+        let deliveries = self.deliveries(messages);
+        self.hub.backlog().add(deliveries);
+        self.queue.push(messages.to_vec(), deliveries);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::{Epoch, StoredMessage};
+    use crate::outbox::{OutFrame, Outbox};
+    use crate::ChannelName;
+    use bytes::Bytes;
+
+    #[test]
+    fn delivers_in_commit_order_on_its_own_thread() {
+        let hub = Hub::new();
+        let ch = ChannelName::parse("f").unwrap();
+        let out = Outbox::new(1 << 20);
+        let (sub, _) = hub.subscribe(&ch, out.clone());
+        sub.go_live(vec![], 0);
+        let fanout = FanOut::start(hub).unwrap();
+        let batch = |from: u64| -> Vec<SharedMessage> {
+            (from..from + 3)
+                .map(|seq| {
+                    Arc::new(StoredMessage::new(
+                        ch.clone(),
+                        Epoch::new("e"),
+                        seq,
+                        None,
+                        0,
+                        Bytes::from_static(b"1"),
+                    ))
+                })
+                .collect()
+        };
+        fanout.committed(&batch(1));
+        fanout.committed(&batch(4));
+        drop(fanout);
+        let mut seqs = Vec::new();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while seqs.len() < 6 && std::time::Instant::now() < deadline {
+            seqs.extend(out.take().0.into_iter().filter_map(|f| match f {
+                OutFrame::Message(m) | OutFrame::Replayed(m) => Some(m.seq),
+                OutFrame::Control(_) => None,
+            }));
+            std::thread::yield_now();
+        }
+        assert_eq!(seqs, vec![1, 2, 3, 4, 5, 6]);
+    }
+}
