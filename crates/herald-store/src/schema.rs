@@ -261,8 +261,11 @@ pub(crate) fn open_writer(
             path.display()
         )));
     }
+    // Under `batch` the syncer thread fsyncs the log after each commit, before any answer
+    // (syncer.rs); checkpoints still sync the log and the database themselves.
     let synchronous = match sync {
-        SyncMode::Always | SyncMode::Batch => "FULL",
+        SyncMode::Always => "FULL",
+        SyncMode::Batch => "NORMAL",
         SyncMode::Off => "OFF",
     };
     conn.pragma_update(None, "synchronous", synchronous)

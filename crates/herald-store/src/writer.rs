@@ -2,6 +2,8 @@
 //! drains whatever else queued up meanwhile (up to `max_batch` messages), commits it all in one
 //! transaction, hands the new messages to the [`CommitSink`] and only then replies. There is no
 //! artificial delay: batches form from requests that arrived while the previous commit ran.
+//! Under `sync = batch` the commit does not wait for the disk: the fsync, the sink and the
+//! replies happen on the syncer thread ([`crate::syncer`]) while this one builds the next batch.
 //!
 //! Between batches it sweeps expired messages about every 30 s, and in the same sweep (its own
 //! transaction) deletes a chunk of finished provider jobs of long-expired pushes. It exits when every sender is
@@ -14,7 +16,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,6 +30,7 @@ use crate::batch::{self, Batch, ChannelCache};
 use crate::fault::{self, WriteFault};
 use crate::known::KnownChannels;
 use crate::options::SyncMode;
+use crate::syncer::Committed;
 use crate::{backend, checkpoint, jobs, retention, schema};
 
 /// How often expired messages are swept.
@@ -94,6 +97,8 @@ pub(crate) struct Writer {
     restart_wanted: Arc<AtomicBool>,
     /// Why writes fail now (no space, or halted after a failed fsync).
     fault: Arc<WriteFault>,
+    /// Under `sync = batch`, the syncer thread that fsyncs, feeds the sink and replies.
+    syncer: Option<Sender<Committed>>,
 }
 
 impl Writer {
@@ -105,6 +110,7 @@ impl Writer {
         restart_wanted: Arc<AtomicBool>,
         fault: Arc<WriteFault>,
         known: Arc<KnownChannels>,
+        syncer: Option<Sender<Committed>>,
     ) -> Self {
         Writer {
             conn,
@@ -114,6 +120,7 @@ impl Writer {
             cache: ChannelCache::new(known),
             restart_wanted,
             fault,
+            syncer,
         }
     }
 
@@ -199,6 +206,20 @@ impl Writer {
                 let new = &batch.new_messages;
                 metrics::histogram!("herald_store_batch_messages").record(batch.requested as f64);
                 metrics::counter!("herald_store_appends_total").increment(new.len() as u64);
+                if let Some(syncer) = &self.syncer {
+                    let committed = Committed {
+                        appends: replies.appends.into_iter().zip(batch.results).collect(),
+                        new_messages: batch.new_messages,
+                        writes: replies.writes,
+                    };
+                    if let Err(unsent) = syncer.send(committed) {
+                        tracing::error!("store syncer gone; a committed batch is not acknowledged");
+                        unsent
+                            .0
+                            .fail(&StoreError::failed("the store's syncer stopped"));
+                    }
+                    return;
+                }
                 if !new.is_empty() {
                     let sink = &self.sink;
                     if catch_unwind(AssertUnwindSafe(|| sink.committed(new))).is_err() {
