@@ -122,8 +122,8 @@ impl SqliteLog {
             restart_wanted,
             fault.clone(),
             known.clone(),
-            syncer,
-        );
+        )
+        .with_syncer(syncer);
         let handle = std::thread::Builder::new()
             .name("herald-store-writer".into())
             .spawn(move || writer.run(rx))

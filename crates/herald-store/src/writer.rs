@@ -110,7 +110,6 @@ impl Writer {
         restart_wanted: Arc<AtomicBool>,
         fault: Arc<WriteFault>,
         known: Arc<KnownChannels>,
-        syncer: Option<Sender<Committed>>,
     ) -> Self {
         Writer {
             conn,
@@ -120,8 +119,14 @@ impl Writer {
             cache: ChannelCache::new(known),
             restart_wanted,
             fault,
-            syncer,
+            syncer: None,
         }
+    }
+
+    /// Hands committed batches to the syncer thread (`sync = batch`) instead of answering them.
+    pub(crate) fn with_syncer(mut self, syncer: Option<Sender<Committed>>) -> Self {
+        self.syncer = syncer;
+        self
     }
 
     /// Restarts the write-ahead log if the checkpoint thread asked (see checkpoint.rs). Between
