@@ -10,12 +10,18 @@
 //! acknowledged (nor delivered live) before an fsync that started after its commit returned.
 //! A reader of the database may see a message up to one fsync before it is acknowledged.
 //!
+//! While the syncer has batches in hand and nothing is queued, the writer keeps its next
+//! transaction open until the syncer says their fsync is done, then takes in whatever queued
+//! meanwhile and commits: those requests would wait for the next fsync anyway, and so share one
+//! commit as well as one fsync, and none of them wakes the writer.
+//!
 //! A failed fsync halts the store as a failed commit fsync does ([`crate::fault`]): the batches
 //! it covered, and every one after, are answered with the halt.
 
 use std::fs::File;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -49,46 +55,126 @@ impl Committed {
     }
 }
 
-/// Starts the syncer thread for the database at `db_path`; it exits once every sender of the
-/// returned channel is gone and what they sent is answered.
+/// The writer's side of the syncer.
+pub(crate) struct SyncerLink {
+    /// Committed batches, in commit order.
+    batches: Sender<Committed>,
+    /// Batches sent and not yet fsynced.
+    in_flight: Arc<AtomicUsize>,
+    /// A token each time every batch sent is fsynced.
+    idle: Receiver<()>,
+}
+
+impl SyncerLink {
+    /// Whether batches sent are still waiting for their fsync.
+    pub(crate) fn busy(&self) -> bool {
+        self.in_flight.load(Ordering::Acquire) > 0
+    }
+
+    /// Sends a committed batch; hands it back if the syncer is gone.
+    pub(crate) fn send(&self, batch: Committed) -> Result<(), Committed> {
+        // Tokens of earlier idle moments: dropped, so they never pile up.
+        while self.idle.try_recv().is_ok() {}
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.batches.send(batch).map_err(|unsent| {
+            self.in_flight.fetch_sub(1, Ordering::AcqRel);
+            unsent.0
+        })
+    }
+
+    /// Blocks until every batch sent is fsynced (or the syncer is gone).
+    pub(crate) fn wait_idle(&self) {
+        while self.busy() {
+            if self.idle.recv().is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// What the syncer thread works with.
+struct Syncer {
+    wal: PathBuf,
+    sink: Arc<dyn CommitSink>,
+    fault: Arc<WriteFault>,
+    in_flight: Arc<AtomicUsize>,
+    idle: Sender<()>,
+}
+
+/// Starts the syncer thread for the database at `db_path`; it exits once the returned link is
+/// dropped and every batch sent through it is answered.
 pub(crate) fn start(
     db_path: &Path,
     sink: Arc<dyn CommitSink>,
     fault: Arc<WriteFault>,
-) -> Result<(Sender<Committed>, JoinHandle<()>), StoreError> {
+) -> Result<(SyncerLink, JoinHandle<()>), StoreError> {
     let mut wal = db_path.as_os_str().to_owned();
     wal.push("-wal");
-    let wal = PathBuf::from(wal);
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let (idle, idle_rx) = std::sync::mpsc::channel();
+    let syncer = Syncer {
+        wal: PathBuf::from(wal),
+        sink,
+        fault,
+        in_flight: in_flight.clone(),
+        idle,
+    };
     let (tx, rx) = std::sync::mpsc::channel();
     let handle = std::thread::Builder::new()
         .name("herald-store-sync".into())
-        .spawn(move || run(&wal, sink.as_ref(), &fault, rx))
+        .spawn(move || syncer.run(rx))
         .map_err(|e| StoreError::backend("cannot start the store's syncer", e))?;
-    Ok((tx, handle))
+    let link = SyncerLink {
+        batches: tx,
+        in_flight,
+        idle: idle_rx,
+    };
+    Ok((link, handle))
 }
 
-fn run(wal: &Path, sink: &dyn CommitSink, fault: &WriteFault, batches: Receiver<Committed>) {
-    while let Ok(first) = batches.recv() {
-        let mut ready = vec![first];
-        ready.extend(batches.try_iter());
-        if let Some(halted) = fault.halted() {
-            ready.into_iter().for_each(|batch| batch.fail(&halted));
-            continue;
+impl Syncer {
+    fn run(self, batches: Receiver<Committed>) {
+        while let Ok(first) = batches.recv() {
+            let mut ready = vec![first];
+            ready.extend(batches.try_iter());
+            let synced = self.sync();
+            if self.in_flight.fetch_sub(ready.len(), Ordering::AcqRel) == ready.len() {
+                // All synced: a transaction the writer holds open may commit now, while these
+                // are answered.
+                let _ = self.idle.send(());
+            }
+            match synced {
+                Ok(()) => self.answer(ready),
+                Err(err) => ready.into_iter().for_each(|batch| batch.fail(&err)),
+            }
+        }
+        tracing::debug!("store syncer stopped");
+    }
+
+    /// One fsync of the log; a failure halts the store, and the error is the halt.
+    fn sync(&self) -> Result<(), StoreError> {
+        if let Some(halted) = self.fault.halted() {
+            return Err(halted);
         }
         let started = Instant::now();
         // Opened by name each time: the file SQLite writes now, whatever it did to it before.
-        let synced = File::open(wal).and_then(|file| file.sync_data());
+        let synced = File::open(&self.wal).and_then(|file| file.sync_data());
         metrics::histogram!("herald_store_fsync_seconds").record(started.elapsed().as_secs_f64());
-        if let Err(err) = synced {
-            let err = StoreError::backend(format!("fsync of {} failed", wal.display()), err);
-            fault.record(Some((&err, FaultKind::Fsync)));
-            let halted = fault.halted().unwrap_or(err);
-            ready.into_iter().for_each(|batch| batch.fail(&halted));
-            continue;
-        }
+        synced.map_err(|err| {
+            let err = StoreError::backend(format!("fsync of {} failed", self.wal.display()), err);
+            self.fault.record(Some((&err, FaultKind::Fsync)));
+            self.fault.halted().unwrap_or(err)
+        })
+    }
+
+    /// Each batch's sink call and answers, in commit order.
+    fn answer(&self, ready: Vec<Committed>) {
         for batch in ready {
             if !batch.new_messages.is_empty()
-                && catch_unwind(AssertUnwindSafe(|| sink.committed(&batch.new_messages))).is_err()
+                && catch_unwind(AssertUnwindSafe(|| {
+                    self.sink.committed(&batch.new_messages)
+                }))
+                .is_err()
             {
                 tracing::error!("commit sink panicked; the messages are stored");
             }
@@ -100,5 +186,4 @@ fn run(wal: &Path, sink: &dyn CommitSink, fault: &WriteFault, batches: Receiver<
             }
         }
     }
-    tracing::debug!("store syncer stopped");
 }

@@ -16,7 +16,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -30,7 +30,7 @@ use crate::batch::{self, Batch, ChannelCache};
 use crate::fault::{self, WriteFault};
 use crate::known::KnownChannels;
 use crate::options::SyncMode;
-use crate::syncer::Committed;
+use crate::syncer::{Committed, SyncerLink};
 use crate::{backend, checkpoint, jobs, retention, schema};
 
 /// How often expired messages are swept.
@@ -98,7 +98,7 @@ pub(crate) struct Writer {
     /// Why writes fail now (no space, or halted after a failed fsync).
     fault: Arc<WriteFault>,
     /// Under `sync = batch`, the syncer thread that fsyncs, feeds the sink and replies.
-    syncer: Option<Sender<Committed>>,
+    syncer: Option<SyncerLink>,
 }
 
 impl Writer {
@@ -124,7 +124,7 @@ impl Writer {
     }
 
     /// Hands committed batches to the syncer thread (`sync = batch`) instead of answering them.
-    pub(crate) fn with_syncer(mut self, syncer: Option<Sender<Committed>>) -> Self {
+    pub(crate) fn with_syncer(mut self, syncer: Option<SyncerLink>) -> Self {
         self.syncer = syncer;
         self
     }
@@ -219,9 +219,7 @@ impl Writer {
                     };
                     if let Err(unsent) = syncer.send(committed) {
                         tracing::error!("store syncer gone; a committed batch is not acknowledged");
-                        unsent
-                            .0
-                            .fail(&StoreError::failed("the store's syncer stopped"));
+                        unsent.fail(&StoreError::failed("the store's syncer stopped"));
                     }
                     return;
                 }
@@ -264,6 +262,22 @@ impl Writer {
         pending: &mut Option<Request>,
         replies: &mut Replies,
     ) -> Result<Batch, StoreError> {
+        // The syncer, when there is one (`sync = batch`).
+        let syncer = self.syncer.take();
+        let result = self.build_and_commit(first, requests, pending, replies, syncer.as_ref());
+        self.syncer = syncer;
+        result
+    }
+
+    /// [`Self::transact`] with the syncer taken out of `self`.
+    fn build_and_commit(
+        &mut self,
+        first: Grouped,
+        requests: &Receiver<Request>,
+        pending: &mut Option<Request>,
+        replies: &mut Replies,
+        syncer: Option<&SyncerLink>,
+    ) -> Result<Batch, StoreError> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate);
@@ -305,7 +319,20 @@ impl Writer {
             if self.sync == SyncMode::Always || size >= self.max_batch {
                 break;
             }
-            match requests.try_recv() {
+            let more = match requests.try_recv() {
+                // Nothing queued while the syncer still has batches: their fsync is under way
+                // and this one would wait for the next anyway, so wait until the syncer is idle
+                // and take in what queued meanwhile (one commit and one fsync for all of it).
+                // Requests queue without waking this thread.
+                Err(TryRecvError::Empty) if syncer.is_some_and(SyncerLink::busy) => {
+                    if let Some(syncer) = syncer {
+                        syncer.wait_idle();
+                    }
+                    requests.try_recv()
+                }
+                more => more,
+            };
+            match more {
                 Ok(Request::Append(more)) if size + more.messages.len() <= self.max_batch => {
                     next = Some(Grouped::Append(more));
                 }
