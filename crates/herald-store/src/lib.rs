@@ -6,8 +6,7 @@
 //! many appends. Reads go through a small pool of read-only connections on tokio's blocking pool.
 //!
 //! Modules: [`options`] (sync policy and sizes), `schema` (tables and migrations), `writer` (the
-//! writer thread and its batching), `syncer` (under `sync = batch`, the fsync after each commit
-//! and only then the answers, overlapping the writer's next batch), `batch` (what one group-commit transaction does), `retention`
+//! writer thread and its batching), `batch` (what one group-commit transaction does), `retention`
 //! (trimming old messages), `checkpoint` (background WAL checkpoints), `reader` (the read pool and read queries), `known`
 //! (which channels have a log, so reads of the others are skipped), `log` ([`SqliteLog`]).
 //!
@@ -37,7 +36,6 @@ mod reader;
 mod retention;
 mod revocations;
 mod schema;
-mod syncer;
 mod tenancy;
 mod token_keys;
 mod writer;

@@ -20,10 +20,10 @@ use tokio::sync::oneshot;
 use crate::checkpoint::Checkpointer;
 use crate::fault::WriteFault;
 use crate::known::KnownChannels;
-use crate::options::{SqliteOptions, SyncMode};
+use crate::options::SqliteOptions;
 use crate::reader::{self, ReadPool};
 use crate::writer::{AppendRequest, Request, WriteJob, Writer};
-use crate::{schema, syncer, DB_FILE_NAME};
+use crate::{schema, DB_FILE_NAME};
 
 /// A channel log in one SQLite database, with group commit.
 pub struct SqliteLog {
@@ -31,8 +31,6 @@ pub struct SqliteLog {
     requests: RwLock<Option<Sender<Request>>>,
     /// The writer thread, joined on close or drop.
     writer: Mutex<Option<JoinHandle<()>>>,
-    /// The syncer thread (`sync = batch`), joined after the writer, whose exit stops it.
-    syncer: Mutex<Option<JoinHandle<()>>>,
     /// Read-only connections.
     readers: Arc<ReadPool>,
     /// Background WAL checkpoints; stopped after the writer.
@@ -107,13 +105,6 @@ impl SqliteLog {
         )?;
         let known = KnownChannels::new();
         let (tx, rx) = mpsc::channel();
-        let (syncer, syncer_thread) = match options.sync {
-            SyncMode::Batch => {
-                let (to_syncer, thread) = syncer::start(&path, sink.clone(), fault.clone())?;
-                (Some(to_syncer), Some(thread))
-            }
-            SyncMode::Always | SyncMode::Off => (None, None),
-        };
         let writer = Writer::new(
             conn,
             options.sync,
@@ -122,8 +113,7 @@ impl SqliteLog {
             restart_wanted,
             fault.clone(),
             known.clone(),
-        )
-        .with_syncer(syncer);
+        );
         let handle = std::thread::Builder::new()
             .name("herald-store-writer".into())
             .spawn(move || writer.run(rx))
@@ -134,7 +124,6 @@ impl SqliteLog {
         Ok(Arc::new(SqliteLog {
             requests: RwLock::new(Some(tx)),
             writer: Mutex::new(Some(handle)),
-            syncer: Mutex::new(syncer_thread),
             readers,
             checkpointer: Mutex::new(Some(checkpointer)),
             fault,
@@ -298,17 +287,6 @@ impl ChannelLog for SqliteLog {
         {
             tracing::error!("store writer thread panicked");
         }
-        // The writer's exit closed the syncer's channel: it answers what it holds, then exits.
-        let syncer = self.syncer.lock().take();
-        if let Some(syncer) = syncer {
-            if tokio::task::spawn_blocking(move || syncer.join())
-                .await
-                .map(|joined| joined.is_err())
-                .unwrap_or(true)
-            {
-                tracing::error!("store syncer thread panicked");
-            }
-        }
         let checkpointer = self.checkpointer.lock().take();
         if let Some(mut checkpointer) = checkpointer {
             let _ = tokio::task::spawn_blocking(move || checkpointer.stop()).await;
@@ -325,18 +303,9 @@ impl Drop for SqliteLog {
         let Some(handle) = self.stop() else {
             return;
         };
-        // Never join ourselves (the last reference could be dropped by the sink, on the syncer
-        // or the writer), nor the syncer from the writer, which must exit for the syncer to.
-        let here = std::thread::current().id();
-        let on_writer = handle.thread().id() == here;
-        if !on_writer && handle.join().is_err() {
+        // Never join ourselves (the last reference could be dropped by the sink, on the writer).
+        if handle.thread().id() != std::thread::current().id() && handle.join().is_err() {
             tracing::error!("store writer thread panicked");
-        }
-        let syncer = self.syncer.lock().take();
-        if let Some(syncer) = syncer {
-            if !on_writer && syncer.thread().id() != here && syncer.join().is_err() {
-                tracing::error!("store syncer thread panicked");
-            }
         }
     }
 }

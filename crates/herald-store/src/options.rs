@@ -10,9 +10,7 @@ pub enum SyncMode {
     /// One transaction per append request, each fsynced (`synchronous=FULL`). Slowest.
     Always,
     /// Appends queued while the previous commit ran share one transaction; every commit is
-    /// fsynced before anything in it is answered or delivered (`synchronous=NORMAL`, the log
-    /// fsynced by the syncer thread while the next batch is built). Durable and fast under
-    /// concurrency.
+    /// fsynced (`synchronous=FULL`). Durable and fast under concurrency.
     #[default]
     Batch,
     /// Grouped like `Batch` but never fsynced (`synchronous=OFF`): an OS crash or power loss

@@ -261,11 +261,8 @@ pub(crate) fn open_writer(
             path.display()
         )));
     }
-    // Under `batch` the syncer thread fsyncs the log after each commit, before any answer
-    // (syncer.rs); checkpoints still sync the log and the database themselves.
     let synchronous = match sync {
-        SyncMode::Always => "FULL",
-        SyncMode::Batch => "NORMAL",
+        SyncMode::Always | SyncMode::Batch => "FULL",
         SyncMode::Off => "OFF",
     };
     conn.pragma_update(None, "synchronous", synchronous)

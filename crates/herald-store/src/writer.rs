@@ -2,8 +2,6 @@
 //! drains whatever else queued up meanwhile (up to `max_batch` messages), commits it all in one
 //! transaction, hands the new messages to the [`CommitSink`] and only then replies. There is no
 //! artificial delay: batches form from requests that arrived while the previous commit ran.
-//! Under `sync = batch` the commit does not wait for the disk: the fsync, the sink and the
-//! replies happen on the syncer thread ([`crate::syncer`]) while this one builds the next batch.
 //!
 //! Between batches it sweeps expired messages about every 30 s, and in the same sweep (its own
 //! transaction) deletes a chunk of finished provider jobs of long-expired pushes. It exits when every sender is
@@ -30,7 +28,6 @@ use crate::batch::{self, Batch, ChannelCache};
 use crate::fault::{self, WriteFault};
 use crate::known::KnownChannels;
 use crate::options::SyncMode;
-use crate::syncer::{Committed, SyncerLink};
 use crate::{backend, checkpoint, jobs, retention, schema};
 
 /// How often expired messages are swept.
@@ -97,8 +94,6 @@ pub(crate) struct Writer {
     restart_wanted: Arc<AtomicBool>,
     /// Why writes fail now (no space, or halted after a failed fsync).
     fault: Arc<WriteFault>,
-    /// Under `sync = batch`, the syncer thread that fsyncs, feeds the sink and replies.
-    syncer: Option<SyncerLink>,
 }
 
 impl Writer {
@@ -119,14 +114,7 @@ impl Writer {
             cache: ChannelCache::new(known),
             restart_wanted,
             fault,
-            syncer: None,
         }
-    }
-
-    /// Hands committed batches to the syncer thread (`sync = batch`) instead of answering them.
-    pub(crate) fn with_syncer(mut self, syncer: Option<SyncerLink>) -> Self {
-        self.syncer = syncer;
-        self
     }
 
     /// Restarts the write-ahead log if the checkpoint thread asked (see checkpoint.rs). Between
@@ -211,18 +199,6 @@ impl Writer {
                 let new = &batch.new_messages;
                 metrics::histogram!("herald_store_batch_messages").record(batch.requested as f64);
                 metrics::counter!("herald_store_appends_total").increment(new.len() as u64);
-                if let Some(syncer) = &self.syncer {
-                    let committed = Committed {
-                        appends: replies.appends.into_iter().zip(batch.results).collect(),
-                        new_messages: batch.new_messages,
-                        writes: replies.writes,
-                    };
-                    if let Err(unsent) = syncer.send(committed) {
-                        tracing::error!("store syncer gone; a committed batch is not acknowledged");
-                        unsent.fail(&StoreError::failed("the store's syncer stopped"));
-                    }
-                    return;
-                }
                 if !new.is_empty() {
                     let sink = &self.sink;
                     if catch_unwind(AssertUnwindSafe(|| sink.committed(new))).is_err() {
@@ -261,22 +237,6 @@ impl Writer {
         requests: &Receiver<Request>,
         pending: &mut Option<Request>,
         replies: &mut Replies,
-    ) -> Result<Batch, StoreError> {
-        // The syncer, when there is one (`sync = batch`).
-        let syncer = self.syncer.take();
-        let result = self.build_and_commit(first, requests, pending, replies, syncer.as_ref());
-        self.syncer = syncer;
-        result
-    }
-
-    /// [`Self::transact`] with the syncer taken out of `self`.
-    fn build_and_commit(
-        &mut self,
-        first: Grouped,
-        requests: &Receiver<Request>,
-        pending: &mut Option<Request>,
-        replies: &mut Replies,
-        syncer: Option<&SyncerLink>,
     ) -> Result<Batch, StoreError> {
         let tx = self
             .conn
@@ -319,20 +279,7 @@ impl Writer {
             if self.sync == SyncMode::Always || size >= self.max_batch {
                 break;
             }
-            let more = match requests.try_recv() {
-                // Nothing queued while the syncer still has batches: their fsync is under way
-                // and this one would wait for the next anyway, so wait until the syncer is idle
-                // and take in what queued meanwhile (one commit and one fsync for all of it).
-                // Requests queue without waking this thread.
-                Err(TryRecvError::Empty) if syncer.is_some_and(SyncerLink::busy) => {
-                    if let Some(syncer) = syncer {
-                        syncer.wait_idle();
-                    }
-                    requests.try_recv()
-                }
-                more => more,
-            };
-            match more {
+            match requests.try_recv() {
                 Ok(Request::Append(more)) if size + more.messages.len() <= self.max_batch => {
                     next = Some(Grouped::Append(more));
                 }
