@@ -5,11 +5,12 @@
 use std::sync::Arc;
 
 use crate::catchup::pages::{PageReader, PageReads};
+use crate::catchup::tail::TailReads;
 use crate::catchup::{first_page_limit, Page};
 use crate::error::HeraldError;
 use crate::head::{Head, HeadLookup};
 use crate::hub::{Filter, Hub, Shape, Subscription};
-use crate::log::{Appended, ChannelLog, ChannelState, LogSlice, ReadFrom};
+use crate::log::{Appended, ChannelLog, ChannelState, LogSlice, ReadFrom, Retention};
 use crate::message::{Cursor, Epoch, NewMessage, SharedMessage};
 use crate::name::ChannelName;
 use crate::namespace::Namespaces;
@@ -68,7 +69,8 @@ enum Start {
 
 /// What a [`PageReader`] needs besides the subscription.
 struct ReaderParts {
-    log: Arc<dyn ChannelLog>,
+    tail: TailReads,
+    retention: Retention,
     channel: ChannelName,
     reads: Arc<PageReads>,
     low_water: usize,
@@ -123,7 +125,8 @@ impl Catchup {
                     Ok(true) => {}
                     Ok(false) => {
                         let reader = PageReader {
-                            log: self.reader.log,
+                            tail: self.reader.tail,
+                            retention: self.reader.retention,
                             channel: self.reader.channel,
                             subscription: subscription.clone(),
                             shape: self.shape,
@@ -177,6 +180,8 @@ pub struct Engine {
     namespaces: Namespaces,
     /// The node-wide cap on catch-up page reads in flight.
     page_reads: Arc<PageReads>,
+    /// Catch-up reads through the channels' shared recent tails.
+    tail: TailReads,
 }
 
 impl Engine {
@@ -187,6 +192,10 @@ impl Engine {
     /// [`Namespaces::reserve`]).
     pub(crate) fn new(log: Arc<dyn ChannelLog>, hub: Arc<Hub>, namespaces: Namespaces) -> Self {
         Engine {
+            tail: TailReads {
+                log: log.clone(),
+                hub: hub.clone(),
+            },
             log,
             hub,
             namespaces,
@@ -199,6 +208,13 @@ impl Engine {
     /// page as its connection drains, so it holds about twice this, whatever it missed.
     pub fn set_catchup_bytes(&self, bytes: usize) {
         self.hub.set_catchup_budget(bytes);
+    }
+
+    /// Sets the node-wide bytes of the shared recent-tail cache (the `tail_cache_bytes`
+    /// setting; 64 MiB unless set, 0 turns it off): catch-ups resuming inside a channel's
+    /// recent tail share one copy of it instead of each reading the store.
+    pub fn set_tail_cache_bytes(&self, bytes: usize) {
+        self.hub.set_tail_cache_bytes(bytes);
     }
 
     /// Sets how many deliveries may wait for the fan-out before publishes to channels with
@@ -283,7 +299,8 @@ impl Engine {
                 start,
                 shape: None,
                 reader: ReaderParts {
-                    log: self.log.clone(),
+                    tail: self.tail.clone(),
+                    retention: self.namespaces.options(channel.as_str()).retention,
                     channel: channel.clone(),
                     reads: self.page_reads.clone(),
                     low_water: self.hub.catchup_budget() / 2,
@@ -349,7 +366,7 @@ impl Engine {
         let (state, first_page) = match &request.since {
             Some(since) => {
                 let slice = self
-                    .read(channel, ReadFrom::After(since.seq), limit)
+                    .read_after(channel, since.seq, limit, Some(&since.epoch))
                     .await?;
                 (slice.state.clone(), Some(slice))
             }
@@ -455,7 +472,7 @@ impl Engine {
     ) -> Result<Option<LogSlice>, HeraldError> {
         let slice = match first_page {
             Some(slice) => slice,
-            None => self.read(channel, ReadFrom::After(after), limit).await?,
+            None => self.read_after(channel, after, limit, None).await?,
         };
         let contiguous = slice
             .messages
@@ -465,6 +482,22 @@ impl Engine {
         let next = after + 1 + slice.messages.len() as u64;
         let trimmed = slice.messages.len() < limit && slice.state.last_seq >= next;
         Ok((contiguous && !trimmed).then_some(slice))
+    }
+
+    /// A catch-up read of up to `limit` messages after `after`: from the channel's shared
+    /// recent tail when it holds them (for a cursor of `epoch`, when given), else the store.
+    async fn read_after(
+        &self,
+        channel: &ChannelName,
+        after: u64,
+        limit: usize,
+        epoch: Option<&Epoch>,
+    ) -> Result<LogSlice, HeraldError> {
+        let retention = self.namespaces.options(channel.as_str()).retention;
+        self.tail
+            .read_after(channel, after, limit, epoch, retention)
+            .await
+            .map_err(HeraldError::from)
     }
 
     /// Removes a subscription.

@@ -39,6 +39,9 @@ pub(crate) struct HeadSlot {
     loading: Option<Arc<Notify>>,
     /// The oldest head this slot was ever told of (see [`HeadSlot::floor`]).
     floor: Option<u64>,
+    /// The channel's shared recent tail, while catch-ups read it ([`crate::catchup::tail`]);
+    /// under this lock so that it and the head move together.
+    pub(crate) tail: Option<Box<crate::catchup::tail::TailSlot>>,
 }
 
 impl HeadSlot {

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
 
+use crate::catchup::tail::{TailBudget, DEFAULT_TAIL_CACHE_BYTES};
 use crate::catchup::{Gap, LiveAction, Page, PageDone, PageRequest, Pager};
 use crate::fanout::backlog::Backlog;
 use crate::head::{Head, HeadLookup, HeadSlot};
@@ -418,6 +419,8 @@ pub struct Hub {
     interest: OnceLock<Arc<dyn InterestHook>>,
     /// Catch-up bytes a subscription queues at a time ([`Hub::set_catchup_budget`]).
     catchup_budget: AtomicUsize,
+    /// The node-wide bound on the channels' shared recent tails ([`crate::catchup::tail`]).
+    tail_budget: Arc<TailBudget>,
     /// Deliveries queued for the fan-out thread, which publishes wait for room in.
     backlog: Backlog,
 }
@@ -433,6 +436,7 @@ impl Default for Hub {
             next_id: AtomicU64::new(1),
             interest: OnceLock::new(),
             catchup_budget: AtomicUsize::new(DEFAULT_CATCHUP_BUDGET),
+            tail_budget: TailBudget::new(DEFAULT_TAIL_CACHE_BYTES),
             backlog: Backlog::default(),
         }
     }
@@ -459,6 +463,29 @@ impl Hub {
     /// What [`Hub::set_catchup_budget`] set.
     pub fn catchup_budget(&self) -> usize {
         self.catchup_budget.load(Ordering::Relaxed)
+    }
+
+    /// Sets the node-wide bytes the channels' shared recent tails may hold (the
+    /// `tail_cache_bytes` setting; 0 turns the tail cache off).
+    pub fn set_tail_cache_bytes(&self, bytes: usize) {
+        self.tail_budget.set_limit(bytes);
+    }
+
+    /// The node-wide bound on the channels' shared recent tails.
+    pub fn tail_budget(&self) -> &Arc<TailBudget> {
+        &self.tail_budget
+    }
+
+    /// Runs `f` on the channel's head slot under its lock, if the channel has an entry.
+    pub(crate) fn with_head_slot<T>(
+        &self,
+        channel: &ChannelName,
+        f: impl FnOnce(&mut HeadSlot, &Arc<TailBudget>) -> T,
+    ) -> Option<T> {
+        self.shard(channel)
+            .read()
+            .get(channel)
+            .map(|entry| f(&mut entry.head.lock(), &self.tail_budget))
     }
 
     /// Sets the hook told of channels gaining and losing local interest (a networked bus);
@@ -626,6 +653,7 @@ impl Hub {
                         last_seq: message.seq,
                     });
                 }
+                head.tail_delivered_run(run);
             }
             for sub in &entry.subs {
                 sub.deliver_run(run);
@@ -640,10 +668,14 @@ impl Hub {
     pub fn deliver(&self, message: &SharedMessage) {
         let shard = self.shard(&message.channel).read();
         if let Some(entry) = shard.get(&message.channel) {
-            entry.head.lock().delivered(Head {
-                epoch: message.epoch.clone(),
-                last_seq: message.seq,
-            });
+            {
+                let mut head = entry.head.lock();
+                head.delivered(Head {
+                    epoch: message.epoch.clone(),
+                    last_seq: message.seq,
+                });
+                head.tail_delivered(message);
+            }
             for sub in &entry.subs {
                 sub.deliver(message);
             }

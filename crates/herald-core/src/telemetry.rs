@@ -35,6 +35,14 @@ pub struct Telemetry {
     pub catchup_queued_max: Gauge,
     /// `herald_catchup_pages_total`: pages read by paged catch-ups after their first read.
     pub catchup_pages: Counter,
+    /// `herald_tail_cache_reads_total{result="hit"}`: catch-up reads served from a channel's
+    /// shared recent tail.
+    pub tail_hits: Counter,
+    /// `herald_tail_cache_reads_total{result="miss"}`: catch-up reads that went to the store
+    /// while the tail cache is on.
+    pub tail_misses: Counter,
+    /// `herald_tail_cache_bytes`: bytes held by the shared recent tails on this node.
+    pub tail_bytes: Gauge,
     /// `herald_messages_written_total{transport}` for ws, sse, poll and meteor.
     pub written_ws: Counter,
     /// See `written_ws`.
@@ -68,6 +76,9 @@ pub fn telemetry() -> &'static Telemetry {
         catchup_bytes: metrics::gauge!("herald_catchup_bytes"),
         catchup_queued_max: metrics::gauge!("herald_catchup_queued_max_bytes"),
         catchup_pages: metrics::counter!("herald_catchup_pages_total"),
+        tail_hits: metrics::counter!("herald_tail_cache_reads_total", "result" => "hit"),
+        tail_misses: metrics::counter!("herald_tail_cache_reads_total", "result" => "miss"),
+        tail_bytes: metrics::gauge!("herald_tail_cache_bytes"),
         written_ws: metrics::counter!("herald_messages_written_total", "transport" => "ws"),
         written_sse: metrics::counter!("herald_messages_written_total", "transport" => "sse"),
         written_poll: metrics::counter!("herald_messages_written_total", "transport" => "poll"),

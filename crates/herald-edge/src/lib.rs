@@ -88,6 +88,9 @@ pub struct EdgeSettings {
     /// Paged catch-up queued per subscription at a time, in bytes (the engine's
     /// [`herald_core::Engine::set_catchup_bytes`], capped at `outbox_bytes`).
     pub catchup_bytes: usize,
+    /// Node-wide bytes of the channels' shared recent tails that catch-ups read from (the
+    /// engine's [`herald_core::Engine::set_tail_cache_bytes`]; 0 turns it off).
+    pub tail_cache_bytes: usize,
     /// Most subscriptions one connection may hold.
     pub max_subscriptions: usize,
     /// How often idle connections get a keep-alive (WebSocket ping, SSE comment).
@@ -103,6 +106,7 @@ impl Default for EdgeSettings {
             max_frame_bytes: 64 * 1024,
             outbox_bytes: 1024 * 1024,
             catchup_bytes: herald_core::hub::DEFAULT_CATCHUP_BUDGET,
+            tail_cache_bytes: herald_core::catchup::tail::DEFAULT_TAIL_CACHE_BYTES,
             max_subscriptions: 10_000,
             ping_interval: Duration::from_secs(25),
             deadlines: deadlines::Deadlines::default(),

@@ -223,7 +223,9 @@ impl H2Pool {
             }
             slot.forget(generation);
         }
-        let sender = self.connect().await?;
+        // Boxed: making a connection (TCP, TLS and HTTP/2 handshakes) is a large future, and
+        // inline it would make every send's future that large, copied at every spawn.
+        let sender = Box::pin(self.connect()).await?;
         self.inner.learn_streams(&sender);
         let generation = self.inner.connections_made.fetch_add(1, Ordering::Relaxed) + 1;
         *slot.current.lock() = Some((generation, sender.clone()));

@@ -335,6 +335,12 @@ impl PushMeta {
     pub fn expired(&self, now_ms: i64) -> bool {
         self.expires.is_some_and(|e| e <= now_ms)
     }
+
+    /// Whether the push has expired now; reads the clock only for a push that can expire
+    /// (the admit filters run once per message and device, and most pushes never expire).
+    pub fn expired_now(&self) -> bool {
+        self.expires.is_some_and(|e| e <= now_millis())
+    }
 }
 
 /// The filter of an active device's subscription to its app's broadcast log (an inactive
@@ -343,13 +349,13 @@ impl PushMeta {
 pub fn broadcast_admit(tags: Arc<Vec<String>>) -> Admit {
     Arc::new(move |m: &StoredMessage| match PushMeta::of(m) {
         None => true,
-        Some(meta) => !meta.expired(now_millis()) && meta.audience.reaches_tags(true, &tags),
+        Some(meta) => !meta.expired_now() && meta.audience.reaches_tags(true, &tags),
     })
 }
 
 /// The filter of a device's subscription to its own log: unexpired pushes.
 pub fn direct_admit() -> Admit {
-    Arc::new(|m: &StoredMessage| PushMeta::of(m).is_none_or(|meta| !meta.expired(now_millis())))
+    Arc::new(|m: &StoredMessage| PushMeta::of(m).is_none_or(|meta| !meta.expired_now()))
 }
 
 /// Drops every message of `messages` (in log order) that a later one with the same collapse

@@ -231,6 +231,7 @@ pub(crate) async fn open(
     opened
         .0
         .set_catchup_bytes(edge.catchup_bytes.min(edge.outbox_bytes));
+    opened.0.set_tail_cache_bytes(edge.tail_cache_bytes);
     opened.0.set_fanout_backlog(settings.fanout_backlog);
     seal_token_secrets(settings, &mut opened.2).await?;
     if let Some(bus) = opened.1.redis() {

@@ -185,6 +185,7 @@ fn settings(config: &Config) -> ServerSettings {
             max_frame_bytes: config.max_frame_bytes,
             outbox_bytes: config.outbox_bytes,
             catchup_bytes: config.catchup_bytes,
+            tail_cache_bytes: config.tail_cache_bytes,
             max_subscriptions: config.max_subscriptions,
             ping_interval: config.ping_interval,
             deadlines: config.deadlines,

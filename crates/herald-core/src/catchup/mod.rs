@@ -273,6 +273,7 @@ impl<M: Sequenced> Pager<M> {
 }
 
 pub mod pages;
+pub mod tail;
 
 #[cfg(test)]
 mod tests;

@@ -10,11 +10,12 @@ use std::task::Poll;
 use tokio::sync::Semaphore;
 
 use crate::hub::{NextRead, Shape, Subscription};
-use crate::log::{ChannelLog, ReadFrom};
+use crate::log::Retention;
 use crate::name::ChannelName;
 use crate::outbox::{CloseReason, Outbox};
 use crate::telemetry::telemetry;
 
+use super::tail::TailReads;
 use super::Page;
 
 /// The node-wide cap on catch-up page reads in flight: pages read and decoded at once, whatever
@@ -40,7 +41,10 @@ impl PageReads {
 
 /// One subscription's page reads, until it is live or ends.
 pub(crate) struct PageReader {
-    pub log: Arc<dyn ChannelLog>,
+    /// Reads through the channel's shared recent tail.
+    pub tail: TailReads,
+    /// The channel's retention (the tail serves only what the store is sure to hold).
+    pub retention: Retention,
     pub channel: ChannelName,
     pub subscription: Arc<Subscription>,
     pub shape: Shape,
@@ -98,8 +102,14 @@ impl PageReader {
                 let Ok(_permit) = self.reads.permits.acquire().await else {
                     return;
                 };
-                self.log
-                    .read(&self.channel, ReadFrom::After(request.after), request.limit)
+                self.tail
+                    .read_after(
+                        &self.channel,
+                        request.after,
+                        request.limit,
+                        None,
+                        self.retention,
+                    )
                     .await
             };
             telemetry().catchup_pages.increment(1);

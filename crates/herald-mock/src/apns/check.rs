@@ -2,7 +2,7 @@
 //! topic, push type against the topic's suffix, priority, expiration, collapse id and payload
 //! size. Each failure is Apple's status and `reason`.
 
-use http::{HeaderMap, Method, Request, StatusCode};
+use http::{HeaderMap, HeaderName, Method, Request, StatusCode};
 
 /// A request APNs would refuse: status and reason.
 pub type Refusal = (StatusCode, &'static str);
@@ -38,8 +38,8 @@ pub fn check<'a>(request: &'a Request<()>, payload: &[u8]) -> Result<&'a str, Re
         return Err((StatusCode::BAD_REQUEST, "BadDeviceToken"));
     }
     let headers = request.headers();
-    let topic = header(headers, "apns-topic")?.ok_or((StatusCode::BAD_REQUEST, "MissingTopic"))?;
-    let push_type = header(headers, "apns-push-type")?.unwrap_or("alert");
+    let topic = header(headers, &APNS_TOPIC)?.ok_or((StatusCode::BAD_REQUEST, "MissingTopic"))?;
+    let push_type = header(headers, &APNS_PUSH_TYPE)?.unwrap_or("alert");
     let suffix = PUSH_TYPES
         .iter()
         .find(|(name, _)| *name == push_type)
@@ -56,7 +56,7 @@ pub fn check<'a>(request: &'a Request<()>, payload: &[u8]) -> Result<&'a str, Re
     if !consistent {
         return Err((StatusCode::BAD_REQUEST, "InvalidPushType"));
     }
-    if let Some(priority) = header(headers, "apns-priority")? {
+    if let Some(priority) = header(headers, &APNS_PRIORITY)? {
         if !matches!(priority, "10" | "5" | "1") {
             return Err((StatusCode::BAD_REQUEST, "BadPriority"));
         }
@@ -64,12 +64,12 @@ pub fn check<'a>(request: &'a Request<()>, payload: &[u8]) -> Result<&'a str, Re
             return Err((StatusCode::BAD_REQUEST, "BadPriority"));
         }
     }
-    if let Some(expiration) = header(headers, "apns-expiration")? {
+    if let Some(expiration) = header(headers, &APNS_EXPIRATION)? {
         if expiration.parse::<i64>().is_err() {
             return Err((StatusCode::BAD_REQUEST, "BadExpirationDate"));
         }
     }
-    if let Some(collapse_id) = header(headers, "apns-collapse-id")? {
+    if let Some(collapse_id) = header(headers, &APNS_COLLAPSE_ID)? {
         if collapse_id.len() > 64 {
             return Err((StatusCode::BAD_REQUEST, "BadCollapseId"));
         }
@@ -84,8 +84,15 @@ pub fn check<'a>(request: &'a Request<()>, payload: &[u8]) -> Result<&'a str, Re
     Ok(token)
 }
 
+// The headers checked, named once: a name given as a string is parsed again at every lookup.
+pub(super) static APNS_TOPIC: HeaderName = HeaderName::from_static("apns-topic");
+pub(super) static APNS_PUSH_TYPE: HeaderName = HeaderName::from_static("apns-push-type");
+pub(super) static APNS_PRIORITY: HeaderName = HeaderName::from_static("apns-priority");
+pub(super) static APNS_EXPIRATION: HeaderName = HeaderName::from_static("apns-expiration");
+pub(super) static APNS_COLLAPSE_ID: HeaderName = HeaderName::from_static("apns-collapse-id");
+
 /// A header's value; twice is `DuplicateHeaders`, not text is `BadRequest`-like.
-fn header<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, Refusal> {
+fn header<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Result<Option<&'a str>, Refusal> {
     let mut values = headers.get_all(name).iter();
     let Some(first) = values.next() else {
         return Ok(None);

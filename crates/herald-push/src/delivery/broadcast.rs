@@ -27,7 +27,6 @@ use std::time::Duration;
 
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use herald_core::log::StoreError;
@@ -35,6 +34,7 @@ use herald_core::message::now_millis;
 use herald_core::tenant::AppId;
 
 use crate::audience::Audience;
+use crate::delivery::page_sends::PageSends;
 use crate::delivery::record::DeliveryRecord;
 use crate::delivery::worker::{Attempt, Deliverer};
 use crate::delivery::Delivery;
@@ -66,7 +66,7 @@ struct PageInFlight {
     /// Job rows for devices that wait.
     waiting: Vec<PageJob>,
     /// The page's sends.
-    sends: JoinSet<DirectSend>,
+    sends: PageSends<DirectSend>,
     /// Where the cursor moves once the page is written (`None`: the last page).
     next: Option<String>,
     /// Held until the page is written ([`PAGES_IN_FLIGHT`]).
@@ -252,33 +252,43 @@ impl Deliverer {
                 } else {
                     HashMap::new()
                 };
-            let mut running = JoinSet::new();
+            let mut running = PageSends::spawn();
+            // Each device is moved into its send (taken from `due`), not copied; the ids of the
+            // devices after it are still there to mark chunks with.
+            let mut due: Vec<Option<Device>> = due.into_iter().map(Some).collect();
             for i in 0..due.len() {
                 let permit = sends
                     .clone()
                     .acquire_owned()
                     .await
                     .map_err(|_| StoreError::failed("send permits closed"))?;
-                let id = due[i].id.clone();
+                let Some(this_device) = due[i].take() else {
+                    continue;
+                };
+                let id = this_device.id.clone();
                 if marked.as_deref().is_none_or(|m| m < id.as_str()) {
-                    let until = &due[(i + batch - 1).min(due.len() - 1)].id;
+                    let last = (i + batch - 1).min(due.len() - 1);
+                    // `last` >= `i`: not taken yet, unless it is this device.
+                    let until = due[last]
+                        .as_ref()
+                        .map_or_else(|| id.clone(), |d| d.id.clone());
                     self.queue
-                        .mark_in_flight(x.job, until, now_millis(), lease_ms)
+                        .mark_in_flight(x.job, &until, now_millis(), lease_ms)
                         .await?;
-                    marked = Some(until.clone());
+                    marked = Some(until);
                 }
                 let in_doubt = x.doubt_until.as_deref().is_some_and(|u| id.as_str() <= u);
-                let platform = due[i].platform;
+                let platform = this_device.platform;
                 let device = if x.record.delivery == Delivery::Auto {
                     cursors.remove(&id)
                 } else {
-                    Some((due[i].clone(), InboxCursor::default()))
+                    Some((this_device, InboxCursor::default()))
                 };
                 let (this, app, record) = (self.clone(), x.app.clone(), x.record.clone());
                 let seq = x.seq;
                 // Boxed: a send's future is large, and spawning it unboxed copied it into the
                 // task several times (a fifth of the server's CPU in a broadcast's profile).
-                running.spawn(Box::pin(async move {
+                running.start(Box::pin(async move {
                     let attempt = Attempt {
                         app: &app,
                         provider: Some(platform),
@@ -295,6 +305,7 @@ impl Deliverer {
                     }
                 }));
             }
+            running.finish();
             let started = PageInFlight {
                 waiting,
                 sends: running,
@@ -321,16 +332,22 @@ impl Deliverer {
         mut pages: UnboundedReceiver<PageInFlight>,
     ) -> Result<(), StoreError> {
         let lease_ms = self.config.lease.as_millis() as i64;
-        while let Some(mut page) = pages.recv().await {
+        while let Some(page) = pages.recv().await {
+            let PageInFlight {
+                waiting,
+                sends,
+                next,
+                _slot: slot,
+            } = page;
             let mut written = ExpandedPage {
-                jobs: std::mem::take(&mut page.waiting),
+                jobs: waiting,
                 counted: Vec::new(),
             };
             let mut counted: BTreeMap<String, u64> = BTreeMap::new();
-            while let Some(sent) = page.sends.join_next().await {
-                let sent = sent.map_err(|e| {
-                    StoreError::failed(format!("a broadcast send did not finish: {e}"))
-                })?;
+            let sent = sends.results().await.map_err(|e| {
+                StoreError::failed(format!("a broadcast page's sends did not finish: {e}"))
+            })?;
+            for sent in sent {
                 match row_for(x, sent) {
                     Ok(row) => written.jobs.push(row),
                     Err(result) => *counted.entry(result).or_default() += 1,
@@ -338,9 +355,9 @@ impl Deliverer {
             }
             written.counted = counted.into_iter().collect();
             self.queue
-                .expand_page(x.job, written, page.next.clone(), now_millis(), lease_ms)
+                .expand_page(x.job, written, next, now_millis(), lease_ms)
                 .await?;
-            drop(page);
+            drop(slot);
             self.wake();
         }
         Ok(())

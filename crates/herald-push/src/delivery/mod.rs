@@ -10,13 +10,15 @@
 //!   is sent; otherwise exactly one is.
 //!
 //! The job queue ([`crate::jobs`]) makes this durable; [`worker::Deliverer`] runs it
-//! ([`broadcast`]: a broadcast's pages sent directly; [`listing`]: results per device),
+//! ([`broadcast`]: a broadcast's pages sent directly, each page's sends run by
+//! [`page_sends`]; [`listing`]: results per device),
 //! [`senders::Senders`] holds each app's provider clients, [`payloads::Payloads`] are the
 //! per-provider payloads rendered once per push, and [`stats::WorkerStats`] count what the
 //! workers did.
 
 pub mod broadcast;
 pub mod listing;
+pub mod page_sends;
 pub mod payloads;
 pub mod record;
 pub mod senders;

@@ -22,12 +22,38 @@ const GROWTH: f64 = 1.25;
 
 #[derive(Default)]
 struct Counters {
+    /// This app and provider's Prometheus series, registered at its first send: looking a
+    /// labelled series up (and making its `app` label) per send was a cost of its own.
+    series: Option<Series>,
     sends: u64,
     successes: u64,
     failures: BTreeMap<String, u64>,
     retries: u64,
     total_us: u64,
     buckets: Vec<u64>,
+}
+
+/// The Prometheus series one app and provider's sends are counted in.
+struct Series {
+    accepted: metrics::Counter,
+    failed: metrics::Counter,
+    retry: metrics::Counter,
+    seconds: metrics::Histogram,
+}
+
+impl Series {
+    fn register(app: &AppId, provider: Platform) -> Series {
+        let counter = |result: &'static str| {
+            metrics::counter!("herald_provider_sends_total",
+                "app" => app.as_str().to_string(), "provider" => provider.as_str(), "result" => result)
+        };
+        Series {
+            accepted: counter("accepted"),
+            failed: counter("failed"),
+            retry: counter("retry"),
+            seconds: metrics::histogram!("herald_provider_send_seconds", "provider" => provider.as_str()),
+        }
+    }
 }
 
 /// One app and provider's figures.
@@ -83,21 +109,20 @@ impl WorkerStats {
     /// Records one send of `app` to `provider` that took `took`.
     pub fn record(&self, app: &AppId, provider: Platform, took: Duration, result: SendResult<'_>) {
         let us = took.as_micros() as u64;
-        let label = match result {
-            SendResult::Success => "accepted",
-            SendResult::Failure(_) => "failed",
-            SendResult::Retry(_) => "retry",
-        };
-        metrics::counter!("herald_provider_sends_total",
-            "app" => app.as_str().to_string(), "provider" => provider.as_str(), "result" => label)
-        .increment(1);
-        metrics::histogram!("herald_provider_send_seconds", "provider" => provider.as_str())
-            .record(took.as_secs_f64());
         let mut by = self.by.lock();
         let c = by.entry((app.clone(), provider)).or_default();
         if c.buckets.is_empty() {
             c.buckets = vec![0; BUCKETS];
         }
+        let series = c
+            .series
+            .get_or_insert_with(|| Series::register(app, provider));
+        match result {
+            SendResult::Success => series.accepted.increment(1),
+            SendResult::Failure(_) => series.failed.increment(1),
+            SendResult::Retry(_) => series.retry.increment(1),
+        }
+        series.seconds.record(took.as_secs_f64());
         c.sends += 1;
         c.total_us += us;
         c.buckets[bucket_of(us)] += 1;

@@ -471,7 +471,7 @@ impl Deliverer {
         let Some(provider) = attempt.provider.filter(|p| *p == device.platform) else {
             return done("no_token");
         };
-        let Some(token) = device.token.clone() else {
+        let Some(token) = device.token.as_deref() else {
             return done("no_token");
         };
         if record.delivery == Delivery::Auto {
@@ -517,7 +517,7 @@ impl Deliverer {
                 let why = format!("{}: {reason}", provider.as_str());
                 if let Err(e) = self
                     .registry
-                    .deactivate_gone(app, &device.id, &token, since_ms, &why)
+                    .deactivate_gone(app, &device.id, token, since_ms, &why)
                     .await
                 {
                     tracing::warn!(error = %e, "could not deactivate a device whose token is gone");

@@ -100,6 +100,7 @@ pub(super) const KEYS: &[Key] = &[
     key("max_frame_bytes", &["HERALD_MAX_FRAME_BYTES"]),
     key("outbox_bytes", &["HERALD_OUTBOX_BYTES"]),
     key("catchup_bytes", &["HERALD_CATCHUP_BYTES"]),
+    key("tail_cache_bytes", &["HERALD_TAIL_CACHE_BYTES"]),
     key("max_subscriptions", &["HERALD_MAX_SUBSCRIPTIONS"]),
     key("ping_interval", &["HERALD_PING_INTERVAL"]),
     key("shutdown_grace", &["HERALD_SHUTDOWN_GRACE"]),

@@ -297,6 +297,8 @@ pub struct Config {
     pub outbox_bytes: usize,
     /// Paged catch-up queued per subscription at a time, in bytes (at most `outbox_bytes`).
     pub catchup_bytes: usize,
+    /// Bytes the node keeps of its channels' recent tails for catch-ups to share (0 = off).
+    pub tail_cache_bytes: usize,
     /// Most subscriptions one connection may hold.
     pub max_subscriptions: usize,
     /// How often the server pings idle connections.
@@ -447,6 +449,7 @@ mod tests {
             (65536, 1 << 20, 10_000)
         );
         assert_eq!(c.catchup_bytes, 64 << 10);
+        assert_eq!(c.tail_cache_bytes, 64 << 20);
         assert_eq!(
             (c.ping_interval, c.shutdown_grace),
             (Duration::from_secs(25), Duration::from_secs(10))

@@ -74,6 +74,7 @@ impl Config {
             ("max_frame_bytes", int(self.max_frame_bytes as u64), ""),
             ("outbox_bytes", int(self.outbox_bytes as u64), ""),
             ("catchup_bytes", int(self.catchup_bytes as u64), ""),
+            ("tail_cache_bytes", int(self.tail_cache_bytes as u64), ""),
             ("max_subscriptions", int(self.max_subscriptions as u64), ""),
             ("ping_interval", dur(self.ping_interval), ""),
             ("shutdown_grace", dur(self.shutdown_grace), ""),
@@ -281,6 +282,7 @@ impl fmt::Debug for Config {
             .field("max_frame_bytes", &self.max_frame_bytes)
             .field("outbox_bytes", &self.outbox_bytes)
             .field("catchup_bytes", &self.catchup_bytes)
+            .field("tail_cache_bytes", &self.tail_cache_bytes)
             .field("max_subscriptions", &self.max_subscriptions)
             .field("ping_interval", &self.ping_interval)
             .field("shutdown_grace", &self.shutdown_grace)

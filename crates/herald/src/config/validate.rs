@@ -124,6 +124,7 @@ impl Layers {
             max_frame_bytes: self.get("max_frame_bytes", 65536, usize_at_least(1024))?,
             outbox_bytes: self.get("outbox_bytes", 1 << 20, usize_at_least(4096))?,
             catchup_bytes: self.get("catchup_bytes", 64 << 10, usize_at_least(1024))?,
+            tail_cache_bytes: self.get("tail_cache_bytes", 64 << 20, usize_at_least(0))?,
             max_subscriptions: self.get("max_subscriptions", 10_000, usize_at_least(1))?,
             ping_interval: self.get("ping_interval", Duration::from_secs(25), |r| {
                 Some(duration(r)?)

@@ -25,6 +25,7 @@ mod revoke;
 mod slow_consumer;
 mod sse_direct;
 mod sse_poll;
+mod tail;
 mod tls;
 mod tokens;
 mod usage;
