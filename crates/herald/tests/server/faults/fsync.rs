@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::{history, integrity_check};
-use crate::support::Server;
+use crate::support::{Server, Ws};
 
 const SHIM: &str = r#"
 #define _GNU_SOURCE
@@ -55,8 +55,8 @@ fn build_shim(dir: &Path) -> PathBuf {
 
 /// After an fsync fails, the failed write is not acknowledged and no later write is (`503
 /// store_halted`, `/healthz` too) even once fsync works again, until a restart; reads keep
-/// working; after the restart every acknowledged write is there, with its seq, and writes go
-/// on.
+/// working; the failed write is not delivered to a live subscriber either; after the restart
+/// every acknowledged write is there, with its seq, and writes go on.
 #[tokio::test]
 async fn a_failed_fsync_halts_writes_until_a_restart_and_loses_nothing_acknowledged() {
     tokio::time::timeout(Duration::from_secs(120), async {
@@ -81,12 +81,27 @@ async fn a_failed_fsync_halts_writes_until_a_restart_and_loses_nothing_acknowled
             .await;
         assert_eq!(status, 201);
 
+        // A live subscriber: a message is delivered only after its fsync, so never this one.
+        let mut ws = Ws::connect(&server.ws_url("")).await;
+        let token = server.token(&["log"], &[]);
+        let r = ws.request("connect", json!({ "token": token })).await;
+        assert!(r.get("connect").is_some(), "{r}");
+        let r = ws.request("subscribe", json!({ "channel": "log" })).await;
+        assert_eq!(r["subscribe"]["seq"], acked.len(), "{r}");
+
         std::fs::write(&trigger, b"").unwrap();
         let (status, body) = server
             .post("/v1/channels/log/messages", json!({ "data": "during" }))
             .await;
         assert_eq!(status, 503, "the write whose fsync failed: {body}");
         assert_eq!(body["error"]["code"], "store_halted", "{body}");
+        // Delivery would have been queued before the answer; the next frame is the pong.
+        ws.send(json!({ "id": 100, "ping": {} })).await;
+        let next = ws.recv().await.expect("the connection stays open");
+        assert!(
+            next.get("pong").is_some(),
+            "delivered though not fsynced: {next}"
+        );
         std::fs::remove_file(&trigger).unwrap();
 
         // fsync works again, but the page cache cannot be trusted: still refused.
