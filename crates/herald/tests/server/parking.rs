@@ -201,8 +201,8 @@ async fn a_parked_websocket_is_pinged_and_stays_while_it_answers() {
     let s = server(&[("HERALD_PING_INTERVAL", "1s")]).await;
     let mut ws = parked_ws(&s, &token("alice", None), 0).await;
     let revived = revivals(&s).await;
-    let mut pings = 0;
-    while pings < 3 {
+    let mut pings = 0u64;
+    while pings < 4 {
         let next = tokio::time::timeout(Duration::from_secs(10), ws.stream.next())
             .await
             .expect("a ping within 10 s");
@@ -213,9 +213,16 @@ async fn a_parked_websocket_is_pinged_and_stays_while_it_answers() {
             None | Some(Err(_)) => panic!("closed after {pings} pings"),
         }
     }
-    // The pings were written, and the pongs read, with the connection parked.
-    assert_eq!(revivals(&s).await, revived);
-    assert_eq!(parked(&s).await, 1);
+    // The pings were written, and the pongs read, with the connection parked. A pong the
+    // parking has not read by the next tick (a test process starved of CPU for a second)
+    // revives the connection, as it must; so this asserts that most pings revived nothing,
+    // which fails if pings or pongs revive parked connections.
+    let during = revivals(&s).await - revived;
+    assert!(
+        during * 2 <= pings,
+        "{during} of {pings} pings revived the connection"
+    );
+    wait_parked(&s, 1).await;
     s.publish("news", json!({ "still": "here" })).await;
     let v = ws.recv().await.expect("the message after the pings");
     assert_eq!(v["message"]["data"]["still"], "here");
