@@ -691,14 +691,7 @@ mod tests {
     use bytes::Bytes;
 
     fn msg(ch: &ChannelName, seq: u64) -> SharedMessage {
-        Arc::new(StoredMessage::new(
-            ch.clone(),
-            Epoch::new("e"),
-            seq,
-            None,
-            0,
-            Bytes::from_static(b"{}"),
-        ))
+        crate::message::test_message(ch, seq, b"{}")
     }
 
     fn seqs(outbox: &Outbox) -> Vec<u64> {

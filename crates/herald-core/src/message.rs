@@ -151,3 +151,16 @@ pub fn now_millis() -> i64 {
 
 /// A reference-counted stored message; what the hub and outboxes carry.
 pub type SharedMessage = Arc<StoredMessage>;
+
+/// A message of epoch `e`, stored at time 0, for the crate's unit tests.
+#[cfg(test)]
+pub(crate) fn test_message(channel: &ChannelName, seq: u64, data: &'static [u8]) -> SharedMessage {
+    Arc::new(StoredMessage::new(
+        channel.clone(),
+        Epoch::new("e"),
+        seq,
+        None,
+        0,
+        Bytes::from_static(data),
+    ))
+}

@@ -173,10 +173,8 @@ impl CommitSink for FanOut {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::message::{Epoch, StoredMessage};
     use crate::outbox::{OutFrame, Outbox};
     use crate::ChannelName;
-    use bytes::Bytes;
 
     #[test]
     fn delivers_in_commit_order_on_its_own_thread() {
@@ -188,16 +186,7 @@ mod tests {
         let fanout = FanOut::start(hub).unwrap();
         let batch = |from: u64| -> Vec<SharedMessage> {
             (from..from + 3)
-                .map(|seq| {
-                    Arc::new(StoredMessage::new(
-                        ch.clone(),
-                        Epoch::new("e"),
-                        seq,
-                        None,
-                        0,
-                        Bytes::from_static(b"1"),
-                    ))
-                })
+                .map(|seq| crate::message::test_message(&ch, seq, b"1"))
                 .collect()
         };
         fanout.committed(&batch(1));
