@@ -392,16 +392,9 @@ impl CommitSink for RedisBus {
     fn committed(&self, messages: &[SharedMessage]) {
         let shared = &self.shared;
         // Local delivery first, through each followed channel's sequencer, at once.
-        let mut start = 0;
-        while start < messages.len() {
-            let channel = &messages[start].channel;
-            let end = messages[start..]
-                .iter()
-                .position(|m| &m.channel != channel)
-                .map_or(messages.len(), |n| start + n);
-            let run = &messages[start..end];
+        for run in messages.chunk_by(|a, b| a.channel == b.channel) {
             shared.followed.with(
-                channel,
+                &run[0].channel,
                 |follow, now, ready| {
                     for message in run {
                         follow.sequencer.offer(message.clone(), now, ready);
@@ -409,7 +402,6 @@ impl CommitSink for RedisBus {
                 },
                 |ready| shared.fan_out.committed(ready),
             );
-            start = end;
         }
         // Then to the sender task, without waiting.
         if let Err(e) = shared.outgoing.try_send(messages.to_vec()) {

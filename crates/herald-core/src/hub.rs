@@ -626,15 +626,8 @@ impl Hub {
     /// lock and one wake per subscriber for the whole run), so a group commit of many messages
     /// to a busy channel costs its subscribers' writers one wake, not one per message.
     pub fn deliver_all(&self, messages: &[SharedMessage]) {
-        let mut rest = messages;
-        while let Some(first) = rest.first() {
-            let len = rest
-                .iter()
-                .position(|m| m.channel != first.channel)
-                .unwrap_or(rest.len());
-            let (run, after) = rest.split_at(len);
+        for run in messages.chunk_by(|a, b| a.channel == b.channel) {
             self.deliver_run(run);
-            rest = after;
         }
     }
 

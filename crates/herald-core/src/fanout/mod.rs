@@ -142,17 +142,10 @@ impl FanOut {
     /// Deliveries `messages` will make on this node (at least one per message, so that a
     /// commit nobody here hears of still takes its place in the queue).
     fn deliveries(&self, messages: &[SharedMessage]) -> usize {
-        let mut total = 0;
-        let mut rest = messages;
-        while let Some(first) = rest.first() {
-            let len = rest
-                .iter()
-                .position(|m| m.channel != first.channel)
-                .unwrap_or(rest.len());
-            total += len * self.hub.subscriber_count(&first.channel).max(1);
-            rest = &rest[len..];
-        }
-        total
+        messages
+            .chunk_by(|a, b| a.channel == b.channel)
+            .map(|run| run.len() * self.hub.subscriber_count(&run[0].channel).max(1))
+            .sum()
     }
 }
 
