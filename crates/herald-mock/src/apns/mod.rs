@@ -172,16 +172,14 @@ fn handle(state: &State, _in_flight: InFlight, request: Request<()>, body: Bytes
 }
 
 fn answer(state: &State, request: &Request<()>, body: &Bytes) -> Answer {
+    let headers = check::ApnsHeaders::read(request.headers());
     if state.checker.enabled() {
-        let auth = request
-            .headers()
-            .get(http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok());
+        let auth = headers.authorization.and_then(|v| v.to_str().ok());
         if let Err(problem) = state.checker.check(auth) {
             return error(StatusCode::FORBIDDEN, problem.reason(), None, None);
         }
     }
-    let token = match check::check(request, body) {
+    let token = match check::check_read(request, &headers, body) {
         Ok(token) => token,
         Err((status, reason)) => return error(status, reason, None, None),
     };
