@@ -34,9 +34,34 @@ pub(crate) struct ApnsSetup {
     key_pem: String,
 }
 
-/// The device token of notification `i`: 64 hex digits, a different device for each.
-fn device_token(i: u64) -> String {
-    format!("{i:064x}")
+/// The device token of notification `i`: 64 hex digits (`i`, zero-padded), a different device
+/// for each. Written digit by digit on the stack: `format!("{i:064x}")` per send, with its
+/// padding written a character at a time, was 3-4 % of the client process's CPU, the same for
+/// both contenders but not part of either.
+struct DeviceToken([u8; 64]);
+
+impl DeviceToken {
+    fn of(i: u64) -> DeviceToken {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut digits = [b'0'; 64];
+        for (k, digit) in digits[48..].iter_mut().rev().enumerate() {
+            *digit = HEX[((i >> (4 * k)) & 0xf) as usize];
+        }
+        DeviceToken(digits)
+    }
+
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.0).expect("hex digits are ASCII")
+    }
+}
+
+/// `{origin}/3/device/{token of i}`, the raw client's URI for notification `i`.
+fn device_uri(origin: &str, i: u64) -> String {
+    let mut uri = String::with_capacity(origin.len() + 10 + 64);
+    uri.push_str(origin);
+    uri.push_str("/3/device/");
+    uri.push_str(DeviceToken::of(i).as_str());
+    uri
 }
 
 impl ApnsSetup {
@@ -73,7 +98,8 @@ impl ApnsSetup {
             let client = client.clone();
             let notification = notification.clone();
             Box::pin(async move {
-                match client.send(&device_token(i), &notification).await {
+                let token = DeviceToken::of(i);
+                match client.send(token.as_str(), &notification).await {
                     Outcome::Accepted { .. } => Ok(()),
                     other => Err(format!("{other:?}")),
                 }
@@ -91,7 +117,7 @@ impl ApnsSetup {
             let sender = senders[(i % senders.len() as u64) as usize].clone();
             let request = Request::builder()
                 .method(Method::POST)
-                .uri(format!("{origin}/3/device/{}", device_token(i)))
+                .uri(device_uri(&origin, i))
                 .header("apns-topic", HeaderValue::from_static(TOPIC))
                 .header("apns-push-type", HeaderValue::from_static("alert"))
                 .header(http::header::AUTHORIZATION, authorization.clone())
@@ -121,5 +147,21 @@ impl ApnsSetup {
             iat,
         };
         Ok(jsonwebtoken::encode(&header, &claims, &key)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_tokens_are_the_number_in_64_hex_digits() {
+        for i in [0, 1, 15, 16, 255, 0xdead_beef, u64::MAX - 1, u64::MAX] {
+            assert_eq!(DeviceToken::of(i).as_str(), format!("{i:064x}"));
+        }
+        assert_eq!(
+            device_uri("https://127.0.0.1:1", 10),
+            format!("https://127.0.0.1:1/3/device/{:064x}", 10)
+        );
     }
 }
