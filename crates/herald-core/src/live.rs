@@ -122,19 +122,55 @@ impl std::fmt::Debug for Registration {
     }
 }
 
+/// A slot number no registration has: a [`Registration`] holding it has been parked and
+/// leaves nothing when dropped.
+const PARKED: u32 = u32::MAX;
+
 impl Drop for Registration {
     fn drop(&mut self) {
-        let mut shard = self.live.shards[self.shard as usize].lock();
-        let Some(app) = shard.get_mut(&self.app) else {
-            return;
-        };
-        if let Some(entry) = app.slots.get_mut(self.slot as usize) {
-            if entry.take().is_some() {
-                app.free.push(self.slot);
-            }
+        if self.slot != PARKED {
+            self.live.leave(&self.app, self.parked_form());
         }
-        if app.free.len() == app.slots.len() {
-            shard.remove(&self.app);
+    }
+}
+
+impl Registration {
+    fn parked_form(&self) -> ParkedRegistration {
+        ParkedRegistration {
+            shard: self.shard,
+            slot: self.slot,
+        }
+    }
+
+    /// The registration in 8 bytes, for a connection parked without a task: the registry and
+    /// the app are the connection's to keep meanwhile (the edge's registry, the client's
+    /// app). The connection stays registered; it leaves with [`LiveClients::leave`] or comes
+    /// back with [`ParkedRegistration::revive`].
+    pub fn park(mut self) -> ParkedRegistration {
+        let parked = self.parked_form();
+        self.slot = PARKED;
+        parked
+    }
+}
+
+/// A [`Registration`] without its registry and app ([`Registration::park`]). Dropping it
+/// leaves nothing: its owner calls [`LiveClients::leave`].
+#[derive(Debug)]
+#[must_use = "a parked registration is left with LiveClients::leave or revived"]
+pub struct ParkedRegistration {
+    shard: u32,
+    slot: u32,
+}
+
+impl ParkedRegistration {
+    /// The registration again, in `live` (the registry it was made in) for `app` (the app it
+    /// was made for).
+    pub fn revive(self, live: Arc<LiveClients>, app: AppId) -> Registration {
+        Registration {
+            live,
+            app,
+            shard: self.shard,
+            slot: self.slot,
         }
     }
 }
@@ -169,6 +205,22 @@ impl LiveClients {
             app: client.app.clone(),
             shard: shard as u32,
             slot,
+        }
+    }
+
+    /// Leaves the place a parked registration of `app` held.
+    pub fn leave(&self, app: &AppId, place: ParkedRegistration) {
+        let mut shard = self.shards[place.shard as usize].lock();
+        let Some(slots) = shard.get_mut(app) else {
+            return;
+        };
+        if let Some(entry) = slots.slots.get_mut(place.slot as usize) {
+            if entry.take().is_some() {
+                slots.free.push(place.slot);
+            }
+        }
+        if slots.free.len() == slots.slots.len() {
+            shard.remove(app);
         }
     }
 
@@ -303,8 +355,28 @@ mod tests {
     }
 
     #[test]
+    fn a_parked_registration_is_still_reached_and_leaves_once() {
+        let live = LiveClients::new();
+        let shop = AppId::parse("shop").unwrap();
+        let alice = client("shop", "alice", None, TokenStamp::default());
+        let outbox = Outbox::new(1024);
+        let parked = live.register(&alice, &outbox).park();
+        assert_eq!(live.count(&shop), 1, "parking does not leave");
+        let revived = parked.revive(live.clone(), shop.clone());
+        let reason = CloseReason::Revoked;
+        assert_eq!(
+            live.disconnect(&shop, &Target::Sub("alice".into()), reason),
+            1
+        );
+        live.leave(&shop, revived.park());
+        assert_eq!(live.count(&shop), 0);
+        assert!(live.apps().is_empty());
+    }
+
+    #[test]
     fn an_entry_stays_small() {
         assert_eq!(size_of::<Option<Entry>>(), 48);
         assert_eq!(size_of::<Registration>(), 32);
+        assert_eq!(size_of::<ParkedRegistration>(), 8);
     }
 }

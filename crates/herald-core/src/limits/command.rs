@@ -84,6 +84,17 @@ impl CommandBudget {
         self.admit_at(rate, now_micros())
     }
 
+    /// Whether the budget is as full as a new connection's (nothing spent that has not come
+    /// back, nothing refused): a connection may then drop it and start again from
+    /// [`CommandBudget::default`] without being allowed one command more.
+    pub fn is_fresh(&self, rate: &CommandRate) -> bool {
+        rate.is_off() || self.is_fresh_at(now_micros())
+    }
+
+    fn is_fresh_at(&self, now: u64) -> bool {
+        self.full_at <= now && self.refused == 0
+    }
+
     fn admit_at(&mut self, rate: &CommandRate, now: u64) -> Admission {
         let next = self.full_at.max(now).saturating_add(rate.interval_us);
         let ahead = next - now;
@@ -121,6 +132,25 @@ mod tests {
             b.admit_at(&rate, t + 1_000_000),
             Admission::Refuse(_)
         ));
+    }
+
+    #[test]
+    fn a_budget_is_fresh_again_once_what_it_spent_came_back() {
+        let rate = CommandRate::new(Rate::per_second(1, 2));
+        let mut b = CommandBudget::default();
+        let t = 7_000_000;
+        assert!(b.is_fresh_at(t), "a new budget");
+        assert_eq!(b.admit_at(&rate, t), Admission::Run);
+        assert!(!b.is_fresh_at(t), "one command spent");
+        assert!(!b.is_fresh_at(t + 999_999));
+        assert!(b.is_fresh_at(t + 1_000_000), "the second it took came back");
+        assert_eq!(b.admit_at(&rate, t), Admission::Run);
+        assert!(matches!(b.admit_at(&rate, t), Admission::Refuse(_)));
+        assert!(
+            !b.is_fresh_at(t + 10_000_000),
+            "a refusal is remembered until a command runs"
+        );
+        assert!(CommandBudget::default().is_fresh(&CommandRate::new(Rate::OFF)));
     }
 
     #[test]

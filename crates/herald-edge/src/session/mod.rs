@@ -10,6 +10,7 @@
 //! it is.
 
 pub mod open;
+mod parked;
 mod set;
 
 use std::sync::Arc;
@@ -27,6 +28,8 @@ use herald_push::inbox::LogKind;
 
 use crate::Edge;
 pub use open::{authorise, check_limit, register, Confirm, Opened, Wanted};
+use parked::ParkedClient;
+pub use parked::ParkedSession;
 use set::SubscriptionSet;
 
 /// Most messages one history request returns.
@@ -71,6 +74,54 @@ impl ClientSession {
     /// Counts one command against the connection's command limit.
     pub fn admit_command(&mut self) -> Admission {
         self.commands.admit(self.edge.limits.command_rate())
+    }
+
+    /// Whether the session may be parked: only with a fresh command budget, which its parked
+    /// form does not keep.
+    pub fn may_park(&self) -> bool {
+        self.commands.is_fresh(self.edge.limits.command_rate())
+    }
+
+    /// The session in its parked form (see [`ParkedSession`]), still subscribed and
+    /// registered.
+    pub fn park(mut self) -> ParkedSession {
+        let client = self.client.take().map(|client| {
+            let registered = match self.registered.take() {
+                Some(registered) => registered,
+                // Not reached: a session with a client is registered.
+                None => register(&self.edge, &client, &self.outbox),
+            };
+            ParkedClient::new(client, registered.park())
+        });
+        ParkedSession {
+            edge: self.edge.clone(),
+            outbox: self.outbox.clone(),
+            client,
+            counted: self.counted.take(),
+            subscriptions: self.subscriptions.park(),
+        }
+        // Dropping what is left of `self` leaves nothing: it holds no client, registration or
+        // subscription any more.
+    }
+
+    /// The session of a parked connection again, with a fresh command budget.
+    pub fn revive(mut parked: ParkedSession) -> ClientSession {
+        let (client, registered) = match parked.client.take().map(ParkedClient::revive) {
+            Some((client, registered)) => {
+                let registered = registered.revive(parked.edge.live.clone(), client.app.clone());
+                (Some(client), Some(registered))
+            }
+            None => (None, None),
+        };
+        ClientSession {
+            edge: parked.edge.clone(),
+            outbox: parked.outbox.clone(),
+            client,
+            subscriptions: SubscriptionSet::revive(std::mem::take(&mut parked.subscriptions)),
+            counted: parked.counted.take(),
+            registered,
+            commands: CommandBudget::default(),
+        }
     }
 
     /// The server's transports.

@@ -49,4 +49,53 @@ impl SubscriptionSet {
     pub(crate) fn take(&mut self) -> Vec<(ChannelName, Arc<Subscription>)> {
         std::mem::take(&mut self.0)
     }
+
+    /// Empties the set into its parked form.
+    pub(crate) fn park(&mut self) -> ParkedSet {
+        let mut entries = self.take();
+        match (entries.pop(), entries.is_empty()) {
+            (Some((channel, sub)), true) => ParkedSet::One(channel, sub),
+            (Some(last), false) => {
+                entries.push(last);
+                ParkedSet::Many(entries.into_boxed_slice())
+            }
+            (None, _) => ParkedSet::default(),
+        }
+    }
+
+    /// The set again from its parked form.
+    pub(crate) fn revive(parked: ParkedSet) -> SubscriptionSet {
+        let mut set = SubscriptionSet::default();
+        match parked {
+            ParkedSet::One(channel, sub) => set.insert(channel, sub),
+            // Still sorted: it was parked from a sorted set.
+            ParkedSet::Many(entries) => set.0 = entries.into_vec(),
+        }
+        set
+    }
+}
+
+/// A parked session's subscriptions ([`SubscriptionSet::park`]): the one most connections hold
+/// kept inline, with no allocation of its own; none or more in a slice exactly as long as they
+/// are (an empty one allocates nothing). Two variants, so the enum fits in the 24 bytes of
+/// `One` (a third would need a second invalid pointer value, which no pointer has).
+pub(crate) enum ParkedSet {
+    One(ChannelName, Arc<Subscription>),
+    Many(Box<[(ChannelName, Arc<Subscription>)]>),
+}
+
+impl Default for ParkedSet {
+    fn default() -> Self {
+        ParkedSet::Many(Box::default())
+    }
+}
+
+impl ParkedSet {
+    /// Every entry, emptying the set.
+    pub(crate) fn take(&mut self) -> Vec<(ChannelName, Arc<Subscription>)> {
+        match std::mem::take(self) {
+            ParkedSet::One(channel, sub) => vec![(channel, sub)],
+            ParkedSet::Many(entries) => entries.into_vec(),
+        }
+    }
 }

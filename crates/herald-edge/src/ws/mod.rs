@@ -237,6 +237,12 @@ impl Connection {
             }
             let wake = std::future::poll_fn(|cx| self.poll_wake(stream, idle.as_mut(), cx));
             let wake = match wake.await {
+                // Its parked form keeps no command budget: one still refilling stays here
+                // another delay.
+                Wake::Idle if !self.session.may_park() => {
+                    idle.as_mut().map(IdleTimer::busy);
+                    continue;
+                }
                 Wake::Idle => match self.reserve_parking(stream) {
                     Ok(ticket) => return Served::Parks(ticket),
                     Err(batch) => {

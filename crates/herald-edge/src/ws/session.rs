@@ -17,7 +17,7 @@ use herald_proto::reply::{
     AckReply, ConnectReply, Pong, PublishReply, SubscribeReply, UnsubscribeReply,
 };
 
-use crate::session::ClientSession;
+use crate::session::{ClientSession, ParkedSession};
 use crate::Edge;
 
 /// A WebSocket connection's session: the protocol-neutral [`ClientSession`], with JSON
@@ -59,6 +59,21 @@ impl Session {
                 self.send_error(None, &e);
             }
         }
+    }
+
+    /// Whether the session may be parked ([`ClientSession::may_park`]).
+    pub fn may_park(&self) -> bool {
+        self.0.may_park()
+    }
+
+    /// The session in its parked form.
+    pub fn park(self) -> ParkedSession {
+        self.0.park()
+    }
+
+    /// The session of a parked connection again.
+    pub fn revive(parked: ParkedSession) -> Self {
+        Session(ClientSession::revive(parked))
     }
 
     /// The server's transports.

@@ -196,6 +196,78 @@ async fn a_parked_websocket_gets_every_message_in_order_and_is_answered() {
     wait_parked(&s, 0).await;
 }
 
+/// The channels of the next `n` messages `ws` receives, sorted (messages of different
+/// channels may arrive in any order).
+async fn received(ws: &mut Ws, n: usize) -> Vec<String> {
+    let mut channels = Vec::new();
+    for _ in 0..n {
+        let v = ws.recv().await.expect("a message");
+        channels.push(
+            v["message"]["data"]["on"]
+                .as_str()
+                .expect("a channel")
+                .to_owned(),
+        );
+    }
+    channels.sort();
+    channels
+}
+
+#[tokio::test]
+async fn a_parked_websocket_keeps_all_its_subscriptions() {
+    let s = server(&[]).await;
+    let claims = ClientClaims {
+        sub: "carol".into(),
+        channels: vec!["news".into(), "sport".into(), "weather".into()],
+        ..Default::default()
+    };
+    let mut ws =
+        Ws::connect(&s.ws_url(&format!("?token={}", mint(SECRET.as_bytes(), &claims)))).await;
+    let channels = ["weather", "news", "sport"];
+    for channel in channels {
+        let reply = ws.request("subscribe", json!({ "channel": channel })).await;
+        assert!(reply.get("subscribe").is_some(), "{reply}");
+    }
+    wait_parked(&s, 1).await;
+    for channel in channels {
+        s.publish(channel, json!({ "on": channel })).await;
+    }
+    assert_eq!(received(&mut ws, 3).await, ["news", "sport", "weather"]);
+    // Parked again with the three, it drops one on request and keeps the other two.
+    wait_parked(&s, 1).await;
+    let reply = ws
+        .request("unsubscribe", json!({ "channel": "news" }))
+        .await;
+    assert!(reply.get("unsubscribe").is_some(), "{reply}");
+    wait_parked(&s, 1).await;
+    for channel in channels {
+        s.publish(channel, json!({ "on": channel })).await;
+    }
+    assert_eq!(received(&mut ws, 2).await, ["sport", "weather"]);
+    let again = ws.request("subscribe", json!({ "channel": "sport" })).await;
+    assert_eq!(again["error"]["code"], "already_subscribed", "{again}");
+}
+
+#[tokio::test]
+async fn a_websocket_parks_only_with_its_whole_command_budget() {
+    // Three commands an hour: one spent keeps the connection in its task (its parked form
+    // holds no budget), so the budget is not refilled by parking and coming back.
+    let s = server(&[("HERALD_LIMITS_COMMAND", "1/h burst 3")]).await;
+    let mut ws = Ws::connect(&s.ws_url(&format!("?token={}", token("alice", None)))).await;
+    wait_parked(&s, 1).await;
+    let pong = ws.request("ping", json!({})).await;
+    assert!(pong.get("pong").is_some(), "{pong}");
+    // Ten parking delays: a connection that could park would have.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(parked(&s).await, 0, "parked with a command spent");
+    for _ in 0..2 {
+        let pong = ws.request("ping", json!({})).await;
+        assert!(pong.get("pong").is_some(), "{pong}");
+    }
+    let refused = ws.request("ping", json!({})).await;
+    assert_eq!(refused["error"]["code"], "rate_limited", "{refused}");
+}
+
 #[tokio::test]
 async fn a_parked_websocket_is_pinged_and_stays_while_it_answers() {
     let s = server(&[("HERALD_PING_INTERVAL", "1s")]).await;
