@@ -145,11 +145,14 @@ impl Shared {
             r.seen(now);
             r.messages += t.sent.len() as u64;
             for &sent in &t.sent {
-                let ns = now.saturating_sub(sent);
-                stats::record_ns(&mut r.msg_hist, ns);
-                if let Some(b) = r.bucket(now) {
-                    b.messages += 1;
-                    stats::record_ns(b.hist.get_or_insert_with(stats::histogram), ns);
+                stats::record_ns(&mut r.msg_hist, now.saturating_sub(sent));
+            }
+            // Every message of a tally was received at `now`: one bucket for all of them.
+            if let Some(b) = r.bucket(now) {
+                b.messages += t.sent.len() as u64;
+                let hist = b.hist.get_or_insert_with(stats::histogram);
+                for &sent in &t.sent {
+                    stats::record_ns(hist, now.saturating_sub(sent));
                 }
             }
         }

@@ -141,6 +141,10 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<Report> {
     let per_million = server_cpu
         .filter(|_| round.messages > 0)
         .map(|c| stats::round3(c / round.messages as f64 * 1e6));
+    // The clients' share of the same work: on one machine they compete with the server.
+    let loadgen_cpu = cpu0.loadgen_seconds(&cpu1);
+    let loadgen_per_million =
+        (round.messages > 0).then(|| stats::round3(loadgen_cpu / round.messages as f64 * 1e6));
 
     let mut summary = Table::new(&[
         "subscribers",
@@ -153,6 +157,7 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<Report> {
         "p99_ms",
         "max_ms",
         "server_cpu_s_per_million",
+        "loadgen_cpu_s_per_million",
     ]);
     summary.row(vec![
         n.to_string(),
@@ -165,6 +170,7 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<Report> {
         f(lat.p99, 2),
         f(lat.max, 2),
         per_million.map_or("-".into(), |c| f(c, 2)),
+        loadgen_per_million.map_or("-".into(), |c| f(c, 2)),
     ]);
     let mut per_sec = Table::new(&[
         "second",
@@ -244,6 +250,14 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<Report> {
         server_cpu.map(stats::round3),
     );
     r.detail("server_cpu_seconds_per_million_deliveries", per_million);
+    r.detail(
+        "loadgen_cpu_seconds_while_publishing",
+        stats::round3(loadgen_cpu),
+    );
+    r.detail(
+        "loadgen_cpu_seconds_per_million_deliveries",
+        loadgen_per_million,
+    );
     r.detail("seconds", stats::round3(span_s));
     r.detail("failed_connections", failed_conns);
     r.detail("disconnected", round.disconnected);

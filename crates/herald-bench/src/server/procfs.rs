@@ -229,4 +229,9 @@ impl CpuMark {
     pub fn server_seconds(&self, later: &CpuMark) -> Option<f64> {
         Some(later.server? - self.server?)
     }
+
+    /// Load generator CPU seconds (this process and its workers) between the two marks.
+    pub fn loadgen_seconds(&self, later: &CpuMark) -> f64 {
+        later.loadgen - self.loadgen
+    }
 }
