@@ -67,6 +67,11 @@ pub struct Common {
     /// Worker processes [default: enough for the connections, at least 1].
     #[arg(long, value_name = "N")]
     pub workers: Option<usize>,
+    /// SO_RCVBUF of every subscriber connection, in bytes (the kernel doubles it) [default: the
+    /// kernel's autotuning, up to tcp_rmem's maximum]. Changes what is measured: a small buffer
+    /// makes a client that reads late push back on the server instead of queueing in its socket.
+    #[arg(long, value_name = "BYTES")]
+    pub rcvbuf: Option<u32>,
     /// Meteor subscriber port of the --target server (IP:PORT), for --transport meteor.
     #[arg(long, value_name = "ADDR")]
     pub meteor_target: Option<std::net::SocketAddr>,

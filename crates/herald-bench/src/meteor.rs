@@ -62,7 +62,7 @@ pub async fn deacon(sh: &Shared, n: u64, plan: &Plan, ready: &Ready) -> Result<(
     let mut next_id: Option<u64> = None;
     let mut buf: Vec<u8> = Vec::with_capacity(1024);
     loop {
-        let mut stream = connect(addr, cfg.source_ip)
+        let mut stream = connect(addr, cfg.source_ip, cfg.rcvbuf)
             .await
             .map_err(|e| format!("connect: {e}"))?;
         let sent_ns = now_ns();

@@ -56,6 +56,9 @@ pub struct WorkerConfig {
     /// The Meteor mode subscribers ask for.
     #[serde(default)]
     pub meteor_mode: String,
+    /// `SO_RCVBUF` of the subscriber connections (`--rcvbuf`); the kernel's autotuning if none.
+    #[serde(default)]
+    pub rcvbuf: Option<u32>,
 }
 
 /// Which channels the connections of an `open` subscribe to.

@@ -48,14 +48,32 @@ fn ts_at_end(frame: &[u8]) -> Option<u64> {
     parse_digits(digits)
 }
 
-/// The value of 1 to 20 ASCII digits (wrapping, as a send time never overflows).
+/// The value of 1 to 20 ASCII digits (wrapping, as a send time never overflows): eight at a
+/// time while eight are left (a send time has 19).
 fn parse_digits(digits: &[u8]) -> Option<u64> {
     if digits.is_empty() || digits.len() > 20 {
         return None;
     }
-    Some(digits.iter().fold(0u64, |n, &b| {
+    let mut chunks = digits.chunks_exact(8);
+    let mut n = 0u64;
+    for chunk in &mut chunks {
+        let eight: [u8; 8] = chunk.try_into().expect("chunks of eight");
+        n = n
+            .wrapping_mul(100_000_000)
+            .wrapping_add(eight_digits(eight));
+    }
+    Some(chunks.remainder().iter().fold(n, |n, &b| {
         n.wrapping_mul(10).wrapping_add(u64::from(b - b'0'))
     }))
+}
+
+/// The value of eight ASCII digits, the first the most significant: pairs, then quads, then
+/// the whole, each step combining neighbouring lanes of one 64-bit word.
+fn eight_digits(ascii: [u8; 8]) -> u64 {
+    let v = u64::from_le_bytes(ascii).wrapping_sub(0x3030_3030_3030_3030);
+    let v = (v.wrapping_mul(10).wrapping_add(v >> 8)) & 0x00ff_00ff_00ff_00ff;
+    let v = (v.wrapping_mul(100).wrapping_add(v >> 16)) & 0x0000_ffff_0000_ffff;
+    (v.wrapping_mul(10_000).wrapping_add(v >> 32)) & 0xffff_ffff
 }
 
 /// The log (`$app` or `$device`) and `seq` of an inbox message frame
@@ -405,6 +423,10 @@ mod tests {
         assert_eq!(find_ts(b"{\"ts\":42}\n"), Some(42));
         assert_eq!(find_ts(b"\"ts\":42"), Some(42));
         assert_eq!(find_ts(br#"{"ts":}"#), None);
+        for n in [0u64, 7, 12345678, 123456789, 1763772000123456789, u64::MAX] {
+            let frame = format!("{{\"message\":{{\"data\":{{\"ts\":{n}}}}}}}");
+            assert_eq!(find_ts(frame.as_bytes()), Some(n), "{frame}");
+        }
         assert_eq!(find_ts(br#"{"ts":"x"}"#), None);
         assert_eq!(find(b"abcabd", b"abd"), Some(3));
         assert_eq!(find(b"ab", b"abd"), None);

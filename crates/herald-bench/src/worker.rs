@@ -82,6 +82,12 @@ impl Round {
     }
 
     fn bucket(&mut self, now: u64) -> Option<&mut BucketAcc> {
+        let i = self.bucket_index(now)?;
+        Some(&mut self.buckets[i])
+    }
+
+    /// The index of the bucket of `now`, creating it (and those before it) if needed.
+    fn bucket_index(&mut self, now: u64) -> Option<usize> {
         let i = (now.checked_sub(self.start_ns)? / self.bucket_ns) as usize;
         if i >= MAX_BUCKETS {
             return None;
@@ -89,7 +95,7 @@ impl Round {
         if self.buckets.len() <= i {
             self.buckets.resize_with(i + 1, BucketAcc::default);
         }
-        Some(&mut self.buckets[i])
+        Some(i)
     }
 
     fn seen(&mut self, now: u64) {
@@ -105,7 +111,11 @@ impl Round {
         }
     }
 
-    fn report(self, alive: u64) -> RoundReport {
+    fn report(mut self, alive: u64) -> RoundReport {
+        // Deliveries were recorded once, in their time bucket (see `Shared::apply`).
+        for hist in self.buckets.iter().filter_map(|b| b.hist.as_ref()) {
+            stats::merge(&mut self.msg_hist, hist);
+        }
         RoundReport {
             messages: self.messages,
             acks: self.acks,
@@ -144,16 +154,20 @@ impl Shared {
         if !t.sent.is_empty() {
             r.seen(now);
             r.messages += t.sent.len() as u64;
-            for &sent in &t.sent {
-                stats::record_ns(&mut r.msg_hist, now.saturating_sub(sent));
-            }
-            // Every message of a tally was received at `now`: one bucket for all of them.
-            if let Some(b) = r.bucket(now) {
-                b.messages += t.sent.len() as u64;
-                let hist = b.hist.get_or_insert_with(stats::histogram);
-                for &sent in &t.sent {
-                    stats::record_ns(hist, now.saturating_sub(sent));
+            // Every message of a tally was received at `now`: one bucket for all of them. A
+            // delivery is recorded only there; the round's histogram is their sum (merged in
+            // `Round::report`), and holds directly only those outside every bucket.
+            let r = &mut *r;
+            let hist = match r.bucket_index(now) {
+                Some(i) => {
+                    let b = &mut r.buckets[i];
+                    b.messages += t.sent.len() as u64;
+                    b.hist.get_or_insert_with(stats::histogram)
                 }
+                None => &mut r.msg_hist,
+            };
+            for &sent in &t.sent {
+                stats::record_ns(hist, now.saturating_sub(sent));
             }
         }
         if t.acks > 0 {

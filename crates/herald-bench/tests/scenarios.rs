@@ -321,6 +321,20 @@ fn fanout_delivers_every_message_to_every_subscriber() {
     assert_eq!(s["details"]["published"], 95, "{s:#}");
     assert_eq!(s["details"]["delivered"], 380, "{s:#}");
     assert_eq!(s["details"]["batch"], 10, "{s:#}");
+    // subscribers with a small receive buffer (`--rcvbuf`) still get every message
+    let (s, _) = bench(&[
+        "fanout",
+        "--messages",
+        "300",
+        "--subscribers",
+        "3",
+        "--rcvbuf",
+        "4096",
+        "--no-baseline",
+    ]);
+    check_summary(&s, "fanout");
+    assert_eq!(s["details"]["delivered"], 900, "{s:#}");
+    assert_eq!(s["details"]["failed_connections"], 0, "{s:#}");
     // paced
     let (s, _) = bench(&[
         "fanout",

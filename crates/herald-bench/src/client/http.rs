@@ -110,7 +110,7 @@ pub(super) async fn open_http(
     let cfg = &sh.cfg;
     let token = connection_token(sh, n, plan)?;
     let mut inbox = Inbox::of(plan);
-    let stream = connect(cfg.addr, cfg.source_ip)
+    let stream = connect(cfg.addr, cfg.source_ip, cfg.rcvbuf)
         .await
         .map_err(err("connect"))?;
     fire.borrow_and_update();
@@ -185,7 +185,7 @@ impl HttpClient {
     async fn send(&mut self, request: &[u8]) -> Result<(u16, Vec<u8>), String> {
         if self.stream.is_none() {
             self.stream = Some(
-                connect(self.addr, self.source)
+                connect(self.addr, self.source, None)
                     .await
                     .map_err(err("connect"))?,
             );

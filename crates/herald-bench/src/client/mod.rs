@@ -35,13 +35,22 @@ pub struct Fire {
     pub action: Action,
 }
 
-/// Opens a TCP connection, bound to `source` first when given (and of the right family).
-pub async fn connect(addr: SocketAddr, source: Option<IpAddr>) -> io::Result<TcpStream> {
+/// Opens a TCP connection, bound to `source` first when given (and of the right family), with a
+/// receive buffer of `rcvbuf` bytes when given (`--rcvbuf`; the kernel's autotuning otherwise).
+pub async fn connect(
+    addr: SocketAddr,
+    source: Option<IpAddr>,
+    rcvbuf: Option<u32>,
+) -> io::Result<TcpStream> {
     let socket = if addr.is_ipv4() {
         TcpSocket::new_v4()?
     } else {
         TcpSocket::new_v6()?
     };
+    if let Some(bytes) = rcvbuf {
+        // Set before connecting, so the window offered in the handshake already fits it.
+        socket.set_recv_buffer_size(bytes)?;
+    }
     if let Some(ip) = source {
         if ip.is_ipv4() == addr.is_ipv4() {
             socket.bind(SocketAddr::new(ip, 0))?;

@@ -23,7 +23,7 @@ pub(super) async fn ws(
     let cfg = &sh.cfg;
     let token = connection_token(sh, n, plan)?;
     let mut inbox = Inbox::of(plan);
-    let mut stream = connect(cfg.addr, cfg.source_ip)
+    let mut stream = connect(cfg.addr, cfg.source_ip, cfg.rcvbuf)
         .await
         .map_err(err("connect"))?;
     inbox_start(sh, ready, &mut fire, &mut inbox).await?;

@@ -111,6 +111,7 @@ impl Ctx {
             source_ip: pool::source_ip(i, t.node(i).addr.ip()),
             meteor_addr: t.meteor,
             meteor_mode: self.common.meteor_mode.clone(),
+            rcvbuf: self.common.rcvbuf,
         })
         .await
     }
