@@ -103,6 +103,11 @@ pub struct EdgeSettings {
     pub park_idle_after: Option<Duration>,
 }
 
+/// The default of `park_idle_after`: long enough that a connection which hears from the
+/// server every second or two never parks, short enough that idle ones leave their tasks soon
+/// (docs/benchmarks.md, "Session 14: idle WebSocket ≤ 800 B").
+pub const DEFAULT_PARK_IDLE_AFTER: Duration = Duration::from_secs(2);
+
 impl Default for EdgeSettings {
     fn default() -> Self {
         EdgeSettings {
@@ -114,7 +119,7 @@ impl Default for EdgeSettings {
             max_subscriptions: 10_000,
             ping_interval: Duration::from_secs(25),
             deadlines: deadlines::Deadlines::default(),
-            park_idle_after: None,
+            park_idle_after: Some(DEFAULT_PARK_IDLE_AFTER),
         }
     }
 }

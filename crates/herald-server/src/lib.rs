@@ -50,7 +50,7 @@ pub mod vocabulary {
     pub use herald_core::log::Retention;
     pub use herald_core::namespace::{NamespaceOptions, Namespaces};
     pub use herald_edge::deadlines::Deadlines;
-    pub use herald_edge::EdgeSettings;
+    pub use herald_edge::{EdgeSettings, DEFAULT_PARK_IDLE_AFTER};
     pub use herald_meteor::MeteorConf;
     pub use herald_providers::webpush::VapidKeys;
     pub use herald_push::delivery::senders::ProviderEndpoints;

@@ -304,7 +304,7 @@ pub struct Config {
     /// How often the server pings idle connections.
     pub ping_interval: Duration,
     /// How long a WebSocket connection or SSE stream has nothing to do before it parks (leaves
-    /// its task); 0 never parks.
+    /// its task); 0 never parks. 2 s by default.
     pub park_idle_after: Duration,
     /// How long shutdown waits for connections to drain.
     pub shutdown_grace: Duration,

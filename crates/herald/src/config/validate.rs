@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use herald_server::settings::{default_http_workers, DEFAULT_FANOUT_BACKLOG};
-use herald_server::vocabulary::SyncMode;
+use herald_server::vocabulary::{SyncMode, DEFAULT_PARK_IDLE_AFTER};
 use toml::Value;
 
 use super::layers::{Layers, Raw, RawNamespace, Source, KEYS};
@@ -131,7 +131,7 @@ impl Layers {
                     .filter(|d| !d.is_zero())
                     .ok_or("must be longer than 0s".into())
             })?,
-            park_idle_after: self.get("park_idle_after", Duration::ZERO, duration)?,
+            park_idle_after: self.get("park_idle_after", DEFAULT_PARK_IDLE_AFTER, duration)?,
             shutdown_grace: self.get("shutdown_grace", Duration::from_secs(10), duration)?,
             http_workers: self.get("http_workers", default_http_workers(), |r| {
                 Some(usize_at_least(0)(r)?)
