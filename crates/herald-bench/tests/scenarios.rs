@@ -292,11 +292,11 @@ fn fanout_delivers_every_message_to_every_subscriber() {
     assert!(s["details"]["server_cpu_seconds_per_million_deliveries"]
         .as_f64()
         .is_some());
-    // The parent publishes and a worker reads: both used some CPU.
+    // Reported, as a number: /proc counts CPU in 10 ms ticks, so a run this short may read 0.
     assert!(
         s["details"]["loadgen_cpu_seconds_per_million_deliveries"]
             .as_f64()
-            .is_some_and(|c| c > 0.0),
+            .is_some_and(|c| c >= 0.0),
         "{s:#}"
     );
     check_files(
