@@ -17,12 +17,9 @@
 //! devices again and records them in doubt (a duplicate provider push is possible for them and
 //! only them). The lease is renewed while pages run, so a slow provider does not let it lapse.
 //!
-//! Pipelining: the next page is read, and its first chunk marked in flight, while the current
-//! page's sends start; a page's sends start while the page before waits for its answers. So
-//! neither the read nor the durable mark (an fsync) stands between two pages' sends, which
-//! would let the sends in flight drain and both cores idle. At most [`PAGES_IN_FLIGHT`] pages
-//! are between their read and their transaction, so the in-flight mark spans at most three
-//! pages: one answering, one sending and the first chunk of the next.
+//! Pipelining: the next page is read, and its sends start, while the current page's sends wait
+//! for their answers; at most [`PAGES_IN_FLIGHT`] pages are between their first send and their
+//! transaction, so the in-flight mark spans at most two pages.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -46,9 +43,8 @@ use crate::jobs::{ExpandedPage, Job, JobId, JobKind, NewJob, PageJob, Settlement
 use crate::registry::DeviceQuery;
 use crate::tags::TagExpr;
 
-/// Pages of one expansion between their read and their transaction: the page whose last
-/// sends answer, the page whose sends start, and the next, read and marked meanwhile.
-pub const PAGES_IN_FLIGHT: usize = 3;
+/// Pages of one expansion between their first send and their transaction.
+pub const PAGES_IN_FLIGHT: usize = 2;
 
 /// Results that mean no provider send was made (the push expired, the device went away, has
 /// no token, was acknowledged live, or the app has no credentials).
@@ -63,22 +59,6 @@ struct DirectSend {
     provider: Platform,
     settlement: Settlement,
     in_doubt: bool,
-}
-
-/// A page read and sorted, its first chunk marked in flight: its sends are next.
-struct PreparedPage {
-    /// Job rows for devices that wait.
-    waiting: Vec<PageJob>,
-    /// Devices to send to now, in id order.
-    due: Vec<Device>,
-    /// An `auto` push's devices read again with their inbox cursors.
-    cursors: HashMap<String, (Device, InboxCursor)>,
-    /// Where the cursor moves once the page is written (`None`: the last page).
-    next: Option<String>,
-    /// Devices up to this one are durably marked in flight.
-    marked: Option<String>,
-    /// Held until the page is written ([`PAGES_IN_FLIGHT`]).
-    slot: OwnedSemaphorePermit,
 }
 
 /// A page whose sends have started.
@@ -207,204 +187,142 @@ impl Deliverer {
     }
 
     /// Reads the audience a page at a time and starts each page's sends, handing the page to
-    /// [`Deliverer::write_pages`]. The next page is read, and its first chunk marked in flight,
-    /// while this page's sends start ([`Deliverer::prepare_page`]), so the sends never wait for
-    /// a read or a durable mark between two pages.
+    /// [`Deliverer::write_pages`].
     async fn send_pages(
         self: &Arc<Self>,
         x: &Expansion,
-        after: Option<String>,
+        mut after: Option<String>,
         pages: UnboundedSender<PageInFlight>,
     ) -> Result<(), StoreError> {
-        let sends = Arc::new(Semaphore::new(self.config.batch.max(1)));
+        let batch = self.config.batch.max(1);
+        let lease_ms = self.config.lease.as_millis() as i64;
+        let sends = Arc::new(Semaphore::new(batch));
         let slots = Arc::new(Semaphore::new(PAGES_IN_FLIGHT));
-        let mut prepared = self.prepare_page(x, after, &slots, &pages).await?;
-        while let Some(page) = prepared {
-            let next = page.next.clone();
-            let following = async {
-                match next {
-                    Some(next) if !self.stopping.is_cancelled() => {
-                        self.prepare_page(x, Some(next), &slots, &pages).await
-                    }
-                    _ => Ok(None),
-                }
-            };
-            let (started, following) = tokio::join!(self.start_sends(x, page, &sends), following);
-            if pages.send(started?).is_err() {
+        let mut marked = x.marked.clone();
+        loop {
+            let slot = slots
+                .clone()
+                .acquire_owned()
+                .await
+                .map_err(|_| StoreError::failed("page slots closed"))?;
+            if pages.is_closed() {
                 return Ok(());
             }
-            prepared = following?;
+            let query = DeviceQuery {
+                after: after.clone(),
+                limit: self.config.expand_page,
+                provider_reachable: true,
+                ..DeviceQuery::default()
+            };
+            let page = self.registry.devices(&x.app, &query).await?;
+            let next = if page.len() < self.config.expand_page {
+                None
+            } else {
+                page.last().map(|d| d.id.clone())
+            };
+            let now = now_millis();
+            let mut waiting = Vec::new();
+            let mut due = Vec::new();
+            for device in page {
+                if !x.audience.reaches_tags(device.active, &device.tags) {
+                    continue;
+                }
+                let due_ms = self.due_for(&x.app, &device.id, &x.record, now);
+                if due_ms > now {
+                    waiting.push(PageJob {
+                        job: x.send_job(&device, due_ms),
+                        sent: None,
+                        in_doubt: false,
+                    });
+                } else {
+                    due.push(device);
+                }
+            }
+            // An `auto` push reads each device again with its inbox cursor: one acknowledged
+            // meanwhile settles as `live`, as a send job would.
+            let mut cursors: HashMap<String, (Device, InboxCursor)> =
+                if x.record.delivery == Delivery::Auto && !due.is_empty() {
+                    let ids: Vec<String> = due.iter().map(|d| d.id.clone()).collect();
+                    self.registry
+                        .devices_by_id(&x.app, &ids)
+                        .await?
+                        .into_iter()
+                        .map(|(d, c)| (d.id.clone(), (d, c)))
+                        .collect()
+                } else {
+                    HashMap::new()
+                };
+            let mut running = PageSends::spawn();
+            // Each device is moved into its send (taken from `due`), not copied; the ids of the
+            // devices after it are still there to mark chunks with.
+            let mut due: Vec<Option<Device>> = due.into_iter().map(Some).collect();
+            for i in 0..due.len() {
+                let permit = sends
+                    .clone()
+                    .acquire_owned()
+                    .await
+                    .map_err(|_| StoreError::failed("send permits closed"))?;
+                let Some(this_device) = due[i].take() else {
+                    continue;
+                };
+                let id = this_device.id.clone();
+                if marked.as_deref().is_none_or(|m| m < id.as_str()) {
+                    let last = (i + batch - 1).min(due.len() - 1);
+                    // `last` >= `i`: not taken yet, unless it is this device.
+                    let until = due[last]
+                        .as_ref()
+                        .map_or_else(|| id.clone(), |d| d.id.clone());
+                    self.queue
+                        .mark_in_flight(x.job, &until, now_millis(), lease_ms)
+                        .await?;
+                    marked = Some(until);
+                }
+                let in_doubt = x.doubt_until.as_deref().is_some_and(|u| id.as_str() <= u);
+                let platform = this_device.platform;
+                let device = if x.record.delivery == Delivery::Auto {
+                    cursors.remove(&id)
+                } else {
+                    Some((this_device, InboxCursor::default()))
+                };
+                let (this, app, record) = (self.clone(), x.app.clone(), x.record.clone());
+                let seq = x.seq;
+                // Boxed: a send's future is large, and spawning it unboxed copied it into the
+                // task several times (a fifth of the server's CPU in a broadcast's profile).
+                running.start(Box::pin(async move {
+                    let attempt = Attempt {
+                        app: &app,
+                        provider: Some(platform),
+                        seq,
+                        attempts: 1,
+                    };
+                    let settlement = this.attempt(attempt, device, Some(record)).await;
+                    drop(permit);
+                    DirectSend {
+                        device: id,
+                        provider: platform,
+                        settlement,
+                        in_doubt,
+                    }
+                }));
+            }
+            running.finish();
+            let started = PageInFlight {
+                waiting,
+                sends: running,
+                next: next.clone(),
+                _slot: slot,
+            };
+            if pages.send(started).is_err() {
+                return Ok(());
+            }
+            match next {
+                Some(n) => after = Some(n),
+                None => return Ok(()),
+            }
             if self.stopping.is_cancelled() {
                 return Ok(());
             }
         }
-        Ok(())
-    }
-
-    /// Reads the page of the audience after `after` (once one of the [`PAGES_IN_FLIGHT`] slots
-    /// is free), sorts its devices into those that wait and those due now, and marks the due
-    /// devices' first chunk in flight (durable) unless the expansion's lease already did.
-    /// `None`: the writer has gone (the expansion failed).
-    async fn prepare_page(
-        &self,
-        x: &Expansion,
-        after: Option<String>,
-        slots: &Arc<Semaphore>,
-        pages: &UnboundedSender<PageInFlight>,
-    ) -> Result<Option<PreparedPage>, StoreError> {
-        let slot = slots
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| StoreError::failed("page slots closed"))?;
-        if pages.is_closed() {
-            return Ok(None);
-        }
-        let query = DeviceQuery {
-            after,
-            limit: self.config.expand_page,
-            provider_reachable: true,
-            ..DeviceQuery::default()
-        };
-        let page = self.registry.devices(&x.app, &query).await?;
-        let next = if page.len() < self.config.expand_page {
-            None
-        } else {
-            page.last().map(|d| d.id.clone())
-        };
-        let now = now_millis();
-        let mut waiting = Vec::new();
-        let mut due = Vec::new();
-        for device in page {
-            if !x.audience.reaches_tags(device.active, &device.tags) {
-                continue;
-            }
-            let due_ms = self.due_for(&x.app, &device.id, &x.record, now);
-            if due_ms > now {
-                waiting.push(PageJob {
-                    job: x.send_job(&device, due_ms),
-                    sent: None,
-                    in_doubt: false,
-                });
-            } else {
-                due.push(device);
-            }
-        }
-        // An `auto` push reads each device again with its inbox cursor: one acknowledged
-        // meanwhile settles as `live`, as a send job would.
-        let cursors: HashMap<String, (Device, InboxCursor)> =
-            if x.record.delivery == Delivery::Auto && !due.is_empty() {
-                let ids: Vec<String> = due.iter().map(|d| d.id.clone()).collect();
-                self.registry
-                    .devices_by_id(&x.app, &ids)
-                    .await?
-                    .into_iter()
-                    .map(|(d, c)| (d.id.clone(), (d, c)))
-                    .collect()
-            } else {
-                HashMap::new()
-            };
-        let mut marked = x.marked.clone();
-        if let Some(first) = due.first() {
-            if marked.as_deref().is_none_or(|m| m < first.id.as_str()) {
-                let last = &due[(self.config.batch.max(1) - 1).min(due.len() - 1)];
-                self.mark_in_flight(x, &last.id).await?;
-                marked = Some(last.id.clone());
-            }
-        }
-        Ok(Some(PreparedPage {
-            waiting,
-            due,
-            cursors,
-            next,
-            marked,
-            slot,
-        }))
-    }
-
-    /// Marks the expansion's devices up to `until` in flight, durably, before any is sent.
-    async fn mark_in_flight(&self, x: &Expansion, until: &str) -> Result<(), StoreError> {
-        let lease_ms = self.config.lease.as_millis() as i64;
-        self.queue
-            .mark_in_flight(x.job, until, now_millis(), lease_ms)
-            .await
-    }
-
-    /// Starts a prepared page's sends, each once a send permit is free, marking each further
-    /// chunk of `batch` devices in flight before its first send.
-    async fn start_sends(
-        self: &Arc<Self>,
-        x: &Expansion,
-        page: PreparedPage,
-        sends: &Arc<Semaphore>,
-    ) -> Result<PageInFlight, StoreError> {
-        let batch = self.config.batch.max(1);
-        let PreparedPage {
-            waiting,
-            due,
-            mut cursors,
-            next,
-            mut marked,
-            slot,
-        } = page;
-        let mut running = PageSends::spawn();
-        // Each device is moved into its send (taken from `due`), not copied; the ids of the
-        // devices after it are still there to mark chunks with.
-        let mut due: Vec<Option<Device>> = due.into_iter().map(Some).collect();
-        for i in 0..due.len() {
-            let permit = sends
-                .clone()
-                .acquire_owned()
-                .await
-                .map_err(|_| StoreError::failed("send permits closed"))?;
-            let Some(this_device) = due[i].take() else {
-                continue;
-            };
-            let id = this_device.id.clone();
-            if marked.as_deref().is_none_or(|m| m < id.as_str()) {
-                let last = (i + batch - 1).min(due.len() - 1);
-                // `last` >= `i`: not taken yet, unless it is this device.
-                let until = due[last]
-                    .as_ref()
-                    .map_or_else(|| id.clone(), |d| d.id.clone());
-                self.mark_in_flight(x, &until).await?;
-                marked = Some(until);
-            }
-            let in_doubt = x.doubt_until.as_deref().is_some_and(|u| id.as_str() <= u);
-            let platform = this_device.platform;
-            let device = if x.record.delivery == Delivery::Auto {
-                cursors.remove(&id)
-            } else {
-                Some((this_device, InboxCursor::default()))
-            };
-            let (this, app, record) = (self.clone(), x.app.clone(), x.record.clone());
-            let seq = x.seq;
-            // Boxed: a send's future is large, and spawning it unboxed copied it into the
-            // task several times (a fifth of the server's CPU in a broadcast's profile).
-            running.start(Box::pin(async move {
-                let attempt = Attempt {
-                    app: &app,
-                    provider: Some(platform),
-                    seq,
-                    attempts: 1,
-                };
-                let settlement = this.attempt(attempt, device, Some(record)).await;
-                drop(permit);
-                DirectSend {
-                    device: id,
-                    provider: platform,
-                    settlement,
-                    in_doubt,
-                }
-            }));
-        }
-        running.finish();
-        Ok(PageInFlight {
-            waiting,
-            sends: running,
-            next,
-            _slot: slot,
-        })
     }
 
     /// Waits for each page's sends in turn and writes the page ([`crate::jobs::JobQueue::expand_page`]).
