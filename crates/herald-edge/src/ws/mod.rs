@@ -240,7 +240,9 @@ impl Connection {
                 // Its parked form keeps no command budget: one still refilling stays here
                 // another delay.
                 Wake::Idle if !self.session.may_park() => {
-                    idle.as_mut().map(IdleTimer::busy);
+                    if let Some(timer) = idle.as_mut() {
+                        timer.busy();
+                    }
                     continue;
                 }
                 Wake::Idle => match self.reserve_parking(stream) {
