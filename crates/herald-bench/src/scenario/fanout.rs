@@ -28,7 +28,7 @@ struct Published {
 pub async fn run(args: FanoutArgs) -> anyhow::Result<Report> {
     let ctx = Ctx::open(&args.common, &[]).await?;
     let key = ctx.target.require_api_key()?;
-    let mut pool = ctx.pool(args.subscribers).await?;
+    let mut pool = ctx.reader_pool(args.subscribers).await?;
     let channel = format!("bench/{}/fanout", ctx.run);
     let (n, failed_conns, errors) = super::open_shared(
         &mut pool,

@@ -29,6 +29,28 @@ use crate::proto::WorkerConfig;
 use crate::report::Report;
 use crate::server::{CpuMark, ProcStats, Target};
 
+/// Worker processes per core that [`Ctx::reader_pool`] starts at least: with two, the clients
+/// read as fast as a two-core machine's server writes (`herald bench fanout --spawn --publishers
+/// 4 --messages 1000 --subscribers 10000`: p99 220-237 ms with 4 workers, 233-247 ms with 8,
+/// 455-460 ms with 1; docs/benchmarks.md, "Session 15: the burst's clients").
+pub const READERS_PER_CORE: u64 = 2;
+
+/// How many workers hold `connections` when `--workers` is not given: enough at `per_worker`
+/// each, at least `min_workers` but never more than one per connection; with several nodes a
+/// multiple of them (each worker connects to one node), or one per connection when there are
+/// fewer connections than nodes.
+fn default_workers(connections: u64, per_worker: u64, nodes: u64, min_workers: u64) -> usize {
+    let enough = connections
+        .div_ceil(per_worker.max(1))
+        .max(min_workers.min(connections))
+        .max(1);
+    if connections >= nodes {
+        enough.max(nodes).next_multiple_of(nodes) as usize
+    } else {
+        enough.max(connections) as usize
+    }
+}
+
 /// What every scenario works with.
 pub struct Ctx {
     /// The flags.
@@ -84,20 +106,31 @@ impl Ctx {
     /// multiple of the nodes, or one per connection when there are fewer connections than
     /// nodes, so the connections spread evenly over the nodes.
     pub async fn pool(&self, connections: u64) -> anyhow::Result<Pool> {
-        let per = self.common.per_worker.max(1);
+        self.pool_of_at_least(connections, 1).await
+    }
+
+    /// Like [`pool`](Self::pool), for scenarios that time deliveries at the clients (`fanout`,
+    /// `subscribers`, `channels`, `all-to-all`): unless `--workers` says otherwise, at least
+    /// [`READERS_PER_CORE`] workers per core of this machine. Each worker reads its sockets on
+    /// one thread, and the kernel shares the cores between threads, not processes: one worker
+    /// reading 10,000 sockets against the server's busier threads gets about 0.6 of a core and
+    /// reads late, so the latency it reports includes its own backlog (data the server had
+    /// written long before, waiting unread in its sockets). A real client reads on its own
+    /// device.
+    pub async fn reader_pool(&self, connections: u64) -> anyhow::Result<Pool> {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+        self.pool_of_at_least(connections, READERS_PER_CORE * cores)
+            .await
+    }
+
+    /// Starts `--workers` workers, or enough for `connections` and at least `min_workers`
+    /// (never more than one per connection).
+    async fn pool_of_at_least(&self, connections: u64, min_workers: u64) -> anyhow::Result<Pool> {
         let nodes = self.target.nodes.len().max(1) as u64;
-        let n = self
-            .common
-            .workers
-            .unwrap_or_else(|| {
-                let enough = connections.div_ceil(per).max(1);
-                if connections >= nodes {
-                    enough.max(nodes).next_multiple_of(nodes) as usize
-                } else {
-                    enough.max(connections) as usize
-                }
-            })
-            .max(1);
+        let n = self.common.workers.unwrap_or_else(|| {
+            default_workers(connections, self.common.per_worker, nodes, min_workers)
+        });
+        let n = n.max(1);
         let token = self.target.client_token();
         let t = &self.target;
         Pool::start(n, |i| WorkerConfig {
@@ -371,4 +404,31 @@ pub async fn publish_to_all(
         sample = sample.or(s);
     }
     (refused, sample)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::default_workers;
+
+    #[test]
+    fn workers_are_enough_for_the_connections() {
+        assert_eq!(default_workers(10_000, 15_000, 1, 1), 1);
+        assert_eq!(default_workers(19_500, 15_000, 1, 1), 2);
+        assert_eq!(default_workers(45_001, 15_000, 1, 1), 4);
+    }
+
+    #[test]
+    fn reader_pools_have_a_floor_but_never_more_workers_than_connections() {
+        assert_eq!(default_workers(10_000, 15_000, 1, 4), 4);
+        assert_eq!(default_workers(100_000, 15_000, 1, 4), 7);
+        assert_eq!(default_workers(3, 15_000, 1, 4), 3);
+        assert_eq!(default_workers(1, 15_000, 1, 4), 1);
+    }
+
+    #[test]
+    fn workers_are_a_multiple_of_the_nodes() {
+        assert_eq!(default_workers(10_000, 15_000, 3, 1), 3);
+        assert_eq!(default_workers(10_000, 15_000, 3, 4), 6);
+        assert_eq!(default_workers(2, 15_000, 3, 4), 2);
+    }
 }
