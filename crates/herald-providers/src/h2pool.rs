@@ -3,7 +3,8 @@
 //! Requests go to the open connection with the fewest requests in flight; each connection multiplexes as many
 //! streams as the server's `SETTINGS_MAX_CONCURRENT_STREAMS` allows (h2's `ready()` waits for a
 //! free stream). The pool opens one connection first and **another when volume needs it**:
-//! when the requests in flight would fill every open connection's streams, up to `connections`
+//! when the requests in flight would pass [`BUSY_CONNECTION`] (or the server's stream limit,
+//! when lower) on every open connection, up to `connections`
 //! (the pool's maximum); it never closes one for being idle. A connection that fails or receives GOAWAY is dropped and made again on the
 //! next request; a request the server refused before processing it (`REFUSED_STREAM`, a stream
 //! above a graceful GOAWAY's last stream id, or a request that could not be started because the
@@ -26,6 +27,11 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
 use crate::coalesce::CoalescedWrites;
+
+/// Requests in flight on one connection past which the pool opens another (when the server
+/// allows fewer streams, that number): one connection is read and written by one task, so a
+/// thousand streams on one connection keep one thread of each side busy while the others wait.
+pub const BUSY_CONNECTION: usize = 250;
 
 /// Why a request got no answer.
 #[derive(Debug, thiserror::Error)]
@@ -282,7 +288,10 @@ impl Inner {
     /// one more than fill their streams, within the pool's maximum. Grows `open` as needed.
     fn open_for(&self, in_flight: usize) -> usize {
         let max = self.slots.len();
-        let per = self.streams_per_connection.load(Ordering::Relaxed).max(1);
+        let per = self
+            .streams_per_connection
+            .load(Ordering::Relaxed)
+            .clamp(1, BUSY_CONNECTION);
         let needed = in_flight.div_ceil(per).clamp(1, max);
         let before = self.open.fetch_max(needed, Ordering::Relaxed);
         if needed > before {

@@ -550,6 +550,52 @@ async fn the_pool_opens_another_connection_only_when_volume_needs_it() {
     mock.stop();
 }
 
+#[tokio::test]
+async fn the_pool_spreads_many_streams_over_connections_even_when_the_server_allows_them_on_one() {
+    use herald_providers::h2pool::{H2Pool, BUSY_CONNECTION};
+    // APNs allows 1,000 streams per connection, but one connection is driven by one task at
+    // each end: past BUSY_CONNECTION requests in flight on each, the pool opens another.
+    let mock = ApnsMock::start(ApnsMockOptions::default()).await.unwrap();
+    let tls = herald_providers::tls::client_config(Some(mock.cert_pem.as_bytes()), None).unwrap();
+    let pool = H2Pool::new(
+        "127.0.0.1",
+        mock.url().rsplit(':').next().unwrap().parse().unwrap(),
+        tls,
+        4,
+    );
+    let url = mock.url();
+    let send = |n: u32| {
+        let pool = pool.clone();
+        let url = url.clone();
+        let request = move || {
+            http::Request::post(format!("{url}/3/device/{}", device(n)))
+                .header("apns-topic", TOPIC)
+                .body(())
+                .unwrap()
+        };
+        async move {
+            pool.send(request(), request, bytes::Bytes::from_static(b"{}"))
+                .await
+        }
+    };
+    let busy = BUSY_CONNECTION as u32;
+    mock.hold();
+    let first: Vec<_> = (0..busy).map(|n| tokio::spawn(send(n))).collect();
+    bounded(until(|| mock.in_flight() == busy as usize)).await;
+    assert_eq!(pool.connections_open(), 1);
+    let more: Vec<_> = (busy..busy * 2 + 1)
+        .map(|n| tokio::spawn(send(n)))
+        .collect();
+    bounded(until(|| mock.in_flight() == busy as usize * 2 + 1)).await;
+    assert_eq!(pool.connections_open(), 3);
+    mock.release();
+    for s in first.into_iter().chain(more) {
+        assert_eq!(bounded(s).await.unwrap().unwrap().0.status(), 200);
+    }
+    assert_eq!(pool.connections_made(), 3);
+    mock.stop();
+}
+
 /// A CA and a client certificate it signed (PEM certificate, PEM key), for certificate auth.
 fn client_certificate(common_name: &str) -> (String, String, String) {
     use rcgen::{
