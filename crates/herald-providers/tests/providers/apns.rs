@@ -490,7 +490,6 @@ fn invalid_credentials_are_refused_by_validate() {
 
 #[tokio::test]
 async fn the_pool_opens_another_connection_only_when_volume_needs_it() {
-    use herald_providers::h2pool::H2Pool;
     // A server that allows 10 streams per connection and holds every answer, so requests stay
     // in flight; no provider token is checked (the pool is below the APNs client).
     let mock = ApnsMock::start(ApnsMockOptions {
@@ -499,13 +498,7 @@ async fn the_pool_opens_another_connection_only_when_volume_needs_it() {
     })
     .await
     .unwrap();
-    let tls = herald_providers::tls::client_config(Some(mock.cert_pem.as_bytes()), None).unwrap();
-    let pool = H2Pool::new(
-        "127.0.0.1",
-        mock.url().rsplit(':').next().unwrap().parse().unwrap(),
-        tls,
-        4,
-    );
+    let pool = pool_of_four(&mock);
     let url = mock.url();
     let request = move |n: u32| {
         http::Request::post(format!("{url}/3/device/{}", device(n)))
@@ -552,17 +545,11 @@ async fn the_pool_opens_another_connection_only_when_volume_needs_it() {
 
 #[tokio::test]
 async fn the_pool_spreads_many_streams_over_connections_even_when_the_server_allows_them_on_one() {
-    use herald_providers::h2pool::{H2Pool, BUSY_CONNECTION};
+    use herald_providers::h2pool::BUSY_CONNECTION;
     // APNs allows 1,000 streams per connection, but one connection is driven by one task at
     // each end: past BUSY_CONNECTION requests in flight on each, the pool opens another.
     let mock = ApnsMock::start(ApnsMockOptions::default()).await.unwrap();
-    let tls = herald_providers::tls::client_config(Some(mock.cert_pem.as_bytes()), None).unwrap();
-    let pool = H2Pool::new(
-        "127.0.0.1",
-        mock.url().rsplit(':').next().unwrap().parse().unwrap(),
-        tls,
-        4,
-    );
+    let pool = pool_of_four(&mock);
     let url = mock.url();
     let send = |n: u32| {
         let pool = pool.clone();
@@ -594,6 +581,17 @@ async fn the_pool_spreads_many_streams_over_connections_even_when_the_server_all
     }
     assert_eq!(pool.connections_made(), 3);
     mock.stop();
+}
+
+/// An HTTP/2 pool of at most four connections to `mock`, trusting its certificate.
+fn pool_of_four(mock: &ApnsMock) -> herald_providers::h2pool::H2Pool {
+    let tls = herald_providers::tls::client_config(Some(mock.cert_pem.as_bytes()), None).unwrap();
+    herald_providers::h2pool::H2Pool::new(
+        "127.0.0.1",
+        mock.url().rsplit(':').next().unwrap().parse().unwrap(),
+        tls,
+        4,
+    )
 }
 
 /// A CA and a client certificate it signed (PEM certificate, PEM key), for certificate auth.
