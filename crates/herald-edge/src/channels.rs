@@ -2,6 +2,7 @@
 //! stream asks for, opening its subscriptions through the session's steps
 //! ([`crate::session::open`]), and tracking the per-channel positions its cursor string reports.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use herald_core::auth::Client;
@@ -101,9 +102,12 @@ fn channel_params(
     pairs: &[(String, String)],
 ) -> Result<Vec<ChannelName>, HeraldError> {
     let mut names: Vec<ChannelName> = Vec::new();
+    // A set, not a scan of `names`: a request naming 1,000 channels made 500,000 comparisons
+    // (a quarter of the server's CPU in a long-poll subscribe storm).
+    let mut seen: HashSet<ChannelName> = HashSet::new();
     for (_, value) in pairs.iter().filter(|(k, _)| k == "channel") {
         let name = client.app.parse_channel(value)?;
-        if !names.contains(&name) {
+        if seen.insert(name.clone()) {
             names.push(name);
         }
     }

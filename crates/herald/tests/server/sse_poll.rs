@@ -223,6 +223,40 @@ async fn long_poll_returns_waiting_then_live_then_times_out() {
 }
 
 #[tokio::test]
+async fn a_channel_named_twice_in_one_request_is_subscribed_once() {
+    let server = Server::start().await;
+    let token = server.token(&["**"], &[]);
+    server.publish("twice/a", json!("a1")).await;
+    server.publish("twice/b", json!("b1")).await;
+    let (status, r) = poll(
+        &server,
+        &format!("?channel=twice/a&channel=twice/b&channel=twice/a&since=0,0&token={token}"),
+    )
+    .await;
+    assert_eq!(status, 200, "{r}");
+    let channels: Vec<_> = r["channels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["channel"].clone())
+        .collect();
+    assert_eq!(channels, vec![json!("twice/a"), json!("twice/b")], "{r}");
+    let mut got: Vec<_> = r["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["data"].clone())
+        .collect();
+    got.sort_by_key(|d| d.to_string());
+    assert_eq!(
+        got,
+        vec![json!("a1"), json!("b1")],
+        "each message once: {r}"
+    );
+    assert_eq!(r["cursor"].as_str().unwrap().split(',').count(), 2, "{r}");
+}
+
+#[tokio::test]
 async fn long_poll_loop_sees_every_message_once_across_channels() {
     let server = Server::start().await;
     let token = server.token(&["**"], &[]);
