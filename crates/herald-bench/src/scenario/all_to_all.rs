@@ -30,7 +30,7 @@ pub async fn run(args: AllToAllArgs) -> anyhow::Result<Report> {
     if ctx.common.transport != Transport::Ws {
         ctx.target.require_api_key()?;
     }
-    let mut pool = ctx.reader_pool(args.subscribers).await?;
+    let mut pool = ctx.pool(args.subscribers).await?;
     let channel = format!("bench/{}/all", ctx.run);
     let (n, failed_conns, errors) = super::open_shared(
         &mut pool,

@@ -28,7 +28,13 @@ struct Published {
 pub async fn run(args: FanoutArgs) -> anyhow::Result<Report> {
     let ctx = Ctx::open(&args.common, &[]).await?;
     let key = ctx.target.require_api_key()?;
-    let mut pool = ctx.reader_pool(args.subscribers).await?;
+    // As fast as possible, the clients must read as fast as the whole machine delivers; paced,
+    // one worker keeps up, and more would only add wake-ups.
+    let mut pool = if args.rate.is_none() {
+        ctx.reader_pool(args.subscribers).await?
+    } else {
+        ctx.pool(args.subscribers).await?
+    };
     let channel = format!("bench/{}/fanout", ctx.run);
     let (n, failed_conns, errors) = super::open_shared(
         &mut pool,

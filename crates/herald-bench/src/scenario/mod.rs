@@ -30,7 +30,7 @@ use crate::report::Report;
 use crate::server::{CpuMark, ProcStats, Target};
 
 /// Worker processes per core that [`Ctx::reader_pool`] starts at least: with two, the clients
-/// read as fast as a two-core machine's server writes (`herald bench fanout --spawn --publishers
+/// of an unpaced fan-out read as fast as a two-core machine's server writes (`herald bench fanout --spawn --publishers
 /// 4 --messages 1000 --subscribers 10000`: p99 220-237 ms with 4 workers, 233-247 ms with 8,
 /// 455-460 ms with 1; docs/benchmarks.md, "Session 15: the burst's clients").
 pub const READERS_PER_CORE: u64 = 2;
@@ -109,8 +109,8 @@ impl Ctx {
         self.pool_of_at_least(connections, 1).await
     }
 
-    /// Like [`pool`](Self::pool), for scenarios that time deliveries at the clients (`fanout`,
-    /// `subscribers`, `channels`, `all-to-all`): unless `--workers` says otherwise, at least
+    /// Like [`pool`](Self::pool), for a scenario whose clients must read as fast as the machine
+    /// can deliver (`fanout` without `--rate`): unless `--workers` says otherwise, at least
     /// [`READERS_PER_CORE`] workers per core of this machine. Each worker reads its sockets on
     /// one thread, and the kernel shares the cores between threads, not processes: one worker
     /// reading 10,000 sockets against the server's busier threads gets about 0.6 of a core and

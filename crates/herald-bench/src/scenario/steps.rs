@@ -28,7 +28,7 @@ pub async fn run(args: StepArgs, own_channels: bool) -> anyhow::Result<Report> {
     };
     let ctx = Ctx::open(&args.common, &[]).await?;
     let key = ctx.target.require_api_key()?;
-    let mut pool = ctx.reader_pool(args.max_subscribers).await?;
+    let mut pool = ctx.pool(args.max_subscribers).await?;
     let channel = format!("bench/{}/subs", ctx.run);
     let prefix = format!("bench/{}/ch/", ctx.run);
     let plan = if own_channels {
