@@ -30,9 +30,9 @@ use crate::report::Report;
 use crate::server::{CpuMark, ProcStats, Target};
 
 /// Worker processes per core that [`Ctx::reader_pool`] starts at least: with two, the clients
-/// of an unpaced fan-out read as fast as a two-core machine's server writes (`herald bench fanout --spawn --publishers
-/// 4 --messages 1000 --subscribers 10000`: p99 220-237 ms with 4 workers, 233-247 ms with 8,
-/// 455-460 ms with 1; docs/benchmarks.md, "Session 15: the burst's clients").
+/// of an unpaced fan-out read as fast as a two-core machine's server writes (`herald bench
+/// fanout --spawn --publishers 4 --messages 1000 --subscribers 10000`: p99 220-237 ms with 4
+/// workers, 233-247 ms with 8, 455-460 ms with 1; docs/benchmarks.md, "Session 15", item 3).
 pub const READERS_PER_CORE: u64 = 2;
 
 /// How many workers hold `connections` when `--workers` is not given: enough at `per_worker`
