@@ -15,7 +15,7 @@ use herald_core::{ChannelName, Cursor, Engine, HeraldError, StoredMessage};
 
 use axum::http::HeaderMap;
 
-use crate::http::{client_token, client_token_in_query, parse_bool, query_pairs};
+use crate::http::{client_token, parse_bool, query_pairs};
 use crate::session::open::{
     authorise, check_limit, open_channel, open_inbox, register, Opened, Wanted,
 };
@@ -46,7 +46,7 @@ impl StreamRequest {
     /// cached yet or lacks the token's key id; returns at once otherwise. Call before
     /// [`StreamRequest::parse`].
     pub async fn prepare_keys(edge: &Edge, query: Option<&str>, headers: &HeaderMap) {
-        if let Some(token) = client_token_in_query(query, headers) {
+        if let Some(token) = client_token(&query_pairs(query), headers) {
             edge.tokens.prepare(&token).await;
         }
     }

@@ -51,20 +51,9 @@ pub fn parse_bool(v: &str) -> Result<bool, HeraldError> {
 
 /// The decoded `key=value` pairs of a query string, in order (repeated keys kept).
 pub fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
-    let query = query.unwrap_or("");
-    // Sized once: a stream request may name a thousand channels.
-    let mut pairs = Vec::with_capacity(query.bytes().filter(|&b| b == b'&').count() + 1);
-    pairs.extend(form_urlencoded::parse(query.as_bytes()).into_owned());
-    pairs
-}
-
-/// [`client_token`] read straight from the query string, without keeping its pairs (decoded
-/// values are borrowed unless they hold escapes).
-pub fn client_token_in_query(query: Option<&str>, headers: &HeaderMap) -> Option<String> {
-    token_from(
-        form_urlencoded::parse(query.unwrap_or("").as_bytes()),
-        headers,
-    )
+    form_urlencoded::parse(query.unwrap_or("").as_bytes())
+        .into_owned()
+        .collect()
 }
 
 /// The client token from `?token=` or an `Authorization: Bearer` header; an empty one counts
@@ -72,16 +61,8 @@ pub fn client_token_in_query(query: Option<&str>, headers: &HeaderMap) -> Option
 /// (docs/protocol.md, "Where to send the token"), so a request never gains the header's rights
 /// by blanking the query.
 pub fn client_token(pairs: &[(String, String)], headers: &HeaderMap) -> Option<String> {
-    token_from(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())), headers)
-}
-
-/// [`client_token`] over any `(key, value)` pairs.
-fn token_from<K: AsRef<str>, V: AsRef<str>>(
-    pairs: impl IntoIterator<Item = (K, V)>,
-    headers: &HeaderMap,
-) -> Option<String> {
-    if let Some((_, t)) = pairs.into_iter().find(|(k, _)| k.as_ref() == "token") {
-        let t = t.as_ref().trim();
+    if let Some((_, t)) = pairs.iter().find(|(k, _)| k == "token") {
+        let t = t.trim();
         return (!t.is_empty()).then(|| t.to_owned());
     }
     headers
@@ -90,69 +71,4 @@ fn token_from<K: AsRef<str>, V: AsRef<str>>(
         .and_then(herald_proto::http::bearer)
         .filter(|t| !t.is_empty())
         .map(str::to_owned)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn with_bearer(token: &str) -> HeaderMap {
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            header::AUTHORIZATION,
-            format!("Bearer {token}").parse().unwrap(),
-        );
-        headers
-    }
-
-    #[test]
-    fn the_token_read_from_the_query_string_is_the_token_read_from_its_pairs() {
-        let cases = [
-            (
-                Some("channel=a&token=%20abc%20&token=second"),
-                HeaderMap::new(),
-            ),
-            (Some("channel=a"), with_bearer("from-header")),
-            (Some("token=&channel=a"), with_bearer("from-header")),
-            (Some("token=a%2Bb+c"), HeaderMap::new()),
-            (None, with_bearer("from-header")),
-            (None, HeaderMap::new()),
-        ];
-        let expected = [
-            Some("abc"),
-            Some("from-header"),
-            None,
-            Some("a+b c"),
-            Some("from-header"),
-            None,
-        ];
-        for ((query, headers), want) in cases.iter().zip(expected) {
-            let from_pairs = client_token(&query_pairs(*query), headers);
-            assert_eq!(from_pairs.as_deref(), want, "{query:?}");
-            assert_eq!(
-                client_token_in_query(*query, headers),
-                from_pairs,
-                "{query:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn query_pairs_keeps_every_pair_in_order() {
-        let pairs = query_pairs(Some("channel=a&channel=b&since=1%2C2&last"));
-        let got: Vec<(&str, &str)> = pairs
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        assert_eq!(
-            got,
-            [
-                ("channel", "a"),
-                ("channel", "b"),
-                ("since", "1,2"),
-                ("last", "")
-            ]
-        );
-        assert!(query_pairs(None).is_empty());
-    }
 }
