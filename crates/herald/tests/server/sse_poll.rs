@@ -257,6 +257,37 @@ async fn a_channel_named_twice_in_one_request_is_subscribed_once() {
 }
 
 #[tokio::test]
+async fn a_long_poll_leaves_no_subscription_behind_once_answered() {
+    let server = Server::start().await;
+    let token = server.token(&["**"], &[]);
+    server.publish("left/a", json!(1)).await;
+    server.publish("left/b", json!(2)).await;
+    // Answered at once (a message is waiting), and after waiting (the timeout passes).
+    for query in ["since=0,0&timeout=5", "timeout=1"] {
+        let (status, r) = poll(
+            &server,
+            &format!("?channel=left/a&channel=left/b&{query}&token={token}"),
+        )
+        .await;
+        assert_eq!(status, 200, "{r}");
+        // The subscriptions go once the answer is written, which may be just after the client
+        // has read it: wait (bounded) for the count to fall.
+        for channel in ["left/a", "left/b"] {
+            let mut subscribers = None;
+            for _ in 0..100 {
+                let (_, info) = server.get(&format!("/v1/channels/{channel}")).await;
+                subscribers = info["subscribers"].as_u64();
+                if subscribers == Some(0) {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            assert_eq!(subscribers, Some(0), "{channel} after {query}");
+        }
+    }
+}
+
+#[tokio::test]
 async fn long_poll_loop_sees_every_message_once_across_channels() {
     let server = Server::start().await;
     let token = server.token(&["**"], &[]);
