@@ -222,6 +222,16 @@ async fn long_poll_returns_waiting_then_live_then_times_out() {
     assert_eq!(status, 401);
 }
 
+/// `field` of every entry of the answer's array `list`.
+fn pluck(answer: &Value, list: &str, field: &str) -> Vec<Value> {
+    answer[list]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|entry| entry[field].clone())
+        .collect()
+}
+
 #[tokio::test]
 async fn a_channel_named_twice_in_one_request_is_subscribed_once() {
     let server = Server::start().await;
@@ -234,19 +244,9 @@ async fn a_channel_named_twice_in_one_request_is_subscribed_once() {
     )
     .await;
     assert_eq!(status, 200, "{r}");
-    let channels: Vec<_> = r["channels"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["channel"].clone())
-        .collect();
+    let channels = pluck(&r, "channels", "channel");
     assert_eq!(channels, vec![json!("twice/a"), json!("twice/b")], "{r}");
-    let mut got: Vec<_> = r["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["data"].clone())
-        .collect();
+    let mut got = pluck(&r, "messages", "data");
     got.sort_by_key(|d| d.to_string());
     assert_eq!(
         got,
