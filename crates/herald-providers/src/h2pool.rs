@@ -285,7 +285,8 @@ impl Inner {
     }
 
     /// The connections to spread over with `in_flight` requests in flight (this one included):
-    /// one more than fill their streams, within the pool's maximum. Grows `open` as needed.
+    /// enough that none carries more than [`BUSY_CONNECTION`] (or the server's stream limit,
+    /// when lower), within the pool's maximum. Grows `open` as needed.
     fn open_for(&self, in_flight: usize) -> usize {
         let max = self.slots.len();
         let per = self
