@@ -11,12 +11,13 @@
 //! catch-up, drops them while a later page will read them), then it goes live. That is what
 //! makes resume exact (no gap, no duplicate) without blocking publishers.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use hashbrown::hash_table::{Entry, HashTable};
 use parking_lot::{Mutex, RwLock};
 
 use crate::catchup::tail::{TailBudget, DEFAULT_TAIL_CACHE_BYTES};
@@ -345,65 +346,94 @@ const LINGER: Duration = Duration::from_secs(60);
 /// Most lingering entries per shard; past it the oldest go first.
 const MAX_LINGERING: usize = 512;
 
+/// A channel's name with its hash, computed once per hub operation: the shard is picked by
+/// some of its bits ([`Hub::shard`]) and the shard's table probes with all of them, so no
+/// operation hashes a name twice, and a table that grows moves its slots by their stored hash.
+#[derive(Clone, Copy)]
+struct Key<'a> {
+    hash: u64,
+    name: &'a ChannelName,
+}
+
+/// A channel's entry in its shard's table, with the name and hash it is found by.
+struct Slot {
+    hash: u64,
+    name: ChannelName,
+    entry: ChannelEntry,
+}
+
 /// One shard: its channel entries, and the entries left empty, oldest first. A lingering entry
 /// stays exact, because every committed message of its channel still passes through
 /// [`Hub::deliver`].
 #[derive(Default)]
 struct ShardMap {
-    entries: HashMap<ChannelName, ChannelEntry>,
-    emptied: VecDeque<(ChannelName, Instant)>,
-}
-
-impl std::ops::Deref for ShardMap {
-    type Target = HashMap<ChannelName, ChannelEntry>;
-    fn deref(&self) -> &Self::Target {
-        &self.entries
-    }
-}
-
-impl std::ops::DerefMut for ShardMap {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.entries
-    }
+    entries: HashTable<Slot>,
+    emptied: VecDeque<(u64, ChannelName, Instant)>,
 }
 
 impl ShardMap {
-    /// Lets `channel`'s now empty entry linger, if its head is worth keeping, and drops the
-    /// entries that have lingered too long or too many; calls `forgot` with each entry dropped.
-    fn emptied(
-        &mut self,
-        channel: &ChannelName,
-        now: Instant,
-        mut forgot: impl FnMut(&ChannelName),
-    ) {
-        let keep = self
+    fn get(&self, key: Key<'_>) -> Option<&ChannelEntry> {
+        self.entries
+            .find(key.hash, |slot| slot.name == *key.name)
+            .map(|slot| &slot.entry)
+    }
+
+    fn get_mut(&mut self, key: Key<'_>) -> Option<&mut ChannelEntry> {
+        self.entries
+            .find_mut(key.hash, |slot| slot.name == *key.name)
+            .map(|slot| &mut slot.entry)
+    }
+
+    /// The channel's entry, made empty if it had none; with `true` if it was made.
+    fn get_or_make(&mut self, key: Key<'_>) -> (&mut ChannelEntry, bool) {
+        match self
             .entries
-            .get_mut(channel)
-            .filter(|e| e.head.lock().known().is_some());
-        match keep {
-            Some(entry) => {
-                entry.emptied = Some(now);
-                self.emptied.push_back((channel.clone(), now));
-            }
-            None => {
-                self.entries.remove(channel);
-                forgot(channel);
+            .entry(key.hash, |slot| slot.name == *key.name, |slot| slot.hash)
+        {
+            Entry::Occupied(found) => (&mut found.into_mut().entry, false),
+            Entry::Vacant(vacant) => {
+                let slot = vacant.insert(Slot {
+                    hash: key.hash,
+                    name: key.name.clone(),
+                    entry: ChannelEntry::default(),
+                });
+                (&mut slot.into_mut().entry, true)
             }
         }
-        while let Some((name, at)) = self.emptied.front() {
+    }
+
+    /// Lets `channel`'s now empty entry linger, if its head is worth keeping, and drops the
+    /// entries that have lingered too long or too many; calls `forgot` with each entry dropped.
+    fn emptied(&mut self, channel: Key<'_>, now: Instant, mut forgot: impl FnMut(&ChannelName)) {
+        match self
+            .entries
+            .find_entry(channel.hash, |slot| slot.name == *channel.name)
+        {
+            Ok(mut found) if found.get().entry.head.lock().known().is_some() => {
+                found.get_mut().entry.emptied = Some(now);
+                self.emptied
+                    .push_back((channel.hash, channel.name.clone(), now));
+            }
+            Ok(found) => {
+                found.remove();
+                forgot(channel.name);
+            }
+            Err(_) => forgot(channel.name),
+        }
+        while let Some((_, _, at)) = self.emptied.front() {
             if self.emptied.len() <= MAX_LINGERING && now.duration_since(*at) < LINGER {
                 break;
             }
-            let (name, at) = (name.clone(), *at);
-            self.emptied.pop_front();
+            let Some((hash, name, at)) = self.emptied.pop_front() else {
+                break;
+            };
             // Only if it is still empty since that moment (not re-used, nor emptied again).
-            if self
-                .entries
-                .get(&name)
-                .is_some_and(|e| e.subs.is_empty() && e.emptied == Some(at))
-            {
-                self.entries.remove(&name);
-                forgot(&name);
+            if let Ok(found) = self.entries.find_entry(hash, |slot| slot.name == name) {
+                let entry = &found.get().entry;
+                if entry.subs.is_empty() && entry.emptied == Some(at) {
+                    found.remove();
+                    forgot(&name);
+                }
             }
         }
     }
@@ -482,9 +512,10 @@ impl Hub {
         channel: &ChannelName,
         f: impl FnOnce(&mut HeadSlot, &Arc<TailBudget>) -> T,
     ) -> Option<T> {
-        self.shard(channel)
+        let key = self.key(channel);
+        self.shard(key)
             .read()
-            .get(channel)
+            .get(key)
             .map(|entry| f(&mut entry.head.lock(), &self.tail_budget))
     }
 
@@ -499,15 +530,26 @@ impl Hub {
     /// yet. Every subscriber of the channel caught up to at least this seq, so delivering every
     /// seq after it, in order, leaves none of them with a gap.
     pub fn head_floor(&self, channel: &ChannelName) -> Option<u64> {
-        self.shard(channel)
+        let key = self.key(channel);
+        self.shard(key)
             .read()
-            .get(channel)
+            .get(key)
             .and_then(|entry| entry.head.lock().floor())
     }
 
-    fn shard(&self, channel: &ChannelName) -> &Shard {
-        let h = self.hasher.hash_one(channel.as_str()) as usize;
-        &self.shards[h % SHARDS]
+    /// `channel` with its hash.
+    fn key<'a>(&self, channel: &'a ChannelName) -> Key<'a> {
+        Key {
+            hash: self.hasher.hash_one(channel.as_str()),
+            name: channel,
+        }
+    }
+
+    /// The shard of `key`: picked by bits 32 and up of its hash, which the shard's table uses
+    /// neither for a slot's position (the low bits) nor for its tag (the top seven bits), so the
+    /// channels of one shard spread over all of its table.
+    fn shard(&self, key: Key<'_>) -> &Shard {
+        &self.shards[(key.hash >> 32) as usize % SHARDS]
     }
 
     /// Registers a subscription in catch-up mode; it receives nothing until
@@ -540,16 +582,14 @@ impl Hub {
                 MAX_PARKED,
             )))),
         });
-        let mut shard = self.shard(channel).write();
-        let entry = match shard.entries.entry(channel.clone()) {
-            std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
-            std::collections::hash_map::Entry::Vacant(vacant) => {
-                if let Some(hook) = self.interest.get() {
-                    hook.gained(channel);
-                }
-                vacant.insert(ChannelEntry::default())
+        let key = self.key(channel);
+        let mut shard = self.shard(key).write();
+        let (entry, made) = shard.get_or_make(key);
+        if made {
+            if let Some(hook) = self.interest.get() {
+                hook.gained(channel);
             }
-        };
+        }
         entry.emptied = None;
         entry.subs.push(sub.clone());
         entry.ids.push(sub.id);
@@ -562,7 +602,8 @@ impl Hub {
     /// Tells the hub where a channel stood according to the store, read after a subscription
     /// was registered; the newer of that and what the hub has seen is kept.
     pub fn learn_head(&self, channel: &ChannelName, head: Head) {
-        if let Some(entry) = self.shard(channel).read().get(channel) {
+        let key = self.key(channel);
+        if let Some(entry) = self.shard(key).read().get(key) {
             entry.head.lock().learn(head);
         }
     }
@@ -570,7 +611,8 @@ impl Hub {
     /// Ends a head load started by [`HeadLookup::Load`]: records the head read (if the read
     /// succeeded) and wakes the subscribers waiting for it.
     pub fn finish_head_load(&self, channel: &ChannelName, head: Option<Head>) {
-        let waiters = self.shard(channel).read().get(channel).and_then(|entry| {
+        let key = self.key(channel);
+        let waiters = self.shard(key).read().get(key).and_then(|entry| {
             let mut slot = entry.head.lock();
             if let Some(head) = head {
                 slot.learn(head);
@@ -584,16 +626,18 @@ impl Hub {
 
     /// The channel's head, if the hub knows it.
     pub fn known_head(&self, channel: &ChannelName) -> Option<Head> {
-        self.shard(channel)
+        let key = self.key(channel);
+        self.shard(key)
             .read()
-            .get(channel)
+            .get(key)
             .and_then(|entry| entry.head.lock().known())
     }
 
     /// Removes a subscription; returns whether it was registered.
     pub fn unsubscribe(&self, channel: &ChannelName, id: u64) -> bool {
-        let mut shard = self.shard(channel).write();
-        let Some(entry) = shard.get_mut(channel) else {
+        let key = self.key(channel);
+        let mut shard = self.shard(key).write();
+        let Some(entry) = shard.get_mut(key) else {
             return false;
         };
         let Some(pos) = entry.ids.iter().position(|&s| s == id) else {
@@ -603,7 +647,7 @@ impl Hub {
         entry.ids.swap_remove(pos);
         if entry.subs.is_empty() {
             let hook = self.interest.get();
-            shard.emptied(channel, Instant::now(), |gone| {
+            shard.emptied(key, Instant::now(), |gone| {
                 if let Some(hook) = hook {
                     hook.lost(gone);
                 }
@@ -615,10 +659,8 @@ impl Hub {
 
     /// Number of subscriptions to `channel` on this node.
     pub fn subscriber_count(&self, channel: &ChannelName) -> usize {
-        self.shard(channel)
-            .read()
-            .get(channel)
-            .map_or(0, |e| e.subs.len())
+        let key = self.key(channel);
+        self.shard(key).read().get(key).map_or(0, |e| e.subs.len())
     }
 
     /// Delivers committed messages, in order, to the subscriptions of their channels. Each run
@@ -636,8 +678,9 @@ impl Hub {
         let Some(last) = run.last() else {
             return;
         };
-        let shard = self.shard(&last.channel).read();
-        if let Some(entry) = shard.get(&last.channel) {
+        let key = self.key(&last.channel);
+        let shard = self.shard(key).read();
+        if let Some(entry) = shard.get(key) {
             {
                 let mut head = entry.head.lock();
                 for message in run {
@@ -659,8 +702,9 @@ impl Hub {
 
     /// Delivers one message to every subscription of its channel.
     pub fn deliver(&self, message: &SharedMessage) {
-        let shard = self.shard(&message.channel).read();
-        if let Some(entry) = shard.get(&message.channel) {
+        let key = self.key(&message.channel);
+        let shard = self.shard(key).read();
+        if let Some(entry) = shard.get(key) {
             {
                 let mut head = entry.head.lock();
                 head.delivered(Head {
