@@ -43,6 +43,7 @@ use herald_push::{DeviceRegistry, Inbox};
 pub use auth::{Caller, APP_HEADER};
 pub use error::ApiError;
 pub use herald_admin::Sessions;
+pub use publish::publish_read;
 
 /// Renders the Prometheus text exposition of all metrics.
 pub type MetricsRender = Arc<dyn Fn() -> String + Send + Sync>;

@@ -67,16 +67,19 @@ impl From<&Appended> for Published {
     }
 }
 
+/// The error for a request body over `limit` bytes.
+fn too_large(limit: usize) -> HeraldError {
+    HeraldError::new(
+        ErrorCode::TooLarge,
+        format!("request body is larger than {limit} bytes"),
+    )
+}
+
 /// Reads a request body of at most `limit` bytes. A declared `Content-Length` over the limit is
 /// refused before anything is read; a body that stops arriving before its deadline (the
 /// listener's `body_timeout`) is answered `408 request_timeout`.
 pub(crate) async fn read_body(body: Body, limit: usize) -> Result<Bytes, HeraldError> {
-    let too_large = || {
-        HeraldError::new(
-            ErrorCode::TooLarge,
-            format!("request body is larger than {limit} bytes"),
-        )
-    };
+    let too_large = || too_large(limit);
     if axum::body::HttpBody::size_hint(&body).lower() > limit as u64 {
         return Err(too_large());
     }
@@ -174,6 +177,13 @@ fn without_type_names(e: &serde_json::Error) -> String {
     out
 }
 
+/// A publish's body: still arriving (through the router), or read whole before the handler
+/// (herald-edge's `direct_publish`).
+enum Incoming {
+    Stream(Body),
+    Read(Bytes),
+}
+
 /// `POST /v1/channels/{name}/messages`.
 pub async fn publish(
     State(api): State<Arc<Api>>,
@@ -181,8 +191,32 @@ pub async fn publish(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let (app, key) = api.authorize_key(&headers)?;
-    let (name, messages) = split_path(&path);
+    publish_one(&api, &path, &headers, Incoming::Stream(body)).await
+}
+
+/// `POST /v1/channels/{path}` for a request read whole without the router (herald-edge's
+/// `direct_publish`): `path` is the target after `/v1/channels/`, with nothing to
+/// percent-decode. Answers exactly as [`publish`] does through the router.
+pub async fn publish_read(
+    api: Arc<Api>,
+    path: String,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    match publish_one(&api, &path, &headers, Incoming::Read(body)).await {
+        Ok(response) => response,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn publish_one(
+    api: &Api,
+    path: &str,
+    headers: &HeaderMap,
+    body: Incoming,
+) -> Result<Response, ApiError> {
+    let (app, key) = api.authorize_key(headers)?;
+    let (name, messages) = split_path(path);
     if !messages {
         return Err(HeraldError::new(
             ErrorCode::NotFound,
@@ -192,7 +226,12 @@ pub async fn publish(
     }
     api.count_rate(&app, &key, AppAction::Publish, 1)?;
     let channel = app.parse_channel(name)?;
-    let body = read_body(body, api.max_message_bytes + 4096).await?;
+    let limit = api.max_message_bytes + 4096;
+    let body = match body {
+        Incoming::Stream(body) => read_body(body, limit).await?,
+        Incoming::Read(body) if body.len() > limit => return Err(too_large(limit).into()),
+        Incoming::Read(body) => body,
+    };
     let parsed: PublishBody = parse_json(&body)?;
     let header_id = headers
         .get("idempotency-key")

@@ -43,6 +43,9 @@ pub struct Telemetry {
     pub tail_misses: Counter,
     /// `herald_tail_cache_bytes`: bytes held by the shared recent tails on this node.
     pub tail_bytes: Gauge,
+    /// `herald_http_direct_publishes_total`: one-message publishes answered without hyper
+    /// (herald-edge's `direct_publish`).
+    pub direct_publishes: Counter,
     /// `herald_messages_written_total{transport}` for ws, sse, poll and meteor.
     pub written_ws: Counter,
     /// See `written_ws`.
@@ -79,6 +82,7 @@ pub fn telemetry() -> &'static Telemetry {
         tail_hits: metrics::counter!("herald_tail_cache_reads_total", "result" => "hit"),
         tail_misses: metrics::counter!("herald_tail_cache_reads_total", "result" => "miss"),
         tail_bytes: metrics::gauge!("herald_tail_cache_bytes"),
+        direct_publishes: metrics::counter!("herald_http_direct_publishes_total"),
         written_ws: metrics::counter!("herald_messages_written_total", "transport" => "ws"),
         written_sse: metrics::counter!("herald_messages_written_total", "transport" => "sse"),
         written_poll: metrics::counter!("herald_messages_written_total", "transport" => "poll"),

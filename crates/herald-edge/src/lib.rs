@@ -10,6 +10,7 @@
 pub mod channels;
 pub mod conn;
 pub mod deadlines;
+pub mod direct_publish;
 mod http;
 pub mod parking;
 pub mod parse_errors;

@@ -3,7 +3,9 @@
 //! a WebSocket upgrade hands the transport back the plain `TcpStream`, which its lean frame loop
 //! needs. A fresh connection whose first request is an SSE stream is served by the transport
 //! itself, without hyper ([`herald_edge::sse::serve_if_sse`] looks first, within the first-byte
-//! and head deadlines). Hyper reads through a [`TimedStream`], which closes a connection whose
+//! and head deadlines). On the HTTP runtime, a plain connection whose requests are whole
+//! one-message publishes is answered without hyper until its first other request
+//! ([`herald_edge::direct_publish`], which leaves that request unread for hyper). Hyper reads through a [`TimedStream`], which closes a connection whose
 //! next request's head stops arriving or that stays idle between requests too long, and every
 //! request body is a [`TimedBody`], which must arrive whole within its deadline
 //! ([`herald_edge::deadlines`]). Shutdown stops accepting and asks every connection to finish
@@ -21,6 +23,7 @@ use axum::extract::Request;
 use axum::Router;
 use herald_edge::conn::{Conn, TlsAcceptor};
 use herald_edge::deadlines::{Deadlines, RequestPhase, TimedBody, TimedStream};
+use herald_edge::direct_publish::{self, Served};
 use herald_edge::Edge;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
@@ -38,6 +41,7 @@ use tokio_util::task::TaskTracker;
 pub(crate) async fn serve(
     listener: TcpListener,
     app: Router,
+    publish: direct_publish::Handler,
     edge: Arc<Edge>,
     shutdown: CancellationToken,
     tls: Option<TlsAcceptor>,
@@ -68,6 +72,7 @@ pub(crate) async fn serve(
             continue;
         }
         let (app, http, edge, stop) = (app.clone(), http.clone(), edge.clone(), shutdown.clone());
+        let app = (app, publish.clone());
         let hand_off = http_runtime
             .as_ref()
             .map(|runtime| (runtime.clone(), connections.clone()));
@@ -106,7 +111,7 @@ pub(crate) async fn serve(
 async fn serve_connection(
     conn: Conn,
     peer: SocketAddr,
-    app: Router,
+    app: (Router, direct_publish::Handler),
     http: Arc<hyper::server::conn::http1::Builder>,
     edge: Arc<Edge>,
     stop: CancellationToken,
@@ -139,7 +144,7 @@ async fn serve_hyper(
     mut conn: Conn,
     peer: SocketAddr,
     head_started: Instant,
-    app: Router,
+    (app, publish): (Router, direct_publish::Handler),
     http: Arc<hyper::server::conn::http1::Builder>,
     edge: Arc<Edge>,
     stop: CancellationToken,
@@ -147,20 +152,61 @@ async fn serve_hyper(
 ) {
     let deadlines = edge.settings.deadlines;
     drop(edge);
-    if let Some((runtime, connections)) = hand_off {
-        if !opens_websocket(&mut conn, deadlines.head).await {
-            let serve = async move {
-                if let Err(e) = conn.register_here() {
-                    tracing::debug!(error = %e, "could not move a connection to the HTTP runtime");
-                    return;
-                }
-                serve_http(&http, conn, peer, head_started, deadlines, app, stop).await;
-            };
-            connections.spawn_on(serve, &runtime);
+    let Some((runtime, connections)) = hand_off else {
+        serve_publishes_then_http(
+            &http,
+            conn,
+            peer,
+            head_started,
+            deadlines,
+            (app, publish),
+            stop,
+        )
+        .await;
+        return;
+    };
+    if opens_websocket(&mut conn, deadlines.head).await {
+        serve_http(&http, conn, peer, head_started, deadlines, app, stop).await;
+        return;
+    }
+    let serve = async move {
+        if let Err(e) = conn.register_here() {
+            tracing::debug!(error = %e, "could not move a connection to the HTTP runtime");
             return;
         }
-    }
-    serve_http(&http, conn, peer, head_started, deadlines, app, stop).await;
+        serve_publishes_then_http(
+            &http,
+            conn,
+            peer,
+            head_started,
+            deadlines,
+            (app, publish),
+            stop,
+        )
+        .await;
+    };
+    connections.spawn_on(serve, &runtime);
+}
+
+/// Serves one-message publishes without hyper for as long as they are all the connection
+/// sends ([`direct_publish`]), then hyper from the first other request on.
+async fn serve_publishes_then_http(
+    http: &hyper::server::conn::http1::Builder,
+    mut conn: Conn,
+    peer: SocketAddr,
+    head_started: Instant,
+    deadlines: Deadlines,
+    (app, publish): (Router, direct_publish::Handler),
+    stop: CancellationToken,
+) {
+    let head_started =
+        match direct_publish::serve(&mut conn, &publish, deadlines.keepalive, &stop).await {
+            Served::Closed => return,
+            Served::HandOff { served: 0 } => head_started,
+            // Its next request has arrived: hyper's head deadline starts now.
+            Served::HandOff { .. } => Instant::now(),
+        };
+    serve_http(http, conn, peer, head_started, deadlines, app, stop).await;
 }
 
 /// Whether the first request of `conn` (whose first bytes have arrived) starts as a WebSocket

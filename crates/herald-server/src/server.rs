@@ -122,7 +122,7 @@ async fn assemble(
         meteor_control: meteor.as_ref().and_then(MeteorListeners::controller_addr),
     };
     let generated_api_key = parts.publisher_keys(&settings).await?;
-    let router = parts.router(&settings, edge.clone(), metrics)?;
+    let (router, direct_publish) = parts.router(&settings, edge.clone(), metrics)?;
     parts.start_delivery(shutdown);
 
     let background = TaskTracker::new();
@@ -156,7 +156,7 @@ async fn assemble(
     let tls = tls.map(Arc::new);
     let serving = run(
         (http, tls.as_ref().map(|t| t.http_acceptor()), http_runtime),
-        router,
+        (router, direct_publish),
         edge,
         parts,
         background,
@@ -184,7 +184,7 @@ async fn assemble(
 /// audience, may run there until the store closes).
 async fn run(
     (http, tls, http_runtime): (TcpListener, Option<TlsAcceptor>, HttpRuntime),
-    router: Router,
+    (router, direct_publish): (Router, herald_edge::direct_publish::Handler),
     edge: Arc<Edge>,
     parts: Parts,
     background: TaskTracker,
@@ -194,6 +194,7 @@ async fn run(
     let http = crate::listener::serve(
         http,
         router,
+        direct_publish,
         edge.clone(),
         shutdown,
         tls,

@@ -19,6 +19,7 @@ use herald_core::tenancy::{KeyInfo, Tenancy};
 use herald_core::tenant::AppId;
 use herald_core::usage::UsageMeter;
 use herald_core::{Engine, ErrorCode, HeraldError};
+use herald_edge::direct_publish::Handler as DirectPublish;
 use herald_edge::parking::Parking;
 use herald_edge::{Edge, KeepAlive};
 use herald_push::credentials::sealer::Sealer;
@@ -272,7 +273,7 @@ impl Parts {
         settings: &ServerSettings,
         edge: Arc<Edge>,
         metrics: PrometheusHandle,
-    ) -> Result<Router, ServerError> {
+    ) -> Result<(Router, DirectPublish), ServerError> {
         let api = Arc::new(herald_api::Api {
             engine: self.engine.clone(),
             publisher: self.publisher.clone(),
@@ -296,12 +297,22 @@ impl Parts {
             audit_retention: settings.audit_retention,
             limits: edge.limits.clone(),
         });
-        Ok(herald_edge::router(edge)
+        let publisher = api.clone();
+        let direct: DirectPublish = Arc::new(move |request| {
+            Box::pin(herald_api::publish_read(
+                publisher.clone(),
+                request.path,
+                request.headers,
+                request.body,
+            ))
+        });
+        let router = herald_edge::router(edge)
             .merge(herald_api::router(api))
             .merge(herald_admin::router())
             .fallback(not_found)
             .method_not_allowed_fallback(method_not_allowed)
-            .layer(axum::middleware::map_response(json_errors)))
+            .layer(axum::middleware::map_response(json_errors));
+        Ok((router, direct))
     }
 
     /// The dashboard's sessions: signed with a key derived from the token secret (every node of

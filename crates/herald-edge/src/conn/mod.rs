@@ -126,6 +126,21 @@ impl Conn {
         }
     }
 
+    /// Copies what the socket holds into `buf` without consuming it or waiting
+    /// (`WouldBlock` when nothing is there; always for TLS, whose bytes are not the socket's).
+    pub fn try_peek(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let Conn::Plain(tcp) = self else {
+            return Err(io::ErrorKind::WouldBlock.into());
+        };
+        let mut read = ReadBuf::new(buf);
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        match tcp.poll_peek(&mut cx, &mut read) {
+            Poll::Ready(Ok(n)) => Ok(n),
+            Poll::Ready(Err(e)) => Err(e),
+            Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
+        }
+    }
+
     /// Ends the connection from this side: a TLS connection sends its `close_notify` (within a
     /// second), so the peer can tell the end of a stream from a cut; a plain one has nothing
     /// to say before it is dropped.

@@ -11,6 +11,7 @@ mod cli;
 mod client;
 mod cluster;
 mod deadlines;
+mod direct_publish;
 mod durability;
 mod faults;
 mod grafana;

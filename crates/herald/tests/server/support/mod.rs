@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod meteor;
+pub mod raw;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
