@@ -191,6 +191,7 @@ impl Engine {
     /// every channel, including the reserved logs other crates registered (see
     /// [`Namespaces::reserve`]).
     pub(crate) fn new(log: Arc<dyn ChannelLog>, hub: Arc<Hub>, namespaces: Namespaces) -> Self {
+        hub.set_linger_unpublished(!log.knows_unpublished_channels());
         Engine {
             tail: TailReads {
                 log: log.clone(),

@@ -402,14 +402,28 @@ impl ShardMap {
         }
     }
 
-    /// Lets `channel`'s now empty entry linger, if its head is worth keeping, and drops the
-    /// entries that have lingered too long or too many; calls `forgot` with each entry dropped.
-    fn emptied(&mut self, channel: Key<'_>, now: Instant, mut forgot: impl FnMut(&ChannelName)) {
+    /// Lets `channel`'s now empty entry linger, if its head is worth keeping (known, and for a
+    /// channel that never had a message only if `unpublished` says so), and drops the entries
+    /// that have lingered too long or too many; calls `forgot` with each entry dropped.
+    fn emptied(
+        &mut self,
+        channel: Key<'_>,
+        now: Instant,
+        unpublished: bool,
+        mut forgot: impl FnMut(&ChannelName),
+    ) {
+        let worth = |entry: &ChannelEntry| {
+            entry
+                .head
+                .lock()
+                .known()
+                .is_some_and(|head| unpublished || head.last_seq > 0)
+        };
         match self
             .entries
             .find_entry(channel.hash, |slot| slot.name == *channel.name)
         {
-            Ok(mut found) if found.get().entry.head.lock().known().is_some() => {
+            Ok(mut found) if worth(&found.get().entry) => {
                 found.get_mut().entry.emptied = Some(now);
                 self.emptied
                     .push_back((channel.hash, channel.name.clone(), now));
@@ -453,6 +467,8 @@ pub struct Hub {
     tail_budget: Arc<TailBudget>,
     /// Deliveries queued for the fan-out thread, which publishes wait for room in.
     backlog: Backlog,
+    /// Whether a channel that never had a message lingers ([`Hub::set_linger_unpublished`]).
+    linger_unpublished: AtomicBool,
 }
 
 /// Default of [`Hub::set_catchup_budget`] (the `catchup_bytes` setting's default).
@@ -468,6 +484,7 @@ impl Default for Hub {
             catchup_budget: AtomicUsize::new(DEFAULT_CATCHUP_BUDGET),
             tail_budget: TailBudget::new(DEFAULT_TAIL_CACHE_BYTES),
             backlog: Backlog::default(),
+            linger_unpublished: AtomicBool::new(true),
         }
     }
 }
@@ -482,6 +499,16 @@ impl Hub {
     /// [`crate::fanout::backlog`]).
     pub fn backlog(&self) -> &Backlog {
         &self.backlog
+    }
+
+    /// Whether the entry of a channel that never had a message lingers once its last subscriber
+    /// leaves (yes unless set). Lingering spares the next subscriber a store read; a store that
+    /// answers for such channels from memory (SQLite's known-channel set) has none to spare,
+    /// and then lingering only costs: a subscribe storm to new channels spent a third of its
+    /// CPU letting each channel's entry go later, when it was no longer in the cache
+    /// (docs/benchmarks.md, session 16).
+    pub fn set_linger_unpublished(&self, linger: bool) {
+        self.linger_unpublished.store(linger, Ordering::Relaxed);
     }
 
     /// Sets how many bytes of catch-up a new subscription queues at a time (its paged reads are
@@ -647,7 +674,8 @@ impl Hub {
         entry.ids.swap_remove(pos);
         if entry.subs.is_empty() {
             let hook = self.interest.get();
-            shard.emptied(key, Instant::now(), |gone| {
+            let unpublished = self.linger_unpublished.load(Ordering::Relaxed);
+            shard.emptied(key, Instant::now(), unpublished, |gone| {
                 if let Some(hook) = hook {
                     hook.lost(gone);
                 }
@@ -1087,6 +1115,37 @@ mod tests {
         }
         let held: usize = hub.shards.iter().map(|s| s.read().entries.len()).sum();
         assert!(held <= MAX_LINGERING * SHARDS + 2, "{held} entries held");
+    }
+
+    #[test]
+    fn a_channel_that_never_had_a_message_lingers_only_if_the_hub_is_told_to() {
+        let hub = Hub::new();
+        let empty = |name: &str, hub: &Hub| {
+            let ch = ChannelName::parse(name).unwrap();
+            let (sub, _) = hub.subscribe(&ch, Outbox::new(1024));
+            let head = Head {
+                epoch: Epoch::new(""),
+                last_seq: 0,
+            };
+            hub.finish_head_load(&ch, Some(head));
+            assert!(hub.unsubscribe(&ch, sub.id()));
+            hub.known_head(&ch).map(|h| h.last_seq)
+        };
+        assert_eq!(empty("kept", &hub), Some(0), "lingers by default");
+        hub.set_linger_unpublished(false);
+        assert_eq!(empty("gone", &hub), None, "forgotten at once");
+        // A channel with messages still lingers.
+        let ch = ChannelName::parse("published").unwrap();
+        let (sub, _) = hub.subscribe(&ch, Outbox::new(1024));
+        hub.finish_head_load(
+            &ch,
+            Some(Head {
+                epoch: Epoch::new("e"),
+                last_seq: 3,
+            }),
+        );
+        assert!(hub.unsubscribe(&ch, sub.id()));
+        assert_eq!(hub.known_head(&ch).map(|h| h.last_seq), Some(3));
     }
 
     #[test]

@@ -127,4 +127,12 @@ pub trait ChannelLog: Send + Sync {
     fn write_fault(&self) -> Option<StoreError> {
         None
     }
+
+    /// Whether [`ChannelLog::state`] answers for a channel that never had a message without a
+    /// read (the store keeps the names of the channels that have a log in memory). The hub
+    /// then forgets such a channel's entry as soon as its last subscriber leaves, instead of
+    /// keeping it lingering to spare the next subscriber a read ([`crate::hub::Hub`]).
+    fn knows_unpublished_channels(&self) -> bool {
+        false
+    }
 }

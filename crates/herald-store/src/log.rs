@@ -296,6 +296,11 @@ impl ChannelLog for SqliteLog {
     fn write_fault(&self) -> Option<StoreError> {
         self.fault.current()
     }
+
+    /// The known-channel set answers for them (`known.rs`).
+    fn knows_unpublished_channels(&self) -> bool {
+        true
+    }
 }
 
 impl Drop for SqliteLog {
