@@ -340,7 +340,9 @@ struct ChannelEntry {
 
 /// How long a channel whose last subscriber left keeps its entry, and with it its known head:
 /// a client that comes back (a long-poll or Meteor request after each message, a reconnect)
-/// then needs no store read to learn where the channel stands.
+/// then needs no store read to learn where the channel stands. A channel that never had a
+/// message keeps it only if the store cannot say so without a read
+/// ([`Hub::set_linger_unpublished`]).
 const LINGER: Duration = Duration::from_secs(60);
 
 /// Most lingering entries per shard; past it the oldest go first.

@@ -11,9 +11,12 @@
 //! So this loop only ever serves requests it can serve exactly as the router would, and it
 //! never has bytes to give back. The request is parsed with `httparse`, hyper's own parser.
 //!
-//! Why: a publish through hyper and axum cost about 5 µs of CPU more than a framework-free
-//! answer on this machine's loopback (`scripts/http-floor.sh`, `/healthz` against the raw
-//! floor), a quarter of a durable publish's whole cost (docs/benchmarks.md, issue 14 §4).
+//! Between requests the loop waits for readiness with no buffer held, at most the keep-alive
+//! deadline, and ends at shutdown; a request is only taken once it is all there, so the head and
+//! body deadlines hyper's connections need do not arise.
+//!
+//! Why: a publish costs about a tenth less CPU this way (2-3 µs of about 20 on a 2-core
+//! machine's loopback, `scripts/http-floor.sh`; docs/benchmarks.md, session 16).
 
 use std::io;
 use std::sync::Arc;
