@@ -152,27 +152,17 @@ async fn serve_hyper(
 ) {
     let deadlines = edge.settings.deadlines;
     drop(edge);
-    let Some((runtime, connections)) = hand_off else {
-        serve_publishes_then_http(
-            &http,
-            conn,
-            peer,
-            head_started,
-            deadlines,
-            (app, publish),
-            stop,
-        )
-        .await;
-        return;
-    };
-    if opens_websocket(&mut conn, deadlines.head).await {
+    if hand_off.is_some() && opens_websocket(&mut conn, deadlines.head).await {
         serve_http(&http, conn, peer, head_started, deadlines, app, stop).await;
         return;
     }
+    let moves = hand_off.is_some();
     let serve = async move {
-        if let Err(e) = conn.register_here() {
-            tracing::debug!(error = %e, "could not move a connection to the HTTP runtime");
-            return;
+        if moves {
+            if let Err(e) = conn.register_here() {
+                tracing::debug!(error = %e, "could not move a connection to the HTTP runtime");
+                return;
+            }
         }
         serve_publishes_then_http(
             &http,
@@ -185,7 +175,12 @@ async fn serve_hyper(
         )
         .await;
     };
-    connections.spawn_on(serve, &runtime);
+    match hand_off {
+        Some((runtime, connections)) => {
+            connections.spawn_on(serve, &runtime);
+        }
+        None => serve.await,
+    }
 }
 
 /// Serves one-message publishes without hyper for as long as they are all the connection

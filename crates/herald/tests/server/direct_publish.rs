@@ -53,6 +53,20 @@ async fn answer(raw: &mut Raw) -> (u16, Vec<String>, Value) {
     (head.status, names, body)
 }
 
+/// The `data` of every message `channel` holds.
+async fn stored_data(server: &Server, channel: &str) -> Vec<Value> {
+    let (status, answer) = server
+        .get(&format!("/v1/channels/{channel}/messages"))
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    answer["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["data"].clone())
+        .collect()
+}
+
 /// `herald_http_direct_publishes_total` of `server`.
 async fn direct_publishes(server: &Server) -> u64 {
     let text = server.metrics().await;
@@ -132,29 +146,8 @@ async fn a_publish_connection_answers_as_hyper_does_and_stores_the_same() {
     assert_eq!(a.0, 401);
     assert_eq!(shape(&a), shape(&b));
     // Both channels hold the same messages.
-    let history = |server: &Server| {
-        let url = server.url("/v1/channels/ok/messages");
-        async move {
-            let answer: Value = reqwest::Client::new()
-                .get(url)
-                .bearer_auth(API_KEY)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            let data: Vec<Value> = answer["messages"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|m| m["data"].clone())
-                .collect();
-            data
-        }
-    };
-    let stored = history(&one).await;
-    assert_eq!(stored, history(&two).await);
+    let stored = stored_data(&one, "ok").await;
+    assert_eq!(stored, stored_data(&two, "ok").await);
     // And the paths were the ones meant: every request on `one` answered directly, none on `two`.
     assert_eq!(direct_publishes(&one).await, requests.len() as u64 + 1);
     assert_eq!(direct_publishes(&two).await, 0);
