@@ -267,7 +267,9 @@ impl Parts {
     }
 
     /// The HTTP router: the transports' routes, the publisher and admin API, the admin
-    /// dashboard's pages, and JSON answers for unknown paths and methods.
+    /// dashboard's pages, and JSON answers for unknown paths and methods; with it, the same
+    /// API's one-message publish for the listener to answer without the router
+    /// ([`herald_edge::direct_publish`]).
     pub(crate) fn router(
         &self,
         settings: &ServerSettings,
