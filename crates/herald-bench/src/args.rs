@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use crate::proto::Transport;
 
 /// Flags every scenario takes.
+// The field docs are `--help` text, where `<placeholder>` is plain text, not HTML.
+#[allow(rustdoc::invalid_html_tags)]
 #[derive(Debug, Clone, clap::Args)]
 pub struct Common {
     /// Client transport.

@@ -290,7 +290,7 @@ impl RedisBus {
     }
 
     /// Stops the tasks and closes the connections. The sender first publishes what this node
-    /// committed and has not sent yet (for [`SHUTDOWN_SEND_WAIT`] at most: other nodes would
+    /// committed and has not sent yet (for `SHUTDOWN_SEND_WAIT` at most: other nodes would
     /// otherwise not hear of those messages until the channel's next publish), so call this
     /// after the store's last commits.
     pub async fn shutdown(&self) {

@@ -4,7 +4,7 @@
 //!
 //! A networked bus follows only the channels this node has subscribers for: the hub tells an
 //! [`InterestHook`] when it makes a channel's entry (the first local subscriber) and when it
-//! forgets one (after the entry lingered empty, see [`ShardMap::emptied`]).
+//! forgets one (after the entry lingered empty, see `ShardMap::emptied`).
 //!
 //! A new subscription starts in catch-up mode: it holds a [`Pager`] that parks live messages
 //! until the subscriber has queued its reply and the history it missed (or, paging a long

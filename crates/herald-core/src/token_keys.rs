@@ -1,7 +1,7 @@
 //! What verifies an app's client tokens, as stored and as carried between nodes
 //! ([`AppTokenKeys`]): its HS256 secret, the previous secret during a rotation's overlap, PEM
 //! public keys (RSA for RS256, P-256 for ES256) and a JWKS URL. The checks an admin's input
-//! passes before it is stored live here too; using the keys is [`crate::keyring`]'s.
+//! passes before it is stored live here too; using the keys is `crate::keyring`'s.
 
 use std::fmt;
 

@@ -21,7 +21,7 @@ use crate::tenant::{AppId, DEFAULT_APP};
 use crate::token_keys::AppTokenKeys;
 
 /// Every app's token keys: the default app's (the server's token secret, and any public keys
-/// it was given) and each other app's ([`AppKeyring`]). An HS256 token names its app in the
+/// it was given) and each other app's (`AppKeyring`). An HS256 token names its app in the
 /// header's `kid` (no `kid`: the default app); an RS256 or ES256 token names it in its `kid`,
 /// else in its `aud` claim, else is the default app's, and its `kid` (when not the app's id)
 /// names the key.

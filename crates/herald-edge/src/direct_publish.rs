@@ -82,7 +82,7 @@ pub enum Served {
     },
 }
 
-/// Serves publishes on `conn` while every request is one ([`classify`]); waits at most
+/// Serves publishes on `conn` while every request is one (`classify`); waits at most
 /// `keepalive` for each next request, and stops between requests once `stop` is cancelled.
 /// Holds no buffer while it waits.
 pub async fn serve(

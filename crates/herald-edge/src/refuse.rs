@@ -34,7 +34,7 @@ fn answer(wait: Duration) -> Vec<u8> {
 
 /// Answers `429` on `tcp` and closes it, reading (and dropping) what the client sends
 /// meanwhile so the close does not reset the connection before the answer is read; bounded
-/// by [`ANSWER_WITHIN`].
+/// by `ANSWER_WITHIN`.
 pub async fn too_many_connections(mut tcp: TcpStream, wait: Duration) {
     let finish = async {
         tcp.write_all(&answer(wait)).await?;

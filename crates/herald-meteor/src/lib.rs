@@ -5,8 +5,8 @@
 //! subscribers; Meteor message ids are Herald seqs, so `.r<id>` resumes exactly.
 //!
 //! - [`request`]: the subscriber request line; [`conf`] and [`template`]: a `meteord.conf` and
-//!   its templates; [`session`]: one subscriber connection; [`files`]: the document root;
-//! - [`command`]: controller lines; [`control`]: one controller connection.
+//!   its templates; `session`: one subscriber connection; `files`: the document root;
+//! - [`command`]: controller lines; `control`: one controller connection.
 //!
 //! This crate root owns the two accept loops, the host-id registry (a newer persistent connection
 //! with the same host id replaces the older; `/disconnect/<hostid>` closes it only when asked from

@@ -6,7 +6,7 @@
 //! ([`DATA_ROUTES`]: publish, push, ...) run without the middleware; a request that notes nothing
 //! costs it one task-local scope.
 //! Nothing secret is ever recorded: an actor is a role and a key id, details are what a handler
-//! chose to name. The query API is [`query`].
+//! chose to name. The query API is `query`.
 //!
 //! A request whose credential is not valid for the route is not an entry (it changed nothing,
 //! and anyone could fill the log with them); dashboard log-ins are, failed ones too.

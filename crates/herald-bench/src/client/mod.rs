@@ -1,5 +1,5 @@
-//! Client connections of a worker process: one task per WebSocket ([`ws`]), SSE ([`sse`]) or
-//! long-poll ([`poll`]) subscriber, and a keep-alive HTTP client for publishing ([`http`]).
+//! Client connections of a worker process: one task per WebSocket (`ws`), SSE (`sse`) or
+//! long-poll (`poll`) subscriber, and a keep-alive HTTP client for publishing (`http`).
 //! Every connection reads into one buffer, counts what it receives and records latencies in
 //! batches (one lock per socket read). This module holds what they share: connecting, the
 //! readiness handshake with the worker, device inbox counting, the channels of a plan.

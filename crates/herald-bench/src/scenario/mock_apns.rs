@@ -1,5 +1,5 @@
 //! The mock APNs the provider scenarios (`broadcast --provider apns`, `auto`) send to: a
-//! `herald mock apns` process started by [`MockProcess`] (the same `herald` binary as the
+//! `herald mock apns` process started by `MockProcess` (the same `herald` binary as the
 //! server; stopped by its PID when dropped, also on error), and what a server needs to use it:
 //! its certificate and the credentials made from its `.p8` key.
 

@@ -4,7 +4,7 @@
 //! encodes each frame once per node instead of once per device
 //! (docs/design/bounded-catchup.md, "Shared recent-tail cache").
 //!
-//! A channel's tail ([`TailSlot`]) lives in its hub entry, under the same lock as its head, and
+//! A channel's tail (`TailSlot`) lives in its hub entry, under the same lock as its head, and
 //! holds one contiguous run of messages `lo..=hi` of one epoch. It is exact because:
 //! - it is started by a store read made by a subscriber that is already registered in the entry,
 //!   and extended by the hub's deliveries, which (while the entry exists) are every committed

@@ -3,7 +3,7 @@
 //!
 //! A publish whose channel has subscribers here waits ([`Backlog::room`]) while more than the
 //! limit of deliveries are queued for the fan-out thread, before it is stored. With the fan-out
-//! thread pacing itself to the connections' writers ([`super::drain`]), a burst then waits in
+//! thread pacing itself to the connections' writers (`super::drain`), a burst then waits in
 //! front of the store instead of in thousands of outboxes, and a message is delivered within
 //! about (limit + two gathers) / delivery rate of being stored, whatever the size of the burst.
 //! Publishes to channels nobody here subscribes to never wait.

@@ -6,7 +6,7 @@
 //!
 //! Bursts are paced so that a message waits a bounded time, not behind everything published
 //! before it: the thread delivers a gather only once the connections' writers have taken the
-//! one before the last ([`drain`]), so a burst waits in this thread's queue rather than in
+//! one before the last (`drain`), so a burst waits in this thread's queue rather than in
 //! outboxes; the queue is counted in deliveries ([`backlog`]), and publishes to channels with
 //! subscribers here wait for room in it before they are stored. The queue is also bounded in
 //! commits, so a fan-out that falls behind slows commits from elsewhere (another node's, through

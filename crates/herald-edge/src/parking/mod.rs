@@ -9,19 +9,19 @@
 //! A parked connection is revived into a task (spawned on the runtime in batches, tracked by
 //! the edge's connection tracker) when its socket becomes readable, when its outbox is woken (a delivery,
 //! a reply, a keep-alive ping request, a close for a revocation, a slow consumer or shutdown:
-//! the outbox holds this slot's [`waker`] while it is parked), or when its token expires. The
+//! the outbox holds this slot's `waker` while it is parked), or when its token expires. The
 //! revived task carries on exactly where the connection left off.
 //!
-//! A wake that needs no task is answered in the parking instead ([`Parked::answer`]): a
+//! A wake that needs no task is answered in the parking instead (`Parked::answer`): a
 //! keep-alive ping request alone is written to the socket with one non-blocking send, and a
 //! parked WebSocket's readable socket holding only pongs is read on the parking thread. The
 //! record is lent out of its slot meanwhile (the slot stays reserved, so a wake in between is
 //! remembered and revives it as soon as it is back).
 //!
 //! Parking never loses a wake: the slot is reserved and the outbox given the slot's waker
-//! *before* the connection leaves its task ([`Parking::reserve`]); if the outbox has
+//! *before* the connection leaves its task (`Parking::reserve`); if the outbox has
 //! something by then the connection does not park, and a wake that comes before the record is
-//! stored ([`Parking::park`]) is remembered in the reserved slot and revives it at once.
+//! stored (`Parking::park`) is remembered in the reserved slot and revives it at once.
 
 pub(crate) mod idle;
 mod slots;

@@ -4,10 +4,10 @@
 //! Control events are named: `subscribed` (one per channel, first) and `disconnect`.
 //!
 //! A stream is served one of two ways, with the same events:
-//! - [`direct`]: a fresh connection whose first request is `GET /v1/sse` ([`sniff`] looks at it
+//! - `direct`: a fresh connection whose first request is `GET /v1/sse` (`sniff` looks at it
 //!   before hyper does) is served on Herald's own loop, which waits with no stored futures, no
 //!   timer and no buffers, like a WebSocket connection;
-//! - [`body`]: any other `/v1/sse` request (one on a connection that already carried a request,
+//! - `body`: any other `/v1/sse` request (one on a connection that already carried a request,
 //!   one too large to sniff) is served through axum and hyper as a streamed body.
 //!
 //! This module holds what both share: opening the stream (authentication, query parsing,

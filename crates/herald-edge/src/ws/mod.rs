@@ -1,7 +1,7 @@
 //! WebSocket at `/v1/ws`: JSON text frames (docs/protocol.md). The upgrade authenticates a
-//! `?token=` or `Authorization: Bearer` token before accepting ([`handshake`]); the connection
+//! `?token=` or `Authorization: Bearer` token before accepting (`handshake`); the connection
 //! then runs one small task that waits for the socket to become readable (holding no read
-//! buffer while idle), parses frames ([`frame`]), runs commands ([`session`]) and writes
+//! buffer while idle), parses frames (`frame`), runs commands (`session`) and writes
 //! everything the outbox holds in one write.
 
 pub(crate) mod frame;

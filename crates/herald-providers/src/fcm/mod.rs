@@ -1,10 +1,10 @@
 //! Firebase Cloud Messaging HTTP v1: the client that sends one message to one registration
 //! token with a service account's OAuth2 access token, over HTTP/2.
 //!
-//! - [`account`]: the service-account JSON and the signed assertion.
-//! - [`token`]: the cached access token (refresh at 80% of its life, after a 401, one at a time).
-//! - [`payload`]: [`FcmOptions`] rendered into an [`FcmNotification`], FCM's rules and limit.
-//! - [`answer`]: what each v1 answer means as an [`Outcome`].
+//! - `account`: the service-account JSON and the signed assertion.
+//! - `token`: the cached access token (refresh at 80% of its life, after a 401, one at a time).
+//! - `payload`: [`FcmOptions`] rendered into an [`FcmNotification`], FCM's rules and limit.
+//! - `answer`: what each v1 answer means as an [`Outcome`].
 
 mod account;
 pub(crate) mod answer;

@@ -22,7 +22,7 @@ pub const ENCRYPTION_OVERHEAD: usize = 16 + 4 + 1 + 65 + 1 + 16;
 
 /// Encrypts `plaintext` for the subscription: the whole request body, header included. The
 /// ephemeral key pair and the agreement are ring's (much faster than the `p256` arithmetic
-/// [`encrypt_with`] uses for a fixed key).
+/// `encrypt_with` uses for a fixed key).
 pub fn encrypt(subscription: &Subscription, plaintext: &[u8]) -> Result<Vec<u8>, WebPushError> {
     let ua_public = decode_key(subscription.p256dh, "p256dh")?;
     let auth = decode_b64url(subscription.auth, "auth")?;

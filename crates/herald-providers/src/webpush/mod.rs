@@ -1,9 +1,9 @@
 //! Web Push (RFC 8030): the client that delivers one encrypted message to one browser
 //! subscription through its push service, identified with VAPID.
 //!
-//! - [`ece`]: RFC 8291 `aes128gcm` encryption of the payload for the subscription's keys.
-//! - [`vapid`]: the VAPID key pair and the ES256 token, cached per push-service origin.
-//! - [`payload`]: [`WebPushOptions`] rendered into a [`WebPushNotification`], the size limit.
+//! - `ece`: RFC 8291 `aes128gcm` encryption of the payload for the subscription's keys.
+//! - `vapid`: the VAPID key pair and the ES256 token, cached per push-service origin.
+//! - `payload`: [`WebPushOptions`] rendered into a [`WebPushNotification`], the size limit.
 //!
 //! A subscription's endpoint names its push service (FCM, Mozilla, Apple, Microsoft...): the
 //! client keeps one [`H2Pool`] and one VAPID token per origin, in a small map.

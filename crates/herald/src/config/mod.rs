@@ -5,9 +5,9 @@
 //!
 //! This module owns the public face: [`Config`] and its settings types, the shared
 //! [`ConfigFlags`], [`Config::load`] and [`read_secret_file`]. The work is done by
-//! [`layers`] (keys, sources, environment and flags), [`file`] (the TOML file), [`deadlines`]
+//! `layers` (keys, sources, environment and flags), `file` (the TOML file), `deadlines`
 //! (the connection deadlines),
-//! [`validate`] (typing and checking values, [`ConfigError`]) and [`redacted`] (printing
+//! `validate` (typing and checking values, [`ConfigError`]) and `redacted` (printing
 //! without secrets).
 
 mod cluster;
@@ -43,6 +43,8 @@ pub const MIN_TOKEN_SECRET_BYTES: usize = 16;
 
 /// The configuration flags shared by `herald serve`, `herald config check` and `herald token`.
 /// Values are kept as text and parsed by [`Config::load`] so errors name the flag.
+// The field docs are `--help` text, where `<placeholder>` is plain text, not HTML.
+#[allow(rustdoc::invalid_html_tags)]
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ConfigFlags {
     /// TOML config file [env: HERALD_CONFIG] (default: none, only defaults and environment)

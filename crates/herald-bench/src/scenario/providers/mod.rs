@@ -1,9 +1,9 @@
 //! `herald bench apns|fcm|webpush`: provider client throughput against the mock providers,
 //! Pushy's benchmark table (threads × connections → notifications/s). For every pair it sends
 //! N notifications through Herald's client and, in the same run and on the same runtime, the
-//! same N requests through a raw h2 client ([`raw`]), alternating (Herald, raw, Herald, raw for
+//! same N requests through a raw h2 client (`raw`), alternating (Herald, raw, Herald, raw for
 //! `--rounds 2`), and reports both rates, Herald's ratio to raw, and who used the CPU: this
-//! process and the mock, which runs as a separate process (`herald mock <provider>`, [`mock`])
+//! process and the mock, which runs as a separate process (`herald mock <provider>`, `mock`)
 //! on the same cores.
 
 mod apns;
