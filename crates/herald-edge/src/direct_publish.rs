@@ -22,7 +22,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Uri};
+use axum::http::{header, HeaderMap, Uri};
 use axum::response::Response;
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
@@ -220,34 +220,27 @@ pub(crate) fn classify(bytes: &[u8]) -> Head {
     {
         return Head::Other;
     }
-    let mut headers = HeaderMap::with_capacity(req.headers.len());
-    let mut length = None;
-    for line in req.headers.iter() {
-        let (Ok(name), Ok(value)) = (
-            HeaderName::from_bytes(line.name.as_bytes()),
-            HeaderValue::from_bytes(line.value),
-        ) else {
-            return Head::Other;
-        };
-        if name == header::CONTENT_LENGTH {
-            if length.is_some() {
-                return Head::Other;
-            }
-            let digits = value.as_bytes();
-            if digits.is_empty() || digits.len() > 5 || !digits.iter().all(u8::is_ascii_digit) {
-                return Head::Other;
-            }
-            length = std::str::from_utf8(digits)
-                .ok()
-                .and_then(|d| d.parse().ok());
-        } else if name == header::TRANSFER_ENCODING
-            || name == header::EXPECT
-            || name == header::UPGRADE
-            || (name == header::CONNECTION && !value.as_bytes().eq_ignore_ascii_case(b"keep-alive"))
-        {
-            return Head::Other;
-        }
-        headers.append(name, value);
+    let Some(headers) = crate::http::header_map(req.headers) else {
+        return Head::Other;
+    };
+    let mut lengths = headers.get_all(header::CONTENT_LENGTH).iter();
+    let (Some(length), None) = (lengths.next(), lengths.next()) else {
+        return Head::Other;
+    };
+    let digits = length.as_bytes();
+    if digits.is_empty() || digits.len() > 5 || !digits.iter().all(u8::is_ascii_digit) {
+        return Head::Other;
+    }
+    let length: Option<usize> = std::str::from_utf8(digits)
+        .ok()
+        .and_then(|d| d.parse().ok());
+    let keeps_alive = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .all(|v| v.as_bytes().eq_ignore_ascii_case(b"keep-alive"));
+    let served_by_hyper = [header::TRANSFER_ENCODING, header::EXPECT, header::UPGRADE];
+    if !keeps_alive || served_by_hyper.iter().any(|h| headers.contains_key(h)) {
+        return Head::Other;
     }
     let Some(body) = length.filter(|&len: &usize| len <= MAX_BODY_BYTES) else {
         return Head::Other;

@@ -1,7 +1,8 @@
 //! Small HTTP helpers shared by the transports: JSON error responses, reading the client token
-//! from `?token=` or `Authorization: Bearer`, and query strings with repeated keys.
+//! from `?token=` or `Authorization: Bearer`, query strings with repeated keys, and the header
+//! map of a request head parsed without hyper.
 
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use herald_core::HeraldError;
 
@@ -47,6 +48,18 @@ pub fn parse_bool(v: &str) -> Result<bool, HeraldError> {
             "invalid boolean {v:?}: use true or false"
         ))),
     }
+}
+
+/// The headers of a request head `httparse` read, as hyper would have given them (repeated
+/// names kept, in order); `None` if a name or value is one hyper would refuse.
+pub(crate) fn header_map(lines: &[httparse::Header<'_>]) -> Option<HeaderMap> {
+    let mut headers = HeaderMap::with_capacity(lines.len());
+    for line in lines {
+        let name = HeaderName::from_bytes(line.name.as_bytes()).ok()?;
+        let value = HeaderValue::from_bytes(line.value).ok()?;
+        headers.append(name, value);
+    }
+    Some(headers)
 }
 
 /// The decoded `key=value` pairs of a query string, in order (repeated keys kept).

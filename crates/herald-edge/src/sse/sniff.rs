@@ -7,7 +7,7 @@
 use std::io;
 use std::time::Duration;
 
-use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Uri};
+use axum::http::{header, HeaderMap, Uri};
 use tokio::time::Instant;
 
 use crate::conn::Conn;
@@ -166,21 +166,17 @@ pub(crate) fn classify(bytes: &[u8]) -> Head {
     if uri.path() != "/v1/sse" {
         return Head::Other;
     }
-    let mut headers = HeaderMap::with_capacity(req.headers.len());
-    for line in req.headers.iter() {
-        let (Ok(name), Ok(value)) = (
-            HeaderName::from_bytes(line.name.as_bytes()),
-            HeaderValue::from_bytes(line.value),
-        ) else {
-            return Head::Other;
-        };
-        // A request with a body is hyper's to read.
-        let body = (name == header::CONTENT_LENGTH && value.as_bytes().trim_ascii() != b"0")
-            || name == header::TRANSFER_ENCODING;
-        if body {
-            return Head::Other;
-        }
-        headers.append(name, value);
+    let Some(headers) = crate::http::header_map(req.headers) else {
+        return Head::Other;
+    };
+    // A request with a body is hyper's to read.
+    let body = headers
+        .get_all(header::CONTENT_LENGTH)
+        .iter()
+        .any(|v| v.as_bytes().trim_ascii() != b"0")
+        || headers.contains_key(header::TRANSFER_ENCODING);
+    if body {
+        return Head::Other;
     }
     Head::Sse {
         len,
