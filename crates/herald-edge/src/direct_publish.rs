@@ -57,7 +57,6 @@ pub struct PublishRequest {
 pub type Handler = Arc<dyn Fn(PublishRequest) -> BoxFuture<'static, Response> + Send + Sync>;
 
 /// What the bytes peeked so far are.
-#[derive(Debug, PartialEq)]
 pub(crate) enum Head {
     /// A whole publish: its head is `head` bytes, its body the `body` bytes after it.
     Publish {
