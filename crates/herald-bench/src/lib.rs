@@ -26,6 +26,7 @@ pub mod wire;
 pub mod worker;
 
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 use args::{
     AllToAllArgs, AutoArgs, BaselineArgs, BroadcastArgs, ConnectionsArgs, FanoutArgs,
@@ -179,9 +180,29 @@ async fn providers(
     Ok((scenario::providers::run(a, provider).await?, out))
 }
 
-/// Runs `herald bench <scenario>`. SIGINT or SIGTERM ends the run early: the scenario is
-/// dropped, which stops every server, database and worker it started, by pid.
-pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+/// The program the bench runs in, which decides how it starts its own worker processes and
+/// which server binary `--spawn` starts when `--server-bin` is not given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Host {
+    /// The `herald` binary's `bench` subcommand: workers are `<exe> bench worker`, and the
+    /// server spawned is this same executable, whatever its file is called.
+    Herald,
+    /// The `herald-bench` binary: workers are `<exe> worker`; the server is found beside it or
+    /// in the workspace.
+    Standalone,
+}
+
+static HOST: OnceLock<Host> = OnceLock::new();
+
+/// The program the bench runs in (set by [`run`]; [`Host::Standalone`] before that).
+pub fn host() -> Host {
+    HOST.get().copied().unwrap_or(Host::Standalone)
+}
+
+/// Runs `herald bench <scenario>` inside `host`. SIGINT or SIGTERM ends the run early: the
+/// scenario is dropped, which stops every server, database and worker it started, by pid.
+pub async fn run(args: BenchArgs, host: Host) -> anyhow::Result<()> {
+    let _ = HOST.set(host);
     if let Scenario::Worker = args.scenario {
         return worker::main().await;
     }

@@ -27,16 +27,21 @@ struct Worker {
     stdin: ChildStdin,
 }
 
-/// How to re-execute this binary as a worker: `herald bench worker` when it is `herald`,
-/// `<exe> worker` otherwise.
+/// How to re-execute this binary as a worker: `<exe> bench worker` inside `herald` (whatever
+/// its file is called), `<exe> worker` inside `herald-bench`.
 fn worker_command() -> anyhow::Result<Process> {
     let exe = std::env::current_exe().context("cannot find the running executable")?;
     let mut cmd = Process::new(&exe);
-    if exe.file_stem().and_then(|s| s.to_str()) == Some("herald") {
-        cmd.arg("bench");
-    }
-    cmd.arg("worker");
+    cmd.args(worker_args(crate::host()));
     Ok(cmd)
+}
+
+/// The arguments that make the running program a worker.
+fn worker_args(host: crate::Host) -> &'static [&'static str] {
+    match host {
+        crate::Host::Herald => &["bench", "worker"],
+        crate::Host::Standalone => &["worker"],
+    }
 }
 
 /// The source address of worker `i`: 127.0.0.(2+i) for loopback targets, so every worker has

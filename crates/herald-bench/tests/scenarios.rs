@@ -181,6 +181,46 @@ fn subscribers_over_websocket_with_baseline() {
     check_files(out.path(), "subscribers", STEP_HEADER);
 }
 
+/// `herald bench` inside a copy of the server binary under another name (as an A/B run keeps
+/// two builds side by side) starts its workers and its server from that same copy.
+#[test]
+fn the_herald_binary_benches_under_any_file_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("herald-build-a");
+    std::fs::copy(server_bin(), &copy).unwrap();
+    let out = dir.path().join("out");
+    let output = Command::new(&copy)
+        .args([
+            "bench",
+            "subscribers",
+            "--step",
+            "20",
+            "--max-subscribers",
+            "20",
+        ])
+        .args([
+            "--samples",
+            "1",
+            "--max-latency",
+            "60s",
+            "--no-baseline",
+            "--spawn",
+        ])
+        .args(["--time-limit", "60", "--out"])
+        .arg(&out)
+        .output()
+        .expect("run the copied herald");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "herald-build-a bench failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let text = std::fs::read_to_string(out.join("summary.json")).unwrap();
+    let summary: Value = serde_json::from_str(&text).unwrap();
+    check_steps(&summary, 1, 20);
+}
+
 #[test]
 fn subscribers_over_sse_and_long_poll() {
     for transport in ["sse", "poll"] {

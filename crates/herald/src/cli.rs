@@ -119,7 +119,9 @@ pub async fn main() -> ExitCode {
         }
         Command::Bench(args) => {
             silence_tracing();
-            herald_bench::run(args).await.map(|()| ExitCode::SUCCESS)
+            herald_bench::run(args, herald_bench::Host::Herald)
+                .await
+                .map(|()| ExitCode::SUCCESS)
         }
     };
     match outcome {

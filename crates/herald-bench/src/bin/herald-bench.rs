@@ -13,7 +13,7 @@ struct Cli {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    match herald_bench::run(Cli::parse().bench).await {
+    match herald_bench::run(Cli::parse().bench, herald_bench::Host::Standalone).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");

@@ -31,8 +31,9 @@ pub(super) fn random_hex_key() -> String {
         .collect()
 }
 
-/// Finds the `herald` binary: `--server-bin`, else this executable when it is `herald`, else
-/// `herald` beside this executable, else `target/release/herald` of the workspace.
+/// Finds the `herald` binary: `--server-bin`, else this executable when the bench runs inside
+/// `herald` (whatever its file is called), else `herald` beside this executable, else
+/// `target/release/herald` of the workspace.
 pub fn server_binary(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
     if let Some(p) = flag {
         if p.is_file() {
@@ -41,7 +42,7 @@ pub fn server_binary(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
         bail!("--server-bin {} does not exist", p.display());
     }
     let exe = std::env::current_exe().context("cannot find the running executable")?;
-    if exe.file_stem().and_then(|s| s.to_str()) == Some("herald") {
+    if crate::host() == crate::Host::Herald {
         return Ok(exe);
     }
     let mut candidates = Vec::new();
