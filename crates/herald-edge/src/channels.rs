@@ -2,7 +2,7 @@
 //! stream asks for, opening its subscriptions through the session's steps
 //! ([`crate::session::open`]), and tracking the per-channel positions its cursor string reports.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use herald_core::auth::Client;
@@ -132,7 +132,13 @@ pub struct Subscriptions {
     channels: Vec<(ChannelName, Arc<Subscription>)>,
     /// Last position written to the client, per channel, in `channels` order.
     positions: Vec<Cursor>,
+    /// Each channel's place in `channels`, for a stream of more than [`SCAN_UP_TO`] channels
+    /// (finding a message's channel by a scan would cost a comparison per channel per message).
+    index: Option<Box<HashMap<ChannelName, usize>>>,
 }
+
+/// Up to this many channels a stream finds a message's channel by scanning its list.
+const SCAN_UP_TO: usize = 16;
 
 /// What each channel's subscribe found, in the order the client named them.
 pub type Outcomes = Vec<(ChannelName, SubscribeOutcome)>;
@@ -165,6 +171,7 @@ impl Subscriptions {
             _registered: registered,
             channels: Vec::with_capacity(count),
             positions: Vec::with_capacity(count),
+            index: None,
         };
         let mut outcomes = Vec::with_capacity(count);
         let mut keep = |o: Opened| {
@@ -189,25 +196,33 @@ impl Subscriptions {
                 }
             }
         }
+        if this.channels.len() > SCAN_UP_TO {
+            let places = this.channels.iter().enumerate();
+            this.index = Some(Box::new(places.map(|(i, (n, _))| (n.clone(), i)).collect()));
+        }
         Ok((this, outcomes))
     }
 
-    /// Records that `message` was written; returns false if it is not one of these channels.
-    pub fn advance(&mut self, message: &StoredMessage) -> bool {
-        match self
-            .channels
-            .iter()
-            .position(|(n, _)| *n == message.channel)
-        {
-            Some(i) => {
-                self.positions[i] = Cursor {
-                    epoch: message.epoch.clone(),
-                    seq: message.seq,
-                };
-                true
-            }
-            None => false,
-        }
+    /// Records that `message` was written; returns its channel's place in cursor order, or
+    /// `None` if it is not one of these channels.
+    pub fn advance(&mut self, message: &StoredMessage) -> Option<usize> {
+        let i = match &self.index {
+            Some(index) => *index.get(&message.channel)?,
+            None => self
+                .channels
+                .iter()
+                .position(|(n, _)| *n == message.channel)?,
+        };
+        self.positions[i] = Cursor {
+            epoch: message.epoch.clone(),
+            seq: message.seq,
+        };
+        Some(i)
+    }
+
+    /// The current positions, in cursor order.
+    pub fn positions(&self) -> &[Cursor] {
+        &self.positions
     }
 
     /// The cursor string for the current positions.
@@ -230,13 +245,15 @@ mod tests {
 
     #[test]
     fn a_streams_subscriptions_stay_small() {
-        // The engine, the usage guard, the live-client registration, and two vectors (channels
-        // with their subscriptions, and positions): nothing boxed, and the client is not kept.
+        // The engine, the usage guard, the live-client registration, two vectors (channels
+        // with their subscriptions, and positions) and the index a wide stream has (one
+        // pointer): the client is not kept.
         let parts = size_of::<Arc<Engine>>()
             + size_of::<ConnectionGuard>()
             + size_of::<Registration>()
             + size_of::<Vec<(ChannelName, Arc<Subscription>)>>()
-            + size_of::<Vec<Cursor>>();
+            + size_of::<Vec<Cursor>>()
+            + size_of::<usize>();
         assert_eq!(size_of::<Subscriptions>(), parts);
         assert!(
             size_of::<Subscriptions>() <= 128,

@@ -87,7 +87,7 @@ async fn answer(
             break;
         }
         if let OutFrame::Message(m) | OutFrame::Replayed(m) = frame {
-            if subs.advance(&m) {
+            if subs.advance(&m).is_some() {
                 if written > 0 {
                     body.push(b',');
                 }

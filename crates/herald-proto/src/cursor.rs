@@ -83,11 +83,71 @@ pub fn encode(cursors: &[Cursor]) -> String {
         if i > 0 {
             s.push(',');
         }
-        s.push_str(c.epoch.as_str());
-        s.push(':');
-        s.push_str(&c.seq.to_string());
+        push_position(&mut s, c);
     }
     s
+}
+
+/// Appends one position's text, `EPOCH:SEQ`, to `out`.
+fn push_position(out: &mut String, c: &Cursor) {
+    out.push_str(c.epoch.as_str());
+    out.push(':');
+    out.push_str(itoa::Buffer::new().format(c.seq));
+}
+
+/// A cursor string kept up to date while positions move one at a time, as a stream writes a
+/// batch of messages, each with the cursor after it. Moving a position rewrites that position's
+/// text in place (and shifts what follows only when its length changes), so writing a message
+/// to a stream of many channels does not format every channel's position again.
+#[derive(Debug, Clone)]
+pub struct CursorText {
+    text: String,
+    /// Where each position's text ends in `text` (at the comma after it, or the end).
+    ends: Vec<usize>,
+    /// The new text of the position being moved.
+    scratch: String,
+}
+
+impl CursorText {
+    /// The cursor string of `cursors` ([`encode`]'s text).
+    pub fn new(cursors: &[Cursor]) -> CursorText {
+        let mut text = String::with_capacity(cursors.len() * 16);
+        let mut ends = Vec::with_capacity(cursors.len());
+        for (i, c) in cursors.iter().enumerate() {
+            if i > 0 {
+                text.push(',');
+            }
+            push_position(&mut text, c);
+            ends.push(text.len());
+        }
+        CursorText {
+            text,
+            ends,
+            scratch: String::new(),
+        }
+    }
+
+    /// Moves position `i` to `cursor`. Panics if there is no position `i`.
+    pub fn set(&mut self, i: usize, cursor: &Cursor) {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] + 1 };
+        let end = self.ends[i];
+        self.scratch.clear();
+        push_position(&mut self.scratch, cursor);
+        // In place when the length is the same (the same epoch, a seq with as many digits);
+        // otherwise what follows shifts once and the later ends move with it.
+        self.text.replace_range(start..end, &self.scratch);
+        let (new, old) = (self.scratch.len(), end - start);
+        if new != old {
+            for e in &mut self.ends[i..] {
+                *e = *e + new - old;
+            }
+        }
+    }
+
+    /// The cursor string.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
 }
 
 /// Parses a cursor string for `channels` channels. A cursor with fewer positions than channels
@@ -151,10 +211,47 @@ mod tests {
         assert!(decode("a-b:1", 1).is_err());
     }
 
+    #[test]
+    fn a_cursor_text_moves_one_position_at_a_time() {
+        let mut cs = vec![c("3f2a", 9), c("", 0), c("b1", 41)];
+        let mut text = CursorText::new(&cs);
+        assert_eq!(text.as_str(), "3f2a:9,:0,b1:41");
+        // longer (a digit more, an epoch where there was none), the same length, shorter
+        for (i, to) in [
+            (0, c("3f2a", 10)),
+            (1, c("9bd0", 1)),
+            (2, c("b1", 42)),
+            (0, c("", 7)),
+        ] {
+            text.set(i, &to);
+            cs[i] = to;
+            assert_eq!(text.as_str(), encode(&cs));
+        }
+        assert_eq!(text.as_str(), ":7,9bd0:1,b1:42");
+        assert_eq!(CursorText::new(&[]).as_str(), "");
+    }
+
     proptest! {
         #[test]
         fn never_panics(s in ".{0,64}", n in 0usize..4) {
             let _ = decode(&s, n);
+        }
+
+        /// However positions move, the text is what encoding them afresh gives.
+        #[test]
+        fn a_cursor_text_is_always_the_encoding(
+            start in proptest::collection::vec(("[a-z0-9]{0,9}", any::<u64>()), 1..12),
+            moves in proptest::collection::vec((any::<usize>(), "[a-z0-9]{0,9}", any::<u64>()), 0..40),
+        ) {
+            let mut cs: Vec<Cursor> = start.iter().map(|(e, s)| c(e, *s)).collect();
+            let mut text = CursorText::new(&cs);
+            prop_assert_eq!(text.as_str(), encode(&cs));
+            for (i, e, s) in moves {
+                let i = i % cs.len();
+                cs[i] = c(&e, s);
+                text.set(i, &cs[i]);
+                prop_assert_eq!(text.as_str(), encode(&cs));
+            }
         }
     }
 }

@@ -9,7 +9,6 @@ use axum::body::{Body, Bytes};
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use axum::response::{IntoResponse, Response};
-use bytes::BytesMut;
 use herald_core::outbox::CloseReason;
 
 use super::{SseStream, PING, PREAMBLE, STREAM_HEADERS};
@@ -74,8 +73,8 @@ async fn next_chunk(
             st.stream.outbox.take()
         }
     };
-    let mut buf = BytesMut::new();
+    let mut buf = Vec::new();
     st.done = closed.is_some();
     st.stream.encode(frames, closed, false, &mut buf);
-    Some((Ok(buf.freeze()), st))
+    Some((Ok(Bytes::from(buf)), st))
 }

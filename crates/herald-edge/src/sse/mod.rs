@@ -26,6 +26,7 @@ use bytes::BufMut;
 use herald_core::outbox::{CloseReason, OutFrame, Outbox};
 use herald_core::telemetry::telemetry;
 use herald_core::HeraldError;
+use herald_proto::cursor::CursorText;
 use herald_proto::frame;
 use herald_proto::reply::{ErrorBody, SubscribeReply};
 
@@ -95,7 +96,7 @@ impl SseStream {
         frames: VecDeque<OutFrame>,
         closed: Option<CloseReason>,
         ping: bool,
-        buf: &mut impl BufMut,
+        buf: &mut Vec<u8>,
     ) {
         if let Some(OutFrame::Message(oldest)) =
             frames.iter().find(|f| matches!(f, OutFrame::Message(_)))
@@ -103,13 +104,32 @@ impl SseStream {
             herald_core::message::record_delivery_lag(oldest);
         }
         let mut written = 0;
-        for f in frames {
+        // The cursor string after each message: formatted once per batch, then each message
+        // moves one position of it (a stream of many channels would otherwise format every
+        // channel's position for every message).
+        let mut ids: Option<CursorText> = None;
+        let count = frames.len();
+        for (k, f) in frames.into_iter().enumerate() {
             match f {
                 OutFrame::Control(b) => buf.put_slice(&b),
                 OutFrame::Message(m) | OutFrame::Replayed(m) => {
-                    if self.subs.advance(&m) {
+                    if let Some(i) = self.subs.advance(&m) {
+                        let positions = self.subs.positions();
+                        let ids = match &mut ids {
+                            Some(ids) => {
+                                ids.set(i, &positions[i]);
+                                ids
+                            }
+                            None => {
+                                let ids = ids.insert(CursorText::new(positions));
+                                // Room for every id at once: a cursor of many channels makes
+                                // ids the bulk of the batch, and growing by doubling copies it.
+                                buf.reserve((count - k) * (ids.as_str().len() + 6));
+                                ids
+                            }
+                        };
                         buf.put_slice(b"id: ");
-                        buf.put_slice(self.subs.cursor().as_bytes());
+                        buf.put_slice(ids.as_str().as_bytes());
                         buf.put_u8(b'\n');
                         buf.put_slice(&herald_core::frames::sse_data(&m));
                         written += 1;

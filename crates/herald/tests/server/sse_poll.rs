@@ -452,3 +452,89 @@ async fn long_poll_limit_never_skips_a_last_message_it_could_not_fit() {
         "the cut-off last message comes next time"
     );
 }
+
+/// A stream of many channels (more than it scans; it keeps an index) writes each message with
+/// the cursor string after it, however positions grow (a seq gaining a digit, a channel's first
+/// epoch), and resumes from any of those ids exactly.
+#[tokio::test]
+async fn sse_ids_on_a_stream_of_many_channels_are_the_cursor_after_each_message() {
+    let server = Server::start().await;
+    let token = server.token(&["**"], &[]);
+    const N: usize = 40;
+    let names: Vec<String> = (0..N).map(|i| format!("wide/{i}")).collect();
+    for i in 1..=9 {
+        server.publish("wide/5", json!(i)).await;
+    }
+    let query: String = names.iter().map(|n| format!("channel={n}&")).collect();
+    let query = format!("?{query}token={token}");
+    let mut sse = Sse::open(&server, &query, None).await.unwrap();
+    // The model: each channel's position, as the stream reports it.
+    let mut positions = Vec::new();
+    for name in &names {
+        let e = sse.next().await.unwrap();
+        assert_eq!(
+            (e.event.as_str(), &e.json()["channel"]),
+            ("subscribed", &json!(name))
+        );
+        let (epoch, seq) = (e.json()["epoch"].clone(), e.json()["seq"].as_u64().unwrap());
+        positions.push(format!("{}:{seq}", epoch.as_str().unwrap()));
+    }
+    assert_eq!(positions[5].split(':').nth(1), Some("9"));
+    assert_eq!(positions[0], ":0");
+    // One request, so the messages are likely to reach the stream as one batch.
+    let order = [5, 39, 0, 5, 17, 0, 5];
+    let messages: Vec<Value> = order
+        .iter()
+        .enumerate()
+        .map(|(k, i)| json!({ "channel": names[*i], "data": k }))
+        .collect();
+    let (status, body) = server
+        .post("/v1/batch", json!({ "messages": messages }))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    // Channels are stored independently, so the stream may see them in another order than the
+    // request's; each channel's messages keep theirs.
+    let (mut ids, mut seen) = (Vec::new(), Vec::new());
+    for _ in order {
+        let e = sse.next().await.unwrap();
+        let m = e.json();
+        let k = m["data"].as_u64().unwrap() as usize;
+        let i = order[k];
+        assert_eq!(m["channel"], json!(names[i]));
+        positions[i] = format!("{}:{}", m["epoch"].as_str().unwrap(), m["seq"]);
+        assert_eq!(
+            e.id.as_deref(),
+            Some(positions.join(",").as_str()),
+            "after message {k}"
+        );
+        ids.push(e.id.unwrap());
+        seen.push(k as u64);
+    }
+    let mut of_five: Vec<u64> = seen
+        .iter()
+        .copied()
+        .filter(|k| order[*k as usize] == 5)
+        .collect();
+    assert!(of_five.is_sorted(), "{seen:?}");
+    of_five.sort();
+    assert_eq!(of_five, vec![0, 3, 6]);
+    drop(sse);
+    // Resuming from the third id replays exactly the four messages the stream wrote after it.
+    let mut sse = Sse::open(&server, &query, Some(&ids[2])).await.unwrap();
+    let mut replayed = Vec::new();
+    while replayed.len() < 4 {
+        let e = sse.next().await.unwrap();
+        if e.event == "subscribed" {
+            assert_eq!(e.json()["recovered"], true, "{e:?}");
+        } else {
+            replayed.push(e.json()["data"].as_u64().unwrap());
+        }
+    }
+    replayed.sort();
+    let mut after = seen[3..].to_vec();
+    after.sort();
+    assert_eq!(replayed, after);
+    // and nothing more (a duplicate would come right after them)
+    let more = tokio::time::timeout(std::time::Duration::from_millis(300), sse.next()).await;
+    assert!(more.is_err(), "{more:?}");
+}
