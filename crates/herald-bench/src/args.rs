@@ -24,8 +24,8 @@ pub struct Common {
     /// clients over the nodes, and report each node's, PostgreSQL's and Redis's CPU.
     #[arg(long, value_name = "N")]
     pub spawn_cluster: Option<usize>,
-    /// The herald binary --spawn starts [default: this binary if it is herald, else
-    /// target/release/herald].
+    /// The herald binary --spawn starts [default: this binary when the bench runs in
+    /// `herald`, else `herald` beside it, else target/release/herald].
     #[arg(long, value_name = "PATH")]
     pub server_bin: Option<PathBuf>,
     /// Store durability of the spawned server (always, batch, off) [default: the server's].

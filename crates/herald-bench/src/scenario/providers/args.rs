@@ -53,8 +53,8 @@ pub struct ProviderArgs {
     /// webpush: messages encrypted in the separate loop that measures encryption alone.
     #[arg(long, default_value_t = 5000, value_name = "N")]
     pub encryptions: u64,
-    /// The herald binary whose `herald mock` runs the mock [default: this binary if it is
-    /// herald, else herald beside it, else target/release/herald].
+    /// The herald binary whose `herald mock` runs the mock [default: this binary when the bench
+    /// runs in `herald`, else herald beside it, else target/release/herald].
     #[arg(long, value_name = "PATH")]
     pub mock_bin: Option<PathBuf>,
     /// Write CSV, summary.json and an SVG chart into this directory.
