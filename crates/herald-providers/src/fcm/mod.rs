@@ -14,8 +14,9 @@ mod token;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{header, Method, Request};
-use serde_json::Value;
+use http::{header, HeaderValue, Method, Request, Uri};
+use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde_json::{Map, Value};
 
 pub use account::{ServiceAccount, FCM_SCOPE};
 pub use payload::{
@@ -81,7 +82,8 @@ pub struct FcmClient {
 }
 
 struct Inner {
-    send_url: String,
+    /// `{endpoint}/v1/projects/{project}/messages:send`, parsed once.
+    send_uri: Uri,
     pool: H2Pool,
     tokens: TokenSource,
 }
@@ -89,7 +91,7 @@ struct Inner {
 impl std::fmt::Debug for FcmClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FcmClient")
-            .field("send_url", &self.inner.send_url)
+            .field("send_uri", &self.inner.send_uri)
             .finish_non_exhaustive()
     }
 }
@@ -129,9 +131,13 @@ impl FcmClient {
             "{base}/v1/projects/{}/messages:send",
             config.account.project_id
         ));
+        let send_uri = Uri::try_from(&send_url).map_err(|e| FcmError::BadUrl {
+            what: "endpoint",
+            message: format!("{send_url}: {e}"),
+        })?;
         Ok(FcmClient {
             inner: Arc::new(Inner {
-                send_url,
+                send_uri,
                 pool,
                 tokens: TokenSource::new(config.account, token_url, token_pool),
             }),
@@ -150,32 +156,35 @@ impl FcmClient {
                 reason: "the FCM message is not a JSON object".into(),
             };
         };
-        let mut message = fields.clone();
-        message.insert("token".into(), Value::String(token.to_string()));
-        let body = serde_json::json!({ "message": message }).to_string();
+        // Serialised from the shared message with the token added, not from a copy of it.
+        let body = match serde_json::to_vec(&Envelope {
+            message: WithToken { fields, token },
+        }) {
+            Ok(body) => body,
+            Err(e) => {
+                return Outcome::Rejected {
+                    reason: format!("FCM message: {e}"),
+                }
+            }
+        };
 
         let access = match self.inner.tokens.get().await {
             Ok(access) => access,
             Err(outcome) => return outcome,
         };
-        let request = match Request::builder()
-            .method(Method::POST)
-            .uri(&self.inner.send_url)
-            .header(header::AUTHORIZATION, format!("Bearer {}", access.value))
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(())
-        {
-            Ok(request) => request,
-            Err(e) => {
-                return Outcome::Rejected {
-                    reason: format!("FCM request: {e}"),
-                }
-            }
+        let request = || {
+            let mut request = Request::new(());
+            *request.method_mut() = Method::POST;
+            *request.uri_mut() = self.inner.send_uri.clone();
+            let headers = request.headers_mut();
+            headers.insert(header::AUTHORIZATION, access.authorization.clone());
+            headers.insert(header::CONTENT_TYPE, JSON.clone());
+            request
         };
         let (head, body) = match self
             .inner
             .pool
-            .send(request.clone(), || request.clone(), Bytes::from(body))
+            .send(request(), request, Bytes::from(body))
             .await
         {
             Ok(answer) => answer,
@@ -193,5 +202,56 @@ impl FcmClient {
             self.inner.tokens.invalidate(access.generation);
         }
         classified.outcome
+    }
+}
+
+const JSON: HeaderValue = HeaderValue::from_static("application/json");
+
+/// The body of a send: `{"message": {...the message's fields..., "token": TOKEN}}`.
+#[derive(serde::Serialize)]
+struct Envelope<'a> {
+    message: WithToken<'a>,
+}
+
+/// A message's fields with `token` set (a `token` the message had is replaced).
+struct WithToken<'a> {
+    fields: &'a Map<String, Value>,
+    token: &'a str,
+}
+
+impl Serialize for WithToken<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        for (key, value) in self.fields.iter().filter(|(k, _)| *k != "token") {
+            map.serialize_entry(key, value)?;
+        }
+        map.serialize_entry("token", self.token)?;
+        map.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_body_is_the_message_with_the_token_set() {
+        let message = json!({"data": {"n": "1"}, "token": "stale", "android": {"ttl": "60s"}});
+        let fields = message.as_object().unwrap();
+        let body = serde_json::to_vec(&Envelope {
+            message: WithToken {
+                fields,
+                token: "dev-\"1\"",
+            },
+        })
+        .unwrap();
+        let text = String::from_utf8(body).unwrap();
+        assert_eq!(text.matches("\"token\"").count(), 1, "{text}");
+        let parsed: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            parsed,
+            json!({"message": {"data": {"n": "1"}, "android": {"ttl": "60s"}, "token": "dev-\"1\""}})
+        );
     }
 }

@@ -4,11 +4,10 @@
 //! result, a failure included, rather than each trying again).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{header, Method, Request, StatusCode};
+use http::{header, HeaderValue, Method, Request, StatusCode};
 use serde::Deserialize;
 use tokio::time::Instant;
 
@@ -23,8 +22,8 @@ const JWT_BEARER_GRANT: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 /// An access token and when to stop using it.
 #[derive(Clone)]
 pub(crate) struct AccessToken {
-    /// The bearer value.
-    pub value: Arc<str>,
+    /// `Bearer <token>`, made once per token (marked sensitive).
+    pub authorization: HeaderValue,
     /// Which fetch made it: a 401 invalidates only the token it was answered for.
     pub generation: u64,
     refresh_at: Instant,
@@ -152,8 +151,15 @@ impl TokenSource {
                 Outcome::unreachable(format!("oauth token endpoint: unreadable answer: {e}"))
             })?;
             let lifetime = Duration::from_secs(answer.expires_in.unwrap_or(3600));
+            let bearer = format!("Bearer {}", answer.access_token);
+            let Ok(mut authorization) = HeaderValue::from_str(&bearer) else {
+                return Err(Outcome::unreachable(
+                    "oauth token endpoint: the access token is not a header value".to_string(),
+                ));
+            };
+            authorization.set_sensitive(true);
             return Ok(AccessToken {
-                value: answer.access_token.into(),
+                authorization,
                 generation,
                 refresh_at: started + lifetime.mul_f64(0.8),
             });
