@@ -128,10 +128,8 @@ pub struct Subscriptions {
     _counted: ConnectionGuard,
     /// The stream's place among the live clients (revocations close it there).
     _registered: Registration,
-    /// Each channel and its subscription, in the order the client named them (= cursor order).
-    channels: Vec<(ChannelName, Arc<Subscription>)>,
-    /// Last position written to the client, per channel, in `channels` order.
-    positions: Vec<Cursor>,
+    /// Each channel, in the order the client named them (= cursor order).
+    channels: Vec<Channel>,
     /// Each channel's place in `channels`, for a stream of more than [`SCAN_UP_TO`] channels
     /// (finding a message's channel by a scan would cost a comparison per channel per message).
     index: Option<Box<HashMap<ChannelName, usize>>>,
@@ -139,6 +137,14 @@ pub struct Subscriptions {
 
 /// Up to this many channels a stream finds a message's channel by scanning its list.
 const SCAN_UP_TO: usize = 16;
+
+/// One channel of a stream.
+struct Channel {
+    name: ChannelName,
+    subscription: Arc<Subscription>,
+    /// The last position written to the client.
+    position: Cursor,
+}
 
 /// What each channel's subscribe found, in the order the client named them.
 pub type Outcomes = Vec<(ChannelName, SubscribeOutcome)>;
@@ -170,13 +176,15 @@ impl Subscriptions {
             _counted: edge.usage.connect(&client.app)?,
             _registered: registered,
             channels: Vec::with_capacity(count),
-            positions: Vec::with_capacity(count),
             index: None,
         };
         let mut outcomes = Vec::with_capacity(count);
         let mut keep = |o: Opened| {
-            this.channels.push((o.name.clone(), o.subscription));
-            this.positions.push(o.position);
+            this.channels.push(Channel {
+                name: o.name.clone(),
+                subscription: o.subscription,
+                position: o.position,
+            });
             outcomes.push((o.name, o.outcome));
         };
         match &plan {
@@ -198,7 +206,7 @@ impl Subscriptions {
         }
         if this.channels.len() > SCAN_UP_TO {
             let places = this.channels.iter().enumerate();
-            this.index = Some(Box::new(places.map(|(i, (n, _))| (n.clone(), i)).collect()));
+            this.index = Some(Box::new(places.map(|(i, c)| (c.name.clone(), i)).collect()));
         }
         Ok((this, outcomes))
     }
@@ -211,9 +219,9 @@ impl Subscriptions {
             None => self
                 .channels
                 .iter()
-                .position(|(n, _)| *n == message.channel)?,
+                .position(|c| c.name == message.channel)?,
         };
-        self.positions[i] = Cursor {
+        self.channels[i].position = Cursor {
             epoch: message.epoch.clone(),
             seq: message.seq,
         };
@@ -221,20 +229,25 @@ impl Subscriptions {
     }
 
     /// The current positions, in cursor order.
-    pub fn positions(&self) -> &[Cursor] {
-        &self.positions
+    pub fn positions(&self) -> impl ExactSizeIterator<Item = &Cursor> {
+        self.channels.iter().map(|c| &c.position)
+    }
+
+    /// The current position of the channel at `i` in cursor order.
+    pub fn position(&self, i: usize) -> &Cursor {
+        &self.channels[i].position
     }
 
     /// The cursor string for the current positions.
     pub fn cursor(&self) -> String {
-        herald_proto::cursor::encode(&self.positions)
+        herald_proto::cursor::encode(self.positions())
     }
 }
 
 impl Drop for Subscriptions {
     fn drop(&mut self) {
-        for (name, sub) in &self.channels {
-            self.engine.unsubscribe(name, sub);
+        for c in &self.channels {
+            self.engine.unsubscribe(&c.name, &c.subscription);
         }
     }
 }
@@ -245,14 +258,13 @@ mod tests {
 
     #[test]
     fn a_streams_subscriptions_stay_small() {
-        // The engine, the usage guard, the live-client registration, two vectors (channels
-        // with their subscriptions, and positions) and the index a wide stream has (one
-        // pointer): the client is not kept.
+        // The engine, the usage guard, the live-client registration, one vector (each channel
+        // with its subscription and position: one allocation) and the index a wide stream has
+        // (one pointer): the client is not kept.
         let parts = size_of::<Arc<Engine>>()
             + size_of::<ConnectionGuard>()
             + size_of::<Registration>()
-            + size_of::<Vec<(ChannelName, Arc<Subscription>)>>()
-            + size_of::<Vec<Cursor>>()
+            + size_of::<Vec<Channel>>()
             + size_of::<usize>();
         assert_eq!(size_of::<Subscriptions>(), parts);
         assert!(

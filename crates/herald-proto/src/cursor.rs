@@ -77,9 +77,10 @@ pub fn decode_inbox(s: &str) -> (Cursor, Cursor) {
 }
 
 /// Encodes positions as a cursor string.
-pub fn encode(cursors: &[Cursor]) -> String {
-    let mut s = String::with_capacity(cursors.len() * 16);
-    for (i, c) in cursors.iter().enumerate() {
+pub fn encode<'a>(cursors: impl IntoIterator<Item = &'a Cursor>) -> String {
+    let cursors = cursors.into_iter();
+    let mut s = String::with_capacity(cursors.size_hint().0 * 16);
+    for (i, c) in cursors.enumerate() {
         if i > 0 {
             s.push(',');
         }
@@ -110,10 +111,10 @@ pub struct CursorText {
 
 impl CursorText {
     /// The cursor string of `cursors` ([`encode`]'s text).
-    pub fn new(cursors: &[Cursor]) -> CursorText {
+    pub fn new<'a>(cursors: impl ExactSizeIterator<Item = &'a Cursor>) -> CursorText {
         let mut text = String::with_capacity(cursors.len() * 16);
         let mut ends = Vec::with_capacity(cursors.len());
-        for (i, c) in cursors.iter().enumerate() {
+        for (i, c) in cursors.enumerate() {
             if i > 0 {
                 text.push(',');
             }
@@ -214,7 +215,7 @@ mod tests {
     #[test]
     fn a_cursor_text_moves_one_position_at_a_time() {
         let mut cs = vec![c("3f2a", 9), c("", 0), c("b1", 41)];
-        let mut text = CursorText::new(&cs);
+        let mut text = CursorText::new(cs.iter());
         assert_eq!(text.as_str(), "3f2a:9,:0,b1:41");
         // longer (a digit more, an epoch where there was none), the same length, shorter
         for (i, to) in [
@@ -228,7 +229,7 @@ mod tests {
             assert_eq!(text.as_str(), encode(&cs));
         }
         assert_eq!(text.as_str(), ":7,9bd0:1,b1:42");
-        assert_eq!(CursorText::new(&[]).as_str(), "");
+        assert_eq!(CursorText::new([].iter()).as_str(), "");
     }
 
     proptest! {
@@ -244,7 +245,7 @@ mod tests {
             moves in proptest::collection::vec((any::<usize>(), "[a-z0-9]{0,9}", any::<u64>()), 0..40),
         ) {
             let mut cs: Vec<Cursor> = start.iter().map(|(e, s)| c(e, *s)).collect();
-            let mut text = CursorText::new(&cs);
+            let mut text = CursorText::new(cs.iter());
             prop_assert_eq!(text.as_str(), encode(&cs));
             for (i, e, s) in moves {
                 let i = i % cs.len();

@@ -114,14 +114,13 @@ impl SseStream {
                 OutFrame::Control(b) => buf.put_slice(&b),
                 OutFrame::Message(m) | OutFrame::Replayed(m) => {
                     if let Some(i) = self.subs.advance(&m) {
-                        let positions = self.subs.positions();
                         let ids = match &mut ids {
                             Some(ids) => {
-                                ids.set(i, &positions[i]);
+                                ids.set(i, self.subs.position(i));
                                 ids
                             }
                             None => {
-                                let ids = ids.insert(CursorText::new(positions));
+                                let ids = ids.insert(CursorText::new(self.subs.positions()));
                                 // Room for every id at once: a cursor of many channels makes
                                 // ids the bulk of the batch, and growing by doubling copies it.
                                 buf.reserve((count - k) * (ids.as_str().len() + 6));
