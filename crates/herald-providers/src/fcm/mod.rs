@@ -178,7 +178,8 @@ impl FcmClient {
             *request.uri_mut() = self.inner.send_uri.clone();
             let headers = request.headers_mut();
             headers.insert(header::AUTHORIZATION, access.authorization.clone());
-            headers.insert(header::CONTENT_TYPE, JSON.clone());
+            let json = HeaderValue::from_static("application/json");
+            headers.insert(header::CONTENT_TYPE, json);
             request
         };
         let (head, body) = match self
@@ -204,8 +205,6 @@ impl FcmClient {
         classified.outcome
     }
 }
-
-const JSON: HeaderValue = HeaderValue::from_static("application/json");
 
 /// The body of a send: `{"message": {...the message's fields..., "token": TOKEN}}`.
 #[derive(serde::Serialize)]
