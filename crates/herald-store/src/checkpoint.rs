@@ -26,6 +26,11 @@ use herald_core::log::StoreError;
 
 use crate::backend;
 use crate::fault::{self, WriteFault};
+use crate::wal_room::WalRoom;
+
+/// The write-ahead log's header, and each frame's before its page (SQLite's WAL format).
+const WAL_HEADER_BYTES: i64 = 32;
+const FRAME_HEADER_BYTES: i64 = 24;
 
 /// How often the WAL is checkpointed.
 const INTERVAL: Duration = Duration::from_secs(1);
@@ -51,6 +56,7 @@ impl Checkpointer {
         restart_bytes: u64,
         restart_wanted: Arc<AtomicBool>,
         fault: Arc<WriteFault>,
+        wal_room: Arc<WalRoom>,
     ) -> Result<Checkpointer, StoreError> {
         let conn = Connection::open(path).map_err(backend)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(backend)?;
@@ -65,6 +71,7 @@ impl Checkpointer {
             restart_pages,
             page_size,
             fault,
+            wal_room,
         };
         let handle = std::thread::Builder::new()
             .name("herald-store-checkpoint".into())
@@ -100,6 +107,8 @@ struct Pass {
     page_size: i64,
     /// Where a failed fsync is recorded (it halts writes).
     fault: Arc<WriteFault>,
+    /// The log's room ahead of its writes, made after a pass once the log is large enough.
+    wal_room: Arc<WalRoom>,
 }
 
 impl Pass {
@@ -119,6 +128,9 @@ impl Pass {
                 if pages > self.restart_pages {
                     self.restart_wanted.store(true, Ordering::Relaxed);
                 }
+                let log_bytes =
+                    WAL_HEADER_BYTES + pages.max(0) * (self.page_size + FRAME_HEADER_BYTES);
+                self.wal_room.make(log_bytes as u64, || *self.stop.0.lock());
             }
         }
         checkpoint(&conn, "TRUNCATE", &self.fault);

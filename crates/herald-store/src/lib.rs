@@ -38,6 +38,7 @@ mod revocations;
 mod schema;
 mod tenancy;
 mod token_keys;
+mod wal_room;
 mod writer;
 
 pub use log::SqliteLog;

@@ -22,6 +22,7 @@ use crate::fault::WriteFault;
 use crate::known::KnownChannels;
 use crate::options::SqliteOptions;
 use crate::reader::{self, ReadPool};
+use crate::wal_room::WalRoom;
 use crate::writer::{AppendRequest, Request, WriteJob, Writer};
 use crate::{schema, DB_FILE_NAME};
 
@@ -91,7 +92,13 @@ impl SqliteLog {
         })?;
         let path = dir.join(DB_FILE_NAME);
         owner_only(&path)?;
-        let conn = schema::open_writer(&path, options.sync, options.wal_restart_bytes)?;
+        let conn = schema::open_writer(&path, options.sync, options.wal_kept_bytes())?;
+        let room_size = if options.wal_preallocate {
+            options.wal_kept_bytes()
+        } else {
+            0
+        };
+        let wal_room = Arc::new(WalRoom::new(&path, room_size, options.wal_restart_bytes));
         let readers = ReadPool::open(&path, options.read_connections)?;
         // Raised by the checkpoint thread when the write-ahead log should start again; the
         // writer restarts it between two batches.
@@ -102,6 +109,7 @@ impl SqliteLog {
             options.wal_restart_bytes,
             restart_wanted.clone(),
             fault.clone(),
+            wal_room.clone(),
         )?;
         let known = KnownChannels::new();
         let (tx, rx) = mpsc::channel();
@@ -113,6 +121,7 @@ impl SqliteLog {
             restart_wanted,
             fault.clone(),
             known.clone(),
+            wal_room,
         );
         let handle = std::thread::Builder::new()
             .name("herald-store-writer".into())

@@ -71,6 +71,22 @@ pub struct SqliteOptions {
     /// otherwise fully copied at the moment a commit starts, so without this it would grow
     /// without bound.
     pub wal_restart_bytes: u64,
+    /// Whether the write-ahead log file is extended with zeros ahead of its writes, to twice
+    /// `wal_restart_bytes`, once it has grown past half of that (see `wal_room.rs`): a
+    /// commit then overwrites blocks the file has and its fsync writes no file metadata. Off,
+    /// commits extend the file and it is kept at `wal_restart_bytes`.
+    pub wal_preallocate: bool,
+}
+
+impl SqliteOptions {
+    /// The size the write-ahead log file is kept at: a restart cuts a longer file back to it.
+    pub fn wal_kept_bytes(&self) -> u64 {
+        if self.wal_preallocate {
+            self.wal_restart_bytes.saturating_mul(2)
+        } else {
+            self.wal_restart_bytes
+        }
+    }
 }
 
 impl Default for SqliteOptions {
@@ -80,6 +96,7 @@ impl Default for SqliteOptions {
             max_batch: 4096,
             read_connections: 4,
             wal_restart_bytes: DEFAULT_WAL_RESTART_BYTES,
+            wal_preallocate: true,
         }
     }
 }

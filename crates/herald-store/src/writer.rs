@@ -28,6 +28,7 @@ use crate::batch::{self, Batch, ChannelCache};
 use crate::fault::{self, WriteFault};
 use crate::known::KnownChannels;
 use crate::options::SyncMode;
+use crate::wal_room::WalRoom;
 use crate::{backend, checkpoint, jobs, retention, schema};
 
 /// How often expired messages are swept.
@@ -94,9 +95,14 @@ pub(crate) struct Writer {
     restart_wanted: Arc<AtomicBool>,
     /// Why writes fail now (no space, or halted after a failed fsync).
     fault: Arc<WriteFault>,
+    /// Held while SQLite may write the log, so the checkpoint thread's zeros never meet a
+    /// frame (wal_room.rs).
+    wal_room: Arc<WalRoom>,
 }
 
 impl Writer {
+    // Each is a separate part shared with another thread or the log; one call site (log.rs).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         conn: Connection,
         sync: SyncMode,
@@ -105,6 +111,7 @@ impl Writer {
         restart_wanted: Arc<AtomicBool>,
         fault: Arc<WriteFault>,
         known: Arc<KnownChannels>,
+        wal_room: Arc<WalRoom>,
     ) -> Self {
         Writer {
             conn,
@@ -114,6 +121,7 @@ impl Writer {
             cache: ChannelCache::new(known),
             restart_wanted,
             fault,
+            wal_room,
         }
     }
 
@@ -132,6 +140,7 @@ impl Writer {
     pub(crate) fn run(mut self, requests: Receiver<Request>) {
         let mut pending: Option<Request> = None;
         let mut next_trim = Instant::now() + AGE_TRIM_INTERVAL;
+        let wal_room = self.wal_room.clone();
         loop {
             let first = match pending.take() {
                 Some(request) => request,
@@ -140,6 +149,7 @@ impl Writer {
                 {
                     Ok(request) => request,
                     Err(RecvTimeoutError::Timeout) => {
+                        let _writing = wal_room.writing();
                         if self.fault.halted().is_none() {
                             let _ = self.sweep(now_millis());
                         }
@@ -153,6 +163,7 @@ impl Writer {
                 refuse(first, halted);
                 continue;
             }
+            let _writing = wal_room.writing();
             match first {
                 Request::Append(append) => {
                     self.commit_batch(Grouped::Append(append), &requests, &mut pending)
@@ -170,6 +181,9 @@ impl Writer {
                 next_trim = Instant::now() + AGE_TRIM_INTERVAL;
             }
         }
+        // Closing the connection may checkpoint and truncate the log.
+        let _writing = wal_room.writing();
+        drop(self);
         tracing::debug!("store writer stopped");
     }
 

@@ -2,7 +2,8 @@
 //! restarts, idempotency, retention, group commit under concurrency and the commit sink; and the
 //! engine over it when fan-out runs behind the publishers. Devices, provider jobs and provider
 //! credentials through the push crate: [`devices`], [`jobs`], [`credentials`]; channels subscribed
-//! before their first message: [`new_channels`].
+//! before their first message: [`new_channels`]; the write-ahead log extended ahead of its
+//! writes, and killed with it: [`wal_room`].
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -25,6 +26,8 @@ mod devices;
 mod jobs;
 #[path = "sqlite_log/new_channels.rs"]
 mod new_channels;
+#[path = "sqlite_log/wal_room.rs"]
+mod wal_room;
 
 /// Records every committed message as (channel, seq), in the order the sink saw them.
 #[derive(Default)]
@@ -731,9 +734,11 @@ async fn wal_is_checkpointed_in_the_background_and_truncated_on_close() {
 async fn the_wal_is_restarted_and_cut_back_while_appends_never_stop() {
     let dir = tempfile::tempdir().unwrap();
     let limit: u64 = 256 << 10;
+    // Commits extend the file here (`wal_room` covers the file made long ahead of them).
     let options = SqliteOptions {
         sync: SyncMode::Off,
         wal_restart_bytes: limit,
+        wal_preallocate: false,
         ..SqliteOptions::default()
     };
     let log = SqliteLog::open(dir.path(), options, Arc::new(RecordingSink::default())).unwrap();

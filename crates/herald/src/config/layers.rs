@@ -97,6 +97,7 @@ pub(super) const KEYS: &[Key] = &[
     key("admin_session_ttl", &["HERALD_ADMIN_SESSION_TTL"]),
     key("admin_cookie_secure", &["HERALD_ADMIN_COOKIE_SECURE"]),
     key("sync", &["HERALD_SYNC"]).what("sync mode"),
+    key("wal_preallocate", &["HERALD_WAL_PREALLOCATE"]),
     key("max_frame_bytes", &["HERALD_MAX_FRAME_BYTES"]),
     key("outbox_bytes", &["HERALD_OUTBOX_BYTES"]),
     key("catchup_bytes", &["HERALD_CATCHUP_BYTES"]),

@@ -293,6 +293,8 @@ pub struct Config {
     pub admin_cookie_secure: bool,
     /// Store durability policy.
     pub sync: SyncMode,
+    /// Whether the SQLite write-ahead log is extended with zeros ahead of its writes.
+    pub wal_preallocate: bool,
     /// Largest WebSocket frame / request body accepted from a client, in bytes.
     pub max_frame_bytes: usize,
     /// Per-connection outbound queue limit in bytes; a slower reader is disconnected.
@@ -393,6 +395,7 @@ impl Config {
     pub fn sqlite_options(&self) -> SqliteOptions {
         SqliteOptions {
             sync: self.sync,
+            wal_preallocate: self.wal_preallocate,
             ..SqliteOptions::default()
         }
     }
@@ -449,6 +452,8 @@ mod tests {
         );
         assert!(!c.allow_anonymous);
         assert_eq!(c.sync, SyncMode::Batch);
+        assert!(c.wal_preallocate);
+        assert_eq!(c.sqlite_options().wal_kept_bytes(), 128 << 20);
         assert_eq!(
             (c.max_frame_bytes, c.outbox_bytes, c.max_subscriptions),
             (65536, 1 << 20, 10_000)

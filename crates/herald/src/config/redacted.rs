@@ -71,6 +71,11 @@ impl Config {
                 "",
             ),
             ("sync", text(self.sync.as_str()), ""),
+            (
+                "wal_preallocate",
+                Some(Value::from(self.wal_preallocate)),
+                "",
+            ),
             ("max_frame_bytes", int(self.max_frame_bytes as u64), ""),
             ("outbox_bytes", int(self.outbox_bytes as u64), ""),
             ("catchup_bytes", int(self.catchup_bytes as u64), ""),
@@ -280,6 +285,7 @@ impl fmt::Debug for Config {
             .field("admin_session_ttl", &self.admin_session_ttl)
             .field("admin_cookie_secure", &self.admin_cookie_secure)
             .field("sync", &self.sync)
+            .field("wal_preallocate", &self.wal_preallocate)
             .field("max_frame_bytes", &self.max_frame_bytes)
             .field("outbox_bytes", &self.outbox_bytes)
             .field("catchup_bytes", &self.catchup_bytes)

@@ -121,6 +121,7 @@ impl Layers {
                     .parse::<SyncMode>()
                     .map_err(|_| "expected \"always\", \"batch\" or \"off\"".into())
             })?,
+            wal_preallocate: self.get("wal_preallocate", true, boolean)?,
             max_frame_bytes: self.get("max_frame_bytes", 65536, usize_at_least(1024))?,
             outbox_bytes: self.get("outbox_bytes", 1 << 20, usize_at_least(4096))?,
             catchup_bytes: self.get("catchup_bytes", 64 << 10, usize_at_least(1024))?,

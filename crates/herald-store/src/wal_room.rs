@@ -1,0 +1,229 @@
+//! Room made ahead of the write-ahead log: the log file is extended with zeros, written and
+//! flushed, up to the size it is kept at, so that a commit writes its frames over blocks the
+//! file already has. The commit's fsync then flushes only those pages. A commit that extends
+//! the file also has to write the file's new size and its new blocks (on ext4, the inode, in a
+//! second synchronous write), which made a group commit's fsync about half as long again on
+//! this machine's disk (docs/benchmarks.md, "Session 18").
+//!
+//! SQLite writes the log from its start again after each restarting checkpoint
+//! (checkpoint.rs), over the frames of the previous round and whatever else is there: a frame
+//! counts only if its salt and checksum match the log's header, so zeros after the last frame
+//! are not read as frames, after a crash or otherwise. `journal_size_limit` is set to the same
+//! size, so the restart never cuts the room off again.
+//!
+//! Who writes the file when: SQLite writes the log only on the writer thread, inside a batch, a
+//! restart or when the writer closes its connection; the room is made on the checkpoint thread.
+//! Both hold [`WalRoom::gate`] while they write, so zeros are only ever appended after the last
+//! byte SQLite wrote, never over it. The writer takes the gate once per batch (uncontended,
+//! tens of nanoseconds); the filler holds it for one chunk at a time.
+//!
+//! The room is made only once the log has grown past half its restart size (32 MiB by default),
+//! as far as a busy server's log goes within a second or so anyway: a server that publishes
+//! little never writes it (a lone publisher's commits add four to six 4 KiB pages each to the
+//! log, so a few thousand publishes do reach it). It is not made on a file system that would be
+//! left with less than [`MIN_FREE_BYTES`] free.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use parking_lot::{Mutex, MutexGuard};
+
+/// Zeros appended per turn of the gate.
+const CHUNK_BYTES: u64 = 1 << 20;
+/// Zeros written between two flushes of them.
+const FLUSH_EVERY_BYTES: u64 = 16 << 20;
+/// The room is not made if the file system would be left with less than this free.
+pub(crate) const MIN_FREE_BYTES: u64 = 1 << 30;
+
+/// The write-ahead log's room, shared by the writer and the checkpoint thread.
+pub(crate) struct WalRoom {
+    /// The log file (`herald.db-wal`).
+    path: PathBuf,
+    /// The size the file is filled to; `0` when room is not made at all.
+    size: u64,
+    /// Log bytes after which the room is made.
+    start_after: u64,
+    /// Held while SQLite may write the log, and while zeros are appended to it.
+    gate: Mutex<()>,
+    /// Whether the room is made (or given up on) already.
+    done: Mutex<bool>,
+}
+
+/// What one turn of [`WalRoom::make`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Made {
+    /// Nothing to do yet (the log is small, or there is no log file).
+    NotYet,
+    /// Zeros were appended and flushed; the file is now this long.
+    Grown(u64),
+    /// The file is as long as it is kept, or the room will not be made.
+    Done,
+}
+
+impl WalRoom {
+    /// Room for the log of the database at `db`, `size` bytes long (`0`: none), made once the
+    /// log holds more than half of `restart_bytes`.
+    pub(crate) fn new(db: &Path, size: u64, restart_bytes: u64) -> WalRoom {
+        WalRoom {
+            path: PathBuf::from(format!("{}-wal", db.display())),
+            size,
+            start_after: restart_bytes / 2,
+            gate: Mutex::new(()),
+            done: Mutex::new(size == 0),
+        }
+    }
+
+    /// Taken by the writer for as long as SQLite may write the log.
+    pub(crate) fn writing(&self) -> MutexGuard<'_, ()> {
+        self.gate.lock()
+    }
+
+    /// Makes the room once the log holds more than `log_bytes` (as the last checkpoint counted
+    /// it), a chunk at a time, until the file is as long as it is kept or `stop` says to stop.
+    /// Errors are logged and end the attempt for good: the log works without the room.
+    pub(crate) fn make(&self, log_bytes: u64, stop: impl Fn() -> bool) -> Made {
+        let mut done = self.done.lock();
+        if *done {
+            return Made::Done;
+        }
+        if log_bytes <= self.start_after {
+            return Made::NotYet;
+        }
+        let file = match OpenOptions::new().write(true).open(&self.path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Made::NotYet,
+            Err(e) => return self.give_up(&mut done, "cannot open the write-ahead log", e),
+        };
+        match self.fill(&file, stop) {
+            Ok(Some(len)) => Made::Grown(len),
+            Ok(None) => {
+                *done = true;
+                Made::Done
+            }
+            Err(e) => self.give_up(&mut done, "cannot extend the write-ahead log", e),
+        }
+    }
+
+    /// Appends zeros up to the kept size, flushing them as it goes; `Ok(None)` once the file is
+    /// that long or the disk has no room to spare, else the length reached when `stop` said so.
+    fn fill(&self, file: &File, stop: impl Fn() -> bool) -> io::Result<Option<u64>> {
+        let len = file.metadata()?.len();
+        if len >= self.size {
+            return Ok(None);
+        }
+        let free = free_bytes(&self.path)?;
+        if free < (self.size - len).saturating_add(MIN_FREE_BYTES) {
+            tracing::info!(
+                free_bytes = free,
+                wanted_bytes = self.size - len,
+                "the write-ahead log is not extended ahead of its writes: the disk is nearly full"
+            );
+            return Ok(None);
+        }
+        let zeros = vec![0u8; CHUNK_BYTES as usize];
+        let mut unflushed = 0;
+        let mut reached = len;
+        while !stop() {
+            let wrote = {
+                let _gate = self.gate.lock();
+                let len = file.metadata()?.len();
+                let chunk = CHUNK_BYTES.min(self.size.saturating_sub(len));
+                if chunk > 0 {
+                    file.write_all_at(&zeros[..chunk as usize], len)?;
+                }
+                reached = len + chunk;
+                chunk
+            };
+            unflushed += wrote;
+            if wrote == 0 || unflushed >= FLUSH_EVERY_BYTES {
+                file.sync_data()?;
+                unflushed = 0;
+            }
+            if wrote == 0 {
+                tracing::debug!(
+                    bytes = reached,
+                    "write-ahead log extended ahead of its writes"
+                );
+                return Ok(None);
+            }
+        }
+        file.sync_data()?;
+        Ok(Some(reached))
+    }
+
+    fn give_up(&self, done: &mut bool, what: &str, e: io::Error) -> Made {
+        *done = true;
+        tracing::warn!(error = %e, path = %self.path.display(), "{what}; commits extend it instead");
+        Made::Done
+    }
+}
+
+/// Bytes an unprivileged writer may still use on the file system holding `path`.
+fn free_bytes(path: &Path) -> io::Result<u64> {
+    let stat = rustix::fs::statvfs(path)?;
+    Ok(stat.f_bavail.saturating_mul(stat.f_frsize))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    fn room(dir: &Path, size: u64) -> (WalRoom, PathBuf) {
+        let db = dir.join("herald.db");
+        (WalRoom::new(&db, size, 2 << 20), dir.join("herald.db-wal"))
+    }
+
+    #[test]
+    fn zeros_go_after_what_is_there_up_to_the_kept_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let size = 3 * CHUNK_BYTES + 4096;
+        let (room, wal) = room(dir.path(), size);
+        // No log yet, or a small one: nothing to do.
+        assert_eq!(room.make(u64::MAX, || false), Made::NotYet);
+        let frames = vec![0xabu8; 5000];
+        std::fs::write(&wal, &frames).unwrap();
+        assert_eq!(room.make(1 << 20, || false), Made::NotYet);
+        assert_eq!(std::fs::metadata(&wal).unwrap().len(), 5000);
+        // Past half the restart size: filled to the kept size, frames untouched.
+        assert_eq!(room.make(2 << 20, || false), Made::Done);
+        let bytes = std::fs::read(&wal).unwrap();
+        assert_eq!(bytes.len() as u64, size);
+        assert_eq!(&bytes[..5000], &frames[..]);
+        assert!(bytes[5000..].iter().all(|&b| b == 0));
+        // Done for good, even if the file were cut back.
+        std::fs::write(&wal, &frames).unwrap();
+        assert_eq!(room.make(2 << 20, || false), Made::Done);
+        assert_eq!(std::fs::metadata(&wal).unwrap().len(), 5000);
+    }
+
+    #[test]
+    fn a_stop_leaves_the_rest_for_the_next_turn() {
+        let dir = tempfile::tempdir().unwrap();
+        let size = 4 * CHUNK_BYTES;
+        let (room, wal) = room(dir.path(), size);
+        std::fs::write(&wal, b"frame").unwrap();
+        let turns = Cell::new(0);
+        let two_chunks = || {
+            turns.set(turns.get() + 1);
+            turns.get() > 2
+        };
+        assert_eq!(
+            room.make(2 << 20, two_chunks),
+            Made::Grown(5 + 2 * CHUNK_BYTES)
+        );
+        assert_eq!(room.make(2 << 20, || false), Made::Done);
+        assert_eq!(std::fs::metadata(&wal).unwrap().len(), size);
+    }
+
+    #[test]
+    fn no_size_means_no_room() {
+        let dir = tempfile::tempdir().unwrap();
+        let (room, wal) = room(dir.path(), 0);
+        std::fs::write(&wal, b"frame").unwrap();
+        assert_eq!(room.make(u64::MAX, || false), Made::Done);
+        assert_eq!(std::fs::metadata(&wal).unwrap().len(), 5);
+    }
+}
