@@ -1,6 +1,7 @@
 //! The write-ahead log extended with zeros ahead of its writes (`wal_preallocate`): the file
 //! reaches the size it is kept at while appends go on, nothing committed is lost when the
-//! process is killed with zeros after the last frame, and the log is removed at close as before.
+//! process is killed with zeros after the last frame, and the log is cut to nothing at close, as
+//! before.
 //!
 //! The kill is real: the test runs this test binary again as a child process (the test
 //! [`child_appends_until_killed`], which does nothing unless its environment names a data
@@ -151,7 +152,7 @@ async fn the_log_is_extended_ahead_of_its_writes_and_survives_a_kill() {
         .unwrap();
     assert_eq!(next[0].message.seq, state.last_seq + 1);
     log.close().await;
-    assert_eq!(wal_len(dir.path()), 0, "the log is removed at close");
+    assert_eq!(wal_len(dir.path()), 0, "the log is cut to nothing at close");
 }
 
 #[tokio::test]
