@@ -30,10 +30,9 @@ use std::path::{Path, PathBuf};
 
 use parking_lot::{Mutex, MutexGuard};
 
-/// Zeros appended per turn of the gate.
+/// Zeros appended per turn of the gate, and flushed before the next: a commit's sync, which
+/// flushes every dirty page of the file, never waits for more zeros than this.
 const CHUNK_BYTES: u64 = 1 << 20;
-/// Zeros written between two flushes of them.
-const FLUSH_EVERY_BYTES: u64 = 16 << 20;
 /// The room is not made if the file system would be left with less than this free.
 pub(crate) const MIN_FREE_BYTES: u64 = 1 << 30;
 
@@ -80,9 +79,10 @@ impl WalRoom {
         self.gate.lock()
     }
 
-    /// Makes the room once the log holds more than `log_bytes` (as the last checkpoint counted
-    /// it), a chunk at a time, until the file is as long as it is kept or `stop` says to stop.
-    /// Errors are logged and end the attempt for good: the log works without the room.
+    /// Makes the room if the log, `log_bytes` long when the last checkpoint counted it, has
+    /// passed the size to start at: a chunk at a time until the file is as long as it is kept,
+    /// or until `stop`, asked after each chunk, says to stop. Errors are logged and end the
+    /// attempt for good: the log works without the room.
     pub(crate) fn make(&self, log_bytes: u64, stop: impl Fn() -> bool) -> Made {
         let mut done = self.done.lock();
         if *done {
@@ -106,8 +106,8 @@ impl WalRoom {
         }
     }
 
-    /// Appends zeros up to the kept size, flushing them as it goes; `Ok(None)` once the file is
-    /// that long or the disk has no room to spare, else the length reached when `stop` said so.
+    /// Appends zeros up to the kept size, flushing each chunk; `Ok(None)` once the file is that
+    /// long or the disk has no room to spare, else the length reached when `stop` said so.
     fn fill(&self, file: &File, stop: impl Fn() -> bool) -> io::Result<Option<u64>> {
         let len = file.metadata()?.len();
         if len >= self.size {
@@ -123,34 +123,23 @@ impl WalRoom {
             return Ok(None);
         }
         let zeros = vec![0u8; CHUNK_BYTES as usize];
-        let mut unflushed = 0;
-        let mut reached = len;
-        while !stop() {
-            let wrote = {
+        loop {
+            let reached = {
                 let _gate = self.gate.lock();
                 let len = file.metadata()?.len();
                 let chunk = CHUNK_BYTES.min(self.size.saturating_sub(len));
-                if chunk > 0 {
-                    file.write_all_at(&zeros[..chunk as usize], len)?;
+                if chunk == 0 {
+                    tracing::debug!(bytes = len, "write-ahead log extended ahead of its writes");
+                    return Ok(None);
                 }
-                reached = len + chunk;
-                chunk
+                file.write_all_at(&zeros[..chunk as usize], len)?;
+                len + chunk
             };
-            unflushed += wrote;
-            if wrote == 0 || unflushed >= FLUSH_EVERY_BYTES {
-                file.sync_data()?;
-                unflushed = 0;
-            }
-            if wrote == 0 {
-                tracing::debug!(
-                    bytes = reached,
-                    "write-ahead log extended ahead of its writes"
-                );
-                return Ok(None);
+            file.sync_data()?;
+            if stop() {
+                return Ok(Some(reached));
             }
         }
-        file.sync_data()?;
-        Ok(Some(reached))
     }
 
     fn give_up(&self, done: &mut bool, what: &str, e: io::Error) -> Made {
@@ -206,9 +195,10 @@ mod tests {
         let (room, wal) = room(dir.path(), size);
         std::fs::write(&wal, b"frame").unwrap();
         let turns = Cell::new(0);
+        // Asked after each chunk: stop after the second.
         let two_chunks = || {
             turns.set(turns.get() + 1);
-            turns.get() > 2
+            turns.get() == 2
         };
         assert_eq!(
             room.make(2 << 20, two_chunks),
