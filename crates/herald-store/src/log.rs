@@ -93,12 +93,7 @@ impl SqliteLog {
         let path = dir.join(DB_FILE_NAME);
         owner_only(&path)?;
         let conn = schema::open_writer(&path, options.sync, options.wal_kept_bytes())?;
-        let room_size = if options.wal_preallocate {
-            options.wal_kept_bytes()
-        } else {
-            0
-        };
-        let wal_room = Arc::new(WalRoom::new(&path, room_size, options.wal_restart_bytes));
+        let wal_room = Arc::new(WalRoom::new(&path, &options));
         let readers = ReadPool::open(&path, options.read_connections)?;
         // Raised by the checkpoint thread when the write-ahead log should start again; the
         // writer restarts it between two batches.

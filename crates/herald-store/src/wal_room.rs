@@ -30,17 +30,19 @@ use std::path::{Path, PathBuf};
 
 use parking_lot::{Mutex, MutexGuard};
 
+use crate::options::SqliteOptions;
+
 /// Zeros appended per turn of the gate, and flushed before the next: a commit's sync, which
 /// flushes every dirty page of the file, never waits for more zeros than this.
 const CHUNK_BYTES: u64 = 1 << 20;
 /// The room is not made if the file system would be left with less than this free.
-pub(crate) const MIN_FREE_BYTES: u64 = 1 << 30;
+const MIN_FREE_BYTES: u64 = 1 << 30;
 
 /// The write-ahead log's room, shared by the writer and the checkpoint thread.
 pub(crate) struct WalRoom {
     /// The log file (`herald.db-wal`).
     path: PathBuf,
-    /// The size the file is filled to; `0` when room is not made at all.
+    /// The size the file is filled to.
     size: u64,
     /// Log bytes after which the room is made.
     start_after: u64,
@@ -62,15 +64,15 @@ pub(crate) enum Made {
 }
 
 impl WalRoom {
-    /// Room for the log of the database at `db`, `size` bytes long (`0`: none), made once the
-    /// log holds more than half of `restart_bytes`.
-    pub(crate) fn new(db: &Path, size: u64, restart_bytes: u64) -> WalRoom {
+    /// Room for the log of the database at `db`: as long as `options` keep the file, made
+    /// once the log holds more than half its restart size; none without `wal_preallocate`.
+    pub(crate) fn new(db: &Path, options: &SqliteOptions) -> WalRoom {
         WalRoom {
             path: PathBuf::from(format!("{}-wal", db.display())),
-            size,
-            start_after: restart_bytes / 2,
+            size: options.wal_kept_bytes(),
+            start_after: options.wal_restart_bytes / 2,
             gate: Mutex::new(()),
-            done: Mutex::new(size == 0),
+            done: Mutex::new(!options.wal_preallocate),
         }
     }
 
@@ -160,21 +162,28 @@ mod tests {
     use super::*;
     use std::cell::Cell;
 
-    fn room(dir: &Path, size: u64) -> (WalRoom, PathBuf) {
-        let db = dir.join("herald.db");
-        (WalRoom::new(&db, size, 2 << 20), dir.join("herald.db-wal"))
+    /// The room of `dir/herald.db` whose log restarts past `kept / 2` (so it is `kept` bytes
+    /// long when on, and starts past `kept / 4`), on or off.
+    fn room(dir: &Path, kept: u64, on: bool) -> (WalRoom, PathBuf) {
+        let options = SqliteOptions {
+            wal_restart_bytes: kept / 2,
+            wal_preallocate: on,
+            ..SqliteOptions::default()
+        };
+        let room = WalRoom::new(&dir.join("herald.db"), &options);
+        (room, dir.join("herald.db-wal"))
     }
 
     #[test]
     fn zeros_go_after_what_is_there_up_to_the_kept_size() {
         let dir = tempfile::tempdir().unwrap();
         let size = 3 * CHUNK_BYTES + 4096;
-        let (room, wal) = room(dir.path(), size);
+        let (room, wal) = room(dir.path(), size, true);
         // No log yet, or a small one: nothing to do.
         assert_eq!(room.make(u64::MAX, || false), Made::NotYet);
         let frames = vec![0xabu8; 5000];
         std::fs::write(&wal, &frames).unwrap();
-        assert_eq!(room.make(1 << 20, || false), Made::NotYet);
+        assert_eq!(room.make(size / 4, || false), Made::NotYet);
         assert_eq!(std::fs::metadata(&wal).unwrap().len(), 5000);
         // Past half the restart size: filled to the kept size, frames untouched.
         assert_eq!(room.make(2 << 20, || false), Made::Done);
@@ -192,7 +201,7 @@ mod tests {
     fn a_stop_leaves_the_rest_for_the_next_turn() {
         let dir = tempfile::tempdir().unwrap();
         let size = 4 * CHUNK_BYTES;
-        let (room, wal) = room(dir.path(), size);
+        let (room, wal) = room(dir.path(), size, true);
         std::fs::write(&wal, b"frame").unwrap();
         let turns = Cell::new(0);
         // Asked after each chunk: stop after the second.
@@ -209,9 +218,9 @@ mod tests {
     }
 
     #[test]
-    fn no_size_means_no_room() {
+    fn off_means_no_room() {
         let dir = tempfile::tempdir().unwrap();
-        let (room, wal) = room(dir.path(), 0);
+        let (room, wal) = room(dir.path(), 4 * CHUNK_BYTES, false);
         std::fs::write(&wal, b"frame").unwrap();
         assert_eq!(room.make(u64::MAX, || false), Made::Done);
         assert_eq!(std::fs::metadata(&wal).unwrap().len(), 5);

@@ -14,16 +14,18 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use herald_core::log::{ChannelLog, ReadFrom, Retention};
+use herald_core::log::{ChannelLog, ReadFrom};
 use herald_store::{SqliteLog, SqliteOptions, SyncMode};
 
-use super::{msg, name, RecordingSink};
+use super::{keep, msg, name, RecordingSink};
 
 /// The data directory the child appends in; unset, the child test does nothing.
 const CHILD_DIR: &str = "HERALD_TEST_WAL_ROOM_DIR";
 /// The log restarts past this in these tests; the file is kept at twice it.
 const RESTART_BYTES: u64 = 1 << 20;
 const BOUND: Duration = Duration::from_secs(30);
+/// Messages each channel keeps: every one, so the test reads back all it was told were stored.
+const KEPT: u64 = 1 << 20;
 
 fn options() -> SqliteOptions {
     SqliteOptions {
@@ -31,14 +33,6 @@ fn options() -> SqliteOptions {
         wal_restart_bytes: RESTART_BYTES,
         wal_preallocate: true,
         ..SqliteOptions::default()
-    }
-}
-
-/// Every message kept: the test reads back all it was told were stored.
-fn keep() -> Retention {
-    Retention {
-        max_messages: 1 << 20,
-        max_age_ms: 0,
     }
 }
 
@@ -69,7 +63,7 @@ async fn child_appends_until_killed() {
             "the log file never reached {kept} bytes"
         );
         let appended = log
-            .append(&channel, vec![msg(&data)], keep())
+            .append(&channel, vec![msg(&data)], keep(KEPT))
             .await
             .unwrap();
         println!("acked {}", appended[0].message.seq);
@@ -147,7 +141,7 @@ async fn the_log_is_extended_ahead_of_its_writes_and_survives_a_kill() {
         );
     }
     let next = log
-        .append(&channel, vec![msg("\"after\"")], keep())
+        .append(&channel, vec![msg("\"after\"")], keep(KEPT))
         .await
         .unwrap();
     assert_eq!(next[0].message.seq, state.last_seq + 1);
@@ -170,7 +164,7 @@ async fn a_log_that_stays_small_is_not_extended_and_off_means_off() {
         let kept = options.wal_kept_bytes();
         let log = SqliteLog::open(dir.path(), options, Arc::new(RecordingSink::default())).unwrap();
         for _ in 0..appends {
-            log.append(&name("room/b"), vec![msg(&data)], keep())
+            log.append(&name("room/b"), vec![msg(&data)], keep(KEPT))
                 .await
                 .unwrap();
         }
