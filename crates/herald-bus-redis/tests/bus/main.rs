@@ -292,6 +292,12 @@ async fn fan_out_across_nodes_over_a_three_master_redis_cluster() {
         for channel in &channels {
             outboxes.push(b.subscribe(channel).await);
         }
+        // Publishing before the masters confirm B's subscriptions would leave B to read
+        // everything from the log (its catch-up when it starts listening), no batch at all.
+        eventually("B to listen on every channel", || {
+            b.bus.listening_channels() == channels.len()
+        })
+        .await;
         for n in 1..=30 {
             for channel in &channels {
                 a.publish(channel, n).await;
@@ -433,7 +439,7 @@ async fn publishes_dropped_by_a_full_send_queue_are_read_from_the_log_by_the_oth
         let b = Node::start(&[redis.url()], &log, &tenancy).await;
         let on_a = a.subscribe("burst").await;
         let on_b = b.subscribe("burst").await;
-        eventually("B to listen", || b.bus.followed_channels() == 1).await;
+        eventually("B to listen", || b.bus.listening_channels() == 1).await;
         let publishers: Vec<_> = (0..4)
             .map(|_| {
                 let a = a.clone();
@@ -469,7 +475,7 @@ async fn a_node_shutting_down_sends_what_it_committed_before() {
         let a = Node::start(&[redis.url()], &log, &tenancy).await;
         let b = Node::start(&[redis.url()], &log, &tenancy).await;
         let on_b = b.subscribe("last-words").await;
-        eventually("B to listen", || b.bus.followed_channels() == 1).await;
+        eventually("B to listen", || b.bus.listening_channels() == 1).await;
         a.publish("last-words", 1).await;
         assert_exact(&receive(&on_b, 1).await, 1);
         a.publish("last-words", 2).await;
