@@ -8,6 +8,9 @@
 # floor of the same round. Needs wrk (Debian: apt-get install wrk). Loopback only. The server
 # runs with its publish rate limit off (its default, 10,000/s per app, would answer most of
 # wrk's requests `429`); a round whose publishes were not all answered 2xx says so.
+# HTTP_FLOOR_CEILING=1 adds, in each round, what bounds a durable publish: publishes to a second
+# server with sync = off (no fsync, port P+2), then the floor and the durable server again with
+# 256 connections (each compared with the floor at 256).
 # Usage: scripts/http-floor.sh [SECONDS=4] [ROUNDS=3]
 # HERALD_BIN=path runs that herald binary instead of building target/release/herald (for A/B);
 # HTTP_FLOOR_PORT=P serves herald on P and the floor on P+101 (default 7171, 7272).
@@ -37,16 +40,23 @@ floor=$!
 HERALD_LIMITS_PUBLISH=off "$herald_bin" serve --listen 127.0.0.1:$port --data "$work/data" --api-key "$key" \
   --token-secret http-floor-secret-0123456789 >"$work/serve.log" 2>&1 &
 herald=$!
-trap 'kill $floor $herald 2>/dev/null; rm -rf "$work"' EXIT
+unsynced=
+if [ "${HTTP_FLOOR_CEILING:-0}" = 1 ]; then
+  HERALD_LIMITS_PUBLISH=off "$herald_bin" serve --sync off --listen 127.0.0.1:$((port + 2)) \
+    --data "$work/data-off" --api-key "$key" --token-secret http-floor-secret-0123456789 \
+    >"$work/serve-off.log" 2>&1 &
+  unsynced=$!
+fi
+trap 'kill $floor $herald $unsynced 2>/dev/null; rm -rf "$work"' EXIT
 sleep 1
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
-# run PID URL [wrk args...]: prints "rate us_per_request"
+# run PID URL [wrk args...]: prints "rate us_per_request" (CONNECTIONS in flight, default 64)
 run() {
   local pid=$1 url=$2; shift 2
   local c0 c1 rate out
   c0=$(ticks "$pid")
-  out=$(wrk -t1 -c64 -d"${seconds}s" "$@" "$url")
+  out=$(wrk -t1 -c"${CONNECTIONS:-64}" -d"${seconds}s" "$@" "$url")
   c1=$(ticks "$pid")
   rate=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
   echo "$out" | awk '/Non-2xx/ {print "  (" $NF " answers were not 2xx)"}' >&2
@@ -61,6 +71,14 @@ for round in $(seq "$rounds"); do
   printf '%-5s %-34s %10s %14s %9s\n' "$round" "raw floor (http_floor example)" "$f" "$fc" 1.00
   printf '%-5s %-34s %10s %14s %9.2f\n' "$round" "herald GET /healthz" "$h" "$hc" "$(awk -v a="$h" -v b="$f" 'BEGIN {print a / b}')"
   printf '%-5s %-34s %10s %14s %9.2f\n' "$round" "herald publish, 1 message/request" "$p" "$pc" "$(awk -v a="$p" -v b="$f" 'BEGIN {print a / b}')"
+  if [ -n "$unsynced" ]; then
+    read -r o oc < <(run $unsynced http://127.0.0.1:$((port + 2))/v1/channels/bench/messages -s "$work/post.lua")
+    read -r f2 f2c < <(CONNECTIONS=256 run $floor http://127.0.0.1:$floor_port/v1/channels/bench/messages -s "$work/post.lua")
+    read -r p2 p2c < <(CONNECTIONS=256 run $herald http://127.0.0.1:$port/v1/channels/bench/messages -s "$work/post.lua")
+    printf '%-5s %-34s %10s %14s %9.2f\n' "$round" "herald publish, sync = off" "$o" "$oc" "$(awk -v a="$o" -v b="$f" 'BEGIN {print a / b}')"
+    printf '%-5s %-34s %10s %14s %9s\n' "$round" "raw floor, 256 connections" "$f2" "$f2c" 1.00
+    printf '%-5s %-34s %10s %14s %9.2f\n' "$round" "herald publish, 256 connections" "$p2" "$p2c" "$(awk -v a="$p2" -v b="$f2" 'BEGIN {print a / b}')"
+  fi
 done
 stored=$(curl -s -H "Authorization: Bearer $key" http://127.0.0.1:$port/v1/channels/bench | sed -n 's/.*"seq":\([0-9]*\).*/\1/p')
 echo "messages stored in the run: ${stored:-?}"
