@@ -63,21 +63,25 @@ run() {
   awk -v r="$rate" -v t=$((c1 - c0)) -v hz="$hz" -v s="$seconds" \
     'BEGIN {printf "%.0f %.1f\n", r, t / hz * 1e6 / (r * s)}'
 }
+# row ROUND TARGET RATE US FLOOR: one line, the rate as a ratio to FLOOR
+row() {
+  printf '%-5s %-34s %10s %14s %9.2f\n' "$1" "$2" "$3" "$4" "$(awk -v a="$3" -v b="$5" 'BEGIN {print a / b}')"
+}
 printf '%-5s %-34s %10s %14s %9s\n' round target "req/s" "us_cpu_per_req" vs_floor
 for round in $(seq "$rounds"); do
   read -r f fc < <(run $floor http://127.0.0.1:$floor_port/v1/channels/bench/messages -s "$work/post.lua")
   read -r h hc < <(run $herald http://127.0.0.1:$port/healthz)
   read -r p pc < <(run $herald http://127.0.0.1:$port/v1/channels/bench/messages -s "$work/post.lua")
-  printf '%-5s %-34s %10s %14s %9s\n' "$round" "raw floor (http_floor example)" "$f" "$fc" 1.00
-  printf '%-5s %-34s %10s %14s %9.2f\n' "$round" "herald GET /healthz" "$h" "$hc" "$(awk -v a="$h" -v b="$f" 'BEGIN {print a / b}')"
-  printf '%-5s %-34s %10s %14s %9.2f\n' "$round" "herald publish, 1 message/request" "$p" "$pc" "$(awk -v a="$p" -v b="$f" 'BEGIN {print a / b}')"
+  row "$round" "raw floor (http_floor example)" "$f" "$fc" "$f"
+  row "$round" "herald GET /healthz" "$h" "$hc" "$f"
+  row "$round" "herald publish, 1 message/request" "$p" "$pc" "$f"
   if [ -n "$unsynced" ]; then
     read -r o oc < <(run $unsynced http://127.0.0.1:$((port + 2))/v1/channels/bench/messages -s "$work/post.lua")
     read -r f2 f2c < <(CONNECTIONS=256 run $floor http://127.0.0.1:$floor_port/v1/channels/bench/messages -s "$work/post.lua")
     read -r p2 p2c < <(CONNECTIONS=256 run $herald http://127.0.0.1:$port/v1/channels/bench/messages -s "$work/post.lua")
-    printf '%-5s %-34s %10s %14s %9.2f\n' "$round" "herald publish, sync = off" "$o" "$oc" "$(awk -v a="$o" -v b="$f" 'BEGIN {print a / b}')"
-    printf '%-5s %-34s %10s %14s %9s\n' "$round" "raw floor, 256 connections" "$f2" "$f2c" 1.00
-    printf '%-5s %-34s %10s %14s %9.2f\n' "$round" "herald publish, 256 connections" "$p2" "$p2c" "$(awk -v a="$p2" -v b="$f2" 'BEGIN {print a / b}')"
+    row "$round" "herald publish, sync = off" "$o" "$oc" "$f"
+    row "$round" "raw floor, 256 connections" "$f2" "$f2c" "$f2"
+    row "$round" "herald publish, 256 connections" "$p2" "$p2c" "$f2"
   fi
 done
 stored=$(curl -s -H "Authorization: Bearer $key" http://127.0.0.1:$port/v1/channels/bench | sed -n 's/.*"seq":\([0-9]*\).*/\1/p')

@@ -50,6 +50,14 @@ use herald_core::log::StoreError;
 /// File name of the database inside the data directory.
 pub const DB_FILE_NAME: &str = "herald.db";
 
+/// The file SQLite keeps beside the database at `db` under `suffix` (`-wal`, `-shm`), built
+/// from the path's bytes, so a data directory whose name is not UTF-8 still names it.
+pub(crate) fn db_sibling(db: &std::path::Path, suffix: &str) -> std::path::PathBuf {
+    let mut name = db.as_os_str().to_owned();
+    name.push(suffix);
+    name.into()
+}
+
 /// Wraps a backend failure (SQLite, I/O) as a [`StoreError::Backend`] with the error as its
 /// source.
 pub(crate) fn backend(err: impl std::error::Error + Send + Sync + 'static) -> StoreError {

@@ -2,7 +2,7 @@
 //! routes appends and API-key writes to it and reads to the read pool, and shuts the writer
 //! down on [`ChannelLog::close`] or drop.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
@@ -59,7 +59,7 @@ fn owner_only(path: &Path) -> Result<(), StoreError> {
             .open(path)
             .map_err(error)?;
         for suffix in ["", "-wal", "-shm"] {
-            let file = PathBuf::from(format!("{}{suffix}", path.display()));
+            let file = crate::db_sibling(path, suffix);
             let Ok(meta) = std::fs::metadata(&file) else {
                 continue;
             };

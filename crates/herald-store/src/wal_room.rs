@@ -68,7 +68,7 @@ impl WalRoom {
     /// once the log holds more than half its restart size; none without `wal_preallocate`.
     pub(crate) fn new(db: &Path, options: &SqliteOptions) -> WalRoom {
         WalRoom {
-            path: PathBuf::from(format!("{}-wal", db.display())),
+            path: crate::db_sibling(db, "-wal"),
             size: options.wal_kept_bytes(),
             start_after: options.wal_restart_bytes / 2,
             gate: Mutex::new(()),
