@@ -77,6 +77,12 @@ struct ReaderParts {
 }
 
 impl Catchup {
+    /// The channel's name as the hub keeps it, shared by all its subscribers: what a
+    /// connection should hold for this subscription, rather than a copy of its own.
+    pub fn channel(&self) -> &ChannelName {
+        &self.reader.channel
+    }
+
     /// Reshapes every page of the catch-up before it is queued (a device inbox collapses the
     /// pushes that a later one in the same page replaces).
     pub fn shape_pages(&mut self, shape: fn(&mut Vec<SharedMessage>)) {
@@ -292,7 +298,8 @@ impl Engine {
         request: &SubscribeRequest,
         filter: Filter,
     ) -> Result<Catchup, HeraldError> {
-        let (subscription, lookup) = self.hub.subscribe_with(channel, outbox.clone(), filter);
+        let (subscription, lookup, shared) =
+            self.hub.subscribe_with(channel, outbox.clone(), filter);
         match self.catch_up(channel, request, lookup).await {
             Ok((outcome, start)) => Ok(Catchup {
                 subscription,
@@ -302,7 +309,7 @@ impl Engine {
                 reader: ReaderParts {
                     tail: self.tail.clone(),
                     retention: self.namespaces.options(channel.as_str()).retention,
-                    channel: channel.clone(),
+                    channel: shared,
                     reads: self.page_reads.clone(),
                     low_water: self.hub.catchup_budget() / 2,
                 },

@@ -387,19 +387,24 @@ impl ShardMap {
     }
 
     /// The channel's entry, made empty if it had none; with `true` if it was made.
-    fn get_or_make(&mut self, key: Key<'_>) -> (&mut ChannelEntry, bool) {
+    fn get_or_make(&mut self, key: Key<'_>) -> (&ChannelName, &mut ChannelEntry, bool) {
         match self
             .entries
             .entry(key.hash, |slot| slot.name == *key.name, |slot| slot.hash)
         {
-            Entry::Occupied(found) => (&mut found.into_mut().entry, false),
+            Entry::Occupied(found) => {
+                let slot = found.into_mut();
+                (&slot.name, &mut slot.entry, false)
+            }
             Entry::Vacant(vacant) => {
-                let slot = vacant.insert(Slot {
-                    hash: key.hash,
-                    name: key.name.clone(),
-                    entry: ChannelEntry::default(),
-                });
-                (&mut slot.into_mut().entry, true)
+                let slot = vacant
+                    .insert(Slot {
+                        hash: key.hash,
+                        name: key.name.clone(),
+                        entry: ChannelEntry::default(),
+                    })
+                    .into_mut();
+                (&slot.name, &mut slot.entry, true)
             }
         }
     }
@@ -589,16 +594,20 @@ impl Hub {
         channel: &ChannelName,
         outbox: Arc<Outbox>,
     ) -> (Arc<Subscription>, HeadLookup) {
-        self.subscribe_with(channel, outbox, Filter::default())
+        let (sub, head, _) = self.subscribe_with(channel, outbox, Filter::default());
+        (sub, head)
     }
 
-    /// [`Hub::subscribe`] with a filter on what the subscription receives.
+    /// [`Hub::subscribe`] with a filter on what the subscription receives. Also gives the
+    /// channel's name as the hub keeps it: a subscriber that holds on to that one, rather than
+    /// its own copy, shares it with every other subscriber of the channel (one allocation, not
+    /// one per connection).
     pub fn subscribe_with(
         &self,
         channel: &ChannelName,
         outbox: Arc<Outbox>,
         filter: Filter,
-    ) -> (Arc<Subscription>, HeadLookup) {
+    ) -> (Arc<Subscription>, HeadLookup, ChannelName) {
         let sub = Arc::new(Subscription {
             filter,
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
@@ -613,7 +622,8 @@ impl Hub {
         });
         let key = self.key(channel);
         let mut shard = self.shard(key).write();
-        let (entry, made) = shard.get_or_make(key);
+        let (name, entry, made) = shard.get_or_make(key);
+        let name = name.clone();
         if made {
             if let Some(hook) = self.interest.get() {
                 hook.gained(channel);
@@ -625,7 +635,7 @@ impl Hub {
         let head = entry.head.lock().lookup();
         drop(shard);
         telemetry().subscriptions.increment(1.0);
-        (sub, head)
+        (sub, head, name)
     }
 
     /// Tells the hub where a channel stood according to the store, read after a subscription
@@ -774,6 +784,25 @@ mod tests {
     }
 
     #[test]
+    fn subscribers_are_given_one_shared_copy_of_the_channels_name() {
+        let hub = Hub::new();
+        let first = ChannelName::parse("news").unwrap();
+        let again = ChannelName::parse("news").unwrap();
+        assert_ne!(first.as_str().as_ptr(), again.as_str().as_ptr());
+        let (_, _, kept) = hub.subscribe_with(&first, Outbox::new(1 << 20), Filter::default());
+        let (_, _, given) = hub.subscribe_with(&again, Outbox::new(1 << 20), Filter::default());
+        assert_eq!(given, again);
+        assert_eq!(
+            given.as_str().as_ptr(),
+            kept.as_str().as_ptr(),
+            "the second subscriber gets the entry's name, not its own"
+        );
+        let other = ChannelName::parse("sport").unwrap();
+        let (_, _, sport) = hub.subscribe_with(&other, Outbox::new(1 << 20), Filter::default());
+        assert_eq!(sport, other);
+    }
+
+    #[test]
     fn delivering_commits_together_keeps_each_channels_order_and_filters() {
         let hub = Hub::new();
         let (a, b) = (
@@ -788,7 +817,7 @@ mod tests {
             let (sub, _) = hub.subscribe(ch, both.clone());
             sub.go_live(vec![], 0);
         }
-        let (sub, _) = hub.subscribe_with(
+        let (sub, _, _) = hub.subscribe_with(
             &b,
             odd_b.clone(),
             Filter {
@@ -879,7 +908,7 @@ mod tests {
                 tally.fetch_add(n, Ordering::Relaxed);
             })),
         };
-        let (sub, _) = hub.subscribe_with(&ch, out.clone(), filter);
+        let (sub, _, _) = hub.subscribe_with(&ch, out.clone(), filter);
         for seq in [3, 4, 5] {
             hub.deliver(&msg(&ch, seq)); // parked: 3 and 5 (4 is not admitted)
         }

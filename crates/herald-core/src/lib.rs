@@ -33,6 +33,7 @@ pub mod message;
 pub mod name;
 pub mod namespace;
 pub mod outbox;
+pub mod paged;
 pub mod pattern;
 pub mod publish;
 pub mod revoked;

@@ -7,8 +7,9 @@
 //! [`CloseReason`] is how a connection is told to end) and what a revocation can match of the
 //! client ([`Who`]: fingerprints of its `sub` and device, and its token's [`TokenStamp`]). The
 //! connection holds a [`Registration`] of 32 bytes to leave with. Entries are kept per app in
-//! a few shards, so connections opening and closing on different threads rarely share a lock;
-//! a revocation walks the shards' entries of its app (not every connection's).
+//! a few shards, each in pages ([`crate::paged`]), so connections opening and closing on
+//! different threads rarely share a lock; a revocation walks the shards' entries of its app
+//! (not every connection's).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -18,6 +19,7 @@ use parking_lot::Mutex;
 
 use crate::auth::{Client, TokenStamp};
 use crate::outbox::{CloseReason, Outbox};
+use crate::paged::PagedVec;
 use crate::revoked::fingerprint;
 use crate::tenant::AppId;
 
@@ -85,9 +87,11 @@ struct Entry {
     who: Who,
 }
 
+/// An app's entries in one shard, by slot number; paged, so their room stays close to the
+/// connections they hold (a doubling `Vec` held up to twice that, [`crate::paged`]).
 #[derive(Default)]
 struct AppSlots {
-    slots: Vec<Option<Entry>>,
+    slots: PagedVec<Option<Entry>>,
     free: Vec<u32>,
 }
 
@@ -196,8 +200,7 @@ impl LiveClients {
                 slot
             }
             None => {
-                app.slots.push(entry);
-                u32::try_from(app.slots.len() - 1).expect("fewer than 2^32 connections per shard")
+                u32::try_from(app.slots.push(entry)).expect("fewer than 2^32 connections per shard")
             }
         };
         Registration {

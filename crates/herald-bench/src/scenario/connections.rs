@@ -132,6 +132,15 @@ pub async fn run(args: ConnectionsArgs) -> anyhow::Result<Report> {
                 a.rss_bytes as f64 / 1e6,
                 (a.rss_bytes as f64 - b.rss_bytes as f64) / ok as f64
             ));
+            // The file pages in the RSS change with what code ran, not with connections (a
+            // megabyte more or less between runs and builds): the heap alone says it exactly.
+            r.lines.push(format!(
+                "after {} s idle: server anonymous memory (RssAnon) {:.1} MB before, {:.1} MB now: {:.0} bytes per connection",
+                args.idle_seconds,
+                b.anon_bytes as f64 / 1e6,
+                a.anon_bytes as f64 / 1e6,
+                (a.anon_bytes as f64 - b.anon_bytes as f64) / ok as f64
+            ));
         }
     }
     if let Some(c) = idle_cpu {
@@ -175,6 +184,11 @@ pub async fn run(args: ConnectionsArgs) -> anyhow::Result<Report> {
     r.detail(
         "server_rss_after_idle_bytes",
         after_idle.map(|b| b.rss_bytes),
+    );
+    r.detail("server_anon_before_bytes", before.map(|b| b.anon_bytes));
+    r.detail(
+        "server_anon_after_idle_bytes",
+        after_idle.map(|b| b.anon_bytes),
     );
     r.detail("idle_seconds", args.idle_seconds);
     r.detail("idle_server_cpu_seconds", idle_cpu.map(stats::round3));

@@ -418,6 +418,7 @@ impl Target {
             cpu_seconds: a.cpu_seconds + p.cpu_seconds,
             rss_bytes: a.rss_bytes + p.rss_bytes,
             peak_rss_bytes: a.peak_rss_bytes + p.peak_rss_bytes,
+            anon_bytes: a.anon_bytes + p.anon_bytes,
         }))
     }
 }

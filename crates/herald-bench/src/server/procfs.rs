@@ -26,6 +26,10 @@ pub struct ProcStats {
     pub rss_bytes: u64,
     /// Peak resident set size, bytes.
     pub peak_rss_bytes: u64,
+    /// The anonymous part of the resident set (`RssAnon`: the heap and stacks), bytes: the
+    /// resident set less the file pages of the binary and its libraries, which vary from run to
+    /// run and from build to build with what code was touched, not with connections.
+    pub anon_bytes: u64,
 }
 
 impl ProcStats {
@@ -51,6 +55,7 @@ impl ProcStats {
             cpu_seconds: (utime + stime) / clock_ticks(),
             rss_bytes: kb("VmRSS:"),
             peak_rss_bytes: kb("VmHWM:"),
+            anon_bytes: kb("RssAnon:"),
         })
     }
 }

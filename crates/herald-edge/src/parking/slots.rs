@@ -1,7 +1,9 @@
 //! The parking's slots: where each parked connection's record is kept, by slot number and
 //! generation (a slot's generation changes every time it is freed, so a stale wake or epoll
-//! event for a connection that has left is ignored).
+//! event for a connection that has left is ignored). The slots are paged
+//! ([`herald_core::paged`]): their room stays within half a page of the connections parked.
 
+use herald_core::paged::PagedVec;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use super::Parked;
@@ -29,7 +31,7 @@ struct Slot {
 /// Every slot, in use or free.
 #[derive(Default)]
 pub(super) struct Slots {
-    slots: Vec<Slot>,
+    slots: PagedVec<Slot>,
     free: Vec<u32>,
     parked: usize,
 }
@@ -39,13 +41,11 @@ impl Slots {
     pub(super) fn reserve(&mut self) -> (u32, u32) {
         let slot = match self.free.pop() {
             Some(slot) => slot,
-            None => {
-                self.slots.push(Slot {
-                    generation: 0,
-                    state: State::Free,
-                });
-                u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 parked connections")
-            }
+            None => u32::try_from(self.slots.push(Slot {
+                generation: 0,
+                state: State::Free,
+            }))
+            .expect("fewer than 2^32 parked connections"),
         };
         let s = &mut self.slots[slot as usize];
         s.state = State::Reserved { woken: false };

@@ -251,7 +251,8 @@ impl ClientSession {
         )?;
         let opened =
             open::open_channel(&self.edge, client, &self.outbox, &name, request, confirm).await?;
-        self.subscriptions.insert(name, opened.subscription.clone());
+        self.subscriptions
+            .insert(opened.name.clone(), opened.subscription.clone());
         Ok(opened)
     }
 

@@ -139,9 +139,11 @@ fn go_live(
         epoch: outcome.epoch.clone(),
         seq,
     };
+    // The hub's copy of the name, shared with every other subscriber of the channel.
+    let shared = catchup.channel().clone();
     let subscription = catchup.go_live(confirm(name, &outcome));
     Opened {
-        name: name.clone(),
+        name: shared,
         subscription,
         outcome,
         position,
