@@ -133,7 +133,7 @@ pub async fn run(args: ConnectionsArgs) -> anyhow::Result<Report> {
                 (a.rss_bytes as f64 - b.rss_bytes as f64) / ok as f64
             ));
             // The file pages in the RSS change with what code ran, not with connections (a
-            // megabyte more or less between runs and builds): the heap alone says it exactly.
+            // megabyte more or less between runs and builds); the anonymous memory leaves them out.
             r.lines.push(format!(
                 "after {} s idle: server anonymous memory (RssAnon) {:.1} MB before, {:.1} MB now: {:.0} bytes per connection",
                 args.idle_seconds,
