@@ -38,6 +38,7 @@ async fn upsert(
     app: &AppId,
     devices: Vec<DeviceWrite>,
 ) -> Result<Vec<(Device, bool)>, HeraldError> {
+    crate::destinations::check_devices(api, &devices).await?;
     let usage = api.usage.app(app);
     if usage.check_devices(devices.len() as u64).is_err() {
         // Near the limit: count only the devices that are new.

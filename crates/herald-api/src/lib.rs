@@ -10,6 +10,7 @@ mod apps;
 pub mod audit;
 mod auth;
 mod channels;
+mod destinations;
 mod device_inbox;
 mod devices;
 mod error;
@@ -92,6 +93,9 @@ pub struct Api {
     pub audit_retention: std::time::Duration,
     /// The rate limits (per app and publisher key; log-ins per source address).
     pub limits: Arc<herald_core::limits::Limiters>,
+    /// Where URLs that tenants give (Web Push endpoints, JWKS URLs) may lead: checked when
+    /// they are given ([`destinations`]).
+    pub destinations: herald_push::Destinations,
 }
 
 /// Most messages in one batch publish.

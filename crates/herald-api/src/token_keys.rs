@@ -113,6 +113,9 @@ pub async fn put(
     audit::detail("jwks_url", req.jwks_url.is_some());
     audit::detail("hs256", req.hs256);
     check_public_keys(&req.keys, req.jwks_url.as_deref())?;
+    if let Some(url) = &req.jwks_url {
+        crate::destinations::check_url(&api, "jwks_url", url).await?;
+    }
     let mut keys = stored_keys(&api, &id).await?;
     match req.hs256 {
         Some(false) if id.is_default() => {

@@ -27,6 +27,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
 use crate::coalesce::CoalescedWrites;
+use crate::destination::{DestinationError, Destinations};
 
 /// Requests in flight on one connection past which the pool opens another (when the server
 /// allows fewer streams, that number): one connection is read and written by one task, so a
@@ -47,6 +48,9 @@ pub enum H2Error {
     /// The HTTP/2 connection or stream failed after the request may have been sent.
     #[error("HTTP/2: {0}")]
     Stream(#[from] h2::Error),
+    /// The origin's address may not be reached ([`Destinations`]); nothing was sent.
+    #[error(transparent)]
+    Refused(#[from] DestinationError),
 }
 
 impl H2Error {
@@ -54,7 +58,7 @@ impl H2Error {
     /// server refused the stream), so sending it again cannot duplicate it.
     pub fn not_processed(&self) -> bool {
         match self {
-            H2Error::Connect { .. } => true,
+            H2Error::Connect { .. } | H2Error::Refused(_) => true,
             H2Error::Stream(e) => {
                 e.reason() == Some(h2::Reason::REFUSED_STREAM)
                     // h2 fails a stream with the peer's GOAWAY only when its id is above the
@@ -117,6 +121,9 @@ struct Inner {
     streams_per_connection: AtomicUsize,
     next: AtomicUsize,
     connections_made: AtomicU64,
+    /// The addresses a connection may reach, for an origin a tenant gave (`None`: any, for the
+    /// operator's own provider hosts).
+    destinations: Option<Destinations>,
 }
 
 impl std::fmt::Debug for H2Pool {
@@ -134,6 +141,28 @@ impl std::fmt::Debug for H2Pool {
 impl H2Pool {
     /// A pool of up to `connections` (at least 1) connections to `host:port`, made lazily.
     pub fn new(host: &str, port: u16, tls: Arc<ClientConfig>, connections: usize) -> Self {
+        Self::build(host, port, tls, connections, None)
+    }
+
+    /// A pool like [`H2Pool::new`] for an origin a tenant gave: every connection resolves the
+    /// host again and reaches only the addresses `destinations` allows.
+    pub fn guarded(
+        host: &str,
+        port: u16,
+        tls: Arc<ClientConfig>,
+        connections: usize,
+        destinations: Destinations,
+    ) -> Self {
+        Self::build(host, port, tls, connections, Some(destinations))
+    }
+
+    fn build(
+        host: &str,
+        port: u16,
+        tls: Arc<ClientConfig>,
+        connections: usize,
+        destinations: Option<Destinations>,
+    ) -> Self {
         H2Pool {
             inner: Arc::new(Inner {
                 host: host.to_string(),
@@ -144,6 +173,7 @@ impl H2Pool {
                 streams_per_connection: AtomicUsize::new(DEFAULT_STREAMS),
                 next: AtomicUsize::new(0),
                 connections_made: AtomicU64::new(0),
+                destinations,
             }),
         }
     }
@@ -244,9 +274,18 @@ impl H2Pool {
             origin: origin.clone(),
             message,
         };
-        let tcp = TcpStream::connect((self.inner.host.as_str(), self.inner.port))
-            .await
-            .map_err(|e| fail(e.to_string()))?;
+        let tcp = match &self.inner.destinations {
+            None => TcpStream::connect((self.inner.host.as_str(), self.inner.port)).await,
+            Some(destinations) => {
+                // Resolved at every connection and only to allowed addresses, so a name that
+                // changes its answer (DNS rebinding) cannot lead it elsewhere.
+                let addrs = destinations
+                    .resolve(&self.inner.host, self.inner.port)
+                    .await?;
+                TcpStream::connect(addrs.as_slice()).await
+            }
+        }
+        .map_err(|e| fail(e.to_string()))?;
         let _ = tcp.set_nodelay(true);
         let name =
             ServerName::try_from(self.inner.host.clone()).map_err(|e| fail(e.to_string()))?;

@@ -15,6 +15,7 @@
 pub mod apns;
 mod coalesce;
 pub mod common;
+pub mod destination;
 pub mod fcm;
 pub mod h2pool;
 pub mod origin;

@@ -21,5 +21,6 @@ pub mod registry;
 pub mod tags;
 
 pub use audience::Audience;
+pub use herald_providers::destination::Destinations;
 pub use inbox::Inbox;
 pub use registry::DeviceRegistry;

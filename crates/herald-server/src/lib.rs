@@ -52,6 +52,7 @@ pub mod vocabulary {
     pub use herald_edge::deadlines::Deadlines;
     pub use herald_edge::{EdgeSettings, DEFAULT_PARK_IDLE_AFTER};
     pub use herald_meteor::MeteorConf;
+    pub use herald_providers::destination::{Destinations, IpNet};
     pub use herald_providers::webpush::VapidKeys;
     pub use herald_push::delivery::senders::ProviderEndpoints;
     pub use herald_push::delivery::worker::DeliveryConfig;

@@ -11,6 +11,7 @@ use herald_core::limits::RateLimits;
 use herald_core::namespace::Namespaces;
 use herald_edge::EdgeSettings;
 use herald_meteor::MeteorConf;
+use herald_providers::destination::Destinations;
 use herald_push::delivery::senders::ProviderEndpoints;
 use herald_push::delivery::worker::DeliveryConfig;
 use herald_store::{PostgresOptions, SqliteOptions};
@@ -69,6 +70,9 @@ pub struct ServerSettings {
     pub admin: AdminSettings,
     /// How apps' JWKS key sets are refetched and how long a connect waits for one.
     pub jwks: JwksOptions,
+    /// Where requests to URLs that tenants give (Web Push endpoints, JWKS URLs) may go: public
+    /// addresses, and the ranges the operator allows (`outbound_allow`).
+    pub outbound: Destinations,
     /// Rate limits (the `[limits]` table): per app and publisher key, per WebSocket
     /// connection, per source address. Counted by each node on its own.
     pub limits: RateLimits,
@@ -205,6 +209,7 @@ impl ServerSettings {
             cluster: ClusterSettings::default(),
             admin: AdminSettings::default(),
             jwks: JwksOptions::default(),
+            outbound: Destinations::public_only(),
             limits: RateLimits::default(),
             tls: None,
         }
@@ -243,6 +248,7 @@ impl std::fmt::Debug for ServerSettings {
             .field("cluster", &self.cluster)
             .field("admin", &self.admin)
             .field("jwks", &self.jwks)
+            .field("outbound", &self.outbound)
             .field("limits", &self.limits)
             .field("tls", &self.tls)
             .finish()

@@ -111,8 +111,11 @@ impl Parts {
         }
         // Every app's keys (a rotated-out secret during its overlap, public keys, a JWKS URL,
         // fetched from now on in the background).
-        let key_sets = crate::jwks_fetch::HttpKeySets::new(settings.jwks.fetch_timeout)
-            .map_err(ServerError::KeySetClient)?;
+        let key_sets = crate::jwks_fetch::HttpKeySets::new(
+            settings.jwks.fetch_timeout,
+            settings.outbound.clone(),
+        )
+        .map_err(ServerError::KeySetClient)?;
         tokens.set_key_source(Arc::new(key_sets), settings.jwks);
         for (app, keys) in registry.all_token_keys().await? {
             caches.apply(&CacheEvent::TokenKeysSet { app, keys });
@@ -133,6 +136,7 @@ impl Parts {
             credentials.clone(),
             Arc::new(sealer),
             settings.providers.endpoints.clone(),
+            settings.outbound.clone(),
         ));
         // Credentials changed or an app deleted, on any node: its provider clients are dropped.
         caches.set_listener(senders.clone());
@@ -298,6 +302,7 @@ impl Parts {
             audit: self.store.audit.clone(),
             audit_retention: settings.audit_retention,
             limits: edge.limits.clone(),
+            destinations: settings.outbound.clone(),
         });
         let publisher = api.clone();
         let direct: DirectPublish = Arc::new(move |request| {

@@ -336,7 +336,7 @@ mod admin;
 mod cluster;
 #[path = "server/openapi.rs"]
 mod openapi;
-#[path = "server/providers.rs"]
+#[path = "server/providers/mod.rs"]
 mod providers;
 #[path = "server/sealing.rs"]
 mod sealing;

@@ -7,7 +7,7 @@
 //! why at ERROR).
 
 use herald_server::vocabulary::{
-    DeliveryConfig, EdgeSettings, JwksOptions, PostgresOptions, ProviderEndpoints,
+    DeliveryConfig, Destinations, EdgeSettings, JwksOptions, PostgresOptions, ProviderEndpoints,
 };
 use herald_server::{
     AdminSettings, ClusterSettings, MeteorPorts, ProviderSettings, Server, ServerSettings,
@@ -198,6 +198,7 @@ fn settings(config: &Config) -> ServerSettings {
             min_refetch: config.jwks_min_refetch,
             fetch_timeout: config.jwks_fetch_timeout,
         },
+        outbound: Destinations::allowing(config.outbound_allow.clone()),
         audit_retention: config.audit_retention,
         admin: AdminSettings {
             session_ttl: config.admin_session_ttl,

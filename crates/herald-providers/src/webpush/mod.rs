@@ -7,6 +7,13 @@
 //!
 //! A subscription's endpoint names its push service (FCM, Mozilla, Apple, Microsoft...): the
 //! client keeps one [`H2Pool`] and one VAPID token per origin, in a small map.
+//!
+//! Endpoints are URLs that tenants give, so every connection goes only where the operator's
+//! [`Destinations`] allow (public addresses unless told otherwise), no redirect is followed, and
+//! a failure to reach a service is reported as "the push service could not be reached", never
+//! as what the network answered (which would tell an open port from a closed one). A service
+//! that fails as a whole (an outage, a rate limit, no connection) pauses that origin only: its
+//! sends wait, with the pause's end as their retry hint, while other push services go on.
 
 mod ece;
 mod payload;
@@ -14,6 +21,7 @@ mod vapid;
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request};
@@ -27,7 +35,8 @@ pub use payload::{
 pub use vapid::{VapidKeys, VAPID_LIFETIME_SECS};
 
 use crate::common::unix_secs;
-use crate::h2pool::H2Pool;
+use crate::destination::Destinations;
+use crate::h2pool::{H2Error, H2Pool};
 use crate::origin::HttpsUrl;
 use crate::outcome::{retry_after, Outcome, RetryScope};
 use crate::tls::{client_config, TlsError};
@@ -36,6 +45,12 @@ use vapid::CachedAuthorization;
 /// Push-service origins kept at once; past it the map starts again (origins are few in
 /// practice: one per browser vendor).
 const MAX_ORIGINS: usize = 256;
+
+/// What a receipt says when a push service could not be reached, whatever the network answered.
+pub const UNREACHABLE: &str = "the push service could not be reached";
+
+/// Longest pause of one push-service origin without a `Retry-After` that says longer.
+const MAX_ORIGIN_PAUSE: Duration = Duration::from_secs(300);
 
 /// A Web Push key, subscription or client that cannot be used. None is retryable.
 #[derive(Debug, thiserror::Error)]
@@ -79,6 +94,8 @@ pub struct WebPushConfig {
     pub extra_ca_pem: Option<Vec<u8>>,
     /// HTTP/2 connections per push-service origin.
     pub connections_per_origin: usize,
+    /// Which addresses endpoints may reach.
+    pub destinations: Destinations,
 }
 
 /// Sends Web Push messages for one VAPID key pair. Cheap to clone; clones share connections
@@ -93,13 +110,24 @@ struct Inner {
     subject: String,
     tls: Arc<ClientConfig>,
     connections: usize,
+    destinations: Destinations,
     origins: parking_lot::Mutex<HashMap<String, Arc<PushService>>>,
 }
 
-/// One push-service origin: its connections and the VAPID token for it.
+/// One push-service origin: its connections, the VAPID token for it, and its pause.
 struct PushService {
     pool: H2Pool,
     authorization: parking_lot::Mutex<Option<CachedAuthorization>>,
+    pause: parking_lot::Mutex<OriginPause>,
+}
+
+/// How long one origin's sends wait after it failed as a whole.
+#[derive(Default)]
+struct OriginPause {
+    /// Sends wait until then.
+    until: Option<Instant>,
+    /// Whole-service failures in a row, for the backoff.
+    consecutive: u32,
 }
 
 impl std::fmt::Debug for WebPushClient {
@@ -128,6 +156,7 @@ impl WebPushClient {
                 subject: subject.to_string(),
                 tls: client_config(config.extra_ca_pem.as_deref(), None)?,
                 connections: config.connections_per_origin,
+                destinations: config.destinations,
                 origins: parking_lot::Mutex::new(HashMap::new()),
             }),
         })
@@ -181,19 +210,18 @@ impl WebPushClient {
             Ok(request) => request,
             Err(e) => return rejected(format!("Web Push request: {e}")),
         };
-        match service
+        if let Some(waiting) = service.paused() {
+            return waiting;
+        }
+        let outcome = match service
             .pool
             .send(request.clone(), || request.clone(), Bytes::from(body))
             .await
         {
             Ok((head, body)) => classify(head.status(), head.headers(), &body),
-            Err(e) if e.not_processed() => Outcome::unreachable(format!("Web Push: {e}")),
-            Err(e) => Outcome::Retry {
-                reason: format!("Web Push: {e}"),
-                after: None,
-                scope: RetryScope::Notification,
-            },
-        }
+            Err(e) => unreached(&url.origin, e),
+        };
+        service.settle(outcome)
     }
 
     fn service(&self, url: &HttpsUrl) -> Arc<PushService> {
@@ -205,13 +233,15 @@ impl WebPushClient {
             origins.clear();
         }
         let service = Arc::new(PushService {
-            pool: H2Pool::new(
+            pool: H2Pool::guarded(
                 &url.host,
                 url.port,
                 self.inner.tls.clone(),
                 self.inner.connections,
+                self.inner.destinations.clone(),
             ),
             authorization: parking_lot::Mutex::new(None),
+            pause: parking_lot::Mutex::new(OriginPause::default()),
         });
         origins.insert(url.origin.clone(), service.clone());
         service
@@ -227,6 +257,70 @@ impl WebPushClient {
         let value = auth.value.clone();
         *cached = Some(auth);
         Ok(value)
+    }
+}
+
+impl PushService {
+    /// A retry to wait for when this origin is paused.
+    fn paused(&self) -> Option<Outcome> {
+        let pause = self.pause.lock();
+        let left = pause.until?.checked_duration_since(Instant::now())?;
+        Some(Outcome::Retry {
+            reason: format!(
+                "the push service is paused after failing; sends to it resume in {} s",
+                left.as_secs().max(1)
+            ),
+            after: Some(left),
+            scope: RetryScope::Notification,
+        })
+    }
+
+    /// Keeps `outcome` but turns a failure of the whole push service into a pause of this
+    /// origin: the send waits for the pause's end, and the app's other push services go on.
+    fn settle(&self, outcome: Outcome) -> Outcome {
+        let mut pause = self.pause.lock();
+        match outcome {
+            Outcome::Retry {
+                reason,
+                after,
+                scope: RetryScope::Provider,
+            } => {
+                pause.consecutive = pause.consecutive.saturating_add(1);
+                let wait = after.unwrap_or_else(|| {
+                    Duration::from_secs(1 << pause.consecutive.min(9)).min(MAX_ORIGIN_PAUSE)
+                });
+                let until = Instant::now() + wait;
+                pause.until = Some(pause.until.map_or(until, |u| u.max(until)));
+                Outcome::Retry {
+                    reason,
+                    after: Some(wait),
+                    scope: RetryScope::Notification,
+                }
+            }
+            Outcome::Retry { .. } => outcome,
+            answered => {
+                pause.consecutive = 0;
+                answered
+            }
+        }
+    }
+}
+
+/// What a send that got no answer means, in words that do not tell what the network answered
+/// (the detail goes to the server's log).
+fn unreached(origin: &str, e: H2Error) -> Outcome {
+    tracing::debug!(origin, error = %e, "Web Push: no answer from the push service");
+    match e {
+        // Refused by the operator's rule: sending again will not change that.
+        H2Error::Refused(_) => Outcome::Rejected {
+            reason: format!("{UNREACHABLE}: its address is not one Herald may connect to"),
+        },
+        e if e.not_processed() => Outcome::unreachable(UNREACHABLE),
+        _ => Outcome::Retry {
+            reason: UNREACHABLE.to_string(),
+            after: None,
+            scope: RetryScope::Notification,
+        },
     }
 }
 
@@ -250,6 +344,10 @@ pub(crate) fn classify(
                 .get(header::LOCATION)
                 .and_then(|l| l.to_str().ok())
                 .map(str::to_string),
+        },
+        // Redirects are not followed: an endpoint is posted to where it says or not at all.
+        300..=399 => Outcome::Rejected {
+            reason: format!("{reason} (redirects are not followed)"),
         },
         404 | 410 => Outcome::Unregistered {
             reason,
@@ -298,6 +396,13 @@ mod tests {
         for code in [400, 403, 413] {
             assert!(matches!(at(code), Outcome::Rejected { .. }), "{code}");
         }
+        // A redirect is not followed, nor retried.
+        for code in [301, 307, 308] {
+            assert!(
+                matches!(at(code), Outcome::Rejected { ref reason } if reason.contains("redirects are not followed")),
+                "{code}"
+            );
+        }
         assert!(
             matches!(at(429), Outcome::Retry { scope: RetryScope::Provider, after: Some(a), .. } if a.as_secs() == 9)
         );
@@ -318,6 +423,7 @@ mod tests {
                 subject: bad.into(),
                 extra_ca_pem: None,
                 connections_per_origin: 1,
+                destinations: Destinations::public_only(),
             };
             assert!(
                 matches!(WebPushClient::new(config), Err(WebPushError::BadSubject(_))),

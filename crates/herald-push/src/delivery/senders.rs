@@ -10,6 +10,7 @@ use parking_lot::Mutex;
 
 use herald_core::tenant::AppId;
 use herald_providers::apns::{ApnsClient, ApnsConfig, ApnsEndpoint};
+use herald_providers::destination::Destinations;
 use herald_providers::fcm::{FcmClient, FcmConfig};
 use herald_providers::webpush::{Subscription, WebPushClient, WebPushConfig};
 use herald_providers::Outcome;
@@ -113,21 +114,25 @@ pub struct Senders {
     store: Arc<dyn CredentialStore>,
     sealer: Arc<Sealer>,
     endpoints: ProviderEndpoints,
+    /// Which addresses Web Push endpoints, which tenants give, may reach.
+    destinations: Destinations,
     clients: Mutex<HashMap<(AppId, Platform), Slot>>,
 }
 
 impl Senders {
     /// Clients made from `store`'s credentials opened with `sealer`, connecting as `endpoints`
-    /// says.
+    /// says; Web Push endpoints reach only what `destinations` allows.
     pub fn new(
         store: Arc<dyn CredentialStore>,
         sealer: Arc<Sealer>,
         endpoints: ProviderEndpoints,
+        destinations: Destinations,
     ) -> Self {
         Senders {
             store,
             sealer,
             endpoints,
+            destinations,
             clients: Mutex::new(HashMap::new()),
         }
     }
@@ -213,6 +218,7 @@ impl Senders {
                 subject: c.subject.clone(),
                 extra_ca_pem: e.extra_ca_pem.clone(),
                 connections_per_origin: connections,
+                destinations: self.destinations.clone(),
             })
             .map(Sender::WebPush)
             .map_err(|e| unusable(&e)),

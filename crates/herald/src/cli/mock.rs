@@ -25,6 +25,7 @@ Examples:
       --team-id MOCKTEAM01 --topic com.example.app
   herald mock fcm --listen 127.0.0.1:8444 --out mock-fcm
   herald mock webpush --listen 127.0.0.1:8445 --out mock-webpush --subscriptions 100
+  herald serve --provider-ca-file mock-webpush/ca.pem --outbound-allow 127.0.0.1
 
 The mock runs until Ctrl-C. It listens on loopback unless told otherwise; it is for tests and
 benchmarks, never for real devices.";

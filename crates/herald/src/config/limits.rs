@@ -40,7 +40,15 @@ fn rate(raw: &Raw) -> Result<Rate, String> {
 
 /// CIDR blocks: a TOML array of strings, or comma-separated text.
 fn cidrs(raw: &Raw) -> Result<Vec<Cidr>, String> {
-    let items: Vec<String> = match raw {
+    address_blocks(raw)?
+        .iter()
+        .map(|s| s.parse::<Cidr>().map_err(|e| e.to_string()))
+        .collect()
+}
+
+/// The items of a list of address blocks: a TOML array of strings, or comma-separated text.
+pub(super) fn address_blocks(raw: &Raw) -> Result<Vec<String>, String> {
+    Ok(match raw {
         Raw::Toml(Value::Array(items)) => items
             .iter()
             .map(|v| match v {
@@ -63,11 +71,7 @@ fn cidrs(raw: &Raw) -> Result<Vec<Cidr>, String> {
                 v.type_str()
             ))
         }
-    };
-    items
-        .iter()
-        .map(|s| s.parse::<Cidr>().map_err(|e| e.to_string()))
-        .collect()
+    })
 }
 
 impl Layers {

@@ -28,7 +28,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use herald_server::vocabulary::{
-    Deadlines, NamespaceOptions, Namespaces, RateLimits, Retention, SqliteOptions, SyncMode,
+    Deadlines, IpNet, NamespaceOptions, Namespaces, RateLimits, Retention, SqliteOptions,
+    SyncMode,
 };
 
 use layers::{env_text, Layers};
@@ -133,6 +134,11 @@ pub struct ConfigFlags {
     /// [env: HERALD_PROVIDER_CA_FILE]
     #[arg(long, value_name = "PATH")]
     pub provider_ca_file: Option<PathBuf>,
+    /// Also let Web Push endpoints and JWKS URLs, which tenants give, reach these address
+    /// blocks, comma-separated (e.g. 127.0.0.1/32 for a local mock); otherwise only public
+    /// addresses are reached [env: HERALD_OUTBOUND_ALLOW] (default: none)
+    #[arg(long, value_name = "CIDRS")]
+    pub outbound_allow: Option<String>,
     /// Serve HTTPS: the PEM certificate chain (with --tls-key); SIGHUP reloads it
     /// [env: HERALD_TLS_CERT] (default: plain HTTP)
     #[arg(long, value_name = "PATH")]
@@ -320,6 +326,8 @@ pub struct Config {
     pub jwks_min_refetch: Duration,
     /// Longest a JWKS fetch (and a connect waiting for one) may take.
     pub jwks_fetch_timeout: Duration,
+    /// Address blocks besides public addresses that tenant-given URLs may reach.
+    pub outbound_allow: Vec<IpNet>,
     /// How long audit log entries are kept.
     pub audit_retention: Duration,
     /// How long each state of a connection that is not a stream may last.

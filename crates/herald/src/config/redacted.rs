@@ -88,6 +88,16 @@ impl Config {
             ("fanout_backlog", int(self.fanout_backlog as u64), ""),
             ("jwks_min_refetch", dur(self.jwks_min_refetch), ""),
             ("jwks_fetch_timeout", dur(self.jwks_fetch_timeout), ""),
+            (
+                "outbound_allow",
+                Some(Value::Array(
+                    self.outbound_allow
+                        .iter()
+                        .map(|n| Value::from(n.to_string()))
+                        .collect(),
+                )),
+                "",
+            ),
             ("audit_retention", dur(self.audit_retention), ""),
             ("first_byte_timeout", dur(self.deadlines.first_byte), ""),
             ("head_timeout", dur(self.deadlines.head), ""),
@@ -298,6 +308,7 @@ impl fmt::Debug for Config {
             .field("fanout_backlog", &self.fanout_backlog)
             .field("jwks_min_refetch", &self.jwks_min_refetch)
             .field("jwks_fetch_timeout", &self.jwks_fetch_timeout)
+            .field("outbound_allow", &self.outbound_allow)
             .field("audit_retention", &self.audit_retention)
             .field("deadlines", &self.deadlines)
             .field("limits", &self.limits)

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use herald_server::settings::{default_http_workers, DEFAULT_FANOUT_BACKLOG};
-use herald_server::vocabulary::{SyncMode, DEFAULT_PARK_IDLE_AFTER};
+use herald_server::vocabulary::{IpNet, SyncMode, DEFAULT_PARK_IDLE_AFTER};
 use toml::Value;
 
 use super::layers::{Layers, Raw, RawNamespace, Source, KEYS};
@@ -150,6 +150,7 @@ impl Layers {
                     .filter(|d| !d.is_zero() && *d <= Duration::from_secs(60))
                     .ok_or("must be longer than 0s and at most 60s".into())
             })?,
+            outbound_allow: self.get("outbound_allow", Vec::new(), ip_nets)?,
             audit_retention: self.get("audit_retention", DEFAULT_AUDIT_RETENTION, |r| {
                 Some(duration(r)?)
                     .filter(|d| *d >= Duration::from_secs(1))
@@ -370,6 +371,19 @@ pub(super) fn duration(raw: &Raw) -> Result<Duration, String> {
     };
     humantime::parse_duration(t.trim())
         .map_err(|e| format!("{e}; expected a duration such as \"25s\", \"5m\" or \"24h\""))
+}
+
+/// Address blocks (`10.0.0.0/8`, or one address: `127.0.0.1`, `::1`) that outbound requests to
+/// tenant-given URLs may reach besides public addresses.
+fn ip_nets(raw: &Raw) -> Result<Vec<IpNet>, String> {
+    super::limits::address_blocks(raw)?
+        .iter()
+        .map(|s| {
+            s.parse::<IpNet>()
+                .or_else(|_| s.parse::<std::net::IpAddr>().map(IpNet::from))
+                .map_err(|_| format!("{s:?} is not an address block such as 10.0.0.0/8 or ::1"))
+        })
+        .collect()
 }
 
 #[cfg(test)]

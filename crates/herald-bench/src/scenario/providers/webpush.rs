@@ -9,6 +9,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use bytes::Bytes;
+use herald_providers::destination::Destinations;
 use herald_providers::webpush::{
     encrypt, Subscription, VapidKeys, WebPushClient, WebPushConfig, WebPushNotification,
 };
@@ -86,6 +87,8 @@ impl WebPushSetup {
             subject: SUBJECT.into(),
             extra_ca_pem: Some(self.ca_pem.clone()),
             connections_per_origin: connections,
+            // The mock listens on loopback, which endpoints reach only where allowed.
+            destinations: Destinations::allowing(vec!["127.0.0.0/8".parse()?, "::1/128".parse()?]),
         })?;
         let notification = Arc::new(notification());
         let devices = self.devices.clone();

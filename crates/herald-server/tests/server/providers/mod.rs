@@ -12,15 +12,25 @@ use herald_client::ws::WsClient;
 use herald_mock::apns::{test_key, ApnsMock, ApnsMockOptions, Scripted};
 use herald_mock::fcm::{test_account, FcmMock, FcmMockOptions};
 use herald_mock::webpush::{WebPushMock, WebPushMockOptions};
-use herald_server::vocabulary::RetryPolicy;
+use herald_server::vocabulary::{Destinations, RetryPolicy};
 use herald_server::{RunningServer, ServerSettings};
 use serde_json::{json, Value};
 
 use crate::support::{self, API_KEY};
 
+mod destinations;
+
 const KEY_ID: &str = "ABC123DEFG";
 const TEAM_ID: &str = "DEF123GHIJ";
 const ADMIN_KEY: &str = "admin-key-0123456789abcdef";
+
+/// Loopback addresses, allowed as outbound destinations (where the mocks listen).
+fn loopback() -> Destinations {
+    Destinations::allowing(vec![
+        "127.0.0.0/8".parse().unwrap(),
+        "::1/128".parse().unwrap(),
+    ])
+}
 
 /// The three mock providers and the APNs key they accept.
 struct Mocks {
@@ -75,6 +85,9 @@ impl Mocks {
             base: Duration::from_millis(20),
             cap: Duration::from_millis(100),
         };
+        // The mocks listen on loopback, which tenant-given Web Push endpoints reach only when
+        // the operator allows it.
+        s.outbound = loopback();
         s
     }
 
