@@ -1,7 +1,9 @@
 //! Channel names: the grammar every transport and the API accept.
 //!
 //! A name is 1 to 255 bytes of `A-Z a-z 0-9` and `_ - . : @ = /`; `/` separates segments and a
-//! segment may not be empty (no leading, trailing or doubled `/`). Names are case-sensitive.
+//! segment may not be empty (no leading, trailing or doubled `/`) nor a dot segment (`.`, `..`),
+//! which a path-minded proxy, a log viewer or a URL would read as "here" or "up". Names are
+//! case-sensitive.
 
 use std::fmt;
 use std::sync::Arc;
@@ -62,6 +64,9 @@ fn validate(name: &str) -> Result<(), &'static str> {
     if name.split('/').any(str::is_empty) {
         return Err("a '/' may not start or end the name or follow another '/'");
     }
+    if name.split('/').any(|s| s == "." || s == "..") {
+        return Err("a segment may not be '.' or '..'");
+    }
     Ok(())
 }
 
@@ -100,14 +105,26 @@ mod tests {
 
     #[test]
     fn accepts_documented_examples() {
-        for ok in ["news", "chat/room-42", "prices/EURUSD", "a:b@c=d.e_f", "x"] {
+        for ok in [
+            "news",
+            "chat/room-42",
+            "prices/EURUSD",
+            "a:b@c=d.e_f",
+            "x",
+            "...",
+            "a/.b",
+            "v1.2/..x",
+        ] {
             assert!(ChannelName::parse(ok).is_ok(), "{ok}");
         }
     }
 
     #[test]
     fn rejects_bad_names_with_reason() {
-        for bad in ["", "/news", "news/", "a//b", "sp ace", "é", "a*b", "a?b"] {
+        for bad in [
+            "", "/news", "news/", "a//b", "sp ace", "é", "a*b", "a?b", ".", "..", "a/../b",
+            "a/./b", "../a", "a/..",
+        ] {
             let err = ChannelName::parse(bad).unwrap_err();
             assert_eq!(err.code, ErrorCode::ChannelInvalid, "{bad}");
         }

@@ -75,6 +75,8 @@ pub fn check_pattern(pattern: &str) -> Result<(), HeraldError> {
         Some("only A-Z a-z 0-9, _ - . : @ = / and * are allowed")
     } else if pattern.split('/').any(str::is_empty) {
         Some("a '/' may not start or end it or follow another '/'")
+    } else if pattern.split('/').any(|s| s == "." || s == "..") {
+        Some("a segment may not be '.' or '..'")
     } else {
         None
     };
@@ -174,6 +176,8 @@ mod tests {
             ("chat/", "may not start or end"),
             ("/chat", "may not start or end"),
             ("a//b", "may not start or end"),
+            ("a/../b", "may not be '.' or '..'"),
+            ("..", "may not be '.' or '..'"),
             ("$device", "are allowed"),
         ] {
             let e = check_pattern(bad).unwrap_err();
