@@ -37,6 +37,7 @@ pub struct CheckArgs {
 pub fn run(cmd: ConfigCommand) -> anyhow::Result<ExitCode> {
     let ConfigCommand::Check(args) = cmd;
     let config = Config::load(&args.config)?;
+    config.check_serve()?;
     if config.cluster.postgres.is_none() {
         writable_dir(&config.data).map_err(|reason| ConfigError::Invalid {
             what: "data directory".into(),

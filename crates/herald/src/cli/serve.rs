@@ -28,6 +28,7 @@ pub struct ServeArgs {
 /// Runs the server until it shuts down.
 pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let config = Config::load(&args.config)?;
+    config.check_serve()?;
     init_tracing(&config)?;
     tracing::debug!(?config, "configuration loaded");
     crate::serve::serve(config).await?;

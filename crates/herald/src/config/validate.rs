@@ -87,7 +87,7 @@ impl Layers {
             tls: meteor_tls,
             ..meteor
         };
-        Ok(Config {
+        let config = Config {
             listen: self.get("listen", default_listen, |r| {
                 text(r)?
                     .parse()
@@ -165,7 +165,7 @@ impl Layers {
             })?,
             log_level: self.get("log_level", "info".to_owned(), |r| {
                 let t = text(r)?;
-                tracing_subscriber::EnvFilter::try_new(t).map_err(|e| e.to_string())?;
+                check_log_filter(t)?;
                 Ok(t.to_owned())
             })?,
             namespaces: self.namespace_list(&history)?,
@@ -176,7 +176,8 @@ impl Layers {
             tls,
             config_file,
             sources,
-        })
+        };
+        Ok(config)
     }
 
     /// The winning value of `key` (one of [`KEYS`]) parsed with `parse`, or `default`.
@@ -373,6 +374,54 @@ pub(super) fn duration(raw: &Raw) -> Result<Duration, String> {
         .map_err(|e| format!("{e}; expected a duration such as \"25s\", \"5m\" or \"24h\""))
 }
 
+impl Config {
+    /// What `serve` needs beyond each value being valid, so `herald config check` refuses
+    /// what `serve` would: a PostgreSQL store needs the secrets every node shares set in the
+    /// configuration (they are never kept in the database). `herald migrate` needs neither.
+    pub fn check_serve(&self) -> Result<(), ConfigError> {
+        if self.cluster.postgres.is_none() {
+            return Ok(());
+        }
+        let missing: Vec<&str> = [
+            (self.token_secret.is_none(), "token_secret"),
+            (self.providers.credentials_key.is_none(), "credentials_key"),
+        ]
+        .into_iter()
+        .filter_map(|(missing, key)| missing.then_some(key))
+        .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        Err(ConfigError::Invalid {
+            what: "store".into(),
+            value: String::new(),
+            origin: self.source("store"),
+            reason: format!(
+                "a postgres:// store needs {} set too, the same on every node (they are not \
+                 kept in the database)",
+                missing.join(" and ")
+            ),
+        })
+    }
+}
+
+/// A log filter: levels (`info`) and `target=level` directives, comma-separated. A bare word
+/// that is not a level (`loud`) would be read as a target name and silence every other line.
+fn check_log_filter(filter: &str) -> Result<(), String> {
+    const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+    tracing_subscriber::EnvFilter::try_new(filter).map_err(|e| e.to_string())?;
+    for directive in filter.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        let bare = !directive.contains(['=', '[', ':']);
+        if bare && !LEVELS.iter().any(|l| l.eq_ignore_ascii_case(directive)) {
+            return Err(format!(
+                "{directive:?} is not a level: use off, error, warn, info, debug or trace, or \
+                 target=level (herald_edge=debug)"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Address blocks (`10.0.0.0/8`, or one address: `127.0.0.1`, `::1`) that outbound requests to
 /// tenant-given URLs may reach besides public addresses.
 fn ip_nets(raw: &Raw) -> Result<Vec<IpNet>, String> {
@@ -496,5 +545,56 @@ mod tests {
             ConfigFlags::default(),
         );
         assert!(e.contains("missing \"prefix\""), "{e}");
+    }
+
+    #[test]
+    fn what_serve_refuses_config_check_refuses_too() {
+        // A PostgreSQL store without the secrets every node shares.
+        let store = [("HERALD_STORE", "postgres://herald@127.0.0.1:5432/herald")];
+        let c = load(None, &store, ConfigFlags::default()).unwrap();
+        let e = c.check_serve().unwrap_err().to_string();
+        assert!(
+            e.contains("(from HERALD_STORE)")
+                && e.contains("needs token_secret and credentials_key set too"),
+            "{e}"
+        );
+        let secrets = [
+            store[0],
+            ("HERALD_TOKEN_SECRET", "0123456789abcdef0123"),
+            (
+                "HERALD_CREDENTIALS_KEY",
+                "00000000000000000000000000000000000000000000000000000000000000ab",
+            ),
+        ];
+        let c = load(None, &secrets, ConfigFlags::default()).unwrap();
+        assert!(c.check_serve().is_ok());
+        // A log filter that is not a level.
+        let e = err(Some("log_level = \"loud\""), &[], ConfigFlags::default());
+        assert!(e.contains("\"loud\" is not a level"), "{e}");
+        for good in ["info", "WARN", "herald_edge=debug,info", "off"] {
+            let c = load(None, &[("HERALD_LOG", good)], ConfigFlags::default()).unwrap();
+            assert_eq!(c.log_level, good);
+        }
+    }
+
+    #[test]
+    fn outbound_allow_takes_blocks_and_single_addresses() {
+        let c = load(
+            Some("outbound_allow = [\"127.0.0.1\", \"10.20.0.0/16\", \"::1\"]"),
+            &[],
+            ConfigFlags::default(),
+        )
+        .unwrap();
+        let shown: Vec<String> = c.outbound_allow.iter().map(|n| n.to_string()).collect();
+        assert_eq!(shown, ["127.0.0.1/32", "10.20.0.0/16", "::1/128"]);
+        let e = err(
+            None,
+            &[("HERALD_OUTBOUND_ALLOW", "10.0.0.0/40")],
+            ConfigFlags::default(),
+        );
+        assert!(
+            e.contains("outbound_allow") && e.contains("HERALD_OUTBOUND_ALLOW"),
+            "{e}"
+        );
     }
 }
