@@ -67,6 +67,8 @@ pub struct ReceivedMessage {
 
 pub(crate) struct State {
     pub project_id: String,
+    /// `{url}/token`: the `token_uri` of the account [`super::test_account`] makes for this
+    /// mock, and so the `aud` an assertion must name, whichever URL the request came in by.
     pub token_url: String,
     pub expires_in: u64,
     pub token_lifetime: Duration,

@@ -94,7 +94,7 @@ impl ServiceAccount {
         &self.private_key_pem
     }
 
-    /// A signed assertion for `audience` (the token endpoint) issued at `now_secs`.
+    /// A signed assertion for `audience` (the account's `token_uri`) issued at `now_secs`.
     pub(crate) fn assertion(&self, audience: &str, now_secs: u64) -> Result<String, FcmError> {
         let claims = AssertionClaims {
             iss: &self.client_email,

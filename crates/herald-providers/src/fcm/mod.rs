@@ -66,7 +66,8 @@ pub struct FcmConfig {
     pub account: ServiceAccount,
     /// FCM's base URL; `None`: [`DEFAULT_FCM_ENDPOINT`].
     pub endpoint: Option<String>,
-    /// The OAuth2 token endpoint; `None`: the account's `token_uri`.
+    /// Where OAuth2 token requests are sent (a proxy, a mock); `None`: the account's
+    /// `token_uri`. The assertion's `aud` is the account's `token_uri` either way.
     pub token_uri: Option<String>,
     /// An extra root certificate, PEM (a mock's, a proxy's).
     pub extra_ca_pem: Option<Vec<u8>>,

@@ -119,9 +119,12 @@ impl TokenSource {
 
     async fn fetch(&self, generation: u64) -> Result<AccessToken, Outcome> {
         let started = Instant::now();
+        // The assertion's audience is the account's own `token_uri` (Google's OAuth2 flow for
+        // service accounts), wherever the request goes: a forwarding proxy configured with
+        // `fcm_token_url` passes the assertion on to that `token_uri`, which checks `aud`.
         let assertion = self
             .account
-            .assertion(&self.url.at(&self.url.path), unix_secs())
+            .assertion(&self.account.token_uri, unix_secs())
             .map_err(|e| Outcome::Rejected {
                 reason: e.to_string(),
             })?;

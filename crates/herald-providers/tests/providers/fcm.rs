@@ -151,6 +151,50 @@ async fn each_error_code_maps_to_its_outcome() {
     .await;
 }
 
+/// Forwards every TCP connection made to the answered address to `target`, byte for byte: a
+/// forwarding proxy in front of the token endpoint, at a URL of its own.
+async fn tcp_forwarder(target: std::net::SocketAddr) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn the_assertion_names_the_accounts_token_uri_when_tokens_are_fetched_through_a_proxy() {
+    bounded(async {
+        // The account's token_uri is the mock's `/token`, which checks `aud` against it; the
+        // token requests go to a forwarder at another URL (`fcm_token_url`).
+        let mock = FcmMock::start(FcmMockOptions::default()).await.unwrap();
+        let mock_addr: std::net::SocketAddr =
+            mock.url().trim_start_matches("https://").parse().unwrap();
+        let forwarder = tcp_forwarder(mock_addr).await;
+        let account = ServiceAccount::parse(&test_account(&mock.url())).unwrap();
+        assert_eq!(account.token_uri, format!("{}/token", mock.url()));
+        let client = FcmClient::new(FcmConfig {
+            account,
+            endpoint: Some(mock.url()),
+            token_uri: Some(format!("https://{forwarder}/token")),
+            extra_ca_pem: Some(mock.cert_pem.clone().into_bytes()),
+            connections: 1,
+        })
+        .unwrap();
+        let outcome = client.send("device-1", &notification()).await;
+        assert!(matches!(outcome, Outcome::Accepted { .. }), "{outcome:?}");
+        assert_eq!(mock.token_requests(), 1);
+        assert_eq!(mock.accepted(), 1);
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn bad_accounts_and_refused_assertions() {
     bounded(async {
