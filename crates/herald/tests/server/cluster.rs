@@ -31,7 +31,7 @@ async fn node(store: &str, bus: &str) -> Server {
 async fn message_seqs(ws: &mut Ws, n: usize) -> Vec<u64> {
     let mut seqs = Vec::new();
     while seqs.len() < n {
-        let frame: Value = ws.recv().await.expect("connection closed");
+        let frame: Value = ws.frame().await;
         if let Some(seq) = frame["message"]["seq"].as_u64() {
             seqs.push(seq);
         }

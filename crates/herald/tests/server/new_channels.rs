@@ -10,7 +10,7 @@ use support::{Server, Sse, Ws};
 async fn messages(ws: &mut Ws, n: usize) -> Vec<(String, u64)> {
     let mut out = Vec::new();
     while out.len() < n {
-        let v = ws.recv().await.expect("connection closed");
+        let v = ws.frame().await;
         if let Some(m) = v.get("message") {
             out.push((
                 m["channel"].as_str().unwrap().to_string(),

@@ -49,7 +49,7 @@ async fn push(s: &Server, key: &str, body: Value) -> String {
 async fn messages(ws: &mut Ws, n: usize) -> Vec<Value> {
     let mut out = Vec::new();
     while out.len() < n {
-        let v = ws.recv().await.expect("connection closed");
+        let v = ws.frame().await;
         if let Some(m) = v.get("message") {
             out.push(m.clone());
         }
@@ -61,7 +61,7 @@ async fn messages(ws: &mut Ws, n: usize) -> Vec<Value> {
 async fn inbox_opened(ws: &mut Ws) -> Vec<Value> {
     let mut replies = Vec::new();
     while replies.len() < 2 {
-        let v = ws.recv().await.expect("connection closed");
+        let v = ws.frame().await;
         if let Some(s) = v.get("subscribe") {
             replies.push(s.clone());
         } else if v.get("error").is_some() {

@@ -60,7 +60,7 @@ async fn resume(server: &Server, channel: &str, since: u64) -> (Ws, bool) {
 async fn seqs_until(ws: &mut Ws, last: u64) -> Vec<u64> {
     let mut got = Vec::new();
     while got.last() != Some(&last) {
-        let v = ws.recv().await.expect("connection closed");
+        let v = ws.frame().await;
         if let Some(seq) = v["message"]["seq"].as_u64() {
             assert_eq!(v["message"]["data"], seq, "{v}");
             got.push(seq);
@@ -214,7 +214,7 @@ async fn device_inboxes_coming_back_together_share_the_tail_and_get_every_push_o
                 let mut ws = Ws::connect(&url).await;
                 let mut data = Vec::new();
                 while (data.len() as u64) < PUSHES {
-                    let v = ws.recv().await.expect("connection closed");
+                    let v = ws.frame().await;
                     if let Some(m) = v.get("message") {
                         data.push(m["data"]["data"].as_u64().unwrap_or_else(|| panic!("{v}")));
                     } else if v.get("error").is_some() || v.get("disconnect").is_some() {

@@ -461,14 +461,45 @@ type WsStream =
 pub struct Ws {
     pub stream: WsStream,
     next_id: u64,
+    /// The last text frame received, for a test that sees the connection close.
+    last: Option<String>,
+    /// How the connection ended: the close frame's code and reason, or the error.
+    ended: Option<String>,
 }
 
 impl Ws {
+    fn from_stream(stream: WsStream) -> Ws {
+        Ws {
+            stream,
+            next_id: 1,
+            last: None,
+            ended: None,
+        }
+    }
+
+    /// How the connection ended (close code and reason, or the error) and the server's last
+    /// frame before it, for a test's failure message.
+    pub fn why_closed(&self) -> String {
+        format!(
+            "connection closed ({}); the server's last frame: {}",
+            self.ended.as_deref().unwrap_or("no close frame"),
+            self.last.as_deref().unwrap_or("none")
+        )
+    }
+
+    /// The next JSON text frame; panics with [`Ws::why_closed`] if the connection closed.
+    pub async fn frame(&mut self) -> Value {
+        match self.recv().await {
+            Some(v) => v,
+            None => panic!("{}", self.why_closed()),
+        }
+    }
+
     pub async fn connect(url: &str) -> Ws {
         let (stream, _) = tokio_tungstenite::connect_async(url)
             .await
             .expect("ws connect");
-        Ws { stream, next_id: 1 }
+        Ws::from_stream(stream)
     }
 
     /// The WebSocket handshake on a connection already open (for example one that has served
@@ -478,13 +509,13 @@ impl Ws {
         let (stream, _) = tokio_tungstenite::client_async(url, stream)
             .await
             .expect("ws upgrade");
-        Ws { stream, next_id: 1 }
+        Ws::from_stream(stream)
     }
 
     /// Tries to connect; returns the HTTP status of a refused upgrade.
     pub async fn try_connect(url: &str) -> Result<Ws, u16> {
         match tokio_tungstenite::connect_async(url).await {
-            Ok((stream, _)) => Ok(Ws { stream, next_id: 1 }),
+            Ok((stream, _)) => Ok(Ws::from_stream(stream)),
             Err(tokio_tungstenite::tungstenite::Error::Http(r)) => Err(r.status().as_u16()),
             Err(e) => panic!("unexpected ws error {e}"),
         }
@@ -508,8 +539,31 @@ impl Ws {
                 .await
                 .expect("timed out waiting for a frame");
             match next {
-                Some(Ok(Message::Text(t))) => return Some(serde_json::from_str(&t).unwrap()),
-                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return None,
+                Some(Ok(Message::Text(t))) => {
+                    let value = serde_json::from_str(&t).unwrap();
+                    self.last = Some(t.to_string());
+                    return Some(value);
+                }
+                Some(Ok(Message::Close(frame))) => {
+                    self.ended = Some(match frame {
+                        Some(f) => format!(
+                            "close code {} reason {:?}",
+                            u16::from(f.code),
+                            f.reason.as_str()
+                        ),
+                        None => "close frame without a code".into(),
+                    });
+                    return None;
+                }
+                None => {
+                    self.ended
+                        .get_or_insert_with(|| "the stream ended without a close frame".into());
+                    return None;
+                }
+                Some(Err(e)) => {
+                    self.ended = Some(format!("error: {e}"));
+                    return None;
+                }
                 Some(Ok(_)) => continue,
             }
         }
@@ -521,7 +575,7 @@ impl Ws {
         self.next_id += 1;
         self.send(json!({ "id": id, name: body })).await;
         loop {
-            let v = self.recv().await.expect("connection closed before reply");
+            let v = self.frame().await;
             if v["id"] == id {
                 return v;
             }
