@@ -20,7 +20,8 @@ const RESERVED_KEYS: [&str; 3] = ["aps", "data", "herald_id"];
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ApnsOptions {
-    /// `apns-push-type` (default `alert`).
+    /// `apns-push-type`. Default: `alert` when the push shows something (an alert, a sound or
+    /// a badge), else `background`: a push that shows nothing is sent to wake the app.
     pub push_type: Option<PushType>,
     /// `apns-priority`: 10, 5 or 1 (default from the push's priority).
     pub priority: Option<u8>,
@@ -111,7 +112,13 @@ fn invalid(message: impl Into<String>) -> PayloadError {
 impl ApnsOptions {
     /// Renders the notification for `common`, checking APNs' rules.
     pub fn render(&self, common: &Common) -> Result<ApnsNotification, PayloadError> {
-        let push_type = self.push_type.unwrap_or_default();
+        let push_type = self.push_type.unwrap_or(if self.shows_something(common) {
+            PushType::Alert
+        } else {
+            // Apple: an `alert` push with nothing to show is neither shown nor wakes the app; a
+            // push of data alone is a background notification (`content-available`, priority 5).
+            PushType::Background
+        });
         let aps = self.aps(common, push_type)?;
         let custom = self.custom.clone().unwrap_or_default();
         if let Some(key) = RESERVED_KEYS.iter().find(|k| custom.contains_key(**k)) {
@@ -147,7 +154,12 @@ impl ApnsOptions {
                 return Err(invalid(format!("priority must be 10, 5 or 1, not {p}")));
             }
             if push_type == PushType::Background && p != 5 {
-                return Err(invalid("a background push must have priority 5"));
+                return Err(invalid(if self.push_type.is_none() {
+                    "a push with no alert, sound or badge is sent as a background push, which \
+                     must have priority 5 (or give push_type)"
+                } else {
+                    "a background push must have priority 5"
+                }));
             }
             return Ok(Some(p));
         }
@@ -157,6 +169,20 @@ impl ApnsOptions {
             (_, Some(false)) => Some(5),
             (_, None) => None,
         })
+    }
+
+    /// Whether the notification shows anything: an alert (title, subtitle or body), a sound or
+    /// a badge, from these options or the push.
+    fn shows_something(&self, common: &Common) -> bool {
+        self.title.is_some()
+            || self.subtitle.is_some()
+            || self.body.is_some()
+            || self.badge.is_some()
+            || self.sound.is_some()
+            || common.title.is_some()
+            || common.body.is_some()
+            || common.badge.is_some()
+            || common.sound.is_some()
     }
 
     fn collapse_id(&self, common: &Common) -> Result<Option<String>, PayloadError> {

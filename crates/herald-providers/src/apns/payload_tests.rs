@@ -104,6 +104,48 @@ fn background_is_content_available_priority_5_and_silent() {
 }
 
 #[test]
+fn a_push_that_shows_nothing_defaults_to_background() {
+    let data = RawValue::from_string(r#"{"sync":true}"#.into()).unwrap();
+    let c = Common {
+        data: Some(&data),
+        push_id: "p",
+        high_priority: Some(true),
+        ..Common::default()
+    };
+    let n = ApnsOptions::default().render(&c).unwrap();
+    assert_eq!(n.push_type, PushType::Background);
+    assert_eq!(
+        n.priority,
+        Some(5),
+        "background is priority 5, even for high"
+    );
+    let p = payload(&n);
+    assert_eq!(p["aps"], serde_json::json!({"content-available": 1}));
+    assert_eq!(p["data"]["sync"], true);
+    // A sound or a badge alone is something shown: an alert push.
+    for visible in [
+        r#"{"badge":2}"#,
+        r#"{"sound":"ping.caf"}"#,
+        r#"{"subtitle":"s"}"#,
+    ] {
+        assert_eq!(
+            options(visible).render(&c).unwrap().push_type,
+            PushType::Alert,
+            "{visible}"
+        );
+    }
+    // Priority 10 cannot go with it: the error says why and how to choose otherwise.
+    let e = options(r#"{"priority":10}"#).render(&c).unwrap_err();
+    assert!(
+        e.message.contains("background") && e.message.contains("push_type"),
+        "{e}"
+    );
+    // Asked for by name, the push type wins.
+    let n = options(r#"{"push_type":"alert"}"#).render(&c).unwrap();
+    assert_eq!(n.push_type, PushType::Alert);
+}
+
+#[test]
 fn unknown_push_type_and_unknown_fields_do_not_deserialize() {
     assert!(serde_json::from_str::<ApnsOptions>(r#"{"push_type":"sms"}"#).is_err());
     assert!(serde_json::from_str::<ApnsOptions>(r#"{"pushtype":"alert"}"#).is_err());

@@ -2188,8 +2188,7 @@ export interface components {
         /** @description APNs options of a push (docs/push.md, per-platform options). Every field is optional. */
         ApnsOptions: {
             /**
-             * @description `apns-push-type`; the topic gets the type's suffix (`.voip`, `.push-type.liveactivity`, ...).
-             * @default alert
+             * @description `apns-push-type`; the topic gets the type's suffix (`.voip`, `.push-type.liveactivity`, ...). Default: `alert` when the push shows an alert, a sound or a badge; else `background` (priority 5, `content-available`), so a data-only push wakes the app.
              * @enum {string}
              */
             push_type?: "alert" | "background" | "voip" | "liveactivity" | "complication" | "fileprovider" | "pushtotalk" | "location" | "widgets" | "mdm";

@@ -18,6 +18,7 @@ use serde_json::{json, Value};
 
 use crate::support::{self, API_KEY};
 
+mod background;
 mod destinations;
 
 const KEY_ID: &str = "ABC123DEFG";
