@@ -1,7 +1,8 @@
 //! Herald's HTTP publisher API: publish and batch publish, channel history, channel info and
 //! listing (all behind a publisher API key), apps, devices, pushes and the job queue, the admin
-//! dashboard's sessions (`/admin/session`) and live figures (`/v1/overview`), plus `/healthz`,
-//! `/metrics` and the OpenAPI document. docs/openapi.yaml describes every route; who a request
+//! dashboard's sessions (`/admin/session`) and live figures (`/v1/overview`), plus the
+//! liveness and readiness probes (`/healthz`, `/readyz`: `probes.rs`), `/metrics` and the
+//! OpenAPI document. docs/openapi.yaml describes every route; who a request
 //! speaks for is `auth.rs`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -18,6 +19,7 @@ mod jobs;
 mod limited;
 mod ops;
 mod overview;
+mod probes;
 mod prom;
 mod providers;
 mod publish;
@@ -93,6 +95,9 @@ pub struct Api {
     pub audit_retention: std::time::Duration,
     /// The rate limits (per app and publisher key; log-ins per source address).
     pub limits: Arc<herald_core::limits::Limiters>,
+    /// The server's shutdown signal: once cancelled, the server is draining and `/readyz`
+    /// answers not ready.
+    pub shutdown: tokio_util::sync::CancellationToken,
     /// Where URLs that tenants give (Web Push endpoints, JWKS URLs) may lead: checked when
     /// they are given ([`destinations`]).
     pub destinations: herald_push::Destinations,
@@ -207,7 +212,8 @@ pub fn routes() -> Vec<(&'static str, MethodRouter<Arc<Api>>)> {
             "/v1/ack",
             post(pushes::ack).options(preflight).layer(ack_cors()),
         ),
-        ("/healthz", get(ops::healthz)),
+        ("/healthz", get(probes::healthz)),
+        ("/readyz", get(probes::readyz)),
         ("/metrics", get(ops::metrics)),
         ("/v1/openapi.yaml", get(ops::openapi)),
     ]

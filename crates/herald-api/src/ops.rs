@@ -1,4 +1,5 @@
-//! Operational endpoints: health, Prometheus metrics, and the OpenAPI document.
+//! Operational endpoints: Prometheus metrics and the OpenAPI document (the health probes are
+//! `probes.rs`).
 
 use std::sync::Arc;
 
@@ -7,31 +8,6 @@ use axum::http::header;
 use axum::response::IntoResponse;
 
 use crate::Api;
-
-/// `GET /healthz`: 200 while the server accepts work; 503 with the store's error
-/// (`insufficient_storage` while it has no space left, `store_halted` after a failed fsync)
-/// while its writes fail, so a load balancer or an orchestrator can see it.
-pub async fn healthz(State(api): State<Arc<Api>>) -> axum::response::Response {
-    match api.engine.store_write_fault() {
-        None => axum::Json(serde_json::json!({ "status": "ok" })).into_response(),
-        Some(fault) => {
-            use herald_core::log::StoreError;
-            let code = match &fault {
-                StoreError::Full { .. } => herald_core::ErrorCode::InsufficientStorage,
-                StoreError::Halted { .. } => herald_core::ErrorCode::StoreHalted,
-                _ => herald_core::ErrorCode::StoreFailed,
-            };
-            let error = herald_core::HeraldError::new(code, fault.chain());
-            let (_, body) = herald_proto::http::error_answer(&error);
-            (
-                axum::http::StatusCode::SERVICE_UNAVAILABLE,
-                [(header::CONTENT_TYPE, "application/json")],
-                body,
-            )
-                .into_response()
-        }
-    }
-}
 
 /// `GET /metrics`: Prometheus text format.
 pub async fn metrics(

@@ -17,11 +17,11 @@ use std::time::Duration;
 
 use fred::clients::SubscriberClient;
 use fred::prelude::{
-    Builder, Client, ClientLike, Config, EventInterface, PubsubInterface, ReconnectPolicy, Server,
-    ServerConfig,
+    Builder, Client, ClientLike, ClientState, Config, EventInterface, PubsubInterface,
+    ReconnectPolicy, Server, ServerConfig,
 };
 use fred::types::Message;
-use herald_core::bus::Bus;
+use herald_core::bus::{Bus, BusLink};
 use herald_core::caches::{CacheEvent, Caches};
 use herald_core::fanout::FanOut;
 use herald_core::hub::InterestHook;
@@ -425,5 +425,64 @@ impl Bus for RedisBus {
     fn publish(&self, event: CacheEvent) {
         self.shared.caches.apply(&event);
         let _ = self.shared.events_out.send(event);
+    }
+
+    /// Connected while both Redis connections are (the publishing one and the subscribing
+    /// one, as the client library keeps their state: no round trip).
+    fn link(&self) -> BusLink {
+        link_of(
+            self.shared.publisher.state(),
+            self.shared.subscriber.state(),
+        )
+    }
+}
+
+/// The bus's link given its two connections' states.
+fn link_of(publishing: ClientState, subscribing: ClientState) -> BusLink {
+    if publishing == ClientState::Connected && subscribing == ClientState::Connected {
+        return BusLink::Connected;
+    }
+    let word = |state: ClientState| match state {
+        ClientState::Connected => "connected",
+        ClientState::Connecting => "reconnecting",
+        ClientState::Disconnecting => "closing",
+        ClientState::Disconnected => "disconnected",
+    };
+    BusLink::Disconnected {
+        reason: format!(
+            "Redis is not reachable (publishing connection {}, subscribing connection {}); \
+             the bus reconnects by itself, and other nodes hear of this node's messages once \
+             it is back",
+            word(publishing),
+            word(subscribing)
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bus_is_connected_only_while_both_connections_are() {
+        use ClientState::*;
+        assert_eq!(link_of(Connected, Connected), BusLink::Connected);
+        for (publishing, subscribing) in [
+            (Connecting, Connected),
+            (Connected, Disconnected),
+            (Disconnecting, Disconnecting),
+        ] {
+            let BusLink::Disconnected { reason } = link_of(publishing, subscribing) else {
+                panic!("connected with a connection down");
+            };
+            assert!(reason.starts_with("Redis is not reachable"), "{reason}");
+        }
+        let BusLink::Disconnected { reason } = link_of(Connecting, Connected) else {
+            unreachable!()
+        };
+        assert!(
+            reason.contains("publishing connection reconnecting, subscribing connection connected"),
+            "{reason}"
+        );
     }
 }

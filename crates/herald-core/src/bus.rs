@@ -38,6 +38,29 @@ use crate::ChannelName;
 pub trait Bus: CommitSink {
     /// Applies `event` on this node at once and sends it to every other node.
     fn publish(&self, event: CacheEvent);
+
+    /// Whether this bus reaches the other nodes now, for `/readyz`. Answered from what the bus
+    /// already knows (its connections' state), never by a round trip. A one-node bus has
+    /// nothing to reach: [`BusLink::Local`].
+    fn link(&self) -> BusLink {
+        BusLink::Local
+    }
+}
+
+/// Whether a bus reaches the other nodes ([`Bus::link`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BusLink {
+    /// One node: there are no other nodes to reach.
+    Local,
+    /// Connected: what this node commits reaches the other nodes, and theirs reach it.
+    Connected,
+    /// Not connected now (the bus reconnects by itself): why, in words an operator can act
+    /// on. Publishes still succeed, but other nodes' subscribers hear of them only once the
+    /// bus is back (they read what they missed from the log then).
+    Disconnected {
+        /// What is down.
+        reason: String,
+    },
 }
 
 /// Cluster-wide counts a networked bus keeps from every node's reports (presence). Each

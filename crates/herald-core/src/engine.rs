@@ -546,6 +546,11 @@ impl Engine {
         self.log.write_fault()
     }
 
+    /// Whether the log takes writes now (see [`ChannelLog::takes_writes`]): `/readyz` asks it.
+    pub async fn store_takes_writes(&self) -> Result<(), crate::log::StoreError> {
+        self.log.takes_writes().await
+    }
+
     /// Live subscribers of a channel on this node.
     pub fn subscriber_count(&self, channel: &ChannelName) -> usize {
         self.hub.subscriber_count(channel)

@@ -123,9 +123,21 @@ pub trait ChannelLog: Send + Sync {
 
     /// Why writes fail now, if they do for a reason that outlasts one request: no space left
     /// (until a write succeeds again), or writes stopped after a failed fsync (until a restart).
-    /// `/healthz` reports it. `None` while writes work.
+    /// Known without any work: `/healthz` reports a fault that only a restart clears
+    /// ([`StoreError::needs_restart`]). `None` while writes work.
     fn write_fault(&self) -> Option<StoreError> {
         None
+    }
+
+    /// Whether the store takes writes now, for `/readyz`: `Err` says why not. A store whose
+    /// faults are all known in memory answers [`ChannelLog::write_fault`]; a networked one
+    /// answers from its last write or reachability check while that is recent, and otherwise
+    /// checks once, shared by every caller meanwhile, so that probes never cost a query each.
+    async fn takes_writes(&self) -> Result<(), StoreError> {
+        match self.write_fault() {
+            Some(fault) => Err(fault),
+            None => Ok(()),
+        }
     }
 
     /// Whether [`ChannelLog::state`] answers for a channel that never had a message without a

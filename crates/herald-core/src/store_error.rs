@@ -106,6 +106,14 @@ impl StoreError {
         }
     }
 
+    /// Whether only a restart clears this failure ([`StoreError::Halted`]): the one store fault
+    /// a liveness probe (`/healthz`) reports, so that an orchestrator restarts the server. Every
+    /// other fault clears by itself (space freed, the database back) and a restart would only
+    /// drop the live connections.
+    pub fn needs_restart(&self) -> bool {
+        matches!(self, StoreError::Halted { .. })
+    }
+
     /// This error and each of its sources, joined by `": "`.
     pub fn chain(&self) -> String {
         let mut text = self.to_string();

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use herald_bus_redis::{BusOptions, Connected, RedisBus};
 use herald_core::audit::AuditLog;
-use herald_core::bus::{Bus, LocalBus, Presence};
+use herald_core::bus::{Bus, BusLink, LocalBus, Presence};
 use herald_core::caches::{CacheEvent, Caches};
 use herald_core::fanout::FanOut;
 use herald_core::log::{ChannelLog, CommitSink, StoreError};
@@ -96,6 +96,13 @@ impl Bus for NodeBus {
         match &self.kind {
             BusKind::Local(bus) => bus.publish(event),
             BusKind::Redis(bus) => bus.publish(event),
+        }
+    }
+
+    fn link(&self) -> BusLink {
+        match &self.kind {
+            BusKind::Local(bus) => bus.link(),
+            BusKind::Redis(bus) => bus.link(),
         }
     }
 }

@@ -302,6 +302,7 @@ impl Parts {
             audit: self.store.audit.clone(),
             audit_retention: settings.audit_retention,
             limits: edge.limits.clone(),
+            shutdown: edge.shutdown.clone(),
             destinations: settings.outbound.clone(),
         });
         let publisher = api.clone();

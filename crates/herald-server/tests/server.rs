@@ -207,8 +207,9 @@ mod delivery {
 }
 
 mod lifecycle {
-    //! Start, shutdown and restart: addresses, generated keys, the shutdown notice, exact
-    //! resume across a restart in the same process, and a failed start that leaves nothing open.
+    //! Start, shutdown and restart: addresses, generated keys, the probes, the shutdown notice,
+    //! exact resume across a restart in the same process, and a failed start that leaves nothing
+    //! open.
 
     use std::net::SocketAddr;
 
@@ -230,6 +231,37 @@ mod lifecycle {
         let last = frames.last().expect("a frame before the close");
         assert_eq!(last["disconnect"]["code"], "shutdown", "{frames:?}");
         stopping.await.unwrap().unwrap();
+    }
+
+    /// One node over SQLite and its local bus: alive and ready, with every check named. (A
+    /// stopping node's `/readyz` says `"draining": true` only to a request already in flight
+    /// when shutdown begins, as the listener closes at once: `herald-api`'s unit tests cover
+    /// that answer.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_single_node_is_alive_and_ready_over_its_local_bus() {
+        let dir = tempfile::tempdir().unwrap();
+        let server = support::start(support::settings(dir.path())).await;
+        let base = format!("http://{}", server.http_addr());
+        let ready = reqwest::get(format!("{base}/readyz")).await.unwrap();
+        assert_eq!(ready.status(), 200);
+        assert_eq!(ready.headers()["cache-control"], "no-store");
+        let body: serde_json::Value = ready.json().await.unwrap();
+        assert_eq!(
+            body,
+            json!({
+                "status": "ready",
+                "checks": {
+                    "store": { "status": "ok" },
+                    "bus": { "status": "ok", "link": "local" },
+                    "draining": false,
+                },
+            })
+        );
+        let alive = reqwest::get(format!("{base}/healthz")).await.unwrap();
+        assert_eq!(alive.status(), 200);
+        let body: serde_json::Value = alive.json().await.unwrap();
+        assert_eq!(body, json!({ "status": "ok" }));
+        server.shutdown().await.unwrap();
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,6 +7,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use herald_core::log::{
@@ -36,11 +37,17 @@ pub struct SqliteLog {
     readers: Arc<ReadPool>,
     /// Background WAL checkpoints; stopped after the writer.
     checkpointer: Mutex<Option<Checkpointer>>,
-    /// Why writes fail now, for `/healthz`.
+    /// Why writes fail now, for `/healthz` and `/readyz`.
     fault: Arc<WriteFault>,
+    /// When a write was last tried for `/readyz` while out of space ([`SPACE_RETRY`]).
+    space_retried: tokio::sync::Mutex<Option<Instant>>,
     /// The channels that may have a log: the others are answered without a read.
     known: Arc<KnownChannels>,
 }
+
+/// How often `/readyz` tries a write while the store is out of space: a node that a load
+/// balancer took out of rotation may get no other write to find that space came back.
+const SPACE_RETRY: Duration = Duration::from_secs(1);
 
 /// Makes the database readable by its owner only: created so when missing (SQLite gives its
 /// write-ahead log and shared-memory files the database file's mode), and tightened, with a
@@ -131,8 +138,35 @@ impl SqliteLog {
             readers,
             checkpointer: Mutex::new(Some(checkpointer)),
             fault,
+            space_retried: tokio::sync::Mutex::new(None),
             known,
         }))
+    }
+
+    /// While out of space: one small write (the schema version written back unchanged) at most
+    /// every [`SPACE_RETRY`], the callers meanwhile waiting for it; its success clears the
+    /// fault, as any write's does. Answers the fault after it.
+    async fn retry_write_for_space(&self) -> Result<(), StoreError> {
+        let mut last = self.space_retried.lock().await;
+        if !last.is_some_and(|at| at.elapsed() < SPACE_RETRY) {
+            *last = Some(Instant::now());
+            let rewritten = self
+                .write(|conn| {
+                    let version: i64 = conn
+                        .query_row("PRAGMA user_version", [], |row| row.get(0))
+                        .map_err(|e| StoreError::backend("reading the schema version", e))?;
+                    conn.execute_batch(&format!("PRAGMA user_version = {version}"))
+                        .map_err(|e| StoreError::backend("writing the schema version", e))
+                })
+                .await;
+            if let Err(e) = rewritten {
+                tracing::debug!(error = %e.chain(), "still no space for a write");
+            }
+        }
+        match self.fault.current() {
+            Some(fault) => Err(fault),
+            None => Ok(()),
+        }
     }
 
     /// Sends a request to the writer and waits for its answer.
@@ -301,6 +335,16 @@ impl ChannelLog for SqliteLog {
         self.fault.current()
     }
 
+    /// No write fault. While out of space, a write is tried first (at most once a second), so
+    /// the answer turns ready once space is back even if nothing else writes.
+    async fn takes_writes(&self) -> Result<(), StoreError> {
+        match self.fault.current() {
+            None => Ok(()),
+            Some(StoreError::Full { .. }) => self.retry_write_for_space().await,
+            Some(fault) => Err(fault),
+        }
+    }
+
     /// The known-channel set answers for them (`known.rs`).
     fn knows_unpublished_channels(&self) -> bool {
         true
@@ -316,5 +360,44 @@ impl Drop for SqliteLog {
         if handle.thread().id() != std::thread::current().id() && handle.join().is_err() {
             tracing::error!("store writer thread panicked");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fault::FaultKind;
+    use herald_core::message::SharedMessage;
+
+    struct NoSink;
+
+    impl CommitSink for NoSink {
+        fn committed(&self, _: &[SharedMessage]) {}
+    }
+
+    /// A store marked out of space with room on its disk: `takes_writes` tries a write, which
+    /// succeeds and clears the fault, with no publish. A halted store stays halted.
+    #[tokio::test]
+    async fn readiness_finds_that_space_came_back_without_a_publish() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = SqliteLog::open(dir.path(), SqliteOptions::default(), Arc::new(NoSink)).unwrap();
+        let full = StoreError::full("a write", std::io::Error::other("No space left on device"));
+        log.fault.record(Some((&full, FaultKind::NoSpace)));
+        assert!(matches!(log.write_fault(), Some(StoreError::Full { .. })));
+        log.takes_writes()
+            .await
+            .expect("ready once a write went through");
+        assert!(log.write_fault().is_none(), "the fault is cleared");
+
+        log.fault.record(Some((
+            &StoreError::halted("an fsync failed"),
+            FaultKind::Fsync,
+        )));
+        let halted = log
+            .takes_writes()
+            .await
+            .expect_err("halted until a restart");
+        assert!(halted.needs_restart(), "{halted}");
+        log.close().await;
     }
 }

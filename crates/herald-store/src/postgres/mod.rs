@@ -9,7 +9,8 @@
 //! connection each; PostgreSQL's own commit grouping covers concurrent registry writes.
 //!
 //! Modules: `connect` (URL, TLS, pool), `schema` (migrations), `writer` (the group-commit task and
-//! the age sweep), `append` (one batch's transaction), `read` (`read`/`state`/`list`), `tenancy`,
+//! the age sweep), `append` (one batch's transaction), `read` (`read`/`state`/`list`),
+//! `reachability` (whether writes work, for `/readyz`, without a query per probe), `tenancy`,
 //! `devices`, `credentials`, `jobs`.
 
 mod append;
@@ -18,6 +19,7 @@ mod connect;
 mod credentials;
 mod devices;
 mod jobs;
+mod reachability;
 mod read;
 mod revocations;
 mod schema;
@@ -40,6 +42,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 pub use connect::Target;
+use reachability::Reachability;
 pub use schema::SCHEMA_VERSION;
 use writer::{AppendRequest, Request};
 
@@ -105,6 +108,8 @@ fn is_unavailable(err: &tokio_postgres::Error) -> bool {
 pub struct PostgresStore {
     pool: Pool,
     target: Target,
+    /// Whether writes work, as the last commit or check found.
+    reachability: Arc<Reachability>,
     /// Requests to the writer task; `None` once closed.
     requests: Mutex<Option<mpsc::UnboundedSender<Request>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
@@ -134,12 +139,14 @@ impl PostgresStore {
         }
         let pool = connect::pool(&connection, options.max_connections)?;
         let (tx, rx) = mpsc::unbounded_channel();
-        let writer = writer::Writer::new(pool.clone(), sink, &options);
+        let reachability = Arc::new(Reachability::default());
+        let writer = writer::Writer::new(pool.clone(), sink, reachability.clone(), &options);
         let handle = tokio::spawn(writer.run(rx));
         tracing::info!(target = %connection.target, "postgres store opened");
         Ok(Arc::new(PostgresStore {
             pool,
             target: connection.target,
+            reachability,
             requests: Mutex::new(Some(tx)),
             writer: Mutex::new(Some(handle)),
         }))
@@ -282,6 +289,18 @@ impl ChannelLog for PostgresStore {
             }
         }
         self.pool.close();
+    }
+
+    /// The fault the last commit or check found, if any (`takes_writes` checks again when stale).
+    fn write_fault(&self) -> Option<StoreError> {
+        self.reachability.last_fault()
+    }
+
+    /// As the last commit found, while that was less than a second ago; otherwise after one
+    /// check (a pooled connection, and the server not a standby), shared by every caller
+    /// meanwhile: at most one query a second however often probes ask (`reachability.rs`).
+    async fn takes_writes(&self) -> Result<(), StoreError> {
+        self.reachability.check(&self.pool, &self.target).await
     }
 }
 

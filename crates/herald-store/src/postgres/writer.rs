@@ -21,6 +21,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::append::{self, Committed, Requested};
 use super::jobs::{prune_expired_chunk, DONE_JOBS_KEPT_AFTER_EXPIRY_MS, PRUNE_CHUNK};
+use super::reachability::Reachability;
 use super::{pg_error, pool_failure, PostgresOptions, AGE_TRIM_INTERVAL};
 use crate::{seq_from_db, seq_to_db};
 
@@ -47,14 +48,22 @@ pub(crate) enum Request {
 pub(crate) struct Writer {
     pool: Pool,
     sink: Arc<dyn CommitSink>,
+    /// Told every commit's outcome (`/readyz` reads it).
+    reachability: Arc<Reachability>,
     max_batch: usize,
 }
 
 impl Writer {
-    pub(crate) fn new(pool: Pool, sink: Arc<dyn CommitSink>, options: &PostgresOptions) -> Self {
+    pub(crate) fn new(
+        pool: Pool,
+        sink: Arc<dyn CommitSink>,
+        reachability: Arc<Reachability>,
+        options: &PostgresOptions,
+    ) -> Self {
         Writer {
             pool,
             sink,
+            reachability,
             max_batch: options.max_batch.max(1),
         }
     }
@@ -120,6 +129,7 @@ impl Writer {
         }
         let started = Instant::now();
         let outcome = self.transact(&batch).await;
+        self.reachability.record_write(outcome.as_ref().map(|_| ()));
         match outcome {
             Ok(committed) => {
                 metrics::histogram!("herald_store_commit_seconds")

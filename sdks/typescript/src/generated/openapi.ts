@@ -358,13 +358,57 @@ export interface paths {
         };
         /**
          * Liveness
-         * @description Answers `200 {"status":"ok"}` while the server is serving HTTP and its store takes
-         *     writes. While the store's writes fail it answers `503` with the store's error:
-         *     `insufficient_storage` while the disk (or a file-size limit) has no space left (it answers
-         *     `200` again once a write succeeds), `store_halted` once an fsync failed (until the server
-         *     is restarted).
+         * @description Liveness: answers `200 {"status":"ok"}` while the process serves HTTP and needs no
+         *     restart. It answers `503` with the store's `store_halted` error once an fsync failed:
+         *     the store then refuses every write until the server restarts, so an orchestrator
+         *     restarting it on this answer is the cure. Every other failure clears by itself and
+         *     leaves this `200` (a full disk, PostgreSQL or Redis unreachable, a shutdown under way:
+         *     `/readyz` reports those), since a restart would only drop every live connection.
+         *     Point an orchestrator's **liveness** probe here; load balancers and readiness probes
+         *     use `/readyz`. Answers `Cache-Control: no-store`.
          */
         get: operations["health"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/readyz": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Readiness
+         * @description Readiness: whether this node can take work now. `200` with `"status":"ready"` while
+         *     every check passes, `503` with `"status":"not_ready"` while one fails; `checks` always
+         *     names every check, and a failing one carries its error in the `{"code","message"}` form
+         *     of every error:
+         *
+         *     * `store`: the store takes writes. SQLite: no write fault (`insufficient_storage` while
+         *       the disk or a file-size limit leaves no space, until a write succeeds;
+         *       `store_halted` after a failed fsync, until a restart, which `/healthz` reports too).
+         *       PostgreSQL: the last commit succeeded, or, when that was more than a second ago, a
+         *       check (a pooled connection, and the server a primary, not a standby in recovery)
+         *       made at most once a second however many probes arrive, the probes meanwhile waiting
+         *       for its answer (at most 2 s): `store_unavailable` while the database cannot be
+         *       reached, `insufficient_storage` while it is out of disk space.
+         *     * `bus`: `link` is `local` on one node (always `ok`); on a cluster node `connected`
+         *       while both Redis connections are up, `disconnected` (code `bus_unavailable`) while
+         *       they are not. Publishes still succeed then; other nodes' subscribers hear of them
+         *       once Redis is back.
+         *     * `draining`: `true` once the server has begun shutting down (it stops accepting
+         *       connections at the same moment, so only a request already under way sees it).
+         *
+         *     Point load balancers and an orchestrator's **readiness** probe here (its liveness probe
+         *     at `/healthz`). Answers `Cache-Control: no-store`.
+         */
+        get: operations["ready"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1463,6 +1507,34 @@ export interface components {
         Health: {
             /** @enum {string} */
             status: "ok";
+        };
+        /** @description What `GET /readyz` found. */
+        Readiness: {
+            /** @enum {string} */
+            status: "ready" | "not_ready";
+            checks: {
+                /** @description Whether the store takes writes; `error` only while it does not. */
+                store: {
+                    /** @enum {string} */
+                    status: "ok" | "failing";
+                    error?: components["schemas"]["ErrorBody"];
+                };
+                /** @description Whether the bus reaches the other nodes (`local` on one node); `error` only while it does not. */
+                bus: {
+                    /** @enum {string} */
+                    status: "ok" | "failing";
+                    /** @enum {string} */
+                    link: "local" | "connected" | "disconnected";
+                    error?: {
+                        /** @enum {string} */
+                        code: "bus_unavailable";
+                        /** @description For people; wording may change. */
+                        message: string;
+                    };
+                };
+                /** @description The server has begun shutting down. */
+                draining: boolean;
+            };
         };
         /**
          * @description 1 to 32 bytes of `a-z 0-9 -`, not starting with `-`.
@@ -3409,7 +3481,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The server is up. */
+            /** @description The server is alive. */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -3424,7 +3496,7 @@ export interface operations {
                 };
             };
             405: components["responses"]["MethodNotAllowed"];
-            /** @description The store's writes fail (`insufficient_storage`, `store_halted`). */
+            /** @description The store halted after a failed fsync (`store_halted`); restart the server. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3433,12 +3505,76 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "code": "insufficient_storage",
-                     *         "message": "store is out of space: database error: disk I/O error"
+                     *         "code": "store_halted",
+                     *         "message": "store stopped accepting writes: an fsync failed (store failed: committing: disk I/O error), so written data may not be on disk; no write is acknowledged until the server is restarted (check the disk and the kernel log first)"
                      *       }
                      *     }
                      */
                     "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    ready: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The node is ready. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "status": "ready",
+                     *       "checks": {
+                     *         "store": {
+                     *           "status": "ok"
+                     *         },
+                     *         "bus": {
+                     *           "status": "ok",
+                     *           "link": "connected"
+                     *         },
+                     *         "draining": false
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Readiness"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description A check fails; `checks` says which and why. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "status": "not_ready",
+                     *       "checks": {
+                     *         "store": {
+                     *           "status": "failing",
+                     *           "error": {
+                     *             "code": "store_unavailable",
+                     *             "message": "store unavailable: cannot reach PostgreSQL at db.internal:5432/herald: error connecting to server: Connection refused (os error 111)"
+                     *           }
+                     *         },
+                     *         "bus": {
+                     *           "status": "ok",
+                     *           "link": "connected"
+                     *         },
+                     *         "draining": false
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Readiness"];
                 };
             };
         };

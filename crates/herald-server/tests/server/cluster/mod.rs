@@ -6,7 +6,8 @@
 //!
 //! Submodules: [`fanout`] (publish and resume across nodes, on every transport), [`tenancy`]
 //! (apps, keys, limits, presence, usage), [`push`] (device inboxes, tag and app pushes),
-//! [`faults`] (Redis restarted, PostgreSQL stopped, a slow node), [`start`] (start errors, a
+//! [`faults`] (Redis restarted, PostgreSQL stopped, a slow node), [`probes`] (`/readyz` and
+//! `/healthz` while PostgreSQL or Redis is down), [`start`] (start errors, a
 //! node joining late, nodes over TLS to Redis), [`revoke`] (revocations close connections on
 //! every node), [`tokens`] (a secret rotated with an overlap, sealed in PostgreSQL),
 //! [`audit`] (the audit log on PostgreSQL).
@@ -14,6 +15,7 @@
 mod audit;
 mod fanout;
 mod faults;
+mod probes;
 mod push;
 mod revoke;
 mod start;

@@ -15,7 +15,8 @@ use crate::support::Server;
 const LIMIT_BYTES: u64 = 3 << 20;
 
 /// Writes fail with `507 insufficient_storage` (publishes and registry writes alike) and
-/// `/healthz` says so, while reads keep working; nothing acknowledged before is lost or
+/// `/readyz` says so (`/healthz` stays 200: a restart would not free space), while reads keep
+/// working; nothing acknowledged before is lost or
 /// damaged; once the limit is raised writes work again without a restart, and seqs go on
 /// with no gap.
 #[tokio::test]
@@ -28,7 +29,7 @@ async fn a_full_disk_answers_507_loses_nothing_and_recovers_when_space_returns()
             .await;
         let blob = "x".repeat(16 * 1024);
         let mut acked = Vec::new();
-        // Publish until the store is refused for lack of space and /healthz says so. (The file
+        // Publish until the store is refused for lack of space and /readyz says so. (The file
         // that hits the limit may be the write-ahead log, which a checkpoint can empty: then a
         // background write, such as the usage counters, finds room again and clears the state,
         // and the filling goes on.)
@@ -44,14 +45,19 @@ async fn a_full_disk_answers_507_loses_nothing_and_recovers_when_space_returns()
                 message.contains("File too large"),
                 "names the reason: {message}"
             );
-            let (status, health) = server.get("/healthz").await;
+            let (status, ready) = server.get("/readyz").await;
             if status == 503 {
-                assert_eq!(health["error"]["code"], "insufficient_storage", "{health}");
+                let store = &ready["checks"]["store"];
+                assert_eq!(store["status"], "failing", "{ready}");
+                assert_eq!(store["error"]["code"], "insufficient_storage", "{ready}");
+                // Alive: space comes back without a restart, which would drop every client.
+                let (status, health) = server.get("/healthz").await;
+                assert_eq!((status, health), (200, json!({ "status": "ok" })));
                 full = true;
                 break;
             }
         }
-        assert!(full, "/healthz reported the full store");
+        assert!(full, "/readyz reported the full store");
         assert!(!acked.is_empty(), "some publishes fit before the limit");
         let metrics = server.metrics().await;
         assert!(metrics.contains("herald_store_write_fault 1"), "{metrics}");
@@ -94,6 +100,21 @@ async fn a_full_disk_answers_507_loses_nothing_and_recovers_when_space_returns()
             .status()
             .expect("run prlimit");
         assert!(raised.success());
+        // Ready again before any publish: a node out of its load balancer's rotation gets no
+        // publish to find the space, so /readyz tries a write itself. (The pause is only the
+        // polling rate; the test's own time limit bounds the wait.)
+        loop {
+            let (status, ready) = server.get("/readyz").await;
+            if status == 200 {
+                assert_eq!(ready["checks"]["store"]["status"], "ok", "{ready}");
+                break;
+            }
+            assert_eq!(
+                ready["checks"]["store"]["error"]["code"], "insufficient_storage",
+                "{ready}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         let after = server
             .publish("fill", json!({ "i": "after", "blob": blob }))
             .await;
@@ -102,6 +123,12 @@ async fn a_full_disk_answers_507_loses_nothing_and_recovers_when_space_returns()
             after["seq"].as_u64(),
             Some(last + 1),
             "seqs go on with no gap"
+        );
+        let (status, ready) = server.get("/readyz").await;
+        assert_eq!(
+            (status, &ready["status"]),
+            (200, &json!("ready")),
+            "{ready}"
         );
         let (status, health) = server.get("/healthz").await;
         assert_eq!((status, health), (200, json!({ "status": "ok" })));

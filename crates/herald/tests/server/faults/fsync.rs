@@ -54,10 +54,10 @@ fn build_shim(dir: &Path) -> PathBuf {
 }
 
 /// After an fsync fails, the failed write is not acknowledged and no later write is (`503
-/// store_halted`, `/healthz` too) even once fsync works again, until a restart; reads keep
-/// working; the failed write is not delivered to a live subscriber either; after the restart
-/// every acknowledged write is there, with its seq, and writes go on. While halted, reads do
-/// not show the failed write.
+/// store_halted`, `/healthz` and `/readyz` too: only a restart clears it, so liveness fails)
+/// even once fsync works again, until a restart; reads keep working; the failed write is not
+/// delivered to a live subscriber either; after the restart every acknowledged write is there,
+/// with its seq, and writes go on. While halted, reads do not show the failed write.
 #[tokio::test]
 async fn a_failed_fsync_halts_writes_until_a_restart_and_loses_nothing_acknowledged() {
     tokio::time::timeout(Duration::from_secs(120), async {
@@ -133,6 +133,12 @@ async fn a_failed_fsync_halts_writes_until_a_restart_and_loses_nothing_acknowled
                 .contains("restart"),
             "{health}"
         );
+        let (status, ready) = server.get("/readyz").await;
+        assert_eq!(status, 503, "{ready}");
+        assert_eq!(
+            ready["checks"]["store"]["error"]["code"], "store_halted",
+            "{ready}"
+        );
         let (status, info) = server.get("/v1/channels/log").await;
         assert_eq!(status, 200, "reads work while halted: {info}");
         // The write whose fsync failed is not read either (a power loss could take it back,
@@ -164,6 +170,12 @@ async fn a_failed_fsync_halts_writes_until_a_restart_and_loses_nothing_acknowled
         assert_eq!(status, 200);
         let (status, health) = server.get("/healthz").await;
         assert_eq!((status, health), (200, json!({ "status": "ok" })));
+        let (status, ready) = server.get("/readyz").await;
+        assert_eq!(
+            (status, &ready["status"]),
+            (200, &json!("ready")),
+            "{ready}"
+        );
         let status = server.terminate();
         assert!(status.success(), "{status:?}");
         assert_eq!(integrity_check(&server.data), "ok");
