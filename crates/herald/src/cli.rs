@@ -36,7 +36,7 @@ HERALD_* settings listed in docs/config.md.";
 
 /// Herald: a self-hosted push server.
 #[derive(Debug, Parser)]
-#[command(name = "herald", version, after_help = EXAMPLES, max_term_width = 100)]
+#[command(name = "herald", version = version::LINE, after_help = EXAMPLES, max_term_width = 100)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -57,7 +57,7 @@ enum Command {
     /// Inspect the configuration.
     #[command(subcommand, after_help = config_check::EXAMPLES)]
     Config(config_check::ConfigCommand),
-    /// Print the name and version.
+    /// Print the name, version and the commit it was built from.
     #[command(after_help = version::EXAMPLES)]
     Version,
     /// Mint a client token (printed on stdout).

@@ -54,15 +54,69 @@ prefix = "prices/"
 last_on_subscribe = true
 "#;
 
+/// `git ARGS` in this crate's folder: its output's first line, or `None` where git is missing
+/// or the tree is not a checkout (a build from a tarball).
+fn git(args: &[&str]) -> Option<String> {
+    let output = Command::new("git")
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()?;
+    let text = String::from_utf8(output.stdout).ok()?;
+    let line = text.lines().next()?.trim().to_owned();
+    (output.status.success() && !line.is_empty()).then_some(line)
+}
+
+#[test]
+fn version_names_the_commit_it_was_built_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out, _) = run(herald(dir.path()).arg("--version"));
+    assert_eq!(code, 0);
+    let line = out.trim();
+    let (_, subcommand_out, _) = run(herald(dir.path()).arg("version"));
+    assert_eq!(
+        subcommand_out.trim(),
+        line,
+        "`herald version` and `--version` differ"
+    );
+
+    // `herald 0.1.0 (abc1234 2026-11-29)`
+    let prefix = format!("herald {} (", env!("CARGO_PKG_VERSION"));
+    let commit = line
+        .strip_prefix(prefix.as_str())
+        .and_then(|rest| rest.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("not `{prefix}COMMIT DATE)`: {line:?}"));
+    if let Some(given) = option_env!("HERALD_BUILD_COMMIT").filter(|given| !given.is_empty()) {
+        assert_eq!(
+            commit,
+            given.trim(),
+            "HERALD_BUILD_COMMIT was set for this build"
+        );
+        return;
+    }
+    if git(&["rev-parse", "--git-dir"]).is_none() {
+        assert_eq!(commit, "unknown", "built outside a git checkout");
+        return;
+    }
+    let (hash, date) = commit
+        .split_once(' ')
+        .unwrap_or_else(|| panic!("no `HASH DATE` in {line:?}"));
+    assert!(
+        hash.len() >= 7 && hash.chars().all(|c| c.is_ascii_hexdigit()),
+        "not a short commit hash: {hash:?} in {line:?}"
+    );
+    // The commit the binary was built from (HEAD then; others may have committed since).
+    let known = git(&["show", "-s", "--format=%cs", &format!("{hash}^{{commit}}")]);
+    assert_eq!(
+        known.as_deref(),
+        Some(date),
+        "{hash} is not a commit of this repository dated {date}"
+    );
+}
+
 #[test]
 fn version_and_help() {
     let dir = tempfile::tempdir().unwrap();
-    let expected = format!("herald {}", env!("CARGO_PKG_VERSION"));
-    let (code, out, _) = run(herald(dir.path()).arg("version"));
-    assert_eq!((code, out.trim()), (0, expected.as_str()));
-    let (code, out, _) = run(herald(dir.path()).arg("--version"));
-    assert_eq!((code, out.trim()), (0, expected.as_str()));
-
     let (code, out, _) = run(herald(dir.path()).arg("--help"));
     assert_eq!(code, 0);
     for word in [
