@@ -6,6 +6,8 @@
 # Usage: scripts/test.sh        (CI runs exactly this through .ci/run)
 #        scripts/test.sh --extended   (also: every fuzz target for a bounded time afterwards,
 #                                      scripts/fuzz.sh; HERALD_FUZZ_SECONDS per target, default 60;
+#                                      the container image and compose file built and run with
+#                                      podman, scripts/check-container.sh;
 #                                      HERALD_TEST_EXTENDED=1 does the same)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,6 +60,9 @@ scripts/build-admin.sh --check
 step "Rust tests (unit, property, integration against the real binary)"
 cargo test --workspace --no-fail-fast
 
+step "packaging (systemd unit, release tarball of the test binary, build.rs's commit)"
+scripts/check-packaging.sh target/debug/herald
+
 if [ -d tests/browser ]; then
   step "browser tests (headless Chromium)"
   scripts/install-browser-deps.sh
@@ -80,6 +85,8 @@ done
 if [ "$extended" = 1 ]; then
   step "fuzzing (extended mode: each target for ${HERALD_FUZZ_SECONDS:-60}s, nightly + cargo-fuzz)"
   scripts/fuzz.sh
+  step "container image and compose file (extended mode: podman, stand-in base images)"
+  scripts/check-container.sh
 fi
 
 step "all tests passed"
