@@ -2,7 +2,8 @@
 # Checks what operators install, in seconds (scripts/test.sh runs it after the Rust tests):
 # 1. the systemd unit (packaging/systemd/herald.service): `systemd-analyze verify` with no
 #    warning at all, its offline security exposure at most 2.5 (`systemd-analyze security`),
-#    and the hardening settings docs/operations.md promises;
+#    the hardening settings docs/operations.md promises, and every system call the server
+#    makes (traced with strace while it serves) inside the unit's SystemCallFilter;
 # 2. the release tarball: scripts/release.sh packs an existing binary (--binary; the release
 #    build itself takes minutes and is not run here), and the tarball holds what it should, its
 #    checksum verifies, and the binary in it runs;
@@ -43,6 +44,66 @@ verify_out="$(systemd-analyze verify --man=no "$work/unit/herald.service" 2>&1)"
 security_out="$(systemd-analyze security --offline=true --threshold=25 "$work/unit/herald.service" 2>&1)" \
   || fail "the unit's exposure is above 2.5: $(printf '%s\n' "$security_out" | grep -E '^✗|Overall')"
 echo "systemd unit: verified; $(printf '%s\n' "$security_out" | grep -o 'Overall exposure level.*')"
+
+# The unit's system-call filter (@system-service without @privileged; a call outside it fails
+# with EPERM, SystemCallErrorNumber) must let the server do its work: run it under strace as a user other than root
+# (as the unit does; SQLite calls fchown only as root), start, publish, subscribe over SSE and
+# WebSocket, SIGHUP, SIGTERM, and compare every call made with the filter.
+if ! command -v strace >/dev/null 2>&1; then
+  echo "installing strace (Debian's package)"
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends strace; } >/dev/null
+fi
+filter_set() { # GROUP: the calls of a systemd-analyze syscall-filter group, nested groups expanded
+  systemd-analyze syscall-filter "$1" | awk 'NR > 1 && /^[^ ]/ { exit } NR > 1 { print $1 }' |
+    grep -v '^#' | while read -r name; do
+      case "$name" in @*) filter_set "$name" ;; ?*) echo "$name" ;; esac
+    done
+}
+# The filter as the unit writes it: SystemCallFilter= lines add calls, ~ lines take them away.
+: > "$work/allowed"; : > "$work/denied"
+while IFS= read -r value; do
+  list="$work/allowed"
+  case "$value" in "~"*) list="$work/denied"; value="${value#\~}" ;; esac
+  for item in $value; do
+    case "$item" in @*) filter_set "$item" ;; *) echo "$item" ;; esac
+  done >> "$list"
+done < <(sed -n 's/^SystemCallFilter=//p' "$unit")
+[ -s "$work/allowed" ] || fail "$unit has no SystemCallFilter allow-list"
+comm -23 <(sort -u "$work/allowed") <(sort -u "$work/denied") > "$work/filter"
+mkdir -p "$work/traced/data"
+as_user=()
+if [ "$(id -u)" = 0 ]; then
+  chmod 0755 "$work"
+  chown -R nobody "$work/traced"
+  as_user=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
+fi
+port=$(( 20000 + RANDOM % 20000 ))
+key=hk_packaging_check_0123456789
+strace -f -qq -o "$work/traced/trace" "${as_user[@]}" "$binary" serve --listen "127.0.0.1:$port" \
+  --data "$work/traced/data" --api-key "$key" > "$work/traced/log" 2>&1 &
+traced=$!
+for _ in $(seq 1 100); do curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null || { cat "$work/traced/log"; fail "the traced server never got ready"; }
+token="$(HERALD_TOKEN_SECRET="$(cat "$work/traced/data/token-secret")" "$binary" token --sub check --channel news --ttl 1m)"
+timeout 3 curl -fsS -N "http://127.0.0.1:$port/v1/sse?channel=news&since=0&token=$token" > "$work/traced/sse" 2>/dev/null &
+HERALD_URL="http://127.0.0.1:$port" HERALD_TOKEN="$token" timeout 3 "$binary" subscribe news > "$work/traced/ws" 2>/dev/null &
+sleep 1
+curl -fsS -H "Authorization: Bearer $key" -d '{"data":{"n":1}}' "http://127.0.0.1:$port/v1/channels/news/messages" >/dev/null
+curl -fsS "http://127.0.0.1:$port/metrics" >/dev/null
+sleep 2.5
+# strace's child is the server (setpriv executes it in its place).
+server_pid="$(pgrep -P "$traced" | head -1)"
+kill -HUP "$server_pid"; sleep 0.5; kill -TERM "$server_pid"; wait "$traced" || true
+grep -q '"n":1' "$work/traced/sse" || fail "the traced server's SSE subscriber got nothing"
+grep -q '"n":1' "$work/traced/ws" || fail "the traced server's WebSocket subscriber got nothing"
+# The server's calls: those after setpriv (when root) executed the binary; its own execve is
+# the unit's exec, made before the filter applies.
+awk -v exec="execve(\"$binary\"" 'started { print; next } index($0, exec) { started = 1 }' "$work/traced/trace" |
+  sed -E 's/^[0-9]+ +//' | grep -oE '^[a-z_0-9]+\(' | tr -d '(' | sort -u > "$work/used"
+[ -s "$work/used" ] || fail "strace recorded no call of the server"
+outside="$(comm -23 "$work/used" "$work/filter" | tr '\n' ' ')"
+[ -z "${outside// /}" ] || fail "the server makes system calls the unit's SystemCallFilter refuses: $outside"
+echo "system calls: the $(wc -l < "$work/used") calls of a start, publish, subscribes, SIGHUP and SIGTERM are all in the unit's filter"
 
 # --- 2. the release tarball -----------------------------------------------------------------
 RELEASE_GZIP_LEVEL=1 scripts/release.sh --binary "$binary" --out "$work/dist" > "$work/release.log" \
