@@ -1,6 +1,7 @@
 /**
- * herald-client: the subscriber client (`HeraldClient`), the publisher client (`HeraldPublisher`),
- * and the protocol pieces they are built from (cursor strings, frames, tokens, errors).
+ * herald-push-client: the subscriber client (`HeraldClient`), the publisher client
+ * (`HeraldPublisher`), and the protocol pieces they are built from (cursor strings, frames, tokens,
+ * errors).
  */
 
 export { HeraldClient, Subscription } from './client.js';

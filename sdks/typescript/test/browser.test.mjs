@@ -18,7 +18,7 @@ const CHROMIUM = process.env.CHROMIUM_BIN || '/usr/bin/chromium';
 
 const PAGE = `<!doctype html>
 <meta charset="utf-8">
-<title>herald-client without a bundler</title>
+<title>herald-push-client without a bundler</title>
 <script type="module">
   import { HeraldClient } from '/dist/index.js';
   window.state = { received: [], events: [], errors: [] };

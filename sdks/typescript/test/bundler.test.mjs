@@ -10,13 +10,15 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { build } from 'esbuild';
 
 const PACKAGE = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+/** The name an application installs and imports it by (package.json `name`). */
+const NAME = JSON.parse(readFileSync(join(PACKAGE, 'package.json'), 'utf8')).name;
 
 test('an application bundled with esbuild imports the package by name and runs', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'herald-bundle-'));
   try {
-    // The application's own node_modules/herald-client, as `npm install` would give it.
+    // The application's own node_modules/<name>, as `npm install <the package's folder>` gives it.
     mkdirSync(join(dir, 'node_modules'));
-    symlinkSync(PACKAGE, join(dir, 'node_modules', 'herald-client'), 'dir');
+    symlinkSync(PACKAGE, join(dir, 'node_modules', NAME), 'dir');
     const out = join(dir, 'app.bundle.mjs');
     const result = await build({
       entryPoints: [join(PACKAGE, 'test/fixtures/bundle-entry.mjs')],

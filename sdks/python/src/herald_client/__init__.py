@@ -1,4 +1,5 @@
-"""herald-client: the Python client for Herald, the self-hosted push server.
+"""herald_client (distribution `herald-push-client`): the Python client for Herald, the self-hosted
+push server.
 
 * `Herald` — asyncio publisher client for every HTTP route (`SyncHerald` wraps it for plain code);
 * `Subscriber` — resuming WebSocket client: exact resume, reconnect with backoff, token refresh,
