@@ -167,8 +167,16 @@ export class HeraldPublisher {
 
   // ---- server ----
 
+  /** Liveness: the process serves HTTP (`/healthz`). */
   health(): Promise<AnswerOf<'health', 200>> {
     return this.json({ method: 'GET', path: '/healthz', auth: 'none' });
+  }
+
+  /** Readiness (`/readyz`): the store takes writes, the bus is connected, the server is not
+   * draining. A node that is not ready answers 503, which rejects with a `HeraldError` whose
+   * message names each failing check. */
+  ready(): Promise<AnswerOf<'ready', 200>> {
+    return this.json({ method: 'GET', path: '/readyz', auth: 'none' });
   }
 
   /** Live figures: with the admin key the whole server and every app, with a publisher key

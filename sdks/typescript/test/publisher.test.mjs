@@ -59,6 +59,7 @@ test('channels: publish, batch, history, channel state, channel list, poll', asy
 
 test('server: health, metrics, openapi', async () => {
   assert.equal(typeof (await pub.health()), 'object');
+  assert.equal((await pub.ready()).status, 'ready');
   assert.match(await pub.metrics(), /herald_/);
   assert.match(await pub.openapi(), /^openapi: /m);
   const overview = await pub.overview();
