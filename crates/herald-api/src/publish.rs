@@ -76,40 +76,78 @@ fn too_large(limit: usize) -> HeraldError {
 }
 
 /// Reads a request body of at most `limit` bytes. A declared `Content-Length` over the limit is
-/// refused before anything is read; a body that stops arriving before its deadline (the
-/// listener's `body_timeout`) is answered `408 request_timeout`.
+/// refused before anything is read, and a body that grows past it while read is refused as it
+/// does (`413 too_large`); a body that stops arriving before its deadline (the listener's
+/// `body_timeout`) is answered `408 request_timeout`; a body that cannot be read (a chunked
+/// body whose framing is malformed, one that ends early) is the client's error: `400`.
 pub(crate) async fn read_body(body: Body, limit: usize) -> Result<Bytes, HeraldError> {
-    let too_large = || too_large(limit);
+    use futures_util::StreamExt;
     if axum::body::HttpBody::size_hint(&body).lower() > limit as u64 {
-        return Err(too_large());
+        return Err(too_large(limit));
     }
-    axum::body::to_bytes(body, limit).await.map_err(|e| {
-        let e = e.into_inner();
-        if is_timeout(e.as_ref()) {
-            HeraldError::new(
-                ErrorCode::RequestTimeout,
-                "the request body stopped arriving before the body deadline (body_timeout); \
-                 the connection is closed",
-            )
-        } else {
-            too_large()
+    // The limit is checked here rather than by `axum::body::to_bytes`, whose error does not
+    // tell a body over the limit from one that could not be read.
+    let mut chunks = body.into_data_stream();
+    let mut first: Option<Bytes> = None;
+    let mut more: Option<bytes::BytesMut> = None;
+    let mut read = 0usize;
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(|e| unreadable_body(&e))?;
+        read = read.saturating_add(chunk.len());
+        if read > limit {
+            return Err(too_large(limit));
         }
+        // One chunk (the usual case) is kept as it came, without a copy.
+        match (&first, &mut more) {
+            (None, _) => first = Some(chunk),
+            (Some(head), None) => {
+                let mut joined = bytes::BytesMut::with_capacity(read);
+                joined.extend_from_slice(head);
+                joined.extend_from_slice(&chunk);
+                more = Some(joined);
+            }
+            (Some(_), Some(joined)) => joined.extend_from_slice(&chunk),
+        }
+    }
+    Ok(match more {
+        Some(joined) => joined.freeze(),
+        None => first.unwrap_or_default(),
     })
 }
 
-/// Whether a body read failed because the body's deadline passed (an `io::Error` of kind
-/// `TimedOut` somewhere in its chain, as the listener's timed body reports it).
-fn is_timeout(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut next = Some(e);
-    while let Some(e) = next {
-        if e.downcast_ref::<std::io::Error>()
-            .is_some_and(|e| e.kind() == std::io::ErrorKind::TimedOut)
-        {
-            return true;
-        }
-        next = e.source();
+/// The answer to a body that failed while read: its deadline passed (`408`), or its bytes are
+/// not a body (`400`): hyper's chunked decoder reports a bad chunk-size line or framing as
+/// `InvalidInput`/`InvalidData`, and a body cut short as `UnexpectedEof`.
+fn unreadable_body(e: &axum::Error) -> HeraldError {
+    use std::io::ErrorKind;
+    let found = |kinds: &[ErrorKind]| io_errors_in(e).find(|io| kinds.contains(&io.kind()));
+    if found(&[ErrorKind::TimedOut]).is_some() {
+        return HeraldError::new(
+            ErrorCode::RequestTimeout,
+            "the request body stopped arriving before the body deadline (body_timeout); \
+             the connection is closed",
+        );
     }
-    false
+    if let Some(io) = found(&[ErrorKind::InvalidInput, ErrorKind::InvalidData]) {
+        return HeraldError::bad_request(format!(
+            "the chunked request body is malformed ({io}): each chunk is a hexadecimal size \
+             line, CRLF, that many bytes and CRLF, and a 0 size ends the body; nothing of it \
+             was used and the connection is closed"
+        ));
+    }
+    if found(&[ErrorKind::UnexpectedEof]).is_some() {
+        return HeraldError::bad_request(
+            "the request body ended before it was complete; nothing of it was used",
+        );
+    }
+    HeraldError::bad_request("the request body could not be read; nothing of it was used")
+}
+
+/// The `io::Error`s in `e`'s chain (how the listener's timed body and hyper say what went
+/// wrong).
+fn io_errors_in(e: &axum::Error) -> impl Iterator<Item = &std::io::Error> {
+    let first: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    std::iter::successors(first, |e| e.source()).filter_map(|e| e.downcast_ref())
 }
 
 /// Parses a JSON request body, saying what is wrong with it.

@@ -237,3 +237,55 @@ async fn a_publish_whose_body_comes_later_or_that_closes_is_still_answered() {
     drop(raw);
     assert_eq!(server.publish("later", Value::from(4)).await["seq"], 4);
 }
+
+/// A chunked publish whose chunk-size line is `size_line`, on `channel`.
+fn chunked_publish(channel: &str, size_line: &str) -> Vec<u8> {
+    format!(
+        "POST /v1/channels/{channel}/messages HTTP/1.1\r\nHost: herald\r\n\
+         Authorization: Bearer {API_KEY}\r\nContent-Type: application/json\r\n\
+         Transfer-Encoding: chunked\r\n\r\n{size_line}\r\n{{\"data\":1}}\r\n0\r\n\r\n"
+    )
+    .into_bytes()
+}
+
+#[tokio::test]
+async fn a_malformed_chunk_size_is_a_bad_request_on_every_path() {
+    let server = Server::start().await;
+    for size_line in ["zz", "-1", "a b", "fffffffffffffffffffff"] {
+        // Three ways in: a connection's first request (the direct loop hands a chunked body to
+        // hyper at once), after direct publishes, and on a connection that is hyper's already.
+        let mut fresh = Raw::connect(&server).await;
+        let mut after_direct = Raw::connect(&server).await;
+        let (status, _, body) =
+            ask(&mut after_direct, &publish("chunks", r#"{"data":0}"#, "")).await;
+        assert_eq!(status, 200, "{body}");
+        let mut hyper = through_hyper(&server).await;
+        for (path, raw) in [
+            ("first request", &mut fresh),
+            ("after a direct publish", &mut after_direct),
+            ("through hyper", &mut hyper),
+        ] {
+            let (status, _, body) = ask(raw, &chunked_publish("chunks", size_line)).await;
+            assert_eq!(
+                (status, body["error"]["code"].as_str()),
+                (400, Some("bad_request")),
+                "{size_line:?}, {path}: {body}"
+            );
+            let message = body["error"]["message"].as_str().unwrap();
+            assert!(
+                message.contains("chunked"),
+                "{size_line:?}, {path}: {message}"
+            );
+            assert!(
+                !raw.fill().await,
+                "{path}: the connection is closed, as the message says"
+            );
+        }
+    }
+    // Nothing of a malformed body was stored; the direct publishes were.
+    assert_eq!(stored_data(&server, "chunks").await.len(), 4);
+    // A well-formed chunked publish is still stored.
+    let mut raw = Raw::connect(&server).await;
+    let (status, _, body) = ask(&mut raw, &chunked_publish("chunks", "a")).await;
+    assert_eq!((status, body["seq"].as_u64()), (200, Some(5)), "{body}");
+}
