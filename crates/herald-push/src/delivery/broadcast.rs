@@ -130,9 +130,10 @@ impl Deliverer {
                 // It parsed when the push was accepted; a record that no longer does is
                 // damaged, and must not become a push to everyone.
                 Err(e) => {
-                    let dead = Settlement::Dead {
-                        reason: format!("stored audience does not parse: {e}"),
-                    };
+                    let reason = format!("stored audience does not parse: {e}");
+                    self.failures
+                        .dead_letter(&app, None, job.id, job.attempts, &reason);
+                    let dead = Settlement::Dead { reason };
                     return self.queue.settle(vec![(job.id, dead)]).await;
                 }
             },
@@ -285,12 +286,13 @@ impl Deliverer {
                     Some((this_device, InboxCursor::default()))
                 };
                 let (this, app, record) = (self.clone(), x.app.clone(), x.record.clone());
-                let seq = x.seq;
+                let (seq, job) = (x.seq, x.job);
                 // Boxed: a send's future is large, and spawning it unboxed copied it into the
                 // task several times (a fifth of the server's CPU in a broadcast's profile).
                 running.start(Box::pin(async move {
                     let attempt = Attempt {
                         app: &app,
+                        job,
                         provider: Some(platform),
                         seq,
                         attempts: 1,

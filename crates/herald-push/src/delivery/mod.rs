@@ -13,10 +13,12 @@
 //! ([`broadcast`]: a broadcast's pages sent directly, each page's sends run by
 //! [`page_sends`]; [`listing`]: results per device),
 //! [`senders::Senders`] holds each app's provider clients, [`payloads::Payloads`] are the
-//! per-provider payloads rendered once per push, and [`stats::WorkerStats`] count what the
-//! workers did.
+//! per-provider payloads rendered once per push, [`stats::WorkerStats`] count what the
+//! workers did, and `failures` writes a WARN line, rate-limited, for each dead letter and each
+//! provider pause.
 
 pub mod broadcast;
+mod failures;
 pub mod listing;
 pub mod page_sends;
 pub mod payloads;

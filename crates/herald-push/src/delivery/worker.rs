@@ -27,6 +27,7 @@ use herald_core::message::now_millis;
 use herald_core::tenant::AppId;
 use herald_providers::{Outcome, RetryScope};
 
+use crate::delivery::failures::FailureLog;
 use crate::delivery::record::DeliveryRecord;
 use crate::delivery::senders::{NoSender, Senders};
 use crate::delivery::stats::{SendResult, WorkerStats};
@@ -76,10 +77,12 @@ impl Default for DeliveryConfig {
     }
 }
 
-/// What one attempt is for: the app, the provider, where the push sits in the log the device
+/// What one attempt is for: the app, the provider, the job it runs for (its own send job, or
+/// the expansion job of the broadcast page it is in), where the push sits in the log the device
 /// acknowledges, and how many attempts this makes (1 for the first).
 pub(super) struct Attempt<'a> {
     pub(super) app: &'a AppId,
+    pub(super) job: i64,
     pub(super) provider: Option<Platform>,
     pub(super) seq: u64,
     pub(super) attempts: u32,
@@ -101,6 +104,8 @@ pub struct Deliverer {
     pub(super) config: DeliveryConfig,
     wake: Notify,
     paused: Mutex<HashMap<(AppId, Platform), Pause>>,
+    /// The WARN lines of dead letters and pauses, rate-limited.
+    pub(super) failures: FailureLog,
     records: Mutex<HashMap<(AppId, String), CachedRecord>>,
     /// The (app, provider) pairs whose depth gauges were last set.
     exported: Mutex<std::collections::HashSet<(String, String)>>,
@@ -141,6 +146,7 @@ impl Deliverer {
             config,
             wake: Notify::new(),
             paused: Mutex::new(HashMap::new()),
+            failures: FailureLog::default(),
             records: Mutex::new(HashMap::new()),
             exported: Mutex::new(std::collections::HashSet::new()),
             expansions: TaskTracker::new(),
@@ -439,6 +445,7 @@ impl Deliverer {
     ) -> (i64, Settlement) {
         let attempt = Attempt {
             app: &job.job.app,
+            job: job.id,
             provider: job.job.provider,
             seq: job.job.seq,
             attempts: job.attempts,
@@ -572,20 +579,35 @@ impl Deliverer {
                 Duration::from_secs(1 << pause.consecutive.min(8)).min(Duration::from_secs(300))
             });
             pause.until_ms = pause.until_ms.max(now + wait.as_millis() as i64);
-            tracing::info!(app = %attempt.app.as_str(), provider = provider.as_str(), %reason, wait_ms = wait.as_millis() as u64, "provider paused for this app");
+            drop(paused);
+            self.failures
+                .paused(attempt.app, provider, attempt.job, &reason, wait);
         }
         match self.config.retry.next_attempt(attempt.attempts, after) {
             Some(wait) => Settlement::Retry {
                 due_ms: now + wait.as_millis() as i64,
                 reason,
             },
-            None => Settlement::Dead { reason },
+            None => {
+                self.failures.dead_letter(
+                    attempt.app,
+                    Some(provider),
+                    attempt.job,
+                    attempt.attempts,
+                    &reason,
+                );
+                Settlement::Dead { reason }
+            }
         }
     }
 
+    /// A send went through: the app's provider is no longer paused (said once, at INFO).
     fn resume(&self, app: &AppId, provider: Platform) {
         let mut paused = self.paused.lock();
         if let Some(p) = paused.get_mut(&(app.clone(), provider)) {
+            if p.consecutive > 0 {
+                tracing::info!(app = %app.as_str(), provider = provider.as_str(), "provider sends work again for this app");
+            }
             p.consecutive = 0;
         }
     }
