@@ -123,6 +123,10 @@ test('the admin dashboard, page by page', { timeout: 120_000 }, async (t) => {
     await waitInPage(page, 'one key left', () => document.querySelectorAll('[data-revoke]').length === 1);
     const revoked = await fetch(`${herald.url}/v1/channels`, { headers: { authorization: `Bearer ${extraKey}` } });
     assert.equal(revoked.status, 401, 'the revoked key no longer works');
+    // The app picker follows the app in view; picking another app opens that app's page.
+    assert.equal(await page.inputValue('#acting-app'), 'shop');
+    await page.selectOption('#acting-app', 'default');
+    await waitInPage(page, 'the default app\'s page', () => /App default/.test(document.querySelector('main h2')?.textContent));
   });
 
   await t.test('channels: publish a test message and see it in the history', async () => {
@@ -130,7 +134,7 @@ test('the admin dashboard, page by page', { timeout: 120_000 }, async (t) => {
     await waitInPage(page, 'news is listed',
       () => [...document.querySelectorAll('main td a')].some((a) => a.textContent === 'news'));
     await shot('channels');
-    await page.click('main td a[href="#/channels/news"]');
+    await page.click('main td a[href="#/channels/news?app=default"]');
     await page.waitForSelector('#publish-form');
     await page.fill('#message-data', '{"text":"hello from the browser test"}');
     await page.click('#publish-button');

@@ -2,10 +2,10 @@
 //! With the admin key (or its session): the whole server (connections per transport,
 //! subscriptions, messages published, deliveries, messages written per transport, slow-consumer
 //! disconnects, delivery lag and publish latency as histograms), read from this process's
-//! metrics (what `/metrics` serves), and every app (usage, live connections on this node,
-//! devices, limits, and the delivery worker's figures and queue depth per provider). With a
-//! publisher key: its own app only, and no server figures. Counters are cumulative; the page
-//! turns them into rates.
+//! metrics (what `/metrics` serves), and every app (usage, live connections and channel
+//! messages delivered on this node, devices, limits, and the delivery worker's figures and
+//! queue depth per provider). With a publisher key: its own app only, and no server figures.
+//! Counters are cumulative; the page turns them into rates.
 
 use std::sync::Arc;
 
@@ -72,6 +72,7 @@ pub async fn overview(
                 "name": name,
                 "connections": api.usage.live_connections(id),
                 "usage": usage.totals(),
+                "messages_delivered": usage.messages_delivered(),
                 "devices": usage.devices(),
                 "limits": usage.limits(),
                 "providers": provider_map(id, &figures, &depth, now),

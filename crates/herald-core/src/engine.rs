@@ -9,7 +9,7 @@ use crate::catchup::tail::TailReads;
 use crate::catchup::{first_page_limit, Page};
 use crate::error::HeraldError;
 use crate::head::{Head, HeadLookup};
-use crate::hub::{Filter, Hub, Shape, Subscription};
+use crate::hub::{DeliveryMeter, Filter, Hub, Shape, Subscription};
 use crate::log::{Appended, ChannelLog, ChannelState, LogSlice, ReadFrom, Retention};
 use crate::message::{Cursor, Epoch, NewMessage, SharedMessage};
 use crate::name::ChannelName;
@@ -232,6 +232,12 @@ impl Engine {
         } else {
             deliveries
         });
+    }
+
+    /// Has the hub tell `meter` how many deliveries each channel's messages made on this node
+    /// (the per-app counts of [`crate::usage::UsageMeter`]); `false` if a meter was set already.
+    pub fn set_delivery_meter(&self, meter: Arc<dyn DeliveryMeter>) -> bool {
+        self.hub.set_delivery_meter(meter)
     }
 
     /// Appends messages to a channel durably; subscribers receive them once stored.

@@ -4,7 +4,8 @@
 //!
 //! A networked bus follows only the channels this node has subscribers for: the hub tells an
 //! [`InterestHook`] when it makes a channel's entry (the first local subscriber) and when it
-//! forgets one (after the entry lingered empty, see `ShardMap::emptied`).
+//! forgets one (after the entry lingered empty, see `ShardMap::emptied`). A [`DeliveryMeter`]
+//! is told how many deliveries each run of a channel's messages made (per-app counts).
 //!
 //! A new subscription starts in catch-up mode: it holds a [`Pager`] that parks live messages
 //! until the subscriber has queued its reply and the history it missed (or, paging a long
@@ -46,6 +47,15 @@ pub struct Filter {
     pub admit: Option<Admit>,
     /// Counts the messages queued.
     pub tally: Option<Tally>,
+}
+
+/// Told, once per run of a channel's messages delivered (not once per subscriber), how many
+/// deliveries the hub queued for the channel's subscribers on this node: messages times
+/// subscribers, as `herald_deliveries_total` counts them. Called on the fan-out thread under a
+/// hub shard's read lock: it must only count (no blocking, no call back into the hub).
+pub trait DeliveryMeter: Send + Sync {
+    /// `n` deliveries of messages of `channel`.
+    fn delivered(&self, channel: &ChannelName, n: u64);
 }
 
 /// Told when a channel gains local interest (the hub makes its entry for its first subscriber)
@@ -468,6 +478,8 @@ pub struct Hub {
     hasher: RandomState,
     next_id: AtomicU64,
     interest: OnceLock<Arc<dyn InterestHook>>,
+    /// Told of each channel's deliveries ([`Hub::set_delivery_meter`]).
+    meter: OnceLock<Arc<dyn DeliveryMeter>>,
     /// Catch-up bytes a subscription queues at a time ([`Hub::set_catchup_budget`]).
     catchup_budget: AtomicUsize,
     /// The node-wide bound on the channels' shared recent tails ([`crate::catchup::tail`]).
@@ -488,6 +500,7 @@ impl Default for Hub {
             hasher: RandomState::new(),
             next_id: AtomicU64::new(1),
             interest: OnceLock::new(),
+            meter: OnceLock::new(),
             catchup_budget: AtomicUsize::new(DEFAULT_CATCHUP_BUDGET),
             tail_budget: TailBudget::new(DEFAULT_TAIL_CACHE_BYTES),
             backlog: Backlog::default(),
@@ -557,6 +570,20 @@ impl Hub {
     /// `false` if one was already set. Channels with entries already are not reported.
     pub fn set_interest_hook(&self, hook: Arc<dyn InterestHook>) -> bool {
         self.interest.set(hook).is_ok()
+    }
+
+    /// Sets the meter told of each channel's deliveries on this node; `false` if one was
+    /// already set.
+    pub fn set_delivery_meter(&self, meter: Arc<dyn DeliveryMeter>) -> bool {
+        self.meter.set(meter).is_ok()
+    }
+
+    /// Counts `n` deliveries of `channel`'s messages: the node's metric and the meter.
+    fn count_deliveries(&self, channel: &ChannelName, n: u64) {
+        telemetry().deliveries.increment(n);
+        if let Some(meter) = self.meter.get().filter(|_| n > 0) {
+            meter.delivered(channel, n);
+        }
     }
 
     /// The oldest head the hub was told of for `channel` since it made the channel's entry (by
@@ -734,9 +761,7 @@ impl Hub {
             for sub in &entry.subs {
                 sub.deliver_run(run);
             }
-            telemetry()
-                .deliveries
-                .increment((entry.subs.len() * run.len()) as u64);
+            self.count_deliveries(&last.channel, (entry.subs.len() * run.len()) as u64);
         }
     }
 
@@ -756,7 +781,7 @@ impl Hub {
             for sub in &entry.subs {
                 sub.deliver(message);
             }
-            telemetry().deliveries.increment(entry.subs.len() as u64);
+            self.count_deliveries(&message.channel, entry.subs.len() as u64);
         }
     }
 }
@@ -892,6 +917,49 @@ mod tests {
             vec![6, 7, 8],
             "the other subscriber is unaffected"
         );
+    }
+
+    /// Records what the hub tells a delivery meter.
+    #[derive(Default)]
+    struct Recorded(Mutex<Vec<(String, u64)>>);
+
+    impl DeliveryMeter for Recorded {
+        fn delivered(&self, channel: &ChannelName, n: u64) {
+            self.0.lock().push((channel.as_str().to_string(), n));
+        }
+    }
+
+    #[test]
+    fn the_delivery_meter_is_told_each_channels_deliveries_once_per_run() {
+        let hub = Hub::new();
+        let meter = Arc::new(Recorded::default());
+        assert!(hub.set_delivery_meter(meter.clone()));
+        assert!(!hub.set_delivery_meter(meter.clone()), "set once");
+        let (a, b, quiet) = (
+            ChannelName::parse("a").unwrap(),
+            ChannelName::parse("b").unwrap(),
+            ChannelName::parse("quiet").unwrap(),
+        );
+        let subs: Vec<_> = [&a, &a, &b]
+            .into_iter()
+            .map(|ch| {
+                let (sub, _) = hub.subscribe(ch, Outbox::new(1 << 20));
+                sub.go_live(vec![], 0);
+                sub
+            })
+            .collect();
+        hub.deliver(&msg(&a, 1));
+        hub.deliver_all(&[msg(&a, 2), msg(&a, 3), msg(&b, 1), msg(&quiet, 1)]);
+        assert_eq!(
+            *meter.0.lock(),
+            vec![
+                ("a".to_string(), 2),
+                ("a".to_string(), 4),
+                ("b".to_string(), 1)
+            ],
+            "messages times subscribers, one call per run; none for a channel without any"
+        );
+        drop(subs);
     }
 
     #[test]

@@ -125,6 +125,13 @@ impl AppId {
     }
 }
 
+/// Looks an app up by its id's text (the hash and order are the text's).
+impl std::borrow::Borrow<str> for AppId {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
 impl fmt::Display for AppId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
@@ -178,6 +185,13 @@ pub(crate) fn public_name(full: &str) -> &str {
     } else {
         local
     }
+}
+
+/// The app id and the name within that app of a full channel name: `("shop", "news")` for
+/// `shop~news`, `("shop", "$app")` for `shop~$app`, `("default", "news")` for the default app's
+/// `news`.
+pub fn split_app(full: &str) -> (&str, &str) {
+    full.split_once(SCOPE).unwrap_or((DEFAULT_APP, full))
 }
 
 /// The name within its app of a full channel name of an app other than the default one

@@ -2,6 +2,11 @@
 //! acknowledgements, and the most connections held at once; and the app's limits, checked
 //! against what it uses (registered devices, live connections, payload size).
 //!
+//! Beside them, not billed and not stored, each app's channel messages delivered by this node
+//! since it started ([`AppUsage::messages_delivered`]): the hub tells the meter of each run it
+//! delivers ([`DeliveryMeter`]), so a dashboard can show messages reaching subscribers, which
+//! the `deliveries` figure (pushes to devices) leaves out.
+//!
 //! Counting is a few atomic adds on the hot path. The totals are the stored figures loaded at
 //! start plus what this process counted; what it counted is added to the stored figures every
 //! few seconds and at shutdown (as increments, so several nodes add up), and a crash loses at
@@ -15,8 +20,10 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 use crate::error::{ErrorCode, HeraldError};
+use crate::hub::DeliveryMeter;
+use crate::name::ChannelName;
 use crate::tenancy::{AppLimits, Usage};
-use crate::tenant::AppId;
+use crate::tenant::{split_app, AppId, RESERVED};
 
 /// One app's counters.
 pub struct AppUsage {
@@ -26,6 +33,8 @@ pub struct AppUsage {
     published: AtomicU64,
     deliveries: AtomicU64,
     acks: AtomicU64,
+    /// Channel messages delivered by this node (see the module doc); not stored.
+    messages_delivered: AtomicU64,
     connections: AtomicU64,
     /// Connections other nodes of a cluster hold, as last learned (0 on one node).
     elsewhere: AtomicU64,
@@ -50,6 +59,7 @@ impl AppUsage {
             published: AtomicU64::new(0),
             deliveries: AtomicU64::new(0),
             acks: AtomicU64::new(0),
+            messages_delivered: AtomicU64::new(0),
             connections: AtomicU64::new(0),
             elsewhere: AtomicU64::new(0),
             peak: AtomicU64::new(0),
@@ -78,6 +88,12 @@ impl AppUsage {
     pub fn acked(&self, n: u64) {
         self.acks.fetch_add(n, Ordering::Relaxed);
         self.metrics.acks.increment(n);
+    }
+
+    /// Messages of the app's channels this node queued to their subscribers since it started
+    /// (a message to 3 subscribers counts 3; pushes are counted in `deliveries` instead).
+    pub fn messages_delivered(&self) -> u64 {
+        self.messages_delivered.load(Ordering::Relaxed)
     }
 
     /// The app's limits.
@@ -150,6 +166,22 @@ impl AppUsage {
             deliveries: base.deliveries + self.deliveries.load(Ordering::Relaxed),
             acks: base.acks + self.acks.load(Ordering::Relaxed),
             peak_connections: base.peak_connections.max(self.peak.load(Ordering::Relaxed)),
+        }
+    }
+}
+
+/// Counts each app's channel deliveries as the hub makes them. The push logs (`$app`, `$dev/`)
+/// are left out: what a device receives from them is counted in the app's `deliveries`, by its
+/// subscription. An app the meter does not know (deleted) is not counted, nor made again: a
+/// subscriber's connection made its app's counters when it connected.
+impl DeliveryMeter for UsageMeter {
+    fn delivered(&self, channel: &ChannelName, n: u64) {
+        let (app, local) = split_app(channel.as_str());
+        if local.starts_with(RESERVED) {
+            return;
+        }
+        if let Some(usage) = self.apps.read().get(app) {
+            usage.messages_delivered.fetch_add(n, Ordering::Relaxed);
         }
     }
 }
@@ -329,6 +361,35 @@ mod tests {
                     peak_connections: 4,
                 }
             )]
+        );
+    }
+
+    #[test]
+    fn channel_deliveries_are_counted_per_app_and_push_logs_are_not() {
+        let meter = UsageMeter::new();
+        let shop = AppId::parse("shop").unwrap();
+        let default = AppId::default_app();
+        let news = ChannelName::parse("news").unwrap();
+        let (shop_usage, default_usage) = (meter.app(&shop), meter.app(&default));
+        meter.delivered(&shop.channel(&news), 3);
+        meter.delivered(&shop.channel(&news), 2);
+        meter.delivered(&news, 7);
+        meter.delivered(&shop.reserved_log("$app"), 100);
+        meter.delivered(&shop.reserved_log("$dev/phone-1"), 100);
+        meter.delivered(&default.reserved_log("$app"), 100);
+        let gone = AppId::parse("gone").unwrap();
+        meter.delivered(&gone.channel(&news), 4);
+        assert_eq!(shop_usage.messages_delivered(), 5);
+        assert_eq!(default_usage.messages_delivered(), 7);
+        assert_eq!(
+            meter.snapshot().len(),
+            2,
+            "an app the meter does not know is not made"
+        );
+        assert_eq!(
+            shop_usage.totals(),
+            Usage::default(),
+            "not billed: published, deliveries and acks are unchanged"
         );
     }
 

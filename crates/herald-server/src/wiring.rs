@@ -123,6 +123,8 @@ impl Parts {
         // Revoked tokens stay refused across a restart.
         tokens.replace_revocations(&registry.token_revocations().await?);
         let engine = Arc::new(engine);
+        // Each app's channel deliveries on this node, for the dashboard (`/v1/overview`).
+        engine.set_delivery_meter(usage.clone());
         let publisher = Arc::new(Publisher::new(
             engine.clone(),
             usage.clone(),

@@ -231,6 +231,60 @@ export class Herald {
   }
 }
 
+/**
+ * `herald mock KIND` (apns, fcm, webpush) on a free loopback port, writing its certificate and
+ * credentials into a temporary folder: `{ url, dir, stop() }`. `args` are extra flags.
+ */
+export async function startMock(kind, args = []) {
+  const dir = mkdtempSync(join(tmpdir(), `herald-mock-${kind}-`));
+  const env = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('HERALD_')) env[k] = v;
+  const child = spawn(heraldBin(), ['mock', kind, '--listen', '127.0.0.1:0', '--out', dir, ...args], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  live.add(child);
+  let log = '';
+  child.stderr.setEncoding('utf8');
+  child.stderr.on('data', (chunk) => { log = (log + chunk).slice(-4096); });
+  const exited = new Promise((resolve) => child.once('exit', (code, signal) => {
+    live.delete(child);
+    resolve({ code, signal });
+  }));
+  const lines = createInterface({ input: child.stdout });
+  const listening = new Promise((resolve, reject) => {
+    lines.on('line', (line) => {
+      const m = new RegExp(`^herald mock ${kind} listening on (\\S+)$`).exec(line.trim());
+      if (m) resolve(m[1]);
+    });
+    exited.then(({ code, signal }) => reject(new Error(
+      `herald mock ${kind} exited (code ${code}, signal ${signal}) before listening\n${log}`)));
+    child.once('error', reject);
+  });
+  let url;
+  try {
+    url = await withTimeout(listening, WAIT_MS, `herald mock ${kind} to report its address`);
+  } catch (e) {
+    child.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+    throw e;
+  }
+  return {
+    url,
+    dir,
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      try {
+        await withTimeout(exited, 5_000, `herald mock ${kind} to exit`);
+      } catch {
+        child.kill('SIGKILL');
+        await exited;
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
 function b64url(buf) {
   return Buffer.from(buf).toString('base64url');
 }

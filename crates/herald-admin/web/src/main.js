@@ -1,10 +1,14 @@
 // The dashboard's shell: checks the session, draws the top bar (pages, the app the admin key
-// acts for, who is logged in, log out) and routes `#/page/...` to the page modules. No key is
-// ever put in a URL: logging in posts it once, and the session lives in an HttpOnly cookie.
+// acts for, who is logged in, log out) and routes `#/page/...?app=ID` to the page modules. The
+// app picker follows the route: an app-scoped page acts for the app its URL names, and an app's
+// own page (`#/apps/ID`) for that app. No key is ever put in a URL: logging in posts it once,
+// and the session lives in an HttpOnly cookie.
 
 import { call, get, session, whenSessionEnds } from './api.js';
 import { h, mount } from './dom.js';
 import { time } from './format.js';
+import { SCOPED, go, href, parseRoute } from './route.js';
+import { errorBox } from './ui.js';
 import * as login from './pages/login.js';
 import * as overview from './pages/overview.js';
 import * as apps from './pages/apps.js';
@@ -23,16 +27,13 @@ const PAGES = [
 const root = document.getElementById('root');
 let cleanup = null;
 let loginMessage = null;
+/** Counts renders: one that a newer render overtook while it waited for the server stops. */
+let renders = 0;
 
-/** The route in the hash: `#/channels/chat/1` -> ['channels', 'chat/1']. */
-function route() {
-  const raw = decodeURIComponent(window.location.hash.replace(/^#\/?/, ''));
-  const slash = raw.indexOf('/');
-  return slash < 0 ? [raw, ''] : [raw.slice(0, slash), raw.slice(slash + 1)];
-}
-
-export function go(path) {
-  window.location.hash = `#/${path}`;
+/** Makes `app` the one the admin key acts for (kept for this tab). */
+function actFor(app) {
+  session.actingApp = app;
+  sessionStorage.setItem('herald.actingApp', app);
 }
 
 async function loadApps() {
@@ -56,23 +57,34 @@ async function logout() {
   }
 }
 
-function topBar(active, appList) {
+function topBar(route, appList) {
+  const active = route.page;
   const nav = h('nav', { class: 'nav' }, PAGES.map((p) => h('a', {
-    href: `#/${p.path}`,
+    href: href(p.path),
     class: p.path === active ? 'active' : null,
     'data-page': p.path,
   }, p.label)));
   let scope;
   if (session.role === 'admin') {
+    const ids = appList.map((a) => a.id);
+    // An app the route names that the list lacks (deleted, mistyped) is still shown as the
+    // one in view; the page says what the server answers for it.
+    if (session.actingApp && !ids.includes(session.actingApp)) ids.push(session.actingApp);
     const select = h('select', {
       id: 'acting-app',
       'aria-label': 'App',
       onchange: (e) => {
-        session.actingApp = e.target.value;
-        sessionStorage.setItem('herald.actingApp', session.actingApp);
-        render();
+        const app = e.target.value;
+        actFor(app);
+        if (SCOPED.has(active)) {
+          go(active, app);
+        } else if (active === 'apps' && route.rest) {
+          go(`apps/${encodeURIComponent(app)}`);
+        } else {
+          render();
+        }
       },
-    }, appList.map((a) => h('option', { value: a.id, selected: a.id === session.actingApp }, a.id)));
+    }, ids.map((id) => h('option', { value: id, selected: id === session.actingApp }, id)));
     scope = h('label', { class: 'scope' }, 'App', select);
   } else {
     scope = h('span', { class: 'scope' }, 'App ', h('b', {}, session.app));
@@ -92,7 +104,8 @@ async function render() {
     cleanup();
     cleanup = null;
   }
-  const [page, rest] = route();
+  const route = parseRoute();
+  const { page, rest } = route;
   if (!session.role || page === 'login') {
     if (session.role && page === 'login') {
       go('overview');
@@ -114,12 +127,28 @@ async function render() {
     go('overview');
     return;
   }
+  const admin = session.role === 'admin';
+  // The app in view: the one the route names, else (the route then gains it) the picker's.
+  const named = SCOPED.has(page) ? route.app : page === 'apps' && rest ? rest : null;
+  if (admin && named) actFor(named);
+  const generation = ++renders;
   const appList = await loadApps();
-  if (session.role === 'admin' && appList.length && !appList.some((a) => a.id === session.actingApp)) {
-    session.actingApp = appList[0].id;
+  if (generation !== renders) return;
+  if (admin && !named && appList.length && !appList.some((a) => a.id === session.actingApp)) {
+    actFor(appList[0].id);
+  }
+  if (SCOPED.has(page) && !route.app) {
+    window.history.replaceState(null, '', href(route.path));
   }
   const view = h('main', { class: 'view', id: 'view', 'data-page': page });
-  mount(root, topBar(page, appList), view);
+  mount(root, topBar(route, appList), view);
+  if (!admin && named && named !== session.app) {
+    mount(view, errorBox({
+      code: 'not_found',
+      message: `this page is of app ${named}; the publisher key logged in is app ${session.app}'s`,
+    }), h('p', {}, h('a', { href: href(SCOPED.has(page) ? page : 'apps', session.app) }, `Open app ${session.app}`)));
+    return;
+  }
   const done = entry.page.render(view, rest, { go, appList });
   cleanup = typeof done === 'function' ? done : null;
 }

@@ -1,5 +1,6 @@
-// Shared page pieces: panels, tables, key-value lists, error and notice boxes, and a helper
-// that runs an action with its button disabled and shows any error with its code.
+// Shared page pieces: panels, tables, key-value lists, error and notice boxes, what a card shows
+// while it loads, and a helper that runs an action with its button disabled and shows any error
+// with its code.
 
 import { h, mount } from './dom.js';
 
@@ -37,15 +38,27 @@ export function errorSlot() {
   };
 }
 
+/** What a card shows until its content arrives; `failed` replaces it if the load fails. */
+export function loading() {
+  return h('p', { class: 'muted loading' }, 'Loading…');
+}
+
+/** Shows in `el` (a card that was loading) why its content could not be loaded. */
+export function failed(el, err) {
+  mount(el, errorBox(err));
+}
+
 /**
- * A table: columns [{ label, value: (row) => node|string, class? }], rows, and an optional
- * click handler per row.
+ * A table: columns [{ label, value: (row) => node|string, class?, title? }], rows, an optional
+ * click handler per row and optional attributes per row. It scrolls sideways inside its
+ * container when wider than the screen.
  */
-export function table(columns, rows, { empty = 'Nothing yet.', onRow } = {}) {
+export function table(columns, rows, { empty = 'Nothing yet.', onRow, rowAttrs } = {}) {
   if (!rows.length) return h('p', { class: 'muted empty' }, empty);
   return h('div', { class: 'table-wrap' }, h('table', {},
-    h('thead', {}, h('tr', {}, columns.map((c) => h('th', { class: c.class }, c.label)))),
+    h('thead', {}, h('tr', {}, columns.map((c) => h('th', { class: c.class, title: c.title }, c.label)))),
     h('tbody', {}, rows.map((row) => h('tr', {
+      ...(rowAttrs ? rowAttrs(row) : {}),
       class: onRow ? 'clickable' : null,
       onclick: onRow ? () => onRow(row) : null,
     }, columns.map((c) => h('td', { class: c.class }, c.value(row))))))));

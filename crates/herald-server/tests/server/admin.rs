@@ -12,7 +12,7 @@ use reqwest::header::{HeaderMap, HeaderValue, COOKIE};
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
-use crate::support::{settings, start, API_KEY, SECRET};
+use crate::support::{publish, settings, start, Ws, API_KEY, SECRET};
 
 const ADMIN_KEY: &str = "hk_admin_dashboard_test_key_0123";
 
@@ -414,6 +414,81 @@ async fn a_devices_inbox_shows_its_position_and_recent_pushes() {
         )
         .await;
         assert_eq!((missing.status, error_code(&missing)), (404, "not_found"));
+        server.shutdown().await.unwrap();
+    })
+    .await
+    .expect("bounded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overview_counts_each_apps_channel_messages_delivered() {
+    tokio::time::timeout(BOUND, async {
+        let data = TempDir::new().unwrap();
+        let server = admin_server(&data).await;
+        let client = reqwest::Client::new();
+        let created = send(
+            client
+                .post(url(&server, "/v1/apps"))
+                .bearer_auth(ADMIN_KEY)
+                .json(&json!({ "id": "shop" })),
+        )
+        .await;
+        assert_eq!(created.status, 201, "{}", created.body);
+        // A push to a device is counted in `deliveries`, not as a channel message delivered.
+        let registered = send(
+            client
+                .post(url(&server, "/v1/devices"))
+                .bearer_auth(API_KEY)
+                .json(&json!({ "platform": "herald", "id": "phone-1" })),
+        )
+        .await;
+        assert!(registered.status < 300, "{}", registered.body);
+        let mut first = Ws::connect(&server, &["news"]).await;
+        let mut second = Ws::connect(&server, &["news"]).await;
+        first.subscribe("news", None).await;
+        second.subscribe("news", None).await;
+        for n in 0..3 {
+            publish(&server, "news", json!({ "n": n })).await;
+        }
+        assert_eq!(first.message_seqs(3).await, vec![1, 2, 3]);
+        assert_eq!(second.message_seqs(3).await, vec![1, 2, 3]);
+        let pushed = send(
+            client
+                .post(url(&server, "/v1/push"))
+                .bearer_auth(API_KEY)
+                .json(&json!({ "target": { "device": "phone-1" }, "data": { "n": 1 } })),
+        )
+        .await;
+        assert!(pushed.status < 300, "{}", pushed.body);
+
+        let delivered = |overview: &Answer, app: &str| {
+            overview.body["apps"]
+                .as_array()
+                .and_then(|apps| apps.iter().find(|a| a["app"] == app))
+                .map(|a| a["messages_delivered"].clone())
+        };
+        let admin = send(
+            client
+                .get(url(&server, "/v1/overview"))
+                .bearer_auth(ADMIN_KEY),
+        )
+        .await;
+        assert_eq!(admin.status, 200, "{}", admin.body);
+        assert_eq!(
+            delivered(&admin, "default"),
+            Some(json!(6)),
+            "3 messages to 2 subscribers: {}",
+            admin.body
+        );
+        assert_eq!(delivered(&admin, "shop"), Some(json!(0)), "{}", admin.body);
+        let publisher = send(
+            client
+                .get(url(&server, "/v1/overview"))
+                .bearer_auth(API_KEY),
+        )
+        .await;
+        assert_eq!(publisher.status, 200, "{}", publisher.body);
+        assert_eq!(delivered(&publisher, "default"), Some(json!(6)));
         server.shutdown().await.unwrap();
     })
     .await

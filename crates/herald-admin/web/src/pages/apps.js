@@ -4,8 +4,10 @@
 
 import { del, get, post, session } from '../api.js';
 import { formValues, h, mount } from '../dom.js';
-import { int, json, time } from '../format.js';
-import { badge, busy, errorSlot, kv, pageHead, panel, table } from '../ui.js';
+import { int, time } from '../format.js';
+import { providerFigures, providerRows } from '../providers.js';
+import { href } from '../route.js';
+import { badge, busy, errorSlot, failed, kv, loading, pageHead, panel, table } from '../ui.js';
 
 export function render(view, rest, { go }) {
   if (session.role !== 'admin') {
@@ -17,7 +19,7 @@ export function render(view, rest, { go }) {
 
 function listPage(view, { go }) {
   const slot = errorSlot();
-  const list = h('div', {}, h('p', { class: 'muted' }, 'Loading…'));
+  const list = h('div', {}, loading());
   const created = h('div');
   const button = h('button', { type: 'submit', class: 'primary', id: 'create-app' }, 'Create app');
   const form = h('form', {
@@ -40,7 +42,7 @@ function listPage(view, { go }) {
       }
     },
   },
-  h('input', { name: 'id', placeholder: 'app id (a-z, 0-9, -)', required: true, pattern: '[a-z0-9][a-z0-9-]*', 'aria-label': 'App id' }),
+  h('input', { name: 'id', placeholder: 'app id (a-z, 0-9, -)', required: true, pattern: '[a-z0-9][a-z0-9\\-]*', 'aria-label': 'App id' }),
   h('input', { name: 'name', placeholder: 'display name (optional)', 'aria-label': 'Name' }),
   button);
 
@@ -54,7 +56,7 @@ function listPage(view, { go }) {
         { label: 'Created', value: (a) => time(a.created) },
       ], answer.apps, { onRow: (a) => go(`apps/${a.id}`), empty: 'No apps.' }));
     } catch (e) {
-      slot.show(e);
+      failed(list, e);
     }
   }
   mount(view,
@@ -80,7 +82,7 @@ function secretBox(title, pairs) {
 function appPage(view, id, { go }) {
   const admin = session.role === 'admin';
   const slot = errorSlot();
-  const stats = h('div', {}, h('p', { class: 'muted' }, 'Loading…'));
+  const stats = h('div', {}, loading());
   const more = h('div');
   const keys = h('div');
   const shown = h('div');
@@ -104,8 +106,12 @@ function appPage(view, id, { go }) {
 
   async function loadStats() {
     try {
-      const [app, s] = await Promise.all([get(`/v1/apps/${id}`), get(`/v1/apps/${id}/stats`)]);
-      const providers = Object.entries(s.providers || {});
+      const [app, s, overview] = await Promise.all([
+        get(`/v1/apps/${id}`),
+        get(`/v1/apps/${id}/stats`),
+        get('/v1/overview'),
+      ]);
+      const live = (overview.apps || []).find((a) => a.app === id) || {};
       mount(stats,
         h('div', { class: 'grid-2' },
           panel('App', kv([
@@ -116,22 +122,23 @@ function appPage(view, id, { go }) {
           ])),
           panel('Usage', kv([
             ['Published', int(s.usage.published)],
-            ['Deliveries', int(s.usage.deliveries)],
+            ['Messages delivered', [
+              h('span', { id: 'usage-messages-delivered' }, int(live.messages_delivered)),
+              h('span', { class: 'muted' }, ' to channel subscribers, by this node since it started'),
+            ]],
+            ['Pushes delivered', h('span', { id: 'usage-pushes-delivered' }, int(s.usage.deliveries))],
             ['Acks', int(s.usage.acks)],
             ['Peak connections', int(s.usage.peak_connections)],
           ]))));
-      mount(more, h('div', { class: 'grid-2' },
+      mount(more,
+        h('div', { id: 'app-providers' }, panel('Providers', providerFigures(providerRows(id, s.providers), {
+          empty: 'No provider figures yet: pushes that go out through APNs, FCM or Web Push show up here.',
+        }))),
         panel('Limits', Object.keys(s.limits || {}).length
           ? kv(Object.entries(s.limits).map(([k, v]) => [k, v === null ? 'none' : String(v)]))
-          : h('p', { class: 'muted empty' }, 'No limits set.')),
-        panel('Providers', providers.length
-          ? table([
-            { label: 'Provider', value: ([p]) => p },
-            { label: 'Figures', value: ([, f]) => h('code', {}, json(f)) },
-          ], providers)
-          : h('p', { class: 'muted empty' }, 'No provider figures yet.'))));
+          : h('p', { class: 'muted empty' }, 'No limits set.')));
     } catch (e) {
-      slot.show(e);
+      failed(stats, e);
     }
   }
 
@@ -164,7 +171,7 @@ function appPage(view, id, { go }) {
 
   mount(view,
     pageHead(`App ${id}`, admin ? null : 'Your publisher key\'s app.',
-      admin ? h('a', { href: '#/apps', class: 'button ghost' }, 'All apps') : null,
+      admin ? h('a', { href: href('apps'), class: 'button ghost' }, 'All apps') : null,
       h('button', { class: 'ghost', onclick: () => go('overview') }, 'Live overview')),
     slot.el,
     stats,

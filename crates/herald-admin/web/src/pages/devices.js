@@ -5,7 +5,8 @@
 import { currentApp, get, post } from '../api.js';
 import { formValues, h, mount } from '../dom.js';
 import { int, time } from '../format.js';
-import { badge, busy, errorSlot, kv, pageHead, panel, table } from '../ui.js';
+import { href } from '../route.js';
+import { badge, busy, errorSlot, failed, kv, loading, pageHead, panel, table } from '../ui.js';
 
 export function render(view, rest, { go }) {
   return rest ? devicePage(view, rest, { go }) : searchPage(view, { go });
@@ -13,7 +14,7 @@ export function render(view, rest, { go }) {
 
 function deviceTable(devices, go) {
   return table([
-    { label: 'Id', value: (d) => h('a', { href: `#/devices/${encodeURIComponent(d.id)}` }, d.id) },
+    { label: 'Id', value: (d) => h('a', { href: href(`devices/${encodeURIComponent(d.id)}`) }, d.id) },
     { label: 'Platform', value: (d) => d.platform },
     { label: 'User', value: (d) => d.user || '—' },
     { label: 'Tags', value: (d) => (d.tags.length ? d.tags.map((t) => badge(t)) : '—') },
@@ -24,7 +25,7 @@ function deviceTable(devices, go) {
 
 function searchPage(view, { go }) {
   const slot = errorSlot();
-  const results = h('div', { id: 'device-results' });
+  const results = h('div', { id: 'device-results' }, loading());
   const byId = h('form', {
     class: 'inline-form',
     id: 'find-device-form',
@@ -85,7 +86,7 @@ function searchPage(view, { go }) {
     panel('Register a test device (Herald inbox only)', register));
   get('/v1/devices?limit=100')
     .then((answer) => mount(results, deviceTable(answer.devices, go)))
-    .catch((e) => slot.show(e));
+    .catch((e) => failed(results, e));
 }
 
 function position(p) {
@@ -104,10 +105,11 @@ function receiptText(r) {
 
 function devicePage(view, id, { go }) {
   const slot = errorSlot();
-  const details = h('div', {}, h('p', { class: 'muted' }, 'Loading…'));
-  const inbox = h('div');
-  const recent = h('div');
+  const details = h('div', {}, loading());
+  const inbox = h('div', {}, loading());
+  const recent = h('div', {}, loading());
   async function load() {
+    slot.clear();
     try {
       const device = await get(`/v1/devices/${encodeURIComponent(id)}`);
       mount(details, kv([
@@ -129,7 +131,7 @@ function devicePage(view, id, { go }) {
         ]));
       mount(recent,
         table([
-          { label: 'Push', value: (p) => h('a', { href: `#/pushes/${encodeURIComponent(p.id)}` }, h('code', {}, p.id)) },
+          { label: 'Push', value: (p) => h('a', { href: href(`pushes/${encodeURIComponent(p.id)}`) }, h('code', {}, p.id)) },
           { label: 'Log', value: (p) => (p.log === 'app' ? 'broadcast' : 'direct') },
           { label: 'Seq', value: (p) => int(p.seq), class: 'num' },
           { label: 'Sent', value: (p) => time(p.time) },
@@ -137,12 +139,16 @@ function devicePage(view, id, { go }) {
           { label: 'Receipt', value: (p) => receiptText(p.receipt) },
         ], box.recent, { empty: 'No pushes for this device yet.' }));
     } catch (e) {
-      slot.show(e);
+      // No card stays loading: the first one waiting shows the error, the others say they
+      // were not loaded; a failed reload shows the error above the cards.
+      const waiting = [details, inbox, recent].filter((el) => el.querySelector('.loading'));
+      waiting.forEach((el, i) => (i === 0 ? failed(el, e) : mount(el, h('p', { class: 'muted empty' }, 'Not loaded.'))));
+      if (!waiting.length) slot.show(e);
     }
   }
   mount(view,
     pageHead(`Device ${id}`, `App ${currentApp()}.`,
-      h('a', { href: '#/devices', class: 'button ghost' }, 'All devices'),
+      h('a', { href: href('devices'), class: 'button ghost' }, 'All devices'),
       h('button', { class: 'ghost', onclick: load }, 'Reload'),
       h('button', { class: 'primary', id: 'push-to-device', onclick: () => go(`pushes/new/device/${encodeURIComponent(id)}`) }, 'Send a test push')),
     slot.el,

@@ -1,12 +1,14 @@
 // Live overview: polls GET /v1/overview every second, turns its cumulative counters into
-// rates, and draws connections, messages/s, deliveries/s, delivery latency and queue depth over
-// the last two minutes, with tables of every app and of the delivery worker per app and
-// provider. A publisher key sees its own app and no server-wide figures.
+// rates, and draws connections, messages published, channel messages delivered to subscribers
+// and pushes delivered to devices per second, delivery latency and queue depth over the last
+// two minutes, with tables of every app and of the delivery worker per app and provider. A
+// publisher key sees its own app and no server-wide figures.
 
 import { get, session } from '../api.js';
 import { LineChart } from '../chart.js';
 import { h, mount } from '../dom.js';
-import { age, int, ms, rate } from '../format.js';
+import { int, ms, rate } from '../format.js';
+import { providerFigures, providerRows } from '../providers.js';
 import { errorSlot, pageHead, panel, table } from '../ui.js';
 
 const POLL_MS = 1000;
@@ -39,14 +41,20 @@ function queueOf(app) {
   return [sum(providers.map((p) => p.queued)), sum(providers.map((p) => p.dead))];
 }
 
-/** Totals of one reading, the same shape for both roles. */
+/**
+ * Totals of one reading, the same shape for both roles. `messages` counts channel messages
+ * queued to subscribers (on the node that answered), `pushes` pushes delivered to devices.
+ */
 function totals(o) {
+  const messages = sum(o.apps.map((a) => a.messages_delivered));
+  const pushes = sum(o.apps.map((a) => a.usage.deliveries));
   if (o.server) {
     const c = o.server.connections;
     return {
       connections: [c.ws, c.sse, c.meteor + c.meteor_control],
       published: o.server.published,
-      deliveries: o.server.deliveries,
+      messages,
+      pushes,
       lag: o.server.delivery_lag,
       acks: sum(o.apps.map((a) => a.usage.acks)),
       queue: o.apps.map(queueOf).reduce((a, b) => [a[0] + b[0], a[1] + b[1]], [0, 0]),
@@ -56,16 +64,17 @@ function totals(o) {
   return {
     connections: [app.connections],
     published: app.usage.published,
-    deliveries: app.usage.deliveries,
+    messages,
+    pushes,
     lag: null,
     acks: app.usage.acks,
     queue: queueOf(app),
   };
 }
 
-function tile(label, id) {
+function tile(label, id, title) {
   const value = h('div', { class: 'tile-value', id }, '—');
-  return { el: h('div', { class: 'tile' }, h('div', { class: 'tile-label' }, label), value), value };
+  return { el: h('div', { class: 'tile', title }, h('div', { class: 'tile-label' }, label), value), value };
 }
 
 export function render(view) {
@@ -73,14 +82,16 @@ export function render(view) {
   const slot = errorSlot();
   const tiles = {
     connections: tile('Connections', 'tile-connections'),
-    messages: tile('Messages / s', 'tile-messages'),
-    deliveries: tile('Deliveries / s', 'tile-deliveries'),
+    messages: tile('Published / s', 'tile-messages', 'messages published: channel messages and pushes'),
+    delivered: tile('Messages delivered / s', 'tile-messages-delivered',
+      'channel messages queued to their subscribers (a message to 3 subscribers counts 3)'),
+    pushes: tile('Pushes delivered / s', 'tile-pushes-delivered', 'pushes delivered to devices'),
     latency: tile(admin ? 'Delivery latency p95' : 'Acks / s', 'tile-latency'),
     queue: tile('Queued provider jobs', 'tile-queue'),
   };
   const charts = {
     connections: new LineChart('Connections', admin ? ['WebSocket', 'SSE', 'Meteor'] : ['connections'], int, WINDOW_MS, true),
-    traffic: new LineChart('Throughput / s', ['messages', 'deliveries'], rate, WINDOW_MS),
+    traffic: new LineChart('Throughput / s', ['published', 'messages delivered', 'pushes delivered'], rate, WINDOW_MS),
     latency: admin
       ? new LineChart('Delivery latency', ['mean', 'p95'], ms, WINDOW_MS)
       : new LineChart('Acks / s', ['acks'], rate, WINDOW_MS),
@@ -111,16 +122,13 @@ export function render(view) {
       const prev = readings.length ? readings[readings.length - 1] : null;
       readings.push({ time: o.time_ms, t, o });
       if (readings.length > KEEP) readings.shift();
-      let perSecond = [null, null, null];
+      let perSecond = [null, null, null, null];
       let lag = [null, null];
       if (prev) {
         const dt = (o.time_ms - prev.time) / 1000;
         if (dt > 0) {
-          perSecond = [
-            Math.max(0, (t.published - prev.t.published) / dt),
-            Math.max(0, (t.deliveries - prev.t.deliveries) / dt),
-            Math.max(0, (t.acks - prev.t.acks) / dt),
-          ];
+          const per = (key) => Math.max(0, (t[key] - prev.t[key]) / dt);
+          perSecond = [per('published'), per('messages'), per('pushes'), per('acks')];
         }
         lag = latency(prev.t.lag, t.lag);
       }
@@ -129,8 +137,8 @@ export function render(view) {
         if (points[key].length > KEEP) points[key].shift();
       };
       push('connections', t.connections);
-      push('traffic', perSecond.slice(0, 2));
-      push('latency', admin ? lag : [perSecond[2]]);
+      push('traffic', perSecond.slice(0, 3));
+      push('latency', admin ? lag : [perSecond[3]]);
       push('queue', t.queue);
       charts.connections.draw(points.connections);
       charts.traffic.draw(points.traffic);
@@ -138,8 +146,9 @@ export function render(view) {
       charts.queue.draw(points.queue);
       tiles.connections.value.textContent = int(sum(t.connections));
       tiles.messages.value.textContent = rate(perSecond[0]);
-      tiles.deliveries.value.textContent = rate(perSecond[1]);
-      tiles.latency.value.textContent = admin ? ms(lag[1]) : rate(perSecond[2]);
+      tiles.delivered.value.textContent = rate(perSecond[1]);
+      tiles.pushes.value.textContent = rate(perSecond[2]);
+      tiles.latency.value.textContent = admin ? ms(lag[1]) : rate(perSecond[3]);
       tiles.queue.value.textContent = int(t.queue[0]);
       drawTables(o);
       updated.textContent = `updated ${new Date(o.time_ms).toLocaleTimeString('en-GB')}`;
@@ -156,28 +165,21 @@ export function render(view) {
       { label: 'Name', value: (a) => a.name },
       { label: 'Connections', value: (a) => int(a.connections), class: 'num' },
       { label: 'Published', value: (a) => int(a.usage.published), class: 'num' },
-      { label: 'Deliveries', value: (a) => int(a.usage.deliveries), class: 'num' },
+      {
+        label: 'Messages delivered',
+        title: 'channel messages queued to subscribers by this node since it started',
+        value: (a) => h('span', { 'data-figure': 'messages-delivered' }, int(a.messages_delivered)),
+        class: 'num',
+      },
+      { label: 'Pushes delivered', value: (a) => int(a.usage.deliveries), class: 'num' },
       { label: 'Acks', value: (a) => int(a.usage.acks), class: 'num' },
       { label: 'Peak conns', value: (a) => int(a.usage.peak_connections), class: 'num' },
       { label: 'Devices', value: (a) => int(a.devices), class: 'num' },
-    ], o.apps, { empty: 'No apps.' }));
-    const rows = [];
-    for (const a of o.apps) {
-      for (const [provider, f] of Object.entries(a.providers || {})) rows.push({ app: a.app, provider, f });
-    }
-    mount(providersPanel, table([
-      { label: 'App', value: (r) => r.app },
-      { label: 'Provider', value: (r) => r.provider },
-      { label: 'Sends', value: (r) => int(r.f.sends), class: 'num' },
-      { label: 'Accepted', value: (r) => int(r.f.successes), class: 'num' },
-      { label: 'Failed', value: (r) => int(sum(Object.values(r.f.failures || {}))), class: 'num' },
-      { label: 'Retries', value: (r) => int(r.f.retries), class: 'num' },
-      { label: 'Avg', value: (r) => (r.f.avg_ms === undefined ? '—' : ms(r.f.avg_ms)), class: 'num' },
-      { label: 'p95', value: (r) => (r.f.p95_ms === undefined ? '—' : ms(r.f.p95_ms)), class: 'num' },
-      { label: 'Queued', value: (r) => int(r.f.queued ?? 0), class: 'num' },
-      { label: 'Dead', value: (r) => int(r.f.dead ?? 0), class: 'num' },
-      { label: 'Oldest', value: (r) => age(r.f.oldest_age_ms), class: 'num' },
-    ], rows, { empty: 'No provider jobs yet: pushes that go out through APNs, FCM or Web Push show up here.' }));
+    ], o.apps, { empty: 'No apps.', rowAttrs: (a) => ({ 'data-app': a.app }) }));
+    mount(providersPanel, providerFigures(o.apps.flatMap((a) => providerRows(a.app, a.providers)), {
+      withApp: true,
+      empty: 'No provider jobs yet: pushes that go out through APNs, FCM or Web Push show up here.',
+    }));
   }
 
   poll();

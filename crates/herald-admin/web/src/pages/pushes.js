@@ -1,11 +1,14 @@
 // Pushes: send a test push to a device, a user, a tag expression or the whole app, then watch
-// its receipt (targeted, delivered, pending, expired, and the provider path) change live.
-// `#/pushes/<id>` watches any push's receipt; `#/pushes/new/device/<id>` prefills the target.
+// its receipt (targeted, delivered, pending, expired, and the provider path per state) change
+// live. `#/pushes/<id>` watches any push's receipt; `#/pushes/new/device/<id>` prefills the
+// target.
 
 import { currentApp, get, post } from '../api.js';
 import { formValues, h, mount } from '../dom.js';
-import { int, json, time } from '../format.js';
-import { badge, busy, errorSlot, kv, pageHead, panel, parseUserJson } from '../ui.js';
+import { int, time } from '../format.js';
+import { providerPath } from '../providers.js';
+import { href } from '../route.js';
+import { badge, busy, errorSlot, failed, kv, loading, pageHead, panel, parseUserJson } from '../ui.js';
 
 const POLL_MS = 1000;
 
@@ -87,7 +90,7 @@ export function render(view, rest, { go }) {
 
   mount(history, sent.length
     ? h('ul', { class: 'sent-list' }, sent.map((p) => h('li', {},
-      h('a', { href: `#/pushes/${encodeURIComponent(p.id)}` }, h('code', {}, p.id)),
+      h('a', { href: href(`pushes/${encodeURIComponent(p.id)}`, p.app) }, h('code', {}, p.id)),
       ` to ${p.target} (app ${p.app}) at ${time(p.at)}`)))
     : h('p', { class: 'muted' }, 'Pushes you send from this page are listed here.'));
 
@@ -104,14 +107,19 @@ export function render(view, rest, { go }) {
   }
   let timer = null;
   let stopped = false;
+  let loaded = false;
+  mount(receiptView, loading());
   async function poll() {
     try {
       const r = await get(`/v1/push/${encodeURIComponent(watching)}`);
       if (stopped) return;
       slot.clear();
       mount(receiptView, receiptPanel(r));
+      loaded = true;
     } catch (e) {
-      if (!stopped) slot.show(e);
+      if (stopped) return;
+      if (loaded) slot.show(e);
+      else failed(receiptView, e);
     } finally {
       if (!stopped) timer = setTimeout(poll, POLL_MS);
     }
@@ -138,7 +146,7 @@ function receiptPanel(r) {
       ['Created', time(r.created)],
       ['Expires', time(r.expires)],
     ]),
-    r.providers ? [h('h4', {}, 'Provider path'), h('pre', { class: 'data' }, json(r.providers))] : null);
+    r.providers ? [h('h4', {}, 'Provider path'), providerPath(r.providers)] : null);
 }
 
 function count(label, value, id) {
