@@ -90,7 +90,10 @@ pub(super) struct Attempt<'a> {
 
 /// A pause of one app and provider after a provider-wide retry.
 struct Pause {
+    /// Sends of this app and provider wait until then.
     until_ms: i64,
+    /// Pauses in a row without a send going through: the backoff's step (2 s, 4 s, ... 300 s).
+    /// Kept after the pause ends, until a send succeeds.
     consecutive: u32,
 }
 
@@ -350,9 +353,14 @@ impl Deliverer {
     pub async fn round(self: &Arc<Self>) -> Result<usize, StoreError> {
         let now = now_millis();
         let paused: Vec<(AppId, Platform)> = {
-            let mut paused = self.paused.lock();
-            paused.retain(|_, p| p.until_ms > now);
-            paused.keys().cloned().collect()
+            // A pause that ended stays known (with its count of failures in a row) until a send
+            // goes through, so the next failure waits longer: backoff, not 2 s every time.
+            let paused = self.paused.lock();
+            paused
+                .iter()
+                .filter(|(_, p)| p.until_ms > now)
+                .map(|(key, _)| key.clone())
+                .collect()
         };
         let jobs = self
             .queue
@@ -574,7 +582,12 @@ impl Deliverer {
                     until_ms: now,
                     consecutive: 0,
                 });
-            pause.consecutive += 1;
+            // One step of backoff per pause: the other sends of the round that failed with it
+            // (or a send that was already under way) do not lengthen it, except by the
+            // provider's own Retry-After.
+            if pause.until_ms <= now {
+                pause.consecutive += 1;
+            }
             let wait = after.unwrap_or_else(|| {
                 Duration::from_secs(1 << pause.consecutive.min(8)).min(Duration::from_secs(300))
             });
@@ -604,11 +617,10 @@ impl Deliverer {
     /// A send went through: the app's provider is no longer paused (said once, at INFO).
     fn resume(&self, app: &AppId, provider: Platform) {
         let mut paused = self.paused.lock();
-        if let Some(p) = paused.get_mut(&(app.clone(), provider)) {
+        if let Some(p) = paused.remove(&(app.clone(), provider)) {
             if p.consecutive > 0 {
                 tracing::info!(app = %app.as_str(), provider = provider.as_str(), "provider sends work again for this app");
             }
-            p.consecutive = 0;
         }
     }
 }
