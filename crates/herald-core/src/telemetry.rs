@@ -96,3 +96,94 @@ pub fn telemetry() -> &'static Telemetry {
         ),
     })
 }
+
+/// Describes every metric this crate records (the hot-path ones above, each app's usage
+/// counters in `usage`, rate-limit refusals in `limits`), so `/metrics` has a `# HELP` line for
+/// each. Call it once the recorder is installed: a description given before goes nowhere.
+pub fn describe_metrics() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram};
+    describe_histogram!(
+        "herald_publish_seconds",
+        "Time to store a publish, seconds (its answer waits for this)."
+    );
+    describe_counter!(
+        "herald_published_messages_total",
+        "Messages stored by publishes (HTTP, WebSocket, Meteor, pushes)."
+    );
+    describe_gauge!(
+        "herald_subscriptions",
+        "Live channel subscriptions on this node."
+    );
+    describe_counter!(
+        "herald_deliveries_total",
+        "Messages queued to subscribers' connections."
+    );
+    describe_histogram!(
+        "herald_delivery_lag_seconds",
+        "Time from storing a message to writing it to a client, seconds."
+    );
+    describe_counter!(
+        "herald_slow_consumer_disconnects_total",
+        "Connections closed because they fell too far behind their messages."
+    );
+    describe_counter!(
+        "herald_publishes_paced_total",
+        "Publishes that waited for room in the fan-out's backlog (fanout_backlog)."
+    );
+    describe_counter!(
+        "herald_fanout_writer_waits_total",
+        "Fan-out gathers held back until the connections' writers had taken the one before."
+    );
+    describe_gauge!(
+        "herald_catchup_bytes",
+        "Paged catch-up queued in connections' outboxes and not yet written, bytes, on this node."
+    );
+    describe_gauge!(
+        "herald_catchup_queued_max_bytes",
+        "The most paged catch-up one connection held queued at once since start, bytes."
+    );
+    describe_counter!(
+        "herald_catchup_pages_total",
+        "Pages read by paged catch-ups after their first read."
+    );
+    describe_counter!(
+        "herald_tail_cache_reads_total",
+        "Catch-up reads by result: hit (served from a channel's shared recent tail) or miss."
+    );
+    describe_gauge!(
+        "herald_tail_cache_bytes",
+        "Bytes held by the channels' shared recent tails on this node."
+    );
+    describe_counter!(
+        "herald_http_direct_publishes_total",
+        "One-message publishes answered without hyper (whole POST /v1/channels/{name}/messages)."
+    );
+    describe_counter!(
+        "herald_messages_written_total",
+        "Messages written to clients, by transport (ws, sse, poll, meteor)."
+    );
+    describe_gauge!(
+        "herald_connections",
+        "Open client connections on this node, by transport."
+    );
+    describe_counter!(
+        "herald_app_published_total",
+        "Messages an app published (its billing figure), counted by this node."
+    );
+    describe_counter!(
+        "herald_app_deliveries_total",
+        "Pushes delivered to an app's devices, counted by this node."
+    );
+    describe_counter!(
+        "herald_app_acks_total",
+        "Pushes an app's devices acknowledged, counted by this node."
+    );
+    describe_gauge!(
+        "herald_app_connections",
+        "An app's live client connections on this node."
+    );
+    describe_counter!(
+        "herald_rate_limited_total",
+        "Requests refused by a rate limit, by limit (and app, where one is known)."
+    );
+}

@@ -200,6 +200,9 @@ impl Drop for ConnectionGuard {
 #[derive(Default)]
 pub struct UsageMeter {
     apps: RwLock<HashMap<AppId, Arc<AppUsage>>>,
+    /// Apps deleted while this process ran, whose metric series `/metrics` leaves out (app ids
+    /// are never reused).
+    deleted: RwLock<std::collections::HashSet<AppId>>,
 }
 
 impl UsageMeter {
@@ -225,9 +228,16 @@ impl UsageMeter {
             .clone()
     }
 
-    /// Forgets a deleted app.
+    /// Forgets a deleted app, and remembers it was deleted ([`UsageMeter::deleted_apps`]).
     pub fn remove(&self, app: &AppId) {
         self.apps.write().remove(app);
+        self.deleted.write().insert(app.clone());
+    }
+
+    /// The apps deleted while this process ran: `/metrics` leaves out the series labelled with
+    /// them (the exporter keeps every series it was given).
+    pub fn deleted_apps(&self) -> Vec<AppId> {
+        self.deleted.read().iter().cloned().collect()
     }
 
     /// Counts a live connection of `app` until the guard is dropped; refused past the app's

@@ -11,7 +11,7 @@
 //!
 //! Modules: [`settings`] (what a server starts with), `server` (start and shutdown), `node`
 //! (opening the store and the bus together), `wiring` (building the parts and joining them), `listener` (the HTTP accept loop), `http_runtime` (the runtime HTTP requests are served on), `meteor` (the
-//! Meteor ports), `metrics` (the process's recorder), `usage_writer`, `secrets` (the generated
+//! Meteor ports), `metrics` (the process's recorder, and `/metrics` without deleted apps' series), `http_metrics` (HTTP answers by route and status class), `usage_writer`, `secrets` (the generated
 //! token secret), `data_dir` (the data directory's lock), [`tls`] (certificates, their reload, the TLS
 //! configurations) and [`error`].
 #![forbid(unsafe_code)]
@@ -20,6 +20,7 @@
 mod data_dir;
 pub mod error;
 mod http_runtime;
+mod http_metrics;
 mod jwks_fetch;
 mod listener;
 mod meteor;

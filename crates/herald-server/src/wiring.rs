@@ -297,7 +297,11 @@ impl Parts {
             bus: self.bus.clone(),
             presence: self.bus.presence(),
             max_message_bytes: settings.edge.max_frame_bytes,
-            metrics: Arc::new(move || metrics.render()),
+            metrics: {
+                // A deleted app's series leave the page with it.
+                let usage = self.usage.clone();
+                Arc::new(move || crate::metrics::render(&metrics, &usage.deleted_apps()))
+            },
             credentials: self.credentials.clone(),
             deliverer: self.deliverer.clone(),
             sessions: self.sessions(settings)?,
@@ -309,19 +313,27 @@ impl Parts {
         });
         let publisher = api.clone();
         let direct: DirectPublish = Arc::new(move |request| {
-            Box::pin(herald_api::publish_read(
+            let answer = herald_api::publish_read(
                 publisher.clone(),
                 request.path,
                 request.headers,
                 request.body,
-            ))
+            );
+            Box::pin(async move {
+                let answer = answer.await;
+                // Counted as the router counts the same publish.
+                crate::http_metrics::record(crate::http_metrics::CHANNEL_MESSAGES, answer.status());
+                answer
+            })
         });
         let router = herald_edge::router(edge)
             .merge(herald_api::router(api))
             .merge(herald_admin::router())
             .fallback(not_found)
             .method_not_allowed_fallback(method_not_allowed)
-            .layer(axum::middleware::map_response(json_errors));
+            .layer(axum::middleware::map_response(json_errors))
+            // Outermost: counts the answer the client gets, by route and status class.
+            .layer(axum::middleware::from_fn(crate::http_metrics::count));
         Ok((router, direct))
     }
 

@@ -58,6 +58,37 @@ pub(crate) fn db_sibling(db: &std::path::Path, suffix: &str) -> std::path::PathB
     name.into()
 }
 
+/// Describes the store's metrics (recorded by the writers of both stores, the checkpoint thread
+/// and the write-fault state), so `/metrics` has a `# HELP` line for each. Call it once the
+/// recorder is installed.
+pub fn describe_metrics() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram};
+    describe_histogram!(
+        "herald_store_commit_seconds",
+        "Time one group commit took (transaction and fsync), seconds."
+    );
+    describe_histogram!(
+        "herald_store_batch_messages",
+        "Messages asked for in one group commit."
+    );
+    describe_counter!(
+        "herald_store_appends_total",
+        "Messages appended to the store (duplicates of an idempotency key not counted)."
+    );
+    describe_gauge!(
+        "herald_store_wal_bytes",
+        "Size of SQLite's write-ahead log after the last checkpoint, bytes."
+    );
+    describe_histogram!(
+        "herald_store_checkpoint_seconds",
+        "Time one SQLite checkpoint took, seconds, by mode."
+    );
+    describe_gauge!(
+        "herald_store_write_fault",
+        "Store writes: 0 working, 1 refused for lack of disk space, 2 halted after a failed fsync."
+    );
+}
+
 /// Wraps a backend failure (SQLite, I/O) as a [`StoreError::Backend`] with the error as its
 /// source.
 pub(crate) fn backend(err: impl std::error::Error + Send + Sync + 'static) -> StoreError {

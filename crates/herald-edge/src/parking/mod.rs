@@ -358,6 +358,19 @@ fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// Describes the parking metrics, so `/metrics` has a `# HELP` line for each. Call it once the
+/// recorder is installed.
+pub fn describe_metrics() {
+    metrics::describe_gauge!(
+        "herald_connections_parked",
+        "Idle connections waiting without a task (after park_idle_after), on this node."
+    );
+    metrics::describe_counter!(
+        "herald_connections_revived_total",
+        "Parked connections given a task again (a delivery, a command, a close or an expiry)."
+    );
+}
+
 /// Writes a keep-alive ping (taken from `outbox` with [`Outbox::take_lone_ping`]) to a parked
 /// socket with one non-blocking send: true if the socket took all of it. If it took none, the
 /// ping is requested again for the task the connection is then revived into; if it took part

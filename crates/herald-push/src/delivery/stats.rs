@@ -170,6 +170,33 @@ impl WorkerStats {
     }
 }
 
+/// Describes the delivery metrics: the sends counted here and the queue gauges the worker sets
+/// (`Deliverer::export_depth`), so `/metrics` has a `# HELP` line for each. Call it once the
+/// recorder is installed.
+pub fn describe_metrics() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(
+        "herald_provider_sends_total",
+        "Provider sends by app, provider and result (accepted, failed, retry)."
+    );
+    describe_histogram!(
+        "herald_provider_send_seconds",
+        "Time one provider send took, seconds, by provider."
+    );
+    describe_gauge!(
+        "herald_provider_jobs_queued",
+        "Provider jobs waiting to be sent, by app and provider (expand: broadcast pages)."
+    );
+    describe_gauge!(
+        "herald_provider_jobs_dead",
+        "Provider jobs that failed every attempt (dead letters), by app and provider."
+    );
+    describe_gauge!(
+        "herald_provider_oldest_job_seconds",
+        "Age of the oldest queued provider job, seconds, by app and provider."
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

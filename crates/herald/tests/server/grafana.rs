@@ -1,7 +1,8 @@
 //! The Grafana dashboard in `docs/grafana/herald-dashboard.json` against a real server: the file
 //! is importable as is (one datasource input, every panel and query using it, unique panel ids),
 //! and every metric its queries name is one the server really exports once it has done the work
-//! the dashboard watches (connections, publishes, deliveries, acks, provider sends and retries).
+//! the dashboard watches (connections, publishes, deliveries, acks, provider sends and retries,
+//! HTTP answers), each family with its `# HELP` line.
 
 use std::collections::{BTreeSet, HashSet};
 use std::time::Duration;
@@ -192,18 +193,28 @@ async fn every_metric_the_dashboard_reads_is_exported_by_a_working_server() {
     assert_eq!(acked.status(), 200, "{}", acked.text().await.unwrap());
 
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    let missing = loop {
+    let text = loop {
         let text = server.metrics().await;
         let missing: Vec<&String> = wanted.iter().filter(|n| !exports(&text, n)).collect();
         if missing.is_empty() {
-            break missing;
+            break text;
         }
         if tokio::time::Instant::now() > deadline {
             panic!("the dashboard reads metrics the server does not export: {missing:?}\n{text}");
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    assert!(missing.is_empty());
+    // Every family on the page, the provider ones included, says what it is.
+    for family in text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .map(|l| l.split(' ').next().unwrap())
+    {
+        assert!(
+            text.contains(&format!("# HELP {family} ")),
+            "{family} has no # HELP line:\n{text}"
+        );
+    }
     drop(ws);
     server.terminate();
 }

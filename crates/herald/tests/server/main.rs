@@ -19,6 +19,7 @@ mod http_runtime;
 mod limits;
 mod meteor;
 mod meteor_security;
+mod metrics;
 mod new_channels;
 mod parking;
 mod providers;
