@@ -432,8 +432,10 @@ export interface paths {
          *     after the last checkpoint pass), `herald_connections{transport}`, `herald_subscriptions`,
          *     `herald_deliveries_total`, `herald_messages_written_total{transport}`,
          *     `herald_delivery_lag_seconds` (from storing a message to writing it to a client, measured
-         *     once per written batch) and `herald_slow_consumer_disconnects_total`. No channel name is
-         *     ever a label.
+         *     once per written batch), `herald_slow_consumer_disconnects_total` and
+         *     `herald_http_responses_total{route,status}` (answers by route template and status class,
+         *     `2xx` to `5xx`). Every family has a `# HELP` line. No channel name is ever a label; a
+         *     deleted app's series (`app="..."`) are left out (docs/operations.md, "Watching it").
          */
         get: operations["metrics"];
         put?: never;
