@@ -12,12 +12,8 @@ use herald_core::HeraldError;
 use serde::Serialize;
 
 use crate::error::ApiError;
+use crate::query::Query;
 use crate::Api;
-
-/// Most messages one history read returns.
-const MAX_HISTORY: usize = 1000;
-/// Most channels one list call returns.
-const MAX_LIST: usize = 1000;
 
 /// Splits `{name}` or `{name}/messages` out of a `/v1/channels/...` path.
 pub fn split_path(path: &str) -> (&str, bool) {
@@ -27,20 +23,8 @@ pub fn split_path(path: &str) -> (&str, bool) {
     }
 }
 
-fn query(raw: Option<&str>) -> Vec<(String, String)> {
-    form_urlencoded::parse(raw.unwrap_or("").as_bytes())
-        .into_owned()
-        .collect()
-}
-
-fn number(pairs: &[(String, String)], key: &str) -> Result<Option<u64>, HeraldError> {
-    match pairs.iter().find(|(k, _)| k == key) {
-        None => Ok(None),
-        Some((_, v)) => v.parse().map(Some).map_err(|_| {
-            HeraldError::bad_request(format!("{key} must be a non-negative integer, not {v:?}"))
-        }),
-    }
-}
+/// The largest `since` and `last` (a seq is an int64 in the documented API).
+const MAX_SEQ: u64 = i64::MAX as u64;
 
 #[derive(Serialize)]
 struct ChannelInfo<'a> {
@@ -71,7 +55,6 @@ pub async fn get_path(
     let app = api.authorize(&headers)?;
     let (name, messages) = split_path(&path);
     let channel = app.parse_channel(name)?;
-    let pairs = query(raw.as_deref());
     if !messages {
         let state = api.engine.state(&channel).await?;
         let mut answer = info(&api, &state);
@@ -82,11 +65,11 @@ pub async fn get_path(
         }
         return Ok(axum::Json(answer).into_response());
     }
-    let limit = number(&pairs, "limit")?.map_or(100, |l| l as usize);
-    if limit == 0 || limit > MAX_HISTORY {
-        return Err(HeraldError::bad_request(format!("limit must be 1 to {MAX_HISTORY}")).into());
-    }
-    let from = match (number(&pairs, "since")?, number(&pairs, "last")?) {
+    let query = Query::parse(raw.as_deref(), &["since", "last", "limit"])?;
+    let limit = query.limit()?;
+    let since = query.number("since", 0, MAX_SEQ)?;
+    let last = query.number("last", 0, MAX_SEQ)?;
+    let from = match (since, last) {
         (Some(_), Some(_)) => {
             return Err(HeraldError::bad_request("give since or last, not both").into())
         }
@@ -109,15 +92,9 @@ pub async fn list(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let app = api.authorize(&headers)?;
-    let pairs = query(raw.as_deref());
-    let limit = number(&pairs, "limit")?.map_or(100, |l| l as usize);
-    if limit == 0 || limit > MAX_LIST {
-        return Err(HeraldError::bad_request(format!("limit must be 1 to {MAX_LIST}")).into());
-    }
-    let after = pairs
-        .iter()
-        .find(|(k, _)| k == "after")
-        .map(|(_, v)| v.as_str());
+    let query = Query::parse(raw.as_deref(), &["after", "limit"])?;
+    let limit = query.limit()?;
+    let after = query.text("after");
     let states = app_channels(&api, &app, after, limit).await?;
     let next = (states.len() == limit).then(|| states.last().map(|s| s.name.to_string()));
     let channels: Vec<_> = states.iter().map(|s| info(&api, s)).collect();

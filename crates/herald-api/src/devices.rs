@@ -21,12 +21,11 @@ use serde_json::json;
 use crate::audit::{self, Action};
 use crate::error::ApiError;
 use crate::publish::{parse_json, read_body};
+use crate::query::Query;
 use crate::Api;
 
 /// Most devices one batch registration holds.
 pub const MAX_DEVICE_BATCH: usize = 1000;
-/// Most devices one list call returns.
-const MAX_LIST: usize = 1000;
 
 fn not_found(id: &str) -> HeraldError {
     HeraldError::new(ErrorCode::NotFound, format!("no device {id:?} in this app"))
@@ -305,34 +304,16 @@ pub async fn list(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let app = api.authorize(&headers)?;
-    let mut q = DeviceQuery {
-        limit: 100,
+    let query = Query::parse(raw.as_deref(), &["user", "tag", "after", "limit"])?;
+    let q = DeviceQuery {
+        user: query.text("user").map(str::to_owned),
+        tag: query.text("tag").map(str::to_owned),
+        after: query.text("after").map(str::to_owned),
+        limit: query.limit()?,
         ..DeviceQuery::default()
     };
-    for (k, v) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()).into_owned() {
-        match k.as_str() {
-            "user" => q.user = Some(v),
-            "tag" => {
-                herald_push::tags::validate_tag(&v)?;
-                q.tag = Some(v)
-            }
-            "after" => q.after = Some(v),
-            "limit" => {
-                q.limit = v
-                    .parse()
-                    .ok()
-                    .filter(|l| (1..=MAX_LIST).contains(l))
-                    .ok_or_else(|| {
-                        HeraldError::bad_request(format!("limit must be 1 to {MAX_LIST}"))
-                    })?
-            }
-            other => {
-                return Err(HeraldError::bad_request(format!(
-                    "unknown parameter {other:?}: use user, tag, after, limit"
-                ))
-                .into())
-            }
-        }
+    if let Some(tag) = &q.tag {
+        herald_push::tags::validate_tag(tag)?;
     }
     if q.user.is_some() && q.tag.is_some() {
         return Err(HeraldError::bad_request("list by user or by tag, not both").into());

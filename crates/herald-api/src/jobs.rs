@@ -13,15 +13,12 @@ use herald_core::{ErrorCode, HeraldError};
 use herald_push::delivery::stats::ProviderFigures;
 use herald_push::device::Platform;
 use herald_push::jobs::{Depth, JobKind};
-use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::audit::{self, Action};
 use crate::error::ApiError;
+use crate::query::Query;
 use crate::Api;
-
-/// Most dead letters one page lists.
-const MAX_PAGE: usize = 1000;
 
 /// Worker figures and queue depth of `app`, per provider: what `GET /v1/jobs/stats` and the
 /// app's stats show.
@@ -71,15 +68,6 @@ pub async fn stats(State(api): State<Arc<Api>>, headers: HeaderMap) -> Result<Re
     Ok(axum::Json(json!({ "app": app, "providers": providers })).into_response())
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DeadQuery {
-    #[serde(default)]
-    after: Option<i64>,
-    #[serde(default)]
-    limit: Option<usize>,
-}
-
 /// `GET /v1/jobs/dead?after=ID&limit=N`.
 pub async fn dead(
     State(api): State<Arc<Api>>,
@@ -87,12 +75,13 @@ pub async fn dead(
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let app = api.authorize(&headers)?;
-    let q: DeadQuery = crate::publish::parse_query(raw.as_deref())?;
-    let limit = q.limit.unwrap_or(100).clamp(1, MAX_PAGE);
+    let q = Query::parse(raw.as_deref(), &["after", "limit"])?;
+    let after = q.number("after", i64::MIN, i64::MAX)?;
+    let limit = q.limit()?;
     let letters = api
         .deliverer
         .queue()
-        .dead_letters(&app, q.after, limit)
+        .dead_letters(&app, after, limit)
         .await
         .map_err(HeraldError::from)?;
     let jobs: Vec<Value> = letters

@@ -24,6 +24,7 @@ mod prom;
 mod providers;
 mod publish;
 mod pushes;
+mod query;
 mod revoke;
 mod session;
 mod token_keys;

@@ -14,18 +14,40 @@ use herald_core::caches::CacheEvent;
 use herald_core::message::now_millis;
 use herald_core::tenant::AppId;
 use herald_core::{ErrorCode, HeraldError};
-use herald_push::credentials::input::ProviderCredentials;
+use herald_push::credentials::input::{
+    ApnsCredentials, FcmCredentials, ProviderCredentials, WebPushCredentials,
+};
 use herald_push::credentials::StoredCredentials;
 use herald_push::device::Platform;
 use serde_json::{json, Value};
 
 use crate::audit::{self, Action};
 use crate::error::ApiError;
-use crate::publish::read_body;
+use crate::publish::{parse_json, read_body};
 use crate::Api;
 
 /// Largest credentials body (a certificate chain with its key fits easily).
 const MAX_CREDENTIALS_BYTES: usize = 64 * 1024;
+
+/// Reads the credentials body as every other body of the API is read (`parse_json`: a JSON
+/// object, no array where an object belongs), before herald-push's own parse checks what it
+/// says: that parse would read `["mailto:ops@example.com", null, true]` as a subject and a key
+/// to generate.
+fn read_strictly(provider: Platform, body: &[u8]) -> Result<(), HeraldError> {
+    let named = |e: HeraldError| {
+        HeraldError::new(
+            e.code,
+            format!("{} credentials: {}", provider.as_str(), e.message),
+        )
+    };
+    match provider {
+        Platform::Apns => parse_json::<ApnsCredentials>(body).map(drop),
+        Platform::Fcm => parse_json::<FcmCredentials>(body).map(drop),
+        Platform::Webpush => parse_json::<WebPushCredentials>(body).map(drop),
+        Platform::Herald => Ok(()),
+    }
+    .map_err(named)
+}
 
 /// The app and provider of a `/v1/apps/{id}/providers/{provider}` path.
 fn params(app: &str, provider: &str) -> Result<(AppId, Platform), HeraldError> {
@@ -83,6 +105,7 @@ pub async fn put(
     );
     app_exists(&api, &app).await?;
     let body = read_body(body, MAX_CREDENTIALS_BYTES).await?;
+    read_strictly(provider, &body)?;
     let credentials = ProviderCredentials::parse(provider, &body)?;
     let stored = StoredCredentials {
         provider,

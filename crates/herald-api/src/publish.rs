@@ -150,24 +150,17 @@ fn io_errors_in(e: &axum::Error) -> impl Iterator<Item = &std::io::Error> {
     std::iter::successors(first, |e| e.source()).filter_map(|e| e.downcast_ref())
 }
 
-/// Parses a JSON request body, saying what is wrong with it.
-/// Parses a query string into `T`; a bad one is a JSON `bad_request` like every other error.
-pub(crate) fn parse_query<T: serde::de::DeserializeOwned>(
-    raw: Option<&str>,
-) -> Result<T, HeraldError> {
-    serde_urlencoded::from_str(raw.unwrap_or(""))
-        .map_err(|e| HeraldError::bad_request(format!("query: {e}")))
-}
-
 /// Parses a job id from the path.
 pub(crate) fn parse_job_id(id: &str) -> Result<i64, HeraldError> {
     id.parse()
         .map_err(|_| HeraldError::bad_request(format!("a job id is a number, not {id:?}")))
 }
 
+/// Parses a JSON request body, saying what is wrong with it. Every body of the API is a JSON
+/// object, read strictly (`herald_proto::strict_json`): serde would read an array as an
+/// object's fields in order (`[1]` as `{"data":1}`, `{"limits":[5,7]}` as two limits), which no
+/// one means, so an array where an object belongs is refused at any depth, naming where.
 pub(crate) fn parse_json<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, HeraldError> {
-    // Every body of the API is a JSON object; serde would also read an array as the fields in
-    // order (`[1]` as `{"data":1}`), which no one means.
     match body.iter().find(|b| !b.is_ascii_whitespace()) {
         None => {
             return Err(HeraldError::bad_request(
@@ -182,14 +175,14 @@ pub(crate) fn parse_json<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, He
             ))
         }
     }
-    serde_json::from_slice(body).map_err(|e| {
+    herald_proto::strict_json::from_slice(body).map_err(|e| {
         HeraldError::bad_request(format!("invalid request body: {}", without_type_names(&e)))
     })
 }
 
 /// serde's message without the server's own type names (`expected struct PublishBody` says
 /// nothing to a client): a struct is "an object", an enum "one of the allowed values".
-fn without_type_names(e: &serde_json::Error) -> String {
+fn without_type_names(e: &herald_proto::strict_json::Error) -> String {
     let text = e.to_string();
     let mut out = String::with_capacity(text.len());
     let mut rest = text.as_str();
@@ -390,5 +383,41 @@ mod tests {
             .unwrap_err();
         assert!(e.message.contains("expected an object"), "{}", e.message);
         assert!(!e.message.contains("PublishBody"), "{}", e.message);
+    }
+
+    #[test]
+    fn arrays_in_place_of_objects_are_refused_at_any_depth_naming_where() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Update {
+            limits: herald_core::tenancy::AppLimits,
+        }
+        for (body, path) in [
+            (&br#"{"limits":[null,null]}"#[..], "limits"),
+            (br#"{"limits":[5,7,1000]}"#, "limits"),
+        ] {
+            let e = parse_json::<Update>(body).unwrap_err();
+            assert_eq!(
+                e.message,
+                format!("invalid request body: {path}: expected an object, not an array")
+            );
+        }
+        let e = parse_json::<BatchBody>(br#"{"messages":[["news",1]]}"#)
+            .err()
+            .expect("refused");
+        assert_eq!(
+            e.message,
+            "invalid request body: messages[0]: expected an object, not an array"
+        );
+        let e = parse_json::<herald_push::push::PushBody>(br#"{"target":["dev-1"],"data":1}"#)
+            .err()
+            .expect("refused");
+        assert_eq!(
+            e.message,
+            "invalid request body: target: expected an object, not an array"
+        );
+        let ok: BatchBody =
+            parse_json(br#"{"messages":[{"channel":"a","data":[1,{"b":[]}]}]}"#).unwrap();
+        assert_eq!(ok.messages[0].data.get(), r#"[1,{"b":[]}]"#);
     }
 }

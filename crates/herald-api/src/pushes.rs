@@ -21,6 +21,7 @@ use serde_json::json;
 
 use crate::error::ApiError;
 use crate::publish::{parse_json, read_body};
+use crate::query::Query;
 use crate::Api;
 
 /// `POST /v1/push`.
@@ -52,23 +53,9 @@ pub async fn push(
         .into_response())
 }
 
-/// Query of `GET /v1/push/{id}`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ReceiptQuery {
-    /// List each device's provider job.
-    #[serde(default)]
-    devices: bool,
-    /// Devices after this id (paging the device list).
-    #[serde(default)]
-    after: Option<String>,
-    /// Most devices listed (default 100, at most 1000).
-    #[serde(default)]
-    limit: Option<usize>,
-}
-
 /// `GET /v1/push/{id}`: `targeted`, `delivered` (acknowledged), `pending`, `expired`, and for a
-/// provider push what became of it per path (`providers`), per device with `?devices=true`.
+/// provider push what became of it per path (`providers`), per device with `?devices=true`
+/// (`after`: devices after this id; `limit`: most devices listed, 1 to 1000, default 100).
 pub async fn receipt(
     State(api): State<Arc<Api>>,
     Path(id): Path<String>,
@@ -76,7 +63,9 @@ pub async fn receipt(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let app = api.authorize(&headers)?;
-    let q: ReceiptQuery = crate::publish::parse_query(raw.as_deref())?;
+    let q = Query::parse(raw.as_deref(), &["devices", "after", "limit"])?;
+    let list_devices = q.flag("devices")?.unwrap_or(false);
+    let limit = q.limit()?;
     let mut receipt = api
         .devices
         .receipt(&app, &id)
@@ -99,8 +88,7 @@ pub async fn receipt(
         paths.in_doubt = jobs.in_doubt;
         paths.expanding = jobs.expanding;
         receipt.providers = Some(paths);
-        if q.devices {
-            let limit = q.limit.unwrap_or(100).clamp(1, 1000);
+        if list_devices {
             let listed = ListedPush {
                 app: &app,
                 push: &id,
@@ -109,7 +97,7 @@ pub async fn receipt(
             };
             let devices = api
                 .deliverer
-                .device_listing(listed, q.after.as_deref(), limit)
+                .device_listing(listed, q.text("after"), limit)
                 .await
                 .map_err(HeraldError::from)?;
             receipt.devices = Some(

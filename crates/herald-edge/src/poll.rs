@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use herald_core::outbox::{OutFrame, Outbox};
 use herald_core::telemetry::telemetry;
 use herald_core::HeraldError;
+use herald_proto::query::whole_number;
 use herald_proto::reply::ChannelStatus;
 
 use crate::channels::{StreamRequest, Subscriptions};
@@ -47,26 +48,13 @@ async fn answer(
 ) -> Result<Response, HeraldError> {
     StreamRequest::prepare_keys(edge, query, headers).await;
     let request = StreamRequest::parse(edge, query, headers, None)?;
+    // Query parameters follow the API's one rule (`herald_proto::query`).
     let timeout = match request.param("timeout") {
-        Some(t) => t
-            .parse::<u64>()
-            .ok()
-            .filter(|t| *t <= MAX_TIMEOUT_SECS)
-            .ok_or_else(|| {
-                HeraldError::bad_request(format!(
-                    "invalid timeout {t:?}: whole seconds from 0 to {MAX_TIMEOUT_SECS}"
-                ))
-            })?,
+        Some(t) => whole_number("timeout", t, 0, MAX_TIMEOUT_SECS)?,
         None => DEFAULT_TIMEOUT_SECS,
     };
     let limit = match request.param("limit") {
-        Some(l) => l
-            .parse::<usize>()
-            .ok()
-            .filter(|l| (1..=MAX_LIMIT).contains(l))
-            .ok_or_else(|| {
-                HeraldError::bad_request(format!("invalid limit {l:?}: 1 to {MAX_LIMIT}"))
-            })?,
+        Some(l) => whole_number("limit", l, 1, MAX_LIMIT)?,
         None => DEFAULT_LIMIT,
     };
     let outbox = Outbox::new(edge.settings.outbox_bytes);

@@ -233,7 +233,7 @@ fn parse_command(name: &str, body: &RawValue) -> Result<Command, HeraldError> {
         name: &str,
         body: &'a RawValue,
     ) -> Result<T, HeraldError> {
-        serde_json::from_str(body.get())
+        crate::strict_json::from_str(body.get())
             .map_err(|e| HeraldError::bad_request(format!("invalid {name:?} command: {e}")))
     }
     Ok(match name {
@@ -311,6 +311,40 @@ mod tests {
         let e =
             ClientFrame::parse(r#"{"id":3,"subscribe":{"channel":"a","bogus":1}}"#).unwrap_err();
         assert_eq!(e.error.code, ErrorCode::BadRequest);
+    }
+
+    #[test]
+    fn arrays_in_place_of_objects_are_refused_saying_where() {
+        for (frame, message) in [
+            (
+                r#"{"id":4,"subscribe":["news"]}"#,
+                r#"invalid "subscribe" command: expected an object, not an array"#,
+            ),
+            (
+                r#"{"id":4,"subscribe":{"channel":"news","since":[41,"ab"]}}"#,
+                r#"invalid "subscribe" command: since: expected an object, not an array"#,
+            ),
+            (
+                r#"{"id":4,"publish":["news",1]}"#,
+                r#"invalid "publish" command: expected an object, not an array"#,
+            ),
+            (
+                r#"{"id":4,"ack":["$app",3]}"#,
+                r#"invalid "ack" command: expected an object, not an array"#,
+            ),
+        ] {
+            let e = ClientFrame::parse(frame).unwrap_err();
+            assert_eq!(
+                (e.id, e.error.code),
+                (Some(4), ErrorCode::BadRequest),
+                "{frame}"
+            );
+            assert!(
+                e.error.message.starts_with(message),
+                "{frame}: {}",
+                e.error.message
+            );
+        }
     }
 
     proptest! {

@@ -10,34 +10,12 @@ use axum::response::{IntoResponse, Response};
 use herald_core::audit::AuditQuery;
 use herald_core::tenant::AppId;
 use herald_core::{ErrorCode, HeraldError};
-use serde::Deserialize;
 use serde_json::json;
 
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::query::Query;
 use crate::Api;
-
-/// Entries in a page unless `limit` says otherwise.
-const DEFAULT_PAGE: usize = 100;
-/// Most entries in a page.
-const MAX_PAGE: usize = 1000;
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Params {
-    #[serde(default)]
-    app: Option<String>,
-    #[serde(default)]
-    action: Option<String>,
-    #[serde(default)]
-    since: Option<i64>,
-    #[serde(default)]
-    until: Option<i64>,
-    #[serde(default)]
-    limit: Option<usize>,
-    #[serde(default)]
-    cursor: Option<String>,
-}
 
 /// `GET /v1/audit`: `{"entries": [...], "next_cursor": "..." | null}`; pass `next_cursor` as
 /// `cursor` for the next (older) page.
@@ -47,8 +25,14 @@ pub async fn list(
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let caller = api.authorize_caller(&headers)?;
-    let params: Params = crate::publish::parse_query(raw.as_deref())?;
-    let named = params.app.as_deref().map(AppId::parse).transpose()?;
+    let params = Query::parse(
+        raw.as_deref(),
+        &["app", "action", "since", "until", "limit", "cursor"],
+    )?;
+    let since = params.number("since", i64::MIN, i64::MAX)?;
+    let until = params.number("until", i64::MIN, i64::MAX)?;
+    let limit = params.limit()?;
+    let named = params.text("app").map(AppId::parse).transpose()?;
     let app = match (caller, named) {
         (Caller::Admin, named) => named,
         (Caller::Publisher(own), Some(named)) if named != own => {
@@ -57,8 +41,7 @@ pub async fn list(
         (Caller::Publisher(own), _) => Some(own),
     };
     let before_id = params
-        .cursor
-        .as_deref()
+        .text("cursor")
         .map(|c| {
             c.parse::<u64>().map_err(|_| {
                 HeraldError::bad_request(format!(
@@ -67,17 +50,13 @@ pub async fn list(
             })
         })
         .transpose()?;
-    let limit = params.limit.unwrap_or(DEFAULT_PAGE);
-    if limit == 0 || limit > MAX_PAGE {
-        return Err(HeraldError::bad_request(format!("limit must be 1 to {MAX_PAGE}")).into());
-    }
     let entries = api
         .audit
         .audit_entries(&AuditQuery {
             app,
-            action: params.action,
-            since: params.since,
-            until: params.until,
+            action: params.text("action").map(str::to_owned),
+            since,
+            until,
             before_id,
             limit,
         })

@@ -12,6 +12,7 @@ mod client;
 mod cluster;
 mod deadlines;
 mod direct_publish;
+mod documented_inputs;
 mod durability;
 mod faults;
 mod grafana;
