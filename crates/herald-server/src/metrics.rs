@@ -55,9 +55,9 @@ pub(crate) fn recorder() -> Result<PrometheusHandle, ServerError> {
     Ok(handle)
 }
 
-/// Every crate's metric descriptions, given to the recorder just installed (a description
-/// given before the recorder is installed goes nowhere).
-fn describe_metrics() {
+/// Every crate's metric descriptions, given to the process's recorder (a description given
+/// before a recorder is installed goes nowhere; given twice, the first stays).
+pub(crate) fn describe_metrics() {
     herald_core::telemetry::describe_metrics();
     herald_edge::parking::describe_metrics();
     herald_push::delivery::stats::describe_metrics();

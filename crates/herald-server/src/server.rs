@@ -71,7 +71,11 @@ impl ServerBuilder {
             shutdown,
         } = self;
         let metrics = match metrics {
-            Some(handle) => handle,
+            Some(handle) => {
+                // The caller's recorder gets the `# HELP` lines too.
+                crate::metrics::describe_metrics();
+                handle
+            }
             None => crate::metrics::recorder()?,
         };
         let shutdown = shutdown.map(|t| t.child_token()).unwrap_or_default();
