@@ -25,6 +25,9 @@ fi
 if [ ! -x "$binary" ]; then
   cargo build -p herald
 fi
+# A copy, so a build running meanwhile in the same target folder cannot change it mid-check.
+install -m 0755 "$binary" "$work/herald"
+binary="$work/herald"
 
 # --- 1. the systemd unit --------------------------------------------------------------------
 unit=packaging/systemd/herald.service
@@ -106,6 +109,9 @@ outside="$(comm -23 "$work/used" "$work/filter" | tr '\n' ' ')"
 echo "system calls: the $(wc -l < "$work/used") calls of a start, publish, subscribes, SIGHUP and SIGTERM are all in the unit's filter"
 
 # --- 2. the release tarball -----------------------------------------------------------------
+# One date for both packings below, whatever is committed meanwhile.
+SOURCE_DATE_EPOCH="$(git log -1 --format=%ct 2>/dev/null || date +%s)"
+export SOURCE_DATE_EPOCH
 RELEASE_GZIP_LEVEL=1 scripts/release.sh --binary "$binary" --out "$work/dist" > "$work/release.log" \
   || { cat "$work/release.log"; fail "scripts/release.sh --binary $binary failed"; }
 version="$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)"
