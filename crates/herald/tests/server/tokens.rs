@@ -348,9 +348,12 @@ async fn a_jwks_url_is_fetched_cached_refetched_for_an_unknown_kid_and_kept_thro
     let (k1, k2, k3) = (ec_key(), ec_key(), ec_key());
     let jwks = KeyServer::start(json!({ "keys": [ec_jwk("k1", &k1)] })).await;
     // Unknown kids may refetch at once here (the default waits 10 s between such fetches).
+    // The key server listens on loopback, which a tenant's JWKS URL reaches only when allowed.
     let s = Server::builder()
         .arg("--admin-key")
         .arg(ADMIN)
+        .arg("--outbound-allow")
+        .arg("127.0.0.1")
         .config("jwks_min_refetch = \"0s\"\n")
         .start()
         .await;
@@ -394,6 +397,8 @@ async fn a_flood_of_unknown_key_ids_fetches_the_key_set_at_most_once_per_interva
     let s = Server::builder()
         .arg("--admin-key")
         .arg(ADMIN)
+        .arg("--outbound-allow")
+        .arg("127.0.0.1")
         .config("jwks_min_refetch = \"1h\"\n")
         .start()
         .await;
