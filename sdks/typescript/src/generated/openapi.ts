@@ -337,8 +337,9 @@ export interface paths {
          *     the delivery lag (`herald_delivery_lag_seconds`: publish to socket write) and publish
          *     latency (`herald_publish_seconds`) histograms as cumulative buckets), and `apps` lists
          *     every app. With a publisher key: `server` is `null` and `apps` holds the key's app only.
-         *     Each app: usage totals, live connections on this node, devices, limits, and per provider
-         *     the delivery worker's figures and queue depth (as `GET /v1/jobs/stats` gives them).
+         *     Each app: usage totals, live connections and channel messages delivered on this node,
+         *     devices, limits, and per provider the delivery worker's figures and queue depth (as
+         *     `GET /v1/jobs/stats` gives them).
          */
         get: operations["overview"];
         put?: never;
@@ -2166,6 +2167,14 @@ export interface components {
                 /** @description Live connections of the app on this node. */
                 connections: number;
                 usage: components["schemas"]["Usage"];
+                /**
+                 * Format: int64
+                 * @description Messages of the app's channels this node queued to their subscribers since it
+                 *     started (a message to 3 subscribers counts 3). Pushes are not in it: `usage`'s
+                 *     `deliveries` counts them. Not stored, not billed; each node counts its own
+                 *     subscribers.
+                 */
+                messages_delivered: number;
                 /** Format: int64 */
                 devices: number;
                 limits: components["schemas"]["AppLimits"];
@@ -3443,10 +3452,11 @@ export interface operations {
                      *           "connections": 134,
                      *           "usage": {
                      *             "published": 48211,
-                     *             "deliveries": 901442,
+                     *             "deliveries": 12,
                      *             "acks": 12,
                      *             "peak_connections": 150
                      *           },
+                     *           "messages_delivered": 901430,
                      *           "devices": 3,
                      *           "limits": {},
                      *           "providers": {
