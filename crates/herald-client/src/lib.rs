@@ -4,6 +4,9 @@
 //!   unsubscribe, publish, history, ack, ping, and a stream of typed server frames;
 //! - [`sse`]: a Server-Sent Events stream opened with channels and a `Last-Event-ID` cursor;
 //! - [`poll`]: long-poll requests with channels and a `since` cursor;
+//! - [`subscriber`]: a WebSocket subscriber that keeps each channel's position, reconnects with
+//!   backoff and resumes, so every message arrives once and in order across restarts (what
+//!   `herald subscribe` runs on, and what the TypeScript, Python and Java SDKs give);
 //! - [`api`]: the publisher HTTP API (publish, batch, channels, devices, pushes, receipts,
 //!   apps, keys, tokens, stats);
 //! - [`tls`]: which certificates `https://` and `wss://` servers are checked against (the web
@@ -41,6 +44,7 @@ pub mod api;
 mod error;
 pub mod poll;
 pub mod sse;
+pub mod subscriber;
 pub mod tls;
 pub mod types;
 pub mod url;

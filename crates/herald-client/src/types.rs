@@ -36,16 +36,17 @@ pub struct Subscribed {
     pub recovered: bool,
 }
 
-/// The `connect` reply.
+/// The `connect` reply; it serializes as the server wrote it (`expires` and `unsubscribed` left
+/// out when there are none).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Connected {
     /// The token's `sub`.
     pub sub: String,
     /// The token's `exp`, if it has one.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires: Option<u64>,
     /// Subscriptions the new token no longer allows.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unsubscribed: Vec<String>,
 }
 

@@ -35,6 +35,14 @@ impl Frame {
     pub fn parse(&self) -> Result<ServerFrame<'_>, Error> {
         Ok(ServerFrame::parse(&self.text)?)
     }
+
+    /// A frame as if the server had sent `text` (for tests that script a server).
+    #[cfg(test)]
+    pub(crate) fn from_text(text: &str) -> Frame {
+        Frame {
+            text: text.to_owned(),
+        }
+    }
 }
 
 /// How the server closed the connection, when it sent a close frame.

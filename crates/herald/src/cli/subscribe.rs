@@ -1,23 +1,23 @@
-//! `herald subscribe CHANNEL...`: prints a channel's messages as JSON lines. It opens a
-//! WebSocket with `herald-client`, sends `connect` (when there is a token) and one `subscribe`
-//! per channel, then prints every pushed message as one JSON line on stdout; replies and errors
-//! go to stderr, and an error reply to `connect` or `subscribe` ends the run with code 1.
+//! `herald subscribe CHANNEL...`: prints a channel's messages as JSON lines. It runs
+//! `herald-client`'s resuming [`Subscriber`] (a WebSocket, `connect` when there is a token, one
+//! `subscribe` per channel) and prints what it reports: every message as one JSON line on
+//! stdout; replies, reconnects and errors on stderr. An error reply to `connect` or `subscribe`
+//! ends the run with code 1.
 //!
-//! It keeps each channel's cursor (epoch and seq of the last message printed), so when the
-//! connection is lost or the server shuts down or restarts it reconnects with backoff and
-//! resubscribes from those cursors: every message is printed once, in order. A resume the
-//! server could not make exactly (`recovered: false` for a cursor it was sent) is a warning
-//! on stderr naming what may be missing.
+//! The subscriber keeps each channel's position (epoch and seq of the last message printed), so
+//! when the connection is lost or the server shuts down or restarts it reconnects with backoff
+//! and resubscribes from those positions: every message is printed once, in order. A resume the
+//! server could not make exactly (`recovered: false` for a cursor it was sent) is a warning on
+//! stderr naming what may be missing.
 
-use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use herald_client::proto::command::{self, ClientFrame, Command};
-use herald_client::proto::reply::{ServerBody, ServerFrame, SubscribeReply};
-use herald_client::url::{ws_url, DEFAULT_URL};
-use herald_client::ws::WsClient;
+use herald_client::proto::reply::ServerFrame;
+use herald_client::subscriber::{Event, Lost, Position, Stopped, Subscriber};
+use herald_client::url::DEFAULT_URL;
+use herald_client::ServerError;
 
 pub const EXAMPLES: &str = "\
 Examples:
@@ -75,259 +75,197 @@ pub struct SubscribeArgs {
 
 /// Subscribes until a stop condition.
 pub async fn run(args: SubscribeArgs) -> anyhow::Result<ExitCode> {
-    let opts = SubscribeOptions {
-        url: args.url,
-        token: args.token.filter(|t| !t.is_empty()),
-        channels: args.channels,
-        since: args.since,
-        epoch: args.epoch,
-        last: args.last,
-        count: args.count,
-        timeout: args.timeout,
-        ping_every: Duration::from_secs(25),
-        reconnect: !args.no_reconnect,
-    };
-    subscribe(&opts).await
-}
-
-/// What to subscribe to and when to stop.
-#[derive(Debug, Clone)]
-pub struct SubscribeOptions {
-    /// Server base URL (`http://`, `https://`, `ws://` or `wss://`).
-    pub url: String,
-    /// Client token; `None` subscribes anonymously.
-    pub token: Option<String>,
-    /// Channels to subscribe to.
-    pub channels: Vec<String>,
-    /// Resume after this seq.
-    pub since: Option<u64>,
-    /// Epoch of `since` (omitted: the channel's current epoch).
-    pub epoch: Option<String>,
-    /// Ask for each channel's last message first.
-    pub last: bool,
-    /// Stop after this many messages.
-    pub count: Option<u64>,
-    /// Stop after this long.
-    pub timeout: Option<Duration>,
-    /// How often to send `ping`.
-    pub ping_every: Duration,
-    /// Reconnect and resume when the connection is lost (else exit 1).
-    pub reconnect: bool,
+    let mut options = Subscriber::builder(args.url)
+        .backoff(Duration::from_millis(100), Duration::from_secs(5))
+        .ping_every(Duration::from_secs(25))
+        .reconnect(!args.no_reconnect);
+    if let Some(token) = args.token.filter(|t| !t.is_empty()) {
+        options = options.token(token);
+    }
+    for channel in args.channels {
+        options = match args.since {
+            Some(seq) => options.channel_after(
+                channel,
+                Position {
+                    epoch: args.epoch.clone(),
+                    seq,
+                },
+            ),
+            None if args.last => options.channel_last(channel),
+            None => options.channel(channel),
+        };
+    }
+    subscribe(options.build()?, args.count, args.timeout).await
 }
 
 /// Exit code when `--timeout` passes before `--count` messages arrived.
 pub const TIMED_OUT: u8 = 124;
 
-/// Where a channel's stream stands: the epoch and seq of the last message printed (or the
-/// subscribe reply's newest seq, before any message), or the user's `--since`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Position {
-    /// The epoch; `None` means the channel's current one (a `--since` without `--epoch`).
-    pub epoch: Option<String>,
-    /// The seq.
-    pub seq: u64,
-}
-
-/// Each channel's position, in the order the channels were named.
-pub fn initial_positions(opts: &SubscribeOptions) -> Vec<(String, Option<Position>)> {
-    opts.channels
-        .iter()
-        .map(|c| {
-            let at = opts.since.map(|seq| Position {
-                epoch: opts.epoch.clone(),
-                seq,
-            });
-            (c.clone(), at)
-        })
-        .collect()
-}
-
-/// The frames sent after the WebSocket opens, with what each request id was for: `connect`
-/// (with a token), then one `subscribe` per channel, resuming from its position if it has one.
-pub fn opening_frames(
-    opts: &SubscribeOptions,
-    positions: &[(String, Option<Position>)],
-) -> (Vec<ClientFrame>, HashMap<u64, String>) {
-    let mut frames = Vec::new();
-    let mut pending = HashMap::new();
-    let mut id = 0;
-    if let Some(token) = &opts.token {
-        id += 1;
-        frames.push(ClientFrame {
-            id: Some(id),
-            command: Command::Connect(command::Connect {
-                token: Some(token.clone()),
-            }),
-        });
-        pending.insert(id, "connect".to_owned());
-    }
-    for (channel, at) in positions {
-        id += 1;
-        frames.push(ClientFrame {
-            id: Some(id),
-            command: Command::Subscribe(command::Subscribe {
-                channel: channel.clone(),
-                since: at.as_ref().map(|p| command::Since {
-                    seq: p.seq,
-                    epoch: p.epoch.clone(),
-                }),
-                last: (opts.last && at.is_none()).then_some(true),
-            }),
-        });
-        pending.insert(id, format!("subscribe to {channel:?}"));
-    }
-    (frames, pending)
-}
-
-/// Whether to keep reading after a frame.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Step {
-    /// Keep going.
-    Continue,
-    /// Stop with this exit code.
-    Exit(u8),
-    /// The server ended the connection for a reason a reconnect fixes (`shutdown`,
-    /// `slow_consumer`): reconnect and resume.
-    Reconnect,
-}
-
-/// `disconnect` codes after which reconnecting and resuming is the documented remedy.
-const RESUMABLE_DISCONNECTS: [&str; 2] = ["shutdown", "slow_consumer"];
-
-/// Handles one server text frame: messages to `out` (one JSON line, flushed), the rest to `err`;
-/// keeps every channel's position for the next connection.
-pub struct FrameHandler {
-    pending: HashMap<u64, String>,
+/// Prints what the subscriber reports until a stop condition; returns the exit code. Only a
+/// first connection that cannot be made is an error.
+async fn subscribe(
+    mut subscriber: Subscriber,
     count: Option<u64>,
-    /// Messages printed so far.
-    pub received: u64,
-    /// Each channel's position, in the order named.
-    pub positions: Vec<(String, Option<Position>)>,
-    /// Channels whose subscribe on this connection named a position.
-    resuming: HashSet<String>,
-}
-
-impl FrameHandler {
-    /// A handler starting from `positions` and stopping after `count` messages.
-    pub fn new(positions: Vec<(String, Option<Position>)>, count: Option<u64>) -> Self {
-        FrameHandler {
-            pending: HashMap::new(),
-            count,
-            received: 0,
-            positions,
-            resuming: HashSet::new(),
+    timeout: Option<Duration>,
+) -> anyhow::Result<ExitCode> {
+    let deadline = async {
+        match timeout {
+            Some(t) => tokio::time::sleep(t).await,
+            None => std::future::pending().await,
         }
-    }
-
-    /// The frames to send on a new connection, remembering what each request id is for.
-    pub fn opening(&mut self, opts: &SubscribeOptions) -> Vec<ClientFrame> {
-        let (frames, pending) = opening_frames(opts, &self.positions);
-        self.pending = pending;
-        self.resuming = self
-            .positions
-            .iter()
-            .filter(|(_, at)| at.is_some())
-            .map(|(c, _)| c.clone())
-            .collect();
-        frames
-    }
-
-    fn position_mut(&mut self, channel: &str) -> Option<&mut Option<Position>> {
-        self.positions
-            .iter_mut()
-            .find(|(c, _)| c == channel)
-            .map(|(_, at)| at)
-    }
-
-    /// Notes a subscribe reply: a plain subscribe starts from the reply's newest seq; a resume
-    /// the server could not make exactly is warned about, and continues from there too.
-    fn subscribed(&mut self, reply: &SubscribeReply<'_>, err: &mut impl Write) {
-        let resumed = self.resuming.remove(reply.channel.as_ref());
-        let Some(at) = self.position_mut(&reply.channel) else {
-            return;
+    };
+    tokio::pin!(deadline);
+    let mut printer = Printer::new(subscriber.url().to_owned(), count);
+    let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
+    let code = loop {
+        let next = tokio::select! {
+            next = subscriber.next() => next,
+            _ = &mut deadline => break printer.timed_out(&mut err),
+            _ = tokio::signal::ctrl_c() => break 0,
         };
-        if resumed && reply.recovered {
-            return;
-        }
-        if resumed {
-            if let Some(from) = at.as_ref() {
-                let epoch = from.epoch.as_deref().unwrap_or("current");
-                let _ = writeln!(
-                    err,
-                    "warning: could not resume {:?} exactly after seq {} (epoch {epoch}): the \
-                     channel is at seq {} of epoch {:?}; messages in between may be missing \
-                     (retention removed them, or the channel's log was reset); read them with \
-                     GET /v1/channels/{}/messages?since={}",
-                    reply.channel, from.seq, reply.seq, reply.epoch, reply.channel, from.seq,
-                );
-            }
-        }
-        *at = Some(Position {
-            epoch: Some(reply.epoch.to_string()),
-            seq: reply.seq,
-        });
-    }
-
-    /// Handles `text`; a write error on `out` (e.g. a closed pipe) ends the run quietly.
-    pub fn handle(&mut self, text: &str, out: &mut impl Write, err: &mut impl Write) -> Step {
-        let Ok(frame) = ServerFrame::parse(text) else {
-            let _ = writeln!(err, "unexpected frame from server: {text}");
-            return Step::Continue;
-        };
-        if let ServerBody::Message(message) = &frame.body {
-            if let Some(at) = self.position_mut(&message.channel) {
-                *at = Some(Position {
-                    epoch: Some(message.epoch.to_string()),
-                    seq: message.seq,
-                });
-            }
-            if writeln!(out, "{}", json(message))
-                .and_then(|()| out.flush())
-                .is_err()
-            {
-                return Step::Exit(0);
-            }
-            self.received += 1;
-            return match self.count {
-                Some(n) if self.received >= n => Step::Exit(0),
-                _ => Step::Continue,
-            };
-        }
-        let what = frame.id.and_then(|id| self.pending.remove(&id));
-        match &frame.body {
-            ServerBody::Error(e) => {
-                let what = what.unwrap_or_else(|| "request".to_owned());
-                let _ = writeln!(err, "error: {what} failed: {} ({})", e.message, e.code);
-                Step::Exit(1)
-            }
-            ServerBody::Disconnect(e) => {
-                let _ = writeln!(
-                    err,
-                    "disconnected by the server: {} ({})",
-                    e.message, e.code
-                );
-                if RESUMABLE_DISCONNECTS.contains(&e.code.as_ref()) {
-                    Step::Reconnect
-                } else {
-                    Step::Exit(1)
+        match next {
+            Ok(event) => {
+                if let Some(code) = printer.event(event, &mut out, &mut err) {
+                    subscriber.close().await;
+                    break code;
                 }
             }
-            ServerBody::Subscribe(reply) => {
-                let _ = writeln!(err, "subscribed: {}", json(reply));
-                self.subscribed(reply, err);
-                Step::Continue
-            }
-            ServerBody::Connect(reply) => {
-                let _ = writeln!(err, "connected: {}", json(reply));
-                Step::Continue
-            }
-            ServerBody::Pong(_) => Step::Continue,
-            _ => {
-                let _ = writeln!(err, "server: {text}");
-                Step::Continue
-            }
+            Err(Stopped::Connect(e)) => return Err(connect_error(subscriber.url(), &e)),
+            Err(stopped) => break printer.stopped(stopped, &mut err),
+        }
+    };
+    Ok(ExitCode::from(code))
+}
+
+/// Writes events: messages to `out` (one JSON line each, flushed), the rest to `err`; counts
+/// messages for `--count`.
+struct Printer {
+    /// The WebSocket URL, for connection errors.
+    url: String,
+    count: Option<u64>,
+    /// Messages printed so far.
+    received: u64,
+}
+
+impl Printer {
+    fn new(url: String, count: Option<u64>) -> Self {
+        Printer {
+            url,
+            count,
+            received: 0,
         }
     }
+
+    /// Prints `event`; `Some(code)` to stop (after `--count` messages, or when `out` cannot be
+    /// written, e.g. a closed pipe, which ends the run quietly).
+    fn event(&mut self, event: Event, out: &mut impl Write, err: &mut impl Write) -> Option<u8> {
+        match event {
+            Event::Message(message) => {
+                if writeln!(out, "{}", json(&message))
+                    .and_then(|()| out.flush())
+                    .is_err()
+                {
+                    return Some(0);
+                }
+                self.received += 1;
+                return match self.count {
+                    Some(n) if self.received >= n => Some(0),
+                    _ => None,
+                };
+            }
+            Event::Connected(reply) => {
+                let _ = writeln!(err, "connected: {}", json(&reply));
+            }
+            Event::Subscribed(reply) => {
+                let _ = writeln!(err, "subscribed: {}", json(&reply));
+            }
+            Event::ResumeInexact {
+                channel,
+                after,
+                now,
+            } => {
+                let epoch = after.epoch.as_deref().unwrap_or("current");
+                let _ = writeln!(
+                    err,
+                    "warning: could not resume {channel:?} exactly after seq {} (epoch {epoch}): \
+                     the channel is at seq {} of epoch {:?}; messages in between may be missing \
+                     (retention removed them, or the channel's log was reset); read them with \
+                     GET /v1/channels/{channel}/messages?since={}",
+                    after.seq,
+                    now.seq,
+                    now.epoch.as_deref().unwrap_or_default(),
+                    after.seq,
+                );
+            }
+            Event::Reconnecting { after, why, .. } => {
+                let why = self.lost(why, err);
+                let _ = writeln!(err, "{why}; reconnecting in {} ms", after.as_millis());
+            }
+            Event::Other(frame) => {
+                let text = frame.text();
+                let _ = match ServerFrame::parse(text) {
+                    Ok(_) => writeln!(err, "server: {text}"),
+                    Err(_) => writeln!(err, "unexpected frame from server: {text}"),
+                };
+            }
+        }
+        None
+    }
+
+    /// Prints why the subscriber stopped (other than a first connection that failed); the
+    /// exit code, 1.
+    fn stopped(&self, stopped: Stopped, err: &mut impl Write) -> u8 {
+        let _ = match stopped {
+            Stopped::Refused { request, error } => writeln!(
+                err,
+                "error: {request} failed: {} ({})",
+                error.message, error.code
+            ),
+            Stopped::Disconnected(e) => disconnected(&e, err),
+            Stopped::Lost(why) => {
+                let why = self.lost(why, err);
+                writeln!(err, "{why}")
+            }
+            other => writeln!(err, "{other}"),
+        };
+        1
+    }
+
+    /// Says why a connection was lost: a `disconnect` is printed as the server said it, and
+    /// the line to finish is returned.
+    fn lost(&self, why: Lost, err: &mut impl Write) -> String {
+        match why {
+            Lost::Disconnected(e) => {
+                let _ = disconnected(&e, err);
+                "the server ended the connection".to_owned()
+            }
+            Lost::Closed(Some(c)) => {
+                format!("connection closed by the server: {} ({})", c.reason, c.code)
+            }
+            Lost::Closed(None) => "connection closed by the server".to_owned(),
+            Lost::Broken(e) => format!("connection lost: {e}"),
+            Lost::Connect(e) => connect_error(&self.url, &e).to_string(),
+        }
+    }
+
+    /// After `--timeout`: 124 if `--count` messages did not all arrive, else 0.
+    fn timed_out(&self, err: &mut impl Write) -> u8 {
+        match self.count {
+            Some(n) if self.received < n => {
+                let _ = writeln!(err, "timed out: received {} of {n} messages", self.received);
+                TIMED_OUT
+            }
+            _ => 0,
+        }
+    }
+}
+
+fn disconnected(e: &ServerError, err: &mut impl Write) -> std::io::Result<()> {
+    writeln!(
+        err,
+        "disconnected by the server: {} ({})",
+        e.message, e.code
+    )
 }
 
 /// A typed body's JSON text: exactly the server's bytes (proto's vectors pin that).
@@ -335,140 +273,8 @@ fn json(body: &impl serde::Serialize) -> String {
     serde_json::to_string(body).unwrap_or_default()
 }
 
-/// How one connection ended.
-enum Ended {
-    /// Stop with this exit code.
-    Exit(u8),
-    /// The connection is gone (or the server said to come back): reconnect if allowed.
-    Lost(String),
-}
-
-/// Shortest and longest wait before a reconnect; the wait doubles per failed attempt, with
-/// full jitter.
-const BACKOFF_MIN: Duration = Duration::from_millis(100);
-const BACKOFF_MAX: Duration = Duration::from_secs(5);
-
-/// The wait before reconnect attempt `attempt` (0-based): uniform in `[BACKOFF_MIN, cap]`,
-/// the cap doubling per attempt up to `BACKOFF_MAX`.
-fn backoff(attempt: u32) -> Duration {
-    let cap = BACKOFF_MIN
-        .saturating_mul(1u32 << attempt.min(10))
-        .min(BACKOFF_MAX);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let spread = cap.saturating_sub(BACKOFF_MIN);
-    BACKOFF_MIN + spread.mul_f64(f64::from(nanos % 1000) / 1000.0)
-}
-
-/// Connects, subscribes and prints messages until a stop condition; returns the exit code.
-/// A lost connection is reopened (with backoff) and every channel resumed from its position,
-/// unless `opts.reconnect` is off.
-pub async fn subscribe(opts: &SubscribeOptions) -> anyhow::Result<ExitCode> {
-    let url = ws_url(&opts.url)?;
-    let mut handler = FrameHandler::new(initial_positions(opts), opts.count);
-    let deadline = async {
-        match opts.timeout {
-            Some(t) => tokio::time::sleep(t).await,
-            None => std::future::pending().await,
-        }
-    };
-    tokio::pin!(deadline);
-    let timed_out = |handler: &FrameHandler| match opts.count {
-        Some(n) if handler.received < n => {
-            eprintln!("timed out: received {} of {n} messages", handler.received);
-            TIMED_OUT
-        }
-        _ => 0,
-    };
-    let mut connected_once = false;
-    let mut attempt = 0u32;
-    let code = loop {
-        let opened = tokio::select! {
-            opened = WsClient::open_url(&url) => opened,
-            _ = &mut deadline => break timed_out(&handler),
-            _ = tokio::signal::ctrl_c() => break 0,
-        };
-        let ended = match opened {
-            Ok(ws) => {
-                connected_once = true;
-                attempt = 0;
-                tokio::select! {
-                    ended = read(ws, opts, &mut handler) => ended?,
-                    _ = &mut deadline => break timed_out(&handler),
-                    _ = tokio::signal::ctrl_c() => break 0,
-                }
-            }
-            Err(e) if !connected_once => return Err(connect_error(&url, e)),
-            Err(e) => Ended::Lost(connect_error(&url, e).to_string()),
-        };
-        match ended {
-            Ended::Exit(code) => break code,
-            Ended::Lost(why) if !opts.reconnect => {
-                eprintln!("{why}");
-                break 1;
-            }
-            Ended::Lost(why) => {
-                let wait = backoff(attempt);
-                attempt = attempt.saturating_add(1);
-                eprintln!("{why}; reconnecting in {} ms", wait.as_millis());
-                tokio::select! {
-                    _ = tokio::time::sleep(wait) => {}
-                    _ = &mut deadline => break timed_out(&handler),
-                    _ = tokio::signal::ctrl_c() => break 0,
-                }
-            }
-        }
-    };
-    Ok(ExitCode::from(code))
-}
-
-/// Subscribes on an open connection and prints until a stop condition or the connection ends.
-async fn read(
-    mut ws: WsClient,
-    opts: &SubscribeOptions,
-    handler: &mut FrameHandler,
-) -> anyhow::Result<Ended> {
-    let lost = |e: herald_client::Error| Ended::Lost(format!("connection lost: {e}"));
-    for frame in handler.opening(opts) {
-        if let Err(e) = ws.send(&frame).await {
-            return Ok(lost(e));
-        }
-    }
-    let start = tokio::time::Instant::now() + opts.ping_every;
-    let mut ping = tokio::time::interval_at(start, opts.ping_every);
-    let (mut stdout, mut stderr) = (std::io::stdout(), std::io::stderr());
-    let ended = loop {
-        tokio::select! {
-            frame = ws.next_frame() => match frame {
-                Ok(Some(frame)) => match handler.handle(frame.text(), &mut stdout, &mut stderr) {
-                    Step::Continue => {}
-                    Step::Exit(code) => break Ended::Exit(code),
-                    Step::Reconnect => break Ended::Lost("the server ended the connection".into()),
-                },
-                Ok(None) | Err(herald_client::Error::Closed) => {
-                    break Ended::Lost(match ws.closed() {
-                        Some(c) => format!("connection closed by the server: {} ({})", c.reason, c.code),
-                        None => "connection closed by the server".to_owned(),
-                    });
-                }
-                Err(e) => break lost(e),
-            },
-            _ = ping.tick() => {
-                if let Err(e) = ws.send_ping().await {
-                    break lost(e);
-                }
-            }
-        }
-    };
-    if matches!(ended, Ended::Exit(_)) {
-        ws.close().await;
-    }
-    Ok(ended)
-}
-
 /// Explains a failed WebSocket handshake, using the server's JSON error when it sent one.
-fn connect_error(url: &str, e: herald_client::Error) -> anyhow::Error {
+fn connect_error(url: &str, e: &herald_client::Error) -> anyhow::Error {
     match e {
         herald_client::Error::Server(e) => {
             let status = e.status.unwrap_or_default();
@@ -486,163 +292,120 @@ fn connect_error(url: &str, e: herald_client::Error) -> anyhow::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::{json, Value};
+    use herald_client::subscriber::Request;
+    use herald_client::types::{Connected, Message, Subscribed};
 
-    fn opts() -> SubscribeOptions {
-        SubscribeOptions {
-            url: "http://127.0.0.1:7070".into(),
-            token: Some("t".into()),
-            channels: vec!["news".into(), "chat/1".into()],
-            since: Some(41),
-            epoch: None,
-            last: false,
-            count: Some(2),
-            timeout: None,
-            ping_every: Duration::from_secs(25),
-            reconnect: true,
-        }
-    }
-
-    fn json_of(frame: &ClientFrame) -> Value {
-        serde_json::to_value(frame).unwrap()
+    fn printer(count: Option<u64>) -> Printer {
+        Printer::new("ws://127.0.0.1:7070/v1/ws".into(), count)
     }
 
     fn text(buf: Vec<u8>) -> String {
         String::from_utf8(buf).unwrap()
     }
 
-    #[test]
-    fn opening_frames_follow_the_protocol() {
-        let (frames, pending) = opening_frames(&opts(), &initial_positions(&opts()));
-        assert_eq!(json_of(&frames[0]), json!({"connect":{"token":"t"},"id":1}));
-        assert_eq!(
-            json_of(&frames[2]),
-            json!({"id":3,"subscribe":{"channel":"chat/1","since":{"seq":41}}})
-        );
-        assert_eq!(pending.len(), 3);
-        let anon = SubscribeOptions {
-            token: None,
-            since: None,
-            last: true,
-            ..opts()
-        };
-        let (frames, _) = opening_frames(&anon, &initial_positions(&anon));
-        assert_eq!(
-            json_of(&frames[0]),
-            json!({"id":1,"subscribe":{"channel":"news","last":true}})
-        );
+    fn server_error(code: &str, message: &str) -> ServerError {
+        ServerError {
+            status: None,
+            code: code.into(),
+            message: message.into(),
+        }
     }
 
     #[test]
     fn messages_go_to_stdout_and_count_stops() {
-        let mut h = FrameHandler::new(initial_positions(&opts()), Some(2));
-        h.opening(&opts());
+        let mut p = printer(Some(2));
         let (mut out, mut err) = (Vec::new(), Vec::new());
-        let sub =
-            r#"{"id":2,"subscribe":{"channel":"news","seq":41,"epoch":"e","recovered":true}}"#;
-        assert_eq!(h.handle(sub, &mut out, &mut err), Step::Continue);
+        let sub = r#"{"channel":"news","seq":41,"epoch":"e","recovered":true}"#;
+        let subscribed: Subscribed = serde_json::from_str(sub).unwrap();
+        let connected = Connected {
+            sub: "me".into(),
+            expires: None,
+            unsubscribed: Vec::new(),
+        };
+        assert_eq!(
+            p.event(Event::Connected(connected), &mut out, &mut err),
+            None
+        );
+        assert_eq!(
+            p.event(Event::Subscribed(subscribed), &mut out, &mut err),
+            None
+        );
         let entry =
             r#"{"channel":"news","seq":42,"epoch":"e","id":"e-42","time":7,"data":{"b":1,"a":2}}"#;
-        let msg = format!(r#"{{"message":{entry}}}"#);
-        assert_eq!(h.handle(&msg, &mut out, &mut err), Step::Continue);
-        assert_eq!(
-            h.handle(r#"{"pong":{}}"#, &mut out, &mut err),
-            Step::Continue
-        );
-        assert_eq!(h.handle(&msg, &mut out, &mut err), Step::Exit(0));
+        let message = || Event::Message(serde_json::from_str::<Message>(entry).unwrap());
+        assert_eq!(p.event(message(), &mut out, &mut err), None);
+        assert_eq!(p.event(message(), &mut out, &mut err), Some(0));
         assert_eq!(text(out).lines().next(), Some(entry));
+        let err = text(err);
+        let mut lines = err.lines();
+        assert_eq!(lines.next(), Some(r#"connected: {"sub":"me"}"#));
         assert_eq!(
-            text(err).lines().next(),
+            lines.next(),
             Some(r#"subscribed: {"channel":"news","seq":41,"epoch":"e","recovered":true}"#)
         );
     }
 
     #[test]
     fn error_reply_to_subscribe_exits_1() {
-        let mut h = FrameHandler::new(initial_positions(&opts()), None);
-        h.opening(&opts());
-        let (mut out, mut err) = (Vec::new(), Vec::new());
-        let e = r#"{"id":3,"error":{"code":"forbidden","message":"no"}}"#;
-        assert_eq!(h.handle(e, &mut out, &mut err), Step::Exit(1));
+        let p = printer(None);
+        let mut err = Vec::new();
+        let stopped = Stopped::Refused {
+            request: Request::Subscribe("chat/1".into()),
+            error: server_error("forbidden", "no"),
+        };
+        assert_eq!(p.stopped(stopped, &mut err), 1);
         assert!(
-            text(err).contains("subscribe to \"chat/1\" failed: no (forbidden)"),
+            text(err).contains("error: subscribe to \"chat/1\" failed: no (forbidden)"),
             "subscribe error not reported"
         );
     }
 
     #[test]
-    fn the_next_connection_resumes_after_the_last_message_printed() {
-        let plain = SubscribeOptions {
-            since: None,
-            token: None,
-            last: true,
-            ..opts()
+    fn a_resume_the_server_could_not_make_is_a_warning() {
+        let mut p = printer(None);
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let inexact = Event::ResumeInexact {
+            channel: "news".into(),
+            after: Position {
+                epoch: None,
+                seq: 41,
+            },
+            now: Position {
+                epoch: Some("e2".into()),
+                seq: 90,
+            },
         };
-        let mut h = FrameHandler::new(initial_positions(&plain), None);
-        h.opening(&plain);
-        let (mut out, mut err) = (Vec::new(), Vec::new());
-        for frame in [
-            r#"{"id":1,"subscribe":{"channel":"news","seq":7,"epoch":"e1","recovered":false}}"#,
-            r#"{"id":2,"subscribe":{"channel":"chat/1","seq":0,"epoch":"","recovered":false}}"#,
-            r#"{"message":{"channel":"news","seq":8,"epoch":"e1","id":"a","time":1,"data":1}}"#,
-        ] {
-            assert_eq!(h.handle(frame, &mut out, &mut err), Step::Continue);
-        }
-        assert!(
-            !text(err).contains("warning"),
-            "a plain subscribe is not a resume"
-        );
-        let again = h.opening(&plain);
-        assert_eq!(
-            json_of(&again[0]),
-            json!({"id":1,"subscribe":{"channel":"news","since":{"seq":8,"epoch":"e1"}}})
-        );
-        assert_eq!(
-            json_of(&again[1]),
-            json!({"id":2,"subscribe":{"channel":"chat/1","since":{"seq":0,"epoch":""}}})
-        );
-    }
-
-    #[test]
-    fn a_resume_the_server_could_not_make_is_a_warning_and_moves_on() {
-        let mut h = FrameHandler::new(initial_positions(&opts()), None);
-        h.opening(&opts());
-        let (mut out, mut err) = (Vec::new(), Vec::new());
-        let reply =
-            r#"{"id":2,"subscribe":{"channel":"news","seq":90,"epoch":"e2","recovered":false}}"#;
-        assert_eq!(h.handle(reply, &mut out, &mut err), Step::Continue);
+        assert_eq!(p.event(inexact, &mut out, &mut err), None);
         let err = text(err);
         assert!(
-            err.contains("warning: could not resume \"news\" exactly after seq 41")
+            err.contains("warning: could not resume \"news\" exactly after seq 41 (epoch current)")
+                && err.contains("at seq 90 of epoch \"e2\"")
                 && err.contains("messages?since=41"),
             "{err}"
         );
-        let again = h.opening(&opts());
-        assert_eq!(
-            json_of(&again[1]),
-            json!({"id":2,"subscribe":{"channel":"news","since":{"seq":90,"epoch":"e2"}}})
-        );
     }
 
     #[test]
-    fn shutdown_and_slow_consumer_reconnect_other_disconnects_exit() {
-        let mut h = FrameHandler::new(initial_positions(&opts()), None);
+    fn a_disconnect_is_said_before_reconnecting_or_exiting() {
+        let mut p = printer(None);
         let (mut out, mut err) = (Vec::new(), Vec::new());
-        for (code, step) in [
-            ("shutdown", Step::Reconnect),
-            ("slow_consumer", Step::Reconnect),
-            ("token_expired", Step::Exit(1)),
-        ] {
-            let frame = format!(r#"{{"disconnect":{{"code":"{code}","message":"m"}}}}"#);
-            assert_eq!(h.handle(&frame, &mut out, &mut err), step, "{code}");
-        }
-    }
-
-    #[test]
-    fn backoff_grows_to_its_cap() {
-        for attempt in 0..20 {
-            let wait = backoff(attempt);
-            assert!(wait >= BACKOFF_MIN && wait <= BACKOFF_MAX, "{wait:?}");
-        }
+        let reconnecting = Event::Reconnecting {
+            attempt: 1,
+            after: Duration::from_millis(100),
+            why: Lost::Disconnected(server_error("shutdown", "bye")),
+        };
+        assert_eq!(p.event(reconnecting, &mut out, &mut err), None);
+        assert_eq!(
+            text(err),
+            "disconnected by the server: bye (shutdown)\n\
+             the server ended the connection; reconnecting in 100 ms\n"
+        );
+        let mut err = Vec::new();
+        let expired = Stopped::Disconnected(server_error("token_expired", "exp passed"));
+        assert_eq!(p.stopped(expired, &mut err), 1);
+        assert_eq!(
+            text(err),
+            "disconnected by the server: exp passed (token_expired)\n"
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! `herald-client` end to end against the real binary: each transport (WebSocket, SSE,
 //! long-poll), publisher routes (publish, batch, channels, history, devices, pushes, receipts,
-//! tokens), errors carrying the server's code, and the CLI's `publish` and `subscribe` built on it.
+//! tokens), errors carrying the server's code, the resuming subscriber (across a restart, with a
+//! token refused, expired or renewed), and the CLI's `publish` and `subscribe` built on it.
 
 use std::time::Duration;
 
@@ -10,6 +11,8 @@ use herald_client::proto::command::Since;
 use herald_client::proto::reply::ServerBody;
 use herald_client::proto::ErrorCode;
 use herald_client::sse::{SseItem, SseOptions, SseStream};
+use herald_client::subscriber::{Event, Lost, Position, Request, Stopped, Subscriber};
+use herald_client::types::Message;
 use herald_client::ws::WsClient;
 use serde_json::json;
 
@@ -239,6 +242,207 @@ async fn publisher_routes_are_typed() {
     assert_eq!(e.code(), Some(ErrorCode::Unauthorized), "{e}");
     let e = publisher.device("nobody").await.unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::NotFound), "{e}");
+}
+
+/// The next message `subscriber` yields, keeping the other events it reports on the way.
+async fn next_message(subscriber: &mut Subscriber, others: &mut Vec<Event>) -> Message {
+    loop {
+        match within(subscriber.next()).await {
+            Ok(Event::Message(m)) => return m,
+            Ok(event) => others.push(event),
+            Err(stopped) => panic!("the subscriber stopped: {stopped} (after {others:?})"),
+        }
+    }
+}
+
+/// The events `subscriber` yields until it stops, and why it stopped.
+async fn until_stopped(subscriber: &mut Subscriber) -> (Vec<Event>, Stopped) {
+    let mut events = Vec::new();
+    loop {
+        match within(subscriber.next()).await {
+            Ok(event) => events.push(event),
+            Err(stopped) => return (events, stopped),
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_subscriber_resumes_across_a_restart_with_every_message_once_and_in_order() {
+    let mut s = Server::start().await;
+    let token = s.token(&["news"], &[]);
+    let mut subscriber = Subscriber::builder(base(&s))
+        .token(token)
+        .channel("news")
+        .build()
+        .unwrap();
+    let mut others = Vec::new();
+    while !others.iter().any(|e| matches!(e, Event::Subscribed(_))) {
+        others.push(within(subscriber.next()).await.unwrap());
+    }
+    assert!(
+        matches!(&others[..], [Event::Connected(c), Event::Subscribed(sub)]
+            if c.sub == "tester" && sub.channel == "news" && sub.seq == 0),
+        "{others:?}"
+    );
+    s.publish("news", json!(1)).await;
+    s.publish("news", json!(2)).await;
+    let mut received = Vec::new();
+    for _ in 0..2 {
+        received.push(next_message(&mut subscriber, &mut others).await);
+    }
+    // Crash; messages 3 and 4 are published while the subscriber cannot reach the server (on
+    // another port), then the server comes back at the address the subscriber knows.
+    let known = s.addr;
+    s.restart().await;
+    s.publish("news", json!(3)).await;
+    s.publish("news", json!(4)).await;
+    s.restart_listening_on(known).await;
+    for _ in 0..2 {
+        received.push(next_message(&mut subscriber, &mut others).await);
+    }
+    // Nothing is yielded twice: the next message is the next one published.
+    s.publish("news", json!(5)).await;
+    received.push(next_message(&mut subscriber, &mut others).await);
+
+    let data: Vec<serde_json::Value> = received.iter().map(Message::json).collect();
+    assert_eq!(data, [json!(1), json!(2), json!(3), json!(4), json!(5)]);
+    let seqs: Vec<u64> = received.iter().map(|m| m.seq).collect();
+    assert_eq!(seqs, [1, 2, 3, 4, 5]);
+    assert!(
+        others
+            .iter()
+            .any(|e| matches!(e, Event::Reconnecting { .. })),
+        "{others:?}"
+    );
+    assert!(
+        !others
+            .iter()
+            .any(|e| matches!(e, Event::ResumeInexact { .. })),
+        "{others:?}"
+    );
+    let resubscribed: Vec<bool> = others
+        .iter()
+        .filter_map(|e| match e {
+            Event::Subscribed(sub) => Some(sub.recovered),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        resubscribed.last(),
+        Some(&true),
+        "the resume after the restart was exact: {others:?}"
+    );
+    let last = &received[4];
+    assert_eq!(
+        subscriber.position("news"),
+        Some(&Position::new(last.epoch.clone(), 5))
+    );
+}
+
+#[tokio::test]
+async fn the_subscriber_stops_when_its_token_or_a_subscription_is_refused() {
+    let s = Server::start().await;
+    let subscriber = |token: &str| {
+        Subscriber::builder(base(&s))
+            .token(token)
+            .channel("news")
+            .channel("secret")
+            .build()
+            .unwrap()
+    };
+
+    let mut rejected = subscriber("not-a-token");
+    let (events, stopped) = until_stopped(&mut rejected).await;
+    assert!(events.is_empty(), "{events:?}");
+    assert!(
+        matches!(
+            &stopped,
+            Stopped::Refused {
+                request: Request::Connect,
+                ..
+            }
+        ),
+        "{stopped:?}"
+    );
+    assert_eq!(stopped.code(), Some(ErrorCode::Unauthorized), "{stopped}");
+    assert!(matches!(within(rejected.next()).await, Err(Stopped::Ended)));
+
+    let expired = herald_proto::token::mint(
+        crate::support::SECRET.as_bytes(),
+        &herald_proto::token::ClientClaims {
+            exp: Some(1),
+            channels: vec!["news".into()],
+            ..Default::default()
+        },
+    );
+    let (_, stopped) = until_stopped(&mut subscriber(&expired)).await;
+    assert_eq!(stopped.code(), Some(ErrorCode::TokenExpired), "{stopped}");
+
+    let (events, stopped) = until_stopped(&mut subscriber(&s.token(&["news"], &[]))).await;
+    assert!(
+        matches!(&events[..], [Event::Connected(_), Event::Subscribed(sub)] if sub.channel == "news"),
+        "{events:?}"
+    );
+    assert!(
+        matches!(&stopped, Stopped::Refused { request: Request::Subscribe(c), .. } if c == "secret"),
+        "{stopped:?}"
+    );
+    assert_eq!(stopped.code(), Some(ErrorCode::Forbidden), "{stopped}");
+}
+
+#[tokio::test]
+async fn an_expired_token_stops_the_subscriber_unless_a_supplier_gives_a_fresh_one() {
+    let s = Server::start().await;
+    let mut fixed = Subscriber::builder(base(&s))
+        .token(s.token_expiring_in(2, &["news"]))
+        .channel("news")
+        .build()
+        .unwrap();
+    let (_, stopped) = until_stopped(&mut fixed).await;
+    assert!(
+        matches!(&stopped, Stopped::Disconnected(e) if e.code == "token_expired"),
+        "{stopped:?}"
+    );
+
+    // The supplier's first token expires in 2 s; the next ones do not.
+    let (short, long) = (s.token_expiring_in(2, &["news"]), s.token(&["news"], &[]));
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = calls.clone();
+    let mut renewed = Subscriber::builder(base(&s))
+        .token_supplier(move || {
+            let first = counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
+            let token = if first { short.clone() } else { long.clone() };
+            async move { Ok(token) }
+        })
+        .channel("news")
+        .build()
+        .unwrap();
+    let mut others = Vec::new();
+    while !others.iter().any(|e| matches!(e, Event::Subscribed(_))) {
+        others.push(within(renewed.next()).await.unwrap());
+    }
+    s.publish("news", json!(1)).await;
+    // Message 1 arrives before the token expires or, resumed, after the reconnect.
+    let mut seqs = Vec::new();
+    loop {
+        match within(renewed.next()).await.unwrap() {
+            Event::Message(m) => seqs.push(m.seq),
+            Event::Reconnecting { why, .. } => {
+                assert!(
+                    matches!(&why, Lost::Disconnected(e) if e.code == "token_expired"),
+                    "{why:?}"
+                );
+                break;
+            }
+            other => others.push(other),
+        }
+    }
+    s.publish("news", json!(2)).await;
+    while seqs.last() != Some(&2) {
+        seqs.push(next_message(&mut renewed, &mut others).await.seq);
+    }
+    assert_eq!(seqs, [1, 2], "{others:?}");
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 2);
 }
 
 #[tokio::test]
