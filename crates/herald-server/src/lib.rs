@@ -19,8 +19,8 @@
 
 mod data_dir;
 pub mod error;
-mod http_runtime;
 mod http_metrics;
+mod http_runtime;
 mod jwks_fetch;
 mod listener;
 mod meteor;

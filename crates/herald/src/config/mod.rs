@@ -28,8 +28,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use herald_server::vocabulary::{
-    Deadlines, IpNet, NamespaceOptions, Namespaces, RateLimits, Retention, SqliteOptions,
-    SyncMode,
+    Deadlines, IpNet, NamespaceOptions, Namespaces, RateLimits, Retention, SqliteOptions, SyncMode,
 };
 
 use layers::{env_text, Layers};

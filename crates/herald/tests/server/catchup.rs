@@ -81,7 +81,10 @@ async fn assert_paged_within_bound(server: &Server, min_pages: f64) {
     let pages = metric(&text, "herald_catchup_pages_total");
     assert!(pages >= min_pages, "paged: {pages} pages");
     let closed = metric(&text, "herald_slow_consumer_disconnects_total");
-    assert_eq!(closed, 0.0, "no reading client was closed as a slow consumer");
+    assert_eq!(
+        closed, 0.0,
+        "no reading client was closed as a slow consumer"
+    );
 }
 
 fn assert_every_seq_once(got: &[u64]) {
