@@ -85,17 +85,18 @@ pub async fn get_path(
         .into_response())
 }
 
-/// `GET /v1/channels?after=NAME&limit=N`.
+/// `GET /v1/channels?prefix=P&after=NAME&limit=N`.
 pub async fn list(
     State(api): State<Arc<Api>>,
     RawQuery(raw): RawQuery,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let app = api.authorize(&headers)?;
-    let query = Query::parse(raw.as_deref(), &["after", "limit"])?;
+    let query = Query::parse(raw.as_deref(), &["prefix", "after", "limit"])?;
     let limit = query.limit()?;
     let after = query.text("after");
-    let states = app_channels(&api, &app, after, limit).await?;
+    let prefix = query.text("prefix").unwrap_or("");
+    let states = app_channels(&api, &app, prefix, after, limit).await?;
     let next = (states.len() == limit).then(|| states.last().map(|s| s.name.to_string()));
     let channels: Vec<_> = states.iter().map(|s| info(&api, s)).collect();
     Ok(
@@ -104,18 +105,26 @@ pub async fn list(
     )
 }
 
-/// Up to `limit` of `app`'s own channels in name order after `after` (a name as the app sees
-/// it). The log lists every app's channels in one order: an app's scoped names are contiguous
-/// (they share the `app~` prefix); the default app's plain names are not, so its pages skip
-/// other apps' names.
+/// Up to `limit` of `app`'s own channels whose name starts with `wanted`, in name order after
+/// `after` (names as the app sees them). The log lists every app's channels in one order: an
+/// app's scoped names are contiguous (they share the `app~` prefix), and so are the names that
+/// share a prefix; the default app's plain names are not, so its pages skip other apps' names.
 async fn app_channels(
     api: &Api,
     app: &AppId,
+    wanted: &str,
     after: Option<&str>,
     limit: usize,
 ) -> Result<Vec<ChannelState>, HeraldError> {
-    let prefix = app.scope_prefix();
-    let mut cursor = format!("{prefix}{}", after.unwrap_or(""));
+    let prefix = format!("{}{wanted}", app.scope_prefix());
+    // The log lists names after its cursor: start just before the prefix (its last character
+    // dropped), or after `after` when that is further on.
+    let before_prefix = &prefix[..prefix.char_indices().last().map_or(0, |(i, _)| i)];
+    let after = after.map(|a| format!("{}{a}", app.scope_prefix()));
+    let mut cursor = match after {
+        Some(a) if a.as_str() > before_prefix => a,
+        _ => before_prefix.to_string(),
+    };
     let mut out = Vec::new();
     loop {
         let from = (!cursor.is_empty()).then_some(cursor.as_str());
@@ -127,7 +136,11 @@ async fn app_channels(
         cursor = last.name.as_str().to_string();
         let mut past_scope = false;
         for s in page {
-            if !s.name.as_str().starts_with(&prefix) {
+            let name = s.name.as_str();
+            if name < prefix.as_str() {
+                continue; // between the cursor and the prefix
+            }
+            if !name.starts_with(&prefix) {
                 past_scope = true;
                 break;
             }

@@ -446,3 +446,89 @@ async fn a_configured_publisher_key_replaces_the_previous_one() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+#[tokio::test]
+async fn channels_are_listed_by_prefix_in_pages_and_only_the_apps_own() {
+    const ADMIN: &str = "prefix-admin-key-0123456789abcdef";
+    let server = Server::builder()
+        .arg("--admin-key")
+        .arg(ADMIN)
+        .start()
+        .await;
+    for name in [
+        "ch", "chat", "chat-x", "chat/a", "chat/b", "chatter", "news", "shop",
+    ] {
+        server.publish(name, json!(1)).await;
+    }
+    // Another app's channels sort among the default app's names ("shop~chat/c"): never listed.
+    let r = server
+        .http
+        .post(server.url("/v1/apps"))
+        .bearer_auth(ADMIN)
+        .json(&json!({ "id": "shop" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let shop_key = r.json::<serde_json::Value>().await.unwrap()["key"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for name in ["chat/c", "chat/d"] {
+        let r = server
+            .http
+            .post(server.url(&format!("/v1/channels/{name}/messages")))
+            .bearer_auth(&shop_key)
+            .json(&json!({ "data": 1 }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    let names = |list: &serde_json::Value| -> Vec<String> {
+        list["channels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["channel"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (status, list) = server.get("/v1/channels?prefix=chat/").await;
+    assert_eq!(status, 200, "{list}");
+    assert_eq!(names(&list), ["chat/a", "chat/b"]);
+    let (_, list) = server.get("/v1/channels?prefix=chat").await;
+    assert_eq!(
+        names(&list),
+        ["chat", "chat-x", "chat/a", "chat/b", "chatter"]
+    );
+    // Pages of two, with the same prefix.
+    let (_, page) = server.get("/v1/channels?prefix=chat&limit=2").await;
+    assert_eq!(names(&page), ["chat", "chat-x"]);
+    assert_eq!(page["next"], "chat-x");
+    let (_, page) = server
+        .get("/v1/channels?prefix=chat&limit=2&after=chat-x")
+        .await;
+    assert_eq!(names(&page), ["chat/a", "chat/b"]);
+    let (_, page) = server
+        .get("/v1/channels?prefix=chat&limit=2&after=chat/b")
+        .await;
+    assert_eq!(names(&page), ["chatter"]);
+    assert_eq!(page["next"], serde_json::Value::Null);
+    // `after` before the prefix starts at the prefix; nothing matches: an empty page.
+    let (_, list) = server.get("/v1/channels?prefix=chat/&after=a").await;
+    assert_eq!(names(&list), ["chat/a", "chat/b"]);
+    let (_, list) = server.get("/v1/channels?prefix=zzz").await;
+    assert!(names(&list).is_empty(), "{list}");
+    let (_, list) = server.get("/v1/channels?prefix=").await;
+    assert_eq!(names(&list).len(), 8);
+    // The other app sees its own, by the same prefix.
+    let r = server
+        .http
+        .get(server.url("/v1/channels?prefix=chat/"))
+        .bearer_auth(&shop_key)
+        .send()
+        .await
+        .unwrap();
+    let list: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(names(&list), ["chat/c", "chat/d"]);
+}
