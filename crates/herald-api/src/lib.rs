@@ -100,7 +100,7 @@ pub struct Api {
     /// answers not ready.
     pub shutdown: tokio_util::sync::CancellationToken,
     /// Where URLs that tenants give (Web Push endpoints, JWKS URLs) may lead: checked when
-    /// they are given ([`destinations`]).
+    /// they are given (`destinations.rs`).
     pub destinations: herald_push::Destinations,
 }
 
