@@ -27,10 +27,23 @@ use crate::Api;
 /// Longest token lifetime `POST /v1/tokens` mints: 30 days.
 const MAX_TOKEN_TTL_SECS: u64 = 30 * 24 * 3600;
 
-/// Checks limits given by an admin: an ack window is more than 0 and at most an hour; a message
+/// Checks limits given by an admin: counts fit an int64; an ack window is more than 0 and at
+/// most an hour; a message
 /// size limit is at least 1 and at most the server's own (`max_frame_bytes`), which it could
 /// never raise.
 fn check_limits(limits: &AppLimits, server_max_message_bytes: usize) -> Result<(), HeraldError> {
+    // The document's integers are int64: a count past that is no count a client can send.
+    for (name, value) in [
+        ("max_devices", limits.max_devices),
+        ("max_connections", limits.max_connections),
+    ] {
+        if value.is_some_and(|v| v > i64::MAX as u64) {
+            return Err(HeraldError::bad_request(format!(
+                "limits.{name} must be 0 to {}",
+                i64::MAX
+            )));
+        }
+    }
     let max = herald_push::delivery::MAX_ACK_WINDOW.as_millis() as u64;
     if let Some(ms) = limits.ack_window_ms {
         if ms == 0 || ms > max {

@@ -8,6 +8,12 @@
 //! element, map entry and enum variant) and refuses an array wherever a struct, a map or a
 //! struct variant is expected: `limits: expected an object, not an array`.
 //!
+//! `null` is refused where an `Option` is read (`name: null is not allowed: leave the field
+//! out`): the document has a field's type, and `null` is not a string or a number. A field that
+//! takes `null` on purpose (a device patch's `user: null` removes the user) reads it through
+//! [`nullable`], which the document marks `nullable: true`; a field whose type is any JSON
+//! value (`serde_json::Value`, `RawValue`) reads `null` as that value.
+//!
 //! The error names where it went wrong (`messages[0].target`), found by
 //! [`serde_path_to_error`] on a second read made only after the first one failed, so a good
 //! document is read once, without path bookkeeping.
@@ -25,6 +31,53 @@ use serde::Deserialize;
 
 /// What an array where an object belongs is answered with.
 pub const NOT_AN_ARRAY: &str = "expected an object, not an array";
+
+/// What `null` where an optional field's value belongs is answered with.
+pub const NOT_NULL: &str = "null is not allowed: leave the field out";
+
+/// The newtype name [`nullable`] asks for, which [`Strict`] reads as an `Option` that takes
+/// `null`.
+const NULLABLE: &str = "$herald::strict_json::Nullable";
+
+/// `#[serde(default, deserialize_with = "herald_proto::strict_json::nullable")]` on an
+/// `Option<Option<T>>` field that takes `null` on purpose: absent is `None`, `null` is
+/// `Some(None)`, a value is `Some(Some(value))`. Read by any deserializer; the strict one lets
+/// `null` through here only.
+pub fn nullable<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    struct NullableVisitor<T>(std::marker::PhantomData<T>);
+
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for NullableVisitor<T> {
+        type Value = Option<T>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a value or null")
+        }
+
+        fn visit_none<E: de::Error>(self) -> Result<Option<T>, E> {
+            Ok(None)
+        }
+
+        fn visit_unit<E: de::Error>(self) -> Result<Option<T>, E> {
+            Ok(None)
+        }
+
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Option<T>, D::Error> {
+            T::deserialize(d).map(Some)
+        }
+
+        /// Another deserializer than [`Strict`] hands the newtype on as it is.
+        fn visit_newtype_struct<D: Deserializer<'de>>(self, d: D) -> Result<Option<T>, D::Error> {
+            Option::<T>::deserialize(d)
+        }
+    }
+
+    d.deserialize_newtype_struct(NULLABLE, NullableVisitor(std::marker::PhantomData))
+        .map(Some)
+}
 
 /// A document [`from_slice`] or [`from_str`] refused: serde_json's error, and where.
 #[derive(Debug)]
@@ -140,7 +193,6 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         deserialize_string,
         deserialize_bytes,
         deserialize_byte_buf,
-        deserialize_option,
         deserialize_unit,
         deserialize_seq,
         deserialize_identifier,
@@ -173,11 +225,21 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
         self.0.deserialize_unit_struct(name, Wrap::any(visitor))
     }
 
+    /// An optional field's value: `null` is refused (see the module's documentation).
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
+        self.0.deserialize_option(Wrap::not_null(visitor))
+    }
+
+    /// [`nullable`]'s newtype is an `Option` that takes `null`; any other newtype is read as
+    /// serde_json reads it.
     fn deserialize_newtype_struct<V: Visitor<'de>>(
         self,
         name: &'static str,
         visitor: V,
     ) -> Result<V::Value, D::Error> {
+        if name == NULLABLE {
+            return self.0.deserialize_option(Wrap::any(visitor));
+        }
         self.0.deserialize_newtype_struct(name, Wrap::any(visitor))
     }
 
@@ -215,10 +277,11 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
 
 /// A visitor that hands on what it is given wrapped again (a nested deserializer, the elements
 /// of an array, the entries of a map, an enum's variant), and, for a struct or a map
-/// (`object`), refuses an array.
+/// (`object`), refuses an array; for an optional field's value (`not_null`), refuses `null`.
 struct Wrap<V> {
     inner: V,
     object: bool,
+    not_null: bool,
 }
 
 impl<V> Wrap<V> {
@@ -226,6 +289,7 @@ impl<V> Wrap<V> {
         Wrap {
             inner,
             object: false,
+            not_null: false,
         }
     }
 
@@ -233,6 +297,15 @@ impl<V> Wrap<V> {
         Wrap {
             inner,
             object: true,
+            not_null: false,
+        }
+    }
+
+    fn not_null(inner: V) -> Self {
+        Wrap {
+            inner,
+            object: false,
+            not_null: true,
         }
     }
 }
@@ -277,10 +350,16 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for Wrap<V> {
     );
 
     fn visit_none<E: de::Error>(self) -> Result<V::Value, E> {
+        if self.not_null {
+            return Err(E::custom(NOT_NULL));
+        }
         self.inner.visit_none()
     }
 
     fn visit_unit<E: de::Error>(self) -> Result<V::Value, E> {
+        if self.not_null {
+            return Err(E::custom(NOT_NULL));
+        }
         self.inner.visit_unit()
     }
 

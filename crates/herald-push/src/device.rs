@@ -216,7 +216,7 @@ impl Registration {
 #[serde(deny_unknown_fields)]
 pub struct DevicePatch {
     /// New user (`null` removes it).
-    #[serde(default, deserialize_with = "some_nullable")]
+    #[serde(default, deserialize_with = "herald_proto::strict_json::nullable")]
     pub user: Option<Option<String>>,
     /// Replaces every tag.
     #[serde(default)]
@@ -228,19 +228,11 @@ pub struct DevicePatch {
     #[serde(default)]
     pub remove_tags: Vec<String>,
     /// New locale (`null` removes it).
-    #[serde(default, deserialize_with = "some_nullable")]
+    #[serde(default, deserialize_with = "herald_proto::strict_json::nullable")]
     pub locale: Option<Option<String>>,
     /// Activate or deactivate.
     #[serde(default)]
     pub active: Option<bool>,
-}
-
-fn some_nullable<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    Option::<T>::deserialize(d).map(Some)
 }
 
 impl DevicePatch {
@@ -375,11 +367,12 @@ fn check_token(
             let host_ok = t
                 .strip_prefix("https://")
                 .is_some_and(|rest| !rest.is_empty() && !rest.starts_with('/'));
-            if !host_ok || t.len() > 2048 || t.chars().any(|c| c.is_whitespace() || c.is_control())
-            {
+            // A subscription's endpoint is a serialized URL: visible ASCII only (anything else
+            // is percent-encoded), so its length in bytes is its length in characters.
+            if !host_ok || t.len() > 2048 || !t.bytes().all(|b| b.is_ascii_graphic()) {
                 return Err(invalid(
                     "a webpush token is the subscription's https:// endpoint URL (at most 2048 \
-                     bytes)",
+                     visible ASCII characters)",
                 ));
             }
             let Some(k) = keys else {
@@ -441,6 +434,9 @@ mod tests {
             "a".repeat(22)
         );
         assert!(reg(&good).is_ok());
+        let unicode = good.replace("https://push.example/x", "https://push.example/caf\u{e9}");
+        let e = reg(&unicode).unwrap_err();
+        assert!(e.message.contains("visible ASCII"), "{}", e.message);
         assert!(reg(r#"{"platform":"webpush","token":"https://push.example/x"}"#).is_err());
         assert!(
             reg(r#"{"platform":"webpush","token":"http://x","keys":{"p256dh":"","auth":""}}"#)

@@ -79,12 +79,20 @@ pub enum Priority {
     Normal,
 }
 
+/// A field whose value is any JSON value: present (even `null`) is `Some`.
+fn present_value<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Box<RawValue>>, D::Error> {
+    Box::<RawValue>::deserialize(d).map(Some)
+}
+
 /// The body of `POST /v1/push`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PushBody {
     target: TargetBody,
-    #[serde(default)]
+    /// Any JSON value, `null` included (delivered as `null`); absent is none.
+    #[serde(default, deserialize_with = "present_value")]
     data: Option<Box<RawValue>>,
     #[serde(default)]
     notification: Option<Notification>,

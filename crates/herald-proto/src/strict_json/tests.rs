@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::{from_slice, from_str, NOT_AN_ARRAY};
+use super::{from_slice, from_str, NOT_AN_ARRAY, NOT_NULL};
 
 #[derive(Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -88,8 +88,41 @@ fn everything_serde_reads_from_objects_still_reads() {
     assert_eq!(body.tags, ["x", "y"]);
     assert_eq!(body.pair, Some((1, "one".to_owned())));
     assert_eq!(body.any, Some(serde_json::json!([1, {"a": [2]}])));
-    let body: Body = from_str(r#"{"name":"n","limits":null,"priority":null}"#).unwrap();
-    assert_eq!((body.limits, body.priority), (None, None));
+}
+
+#[test]
+fn null_is_refused_for_an_optional_field_and_read_where_asked_for() {
+    for (json, path) in [
+        (r#"{"name":"n","limits":null}"#, "limits"),
+        (r#"{"name":"n","priority":null}"#, "priority"),
+        (
+            r#"{"name":"n","limits":{"max_devices":null}}"#,
+            "limits.max_devices",
+        ),
+    ] {
+        let err = from_str::<Body>(json).unwrap_err();
+        assert_eq!(err.path(), path, "{json}");
+        assert_eq!(err.to_string(), format!("{path}: {NOT_NULL}"), "{json}");
+    }
+    // Any JSON value takes null as a value.
+    assert_eq!(from_str::<Value>("null").unwrap(), Value::Null);
+    let raw: Box<RawValue> = from_str("null").unwrap();
+    assert_eq!(raw.get(), "null");
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    struct Patch {
+        #[serde(default, deserialize_with = "super::nullable")]
+        user: Option<Option<String>>,
+    }
+    for (json, user) in [
+        ("{}", None),
+        (r#"{"user":null}"#, Some(None)),
+        (r#"{"user":"u"}"#, Some(Some("u".to_owned()))),
+    ] {
+        assert_eq!(from_str::<Patch>(json).unwrap().user, user, "strict {json}");
+        let plain: Patch = serde_json::from_str(json).unwrap();
+        assert_eq!(plain.user, user, "serde_json {json}");
+    }
 }
 
 #[test]

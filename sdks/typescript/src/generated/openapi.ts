@@ -14,9 +14,10 @@ export interface paths {
         /**
          * List channels in name order
          * @description Lists channels that have ever had a message, in byte order of their names, starting after
-         *     `after`. When the page is full (`limit` channels returned), `next` holds the last name of
-         *     the page; pass it as `after` to get the next page. `next` is `null` when the page is not
-         *     full. `subscribers` counts live subscriptions on this server.
+         *     `after`, only those whose name starts with `prefix` when it is given. When the page is
+         *     full (`limit` channels returned), `next` holds the last name of the page; pass it as
+         *     `after` (with the same `prefix`) to get the next page. `next` is `null` when the page is
+         *     not full. `subscribers` counts live subscriptions on this server.
          */
         get: operations["listChannels"];
         put?: never;
@@ -710,8 +711,11 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description App id (`400 bad_request` if it breaks the grammar). */
-                id: components["parameters"]["AppIdPath"];
+                /**
+                 * @description App id (`400 bad_request` if it breaks the grammar), not `default`: the default app's
+                 *     secret is the server's `token_secret` configuration (`400`).
+                 */
+                id: components["schemas"]["AppId"] & unknown;
             };
             cookie?: never;
         };
@@ -1020,7 +1024,7 @@ export interface paths {
          *
          *     Token formats: `apns` 64 to 200 hex digits (an even count); `fcm` 20 to 4096 of
          *     `A-Z a-z 0-9 _ - :`; `webpush` the subscription's `https://` endpoint (at most 2048
-         *     bytes, no whitespace) plus `keys` (`p256dh`: 65 bytes, `auth`: 16 bytes, base64url).
+         *     visible ASCII characters) plus `keys` (`p256dh`: 65 bytes, `auth`: 16 bytes, base64url).
          *     An unknown `platform` or field is `bad_request`; a bad id, token, keys, user or locale is
          *     `device_invalid`; a bad tag is `tag_invalid`. The body may be at most 64 KiB.
          *
@@ -1326,11 +1330,17 @@ export interface components {
          */
         Epoch: string;
         /**
+         * @description Channel-name characters and `*`, no empty segment and no segment `.` or `..`; the
+         *     grammar is in docs/protocol.md.
+         * @example chat/*
+         */
+        ChannelPattern: string;
+        /**
          * @description One position per channel, in the order the channels were named, separated by commas.
          *     A position is `EPOCH:SEQ`; `:SEQ` or plain `SEQ` means "epoch unknown" (taken as the
          *     channel's current epoch). The epoch must be ASCII letters and digits. Whitespace around a
          *     position is ignored; an empty string means no cursor.
-         * @example 6bb9f23a:41,cfab1c9c:7
+         * @example 6bb9f23a:41
          */
         CursorString: string;
         /**
@@ -1571,8 +1581,7 @@ export interface components {
              * Format: int64
              * @description Not a limit but a setting: how long an `auto` push waits for a connected device's ack
              *     before its provider push, in milliseconds, when the push gives no `ack_window`
-             *     (default 5000). Taken as given, but more than 3600000 (an hour) counts as an hour (a
-             *     push's own `ack_window` is checked).
+             *     (default 5000): 1 to 3600000 (an hour), `400` otherwise.
              */
             ack_window_ms?: number;
             publish_rate?: components["schemas"]["Rate"];
@@ -1587,11 +1596,12 @@ export interface components {
          *     N per second. Left out, the server's setting applies. A malformed rate is `400`.
          * @example 100/s burst 200
          */
-        Rate: string;
+        Rate: string | number;
         UpdateAppRequest: {
             limits: components["schemas"]["AppLimits"];
         };
         PublicKey: {
+            /** @description printable ASCII without spaces */
             kid?: string;
             /** @enum {string} */
             alg: "RS256" | "ES256";
@@ -1705,9 +1715,9 @@ export interface components {
             sub?: string;
             device?: components["schemas"]["DeviceId"];
             /** @description Channel patterns the client may subscribe to. */
-            channels?: string[];
+            channels?: components["schemas"]["ChannelPattern"][];
             /** @description Channel patterns the client may publish to (WebSocket). */
-            publish?: string[];
+            publish?: components["schemas"]["ChannelPattern"][];
             /**
              * @description Lifetime in seconds.
              * @default 86400
@@ -1755,16 +1765,54 @@ export interface components {
             /** @description The subscription's auth secret, base64url (16 bytes). */
             auth: string;
         };
+        /**
+         * @description One shape per `platform`: a `herald` device has no `token`; `apns`, `fcm` and `webpush`
+         *     devices need their provider token, and only `webpush` devices have (and need) `keys`.
+         */
         Registration: {
+            /** @enum {string} */
+            platform: "herald";
+            id: components["schemas"]["DeviceId"];
+            /** @description The user the device belongs to (no control characters). */
+            user?: string;
+            tags?: components["schemas"]["Tag"][];
+            /** @example en-GB */
+            locale?: string;
+            /** @default true */
+            active?: boolean;
+        } | {
+            /** @enum {string} */
+            platform: "apns";
+            /** @description The APNs device token, 64 to 200 hex digits (an even count). */
+            token: string;
             id?: components["schemas"]["DeviceId"];
-            platform: components["schemas"]["Platform"];
-            /**
-             * @description Provider token: none for `herald`; `apns` 64 to 200 hex digits (even count); `fcm`
-             *     20 to 4096 of `A-Z a-z 0-9 _ - :`; `webpush` the `https://` endpoint URL (at most
-             *     2048 bytes).
-             */
-            token?: string;
-            keys?: components["schemas"]["WebPushKeys"];
+            /** @description The user the device belongs to (no control characters). */
+            user?: string;
+            tags?: components["schemas"]["Tag"][];
+            /** @example en-GB */
+            locale?: string;
+            /** @default true */
+            active?: boolean;
+        } | {
+            /** @enum {string} */
+            platform: "fcm";
+            /** @description The FCM registration token. */
+            token: string;
+            id?: components["schemas"]["DeviceId"];
+            /** @description The user the device belongs to (no control characters). */
+            user?: string;
+            tags?: components["schemas"]["Tag"][];
+            /** @example en-GB */
+            locale?: string;
+            /** @default true */
+            active?: boolean;
+        } | {
+            /** @enum {string} */
+            platform: "webpush";
+            /** @description The subscription's `https://` endpoint URL (visible ASCII). */
+            token: string;
+            keys: components["schemas"]["WebPushKeys"];
+            id?: components["schemas"]["DeviceId"];
             /** @description The user the device belongs to (no control characters). */
             user?: string;
             tags?: components["schemas"]["Tag"][];
@@ -1818,7 +1866,7 @@ export interface components {
             ids: components["schemas"]["DeviceId"][];
         };
         DevicePatch: {
-            /** @description Sets the user; `null` removes it. */
+            /** @description Sets the user (no control characters); `null` removes it. */
             user?: string | null;
             /** @description Replaces every tag. */
             tags?: components["schemas"]["Tag"][];
@@ -1830,12 +1878,15 @@ export interface components {
         };
         /** @description Exactly one of the four (`app` must be `true` when given). */
         PushTarget: {
-            device?: components["schemas"]["DeviceId"];
-            user?: string;
+            device: components["schemas"]["DeviceId"];
+        } | {
+            user: string;
+        } | {
             /** @description A tag expression, e.g. `sports AND (uk OR ie) AND NOT muted` (grammar in docs/push.md). */
-            tags?: string;
+            tags: string;
+        } | {
             /** @enum {boolean} */
-            app?: true;
+            app: true;
         };
         Notification: {
             title?: string;
@@ -1869,7 +1920,7 @@ export interface components {
             apns?: components["schemas"]["ApnsOptions"];
             fcm?: components["schemas"]["FcmOptions"];
             webpush?: components["schemas"]["WebPushOptions"];
-        };
+        } | unknown | unknown;
         PushAccepted: {
             /** @description The push id (the idempotency key, or generated as `p-` and 24 hex digits). */
             id: string;
@@ -2008,19 +2059,22 @@ export interface components {
         };
         /** @description Exactly one of `private_key` and `generate`. */
         WebPushCredentials: {
-            /**
-             * @description A `mailto:` or `https:` contact the push services may use (the VAPID `sub`).
-             * @example mailto:ops@example.com
-             */
-            subject: string;
+            subject: components["schemas"]["VapidSubject"];
             /** @description The VAPID private key, a P-256 scalar (32 bytes), base64url; `herald vapid` makes one. */
-            private_key?: string;
+            private_key: string;
+        } | {
+            subject: components["schemas"]["VapidSubject"];
             /**
              * @description Have the server make a new key pair (a new public key each time).
              * @enum {boolean}
              */
-            generate?: true;
+            generate: true;
         };
+        /**
+         * @description A `mailto:` or `https:` contact the push services may use (the VAPID `sub`).
+         * @example mailto:ops@example.com
+         */
+        VapidSubject: string;
         /**
          * @description The part of an app's credentials that may be shown: never a private key, certificate or
          *     service-account key. Which fields are present depends on `provider`.
@@ -2362,7 +2416,7 @@ export interface components {
         };
         /** @description Web Push options of a push. Every field is optional. */
         WebPushOptions: {
-            /** @description The `TTL` header, seconds. Default: the push's `ttl`. */
+            /** @description The `TTL` header, seconds (an unsigned 64-bit number). Default: the push's `ttl`. */
             ttl?: number;
             /**
              * @description The `Urgency` header. Default: `high` for a `high` push, `low` for `normal`.
@@ -2784,6 +2838,8 @@ export interface operations {
     listChannels: {
         parameters: {
             query?: {
+                /** @description Only channels whose name starts with this string (`chat/` lists a namespace); empty or absent lists every channel. */
+                prefix?: string;
                 /** @description Return channels whose name sorts after this string (any string). */
                 after?: string;
                 /** @description Most channels to return. */
@@ -3139,6 +3195,15 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            /** @description `not_found`: a device token whose device is not registered (any more). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["LimitOrRateLimited"];
             500: components["responses"]["ServerError"];
@@ -3221,6 +3286,15 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            /** @description `not_found`: a device token whose device is not registered (any more). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["LimitOrRateLimited"];
             500: components["responses"]["ServerError"];
@@ -3273,6 +3347,15 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            /** @description `not_found`: a device token whose device is not registered (any more). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             405: components["responses"]["MethodNotAllowed"];
             429: components["responses"]["LimitOrRateLimited"];
         };
@@ -4030,17 +4113,25 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
-                    all?: boolean;
-                    sub?: string;
-                    device?: string;
-                    jti?: string;
+                    /** @enum {boolean} */
+                    all: true;
+                } | {
+                    sub: string;
+                } | {
+                    device: components["schemas"]["DeviceId"];
+                } | {
+                    jti: string;
                     /**
                      * Format: int64
-                     * @description with jti only
+                     * @description in the next ten years
                      */
                     expires?: number;
-                    /** Format: int64 */
-                    issued_before?: number;
+                } | {
+                    /**
+                     * Format: int64
+                     * @description not in the future
+                     */
+                    issued_before: number;
                 };
             };
         };
@@ -4152,8 +4243,11 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description App id (`400 bad_request` if it breaks the grammar). */
-                id: components["parameters"]["AppIdPath"];
+                /**
+                 * @description App id (`400 bad_request` if it breaks the grammar), not `default`: the default app's
+                 *     secret is the server's `token_secret` configuration (`400`).
+                 */
+                id: components["schemas"]["AppId"] & unknown;
             };
             cookie?: never;
         };
@@ -4498,8 +4592,8 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description Only entries about this app. */
-                app?: string;
-                /** @description Only entries of this action (e.g. `app.delete`). */
+                app?: components["schemas"]["AppId"];
+                /** @description Only entries of this action (e.g. `app.delete`); empty is every action. */
                 action?: string;
                 /** @description Only entries at or after this time (ms since the Unix epoch). */
                 since?: number;

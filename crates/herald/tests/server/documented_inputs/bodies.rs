@@ -16,13 +16,13 @@ use super::{operations, resolve, spec, Fixture};
 
 /// One step of a location in a body.
 #[derive(Clone, Debug)]
-enum Step {
+pub(super) enum Step {
     Key(String),
     Index(usize),
 }
 
 /// How the server names a location: `messages[0].target`.
-fn describe(location: &[Step]) -> String {
+pub(super) fn describe(location: &[Step]) -> String {
     let mut out = String::new();
     for step in location {
         match step {
@@ -37,22 +37,37 @@ fn describe(location: &[Step]) -> String {
     out
 }
 
-/// Every location in a body of `schema` whose schema is an object: `at` itself when it is
-/// one, each property, and the first element of each array. A `oneOf`/`anyOf` at the top of a
-/// body is walked into (the credentials body is one of three objects); a property's is not.
-fn object_locations(spec: &Yaml, schema: &Yaml, at: Vec<Step>, out: &mut Vec<Vec<Step>>) {
-    let schema = resolve(spec, schema);
-    if at.is_empty() {
-        for key in ["oneOf", "anyOf"] {
-            for alternative in schema
-                .get(key)
-                .and_then(Yaml::as_sequence)
-                .into_iter()
-                .flatten()
+/// The alternatives of a `oneOf`/`anyOf` schema when every one of them is an object (a push
+/// `target`, a device registration, a revoke body); none otherwise (FCM's `service_account` is
+/// an object or a string).
+pub(super) fn object_alternatives<'a>(spec: &'a Yaml, schema: &'a Yaml) -> Vec<&'a Yaml> {
+    for key in ["oneOf", "anyOf"] {
+        if let Some(alternatives) = schema.get(key).and_then(Yaml::as_sequence) {
+            let resolved: Vec<&Yaml> = alternatives.iter().map(|a| resolve(spec, a)).collect();
+            if resolved
+                .iter()
+                .all(|a| a.get("type").and_then(Yaml::as_str) == Some("object"))
             {
-                object_locations(spec, alternative, Vec::new(), out);
+                return resolved;
             }
         }
+    }
+    Vec::new()
+}
+
+/// Every location in a body of `schema` whose schema is an object: `at` itself when it is
+/// one, each property, and the first element of each array. A `oneOf`/`anyOf` whose
+/// alternatives are all objects is walked into (the credentials body is one of three objects,
+/// a push `target` one of four); one with another alternative is not an object.
+pub(super) fn object_locations(
+    spec: &Yaml,
+    schema: &Yaml,
+    at: Vec<Step>,
+    out: &mut Vec<Vec<Step>>,
+) {
+    let schema = resolve(spec, schema);
+    for alternative in object_alternatives(spec, schema) {
+        object_locations(spec, alternative, at.clone(), out);
     }
     match schema.get("type").and_then(Yaml::as_str) {
         Some("object") => {
@@ -78,7 +93,7 @@ fn object_locations(spec: &Yaml, schema: &Yaml, at: Vec<Step>, out: &mut Vec<Vec
 }
 
 /// The value at `location` in `body`, if there is one.
-fn get<'a>(body: &'a Value, location: &[Step]) -> Option<&'a Value> {
+pub(super) fn get<'a>(body: &'a Value, location: &[Step]) -> Option<&'a Value> {
     location.iter().try_fold(body, |v, step| match step {
         Step::Key(k) => v.get(k),
         Step::Index(i) => v.get(i),
@@ -86,7 +101,7 @@ fn get<'a>(body: &'a Value, location: &[Step]) -> Option<&'a Value> {
 }
 
 /// `body` with `value` at `location`, making the objects and arrays on the way.
-fn set(body: &mut Value, location: &[Step], value: Value) {
+pub(super) fn set(body: &mut Value, location: &[Step], value: Value) {
     let Some((first, rest)) = location.split_first() else {
         *body = value;
         return;
@@ -128,7 +143,7 @@ fn arrays_for(example: &Value, location: &[Step]) -> Vec<Value> {
 }
 
 /// The documented examples of a request body, by name (`""` for a single `example`).
-fn examples(media: &Yaml) -> Vec<(String, Value)> {
+pub(super) fn examples(media: &Yaml) -> Vec<(String, Value)> {
     let to_json = |y: &Yaml| serde_json::to_value(y).expect("an example is JSON");
     if let Some(example) = media.get("example") {
         return vec![(String::new(), to_json(example))];

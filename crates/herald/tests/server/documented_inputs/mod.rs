@@ -3,7 +3,9 @@
 //! every integer query parameter at and just past the range the document gives ([`queries`]).
 //! The routes are read from the document, so a route documented later is checked too.
 
+mod agreement;
 mod bodies;
+mod nulls;
 mod queries;
 
 use serde_json::{json, Value};
