@@ -1,16 +1,15 @@
 //! The fan-out hub: which connections are subscribed to which channel, and delivery of each
 //! committed message to them. The registry is sharded by channel name so publish and subscribe
 //! on different channels never contend on one lock; delivery takes a shard's read lock only.
+//! This module owns the registry (the shards and their channel entries, each with its known
+//! head and its subscribers), the delivery of committed messages to a channel's subscribers,
+//! and the hooks told of interest and deliveries; what one subscriber does with a message it is
+//! handed (filter, park while catching up, queue) is `subscription`'s.
 //!
 //! A networked bus follows only the channels this node has subscribers for: the hub tells an
 //! [`InterestHook`] when it makes a channel's entry (the first local subscriber) and when it
 //! forgets one (after the entry lingered empty, see `ShardMap::emptied`). A [`DeliveryMeter`]
 //! is told how many deliveries each run of a channel's messages made (per-app counts).
-//!
-//! A new subscription starts in catch-up mode: it holds a [`Pager`] that parks live messages
-//! until the subscriber has queued its reply and the history it missed (or, paging a long
-//! catch-up, drops them while a later page will read them), then it goes live. That is what
-//! makes resume exact (no gap, no duplicate) without blocking publishers.
 
 use std::collections::VecDeque;
 use std::hash::{BuildHasher, RandomState};
@@ -22,32 +21,18 @@ use hashbrown::hash_table::{Entry, HashTable};
 use parking_lot::{Mutex, RwLock};
 
 use crate::catchup::tail::{TailBudget, DEFAULT_TAIL_CACHE_BYTES};
-use crate::catchup::{Gap, LiveAction, Page, PageDone, PageRequest, Pager};
 use crate::fanout::backlog::Backlog;
 use crate::head::{Head, HeadLookup, HeadSlot};
-use crate::message::{SharedMessage, StoredMessage};
+use crate::message::SharedMessage;
 use crate::name::ChannelName;
-use crate::outbox::{CloseReason, OutFrame, Outbox};
+use crate::outbox::Outbox;
 use crate::telemetry::telemetry;
 
+mod subscription;
+
+pub use subscription::{Admit, Filter, NextRead, Shape, Subscription, Tally};
+
 const SHARDS: usize = 64;
-
-/// Decides which of a channel's messages a subscription receives (live and replayed); a
-/// device's subscription to its app's broadcast log keeps only pushes whose audience admits it.
-pub type Admit = Arc<dyn Fn(&StoredMessage) -> bool + Send + Sync>;
-
-/// Told how many messages were queued for a subscription (replayed and live), as they are
-/// queued: a device's usage counts its deliveries with it.
-pub type Tally = Arc<dyn Fn(u64) + Send + Sync>;
-
-/// What a subscription receives ([`Admit`]) and who counts what it was sent ([`Tally`]).
-#[derive(Clone, Default)]
-pub struct Filter {
-    /// Keeps only the messages it admits; none means all.
-    pub admit: Option<Admit>,
-    /// Counts the messages queued.
-    pub tally: Option<Tally>,
-}
 
 /// Told, once per run of a channel's messages delivered (not once per subscriber), how many
 /// deliveries the hub queued for the channel's subscribers on this node: messages times
@@ -67,271 +52,6 @@ pub trait InterestHook: Send + Sync {
     /// The hub no longer follows `channel`.
     fn lost(&self, channel: &ChannelName);
 }
-
-/// About how many bytes of a run of messages one outbox lock queues (see
-/// [`Subscription::send_live_run`]).
-const RUN_PIECE_BYTES: usize = 16 * 1024;
-
-/// Live messages a subscription may park while catching up before it counts as slow.
-const MAX_PARKED: usize = 10_000;
-
-/// One connection's subscription to one channel.
-pub struct Subscription {
-    id: u64,
-    outbox: Arc<Outbox>,
-    live: AtomicBool,
-    /// Seq up to which the subscriber was caught up from the log. A message committed before
-    /// that read can still reach the hub afterwards (the commit sink runs after the commit), so
-    /// live delivery skips anything at or below it.
-    caught_up_to: AtomicU64,
-    /// The catch-up while the subscription is not live ([`crate::catchup`]): parks live messages
-    /// while a read may miss them, drops them while a later page will read them. `None` once
-    /// live, or once the subscription ended (unsubscribed, or its catch-up lost its place).
-    catchup: Mutex<Option<Box<Pager<SharedMessage>>>>,
-    filter: Filter,
-}
-
-/// What a catch-up's reader does next ([`Subscription::next_read`]).
-#[derive(Debug, PartialEq, Eq)]
-pub enum NextRead {
-    /// Read this page.
-    Read(PageRequest),
-    /// Wait for the outbox to drain, then ask again.
-    Wait,
-    /// Nothing more: the subscription is live, or it ended.
-    Done,
-}
-
-impl Subscription {
-    /// Whether this subscription receives `message`.
-    pub fn admits(&self, message: &StoredMessage) -> bool {
-        self.filter
-            .admit
-            .as_ref()
-            .is_none_or(|admit| admit(message))
-    }
-
-    fn tally(&self, n: u64) {
-        if let Some(tally) = self.filter.tally.as_ref().filter(|_| n > 0) {
-            tally(n);
-        }
-    }
-
-    /// Queues a live message unless the catch-up already covered it.
-    fn send_live(&self, message: &SharedMessage) {
-        if message.seq > self.caught_up_to.load(Ordering::Relaxed)
-            && self.outbox.push(OutFrame::Message(message.clone()))
-        {
-            self.tally(1);
-        }
-    }
-
-    /// Queues the live messages of `run` (consecutive messages of this subscription's channel,
-    /// in commit order) that the catch-up did not cover, with one lock of the outbox and one wake
-    /// of its writer.
-    ///
-    /// The run goes in pieces of about [`RUN_PIECE_BYTES`], the lock released between them, so
-    /// a writer draining the outbox meanwhile makes room as it did between single messages: a
-    /// backlog gathered while the fan-out thread waited for a core is no more likely to overflow
-    /// a reader's queue than the same messages delivered one at a time.
-    fn send_live_run(&self, run: &[SharedMessage]) {
-        let caught_up_to = self.caught_up_to.load(Ordering::Relaxed);
-        let mut queued = 0;
-        let mut rest = run;
-        while !rest.is_empty() {
-            let mut bytes = 0;
-            let len = rest
-                .iter()
-                .position(|m| {
-                    bytes += m.data.len() + 64;
-                    bytes >= RUN_PIECE_BYTES
-                })
-                .map_or(rest.len(), |last| last + 1);
-            let (piece, after) = rest.split_at(len);
-            queued += self.outbox.push_many(
-                piece
-                    .iter()
-                    .filter(|m| m.seq > caught_up_to && self.admits(m))
-                    .map(|m| OutFrame::Message(m.clone())),
-            );
-            rest = after;
-        }
-        self.tally(queued as u64);
-    }
-
-    /// Delivers `run` (see [`Subscription::send_live_run`]); while catching up, each message is
-    /// parked as [`Subscription::deliver`] parks it.
-    fn deliver_run(&self, run: &[SharedMessage]) {
-        if let [message] = run {
-            return self.deliver(message);
-        }
-        if self.live.load(Ordering::Acquire) {
-            return self.send_live_run(run);
-        }
-        for message in run {
-            self.deliver(message);
-        }
-    }
-
-    /// The subscription's id, unique in this process.
-    pub fn id(&self) -> u64 {
-        self.id
-    }
-
-    /// The outbox the subscription queues to.
-    pub fn outbox(&self) -> &Arc<Outbox> {
-        &self.outbox
-    }
-
-    /// Whether the subscription is live (caught up).
-    pub fn is_live(&self) -> bool {
-        self.live.load(Ordering::Acquire)
-    }
-
-    fn deliver(&self, message: &SharedMessage) {
-        if !self.admits(message) {
-            return;
-        }
-        if self.live.load(Ordering::Acquire) {
-            self.send_live(message);
-            return;
-        }
-        let mut catchup = self.catchup.lock();
-        if self.live.load(Ordering::Acquire) {
-            drop(catchup);
-            self.send_live(message);
-            return;
-        }
-        let Some(pager) = catchup.as_mut() else {
-            return; // ended
-        };
-        match pager.on_live(message.clone()) {
-            LiveAction::Nothing => {}
-            LiveAction::Queue(m) => {
-                // Only a live pager queues, and a live pager is dropped as it goes live.
-                drop(catchup);
-                self.send_live(&m);
-            }
-            LiveAction::Overflow => {
-                drop(catchup);
-                self.outbox.close(CloseReason::SlowConsumer);
-            }
-        }
-    }
-
-    /// The next page this subscription's catch-up needs, if one is due now (see
-    /// [`Pager::next_read`]: paced by the catch-up bytes its outbox still holds).
-    pub fn next_read(&self) -> NextRead {
-        let mut catchup = self.catchup.lock();
-        match catchup.as_mut() {
-            None => NextRead::Done,
-            Some(pager) => match pager.next_read(self.outbox.catchup_queued()) {
-                Some(request) => NextRead::Read(request),
-                None => NextRead::Wait,
-            },
-        }
-    }
-
-    /// A page asked for by [`Subscription::next_read`] came back: queues it (what the filter
-    /// admits, shaped by `shape`), and, when it reached the log's head, the parked live
-    /// messages above it, and goes live. Returns whether the subscription is now live (or
-    /// ended), or the [`Gap`] that ends exact resume (the subscription then ends: see
-    /// [`Subscription::end`]).
-    pub fn on_page(&self, page: Page<SharedMessage>, shape: Shape) -> Result<bool, Gap> {
-        self.take_page(Vec::new(), |pager| pager.on_page(page), shape)
-    }
-
-    /// Queues `first` (reply frames) and the first page, read with `limit` after `after`, as
-    /// [`Subscription::on_page`] does.
-    pub fn on_first_page(
-        &self,
-        first: Vec<OutFrame>,
-        after: u64,
-        limit: usize,
-        page: Page<SharedMessage>,
-        shape: Shape,
-    ) -> Result<bool, Gap> {
-        self.take_page(
-            first,
-            |pager| pager.on_first_page(after, limit, page),
-            shape,
-        )
-    }
-
-    fn take_page(
-        &self,
-        first: Vec<OutFrame>,
-        read: impl FnOnce(&mut Pager<SharedMessage>) -> Result<PageDone<SharedMessage>, Gap>,
-        shape: Shape,
-    ) -> Result<bool, Gap> {
-        let mut catchup = self.catchup.lock();
-        let Some(pager) = catchup.as_mut() else {
-            return Ok(true);
-        };
-        let done = read(pager)?;
-        let mut messages = done.frames;
-        messages.retain(|m| self.admits(m));
-        if let Some(shape) = shape {
-            shape(&mut messages);
-        }
-        let n = messages.len() as u64;
-        let frames = first
-            .into_iter()
-            .chain(messages.into_iter().map(OutFrame::Replayed));
-        if self.outbox.push_catchup(frames) {
-            self.tally(n);
-        }
-        if done.live {
-            self.caught_up_to.store(pager.cursor(), Ordering::Relaxed);
-            *catchup = None;
-            self.live.store(true, Ordering::Release);
-        }
-        Ok(done.live)
-    }
-
-    /// Ends the catch-up without going live: the subscription receives nothing more (its
-    /// reader stops). For a catch-up that lost its place, and for an unsubscribe.
-    pub fn end(&self) {
-        let ended = self.catchup.lock().take();
-        if ended.is_some() {
-            self.outbox.wake_catchup();
-        }
-    }
-
-    /// Whether the subscription is still catching up (neither live nor ended).
-    pub fn is_catching_up(&self) -> bool {
-        self.catchup.lock().is_some()
-    }
-
-    /// Queues `first` (reply and catch-up frames), then every parked live message with a seq
-    /// above `caught_up_to`, and switches to live delivery (which keeps skipping seqs up to
-    /// `caught_up_to`), all under the parking lock so no live message can slip in between.
-    pub fn go_live(&self, first: Vec<OutFrame>, caught_up_to: u64) {
-        let mut catchup = self.catchup.lock();
-        self.caught_up_to.store(caught_up_to, Ordering::Relaxed);
-        let mut frames = first;
-        if let Some(mut pager) = catchup.take() {
-            frames.extend(
-                pager
-                    .finish_at(caught_up_to)
-                    .into_iter()
-                    .map(OutFrame::Message),
-            );
-        }
-        let messages = frames
-            .iter()
-            .filter(|f| matches!(f, OutFrame::Message(_) | OutFrame::Replayed(_)))
-            .count();
-        if self.outbox.push_all_unbounded(frames) {
-            self.tally(messages as u64);
-        }
-        self.live.store(true, Ordering::Release);
-    }
-}
-
-/// Reshapes each page of a catch-up before it is queued (a device inbox drops pushes a later
-/// one in the same page replaces).
-pub type Shape = Option<fn(&mut Vec<SharedMessage>)>;
 
 /// A channel with subscribers on this node. While it exists every committed message of the
 /// channel passes through [`Hub::deliver`], so `head` is exact once known, and subscribers
@@ -635,18 +355,12 @@ impl Hub {
         outbox: Arc<Outbox>,
         filter: Filter,
     ) -> (Arc<Subscription>, HeadLookup, ChannelName) {
-        let sub = Arc::new(Subscription {
-            filter,
-            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+        let sub = Arc::new(Subscription::new(
+            self.next_id.fetch_add(1, Ordering::Relaxed),
             outbox,
-            live: AtomicBool::new(false),
-            caught_up_to: AtomicU64::new(0),
-            catchup: Mutex::new(Some(Box::new(Pager::new(
-                0,
-                self.catchup_budget.load(Ordering::Relaxed),
-                MAX_PARKED,
-            )))),
-        });
+            filter,
+            self.catchup_budget.load(Ordering::Relaxed),
+        ));
         let key = self.key(channel);
         let mut shard = self.shard(key).write();
         let (name, entry, made) = shard.get_or_make(key);
@@ -658,7 +372,7 @@ impl Hub {
         }
         entry.emptied = None;
         entry.subs.push(sub.clone());
-        entry.ids.push(sub.id);
+        entry.ids.push(sub.id());
         let head = entry.head.lock().lookup();
         drop(shard);
         telemetry().subscriptions.increment(1.0);
@@ -790,13 +504,13 @@ impl Hub {
 mod tests {
     use super::*;
     use crate::message::{Epoch, StoredMessage};
-    use bytes::Bytes;
+    use crate::outbox::OutFrame;
 
-    fn msg(ch: &ChannelName, seq: u64) -> SharedMessage {
+    pub(super) fn msg(ch: &ChannelName, seq: u64) -> SharedMessage {
         crate::message::test_message(ch, seq, b"{}")
     }
 
-    fn seqs(outbox: &Outbox) -> Vec<u64> {
+    pub(super) fn seqs(outbox: &Outbox) -> Vec<u64> {
         outbox
             .take()
             .0
@@ -884,41 +598,6 @@ mod tests {
         assert_eq!(hub.known_head(&b).map(|h| h.last_seq), Some(5));
     }
 
-    #[test]
-    fn a_run_parks_while_catching_up_and_overflows_as_a_slow_consumer() {
-        let hub = Hub::new();
-        let ch = ChannelName::parse("r").unwrap();
-        let out = Outbox::new(1 << 20);
-        let (sub, _) = hub.subscribe(&ch, out.clone());
-        hub.deliver_all(&[msg(&ch, 1), msg(&ch, 2), msg(&ch, 3)]);
-        assert!(seqs(&out).is_empty(), "parked while catching up");
-        sub.go_live(vec![OutFrame::Replayed(msg(&ch, 1))], 1);
-        hub.deliver_all(&[msg(&ch, 4), msg(&ch, 5)]);
-        assert_eq!(seqs(&out), vec![1, 2, 3, 4, 5]);
-
-        let small = Outbox::new(200);
-        let (sub, _) = hub.subscribe(&ch, small.clone());
-        sub.go_live(vec![], 5);
-        let big = |seq| {
-            Arc::new(StoredMessage::new(
-                ch.clone(),
-                Epoch::new("e"),
-                seq,
-                None,
-                0,
-                Bytes::from(vec![b'1'; 100]),
-            ))
-        };
-        hub.deliver_all(&[big(6), big(7), big(8)]);
-        assert_eq!(small.closed(), Some(CloseReason::SlowConsumer));
-        assert!(seqs(&small).is_empty());
-        assert_eq!(
-            seqs(&out),
-            vec![6, 7, 8],
-            "the other subscriber is unaffected"
-        );
-    }
-
     /// Records what the hub tells a delivery meter.
     #[derive(Default)]
     struct Recorded(Mutex<Vec<(String, u64)>>);
@@ -962,149 +641,6 @@ mod tests {
         drop(subs);
     }
 
-    #[test]
-    fn the_tally_counts_what_is_queued_and_nothing_else() {
-        let hub = Hub::new();
-        let ch = ChannelName::parse("inbox").unwrap();
-        let out = Outbox::new(1 << 20);
-        let counted = Arc::new(AtomicU64::new(0));
-        let tally = counted.clone();
-        let filter = Filter {
-            // Odd seqs only.
-            admit: Some(Arc::new(|m: &StoredMessage| m.seq % 2 == 1)),
-            tally: Some(Arc::new(move |n| {
-                tally.fetch_add(n, Ordering::Relaxed);
-            })),
-        };
-        let (sub, _, _) = hub.subscribe_with(&ch, out.clone(), filter);
-        for seq in [3, 4, 5] {
-            hub.deliver(&msg(&ch, seq)); // parked: 3 and 5 (4 is not admitted)
-        }
-        assert_eq!(counted.load(Ordering::Relaxed), 0, "parked is not sent");
-        // The catch-up covered up to 3: one reply, two replayed messages; parked 3 is dropped.
-        sub.go_live(
-            vec![
-                OutFrame::Control(bytes::Bytes::from_static(b"reply")),
-                OutFrame::Replayed(msg(&ch, 1)),
-                OutFrame::Replayed(msg(&ch, 3)),
-            ],
-            3,
-        );
-        assert_eq!(seqs(&out), vec![1, 3, 5]);
-        assert_eq!(counted.load(Ordering::Relaxed), 3);
-        hub.deliver(&msg(&ch, 6));
-        hub.deliver(&msg(&ch, 7));
-        assert_eq!(counted.load(Ordering::Relaxed), 4, "live: 7 only");
-        out.close(CloseReason::Shutdown);
-        hub.deliver(&msg(&ch, 9));
-        assert_eq!(
-            counted.load(Ordering::Relaxed),
-            4,
-            "a closed outbox takes nothing"
-        );
-    }
-
-    #[test]
-    fn a_paging_subscription_drops_live_messages_while_behind_and_parks_while_closing() {
-        let hub = Hub::new();
-        let ch = ChannelName::parse("news").unwrap();
-        let out = Outbox::new(1 << 20);
-        let (sub, _) = hub.subscribe(&ch, out.clone());
-        let page = |seqs: std::ops::RangeInclusive<u64>, last_seq| Page {
-            messages: seqs.map(|seq| msg(&ch, seq)).collect(),
-            last_seq,
-        };
-        hub.deliver(&msg(&ch, 5)); // parked: the first read is in flight
-        let live = sub.on_first_page(Vec::new(), 0, 3, page(1..=3, 5), None);
-        assert_eq!(live, Ok(false), "that first page (1..=3) was full: behind");
-        hub.deliver(&msg(&ch, 6)); // dropped: a page reads it
-        assert_eq!(seqs(&out), vec![1, 2, 3], "no live message while behind");
-        let NextRead::Read(request) = sub.next_read() else {
-            panic!("a page is due once the outbox drained");
-        };
-        assert_eq!(request.after, 3);
-        assert_eq!(sub.next_read(), NextRead::Wait, "one read at a time");
-        // The next page (4..=6) reached the head: parking again.
-        assert_eq!(sub.on_page(page(4..=6, 6), None), Ok(false));
-        hub.deliver(&msg(&ch, 6)); // a late delivery of a seq the page covered
-        hub.deliver(&msg(&ch, 7));
-        assert_eq!(seqs(&out), vec![4, 5, 6], "parked, not queued");
-        let NextRead::Read(request) = sub.next_read() else {
-            panic!("the closing read is due");
-        };
-        assert_eq!(request.after, 6);
-        let empty = Page {
-            messages: Vec::new(),
-            last_seq: 6,
-        };
-        assert_eq!(sub.on_page(empty, None), Ok(true), "live");
-        assert_eq!(sub.next_read(), NextRead::Done);
-        hub.deliver(&msg(&ch, 7));
-        hub.deliver(&msg(&ch, 8));
-        assert_eq!(seqs(&out), vec![7, 8], "the parked 7 once, then live");
-    }
-
-    #[test]
-    fn a_trim_under_a_paging_subscription_ends_it() {
-        let hub = Hub::new();
-        let ch = ChannelName::parse("news").unwrap();
-        let out = Outbox::new(1 << 20);
-        let (sub, _) = hub.subscribe(&ch, out.clone());
-        let full = Page {
-            messages: (1..=3).map(|seq| msg(&ch, seq)).collect(),
-            last_seq: 9,
-        };
-        assert_eq!(sub.on_first_page(Vec::new(), 0, 3, full, None), Ok(false));
-        assert!(matches!(sub.next_read(), NextRead::Read(_)));
-        let holed = Page {
-            messages: (6..=9).map(|seq| msg(&ch, seq)).collect(),
-            last_seq: 9,
-        };
-        assert_eq!(sub.on_page(holed, None), Err(Gap { expected: 4 }));
-        sub.end();
-        assert_eq!(sub.next_read(), NextRead::Done);
-        hub.deliver(&msg(&ch, 10));
-        assert_eq!(seqs(&out), vec![1, 2, 3], "nothing after the gap");
-    }
-
-    #[test]
-    fn parks_until_live_then_dedupes() {
-        let hub = Hub::new();
-        let ch = ChannelName::parse("news").unwrap();
-        let out = Outbox::new(1 << 20);
-        let (sub, head) = hub.subscribe(&ch, out.clone());
-        assert!(
-            matches!(head, HeadLookup::Load),
-            "first subscriber loads the head"
-        );
-        hub.deliver(&msg(&ch, 3));
-        hub.deliver(&msg(&ch, 4));
-        assert!(seqs(&out).is_empty(), "nothing before go_live");
-        // history read covered up to 3
-        sub.go_live(
-            vec![
-                OutFrame::Message(msg(&ch, 2)),
-                OutFrame::Message(msg(&ch, 3)),
-            ],
-            3,
-        );
-        hub.deliver(&msg(&ch, 5));
-        assert_eq!(seqs(&out), vec![2, 3, 4, 5]);
-        let (_, head) = hub.subscribe(&ch, Outbox::new(1024));
-        assert!(
-            matches!(head, HeadLookup::Known(h) if h.last_seq == 5),
-            "head tracked from deliveries"
-        );
-        hub.learn_head(
-            &ch,
-            Head {
-                epoch: Epoch::new("e"),
-                last_seq: 4,
-            },
-        );
-        assert_eq!(hub.known_head(&ch).map(|h| h.last_seq), Some(5));
-    }
-
     #[tokio::test]
     async fn concurrent_subscribers_share_one_head_load() {
         let hub = Hub::new();
@@ -1137,19 +673,6 @@ mod tests {
             }),
         );
         assert_eq!(waiter.await.unwrap().map(|h| h.last_seq), Some(9));
-    }
-
-    #[test]
-    fn message_read_from_the_log_but_delivered_after_going_live_is_not_repeated() {
-        // The log read saw seq 7 (committed) before the commit sink handed it to the hub.
-        let hub = Hub::new();
-        let ch = ChannelName::parse("late").unwrap();
-        let out = Outbox::new(1 << 20);
-        let (sub, _) = hub.subscribe(&ch, out.clone());
-        sub.go_live(vec![OutFrame::Message(msg(&ch, 7))], 7);
-        hub.deliver(&msg(&ch, 7));
-        hub.deliver(&msg(&ch, 8));
-        assert_eq!(seqs(&out), vec![7, 8]);
     }
 
     #[test]
