@@ -6,6 +6,7 @@
 # Usage: scripts/test.sh        (CI runs exactly this through .ci/run)
 #        scripts/test.sh --extended   (also: every fuzz target for a bounded time afterwards,
 #                                      scripts/fuzz.sh; HERALD_FUZZ_SECONDS per target, default 60;
+#                                      the API against docs/openapi.yaml, scripts/schemathesis.sh;
 #                                      the container image and compose file built and run with
 #                                      podman, scripts/check-container.sh;
 #                                      HERALD_TEST_EXTENDED=1 does the same)
@@ -85,6 +86,8 @@ done
 if [ "$extended" = 1 ]; then
   step "fuzzing (extended mode: each target for ${HERALD_FUZZ_SECONDS:-60}s, nightly + cargo-fuzz)"
   scripts/fuzz.sh
+  step "the API against its OpenAPI document (extended mode: schemathesis, scripts/schemathesis.sh)"
+  scripts/schemathesis.sh target/debug/herald
   step "container image and compose file (extended mode: podman, stand-in base images)"
   scripts/check-container.sh
 fi
