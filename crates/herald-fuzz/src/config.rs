@@ -1,10 +1,10 @@
-//! The `herald` binary's config file: any text is loaded (over the defaults, with no
-//! environment) into a configuration or an error, and a configuration prints as TOML that
-//! parses.
+//! Herald's config file, read by `herald-config` as `herald serve` reads it: any text is loaded
+//! (over the defaults, with no environment) into a configuration or an error, and a
+//! configuration prints as TOML that parses.
 
 use std::path::Path;
 
-use herald::config::Config;
+use herald_config::Config;
 
 /// A `herald.toml`.
 pub fn config_file(data: &[u8]) {

@@ -1,12 +1,13 @@
 //! The `herald` binary: command line ([`cli`]; `herald publish`, `push` and `subscribe` talk to
-//! a server through `herald-client`), layered configuration ([`config`]), and `herald serve`
-//! ([`serve`]), which starts the server library (`herald-server`).
+//! a server through `herald-client`), and `herald serve` ([`serve`]), which turns the layered
+//! configuration ([`config`], the `herald-config` crate) into the settings of the server
+//! library (`herald-server`) and starts it.
 #![forbid(unsafe_code)]
 
 mod cli;
 mod serve;
 
-use herald::config;
+use herald_config as config;
 
 /// jemalloc rather than the system's malloc: it gives the memory of freed connection tasks back
 /// to the system (glibc keeps it), so the server's RSS falls when idle connections park

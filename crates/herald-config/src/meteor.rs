@@ -14,7 +14,7 @@ use herald_server::vocabulary::MeteorConf;
 use super::layers::{Layers, Raw, Source};
 use super::validate::{secret, text, ConfigError};
 use super::{MeteorConfig, NamespaceSettings};
-use herald_client::proto::token::check_pattern;
+use herald_proto::token::check_pattern;
 
 /// `IP:PORT`, or `PORT` alone for the loopback address.
 fn address(raw: &Raw) -> Result<Option<SocketAddr>, String> {

@@ -3,12 +3,17 @@
 //! where it came from, so a validation error names the culprit (`(from HERALD_LISTEN)`,
 //! `(from herald.toml: listen)`, `(from --listen)`). The typed result is [`Config`].
 //!
-//! This module owns the public face: [`Config`] and its settings types, the shared
+//! A library of its own so that every reader of a config reads it the same way: the `herald`
+//! binary (its commands, and `herald serve`, which turns a [`Config`] into the server's
+//! settings) and the config file's fuzz target (`herald-fuzz`). The settings' types, defaults,
+//! TLS certificate checks and secret files are the server library's (`herald-server`).
+//!
+//! The crate root owns the public face: [`Config`] and its settings types, the shared
 //! [`ConfigFlags`], [`Config::load`] and [`read_secret_file`]. The work is done by
 //! `layers` (keys, sources, environment and flags), `file` (the TOML file), `deadlines`
-//! (the connection deadlines),
-//! `validate` (typing and checking values, [`ConfigError`]) and `redacted` (printing
-//! without secrets).
+//! (the connection deadlines), `limits`, `cluster`, `meteor`, `providers` and `tls` (their
+//! groups of keys), `validate` (typing and checking values, [`ConfigError`]) and `redacted`
+//! (printing without secrets).
 
 mod cluster;
 mod deadlines;
