@@ -33,8 +33,9 @@ use parking_lot::Mutex;
 use tokio::sync::{broadcast, mpsc, Notify};
 use tokio::task::JoinHandle;
 
-use crate::error::{redact, BusError};
+use crate::error::{in_words, redact, BusError};
 use crate::followed::{Followed, InterestQueue};
+use crate::link_log::LinkLog;
 use crate::names::Names;
 
 /// How the bus behaves; the defaults suit a LAN.
@@ -114,6 +115,8 @@ pub struct Connected {
     reconnects: broadcast::Receiver<Server>,
     caches: Arc<Caches>,
     options: BusOptions,
+    /// How the log names Redis (`Redis at host:port`).
+    redis: String,
 }
 
 /// What the tasks share.
@@ -138,6 +141,8 @@ pub(crate) struct Shared {
     pub(crate) counters: Counters,
     pub(crate) publisher: Client,
     pub(crate) subscriber: SubscriberClient,
+    /// Says losing Redis and getting it back in the log.
+    pub(crate) link_log: LinkLog,
 }
 
 /// The Redis bus of one node (see the module documentation).
@@ -158,6 +163,20 @@ fn server_of(url: &str) -> Result<Server, BusError> {
             url: redact(url),
             reason: "not a single server".into(),
         }),
+    }
+}
+
+/// How the log names the Redis of `urls`: `Redis at host:port`, or `Redis Cluster at host:port,
+/// ...` (never a password).
+fn describe(urls: &[String], cluster: bool) -> String {
+    let servers: Vec<String> = urls
+        .iter()
+        .map(|url| server_of(url).map_or_else(|_| redact(url), |server| server.to_string()))
+        .collect();
+    if cluster || urls.len() > 1 {
+        format!("Redis Cluster at {}", servers.join(", "))
+    } else {
+        format!("Redis at {}", servers.join(", "))
     }
 }
 
@@ -219,7 +238,7 @@ impl RedisBus {
             });
         let connect_error = |e: fred::error::Error| BusError::Connect {
             url: redact(first),
-            reason: crate::tls::explain(e.details()),
+            reason: in_words(&e),
         };
         let publisher = builder.build().map_err(connect_error)?;
         let subscriber = builder.build_subscriber_client().map_err(connect_error)?;
@@ -241,6 +260,7 @@ impl RedisBus {
             .ssubscribe(Names::new(&options.prefix).events())
             .await
             .map_err(connect_error)?;
+        let redis = describe(urls, options.cluster);
         Ok(Connected {
             publisher,
             subscriber,
@@ -248,6 +268,7 @@ impl RedisBus {
             reconnects,
             caches,
             options,
+            redis,
         })
     }
 
@@ -341,6 +362,7 @@ impl Connected {
             counters: Counters::default(),
             publisher: self.publisher,
             subscriber: self.subscriber,
+            link_log: LinkLog::new(self.redis),
         });
         shared
             .fan_out
@@ -353,6 +375,7 @@ impl Connected {
             tokio::spawn(crate::subscriptions::run(shared.clone(), self.reconnects)),
             tokio::spawn(crate::repair::run(shared.clone())),
             tokio::spawn(crate::presence::run(shared.clone())),
+            tokio::spawn(crate::link_log::watch(shared.clone())),
         ];
         Arc::new(RedisBus {
             shared,
@@ -438,7 +461,7 @@ impl Bus for RedisBus {
 }
 
 /// The bus's link given its two connections' states.
-fn link_of(publishing: ClientState, subscribing: ClientState) -> BusLink {
+pub(crate) fn link_of(publishing: ClientState, subscribing: ClientState) -> BusLink {
     if publishing == ClientState::Connected && subscribing == ClientState::Connected {
         return BusLink::Connected;
     }
@@ -462,6 +485,14 @@ fn link_of(publishing: ClientState, subscribing: ClientState) -> BusLink {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_log_names_redis_without_the_password() {
+        let one = ["redis://:s3cret@cache.example:6380".to_owned()];
+        assert_eq!(describe(&one, false), "Redis at cache.example:6380");
+        let nodes = ["redis://a:7000".to_owned(), "redis://b:7001".to_owned()];
+        assert_eq!(describe(&nodes, false), "Redis Cluster at a:7000, b:7001");
+    }
 
     #[test]
     fn the_bus_is_connected_only_while_both_connections_are() {

@@ -1,5 +1,5 @@
 //! The crate's errors: connecting to Redis ([`BusError`]) and parsing what arrives from it
-//! ([`DecodeError`]).
+//! ([`DecodeError`]); and the Redis client's errors in words ([`in_words`]) for the log.
 
 /// Why the bus could not start.
 #[derive(Debug, thiserror::Error)]
@@ -59,5 +59,101 @@ pub(crate) fn redact(url: &str) -> String {
             format!("{}://***@{}", &url[..scheme], &url[at + 1..])
         }
         _ => url.to_owned(),
+    }
+}
+
+/// What a Redis client error says, in words an operator reads: the client writes I/O errors in
+/// their debug form (`Os { code: 111, kind: ConnectionRefused, message: "Connection refused" }`),
+/// which becomes `connection refused`; its own messages lose their final period (`Connection
+/// closed.` becomes `connection closed`). A certificate that did not verify keeps its details,
+/// with what to check.
+pub(crate) fn in_words(error: &fred::error::Error) -> String {
+    details_in_words(error.details())
+}
+
+fn details_in_words(details: &str) -> String {
+    if details.contains("InvalidCertificate") {
+        return crate::tls::explain(details);
+    }
+    let quoted_after = |key: &str| {
+        let start = details.find(key)? + key.len();
+        let end = details[start..].find('"')?;
+        Some(details[start..start + end].to_owned())
+    };
+    let name_after = |key: &str| {
+        let start = details.find(key)? + key.len();
+        let name: String = details[start..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric())
+            .collect();
+        (!name.is_empty()).then(|| words_of_name(&name))
+    };
+    let text = quoted_after("message: \"")
+        .or_else(|| quoted_after("error: \""))
+        .or_else(|| name_after("kind: "))
+        .or_else(|| {
+            details
+                .strip_prefix("Kind(")
+                .map(|rest| words_of_name(rest.trim_end_matches(')')))
+        })
+        .unwrap_or_else(|| details.trim().trim_end_matches('.').to_owned());
+    lowercase_first(&text)
+}
+
+/// `ConnectionRefused` as `connection refused`.
+fn words_of_name(name: &str) -> String {
+    let mut words = String::new();
+    for (i, c) in name.chars().enumerate() {
+        if c.is_uppercase() && i > 0 {
+            words.push(' ');
+        }
+        words.extend(c.to_lowercase());
+    }
+    words
+}
+
+fn lowercase_first(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        // Keep acronyms (`TLS handshake`) as they are.
+        Some(first) if !chars.next().is_some_and(char::is_uppercase) => first
+            .to_lowercase()
+            .chain(text[first.len_utf8()..].chars())
+            .collect(),
+        _ => text.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_errors_read_as_words() {
+        for (details, words) in [
+            (
+                r#"Os { code: 111, kind: ConnectionRefused, message: "Connection refused" }"#,
+                "connection refused",
+            ),
+            (
+                r#"Custom { kind: Other, error: "Connection reset by peer" }"#,
+                "connection reset by peer",
+            ),
+            ("Kind(TimedOut)", "timed out"),
+            ("Connection closed.", "connection closed"),
+            ("Request timed out.", "request timed out"),
+            ("TLS handshake failed", "TLS handshake failed"),
+        ] {
+            assert_eq!(details_in_words(details), words, "{details}");
+        }
+        let error = fred::error::Error::new(
+            fred::error::ErrorKind::IO,
+            format!("{:?}", std::io::Error::from_raw_os_error(111)),
+        );
+        assert_eq!(in_words(&error), "connection refused");
+        let certificate = details_in_words(
+            "Custom { kind: InvalidData, error: InvalidCertificate(UnknownIssuer) }",
+        );
+        assert!(certificate.contains("did not verify"), "{certificate}");
     }
 }

@@ -17,6 +17,8 @@
 //!
 //! - **TLS**: `rediss://` URLs connect over TLS, verifying the server against the web roots
 //!   and [`BusOptions::tls_ca_pem`]; `redis://` URLs stay plain.
+//! - **In the log**: losing Redis and getting it back are said once each, in Herald's words
+//!   (`link_log`), not as the Redis client's internals.
 //!
 //! [`RedisBus`] is the entry point; [`codec`] and [`events`] are the wire formats.
 #![forbid(unsafe_code)]
@@ -27,6 +29,7 @@ pub mod codec;
 mod error;
 pub mod events;
 mod followed;
+mod link_log;
 pub mod names;
 pub mod presence;
 mod receiver;
@@ -34,6 +37,8 @@ mod repair;
 mod sender;
 pub mod sequencer;
 mod subscriptions;
+#[cfg(test)]
+mod test_log;
 mod tls;
 
 pub use bus::{BusOptions, BusStats, Connected, RedisBus};

@@ -102,6 +102,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             Ok(()) => written = now,
             Err(error) => {
                 written.clear();
+                let error = crate::error::in_words(&error);
                 tracing::debug!(%error, "the Redis bus cannot write presence yet");
             }
         }

@@ -150,8 +150,13 @@ async fn read_after(shared: &Shared, log: &Arc<dyn ChannelLog>, channel: Channel
     match &outcome {
         // The node is stopping: nothing is left to deliver to, and no reason to warn per channel.
         Err(StoreError::Closed) => return,
+        // The store says its own outage once; each channel's retry is no news.
+        Err(error @ StoreError::Unavailable { .. }) => {
+            tracing::debug!(error = %error.chain(), channel = channel.as_str(), "the Redis bus cannot read a gap from the log yet");
+            tokio::time::sleep(READ_RETRY).await;
+        }
         Err(error) => {
-            tracing::warn!(%error, channel = channel.as_str(), "the Redis bus cannot read a gap from the log yet");
+            tracing::warn!(error = %error.chain(), channel = channel.as_str(), "the Redis bus cannot read a gap from the log yet");
             tokio::time::sleep(READ_RETRY).await;
         }
         Ok(()) => {}

@@ -169,6 +169,9 @@ async fn publish_round(
     }
     if !events_failed {
         pending_events.drain(..events_sent);
+    } else if shared.link_log.is_down() {
+        // The link log said Redis is away; the events go once it is back.
+        tracing::debug!("the Redis bus could not publish cache events; retrying");
     } else {
         tracing::warn!("the Redis bus could not publish cache events; retrying");
     }

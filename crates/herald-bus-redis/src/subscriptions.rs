@@ -18,6 +18,7 @@ use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::task::JoinSet;
 
 use crate::bus::Shared;
+use crate::error::in_words;
 use crate::names::Names;
 
 /// Channels named in one `SSUBSCRIBE` at most.
@@ -46,7 +47,8 @@ pub(crate) async fn run(shared: Arc<Shared>, mut reconnects: broadcast::Receiver
         if reconnected {
             while reconnects.try_recv().is_ok() {}
             shared.counters.reconnects.fetch_add(1, Ordering::Relaxed);
-            tracing::info!(
+            // The link log says the return at INFO, once both connections are back.
+            tracing::debug!(
                 "the Redis bus reconnected; subscribing again and repairing from the log"
             );
             for channel in shared.followed.all() {
@@ -117,7 +119,12 @@ async fn subscribe_events(shared: &Shared) -> bool {
     match shared.subscriber.ssubscribe(shared.names.events()).await {
         Ok(()) => true,
         Err(error) => {
-            tracing::warn!(%error, "the Redis bus cannot subscribe to cache events yet");
+            let error = in_words(&error);
+            if shared.link_log.is_down() {
+                tracing::debug!(%error, "the Redis bus cannot subscribe to cache events yet");
+            } else {
+                tracing::warn!(%error, "the Redis bus cannot subscribe to cache events yet");
+            }
             false
         }
     }
@@ -164,7 +171,12 @@ async fn send(
                 waiting.remove(channel);
             }
             if let Err(error) = result {
-                tracing::warn!(%error, channels = chunk.len(), subscribe, "a Redis bus subscription command failed");
+                let error = in_words(&error);
+                if shared.link_log.is_down() {
+                    tracing::debug!(%error, channels = chunk.len(), subscribe, "a Redis bus subscription command failed");
+                } else {
+                    tracing::warn!(%error, channels = chunk.len(), subscribe, "a Redis bus subscription command failed");
+                }
                 failed.extend(chunk);
             }
         }

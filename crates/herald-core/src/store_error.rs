@@ -131,14 +131,16 @@ impl From<StoreError> for crate::error::HeraldError {
     /// `store_unavailable` (503, retry) while it cannot be reached, `insufficient_storage`
     /// (507) while it has no space left, `store_halted` (503) once it stopped accepting writes
     /// after a failed fsync, `store_failed` otherwise, with the whole chain of causes (which is
-    /// also logged).
+    /// also logged: at DEBUG for `store_unavailable`, whose outage the store says once).
     fn from(e: StoreError) -> Self {
         use crate::error::{ErrorCode, HeraldError};
         match e {
             StoreError::Closed => HeraldError::new(ErrorCode::ShuttingDown, e.to_string()),
             StoreError::Unavailable { .. } => {
                 let chain = e.chain();
-                tracing::warn!(error = %chain, "store unavailable");
+                // Every request fails alike while the store is away: the store says the outage
+                // once in the log (when it starts, and when it ends), not once per request.
+                tracing::debug!(error = %chain, "store unavailable");
                 HeraldError::new(ErrorCode::StoreUnavailable, chain)
             }
             StoreError::Full { .. } => {

@@ -15,7 +15,8 @@
 //! [`senders::Senders`] holds each app's provider clients, [`payloads::Payloads`] are the
 //! per-provider payloads rendered once per push, [`stats::WorkerStats`] count what the
 //! workers did, and `failures` writes a WARN line, rate-limited, for each dead letter and each
-//! provider pause.
+//! provider pause; `round_failures` says once when the worker's rounds start failing (the store
+//! cannot be reached) and once when they work again, and spaces the failing rounds out.
 
 pub mod broadcast;
 mod failures;
@@ -23,8 +24,11 @@ pub mod listing;
 pub mod page_sends;
 pub mod payloads;
 pub mod record;
+mod round_failures;
 pub mod senders;
 pub mod stats;
+#[cfg(test)]
+mod test_log;
 pub mod worker;
 
 use std::time::Duration;

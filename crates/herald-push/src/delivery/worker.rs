@@ -10,6 +10,9 @@
 //! [`Outcome`] settles the job, deactivates the device (token gone), or retries it with backoff.
 //! A retry whose scope is the provider pauses that app and provider only: other apps and
 //! providers keep going.
+//!
+//! A round that fails (the store cannot be reached) is said once, and its loop waits longer
+//! after each failure in a row before the next round (`round_failures`: 1 s, 2 s ... 30 s).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -29,6 +32,7 @@ use herald_providers::{Outcome, RetryScope};
 
 use crate::delivery::failures::FailureLog;
 use crate::delivery::record::DeliveryRecord;
+use crate::delivery::round_failures::RoundFailures;
 use crate::delivery::senders::{NoSender, Senders};
 use crate::delivery::stats::{SendResult, WorkerStats};
 use crate::delivery::Delivery;
@@ -109,6 +113,8 @@ pub struct Deliverer {
     paused: Mutex<HashMap<(AppId, Platform), Pause>>,
     /// The WARN lines of dead letters and pauses, rate-limited.
     pub(super) failures: FailureLog,
+    /// Whether rounds fail (said once when they start and once when they stop).
+    round_failures: RoundFailures,
     records: Mutex<HashMap<(AppId, String), CachedRecord>>,
     /// The (app, provider) pairs whose depth gauges were last set.
     exported: Mutex<std::collections::HashSet<(String, String)>>,
@@ -150,6 +156,7 @@ impl Deliverer {
             wake: Notify::new(),
             paused: Mutex::new(HashMap::new()),
             failures: FailureLog::default(),
+            round_failures: RoundFailures::default(),
             records: Mutex::new(HashMap::new()),
             exported: Mutex::new(std::collections::HashSet::new()),
             expansions: TaskTracker::new(),
@@ -300,7 +307,11 @@ impl Deliverer {
                     metrics::gauge!("herald_provider_oldest_job_seconds", &labels).set(age);
                 }
             }
-            Err(e) => tracing::warn!(error = %e, "could not read the job queue's depth"),
+            // While rounds fail, the round's line said why (the store is away, most often).
+            Err(e) if self.round_failures.is_failing() => {
+                tracing::debug!(error = %e.chain(), "could not read the job queue's depth")
+            }
+            Err(e) => tracing::warn!(error = %e.chain(), "could not read the job queue's depth"),
         }
     }
 
@@ -320,30 +331,52 @@ impl Deliverer {
         self.expansions.wait().await;
     }
 
-    /// One loop of rounds; the first also exports the queue's depth.
+    /// One loop of rounds; the first also exports the queue's depth. An idle loop waits
+    /// `poll` (or a wake) between rounds; after a failed round it waits longer each time
+    /// (`round_failures::retry_delay`), or until woken (jobs were added), or until the store,
+    /// which had a fault, has none (it is back: provider pushes should not wait out the rest of
+    /// a long backoff).
     async fn rounds(self: Arc<Self>, stop: CancellationToken, exports_depth: bool) {
         let mut depth_read: Option<Instant> = None;
+        let mut failed_in_a_row = 0u32;
         loop {
+            let (wait, store_fault) = match self.round().await {
+                Ok(handled) => {
+                    failed_in_a_row = 0;
+                    self.round_failures.worked();
+                    ((handled == 0).then_some(self.config.poll), false)
+                }
+                Err(e) => {
+                    failed_in_a_row = failed_in_a_row.saturating_add(1);
+                    let wait = self.round_failures.failed(&e, failed_in_a_row);
+                    (Some(wait), self.engine.store_write_fault().is_some())
+                }
+            };
+            // After the round, so that an outage is said by the round's line first.
             if exports_depth && depth_read.is_none_or(|at| at.elapsed() >= DEPTH_EVERY) {
                 self.export_depth().await;
                 depth_read = Some(Instant::now());
             }
-            let handled = match self.round().await {
-                Ok(n) => n,
-                Err(e) => {
-                    tracing::warn!(error = %e, "delivery round failed");
-                    0
-                }
-            };
             if stop.is_cancelled() {
                 return;
             }
-            if handled == 0 {
+            if let Some(wait) = wait {
                 tokio::select! {
                     _ = stop.cancelled() => return,
                     _ = self.wake.notified() => {}
-                    _ = tokio::time::sleep(self.config.poll) => {}
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = self.store_back(), if store_fault => {}
                 }
+            }
+        }
+    }
+
+    /// Returns once the store reports no write fault (looked at every second, in memory).
+    async fn store_back(&self) {
+        loop {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            if self.engine.store_write_fault().is_none() {
+                return;
             }
         }
     }

@@ -10,8 +10,9 @@
 //!
 //! Modules: `connect` (URL, TLS, pool), `schema` (migrations), `writer` (the group-commit task and
 //! the age sweep), `append` (one batch's transaction), `read` (`read`/`state`/`list`),
-//! `reachability` (whether writes work, for `/readyz`, without a query per probe), `tenancy`,
-//! `devices`, `credentials`, `jobs`.
+//! `reachability` (whether writes work, for `/readyz`, without a query per probe), `outage`
+//! (the store going down and coming back, said once each in the log), `tenancy`, `devices`,
+//! `credentials`, `jobs`.
 
 mod append;
 mod audit;
@@ -19,11 +20,14 @@ mod connect;
 mod credentials;
 mod devices;
 mod jobs;
+mod outage;
 mod reachability;
 mod read;
 mod revocations;
 mod schema;
 mod tenancy;
+#[cfg(test)]
+mod test_log;
 mod token_keys;
 mod writer;
 
@@ -113,6 +117,8 @@ pub struct PostgresStore {
     /// Requests to the writer task; `None` once closed.
     requests: Mutex<Option<mpsc::UnboundedSender<Request>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
+    /// Checks the store while it is down (`Reachability::watch`); aborted when closed.
+    watcher: JoinHandle<()>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -139,9 +145,14 @@ impl PostgresStore {
         }
         let pool = connect::pool(&connection, options.max_connections)?;
         let (tx, rx) = mpsc::unbounded_channel();
-        let reachability = Arc::new(Reachability::default());
+        let reachability = Arc::new(Reachability::new(connection.target.clone()));
         let writer = writer::Writer::new(pool.clone(), sink, reachability.clone(), &options);
         let handle = tokio::spawn(writer.run(rx));
+        let watcher = {
+            let (reachability, pool) = (reachability.clone(), pool.clone());
+            let target = connection.target.clone();
+            tokio::spawn(async move { reachability.watch(pool, target).await })
+        };
         tracing::info!(target = %connection.target, "postgres store opened");
         Ok(Arc::new(PostgresStore {
             pool,
@@ -149,6 +160,7 @@ impl PostgresStore {
             reachability,
             requests: Mutex::new(Some(tx)),
             writer: Mutex::new(Some(handle)),
+            watcher,
         }))
     }
 
@@ -165,12 +177,14 @@ impl PostgresStore {
         &self.target
     }
 
-    /// A pooled connection.
+    /// A pooled connection. Failing to get one because the database cannot be reached (or has
+    /// no space) is recorded as the store's fault, as a failed commit would be.
     pub(crate) async fn client(&self) -> Result<Object, StoreError> {
-        self.pool
-            .get()
-            .await
-            .map_err(|e| pool_error(&self.target, e))
+        self.pool.get().await.map_err(|e| {
+            let error = pool_error(&self.target, e);
+            self.reachability.record_failure(&error);
+            error
+        })
     }
 
     /// Sends a request to the writer task and waits for its answer.
@@ -280,6 +294,7 @@ impl ChannelLog for PostgresStore {
     }
 
     async fn close(&self) {
+        self.watcher.abort();
         self.requests.lock().take();
         let handle = self.writer.lock().take();
         if let Some(handle) = handle {
@@ -308,6 +323,7 @@ impl Drop for PostgresStore {
     fn drop(&mut self) {
         // The writer finishes what is queued and stops once the sender is gone.
         self.requests.lock().take();
+        self.watcher.abort();
     }
 }
 

@@ -7,6 +7,12 @@
 //! answers queries but takes no writes), and every caller that comes meanwhile waits for that
 //! check's answer instead of starting its own. So however many probes arrive, a node asks
 //! PostgreSQL at most once per [`FRESH_FOR`], and not at all while it is committing.
+//!
+//! Every outcome recorded also goes to the store's [`OutageLog`], which says in the log when
+//! the store stops taking writes and when it takes them again. Failures to reach the database
+//! found by reads count too ([`Reachability::record_failure`]); and while the store is down,
+//! [`Reachability::watch`] checks every [`WATCH_EVERY`], so that its return is noticed (and said)
+//! even on a node that neither commits nor is probed meanwhile.
 
 use std::time::{Duration, Instant};
 
@@ -15,6 +21,7 @@ use herald_core::log::StoreError;
 use parking_lot::Mutex;
 use tokio_postgres::SimpleQueryMessage;
 
+use super::outage::{Change, OutageLog};
 use super::{pg_error, pool_error, Target};
 
 /// How long the last write's or check's outcome stands for the store's state.
@@ -23,6 +30,9 @@ pub(crate) const FRESH_FOR: Duration = Duration::from_secs(1);
 /// Longest a check waits for a connection and its answer.
 pub(crate) const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How often the store is checked while it is down.
+pub(crate) const WATCH_EVERY: Duration = Duration::from_secs(2);
+
 /// What was last found, and when.
 struct Observed {
     at: Instant,
@@ -30,14 +40,27 @@ struct Observed {
 }
 
 /// The store's last known reachability (see the module documentation).
-#[derive(Default)]
 pub(crate) struct Reachability {
     last: Mutex<Option<Observed>>,
     /// Held by the one check under way.
     checking: tokio::sync::Mutex<()>,
+    /// Says the store's outages in the log.
+    outage: OutageLog,
+    /// Wakes [`Reachability::watch`] when the store goes down.
+    went_down: tokio::sync::Notify,
 }
 
 impl Reachability {
+    /// The reachability of the store at `target`, nothing known yet.
+    pub(crate) fn new(target: Target) -> Reachability {
+        Reachability {
+            last: Mutex::new(None),
+            checking: tokio::sync::Mutex::new(()),
+            outage: OutageLog::new(target),
+            went_down: tokio::sync::Notify::new(),
+        }
+    }
+
     /// Records a commit's outcome: a commit clears any fault; a failure to reach the database,
     /// or its lack of space, is the fault from now on. Any other failure (one batch's bad
     /// statement) says nothing about whether writes work, and changes nothing.
@@ -49,6 +72,13 @@ impl Reachability {
             }
             Err(_) => {}
         }
+    }
+
+    /// Records a failure found outside a commit (a read that could not get a connection):
+    /// like a commit's, it is the fault from now on if it says the database cannot be reached
+    /// or has no space; any other failure changes nothing.
+    pub(crate) fn record_failure(&self, error: &StoreError) {
+        self.record_write(Err(error));
     }
 
     /// The fault last found, however old (`None` if none, or nothing was found yet).
@@ -72,7 +102,26 @@ impl Reachability {
         found
     }
 
+    /// While the store is down, checks it every [`WATCH_EVERY`] until it is back; then waits
+    /// for the next outage. Runs until aborted (the store's `close` and drop abort it).
+    pub(crate) async fn watch(&self, pool: Pool, target: Target) {
+        loop {
+            // `notify_one` keeps a permit when nobody waits: an outage starting before this
+            // waits is not missed (a stale permit only makes it look once more).
+            if !self.outage.is_down() {
+                self.went_down.notified().await;
+            }
+            while self.outage.is_down() {
+                tokio::time::sleep(WATCH_EVERY).await;
+                let _ = self.check(&pool, &target).await;
+            }
+        }
+    }
+
     fn record(&self, fault: Option<StoreError>) {
+        if self.outage.observe(fault.as_ref()) == Change::Down {
+            self.went_down.notify_one();
+        }
         *self.last.lock() = Some(Observed {
             at: Instant::now(),
             fault,
@@ -132,9 +181,16 @@ mod tests {
         }
     }
 
+    fn reachability() -> Reachability {
+        let target = super::super::connect::parse("postgres://h@127.0.0.1/x")
+            .unwrap()
+            .target;
+        Reachability::new(target)
+    }
+
     #[test]
     fn commits_set_and_clear_the_fault_and_other_failures_leave_it() {
-        let reachability = Reachability::default();
+        let reachability = reachability();
         assert!(reachability.fresh().is_none(), "nothing known yet");
         reachability.record_write(Err(&unavailable()));
         assert!(matches!(
@@ -154,7 +210,7 @@ mod tests {
 
     #[test]
     fn an_outcome_stands_only_while_fresh() {
-        let reachability = Reachability::default();
+        let reachability = reachability();
         *reachability.last.lock() = Some(Observed {
             at: Instant::now() - FRESH_FOR,
             fault: Some(unavailable()),

@@ -8,6 +8,9 @@
 //! the channel's row, so appends from other nodes wait for one channel at a time; then it
 //! deletes a chunk of finished provider jobs of long-expired pushes. It exits when every sender
 //! is gone, after finishing what was queued.
+//!
+//! A batch or sweep that fails because the database cannot be reached (or is out of space) is
+//! only a DEBUG line: the store's outage log (`super::outage`) says the outage once.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -24,6 +27,15 @@ use super::jobs::{prune_expired_chunk, DONE_JOBS_KEPT_AFTER_EXPIRY_MS, PRUNE_CHU
 use super::reachability::Reachability;
 use super::{pg_error, pool_failure, PostgresOptions, AGE_TRIM_INTERVAL};
 use crate::{seq_from_db, seq_to_db};
+
+/// Whether `error` is the database being unreachable or out of space: the store's outage log
+/// says that once (`super::outage`), so each failed batch or sweep is only a DEBUG line.
+fn is_outage(error: &StoreError) -> bool {
+    matches!(
+        error,
+        StoreError::Unavailable { .. } | StoreError::Full { .. }
+    )
+}
 
 /// Where a request's answer goes.
 pub(crate) type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
@@ -148,7 +160,12 @@ impl Writer {
                 }
             }
             Err(err) => {
-                tracing::error!(error = %err.chain(), requests = batch.len(), "store batch failed");
+                if is_outage(&err) {
+                    // The outage is said once, by the store's outage log.
+                    tracing::debug!(error = %err.chain(), requests = batch.len(), "store batch failed");
+                } else {
+                    tracing::error!(error = %err.chain(), requests = batch.len(), "store batch failed");
+                }
                 for request in batch {
                     let _ = request.reply.send(Err(err.clone()));
                 }
@@ -185,6 +202,10 @@ impl Writer {
         match &result {
             Ok(0) => {}
             Ok(deleted) => tracing::debug!(deleted, "expired messages removed"),
+            Err(err) if is_outage(err) => {
+                self.reachability.record_failure(err);
+                tracing::debug!(error = %err.chain(), "expired-message sweep failed");
+            }
             Err(err) => tracing::error!(error = %err.chain(), "expired-message sweep failed"),
         }
         self.prune_jobs(now_ms).await;
@@ -207,6 +228,10 @@ impl Writer {
         match result {
             Ok(0) => {}
             Ok(pruned) => tracing::debug!(pruned, "finished jobs of expired pushes removed"),
+            Err(err) if is_outage(&err) => {
+                self.reachability.record_failure(&err);
+                tracing::debug!(error = %err.chain(), "finished-job prune failed");
+            }
             Err(err) => tracing::error!(error = %err.chain(), "finished-job prune failed"),
         }
     }
