@@ -37,8 +37,6 @@ mod repair;
 mod sender;
 pub mod sequencer;
 mod subscriptions;
-#[cfg(test)]
-mod test_log;
 mod tls;
 
 pub use bus::{BusOptions, BusStats, Connected, RedisBus};

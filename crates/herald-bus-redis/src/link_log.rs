@@ -169,7 +169,7 @@ pub(crate) async fn watch(shared: Arc<Shared>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_log::capture;
+    use herald_testkit::logs::capture;
     use tracing::Level;
 
     #[test]

@@ -9,7 +9,10 @@
 //! Where the binaries are: `HERALD_PG_BIN` (a folder holding `initdb` and `postgres`) or the
 //! newest `/usr/lib/postgresql/*/bin`; `HERALD_REDIS_SERVER` or `redis-server` on `PATH`.
 //! A test that needs one and cannot find it fails with a message naming the install script.
+//!
+//! [`logs`] captures the log lines code writes, for tests of what an operator reads.
 
+pub mod logs;
 mod postgres;
 mod process;
 mod redis;

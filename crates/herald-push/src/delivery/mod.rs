@@ -27,8 +27,6 @@ pub mod record;
 mod round_failures;
 pub mod senders;
 pub mod stats;
-#[cfg(test)]
-mod test_log;
 pub mod worker;
 
 use std::time::Duration;

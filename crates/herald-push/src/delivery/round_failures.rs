@@ -94,7 +94,7 @@ impl RoundFailures {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_log::capture;
+    use herald_testkit::logs::capture;
     use super::*;
     use tracing::Level;
 

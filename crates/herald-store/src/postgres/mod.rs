@@ -26,8 +26,6 @@ mod read;
 mod revocations;
 mod schema;
 mod tenancy;
-#[cfg(test)]
-mod test_log;
 mod token_keys;
 mod writer;
 

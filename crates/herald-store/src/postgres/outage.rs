@@ -224,7 +224,7 @@ fn lowercase_first(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_log::capture;
+    use herald_testkit::logs::capture;
     use super::*;
     use tracing::Level;
 

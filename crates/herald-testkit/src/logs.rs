@@ -1,5 +1,7 @@
-//! For tests: the log lines code writes, captured by a small `tracing` layer instead of
-//! printed, each as its level and its text (the message, then ` field=value` for each field).
+//! The log lines code writes, captured by a small `tracing` layer instead of printed, each as
+//! its level and its text (the message, then ` field=value` for each field): for tests of what
+//! an operator reads in the log (the outage and failure loggers of the store, the bus and the
+//! delivery worker).
 
 use std::fmt::{Debug, Write as _};
 use std::sync::Arc;
@@ -10,7 +12,7 @@ use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 
 /// The lines written while `run` runs on this thread, every level included.
-pub(crate) fn capture(run: impl FnOnce()) -> Vec<(Level, String)> {
+pub fn capture(run: impl FnOnce()) -> Vec<(Level, String)> {
     let lines = Arc::new(Mutex::new(Vec::new()));
     let subscriber = tracing_subscriber::registry().with(Lines(lines.clone()));
     tracing::subscriber::with_default(subscriber, run);
