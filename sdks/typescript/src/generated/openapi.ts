@@ -1999,14 +1999,15 @@ export interface components {
         /** @description Either `cursor`, or `channel` with `seq` (and optionally `epoch`). */
         AckRequest: {
             /**
-             * @description An inbox cursor string, `$app` position first, `$device` second.
+             * @description An inbox cursor string, `$app` position first, `$device` second (one or both).
              * @example 3f9a0c1d:12,8be21f40:3
              */
-            cursor?: string;
+            cursor: string;
+        } | {
             /** @enum {string} */
-            channel?: "$app" | "$device";
+            channel: "$app" | "$device";
             /** Format: int64 */
-            seq?: number;
+            seq: number;
             /** @description The log's epoch; omitted or empty means the current one. */
             epoch?: string;
         };
