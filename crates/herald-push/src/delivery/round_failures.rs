@@ -94,8 +94,8 @@ impl RoundFailures {
 
 #[cfg(test)]
 mod tests {
-    use herald_testkit::logs::capture;
     use super::*;
+    use herald_testkit::logs::capture;
     use tracing::Level;
 
     #[test]

@@ -224,8 +224,8 @@ fn lowercase_first(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use herald_testkit::logs::capture;
     use super::*;
+    use herald_testkit::logs::capture;
     use tracing::Level;
 
     fn target() -> Target {
