@@ -6,29 +6,11 @@ use crate::support;
 
 use std::collections::BTreeSet;
 
-use serde_json::{json, Value};
+use serde_json::json;
 use support::raw::Raw;
-use support::{Server, Ws, API_KEY};
+use support::{call, Server, Ws, API_KEY};
 
 const ADMIN: &str = "metrics-admin-key-0123456789abcdef";
-
-/// `method path` with `key` and an optional JSON body: status and JSON answer.
-async fn call(
-    s: &Server,
-    method: &str,
-    path: &str,
-    key: &str,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
-    let mut request = s.http.request(method, s.url(path)).bearer_auth(key);
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let r = request.send().await.unwrap();
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
 
 /// The sample lines of `text` (not comments, not blank).
 fn samples(text: &str) -> impl Iterator<Item = &str> {
