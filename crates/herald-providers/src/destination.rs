@@ -143,17 +143,16 @@ impl Destinations {
         host: &str,
         port: u16,
     ) -> Result<Vec<SocketAddr>, DestinationError> {
-        let bare = host.trim_start_matches('[').trim_end_matches(']');
-        if let Ok(ip) = bare.parse::<IpAddr>() {
+        if let Some(ip) = literal_ip(host) {
             self.check_ip(host, ip)?;
             return Ok(vec![SocketAddr::new(ip, port)]);
         }
-        let found = tokio::net::lookup_host((bare, port)).await.map_err(|e| {
-            DestinationError::Unresolved {
+        let found = tokio::net::lookup_host((unbracketed(host), port))
+            .await
+            .map_err(|e| DestinationError::Unresolved {
                 host: host.to_string(),
                 message: e.to_string(),
-            }
-        })?;
+            })?;
         let mut allowed = Vec::new();
         let mut refusal = None;
         for addr in found {
@@ -178,12 +177,13 @@ impl Destinations {
     /// name must not resolve to any refused address. A name that does not resolve now (within
     /// a few seconds) is accepted: it is checked again at every connection.
     pub async fn check_host(&self, host: &str) -> Result<(), DestinationError> {
-        let bare = host.trim_start_matches('[').trim_end_matches(']');
-        if let Ok(ip) = bare.parse::<IpAddr>() {
+        if let Some(ip) = literal_ip(host) {
             return self.check_ip(host, ip);
         }
-        let lookup =
-            tokio::time::timeout(REGISTRATION_LOOKUP, tokio::net::lookup_host((bare, 443)));
+        let lookup = tokio::time::timeout(
+            REGISTRATION_LOOKUP,
+            tokio::net::lookup_host((unbracketed(host), 443)),
+        );
         match lookup.await {
             Ok(Ok(found)) => {
                 for addr in found {
@@ -194,6 +194,17 @@ impl Destinations {
             Ok(Err(_)) | Err(_) => Ok(()),
         }
     }
+}
+
+/// The address `host` (as a URL gives it: an IPv6 address in brackets or not) is, when it is
+/// an IP literal; `None` for a name.
+pub fn literal_ip(host: &str) -> Option<IpAddr> {
+    unbracketed(host).parse().ok()
+}
+
+/// `host` without the brackets of an IPv6 literal.
+fn unbracketed(host: &str) -> &str {
+    host.trim_start_matches('[').trim_end_matches(']')
 }
 
 /// What kind of non-public address `ip` is; `None` for a public unicast address.

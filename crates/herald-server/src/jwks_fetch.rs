@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use herald_core::jwks::{FetchedKeySet, KeySetSource};
-use herald_providers::destination::Destinations;
+use herald_providers::destination::{literal_ip, Destinations};
 
 /// Largest key set read, in bytes.
 const MAX_KEY_SET_BYTES: usize = 256 * 1024;
@@ -45,12 +45,12 @@ impl HttpKeySets {
     fn check_literal(&self, url: &str) -> Result<(), String> {
         let parsed = reqwest::Url::parse(url).map_err(|e| format!("not a URL: {e}"))?;
         let host = parsed.host_str().unwrap_or_default();
-        match host.trim_start_matches('[').trim_end_matches(']').parse() {
-            Ok(ip) => self
+        match literal_ip(host) {
+            Some(ip) => self
                 .destinations
                 .check_ip(host, ip)
                 .map_err(|e| e.to_string()),
-            Err(_) => Ok(()),
+            None => Ok(()),
         }
     }
 }

@@ -12,7 +12,7 @@
 use serde_json::{json, Value};
 use serde_yaml::Value as Yaml;
 
-use super::{operations, resolve, spec, Fixture};
+use super::{json_bodies, resolve, spec, Fixture};
 
 /// One step of a location in a body.
 #[derive(Clone, Debug)]
@@ -168,21 +168,12 @@ async fn every_documented_body_refuses_an_array_in_place_of_each_object() {
     let before = fixture.state().await;
     let mut sent = 0;
     let mut failures = Vec::new();
-    for (template, method, op) in operations(&spec) {
-        let Some(media) = op
-            .get("requestBody")
-            .and_then(|b| b.get("content"))
-            .and_then(|c| c.get("application/json"))
-        else {
-            continue;
-        };
+    for (template, method, op, media) in json_bodies(&spec) {
         let mut locations = Vec::new();
         object_locations(&spec, &media["schema"], Vec::new(), &mut locations);
         let key = fixture.key_for(&spec, op);
         for (name, example) in examples(media) {
-            // The credentials examples are named for their provider (`apns_token`, `fcm`).
-            let provider = name.split('_').next().filter(|p| !p.is_empty());
-            let path = fixture.concrete(&template, provider.unwrap_or("webpush"));
+            let path = fixture.example_path(&template, &name);
             for location in &locations {
                 for array in arrays_for(&example, location) {
                     let mut body = example.clone();

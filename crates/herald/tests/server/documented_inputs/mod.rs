@@ -52,6 +52,21 @@ fn operations(spec: &Yaml) -> Vec<(String, String, &Yaml)> {
     out
 }
 
+/// Every operation that takes a JSON body: `(path template, method, operation, its
+/// `application/json` media object)`.
+fn json_bodies(spec: &Yaml) -> Vec<(String, String, &Yaml, &Yaml)> {
+    operations(spec)
+        .into_iter()
+        .filter_map(|(template, method, op)| {
+            let media = op
+                .get("requestBody")
+                .and_then(|b| b.get("content"))
+                .and_then(|c| c.get("application/json"))?;
+            Some((template, method, op, media))
+        })
+        .collect()
+}
+
 /// A server with what the documented routes need to find: an app `a1` with limits, a device
 /// `dev-1` of the default app, a message in `news`, a push to `dev-1`, and a token of `dev-1`.
 struct Fixture {
@@ -61,6 +76,13 @@ struct Fixture {
 }
 
 impl Fixture {
+    /// The concrete path of `template` for the example named `example`: credentials examples
+    /// are named for their provider (`apns_token`, `fcm`), others take `webpush`'s path.
+    fn example_path(&self, template: &str, example: &str) -> String {
+        let provider = example.split('_').next().filter(|p| !p.is_empty());
+        self.concrete(template, provider.unwrap_or("webpush"))
+    }
+
     async fn start() -> Fixture {
         let server = Server::builder()
             .arg("--admin-key")

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use serde_yaml::Value as Yaml;
 
 use super::bodies::{describe, examples, get, object_alternatives, set, Step};
-use super::{operations, resolve, spec, Fixture};
+use super::{json_bodies, resolve, spec, Fixture};
 use crate::support;
 
 /// Whether `schema` says what type its values have (a `type`, or alternatives that do).
@@ -87,19 +87,10 @@ async fn every_documented_body_refuses_null_for_a_property_that_is_not_nullable(
     let before = fixture.state().await;
     let mut sent = 0;
     let mut failures = Vec::new();
-    for (template, method, op) in operations(&spec) {
-        let Some(media) = op
-            .get("requestBody")
-            .and_then(|b| b.get("content"))
-            .and_then(|c| c.get("application/json"))
-        else {
-            continue;
-        };
+    for (template, method, op, media) in json_bodies(&spec) {
         let key = fixture.key_for(&spec, op);
         for (name, example) in examples(media) {
-            // The credentials examples are named for their provider (`apns_token`, `fcm`).
-            let provider = name.split('_').next().filter(|p| !p.is_empty());
-            let path = fixture.concrete(&template, provider.unwrap_or("webpush"));
+            let path = fixture.example_path(&template, &name);
             let mut locations = Vec::new();
             typed_properties(
                 &spec,
