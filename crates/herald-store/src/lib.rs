@@ -1,62 +1,22 @@
-//! Herald's durable channel log: the SQLite implementation of [`herald_core::log::ChannelLog`].
+//! Herald's durable stores: the implementations of every store trait (`herald_core`'s
+//! [`ChannelLog`](herald_core::log::ChannelLog), `Tenancy` and `AuditLog`, `herald_push`'s
+//! `DeviceRegistry`, `JobQueue` and `CredentialStore`) on two backends.
 //!
-//! One database file (`herald.db`, WAL mode) holds every channel's messages. A single writer
-//! thread owns the write connection and commits appends in groups (group commit): whatever queued
-//! up while the previous transaction was committing goes into the next one, so one fsync covers
-//! many appends. Reads go through a small pool of read-only connections on tokio's blocking pool.
-//!
-//! Modules: [`options`] (sync policy and sizes), `schema` (tables and migrations), `writer` (the
-//! writer thread and its batching), `batch` (what one group-commit transaction does), `retention`
-//! (trimming old messages), `checkpoint` (background WAL checkpoints), `reader` (the read pool and read queries), `known`
-//! (which channels have a log, so reads of the others are skipped), `log` ([`SqliteLog`]).
-//!
-//! The same database holds the apps (`tenancy`), the device registry and receipts (`devices`),
-//! the provider job queue (`jobs`), provider credentials (`credentials`) and the audit log of
-//! admin actions (`audit`): `SqliteLog` implements `herald_core`'s `Tenancy` and `AuditLog` and
-//! `herald_push`'s `DeviceRegistry`, `JobQueue` and `CredentialStore`.
-//!
-//! [`postgres`] holds the same over a PostgreSQL database that several Herald nodes share:
-//! [`PostgresStore`] implements every trait `SqliteLog` does, with the same behaviour.
+//! `sqlite` holds [`SqliteLog`], the embedded default: one database file on one node, one writer
+//! thread doing group commit, reads on a pool. [`postgres`] holds [`PostgresStore`]: the same
+//! traits, with the same behaviour, over a PostgreSQL database that several Herald nodes share.
+//! [`options`] is SQLite's sync policy and sizes.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-mod audit;
-mod batch;
-mod checkpoint;
-mod credentials;
-mod devices;
-mod fault;
-mod job_counts;
-mod jobs;
-mod known;
-mod log;
-pub mod options;
 pub mod postgres;
-mod reader;
-mod retention;
-mod revocations;
-mod schema;
-mod tenancy;
-mod token_keys;
-mod wal_room;
-mod writer;
+mod sqlite;
 
-pub use log::SqliteLog;
-pub use options::{ParseSyncModeError, SqliteOptions, SyncMode};
 pub use postgres::{PostgresOptions, PostgresStore};
+pub use sqlite::options;
+pub use sqlite::{ParseSyncModeError, SqliteLog, SqliteOptions, SyncMode, DB_FILE_NAME};
 
 use herald_core::log::StoreError;
-
-/// File name of the database inside the data directory.
-pub const DB_FILE_NAME: &str = "herald.db";
-
-/// The file SQLite keeps beside the database at `db` under `suffix` (`-wal`, `-shm`), built
-/// from the path's bytes, so a data directory whose name is not UTF-8 still names it.
-pub(crate) fn db_sibling(db: &std::path::Path, suffix: &str) -> std::path::PathBuf {
-    let mut name = db.as_os_str().to_owned();
-    name.push(suffix);
-    name.into()
-}
 
 /// Describes the store's metrics (recorded by the writers of both stores, the checkpoint thread
 /// and the write-fault state), so `/metrics` has a `# HELP` line for each. Call it once the
@@ -87,12 +47,6 @@ pub fn describe_metrics() {
         "herald_store_write_fault",
         "Store writes: 0 working, 1 refused for lack of disk space, 2 halted after a failed fsync."
     );
-}
-
-/// Wraps a backend failure (SQLite, I/O) as a [`StoreError::Backend`] with the error as its
-/// source.
-pub(crate) fn backend(err: impl std::error::Error + Send + Sync + 'static) -> StoreError {
-    StoreError::backend("database error", err)
 }
 
 /// Converts a seq read from the database; a negative value means the row is corrupt.

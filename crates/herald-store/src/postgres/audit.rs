@@ -8,7 +8,7 @@ use herald_core::log::StoreError;
 use tokio_postgres::types::ToSql;
 
 use super::{pg_error, PostgresStore};
-use crate::audit::{entry, insert_sql, select, Param};
+use crate::sqlite::audit::{entry, insert_sql, select, Param};
 
 fn pg_placeholder(n: usize) -> String {
     format!("${n}")

@@ -9,7 +9,7 @@ use herald_push::credentials::{CredentialStore, StoredCredentials};
 use herald_push::device::Platform;
 
 use super::{pg_error, PostgresStore};
-use crate::credentials::stored_platform;
+use crate::sqlite::credentials::stored_platform;
 
 /// A `credentials` row (provider, sealed, public, updated).
 fn credentials_of(row: &tokio_postgres::Row) -> Result<StoredCredentials, StoreError> {

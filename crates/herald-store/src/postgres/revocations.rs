@@ -6,7 +6,7 @@ use herald_core::log::StoreError;
 use herald_core::revoked::{now_secs, RevokedKind, TokenRevocation};
 
 use super::{pg_error, PostgresStore};
-use crate::revocations::{revocation, secs};
+use crate::sqlite::revocations::{revocation, secs};
 
 pub(crate) async fn revoke(store: &PostgresStore, r: &TokenRevocation) -> Result<(), StoreError> {
     let mut client = store.client().await?;

@@ -11,7 +11,7 @@ use herald_core::tenant::AppId;
 use herald_core::token_keys::AppTokenKeys;
 
 use super::{pg_error, PostgresStore};
-use crate::tenancy::{app_id, to_json};
+use crate::sqlite::tenancy::{app_id, to_json};
 
 /// An `apps` row (id, name, token_secret, created, limits) as an [`App`].
 fn app_of(row: &tokio_postgres::Row) -> Result<App, StoreError> {

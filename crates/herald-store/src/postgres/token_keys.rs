@@ -6,7 +6,7 @@ use herald_core::tenant::AppId;
 use herald_core::token_keys::AppTokenKeys;
 
 use super::{pg_error, PostgresStore};
-use crate::token_keys::{from_row, row_params, Row, SELECT};
+use crate::sqlite::token_keys::{from_row, row_params, Row, SELECT};
 
 fn read_row(row: &tokio_postgres::Row) -> Result<Row, StoreError> {
     Ok((

@@ -14,7 +14,7 @@ use herald_core::tenant::AppId;
 use herald_push::device::{Device, DeviceWrite, InboxCursor};
 
 use crate::postgres::pg_error;
-use crate::tenancy::to_json;
+use crate::sqlite::tenancy::to_json;
 
 const FIND: &str = "SELECT created, tags FROM devices WHERE app = $1 AND id = $2 FOR UPDATE";
 const TOMBSTONE: &str =

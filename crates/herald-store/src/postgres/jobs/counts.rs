@@ -14,7 +14,9 @@ use herald_push::jobs::PushJobs;
 
 use crate::postgres::pg_error;
 
-pub(super) use crate::job_counts::{done, Standing, Tally, DEAD, EXPANDING, IN_DOUBT, QUEUED};
+pub(super) use crate::sqlite::job_counts::{
+    done, Standing, Tally, DEAD, EXPANDING, IN_DOUBT, QUEUED,
+};
 
 /// Writes a [`Tally`]'s changes as increments (one statement), then deletes the counters a
 /// decrease brought to zero (a second one, only if something decreased). `client` must be

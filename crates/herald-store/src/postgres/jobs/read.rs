@@ -7,9 +7,9 @@ use herald_core::tenant::AppId;
 use herald_push::jobs::{DeadLetter, Depth, DeviceJob, JobId, PushJobs};
 
 use super::{job_of, JOB_COLUMNS, JOB_COLUMN_COUNT};
-use crate::credentials::stored_platform;
 use crate::postgres::{pg_error, sql_limit};
-use crate::tenancy::app_id;
+use crate::sqlite::credentials::stored_platform;
+use crate::sqlite::tenancy::app_id;
 
 /// A stored count (never negative).
 fn count(n: i64) -> u64 {

@@ -24,9 +24,9 @@ use rusqlite::Connection;
 
 use herald_core::log::StoreError;
 
-use crate::backend;
-use crate::fault::{self, WriteFault};
-use crate::wal_room::WalRoom;
+use crate::sqlite::backend;
+use crate::sqlite::fault::{self, WriteFault};
+use crate::sqlite::wal_room::WalRoom;
 
 /// The write-ahead log's header, and each frame's before its page (SQLite's WAL format).
 const WAL_HEADER_BYTES: i64 = 32;
@@ -138,7 +138,7 @@ impl Pass {
 }
 
 /// Runs one checkpoint on `conn`; returns how many pages the log held. A failed fsync is
-/// recorded in `fault`, which halts writes (see [`crate::fault`]).
+/// recorded in `fault`, which halts writes (see [`crate::sqlite::fault`]).
 pub(crate) fn checkpoint(conn: &Connection, mode: &'static str, fault: &WriteFault) -> Option<i64> {
     let started = std::time::Instant::now();
     let result = conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |row| {

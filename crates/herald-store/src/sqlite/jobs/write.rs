@@ -14,7 +14,7 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 
 use super::counts::{self, Standing, Tally};
 use super::{job_row, sql_limit, JOB_COLUMNS};
-use crate::backend;
+use crate::sqlite::backend;
 
 /// Refuses jobs the queue could not run: a send job needs a provider.
 pub(super) fn check_new(jobs: &[NewJob]) -> Result<(), StoreError> {
@@ -88,7 +88,7 @@ pub(super) fn insert_rows(
                 state,
                 due,
                 now,
-                crate::seq_to_db(job.seq),
+                crate::sqlite::seq_to_db(job.seq),
                 attempts,
                 result,
                 row.in_doubt,

@@ -16,8 +16,8 @@ use herald_core::message::{Epoch, NewMessage, SharedMessage, StoredMessage};
 use herald_core::name::ChannelName;
 use rusqlite::{params, OptionalExtension, Transaction};
 
-use crate::known::KnownChannels;
-use crate::{backend, retention, seq_from_db, seq_to_db};
+use crate::sqlite::known::KnownChannels;
+use crate::sqlite::{backend, retention, seq_from_db, seq_to_db};
 
 /// The writer's view of one channel, kept in step with its `channels` row.
 #[derive(Debug, Clone)]

@@ -10,7 +10,7 @@
 //! A failed batch fails every request it held and the thread goes on with the next one. A batch
 //! that failed for lack of space or on an fsync is recorded in the shared [`WriteFault`]; once
 //! an fsync failed, every later request is refused without touching the database (see
-//! [`crate::fault`]).
+//! [`crate::sqlite::fault`]).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,12 +24,12 @@ use herald_core::name::ChannelName;
 use rusqlite::{Connection, TransactionBehavior};
 use tokio::sync::oneshot;
 
-use crate::batch::{self, Batch, ChannelCache};
-use crate::fault::{self, WriteFault};
-use crate::known::KnownChannels;
-use crate::options::SyncMode;
-use crate::wal_room::WalRoom;
-use crate::{backend, checkpoint, jobs, retention, schema};
+use crate::sqlite::batch::{self, Batch, ChannelCache};
+use crate::sqlite::fault::{self, WriteFault};
+use crate::sqlite::known::KnownChannels;
+use crate::sqlite::options::SyncMode;
+use crate::sqlite::wal_room::WalRoom;
+use crate::sqlite::{backend, checkpoint, jobs, retention, schema};
 
 /// How often expired messages are swept.
 pub(crate) const AGE_TRIM_INTERVAL: Duration = Duration::from_secs(30);

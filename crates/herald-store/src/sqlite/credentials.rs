@@ -1,7 +1,7 @@
 //! The SQLite implementation of [`CredentialStore`]: one row per app and provider in
 //! `credentials`, holding the sealed secret exactly as the server sealed it (the store never
 //! sees plaintext) and the public part. Writes run on the writer thread; reads use the read
-//! pool. Deleting an app deletes its rows ([`crate::tenancy`]).
+//! pool. Deleting an app deletes its rows ([`crate::sqlite::tenancy`]).
 
 use async_trait::async_trait;
 use herald_core::log::StoreError;
@@ -10,7 +10,7 @@ use herald_push::credentials::{CredentialStore, StoredCredentials};
 use herald_push::device::Platform;
 use rusqlite::{params, OptionalExtension, Row};
 
-use crate::{backend, SqliteLog};
+use crate::sqlite::{backend, SqliteLog};
 
 /// Parses a provider name read from the store.
 pub(crate) fn stored_platform(name: &str) -> Result<Platform, StoreError> {

@@ -16,7 +16,7 @@ use parking_lot::Mutex;
 use rusqlite::{params, Connection, OptionalExtension};
 use tokio::sync::Semaphore;
 
-use crate::{backend, schema, seq_from_db, seq_to_db};
+use crate::sqlite::{backend, schema, seq_from_db, seq_to_db};
 
 /// The read-only connections.
 pub(crate) struct ReadPool {

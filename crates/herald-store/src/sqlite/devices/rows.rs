@@ -7,7 +7,7 @@ use herald_push::device::{Device, InboxCursor, Platform, WebPushKeys};
 use herald_push::registry::DeviceQuery;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
-use crate::backend;
+use crate::sqlite::backend;
 
 /// The columns [`device_row`] reads, in order.
 pub(super) const DEVICE_COLUMNS: &str = "id, platform, token, keys, user_id, tags, locale, \

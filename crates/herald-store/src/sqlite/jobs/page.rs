@@ -9,7 +9,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::counts::{self, Tally};
 use super::write::insert_rows;
-use crate::backend;
+use crate::sqlite::backend;
 
 /// What a finished expansion's `result` says.
 const EXPANDED: &str = "expanded";

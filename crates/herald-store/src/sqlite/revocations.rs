@@ -1,5 +1,5 @@
 //! Revoked client tokens in SQLite ([`Tenancy::revoke_tokens`] and
-//! [`Tenancy::token_revocations`], called from [`crate::tenancy`]): `revoked_tokens` holds an
+//! [`Tenancy::token_revocations`], called from [`crate::sqlite::tenancy`]): `revoked_tokens` holds an
 //! app's token ids until their expiry (expired rows are deleted whenever one is added, so the
 //! table stays bounded), `revoked_before` one issue time per app, which only moves forward.
 //!
@@ -10,8 +10,8 @@ use herald_core::log::StoreError;
 use herald_core::revoked::{now_secs, RevokedKind, TokenRevocation};
 use rusqlite::params;
 
-use crate::tenancy::app_id;
-use crate::{backend, SqliteLog};
+use crate::sqlite::tenancy::app_id;
+use crate::sqlite::{backend, SqliteLog};
 
 /// A time in seconds as an SQL integer (clamped).
 pub(crate) fn secs(t: u64) -> i64 {
@@ -101,7 +101,7 @@ mod tests {
     use herald_core::tenant::AppId;
 
     use super::*;
-    use crate::SqliteOptions;
+    use crate::sqlite::SqliteOptions;
 
     struct NoSink;
 

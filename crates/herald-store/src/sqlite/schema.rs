@@ -39,8 +39,8 @@ use std::time::Duration;
 use herald_core::log::StoreError;
 use rusqlite::{Connection, OpenFlags};
 
-use crate::backend;
-use crate::options::SyncMode;
+use crate::sqlite::backend;
+use crate::sqlite::options::SyncMode;
 
 /// Migrations in order; migration `i` moves the schema from version `i` to `i + 1`.
 const MIGRATIONS: &[&str] = &[
@@ -218,7 +218,7 @@ const MIGRATIONS: &[&str] = &[
         public_keys TEXT NOT NULL DEFAULT '[]',
         jwks_url TEXT
     );",
-    // The audit log of admin actions (`crate::audit`): who, what, when, result; times in ms.
+    // The audit log of admin actions (`crate::sqlite::audit`): who, what, when, result; times in ms.
     "CREATE TABLE audit_log (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         time INTEGER NOT NULL,

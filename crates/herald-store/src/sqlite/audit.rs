@@ -8,8 +8,8 @@ use herald_core::audit::{Actor, AuditEntry, AuditLog, AuditQuery};
 use herald_core::log::StoreError;
 use rusqlite::params_from_iter;
 
-use crate::tenancy::app_id;
-use crate::{backend, SqliteLog};
+use crate::sqlite::tenancy::app_id;
+use crate::sqlite::{backend, SqliteLog};
 
 /// The columns of an entry, in the order [`select`] reads them.
 pub(crate) const COLUMNS: &str = "id, time, actor_role, actor_key_id, actor_via, source, \
@@ -201,7 +201,7 @@ mod tests {
     use herald_core::tenant::AppId;
 
     use super::*;
-    use crate::SqliteOptions;
+    use crate::sqlite::SqliteOptions;
 
     struct NoSink;
 

@@ -7,9 +7,9 @@ use herald_push::jobs::{DeadLetter, Depth, DeviceJob, JobId, PushJobs};
 use rusqlite::{params, Connection};
 
 use super::{job_row, sql_limit, JOB_COLUMNS};
-use crate::backend;
-use crate::credentials::stored_platform;
-use crate::tenancy::app_id;
+use crate::sqlite::backend;
+use crate::sqlite::credentials::stored_platform;
+use crate::sqlite::tenancy::app_id;
 
 /// Dead letters of `app` in id order after `after`.
 pub(super) fn dead_letters(

@@ -18,7 +18,7 @@ use herald_push::registry::{Ack, DeviceQuery, DeviceRegistry, Receipt};
 use herald_push::Audience;
 use rusqlite::{params, OptionalExtension};
 
-use crate::{backend, SqliteLog};
+use crate::sqlite::{backend, SqliteLog};
 
 #[async_trait]
 impl DeviceRegistry for SqliteLog {

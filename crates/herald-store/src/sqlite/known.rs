@@ -27,7 +27,7 @@ use std::sync::Arc;
 use herald_core::name::ChannelName;
 use parking_lot::RwLock;
 
-use crate::{backend, schema};
+use crate::sqlite::{backend, schema};
 
 /// Channels the first layer holds at its fill.
 const FIRST_LAYER_CHANNELS: usize = 1 << 16;

@@ -18,14 +18,14 @@ use herald_core::name::ChannelName;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::oneshot;
 
-use crate::checkpoint::Checkpointer;
-use crate::fault::WriteFault;
-use crate::known::KnownChannels;
-use crate::options::SqliteOptions;
-use crate::reader::{self, ReadPool};
-use crate::wal_room::WalRoom;
-use crate::writer::{AppendRequest, Request, WriteJob, Writer};
-use crate::{schema, DB_FILE_NAME};
+use crate::sqlite::checkpoint::Checkpointer;
+use crate::sqlite::fault::WriteFault;
+use crate::sqlite::known::KnownChannels;
+use crate::sqlite::options::SqliteOptions;
+use crate::sqlite::reader::{self, ReadPool};
+use crate::sqlite::wal_room::WalRoom;
+use crate::sqlite::writer::{AppendRequest, Request, WriteJob, Writer};
+use crate::sqlite::{schema, DB_FILE_NAME};
 
 /// A channel log in one SQLite database, with group commit.
 pub struct SqliteLog {
@@ -66,7 +66,7 @@ fn owner_only(path: &Path) -> Result<(), StoreError> {
             .open(path)
             .map_err(error)?;
         for suffix in ["", "-wal", "-shm"] {
-            let file = crate::db_sibling(path, suffix);
+            let file = crate::sqlite::db_sibling(path, suffix);
             let Ok(meta) = std::fs::metadata(&file) else {
                 continue;
             };
@@ -366,7 +366,7 @@ impl Drop for SqliteLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fault::FaultKind;
+    use crate::sqlite::fault::FaultKind;
     use herald_core::message::SharedMessage;
 
     struct NoSink;

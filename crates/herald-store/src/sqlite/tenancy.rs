@@ -1,7 +1,7 @@
 //! The SQLite implementation of [`Tenancy`]: apps, keys, limits and usage. Writes run on the
 //! writer thread (one transaction each, durable like appends); reads use the read pool.
-//! Deleting an app removes its devices and receipts ([`crate::devices`]), its provider jobs
-//! ([`crate::jobs`]) and its provider credentials ([`crate::credentials`]) in the same
+//! Deleting an app removes its devices and receipts ([`crate::sqlite::devices`]), its provider jobs
+//! ([`crate::sqlite::jobs`]) and its provider credentials ([`crate::sqlite::credentials`]) in the same
 //! transaction.
 
 use async_trait::async_trait;
@@ -12,7 +12,7 @@ use herald_core::tenant::AppId;
 use herald_core::token_keys::AppTokenKeys;
 use rusqlite::{params, OptionalExtension};
 
-use crate::{backend, SqliteLog};
+use crate::sqlite::{backend, SqliteLog};
 
 pub(crate) fn app_id(s: String) -> Result<AppId, StoreError> {
     AppId::parse(&s).map_err(|_| StoreError::failed(format!("corrupt app id {s:?} in store")))
@@ -260,23 +260,23 @@ impl Tenancy for SqliteLog {
     }
 
     async fn revoke_tokens(&self, revocation: &TokenRevocation) -> Result<(), StoreError> {
-        crate::revocations::revoke(self, revocation).await
+        crate::sqlite::revocations::revoke(self, revocation).await
     }
 
     async fn token_revocations(&self) -> Result<Vec<TokenRevocation>, StoreError> {
-        crate::revocations::list(self).await
+        crate::sqlite::revocations::list(self).await
     }
 
     async fn token_keys(&self, id: &AppId) -> Result<Option<AppTokenKeys>, StoreError> {
-        crate::token_keys::get(self, id).await
+        crate::sqlite::token_keys::get(self, id).await
     }
 
     async fn all_token_keys(&self) -> Result<Vec<(AppId, AppTokenKeys)>, StoreError> {
-        crate::token_keys::list(self).await
+        crate::sqlite::token_keys::list(self).await
     }
 
     async fn set_token_keys(&self, id: &AppId, keys: &AppTokenKeys) -> Result<bool, StoreError> {
-        crate::token_keys::set(self, id, keys).await
+        crate::sqlite::token_keys::set(self, id, keys).await
     }
 }
 
@@ -290,7 +290,7 @@ mod tests {
     use herald_core::name::ChannelName;
 
     use super::*;
-    use crate::SqliteOptions;
+    use crate::sqlite::SqliteOptions;
 
     struct NoSink;
 

@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 
 use parking_lot::{Mutex, MutexGuard};
 
-use crate::options::SqliteOptions;
+use crate::sqlite::options::SqliteOptions;
 
 /// Zeros appended per turn of the gate, and flushed before the next: a commit's sync, which
 /// flushes every dirty page of the file, never waits for more zeros than this.
@@ -68,7 +68,7 @@ impl WalRoom {
     /// once the log holds more than half its restart size; none without `wal_preallocate`.
     pub(crate) fn new(db: &Path, options: &SqliteOptions) -> WalRoom {
         WalRoom {
-            path: crate::db_sibling(db, "-wal"),
+            path: crate::sqlite::db_sibling(db, "-wal"),
             size: options.wal_kept_bytes(),
             start_after: options.wal_restart_bytes / 2,
             gate: Mutex::new(()),

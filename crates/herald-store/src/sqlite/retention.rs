@@ -8,8 +8,8 @@
 use herald_core::log::StoreError;
 use rusqlite::{params, OptionalExtension, Transaction};
 
-use crate::batch::{ChannelCache, ChannelEntry};
-use crate::{backend, seq_from_db, seq_to_db};
+use crate::sqlite::batch::{ChannelCache, ChannelEntry};
+use crate::sqlite::{backend, seq_from_db, seq_to_db};
 
 /// Smallest number of extra messages a channel may hold beyond its limit before a count trim
 /// runs, so trims delete in chunks rather than one row per append.

@@ -28,9 +28,9 @@ use herald_push::jobs::{
 };
 use rusqlite::Row;
 
-use crate::credentials::stored_platform;
-use crate::tenancy::app_id;
-use crate::SqliteLog;
+use crate::sqlite::credentials::stored_platform;
+use crate::sqlite::tenancy::app_id;
+use crate::sqlite::SqliteLog;
 
 pub(crate) use write::prune_expired_chunk;
 

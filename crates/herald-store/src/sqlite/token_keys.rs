@@ -1,5 +1,5 @@
 //! What verifies an app's client tokens, in SQLite ([`Tenancy::token_keys`] and the methods
-//! beside it, called from [`crate::tenancy`]): the app's secret is its `apps` row's
+//! beside it, called from [`crate::sqlite::tenancy`]): the app's secret is its `apps` row's
 //! `token_secret`, the rest one `app_token_keys` row. Secrets arrive sealed by the server and
 //! are stored as they arrive.
 //!
@@ -10,9 +10,9 @@ use herald_core::tenant::AppId;
 use herald_core::token_keys::{AppTokenKeys, PreviousSecret};
 use rusqlite::{params, OptionalExtension};
 
-use crate::revocations::secs;
-use crate::tenancy::{app_id, to_json};
-use crate::{backend, SqliteLog};
+use crate::sqlite::revocations::secs;
+use crate::sqlite::tenancy::{app_id, to_json};
+use crate::sqlite::{backend, SqliteLog};
 
 /// The columns every read selects: app, secret, previous secret, its end, keys, JWKS URL.
 pub(crate) const SELECT: &str = "SELECT a.id, a.token_secret, k.previous_secret, \

@@ -6,7 +6,7 @@ use herald_core::tenant::AppId;
 use herald_push::Audience;
 use rusqlite::params;
 
-use crate::backend;
+use crate::sqlite::backend;
 
 /// Active devices of an app (through the `devices_active` index).
 fn count_active(conn: &rusqlite::Connection, app: &AppId) -> Result<u64, StoreError> {

@@ -12,9 +12,11 @@ use herald_core::log::StoreError;
 use herald_push::jobs::PushJobs;
 use rusqlite::{params, Connection};
 
-use crate::backend;
+use crate::sqlite::backend;
 
-pub(super) use crate::job_counts::{done, Standing, Tally, DEAD, EXPANDING, IN_DOUBT, QUEUED};
+pub(super) use crate::sqlite::job_counts::{
+    done, Standing, Tally, DEAD, EXPANDING, IN_DOUBT, QUEUED,
+};
 
 /// Writes a [`Tally`]'s changes; a counter that reaches zero is deleted.
 pub(super) fn apply(tally: Tally, tx: &Connection) -> Result<(), StoreError> {
