@@ -79,8 +79,11 @@ pub struct LocalBus {
 }
 
 impl LocalBus {
-    /// A bus delivering committed messages through `fan_out` and events to `caches`.
+    /// A bus delivering committed messages through `fan_out` and events to `caches`. The
+    /// live clients of `caches` share the hub's lifecycle registry from now on: on one node,
+    /// every transition this node sees is the whole story, so no relay stands between.
     pub fn new(fan_out: Arc<FanOut>, caches: Arc<Caches>) -> Arc<LocalBus> {
+        caches.live.set_lifecycle(fan_out.hub().lifecycle().clone());
         Arc::new(LocalBus { fan_out, caches })
     }
 

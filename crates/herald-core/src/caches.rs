@@ -344,7 +344,10 @@ mod tests {
         let connect = |token: &str| {
             let client = caches.tokens.verify(token).unwrap();
             let outbox = Outbox::new(1024);
-            let registration = caches.live.register(&client, &outbox);
+            let registration =
+                caches
+                    .live
+                    .register(&client, &outbox, crate::lifecycle::Transport::WebSocket);
             (outbox, registration)
         };
         let old = connect(&caches.tokens.mint(&shop, &claims).unwrap());

@@ -26,6 +26,7 @@ pub mod head;
 pub mod hub;
 pub mod jwks;
 pub(crate) mod keyring;
+pub mod lifecycle;
 pub mod limits;
 pub mod live;
 pub mod log;

@@ -10,14 +10,21 @@
 //! a few shards, each in pages ([`crate::paged`]), so connections opening and closing on
 //! different threads rarely share a lock; a revocation walks the shards' entries of its app
 //! (not every connection's).
+//!
+//! Registering and leaving are also where [`crate::lifecycle`]'s `connected` and
+//! `disconnected` events come from, once the registry shares the hub's lifecycle registry
+//! ([`LiveClients::set_lifecycle`]) and someone listens: who the connection is and the reason
+//! its transport states ([`Registration::set_disconnect_reason`]) are then kept beside the
+//! registry ([`crate::lifecycle::tracked`]), not in its entries.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::Mutex;
 
 use crate::auth::{Client, TokenStamp};
+use crate::lifecycle::{DisconnectReason, Lifecycle, Transport};
 use crate::outbox::{CloseReason, Outbox};
 use crate::paged::PagedVec;
 use crate::revoked::fingerprint;
@@ -99,6 +106,8 @@ struct AppSlots {
 pub struct LiveClients {
     shards: Box<[Mutex<HashMap<AppId, AppSlots>>]>,
     next: AtomicUsize,
+    /// Told of connections registering and leaving ([`LiveClients::set_lifecycle`]).
+    lifecycle: OnceLock<Arc<Lifecycle>>,
 }
 
 impl Default for LiveClients {
@@ -106,6 +115,7 @@ impl Default for LiveClients {
         LiveClients {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
             next: AtomicUsize::new(0),
+            lifecycle: OnceLock::new(),
         }
     }
 }
@@ -143,6 +153,37 @@ impl Registration {
         ParkedRegistration {
             shard: self.shard,
             slot: self.slot,
+        }
+    }
+
+    /// Says why the connection is about to end, for its `disconnected` event (see
+    /// [`crate::lifecycle`]): a transport calls this when it ends a connection for a reason
+    /// its outbox does not know (a keep-alive timeout, a shutdown it heard of directly). The
+    /// first reason stated stays; a reason the outbox was closed with comes before it.
+    pub fn set_disconnect_reason(&self, reason: DisconnectReason) {
+        self.live
+            .set_disconnect_reason(&self.app, &self.parked_form(), reason);
+    }
+
+    /// The connection (over `transport`) authorised again (a token refresh) as `client`, of the same app: the
+    /// entry keeps its place and matches what a revocation can match of the new token from
+    /// now on (one swap under the shard's lock, so no revocation falls between the two).
+    pub fn refresh(&mut self, client: &Client, transport: Transport) {
+        debug_assert_eq!(client.app, self.app);
+        let mut shard = self.live.shards[self.shard as usize].lock();
+        let entry = shard
+            .get_mut(&self.app)
+            .and_then(|slots| slots.slots.get_mut(self.slot as usize))
+            .and_then(Option::as_mut);
+        let Some(entry) = entry else {
+            return;
+        };
+        entry.who = Who::of(client);
+        let outbox = entry.outbox.upgrade();
+        drop(shard);
+        if let (Some(lifecycle), Some(outbox)) = (self.live.listening(), outbox) {
+            let place = (self.shard, self.slot);
+            lifecycle.reauthorised(&outbox, place, client, transport);
         }
     }
 
@@ -185,8 +226,24 @@ impl LiveClients {
         Arc::new(LiveClients::default())
     }
 
-    /// Registers a connection of `client` writing to `outbox`.
-    pub fn register(self: &Arc<Self>, client: &Client, outbox: &Arc<Outbox>) -> Registration {
+    /// Shares `lifecycle` (the hub's, [`crate::hub::Hub::lifecycle`]): connections registering
+    /// and leaving are told to it while someone listens. `false` if one was already set.
+    pub fn set_lifecycle(&self, lifecycle: Arc<Lifecycle>) -> bool {
+        self.lifecycle.set(lifecycle).is_ok()
+    }
+
+    /// The lifecycle registry, if set and listened to.
+    fn listening(&self) -> Option<&Arc<Lifecycle>> {
+        self.lifecycle.get().filter(|l| l.is_active())
+    }
+
+    /// Registers a connection of `client` writing to `outbox`, which came over `transport`.
+    pub fn register(
+        self: &Arc<Self>,
+        client: &Client,
+        outbox: &Arc<Outbox>,
+        transport: Transport,
+    ) -> Registration {
         let shard = self.next.fetch_add(1, Ordering::Relaxed) % SHARDS;
         let entry = Some(Entry {
             outbox: Arc::downgrade(outbox),
@@ -203,6 +260,10 @@ impl LiveClients {
                 u32::try_from(app.slots.push(entry)).expect("fewer than 2^32 connections per shard")
             }
         };
+        drop(apps);
+        if let Some(lifecycle) = self.listening() {
+            lifecycle.connected(client, outbox, transport, (shard as u32, slot));
+        }
         Registration {
             live: self.clone(),
             app: client.app.clone(),
@@ -217,13 +278,40 @@ impl LiveClients {
         let Some(slots) = shard.get_mut(app) else {
             return;
         };
+        let mut left = None;
         if let Some(entry) = slots.slots.get_mut(place.slot as usize) {
-            if entry.take().is_some() {
+            left = entry.take();
+            if left.is_some() {
                 slots.free.push(place.slot);
             }
         }
         if slots.free.len() == slots.slots.len() {
             shard.remove(app);
+        }
+        drop(shard);
+        if let (Some(lifecycle), Some(left)) = (self.listening(), left) {
+            lifecycle.disconnected(&left.outbox, (place.shard, place.slot));
+        }
+    }
+
+    /// Says why the connection parked at `place` of `app` is about to end (see
+    /// [`Registration::set_disconnect_reason`]).
+    pub fn set_disconnect_reason(
+        &self,
+        app: &AppId,
+        place: &ParkedRegistration,
+        reason: DisconnectReason,
+    ) {
+        let Some(lifecycle) = self.listening() else {
+            return;
+        };
+        let outbox = self.shards[place.shard as usize]
+            .lock()
+            .get(app)
+            .and_then(|slots| slots.slots.get(place.slot as usize))
+            .and_then(|e| e.as_ref().map(|e| e.outbox.clone()));
+        if let Some(outbox) = outbox {
+            lifecycle.state_reason(&outbox, (place.shard, place.slot), reason);
         }
     }
 
@@ -311,7 +399,7 @@ mod tests {
         let regs: Vec<_> = clients
             .iter()
             .zip(&boxes)
-            .map(|(c, o)| live.register(c, o))
+            .map(|(c, o)| live.register(c, o, Transport::WebSocket))
             .collect();
         assert_eq!(live.count(&shop), 3);
         let reason = CloseReason::Revoked;
@@ -344,7 +432,7 @@ mod tests {
         assert!(live.apps().is_empty(), "empty apps are forgotten");
         // Anonymous clients are reached only by a disconnect of all.
         let anonymous = Outbox::new(1024);
-        let _reg = live.register(&Client::anonymous(), &anonymous);
+        let _reg = live.register(&Client::anonymous(), &anonymous, Transport::Sse);
         let default = AppId::default_app();
         assert_eq!(
             live.disconnect(&default, &Target::IssuedBefore(u64::MAX), reason),
@@ -363,7 +451,7 @@ mod tests {
         let shop = AppId::parse("shop").unwrap();
         let alice = client("shop", "alice", None, TokenStamp::default());
         let outbox = Outbox::new(1024);
-        let parked = live.register(&alice, &outbox).park();
+        let parked = live.register(&alice, &outbox, Transport::WebSocket).park();
         assert_eq!(live.count(&shop), 1, "parking does not leave");
         let revived = parked.revive(live.clone(), shop.clone());
         let reason = CloseReason::Revoked;

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use herald_core::auth::Client;
 use herald_core::engine::{SubscribeOutcome, SubscribeRequest};
 use herald_core::hub::Subscription;
+use herald_core::lifecycle::{DisconnectReason, Transport};
 use herald_core::live::Registration;
 use herald_core::outbox::{OutFrame, Outbox};
 use herald_core::usage::ConnectionGuard;
@@ -127,7 +128,7 @@ pub struct Subscriptions {
     engine: Arc<Engine>,
     _counted: ConnectionGuard,
     /// The stream's place among the live clients (revocations close it there).
-    _registered: Registration,
+    registered: Registration,
     /// Each channel, in the order the client named them (= cursor order).
     channels: Vec<Channel>,
     /// Each channel's place in `channels`, for a stream of more than [`SCAN_UP_TO`] channels
@@ -154,8 +155,22 @@ pub type Outcomes = Vec<(ChannelName, SubscribeOutcome)>;
 
 impl Subscriptions {
     /// Subscribes `outbox` to every channel (or the device's inbox), resuming each from its
-    /// cursor. `reply` may queue a confirmation frame ahead of each channel's replay.
+    /// cursor. `reply` may queue a confirmation frame ahead of each channel's replay. The
+    /// stream's lifecycle events name its transport [`Transport::HttpStream`]: a transport that
+    /// says which it is calls [`Subscriptions::open_as`].
     pub async fn open(
+        edge: &Edge,
+        request: &StreamRequest,
+        outbox: &Arc<Outbox>,
+        reply: impl Fn(&ChannelName, &SubscribeOutcome) -> Option<OutFrame> + Sync,
+    ) -> Result<(Subscriptions, Outcomes), HeraldError> {
+        Subscriptions::open_as(Transport::HttpStream, edge, request, outbox, reply).await
+    }
+
+    /// [`Subscriptions::open`] for a stream over `transport` (SSE, long-poll, Meteor), which
+    /// its lifecycle events name.
+    pub async fn open_as(
+        transport: Transport,
         edge: &Edge,
         request: &StreamRequest,
         outbox: &Arc<Outbox>,
@@ -164,7 +179,7 @@ impl Subscriptions {
         let client = &request.client;
         // Registered first, so a device deactivated or a token revoked while the stream opens
         // closes it too.
-        let registered = register(edge, client, outbox);
+        let registered = register(edge, client, outbox, transport);
         let plan = if request.inbox {
             Some(edge.inbox.plan(client).await?)
         } else {
@@ -177,7 +192,7 @@ impl Subscriptions {
         let mut this = Subscriptions {
             engine: edge.engine.clone(),
             _counted: edge.usage.connect(&client.app)?,
-            _registered: registered,
+            registered,
             channels: Vec::with_capacity(count),
             index: None,
         };
@@ -212,6 +227,12 @@ impl Subscriptions {
             this.index = Some(Box::new(places.map(|(i, c)| (c.name.clone(), i)).collect()));
         }
         Ok((this, outcomes))
+    }
+
+    /// Says why the stream is about to end, for its `disconnected` lifecycle event (see
+    /// [`Registration::set_disconnect_reason`]).
+    pub fn set_disconnect_reason(&self, reason: DisconnectReason) {
+        self.registered.set_disconnect_reason(reason);
     }
 
     /// Records that `message` was written; returns its channel's place in cursor order, or

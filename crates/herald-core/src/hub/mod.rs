@@ -10,6 +10,12 @@
 //! [`InterestHook`] when it makes a channel's entry (the first local subscriber) and when it
 //! forgets one (after the entry lingered empty, see `ShardMap::emptied`). A [`DeliveryMeter`]
 //! is told how many deliveries each run of a channel's messages made (per-app counts).
+//!
+//! Lifecycle events ([`crate::lifecycle`]) are told as they happen, under the shard's lock so
+//! a channel's reach its listeners in order: a subscription made and ended, and the channel
+//! occupied (its first subscriber here) and vacated (its last one left), at once, whatever the
+//! linger keeps. While nobody listens, that costs the subscribe and unsubscribe paths one
+//! relaxed atomic load each, and the delivery path nothing.
 
 use std::collections::VecDeque;
 use std::hash::{BuildHasher, RandomState};
@@ -23,6 +29,7 @@ use parking_lot::{Mutex, RwLock};
 use crate::catchup::tail::{TailBudget, DEFAULT_TAIL_CACHE_BYTES};
 use crate::fanout::backlog::Backlog;
 use crate::head::{Head, HeadLookup, HeadSlot};
+use crate::lifecycle::Lifecycle;
 use crate::message::SharedMessage;
 use crate::name::ChannelName;
 use crate::outbox::Outbox;
@@ -208,6 +215,8 @@ pub struct Hub {
     backlog: Backlog,
     /// Whether a channel that never had a message lingers ([`Hub::set_linger_unpublished`]).
     linger_unpublished: AtomicBool,
+    /// Told of subscriptions and of channels occupied and vacated ([`Hub::lifecycle`]).
+    lifecycle: Arc<Lifecycle>,
 }
 
 /// Default of [`Hub::set_catchup_budget`] (the `catchup_bytes` setting's default).
@@ -225,6 +234,7 @@ impl Default for Hub {
             tail_budget: TailBudget::new(DEFAULT_TAIL_CACHE_BYTES),
             backlog: Backlog::default(),
             linger_unpublished: AtomicBool::new(true),
+            lifecycle: Lifecycle::new(),
         }
     }
 }
@@ -233,6 +243,13 @@ impl Hub {
     /// An empty hub.
     pub fn new() -> Arc<Self> {
         Arc::new(Hub::default())
+    }
+
+    /// This node's lifecycle registry: listeners join it to hear of subscriptions, channels
+    /// occupied and vacated, and (once the live-client registry shares it,
+    /// [`crate::live::LiveClients::set_lifecycle`]) connections.
+    pub fn lifecycle(&self) -> &Arc<Lifecycle> {
+        &self.lifecycle
     }
 
     /// The fan-out's backlog of deliveries, which publishes wait for room in (see
@@ -371,9 +388,13 @@ impl Hub {
             }
         }
         entry.emptied = None;
+        let first = entry.subs.is_empty();
         entry.subs.push(sub.clone());
         entry.ids.push(sub.id());
         let head = entry.head.lock().lookup();
+        if self.lifecycle.is_active() {
+            self.lifecycle.subscribed(&name, sub.outbox(), first);
+        }
         drop(shard);
         telemetry().subscriptions.increment(1.0);
         (sub, head, name)
@@ -423,8 +444,13 @@ impl Hub {
         let Some(pos) = entry.ids.iter().position(|&s| s == id) else {
             return false;
         };
-        entry.subs.swap_remove(pos).end();
+        let gone = entry.subs.swap_remove(pos);
+        gone.end();
         entry.ids.swap_remove(pos);
+        if self.lifecycle.is_active() {
+            self.lifecycle
+                .unsubscribed(channel, gone.outbox(), entry.subs.is_empty());
+        }
         if entry.subs.is_empty() {
             let hook = self.interest.get();
             let unpublished = self.linger_unpublished.load(Ordering::Relaxed);

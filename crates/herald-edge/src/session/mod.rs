@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use herald_core::auth::Client;
 use herald_core::engine::SubscribeRequest;
+use herald_core::lifecycle::{DisconnectReason, Transport};
 use herald_core::limits::{Admission, CommandBudget};
 use herald_core::live::Registration;
 use herald_core::log::Appended;
@@ -31,6 +32,10 @@ pub use open::{authorise, check_limit, register, Confirm, Opened, Wanted};
 use parked::ParkedClient;
 pub use parked::ParkedSession;
 use set::SubscriptionSet;
+
+/// The transport a [`ClientSession`]'s connection registers as (its lifecycle events name
+/// it): Herald's WebSocket, the one transport whose connections take commands today.
+const SESSION_TRANSPORT: Transport = Transport::WebSocket;
 
 /// Most messages one history request returns.
 pub const MAX_HISTORY: usize = 1000;
@@ -59,7 +64,9 @@ impl ClientSession {
         client: Option<Client>,
         counted: Option<ConnectionGuard>,
     ) -> Self {
-        let registered = client.as_ref().map(|c| register(&edge, c, &outbox));
+        let registered = client
+            .as_ref()
+            .map(|c| register(&edge, c, &outbox, SESSION_TRANSPORT));
         ClientSession {
             edge,
             outbox,
@@ -89,7 +96,7 @@ impl ClientSession {
             let registered = match self.registered.take() {
                 Some(registered) => registered,
                 // Not reached: a session with a client is registered.
-                None => register(&self.edge, &client, &self.outbox),
+                None => register(&self.edge, &client, &self.outbox, SESSION_TRANSPORT),
             };
             ParkedClient::new(client, registered.park())
         });
@@ -193,8 +200,22 @@ impl ClientSession {
                 self.edge.engine.unsubscribe(channel, &sub);
             }
         }
-        // Registered again with the new token (before the old place is left).
-        self.registered = Some(register(&self.edge, &client, &self.outbox));
+        // The same place, matching the new token from now on (a refresh is no new connection).
+        match &mut self.registered {
+            Some(registered) => {
+                open::refresh(
+                    &self.edge,
+                    registered,
+                    &client,
+                    &self.outbox,
+                    SESSION_TRANSPORT,
+                );
+            }
+            None => {
+                let registered = register(&self.edge, &client, &self.outbox, SESSION_TRANSPORT);
+                self.registered = Some(registered);
+            }
+        }
         self.client = Some(client);
         Ok(revoked)
     }
@@ -327,6 +348,16 @@ impl ClientSession {
             .engine
             .read(&channel, ReadFrom::After(since.unwrap_or(0)), limit)
             .await
+    }
+
+    /// Says why the connection is about to end, for its `disconnected` lifecycle event (see
+    /// [`herald_core::live::Registration::set_disconnect_reason`]: a reason its outbox was
+    /// closed with comes first; without either, `closed`). Nothing for a session not
+    /// authorised yet.
+    pub fn set_disconnect_reason(&self, reason: DisconnectReason) {
+        if let Some(registered) = &self.registered {
+            registered.set_disconnect_reason(reason);
+        }
     }
 
     /// Drops every subscription (the session stays usable).

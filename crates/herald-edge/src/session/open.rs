@@ -9,6 +9,7 @@ use std::sync::Arc;
 use herald_core::auth::Client;
 use herald_core::engine::{Catchup, SubscribeOutcome, SubscribeRequest};
 use herald_core::hub::Subscription;
+use herald_core::lifecycle::Transport;
 use herald_core::live::Registration;
 use herald_core::outbox::{OutFrame, Outbox};
 use herald_core::{ChannelName, Cursor, ErrorCode, HeraldError};
@@ -48,13 +49,35 @@ pub fn authorise(edge: &Edge, token: Option<&str>) -> Result<Client, HeraldError
 /// a revocation, a deleted app, a changed secret or a deactivated device closes it (until the
 /// [`Registration`] is dropped). Checked again after registering: a token revoked, or a secret
 /// changed, between verifying it and now closes the outbox at once, so no revocation slips
-/// between the two.
-pub fn register(edge: &Edge, client: &Client, outbox: &Arc<Outbox>) -> Registration {
-    let registration = edge.live.register(client, outbox);
+/// between the two. `transport` is what the connection's lifecycle events name
+/// ([`herald_core::lifecycle`]).
+pub fn register(
+    edge: &Edge,
+    client: &Client,
+    outbox: &Arc<Outbox>,
+    transport: Transport,
+) -> Registration {
+    let registration = edge.live.register(client, outbox, transport);
     if let Err(reason) = edge.tokens.still_valid(&client.app, &client.token) {
         outbox.close(reason);
     }
     registration
+}
+
+/// The connection of `client` (over `transport`), registered at `registered`, authorised
+/// again (a token refresh, of the same app): its place now matches the new token, checked
+/// again as [`register`] checks it. A refresh as the same client raises no lifecycle event.
+pub fn refresh(
+    edge: &Edge,
+    registered: &mut Registration,
+    client: &Client,
+    outbox: &Arc<Outbox>,
+    transport: Transport,
+) {
+    registered.refresh(client, transport);
+    if let Err(reason) = edge.tokens.still_valid(&client.app, &client.token) {
+        outbox.close(reason);
+    }
 }
 
 /// How many subscriptions a connection asks for, as the limit's error message words it.

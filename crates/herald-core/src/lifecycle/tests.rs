@@ -1,0 +1,249 @@
+//! The emission rules, through the hub and the live-client registry as transports use them.
+
+use std::sync::Arc;
+
+use super::*;
+use crate::auth::TokenStamp;
+use crate::head::Head;
+use crate::hub::Hub;
+use crate::live::LiveClients;
+use crate::message::Epoch;
+use crate::outbox::{CloseReason, Outbox};
+use crate::tenant::AppId;
+
+/// A hub and a live-client registry sharing one lifecycle registry, as a node wires them.
+fn node() -> (Arc<Hub>, Arc<LiveClients>, Arc<Recorded>) {
+    let hub = Hub::new();
+    let live = LiveClients::new();
+    assert!(live.set_lifecycle(hub.lifecycle().clone()));
+    let recorded = Recorded::new();
+    hub.lifecycle().join(recorded.clone());
+    (hub, live, recorded)
+}
+
+fn client(app: &str, sub: &str, device: Option<&str>) -> Client {
+    Client {
+        app: AppId::parse(app).unwrap(),
+        sub: sub.into(),
+        device: device.map(str::to_owned),
+        token: TokenStamp::default(),
+        ..Client::anonymous()
+    }
+}
+
+fn channel(app: &str, name: &str) -> ChannelName {
+    AppId::parse(app).unwrap().parse_channel(name).unwrap()
+}
+
+#[test]
+fn a_channel_is_occupied_by_its_first_subscriber_and_vacated_by_its_last_at_once() {
+    let (hub, _, recorded) = node();
+    let news = channel("shop", "news");
+    let (a, _) = hub.subscribe(&news, Outbox::new(1024));
+    let (b, _) = hub.subscribe(&news, Outbox::new(1024));
+    // The head is known: the hub's entry lingers after the last subscriber, the vacancy is
+    // told anyway.
+    hub.learn_head(
+        &news,
+        Head {
+            epoch: Epoch::new("e"),
+            last_seq: 3,
+        },
+    );
+    assert!(hub.unsubscribe(&news, a.id()));
+    assert!(!hub.unsubscribe(&news, a.id()), "already gone: no event");
+    assert!(hub.unsubscribe(&news, b.id()));
+    assert!(hub.known_head(&news).is_some(), "the entry lingers");
+    let (c, _) = hub.subscribe(&news, Outbox::new(1024));
+    hub.unsubscribe(&news, c.id());
+    assert_eq!(
+        recorded.summary(),
+        [
+            "sub:news",
+            "+news",
+            "sub:news",
+            "unsub:news",
+            "unsub:news",
+            "-news",
+            "sub:news",
+            "+news",
+            "unsub:news",
+            "-news"
+        ],
+        "one occupied and one vacated per transition, each right after the subscription"
+    );
+}
+
+#[test]
+fn a_devices_inbox_logs_raise_no_event_and_nothing_is_told_before_a_listener_joins() {
+    let hub = Hub::new();
+    let news = channel("shop", "news");
+    let (early, _) = hub.subscribe(&news, Outbox::new(1024));
+    let recorded = Recorded::new();
+    hub.lifecycle().join(recorded.clone());
+    let inbox = AppId::parse("shop").unwrap().reserved_log("$app");
+    let (sub, _) = hub.subscribe(&inbox, Outbox::new(1024));
+    hub.unsubscribe(&inbox, sub.id());
+    assert!(recorded.summary().is_empty());
+    // The subscriber from before is still counted: its channel is not occupied again.
+    let (late, _) = hub.subscribe(&news, Outbox::new(1024));
+    hub.unsubscribe(&news, early.id());
+    hub.unsubscribe(&news, late.id());
+    assert_eq!(
+        recorded.summary(),
+        ["sub:news", "unsub:news", "unsub:news", "-news"]
+    );
+}
+
+#[test]
+fn connections_are_told_with_who_they_are_and_why_they_left() {
+    let (hub, live, recorded) = node();
+    let alice = client("shop", "alice", Some("phone"));
+    let outbox = Outbox::new(1024);
+    let registration = live.register(&alice, &outbox, Transport::Sse);
+    let (sub, _) = hub.subscribe(&channel("shop", "news"), outbox.clone());
+    hub.unsubscribe(&channel("shop", "news"), sub.id());
+    drop(registration);
+    let events = recorded.events();
+    let LifecycleEvent::Connected { connection } = &events[0] else {
+        panic!("connected first: {events:?}");
+    };
+    assert_eq!(connection.app, AppId::parse("shop").unwrap());
+    assert_eq!(connection.sub.as_deref(), Some("alice"));
+    assert_eq!(connection.device.as_deref(), Some("phone"));
+    assert_eq!(connection.transport, Transport::Sse);
+    assert_eq!(connection.id.node, hub.lifecycle().node());
+    for event in &events[1..3] {
+        match event {
+            LifecycleEvent::Subscribed {
+                connection: who, ..
+            }
+            | LifecycleEvent::Unsubscribed {
+                connection: who, ..
+            } => {
+                assert_eq!(who.as_ref(), Some(connection), "the subscriber is named");
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(
+        events.last(),
+        Some(&LifecycleEvent::Disconnected {
+            connection: connection.clone(),
+            reason: DisconnectReason::Closed
+        }),
+        "closed unless something else is known"
+    );
+    assert_eq!(
+        recorded.summary(),
+        [
+            "connect:alice",
+            "sub:news",
+            "+news",
+            "unsub:news",
+            "-news",
+            "disconnect:alice:closed"
+        ]
+    );
+}
+
+#[test]
+fn the_outboxs_close_reason_comes_first_then_the_one_the_transport_stated() {
+    let (_, live, recorded) = node();
+    let bob = client("shop", "bob", None);
+    // Stated by the transport.
+    let outbox = Outbox::new(1024);
+    let registration = live.register(&bob, &outbox, Transport::WebSocket);
+    registration.set_disconnect_reason(DisconnectReason::TimedOut);
+    registration.set_disconnect_reason(DisconnectReason::Shutdown);
+    drop(registration);
+    // Closed by the server, whatever the transport says after.
+    let outbox = Outbox::new(1024);
+    let registration = live.register(&bob, &outbox, Transport::WebSocket);
+    outbox.close(CloseReason::SlowConsumer);
+    registration.set_disconnect_reason(DisconnectReason::TimedOut);
+    drop(registration);
+    // A revocation, reaching a parked connection, which leaves through the registry.
+    let outbox = Outbox::new(1024);
+    let parked = live.register(&bob, &outbox, Transport::WebSocket).park();
+    let shop = AppId::parse("shop").unwrap();
+    live.disconnect(&shop, &crate::live::Target::All, CloseReason::DeviceRevoked);
+    live.leave(&shop, parked);
+    // An outbox already gone, with a reason stated while parked.
+    let outbox = Outbox::new(1024);
+    let parked = live.register(&bob, &outbox, Transport::WebSocket).park();
+    live.set_disconnect_reason(&shop, &parked, DisconnectReason::TokenExpired);
+    drop(outbox);
+    live.leave(&shop, parked);
+    let departures: Vec<String> = recorded
+        .summary()
+        .into_iter()
+        .filter(|s| s.starts_with("disconnect"))
+        .collect();
+    assert_eq!(
+        departures,
+        [
+            "disconnect:bob:timed_out",
+            "disconnect:bob:slow_consumer",
+            "disconnect:bob:revoked",
+            "disconnect:bob:token_expired"
+        ]
+    );
+}
+
+#[test]
+fn a_token_refresh_is_no_new_connection_unless_it_names_another_client() {
+    let (_, live, recorded) = node();
+    let outbox = Outbox::new(1024);
+    let mut registration = live.register(&client("shop", "", None), &outbox, Transport::WebSocket);
+    registration.refresh(&client("shop", "", None), Transport::WebSocket);
+    registration.refresh(&client("shop", "carol", None), Transport::WebSocket);
+    registration.refresh(&client("shop", "carol", None), Transport::WebSocket);
+    drop(registration);
+    assert_eq!(
+        recorded.summary(),
+        [
+            "connect:-",
+            "disconnect:-:reauthenticated",
+            "connect:carol",
+            "disconnect:carol:closed"
+        ]
+    );
+    // The refreshed entry is what revocations match now.
+    let outbox = Outbox::new(1024);
+    let mut registration = live.register(&client("shop", "", None), &outbox, Transport::WebSocket);
+    registration.refresh(&client("shop", "dave", None), Transport::WebSocket);
+    let shop = AppId::parse("shop").unwrap();
+    let target = crate::live::Target::Sub("dave".into());
+    assert_eq!(live.disconnect(&shop, &target, CloseReason::Revoked), 1);
+}
+
+/// Holds channel transitions, as a cluster's relay does, and lets the rest through.
+struct HoldChannels(Recorded);
+
+impl Relay for HoldChannels {
+    fn relay(&self, event: &LifecycleEvent) -> Relayed {
+        match event {
+            LifecycleEvent::ChannelOccupied { .. } | LifecycleEvent::ChannelVacated { .. } => {
+                self.0.on_event(event);
+                Relayed::Held
+            }
+            _ => Relayed::Deliver,
+        }
+    }
+}
+
+#[test]
+fn a_relay_decides_what_listeners_hear_of_this_nodes_channel_transitions() {
+    let (hub, _, recorded) = node();
+    let relay = Arc::new(HoldChannels(Recorded::default()));
+    assert!(hub.lifecycle().set_relay(relay.clone()));
+    let news = channel("shop", "news");
+    let (sub, _) = hub.subscribe(&news, Outbox::new(1024));
+    hub.unsubscribe(&news, sub.id());
+    assert_eq!(recorded.summary(), ["sub:news", "unsub:news"]);
+    assert_eq!(relay.0.summary(), ["+news", "-news"]);
+    hub.lifecycle()
+        .deliver(&LifecycleEvent::ChannelVacated { channel: news });
+    assert_eq!(recorded.summary(), ["sub:news", "unsub:news", "-news"]);
+}

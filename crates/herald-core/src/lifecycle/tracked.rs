@@ -1,0 +1,117 @@
+//! The client connections a [`super::Lifecycle`] reports on, kept only while someone listens:
+//! who each one is ([`Connection`]), found by its outbox (the hub knows a subscriber by its
+//! outbox, so a subscription's events name their connection), with the reason its transport
+//! stated for ending it. The live-client registry's entries stay as small as they are; this is
+//! the room lifecycle events cost, and only when they are wanted.
+//!
+//! An entry is keyed by its outbox's address and remembers the registry place it was made
+//! for: a place left removes only its own entry, so an outbox freed and another allocated at
+//! the same address never takes over a stranger's record.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::{Connection, ConnectionId, DisconnectReason, Transport};
+use crate::auth::Client;
+
+const SHARDS: usize = 16;
+
+struct Entry {
+    connection: Arc<Connection>,
+    place: (u32, u32),
+    stated: Option<DisconnectReason>,
+}
+
+/// The tracked connections, by outbox address, in a few shards.
+pub(super) struct Tracked {
+    node: u64,
+    next: AtomicU64,
+    shards: Box<[Mutex<HashMap<usize, Entry>>]>,
+}
+
+/// Whether `connection` names the same client as `client` (its `sub`, device and app).
+pub(super) fn same_client(connection: &Connection, client: &Client) -> bool {
+    connection.app == client.app
+        && connection.sub.as_deref().unwrap_or("") == client.sub
+        && connection.device.as_deref() == client.device.as_deref()
+}
+
+impl Tracked {
+    pub(super) fn new(node: u64) -> Tracked {
+        Tracked {
+            node,
+            next: AtomicU64::new(1),
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+        }
+    }
+
+    pub(super) fn node(&self) -> u64 {
+        self.node
+    }
+
+    fn shard(&self, key: usize) -> &Mutex<HashMap<usize, Entry>> {
+        // Outboxes are allocations of the same size: their low bits say little.
+        &self.shards[(key >> 6) % SHARDS]
+    }
+
+    /// Tracks a new connection of `client` writing to the outbox at `key`.
+    pub(super) fn insert(
+        &self,
+        key: usize,
+        place: (u32, u32),
+        client: &Client,
+        transport: Transport,
+    ) -> Arc<Connection> {
+        let connection = Arc::new(Connection {
+            id: ConnectionId {
+                node: self.node,
+                seq: self.next.fetch_add(1, Ordering::Relaxed),
+            },
+            app: client.app.clone(),
+            sub: (!client.sub.is_empty()).then(|| client.sub.as_str().into()),
+            device: client.device.as_deref().map(Into::into),
+            transport,
+        });
+        let entry = Entry {
+            connection: connection.clone(),
+            place,
+            stated: None,
+        };
+        self.shard(key).lock().insert(key, entry);
+        connection
+    }
+
+    /// The connection writing to the outbox at `key`.
+    pub(super) fn get(&self, key: usize) -> Option<Arc<Connection>> {
+        self.shard(key)
+            .lock()
+            .get(&key)
+            .map(|e| e.connection.clone())
+    }
+
+    /// Stops tracking the connection at `key` made for `place`; its reason stated, if any.
+    pub(super) fn remove(
+        &self,
+        key: usize,
+        place: (u32, u32),
+    ) -> Option<(Arc<Connection>, Option<DisconnectReason>)> {
+        let mut shard = self.shard(key).lock();
+        if shard.get(&key)?.place != place {
+            return None;
+        }
+        shard.remove(&key).map(|e| (e.connection, e.stated))
+    }
+
+    /// Notes the reason stated for ending the connection at `key` made for `place`; the first
+    /// one stated stays.
+    pub(super) fn state_reason(&self, key: usize, place: (u32, u32), reason: DisconnectReason) {
+        if let Some(entry) = self.shard(key).lock().get_mut(&key) {
+            if entry.place == place && entry.stated.is_none() {
+                entry.stated = Some(reason);
+            }
+        }
+    }
+}
