@@ -9,14 +9,13 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod common;
 pub mod postgres;
 mod sqlite;
 
 pub use postgres::{PostgresOptions, PostgresStore};
 pub use sqlite::options;
 pub use sqlite::{ParseSyncModeError, SqliteLog, SqliteOptions, SyncMode, DB_FILE_NAME};
-
-use herald_core::log::StoreError;
 
 /// Describes the store's metrics (recorded by the writers of both stores, the checkpoint thread
 /// and the write-fault state), so `/metrics` has a `# HELP` line for each. Call it once the
@@ -47,15 +46,4 @@ pub fn describe_metrics() {
         "herald_store_write_fault",
         "Store writes: 0 working, 1 refused for lack of disk space, 2 halted after a failed fsync."
     );
-}
-
-/// Converts a seq read from the database; a negative value means the row is corrupt.
-pub(crate) fn seq_from_db(value: i64) -> Result<u64, StoreError> {
-    u64::try_from(value).map_err(|_| StoreError::failed(format!("corrupt seq {value} in store")))
-}
-
-/// Converts a seq for use as an SQL parameter; seqs beyond `i64::MAX` cannot exist in the store,
-/// so they are clamped (a read after such a seq simply finds nothing).
-pub(crate) fn seq_to_db(value: u64) -> i64 {
-    i64::try_from(value).unwrap_or(i64::MAX)
 }

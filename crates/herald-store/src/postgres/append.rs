@@ -33,7 +33,7 @@ use herald_core::message::{Epoch, NewMessage, SharedMessage, StoredMessage};
 use herald_core::name::ChannelName;
 
 use super::pg_error;
-use crate::{seq_from_db, seq_to_db};
+use crate::common::values::{seq_from_db, seq_to_db};
 
 /// One append request of a batch.
 pub(crate) struct Requested<'a> {

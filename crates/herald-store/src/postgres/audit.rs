@@ -1,5 +1,5 @@
 //! The audit log on PostgreSQL ([`AuditLog`]), with the SQLite implementation's semantics and
-//! queries (`crate::audit`): recording an entry deletes the entries past the retention in the
+//! queries (`crate::common::audit`): recording an entry deletes the entries past the retention in the
 //! same transaction.
 
 use async_trait::async_trait;
@@ -8,29 +8,7 @@ use herald_core::log::StoreError;
 use tokio_postgres::types::ToSql;
 
 use super::{pg_error, PostgresStore};
-use crate::sqlite::audit::{entry, insert_sql, select, Param};
-
-fn pg_placeholder(n: usize) -> String {
-    format!("${n}")
-}
-
-/// An `audit_log` row as an entry.
-fn entry_of(row: &tokio_postgres::Row) -> Result<AuditEntry, StoreError> {
-    entry((
-        row.try_get(0).map_err(pg_error)?,
-        row.try_get(1).map_err(pg_error)?,
-        row.try_get(2).map_err(pg_error)?,
-        row.try_get(3).map_err(pg_error)?,
-        row.try_get(4).map_err(pg_error)?,
-        row.try_get(5).map_err(pg_error)?,
-        row.try_get(6).map_err(pg_error)?,
-        row.try_get(7).map_err(pg_error)?,
-        row.try_get(8).map_err(pg_error)?,
-        row.try_get(9).map_err(pg_error)?,
-        row.try_get(10).map_err(pg_error)?,
-        row.try_get(11).map_err(pg_error)?,
-    ))
-}
+use crate::common::audit::{entry_of, insert_sql, pg_placeholder, select, Param};
 
 #[async_trait]
 impl AuditLog for PostgresStore {

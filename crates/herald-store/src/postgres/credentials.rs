@@ -1,6 +1,6 @@
 //! [`CredentialStore`] on PostgreSQL: one row per app and provider in `credentials`, holding
 //! the sealed secret exactly as the server sealed it (the store never sees plaintext) and the
-//! public part, as SQLite does (`crate::credentials`). Deleting an app deletes its rows.
+//! public part, as SQLite does (`crate::sqlite::credentials`). Deleting an app deletes its rows.
 
 use async_trait::async_trait;
 use herald_core::log::StoreError;
@@ -9,18 +9,7 @@ use herald_push::credentials::{CredentialStore, StoredCredentials};
 use herald_push::device::Platform;
 
 use super::{pg_error, PostgresStore};
-use crate::sqlite::credentials::stored_platform;
-
-/// A `credentials` row (provider, sealed, public, updated).
-fn credentials_of(row: &tokio_postgres::Row) -> Result<StoredCredentials, StoreError> {
-    let provider: String = row.try_get(0).map_err(pg_error)?;
-    Ok(StoredCredentials {
-        provider: stored_platform(&provider)?,
-        sealed: row.try_get(1).map_err(pg_error)?,
-        public: row.try_get(2).map_err(pg_error)?,
-        updated_ms: row.try_get(3).map_err(pg_error)?,
-    })
-}
+use crate::common::credentials::credentials_of;
 
 #[async_trait]
 impl CredentialStore for PostgresStore {

@@ -30,7 +30,6 @@ mod token_keys;
 mod writer;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use deadpool_postgres::{Object, Pool, PoolError};
@@ -47,6 +46,8 @@ pub use connect::Target;
 use reachability::Reachability;
 pub use schema::SCHEMA_VERSION;
 use writer::{AppendRequest, Request};
+
+pub(crate) use crate::common::values::sql_limit;
 
 /// How a [`PostgresStore`] runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -237,9 +238,10 @@ pub(crate) fn pool_failure(what: &str, err: PoolError) -> StoreError {
     }
 }
 
-/// A count or limit as an SQL integer.
-pub(crate) fn sql_limit(limit: usize) -> i64 {
-    i64::try_from(limit).unwrap_or(i64::MAX)
+impl crate::common::row::StoredRow for tokio_postgres::Row {
+    fn column<T: crate::common::row::Column>(&self, index: usize) -> Result<T, StoreError> {
+        self.try_get(index).map_err(pg_error)
+    }
 }
 
 #[async_trait]
@@ -324,9 +326,6 @@ impl Drop for PostgresStore {
         self.watcher.abort();
     }
 }
-
-/// How long the writer waits between age sweeps.
-pub(crate) const AGE_TRIM_INTERVAL: Duration = Duration::from_secs(30);
 
 #[cfg(test)]
 mod tests {

@@ -13,7 +13,7 @@ use herald_core::name::ChannelName;
 use tokio_postgres::IsolationLevel;
 
 use super::{pg_error, sql_limit};
-use crate::{seq_from_db, seq_to_db};
+use crate::common::values::{seq_from_db, seq_to_db};
 
 /// The channel's row id and state, or `None` if it has never had a message.
 pub(crate) async fn channel_state(

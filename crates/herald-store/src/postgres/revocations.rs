@@ -6,7 +6,8 @@ use herald_core::log::StoreError;
 use herald_core::revoked::{now_secs, RevokedKind, TokenRevocation};
 
 use super::{pg_error, PostgresStore};
-use crate::sqlite::revocations::{revocation, secs};
+use crate::common::revocations::revocation_of;
+use crate::common::values::secs;
 
 pub(crate) async fn revoke(store: &PostgresStore, r: &TokenRevocation) -> Result<(), StoreError> {
     let mut client = store.client().await?;
@@ -54,13 +55,5 @@ pub(crate) async fn list(store: &PostgresStore) -> Result<Vec<TokenRevocation>, 
         )
         .await
         .map_err(pg_error)?;
-    rows.iter()
-        .map(|row| {
-            revocation(
-                row.try_get(0).map_err(pg_error)?,
-                row.try_get(1).map_err(pg_error)?,
-                row.try_get(2).map_err(pg_error)?,
-            )
-        })
-        .collect()
+    rows.iter().map(revocation_of).collect()
 }

@@ -1,5 +1,5 @@
 //! [`Tenancy`] on PostgreSQL: apps, keys, limits and usage, with the SQLite implementation's
-//! semantics (`crate::tenancy`). Each write is one transaction on a pooled connection. Usage
+//! semantics (`crate::sqlite::tenancy`; rows read by `crate::common::tenancy`). Each write is one transaction on a pooled connection. Usage
 //! counters are added in the database (`published = published + $n`), so several nodes writing
 //! their own counts add up. Deleting an app removes everything kept for it in one transaction.
 
@@ -11,19 +11,8 @@ use herald_core::tenant::AppId;
 use herald_core::token_keys::AppTokenKeys;
 
 use super::{pg_error, PostgresStore};
-use crate::sqlite::tenancy::{app_id, to_json};
-
-/// An `apps` row (id, name, token_secret, created, limits) as an [`App`].
-fn app_of(row: &tokio_postgres::Row) -> Result<App, StoreError> {
-    let limits: String = row.try_get(4).map_err(pg_error)?;
-    Ok(App {
-        id: app_id(row.try_get(0).map_err(pg_error)?)?,
-        name: row.try_get(1).map_err(pg_error)?,
-        token_secret: row.try_get(2).map_err(pg_error)?,
-        limits: serde_json::from_str(&limits).unwrap_or_default(),
-        created: row.try_get(3).map_err(pg_error)?,
-    })
-}
+use crate::common::tenancy::{app_of, is_key_id, key_of};
+use crate::common::values::to_json;
 
 /// A counter as an SQL integer (counts beyond `i64::MAX` are clamped).
 fn count(n: u64) -> i64 {
@@ -140,11 +129,7 @@ impl Tenancy for PostgresStore {
     }
 
     async fn remove_key(&self, app: &AppId, key_id: &str) -> Result<bool, StoreError> {
-        if key_id.len() != 12
-            || !key_id
-                .bytes()
-                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-        {
+        if !is_key_id(key_id) {
             return Ok(false);
         }
         let client = self.client().await?;
@@ -168,18 +153,7 @@ impl Tenancy for PostgresStore {
             )
             .await
             .map_err(pg_error)?;
-        let mut keys = Vec::with_capacity(rows.len());
-        for row in rows {
-            let hash: String = row.try_get(1).map_err(pg_error)?;
-            keys.push(KeyInfo {
-                app: app_id(row.try_get(0).map_err(pg_error)?)?,
-                id: hash.chars().take(12).collect(),
-                hash,
-                label: row.try_get(2).map_err(pg_error)?,
-                created: row.try_get(3).map_err(pg_error)?,
-            });
-        }
-        Ok(keys)
+        rows.iter().map(key_of).collect()
     }
 
     async fn add_usage(&self, app: &AppId, d: Usage) -> Result<(), StoreError> {

@@ -1,27 +1,19 @@
 //! What verifies an app's client tokens on PostgreSQL, with the SQLite implementation's
-//! semantics (`crate::token_keys`): the secret in the `apps` row, the rest in `app_token_keys`.
+//! semantics (`crate::sqlite::token_keys`; rows read by `crate::common::token_keys`): the secret in the `apps` row, the rest in `app_token_keys`.
 
 use herald_core::log::StoreError;
 use herald_core::tenant::AppId;
 use herald_core::token_keys::AppTokenKeys;
 
 use super::{pg_error, PostgresStore};
-use crate::sqlite::token_keys::{from_row, row_params, Row, SELECT};
+use crate::common::token_keys::{row_params, token_keys_of, COLUMNS};
 
-fn read_row(row: &tokio_postgres::Row) -> Result<Row, StoreError> {
-    Ok((
-        row.try_get(0).map_err(pg_error)?,
-        row.try_get(1).map_err(pg_error)?,
-        row.try_get(2).map_err(pg_error)?,
-        row.try_get(3).map_err(pg_error)?,
-        row.try_get(4).map_err(pg_error)?,
-        row.try_get(5).map_err(pg_error)?,
-    ))
-}
-
-/// [`SELECT`] with PostgreSQL's boolean `deleted`.
-fn select() -> String {
-    SELECT.replace("a.deleted = 0", "NOT a.deleted")
+/// A read: [`COLUMNS`] of the apps not deleted, then `tail` (a further condition, an order).
+fn select(tail: &str) -> String {
+    format!(
+        "SELECT {COLUMNS} FROM apps a LEFT JOIN app_token_keys k ON k.app = a.id \
+         WHERE NOT a.deleted{tail}"
+    )
 }
 
 pub(crate) async fn get(
@@ -30,11 +22,11 @@ pub(crate) async fn get(
 ) -> Result<Option<AppTokenKeys>, StoreError> {
     let client = store.client().await?;
     let row = client
-        .query_opt(&format!("{} AND a.id = $1", select()), &[&id.as_str()])
+        .query_opt(&select(" AND a.id = $1"), &[&id.as_str()])
         .await
         .map_err(pg_error)?;
     match row {
-        Some(row) => Ok(Some(from_row(read_row(&row)?)?.1)),
+        Some(row) => Ok(Some(token_keys_of(&row)?.1)),
         None => Ok(None),
     }
 }
@@ -42,10 +34,10 @@ pub(crate) async fn get(
 pub(crate) async fn list(store: &PostgresStore) -> Result<Vec<(AppId, AppTokenKeys)>, StoreError> {
     let client = store.client().await?;
     let rows = client
-        .query(&format!("{} ORDER BY a.id", select()), &[])
+        .query(&select(" ORDER BY a.id"), &[])
         .await
         .map_err(pg_error)?;
-    rows.iter().map(|row| from_row(read_row(row)?)).collect()
+    rows.iter().map(token_keys_of).collect()
 }
 
 pub(crate) async fn set(

@@ -12,21 +12,22 @@
 //! A batch or sweep that fails because the database cannot be reached (or is out of space) is
 //! only a DEBUG line: the store's outage log (`super::outage`) says the outage once.
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Instant;
 
 use deadpool_postgres::Pool;
-use herald_core::log::{Appended, CommitSink, Retention, StoreError};
-use herald_core::message::{now_millis, NewMessage};
-use herald_core::name::ChannelName;
-use tokio::sync::{mpsc, oneshot};
+use herald_core::log::{CommitSink, StoreError};
+use herald_core::message::now_millis;
+use tokio::sync::mpsc;
 
 use super::append::{self, Committed, Requested};
 use super::jobs::{prune_expired_chunk, DONE_JOBS_KEPT_AFTER_EXPIRY_MS, PRUNE_CHUNK};
 use super::reachability::Reachability;
-use super::{pg_error, pool_failure, PostgresOptions, AGE_TRIM_INTERVAL};
-use crate::{seq_from_db, seq_to_db};
+use super::{pg_error, pool_failure, PostgresOptions};
+use crate::common;
+use crate::common::values::{seq_from_db, seq_to_db};
+use crate::common::writer::AGE_TRIM_INTERVAL;
+pub(crate) use crate::common::writer::{AppendRequest, Reply};
 
 /// Whether `error` is the database being unreachable or out of space: the store's outage log
 /// says that once (`super::outage`), so each failed batch or sweep is only a DEBUG line.
@@ -35,17 +36,6 @@ fn is_outage(error: &StoreError) -> bool {
         error,
         StoreError::Unavailable { .. } | StoreError::Full { .. }
     )
-}
-
-/// Where a request's answer goes.
-pub(crate) type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
-
-/// One append call.
-pub(crate) struct AppendRequest {
-    pub channel: ChannelName,
-    pub messages: Vec<NewMessage>,
-    pub retention: Retention,
-    pub reply: Reply<Vec<Appended>>,
 }
 
 /// Work for the writer task.
@@ -146,15 +136,7 @@ impl Writer {
             Ok(committed) => {
                 metrics::histogram!("herald_store_commit_seconds")
                     .record(started.elapsed().as_secs_f64());
-                metrics::histogram!("herald_store_batch_messages").record(size as f64);
-                let new = &committed.new_messages;
-                metrics::counter!("herald_store_appends_total").increment(new.len() as u64);
-                if !new.is_empty() {
-                    let sink = &self.sink;
-                    if catch_unwind(AssertUnwindSafe(|| sink.committed(new))).is_err() {
-                        tracing::error!("commit sink panicked; the messages are stored");
-                    }
-                }
+                common::writer::committed(&*self.sink, size, &committed.new_messages);
                 for (request, result) in batch.into_iter().zip(committed.results) {
                     let _ = request.reply.send(Ok(result));
                 }

@@ -1,114 +1,16 @@
 //! The audit log in SQLite ([`AuditLog`]): `audit_log` holds one row per admin action, newest
 //! by `id`. Recording an entry also deletes the entries past the retention, in the same write
 //! (one indexed delete), so the table stays bounded however few sweeps run; the server prunes
-//! it periodically too. The query is built here once for both stores ([`select`]).
+//! it periodically too. The insert, the page query and the row's decoding are shared with
+//! PostgreSQL (`crate::common::audit`).
 
 use async_trait::async_trait;
-use herald_core::audit::{Actor, AuditEntry, AuditLog, AuditQuery};
+use herald_core::audit::{AuditEntry, AuditLog, AuditQuery};
 use herald_core::log::StoreError;
 use rusqlite::params_from_iter;
 
-use crate::sqlite::tenancy::app_id;
+use crate::common::audit::{entry_of, insert_sql, select, sqlite_placeholder, Param};
 use crate::sqlite::{backend, SqliteLog};
-
-/// The columns of an entry, in the order [`select`] reads them.
-pub(crate) const COLUMNS: &str = "id, time, actor_role, actor_key_id, actor_via, source, \
-     user_agent, action, app, target, details, result";
-
-/// The insert (no id: the store assigns it), with placeholders written by `placeholder(n)`.
-pub(crate) fn insert_sql(placeholder: fn(usize) -> String) -> String {
-    let values: Vec<String> = (1..=11).map(placeholder).collect();
-    format!(
-        "INSERT INTO audit_log (time, actor_role, actor_key_id, actor_via, source, user_agent, \
-         action, app, target, details, result) VALUES ({})",
-        values.join(", ")
-    )
-}
-
-/// One query parameter of [`select`].
-pub(crate) enum Param {
-    Text(String),
-    Int(i64),
-}
-
-/// The page query for `query`: SQL with placeholders written by `placeholder(n)`, and its
-/// parameters in order.
-pub(crate) fn select(query: &AuditQuery, placeholder: fn(usize) -> String) -> (String, Vec<Param>) {
-    let mut conditions = Vec::new();
-    let mut params = Vec::new();
-    let mut add = |column: &str, op: &str, param: Param| {
-        params.push(param);
-        conditions.push(format!("{column} {op} {}", placeholder(params.len())));
-    };
-    if let Some(app) = &query.app {
-        add("app", "=", Param::Text(app.as_str().to_owned()));
-    }
-    if let Some(action) = &query.action {
-        add("action", "=", Param::Text(action.clone()));
-    }
-    if let Some(since) = query.since {
-        add("time", ">=", Param::Int(since));
-    }
-    if let Some(until) = query.until {
-        add("time", "<", Param::Int(until));
-    }
-    if let Some(before) = query.before_id {
-        add(
-            "id",
-            "<",
-            Param::Int(i64::try_from(before).unwrap_or(i64::MAX)),
-        );
-    }
-    let filter = if conditions.is_empty() {
-        String::new()
-    } else {
-        format!(" WHERE {}", conditions.join(" AND "))
-    };
-    params.push(Param::Int(i64::try_from(query.limit).unwrap_or(i64::MAX)));
-    let sql = format!(
-        "SELECT {COLUMNS} FROM audit_log{filter} ORDER BY id DESC LIMIT {}",
-        placeholder(params.len())
-    );
-    (sql, params)
-}
-
-/// The columns of an `audit_log` row, as read.
-pub(crate) type Row = (
-    i64,
-    i64,
-    String,
-    Option<String>,
-    String,
-    Option<String>,
-    Option<String>,
-    String,
-    Option<String>,
-    Option<String>,
-    String,
-    String,
-);
-
-/// An entry read back from its columns.
-pub(crate) fn entry(row: Row) -> Result<AuditEntry, StoreError> {
-    let (id, time, role, key_id, via, source, user_agent, action, app, target, details, result) =
-        row;
-    Ok(AuditEntry {
-        id: u64::try_from(id).unwrap_or(0),
-        time,
-        actor: Actor { role, key_id, via },
-        source,
-        user_agent,
-        action,
-        app: app.map(app_id).transpose()?,
-        target,
-        details: serde_json::from_str(&details).unwrap_or(serde_json::Value::Null),
-        result,
-    })
-}
-
-fn sqlite_placeholder(n: usize) -> String {
-    format!("?{n}")
-}
 
 impl rusqlite::ToSql for Param {
     fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
@@ -155,26 +57,11 @@ impl AuditLog for SqliteLog {
             .run(move |conn| {
                 let mut stmt = conn.prepare_cached(&sql).map_err(backend)?;
                 let rows = stmt
-                    .query_map(params_from_iter(params.iter()), |r| {
-                        Ok((
-                            r.get(0)?,
-                            r.get(1)?,
-                            r.get(2)?,
-                            r.get(3)?,
-                            r.get(4)?,
-                            r.get(5)?,
-                            r.get(6)?,
-                            r.get(7)?,
-                            r.get(8)?,
-                            r.get(9)?,
-                            r.get(10)?,
-                            r.get(11)?,
-                        ))
-                    })
+                    .query_map(params_from_iter(params.iter()), |r| Ok(entry_of(r)))
                     .map_err(backend)?;
                 let mut out = Vec::new();
                 for row in rows {
-                    out.push(entry(row.map_err(backend)?)?);
+                    out.push(row.map_err(backend)??);
                 }
                 Ok(out)
             })
@@ -196,6 +83,7 @@ impl AuditLog for SqliteLog {
 mod tests {
     use std::sync::Arc;
 
+    use herald_core::audit::Actor;
     use herald_core::log::{ChannelLog, CommitSink};
     use herald_core::message::SharedMessage;
     use herald_core::tenant::AppId;

@@ -1,40 +1,18 @@
 //! The SQLite implementation of [`CredentialStore`]: one row per app and provider in
 //! `credentials`, holding the sealed secret exactly as the server sealed it (the store never
 //! sees plaintext) and the public part. Writes run on the writer thread; reads use the read
-//! pool. Deleting an app deletes its rows ([`crate::sqlite::tenancy`]).
+//! pool. Deleting an app deletes its rows ([`crate::sqlite::tenancy`]). A row is read by
+//! `crate::common::credentials`, as on PostgreSQL.
 
 use async_trait::async_trait;
 use herald_core::log::StoreError;
 use herald_core::tenant::AppId;
 use herald_push::credentials::{CredentialStore, StoredCredentials};
 use herald_push::device::Platform;
-use rusqlite::{params, OptionalExtension, Row};
+use rusqlite::{params, OptionalExtension};
 
+use crate::common::credentials::credentials_of;
 use crate::sqlite::{backend, SqliteLog};
-
-/// Parses a provider name read from the store.
-pub(crate) fn stored_platform(name: &str) -> Result<Platform, StoreError> {
-    Platform::parse(name)
-        .map_err(|_| StoreError::failed(format!("corrupt provider {name:?} in store")))
-}
-
-/// The columns of a `credentials` row: provider, sealed, public, updated.
-type CredentialRow = (String, Vec<u8>, String, i64);
-
-fn credential_row(r: &Row<'_>) -> rusqlite::Result<CredentialRow> {
-    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-}
-
-fn from_row(
-    (provider, sealed, public, updated_ms): CredentialRow,
-) -> Result<StoredCredentials, StoreError> {
-    Ok(StoredCredentials {
-        provider: stored_platform(&provider)?,
-        sealed,
-        public,
-        updated_ms,
-    })
-}
 
 #[async_trait]
 impl CredentialStore for SqliteLog {
@@ -78,11 +56,13 @@ impl CredentialStore for SqliteLog {
                          WHERE app = ?1 AND provider = ?2",
                     )
                     .and_then(|mut stmt| {
-                        stmt.query_row(params![app.as_str(), provider.as_str()], credential_row)
-                            .optional()
+                        stmt.query_row(params![app.as_str(), provider.as_str()], |r| {
+                            Ok(credentials_of(r))
+                        })
+                        .optional()
                     })
                     .map_err(backend)?;
-                row.map(from_row).transpose()
+                row.transpose()
             })
             .await
     }
@@ -91,14 +71,17 @@ impl CredentialStore for SqliteLog {
         let app = app.clone();
         self.readers()
             .run(move |conn| {
-                let rows: Vec<CredentialRow> = conn
+                let rows: Vec<Result<StoredCredentials, StoreError>> = conn
                     .prepare_cached(
                         "SELECT provider, sealed, public, updated FROM credentials
                          WHERE app = ?1 ORDER BY provider",
                     )
-                    .and_then(|mut stmt| stmt.query_map([app.as_str()], credential_row)?.collect())
+                    .and_then(|mut stmt| {
+                        stmt.query_map([app.as_str()], |r| Ok(credentials_of(r)))?
+                            .collect()
+                    })
                     .map_err(backend)?;
-                rows.into_iter().map(from_row).collect()
+                rows.into_iter().collect()
             })
             .await
     }

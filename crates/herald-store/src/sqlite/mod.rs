@@ -40,9 +40,11 @@ mod writer;
 pub use log::SqliteLog;
 pub use options::{ParseSyncModeError, SqliteOptions, SyncMode};
 
-pub(crate) use crate::{seq_from_db, seq_to_db};
+pub(crate) use crate::common::values::{seq_from_db, seq_to_db};
 
 use herald_core::log::StoreError;
+
+use crate::common::row::{Column, StoredRow};
 
 /// File name of the database inside the data directory.
 pub const DB_FILE_NAME: &str = "herald.db";
@@ -59,4 +61,10 @@ pub(crate) fn db_sibling(db: &std::path::Path, suffix: &str) -> std::path::PathB
 /// source.
 pub(crate) fn backend(err: impl std::error::Error + Send + Sync + 'static) -> StoreError {
     StoreError::backend("database error", err)
+}
+
+impl StoredRow for rusqlite::Row<'_> {
+    fn column<T: Column>(&self, index: usize) -> Result<T, StoreError> {
+        self.get(index).map_err(backend)
+    }
 }

@@ -1,6 +1,6 @@
 //! Revoked client tokens in SQLite ([`Tenancy::revoke_tokens`] and
-//! [`Tenancy::token_revocations`], called from [`crate::sqlite::tenancy`]): `revoked_tokens` holds an
-//! app's token ids until their expiry (expired rows are deleted whenever one is added, so the
+//! [`Tenancy::token_revocations`], called from [`crate::sqlite::tenancy`]): `revoked_tokens`
+//! holds an app's token ids until their expiry (expired rows are deleted whenever one is added, so the
 //! table stays bounded), `revoked_before` one issue time per app, which only moves forward.
 //!
 //! [`Tenancy::revoke_tokens`]: herald_core::tenancy::Tenancy::revoke_tokens
@@ -10,29 +10,9 @@ use herald_core::log::StoreError;
 use herald_core::revoked::{now_secs, RevokedKind, TokenRevocation};
 use rusqlite::params;
 
-use crate::sqlite::tenancy::app_id;
+use crate::common::revocations::revocation_of;
+use crate::common::values::secs;
 use crate::sqlite::{backend, SqliteLog};
-
-/// A time in seconds as an SQL integer (clamped).
-pub(crate) fn secs(t: u64) -> i64 {
-    i64::try_from(t).unwrap_or(i64::MAX)
-}
-
-/// A revocation read back from its columns.
-pub(crate) fn revocation(
-    app: String,
-    jti: Option<String>,
-    time: i64,
-) -> Result<TokenRevocation, StoreError> {
-    let time = u64::try_from(time).unwrap_or(0);
-    Ok(TokenRevocation {
-        app: app_id(app)?,
-        kind: match jti {
-            Some(jti) => RevokedKind::Jti { jti, expires: time },
-            None => RevokedKind::IssuedBefore(time),
-        },
-    })
-}
 
 /// The query listing every unexpired revocation: (app, jti or NULL, expires or issued_before).
 pub(crate) const LIST: &str = "SELECT app, jti, expires FROM revoked_tokens WHERE expires > ?1
@@ -77,14 +57,11 @@ pub(crate) async fn list(log: &SqliteLog) -> Result<Vec<TokenRevocation>, StoreE
         .run(|conn| {
             let mut stmt = conn.prepare_cached(LIST).map_err(backend)?;
             let rows = stmt
-                .query_map([secs(now_secs())], |r| {
-                    Ok((r.get::<_, String>(0)?, r.get(1)?, r.get::<_, i64>(2)?))
-                })
+                .query_map([secs(now_secs())], |r| Ok(revocation_of(r)))
                 .map_err(backend)?;
             let mut out = Vec::new();
             for row in rows {
-                let (app, jti, time) = row.map_err(backend)?;
-                out.push(revocation(app, jti, time)?);
+                out.push(row.map_err(backend)??);
             }
             Ok(out)
         })

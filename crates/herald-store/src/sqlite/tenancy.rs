@@ -1,8 +1,9 @@
 //! The SQLite implementation of [`Tenancy`]: apps, keys, limits and usage. Writes run on the
 //! writer thread (one transaction each, durable like appends); reads use the read pool.
-//! Deleting an app removes its devices and receipts ([`crate::sqlite::devices`]), its provider jobs
-//! ([`crate::sqlite::jobs`]) and its provider credentials ([`crate::sqlite::credentials`]) in the same
-//! transaction.
+//! Deleting an app removes its devices and receipts ([`crate::sqlite::devices`]), its provider
+//! jobs ([`crate::sqlite::jobs`]) and its provider credentials ([`crate::sqlite::credentials`])
+//! in the same transaction. How a row becomes an app or a key is shared with PostgreSQL
+//! (`crate::common::tenancy`).
 
 use async_trait::async_trait;
 use herald_core::log::StoreError;
@@ -12,32 +13,9 @@ use herald_core::tenant::AppId;
 use herald_core::token_keys::AppTokenKeys;
 use rusqlite::{params, OptionalExtension};
 
+use crate::common::tenancy::{app_of, is_key_id, key_of};
+use crate::common::values::to_json;
 use crate::sqlite::{backend, SqliteLog};
-
-pub(crate) fn app_id(s: String) -> Result<AppId, StoreError> {
-    AppId::parse(&s).map_err(|_| StoreError::failed(format!("corrupt app id {s:?} in store")))
-}
-
-pub(crate) fn to_json<T: serde::Serialize>(v: &T) -> String {
-    serde_json::to_string(v).unwrap_or_default()
-}
-
-/// The columns of an `apps` row: id, name, token secret, created, limits (JSON).
-type AppRow = (String, String, Option<String>, i64, String);
-
-fn app_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AppRow> {
-    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-}
-
-fn app_from_row((id, name, token_secret, created, limits): AppRow) -> Result<App, StoreError> {
-    Ok(App {
-        id: app_id(id)?,
-        name,
-        token_secret,
-        limits: serde_json::from_str(&limits).unwrap_or_default(),
-        created,
-    })
-}
 
 #[async_trait]
 impl Tenancy for SqliteLog {
@@ -71,10 +49,10 @@ impl Tenancy for SqliteLog {
                          WHERE deleted = 0 ORDER BY id",
                     )
                     .map_err(backend)?;
-                let rows = stmt.query_map([], app_row).map_err(backend)?;
+                let rows = stmt.query_map([], |r| Ok(app_of(r))).map_err(backend)?;
                 let mut apps = Vec::new();
                 for row in rows {
-                    apps.push(app_from_row(row.map_err(backend)?)?);
+                    apps.push(row.map_err(backend)??);
                 }
                 Ok(apps)
             })
@@ -91,8 +69,11 @@ impl Tenancy for SqliteLog {
                          WHERE id = ?1 AND deleted = 0",
                     )
                     .map_err(backend)?;
-                let row = stmt.query_row([&id], app_row).optional().map_err(backend)?;
-                row.map(app_from_row).transpose()
+                let row = stmt
+                    .query_row([&id], |r| Ok(app_of(r)))
+                    .optional()
+                    .map_err(backend)?;
+                row.transpose()
             })
             .await
     }
@@ -157,11 +138,7 @@ impl Tenancy for SqliteLog {
 
     async fn remove_key(&self, app: &AppId, key_id: &str) -> Result<bool, StoreError> {
         let (app, key_id) = (app.clone(), key_id.to_string());
-        if key_id.len() != 12
-            || !key_id
-                .bytes()
-                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-        {
+        if !is_key_id(&key_id) {
             return Ok(false);
         }
         self.write(move |tx| {
@@ -185,26 +162,10 @@ impl Tenancy for SqliteLog {
                          ORDER BY app, created",
                     )
                     .map_err(backend)?;
-                let rows = stmt
-                    .query_map([], |r| {
-                        Ok((
-                            r.get::<_, String>(0)?,
-                            r.get::<_, String>(1)?,
-                            r.get::<_, String>(2)?,
-                            r.get::<_, i64>(3)?,
-                        ))
-                    })
-                    .map_err(backend)?;
+                let rows = stmt.query_map([], |r| Ok(key_of(r))).map_err(backend)?;
                 let mut keys = Vec::new();
                 for row in rows {
-                    let (app, hash, label, created) = row.map_err(backend)?;
-                    keys.push(KeyInfo {
-                        app: app_id(app)?,
-                        id: hash.chars().take(12).collect(),
-                        hash,
-                        label,
-                        created,
-                    });
+                    keys.push(row.map_err(backend)??);
                 }
                 Ok(keys)
             })

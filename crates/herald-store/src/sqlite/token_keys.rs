@@ -7,73 +7,18 @@
 
 use herald_core::log::StoreError;
 use herald_core::tenant::AppId;
-use herald_core::token_keys::{AppTokenKeys, PreviousSecret};
+use herald_core::token_keys::AppTokenKeys;
 use rusqlite::{params, OptionalExtension};
 
-use crate::sqlite::revocations::secs;
-use crate::sqlite::tenancy::{app_id, to_json};
+use crate::common::token_keys::{row_params, token_keys_of, COLUMNS};
 use crate::sqlite::{backend, SqliteLog};
 
-/// The columns every read selects: app, secret, previous secret, its end, keys, JWKS URL.
-pub(crate) const SELECT: &str = "SELECT a.id, a.token_secret, k.previous_secret, \
-     k.previous_until, coalesce(k.public_keys, '[]'), k.jwks_url \
-     FROM apps a LEFT JOIN app_token_keys k ON k.app = a.id WHERE a.deleted = 0";
-
-/// The columns of one app's keys, as read.
-pub(crate) type Row = (
-    String,
-    Option<String>,
-    Option<String>,
-    Option<i64>,
-    String,
-    Option<String>,
-);
-
-/// An app's keys from its columns.
-pub(crate) fn from_row(
-    (app, secret, previous, until, keys, jwks_url): Row,
-) -> Result<(AppId, AppTokenKeys), StoreError> {
-    let app = app_id(app)?;
-    let public_keys = serde_json::from_str(&keys).map_err(|_| {
-        StoreError::failed(format!("corrupt public keys of app {app} in the store"))
-    })?;
-    let previous = match (previous, until) {
-        (Some(secret), Some(until)) => Some(PreviousSecret {
-            secret,
-            until: u64::try_from(until).unwrap_or(0),
-        }),
-        _ => None,
-    };
-    Ok((
-        app,
-        AppTokenKeys {
-            secret,
-            previous,
-            public_keys,
-            jwks_url,
-        },
-    ))
-}
-
-/// The parameters of the `app_token_keys` row of `keys`: previous secret, until, keys, URL.
-pub(crate) fn row_params(keys: &AppTokenKeys) -> (Option<&str>, Option<i64>, String, Option<&str>) {
-    (
-        keys.previous.as_ref().map(|p| p.secret.as_str()),
-        keys.previous.as_ref().map(|p| secs(p.until)),
-        to_json(&keys.public_keys),
-        keys.jwks_url.as_deref(),
+/// A read: [`COLUMNS`] of the apps not deleted, then `tail` (a further condition, an order).
+fn select(tail: &str) -> String {
+    format!(
+        "SELECT {COLUMNS} FROM apps a LEFT JOIN app_token_keys k ON k.app = a.id \
+         WHERE a.deleted = 0{tail}"
     )
-}
-
-fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
-    Ok((
-        r.get(0)?,
-        r.get(1)?,
-        r.get(2)?,
-        r.get(3)?,
-        r.get(4)?,
-        r.get(5)?,
-    ))
 }
 
 pub(crate) async fn get(log: &SqliteLog, id: &AppId) -> Result<Option<AppTokenKeys>, StoreError> {
@@ -81,13 +26,13 @@ pub(crate) async fn get(log: &SqliteLog, id: &AppId) -> Result<Option<AppTokenKe
     log.readers()
         .run(move |conn| {
             let mut stmt = conn
-                .prepare_cached(&format!("{SELECT} AND a.id = ?1"))
+                .prepare_cached(&select(" AND a.id = ?1"))
                 .map_err(backend)?;
             let row = stmt
-                .query_row([&id], read_row)
+                .query_row([&id], |r| Ok(token_keys_of(r)))
                 .optional()
                 .map_err(backend)?;
-            Ok(row.map(from_row).transpose()?.map(|(_, keys)| keys))
+            Ok(row.transpose()?.map(|(_, keys)| keys))
         })
         .await
 }
@@ -96,12 +41,14 @@ pub(crate) async fn list(log: &SqliteLog) -> Result<Vec<(AppId, AppTokenKeys)>, 
     log.readers()
         .run(|conn| {
             let mut stmt = conn
-                .prepare_cached(&format!("{SELECT} ORDER BY a.id"))
+                .prepare_cached(&select(" ORDER BY a.id"))
                 .map_err(backend)?;
-            let rows = stmt.query_map([], read_row).map_err(backend)?;
+            let rows = stmt
+                .query_map([], |r| Ok(token_keys_of(r)))
+                .map_err(backend)?;
             let mut all = Vec::new();
             for row in rows {
-                all.push(from_row(row.map_err(backend)?)?);
+                all.push(row.map_err(backend)??);
             }
             Ok(all)
         })

@@ -16,34 +16,20 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use herald_core::log::{Appended, CommitSink, Retention, StoreError};
-use herald_core::message::{now_millis, NewMessage};
-use herald_core::name::ChannelName;
+use herald_core::log::{Appended, CommitSink, StoreError};
+use herald_core::message::now_millis;
 use rusqlite::{Connection, TransactionBehavior};
-use tokio::sync::oneshot;
 
+use crate::common::writer::{committed, AGE_TRIM_INTERVAL};
+pub(crate) use crate::common::writer::{AppendRequest, Reply};
 use crate::sqlite::batch::{self, Batch, ChannelCache};
 use crate::sqlite::fault::{self, WriteFault};
 use crate::sqlite::known::KnownChannels;
 use crate::sqlite::options::SyncMode;
 use crate::sqlite::wal_room::WalRoom;
 use crate::sqlite::{backend, checkpoint, jobs, retention, schema};
-
-/// How often expired messages are swept.
-pub(crate) const AGE_TRIM_INTERVAL: Duration = Duration::from_secs(30);
-
-/// Where a request's answer goes.
-pub(crate) type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
-
-/// One append call.
-pub(crate) struct AppendRequest {
-    pub channel: ChannelName,
-    pub messages: Vec<NewMessage>,
-    pub retention: Retention,
-    pub reply: Reply<Vec<Appended>>,
-}
 
 /// Work for the writer thread.
 pub(crate) enum Request {
@@ -210,15 +196,7 @@ impl Writer {
             Ok(batch) => {
                 self.fault.record(None);
                 batch::finish(&mut self.cache);
-                let new = &batch.new_messages;
-                metrics::histogram!("herald_store_batch_messages").record(batch.requested as f64);
-                metrics::counter!("herald_store_appends_total").increment(new.len() as u64);
-                if !new.is_empty() {
-                    let sink = &self.sink;
-                    if catch_unwind(AssertUnwindSafe(|| sink.committed(new))).is_err() {
-                        tracing::error!("commit sink panicked; the messages are stored");
-                    }
-                }
+                committed(&*self.sink, batch.requested, &batch.new_messages);
                 for (reply, result) in replies.appends.into_iter().zip(batch.results) {
                     let _ = reply.send(Ok(result));
                 }

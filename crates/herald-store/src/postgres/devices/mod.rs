@@ -19,6 +19,7 @@ use herald_push::registry::{Ack, DeviceQuery, DeviceRegistry, Receipt};
 use herald_push::Audience;
 
 use super::{pg_error, PostgresStore};
+use crate::common::devices::{device_of, DEVICE_COLUMNS};
 
 #[async_trait]
 impl DeviceRegistry for PostgresStore {
@@ -80,13 +81,13 @@ impl DeviceRegistry for PostgresStore {
             .query_opt(
                 &format!(
                     "SELECT {} FROM devices WHERE app = $1 AND id = $2",
-                    rows::DEVICE_COLUMNS
+                    DEVICE_COLUMNS
                 ),
                 &[&app.as_str(), &id],
             )
             .await
             .map_err(pg_error)?;
-        row.as_ref().map(rows::device_of).transpose()
+        row.as_ref().map(device_of).transpose()
     }
 
     async fn delete_device(

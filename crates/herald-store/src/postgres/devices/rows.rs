@@ -1,4 +1,4 @@
-//! Reading devices: the columns of a device row and how they become a [`Device`], listing by
+//! Reading devices (a row becomes a [`Device`] in `crate::common::devices`): listing by
 //! user, tag or everything (optionally only provider-reachable devices), lookup by ids, and
 //! audience counts read from the tag index (as SQLite's `devices::audience` counts them).
 
@@ -6,41 +6,14 @@ use std::collections::HashMap;
 
 use herald_core::log::StoreError;
 use herald_core::tenant::AppId;
-use herald_push::device::{Device, InboxCursor, Platform, WebPushKeys};
+use herald_push::device::{Device, InboxCursor};
 use herald_push::registry::DeviceQuery;
 use herald_push::Audience;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::Row;
 
+use crate::common::devices::{device_of, DEVICE_COLUMNS};
+use crate::common::qualified;
 use crate::postgres::{pg_error, sql_limit};
-
-/// The columns [`device_of`] reads, in order.
-pub(super) const DEVICE_COLUMNS: &str = "id, platform, token, keys, user_id, tags, locale, \
-     active, created, updated, cursor, inactive_reason";
-
-/// A device row ([`DEVICE_COLUMNS`]) as a device and its cursor.
-pub(super) fn device_of(row: &Row) -> Result<(Device, InboxCursor), StoreError> {
-    let platform: String = row.try_get(1).map_err(pg_error)?;
-    let keys: Option<String> = row.try_get(3).map_err(pg_error)?;
-    let tags: String = row.try_get(5).map_err(pg_error)?;
-    let cursor: String = row.try_get(10).map_err(pg_error)?;
-    Ok((
-        Device {
-            id: row.try_get(0).map_err(pg_error)?,
-            platform: Platform::parse(&platform).unwrap_or(Platform::Herald),
-            token: row.try_get(2).map_err(pg_error)?,
-            keys: keys.and_then(|k| serde_json::from_str::<WebPushKeys>(&k).ok()),
-            user: row.try_get(4).map_err(pg_error)?,
-            tags: serde_json::from_str(&tags).unwrap_or_default(),
-            locale: row.try_get(6).map_err(pg_error)?,
-            active: row.try_get(7).map_err(pg_error)?,
-            inactive_reason: row.try_get(11).map_err(pg_error)?,
-            created: row.try_get(8).map_err(pg_error)?,
-            updated: row.try_get(9).map_err(pg_error)?,
-        },
-        InboxCursor::decode(&cursor),
-    ))
-}
 
 /// What makes a device reachable through its provider, for columns prefixed by `p`.
 fn reachable(p: &str) -> String {
@@ -77,11 +50,7 @@ pub(super) async fn list(
                    ON d.app = t.app AND d.id = t.device
                  WHERE t.app = $1 AND t.tag = $4 AND t.device > $2{}
                  ORDER BY t.device LIMIT $3",
-                DEVICE_COLUMNS
-                    .split(", ")
-                    .map(|c| format!("d.{c}"))
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                qualified(DEVICE_COLUMNS, "d"),
                 only_reachable("d.")
             ),
             Some(tag),

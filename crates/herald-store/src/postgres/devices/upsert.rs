@@ -13,8 +13,8 @@ use herald_core::message::now_millis;
 use herald_core::tenant::AppId;
 use herald_push::device::{Device, DeviceWrite, InboxCursor};
 
+use crate::common::values::to_json;
 use crate::postgres::pg_error;
-use crate::sqlite::tenancy::to_json;
 
 const FIND: &str = "SELECT created, tags FROM devices WHERE app = $1 AND id = $2 FOR UPDATE";
 const TOMBSTONE: &str =

@@ -10,7 +10,7 @@ use herald_push::jobs::{JobKind, NewJob, PageJob, Settlement};
 
 use super::counts::{self, Standing, Tally};
 use crate::postgres::pg_error;
-use crate::seq_to_db;
+use crate::common::values::seq_to_db;
 
 /// Refuses jobs the queue could not run: a send job needs a provider.
 pub(super) fn check_new(jobs: &[NewJob]) -> Result<(), StoreError> {

@@ -26,8 +26,8 @@ use herald_push::jobs::{
 use tokio_postgres::Row;
 
 use super::{pg_error, PostgresStore};
-use crate::sqlite::credentials::stored_platform;
-use crate::sqlite::tenancy::app_id;
+use crate::common::values::stored_platform;
+use crate::common::values::app_id;
 
 pub(crate) use write::prune_expired_chunk;
 

@@ -8,8 +8,8 @@ use herald_push::jobs::{DeadLetter, Depth, DeviceJob, JobId, PushJobs};
 
 use super::{job_of, JOB_COLUMNS, JOB_COLUMN_COUNT};
 use crate::postgres::{pg_error, sql_limit};
-use crate::sqlite::credentials::stored_platform;
-use crate::sqlite::tenancy::app_id;
+use crate::common::values::stored_platform;
+use crate::common::values::app_id;
 
 /// A stored count (never negative).
 fn count(n: i64) -> u64 {

@@ -18,6 +18,7 @@ use herald_push::registry::{Ack, DeviceQuery, DeviceRegistry, Receipt};
 use herald_push::Audience;
 use rusqlite::{params, OptionalExtension};
 
+use crate::common::devices::{device_of, DEVICE_COLUMNS};
 use crate::sqlite::{backend, SqliteLog};
 
 #[async_trait]
@@ -88,12 +89,13 @@ impl DeviceRegistry for SqliteLog {
                 let mut stmt = conn
                     .prepare_cached(&format!(
                         "SELECT {} FROM devices WHERE app = ?1 AND id = ?2",
-                        rows::DEVICE_COLUMNS
+                        DEVICE_COLUMNS
                     ))
                     .map_err(backend)?;
-                stmt.query_row(params![app.as_str(), id], rows::device_row)
+                stmt.query_row(params![app.as_str(), id], |r| Ok(device_of(r)))
                     .optional()
-                    .map_err(backend)
+                    .map_err(backend)?
+                    .transpose()
             })
             .await
     }

@@ -1,41 +1,15 @@
-//! Reading devices: the columns of a device row and how they become a [`Device`], listing by
-//! user, tag or everything (optionally only provider-reachable devices), and lookup by ids.
+//! Reading devices: listing by user, tag or everything (optionally only provider-reachable
+//! devices), and lookup by ids; a row becomes a [`Device`] in `crate::common::devices`.
 
 use herald_core::log::StoreError;
 use herald_core::tenant::AppId;
-use herald_push::device::{Device, InboxCursor, Platform, WebPushKeys};
+use herald_push::device::{Device, InboxCursor};
 use herald_push::registry::DeviceQuery;
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite::{params, Connection, OptionalExtension};
 
+use crate::common::devices::{device_of, DEVICE_COLUMNS};
+use crate::common::qualified;
 use crate::sqlite::backend;
-
-/// The columns [`device_row`] reads, in order.
-pub(super) const DEVICE_COLUMNS: &str = "id, platform, token, keys, user_id, tags, locale, \
-     active, created, updated, cursor, inactive_reason";
-
-/// A device row ([`DEVICE_COLUMNS`]) as a device and its cursor.
-pub(super) fn device_row(row: &Row<'_>) -> rusqlite::Result<(Device, InboxCursor)> {
-    let platform: String = row.get(1)?;
-    let keys: Option<String> = row.get(3)?;
-    let tags: String = row.get(5)?;
-    let cursor: String = row.get(10)?;
-    Ok((
-        Device {
-            id: row.get(0)?,
-            platform: Platform::parse(&platform).unwrap_or(Platform::Herald),
-            token: row.get(2)?,
-            keys: keys.and_then(|k| serde_json::from_str::<WebPushKeys>(&k).ok()),
-            user: row.get(4)?,
-            tags: serde_json::from_str(&tags).unwrap_or_default(),
-            locale: row.get(6)?,
-            active: row.get(7)?,
-            inactive_reason: row.get(11)?,
-            created: row.get(8)?,
-            updated: row.get(9)?,
-        },
-        InboxCursor::decode(&cursor),
-    ))
-}
 
 /// What makes a device reachable through its provider (the `devices_provider_reachable`
 /// index's condition), for columns prefixed by `p`.
@@ -73,11 +47,7 @@ pub(super) fn list(
                    ON d.app = t.app AND d.id = t.device
                  WHERE t.app = ?1 AND t.tag = ?4 AND t.device > ?2{}
                  ORDER BY t.device LIMIT ?3",
-                DEVICE_COLUMNS
-                    .split(", ")
-                    .map(|c| format!("d.{c}"))
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                qualified(DEVICE_COLUMNS, "d"),
                 only_reachable("d.")
             ),
             Some(tag.clone()),
@@ -92,12 +62,13 @@ pub(super) fn list(
         ),
     };
     let mut stmt = conn.prepare_cached(&sql).map_err(backend)?;
+    let read = |r: &rusqlite::Row<'_>| Ok(device_of(r));
     let rows = match &arg {
-        Some(a) => stmt.query_map(params![app.as_str(), after, limit, a], device_row),
-        None => stmt.query_map(params![app.as_str(), after, limit], device_row),
+        Some(a) => stmt.query_map(params![app.as_str(), after, limit, a], read),
+        None => stmt.query_map(params![app.as_str(), after, limit], read),
     }
     .map_err(backend)?;
-    rows.map(|r| r.map(|(d, _)| d).map_err(backend)).collect()
+    rows.map(|r| r.map_err(backend)?.map(|(d, _)| d)).collect()
 }
 
 /// Devices of `app` with the given ids (unknown ones left out), in id order.
@@ -116,11 +87,11 @@ pub(super) fn by_id(
     let mut found = Vec::with_capacity(ids.len());
     for id in ids {
         if let Some(device) = stmt
-            .query_row(params![app.as_str(), id], device_row)
+            .query_row(params![app.as_str(), id], |r| Ok(device_of(r)))
             .optional()
             .map_err(backend)?
         {
-            found.push(device);
+            found.push(device?);
         }
     }
     Ok(found)

@@ -14,8 +14,8 @@ use herald_core::tenant::AppId;
 use herald_push::device::{Device, DeviceWrite, InboxCursor};
 use rusqlite::{params, Connection, OptionalExtension};
 
+use crate::common::values::to_json;
 use crate::sqlite::backend;
-use crate::sqlite::tenancy::to_json;
 
 /// Registers or updates `devices` (see `DeviceRegistry::upsert_devices`).
 pub(super) fn upsert(

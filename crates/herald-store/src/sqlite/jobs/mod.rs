@@ -28,8 +28,8 @@ use herald_push::jobs::{
 };
 use rusqlite::Row;
 
-use crate::sqlite::credentials::stored_platform;
-use crate::sqlite::tenancy::app_id;
+use crate::common::values::stored_platform;
+use crate::common::values::app_id;
 use crate::sqlite::SqliteLog;
 
 pub(crate) use write::prune_expired_chunk;

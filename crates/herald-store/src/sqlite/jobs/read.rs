@@ -8,8 +8,8 @@ use rusqlite::{params, Connection};
 
 use super::{job_row, sql_limit, JOB_COLUMNS};
 use crate::sqlite::backend;
-use crate::sqlite::credentials::stored_platform;
-use crate::sqlite::tenancy::app_id;
+use crate::common::values::stored_platform;
+use crate::common::values::app_id;
 
 /// Dead letters of `app` in id order after `after`.
 pub(super) fn dead_letters(

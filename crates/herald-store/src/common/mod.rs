@@ -1,0 +1,31 @@
+//! What both backends share, written once: everything about the stored data that does not
+//! depend on the SQL dialect or the driver. Each backend (`crate::sqlite`, `crate::postgres`)
+//! keeps only its SQL and its driver glue (connections, transactions, the writer's loop, how a
+//! driver's row implements [`row::StoredRow`]).
+//!
+//! Modules: `row` (reading a column from either driver's row), `values` (converting ids, seqs,
+//! counts and JSON between Rust and SQL values), `writer` (the request types both writers take,
+//! the age-sweep interval, handing a commit to the sink), `tenancy` (apps), `token_keys`,
+//! `revocations`, `credentials`, `audit` (the audit query, built for either placeholder style),
+//! `devices` (device rows), `jobs` (job columns, constants, row decoding, the rows a push adds)
+//! and `job_counts` (the counters per push and how each job state change moves them).
+
+pub(crate) mod audit;
+pub(crate) mod credentials;
+pub(crate) mod devices;
+pub(crate) mod revocations;
+pub(crate) mod row;
+pub(crate) mod tenancy;
+pub(crate) mod token_keys;
+pub(crate) mod values;
+pub(crate) mod writer;
+
+/// `columns` (a list like `"id, app, push"`) with each name qualified by `table` (`"j.id, j.app,
+/// j.push"`), for a query that joins tables with columns of the same names.
+pub(crate) fn qualified(columns: &str, table: &str) -> String {
+    columns
+        .split(", ")
+        .map(|c| format!("{table}.{c}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,42 @@
+//! Apps and publisher keys as both backends store them: the columns an `apps` read selects and
+//! how a row becomes an [`App`], how an `api_keys` row becomes a [`KeyInfo`], and which key ids
+//! can name a stored key.
+
+use herald_core::log::StoreError;
+use herald_core::tenancy::{App, KeyInfo};
+
+use super::row::StoredRow;
+use super::values::app_id;
+
+/// An `apps` row selected as `id, name, token_secret, created, limits` as an [`App`].
+pub(crate) fn app_of(row: &impl StoredRow) -> Result<App, StoreError> {
+    let limits: String = row.column(4)?;
+    Ok(App {
+        id: app_id(row.column(0)?)?,
+        name: row.column(1)?,
+        token_secret: row.column(2)?,
+        limits: serde_json::from_str(&limits).unwrap_or_default(),
+        created: row.column(3)?,
+    })
+}
+
+/// An `api_keys` row selected as `app, hash, label, created` as a [`KeyInfo`]; its id is the
+/// hash's first 12 digits.
+pub(crate) fn key_of(row: &impl StoredRow) -> Result<KeyInfo, StoreError> {
+    let hash: String = row.column(1)?;
+    Ok(KeyInfo {
+        app: app_id(row.column(0)?)?,
+        id: hash.chars().take(12).collect(),
+        hash,
+        label: row.column(2)?,
+        created: row.column(3)?,
+    })
+}
+
+/// Whether `key_id` can name a stored key (12 lowercase hex digits); any other matches none.
+pub(crate) fn is_key_id(key_id: &str) -> bool {
+    key_id.len() == 12
+        && key_id
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
