@@ -1,11 +1,12 @@
-//! The SQLite channel log through its public API: appends and reads, seqs and epochs across
-//! restarts, idempotency, retention, group commit under concurrency and the commit sink; and the
-//! engine over it when fan-out runs behind the publishers. Devices, provider jobs and provider
-//! credentials through the push crate: [`devices`], [`jobs`], [`credentials`]; channels subscribed
-//! before their first message: [`new_channels`]; the write-ahead log extended ahead of its
-//! writes, and killed with it: [`wal_room`].
+//! The store crate's tests. [`backends`] is the backend conformance suite: every store trait's
+//! behaviour, written once and run on SQLite and on PostgreSQL (with the job queue's in
+//! [`jobs`]). The rest is SQLite's own: appends and reads, seqs and epochs across restarts,
+//! idempotency, retention, group commit under concurrency, sync modes and the commit sink; the
+//! engine over it when fan-out runs behind the publishers; a broadcast's audience count under
+//! the push crate's inbox ([`devices`]); channels subscribed before their first message
+//! ([`new_channels`]); the write-ahead log extended ahead of its writes, and killed with it
+//! ([`wal_room`]).
 
-use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -18,8 +19,6 @@ use parking_lot::Mutex;
 
 #[path = "sqlite_log/backends/mod.rs"]
 mod backends;
-#[path = "sqlite_log/credentials.rs"]
-mod credentials;
 #[path = "sqlite_log/devices.rs"]
 mod devices;
 #[path = "sqlite_log/jobs/mod.rs"]
@@ -594,39 +593,6 @@ async fn api_keys_are_stored_once_and_outlive_a_restart() {
         hashes(log.keys().await.unwrap()),
         [(aa, "first".into()), (bb, "second".into())]
     );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn close_finishes_queued_appends() {
-    let dir = tempfile::tempdir().unwrap();
-    let (log, sink) = open(dir.path());
-    let c = name("closing");
-    let handles: Vec<_> = (0..20)
-        .map(|i| {
-            let (log, c) = (log.clone(), c.clone());
-            tokio::spawn(async move {
-                log.append(&c, vec![msg(&i.to_string())], Retention::default())
-                    .await
-            })
-        })
-        .collect();
-    tokio::task::yield_now().await;
-    log.close().await;
-    let mut ok = HashSet::new();
-    for h in handles {
-        match h.await.unwrap() {
-            Ok(out) => {
-                ok.insert(out[0].message.seq);
-            }
-            Err(StoreError::Closed) => {}
-            Err(e) => panic!("unexpected error {e}"),
-        }
-    }
-    // Every append that succeeded is stored and was seen by the sink; nothing else was.
-    assert_eq!(sink.seen.lock().len(), ok.len());
-    drop(log);
-    let (log, _) = open(dir.path());
-    assert_eq!(log.state(&c).await.unwrap().last_seq as usize, ok.len());
 }
 
 #[tokio::test]

@@ -260,54 +260,6 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn one_app_is_read_by_id_and_a_deleted_one_is_gone() {
-        let dir = tempfile::tempdir().unwrap();
-        let log = SqliteLog::open(dir.path(), SqliteOptions::default(), Arc::new(NoSink)).unwrap();
-        let shop = AppId::parse("shop").unwrap();
-        let app = App {
-            id: shop.clone(),
-            name: "Shop".into(),
-            token_secret: Some("s".repeat(32)),
-            limits: AppLimits {
-                max_devices: Some(7),
-                ..AppLimits::default()
-            },
-            created: 123,
-        };
-        assert!(log.create_app(&app).await.unwrap());
-        let read = log.app(&shop).await.unwrap().expect("stored");
-        assert_eq!(
-            (read.name.as_str(), read.created, read.limits.max_devices),
-            ("Shop", 123, Some(7))
-        );
-        assert_eq!(read.token_secret, app.token_secret);
-        let other = AppId::parse("other").unwrap();
-        assert!(log.app(&other).await.unwrap().is_none());
-        assert!(log.delete_app(&shop).await.unwrap());
-        assert!(log.app(&shop).await.unwrap().is_none(), "deleted");
-        log.close().await;
-    }
-
-    #[tokio::test]
-    async fn usage_increments_add_and_the_peak_is_the_largest() {
-        let dir = tempfile::tempdir().unwrap();
-        let log = SqliteLog::open(dir.path(), SqliteOptions::default(), Arc::new(NoSink)).unwrap();
-        let app = AppId::parse("shop").unwrap();
-        let counted = |published, deliveries, acks, peak_connections| Usage {
-            published,
-            deliveries,
-            acks,
-            peak_connections,
-        };
-        log.add_usage(&app, counted(5, 7, 1, 4)).await.unwrap();
-        log.add_usage(&app, counted(3, 2, 0, 2)).await.unwrap();
-        assert_eq!(log.usage(&app).await.unwrap(), counted(8, 9, 1, 4));
-        log.add_usage(&app, counted(0, 0, 2, 6)).await.unwrap();
-        assert_eq!(log.usage(&app).await.unwrap(), counted(8, 9, 3, 6));
-        log.close().await;
-    }
-
-    #[tokio::test]
     async fn a_failing_write_undoes_only_itself_and_the_rest_of_its_commit_stands() {
         let dir = tempfile::tempdir().unwrap();
         let log = SqliteLog::open(dir.path(), SqliteOptions::default(), Arc::new(NoSink)).unwrap();

@@ -1,7 +1,8 @@
 //! The channel log on both backends: appends and reads, seqs and epochs across a reopen,
 //! idempotency (within a request, across requests, channels and a reopen, and concurrent
 //! appends of one key), tail reads, retention by count and by age (seqs never reused), many
-//! concurrent appends getting contiguous seqs in sink order, listing, and a closed store.
+//! concurrent appends getting contiguous seqs in sink order, listing, a closed store, and
+//! closing while appends are queued.
 
 use bytes::Bytes;
 use herald_core::log::{ChannelState, ReadFrom, Retention, StoreError};
@@ -20,6 +21,7 @@ crate::on_both!(
     age_retention_removes_old_messages_oldest_first,
     concurrent_appends_get_contiguous_seqs_in_sink_order,
     list_channels_in_name_order,
+    close_finishes_queued_appends,
 );
 
 fn name(s: &str) -> ChannelName {
@@ -311,4 +313,42 @@ async fn list_channels_in_name_order(b: Backend) {
     let page = log.list(Some("a/x"), 1).await.unwrap();
     assert_eq!(page[0].name.as_str(), "b");
     log.close().await;
+}
+
+/// Closing while appends are queued: every append either succeeds (stored, and seen by the
+/// sink) or is refused as closed; nothing else happens, and a reopened store holds exactly the
+/// ones that succeeded.
+async fn close_finishes_queued_appends(b: Backend) {
+    let log = b.shared();
+    let c = name("closing");
+    let handles: Vec<_> = (0..20)
+        .map(|i| {
+            let (log, c) = (log.clone(), c.clone());
+            tokio::spawn(async move {
+                log.append(&c, vec![msg(&i.to_string())], Retention::default())
+                    .await
+            })
+        })
+        .collect();
+    tokio::task::yield_now().await;
+    log.close().await;
+    let mut ok = std::collections::HashSet::new();
+    for h in handles {
+        match h.await.unwrap() {
+            Ok(out) => {
+                ok.insert(out[0].message.seq);
+            }
+            Err(StoreError::Closed) => {}
+            Err(e) => panic!("unexpected error {e}"),
+        }
+    }
+    // Every append that succeeded is stored and was seen by the sink; nothing else was.
+    assert_eq!(b.sink.seen.lock().len(), ok.len());
+    drop(log);
+    let b = b.reopen().await;
+    assert_eq!(
+        b.store().state(&c).await.unwrap().last_seq as usize,
+        ok.len()
+    );
+    b.store().close().await;
 }

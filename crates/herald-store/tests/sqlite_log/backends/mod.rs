@@ -1,23 +1,34 @@
-//! The same behaviour tests, run once against SQLite and once against PostgreSQL, so the two
-//! stores cannot drift: each test body takes a [`Backend`] and uses only the traits
-//! (`ChannelLog`, `Tenancy`, `DeviceRegistry`, `CredentialStore`, `JobQueue`); [`on_both!`] makes one
-//! `#[tokio::test]` per backend (`backends::<body>::sqlite` and `::postgres`). Every
-//! PostgreSQL test starts its own server (`herald_testkit::Postgres`) with its own database, so
-//! tests run in parallel threads without sharing anything.
+//! The backend conformance suite: the same behaviour tests, run once against SQLite and once
+//! against PostgreSQL, so the two stores cannot drift. Each test body takes a [`Backend`] and
+//! uses only the store traits (`ChannelLog`, `Tenancy`, `AuditLog`, `DeviceRegistry`,
+//! `CredentialStore`, `JobQueue`: together [`Store`]); [`on_both!`] makes one `#[tokio::test]`
+//! per backend (`backends::<body>::sqlite` and `::postgres`). Every PostgreSQL test starts its
+//! own server (`herald_testkit::Postgres`, installed by `scripts/install-services.sh`, which
+//! `scripts/test.sh` runs first) with its own database, so tests run in parallel threads without
+//! sharing anything.
 //!
-//! Bodies: the channel log in [`log`], the registries in [`registry`], the job queue in [`jobs`] (a broadcast's directly sent pages in [`job_pages`]); PostgreSQL's own behaviour
-//! (two nodes on one database, the server killed mid-traffic, schema versions) in [`cluster`].
+//! Bodies: the channel log in [`log`], apps, keys, usage and revocations in [`tenancy`], the
+//! registries in [`registry`], devices in [`devices`], credentials in [`credentials`], the audit
+//! log in [`audit`], the job queue in [`jobs`] (a broadcast's directly sent pages in
+//! [`job_pages`]; more in `crate::jobs`); PostgreSQL's own behaviour (two nodes on one database,
+//! the server killed mid-traffic, schema versions, TLS) in [`cluster`], [`job_counts_migration`]
+//! and [`tls`].
 
+mod audit;
 mod cluster;
+mod credentials;
+mod devices;
 mod job_counts_migration;
 mod job_pages;
 mod jobs;
 mod log;
 mod registry;
+mod tenancy;
 mod tls;
 
 use std::sync::Arc;
 
+use herald_core::audit::AuditLog;
 use herald_core::log::ChannelLog;
 use herald_core::tenancy::Tenancy;
 use herald_push::credentials::CredentialStore;
@@ -29,9 +40,12 @@ use herald_testkit::Postgres;
 use super::RecordingSink;
 
 /// Everything a store implements, as one trait object.
-pub trait Store: ChannelLog + Tenancy + DeviceRegistry + CredentialStore + JobQueue {}
+pub trait Store:
+    ChannelLog + Tenancy + AuditLog + DeviceRegistry + CredentialStore + JobQueue
+{
+}
 
-impl<T: ChannelLog + Tenancy + DeviceRegistry + CredentialStore + JobQueue> Store for T {}
+impl<T: ChannelLog + Tenancy + AuditLog + DeviceRegistry + CredentialStore + JobQueue> Store for T {}
 
 /// Where a backend keeps its data, kept alive for the test.
 enum Place {
@@ -94,6 +108,14 @@ impl Backend {
         match &self.open {
             Open::Sqlite(log) => &**log,
             Open::Postgres(store) => &**store,
+        }
+    }
+
+    /// The store, shared (for tasks of their own).
+    pub fn shared(&self) -> Arc<dyn Store> {
+        match &self.open {
+            Open::Sqlite(log) => log.clone(),
+            Open::Postgres(store) => store.clone(),
         }
     }
 
