@@ -1,17 +1,19 @@
-//! A stored message's wire frames, encoded once per message and per kind through its frame
-//! cache ([`StoredMessage::frame`]) with `herald-proto`'s encoders, and shared by every
-//! connection that sends it; plus history bodies built from those cached entries.
+//! Herald's own wire frames of a stored message (the JSON entry, the WebSocket push, the SSE
+//! `data:` lines), encoded once per message and per frame through its frame cache
+//! ([`StoredMessage::frame`], in core's well-known [`FrameSlot`]s) with `herald-proto`'s
+//! encoders, and shared by every connection that sends them; plus history bodies built from those
+//! cached entries. Other protocols reserve their own slots ([`FrameSlot::reserve`]).
 
 use bytes::Bytes;
 use herald_proto::frame::{self, HistoryHead, MessageView};
 
 use crate::log::LogSlice;
-use crate::message::{FrameKind, StoredMessage};
+use crate::message::{FrameSlot, StoredMessage};
 
 /// The message's JSON entry (`{"channel","seq","epoch","id","time","data"}`), as history,
 /// long-poll and the WebSocket `message` push carry it.
 pub fn message_entry(m: &StoredMessage) -> Bytes {
-    m.frame(FrameKind::JsonEntry, |m| {
+    m.frame(FrameSlot::JSON_ENTRY, |m| {
         let id = m.id();
         frame::message_entry(&MessageView {
             channel: m.channel.public(),
@@ -31,13 +33,13 @@ pub fn ws_message(m: &StoredMessage) -> Bytes {
 
 /// [`ws_message`], borrowed from the message's frame cache.
 pub fn ws_message_ref(m: &StoredMessage) -> &Bytes {
-    m.frame_ref(FrameKind::WsJson, |m| frame::ws_message(&message_entry(m)))
+    m.frame_ref(FrameSlot::WS_JSON, |m| frame::ws_message(&message_entry(m)))
 }
 
 /// The `data:` lines of an SSE event for a message (its entry, split on line breaks). The
 /// `id:` line is per connection and not included.
 pub fn sse_data(m: &StoredMessage) -> Bytes {
-    m.frame(FrameKind::SseData, |m| {
+    m.frame(FrameSlot::SSE_DATA, |m| {
         frame::sse_data_lines(&message_entry(m))
     })
 }

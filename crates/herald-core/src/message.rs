@@ -1,6 +1,7 @@
 //! Messages: what a publisher sends, what the log stores and fans out, with its encode-once frame
-//! cache. The `(epoch, seq)` position every transport resumes from ([`Cursor`], [`Epoch`]) is
-//! part of the wire contract and re-exported from `herald-proto`.
+//! cache (`frame_cache`: a message holds the encodings asked of it, each in the [`FrameSlot`] its
+//! protocol reserved). The `(epoch, seq)` position every transport resumes from ([`Cursor`],
+//! [`Epoch`]) is part of the wire contract and re-exported from `herald-proto`.
 
 use std::any::Any;
 use std::fmt;
@@ -10,6 +11,10 @@ use bytes::Bytes;
 
 use crate::name::ChannelName;
 
+mod frame_cache;
+
+use frame_cache::FrameCache;
+pub use frame_cache::FrameSlot;
 pub use herald_proto::cursor::{Cursor, Epoch};
 
 /// A message as a publisher hands it to the engine.
@@ -20,22 +25,6 @@ pub struct NewMessage {
     /// The payload: JSON text, already validated.
     pub data: Bytes,
 }
-
-/// The ways a stored message is encoded on the wire; each is encoded at most once per message and
-/// shared by every connection of that kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FrameKind {
-    /// WebSocket JSON text frame.
-    WsJson = 0,
-    /// SSE `data:` lines (the id line is per connection).
-    SseData = 1,
-    /// Entry of a long-poll or history JSON array.
-    JsonEntry = 2,
-    /// The text a Meteor message template puts in `~text~`.
-    MeteorText = 3,
-}
-
-const FRAME_KINDS: usize = 4;
 
 /// A message as stored in a channel log and fanned out to subscribers.
 pub struct StoredMessage {
@@ -51,7 +40,9 @@ pub struct StoredMessage {
     pub data: Bytes,
     /// The epoch of the log it was appended to.
     pub epoch: Epoch,
-    frames: [OnceLock<Bytes>; FRAME_KINDS],
+    /// The message's wire encodings, each encoded once and shared by every connection that
+    /// sends it ([`StoredMessage::frame`]).
+    frames: FrameCache,
     /// What another crate reads from the payload, parsed once per message and shared by every
     /// subscriber ([`StoredMessage::extension`]).
     extension: OnceLock<Option<Extension>>,
@@ -104,19 +95,21 @@ impl StoredMessage {
             .and_then(|value| value.downcast_ref::<T>())
     }
 
-    /// The message encoded as `kind`, encoding it with `encode` the first time it is asked for.
-    pub fn frame(&self, kind: FrameKind, encode: impl FnOnce(&StoredMessage) -> Bytes) -> Bytes {
-        self.frame_ref(kind, encode).clone()
+    /// The message encoded as `slot` says, encoding it with `encode` the first time it is asked
+    /// for. Threads asking at once may each encode; one encoding is kept and every caller gets it.
+    /// `encode` must always give the same bytes for a slot: use one encoder per slot.
+    pub fn frame(&self, slot: FrameSlot, encode: impl FnOnce(&StoredMessage) -> Bytes) -> Bytes {
+        self.frame_ref(slot, encode).clone()
     }
 
     /// [`StoredMessage::frame`], borrowed: a writer that copies the frame into its own buffer
     /// then touches no reference count shared with every other subscriber's writer.
     pub fn frame_ref(
         &self,
-        kind: FrameKind,
+        slot: FrameSlot,
         encode: impl FnOnce(&StoredMessage) -> Bytes,
     ) -> &Bytes {
-        self.frames[kind as usize].get_or_init(|| encode(self))
+        self.frames.get_or_encode(slot, || encode(self))
     }
 }
 
@@ -163,4 +156,40 @@ pub(crate) fn test_message(channel: &ChannelName, seq: u64, data: &'static [u8])
         0,
         Bytes::from_static(data),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stored message's size on a 64-bit target when it held one inline frame cell per kind of
+    /// frame (four, 40 bytes each), before protocols reserved their own slots.
+    const SIZE_WITH_FOUR_INLINE_FRAMES: usize = 288;
+
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn a_message_is_no_larger_than_with_one_inline_frame_per_kind() {
+        for _ in 0..10 {
+            FrameSlot::reserve("one more protocol");
+        }
+        let size = std::mem::size_of::<StoredMessage>();
+        assert!(size <= SIZE_WITH_FOUR_INLINE_FRAMES, "{size} bytes");
+        // Each encoding used adds one list node on the heap; jemalloc's size class is 64 bytes.
+        const { assert!(frame_cache::NODE_BYTES <= 64) };
+    }
+
+    #[test]
+    fn a_message_holds_only_the_encodings_asked_of_it() {
+        let channel = ChannelName::parse("news").unwrap();
+        let m = test_message(&channel, 1, b"1");
+        assert_eq!(m.frames.len(), 0);
+        crate::frames::message_entry(&m);
+        assert_eq!(m.frames.len(), 1);
+        crate::frames::ws_message(&m);
+        assert_eq!(m.frames.len(), 2, "the entry and the push built from it");
+        let text = FrameSlot::reserve("text");
+        assert_eq!(&m.frame(text, |m| m.data.clone())[..], b"1");
+        assert_eq!(&m.frame(text, |_| Bytes::from_static(b"again"))[..], b"1");
+        assert_eq!(m.frames.len(), 3);
+    }
 }

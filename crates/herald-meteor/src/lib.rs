@@ -201,6 +201,7 @@ async fn close_after_error(tcp: &mut Conn) {
 impl Meteor {
     /// The Meteor transport over `edge` (starts the ping clock; call inside a runtime).
     pub fn new(edge: Arc<Edge>, settings: MeteorSettings) -> Arc<Meteor> {
+        text::reserve_slot();
         let root = settings
             .document_root
             .or_else(|| settings.conf.document_root.as_ref().map(PathBuf::from));

@@ -1,18 +1,30 @@
 //! What `~text~` holds for a Herald message: a JSON string's contents as they are (Meteor
 //! controllers send text, which Herald stores as a JSON string), any other JSON value as compact
-//! JSON text (whitespace outside strings removed, key order kept). Encoded once per message and
-//! shared by every Meteor connection. [`write_escaped`] then places it into a mode's template as
-//! the mode's [`TextEscape`] says: inside a JavaScript string of an HTML page, or as it is.
+//! JSON text (whitespace outside strings removed, key order kept). Encoded once per message, in
+//! the frame slot Meteor reserves at start ([`reserve_slot`]), and shared by every Meteor
+//! connection. [`write_escaped`] then places it into a mode's template as the mode's
+//! [`TextEscape`] says: inside a JavaScript string of an HTML page, or as it is.
+
+use std::sync::LazyLock;
 
 use bytes::Bytes;
-use herald_core::message::FrameKind;
+use herald_core::message::FrameSlot;
 use herald_core::StoredMessage;
 
 use crate::conf::TextEscape;
 
+/// Where a message keeps its `~text~`: one slot for the process, reserved once.
+static TEXT_SLOT: LazyLock<FrameSlot> = LazyLock::new(|| FrameSlot::reserve("meteor text"));
+
+/// Reserves the `~text~` slot in every message's frame cache (done when the Meteor transport
+/// starts; the first message encoded would do it otherwise).
+pub fn reserve_slot() {
+    LazyLock::force(&TEXT_SLOT);
+}
+
 /// The message's `~text~`.
 pub fn of(message: &StoredMessage) -> Bytes {
-    message.frame(FrameKind::MeteorText, |m| encode(&m.data))
+    message.frame(*TEXT_SLOT, |m| encode(&m.data))
 }
 
 fn encode(data: &[u8]) -> Bytes {
@@ -106,6 +118,30 @@ mod tests {
         );
         assert_eq!(&encode(b"[1, 2]")[..], b"[1,2]");
         assert_eq!(&encode(b"42")[..], b"42");
+    }
+
+    #[test]
+    fn text_is_encoded_once_in_meteors_own_slot() {
+        let message = StoredMessage::new(
+            herald_core::ChannelName::parse("news").unwrap(),
+            herald_core::Epoch::new("e1"),
+            7,
+            None,
+            0,
+            Bytes::from_static(br#""hi""#),
+        );
+        let push = herald_core::frames::ws_message(&message);
+        let text = of(&message);
+        assert_eq!(&text[..], b"hi");
+        assert_eq!(of(&message).as_ptr(), text.as_ptr(), "encoded once");
+        assert_eq!(
+            herald_core::frames::ws_message(&message).as_ptr(),
+            push.as_ptr()
+        );
+        assert_eq!(
+            herald_core::frames::message_entry(&message).len(),
+            push.len() - 12
+        );
     }
 
     fn js(text: &str) -> String {
