@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::send_result::SendResult;
+
 /// What became of a push.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Receipt {
@@ -75,19 +77,20 @@ pub struct DeviceReceipt {
 }
 
 impl ProviderReceipt {
-    /// Counts one finished provider job by its result.
+    /// Counts one finished provider job by its result (its string form, as stored; see
+    /// [`SendResult`]).
     pub fn count_result(&mut self, result: &str, n: u64) {
-        match result {
-            "accepted" => {
+        match SendResult::parse(result) {
+            SendResult::Accepted => {
                 self.sent += n;
                 self.accepted += n;
             }
-            "live" => self.live += n,
-            r if r.starts_with("rejected:") || r.starts_with("unregistered:") => {
+            SendResult::Live => self.live += n,
+            r if r.is_failure() => {
                 self.sent += n;
-                *self.failed.entry(r.to_string()).or_default() += n;
+                *self.failed.entry(result.to_string()).or_default() += n;
             }
-            other => *self.skipped.entry(other.to_string()).or_default() += n,
+            _ => *self.skipped.entry(result.to_string()).or_default() += n,
         }
     }
 }
@@ -104,5 +107,40 @@ impl Receipt {
             self.expired = 0;
         }
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_count_where_receipts_have_always_shown_them() {
+        let mut r = ProviderReceipt::default();
+        for (result, n) in [
+            ("accepted", 5),
+            ("live", 2),
+            ("rejected:BadDeviceToken", 1),
+            ("unregistered:Unregistered", 3),
+            ("expired", 1),
+            ("no_credentials", 4),
+            ("twice", 1),
+        ] {
+            r.count_result(result, n);
+        }
+        assert_eq!((r.sent, r.accepted, r.live), (9, 5, 2));
+        let failed: Vec<_> = r.failed.iter().map(|(k, n)| (k.as_str(), *n)).collect();
+        assert_eq!(
+            failed,
+            [
+                ("rejected:BadDeviceToken", 1),
+                ("unregistered:Unregistered", 3)
+            ]
+        );
+        let skipped: Vec<_> = r.skipped.iter().map(|(k, n)| (k.as_str(), *n)).collect();
+        assert_eq!(
+            skipped,
+            [("expired", 1), ("no_credentials", 4), ("twice", 1)]
+        );
     }
 }

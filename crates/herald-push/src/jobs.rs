@@ -20,11 +20,13 @@
 //! process died) makes the job due again, and the store marks it `in_doubt`: its provider send
 //! may have happened, so a second one may be a duplicate, and the receipt says so.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use herald_core::log::StoreError;
 use herald_core::tenant::AppId;
+use herald_proto::SendResult;
 use rand::Rng;
 
 use crate::device::Platform;
@@ -113,20 +115,20 @@ pub struct PageJob {
 pub struct ExpandedPage {
     /// Send job rows to add.
     pub jobs: Vec<PageJob>,
-    /// Results of direct sends that need no row (`accepted`, not in doubt), counted on the
-    /// push only.
+    /// Results of direct sends that need no row (`accepted`, not in doubt), by the string form
+    /// of their [`SendResult`], counted on the push only.
     pub counted: Vec<(String, u64)>,
 }
 
 /// How a leased job ends.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Settlement {
-    /// Finished; `result` is what happened, as receipts and `herald jobs` show it:
-    /// `live` (acknowledged before the provider was needed), `accepted`, `unregistered:REASON`,
-    /// `rejected:REASON`, `expired`, `inactive`, `no_token`, `no_credentials`.
+    /// Finished; `result` is what happened ([`SendResult`]; receipts and `herald jobs` show
+    /// its string form: `live`, `accepted`, `unregistered:REASON`, `rejected:REASON`,
+    /// `expired`, `inactive`, `no_token`, `no_credentials`).
     Done {
         /// What happened.
-        result: String,
+        result: SendResult,
     },
     /// Run again at `due_ms`; `reason` is why this attempt failed.
     Retry {
@@ -140,6 +142,19 @@ pub enum Settlement {
         /// Why.
         reason: String,
     },
+}
+
+impl Settlement {
+    /// What a job row's `result` holds once settled like this: the result's string form
+    /// ([`SendResult::as_text`]) when done, otherwise why the attempt failed.
+    pub fn text(&self) -> Cow<'_, str> {
+        match self {
+            Settlement::Done { result } => result.as_text(),
+            Settlement::Retry { reason, .. } | Settlement::Dead { reason } => {
+                Cow::Borrowed(reason)
+            }
+        }
+    }
 }
 
 /// A dead letter as listed.
@@ -172,8 +187,9 @@ pub struct Depth {
     pub dead: u64,
 }
 
-/// How the provider jobs of one push ended and stand, per result (`accepted`, `live`,
-/// `rejected:BadDeviceToken`, ...), plus those still queued, dead, and in doubt.
+/// How the provider jobs of one push ended and stand, per result (the string form of a
+/// [`SendResult`]: `accepted`, `live`, `rejected:BadDeviceToken`, ...), plus those still
+/// queued, dead, and in doubt.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PushJobs {
     /// Finished send jobs by result.

@@ -21,7 +21,7 @@
 //! for their answers; at most [`PAGES_IN_FLIGHT`] pages are between their first send and their
 //! transaction, so the in-flight mark spans at most two pages.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 use herald_core::log::StoreError;
 use herald_core::message::now_millis;
 use herald_core::tenant::AppId;
+use herald_proto::SendResult;
 
 use crate::audience::Audience;
 use crate::delivery::page_sends::PageSends;
@@ -45,13 +46,6 @@ use crate::tags::TagExpr;
 
 /// Pages of one expansion between their first send and their transaction.
 pub const PAGES_IN_FLIGHT: usize = 2;
-
-/// Results that mean no provider send was made (the push expired, the device went away, has
-/// no token, was acknowledged live, or the app has no credentials).
-const SKIPS: &[&str] = &["expired", "inactive", "no_token", "no_credentials", "live"];
-
-/// The one result a direct send leaves no row for (when not in doubt).
-pub const ACCEPTED: &str = "accepted";
 
 /// One device's direct send, as its page's transaction needs it.
 struct DirectSend {
@@ -119,7 +113,7 @@ impl Deliverer {
             .filter(|r| r.expires > now)
         else {
             let done = Settlement::Done {
-                result: "expired".into(),
+                result: SendResult::Expired,
             };
             return self.queue.settle(vec![(job.id, done)]).await;
         };
@@ -345,17 +339,22 @@ impl Deliverer {
                 jobs: waiting,
                 counted: Vec::new(),
             };
-            let mut counted: BTreeMap<String, u64> = BTreeMap::new();
+            // Only `accepted` goes without a row: counted here, named once per page.
+            let mut accepted = 0u64;
             let sent = sends.results().await.map_err(|e| {
                 StoreError::failed(format!("a broadcast page's sends did not finish: {e}"))
             })?;
             for sent in sent {
                 match row_for(x, sent) {
-                    Ok(row) => written.jobs.push(row),
-                    Err(result) => *counted.entry(result).or_default() += 1,
+                    Some(row) => written.jobs.push(row),
+                    None => accepted += 1,
                 }
             }
-            written.counted = counted.into_iter().collect();
+            if accepted > 0 {
+                written
+                    .counted
+                    .push((SendResult::Accepted.to_string(), accepted));
+            }
             self.queue
                 .expand_page(x.job, written, next, now_millis(), lease_ms)
                 .await?;
@@ -366,18 +365,20 @@ impl Deliverer {
     }
 }
 
-/// The job row a direct send needs, or (`Err`) the result it is only counted as. Only a send
-/// the provider accepted, not in doubt, goes without a row, so a device of the audience behind
-/// the cursor with no row was accepted (`delivery::listing` relies on it).
-fn row_for(x: &Expansion, sent: DirectSend) -> Result<PageJob, String> {
+/// The job row a direct send needs, or `None` when it is only counted, as `accepted`. Only a
+/// send the provider accepted, not in doubt, goes without a row, so a device of the audience
+/// behind the cursor with no row was accepted (`delivery::listing` relies on it).
+fn row_for(x: &Expansion, sent: DirectSend) -> Option<PageJob> {
     let in_doubt = match &sent.settlement {
-        Settlement::Done { result } if result == ACCEPTED && !sent.in_doubt => {
-            return Err(result.clone());
-        }
-        Settlement::Done { result } => sent.in_doubt && !SKIPS.contains(&result.as_str()),
+        Settlement::Done {
+            result: SendResult::Accepted,
+        } if !sent.in_doubt => return None,
+        // A result that made no provider send (expired, inactive, no token or credentials,
+        // acknowledged live) cannot have been duplicated.
+        Settlement::Done { result } => sent.in_doubt && result.was_sent(),
         Settlement::Retry { .. } | Settlement::Dead { .. } => sent.in_doubt,
     };
-    Ok(PageJob {
+    Some(PageJob {
         job: NewJob {
             app: x.app.clone(),
             push: x.push.clone(),

@@ -13,9 +13,9 @@
 
 use herald_core::log::StoreError;
 use herald_core::tenant::AppId;
+use herald_proto::SendResult;
 
 use crate::audience::Audience;
-use crate::delivery::broadcast::ACCEPTED;
 use crate::delivery::worker::Deliverer;
 use crate::jobs::DeviceJob;
 use crate::registry::DeviceQuery;
@@ -91,7 +91,7 @@ impl Deliverer {
                         device: device.id.clone(),
                         provider: device.platform,
                         state: "done".into(),
-                        result: Some(ACCEPTED.into()),
+                        result: Some(SendResult::Accepted.to_string()),
                         attempts: 1,
                         in_doubt: false,
                     });

@@ -28,13 +28,14 @@ use herald_core::engine::Engine;
 use herald_core::log::StoreError;
 use herald_core::message::now_millis;
 use herald_core::tenant::AppId;
+use herald_proto::SendResult;
 use herald_providers::{Outcome, RetryScope};
 
 use crate::delivery::failures::FailureLog;
 use crate::delivery::record::DeliveryRecord;
 use crate::delivery::round_failures::RoundFailures;
 use crate::delivery::senders::{NoSender, Senders};
-use crate::delivery::stats::{SendResult, WorkerStats};
+use crate::delivery::stats::{self, WorkerStats};
 use crate::delivery::Delivery;
 use crate::device::{Device, InboxCursor, Platform};
 use crate::jobs::{Job, JobKind, JobQueue, NewJob, RetryPolicy, Settlement};
@@ -506,21 +507,19 @@ impl Deliverer {
         device: Option<(Device, InboxCursor)>,
         record: Option<Arc<DeliveryRecord>>,
     ) -> Settlement {
-        let done = |result: &str| Settlement::Done {
-            result: result.to_string(),
-        };
+        let done = |result: SendResult| Settlement::Done { result };
         let now = now_millis();
         let Some(record) = record.filter(|r| r.expires > now) else {
-            return done("expired");
+            return done(SendResult::Expired);
         };
         let Some((device, cursor)) = device.filter(|(d, _)| d.active) else {
-            return done("inactive");
+            return done(SendResult::Inactive);
         };
         let Some(provider) = attempt.provider.filter(|p| *p == device.platform) else {
-            return done("no_token");
+            return done(SendResult::NoToken);
         };
         let Some(token) = device.token.as_deref() else {
-            return done("no_token");
+            return done(SendResult::NoToken);
         };
         if record.delivery == Delivery::Auto {
             let acked = if record.broadcast {
@@ -529,14 +528,14 @@ impl Deliverer {
                 cursor.device.seq
             };
             if acked >= attempt.seq {
-                return done("live");
+                return done(SendResult::Live);
             }
         }
         let app = attempt.app;
         let sender = match self.senders.get(app, provider).await {
             Ok(Ok(sender)) => sender,
             Ok(Err(NoSender::NoCredentials)) | Ok(Err(NoSender::Unusable(_))) => {
-                return done("no_credentials")
+                return done(SendResult::NoCredentials)
             }
             Err(e) => return self.retry(&attempt, provider, e.to_string(), None, false),
         };
@@ -554,15 +553,20 @@ impl Deliverer {
         let took = started.elapsed();
         match outcome {
             Outcome::Accepted { .. } => {
-                self.stats.record(app, provider, took, SendResult::Success);
+                self.stats
+                    .record(app, provider, took, stats::SendResult::Success);
                 self.resume(app, provider);
-                done("accepted")
+                done(SendResult::Accepted)
             }
             Outcome::Unregistered { reason, since_ms } => {
-                let result = format!("unregistered:{reason}");
-                self.stats
-                    .record(app, provider, took, SendResult::Failure(&result));
                 let why = format!("{}: {reason}", provider.as_str());
+                let result = SendResult::Unregistered(reason);
+                self.stats.record(
+                    app,
+                    provider,
+                    took,
+                    stats::SendResult::Failure(&result.as_text()),
+                );
                 if let Err(e) = self
                     .registry
                     .deactivate_gone(app, &device.id, token, since_ms, &why)
@@ -570,13 +574,17 @@ impl Deliverer {
                 {
                     tracing::warn!(error = %e, "could not deactivate a device whose token is gone");
                 }
-                done(&result)
+                done(result)
             }
             Outcome::Rejected { reason } => {
-                let result = format!("rejected:{reason}");
-                self.stats
-                    .record(app, provider, took, SendResult::Failure(&result));
-                done(&result)
+                let result = SendResult::Rejected(reason);
+                self.stats.record(
+                    app,
+                    provider,
+                    took,
+                    stats::SendResult::Failure(&result.as_text()),
+                );
+                done(result)
             }
             Outcome::Retry {
                 reason,
@@ -584,7 +592,7 @@ impl Deliverer {
                 scope,
             } => {
                 self.stats
-                    .record(app, provider, took, SendResult::Retry(&reason));
+                    .record(app, provider, took, stats::SendResult::Retry(&reason));
                 self.retry(
                     &attempt,
                     provider,

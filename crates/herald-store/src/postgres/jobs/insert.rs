@@ -54,20 +54,22 @@ pub(super) async fn insert_rows(
         return Ok(());
     }
     let now = now_millis();
+    let results: Vec<_> = rows
+        .iter()
+        .map(|row| row.sent.as_ref().map(Settlement::text))
+        .collect();
     let mut columns = JobColumns::default();
-    for row in rows {
+    for (row, result) in rows.iter().zip(&results) {
         let job = &row.job;
         let (kind, device, after) = match &job.kind {
             JobKind::Send { device } => ("send", Some(device.as_str()), None),
             JobKind::Expand { after } => ("expand", None, after.as_deref()),
         };
-        let (state, due, attempts, result, finished) = match &row.sent {
-            None => ("queued", job.due_ms, 0, None, None),
-            Some(Settlement::Done { result }) => ("done", now, 1, Some(result), Some(now)),
-            Some(Settlement::Retry { due_ms, reason }) => {
-                ("queued", *due_ms, 1, Some(reason), None)
-            }
-            Some(Settlement::Dead { reason }) => ("dead", now, 1, Some(reason), Some(now)),
+        let (state, due, attempts, finished) = match &row.sent {
+            None => ("queued", job.due_ms, 0, None),
+            Some(Settlement::Done { .. }) => ("done", now, 1, Some(now)),
+            Some(Settlement::Retry { due_ms, .. }) => ("queued", *due_ms, 1, None),
+            Some(Settlement::Dead { .. }) => ("dead", now, 1, Some(now)),
         };
         columns.app.push(job.app.as_str());
         columns.push.push(&job.push);
@@ -79,7 +81,7 @@ pub(super) async fn insert_rows(
         columns.due.push(due);
         columns.seq.push(seq_to_db(job.seq));
         columns.attempts.push(attempts);
-        columns.result.push(result.map(String::as_str));
+        columns.result.push(result.as_deref());
         columns.in_doubt.push(row.in_doubt);
         columns.finished.push(finished);
     }

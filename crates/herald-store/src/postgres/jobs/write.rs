@@ -115,25 +115,23 @@ pub(super) async fn settle(
         .map_err(pg_error)?;
     let mut tally = Tally::default();
     for (id, settlement) in settled {
-        let (state, result, moved) = match settlement {
-            Settlement::Done { result } => (
+        let result = settlement.text();
+        let (state, moved) = match settlement {
+            Settlement::Done { .. } => (
                 "done",
-                result,
                 client
-                    .query_opt(&finish, &[id, &"done", result, &now])
+                    .query_opt(&finish, &[id, &"done", &result, &now])
                     .await,
             ),
-            Settlement::Dead { reason } => (
+            Settlement::Dead { .. } => (
                 "dead",
-                reason,
                 client
-                    .query_opt(&finish, &[id, &"dead", reason, &now])
+                    .query_opt(&finish, &[id, &"dead", &result, &now])
                     .await,
             ),
-            Settlement::Retry { due_ms, reason } => (
+            Settlement::Retry { due_ms, .. } => (
                 "queued",
-                reason,
-                client.query_opt(&retry, &[id, due_ms, reason]).await,
+                client.query_opt(&retry, &[id, due_ms, &result]).await,
             ),
         };
         let Some(row) = moved.map_err(pg_error)? else {
@@ -149,7 +147,7 @@ pub(super) async fn settle(
         let to = Standing {
             kind: &kind,
             state,
-            result: Some(result),
+            result: Some(&result),
             in_doubt,
         };
         tally.moved(&app, &push, &from, &to);

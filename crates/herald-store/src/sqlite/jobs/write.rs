@@ -69,14 +69,13 @@ pub(super) fn insert_rows(
             JobKind::Send { device } => ("send", Some(device), None),
             JobKind::Expand { after } => ("expand", None, after.as_ref()),
         };
-        let (state, due, attempts, result, finished) = match &row.sent {
-            None => ("queued", job.due_ms, 0, None, None),
-            Some(Settlement::Done { result }) => ("done", now, 1, Some(result), Some(now)),
-            Some(Settlement::Retry { due_ms, reason }) => {
-                ("queued", *due_ms, 1, Some(reason), None)
-            }
-            Some(Settlement::Dead { reason }) => ("dead", now, 1, Some(reason), Some(now)),
+        let (state, due, attempts, finished) = match &row.sent {
+            None => ("queued", job.due_ms, 0, None),
+            Some(Settlement::Done { .. }) => ("done", now, 1, Some(now)),
+            Some(Settlement::Retry { due_ms, .. }) => ("queued", *due_ms, 1, None),
+            Some(Settlement::Dead { .. }) => ("dead", now, 1, Some(now)),
         };
+        let result = row.sent.as_ref().map(Settlement::text);
         let added = stmt
             .execute(params![
                 job.app.as_str(),
@@ -99,7 +98,7 @@ pub(super) fn insert_rows(
             let standing = Standing {
                 kind,
                 state,
-                result: result.map(String::as_str),
+                result: result.as_deref(),
                 in_doubt: row.in_doubt,
             };
             tally.enter(job.app.as_str(), &job.push, &standing);
@@ -191,11 +190,12 @@ pub(super) fn settle(tx: &Connection, settled: &[(JobId, Settlement)]) -> Result
         .map_err(backend)?;
     let mut tally = Tally::default();
     for (id, settlement) in settled {
-        let (state, result) = match settlement {
-            Settlement::Done { result } => ("done", result),
-            Settlement::Dead { reason } => ("dead", reason),
-            Settlement::Retry { reason, .. } => ("queued", reason),
+        let state = match settlement {
+            Settlement::Done { .. } => "done",
+            Settlement::Dead { .. } => "dead",
+            Settlement::Retry { .. } => "queued",
         };
+        let result = settlement.text();
         let read = |r: &rusqlite::Row<'_>| {
             Ok((
                 r.get::<_, String>(0)?,
@@ -223,7 +223,7 @@ pub(super) fn settle(tx: &Connection, settled: &[(JobId, Settlement)]) -> Result
             let to = Standing {
                 kind: &kind,
                 state,
-                result: Some(result),
+                result: Some(&result),
                 in_doubt,
             };
             tally.moved(&app, &push, &from, &to);
