@@ -13,6 +13,8 @@
 pub(crate) mod audit;
 pub(crate) mod credentials;
 pub(crate) mod devices;
+pub(crate) mod job_counts;
+pub(crate) mod jobs;
 pub(crate) mod revocations;
 pub(crate) mod row;
 pub(crate) mod tenancy;

@@ -21,10 +21,11 @@ use herald_core::message::now_millis;
 use tokio::sync::mpsc;
 
 use super::append::{self, Committed, Requested};
-use super::jobs::{prune_expired_chunk, DONE_JOBS_KEPT_AFTER_EXPIRY_MS, PRUNE_CHUNK};
+use super::jobs::prune_expired_chunk;
 use super::reachability::Reachability;
 use super::{pg_error, pool_failure, PostgresOptions};
 use crate::common;
+use crate::common::jobs::{DONE_JOBS_KEPT_AFTER_EXPIRY_MS, PRUNE_CHUNK};
 use crate::common::values::{seq_from_db, seq_to_db};
 use crate::common::writer::AGE_TRIM_INTERVAL;
 pub(crate) use crate::common::writer::{AppendRequest, Reply};

@@ -14,7 +14,7 @@
 //! skipped), `log` ([`SqliteLog`]).
 //!
 //! The same database holds the apps (`tenancy`, `token_keys`, `revocations`), the device
-//! registry and receipts (`devices`), the provider job queue (`jobs`, `job_counts`), provider
+//! registry and receipts (`devices`), the provider job queue (`jobs`), provider
 //! credentials (`credentials`) and the audit log of admin actions (`audit`).
 
 pub(crate) mod audit;
@@ -23,7 +23,6 @@ mod checkpoint;
 pub(crate) mod credentials;
 mod devices;
 mod fault;
-pub(crate) mod job_counts;
 mod jobs;
 mod known;
 mod log;

@@ -22,6 +22,7 @@ use herald_core::log::{Appended, CommitSink, StoreError};
 use herald_core::message::now_millis;
 use rusqlite::{Connection, TransactionBehavior};
 
+use crate::common::jobs::{DONE_JOBS_KEPT_AFTER_EXPIRY_MS, PRUNE_CHUNK};
 use crate::common::writer::{committed, AGE_TRIM_INTERVAL};
 pub(crate) use crate::common::writer::{AppendRequest, Reply};
 use crate::sqlite::batch::{self, Batch, ChannelCache};
@@ -333,8 +334,8 @@ impl Writer {
                 .conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(backend)?;
-            let before = now_ms.saturating_sub(jobs::DONE_JOBS_KEPT_AFTER_EXPIRY_MS);
-            let pruned = jobs::prune_expired_chunk(&tx, before, jobs::PRUNE_CHUNK)?;
+            let before = now_ms.saturating_sub(DONE_JOBS_KEPT_AFTER_EXPIRY_MS);
+            let pruned = jobs::prune_expired_chunk(&tx, before, PRUNE_CHUNK)?;
             tx.commit().map_err(backend)?;
             Ok::<_, StoreError>(pruned)
         })();

@@ -1,6 +1,6 @@
 //! Counters per push (`push_counts`) on PostgreSQL: how a push's provider jobs stand, changed in
-//! the same transaction as the jobs they count, with the names and rules of SQLite's
-//! (`crate::jobs::counts`): `done:RESULT`, `queued`, `dead`, `in_doubt`, `expanding`.
+//! the same transaction as the jobs they count, with the names and rules both stores share
+//! (`crate::common::job_counts`): `done:RESULT`, `queued`, `dead`, `in_doubt`, `expanding`.
 //!
 //! Several nodes move the same counters at once, so a change is never read, modified and
 //! written back: a write collects its changes in a [`Tally`] and applies them as increments
@@ -14,9 +14,8 @@ use herald_push::jobs::PushJobs;
 
 use crate::postgres::pg_error;
 
-pub(super) use crate::sqlite::job_counts::{
-    done, Standing, Tally, DEAD, EXPANDING, IN_DOUBT, QUEUED,
-};
+use crate::common::job_counts::count_into;
+pub(super) use crate::common::job_counts::{done, Standing, Tally, EXPANDING, IN_DOUBT};
 
 /// Writes a [`Tally`]'s changes as increments (one statement), then deletes the counters a
 /// decrease brought to zero (a second one, only if something decreased). `client` must be
@@ -82,22 +81,7 @@ pub(super) async fn read(
     let mut jobs = PushJobs::default();
     for row in rows {
         let counter: String = row.try_get(0).map_err(pg_error)?;
-        let n: i64 = row.try_get(1).map_err(pg_error)?;
-        let n = u64::try_from(n).unwrap_or(0);
-        if n == 0 {
-            continue;
-        }
-        match counter.as_str() {
-            QUEUED => jobs.queued += n,
-            DEAD => jobs.dead += n,
-            IN_DOUBT => jobs.in_doubt += n,
-            EXPANDING => jobs.expanding = true,
-            other => {
-                if let Some(result) = other.strip_prefix("done:") {
-                    jobs.done.push((result.to_string(), n));
-                }
-            }
-        }
+        count_into(&mut jobs, &counter, row.try_get(1).map_err(pg_error)?);
     }
     Ok(jobs)
 }

@@ -20,63 +20,14 @@ use herald_core::log::StoreError;
 use herald_core::tenant::AppId;
 use herald_push::device::Platform;
 use herald_push::jobs::{
-    DeadLetter, Depth, DeviceJob, ExpandedPage, Job, JobId, JobKind, JobQueue, NewJob, PushJobs,
+    DeadLetter, Depth, DeviceJob, ExpandedPage, Job, JobId, JobQueue, NewJob, PushJobs,
     Settlement,
 };
-use tokio_postgres::Row;
 
 use super::{pg_error, PostgresStore};
-use crate::common::values::stored_platform;
-use crate::common::values::app_id;
+pub(crate) use crate::common::jobs::{job_of, JOB_COLUMNS, JOB_COLUMN_COUNT};
 
 pub(crate) use write::prune_expired_chunk;
-
-/// How long finished send jobs are kept after their push expired (receipts read them), before
-/// the writer's sweep deletes them: a day, as on SQLite.
-pub(crate) const DONE_JOBS_KEPT_AFTER_EXPIRY_MS: i64 = 24 * 3600 * 1000;
-
-/// Most finished jobs one sweep deletes.
-pub(crate) const PRUNE_CHUNK: i64 = 10_000;
-
-/// The columns [`job_of`] reads, in order.
-const JOB_COLUMNS: &str = "id, app, push, provider, kind, device, expand_after, due, attempts, \
-     in_doubt, created, seq, in_flight_until";
-
-/// How many columns [`JOB_COLUMNS`] names (a query's further columns start here).
-const JOB_COLUMN_COUNT: usize = 13;
-
-/// A job's stored columns ([`JOB_COLUMNS`], from column `at`) as a [`Job`].
-fn job_of(r: &Row, at: usize) -> Result<Job, StoreError> {
-    let get = |i: usize| at + i;
-    let id: JobId = r.try_get(get(0)).map_err(pg_error)?;
-    let app: String = r.try_get(get(1)).map_err(pg_error)?;
-    let provider: Option<String> = r.try_get(get(3)).map_err(pg_error)?;
-    let kind: String = r.try_get(get(4)).map_err(pg_error)?;
-    let device: Option<String> = r.try_get(get(5)).map_err(pg_error)?;
-    let after: Option<String> = r.try_get(get(6)).map_err(pg_error)?;
-    let attempts: i64 = r.try_get(get(8)).map_err(pg_error)?;
-    let seq: i64 = r.try_get(get(11)).map_err(pg_error)?;
-    let kind = match (kind.as_str(), device) {
-        ("send", Some(device)) => JobKind::Send { device },
-        ("expand", _) => JobKind::Expand { after },
-        _ => return Err(StoreError::failed(format!("corrupt job {id} in store"))),
-    };
-    Ok(Job {
-        id,
-        job: NewJob {
-            app: app_id(app)?,
-            push: r.try_get(get(2)).map_err(pg_error)?,
-            provider: provider.as_deref().map(stored_platform).transpose()?,
-            kind,
-            seq: u64::try_from(seq).unwrap_or(0),
-            due_ms: r.try_get(get(7)).map_err(pg_error)?,
-        },
-        attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
-        in_doubt: r.try_get(get(9)).map_err(pg_error)?,
-        created_ms: r.try_get(get(10)).map_err(pg_error)?,
-        in_flight_until: r.try_get(get(12)).map_err(pg_error)?,
-    })
-}
 
 #[async_trait]
 impl JobQueue for PostgresStore {

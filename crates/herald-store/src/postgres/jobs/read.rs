@@ -6,10 +6,11 @@ use herald_core::log::StoreError;
 use herald_core::tenant::AppId;
 use herald_push::jobs::{DeadLetter, Depth, DeviceJob, JobId, PushJobs};
 
-use super::{job_of, JOB_COLUMNS, JOB_COLUMN_COUNT};
-use crate::postgres::{pg_error, sql_limit};
-use crate::common::values::stored_platform;
+use super::JOB_COLUMNS;
+use crate::common::jobs::{dead_letter_of, device_job_of};
 use crate::common::values::app_id;
+use crate::common::values::stored_platform;
+use crate::postgres::{pg_error, sql_limit};
 
 /// A stored count (never negative).
 fn count(n: i64) -> u64 {
@@ -33,20 +34,7 @@ pub(super) async fn dead_letters(
         )
         .await
         .map_err(pg_error)?;
-    let mut letters = Vec::with_capacity(rows.len());
-    for row in rows {
-        let job = job_of(&row, 0)?;
-        let reason: Option<String> = row.try_get(JOB_COLUMN_COUNT).map_err(pg_error)?;
-        let died: Option<i64> = row.try_get(JOB_COLUMN_COUNT + 1).map_err(pg_error)?;
-        letters.push(DeadLetter {
-            id: job.id,
-            job: job.job,
-            attempts: job.attempts,
-            reason: reason.unwrap_or_default(),
-            died_ms: died.unwrap_or_default(),
-        });
-    }
-    Ok(letters)
+    rows.iter().map(dead_letter_of).collect()
 }
 
 /// Jobs waiting or running, the oldest's creation, and dead letters, per app and provider.
@@ -107,23 +95,5 @@ pub(super) async fn device_jobs(
         )
         .await
         .map_err(pg_error)?;
-    let mut jobs = Vec::with_capacity(rows.len());
-    for row in rows {
-        let provider: Option<String> = row.try_get(1).map_err(pg_error)?;
-        let state: String = row.try_get(2).map_err(pg_error)?;
-        let attempts: i64 = row.try_get(4).map_err(pg_error)?;
-        jobs.push(DeviceJob {
-            device: row.try_get(0).map_err(pg_error)?,
-            provider: stored_platform(provider.as_deref().unwrap_or_default())?,
-            state: if state == "leased" {
-                "running".into()
-            } else {
-                state
-            },
-            result: row.try_get(3).map_err(pg_error)?,
-            attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
-            in_doubt: row.try_get(5).map_err(pg_error)?,
-        });
-    }
-    Ok(jobs)
+    rows.iter().map(device_job_of).collect()
 }

@@ -1,12 +1,8 @@
-//! Counters per push (`push_counts`): how its provider jobs stand, changed in the same
-//! transaction as the jobs they count, so a receipt reads a handful of rows whatever the size
-//! of the audience.
-//!
-//! Counter names: `done:RESULT` (finished sends by result, with or without a job row),
-//! `queued` (send jobs queued or leased), `dead` (dead letters, sends and expansions),
-//! `in_doubt` (send jobs whose send may have been duplicated), `expanding` (expansions queued
-//! or leased). A write collects its changes in a [`Tally`] and applies them once, one row per
-//! counter touched.
+//! Counters per push (`push_counts`) in SQLite: how its provider jobs stand, changed in the
+//! same transaction as the jobs they count, so a receipt reads a handful of rows whatever the
+//! size of the audience. The counter names and rules are shared with PostgreSQL
+//! (`crate::common::job_counts`): a write collects its changes in a [`Tally`] and applies them
+//! here once, one row per counter touched.
 
 use herald_core::log::StoreError;
 use herald_push::jobs::PushJobs;
@@ -14,9 +10,8 @@ use rusqlite::{params, Connection};
 
 use crate::sqlite::backend;
 
-pub(super) use crate::sqlite::job_counts::{
-    done, Standing, Tally, DEAD, EXPANDING, IN_DOUBT, QUEUED,
-};
+use crate::common::job_counts::count_into;
+pub(super) use crate::common::job_counts::{done, Standing, Tally, EXPANDING, IN_DOUBT};
 
 /// Writes a [`Tally`]'s changes; a counter that reaches zero is deleted.
 pub(super) fn apply(tally: Tally, tx: &Connection) -> Result<(), StoreError> {
@@ -62,21 +57,7 @@ pub(super) fn read(conn: &Connection, app: &str, push: &str) -> Result<PushJobs,
     let mut jobs = PushJobs::default();
     for row in rows {
         let (counter, n) = row.map_err(backend)?;
-        let n = u64::try_from(n).unwrap_or(0);
-        if n == 0 {
-            continue;
-        }
-        match counter.as_str() {
-            QUEUED => jobs.queued += n,
-            DEAD => jobs.dead += n,
-            IN_DOUBT => jobs.in_doubt += n,
-            EXPANDING => jobs.expanding = true,
-            other => {
-                if let Some(result) = other.strip_prefix("done:") {
-                    jobs.done.push((result.to_string(), n));
-                }
-            }
-        }
+        count_into(&mut jobs, &counter, n);
     }
     Ok(jobs)
 }

@@ -4,8 +4,9 @@
 //! Writes (enqueue, lease, settle, expand, replay, drop, prune) run on the writer thread, one
 //! transaction each, durable like appends ([`write`]); reads (dead letters, depth, how a push's
 //! jobs stand) use the read pool ([`read`]). The writer's periodic sweep also prunes finished
-//! send jobs of pushes that expired more than [`DONE_JOBS_KEPT_AFTER_EXPIRY_MS`] ago, a chunk at
-//! a time ([`prune_expired_chunk`]).
+//! send jobs of pushes that expired more than a day ago, a chunk at a time
+//! ([`prune_expired_chunk`]). Job columns, row decoding and the counters' rules are shared with
+//! PostgreSQL (`crate::common::jobs`, `crate::common::job_counts`).
 //!
 //! Every write that moves a job also moves the push's counters ([`counts`]) in the same
 //! transaction; a receipt reads those. A broadcast page sent directly is written by [`page`].
@@ -23,63 +24,21 @@ use herald_core::log::StoreError;
 use herald_core::tenant::AppId;
 use herald_push::device::Platform;
 use herald_push::jobs::{
-    DeadLetter, Depth, DeviceJob, ExpandedPage, Job, JobId, JobKind, JobQueue, NewJob, PushJobs,
-    Settlement,
+    DeadLetter, Depth, DeviceJob, ExpandedPage, Job, JobId, JobQueue, NewJob, PushJobs, Settlement,
 };
 use rusqlite::Row;
 
-use crate::common::values::stored_platform;
-use crate::common::values::app_id;
 use crate::sqlite::SqliteLog;
 
 pub(crate) use write::prune_expired_chunk;
 
-/// How long finished send jobs are kept after their push expired (receipts read them), before
-/// the writer's sweep deletes them: a day.
-pub(crate) const DONE_JOBS_KEPT_AFTER_EXPIRY_MS: i64 = 24 * 3600 * 1000;
+pub(crate) use crate::common::jobs::JOB_COLUMNS;
+use crate::common::jobs::job_of;
+pub(crate) use crate::common::values::sql_limit;
 
-/// Most finished jobs one sweep deletes, so a sweep never holds up appends for long.
-pub(crate) const PRUNE_CHUNK: i64 = 10_000;
-
-/// The columns [`job_row`] reads, in order.
-const JOB_COLUMNS: &str = "id, app, push, provider, kind, device, expand_after, due, attempts, \
-     in_doubt, created, seq, in_flight_until";
-
-/// A job's stored columns ([`JOB_COLUMNS`]) as a [`Job`].
+/// A job's stored columns ([`JOB_COLUMNS`]) as a [`Job`], as a row mapper for a query.
 fn job_row(r: &Row<'_>) -> rusqlite::Result<Result<Job, StoreError>> {
-    let id: JobId = r.get(0)?;
-    let app: String = r.get(1)?;
-    let provider: Option<String> = r.get(3)?;
-    let kind: String = r.get(4)?;
-    let device: Option<String> = r.get(5)?;
-    let after: Option<String> = r.get(6)?;
-    let attempts: i64 = r.get(8)?;
-    let seq: i64 = r.get(11)?;
-    let in_flight_until: Option<String> = r.get(12)?;
-    let parts = (r.get(2)?, r.get(7)?, r.get(9)?, r.get(10)?);
-    let (push, due_ms, in_doubt, created_ms): (String, i64, bool, i64) = parts;
-    Ok((|| {
-        let kind = match (kind.as_str(), device) {
-            ("send", Some(device)) => JobKind::Send { device },
-            ("expand", _) => JobKind::Expand { after },
-            _ => return Err(StoreError::failed(format!("corrupt job {id} in store"))),
-        };
-        Ok(Job {
-            id,
-            job: NewJob {
-                app: app_id(app)?,
-                push,
-                provider: provider.as_deref().map(stored_platform).transpose()?,
-                kind,
-                seq: u64::try_from(seq).unwrap_or(0),
-                due_ms,
-            },
-            attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
-            in_doubt,
-            created_ms,
-            in_flight_until,
-        })
-    })())
+    Ok(job_of(r, 0))
 }
 
 #[async_trait]
@@ -210,9 +169,4 @@ impl JobQueue for SqliteLog {
         self.write(move |tx| write::prune_expired_chunk(tx, before_ms, -1))
             .await
     }
-}
-
-/// A count or limit as an SQL integer.
-fn sql_limit(limit: usize) -> i64 {
-    i64::try_from(limit).unwrap_or(i64::MAX)
 }

@@ -6,10 +6,11 @@ use herald_core::tenant::AppId;
 use herald_push::jobs::{DeadLetter, Depth, DeviceJob, JobId, PushJobs};
 use rusqlite::{params, Connection};
 
-use super::{job_row, sql_limit, JOB_COLUMNS};
-use crate::sqlite::backend;
-use crate::common::values::stored_platform;
+use super::{sql_limit, JOB_COLUMNS};
+use crate::common::jobs::{dead_letter_of, device_job_of};
 use crate::common::values::app_id;
+use crate::common::values::stored_platform;
+use crate::sqlite::backend;
 
 /// Dead letters of `app` in id order after `after`.
 pub(super) fn dead_letters(
@@ -27,20 +28,12 @@ pub(super) fn dead_letters(
     let rows = stmt
         .query_map(
             params![app.as_str(), after.unwrap_or(0), sql_limit(limit)],
-            |r| Ok((job_row(r)?, r.get::<_, Option<String>>(13)?, r.get(14)?)),
+            |r| Ok(dead_letter_of(r)),
         )
         .map_err(backend)?;
     let mut letters = Vec::new();
     for row in rows {
-        let (job, reason, died): (_, _, Option<i64>) = row.map_err(backend)?;
-        let job = job?;
-        letters.push(DeadLetter {
-            id: job.id,
-            job: job.job,
-            attempts: job.attempts,
-            reason: reason.unwrap_or_default(),
-            died_ms: died.unwrap_or_default(),
-        });
+        letters.push(row.map_err(backend)??);
     }
     Ok(letters)
 }
@@ -112,33 +105,12 @@ pub(super) fn device_jobs(
         .map_err(backend)?;
     let rows = stmt
         .query_map(params![app.as_str(), push, after, sql_limit(limit)], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, Option<String>>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, Option<String>>(3)?,
-                r.get::<_, i64>(4)?,
-                r.get::<_, bool>(5)?,
-            ))
+            Ok(device_job_of(r))
         })
         .map_err(backend)?;
     let mut jobs = Vec::new();
     for row in rows {
-        let (device, provider, state, result, attempts, in_doubt) = row.map_err(backend)?;
-        let provider = stored_platform(provider.as_deref().unwrap_or_default())?;
-        let state = if state == "leased" {
-            "running".into()
-        } else {
-            state
-        };
-        jobs.push(DeviceJob {
-            device,
-            provider,
-            state,
-            result,
-            attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
-            in_doubt,
-        });
+        jobs.push(row.map_err(backend)??);
     }
     Ok(jobs)
 }

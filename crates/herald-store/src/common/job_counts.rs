@@ -3,10 +3,13 @@
 //! jobs queued or leased; `dead` for dead letters, sends and expansions; `in_doubt` for send
 //! jobs whose send may have been duplicated; `expanding` for expansions queued or leased), what
 //! a job's state counts as ([`Standing`]), and a transaction's changes ([`Tally`]), which each
-//! store applies in the same transaction as the jobs they count (SQLite in `jobs/counts.rs`,
-//! PostgreSQL as increments in `postgres/jobs/counts.rs`).
+//! store applies in the same transaction as the jobs they count (SQLite in
+//! `sqlite/jobs/counts.rs`, PostgreSQL as increments in `postgres/jobs/counts.rs`), and how the
+//! counters read back as a push's [`PushJobs`] ([`count_into`]).
 
 use std::collections::BTreeMap;
+
+use herald_push::jobs::PushJobs;
 
 /// Finished sends with this result.
 pub(crate) fn done(result: &str) -> String {
@@ -90,6 +93,26 @@ impl Tally {
     pub fn moved(&mut self, app: &str, push: &str, from: &Standing<'_>, to: &Standing<'_>) {
         self.leave(app, push, from);
         self.enter(app, push, to);
+    }
+}
+
+/// Adds a stored counter (`counter` = `n`, read from `push_counts`) to how a push's jobs stand;
+/// a counter at zero or below, or of a name no store writes, adds nothing.
+pub(crate) fn count_into(jobs: &mut PushJobs, counter: &str, n: i64) {
+    let n = u64::try_from(n).unwrap_or(0);
+    if n == 0 {
+        return;
+    }
+    match counter {
+        QUEUED => jobs.queued += n,
+        DEAD => jobs.dead += n,
+        IN_DOUBT => jobs.in_doubt += n,
+        EXPANDING => jobs.expanding = true,
+        other => {
+            if let Some(result) = other.strip_prefix("done:") {
+                jobs.done.push((result.to_string(), n));
+            }
+        }
     }
 }
 
