@@ -20,8 +20,9 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::audit::{self, Action};
+use crate::auth::{Admin, AppOrAdmin, Publisher};
+use crate::body::{parse_json, read_body};
 use crate::error::ApiError;
-use crate::publish::{parse_json, read_body};
 use crate::Api;
 
 /// Longest token lifetime `POST /v1/tokens` mints: 30 days.
@@ -112,10 +113,10 @@ struct CreateApp {
 /// first publisher key, both returned once.
 pub async fn create(
     State(api): State<Arc<Api>>,
+    _: Admin,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    api.authorize_admin(&headers)?;
     audit::note(&api, &headers, Action::AppCreate, None, None);
     let body = read_body(body, 4096).await?;
     let req: CreateApp = parse_json(&body)?;
@@ -162,8 +163,7 @@ pub async fn create(
 }
 
 /// `GET /v1/apps`.
-pub async fn list(State(api): State<Arc<Api>>, headers: HeaderMap) -> Result<Response, ApiError> {
-    api.authorize_admin(&headers)?;
+pub async fn list(State(api): State<Arc<Api>>, _: Admin) -> Result<Response, ApiError> {
     let apps = api.tenancy.apps().await.map_err(HeraldError::from)?;
     Ok(axum::Json(json!({ "apps": apps })).into_response())
 }
@@ -171,11 +171,8 @@ pub async fn list(State(api): State<Arc<Api>>, headers: HeaderMap) -> Result<Res
 /// `GET /v1/apps/{id}` (admin or the app's own key).
 pub async fn get(
     State(api): State<Arc<Api>>,
-    Path(id): Path<String>,
-    headers: HeaderMap,
+    AppOrAdmin(id): AppOrAdmin,
 ) -> Result<Response, ApiError> {
-    let id = app_param(&id)?;
-    api.authorize_app_or_admin(&headers, &id)?;
     Ok(axum::Json(find_app(&api, &id).await?).into_response())
 }
 
@@ -189,10 +186,10 @@ struct UpdateApp {
 pub async fn update(
     State(api): State<Arc<Api>>,
     Path(id): Path<String>,
+    _: Admin,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    api.authorize_admin(&headers)?;
     let id = app_param(&id)?;
     audit::note(&api, &headers, Action::AppUpdate, Some(&id), None);
     let body = read_body(body, 4096).await?;
@@ -219,9 +216,9 @@ pub async fn update(
 pub async fn delete(
     State(api): State<Arc<Api>>,
     Path(id): Path<String>,
+    _: Admin,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    api.authorize_admin(&headers)?;
     let id = app_param(&id)?;
     audit::note(&api, &headers, Action::AppDelete, Some(&id), None);
     if id.is_default() {
@@ -244,9 +241,8 @@ pub async fn delete(
 pub async fn list_keys(
     State(api): State<Arc<Api>>,
     Path(id): Path<String>,
-    headers: HeaderMap,
+    _: Admin,
 ) -> Result<Response, ApiError> {
-    api.authorize_admin(&headers)?;
     let id = app_param(&id)?;
     find_app(&api, &id).await?;
     let keys: Vec<KeyInfo> = api
@@ -272,10 +268,10 @@ struct AddKey {
 pub async fn add_key(
     State(api): State<Arc<Api>>,
     Path(id): Path<String>,
+    _: Admin,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    api.authorize_admin(&headers)?;
     let id = app_param(&id)?;
     audit::note(&api, &headers, Action::KeyCreate, Some(&id), None);
     find_app(&api, &id).await?;
@@ -300,9 +296,9 @@ pub async fn add_key(
 pub async fn remove_key(
     State(api): State<Arc<Api>>,
     Path((id, key_id)): Path<(String, String)>,
+    _: Admin,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    api.authorize_admin(&headers)?;
     let id = app_param(&id)?;
     audit::note(&api, &headers, Action::KeyRevoke, Some(&id), Some(&key_id));
     if !api
@@ -324,11 +320,8 @@ pub async fn remove_key(
 /// `GET /v1/apps/{id}/stats`: usage counters (admin or the app's own key).
 pub async fn stats(
     State(api): State<Arc<Api>>,
-    Path(id): Path<String>,
-    headers: HeaderMap,
+    AppOrAdmin(id): AppOrAdmin,
 ) -> Result<Response, ApiError> {
-    let id = app_param(&id)?;
-    api.authorize_app_or_admin(&headers, &id)?;
     find_app(&api, &id).await?;
     let providers = crate::jobs::provider_stats(&api, &id).await?;
     let app = api.usage.app(&id);
@@ -364,10 +357,9 @@ struct MintToken {
 /// device's inbox; the device must be registered.
 pub async fn mint_token(
     State(api): State<Arc<Api>>,
-    headers: HeaderMap,
+    Publisher { app, .. }: Publisher,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let app = api.authorize(&headers)?;
     let body = read_body(body, 16 * 1024).await?;
     let req: MintToken = parse_json(&body)?;
     let ttl = req.ttl.unwrap_or(24 * 3600);

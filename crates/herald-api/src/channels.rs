@@ -4,13 +4,13 @@
 use std::sync::Arc;
 
 use axum::extract::{Path, RawQuery, State};
-use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use herald_core::log::{ChannelState, ReadFrom};
 use herald_core::tenant::AppId;
 use herald_core::HeraldError;
 use serde::Serialize;
 
+use crate::auth::Publisher;
 use crate::error::ApiError;
 use crate::query::Query;
 use crate::Api;
@@ -49,10 +49,9 @@ fn info<'a>(api: &Api, s: &'a ChannelState) -> ChannelInfo<'a> {
 pub async fn get_path(
     State(api): State<Arc<Api>>,
     Path(path): Path<String>,
+    Publisher { app, .. }: Publisher,
     RawQuery(raw): RawQuery,
-    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let app = api.authorize(&headers)?;
     let (name, messages) = split_path(&path);
     let channel = app.parse_channel(name)?;
     if !messages {
@@ -88,10 +87,9 @@ pub async fn get_path(
 /// `GET /v1/channels?prefix=P&after=NAME&limit=N`.
 pub async fn list(
     State(api): State<Arc<Api>>,
+    Publisher { app, .. }: Publisher,
     RawQuery(raw): RawQuery,
-    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let app = api.authorize(&headers)?;
     let query = Query::parse(raw.as_deref(), &["prefix", "after", "limit"])?;
     let limit = query.limit()?;
     let after = query.text("after");

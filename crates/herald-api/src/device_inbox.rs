@@ -6,7 +6,6 @@
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use herald_core::log::{LogSlice, ReadFrom};
 use herald_core::message::now_millis;
@@ -17,6 +16,7 @@ use herald_push::push::PushMeta;
 use herald_push::Audience;
 use serde_json::{json, Value};
 
+use crate::auth::Publisher;
 use crate::error::ApiError;
 use crate::Api;
 
@@ -44,9 +44,8 @@ fn position(cursor: &herald_proto::cursor::Cursor, slice: &LogSlice) -> Value {
 pub async fn inbox(
     State(api): State<Arc<Api>>,
     Path(id): Path<String>,
-    headers: HeaderMap,
+    Publisher { app, .. }: Publisher,
 ) -> Result<Response, ApiError> {
-    let app = api.authorize(&headers)?;
     check_device_id(&id)?;
     let (device, cursor) = api
         .devices

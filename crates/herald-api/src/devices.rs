@@ -19,8 +19,10 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::audit::{self, Action};
+use crate::auth::Publisher;
+use crate::body::{parse_json, read_body};
 use crate::error::ApiError;
-use crate::publish::{parse_json, read_body};
+use crate::limited::{Counted, OneRegistration};
 use crate::query::Query;
 use crate::Api;
 
@@ -72,10 +74,9 @@ async fn upsert(
 /// it existed.
 pub async fn register(
     State(api): State<Arc<Api>>,
-    headers: HeaderMap,
+    Counted { app, .. }: Counted<OneRegistration>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let app = api.authorize_counted(&headers, AppAction::Registration, 1)?;
     let body = read_body(body, 64 * 1024).await?;
     let reg: Registration = parse_json(&body)?;
     let device = reg.into_write()?;
@@ -100,10 +101,9 @@ struct Batch {
 /// `POST /v1/devices/batch` `{"devices":[...]}`: all valid or none stored; one transaction.
 pub async fn register_batch(
     State(api): State<Arc<Api>>,
-    headers: HeaderMap,
+    publisher: Publisher,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let (app, key) = api.authorize_key(&headers)?;
     let body = read_body(body, 16 << 20).await?;
     let batch: Batch = parse_json(&body)?;
     if batch.devices.is_empty() || batch.devices.len() > MAX_DEVICE_BATCH {
@@ -113,7 +113,8 @@ pub async fn register_batch(
         ))
         .into());
     }
-    api.count_rate(&app, &key, AppAction::Registration, batch.devices.len())?;
+    publisher.count(&api, AppAction::Registration, batch.devices.len())?;
+    let app = publisher.app;
     let mut devices = Vec::with_capacity(batch.devices.len());
     for (i, reg) in batch.devices.into_iter().enumerate() {
         devices.push(
@@ -146,9 +147,8 @@ async fn load(api: &Api, app: &AppId, id: &str) -> Result<Device, HeraldError> {
 pub async fn get(
     State(api): State<Arc<Api>>,
     Path(id): Path<String>,
-    headers: HeaderMap,
+    Publisher { app, .. }: Publisher,
 ) -> Result<Response, ApiError> {
-    let app = api.authorize(&headers)?;
     Ok(axum::Json(load(&api, &app, &id).await?).into_response())
 }
 
@@ -205,10 +205,10 @@ async fn update(
 pub async fn patch(
     State(api): State<Arc<Api>>,
     Path(id): Path<String>,
+    Counted { app, .. }: Counted<OneRegistration>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let app = api.authorize_counted(&headers, AppAction::Registration, 1)?;
     let body = read_body(body, 64 * 1024).await?;
     let patch: DevicePatch = parse_json(&body)?;
     if let Some(active) = patch.active {
@@ -230,42 +230,44 @@ fn device_action(active: bool) -> Action {
 pub async fn activate(
     State(api): State<Arc<Api>>,
     Path(id): Path<String>,
+    Counted { app, .. }: Counted<OneRegistration>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    set_active(&api, &headers, &id, true).await
+    set_active(&api, &app, &headers, &id, true).await
 }
 
 /// `POST /v1/devices/{id}/deactivate`: no push reaches it until it is activated again.
 pub async fn deactivate(
     State(api): State<Arc<Api>>,
     Path(id): Path<String>,
+    Counted { app, .. }: Counted<OneRegistration>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    set_active(&api, &headers, &id, false).await
+    set_active(&api, &app, &headers, &id, false).await
 }
 
 async fn set_active(
     api: &Api,
+    app: &AppId,
     headers: &HeaderMap,
     id: &str,
     active: bool,
 ) -> Result<Response, ApiError> {
-    let app = api.authorize_counted(headers, AppAction::Registration, 1)?;
-    audit::note(api, headers, device_action(active), Some(&app), Some(id));
+    audit::note(api, headers, device_action(active), Some(app), Some(id));
     let patch = DevicePatch {
         active: Some(active),
         ..DevicePatch::default()
     };
-    Ok(axum::Json(update(api, &app, id, patch).await?).into_response())
+    Ok(axum::Json(update(api, app, id, patch).await?).into_response())
 }
 
 /// `DELETE /v1/devices/{id}`.
 pub async fn delete(
     State(api): State<Arc<Api>>,
     Path(id): Path<String>,
+    Publisher { app, .. }: Publisher,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let app = api.authorize(&headers)?;
     audit::note(&api, &headers, Action::DeviceDelete, Some(&app), Some(&id));
     check_device_id(&id)?;
     let head = api.engine.state(&app.device_log(&id)).await?;
@@ -300,10 +302,9 @@ fn disconnect_device(api: &Api, app: &AppId, id: &str) {
 /// `GET /v1/devices?user=U&tag=T&after=ID&limit=N` (user and tag are exclusive).
 pub async fn list(
     State(api): State<Arc<Api>>,
+    Publisher { app, .. }: Publisher,
     RawQuery(raw): RawQuery,
-    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let app = api.authorize(&headers)?;
     let query = Query::parse(raw.as_deref(), &["user", "tag", "after", "limit"])?;
     let q = DeviceQuery {
         user: query.text("user").map(str::to_owned),

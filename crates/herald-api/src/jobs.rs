@@ -16,6 +16,7 @@ use herald_push::jobs::{Depth, JobKind};
 use serde_json::{json, Value};
 
 use crate::audit::{self, Action};
+use crate::auth::Publisher;
 use crate::error::ApiError;
 use crate::query::Query;
 use crate::Api;
@@ -62,8 +63,10 @@ pub(crate) fn provider_map(
 }
 
 /// `GET /v1/jobs/stats`.
-pub async fn stats(State(api): State<Arc<Api>>, headers: HeaderMap) -> Result<Response, ApiError> {
-    let app = api.authorize(&headers)?;
+pub async fn stats(
+    State(api): State<Arc<Api>>,
+    Publisher { app, .. }: Publisher,
+) -> Result<Response, ApiError> {
     let providers = provider_stats(&api, &app).await?;
     Ok(axum::Json(json!({ "app": app, "providers": providers })).into_response())
 }
@@ -71,10 +74,9 @@ pub async fn stats(State(api): State<Arc<Api>>, headers: HeaderMap) -> Result<Re
 /// `GET /v1/jobs/dead?after=ID&limit=N`.
 pub async fn dead(
     State(api): State<Arc<Api>>,
-    headers: HeaderMap,
+    Publisher { app, .. }: Publisher,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
-    let app = api.authorize(&headers)?;
     let q = Query::parse(raw.as_deref(), &["after", "limit"])?;
     let after = q.number("after", i64::MIN, i64::MAX)?;
     let limit = q.limit()?;
@@ -107,6 +109,12 @@ pub async fn dead(
     Ok(axum::Json(json!({ "jobs": jobs, "next": next.flatten() })).into_response())
 }
 
+/// Parses a job id from the path.
+pub(crate) fn parse_job_id(id: &str) -> Result<i64, HeraldError> {
+    id.parse()
+        .map_err(|_| HeraldError::bad_request(format!("a job id is a number, not {id:?}")))
+}
+
 fn not_dead(id: i64) -> HeraldError {
     HeraldError::new(
         ErrorCode::NotFound,
@@ -118,11 +126,11 @@ fn not_dead(id: i64) -> HeraldError {
 pub async fn replay(
     State(api): State<Arc<Api>>,
     Path(id): Path<String>,
+    Publisher { app, .. }: Publisher,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let app = api.authorize(&headers)?;
     audit::note(&api, &headers, Action::JobReplay, Some(&app), Some(&id));
-    let id = crate::publish::parse_job_id(&id)?;
+    let id = parse_job_id(&id)?;
     let queue = api.deliverer.queue();
     if !queue
         .replay(&app, id, now_millis())
@@ -143,11 +151,11 @@ pub async fn replay(
 pub async fn drop_dead(
     State(api): State<Arc<Api>>,
     Path(id): Path<String>,
+    Publisher { app, .. }: Publisher,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let app = api.authorize(&headers)?;
     audit::note(&api, &headers, Action::JobDrop, Some(&app), Some(&id));
-    let id = crate::publish::parse_job_id(&id)?;
+    let id = parse_job_id(&id)?;
     if !api
         .deliverer
         .queue()

@@ -3,13 +3,15 @@
 //! dashboard's sessions (`/admin/session`) and live figures (`/v1/overview`), plus the
 //! liveness and readiness probes (`/healthz`, `/readyz`: `probes.rs`), `/metrics` and the
 //! OpenAPI document. docs/openapi.yaml describes every route; who a request
-//! speaks for is `auth.rs`.
+//! speaks for is `auth/`, and who may call a handler its signature says (`auth/extract.rs`);
+//! every body is read by `body.rs`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod apps;
 pub mod audit;
 mod auth;
+mod body;
 mod channels;
 mod destinations;
 mod device_inbox;

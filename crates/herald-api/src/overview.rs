@@ -10,7 +10,6 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use herald_core::message::now_millis;
 use herald_core::tenant::AppId;
@@ -30,11 +29,7 @@ const CONNECTION_TRANSPORTS: [&str; 4] = ["ws", "sse", "meteor", "meteor_control
 const WRITE_TRANSPORTS: [&str; 4] = ["ws", "sse", "poll", "meteor"];
 
 /// `GET /v1/overview`.
-pub async fn overview(
-    State(api): State<Arc<Api>>,
-    headers: HeaderMap,
-) -> Result<Response, ApiError> {
-    let caller = api.authorize_caller(&headers)?;
+pub async fn overview(State(api): State<Arc<Api>>, caller: Caller) -> Result<Response, ApiError> {
     let (role, server, apps) = match &caller {
         Caller::Admin => {
             let apps = api.tenancy.apps().await.map_err(HeraldError::from)?;

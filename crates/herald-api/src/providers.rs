@@ -7,7 +7,8 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::{FromRequestParts, Path, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use herald_core::caches::CacheEvent;
@@ -22,8 +23,9 @@ use herald_push::device::Platform;
 use serde_json::{json, Value};
 
 use crate::audit::{self, Action};
+use crate::auth::AppOrAdmin;
+use crate::body::{parse_json, read_body};
 use crate::error::ApiError;
-use crate::publish::{parse_json, read_body};
 use crate::Api;
 
 /// Largest credentials body (a certificate chain with its key fits easily).
@@ -49,15 +51,27 @@ fn read_strictly(provider: Platform, body: &[u8]) -> Result<(), HeraldError> {
     .map_err(named)
 }
 
-/// The app and provider of a `/v1/apps/{id}/providers/{provider}` path.
-fn params(app: &str, provider: &str) -> Result<(AppId, Platform), HeraldError> {
-    let app = AppId::parse(app)?;
-    match Platform::parse(provider) {
-        Ok(Platform::Herald) | Err(_) => Err(HeraldError::new(
-            ErrorCode::NotFound,
-            format!("no provider {provider:?}: use apns, fcm or webpush"),
-        )),
-        Ok(p) => Ok((app, p)),
+/// The provider of a `/v1/apps/{id}/providers/{provider}` path, checked with the app's id
+/// before the key is (it stands before [`AppOrAdmin`] in a handler's arguments): an id that is
+/// not an app id, then a provider that is not one, are answered first.
+pub(crate) struct ProviderPath(Platform);
+
+impl FromRequestParts<Arc<Api>> for ProviderPath {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, api: &Arc<Api>) -> Result<Self, Response> {
+        let Path((app, provider)) = Path::<(String, String)>::from_request_parts(parts, api)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        AppId::parse(&app).map_err(|e| ApiError(e).into_response())?;
+        match Platform::parse(&provider) {
+            Ok(Platform::Herald) | Err(_) => Err(ApiError(HeraldError::new(
+                ErrorCode::NotFound,
+                format!("no provider {provider:?}: use apns, fcm or webpush"),
+            ))
+            .into_response()),
+            Ok(p) => Ok(ProviderPath(p)),
+        }
     }
 }
 
@@ -90,12 +104,11 @@ fn shown(stored: &StoredCredentials) -> Value {
 /// `PUT /v1/apps/{id}/providers/{provider}`: sets (replaces) the app's credentials.
 pub async fn put(
     State(api): State<Arc<Api>>,
-    Path((app, provider)): Path<(String, String)>,
+    ProviderPath(provider): ProviderPath,
+    AppOrAdmin(app): AppOrAdmin,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let (app, provider) = params(&app, &provider)?;
-    api.authorize_app_or_admin(&headers, &app)?;
     audit::note(
         &api,
         &headers,
@@ -143,11 +156,9 @@ pub async fn put(
 /// `GET /v1/apps/{id}/providers/{provider}`: the public part of the app's credentials.
 pub async fn get(
     State(api): State<Arc<Api>>,
-    Path((app, provider)): Path<(String, String)>,
-    headers: HeaderMap,
+    ProviderPath(provider): ProviderPath,
+    AppOrAdmin(app): AppOrAdmin,
 ) -> Result<Response, ApiError> {
-    let (app, provider) = params(&app, &provider)?;
-    api.authorize_app_or_admin(&headers, &app)?;
     let stored = api
         .credentials
         .credentials(&app, provider)
@@ -160,11 +171,8 @@ pub async fn get(
 /// `GET /v1/apps/{id}/providers`: every provider the app has credentials for.
 pub async fn list(
     State(api): State<Arc<Api>>,
-    Path(app): Path<String>,
-    headers: HeaderMap,
+    AppOrAdmin(app): AppOrAdmin,
 ) -> Result<Response, ApiError> {
-    let app = AppId::parse(&app)?;
-    api.authorize_app_or_admin(&headers, &app)?;
     app_exists(&api, &app).await?;
     let all = api
         .credentials
@@ -178,11 +186,10 @@ pub async fn list(
 /// `DELETE /v1/apps/{id}/providers/{provider}`.
 pub async fn delete(
     State(api): State<Arc<Api>>,
-    Path((app, provider)): Path<(String, String)>,
+    ProviderPath(provider): ProviderPath,
+    AppOrAdmin(app): AppOrAdmin,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let (app, provider) = params(&app, &provider)?;
-    api.authorize_app_or_admin(&headers, &app)?;
     audit::note(
         &api,
         &headers,

@@ -9,7 +9,6 @@ use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use herald_core::limits::AppAction;
 use herald_core::message::now_millis;
 use herald_core::{Cursor, Epoch, ErrorCode, HeraldError};
 use herald_proto::receipt::{DeviceReceipt, ProviderReceipt};
@@ -19,18 +18,20 @@ use herald_push::push::PushBody;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::auth::Publisher;
+use crate::body::{parse_json, read_body};
 use crate::error::ApiError;
-use crate::publish::{parse_json, read_body};
+use crate::limited::{Counted, OnePush};
 use crate::query::Query;
 use crate::Api;
 
 /// `POST /v1/push`.
 pub async fn push(
     State(api): State<Arc<Api>>,
+    Counted { app, .. }: Counted<OnePush>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let app = api.authorize_counted(&headers, AppAction::Push, 1)?;
     let body = read_body(body, api.max_message_bytes + 8192).await?;
     let mut req: PushBody = parse_json(&body)?;
     if let Some(key) = headers.get("idempotency-key") {
@@ -59,10 +60,9 @@ pub async fn push(
 pub async fn receipt(
     State(api): State<Arc<Api>>,
     Path(id): Path<String>,
+    Publisher { app, .. }: Publisher,
     RawQuery(raw): RawQuery,
-    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let app = api.authorize(&headers)?;
     let q = Query::parse(raw.as_deref(), &["devices", "after", "limit"])?;
     let list_devices = q.flag("devices")?.unwrap_or(false);
     let limit = q.limit()?;

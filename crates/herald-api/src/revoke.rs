@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use herald_core::caches::CacheEvent;
@@ -20,10 +20,11 @@ use herald_core::HeraldError;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::apps::{app_param, find_app};
+use crate::apps::find_app;
 use crate::audit::{self, Action};
+use crate::auth::AppOrAdmin;
+use crate::body::{parse_json, read_body};
 use crate::error::ApiError;
-use crate::publish::{parse_json, read_body};
 use crate::Api;
 
 /// How long a `jti` revocation is kept when the request does not say: as long as the longest
@@ -140,12 +141,10 @@ impl RevokeRequest {
 /// this node closed.
 pub async fn revoke(
     State(api): State<Arc<Api>>,
-    Path(id): Path<String>,
+    AppOrAdmin(app): AppOrAdmin,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let app = app_param(&id)?;
-    api.authorize_app_or_admin(&headers, &app)?;
     audit::note(&api, &headers, Action::Revoke, Some(&app), None);
     find_app(&api, &app).await?;
     let body = read_body(body, 4096).await?;

@@ -8,7 +8,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{ConnectInfo, State};
+use axum::extract::{ConnectInfo, FromRequestParts, State};
+use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
@@ -20,8 +21,8 @@ use serde_json::json;
 
 use crate::audit::{self, Action};
 use crate::auth::{now_secs, Caller, Via};
+use crate::body::{parse_json, read_body};
 use crate::error::ApiError;
-use crate::publish::{parse_json, read_body};
 use crate::Api;
 
 #[derive(Deserialize)]
@@ -30,13 +31,22 @@ struct Login {
     key: String,
 }
 
-fn require_header(headers: &HeaderMap) -> Result<(), HeraldError> {
-    if has_session_header(headers) {
-        Ok(())
-    } else {
-        Err(HeraldError::bad_request(
-            "requests to /admin/session carry the X-Herald-Session: 1 header",
-        ))
+/// A request carrying `X-Herald-Session: 1`, which every request to `/admin/session` must: a
+/// page on another origin cannot send it.
+pub(crate) struct SessionHeader;
+
+impl<S: Send + Sync> FromRequestParts<S> for SessionHeader {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        if has_session_header(&parts.headers) {
+            Ok(SessionHeader)
+        } else {
+            Err(HeraldError::bad_request(
+                "requests to /admin/session carry the X-Herald-Session: 1 header",
+            )
+            .into())
+        }
     }
 }
 
@@ -61,11 +71,11 @@ fn no_store(mut response: Response) -> Response {
 /// key. A wrong key answers 401 without saying which keys exist.
 pub async fn login(
     State(api): State<Arc<Api>>,
+    _: SessionHeader,
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    require_header(&headers)?;
     audit::note(&api, &headers, Action::SessionLogin, None, None);
     audit::acted_as(audit::anonymous("login"));
     // Every attempt counts, before the key is looked at: a right key is not found faster.
@@ -95,9 +105,9 @@ pub async fn login(
 /// `GET /admin/session`: who the current session is; 401 without a valid one.
 pub async fn current(
     State(api): State<Arc<Api>>,
+    _: SessionHeader,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    require_header(&headers)?;
     let Some(session) = api.presented(&headers)?.filter(|p| p.via == Via::Session) else {
         return Err(HeraldError::new(
             ErrorCode::Unauthorized,
@@ -116,8 +126,11 @@ pub async fn current(
 
 /// `DELETE /admin/session`: clears the cookie (the session is stateless: a copy of the cookie
 /// stays valid until it expires or its key is revoked).
-pub async fn logout(State(api): State<Arc<Api>>, headers: HeaderMap) -> Result<Response, ApiError> {
-    require_header(&headers)?;
+pub async fn logout(
+    State(api): State<Arc<Api>>,
+    _: SessionHeader,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
     audit::note(&api, &headers, Action::SessionLogout, None, None);
     let cookie = HeaderValue::from_str(&api.sessions.clear())
         .map_err(|_| HeraldError::new(ErrorCode::Internal, "the session cookie is malformed"))?;

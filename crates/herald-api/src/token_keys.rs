@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use herald_core::auth::generate_secret;
@@ -21,10 +21,10 @@ use herald_core::{ErrorCode, HeraldError};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::apps::app_param;
 use crate::audit::{self, Action};
+use crate::auth::AppOrAdmin;
+use crate::body::{parse_json, read_body};
 use crate::error::ApiError;
-use crate::publish::{parse_json, read_body};
 use crate::Api;
 
 /// How long the previous secret stays valid when a rotation does not say: one hour.
@@ -75,11 +75,8 @@ async fn store(api: &Api, app: &AppId, keys: AppTokenKeys) -> Result<(), HeraldE
 /// `GET /v1/apps/{id}/token-keys`.
 pub async fn get(
     State(api): State<Arc<Api>>,
-    Path(id): Path<String>,
-    headers: HeaderMap,
+    AppOrAdmin(id): AppOrAdmin,
 ) -> Result<Response, ApiError> {
-    let id = app_param(&id)?;
-    api.authorize_app_or_admin(&headers, &id)?;
     let keys = stored_keys(&api, &id).await?;
     Ok(axum::Json(describe(&id, &keys)).into_response())
 }
@@ -100,12 +97,10 @@ struct PutKeys {
 /// only minted by the app's backend).
 pub async fn put(
     State(api): State<Arc<Api>>,
-    Path(id): Path<String>,
+    AppOrAdmin(id): AppOrAdmin,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let id = app_param(&id)?;
-    api.authorize_app_or_admin(&headers, &id)?;
     audit::note(&api, &headers, Action::TokenKeysSet, Some(&id), None);
     let body = read_body(body, 256 * 1024).await?;
     let req: PutKeys = parse_json(&body)?;
@@ -163,12 +158,10 @@ struct Rotate {
 /// earlier whose overlap still runs is dropped at once: only one previous secret is kept.
 pub async fn rotate(
     State(api): State<Arc<Api>>,
-    Path(id): Path<String>,
+    AppOrAdmin(id): AppOrAdmin,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let id = app_param(&id)?;
-    api.authorize_app_or_admin(&headers, &id)?;
     audit::note(&api, &headers, Action::TokenSecretRotate, Some(&id), None);
     if id.is_default() {
         return Err(HeraldError::bad_request(

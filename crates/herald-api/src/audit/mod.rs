@@ -1,8 +1,9 @@
 //! The audit log of admin actions: which calls are admin actions ([`Action`]), how a handler
-//! says it performs one ([`note`], one line after its authorization, which resolves who acts:
-//! the credential presented, before the action can change it), and the middleware
-//! ([`record_layer`]) that, once the handler has answered, stores that with the source address,
-//! the time and how it ended (`ok` or the error code) as one [`AuditEntry`]. The data routes
+//! says it performs one ([`note`], its first line once the extractor in its signature has
+//! authorized the caller; it resolves who acts: the credential presented, before the action
+//! can change it), and the middleware ([`record_layer`]) that, once the handler has answered,
+//! stores that with the source address, the time and how it ended (`ok` or the error code) as
+//! one [`AuditEntry`]. The data routes
 //! ([`DATA_ROUTES`]: publish, push, ...) run without the middleware; a request that notes nothing
 //! costs it one task-local scope.
 //! Nothing secret is ever recorded: an actor is a role and a key id, details are what a handler

@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use axum::extract::{RawQuery, State};
-use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use herald_core::audit::AuditQuery;
 use herald_core::tenant::AppId;
@@ -21,10 +20,9 @@ use crate::Api;
 /// `cursor` for the next (older) page.
 pub async fn list(
     State(api): State<Arc<Api>>,
-    headers: HeaderMap,
+    caller: Caller,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
-    let caller = api.authorize_caller(&headers)?;
     let params = Query::parse(
         raw.as_deref(),
         &["app", "action", "since", "until", "limit", "cursor"],

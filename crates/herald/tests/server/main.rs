@@ -7,6 +7,7 @@ mod api;
 mod audit;
 mod burst;
 mod catchup;
+mod check_order;
 mod cli;
 mod client;
 mod cluster;

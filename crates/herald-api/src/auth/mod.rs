@@ -5,6 +5,9 @@
 //! admin key's and the publisher keys' on every request, so a revoked key's sessions end at
 //! once. The admin key acts for one app on the publisher routes when the request names it in
 //! `X-Herald-App` (the dashboard browsing an app's channels, devices and pushes).
+//!
+//! Who may call a handler is said in its signature, by one of the extractors of `extract`
+//! ([`Publisher`], [`Admin`], [`AppOrAdmin`], [`Caller`]; `limited.rs` adds [`crate::limited::Counted`]).
 
 use axum::http::HeaderMap;
 use herald_admin::session::{cookie_value, has_session_header};
@@ -14,6 +17,10 @@ use herald_core::tenant::AppId;
 use herald_core::{ErrorCode, HeraldError};
 
 use crate::{bearer, Api};
+
+mod extract;
+
+pub(crate) use extract::{Admin, AppOrAdmin, Publisher};
 
 /// The header in which the admin key names the app it acts for.
 pub const APP_HEADER: &str = "x-herald-app";
@@ -44,7 +51,7 @@ pub enum Caller {
     Publisher(AppId),
 }
 
-fn unauthorized(message: impl Into<String>) -> HeraldError {
+pub(crate) fn unauthorized(message: impl Into<String>) -> HeraldError {
     HeraldError::new(ErrorCode::Unauthorized, message)
 }
 
@@ -86,7 +93,7 @@ impl Api {
     }
 
     /// The error for a request without any credential.
-    fn missing(headers: &HeaderMap, what: &str) -> HeraldError {
+    pub(crate) fn missing(headers: &HeaderMap, what: &str) -> HeraldError {
         if cookie_value(headers).is_some() {
             unauthorized(format!(
                 "send the {what} as Authorization: Bearer <key>; the dashboard's session \
@@ -106,100 +113,16 @@ impl Api {
             }
         }
     }
-
-    /// Checks the publisher key (bearer or session) and returns its app. The admin key is
-    /// accepted for the app named in `X-Herald-App`.
-    pub fn authorize(&self, headers: &HeaderMap) -> Result<AppId, HeraldError> {
-        self.authorize_key(headers).map(|(app, _)| app)
-    }
-
-    /// [`Api::authorize`], also returning the hash of the key presented (what the per-key
-    /// rate limits count by).
-    pub(crate) fn authorize_key(
-        &self,
-        headers: &HeaderMap,
-    ) -> Result<(AppId, String), HeraldError> {
-        let presented = self
-            .presented(headers)?
-            .ok_or_else(|| Self::missing(headers, "publisher API key"))?;
-        let acting = acting_app(headers)?;
-        let hash = presented.hash;
-        match self.caller_of(&hash) {
-            Some(Caller::Publisher(app)) => match acting {
-                Some(named) if named != app => Err(no_app(&named)),
-                _ => Ok((app, hash)),
-            },
-            Some(Caller::Admin) => match acting {
-                Some(app) if self.tokens.knows(&app) => Ok((app, hash)),
-                Some(app) => Err(no_app(&app)),
-                None => Err(unauthorized(
-                    "the admin key is not a publisher key: name the app it acts for in the \
-                     X-Herald-App header",
-                )),
-            },
-            None => Err(Self::invalid(presented.via)),
-        }
-    }
-
-    /// Whether the request presents the admin key (bearer or session). An expired or forged
-    /// session is an error.
-    fn is_admin(&self, headers: &HeaderMap) -> Result<bool, HeraldError> {
-        Ok(self
-            .presented(headers)?
-            .is_some_and(|p| self.caller_of(&p.hash) == Some(Caller::Admin)))
-    }
-
-    /// Checks for the admin key.
-    pub fn authorize_admin(&self, headers: &HeaderMap) -> Result<(), HeraldError> {
-        if self.admin_key_hash.is_none() {
-            return Err(HeraldError::forbidden(
-                "app administration needs an admin key: start the server with --admin-key or \
-                 HERALD_ADMIN_KEY",
-            ));
-        }
-        match self.presented(headers)? {
-            Some(p) if self.caller_of(&p.hash) == Some(Caller::Admin) => Ok(()),
-            Some(_) => Err(unauthorized(
-                "send the admin key as Authorization: Bearer <key>",
-            )),
-            None => Err(Self::missing(headers, "admin key")),
-        }
-    }
-
-    /// Checks for the admin key or a publisher key of `app`. Another app's key is told the
-    /// app does not exist, so keys cannot probe for other tenants.
-    pub fn authorize_app_or_admin(
-        &self,
-        headers: &HeaderMap,
-        app: &AppId,
-    ) -> Result<(), HeraldError> {
-        if self.is_admin(headers)? {
-            return Ok(());
-        }
-        let own = self.authorize(headers)?;
-        if own == *app {
-            Ok(())
-        } else {
-            Err(no_app(app))
-        }
-    }
-
-    /// Who the request's key is (admin or an app's publisher), for routes both may call.
-    pub fn authorize_caller(&self, headers: &HeaderMap) -> Result<Caller, HeraldError> {
-        let presented = self
-            .presented(headers)?
-            .ok_or_else(|| Self::missing(headers, "admin key or a publisher API key"))?;
-        self.caller_of(&presented.hash)
-            .ok_or_else(|| Self::invalid(presented.via))
-    }
 }
 
-fn no_app(app: &AppId) -> HeraldError {
+/// The answer for an app the key may not see: the same as for an app that does not exist, so
+/// keys cannot probe for other tenants.
+pub(crate) fn no_app(app: &AppId) -> HeraldError {
     HeraldError::new(ErrorCode::NotFound, format!("no app {app}"))
 }
 
 /// The app named in `X-Herald-App`, if any.
-fn acting_app(headers: &HeaderMap) -> Result<Option<AppId>, HeraldError> {
+pub(crate) fn acting_app(headers: &HeaderMap) -> Result<Option<AppId>, HeraldError> {
     let Some(value) = headers.get(APP_HEADER) else {
         return Ok(None);
     };
