@@ -143,6 +143,8 @@ pub(crate) struct Shared {
     pub(crate) subscriber: SubscriberClient,
     /// Says losing Redis and getting it back in the log.
     pub(crate) link_log: LinkLog,
+    /// This node's lifecycle changes, for the lifecycle task ([`crate::lifecycle`]).
+    pub(crate) lifecycle_ops: mpsc::UnboundedSender<crate::lifecycle::Op>,
 }
 
 /// The Redis bus of one node (see the module documentation).
@@ -310,11 +312,32 @@ impl RedisBus {
         self.shared.followed.listening()
     }
 
+    /// Stops every task at once, with no goodbye, as a crashed node's would stop (its
+    /// heartbeat with them): for tests of what the other nodes do about a lost node. The bus
+    /// delivers nothing afterwards.
+    #[doc(hidden)]
+    pub fn halt(&self) {
+        for task in self.tasks.lock().drain(..) {
+            task.abort();
+        }
+    }
+
     /// Stops the tasks and closes the connections. The sender first publishes what this node
     /// committed and has not sent yet (for `SHUTDOWN_SEND_WAIT` at most: other nodes would
     /// otherwise not hear of those messages until the channel's next publish), so call this
     /// after the store's last commits.
     pub async fn shutdown(&self) {
+        // The lifecycle task first: it writes the departures queued and removes this node, so
+        // no other node reports its connections as lost later.
+        let (stopped, stopped_rx) = tokio::sync::oneshot::channel();
+        if self
+            .shared
+            .lifecycle_ops
+            .send(crate::lifecycle::Op::Stop(stopped))
+            .is_ok()
+        {
+            let _ = tokio::time::timeout(SHUTDOWN_SEND_WAIT, stopped_rx).await;
+        }
         let tasks: Vec<JoinHandle<()>> = self.tasks.lock().drain(..).collect();
         let mut tasks = tasks.into_iter();
         if let Some(sender) = tasks.next() {
@@ -343,6 +366,7 @@ impl Connected {
     pub fn start(self, fan_out: Arc<FanOut>) -> Arc<RedisBus> {
         let (outgoing, outgoing_rx) = mpsc::channel(self.options.send_queue.max(1));
         let (events_out, events_rx) = mpsc::unbounded_channel();
+        let (lifecycle_ops, lifecycle_rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             node: rand::random::<u64>() | 1,
             names: Names::new(&self.options.prefix),
@@ -363,11 +387,19 @@ impl Connected {
             publisher: self.publisher,
             subscriber: self.subscriber,
             link_log: LinkLog::new(self.redis),
+            lifecycle_ops,
         });
         shared
             .fan_out
             .hub()
             .set_interest_hook(Arc::new(Hook(Arc::downgrade(&shared))));
+        // Lifecycle events cross nodes through this bus: the live clients share the hub's
+        // registry, and the relay stands between this node's transitions and its listeners.
+        let lifecycle = shared.fan_out.hub().lifecycle().clone();
+        shared.caches.live.set_lifecycle(lifecycle.clone());
+        lifecycle.set_relay(Arc::new(crate::lifecycle::RedisRelay(
+            shared.lifecycle_ops.clone(),
+        )));
         // The sender first: shutdown lets it finish its last round.
         let tasks = vec![
             tokio::spawn(crate::sender::run(shared.clone(), outgoing_rx, events_rx)),
@@ -376,6 +408,13 @@ impl Connected {
             tokio::spawn(crate::repair::run(shared.clone())),
             tokio::spawn(crate::presence::run(shared.clone())),
             tokio::spawn(crate::link_log::watch(shared.clone())),
+            tokio::spawn(crate::lifecycle::run(
+                shared.publisher.clone(),
+                shared.names.lifecycle(),
+                shared.node,
+                lifecycle,
+                lifecycle_rx,
+            )),
         ];
         Arc::new(RedisBus {
             shared,

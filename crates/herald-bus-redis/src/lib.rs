@@ -15,6 +15,9 @@
 //! - **Presence**: cluster-wide subscriber counts per channel and connection counts per app
 //!   ([`presence`]), summed from a hash each node writes periodically.
 //!
+//! - **Lifecycle events**: channels occupied and vacated once in the cluster, and a lost node's
+//!   connections reported gone by another node ([`lifecycle`]), only while a listener joined
+//!   the node's lifecycle registry.
 //! - **TLS**: `rediss://` URLs connect over TLS, verifying the server against the web roots
 //!   and [`BusOptions::tls_ca_pem`]; `redis://` URLs stay plain.
 //! - **In the log**: losing Redis and getting it back are said once each, in Herald's words
@@ -29,6 +32,7 @@ pub mod codec;
 mod error;
 pub mod events;
 mod followed;
+pub mod lifecycle;
 mod link_log;
 pub mod names;
 pub mod presence;

@@ -63,6 +63,12 @@ impl Names {
         format!("{}:presence:{node:016x}", self.prefix)
     }
 
+    /// The prefix of the lifecycle records' keys (`PREFIX:{lifecycle}:`), all under one hash
+    /// tag so one script may change any of them ([`crate::lifecycle`]).
+    pub fn lifecycle(&self) -> String {
+        format!("{}:{{lifecycle}}:", self.prefix)
+    }
+
     /// The sorted set of nodes that published presence (scored by the last time, in ms).
     pub fn nodes(&self) -> String {
         format!("{}:nodes", self.prefix)

@@ -234,6 +234,12 @@ impl Engine {
         });
     }
 
+    /// This node's lifecycle registry (the hub's, [`crate::lifecycle`]): listeners join it
+    /// at start to hear of connections, subscriptions and channels occupied and vacated.
+    pub fn lifecycle(&self) -> &Arc<crate::lifecycle::Lifecycle> {
+        self.hub.lifecycle()
+    }
+
     /// Has the hub tell `meter` how many deliveries each channel's messages made on this node
     /// (the per-app counts of [`crate::usage::UsageMeter`]); `false` if a meter was set already.
     pub fn set_delivery_meter(&self, meter: Arc<dyn DeliveryMeter>) -> bool {
