@@ -18,7 +18,7 @@ use herald_push::push::PushBody;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::auth::Publisher;
+use crate::auth::{DeviceToken, Publisher};
 use crate::body::{parse_json, read_body};
 use crate::error::ApiError;
 use crate::limited::{Counted, OnePush};
@@ -136,20 +136,9 @@ struct AckBody {
 /// Answers with the device's cursor after the ack.
 pub async fn ack(
     State(api): State<Arc<Api>>,
-    headers: HeaderMap,
+    DeviceToken { app, device }: DeviceToken,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let token = crate::bearer(&headers).ok_or_else(|| {
-        HeraldError::new(
-            ErrorCode::Unauthorized,
-            "send the device token as Authorization: Bearer <token>",
-        )
-    })?;
-    let client = api.tokens.verify(token)?;
-    let device = client
-        .device
-        .clone()
-        .ok_or_else(|| HeraldError::forbidden("only a device token can acknowledge pushes"))?;
     let body = read_body(body, 4096).await?;
     let req: AckBody = parse_json(&body)?;
     let acks: Vec<(LogKind, Cursor)> = match (req.cursor, req.channel, req.seq) {
@@ -180,7 +169,7 @@ pub async fn ack(
     }
     let mut cursor = None;
     for (kind, upto) in acks {
-        cursor = Some(api.inbox.ack(&client.app, &device, kind, upto).await?);
+        cursor = Some(api.inbox.ack(&app, &device, kind, upto).await?);
     }
     let cursor = cursor.unwrap_or_default();
     Ok(axum::Json(json!({

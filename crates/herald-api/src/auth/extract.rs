@@ -10,7 +10,8 @@
 //! - [`AppOrAdmin`]: the admin key, or a publisher key of the app the path names in `{id}`
 //!   (an app's settings: credentials, token keys, revocation, stats);
 //! - [`Caller`]: the admin key or any publisher key, each seeing what is its own
-//!   (`/v1/overview`, `/v1/audit`).
+//!   (`/v1/overview`, `/v1/audit`);
+//! - [`DeviceToken`]: not a key but a client token naming a device (`/v1/ack`).
 //!
 //! An extractor runs where its argument stands: after the `Path` before it and before the body,
 //! so a handler lists it right after its `Path` (if any), and a path that cannot be read is
@@ -27,6 +28,7 @@ use herald_core::HeraldError;
 use serde::Deserialize;
 
 use super::{acting_app, no_app, unauthorized, Caller};
+use crate::bearer;
 use crate::error::ApiError;
 use crate::Api;
 
@@ -150,5 +152,32 @@ impl FromRequestParts<Arc<Api>> for Caller {
         Ok(api
             .caller_of(&presented.hash)
             .ok_or_else(|| Api::invalid(presented.via))?)
+    }
+}
+
+/// A device token: a client token that names a device, as `Authorization: Bearer <token>`,
+/// what a device acknowledges its pushes with. A token that names no device is `403`.
+pub(crate) struct DeviceToken {
+    /// The token's app.
+    pub app: AppId,
+    /// The device it names.
+    pub device: String,
+}
+
+impl FromRequestParts<Arc<Api>> for DeviceToken {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, api: &Arc<Api>) -> Result<Self, ApiError> {
+        let token = bearer(&parts.headers).ok_or_else(|| {
+            unauthorized("send the device token as Authorization: Bearer <token>")
+        })?;
+        let client = api.tokens.verify(token)?;
+        let device = client
+            .device
+            .ok_or_else(|| HeraldError::forbidden("only a device token can acknowledge pushes"))?;
+        Ok(DeviceToken {
+            app: client.app,
+            device,
+        })
     }
 }

@@ -7,7 +7,8 @@
 //! `X-Herald-App` (the dashboard browsing an app's channels, devices and pushes).
 //!
 //! Who may call a handler is said in its signature, by one of the extractors of `extract`
-//! ([`Publisher`], [`Admin`], [`AppOrAdmin`], [`Caller`]; `limited.rs` adds [`crate::limited::Counted`]).
+//! ([`Publisher`], [`Admin`], [`AppOrAdmin`], [`Caller`], [`DeviceToken`]; `limited.rs` adds
+//! [`crate::limited::Counted`]).
 
 use axum::http::HeaderMap;
 use herald_admin::session::{cookie_value, has_session_header};
@@ -20,7 +21,7 @@ use crate::{bearer, Api};
 
 mod extract;
 
-pub(crate) use extract::{Admin, AppOrAdmin, Publisher};
+pub(crate) use extract::{Admin, AppOrAdmin, DeviceToken, Publisher};
 
 /// The header in which the admin key names the app it acts for.
 pub const APP_HEADER: &str = "x-herald-app";

@@ -128,6 +128,14 @@ async fn an_apps_path_is_checked_before_its_key_and_the_key_before_the_body() {
     let acting = [("x-herald-app", "nope")];
     let got = send(&s, "POST", "/v1/push", Some(ADMIN), &acting, "[").await;
     assert_eq!(got, answer(404, "not_found", "no app nope"));
+    // An ack wants a device token before its body: none, then one that names no device.
+    let no_token = "send the device token as Authorization: Bearer <token>";
+    let got = send(&s, "POST", "/v1/ack", None, &[], "[").await;
+    assert_eq!(got, answer(401, "unauthorized", no_token));
+    let not_device = "only a device token can acknowledge pushes";
+    let token = s.token(&["news"], &[]);
+    let got = send(&s, "POST", "/v1/ack", Some(&token), &[], "[").await;
+    assert_eq!(got, answer(403, "forbidden", not_device));
     // The dashboard's session routes want their header before anything else.
     let login = r#"{"key":"order-admin-key-0123456789abcdef"}"#;
     let header = "requests to /admin/session carry the X-Herald-Session: 1 header";
