@@ -15,7 +15,9 @@
 //!
 //! An extractor runs where its argument stands: after the `Path` before it and before the body,
 //! so a handler lists it right after its `Path` (if any), and a path that cannot be read is
-//! answered before the key is looked at, a key before the body.
+//! answered before the key is looked at, a key before the body. A route that takes none of
+//! them takes no key (`/v1/apps/{id}/vapid-public-key`, the probes); `/metrics` checks its own
+//! token (`ops.rs`), `/admin/session` its header (`session.rs`: `SessionHeader`).
 
 use std::sync::Arc;
 
