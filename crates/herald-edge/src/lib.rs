@@ -3,7 +3,10 @@
 //! is an adapter over one protocol-neutral client session ([`session`]: authorisation, the
 //! subscription limit, subscribing, the device inbox, publish, ack, history): it parses its wire
 //! format, calls the session, and writes what the connection's
-//! [`herald_core::outbox::Outbox`] holds; none of them touches storage directly.
+//! [`herald_core::outbox::Outbox`] holds; none of them touches storage directly. The
+//! connections Herald serves on its own loop (WebSocket, SSE on a fresh connection) run on the
+//! connection driver ([`driver`]) as implementations of its [`driver::Wire`] trait, which parks
+//! them when idle ([`parking`]).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -11,6 +14,7 @@ pub mod channels;
 pub mod conn;
 pub mod deadlines;
 pub mod direct_publish;
+pub mod driver;
 mod http;
 pub mod parking;
 pub mod parse_errors;

@@ -10,13 +10,14 @@ use std::time::Duration;
 use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
-use herald_core::outbox::{OutFrame, Outbox};
+use herald_core::outbox::Outbox;
 use herald_core::telemetry::telemetry;
 use herald_core::HeraldError;
 use herald_proto::query::whole_number;
 use herald_proto::reply::ChannelStatus;
 
 use crate::channels::{StreamRequest, Subscriptions};
+use crate::driver::drain::messages;
 use crate::http::error_response;
 use crate::Edge;
 
@@ -70,18 +71,16 @@ async fn answer(
     let mut body = Vec::with_capacity(256);
     body.extend_from_slice(b"{\"messages\":[");
     let mut written = 0u64;
-    for frame in frames {
+    for m in messages(&frames) {
         if written as usize == limit {
             break;
         }
-        if let OutFrame::Message(m) | OutFrame::Replayed(m) = frame {
-            if subs.advance(&m).is_some() {
-                if written > 0 {
-                    body.push(b',');
-                }
-                body.extend_from_slice(&herald_core::frames::message_entry(&m));
-                written += 1;
+        if subs.advance(m).is_some() {
+            if written > 0 {
+                body.push(b',');
             }
+            body.extend_from_slice(&herald_core::frames::message_entry(m));
+            written += 1;
         }
     }
     body.extend_from_slice(b"],\"cursor\":");

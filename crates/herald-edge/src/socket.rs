@@ -26,7 +26,7 @@ use crate::conn::Conn;
 
 /// How long a slow consumer's goodbye (`disconnect` and, on WebSocket, the close frame) waits for
 /// its socket to take it, and then for the client to close, after the cut.
-pub(crate) const SLOW_CONSUMER_GRACE: Duration = Duration::from_secs(60);
+pub const SLOW_CONSUMER_GRACE: Duration = Duration::from_secs(60);
 
 /// A write that cannot finish in this long means the peer is gone.
 pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -148,7 +148,7 @@ pub(crate) async fn write_until_cut(
 
 /// Writes a slow consumer's goodbye within [`SLOW_CONSUMER_GRACE`], then shuts the sending side
 /// down and waits, within what is left of the grace, for the client to close.
-pub(crate) async fn slow_consumer_goodbye(conn: &mut Conn, bytes: Vec<u8>) {
+pub async fn slow_consumer_goodbye(conn: &mut Conn, bytes: Vec<u8>) {
     let until = Instant::now() + SLOW_CONSUMER_GRACE;
     let sent = tokio::time::timeout_at(until, conn.write_all(&bytes)).await;
     if !matches!(sent, Ok(Ok(()))) {

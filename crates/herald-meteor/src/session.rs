@@ -24,6 +24,7 @@ use super::template::{put_number, OtherVar, Var};
 use super::{files, text, Meteor, Stats};
 use herald_edge::channels::{StreamRequest, Subscriptions};
 use herald_edge::deadlines::Deadlines;
+use herald_edge::driver::drain;
 use herald_edge::session::{check_limit, Wanted};
 
 /// What `~server~` says.
@@ -367,21 +368,15 @@ impl Session<'_> {
 
     /// Renders every message of `frames` through the mode's message template.
     fn render(&mut self, frames: &std::collections::VecDeque<OutFrame>, out: &mut Vec<u8>) {
-        if let Some(OutFrame::Message(oldest)) =
-            frames.iter().find(|f| matches!(f, OutFrame::Message(_)))
-        {
-            herald_core::message::record_delivery_lag(oldest);
-        }
+        drain::record_lag(frames);
         let mut n = 0u64;
-        for frame in frames {
-            if let OutFrame::Message(msg) | OutFrame::Replayed(msg) = frame {
-                let name = match self.names.iter().find(|(n, _)| *n == msg.channel) {
-                    Some((_, name)) => std::borrow::Cow::Borrowed(name.as_str()),
-                    None => std::borrow::Cow::Owned(meteor_name(&msg.channel)),
-                };
-                render_message(self.mode, msg, &name, out);
-                n += 1;
-            }
+        for msg in drain::messages(frames) {
+            let name = match self.names.iter().find(|(n, _)| *n == msg.channel) {
+                Some((_, name)) => std::borrow::Cow::Borrowed(name.as_str()),
+                None => std::borrow::Cow::Owned(meteor_name(&msg.channel)),
+            };
+            render_message(self.mode, msg, &name, out);
+            n += 1;
         }
         self.sent += n;
         Stats::add(&self.m.stats.messages_served, n);

@@ -51,7 +51,7 @@ use slots::{Revived, Slots};
 const LONGEST_WAIT: Duration = Duration::from_secs(1);
 
 /// A parked connection's state, as its transport keeps it. Revived, it becomes a task again.
-pub(crate) trait Parked: Send + 'static {
+pub trait Parked: Send + 'static {
     /// The socket the parking thread watches for readability.
     fn socket(&self) -> RawFd;
     /// When the connection's token expires (seconds since the Unix epoch), if it does.
@@ -65,7 +65,7 @@ pub(crate) trait Parked: Send + 'static {
 }
 
 /// What woke a parked connection, when it might be answered without a task.
-pub(crate) enum Cause<'a> {
+pub enum Cause<'a> {
     /// Its outbox: `waker` is the slot's, to leave in the outbox again if it stays parked.
     Outbox(&'a Waker),
     /// Its socket is readable.
@@ -75,7 +75,7 @@ pub(crate) enum Cause<'a> {
 /// A reserved slot: the outbox holds its waker; [`Parking::park`] stores the connection in it.
 #[derive(Debug)]
 #[must_use = "a reserved slot is freed only by parking into it"]
-pub(crate) struct Ticket {
+pub struct Ticket {
     slot: u32,
     generation: u32,
 }
@@ -147,7 +147,7 @@ impl Parking {
     /// Reserves a slot for a connection about to park and leaves the slot's waker in its
     /// outbox. If the outbox already has something, nothing is reserved and the caller gets it
     /// to act on instead (and its own waker is no longer in the outbox: it polls again).
-    pub(crate) fn reserve(&self, outbox: &Outbox) -> Result<Ticket, Option<Batch>> {
+    pub fn reserve(&self, outbox: &Outbox) -> Result<Ticket, Option<Batch>> {
         let Some(shared) = &self.shared else {
             return Err(None);
         };
@@ -163,7 +163,7 @@ impl Parking {
     }
 
     /// Frees a reserved slot the connection will not park in after all.
-    pub(crate) fn cancel(&self, ticket: Ticket) {
+    pub fn cancel(&self, ticket: Ticket) {
         if let Some(shared) = &self.shared {
             shared.slots.lock().cancel(ticket.slot, ticket.generation);
         }
@@ -173,7 +173,7 @@ impl Parking {
     /// `record`, whose result waits here (counted by `tracker` as a connection still open)
     /// until something revives it. If the socket cannot leave tokio, the connection's state is
     /// dropped (which ends it) and the slot freed.
-    pub(crate) fn park<P: Parked>(
+    pub fn park<P: Parked>(
         &self,
         ticket: Ticket,
         tcp: tokio::net::TcpStream,
@@ -376,7 +376,7 @@ pub fn describe_metrics() {
 /// ping is requested again for the task the connection is then revived into; if it took part
 /// of it, or failed, the socket is shut down (the revived task then ends the connection as
 /// gone, as a broken frame cannot be finished without a task).
-pub(crate) fn send_ping(socket: &std::net::TcpStream, ping: &[u8], outbox: &Outbox) -> bool {
+pub fn send_ping(socket: &std::net::TcpStream, ping: &[u8], outbox: &Outbox) -> bool {
     use std::io::{ErrorKind, Write};
     match (&*socket).write(ping) {
         Ok(n) if n == ping.len() => true,
@@ -392,7 +392,7 @@ pub(crate) fn send_ping(socket: &std::net::TcpStream, ping: &[u8], outbox: &Outb
 }
 
 /// The raw descriptor of a parked socket, for [`Parked::socket`].
-pub(crate) fn raw(socket: &std::net::TcpStream) -> RawFd {
+pub fn raw(socket: &std::net::TcpStream) -> RawFd {
     socket.as_raw_fd()
 }
 

@@ -75,6 +75,6 @@ async fn next_chunk(
     };
     let mut buf = Vec::new();
     st.done = closed.is_some();
-    st.stream.encode(frames, closed, false, &mut buf);
+    st.stream.encode_events(frames, closed, false, &mut buf);
     Some((Ok(Bytes::from(buf)), st))
 }

@@ -1,9 +1,10 @@
 //! An SSE stream served on Herald's own loop, without hyper: for a fresh connection whose first
 //! request is `GET /v1/sse` ([`serve_if_sse`], called by the accept loop before hyper sees the
 //! connection). It answers exactly what the hyper path answers (status, headers, JSON errors,
-//! events), then waits like a WebSocket connection: its waker left with the socket and the
-//! outbox, no stored futures, no timer (pings and shutdown arrive through the outbox from the
-//! keep-alive roster; only a token that expires gets a timer), no buffers while idle.
+//! events), then runs on the connection driver ([`crate::driver`]) as a wire, like a WebSocket
+//! connection: its waker left with the socket and the outbox, no stored futures, no timer (pings
+//! and shutdown arrive through the outbox from the keep-alive roster; only a token that expires
+//! gets a timer), no buffers while idle.
 //!
 //! The body ends by closing the connection (`connection: close`, neither a length nor chunked
 //! encoding): a stream ends only when the server ends it, an `EventSource` reconnects on a new
@@ -13,27 +14,21 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::io::{self, Write};
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use axum::http::StatusCode;
-use herald_core::outbox::{Batch, CloseReason};
+use herald_core::outbox::{Batch, CloseReason, Outbox};
 use herald_core::HeraldError;
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 
 use super::sniff::{sniff, Sniffed, SseRequest};
 use super::{SseStream, PREAMBLE, STREAM_HEADERS};
 use crate::conn::Conn;
 use crate::deadlines::request_timeout;
-use crate::http::{error_parts, secs_until};
-use crate::parking::idle::IdleTimer;
-use crate::parking::{Parking, Ticket};
+use crate::driver::{self, slow_consumer_goodbye, Encoded, Ended, Marks, Served, Wire};
+use crate::http::error_parts;
 use crate::roster::Place;
-use crate::socket::{
-    send, slow_consumer_goodbye, try_send, write_rest, write_until_cut, Blocked, Sent,
-    WRITE_TIMEOUT,
-};
+use crate::socket::send;
 use crate::Edge;
 
 /// What the CORS layer of the hyper path adds to every `GET /v1/sse` answer (any origin may
@@ -81,24 +76,26 @@ pub async fn serve_if_sse(edge: &Arc<Edge>, mut conn: Conn) -> Option<(Conn, Ins
             return None;
         }
     };
-    let place = edge.keepalive.join(&connection.stream.outbox);
-    let parking = parking_for(edge, &conn);
-    let ran = connection.run(&mut conn, parking).await;
+    let place = edge.keepalive.join(&connection.wire.outbox);
+    let served = connection.serve(&mut conn, &edge.parking).await;
     // Boxed: said once, at the end, and no part of an idle stream's task.
-    Box::pin(after(edge, connection, conn, place, ran)).await;
+    Box::pin(after(edge, connection, conn, place, served)).await;
     None
 }
 
-/// Where a stream may park: nowhere for TLS, whose rustls session is not parked.
-fn parking_for<'a>(edge: &'a Edge, conn: &Conn) -> Option<&'a Parking> {
-    (!conn.is_tls()).then_some(&edge.parking)
-}
-
 /// Parks a stream that went idle, or closes one that ended.
-async fn after(edge: &Arc<Edge>, connection: Connection, mut conn: Conn, place: Place, ran: Ran) {
-    if let Ran::Parks(ticket) = ran {
-        return super::park::park(edge, connection, conn, place, ticket);
-    }
+async fn after(
+    edge: &Arc<Edge>,
+    mut connection: Connection,
+    mut conn: Conn,
+    place: Place,
+    served: Served<()>,
+) {
+    let ended = match served {
+        Served::Parks(ticket) => return super::park::park(edge, connection, conn, place, ticket),
+        Served::Ends(ended) => ended,
+    };
+    connection.wire.goodbye(&mut conn, ended).await;
     edge.keepalive.leave(place);
     // Whatever the client sent is read first, so closing sends a FIN rather than a reset that
     // could discard the last events on the client's side.
@@ -118,17 +115,8 @@ pub(super) async fn resume(
     mut conn: Conn,
     place: Place,
 ) {
-    let parking = parking_for(&edge, &conn);
-    let ran = connection.run(&mut conn, parking).await;
-    Box::pin(after(&edge, connection, conn, place, ran)).await;
-}
-
-/// How a served stream stopped.
-enum Ran {
-    /// It is over.
-    Ended,
-    /// It had nothing to do for a while and parks in this slot.
-    Parks(Ticket),
+    let served = connection.serve(&mut conn, &edge.parking).await;
+    Box::pin(after(&edge, connection, conn, place, served)).await;
 }
 
 /// Opens the stream and writes the response head with the first events; or answers the error
@@ -148,193 +136,81 @@ async fn open(edge: &Edge, conn: &mut Conn, request: Box<SseRequest>) -> Option<
     response_head(&mut buf, http10, StatusCode::OK, &STREAM_HEADERS);
     buf.extend_from_slice(PREAMBLE);
     let (frames, closed) = stream.outbox.take();
-    stream.encode(frames, closed, false, &mut buf);
+    stream.encode_events(frames, closed, false, &mut buf);
     if send(conn, buf).await.is_err() || closed.is_some() {
         return None;
     }
-    let expiry = stream
-        .expires
-        .map(|exp| Box::pin(tokio::time::sleep(secs_until(exp))));
-    Some(Connection {
-        stream,
-        expiry,
-        outbox_first: false,
-        wrote_since_tick: true,
-    })
-}
-
-/// What woke a waiting stream.
-enum Wake {
-    /// The socket is readable: the client closed, or sent something it should not have.
-    Readable(io::Result<()>),
-    /// The outbox has frames, a close or a ping request.
-    Outbox(Batch),
-    /// The token expired.
-    Expired,
-    /// Nothing happened for a whole `park_idle_after`: the stream may park.
-    Idle,
-}
-
-/// What to do after a wake.
-enum Step {
-    /// Wait for the next wake.
-    Wait,
-    /// The stream is over.
-    End,
-    /// The socket took only part of a write: write this rest as it drains, then end if `true`.
-    Blocked(Vec<u8>, bool),
+    Some(Connection::new(stream, Marks::new(true)))
 }
 
 /// One stream's state while it is served: all an idle SSE connection holds besides its socket.
-pub(super) struct Connection {
-    pub(super) stream: SseStream,
-    /// The token's expiry timer, boxed and only for tokens that expire.
-    expiry: Option<Pin<Box<Sleep>>>,
-    /// Whose turn it is to be looked at first, so neither direction starves the other.
-    outbox_first: bool,
-    /// Events were written since the last keep-alive tick, so the next tick needs no ping.
-    wrote_since_tick: bool,
-}
+pub(super) type Connection = driver::Connection<SseStream>;
 
-impl Connection {
-    /// Writes what the outbox hands out until the stream ends or the client goes away, or
-    /// until it has had nothing to do for a while and reserves a slot in `parking`.
-    async fn run(&mut self, conn: &mut Conn, parking: Option<&Parking>) -> Ran {
-        if self.expiry.is_none() {
-            // Revived from parking, which dropped the timer.
-            self.expiry = self
-                .stream
-                .expires
-                .map(|exp| Box::pin(tokio::time::sleep(secs_until(exp))));
+/// The SSE stream as a wire of the driver: it reads nothing but the client's closing (what a
+/// client sends is dropped), encodes events with their cursors as ids, pings only a stream that
+/// wrote nothing since the tick before, and ends with a `disconnect` event in the same write as
+/// the last events. The keep-alive mark is "events were written since the last tick".
+impl Wire for SseStream {
+    /// Nothing more to say: a stream that ends says so in its last events.
+    type End = ();
+    type Cuts = ();
+
+    fn outbox(&self) -> &Outbox {
+        &self.outbox
+    }
+
+    fn expires(&self) -> Option<u64> {
+        self.expires
+    }
+
+    fn read(&mut self, conn: &mut Conn) -> Option<Ended<()>> {
+        (!discard_input(conn)).then_some(Ended::Gone)
+    }
+
+    fn encode(&mut self, batch: Batch, wrote_since_tick: &mut bool) -> Encoded<Self> {
+        let done = batch.closed.is_some();
+        let quiet = batch.frames.is_empty();
+        // A tick pings only a stream that sent nothing since the tick before.
+        let ping = batch.ping && quiet && !*wrote_since_tick;
+        if batch.ping {
+            *wrote_since_tick = false;
+        } else {
+            *wrote_since_tick |= !quiet;
         }
-        let mut idle = parking.and_then(|p| IdleTimer::new(p.delay()));
-        loop {
-            let wake = std::future::poll_fn(|cx| self.poll_wake(conn, idle.as_mut(), cx));
-            let wake = match (wake.await, parking) {
-                (Wake::Idle, Some(parking)) => match parking.reserve(&self.stream.outbox) {
-                    Ok(ticket) => {
-                        self.expiry = None;
-                        return Ran::Parks(ticket);
-                    }
-                    Err(Some(batch)) => {
-                        idle.as_mut().map(IdleTimer::busy);
-                        Wake::Outbox(batch)
-                    }
-                    Err(None) => {
-                        idle = None;
-                        continue;
-                    }
-                },
-                (wake, _) => {
-                    idle.as_mut().map(IdleTimer::busy);
-                    wake
-                }
-            };
-            match self.handle(conn, wake) {
-                Step::Wait => {}
-                Step::End => return Ran::Ended,
-                // Boxed: only a stream whose socket is full waits here.
-                Step::Blocked(rest, false) => {
-                    let outbox = &self.stream.outbox;
-                    let write = write_until_cut(conn, outbox, rest, WRITE_TIMEOUT, event_end);
-                    match Box::pin(write).await {
-                        Blocked::Written => {}
-                        Blocked::Cut(mut rest) => {
-                            let slow = Some(CloseReason::SlowConsumer);
-                            self.stream.encode(VecDeque::new(), slow, false, &mut rest);
-                            Box::pin(slow_consumer_goodbye(conn, rest)).await;
-                            return Ran::Ended;
-                        }
-                        Blocked::Failed => return Ran::Ended,
-                    }
-                }
-                // The stream's last bytes, its `disconnect` among them.
-                Step::Blocked(rest, true) => {
-                    if self.stream.outbox.closed() == Some(CloseReason::SlowConsumer) {
-                        Box::pin(slow_consumer_goodbye(conn, rest)).await;
-                        return Ran::Ended;
-                    }
-                    let _ = Box::pin(write_rest(conn, rest)).await;
-                    return Ran::Ended;
-                }
-            }
+        let mut bytes = Vec::new();
+        self.encode_events(batch.frames, batch.closed, ping, &mut bytes);
+        Encoded {
+            bytes,
+            cuts: (),
+            ends: done.then_some(Ended::Wire(())),
+            last: done,
         }
     }
 
-    /// A keep-alive tick with nothing else to write, for a stream not in its task: whether it
-    /// pings (as [`Connection::handle`] decides: only a stream that wrote nothing since the
-    /// tick before).
-    pub(super) fn lone_tick(&mut self) -> bool {
-        !std::mem::replace(&mut self.wrote_since_tick, false)
+    fn cut_end(_: &(), _sent: usize, rest: &[u8], at: usize) -> usize {
+        event_end(rest, at)
     }
 
-    /// Acts on what woke the stream, without waiting.
-    fn handle(&mut self, conn: &mut Conn, wake: Wake) -> Step {
-        match wake {
-            Wake::Readable(Ok(())) if discard_input(conn) => Step::Wait,
-            Wake::Readable(_) => Step::End,
-            Wake::Outbox(batch) => {
-                let done = batch.closed.is_some();
-                let quiet = batch.frames.is_empty();
-                // A tick pings only a stream that sent nothing since the tick before.
-                let ping = batch.ping && quiet && !self.wrote_since_tick;
-                if batch.ping {
-                    self.wrote_since_tick = false;
-                } else {
-                    self.wrote_since_tick |= !quiet;
-                }
-                let mut buf = Vec::new();
-                self.stream
-                    .encode(batch.frames, batch.closed, ping, &mut buf);
-                match try_send(conn, buf) {
-                    Sent::All if done => Step::End,
-                    Sent::All => Step::Wait,
-                    Sent::Part(rest) => Step::Blocked(rest, done),
-                    Sent::Failed => Step::End,
-                }
-            }
-            Wake::Expired => {
-                self.expiry = None;
-                self.stream.outbox.close(CloseReason::TokenExpired);
-                Step::Wait
-            }
-            Wake::Idle => Step::Wait,
-        }
+    /// The stream ends with a `disconnect` event, queued as any close is.
+    fn expired(&mut self) -> Option<Ended<()>> {
+        self.expires = None;
+        self.outbox.close(CloseReason::TokenExpired);
+        None
     }
 
-    /// Looks at the outbox, the socket, the expiry timer and the idle timer, in turns; pending
-    /// (with the waker left with each) when none has anything.
-    fn poll_wake(
-        &mut self,
-        conn: &mut Conn,
-        idle: Option<&mut IdleTimer>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Wake> {
-        self.outbox_first = !self.outbox_first;
-        if self.outbox_first {
-            if let Poll::Ready(batch) = self.stream.outbox.poll_batch(cx) {
-                return Poll::Ready(Wake::Outbox(batch));
+    /// A slow consumer cut off: the rest of the event in progress, then `disconnect`.
+    fn goodbye<'a>(
+        &'a mut self,
+        conn: &'a mut Conn,
+        ended: Ended<()>,
+    ) -> impl Future<Output = ()> + Send + 'a {
+        async move {
+            if let Ended::Cut(mut rest) = ended {
+                let slow = Some(CloseReason::SlowConsumer);
+                self.encode_events(VecDeque::new(), slow, false, &mut rest);
+                slow_consumer_goodbye(conn, rest).await;
             }
         }
-        if let Poll::Ready(ready) = conn.poll_read_ready(cx) {
-            return Poll::Ready(Wake::Readable(ready));
-        }
-        if !self.outbox_first {
-            if let Poll::Ready(batch) = self.stream.outbox.poll_batch(cx) {
-                return Poll::Ready(Wake::Outbox(batch));
-            }
-        }
-        if let Some(sleep) = &mut self.expiry {
-            if sleep.as_mut().poll(cx).is_ready() {
-                return Poll::Ready(Wake::Expired);
-            }
-        }
-        if let Some(idle) = idle {
-            if idle.poll_idle(cx).is_ready() {
-                return Poll::Ready(Wake::Idle);
-            }
-        }
-        Poll::Pending
     }
 }
 

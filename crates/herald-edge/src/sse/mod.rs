@@ -91,18 +91,14 @@ impl SseStream {
     /// Appends a batch to `buf`, coalesced: control events as they are, each message with its
     /// cursor as `id:`, a ping comment if `ping`, and the `disconnect` event if the outbox was
     /// closed (the stream ends after it).
-    fn encode(
+    fn encode_events(
         &mut self,
         frames: VecDeque<OutFrame>,
         closed: Option<CloseReason>,
         ping: bool,
         buf: &mut Vec<u8>,
     ) {
-        if let Some(OutFrame::Message(oldest)) =
-            frames.iter().find(|f| matches!(f, OutFrame::Message(_)))
-        {
-            herald_core::message::record_delivery_lag(oldest);
-        }
+        crate::driver::drain::record_lag(&frames);
         let mut written = 0;
         // The cursor string after each message: formatted once per batch, then each message
         // moves one position of it (a stream of many channels would otherwise format every

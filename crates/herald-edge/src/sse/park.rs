@@ -8,7 +8,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use super::direct::{resume, Connection};
+use super::SseStream;
 use crate::conn::Conn;
+use crate::driver::Marks;
 use crate::parking::{raw, send_ping, Cause, Parked, Ticket};
 use crate::roster::Place;
 use crate::Edge;
@@ -20,9 +22,11 @@ pub(super) fn park(edge: &Arc<Edge>, connection: Connection, conn: Conn, place: 
         edge.keepalive.leave(place);
         return;
     };
+    let (stream, marks) = connection.into_parts();
     let record = |socket| ParkedSse {
         edge: edge.clone(),
-        connection,
+        stream,
+        marks,
         socket,
         place,
     };
@@ -32,7 +36,9 @@ pub(super) fn park(edge: &Arc<Edge>, connection: Connection, conn: Conn, place: 
 /// A parked SSE stream: all it holds while it waits without a task.
 struct ParkedSse {
     edge: Arc<Edge>,
-    connection: Connection,
+    stream: SseStream,
+    /// The driver's marks (the keep-alive mark: events written since the last tick).
+    marks: Marks,
     socket: std::net::TcpStream,
     place: Place,
 }
@@ -43,7 +49,7 @@ impl Parked for ParkedSse {
     }
 
     fn expires(&self) -> Option<u64> {
-        self.connection.stream.expires
+        self.stream.expires
     }
 
     fn answer(&mut self, cause: Cause<'_>) -> bool {
@@ -51,18 +57,20 @@ impl Parked for ParkedSse {
         let Cause::Outbox(waker) = cause else {
             return false;
         };
-        if !self.connection.stream.outbox.take_lone_ping(waker) {
+        if !self.stream.outbox.take_lone_ping(waker) {
             return false;
         }
-        let ping = self.connection.lone_tick();
-        !ping || send_ping(&self.socket, super::PING, &self.connection.stream.outbox)
+        // As in a task: a tick pings only a stream that wrote nothing since the tick before.
+        let ping = !self.marks.take_active();
+        !ping || send_ping(&self.socket, super::PING, &self.stream.outbox)
     }
 
     fn resume(self: Box<Self>) -> Pin<Box<dyn Future<Output = ()> + Send>> {
         Box::pin(async move {
             let ParkedSse {
                 edge,
-                connection,
+                stream,
+                marks,
                 socket,
                 place,
             } = *self;
@@ -70,7 +78,24 @@ impl Parked for ParkedSse {
                 edge.keepalive.leave(place);
                 return;
             };
+            let connection = Connection::new(stream, marks);
             resume(edge, connection, Conn::Plain(tcp), place).await;
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_parked_stream_keeps_no_timer() {
+        // The stream, the driver's two marks, the socket, the roster place and the edge: the
+        // expiry timer (rebuilt on revival) is not kept. It was 144 bytes with it.
+        assert!(
+            size_of::<ParkedSse>() <= 128,
+            "{} bytes",
+            size_of::<ParkedSse>()
+        );
     }
 }

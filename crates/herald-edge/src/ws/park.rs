@@ -1,6 +1,6 @@
-//! A WebSocket connection parking and coming back ([`crate::parking`]): its reservation of a
-//! slot, its parked record ([`ParkedWs`]: the connection's state and its socket, no
-//! task), how it answers keep-alive pings and pongs while parked, and how the record resumes
+//! A WebSocket connection parking and coming back ([`crate::parking`]): its parked record
+//! ([`ParkedWs`]: the connection's state and its socket, no task) stored in the slot the driver
+//! reserved, how it answers keep-alive pings and pongs while parked, and how the record resumes
 //! serving.
 
 use std::future::Future;
@@ -8,12 +8,11 @@ use std::io::Read;
 use std::os::fd::RawFd;
 use std::pin::Pin;
 
-use herald_core::outbox::Batch;
-
-use super::frame::FrameReader;
 use super::session::Session;
-use super::{Connection, ConnectionGauge};
+use super::wire::WsWire;
+use super::{after, serve, Connection, ConnectionGauge};
 use crate::conn::Conn;
+use crate::driver::Marks;
 use crate::parking::{raw, send_ping, Cause, Parked, Ticket};
 use crate::roster::Place;
 use crate::session::ParkedSession;
@@ -25,21 +24,6 @@ const PING_FRAME: [u8; 2] = [0x89, 0x00];
 /// longer revives the connection.
 const PONGS_READ: usize = 256;
 
-impl Connection {
-    /// Reserves a parking slot for this idle connection (the outbox then holds the slot's
-    /// waker). Refused when the socket is TLS or parking is off (`None`), or when the outbox
-    /// had something after all (which the caller gets to act on).
-    pub(super) fn reserve_parking(&mut self, stream: &Conn) -> Result<Ticket, Option<Batch>> {
-        if !matches!(stream, Conn::Plain(_)) {
-            return Err(None);
-        }
-        let ticket = self.session.edge().parking.reserve(self.session.outbox())?;
-        // The expiry timer is rebuilt on revival; the parking watches the expiry.
-        self.expiry = None;
-        Ok(ticket)
-    }
-}
-
 /// Parks `connection` in its reserved slot, with its socket, its place on the roster (where it
 /// stays while parked) and its gauge.
 pub(super) fn park(
@@ -49,7 +33,7 @@ pub(super) fn park(
     place: Place,
     gauge: ConnectionGauge,
 ) {
-    let edge = connection.session.edge().clone();
+    let edge = connection.wire.session.edge().clone();
     let Conn::Plain(tcp) = stream else {
         // Not reached: only a plain TCP connection reserves a slot.
         edge.parking.cancel(ticket);
@@ -58,11 +42,8 @@ pub(super) fn park(
     };
     // Only what a connection between frames needs: the frame reader (empty) and the command
     // buffer are built again on revival.
-    let Connection {
-        session,
-        heard_since_ping,
-        ..
-    } = connection;
+    let (WsWire { session, .. }, marks) = connection.into_parts();
+    let heard_since_ping = marks.active();
     edge.parking.park(
         ticket,
         tcp,
@@ -143,17 +124,11 @@ impl Parked for ParkedWs {
                 session.edge().keepalive.leave(place);
                 return;
             };
-            let mut connection = Connection {
-                reader: FrameReader::new(session.edge().settings.max_frame_bytes),
-                session: Session::revive(session),
-                incoming: Vec::new(),
-                heard_since_ping,
-                outbox_first: false,
-                expiry: None,
-            };
+            let wire = WsWire::new(Session::revive(session));
+            let mut connection = Connection::new(wire, Marks::new(heard_since_ping));
             let mut stream = Conn::Plain(tcp);
-            let served = connection.serve(&mut stream).await;
-            Box::pin(connection.after(served, stream, place, gauge)).await;
+            let served = serve(&mut connection, &mut stream).await;
+            Box::pin(after(connection, served, stream, place, gauge)).await;
         })
     }
 }
