@@ -2,8 +2,9 @@
 //! (`done:RESULT` for finished sends by result, with or without a job row; `queued` for send
 //! jobs queued or leased; `dead` for dead letters, sends and expansions; `in_doubt` for send
 //! jobs whose send may have been duplicated; `expanding` for expansions queued or leased), what
-//! a job's state counts as ([`Standing`]), and a transaction's changes ([`Tally`]), which each
-//! store applies in the same transaction as the jobs they count (SQLite in
+//! a job's state counts as ([`Standing`]), and a transaction's changes ([`Tally`]; how each
+//! change of a job's state moves them is `super::job_state`), which each store applies in the
+//! same transaction as the jobs they count (SQLite in
 //! `sqlite/jobs/counts.rs`, PostgreSQL as increments in `postgres/jobs/counts.rs`), and how the
 //! counters read back as a push's [`PushJobs`] ([`count_into`]).
 

@@ -7,13 +7,15 @@
 //! counts and JSON between Rust and SQL values), `writer` (the request types both writers take,
 //! the age-sweep interval, handing a commit to the sink), `tenancy` (apps), `token_keys`,
 //! `revocations`, `credentials`, `audit` (the audit query, built for either placeholder style),
-//! `devices` (device rows), `jobs` (job columns, constants, row decoding, the rows a push adds)
-//! and `job_counts` (the counters per push and how each job state change moves them).
+//! `devices` (device rows), `jobs` (job columns, constants, row decoding, the rows a push adds),
+//! `job_counts` (the counters per push) and `job_state` (how each change of a job's state moves
+//! them).
 
 pub(crate) mod audit;
 pub(crate) mod credentials;
 pub(crate) mod devices;
 pub(crate) mod job_counts;
+pub(crate) mod job_state;
 pub(crate) mod jobs;
 pub(crate) mod revocations;
 pub(crate) mod row;

@@ -1,6 +1,6 @@
 //! The audit log on PostgreSQL ([`AuditLog`]), with the SQLite implementation's semantics and
-//! queries (`crate::common::audit`): recording an entry deletes the entries past the retention in the
-//! same transaction.
+//! queries (`crate::common::audit`): recording an entry deletes the entries past the retention in
+//! the same transaction.
 
 use async_trait::async_trait;
 use herald_core::audit::{AuditEntry, AuditLog, AuditQuery};

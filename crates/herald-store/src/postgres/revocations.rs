@@ -1,6 +1,6 @@
 //! Revoked client tokens on PostgreSQL, with the SQLite implementation's semantics
-//! (`crate::revocations`): token ids until their expiry (expired rows deleted whenever one is
-//! added), one issue time per app that only moves forward.
+//! (`crate::sqlite::revocations`): token ids until their expiry (expired rows deleted whenever one
+//! is added), one issue time per app that only moves forward.
 
 use herald_core::log::StoreError;
 use herald_core::revoked::{now_secs, RevokedKind, TokenRevocation};

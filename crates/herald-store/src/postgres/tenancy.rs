@@ -1,7 +1,8 @@
 //! [`Tenancy`] on PostgreSQL: apps, keys, limits and usage, with the SQLite implementation's
-//! semantics (`crate::sqlite::tenancy`; rows read by `crate::common::tenancy`). Each write is one transaction on a pooled connection. Usage
-//! counters are added in the database (`published = published + $n`), so several nodes writing
-//! their own counts add up. Deleting an app removes everything kept for it in one transaction.
+//! semantics (`crate::sqlite::tenancy`; rows read by `crate::common::tenancy`). Each write is one
+//! transaction on a pooled connection. Usage counters are added in the database (`published =
+//! published + $n`), so several nodes writing their own counts add up. Deleting an app removes
+//! everything kept for it in one transaction.
 
 use async_trait::async_trait;
 use herald_core::log::StoreError;

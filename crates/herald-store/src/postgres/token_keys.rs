@@ -1,5 +1,6 @@
-//! What verifies an app's client tokens on PostgreSQL, with the SQLite implementation's
-//! semantics (`crate::sqlite::token_keys`; rows read by `crate::common::token_keys`): the secret in the `apps` row, the rest in `app_token_keys`.
+//! What verifies an app's client tokens on PostgreSQL, with the SQLite implementation's semantics
+//! (`crate::sqlite::token_keys`; rows read by `crate::common::token_keys`): the secret in the
+//! `apps` row, the rest in `app_token_keys`.
 
 use herald_core::log::StoreError;
 use herald_core::tenant::AppId;

@@ -1,8 +1,8 @@
-//! The SQLite implementation of [`CredentialStore`]: one row per app and provider in
-//! `credentials`, holding the sealed secret exactly as the server sealed it (the store never
-//! sees plaintext) and the public part. Writes run on the writer thread; reads use the read
-//! pool. Deleting an app deletes its rows ([`crate::sqlite::tenancy`]). A row is read by
-//! `crate::common::credentials`, as on PostgreSQL.
+//! The SQLite implementation of [`CredentialStore`]: one row per app and provider in `credentials`,
+//! holding the sealed secret exactly as the server sealed it (the store never sees plaintext) and
+//! the public part. Writes run on the writer thread; reads use the read pool. Deleting an app
+//! deletes its rows ([`crate::sqlite::tenancy`]). A row is read by `crate::common::credentials`, as
+//! on PostgreSQL.
 
 use async_trait::async_trait;
 use herald_core::log::StoreError;

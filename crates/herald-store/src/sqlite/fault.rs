@@ -11,7 +11,7 @@
 //!   restarts and SQLite recovers from what is really on disk.
 //!
 //! [`WriteFault`] holds the current state for `/healthz`: the writer thread and the checkpoint
-//! thread set it, [`crate::sqlite::SqliteLog`] reads it. The gauge `herald_store_write_fault` shows it
+//! thread set it, [`super::SqliteLog`] reads it. The gauge `herald_store_write_fault` shows it
 //! in `/metrics`: 0 while writes work, 1 while there is no space, 2 once halted.
 
 use parking_lot::Mutex;

@@ -1,7 +1,7 @@
-//! Revoked client tokens in SQLite ([`Tenancy::revoke_tokens`] and
-//! [`Tenancy::token_revocations`], called from [`crate::sqlite::tenancy`]): `revoked_tokens`
-//! holds an app's token ids until their expiry (expired rows are deleted whenever one is added, so the
-//! table stays bounded), `revoked_before` one issue time per app, which only moves forward.
+//! Revoked client tokens in SQLite ([`Tenancy::revoke_tokens`] and [`Tenancy::token_revocations`],
+//! called from [`crate::sqlite::tenancy`]): `revoked_tokens` holds an app's token ids until their
+//! expiry (expired rows are deleted whenever one is added, so the table stays bounded),
+//! `revoked_before` one issue time per app, which only moves forward.
 //!
 //! [`Tenancy::revoke_tokens`]: herald_core::tenancy::Tenancy::revoke_tokens
 //! [`Tenancy::token_revocations`]: herald_core::tenancy::Tenancy::token_revocations

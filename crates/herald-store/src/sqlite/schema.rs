@@ -218,7 +218,7 @@ const MIGRATIONS: &[&str] = &[
         public_keys TEXT NOT NULL DEFAULT '[]',
         jwks_url TEXT
     );",
-    // The audit log of admin actions (`crate::sqlite::audit`): who, what, when, result; times in ms.
+    // The audit log of admin actions (`sqlite::audit`): who, what, when, result; times in ms.
     "CREATE TABLE audit_log (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         time INTEGER NOT NULL,

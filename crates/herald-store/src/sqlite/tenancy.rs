@@ -1,8 +1,8 @@
-//! The SQLite implementation of [`Tenancy`]: apps, keys, limits and usage. Writes run on the
-//! writer thread (one transaction each, durable like appends); reads use the read pool.
-//! Deleting an app removes its devices and receipts ([`crate::sqlite::devices`]), its provider
-//! jobs ([`crate::sqlite::jobs`]) and its provider credentials ([`crate::sqlite::credentials`])
-//! in the same transaction. How a row becomes an app or a key is shared with PostgreSQL
+//! The SQLite implementation of [`Tenancy`]: apps, keys, limits and usage. Writes run on the writer
+//! thread (one transaction each, durable like appends); reads use the read pool. Deleting an app
+//! removes its devices and receipts ([`crate::sqlite::devices`]), its provider jobs
+//! ([`crate::sqlite::jobs`]) and its provider credentials ([`crate::sqlite::credentials`]) in the
+//! same transaction. How a row becomes an app or a key is shared with PostgreSQL
 //! (`crate::common::tenancy`).
 
 use async_trait::async_trait;

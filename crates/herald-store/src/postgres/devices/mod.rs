@@ -1,7 +1,7 @@
 //! [`DeviceRegistry`] on PostgreSQL: devices and their inbox cursors, users' devices, audience
 //! counts, acknowledgements and push receipts, with the SQLite implementation's semantics
-//! (`crate::devices`). Each write is one transaction on a pooled connection; an ack moves the
-//! cursor only from the value the device read (compare and set), so acks from two nodes never
+//! (`crate::sqlite::devices`). Each write is one transaction on a pooled connection; an ack moves
+//! the cursor only from the value the device read (compare and set), so acks from two nodes never
 //! both apply.
 //!
 //! Submodules: `rows` (reading, listing, audience counts), `upsert` (registering devices and

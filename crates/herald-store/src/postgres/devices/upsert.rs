@@ -1,6 +1,6 @@
 //! Writing devices: registering or updating them (with their tags and, for an id registered
 //! again after a delete, the tombstone's log head), and deactivating one whose provider says its
-//! token is gone, with the SQLite implementation's rules (`crate::devices::upsert`).
+//! token is gone, with the SQLite implementation's rules (`crate::sqlite::devices::upsert`).
 //!
 //! An existing device's row is locked (`FOR UPDATE`) before it is compared with the write, so
 //! two nodes updating one device's tags take turns rather than each undoing the other's.
@@ -13,6 +13,7 @@ use herald_core::message::now_millis;
 use herald_core::tenant::AppId;
 use herald_push::device::{Device, DeviceWrite, InboxCursor};
 
+use crate::common::devices::{cursor_after_tombstone, stored_tags, tag_changes};
 use crate::common::values::to_json;
 use crate::postgres::pg_error;
 
@@ -71,10 +72,7 @@ pub(super) async fn upsert(
             )),
             None => None,
         };
-        let old_tags: Vec<String> = before
-            .as_ref()
-            .and_then(|(_, t)| serde_json::from_str(t).ok())
-            .unwrap_or_default();
+        let old_tags = stored_tags(before.as_ref().map(|(_, t)| t.as_str()));
         d.created = before.as_ref().map_or(now, |(c, _)| *c);
         d.updated = now;
         let mut cursor = Cow::Borrowed(start.as_str());
@@ -85,9 +83,7 @@ pub(super) async fn upsert(
                 .map_err(pg_error)?;
             if let Some(head) = head {
                 let head: String = head.try_get(0).map_err(pg_error)?;
-                let mut c = InboxCursor::decode(&start);
-                c.device = InboxCursor::decode(&format!(":0,{head}")).device;
-                cursor = Cow::Owned(c.encode());
+                cursor = Cow::Owned(cursor_after_tombstone(&start, &head));
             }
         }
         let keys = d.keys.as_ref().map(to_json);
@@ -115,12 +111,13 @@ pub(super) async fn upsert(
             .map_err(pg_error)?;
         d.active = row.try_get(0).map_err(pg_error)?;
         d.inactive_reason = row.try_get(1).map_err(pg_error)?;
-        for t in old_tags.iter().filter(|t| !d.tags.contains(t)) {
+        let (removed, added) = tag_changes(&old_tags, &d.tags);
+        for t in removed {
             tx.execute(&untag, &[&app, t, &d.id])
                 .await
                 .map_err(pg_error)?;
         }
-        for t in d.tags.iter().filter(|t| !old_tags.contains(t)) {
+        for t in added {
             tx.execute(&tag, &[&app, t, &d.id])
                 .await
                 .map_err(pg_error)?;

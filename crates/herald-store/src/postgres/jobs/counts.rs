@@ -15,7 +15,7 @@ use herald_push::jobs::PushJobs;
 use crate::postgres::pg_error;
 
 use crate::common::job_counts::count_into;
-pub(super) use crate::common::job_counts::{done, Standing, Tally, EXPANDING, IN_DOUBT};
+pub(super) use crate::common::job_counts::{Standing, Tally};
 
 /// Writes a [`Tally`]'s changes as increments (one statement), then deletes the counters a
 /// decrease brought to zero (a second one, only if something decreased). `client` must be

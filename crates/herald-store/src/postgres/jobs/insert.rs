@@ -5,38 +5,16 @@
 use deadpool_postgres::GenericClient;
 use herald_core::log::StoreError;
 use herald_core::message::now_millis;
-use herald_push::device::Platform;
-use herald_push::jobs::{JobKind, NewJob, PageJob, Settlement};
+use herald_push::jobs::{NewJob, PageJob};
 
 use super::counts::{self, Standing, Tally};
+use crate::common::jobs::{untried, NewJobRow};
 use crate::postgres::pg_error;
-use crate::common::values::seq_to_db;
-
-/// Refuses jobs the queue could not run: a send job needs a provider.
-pub(super) fn check_new(jobs: &[NewJob]) -> Result<(), StoreError> {
-    match jobs
-        .iter()
-        .find(|j| matches!(j.kind, JobKind::Send { .. }) && j.provider.is_none())
-    {
-        Some(j) => Err(StoreError::failed(format!(
-            "a send job of push {:?} has no provider",
-            j.push
-        ))),
-        None => Ok(()),
-    }
-}
 
 /// Adds jobs as queued, counting them. A send job for a device the push already has a job for
 /// is left out, so adding the same jobs twice adds them once.
 pub(super) async fn insert(client: &impl GenericClient, jobs: &[NewJob]) -> Result<(), StoreError> {
-    let rows: Vec<PageJob> = jobs
-        .iter()
-        .map(|job| PageJob {
-            job: job.clone(),
-            sent: None,
-            in_doubt: false,
-        })
-        .collect();
+    let rows = untried(jobs);
     let mut tally = Tally::default();
     insert_rows(client, &rows, &mut tally).await?;
     counts::apply(tally, client).await
@@ -54,36 +32,22 @@ pub(super) async fn insert_rows(
         return Ok(());
     }
     let now = now_millis();
-    let results: Vec<_> = rows
-        .iter()
-        .map(|row| row.sent.as_ref().map(Settlement::text))
-        .collect();
+    let rows: Vec<NewJobRow<'_>> = rows.iter().map(|row| NewJobRow::of(row, now)).collect();
     let mut columns = JobColumns::default();
-    for (row, result) in rows.iter().zip(&results) {
-        let job = &row.job;
-        let (kind, device, after) = match &job.kind {
-            JobKind::Send { device } => ("send", Some(device.as_str()), None),
-            JobKind::Expand { after } => ("expand", None, after.as_deref()),
-        };
-        let (state, due, attempts, finished) = match &row.sent {
-            None => ("queued", job.due_ms, 0, None),
-            Some(Settlement::Done { .. }) => ("done", now, 1, Some(now)),
-            Some(Settlement::Retry { due_ms, .. }) => ("queued", *due_ms, 1, None),
-            Some(Settlement::Dead { .. }) => ("dead", now, 1, Some(now)),
-        };
-        columns.app.push(job.app.as_str());
-        columns.push.push(&job.push);
-        columns.provider.push(job.provider.map(Platform::as_str));
-        columns.kind.push(kind);
-        columns.device.push(device);
-        columns.after.push(after);
-        columns.state.push(state);
-        columns.due.push(due);
-        columns.seq.push(seq_to_db(job.seq));
-        columns.attempts.push(attempts);
-        columns.result.push(result.as_deref());
+    for row in &rows {
+        columns.app.push(row.app);
+        columns.push.push(row.push);
+        columns.provider.push(row.provider);
+        columns.kind.push(row.kind);
+        columns.device.push(row.device);
+        columns.after.push(row.after);
+        columns.state.push(row.state);
+        columns.due.push(row.due);
+        columns.seq.push(row.seq);
+        columns.attempts.push(row.attempts);
+        columns.result.push(row.result.as_deref());
         columns.in_doubt.push(row.in_doubt);
-        columns.finished.push(finished);
+        columns.finished.push(row.finished);
     }
     let c = &columns;
     let added = client

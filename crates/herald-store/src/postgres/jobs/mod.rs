@@ -1,13 +1,14 @@
 //! [`JobQueue`] on PostgreSQL: provider send jobs and broadcast expansions in the `jobs` table,
-//! with the SQLite implementation's semantics (`crate::jobs`), shared by every node's workers.
+//! with the SQLite implementation's semantics (`crate::sqlite::jobs`), shared by every node's
+//! workers.
 //!
 //! Leasing takes due jobs with `FOR UPDATE SKIP LOCKED`, so workers on several nodes leasing at
-//! once each get different jobs without waiting for one another; a leased job's `due` is when
-//! its lease runs out, so one ordered scan of `jobs_due` finds due jobs and lapsed leases
-//! alike. Each write is one transaction on a pooled connection ([`write`]; rows added in
-//! [`insert`], a broadcast's pages in [`page`]) and moves the push's counters ([`counts`]) in that transaction; reads are single
-//! queries ([`read`]), a receipt's from the counters. The writer task's periodic sweep also
-//! prunes finished send jobs of long-expired pushes, a chunk at a time.
+//! once each get different jobs without waiting for one another; a leased job's `due` is when its
+//! lease runs out, so one ordered scan of `jobs_due` finds due jobs and lapsed leases alike. Each
+//! write is one transaction on a pooled connection ([`write`]; rows added in [`insert`], a
+//! broadcast's pages in [`page`]) and moves the push's counters ([`counts`]) in that transaction;
+//! reads are single queries ([`read`]), a receipt's from the counters. The writer task's periodic
+//! sweep also prunes finished send jobs of long-expired pushes, a chunk at a time.
 
 mod counts;
 mod insert;
@@ -20,11 +21,11 @@ use herald_core::log::StoreError;
 use herald_core::tenant::AppId;
 use herald_push::device::Platform;
 use herald_push::jobs::{
-    DeadLetter, Depth, DeviceJob, ExpandedPage, Job, JobId, JobQueue, NewJob, PushJobs,
-    Settlement,
+    DeadLetter, Depth, DeviceJob, ExpandedPage, Job, JobId, JobQueue, NewJob, PushJobs, Settlement,
 };
 
 use super::{pg_error, PostgresStore};
+use crate::common::jobs::check_new;
 pub(crate) use crate::common::jobs::{job_of, JOB_COLUMNS, JOB_COLUMN_COUNT};
 
 pub(crate) use write::prune_expired_chunk;
@@ -32,7 +33,7 @@ pub(crate) use write::prune_expired_chunk;
 #[async_trait]
 impl JobQueue for PostgresStore {
     async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<(), StoreError> {
-        insert::check_new(&jobs)?;
+        check_new(&jobs)?;
         if jobs.is_empty() {
             return Ok(());
         }
@@ -106,7 +107,7 @@ impl JobQueue for PostgresStore {
         lease_ms: i64,
     ) -> Result<(), StoreError> {
         let rows: Vec<NewJob> = page.jobs.iter().map(|j| j.job.clone()).collect();
-        insert::check_new(&rows)?;
+        check_new(&rows)?;
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(pg_error)?;
         page::expand_page(&tx, job, &page, next, now_ms, lease_ms).await?;

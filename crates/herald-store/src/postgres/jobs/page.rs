@@ -10,10 +10,8 @@ use herald_push::jobs::{ExpandedPage, JobId};
 
 use super::counts::{self, Tally};
 use super::insert::insert_rows;
+use crate::common::jobs as common;
 use crate::postgres::pg_error;
-
-/// What a finished expansion's `result` says.
-const EXPANDED: &str = "expanded";
 
 /// Fails unless `id` is a leased expansion; returns its app and push. Locks its row until the
 /// transaction ends, so no other node settles or expands it meanwhile.
@@ -28,21 +26,7 @@ async fn running_expansion(
         )
         .await
         .map_err(pg_error)?;
-    let Some(found) = found else {
-        return Err(StoreError::failed(format!("expansion job {id} is gone")));
-    };
-    let (app, push, kind, state): (String, String, String, String) = (
-        found.try_get(0).map_err(pg_error)?,
-        found.try_get(1).map_err(pg_error)?,
-        found.try_get(2).map_err(pg_error)?,
-        found.try_get(3).map_err(pg_error)?,
-    );
-    if kind != "expand" || state != "leased" {
-        return Err(StoreError::failed(format!(
-            "job {id} is not a running expansion ({kind}, {state})"
-        )));
-    }
-    Ok((app, push))
+    common::running_expansion(id, found.as_ref())
 }
 
 /// Moves expansion `id`'s in-flight mark forward to `until` (never back; compared by bytes, as
@@ -85,27 +69,10 @@ pub(super) async fn expand_page(
     lease_ms: i64,
 ) -> Result<(), StoreError> {
     let (app, push) = running_expansion(client, id).await?;
-    if let Some(stray) = page
-        .jobs
-        .iter()
-        .find(|j| j.job.app.as_str() != app || j.job.push != push)
-    {
-        return Err(StoreError::failed(format!(
-            "expansion job {id} of push {push:?} was given a job of push {:?} of another app \
-             or push",
-            stray.job.push
-        )));
-    }
+    common::check_page(id, (&app, &push), page)?;
     let mut tally = Tally::default();
     insert_rows(client, &page.jobs, &mut tally).await?;
-    for (result, n) in &page.counted {
-        tally.add(
-            &app,
-            &push,
-            &counts::done(result),
-            i64::try_from(*n).unwrap_or(i64::MAX),
-        );
-    }
+    tally.sent_without_rows((&app, &push), &page.counted);
     let until = now_ms.saturating_add(lease_ms);
     match next {
         Some(after) => {
@@ -118,13 +85,13 @@ pub(super) async fn expand_page(
                 .await
         }
         None => {
-            tally.add(&app, &push, counts::EXPANDING, -1);
+            tally.expansion_finished((&app, &push));
             client
                 .execute(
                     "UPDATE jobs SET state = 'done', result = $2, lease_until = NULL,
                          finished = $3
                      WHERE id = $1",
-                    &[&id, &EXPANDED, &now_millis()],
+                    &[&id, &common::EXPANDED, &now_millis()],
                 )
                 .await
         }

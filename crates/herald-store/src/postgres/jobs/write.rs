@@ -8,11 +8,13 @@ use herald_core::log::StoreError;
 use herald_core::message::now_millis;
 use herald_core::tenant::AppId;
 use herald_push::device::Platform;
-use herald_push::jobs::{Job, JobId, JobKind, Settlement};
+use herald_push::jobs::{Job, JobId, Settlement};
 use tokio_postgres::Row;
 
-use super::counts::{self, Standing, Tally};
+use super::counts::{self, Tally};
 use super::{job_of, JOB_COLUMNS, JOB_COLUMN_COUNT};
+use crate::common::job_state::settled_state;
+use crate::common::qualified;
 use crate::postgres::{pg_error, sql_limit};
 
 /// Takes up to `limit` jobs that are due (queued and due, or leased with a lapsed lease, which
@@ -29,11 +31,7 @@ pub(super) async fn lease(
     let paused_apps: Vec<&str> = paused.iter().map(|(a, _)| a.as_str()).collect();
     let paused_providers: Vec<&str> = paused.iter().map(|(_, p)| p.as_str()).collect();
     let until = now_ms.saturating_add(lease_ms);
-    let columns = JOB_COLUMNS
-        .split(", ")
-        .map(|c| format!("due_jobs.{c}"))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let columns = qualified(JOB_COLUMNS, "due_jobs");
     // `due_jobs` holds the rows as they were before the update: its `in_doubt` says whether
     // the job was in doubt already.
     let sql = format!(
@@ -68,10 +66,7 @@ pub(super) async fn lease(
         let mut job = job_of(&row, 0)?;
         let attempts: i64 = row.try_get(JOB_COLUMN_COUNT).map_err(pg_error)?;
         let in_doubt: bool = row.try_get(JOB_COLUMN_COUNT + 1).map_err(pg_error)?;
-        let send = matches!(job.job.kind, JobKind::Send { .. });
-        if send && in_doubt && !job.in_doubt {
-            tally.add(job.job.app.as_str(), &job.job.push, counts::IN_DOUBT, 1);
-        }
+        tally.leased(&job, in_doubt);
         job.attempts = u32::try_from(attempts).unwrap_or(u32::MAX);
         job.in_doubt = in_doubt;
         leased.push(job);
@@ -116,41 +111,22 @@ pub(super) async fn settle(
     let mut tally = Tally::default();
     for (id, settlement) in settled {
         let result = settlement.text();
-        let (state, moved) = match settlement {
-            Settlement::Done { .. } => (
-                "done",
+        let state = settled_state(settlement);
+        let moved = match settlement {
+            Settlement::Retry { due_ms, .. } => {
+                client.query_opt(&retry, &[id, due_ms, &result]).await
+            }
+            _ => {
                 client
-                    .query_opt(&finish, &[id, &"done", &result, &now])
-                    .await,
-            ),
-            Settlement::Dead { .. } => (
-                "dead",
-                client
-                    .query_opt(&finish, &[id, &"dead", &result, &now])
-                    .await,
-            ),
-            Settlement::Retry { due_ms, .. } => (
-                "queued",
-                client.query_opt(&retry, &[id, due_ms, &result]).await,
-            ),
+                    .query_opt(&finish, &[id, &state, &result, &now])
+                    .await
+            }
         };
         let Some(row) = moved.map_err(pg_error)? else {
             continue;
         };
         let (app, push, kind, in_doubt) = moved_job(&row)?;
-        let from = Standing {
-            kind: &kind,
-            state: "leased",
-            result: None,
-            in_doubt,
-        };
-        let to = Standing {
-            kind: &kind,
-            state,
-            result: Some(&result),
-            in_doubt,
-        };
-        tally.moved(&app, &push, &from, &to);
+        tally.settled((&app, &push), &kind, in_doubt, state, &result);
     }
     counts::apply(tally, client).await
 }
@@ -176,18 +152,7 @@ pub(super) async fn settle_live(
     let mut tally = Tally::default();
     for row in &rows {
         let (app, push, kind, in_doubt) = moved_job(row)?;
-        let queued = Standing {
-            kind: &kind,
-            state: "queued",
-            result: None,
-            in_doubt,
-        };
-        let live = Standing {
-            state: "done",
-            result: Some("live"),
-            ..queued.clone()
-        };
-        tally.moved(&app, &push, &queued, &live);
+        tally.settled_live((&app, &push), &kind, in_doubt);
     }
     counts::apply(tally, client).await?;
     Ok(rows.len() as u64)
@@ -214,18 +179,8 @@ pub(super) async fn replay(
         return Ok(false);
     };
     let (app, push, kind, in_doubt) = moved_job(&row)?;
-    let dead = Standing {
-        kind: &kind,
-        state: "dead",
-        result: None,
-        in_doubt,
-    };
-    let queued = Standing {
-        state: "queued",
-        ..dead.clone()
-    };
     let mut tally = Tally::default();
-    tally.moved(&app, &push, &dead, &queued);
+    tally.replayed((&app, &push), &kind, in_doubt);
     counts::apply(tally, client).await?;
     Ok(true)
 }
@@ -248,14 +203,8 @@ pub(super) async fn drop_dead(
         return Ok(false);
     };
     let (app, push, kind, in_doubt) = moved_job(&row)?;
-    let dead = Standing {
-        kind: &kind,
-        state: "dead",
-        result: None,
-        in_doubt,
-    };
     let mut tally = Tally::default();
-    tally.leave(&app, &push, &dead);
+    tally.dropped_dead((&app, &push), &kind, in_doubt);
     counts::apply(tally, client).await?;
     Ok(true)
 }
@@ -289,13 +238,7 @@ pub(crate) async fn prune_expired_chunk(
             row.try_get(2).map_err(pg_error)?,
             row.try_get(3).map_err(pg_error)?,
         );
-        let done = Standing {
-            kind: "send",
-            state: "done",
-            result: result.as_deref(),
-            in_doubt,
-        };
-        tally.leave(&app, &push, &done);
+        tally.pruned((&app, &push), result.as_deref(), in_doubt);
     }
     counts::apply(tally, &tx).await?;
     let n = rows.len() as u64;

@@ -14,6 +14,7 @@ use herald_core::tenant::AppId;
 use herald_push::device::{Device, DeviceWrite, InboxCursor};
 use rusqlite::{params, Connection, OptionalExtension};
 
+use crate::common::devices::{cursor_after_tombstone, stored_tags, tag_changes};
 use crate::common::values::to_json;
 use crate::sqlite::backend;
 
@@ -70,10 +71,7 @@ pub(super) fn upsert(
             .query_row(params![app.as_str(), d.id], |r| Ok((r.get(0)?, r.get(1)?)))
             .optional()
             .map_err(backend)?;
-        let old_tags: Vec<String> = before
-            .as_ref()
-            .and_then(|(_, t)| serde_json::from_str(t).ok())
-            .unwrap_or_default();
+        let old_tags = stored_tags(before.as_ref().map(|(_, t)| t.as_str()));
         d.created = before.as_ref().map_or(now, |(c, _)| *c);
         d.updated = now;
         let mut cursor = Cow::Borrowed(start.as_str());
@@ -83,9 +81,7 @@ pub(super) fn upsert(
                 .optional()
                 .map_err(backend)?;
             if let Some(head) = head {
-                let mut c = InboxCursor::decode(&start);
-                c.device = InboxCursor::decode(&format!(":0,{head}")).device;
-                cursor = Cow::Owned(c.encode());
+                cursor = Cow::Owned(cursor_after_tombstone(&start, &head));
             }
         }
         (d.active, d.inactive_reason) = put
@@ -108,12 +104,13 @@ pub(super) fn upsert(
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .map_err(backend)?;
-        for t in old_tags.iter().filter(|t| !d.tags.contains(t)) {
+        let (removed, added) = tag_changes(&old_tags, &d.tags);
+        for t in removed {
             untag
                 .execute(params![app.as_str(), t, d.id])
                 .map_err(backend)?;
         }
-        for t in d.tags.iter().filter(|t| !old_tags.contains(t)) {
+        for t in added {
             tag.execute(params![app.as_str(), t, d.id])
                 .map_err(backend)?;
         }

@@ -11,7 +11,7 @@ use rusqlite::{params, Connection};
 use crate::sqlite::backend;
 
 use crate::common::job_counts::count_into;
-pub(super) use crate::common::job_counts::{done, Standing, Tally, EXPANDING, IN_DOUBT};
+pub(super) use crate::common::job_counts::Tally;
 
 /// Writes a [`Tally`]'s changes; a counter that reaches zero is deleted.
 pub(super) fn apply(tally: Tally, tx: &Connection) -> Result<(), StoreError> {

@@ -3,10 +3,10 @@
 //!
 //! Writes (enqueue, lease, settle, expand, replay, drop, prune) run on the writer thread, one
 //! transaction each, durable like appends ([`write`]); reads (dead letters, depth, how a push's
-//! jobs stand) use the read pool ([`read`]). The writer's periodic sweep also prunes finished
-//! send jobs of pushes that expired more than a day ago, a chunk at a time
-//! ([`prune_expired_chunk`]). Job columns, row decoding and the counters' rules are shared with
-//! PostgreSQL (`crate::common::jobs`, `crate::common::job_counts`).
+//! jobs stand) use the read pool ([`read`]). The writer's periodic sweep also prunes finished send
+//! jobs of pushes that expired more than a day ago, a chunk at a time ([`prune_expired_chunk`]).
+//! Job columns, row decoding and the counters' rules are shared with PostgreSQL
+//! (`crate::common::jobs`, `crate::common::job_counts`).
 //!
 //! Every write that moves a job also moves the push's counters ([`counts`]) in the same
 //! transaction; a receipt reads those. A broadcast page sent directly is written by [`page`].
@@ -33,7 +33,7 @@ use crate::sqlite::SqliteLog;
 pub(crate) use write::prune_expired_chunk;
 
 pub(crate) use crate::common::jobs::JOB_COLUMNS;
-use crate::common::jobs::job_of;
+use crate::common::jobs::{check_new, job_of};
 pub(crate) use crate::common::values::sql_limit;
 
 /// A job's stored columns ([`JOB_COLUMNS`]) as a [`Job`], as a row mapper for a query.
@@ -44,7 +44,7 @@ fn job_row(r: &Row<'_>) -> rusqlite::Result<Result<Job, StoreError>> {
 #[async_trait]
 impl JobQueue for SqliteLog {
     async fn enqueue(&self, jobs: Vec<NewJob>) -> Result<(), StoreError> {
-        write::check_new(&jobs)?;
+        check_new(&jobs)?;
         if jobs.is_empty() {
             return Ok(());
         }
@@ -109,7 +109,7 @@ impl JobQueue for SqliteLog {
         lease_ms: i64,
     ) -> Result<(), StoreError> {
         let rows: Vec<NewJob> = page.jobs.iter().map(|j| j.job.clone()).collect();
-        write::check_new(&rows)?;
+        check_new(&rows)?;
         self.write(move |tx| page::expand_page(tx, job, &page, next, now_ms, lease_ms))
             .await
     }

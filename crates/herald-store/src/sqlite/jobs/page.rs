@@ -5,34 +5,21 @@
 use herald_core::log::StoreError;
 use herald_core::message::now_millis;
 use herald_push::jobs::{ExpandedPage, JobId};
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection};
 
 use super::counts::{self, Tally};
 use super::write::insert_rows;
+use crate::common::jobs as common;
 use crate::sqlite::backend;
-
-/// What a finished expansion's `result` says.
-const EXPANDED: &str = "expanded";
 
 /// Fails unless `id` is a leased expansion; returns its app and push.
 fn running_expansion(tx: &Connection, id: JobId) -> Result<(String, String), StoreError> {
-    let found: Option<(String, String, String, String)> = tx
-        .query_row(
-            "SELECT app, push, kind, state FROM jobs WHERE id = ?1",
-            [id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-        )
-        .optional()
+    let mut stmt = tx
+        .prepare_cached("SELECT app, push, kind, state FROM jobs WHERE id = ?1")
         .map_err(backend)?;
-    let Some((app, push, kind, state)) = found else {
-        return Err(StoreError::failed(format!("expansion job {id} is gone")));
-    };
-    if kind != "expand" || state != "leased" {
-        return Err(StoreError::failed(format!(
-            "job {id} is not a running expansion ({kind}, {state})"
-        )));
-    }
-    Ok((app, push))
+    let mut rows = stmt.query([id]).map_err(backend)?;
+    let found = rows.next().map_err(backend)?;
+    common::running_expansion(id, found)
 }
 
 /// Moves expansion `id`'s in-flight mark forward to `until` (never back) and renews its lease.
@@ -70,27 +57,10 @@ pub(super) fn expand_page(
     lease_ms: i64,
 ) -> Result<(), StoreError> {
     let (app, push) = running_expansion(tx, id)?;
-    if let Some(stray) = page
-        .jobs
-        .iter()
-        .find(|j| j.job.app.as_str() != app || j.job.push != push)
-    {
-        return Err(StoreError::failed(format!(
-            "expansion job {id} of push {push:?} was given a job of push {:?} of another app \
-             or push",
-            stray.job.push
-        )));
-    }
+    common::check_page(id, (&app, &push), page)?;
     let mut tally = Tally::default();
     insert_rows(tx, &page.jobs, &mut tally)?;
-    for (result, n) in &page.counted {
-        tally.add(
-            &app,
-            &push,
-            &counts::done(result),
-            i64::try_from(*n).unwrap_or(i64::MAX),
-        );
-    }
+    tally.sent_without_rows((&app, &push), &page.counted);
     let until = now_ms.saturating_add(lease_ms);
     match next {
         Some(after) => tx.execute(
@@ -98,11 +68,11 @@ pub(super) fn expand_page(
             params![id, after, until],
         ),
         None => {
-            tally.add(&app, &push, counts::EXPANDING, -1);
+            tally.expansion_finished((&app, &push));
             tx.execute(
                 "UPDATE jobs SET state = 'done', result = ?2, lease_until = NULL, finished = ?3
                  WHERE id = ?1",
-                params![id, EXPANDED, now_millis()],
+                params![id, common::EXPANDED, now_millis()],
             )
         }
     }

@@ -1,6 +1,7 @@
 //! The queue's writes, each run inside one writer transaction: adding jobs, leasing, settling,
 //! replaying and dropping dead letters, pruning; each moves the push's counters ([`counts`]) in
-//! the same transaction. (A broadcast's pages are written by [`super::page`].)
+//! the same transaction, as `crate::common::job_state` says each change does. (A broadcast's
+//! pages are written by [`super::page`].)
 
 use std::fmt::Write as _;
 
@@ -8,39 +9,20 @@ use herald_core::log::StoreError;
 use herald_core::message::now_millis;
 use herald_core::tenant::AppId;
 use herald_push::device::Platform;
-use herald_push::jobs::{Job, JobId, JobKind, NewJob, PageJob, Settlement};
+use herald_push::jobs::{Job, JobId, NewJob, PageJob, Settlement};
 use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 
-use super::counts::{self, Standing, Tally};
+use super::counts::{self, Tally};
 use super::{job_row, sql_limit, JOB_COLUMNS};
+use crate::common::job_state::settled_state;
+use crate::common::jobs::{untried, NewJobRow};
 use crate::sqlite::backend;
-
-/// Refuses jobs the queue could not run: a send job needs a provider.
-pub(super) fn check_new(jobs: &[NewJob]) -> Result<(), StoreError> {
-    match jobs
-        .iter()
-        .find(|j| matches!(j.kind, JobKind::Send { .. }) && j.provider.is_none())
-    {
-        Some(j) => Err(StoreError::failed(format!(
-            "a send job of push {:?} has no provider",
-            j.push
-        ))),
-        None => Ok(()),
-    }
-}
 
 /// Adds jobs as queued. A send job for a device the push already has a job for is left out,
 /// so adding the same jobs twice adds them once.
 pub(super) fn insert(tx: &Connection, jobs: &[NewJob]) -> Result<(), StoreError> {
-    let rows: Vec<PageJob> = jobs
-        .iter()
-        .map(|job| PageJob {
-            job: job.clone(),
-            sent: None,
-            in_doubt: false,
-        })
-        .collect();
+    let rows = untried(jobs);
     let mut tally = Tally::default();
     insert_rows(tx, &rows, &mut tally)?;
     counts::apply(tally, tx)
@@ -64,44 +46,27 @@ pub(super) fn insert_rows(
         )
         .map_err(backend)?;
     for row in rows {
-        let job = &row.job;
-        let (kind, device, after) = match &job.kind {
-            JobKind::Send { device } => ("send", Some(device), None),
-            JobKind::Expand { after } => ("expand", None, after.as_ref()),
-        };
-        let (state, due, attempts, finished) = match &row.sent {
-            None => ("queued", job.due_ms, 0, None),
-            Some(Settlement::Done { .. }) => ("done", now, 1, Some(now)),
-            Some(Settlement::Retry { due_ms, .. }) => ("queued", *due_ms, 1, None),
-            Some(Settlement::Dead { .. }) => ("dead", now, 1, Some(now)),
-        };
-        let result = row.sent.as_ref().map(Settlement::text);
+        let row = NewJobRow::of(row, now);
         let added = stmt
             .execute(params![
-                job.app.as_str(),
-                job.push,
-                job.provider.map(Platform::as_str),
-                kind,
-                device,
-                after,
-                state,
-                due,
+                row.app,
+                row.push,
+                row.provider,
+                row.kind,
+                row.device,
+                row.after,
+                row.state,
+                row.due,
                 now,
-                crate::sqlite::seq_to_db(job.seq),
-                attempts,
-                result,
+                row.seq,
+                row.attempts,
+                row.result,
                 row.in_doubt,
-                finished
+                row.finished
             ])
             .map_err(backend)?;
         if added == 1 {
-            let standing = Standing {
-                kind,
-                state,
-                result: result.as_deref(),
-                in_doubt: row.in_doubt,
-            };
-            tally.enter(job.app.as_str(), &job.push, &standing);
+            tally.enter(row.app, row.push, &row.standing());
         }
     }
     Ok(())
@@ -159,10 +124,7 @@ pub(super) fn lease(
         let (attempts, in_doubt): (i64, bool) = take
             .query_row(params![job.id, until], |r| Ok((r.get(0)?, r.get(1)?)))
             .map_err(backend)?;
-        let send = matches!(job.job.kind, JobKind::Send { .. });
-        if send && in_doubt && !job.in_doubt {
-            tally.add(job.job.app.as_str(), &job.job.push, counts::IN_DOUBT, 1);
-        }
+        tally.leased(&job, in_doubt);
         job.attempts = u32::try_from(attempts).unwrap_or(u32::MAX);
         job.in_doubt = in_doubt;
         leased.push(job);
@@ -190,11 +152,7 @@ pub(super) fn settle(tx: &Connection, settled: &[(JobId, Settlement)]) -> Result
         .map_err(backend)?;
     let mut tally = Tally::default();
     for (id, settlement) in settled {
-        let state = match settlement {
-            Settlement::Done { .. } => "done",
-            Settlement::Dead { .. } => "dead",
-            Settlement::Retry { .. } => "queued",
-        };
+        let state = settled_state(settlement);
         let result = settlement.text();
         let read = |r: &rusqlite::Row<'_>| {
             Ok((
@@ -214,19 +172,7 @@ pub(super) fn settle(tx: &Connection, settled: &[(JobId, Settlement)]) -> Result
         }
         .map_err(backend)?;
         if let Some((app, push, kind, in_doubt)) = moved {
-            let from = Standing {
-                kind: &kind,
-                state: "leased",
-                result: None,
-                in_doubt,
-            };
-            let to = Standing {
-                kind: &kind,
-                state,
-                result: Some(&result),
-                in_doubt,
-            };
-            tally.moved(&app, &push, &from, &to);
+            tally.settled((&app, &push), &kind, in_doubt, state, &result);
         }
     }
     counts::apply(tally, tx)
@@ -258,18 +204,7 @@ pub(super) fn settle_live(
             .map_err(backend)?;
         for in_doubt in rows {
             let in_doubt = in_doubt.map_err(backend)?;
-            let queued = Standing {
-                kind: "send",
-                state: "queued",
-                result: None,
-                in_doubt,
-            };
-            let live = Standing {
-                state: "done",
-                result: Some("live"),
-                ..queued.clone()
-            };
-            tally.moved(app.as_str(), push, &queued, &live);
+            tally.settled_live((app.as_str(), push), "send", in_doubt);
             settled += 1;
         }
     }
@@ -298,18 +233,8 @@ pub(super) fn replay(
     let Some((push, kind, in_doubt)) = moved else {
         return Ok(false);
     };
-    let dead = Standing {
-        kind: &kind,
-        state: "dead",
-        result: None,
-        in_doubt,
-    };
-    let queued = Standing {
-        state: "queued",
-        ..dead.clone()
-    };
     let mut tally = Tally::default();
-    tally.moved(app.as_str(), &push, &dead, &queued);
+    tally.replayed((app.as_str(), &push), &kind, in_doubt);
     counts::apply(tally, tx)?;
     Ok(true)
 }
@@ -329,13 +254,7 @@ pub(super) fn drop_dead(tx: &Connection, app: &AppId, id: JobId) -> Result<bool,
         return Ok(false);
     };
     let mut tally = Tally::default();
-    let dead = Standing {
-        kind: &kind,
-        state: "dead",
-        result: None,
-        in_doubt,
-    };
-    tally.leave(app.as_str(), &push, &dead);
+    tally.dropped_dead((app.as_str(), &push), &kind, in_doubt);
     counts::apply(tally, tx)?;
     Ok(true)
 }
@@ -373,13 +292,7 @@ pub(crate) fn prune_expired_chunk(
             .map_err(backend)?;
         for row in rows {
             let (app, push, result, in_doubt) = row.map_err(backend)?;
-            let done = Standing {
-                kind: "send",
-                state: "done",
-                result: result.as_deref(),
-                in_doubt,
-            };
-            tally.leave(&app, &push, &done);
+            tally.pruned((&app, &push), result.as_deref(), in_doubt);
             n += 1;
         }
     }

@@ -1,5 +1,6 @@
-//! Provider credentials through `herald_push::credentials::CredentialStore`, on both backends: stored as given
-//! (sealed bytes untouched), per app and provider, replaced, deleted, and gone with their app.
+//! Provider credentials through `herald_push::credentials::CredentialStore`, on both backends:
+//! stored as given (sealed bytes untouched), per app and provider, replaced, deleted, and gone
+//! with their app.
 
 use herald_core::tenancy::App;
 use herald_core::tenant::AppId;
