@@ -1,9 +1,8 @@
-//! The provider job queue: what a job is, the rules for retrying one (exponential backoff with
-//! jitter, `Retry-After` honoured, a dead letter after [`MAX_ATTEMPTS`]), and the
-//! [`JobQueue`] the store implements.
-//!
-//! Retries wait twice as long each time, with jitter (a random wait between half and all of
-//! the step), so jobs that failed together do not come back together.
+//! The provider job queue: what a provider job is, and the [`JobQueue`] the store implements.
+//! Its rules (exponential backoff with jitter, `Retry-After` honoured, a dead letter after
+//! [`MAX_ATTEMPTS`], pauses per destination, dead letters replayed or dropped) are the
+//! outbound queue's, `herald-outbound`, whose first user this is: a provider job's
+//! destination is its app and provider, and [`JobQueue`] is its [`OutboundStore`] (below).
 //!
 //! A job is one of two kinds:
 //! - **send**: deliver one push to one device through its provider (APNs, FCM, Web Push);
@@ -21,25 +20,16 @@
 //! may have happened, so a second one may be a duplicate, and the receipt says so.
 
 use std::borrow::Cow;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use herald_core::log::StoreError;
 use herald_core::tenant::AppId;
+use herald_outbound::OutboundStore;
 use herald_proto::SendResult;
-use rand::Rng;
 
 use crate::device::Platform;
 
-/// A job's id in the queue.
-pub type JobId = i64;
-
-/// Attempts before a job becomes a dead letter.
-pub const MAX_ATTEMPTS: u32 = 8;
-/// First retry delay (before jitter).
-pub const BACKOFF_BASE: Duration = Duration::from_secs(1);
-/// Longest retry delay.
-pub const BACKOFF_CAP: Duration = Duration::from_secs(3600);
+pub use herald_outbound::{JobId, RetryPolicy, BACKOFF_BASE, BACKOFF_CAP, MAX_ATTEMPTS};
 
 /// What a job does.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,27 +140,16 @@ impl Settlement {
     pub fn text(&self) -> Cow<'_, str> {
         match self {
             Settlement::Done { result } => result.as_text(),
-            Settlement::Retry { reason, .. } | Settlement::Dead { reason } => {
-                Cow::Borrowed(reason)
-            }
+            Settlement::Retry { reason, .. } | Settlement::Dead { reason } => Cow::Borrowed(reason),
         }
     }
 }
 
-/// A dead letter as listed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeadLetter {
-    /// The job's id.
-    pub id: JobId,
-    /// The job.
-    pub job: NewJob,
-    /// Attempts made.
-    pub attempts: u32,
-    /// The last failure.
-    pub reason: String,
-    /// When it died, milliseconds since the Unix epoch.
-    pub died_ms: i64,
-}
+/// A provider job's dead letter as listed.
+pub type DeadLetter = herald_outbound::DeadLetter<NewJob>;
+
+/// Where a provider job goes, as far as pauses go: an app's provider.
+pub type Destination = (AppId, Platform);
 
 /// Queue depth for one app and provider.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -331,72 +310,44 @@ pub trait JobQueue: Send + Sync {
     async fn prune(&self, before_ms: i64) -> Result<u64, StoreError>;
 }
 
-/// How failed jobs are retried.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// Attempts before a job becomes a dead letter.
-    pub max_attempts: u32,
-    /// First retry delay (before jitter).
-    pub base: Duration,
-    /// Longest retry delay.
-    pub cap: Duration,
-}
+/// The provider queue as the outbound queue sees it: a provider job's destination is its app
+/// and provider, its dead letters are an app's. Every store's [`JobQueue`] is one.
+#[async_trait]
+impl<'q> OutboundStore for dyn JobQueue + 'q {
+    type Destination = Destination;
+    type Leased = Job;
+    type Settlement = Settlement;
+    type Owner = AppId;
+    type Job = NewJob;
 
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        RetryPolicy {
-            max_attempts: MAX_ATTEMPTS,
-            base: BACKOFF_BASE,
-            cap: BACKOFF_CAP,
-        }
+    async fn lease(
+        &self,
+        now_ms: i64,
+        limit: usize,
+        lease_ms: i64,
+        paused: &[Destination],
+    ) -> Result<Vec<Job>, StoreError> {
+        JobQueue::lease(self, now_ms, limit, lease_ms, paused).await
     }
-}
 
-impl RetryPolicy {
-    /// When attempt `attempts` (1 for the first) should be retried: `retry_after` when the
-    /// provider gave one, otherwise exponential backoff from `base` capped at `cap`, with
-    /// jitter (between half and all of the step). `None` when the job has had `max_attempts`
-    /// and should become a dead letter.
-    pub fn next_attempt(&self, attempts: u32, retry_after: Option<Duration>) -> Option<Duration> {
-        if attempts >= self.max_attempts {
-            return None;
-        }
-        if let Some(after) = retry_after {
-            return Some(after.min(self.cap));
-        }
-        let ceiling = self
-            .base
-            .saturating_mul(1u32 << attempts.saturating_sub(1).min(20))
-            .min(self.cap);
-        let ms = ceiling.as_millis() as u64;
-        Some(Duration::from_millis(
-            rand::thread_rng().gen_range(ms / 2..=ms.max(1)),
-        ))
+    async fn settle(&self, settled: Vec<(JobId, Settlement)>) -> Result<(), StoreError> {
+        JobQueue::settle(self, settled).await
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+    async fn dead_letters(
+        &self,
+        app: &AppId,
+        after: Option<JobId>,
+        limit: usize,
+    ) -> Result<Vec<DeadLetter>, StoreError> {
+        JobQueue::dead_letters(self, app, after, limit).await
+    }
 
-    #[test]
-    fn backoff_doubles_with_jitter_and_gives_up() {
-        for attempts in 1..MAX_ATTEMPTS {
-            let ceiling = BACKOFF_BASE * (1 << (attempts - 1));
-            for _ in 0..50 {
-                let d = RetryPolicy::default().next_attempt(attempts, None).unwrap();
-                assert!(d <= ceiling && d >= ceiling / 2, "{attempts}: {d:?}");
-            }
-        }
-        let policy = RetryPolicy::default();
-        assert_eq!(policy.next_attempt(MAX_ATTEMPTS, None), None);
-        assert_eq!(
-            policy.next_attempt(1, Some(Duration::from_secs(30))),
-            Some(Duration::from_secs(30))
-        );
-        assert_eq!(
-            policy.next_attempt(1, Some(Duration::from_secs(1 << 20))),
-            Some(BACKOFF_CAP)
-        );
+    async fn replay(&self, app: &AppId, id: JobId, now_ms: i64) -> Result<bool, StoreError> {
+        JobQueue::replay(self, app, id, now_ms).await
+    }
+
+    async fn drop_dead(&self, app: &AppId, id: JobId) -> Result<bool, StoreError> {
+        JobQueue::drop_dead(self, app, id).await
     }
 }

@@ -2,16 +2,16 @@
 //! that used its last attempt, or a job that cannot run) and each pause of an app's provider,
 //! naming the app, the provider, the job and the provider's answer.
 //!
-//! Rate-limited: at most one line per app, provider and kind every [`FailureLog::EVERY`]; the
-//! next line says how many were held back meanwhile (`held_back`), so a broadcast whose every
-//! send fails writes a line every few seconds, not one per device. `herald jobs dead`, the
-//! receipts and `herald_provider_jobs_dead` have every one.
+//! Rate-limited (the outbound queue's [`LineLimiter`]): at most one line per app, provider and
+//! kind every [`FailureLog::EVERY`]; the next line says how many were held back meanwhile
+//! (`held_back`), so a broadcast whose every send fails writes a line every few seconds, not
+//! one per device. `herald jobs dead`, the receipts and `herald_provider_jobs_dead` have every
+//! one.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use herald_core::tenant::AppId;
-use parking_lot::Mutex;
+use herald_outbound::LineLimiter;
 
 use crate::device::Platform;
 
@@ -22,20 +22,20 @@ enum Kind {
     Pause,
 }
 
-/// When the last line of one app, provider and kind was written, and how many were held back
-/// since.
-struct Window {
-    written: Instant,
-    held_back: u64,
-}
-
 /// Whose lines a window counts: an app, its provider (`None`: a broadcast's expansion), a kind.
 type Key = (AppId, Option<Platform>, Kind);
 
 /// The rate-limited WARN lines of failed deliveries (see the module documentation).
-#[derive(Default)]
 pub(super) struct FailureLog {
-    windows: Mutex<HashMap<Key, Window>>,
+    lines: LineLimiter<Key>,
+}
+
+impl Default for FailureLog {
+    fn default() -> Self {
+        FailureLog {
+            lines: LineLimiter::new(Self::EVERY),
+        }
+    }
 }
 
 /// A provider's name in a line (`expand` for a broadcast's expansion job).
@@ -105,33 +105,7 @@ impl FailureLog {
         kind: Kind,
         now: Instant,
     ) -> Option<u64> {
-        let mut windows = self.windows.lock();
-        let key: Key = (app.clone(), provider, kind);
-        match windows.get_mut(&key) {
-            Some(window) if now.duration_since(window.written) < Self::EVERY => {
-                window.held_back += 1;
-                None
-            }
-            Some(window) => {
-                let held_back = std::mem::take(&mut window.held_back);
-                window.written = now;
-                Some(held_back)
-            }
-            None => {
-                // Apps come and go: forget the windows long past before adding one.
-                if windows.len() >= 4096 {
-                    windows.retain(|_, w| now.duration_since(w.written) < Self::EVERY);
-                }
-                windows.insert(
-                    key,
-                    Window {
-                        written: now,
-                        held_back: 0,
-                    },
-                );
-                Some(0)
-            }
-        }
+        self.lines.admit((app.clone(), provider, kind), now)
     }
 }
 

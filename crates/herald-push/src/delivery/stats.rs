@@ -1,36 +1,28 @@
 //! What the delivery workers did, per app and provider, as Urban Airship's queue workers
 //! reported it: sends, successes, failures by reason, retries, and the time a send took
-//! (average and 95th percentile, from a log-scale histogram kept in memory since start).
+//! (average and 95th percentile, from a log-scale histogram kept in memory since start: the
+//! outbound queue's `Figures`).
 //! Each event is also a Prometheus metric labelled by app, provider and result (never by
 //! device or token). Queue depth and the oldest job's age come from the queue itself
 //! ([`crate::jobs::JobQueue::depth`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use serde::Serialize;
 
 use herald_core::tenant::AppId;
+use herald_outbound::{Ended, Figures};
 
 use crate::device::Platform;
-
-/// Histogram buckets: bucket `i` holds times up to `FIRST_BUCKET_US * GROWTH^i`.
-const BUCKETS: usize = 64;
-const FIRST_BUCKET_US: f64 = 50.0;
-const GROWTH: f64 = 1.25;
 
 #[derive(Default)]
 struct Counters {
     /// This app and provider's Prometheus series, registered at its first send: looking a
     /// labelled series up (and making its `app` label) per send was a cost of its own.
     series: Option<Series>,
-    sends: u64,
-    successes: u64,
-    failures: BTreeMap<String, u64>,
-    retries: u64,
-    total_us: u64,
-    buckets: Vec<u64>,
+    /// Its figures (the outbound queue's).
+    figures: Figures,
 }
 
 /// The Prometheus series one app and provider's sends are counted in.
@@ -56,22 +48,12 @@ impl Series {
     }
 }
 
-/// One app and provider's figures.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct ProviderFigures {
-    /// Sends that got an answer (or failed to connect).
-    pub sends: u64,
-    /// Accepted by the provider.
-    pub successes: u64,
-    /// Failed for good, by reason.
-    pub failures: BTreeMap<String, u64>,
-    /// Sends that will be tried again.
-    pub retries: u64,
-    /// Mean time a send took, milliseconds.
-    pub avg_ms: f64,
-    /// 95th percentile of the time a send took, milliseconds (bucket upper bound, within 25%).
-    pub p95_ms: f64,
-}
+/// One app and provider's figures: sends, successes, failures by reason, retries, mean and
+/// 95th percentile time of a send.
+pub type ProviderFigures = herald_outbound::Summary;
+
+/// How one send ended, for the figures: `Success`, `Failure(reason)` (failed for good), `Retry`.
+pub type SendEnd<'a> = Ended<'a>;
 
 /// Worker figures for every app and provider.
 #[derive(Default)]
@@ -79,58 +61,21 @@ pub struct WorkerStats {
     by: Mutex<HashMap<(AppId, Platform), Counters>>,
 }
 
-/// How one send ended, for the figures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SendResult<'a> {
-    /// Accepted.
-    Success,
-    /// Failed for good with this reason.
-    Failure(&'a str),
-    /// Will be retried (this reason).
-    Retry(&'a str),
-}
-
-fn bucket_of(us: u64) -> usize {
-    let mut bound = FIRST_BUCKET_US;
-    for i in 0..BUCKETS {
-        if (us as f64) <= bound {
-            return i;
-        }
-        bound *= GROWTH;
-    }
-    BUCKETS - 1
-}
-
-fn bucket_bound_ms(i: usize) -> f64 {
-    FIRST_BUCKET_US * GROWTH.powi(i as i32) / 1000.0
-}
-
 impl WorkerStats {
     /// Records one send of `app` to `provider` that took `took`.
-    pub fn record(&self, app: &AppId, provider: Platform, took: Duration, result: SendResult<'_>) {
-        let us = took.as_micros() as u64;
+    pub fn record(&self, app: &AppId, provider: Platform, took: Duration, result: SendEnd<'_>) {
         let mut by = self.by.lock();
         let c = by.entry((app.clone(), provider)).or_default();
-        if c.buckets.is_empty() {
-            c.buckets = vec![0; BUCKETS];
-        }
         let series = c
             .series
             .get_or_insert_with(|| Series::register(app, provider));
         match result {
-            SendResult::Success => series.accepted.increment(1),
-            SendResult::Failure(_) => series.failed.increment(1),
-            SendResult::Retry(_) => series.retry.increment(1),
+            Ended::Success => series.accepted.increment(1),
+            Ended::Failure(_) => series.failed.increment(1),
+            Ended::Retry => series.retry.increment(1),
         }
         series.seconds.record(took.as_secs_f64());
-        c.sends += 1;
-        c.total_us += us;
-        c.buckets[bucket_of(us)] += 1;
-        match result {
-            SendResult::Success => c.successes += 1,
-            SendResult::Failure(reason) => *c.failures.entry(reason.to_string()).or_default() += 1,
-            SendResult::Retry(_) => c.retries += 1,
-        }
+        c.figures.record(took, result);
     }
 
     /// The figures of every provider of `app` (or of every app).
@@ -139,31 +84,7 @@ impl WorkerStats {
         let mut out: Vec<_> = by
             .iter()
             .filter(|((a, _), _)| app.is_none_or(|app| app == a))
-            .map(|((a, p), c)| {
-                let mut p95_ms = 0.0;
-                let target = (c.sends as f64 * 0.95).ceil() as u64;
-                let mut seen = 0;
-                for (i, n) in c.buckets.iter().enumerate() {
-                    seen += n;
-                    if seen >= target && *n > 0 {
-                        p95_ms = bucket_bound_ms(i);
-                        break;
-                    }
-                }
-                let figures = ProviderFigures {
-                    sends: c.sends,
-                    successes: c.successes,
-                    failures: c.failures.clone(),
-                    retries: c.retries,
-                    avg_ms: if c.sends == 0 {
-                        0.0
-                    } else {
-                        c.total_us as f64 / c.sends as f64 / 1000.0
-                    },
-                    p95_ms,
-                };
-                (a.clone(), *p, figures)
-            })
+            .map(|((a, p), c)| (a.clone(), *p, c.figures.summary()))
             .collect();
         out.sort_by(|x, y| (x.0.as_str(), x.1.as_str()).cmp(&(y.0.as_str(), y.1.as_str())));
         out
@@ -210,7 +131,7 @@ mod tests {
                 &app,
                 Platform::Apns,
                 Duration::from_millis(1),
-                SendResult::Success,
+                SendEnd::Success,
             );
         }
         for _ in 0..5 {
@@ -218,14 +139,14 @@ mod tests {
                 &app,
                 Platform::Apns,
                 Duration::from_millis(100),
-                SendResult::Failure("rejected:BadDeviceToken"),
+                SendEnd::Failure("rejected:BadDeviceToken"),
             );
         }
         stats.record(
             &app,
             Platform::Fcm,
             Duration::from_millis(3),
-            SendResult::Retry("x"),
+            SendEnd::Retry,
         );
         let all = stats.figures(Some(&app));
         assert_eq!(all.len(), 2);

@@ -9,7 +9,8 @@
 //! has no usable credentials → `no_credentials`; otherwise one provider send, whose
 //! [`Outcome`] settles the job, deactivates the device (token gone), or retries it with backoff.
 //! A retry whose scope is the provider pauses that app and provider only: other apps and
-//! providers keep going.
+//! providers keep going. Retries, pauses and dead letters follow the outbound queue's rules
+//! (`herald_outbound::Outbound`, a provider job's destination being its app and provider).
 //!
 //! A round that fails (the store cannot be reached) is said once, and its loop waits longer
 //! after each failure in a row before the next round (`round_failures`: 1 s, 2 s ... 30 s).
@@ -28,6 +29,7 @@ use herald_core::engine::Engine;
 use herald_core::log::StoreError;
 use herald_core::message::now_millis;
 use herald_core::tenant::AppId;
+use herald_outbound::{Failure, Next, Outbound};
 use herald_proto::SendResult;
 use herald_providers::{Outcome, RetryScope};
 
@@ -35,10 +37,10 @@ use crate::delivery::failures::FailureLog;
 use crate::delivery::record::DeliveryRecord;
 use crate::delivery::round_failures::RoundFailures;
 use crate::delivery::senders::{NoSender, Senders};
-use crate::delivery::stats::{self, WorkerStats};
+use crate::delivery::stats::{SendEnd, WorkerStats};
 use crate::delivery::Delivery;
 use crate::device::{Device, InboxCursor, Platform};
-use crate::jobs::{Job, JobKind, JobQueue, NewJob, RetryPolicy, Settlement};
+use crate::jobs::{Destination, Job, JobKind, JobQueue, NewJob, RetryPolicy, Settlement};
 use crate::logs::PushLogs;
 use crate::registry::DeviceRegistry;
 
@@ -93,15 +95,6 @@ pub(super) struct Attempt<'a> {
     pub(super) attempts: u32,
 }
 
-/// A pause of one app and provider after a provider-wide retry.
-struct Pause {
-    /// Sends of this app and provider wait until then.
-    until_ms: i64,
-    /// Pauses in a row without a send going through: the backoff's step (2 s, 4 s, ... 300 s).
-    /// Kept after the pause ends, until a send succeeds.
-    consecutive: u32,
-}
-
 /// Runs provider jobs.
 pub struct Deliverer {
     pub(super) queue: Arc<dyn JobQueue>,
@@ -111,7 +104,9 @@ pub struct Deliverer {
     stats: Arc<WorkerStats>,
     pub(super) config: DeliveryConfig,
     wake: Notify,
-    paused: Mutex<HashMap<(AppId, Platform), Pause>>,
+    /// The queue's rules: retries, and the pauses of app and provider pairs after a
+    /// provider-wide retry.
+    outbound: Outbound<Destination>,
     /// The WARN lines of dead letters and pauses, rate-limited.
     pub(super) failures: FailureLog,
     /// Whether rounds fail (said once when they start and once when they stop).
@@ -147,6 +142,7 @@ impl Deliverer {
         stats: Arc<WorkerStats>,
         config: DeliveryConfig,
     ) -> Self {
+        let outbound = Outbound::new(config.retry);
         Deliverer {
             queue,
             registry,
@@ -155,7 +151,7 @@ impl Deliverer {
             stats,
             config,
             wake: Notify::new(),
-            paused: Mutex::new(HashMap::new()),
+            outbound,
             failures: FailureLog::default(),
             round_failures: RoundFailures::default(),
             records: Mutex::new(HashMap::new()),
@@ -386,23 +382,14 @@ impl Deliverer {
     /// how many jobs it took.
     pub async fn round(self: &Arc<Self>) -> Result<usize, StoreError> {
         let now = now_millis();
-        let paused: Vec<(AppId, Platform)> = {
-            // A pause that ended stays known (with its count of failures in a row) until a send
-            // goes through, so the next failure waits longer: backoff, not 2 s every time.
-            let paused = self.paused.lock();
-            paused
-                .iter()
-                .filter(|(_, p)| p.until_ms > now)
-                .map(|(key, _)| key.clone())
-                .collect()
-        };
+        // Skips the app and provider pairs paused now.
         let jobs = self
-            .queue
+            .outbound
             .lease(
+                &*self.queue,
                 now,
                 self.config.batch,
                 self.config.lease.as_millis() as i64,
-                &paused,
             )
             .await?;
         let count = jobs.len();
@@ -553,20 +540,15 @@ impl Deliverer {
         let took = started.elapsed();
         match outcome {
             Outcome::Accepted { .. } => {
-                self.stats
-                    .record(app, provider, took, stats::SendResult::Success);
+                self.stats.record(app, provider, took, SendEnd::Success);
                 self.resume(app, provider);
                 done(SendResult::Accepted)
             }
             Outcome::Unregistered { reason, since_ms } => {
                 let why = format!("{}: {reason}", provider.as_str());
                 let result = SendResult::Unregistered(reason);
-                self.stats.record(
-                    app,
-                    provider,
-                    took,
-                    stats::SendResult::Failure(&result.as_text()),
-                );
+                self.stats
+                    .record(app, provider, took, SendEnd::Failure(&result.as_text()));
                 if let Err(e) = self
                     .registry
                     .deactivate_gone(app, &device.id, token, since_ms, &why)
@@ -578,12 +560,8 @@ impl Deliverer {
             }
             Outcome::Rejected { reason } => {
                 let result = SendResult::Rejected(reason);
-                self.stats.record(
-                    app,
-                    provider,
-                    took,
-                    stats::SendResult::Failure(&result.as_text()),
-                );
+                self.stats
+                    .record(app, provider, took, SendEnd::Failure(&result.as_text()));
                 done(result)
             }
             Outcome::Retry {
@@ -591,8 +569,7 @@ impl Deliverer {
                 after,
                 scope,
             } => {
-                self.stats
-                    .record(app, provider, took, stats::SendResult::Retry(&reason));
+                self.stats.record(app, provider, took, SendEnd::Retry);
                 self.retry(
                     &attempt,
                     provider,
@@ -614,35 +591,21 @@ impl Deliverer {
         after: Option<Duration>,
         provider_wide: bool,
     ) -> Settlement {
-        let now = now_millis();
-        if provider_wide {
-            let mut paused = self.paused.lock();
-            let pause = paused
-                .entry((attempt.app.clone(), provider))
-                .or_insert(Pause {
-                    until_ms: now,
-                    consecutive: 0,
-                });
-            // One step of backoff per pause: the other sends of the round that failed with it
-            // (or a send that was already under way) do not lengthen it, except by the
-            // provider's own Retry-After.
-            if pause.until_ms <= now {
-                pause.consecutive += 1;
-            }
-            let wait = after.unwrap_or_else(|| {
-                Duration::from_secs(1 << pause.consecutive.min(8)).min(Duration::from_secs(300))
-            });
-            pause.until_ms = pause.until_ms.max(now + wait.as_millis() as i64);
-            drop(paused);
+        let destination = (attempt.app.clone(), provider);
+        let failure = Failure {
+            destination: &destination,
+            attempts: attempt.attempts,
+            retry_after: after,
+            destination_wide: provider_wide,
+        };
+        let verdict = self.outbound.failed(failure, now_millis());
+        if let Some(wait) = verdict.paused_for {
             self.failures
                 .paused(attempt.app, provider, attempt.job, &reason, wait);
         }
-        match self.config.retry.next_attempt(attempt.attempts, after) {
-            Some(wait) => Settlement::Retry {
-                due_ms: now + wait.as_millis() as i64,
-                reason,
-            },
-            None => {
+        match verdict.next {
+            Next::Retry { due_ms } => Settlement::Retry { due_ms, reason },
+            Next::Dead => {
                 self.failures.dead_letter(
                     attempt.app,
                     Some(provider),
@@ -657,11 +620,8 @@ impl Deliverer {
 
     /// A send went through: the app's provider is no longer paused (said once, at INFO).
     fn resume(&self, app: &AppId, provider: Platform) {
-        let mut paused = self.paused.lock();
-        if let Some(p) = paused.remove(&(app.clone(), provider)) {
-            if p.consecutive > 0 {
-                tracing::info!(app = %app.as_str(), provider = provider.as_str(), "provider sends work again for this app");
-            }
+        if self.outbound.succeeded(&(app.clone(), provider)) {
+            tracing::info!(app = %app.as_str(), provider = provider.as_str(), "provider sends work again for this app");
         }
     }
 }
