@@ -1,6 +1,7 @@
-//! The [`Bus`] seam: how committed messages and cache-invalidation events reach every node, and
-//! [`LocalBus`], the one-node bus (committed messages go to this node's fan-out thread, events
-//! to this node's [`Caches`] at once).
+//! The [`Bus`] seam: how committed messages, cache-invalidation events and lifecycle events
+//! reach every node, and [`LocalBus`], the one-node bus (committed messages go to this node's
+//! fan-out thread, events to this node's [`Caches`] at once, lifecycle events straight to this
+//! node's listeners).
 
 use std::sync::Arc;
 
@@ -35,6 +36,27 @@ use crate::ChannelName;
 ///
 /// `committed` is on the publish path: it must not block on the network, allocate or lock per
 /// message beyond what the local fan-out does.
+///
+/// **Lifecycle events** ([`crate::lifecycle`]) cross nodes through the bus too. Each event is
+/// delivered once in the cluster, to the listeners of one node (every node registers the
+/// same listeners, so a consumer such as webhooks queues each event once):
+///
+/// - `connected`, `disconnected`, `subscribed` and `unsubscribed` on the node holding the
+///   connection, as they happen.
+/// - `channel.occupied` when a channel's first subscriber on any node arrives, and
+///   `channel.vacated` when its last subscriber on any node leaves, each transition once, on
+///   the node whose subscriber made it. A networked bus sets a
+///   [`Relay`](crate::lifecycle::Relay) on the hub's lifecycle registry that holds this
+///   node's own transitions, counts them across nodes and delivers the cluster's; a one-node
+///   bus ([`LocalBus`]) sets none, since this node's transitions are the cluster's.
+/// - **A node that dies** (killed, crashed, cut off) has its connections' departures
+///   (`disconnected`, reason `node_lost`) and the vacancies of the channels only it held
+///   emitted by another node, one node for each lost node, within a bound the bus states
+///   (`RedisBus`: 6 seconds after the lost node's last heartbeat, plus a round trip). A node
+///   that stops cleanly reports its own departures and leaves nothing to claim.
+///
+/// A networked bus does this work only while a listener has joined: without one the relay is
+/// never called, and the bus adds nothing to Redis or to any path.
 pub trait Bus: CommitSink {
     /// Applies `event` on this node at once and sends it to every other node.
     fn publish(&self, event: CacheEvent);

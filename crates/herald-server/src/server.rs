@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use herald_core::lifecycle::LifecycleListener;
 use herald_edge::conn::TlsAcceptor;
 use herald_edge::Edge;
 use metrics_exporter_prometheus::PrometheusHandle;
@@ -35,6 +36,7 @@ impl Server {
             settings,
             metrics: None,
             shutdown: None,
+            lifecycle: Vec::new(),
         }
     }
 }
@@ -44,9 +46,20 @@ pub struct ServerBuilder {
     settings: ServerSettings,
     metrics: Option<PrometheusHandle>,
     shutdown: Option<CancellationToken>,
+    /// Listeners joined to the node's lifecycle registry at start ([`ServerBuilder::lifecycle_listener`]).
+    lifecycle: Vec<Arc<dyn LifecycleListener>>,
 }
 
 impl ServerBuilder {
+    /// Tells `listener` of the node's lifecycle events (connections, subscriptions, channels
+    /// occupied and vacated, [`herald_core::lifecycle`]); in a cluster, of each channel
+    /// transition and each lost node's departures once, on one node (every node must have
+    /// the same listeners). It joins before anything is served.
+    pub fn lifecycle_listener(mut self, listener: Arc<dyn LifecycleListener>) -> ServerBuilder {
+        self.lifecycle.push(listener);
+        self
+    }
+
     /// Renders `/metrics` with `handle` (a recorder the caller installed) instead of the one
     /// this crate installs for the process on first use.
     pub fn metrics(mut self, handle: PrometheusHandle) -> ServerBuilder {
@@ -69,6 +82,7 @@ impl ServerBuilder {
             settings,
             metrics,
             shutdown,
+            lifecycle,
         } = self;
         let metrics = match metrics {
             Some(handle) => {
@@ -86,6 +100,9 @@ impl ServerBuilder {
             false => Some(DataDirLock::acquire(&settings.data)?),
         };
         let (engine, bus, store) = Parts::open_store(&settings).await?;
+        for listener in lifecycle {
+            engine.lifecycle().join(listener);
+        }
         let opened = Parts::load(&settings, engine, bus.clone(), store.clone()).await;
         let started = match opened {
             Ok(parts) => assemble(settings, parts, metrics, lock, &shutdown).await,

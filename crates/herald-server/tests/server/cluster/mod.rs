@@ -10,11 +10,13 @@
 //! `/healthz` while PostgreSQL or Redis is down), [`start`] (start errors, a
 //! node joining late, nodes over TLS to Redis), [`revoke`] (revocations close connections on
 //! every node), [`tokens`] (a secret rotated with an overlap, sealed in PostgreSQL),
-//! [`audit`] (the audit log on PostgreSQL).
+//! [`audit`] (the audit log on PostgreSQL), [`lifecycle`] (channels vacated once in the
+//! cluster, a killed node's departures reported by another).
 
 mod audit;
 mod fanout;
 mod faults;
+mod lifecycle;
 mod probes;
 mod push;
 mod revoke;
