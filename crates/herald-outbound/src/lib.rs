@@ -8,7 +8,8 @@
 //!   whole (a rate limit, an outage), backing off while it goes on, lifted by a success.
 //! - [`queue`]: [`Outbound`], the two together as a worker applies them (what to skip when
 //!   leasing, what a failed attempt becomes), and [`OutboundStore`], the storage trait a store
-//!   implements for each kind of job (lease, settle, dead letters listed, replayed, dropped).
+//!   implements for each kind of job (lease, settle, dead letters listed, replayed, dropped,
+//!   queue depth).
 //! - [`lines`]: [`LineLimiter`], at most one log line per key every period, counting the
 //!   lines held back.
 //! - [`figures`]: [`Figures`], what sends came to (successes, failures by reason, retries)

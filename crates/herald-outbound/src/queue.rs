@@ -52,6 +52,9 @@ pub trait OutboundStore: Send + Sync {
     type Owner: ?Sized + Sync;
     /// A job as its dead letter shows it.
     type Job: Send;
+    /// How deep the queue is for one owner and destination (jobs waiting, the oldest one's
+    /// age, dead letters), as the store counts it.
+    type Depth: Send;
 
     /// Leases up to `limit` due jobs (due at or before `now_ms`, or leased with a lease that
     /// ran out, which marks them in doubt) until `now_ms + lease_ms`, oldest due first,
@@ -78,6 +81,8 @@ pub trait OutboundStore: Send + Sync {
         -> Result<bool, StoreError>;
     /// Deletes a dead letter; `false` if it is not a dead letter of `owner`.
     async fn drop_dead(&self, owner: &Self::Owner, id: JobId) -> Result<bool, StoreError>;
+    /// Queue depth and dead letters (`owner`: only that owner's).
+    async fn depth(&self, owner: Option<&Self::Owner>) -> Result<Vec<Self::Depth>, StoreError>;
 }
 
 /// One failed attempt, as [`Outbound::failed`] judges it.
@@ -219,6 +224,7 @@ mod tests {
         type Settlement = Ending;
         type Owner = str;
         type Job = &'static str;
+        type Depth = (&'static str, u64);
 
         async fn lease(
             &self,
@@ -299,6 +305,20 @@ mod tests {
             let before = jobs.len();
             jobs.retain(|r| !(r.id == id && r.state == "dead"));
             Ok(jobs.len() < before)
+        }
+
+        async fn depth(
+            &self,
+            _owner: Option<&str>,
+        ) -> Result<Vec<(&'static str, u64)>, StoreError> {
+            let mut depth: Vec<(&'static str, u64)> = Vec::new();
+            for row in self.jobs.lock().iter().filter(|r| r.state == "dead") {
+                match depth.iter_mut().find(|(d, _)| *d == row.destination) {
+                    Some((_, n)) => *n += 1,
+                    None => depth.push((row.destination, 1)),
+                }
+            }
+            Ok(depth)
         }
     }
 
@@ -405,6 +425,7 @@ mod tests {
         }
         let dead = q.dead_letters("app", None, 10).await.unwrap();
         assert_eq!(dead.iter().map(|d| d.id).collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(q.depth(None).await.unwrap(), [("down", 2)]);
         assert!(dead.iter().all(|d| d.attempts == 3 && d.reason == "503"));
         assert!(round(&rules, &q, now, "", false).await.is_empty());
         // Replayed: due now with its attempts reset, and it goes through.

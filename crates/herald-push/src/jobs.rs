@@ -319,6 +319,7 @@ impl<'q> OutboundStore for dyn JobQueue + 'q {
     type Settlement = Settlement;
     type Owner = AppId;
     type Job = NewJob;
+    type Depth = Depth;
 
     async fn lease(
         &self,
@@ -349,5 +350,9 @@ impl<'q> OutboundStore for dyn JobQueue + 'q {
 
     async fn drop_dead(&self, app: &AppId, id: JobId) -> Result<bool, StoreError> {
         JobQueue::drop_dead(self, app, id).await
+    }
+
+    async fn depth(&self, app: Option<&AppId>) -> Result<Vec<Depth>, StoreError> {
+        JobQueue::depth(self, app).await
     }
 }
