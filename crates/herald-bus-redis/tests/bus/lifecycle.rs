@@ -144,7 +144,8 @@ async fn a_lost_nodes_connections_and_channels_are_reported_by_another_node() {
         let a = node(&[redis.url()], &log, &tenancy).await;
         let b = node(&[redis.url()], &log, &tenancy).await;
         let outbox = Outbox::new(1024);
-        let registration = a
+        // Held (never dropped) while A is lost, as a crashed node's connections are.
+        let _registration = a
             .node
             .caches
             .live
@@ -155,9 +156,6 @@ async fn a_lost_nodes_connections_and_channels_are_reported_by_another_node() {
         a.settle("marker-a").await;
         b.settle("marker-b").await;
         // A's tasks stop as a crashed node's would: no heartbeat, no goodbye.
-        std::mem::forget(registration);
-        std::mem::forget(_only_on_a);
-        std::mem::forget(_on_both);
         a.node.bus.halt();
         let recorded = a.recorded.clone();
         let lost = |e: &LifecycleEvent| {
