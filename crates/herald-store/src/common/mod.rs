@@ -4,7 +4,8 @@
 //! driver's row implements [`row::StoredRow`]).
 //!
 //! Modules: `row` (reading a column from either driver's row), `values` (converting ids, seqs,
-//! counts and JSON between Rust and SQL values), `writer` (the request types both writers take,
+//! counts and JSON between Rust and SQL values), `log` (channel and message rows, a read's
+//! bounds), `writer` (the request types both writers take,
 //! the age-sweep interval, handing a commit to the sink), `tenancy` (apps), `token_keys`,
 //! `revocations`, `credentials`, `audit` (the audit query, built for either placeholder style),
 //! `devices` (device rows), `jobs` (job columns, constants, row decoding, the rows a push adds),
@@ -17,6 +18,7 @@ pub(crate) mod devices;
 pub(crate) mod job_counts;
 pub(crate) mod job_state;
 pub(crate) mod jobs;
+pub(crate) mod log;
 pub(crate) mod revocations;
 pub(crate) mod row;
 pub(crate) mod tenancy;

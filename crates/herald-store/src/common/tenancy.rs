@@ -1,6 +1,6 @@
-//! Apps and publisher keys as both backends store them: the columns an `apps` read selects and
-//! how a row becomes an [`App`], how an `api_keys` row becomes a [`KeyInfo`], and which key ids
-//! can name a stored key.
+//! Apps and publisher keys as both backends store them: how an `apps` row becomes an [`App`],
+//! how an `api_keys` row becomes a [`KeyInfo`], which key ids can name a stored key, and which
+//! tables hold an app's rows (emptied of them when it is deleted).
 
 use herald_core::log::StoreError;
 use herald_core::tenancy::{App, KeyInfo};
@@ -40,3 +40,20 @@ pub(crate) fn is_key_id(key_id: &str) -> bool {
             .bytes()
             .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
+
+/// The tables whose rows belong to an app (by their `app` column): deleting the app deletes
+/// its rows in each, in this order, in one transaction, before the `apps` row is marked deleted.
+pub(crate) const APP_TABLES: [&str; 12] = [
+    "api_keys",
+    "devices",
+    "device_tags",
+    "device_tombstones",
+    "pushes",
+    "usage",
+    "jobs",
+    "push_counts",
+    "credentials",
+    "revoked_tokens",
+    "revoked_before",
+    "app_token_keys",
+];

@@ -2,18 +2,14 @@
 //! messages runs in one read-only repeatable-read transaction, so the state it answers and the
 //! messages it returns are one snapshot.
 
-use std::sync::Arc;
-
-use bytes::Bytes;
 use deadpool_postgres::GenericClient;
 use deadpool_postgres::Object;
 use herald_core::log::{ChannelState, LogSlice, ReadFrom, StoreError};
-use herald_core::message::{Epoch, StoredMessage};
 use herald_core::name::ChannelName;
 use tokio_postgres::IsolationLevel;
 
 use super::{pg_error, sql_limit};
-use crate::common::values::{seq_from_db, seq_to_db};
+use crate::common::log::{channel_state_of, listed_channel_of, message_of, slice_bounds};
 
 /// The channel's row id and state, or `None` if it has never had a message.
 pub(crate) async fn channel_state(
@@ -27,19 +23,7 @@ pub(crate) async fn channel_state(
         )
         .await
         .map_err(pg_error)?;
-    let Some(row) = row else {
-        return Ok(None);
-    };
-    let epoch: String = row.try_get(1).map_err(pg_error)?;
-    Ok(Some((
-        row.try_get(0).map_err(pg_error)?,
-        ChannelState {
-            name: name.clone(),
-            epoch: Epoch::new(&epoch),
-            last_seq: seq_from_db(row.try_get(2).map_err(pg_error)?)?,
-            first_seq: seq_from_db(row.try_get(3).map_err(pg_error)?)?,
-        },
-    )))
+    row.map(|row| channel_state_of(&row, name)).transpose()
 }
 
 /// The channel's state and up to `limit` messages from `from`, in seq order, in one snapshot.
@@ -62,20 +46,16 @@ pub(crate) async fn read_slice(
             messages: Vec::new(),
         });
     };
-    let limit = sql_limit(limit);
-    let (sql, bound, count) = match from {
-        ReadFrom::After(seq) => (
+    let (bound, count) = slice_bounds(from, limit);
+    let sql = match from {
+        ReadFrom::After(_) => {
             "SELECT seq, client_id, time, data FROM messages
-             WHERE channel_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
-            seq_to_db(seq),
-            limit,
-        ),
-        ReadFrom::Tail(n) => (
+             WHERE channel_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"
+        }
+        ReadFrom::Tail(_) => {
             "SELECT seq, client_id, time, data FROM messages
-             WHERE channel_id = $1 AND seq >= $2 ORDER BY seq DESC LIMIT $3",
-            0,
-            seq_to_db(n).min(limit),
-        ),
+             WHERE channel_id = $1 AND seq >= $2 ORDER BY seq DESC LIMIT $3"
+        }
     };
     let statement = tx.prepare_cached(sql).await.map_err(pg_error)?;
     let rows = tx
@@ -85,15 +65,7 @@ pub(crate) async fn read_slice(
     tx.commit().await.map_err(pg_error)?;
     let mut messages = Vec::with_capacity(rows.len());
     for row in rows {
-        let data: Vec<u8> = row.try_get(3).map_err(pg_error)?;
-        messages.push(Arc::new(StoredMessage::new(
-            name.clone(),
-            state.epoch.clone(),
-            seq_from_db(row.try_get(0).map_err(pg_error)?)?,
-            row.try_get(1).map_err(pg_error)?,
-            row.try_get(2).map_err(pg_error)?,
-            Bytes::from(data),
-        )));
+        messages.push(message_of(&row, name, &state.epoch)?);
     }
     if matches!(from, ReadFrom::Tail(_)) {
         messages.reverse();
@@ -118,18 +90,7 @@ pub(crate) async fn list_channels(
         .map_err(pg_error)?;
     let mut channels = Vec::with_capacity(rows.len());
     for row in rows {
-        let name: String = row.try_get(0).map_err(pg_error)?;
-        let Ok(name) = herald_core::tenant::parse_full(&name) else {
-            tracing::warn!("skipping stored channel with an invalid name");
-            continue;
-        };
-        let epoch: String = row.try_get(1).map_err(pg_error)?;
-        channels.push(ChannelState {
-            name,
-            epoch: Epoch::new(&epoch),
-            last_seq: seq_from_db(row.try_get(2).map_err(pg_error)?)?,
-            first_seq: seq_from_db(row.try_get(3).map_err(pg_error)?)?,
-        });
+        channels.extend(listed_channel_of(&row)?);
     }
     Ok(channels)
 }

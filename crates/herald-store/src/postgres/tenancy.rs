@@ -12,7 +12,7 @@ use herald_core::tenant::AppId;
 use herald_core::token_keys::AppTokenKeys;
 
 use super::{pg_error, PostgresStore};
-use crate::common::tenancy::{app_of, is_key_id, key_of};
+use crate::common::tenancy::{app_of, is_key_id, key_of, APP_TABLES};
 use crate::common::values::to_json;
 
 /// A counter as an SQL integer (counts beyond `i64::MAX` are clamped).
@@ -88,21 +88,9 @@ impl Tenancy for PostgresStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(pg_error)?;
         let app = id.as_str();
-        for sql in [
-            "DELETE FROM api_keys WHERE app = $1",
-            "DELETE FROM devices WHERE app = $1",
-            "DELETE FROM device_tags WHERE app = $1",
-            "DELETE FROM device_tombstones WHERE app = $1",
-            "DELETE FROM pushes WHERE app = $1",
-            "DELETE FROM usage WHERE app = $1",
-            "DELETE FROM jobs WHERE app = $1",
-            "DELETE FROM push_counts WHERE app = $1",
-            "DELETE FROM credentials WHERE app = $1",
-            "DELETE FROM revoked_tokens WHERE app = $1",
-            "DELETE FROM revoked_before WHERE app = $1",
-            "DELETE FROM app_token_keys WHERE app = $1",
-        ] {
-            tx.execute(sql, &[&app]).await.map_err(pg_error)?;
+        for table in APP_TABLES {
+            let sql = format!("DELETE FROM {table} WHERE app = $1");
+            tx.execute(&sql, &[&app]).await.map_err(pg_error)?;
         }
         let n = tx
             .execute(

@@ -8,15 +8,14 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use herald_core::log::{ChannelState, LogSlice, ReadFrom, StoreError};
-use herald_core::message::{Epoch, StoredMessage};
 use herald_core::name::ChannelName;
 use parking_lot::Mutex;
 use rusqlite::{params, Connection, OptionalExtension};
 use tokio::sync::Semaphore;
 
-use crate::sqlite::{backend, schema, seq_from_db, seq_to_db};
+use crate::common::log::{channel_state_of, listed_channel_of, message_of, slice_bounds};
+use crate::sqlite::{backend, schema};
 
 /// The read-only connections.
 pub(crate) struct ReadPool {
@@ -89,29 +88,11 @@ pub(crate) fn channel_state(
     let row = conn
         .prepare_cached("SELECT id, epoch, last_seq, first_seq FROM channels WHERE name = ?1")
         .and_then(|mut stmt| {
-            stmt.query_row([name.as_str()], |row| {
-                Ok((
-                    row.get::<_, i64>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, i64>(2)?,
-                    row.get::<_, i64>(3)?,
-                ))
-            })
-            .optional()
+            stmt.query_row([name.as_str()], |row| Ok(channel_state_of(row, name)))
+                .optional()
         })
         .map_err(backend)?;
-    let Some((id, epoch, last_seq, first_seq)) = row else {
-        return Ok(None);
-    };
-    Ok(Some((
-        id,
-        ChannelState {
-            name: name.clone(),
-            epoch: Epoch::new(&epoch),
-            last_seq: seq_from_db(last_seq)?,
-            first_seq: seq_from_db(first_seq)?,
-        },
-    )))
+    row.transpose()
 }
 
 /// The channel's state and up to `limit` messages from `from`, in seq order, read in one
@@ -129,38 +110,23 @@ pub(crate) fn read_slice(
             messages: Vec::new(),
         });
     };
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let (sql, bound, count) = match from {
-        ReadFrom::After(seq) => (
+    let (bound, count) = slice_bounds(from, limit);
+    let sql = match from {
+        ReadFrom::After(_) => {
             "SELECT seq, client_id, time, data FROM messages \
-             WHERE channel_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
-            seq_to_db(seq),
-            limit,
-        ),
-        ReadFrom::Tail(n) => (
+             WHERE channel_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3"
+        }
+        ReadFrom::Tail(_) => {
             "SELECT seq, client_id, time, data FROM messages \
-             WHERE channel_id = ?1 AND seq >= ?2 ORDER BY seq DESC LIMIT ?3",
-            0,
-            seq_to_db(n).min(limit),
-        ),
+             WHERE channel_id = ?1 AND seq >= ?2 ORDER BY seq DESC LIMIT ?3"
+        }
     };
     let mut messages = Vec::new();
     {
         let mut stmt = tx.prepare_cached(sql).map_err(backend)?;
         let mut rows = stmt.query(params![id, bound, count]).map_err(backend)?;
         while let Some(row) = rows.next().map_err(backend)? {
-            let seq = seq_from_db(row.get(0).map_err(backend)?)?;
-            let client_id: Option<String> = row.get(1).map_err(backend)?;
-            let time: i64 = row.get(2).map_err(backend)?;
-            let data: Vec<u8> = row.get(3).map_err(backend)?;
-            messages.push(Arc::new(StoredMessage::new(
-                name.clone(),
-                state.epoch.clone(),
-                seq,
-                client_id,
-                time,
-                Bytes::from(data),
-            )));
+            messages.push(message_of(row, name, &state.epoch)?);
         }
     }
     if matches!(from, ReadFrom::Tail(_)) {
@@ -188,18 +154,7 @@ pub(crate) fn list_channels(
         .map_err(backend)?;
     let mut channels = Vec::new();
     while let Some(row) = rows.next().map_err(backend)? {
-        let name: String = row.get(0).map_err(backend)?;
-        let Ok(name) = herald_core::tenant::parse_full(&name) else {
-            tracing::warn!("skipping stored channel with an invalid name");
-            continue;
-        };
-        let epoch: String = row.get(1).map_err(backend)?;
-        channels.push(ChannelState {
-            name,
-            epoch: Epoch::new(&epoch),
-            last_seq: seq_from_db(row.get(2).map_err(backend)?)?,
-            first_seq: seq_from_db(row.get(3).map_err(backend)?)?,
-        });
+        channels.extend(listed_channel_of(row)?);
     }
     Ok(channels)
 }

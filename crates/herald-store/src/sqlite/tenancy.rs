@@ -13,7 +13,7 @@ use herald_core::tenant::AppId;
 use herald_core::token_keys::AppTokenKeys;
 use rusqlite::{params, OptionalExtension};
 
-use crate::common::tenancy::{app_of, is_key_id, key_of};
+use crate::common::tenancy::{app_of, is_key_id, key_of, APP_TABLES};
 use crate::common::values::to_json;
 use crate::sqlite::{backend, SqliteLog};
 
@@ -96,21 +96,9 @@ impl Tenancy for SqliteLog {
         let id = id.clone();
         self.write(move |tx| {
             let app = id.as_str();
-            for sql in [
-                "DELETE FROM api_keys WHERE app = ?1",
-                "DELETE FROM devices WHERE app = ?1",
-                "DELETE FROM device_tags WHERE app = ?1",
-                "DELETE FROM device_tombstones WHERE app = ?1",
-                "DELETE FROM pushes WHERE app = ?1",
-                "DELETE FROM usage WHERE app = ?1",
-                "DELETE FROM jobs WHERE app = ?1",
-                "DELETE FROM push_counts WHERE app = ?1",
-                "DELETE FROM credentials WHERE app = ?1",
-                "DELETE FROM revoked_tokens WHERE app = ?1",
-                "DELETE FROM revoked_before WHERE app = ?1",
-                "DELETE FROM app_token_keys WHERE app = ?1",
-            ] {
-                tx.execute(sql, [app]).map_err(backend)?;
+            for table in APP_TABLES {
+                let sql = format!("DELETE FROM {table} WHERE app = ?1");
+                tx.execute(&sql, [app]).map_err(backend)?;
             }
             let n = tx
                 .execute(
