@@ -2,8 +2,6 @@
 //! user, tag or everything (optionally only provider-reachable devices), lookup by ids, and
 //! audience counts read from the tag index (as SQLite's `devices::audience` counts them).
 
-use std::collections::HashMap;
-
 use herald_core::log::StoreError;
 use herald_core::tenant::AppId;
 use herald_push::device::{Device, InboxCursor};
@@ -11,7 +9,7 @@ use herald_push::registry::DeviceQuery;
 use herald_push::Audience;
 use tokio_postgres::types::ToSql;
 
-use crate::common::devices::{device_of, DEVICE_COLUMNS};
+use crate::common::devices::{device_of, AudienceCount, DEVICE_COLUMNS};
 use crate::common::qualified;
 use crate::postgres::{pg_error, sql_limit};
 
@@ -94,17 +92,16 @@ pub(super) async fn by_id(
     rows.iter().map(device_of).collect()
 }
 
-/// Devices `audience` reaches, by [`Audience::reaches`]: only the devices holding a tag the
-/// audience names are read (with which of those tags each holds); every other active device is
-/// reached exactly when a device with none of them is, and those are counted, not read.
+/// Devices `audience` reaches, by [`Audience::reaches`], counted from the tag index (see
+/// [`AudienceCount`]).
 pub(super) async fn count_reached(
     client: &impl deadpool_postgres::GenericClient,
     app: &AppId,
     audience: &Audience,
 ) -> Result<u64, StoreError> {
-    let named = audience.named_tags();
-    let mut held: HashMap<String, Vec<usize>> = HashMap::new();
-    for (i, tag) in named.iter().enumerate() {
+    let mut count = AudienceCount::new(audience);
+    for i in 0..count.named().len() {
+        let tag = count.named()[i];
         let rows = client
             .query(
                 "SELECT t.device FROM device_tags t JOIN devices d
@@ -115,24 +112,12 @@ pub(super) async fn count_reached(
             .await
             .map_err(pg_error)?;
         for row in rows {
-            held.entry(row.try_get(0).map_err(pg_error)?)
-                .or_default()
-                .push(i);
+            count.holds(row.try_get(0).map_err(pg_error)?, i);
         }
     }
-    let mut n = held
-        .values()
-        .filter(|tags| {
-            audience.reaches(true, |t| {
-                named
-                    .iter()
-                    .position(|x| *x == t)
-                    .is_some_and(|i| tags.contains(&i))
-            })
-        })
-        .count() as u64;
-    if audience.reaches(true, |_| false) {
-        let active: i64 = client
+    let mut active = 0;
+    if count.counts_the_rest() {
+        let n: i64 = client
             .query_one(
                 "SELECT count(*) FROM devices WHERE app = $1 AND active",
                 &[&app.as_str()],
@@ -141,9 +126,7 @@ pub(super) async fn count_reached(
             .map_err(pg_error)?
             .try_get(0)
             .map_err(pg_error)?;
-        n += u64::try_from(active)
-            .unwrap_or(0)
-            .saturating_sub(held.len() as u64);
+        active = u64::try_from(n).unwrap_or(0);
     }
-    Ok(n)
+    Ok(count.total(active))
 }
