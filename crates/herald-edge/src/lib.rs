@@ -13,6 +13,7 @@
 pub mod channels;
 pub mod conn;
 pub mod deadlines;
+pub mod detect;
 pub mod direct_publish;
 pub mod driver;
 mod http;

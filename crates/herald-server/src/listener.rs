@@ -1,9 +1,11 @@
 //! The HTTP/1.1 accept loop. Herald serves its router with hyper's HTTP/1 connection directly
 //! (rather than `axum::serve`, whose protocol sniffing wraps sockets in a private type) so that
 //! a WebSocket upgrade hands the transport back the plain `TcpStream`, which its lean frame loop
-//! needs. A fresh connection whose first request is an SSE stream is served by the transport
-//! itself, without hyper ([`herald_edge::sse::serve_if_sse`] looks first, within the first-byte
-//! and head deadlines). On the HTTP runtime, a plain connection whose requests are whole
+//! needs. A fresh connection's first bytes are looked at once, within the first-byte and head
+//! deadlines, by the registered detectors ([`DETECTORS`], [`herald_edge::detect`]): a first
+//! request that is an SSE stream is served by the transport itself, without hyper
+//! ([`herald_edge::sse::serve_detected`]); a WebSocket handshake stays on this runtime, where
+//! its session runs; anything else goes to hyper. On the HTTP runtime, a plain connection whose requests are whole
 //! one-message publishes is answered without hyper until its first other request
 //! ([`herald_edge::direct_publish`], which leaves that request unread for hyper). Hyper reads through a [`TimedStream`], which closes a connection whose
 //! next request's head stops arriving or that stays idle between requests too long, and every
@@ -23,6 +25,7 @@ use axum::extract::Request;
 use axum::Router;
 use herald_edge::conn::{Conn, TlsAcceptor};
 use herald_edge::deadlines::{Deadlines, RequestPhase, TimedBody, TimedStream};
+use herald_edge::detect::{detect, Detected, Detector};
 use herald_edge::direct_publish::{self, Served};
 use herald_edge::Edge;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -106,10 +109,20 @@ pub(crate) async fn serve(
     connections
 }
 
-/// Serves a fresh connection: its SSE stream if its first request is one, else hyper
-/// ([`serve_hyper`]).
+/// The protocols recognised on a fresh connection's first bytes ([`detect`]), in order: the
+/// first whose detector says [`Verdict::Mine`](herald_edge::detect::Verdict) serves the
+/// connection (see [`serve_connection`]); a connection no detector claims is HTTP's, served by
+/// hyper (with one-message publishes answered without it first).
+static DETECTORS: [&dyn Detector; 2] = [&herald_edge::sse::DETECTOR, &herald_edge::ws::DETECTOR];
+/// [`DETECTORS`]' index of an SSE stream served directly.
+const SSE: usize = 0;
+/// [`DETECTORS`]' index of a WebSocket handshake at `/v1/ws`.
+const WEBSOCKET: usize = 1;
+
+/// Serves a fresh connection as the protocol its first bytes show ([`DETECTORS`]): its SSE
+/// stream, a WebSocket handshake on this runtime, anything else with hyper ([`serve_hyper`]).
 async fn serve_connection(
-    conn: Conn,
+    mut conn: Conn,
     peer: SocketAddr,
     app: (Router, direct_publish::Handler),
     http: Arc<hyper::server::conn::http1::Builder>,
@@ -117,16 +130,34 @@ async fn serve_connection(
     stop: CancellationToken,
     hand_off: Option<(Handle, TaskTracker)>,
 ) {
-    let Some((conn, head_started)) = herald_edge::sse::serve_if_sse(&edge, conn).await else {
-        return;
+    let deadlines = edge.settings.deadlines;
+    // Boxed: the look is no part of a directly served SSE stream's task.
+    let detected = Box::pin(async {
+        tokio::select! {
+            detected = detect(&mut conn, &deadlines, &DETECTORS) => detected,
+            _ = edge.shutdown.cancelled() => Detected::Gone,
+        }
+    })
+    .await;
+    let (head_started, websocket) = match detected {
+        Detected::Chosen {
+            index: SSE, prefix, ..
+        } => return herald_edge::sse::serve_detected(&edge, conn, prefix).await,
+        Detected::Chosen { index, started, .. } => (started, index == WEBSOCKET),
+        Detected::Other(started) => (started, false),
+        Detected::Gone => return,
+        Detected::Late => {
+            return Box::pin(herald_edge::sse::answer_late(&mut conn, &deadlines)).await
+        }
     };
     // Boxed: a future is as large as its largest step for as long as it lives, and a task that
-    // streams SSE itself lives as long as its stream (hyper's steps and the look for a
-    // WebSocket handshake made every connection's task 232 B larger).
+    // streams SSE itself lives as long as its stream (hyper's steps made every connection's
+    // task 232 B larger).
     Box::pin(serve_hyper(
         conn,
         peer,
         head_started,
+        websocket,
         app,
         http,
         edge,
@@ -137,13 +168,14 @@ async fn serve_connection(
 }
 
 /// Serves a connection with hyper: with `hand_off`, in a task of its own on that runtime,
-/// tracked with the others, unless its first request is a WebSocket handshake: that
-/// connection's session runs here, so it stays.
+/// tracked with the others, unless its first request is a WebSocket handshake (`websocket`):
+/// that connection's session runs here, so it stays.
 #[allow(clippy::too_many_arguments)]
 async fn serve_hyper(
     mut conn: Conn,
     peer: SocketAddr,
     head_started: Instant,
+    websocket: bool,
     (app, publish): (Router, direct_publish::Handler),
     http: Arc<hyper::server::conn::http1::Builder>,
     edge: Arc<Edge>,
@@ -152,7 +184,7 @@ async fn serve_hyper(
 ) {
     let deadlines = edge.settings.deadlines;
     drop(edge);
-    if hand_off.is_some() && opens_websocket(&mut conn, deadlines.head).await {
+    if hand_off.is_some() && websocket {
         serve_http(&http, conn, peer, head_started, deadlines, app, stop).await;
         return;
     }
@@ -202,20 +234,6 @@ async fn serve_publishes_then_http(
             Served::HandOff { .. } => Instant::now(),
         };
     serve_http(http, conn, peer, head_started, deadlines, app, stop).await;
-}
-
-/// Whether the first request of `conn` (whose first bytes have arrived) starts as a WebSocket
-/// handshake (`GET /v1/ws`); looks at most for `limit`. Only where the connection is served
-/// depends on it: a handshake served on the HTTP runtime works too, its connection then moves.
-async fn opens_websocket(conn: &mut Conn, limit: Duration) -> bool {
-    const HANDSHAKE: &[u8] = b"GET /v1/ws";
-    let mut first = [0u8; HANDSHAKE.len() + 1];
-    match tokio::time::timeout(limit, conn.peek(&mut first)).await {
-        Ok(Ok(n)) if n == first.len() => {
-            first.starts_with(HANDSHAKE) && matches!(first[HANDSHAKE.len()], b' ' | b'?')
-        }
-        _ => false,
-    }
 }
 
 /// Serves one connection with hyper until it closes, a deadline passes, or shutdown lets it

@@ -1,6 +1,6 @@
 //! An SSE stream served on Herald's own loop, without hyper: for a fresh connection whose first
-//! request is `GET /v1/sse` ([`serve_if_sse`], called by the accept loop before hyper sees the
-//! connection). It answers exactly what the hyper path answers (status, headers, JSON errors,
+//! request is `GET /v1/sse` ([`serve_detected`], called by the accept loop when the SSE detector
+//! recognised it, before hyper sees the connection). It answers exactly what the hyper path answers (status, headers, JSON errors,
 //! events), then runs on the connection driver ([`crate::driver`]) as a wire, like a WebSocket
 //! connection: its waker left with the socket and the outbox, no stored futures, no timer (pings
 //! and shutdown arrive through the outbox from the keep-alive roster; only a token that expires
@@ -12,19 +12,17 @@
 //! no chunk framing; and HTTP/1.0 clients read the same bytes.
 
 use std::collections::VecDeque;
-use std::future::Future;
 use std::io::{self, Write};
 use std::sync::Arc;
 
 use axum::http::StatusCode;
 use herald_core::outbox::{Batch, CloseReason, Outbox};
 use herald_core::HeraldError;
-use tokio::time::Instant;
 
-use super::sniff::{sniff, Sniffed, SseRequest};
+use super::sniff::{take_request, SseRequest};
 use super::{SseStream, PREAMBLE, STREAM_HEADERS};
 use crate::conn::Conn;
-use crate::deadlines::request_timeout;
+use crate::deadlines::{request_timeout, Deadlines};
 use crate::driver::{self, slow_consumer_goodbye, Encoded, Ended, Marks, Served, Wire};
 use crate::http::error_parts;
 use crate::roster::Place;
@@ -43,44 +41,35 @@ const CORS_HEADERS: [(&str, &str); 2] = [
 /// Most bytes of unexpected input read (and dropped) in one go.
 const READ_BUDGET: usize = 64 * 1024;
 
-/// Serves `conn` here if its first request is an SSE stream, and returns `None` when done (or
-/// when the client sent nothing in time, or only part of a head: that is answered `408`, or the
-/// server is shutting down). Otherwise returns the connection untouched, for hyper, with the
-/// instant its first request's head started arriving.
-pub async fn serve_if_sse(edge: &Arc<Edge>, mut conn: Conn) -> Option<(Conn, Instant)> {
+/// Serves the SSE stream of a fresh connection whose first request [`super::DETECTOR`]
+/// recognised in `prefix` (the bytes it looked at, still unread in the socket), until the stream
+/// ends or the connection parks.
+pub async fn serve_detected(edge: &Arc<Edge>, mut conn: Conn, prefix: Vec<u8>) {
     // Every step but the idle wait is boxed, so the connection's task is only as large as its
     // idle state: a future stores the largest of its steps.
-    let deadlines = &edge.settings.deadlines;
-    let sniffed = Box::pin(async {
-        tokio::select! {
-            sniffed = sniff(&mut conn, deadlines) => sniffed,
-            _ = edge.shutdown.cancelled() => Sniffed::Gone,
-        }
-    })
-    .await;
-    let request = match sniffed {
-        Sniffed::Sse(request) => request,
-        Sniffed::Other(head_started) => return Some((conn, head_started)),
-        Sniffed::Gone => return None,
-        Sniffed::Late => {
-            let late = request_timeout("head", deadlines.head);
-            Box::pin(answer_error(&mut conn, false, &late)).await;
-            let _ = discard_input(&mut conn);
-            return None;
-        }
+    let Some(request) = Box::pin(take_request(&mut conn, prefix)).await else {
+        return;
     };
     let mut connection = match Box::pin(open(edge, &mut conn, request)).await {
         Some(connection) => connection,
         None => {
             let _ = discard_input(&mut conn);
-            return None;
+            return;
         }
     };
     let place = edge.keepalive.join(&connection.wire.outbox);
     let served = connection.serve(&mut conn, &edge.parking).await;
     // Boxed: said once, at the end, and no part of an idle stream's task.
     Box::pin(after(edge, connection, conn, place, served)).await;
-    None
+}
+
+/// Answers `408` to a fresh connection whose first request's head did not arrive whole within
+/// the head deadline while it was being looked at ([`crate::detect::Detected::Late`]), as hyper's
+/// path answers a late head, then reads what the client sent so closing sends a FIN.
+pub async fn answer_late(conn: &mut Conn, deadlines: &Deadlines) {
+    let late = request_timeout("head", deadlines.head);
+    Box::pin(answer_error(conn, false, &late)).await;
+    let _ = discard_input(conn);
 }
 
 /// Parks a stream that went idle, or closes one that ended.
@@ -199,17 +188,11 @@ impl Wire for SseStream {
     }
 
     /// A slow consumer cut off: the rest of the event in progress, then `disconnect`.
-    fn goodbye<'a>(
-        &'a mut self,
-        conn: &'a mut Conn,
-        ended: Ended<()>,
-    ) -> impl Future<Output = ()> + Send + 'a {
-        async move {
-            if let Ended::Cut(mut rest) = ended {
-                let slow = Some(CloseReason::SlowConsumer);
-                self.encode_events(VecDeque::new(), slow, false, &mut rest);
-                slow_consumer_goodbye(conn, rest).await;
-            }
+    async fn goodbye(&mut self, conn: &mut Conn, ended: Ended<()>) {
+        if let Ended::Cut(mut rest) = ended {
+            let slow = Some(CloseReason::SlowConsumer);
+            self.encode_events(VecDeque::new(), slow, false, &mut rest);
+            slow_consumer_goodbye(conn, rest).await;
         }
     }
 }

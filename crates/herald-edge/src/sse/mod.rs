@@ -4,8 +4,8 @@
 //! Control events are named: `subscribed` (one per channel, first) and `disconnect`.
 //!
 //! A stream is served one of two ways, with the same events:
-//! - `direct`: a fresh connection whose first request is `GET /v1/sse` (`sniff` looks at it
-//!   before hyper does) is served on Herald's own loop, which waits with no stored futures, no
+//! - `direct`: a fresh connection whose first request is `GET /v1/sse` (`sniff`'s detector
+//!   recognises it before hyper sees it, [`crate::detect`]) is served on Herald's own loop, which waits with no stored futures, no
 //!   timer and no buffers, like a WebSocket connection;
 //! - `body`: any other `/v1/sse` request (one on a connection that already carried a request,
 //!   one too large to sniff) is served through axum and hyper as a streamed body.
@@ -34,7 +34,11 @@ use crate::channels::{StreamRequest, Subscriptions};
 use crate::Edge;
 
 pub use body::stream;
-pub use direct::serve_if_sse;
+pub use direct::{answer_late, serve_detected};
+pub use sniff::SseDetector;
+
+/// The HTTP listener's detector of a directly served SSE stream ([`crate::detect`]).
+pub static DETECTOR: SseDetector = SseDetector;
 
 /// The first bytes of every stream: reconnect after a second.
 const PREAMBLE: &[u8] = b"retry: 1000\n\n";

@@ -1,26 +1,21 @@
-//! Looking at a fresh connection's first request before hyper does, without consuming it. If it
-//! is a complete `GET /v1/sse` (HTTP/1.0 or 1.1, no body, header block within
-//! [`MAX_HEAD_BYTES`]), its header bytes are consumed and [`super::direct`] serves the stream;
+//! Recognising a fresh connection's first request before hyper does, without consuming it
+//! ([`SseDetector`], one of the HTTP listener's detectors, [`crate::detect`]). If it is a
+//! complete `GET /v1/sse` (HTTP/1.0 or 1.1, no body, header block within
+//! [`MAX_PREFIX_BYTES`]), its header bytes are consumed and [`super::direct`] serves the stream;
 //! anything else is left untouched in the socket for hyper, which answers it as it always did.
 //! The request is parsed with `httparse`, the parser hyper itself uses.
 
 use std::io;
-use std::time::Duration;
 
 use axum::http::{header, HeaderMap, Uri};
-use tokio::time::Instant;
 
 use crate::conn::Conn;
-use crate::deadlines::Deadlines;
+#[cfg(doc)]
+use crate::detect::MAX_PREFIX_BYTES;
+use crate::detect::{Detector, Verdict};
 
-/// Largest header block looked at; a larger one goes to hyper.
-pub(super) const MAX_HEAD_BYTES: usize = 8 * 1024;
 /// Most header lines looked at; more go to hyper (which allows 100).
 const MAX_HEADERS: usize = 64;
-/// First pause before looking again at a request that arrives in pieces (see [`sniff`]).
-const FIRST_PAUSE: Duration = Duration::from_millis(5);
-/// Longest pause between looks at a request that arrives in pieces.
-const MAX_PAUSE: Duration = Duration::from_millis(250);
 
 /// The parts of an SSE request the stream needs.
 pub(crate) struct SseRequest {
@@ -30,19 +25,6 @@ pub(crate) struct SseRequest {
     pub query: Option<String>,
     /// Every header, as hyper would have given them.
     pub headers: HeaderMap,
-}
-
-/// What a fresh connection turned out to be.
-pub(super) enum Sniffed {
-    /// An SSE request, whose header bytes have been consumed.
-    Sse(Box<SseRequest>),
-    /// Anything else, whose head started arriving at the instant given; nothing was consumed.
-    Other(Instant),
-    /// The client sent nothing in time, or the socket failed while it was being consumed:
-    /// close it.
-    Gone,
-    /// Part of an SSE request head arrived, not all of it in time: answer 408 and close.
-    Late,
 }
 
 /// What the bytes peeked so far are.
@@ -55,67 +37,34 @@ pub(crate) enum Head {
     Incomplete,
 }
 
-/// Waits (at most `first_byte` for the first byte, then `head` for the rest) until the first
-/// request can be told apart. Peeking leaves
-/// the socket readable, so its readiness cannot say when more of a request that arrives in
-/// pieces is there: an incomplete request is looked at again after a pause, 5 ms at first and
-/// doubling (to at most [`MAX_PAUSE`]) while nothing new arrives. A request usually arrives
-/// whole, and then nothing waits.
-pub(super) async fn sniff(stream: &mut Conn, deadlines: &Deadlines) -> Sniffed {
-    let mut deadline = Instant::now() + deadlines.first_byte;
-    let mut first_byte_at = None;
-    let mut pause = FIRST_PAUSE;
-    let mut seen = 0;
-    loop {
-        // Waits for something to read with a one-byte peek (readiness alone can be reported
-        // for a fresh socket that has nothing to read), so no buffer is held while waiting.
-        let waited = async {
-            stream.peek(&mut [0u8; 1]).await?;
-            stream.read_closed().await
-        };
-        let read_closed = match tokio::time::timeout_at(deadline, waited).await {
-            Ok(Ok(closed)) => closed,
-            // Hyper sees the same error and deals with it.
-            Ok(Err(_)) => return Sniffed::Other(Instant::now()),
-            Err(_) if first_byte_at.is_none() => return Sniffed::Gone,
-            Err(_) => return Sniffed::Late,
-        };
-        let started = *first_byte_at.get_or_insert_with(|| {
-            let now = Instant::now();
-            deadline = now + deadlines.head;
-            now
-        });
-        // Only while looking: the buffer is gone before the next wait.
-        let mut buf = vec![0u8; MAX_HEAD_BYTES];
-        let n = match stream.peek(&mut buf).await {
-            Ok(n) => n,
-            Err(_) => return Sniffed::Other(started),
-        };
-        match classify(&buf[..n]) {
-            Head::Sse { len, request } => {
-                return match consume(stream, &mut buf[..len]).await {
-                    Ok(()) => Sniffed::Sse(Box::new(request)),
-                    Err(_) => Sniffed::Gone,
-                };
-            }
-            Head::Other => return Sniffed::Other(started),
-            // Over the bound, or the client sent all it will: hyper answers as it would have.
-            Head::Incomplete if n == 0 || n == MAX_HEAD_BYTES || read_closed => {
-                return Sniffed::Other(started);
-            }
-            Head::Incomplete => {}
+/// Recognises a fresh connection whose first request is a complete `GET /v1/sse` (see the
+/// module docs), for [`crate::detect`].
+#[derive(Debug, Clone, Copy)]
+pub struct SseDetector;
+
+impl Detector for SseDetector {
+    fn detect(&self, prefix: &[u8]) -> Verdict {
+        match classify(prefix) {
+            Head::Sse { .. } => Verdict::Mine,
+            Head::Other => Verdict::NotMine,
+            Head::Incomplete => Verdict::Undecided,
         }
-        drop(buf);
-        pause = if n > seen {
-            FIRST_PAUSE
-        } else {
-            (pause * 2).min(MAX_PAUSE)
-        };
-        seen = n;
-        if Instant::now() >= deadline {
-            return Sniffed::Late;
-        }
-        tokio::time::sleep_until((Instant::now() + pause).min(deadline)).await;
+    }
+}
+
+/// Consumes the header block of the SSE request [`SseDetector`] recognised in `prefix` (the
+/// bytes still unread in the socket) and returns it; `None` if the socket failed meanwhile.
+pub(super) async fn take_request(
+    stream: &mut Conn,
+    mut prefix: Vec<u8>,
+) -> Option<Box<SseRequest>> {
+    match classify(&prefix) {
+        Head::Sse { len, request } => match consume(stream, &mut prefix[..len]).await {
+            Ok(()) => Some(Box::new(request)),
+            Err(_) => None,
+        },
+        // Not reached: the detector took these very bytes for an SSE request.
+        Head::Other | Head::Incomplete => None,
     }
 }
 

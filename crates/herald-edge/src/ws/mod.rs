@@ -34,6 +34,11 @@ use handshake::Upgrade;
 use session::Session;
 use wire::{End, WsWire};
 
+/// Recognises a fresh connection whose first request is a handshake at `/v1/ws`
+/// ([`crate::detect`]): the HTTP listener keeps such a connection on the sessions' runtime,
+/// where its WebSocket will run, rather than handing it to the HTTP runtime.
+pub static DETECTOR: crate::detect::GetPath = crate::detect::GetPath::new("GET /v1/ws");
+
 /// Accepts a WebSocket upgrade.
 pub async fn upgrade(
     State(edge): State<Arc<Edge>>,
