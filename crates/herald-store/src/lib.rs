@@ -6,6 +6,12 @@
 //! thread doing group commit, reads on a pool. [`postgres`] holds [`PostgresStore`]: the same
 //! traits, with the same behaviour, over a PostgreSQL database that several Herald nodes share.
 //! [`options`] is SQLite's sync policy and sizes.
+//!
+//! `common` holds what both backends share, written once: how a row of either driver becomes
+//! a value (`common::row::StoredRow`), the job columns and constants, job state transitions and
+//! the counters per push, the writers' request types. Each backend keeps only its SQL and its
+//! driver glue. The backend conformance suite (`tests/sqlite_log/backends/`) runs every trait's
+//! behaviour on both.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
