@@ -1,6 +1,6 @@
 //! The channel log as both backends store it: how a `channels` row becomes a channel's state
-//! (read, or listed), how a `messages` row becomes a stored message, and which messages a read takes. Each
-//! backend keeps its statements and its transaction (a snapshot in either).
+//! (read, or listed), how a `messages` row becomes a stored message, and which messages a read
+//! takes. Each backend keeps its statements and its transaction (a snapshot in either).
 
 use std::sync::Arc;
 
