@@ -194,10 +194,7 @@ impl Inbox {
                 .unwrap_or(DEFAULT_ACK_WINDOW.as_millis() as u64)
                 .min(MAX_ACK_WINDOW.as_millis() as u64),
             broadcast: devices.is_none(),
-            audience: match &push.target {
-                Target::Tags(expr) => Some(expr.to_string()),
-                _ => None,
-            },
+            audience: Ok(push.target.audience().unwrap_or(Audience::All)),
             expires: push.expires,
             payloads,
         });
@@ -249,10 +246,7 @@ impl Inbox {
                         duplicate: true,
                     });
                 }
-                let audience = match push.target {
-                    Target::Tags(expr) => Audience::Tags(expr),
-                    _ => Audience::All,
-                };
+                let audience = push.target.audience().unwrap_or(Audience::All);
                 // Counting a million devices takes a while; the push does not wait for it.
                 let (registry, app, id) = (self.registry.clone(), app.clone(), id.clone());
                 self.background.spawn(async move {

@@ -38,6 +38,18 @@ pub enum Target {
     App,
 }
 
+impl Target {
+    /// Who a push stored in the app's broadcast log reaches (a tag or app push), from the
+    /// expression parsed when the push was accepted; `None` for a device or user push.
+    pub fn audience(&self) -> Option<Audience> {
+        match self {
+            Target::Tags(expr) => Some(Audience::Tags(expr.clone())),
+            Target::App => Some(Audience::All),
+            Target::Device(_) | Target::User(_) => None,
+        }
+    }
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TargetBody {
@@ -272,10 +284,7 @@ impl PushBody {
             expires,
             collapse_key: self.collapse_key.as_deref(),
             priority: self.priority,
-            audience: match &target {
-                Target::Tags(expr) => Some(expr.to_string()),
-                _ => None,
-            },
+            audience: target.audience().and_then(|a| a.stored_text()),
         })
         .map_err(|e| HeraldError::new(ErrorCode::Internal, e.to_string()))?;
         if envelope.len() > max_data_bytes {
@@ -331,10 +340,9 @@ impl PushMeta {
             Some(PushMeta {
                 expires: f.expires,
                 collapse_key: f.collapse_key,
-                audience: f
-                    .audience
-                    .and_then(|a| TagExpr::parse(&a).ok())
-                    .map_or(Audience::All, Audience::Tags),
+                // As it always has, an envelope whose audience no longer parses reaches
+                // every device its filter is asked about.
+                audience: Audience::from_stored(f.audience.as_deref()).unwrap_or(Audience::All),
             })
         })
     }

@@ -17,11 +17,77 @@ const MAX_TTL_SECS: i64 = 28 * 24 * 3600;
 
 const PROVIDER: &str = "fcm";
 
-/// One rendered FCM message: the v1 `Message` object without `token`, which the send adds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One rendered FCM message: the v1 `Message` object without `token`, which the send adds,
+/// and the TTL it carries (`android.ttl`), typed, so a sender that must shorten it
+/// ([`FcmNotification::with_ttl_secs`]) reads nothing back out of the JSON. Stored as
+/// `{"message": ...}`, the TTL inside it; read back through [`FcmNotification::new`].
+#[derive(Debug, Clone, PartialEq)]
 pub struct FcmNotification {
-    /// The v1 `Message` (`notification`, `data`, `android`), no target.
+    /// The v1 `Message` (`notification`, `data`, `android`), no target. Its `android.ttl` is
+    /// [`FcmNotification::ttl_secs`] rendered: change it with [`FcmNotification::with_ttl_secs`].
     pub message: Value,
+    /// The TTL rendered in `android.ttl`, seconds (`None`: the message has none this reads).
+    ttl_secs: Option<u64>,
+}
+
+impl FcmNotification {
+    /// A message made elsewhere (by hand, or read back from storage): its TTL is read from its
+    /// `android.ttl` (`"SECONDSs"`) once, here.
+    pub fn new(message: Value) -> Self {
+        let ttl_secs = message["android"]["ttl"]
+            .as_str()
+            .and_then(|t| t.strip_suffix('s'))
+            .and_then(|t| t.parse::<u64>().ok());
+        FcmNotification { message, ttl_secs }
+    }
+
+    /// The TTL the message carries, seconds.
+    pub fn ttl_secs(&self) -> Option<u64> {
+        self.ttl_secs
+    }
+
+    /// The same message with a TTL of `secs`, rendered into `android.ttl` (a message with no
+    /// `android` object is left as it is).
+    pub fn with_ttl_secs(&self, secs: u64) -> FcmNotification {
+        let mut shorter = self.clone();
+        let android = shorter.message.get_mut("android");
+        if let Some(android) = android.and_then(Value::as_object_mut) {
+            android.insert("ttl".into(), ttl_value(secs));
+            shorter.ttl_secs = Some(secs);
+        }
+        shorter
+    }
+}
+
+/// The stored form: `{"message": ...}`, as it has always been.
+#[derive(Serialize)]
+struct StoredRef<'a> {
+    message: &'a Value,
+}
+
+#[derive(Deserialize)]
+struct Stored {
+    message: Value,
+}
+
+impl Serialize for FcmNotification {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        StoredRef {
+            message: &self.message,
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for FcmNotification {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Stored::deserialize(d).map(|stored| FcmNotification::new(stored.message))
+    }
+}
+
+/// FCM's form of a TTL: `"SECONDSs"`.
+fn ttl_value(secs: impl std::fmt::Display) -> Value {
+    json!(format!("{secs}s"))
 }
 
 /// The options under `"fcm"` in a push body; every field overrides what the push's common
@@ -146,12 +212,18 @@ impl FcmOptions {
             message.insert("notification".into(), notification);
         }
         message.insert("data".into(), data);
+        let ttl_secs = match android.ttl {
+            Some(secs) => (secs as i64).min(MAX_TTL_SECS),
+            None if common.expires_ms <= 0 => 0,
+            None => ((common.expires_ms - now_ms + 999) / 1000).clamp(0, MAX_TTL_SECS),
+        };
         message.insert(
             "android".into(),
-            self.android_config(&android, common, now_ms)?,
+            self.android_config(&android, common, ttl_secs)?,
         );
         Ok(FcmNotification {
             message: Value::Object(message),
+            ttl_secs: u64::try_from(ttl_secs).ok(),
         })
     }
 
@@ -185,7 +257,7 @@ impl FcmOptions {
         &self,
         android: &AndroidOptions,
         common: &Common,
-        now_ms: i64,
+        ttl_secs: i64,
     ) -> Result<Value, PayloadError> {
         let mut config = Map::new();
         let priority = android.priority.or(common.high_priority.map(|high| {
@@ -202,12 +274,7 @@ impl FcmOptions {
             };
             config.insert("priority".into(), json!(value));
         }
-        let ttl_secs = match android.ttl {
-            Some(secs) => (secs as i64).min(MAX_TTL_SECS),
-            None if common.expires_ms <= 0 => 0,
-            None => ((common.expires_ms - now_ms + 999) / 1000).clamp(0, MAX_TTL_SECS),
-        };
-        config.insert("ttl".into(), json!(format!("{ttl_secs}s")));
+        config.insert("ttl".into(), ttl_value(ttl_secs));
         put(
             &mut config,
             "collapse_key",

@@ -129,3 +129,44 @@ fn too_large_says_the_limit() {
         .render_at(&common(Some(&raw)), NOW_MS)
         .is_ok());
 }
+
+#[test]
+fn the_ttl_is_carried_typed_and_rendered_from_it() {
+    let mut c = common(None);
+    c.expires_ms = NOW_MS + 90_500;
+    let n = FcmOptions::default().render_at(&c, NOW_MS).unwrap();
+    assert_eq!(n.ttl_secs(), Some(91));
+    assert_eq!(n.message["android"]["ttl"], "91s");
+    let options = FcmOptions {
+        android: Some(AndroidOptions {
+            ttl: Some(60),
+            ..AndroidOptions::default()
+        }),
+        ..FcmOptions::default()
+    };
+    let n = options.render_at(&c, NOW_MS).unwrap();
+    assert_eq!(n.ttl_secs(), Some(60));
+
+    let shorter = n.with_ttl_secs(7);
+    assert_eq!(shorter.ttl_secs(), Some(7));
+    assert_eq!(shorter.message["android"]["ttl"], "7s");
+    let mut rest = shorter.message.clone();
+    rest["android"]["ttl"] = n.message["android"]["ttl"].clone();
+    assert_eq!(rest, n.message, "only the TTL changes");
+}
+
+#[test]
+fn the_stored_form_is_the_message_alone_and_reads_back_with_its_ttl() {
+    let n = FcmOptions::default()
+        .render_at(&common(None), NOW_MS)
+        .unwrap();
+    let stored = serde_json::to_value(&n).unwrap();
+    assert_eq!(stored, json!({"message": n.message.clone()}));
+    let back: FcmNotification = serde_json::from_value(stored).unwrap();
+    assert_eq!(back, n);
+    assert!(back.ttl_secs().is_some());
+    // A message with no TTL this can read carries none, and is left as it is.
+    let bare = FcmNotification::new(json!({"data": {"herald_id": "p-1"}}));
+    assert_eq!(bare.ttl_secs(), None);
+    assert_eq!(bare.with_ttl_secs(5).message, bare.message);
+}

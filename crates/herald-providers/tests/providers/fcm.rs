@@ -143,7 +143,7 @@ async fn each_error_code_maps_to_its_outcome() {
         // Scripted answers were used once: the same tokens are accepted now.
         assert!(matches!(client.send("gone", &n).await, Outcome::Accepted { .. }));
         // The mock checks the shape FCM checks: data values must be strings.
-        let bad_data = FcmNotification { message: json!({"data": {"n": 1}}) };
+        let bad_data = FcmNotification::new(json!({"data": {"n": 1}}));
         let outcome = client.send("d", &bad_data).await;
         assert!(matches!(&outcome, Outcome::Rejected { reason } if reason.contains("message.data[n]")), "{outcome:?}");
         assert_eq!(mock.token_requests(), 1);

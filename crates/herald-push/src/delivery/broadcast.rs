@@ -38,11 +38,9 @@ use crate::audience::Audience;
 use crate::delivery::page_sends::PageSends;
 use crate::delivery::record::DeliveryRecord;
 use crate::delivery::worker::{Attempt, Deliverer};
-use crate::delivery::Delivery;
 use crate::device::{Device, InboxCursor, Platform};
 use crate::jobs::{ExpandedPage, Job, JobId, JobKind, NewJob, PageJob, Settlement};
 use crate::registry::DeviceQuery;
-use crate::tags::TagExpr;
 
 /// Pages of one expansion between their first send and their transaction.
 pub const PAGES_IN_FLIGHT: usize = 2;
@@ -118,19 +116,16 @@ impl Deliverer {
             return self.queue.settle(vec![(job.id, done)]).await;
         };
         let audience = match &record.audience {
-            None => Audience::All,
-            Some(expr) => match TagExpr::parse(expr) {
-                Ok(expr) => Audience::Tags(expr),
-                // It parsed when the push was accepted; a record that no longer does is
-                // damaged, and must not become a push to everyone.
-                Err(e) => {
-                    let reason = format!("stored audience does not parse: {e}");
-                    self.failures
-                        .dead_letter(&app, None, job.id, job.attempts, &reason);
-                    let dead = Settlement::Dead { reason };
-                    return self.queue.settle(vec![(job.id, dead)]).await;
-                }
-            },
+            Ok(audience) => audience.clone(),
+            // It parsed when the push was accepted; a record that no longer does is damaged,
+            // and must not become a push to everyone.
+            Err(damaged) => {
+                let reason = format!("stored audience does not parse: {}", damaged.error);
+                self.failures
+                    .dead_letter(&app, None, job.id, job.attempts, &reason);
+                let dead = Settlement::Dead { reason };
+                return self.queue.settle(vec![(job.id, dead)]).await;
+            }
         };
         let marked = job.in_flight_until.clone();
         let doubt_until = marked
@@ -233,10 +228,11 @@ impl Deliverer {
                     due.push(device);
                 }
             }
-            // An `auto` push reads each device again with its inbox cursor: one acknowledged
-            // meanwhile settles as `live`, as a send job would.
+            // A push an ack settles (`auto`) reads each device again with its inbox cursor: one
+            // acknowledged meanwhile settles as `live` (`DeliveryRecord::acked_live`), as a
+            // send job would.
             let mut cursors: HashMap<String, (Device, InboxCursor)> =
-                if x.record.delivery == Delivery::Auto && !due.is_empty() {
+                if x.record.settled_by_ack() && !due.is_empty() {
                     let ids: Vec<String> = due.iter().map(|d| d.id.clone()).collect();
                     self.registry
                         .devices_by_id(&x.app, &ids)
@@ -274,7 +270,7 @@ impl Deliverer {
                 }
                 let in_doubt = x.doubt_until.as_deref().is_some_and(|u| id.as_str() <= u);
                 let platform = this_device.platform;
-                let device = if x.record.delivery == Delivery::Auto {
+                let device = if x.record.settled_by_ack() {
                     cursors.remove(&id)
                 } else {
                     Some((this_device, InboxCursor::default()))

@@ -15,11 +15,9 @@ use herald_core::log::StoreError;
 use herald_core::tenant::AppId;
 use herald_proto::SendResult;
 
-use crate::audience::Audience;
 use crate::delivery::worker::Deliverer;
 use crate::jobs::DeviceJob;
 use crate::registry::DeviceQuery;
-use crate::tags::TagExpr;
 
 /// Which push a listing is for.
 #[derive(Debug, Clone, Copy)]
@@ -58,10 +56,9 @@ impl Deliverer {
         if !record.broadcast {
             return Ok(rows);
         }
-        let audience = match record.audience.as_deref().map(TagExpr::parse) {
-            None => Audience::All,
-            Some(Ok(expr)) => Audience::Tags(expr),
-            Some(Err(_)) => return Ok(rows),
+        // A damaged audience derives nothing: only the rows are known.
+        let Ok(audience) = &record.audience else {
+            return Ok(rows);
         };
         // Rows are known up to the last one read when the read was full, devices up to the
         // last one scanned: the list is the union, up to the nearer of the two.

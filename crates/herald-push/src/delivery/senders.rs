@@ -61,20 +61,12 @@ impl Sender {
         };
         match self {
             Sender::Apns(c) => c.send(token, &payloads.apns).await,
-            Sender::Fcm(c) => {
-                let ttl = payloads.fcm.message["android"]["ttl"]
-                    .as_str()
-                    .and_then(|t| t.strip_suffix('s'))
-                    .and_then(|t| t.parse::<u64>().ok());
-                match ttl {
-                    Some(ttl) if ttl > left_secs => {
-                        let mut n = payloads.fcm.clone();
-                        n.message["android"]["ttl"] = format!("{left_secs}s").into();
-                        c.send(token, &n).await
-                    }
-                    _ => c.send(token, &payloads.fcm).await,
+            Sender::Fcm(c) => match payloads.fcm.ttl_secs() {
+                Some(ttl) if ttl > left_secs => {
+                    c.send(token, &payloads.fcm.with_ttl_secs(left_secs)).await
                 }
-            }
+                _ => c.send(token, &payloads.fcm).await,
+            },
             Sender::WebPush(c) => {
                 let Some(keys) = &device.keys else {
                     return Outcome::Rejected {

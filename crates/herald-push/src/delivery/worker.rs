@@ -250,7 +250,7 @@ impl Deliverer {
         let mut auto = Vec::new();
         for push in pushes {
             match self.record(app, push).await {
-                Ok(Some(r)) if r.delivery == Delivery::Auto => auto.push(push.clone()),
+                Ok(Some(r)) if r.settled_by_ack() => auto.push(push.clone()),
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e, "could not read a push's delivery record"),
             }
@@ -508,15 +508,8 @@ impl Deliverer {
         let Some(token) = device.token.as_deref() else {
             return done(SendResult::NoToken);
         };
-        if record.delivery == Delivery::Auto {
-            let acked = if record.broadcast {
-                cursor.app.seq
-            } else {
-                cursor.device.seq
-            };
-            if acked >= attempt.seq {
-                return done(SendResult::Live);
-            }
+        if record.acked_live(&cursor, attempt.seq) {
+            return done(SendResult::Live);
         }
         let app = attempt.app;
         let sender = match self.senders.get(app, provider).await {

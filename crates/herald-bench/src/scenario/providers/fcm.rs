@@ -63,7 +63,7 @@ impl FcmSetup {
             extra_ca_pem: Some(self.ca_pem.clone()),
             connections,
         })?;
-        let notification = Arc::new(FcmNotification { message: message() });
+        let notification = Arc::new(FcmNotification::new(message()));
         Ok(Arc::new(move |i| {
             let client = client.clone();
             let notification = notification.clone();
