@@ -49,9 +49,11 @@ use crate::ChannelName;
 ///   [`Relay`](crate::lifecycle::Relay) on the hub's lifecycle registry that holds this
 ///   node's own transitions, counts them across nodes and delivers the cluster's; a one-node
 ///   bus ([`LocalBus`]) sets none, since this node's transitions are the cluster's.
+/// - `user.online` when a user's (an app's token `sub`) first connection on any node
+///   arrives, `user.offline` when its last on any node ends, likewise once.
 /// - **A node that dies** (killed, crashed, cut off) has its connections' departures
-///   (`disconnected`, reason `node_lost`) and the vacancies of the channels only it held
-///   emitted by another node, one node for each lost node, within a bound the bus states
+///   (`disconnected`, reason `node_lost`), the vacancies of the channels only it held and the
+///   users only it held going offline emitted by another node, one node for each lost node, within a bound the bus states
 ///   (`RedisBus`: 6 seconds after the lost node's last heartbeat, plus a round trip). A node
 ///   that stops cleanly reports its own departures and leaves nothing to claim.
 ///

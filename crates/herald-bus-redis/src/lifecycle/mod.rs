@@ -9,12 +9,15 @@
 //!   that makes the set non-empty reports `channel.occupied`, the one that empties it
 //!   `channel.vacated`, to the listeners of the node that made it. Adding and removing a node
 //!   are idempotent, so a retried change cannot count twice.
+//! - **Users.** The same for each user (an app's token `sub`): a node's first connection of
+//!   the user adds the node to the user's set, its last removes it; `user.online` and
+//!   `user.offline` are the crossings.
 //! - **Connections.** Connected and disconnected are facts of the node holding the connection
 //!   and are delivered there at once; the node also records each live connection in Redis.
 //! - **A lost node.** Each node refreshes a heartbeat key every [`BEAT_PERIOD`] that expires
 //!   after [`TTL`]; every [`BEAT_PERIOD`] each node claims, in one script, every node whose
-//!   heartbeat expired: it removes the lost node from its channels (reporting `vacated` for
-//!   those it left empty) and takes its connection records (reporting each `disconnected`,
+//!   heartbeat expired: it removes the lost node from its channels and users (reporting
+//!   `vacated` and `user.offline` for those it left empty) and takes its connection records (reporting each `disconnected`,
 //!   reason `node_lost`). One script call claims a node, so one node reports it. A lost node's
 //!   departures are therefore delivered within [`NODE_LOST_BOUND`] of its last heartbeat.
 //! - **A node cut off.** A node whose heartbeat expired while it was alive (cut off from Redis
@@ -38,6 +41,7 @@ use fred::prelude::Client;
 use herald_core::lifecycle::{
     Connection, ConnectionId, DisconnectReason, Lifecycle, LifecycleEvent, Relay, Relayed,
 };
+use herald_core::tenant::AppId;
 use herald_core::ChannelName;
 use tokio::sync::{mpsc, oneshot};
 
@@ -56,10 +60,57 @@ pub const NODE_LOST_BOUND: Duration = Duration::from_secs(TTL.as_secs() + BEAT_P
 /// Most changes sent to Redis in one script call.
 const MAX_BATCH: usize = 512;
 
+/// What a node holds that the cluster counts across nodes: a channel (its subscribers) or a
+/// user (its connections).
+#[derive(Clone)]
+pub(crate) enum Held {
+    Channel(ChannelName),
+    User(AppId, Box<str>),
+}
+
+/// Where a user's name starts in Redis: no channel name can (a channel's full name starts
+/// with its app or its own first character, never `~`).
+const USER: &str = "~user/";
+
+impl Held {
+    /// Its name in Redis: a channel's full name, or `~user/APP/SUB`.
+    fn name(&self) -> String {
+        match self {
+            Held::Channel(channel) => channel.as_str().to_owned(),
+            Held::User(app, sub) => format!("{USER}{}/{sub}", app.as_str()),
+        }
+    }
+
+    /// What a name in Redis stands for.
+    fn parse(name: &str) -> Option<Held> {
+        match name.strip_prefix(USER) {
+            Some(user) => {
+                let (app, sub) = user.split_once('/')?;
+                Some(Held::User(AppId::parse(app).ok()?, sub.into()))
+            }
+            None => herald_core::tenant::parse_full(name)
+                .ok()
+                .map(Held::Channel),
+        }
+    }
+
+    /// The event of its cluster-wide count crossing 0/1 (`up`: from 0).
+    fn event(self, up: bool) -> LifecycleEvent {
+        match (self, up) {
+            (Held::Channel(channel), true) => LifecycleEvent::ChannelOccupied { channel },
+            (Held::Channel(channel), false) => LifecycleEvent::ChannelVacated { channel },
+            (Held::User(app, sub), true) => LifecycleEvent::UserOnline { app, sub },
+            (Held::User(app, sub), false) => LifecycleEvent::UserOffline { app, sub },
+        }
+    }
+}
+
 /// One change of this node's lifecycle state, queued for the task.
 pub(crate) enum Op {
-    Occupied(ChannelName),
-    Vacated(ChannelName),
+    /// This node holds it now (a channel's first subscriber here, a user's first connection).
+    Occupied(Held),
+    /// This node no longer holds it.
+    Vacated(Held),
     Connected(Arc<Connection>),
     Disconnected(ConnectionId),
     /// Apply what is queued, remove this node, answer.
@@ -74,11 +125,19 @@ impl Relay for RedisRelay {
     fn relay(&self, event: &LifecycleEvent) -> Relayed {
         let (op, relayed) = match event {
             LifecycleEvent::ChannelOccupied { channel } => {
-                (Op::Occupied(channel.clone()), Relayed::Held)
+                (Op::Occupied(Held::Channel(channel.clone())), Relayed::Held)
             }
             LifecycleEvent::ChannelVacated { channel } => {
-                (Op::Vacated(channel.clone()), Relayed::Held)
+                (Op::Vacated(Held::Channel(channel.clone())), Relayed::Held)
             }
+            LifecycleEvent::UserOnline { app, sub } => (
+                Op::Occupied(Held::User(app.clone(), sub.clone())),
+                Relayed::Held,
+            ),
+            LifecycleEvent::UserOffline { app, sub } => (
+                Op::Vacated(Held::User(app.clone(), sub.clone())),
+                Relayed::Held,
+            ),
             LifecycleEvent::Connected { connection } => {
                 (Op::Connected(connection.clone()), Relayed::Deliver)
             }
@@ -97,8 +156,9 @@ struct State {
     lifecycle: Arc<Lifecycle>,
     redis: Client,
     keys: Keys,
-    /// The channels this node has subscribers for, by full name.
-    channels: HashMap<String, ChannelName>,
+    /// The channels this node has subscribers for and the users it has connections of, by
+    /// their names in Redis.
+    channels: HashMap<String, Held>,
     /// This node's live connections.
     connections: HashMap<ConnectionId, Arc<Connection>>,
     /// Whether Redis holds this node's state as of the last change (else the next beat writes
@@ -157,20 +217,17 @@ pub(crate) async fn run(
     }
 }
 
-fn parse(name: &str) -> Option<ChannelName> {
-    herald_core::tenant::parse_full(name).ok()
-}
-
 impl State {
-    fn deliver_channel(&self, name: &str, occupied: bool) {
-        let Some(channel) = self.channels.get(name).cloned().or_else(|| parse(name)) else {
-            return;
-        };
-        self.lifecycle.deliver(&if occupied {
-            LifecycleEvent::ChannelOccupied { channel }
-        } else {
-            LifecycleEvent::ChannelVacated { channel }
-        });
+    /// Delivers the crossing of what `name` stands for (`up`: it was occupied).
+    fn deliver_channel(&self, name: &str, up: bool) {
+        let held = self
+            .channels
+            .get(name)
+            .cloned()
+            .or_else(|| Held::parse(name));
+        if let Some(held) = held {
+            self.lifecycle.deliver(&held.event(up));
+        }
     }
 
     /// Applies a batch of changes here and in Redis; the stop request, if the batch ends with
@@ -183,22 +240,22 @@ impl State {
             self.sync().await;
         }
         let mut changes = Vec::with_capacity(ops.len());
-        // Per change: the channel and whether it was occupied, for a crossing's event.
-        let mut channels: Vec<Option<(ChannelName, bool)>> = Vec::with_capacity(ops.len());
+        // Per change: what it is about and whether it was occupied, for a crossing's event.
+        let mut channels: Vec<Option<(Held, bool)>> = Vec::with_capacity(ops.len());
         let mut stop = None;
         for op in ops {
             match op {
-                Op::Occupied(channel) => {
-                    let name = channel.as_str().to_owned();
-                    self.channels.insert(name.clone(), channel.clone());
+                Op::Occupied(held) => {
+                    let name = held.name();
+                    self.channels.insert(name.clone(), held.clone());
                     changes.push(Change::Occupied(name));
-                    channels.push(Some((channel, true)));
+                    channels.push(Some((held, true)));
                 }
-                Op::Vacated(channel) => {
-                    let name = channel.as_str().to_owned();
+                Op::Vacated(held) => {
+                    let name = held.name();
                     self.channels.remove(&name);
                     changes.push(Change::Vacated(name));
-                    channels.push(Some((channel, false)));
+                    channels.push(Some((held, false)));
                 }
                 Op::Connected(connection) => {
                     changes.push(Change::Connected {
@@ -222,9 +279,9 @@ impl State {
         }
         match scripts::apply(&self.redis, &self.keys, &changes).await {
             Ok(Applied::Crossed(crossed)) => {
-                for (channel, crossed) in channels.into_iter().zip(crossed) {
-                    if let (Some((channel, occupied)), true) = (channel, crossed) {
-                        self.deliver_channel(channel.as_str(), occupied);
+                for (held, crossed) in channels.into_iter().zip(crossed) {
+                    if let (Some((held, up)), true) = (held, crossed) {
+                        self.lifecycle.deliver(&held.event(up));
                     }
                 }
             }
@@ -323,5 +380,26 @@ impl State {
                 self.deliver_channel(name, false);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_a_node_holds_reads_back_from_its_name_in_redis() {
+        let shop = AppId::parse("shop").unwrap();
+        let channel = shop.parse_channel("chat/room-1").unwrap();
+        let user = Held::User(shop.clone(), "a/b~c".into());
+        for held in [Held::Channel(channel.clone()), user] {
+            let back = Held::parse(&held.name()).map(|h| h.event(true));
+            assert_eq!(back, Some(held.event(true)));
+        }
+        assert!(Held::parse("~user/nope").is_none());
+        assert_eq!(
+            Held::parse(channel.as_str()).map(|h| h.event(false)),
+            Some(LifecycleEvent::ChannelVacated { channel })
+        );
     }
 }

@@ -137,6 +137,55 @@ fn alice() -> Client {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_connected_to_two_nodes_goes_offline_once_when_both_connections_are_gone() {
+    let redis = Redis::start().expect("redis");
+    let (log, tenancy) = (Arc::default(), Arc::default());
+    tokio::time::timeout(Duration::from_secs(120), async {
+        let a = node(&[redis.url()], &log, &tenancy).await;
+        let b = node(&[redis.url()], &log, &tenancy).await;
+        let (phone, laptop) = (Outbox::new(1024), Outbox::new(1024));
+        let on_a = a
+            .node
+            .caches
+            .live
+            .register(&alice(), &phone, Transport::WebSocket);
+        a.settle("marker-1").await;
+        let on_b = b
+            .node
+            .caches
+            .live
+            .register(&alice(), &laptop, Transport::Sse);
+        b.settle("marker-2").await;
+        drop(on_a);
+        a.settle("marker-3").await;
+        let users = |l: &Listened| -> Vec<String> {
+            let summary = l.recorded.summary();
+            summary
+                .into_iter()
+                .filter(|s| s.starts_with("online") || s.starts_with("offline"))
+                .collect()
+        };
+        assert_eq!(
+            users(&a),
+            ["online:alice"],
+            "A brought alice's first connection"
+        );
+        assert!(users(&b).is_empty(), "alice is still online on B");
+        drop(on_b);
+        b.settle("marker-4").await;
+        a.settle("marker-5").await;
+        assert_eq!(users(&a), ["online:alice"]);
+        assert_eq!(
+            users(&b),
+            ["offline:alice"],
+            "offline once, with the last connection"
+        );
+    })
+    .await
+    .expect("in time");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_nodes_connections_and_channels_are_reported_by_another_node() {
     let redis = Redis::start().expect("redis");
     let (log, tenancy) = (Arc::default(), Arc::default());
@@ -170,6 +219,10 @@ async fn a_lost_nodes_connections_and_channels_are_reported_by_another_node() {
         .await;
         wait("B reports the channel only A held vacated", || {
             b.transitions().contains(&"-only-a".to_string())
+        })
+        .await;
+        wait("B reports alice, connected only to A, offline", || {
+            b.recorded.summary().contains(&"offline:alice".to_string())
         })
         .await;
         assert!(recorded.events().iter().all(|e| !lost(e)));

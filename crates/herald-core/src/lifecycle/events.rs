@@ -201,6 +201,22 @@ pub enum LifecycleEvent {
         /// The channel.
         channel: ChannelName,
     },
+    /// A user (an app's token `sub`) has its first connection (in a cluster: its first on any
+    /// node). Anonymous connections and tokens without a `sub` are no user.
+    UserOnline {
+        /// The app.
+        app: AppId,
+        /// The token's `sub`.
+        sub: Box<str>,
+    },
+    /// A user's last connection ended (in a cluster: its last on any node). Not debounced: a
+    /// user who reconnects at once goes offline and online again.
+    UserOffline {
+        /// The app.
+        app: AppId,
+        /// The token's `sub`.
+        sub: Box<str>,
+    },
     /// A channel got its first subscriber (in a cluster: its first on any node).
     ChannelOccupied {
         /// The channel.
@@ -215,13 +231,16 @@ pub enum LifecycleEvent {
 
 impl LifecycleEvent {
     /// The event's type as webhooks name it (`client.connected`, `client.disconnected`,
-    /// `client.subscribed`, `client.unsubscribed`, `channel.occupied`, `channel.vacated`).
+    /// `client.subscribed`, `client.unsubscribed`, `user.online`, `user.offline`,
+    /// `channel.occupied`, `channel.vacated`).
     pub fn kind(&self) -> &'static str {
         match self {
             LifecycleEvent::Connected { .. } => "client.connected",
             LifecycleEvent::Disconnected { .. } => "client.disconnected",
             LifecycleEvent::Subscribed { .. } => "client.subscribed",
             LifecycleEvent::Unsubscribed { .. } => "client.unsubscribed",
+            LifecycleEvent::UserOnline { .. } => "user.online",
+            LifecycleEvent::UserOffline { .. } => "user.offline",
             LifecycleEvent::ChannelOccupied { .. } => "channel.occupied",
             LifecycleEvent::ChannelVacated { .. } => "channel.vacated",
         }
@@ -232,6 +251,9 @@ impl LifecycleEvent {
         match self {
             LifecycleEvent::Connected { connection }
             | LifecycleEvent::Disconnected { connection, .. } => connection.app.clone(),
+            LifecycleEvent::UserOnline { app, .. } | LifecycleEvent::UserOffline { app, .. } => {
+                app.clone()
+            }
             LifecycleEvent::Subscribed { channel, .. }
             | LifecycleEvent::Unsubscribed { channel, .. }
             | LifecycleEvent::ChannelOccupied { channel }
@@ -242,7 +264,10 @@ impl LifecycleEvent {
     /// The channel the event is about, if it is about one.
     pub fn channel(&self) -> Option<&ChannelName> {
         match self {
-            LifecycleEvent::Connected { .. } | LifecycleEvent::Disconnected { .. } => None,
+            LifecycleEvent::Connected { .. }
+            | LifecycleEvent::Disconnected { .. }
+            | LifecycleEvent::UserOnline { .. }
+            | LifecycleEvent::UserOffline { .. } => None,
             LifecycleEvent::Subscribed { channel, .. }
             | LifecycleEvent::Unsubscribed { channel, .. }
             | LifecycleEvent::ChannelOccupied { channel }

@@ -26,8 +26,8 @@
 //! queue the event (no blocking, no call back into the hub or the live-client registry).
 //!
 //! **In a cluster** a networked bus sets a [`Relay`] (see [`crate::bus`] for the contract):
-//! this node's occupied and vacated are then this node's share, and the relay delivers the
-//! cluster's transitions ([`Lifecycle::deliver`]) to this node's listeners when this node's
+//! this node's occupied and vacated (and users online and offline) are then this node's share,
+//! and the relay delivers the cluster's transitions ([`Lifecycle::deliver`]) to this node's listeners when this node's
 //! change made one, so each is delivered once in the cluster, on one node.
 
 mod events;
@@ -154,16 +154,20 @@ impl Lifecycle {
         transport: Transport,
         place: (u32, u32),
     ) {
-        let connection =
+        let (connection, online) =
             self.tracked
                 .insert(Arc::as_ptr(outbox) as usize, place, client, transport);
         self.emit(LifecycleEvent::Connected { connection });
+        if let Some((app, sub)) = online {
+            self.emit(LifecycleEvent::UserOnline { app, sub });
+        }
     }
 
     /// The connection writing to `outbox`, registered at `place`, left. Emits its departure if
     /// it was tracked, with the first cause known (see the [module documentation](self)).
     pub(crate) fn disconnected(&self, outbox: &Weak<Outbox>, place: (u32, u32)) {
-        let Some((connection, stated)) = self.tracked.remove(outbox.as_ptr() as usize, place)
+        let Some((connection, stated, offline)) =
+            self.tracked.remove(outbox.as_ptr() as usize, place)
         else {
             return;
         };
@@ -172,7 +176,19 @@ impl Lifecycle {
             .map(DisconnectReason::from)
             .or(stated)
             .unwrap_or(DisconnectReason::Closed);
+        self.left(connection, reason, offline);
+    }
+
+    fn left(
+        &self,
+        connection: Arc<Connection>,
+        reason: DisconnectReason,
+        offline: tracked::UserChange,
+    ) {
         self.emit(LifecycleEvent::Disconnected { connection, reason });
+        if let Some((app, sub)) = offline {
+            self.emit(LifecycleEvent::UserOffline { app, sub });
+        }
     }
 
     /// Notes why the connection writing to `outbox` (registered at `place`) is about to end.
@@ -203,9 +219,8 @@ impl Lifecycle {
         if tracked::same_client(&current, client) {
             return;
         }
-        if let Some((connection, _)) = self.tracked.remove(key, place) {
-            let reason = DisconnectReason::Reauthenticated;
-            self.emit(LifecycleEvent::Disconnected { connection, reason });
+        if let Some((connection, _, offline)) = self.tracked.remove(key, place) {
+            self.left(connection, DisconnectReason::Reauthenticated, offline);
         }
         self.connected(client, outbox, current.transport, place);
     }
@@ -261,8 +276,8 @@ impl Recorded {
     }
 
     /// The recorded events as short strings: `+chan` occupied, `-chan` vacated, `sub:chan`,
-    /// `unsub:chan`, `connect:SUB`, `disconnect:SUB:REASON` (public channel names; `-` for no
-    /// `sub`).
+    /// `unsub:chan`, `connect:SUB`, `disconnect:SUB:REASON`, `online:SUB`, `offline:SUB`
+    /// (public channel names; `-` for no `sub`).
     pub fn summary(&self) -> Vec<String> {
         let sub = |c: &Connection| c.sub.as_deref().unwrap_or("-").to_string();
         self.events()
@@ -276,6 +291,8 @@ impl Recorded {
                 LifecycleEvent::Unsubscribed { channel, .. } => {
                     format!("unsub:{}", channel.public())
                 }
+                LifecycleEvent::UserOnline { sub, .. } => format!("online:{sub}"),
+                LifecycleEvent::UserOffline { sub, .. } => format!("offline:{sub}"),
                 LifecycleEvent::ChannelOccupied { channel } => format!("+{}", channel.public()),
                 LifecycleEvent::ChannelVacated { channel } => format!("-{}", channel.public()),
             })

@@ -113,7 +113,7 @@ fn connections_are_told_with_who_they_are_and_why_they_left() {
     assert_eq!(connection.device.as_deref(), Some("phone"));
     assert_eq!(connection.transport, Transport::Sse);
     assert_eq!(connection.id.node, hub.lifecycle().node());
-    for event in &events[1..3] {
+    for event in &events {
         match event {
             LifecycleEvent::Subscribed {
                 connection: who, ..
@@ -127,7 +127,7 @@ fn connections_are_told_with_who_they_are_and_why_they_left() {
         }
     }
     assert_eq!(
-        events.last(),
+        events.iter().rev().nth(1),
         Some(&LifecycleEvent::Disconnected {
             connection: connection.clone(),
             reason: DisconnectReason::Closed
@@ -138,11 +138,13 @@ fn connections_are_told_with_who_they_are_and_why_they_left() {
         recorded.summary(),
         [
             "connect:alice",
+            "online:alice",
             "sub:news",
             "+news",
             "unsub:news",
             "-news",
-            "disconnect:alice:closed"
+            "disconnect:alice:closed",
+            "offline:alice"
         ]
     );
 }
@@ -206,7 +208,9 @@ fn a_token_refresh_is_no_new_connection_unless_it_names_another_client() {
             "connect:-",
             "disconnect:-:reauthenticated",
             "connect:carol",
-            "disconnect:carol:closed"
+            "online:carol",
+            "disconnect:carol:closed",
+            "offline:carol"
         ]
     );
     // The refreshed entry is what revocations match now.
@@ -216,6 +220,51 @@ fn a_token_refresh_is_no_new_connection_unless_it_names_another_client() {
     let shop = AppId::parse("shop").unwrap();
     let target = crate::live::Target::Sub("dave".into());
     assert_eq!(live.disconnect(&shop, &target, CloseReason::Revoked), 1);
+}
+
+#[test]
+fn a_user_is_online_from_its_first_connection_to_the_end_of_its_last() {
+    let (_, live, recorded) = node();
+    let (phone, laptop, other_app) = (Outbox::new(1024), Outbox::new(1024), Outbox::new(1024));
+    let on_phone = live.register(
+        &client("shop", "erin", Some("p")),
+        &phone,
+        Transport::WebSocket,
+    );
+    let on_laptop = live.register(&client("shop", "erin", None), &laptop, Transport::Sse);
+    let elsewhere = live.register(&client("blog", "erin", None), &other_app, Transport::Sse);
+    let anonymous = live.register(
+        &client("shop", "", None),
+        &Outbox::new(1024),
+        Transport::Sse,
+    );
+    drop(on_phone);
+    drop(anonymous);
+    let users = |recorded: &Recorded| -> Vec<String> {
+        let events = recorded.events();
+        events
+            .iter()
+            .filter_map(|e| match e {
+                LifecycleEvent::UserOnline { app, sub } => Some(format!("+{app:?}/{sub}")),
+                LifecycleEvent::UserOffline { app, sub } => Some(format!("-{app:?}/{sub}")),
+                _ => None,
+            })
+            .collect()
+    };
+    let shop = format!("{:?}", AppId::parse("shop").unwrap());
+    let blog = format!("{:?}", AppId::parse("blog").unwrap());
+    assert_eq!(
+        users(&recorded),
+        [format!("+{shop}/erin"), format!("+{blog}/erin")],
+        "one user per app and sub, however many connections; anonymous is no user"
+    );
+    drop(on_laptop);
+    drop(elsewhere);
+    assert_eq!(
+        users(&recorded)[2..],
+        [format!("-{shop}/erin"), format!("-{blog}/erin")],
+        "offline with the last connection"
+    );
 }
 
 /// Holds channel transitions, as a cluster's relay does, and lets the rest through.

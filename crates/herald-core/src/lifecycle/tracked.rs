@@ -4,6 +4,9 @@
 //! stated for ending it. The live-client registry's entries stay as small as they are; this is
 //! the room lifecycle events cost, and only when they are wanted.
 //!
+//! It also counts each user's connections (by app and `sub`), to say when a user comes online
+//! (its first) and goes offline (its last).
+//!
 //! An entry is keyed by its outbox's address and remembers the registry place it was made
 //! for: a place left removes only its own entry, so an outbox freed and another allocated at
 //! the same address never takes over a stranger's record.
@@ -16,6 +19,7 @@ use parking_lot::Mutex;
 
 use super::{Connection, ConnectionId, DisconnectReason, Transport};
 use crate::auth::Client;
+use crate::tenant::AppId;
 
 const SHARDS: usize = 16;
 
@@ -30,7 +34,13 @@ pub(super) struct Tracked {
     node: u64,
     next: AtomicU64,
     shards: Box<[Mutex<HashMap<usize, Entry>>]>,
+    /// Each user's connections, by app and `sub`.
+    users: Mutex<HashMap<(AppId, Box<str>), usize>>,
 }
+
+/// A user who came online or went offline with a connection ([`Tracked::insert`],
+/// [`Tracked::remove`]).
+pub(super) type UserChange = Option<(AppId, Box<str>)>;
 
 /// Whether `connection` names the same client as `client` (its `sub`, device and app).
 pub(super) fn same_client(connection: &Connection, client: &Client) -> bool {
@@ -45,6 +55,28 @@ impl Tracked {
             node,
             next: AtomicU64::new(1),
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            users: Mutex::default(),
+        }
+    }
+
+    /// Counts one more (`up`) or one fewer connection of `connection`'s user; the user if that
+    /// was its first or its last.
+    fn count_user(&self, connection: &Connection, up: bool) -> UserChange {
+        let sub = connection.sub.as_ref()?;
+        let key = (connection.app.clone(), sub.clone());
+        let mut users = self.users.lock();
+        if up {
+            let n = users.entry(key.clone()).or_default();
+            *n += 1;
+            (*n == 1).then_some(key)
+        } else {
+            let n = users.get_mut(&key)?;
+            *n -= 1;
+            if *n > 0 {
+                return None;
+            }
+            users.remove(&key);
+            Some(key)
         }
     }
 
@@ -57,14 +89,15 @@ impl Tracked {
         &self.shards[(key >> 6) % SHARDS]
     }
 
-    /// Tracks a new connection of `client` writing to the outbox at `key`.
+    /// Tracks a new connection of `client` writing to the outbox at `key`; also says if its user
+    /// came online with it.
     pub(super) fn insert(
         &self,
         key: usize,
         place: (u32, u32),
         client: &Client,
         transport: Transport,
-    ) -> Arc<Connection> {
+    ) -> (Arc<Connection>, UserChange) {
         let connection = Arc::new(Connection {
             id: ConnectionId {
                 node: self.node,
@@ -80,8 +113,12 @@ impl Tracked {
             place,
             stated: None,
         };
-        self.shard(key).lock().insert(key, entry);
-        connection
+        let replaced = self.shard(key).lock().insert(key, entry);
+        if let Some(stale) = replaced {
+            self.count_user(&stale.connection, false);
+        }
+        let online = self.count_user(&connection, true);
+        (connection, online)
     }
 
     /// The connection writing to the outbox at `key`.
@@ -92,17 +129,21 @@ impl Tracked {
             .map(|e| e.connection.clone())
     }
 
-    /// Stops tracking the connection at `key` made for `place`; its reason stated, if any.
+    /// Stops tracking the connection at `key` made for `place`: the connection, its reason
+    /// stated if any, and its user if it went offline with it.
     pub(super) fn remove(
         &self,
         key: usize,
         place: (u32, u32),
-    ) -> Option<(Arc<Connection>, Option<DisconnectReason>)> {
+    ) -> Option<(Arc<Connection>, Option<DisconnectReason>, UserChange)> {
         let mut shard = self.shard(key).lock();
         if shard.get(&key)?.place != place {
             return None;
         }
-        shard.remove(&key).map(|e| (e.connection, e.stated))
+        let entry = shard.remove(&key)?;
+        drop(shard);
+        let offline = self.count_user(&entry.connection, false);
+        Some((entry.connection, entry.stated, offline))
     }
 
     /// Notes the reason stated for ending the connection at `key` made for `place`; the first

@@ -79,9 +79,10 @@ async fn a_channel_subscribed_on_two_nodes_is_vacated_once_by_the_last_to_leave(
     );
     let mut first = Ws::connect(&base_a, &token(&["news"])).await;
     first.subscribe("news", None).await;
+    // Through Redis before B's subscriber comes: the first to reach Redis occupies.
+    settle(&base_a, &on_a, "marker-a1").await;
     let mut second = Ws::connect(&base_b, &token(&["news"])).await;
     second.subscribe("news", None).await;
-    settle(&base_a, &on_a, "marker-a1").await;
     settle(&base_b, &on_b, "marker-b1").await;
     assert_eq!((count(&on_a, "+news"), count(&on_b, "+news")), (1, 0));
     drop(first);
