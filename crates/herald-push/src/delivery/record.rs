@@ -9,11 +9,17 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use herald_core::error::HeraldError;
+use herald_proto::SendResult;
 
 use crate::audience::Audience;
 use crate::delivery::payloads::Payloads;
 use crate::delivery::Delivery;
 use crate::device::InboxCursor;
+
+/// The result of a send that the device's ack settled instead of a provider push (`live`):
+/// what [`DeliveryRecord::acked_live`] sends end with, and what the stores write for the queued
+/// jobs an ack settles (`JobQueue::settle_live`).
+pub static ACKED: SendResult = SendResult::Live;
 
 /// A push as the delivery workers read it.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -3,6 +3,7 @@
 //! from the app's own row, opened with the app's id as associated data, so one app's
 //! credentials never send to another app's devices.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -11,7 +12,7 @@ use parking_lot::Mutex;
 use herald_core::tenant::AppId;
 use herald_providers::apns::{ApnsClient, ApnsConfig, ApnsEndpoint};
 use herald_providers::destination::Destinations;
-use herald_providers::fcm::{FcmClient, FcmConfig};
+use herald_providers::fcm::{FcmClient, FcmConfig, FcmNotification};
 use herald_providers::webpush::{Subscription, WebPushClient, WebPushConfig};
 use herald_providers::Outcome;
 
@@ -61,12 +62,7 @@ impl Sender {
         };
         match self {
             Sender::Apns(c) => c.send(token, &payloads.apns).await,
-            Sender::Fcm(c) => match payloads.fcm.ttl_secs() {
-                Some(ttl) if ttl > left_secs => {
-                    c.send(token, &payloads.fcm.with_ttl_secs(left_secs)).await
-                }
-                _ => c.send(token, &payloads.fcm).await,
-            },
+            Sender::Fcm(c) => c.send(token, &fcm_within(&payloads.fcm, left_secs)).await,
             Sender::WebPush(c) => {
                 let Some(keys) = &device.keys else {
                     return Outcome::Rejected {
@@ -87,6 +83,15 @@ impl Sender {
                 }
             }
         }
+    }
+}
+
+/// The FCM message to send with `left_secs` of the push's life left: the rendered one, or a
+/// copy whose TTL is the time left when the rendered TTL is longer.
+fn fcm_within(fcm: &FcmNotification, left_secs: u64) -> Cow<'_, FcmNotification> {
+    match fcm.ttl_secs() {
+        Some(ttl) if ttl > left_secs => Cow::Owned(fcm.with_ttl_secs(left_secs)),
+        _ => Cow::Borrowed(fcm),
     }
 }
 
@@ -231,5 +236,26 @@ impl herald_core::caches::CacheListener for Senders {
             CacheEvent::AppDeleted { app } => self.forget_app(app),
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_fcm_ttl_longer_than_the_time_left_is_sent_as_the_time_left() {
+        let rendered = FcmNotification::new(json!({"data": {}, "android": {"ttl": "60s"}}));
+        let sent = fcm_within(&rendered, 59);
+        assert_eq!(sent.message["android"]["ttl"], "59s");
+        assert_eq!(sent.ttl_secs(), Some(59));
+        for left in [60, 61] {
+            let sent = fcm_within(&rendered, left);
+            assert!(matches!(sent, Cow::Borrowed(_)), "{left}: sent as rendered");
+            assert_eq!(sent.message["android"]["ttl"], "60s");
+        }
+        let none = FcmNotification::new(json!({"data": {}}));
+        assert!(matches!(fcm_within(&none, 0), Cow::Borrowed(_)));
     }
 }

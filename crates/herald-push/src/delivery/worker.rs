@@ -34,7 +34,7 @@ use herald_proto::SendResult;
 use herald_providers::{Outcome, RetryScope};
 
 use crate::delivery::failures::FailureLog;
-use crate::delivery::record::DeliveryRecord;
+use crate::delivery::record::{DeliveryRecord, ACKED};
 use crate::delivery::round_failures::RoundFailures;
 use crate::delivery::senders::{NoSender, Senders};
 use crate::delivery::stats::{SendEnd, WorkerStats};
@@ -509,7 +509,7 @@ impl Deliverer {
             return done(SendResult::NoToken);
         };
         if record.acked_live(&cursor, attempt.seq) {
-            return done(SendResult::Live);
+            return done(ACKED.clone());
         }
         let app = attempt.app;
         let sender = match self.senders.get(app, provider).await {

@@ -4,6 +4,9 @@
 //! and the state a [`Settlement`] leaves a leased job in. Each backend's statement makes the
 //! change in its table; the method says what it does to the counters.
 
+use std::borrow::Cow;
+
+use herald_push::delivery::record::ACKED;
 use herald_push::jobs::{Job, JobKind, Settlement};
 
 use super::job_counts::{done, Standing, Tally, EXPANDING, IN_DOUBT};
@@ -15,6 +18,14 @@ pub(crate) fn settled_state(settlement: &Settlement) -> &'static str {
         Settlement::Dead { .. } => "dead",
         Settlement::Retry { .. } => "queued",
     }
+}
+
+/// The result a queued send job is settled with when its device acknowledged the push: the
+/// push side's [`ACKED`] (`live`), which decides which pushes an ack settles
+/// (`DeliveryRecord::settled_by_ack`). Both backends' `settle_live` statements write it and
+/// [`Tally::settled_live`] counts it.
+pub(crate) fn acked_result() -> Cow<'static, str> {
+    ACKED.as_text()
 }
 
 impl Tally {
@@ -59,9 +70,10 @@ impl Tally {
             result: None,
             in_doubt,
         };
+        let acked = acked_result();
         let live = Standing {
             state: "done",
-            result: Some("live"),
+            result: Some(&acked),
             ..queued.clone()
         };
         self.moved(app, push, &queued, &live);
@@ -119,5 +131,16 @@ impl Tally {
     /// An expansion finished (its last page is added).
     pub fn expansion_finished(&mut self, (app, push): (&str, &str)) {
         self.add(app, push, EXPANDING, -1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_ack_settles_a_queued_job_with_the_result_stored_before() {
+        // The stored string, the receipts' `live` count and the per-device listing read it.
+        assert_eq!(acked_result(), "live");
     }
 }

@@ -13,7 +13,7 @@ use tokio_postgres::Row;
 
 use super::counts::{self, Tally};
 use super::{job_of, JOB_COLUMNS, JOB_COLUMN_COUNT};
-use crate::common::job_state::settled_state;
+use crate::common::job_state::{acked_result, settled_state};
 use crate::common::qualified;
 use crate::postgres::{pg_error, sql_limit};
 
@@ -140,12 +140,13 @@ pub(super) async fn settle_live(
     pushes: &[String],
     now_ms: i64,
 ) -> Result<u64, StoreError> {
+    let acked = acked_result();
     let rows = client
         .query(
-            "UPDATE jobs SET state = 'done', result = 'live', finished = $4
+            "UPDATE jobs SET state = 'done', result = $5, finished = $4
              WHERE app = $1 AND push = ANY($2) AND device = $3 AND state = 'queued'
              RETURNING app, push, kind, in_doubt",
-            &[&app.as_str(), &pushes, &device, &now_ms],
+            &[&app.as_str(), &pushes, &device, &now_ms, &&*acked],
         )
         .await
         .map_err(pg_error)?;

@@ -15,7 +15,7 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension};
 
 use super::counts::{self, Tally};
 use super::{job_row, sql_limit, JOB_COLUMNS};
-use crate::common::job_state::settled_state;
+use crate::common::job_state::{acked_result, settled_state};
 use crate::common::jobs::{untried, NewJobRow};
 use crate::sqlite::backend;
 
@@ -189,16 +189,17 @@ pub(super) fn settle_live(
 ) -> Result<u64, StoreError> {
     let mut stmt = tx
         .prepare_cached(
-            "UPDATE jobs SET state = 'done', result = 'live', finished = ?4
+            "UPDATE jobs SET state = 'done', result = ?5, finished = ?4
              WHERE app = ?1 AND push = ?2 AND device = ?3 AND state = 'queued'
              RETURNING in_doubt",
         )
         .map_err(backend)?;
+    let acked = acked_result();
     let mut settled = 0;
     let mut tally = Tally::default();
     for push in pushes {
         let rows = stmt
-            .query_map(params![app.as_str(), push, device, now_ms], |r| {
+            .query_map(params![app.as_str(), push, device, now_ms, &*acked], |r| {
                 r.get::<_, bool>(0)
             })
             .map_err(backend)?;
