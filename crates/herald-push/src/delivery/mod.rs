@@ -6,8 +6,9 @@
 //! - `auto` (the default for a push with a `notification`): the inbox and live connection
 //!   first. A device that holds a connection gets a provider job due when the ack window ends;
 //!   an offline device gets one due now. When the job runs, a device that has acknowledged the
-//!   push meanwhile (its inbox cursor passed the push) is settled as `live` and no provider push
-//!   is sent; otherwise exactly one is.
+//!   push meanwhile (its inbox cursor reached the push) is settled as `live` and no provider push
+//!   is sent; otherwise exactly one is. One rule decides it for every send
+//!   ([`record::DeliveryRecord::acked_live`]).
 //!
 //! The job queue ([`crate::jobs`]) makes this durable; [`worker::Deliverer`] runs it
 //! ([`broadcast`]: a broadcast's pages sent directly, each page's sends run by
