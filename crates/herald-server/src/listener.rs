@@ -119,6 +119,17 @@ const SSE: usize = 0;
 /// [`DETECTORS`]' index of a WebSocket handshake at `/v1/ws`.
 const WEBSOCKET: usize = 1;
 
+/// What a fresh connection's first bytes made of it.
+enum First {
+    /// An SSE stream, whose request was taken out of the socket (`None`: the socket failed).
+    Sse(Option<Box<herald_edge::sse::SseRequest>>),
+    /// HTTP for hyper, whose first byte arrived at the instant given; a WebSocket handshake if
+    /// the flag says so.
+    Http(Instant, bool),
+    /// Over: nothing came in time, or a late head was answered.
+    Done,
+}
+
 /// Serves a fresh connection as the protocol its first bytes show ([`DETECTORS`]): its SSE
 /// stream, a WebSocket handshake on this runtime, anything else with hyper ([`serve_hyper`]).
 async fn serve_connection(
@@ -130,25 +141,33 @@ async fn serve_connection(
     stop: CancellationToken,
     hand_off: Option<(Handle, TaskTracker)>,
 ) {
-    let deadlines = edge.settings.deadlines;
-    // Boxed: the look is no part of a directly served SSE stream's task.
-    let detected = Box::pin(async {
-        tokio::select! {
-            detected = detect(&mut conn, &deadlines, &DETECTORS) => detected,
+    // Boxed: the look (and taking an SSE request's head out of the socket, or answering a late
+    // head) is no part of a directly served SSE stream's task.
+    let first = Box::pin(async {
+        let detected = tokio::select! {
+            detected = detect(&mut conn, &edge.settings.deadlines, &DETECTORS) => detected,
             _ = edge.shutdown.cancelled() => Detected::Gone,
+        };
+        match detected {
+            Detected::Chosen {
+                index: SSE, prefix, ..
+            } => First::Sse(herald_edge::sse::take_request(&mut conn, prefix).await),
+            Detected::Chosen { index, started, .. } => First::Http(started, index == WEBSOCKET),
+            Detected::Other(started) => First::Http(started, false),
+            Detected::Gone => First::Done,
+            Detected::Late => {
+                herald_edge::sse::answer_late(&mut conn, &edge.settings.deadlines).await;
+                First::Done
+            }
         }
     })
     .await;
-    let (head_started, websocket) = match detected {
-        Detected::Chosen {
-            index: SSE, prefix, ..
-        } => return herald_edge::sse::serve_detected(&edge, conn, prefix).await,
-        Detected::Chosen { index, started, .. } => (started, index == WEBSOCKET),
-        Detected::Other(started) => (started, false),
-        Detected::Gone => return,
-        Detected::Late => {
-            return Box::pin(herald_edge::sse::answer_late(&mut conn, &deadlines)).await
+    let (head_started, websocket) = match first {
+        First::Sse(Some(request)) => {
+            return herald_edge::sse::serve_detected(&edge, conn, request).await
         }
+        First::Http(started, websocket) => (started, websocket),
+        First::Sse(None) | First::Done => return,
     };
     // Boxed: a future is as large as its largest step for as long as it lives, and a task that
     // streams SSE itself lives as long as its stream (hyper's steps made every connection's

@@ -19,7 +19,7 @@ use axum::http::StatusCode;
 use herald_core::outbox::{Batch, CloseReason, Outbox};
 use herald_core::HeraldError;
 
-use super::sniff::{take_request, SseRequest};
+use super::sniff::SseRequest;
 use super::{SseStream, PREAMBLE, STREAM_HEADERS};
 use crate::conn::Conn;
 use crate::deadlines::{request_timeout, Deadlines};
@@ -42,14 +42,11 @@ const CORS_HEADERS: [(&str, &str); 2] = [
 const READ_BUDGET: usize = 64 * 1024;
 
 /// Serves the SSE stream of a fresh connection whose first request [`super::DETECTOR`]
-/// recognised in `prefix` (the bytes it looked at, still unread in the socket), until the stream
-/// ends or the connection parks.
-pub async fn serve_detected(edge: &Arc<Edge>, mut conn: Conn, prefix: Vec<u8>) {
+/// recognised, and [`super::take_request`] took out of the socket, until the stream ends or the
+/// connection parks.
+pub async fn serve_detected(edge: &Arc<Edge>, mut conn: Conn, request: Box<SseRequest>) {
     // Every step but the idle wait is boxed, so the connection's task is only as large as its
     // idle state: a future stores the largest of its steps.
-    let Some(request) = Box::pin(take_request(&mut conn, prefix)).await else {
-        return;
-    };
     let mut connection = match Box::pin(open(edge, &mut conn, request)).await {
         Some(connection) => connection,
         None => {

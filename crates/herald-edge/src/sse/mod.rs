@@ -35,7 +35,7 @@ use crate::Edge;
 
 pub use body::stream;
 pub use direct::{answer_late, serve_detected};
-pub use sniff::SseDetector;
+pub use sniff::{take_request, SseDetector, SseRequest};
 
 /// The HTTP listener's detector of a directly served SSE stream ([`crate::detect`]).
 pub static DETECTOR: SseDetector = SseDetector;

@@ -18,7 +18,7 @@ use crate::detect::{Detector, Verdict};
 const MAX_HEADERS: usize = 64;
 
 /// The parts of an SSE request the stream needs.
-pub(crate) struct SseRequest {
+pub struct SseRequest {
     /// The request said HTTP/1.0 (the answer says so too).
     pub http10: bool,
     /// The query string, as axum's `RawQuery` gives it.
@@ -54,10 +54,7 @@ impl Detector for SseDetector {
 
 /// Consumes the header block of the SSE request [`SseDetector`] recognised in `prefix` (the
 /// bytes still unread in the socket) and returns it; `None` if the socket failed meanwhile.
-pub(super) async fn take_request(
-    stream: &mut Conn,
-    mut prefix: Vec<u8>,
-) -> Option<Box<SseRequest>> {
+pub async fn take_request(stream: &mut Conn, mut prefix: Vec<u8>) -> Option<Box<SseRequest>> {
     match classify(&prefix) {
         Head::Sse { len, request } => match consume(stream, &mut prefix[..len]).await {
             Ok(()) => Some(Box::new(request)),
