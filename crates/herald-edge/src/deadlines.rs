@@ -6,7 +6,7 @@
 //!
 //! A connection is in one of these states, each with its deadline:
 //! - fresh, nothing received: `first_byte` (enforced before hyper, by
-//!   [`crate::sse::serve_if_sse`]);
+//!   the listener's protocol detection, [`crate::detect`]);
 //! - the head of a request arriving: `head`, from its first byte; a head that stops mid-way is
 //!   answered `408 request_timeout` (when the connection can still take an answer) and closed;
 //! - a request being handled: no deadline here. Its body, while the handler reads it, must

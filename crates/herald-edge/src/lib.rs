@@ -168,7 +168,7 @@ pub struct Edge {
 }
 
 /// One timer for every connection's keep-alive, and the one place shutdown reaches every
-/// WebSocket connection (and SSE stream served by [`sse::serve_if_sse`]) from. Each ping
+/// WebSocket connection (and SSE stream served by [`sse::serve_detected`]) from. Each ping
 /// interval it asks every connection on its [`Roster`] for a ping (through the connection's
 /// outbox) and ticks a watch channel for the transports that wait on one; when `shutdown` is cancelled it closes every rostered outbox with
 /// [`CloseReason::Shutdown`]. An idle connection therefore holds no timer of its own.

@@ -29,7 +29,7 @@ use crate::conn::Conn;
 pub const SLOW_CONSUMER_GRACE: Duration = Duration::from_secs(60);
 
 /// A write that cannot finish in this long means the peer is gone.
-pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What a first, non-blocking write achieved.
 pub enum Sent {

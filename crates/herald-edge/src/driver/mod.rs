@@ -16,7 +16,7 @@
 //! - **outbox**: the wire encodes the whole batch (frames, a keep-alive ping the roster asked
 //!   for, the goodbye of a closed outbox) into one buffer ([`Wire::encode`]), which goes out with
 //!   one non-blocking write, usually one syscall. Only if the socket is full does the driver wait
-//!   for it ([`crate::socket::write_until_cut`]), within a time limit and watching the outbox: a
+//!   for it (`socket::write_until_cut`), within a time limit and watching the outbox: a
 //!   slow-consumer close meanwhile cuts what is unwritten after the frame in progress
 //!   ([`Wire::cut_end`]) and the connection ends with [`Ended::Cut`];
 //! - **expiry**: [`Wire::expired`] says whether that ends the connection or queues its goodbye;
@@ -30,6 +30,19 @@
 //! driver's own per delivery). How the connection ends is the caller's: after
 //! [`Served::Ends`] it takes the connection off the keep-alive roster, says the wire's goodbye
 //! ([`Wire::goodbye`]) and closes a TLS session, in the order its protocol needs.
+//!
+//! A protocol runs on the driver in five steps (`crate::ws` is the worked example, `crate::sse`'s
+//! `direct.rs` the smallest): implement [`Wire`] for the connection's state; build
+//! [`Connection::new`] with the wire and [`Marks::new`]; put its outbox on the keep-alive roster
+//! (`Edge::keepalive`, which sends ping requests and the shutdown close through it); loop on
+//! [`Connection::serve`] with the edge's [`Parking`]; and act on what it returns: on
+//! [`Served::Parks`], take [`Connection::into_parts`] into a record implementing
+//! [`crate::parking::Parked`] (which answers lone keep-alive pings without a task and resumes
+//! into [`Connection::serve`]) and store it with [`Parking::park`], with the edge's connection
+//! tracker token so shutdown waits for it; on [`Served::Ends`], leave the roster, say
+//! [`Wire::goodbye`] and close a TLS session. The parked record must stay small: it is what an
+//! idle connection costs (docs/design/idle-connections.md; Herald's WebSocket record is pinned at
+//! 192 bytes, SSE's at 128).
 //!
 //! Transports that do not hold a connection in this loop (long-poll, a hyper-served SSE body,
 //! Meteor's subscribers) share the batch helpers of [`drain`].
@@ -48,9 +61,11 @@ use crate::conn::Conn;
 use crate::http::secs_until;
 use crate::parking::idle::IdleTimer;
 use crate::parking::{Parking, Ticket};
-use crate::socket::{try_send, write_until_cut, Blocked, Sent, WRITE_TIMEOUT};
+use crate::socket::{try_send, write_until_cut, Blocked, Sent};
 
-pub use crate::socket::{send, slow_consumer_goodbye, write_rest, SLOW_CONSUMER_GRACE};
+pub use crate::socket::{
+    send, slow_consumer_goodbye, write_rest, SLOW_CONSUMER_GRACE, WRITE_TIMEOUT,
+};
 
 /// A wire protocol, as the driver runs it: what a connection speaking it keeps (its session,
 /// its decoder, its subscriptions) and how it reads, encodes and says goodbye.
