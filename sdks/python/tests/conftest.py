@@ -57,11 +57,12 @@ class HeraldServer:
     """One `herald serve` process on its own data directory."""
 
     def __init__(self, env: Optional[Dict[str, str]] = None, args: Optional[List[str]] = None,
-                 token_secret: str = TOKEN_SECRET) -> None:
+                 token_secret: str = TOKEN_SECRET, through: Optional[List[str]] = None) -> None:
         self.tmp = tempfile.mkdtemp(prefix="herald-py-sdk-")
         self.data = os.path.join(self.tmp, "data")
         self.extra_env = env or {}
         self.extra_args = args or []
+        self.through = through or []  # a command the server runs under (`prlimit --fsize=N:`)
         self.token_secret = token_secret
         self.process: Optional[subprocess.Popen[str]] = None
         self.url = ""
@@ -72,7 +73,7 @@ class HeraldServer:
         env["HERALD_LOG"] = os.environ.get("HERALD_TEST_LOG", "warn")
         env.update(self.extra_env)
         command = [
-            herald_bin(), "serve", "--listen", listen, "--data", self.data,
+            *self.through, herald_bin(), "serve", "--listen", listen, "--data", self.data,
             "--api-key", API_KEY, "--admin-key", ADMIN_KEY, "--token-secret", self.token_secret,
             *self.extra_args,
         ]
@@ -108,7 +109,7 @@ class HeraldServer:
                     return
                 continue
             self.kill()
-            raise RuntimeError(f"herald did not start ({command[2:4]}): {''.join(self.log[-20:])}")
+            raise RuntimeError(f"herald did not start ({listen}): {''.join(self.log[-20:])}")
 
     @property
     def listen(self) -> str:

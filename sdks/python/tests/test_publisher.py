@@ -12,6 +12,7 @@ from herald_client import (
     AppLimits,
     Herald,
     HeraldError,
+    NotReadyError,
     PublicKey,
     Published,
     RawJson,
@@ -24,8 +25,58 @@ from conftest import ADMIN_KEY, API_KEY, HeraldServer, raises, unique, within
 
 async def test_health_metrics_openapi(herald: Herald) -> None:
     assert await within(herald.health())
+    readiness = await within(herald.ready())
+    assert (readiness.status, readiness.ready, readiness.failing()) == ("ready", True, {})
+    assert (readiness.checks.store.status, readiness.checks.store.error) == ("ok", None)
+    assert (readiness.checks.bus.status, readiness.checks.bus.link) == ("ok", "local")
+    assert readiness.checks.draining is False
     assert "herald" in await within(herald.metrics())
     assert (await within(herald.openapi())).startswith("openapi:")
+
+
+async def test_ready_names_a_full_store_while_health_stays_ok() -> None:
+    """Under a 3 MiB file-size limit, publishes fill the store until it refuses them with
+    `insufficient_storage`; `ready()` then raises `NotReadyError` naming the failing check, while
+    `health()` (liveness) stays true."""
+    server = HeraldServer(env={"HERALD_HISTORY_SIZE": "100000"},
+                          through=["prlimit", f"--fsize={3 << 20}:"])
+    server.start()
+    try:
+        async with server.publisher() as herald:
+            blob = "x" * (16 * 1024)
+            not_ready = None
+            # A background write (the usage counters) may find room again after a checkpoint
+            # emptied the write-ahead log and clear the fault: fill again then.
+            for _ in range(20):
+                for i in range(2000):
+                    try:
+                        await within(herald.publish("fill", {"i": i, "blob": blob}))
+                    except HeraldError as refused:
+                        assert (refused.code, refused.status) == ("insufficient_storage", 507)
+                        break
+                else:
+                    raise AssertionError("2000 publishes of 16 KiB fitted under 3 MiB")
+                try:
+                    await within(herald.ready())
+                except NotReadyError as error:
+                    not_ready = error
+                    break
+            assert not_ready is not None, "ready() reported the full store"
+            assert (not_ready.code, not_ready.status) == ("not_ready", 503)
+            assert isinstance(not_ready, HeraldError)
+            assert not_ready.message.startswith("store: insufficient_storage: "), not_ready.message
+            assert "File too large" in not_ready.message
+            readiness = not_ready.readiness
+            assert (readiness.status, readiness.ready) == ("not_ready", False)
+            assert readiness.checks.store.status == "failing"
+            assert readiness.checks.store.error is not None
+            assert readiness.checks.store.error.code == "insufficient_storage"
+            assert (readiness.checks.bus.status, readiness.checks.draining) == ("ok", False)
+            assert list(readiness.failing()) == ["store"]
+            assert readiness.failing()["store"].code == "insufficient_storage"
+            assert await within(herald.health())
+    finally:
+        server.cleanup()
 
 
 async def test_publish_history_and_channel_state(herald: Herald) -> None:
@@ -94,6 +145,8 @@ async def test_wrong_key_and_unreachable_server(server: HeraldServer) -> None:
         port = probe.getsockname()[1]
     async with Herald(f"http://127.0.0.1:{port}", API_KEY) as nowhere:
         error = await raises(nowhere.health())
+        assert (error.code, error.status) == ("transport", None)
+        error = await raises(nowhere.ready())
         assert (error.code, error.status) == ("transport", None)
 
 

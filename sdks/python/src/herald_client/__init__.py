@@ -10,7 +10,7 @@ push server.
 
 from ._version import __version__
 from .cursors import Cursor, InboxCursor, encode_cursors, parse_cursors
-from .errors import ErrorCode, HeraldError
+from .errors import ErrorCode, HeraldError, NotReadyError
 from .models import *  # noqa: F401,F403  (the result types)
 from .models import __all__ as _models
 from .publisher import UNSET, BatchResult, Herald
@@ -40,6 +40,7 @@ __all__ = [
     "parse_cursors",
     "ErrorCode",
     "HeraldError",
+    "NotReadyError",
     "UNSET",
     "BatchResult",
     "Herald",

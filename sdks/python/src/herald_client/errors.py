@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import json
 from enum import Enum
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
+
+if TYPE_CHECKING:
+    from .models.probes import Readiness
 
 
 class ErrorCode(str, Enum):
@@ -91,6 +94,8 @@ TRANSPORT = "transport"
 UNEXPECTED_RESPONSE = "unexpected_response"
 #: Client-side code: the client was closed while the call waited.
 CLOSED = "closed"
+#: The readiness probe answered 503 (`not_ready`, the status word of its body): `NotReadyError`.
+NOT_READY = "not_ready"
 #: The server ended the connection because access was revoked (a `disconnect` with code
 #: `revoked`, WebSocket close code 4003): the subscriber stops and raises this from its iterator.
 #: Not a server error code (docs/protocol.md, "Revocation").
@@ -172,3 +177,18 @@ def _parse_retry_after(value: Optional[str]) -> Optional[float]:
     except ValueError:
         return None
     return seconds if seconds >= 0 else None
+
+
+class NotReadyError(HeraldError):
+    """`GET /readyz` answered `503`: code `not_ready`, status 503, a message naming each failing
+    check with its error code and message, `readiness` the whole answer (`readiness.failing()`
+    gives each failing check as a `HeraldError`)."""
+
+    def __init__(self, readiness: "Readiness") -> None:
+        failing = readiness.failing()
+        named = "; ".join(f"{name}: {e.code}: {e.message}" for name, e in failing.items())
+        super().__init__(NOT_READY, named or "not ready", 503)
+        self.readiness = readiness
+
+    def __repr__(self) -> str:
+        return f"NotReadyError(message={self.message!r})"

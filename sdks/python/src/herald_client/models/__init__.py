@@ -56,6 +56,7 @@ from .devices import (
     RegisteredDevice,
     WebPushKeys,
 )
+from .probes import BusCheck, CheckError, Readiness, ReadinessChecks, StoreCheck
 
 __all__ = [
     "App", "AppLimits", "AppStats", "CreatedApp", "CreatedKey", "DeadLetter", "DeadLetterList",
@@ -66,4 +67,5 @@ __all__ = [
     "DeviceReceipt", "LogPosition", "MintedToken", "ProviderReceipt", "PushAccepted", "Receipt",
     "RegisteredDevice", "WebPushKeys", "AppOverview", "AuditActor", "AuditEntry", "AuditPage", "DeviceInbox", "Histogram", "InboxEntry",
     "InboxLogPosition", "Overview", "Revoked", "ServerFigures",
+    "BusCheck", "CheckError", "Readiness", "ReadinessChecks", "StoreCheck",
 ]

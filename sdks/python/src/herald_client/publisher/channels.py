@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any, List, Mapping, Optional, Sequence, Union
 
-from ..errors import HeraldError
+from ..errors import HeraldError, NotReadyError
 from ..models._json import from_json
 from ..models.channels import ChannelInfo, ChannelList, History, Published
-from ._http import Auth, HttpBase, body_of, channel_path
+from ..models.probes import Readiness
+from ._http import Auth, HttpBase, _json, body_of, channel_path
 
 BatchResult = Union[Published, HeraldError]
 
@@ -59,6 +60,16 @@ class ChannelRoutes(HttpBase):
         """Whether `GET /healthz` answers `{"status":"ok"}` (raises on any failure)."""
         answer = await self._call_json("GET", "/healthz", auth=Auth.NONE)
         return isinstance(answer, dict) and answer.get("status") == "ok"
+
+    async def ready(self) -> Readiness:
+        """Readiness (`GET /readyz`): the store takes writes, the bus is connected, the server is
+        not draining. A `503` raises `NotReadyError` (code `not_ready`), whose message names each
+        failing check with its error and whose `readiness` is the whole answer."""
+        response = await self._send("GET", "/readyz", auth=Auth.NONE, ok=(200, 503))
+        readiness = from_json(Readiness, _json(response))
+        if response.status_code == 503:
+            raise NotReadyError(readiness)
+        return readiness
 
     async def metrics(self) -> str:
         """The Prometheus metrics text."""

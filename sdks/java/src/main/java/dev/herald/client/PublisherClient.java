@@ -32,6 +32,7 @@ import dev.herald.client.model.PublicKey;
 import dev.herald.client.model.Published;
 import dev.herald.client.model.PushAccepted;
 import dev.herald.client.model.PushRequest;
+import dev.herald.client.model.Readiness;
 import dev.herald.client.model.Receipt;
 import dev.herald.client.model.Registration;
 import dev.herald.client.model.ReplayedJob;
@@ -50,7 +51,7 @@ import okhttp3.OkHttpClient;
  * The HTTP API of a Herald server (docs/openapi.yaml), for app backends: channels and history,
  * publishing, apps and keys (admin key), stats, revocation, the dashboard's overview, provider
  * credentials, the job queue, tokens, devices and their inbox, pushes and receipts, device acks,
- * health. Construct it with a publisher key or the admin
+ * health and readiness. Construct it with a publisher key or the admin
  * key; every call is synchronous, answers a typed result, and throws {@link HeraldException} with
  * the server's code, message, HTTP status and {@code Retry-After} on an error answer.
  */
@@ -479,6 +480,29 @@ public final class PublisherClient {
   public String health() {
     String body = http.call("GET", path("healthz").build(), null, null, null).body;
     return Json.parseStrict(body).getAsJsonObject().get("status").getAsString();
+  }
+
+  /**
+   * {@code GET /readyz}, readiness: the store takes writes, the bus is connected, the server is not
+   * draining. A node that is not ready ({@code 503}) throws {@link NotReadyException}, whose
+   * message names each failing check with its error and which carries the whole answer.
+   */
+  public Readiness ready() {
+    Http.Answer answer = http.call("GET", path("readyz").build(), null, null, null, 503);
+    Readiness readiness = null;
+    try {
+      readiness = Json.GSON.fromJson(answer.body, Readiness.class);
+    } catch (RuntimeException notReadiness) {
+      // Below: a 503 that is not Herald's answer (a proxy's page) is an HTTP error like any other.
+    }
+    if (answer.status == 503) {
+      if (readiness == null || readiness.checks == null) {
+        String message = answer.body.isEmpty() ? "HTTP 503" : answer.body;
+        throw new HeraldException(null, message, 503, -1, null);
+      }
+      throw new NotReadyException(readiness);
+    }
+    return readiness;
   }
 
   /** {@code GET /metrics}: the Prometheus text. */

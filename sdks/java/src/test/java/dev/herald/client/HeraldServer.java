@@ -32,15 +32,18 @@ final class HeraldServer implements AutoCloseable {
   private final Map<String, String> env;
   private final List<String> extraArgs;
   private final String tokenSecret;
+  private final List<String> through;
   private Process process;
   private String address;
   private final StringBuffer log = new StringBuffer();
 
-  private HeraldServer(Map<String, String> env, List<String> extraArgs, String tokenSecret) throws IOException {
+  private HeraldServer(Map<String, String> env, List<String> extraArgs, String tokenSecret, List<String> through)
+      throws IOException {
     this.dir = Files.createTempDirectory("herald-java-sdk-");
     this.env = env;
     this.extraArgs = extraArgs;
     this.tokenSecret = tokenSecret;
+    this.through = through;
   }
 
   /** Starts a server with extra environment variables for it (e.g. HERALD_OUTBOX_BYTES) and extra flags. */
@@ -50,7 +53,17 @@ final class HeraldServer implements AutoCloseable {
 
   /** Starts a server whose default app signs tokens with {@code tokenSecret}. */
   static HeraldServer start(Map<String, String> env, List<String> extraArgs, String tokenSecret) throws Exception {
-    HeraldServer server = new HeraldServer(env, extraArgs, tokenSecret);
+    return start(env, extraArgs, tokenSecret, java.util.Collections.<String>emptyList());
+  }
+
+  /** Starts a server run by the command {@code through} (e.g. {@code prlimit --fsize=N:}). */
+  static HeraldServer startThrough(List<String> through, Map<String, String> env) throws Exception {
+    return start(env, java.util.Collections.<String>emptyList(), TOKEN_SECRET, through);
+  }
+
+  private static HeraldServer start(Map<String, String> env, List<String> extraArgs, String tokenSecret,
+      List<String> through) throws Exception {
+    HeraldServer server = new HeraldServer(env, extraArgs, tokenSecret, through);
     try {
       server.spawn("127.0.0.1:0");
     } catch (Exception e) {
@@ -80,7 +93,7 @@ final class HeraldServer implements AutoCloseable {
   }
 
   private void spawn(String listen) throws Exception {
-    List<String> command = new ArrayList<>();
+    List<String> command = new ArrayList<>(through);
     command.add(binary());
     String[] base = {"serve", "--listen", listen, "--data", dir.resolve("data").toString(), "--api-key", API_KEY,
         "--admin-key", ADMIN_KEY, "--token-secret", tokenSecret};

@@ -36,6 +36,7 @@ import dev.herald.client.model.Published;
 import dev.herald.client.model.PushAccepted;
 import dev.herald.client.model.PushRequest;
 import dev.herald.client.model.PushTarget;
+import dev.herald.client.model.Readiness;
 import dev.herald.client.model.Receipt;
 import dev.herald.client.model.Registration;
 import dev.herald.client.model.RotatedSecret;
@@ -82,6 +83,13 @@ class PublisherClientTest {
   @Test
   void operations() {
     assertEquals("ok", publisher.health());
+    Readiness readiness = publisher.ready();
+    assertTrue(readiness.isReady());
+    assertEquals("ready", readiness.status);
+    assertTrue(readiness.checks.store.isOk());
+    assertNull(readiness.checks.store.error);
+    assertEquals("local", readiness.checks.bus.link);
+    assertFalse(readiness.checks.draining);
     assertTrue(publisher.metrics().contains("herald_"));
     assertTrue(publisher.openapi().startsWith("openapi: 3"));
     PublisherClient wrongKey = new PublisherClient(server.url(), "hk_wrong");
@@ -90,6 +98,9 @@ class PublisherClientTest {
         () -> new PublisherClient("http://127.0.0.1:1", "k").health());
     assertNull(down.code(), "no server answered");
     assertNotNull(down.getCause());
+    HeraldException downReady = assertThrows(HeraldException.class,
+        () -> new PublisherClient("http://127.0.0.1:1", "k").ready());
+    assertNull(downReady.code(), "no server answered");
   }
 
   @Test

@@ -58,6 +58,15 @@ public final class Http {
 
   /** Sends a request with another credential (a device token for {@code /v1/ack}). */
   public Answer call(String method, HttpUrl url, String jsonBody, String idempotencyKey, String credential) {
+    return call(method, url, jsonBody, idempotencyKey, credential, 0);
+  }
+
+  /**
+   * As {@link #call(String, HttpUrl, String, String, String)}, answering rather than throwing
+   * when the status is {@code alsoAnswered} (a {@code 503} whose body is not an error: {@code /readyz}).
+   */
+  public Answer call(String method, HttpUrl url, String jsonBody, String idempotencyKey, String credential,
+      int alsoAnswered) {
     Request.Builder request = new Request.Builder().url(url);
     if (credential != null) {
       request.header("Authorization", "Bearer " + credential);
@@ -72,7 +81,7 @@ public final class Http {
     try (Response response = client.newCall(request.build()).execute()) {
       ResponseBody responseBody = response.body();
       String text = responseBody == null ? "" : responseBody.string();
-      if (!response.isSuccessful()) {
+      if (!response.isSuccessful() && response.code() != alsoAnswered) {
         throw error(response, text);
       }
       return new Answer(response.code(), text);
