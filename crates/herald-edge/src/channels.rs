@@ -154,22 +154,10 @@ struct Channel {
 pub type Outcomes = Vec<(ChannelName, SubscribeOutcome)>;
 
 impl Subscriptions {
-    /// Subscribes `outbox` to every channel (or the device's inbox), resuming each from its
-    /// cursor. `reply` may queue a confirmation frame ahead of each channel's replay. The
-    /// stream's lifecycle events name its transport [`Transport::HttpStream`]: a transport that
-    /// says which it is calls [`Subscriptions::open_as`].
+    /// Subscribes `outbox` to every channel (or the device's inbox) of a stream over
+    /// `transport` (SSE, long-poll, Meteor; its lifecycle events name it), resuming each from its
+    /// cursor. `reply` may queue a confirmation frame ahead of each channel's replay.
     pub async fn open(
-        edge: &Edge,
-        request: &StreamRequest,
-        outbox: &Arc<Outbox>,
-        reply: impl Fn(&ChannelName, &SubscribeOutcome) -> Option<OutFrame> + Sync,
-    ) -> Result<(Subscriptions, Outcomes), HeraldError> {
-        Subscriptions::open_as(Transport::HttpStream, edge, request, outbox, reply).await
-    }
-
-    /// [`Subscriptions::open`] for a stream over `transport` (SSE, long-poll, Meteor), which
-    /// its lifecycle events name.
-    pub async fn open_as(
         transport: Transport,
         edge: &Edge,
         request: &StreamRequest,

@@ -10,6 +10,7 @@ use std::time::Duration;
 use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
+use herald_core::lifecycle::{DisconnectReason, Transport};
 use herald_core::outbox::Outbox;
 use herald_core::telemetry::telemetry;
 use herald_core::HeraldError;
@@ -59,13 +60,14 @@ async fn answer(
         None => DEFAULT_LIMIT,
     };
     let outbox = Outbox::new(edge.settings.outbox_bytes);
-    let (mut subs, outcomes) = Subscriptions::open(edge, &request, &outbox, |_, _| None).await?;
+    let (mut subs, outcomes) =
+        Subscriptions::open(Transport::LongPoll, edge, &request, &outbox, |_, _| None).await?;
     let (mut frames, mut closed) = outbox.take();
     if frames.is_empty() && closed.is_none() {
         tokio::select! {
             batch = outbox.next_batch() => (frames, closed) = batch,
             _ = tokio::time::sleep(Duration::from_secs(timeout)) => {}
-            _ = edge.shutdown.cancelled() => {}
+            _ = edge.shutdown.cancelled() => subs.set_disconnect_reason(DisconnectReason::Shutdown),
         }
     }
     let mut body = Vec::with_capacity(256);

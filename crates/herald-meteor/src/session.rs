@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use herald_core::auth::Client;
+use herald_core::lifecycle::Transport;
 use herald_core::outbox::{OutFrame, Outbox};
 use herald_core::telemetry::telemetry;
 use herald_core::{ChannelName, Cursor, Epoch, HeraldError, StoredMessage};
@@ -224,7 +225,7 @@ async fn subscribe(m: &Meteor, mut tcp: Conn, s: Subscribe) {
             // As in Meteor, `.r<id>` older than what is stored starts at the oldest stored.
             replay_retained_if_lost: true,
         };
-        Subscriptions::open(&m.edge, &request, &outbox, |_, _| None).await
+        Subscriptions::open(Transport::Meteor, &m.edge, &request, &outbox, |_, _| None).await
     };
     let (subs, outcomes) = match Box::pin(opened).await {
         Ok(opened) => opened,

@@ -364,6 +364,9 @@ mod lifecycle {
 
 #[path = "server/admin.rs"]
 mod admin;
+#[path = "server/connection_events.rs"]
+mod connection_events;
+
 #[path = "server/cluster/mod.rs"]
 mod cluster;
 #[path = "server/openapi.rs"]

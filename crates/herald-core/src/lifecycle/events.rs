@@ -20,29 +20,24 @@ pub enum Transport {
     LongPoll,
     /// Meteor's subscriber protocol.
     Meteor,
-    /// An HTTP stream (SSE or long-poll) whose transport did not say which
-    /// (`herald_edge::channels::Subscriptions::open`).
-    HttpStream,
 }
 
 impl Transport {
     /// Every transport, in a fixed order.
-    pub const ALL: [Transport; 5] = [
+    pub const ALL: [Transport; 4] = [
         Transport::WebSocket,
         Transport::Sse,
         Transport::LongPoll,
         Transport::Meteor,
-        Transport::HttpStream,
     ];
 
-    /// The transport's name in events (`websocket`, `sse`, `long_poll`, `meteor`, `http`).
+    /// The transport's name in events (`websocket`, `sse`, `long_poll`, `meteor`).
     pub fn as_str(self) -> &'static str {
         match self {
             Transport::WebSocket => "websocket",
             Transport::Sse => "sse",
             Transport::LongPoll => "long_poll",
             Transport::Meteor => "meteor",
-            Transport::HttpStream => "http",
         }
     }
 

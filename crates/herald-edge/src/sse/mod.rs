@@ -23,6 +23,7 @@ use std::sync::Arc;
 
 use axum::http::HeaderMap;
 use bytes::BufMut;
+use herald_core::lifecycle::Transport;
 use herald_core::outbox::{CloseReason, OutFrame, Outbox};
 use herald_core::telemetry::telemetry;
 use herald_core::HeraldError;
@@ -74,16 +75,17 @@ impl SseStream {
         StreamRequest::prepare_keys(edge, query, headers).await;
         let request = StreamRequest::parse(edge, query, headers, last_event_id)?;
         let outbox = Outbox::new(edge.settings.outbox_bytes);
-        let (subs, _) = Subscriptions::open(edge, &request, &outbox, |name, outcome| {
-            let body = SubscribeReply {
-                channel: name.public().into(),
-                seq: outcome.seq,
-                epoch: outcome.epoch.as_str().into(),
-                recovered: outcome.recovered,
-            };
-            Some(OutFrame::Control(frame::sse_event("subscribed", &body)))
-        })
-        .await?;
+        let (subs, _) =
+            Subscriptions::open(Transport::Sse, edge, &request, &outbox, |name, outcome| {
+                let body = SubscribeReply {
+                    channel: name.public().into(),
+                    seq: outcome.seq,
+                    epoch: outcome.epoch.as_str().into(),
+                    recovered: outcome.recovered,
+                };
+                Some(OutFrame::Control(frame::sse_event("subscribed", &body)))
+            })
+            .await?;
         telemetry().connections_sse.increment(1.0);
         Ok(SseStream {
             outbox,

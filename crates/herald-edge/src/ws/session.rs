@@ -7,6 +7,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use herald_core::auth::Client;
 use herald_core::engine::{SubscribeOutcome, SubscribeRequest};
+use herald_core::lifecycle::DisconnectReason;
 use herald_core::limits::Admission;
 use herald_core::outbox::{CloseReason, OutFrame, Outbox};
 use herald_core::usage::ConnectionGuard;
@@ -248,6 +249,12 @@ impl Session {
             &herald_core::frames::history(&slice, false),
         ));
         Ok(())
+    }
+
+    /// Says why the connection is about to end, for its `disconnected` lifecycle event
+    /// ([`ClientSession::set_disconnect_reason`]).
+    pub fn set_disconnect_reason(&self, reason: DisconnectReason) {
+        self.0.set_disconnect_reason(reason);
     }
 
     /// Drops every subscription.

@@ -8,6 +8,7 @@ use std::future::Future;
 use std::io;
 use std::time::Duration;
 
+use herald_core::lifecycle::DisconnectReason;
 use herald_core::outbox::{Batch, CloseReason, OutFrame, Outbox};
 use herald_core::telemetry::telemetry;
 
@@ -142,6 +143,16 @@ impl Wire for WsWire {
         ended: Ended<End>,
     ) -> impl Future<Output = ()> + Send + 'a {
         let max_frame = self.session.edge().settings.max_frame_bytes;
+        // What the lifecycle's `disconnected` says, when the outbox's close reason does not
+        // (a client closing, or gone, is `closed`, the default).
+        let reason = match &ended {
+            Ended::Wire(End::Disconnect(reason)) => Some(DisconnectReason::from(*reason)),
+            Ended::Wire(End::Close(CLOSE_KEEPALIVE_TIMEOUT)) => Some(DisconnectReason::TimedOut),
+            _ => None,
+        };
+        if let Some(reason) = reason {
+            self.session.set_disconnect_reason(reason);
+        }
         self.session.close();
         async move {
             match ended {

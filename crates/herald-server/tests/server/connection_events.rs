@@ -1,0 +1,177 @@
+//! Lifecycle events on one node, as each transport reports them: every transport names itself
+//! in its connections' events, and a connection says why it ended (its token expired, the
+//! server shut down, the client went away).
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use herald_client::proto::token::{mint, ClientClaims};
+use herald_client::ws::WsClient;
+use herald_core::lifecycle::{Connection, DisconnectReason, LifecycleEvent, Recorded, Transport};
+use herald_server::{RunningServer, Server};
+
+use crate::support::{self, Ws, SECRET};
+
+/// A node with a listener recording its lifecycle events.
+async fn listened(dir: &std::path::Path) -> (RunningServer, Arc<Recorded>) {
+    let recorded = Recorded::new();
+    let server = Server::builder(support::settings(dir))
+        .lifecycle_listener(recorded.clone())
+        .start()
+        .await
+        .expect("server starts");
+    (server, recorded)
+}
+
+/// A connection that left, and why.
+type Departure = (Arc<Connection>, DisconnectReason);
+
+/// The connections that connected, and those that disconnected with their reasons.
+fn connections(recorded: &Recorded) -> (Vec<Arc<Connection>>, Vec<Departure>) {
+    let (mut connected, mut disconnected) = (Vec::new(), Vec::new());
+    for event in recorded.events() {
+        match event {
+            LifecycleEvent::Connected { connection } => connected.push(connection),
+            LifecycleEvent::Disconnected { connection, reason } => {
+                disconnected.push((connection, reason))
+            }
+            _ => {}
+        }
+    }
+    (connected, disconnected)
+}
+
+/// Waits (with a generous deadline) until `check` holds of what `recorded` heard.
+async fn wait_for(recorded: &Recorded, what: &str, check: impl Fn(&Recorded) -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !check(recorded) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}: {:?}",
+            recorded.summary()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// How a transport's connection ended, once it has.
+fn ended(recorded: &Recorded, transport: Transport) -> Option<DisconnectReason> {
+    let (_, disconnected) = connections(recorded);
+    disconnected
+        .iter()
+        .find(|(c, _)| c.transport == transport)
+        .map(|(_, reason)| *reason)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_transport_names_itself_and_says_why_its_connection_ended() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, recorded) = listened(dir.path()).await;
+    let base = format!("http://{}", server.http_addr());
+    let token = support::token(&["news"]);
+    let http = reqwest::Client::new();
+
+    // Long-poll: one connection per request, closed when the answer is sent.
+    let poll = http
+        .get(format!(
+            "{base}/v1/poll?channel=news&timeout=0&token={token}"
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(poll.status(), 200);
+    wait_for(&recorded, "the poll's departure", |r| {
+        ended(r, Transport::LongPoll).is_some()
+    })
+    .await;
+    assert_eq!(
+        ended(&recorded, Transport::LongPoll),
+        Some(DisconnectReason::Closed)
+    );
+
+    // SSE: connected while the stream is open, closed when the client drops it.
+    let mut sse = http
+        .get(format!("{base}/v1/sse?channel=news&token={token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sse.status(), 200);
+    let first = sse
+        .chunk()
+        .await
+        .unwrap()
+        .expect("the stream's first event");
+    assert!(!first.is_empty());
+    wait_for(&recorded, "the stream's arrival", |r| {
+        connections(r)
+            .0
+            .iter()
+            .any(|c| c.transport == Transport::Sse)
+    })
+    .await;
+    drop(sse);
+    wait_for(&recorded, "the stream's departure", |r| {
+        ended(r, Transport::Sse).is_some()
+    })
+    .await;
+    assert_eq!(
+        ended(&recorded, Transport::Sse),
+        Some(DisconnectReason::Closed)
+    );
+
+    // WebSocket, with a token that expires in two seconds: the server ends it.
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let short = mint(
+        SECRET.as_bytes(),
+        &ClientClaims {
+            sub: "brief".into(),
+            exp: Some(now + 2),
+            channels: vec!["news".into()],
+            ..Default::default()
+        },
+    );
+    let mut brief = WsClient::connect(&base, Some(&short))
+        .await
+        .expect("ws connect");
+    let mut last = None;
+    while let Ok(Some(frame)) = tokio::time::timeout(Duration::from_secs(30), brief.next_frame())
+        .await
+        .expect("the expiry")
+    {
+        last = Some(frame.text().to_owned());
+    }
+    let last = last.expect("a frame before the close");
+    assert!(last.contains("token_expired"), "{last}");
+    wait_for(&recorded, "the expired connection's departure", |r| {
+        ended(r, Transport::WebSocket).is_some()
+    })
+    .await;
+    assert_eq!(
+        ended(&recorded, Transport::WebSocket),
+        Some(DisconnectReason::TokenExpired)
+    );
+
+    // A WebSocket open when the server stops is told, and leaves, as a shutdown.
+    let mut ws = Ws::connect(&server, &["news"]).await;
+    ws.subscribe("news", None).await;
+    server.shutdown().await.unwrap();
+    while ws.recv().await.is_some() {}
+    let (connected, disconnected) = connections(&recorded);
+    let shut: Vec<_> = disconnected
+        .iter()
+        .filter(|(c, _)| c.transport == Transport::WebSocket && c.sub.as_deref() == Some("tester"))
+        .map(|(_, reason)| *reason)
+        .collect();
+    assert_eq!(
+        shut,
+        [DisconnectReason::Shutdown],
+        "{:?}",
+        recorded.summary()
+    );
+    let mut transports: Vec<_> = connected.iter().map(|c| c.transport.as_str()).collect();
+    transports.sort_unstable();
+    assert_eq!(transports, ["long_poll", "sse", "websocket", "websocket"]);
+}
