@@ -1,8 +1,11 @@
 /**
  * Errors: every failure the SDK reports is a `HeraldError` carrying a `code` (the server's error
  * code when the server answered, else one of the client-side codes below), the server's
- * `message`, and the HTTP `status` when there was an HTTP answer.
+ * `message`, and the HTTP `status` when there was an HTTP answer. A readiness probe that finds the
+ * node not ready rejects with its subclass `NotReadyError`, which carries the whole answer.
  */
+
+import type { components } from './generated/openapi.js';
 
 /** The error codes of docs/protocol.md section 7, with the HTTP status that carries each. */
 export const SERVER_ERROR_STATUS = {
@@ -45,7 +48,9 @@ export type ServerErrorCode = keyof typeof SERVER_ERROR_STATUS;
  * - `not_connected`: the client is closed, or not connected within the request timeout;
  * - `not_supported`: the current transport cannot do this (publish over SSE);
  * - `handler_failed`: a message handler threw or its promise rejected;
- * - `token_unavailable`: the token callback threw or did not return a string.
+ * - `token_unavailable`: the token callback threw or did not return a string;
+ * - `not_ready`: `ready()` (`GET /readyz`) answered 503 with its readiness body (`not_ready` is
+ *   that body's status word): a `NotReadyError`.
  */
 export type ClientErrorCode =
   | 'network'
@@ -54,7 +59,8 @@ export type ClientErrorCode =
   | 'not_connected'
   | 'not_supported'
   | 'handler_failed'
-  | 'token_unavailable';
+  | 'token_unavailable'
+  | 'not_ready';
 
 export type HeraldErrorCode = ServerErrorCode | ClientErrorCode;
 
@@ -115,4 +121,68 @@ export function errorFromBody(
     return new HeraldError('protocol', `unknown error code ${JSON.stringify(code)}: ${message}`, options);
   }
   return new HeraldError(code, message, options);
+}
+
+/** What `GET /readyz` answers (docs/openapi.yaml, the `Readiness` schema). */
+export type Readiness = components['schemas']['Readiness'];
+
+/**
+ * A check `/readyz` found failing, with its error as the server gave it: `store` (for instance
+ * `insufficient_storage`), `bus` (`bus_unavailable`), or `draining` (which carries no error of its
+ * own: `shutting_down`).
+ */
+export interface FailingCheck {
+  check: 'store' | 'bus' | 'draining';
+  code: string;
+  message: string;
+}
+
+/** Whether `body` is a readiness answer that says not ready (not a proxy's 503 page). */
+export function isNotReadyBody(body: unknown): body is Readiness {
+  if (typeof body !== 'object' || body === null) return false;
+  const { status, checks } = body as { status?: unknown; checks?: unknown };
+  return status === 'not_ready' && typeof checks === 'object' && checks !== null;
+}
+
+/** Each failing check of `readiness`, in the order store, bus, draining. */
+function failingChecks(readiness: Readiness): FailingCheck[] {
+  const failing: FailingCheck[] = [];
+  const checks: Partial<Readiness['checks']> = readiness.checks ?? {};
+  for (const check of ['store', 'bus'] as const) {
+    const found = checks[check];
+    if (found === undefined || found === null || found.status === 'ok') continue;
+    const error: { code?: unknown; message?: unknown } = found.error ?? {};
+    failing.push({
+      check,
+      code: typeof error.code === 'string' ? error.code : 'protocol',
+      message: typeof error.message === 'string' ? error.message : `status ${JSON.stringify(found.status)}`,
+    });
+  }
+  if (checks.draining === true) {
+    failing.push({ check: 'draining', code: 'shutting_down', message: 'the server is shutting down' });
+  }
+  return failing;
+}
+
+/**
+ * `ready()` found the node not ready: `GET /readyz` answered 503 with its readiness body. `code`
+ * is `not_ready`, `status` 503, the message names each failing check with its error
+ * (`store: insufficient_storage: ...`; several joined by `; `), `failing` lists them and
+ * `readiness` is the whole answer. A 503 that is not a readiness body (a proxy's page) is a plain
+ * `HeraldError` instead.
+ */
+export class NotReadyError extends HeraldError {
+  /** What `/readyz` answered. */
+  readonly readiness: Readiness;
+  /** Each failing check with its error, in the order store, bus, draining. */
+  readonly failing: readonly FailingCheck[];
+
+  constructor(readiness: Readiness, options: Omit<HeraldErrorOptions, 'status' | 'channel'> = {}) {
+    const failing = failingChecks(readiness);
+    const named = failing.map((f) => `${f.check}: ${f.code}: ${f.message}`).join('; ');
+    super('not_ready', named || 'not ready', { ...options, status: 503 });
+    this.name = 'NotReadyError';
+    this.readiness = readiness;
+    this.failing = failing;
+  }
 }

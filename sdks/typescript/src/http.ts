@@ -15,6 +15,8 @@ export interface HttpRequest {
   /** A JSON body (serialized here), or a string sent as is. */
   body?: unknown;
   timeoutMs: number;
+  /** Statuses of 400 and up answered as they are instead of rejecting (their caller reads them). */
+  accept?: readonly number[];
 }
 
 export interface HttpAnswer {
@@ -23,7 +25,7 @@ export interface HttpAnswer {
   text: string;
 }
 
-function retryAfterSeconds(headers: Headers): number | undefined {
+export function retryAfterSeconds(headers: Headers): number | undefined {
   const value = headers.get('retry-after');
   if (value === null || !/^[0-9]+$/.test(value.trim())) return undefined;
   return Number(value.trim());
@@ -75,7 +77,7 @@ export async function httpRequest(fetchImpl: FetchLike, request: HttpRequest): P
       signal: controller.signal,
     });
     const answer = { status: response.status, headers: response.headers, text: await response.text() };
-    if (answer.status >= 400) throw errorFromAnswer(answer);
+    if (answer.status >= 400 && !request.accept?.includes(answer.status)) throw errorFromAnswer(answer);
     return answer;
   } catch (e) {
     throw errorFromFetch(e, what, timedOut);

@@ -19,8 +19,8 @@ export type {
 export type { InboxHandler, InboxMessage, InboxOptions } from './inbox.js';
 export { HeraldPublisher } from './publisher.js';
 export type { AnswerOf, BodyOf, PollAnswer, PublisherOptions, QueryOf, RevokeRequest, Schemas } from './publisher.js';
-export { HeraldError, SERVER_ERROR_STATUS, errorFromBody, isServerErrorCode } from './errors.js';
-export type { ClientErrorCode, HeraldErrorCode, ServerErrorCode } from './errors.js';
+export { HeraldError, NotReadyError, SERVER_ERROR_STATUS, errorFromBody, isServerErrorCode } from './errors.js';
+export type { ClientErrorCode, FailingCheck, HeraldErrorCode, Readiness, ServerErrorCode } from './errors.js';
 export { decodeCursor, decodeInboxCursor, encodeCursor, encodeInboxCursor } from './cursor.js';
 export type { InboxCursor, Position } from './cursor.js';
 export { RawJson, checkMessage, decodeServerFrame, encodeCommand } from './protocol.js';

@@ -9,8 +9,8 @@
  * never be shipped to one.
  */
 
-import { HeraldError } from './errors.js';
-import { httpRequest, parseJson, type FetchLike } from './http.js';
+import { HeraldError, NotReadyError, isNotReadyBody } from './errors.js';
+import { errorFromAnswer, httpRequest, parseJson, retryAfterSeconds, type FetchLike } from './http.js';
 import type { components, operations } from './generated/openapi.js';
 
 export type Schemas = components['schemas'];
@@ -68,6 +68,8 @@ interface Call {
   headers?: Record<string, string>;
   /** A bearer token to use instead of a key (client-token routes). */
   bearer?: string;
+  /** Statuses of 400 and up the caller reads itself instead of rejecting. */
+  accept?: readonly number[];
 }
 
 const segment = encodeURIComponent;
@@ -119,6 +121,7 @@ export class HeraldPublisher {
       headers,
       body: call.body,
       timeoutMs: this.options.timeoutMs,
+      ...(call.accept === undefined ? {} : { accept: call.accept }),
     });
   }
 
@@ -173,10 +176,21 @@ export class HeraldPublisher {
   }
 
   /** Readiness (`/readyz`): the store takes writes, the bus is connected, the server is not
-   * draining. A node that is not ready answers 503, which rejects with a `HeraldError` whose
-   * message names each failing check. */
-  ready(): Promise<AnswerOf<'ready', 200>> {
-    return this.json({ method: 'GET', path: '/readyz', auth: 'none' });
+   * draining. A node that is not ready answers 503, which rejects with a `NotReadyError` (code
+   * `not_ready`) whose message names each failing check with its error and whose `readiness` is
+   * the whole answer; a 503 without a readiness body (a proxy's page) is a plain `HeraldError`. */
+  async ready(): Promise<AnswerOf<'ready', 200>> {
+    const answer = await this.text({ method: 'GET', path: '/readyz', auth: 'none', accept: [503] });
+    if (answer.status !== 503) return parseJson(answer);
+    let body: unknown;
+    try {
+      body = JSON.parse(answer.text);
+    } catch {
+      body = undefined;
+    }
+    if (!isNotReadyBody(body)) throw errorFromAnswer(answer);
+    const retryAfter = retryAfterSeconds(answer.headers);
+    throw new NotReadyError(body, retryAfter === undefined ? {} : { retryAfter });
   }
 
   /** Live figures: with the admin key the whole server and every app, with a publisher key

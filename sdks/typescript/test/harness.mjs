@@ -41,9 +41,12 @@ export function withTimeout(promise, what, ms = WAIT_MS) {
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
-/** A running herald on its own data directory; `env` adds server environment variables. */
+/**
+ * A running herald on its own data directory; `env` adds server environment variables, `through`
+ * is a command the server runs under (`['prlimit', '--fsize=N:']`).
+ */
 export class Herald {
-  constructor(env = {}, config = '') {
+  constructor(env = {}, config = '', through = []) {
     this.tmp = mkdtempSync(join(tmpdir(), 'herald-sdk-ts-'));
     this.data = join(this.tmp, 'data');
     this.extraEnv = env;
@@ -53,6 +56,7 @@ export class Herald {
       writeFileSync(path, config);
       this.configArgs = ['--config', path];
     }
+    this.through = through;
     this.child = null;
     this.port = 0;
     this.url = '';
@@ -61,8 +65,8 @@ export class Herald {
     this.clients = new Set();
   }
 
-  static async start(env = {}, config = '') {
-    const h = new Herald(env, config);
+  static async start(env = {}, config = '', through = []) {
+    const h = new Herald(env, config, through);
     try {
       await h.spawn('127.0.0.1:0');
     } catch (e) {
@@ -76,8 +80,9 @@ export class Herald {
     const env = {};
     for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('HERALD_')) env[k] = v;
     Object.assign(env, { HERALD_LOG: process.env.HERALD_TEST_LOG || 'warn' }, this.extraEnv);
-    const child = spawn(heraldBin(), ['serve', '--listen', listen, '--data', this.data, '--api-key', API_KEY,
-      '--admin-key', ADMIN_KEY, '--token-secret', TOKEN_SECRET, ...this.configArgs], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const [program, ...args] = [...this.through, heraldBin(), 'serve', '--listen', listen, '--data', this.data,
+      '--api-key', API_KEY, '--admin-key', ADMIN_KEY, '--token-secret', TOKEN_SECRET, ...this.configArgs];
+    const child = spawn(program, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
     live.add(child);
     child.stderr.setEncoding('utf8');
     child.stderr.on('data', (chunk) => { this.log = (this.log + chunk).slice(-8192); });

@@ -1,7 +1,15 @@
 // Type-checked (not run) by test.sh: the public API as the README shows it, so a change that
 // breaks typed callers fails the suite.
 
-import { HeraldClient, HeraldError, HeraldPublisher, type InboxMessage, type Message } from '../../src/index.js';
+import {
+  HeraldClient,
+  HeraldError,
+  HeraldPublisher,
+  NotReadyError,
+  type FailingCheck,
+  type InboxMessage,
+  type Message,
+} from '../../src/index.js';
 
 export async function usage(): Promise<void> {
   const client = new HeraldClient({ url: 'http://127.0.0.1:7070', token: async () => 'token' });
@@ -25,6 +33,14 @@ export async function usage(): Promise<void> {
   const accepted = await publisher.push({ target: { device: device.id }, notification: { title: 'hi' } });
   const receipt = await publisher.getReceipt(accepted.id);
   console.log(e, receipt.id);
+  try {
+    console.log((await publisher.ready()).checks.store.status);
+  } catch (error) {
+    if (error instanceof NotReadyError) {
+      const failing: readonly FailingCheck[] = error.failing;
+      console.log(error.code, error.message, error.readiness.checks.draining, failing[0]?.check);
+    }
+  }
   // @ts-expect-error: the platform is one of the documented ones
   await publisher.registerDevice({ id: 'x', platform: 'carrier-pigeon' });
 }
