@@ -21,9 +21,11 @@
 //! connections are not tracked. Listeners join at start, before clients connect: what
 //! happened before a listener joined is not reported.
 //!
-//! **Listeners are called where the event happens**, some under a hub shard's lock, so that
-//! a channel's events reach them in the order they happened: a listener must only note or
-//! queue the event (no blocking, no call back into the hub or the live-client registry).
+//! **Listeners are called where the event happens**, some under a hub shard's lock (a
+//! channel's) or the lock of the users' connection counts (a user's online and offline), so
+//! that a channel's and a user's events reach them in the order they happened: a listener
+//! must only note or queue the event (no blocking, no call back into the hub or the
+//! live-client registry).
 //!
 //! **In a cluster** a networked bus sets a [`Relay`] (see [`crate::bus`] for the contract):
 //! this node's occupied and vacated (and users online and offline) are then this node's share,
@@ -154,20 +156,21 @@ impl Lifecycle {
         transport: Transport,
         place: (u32, u32),
     ) {
-        let (connection, online) =
+        let connection =
             self.tracked
                 .insert(Arc::as_ptr(outbox) as usize, place, client, transport);
-        self.emit(LifecycleEvent::Connected { connection });
-        if let Some((app, sub)) = online {
-            self.emit(LifecycleEvent::UserOnline { app, sub });
-        }
+        self.emit(LifecycleEvent::Connected {
+            connection: connection.clone(),
+        });
+        self.tracked.count_user(&connection, true, |app, sub| {
+            self.emit(LifecycleEvent::UserOnline { app, sub })
+        });
     }
 
     /// The connection writing to `outbox`, registered at `place`, left. Emits its departure if
     /// it was tracked, with the first cause known (see the [module documentation](self)).
     pub(crate) fn disconnected(&self, outbox: &Weak<Outbox>, place: (u32, u32)) {
-        let Some((connection, stated, offline)) =
-            self.tracked.remove(outbox.as_ptr() as usize, place)
+        let Some((connection, stated)) = self.tracked.remove(outbox.as_ptr() as usize, place)
         else {
             return;
         };
@@ -176,19 +179,19 @@ impl Lifecycle {
             .map(DisconnectReason::from)
             .or(stated)
             .unwrap_or(DisconnectReason::Closed);
-        self.left(connection, reason, offline);
+        self.left(connection, reason);
     }
 
-    fn left(
-        &self,
-        connection: Arc<Connection>,
-        reason: DisconnectReason,
-        offline: tracked::UserChange,
-    ) {
-        self.emit(LifecycleEvent::Disconnected { connection, reason });
-        if let Some((app, sub)) = offline {
-            self.emit(LifecycleEvent::UserOffline { app, sub });
-        }
+    /// Tells of `connection`'s departure, then of its user going offline if it was the user's
+    /// last connection.
+    fn left(&self, connection: Arc<Connection>, reason: DisconnectReason) {
+        self.emit(LifecycleEvent::Disconnected {
+            connection: connection.clone(),
+            reason,
+        });
+        self.tracked.count_user(&connection, false, |app, sub| {
+            self.emit(LifecycleEvent::UserOffline { app, sub })
+        });
     }
 
     /// Notes why the connection writing to `outbox` (registered at `place`) is about to end.
@@ -219,8 +222,8 @@ impl Lifecycle {
         if tracked::same_client(&current, client) {
             return;
         }
-        if let Some((connection, _, offline)) = self.tracked.remove(key, place) {
-            self.left(connection, DisconnectReason::Reauthenticated, offline);
+        if let Some((connection, _)) = self.tracked.remove(key, place) {
+            self.left(connection, DisconnectReason::Reauthenticated);
         }
         self.connected(client, outbox, current.transport, place);
     }

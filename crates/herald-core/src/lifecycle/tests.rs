@@ -296,3 +296,51 @@ fn a_relay_decides_what_listeners_hear_of_this_nodes_channel_transitions() {
         .deliver(&LifecycleEvent::ChannelVacated { channel: news });
     assert_eq!(recorded.summary(), ["sub:news", "unsub:news", "-news"]);
 }
+
+/// Holds the first `disconnected` it is told of until released, so another thread can act
+/// while that departure is half told.
+struct HoldFirstDeparture {
+    entered: std::sync::mpsc::SyncSender<()>,
+    release: parking_lot::Mutex<Option<std::sync::mpsc::Receiver<()>>>,
+}
+
+impl LifecycleListener for HoldFirstDeparture {
+    fn on_event(&self, event: &LifecycleEvent) {
+        if let LifecycleEvent::Disconnected { .. } = event {
+            if let Some(release) = self.release.lock().take() {
+                self.entered.send(()).unwrap();
+                release.recv().unwrap();
+            }
+        }
+    }
+}
+
+/// A user's connection leaving on one thread while its next one arrives on another: the user
+/// never had no connection (the second registered before the first had left), so it is told
+/// online once, and never offline while it is connected, whichever thread is told first.
+#[test]
+fn a_users_online_and_offline_follow_its_count_across_threads() {
+    let (hub, live, recorded) = node();
+    let (entered_tx, entered) = std::sync::mpsc::sync_channel(1);
+    let (release, release_rx) = std::sync::mpsc::sync_channel(1);
+    hub.lifecycle().join(Arc::new(HoldFirstDeparture {
+        entered: entered_tx,
+        release: parking_lot::Mutex::new(Some(release_rx)),
+    }));
+    let alice = client("shop", "alice", None);
+    let (old, new) = (Outbox::new(1024), Outbox::new(1024));
+    let leaving = live.register(&alice, &old, Transport::WebSocket);
+    let left = std::thread::spawn(move || drop(leaving));
+    entered.recv().unwrap();
+    let arrived = live.register(&alice, &new, Transport::WebSocket);
+    release.send(()).unwrap();
+    left.join().unwrap();
+    let users: Vec<String> = recorded
+        .summary()
+        .into_iter()
+        .filter(|s| s.starts_with("online") || s.starts_with("offline"))
+        .collect();
+    assert_eq!(users, ["online:alice"], "{:?}", recorded.summary());
+    drop(arrived);
+    assert_eq!(recorded.summary().last().unwrap(), "offline:alice");
+}

@@ -5,7 +5,9 @@
 //! the room lifecycle events cost, and only when they are wanted.
 //!
 //! It also counts each user's connections (by app and `sub`), to say when a user comes online
-//! (its first) and goes offline (its last).
+//! (its first) and goes offline (its last): told while the count is held
+//! ([`Tracked::count_user`]), so a user's transitions reach listeners in the order its count
+//! made them, even as one connection leaves on one thread while the next arrives on another.
 //!
 //! An entry is keyed by its outbox's address and remembers the registry place it was made
 //! for: a place left removes only its own entry, so an outbox freed and another allocated at
@@ -38,10 +40,6 @@ pub(super) struct Tracked {
     users: Mutex<HashMap<(AppId, Box<str>), usize>>,
 }
 
-/// A user who came online or went offline with a connection ([`Tracked::insert`],
-/// [`Tracked::remove`]).
-pub(super) type UserChange = Option<(AppId, Box<str>)>;
-
 /// Whether `connection` names the same client as `client` (its `sub`, device and app).
 pub(super) fn same_client(connection: &Connection, client: &Client) -> bool {
     connection.app == client.app
@@ -59,25 +57,37 @@ impl Tracked {
         }
     }
 
-    /// Counts one more (`up`) or one fewer connection of `connection`'s user; the user if that
-    /// was its first or its last.
-    fn count_user(&self, connection: &Connection, up: bool) -> UserChange {
-        let sub = connection.sub.as_ref()?;
+    /// Counts one more (`up`) or one fewer connection of `connection`'s user, and if that was
+    /// its first or its last, tells `transition` the user while the count is still held: the
+    /// next change of the user's count waits until it is told.
+    pub(super) fn count_user(
+        &self,
+        connection: &Connection,
+        up: bool,
+        transition: impl FnOnce(AppId, Box<str>),
+    ) {
+        let Some(sub) = connection.sub.as_ref() else {
+            return;
+        };
         let key = (connection.app.clone(), sub.clone());
         let mut users = self.users.lock();
         if up {
             let n = users.entry(key.clone()).or_default();
             *n += 1;
-            (*n == 1).then_some(key)
+            if *n > 1 {
+                return;
+            }
         } else {
-            let n = users.get_mut(&key)?;
+            let Some(n) = users.get_mut(&key) else {
+                return;
+            };
             *n -= 1;
             if *n > 0 {
-                return None;
+                return;
             }
             users.remove(&key);
-            Some(key)
         }
+        transition(key.0, key.1);
     }
 
     pub(super) fn node(&self) -> u64 {
@@ -89,15 +99,15 @@ impl Tracked {
         &self.shards[(key >> 6) % SHARDS]
     }
 
-    /// Tracks a new connection of `client` writing to the outbox at `key`; also says if its user
-    /// came online with it.
+    /// Tracks a new connection of `client` writing to the outbox at `key` (its user is counted
+    /// by the caller, [`Tracked::count_user`]).
     pub(super) fn insert(
         &self,
         key: usize,
         place: (u32, u32),
         client: &Client,
         transport: Transport,
-    ) -> (Arc<Connection>, UserChange) {
+    ) -> Arc<Connection> {
         let connection = Arc::new(Connection {
             id: ConnectionId {
                 node: self.node,
@@ -115,10 +125,9 @@ impl Tracked {
         };
         let replaced = self.shard(key).lock().insert(key, entry);
         if let Some(stale) = replaced {
-            self.count_user(&stale.connection, false);
+            self.count_user(&stale.connection, false, |_, _| {});
         }
-        let online = self.count_user(&connection, true);
-        (connection, online)
+        connection
     }
 
     /// The connection writing to the outbox at `key`.
@@ -129,21 +138,19 @@ impl Tracked {
             .map(|e| e.connection.clone())
     }
 
-    /// Stops tracking the connection at `key` made for `place`: the connection, its reason
-    /// stated if any, and its user if it went offline with it.
+    /// Stops tracking the connection at `key` made for `place`: the connection and its reason
+    /// stated if any (its user is counted by the caller, [`Tracked::count_user`]).
     pub(super) fn remove(
         &self,
         key: usize,
         place: (u32, u32),
-    ) -> Option<(Arc<Connection>, Option<DisconnectReason>, UserChange)> {
+    ) -> Option<(Arc<Connection>, Option<DisconnectReason>)> {
         let mut shard = self.shard(key).lock();
         if shard.get(&key)?.place != place {
             return None;
         }
         let entry = shard.remove(&key)?;
-        drop(shard);
-        let offline = self.count_user(&entry.connection, false);
-        Some((entry.connection, entry.stated, offline))
+        Some((entry.connection, entry.stated))
     }
 
     /// Notes the reason stated for ending the connection at `key` made for `place`; the first
