@@ -10,7 +10,6 @@
 use std::sync::Arc;
 
 use herald_core::auth::{Client, TokenStamp};
-use herald_core::lifecycle::DisconnectReason;
 use herald_core::live::ParkedRegistration;
 use herald_core::outbox::Outbox;
 use herald_core::pattern::PatternSet;
@@ -106,16 +105,6 @@ impl ParkedSession {
     /// When the client's token expires (seconds since the Unix epoch), if it does.
     pub fn expires(&self) -> Option<u64> {
         self.client.as_ref().and_then(|c| c.expires)
-    }
-
-    /// Says why the parked connection is about to end, as
-    /// [`ClientSession::set_disconnect_reason`](super::ClientSession::set_disconnect_reason)
-    /// does.
-    pub fn set_disconnect_reason(&self, reason: DisconnectReason) {
-        if let Some(client) = &self.client {
-            let live = &self.edge.live;
-            live.set_disconnect_reason(&client.app, &client.registered, reason);
-        }
     }
 }
 
