@@ -1,6 +1,7 @@
-//! Helpers for encoding what an outbox hands out, shared by every transport: the driver's wires
-//! (WebSocket, directly served SSE) and those that wait on the outbox their own way (long-poll,
-//! the SSE body hyper serves, Meteor's subscribers).
+//! Helpers for encoding what an outbox hands out, shared by the transports that write a batch
+//! of messages: SSE (served directly or as hyper's body, both through `SseStream`'s encoding),
+//! long-poll and Meteor's subscribers. The WebSocket wire does the same in its own encoding
+//! loop (`ws/wire.rs`), in the one pass over the batch that writes its frames.
 
 use std::collections::VecDeque;
 
