@@ -6,7 +6,7 @@
 //!
 //! It also counts each user's connections (by app and `sub`), to say when a user comes online
 //! (its first) and goes offline (its last): told while the count is held
-//! ([`Tracked::count_user`]), so a user's transitions reach listeners in the order its count
+//! (`Tracked::count_user`), so a user's transitions reach listeners in the order its count
 //! made them, even as one connection leaves on one thread while the next arrives on another.
 //!
 //! An entry is keyed by its outbox's address and remembers the registry place it was made
