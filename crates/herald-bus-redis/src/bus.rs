@@ -86,6 +86,9 @@ pub struct BusStats {
     pub dropped_publishes: u64,
     /// Log reads made to fill gaps or to catch up after (re)subscribing.
     pub repairs: u64,
+    /// Batched reads of channel heads made to tell whether a channel newly followed (or
+    /// subscribed again) missed anything; only those that did are then read ([`Self::repairs`]).
+    pub head_checks: u64,
     /// Payloads that could not be parsed.
     pub decode_errors: u64,
     /// Times the subscriber connection came back after a loss.
@@ -99,6 +102,7 @@ pub(crate) struct Counters {
     pub(crate) received_unfollowed: AtomicU64,
     pub(crate) dropped_publishes: AtomicU64,
     pub(crate) repairs: AtomicU64,
+    pub(crate) head_checks: AtomicU64,
     pub(crate) decode_errors: AtomicU64,
     pub(crate) reconnects: AtomicU64,
 }
@@ -297,6 +301,7 @@ impl RedisBus {
             received_unfollowed: get(&c.received_unfollowed),
             dropped_publishes: get(&c.dropped_publishes),
             repairs: get(&c.repairs),
+            head_checks: get(&c.head_checks),
             decode_errors: get(&c.decode_errors),
             reconnects: get(&c.reconnects),
         }
@@ -310,6 +315,12 @@ impl RedisBus {
     /// How many of them Redis has confirmed the subscription of (since the last reconnect).
     pub fn listening_channels(&self) -> usize {
         self.shared.followed.listening()
+    }
+
+    /// How many followed channels are not repaired yet: not started, being read from the log,
+    /// or owing a read of what they may have missed before Redis confirmed them.
+    pub fn unrepaired_channels(&self) -> usize {
+        self.shared.followed.unrepaired()
     }
 
     /// Stops every task at once, with no goodbye, as a crashed node's would stop (its

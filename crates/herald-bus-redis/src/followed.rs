@@ -93,6 +93,19 @@ impl Followed {
             .sum()
     }
 
+    /// How many followed channels are being read from the log, or owe a read once listening.
+    pub(crate) fn unrepaired(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| {
+                s.lock()
+                    .values()
+                    .filter(|f| f.repairing || f.needs_read || f.sequencer.next().is_none())
+                    .count()
+            })
+            .sum()
+    }
+
     /// Runs `f` on `channel`'s follow (if followed) with its shard locked; `deliver` is to be
     /// called, under that lock, with what the sequencer released. Marks the channel for
     /// attention if `f` leaves a gap or an unfinished start.

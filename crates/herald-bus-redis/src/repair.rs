@@ -2,7 +2,11 @@
 //! that need it. It starts newly followed channels after the hub's head floor (at once, so the
 //! node's own commits flow even while Redis is away), reads from the log what a channel may
 //! have missed while not subscribed (once Redis confirmed the subscription, and after a
-//! reconnect) and fills gaps whose missing seq did not arrive from Redis in time. Reads run a few at a
+//! reconnect) and fills gaps whose missing seq did not arrive from Redis in time. Before reading
+//! what a channel may have missed, the heads of all such channels of a round are read in one
+//! store call ([`ChannelLog::states`]), and only the channels whose head is beyond what they
+//! released are read: a subscribe storm of new channels costs a few batched reads, not one
+//! per channel. Reads run a few at a
 //! time; what they return goes through the channel's sequencer like anything else, so a
 //! message both read and received is delivered once.
 
@@ -19,6 +23,8 @@ use crate::bus::Shared;
 const CONCURRENT_READS: usize = 16;
 /// Messages per log read.
 const PAGE: usize = 1000;
+/// Channels whose heads one store call reads.
+const CHECKS_PER_READ: usize = 1000;
 /// Wait before retrying a failed read.
 const READ_RETRY: Duration = Duration::from_millis(100);
 
@@ -26,6 +32,9 @@ const READ_RETRY: Duration = Duration::from_millis(100);
 enum Step {
     Nothing,
     Start,
+    /// Read after this seq, if the channel's head is beyond it.
+    Check(u64),
+    /// Read after this seq (a gap was seen).
     Read(u64),
 }
 
@@ -44,6 +53,10 @@ pub(crate) async fn run(shared: Arc<Shared>) {
     let wait = shared.options.gap_wait;
     loop {
         tick.tick().await;
+        // Channels that may have missed messages (newly followed, newly listening): their
+        // heads are read in batches, and only those whose head is beyond what was released
+        // are read; a gap seen in what arrived is read at once.
+        let mut to_check: Vec<(ChannelName, u64)> = Vec::new();
         for channel in shared.followed.take_attention() {
             let step = shared.followed.with(
                 &channel,
@@ -55,7 +68,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                         // commits then reach its subscribers while Redis is away.
                         Step::Start
                     } else if follow.needs_read && follow.listening {
-                        Step::Read(follow.sequencer.next().map_or(0, |n| n - 1))
+                        Step::Check(follow.sequencer.next().map_or(0, |n| n - 1))
                     } else if let Some(gap) = follow.sequencer.overdue_gap(now, wait) {
                         Step::Read(gap.after)
                     } else {
@@ -64,8 +77,9 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 },
                 |_| {},
             );
-            let after = match step {
-                Some(Step::Read(after)) => after,
+            let (after, check) = match step {
+                Some(Step::Read(after)) => (after, false),
+                Some(Step::Check(after)) => (after, true),
                 Some(Step::Start) => {
                     // Outside the follow's lock: the hub takes its own.
                     let Some(floor) = shared.fan_out.hub().head_floor(&channel) else {
@@ -82,8 +96,9 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                     // Read what was committed since the floor now, even before Redis confirms
                     // the subscription: this node's commits made before the channel was
                     // followed reach its subscribers while Redis is away (and the log is read
-                    // again once listening, for other nodes' messages).
-                    floor
+                    // again once listening, for other nodes' messages). Its head is read
+                    // first, with the round's others: the messages only if it moved.
+                    (floor, true)
                 }
                 Some(Step::Nothing) | None => continue,
             };
@@ -102,15 +117,99 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 |_| {},
             );
             if started == Some(true) {
-                let permit = reads.clone().acquire_owned();
-                let (shared, log) = (shared.clone(), log.clone());
-                tokio::spawn(async move {
-                    let _permit = permit.await;
-                    read_after(&shared, &log, channel, after).await;
-                });
+                if check {
+                    to_check.push((channel, after));
+                } else {
+                    spawn_read(&shared, &log, &reads, channel, after);
+                }
             }
         }
+        for batch in to_check.chunks(CHECKS_PER_READ) {
+            let permit = reads.clone().acquire_owned();
+            let (shared, log, reads, batch) =
+                (shared.clone(), log.clone(), reads.clone(), batch.to_vec());
+            tokio::spawn(async move {
+                let permit = permit.await;
+                check_heads(&shared, &log, &reads, batch, permit).await;
+            });
+        }
     }
+}
+
+fn spawn_read(
+    shared: &Arc<Shared>,
+    log: &Arc<dyn ChannelLog>,
+    reads: &Arc<Semaphore>,
+    channel: ChannelName,
+    after: u64,
+) {
+    let permit = reads.clone().acquire_owned();
+    let (shared, log) = (shared.clone(), log.clone());
+    tokio::spawn(async move {
+        let _permit = permit.await;
+        read_after(&shared, &log, channel, after).await;
+    });
+}
+
+/// Reads the heads of `batch` (each a channel being repaired and the seq it has released up
+/// to) in one store call, and reads from the log only the channels whose head is beyond it: a
+/// read after `after` would return nothing for the others. What is committed after the heads
+/// were read arrives from Redis (or, for a channel not yet listening, is checked again once
+/// it is).
+async fn check_heads(
+    shared: &Arc<Shared>,
+    log: &Arc<dyn ChannelLog>,
+    reads: &Arc<Semaphore>,
+    batch: Vec<(ChannelName, u64)>,
+    permit: Result<tokio::sync::OwnedSemaphorePermit, tokio::sync::AcquireError>,
+) {
+    let channels: Vec<ChannelName> = batch.iter().map(|(c, _)| c.clone()).collect();
+    shared
+        .counters
+        .head_checks
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let heads = log.states(&channels).await;
+    drop(permit);
+    let heads = match heads {
+        Ok(heads) if heads.len() == batch.len() => heads,
+        Ok(_) => {
+            // A store answering another count than asked: read each channel instead.
+            for (channel, after) in batch {
+                spawn_read(shared, log, reads, channel, after);
+            }
+            return;
+        }
+        Err(error) => {
+            if !matches!(error, StoreError::Closed) {
+                tracing::debug!(error = %error.chain(), channels = batch.len(), "the Redis bus cannot read channel heads from the log yet");
+                tokio::time::sleep(READ_RETRY).await;
+            }
+            for (channel, _) in batch {
+                finish(shared, &channel, true);
+            }
+            return;
+        }
+    };
+    for ((channel, after), head) in batch.into_iter().zip(heads) {
+        if head.last_seq > after {
+            spawn_read(shared, log, reads, channel, after);
+        } else {
+            finish(shared, &channel, false);
+        }
+    }
+}
+
+/// Ends `channel`'s repair (`failed`: to be done again) and has the task look at it again.
+fn finish(shared: &Shared, channel: &ChannelName, failed: bool) {
+    shared.followed.with(
+        channel,
+        |follow, _, _| {
+            follow.repairing = false;
+            follow.needs_read |= failed;
+        },
+        |_| {},
+    );
+    shared.followed.attend(channel);
 }
 
 /// Reads `channel` from the log after `after` up to its head, through the sequencer.
@@ -161,13 +260,5 @@ async fn read_after(shared: &Shared, log: &Arc<dyn ChannelLog>, channel: Channel
         }
         Ok(()) => {}
     }
-    shared.followed.with(
-        &channel,
-        |follow, _, _| {
-            follow.repairing = false;
-            follow.needs_read |= outcome.is_err();
-        },
-        |_| {},
-    );
-    shared.followed.attend(&channel);
+    finish(shared, &channel, outcome.is_err());
 }

@@ -15,6 +15,7 @@ use crate::message::{Cursor, Epoch, NewMessage, SharedMessage};
 use crate::name::ChannelName;
 use crate::namespace::Namespaces;
 use crate::outbox::{CloseReason, OutFrame, Outbox};
+use crate::state_reads::StateReads;
 
 /// Longest idempotency key (message id) a publisher may give.
 pub const MAX_MESSAGE_ID_LEN: usize = 256;
@@ -188,6 +189,9 @@ pub struct Engine {
     page_reads: Arc<PageReads>,
     /// Catch-up reads through the channels' shared recent tails.
     tail: TailReads,
+    /// The state reads of subscribes gathered into batches, for a store that reads a batch
+    /// in one round trip ([`ChannelLog::batches_states`]).
+    state_reads: Option<Arc<StateReads>>,
 }
 
 impl Engine {
@@ -203,6 +207,7 @@ impl Engine {
                 log: log.clone(),
                 hub: hub.clone(),
             },
+            state_reads: log.batches_states().then(|| StateReads::new(log.clone())),
             log,
             hub,
             namespaces,
@@ -390,10 +395,13 @@ impl Engine {
                     .await?;
                 (slice.state.clone(), Some(slice))
             }
-            None => (
-                self.log.state(channel).await.map_err(HeraldError::from)?,
-                None,
-            ),
+            None => {
+                let state = match &self.state_reads {
+                    Some(reads) => reads.state(channel).await,
+                    None => self.log.state(channel).await,
+                };
+                (state.map_err(HeraldError::from)?, None)
+            }
         };
         let head = Head {
             epoch: state.epoch.clone(),

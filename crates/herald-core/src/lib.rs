@@ -38,6 +38,7 @@ pub mod paged;
 pub mod pattern;
 pub mod publish;
 pub mod revoked;
+mod state_reads;
 pub mod store_error;
 pub mod telemetry;
 pub mod tenancy;

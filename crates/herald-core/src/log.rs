@@ -111,6 +111,17 @@ pub trait ChannelLog: Send + Sync {
     /// The channel's state (an empty state if it has never had a message).
     async fn state(&self, channel: &ChannelName) -> Result<ChannelState, StoreError>;
 
+    /// The states of `channels`, in the same order: [`ChannelLog::state`] of each, which a
+    /// networked store answers with one read for the whole batch (a subscribe storm's new
+    /// channels cost one round trip, not one each). The default asks for each in turn.
+    async fn states(&self, channels: &[ChannelName]) -> Result<Vec<ChannelState>, StoreError> {
+        let mut states = Vec::with_capacity(channels.len());
+        for channel in channels {
+            states.push(self.state(channel).await?);
+        }
+        Ok(states)
+    }
+
     /// Channels in name order, starting after `after`, at most `limit`.
     async fn list(
         &self,
@@ -138,6 +149,13 @@ pub trait ChannelLog: Send + Sync {
             Some(fault) => Err(fault),
             None => Ok(()),
         }
+    }
+
+    /// Whether [`ChannelLog::states`] reads a batch in one round trip (a networked store), so
+    /// that the engine gathers the state reads of concurrent subscribes into batches. A store
+    /// whose reads are local and cheap answers `false`: each subscribe reads its own.
+    fn batches_states(&self) -> bool {
+        false
     }
 
     /// Whether [`ChannelLog::state`] answers for a channel that never had a message without a

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,10 +26,41 @@ use herald_core::tenant::AppId;
 use herald_core::{ChannelName, Engine};
 use parking_lot::Mutex;
 
-/// The cluster's durable log, shared by every node.
+/// The cluster's durable log, shared by every node. It reads the states of a batch of
+/// channels in one call; made [`SharedLog::like_postgres`], each read takes a round trip and
+/// the engine gathers its subscribers' state reads into batches.
 #[derive(Default)]
 pub struct SharedLog {
     channels: Mutex<HashMap<ChannelName, Vec<SharedMessage>>>,
+    /// Reads made (of messages, of one state, of a batch of states): what each would cost a
+    /// query on PostgreSQL.
+    reads: AtomicUsize,
+    /// How long each read takes, standing for a database round trip; with one, the log says
+    /// it [`ChannelLog::batches_states`].
+    round_trip: Option<Duration>,
+}
+
+impl SharedLog {
+    /// A log whose every read takes `round_trip` and whose batched state reads are worth
+    /// gathering, as PostgreSQL's.
+    pub fn like_postgres(round_trip: Duration) -> SharedLog {
+        SharedLog {
+            round_trip: Some(round_trip),
+            ..SharedLog::default()
+        }
+    }
+
+    /// Reads made so far.
+    pub fn reads(&self) -> usize {
+        self.reads.load(Ordering::Relaxed)
+    }
+
+    async fn read_made(&self) {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        if let Some(round_trip) = self.round_trip {
+            tokio::time::sleep(round_trip).await;
+        }
+    }
 }
 
 /// One node's view of the shared log: its commits go to its own sink.
@@ -91,6 +123,7 @@ impl ChannelLog for NodeLog {
         from: ReadFrom,
         limit: usize,
     ) -> Result<LogSlice, StoreError> {
+        self.shared.read_made().await;
         let channels = self.shared.channels.lock();
         let log = channels.get(channel).map(Vec::as_slice).unwrap_or(&[]);
         let start = match from {
@@ -104,11 +137,25 @@ impl ChannelLog for NodeLog {
     }
 
     async fn state(&self, channel: &ChannelName) -> Result<ChannelState, StoreError> {
+        self.shared.read_made().await;
         let channels = self.shared.channels.lock();
         Ok(state(
             channel,
             channels.get(channel).map(Vec::as_slice).unwrap_or(&[]),
         ))
+    }
+
+    async fn states(&self, names: &[ChannelName]) -> Result<Vec<ChannelState>, StoreError> {
+        self.shared.read_made().await;
+        let channels = self.shared.channels.lock();
+        Ok(names
+            .iter()
+            .map(|name| state(name, channels.get(name).map(Vec::as_slice).unwrap_or(&[])))
+            .collect())
+    }
+
+    fn batches_states(&self) -> bool {
+        self.shared.round_trip.is_some()
     }
 
     async fn list(&self, _: Option<&str>, _: usize) -> Result<Vec<ChannelState>, StoreError> {
@@ -234,6 +281,20 @@ impl Node {
             .expect("subscribed");
         catchup.go_live(None);
         outbox
+    }
+
+    /// [`Node::subscribe`], and the channel's head the subscriber was given.
+    pub async fn subscribe_at_head(&self, channel: &str) -> (Arc<Outbox>, u64) {
+        let outbox = Outbox::new(1 << 20);
+        let channel = ChannelName::parse(channel).unwrap();
+        let catchup = self
+            .engine
+            .subscribe(&channel, &outbox, &SubscribeRequest::default())
+            .await
+            .expect("subscribed");
+        let head = catchup.outcome.seq;
+        catchup.go_live(None);
+        (outbox, head)
     }
 
     /// Publishes one message whose data is `"n"`.

@@ -353,6 +353,53 @@ async fn a_subscribe_storm_is_a_few_batched_commands() {
     .await;
 }
 
+/// A storm of subscribes to channels new to the node (the clients of a lost node reconnecting)
+/// reads the log in batches: the engine's heads in one read per batch of subscribes, the bus's
+/// check of what each may have missed in one per batch of channels, and a channel's messages
+/// only when its head is beyond what its subscribers were given.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscribe_storm_of_new_channels_reads_the_log_in_a_few_batches() {
+    let redis = Redis::start().expect("redis");
+    let log = Arc::new(SharedLog::like_postgres(Duration::from_millis(2)));
+    let tenancy = Arc::default();
+    bounded(async {
+        let a = Node::start(&[redis.url()], &log, &tenancy).await;
+        let b = Node::start(&[redis.url()], &log, &tenancy).await;
+        const CHANNELS: usize = 2000;
+        // A few of the channels have messages already.
+        for i in (0..CHANNELS).step_by(500) {
+            a.publish(&format!("new/{i}"), 1).await;
+        }
+        let before = log.reads();
+        let names: Vec<String> = (0..CHANNELS).map(|i| format!("new/{i}")).collect();
+        let outboxes =
+            futures_util::future::join_all(names.iter().map(|name| b.subscribe_at_head(name)))
+                .await;
+        eventually("B to listen to every channel and repair it", || {
+            b.bus.listening_channels() == CHANNELS && b.bus.unrepaired_channels() == 0
+        })
+        .await;
+        let reads = log.reads() - before;
+        let stats = b.bus.stats();
+        println!(
+            "{CHANNELS} new channels subscribed with {reads} log reads \
+             ({} batched head checks, {} message reads by the bus)",
+            stats.head_checks, stats.repairs
+        );
+        assert!(
+            reads <= 40,
+            "{reads} log reads for a storm of {CHANNELS} subscribes to new channels"
+        );
+        for (i, (outbox, head)) in outboxes.iter().enumerate().step_by(250) {
+            assert_eq!(*head, u64::from(i % 500 == 0), "new/{i}'s head");
+            let seq = a.publish(&format!("new/{i}"), 2).await;
+            let got = receive(outbox, 1).await;
+            assert_eq!(got, vec![(seq, "2".to_owned())], "new/{i}");
+        }
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscriber_and_connection_counts_are_summed_over_the_cluster() {
     let redis = Redis::start().expect("redis");

@@ -284,6 +284,18 @@ impl ChannelLog for PostgresStore {
             .unwrap_or_else(|| ChannelState::empty(channel.clone())))
     }
 
+    fn batches_states(&self) -> bool {
+        true
+    }
+
+    async fn states(&self, channels: &[ChannelName]) -> Result<Vec<ChannelState>, StoreError> {
+        if channels.is_empty() {
+            return Ok(Vec::new());
+        }
+        let client = self.client().await?;
+        read::channel_states(&client, channels).await
+    }
+
     async fn list(
         &self,
         after: Option<&str>,

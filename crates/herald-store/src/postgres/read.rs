@@ -2,6 +2,8 @@
 //! messages runs in one read-only repeatable-read transaction, so the state it answers and the
 //! messages it returns are one snapshot.
 
+use std::collections::HashMap;
+
 use deadpool_postgres::GenericClient;
 use deadpool_postgres::Object;
 use herald_core::log::{ChannelState, LogSlice, ReadFrom, StoreError};
@@ -24,6 +26,34 @@ pub(crate) async fn channel_state(
         .await
         .map_err(pg_error)?;
     row.map(|row| channel_state_of(&row, name)).transpose()
+}
+
+/// The states of `names` in that order, in one query (an empty state for a channel that has
+/// never had a message).
+pub(crate) async fn channel_states(
+    client: &impl GenericClient,
+    names: &[ChannelName],
+) -> Result<Vec<ChannelState>, StoreError> {
+    let wanted: Vec<&str> = names.iter().map(ChannelName::as_str).collect();
+    let rows = client
+        .query(
+            "SELECT id, epoch, last_seq, first_seq, name FROM channels WHERE name = ANY($1)",
+            &[&wanted],
+        )
+        .await
+        .map_err(pg_error)?;
+    let mut found = HashMap::with_capacity(rows.len());
+    for row in rows {
+        let name: String = row.try_get(4).map_err(pg_error)?;
+        found.insert(name, row);
+    }
+    names
+        .iter()
+        .map(|name| match found.get(name.as_str()) {
+            Some(row) => channel_state_of(row, name).map(|(_, state)| state),
+            None => Ok(ChannelState::empty(name.clone())),
+        })
+        .collect()
 }
 
 /// The channel's state and up to `limit` messages from `from`, in seq order, in one snapshot.

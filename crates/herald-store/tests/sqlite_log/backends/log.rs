@@ -2,7 +2,7 @@
 //! idempotency (within a request, across requests, channels and a reopen, and concurrent
 //! appends of one key), tail reads, retention by count and by age (seqs never reused), many
 //! concurrent appends getting contiguous seqs in sink order, listing, a closed store, and
-//! closing while appends are queued.
+//! closing while appends are queued; the states of a batch of channels in one call.
 
 use bytes::Bytes;
 use herald_core::log::{ChannelState, ReadFrom, Retention, StoreError};
@@ -14,6 +14,7 @@ use super::Backend;
 crate::on_both!(
     append_then_read,
     unknown_channel_is_empty,
+    states_of_a_batch_answer_each_channel_in_order,
     seqs_and_epoch_survive_a_reopen_and_are_not_reused_after_a_trim,
     idempotency_within_and_across_requests_and_reopen,
     concurrent_appends_of_one_key_store_it_once,
@@ -93,6 +94,29 @@ async fn unknown_channel_is_empty(b: Backend) {
         .unwrap()
         .is_empty());
     assert!(log.list(None, 10).await.unwrap().is_empty());
+    log.close().await;
+}
+
+async fn states_of_a_batch_answer_each_channel_in_order(b: Backend) {
+    let log = b.store();
+    let (news, chat, nobody) = (name("news"), name("chat/1"), name("nobody/here"));
+    log.append(&news, vec![msg("1"), msg("2")], keep(100))
+        .await
+        .unwrap();
+    log.append(&chat, vec![msg("1")], keep(100)).await.unwrap();
+    let batch = [chat.clone(), nobody.clone(), news.clone(), chat.clone()];
+    let states = log.states(&batch).await.unwrap();
+    assert_eq!(
+        states,
+        [
+            log.state(&chat).await.unwrap(),
+            ChannelState::empty(nobody.clone()),
+            log.state(&news).await.unwrap(),
+            log.state(&chat).await.unwrap(),
+        ]
+    );
+    assert_eq!((states[2].last_seq, states[0].last_seq), (2, 1));
+    assert!(log.states(&[]).await.unwrap().is_empty());
     log.close().await;
 }
 
