@@ -35,11 +35,15 @@ pub(crate) async fn channel_states(
     names: &[ChannelName],
 ) -> Result<Vec<ChannelState>, StoreError> {
     let wanted: Vec<&str> = names.iter().map(ChannelName::as_str).collect();
-    let rows = client
-        .query(
+    // Prepared once per connection: a storm of subscribes makes many of these.
+    let statement = client
+        .prepare_cached(
             "SELECT id, epoch, last_seq, first_seq, name FROM channels WHERE name = ANY($1)",
-            &[&wanted],
         )
+        .await
+        .map_err(pg_error)?;
+    let rows = client
+        .query(&statement, &[&wanted])
         .await
         .map_err(pg_error)?;
     let mut found = HashMap::with_capacity(rows.len());
