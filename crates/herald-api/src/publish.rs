@@ -90,7 +90,7 @@ pub async fn publish(
 /// `POST /v1/channels/{path}` for a request read whole without the router (herald-edge's
 /// `direct_publish`): `path` is the target after `/v1/channels/`, with nothing to
 /// percent-decode. Answers exactly as `publish` does through the router: the publisher is
-/// checked here, as the [`Publisher`] extractor checks it there.
+/// checked here, as the `Publisher` extractor checks it there.
 pub async fn publish_read(
     api: Arc<Api>,
     path: String,

@@ -5,7 +5,7 @@
 //! [`herald_core::bus::Bus`]'s; how it is kept:
 //!
 //! - **Channels.** A node's first subscriber of a channel adds the node to the channel's set
-//!   of nodes in Redis, its last one leaving removes it ([`scripts`], Lua, atomic). The call
+//!   of nodes in Redis, its last one leaving removes it (`scripts.rs`, Lua, atomic). The call
 //!   that makes the set non-empty reports `channel.occupied`, the one that empties it
 //!   `channel.vacated`, to the listeners of the node that made it. Adding and removing a node
 //!   are idempotent, so a retried change cannot count twice.
