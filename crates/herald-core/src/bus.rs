@@ -53,9 +53,15 @@ use crate::ChannelName;
 ///   arrives, `user.offline` when its last on any node ends, likewise once.
 /// - **A node that dies** (killed, crashed, cut off) has its connections' departures
 ///   (`disconnected`, reason `node_lost`), the vacancies of the channels only it held and the
-///   users only it held going offline emitted by another node, one node for each lost node, within a bound the bus states
+///   users only it held going offline emitted by another node, one node for each lost node,
+///   within a bound the bus states
 ///   (`RedisBus`: 6 seconds after the lost node's last heartbeat, plus a round trip). A node
 ///   that stops cleanly reports its own departures and leaves nothing to claim.
+///
+/// "Once" is at most once where the network fails: a transition whose change reached the
+/// other nodes but whose answer was lost is not reported, and a node claimed while cut off
+/// that then comes back reports its connections' real departures after the `node_lost` ones
+/// (a listener keys departures by connection id). docs/cluster.md says how `RedisBus` does it.
 ///
 /// A networked bus does this work only while a listener has joined: without one the relay is
 /// never called, and the bus adds nothing to Redis or to any path.
