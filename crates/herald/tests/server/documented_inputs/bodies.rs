@@ -200,14 +200,7 @@ async fn every_documented_body_refuses_an_array_in_place_of_each_object() {
         sent > 40,
         "only {sent} requests: the walk found too few bodies"
     );
-    let after = fixture.state().await;
-    for ((path, was), (_, is)) in before.iter().zip(&after) {
-        if was != is {
-            failures.push(format!(
-                "GET {path} changed:\n  before: {was}\n  after:  {is}"
-            ));
-        }
-    }
+    failures.extend(fixture.changes_since(&before).await);
     assert!(
         failures.is_empty(),
         "{} of {sent} requests with an array in place of an object were not refused, or state \

@@ -203,4 +203,17 @@ impl Fixture {
         }
         out
     }
+
+    /// What differs now from `before` (an earlier [`Fixture::state`]), one line per path.
+    async fn changes_since(&self, before: &[(String, Value)]) -> Vec<String> {
+        let after = self.state().await;
+        before
+            .iter()
+            .zip(&after)
+            .filter(|((_, was), (_, is))| was != is)
+            .map(|((path, was), (_, is))| {
+                format!("GET {path} changed:\n  before: {was}\n  after:  {is}")
+            })
+            .collect()
+    }
 }

@@ -124,14 +124,7 @@ async fn every_documented_body_refuses_null_for_a_property_that_is_not_nullable(
         sent > 100,
         "only {sent} requests: the walk found too few properties"
     );
-    let after = fixture.state().await;
-    for ((path, was), (_, is)) in before.iter().zip(&after) {
-        if was != is {
-            failures.push(format!(
-                "GET {path} changed:\n  before: {was}\n  after:  {is}"
-            ));
-        }
-    }
+    failures.extend(fixture.changes_since(&before).await);
     assert!(
         failures.is_empty(),
         "{} of {sent} requests with null for a property that is not nullable were not refused, \
