@@ -1,0 +1,24 @@
+//! Webhooks: an app's backend told, by `POST`s to endpoints it registered, what happens to its
+//! users, channels and devices, from every node, signed, batched, retried and never lost once
+//! queued. docs/hooks.md is the user's guide.
+//!
+//! - [`event`]: the event types an endpoint asks for, event ids, and one event as sent
+//!   ([`HookEvent`], built from a lifecycle event).
+//! - [`endpoint`]: an endpoint as stored and shown, and which events it wants.
+//! - [`signing`]: Standard Webhooks 1.0 signatures and the `whsec_` signing secrets.
+//! - [`seal`]: signing secrets sealed at rest.
+//! - [`store`]: [`HookStore`], the storage trait (endpoints, and the durable queue per
+//!   endpoint, in order, leased an endpoint at a time).
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod endpoint;
+pub mod event;
+pub mod seal;
+pub mod signing;
+pub mod store;
+
+pub use endpoint::{Endpoint, EndpointId, StoredEndpoint};
+pub use event::{EventId, EventSet, EventType, HookEvent};
+pub use signing::{Signed, SigningSecret};
+pub use store::HookStore;
