@@ -9,11 +9,15 @@
 //! - [`seal`]: signing secrets sealed at rest.
 //! - [`store`]: [`HookStore`], the storage trait (endpoints, and the durable queue per
 //!   endpoint, in order, leased an endpoint at a time).
+//! - `memory` (tests only, or with the `memory-store` feature): `MemoryHookStore`, a
+//!   [`HookStore`] in memory.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod endpoint;
 pub mod event;
+#[cfg(any(test, feature = "memory-store"))]
+pub mod memory;
 pub mod seal;
 pub mod signing;
 pub mod store;

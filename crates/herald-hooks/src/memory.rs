@@ -1,0 +1,697 @@
+//! [`MemoryHookStore`], a [`HookStore`] in memory for tests (this crate's and, with the
+//! `memory-store` feature, other crates' dev-dependencies): a mutex over plain vectors, keeping
+//! the trait's contract (see [`crate::store`]) exactly, and nothing across restarts. Not for
+//! production: a server stores its endpoints and queues in its database.
+
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use herald_core::log::StoreError;
+use herald_core::tenant::AppId;
+
+use crate::endpoint::{Endpoint, EndpointId, StoredEndpoint};
+use crate::store::{
+    DeadEvent, EndpointDepth, EndpointPatch, Enqueue, Enqueued, Hold, HookStore, LeasedBatch,
+    NewEndpoint, QueuedEvent, RowId, Settlement,
+};
+
+/// Endpoints and their queues in memory (see the [module documentation](self)).
+#[derive(Debug, Default)]
+pub struct MemoryHookStore {
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    last_endpoint: EndpointId,
+    last_row: RowId,
+    endpoints: Vec<Entry>,
+    queue: Vec<Row>,
+    dead: Vec<Dead>,
+}
+
+/// An endpoint with its delivery state.
+#[derive(Debug)]
+struct Entry {
+    stored: StoredEndpoint,
+    delivered: u64,
+    failures: u32,
+    failing_since_ms: Option<i64>,
+    next_attempt_ms: i64,
+    last_error: Option<String>,
+    /// The current lease's end (its token) and the rows it took.
+    lease: Option<(i64, Vec<RowId>)>,
+}
+
+#[derive(Debug)]
+struct Row {
+    row: RowId,
+    endpoint: EndpointId,
+    event: Enqueue,
+}
+
+#[derive(Debug)]
+struct Dead {
+    row: RowId,
+    app: AppId,
+    endpoint: EndpointId,
+    event: Enqueue,
+    reason: String,
+    died_ms: i64,
+}
+
+impl MemoryHookStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl State {
+    fn entry(&mut self, app: &AppId, id: EndpointId) -> Option<&mut Entry> {
+        self.endpoints
+            .iter_mut()
+            .find(|e| e.stored.endpoint.id == id && &e.stored.endpoint.app == app)
+    }
+
+    fn queued(&self, endpoint: EndpointId) -> impl Iterator<Item = &Row> {
+        self.queue.iter().filter(move |r| r.endpoint == endpoint)
+    }
+
+    /// `endpoint`'s events due at or before `now_ms`, in queue order.
+    fn due(&self, endpoint: EndpointId, now_ms: i64) -> Vec<&Row> {
+        let mut due: Vec<&Row> = self
+            .queued(endpoint)
+            .filter(|r| r.event.due_ms <= now_ms)
+            .collect();
+        due.sort_by_key(|r| (r.event.due_ms, r.row));
+        due
+    }
+
+    fn leased_rows(&self, endpoint: EndpointId) -> &[RowId] {
+        self.endpoints
+            .iter()
+            .find(|e| e.stored.endpoint.id == endpoint)
+            .and_then(|e| e.lease.as_ref())
+            .map_or(&[], |(_, rows)| rows)
+    }
+}
+
+#[async_trait]
+impl HookStore for MemoryHookStore {
+    async fn create_endpoint(&self, new: NewEndpoint) -> Result<StoredEndpoint, StoreError> {
+        let mut state = self.state();
+        state.last_endpoint += 1;
+        let stored = StoredEndpoint {
+            endpoint: Endpoint {
+                id: state.last_endpoint,
+                app: new.app,
+                url: new.url,
+                description: new.description,
+                events: new.events,
+                channels: new.channels,
+                enabled: new.enabled,
+                offline_delay_ms: new.offline_delay_ms,
+                created_ms: new.created_ms,
+            },
+            secret: new.secret,
+            previous_secret: None,
+        };
+        state.endpoints.push(Entry {
+            stored: stored.clone(),
+            delivered: 0,
+            failures: 0,
+            failing_since_ms: None,
+            next_attempt_ms: 0,
+            last_error: None,
+            lease: None,
+        });
+        Ok(stored)
+    }
+
+    async fn endpoints(&self, app: Option<&AppId>) -> Result<Vec<StoredEndpoint>, StoreError> {
+        let state = self.state();
+        Ok(state
+            .endpoints
+            .iter()
+            .filter(|e| app.is_none_or(|a| &e.stored.endpoint.app == a))
+            .map(|e| e.stored.clone())
+            .collect())
+    }
+
+    async fn endpoint(
+        &self,
+        app: &AppId,
+        id: EndpointId,
+    ) -> Result<Option<StoredEndpoint>, StoreError> {
+        Ok(self.state().entry(app, id).map(|e| e.stored.clone()))
+    }
+
+    async fn update_endpoint(
+        &self,
+        app: &AppId,
+        id: EndpointId,
+        patch: &EndpointPatch,
+    ) -> Result<Option<StoredEndpoint>, StoreError> {
+        let mut state = self.state();
+        let Some(entry) = state.entry(app, id) else {
+            return Ok(None);
+        };
+        let endpoint = &mut entry.stored.endpoint;
+        if let Some(url) = &patch.url {
+            endpoint.url = url.clone();
+        }
+        if let Some(description) = &patch.description {
+            endpoint.description = description.clone();
+        }
+        if let Some(events) = patch.events {
+            endpoint.events = events;
+        }
+        if let Some(channels) = &patch.channels {
+            endpoint.channels = channels.clone();
+        }
+        if let Some(enabled) = patch.enabled {
+            endpoint.enabled = enabled;
+        }
+        if let Some(delay) = patch.offline_delay_ms {
+            endpoint.offline_delay_ms = delay;
+        }
+        Ok(Some(entry.stored.clone()))
+    }
+
+    async fn rotate_secret(
+        &self,
+        app: &AppId,
+        id: EndpointId,
+        secret: Vec<u8>,
+        previous_until_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let mut state = self.state();
+        let Some(entry) = state.entry(app, id) else {
+            return Ok(false);
+        };
+        let old = std::mem::replace(&mut entry.stored.secret, secret);
+        entry.stored.previous_secret = Some((old, previous_until_ms));
+        Ok(true)
+    }
+
+    async fn delete_endpoint(&self, app: &AppId, id: EndpointId) -> Result<bool, StoreError> {
+        let mut state = self.state();
+        if state.entry(app, id).is_none() {
+            return Ok(false);
+        }
+        state.endpoints.retain(|e| e.stored.endpoint.id != id);
+        state.queue.retain(|r| r.endpoint != id);
+        state.dead.retain(|d| d.endpoint != id);
+        Ok(true)
+    }
+
+    async fn enqueue(&self, events: Vec<Enqueue>, max_queued: u64) -> Result<Enqueued, StoreError> {
+        let mut state = self.state();
+        let mut done = Enqueued::default();
+        for event in events {
+            let endpoint = event.endpoint;
+            if !state
+                .endpoints
+                .iter()
+                .any(|e| e.stored.endpoint.id == endpoint)
+            {
+                done.dropped += 1;
+                continue;
+            }
+            if let Some(Hold::Online { user }) = &event.hold {
+                let leased = state.leased_rows(endpoint).to_vec();
+                let held = state.queue.iter().position(|r| {
+                    r.endpoint == endpoint
+                        && matches!(&r.event.hold, Some(Hold::Offline { user: u }) if u == user)
+                        && r.event.due_ms > event.due_ms
+                        && !leased.contains(&r.row)
+                });
+                if let Some(index) = held {
+                    state.queue.remove(index);
+                    done.withdrawn += 1;
+                    continue;
+                }
+            }
+            if state.queued(endpoint).count() as u64 >= max_queued {
+                done.dropped += 1;
+                continue;
+            }
+            state.last_row += 1;
+            let row = state.last_row;
+            state.queue.push(Row {
+                row,
+                endpoint,
+                event,
+            });
+            done.queued += 1;
+        }
+        Ok(done)
+    }
+
+    async fn lease(
+        &self,
+        now_ms: i64,
+        limit: usize,
+        lease_ms: i64,
+        batch_max: usize,
+        batch_delay_ms: i64,
+        paused: &[EndpointId],
+    ) -> Result<Vec<LeasedBatch>, StoreError> {
+        let mut state = self.state();
+        // (oldest due, endpoint, rows of its batch)
+        let mut ready: Vec<(i64, EndpointId, Vec<QueuedEvent>)> = Vec::new();
+        for entry in &state.endpoints {
+            let id = entry.stored.endpoint.id;
+            let leased = entry
+                .lease
+                .as_ref()
+                .is_some_and(|(until, _)| *until > now_ms);
+            if !entry.stored.endpoint.enabled
+                || entry.next_attempt_ms > now_ms
+                || leased
+                || paused.contains(&id)
+            {
+                continue;
+            }
+            let due = state.due(id, now_ms);
+            let Some(oldest) = due.first().map(|r| r.event.due_ms) else {
+                continue;
+            };
+            if due.len() < batch_max && oldest > now_ms - batch_delay_ms {
+                continue;
+            }
+            let batch = due
+                .iter()
+                .take(batch_max)
+                .map(|r| QueuedEvent {
+                    row: r.row,
+                    event_id: r.event.event_id.clone(),
+                    payload: r.event.payload.clone(),
+                })
+                .collect();
+            ready.push((oldest, id, batch));
+        }
+        ready.sort_by_key(|(oldest, id, _)| (*oldest, *id));
+        ready.truncate(limit);
+        let lease_until_ms = now_ms + lease_ms;
+        let mut leased = Vec::with_capacity(ready.len());
+        for (_, id, events) in ready {
+            let entry = state
+                .endpoints
+                .iter_mut()
+                .find(|e| e.stored.endpoint.id == id)
+                .expect("found above, under the same lock");
+            let in_doubt = entry.lease.is_some();
+            entry.lease = Some((lease_until_ms, events.iter().map(|e| e.row).collect()));
+            leased.push(LeasedBatch {
+                endpoint: entry.stored.clone(),
+                lease_until_ms,
+                events,
+                failures: entry.failures,
+                failing_since_ms: entry.failing_since_ms,
+                in_doubt,
+            });
+        }
+        Ok(leased)
+    }
+
+    async fn settle(
+        &self,
+        now_ms: i64,
+        settled: Vec<(EndpointId, i64, Settlement)>,
+    ) -> Result<(), StoreError> {
+        let mut state = self.state();
+        for (id, token, settlement) in settled {
+            let Some(index) = state.endpoints.iter().position(|e| {
+                e.stored.endpoint.id == id
+                    && e.lease.as_ref().is_some_and(|(until, _)| *until == token)
+            }) else {
+                continue;
+            };
+            state.endpoints[index].lease = None;
+            match settlement {
+                Settlement::Delivered { rows } => {
+                    let before = state.queue.len();
+                    state
+                        .queue
+                        .retain(|r| !(r.endpoint == id && rows.contains(&r.row)));
+                    let delivered = (before - state.queue.len()) as u64;
+                    let entry = &mut state.endpoints[index];
+                    entry.delivered += delivered;
+                    entry.failures = 0;
+                    entry.failing_since_ms = None;
+                    entry.next_attempt_ms = 0;
+                    entry.last_error = None;
+                }
+                Settlement::Retry {
+                    next_attempt_ms,
+                    reason,
+                } => {
+                    let entry = &mut state.endpoints[index];
+                    entry.failures = entry.failures.saturating_add(1);
+                    entry.failing_since_ms.get_or_insert(now_ms);
+                    entry.next_attempt_ms = next_attempt_ms;
+                    entry.last_error = Some(reason);
+                }
+                Settlement::Dead { rows, reason } => {
+                    let app = state.endpoints[index].stored.endpoint.app.clone();
+                    let (dying, kept): (Vec<Row>, Vec<Row>) = std::mem::take(&mut state.queue)
+                        .into_iter()
+                        .partition(|r| r.endpoint == id && rows.contains(&r.row));
+                    state.queue = kept;
+                    for row in dying {
+                        state.dead.push(Dead {
+                            row: row.row,
+                            app: app.clone(),
+                            endpoint: id,
+                            event: row.event,
+                            reason: reason.clone(),
+                            died_ms: now_ms,
+                        });
+                    }
+                    state.dead.sort_by_key(|d| d.row);
+                    let entry = &mut state.endpoints[index];
+                    entry.failures = entry.failures.saturating_add(1);
+                    entry.failing_since_ms.get_or_insert(now_ms);
+                    entry.next_attempt_ms = 0;
+                    entry.last_error = Some(reason);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn next_due(&self) -> Result<Option<i64>, StoreError> {
+        let state = self.state();
+        Ok(state
+            .endpoints
+            .iter()
+            .filter(|e| e.stored.endpoint.enabled)
+            .filter_map(|e| {
+                let soonest = state
+                    .queued(e.stored.endpoint.id)
+                    .map(|r| r.event.due_ms)
+                    .min()?;
+                let lease_end = e.lease.as_ref().map_or(0, |(until, _)| *until);
+                Some(soonest.max(e.next_attempt_ms).max(lease_end))
+            })
+            .min())
+    }
+
+    async fn dead_letters(
+        &self,
+        app: &AppId,
+        endpoint: Option<EndpointId>,
+        after: Option<RowId>,
+        limit: usize,
+    ) -> Result<Vec<DeadEvent>, StoreError> {
+        let state = self.state();
+        Ok(state
+            .dead
+            .iter()
+            .filter(|d| &d.app == app)
+            .filter(|d| endpoint.is_none_or(|e| d.endpoint == e))
+            .filter(|d| after.is_none_or(|a| d.row > a))
+            .take(limit)
+            .map(|d| DeadEvent {
+                row: d.row,
+                endpoint: d.endpoint,
+                event_id: d.event.event_id.clone(),
+                kind: d.event.kind,
+                payload: d.event.payload.clone(),
+                reason: d.reason.clone(),
+                died_ms: d.died_ms,
+            })
+            .collect())
+    }
+
+    async fn replay(&self, app: &AppId, row: RowId, now_ms: i64) -> Result<bool, StoreError> {
+        let mut state = self.state();
+        let Some(index) = state
+            .dead
+            .iter()
+            .position(|d| d.row == row && &d.app == app)
+        else {
+            return Ok(false);
+        };
+        let dead = state.dead.remove(index);
+        state.last_row += 1;
+        let row = state.last_row;
+        let mut event = dead.event;
+        event.due_ms = now_ms;
+        event.hold = None;
+        state.queue.push(Row {
+            row,
+            endpoint: dead.endpoint,
+            event,
+        });
+        Ok(true)
+    }
+
+    async fn drop_dead(&self, app: &AppId, row: RowId) -> Result<bool, StoreError> {
+        let mut state = self.state();
+        let before = state.dead.len();
+        state.dead.retain(|d| !(d.row == row && &d.app == app));
+        Ok(state.dead.len() < before)
+    }
+
+    async fn depth(&self, app: Option<&AppId>) -> Result<Vec<EndpointDepth>, StoreError> {
+        let state = self.state();
+        Ok(state
+            .endpoints
+            .iter()
+            .filter(|e| app.is_none_or(|a| &e.stored.endpoint.app == a))
+            .map(|e| {
+                let id = e.stored.endpoint.id;
+                EndpointDepth {
+                    endpoint: id,
+                    queued: state.queued(id).count() as u64,
+                    oldest_due_ms: state.queued(id).map(|r| r.event.due_ms).min(),
+                    dead: state.dead.iter().filter(|d| d.endpoint == id).count() as u64,
+                    delivered: e.delivered,
+                    failures: e.failures,
+                    failing_since_ms: e.failing_since_ms,
+                    next_attempt_ms: e.next_attempt_ms,
+                    last_error: e.last_error.clone(),
+                }
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{EventSet, EventType};
+
+    fn new_endpoint(app: &AppId) -> NewEndpoint {
+        NewEndpoint {
+            app: app.clone(),
+            url: "https://example.com/hooks".into(),
+            description: String::new(),
+            events: EventSet::all(),
+            channels: Vec::new(),
+            enabled: true,
+            offline_delay_ms: 3_000,
+            secret: vec![1, 2, 3],
+            created_ms: 1,
+        }
+    }
+
+    fn event(endpoint: EndpointId, id: &str, due_ms: i64, hold: Option<Hold>) -> Enqueue {
+        Enqueue {
+            endpoint,
+            event_id: id.into(),
+            kind: EventType::ClientConnected,
+            due_ms,
+            payload: format!("{{\"id\":\"{id}\"}}"),
+            hold,
+        }
+    }
+
+    fn ids(batch: &LeasedBatch) -> Vec<&str> {
+        batch.events.iter().map(|e| e.event_id.as_str()).collect()
+    }
+
+    #[tokio::test]
+    async fn batches_go_in_order_one_lease_at_a_time_and_settle() {
+        let store = MemoryHookStore::new();
+        let shop = AppId::parse("shop").unwrap();
+        let id = store
+            .create_endpoint(new_endpoint(&shop))
+            .await
+            .unwrap()
+            .endpoint
+            .id;
+        let queued = vec![
+            event(id, "b", 20, None),
+            event(id, "a", 10, None),
+            event(id, "c", 20, None),
+        ];
+        let done = store.enqueue(queued, 3).await.unwrap();
+        assert_eq!((done.queued, done.dropped), (3, 0));
+        let over = store.enqueue(vec![event(id, "d", 5, None)], 3).await;
+        assert_eq!(over.unwrap().dropped, 1);
+        assert_eq!(store.next_due().await.unwrap(), Some(10));
+
+        // Not ready: two due, fewer than the batch's size, the oldest younger than the delay.
+        assert!(store
+            .lease(20, 10, 1_000, 5, 100, &[])
+            .await
+            .unwrap()
+            .is_empty());
+        let batches = store.lease(20, 10, 1_000, 2, 100, &[]).await.unwrap();
+        assert_eq!(batches.len(), 1);
+        assert_eq!(ids(&batches[0]), ["a", "b"]);
+        assert!(!batches[0].in_doubt);
+        // Leased: not leased again until its lease runs out.
+        assert!(store
+            .lease(21, 10, 1_000, 1, 0, &[])
+            .await
+            .unwrap()
+            .is_empty());
+
+        let token = batches[0].lease_until_ms;
+        let retry = Settlement::Retry {
+            next_attempt_ms: 500,
+            reason: "HTTP 503".into(),
+        };
+        store.settle(30, vec![(id, token, retry)]).await.unwrap();
+        let depth = &store.depth(Some(&shop)).await.unwrap()[0];
+        assert_eq!(
+            (depth.queued, depth.failures, depth.failing_since_ms),
+            (3, 1, Some(30))
+        );
+        assert_eq!(depth.last_error.as_deref(), Some("HTTP 503"));
+        assert!(store
+            .lease(100, 10, 1_000, 1, 0, &[])
+            .await
+            .unwrap()
+            .is_empty());
+        assert!(store
+            .lease(500, 10, 1_000, 1, 0, &[id])
+            .await
+            .unwrap()
+            .is_empty());
+
+        let batches = store.lease(500, 10, 1_000, 10, 0, &[]).await.unwrap();
+        assert_eq!(ids(&batches[0]), ["a", "b", "c"]);
+        assert_eq!(batches[0].failures, 1);
+        let rows = batches[0].events.iter().map(|e| e.row).collect();
+        let token = batches[0].lease_until_ms;
+        // A stale token settles nothing.
+        let stale = Settlement::Delivered { rows: vec![] };
+        store
+            .settle(501, vec![(id, token - 1, stale)])
+            .await
+            .unwrap();
+        let delivered = Settlement::Delivered { rows };
+        store
+            .settle(501, vec![(id, token, delivered)])
+            .await
+            .unwrap();
+        let depth = &store.depth(None).await.unwrap()[0];
+        assert_eq!((depth.queued, depth.delivered, depth.failures), (0, 3, 0));
+        assert_eq!(store.next_due().await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn an_online_withdraws_a_held_offline_not_yet_due() {
+        let store = MemoryHookStore::new();
+        let shop = AppId::parse("shop").unwrap();
+        let id = store
+            .create_endpoint(new_endpoint(&shop))
+            .await
+            .unwrap()
+            .endpoint
+            .id;
+        let offline = || Some(Hold::Offline { user: "al".into() });
+        let online = || Some(Hold::Online { user: "al".into() });
+        let done = store
+            .enqueue(
+                vec![
+                    event(id, "off", 3_000, offline()),
+                    event(id, "on", 2_000, online()),
+                ],
+                100,
+            )
+            .await
+            .unwrap();
+        assert_eq!((done.queued, done.withdrawn), (1, 1));
+        assert_eq!(store.depth(None).await.unwrap()[0].queued, 0);
+
+        let done = store
+            .enqueue(
+                vec![
+                    event(id, "off", 3_000, offline()),
+                    event(id, "on", 3_500, online()),
+                ],
+                100,
+            )
+            .await
+            .unwrap();
+        assert_eq!((done.queued, done.withdrawn), (2, 0));
+    }
+
+    #[tokio::test]
+    async fn dead_letters_list_replay_and_drop() {
+        let store = MemoryHookStore::new();
+        let shop = AppId::parse("shop").unwrap();
+        let other = AppId::parse("other").unwrap();
+        let id = store
+            .create_endpoint(new_endpoint(&shop))
+            .await
+            .unwrap()
+            .endpoint
+            .id;
+        store
+            .enqueue(vec![event(id, "a", 1, None), event(id, "b", 2, None)], 10)
+            .await
+            .unwrap();
+        let batch = &store.lease(10, 1, 100, 10, 0, &[]).await.unwrap()[0];
+        let rows: Vec<RowId> = batch.events.iter().map(|e| e.row).collect();
+        let dead = Settlement::Dead {
+            rows: rows.clone(),
+            reason: "timeout".into(),
+        };
+        store
+            .settle(20, vec![(id, batch.lease_until_ms, dead)])
+            .await
+            .unwrap();
+        let letters = store.dead_letters(&shop, Some(id), None, 10).await.unwrap();
+        assert_eq!(letters.len(), 2);
+        assert_eq!(
+            (letters[0].reason.as_str(), letters[0].died_ms),
+            ("timeout", 20)
+        );
+        assert_eq!(
+            store
+                .dead_letters(&shop, None, Some(rows[0]), 10)
+                .await
+                .unwrap()[0]
+                .event_id,
+            "b"
+        );
+        assert!(store
+            .dead_letters(&other, None, None, 10)
+            .await
+            .unwrap()
+            .is_empty());
+        assert!(!store.replay(&other, rows[0], 30).await.unwrap());
+        assert!(store.replay(&shop, rows[0], 30).await.unwrap());
+        assert!(store.drop_dead(&shop, rows[1]).await.unwrap());
+        assert!(!store.drop_dead(&shop, rows[1]).await.unwrap());
+        let depth = &store.depth(None).await.unwrap()[0];
+        assert_eq!(
+            (depth.queued, depth.dead, depth.oldest_due_ms),
+            (1, 0, Some(30))
+        );
+        assert!(store.delete_endpoint(&shop, id).await.unwrap());
+        assert!(store.depth(None).await.unwrap().is_empty());
+    }
+}
