@@ -7,6 +7,9 @@
 //! - [`endpoint`]: an endpoint as stored and shown, and which events it wants.
 //! - [`signing`]: Standard Webhooks 1.0 signatures and the `whsec_` signing secrets.
 //! - [`seal`]: signing secrets sealed at rest.
+//! - [`input`]: the create and PATCH bodies of the API, checked (every error names its field),
+//!   and the URL's destination.
+//! - [`error`]: [`HooksError`], what the service answers when it does not do what it was asked.
 //! - [`store`]: [`HookStore`], the storage trait (endpoints, and the durable queue per
 //!   endpoint, in order, leased an endpoint at a time).
 //! - `memory` (tests only, or with the `memory-store` feature): `MemoryHookStore`, a
@@ -15,7 +18,9 @@
 #![warn(missing_docs)]
 
 pub mod endpoint;
+pub mod error;
 pub mod event;
+pub mod input;
 #[cfg(any(test, feature = "memory-store"))]
 pub mod memory;
 pub mod seal;
@@ -23,6 +28,7 @@ pub mod signing;
 pub mod store;
 
 pub use endpoint::{Endpoint, EndpointId, StoredEndpoint};
+pub use error::HooksError;
 pub use event::{EventId, EventSet, EventType, HookEvent};
 pub use signing::{Signed, SigningSecret};
 pub use store::HookStore;
