@@ -12,6 +12,8 @@
 //! - [`error`]: [`HooksError`], what the service answers when it does not do what it was asked.
 //! - [`store`]: [`HookStore`], the storage trait (endpoints, and the durable queue per
 //!   endpoint, in order, leased an endpoint at a time).
+//! - [`sender`]: [`Sender`], one signed request of a batch to an endpoint (reaching only the
+//!   addresses the operator allows, following no redirect), and what came of it.
 //! - `memory` (tests only, or with the `memory-store` feature): `MemoryHookStore`, a
 //!   [`HookStore`] in memory.
 #![forbid(unsafe_code)]
@@ -24,11 +26,13 @@ pub mod input;
 #[cfg(any(test, feature = "memory-store"))]
 pub mod memory;
 pub mod seal;
+pub mod sender;
 pub mod signing;
 pub mod store;
 
 pub use endpoint::{Endpoint, EndpointId, StoredEndpoint};
 pub use error::HooksError;
 pub use event::{EventId, EventSet, EventType, HookEvent};
+pub use sender::{SendOutcome, SendResult, Sender};
 pub use signing::{Signed, SigningSecret};
 pub use store::HookStore;
