@@ -12,6 +12,14 @@
 //! - [`error`]: [`HooksError`], what the service answers when it does not do what it was asked.
 //! - [`store`]: [`HookStore`], the storage trait (endpoints, and the durable queue per
 //!   endpoint, in order, leased an endpoint at a time).
+//! - [`service`]: [`Hooks`], the service the API calls (endpoints registered, listed,
+//!   changed, deleted, secrets rotated, test events, dead letters), and its tasks once
+//!   started; [`HooksConfig`], its settings.
+//! - [`view`]: what the API shows of an endpoint ([`EndpointView`]) and of a test request.
+//! - [`listener`]: the lifecycle listener that puts this node's events on the node queue, when
+//!   an enabled endpoint wants them; [`writer`]: the task that queues them in the store, one
+//!   row per endpoint, a `user.offline` held for the endpoint's offline delay. Both match
+//!   against `snapshot`, the endpoints held in memory.
 //! - [`sender`]: [`Sender`], one signed request of a batch to an endpoint (reaching only the
 //!   addresses the operator allows, following no redirect), and what came of it.
 //! - `memory` (tests only, or with the `memory-store` feature): `MemoryHookStore`, a
@@ -23,16 +31,23 @@ pub mod endpoint;
 pub mod error;
 pub mod event;
 pub mod input;
+pub mod listener;
 #[cfg(any(test, feature = "memory-store"))]
 pub mod memory;
 pub mod seal;
 pub mod sender;
+pub mod service;
 pub mod signing;
+mod snapshot;
 pub mod store;
+pub mod view;
+pub mod writer;
 
 pub use endpoint::{Endpoint, EndpointId, StoredEndpoint};
 pub use error::HooksError;
 pub use event::{EventId, EventSet, EventType, HookEvent};
 pub use sender::{SendOutcome, SendResult, Sender};
+pub use service::{Hooks, HooksConfig};
 pub use signing::{Signed, SigningSecret};
 pub use store::HookStore;
+pub use view::{EndpointState, EndpointView, TestOutcome};

@@ -1,0 +1,467 @@
+//! [`Hooks`], the webhook service the API handlers call: an app's endpoints registered,
+//! listed, changed, deleted, their secrets rotated, a test event sent, dead letters listed,
+//! replayed and dropped; and, once [`Hooks::start`]ed, the tasks that queue lifecycle events
+//! (the [`Hooks::listener`] and its writer) and deliver them (the worker).
+//!
+//! Every endpoint operation is scoped to its app: another app's endpoint is "not found".
+//! A signing secret is generated here, sealed at rest, and its text returned once (from
+//! [`Hooks::create`] and [`Hooks::rotate_secret`]), never shown again.
+//!
+//! The endpoints events are matched against are held in memory (the `snapshot` module): loaded
+//! when the service starts, replaced after every change made through this service, and
+//! reloaded every [`SNAPSHOT_RELOAD`] for other nodes' changes.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use arc_swap::ArcSwap;
+use herald_core::lifecycle::LifecycleListener;
+use herald_core::tenant::AppId;
+use herald_providers::destination::Destinations;
+use herald_push::credentials::sealer::Sealer;
+use parking_lot::Mutex;
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::endpoint::{Endpoint, EndpointId, StoredEndpoint};
+use crate::error::HooksError;
+use crate::event::{EventId, EventType, HookEvent};
+use crate::input;
+use crate::seal;
+use crate::sender::{batch_body, webhook_id, SendResult, Sender};
+use crate::signing::SigningSecret;
+use crate::snapshot::Snapshot;
+use crate::store::{DeadEvent, HookStore, QueuedEvent, RowId};
+use crate::view::{EndpointView, TestOutcome};
+
+/// How often the endpoint snapshot is reloaded from the store (other nodes' changes).
+pub const SNAPSHOT_RELOAD: Duration = Duration::from_secs(2);
+
+/// Longest overlap of a rotated secret (requests are signed with both meanwhile).
+pub const MAX_ROTATE_OVERLAP: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// The webhook settings (`[hooks]` in the configuration).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HooksConfig {
+    /// Most events in one request (`hooks.batch_max`, 100).
+    pub batch_max: usize,
+    /// How long the oldest due event waits for a batch to fill (`hooks.batch_delay`, 1 s).
+    pub batch_delay: Duration,
+    /// How long an endpoint may fail before its batch becomes dead letters
+    /// (`hooks.retry_horizon`, 24 h).
+    pub horizon: Duration,
+    /// Most events queued per endpoint; past it events are dropped and counted
+    /// (`hooks.max_queued_per_endpoint`, 100,000).
+    pub max_queued_per_endpoint: u64,
+    /// Most events waiting on this node to be queued; past it events are dropped and counted
+    /// (`hooks.node_queue`, 65,536).
+    pub node_queue: usize,
+    /// Longest request, connecting included (`hooks.request_timeout`, 10 s).
+    pub request_timeout: Duration,
+    /// Most endpoints per app (`hooks.max_endpoints_per_app`, 20).
+    pub max_endpoints_per_app: usize,
+}
+
+impl Default for HooksConfig {
+    fn default() -> Self {
+        HooksConfig {
+            batch_max: 100,
+            batch_delay: Duration::from_secs(1),
+            horizon: Duration::from_secs(24 * 3600),
+            max_queued_per_endpoint: 100_000,
+            node_queue: 65_536,
+            request_timeout: Duration::from_secs(10),
+            max_endpoints_per_app: 20,
+        }
+    }
+}
+
+/// The webhook service (see the [module documentation](self)).
+pub struct Hooks {
+    store: Arc<dyn HookStore>,
+    sealer: Arc<Sealer>,
+    destinations: Destinations,
+    sender: Sender,
+    config: HooksConfig,
+    snapshot: ArcSwap<Snapshot>,
+    /// The node queue: the listener's end, and the writer's until [`Hooks::start`] takes it.
+    queue: mpsc::Sender<HookEvent>,
+    queued: Mutex<Option<mpsc::Receiver<HookEvent>>>,
+}
+
+impl Hooks {
+    /// The service over `store`, sealing secrets with `sealer`, reaching only `destinations`.
+    /// Nothing runs until [`Hooks::start`]. An error when the HTTP client cannot be built.
+    pub fn new(
+        store: Arc<dyn HookStore>,
+        sealer: Arc<Sealer>,
+        destinations: Destinations,
+        config: HooksConfig,
+    ) -> Result<Hooks, String> {
+        let sender = Sender::new(destinations.clone(), config.request_timeout)?;
+        let (queue, queued) = mpsc::channel(config.node_queue.max(1));
+        Ok(Hooks {
+            store,
+            sealer,
+            destinations,
+            sender,
+            config,
+            snapshot: ArcSwap::from_pointee(Snapshot::default()),
+            queue,
+            queued: Mutex::new(Some(queued)),
+        })
+    }
+
+    /// Registers an endpoint for `app` from a create body ([`input::parse_create`]), its
+    /// destination checked; answers it with its new signing secret (shown this once).
+    pub async fn create(
+        &self,
+        app: &AppId,
+        input: &serde_json::Value,
+    ) -> Result<(Endpoint, SigningSecret), HooksError> {
+        let fields = input::parse_create(input)?;
+        let max = self.config.max_endpoints_per_app;
+        if self.store.endpoints(Some(app)).await?.len() >= max {
+            return Err(HooksError::TooMany { max });
+        }
+        input::check_destination(&self.destinations, &fields.url).await?;
+        let secret = SigningSecret::generate();
+        let sealed = seal::seal(&self.sealer, app, &secret);
+        let stored = self
+            .store
+            .create_endpoint(fields.into_new(app.clone(), sealed, now_ms()))
+            .await?;
+        self.refresh().await;
+        Ok((stored.endpoint, secret))
+    }
+
+    /// The endpoints of `app`, in id order, with their queues and delivery state.
+    pub async fn list(&self, app: &AppId) -> Result<Vec<EndpointView>, HooksError> {
+        let endpoints = self.store.endpoints(Some(app)).await?;
+        let mut depths = self.store.depth(Some(app)).await?;
+        Ok(endpoints
+            .into_iter()
+            .map(|stored| {
+                let id = stored.endpoint.id;
+                let depth = depths
+                    .iter()
+                    .position(|d| d.endpoint == id)
+                    .map(|i| depths.swap_remove(i));
+                EndpointView::new(stored.endpoint, depth)
+            })
+            .collect())
+    }
+
+    /// One endpoint of `app`, with its queue and delivery state.
+    pub async fn get(&self, app: &AppId, id: EndpointId) -> Result<EndpointView, HooksError> {
+        let stored = self.stored(app, id).await?;
+        let depth = self
+            .store
+            .depth(Some(app))
+            .await?
+            .into_iter()
+            .find(|d| d.endpoint == id);
+        Ok(EndpointView::new(stored.endpoint, depth))
+    }
+
+    /// Changes an endpoint of `app` from a PATCH body ([`input::parse_patch`]; a new URL's
+    /// destination checked).
+    pub async fn update(
+        &self,
+        app: &AppId,
+        id: EndpointId,
+        input: &serde_json::Value,
+    ) -> Result<Endpoint, HooksError> {
+        let patch = input::parse_patch(input)?;
+        if let Some(url) = &patch.url {
+            input::check_destination(&self.destinations, url).await?;
+        }
+        let stored = self
+            .store
+            .update_endpoint(app, id, &patch)
+            .await?
+            .ok_or(HooksError::NotFound)?;
+        self.refresh().await;
+        Ok(stored.endpoint)
+    }
+
+    /// Deletes an endpoint of `app`, with its queue and dead letters.
+    pub async fn delete(&self, app: &AppId, id: EndpointId) -> Result<(), HooksError> {
+        if !self.store.delete_endpoint(app, id).await? {
+            return Err(HooksError::NotFound);
+        }
+        self.refresh().await;
+        Ok(())
+    }
+
+    /// Gives an endpoint of `app` a new signing secret (answered, shown this once); requests
+    /// are signed with the old one too for `overlap` (at most [`MAX_ROTATE_OVERLAP`]).
+    pub async fn rotate_secret(
+        &self,
+        app: &AppId,
+        id: EndpointId,
+        overlap: Duration,
+    ) -> Result<SigningSecret, HooksError> {
+        if overlap > MAX_ROTATE_OVERLAP {
+            return Err(HooksError::bad_input(
+                "overlap_seconds",
+                format!("at most {} (7 days)", MAX_ROTATE_OVERLAP.as_secs()),
+            ));
+        }
+        let secret = SigningSecret::generate();
+        let sealed = seal::seal(&self.sealer, app, &secret);
+        let until = now_ms().saturating_add(overlap.as_millis() as i64);
+        if !self.store.rotate_secret(app, id, sealed, until).await? {
+            return Err(HooksError::NotFound);
+        }
+        Ok(secret)
+    }
+
+    /// Sends one signed `hook.test` event to an endpoint of `app` now (not queued, whether the
+    /// endpoint is enabled or not) and answers what came of it.
+    pub async fn test(&self, app: &AppId, id: EndpointId) -> Result<TestOutcome, HooksError> {
+        let stored = self.stored(app, id).await?;
+        let at_ms = now_ms();
+        let secrets = match self.secrets(&stored, at_ms) {
+            Ok(secrets) => secrets,
+            Err(why) => {
+                return Ok(TestOutcome {
+                    delivered: false,
+                    status: None,
+                    error: Some(format!(
+                        "the endpoint's signing secret does not open (was the credentials key \
+                         changed?): {why}"
+                    )),
+                    latency_ms: 0,
+                })
+            }
+        };
+        let event = HookEvent {
+            id: EventId::new(at_ms),
+            app: app.clone(),
+            kind: EventType::HookTest,
+            at_ms,
+            user: None,
+            channel: None,
+            data: json!({ "endpoint": id }),
+        };
+        let queued = QueuedEvent {
+            row: 0,
+            event_id: event.id.to_string(),
+            payload: event.to_json().to_string(),
+        };
+        let body = batch_body(std::slice::from_ref(&queued));
+        let signers: Vec<&SigningSecret> = secrets.iter().collect();
+        let outcome = self
+            .sender
+            .send(&stored, &signers, &webhook_id(&queued.event_id, 1), body)
+            .await;
+        let status = match &outcome.result {
+            SendResult::Ok { status }
+            | SendResult::Http { status, .. }
+            | SendResult::Redirect { status, .. } => Some(*status),
+            SendResult::Timeout | SendResult::Connect(_) | SendResult::Refused(_) => None,
+        };
+        let delivered = outcome.result.delivered();
+        Ok(TestOutcome {
+            delivered,
+            status,
+            error: (!delivered).then(|| outcome.result.reason()),
+            latency_ms: outcome.latency.as_millis() as u64,
+        })
+    }
+
+    /// Dead letters of an endpoint of `app`, in row order after `after`, at most `limit`.
+    pub async fn dead_letters(
+        &self,
+        app: &AppId,
+        id: EndpointId,
+        after: Option<RowId>,
+        limit: usize,
+    ) -> Result<Vec<DeadEvent>, HooksError> {
+        self.stored(app, id).await?;
+        Ok(self.store.dead_letters(app, Some(id), after, limit).await?)
+    }
+
+    /// Queues a dead letter of an endpoint of `app` again, due now. Not found unless `row` is
+    /// that endpoint's dead letter.
+    pub async fn replay(&self, app: &AppId, id: EndpointId, row: RowId) -> Result<(), HooksError> {
+        self.dead_letter(app, id, row).await?;
+        match self.store.replay(app, row, now_ms()).await? {
+            true => Ok(()),
+            false => Err(HooksError::NotFound),
+        }
+    }
+
+    /// Deletes a dead letter of an endpoint of `app`. Not found unless `row` is that
+    /// endpoint's dead letter.
+    pub async fn drop_dead(
+        &self,
+        app: &AppId,
+        id: EndpointId,
+        row: RowId,
+    ) -> Result<(), HooksError> {
+        self.dead_letter(app, id, row).await?;
+        match self.store.drop_dead(app, row).await? {
+            true => Ok(()),
+            false => Err(HooksError::NotFound),
+        }
+    }
+
+    /// The lifecycle listener that queues this node's events for the app's endpoints (give it
+    /// to `ServerBuilder::lifecycle_listener`).
+    pub fn listener(self: &Arc<Self>) -> Arc<dyn LifecycleListener> {
+        Arc::new(crate::listener::HooksListener::new(self.clone()))
+    }
+
+    /// Starts the service's tasks: the snapshot's reload (at once, then every
+    /// [`SNAPSHOT_RELOAD`]), the writer (the node queue into the store) and the worker (the
+    /// store's queues to the endpoints). They end when `shutdown` is cancelled, the writer after
+    /// a last attempt to store what is in the node queue. Called once, when the server starts.
+    pub fn start(self: &Arc<Self>, shutdown: CancellationToken) -> Vec<JoinHandle<()>> {
+        let mut tasks = vec![tokio::spawn(reload_snapshot(
+            self.clone(),
+            shutdown.clone(),
+        ))];
+        if let Some(queued) = self.take_queue() {
+            tasks.push(tokio::spawn(crate::writer::run_writer(
+                self.clone(),
+                queued,
+                shutdown.clone(),
+            )));
+        }
+        tasks
+    }
+
+    /// Loads the endpoint snapshot from the store now (what [`Hooks::start`] does at once).
+    pub async fn reload(&self) -> Result<(), HooksError> {
+        let endpoints = self.store.endpoints(None).await?;
+        self.snapshot.store(Arc::new(Snapshot::build(endpoints)));
+        Ok(())
+    }
+
+    /// The store.
+    pub(crate) fn store(&self) -> &Arc<dyn HookStore> {
+        &self.store
+    }
+
+    /// The settings.
+    pub(crate) fn config(&self) -> &HooksConfig {
+        &self.config
+    }
+
+    /// The HTTP sender.
+    pub(crate) fn sender(&self) -> &Sender {
+        &self.sender
+    }
+
+    /// The sealer of signing secrets.
+    pub(crate) fn sealer(&self) -> &Arc<Sealer> {
+        &self.sealer
+    }
+
+    /// The endpoint snapshot.
+    pub(crate) fn snapshot(&self) -> arc_swap::Guard<Arc<Snapshot>> {
+        self.snapshot.load()
+    }
+
+    /// The node queue's sending end.
+    pub(crate) fn queue(&self) -> &mpsc::Sender<HookEvent> {
+        &self.queue
+    }
+
+    /// The node queue's receiving end, to the first caller (the writer).
+    pub(crate) fn take_queue(&self) -> Option<mpsc::Receiver<HookEvent>> {
+        self.queued.lock().take()
+    }
+
+    /// The secrets to sign a request to `stored` with at `now_ms`, opened: the current one,
+    /// then the previous one while its overlap lasts.
+    pub(crate) fn secrets(
+        &self,
+        stored: &StoredEndpoint,
+        now_ms: i64,
+    ) -> Result<Vec<SigningSecret>, String> {
+        let app = &stored.endpoint.app;
+        let mut secrets =
+            vec![seal::open(&self.sealer, app, &stored.secret).map_err(|e| e.to_string())?];
+        if let Some((previous, until)) = &stored.previous_secret {
+            if now_ms < *until {
+                secrets.push(seal::open(&self.sealer, app, previous).map_err(|e| e.to_string())?);
+            }
+        }
+        Ok(secrets)
+    }
+
+    async fn stored(&self, app: &AppId, id: EndpointId) -> Result<StoredEndpoint, HooksError> {
+        self.store
+            .endpoint(app, id)
+            .await?
+            .ok_or(HooksError::NotFound)
+    }
+
+    /// Not found unless `row` is a dead letter of endpoint `id` of `app`.
+    async fn dead_letter(&self, app: &AppId, id: EndpointId, row: RowId) -> Result<(), HooksError> {
+        let found = self
+            .store
+            .dead_letters(app, Some(id), Some(row.saturating_sub(1)), 1)
+            .await?;
+        match found.first() {
+            Some(dead) if dead.row == row => Ok(()),
+            _ => Err(HooksError::NotFound),
+        }
+    }
+
+    /// Replaces the snapshot after a change; a store that fails now leaves it to the next
+    /// periodic reload.
+    async fn refresh(&self) {
+        if let Err(e) = self.reload().await {
+            tracing::warn!(
+                error = %e,
+                "webhooks: reloading the endpoints after a change failed; retried within \
+                 {SNAPSHOT_RELOAD:?}"
+            );
+        }
+    }
+}
+
+/// Reloads the snapshot at once, then every [`SNAPSHOT_RELOAD`], until `shutdown`.
+async fn reload_snapshot(hooks: Arc<Hooks>, shutdown: CancellationToken) {
+    let mut every = tokio::time::interval(SNAPSHOT_RELOAD);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut failing = false;
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = every.tick() => {}
+        }
+        match hooks.reload().await {
+            Ok(()) if failing => {
+                failing = false;
+                tracing::info!("webhooks: the endpoints load again");
+            }
+            Ok(()) => {}
+            Err(e) if !failing => {
+                failing = true;
+                tracing::warn!(
+                    error = %e,
+                    "webhooks: loading the endpoints failed; events are matched against the \
+                     last ones loaded until it succeeds"
+                );
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// Now, milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -1,0 +1,156 @@
+//! The endpoints this node matches events against, held in memory ([`Snapshot`]): each app's
+//! enabled endpoints with their channel patterns compiled, and the event types any of them
+//! wants, so the lifecycle listener answers "does anyone want this?" without allocating or
+//! locking ([`Snapshot::wants`]), and the writer finds an event's endpoints
+//! ([`Snapshot::endpoints`]).
+//!
+//! A snapshot is built from the store's endpoints ([`Snapshot::build`]) and replaced whole:
+//! after every change made through this node's [`crate::service::Hooks`], and every couple of
+//! seconds (other nodes' changes).
+
+use std::collections::HashMap;
+
+use herald_core::pattern::PatternSet;
+use herald_core::tenant::AppId;
+
+use crate::endpoint::{Endpoint, StoredEndpoint};
+use crate::event::{EventSet, EventType};
+
+/// An enabled endpoint and its channel patterns, compiled.
+#[derive(Debug, Clone)]
+pub struct Compiled {
+    /// The endpoint.
+    pub endpoint: Endpoint,
+    /// Its channel patterns ([`Endpoint::patterns`]).
+    pub patterns: PatternSet,
+}
+
+/// One app's enabled endpoints.
+#[derive(Debug, Clone, Default)]
+struct AppHooks {
+    /// Every type any of them wants.
+    wanted: EventSet,
+    /// The endpoints, in id order.
+    endpoints: Vec<Compiled>,
+}
+
+/// Every app's enabled endpoints (see the [module documentation](self)).
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// Every type any endpoint of any app wants: most events are let go on this alone.
+    wanted: EventSet,
+    apps: HashMap<AppId, AppHooks>,
+}
+
+impl Snapshot {
+    /// The snapshot of `endpoints` (disabled ones are left out: they are told nothing).
+    pub fn build(endpoints: Vec<StoredEndpoint>) -> Snapshot {
+        let mut snapshot = Snapshot::default();
+        for stored in endpoints {
+            let endpoint = stored.endpoint;
+            if !endpoint.enabled || endpoint.events.is_empty() {
+                continue;
+            }
+            for kind in endpoint.events.iter() {
+                snapshot.wanted.insert(kind);
+            }
+            let app = snapshot.apps.entry(endpoint.app.clone()).or_default();
+            for kind in endpoint.events.iter() {
+                app.wanted.insert(kind);
+            }
+            app.endpoints.push(Compiled {
+                patterns: endpoint.patterns(),
+                endpoint,
+            });
+        }
+        for app in snapshot.apps.values_mut() {
+            app.endpoints.sort_by_key(|c| c.endpoint.id);
+        }
+        snapshot
+    }
+
+    /// Whether an enabled endpoint of `app` wants events of type `kind` about `channel` (the
+    /// app's name for it, `None` for an event about no channel). Allocates nothing.
+    pub fn wants(&self, app: &str, kind: EventType, channel: Option<&str>) -> bool {
+        if !self.wanted.contains(kind) {
+            return false;
+        }
+        let Some(hooks) = self.apps.get(app) else {
+            return false;
+        };
+        if !hooks.wanted.contains(kind) {
+            return false;
+        }
+        hooks.endpoints.iter().any(|c| {
+            c.endpoint.events.contains(kind) && channel.is_none_or(|ch| c.patterns.allows(ch))
+        })
+    }
+
+    /// The enabled endpoints of `app`, in id order.
+    pub fn endpoints(&self, app: &AppId) -> &[Compiled] {
+        self.apps.get(app).map_or(&[], |hooks| &hooks.endpoints)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored(
+        id: i64,
+        app: &str,
+        events: &[&str],
+        channels: &[&str],
+        enabled: bool,
+    ) -> StoredEndpoint {
+        StoredEndpoint {
+            endpoint: Endpoint {
+                id,
+                app: AppId::parse(app).unwrap(),
+                url: "https://example.com/".into(),
+                description: String::new(),
+                events: EventSet::parse(events).unwrap(),
+                channels: channels.iter().map(|c| c.to_string()).collect(),
+                enabled,
+                offline_delay_ms: 3_000,
+                created_ms: 0,
+            },
+            secret: Vec::new(),
+            previous_secret: None,
+        }
+    }
+
+    #[test]
+    fn matches_type_channel_pattern_enabled_and_app() {
+        let snapshot = Snapshot::build(vec![
+            stored(
+                2,
+                "shop",
+                &["channel.vacated", "user.offline"],
+                &["rooms/*"],
+                true,
+            ),
+            stored(1, "shop", &["client.connected"], &[], false),
+            stored(3, "blog", &["*"], &[], true),
+        ]);
+        use EventType::*;
+        assert!(snapshot.wants("shop", ChannelVacated, Some("rooms/1")));
+        assert!(!snapshot.wants("shop", ChannelVacated, Some("lobby")));
+        assert!(!snapshot.wants("shop", ChannelVacated, Some("rooms/1/x")));
+        assert!(snapshot.wants("shop", UserOffline, None));
+        assert!(!snapshot.wants("shop", UserOnline, None));
+        // Disabled: wants nothing.
+        assert!(!snapshot.wants("shop", ClientConnected, None));
+        // Another app's endpoint is not this app's.
+        assert!(snapshot.wants("blog", ClientConnected, None));
+        assert!(!snapshot.wants("news", ClientConnected, None));
+        let shop = AppId::parse("shop").unwrap();
+        let ids: Vec<i64> = snapshot
+            .endpoints(&shop)
+            .iter()
+            .map(|c| c.endpoint.id)
+            .collect();
+        assert_eq!(ids, [2]);
+        assert!(!Snapshot::build(vec![]).wants("shop", UserOffline, None));
+    }
+}
