@@ -22,6 +22,9 @@
 //!   against `snapshot`, the endpoints held in memory.
 //! - [`sender`]: [`Sender`], one signed request of a batch to an endpoint (reaching only the
 //!   addresses the operator allows, following no redirect), and what came of it.
+//! - [`worker`]: the delivery worker, sending each endpoint's due batches, settling them
+//!   (delivered, retried with backoff, dead letters past the horizon) and exporting the
+//!   queue's depth.
 //! - `memory` (tests only, or with the `memory-store` feature): `MemoryHookStore`, a
 //!   [`HookStore`] in memory.
 #![forbid(unsafe_code)]
@@ -41,6 +44,7 @@ pub mod signing;
 mod snapshot;
 pub mod store;
 pub mod view;
+pub mod worker;
 pub mod writer;
 
 pub use endpoint::{Endpoint, EndpointId, StoredEndpoint};

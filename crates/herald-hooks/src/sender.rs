@@ -34,8 +34,9 @@ const LOCATION_CHARS: usize = 128;
 /// The `user-agent` of every request.
 pub const USER_AGENT: &str = concat!("herald/", env!("CARGO_PKG_VERSION"));
 
-/// Sends webhook requests (see the [module documentation](self)). Cheap to share: one HTTP
-/// client (a connection pool) for every endpoint.
+/// Sends webhook requests (see the [module documentation](self)). Cheap to clone: its clones
+/// share one HTTP client (a connection pool) for every endpoint.
+#[derive(Clone)]
 pub struct Sender {
     client: reqwest::Client,
     destinations: Destinations,

@@ -332,6 +332,10 @@ impl Hooks {
                 shutdown.clone(),
             )));
         }
+        tasks.push(tokio::spawn(crate::worker::run_worker(
+            self.clone(),
+            shutdown,
+        )));
         tasks
     }
 
