@@ -7,10 +7,11 @@ use serde_json::{json, Value};
 use crate::endpoint::Endpoint;
 use crate::event::rfc3339_millis;
 use crate::store::{DeadEvent, EndpointDepth};
+use crate::worker::PAUSE_AFTER;
 
 /// Failed attempts in a row after which an endpoint is reported `paused` (the worker's
-/// `PAUSE_AFTER`): each further attempt is a probe.
-pub const PAUSED_AFTER_FAILURES: u32 = 5;
+/// [`PAUSE_AFTER`]): each further attempt is a probe.
+pub const PAUSED_AFTER_FAILURES: u32 = PAUSE_AFTER;
 
 /// How an endpoint is doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
