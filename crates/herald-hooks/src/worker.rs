@@ -113,7 +113,8 @@ pub(crate) struct BatchReport {
     pub(crate) outcome: Option<SendOutcome>,
     /// How it was settled.
     pub(crate) settlement: Settlement,
-    /// Whether this success lifted the endpoint's pause.
+    /// Whether this success ended a pause (the endpoint had failed [`PAUSE_AFTER`] times or
+    /// more in a row).
     pub(crate) resumed: bool,
 }
 
@@ -131,6 +132,29 @@ pub(crate) struct Worker {
     lines: LineLimiter<(EndpointId, Line)>,
     /// The endpoints whose depth gauge was last set, with their app.
     exported: parking_lot::Mutex<HashSet<(String, String)>>,
+}
+
+/// Describes the worker's metrics, so `/metrics` has a `# HELP` line for each. Call it once
+/// the recorder is installed.
+pub fn describe_metrics() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(
+        "herald_hook_events_total",
+        "Webhook events by app, endpoint and outcome (delivered, failed: to be retried, dead)."
+    );
+    describe_counter!(
+        "herald_hook_requests_total",
+        "Webhook requests by app, endpoint and result (ok, http_4xx, http_5xx, timeout, \
+         connect, refused, redirect)."
+    );
+    describe_histogram!(
+        "herald_hook_request_seconds",
+        "Time one webhook request took, seconds, by app and endpoint."
+    );
+    describe_gauge!(
+        "herald_hook_queue_depth",
+        "Webhook events queued, by app and endpoint (refreshed every 5 s)."
+    );
 }
 
 /// Runs the delivery worker of `hooks` until `shutdown`; the batches under way then finish
@@ -247,9 +271,18 @@ impl Worker {
         let mut resumed = false;
         let settlement = match &outcome {
             Ok(outcome) if outcome.result.delivered() => {
-                resumed = self.outbound.succeeded(&id);
+                // The store's count of failures in a row says whether it was paused, whichever
+                // node saw the failures (and across restarts); the success resets it, so this
+                // is said once.
+                self.outbound.succeeded(&id);
+                resumed = batch.failures >= PAUSE_AFTER;
                 if resumed {
-                    tracing::info!(app = %app.as_str(), endpoint = id, "webhook endpoint {id} delivers again");
+                    tracing::info!(
+                        app = %app.as_str(),
+                        endpoint = id,
+                        failures = batch.failures,
+                        "webhook endpoint {id} delivers again"
+                    );
                 }
                 Settlement::Delivered {
                     rows: batch.events.iter().map(|e| e.row).collect(),
