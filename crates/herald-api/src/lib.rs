@@ -1,10 +1,10 @@
 //! Herald's HTTP publisher API: publish and batch publish, channel history, channel info and
-//! listing (all behind a publisher API key), apps, devices, pushes and the job queue, the admin
-//! dashboard's sessions (`/admin/session`) and live figures (`/v1/overview`), plus the
-//! liveness and readiness probes (`/healthz`, `/readyz`: `probes.rs`), `/metrics` and the
-//! OpenAPI document. docs/openapi.yaml describes every route; who a request
-//! speaks for is `auth/`, and who may call a handler its signature says (`auth/extract.rs`);
-//! every body is read by `body.rs`.
+//! listing (all behind a publisher API key), apps, devices, pushes and the job queue, an app's
+//! webhook endpoints (`hooks.rs`), the admin dashboard's sessions (`/admin/session`) and live
+//! figures (`/v1/overview`), plus the liveness and readiness probes (`/healthz`, `/readyz`:
+//! `probes.rs`), `/metrics` and the OpenAPI document. docs/openapi.yaml describes every route;
+//! who a request speaks for is `auth/`, and who may call a handler its signature says
+//! (`auth/extract.rs`); every body is read by `body.rs`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -17,6 +17,7 @@ mod destinations;
 mod device_inbox;
 mod devices;
 mod error;
+mod hooks;
 mod jobs;
 mod limited;
 mod ops;
@@ -104,6 +105,8 @@ pub struct Api {
     /// Where URLs that tenants give (Web Push endpoints, JWKS URLs) may lead: checked when
     /// they are given (`destinations.rs`).
     pub destinations: herald_push::Destinations,
+    /// The app's webhook endpoints, their queues and dead letters (`hooks.rs`).
+    pub hooks: Arc<herald_hooks::service::Hooks>,
 }
 
 /// Most messages in one batch publish.
@@ -184,6 +187,25 @@ pub fn routes() -> Vec<(&'static str, MethodRouter<Arc<Api>>)> {
         (
             "/v1/apps/{id}/vapid-public-key",
             get(providers::vapid_public_key).layer(public_read_cors()),
+        ),
+        ("/v1/apps/{id}/hooks", get(hooks::list).post(hooks::create)),
+        (
+            "/v1/apps/{id}/hooks/{hook}",
+            get(hooks::get).patch(hooks::update).delete(hooks::delete),
+        ),
+        (
+            "/v1/apps/{id}/hooks/{hook}/rotate-secret",
+            post(hooks::rotate_secret),
+        ),
+        ("/v1/apps/{id}/hooks/{hook}/test", post(hooks::test)),
+        ("/v1/apps/{id}/hooks/{hook}/dead", get(hooks::dead)),
+        (
+            "/v1/apps/{id}/hooks/{hook}/dead/{row}",
+            axum::routing::delete(hooks::drop_dead),
+        ),
+        (
+            "/v1/apps/{id}/hooks/{hook}/dead/{row}/replay",
+            post(hooks::replay),
         ),
         ("/v1/overview", get(overview::overview)),
         (

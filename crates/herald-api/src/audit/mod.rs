@@ -90,6 +90,20 @@ pub enum Action {
     SessionLogin,
     /// `DELETE /admin/session`.
     SessionLogout,
+    /// `POST /v1/apps/{id}/hooks`.
+    HookCreate,
+    /// `PATCH /v1/apps/{id}/hooks/{hook}`.
+    HookUpdate,
+    /// `DELETE /v1/apps/{id}/hooks/{hook}`.
+    HookDelete,
+    /// `POST /v1/apps/{id}/hooks/{hook}/rotate-secret`.
+    HookSecretRotate,
+    /// `POST /v1/apps/{id}/hooks/{hook}/test`.
+    HookTest,
+    /// `POST /v1/apps/{id}/hooks/{hook}/dead/{row}/replay`.
+    HookReplay,
+    /// `DELETE /v1/apps/{id}/hooks/{hook}/dead/{row}`.
+    HookDrop,
 }
 
 impl Action {
@@ -113,6 +127,13 @@ impl Action {
             Action::TokenSecretRotate => "token_secret.rotate",
             Action::SessionLogin => "session.login",
             Action::SessionLogout => "session.logout",
+            Action::HookCreate => "hook.create",
+            Action::HookUpdate => "hook.update",
+            Action::HookDelete => "hook.delete",
+            Action::HookSecretRotate => "hook.rotate_secret",
+            Action::HookTest => "hook.test",
+            Action::HookReplay => "hook.replay",
+            Action::HookDrop => "hook.drop",
         }
     }
 }
