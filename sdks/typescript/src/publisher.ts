@@ -1,7 +1,7 @@
 /**
  * The publisher client: one method per route of docs/openapi.yaml (channels, publishing, apps and
- * keys, revocation, providers, jobs, tokens, devices, pushes and receipts, ack, poll, health,
- * metrics, overview), with request and answer types taken from the generated
+ * keys, revocation, providers, webhook endpoints, jobs, tokens, devices, pushes and receipts, ack,
+ * poll, health, metrics, overview), with request and answer types taken from the generated
  * `src/generated/openapi.ts`. Every failure is a `HeraldError` with the server's code, message and
  * status (and `retryAfter` on 429/503).
  *
@@ -306,6 +306,55 @@ export class HeraldPublisher {
   /** The app's VAPID public key (public: no key needed). */
   vapidPublicKey(appId: string): Promise<AnswerOf<'vapidPublicKey', 200>> {
     return this.json({ method: 'GET', path: `/v1/apps/${segment(appId)}/vapid-public-key`, auth: 'none' });
+  }
+
+  // ---- webhook endpoints ----
+
+  /** The app's webhook endpoints with their delivery state (never a signing secret). */
+  listHooks(appId: string): Promise<AnswerOf<'listHooks', 200>> {
+    return this.json({ method: 'GET', path: `/v1/apps/${segment(appId)}/hooks`, auth: 'either' });
+  }
+
+  /** Registers a webhook endpoint; the answer's `secret` (`whsec_...`) is shown only this once. */
+  createHook(appId: string, body: BodyOf<'createHook'>): Promise<AnswerOf<'createHook', 201>> {
+    return this.json({ method: 'POST', path: `/v1/apps/${segment(appId)}/hooks`, auth: 'either', body });
+  }
+
+  getHook(appId: string, hookId: string | number): Promise<AnswerOf<'getHook', 200>> {
+    return this.json({ method: 'GET', path: `/v1/apps/${segment(appId)}/hooks/${segment(String(hookId))}`, auth: 'either' });
+  }
+
+  updateHook(appId: string, hookId: string | number, body: BodyOf<'updateHook'>): Promise<AnswerOf<'updateHook', 200>> {
+    return this.json({ method: 'PATCH', path: `/v1/apps/${segment(appId)}/hooks/${segment(String(hookId))}`, auth: 'either', body });
+  }
+
+  deleteHook(appId: string, hookId: string | number): Promise<void> {
+    return this.empty({ method: 'DELETE', path: `/v1/apps/${segment(appId)}/hooks/${segment(String(hookId))}`, auth: 'either' });
+  }
+
+  /**
+   * A new signing secret (shown only in this answer); the old one keeps signing requests too for
+   * `overlap_seconds` (default 86400, 0 for none, at most 7 days).
+   */
+  rotateHookSecret(appId: string, hookId: string | number, body: BodyOf<'rotateHookSecret'> = {}): Promise<AnswerOf<'rotateHookSecret', 200>> {
+    return this.json({ method: 'POST', path: `/v1/apps/${segment(appId)}/hooks/${segment(String(hookId))}/rotate-secret`, auth: 'either', body });
+  }
+
+  /** Sends one signed `hook.test` event to the endpoint now and answers how it responded. */
+  testHook(appId: string, hookId: string | number): Promise<AnswerOf<'testHook', 200>> {
+    return this.json({ method: 'POST', path: `/v1/apps/${segment(appId)}/hooks/${segment(String(hookId))}/test`, auth: 'either' });
+  }
+
+  listHookDeadLetters(appId: string, hookId: string | number, query?: QueryOf<'listHookDeadLetters'>): Promise<AnswerOf<'listHookDeadLetters', 200>> {
+    return this.json({ method: 'GET', path: `/v1/apps/${segment(appId)}/hooks/${segment(String(hookId))}/dead`, auth: 'either', query });
+  }
+
+  replayHookDeadLetter(appId: string, hookId: string | number, row: string | number): Promise<AnswerOf<'replayHookDeadLetter', 202>> {
+    return this.json({ method: 'POST', path: `/v1/apps/${segment(appId)}/hooks/${segment(String(hookId))}/dead/${segment(String(row))}/replay`, auth: 'either' });
+  }
+
+  dropHookDeadLetter(appId: string, hookId: string | number, row: string | number): Promise<void> {
+    return this.empty({ method: 'DELETE', path: `/v1/apps/${segment(appId)}/hooks/${segment(String(hookId))}/dead/${segment(String(row))}`, auth: 'either' });
   }
 
   // ---- jobs ----

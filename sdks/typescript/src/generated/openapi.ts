@@ -838,6 +838,231 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/apps/{id}/hooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description App id (`400 bad_request` if it breaks the grammar). */
+                id: components["parameters"]["AppIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * An app's webhook endpoints
+         * @description Every endpoint of the app, in id order, with its queue and delivery state (never its
+         *     signing secret). Needs the admin key or a publisher key of this app (another app's key
+         *     gets `404`); `404` also for an app that does not exist. docs/hooks.md is the guide.
+         */
+        get: operations["listHooks"];
+        put?: never;
+        /**
+         * Register a webhook endpoint
+         * @description Registers an endpoint that is `POST`ed batches of the app's events (docs/hooks.md) and
+         *     answers it with its signing secret (`whsec_...`, Standard Webhooks), **shown only in
+         *     this answer**: store it where the receiver verifies signatures. The URL must be `http`
+         *     or `https` and its host may not be, or resolve to, an address the operator's rule
+         *     refuses (loopback, private, link-local, metadata...: `outbound_allow` in docs/config.md,
+         *     the same rule as Web Push endpoints), checked now and again at every connection.
+         *     Anything wrong (an unknown field, a URL that is not one or is refused, an unknown event
+         *     type, a channel pattern that does not parse, a value out of range) is `400` naming the
+         *     field, and nothing is stored. An app has at most `hooks.max_endpoints_per_app`
+         *     endpoints (default 20): past that, `409`. Needs the admin key or a publisher key of this
+         *     app (another app's key gets `404`). At most 64 KiB.
+         */
+        post: operations["createHook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/apps/{id}/hooks/{hook}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description App id (`400 bad_request` if it breaks the grammar). */
+                id: components["parameters"]["AppIdPath"];
+                /** @description A webhook endpoint id, as `GET /v1/apps/{id}/hooks` lists it (not a number is `400`). */
+                hook: components["parameters"]["HookIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * One webhook endpoint
+         * @description The endpoint with its queue and delivery state (never its secret). `404` when the app
+         *     has no such endpoint. Needs the admin key or a publisher key of this app (another app's
+         *     key gets `404`).
+         */
+        get: operations["getHook"];
+        put?: never;
+        post?: never;
+        /**
+         * Remove a webhook endpoint
+         * @description Removes the endpoint, its queued events and its dead letters. `404` when the app has no
+         *     such endpoint. Needs the admin key or a publisher key of this app (another app's key
+         *     gets `404`).
+         */
+        delete: operations["deleteHook"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a webhook endpoint
+         * @description Changes the fields the body names (any of the creation fields), checked as at creation:
+         *     anything wrong is `400` naming the field, and nothing changes. Disabling an endpoint
+         *     stops queueing events for it (what was queued waits); enabling it again resumes. Answers
+         *     the endpoint as changed. `404` when the app has no such endpoint. Needs the admin key or
+         *     a publisher key of this app (another app's key gets `404`). At most 64 KiB.
+         */
+        patch: operations["updateHook"];
+        trace?: never;
+    };
+    "/v1/apps/{id}/hooks/{hook}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description App id (`400 bad_request` if it breaks the grammar). */
+                id: components["parameters"]["AppIdPath"];
+                /** @description A webhook endpoint id, as `GET /v1/apps/{id}/hooks` lists it (not a number is `400`). */
+                hook: components["parameters"]["HookIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate a webhook endpoint's signing secret, with an overlap
+         * @description Makes a new signing secret (shown only in this answer). Requests are signed with both
+         *     secrets (two signatures in `webhook-signature`) for `overlap_seconds` (default 86400, `0`
+         *     for none, at most 7 days), so a receiver can switch over without refusing a request;
+         *     then with the new one only. Only one previous secret is kept. `404` when the app has no
+         *     such endpoint. Needs the admin key or a publisher key of this app (another app's key
+         *     gets `404`). The body may be left out.
+         */
+        post: operations["rotateHookSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/apps/{id}/hooks/{hook}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description App id (`400 bad_request` if it breaks the grammar). */
+                id: components["parameters"]["AppIdPath"];
+                /** @description A webhook endpoint id, as `GET /v1/apps/{id}/hooks` lists it (not a number is `400`). */
+                hook: components["parameters"]["HookIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a signed test event to a webhook endpoint now
+         * @description Sends one signed `hook.test` event to the endpoint at once (not queued, not retried)
+         *     and says how it answered: `delivered` for a `2xx`, else the
+         *     status (`null` when there was none: a timeout, a refused connection or destination) and
+         *     the error. No body. `404` when the app has no such endpoint. Needs the admin key or a
+         *     publisher key of this app (another app's key gets `404`).
+         */
+        post: operations["testHook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/apps/{id}/hooks/{hook}/dead": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description App id (`400 bad_request` if it breaks the grammar). */
+                id: components["parameters"]["AppIdPath"];
+                /** @description A webhook endpoint id, as `GET /v1/apps/{id}/hooks` lists it (not a number is `400`). */
+                hook: components["parameters"]["HookIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * A webhook endpoint's dead letters
+         * @description Events that failed past the retry horizon (`hooks.retry_horizon`, default 24 h), in id
+         *     order after `after`, each with the event as it would be sent. When the page is full,
+         *     `next` is its last id: pass it as `after` for the next page; `null` otherwise. Replay
+         *     one with `POST .../dead/{row}/replay`, drop it with `DELETE .../dead/{row}`. `404` when
+         *     the app has no such endpoint. Needs the admin key or a publisher key of this app.
+         */
+        get: operations["listHookDeadLetters"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/apps/{id}/hooks/{hook}/dead/{row}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description App id (`400 bad_request` if it breaks the grammar). */
+                id: components["parameters"]["AppIdPath"];
+                /** @description A webhook endpoint id, as `GET /v1/apps/{id}/hooks` lists it (not a number is `400`). */
+                hook: components["parameters"]["HookIdPath"];
+                /** @description A dead letter id, as `GET /v1/apps/{id}/hooks/{hook}/dead` lists it (not a number is `400`). */
+                row: components["parameters"]["HookDeadPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Drop a webhook dead letter
+         * @description Deletes one dead letter of the endpoint. `404` for one that is not a dead letter of this
+         *     endpoint of this app. Needs the admin key or a publisher key of this app.
+         */
+        delete: operations["dropHookDeadLetter"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/apps/{id}/hooks/{hook}/dead/{row}/replay": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description App id (`400 bad_request` if it breaks the grammar). */
+                id: components["parameters"]["AppIdPath"];
+                /** @description A webhook endpoint id, as `GET /v1/apps/{id}/hooks` lists it (not a number is `400`). */
+                hook: components["parameters"]["HookIdPath"];
+                /** @description A dead letter id, as `GET /v1/apps/{id}/hooks/{hook}/dead` lists it (not a number is `400`). */
+                row: components["parameters"]["HookDeadPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Queue a webhook dead letter again
+         * @description The event is queued again for the endpoint, due now (behind its other due events), and
+         *     retried as any queued event. `404` for one that is not a dead letter of this endpoint of
+         *     this app. No body. Needs the admin key or a publisher key of this app.
+         */
+        post: operations["replayHookDeadLetter"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/jobs/stats": {
         parameters: {
             query?: never;
@@ -2307,6 +2532,125 @@ export interface components {
             /** @description `ok`, or the error code the request was answered with. */
             result: string;
         };
+        /**
+         * @description An event type an endpoint asks for (docs/hooks.md describes each event); `*` is every
+         *     type listed here.
+         * @enum {string}
+         */
+        HookEventType: "*" | "client.connected" | "client.disconnected" | "client.subscribed" | "client.unsubscribed" | "user.online" | "user.offline" | "channel.occupied" | "channel.vacated";
+        HookCreate: {
+            /** @description Where batches are `POST`ed, `http` or `https`. */
+            url: string;
+            events: components["schemas"]["HookEventType"][];
+            /**
+             * @description Channel patterns (as tokens write them: `rooms/*`, `news`): events about a channel
+             *     are sent only when one matches; empty or left out is every channel. Events about no
+             *     channel (`client.connected`, `user.offline`...) are not filtered by them.
+             */
+            channels?: string[];
+            description?: string;
+            /**
+             * @description A disabled endpoint is queued nothing.
+             * @default true
+             */
+            enabled?: boolean;
+            /**
+             * @description How long a `user.offline` waits before it is sent; the user's return within it
+             *     withdraws it (and its `user.online`).
+             * @default 3000
+             */
+            offline_delay_ms?: number;
+        };
+        /** @description Any of the creation fields; those left out stay as they are. */
+        HookPatch: {
+            url?: string;
+            events?: components["schemas"]["HookEventType"][];
+            channels?: string[];
+            description?: string;
+            enabled?: boolean;
+            offline_delay_ms?: number;
+        };
+        /** @description A webhook endpoint as shown (never its signing secret). Times are RFC 3339. */
+        Hook: {
+            /** Format: int64 */
+            id: number;
+            url: string;
+            description: string;
+            events: string[];
+            channels: string[];
+            enabled: boolean;
+            offline_delay_ms: number;
+            /** Format: date-time */
+            created: string;
+            /**
+             * @description `ok`; `failing` (its last attempt failed: retried with backoff); `paused` (5 or more
+             *     failures in a row: each further attempt is a probe); `disabled`.
+             * @enum {string}
+             */
+            state: "ok" | "failing" | "paused" | "disabled";
+            /**
+             * Format: int64
+             * @description Events waiting to be sent (held `user.offline`s included).
+             */
+            queued: number;
+            /**
+             * Format: date-time
+             * @description When the oldest queued event is due.
+             */
+            oldest_queued: string | null;
+            /**
+             * Format: int64
+             * @description Dead letters.
+             */
+            dead: number;
+            /**
+             * Format: int64
+             * @description Events delivered, ever.
+             */
+            delivered: number;
+            /** @description Failed attempts in a row (0 when the last one succeeded). */
+            failures: number;
+            /** Format: date-time */
+            failing_since: string | null;
+            /**
+             * Format: date-time
+             * @description When a failing endpoint is tried next.
+             */
+            next_attempt: string | null;
+            /** @description The last failure, while it is failing (a response body is cut to 256 bytes). */
+            last_error: string | null;
+        };
+        HookTestOutcome: {
+            delivered: boolean;
+            /** @description The endpoint's HTTP status; null when it gave none. */
+            status: number | null;
+            error: string | null;
+            /** Format: int64 */
+            latency_ms: number;
+        };
+        HookDeadLetter: {
+            /**
+             * Format: int64
+             * @description The dead letter's id (to replay or drop it).
+             */
+            id: number;
+            event_id: string;
+            type: string;
+            /** @description The last failure. */
+            reason: string;
+            /** Format: date-time */
+            died: string;
+            /** @description The event as it would be sent. */
+            event: Record<string, never>;
+        };
+        HookDeadLetterList: {
+            dead: components["schemas"]["HookDeadLetter"][];
+            /**
+             * Format: int64
+             * @description Pass as `after` for the next page; `null` when this page was not full.
+             */
+            next: number | null;
+        };
         DeadLetterList: {
             jobs: components["schemas"]["DeadLetter"][];
             /**
@@ -2649,7 +2993,8 @@ export interface components {
         };
         /**
          * @description `conflict`: the app id is taken (`POST /v1/apps`); the target device is deactivated
-         *     (`POST /v1/push`); or the device's cursor kept moving under concurrent acks (retry).
+         *     (`POST /v1/push`); the device's cursor kept moving under concurrent acks (retry); or the
+         *     app has as many webhook endpoints as it may (`POST /v1/apps/{id}/hooks`).
          */
         Conflict: {
             headers: {
@@ -2803,6 +3148,30 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /**
+         * @description `bad_request`, naming the field: the body is not a JSON object of the documented fields
+         *     (an unknown field, `null`, a value of the wrong type), the URL is not an `http` or
+         *     `https` URL or its host may not be reached (`url: ...`: loopback, private, link-local and
+         *     metadata addresses are refused unless `outbound_allow` allows them), an event type is
+         *     not one of the documented ones, a channel pattern does not parse, `events` is empty, the
+         *     description is over 200 characters or `offline_delay_ms` over 600000. Nothing is stored.
+         */
+        HookBadRequest: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "code": "bad_request",
+                 *         "message": "events[1]: unknown event type \"user.gone\""
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
     };
     parameters: {
         /** @description Must be `1`. A page on another origin cannot send it (no CORS grant is given). */
@@ -2829,6 +3198,10 @@ export interface components {
         ProviderPath: "apns" | "fcm" | "webpush";
         /** @description A job id, as `GET /v1/jobs/dead` lists it (not an integer is a plain-text `400`). */
         JobIdPath: number;
+        /** @description A webhook endpoint id, as `GET /v1/apps/{id}/hooks` lists it (not a number is `400`). */
+        HookIdPath: number;
+        /** @description A dead letter id, as `GET /v1/apps/{id}/hooks/{hook}/dead` lists it (not a number is `400`). */
+        HookDeadPath: number;
     };
     requestBodies: never;
     headers: never;
@@ -4489,6 +4862,488 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    listHooks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description App id (`400 bad_request` if it breaks the grammar). */
+                id: components["parameters"]["AppIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The app's endpoints. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "hooks": [
+                     *         {
+                     *           "id": 3,
+                     *           "url": "https://backend.example.com/herald/hooks",
+                     *           "description": "presence",
+                     *           "events": [
+                     *             "user.online",
+                     *             "user.offline"
+                     *           ],
+                     *           "channels": [],
+                     *           "enabled": true,
+                     *           "offline_delay_ms": 3000,
+                     *           "created": "2026-11-29T09:41:07.123Z",
+                     *           "state": "ok",
+                     *           "queued": 0,
+                     *           "oldest_queued": null,
+                     *           "dead": 0,
+                     *           "delivered": 1520,
+                     *           "failures": 0,
+                     *           "failing_since": null,
+                     *           "next_attempt": null,
+                     *           "last_error": null
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": {
+                        hooks: components["schemas"]["Hook"][];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    createHook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description App id (`400 bad_request` if it breaks the grammar). */
+                id: components["parameters"]["AppIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "url": "https://backend.example.com/herald/hooks",
+                 *       "events": [
+                 *         "user.online",
+                 *         "user.offline"
+                 *       ],
+                 *       "channels": [
+                 *         "rooms/*"
+                 *       ],
+                 *       "description": "presence",
+                 *       "enabled": true,
+                 *       "offline_delay_ms": 3000
+                 *     }
+                 */
+                "application/json": components["schemas"]["HookCreate"];
+            };
+        };
+        responses: {
+            /** @description Registered; the endpoint and its signing secret (shown only here). */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "hook": {
+                     *         "id": 3,
+                     *         "url": "https://backend.example.com/herald/hooks",
+                     *         "description": "presence",
+                     *         "events": [
+                     *           "user.online",
+                     *           "user.offline"
+                     *         ],
+                     *         "channels": [
+                     *           "rooms/*"
+                     *         ],
+                     *         "enabled": true,
+                     *         "offline_delay_ms": 3000,
+                     *         "created": "2026-11-29T09:41:07.123Z",
+                     *         "state": "ok",
+                     *         "queued": 0,
+                     *         "oldest_queued": null,
+                     *         "dead": 0,
+                     *         "delivered": 0,
+                     *         "failures": 0,
+                     *         "failing_since": null,
+                     *         "next_attempt": null,
+                     *         "last_error": null
+                     *       },
+                     *       "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwv7pZ2o9Jx0c="
+                     *     }
+                     */
+                    "application/json": {
+                        hook: components["schemas"]["Hook"];
+                        /** @description `whsec_` and the base64 of 32 random bytes. */
+                        secret: string;
+                    };
+                };
+            };
+            400: components["responses"]["HookBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    getHook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description App id (`400 bad_request` if it breaks the grammar). */
+                id: components["parameters"]["AppIdPath"];
+                /** @description A webhook endpoint id, as `GET /v1/apps/{id}/hooks` lists it (not a number is `400`). */
+                hook: components["parameters"]["HookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": 3,
+                     *       "url": "https://backend.example.com/herald/hooks",
+                     *       "description": "presence",
+                     *       "events": [
+                     *         "user.online",
+                     *         "user.offline"
+                     *       ],
+                     *       "channels": [],
+                     *       "enabled": true,
+                     *       "offline_delay_ms": 3000,
+                     *       "created": "2026-11-29T09:41:07.123Z",
+                     *       "state": "failing",
+                     *       "queued": 12,
+                     *       "oldest_queued": "2026-11-29T10:02:11.004Z",
+                     *       "dead": 0,
+                     *       "delivered": 1520,
+                     *       "failures": 2,
+                     *       "failing_since": "2026-11-29T10:02:12.310Z",
+                     *       "next_attempt": "2026-11-29T10:02:16.120Z",
+                     *       "last_error": "HTTP 503: upstream unavailable"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Hook"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    deleteHook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description App id (`400 bad_request` if it breaks the grammar). */
+                id: components["parameters"]["AppIdPath"];
+                /** @description A webhook endpoint id, as `GET /v1/apps/{id}/hooks` lists it (not a number is `400`). */
+                hook: components["parameters"]["HookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    updateHook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description App id (`400 bad_request` if it breaks the grammar). */
+                id: components["parameters"]["AppIdPath"];
+                /** @description A webhook endpoint id, as `GET /v1/apps/{id}/hooks` lists it (not a number is `400`). */
+                hook: components["parameters"]["HookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "events": [
+                 *         "*"
+                 *       ],
+                 *       "enabled": false
+                 *     }
+                 */
+                "application/json": components["schemas"]["HookPatch"];
+            };
+        };
+        responses: {
+            /** @description The endpoint as changed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Hook"];
+                };
+            };
+            400: components["responses"]["HookBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    rotateHookSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description App id (`400 bad_request` if it breaks the grammar). */
+                id: components["parameters"]["AppIdPath"];
+                /** @description A webhook endpoint id, as `GET /v1/apps/{id}/hooks` lists it (not a number is `400`). */
+                hook: components["parameters"]["HookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "overlap_seconds": 86400
+                 *     }
+                 */
+                "application/json": {
+                    overlap_seconds?: number;
+                };
+            };
+        };
+        responses: {
+            /** @description The new secret, and until when the previous one signs too. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "secret": "whsec_2VJvXq0b8Qy1kC4p7rS9tU3wXyZ5aB6cD8eF0gH1iJ4=",
+                     *       "previous_valid_until": "2026-11-30T09:41:07.123Z"
+                     *     }
+                     */
+                    "application/json": {
+                        /** @description `whsec_` and the base64 of 32 random bytes. */
+                        secret: string;
+                        /**
+                         * Format: date-time
+                         * @description RFC 3339; null with overlap 0.
+                         */
+                        previous_valid_until: string | null;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    testHook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description App id (`400 bad_request` if it breaks the grammar). */
+                id: components["parameters"]["AppIdPath"];
+                /** @description A webhook endpoint id, as `GET /v1/apps/{id}/hooks` lists it (not a number is `400`). */
+                hook: components["parameters"]["HookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description How the endpoint answered. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HookTestOutcome"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    listHookDeadLetters: {
+        parameters: {
+            query?: {
+                /** @description Dead letter id to start after. */
+                after?: number;
+                /** @description Most dead letters to list. */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description App id (`400 bad_request` if it breaks the grammar). */
+                id: components["parameters"]["AppIdPath"];
+                /** @description A webhook endpoint id, as `GET /v1/apps/{id}/hooks` lists it (not a number is `400`). */
+                hook: components["parameters"]["HookIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of dead letters. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "dead": [
+                     *         {
+                     *           "id": 88,
+                     *           "event_id": "evt_01JDX5S8Q6Z4R1W2M3N4P5Q6R7",
+                     *           "type": "user.offline",
+                     *           "reason": "HTTP 503: upstream unavailable",
+                     *           "died": "2026-11-30T10:02:12.310Z",
+                     *           "event": {
+                     *             "id": "evt_01JDX5S8Q6Z4R1W2M3N4P5Q6R7",
+                     *             "type": "user.offline",
+                     *             "app": "shop",
+                     *             "timestamp": "2026-11-29T09:41:07.123Z",
+                     *             "data": {
+                     *               "user": "alice"
+                     *             }
+                     *           }
+                     *         }
+                     *       ],
+                     *       "next": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["HookDeadLetterList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    dropHookDeadLetter: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description App id (`400 bad_request` if it breaks the grammar). */
+                id: components["parameters"]["AppIdPath"];
+                /** @description A webhook endpoint id, as `GET /v1/apps/{id}/hooks` lists it (not a number is `400`). */
+                hook: components["parameters"]["HookIdPath"];
+                /** @description A dead letter id, as `GET /v1/apps/{id}/hooks/{hook}/dead` lists it (not a number is `400`). */
+                row: components["parameters"]["HookDeadPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Dropped. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    replayHookDeadLetter: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description App id (`400 bad_request` if it breaks the grammar). */
+                id: components["parameters"]["AppIdPath"];
+                /** @description A webhook endpoint id, as `GET /v1/apps/{id}/hooks` lists it (not a number is `400`). */
+                hook: components["parameters"]["HookIdPath"];
+                /** @description A dead letter id, as `GET /v1/apps/{id}/hooks/{hook}/dead` lists it (not a number is `400`). */
+                row: components["parameters"]["HookDeadPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Queued. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": 88,
+                     *       "state": "queued"
+                     *     }
+                     */
+                    "application/json": {
+                        /** Format: int64 */
+                        id: number;
+                        /** @enum {string} */
+                        state: "queued";
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             500: components["responses"]["ServerError"];

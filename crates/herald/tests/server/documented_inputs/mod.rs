@@ -67,12 +67,15 @@ fn json_bodies(spec: &Yaml) -> Vec<(String, String, &Yaml, &Yaml)> {
         .collect()
 }
 
-/// A server with what the documented routes need to find: an app `a1` with limits, a device
-/// `dev-1` of the default app, a message in `news`, a push to `dev-1`, and a token of `dev-1`.
+/// A server with what the documented routes need to find: an app `a1` with limits and a
+/// webhook endpoint, a device `dev-1` of the default app, a message in `news`, a push to
+/// `dev-1`, and a token of `dev-1`.
 struct Fixture {
     server: Server,
     device_token: String,
     push: String,
+    /// The id of `a1`'s webhook endpoint.
+    hook: String,
 }
 
 impl Fixture {
@@ -84,9 +87,13 @@ impl Fixture {
     }
 
     async fn start() -> Fixture {
+        // The webhook endpoint listens on loopback, which tenant-given URLs reach only when
+        // allowed.
         let server = Server::builder()
             .arg("--admin-key")
             .arg(ADMIN)
+            .arg("--outbound-allow")
+            .arg("127.0.0.1")
             .start()
             .await;
         let limits = json!({"max_devices": 5, "max_connections": 7, "max_message_bytes": 1000});
@@ -110,10 +117,16 @@ impl Fixture {
         let (status, body) = server.post("/v1/tokens", json!({"device": "dev-1"})).await;
         assert_eq!(status, 200, "{body}");
         let device_token = body["token"].as_str().unwrap().to_owned();
+        let hook = json!({"url": "http://127.0.0.1:9/hooks", "events": ["user.offline"]});
+        let (status, body) =
+            support::call(&server, "POST", "/v1/apps/a1/hooks", ADMIN, Some(hook)).await;
+        assert_eq!(status, 201, "{body}");
+        let hook = body["hook"]["id"].as_i64().unwrap().to_string();
         Fixture {
             server,
             device_token,
             push,
+            hook,
         }
     }
 
@@ -138,7 +151,8 @@ impl Fixture {
     }
 
     /// `template` with each path parameter filled with something the fixture holds
-    /// (`provider` for the credentials routes: `provider`).
+    /// (`provider` for the credentials routes: `provider`; a webhook dead letter's `row`, which
+    /// the fixture does not hold: `1`).
     fn concrete(&self, template: &str, provider: &str) -> String {
         let under = |prefix: &str| template.starts_with(prefix);
         template
@@ -151,6 +165,8 @@ impl Fixture {
                 "{id}" if under("/v1/push/") => self.push.clone(),
                 "{id}" => "1".to_owned(),
                 "{key}" => "000000000000".to_owned(),
+                "{hook}" => self.hook.clone(),
+                "{row}" => "1".to_owned(),
                 other => other.to_owned(),
             })
             .collect::<Vec<_>>()
@@ -182,8 +198,8 @@ impl Fixture {
     }
 
     /// What the fixture's state looks like from the outside: apps and their limits and keys,
-    /// the test app's token keys and providers, devices, the device's inbox, channels and
-    /// history. A refused request changes none of it.
+    /// the test app's token keys, providers and webhook endpoints, devices, the device's inbox,
+    /// channels and history. A refused request changes none of it.
     async fn state(&self) -> Vec<(String, Value)> {
         let mut out = Vec::new();
         for (path, key) in [
@@ -192,6 +208,7 @@ impl Fixture {
             ("/v1/apps/default/keys", ADMIN),
             ("/v1/apps/a1/token-keys", ADMIN),
             ("/v1/apps/a1/providers", ADMIN),
+            ("/v1/apps/a1/hooks", ADMIN),
             ("/v1/devices", support::API_KEY),
             ("/v1/devices/dev-1/inbox", support::API_KEY),
             ("/v1/channels", support::API_KEY),

@@ -139,6 +139,8 @@ async fn every_documented_query_number_is_checked_against_its_documented_range()
         "/v1/poll limit",
         "/v1/jobs/dead after",
         "/v1/jobs/dead limit",
+        "/v1/apps/{id}/hooks/{hook}/dead after",
+        "/v1/apps/{id}/hooks/{hook}/dead limit",
         "/v1/audit since",
         "/v1/audit until",
         "/v1/audit limit",
