@@ -269,9 +269,10 @@ pub trait HookStore: Send + Sync {
         now_ms: i64,
         settled: Vec<(EndpointId, i64, Settlement)>,
     ) -> Result<(), StoreError>;
-    /// The earliest time at or after which [`HookStore::lease`] could find something (the
-    /// soonest due event of an enabled, unleased endpoint, or its next attempt time if later),
-    /// so a worker sleeps until then; `None` when nothing is queued.
+    /// The earliest time at or after which [`HookStore::lease`] could find something (per
+    /// enabled endpoint with events queued, its oldest due event, or its next attempt time or
+    /// the end of its lease if later; the soonest of those), so a worker sleeps until then (the
+    /// batch delay not added: it may be past); `None` when nothing is queued.
     async fn next_due(&self) -> Result<Option<i64>, StoreError>;
     /// Dead letters of `app` (`endpoint`: only that endpoint's), in row order after `after`.
     async fn dead_letters(

@@ -1,6 +1,7 @@
 //! Herald's durable stores: the implementations of every store trait (`herald_core`'s
 //! [`ChannelLog`](herald_core::log::ChannelLog), `Tenancy` and `AuditLog`, `herald_push`'s
-//! `DeviceRegistry`, `JobQueue` and `CredentialStore`) on two backends.
+//! `DeviceRegistry`, `JobQueue` and `CredentialStore`, `herald_hooks`' `HookStore`) on two
+//! backends.
 //!
 //! `sqlite` holds [`SqliteLog`], the embedded default: one database file on one node, one writer
 //! thread doing group commit, reads on a pool. [`postgres`] holds [`PostgresStore`]: the same
@@ -9,7 +10,7 @@
 //!
 //! `common` holds what both backends share, written once: how a row of either driver becomes
 //! a value (`common::row::StoredRow`), the job columns and constants, job state transitions and
-//! the counters per push, the writers' request types. Each backend keeps only its SQL and its
+//! the counters per push, webhook rows, the writers' request types. Each backend keeps only its SQL and its
 //! driver glue. The backend conformance suite (`tests/sqlite_log/backends/`) runs every trait's
 //! behaviour on both.
 #![forbid(unsafe_code)]

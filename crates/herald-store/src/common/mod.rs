@@ -10,11 +10,12 @@
 //! `revocations`, `credentials`, `audit` (the audit query, built for either placeholder style),
 //! `devices` (device rows), `jobs` (job columns, constants, row decoding, the rows a push adds),
 //! `job_counts` (the counters per push) and `job_state` (how each change of a job's state moves
-//! them).
+//! them), `hooks` (webhook endpoint and queued event rows, an endpoint's room in its queue).
 
 pub(crate) mod audit;
 pub(crate) mod credentials;
 pub(crate) mod devices;
+pub(crate) mod hooks;
 pub(crate) mod job_counts;
 pub(crate) mod job_state;
 pub(crate) mod jobs;

@@ -43,7 +43,11 @@ pub(crate) fn is_key_id(key_id: &str) -> bool {
 
 /// The tables whose rows belong to an app (by their `app` column): deleting the app deletes
 /// its rows in each, in this order, in one transaction, before the `apps` row is marked deleted.
-pub(crate) const APP_TABLES: [&str; 12] = [
+///
+/// `hook_endpoints` comes before `hook_events`: on PostgreSQL, an `enqueue` holding an
+/// endpoint's row makes the deletion wait for it at the endpoint, so the events it added are
+/// there for the next statement to delete.
+pub(crate) const APP_TABLES: [&str; 14] = [
     "api_keys",
     "devices",
     "device_tags",
@@ -56,4 +60,6 @@ pub(crate) const APP_TABLES: [&str; 12] = [
     "revoked_tokens",
     "revoked_before",
     "app_token_keys",
+    "hook_endpoints",
+    "hook_events",
 ];

@@ -1,6 +1,6 @@
 //! The PostgreSQL store: [`PostgresStore`] implements the same traits as [`crate::SqliteLog`]
-//! (`ChannelLog`, `Tenancy`, `DeviceRegistry`, `JobQueue`, `CredentialStore`) over one
-//! PostgreSQL database that several Herald nodes share.
+//! (`ChannelLog`, `Tenancy`, `DeviceRegistry`, `JobQueue`, `CredentialStore`, `HookStore`)
+//! over one PostgreSQL database that several Herald nodes share.
 //!
 //! Appends go through one writer task per store that commits whatever queued while the previous
 //! transaction ran in one transaction (group commit, like SQLite's writer thread); each channel's
@@ -12,13 +12,14 @@
 //! the age sweep), `append` (one batch's transaction), `read` (`read`/`state`/`list`),
 //! `reachability` (whether writes work, for `/readyz`, without a query per probe), `outage`
 //! (the store going down and coming back, said once each in the log), `tenancy`, `devices`,
-//! `credentials`, `jobs`.
+//! `credentials`, `jobs`, `hooks` (webhook endpoints and their queues).
 
 mod append;
 mod audit;
 mod connect;
 mod credentials;
 mod devices;
+mod hooks;
 mod jobs;
 mod outage;
 mod reachability;

@@ -10,7 +10,8 @@
 //!
 //! Version 1 holds what SQLite's versions 1 to 3 hold; version 2 what SQLite's version 4 adds
 //! (`push_counts`, `jobs.in_flight_until`); version 3 what SQLite's version 5 adds (`revoked_tokens`,
-//! `revoked_before`); the next what SQLite's `audit_log` migration adds (`audit_log`).
+//! `revoked_before`); the next what SQLite's `audit_log` migration adds (`audit_log`); the next
+//! what SQLite's webhooks migration adds (`hook_endpoints`, `hook_events`).
 
 use herald_core::log::StoreError;
 use tokio_postgres::Client;
@@ -202,6 +203,46 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX audit_log_time ON audit_log (time);
     CREATE INDEX audit_log_app ON audit_log (app, id);"#,
+    // What SQLite's webhooks migration adds: endpoints with their delivery state and the count
+    // of their queued events, and the queue of events per endpoint with its dead letters.
+    r#"CREATE TABLE hook_endpoints (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        app TEXT COLLATE "C" NOT NULL,
+        url TEXT NOT NULL,
+        description TEXT NOT NULL,
+        events TEXT NOT NULL,
+        channels TEXT NOT NULL,
+        enabled BOOLEAN NOT NULL,
+        offline_delay_ms BIGINT NOT NULL,
+        created_ms BIGINT NOT NULL,
+        secret BYTEA NOT NULL,
+        previous_secret BYTEA,
+        previous_until_ms BIGINT,
+        lease_until_ms BIGINT,
+        next_attempt_ms BIGINT NOT NULL DEFAULT 0,
+        failures BIGINT NOT NULL DEFAULT 0,
+        failing_since_ms BIGINT,
+        last_error TEXT,
+        delivered BIGINT NOT NULL DEFAULT 0,
+        queued BIGINT NOT NULL DEFAULT 0
+    );
+    CREATE INDEX hook_endpoints_app ON hook_endpoints (app, id);
+    CREATE TABLE hook_events (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        app TEXT COLLATE "C" NOT NULL,
+        endpoint BIGINT NOT NULL,
+        event_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        due_ms BIGINT NOT NULL,
+        payload TEXT NOT NULL,
+        hold_user TEXT,
+        dead BOOLEAN NOT NULL DEFAULT FALSE,
+        reason TEXT,
+        died_ms BIGINT
+    );
+    CREATE INDEX hook_events_due ON hook_events (endpoint, dead, due_ms, id);
+    CREATE INDEX hook_events_hold ON hook_events (endpoint, hold_user) WHERE hold_user IS NOT NULL;
+    CREATE INDEX hook_events_dead ON hook_events (app, id) WHERE dead;"#,
 ];
 
 /// The schema version this build writes.

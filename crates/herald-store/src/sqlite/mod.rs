@@ -15,7 +15,8 @@
 //!
 //! The same database holds the apps (`tenancy`, `token_keys`, `revocations`), the device
 //! registry and receipts (`devices`), the provider job queue (`jobs`), provider
-//! credentials (`credentials`) and the audit log of admin actions (`audit`).
+//! credentials (`credentials`), the audit log of admin actions (`audit`) and webhook endpoints
+//! with their queues (`hooks`).
 
 pub(crate) mod audit;
 mod batch;
@@ -23,6 +24,7 @@ mod checkpoint;
 pub(crate) mod credentials;
 mod devices;
 mod fault;
+mod hooks;
 mod jobs;
 mod known;
 mod log;

@@ -32,6 +32,14 @@
 //! - `revoked_tokens` (an app's token ids refused until their expiry) and `revoked_before` (an
 //!   app's tokens issued before a time are refused): revoked client tokens.
 //! - `audit_log`: admin actions (who, what, when, result; never a secret), newest by `id`.
+//! - `hook_endpoints`: each app's webhook endpoints (event types and channel patterns as JSON
+//!   arrays, the signing secret and a rotated one sealed by the server), with their delivery
+//!   state (lease, next attempt, failures, last error, events delivered) and `queued`, the
+//!   count of their queued events, kept in the same transaction as every change to
+//!   `hook_events`.
+//! - `hook_events`: the queue of events per endpoint, in `(due_ms, id)` order, a held
+//!   `user.offline` keyed by its user (`hold_user`), and the dead letters (`dead`, with the
+//!   reason and when).
 
 use std::path::Path;
 use std::time::Duration;
@@ -235,6 +243,46 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX audit_log_time ON audit_log (time);
     CREATE INDEX audit_log_app ON audit_log (app, id);",
+    // Webhooks (`sqlite::hooks`): endpoints, with their delivery state and the count of their
+    // queued events, and the queue of events per endpoint, with its dead letters. Times in ms.
+    "CREATE TABLE hook_endpoints (
+        id INTEGER PRIMARY KEY,
+        app TEXT NOT NULL,
+        url TEXT NOT NULL,
+        description TEXT NOT NULL,
+        events TEXT NOT NULL,
+        channels TEXT NOT NULL,
+        enabled INTEGER NOT NULL,
+        offline_delay_ms INTEGER NOT NULL,
+        created_ms INTEGER NOT NULL,
+        secret BLOB NOT NULL,
+        previous_secret BLOB,
+        previous_until_ms INTEGER,
+        lease_until_ms INTEGER,
+        next_attempt_ms INTEGER NOT NULL DEFAULT 0,
+        failures INTEGER NOT NULL DEFAULT 0,
+        failing_since_ms INTEGER,
+        last_error TEXT,
+        delivered INTEGER NOT NULL DEFAULT 0,
+        queued INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX hook_endpoints_app ON hook_endpoints (app, id);
+    CREATE TABLE hook_events (
+        id INTEGER PRIMARY KEY,
+        app TEXT NOT NULL,
+        endpoint INTEGER NOT NULL,
+        event_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        due_ms INTEGER NOT NULL,
+        payload TEXT NOT NULL,
+        hold_user TEXT,
+        dead INTEGER NOT NULL DEFAULT 0,
+        reason TEXT,
+        died_ms INTEGER
+    );
+    CREATE INDEX hook_events_due ON hook_events (endpoint, dead, due_ms, id);
+    CREATE INDEX hook_events_hold ON hook_events (endpoint, hold_user) WHERE hold_user IS NOT NULL;
+    CREATE INDEX hook_events_dead ON hook_events (app, id) WHERE dead = 1;",
 ];
 
 /// The schema version this build writes.

@@ -83,11 +83,13 @@ async fn migrating_from_version_1_counts_the_jobs_already_there() {
         drop(store);
 
         // Back to version 1, as a database written before the counters (and the revoked
-        // tokens, apps' token keys and the audit log of later versions) existed. Whatever a
-        // later migration creates must be dropped here too, or migrating again fails on it.
+        // tokens, apps' token keys, the audit log and webhooks of later versions) existed.
+        // Whatever a later migration creates must be dropped here too, or migrating again
+        // fails on it.
         let undo = "DROP TABLE push_counts; ALTER TABLE jobs DROP COLUMN in_flight_until; \
                     DROP TABLE revoked_tokens; DROP TABLE revoked_before; \
                     DROP TABLE app_token_keys; DROP TABLE audit_log; \
+                    DROP TABLE hook_endpoints; DROP TABLE hook_events; \
                     UPDATE herald_schema SET version = 1";
         let server = tokio::task::spawn_blocking(move || {
             server.psql("herald", undo).unwrap();

@@ -10,14 +10,17 @@
 //! Bodies: the channel log in [`log`], apps, keys, usage and revocations in [`tenancy`], the
 //! registries in [`registry`], devices in [`devices`], credentials in [`credentials`], the audit
 //! log in [`audit`], the job queue in [`jobs`] (a broadcast's directly sent pages in
-//! [`job_pages`]; more in `crate::jobs`); PostgreSQL's own behaviour (two nodes on one database,
-//! the server killed mid-traffic, schema versions, TLS) in [`cluster`], [`job_counts_migration`]
-//! and [`tls`].
+//! [`job_pages`]; more in `crate::jobs`), webhook endpoints and their queues in [`hooks`] and
+//! [`hooks_queue`] (through [`Backend::hooks`]); PostgreSQL's own behaviour (two nodes on one
+//! database, the server killed mid-traffic, schema versions, TLS) in [`cluster`],
+//! [`job_counts_migration`] and [`tls`].
 
 mod audit;
 mod cluster;
 mod credentials;
 mod devices;
+mod hooks;
+mod hooks_queue;
 mod job_counts_migration;
 mod job_pages;
 mod jobs;
@@ -31,6 +34,7 @@ use std::sync::Arc;
 use herald_core::audit::AuditLog;
 use herald_core::log::ChannelLog;
 use herald_core::tenancy::Tenancy;
+use herald_hooks::HookStore;
 use herald_push::credentials::CredentialStore;
 use herald_push::jobs::JobQueue;
 use herald_push::registry::DeviceRegistry;
@@ -105,6 +109,15 @@ impl Backend {
 
     /// The store.
     pub fn store(&self) -> &dyn Store {
+        match &self.open {
+            Open::Sqlite(log) => &**log,
+            Open::Postgres(store) => &**store,
+        }
+    }
+
+    /// The store's webhooks ([`HookStore`], not part of [`Store`]: it names its methods as
+    /// `JobQueue` does).
+    pub fn hooks(&self) -> &dyn HookStore {
         match &self.open {
             Open::Sqlite(log) => &**log,
             Open::Postgres(store) => &**store,
