@@ -4,6 +4,7 @@
 mod args;
 mod audit;
 mod config_check;
+mod hooks;
 mod jobs;
 mod migrate;
 mod mock;
@@ -41,7 +42,7 @@ pub struct Cli {
     #[command(subcommand)]
     command: Command,
     /// Also trust the PEM CA certificates in FILE for https:// and wss:// servers (client
-    /// commands: publish, push, subscribe, providers, jobs, bench) [env: HERALD_CACERT]
+    /// commands: publish, push, subscribe, providers, jobs, hooks, bench) [env: HERALD_CACERT]
     #[arg(long, global = true, env = "HERALD_CACERT", value_name = "FILE")]
     cacert: Option<std::path::PathBuf>,
 }
@@ -81,6 +82,10 @@ enum Command {
     /// The provider job queue: worker statistics, dead letters.
     #[command(subcommand, after_help = jobs::EXAMPLES)]
     Jobs(jobs::JobsCommand),
+    /// An app's webhook endpoints: register, list, test, rotate secrets, delivery figures, dead
+    /// letters.
+    #[command(subcommand, after_help = hooks::EXAMPLES)]
+    Hooks(hooks::HooksCommand),
     /// The audit log of admin actions (who did what, when).
     #[command(after_help = audit::EXAMPLES)]
     Audit(audit::AuditArgs),
@@ -112,6 +117,7 @@ pub async fn main() -> ExitCode {
         Command::Providers(cmd) => providers::run(cmd).await,
         Command::Vapid => vapid::run(),
         Command::Jobs(cmd) => jobs::run(cmd).await,
+        Command::Hooks(cmd) => hooks::run(cmd).await,
         Command::Audit(args) => audit::run(args).await,
         Command::Mock(cmd) => {
             silence_tracing();

@@ -17,6 +17,8 @@ mod documented_inputs;
 mod durability;
 mod faults;
 mod grafana;
+mod hooks_api;
+mod hooks_cli;
 mod http_runtime;
 mod limits;
 mod meteor;
