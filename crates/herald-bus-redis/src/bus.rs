@@ -333,13 +333,13 @@ impl RedisBus {
         }
     }
 
-    /// Stops the tasks and closes the connections. The sender first publishes what this node
-    /// committed and has not sent yet (for `SHUTDOWN_SEND_WAIT` at most: other nodes would
-    /// otherwise not hear of those messages until the channel's next publish), so call this
-    /// after the store's last commits.
-    pub async fn shutdown(&self) {
-        // The lifecycle task first: it writes the departures queued and removes this node, so
-        // no other node reports its connections as lost later.
+    /// Stops the lifecycle task (if it runs): it writes the departures queued and removes this
+    /// node from the cluster's records, delivering the transitions that makes (channels this
+    /// node was the last to hold vacated, users offline) to this node's listeners before it
+    /// answers (within `SHUTDOWN_SEND_WAIT`). Call it once this node's connections are gone and
+    /// before its listeners stop taking events; [`RedisBus::shutdown`] calls it too (then it
+    /// does nothing).
+    pub async fn stop_lifecycle(&self) {
         let (stopped, stopped_rx) = tokio::sync::oneshot::channel();
         if self
             .shared
@@ -349,6 +349,16 @@ impl RedisBus {
         {
             let _ = tokio::time::timeout(SHUTDOWN_SEND_WAIT, stopped_rx).await;
         }
+    }
+
+    /// Stops the tasks and closes the connections. The sender first publishes what this node
+    /// committed and has not sent yet (for `SHUTDOWN_SEND_WAIT` at most: other nodes would
+    /// otherwise not hear of those messages until the channel's next publish), so call this
+    /// after the store's last commits.
+    pub async fn shutdown(&self) {
+        // The lifecycle task first: it writes the departures queued and removes this node, so
+        // no other node reports its connections as lost later.
+        self.stop_lifecycle().await;
         let tasks: Vec<JoinHandle<()>> = self.tasks.lock().drain(..).collect();
         let mut tasks = tasks.into_iter();
         if let Some(sender) = tasks.next() {

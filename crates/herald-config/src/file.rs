@@ -1,5 +1,6 @@
 //! The config-file layer: reading a TOML file into [`Layers`], checking its shape (scalars at
-//! the top, a `[history]` table, a `[[namespaces]]` array of tables) and rejecting unknown keys
+//! the top, the `[history]`, `[limits]` and `[hooks]` tables, a `[[namespaces]]` array of
+//! tables) and rejecting unknown keys
 //! with a "did you mean" hint.
 
 use std::collections::BTreeMap;
@@ -7,6 +8,7 @@ use std::path::Path;
 
 use toml::Value;
 
+use super::hooks::HOOK_KEYS;
 use super::layers::{Layers, Raw, Source, KEYS, NAMESPACE_KEYS};
 use super::limits::LIMIT_KEYS;
 use super::validate::wrong_type;
@@ -16,7 +18,11 @@ use super::ConfigError;
 const HISTORY_KEYS: &[&str] = &["size", "age", "last_on_subscribe"];
 
 /// The tables of scalar keys, with their keys.
-const TABLES: &[(&str, &[&str])] = &[("history", HISTORY_KEYS), ("limits", LIMIT_KEYS)];
+const TABLES: &[(&str, &[&str])] = &[
+    ("history", HISTORY_KEYS),
+    ("limits", LIMIT_KEYS),
+    ("hooks", HOOK_KEYS),
+];
 
 impl Layers {
     /// Applies the config file at `path`.
@@ -95,7 +101,7 @@ impl Layers {
                     .iter()
                     .map(|k| k.name)
                     .filter(|n| !n.contains('.'))
-                    .chain(["history", "limits", "namespaces"])
+                    .chain(["history", "limits", "hooks", "namespaces"])
                     .collect();
                 return Err(unknown(name, &known));
             }

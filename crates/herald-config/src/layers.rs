@@ -169,6 +169,19 @@ pub(super) const KEYS: &[Key] = &[
     key("limits.connection", &["HERALD_LIMITS_CONNECTION"]),
     key("limits.login", &["HERALD_LIMITS_LOGIN"]),
     key("limits.exempt", &["HERALD_LIMITS_EXEMPT"]),
+    key("hooks.batch_max", &["HERALD_HOOKS_BATCH_MAX"]),
+    key("hooks.batch_delay", &["HERALD_HOOKS_BATCH_DELAY"]),
+    key("hooks.retry_horizon", &["HERALD_HOOKS_RETRY_HORIZON"]),
+    key(
+        "hooks.max_queued_per_endpoint",
+        &["HERALD_HOOKS_MAX_QUEUED_PER_ENDPOINT"],
+    ),
+    key("hooks.node_queue", &["HERALD_HOOKS_NODE_QUEUE"]),
+    key("hooks.request_timeout", &["HERALD_HOOKS_REQUEST_TIMEOUT"]),
+    key(
+        "hooks.max_endpoints_per_app",
+        &["HERALD_HOOKS_MAX_ENDPOINTS_PER_APP"],
+    ),
 ];
 
 /// The keys of one `[[namespaces]]` entry.

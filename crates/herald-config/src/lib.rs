@@ -11,13 +11,14 @@
 //! The crate root owns the public face: [`Config`] and its settings types, the shared
 //! [`ConfigFlags`], [`Config::load`] and [`read_secret_file`]. The work is done by
 //! `layers` (keys, sources, environment and flags), `file` (the TOML file), `deadlines`
-//! (the connection deadlines), `limits`, `cluster`, `meteor`, `providers` and `tls` (their
-//! groups of keys), `validate` (typing and checking values, [`ConfigError`]) and `redacted`
+//! (the connection deadlines), `limits`, `hooks`, `cluster`, `meteor`, `providers` and `tls`
+//! (their groups of keys), `validate` (typing and checking values, [`ConfigError`]) and `redacted`
 //! (printing without secrets).
 
 mod cluster;
 mod deadlines;
 mod file;
+mod hooks;
 mod layers;
 mod limits;
 mod meteor;
@@ -138,9 +139,9 @@ pub struct ConfigFlags {
     /// [env: HERALD_PROVIDER_CA_FILE]
     #[arg(long, value_name = "PATH")]
     pub provider_ca_file: Option<PathBuf>,
-    /// Also let Web Push endpoints and JWKS URLs, which tenants give, reach these address
-    /// blocks, comma-separated (e.g. 127.0.0.1/32 for a local mock); otherwise only public
-    /// addresses are reached [env: HERALD_OUTBOUND_ALLOW] (default: none)
+    /// Also let Web Push endpoints, JWKS URLs and webhook endpoints, which tenants give, reach
+    /// these address blocks, comma-separated (e.g. 127.0.0.1/32 for a local mock); otherwise
+    /// only public addresses are reached [env: HERALD_OUTBOUND_ALLOW] (default: none)
     #[arg(long, value_name = "CIDRS")]
     pub outbound_allow: Option<String>,
     /// Serve HTTPS: the PEM certificate chain (with --tls-key); SIGHUP reloads it
@@ -338,6 +339,8 @@ pub struct Config {
     pub deadlines: Deadlines,
     /// Rate limits (the `[limits]` table).
     pub limits: RateLimits,
+    /// Webhooks: batching, retries and bounds (the `[hooks]` table).
+    pub hooks: herald_server::vocabulary::HooksConfig,
     /// Log line format.
     pub log_format: LogFormat,
     /// Log filter directives (`tracing_subscriber::EnvFilter` syntax).

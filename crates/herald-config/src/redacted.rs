@@ -23,6 +23,7 @@ impl Config {
         let text = |s: &str| Some(Value::from(s));
         let h = &self.history;
         let l = &self.limits;
+        let hk = &self.hooks;
         let rate = |r: herald_server::vocabulary::Rate| Some(Value::from(r.to_string()));
         let m = &self.meteor;
         let addr = |a: Option<std::net::SocketAddr>| a.map(|a| Value::from(a.to_string()));
@@ -245,6 +246,21 @@ impl Config {
                 )),
                 "",
             ),
+            ("hooks.batch_max", int(hk.batch_max as u64), ""),
+            ("hooks.batch_delay", dur(hk.batch_delay), ""),
+            ("hooks.retry_horizon", dur(hk.horizon), ""),
+            (
+                "hooks.max_queued_per_endpoint",
+                int(hk.max_queued_per_endpoint),
+                "",
+            ),
+            ("hooks.node_queue", int(hk.node_queue as u64), ""),
+            ("hooks.request_timeout", dur(hk.request_timeout), ""),
+            (
+                "hooks.max_endpoints_per_app",
+                int(hk.max_endpoints_per_app as u64),
+                "",
+            ),
         ];
         let mut out = String::new();
         for (key, value, unset) in entries {
@@ -253,6 +269,9 @@ impl Config {
             }
             if key == "limits.publish" {
                 out.push_str("\n[limits]\n");
+            }
+            if key == "hooks.batch_max" {
+                out.push_str("\n[hooks]\n");
             }
             let short = key.rsplit('.').next().unwrap_or(key);
             match value {
@@ -312,6 +331,8 @@ impl fmt::Debug for Config {
             .field("audit_retention", &self.audit_retention)
             .field("deadlines", &self.deadlines)
             .field("limits", &self.limits)
+            .field("hooks", &self.hooks)
+            .field("hooks", &self.hooks)
             .field("log_format", &self.log_format)
             .field("log_level", &self.log_level)
             .field("history", &self.history)

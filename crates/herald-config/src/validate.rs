@@ -158,6 +158,7 @@ impl Layers {
             })?,
             deadlines: self.deadlines()?,
             limits: self.limits()?,
+            hooks: self.hooks()?,
             log_format: self.get("log_format", LogFormat::Text, |r| match text(r)? {
                 "text" => Ok(LogFormat::Text),
                 "json" => Ok(LogFormat::Json),

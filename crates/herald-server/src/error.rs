@@ -100,6 +100,9 @@ pub enum ServerError {
     /// The HTTP client that fetches apps' JWKS key sets could not be built.
     #[error("cannot build the HTTP client that fetches JWKS key sets: {0}")]
     KeySetClient(String),
+    /// The HTTP client that sends webhooks could not be built.
+    #[error("cannot build the HTTP client that sends webhooks: {0}")]
+    HookClient(String),
     /// A listener could not be bound; `what` is empty for HTTP, else ` (meteor)` or
     /// ` (meteor-control)`.
     #[error("cannot listen on {addr}{what}")]

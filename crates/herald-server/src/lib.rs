@@ -10,7 +10,8 @@
 //! PostgreSQL store and talk through a Redis bus ([`settings::ClusterSettings`]).
 //!
 //! Modules: [`settings`] (what a server starts with), `server` (start and shutdown), `node`
-//! (opening the store and the bus together), `wiring` (building the parts and joining them), `listener` (the HTTP accept loop), `http_runtime` (the runtime HTTP requests are served on), `meteor` (the
+//! (opening the store and the bus together), `wiring` (building the parts and joining them), `hooks` (the webhook service, and when its
+//! lifecycle listener joins), `listener` (the HTTP accept loop), `http_runtime` (the runtime HTTP requests are served on), `meteor` (the
 //! Meteor ports), `metrics` (the process's recorder, and `/metrics` without deleted apps' series), `http_metrics` (HTTP answers by route and status class), `usage_writer`, `secrets` (the generated
 //! token secret), `data_dir` (the data directory's lock), [`tls`] (certificates, their reload, the TLS
 //! configurations) and [`error`].
@@ -19,6 +20,7 @@
 
 mod data_dir;
 pub mod error;
+mod hooks;
 mod http_metrics;
 mod http_runtime;
 mod jwks_fetch;
@@ -52,6 +54,7 @@ pub mod vocabulary {
     pub use herald_core::namespace::{NamespaceOptions, Namespaces};
     pub use herald_edge::deadlines::Deadlines;
     pub use herald_edge::{EdgeSettings, DEFAULT_PARK_IDLE_AFTER};
+    pub use herald_hooks::service::HooksConfig;
     pub use herald_meteor::MeteorConf;
     pub use herald_providers::destination::{Destinations, IpNet};
     pub use herald_providers::webpush::VapidKeys;

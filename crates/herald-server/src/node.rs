@@ -16,6 +16,7 @@ use herald_core::tenancy::Tenancy;
 use herald_core::usage::UsageMeter;
 use herald_core::wiring::OpenError;
 use herald_core::{ChannelName, Engine};
+use herald_hooks::HookStore;
 use herald_push::credentials::CredentialStore;
 use herald_push::jobs::JobQueue;
 use herald_push::DeviceRegistry;
@@ -44,12 +45,21 @@ pub(crate) struct Store {
     pub jobs: Arc<dyn JobQueue>,
     /// The audit log of admin actions.
     pub audit: Arc<dyn AuditLog>,
+    /// Webhook endpoints and their queues.
+    pub hooks: Arc<dyn HookStore>,
 }
 
 impl Store {
     fn of<S>(store: Arc<S>) -> Store
     where
-        S: ChannelLog + Tenancy + DeviceRegistry + CredentialStore + JobQueue + AuditLog + 'static,
+        S: ChannelLog
+            + Tenancy
+            + DeviceRegistry
+            + CredentialStore
+            + JobQueue
+            + AuditLog
+            + HookStore
+            + 'static,
     {
         Store {
             log: store.clone(),
@@ -57,7 +67,8 @@ impl Store {
             devices: store.clone(),
             credentials: store.clone(),
             jobs: store.clone(),
-            audit: store,
+            audit: store.clone(),
+            hooks: store,
         }
     }
 
@@ -124,6 +135,16 @@ impl NodeBus {
     /// Cluster-wide counts, on a cluster node.
     pub fn presence(self: &Arc<Self>) -> Option<Arc<dyn Presence>> {
         self.redis().map(|_| self.clone() as Arc<dyn Presence>)
+    }
+
+    /// On a cluster node, stops relaying lifecycle events: the departures queued are written
+    /// to Redis and this node leaves the cluster's records, the transitions that makes (its
+    /// channels and users that had nobody else) told to this node's listeners now. Call it
+    /// once the connections are gone, before the listeners stop (the webhook writer).
+    pub async fn stop_lifecycle(&self) {
+        if let Some(bus) = self.redis() {
+            bus.stop_lifecycle().await;
+        }
     }
 
     /// Stops the bus's tasks (on a cluster node), after the store has closed: the store's last

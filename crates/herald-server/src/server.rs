@@ -145,6 +145,8 @@ async fn assemble(
     let generated_api_key = parts.publisher_keys(&settings).await?;
     let (router, direct_publish) = parts.router(&settings, edge.clone(), metrics)?;
     parts.start_delivery(shutdown);
+    // Before anything is served: a node with endpoints tells of its first connection.
+    parts.start_hooks().await;
 
     let background = TaskTracker::new();
     background.spawn(write_usage(

@@ -10,6 +10,7 @@ use herald_core::jwks::JwksOptions;
 use herald_core::limits::RateLimits;
 use herald_core::namespace::Namespaces;
 use herald_edge::EdgeSettings;
+use herald_hooks::service::HooksConfig;
 use herald_meteor::MeteorConf;
 use herald_providers::destination::Destinations;
 use herald_push::delivery::senders::ProviderEndpoints;
@@ -79,6 +80,10 @@ pub struct ServerSettings {
     /// TLS on the HTTP listener (and on Meteor's ports with [`MeteorPorts::tls`]): the
     /// certificate and key files; `None` serves plain TCP.
     pub tls: Option<crate::tls::TlsFiles>,
+    /// Webhooks (the `[hooks]` table): how apps' lifecycle events are batched, retried and
+    /// bounded on their way to the endpoints the apps registered. Their URLs are checked
+    /// against [`ServerSettings::outbound`].
+    pub hooks: HooksConfig,
 }
 
 /// The admin dashboard (`/admin`): how long a login lasts and how its cookie is marked.
@@ -212,6 +217,7 @@ impl ServerSettings {
             outbound: Destinations::public_only(),
             limits: RateLimits::default(),
             tls: None,
+            hooks: HooksConfig::default(),
         }
     }
 }
@@ -251,6 +257,7 @@ impl std::fmt::Debug for ServerSettings {
             .field("outbound", &self.outbound)
             .field("limits", &self.limits)
             .field("tls", &self.tls)
+            .field("hooks", &self.hooks)
             .finish()
     }
 }

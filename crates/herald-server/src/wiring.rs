@@ -2,8 +2,8 @@
 //! (through [`Engine::open_with_bus`], so the store's commits reach the engine's own hub through
 //! the [`LocalBus`]), the caches of apps' keys, client-token secrets, limits and usage counters
 //! (loaded from the store at start, then kept up to date by the bus's events), device inboxes,
-//! the provider delivery worker, the transports' [`Edge`], the publisher API and the HTTP
-//! router that joins them.
+//! the provider delivery worker, the webhook service ([`crate::hooks`]), the transports'
+//! [`Edge`], the publisher API and the HTTP router that joins them.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::error::ServerError;
+use crate::hooks::NodeHooks;
 use crate::node::{self, NodeBus, Store};
 use crate::secrets::{credentials_key, token_secret};
 use crate::settings::ServerSettings;
@@ -63,6 +64,9 @@ pub(crate) struct Parts {
     pub deliverer: Arc<Deliverer>,
     /// The worker's task, awaited by [`Parts::close`] before the store closes.
     delivery_task: parking_lot::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Webhooks: the service, its tasks (started by [`Parts::start_hooks`]) and its lifecycle
+    /// listener (joined once an endpoint exists).
+    pub hooks: NodeHooks,
 }
 
 impl Parts {
@@ -130,13 +134,23 @@ impl Parts {
             usage.clone(),
             settings.edge.max_frame_bytes,
         ));
-        let sealer = Sealer::new(&credentials_key(settings)?)
-            .map_err(|e| ServerError::CredentialsKey(e.to_string()))?;
+        let sealer = Arc::new(
+            Sealer::new(&credentials_key(settings)?)
+                .map_err(|e| ServerError::CredentialsKey(e.to_string()))?,
+        );
+        // Webhook secrets are sealed with the same key as provider credentials.
+        let hooks = NodeHooks::new(
+            store.hooks.clone(),
+            sealer.clone(),
+            settings.outbound.clone(),
+            settings.hooks.clone(),
+            engine.lifecycle().clone(),
+        )?;
         let credentials = store.credentials.clone();
         let queue = store.jobs.clone();
         let senders = Arc::new(Senders::new(
             credentials.clone(),
-            Arc::new(sealer),
+            sealer,
             settings.providers.endpoints.clone(),
             settings.outbound.clone(),
         ));
@@ -161,6 +175,7 @@ impl Parts {
             credentials,
             deliverer,
             delivery_task: parking_lot::Mutex::new(None),
+            hooks,
             engine,
             store,
             tenancy: registry,
@@ -178,6 +193,12 @@ impl Parts {
     pub(crate) fn start_delivery(&self, shutdown: &CancellationToken) {
         let task = tokio::spawn(self.deliverer.clone().run(shutdown.clone()));
         *self.delivery_task.lock() = Some(task);
+    }
+
+    /// Loads the webhook endpoints (the lifecycle listener joins if there is one) and starts
+    /// the webhook tasks; they stop in [`Parts::close`], once the connections are gone.
+    pub(crate) async fn start_hooks(&self) {
+        self.hooks.start().await;
     }
 
     /// The transports' shared state; starts the keep-alive clock, which stops at `shutdown`.
@@ -310,6 +331,7 @@ impl Parts {
             limits: edge.limits.clone(),
             shutdown: edge.shutdown.clone(),
             destinations: settings.outbound.clone(),
+            hooks: self.hooks.service.clone(),
         });
         let publisher = api.clone();
         let direct: DirectPublish = Arc::new(move |request| {
@@ -346,9 +368,14 @@ impl Parts {
         Ok(sessions)
     }
 
-    /// Waits for the work pushes left running (audience counts), then closes the store (after
-    /// its last commits).
+    /// Waits for the work pushes left running (audience counts) and stops the webhook tasks
+    /// (the writer stores the departures of the connections that just closed), then closes the
+    /// store (after its last commits).
     pub(crate) async fn close(&self) {
+        // A cluster node's last lifecycle transitions (its channels vacated, its users offline
+        // where it held the last) are told before the webhook writer stores what it holds.
+        self.bus.stop_lifecycle().await;
+        self.hooks.stop().await;
         let task = self.delivery_task.lock().take();
         if let Some(task) = task {
             if let Err(e) = task.await {

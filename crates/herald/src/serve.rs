@@ -206,6 +206,7 @@ fn settings(config: &Config) -> ServerSettings {
         },
         namespaces: config.namespaces(),
         limits: config.limits.clone(),
+        hooks: config.hooks.clone(),
         meteor: MeteorPorts {
             listen: meteor.listen,
             control: meteor.control,
