@@ -58,6 +58,9 @@ scripts/install-services.sh
 step "admin dashboard assets (rebuilt from crates/herald-admin/web, compared with the committed ones)"
 scripts/build-admin.sh --check
 
+step "webhook receivers the webhook tests start (standardwebhooks from PyPI and npm)"
+scripts/install-hook-receivers.sh
+
 step "Rust tests (unit, property, integration against the real binary)"
 cargo test --workspace --no-fail-fast
 

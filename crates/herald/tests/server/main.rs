@@ -19,6 +19,7 @@ mod faults;
 mod grafana;
 mod hooks_api;
 mod hooks_cli;
+mod hooks_e2e;
 mod http_runtime;
 mod limits;
 mod meteor;
