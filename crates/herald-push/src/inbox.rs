@@ -5,6 +5,9 @@
 //! A push to the app or to a tag expression is one append to the app's broadcast log, whatever
 //! the number of devices; a push to a device or a user appends to each device's own log. A
 //! device reads both logs from its cursor (see [`crate::logs`] and [`crate::push`]).
+//!
+//! Devices registered and pushes acknowledged are told to the observer once stored, when one
+//! wants them ([`crate::push_events`]).
 
 use std::sync::Arc;
 
@@ -28,6 +31,7 @@ use crate::delivery::{DEFAULT_ACK_WINDOW, MAX_ACK_WINDOW};
 use crate::device::{Device, InboxCursor, Platform};
 use crate::logs::{PushLogs, APP_LOG, DEVICE_LOG};
 use crate::push::{broadcast_admit, collapse, direct_admit, Push, Target};
+use crate::push_events::{DeviceFacts, PushEvent, PushEventKind, PushEvents, PushObserver};
 use crate::registry::{Ack, DeviceRegistry, Receipt};
 
 /// Most messages one acknowledgement may cover; a device further behind acks in steps.
@@ -92,6 +96,8 @@ pub struct Inbox {
     /// Runs provider jobs; `None`: provider pushes are stored but never sent (tests of the
     /// live path only).
     delivery: Option<Arc<Deliverer>>,
+    /// Told of devices registered and pushes acknowledged ([`Inbox::observe`]).
+    events: PushEvents,
 }
 
 /// Counts what a device's subscriptions are sent as the app's deliveries.
@@ -114,6 +120,27 @@ impl Inbox {
             usage,
             background: TaskTracker::new(),
             delivery: None,
+            events: PushEvents::default(),
+        }
+    }
+
+    /// Tells `observer` of devices registered and pushes acknowledged from now on; `false` if
+    /// an observer was already set (it stays).
+    pub fn observe(&self, observer: Arc<dyn PushObserver>) -> bool {
+        self.events.observe(observer)
+    }
+
+    /// Tells the observer of the devices a registration created, once stored: `stored` is what
+    /// [`DeviceRegistry::upsert_devices`] answered (a device updated in place is not told).
+    pub fn devices_registered(&self, app: &AppId, stored: &[(Device, bool)]) {
+        let Some(observer) = self.events.wanting(app, PushEventKind::DeviceRegistered) else {
+            return;
+        };
+        for (device, _) in stored.iter().filter(|(_, created)| *created) {
+            observer.on_push_event(&PushEvent::DeviceRegistered {
+                app: app.clone(),
+                device: DeviceFacts::of(device),
+            });
         }
     }
 
@@ -429,6 +456,20 @@ impl Inbox {
                 .map_err(HeraldError::from)?
             {
                 self.usage.app(app).acked(n);
+                if let Some(observer) = self.events.wanting(app, PushEventKind::DeliveryAcked) {
+                    let device = DeviceFacts {
+                        id: d.id.clone(),
+                        platform: d.platform,
+                        user: d.user.clone(),
+                    };
+                    for push in &ack.pushes {
+                        observer.on_push_event(&PushEvent::DeliveryAcked {
+                            app: app.clone(),
+                            device: device.clone(),
+                            push: push.clone(),
+                        });
+                    }
+                }
                 if let (true, Some(deliverer)) = (provider_device, &self.delivery) {
                     deliverer.settle_acked(app, device, &ack.pushes).await;
                 }

@@ -6,6 +6,8 @@
 //! crate says what goes in them, how long they keep it ([`logs::register`], called once at
 //! start-up), and which device a stored push is for ([`audience::Audience`]). Devices and
 //! receipts are stored through [`registry::DeviceRegistry`], implemented in `herald-store`.
+//! What happens to devices and deliveries is told to an observer ([`push_events`]: webhooks, in
+//! the server) once it is durable.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -17,6 +19,7 @@ pub mod inbox;
 pub mod jobs;
 pub mod logs;
 pub mod push;
+pub mod push_events;
 pub mod registry;
 pub mod tags;
 

@@ -40,6 +40,7 @@ use crate::delivery::record::DeliveryRecord;
 use crate::delivery::worker::{Attempt, Deliverer};
 use crate::device::{Device, InboxCursor, Platform};
 use crate::jobs::{ExpandedPage, Job, JobId, JobKind, NewJob, PageJob, Settlement};
+use crate::push_events::PushEvent;
 use crate::registry::DeviceQuery;
 
 /// Pages of one expansion between their first send and their transaction.
@@ -51,6 +52,8 @@ struct DirectSend {
     provider: Platform,
     settlement: Settlement,
     in_doubt: bool,
+    /// What the send is told as once its page is written (`crate::push_events`).
+    event: Option<PushEvent>,
 }
 
 /// A page whose sends have started.
@@ -243,6 +246,7 @@ impl Deliverer {
                 } else {
                     HashMap::new()
                 };
+            let observed = self.observes_deliveries(&x.app);
             let mut running = PageSends::spawn();
             // Each device is moved into its send (taken from `due`), not copied; the ids of the
             // devices after it are still there to mark chunks with.
@@ -277,6 +281,8 @@ impl Deliverer {
                 };
                 let (this, app, record) = (self.clone(), x.app.clone(), x.record.clone());
                 let (seq, job) = (x.seq, x.job);
+                // The push's id only when its sends are to be told (no copy per device else).
+                let push = observed.then(|| x.push.clone());
                 // Boxed: a send's future is large, and spawning it unboxed copied it into the
                 // task several times (a fifth of the server's CPU in a broadcast's profile).
                 running.start(Box::pin(async move {
@@ -287,13 +293,16 @@ impl Deliverer {
                         seq,
                         attempts: 1,
                     };
-                    let settlement = this.attempt(attempt, device, Some(record)).await;
+                    let (settlement, event) = this
+                        .observed_attempt(attempt, push.as_deref(), true, device, Some(record))
+                        .await;
                     drop(permit);
                     DirectSend {
                         device: id,
                         provider: platform,
                         settlement,
                         in_doubt,
+                        event,
                     }
                 }));
             }
@@ -340,7 +349,9 @@ impl Deliverer {
             let sent = sends.results().await.map_err(|e| {
                 StoreError::failed(format!("a broadcast page's sends did not finish: {e}"))
             })?;
-            for sent in sent {
+            let mut told = Vec::new();
+            for mut sent in sent {
+                told.extend(sent.event.take());
                 match row_for(x, sent) {
                     Some(row) => written.jobs.push(row),
                     None => accepted += 1,
@@ -354,6 +365,10 @@ impl Deliverer {
             self.queue
                 .expand_page(x.job, written, next, now_millis(), lease_ms)
                 .await?;
+            // The page's results are committed: its sends' events are facts now.
+            for event in &told {
+                self.events.tell(event);
+            }
             drop(slot);
             self.wake();
         }

@@ -12,6 +12,10 @@
 //! providers keep going. Retries, pauses and dead letters follow the outbound queue's rules
 //! (`herald_outbound::Outbound`, a provider job's destination being its app and provider).
 //!
+//! Once an attempt's settlement is committed, it is told to the observer, when one wants it
+//! ([`crate::push_events`]: provider accepted, failed, dead letter); a device deactivated
+//! because its token is gone is told once the deactivation is stored.
+//!
 //! A round that fails (the store cannot be reached) is said once, and its loop waits longer
 //! after each failure in a row before the next round (`round_failures`: 1 s, 2 s ... 30 s).
 
@@ -42,6 +46,9 @@ use crate::delivery::Delivery;
 use crate::device::{Device, InboxCursor, Platform};
 use crate::jobs::{Destination, Job, JobKind, JobQueue, NewJob, RetryPolicy, Settlement};
 use crate::logs::PushLogs;
+use crate::push_events::{
+    DeliveryFacts, DeviceFacts, JobArguments, PushEvent, PushEventKind, PushEvents, PushObserver,
+};
 use crate::registry::DeviceRegistry;
 
 /// How the worker runs.
@@ -120,7 +127,16 @@ pub struct Deliverer {
     /// Tells expansions to stop between two pages (their lease then runs out, and the
     /// expansion resumes from its cursor after a restart).
     pub(super) stopping: CancellationToken,
+    /// Told of each settled provider send and of devices deactivated ([`Deliverer::observe`]).
+    pub(super) events: PushEvents,
 }
+
+/// The kinds of event a provider send's settlement may be told as.
+const DELIVERY_KINDS: [PushEventKind; 3] = [
+    PushEventKind::DeliveryProviderAccepted,
+    PushEventKind::DeliveryFailed,
+    PushEventKind::DeliveryDeadLettered,
+];
 
 /// A push's delivery record as cached (`None`: the push is gone or has none).
 type CachedRecord = Option<Arc<DeliveryRecord>>;
@@ -158,7 +174,14 @@ impl Deliverer {
             exported: Mutex::new(std::collections::HashSet::new()),
             expansions: TaskTracker::new(),
             stopping: CancellationToken::new(),
+            events: PushEvents::default(),
         }
+    }
+
+    /// Tells `observer` of provider sends settled and devices deactivated from now on; `false`
+    /// if an observer was already set (it stays).
+    pub fn observe(&self, observer: Arc<dyn PushObserver>) -> bool {
+        self.events.observe(observer)
     }
 
     /// The worker figures.
@@ -433,11 +456,17 @@ impl Deliverer {
             }
         }
         let mut settled = Vec::with_capacity(count);
-        while let Some(done) = running.next().await {
-            settled.push(done);
+        let mut told = Vec::new();
+        while let Some((job, settlement, event)) = running.next().await {
+            settled.push((job, settlement));
+            told.extend(event);
         }
         if !settled.is_empty() {
             self.queue.settle(settled).await?;
+        }
+        // Committed: now they are facts.
+        for event in &told {
+            self.events.tell(event);
         }
         Ok(count)
     }
@@ -471,7 +500,7 @@ impl Deliverer {
         job: Job,
         device: Option<(Device, InboxCursor)>,
         record: Option<Arc<DeliveryRecord>>,
-    ) -> (i64, Settlement) {
+    ) -> (i64, Settlement, Option<PushEvent>) {
         let attempt = Attempt {
             app: &job.job.app,
             job: job.id,
@@ -479,7 +508,58 @@ impl Deliverer {
             seq: job.job.seq,
             attempts: job.attempts,
         };
-        (job.id, self.attempt(attempt, device, record).await)
+        let (settlement, event) = self
+            .observed_attempt(attempt, Some(&job.job.push), false, device, record)
+            .await;
+        (job.id, settlement, event)
+    }
+
+    /// Whether an observer wants `app`'s delivery events now.
+    pub(super) fn observes_deliveries(&self, app: &AppId) -> bool {
+        self.events.wants_any(app, &DELIVERY_KINDS)
+    }
+
+    /// [`Deliverer::attempt`] of push `push`, and the event its settlement is to be told as
+    /// once committed (`None` when no observer wants the app's delivery events, or `push` is
+    /// `None`: nothing is built then).
+    pub(super) async fn observed_attempt(
+        &self,
+        attempt: Attempt<'_>,
+        push: Option<&str>,
+        broadcast: bool,
+        device: Option<(Device, InboxCursor)>,
+        record: Option<Arc<DeliveryRecord>>,
+    ) -> (Settlement, Option<PushEvent>) {
+        let watched = match (push, &device, &record, attempt.provider) {
+            (Some(push), Some((device, _)), Some(record), Some(provider))
+                if self.observes_deliveries(attempt.app) =>
+            {
+                let facts = DeliveryFacts {
+                    app: attempt.app.clone(),
+                    push: push.to_owned(),
+                    job: attempt.job,
+                    broadcast,
+                    provider,
+                    device: DeviceFacts::of(device),
+                    attempts: attempt.attempts,
+                };
+                Some((facts, record.clone(), device.token.clone()))
+            }
+            _ => None,
+        };
+        let settlement = self.attempt(attempt, device, record).await;
+        let event = watched.and_then(|(facts, record, token)| {
+            PushEvent::of_settlement(facts, &settlement, |facts| {
+                JobArguments::new(
+                    &facts.push,
+                    &facts.device.id,
+                    facts.provider,
+                    token.as_deref().unwrap_or_default(),
+                    &record,
+                )
+            })
+        });
+        (settlement, event)
     }
 
     /// One attempt to deliver a push to a device through its provider, decided in this order:
@@ -542,12 +622,26 @@ impl Deliverer {
                 let result = SendResult::Unregistered(reason);
                 self.stats
                     .record(app, provider, took, SendEnd::Failure(&result.as_text()));
-                if let Err(e) = self
+                match self
                     .registry
                     .deactivate_gone(app, &device.id, token, since_ms, &why)
                     .await
                 {
-                    tracing::warn!(error = %e, "could not deactivate a device whose token is gone");
+                    Ok(true) => {
+                        let kind = PushEventKind::DeviceDeactivated;
+                        if let Some(observer) = self.events.wanting(app, kind) {
+                            observer.on_push_event(&PushEvent::DeviceDeactivated {
+                                app: app.clone(),
+                                device: DeviceFacts::of(&device),
+                                reason: why,
+                            });
+                        }
+                    }
+                    Ok(false) => {}
+                    Err(e) => tracing::warn!(
+                        error = %e,
+                        "could not deactivate a device whose token is gone"
+                    ),
                 }
                 done(result)
             }
