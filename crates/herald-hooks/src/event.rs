@@ -39,13 +39,25 @@ pub enum EventType {
     ChannelOccupied,
     /// A channel's last subscriber anywhere in the cluster left.
     ChannelVacated,
+    /// A registration created a device (`crate::push`).
+    DeviceRegistered,
+    /// A provider said a device's token is gone; the device was deactivated.
+    DeviceDeactivated,
+    /// A device acknowledged a push.
+    DeliveryAcked,
+    /// A provider accepted a push for a device.
+    DeliveryProviderAccepted,
+    /// A provider send failed (retried, or for good).
+    DeliveryFailed,
+    /// A provider job became a dead letter.
+    DeliveryDeadLettered,
     /// A signed test event, sent only by `POST .../hooks/{id}/test` (never queued).
     HookTest,
 }
 
 impl EventType {
     /// Every type an endpoint may ask for, in a fixed order (the test event is not one).
-    pub const SUBSCRIBABLE: [EventType; 8] = [
+    pub const SUBSCRIBABLE: [EventType; 14] = [
         EventType::ClientConnected,
         EventType::ClientDisconnected,
         EventType::ClientSubscribed,
@@ -54,6 +66,12 @@ impl EventType {
         EventType::UserOffline,
         EventType::ChannelOccupied,
         EventType::ChannelVacated,
+        EventType::DeviceRegistered,
+        EventType::DeviceDeactivated,
+        EventType::DeliveryAcked,
+        EventType::DeliveryProviderAccepted,
+        EventType::DeliveryFailed,
+        EventType::DeliveryDeadLettered,
     ];
 
     /// The type's name on the wire (`user.offline`).
@@ -67,6 +85,12 @@ impl EventType {
             EventType::UserOffline => "user.offline",
             EventType::ChannelOccupied => "channel.occupied",
             EventType::ChannelVacated => "channel.vacated",
+            EventType::DeviceRegistered => "device.registered",
+            EventType::DeviceDeactivated => "device.deactivated",
+            EventType::DeliveryAcked => "delivery.acked",
+            EventType::DeliveryProviderAccepted => "delivery.provider_accepted",
+            EventType::DeliveryFailed => "delivery.failed",
+            EventType::DeliveryDeadLettered => "delivery.dead_lettered",
             EventType::HookTest => "hook.test",
         }
     }

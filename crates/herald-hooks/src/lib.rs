@@ -20,6 +20,9 @@
 //!   an enabled endpoint wants them; [`writer`]: the task that queues them in the store, one
 //!   row per endpoint, a `user.offline` held for the endpoint's offline delay. Both match
 //!   against `snapshot`, the endpoints held in memory.
+//! - [`push`]: device and delivery events ([`HookEvent::from_push`]) and [`PushHooks`], the
+//!   observer `herald-push` tells them to, which puts them on the node queue as the listener
+//!   does.
 //! - [`sender`]: [`Sender`], one signed request of a batch to an endpoint (reaching only the
 //!   addresses the operator allows, following no redirect), and what came of it.
 //! - [`worker`]: the delivery worker, sending each endpoint's due batches, settling them
@@ -35,6 +38,7 @@ pub mod error;
 pub mod event;
 pub mod input;
 pub mod listener;
+pub mod push;
 #[cfg(any(test, feature = "memory-store"))]
 pub mod memory;
 pub mod seal;
@@ -50,6 +54,7 @@ pub mod writer;
 pub use endpoint::{Endpoint, EndpointId, StoredEndpoint};
 pub use error::HooksError;
 pub use event::{EventId, EventSet, EventType, HookEvent};
+pub use push::PushHooks;
 pub use sender::{SendOutcome, SendResult, Sender};
 pub use service::{Hooks, HooksConfig};
 pub use signing::{Signed, SigningSecret};
