@@ -20,7 +20,7 @@ use axum::response::{IntoResponse, Response};
 use herald_core::message::now_millis;
 use herald_core::tenant::AppId;
 use herald_core::{ErrorCode, HeraldError};
-use herald_hooks::event::rfc3339_millis;
+use herald_hooks::event::{rfc3339_millis, EventType};
 use herald_hooks::store::RowId;
 use herald_hooks::view::dead_json;
 use herald_hooks::{EndpointId, HooksError};
@@ -128,7 +128,8 @@ async fn read_hook_body(body: Body) -> Result<Value, HeraldError> {
     parse_json::<Value>(&body)
 }
 
-/// `GET /v1/apps/{id}/hooks`: `{"hooks": [...]}`, in id order.
+/// `GET /v1/apps/{id}/hooks`: `{"hooks": [...], "event_types": [...]}`, the endpoints in id
+/// order and every event type an endpoint may ask for (what the dashboard offers).
 pub async fn list(
     State(api): State<Arc<Api>>,
     AppOrAdmin(app): AppOrAdmin,
@@ -140,7 +141,8 @@ pub async fn list(
         .await
         .map_err(|e| refused(e, || format!("no app {app}")))?;
     let hooks: Vec<Value> = views.iter().map(|v| v.to_json()).collect();
-    Ok(axum::Json(json!({ "hooks": hooks })).into_response())
+    let event_types: Vec<&str> = EventType::SUBSCRIBABLE.iter().map(|t| t.as_str()).collect();
+    Ok(axum::Json(json!({ "hooks": hooks, "event_types": event_types })).into_response())
 }
 
 /// `POST /v1/apps/{id}/hooks`: registers an endpoint; `201` with it and its signing secret,

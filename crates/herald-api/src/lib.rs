@@ -1,8 +1,9 @@
 //! Herald's HTTP publisher API: publish and batch publish, channel history, channel info and
 //! listing (all behind a publisher API key), apps, devices, pushes and the job queue, an app's
-//! webhook endpoints (`hooks.rs`), the admin dashboard's sessions (`/admin/session`) and live
-//! figures (`/v1/overview`), plus the liveness and readiness probes (`/healthz`, `/readyz`:
-//! `probes.rs`), `/metrics` and the OpenAPI document. docs/openapi.yaml describes every route;
+//! webhook endpoints (`hooks.rs`) and the live tail of their events (`hooks_tail.rs`), the
+//! admin dashboard's sessions (`/admin/session`) and live figures (`/v1/overview`), plus the
+//! liveness and readiness probes (`/healthz`, `/readyz`: `probes.rs`), `/metrics` and the
+//! OpenAPI document. docs/openapi.yaml describes every route;
 //! who a request speaks for is `auth/`, and who may call a handler its signature says
 //! (`auth/extract.rs`); every body is read by `body.rs`.
 #![forbid(unsafe_code)]
@@ -18,6 +19,7 @@ mod device_inbox;
 mod devices;
 mod error;
 mod hooks;
+mod hooks_tail;
 mod jobs;
 mod limited;
 mod ops;
@@ -189,6 +191,7 @@ pub fn routes() -> Vec<(&'static str, MethodRouter<Arc<Api>>)> {
             get(providers::vapid_public_key).layer(public_read_cors()),
         ),
         ("/v1/apps/{id}/hooks", get(hooks::list).post(hooks::create)),
+        ("/v1/apps/{id}/hooks/tail", get(hooks_tail::tail)),
         (
             "/v1/apps/{id}/hooks/{hook}",
             get(hooks::get).patch(hooks::update).delete(hooks::delete),

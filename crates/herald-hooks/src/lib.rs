@@ -20,6 +20,8 @@
 //!   an enabled endpoint wants them; [`writer`]: the task that queues them in the store, one
 //!   row per endpoint, a `user.offline` held for the endpoint's offline delay. Both match
 //!   against `snapshot`, the endpoints held in memory.
+//! - [`tail`]: this node's tails, the events the writer queues shown live per app
+//!   (`GET /v1/apps/{id}/hooks/tail`).
 //! - [`push`]: device and delivery events ([`HookEvent::from_push`]) and [`PushHooks`], the
 //!   observer `herald-push` tells them to, which puts them on the node queue as the listener
 //!   does.
@@ -47,6 +49,7 @@ pub mod service;
 pub mod signing;
 mod snapshot;
 pub mod store;
+pub mod tail;
 pub mod view;
 pub mod worker;
 pub mod writer;

@@ -1,7 +1,8 @@
 //! [`Hooks`], the webhook service the API handlers call: an app's endpoints registered,
 //! listed, changed, deleted, their secrets rotated, a test event sent, dead letters listed,
-//! replayed and dropped; and, once [`Hooks::start`]ed, the tasks that queue lifecycle events
-//! (the [`Hooks::listener`] and its writer) and deliver them (the worker).
+//! replayed and dropped, the events this node queues tailed ([`Hooks::tail`]); and, once
+//! [`Hooks::start`]ed, the tasks that queue lifecycle events (the [`Hooks::listener`] and its
+//! writer) and deliver them (the worker).
 //!
 //! Every endpoint operation is scoped to its app: another app's endpoint is "not found".
 //! A signing secret is generated here, sealed at rest, and its text returned once (from
@@ -34,6 +35,7 @@ use crate::sender::{batch_body, webhook_id, SendResult, Sender};
 use crate::signing::SigningSecret;
 use crate::snapshot::Snapshot;
 use crate::store::{DeadEvent, HookStore, QueuedEvent, RowId};
+use crate::tail::{Tail, Tails, TooManyTails};
 use crate::view::{EndpointView, TestOutcome};
 
 /// How often the endpoint snapshot is reloaded from the store (other nodes' changes).
@@ -89,6 +91,8 @@ pub struct Hooks {
     /// The node queue: the listener's end, and the writer's until [`Hooks::start`] takes it.
     queue: mpsc::Sender<HookEvent>,
     queued: Mutex<Option<mpsc::Receiver<HookEvent>>>,
+    /// The tails open on this node, fed by the writer.
+    tails: Arc<Tails>,
 }
 
 impl Hooks {
@@ -111,6 +115,7 @@ impl Hooks {
             snapshot: ArcSwap::from_pointee(Snapshot::default()),
             queue,
             queued: Mutex::new(Some(queued)),
+            tails: Arc::new(Tails::default()),
         })
     }
 
@@ -310,6 +315,12 @@ impl Hooks {
         }
     }
 
+    /// Opens a tail of the events this node queues for `app`'s endpoints, from now on (see
+    /// [`crate::tail`]); refused past [`crate::tail::MAX_TAILS`] open on this node.
+    pub fn tail(&self, app: &AppId) -> Result<Tail, TooManyTails> {
+        self.tails.open(app)
+    }
+
     /// The lifecycle listener that queues this node's events for the app's endpoints (give it
     /// to `ServerBuilder::lifecycle_listener`).
     pub fn listener(self: &Arc<Self>) -> Arc<dyn LifecycleListener> {
@@ -369,6 +380,11 @@ impl Hooks {
     /// The endpoint snapshot.
     pub(crate) fn snapshot(&self) -> arc_swap::Guard<Arc<Snapshot>> {
         self.snapshot.load()
+    }
+
+    /// The tails open on this node.
+    pub(crate) fn tails(&self) -> &Tails {
+        &self.tails
     }
 
     /// The node queue's sending end.

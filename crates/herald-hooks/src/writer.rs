@@ -9,6 +9,9 @@
 //! queue is full (`hooks.max_queued_per_endpoint`) gets nothing, counted as
 //! `herald_hook_events_dropped_total{reason="endpoint_full"}`.
 //!
+//! Once a batch is queued, its events that some endpoint wants go to this node's tails of their
+//! apps ([`crate::tail`]).
+//!
 //! When the store fails, the same batch is tried again after 100 ms, doubling to 5 s, with no
 //! more than that batch in hand: the node queue fills meanwhile, and the listener drops what
 //! does not fit (counted). On shutdown the writer stores what is in the node queue, one
@@ -114,6 +117,7 @@ async fn write(hooks: &Hooks, events: &[HookEvent]) -> Result<(), herald_core::l
     if rows.is_empty() {
         return Ok(());
     }
+    let tailed = hooks.tails().wanted(events, &rows);
     let done = hooks
         .store()
         .enqueue(rows, hooks.config().max_queued_per_endpoint)
@@ -121,6 +125,7 @@ async fn write(hooks: &Hooks, events: &[HookEvent]) -> Result<(), herald_core::l
     if done.dropped > 0 {
         metrics::counter!(DROPPED_METRIC, "reason" => "endpoint_full").increment(done.dropped);
     }
+    hooks.tails().send(tailed);
     Ok(())
 }
 

@@ -42,6 +42,7 @@ const NOT_PUBLISHER = {
   startSession: 'the admin dashboard\'s browser login (a cookie session), not an API client\'s',
   currentSession: 'the admin dashboard\'s browser login (a cookie session), not an API client\'s',
   endSession: 'the admin dashboard\'s browser login (a cookie session), not an API client\'s',
+  tailHooks: 'an operator\'s live text/event-stream of one node\'s webhook events (`herald hooks tail`), not an API call',
 };
 /** operationId -> method, where the names differ. */
 const RENAMED = { getHistory: 'history', patchDevice: 'updateDevice' };

@@ -851,8 +851,10 @@ export interface paths {
         /**
          * An app's webhook endpoints
          * @description Every endpoint of the app, in id order, with its queue and delivery state (never its
-         *     signing secret). Needs the admin key or a publisher key of this app (another app's key
-         *     gets `404`); `404` also for an app that does not exist. docs/hooks.md is the guide.
+         *     signing secret), and `event_types`: every event type an endpoint may ask for, as this
+         *     server knows them (what the admin dashboard offers). Needs the admin key or a publisher
+         *     key of this app (another app's key gets `404`); `404` also for an app that does not
+         *     exist. docs/hooks.md is the guide.
          */
         get: operations["listHooks"];
         put?: never;
@@ -871,6 +873,48 @@ export interface paths {
          *     app (another app's key gets `404`). At most 64 KiB.
          */
         post: operations["createHook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/apps/{id}/hooks/tail": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description App id (`400 bad_request` if it breaks the grammar). */
+                id: components["parameters"]["AppIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The webhook events this node queues, live
+         * @description A `text/event-stream` of the app's webhook events **as this node queues them** for the
+         *     app's endpoints, from the moment the stream opens: only events some enabled endpoint
+         *     wants (its event types and channel patterns), each once however many endpoints want
+         *     it, in the order they were queued. What `herald hooks tail` prints. It shows what is
+         *     queued, not what is delivered (`GET /v1/apps/{id}/hooks` has the delivery figures).
+         *
+         *     The stream opens with a comment, then each event is one `data:` line holding the event's
+         *     JSON exactly as a receiver gets it in a batch's `events`. A reader that falls more than
+         *     1,024 events behind misses the oldest: an `event: lagged` with `{"missed": N}` says how
+         *     many, and the stream goes on with the newest. An idle stream gets a `: ping` comment
+         *     every 25 s. The stream ends when the server shuts down; nothing is replayed on
+         *     reconnecting.
+         *
+         *     **This node's events only.** Each node queues the events of the connections it holds
+         *     (and the cluster-wide transitions it saw first): in a cluster, tail every node to see
+         *     all of an app's events. A node serves at most 16 tails at once (every app together);
+         *     past that it answers `429 limit_exceeded` until one ends.
+         *
+         *     Needs the admin key or a publisher key of this app (another app's key gets `404`);
+         *     `404` also for an app that does not exist.
+         */
+        get: operations["tailHooks"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -4910,11 +4954,23 @@ export interface operations {
                      *           "next_attempt": null,
                      *           "last_error": null
                      *         }
+                     *       ],
+                     *       "event_types": [
+                     *         "client.connected",
+                     *         "client.disconnected",
+                     *         "client.subscribed",
+                     *         "client.unsubscribed",
+                     *         "user.online",
+                     *         "user.offline",
+                     *         "channel.occupied",
+                     *         "channel.vacated"
                      *       ]
                      *     }
                      */
                     "application/json": {
                         hooks: components["schemas"]["Hook"][];
+                        /** @description Every event type an endpoint may ask for (`*` asks for all of them). */
+                        event_types: string[];
                     };
                 };
             };
@@ -5004,6 +5060,63 @@ export interface operations {
             405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["TooLarge"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    tailHooks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description App id (`400 bad_request` if it breaks the grammar). */
+                id: components["parameters"]["AppIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /**
+             * @description An endless `text/event-stream` (headers `Cache-Control: no-cache`,
+             *     `X-Accel-Buffering: no`).
+             */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example : the webhook events this node queues for app shop, as they are queued
+                     *
+                     *     data: {"id":"evt_01JDX5S8Q6Z4R1W2M3N4P5Q6R7","type":"client.connected","app":"shop","timestamp":"2026-11-29T09:41:07.123Z","data":{"connection":"5f0c9a1e2b3d4c6f-42","transport":"websocket","user":"alice","device":null}}
+                     *
+                     *     event: lagged
+                     *     data: {"missed":212}
+                     *
+                     *     : ping
+                     */
+                    "text/event-stream": string;
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description `limit_exceeded`: this node already serves as many tails as it may (16); one has to end first. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "limit_exceeded",
+                     *         "message": "this node already has 16 webhook tails open, the most it serves at once; stop one and try again"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             500: components["responses"]["ServerError"];
         };
     };
