@@ -401,6 +401,7 @@ pub async fn mint_token(
         device: req.device,
         iat: Some(now),
         jti: req.jti,
+        user_info: None,
     };
     let token = api.tokens.mint(&app, &claims).ok_or_else(|| {
         HeraldError::new(

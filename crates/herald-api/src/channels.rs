@@ -1,5 +1,6 @@
 //! Reading channels: `GET /v1/channels/{name}/messages` (history), `GET /v1/channels/{name}`
-//! (state and subscribers) and `GET /v1/channels` (list, paged by name).
+//! (state and subscribers), `GET /v1/channels/{name}/presence` (a presence channel's members)
+//! and `GET /v1/channels` (list, paged by name).
 
 use std::sync::Arc;
 
@@ -52,6 +53,9 @@ pub async fn get_path(
     Publisher { app, .. }: Publisher,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
+    if let Some(name) = path.strip_suffix("/presence") {
+        return presence(&api, &app, name);
+    }
     let (name, messages) = split_path(&path);
     let channel = app.parse_channel(name)?;
     if !messages {
@@ -82,6 +86,41 @@ pub async fn get_path(
         body,
     )
         .into_response())
+}
+
+/// `GET /v1/channels/{name}/presence`: the members of a presence channel (this node's), in
+/// the order they joined; `not_found` for a channel outside every presence namespace.
+fn presence(api: &Api, app: &AppId, name: &str) -> Result<Response, ApiError> {
+    use herald_proto::reply::{ChannelPresence, PresenceMember};
+    use serde_json::value::RawValue;
+    let channel = app.parse_channel(name)?;
+    let options = api.engine.namespaces().options(channel.as_str());
+    if options.presence.is_none() {
+        return Err(HeraldError::new(
+            herald_core::ErrorCode::NotFound,
+            format!(
+                "{:?} is not a presence channel: no namespace with presence = true covers it",
+                channel.public()
+            ),
+        )
+        .into());
+    }
+    let members = api.engine.presence().members(&channel).unwrap_or_default();
+    let members: Vec<PresenceMember> = members
+        .iter()
+        .map(|m| PresenceMember {
+            user: m.user.as_ref().into(),
+            // Checked JSON object text (herald_core::presence::member_data).
+            data: RawValue::from_string(m.data.to_string())
+                .unwrap_or_else(|_| RawValue::from_string("{}".into()).expect("valid JSON")),
+        })
+        .collect();
+    let answer = ChannelPresence {
+        channel: channel.public().into(),
+        count: members.len(),
+        members,
+    };
+    Ok(axum::Json(answer).into_response())
 }
 
 /// `GET /v1/channels?prefix=P&after=NAME&limit=N`.

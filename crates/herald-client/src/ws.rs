@@ -209,6 +209,7 @@ impl WsClient {
             channel: channel.to_owned(),
             since,
             last: None,
+            ..Default::default()
         })
         .await
     }

@@ -185,8 +185,15 @@ pub(super) const KEYS: &[Key] = &[
 ];
 
 /// The keys of one `[[namespaces]]` entry.
-pub(super) const NAMESPACE_KEYS: &[&str] =
-    &["prefix", "history_size", "history_age", "last_on_subscribe"];
+pub(super) const NAMESPACE_KEYS: &[&str] = &[
+    "prefix",
+    "history_size",
+    "history_age",
+    "last_on_subscribe",
+    "presence",
+    "presence_max_members",
+    "presence_max_data_bytes",
+];
 
 /// The raw fields of one `[[namespaces]]` entry, by key.
 pub(super) type RawNamespace = BTreeMap<String, (Raw, Source)>;

@@ -229,6 +229,12 @@ pub struct NamespaceSettings {
     pub history_age: Duration,
     /// Send a channel's last message to every new subscriber.
     pub last_on_subscribe: bool,
+    /// The namespace's channels are presence channels (a `[[namespaces]]` option only).
+    pub presence: bool,
+    /// Members one presence channel holds at most.
+    pub presence_max_members: u32,
+    /// The largest member data of a presence channel, in bytes of JSON.
+    pub presence_max_data_bytes: u32,
 }
 
 impl Default for NamespaceSettings {
@@ -237,6 +243,9 @@ impl Default for NamespaceSettings {
             history_size: 1000,
             history_age: Duration::from_secs(24 * 3600),
             last_on_subscribe: false,
+            presence: false,
+            presence_max_members: herald_server::vocabulary::DEFAULT_MAX_MEMBERS,
+            presence_max_data_bytes: herald_server::vocabulary::DEFAULT_MAX_DATA_BYTES,
         }
     }
 }
@@ -250,6 +259,12 @@ impl NamespaceSettings {
                 max_age_ms: u64::try_from(self.history_age.as_millis()).unwrap_or(u64::MAX),
             },
             last_on_subscribe: self.last_on_subscribe,
+            presence: self
+                .presence
+                .then_some(herald_server::vocabulary::PresenceLimits {
+                    max_members: self.presence_max_members,
+                    max_data_bytes: self.presence_max_data_bytes,
+                }),
         }
     }
 }
@@ -526,5 +541,37 @@ mod tests {
         assert_eq!(table.options("news").retention.max_messages, 50);
         let toml = c.to_toml_redacted();
         assert!(toml.contains("prefix = \"prices/\""), "{toml}");
+        assert_eq!(table.options("news").presence, None);
+    }
+
+    #[test]
+    fn a_presence_namespace_has_its_limits_and_they_need_presence() {
+        let file = r#"
+            [[namespaces]]
+            prefix = "rooms/"
+            presence = true
+            presence_max_members = 50
+            [[namespaces]]
+            prefix = "lobby/"
+            presence = true
+        "#;
+        let c = load(Some(file), &[], ConfigFlags::default()).unwrap();
+        let table = c.namespaces();
+        let rooms = table.options("rooms/1").presence.unwrap();
+        assert_eq!((rooms.max_members, rooms.max_data_bytes), (50, 1024));
+        let lobby = table.options("lobby/1").presence.unwrap();
+        assert_eq!((lobby.max_members, lobby.max_data_bytes), (1000, 1024));
+        let toml = c.to_toml_redacted();
+        assert!(toml.contains("presence_max_members = 50"), "{toml}");
+        let alone = "[[namespaces]]\nprefix = \"a/\"\npresence_max_data_bytes = 10";
+        let e = load(Some(alone), &[], ConfigFlags::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("presence = true"), "{e}");
+        let zero = "[[namespaces]]\nprefix = \"a/\"\npresence = true\npresence_max_members = 0";
+        let e = load(Some(zero), &[], ConfigFlags::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("presence_max_members"), "{e}");
     }
 }

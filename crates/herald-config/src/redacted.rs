@@ -289,6 +289,17 @@ impl Config {
                 dur(s.history_age).unwrap_or(Value::from(""))
             ));
             out.push_str(&format!("last_on_subscribe = {}\n", s.last_on_subscribe));
+            if s.presence {
+                out.push_str("presence = true\n");
+                out.push_str(&format!(
+                    "presence_max_members = {}\n",
+                    s.presence_max_members
+                ));
+                out.push_str(&format!(
+                    "presence_max_data_bytes = {}\n",
+                    s.presence_max_data_bytes
+                ));
+            }
         }
         out
     }

@@ -75,6 +75,8 @@ impl Layers {
                 d.last_on_subscribe,
                 boolean,
             )?,
+            // Presence is a `[[namespaces]]` option only.
+            ..d
         };
         let default_listen: SocketAddr = ([127, 0, 0, 1], 7070).into();
         let mut history = history;
@@ -237,7 +239,24 @@ impl Layers {
                 history_age: field(ns, "history_age", duration)?.unwrap_or(defaults.history_age),
                 last_on_subscribe: field(ns, "last_on_subscribe", boolean)?
                     .unwrap_or(defaults.last_on_subscribe),
+                presence: field(ns, "presence", boolean)?.unwrap_or(false),
+                presence_max_members: field(ns, "presence_max_members", u32_in(1, 1_000_000))?
+                    .unwrap_or(defaults.presence_max_members),
+                presence_max_data_bytes: field(ns, "presence_max_data_bytes", u32_in(2, 65_536))?
+                    .unwrap_or(defaults.presence_max_data_bytes),
             };
+            let limit_set = ["presence_max_members", "presence_max_data_bytes"]
+                .into_iter()
+                .find(|key| ns.contains_key(*key));
+            if let (Some(key), false) = (limit_set, settings.presence) {
+                let (raw, source) = &ns[key];
+                return Err(ConfigError::Invalid {
+                    what: format!("namespaces[{i}].{key}"),
+                    value: format!(" {}", show(raw)),
+                    origin: source.clone(),
+                    reason: "a presence limit needs presence = true in the same namespace".into(),
+                });
+            }
             out.push((prefix, settings));
         }
         Ok(out)
@@ -351,6 +370,17 @@ fn uint_at_least(min: u64) -> impl Fn(&Raw) -> Result<u64, String> {
             Err(format!("must be at least {min}"))
         } else {
             Ok(n)
+        }
+    }
+}
+
+/// A whole number from `min` to `max`.
+fn u32_in(min: u32, max: u32) -> impl Fn(&Raw) -> Result<u32, String> {
+    move |r| {
+        let n = uint(r)?;
+        match u32::try_from(n) {
+            Ok(n) if (min..=max).contains(&n) => Ok(n),
+            _ => Err(format!("must be {min} to {max}")),
         }
     }
 }

@@ -38,6 +38,8 @@ pub struct Client {
     pub publish: PatternSet,
     /// What a revocation can match of the token the client presented.
     pub token: TokenStamp,
+    /// The token's `user_info` claim (JSON text), a presence channel's member data.
+    pub user_info: Option<Box<str>>,
 }
 
 /// What a secret change or a revocation can match of a verified token, kept compact (24 bytes)
@@ -65,6 +67,7 @@ impl Client {
             subscribe: PatternSet::all(),
             publish: PatternSet::default(),
             token: TokenStamp::default(),
+            user_info: None,
         }
     }
 
@@ -166,6 +169,7 @@ pub(crate) fn decode_client(
         sub: c.sub,
         expires: c.exp,
         token,
+        user_info: c.user_info.map(|u| Box::<str>::from(u.0.get())),
     };
     Decoded::Client(client, c.jti)
 }

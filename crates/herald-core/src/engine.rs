@@ -239,6 +239,16 @@ impl Engine {
         });
     }
 
+    /// The options of every channel, by namespace.
+    pub fn namespaces(&self) -> &Namespaces {
+        &self.namespaces
+    }
+
+    /// This node's presence registry (the hub's, [`crate::presence`]).
+    pub fn presence(&self) -> &Arc<crate::presence::Presence> {
+        self.hub.presence()
+    }
+
     /// This node's lifecycle registry (the hub's, [`crate::lifecycle`]): listeners join it
     /// at start to hear of connections, subscriptions and channels occupied and vacated.
     pub fn lifecycle(&self) -> &Arc<crate::lifecycle::Lifecycle> {

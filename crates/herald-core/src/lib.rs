@@ -36,6 +36,7 @@ pub mod namespace;
 pub mod outbox;
 pub mod paged;
 pub mod pattern;
+pub mod presence;
 pub mod publish;
 pub mod revoked;
 mod state_reads;

@@ -1,5 +1,6 @@
 //! Namespaces: options that apply to every channel whose name starts with a prefix (history
-//! size and age, whether the last message is sent on subscribe). The longest matching prefix
+//! size and age, whether the last message is sent on subscribe, whether its channels are
+//! presence channels and their limits). The longest matching prefix
 //! wins; channels matching no prefix get the defaults.
 //!
 //! Reserved logs (an app's logs no client can name, see [`crate::tenant`]) get their options from
@@ -15,6 +16,9 @@ pub struct NamespaceOptions {
     pub retention: Retention,
     /// Send the channel's last message on subscribe unless the client says otherwise.
     pub last_on_subscribe: bool,
+    /// The channels are presence channels, with these limits ([`crate::presence`]); `None`
+    /// for every other channel.
+    pub presence: Option<crate::presence::PresenceLimits>,
 }
 
 /// The default options and the prefixed namespaces.

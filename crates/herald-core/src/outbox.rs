@@ -27,13 +27,17 @@ pub enum OutFrame {
     Replayed(SharedMessage),
     /// An already-encoded control frame (a reply, an error, a subscribe confirmation).
     Control(Bytes),
+    /// A presence channel's `presence` frame, encoded once per change as the WebSocket
+    /// frame's text (`{"presence":{...}}`); the other transports write its body
+    /// ([`crate::presence::frame_body`]) their own way. Live state, no message.
+    Presence(Bytes),
 }
 
 impl OutFrame {
     fn cost(&self) -> usize {
         match self {
             OutFrame::Message(m) | OutFrame::Replayed(m) => m.data.len() + 64,
-            OutFrame::Control(b) => b.len(),
+            OutFrame::Control(b) | OutFrame::Presence(b) => b.len(),
         }
     }
 }

@@ -11,6 +11,7 @@ use herald_core::hub::Subscription;
 use herald_core::lifecycle::{DisconnectReason, Transport};
 use herald_core::live::Registration;
 use herald_core::outbox::{OutFrame, Outbox};
+use herald_core::presence::Membership;
 use herald_core::usage::ConnectionGuard;
 use herald_core::{ChannelName, Cursor, Engine, HeraldError, StoredMessage};
 
@@ -18,7 +19,7 @@ use axum::http::HeaderMap;
 
 use crate::http::{client_token, parse_bool, query_pairs};
 use crate::session::open::{
-    authorise, check_limit, open_channel, open_inbox, register, Opened, Wanted,
+    authorise, check_limit, open_channel, open_inbox, register, Opened, PresenceAsk, Wanted,
 };
 use crate::Edge;
 
@@ -40,6 +41,11 @@ pub struct StreamRequest {
     /// When a cursor cannot be resumed exactly, replay what is still retained after it instead
     /// of nothing (Meteor's `.r<id>` does this; Herald's own transports report the gap).
     pub replay_retained_if_lost: bool,
+    /// `presence=true`: the presence channels' `members`, joins and leaves.
+    pub presence: bool,
+    /// `member=` (JSON text): the member data for the presence channels, when the token has
+    /// no `user_info`.
+    pub member: Option<String>,
 }
 
 impl StreamRequest {
@@ -72,7 +78,14 @@ impl StreamRequest {
         let positions = if inbox { 2 } else { names.len() };
         let cursors = herald_proto::cursor::decode(cursor, positions)?;
         let last = param(&pairs, "last").map(parse_bool).transpose()?;
+        let presence = param(&pairs, "presence")
+            .map(parse_bool)
+            .transpose()?
+            .unwrap_or(false);
+        let member = param(&pairs, "member").map(str::to_owned);
         Ok(StreamRequest {
+            presence,
+            member,
             client,
             names,
             cursors,
@@ -206,7 +219,14 @@ impl Subscriptions {
                         last: request.last,
                         replay_retained_if_lost: request.replay_retained_if_lost,
                     };
-                    keep(open_channel(edge, client, outbox, name, &subscribe, &reply).await?);
+                    let presence = PresenceAsk {
+                        frames: request.presence,
+                        member: request.member.as_deref(),
+                    };
+                    let opened =
+                        open_channel(edge, client, outbox, name, &subscribe, &presence, &reply)
+                            .await?;
+                    keep(opened);
                 }
             }
         }
@@ -248,6 +268,19 @@ impl Subscriptions {
     /// The current position of the channel at `i` in cursor order.
     pub fn position(&self, i: usize) -> &Cursor {
         &self.channels[i].position
+    }
+
+    /// Takes the presence memberships of the stream's subscriptions (no frames any more), so
+    /// that they outlive its unsubscribes: a long-poll's user stays a member between polls.
+    pub fn take_presence(&self) -> Vec<Membership> {
+        self.channels
+            .iter()
+            .filter_map(|c| c.subscription.take_presence())
+            .map(|mut m| {
+                m.unwatch();
+                m
+            })
+            .collect()
     }
 
     /// The cursor string for the current positions.

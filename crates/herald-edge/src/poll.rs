@@ -3,6 +3,11 @@
 //! carries the cursor to send next time, so successive polls see every message exactly once.
 //! A poll a revocation ends answers at once with what it has and a `disconnect` entry
 //! (`{"code":"revoked","message":...}`).
+//!
+//! On a presence channel a poll's user is a member while it waits and for [`PRESENCE_GRACE`]
+//! after it answered, so a client polling in a loop is one member throughout; with
+//! `presence=true` the answer's `presence` array holds each presence channel's `members` list
+//! (which alone does not end the wait), then the joins and leaves that came while it waited.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +16,7 @@ use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use herald_core::lifecycle::{DisconnectReason, Transport};
-use herald_core::outbox::Outbox;
+use herald_core::outbox::{OutFrame, Outbox};
 use herald_core::telemetry::telemetry;
 use herald_core::HeraldError;
 use herald_proto::query::whole_number;
@@ -30,6 +35,10 @@ const DEFAULT_TIMEOUT_SECS: u64 = 30;
 const MAX_LIMIT: usize = 10_000;
 /// Messages per answer when the client does not say.
 const DEFAULT_LIMIT: usize = 1000;
+/// How long a poll's user stays a member of the presence channels it named once the poll has
+/// answered: a client that polls again within it stays one member, with no leave and join
+/// between its polls.
+pub const PRESENCE_GRACE: Duration = Duration::from_secs(10);
 
 /// Answers one long-poll request.
 pub async fn poll(
@@ -63,9 +72,21 @@ async fn answer(
     let (mut subs, outcomes) =
         Subscriptions::open(Transport::LongPoll, edge, &request, &outbox, |_, _| None).await?;
     let (mut frames, mut closed) = outbox.take();
-    if frames.is_empty() && closed.is_none() {
+    // A presence channel's `members` list, queued by the subscribe itself, is no news: the
+    // poll still waits, and answers it with whatever comes.
+    let news = |frames: &std::collections::VecDeque<OutFrame>| {
+        frames.iter().any(|f| match f {
+            OutFrame::Presence(p) => !herald_core::presence::is_members_frame(p),
+            _ => true,
+        })
+    };
+    if !news(&frames) && closed.is_none() {
         tokio::select! {
-            batch = outbox.next_batch() => (frames, closed) = batch,
+            batch = outbox.next_batch() => {
+                let (more, why) = batch;
+                frames.extend(more);
+                closed = why;
+            }
             _ = tokio::time::sleep(Duration::from_secs(timeout)) => {}
             _ = edge.shutdown.cancelled() => subs.set_disconnect_reason(DisconnectReason::Shutdown),
         }
@@ -98,6 +119,19 @@ async fn answer(
         })
         .collect();
     serde_json::to_writer(&mut body, &channels).map_err(internal)?;
+    let mut presence = frames.iter().filter_map(|f| match f {
+        OutFrame::Presence(p) => Some(herald_core::presence::frame_body(p)),
+        _ => None,
+    });
+    if let Some(first) = presence.next() {
+        body.extend_from_slice(b",\"presence\":[");
+        body.extend_from_slice(&first);
+        for frame in presence {
+            body.push(b',');
+            body.extend_from_slice(&frame);
+        }
+        body.push(b']');
+    }
     // A revocation ended the poll: say so (other closes answer as they always have).
     if let Some(reason) = closed.filter(|r| r.code() == "revoked") {
         body.extend_from_slice(b",\"disconnect\":");
@@ -106,6 +140,13 @@ async fn answer(
     }
     body.push(b'}');
     telemetry().written_poll.increment(written);
+    let held = subs.take_presence();
+    if !held.is_empty() {
+        tokio::spawn(async move {
+            tokio::time::sleep(PRESENCE_GRACE).await;
+            drop(held);
+        });
+    }
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 

@@ -39,6 +39,10 @@ pub enum EventType {
     ChannelOccupied,
     /// A channel's last subscriber anywhere in the cluster left.
     ChannelVacated,
+    /// A user became a member of a presence channel (its first subscription to it).
+    PresenceMemberAdded,
+    /// A user's last subscription to a presence channel ended.
+    PresenceMemberRemoved,
     /// A registration created a device (`crate::push`).
     DeviceRegistered,
     /// A provider said a device's token is gone; the device was deactivated.
@@ -57,7 +61,7 @@ pub enum EventType {
 
 impl EventType {
     /// Every type an endpoint may ask for, in a fixed order (the test event is not one).
-    pub const SUBSCRIBABLE: [EventType; 14] = [
+    pub const SUBSCRIBABLE: [EventType; 16] = [
         EventType::ClientConnected,
         EventType::ClientDisconnected,
         EventType::ClientSubscribed,
@@ -66,6 +70,8 @@ impl EventType {
         EventType::UserOffline,
         EventType::ChannelOccupied,
         EventType::ChannelVacated,
+        EventType::PresenceMemberAdded,
+        EventType::PresenceMemberRemoved,
         EventType::DeviceRegistered,
         EventType::DeviceDeactivated,
         EventType::DeliveryAcked,
@@ -85,6 +91,8 @@ impl EventType {
             EventType::UserOffline => "user.offline",
             EventType::ChannelOccupied => "channel.occupied",
             EventType::ChannelVacated => "channel.vacated",
+            EventType::PresenceMemberAdded => "presence.member_added",
+            EventType::PresenceMemberRemoved => "presence.member_removed",
             EventType::DeviceRegistered => "device.registered",
             EventType::DeviceDeactivated => "device.deactivated",
             EventType::DeliveryAcked => "delivery.acked",
@@ -111,6 +119,8 @@ impl EventType {
                 | EventType::ClientUnsubscribed
                 | EventType::ChannelOccupied
                 | EventType::ChannelVacated
+                | EventType::PresenceMemberAdded
+                | EventType::PresenceMemberRemoved
         )
     }
 
@@ -328,6 +338,21 @@ impl HookEvent {
                 EventType::ChannelVacated,
                 None,
                 json!({ "channel": channel.as_deref() }),
+            ),
+            LifecycleEvent::MemberAdded { user, data, .. } => (
+                EventType::PresenceMemberAdded,
+                Some(user.clone()),
+                json!({
+                    "channel": channel.as_deref(),
+                    "user": &**user,
+                    // Checked JSON object text (herald_core::presence::member_data).
+                    "data": serde_json::from_str::<Value>(data).unwrap_or(Value::Null),
+                }),
+            ),
+            LifecycleEvent::MemberRemoved { user, .. } => (
+                EventType::PresenceMemberRemoved,
+                Some(user.clone()),
+                json!({ "channel": channel.as_deref(), "user": &**user }),
             ),
         };
         HookEvent {

@@ -116,6 +116,22 @@ fn describe(event: &LifecycleEvent) -> (EventType, &str, Option<&str>) {
                 Some(local(full)),
             )
         }
+        LifecycleEvent::MemberAdded { channel, .. } => {
+            let full = channel.as_str();
+            (
+                EventType::PresenceMemberAdded,
+                split_app(full).0,
+                Some(local(full)),
+            )
+        }
+        LifecycleEvent::MemberRemoved { channel, .. } => {
+            let full = channel.as_str();
+            (
+                EventType::PresenceMemberRemoved,
+                split_app(full).0,
+                Some(local(full)),
+            )
+        }
     }
 }
 

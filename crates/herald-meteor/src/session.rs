@@ -224,6 +224,9 @@ async fn subscribe(m: &Meteor, mut tcp: Conn, s: Subscribe) {
             inbox: false,
             // As in Meteor, `.r<id>` older than what is stored starts at the oldest stored.
             replay_retained_if_lost: true,
+            // Anonymous: a presence channel refuses its subscribers (no user id).
+            presence: false,
+            member: None,
         };
         Subscriptions::open(Transport::Meteor, &m.edge, &request, &outbox, |_, _| None).await
     };

@@ -74,7 +74,7 @@ pub struct Since {
 }
 
 /// `subscribe` command.
-#[derive(Debug, Deserialize, Serialize)]
+#[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Subscribe {
     /// Channel name.
@@ -85,6 +85,14 @@ pub struct Subscribe {
     /// Send the channel's last message first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last: Option<bool>,
+    /// On a presence channel: send the member list, then each join and leave, as `presence`
+    /// frames ([`crate::reply::PresenceFrame`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub presence: Option<bool>,
+    /// On a presence channel: this member's data (a JSON object), used only when the token
+    /// has no `user_info` claim. Supplied by the client, so not verified by anyone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member: Option<Box<RawValue>>,
 }
 
 /// `unsubscribe` command.

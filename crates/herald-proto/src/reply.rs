@@ -188,7 +188,8 @@ pub struct ChannelStatus<'a> {
     pub recovered: bool,
 }
 
-/// A long-poll answer: `{"messages":[...],"cursor":"...","channels":[...]}`.
+/// A long-poll answer: `{"messages":[...],"cursor":"...","channels":[...]}` (and
+/// `"presence":[...]` when there are presence frames).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PollAnswer<'a> {
     /// Messages, in seq order within each channel.
@@ -200,6 +201,95 @@ pub struct PollAnswer<'a> {
     /// Per channel, in cursor order.
     #[serde(borrow)]
     pub channels: Vec<ChannelStatus<'a>>,
+    /// Presence frames, for a poll that asked (`presence=true`) and named a presence channel:
+    /// each such channel's `members` first, then the joins and leaves seen while it waited.
+    #[serde(default, skip_serializing_if = "Vec::is_empty", borrow)]
+    pub presence: Vec<PresenceFrame<'a>>,
+}
+
+/// What a `presence` frame says ([`PresenceFrame`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PresenceEvent {
+    /// The channel's members now (`members`): sent first, on each subscribe that asks.
+    Members,
+    /// A member joined (`user`, `data`): its first subscription.
+    Join,
+    /// A member left (`user`): its last subscription ended.
+    Leave,
+}
+
+/// One member of a presence channel: the user id (the token's `sub`) and its data (a JSON
+/// object: the token's `user_info` claim, or else what the subscribe's `member` said).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PresenceMember<'a> {
+    /// The user id.
+    #[serde(borrow)]
+    pub user: Cow<'a, str>,
+    /// The member's data, a JSON object, byte for byte.
+    pub data: Box<RawValue>,
+}
+
+impl PartialEq for PresenceMember<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.user, self.data.get()) == (&other.user, other.data.get())
+    }
+}
+
+/// A presence channel's live state, for a subscriber that asked (`"presence": true`): the
+/// WebSocket `presence` frame's body, the SSE `presence` event's data and an entry of a
+/// long-poll answer's `presence`. `{"channel":C,"event":"members","members":[...]}` first, then
+/// `{"channel":C,"event":"join","user":U,"data":{...}}` and
+/// `{"channel":C,"event":"leave","user":U}`. Live state: never stored in the channel's log nor
+/// resumed; each (re)subscribe that asks gets the whole list again.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PresenceFrame<'a> {
+    /// The channel.
+    #[serde(borrow)]
+    pub channel: Cow<'a, str>,
+    /// What happened.
+    pub event: PresenceEvent,
+    /// `members`: every member, in the order they joined.
+    #[serde(default, skip_serializing_if = "Option::is_none", borrow)]
+    pub members: Option<Vec<PresenceMember<'a>>>,
+    /// `join` and `leave`: who.
+    #[serde(default, skip_serializing_if = "Option::is_none", borrow)]
+    pub user: Option<Cow<'a, str>>,
+    /// `join`: the member's data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Box<RawValue>>,
+}
+
+impl PartialEq for PresenceFrame<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        let data = |f: &Self| f.data.as_ref().map(|d| d.get().to_string());
+        (
+            &self.channel,
+            self.event,
+            &self.members,
+            &self.user,
+            data(self),
+        ) == (
+            &other.channel,
+            other.event,
+            &other.members,
+            &other.user,
+            data(other),
+        )
+    }
+}
+
+/// `GET /v1/channels/{name}/presence`: a presence channel's members, in the order they joined.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChannelPresence<'a> {
+    /// The channel.
+    #[serde(borrow)]
+    pub channel: Cow<'a, str>,
+    /// Its members.
+    #[serde(borrow)]
+    pub members: Vec<PresenceMember<'a>>,
+    /// How many.
+    pub count: usize,
 }
 
 /// What a WebSocket server frame holds: its key and body.
@@ -225,6 +315,9 @@ pub enum ServerBody<'a> {
     Message(MessageEntry<'a>),
     /// The server closes the connection next.
     Disconnect(ErrorBody<'a>),
+    /// A presence channel's members, or one joining or leaving (only to a subscriber that
+    /// asked with `"presence": true`).
+    Presence(PresenceFrame<'a>),
 }
 
 /// The keys a server frame may carry.
@@ -239,6 +332,7 @@ pub const SERVER_FRAME_KINDS: &[&str] = &[
     "error",
     "message",
     "disconnect",
+    "presence",
 ];
 
 /// A WebSocket server frame: `{"id":N,"<kind>":<body>}`, `id` present only on replies to a
@@ -265,6 +359,7 @@ impl<'a> ServerFrame<'a> {
             ServerBody::Error(_) => "error",
             ServerBody::Message(_) => "message",
             ServerBody::Disconnect(_) => "disconnect",
+            ServerBody::Presence(_) => "presence",
         }
     }
 
@@ -281,6 +376,7 @@ impl<'a> ServerFrame<'a> {
             ServerBody::Pong(b) => crate::frame::reply(id, kind, b),
             ServerBody::Error(b) | ServerBody::Disconnect(b) => crate::frame::reply(id, kind, b),
             ServerBody::Message(b) => crate::frame::reply(id, kind, b),
+            ServerBody::Presence(b) => crate::frame::reply(id, kind, b),
         }
     }
 
@@ -314,6 +410,7 @@ impl<'a> ServerFrame<'a> {
             "error" => ServerBody::Error(body(raw)?),
             "message" => ServerBody::Message(body(raw)?),
             "disconnect" => ServerBody::Disconnect(body(raw)?),
+            "presence" => ServerBody::Presence(body(raw)?),
             other => return Err(bad(format!("unknown server frame {other:?}"))),
         };
         Ok(ServerFrame { id, body })
@@ -338,6 +435,7 @@ impl Serialize for ServerFrame<'_> {
             ServerBody::Pong(b) => map.serialize_entry(kind, b)?,
             ServerBody::Error(b) | ServerBody::Disconnect(b) => map.serialize_entry(kind, b)?,
             ServerBody::Message(b) => map.serialize_entry(kind, b)?,
+            ServerBody::Presence(b) => map.serialize_entry(kind, b)?,
         }
         map.end()
     }

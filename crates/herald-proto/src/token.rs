@@ -1,5 +1,5 @@
 //! Client tokens as the contract defines them: the claims (`sub`, `exp`, `channels`, `publish`,
-//! `device`, `iat`, `jti`) and minting, HS256 over the app's token secret, with the app id as the header's
+//! `device`, `iat`, `jti`, `user_info`) and minting, HS256 over the app's token secret, with the app id as the header's
 //! `kid` for every app but `default`, and the grammars of the claims a minter checks (device
 //! ids, channel patterns). Verifying belongs to the server (`herald-core`'s auth).
 
@@ -33,7 +33,25 @@ pub struct ClientClaims {
     /// The token's own id, to revoke it by.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jti: Option<String>,
+    /// What a presence channel shows of the user (its member data): a JSON object, kept as
+    /// it was signed. Only presence channels read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_info: Option<UserInfo>,
 }
+
+/// A token's `user_info` claim: JSON text kept byte for byte as it was signed (compared by
+/// that text).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct UserInfo(pub Box<serde_json::value::RawValue>);
+
+impl PartialEq for UserInfo {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.get() == other.0.get()
+    }
+}
+
+impl Eq for UserInfo {}
 
 /// Longest device id, in bytes.
 pub const MAX_DEVICE_ID_LEN: usize = 64;

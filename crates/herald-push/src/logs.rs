@@ -26,6 +26,7 @@ pub fn register(namespaces: &mut Namespaces, retention: Retention) {
     let options = NamespaceOptions {
         retention,
         last_on_subscribe: false,
+        presence: None,
     };
     namespaces.reserve(APP_LOG, options);
     namespaces.reserve(DEVICE_LOG_PREFIX, options);
@@ -92,6 +93,7 @@ mod tests {
                 max_age_ms: 0,
             },
             last_on_subscribe: true,
+            presence: None,
         };
         let mut ns = Namespaces::new(short, vec![("shop~".into(), short)]);
         register(&mut ns, DEFAULT_RETENTION);

@@ -52,6 +52,7 @@ pub mod vocabulary {
     pub use herald_core::limits::{Cidr, Rate, RateLimits};
     pub use herald_core::log::Retention;
     pub use herald_core::namespace::{NamespaceOptions, Namespaces};
+    pub use herald_core::presence::{PresenceLimits, DEFAULT_MAX_DATA_BYTES, DEFAULT_MAX_MEMBERS};
     pub use herald_edge::deadlines::Deadlines;
     pub use herald_edge::{EdgeSettings, DEFAULT_PARK_IDLE_AFTER};
     pub use herald_hooks::service::HooksConfig;

@@ -125,6 +125,7 @@ mod support {
                     channel: channel.to_owned(),
                     since,
                     last: None,
+                    ..Default::default()
                 }))
                 .await
                 .expect("subscribed");

@@ -99,6 +99,7 @@ impl Channels {
                     channel: channel.name.clone(),
                     since: channel.at.as_ref().map(Position::since),
                     last: (channel.last && channel.at.is_none()).then_some(true),
+                    ..Default::default()
                 }),
             });
             channel.resuming = channel.at.clone();

@@ -190,7 +190,7 @@ mod tests {
         while seqs.len() < 6 && std::time::Instant::now() < deadline {
             seqs.extend(out.take().0.into_iter().filter_map(|f| match f {
                 OutFrame::Message(m) | OutFrame::Replayed(m) => Some(m.seq),
-                OutFrame::Control(_) => None,
+                OutFrame::Control(_) | OutFrame::Presence(_) => None,
             }));
             std::thread::yield_now();
         }

@@ -33,6 +33,7 @@ use crate::lifecycle::Lifecycle;
 use crate::message::SharedMessage;
 use crate::name::ChannelName;
 use crate::outbox::Outbox;
+use crate::presence::Presence;
 use crate::telemetry::telemetry;
 
 mod subscription;
@@ -217,6 +218,8 @@ pub struct Hub {
     linger_unpublished: AtomicBool,
     /// Told of subscriptions and of channels occupied and vacated ([`Hub::lifecycle`]).
     lifecycle: Arc<Lifecycle>,
+    /// The members of this node's presence channels ([`Hub::presence`]).
+    presence: Arc<Presence>,
 }
 
 /// Default of [`Hub::set_catchup_budget`] (the `catchup_bytes` setting's default).
@@ -224,7 +227,9 @@ pub const DEFAULT_CATCHUP_BUDGET: usize = 64 * 1024;
 
 impl Default for Hub {
     fn default() -> Self {
+        let lifecycle = Lifecycle::new();
         Hub {
+            presence: Presence::new(lifecycle.clone()),
             shards: (0..SHARDS).map(|_| Shard::default()).collect(),
             hasher: RandomState::new(),
             next_id: AtomicU64::new(1),
@@ -234,7 +239,7 @@ impl Default for Hub {
             tail_budget: TailBudget::new(DEFAULT_TAIL_CACHE_BYTES),
             backlog: Backlog::default(),
             linger_unpublished: AtomicBool::new(true),
-            lifecycle: Lifecycle::new(),
+            lifecycle,
         }
     }
 }
@@ -250,6 +255,12 @@ impl Hub {
     /// [`crate::live::LiveClients::set_lifecycle`]) connections.
     pub fn lifecycle(&self) -> &Arc<Lifecycle> {
         &self.lifecycle
+    }
+
+    /// This node's presence registry ([`crate::presence`]): the members of its presence
+    /// channels, which subscriptions to them join ([`Subscription::set_presence`]).
+    pub fn presence(&self) -> &Arc<Presence> {
+        &self.presence
     }
 
     /// The fan-out's backlog of deliveries, which publishes wait for room in (see
@@ -446,6 +457,8 @@ impl Hub {
         };
         let gone = entry.subs.swap_remove(pos);
         gone.end();
+        // Given back once the shard's lock is released (the presence lock comes after it).
+        let membership = gone.take_presence();
         entry.ids.swap_remove(pos);
         if self.lifecycle.is_active() {
             self.lifecycle
@@ -460,6 +473,8 @@ impl Hub {
                 }
             });
         }
+        drop(shard);
+        drop(membership);
         telemetry().subscriptions.decrement(1.0);
         true
     }
@@ -543,7 +558,7 @@ mod tests {
             .into_iter()
             .filter_map(|f| match f {
                 OutFrame::Message(m) | OutFrame::Replayed(m) => Some(m.seq),
-                OutFrame::Control(_) => None,
+                OutFrame::Control(_) | OutFrame::Presence(_) => None,
             })
             .collect()
     }

@@ -19,6 +19,7 @@ use parking_lot::Mutex;
 use crate::catchup::{Gap, LiveAction, Page, PageDone, PageRequest, Pager};
 use crate::message::{SharedMessage, StoredMessage};
 use crate::outbox::{CloseReason, OutFrame, Outbox};
+use crate::presence::Membership;
 
 /// Decides which of a channel's messages a subscription receives (live and replayed); a
 /// device's subscription to its app's broadcast log keeps only pushes whose audience admits it.
@@ -58,6 +59,11 @@ pub struct Subscription {
     /// live, or once the subscription ended (unsubscribed, or its catch-up lost its place).
     catchup: Mutex<Option<Box<Pager<SharedMessage>>>>,
     filter: Filter,
+    /// Whether `presence` holds a membership: the one load an unsubscribe from any other
+    /// channel makes.
+    in_presence: AtomicBool,
+    /// Its share of a presence channel's members ([`Subscription::set_presence`]).
+    presence: Mutex<Option<Membership>>,
 }
 
 /// What a catch-up's reader does next ([`Subscription::next_read`]).
@@ -82,7 +88,25 @@ impl Subscription {
             live: AtomicBool::new(false),
             caught_up_to: AtomicU64::new(0),
             catchup: Mutex::new(Some(Box::new(Pager::new(0, catchup_budget, MAX_PARKED)))),
+            in_presence: AtomicBool::new(false),
+            presence: Mutex::new(None),
         }
+    }
+
+    /// Keeps `membership` (this subscription's share of its presence channel's members) until
+    /// the subscription is unsubscribed, or [`Subscription::take_presence`] takes it.
+    pub fn set_presence(&self, membership: Membership) {
+        *self.presence.lock() = Some(membership);
+        self.in_presence.store(true, Ordering::Release);
+    }
+
+    /// Takes the membership [`Subscription::set_presence`] gave (to give it back later than
+    /// the unsubscribe: a long-poll keeps its user a member between polls).
+    pub fn take_presence(&self) -> Option<Membership> {
+        if !self.in_presence.load(Ordering::Acquire) {
+            return None;
+        }
+        self.presence.lock().take()
     }
 
     /// Whether this subscription receives `message`.

@@ -222,12 +222,30 @@ pub enum LifecycleEvent {
         /// The channel.
         channel: ChannelName,
     },
+    /// A user became a member of a presence channel: its first subscription to it
+    /// ([`crate::presence`]; on one node today, see [`crate::presence::PresenceRelay`]).
+    MemberAdded {
+        /// The channel.
+        channel: ChannelName,
+        /// The user id (the token's `sub`).
+        user: Box<str>,
+        /// The member's data, a JSON object's text.
+        data: Arc<str>,
+    },
+    /// A user's last subscription to a presence channel ended: it is no member any more.
+    MemberRemoved {
+        /// The channel.
+        channel: ChannelName,
+        /// The user id.
+        user: Box<str>,
+    },
 }
 
 impl LifecycleEvent {
     /// The event's type as webhooks name it (`client.connected`, `client.disconnected`,
     /// `client.subscribed`, `client.unsubscribed`, `user.online`, `user.offline`,
-    /// `channel.occupied`, `channel.vacated`).
+    /// `channel.occupied`, `channel.vacated`, `presence.member_added`,
+    /// `presence.member_removed`).
     pub fn kind(&self) -> &'static str {
         match self {
             LifecycleEvent::Connected { .. } => "client.connected",
@@ -238,6 +256,8 @@ impl LifecycleEvent {
             LifecycleEvent::UserOffline { .. } => "user.offline",
             LifecycleEvent::ChannelOccupied { .. } => "channel.occupied",
             LifecycleEvent::ChannelVacated { .. } => "channel.vacated",
+            LifecycleEvent::MemberAdded { .. } => "presence.member_added",
+            LifecycleEvent::MemberRemoved { .. } => "presence.member_removed",
         }
     }
 
@@ -252,7 +272,9 @@ impl LifecycleEvent {
             LifecycleEvent::Subscribed { channel, .. }
             | LifecycleEvent::Unsubscribed { channel, .. }
             | LifecycleEvent::ChannelOccupied { channel }
-            | LifecycleEvent::ChannelVacated { channel } => app_of(channel),
+            | LifecycleEvent::ChannelVacated { channel }
+            | LifecycleEvent::MemberAdded { channel, .. }
+            | LifecycleEvent::MemberRemoved { channel, .. } => app_of(channel),
         }
     }
 
@@ -266,7 +288,9 @@ impl LifecycleEvent {
             LifecycleEvent::Subscribed { channel, .. }
             | LifecycleEvent::Unsubscribed { channel, .. }
             | LifecycleEvent::ChannelOccupied { channel }
-            | LifecycleEvent::ChannelVacated { channel } => Some(channel),
+            | LifecycleEvent::ChannelVacated { channel }
+            | LifecycleEvent::MemberAdded { channel, .. }
+            | LifecycleEvent::MemberRemoved { channel, .. } => Some(channel),
         }
     }
 }

@@ -15,6 +15,9 @@
 //!   [`LifecycleEvent::ChannelVacated`] (its last one left) by the hub ([`crate::hub`]), at
 //!   once: not after the hub's entry lingered. Subscriptions to an app's reserved logs (the
 //!   device inbox) raise none.
+//! - [`LifecycleEvent::MemberAdded`] and [`LifecycleEvent::MemberRemoved`] by the presence
+//!   registry ([`crate::presence`]) under the channel's presence lock, as a user's first
+//!   subscription to a presence channel comes and its last one goes.
 //!
 //! **Cheap when nobody listens**: until a listener joins, emitting is one relaxed atomic load
 //! (the hub's subscribe path checks [`Lifecycle::is_active`] and does nothing more), and the
@@ -279,8 +282,8 @@ impl Recorded {
     }
 
     /// The recorded events as short strings: `+chan` occupied, `-chan` vacated, `sub:chan`,
-    /// `unsub:chan`, `connect:SUB`, `disconnect:SUB:REASON`, `online:SUB`, `offline:SUB`
-    /// (public channel names; `-` for no `sub`).
+    /// `unsub:chan`, `connect:SUB`, `disconnect:SUB:REASON`, `online:SUB`, `offline:SUB`,
+    /// `member+chan:USER`, `member-chan:USER` (public channel names; `-` for no `sub`).
     pub fn summary(&self) -> Vec<String> {
         let sub = |c: &Connection| c.sub.as_deref().unwrap_or("-").to_string();
         self.events()
@@ -298,6 +301,12 @@ impl Recorded {
                 LifecycleEvent::UserOffline { sub, .. } => format!("offline:{sub}"),
                 LifecycleEvent::ChannelOccupied { channel } => format!("+{}", channel.public()),
                 LifecycleEvent::ChannelVacated { channel } => format!("-{}", channel.public()),
+                LifecycleEvent::MemberAdded { channel, user, .. } => {
+                    format!("member+{}:{user}", channel.public())
+                }
+                LifecycleEvent::MemberRemoved { channel, user } => {
+                    format!("member-{}:{user}", channel.public())
+                }
             })
             .collect()
     }

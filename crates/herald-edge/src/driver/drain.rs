@@ -24,7 +24,7 @@ pub fn messages<'a>(
 ) -> impl Iterator<Item = &'a SharedMessage> {
     frames.into_iter().filter_map(|f| match f {
         OutFrame::Message(m) | OutFrame::Replayed(m) => Some(m),
-        OutFrame::Control(_) => None,
+        OutFrame::Control(_) | OutFrame::Presence(_) => None,
     })
 }
 

@@ -28,7 +28,7 @@ use herald_core::{ChannelName, Cursor, ErrorCode, HeraldError};
 use herald_push::inbox::LogKind;
 
 use crate::Edge;
-pub use open::{authorise, check_limit, register, Confirm, Opened, Wanted};
+pub use open::{authorise, check_limit, register, Confirm, Opened, PresenceAsk, Wanted};
 use parked::ParkedClient;
 pub use parked::ParkedSession;
 use set::SubscriptionSet;
@@ -253,6 +253,7 @@ impl ClientSession {
         &mut self,
         channel: &str,
         request: &SubscribeRequest,
+        presence: &PresenceAsk<'_>,
         confirm: Confirm<'_>,
     ) -> Result<Opened, HeraldError> {
         let client = self.client()?;
@@ -270,8 +271,16 @@ impl ClientSession {
                 held: self.subscriptions.len(),
             },
         )?;
-        let opened =
-            open::open_channel(&self.edge, client, &self.outbox, &name, request, confirm).await?;
+        let opened = open::open_channel(
+            &self.edge,
+            client,
+            &self.outbox,
+            &name,
+            request,
+            presence,
+            confirm,
+        )
+        .await?;
         self.subscriptions
             .insert(opened.name.clone(), opened.subscription.clone());
         Ok(opened)

@@ -12,6 +12,7 @@ use herald_core::hub::Subscription;
 use herald_core::lifecycle::Transport;
 use herald_core::live::Registration;
 use herald_core::outbox::{OutFrame, Outbox};
+use herald_core::presence::{member_data, Membership, PresenceLimits};
 use herald_core::{ChannelName, Cursor, ErrorCode, HeraldError};
 use herald_push::inbox::InboxPlan;
 
@@ -105,19 +106,63 @@ pub fn check_limit(edge: &Edge, wanted: Wanted) -> Result<(), HeraldError> {
     Err(HeraldError::new(ErrorCode::TooManySubscriptions, message))
 }
 
+/// What a subscribe asks of a presence channel (nothing of any other channel).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PresenceAsk<'a> {
+    /// Send the `members` frame after the subscribe's confirmation, then joins and leaves.
+    pub frames: bool,
+    /// The member data the client gave (JSON text), used when its token has no `user_info`.
+    pub member: Option<&'a str>,
+}
+
 /// Subscribes `outbox` to `name` (which the client must be allowed to read), queues `confirm`'s
-/// frame, the catch-up, then live messages.
+/// frame, the catch-up, then live messages. On a presence channel the client's user becomes a
+/// member first (refused without a `sub`, over the channel's member limit, or with member data
+/// too large), and, if `presence.frames`, its `members` frame follows the confirmation.
 pub async fn open_channel(
     edge: &Edge,
     client: &Client,
     outbox: &Arc<Outbox>,
     name: &ChannelName,
     request: &SubscribeRequest,
+    presence: &PresenceAsk<'_>,
     confirm: Confirm<'_>,
 ) -> Result<Opened, HeraldError> {
     client.check_subscribe(name.public())?;
+    // The one branch every other channel's subscribe pays.
+    let membership = match &edge.engine.namespaces().options(name.as_str()).presence {
+        None => None,
+        Some(limits) => Some(join_presence(edge, client, name, limits, presence)?),
+    };
+    // A failed subscribe drops the membership, which gives it back.
     let catchup = edge.engine.subscribe(name, outbox, request).await?;
-    Ok(go_live(name, catchup, request.since.as_ref(), confirm))
+    let opened = go_live(name, catchup, request.since.as_ref(), confirm);
+    if let Some(mut membership) = membership {
+        if presence.frames {
+            membership.watch(outbox);
+        }
+        opened.subscription.set_presence(membership);
+    }
+    Ok(opened)
+}
+
+/// Makes the client's user a member of the presence channel `name`.
+fn join_presence(
+    edge: &Edge,
+    client: &Client,
+    name: &ChannelName,
+    limits: &PresenceLimits,
+    presence: &PresenceAsk<'_>,
+) -> Result<Membership, HeraldError> {
+    if client.sub.is_empty() {
+        return Err(HeraldError::forbidden(format!(
+            "{:?} is a presence channel: subscribing needs a client token with a sub (the \
+             user id its members are known by)",
+            name.public()
+        )));
+    }
+    let data = member_data(client.user_info.as_deref(), presence.member, limits)?;
+    edge.engine.presence().join(name, limits, &client.sub, data)
 }
 
 /// Subscribes `outbox` to the device's inbox logs (`$app`, then `$device`), each from its cursor

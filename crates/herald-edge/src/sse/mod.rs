@@ -1,7 +1,9 @@
 //! Server-Sent Events at `GET /v1/sse?channel=a&channel=b`. Works with a plain `EventSource`:
 //! each message is an unnamed event whose `id:` is the connection's cursor string, so the
 //! browser's automatic reconnect sends `Last-Event-ID` and resumes every channel exactly.
-//! Control events are named: `subscribed` (one per channel, first) and `disconnect`.
+//! Control events are named: `subscribed` (one per channel, first), `presence` (a presence
+//! channel's members, joins and leaves, when the stream asked with `presence=true`) and
+//! `disconnect`.
 //!
 //! A stream is served one of two ways, with the same events:
 //! - `direct`: a fresh connection whose first request is `GET /v1/sse` (`sniff`'s detector
@@ -114,6 +116,12 @@ impl SseStream {
         for (k, f) in frames.into_iter().enumerate() {
             match f {
                 OutFrame::Control(b) => buf.put_slice(&b),
+                OutFrame::Presence(frame) => {
+                    let body = herald_core::presence::frame_body(&frame);
+                    buf.put_slice(b"event: presence\ndata: ");
+                    buf.put_slice(&body);
+                    buf.put_slice(b"\n\n");
+                }
                 OutFrame::Message(m) | OutFrame::Replayed(m) => {
                     if let Some(i) = self.subs.advance(&m) {
                         let ids = match &mut ids {

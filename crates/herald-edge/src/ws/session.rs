@@ -18,7 +18,7 @@ use herald_proto::reply::{
     AckReply, ConnectReply, Pong, PublishReply, SubscribeReply, UnsubscribeReply,
 };
 
-use crate::session::{ClientSession, ParkedSession};
+use crate::session::{ClientSession, ParkedSession, PresenceAsk};
 use crate::Edge;
 
 /// A WebSocket connection's session: the protocol-neutral [`ClientSession`], with JSON
@@ -203,8 +203,12 @@ impl Session {
             last: s.last,
             replay_retained_if_lost: false,
         };
+        let presence = PresenceAsk {
+            frames: s.presence.unwrap_or(false),
+            member: s.member.as_deref().map(|m| m.get()),
+        };
         self.0
-            .subscribe(&s.channel, &request, &subscribe_reply(id))
+            .subscribe(&s.channel, &request, &presence, &subscribe_reply(id))
             .await?;
         Ok(())
     }

@@ -258,7 +258,7 @@ fn read_available(
 /// A queued frame's text payload, borrowed (a message's from its shared frame cache).
 fn payload(frame: &OutFrame) -> &[u8] {
     match frame {
-        OutFrame::Control(b) => b,
+        OutFrame::Control(b) | OutFrame::Presence(b) => b,
         OutFrame::Message(m) | OutFrame::Replayed(m) => herald_core::frames::ws_message_ref(m),
     }
 }
@@ -275,7 +275,7 @@ fn encode_frames(frames: &VecDeque<OutFrame>, ping: bool) -> Vec<u8> {
     let mut buf = Vec::with_capacity(size);
     for f in frames {
         match f {
-            OutFrame::Control(_) => {}
+            OutFrame::Control(_) | OutFrame::Presence(_) => {}
             OutFrame::Message(m) => {
                 if !lag_recorded {
                     herald_core::message::record_delivery_lag(m);

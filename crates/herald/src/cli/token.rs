@@ -87,6 +87,7 @@ pub fn run(args: TokenArgs) -> anyhow::Result<ExitCode> {
         device: args.device,
         iat: Some(now.as_secs()),
         jti: args.jti,
+        user_info: None,
     };
     println!("{}", mint(secret.as_bytes(), &claims));
     Ok(ExitCode::SUCCESS)

@@ -1,0 +1,245 @@
+use std::sync::Arc;
+
+use herald_proto::reply::{PresenceEvent, ServerBody, ServerFrame};
+
+use super::*;
+use crate::hub::Hub;
+use crate::lifecycle::Recorded;
+use crate::outbox::{OutFrame, Outbox};
+use crate::tenant::AppId;
+
+fn room() -> ChannelName {
+    AppId::parse("shop")
+        .unwrap()
+        .parse_channel("room/1")
+        .unwrap()
+}
+
+fn limits(max_members: u32) -> PresenceLimits {
+    PresenceLimits {
+        max_members,
+        ..PresenceLimits::default()
+    }
+}
+
+/// The presence frames queued to `outbox`, as (event, users, data of a join).
+fn frames(outbox: &Outbox) -> Vec<(PresenceEvent, Vec<String>, Option<String>)> {
+    outbox
+        .take()
+        .0
+        .into_iter()
+        .filter_map(|f| match f {
+            OutFrame::Presence(bytes) => Some(bytes),
+            _ => None,
+        })
+        .map(|bytes| {
+            let text = std::str::from_utf8(&bytes).unwrap().to_string();
+            let frame = ServerFrame::parse(&text).unwrap();
+            let ServerBody::Presence(p) = frame.body else {
+                panic!("not a presence frame: {text}");
+            };
+            assert_eq!(p.channel, "room/1", "the app's name for the channel");
+            // The body the other transports write is the frame's.
+            let body = frame_body(&bytes);
+            assert_eq!(
+                is_members_frame(&bytes),
+                text.contains(r#""event":"members""#)
+            );
+            let again: herald_proto::reply::PresenceFrame = serde_json::from_slice(&body).unwrap();
+            assert_eq!(again, p);
+            let users = match (&p.members, &p.user) {
+                (Some(members), _) => members.iter().map(|m| m.user.to_string()).collect(),
+                (None, Some(user)) => vec![user.to_string()],
+                (None, None) => vec![],
+            };
+            (p.event, users, p.data.map(|d| d.get().to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn a_user_is_one_member_however_many_subscriptions_it_holds() {
+    let hub = Hub::new();
+    let recorded = Recorded::new();
+    hub.lifecycle().join(recorded.clone());
+    let presence = hub.presence();
+    let ch = room();
+    let first = presence
+        .join(&ch, &limits(10), "alice", Arc::from(r#"{"n":1}"#))
+        .unwrap();
+    let second = presence
+        .join(&ch, &limits(10), "alice", Arc::from(r#"{"n":2}"#))
+        .unwrap();
+    let members = presence.members(&ch).unwrap();
+    assert_eq!(members.len(), 1, "one member for two subscriptions");
+    assert_eq!(&*members[0].data, r#"{"n":1}"#, "the first one's data");
+    drop(first);
+    assert_eq!(presence.members(&ch).unwrap().len(), 1, "still a member");
+    drop(second);
+    assert_eq!(presence.members(&ch), None, "gone with its last");
+    assert_eq!(
+        recorded.summary(),
+        ["member+room/1:alice", "member-room/1:alice"],
+        "added once, removed once"
+    );
+    match &recorded.events()[0] {
+        LifecycleEvent::MemberAdded { data, .. } => assert_eq!(&**data, r#"{"n":1}"#),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_watcher_gets_the_members_first_then_joins_and_leaves() {
+    let hub = Hub::new();
+    let presence = hub.presence();
+    let ch = room();
+    let bob = presence
+        .join(&ch, &limits(10), "bob", Arc::from("{}"))
+        .unwrap();
+    let outbox = Outbox::new(1 << 20);
+    let mut alice = presence
+        .join(&ch, &limits(10), "alice", Arc::from(r#"{"name":"Alice"}"#))
+        .unwrap();
+    assert!(frames(&outbox).is_empty(), "nothing before it watches");
+    alice.watch(&outbox);
+    let carol = presence
+        .join(&ch, &limits(10), "carol", Arc::from(r#"{"c":true}"#))
+        .unwrap();
+    let carol_again = presence
+        .join(&ch, &limits(10), "carol", Arc::from("{}"))
+        .unwrap();
+    drop(carol);
+    drop(bob);
+    drop(carol_again);
+    assert_eq!(
+        frames(&outbox),
+        [
+            (
+                PresenceEvent::Members,
+                vec!["bob".to_string(), "alice".into()],
+                None
+            ),
+            (
+                PresenceEvent::Join,
+                vec!["carol".into()],
+                Some(r#"{"c":true}"#.into())
+            ),
+            (PresenceEvent::Leave, vec!["bob".into()], None),
+            (PresenceEvent::Leave, vec!["carol".into()], None),
+        ]
+    );
+    alice.unwatch();
+    let _dave = presence
+        .join(&ch, &limits(10), "dave", Arc::from("{}"))
+        .unwrap();
+    assert!(frames(&outbox).is_empty(), "no frames once it stopped");
+}
+
+#[test]
+fn a_full_channel_refuses_a_new_user_but_not_one_already_there() {
+    let hub = Hub::new();
+    let presence = hub.presence();
+    let ch = room();
+    let _a = presence
+        .join(&ch, &limits(2), "a", Arc::from("{}"))
+        .unwrap();
+    let b = presence
+        .join(&ch, &limits(2), "b", Arc::from("{}"))
+        .unwrap();
+    let refused = presence
+        .join(&ch, &limits(2), "c", Arc::from("{}"))
+        .unwrap_err();
+    assert_eq!(refused.code, ErrorCode::LimitExceeded);
+    assert!(
+        refused.message.contains("presence_max_members"),
+        "{refused}"
+    );
+    assert!(
+        presence.join(&ch, &limits(2), "a", Arc::from("{}")).is_ok(),
+        "a second subscription of a member is no new member"
+    );
+    drop(b);
+    assert!(presence.join(&ch, &limits(2), "c", Arc::from("{}")).is_ok());
+}
+
+#[test]
+fn member_data_comes_from_the_token_first_then_the_subscribe_within_its_limit() {
+    let small = PresenceLimits {
+        max_members: 10,
+        max_data_bytes: 16,
+    };
+    let from_token = member_data(Some(r#"{"role":"admin"}"#), Some(r#"{"role":"x"}"#), &small);
+    assert_eq!(&*from_token.unwrap(), r#"{"role":"admin"}"#);
+    let given = member_data(None, Some(r#" {"role":"x"} "#), &small).unwrap();
+    assert_eq!(&*given, r#"{"role":"x"}"#);
+    assert_eq!(&*member_data(None, None, &small).unwrap(), "{}");
+    let spread = member_data(None, Some("{\n \"a b\" : [1, 2]\r\n}"), &small).unwrap();
+    assert_eq!(&*spread, r#"{"a b":[1,2]}"#, "one line, strings kept");
+    let big = member_data(None, Some(r#"{"name":"a long name"}"#), &small).unwrap_err();
+    assert_eq!(big.code, ErrorCode::TooLarge);
+    assert!(big.message.contains("at most 16 bytes"), "{big}");
+    assert!(big.message.contains("presence_max_data_bytes"), "{big}");
+    let token_big = member_data(Some(r#"{"name":"a long name"}"#), None, &small).unwrap_err();
+    assert!(token_big.message.contains("user_info"), "{token_big}");
+    for not_object in ["[1]", "\"x\"", "3", "{oops"] {
+        let e = member_data(None, Some(not_object), &small).unwrap_err();
+        assert_eq!(e.code, ErrorCode::BadRequest, "{not_object}");
+    }
+}
+
+#[test]
+fn unsubscribing_from_the_hub_gives_the_membership_back() {
+    let hub = Hub::new();
+    let ch = room();
+    let outbox = Outbox::new(1 << 20);
+    let (sub, _) = hub.subscribe(&ch, outbox.clone());
+    let membership = hub
+        .presence()
+        .join(&ch, &limits(10), "alice", Arc::from("{}"))
+        .unwrap();
+    sub.set_presence(membership);
+    assert_eq!(hub.presence().members(&ch).map(|m| m.len()), Some(1));
+    assert!(hub.unsubscribe(&ch, sub.id()));
+    assert_eq!(hub.presence().members(&ch), None);
+    // A subscription to any other channel holds none.
+    let (other, _) = hub.subscribe(&ch, outbox);
+    assert!(other.take_presence().is_none());
+}
+
+/// A relay that holds every change, as a cluster's would.
+struct Holding(parking_lot::Mutex<Vec<MemberChange>>);
+
+impl PresenceRelay for Holding {
+    fn relay(&self, _: &ChannelName, change: &MemberChange) -> Relayed {
+        self.0.lock().push(change.clone());
+        Relayed::Held
+    }
+}
+
+#[test]
+fn a_relay_that_holds_changes_delivers_them_itself() {
+    let hub = Hub::new();
+    let recorded = Recorded::new();
+    hub.lifecycle().join(recorded.clone());
+    let relay = Arc::new(Holding(Default::default()));
+    assert!(hub.presence().set_relay(relay.clone()));
+    let ch = room();
+    let outbox = Outbox::new(1 << 20);
+    let mut alice = hub
+        .presence()
+        .join(&ch, &limits(10), "alice", Arc::from("{}"))
+        .unwrap();
+    alice.watch(&outbox);
+    let bob = hub
+        .presence()
+        .join(&ch, &limits(10), "bob", Arc::from("{}"))
+        .unwrap();
+    assert!(recorded.events().is_empty(), "held");
+    assert_eq!(frames(&outbox).len(), 1, "the members list only");
+    let held = relay.0.lock().clone();
+    assert_eq!(held.len(), 2);
+    hub.presence().deliver(&ch, held[1].clone());
+    assert_eq!(recorded.summary(), ["member+room/1:bob"]);
+    assert_eq!(frames(&outbox)[0].0, PresenceEvent::Join);
+    drop(bob);
+}
