@@ -2,7 +2,8 @@
 //! request verified by the `standardwebhooks` library; a reconnect within the offline delay
 //! is not reported; an endpoint down, then up, gets every event, in order; events queued when
 //! the server is killed with SIGKILL are delivered after it restarts; loopback, private and
-//! metadata endpoints are refused without `outbound_allow`.
+//! metadata endpoints are refused without `outbound_allow`; a rotated secret verifies with
+//! either secret during its overlap, in both libraries, and a stale one no longer does.
 
 use std::time::Duration;
 
@@ -329,4 +330,95 @@ async fn loopback_private_and_metadata_endpoints_are_refused_without_outbound_al
     assert_eq!(list["hooks"], json!([]), "nothing stored: {list}");
     // Refused before any connection: the receiver was never called.
     assert!(r.requests().is_empty(), "{:?}", r.requests());
+}
+
+/// `POST .../hooks/{id}/test` on `s`: the answer (`delivered`, `status`, `error`).
+async fn send_test(s: &Server, id: i64) -> Value {
+    let (status, answer) = s
+        .post(&format!("/v1/apps/default/hooks/{id}/test"), json!({}))
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    answer
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_secret_verifies_with_either_secret_during_its_overlap_in_both_libraries() {
+    let receivers = [Receiver::start(Lang::Python), Receiver::start(Lang::Node)];
+    let s = node().await;
+    for r in &receivers {
+        let id = register(&s, r, 3_000).await;
+        let answer = send_test(&s, id).await;
+        assert_eq!(answer["delivered"], true, "{:?}: {answer}", r.lang);
+
+        // Rotated with an overlap: the receiver still holding the old secret verifies, and
+        // so does one given the new secret.
+        let (status, rotated) = s
+            .post(
+                &format!("/v1/apps/default/hooks/{id}/rotate-secret"),
+                json!({ "overlap_seconds": 3600 }),
+            )
+            .await;
+        assert_eq!(status, 200, "{rotated}");
+        let answer = send_test(&s, id).await;
+        assert_eq!(
+            answer["delivered"], true,
+            "{:?} old secret: {answer}",
+            r.lang
+        );
+        r.set_secret(rotated["secret"].as_str().unwrap());
+        let answer = send_test(&s, id).await;
+        assert_eq!(
+            answer["delivered"], true,
+            "{:?} new secret: {answer}",
+            r.lang
+        );
+
+        // Rotated again without an overlap: a receiver left with the previous secret refuses.
+        let (status, again) = s
+            .post(
+                &format!("/v1/apps/default/hooks/{id}/rotate-secret"),
+                json!({ "overlap_seconds": 0 }),
+            )
+            .await;
+        assert_eq!(status, 200, "{again}");
+        let answer = send_test(&s, id).await;
+        assert_eq!(
+            (answer["delivered"].clone(), answer["status"].clone()),
+            (json!(false), json!(400)),
+            "{:?}: a stale secret no longer verifies: {answer}",
+            r.lang
+        );
+        r.set_secret(again["secret"].as_str().unwrap());
+        assert_eq!(send_test(&s, id).await["delivered"], true);
+
+        let tests: Vec<Value> = r
+            .events()
+            .into_iter()
+            .filter(|e| e["type"] == "hook.test")
+            .collect();
+        assert_eq!(
+            tests.len(),
+            4,
+            "{:?}: {}",
+            r.lang,
+            summary(&tests).join("\n")
+        );
+        let refused: Vec<Value> = r
+            .requests()
+            .into_iter()
+            .filter(|q| q["verified"] != true)
+            .collect();
+        assert_eq!(
+            refused.len(),
+            1,
+            "{:?}: only the stale secret's: {refused:?}",
+            r.lang
+        );
+        assert!(
+            refused[0]["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("signature")),
+            "{refused:?}"
+        );
+    }
 }
