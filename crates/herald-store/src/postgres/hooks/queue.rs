@@ -202,6 +202,15 @@ pub(super) async fn lease(
             .iter()
             .map(queued_event_of)
             .collect::<Result<Vec<_>, _>>()?;
+        if events.is_empty() {
+            // Settled by another node between this statement's snapshot and its lock: the
+            // endpoint is left as it was.
+            client
+                .execute(&take, &[&id, &lease_until])
+                .await
+                .map_err(pg_error)?;
+            continue;
+        }
         leased.push(LeasedBatch {
             endpoint: endpoint_of(&taken, 0)?,
             lease_until_ms: until,

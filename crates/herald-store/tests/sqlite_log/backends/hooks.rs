@@ -3,8 +3,8 @@
 //! app can neither read, change, rotate nor delete one); the offline debounce (withdrawn by the
 //! user's return while not due, not once due, not while leased); a full queue and a missing
 //! endpoint dropping; an endpoint's and an app's deletion taking their rows; depth and the next
-//! due time. On PostgreSQL, two nodes leasing at once never get the same endpoint. Leases,
-//! batches and settlements are in [`super::hooks_queue`].
+//! due time. On PostgreSQL, nodes leasing (and settling) at once never get the same
+//! endpoint. Leases, batches and settlements are in [`super::hooks_queue`].
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -486,16 +486,18 @@ async fn depth_and_next_due(b: Backend) {
     );
 }
 
-/// Two nodes on one PostgreSQL database leasing at once never hold the same endpoint.
+/// Nodes on one PostgreSQL database leasing at once never hold the same endpoint: each
+/// holds its own, and while nodes lease, deliver and settle over and over, every event is
+/// delivered once, in batches that are never empty and in each endpoint's order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn two_nodes_never_lease_one_endpoint() {
+async fn nodes_never_lease_one_endpoint_at_once() {
     let b = Backend::postgres().await;
     let url = b.postgres_url().unwrap().to_string();
     let s = b.hooks();
     let mut queue = Vec::new();
     for _ in 0..40 {
         let id = endpoint(s, "shop").await;
-        queue.push(event(id, "a", 10));
+        queue.extend((0..6).map(|n| event(id, &format!("{id}:{n}"), 10 + n)));
     }
     s.enqueue(queue, 100).await.unwrap();
     let open = || async {
@@ -505,7 +507,9 @@ async fn two_nodes_never_lease_one_endpoint() {
             .unwrap()
     };
     let nodes = [open().await, open().await, open().await];
-    let leases = nodes.iter().map(|node| {
+
+    // Leased and held: each endpoint goes to one node.
+    let held = nodes.iter().map(|node| {
         let node = node.clone();
         tokio::spawn(async move {
             let mut got = Vec::new();
@@ -517,7 +521,7 @@ async fn two_nodes_never_lease_one_endpoint() {
         })
     });
     let mut all = Vec::new();
-    for task in leases.collect::<Vec<_>>() {
+    for task in held.collect::<Vec<_>>() {
         all.extend(task.await.unwrap());
     }
     let distinct: HashSet<EndpointId> = all.iter().copied().collect();
@@ -527,4 +531,44 @@ async fn two_nodes_never_lease_one_endpoint() {
         "an endpoint leased twice: {all:?}"
     );
     assert_eq!(distinct.len(), 40);
+
+    // Those leases run out; now each batch is settled as soon as it is leased.
+    let churn = nodes.iter().map(|node| {
+        let node = node.clone();
+        tokio::spawn(async move {
+            let mut sent = Vec::new();
+            for _ in 0..200 {
+                let leased = node.lease(60_100, 2, 60_000, 2, 0, &[]).await.unwrap();
+                let mut settled = Vec::new();
+                for l in &leased {
+                    assert!(!l.events.is_empty(), "an empty batch");
+                    sent.push(l.events.iter().map(|e| e.payload.clone()).collect());
+                    settled.push(delivered(l));
+                }
+                node.settle(60_100, settled).await.unwrap();
+            }
+            sent
+        })
+    });
+    let mut batches: Vec<Vec<String>> = Vec::new();
+    for task in churn.collect::<Vec<_>>() {
+        batches.extend(task.await.unwrap());
+    }
+    let events: Vec<&String> = batches.iter().flatten().collect();
+    let once: HashSet<&String> = events.iter().copied().collect();
+    assert_eq!(once.len(), events.len(), "an event delivered twice");
+    assert_eq!(once.len(), 240, "every event delivered");
+    for batch in &batches {
+        let ns: Vec<i64> = batch
+            .iter()
+            .map(|p| p.split(':').nth(1).unwrap().parse().unwrap())
+            .collect();
+        assert!(ns.windows(2).all(|w| w[0] + 1 == w[1]), "{batch:?}");
+    }
+    assert!(s
+        .depth(None)
+        .await
+        .unwrap()
+        .iter()
+        .all(|d| d.queued == 0 && d.delivered == 6));
 }
