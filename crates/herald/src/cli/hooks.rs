@@ -1,7 +1,8 @@
 //! `herald hooks`: an app's webhook endpoints through the API (`/v1/apps/{id}/hooks/...`):
 //! register (`create`, which prints the signing secret, shown only then), list, show, change,
 //! delete, rotate the secret (`rotate`, with an overlap), send a signed test event (`test`),
-//! the delivery figures as a table (`stats`), and the dead letters (`dead`, `replay`, `drop`).
+//! the delivery figures as a table (`stats`), the dead letters (`dead`, `replay`, `drop`), and
+//! the events one node queues, live (`tail`, in [`tail`]).
 //! The server checks everything sent; its refusals are printed as it words them.
 
 use std::process::ExitCode;
@@ -12,6 +13,8 @@ use serde_json::{json, Map, Value};
 
 use herald_client::api::Publisher;
 use herald_client::url::{encode_query, DEFAULT_URL};
+
+mod tail;
 
 pub const EXAMPLES: &str = "\
 Examples:
@@ -26,6 +29,7 @@ Examples:
   herald hooks dead 3
   herald hooks replay 3 88
   herald hooks delete 3
+  herald hooks tail --app shop
 
 --app names the app (default: \"default\"); the key is a publisher key of that app or the
 admin key (HERALD_API_KEY). Event types: client.connected, client.disconnected,
@@ -216,6 +220,16 @@ pub enum HooksCommand {
         #[command(flatten)]
         connection: Connection,
     },
+    /// Show the events the server's node queues for the app's endpoints, live, one line each
+    /// (time, type, user/channel, id) until Ctrl-C. One node's only: in a cluster, tail each.
+    #[command(after_help = EXAMPLES)]
+    Tail {
+        /// Print each event's JSON (one line each) instead
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        connection: Connection,
+    },
 }
 
 /// The line printed under a secret.
@@ -303,7 +317,8 @@ pub async fn run(command: HooksCommand) -> anyhow::Result<ExitCode> {
         | HooksCommand::Stats { connection, .. }
         | HooksCommand::Dead { connection, .. }
         | HooksCommand::Replay { connection, .. }
-        | HooksCommand::Drop { connection, .. } => connection,
+        | HooksCommand::Drop { connection, .. }
+        | HooksCommand::Tail { connection, .. } => connection,
     };
     let publisher = Publisher::new(&connection.url, connection.api_key.as_deref());
     let base = format!("/v1/apps/{}/hooks", encode_query(&connection.app));
@@ -453,6 +468,7 @@ pub async fn run(command: HooksCommand) -> anyhow::Result<ExitCode> {
             }
             return Ok(ExitCode::SUCCESS);
         }
+        HooksCommand::Tail { json, .. } => return tail::run(connection, *json).await,
     };
     match answer {
         Ok(answer) => {

@@ -20,6 +20,7 @@ mod grafana;
 mod hooks_api;
 mod hooks_cli;
 mod hooks_e2e;
+mod hooks_tail;
 mod http_runtime;
 mod limits;
 mod meteor;
