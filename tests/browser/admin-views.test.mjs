@@ -286,6 +286,7 @@ test('at 390 px wide no page is wider than the screen', { timeout: 120_000 }, as
     ['devices', '#/devices?app=default', () => document.querySelector('#device-results td a')],
     ['device', '#/devices/shop-phone?app=shop', () => document.querySelector('#inbox-cursor')],
     ['receipt', `#/pushes/${encodeURIComponent(providerPush.id)}?app=default`, () => document.querySelector('#receipt-providers')],
+    ['hooks', '#/hooks?app=default', () => document.querySelector('#create-hook-form')],
   ];
   for (const [name, hash, ready] of views) {
     await tab.goto(`${herald.url}/admin${hash}`);

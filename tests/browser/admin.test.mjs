@@ -1,10 +1,14 @@
 // The admin dashboard at /admin in a real browser: log in (a wrong key first), every page, an
 // app created with a key that is then revoked, a test message published and found in the
 // channel's history, a device registered, a test push sent and its receipt seen changing when
-// the device acknowledges it, a publisher key's one-app view, and logging out. Each page is
-// saved as a screenshot in target/test-artifacts/admin/.
+// the device acknowledges it, a webhook endpoint registered (its secret shown once), sent a
+// test event to a receiver on loopback (the signature checked) and deleted, a publisher key's
+// one-app view, and logging out. Each page is saved as a screenshot in
+// target/test-artifacts/admin/.
 
 import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
+import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 
@@ -16,6 +20,8 @@ import {
 let herald;
 let browser;
 let page;
+/** A webhook receiver on loopback: `{ url, requests, close() }`. */
+let receiver;
 const shots = artifactsDir('admin');
 
 async function shot(name) {
@@ -31,8 +37,45 @@ async function text(selector) {
   return (await page.textContent(selector)) ?? '';
 }
 
+/** An HTTP server on 127.0.0.1 answering 204 to every request, keeping what it was sent. */
+async function startReceiver() {
+  const requests = [];
+  const server = createServer((req, res) => {
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (chunk) => { body += chunk; });
+    req.on('end', () => {
+      requests.push({ method: req.method, url: req.url, headers: req.headers, body });
+      res.writeHead(204);
+      res.end();
+    });
+  });
+  await new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', resolve);
+  });
+  return {
+    url: `http://127.0.0.1:${server.address().port}/herald/hooks`,
+    requests,
+    close: () => new Promise((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    }),
+  };
+}
+
+/** Whether `request` is signed with `secret` (Standard Webhooks: HMAC-SHA256 of id.timestamp.body). */
+function signedWith(request, secret) {
+  const key = Buffer.from(secret.replace(/^whsec_/, ''), 'base64');
+  const signed = `${request.headers['webhook-id']}.${request.headers['webhook-timestamp']}.${request.body}`;
+  const expected = `v1,${createHmac('sha256', key).update(signed).digest('base64')}`;
+  return (request.headers['webhook-signature'] || '').split(' ').includes(expected);
+}
+
 before(async () => {
-  herald = await Herald.start(adminArgs());
+  receiver = await startReceiver();
+  // The webhook receiver is on loopback: the server must be allowed to reach it.
+  herald = await Herald.start([...adminArgs(), '--outbound-allow', '127.0.0.0/8']);
   browser = await launchBrowser();
   page = await openPage(browser, `${herald.url}/admin`);
   await page.setViewportSize({ width: 1280, height: 800 });
@@ -42,6 +85,7 @@ before(async () => {
 after(async () => {
   await browser?.close();
   await herald?.stop();
+  await receiver?.close();
 });
 
 test('the admin dashboard, page by page', { timeout: 120_000 }, async (t) => {
@@ -208,6 +252,95 @@ test('the admin dashboard, page by page', { timeout: 120_000 }, async (t) => {
     await waitInPage(page, 'the device page shows the push acknowledged',
       () => [...document.querySelectorAll('main .badge')].some((b) => b.textContent === 'yes'));
     await shot('device');
+  });
+
+  await t.test('webhooks: register an endpoint, see its secret once, send a test, delete it', async () => {
+    await nav('hooks');
+    await page.waitForSelector('#create-hook-form');
+    await waitInPage(page, 'no endpoints yet', () => document.querySelector('#hook-list .empty') !== null);
+    // The event types are the server's list, as checkboxes.
+    const offered = await page.$$eval('#hook-events input[type="checkbox"]', (boxes) => boxes.map((b) => b.value));
+    for (const type of ['*', 'client.connected', 'user.online', 'user.offline', 'channel.vacated']) {
+      assert.ok(offered.includes(type), `${type} is offered: ${offered}`);
+    }
+    await page.fill('#hook-url', receiver.url);
+    await page.check('[data-event="user.online"]');
+    await page.check('[data-event="user.offline"]');
+    await page.fill('#hook-channels', 'rooms/*');
+    await page.fill('#hook-description', 'dashboard test');
+    await page.fill('#hook-offline-delay', '5000');
+    await page.click('#create-hook');
+    await page.waitForSelector('#secret-box');
+    const secret = (await text('#hook-secret')).trim();
+    assert.match(secret, /^whsec_[A-Za-z0-9+/=]{20,}$/);
+    assert.match(await text('#secret-once'), /Shown only once/);
+    await page.context().grantPermissions(['clipboard-read', 'clipboard-write'], { origin: herald.url });
+    await page.click('#copy-secret');
+    await page.waitForSelector('#copy-secret[data-copied]');
+    if ((await page.getAttribute('#copy-secret', 'data-copied')) === 'yes') {
+      assert.equal(await page.evaluate(() => navigator.clipboard.readText()), secret);
+    }
+    await waitInPage(page, 'the endpoint is listed, ok',
+      () => document.querySelector('#hook-list tr[data-hook] [data-state="ok"]') !== null);
+    const hookId = await page.getAttribute('#hook-list tr[data-hook]', 'data-hook');
+    const listed = await herald.api('GET', '/v1/apps/default/hooks');
+    assert.equal(listed.status, 200);
+    assert.deepEqual(listed.body.hooks.map((h) => [h.id, h.url, h.events, h.channels, h.offline_delay_ms]),
+      [[Number(hookId), receiver.url, ['user.online', 'user.offline'], ['rooms/*'], 5000]]);
+    await shot('hooks');
+
+    // Once: opening the page again shows the endpoint, never its secret.
+    await page.reload();
+    await page.waitForSelector('#hook-list tr[data-hook]');
+    assert.equal(await page.$('#secret-box'), null, 'no secret box after a reload');
+    assert.ok(!(await page.content()).includes(secret), 'the secret is nowhere on the page');
+
+    // The endpoint's page: a signed test event, answered by the receiver on loopback.
+    await page.click(`#hook-list a[href^="#/hooks/${hookId}"]`);
+    await page.waitForSelector('#test-hook');
+    await waitInPage(page, 'the endpoint is loaded', () => document.querySelector('#toggle-hook')?.disabled === false);
+    assert.ok(!(await page.content()).includes(secret), 'the secret is not on the endpoint\'s page');
+    await page.click('#test-hook');
+    await page.waitForSelector('#test-answer');
+    assert.equal(await page.getAttribute('#test-answer', 'data-delivered'), 'yes', await text('#test-answer'));
+    assert.match(await text('#test-answer'), /Delivered\. HTTP 204 in \d+ ms\./);
+    assert.equal(receiver.requests.length, 1);
+    const sent = receiver.requests[0];
+    assert.equal(sent.method, 'POST');
+    assert.equal(JSON.parse(sent.body).events[0].type, 'hook.test');
+    assert.ok(signedWith(sent, secret), `signed with the secret shown: ${JSON.stringify(sent.headers)}`);
+    await shot('hook-detail');
+
+    // A new secret, shown once; during the overlap requests are signed with both.
+    await page.fill('#rotate-overlap', '1');
+    await page.click('#rotate-hook');
+    await page.waitForSelector('#hook-shown #secret-box');
+    const rotated = (await text('#hook-secret')).trim();
+    assert.match(rotated, /^whsec_/);
+    assert.notEqual(rotated, secret);
+    assert.match(await text('#hook-shown'), /Shown only once/);
+    assert.match(await text('#hook-shown'), /previous secret signs requests too until/);
+    await page.click('#test-hook');
+    await waitInPage(page, 'the second test is answered', () => document.querySelector('#test-answer')?.dataset.delivered === 'yes');
+    assert.equal(receiver.requests.length, 2);
+    assert.ok(signedWith(receiver.requests[1], rotated), 'signed with the new secret');
+    assert.ok(signedWith(receiver.requests[1], secret), 'and with the old one during the overlap');
+    await shot('hook-rotated');
+
+    // Disabled, then enabled again.
+    await page.click('#toggle-hook');
+    await waitInPage(page, 'the endpoint is disabled', () => document.querySelector('[data-state="disabled"]') !== null &&
+      document.querySelector('#toggle-hook')?.textContent === 'Enable');
+    await page.click('#toggle-hook');
+    await waitInPage(page, 'the endpoint is enabled', () => document.querySelector('[data-state="ok"]') !== null);
+    await waitInPage(page, 'no dead letters', () => document.querySelector('#hook-dead .empty') !== null);
+
+    // Deleted after the confirmation (accepted by the dialog handler): back to an empty list.
+    await page.click('#delete-hook');
+    await page.waitForSelector('main[data-page="hooks"] #create-hook-form');
+    await waitInPage(page, 'the list is empty again', () => document.querySelector('#hook-list .empty') !== null);
+    const gone = await herald.api('GET', '/v1/apps/default/hooks');
+    assert.deepEqual(gone.body.hooks, []);
   });
 
   await t.test('a publisher key sees its own app only', async () => {

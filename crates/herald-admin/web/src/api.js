@@ -72,6 +72,7 @@ export async function call(method, path, body) {
 export const get = (path) => call('GET', path);
 export const post = (path, body) => call('POST', path, body ?? {});
 export const del = (path) => call('DELETE', path);
+export const patch = (path, body) => call('PATCH', path, body);
 
 /** A channel name as a path: each segment encoded, slashes kept. */
 export function channelPath(name) {

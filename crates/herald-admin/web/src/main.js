@@ -15,6 +15,7 @@ import * as apps from './pages/apps.js';
 import * as channels from './pages/channels.js';
 import * as devices from './pages/devices.js';
 import * as pushes from './pages/pushes.js';
+import * as hooks from './pages/hooks.js';
 
 const PAGES = [
   { path: 'overview', label: 'Overview', page: overview },
@@ -22,6 +23,7 @@ const PAGES = [
   { path: 'channels', label: 'Channels', page: channels },
   { path: 'devices', label: 'Devices', page: devices },
   { path: 'pushes', label: 'Pushes', page: pushes },
+  { path: 'hooks', label: 'Webhooks', page: hooks },
 ];
 
 const root = document.getElementById('root');

@@ -1,11 +1,11 @@
 // The route in the URL's hash: `#/page/rest?app=ID`. The app-scoped pages (channels, devices,
-// pushes) name the app they show in `app`, so a link, a bookmark or a reload opens the same
+// pushes, hooks) name the app they show in `app`, so a link, a bookmark or a reload opens the same
 // app's page and the app picker follows it; every link the dashboard makes names it.
 
 import { currentApp } from './api.js';
 
 /** Pages whose figures belong to one app (the admin key acts for the app the route names). */
-export const SCOPED = new Set(['channels', 'devices', 'pushes']);
+export const SCOPED = new Set(['channels', 'devices', 'pushes', 'hooks']);
 
 /**
  * The route in `hash`: `#/devices/phone%2F1?app=shop` ->
