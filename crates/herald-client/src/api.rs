@@ -43,6 +43,26 @@ pub struct ChannelInfo {
     pub subscribers: usize,
 }
 
+/// A presence channel's members (`GET /v1/channels/{name}/presence`), in the order they joined.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct ChannelPresence {
+    /// Channel name.
+    pub channel: String,
+    /// Its members.
+    pub members: Vec<PresenceMember>,
+    /// How many.
+    pub count: usize,
+}
+
+/// One member of a presence channel.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct PresenceMember {
+    /// The user id (the client token's `sub`).
+    pub user: String,
+    /// Its data (a JSON object): the token's `user_info`, else the client's subscribe `member`.
+    pub data: Value,
+}
+
 /// One page of the channel list (`GET /v1/channels`).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct ChannelList {
@@ -281,6 +301,13 @@ impl Publisher {
     /// A channel's state.
     pub async fn channel(&self, channel: &str) -> Result<ChannelInfo, Error> {
         let path = format!("/v1/channels/{}", encode_path(channel));
+        self.call(Method::GET, &path, None).await
+    }
+
+    /// A presence channel's members (`not_found` for a channel outside every presence
+    /// namespace).
+    pub async fn presence(&self, channel: &str) -> Result<ChannelPresence, Error> {
+        let path = format!("/v1/channels/{}/presence", encode_path(channel));
         self.call(Method::GET, &path, None).await
     }
 

@@ -453,4 +453,46 @@ mod tests {
         assert_eq!(vacated.channel.as_deref(), Some("rooms/1"));
         assert_eq!(vacated.to_json()["data"]["channel"], "rooms/1");
     }
+
+    #[test]
+    fn presence_members_added_and_removed_carry_channel_user_and_data() {
+        let shop = AppId::parse("shop").unwrap();
+        let channel = shop.parse_channel("rooms/1").unwrap();
+        let added = HookEvent::from_lifecycle(
+            &LifecycleEvent::MemberAdded {
+                channel: channel.clone(),
+                user: "alice".into(),
+                data: Arc::from(r#"{"name":"Alice"}"#),
+            },
+            0,
+        );
+        assert_eq!(added.kind, EventType::PresenceMemberAdded);
+        assert_eq!(
+            (added.user.as_deref(), added.channel.as_deref()),
+            (Some("alice"), Some("rooms/1"))
+        );
+        let json = added.to_json();
+        assert_eq!(json["type"], "presence.member_added");
+        assert_eq!(
+            json["data"],
+            json!({"channel": "rooms/1", "user": "alice", "data": {"name": "Alice"}})
+        );
+        let removed = HookEvent::from_lifecycle(
+            &LifecycleEvent::MemberRemoved {
+                channel,
+                user: "alice".into(),
+            },
+            0,
+        );
+        assert_eq!(removed.to_json()["type"], "presence.member_removed");
+        assert_eq!(
+            removed.to_json()["data"],
+            json!({"channel": "rooms/1", "user": "alice"})
+        );
+        assert!(EventType::PresenceMemberAdded.has_channel());
+        assert_eq!(
+            EventType::parse("presence.member_removed"),
+            Some(EventType::PresenceMemberRemoved)
+        );
+    }
 }

@@ -372,6 +372,8 @@ mod connection_events;
 mod cluster;
 #[path = "server/openapi.rs"]
 mod openapi;
+#[path = "server/presence.rs"]
+mod presence;
 #[path = "server/providers/mod.rs"]
 mod providers;
 #[path = "server/sealing.rs"]

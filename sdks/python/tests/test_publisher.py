@@ -4,7 +4,9 @@ the real server."""
 from __future__ import annotations
 
 import socket
+from typing import Any
 
+import httpx
 import pytest
 
 from herald_client import (
@@ -104,6 +106,29 @@ async def test_publish_history_and_channel_state(herald: Herald) -> None:
     assert (error.code, error.status) == ("channel_invalid", 400)
     error = await raises(herald.publish(channel, "x" * 70000))
     assert (error.code, error.status) == ("too_large", 413)
+
+
+async def test_presence_lists_a_presence_channels_members(tmp_path: Any) -> None:
+    config = tmp_path / "herald.toml"
+    config.write_text('[[namespaces]]\nprefix = "rooms/"\npresence = true\n')
+    server = HeraldServer(args=["--config", str(config)])
+    server.start()
+    herald = server.publisher()
+    try:
+        token = server.token(sub="ada", channels=["rooms/*", "news"], user_info={"name": "Ada"})
+        # A long-poll's user stays a member for a while after the poll answered.
+        async with httpx.AsyncClient() as http:
+            params = {"channel": "rooms/1", "presence": "true", "timeout": "0", "token": token}
+            answer = (await within(http.get(f"{server.url}/v1/poll", params=params))).json()
+        assert answer["presence"][0]["event"] == "members", answer
+        members = await within(herald.presence("rooms/1"))
+        assert (members.channel, members.count) == ("rooms/1", 1)
+        assert [(m.user, m.data) for m in members.members] == [("ada", {"name": "Ada"})]
+        error = await raises(herald.presence("news"))
+        assert (error.code, error.status) == ("not_found", 404)
+    finally:
+        await herald.aclose()
+        server.cleanup()
 
 
 async def test_channel_listing_pages(herald: Herald) -> None:

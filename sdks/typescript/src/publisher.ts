@@ -149,6 +149,11 @@ export class HeraldPublisher {
     return this.json({ method: 'GET', path: `/v1/channels/${channelPath(name)}`, auth: 'publisher' });
   }
 
+  /** A presence channel's members, in the order they joined (docs/protocol.md section 10). */
+  presence(channel: string): Promise<AnswerOf<'getChannelPresence', 200>> {
+    return this.json({ method: 'GET', path: `/v1/channels/${channelPath(channel)}/presence`, auth: 'publisher' });
+  }
+
   history(name: string, query?: QueryOf<'getHistory'>): Promise<AnswerOf<'getHistory', 200>> {
     return this.json({ method: 'GET', path: `/v1/channels/${channelPath(name)}/messages`, auth: 'publisher', query });
   }

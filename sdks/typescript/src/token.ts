@@ -16,6 +16,8 @@ export interface TokenClaims {
   iat?: number;
   /** The token's id (1 to 128 printable ASCII characters), to revoke it by. */
   jti?: string;
+  /** What presence channels show of the user (its member data): a JSON object. */
+  user_info?: Record<string, unknown>;
 }
 
 const encoder = new TextEncoder();
@@ -48,6 +50,7 @@ export async function mintToken(secret: string, claims: TokenClaims, app = 'defa
   if (claims.device) ordered.device = claims.device;
   if (claims.iat !== undefined) ordered.iat = claims.iat;
   if (claims.jti) ordered.jti = claims.jti;
+  if (claims.user_info) ordered.user_info = claims.user_info;
   const signingInput = `${base64url(encoder.encode(JSON.stringify(header)))}.${base64url(encoder.encode(JSON.stringify(ordered)))}`;
   const key = await crypto.subtle.importKey('raw', encoder.encode(secret), { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);
   const signature = new Uint8Array(await crypto.subtle.sign('HMAC', key, encoder.encode(signingInput)));

@@ -57,6 +57,23 @@ test('channels: publish, batch, history, channel state, channel list, poll', asy
   await fails(pub.poll('not.a.jwt', { channel: 'pub/a', timeout: 0 }), 'unauthorized', 401);
 });
 
+test('presence: a presence channel\'s members, and a refusal for any other channel', async () => {
+  const rooms = await Herald.start({}, '[[namespaces]]\nprefix = "rooms/"\npresence = true\n');
+  try {
+    const p = rooms.publisher();
+    const token = await rooms.token({ sub: 'ada', user_info: { name: 'Ada' } });
+    // A poll's user stays a member for a while after the poll answered.
+    const polled = await p.poll(token, { channel: 'rooms/1', presence: 'true', timeout: 0 });
+    assert.equal(polled.presence[0].event, 'members');
+    const members = await p.presence('rooms/1');
+    assert.deepEqual(members, { channel: 'rooms/1', members: [{ user: 'ada', data: { name: 'Ada' } }], count: 1 });
+    await fails(p.presence('news'), 'not_found', 404);
+    await fails(new HeraldPublisher({ url: rooms.url, apiKey: 'hk_wrong_key_wrong_key' }).presence('rooms/1'), 'unauthorized', 401);
+  } finally {
+    await rooms.stop();
+  }
+});
+
 test('server: health, metrics, openapi', async () => {
   assert.equal(typeof (await pub.health()), 'object');
   assert.equal((await pub.ready()).status, 'ready');

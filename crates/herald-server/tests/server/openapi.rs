@@ -89,12 +89,14 @@ async fn every_route_is_documented_with_exactly_the_methods_it_serves() {
     assert!(!routes.is_empty());
     for route in routes {
         let methods = served(&client, &base, &concrete(route)).await;
-        // `/v1/channels/{*path}` serves a channel (`{name}`) and its messages
-        // (`{name}/messages`): together they must be documented with the route's methods.
+        // `/v1/channels/{*path}` serves a channel (`{name}`), its messages
+        // (`{name}/messages`) and its members (`{name}/presence`): together they must be
+        // documented with the route's methods.
         let docs: Vec<String> = match route.strip_suffix("{*path}") {
             Some(prefix) => vec![
                 format!("{prefix}{{name}}"),
                 format!("{prefix}{{name}}/messages"),
+                format!("{prefix}{{name}}/presence"),
             ],
             None => vec![route.to_owned()],
         };

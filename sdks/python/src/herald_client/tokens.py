@@ -25,6 +25,7 @@ _CLAIM_TYPES = {
     "device": str,
     "iat": int,
     "jti": str,
+    "user_info": dict,
 }
 
 
@@ -51,6 +52,7 @@ def mint_token(
     ttl: Optional[float] = None,
     iat: Optional[int] = None,
     jti: Optional[str] = None,
+    user_info: Optional[Dict[str, Any]] = None,
     app: str = "default",
 ) -> str:
     """A client token signed with `secret` (the app's token secret).
@@ -59,8 +61,9 @@ def mint_token(
     token never expires. `iat` (issued at, seconds since the Unix epoch) and `jti` (the token's
     id, 1 to 128 printable ASCII characters) make the token revocable by issue time or by id
     (`Herald.revoke`); neither is set unless given. For an app other than `default` the header
-    names it as `kid`. Claims are written in the order `sub, exp, channels, publish, device, iat,
-    jti`, empty ones left out, so the same arguments always give the same token."""
+    names it as `kid`. `user_info` (a JSON object) is what presence channels show of the user.
+    Claims are written in the order `sub, exp, channels, publish, device, iat, jti, user_info`,
+    empty ones left out, so the same arguments always give the same token."""
     if exp is not None and ttl is not None:
         raise ValueError("give exp or ttl, not both")
     if ttl is not None:
@@ -77,6 +80,7 @@ def mint_token(
         ("device", device),
         ("iat", iat),
         ("jti", jti),
+        ("user_info", user_info),
     ):
         if value is not None and value != "" and value != []:
             claims[name] = value

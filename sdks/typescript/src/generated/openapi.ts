@@ -70,6 +70,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/channels/{name}/presence": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description Channel name. May contain `/`, written unescaped (`chat/room-42`). A path ending in
+                 *     `/messages` always selects the messages endpoint.
+                 */
+                name: components["parameters"]["ChannelNamePath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * A presence channel's members
+         * @description The members of a presence channel (a channel of a namespace with `presence = true`,
+         *     docs/config.md), in the order they joined: each a user id (the client token's `sub`)
+         *     with its data (the token's `user_info` claim, or the client's subscribe `member`, which
+         *     nobody verified; `{}` without either). A user is one member however many connections
+         *     and subscriptions it holds on the channel. Clients see the same list, then each join
+         *     and leave, by subscribing with `presence` (docs/protocol.md, "Presence channels").
+         *
+         *     The members are those connected to this server: in a cluster, members connected to
+         *     other nodes are not listed yet.
+         */
+        get: operations["getChannelPresence"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/channels/{name}/messages": {
         parameters: {
             query?: never;
@@ -1722,6 +1756,24 @@ export interface components {
             /** @description Live subscriptions to the channel on this server. */
             subscribers: number;
         };
+        ChannelPresence: {
+            channel: components["schemas"]["ChannelName"];
+            /** @description The members, in the order they joined. */
+            members: components["schemas"]["PresenceMember"][];
+            /** @description How many members. */
+            count: number;
+        };
+        PresenceMember: {
+            /** @description The user id (the client token's `sub`). */
+            user: string;
+            /**
+             * @description The member's data: the token's `user_info` claim, else the `member` the client's
+             *     subscribe gave (not verified), else `{}`.
+             */
+            data: {
+                [key: string]: unknown;
+            };
+        };
         ChannelList: {
             channels: components["schemas"]["ChannelInfo"][];
             /** @description Pass as `after` for the next page; `null` when this page was not full. */
@@ -1768,6 +1820,29 @@ export interface components {
              *     do not poll again with the same token.
              */
             disconnect?: components["schemas"]["Disconnect"];
+            /**
+             * @description Only with `presence` on presence channels: each one's `members` frame (which alone
+             *     does not end the wait), then the joins and leaves that came while the poll waited.
+             */
+            presence?: components["schemas"]["PresenceFrame"][];
+        };
+        /**
+         * @description A presence channel's live state (docs/protocol.md, "Presence channels"): the data of the
+         *     SSE `presence` event, an entry of a long-poll answer's `presence`, and the body of the
+         *     WebSocket `presence` frame. Never stored nor resumed.
+         */
+        PresenceFrame: {
+            channel: components["schemas"]["ChannelName"];
+            /** @enum {string} */
+            event: "members" | "join" | "leave";
+            /** @description `members`: every member, in the order they joined. */
+            members?: components["schemas"]["PresenceMember"][];
+            /** @description `join` and `leave`: the user id. */
+            user?: string;
+            /** @description `join`: the member's data. */
+            data?: {
+                [key: string]: unknown;
+            };
         };
         /** @description Data of the SSE `subscribed` event (and the body of the WebSocket `subscribe` reply). */
         SubscribeOutcome: {
@@ -2581,7 +2656,7 @@ export interface components {
          *     type listed here.
          * @enum {string}
          */
-        HookEventType: "*" | "client.connected" | "client.disconnected" | "client.subscribed" | "client.unsubscribed" | "user.online" | "user.offline" | "channel.occupied" | "channel.vacated";
+        HookEventType: "*" | "client.connected" | "client.disconnected" | "client.subscribed" | "client.unsubscribed" | "user.online" | "user.offline" | "channel.occupied" | "channel.vacated" | "presence.member_added" | "presence.member_removed";
         HookCreate: {
             /** @description Where batches are `POST`ed, `http` or `https`. */
             url: string;
@@ -3234,6 +3309,18 @@ export interface components {
         Channels: components["schemas"]["ChannelName"][];
         /** @description The client token (alternative to `Authorization: Bearer`, which it takes precedence over, even when empty). An empty value counts as no token. */
         TokenQuery: string;
+        /**
+         * @description On presence channels (docs/protocol.md, "Presence channels"): send each one's members,
+         *     then its joins and leaves (SSE `presence` events; the long-poll answer's `presence`).
+         *     `true`, `1` or an empty value mean yes; `false`, `0` or omitted mean no.
+         */
+        PresenceQuery: "true" | "false" | "1" | "0" | "";
+        /**
+         * @description A JSON object: the member data on presence channels when the token has no `user_info`
+         *     claim (supplied by the client, not verified; at most the namespace's
+         *     `presence_max_data_bytes`).
+         */
+        MemberQuery: string;
         /** @description App id (`400 bad_request` if it breaks the grammar). */
         AppIdPath: components["schemas"]["AppId"];
         /** @description Device id (`400 device_invalid` if it breaks the grammar). */
@@ -3355,6 +3442,71 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+        };
+    };
+    getChannelPresence: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description Channel name. May contain `/`, written unescaped (`chat/room-42`). A path ending in
+                 *     `/messages` always selects the messages endpoint.
+                 */
+                name: components["parameters"]["ChannelNamePath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The channel's members. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "channel": "rooms/1",
+                     *       "members": [
+                     *         {
+                     *           "user": "alice",
+                     *           "data": {
+                     *             "name": "Alice"
+                     *           }
+                     *         },
+                     *         {
+                     *           "user": "bob",
+                     *           "data": {}
+                     *         }
+                     *       ],
+                     *       "count": 2
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ChannelPresence"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description `not_found`: the channel is not in a presence namespace. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "code": "not_found",
+                     *         "message": "\"news\" is not a presence channel: no namespace with presence = true covers it"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            500: components["responses"]["ServerError"];
         };
     };
     getHistory: {
@@ -3571,6 +3723,18 @@ export interface operations {
                  *     `400`. Omitted: the server's namespace setting `last_on_subscribe` (default false).
                  */
                 last?: "true" | "false" | "1" | "0" | "";
+                /**
+                 * @description On presence channels (docs/protocol.md, "Presence channels"): send each one's members,
+                 *     then its joins and leaves (SSE `presence` events; the long-poll answer's `presence`).
+                 *     `true`, `1` or an empty value mean yes; `false`, `0` or omitted mean no.
+                 */
+                presence?: components["parameters"]["PresenceQuery"];
+                /**
+                 * @description A JSON object: the member data on presence channels when the token has no `user_info`
+                 *     claim (supplied by the client, not verified; at most the namespace's
+                 *     `presence_max_data_bytes`).
+                 */
+                member?: components["parameters"]["MemberQuery"];
             };
             header?: {
                 /** @description Cursor string to resume from; takes precedence over `since`. An empty (or all-blank) value is ignored. */
@@ -3654,6 +3818,18 @@ export interface operations {
                  *     server's namespace setting `last_on_subscribe` (default false).
                  */
                 last?: "true" | "false" | "1" | "0" | "";
+                /**
+                 * @description On presence channels (docs/protocol.md, "Presence channels"): send each one's members,
+                 *     then its joins and leaves (SSE `presence` events; the long-poll answer's `presence`).
+                 *     `true`, `1` or an empty value mean yes; `false`, `0` or omitted mean no.
+                 */
+                presence?: components["parameters"]["PresenceQuery"];
+                /**
+                 * @description A JSON object: the member data on presence channels when the token has no `user_info`
+                 *     claim (supplied by the client, not verified; at most the namespace's
+                 *     `presence_max_data_bytes`).
+                 */
+                member?: components["parameters"]["MemberQuery"];
             };
             header?: never;
             path?: never;

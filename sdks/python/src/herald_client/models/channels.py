@@ -110,6 +110,25 @@ class ChannelInfo:
 
 
 @dataclass
+class PresenceMember:
+    """One member of a presence channel: the user id (the client token's `sub`) and its data
+    (the token's `user_info` claim, else the client's subscribe `member`, else `{}`)."""
+
+    user: str
+    data: Dict[str, Any]
+
+
+@dataclass
+class ChannelPresence:
+    """A presence channel's members, in the order they joined
+    (`GET /v1/channels/{name}/presence`)."""
+
+    channel: str
+    members: List[PresenceMember]
+    count: int
+
+
+@dataclass
 class ChannelList:
     """A page of channels; pass `next` as `after` for the next page (None when none follows)."""
 

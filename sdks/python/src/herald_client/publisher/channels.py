@@ -1,4 +1,5 @@
-"""Publisher routes for channels: publish, batch publish, history, channel state and listing."""
+"""Publisher routes for channels: publish, batch publish, history, channel state, presence
+members and listing."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Any, List, Mapping, Optional, Sequence, Union
 
 from ..errors import HeraldError, NotReadyError
 from ..models._json import from_json
-from ..models.channels import ChannelInfo, ChannelList, History, Published
+from ..models.channels import ChannelInfo, ChannelList, ChannelPresence, History, Published
 from ..models.probes import Readiness
 from ._http import Auth, HttpBase, _json, body_of, channel_path
 
@@ -51,6 +52,12 @@ class ChannelRoutes(HttpBase):
     async def channel(self, name: str) -> ChannelInfo:
         """A channel's epoch, newest and oldest retained seq, and live subscriber count."""
         return await self._call(ChannelInfo, "GET", f"/v1/channels/{channel_path(name)}")
+
+    async def presence(self, channel: str) -> ChannelPresence:
+        """A presence channel's members, in the order they joined (`not_found` for a channel
+        outside every presence namespace)."""
+        path = f"/v1/channels/{channel_path(channel)}/presence"
+        return await self._call(ChannelPresence, "GET", path)
 
     async def channels(self, *, after: Optional[str] = None, limit: Optional[int] = None) -> ChannelList:
         """A page of channels in name order (pass `next` as `after` for the next one)."""

@@ -15,7 +15,7 @@ import javax.crypto.spec.SecretKeySpec;
  * Client tokens (docs/protocol.md section 3), for an app backend that mints them itself instead of
  * calling {@code POST /v1/tokens}: HS256 over the app's token secret, header
  * {@code {"typ":"JWT","alg":"HS256"}} plus {@code "kid"} for an app other than {@code default}, claims
- * in the order {@code sub, exp, channels, publish, device, iat, jti}, empty ones left out. Minting is
+ * in the order {@code sub, exp, channels, publish, device, iat, jti, user_info}, empty ones left out. Minting is
  * deterministic. Never log a secret or a token.
  */
 public final class ClientTokens {
@@ -34,6 +34,8 @@ public final class ClientTokens {
     public Long iat;
     /** The token's id (1 to 128 printable ASCII characters), to revoke it by. */
     public String jti;
+    /** What presence channels show of the user (its member data): a JSON object's text. */
+    public String userInfo;
 
     public Claims sub(String sub) {
       this.sub = sub;
@@ -70,6 +72,12 @@ public final class ClientTokens {
       return this;
     }
 
+    /** Sets {@code user_info}, a JSON object's text, written into the token as it is. */
+    public Claims userInfo(String userInfo) {
+      this.userInfo = userInfo;
+      return this;
+    }
+
     /** The claims as the compact JSON a token carries. */
     public String toJson() {
       StringBuilder s = new StringBuilder("{");
@@ -93,6 +101,9 @@ public final class ClientTokens {
       }
       if (jti != null && !jti.isEmpty()) {
         field(s, "jti").append(ClientCommand.quote(jti));
+      }
+      if (userInfo != null && !userInfo.isEmpty()) {
+        field(s, "user_info").append(userInfo);
       }
       return s.append('}').toString();
     }

@@ -14,6 +14,7 @@ import dev.herald.client.model.BatchItem;
 import dev.herald.client.model.BatchResult;
 import dev.herald.client.model.ChannelInfo;
 import dev.herald.client.model.ChannelList;
+import dev.herald.client.model.ChannelPresence;
 import dev.herald.client.model.CreatedApp;
 import dev.herald.client.model.CreatedKey;
 import dev.herald.client.model.DeadLetterList;
@@ -114,6 +115,11 @@ public final class PublisherClient {
   /** {@code GET /v1/channels/{name}}. */
   public ChannelInfo channel(String name) {
     return get(channelPath(name, false), ChannelInfo.class);
+  }
+
+  /** {@code GET /v1/channels/{name}/presence}: a presence channel's members ({@code not_found} for any other channel). */
+  public ChannelPresence presence(String channel) {
+    return get(path("v1", "channels").addPathSegments(channel).addPathSegment("presence"), ChannelPresence.class);
   }
 
   /** {@code GET /v1/channels/{name}/messages?since=S}: messages after seq {@code since}, at most {@code limit} (null: 100). */

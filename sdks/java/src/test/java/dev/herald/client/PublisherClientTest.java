@@ -18,6 +18,7 @@ import dev.herald.client.model.BatchItem;
 import dev.herald.client.model.BatchResult;
 import dev.herald.client.model.ChannelInfo;
 import dev.herald.client.model.ChannelList;
+import dev.herald.client.model.ChannelPresence;
 import dev.herald.client.model.CreatedApp;
 import dev.herald.client.model.CreatedKey;
 import dev.herald.client.model.DeadLetterList;
@@ -101,6 +102,34 @@ class PublisherClientTest {
     HeraldException downReady = assertThrows(HeraldException.class,
         () -> new PublisherClient("http://127.0.0.1:1", "k").ready());
     assertNull(downReady.code(), "no server answered");
+  }
+
+  @Test
+  void presenceListsAPresenceChannelsMembers() throws Exception {
+    java.nio.file.Path config = java.nio.file.Files.createTempFile("herald-presence", ".toml");
+    java.nio.file.Files.write(config,
+        "[[namespaces]]\nprefix = \"rooms/\"\npresence = true\n".getBytes(java.nio.charset.StandardCharsets.UTF_8));
+    try (HeraldServer rooms = HeraldServer.start(Collections.<String, String>emptyMap(),
+        Arrays.asList("--config", config.toString()))) {
+      String token = ClientTokens.mint(HeraldServer.TOKEN_SECRET, "default", new ClientTokens.Claims()
+          .sub("ada").channels(Collections.singletonList("rooms/*")).userInfo("{\"name\":\"Ada\"}"));
+      // A long-poll's user stays a member for a while after the poll answered.
+      okhttp3.Request poll = new okhttp3.Request.Builder()
+          .url(rooms.url() + "/v1/poll?channel=rooms/1&presence=true&timeout=0&token=" + token).build();
+      try (okhttp3.Response answer = new okhttp3.OkHttpClient().newCall(poll).execute()) {
+        assertEquals(200, answer.code());
+        assertTrue(answer.body().string().contains("\"event\":\"members\""));
+      }
+      PublisherClient p = new PublisherClient(rooms.url(), HeraldServer.API_KEY);
+      ChannelPresence members = p.presence("rooms/1");
+      assertEquals("rooms/1", members.channel);
+      assertEquals(1, members.count);
+      assertEquals("ada", members.members.get(0).user);
+      assertEquals("Ada", members.members.get(0).data.get("name").getAsString());
+      fails("not_found", 404, () -> p.presence("news"));
+    } finally {
+      java.nio.file.Files.deleteIfExists(config);
+    }
   }
 
   @Test
