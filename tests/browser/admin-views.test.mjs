@@ -3,11 +3,14 @@
 // that app) and a failed load shows its error in place of the card; provider figures and a
 // receipt's provider path are tables (pushes through a mock Web Push service, one subscription
 // gone); a publisher sees channel messages delivered to its subscribers, apart from pushes;
-// the channel page updates by itself; and at 390 px no page is wider than the screen. Each
-// view is saved as a screenshot in target/test-artifacts/admin-views/.
+// the channel page updates by itself; a webhook endpoint's dead letters are replayed and
+// dropped from its page; and at 390 px no page is wider than the screen. Each view is saved as
+// a screenshot in target/test-artifacts/admin-views/.
 
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 
@@ -24,6 +27,10 @@ let page;
 /** The push sent through the mock Web Push service, and its receipt once settled. */
 let providerPush;
 const shots = artifactsDir('admin-views');
+/** The server's config file: webhook events die 1 s after their endpoint starts failing. */
+const configDir = mkdtempSync(join(tmpdir(), 'herald-admin-views-'));
+const configFile = join(configDir, 'herald.toml');
+writeFileSync(configFile, '[hooks]\nretry_horizon = "1s"\n');
 
 async function shot(p, name, fullPage = false) {
   await p.screenshot({ path: join(shots, `${name}.png`), fullPage });
@@ -81,6 +88,7 @@ before(async () => {
     ...adminArgs(),
     '--provider-ca-file', join(mock.dir, 'ca.pem'),
     '--outbound-allow', '127.0.0.1',
+    '--config', configFile,
   ]);
   browser = await launchBrowser();
   page = await openPage(browser, `${herald.url}/admin`);
@@ -125,6 +133,79 @@ after(async () => {
   await browser?.close();
   await herald?.stop();
   await mock?.stop();
+  rmSync(configDir, { recursive: true, force: true });
+});
+
+/** Polls `GET path` (publisher key) until `ok(body)`, at most twice WAIT_MS; the last body. */
+async function until(path, ok, what) {
+  const deadline = Date.now() + 2 * WAIT_MS;
+  for (;;) {
+    const answer = await api(API_KEY, 'GET', path);
+    if (answer.status === 200 && ok(answer.body)) return answer.body;
+    if (Date.now() > deadline) throw new Error(`${what}: ${JSON.stringify(answer.body)}`);
+    await sleep(100);
+  }
+}
+
+test('a webhook endpoint\'s dead letters are listed, replayed and dropped on its page', { timeout: 90_000 }, async () => {
+  // A receiver that answers `status`: 503 until the test says otherwise.
+  let status = 503;
+  const received = [];
+  const receiver = createServer((req, res) => {
+    let body = '';
+    req.on('data', (chunk) => { body += chunk; });
+    req.on('end', () => {
+      received.push({ status, body });
+      res.writeHead(status);
+      res.end();
+    });
+  });
+  await new Promise((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+  const subscribers = [];
+  try {
+    const url = `http://127.0.0.1:${receiver.address().port}/hooks`;
+    const created = await api(API_KEY, 'POST', '/v1/apps/default/hooks', { url, events: ['client.connected'] });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const id = created.body.hook.id;
+    // Two connections: two events, refused past the 1 s horizon, so two dead letters.
+    subscribers.push(await subscribeSse('hook-dead-1'), await subscribeSse('hook-dead-2'));
+    const hookPath = `/v1/apps/default/hooks/${id}`;
+    await until(hookPath, (h) => h.dead === 2 && h.queued === 0, 'two dead letters');
+
+    await page.goto(`${herald.url}/admin#/hooks?app=default`);
+    await waitInPage(page, 'the list shows two dead letters', () =>
+      document.querySelector('#hook-list tr[data-hook] [data-figure="dead"]')?.textContent === '2');
+    await waitInPage(page, 'and the last error', () =>
+      /503/.test(document.querySelector('#hook-list tr[data-hook]')?.textContent));
+    await shot(page, 'hooks-failing');
+    await page.goto(`${herald.url}/admin#/hooks/${id}?app=default`);
+    await waitInPage(page, 'two dead letters listed', () => document.querySelectorAll('#hook-dead tr[data-dead]').length === 2);
+    const rows = await page.$$eval('#hook-dead tr[data-dead]', (trs) => trs.map((tr) => ({
+      id: tr.dataset.dead, text: tr.textContent,
+    })));
+    assert.ok(rows.every((r) => r.text.includes('client.connected') && r.text.includes('503')), JSON.stringify(rows));
+    await shot(page, 'hook-dead-letters');
+
+    // The receiver is back: the replayed one is delivered, the dropped one is gone.
+    status = 204;
+    await page.click(`[data-replay="${rows[0].id}"]`);
+    await waitInPage(page, 'one dead letter left', () => document.querySelectorAll('#hook-dead tr[data-dead]').length === 1);
+    page.once('dialog', (dialog) => dialog.accept());
+    await page.click(`[data-drop="${rows[1].id}"]`);
+    await waitInPage(page, 'no dead letters left', () => document.querySelector('#hook-dead .empty') !== null);
+    const after = await until(hookPath, (h) => h.delivered === 1, 'the replayed event delivered');
+    assert.equal(after.dead, 0);
+    const delivered = received.filter((r) => r.status === 204).map((r) => JSON.parse(r.body).events);
+    assert.equal(delivered.length, 1);
+    assert.equal(delivered[0].length, 1);
+    assert.equal(delivered[0][0].type, 'client.connected');
+    const removed = await api(API_KEY, 'DELETE', hookPath);
+    assert.equal(removed.status, 204);
+  } finally {
+    subscribers.forEach((sse) => sse.abort());
+    receiver.closeAllConnections();
+    await new Promise((resolve) => receiver.close(resolve));
+  }
 });
 
 test('the app picker follows the app in the URL, and a failed load shows its error', { timeout: 60_000 }, async () => {
