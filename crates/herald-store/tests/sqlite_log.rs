@@ -798,7 +798,7 @@ fn message_seqs(outbox: &herald_core::outbox::Outbox) -> Vec<u64> {
         .into_iter()
         .filter_map(|f| match f {
             OutFrame::Message(m) | OutFrame::Replayed(m) => Some(m.seq),
-            OutFrame::Control(_) => None,
+            OutFrame::Control(_) | OutFrame::Presence(_) => None,
         })
         .collect()
 }

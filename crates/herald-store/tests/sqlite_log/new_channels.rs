@@ -99,7 +99,7 @@ async fn subscribers_of_a_new_channel_get_its_first_messages_once_and_resume_aft
                 let (frames, _) = early.next_batch().await;
                 live.extend(frames.into_iter().filter_map(|f| match f {
                     OutFrame::Message(m) | OutFrame::Replayed(m) => Some(m.seq),
-                    OutFrame::Control(_) => None,
+                    OutFrame::Control(_) | OutFrame::Presence(_) => None,
                 }));
             }
         };
