@@ -32,6 +32,8 @@ export type {
   Disconnect,
   HistoryReply,
   Message,
+  PresenceFrame,
+  PresenceMember,
   PublishReply,
   PushEnvelope,
   ServerFrame,

@@ -72,6 +72,24 @@ export interface Disconnect {
   message: string;
 }
 
+/** A presence channel's member: the user id (the token's `sub`) and its data. */
+export interface PresenceMember {
+  user: string;
+  data: Record<string, unknown>;
+}
+
+/**
+ * The `presence` frame (to a subscription that asked with `presence: true`, docs/protocol.md
+ * section 10): the members first, then each join (`user`, `data`) and leave (`user`).
+ */
+export interface PresenceFrame {
+  channel: string;
+  event: 'members' | 'join' | 'leave';
+  members?: PresenceMember[];
+  user?: string;
+  data?: Record<string, unknown>;
+}
+
 /** A JSON text sent byte for byte (a publish's `data` whose whitespace matters). */
 export class RawJson {
   constructor(readonly text: string) {
@@ -137,7 +155,8 @@ export type ServerFrame =
   | { frame: 'pong'; id: number | null; body: Record<string, never> }
   | { frame: 'error'; id: number | null; body: { code: string; message: string } }
   | { frame: 'message'; id: number | null; body: Message }
-  | { frame: 'disconnect'; id: number | null; body: Disconnect };
+  | { frame: 'disconnect'; id: number | null; body: Disconnect }
+  | { frame: 'presence'; id: number | null; body: PresenceFrame };
 
 type FieldType = 'string' | 'number' | 'boolean' | 'array' | 'any';
 type Shape = Record<string, FieldType>;
@@ -153,6 +172,7 @@ const REQUIRED: Record<ServerFrame['frame'], Shape> = {
   error: { code: 'string', message: 'string' },
   message: { channel: 'string', seq: 'number', epoch: 'string', id: 'string', time: 'number', data: 'any' },
   disconnect: { code: 'string', message: 'string' },
+  presence: { channel: 'string', event: 'string' },
 };
 
 function bad(message: string): HeraldError {

@@ -35,6 +35,7 @@ fn frames(outbox: &Outbox) -> Vec<(PresenceEvent, Vec<String>, Option<String>)> 
         .map(|bytes| {
             let text = std::str::from_utf8(&bytes).unwrap().to_string();
             let frame = ServerFrame::parse(&text).unwrap();
+            assert_eq!(&frame.encode()[..], &bytes[..], "the typed frame's bytes");
             let ServerBody::Presence(p) = frame.body else {
                 panic!("not a presence frame: {text}");
             };

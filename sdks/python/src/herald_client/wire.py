@@ -22,6 +22,7 @@ from .models.channels import (
     History,
     Message,
     Pong,
+    PresenceFrame,
     Published,
     SubscribeOutcome,
     UnsubscribeReply,
@@ -52,6 +53,7 @@ FrameBody = Union[
     ErrorBody,
     Message,
     Disconnect,
+    PresenceFrame,
 ]
 _FRAME_TYPES = {
     "connect": ConnectReply,
@@ -64,6 +66,7 @@ _FRAME_TYPES = {
     "error": ErrorBody,
     "message": Message,
     "disconnect": Disconnect,
+    "presence": PresenceFrame,
 }
 
 

@@ -119,6 +119,18 @@ class PresenceMember:
 
 
 @dataclass
+class PresenceFrame:
+    """The `presence` frame, to a subscription that asked (docs/protocol.md section 10): the
+    channel's `members` first, then each `join` (`user`, `data`) and `leave` (`user`)."""
+
+    channel: str
+    event: str
+    members: Optional[List[PresenceMember]] = None
+    user: Optional[str] = None
+    data: Optional[Dict[str, Any]] = None
+
+
+@dataclass
 class ChannelPresence:
     """A presence channel's members, in the order they joined
     (`GET /v1/channels/{name}/presence`)."""

@@ -25,7 +25,9 @@ public final class ServerFrame {
     PONG("pong"),
     ERROR("error"),
     MESSAGE("message"),
-    DISCONNECT("disconnect");
+    DISCONNECT("disconnect"),
+    /** A presence channel's members, joins and leaves (only to a subscription that asked). */
+    PRESENCE("presence");
 
     private final String key;
 
@@ -174,6 +176,10 @@ public final class ServerFrame {
         break;
       case MESSAGE:
         messages = Collections.singletonList(Message.fromJson(Json.members(wire).get(key)));
+        break;
+      case PRESENCE:
+        Message.string(body, "channel");
+        Message.string(body, "event");
         break;
       default:
         throw Message.protocol("unknown server frame: " + key);
