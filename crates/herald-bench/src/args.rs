@@ -312,3 +312,47 @@ pub struct SoakArgs {
     #[arg(long, default_value_t = 5.0, value_name = "R")]
     pub push_rate: f64,
 }
+
+/// `herald bench hooks`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct HooksArgs {
+    /// Flags every scenario takes (`--transport` is WebSocket only here).
+    #[command(flatten)]
+    pub common: Common,
+    /// Clients, each with a token of its own (its own `sub`) and a channel of its own.
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    pub clients: u64,
+    /// Rounds: in each, every client connects, subscribes, and disconnects.
+    #[arg(long, default_value_t = 3, value_name = "R")]
+    pub rounds: u64,
+    /// Clients in their cycle at a time (each holds one socket only during its cycle; at most
+    /// 15,000, one process may hold 20,000 files). Hundreds of simultaneous connects overflow
+    /// the server's accept queue now and then, and a dropped SYN costs its connection 1 s (see
+    /// the cycle time's p99).
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub concurrency: usize,
+    /// The spawned server's `hooks.batch_max` (HERALD_HOOKS_BATCH_MAX) [default: the
+    /// server's, 100].
+    #[arg(long, value_name = "N")]
+    pub batch_max: Option<u64>,
+    /// The spawned server's `hooks.batch_delay` (HERALD_HOOKS_BATCH_DELAY), e.g. 250ms
+    /// [default: the server's, 1s].
+    #[arg(long, value_name = "DURATION")]
+    pub batch_delay: Option<String>,
+    /// The endpoint's `offline_delay_ms`: how long a user.offline waits for a reconnect.
+    #[arg(long, default_value_t = 100, value_name = "MS")]
+    pub offline_delay_ms: u64,
+    /// Longest wait, after the last client disconnected, for every expected event.
+    #[arg(long, default_value_t = 60, value_name = "SECS")]
+    pub wait: u64,
+    /// The app whose endpoint is created (`POST /v1/apps/{app}/hooks`).
+    #[arg(long, default_value = "default", value_name = "APP")]
+    pub app: String,
+    /// The same churn with no endpoint at all: the baseline of the A/B comparison.
+    #[arg(long, conflicts_with = "hooks_matching_nothing")]
+    pub no_hooks: bool,
+    /// An endpoint that wants only channel events for a channel pattern no client uses: the
+    /// server tracks lifecycle events and matches them, and nothing may be sent.
+    #[arg(long)]
+    pub hooks_matching_nothing: bool,
+}

@@ -29,7 +29,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use args::{
-    AllToAllArgs, AutoArgs, BaselineArgs, BroadcastArgs, ConnectionsArgs, FanoutArgs,
+    AllToAllArgs, AutoArgs, BaselineArgs, BroadcastArgs, ConnectionsArgs, FanoutArgs, HooksArgs,
     ReconnectArgs, SoakArgs, StepArgs, StormArgs,
 };
 
@@ -48,11 +48,33 @@ Examples:
   herald bench auto --spawn --devices 10000
   herald bench reconnect-storm --spawn --devices 10000 --pending 100
   herald bench soak --spawn --duration 10m --out soak-out
+  herald bench hooks --spawn --clients 10000 --rounds 3
   herald bench apns --threads 1,2 --connections 1,2,4
   herald bench fanout --target http://127.0.0.1:7070 --api-key KEY --token-secret SECRET
 
 Every scenario is bounded in count and time (--time-limit) and loads loopback addresses only
 unless --allow-remote. See docs/benchmarks.md for the flags, the outputs and results.";
+
+const HOOKS_EXAMPLES: &str = "\
+Examples:
+  herald bench hooks --spawn --clients 10000 --rounds 3
+  herald bench hooks --spawn --clients 10000 --rounds 3 --batch-max 100 --batch-delay 1s
+  herald bench hooks --spawn --clients 10000 --rounds 3 --no-hooks
+  herald bench hooks --spawn --clients 10000 --rounds 3 --hooks-matching-nothing
+  herald bench hooks --target http://127.0.0.1:7070 --api-key KEY --token-secret SECRET
+
+The spawned server gets outbound_allow = 127.0.0.1 (so it may reach the receiver) and inherits
+the environment (HERALD_HOOKS_NODE_QUEUE=... and the like apply). A --target server must allow
+127.0.0.1 in outbound_allow. Every expected event is counted from what the clients did: per
+round and client one client.connected, client.subscribed, channel.occupied, client.unsubscribed,
+channel.vacated and client.disconnected; per client at least one user.online and as many
+user.offline, never an offline before its online (a reconnect within --offline-delay-ms
+withdraws the pending offline and the online after it, unless the endpoint's leased batch may
+hold that offline: then both are sent). The run exits non-zero when an expected event is
+missing after --wait, a request fails its signature check, or (with --hooks-matching-nothing)
+any event arrives. Compare --no-hooks with --hooks-matching-nothing A B A B on the server CPU
+per connection (server_cpu_us_per_connection: the churn; ..._all: the churn and the 2 s after
+it, where the server's hook writer finishes) and the churn rate.";
 
 /// Flags of `herald bench`.
 #[derive(Debug, clap::Args)]
@@ -121,6 +143,13 @@ pub enum Scenario {
         after_help = "Examples:\n  herald bench soak --spawn --duration 10m --out soak-out\n  herald bench soak --spawn --duration 2h --interval 5m --rate 200 --subscribers 500"
     )]
     Soak(SoakArgs),
+    /// Webhooks under connection churn: N clients (a token each) connect, subscribe to a
+    /// channel of their own and disconnect, R rounds, with an endpoint for every event type on a
+    /// receiver in the bench that verifies every signature; reports events received, distinct,
+    /// duplicates, missing (any missing fails the run), HTTP requests, events per request,
+    /// server CPU per event and per connection, and the churn rate.
+    #[command(after_help = HOOKS_EXAMPLES)]
+    Hooks(HooksArgs),
     /// Pushy's benchmark: Herald's APNs client against a raw h2 client, to the mock APNs.
     #[command(
         after_help = "Examples:\n  herald bench apns --threads 1,2 --connections 1,2,4\n  herald bench apns --threads 2 --connections 4 --notifications 500000 --out results/apns"
@@ -221,6 +250,9 @@ pub async fn run(args: BenchArgs, host: Host) -> anyhow::Result<()> {
             report.scenario
         );
     }
+    if let Some(why) = report.failure {
+        anyhow::bail!("{} failed its check: {why}", report.scenario);
+    }
     Ok(())
 }
 
@@ -271,6 +303,10 @@ async fn run_scenario(scenario: Scenario) -> anyhow::Result<(report::Report, Opt
         Scenario::Soak(a) => {
             let out = a.common.out.clone();
             (scenario::soak::run(a).await?, out)
+        }
+        Scenario::Hooks(a) => {
+            let out = a.common.out.clone();
+            (scenario::hooks::run(a).await?, out)
         }
         Scenario::Apns(a) => providers(a, scenario::providers::Provider::Apns).await?,
         Scenario::Fcm(a) => providers(a, scenario::providers::Provider::Fcm).await?,

@@ -136,6 +136,9 @@ pub struct Report {
     pub details: Map<String, Value>,
     /// Wall time of the scenario, seconds.
     pub duration_s: f64,
+    /// Why the run failed its own check (`hooks`: an expected event missing), after the report
+    /// was printed and written: the bench then exits non-zero.
+    pub failure: Option<String>,
 }
 
 impl Report {
@@ -157,6 +160,7 @@ impl Report {
             cpu: None,
             details: Map::new(),
             duration_s: 0.0,
+            failure: None,
         }
     }
 

@@ -15,6 +15,8 @@ use serde_json::Value;
 // A folder of its own, so Cargo does not build it as a second test program.
 #[path = "scenarios/cluster.rs"]
 mod cluster;
+#[path = "scenarios/hooks.rs"]
+mod hooks;
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

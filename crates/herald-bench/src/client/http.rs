@@ -58,9 +58,13 @@ pub(super) async fn read_response(
             }
         }
     }
-    let len = head
-        .content_length
-        .ok_or("response has neither Content-Length nor chunked encoding")?;
+    // A 204 or 304 answer has no body (RFC 9110), with or without a Content-Length.
+    let len = match head.status {
+        204 | 304 => 0,
+        _ => head
+            .content_length
+            .ok_or("response has neither Content-Length nor chunked encoding")?,
+    };
     while buf.len() < len {
         reserve(buf);
         if s.read_buf(buf).await.map_err(err("read"))? == 0 {
@@ -179,6 +183,16 @@ impl HttpClient {
         let auth = format!("Authorization: Bearer {key}\r\n");
         let request = wire::get_request(&self.host, path, &auth);
         self.send(&request).await
+    }
+
+    /// DELETEs `path` with the bearer `key`; returns the status and the response body.
+    pub async fn delete(&mut self, path: &str, key: &str) -> Result<(u16, Vec<u8>), String> {
+        let request = format!(
+            "DELETE {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {key}\r\n\
+             Content-Length: 0\r\n\r\n",
+            self.host
+        );
+        self.send(request.as_bytes()).await
     }
 
     /// Writes one request and reads its response, connecting first if needed.

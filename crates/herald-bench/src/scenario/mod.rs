@@ -7,6 +7,7 @@ pub mod broadcast;
 pub mod connections;
 pub mod devices;
 pub mod fanout;
+pub mod hooks;
 pub mod mock_apns;
 pub mod provider_api;
 pub mod provider_broadcast;
