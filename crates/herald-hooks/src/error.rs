@@ -34,6 +34,15 @@ pub enum HooksError {
     Store(#[from] StoreError),
 }
 
+impl From<crate::store::CreateEndpointError> for HooksError {
+    fn from(e: crate::store::CreateEndpointError) -> Self {
+        match e {
+            crate::store::CreateEndpointError::TooMany { max } => HooksError::TooMany { max },
+            crate::store::CreateEndpointError::Store(e) => HooksError::Store(e),
+        }
+    }
+}
+
 impl HooksError {
     /// A [`HooksError::BadInput`] for `field`.
     pub fn bad_input(field: impl Into<String>, message: impl Into<String>) -> Self {

@@ -11,8 +11,8 @@ use herald_core::tenant::AppId;
 
 use crate::endpoint::{Endpoint, EndpointId, StoredEndpoint};
 use crate::store::{
-    DeadEvent, EndpointDepth, EndpointPatch, Enqueue, Enqueued, Hold, HookStore, LeasedBatch,
-    NewEndpoint, QueuedEvent, RowId, Settlement,
+    CreateEndpointError, DeadEvent, EndpointDepth, EndpointPatch, Enqueue, Enqueued, Hold,
+    HookStore, LeasedBatch, NewEndpoint, QueuedEvent, RowId, Settlement,
 };
 
 /// Endpoints and their queues in memory (see the [module documentation](self)).
@@ -103,8 +103,20 @@ impl State {
 
 #[async_trait]
 impl HookStore for MemoryHookStore {
-    async fn create_endpoint(&self, new: NewEndpoint) -> Result<StoredEndpoint, StoreError> {
+    async fn create_endpoint(
+        &self,
+        new: NewEndpoint,
+        max_per_app: usize,
+    ) -> Result<StoredEndpoint, CreateEndpointError> {
         let mut state = self.state();
+        let of_app = state
+            .endpoints
+            .iter()
+            .filter(|e| e.stored.endpoint.app == new.app)
+            .count();
+        if of_app >= max_per_app {
+            return Err(CreateEndpointError::TooMany { max: max_per_app });
+        }
         state.last_endpoint += 1;
         let stored = StoredEndpoint {
             endpoint: Endpoint {
@@ -215,15 +227,22 @@ impl HookStore for MemoryHookStore {
         let mut done = Enqueued::default();
         for event in events {
             let endpoint = event.endpoint;
+            let withdraw_only = matches!(event.hold, Some(Hold::Withdraw { .. }));
             if !state
                 .endpoints
                 .iter()
                 .any(|e| e.stored.endpoint.id == endpoint)
             {
-                done.dropped += 1;
+                if !withdraw_only {
+                    done.dropped += 1;
+                }
                 continue;
             }
-            if let Some(Hold::Online { user }) = &event.hold {
+            let returning = match &event.hold {
+                Some(Hold::Online { user } | Hold::Withdraw { user }) => Some(user),
+                Some(Hold::Offline { .. }) | None => None,
+            };
+            if let Some(user) = returning {
                 let leased = state.leased_rows(endpoint).to_vec();
                 let held = state.queue.iter().position(|r| {
                     r.endpoint == endpoint
@@ -236,6 +255,9 @@ impl HookStore for MemoryHookStore {
                     done.withdrawn += 1;
                     continue;
                 }
+            }
+            if withdraw_only {
+                continue;
             }
             if state.queued(endpoint).count() as u64 >= max_queued {
                 done.dropped += 1;
@@ -523,7 +545,7 @@ mod tests {
         let store = MemoryHookStore::new();
         let shop = AppId::parse("shop").unwrap();
         let id = store
-            .create_endpoint(new_endpoint(&shop))
+            .create_endpoint(new_endpoint(&shop), 20)
             .await
             .unwrap()
             .endpoint
@@ -605,7 +627,7 @@ mod tests {
         let store = MemoryHookStore::new();
         let shop = AppId::parse("shop").unwrap();
         let id = store
-            .create_endpoint(new_endpoint(&shop))
+            .create_endpoint(new_endpoint(&shop), 20)
             .await
             .unwrap()
             .endpoint
@@ -639,12 +661,67 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_withdraw_withdraws_a_held_offline_and_is_never_queued() {
+        let store = MemoryHookStore::new();
+        let shop = AppId::parse("shop").unwrap();
+        let id = store
+            .create_endpoint(new_endpoint(&shop), 20)
+            .await
+            .unwrap()
+            .endpoint
+            .id;
+        let offline = || Some(Hold::Offline { user: "al".into() });
+        let withdraw = || Some(Hold::Withdraw { user: "al".into() });
+        let done = store
+            .enqueue(
+                vec![
+                    event(id, "off", 3_000, offline()),
+                    event(id, "back", 2_000, withdraw()),
+                    event(id, "again", 2_500, withdraw()),
+                ],
+                100,
+            )
+            .await
+            .unwrap();
+        assert_eq!((done.queued, done.withdrawn, done.dropped), (1, 1, 0));
+        assert_eq!(store.depth(None).await.unwrap()[0].queued, 0);
+        // Nothing held (or held but due): nothing withdrawn, nothing queued, even when full.
+        let done = store
+            .enqueue(
+                vec![
+                    event(id, "off", 3_000, offline()),
+                    event(id, "late", 3_000, withdraw()),
+                ],
+                1,
+            )
+            .await
+            .unwrap();
+        assert_eq!((done.queued, done.withdrawn, done.dropped), (1, 0, 0));
+        assert_eq!(store.depth(None).await.unwrap()[0].queued, 1);
+    }
+
+    #[tokio::test]
+    async fn an_app_past_its_endpoints_gets_none() {
+        let store = MemoryHookStore::new();
+        let (shop, blog) = (AppId::parse("shop").unwrap(), AppId::parse("blog").unwrap());
+        store.create_endpoint(new_endpoint(&shop), 2).await.unwrap();
+        store.create_endpoint(new_endpoint(&blog), 2).await.unwrap();
+        store.create_endpoint(new_endpoint(&shop), 2).await.unwrap();
+        let refused = store.create_endpoint(new_endpoint(&shop), 2).await;
+        assert!(
+            matches!(refused, Err(CreateEndpointError::TooMany { max: 2 })),
+            "{refused:?}"
+        );
+        assert_eq!(store.endpoints(Some(&shop)).await.unwrap().len(), 2);
+    }
+
+    #[tokio::test]
     async fn dead_letters_list_replay_and_drop() {
         let store = MemoryHookStore::new();
         let shop = AppId::parse("shop").unwrap();
         let other = AppId::parse("other").unwrap();
         let id = store
-            .create_endpoint(new_endpoint(&shop))
+            .create_endpoint(new_endpoint(&shop), 20)
             .await
             .unwrap()
             .endpoint

@@ -22,7 +22,7 @@ use herald_providers::destination::Destinations;
 use herald_push::credentials::sealer::Sealer;
 use parking_lot::Mutex;
 use serde_json::json;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -87,6 +87,9 @@ pub struct Hooks {
     destinations: Destinations,
     sender: Sender,
     config: HooksConfig,
+    /// Poked by the writer when it queued events, waking the worker (see
+    /// [`Hooks::worker_wake`]).
+    worker_wake: Arc<Notify>,
     snapshot: ArcSwap<Snapshot>,
     /// The node queue: the listener's end, and the writer's until [`Hooks::start`] takes it.
     queue: mpsc::Sender<HookEvent>,
@@ -112,6 +115,7 @@ impl Hooks {
             destinations,
             sender,
             config,
+            worker_wake: Arc::new(Notify::new()),
             snapshot: ArcSwap::from_pointee(Snapshot::default()),
             queue,
             queued: Mutex::new(Some(queued)),
@@ -128,6 +132,8 @@ impl Hooks {
     ) -> Result<(Endpoint, SigningSecret), HooksError> {
         let fields = input::parse_create(input)?;
         let max = self.config.max_endpoints_per_app;
+        // Refused at once when the app is full; the store checks again as it inserts (creates at
+        // once, on any node, never go past it).
         if self.store.endpoints(Some(app)).await?.len() >= max {
             return Err(HooksError::TooMany { max });
         }
@@ -136,7 +142,7 @@ impl Hooks {
         let sealed = seal::seal(&self.sealer, app, &secret);
         let stored = self
             .store
-            .create_endpoint(fields.into_new(app.clone(), sealed, now_ms()))
+            .create_endpoint(fields.into_new(app.clone(), sealed, now_ms()), max)
             .await?;
         self.refresh().await;
         Ok((stored.endpoint, secret))
@@ -229,7 +235,7 @@ impl Hooks {
     pub async fn test(&self, app: &AppId, id: EndpointId) -> Result<TestOutcome, HooksError> {
         let stored = self.stored(app, id).await?;
         let at_ms = now_ms();
-        let secrets = match self.secrets(&stored, at_ms) {
+        let secrets = match seal::signing_secrets(&self.sealer, &stored, at_ms) {
             Ok(secrets) => secrets,
             Err(why) => {
                 return Ok(TestOutcome {
@@ -377,6 +383,12 @@ impl Hooks {
         &self.sealer
     }
 
+    /// What wakes the worker: the writer pokes it (`notify_one`, kept until the worker waits)
+    /// after queueing events, so they are leased without waiting out the worker's idle sleep.
+    pub(crate) fn worker_wake(&self) -> &Arc<Notify> {
+        &self.worker_wake
+    }
+
     /// The endpoint snapshot.
     pub(crate) fn snapshot(&self) -> arc_swap::Guard<Arc<Snapshot>> {
         self.snapshot.load()
@@ -395,24 +407,6 @@ impl Hooks {
     /// The node queue's receiving end, to the first caller (the writer).
     pub(crate) fn take_queue(&self) -> Option<mpsc::Receiver<HookEvent>> {
         self.queued.lock().take()
-    }
-
-    /// The secrets to sign a request to `stored` with at `now_ms`, opened: the current one,
-    /// then the previous one while its overlap lasts.
-    pub(crate) fn secrets(
-        &self,
-        stored: &StoredEndpoint,
-        now_ms: i64,
-    ) -> Result<Vec<SigningSecret>, String> {
-        let app = &stored.endpoint.app;
-        let mut secrets =
-            vec![seal::open(&self.sealer, app, &stored.secret).map_err(|e| e.to_string())?];
-        if let Some((previous, until)) = &stored.previous_secret {
-            if now_ms < *until {
-                secrets.push(seal::open(&self.sealer, app, previous).map_err(|e| e.to_string())?);
-            }
-        }
-        Ok(secrets)
     }
 
     async fn stored(&self, app: &AppId, id: EndpointId) -> Result<StoredEndpoint, HooksError> {

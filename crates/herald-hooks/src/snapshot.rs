@@ -4,6 +4,10 @@
 //! locking ([`Snapshot::wants`]), and the writer finds an event's endpoints
 //! ([`Snapshot::endpoints`]).
 //!
+//! An endpoint that asked for `user.offline` is counted as wanting `user.online` here too
+//! ([`delivered`]): the writer needs the user's return to withdraw a held offline, whether or
+//! not the endpoint is told of it (see [`crate::writer`]).
+//!
 //! A snapshot is built from the store's endpoints ([`Snapshot::build`]) and replaced whole:
 //! after every change made through this node's [`crate::service::Hooks`], and every couple of
 //! seconds (other nodes' changes).
@@ -34,6 +38,16 @@ struct AppHooks {
     endpoints: Vec<Compiled>,
 }
 
+/// The event types the writer must be given for an endpoint that asked for `events`: those,
+/// and `user.online` when `user.offline` is one of them (its return withdraws a held offline).
+pub fn delivered(events: EventSet) -> EventSet {
+    let mut delivered = events;
+    if events.contains(EventType::UserOffline) {
+        delivered.insert(EventType::UserOnline);
+    }
+    delivered
+}
+
 /// Every app's enabled endpoints (see the [module documentation](self)).
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
@@ -51,11 +65,11 @@ impl Snapshot {
             if !endpoint.enabled || endpoint.events.is_empty() {
                 continue;
             }
-            for kind in endpoint.events.iter() {
+            for kind in delivered(endpoint.events).iter() {
                 snapshot.wanted.insert(kind);
             }
             let app = snapshot.apps.entry(endpoint.app.clone()).or_default();
-            for kind in endpoint.events.iter() {
+            for kind in delivered(endpoint.events).iter() {
                 app.wanted.insert(kind);
             }
             app.endpoints.push(Compiled {
@@ -70,7 +84,9 @@ impl Snapshot {
     }
 
     /// Whether an enabled endpoint of `app` wants events of type `kind` about `channel` (the
-    /// app's name for it, `None` for an event about no channel). Allocates nothing.
+    /// app's name for it, `None` for an event about no channel) delivered to the writer: asked
+    /// for them, or `user.online` when it asked for `user.offline` ([`delivered`]). Allocates
+    /// nothing.
     pub fn wants(&self, app: &str, kind: EventType, channel: Option<&str>) -> bool {
         if !self.wanted.contains(kind) {
             return false;
@@ -82,7 +98,8 @@ impl Snapshot {
             return false;
         }
         hooks.endpoints.iter().any(|c| {
-            c.endpoint.events.contains(kind) && channel.is_none_or(|ch| c.patterns.allows(ch))
+            delivered(c.endpoint.events).contains(kind)
+                && channel.is_none_or(|ch| c.patterns.allows(ch))
         })
     }
 
@@ -138,7 +155,8 @@ mod tests {
         assert!(!snapshot.wants("shop", ChannelVacated, Some("lobby")));
         assert!(!snapshot.wants("shop", ChannelVacated, Some("rooms/1/x")));
         assert!(snapshot.wants("shop", UserOffline, None));
-        assert!(!snapshot.wants("shop", UserOnline, None));
+        // Its return withdraws a held offline: the writer is given it.
+        assert!(snapshot.wants("shop", UserOnline, None));
         // Disabled: wants nothing.
         assert!(!snapshot.wants("shop", ClientConnected, None));
         // Another app's endpoint is not this app's.
@@ -152,5 +170,9 @@ mod tests {
             .collect();
         assert_eq!(ids, [2]);
         assert!(!Snapshot::build(vec![]).wants("shop", UserOffline, None));
+        // Asked for the return alone: nothing more.
+        let online = Snapshot::build(vec![stored(4, "shop", &["user.online"], &[], true)]);
+        assert!(online.wants("shop", UserOnline, None));
+        assert!(!online.wants("shop", UserOffline, None));
     }
 }

@@ -83,6 +83,14 @@ pub enum Hold {
         /// The user.
         user: Box<str>,
     },
+    /// A `user.online` for an endpoint that asked for `user.offline` but not `user.online`:
+    /// withdraws what [`Hold::Online`] would, and is never queued itself (whether it withdrew
+    /// one or not: the endpoint did not ask for it). Counted as `withdrawn` when it withdrew
+    /// one, otherwise not counted at all; never dropped for a full queue.
+    Withdraw {
+        /// The user.
+        user: Box<str>,
+    },
 }
 
 /// One event queued for one endpoint.
@@ -108,7 +116,8 @@ pub struct Enqueue {
 pub struct Enqueued {
     /// Events queued.
     pub queued: u64,
-    /// `user.online`s that withdrew a held `user.offline` (neither is sent).
+    /// `user.online`s ([`Hold::Online`] and [`Hold::Withdraw`]) that withdrew a held
+    /// `user.offline` (neither is sent).
     pub withdrawn: u64,
     /// Events not queued because their endpoint's queue was full (or the endpoint is gone).
     pub dropped: u64,
@@ -212,11 +221,31 @@ pub struct EndpointDepth {
     pub last_error: Option<String>,
 }
 
+/// Why [`HookStore::create_endpoint`] stored no endpoint.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateEndpointError {
+    /// The app already has `max` endpoints (or more).
+    #[error("the app already has {max} webhook endpoints")]
+    TooMany {
+        /// The most an app may have, as asked.
+        max: usize,
+    },
+    /// The store failed; nothing was stored.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
 /// Endpoints and their queues (see the [module documentation](self)).
 #[async_trait]
 pub trait HookStore: Send + Sync {
-    /// Stores a new endpoint and answers it with its id.
-    async fn create_endpoint(&self, new: NewEndpoint) -> Result<StoredEndpoint, StoreError>;
+    /// Stores a new endpoint and answers it with its id, unless its app already has
+    /// `max_per_app` endpoints ([`CreateEndpointError::TooMany`]): the count and the insert are
+    /// one step, so endpoints created at once (on any node) never take an app past it.
+    async fn create_endpoint(
+        &self,
+        new: NewEndpoint,
+        max_per_app: usize,
+    ) -> Result<StoredEndpoint, CreateEndpointError>;
     /// Every endpoint (`app`: only that app's), in id order.
     async fn endpoints(&self, app: Option<&AppId>) -> Result<Vec<StoredEndpoint>, StoreError>;
     /// One endpoint of `app`.
@@ -246,7 +275,7 @@ pub trait HookStore: Send + Sync {
 
     /// Queues events (one transaction), applying each one's [`Hold`] in order; an endpoint
     /// already holding `max_queued` events (or deleted) gets none of them (counted as
-    /// dropped).
+    /// dropped; a [`Hold::Withdraw`] for a deleted endpoint is not counted).
     async fn enqueue(&self, events: Vec<Enqueue>, max_queued: u64) -> Result<Enqueued, StoreError>;
     /// Leases up to `limit` endpoints until `now_ms + lease_ms`, each with up to `batch_max`
     /// of its oldest events due at or before `now_ms`: enabled endpoints whose next attempt

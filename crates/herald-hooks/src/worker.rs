@@ -23,6 +23,8 @@
 //! `herald_hook_events_total{outcome="delivered|failed|dead"}`,
 //! `herald_hook_requests_total{result="ok|http_4xx|http_5xx|timeout|connect|refused|redirect"}`,
 //! `herald_hook_request_seconds` (histogram) and `herald_hook_queue_depth` (gauge).
+//! [`describe_metrics`] describes them and the listener's and writer's
+//! `herald_hook_events_dropped_total`: every metric of this crate.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -37,7 +39,8 @@ use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::endpoint::{EndpointId, StoredEndpoint};
+use crate::endpoint::EndpointId;
+use crate::listener::DROPPED_METRIC;
 use crate::seal;
 use crate::sender::{batch_body, webhook_id, SendOutcome, Sender};
 use crate::signing::SigningSecret;
@@ -134,8 +137,9 @@ pub(crate) struct Worker {
     exported: parking_lot::Mutex<HashSet<(String, String)>>,
 }
 
-/// Describes the worker's metrics, so `/metrics` has a `# HELP` line for each. Call it once
-/// the recorder is installed.
+/// Describes every metric of this crate (the worker's, and the events the listener and the
+/// writer drop), so `/metrics` has a `# HELP` line for each. Call it once the recorder is
+/// installed.
 pub fn describe_metrics() {
     use metrics::{describe_counter, describe_gauge, describe_histogram};
     describe_counter!(
@@ -155,6 +159,11 @@ pub fn describe_metrics() {
         "herald_hook_queue_depth",
         "Webhook events queued, by app and endpoint (refreshed every 5 s)."
     );
+    describe_counter!(
+        DROPPED_METRIC,
+        "Webhook events dropped before they were queued, by reason (node_queue_full: this \
+         node's queue was full; endpoint_full: the endpoint's queue in the store was full)."
+    );
 }
 
 /// Runs the delivery worker of `hooks` until `shutdown`; the batches under way then finish
@@ -167,14 +176,12 @@ pub async fn run_worker(hooks: Arc<crate::service::Hooks>, shutdown: Cancellatio
         horizon: config.horizon,
         request_timeout: config.request_timeout,
     };
-    // Nothing pokes this yet: the worker looks at least every second (`LONGEST_SLEEP`).
-    let wake = Arc::new(Notify::new());
     let worker = Worker::new(
         hooks.store().clone(),
         hooks.sender().clone(),
         hooks.sealer().clone(),
         settings,
-        wake,
+        hooks.worker_wake().clone(),
     );
     Arc::new(worker).run(shutdown).await;
 }
@@ -245,7 +252,9 @@ impl Worker {
         let (app, id) = (&stored.endpoint.app, stored.endpoint.id);
         let labels = labels(app, id);
         let events = batch.events.len();
-        let outcome = match self.secrets(stored, at_ms.unwrap_or_else(now_millis)) {
+        let opened = seal::signing_secrets(&self.sealer, stored, at_ms.unwrap_or_else(now_millis))
+            .map_err(|e| format!("the endpoint's signing secret: {e}"));
+        let outcome = match opened {
             Ok(secrets) => {
                 let refs: Vec<&SigningSecret> = secrets.iter().collect();
                 let message = webhook_id(&batch.events[0].event_id, events);
@@ -322,24 +331,6 @@ impl Worker {
             settlement,
             resumed,
         }
-    }
-
-    /// The endpoint's signing secrets at `now_ms`: the current one, and the one it replaced
-    /// while its overlap lasts. An error (the reason) when the current one does not open.
-    fn secrets(&self, stored: &StoredEndpoint, now_ms: i64) -> Result<Vec<SigningSecret>, String> {
-        let app = &stored.endpoint.app;
-        let current = seal::open(&self.sealer, app, &stored.secret)
-            .map_err(|e| format!("the endpoint's signing secret: {e}"))?;
-        let mut secrets = vec![current];
-        if let Some((sealed, until_ms)) = &stored.previous_secret {
-            if *until_ms > now_ms {
-                // The previous one only adds a signature: without it the current one signs.
-                if let Ok(previous) = seal::open(&self.sealer, app, sealed) {
-                    secrets.push(previous);
-                }
-            }
-        }
-        Ok(secrets)
     }
 
     /// How long an endpoint waits after its attempt `attempts` (1 for the first) failed: its

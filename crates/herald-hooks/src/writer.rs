@@ -5,7 +5,9 @@
 //! came.
 //!
 //! A `user.offline` is held: due at its time plus the endpoint's offline delay, withdrawn by
-//! the same user's `user.online` that comes before then (neither is sent). An endpoint whose
+//! the same user's `user.online` that comes before then (neither is sent). An endpoint that
+//! asked for `user.offline` but not `user.online` gets a withdrawal row for the user's return
+//! ([`Hold::Withdraw`]), which the store never queues. An endpoint whose
 //! queue is full (`hooks.max_queued_per_endpoint`) gets nothing, counted as
 //! `herald_hook_events_dropped_total{reason="endpoint_full"}`.
 //!
@@ -122,6 +124,10 @@ async fn write(hooks: &Hooks, events: &[HookEvent]) -> Result<(), herald_core::l
         .store()
         .enqueue(rows, hooks.config().max_queued_per_endpoint)
         .await?;
+    if done.queued > 0 {
+        // Due now, or held: the worker looks at once (and sleeps until the soonest due).
+        hooks.worker_wake().notify_one();
+    }
     if done.dropped > 0 {
         metrics::counter!(DROPPED_METRIC, "reason" => "endpoint_full").increment(done.dropped);
     }
@@ -138,6 +144,22 @@ pub(crate) fn rows(snapshot: &Snapshot, events: &[HookEvent]) -> Vec<Enqueue> {
         for compiled in snapshot.endpoints(&event.app) {
             let endpoint = &compiled.endpoint;
             if !endpoint.wants(&compiled.patterns, event) {
+                // The return of a user whose offline it may hold: withdrawn, never sent.
+                if let (EventType::UserOnline, Some(user)) = (event.kind, &event.user) {
+                    let withdraws = endpoint.enabled
+                        && endpoint.app == event.app
+                        && endpoint.events.contains(EventType::UserOffline);
+                    if withdraws {
+                        rows.push(Enqueue {
+                            endpoint: endpoint.id,
+                            event_id: event.id.to_string(),
+                            kind: event.kind,
+                            due_ms: event.at_ms,
+                            payload: String::new(),
+                            hold: Some(Hold::Withdraw { user: user.clone() }),
+                        });
+                    }
+                }
                 continue;
             }
             let user = event.user.clone();
@@ -299,6 +321,83 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_return_withdraws_the_offline_of_an_endpoint_that_wants_no_online() {
+        let store = Arc::new(MemoryHookStore::new());
+        let hooks = hooks_over(store.clone(), HooksConfig::default()).await;
+        let (offline_only, _) = hooks
+            .create(
+                &shop(),
+                &json!({"url": "http://127.0.0.1:9/", "events": ["user.offline"],
+                        "offline_delay_ms": 3000}),
+            )
+            .await
+            .unwrap();
+        hooks
+            .create(&shop(), &body(&["channel.vacated"]))
+            .await
+            .unwrap();
+        // The listener gives the writer the return, though no endpoint asked for it.
+        let mut taken = hooks.take_queue().unwrap();
+        hooks.listener().on_event(&LifecycleEvent::UserOnline {
+            app: shop(),
+            sub: "al".into(),
+        });
+        assert_eq!(taken.try_recv().unwrap().kind, EventType::UserOnline);
+
+        // Back within the delay: the offline is withdrawn, and the online never queued.
+        write(&hooks, &[user(EventType::UserOffline, 1_000)])
+            .await
+            .unwrap();
+        let back = user(EventType::UserOnline, 2_000);
+        let withdrawal = rows(&hooks.snapshot(), std::slice::from_ref(&back));
+        assert_eq!(
+            withdrawal.len(),
+            1,
+            "one row, for the offline-only endpoint"
+        );
+        assert_eq!(
+            (withdrawal[0].endpoint, withdrawal[0].hold.clone()),
+            (offline_only.id, Some(Hold::Withdraw { user: "al".into() }))
+        );
+        write(&hooks, &[back]).await.unwrap();
+        assert!(queued(&store, 100_000).await.is_empty());
+
+        // Back after the delay: the offline is sent, the online (not asked for) is not.
+        let (offline, online) = (
+            user(EventType::UserOffline, 10_000),
+            user(EventType::UserOnline, 13_500),
+        );
+        write(&hooks, &[offline.clone(), online]).await.unwrap();
+        assert_eq!(
+            queued(&store, 100_000).await,
+            [(offline_only.id, vec![offline.id.to_string()])]
+        );
+    }
+
+    #[tokio::test]
+    async fn queueing_wakes_the_worker() {
+        use futures_util::FutureExt;
+        let store = Arc::new(MemoryHookStore::new());
+        let hooks = hooks_over(store.clone(), HooksConfig::default()).await;
+        hooks
+            .create(&shop(), &body(&["user.offline"]))
+            .await
+            .unwrap();
+        // Nothing queued (a withdrawal that withdrew nothing): the worker sleeps on.
+        write(&hooks, &[user(EventType::UserOnline, 1_000)])
+            .await
+            .unwrap();
+        assert!(hooks.worker_wake().notified().now_or_never().is_none());
+        write(&hooks, &[user(EventType::UserOffline, 2_000)])
+            .await
+            .unwrap();
+        assert!(
+            hooks.worker_wake().notified().now_or_never().is_some(),
+            "the writer woke the worker"
+        );
+    }
+
+    #[tokio::test]
     async fn the_writer_drains_the_node_queue_and_stores_the_rest_at_shutdown() {
         let store = Arc::new(MemoryHookStore::new());
         let hooks = hooks_over(store.clone(), HooksConfig::default()).await;
@@ -325,8 +424,12 @@ mod tests {
 
     #[async_trait]
     impl HookStore for Flaky {
-        async fn create_endpoint(&self, new: NewEndpoint) -> Result<StoredEndpoint, StoreError> {
-            self.store.create_endpoint(new).await
+        async fn create_endpoint(
+            &self,
+            new: NewEndpoint,
+            max_per_app: usize,
+        ) -> Result<StoredEndpoint, CreateEndpointError> {
+            self.store.create_endpoint(new, max_per_app).await
         }
         async fn endpoints(&self, app: Option<&AppId>) -> Result<Vec<StoredEndpoint>, StoreError> {
             self.store.endpoints(app).await

@@ -28,8 +28,8 @@ use herald_core::tenant::AppId;
 use herald_hooks::endpoint::{EndpointId, StoredEndpoint};
 use herald_hooks::service::{Hooks, HooksConfig};
 use herald_hooks::store::{
-    DeadEvent, EndpointDepth, EndpointPatch, Enqueue, Enqueued, LeasedBatch, NewEndpoint, RowId,
-    Settlement,
+    CreateEndpointError, DeadEvent, EndpointDepth, EndpointPatch, Enqueue, Enqueued, LeasedBatch,
+    NewEndpoint, RowId, Settlement,
 };
 use herald_hooks::HookStore;
 use herald_providers::destination::Destinations;
@@ -144,8 +144,12 @@ impl Watched {
 
 #[async_trait]
 impl HookStore for Watched {
-    async fn create_endpoint(&self, new: NewEndpoint) -> Result<StoredEndpoint, StoreError> {
-        let created = self.inner.create_endpoint(new).await?;
+    async fn create_endpoint(
+        &self,
+        new: NewEndpoint,
+        max_per_app: usize,
+    ) -> Result<StoredEndpoint, CreateEndpointError> {
+        let created = self.inner.create_endpoint(new, max_per_app).await?;
         self.seen(1);
         Ok(created)
     }

@@ -62,6 +62,7 @@ pub(crate) fn describe_metrics() {
     herald_edge::parking::describe_metrics();
     herald_push::delivery::stats::describe_metrics();
     herald_store::describe_metrics();
+    herald_hooks::worker::describe_metrics();
     crate::http_metrics::describe_metrics();
 }
 

@@ -168,12 +168,33 @@ async fn an_app_has_at_most_its_endpoints() {
 }
 
 #[tokio::test]
+async fn creates_at_once_never_go_past_the_limit() {
+    let config = HooksConfig {
+        max_endpoints_per_app: 2,
+        ..HooksConfig::default()
+    };
+    let hooks = hooks_over(Arc::new(MemoryHookStore::new()), config).await;
+    // A name to resolve: every create counts the app's endpoints before any of them stores.
+    let named = json!({"url": "http://localhost:9/hooks", "events": ["*"]});
+    let shop = shop();
+    let creates = (0..5).map(|_| hooks.create(&shop, &named));
+    let results = futures_util::future::join_all(creates).await;
+    let created = results.iter().filter(|r| r.is_ok()).count();
+    let refused = results
+        .iter()
+        .filter(|r| matches!(r, Err(HooksError::TooMany { max: 2 })))
+        .count();
+    assert_eq!((created, refused), (2, 3), "{results:?}");
+    assert_eq!(hooks.list(&shop).await.unwrap().len(), 2);
+}
+
+#[tokio::test]
 async fn a_rotated_secret_signs_too_until_its_overlap_ends() {
     let hooks = hooks().await;
     let (endpoint, first) = hooks.create(&shop(), &body(&["*"])).await.unwrap();
     let stored = hooks.stored(&shop(), endpoint.id).await.unwrap();
     assert_eq!(
-        hooks.secrets(&stored, now_ms()).unwrap(),
+        seal::signing_secrets(hooks.sealer(), &stored, now_ms()).unwrap(),
         vec![first.clone()]
     );
 
@@ -188,10 +209,13 @@ async fn a_rotated_secret_signs_too_until_its_overlap_ends() {
     let (_, until) = stored.previous_secret.clone().unwrap();
     assert!(until >= before + 3_600_000 && until <= now_ms() + 3_600_000);
     assert_eq!(
-        hooks.secrets(&stored, until - 1).unwrap(),
+        seal::signing_secrets(hooks.sealer(), &stored, until - 1).unwrap(),
         [second.clone(), first.clone()]
     );
-    assert_eq!(hooks.secrets(&stored, until).unwrap(), vec![second.clone()]);
+    assert_eq!(
+        seal::signing_secrets(hooks.sealer(), &stored, until).unwrap(),
+        vec![second.clone()]
+    );
 
     let err = hooks
         .rotate_secret(

@@ -72,7 +72,12 @@ impl Fixture {
             secret: seal::seal(sealer, &self.app, &self.secret),
             created_ms: T0,
         };
-        self.store.create_endpoint(new).await.unwrap().endpoint.id
+        self.store
+            .create_endpoint(new, 20)
+            .await
+            .unwrap()
+            .endpoint
+            .id
     }
 
     async fn endpoint(&self, path: &str) -> EndpointId {

@@ -1,5 +1,6 @@
-//! `/metrics` as Prometheus reads it: every family has a `# HELP` line, HTTP answers are counted
-//! by route template and status class (on both the router's and the direct publish path, never
+//! `/metrics` as Prometheus reads it: every family has a `# HELP` line (the webhook families
+//! too, once a webhook endpoint has failed and dropped events), HTTP answers are counted by
+//! route template and status class (on both the router's and the direct publish path, never
 //! with a channel name as a label), and a deleted app's series leave the page with the app.
 
 use crate::support;
@@ -120,6 +121,62 @@ async fn every_family_has_help_and_http_answers_are_counted_by_route_and_class()
         "families without # HELP: {undescribed:?}"
     );
     drop(ws);
+}
+
+/// An endpoint nothing answers, with room for one queued event: the first connection's event
+/// is queued and tried (failed), the others are dropped; every webhook family is described.
+#[tokio::test]
+async fn the_webhook_families_have_help() {
+    let server = Server::builder()
+        .arg("--outbound-allow")
+        .arg("127.0.0.1")
+        .env("HERALD_HOOKS_MAX_QUEUED_PER_ENDPOINT", "1")
+        .start()
+        .await;
+    let hook = json!({"url": "http://127.0.0.1:9/hooks", "events": ["client.connected"]});
+    let (status, body) = call(
+        &server,
+        "POST",
+        "/v1/apps/default/hooks",
+        API_KEY,
+        Some(hook),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let families = [
+        "herald_hook_events_total",
+        "herald_hook_requests_total",
+        "herald_hook_request_seconds",
+        "herald_hook_queue_depth",
+        "herald_hook_events_dropped_total",
+    ];
+    let token = server.token(&["room-1"], &[]);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    let text = loop {
+        // More connections, so more events than the endpoint's queue holds.
+        let ws = Ws::connect(&server.ws_url(&format!("?token={token}"))).await;
+        drop(ws);
+        let text = server.metrics().await;
+        let typed = |f: &str| text.contains(&format!("# TYPE {f} "));
+        if families.iter().all(|f| typed(f)) {
+            break text;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "webhook families missing:\n{text}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    for family in families {
+        assert!(
+            text.contains(&format!("# HELP {family} ")),
+            "{family} has no # HELP line:\n{text}"
+        );
+    }
+    assert!(
+        text.contains(r#"herald_hook_events_dropped_total{reason="endpoint_full"}"#),
+        "{text}"
+    );
 }
 
 #[tokio::test]

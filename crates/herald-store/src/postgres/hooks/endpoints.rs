@@ -1,6 +1,6 @@
 //! An app's webhook endpoints: adding, reading, changing, rotating the secret of and deleting
-//! one (with its queue and dead letters), each one statement but the deletion (one
-//! transaction the caller opened).
+//! one (with its queue and dead letters), each one statement but the creation and the
+//! deletion (one transaction the caller opened).
 
 use deadpool_postgres::GenericClient;
 use herald_core::log::StoreError;
@@ -11,11 +11,37 @@ use herald_hooks::store::{EndpointPatch, NewEndpoint};
 use crate::common::hooks::{channels_json, endpoint_of, events_json, ENDPOINT_COLUMNS};
 use crate::postgres::pg_error;
 
-/// Adds an endpoint.
+/// The first key of the advisory lock an endpoint's creation takes, the second being its
+/// app id's hash (`"hook"` as a big-endian integer; the two-key space, apart from the
+/// migrations' one-key lock).
+pub(super) const CREATE_LOCK: i32 = 0x686f_6f6b;
+
+/// Adds an endpoint, unless its app already has `max_per_app` (`None`); in the transaction
+/// `client` is, which holds the app's creation lock until it ends (see `super`).
 pub(super) async fn create(
     client: &impl GenericClient,
     new: &NewEndpoint,
-) -> Result<StoredEndpoint, StoreError> {
+    max_per_app: usize,
+) -> Result<Option<StoredEndpoint>, StoreError> {
+    client
+        .execute(
+            "SELECT pg_advisory_xact_lock($1, hashtext($2))",
+            &[&CREATE_LOCK, &new.app.as_str()],
+        )
+        .await
+        .map_err(pg_error)?;
+    let of_app: i64 = client
+        .query_one(
+            "SELECT count(*) FROM hook_endpoints WHERE app = $1",
+            &[&new.app.as_str()],
+        )
+        .await
+        .map_err(pg_error)?
+        .try_get(0)
+        .map_err(pg_error)?;
+    if usize::try_from(of_app).unwrap_or(usize::MAX) >= max_per_app {
+        return Ok(None);
+    }
     let sql = format!(
         "INSERT INTO hook_endpoints (app, url, description, events, channels, enabled,
              offline_delay_ms, created_ms, secret)
@@ -39,7 +65,7 @@ pub(super) async fn create(
         )
         .await
         .map_err(pg_error)?;
-    endpoint_of(&row, 0)
+    endpoint_of(&row, 0).map(Some)
 }
 
 /// Every endpoint (`app`: only that app's), in id order; or the one with id `only` of `app`.

@@ -9,6 +9,15 @@
 //! connection (endpoints: [`endpoints`]; adding and leasing: [`queue`]; settling, replaying and
 //! dropping: [`settle`]) and moves the endpoint's `queued` count in that transaction; reads are
 //! single queries ([`read`]). Row decoding is shared with SQLite (`crate::common::hooks`).
+//!
+//! An endpoint is created only while its app has fewer than `max_per_app`: one transaction
+//! takes a transaction-scoped advisory lock keyed by the app (`pg_advisory_xact_lock` on the
+//! two-key space, [`endpoints::CREATE_LOCK`] and the app id's hash), then counts and inserts,
+//! so two nodes creating at once wait for each other and the second counts the first's.
+//! Neither the app's row (an endpoint's app need not have one in `apps`, and locking it would
+//! hold up the app's own changes) nor its endpoints' rows (a new row is no locked row) would do;
+//! a serializable transaction would, but it fails one of the two and the create would need a
+//! retry loop. Two apps whose ids hash alike only take turns.
 
 mod endpoints;
 mod queue;
@@ -20,17 +29,24 @@ use herald_core::log::StoreError;
 use herald_core::tenant::AppId;
 use herald_hooks::endpoint::{EndpointId, StoredEndpoint};
 use herald_hooks::store::{
-    DeadEvent, EndpointDepth, EndpointPatch, Enqueue, Enqueued, HookStore, LeasedBatch,
-    NewEndpoint, RowId, Settlement,
+    CreateEndpointError, DeadEvent, EndpointDepth, EndpointPatch, Enqueue, Enqueued, HookStore,
+    LeasedBatch, NewEndpoint, RowId, Settlement,
 };
 
 use super::{pg_error, PostgresStore};
 
 #[async_trait]
 impl HookStore for PostgresStore {
-    async fn create_endpoint(&self, new: NewEndpoint) -> Result<StoredEndpoint, StoreError> {
-        let client = self.client().await?;
-        endpoints::create(&client, &new).await
+    async fn create_endpoint(
+        &self,
+        new: NewEndpoint,
+        max_per_app: usize,
+    ) -> Result<StoredEndpoint, CreateEndpointError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(pg_error)?;
+        let created = endpoints::create(&tx, &new, max_per_app).await?;
+        tx.commit().await.map_err(pg_error)?;
+        created.ok_or(CreateEndpointError::TooMany { max: max_per_app })
     }
 
     async fn endpoints(&self, app: Option<&AppId>) -> Result<Vec<StoredEndpoint>, StoreError> {

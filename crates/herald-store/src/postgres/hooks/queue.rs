@@ -69,19 +69,25 @@ pub(super) async fn enqueue(
     let mut done = Enqueued::default();
     for event in events {
         let Some(room) = rooms.get_mut(&event.endpoint) else {
-            done.dropped += 1;
+            // A withdrawal for a deleted endpoint is nothing to count.
+            if !matches!(event.hold, Some(Hold::Withdraw { .. })) {
+                done.dropped += 1;
+            }
             continue;
         };
-        if let Some(Hold::Online { user }) = &event.hold {
+        // What the event is: held (an offline), withdrawing (an online: queued too unless it
+        // withdrew one; a withdrawal: never queued) or plain.
+        let (hold_user, returning, queued_too) = match &event.hold {
+            Some(Hold::Offline { user }) => (Some(&**user), None, true),
+            Some(Hold::Online { user }) => (None, Some(&**user), true),
+            Some(Hold::Withdraw { user }) => (None, Some(&**user), false),
+            None => (None, None, true),
+        };
+        if let Some(user) = returning {
             let withdrawn = client
                 .execute(
                     &withdraw,
-                    &[
-                        &event.endpoint,
-                        &&**user,
-                        &event.due_ms,
-                        &room.lease_until_ms,
-                    ],
+                    &[&event.endpoint, &user, &event.due_ms, &room.lease_until_ms],
                 )
                 .await
                 .map_err(pg_error)?;
@@ -91,14 +97,13 @@ pub(super) async fn enqueue(
                 continue;
             }
         }
+        if !queued_too {
+            continue;
+        }
         if !room.has_room(max_queued) {
             done.dropped += 1;
             continue;
         }
-        let hold_user = match &event.hold {
-            Some(Hold::Offline { user }) => Some(&**user),
-            _ => None,
-        };
         client
             .execute(
                 &insert,

@@ -11,8 +11,22 @@ use rusqlite::{params, Connection, OptionalExtension};
 use crate::common::hooks::{channels_json, endpoint_of, events_json, ENDPOINT_COLUMNS};
 use crate::sqlite::backend;
 
-/// Adds an endpoint.
-pub(super) fn create(tx: &Connection, new: &NewEndpoint) -> Result<StoredEndpoint, StoreError> {
+/// Adds an endpoint, unless its app already has `max_per_app` (`None`).
+pub(super) fn create(
+    tx: &Connection,
+    new: &NewEndpoint,
+    max_per_app: usize,
+) -> Result<Option<StoredEndpoint>, StoreError> {
+    let of_app: i64 = tx
+        .query_row(
+            "SELECT count(*) FROM hook_endpoints WHERE app = ?1",
+            [new.app.as_str()],
+            |r| r.get(0),
+        )
+        .map_err(backend)?;
+    if usize::try_from(of_app).unwrap_or(usize::MAX) >= max_per_app {
+        return Ok(None);
+    }
     let sql = format!(
         "INSERT INTO hook_endpoints (app, url, description, events, channels, enabled,
              offline_delay_ms, created_ms, secret)
@@ -35,6 +49,7 @@ pub(super) fn create(tx: &Connection, new: &NewEndpoint) -> Result<StoredEndpoin
         |r| Ok(endpoint_of(r, 0)),
     )
     .map_err(backend)?
+    .map(Some)
 }
 
 /// Every endpoint (`app`: only that app's), in id order; or the one with id `only` of `app`.

@@ -18,7 +18,12 @@
 //!   (or one ran out unsettled) and the held event is due at or before the lease's end: the
 //!   leased batch may hold it, so it is sent, and so is the online. A withdrawing online needs
 //!   no room in the queue; any other event finds its endpoint's queue full when `queued`
-//!   (held events included, dead letters not) is at `max_queued`.
+//!   (held events included, dead letters not) is at `max_queued`. A
+//!   [`Hold::Withdraw`](herald_hooks::store::Hold) withdraws as an online does and is never
+//!   stored, withdrawing or not (nor counted dropped).
+//! - An endpoint is created only while its app has fewer than `max_per_app`: the count and the
+//!   insert are one writer transaction, and the writer thread runs one at a time, so creates
+//!   at once never go past it.
 //! - Settling: a delivered batch's rows are deleted and count as delivered, and the endpoint's
 //!   failures, failing time, next attempt and last error are cleared. A retry keeps the rows,
 //!   sets the next attempt, counts a failure, starts the failing time if it was not, and keeps
@@ -41,16 +46,22 @@ use herald_core::log::StoreError;
 use herald_core::tenant::AppId;
 use herald_hooks::endpoint::{EndpointId, StoredEndpoint};
 use herald_hooks::store::{
-    DeadEvent, EndpointDepth, EndpointPatch, Enqueue, Enqueued, HookStore, LeasedBatch,
-    NewEndpoint, RowId, Settlement,
+    CreateEndpointError, DeadEvent, EndpointDepth, EndpointPatch, Enqueue, Enqueued, HookStore,
+    LeasedBatch, NewEndpoint, RowId, Settlement,
 };
 
 use crate::sqlite::SqliteLog;
 
 #[async_trait]
 impl HookStore for SqliteLog {
-    async fn create_endpoint(&self, new: NewEndpoint) -> Result<StoredEndpoint, StoreError> {
-        self.write(move |tx| endpoints::create(tx, &new)).await
+    async fn create_endpoint(
+        &self,
+        new: NewEndpoint,
+        max_per_app: usize,
+    ) -> Result<StoredEndpoint, CreateEndpointError> {
+        self.write(move |tx| endpoints::create(tx, &new, max_per_app))
+            .await?
+            .ok_or(CreateEndpointError::TooMany { max: max_per_app })
     }
 
     async fn endpoints(&self, app: Option<&AppId>) -> Result<Vec<StoredEndpoint>, StoreError> {

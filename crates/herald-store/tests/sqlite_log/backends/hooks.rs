@@ -1,7 +1,9 @@
 //! Webhook endpoints and their queues (`HookStore`, through [`Backend::hooks`]) on both
 //! backends, with the helpers [`super::hooks_queue`] shares: endpoints kept per app (another
-//! app can neither read, change, rotate nor delete one); the offline debounce (withdrawn by the
-//! user's return while not due, not once due, not while leased); a full queue and a missing
+//! app can neither read, change, rotate nor delete one), and no more of them per app than
+//! asked, even created at once; the offline debounce (withdrawn by the user's return while not
+//! due, not once due, not while leased; by a withdrawal, which is never queued itself); a full
+//! queue and a missing
 //! endpoint dropping; an endpoint's and an app's deletion taking their rows; depth and the next
 //! due time. On PostgreSQL, nodes leasing (and settling) at once never get the same
 //! endpoint. Leases, batches and settlements are in [`super::hooks_queue`].
@@ -14,7 +16,8 @@ use herald_core::tenant::AppId;
 use herald_hooks::endpoint::EndpointId;
 use herald_hooks::event::{EventSet, EventType};
 use herald_hooks::store::{
-    EndpointPatch, Enqueue, Enqueued, Hold, HookStore, LeasedBatch, NewEndpoint, Settlement,
+    CreateEndpointError, EndpointPatch, Enqueue, Enqueued, Hold, HookStore, LeasedBatch,
+    NewEndpoint, Settlement,
 };
 use herald_hooks::StoredEndpoint;
 use herald_store::{PostgresOptions, PostgresStore};
@@ -23,7 +26,9 @@ use super::{Backend, RecordingSink};
 
 crate::on_both!(
     endpoints_are_kept_per_app,
+    an_app_never_has_more_endpoints_than_asked,
     a_return_withdraws_a_pending_offline,
+    a_withdrawal_withdraws_and_is_never_queued,
     full_queues_and_deletions_drop_events,
     depth_and_next_due,
 );
@@ -46,9 +51,12 @@ pub(super) fn new_endpoint(app: &AppId, url: &str) -> NewEndpoint {
     }
 }
 
+/// Most endpoints per app the helpers ask for (more than any test creates).
+pub(super) const MANY: usize = 1_000;
+
 pub(super) async fn endpoint(s: &dyn HookStore, app_id: &str) -> EndpointId {
     let url = format!("https://{app_id}.example/hook");
-    s.create_endpoint(new_endpoint(&app(app_id), &url))
+    s.create_endpoint(new_endpoint(&app(app_id), &url), MANY)
         .await
         .unwrap()
         .endpoint
@@ -80,6 +88,15 @@ pub(super) fn online(endpoint: EndpointId, user: &str, due_ms: i64) -> Enqueue {
         kind: EventType::UserOnline,
         hold: Some(Hold::Online { user: user.into() }),
         ..event(endpoint, &format!("online:{user}@{due_ms}"), due_ms)
+    }
+}
+
+/// A `user.online` for an endpoint that did not ask for it: it only withdraws.
+pub(super) fn withdrawal(endpoint: EndpointId, user: &str, due_ms: i64) -> Enqueue {
+    Enqueue {
+        kind: EventType::UserOnline,
+        hold: Some(Hold::Withdraw { user: user.into() }),
+        ..event(endpoint, &format!("withdrawal:{user}@{due_ms}"), due_ms)
     }
 }
 
@@ -154,11 +171,11 @@ async fn endpoints_are_kept_per_app(b: Backend) {
     let s = b.hooks();
     let (shop, other) = (app("shop"), app("other"));
     let first = s
-        .create_endpoint(new_endpoint(&shop, "https://a.example/hook"))
+        .create_endpoint(new_endpoint(&shop, "https://a.example/hook"), MANY)
         .await
         .unwrap();
     let foreign = s
-        .create_endpoint(new_endpoint(&other, "https://c.example/hook"))
+        .create_endpoint(new_endpoint(&other, "https://c.example/hook"), MANY)
         .await
         .unwrap();
     let asked = NewEndpoint {
@@ -171,7 +188,7 @@ async fn endpoints_are_kept_per_app(b: Backend) {
         offline_delay_ms: 5_000,
         ..new_endpoint(&shop, "http://b.example/in")
     };
-    let second = s.create_endpoint(asked.clone()).await.unwrap();
+    let second = s.create_endpoint(asked.clone(), MANY).await.unwrap();
     assert!(first.endpoint.id < foreign.endpoint.id && foreign.endpoint.id < second.endpoint.id);
     let e = &second.endpoint;
     assert_eq!(
@@ -303,6 +320,82 @@ async fn a_return_withdraws_a_pending_offline(b: Backend) {
     let slow = s.enqueue(vec![online(two, "frank", 3_500)], 100).await;
     assert_eq!(slow.unwrap(), counts(1, 0, 0));
     assert_eq!(event_rows(&b).await, 2);
+}
+
+async fn a_withdrawal_withdraws_and_is_never_queued(b: Backend) {
+    let s = b.hooks();
+    let one = endpoint(s, "shop").await;
+    s.enqueue(vec![offline(one, "alice", 4_000)], 100)
+        .await
+        .unwrap();
+    let back = s.enqueue(vec![withdrawal(one, "alice", 2_000)], 100).await;
+    assert_eq!(back.unwrap(), counts(0, 1, 0), "withdrawn, nothing queued");
+    assert_eq!(queued_and_dead(s, one).await, (0, 0));
+    assert_eq!(event_rows(&b).await, 0);
+    // Nothing held, another user's, or held but due: nothing withdrawn, nothing queued.
+    let calls = vec![
+        withdrawal(one, "alice", 2_500),
+        offline(one, "bob", 4_000),
+        withdrawal(one, "carol", 2_000),
+        offline(one, "erin", 4_000),
+        withdrawal(one, "erin", 4_000),
+    ];
+    assert_eq!(s.enqueue(calls, 100).await.unwrap(), counts(2, 0, 0));
+    // A full queue drops no withdrawal (and still lets it withdraw); a deleted endpoint's is
+    // nothing either.
+    let full = vec![
+        withdrawal(one, "dave", 2_000),
+        withdrawal(9_999_999, "bob", 2_000),
+    ];
+    assert_eq!(s.enqueue(full, 2).await.unwrap(), counts(0, 0, 0));
+    let full = vec![withdrawal(one, "bob", 2_000), event(one, "a", 10)];
+    assert_eq!(s.enqueue(full, 2).await.unwrap(), counts(1, 1, 0));
+    let sent = lease(s, 10_000, 10).await;
+    assert_eq!(
+        batches(&sent),
+        [(one, strings(&["a", "offline:erin@4000"]))]
+    );
+    s.settle(10_000, vec![delivered(&sent[0])]).await.unwrap();
+
+    // Leased with its batch, an offline is not withdrawn.
+    s.enqueue(vec![offline(one, "frank", 12_000)], 100)
+        .await
+        .unwrap();
+    let leased = lease(s, 12_000, 10).await;
+    assert_eq!(batches(&leased), [(one, strings(&["offline:frank@12000"]))]);
+    let slow = s.enqueue(vec![withdrawal(one, "frank", 11_500)], 100).await;
+    assert_eq!(slow.unwrap(), counts(0, 0, 0));
+    assert_eq!(event_rows(&b).await, 1);
+}
+
+async fn an_app_never_has_more_endpoints_than_asked(b: Backend) {
+    let s = b.hooks();
+    let (shop, other) = (app("shop"), app("other"));
+    let create = |app: &AppId| s.create_endpoint(new_endpoint(app, "https://a.example/"), 2);
+    let first = create(&shop).await.unwrap();
+    create(&other).await.unwrap();
+    create(&shop).await.unwrap();
+    let refused = create(&shop).await;
+    assert!(
+        matches!(refused, Err(CreateEndpointError::TooMany { max: 2 })),
+        "{refused:?}"
+    );
+    assert_eq!(s.endpoints(Some(&shop)).await.unwrap().len(), 2);
+    assert!(s.delete_endpoint(&shop, first.endpoint.id).await.unwrap());
+    create(&shop).await.unwrap();
+
+    // Created at once (on PostgreSQL, each on its own connection): never past the limit.
+    for round in 0..5 {
+        let rush = app(&format!("rush{round}"));
+        let results = futures_util::future::join_all((0..12).map(|_| create(&rush))).await;
+        let created = results.iter().filter(|r| r.is_ok()).count();
+        let refused = results
+            .iter()
+            .filter(|r| matches!(r, Err(CreateEndpointError::TooMany { max: 2 })))
+            .count();
+        assert_eq!((created, refused), (2, 10), "{results:?}");
+        assert_eq!(s.endpoints(Some(&rush)).await.unwrap().len(), 2);
+    }
 }
 
 async fn full_queues_and_deletions_drop_events(b: Backend) {
