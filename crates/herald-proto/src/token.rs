@@ -11,7 +11,8 @@ use crate::error::{ErrorCode, HeraldError};
 /// Claims of a client token. Every claim is optional; empty ones are left out of the token.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ClientClaims {
-    /// Who the client is (user id); shown to nobody else.
+    /// Who the client is (user id); shown to nobody else, except as its member id on the
+    /// presence channels it subscribes to.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub sub: String,
     /// Expiry, seconds since the Unix epoch.
