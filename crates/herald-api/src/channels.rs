@@ -94,8 +94,7 @@ fn presence(api: &Api, app: &AppId, name: &str) -> Result<Response, ApiError> {
     use herald_proto::reply::{ChannelPresence, PresenceMember};
     use serde_json::value::RawValue;
     let channel = app.parse_channel(name)?;
-    let options = api.engine.namespaces().options(channel.as_str());
-    if options.presence.is_none() {
+    if api.engine.namespaces().presence(channel.as_str()).is_none() {
         return Err(HeraldError::new(
             herald_core::ErrorCode::NotFound,
             format!(

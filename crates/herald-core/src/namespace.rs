@@ -27,17 +27,33 @@ pub struct Namespaces {
     default: NamespaceOptions,
     prefixed: Vec<(String, NamespaceOptions)>,
     reserved: Vec<(String, NamespaceOptions)>,
+    /// Whether any namespace makes presence channels: while none does,
+    /// [`Namespaces::presence`] answers at one branch.
+    any_presence: bool,
 }
 
 impl Namespaces {
     /// Builds the table; `prefixed` may be in any order.
     pub fn new(default: NamespaceOptions, mut prefixed: Vec<(String, NamespaceOptions)>) -> Self {
         prefixed.sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
+        let any_presence =
+            default.presence.is_some() || prefixed.iter().any(|(_, o)| o.presence.is_some());
         Namespaces {
             default,
             prefixed,
             reserved: Vec::new(),
+            any_presence,
         }
+    }
+
+    /// The presence limits of `channel` (a full name) if it is a presence channel: one branch
+    /// on a server without presence namespaces, else [`Namespaces::options`].
+    #[inline]
+    pub fn presence(&self, channel: &str) -> Option<&crate::presence::PresenceLimits> {
+        if !self.any_presence {
+            return None;
+        }
+        self.options(channel).presence.as_ref()
     }
 
     /// Gives `options` to the reserved logs of every app whose name within the app starts with
@@ -95,6 +111,21 @@ mod tests {
         assert!(ns.options("prices/EURUSD").last_on_subscribe);
         assert_eq!(ns.options("prices/GBPUSD").retention.max_messages, 5);
         assert_eq!(ns.options("news"), &NamespaceOptions::default());
+        assert_eq!(ns.presence("prices/EURUSD"), None);
+    }
+
+    #[test]
+    fn presence_limits_come_from_presence_namespaces_only() {
+        let rooms = NamespaceOptions {
+            presence: Some(crate::presence::PresenceLimits::default()),
+            ..Default::default()
+        };
+        let ns = Namespaces::new(NamespaceOptions::default(), vec![("rooms/".into(), rooms)]);
+        assert_eq!(
+            ns.presence("rooms/1"),
+            Some(&crate::presence::PresenceLimits::default())
+        );
+        assert_eq!(ns.presence("news"), None);
     }
 
     #[test]

@@ -130,7 +130,7 @@ pub async fn open_channel(
 ) -> Result<Opened, HeraldError> {
     client.check_subscribe(name.public())?;
     // The one branch every other channel's subscribe pays.
-    let membership = match &edge.engine.namespaces().options(name.as_str()).presence {
+    let membership = match edge.engine.namespaces().presence(name.as_str()) {
         None => None,
         Some(limits) => Some(join_presence(edge, client, name, limits, presence)?),
     };
