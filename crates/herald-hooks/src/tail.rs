@@ -4,7 +4,8 @@
 //! [`Tails`] holds a [`tokio::sync::broadcast`] channel per app that someone tails. The writer
 //! hands it each batch once the store has queued it ([`Tails::wanted`] before, [`Tails::send`]
 //! after), so a tail shows only events some endpoint of the app wants, in the order they were
-//! queued, and nothing when the store failed. Nothing is copied while no tail is open (one
+//! queued, and nothing when the store failed (nor a `user.online` that only withdraws an
+//! endpoint's held offline, [`Hold::Withdraw`]: it is queued for no endpoint). Nothing is copied while no tail is open (one
 //! atomic load per batch).
 //!
 //! It is this node's events only: in a cluster each node queues the events of the connections
@@ -24,7 +25,7 @@ use parking_lot::Mutex;
 use tokio::sync::broadcast;
 
 use crate::event::HookEvent;
-use crate::store::Enqueue;
+use crate::store::{Enqueue, Hold};
 
 /// Most tails open on one node at once.
 pub const MAX_TAILS: usize = 16;
@@ -107,8 +108,9 @@ impl Tails {
         for event in events {
             let id = event.id.as_str();
             let mut queued = false;
-            while rows.next_if(|row| row.event_id == id).is_some() {
-                queued = true;
+            while let Some(row) = rows.next_if(|row| row.event_id == id) {
+                // A withdrawal queues nothing for its endpoint.
+                queued |= !matches!(row.hold, Some(Hold::Withdraw { .. }));
             }
             if queued && apps.contains_key(&event.app) {
                 wanted.push(Arc::new(event.clone()));
@@ -240,6 +242,29 @@ mod tests {
         }
         assert!(shop.receiver.is_empty());
         assert_eq!(shop.app(), &app("shop"));
+    }
+
+    #[tokio::test]
+    async fn a_return_that_only_withdraws_is_not_shown() {
+        let tails = Arc::new(Tails::default());
+        let mut shop = tails.open(&app("shop")).unwrap();
+        let back = LifecycleEvent::UserOnline {
+            app: app("shop"),
+            sub: "al".into(),
+        };
+        let online = HookEvent::from_lifecycle(&back, 1);
+        let closed = vacated(&app("shop"), "rooms/1", 2);
+        let withdrawal = Enqueue {
+            hold: Some(Hold::Withdraw { user: "al".into() }),
+            ..row(&online)
+        };
+        let events = [online, closed.clone()];
+        tails.send(tails.wanted(&events, &[withdrawal, row(&closed)]));
+        match shop.next().await {
+            Some(TailItem::Event(event)) => assert_eq!(*event, closed),
+            other => panic!("expected {closed:?}, read {other:?}"),
+        }
+        assert!(shop.receiver.is_empty());
     }
 
     #[tokio::test]
