@@ -264,6 +264,15 @@ async fn presence_members_joins_and_leaves_over_every_transport() {
         json!({}),
         "no data given: an empty object"
     );
+    // The SSE stream hears the join too, as an `event: presence`.
+    let (name, join) = bob.next().await;
+    assert_eq!(
+        (name.as_str(), &join),
+        (
+            "presence",
+            &json!({"channel":"rooms/1","event":"join","user":"carol","data":{}})
+        )
+    );
     let mut dave = Client::connect(&server, &token("dave", None)).await;
     dave.send(json!({"id":1,"subscribe":{"channel":"rooms/1","member":{"n":4}}}))
         .await;
