@@ -62,8 +62,9 @@ pub struct Subscription {
     /// Whether `presence` holds a membership: the one load an unsubscribe from any other
     /// channel makes.
     in_presence: AtomicBool,
-    /// Its share of a presence channel's members ([`Subscription::set_presence`]).
-    presence: Mutex<Option<Membership>>,
+    /// Its share of a presence channel's members ([`Subscription::set_presence`]), boxed: one
+    /// pointer in every subscription, the membership only in those to presence channels.
+    presence: Mutex<Option<Box<Membership>>>,
 }
 
 /// What a catch-up's reader does next ([`Subscription::next_read`]).
@@ -96,7 +97,7 @@ impl Subscription {
     /// Keeps `membership` (this subscription's share of its presence channel's members) until
     /// the subscription is unsubscribed, or [`Subscription::take_presence`] takes it.
     pub fn set_presence(&self, membership: Membership) {
-        *self.presence.lock() = Some(membership);
+        *self.presence.lock() = Some(Box::new(membership));
         self.in_presence.store(true, Ordering::Release);
     }
 
@@ -106,7 +107,7 @@ impl Subscription {
         if !self.in_presence.load(Ordering::Acquire) {
             return None;
         }
-        self.presence.lock().take()
+        self.presence.lock().take().map(|m| *m)
     }
 
     /// Whether this subscription receives `message`.
