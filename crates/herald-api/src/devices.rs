@@ -67,6 +67,8 @@ async fn upsert(
         stored.iter().filter(|(_, created)| *created).count() as u64,
         0,
     );
+    // Stored: the devices created are told (webhooks' `device.registered`).
+    api.inbox.devices_registered(app, &stored);
     Ok(stored)
 }
 

@@ -22,11 +22,13 @@ use herald_core::{Engine, ErrorCode, HeraldError};
 use herald_edge::direct_publish::Handler as DirectPublish;
 use herald_edge::parking::Parking;
 use herald_edge::{Edge, KeepAlive};
+use herald_hooks::PushHooks;
 use herald_push::credentials::sealer::Sealer;
 use herald_push::credentials::CredentialStore;
 use herald_push::delivery::senders::Senders;
 use herald_push::delivery::stats::WorkerStats;
 use herald_push::delivery::worker::{Deliverer, DeliveryConfig};
+use herald_push::push_events::PushObserver;
 use herald_push::{DeviceRegistry, Inbox};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio_util::sync::CancellationToken;
@@ -171,6 +173,11 @@ impl Parts {
             Inbox::new(publisher.clone(), devices.clone(), usage.clone())
                 .with_delivery(deliverer.clone()),
         );
+        // Devices registered and deactivated, acks and provider sends reach the webhooks
+        // (herald-push tells them through its observer seam; it does not know herald-hooks).
+        let push_hooks: Arc<dyn PushObserver> = Arc::new(PushHooks::new(hooks.service.clone()));
+        deliverer.observe(push_hooks.clone());
+        inbox.observe(push_hooks);
         Ok(Parts {
             credentials,
             deliverer,

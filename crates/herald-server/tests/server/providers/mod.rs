@@ -20,6 +20,7 @@ use crate::support::{self, API_KEY};
 
 mod background;
 mod destinations;
+mod push_hooks;
 
 const KEY_ID: &str = "ABC123DEFG";
 const TEAM_ID: &str = "DEF123GHIJ";
@@ -66,6 +67,12 @@ impl Mocks {
     fn settings(&self, data: &Path) -> ServerSettings {
         let mut s = support::settings(data);
         s.admin_key = Some(ADMIN_KEY.into());
+        self.point_at_mocks(&mut s);
+        s
+    }
+
+    /// Points every provider of `s` at the mocks, with quick retries.
+    fn point_at_mocks(&self, s: &mut ServerSettings) {
         let p = &mut s.providers;
         p.endpoints.apns_url = Some(self.apns.url());
         p.endpoints.fcm_url = Some(self.fcm.url());
@@ -89,7 +96,6 @@ impl Mocks {
         // The mocks listen on loopback, which tenant-given Web Push endpoints reach only when
         // the operator allows it.
         s.outbound = loopback();
-        s
     }
 
     fn apns_credentials(&self) -> Value {
