@@ -39,8 +39,9 @@ struct Entry {
     failing_since_ms: Option<i64>,
     next_attempt_ms: i64,
     last_error: Option<String>,
-    /// The current lease's end (its token) and the rows it took.
-    lease: Option<(i64, Vec<RowId>)>,
+    /// The current lease's end (its token), kept after it ran out unsettled (the next lease
+    /// is in doubt).
+    lease: Option<i64>,
 }
 
 #[derive(Debug)]
@@ -48,6 +49,8 @@ struct Row {
     row: RowId,
     endpoint: EndpointId,
     event: Enqueue,
+    /// The end of the lease whose batch holds it (in flight while that lease is live).
+    leased_until_ms: Option<i64>,
 }
 
 #[derive(Debug)]
@@ -92,12 +95,16 @@ impl State {
         due
     }
 
-    fn leased_rows(&self, endpoint: EndpointId) -> &[RowId] {
-        self.endpoints
-            .iter()
-            .find(|e| e.stored.endpoint.id == endpoint)
-            .and_then(|e| e.lease.as_ref())
-            .map_or(&[], |(_, rows)| rows)
+    /// `user`'s pending (not dead) held offlines for `endpoint`: (index in the queue, row).
+    fn held<'a>(
+        &'a self,
+        endpoint: EndpointId,
+        user: &'a str,
+    ) -> impl Iterator<Item = (usize, &'a Row)> + 'a {
+        self.queue.iter().enumerate().filter(move |(_, r)| {
+            r.endpoint == endpoint
+                && matches!(&r.event.hold, Some(Hold::Offline { user: u }) if &**u == user)
+        })
     }
 }
 
@@ -239,22 +246,31 @@ impl HookStore for MemoryHookStore {
                 continue;
             }
             let returning = match &event.hold {
-                Some(Hold::Online { user } | Hold::Withdraw { user }) => Some(user),
+                Some(Hold::Online { user } | Hold::Withdraw { user }) => Some(user.clone()),
                 Some(Hold::Offline { .. }) | None => None,
             };
+            let mut event = event;
             if let Some(user) = returning {
-                let leased = state.leased_rows(endpoint).to_vec();
-                let held = state.queue.iter().position(|r| {
-                    r.endpoint == endpoint
-                        && matches!(&r.event.hold, Some(Hold::Offline { user: u }) if u == user)
-                        && r.event.due_ms > event.due_ms
-                        && !leased.contains(&r.row)
-                });
+                // The latest held offline not dead, due after the return, not in flight.
+                let held = state
+                    .held(endpoint, &user)
+                    .filter(|(_, r)| {
+                        r.event.due_ms > event.due_ms
+                            && r.leased_until_ms.is_none_or(|until| until <= event.due_ms)
+                    })
+                    .max_by_key(|(_, r)| (r.event.due_ms, r.row))
+                    .map(|(index, _)| index);
                 if let Some(index) = held {
                     state.queue.remove(index);
                     done.withdrawn += 1;
                     continue;
                 }
+                // Not withdrawn: after the user's latest pending offline.
+                let latest = state
+                    .held(endpoint, &user)
+                    .map(|(_, r)| r.event.due_ms)
+                    .max();
+                event.due_ms = event.due_ms.max(latest.unwrap_or(i64::MIN));
             }
             if withdraw_only {
                 continue;
@@ -269,6 +285,7 @@ impl HookStore for MemoryHookStore {
                 row,
                 endpoint,
                 event,
+                leased_until_ms: None,
             });
             done.queued += 1;
         }
@@ -289,10 +306,7 @@ impl HookStore for MemoryHookStore {
         let mut ready: Vec<(i64, EndpointId, Vec<QueuedEvent>)> = Vec::new();
         for entry in &state.endpoints {
             let id = entry.stored.endpoint.id;
-            let leased = entry
-                .lease
-                .as_ref()
-                .is_some_and(|(until, _)| *until > now_ms);
+            let leased = entry.lease.is_some_and(|until| until > now_ms);
             if !entry.stored.endpoint.enabled
                 || entry.next_attempt_ms > now_ms
                 || leased
@@ -323,13 +337,18 @@ impl HookStore for MemoryHookStore {
         let lease_until_ms = now_ms + lease_ms;
         let mut leased = Vec::with_capacity(ready.len());
         for (_, id, events) in ready {
+            for row in state.queue.iter_mut() {
+                if row.endpoint == id && events.iter().any(|e| e.row == row.row) {
+                    row.leased_until_ms = Some(lease_until_ms);
+                }
+            }
             let entry = state
                 .endpoints
                 .iter_mut()
                 .find(|e| e.stored.endpoint.id == id)
                 .expect("found above, under the same lock");
             let in_doubt = entry.lease.is_some();
-            entry.lease = Some((lease_until_ms, events.iter().map(|e| e.row).collect()));
+            entry.lease = Some(lease_until_ms);
             leased.push(LeasedBatch {
                 endpoint: entry.stored.clone(),
                 lease_until_ms,
@@ -349,10 +368,11 @@ impl HookStore for MemoryHookStore {
     ) -> Result<(), StoreError> {
         let mut state = self.state();
         for (id, token, settlement) in settled {
-            let Some(index) = state.endpoints.iter().position(|e| {
-                e.stored.endpoint.id == id
-                    && e.lease.as_ref().is_some_and(|(until, _)| *until == token)
-            }) else {
+            let Some(index) = state
+                .endpoints
+                .iter()
+                .position(|e| e.stored.endpoint.id == id && e.lease == Some(token))
+            else {
                 continue;
             };
             state.endpoints[index].lease = None;
@@ -374,6 +394,11 @@ impl HookStore for MemoryHookStore {
                     next_attempt_ms,
                     reason,
                 } => {
+                    for row in state.queue.iter_mut() {
+                        if row.endpoint == id && row.leased_until_ms == Some(token) {
+                            row.leased_until_ms = None;
+                        }
+                    }
                     let entry = &mut state.endpoints[index];
                     entry.failures = entry.failures.saturating_add(1);
                     entry.failing_since_ms.get_or_insert(now_ms);
@@ -419,7 +444,7 @@ impl HookStore for MemoryHookStore {
                     .queued(e.stored.endpoint.id)
                     .map(|r| r.event.due_ms)
                     .min()?;
-                let lease_end = e.lease.as_ref().map_or(0, |(until, _)| *until);
+                let lease_end = e.lease.unwrap_or(0);
                 Some(soonest.max(e.next_attempt_ms).max(lease_end))
             })
             .min())
@@ -471,6 +496,7 @@ impl HookStore for MemoryHookStore {
             row,
             endpoint: dead.endpoint,
             event,
+            leased_until_ms: None,
         });
         Ok(true)
     }
@@ -658,6 +684,57 @@ mod tests {
             .await
             .unwrap();
         assert_eq!((done.queued, done.withdrawn), (2, 0));
+    }
+
+    #[tokio::test]
+    async fn a_return_withdraws_an_offline_not_in_flight_and_otherwise_follows_it() {
+        let store = MemoryHookStore::new();
+        let shop = AppId::parse("shop").unwrap();
+        let id = store
+            .create_endpoint(new_endpoint(&shop), 20)
+            .await
+            .unwrap()
+            .endpoint
+            .id;
+        let offline = |user: &str| Some(Hold::Offline { user: user.into() });
+        let online = |user: &str| Some(Hold::Online { user: user.into() });
+        // The endpoint is leased (for 25 s) with another event; the held offline is not in
+        // that batch, so the return withdraws it.
+        let queued = vec![
+            event(id, "a", 10, None),
+            event(id, "off", 3_000, offline("al")),
+        ];
+        store.enqueue(queued, 100).await.unwrap();
+        let leased = store.lease(10, 10, 25_000, 10, 0, &[]).await.unwrap();
+        assert_eq!(ids(&leased[0]), ["a"]);
+        let back = vec![event(id, "on", 2_000, online("al"))];
+        let done = store.enqueue(back, 100).await.unwrap();
+        assert_eq!((done.queued, done.withdrawn), (0, 1));
+        let token = leased[0].lease_until_ms;
+        let rows = leased[0].events.iter().map(|e| e.row).collect();
+        let delivered = Settlement::Delivered { rows };
+        store
+            .settle(20, vec![(id, token, delivered)])
+            .await
+            .unwrap();
+
+        // In flight, the offline stays; the return is queued after it, and stays after it
+        // when the batch fails and is retried.
+        let queued = vec![event(id, "off2", 4_000, offline("al"))];
+        store.enqueue(queued, 100).await.unwrap();
+        let leased = store.lease(4_000, 10, 25_000, 10, 0, &[]).await.unwrap();
+        assert_eq!(ids(&leased[0]), ["off2"]);
+        let late = vec![event(id, "on2", 3_500, online("al"))];
+        let done = store.enqueue(late, 100).await.unwrap();
+        assert_eq!((done.queued, done.withdrawn), (1, 0));
+        let retry = Settlement::Retry {
+            next_attempt_ms: 5_000,
+            reason: "HTTP 503".into(),
+        };
+        let token = leased[0].lease_until_ms;
+        store.settle(4_100, vec![(id, token, retry)]).await.unwrap();
+        let again = store.lease(5_000, 10, 25_000, 10, 0, &[]).await.unwrap();
+        assert_eq!(ids(&again[0]), ["off2", "on2"]);
     }
 
     #[tokio::test]

@@ -16,6 +16,18 @@
 //! A lease that runs out unsettled (the node died mid-send) leaves its events queued: the next
 //! lease sends them again, marked in doubt. Delivery is at least once; a receiver de-duplicates
 //! on each event's id.
+//!
+//! **A user's presence alternates in the queue.** A lease marks the rows it took as in flight
+//! until its end; a [`Settlement::Retry`] frees them (and a lease that ran out no longer
+//! holds them: the next lease takes them again). A held `user.offline` is withdrawn by the
+//! user's return ([`Hold::Online`], [`Hold::Withdraw`]) when it is not dead, due after the
+//! return's time, and not in a live lease (one ending after the return's time) — whether or not
+//! the endpoint holds a lease for other rows. A `user.online` that withdrew nothing is queued
+//! due at its time or at the due time of the user's latest pending (not dead) `user.offline`
+//! for that endpoint, whichever is later, so it follows that offline in the queue (a later row
+//! at an equal due time), before and after a failed batch is retried. An endpoint that gets
+//! both therefore hears a user's `user.online` and `user.offline` alternate, starting with an
+//! online.
 
 use async_trait::async_trait;
 use herald_core::log::StoreError;
@@ -77,8 +89,11 @@ pub enum Hold {
         user: Box<str>,
     },
     /// A `user.online`: withdraws the same endpoint's held `user.offline` of the same user that
-    /// is not yet due and not leased; when it withdrew one, this event is not queued either
-    /// (the user never went away, as far as the receiver hears).
+    /// is not dead, due after this event's time and not in a live lease (the latest such, by
+    /// due time then row); when it withdrew one, this event is not queued either (the user
+    /// never went away, as far as the receiver hears). When it withdrew none it is queued due
+    /// no earlier than the user's latest pending `user.offline` for the endpoint (see the
+    /// [module documentation](self)).
     Online {
         /// The user.
         user: Box<str>,
@@ -103,7 +118,9 @@ pub struct Enqueue {
     /// Its type.
     pub kind: EventType,
     /// When it may be sent, milliseconds since the Unix epoch (its time; a held offline's
-    /// time plus the delay). The queue's order is (due, row id).
+    /// time plus the delay). The queue's order is (due, row id); a [`Hold::Online`] that
+    /// withdraws nothing is queued at this or at its user's latest pending offline's due time,
+    /// whichever is later.
     pub due_ms: i64,
     /// The event's JSON as sent.
     pub payload: String,
@@ -161,7 +178,8 @@ pub enum Settlement {
         /// The batch's rows.
         rows: Vec<RowId>,
     },
-    /// It failed: the rows stay queued; the endpoint waits until `next_attempt_ms`.
+    /// It failed: the rows stay queued, no longer in flight (a held offline among them may be
+    /// withdrawn again); the endpoint waits until `next_attempt_ms`.
     Retry {
         /// When the endpoint may be tried again.
         next_attempt_ms: i64,
@@ -273,15 +291,18 @@ pub trait HookStore: Send + Sync {
     /// Deletes an endpoint of `app`, its queue and its dead letters; `false` if there is none.
     async fn delete_endpoint(&self, app: &AppId, id: EndpointId) -> Result<bool, StoreError>;
 
-    /// Queues events (one transaction), applying each one's [`Hold`] in order; an endpoint
-    /// already holding `max_queued` events (or deleted) gets none of them (counted as
-    /// dropped; a [`Hold::Withdraw`] for a deleted endpoint is not counted).
+    /// Queues events (one transaction), applying each one's [`Hold`] in order (a return may
+    /// withdraw an offline queued earlier in the same call); the rows queued get ids in the
+    /// order of `events`. An endpoint already holding `max_queued` events (or deleted) gets
+    /// none of them (counted as dropped; a [`Hold::Withdraw`] for a deleted endpoint is not
+    /// counted).
     async fn enqueue(&self, events: Vec<Enqueue>, max_queued: u64) -> Result<Enqueued, StoreError>;
     /// Leases up to `limit` endpoints until `now_ms + lease_ms`, each with up to `batch_max`
     /// of its oldest events due at or before `now_ms`: enabled endpoints whose next attempt
     /// time has come, not leased (or whose lease ran out: in doubt), not in `paused`, and
     /// ready: `batch_max` events due, or the oldest due at or before `now_ms - batch_delay_ms`.
-    /// Endpoints with the oldest due event first.
+    /// Endpoints with the oldest due event first. The batch's rows are in flight until the
+    /// lease's end (or its settlement).
     async fn lease(
         &self,
         now_ms: i64,

@@ -5,7 +5,9 @@
 //! came.
 //!
 //! A `user.offline` is held: due at its time plus the endpoint's offline delay, withdrawn by
-//! the same user's `user.online` that comes before then (neither is sent). An endpoint that
+//! the same user's `user.online` that comes before then (neither is sent) unless the batch
+//! being sent holds it; an online that withdrew nothing is queued after the user's pending
+//! offline (the store's contract, [`crate::store`]). An endpoint that
 //! asked for `user.offline` but not `user.online` gets a withdrawal row for the user's return
 //! ([`Hold::Withdraw`]), which the store never queues. An endpoint whose
 //! queue is full (`hooks.max_queued_per_endpoint`) gets nothing, counted as

@@ -49,12 +49,14 @@ fn hooks_churn_delivers_every_expected_event_once_and_signed() {
         assert_eq!(t["received"], 100, "{kind}: {s:#}");
     }
     // Presence: between one pair per user (every reconnect within the offline delay) and one
-    // per connection, every online answered by an offline.
+    // per connection, in strict alternation per user (online, offline, ...: never two onlines
+    // in a row), each user heard offline at the end, as they last disconnected.
     let online = per_type(&s, "user.online")["received"].as_u64().unwrap();
     let offline = per_type(&s, "user.offline")["received"].as_u64().unwrap();
     assert!((50..=100).contains(&online), "{s:#}");
     assert_eq!(online, offline, "{s:#}");
     assert_eq!(d["out_of_order_users"], 0, "{s:#}");
+    assert_eq!(d["final_online_users"], 0, "{s:#}");
     assert_eq!(
         d["withdrawn_pairs"].as_u64().unwrap() + online,
         100,

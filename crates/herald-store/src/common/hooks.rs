@@ -138,9 +138,6 @@ pub(crate) struct Room {
     pub app: String,
     /// Events queued for it when the call began.
     pub queued: i64,
-    /// Its lease's end, while one is held (or ran out unsettled): held offlines due up to then
-    /// may be in the leased batch and are not withdrawn.
-    pub lease_until_ms: Option<i64>,
     /// Added by this call so far (withdrawn ones subtracted).
     pub added: i64,
 }
@@ -183,7 +180,6 @@ mod tests {
         let mut room = Room {
             app: "a".into(),
             queued: 1,
-            lease_until_ms: None,
             added: 0,
         };
         assert!(room.has_room(2));

@@ -11,7 +11,8 @@
 //! Version 1 holds what SQLite's versions 1 to 3 hold; version 2 what SQLite's version 4 adds
 //! (`push_counts`, `jobs.in_flight_until`); version 3 what SQLite's version 5 adds (`revoked_tokens`,
 //! `revoked_before`); the next what SQLite's `audit_log` migration adds (`audit_log`); the next
-//! what SQLite's webhooks migration adds (`hook_endpoints`, `hook_events`).
+//! what SQLite's webhooks migration adds (`hook_endpoints`, `hook_events`); the next what its
+//! next migration adds (`hook_events.leased_until_ms`).
 
 use herald_core::log::StoreError;
 use tokio_postgres::Client;
@@ -243,6 +244,9 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX hook_events_due ON hook_events (endpoint, dead, due_ms, id);
     CREATE INDEX hook_events_hold ON hook_events (endpoint, hold_user) WHERE hold_user IS NOT NULL;
     CREATE INDEX hook_events_dead ON hook_events (app, id) WHERE dead;"#,
+    // What SQLite's next webhooks migration adds: the end of the lease whose batch holds a
+    // queued event.
+    "ALTER TABLE hook_events ADD COLUMN leased_until_ms BIGINT;",
 ];
 
 /// The schema version this build writes.

@@ -38,8 +38,8 @@
 //!   count of their queued events, kept in the same transaction as every change to
 //!   `hook_events`.
 //! - `hook_events`: the queue of events per endpoint, in `(due_ms, id)` order, a held
-//!   `user.offline` keyed by its user (`hold_user`), and the dead letters (`dead`, with the
-//!   reason and when).
+//!   `user.offline` keyed by its user (`hold_user`), the end of the lease whose batch holds an
+//!   event (`leased_until_ms`), and the dead letters (`dead`, with the reason and when).
 
 use std::path::Path;
 use std::time::Duration;
@@ -283,6 +283,9 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX hook_events_due ON hook_events (endpoint, dead, due_ms, id);
     CREATE INDEX hook_events_hold ON hook_events (endpoint, hold_user) WHERE hold_user IS NOT NULL;
     CREATE INDEX hook_events_dead ON hook_events (app, id) WHERE dead = 1;",
+    // Webhooks: the end of the lease whose batch holds a queued event (`NULL`: none), so the
+    // user's return withdraws any held `user.offline` that is not in flight.
+    "ALTER TABLE hook_events ADD COLUMN leased_until_ms INTEGER;",
 ];
 
 /// The schema version this build writes.

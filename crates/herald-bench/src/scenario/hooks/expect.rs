@@ -7,11 +7,11 @@
 //! `user.offline` and the `user.online` after it, so how many pairs arrive depends on timing.
 //! What must arrive is what is certain: at least one `user.online`, at most `c`, and as many
 //! `user.offline` as `user.online` (a withdrawal takes one of each; the last disconnect has no
-//! reconnect after it, so its offline comes once the delay passed), never an offline before the
-//! online it follows. Two onlines in a row are allowed: while the endpoint's leased batch may
-//! hold a user's offline, the store sends it and the next online both (herald-store's hooks
-//! module doc), and the online, due earlier, comes first; the report counts them. Events with
-//! the same id count once; repeats are duplicates (at-least-once delivery), not errors.
+//! reconnect after it, so its offline comes once the delay passed), in strict alternation per
+//! user: online, offline, online, ..., starting with an online (the store's contract,
+//! herald-hooks' `store` module doc), and ending with an offline, as the user's last action
+//! was a disconnect. Anything else is unexpected. Events with the same id count once; repeats
+//! are duplicates (at-least-once delivery), not errors.
 
 use super::churn::Done;
 use super::receiver::{Tally, CYCLE_TYPES};
@@ -55,10 +55,13 @@ pub struct Comparison {
     /// Sum of the rows' unexpected, and users whose presence events were out of order, and
     /// events of a type the run never causes.
     pub unexpected: u64,
-    /// Users who got a `user.offline` before the `user.online` it follows.
+    /// Users whose presence events did not alternate (an offline first or after an offline,
+    /// or two onlines in a row).
     pub out_of_order_users: u64,
-    /// `user.online`s that came before the previous online's `user.offline` (allowed).
-    pub overlapping_onlines: u64,
+    /// Users who connected but are online as the receiver hears it (their last presence event
+    /// is an online, or none came), though their last action was a disconnect: their last
+    /// `user.offline` is missing (counted in `missing` too).
+    pub final_online_users: u64,
     /// Reconnects whose offline and online were withdrawn by the debounce (connections minus
     /// online events, over the users).
     pub withdrawn_pairs: u64,
@@ -100,7 +103,9 @@ pub fn compare(done: &Done, tally: &Tally, mode: Mode) -> Comparison {
         if got.out_of_order {
             out.out_of_order_users += 1;
         }
-        out.overlapping_onlines += got.overlapping;
+        if mode == Mode::All && c > 0 && (got.online_now || got.online == 0) {
+            out.final_online_users += 1;
+        }
         let have = [
             got.cycle[0],
             got.cycle[1],
@@ -144,6 +149,7 @@ mod tests {
             cycle,
             online,
             offline,
+            online_now: online > offline,
             ..Default::default()
         }
     }
@@ -163,6 +169,7 @@ mod tests {
         };
         let c = compare(&d, &tally, Mode::All);
         assert_eq!(c.missing, 1, "client 2's last user.offline: {c:?}");
+        assert_eq!(c.final_online_users, 1, "client 2 is still heard online");
         assert_eq!(c.unexpected, 0);
         assert_eq!(c.withdrawn_pairs, 2);
         let online = &c.rows[6];
@@ -186,6 +193,20 @@ mod tests {
         let c = compare(&d, &tally, Mode::All);
         // One channel.occupied, the user.online and its user.offline.
         assert_eq!(c.missing, 3, "{c:?}");
+        assert_eq!(c.final_online_users, 1, "never heard offline");
+    }
+
+    #[test]
+    fn hooks_expectation_counts_presence_out_of_alternation_as_unexpected() {
+        let d = done(vec![2], vec![2]);
+        let mut twice = client([2; 6], 2, 2);
+        twice.out_of_order = true;
+        let tally = Tally {
+            clients: vec![twice],
+            ..Default::default()
+        };
+        let c = compare(&d, &tally, Mode::All);
+        assert_eq!((c.missing, c.out_of_order_users, c.unexpected), (0, 1, 1));
     }
 
     #[test]

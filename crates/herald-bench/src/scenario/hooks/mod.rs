@@ -248,7 +248,7 @@ pub async fn run(args: HooksArgs) -> anyhow::Result<Report> {
     r.detail("unexpected", cmp.unexpected);
     r.detail("out_of_order_users", cmp.out_of_order_users);
     r.detail("withdrawn_pairs", cmp.withdrawn_pairs);
-    r.detail("overlapping_onlines", cmp.overlapping_onlines);
+    r.detail("final_online_users", cmp.final_online_users);
     r.detail("foreign_events", figures.foreign);
     r.detail("http_requests", figures.requests);
     r.detail("bad_signatures", figures.bad_signatures);
@@ -484,10 +484,9 @@ fn report_events(r: &mut Report, cmp: &Comparison, figures: &Figures) {
     if online.expected > 0 {
         r.lines.push(format!(
             "user.online/user.offline: {} pairs; {} reconnects within the offline delay withdrew \
-             their offline and online; {} onlines came before the previous offline (sent both: \
-             the endpoint's lease may hold that offline); {} users got an offline before its \
-             online",
-            online.received, cmp.withdrawn_pairs, cmp.overlapping_onlines, cmp.out_of_order_users
+             their offline and online; {} users' presence did not alternate (online, offline, \
+             ...); {} users are still heard online after their last disconnect",
+            online.received, cmp.withdrawn_pairs, cmp.out_of_order_users, cmp.final_online_users
         ));
     }
 }

@@ -41,16 +41,13 @@ pub struct Received {
     pub online: u64,
     /// Distinct `user.offline` events.
     pub offline: u64,
-    /// A `user.offline` beyond the `user.online`s received before it (an offline before the
-    /// online it follows).
+    /// Presence that broke the alternation `user.online`, `user.offline`, `user.online`, ...
+    /// (starting with an online): an offline first or after an offline, or two onlines in a
+    /// row.
     pub out_of_order: bool,
-    /// `user.online`s received while an earlier one's `user.offline` had not arrived yet: the
-    /// store sends both the online and the offline held before it when the endpoint's leased
-    /// batch may hold that offline (herald-store's hooks module doc), and the online, due
-    /// earlier, comes first. Allowed; counted for the report.
-    pub overlapping: u64,
-    /// `user.online`s minus `user.offline`s so far.
-    pub(super) open: u64,
+    /// Whether the last presence event received was a `user.online` (the user is online, as
+    /// the receiver hears it).
+    pub online_now: bool,
 }
 
 /// Everything the receiver saw.
@@ -311,13 +308,13 @@ fn count(t: &mut Tally, names: &Names, kind: usize, data: &EventData) {
     match kind {
         6 => {
             r.online += 1;
-            r.overlapping += u64::from(r.open > 0);
-            r.open += 1;
+            r.out_of_order |= r.online_now;
+            r.online_now = true;
         }
         7 => {
             r.offline += 1;
-            r.out_of_order |= r.open == 0;
-            r.open = r.open.saturating_sub(1);
+            r.out_of_order |= !r.online_now;
+            r.online_now = false;
         }
         k => r.cycle[k] += 1,
     }
@@ -368,10 +365,11 @@ mod tests {
             user: Some(u.into()),
             channel: None,
         };
-        count(&mut t, &names, 6, &user("u-0"));
-        count(&mut t, &names, 6, &user("u-0"));
-        count(&mut t, &names, 7, &user("u-0"));
-        count(&mut t, &names, 7, &user("u-0"));
+        for kind in [6, 7, 6, 7, 6] {
+            count(&mut t, &names, kind, &user("u-0"));
+        }
+        count(&mut t, &names, 6, &user("u-1"));
+        count(&mut t, &names, 6, &user("u-1"));
         count(&mut t, &names, 7, &user("u-1"));
         count(&mut t, &names, 6, &user("u-7"));
         let vacated = EventData {
@@ -379,14 +377,22 @@ mod tests {
             channel: Some("c/1".into()),
         };
         count(&mut t, &names, 4, &vacated);
-        assert!(!t.clients[0].out_of_order);
-        assert_eq!(
-            t.clients[0].overlapping, 1,
-            "the second online before the first offline"
-        );
-        assert_eq!((t.clients[0].online, t.clients[0].offline), (2, 2));
-        assert!(t.clients[1].out_of_order, "an offline before any online");
+        let alternating = &t.clients[0];
+        assert!(!alternating.out_of_order && alternating.online_now);
+        assert_eq!((alternating.online, alternating.offline), (3, 2));
+        assert!(t.clients[1].out_of_order, "two onlines in a row");
+        assert!(!t.clients[1].online_now);
         assert_eq!(t.clients[1].cycle[4], 1);
+        let mut first = Tally {
+            clients: vec![Received::default(); 2],
+            ..Default::default()
+        };
+        count(&mut first, &names, 7, &user("u-0"));
+        count(&mut first, &names, 6, &user("u-0"));
+        assert!(
+            first.clients[0].out_of_order,
+            "an offline before any online"
+        );
         assert_eq!(t.foreign, 1, "u-7 is not one of the 2 clients");
     }
 }

@@ -5,7 +5,8 @@
 //! One lease per endpoint across nodes: leasing takes endpoints `FOR UPDATE SKIP LOCKED` and
 //! sets their lease's end, the token a settlement must still find ([`queue`]); adding events
 //! locks their endpoints first, so the `max_queued` check and the debounce read a `queued`
-//! count and a lease no other node changes meanwhile. Each write is one transaction on a pooled
+//! count and held offlines no other node changes meanwhile; it works the whole call out first
+//! ([`plan`]) and writes it in a few statements, not one per event. Each write is one transaction on a pooled
 //! connection (endpoints: [`endpoints`]; adding and leasing: [`queue`]; settling, replaying and
 //! dropping: [`settle`]) and moves the endpoint's `queued` count in that transaction; reads are
 //! single queries ([`read`]). Row decoding is shared with SQLite (`crate::common::hooks`).
@@ -20,6 +21,7 @@
 //! retry loop. Two apps whose ids hash alike only take turns.
 
 mod endpoints;
+mod plan;
 mod queue;
 mod read;
 mod settle;

@@ -2,7 +2,9 @@
 //! endpoints with their next batch, each inside one transaction the caller opened.
 //!
 //! Adding locks its endpoints' rows first (in id order, so two calls never wait on each other
-//! in a circle): their `queued` counts and leases stay as read until it commits. Leasing takes
+//! in a circle): their `queued` counts, and their held offlines (a lease or a settlement of
+//! them locks the endpoint first), stay as read until it commits. Leasing marks the batch's
+//! rows in flight until the lease's end. Leasing takes
 //! endpoints `FOR UPDATE SKIP LOCKED`: nodes leasing at once get different endpoints without
 //! waiting, an endpoint another node just leased is seen leased (PostgreSQL checks the row's
 //! new version before locking it), and one being added to is left for the next round.
@@ -12,15 +14,20 @@ use std::collections::HashMap;
 use deadpool_postgres::GenericClient;
 use herald_core::log::StoreError;
 use herald_hooks::endpoint::EndpointId;
-use herald_hooks::store::{Enqueue, Enqueued, Hold, LeasedBatch};
+use herald_hooks::store::{Enqueue, Enqueued, Hold, LeasedBatch, RowId};
 
+use super::plan::{self, StoredHeld};
 use crate::common::hooks::{
     endpoint_of, queued_event_of, Room, ENDPOINT_COLUMNS, ENDPOINT_COLUMN_COUNT, QUEUED_COLUMNS,
 };
 use crate::postgres::{pg_error, sql_limit};
 
 /// Queues `events` in order (see the module documentation of `crate::sqlite::hooks` for the
-/// debounce), then moves each endpoint's `queued` count by what it gained.
+/// debounce) in a few statements whatever their number: the endpoints locked and read, the
+/// stored held offlines of the call's returning users read, the call worked out
+/// ([`super::plan`]), then the withdrawn rows deleted, the new rows inserted in the call's
+/// order (one `INSERT ... SELECT FROM unnest(...)`, ids following that order) and the
+/// endpoints' `queued` counts moved.
 pub(super) async fn enqueue(
     client: &impl GenericClient,
     events: &[Enqueue],
@@ -31,7 +38,7 @@ pub(super) async fn enqueue(
     ids.dedup();
     let rows = client
         .query(
-            "SELECT id, app, queued, lease_until_ms FROM hook_endpoints
+            "SELECT id, app, queued FROM hook_endpoints
              WHERE id = ANY($1) ORDER BY id FOR UPDATE",
             &[&ids],
         )
@@ -44,96 +51,118 @@ pub(super) async fn enqueue(
             Room {
                 app: row.try_get(1).map_err(pg_error)?,
                 queued: row.try_get(2).map_err(pg_error)?,
-                lease_until_ms: row.try_get(3).map_err(pg_error)?,
                 added: 0,
             },
         );
     }
-    let withdraw = client
-        .prepare_cached(
-            "DELETE FROM hook_events WHERE id = (
-                 SELECT id FROM hook_events
-                 WHERE endpoint = $1 AND hold_user = $2 AND NOT dead AND due_ms > $3
-                   AND ($4::BIGINT IS NULL OR due_ms > $4)
-                 ORDER BY due_ms DESC, id DESC LIMIT 1)",
-        )
-        .await
-        .map_err(pg_error)?;
-    let insert = client
-        .prepare_cached(
-            "INSERT INTO hook_events (app, endpoint, event_id, kind, due_ms, payload, hold_user)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        )
-        .await
-        .map_err(pg_error)?;
-    let mut done = Enqueued::default();
-    for event in events {
-        let Some(room) = rooms.get_mut(&event.endpoint) else {
-            // A withdrawal for a deleted endpoint is nothing to count.
-            if !matches!(event.hold, Some(Hold::Withdraw { .. })) {
-                done.dropped += 1;
-            }
-            continue;
-        };
-        // What the event is: held (an offline), withdrawing (an online: queued too unless it
-        // withdrew one; a withdrawal: never queued) or plain.
-        let (hold_user, returning, queued_too) = match &event.hold {
-            Some(Hold::Offline { user }) => (Some(&**user), None, true),
-            Some(Hold::Online { user }) => (None, Some(&**user), true),
-            Some(Hold::Withdraw { user }) => (None, Some(&**user), false),
-            None => (None, None, true),
-        };
-        if let Some(user) = returning {
-            let withdrawn = client
-                .execute(
-                    &withdraw,
-                    &[&event.endpoint, &user, &event.due_ms, &room.lease_until_ms],
-                )
-                .await
-                .map_err(pg_error)?;
-            if withdrawn == 1 {
-                room.added -= 1;
-                done.withdrawn += 1;
-                continue;
-            }
-        }
-        if !queued_too {
-            continue;
-        }
-        if !room.has_room(max_queued) {
-            done.dropped += 1;
-            continue;
+    let stored = stored_held(client, events, &rooms).await?;
+    let plan = plan::plan(events, &rooms, stored, max_queued);
+    if !plan.withdraw.is_empty() {
+        client
+            .execute(
+                "DELETE FROM hook_events WHERE id = ANY($1)",
+                &[&plan.withdraw],
+            )
+            .await
+            .map_err(pg_error)?;
+    }
+    if !plan.insert.is_empty() {
+        let n = plan.insert.len();
+        let (mut apps, mut endpoints, mut event_ids, mut kinds, mut dues, mut payloads, mut holds) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        for insert in &plan.insert {
+            let event = &events[insert.event];
+            apps.push(rooms[&event.endpoint].app.as_str());
+            endpoints.push(event.endpoint);
+            event_ids.push(event.event_id.as_str());
+            kinds.push(event.kind.as_str());
+            dues.push(insert.due_ms);
+            payloads.push(event.payload.as_str());
+            holds.push(match &event.hold {
+                Some(Hold::Offline { user }) => Some(&**user),
+                _ => None,
+            });
         }
         client
             .execute(
-                &insert,
+                "INSERT INTO hook_events (app, endpoint, event_id, kind, due_ms, payload, hold_user)
+                 SELECT app, endpoint, event_id, kind, due_ms, payload, hold_user
+                 FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::bigint[],
+                             $6::text[], $7::text[])
+                     WITH ORDINALITY AS r(app, endpoint, event_id, kind, due_ms, payload,
+                                          hold_user, n)
+                 ORDER BY n",
                 &[
-                    &room.app,
-                    &event.endpoint,
-                    &event.event_id,
-                    &event.kind.as_str(),
-                    &event.due_ms,
-                    &event.payload,
-                    &hold_user,
+                    &apps, &endpoints, &event_ids, &kinds, &dues, &payloads, &holds,
                 ],
             )
             .await
             .map_err(pg_error)?;
-        room.added += 1;
-        done.queued += 1;
     }
-    for (id, room) in &rooms {
-        if room.added != 0 {
-            client
-                .execute(
-                    "UPDATE hook_endpoints SET queued = queued + $2 WHERE id = $1",
-                    &[id, &room.added],
-                )
-                .await
-                .map_err(pg_error)?;
-        }
+    if !plan.added.is_empty() {
+        let (counted, added): (Vec<EndpointId>, Vec<i64>) = plan.added.iter().unzip();
+        client
+            .execute(
+                "UPDATE hook_endpoints e SET queued = e.queued + d.added
+                 FROM unnest($1::bigint[], $2::bigint[]) AS d(id, added)
+                 WHERE e.id = d.id",
+                &[&counted, &added],
+            )
+            .await
+            .map_err(pg_error)?;
     }
-    Ok(done)
+    Ok(plan.done)
+}
+
+/// The stored held offlines (not dead) of the users that `events` return, on their endpoints
+/// of `rooms`: what their returns may withdraw or must follow. No statement when none returns.
+async fn stored_held(
+    client: &impl GenericClient,
+    events: &[Enqueue],
+    rooms: &HashMap<EndpointId, Room>,
+) -> Result<Vec<StoredHeld>, StoreError> {
+    let mut pairs: Vec<(EndpointId, &str)> = events
+        .iter()
+        .filter(|e| rooms.contains_key(&e.endpoint))
+        .filter_map(|e| match &e.hold {
+            Some(Hold::Online { user } | Hold::Withdraw { user }) => Some((e.endpoint, &**user)),
+            _ => None,
+        })
+        .collect();
+    if pairs.is_empty() {
+        return Ok(Vec::new());
+    }
+    pairs.sort_unstable();
+    pairs.dedup();
+    let (endpoints, users): (Vec<EndpointId>, Vec<&str>) = pairs.into_iter().unzip();
+    let rows = client
+        .query(
+            "SELECT h.id, h.endpoint, h.hold_user, h.due_ms, h.leased_until_ms
+             FROM unnest($1::bigint[], $2::text[]) AS r(endpoint, hold_user)
+             JOIN hook_events h ON h.endpoint = r.endpoint AND h.hold_user = r.hold_user
+             WHERE NOT h.dead",
+            &[&endpoints, &users],
+        )
+        .await
+        .map_err(pg_error)?;
+    rows.iter()
+        .map(|row| {
+            Ok(StoredHeld {
+                row: row.try_get(0).map_err(pg_error)?,
+                endpoint: row.try_get(1).map_err(pg_error)?,
+                user: row.try_get(2).map_err(pg_error)?,
+                due_ms: row.try_get(3).map_err(pg_error)?,
+                leased_until_ms: row.try_get(4).map_err(pg_error)?,
+            })
+        })
+        .collect()
 }
 
 /// Leases up to `limit` ready endpoints (not in `paused`, not locked by another transaction),
@@ -191,6 +220,10 @@ pub(super) async fn lease(
         ))
         .await
         .map_err(pg_error)?;
+    let in_flight = client
+        .prepare_cached("UPDATE hook_events SET leased_until_ms = $2 WHERE id = ANY($1)")
+        .await
+        .map_err(pg_error)?;
     let mut leased = Vec::with_capacity(ready.len());
     for row in &ready {
         let id: EndpointId = row.try_get(0).map_err(pg_error)?;
@@ -216,6 +249,11 @@ pub(super) async fn lease(
                 .map_err(pg_error)?;
             continue;
         }
+        let rows: Vec<RowId> = events.iter().map(|e| e.row).collect();
+        client
+            .execute(&in_flight, &[&rows, &until])
+            .await
+            .map_err(pg_error)?;
         leased.push(LeasedBatch {
             endpoint: endpoint_of(&taken, 0)?,
             lease_until_ms: until,

@@ -1,4 +1,4 @@
-//! Ending leases (a batch delivered, to retry, or dead) and the dead letters' writes (replayed,
+//! Ending leases (a batch delivered, to retry: its rows no longer in flight, or dead) and the dead letters' writes (replayed,
 //! dropped), each inside one transaction the caller opened; each moves the endpoint's `queued`
 //! count in the same transaction.
 
@@ -57,6 +57,15 @@ pub(super) async fn settle(
                 next_attempt_ms,
                 reason,
             } => {
+                // The batch is no longer in flight.
+                client
+                    .execute(
+                        "UPDATE hook_events SET leased_until_ms = NULL
+                         WHERE endpoint = $1 AND NOT dead AND leased_until_ms = $2",
+                        &[endpoint, token],
+                    )
+                    .await
+                    .map_err(pg_error)?;
                 client
                     .execute(
                         "UPDATE hook_endpoints SET next_attempt_ms = $2, failures = failures + 1,
@@ -72,7 +81,7 @@ pub(super) async fn settle(
                 let n = client
                     .execute(
                         "UPDATE hook_events SET dead = TRUE, reason = $3, died_ms = $4,
-                             hold_user = NULL
+                             hold_user = NULL, leased_until_ms = NULL
                          WHERE id = ANY($1) AND endpoint = $2 AND NOT dead",
                         &[rows, endpoint, &reason, &now_ms],
                     )

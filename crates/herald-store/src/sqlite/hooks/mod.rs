@@ -12,13 +12,17 @@
 //! - The lease's end is its token: settling checks `lease_until_ms` still equals it, and ends
 //!   the lease. A lease that ran out unsettled leaves its token in place, which makes the next
 //!   lease of the endpoint in doubt (that one only).
+//! - A lease marks its batch's rows in flight (`hook_events.leased_until_ms`, the lease's end);
+//!   a retry clears the mark of its lease's rows, a dead letter has none, and a later lease of
+//!   the same rows (the first ran out) sets its own.
 //! - A `user.online` ([`Hold::Online`](herald_hooks::store::Hold)) withdraws, of its endpoint's
 //!   live events held for its user, the latest one (by due time, then row) due after the
-//!   online's own due time (its event time: "not yet due"), unless the endpoint holds a lease
-//!   (or one ran out unsettled) and the held event is due at or before the lease's end: the
-//!   leased batch may hold it, so it is sent, and so is the online. A withdrawing online needs
-//!   no room in the queue; any other event finds its endpoint's queue full when `queued`
-//!   (held events included, dead letters not) is at `max_queued`. A
+//!   online's own due time (its event time: "not yet due") and not in flight at that time (no
+//!   mark, or a mark at or before it), whatever else the endpoint has leased. One that
+//!   withdrew nothing is stored due at the later of its time and the due time of the user's
+//!   latest live held event for the endpoint, so it follows that offline (a later row). A
+//!   withdrawing online needs no room in the queue; any other event finds its endpoint's queue
+//!   full when `queued` (held events included, dead letters not) is at `max_queued`. A
 //!   [`Hold::Withdraw`](herald_hooks::store::Hold) withdraws as an online does and is never
 //!   stored, withdrawing or not (nor counted dropped).
 //! - An endpoint is created only while its app has fewer than `max_per_app`: the count and the

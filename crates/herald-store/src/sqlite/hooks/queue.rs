@@ -1,5 +1,6 @@
 //! Adding events to endpoints' queues (with the debounce of `user.offline`) and leasing
-//! endpoints with their next batch, each inside one writer transaction.
+//! endpoints with their next batch (its rows marked in flight until the lease's end), each
+//! inside one writer transaction.
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
@@ -24,15 +25,21 @@ pub(super) fn enqueue(
 ) -> Result<Enqueued, StoreError> {
     let mut rooms: HashMap<EndpointId, Option<Room>> = HashMap::new();
     let mut find = tx
-        .prepare_cached("SELECT app, queued, lease_until_ms FROM hook_endpoints WHERE id = ?1")
+        .prepare_cached("SELECT app, queued FROM hook_endpoints WHERE id = ?1")
         .map_err(backend)?;
     let mut withdraw = tx
         .prepare_cached(
             "DELETE FROM hook_events WHERE id = (
                  SELECT id FROM hook_events INDEXED BY hook_events_hold
                  WHERE endpoint = ?1 AND hold_user = ?2 AND dead = 0 AND due_ms > ?3
-                   AND (?4 IS NULL OR due_ms > ?4)
+                   AND (leased_until_ms IS NULL OR leased_until_ms <= ?3)
                  ORDER BY due_ms DESC, id DESC LIMIT 1)",
+        )
+        .map_err(backend)?;
+    let mut latest_offline = tx
+        .prepare_cached(
+            "SELECT max(due_ms) FROM hook_events INDEXED BY hook_events_hold
+             WHERE endpoint = ?1 AND hold_user = ?2 AND dead = 0",
         )
         .map_err(backend)?;
     let mut insert = tx
@@ -51,7 +58,6 @@ pub(super) fn enqueue(
                         Ok(Room {
                             app: r.get(0)?,
                             queued: r.get(1)?,
-                            lease_until_ms: r.get(2)?,
                             added: 0,
                         })
                     })
@@ -77,12 +83,7 @@ pub(super) fn enqueue(
         };
         if let Some(user) = returning {
             let withdrawn = withdraw
-                .execute(params![
-                    event.endpoint,
-                    user,
-                    event.due_ms,
-                    room.lease_until_ms
-                ])
+                .execute(params![event.endpoint, user, event.due_ms])
                 .map_err(backend)?;
             if withdrawn == 1 {
                 room.added -= 1;
@@ -92,6 +93,14 @@ pub(super) fn enqueue(
         }
         if !queued_too {
             continue;
+        }
+        // An online that withdrew nothing follows the user's pending offline.
+        let mut due_ms = event.due_ms;
+        if let Some(user) = returning {
+            let latest: Option<i64> = latest_offline
+                .query_row(params![event.endpoint, user], |r| r.get(0))
+                .map_err(backend)?;
+            due_ms = due_ms.max(latest.unwrap_or(i64::MIN));
         }
         if !room.has_room(max_queued) {
             done.dropped += 1;
@@ -103,7 +112,7 @@ pub(super) fn enqueue(
                 event.endpoint,
                 event.event_id,
                 event.kind.as_str(),
-                event.due_ms,
+                due_ms,
                 event.payload,
                 hold_user
             ])
@@ -189,6 +198,9 @@ pub(super) fn lease(
              ORDER BY due_ms, id LIMIT ?3"
         ))
         .map_err(backend)?;
+    let mut in_flight = tx
+        .prepare_cached("UPDATE hook_events SET leased_until_ms = ?2 WHERE id = ?1")
+        .map_err(backend)?;
     let mut leased = Vec::with_capacity(ready.len());
     for (id, lease_until) in ready {
         let (endpoint, failures, failing_since_ms) = take
@@ -208,6 +220,11 @@ pub(super) fn lease(
         let mut events = Vec::new();
         for row in rows {
             events.push(row.map_err(backend)??);
+        }
+        for event in &events {
+            in_flight
+                .execute(params![event.row, until])
+                .map_err(backend)?;
         }
         leased.push(LeasedBatch {
             endpoint: endpoint?,

@@ -1,6 +1,6 @@
-//! Ending leases (a batch delivered, to retry, or dead) and the dead letters' writes (replayed,
-//! dropped), each inside one writer transaction; each moves the endpoint's `queued` count in
-//! the same transaction.
+//! Ending leases (a batch delivered, to retry: its rows no longer in flight, or dead) and the
+//! dead letters' writes (replayed, dropped), each inside one writer transaction; each moves the
+//! endpoint's `queued` count in the same transaction.
 
 use herald_core::log::StoreError;
 use herald_core::tenant::AppId;
@@ -29,7 +29,8 @@ pub(super) fn settle(
         .map_err(backend)?;
     let mut kill = tx
         .prepare_cached(
-            "UPDATE hook_events SET dead = 1, reason = ?3, died_ms = ?4, hold_user = NULL
+            "UPDATE hook_events SET dead = 1, reason = ?3, died_ms = ?4, hold_user = NULL,
+                 leased_until_ms = NULL
              WHERE id = ?1 AND endpoint = ?2 AND dead = 0",
         )
         .map_err(backend)?;
@@ -56,6 +57,13 @@ pub(super) fn settle(
                 next_attempt_ms,
                 reason,
             } => {
+                // The batch is no longer in flight.
+                tx.execute(
+                    "UPDATE hook_events INDEXED BY hook_events_due SET leased_until_ms = NULL
+                     WHERE endpoint = ?1 AND dead = 0 AND leased_until_ms = ?2",
+                    params![endpoint, token],
+                )
+                .map_err(backend)?;
                 tx.execute(
                     "UPDATE hook_endpoints SET next_attempt_ms = ?2, failures = failures + 1,
                          failing_since_ms = coalesce(failing_since_ms, ?3), last_error = ?4

@@ -2,14 +2,19 @@
 //! queue's order (due time, then row) and a lease's batch (its size, the batch delay, a full
 //! batch ready at once, the oldest endpoint first, paused endpoints and the limit); one lease
 //! per endpoint (a lapsed one in doubt, a stale settlement ignored); settlements (delivered,
-//! retried after the next attempt time, dead) and dead letters listed, replayed and dropped.
+//! retried after the next attempt time, dead) and dead letters listed, replayed and dropped; a
+//! user's presence alternating in the queue (a held offline withdrawn unless its own batch is
+//! in flight, whatever else the endpoint has leased; an online that withdrew nothing queued
+//! after the user's pending offline, before and after a retry); a mixed call's rows in its
+//! order.
 
 use herald_hooks::endpoint::EndpointId;
 use herald_hooks::event::EventType;
 use herald_hooks::store::{Enqueue, LeasedBatch, Settlement};
 
 use super::hooks::{
-    app, batches, counts, delivered, endpoint, event, lease, queued_and_dead, strings,
+    app, batches, counts, delivered, endpoint, event, lease, offline, online, queued_and_dead,
+    strings, withdrawal,
 };
 use super::Backend;
 
@@ -17,7 +22,149 @@ crate::on_both!(
     batches_follow_queue_order_size_and_delay,
     one_lease_per_endpoint_and_stale_settlements_ignored,
     settlements_and_dead_letters,
+    a_held_offline_outside_the_leased_batch_is_withdrawn,
+    an_online_that_withdrew_nothing_follows_the_pending_offline,
+    a_mixed_call_queues_its_rows_in_order,
 );
+
+/// A failed attempt of `l`, to try again at `next_attempt_ms`.
+fn retry(l: &LeasedBatch, next_attempt_ms: i64) -> (EndpointId, i64, Settlement) {
+    let settlement = Settlement::Retry {
+        next_attempt_ms,
+        reason: "HTTP 503".into(),
+    };
+    (l.endpoint.endpoint.id, l.lease_until_ms, settlement)
+}
+
+/// Under churn the endpoint is almost always leased: a held offline that is not in the leased
+/// batch is still withdrawn by the user's return (by an online or a withdrawal), even when it
+/// is due before the lease ends.
+async fn a_held_offline_outside_the_leased_batch_is_withdrawn(b: Backend) {
+    let s = b.hooks();
+    let one = endpoint(s, "shop").await;
+    let queue = vec![
+        event(one, "a", 10),
+        offline(one, "alice", 4_000),
+        offline(one, "bob", 4_000),
+    ];
+    s.enqueue(queue, 100).await.unwrap();
+    // Leased at 10 for 25 s: the batch is `a`; the offlines (due at 4,000) wait.
+    let leased = s.lease(10, 10, 25_000, 10, 0, &[]).await.unwrap();
+    assert_eq!(batches(&leased), [(one, strings(&["a"]))]);
+    let back = vec![online(one, "alice", 2_000), withdrawal(one, "bob", 2_500)];
+    assert_eq!(
+        s.enqueue(back, 100).await.unwrap(),
+        counts(0, 2, 0),
+        "neither offline is in flight: both withdrawn, nothing queued"
+    );
+    assert_eq!(queued_and_dead(s, one).await, (1, 0));
+    s.settle(20, vec![delivered(&leased[0])]).await.unwrap();
+    assert_eq!(queued_and_dead(s, one).await, (0, 0));
+
+    // The batch that holds the offline is in flight: not withdrawn; once it failed (a retry
+    // frees its rows) the user's next return withdraws it.
+    s.enqueue(vec![offline(one, "carol", 5_000)], 100)
+        .await
+        .unwrap();
+    let leased = s.lease(5_000, 10, 25_000, 10, 0, &[]).await.unwrap();
+    assert_eq!(batches(&leased), [(one, strings(&["offline:carol@5000"]))]);
+    let slow = vec![withdrawal(one, "carol", 4_500)];
+    assert_eq!(s.enqueue(slow, 100).await.unwrap(), counts(0, 0, 0));
+    s.settle(5_100, vec![retry(&leased[0], 6_000)])
+        .await
+        .unwrap();
+    let slower = vec![withdrawal(one, "carol", 4_600)];
+    assert_eq!(s.enqueue(slower, 100).await.unwrap(), counts(0, 1, 0));
+    assert_eq!(queued_and_dead(s, one).await, (0, 0));
+}
+
+/// An online that withdrew nothing is queued due no earlier than the user's latest pending
+/// offline: the receiver hears offline, then online, also when the batch holding the offline
+/// failed and is sent again with the online.
+async fn an_online_that_withdrew_nothing_follows_the_pending_offline(b: Backend) {
+    let s = b.hooks();
+    let one = endpoint(s, "shop").await;
+    s.enqueue(vec![offline(one, "alice", 4_000)], 100)
+        .await
+        .unwrap();
+    let leased = s.lease(4_000, 10, 25_000, 10, 0, &[]).await.unwrap();
+    assert_eq!(batches(&leased), [(one, strings(&["offline:alice@4000"]))]);
+    // Written late (its time before the offline's due time): in flight, so not withdrawn.
+    let late = vec![online(one, "alice", 3_500), event(one, "b", 3_600)];
+    assert_eq!(s.enqueue(late, 100).await.unwrap(), counts(2, 0, 0));
+    s.settle(4_100, vec![retry(&leased[0], 6_000)])
+        .await
+        .unwrap();
+    let again = s.lease(6_000, 10, 25_000, 10, 0, &[]).await.unwrap();
+    assert_eq!(
+        batches(&again),
+        [(
+            one,
+            strings(&["b", "offline:alice@4000", "online:alice@3500"])
+        )],
+        "the online after the offline it follows"
+    );
+    s.settle(6_000, vec![delivered(&again[0])]).await.unwrap();
+
+    // A dead offline is not pending: an online after it keeps its own time.
+    s.enqueue(vec![offline(one, "bob", 7_000)], 100)
+        .await
+        .unwrap();
+    let leased = s.lease(7_000, 10, 25_000, 10, 0, &[]).await.unwrap();
+    let rows = leased[0].events.iter().map(|e| e.row).collect();
+    let dead = Settlement::Dead {
+        rows,
+        reason: "gone".into(),
+    };
+    s.settle(7_000, vec![(one, leased[0].lease_until_ms, dead)])
+        .await
+        .unwrap();
+    let back = vec![event(one, "c", 6_900), online(one, "bob", 6_800)];
+    assert_eq!(s.enqueue(back, 100).await.unwrap(), counts(2, 0, 0));
+    let sent = lease(s, 10_000, 10).await;
+    assert_eq!(batches(&sent), [(one, strings(&["online:bob@6800", "c"]))]);
+}
+
+/// One call mixing plain events, offlines, onlines and withdrawals queues its rows in its
+/// order (equal due times: the queue's order is the call's), withdrawing as it goes.
+async fn a_mixed_call_queues_its_rows_in_order(b: Backend) {
+    let s = b.hooks();
+    let (one, two) = (endpoint(s, "shop").await, endpoint(s, "shop").await);
+    s.enqueue(vec![offline(one, "erin", 3_000)], 100)
+        .await
+        .unwrap();
+    let mut call = Vec::new();
+    for i in 0..40 {
+        let at = 1_000;
+        call.push(event(one, &format!("e{i}"), at));
+        match i % 8 {
+            1 => call.push(offline(one, &format!("u{i}"), at)),
+            2 => call.push(online(one, &format!("u{}", i - 1), at)),
+            3 => call.push(event(two, &format!("x{i}"), at)),
+            5 => call.push(online(one, &format!("v{i}"), at)),
+            6 => call.push(withdrawal(one, &format!("w{i}"), at)),
+            _ => {}
+        }
+    }
+    // Withdrawn within the call: an offline queued by it, and one queued before it.
+    call.push(offline(one, "frank", 3_000));
+    call.push(online(one, "frank", 2_000));
+    call.push(withdrawal(one, "erin", 2_000));
+    call.push(event(one, "last", 1_000));
+    let added = s.enqueue(call.clone(), 1_000).await.unwrap();
+    // 41 plain events of one, 5 of two, 5 offlines and 10 onlines, and frank's offline.
+    assert_eq!(added, counts(41 + 5 + 5 + 10 + 1, 2, 0));
+    let sent = lease(s, 10_000, 1_000).await;
+    let expected = |endpoint: EndpointId| -> Vec<String> {
+        call.iter()
+            .filter(|e| e.endpoint == endpoint)
+            .filter(|e| !e.payload.starts_with("withdrawal"))
+            .filter(|e| !e.payload.contains("frank"))
+            .map(|e| e.payload.clone())
+            .collect()
+    };
+    assert_eq!(batches(&sent), [(one, expected(one)), (two, expected(two))]);
+}
 
 async fn batches_follow_queue_order_size_and_delay(b: Backend) {
     let s = b.hooks();
