@@ -34,7 +34,9 @@ Examples:
 --app names the app (default: \"default\"); the key is a publisher key of that app or the
 admin key (HERALD_API_KEY). Event types: client.connected, client.disconnected,
 client.subscribed, client.unsubscribed, user.online, user.offline, channel.occupied,
-channel.vacated, or * for all (docs/hooks.md).";
+channel.vacated, device.registered, device.deactivated, delivery.acked,
+delivery.provider_accepted, delivery.failed, delivery.dead_lettered, or * for all
+(docs/hooks.md).";
 
 /// Where and as whom.
 #[derive(Debug, Args)]
