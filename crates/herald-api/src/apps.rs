@@ -350,11 +350,17 @@ struct MintToken {
     ttl: Option<u64>,
     #[serde(default)]
     jti: Option<String>,
+    /// Any JSON value as sent (members in their order), so that one that is no object is
+    /// refused by [`herald_proto::token::user_info`] with a message saying so (`null` is
+    /// refused as read).
+    #[serde(default)]
+    user_info: Option<Box<serde_json::value::RawValue>>,
 }
 
-/// `POST /v1/tokens` `{"sub","device","channels","publish","ttl","jti"}`: a client token for the
-/// key's app, with `iat` (now) and the `jti` given, if any. A token naming a device receives that
-/// device's inbox; the device must be registered.
+/// `POST /v1/tokens` `{"sub","device","channels","publish","ttl","jti","user_info"}`: a client
+/// token for the key's app, with `iat` (now) and the `jti` and `user_info` given, if any. A token
+/// naming a device receives that device's inbox; the device must be registered. `user_info` is
+/// a JSON object of at most [`herald_proto::token::MAX_USER_INFO_BYTES`] bytes, signed compact.
 pub async fn mint_token(
     State(api): State<Arc<Api>>,
     Publisher { app, .. }: Publisher,
@@ -369,6 +375,11 @@ pub async fn mint_token(
         ))
         .into());
     }
+    let user_info = req
+        .user_info
+        .as_ref()
+        .map(|raw| herald_proto::token::user_info("user_info", raw.get()))
+        .transpose()?;
     if let Some(device) = &req.device {
         herald_core::device_id::check_device_id(device)?;
         if api
@@ -401,7 +412,7 @@ pub async fn mint_token(
         device: req.device,
         iat: Some(now),
         jti: req.jti,
-        user_info: None,
+        user_info,
     };
     let token = api.tokens.mint(&app, &claims).ok_or_else(|| {
         HeraldError::new(

@@ -125,6 +125,71 @@ pub fn check_jti(jti: &str) -> Result<(), HeraldError> {
     }
 }
 
+/// Largest `user_info` a minter signs, in bytes of compact JSON: the default
+/// `presence_max_data_bytes`, the most member data a presence channel takes unless its
+/// namespace allows more. Tokens travel in URLs (SSE and long-poll take `?token=`), so they stay
+/// short; a namespace allowing larger data takes it from the subscribe's `member` or from a
+/// token the backend signs itself.
+pub const MAX_USER_INFO_BYTES: usize = 1_024;
+
+/// Makes a `user_info` claim of `text`: a JSON object of at most [`MAX_USER_INFO_BYTES`] bytes
+/// of compact JSON (`bad_request` otherwise, naming `what`, e.g. `user_info` or
+/// `--user-info`), kept as given (members in their order, strings byte for byte) without the
+/// whitespace between its tokens.
+pub fn user_info(what: &str, text: &str) -> Result<UserInfo, HeraldError> {
+    if let Err(e) = serde_json::from_str::<&serde_json::value::RawValue>(text) {
+        return Err(HeraldError::bad_request(format!(
+            "{what} is not JSON ({e}): give a JSON object, e.g. {{\"name\":\"Alice\"}}"
+        )));
+    }
+    let kind = match text.trim_start().as_bytes().first() {
+        Some(b'{') => None,
+        Some(b'[') => Some("an array"),
+        Some(b'"') => Some("a string"),
+        Some(b't' | b'f') => Some("a boolean"),
+        Some(b'n') => Some("null"),
+        _ => Some("a number"),
+    };
+    if let Some(kind) = kind {
+        return Err(HeraldError::bad_request(format!(
+            "{what} must be a JSON object ({{\"name\":\"Alice\"}}), not {kind}"
+        )));
+    }
+    let text = compact(text);
+    if text.len() > MAX_USER_INFO_BYTES {
+        return Err(HeraldError::bad_request(format!(
+            "{what} is {} bytes of JSON; a token's user_info may be at most \
+             {MAX_USER_INFO_BYTES} bytes",
+            text.len()
+        )));
+    }
+    let raw = serde_json::value::RawValue::from_string(text)
+        .expect("valid JSON without the whitespace between its tokens is JSON");
+    Ok(UserInfo(raw))
+}
+
+/// Valid JSON text without the whitespace between its tokens (strings kept byte for byte).
+fn compact(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let (mut in_string, mut escaped) = (false, false);
+    for c in text.chars() {
+        if in_string {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if !c.is_ascii_whitespace() {
+            in_string = c == '"';
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// The checks a minter makes before signing: every pattern, the device id and the token id.
 pub fn check_claims(claims: &ClientClaims) -> Result<(), HeraldError> {
     for pattern in claims.channels.iter().chain(&claims.publish) {
@@ -161,6 +226,44 @@ pub fn mint_for_app(secret: &[u8], app: &str, claims: &ClientClaims) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn user_info_is_a_bounded_object_kept_in_order_and_compact() {
+        let info = user_info("user_info", r#" { "name" : "A l\"ice", "n": [1, 2] } "#).unwrap();
+        assert_eq!(info.0.get(), r#"{"name":"A l\"ice","n":[1,2]}"#);
+        for (text, says) in [
+            ("[1]", "not an array"),
+            (r#""x""#, "not a string"),
+            ("3", "not a number"),
+            ("-3", "not a number"),
+            ("true", "not a boolean"),
+            ("null", "not null"),
+        ] {
+            let e = user_info("user_info", text).unwrap_err();
+            assert_eq!(e.code, ErrorCode::BadRequest);
+            assert!(
+                e.message.contains("user_info must be a JSON object"),
+                "{}",
+                e.message
+            );
+            assert!(e.message.contains(says), "{}", e.message);
+        }
+        let e = user_info("--user-info", "{name: 1}").unwrap_err();
+        assert!(
+            e.message.starts_with("--user-info is not JSON"),
+            "{}",
+            e.message
+        );
+        // The cap counts the compact text: 1,024 bytes pass, 1,025 do not.
+        let at = |n: usize| format!(r#"{{ "a": "{}" }}"#, "x".repeat(n - r#"{"a":""}"#.len()));
+        assert!(user_info("user_info", &at(MAX_USER_INFO_BYTES)).is_ok());
+        let e = user_info("--user-info", &at(MAX_USER_INFO_BYTES + 1)).unwrap_err();
+        assert!(
+            e.message.contains("--user-info is 1025 bytes") && e.message.contains("at most 1024"),
+            "{}",
+            e.message
+        );
+    }
 
     #[test]
     fn minting_is_deterministic_and_names_the_app() {

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
-use herald_client::proto::token::{mint, ClientClaims};
+use herald_client::proto::token::{mint, ClientClaims, UserInfo};
 
 use crate::config::{self, Config, ConfigFlags, MIN_TOKEN_SECRET_BYTES};
 
@@ -15,6 +15,7 @@ Examples:
   herald token --sub alice --channel news --channel 'chat/*' --publish 'chat/*' --ttl 1h
   herald token --sub kiosk-7 --channel 'prices/*' --ttl 30d --data /var/lib/herald
   herald token --sub alice --device phone-1 --ttl 7d      # a device token (default app)
+  herald token --sub alice --channel 'room-*' --user-info '{\"name\":\"Alice\"}'
   TOKEN=$(herald token --sub bob --channel news) && herald subscribe news --token \"$TOKEN\"
 
 The secret is taken from --token-secret or HERALD_TOKEN_SECRET, else token_secret in the config
@@ -40,6 +41,10 @@ pub struct TokenArgs {
     /// The token's id (`jti` claim), to revoke it by with POST /v1/apps/default/revoke
     #[arg(long, value_name = "ID")]
     pub jti: Option<String>,
+    /// What presence channels show of the user (the `user_info` claim): a JSON object of at
+    /// most 1,024 bytes, signed compact
+    #[arg(long, value_name = "JSON")]
+    pub user_info: Option<String>,
     /// How long the token is valid; 0s means it never expires
     #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = humantime::parse_duration)]
     pub ttl: Duration,
@@ -56,10 +61,13 @@ pub struct TokenArgs {
 
 /// Prints a newly minted token.
 pub fn run(args: TokenArgs) -> anyhow::Result<ExitCode> {
-    if let Err(e) = check_claims(&args) {
-        eprintln!("error: {e}");
-        return Ok(ExitCode::from(2));
-    }
+    let user_info = match check_claims(&args) {
+        Ok(user_info) => user_info,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
     let flags = ConfigFlags {
         config: args.config,
         data: args.data,
@@ -87,15 +95,16 @@ pub fn run(args: TokenArgs) -> anyhow::Result<ExitCode> {
         device: args.device,
         iat: Some(now.as_secs()),
         jti: args.jti,
-        user_info: None,
+        user_info,
     };
     println!("{}", mint(secret.as_bytes(), &claims));
     Ok(ExitCode::SUCCESS)
 }
 
 /// The checks the server makes when it mints a token (`POST /v1/tokens`): channel patterns
-/// that can match channel names, a valid device id and token id.
-fn check_claims(args: &TokenArgs) -> Result<(), String> {
+/// that can match channel names, a valid device id and token id, and a `user_info` that is a
+/// JSON object within the size limit (answered as the claim to sign).
+fn check_claims(args: &TokenArgs) -> Result<Option<UserInfo>, String> {
     for (flag, pattern) in args
         .channels
         .iter()
@@ -112,7 +121,12 @@ fn check_claims(args: &TokenArgs) -> Result<(), String> {
     if let Some(jti) = &args.jti {
         herald_client::proto::token::check_jti(jti).map_err(|e| format!("--jti: {}", e.message))?;
     }
-    Ok(())
+    let Some(text) = &args.user_info else {
+        return Ok(None);
+    };
+    herald_client::proto::token::user_info("--user-info", text)
+        .map(Some)
+        .map_err(|e| e.message)
 }
 
 fn secret_from_data_dir(config: &Config) -> anyhow::Result<String> {

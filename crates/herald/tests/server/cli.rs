@@ -463,6 +463,45 @@ fn token_refuses_patterns_and_device_ids_no_server_would_accept() {
 }
 
 #[test]
+fn token_carries_a_user_info_object_and_refuses_anything_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let mint = |user_info: &str| {
+        run(herald(dir.path()).args([
+            "token",
+            "--sub",
+            "ada",
+            "--token-secret",
+            SECRET,
+            "--user-info",
+            user_info,
+        ]))
+    };
+    let (code, out, err) = mint(r#"{ "name": "Ada", "langs": ["en", "fr"] }"#);
+    assert_eq!(code, 0, "{err}");
+    let client = TokenKeys::new(SECRET.as_bytes())
+        .verify(out.trim())
+        .unwrap();
+    assert_eq!(
+        client.user_info.as_deref(),
+        Some(r#"{"name":"Ada","langs":["en","fr"]}"#),
+        "signed compact"
+    );
+    let big = format!(r#"{{"name":"{}"}}"#, "x".repeat(1_100));
+    for (user_info, says) in [
+        ("[1, 2]", "--user-info must be a JSON object"),
+        ("\"Ada\"", "not a string"),
+        ("null", "not null"),
+        ("{name: Ada}", "--user-info is not JSON"),
+        (big.as_str(), "--user-info is 1111 bytes of JSON"),
+    ] {
+        let (code, out, err) = mint(user_info);
+        assert_eq!(code, 2, "{user_info}: {err}");
+        assert!(out.is_empty(), "a token was printed: {out}");
+        assert!(err.contains(says), "{err:?} should say {says:?}");
+    }
+}
+
+#[test]
 fn a_meteord_conf_that_sets_every_apps_retention_is_said_at_start() {
     use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();

@@ -577,3 +577,59 @@ async fn the_default_apps_previous_secret_verifies_while_it_is_configured() {
     assert_eq!(ws_status(&after, &old_token).await, 401);
     assert_eq!(ws_status(&after, &current_token).await, 101);
 }
+
+#[tokio::test]
+async fn a_minted_user_info_is_the_members_data_and_anything_but_a_small_object_is_refused() {
+    let s = Server::builder()
+        .config("[[namespaces]]\nprefix = \"rooms/\"\npresence = true\n")
+        .start()
+        .await;
+    let (status, body) = s
+        .post(
+            "/v1/tokens",
+            json!({ "sub": "ada", "channels": ["rooms/*"], "user_info": { "name": "Ada", "tags": [1, 2] } }),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let token = body["token"].as_str().unwrap();
+    let mut ws = Ws::connect(&s.ws_url(&format!("?token={token}"))).await;
+    let reply = ws
+        .request(
+            "subscribe",
+            json!({ "channel": "rooms/1", "presence": true }),
+        )
+        .await;
+    assert!(reply.get("subscribe").is_some(), "{reply}");
+    let frame = ws.frame().await;
+    assert_eq!(
+        frame["presence"]["members"],
+        json!([{ "user": "ada", "data": { "name": "Ada", "tags": [1, 2] } }]),
+        "{frame}"
+    );
+
+    let big = json!({ "name": "x".repeat(1_100) });
+    for (user_info, says) in [
+        (json!(null), "user_info: null is not allowed"),
+        (
+            json!([1, 2]),
+            "user_info must be a JSON object ({\"name\":\"Alice\"}), not an array",
+        ),
+        (json!("Ada"), "not a string"),
+        (json!(7), "not a number"),
+        (
+            big,
+            "user_info is 1111 bytes of JSON; a token's user_info may be at most 1024 bytes",
+        ),
+    ] {
+        let (status, body) = s
+            .post(
+                "/v1/tokens",
+                json!({ "sub": "ada", "user_info": user_info }),
+            )
+            .await;
+        assert_eq!(status, 400, "{user_info}: {body}");
+        assert_eq!(body["error"]["code"], "bad_request", "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{message:?} should say {says:?}");
+    }
+}

@@ -1289,6 +1289,8 @@ export interface paths {
          *     With `device`, the token is a **device token**: a connection holding it receives that
          *     device's inbox (see docs/push.md). The device must be registered in the app (`404`
          *     otherwise). A device token may also carry `channels` and `publish` like any client token.
+         *     `user_info`, a JSON object of at most 1,024 bytes, is the user's member data on presence
+         *     channels (docs/protocol.md, section 10).
          *     The body may be at most 16 KiB.
          */
         post: operations["mintToken"];
@@ -2072,6 +2074,19 @@ export interface components {
              *     `POST /v1/apps/{id}/revoke`.
              */
             jti?: string;
+            /**
+             * @description The token's `user_info` claim: what presence channels show of the user as its member
+             *     data (docs/protocol.md, section 10). A JSON object of at most 1,024 bytes of JSON
+             *     without whitespace between tokens (the default `presence_max_data_bytes`), signed as
+             *     given without that whitespace; anything else is `400` (an array, a string, a number,
+             *     `null`, or larger).
+             * @example {
+             *       "name": "Alice"
+             *     }
+             */
+            user_info?: {
+                [key: string]: unknown;
+            };
         };
         MintedToken: {
             /**
