@@ -1,14 +1,18 @@
 //! The channels a subscriber follows, across connections: each one's position, the frames that
 //! open a connection (`connect` with the token, then one `subscribe` per channel resuming from
-//! its position), and what each server frame means for them. No sockets here: the
+//! its position, asking for presence where the user did), and what each server frame means for
+//! them (a presence channel's member list follows its `presence` frames). No sockets here: the
 //! [`Subscriber`](super::Subscriber) feeds it frames and acts on the [`Flow`] it answers.
 
 use std::collections::{HashMap, VecDeque};
 
 use herald_proto::command::{self, ClientFrame, Command};
-use herald_proto::reply::{ConnectReply, MessageEntry, ServerBody, SubscribeReply};
+use herald_proto::reply::{
+    ConnectReply, MessageEntry, PresenceEvent, PresenceFrame, ServerBody, SubscribeReply,
+};
+use serde_json::value::RawValue;
 
-use super::events::{Event, Lost, Position, Request, Stopped};
+use super::events::{Event, Lost, Position, Presence, PresenceMember, Request, Stopped};
 use crate::types::{Connected, Message, Subscribed};
 use crate::ws::Frame;
 use crate::ServerError;
@@ -24,6 +28,13 @@ pub(super) struct Channel {
     pub(super) at: Option<Position>,
     /// Ask for the newest message first when subscribing without a position.
     pub(super) last: bool,
+    /// Ask for the channel's `presence` frames.
+    pub(super) presence: bool,
+    /// The member data the subscribe gives (used when the token has no `user_info`).
+    pub(super) member: Option<Box<RawValue>>,
+    /// With `presence`: the members, in the order they joined, once the first `members` frame
+    /// came; kept from the last connection until the next one lists them again.
+    pub(super) members: Option<Vec<PresenceMember>>,
     /// The position the current connection's `subscribe` resumed from, until its reply.
     resuming: Option<Position>,
 }
@@ -34,7 +45,50 @@ impl Channel {
             name,
             at,
             last,
+            presence: false,
+            member: None,
+            members: None,
             resuming: None,
+        }
+    }
+
+    /// Applies a `presence` frame to the member list; the event to report.
+    fn apply(&mut self, frame: PresenceFrame<'_>) -> Option<Presence> {
+        let channel = self.name.clone();
+        let member = |user: &str, data: Option<&RawValue>| PresenceMember {
+            user: user.to_owned(),
+            data: data
+                .and_then(|d| serde_json::from_str(d.get()).ok())
+                .unwrap_or_else(|| serde_json::json!({})),
+        };
+        match frame.event {
+            PresenceEvent::Members => {
+                let members: Vec<PresenceMember> = frame
+                    .members
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|m| member(&m.user, Some(&m.data)))
+                    .collect();
+                self.members = Some(members.clone());
+                Some(Presence::Members { channel, members })
+            }
+            PresenceEvent::Join => {
+                let joined = member(frame.user.as_deref()?, frame.data.as_deref());
+                let list = self.members.get_or_insert_with(Vec::new);
+                list.retain(|m| m.user != joined.user);
+                list.push(joined.clone());
+                Some(Presence::Join {
+                    channel,
+                    member: joined,
+                })
+            }
+            PresenceEvent::Leave => {
+                let user = frame.user?.into_owned();
+                if let Some(list) = self.members.as_mut() {
+                    list.retain(|m| m.user != user);
+                }
+                Some(Presence::Leave { channel, user })
+            }
         }
     }
 }
@@ -68,6 +122,14 @@ impl Channels {
         }
     }
 
+    /// The members of `channel`, when it asked for presence and was listed.
+    pub(super) fn members(&self, channel: &str) -> Option<&[PresenceMember]> {
+        self.list
+            .iter()
+            .find(|c| c.name == channel)
+            .and_then(|c| c.members.as_deref())
+    }
+
     /// The position of `channel`.
     pub(super) fn position(&self, channel: &str) -> Option<&Position> {
         self.list
@@ -99,7 +161,8 @@ impl Channels {
                     channel: channel.name.clone(),
                     since: channel.at.as_ref().map(Position::since),
                     last: (channel.last && channel.at.is_none()).then_some(true),
-                    ..Default::default()
+                    presence: channel.presence.then_some(true),
+                    member: channel.member.clone(),
                 }),
             });
             channel.resuming = channel.at.clone();
@@ -149,6 +212,16 @@ impl Channels {
                 Flow::Continue
             }
             ServerBody::Pong(_) => Flow::Continue,
+            ServerBody::Presence(presence) => {
+                let channel = self
+                    .list
+                    .iter_mut()
+                    .find(|c| c.name == presence.channel && c.presence);
+                if let Some(event) = channel.and_then(|c| c.apply(presence)) {
+                    events.push_back(Event::Presence(event));
+                }
+                Flow::Continue
+            }
             _ => {
                 events.push_back(Event::Other(frame.clone()));
                 Flow::Continue
@@ -405,6 +478,60 @@ mod tests {
                 other => panic!("{code} (token supplier: {renews_tokens}): {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn presence_frames_keep_the_member_list_and_a_new_subscribe_relists_it() {
+        let mut room = Channel::new("room-1".into(), None, false);
+        room.presence = true;
+        room.member = Some(RawValue::from_string(r#"{"name":"Ada"}"#.into()).unwrap());
+        let mut c = Channels::new(vec![room], false);
+        let frames = c.opening(None);
+        assert_eq!(
+            json_of(&frames[0]),
+            json!({"id":1,"subscribe":{"channel":"room-1","presence":true,"member":{"name":"Ada"}}})
+        );
+        assert_eq!(c.members("room-1"), None, "not listed yet");
+        let member = |user: &str, data: Value| PresenceMember {
+            user: user.into(),
+            data,
+        };
+        for text in [
+            r#"{"presence":{"channel":"room-1","event":"members","members":[{"user":"ada","data":{"name":"Ada"}}]}}"#,
+            r#"{"presence":{"channel":"room-1","event":"join","user":"bob","data":{}}}"#,
+            r#"{"presence":{"channel":"room-1","event":"join","user":"cy","data":{"n":1}}}"#,
+            r#"{"presence":{"channel":"room-1","event":"leave","user":"bob"}}"#,
+            r#"{"presence":{"channel":"other","event":"leave","user":"cy"}}"#,
+        ] {
+            feed(&mut c, text);
+        }
+        assert_eq!(
+            c.members("room-1").unwrap(),
+            [
+                member("ada", json!({"name":"Ada"})),
+                member("cy", json!({"n":1}))
+            ]
+        );
+        // A reconnect's members list replaces what the last connection left.
+        let (_, events) = feed(
+            &mut c,
+            r#"{"presence":{"channel":"room-1","event":"members","members":[{"user":"dee","data":{}}]}}"#,
+        );
+        assert_eq!(c.members("room-1").unwrap(), [member("dee", json!({}))]);
+        assert!(
+            matches!(&events[..], [Event::Presence(Presence::Members { channel, members })]
+                if channel == "room-1" && members.len() == 1),
+            "{events:?}"
+        );
+        let (_, events) = feed(
+            &mut c,
+            r#"{"presence":{"channel":"room-1","event":"leave","user":"dee"}}"#,
+        );
+        assert!(
+            matches!(&events[..], [Event::Presence(Presence::Leave { user, .. })] if user == "dee"),
+            "{events:?}"
+        );
+        assert_eq!(c.members("room-1").unwrap(), []);
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! What a [`Subscriber`](super::Subscriber) reports: the [`Event`]s its `next()` yields, why a
-//! connection was lost ([`Lost`]), why it stopped for good ([`Stopped`]), and the [`Position`]
-//! it keeps for every channel.
+//! What a [`Subscriber`](super::Subscriber) reports: the [`Event`]s its `next()` yields (a
+//! presence channel's members, joins and leaves as [`Presence`]), why a connection was lost
+//! ([`Lost`]), why it stopped for good ([`Stopped`]), and the [`Position`] it keeps for every
+//! channel.
 
 use std::fmt;
 use std::time::Duration;
@@ -8,6 +9,7 @@ use std::time::Duration;
 use herald_proto::command::Since;
 use herald_proto::ErrorCode;
 
+pub use crate::api::PresenceMember;
 use crate::types::{Connected, Message, Subscribed};
 use crate::ws::{Closed, Frame};
 use crate::{Error, ServerError};
@@ -66,6 +68,11 @@ pub enum Event {
     },
     /// A message: each one once, in seq order per channel, across reconnects.
     Message(Message),
+    /// On a channel subscribed with presence ([`ChannelOptions::presence`](super::ChannelOptions::presence)):
+    /// its members (after every (re)subscribe), then each join and leave. The subscriber has
+    /// already applied it to the channel's member list
+    /// ([`Subscriber::members`](super::Subscriber::members)).
+    Presence(Presence),
     /// The connection was lost for a reason a reconnect fixes; the next connection is opened
     /// after `after`, and every channel resumes from its position.
     Reconnecting {
@@ -78,6 +85,45 @@ pub enum Event {
     },
     /// A frame the subscriber does not handle itself (or cannot parse), as the server sent it.
     Other(Frame),
+}
+
+/// A presence channel's `presence` frame (docs/protocol.md, section 10). Presence is live state:
+/// never resumed, so after a reconnect [`Presence::Members`] comes again and replaces the list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Presence {
+    /// Everyone on the channel now (the subscriber's own user included), in the order they
+    /// joined: sent first on every (re)subscribe.
+    Members {
+        /// The channel.
+        channel: String,
+        /// Its members.
+        members: Vec<PresenceMember>,
+    },
+    /// A user joined (its first subscription to the channel).
+    Join {
+        /// The channel.
+        channel: String,
+        /// Who, with its data.
+        member: PresenceMember,
+    },
+    /// A user left (its last subscription to the channel ended).
+    Leave {
+        /// The channel.
+        channel: String,
+        /// The user id.
+        user: String,
+    },
+}
+
+impl Presence {
+    /// The channel it is about.
+    pub fn channel(&self) -> &str {
+        match self {
+            Presence::Members { channel, .. }
+            | Presence::Join { channel, .. }
+            | Presence::Leave { channel, .. } => channel,
+        }
+    }
 }
 
 /// Why a connection ended, when a reconnect fixes it.

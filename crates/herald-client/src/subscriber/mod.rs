@@ -6,6 +6,10 @@
 //! (`recovered: false`) is an [`Event::ResumeInexact`]; what a reconnect cannot fix (the token
 //! rejected or expired, a subscription refused) ends it with a [`Stopped`].
 //!
+//! On a presence channel subscribed with [`ChannelOptions::presence`], it reports the members,
+//! joins and leaves ([`Event::Presence`]) and keeps the member list ([`Subscriber::members`]),
+//! listed again by the server on every resubscribe (presence is live state, never resumed).
+//!
 //! Nothing runs in the background: [`Subscriber::next`] reads, pings, waits and reconnects
 //! while it is awaited. It is cancel-safe: dropping it (in a `select!`) loses no message; at
 //! worst a connection being opened is dropped and opened again on the next call.
@@ -56,7 +60,7 @@ use std::time::Duration;
 use tokio::time::{Instant, Interval};
 
 pub use backoff::Backoff;
-pub use events::{Event, Lost, Position, Request, Stopped};
+pub use events::{Event, Lost, Position, Presence, PresenceMember, Request, Stopped};
 
 use crate::ws::WsClient;
 use crate::Error;
@@ -81,6 +85,43 @@ impl fmt::Debug for TokenSource {
             TokenSource::Fixed(_) => "Fixed(..)",
             TokenSource::Supplier(_) => "Supplier(..)",
         })
+    }
+}
+
+/// How to subscribe to one channel ([`SubscriberOptions::channel_with`]).
+#[derive(Debug, Clone, Default)]
+pub struct ChannelOptions {
+    after: Option<Position>,
+    last: bool,
+    presence: bool,
+    member: Option<Box<serde_json::value::RawValue>>,
+}
+
+impl ChannelOptions {
+    /// Replay what came after `position` first (as [`SubscriberOptions::channel_after`]).
+    pub fn after(mut self, position: Position) -> Self {
+        self.after = Some(position);
+        self
+    }
+
+    /// Start with the channel's newest message (as [`SubscriberOptions::channel_last`]).
+    pub fn last(mut self) -> Self {
+        self.last = true;
+        self
+    }
+
+    /// On a presence channel: report its members, then each join and leave
+    /// ([`Event::Presence`]), and keep its member list ([`Subscriber::members`]).
+    pub fn presence(mut self) -> Self {
+        self.presence = true;
+        self
+    }
+
+    /// On a presence channel: this client's member data (a JSON object), used only when its
+    /// token has no `user_info` claim; supplied by the client, so nobody verifies it.
+    pub fn member(mut self, data: &serde_json::Value) -> Self {
+        self.member = serde_json::value::to_raw_value(data).ok();
+        self
     }
 }
 
@@ -129,6 +170,15 @@ impl SubscriberOptions {
     /// Subscribes to `channel`, starting with its newest message.
     pub fn channel_last(self, channel: impl Into<String>) -> Self {
         self.with_channel(Channel::new(channel.into(), None, true))
+    }
+
+    /// Subscribes to `channel` as `options` say (a position, the newest message first,
+    /// presence and member data).
+    pub fn channel_with(self, channel: impl Into<String>, options: ChannelOptions) -> Self {
+        let mut state = Channel::new(channel.into(), options.after, options.last);
+        state.presence = options.presence;
+        state.member = options.member;
+        self.with_channel(state)
     }
 
     fn with_channel(mut self, channel: Channel) -> Self {
@@ -230,6 +280,14 @@ impl Subscriber {
     /// `None` before the first subscribe reply when no position was given.
     pub fn position(&self, channel: &str) -> Option<&Position> {
         self.channels.position(channel)
+    }
+
+    /// The members of a channel subscribed with [`ChannelOptions::presence`], in the order they
+    /// joined, as the last `members`, `join` and `leave` frames left them; `None` before the
+    /// server first listed them (or for a channel without presence). After a reconnect it
+    /// holds the last connection's list until the new subscription lists them again.
+    pub fn members(&self, channel: &str) -> Option<&[PresenceMember]> {
+        self.channels.members(channel)
     }
 
     /// The next event. It connects, subscribes, reads, pings, and reconnects (reporting

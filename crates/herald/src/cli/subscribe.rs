@@ -201,6 +201,8 @@ impl Printer {
                 let why = self.lost(why, err);
                 let _ = writeln!(err, "{why}; reconnecting in {} ms", after.as_millis());
             }
+            // `herald subscribe` does not ask for presence, so none comes.
+            Event::Presence(_) => {}
             Event::Other(frame) => {
                 let text = frame.text();
                 let _ = match ServerFrame::parse(text) {

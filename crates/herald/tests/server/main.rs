@@ -10,6 +10,7 @@ mod catchup;
 mod check_order;
 mod cli;
 mod client;
+mod client_presence;
 mod cluster;
 mod deadlines;
 mod direct_publish;
