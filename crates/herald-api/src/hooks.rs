@@ -5,10 +5,11 @@
 //!
 //! Bodies are read as every body of the API is (`body.rs`: a JSON object, strictly, within a
 //! limit) into the fields this API documents, so an unknown field, `null` or an array where a
-//! value belongs is refused here naming it; what the fields say (a URL and where it leads, event
-//! names, channel patterns, ranges) is herald-hooks' to check ([`herald_hooks::Hooks`]), and its refusals
-//! become the API's errors ([`refused`]). A signing secret is in two answers only, `POST`
-//! (creation) and `rotate-secret`: never in a listing, a log line or the audit log.
+//! value belongs is refused here naming it; what the fields say (a URL and where it leads,
+//! event names, channel patterns, ranges) is herald-hooks' to check ([`herald_hooks::Hooks`]),
+//! and its refusals become the API's errors ([`refused`]). A signing secret is in two answers
+//! only, `POST` (creation) and `rotate-secret`: never in a listing, a log line or the audit
+//! log.
 
 use std::sync::Arc;
 use std::time::Duration;

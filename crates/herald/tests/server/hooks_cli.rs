@@ -1,7 +1,7 @@
 //! `herald hooks`, run as a real process against a real server: create (the secret printed
-//! once, with the line saying so), list, stats, update, rotate, delete; and a refusal printed
-//! as the server words it (an unknown event type, named), with a failing exit code and nothing
-//! stored.
+//! once, with the line saying so), list, stats, update, test (not delivered: a failing exit
+//! code), dead letters, rotate, delete; and a refusal printed as the server words it (an
+//! unknown event type, named), with a failing exit code and nothing stored.
 
 use std::process::{Command, Output};
 
@@ -127,6 +127,16 @@ async fn herald_hooks_creates_lists_rotates_and_deletes_an_endpoint() {
     let updated: Value =
         serde_json::from_str(&ok(&s, &["hooks", "update", &id.to_string(), "--disable"])).unwrap();
     assert_eq!(updated["state"], "disabled");
+
+    // Nothing listens on port 9: the test event is not delivered, and the exit code says so.
+    let (code, out, err) = herald(&s, &["hooks", "test", &id.to_string()]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.starts_with("not delivered: ") && out.contains("no HTTP answer"),
+        "{out}"
+    );
+    let dead: Value = serde_json::from_str(&ok(&s, &["hooks", "dead", &id.to_string()])).unwrap();
+    assert_eq!(dead, serde_json::json!({"dead": [], "next": null}));
 
     let out = ok(&s, &["hooks", "rotate", &id.to_string(), "--overlap", "1h"]);
     let rotated = secret_in(&out);
