@@ -4,7 +4,7 @@ import type { BackoffOptions } from './backoff.js';
 import type { Position } from './cursor.js';
 import type { HeraldError } from './errors.js';
 import type { FetchLike } from './http.js';
-import type { Message, SubscribeReply } from './protocol.js';
+import type { Message, PresenceMember, SubscribeReply } from './protocol.js';
 import type { WebSocketConstructor } from './transport/types.js';
 
 export type TokenSource = string | (() => string | Promise<string>);
@@ -43,7 +43,39 @@ export interface SubscribeOptions {
   since?: Position;
   /** When not resumed, deliver the channel's newest message first. */
   last?: boolean;
+  /**
+   * On a presence channel: receive its members (after every (re)subscribe), then each join and
+   * leave, as `presence` events and `onPresence` calls, and keep its member list
+   * (`client.members(channel)`).
+   */
+  presence?: boolean;
+  /**
+   * On a presence channel: this client's member data (a JSON object), used only when its token
+   * has no `user_info` claim; supplied by the client, so nobody verifies it. Over SSE one stream
+   * carries every channel, so the first subscription's `member` is the one sent.
+   */
+  member?: Record<string, unknown>;
+  /** With `presence`: called with each of the channel's presence events. */
+  onPresence?: PresenceHandler;
 }
+
+/**
+ * A presence channel's change (docs/protocol.md section 10), already applied to the channel's
+ * member list. Presence is live state, never resumed: after a reconnect `members` comes again.
+ */
+export interface PresenceEvent {
+  channel: string;
+  /** `members`: the whole list (first, on every (re)subscribe); `join`; `leave`. */
+  event: 'members' | 'join' | 'leave';
+  /** `join`: who joined, with its data. */
+  member?: PresenceMember;
+  /** `join` and `leave`: the user id. */
+  user?: string;
+  /** The channel's members after this event, in the order they joined. */
+  members: PresenceMember[];
+}
+
+export type PresenceHandler = (event: PresenceEvent) => void;
 
 export interface ConnectedEvent {
   transport: 'websocket' | 'sse';
@@ -75,6 +107,8 @@ export interface ClientEvents {
   disconnected: DisconnectedEvent;
   error: HeraldError;
   unrecovered: UnrecoveredEvent;
+  /** A presence channel subscribed with `presence: true` listed its members, or one joined or left. */
+  presence: PresenceEvent;
   /** The WebSocket's token was replaced before it expired; `expires` is the new `exp`. */
   token_refreshed: { expires?: number };
 }

@@ -11,7 +11,7 @@ import { Emitter } from './emitter.js';
 import { HeraldError, isServerErrorCode } from './errors.js';
 import type { Position } from './cursor.js';
 import { httpRequest, type FetchLike } from './http.js';
-import type { ConnectReply, HistoryReply, PublishReply, SubscribeReply } from './protocol.js';
+import type { ConnectReply, HistoryReply, PresenceMember, PublishReply, SubscribeReply } from './protocol.js';
 import { readTokenClaims } from './token.js';
 import { SseConnection } from './transport/sse.js';
 import { planSseStreams } from './transport/sse-plan.js';
@@ -130,12 +130,22 @@ export class HeraldClient extends Emitter<ClientEvents> {
       duplicate.rejectReady(error);
       return duplicate;
     }
-    const sub = new Subscription(channel, handler as MessageHandler<never>, options.last, options.since, this);
+    const presence = { presence: options.presence, member: options.member, onPresence: options.onPresence };
+    const sub = new Subscription(channel, handler as MessageHandler<never>, options.last, options.since, this, presence);
     this.subs.set(channel, sub);
     const connection = this.connections[0];
     if (connection instanceof WebSocketConnection) this.sendSubscribe(connection, sub);
     else if (connection instanceof SseConnection) this.requestReopen();
     return sub;
+  }
+
+  /**
+   * The members of a channel subscribed with `presence: true`, in the order they joined, as its
+   * presence events left them (relisted by the server on every resubscribe); `undefined` before
+   * they were first listed, or for a channel without presence.
+   */
+  members(channel: string): PresenceMember[] | undefined {
+    return this.subs.get(channel)?.members ?? undefined;
   }
 
   /** Stops delivering `channel`; its cursor is forgotten. */
@@ -338,6 +348,7 @@ export class HeraldClient extends Emitter<ClientEvents> {
     return {
       subscribed: (reply) => this.delivery.onSubscribed(reply),
       message: (message) => this.delivery.onMessage(message),
+      presence: (frame) => this.delivery.onPresence(frame),
       error: (error) => this.emit('error', error),
       closed: onClosed,
     };
@@ -409,7 +420,13 @@ export class HeraldClient extends Emitter<ClientEvents> {
 
   private sendSubscribe(connection: WebSocketConnection, s: Subscription): void {
     const since = s.cursor ? { ...s.cursor } : undefined;
-    const body = { channel: s.channel, ...(since ? { since } : {}), ...(s.last === undefined ? {} : { last: s.last }) };
+    const body = {
+      channel: s.channel,
+      ...(since ? { since } : {}),
+      ...(s.last === undefined ? {} : { last: s.last }),
+      ...(s.presence.presence ? { presence: true } : {}),
+      ...(s.presence.presence && s.presence.member ? { member: s.presence.member } : {}),
+    };
     connection
       .request('subscribe', body, (frame) => {
         if (this.subs.get(s.channel) === s) this.delivery.onSubscribeReply(s, frame.body as SubscribeReply, since);

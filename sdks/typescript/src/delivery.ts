@@ -9,7 +9,8 @@ import type { ClientEvents } from './client-types.js';
 import type { Position } from './cursor.js';
 import { HeraldError } from './errors.js';
 import { InboxState, type InboxMessage } from './inbox.js';
-import type { Message, PushEnvelope, SubscribeReply } from './protocol.js';
+import type { Message, PresenceFrame, PresenceMember, PushEnvelope, SubscribeReply } from './protocol.js';
+import type { PresenceEvent } from './client-types.js';
 import type { Subscription } from './subscription.js';
 
 /** What the delivery needs from the client that owns it. */
@@ -81,6 +82,39 @@ export class Delivery {
         this.host.emit('error', new HeraldError('handler_failed', `the handler of ${JSON.stringify(s.channel)} failed: ${(e as Error)?.message ?? String(e)}`, { channel: s.channel, cause: e }));
       }
     });
+  }
+
+  /**
+   * A presence frame: applied to the channel's member list (a `members` frame replaces it), then
+   * told to the subscription's `onPresence` and the `presence` event. Ignored for a channel that
+   * did not ask (an SSE stream asks for every channel it names).
+   */
+  onPresence(frame: PresenceFrame): void {
+    const s = this.subs.get(frame.channel);
+    if (!s || !s.presence.presence) return;
+    let event: PresenceEvent;
+    if (frame.event === 'members') {
+      s.memberMap = new Map((frame.members ?? []).map((m) => [m.user, { user: m.user, data: m.data ?? {} }]));
+      event = { channel: s.channel, event: 'members', members: [] };
+    } else if (frame.event === 'join' && typeof frame.user === 'string') {
+      const member: PresenceMember = { user: frame.user, data: frame.data ?? {} };
+      s.memberMap ??= new Map();
+      s.memberMap.delete(member.user);
+      s.memberMap.set(member.user, member);
+      event = { channel: s.channel, event: 'join', member, user: member.user, members: [] };
+    } else if (frame.event === 'leave' && typeof frame.user === 'string') {
+      s.memberMap?.delete(frame.user);
+      event = { channel: s.channel, event: 'leave', user: frame.user, members: [] };
+    } else {
+      return;
+    }
+    event.members = s.members ?? [];
+    try {
+      s.presence.onPresence?.(event);
+    } catch (e) {
+      this.host.emit('error', new HeraldError('handler_failed', `the presence handler of ${JSON.stringify(s.channel)} failed: ${(e as Error)?.message ?? String(e)}`, { channel: s.channel, cause: e }));
+    }
+    this.host.emit('presence', event);
   }
 
   private async deliverInbox(message: Message<PushEnvelope>): Promise<void> {

@@ -11,6 +11,8 @@ export type {
   ConnectedEvent,
   DisconnectedEvent,
   MessageHandler,
+  PresenceEvent,
+  PresenceHandler,
   SubscribeOptions,
   TokenSource,
   TransportChoice,

@@ -100,7 +100,7 @@ export class RawJson {
 /** The body of each command, in the protocol's field order. */
 export interface Commands {
   connect: { token?: string };
-  subscribe: { channel: string; since?: { seq: number; epoch?: string }; last?: boolean };
+  subscribe: { channel: string; since?: { seq: number; epoch?: string }; last?: boolean; presence?: boolean; member?: Record<string, unknown> };
   unsubscribe: { channel: string };
   publish: { channel: string; data: unknown; id?: string };
   history: { channel: string; since?: number; limit?: number };
@@ -111,7 +111,7 @@ export type CommandName = keyof Commands;
 
 const FIELD_ORDER: { [K in CommandName]: readonly string[] } = {
   connect: ['token'],
-  subscribe: ['channel', 'since', 'last'],
+  subscribe: ['channel', 'since', 'last', 'presence', 'member'],
   unsubscribe: ['channel'],
   publish: ['channel', 'data', 'id'],
   history: ['channel', 'since', 'limit'],

@@ -2,8 +2,8 @@
 
 import type { Position } from './cursor.js';
 import type { HeraldError } from './errors.js';
-import type { SubscribeReply } from './protocol.js';
-import type { MessageHandler } from './client-types.js';
+import type { PresenceMember, SubscribeReply } from './protocol.js';
+import type { MessageHandler, SubscribeOptions } from './client-types.js';
 
 /** One channel subscription. */
 export class Subscription {
@@ -14,6 +14,8 @@ export class Subscription {
   /** @internal */ cursor: Position | null;
   /** @internal */ everSubscribed = false;
   /** @internal */ settled = false;
+  /** @internal The members by user id, in the order they joined; null until first listed. */
+  memberMap: Map<string, PresenceMember> | null = null;
 
   /** @internal */
   constructor(
@@ -22,6 +24,8 @@ export class Subscription {
     /** @internal */ readonly last: boolean | undefined,
     since: Position | undefined,
     private readonly client: { unsubscribe(channel: string): Promise<void> },
+    /** @internal The presence options (`presence`, `member`, `onPresence`). */
+    readonly presence: Pick<SubscribeOptions, 'presence' | 'member' | 'onPresence'> = {},
   ) {
     this.cursor = since ? { ...since } : null;
     this.ready = new Promise<SubscribeReply>((resolve, reject) => {
@@ -36,6 +40,15 @@ export class Subscription {
   /** The position of the last message received on this channel (persist it to resume later). */
   get position(): Position | null {
     return this.cursor ? { ...this.cursor } : null;
+  }
+
+  /**
+   * With `presence`: the channel's members, in the order they joined, as the last presence
+   * events left them (the previous connection's until a resubscribe lists them again); `null`
+   * before they were first listed, or without `presence`.
+   */
+  get members(): PresenceMember[] | null {
+    return this.memberMap ? [...this.memberMap.values()] : null;
   }
 
   unsubscribe(): Promise<void> {

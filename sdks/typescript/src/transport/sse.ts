@@ -8,7 +8,7 @@
 
 import { HeraldError } from '../errors.js';
 import { errorFromAnswer, errorFromFetch, type FetchLike } from '../http.js';
-import { checkMessage, type Disconnect, type SubscribeReply } from '../protocol.js';
+import { checkMessage, type Disconnect, type PresenceFrame, type SubscribeReply } from '../protocol.js';
 import { SseParser } from './sse-parser.js';
 import type { ConnectionSink } from './types.js';
 
@@ -118,6 +118,8 @@ export class SseConnection {
         this.sink.message(checkMessage(body), id);
       } else if (name === 'subscribed') {
         this.sink.subscribed(body as SubscribeReply);
+      } else if (name === 'presence') {
+        this.sink.presence(body as PresenceFrame);
       } else if (name === 'disconnect') {
         this.disconnect = body as Disconnect;
       }

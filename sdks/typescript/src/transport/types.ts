@@ -1,6 +1,6 @@
 /** What a transport connection reports to the client that owns it. */
 
-import type { Message, SubscribeReply } from '../protocol.js';
+import type { Message, PresenceFrame, SubscribeReply } from '../protocol.js';
 import type { HeraldError } from '../errors.js';
 
 /** Why a connection ended: the server's `disconnect` code, or `connection_lost`/`closed`. */
@@ -18,6 +18,8 @@ export interface ConnectionSink {
   subscribed(reply: SubscribeReply): void;
   /** A message; `sseId` is the SSE event's cursor string, when read over SSE. */
   message(message: Message, sseId: string | null): void;
+  /** A presence channel's members, join or leave (WebSocket `presence` frame, SSE `presence` event). */
+  presence(frame: PresenceFrame): void;
   /** An error that belongs to no request the client made (an inbox that could not open). */
   error(error: HeraldError): void;
   /** The connection ended; called once. */

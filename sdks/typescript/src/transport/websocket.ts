@@ -177,6 +177,9 @@ export class WebSocketConnection {
       case 'subscribe':
         this.sink.subscribed(frame.body);
         break;
+      case 'presence':
+        this.sink.presence(frame.body);
+        break;
       case 'disconnect':
         this.disconnect = frame.body;
         break;
