@@ -32,7 +32,13 @@ from .rawjson import RawJson, dumps, scan_object
 #: Each command's body fields, in the order the protocol lists them: name -> (kind, required).
 COMMAND_FIELDS: Dict[str, Dict[str, Tuple[str, bool]]] = {
     "connect": {"token": ("str", False)},
-    "subscribe": {"channel": ("str", True), "since": ("since", False), "last": ("bool", False)},
+    "subscribe": {
+        "channel": ("str", True),
+        "since": ("since", False),
+        "last": ("bool", False),
+        "presence": ("bool", False),
+        "member": ("json", False),
+    },
     "unsubscribe": {"channel": ("str", True)},
     "publish": {"channel": ("str", True), "data": ("json", True), "id": ("str", False)},
     "history": {"channel": ("str", True), "since": ("u64", False), "limit": ("u64", False)},

@@ -167,10 +167,12 @@ class DeviceRoutes(HttpBase):
         publish: Optional[Sequence[str]] = None,
         ttl: Optional[int] = None,
         jti: Optional[str] = None,
+        user_info: Optional[Dict[str, Any]] = None,
     ) -> MintedToken:
         """A client token minted by the server for the key's app (`device` makes it a device
         token). It carries `iat` (now) and, given `jti`, that id, so it can be revoked
-        (`revoke`). To mint without a request, see `herald_client.mint_token`."""
+        (`revoke`); `user_info` (a dict of at most 1,024 bytes of JSON) is what presence
+        channels show of the user. To mint without a request, see `herald_client.mint_token`."""
         body = body_of(
             {
                 "sub": sub,
@@ -179,6 +181,7 @@ class DeviceRoutes(HttpBase):
                 "publish": list(publish) if publish is not None else None,
                 "ttl": ttl,
                 "jti": jti,
+                "user_info": user_info,
             }
         )
         return await self._call(MintedToken, "POST", "/v1/tokens", body=body)

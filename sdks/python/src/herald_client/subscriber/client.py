@@ -6,7 +6,7 @@ hands the device inbox over with manual or automatic acks."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Optional, Set, Union
+from typing import Any, AsyncIterator, Awaitable, Callable, Dict, List, Optional, Set, Union
 
 from ..cursors import Cursor
 from ..errors import CLOSED, REVOKED, TRANSPORT, HeraldError
@@ -17,6 +17,7 @@ from ..models.channels import (
     Disconnect,
     History,
     Message,
+    PresenceMember,
     Published,
     SubscribeOutcome,
 )
@@ -128,15 +129,29 @@ class Subscriber(FrameReader):
     # ----- commands --------------------------------------------------------------------------
 
     async def subscribe(
-        self, channel: str, *, since: Optional[Cursor] = None, last: Optional[bool] = None
+        self,
+        channel: str,
+        *,
+        since: Optional[Cursor] = None,
+        last: Optional[bool] = None,
+        presence: bool = False,
+        member: Optional[Dict[str, Any]] = None,
     ) -> SubscribeOutcome:
         """Subscribes (resuming after `since`, a cursor you kept); the subscription is renewed on
         every reconnect from the last message received. Raises HeraldError if the server refuses
-        it (`forbidden`, `channel_invalid`, ...). Waits across reconnects for the outcome."""
+        it (`forbidden`, `channel_invalid`, `limit_exceeded`, ...). Waits across reconnects for
+        the outcome.
+
+        With `presence=True`, on a presence channel: its members, then each join and leave, are
+        yielded as `PresenceEvent`s, and `members(channel)` keeps the list. `member` is this
+        client's member data (a dict), used only when the token has no `user_info` claim
+        (supplied by the client, so nobody verifies it)."""
         self._check_running()
         if channel in self._channels:
             raise HeraldError("already_subscribed", f"already subscribed to {channel!r}")
         state = ChannelState(channel, since, last, asyncio.get_running_loop().create_future())
+        state.presence = presence
+        state.member = member if presence else None
         self._channels[channel] = state
         if self._connected.is_set():
             await self._send_subscribe(state)
@@ -182,6 +197,14 @@ class Subscriber(FrameReader):
         """The channel's cursor: the position of the last message handed to the event queue."""
         state = self._channels.get(channel)
         return state.cursor if state else None
+
+    def members(self, channel: str) -> Optional[List[PresenceMember]]:
+        """The members of a channel subscribed with `presence=True`, in the order they joined,
+        as the presence frames read so far left them (the previous connection's until a
+        resubscribe lists them again); None before they were first listed, or without
+        presence."""
+        state = self._channels.get(channel)
+        return state.member_list() if state else None
 
     @property
     def cursors(self) -> Dict[str, Optional[Cursor]]:

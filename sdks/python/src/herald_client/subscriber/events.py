@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import List, Optional, Union
 
 from ..cursors import Cursor
 from ..errors import HeraldError
-from ..models.channels import Message, SubscribeOutcome
+from ..models.channels import Message, PresenceMember, SubscribeOutcome
 
 
 @dataclass
@@ -46,6 +46,21 @@ class MessageEvent:
     """A message of a subscribed channel, each exactly once and in seq order per channel."""
 
     message: Message
+
+
+@dataclass
+class PresenceEvent:
+    """A presence channel subscribed with `presence=True` listed its members (`event` is
+    `"members"`, first on every (re)subscribe), or a user joined (`"join"`, `member` set) or left
+    (`"leave"`). Already applied: `members` is the channel's list after it, in the order they
+    joined (what `Subscriber.members(channel)` answers). Presence is live state, never resumed:
+    after a reconnect the members come again and replace the list."""
+
+    channel: str
+    event: str
+    members: List[PresenceMember]
+    member: Optional[PresenceMember] = None
+    user: Optional[str] = None
 
 
 @dataclass
@@ -100,6 +115,7 @@ Event = Union[
     Connected,
     Subscribed,
     MessageEvent,
+    PresenceEvent,
     InboxMessageEvent,
     Unsubscribed,
     Disconnected,

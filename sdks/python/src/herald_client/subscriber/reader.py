@@ -10,9 +10,17 @@ from websockets.exceptions import ConnectionClosed
 
 from ..cursors import Cursor
 from ..errors import TRANSPORT, HeraldError
-from ..models.channels import ConnectReply, Disconnect, ErrorBody, Message, SubscribeOutcome
+from ..models.channels import ConnectReply, Disconnect, ErrorBody, Message, PresenceFrame, SubscribeOutcome
 from ..wire import Frame, decode_frame
-from .events import ErrorEvent, Event, InboxMessageEvent, MessageEvent, Subscribed, Unsubscribed
+from .events import (
+    ErrorEvent,
+    Event,
+    InboxMessageEvent,
+    MessageEvent,
+    PresenceEvent,
+    Subscribed,
+    Unsubscribed,
+)
 from .state import INBOX_LOGS, ChannelState, InboxTracker, PendingCommand
 
 
@@ -74,6 +82,9 @@ class FrameReader:
         elif frame.kind == "subscribe":
             assert isinstance(body, SubscribeOutcome)
             await self._on_subscribed(frame.id, body)
+        elif frame.kind == "presence":
+            assert isinstance(body, PresenceFrame)
+            await self._on_presence(body)
         else:
             pending = self._pending.pop(frame.id, None) if frame.id is not None else None
             if frame.kind == "connect":
@@ -94,6 +105,16 @@ class FrameReader:
             return  # unsubscribed by the user a moment ago
         state.cursor = Cursor(message.epoch, message.seq)
         await self._emit(MessageEvent(message))
+
+    async def _on_presence(self, frame: PresenceFrame) -> None:
+        state = self._channels.get(frame.channel)
+        if state is None or not state.presence:
+            return
+        applied = state.apply_presence(frame)
+        if applied is None:
+            return
+        member, user = applied
+        await self._emit(PresenceEvent(frame.channel, frame.event, state.member_list() or [], member, user))
 
     async def _on_subscribed(self, frame_id: Optional[int], outcome: SubscribeOutcome) -> None:
         pending = self._pending.pop(frame_id, None) if frame_id is not None else None
