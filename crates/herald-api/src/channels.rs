@@ -54,7 +54,7 @@ pub async fn get_path(
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     if let Some(name) = path.strip_suffix("/presence") {
-        return presence(&api, &app, name);
+        return presence(&api, &app, name).await;
     }
     let (name, messages) = split_path(&path);
     let channel = app.parse_channel(name)?;
@@ -88,9 +88,10 @@ pub async fn get_path(
         .into_response())
 }
 
-/// `GET /v1/channels/{name}/presence`: the members of a presence channel (this node's), in
-/// the order they joined; `not_found` for a channel outside every presence namespace.
-fn presence(api: &Api, app: &AppId, name: &str) -> Result<Response, ApiError> {
+/// `GET /v1/channels/{name}/presence`: the members of a presence channel (the cluster's in a
+/// cluster), in the order they joined; `not_found` for a channel outside every presence
+/// namespace.
+async fn presence(api: &Api, app: &AppId, name: &str) -> Result<Response, ApiError> {
     use herald_proto::reply::{ChannelPresence, PresenceMember};
     use serde_json::value::RawValue;
     let channel = app.parse_channel(name)?;
@@ -104,7 +105,7 @@ fn presence(api: &Api, app: &AppId, name: &str) -> Result<Response, ApiError> {
         )
         .into());
     }
-    let members = api.engine.presence().members(&channel).unwrap_or_default();
+    let members = api.engine.presence().listed(&channel).await;
     let members: Vec<PresenceMember> = members
         .iter()
         .map(|m| PresenceMember {

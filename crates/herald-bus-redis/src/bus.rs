@@ -149,6 +149,8 @@ pub(crate) struct Shared {
     pub(crate) link_log: LinkLog,
     /// This node's lifecycle changes, for the lifecycle task ([`crate::lifecycle`]).
     pub(crate) lifecycle_ops: mpsc::UnboundedSender<crate::lifecycle::Op>,
+    /// This node's presence holds, for the members task ([`crate::members`]).
+    pub(crate) members_ops: mpsc::UnboundedSender<crate::members::Op>,
 }
 
 /// The Redis bus of one node (see the module documentation).
@@ -333,13 +335,24 @@ impl RedisBus {
         }
     }
 
-    /// Stops the lifecycle task (if it runs): it writes the departures queued and removes this
-    /// node from the cluster's records, delivering the transitions that makes (channels this
-    /// node was the last to hold vacated, users offline) to this node's listeners before it
-    /// answers (within `SHUTDOWN_SEND_WAIT`). Call it once this node's connections are gone and
+    /// Stops the presence members task (it removes this node's members from the cluster's,
+    /// [`crate::members`]), then the lifecycle task (if it runs): it writes the departures
+    /// queued and removes this node from the cluster's records, delivering the transitions
+    /// that makes (channels this node was the last to hold vacated, users offline) to this
+    /// node's listeners before it answers (within `SHUTDOWN_SEND_WAIT` each). Call it once this node's connections are gone and
     /// before its listeners stop taking events; [`RedisBus::shutdown`] calls it too (then it
     /// does nothing).
     pub async fn stop_lifecycle(&self) {
+        // The presence task first: the members it removes are told to this node's listeners.
+        let (stopped, stopped_rx) = tokio::sync::oneshot::channel();
+        if self
+            .shared
+            .members_ops
+            .send(crate::members::Op::Stop(stopped))
+            .is_ok()
+        {
+            let _ = tokio::time::timeout(SHUTDOWN_SEND_WAIT, stopped_rx).await;
+        }
         let (stopped, stopped_rx) = tokio::sync::oneshot::channel();
         if self
             .shared
@@ -388,6 +401,7 @@ impl Connected {
         let (outgoing, outgoing_rx) = mpsc::channel(self.options.send_queue.max(1));
         let (events_out, events_rx) = mpsc::unbounded_channel();
         let (lifecycle_ops, lifecycle_rx) = mpsc::unbounded_channel();
+        let (members_ops, members_rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             node: rand::random::<u64>() | 1,
             names: Names::new(&self.options.prefix),
@@ -409,6 +423,7 @@ impl Connected {
             subscriber: self.subscriber,
             link_log: LinkLog::new(self.redis),
             lifecycle_ops,
+            members_ops,
         });
         shared
             .fan_out
@@ -421,6 +436,16 @@ impl Connected {
         lifecycle.set_relay(Arc::new(crate::lifecycle::RedisRelay(
             shared.lifecycle_ops.clone(),
         )));
+        // Presence channels' members likewise: one member per user in the cluster.
+        shared
+            .fan_out
+            .hub()
+            .presence()
+            .set_relay(Arc::new(crate::members::RedisPresence {
+                ops: shared.members_ops.clone(),
+                redis: shared.publisher.clone(),
+                names: shared.names.clone(),
+            }));
         // The sender first: shutdown lets it finish its last round.
         let tasks = vec![
             tokio::spawn(crate::sender::run(shared.clone(), outgoing_rx, events_rx)),
@@ -433,8 +458,15 @@ impl Connected {
                 shared.publisher.clone(),
                 shared.names.lifecycle(),
                 shared.node,
-                lifecycle,
+                lifecycle.clone(),
                 lifecycle_rx,
+            )),
+            tokio::spawn(crate::members::run(
+                shared.publisher.clone(),
+                shared.names.clone(),
+                shared.node,
+                lifecycle,
+                members_rx,
             )),
         ];
         Arc::new(RedisBus {

@@ -34,6 +34,7 @@ pub mod events;
 mod followed;
 pub mod lifecycle;
 mod link_log;
+mod members;
 pub mod names;
 pub mod presence;
 mod receiver;

@@ -69,6 +69,23 @@ impl Names {
         format!("{}:{{lifecycle}}:", self.prefix)
     }
 
+    /// The base of the keys of `channel`'s presence members ([`crate::members`]), under the
+    /// hash tag of its Redis channel, so a script changing them may publish on it.
+    pub fn members(&self, channel: &ChannelName) -> String {
+        format!(
+            "{}:{{{}}}:presence:{}",
+            self.prefix,
+            Names::tag(channel),
+            channel.as_str()
+        )
+    }
+
+    /// The prefix of the keys recording which node holds which presence members
+    /// (`PREFIX:{presence}:`, one hash tag, [`crate::members`]).
+    pub fn presence_nodes(&self) -> String {
+        format!("{}:{{presence}}:", self.prefix)
+    }
+
     /// The sorted set of nodes that published presence (scored by the last time, in ms).
     pub fn nodes(&self) -> String {
         format!("{}:nodes", self.prefix)

@@ -1,7 +1,8 @@
 //! The receiver task: takes what Redis delivers on the subscriber connection. Message batches
 //! of followed channels go through their sequencers to the fan-out; batches of channels no
 //! longer followed are counted and dropped; cache events from other nodes are applied (a
-//! changed token secret is read from the store). If the client's queue overflowed, every
+//! changed token secret is read from the store); presence changes go to the channel's watchers
+//! ([`crate::members`]). If the client's queue overflowed, every
 //! followed channel is read from the log, since any of them may have lost messages.
 
 use std::sync::atomic::Ordering;
@@ -45,6 +46,13 @@ pub(crate) async fn run(shared: Arc<Shared>, mut messages: broadcast::Receiver<M
         };
         if *message.channel == *events_channel {
             on_event(&shared, &payload);
+        } else if payload.first() == Some(&crate::members::MARK) {
+            crate::members::on_message(
+                &shared.names,
+                shared.fan_out.hub().presence(),
+                &message.channel,
+                &payload,
+            );
         } else {
             on_batch(&shared, &payload);
         }

@@ -144,10 +144,8 @@ impl Relay for RedisRelay {
             LifecycleEvent::Disconnected { connection, .. } => {
                 (Op::Disconnected(connection.id), Relayed::Deliver)
             }
-            // TODO(presence in a cluster): a presence channel's members are this node's for
-            // now, so its member events are delivered here as they happen; cluster-wide
-            // membership (one member per user across nodes, once per transition) comes with
-            // `herald_core::presence::PresenceRelay`.
+            // Member events are the cluster's already: the presence relay (`crate::members`)
+            // delivers each once, bypassing this relay.
             LifecycleEvent::MemberAdded { .. } | LifecycleEvent::MemberRemoved { .. } => {
                 return Relayed::Deliver
             }

@@ -3,6 +3,7 @@
 
 mod harness;
 mod lifecycle;
+mod members;
 mod tls;
 
 use std::sync::Arc;

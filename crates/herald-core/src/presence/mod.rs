@@ -23,16 +23,23 @@
 //! **The cluster seam**: every change this node makes passes through a [`PresenceRelay`] when a
 //! networked bus set one ([`Presence::set_relay`]), as lifecycle events pass through
 //! [`crate::lifecycle::Relay`]: it may deliver it at once ([`Relayed::Deliver`]) or hold it and
-//! deliver the cluster's changes itself ([`Presence::deliver`]). Without a relay (one node), or
-//! today with Redis's, every change is this node's and delivered at once.
+//! deliver the cluster's changes itself ([`Presence::deliver`], or [`Presence::deliver_frame`]
+//! for the frames alone, each change's frame on every node, its event on one). A relay that
+//! holds may also judge a join against the cluster's members ([`PresenceRelay::admission`],
+//! awaited by [`Membership::admitted`]) and answer the cluster's members list
+//! ([`PresenceRelay::members`]: a watcher's `members` frame, [`Presence::listed`]). Without a
+//! relay (one node) every change is this node's and delivered at once, and the lists are this
+//! node's.
 //!
 //! **Cheap elsewhere**: a channel outside presence namespaces costs the subscribe path one
 //! branch on its namespace option, and the unsubscribe path one relaxed load.
 
 mod frames;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
 use std::hash::{BuildHasher, RandomState};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -96,13 +103,48 @@ pub enum MemberChange {
     },
 }
 
+/// An answer a relay gives later (a round trip to the cluster's records).
+pub type Pending<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// A channel's members across the cluster, in the order they joined, and the version of the
+/// last change they include: the frames [`Presence::deliver_frame`] delivers with a later
+/// version follow them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Listed {
+    /// The members, in the order they joined.
+    pub members: Vec<Member>,
+    /// The version of the last change the list includes.
+    pub version: u64,
+}
+
 /// Stands between this node's member changes and their delivery (frames to watchers, lifecycle
 /// events) in a cluster; set by a networked bus ([`Presence::set_relay`]). Called under the
 /// channel's presence lock: it must only note or queue.
 pub trait PresenceRelay: Send + Sync {
     /// This node changed `channel`'s members: deliver now, or hold (the relay then delivers
-    /// the cluster's changes with [`Presence::deliver`]).
+    /// the cluster's changes with [`Presence::deliver`] or [`Presence::deliver_frame`]).
     fn relay(&self, channel: &ChannelName, change: &MemberChange) -> Relayed;
+
+    /// `user`, new on this node, joined `channel` with `data` (its change just relayed): the
+    /// cluster's verdict within `limits` (`limit_exceeded` when the channel is full across
+    /// nodes), awaited by [`Membership::admitted`]. `None` (the default): admitted. Called
+    /// under the channel's presence lock right after [`PresenceRelay::relay`]: it must only
+    /// note or queue.
+    fn admission(
+        &self,
+        _channel: &ChannelName,
+        _user: &str,
+        _data: &Arc<str>,
+        _limits: &PresenceLimits,
+    ) -> Option<Pending<Result<(), HeraldError>>> {
+        None
+    }
+
+    /// `channel`'s members across the cluster; `None` (the default): this node's are the
+    /// channel's.
+    fn members(&self, _channel: &ChannelName) -> Option<Pending<Result<Listed, HeraldError>>> {
+        None
+    }
 }
 
 /// The member data for a subscribe: the token's `user_info` claim if it has one, else the
@@ -172,13 +214,29 @@ struct Entry {
     order: u64,
 }
 
+/// A subscription that asked for presence frames.
+struct Watcher {
+    id: u64,
+    outbox: Arc<Outbox>,
+    /// The version of the last change its `members` list included (0 on one node): older
+    /// frames are not sent to it.
+    since: u64,
+}
+
+/// Frames of a relay's changes a roster keeps, for a watcher whose list is older.
+const RECENT: usize = 64;
+
 /// One channel's members and watchers.
 #[derive(Default)]
 struct Roster {
     members: HashMap<Box<str>, Entry>,
     next_order: u64,
-    /// The outboxes of the subscriptions that asked for presence frames, by watch id.
-    watchers: Vec<(u64, Arc<Outbox>)>,
+    /// The subscriptions that asked for presence frames.
+    watchers: Vec<Watcher>,
+    /// The version of the last change delivered by [`Presence::deliver_frame`].
+    version: u64,
+    /// Its last frames, by version.
+    recent: VecDeque<(u64, Bytes)>,
 }
 
 impl Roster {
@@ -195,8 +253,8 @@ impl Roster {
     }
 
     fn send(&self, frame: &Bytes) {
-        for (_, outbox) in &self.watchers {
-            outbox.push(OutFrame::Presence(frame.clone()));
+        for watcher in &self.watchers {
+            watcher.outbox.push(OutFrame::Presence(frame.clone()));
         }
     }
 }
@@ -248,6 +306,7 @@ impl Presence {
         let mut shard = self.shard(channel).lock();
         let roster = shard.entry(channel.clone()).or_default();
         let full = roster.members.len() >= limits.max_members as usize;
+        let mut admission = None;
         match roster.members.get_mut(user) {
             Some(entry) => entry.holds += 1,
             None if full => {
@@ -277,9 +336,13 @@ impl Presence {
                 );
                 let change = MemberChange::Added {
                     user: user.into(),
-                    data,
+                    data: data.clone(),
                 };
                 self.changed(channel, roster, change);
+                admission = self
+                    .relay
+                    .get()
+                    .and_then(|relay| relay.admission(channel, user, &data, limits));
             }
         }
         Ok(Membership {
@@ -287,6 +350,7 @@ impl Presence {
             channel: channel.clone(),
             user: user.into(),
             watch: None,
+            admission,
         })
     }
 
@@ -314,6 +378,50 @@ impl Presence {
         self.lifecycle.deliver(&event(channel, change));
     }
 
+    /// Delivers the frame of a cluster's change, the `version`th of `channel`'s (increasing in
+    /// the order the changes happened), to this node's watchers whose `members` list did not
+    /// include it; a version already delivered is dropped. Its lifecycle event is the relay's
+    /// to deliver, on one node.
+    pub fn deliver_frame(&self, channel: &ChannelName, change: &MemberChange, version: u64) {
+        let mut shard = self.shard(channel).lock();
+        let Some(roster) = shard.get_mut(channel) else {
+            return;
+        };
+        if version <= roster.version {
+            return;
+        }
+        roster.version = version;
+        let frame = frames::change_frame(channel, change);
+        for watcher in roster.watchers.iter().filter(|w| w.since < version) {
+            watcher.outbox.push(OutFrame::Presence(frame.clone()));
+        }
+        if roster.recent.len() == RECENT {
+            roster.recent.pop_front();
+        }
+        roster.recent.push_back((version, frame));
+    }
+
+    /// `channel`'s members across the cluster (the relay's list, or this node's without one or
+    /// when the relay cannot answer), in the order they joined.
+    pub async fn listed(&self, channel: &ChannelName) -> Vec<Member> {
+        match self.cluster_list(channel).await {
+            Some(listed) => listed.members,
+            None => self.members(channel).unwrap_or_default(),
+        }
+    }
+
+    /// The relay's list, if it has one and answers.
+    async fn cluster_list(&self, channel: &ChannelName) -> Option<Listed> {
+        let pending = self.relay.get()?.members(channel)?;
+        match pending.await {
+            Ok(listed) => Some(listed),
+            Err(error) => {
+                tracing::debug!(%error, "the cluster's presence list did not answer; this node's");
+                None
+            }
+        }
+    }
+
     /// `channel`'s members on this node, in the order they joined; `None` if it has none.
     pub fn members(&self, channel: &ChannelName) -> Option<Vec<Member>> {
         let shard = self.shard(channel).lock();
@@ -330,7 +438,7 @@ impl Presence {
             return;
         };
         if let Some(id) = watch {
-            roster.watchers.retain(|(w, _)| *w != id);
+            roster.watchers.retain(|w| w.id != id);
         }
         if let Some(entry) = roster.members.get_mut(user) {
             entry.holds -= 1;
@@ -345,22 +453,36 @@ impl Presence {
         }
     }
 
-    /// Queues `channel`'s `members` frame to `outbox`, then each change to it as it happens;
-    /// returns the watch's id.
-    fn watch(&self, channel: &ChannelName, outbox: &Arc<Outbox>) -> u64 {
+    /// Queues `channel`'s `members` frame to `outbox` (the cluster's list when a relay has
+    /// one), then each change to it as it happens; returns the watch's id.
+    async fn watch(&self, channel: &ChannelName, outbox: &Arc<Outbox>) -> u64 {
         let id = self.next_watch.fetch_add(1, Ordering::Relaxed);
+        let cluster = self.cluster_list(channel).await;
         let mut shard = self.shard(channel).lock();
         let roster = shard.entry(channel.clone()).or_default();
-        // Outside the slow-consumer limit, as a catch-up is: the limits bound it.
-        outbox.push_all_unbounded([OutFrame::Presence(members_frame(channel, &roster.listed()))]);
-        roster.watchers.push((id, outbox.clone()));
+        let (members, since) = match cluster {
+            Some(listed) => (listed.members, listed.version),
+            None => (roster.listed(), roster.version),
+        };
+        // Outside the slow-consumer limit, as a catch-up is: the limits bound it. Then the
+        // changes delivered here since the list was read.
+        let later = roster.recent.iter().filter(|(v, _)| *v > since);
+        let frames = std::iter::once(members_frame(channel, &members))
+            .chain(later.map(|(_, frame)| frame.clone()))
+            .map(OutFrame::Presence);
+        outbox.push_all_unbounded(frames);
+        roster.watchers.push(Watcher {
+            id,
+            outbox: outbox.clone(),
+            since: since.max(roster.version),
+        });
         id
     }
 
     fn unwatch(&self, channel: &ChannelName, id: u64) {
         let mut shard = self.shard(channel).lock();
         if let Some(roster) = shard.get_mut(channel) {
-            roster.watchers.retain(|(w, _)| *w != id);
+            roster.watchers.retain(|w| w.id != id);
         }
     }
 }
@@ -386,6 +508,8 @@ pub struct Membership {
     channel: ChannelName,
     user: Box<str>,
     watch: Option<u64>,
+    /// The cluster's verdict on the join, until [`Membership::admitted`] took it.
+    admission: Option<Pending<Result<(), HeraldError>>>,
 }
 
 impl Membership {
@@ -394,10 +518,21 @@ impl Membership {
         &self.user
     }
 
-    /// Sends the channel's `members` frame to `outbox` now, then its joins and leaves (once).
-    pub fn watch(&mut self, outbox: &Arc<Outbox>) {
+    /// The membership once the cluster admitted its join (at once on one node, or when the
+    /// user was a member here already); the relay's refusal (`limit_exceeded` when the
+    /// channel is full across nodes) gives the share back.
+    pub async fn admitted(mut self) -> Result<Membership, HeraldError> {
+        if let Some(admission) = self.admission.take() {
+            admission.await?;
+        }
+        Ok(self)
+    }
+
+    /// Sends the channel's `members` frame to `outbox` now (the cluster's in a cluster), then
+    /// its joins and leaves (once).
+    pub async fn watch(&mut self, outbox: &Arc<Outbox>) {
         if self.watch.is_none() {
-            self.watch = Some(self.presence.watch(&self.channel, outbox));
+            self.watch = Some(self.presence.watch(&self.channel, outbox).await);
         }
     }
 

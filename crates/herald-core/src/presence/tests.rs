@@ -89,8 +89,8 @@ fn a_user_is_one_member_however_many_subscriptions_it_holds() {
     }
 }
 
-#[test]
-fn a_watcher_gets_the_members_first_then_joins_and_leaves() {
+#[tokio::test]
+async fn a_watcher_gets_the_members_first_then_joins_and_leaves() {
     let hub = Hub::new();
     let presence = hub.presence();
     let ch = room();
@@ -102,7 +102,7 @@ fn a_watcher_gets_the_members_first_then_joins_and_leaves() {
         .join(&ch, &limits(10), "alice", Arc::from(r#"{"name":"Alice"}"#))
         .unwrap();
     assert!(frames(&outbox).is_empty(), "nothing before it watches");
-    alice.watch(&outbox);
+    alice.watch(&outbox).await;
     let carol = presence
         .join(&ch, &limits(10), "carol", Arc::from(r#"{"c":true}"#))
         .unwrap();
@@ -217,8 +217,8 @@ impl PresenceRelay for Holding {
     }
 }
 
-#[test]
-fn a_relay_that_holds_changes_delivers_them_itself() {
+#[tokio::test]
+async fn a_relay_that_holds_changes_delivers_them_itself() {
     let hub = Hub::new();
     let recorded = Recorded::new();
     hub.lifecycle().join(recorded.clone());
@@ -230,7 +230,7 @@ fn a_relay_that_holds_changes_delivers_them_itself() {
         .presence()
         .join(&ch, &limits(10), "alice", Arc::from("{}"))
         .unwrap();
-    alice.watch(&outbox);
+    alice.watch(&outbox).await;
     let bob = hub
         .presence()
         .join(&ch, &limits(10), "bob", Arc::from("{}"))
@@ -243,6 +243,109 @@ fn a_relay_that_holds_changes_delivers_them_itself() {
     assert_eq!(recorded.summary(), ["member+room/1:bob"]);
     assert_eq!(frames(&outbox)[0].0, PresenceEvent::Join);
     drop(bob);
+}
+
+/// A cluster's relay: holds changes, judges joins by a shared list, answers that list.
+struct Cluster {
+    listed: parking_lot::Mutex<Listed>,
+    max: usize,
+}
+
+impl PresenceRelay for Cluster {
+    fn relay(&self, _: &ChannelName, _: &MemberChange) -> Relayed {
+        Relayed::Held
+    }
+
+    fn admission(
+        &self,
+        _: &ChannelName,
+        user: &str,
+        data: &Arc<str>,
+        _: &PresenceLimits,
+    ) -> Option<Pending<Result<(), HeraldError>>> {
+        let mut listed = self.listed.lock();
+        let verdict = if listed.members.len() >= self.max {
+            Err(HeraldError::new(
+                ErrorCode::LimitExceeded,
+                "full across nodes",
+            ))
+        } else {
+            listed.members.push(Member {
+                user: user.into(),
+                data: data.clone(),
+            });
+            listed.version += 1;
+            Ok(())
+        };
+        Some(Box::pin(async move { verdict }))
+    }
+
+    fn members(&self, _: &ChannelName) -> Option<Pending<Result<Listed, HeraldError>>> {
+        let listed = self.listed.lock().clone();
+        Some(Box::pin(async move { Ok(listed) }))
+    }
+}
+
+#[tokio::test]
+async fn in_a_cluster_the_relay_judges_joins_lists_members_and_orders_frames_by_version() {
+    let hub = Hub::new();
+    let other_node = Member {
+        user: "zed".into(),
+        data: Arc::from("{}"),
+    };
+    let relay = Arc::new(Cluster {
+        listed: parking_lot::Mutex::new(Listed {
+            members: vec![other_node],
+            version: 7,
+        }),
+        max: 2,
+    });
+    assert!(hub.presence().set_relay(relay.clone()));
+    let ch = room();
+    let presence = hub.presence();
+    let mut alice = presence
+        .join(&ch, &limits(10), "alice", Arc::from("{}"))
+        .unwrap()
+        .admitted()
+        .await
+        .unwrap();
+    // Full across nodes, though this node holds one member.
+    let refused = presence
+        .join(&ch, &limits(10), "bob", Arc::from("{}"))
+        .unwrap()
+        .admitted()
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, ErrorCode::LimitExceeded);
+    assert_eq!(
+        presence.members(&ch).unwrap().len(),
+        1,
+        "bob's share given back"
+    );
+    // A change delivered before the watch began, newer than the list the watch reads.
+    let carol = MemberChange::Added {
+        user: "carol".into(),
+        data: Arc::from("{}"),
+    };
+    presence.deliver_frame(&ch, &carol, 9);
+    let outbox = Outbox::new(1 << 20);
+    alice.watch(&outbox).await;
+    let got = frames(&outbox);
+    assert_eq!(got[0].0, PresenceEvent::Members);
+    assert_eq!(got[0].1, ["zed", "alice"], "the cluster's list");
+    assert_eq!(
+        got[1].1,
+        ["carol"],
+        "then the change the list did not include"
+    );
+    assert_eq!(got.len(), 2);
+    // A version delivered already, or older than the list, is not sent again.
+    presence.deliver_frame(&ch, &carol, 9);
+    presence.deliver_frame(&ch, &MemberChange::Removed { user: "x".into() }, 8);
+    assert!(frames(&outbox).is_empty());
+    presence.deliver_frame(&ch, &MemberChange::Removed { user: "zed".into() }, 10);
+    assert_eq!(frames(&outbox)[0].0, PresenceEvent::Leave);
+    assert_eq!(presence.listed(&ch).await.len(), 2, "the relay's list");
 }
 
 #[test]

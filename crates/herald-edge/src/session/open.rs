@@ -132,22 +132,23 @@ pub async fn open_channel(
     // The one branch every other channel's subscribe pays.
     let membership = match edge.engine.namespaces().presence(name.as_str()) {
         None => None,
-        Some(limits) => Some(join_presence(edge, client, name, limits, presence)?),
+        Some(limits) => Some(join_presence(edge, client, name, limits, presence).await?),
     };
     // A failed subscribe drops the membership, which gives it back.
     let catchup = edge.engine.subscribe(name, outbox, request).await?;
     let opened = go_live(name, catchup, request.since.as_ref(), confirm);
     if let Some(mut membership) = membership {
         if presence.frames {
-            membership.watch(outbox);
+            membership.watch(outbox).await;
         }
         opened.subscription.set_presence(membership);
     }
     Ok(opened)
 }
 
-/// Makes the client's user a member of the presence channel `name`.
-fn join_presence(
+/// Makes the client's user a member of the presence channel `name` (in a cluster, once the
+/// cluster admitted it within the channel's member limit).
+async fn join_presence(
     edge: &Edge,
     client: &Client,
     name: &ChannelName,
@@ -162,7 +163,11 @@ fn join_presence(
         )));
     }
     let data = member_data(client.user_info.as_deref(), presence.member, limits)?;
-    edge.engine.presence().join(name, limits, &client.sub, data)
+    edge.engine
+        .presence()
+        .join(name, limits, &client.sub, data)?
+        .admitted()
+        .await
 }
 
 /// Subscribes `outbox` to the device's inbox logs (`$app`, then `$device`), each from its cursor
