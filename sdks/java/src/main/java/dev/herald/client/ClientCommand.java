@@ -53,7 +53,10 @@ public final class ClientCommand {
         JsonObject since = b.has("since") ? b.getAsJsonObject("since") : null;
         Cursor cursor = since == null ? null : new Cursor(opt(since, "epoch"), Message.unsigned(since, "seq"));
         Boolean last = b.has("last") ? b.get("last").getAsBoolean() : null;
-        return subscribe(id, b.get("channel").getAsString(), cursor, since != null && since.has("epoch"), last);
+        boolean presence = b.has("presence") && b.get("presence").getAsBoolean();
+        String member = b.has("member") ? b.get("member").toString() : null;
+        return subscribe(
+            id, b.get("channel").getAsString(), cursor, since != null && since.has("epoch"), last, presence, member);
       }
       case "unsubscribe":
         return unsubscribe(id, b.get("channel").getAsString());
@@ -100,6 +103,16 @@ public final class ClientCommand {
    * epoch out: the channel's current epoch); {@code last} null = the namespace default.
    */
   public static String subscribe(Long id, String channel, Cursor since, boolean withEpoch, Boolean last) {
+    return subscribe(id, channel, since, withEpoch, last, false, null);
+  }
+
+  /**
+   * {@code subscribe} with presence: {@code presence} asks for a presence channel's members, joins
+   * and leaves; {@code memberJson} (a JSON object's text, or null) is this client's member data,
+   * used when its token has no {@code user_info}.
+   */
+  public static String subscribe(
+      Long id, String channel, Cursor since, boolean withEpoch, Boolean last, boolean presence, String memberJson) {
     StringBuilder s = open(id, "subscribe").append("\"channel\":").append(quote(channel));
     if (since != null) {
       s.append(",\"since\":{\"seq\":").append(Long.toUnsignedString(since.seq()));
@@ -110,6 +123,12 @@ public final class ClientCommand {
     }
     if (last != null) {
       s.append(",\"last\":").append(last.booleanValue());
+    }
+    if (presence) {
+      s.append(",\"presence\":true");
+    }
+    if (memberJson != null) {
+      s.append(",\"member\":").append(memberJson);
     }
     return s.append("}}").toString();
   }
@@ -223,7 +242,7 @@ public final class ClientCommand {
         optString(body, "token");
         break;
       case "subscribe":
-        allow(body, "channel", "since", "last");
+        allow(body, "channel", "since", "last", "presence", "member");
         Message.string(body, "channel");
         if (body.has("since")) {
           JsonElement since = body.get("since");
@@ -236,6 +255,12 @@ public final class ClientCommand {
         }
         if (body.has("last")) {
           ServerFrame.bool(body, "last");
+        }
+        if (body.has("presence")) {
+          ServerFrame.bool(body, "presence");
+        }
+        if (body.has("member") && !body.get("member").isJsonObject()) {
+          throw Message.protocol("member must be an object");
         }
         break;
       case "unsubscribe":

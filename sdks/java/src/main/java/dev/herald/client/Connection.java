@@ -91,7 +91,7 @@ final class Connection extends WebSocketListener {
   private void subscribeFrom(long id, ChannelState state, Cursor since, boolean resuming) {
     pending.put(id, new Pending(Kind.SUBSCRIBE, state, since, resuming, null));
     boolean withEpoch = since != null && !since.epoch().isEmpty();
-    send(ClientCommand.subscribe(id, state.name, since, withEpoch, null));
+    send(ClientCommand.subscribe(id, state.name, since, withEpoch, null, state.presence, state.memberJson));
   }
 
   /** Call with the client's lock held. */
@@ -150,6 +150,9 @@ final class Connection extends WebSocketListener {
         return accept(frame.message());
       case DISCONNECT:
         disconnect = HeraldException.fromServer(frame.string("code"), frame.string("message"), null);
+        return null;
+      case PRESENCE:
+        presence(frame, events);
         return null;
       case ERROR:
         HeraldException error = HeraldException.fromServer(
@@ -235,6 +238,26 @@ final class Connection extends WebSocketListener {
     events.add(() -> {
       for (HeraldObserver o : client.observers) {
         o.onSubscribed(state.name, position, recovered);
+      }
+    });
+  }
+
+  /** Applies a presence frame to its channel's members and queues the observers' call. Lock held. */
+  private void presence(ServerFrame frame, List<Runnable> events) {
+    if (client.current != this) {
+      return;
+    }
+    ChannelState state = client.channels.get(frame.string("channel"));
+    if (state == null || !state.presence || state.subscribedOn != this) {
+      return;
+    }
+    PresenceEvent event = state.applyPresence(frame.body());
+    if (event == null) {
+      return;
+    }
+    events.add(() -> {
+      for (HeraldObserver o : client.observers) {
+        o.onPresence(event);
       }
     });
   }

@@ -1,5 +1,7 @@
 package dev.herald.client;
 
+import dev.herald.client.internal.Json;
+import dev.herald.client.model.ChannelPresence;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -154,6 +156,38 @@ public final class HeraldClient {
   /** Joins a channel resuming after {@code since} (a cursor saved from an earlier run). */
   public void joinChannel(String name, Cursor since) {
     join(new ChannelState(name, 0, since));
+  }
+
+  /**
+   * Joins a presence channel and asks for its presence: the observers' {@link
+   * HeraldObserver#onPresence} gets its members after every (re)subscribe, then each join and leave,
+   * and {@link #members} keeps the list. Live messages only (see {@link #joinPresenceChannel(String,
+   * int, Map)}).
+   */
+  public void joinPresenceChannel(String name) {
+    joinPresenceChannel(name, 0, null);
+  }
+
+  /**
+   * Joins a presence channel as {@link #joinChannel(String, int)} does, asking for its presence;
+   * {@code member} (or null) is this client's member data, used only when its token has no {@code
+   * user_info} claim (supplied by the client, so nobody verifies it).
+   */
+  public void joinPresenceChannel(String name, int catchUp, Map<String, ?> member) {
+    String memberJson = member == null ? null : Json.GSON.toJson(member);
+    join(new ChannelState(name, Math.max(0, catchUp), null, true, memberJson));
+  }
+
+  /**
+   * The members of a channel joined with {@link #joinPresenceChannel}, in the order they joined, as
+   * its presence frames left them (the previous connection's until a resubscribe lists them again);
+   * null before the server first listed them, for a channel without presence, or one not joined.
+   */
+  public List<ChannelPresence.Member> members(String channel) {
+    synchronized (lock) {
+      ChannelState state = channels.get(channel);
+      return state == null || !state.presence ? null : state.memberList();
+    }
   }
 
   private void join(ChannelState state) {

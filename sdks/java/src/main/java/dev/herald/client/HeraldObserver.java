@@ -47,4 +47,10 @@ public interface HeraldObserver {
    * after {@code now}.
    */
   default void onChannelReset(String channel, Cursor previous, Cursor now) {}
+
+  /**
+   * A channel joined with {@link HeraldClient#joinPresenceChannel} listed its members (after every
+   * (re)subscribe), or a user joined or left it; already applied to {@link HeraldClient#members}.
+   */
+  default void onPresence(PresenceEvent event) {}
 }
