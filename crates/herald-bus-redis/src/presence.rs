@@ -10,12 +10,19 @@
 //! counted until its hash expires (three periods). This node's own share is always current.
 //! A read waits half a second at most for Redis, then fails (the caller falls back to this
 //! node's own count).
+//!
+//! **Webhook `subscription_count` claims** ([`RedisBus::claim_count_report`]): the node that
+//! tells a channel's count for the next interval sets `PREFIX:hook-count-claim:CHANNEL` with
+//! `SET NX PX interval`, so one node tells it per interval; the count it told is kept in
+//! `PREFIX:hook-count:CHANNEL` (deleted when it is 0), so the next node to claim it tells
+//! nothing when the count is back where that left it. Neither is read by anything else.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use fred::prelude::{HashesInterface, KeysInterface};
+use fred::types::{Expiration, SetOptions};
 use herald_core::message::now_millis;
 use herald_core::tenant::AppId;
 use herald_core::ChannelName;
@@ -164,6 +171,83 @@ impl RedisBus {
             sum += count.unwrap_or(0).max(0) as u64;
         }
         Ok(sum)
+    }
+}
+
+/// What [`RedisBus::claim_count_report`] answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CountClaim {
+    /// This node tells the channel's count this interval; the count last told (0 if none).
+    Claimed {
+        /// The count last told about the channel, by any node.
+        last: u64,
+    },
+    /// Another node claimed it; its claim ends in this long.
+    Held(Duration),
+}
+
+impl RedisBus {
+    /// Claims the telling of `channel`'s webhook `subscription_count` for `interval`, across
+    /// the cluster (see the module documentation). Bounded like the counts' reads.
+    pub async fn claim_count_report(
+        &self,
+        channel: &ChannelName,
+        interval: Duration,
+    ) -> Result<CountClaim, BusError> {
+        let shared = &self.shared;
+        let failed = |e: fred::error::Error| BusError::Redis(e.details().to_string());
+        let prefix = &shared.options.prefix;
+        let claim_key = format!("{prefix}:hook-count-claim:{}", channel.as_str());
+        let last_key = format!("{prefix}:hook-count:{}", channel.as_str());
+        let node = format!("{:016x}", shared.node);
+        let claim = async {
+            let set: Option<String> = shared
+                .publisher
+                .set(
+                    &claim_key,
+                    node,
+                    Some(Expiration::PX(interval.as_millis().max(1) as i64)),
+                    Some(SetOptions::NX),
+                    false,
+                )
+                .await
+                .map_err(failed)?;
+            if set.is_none() {
+                let left: i64 = shared.publisher.pttl(&claim_key).await.map_err(failed)?;
+                // -1 (no expiry) or -2 (gone meanwhile): look again soon.
+                let left = u64::try_from(left).unwrap_or(1).max(1);
+                return Ok(CountClaim::Held(Duration::from_millis(left)));
+            }
+            let last: Option<u64> = shared.publisher.get(&last_key).await.map_err(failed)?;
+            Ok(CountClaim::Claimed {
+                last: last.unwrap_or(0),
+            })
+        };
+        tokio::time::timeout(REMOTE_READ_WAIT, claim)
+            .await
+            .map_err(|_| BusError::Redis(format!("no answer within {REMOTE_READ_WAIT:?}")))?
+    }
+
+    /// `count` was told about `channel` (after [`RedisBus::claim_count_report`] claimed it):
+    /// the next claim's `last`.
+    pub async fn count_reported(&self, channel: &ChannelName, count: u64) -> Result<(), BusError> {
+        let shared = &self.shared;
+        let failed = |e: fred::error::Error| BusError::Redis(e.details().to_string());
+        let key = format!("{}:hook-count:{}", shared.options.prefix, channel.as_str());
+        let write = async {
+            if count == 0 {
+                shared.publisher.del::<(), _>(&key).await
+            } else {
+                shared
+                    .publisher
+                    .set::<(), _, _>(&key, count as i64, None, None, false)
+                    .await
+            }
+        };
+        tokio::time::timeout(REMOTE_READ_WAIT, write)
+            .await
+            .map_err(|_| BusError::Redis(format!("no answer within {REMOTE_READ_WAIT:?}")))?
+            .map_err(failed)
     }
 }
 

@@ -1,6 +1,7 @@
 //! The `[hooks]` table: how webhook events are batched (`batch_max`, `batch_delay`), retried
 //! (`retry_horizon`), bounded (`max_queued_per_endpoint`, `node_queue`,
-//! `max_endpoints_per_app`) and sent (`request_timeout`); docs/config.md, "Webhooks".
+//! `max_endpoints_per_app`) and sent (`request_timeout`), and how often a channel's
+//! `subscription_count` may be told (`subscription_count_interval`); docs/config.md, "Webhooks".
 
 use std::time::Duration;
 
@@ -18,6 +19,7 @@ pub(super) const HOOK_KEYS: &[&str] = &[
     "node_queue",
     "request_timeout",
     "max_endpoints_per_app",
+    "subscription_count_interval",
 ];
 
 /// A whole number from `min` (at least 1) to `max`.
@@ -105,6 +107,11 @@ impl Layers {
                 d.max_endpoints_per_app as u64,
                 within(1, 1000),
             )?),
+            subscription_count_interval: self.get(
+                "hooks.subscription_count_interval",
+                d.subscription_count_interval,
+                duration_within(Duration::from_millis(100), Duration::from_secs(3600), ""),
+            )?,
         })
     }
 }
@@ -123,7 +130,7 @@ mod tests {
         let c = load(None, &[], ConfigFlags::default()).unwrap();
         assert_eq!(c.hooks, HooksConfig::default());
         let file = "[hooks]\nbatch_max = 10\nbatch_delay = \"100ms\"\nretry_horizon = \"1h\"\n\
-                    max_endpoints_per_app = 3";
+                    max_endpoints_per_app = 3\nsubscription_count_interval = \"2s\"";
         let env = [
             ("HERALD_HOOKS_NODE_QUEUE", "1024"),
             ("HERALD_HOOKS_REQUEST_TIMEOUT", "2s"),
@@ -141,6 +148,7 @@ mod tests {
                 node_queue: 1024,
                 request_timeout: Duration::from_secs(2),
                 max_endpoints_per_app: 3,
+                subscription_count_interval: Duration::from_secs(2),
             }
         );
         // What config check prints loads back to the same settings.
@@ -168,6 +176,11 @@ mod tests {
             ("HERALD_HOOKS_NODE_QUEUE", "0", "1 to"),
             ("HERALD_HOOKS_REQUEST_TIMEOUT", "0s", "1ms to 1m"),
             ("HERALD_HOOKS_MAX_ENDPOINTS_PER_APP", "5000", "1 to 1000"),
+            (
+                "HERALD_HOOKS_SUBSCRIPTION_COUNT_INTERVAL",
+                "50ms",
+                "100ms to 1h",
+            ),
         ] {
             let e = err(None, &[(env, value)], ConfigFlags::default());
             let key = env

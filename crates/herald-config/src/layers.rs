@@ -182,6 +182,10 @@ pub(super) const KEYS: &[Key] = &[
         "hooks.max_endpoints_per_app",
         &["HERALD_HOOKS_MAX_ENDPOINTS_PER_APP"],
     ),
+    key(
+        "hooks.subscription_count_interval",
+        &["HERALD_HOOKS_SUBSCRIPTION_COUNT_INTERVAL"],
+    ),
 ];
 
 /// The keys of one `[[namespaces]]` entry.

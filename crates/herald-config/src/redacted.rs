@@ -261,6 +261,11 @@ impl Config {
                 int(hk.max_endpoints_per_app as u64),
                 "",
             ),
+            (
+                "hooks.subscription_count_interval",
+                dur(hk.subscription_count_interval),
+                "",
+            ),
         ];
         let mut out = String::new();
         for (key, value, unset) in entries {

@@ -55,13 +55,17 @@ pub enum EventType {
     DeliveryFailed,
     /// A provider job became a dead letter.
     DeliveryDeadLettered,
+    /// A channel's subscriber count changed: at most one per channel per
+    /// `hooks.subscription_count_interval`, with the count at its end ([`crate::counts`]).
+    /// Opt-in: `*` does not include it ([`EventType::OPT_IN`]).
+    SubscriptionCount,
     /// A signed test event, sent only by `POST .../hooks/{id}/test` (never queued).
     HookTest,
 }
 
 impl EventType {
     /// Every type an endpoint may ask for, in a fixed order (the test event is not one).
-    pub const SUBSCRIBABLE: [EventType; 16] = [
+    pub const SUBSCRIBABLE: [EventType; 17] = [
         EventType::ClientConnected,
         EventType::ClientDisconnected,
         EventType::ClientSubscribed,
@@ -78,7 +82,12 @@ impl EventType {
         EventType::DeliveryProviderAccepted,
         EventType::DeliveryFailed,
         EventType::DeliveryDeadLettered,
+        EventType::SubscriptionCount,
     ];
+
+    /// The types an endpoint gets only by naming them: `*` stands for every other subscribable
+    /// type (as Pusher's `subscription_count` is opt-in: it is the chattiest).
+    pub const OPT_IN: [EventType; 1] = [EventType::SubscriptionCount];
 
     /// The type's name on the wire (`user.offline`).
     pub fn as_str(self) -> &'static str {
@@ -99,6 +108,7 @@ impl EventType {
             EventType::DeliveryProviderAccepted => "delivery.provider_accepted",
             EventType::DeliveryFailed => "delivery.failed",
             EventType::DeliveryDeadLettered => "delivery.dead_lettered",
+            EventType::SubscriptionCount => "subscription_count",
             EventType::HookTest => "hook.test",
         }
     }
@@ -121,6 +131,7 @@ impl EventType {
                 | EventType::ChannelVacated
                 | EventType::PresenceMemberAdded
                 | EventType::PresenceMemberRemoved
+                | EventType::SubscriptionCount
         )
     }
 
@@ -146,9 +157,13 @@ impl EventSet {
         EventSet(0)
     }
 
-    /// Every subscribable type.
+    /// Every subscribable type but the opt-in ones ([`EventType::OPT_IN`]): what `*` stands
+    /// for.
     pub fn all() -> Self {
-        EventType::SUBSCRIBABLE.into_iter().collect()
+        EventType::SUBSCRIBABLE
+            .into_iter()
+            .filter(|t| !EventType::OPT_IN.contains(t))
+            .collect()
     }
 
     /// Whether `kind` is in the set.
@@ -173,13 +188,16 @@ impl EventSet {
             .filter(move |t| self.contains(*t))
     }
 
-    /// Parses names; the first unknown name is the error. `*` is every type.
+    /// Parses names; the first unknown name is the error. `*` is every type but the opt-in
+    /// ones ([`EventSet::all`]), which are added when named too (`["*",
+    /// "subscription_count"]` is every type).
     pub fn parse<S: AsRef<str>>(names: &[S]) -> Result<Self, String> {
         let mut set = EventSet::empty();
         for name in names {
             let name = name.as_ref();
             if name == "*" {
-                return Ok(EventSet::all());
+                set.0 |= EventSet::all().0;
+                continue;
             }
             match EventType::parse(name) {
                 Some(kind) => set.insert(kind),
@@ -493,6 +511,27 @@ mod tests {
         assert_eq!(
             EventType::parse("presence.member_removed"),
             Some(EventType::PresenceMemberRemoved)
+        );
+    }
+
+    #[test]
+    fn subscription_count_is_opt_in_star_leaves_it_out_and_naming_it_adds_it() {
+        let count = EventType::parse("subscription_count").unwrap();
+        assert_eq!(count, EventType::SubscriptionCount);
+        assert!(count.has_channel());
+        let star = EventSet::parse(&["*"]).unwrap();
+        assert!(!star.contains(count));
+        assert!(star.contains(EventType::ChannelVacated));
+        assert_eq!(star.iter().count(), EventType::SUBSCRIBABLE.len() - 1);
+        let named = EventSet::parse(&["subscription_count"]).unwrap();
+        assert_eq!(named.names(), ["subscription_count"]);
+        let both = EventSet::parse(&["subscription_count", "*"]).unwrap();
+        assert!(both.contains(count) && both.contains(EventType::UserOnline));
+        assert_eq!(both.iter().count(), EventType::SUBSCRIBABLE.len());
+        // "*" no longer hides an unknown name after it.
+        assert_eq!(
+            EventSet::parse(&["*", "user.gone"]),
+            Err("user.gone".to_owned())
         );
     }
 }

@@ -202,7 +202,8 @@ fn check_events(value: &Value) -> Result<EventSet, HooksError> {
         HooksError::bad_input(
             "events",
             format!(
-                "unknown event type {unknown:?}; the types are {}, or \"*\" for every type",
+                "unknown event type {unknown:?}; the types are {}, or \"*\" for every type \
+                 but the opt-in subscription_count",
                 valid.join(", ")
             ),
         )

@@ -20,6 +20,9 @@
 //!   an enabled endpoint wants them; [`writer`]: the task that queues them in the store, one
 //!   row per endpoint, a `user.offline` held for the endpoint's offline delay. Both match
 //!   against `snapshot`, the endpoints held in memory.
+//! - [`counts`]: `subscription_count` events, at most one per channel per interval, with the
+//!   count at its end ([`counts::SubscriptionCounts`], the windows the listener notes, and
+//!   [`counts::ChannelCounts`], where counts come from: the hub's, or the cluster's).
 //! - [`tail`]: this node's tails, the events the writer queues shown live per app
 //!   (`GET /v1/apps/{id}/hooks/tail`).
 //! - [`push`]: device and delivery events ([`HookEvent::from_push`]) and [`PushHooks`], the
@@ -35,6 +38,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod counts;
 pub mod endpoint;
 pub mod error;
 pub mod event;

@@ -8,6 +8,10 @@
 //! `herald_hook_events_dropped_total{reason="node_queue_full"}` with a WARN at most every few
 //! seconds: the store is slower than events come (the writer retries a failing store with one
 //! batch in hand, and the queue fills meanwhile).
+//!
+//! A subscription made or ended (and a channel occupied or vacated) is also noted for
+//! `subscription_count` when an endpoint wants that about the channel ([`crate::counts`]: the
+//! count is read and told later, at most once per interval).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -45,9 +49,18 @@ impl HooksListener {
 impl LifecycleListener for HooksListener {
     fn on_event(&self, event: &LifecycleEvent) {
         let (kind, app, channel) = describe(event);
-        if !self.hooks.snapshot().wants(app, kind, channel) {
+        let snapshot = self.hooks.snapshot();
+        if let Some(full) = counted(event) {
+            if snapshot.wants(app, EventType::SubscriptionCount, channel)
+                && self.hooks.subscription_counts().has_source()
+            {
+                self.hooks.subscription_counts().note(full);
+            }
+        }
+        if !snapshot.wants(app, kind, channel) {
             return;
         }
+        drop(snapshot);
         let event = HookEvent::from_lifecycle(event, now_ms());
         match self.hooks.queue().try_send(event) {
             Ok(()) => {}
@@ -64,6 +77,19 @@ impl LifecycleListener for HooksListener {
             // The service is shutting down.
             Err(TrySendError::Closed(_)) => {}
         }
+    }
+}
+
+/// The channel whose subscriber count `event` may have changed: a subscription made or ended
+/// here, or the cluster's occupied or vacated (a lost node's channels too), for
+/// [`crate::counts`].
+fn counted(event: &LifecycleEvent) -> Option<&herald_core::ChannelName> {
+    match event {
+        LifecycleEvent::Subscribed { channel, .. }
+        | LifecycleEvent::Unsubscribed { channel, .. }
+        | LifecycleEvent::ChannelOccupied { channel }
+        | LifecycleEvent::ChannelVacated { channel } => Some(channel),
+        _ => None,
     }
 }
 

@@ -26,6 +26,7 @@ use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::counts::SubscriptionCounts;
 use crate::endpoint::{Endpoint, EndpointId, StoredEndpoint};
 use crate::error::HooksError;
 use crate::event::{EventId, EventType, HookEvent};
@@ -64,6 +65,9 @@ pub struct HooksConfig {
     pub request_timeout: Duration,
     /// Most endpoints per app (`hooks.max_endpoints_per_app`, 20).
     pub max_endpoints_per_app: usize,
+    /// Shortest time between two `subscription_count` events about one channel, and longest
+    /// a change waits to be told (`hooks.subscription_count_interval`, 5 s; [`crate::counts`]).
+    pub subscription_count_interval: Duration,
 }
 
 impl Default for HooksConfig {
@@ -76,6 +80,7 @@ impl Default for HooksConfig {
             node_queue: 65_536,
             request_timeout: Duration::from_secs(10),
             max_endpoints_per_app: 20,
+            subscription_count_interval: Duration::from_secs(5),
         }
     }
 }
@@ -96,6 +101,8 @@ pub struct Hooks {
     queued: Mutex<Option<mpsc::Receiver<HookEvent>>>,
     /// The tails open on this node, fed by the writer.
     tails: Arc<Tails>,
+    /// The `subscription_count` windows the listener notes, told by their task.
+    counts: SubscriptionCounts,
 }
 
 impl Hooks {
@@ -109,6 +116,7 @@ impl Hooks {
     ) -> Result<Hooks, String> {
         let sender = Sender::new(destinations.clone(), config.request_timeout)?;
         let (queue, queued) = mpsc::channel(config.node_queue.max(1));
+        let counts = SubscriptionCounts::new(config.subscription_count_interval);
         Ok(Hooks {
             store,
             sealer,
@@ -120,6 +128,7 @@ impl Hooks {
             queue,
             queued: Mutex::new(Some(queued)),
             tails: Arc::new(Tails::default()),
+            counts,
         })
     }
 
@@ -334,14 +343,15 @@ impl Hooks {
     }
 
     /// Starts the service's tasks: the snapshot's reload (at once, then every
-    /// [`SNAPSHOT_RELOAD`]), the writer (the node queue into the store) and the worker (the
-    /// store's queues to the endpoints). They end when `shutdown` is cancelled, the writer after
-    /// a last attempt to store what is in the node queue. Called once, when the server starts.
+    /// [`SNAPSHOT_RELOAD`]), the `subscription_count` windows' ([`crate::counts`]), the writer
+    /// (the node queue into the store) and the worker (the store's queues to the endpoints).
+    /// They end when `shutdown` is cancelled, the writer after a last attempt to store what is
+    /// in the node queue. Called once, when the server starts.
     pub fn start(self: &Arc<Self>, shutdown: CancellationToken) -> Vec<JoinHandle<()>> {
-        let mut tasks = vec![tokio::spawn(reload_snapshot(
-            self.clone(),
-            shutdown.clone(),
-        ))];
+        let mut tasks = vec![
+            tokio::spawn(reload_snapshot(self.clone(), shutdown.clone())),
+            tokio::spawn(crate::counts::run_counts(self.clone(), shutdown.clone())),
+        ];
         if let Some(queued) = self.take_queue() {
             tasks.push(tokio::spawn(crate::writer::run_writer(
                 self.clone(),
@@ -392,6 +402,12 @@ impl Hooks {
     /// The endpoint snapshot.
     pub(crate) fn snapshot(&self) -> arc_swap::Guard<Arc<Snapshot>> {
         self.snapshot.load()
+    }
+
+    /// This node's `subscription_count` windows; give them their counts' source
+    /// ([`SubscriptionCounts::set_source`]) before the server serves.
+    pub fn subscription_counts(&self) -> &SubscriptionCounts {
+        &self.counts
     }
 
     /// The tails open on this node.

@@ -17,14 +17,23 @@
 //! vacated) as if it had been alone. In a cluster each node joins within a reload period of
 //! the first endpoint's creation. Once joined, the listener stays (deleting every endpoint
 //! leaves it answering "nobody wants this" from the snapshot).
+//!
+//! **`subscription_count` counts** ([`NodeHooks::count_with`], [`herald_hooks::counts`]): on
+//! one node the hub's subscriber count, the last one told held in memory; in a cluster
+//! ([`ClusterCounts`]) the cluster's (this node's own plus the others' as of the bus's presence
+//! period), read once per channel per interval by the node that claimed the channel's interval
+//! in Redis, which also keeps the last count told.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
+use herald_bus_redis::presence::CountClaim;
 use herald_core::lifecycle::{Lifecycle, LifecycleListener};
 use herald_core::log::StoreError;
 use herald_core::tenant::AppId;
+use herald_core::{ChannelName, Engine};
+use herald_hooks::counts::{ChannelCounts, Claim, LocalCounts};
 use herald_hooks::endpoint::{EndpointId, StoredEndpoint};
 use herald_hooks::service::{Hooks, HooksConfig};
 use herald_hooks::store::{
@@ -39,6 +48,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ServerError;
+use crate::node::NodeBus;
 
 /// The webhook service of this node, and what starts and stops it.
 pub(crate) struct NodeHooks {
@@ -79,6 +89,19 @@ impl NodeHooks {
         })
     }
 
+    /// Gives the `subscription_count` windows their counts: the hub's of `engine` on one node,
+    /// the cluster's through `bus` on a cluster node (see the [module documentation](self)).
+    pub(crate) fn count_with(&self, engine: Arc<Engine>, bus: Arc<NodeBus>) {
+        let source: Arc<dyn ChannelCounts> = if bus.redis().is_some() {
+            Arc::new(ClusterCounts { bus })
+        } else {
+            Arc::new(LocalCounts::new(move |channel: &ChannelName| {
+                engine.subscriber_count(channel) as u64
+            }))
+        };
+        self.service.subscription_counts().set_source(source);
+    }
+
     /// Loads the endpoints (joining the listener if there is one) and starts the service's
     /// tasks. Call it before connections are served: a node restarted with endpoints tells of
     /// its first connection.
@@ -97,6 +120,37 @@ impl NodeHooks {
         for task in tasks {
             if let Err(e) = task.await {
                 tracing::error!(error = %e, "a webhook task failed");
+            }
+        }
+    }
+}
+
+/// A cluster node's `subscription_count` counts: the channel's interval claimed in Redis, the
+/// cluster's count read, the last count told kept there.
+struct ClusterCounts {
+    bus: Arc<NodeBus>,
+}
+
+#[async_trait]
+impl ChannelCounts for ClusterCounts {
+    async fn claim(&self, channel: &ChannelName, interval: std::time::Duration) -> Claim {
+        let Some(redis) = self.bus.redis() else {
+            return Claim::Unavailable;
+        };
+        match redis.claim_count_report(channel, interval).await {
+            Ok(CountClaim::Claimed { last }) => match redis.cluster_subscribers(channel).await {
+                Ok(count) => Claim::Report { count, last },
+                Err(_) => Claim::Unavailable,
+            },
+            Ok(CountClaim::Held(retry_in)) => Claim::Taken { retry_in },
+            Err(_) => Claim::Unavailable,
+        }
+    }
+
+    async fn told(&self, channel: &ChannelName, count: u64) {
+        if let Some(redis) = self.bus.redis() {
+            if let Err(e) = redis.count_reported(channel, count).await {
+                tracing::debug!(error = %e, "webhooks: the subscription count told was not kept in Redis");
             }
         }
     }

@@ -148,6 +148,7 @@ impl Parts {
             settings.hooks.clone(),
             engine.lifecycle().clone(),
         )?;
+        hooks.count_with(engine.clone(), bus.clone());
         let credentials = store.credentials.clone();
         let queue = store.jobs.clone();
         let senders = Arc::new(Senders::new(

@@ -35,8 +35,8 @@ Examples:
 admin key (HERALD_API_KEY). Event types: client.connected, client.disconnected,
 client.subscribed, client.unsubscribed, user.online, user.offline, channel.occupied,
 channel.vacated, device.registered, device.deactivated, delivery.acked,
-delivery.provider_accepted, delivery.failed, delivery.dead_lettered, or * for all
-(docs/hooks.md).";
+delivery.provider_accepted, delivery.failed, delivery.dead_lettered, subscription_count
+(opt-in: not in *), or * for all the others (docs/hooks.md).";
 
 /// Where and as whom.
 #[derive(Debug, Args)]

@@ -2668,10 +2668,10 @@ export interface components {
         };
         /**
          * @description An event type an endpoint asks for (docs/hooks.md describes each event); `*` is every
-         *     type listed here.
+         *     type listed here but `subscription_count`, sent only to endpoints that name it.
          * @enum {string}
          */
-        HookEventType: "*" | "client.connected" | "client.disconnected" | "client.subscribed" | "client.unsubscribed" | "user.online" | "user.offline" | "channel.occupied" | "channel.vacated" | "presence.member_added" | "presence.member_removed" | "device.registered" | "device.deactivated" | "delivery.acked" | "delivery.provider_accepted" | "delivery.failed" | "delivery.dead_lettered";
+        HookEventType: "*" | "client.connected" | "client.disconnected" | "client.subscribed" | "client.unsubscribed" | "user.online" | "user.offline" | "channel.occupied" | "channel.vacated" | "presence.member_added" | "presence.member_removed" | "device.registered" | "device.deactivated" | "delivery.acked" | "delivery.provider_accepted" | "delivery.failed" | "delivery.dead_lettered" | "subscription_count";
         HookCreate: {
             /** @description Where batches are `POST`ed, `http` or `https`. */
             url: string;

@@ -4,13 +4,15 @@
 //! `scripts/install-hook-receivers.sh`, which `scripts/test.sh` runs). One node (`one_node`):
 //! the events of WebSocket and SSE clients, debounced offline, an outage and its recovery,
 //! kill -9 with events queued, refused destinations. A cluster (`cluster`): users and channels
-//! across nodes, a node killed with SIGKILL and one stopped with SIGTERM.
+//! across nodes, a node killed with SIGKILL and one stopped with SIGTERM. `subscription_count`
+//! (`subscription_count`): one event per interval with the final count, opt-in.
 //!
 //! Here: the receivers ([`Receiver`]), the endpoint's creation, and what the tests read of the
 //! events received. Every wait has a deadline and, when it runs out, says what was received.
 
 mod cluster;
 mod one_node;
+mod subscription_count;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
