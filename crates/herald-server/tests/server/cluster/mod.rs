@@ -11,12 +11,14 @@
 //! node joining late, nodes over TLS to Redis), [`revoke`] (revocations close connections on
 //! every node), [`tokens`] (a secret rotated with an overlap, sealed in PostgreSQL),
 //! [`audit`] (the audit log on PostgreSQL), [`lifecycle`] (channels vacated once in the
-//! cluster, a killed node's departures reported by another).
+//! cluster, a killed node's departures reported by another), [`presence`] (presence members
+//! across nodes, a killed node's members removed by another).
 
 mod audit;
 mod fanout;
 mod faults;
 mod lifecycle;
+mod presence;
 mod probes;
 mod push;
 mod revoke;
