@@ -223,7 +223,8 @@ pub enum LifecycleEvent {
         channel: ChannelName,
     },
     /// A user became a member of a presence channel: its first subscription to it
-    /// ([`crate::presence`]; on one node today, see [`crate::presence::PresenceRelay`]).
+    /// ([`crate::presence`]; in a cluster, its first on any node, told once, see
+    /// [`crate::presence::PresenceRelay`]).
     MemberAdded {
         /// The channel.
         channel: ChannelName,
