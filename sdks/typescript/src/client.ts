@@ -333,6 +333,10 @@ export class HeraldClient extends Emitter<ClientEvents> {
   private async connectOnce(): Promise<Promise<CloseInfo>> {
     const token = await this.fetchToken();
     this.currentToken = token;
+    // Closed while the token was fetched or the WebSocket failed: open nothing more (an SSE
+    // stream subscribes as it opens, so a presence channel would see a join and a leave).
+    const closed = () => new HeraldError('not_connected', 'the client is closed');
+    if (this.closed) throw closed();
     if (this.options.transport !== 'sse') {
       try {
         return await this.startWebSocket(token);
@@ -340,6 +344,7 @@ export class HeraldClient extends Emitter<ClientEvents> {
         const opened = (e as { opened?: boolean }).opened;
         if (this.options.transport === 'websocket' || opened) throw e;
       }
+      if (this.closed) throw closed();
     }
     return this.startSse(token);
   }

@@ -88,3 +88,33 @@ test('over SSE: the members, then a join and a leave', async () => {
   assert.equal(ada.members('news/plain'), undefined);
   ada.close();
 });
+
+test('a client closed while its token is fetched opens nothing: no join flashes on the channel', async () => {
+  const ada = herald.client({ token: () => herald.token({ sub: 'ada-watch' }) });
+  const listed = nextEvent(ada, 'presence', (e) => e.event === 'members');
+  ada.subscribe('room-ghost', () => {}, { presence: true });
+  await withTimeout(ada.connect(), 'ada connects');
+  await listed;
+  const joins = [];
+  ada.on('presence', (e) => { if (e.event === 'join') joins.push(e.user); });
+
+  // The ghost is closed while its token callback is still running; it then gets its token.
+  let release;
+  const gate = new Promise((resolve) => { release = resolve; });
+  const ghost = herald.client({ transport: 'sse', token: async () => { await gate; return herald.token({ sub: 'ghost' }); } });
+  ghost.subscribe('room-ghost', () => {}, { presence: true });
+  const ended = ghost.connect().catch((e) => e);
+  ghost.close();
+  release();
+  assert.equal((await withTimeout(ended, 'the ghost to end')).code, 'not_connected');
+
+  // Carol joins after the ghost ended: the first join Ada sees is Carol's.
+  const carol = herald.client({ token: () => herald.token({ sub: 'carol' }) });
+  const carolJoined = nextEvent(ada, 'presence', (e) => e.event === 'join' && e.user === 'carol');
+  carol.subscribe('room-ghost', () => {}, { presence: true });
+  await withTimeout(carol.connect(), 'carol connects');
+  await carolJoined;
+  assert.deepEqual(joins, ['carol']);
+  carol.close();
+  ada.close();
+});
