@@ -1,8 +1,10 @@
 //! `subscription_count` on one node, to real receivers: several subscribes within one interval
 //! are one event with the final count; a subscribe and unsubscribe within an interval that leave
 //! the count where the last event left it are told nothing; each channel has its own interval; an endpoint of `["*"]` is never sent it (opt-in).
-//! Absences are shown by order, not by waiting: each endpoint's events arrive in the order they
-//! happened, so an event queued before one the receiver already has would have come first.
+//! Absences are shown by order: each endpoint's events arrive in the order they happened, so an
+//! event queued before one the receiver already has would have come first. In a cluster of two
+//! nodes: the cluster's count, at most one told per interval, and a count back where the last
+//! event (told by either node) left it not told again.
 
 use std::time::Duration;
 
@@ -159,4 +161,135 @@ async fn subscribes_within_an_interval_are_one_event_with_the_final_count() {
     );
     star.assert_every_request_verified();
     drop(late);
+}
+
+/// A node of a cluster over `store` and `bus` (as `super::cluster`'s), interval `INTERVAL`.
+async fn cluster_node(store: &str, bus: &str) -> Server {
+    Server::builder()
+        .config(&format!(
+            "{CONFIG}subscription_count_interval = \"{INTERVAL}\"\n"
+        ))
+        .arg("--outbound-allow")
+        .arg("127.0.0.0/8")
+        .arg("--store")
+        .arg(store)
+        .arg("--bus")
+        .arg(bus)
+        .arg("--credentials-key")
+        .arg("8899aabbccddeeff00112233445566778899aabbccddeeff0011223344556677")
+        .start()
+        .await
+}
+
+/// A WebSocket client of `sub` on `s`, subscribed to `channel`.
+async fn subscribed(s: &Server, sub: &str, channel: &str) -> Ws {
+    let mut ws = Ws::connect(&s.ws_url(&format!("?token={}", token(sub)))).await;
+    subscribe(&mut ws, channel).await;
+    ws
+}
+
+/// The timestamps (RFC 3339 text) and counts of `channel`'s events.
+fn of_channel(events: &[Value], channel: &str) -> Vec<(String, u64)> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "subscription_count" && e["data"]["channel"] == channel)
+        .map(|e| {
+            (
+                e["timestamp"].as_str().unwrap().to_owned(),
+                e["data"]["subscription_count"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn millis(rfc3339: &str) -> i64 {
+    let at = humantime::parse_rfc3339(rfc3339).unwrap();
+    at.duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_cluster_one_node_tells_the_clusters_count_per_interval() {
+    use herald_testkit::{Postgres, Redis};
+    tokio::time::timeout(Duration::from_secs(300), async {
+        let (postgres, redis) = tokio::task::spawn_blocking(|| {
+            (
+                Postgres::start().expect("PostgreSQL starts"),
+                Redis::start().expect("Redis starts"),
+            )
+        })
+        .await
+        .unwrap();
+        let store = postgres.create_database("herald").expect("a database");
+        let bus = redis.url();
+        let one = cluster_node(&store, &bus).await;
+        let two = cluster_node(&store, &bus).await;
+        let r = Receiver::start(Lang::Python);
+        register(&one, &r, &["subscription_count"]).await;
+        // Node two learns of the endpoint within its reload period: a probe channel of its own
+        // is told once it does.
+        let deadline = tokio::time::Instant::now() + WAIT;
+        let mut probes = Vec::new();
+        loop {
+            let channel = format!("rooms/probe-{}", probes.len());
+            probes.push(subscribed(&two, "probe", &channel).await);
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            if r.events().iter().any(|e| e["type"] == "subscription_count") {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "node two never told"
+            );
+        }
+
+        // Two subscribers on each node within one interval: the cluster's 4, told by one node
+        // per interval.
+        let mut clients = Vec::new();
+        for (i, s) in [&one, &two, &one, &two].into_iter().enumerate() {
+            clients.push(subscribed(s, &format!("u{i}"), "rooms/1").await);
+        }
+        let events = r
+            .wait_for("rooms/1 at 4", WAIT, |e| {
+                of_channel(e, "rooms/1")
+                    .last()
+                    .is_some_and(|(_, n)| *n == 4)
+            })
+            .await;
+        let told = of_channel(&events, "rooms/1");
+        let interval = humantime::parse_duration(INTERVAL).unwrap().as_millis() as i64;
+        for pair in told.windows(2) {
+            assert!(
+                millis(&pair[1].0) - millis(&pair[0].0) >= interval - 100,
+                "two counts of rooms/1 within an interval: {told:?}"
+            );
+        }
+
+        // One leaves on node two and another joins on node one, within an interval: back at
+        // 4, which either node finds told already (the last count is the cluster's, in Redis).
+        let leaving = clients.remove(1);
+        drop(leaving);
+        clients.push(subscribed(&one, "u4", "rooms/1").await);
+        // Past both nodes' windows (and a claim another node held), a marker channel: its count
+        // comes after anything those windows told.
+        tokio::time::sleep(Duration::from_millis(2 * interval as u64)).await;
+        let marker = subscribed(&two, "marker", "rooms/marker").await;
+        let events = r
+            .wait_for("the marker's count", WAIT, |e| {
+                !of_channel(e, "rooms/marker").is_empty()
+            })
+            .await;
+        let again = of_channel(&events, "rooms/1");
+        assert_eq!(
+            again.len(),
+            told.len(),
+            "rooms/1 back at 4 was told again: {again:?}\n{}",
+            summary(&events).join("\n")
+        );
+        r.assert_every_request_verified();
+        drop((clients, marker, probes));
+    })
+    .await
+    .expect("the cluster test ended within 300 s");
 }
