@@ -99,13 +99,14 @@ function endpointTable(hooks, go) {
   });
 }
 
-/** The create form's event checkboxes: every type the server lists, and `*` (all, future ones too). */
+/** The create form's event checkboxes: every type the server lists, and `*` (all but the opt-in
+ * `subscription_count`, future ones too). */
 function eventChoices(types) {
   const box = (value, label) => h('label', { class: 'check' },
     h('input', { type: 'checkbox', name: 'events', value, 'data-event': value }), label);
   return h('fieldset', { class: 'checks', id: 'hook-events' },
     h('legend', {}, 'Event types'),
-    box('*', h('span', {}, h('b', {}, 'all'), ' (*, including types added later)')),
+    box('*', h('span', {}, h('b', {}, 'all'), ' (*, including types added later; not subscription_count, which is sent only when checked)')),
     types.map((t) => box(t, h('code', {}, t))));
 }
 
