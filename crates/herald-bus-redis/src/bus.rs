@@ -57,6 +57,10 @@ pub struct BusOptions {
     /// Extra CA certificates (PEM, any number) trusted besides the public web roots when the
     /// URLs are `rediss://` (TLS); unused with `redis://` URLs.
     pub tls_ca_pem: Option<Vec<u8>>,
+    /// This node serves presence channels (a presence namespace is configured): it takes part
+    /// in the cluster's presence records from the start, so it claims a lost node's members
+    /// even before it holds any itself ([`crate::members`]). Without it, only once it has.
+    pub presence_members: bool,
 }
 
 impl Default for BusOptions {
@@ -69,6 +73,7 @@ impl Default for BusOptions {
             cluster: false,
             presence_period: crate::presence::DEFAULT_PERIOD,
             tls_ca_pem: None,
+            presence_members: false,
         }
     }
 }
@@ -465,6 +470,7 @@ impl Connected {
                 shared.publisher.clone(),
                 shared.names.clone(),
                 shared.node,
+                shared.options.presence_members,
                 lifecycle,
                 members_rx,
             )),

@@ -46,6 +46,11 @@ impl Namespaces {
         }
     }
 
+    /// Whether any namespace makes presence channels.
+    pub fn any_presence(&self) -> bool {
+        self.any_presence
+    }
+
     /// The presence limits of `channel` (a full name) if it is a presence channel: one branch
     /// on a server without presence namespaces, else [`Namespaces::options`].
     #[inline]

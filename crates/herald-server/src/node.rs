@@ -216,6 +216,7 @@ pub(crate) async fn open(
         let options = BusOptions {
             cluster: cluster.redis_cluster,
             tls_ca_pem: cluster.redis_ca_pem.clone(),
+            presence_members: settings.namespaces.any_presence(),
             ..BusOptions::default()
         };
         Some(

@@ -18,9 +18,11 @@
 //! - **The list.** A watcher's `members` frame and `GET /v1/channels/{name}/presence` read the
 //!   channel's members from Redis with the version of its last change; the frames of later
 //!   versions follow the list.
-//! - **A lost node.** Each node that ever held a member refreshes a heartbeat every
-//!   [`crate::lifecycle::BEAT_PERIOD`] (expiring after [`crate::lifecycle::TTL`]) and claims,
-//!   in one script, the nodes whose heartbeat expired, then removes their holds: their users
+//! - **A lost node.** Each node serving presence channels
+//!   ([`crate::BusOptions::presence_members`]), and any node once it held a member, refreshes a
+//!   heartbeat every [`crate::lifecycle::BEAT_PERIOD`] (expiring after
+//!   [`crate::lifecycle::TTL`]) and claims, in one script, the nodes whose heartbeat expired,
+//!   then removes their holds: their users
 //!   leave (the claiming node's listeners hear `member_removed`, every node's watchers the
 //!   `leave`) within [`crate::lifecycle::NODE_LOST_BOUND`] of the lost node's last heartbeat. A
 //!   node claimed while alive (cut off from Redis) is fenced until it writes its holds again,
@@ -28,7 +30,7 @@
 //! - **A node that stops** removes its holds, then itself.
 //!
 //! Nothing of this runs for other channels: the relay is only called for presence channels,
-//! and the task touches Redis only once it has a member to record.
+//! and the task touches Redis only on a node serving them or once it has a member to record.
 
 mod message;
 mod scripts;
@@ -185,11 +187,13 @@ struct State {
     joined: bool,
 }
 
-/// Runs the presence task of node `node`.
+/// Runs the presence task of node `node`; `from_start`: it beats and claims lost nodes from
+/// the start (a node serving presence channels), else once it wrote a hold.
 pub(crate) async fn run(
     redis: Client,
     names: Names,
     node: u64,
+    from_start: bool,
     lifecycle: Arc<Lifecycle>,
     mut ops: mpsc::UnboundedReceiver<Op>,
 ) {
@@ -219,7 +223,7 @@ pub(crate) async fn run(
                 Some(op) => state.apply(op).await,
             },
             _ = tick.tick() => {
-                if state.joined {
+                if state.joined || from_start {
                     state.beat().await;
                 }
             }

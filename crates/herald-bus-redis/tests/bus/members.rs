@@ -13,6 +13,7 @@ use herald_testkit::{Redis, RedisCluster};
 use serde_json::Value;
 
 use crate::harness::{receive, Node, SharedLog, SharedTenancy};
+use herald_bus_redis::BusOptions;
 
 struct Listened {
     node: Node,
@@ -273,6 +274,33 @@ async fn a_lost_nodes_members_are_removed_by_another_node() {
             .count();
         assert_eq!(removed, 1, "dave, once");
         assert!(a.members_events().iter().all(|e| e.starts_with("member+")));
+    })
+    .await
+    .expect("in time");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_serving_presence_claims_a_lost_nodes_members_without_holding_any() {
+    let redis = Redis::start().expect("redis");
+    let (log, tenancy) = (Arc::default(), Arc::default());
+    tokio::time::timeout(Duration::from_secs(120), async {
+        let urls = [redis.url()];
+        let a = node(&urls, &log, &tenancy).await;
+        let options = BusOptions {
+            presence_members: true,
+            ..BusOptions::default()
+        };
+        let c = Node::start_with(&urls, &log, &tenancy, options).await;
+        let on_c = Recorded::new();
+        c.engine.lifecycle().join(on_c.clone());
+        let _dave = a.join("dave", 10).await.expect("dave on A");
+        a.node.bus.halt();
+        wait("C removes dave", || {
+            on_c.summary().contains(&"member-rooms/1:dave".to_string())
+        })
+        .await;
+        let listed = c.engine.presence().listed(&room()).await;
+        assert!(listed.is_empty(), "{listed:?}");
     })
     .await
     .expect("in time");
