@@ -40,7 +40,7 @@ use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::hash::{BuildHasher, RandomState};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
@@ -125,11 +125,12 @@ pub trait PresenceRelay: Send + Sync {
     /// the cluster's changes with [`Presence::deliver`] or [`Presence::deliver_frame`]).
     fn relay(&self, channel: &ChannelName, change: &MemberChange) -> Relayed;
 
-    /// `user`, new on this node, joined `channel` with `data` (its change just relayed): the
+    /// `user` joined `channel` with `data` on this node, new here (its change just relayed) or
+    /// while the cluster's verdict on its first subscription here is still awaited: the
     /// cluster's verdict within `limits` (`limit_exceeded` when the channel is full across
     /// nodes), awaited by [`Membership::admitted`]. `None` (the default): admitted. Called
-    /// under the channel's presence lock right after [`PresenceRelay::relay`]: it must only
-    /// note or queue.
+    /// under the channel's presence lock (after [`PresenceRelay::relay`] for a new user), in
+    /// the order of the changes: it must only note or queue.
     fn admission(
         &self,
         _channel: &ChannelName,
@@ -212,6 +213,9 @@ struct Entry {
     data: Arc<str>,
     /// When it joined, in the channel's order.
     order: u64,
+    /// Whether the relay admitted it (always, without one): until then each further
+    /// subscription of the user asks the relay too.
+    admitted: Arc<AtomicBool>,
 }
 
 /// A subscription that asked for presence frames.
@@ -306,9 +310,20 @@ impl Presence {
         let mut shard = self.shard(channel).lock();
         let roster = shard.entry(channel.clone()).or_default();
         let full = roster.members.len() >= limits.max_members as usize;
+        let relay = self.relay.get();
         let mut admission = None;
         match roster.members.get_mut(user) {
-            Some(entry) => entry.holds += 1,
+            Some(entry) => {
+                entry.holds += 1;
+                if !entry.admitted.load(Ordering::Acquire) {
+                    admission = relay
+                        .and_then(|r| r.admission(channel, user, &entry.data, limits))
+                        .map(|verdict| Judged {
+                            verdict,
+                            admitted: entry.admitted.clone(),
+                        });
+                }
+            }
             None if full => {
                 if roster.members.is_empty() && roster.watchers.is_empty() {
                     shard.remove(channel);
@@ -326,12 +341,14 @@ impl Presence {
             None => {
                 let order = roster.next_order;
                 roster.next_order += 1;
+                let admitted = Arc::new(AtomicBool::new(relay.is_none()));
                 roster.members.insert(
                     user.into(),
                     Entry {
                         holds: 1,
                         data: data.clone(),
                         order,
+                        admitted: admitted.clone(),
                     },
                 );
                 let change = MemberChange::Added {
@@ -339,10 +356,15 @@ impl Presence {
                     data: data.clone(),
                 };
                 self.changed(channel, roster, change);
-                admission = self
-                    .relay
-                    .get()
-                    .and_then(|relay| relay.admission(channel, user, &data, limits));
+                admission = relay
+                    .and_then(|r| r.admission(channel, user, &data, limits))
+                    .map(|verdict| Judged { verdict, admitted });
+                if admission.is_none() {
+                    // No verdict to await: admitted.
+                    if let Some(entry) = roster.members.get(user) {
+                        entry.admitted.store(true, Ordering::Release);
+                    }
+                }
             }
         }
         Ok(Membership {
@@ -509,7 +531,13 @@ pub struct Membership {
     user: Box<str>,
     watch: Option<u64>,
     /// The cluster's verdict on the join, until [`Membership::admitted`] took it.
-    admission: Option<Pending<Result<(), HeraldError>>>,
+    admission: Option<Judged>,
+}
+
+/// A verdict a relay gives on a join, and the member's flag it sets.
+struct Judged {
+    verdict: Pending<Result<(), HeraldError>>,
+    admitted: Arc<AtomicBool>,
 }
 
 impl Membership {
@@ -522,8 +550,9 @@ impl Membership {
     /// user was a member here already); the relay's refusal (`limit_exceeded` when the
     /// channel is full across nodes) gives the share back.
     pub async fn admitted(mut self) -> Result<Membership, HeraldError> {
-        if let Some(admission) = self.admission.take() {
-            admission.await?;
+        if let Some(judged) = self.admission.take() {
+            judged.verdict.await?;
+            judged.admitted.store(true, Ordering::Release);
         }
         Ok(self)
     }

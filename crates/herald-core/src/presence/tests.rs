@@ -355,3 +355,57 @@ fn a_subscription_pays_one_pointer_for_presence() {
     assert!(size_of::<Membership>() > 16, "worth boxing");
     assert_eq!(size_of::<crate::hub::Subscription>(), 96);
 }
+
+/// A relay whose verdicts are given by the test, counting what it was asked.
+#[derive(Default)]
+struct Judging {
+    asked: parking_lot::Mutex<Vec<tokio::sync::oneshot::Sender<Result<(), HeraldError>>>>,
+}
+
+impl PresenceRelay for Judging {
+    fn relay(&self, _: &ChannelName, _: &MemberChange) -> Relayed {
+        Relayed::Held
+    }
+
+    fn admission(
+        &self,
+        _: &ChannelName,
+        _: &str,
+        _: &Arc<str>,
+        _: &PresenceLimits,
+    ) -> Option<Pending<Result<(), HeraldError>>> {
+        let (tell, verdict) = tokio::sync::oneshot::channel();
+        self.asked.lock().push(tell);
+        Some(Box::pin(async move { verdict.await.unwrap() }))
+    }
+}
+
+#[tokio::test]
+async fn a_second_subscription_awaits_the_cluster_until_the_first_was_admitted() {
+    let hub = Hub::new();
+    let relay = Arc::new(Judging::default());
+    assert!(hub.presence().set_relay(relay.clone()));
+    let ch = room();
+    let presence = hub.presence();
+    let join = || {
+        presence
+            .join(&ch, &limits(10), "alice", Arc::from("{}"))
+            .unwrap()
+    };
+    let (first, second) = (join(), join());
+    assert_eq!(relay.asked.lock().len(), 2, "the second is judged too");
+    // The cluster is full: both are refused, and alice is no member here any more.
+    for tell in relay.asked.lock().drain(..) {
+        let full = HeraldError::new(ErrorCode::LimitExceeded, "full across nodes");
+        tell.send(Err(full)).unwrap();
+    }
+    assert!(first.admitted().await.is_err());
+    assert!(second.admitted().await.is_err());
+    assert_eq!(presence.members(&ch), None);
+    // Admitted once: later subscriptions of alice are not asked about.
+    let third = join();
+    relay.asked.lock().pop().unwrap().send(Ok(())).unwrap();
+    let _third = third.admitted().await.unwrap();
+    let _fourth = join().admitted().await.unwrap();
+    assert!(relay.asked.lock().is_empty());
+}
