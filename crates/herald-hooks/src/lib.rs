@@ -44,9 +44,9 @@ pub mod error;
 pub mod event;
 pub mod input;
 pub mod listener;
-pub mod push;
 #[cfg(any(test, feature = "memory-store"))]
 pub mod memory;
+pub mod push;
 pub mod seal;
 pub mod sender;
 pub mod service;
