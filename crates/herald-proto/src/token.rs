@@ -155,7 +155,7 @@ pub fn user_info(what: &str, text: &str) -> Result<UserInfo, HeraldError> {
             "{what} must be a JSON object ({{\"name\":\"Alice\"}}), not {kind}"
         )));
     }
-    let text = compact(text);
+    let text = compact_json(text);
     if text.len() > MAX_USER_INFO_BYTES {
         return Err(HeraldError::bad_request(format!(
             "{what} is {} bytes of JSON; a token's user_info may be at most \
@@ -168,8 +168,9 @@ pub fn user_info(what: &str, text: &str) -> Result<UserInfo, HeraldError> {
     Ok(UserInfo(raw))
 }
 
-/// Valid JSON text without the whitespace between its tokens (strings kept byte for byte).
-fn compact(text: &str) -> String {
+/// Valid JSON text without the whitespace between its tokens (strings kept byte for byte): one
+/// line, as a token's `user_info` is signed and an SSE `data:` line needs.
+pub fn compact_json(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let (mut in_string, mut escaped) = (false, false);
     for c in text.chars() {

@@ -168,7 +168,7 @@ pub fn member_data(
             "{source} must be a JSON object"
         )));
     }
-    let text = compact(text);
+    let text = herald_proto::token::compact_json(text);
     if text.len() > limits.max_data_bytes as usize {
         return Err(HeraldError::new(
             ErrorCode::TooLarge,
@@ -181,29 +181,6 @@ pub fn member_data(
         ));
     }
     Ok(Arc::from(text))
-}
-
-/// Valid JSON text without the whitespace between its tokens (its members and strings kept
-/// byte for byte): one line, as an SSE `data:` line needs.
-fn compact(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let (mut in_string, mut escaped) = (false, false);
-    for c in text.chars() {
-        if in_string {
-            out.push(c);
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_string = false;
-            }
-        } else if !c.is_ascii_whitespace() {
-            in_string = c == '"';
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// One member on one channel of this node.
