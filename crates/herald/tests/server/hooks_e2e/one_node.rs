@@ -57,8 +57,10 @@ fn has(events: &[Value], kind: &str, about: &str) -> bool {
 async fn websocket_and_sse_clients_reach_python_and_node_receivers_verified() {
     let receivers = [Receiver::start(Lang::Python), Receiver::start(Lang::Node)];
     let s = node().await;
+    // bob comes back within the offline delay: long enough that no pause of a loaded machine
+    // between his close and his reconnect outlasts it.
     for r in &receivers {
-        register(&s, r, 1_500).await;
+        register(&s, r, 5_000).await;
     }
 
     // alice: a WebSocket and an SSE stream on one channel.
