@@ -59,7 +59,7 @@ pub struct BusOptions {
     pub tls_ca_pem: Option<Vec<u8>>,
     /// This node serves presence channels (a presence namespace is configured): it takes part
     /// in the cluster's presence records from the start, so it claims a lost node's members
-    /// even before it holds any itself ([`crate::members`]). Without it, only once it has.
+    /// even before it holds any itself (`crate::members`). Without it, only once it has.
     pub presence_members: bool,
 }
 
@@ -341,7 +341,7 @@ impl RedisBus {
     }
 
     /// Stops the presence members task (it removes this node's members from the cluster's,
-    /// [`crate::members`]), then the lifecycle task (if it runs): it writes the departures
+    /// `crate::members`), then the lifecycle task (if it runs): it writes the departures
     /// queued and removes this node from the cluster's records, delivering the transitions
     /// that makes (channels this node was the last to hold vacated, users offline) to this
     /// node's listeners before it answers (within `SHUTDOWN_SEND_WAIT` each). Call it once this node's connections are gone and

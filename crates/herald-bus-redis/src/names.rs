@@ -69,7 +69,7 @@ impl Names {
         format!("{}:{{lifecycle}}:", self.prefix)
     }
 
-    /// The base of the keys of `channel`'s presence members ([`crate::members`]), under the
+    /// The base of the keys of `channel`'s presence members (`crate::members`), under the
     /// hash tag of its Redis channel, so a script changing them may publish on it.
     pub fn members(&self, channel: &ChannelName) -> String {
         format!(
@@ -81,7 +81,7 @@ impl Names {
     }
 
     /// The prefix of the keys recording which node holds which presence members
-    /// (`PREFIX:{presence}:`, one hash tag, [`crate::members`]).
+    /// (`PREFIX:{presence}:`, one hash tag, `crate::members`).
     pub fn presence_nodes(&self) -> String {
         format!("{}:{{presence}}:", self.prefix)
     }

@@ -1,6 +1,6 @@
 //! Signing secrets at rest: sealed with the server's credentials key ([`Sealer::seal_bound`],
 //! AES-256-GCM, as provider credentials are) with the app as associated data, so a sealed
-//! secret copied to another app's endpoint does not open. [`signing_secrets`] opens the ones a
+//! secret copied to another app's endpoint does not open. `signing_secrets` opens the ones a
 //! request is signed with (the worker's batches and the service's test event alike).
 
 use herald_core::tenant::AppId;

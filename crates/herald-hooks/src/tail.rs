@@ -2,7 +2,7 @@
 //! them (`GET /v1/apps/{id}/hooks/tail`, `herald hooks tail`).
 //!
 //! [`Tails`] holds a [`tokio::sync::broadcast`] channel per app that someone tails. The writer
-//! hands it each batch once the store has queued it ([`Tails::wanted`] before, [`Tails::send`]
+//! hands it each batch once the store has queued it (`Tails::wanted` before, `Tails::send`
 //! after), so a tail shows only events some endpoint of the app wants, in the order they were
 //! queued, and nothing when the store failed (nor a `user.online` that only withdraws an
 //! endpoint's held offline, [`Hold::Withdraw`]: it is queued for no endpoint). Nothing is copied while no tail is open (one
