@@ -122,6 +122,16 @@ fn no_hook(app: &AppId, hook: EndpointId) -> impl FnOnce() -> String {
     move || format!("app {app} has no webhook endpoint {hook}")
 }
 
+/// Endpoint `hook` of `app` as the API shows it (with its queue and delivery state).
+async fn view_json(api: &Api, app: &AppId, hook: EndpointId) -> Result<Value, ApiError> {
+    let view = api
+        .hooks
+        .get(app, hook)
+        .await
+        .map_err(|e| refused(e, no_hook(app, hook)))?;
+    Ok(view.to_json())
+}
+
 /// Reads an endpoint body: its shape checked here, what it says left to [`herald_hooks::Hooks`].
 async fn read_hook_body(body: Body) -> Result<Value, HeraldError> {
     let body = read_body(body, MAX_HOOK_BODY_BYTES).await?;
@@ -165,12 +175,7 @@ pub async fn create(
     let id = endpoint.id;
     audit::detail("hook", id);
     audit::detail("events", endpoint.events.names());
-    let view = api
-        .hooks
-        .get(&app, id)
-        .await
-        .map_err(|e| refused(e, no_hook(&app, id)))?;
-    let answer = json!({ "hook": view.to_json(), "secret": secret.text() });
+    let answer = json!({ "hook": view_json(&api, &app, id).await?, "secret": secret.text() });
     Ok((StatusCode::CREATED, axum::Json(answer)).into_response())
 }
 
@@ -181,12 +186,7 @@ pub async fn get(
     AppOrAdmin(app): AppOrAdmin,
 ) -> Result<Response, ApiError> {
     let hook = hook_id(&hook)?;
-    let view = api
-        .hooks
-        .get(&app, hook)
-        .await
-        .map_err(|e| refused(e, no_hook(&app, hook)))?;
-    Ok(axum::Json(view.to_json()).into_response())
+    Ok(axum::Json(view_json(&api, &app, hook).await?).into_response())
 }
 
 /// `PATCH /v1/apps/{id}/hooks/{hook}`: changes the fields the body names.
@@ -207,12 +207,7 @@ pub async fn update(
         .update(&app, hook, &input)
         .await
         .map_err(|e| refused(e, no_hook(&app, hook)))?;
-    let view = api
-        .hooks
-        .get(&app, hook)
-        .await
-        .map_err(|e| refused(e, no_hook(&app, hook)))?;
-    Ok(axum::Json(view.to_json()).into_response())
+    Ok(axum::Json(view_json(&api, &app, hook).await?).into_response())
 }
 
 /// `DELETE /v1/apps/{id}/hooks/{hook}`: the endpoint, its queue and its dead letters.
