@@ -20,24 +20,28 @@ pub enum Transport {
     LongPoll,
     /// Meteor's subscriber protocol.
     Meteor,
+    /// MQTT 3.1.1 and 5.0 (`herald-mqtt`).
+    Mqtt,
 }
 
 impl Transport {
     /// Every transport, in a fixed order.
-    pub const ALL: [Transport; 4] = [
+    pub const ALL: [Transport; 5] = [
         Transport::WebSocket,
         Transport::Sse,
         Transport::LongPoll,
         Transport::Meteor,
+        Transport::Mqtt,
     ];
 
-    /// The transport's name in events (`websocket`, `sse`, `long_poll`, `meteor`).
+    /// The transport's name in events (`websocket`, `sse`, `long_poll`, `meteor`, `mqtt`).
     pub fn as_str(self) -> &'static str {
         match self {
             Transport::WebSocket => "websocket",
             Transport::Sse => "sse",
             Transport::LongPoll => "long_poll",
             Transport::Meteor => "meteor",
+            Transport::Mqtt => "mqtt",
         }
     }
 
@@ -320,6 +324,8 @@ mod tests {
         for t in Transport::ALL {
             assert_eq!(Transport::parse(t.as_str()), Some(t));
         }
+        assert_eq!(Transport::Mqtt.as_str(), "mqtt");
+        assert_eq!(Transport::parse("mqtt"), Some(Transport::Mqtt));
         for r in DisconnectReason::ALL {
             assert_eq!(DisconnectReason::parse(r.code()), Some(r));
         }

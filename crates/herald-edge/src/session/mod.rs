@@ -33,8 +33,9 @@ use parked::ParkedClient;
 pub use parked::ParkedSession;
 use set::SubscriptionSet;
 
-/// The transport a [`ClientSession`]'s connection registers as (its lifecycle events name
-/// it): Herald's WebSocket, the one transport whose connections take commands today.
+/// The transport a [`ClientSession`] made with [`ClientSession::new`] registers as (its
+/// lifecycle events name it): Herald's WebSocket. Other transports whose connections take
+/// commands (MQTT) say theirs with [`ClientSession::new_for`].
 const SESSION_TRANSPORT: Transport = Transport::WebSocket;
 
 /// Most messages one history request returns.
@@ -53,12 +54,26 @@ pub struct ClientSession {
     registered: Option<Registration>,
     /// What the connection may still send under the per-connection command limit.
     commands: CommandBudget,
+    /// What the connection's lifecycle events name as its transport.
+    transport: Transport,
 }
 
 impl ClientSession {
-    /// A session writing to `outbox`, with the client authorised at connect time (if any) and
-    /// its usage count.
+    /// A WebSocket connection's session writing to `outbox`, with the client authorised at
+    /// connect time (if any) and its usage count.
     pub fn new(
+        edge: Arc<Edge>,
+        outbox: Arc<Outbox>,
+        client: Option<Client>,
+        counted: Option<ConnectionGuard>,
+    ) -> Self {
+        ClientSession::new_for(SESSION_TRANSPORT, edge, outbox, client, counted)
+    }
+
+    /// A session of a connection over `transport` (what its lifecycle events name), writing to
+    /// `outbox`, with the client authorised at connect time (if any) and its usage count.
+    pub fn new_for(
+        transport: Transport,
         edge: Arc<Edge>,
         outbox: Arc<Outbox>,
         client: Option<Client>,
@@ -66,7 +81,7 @@ impl ClientSession {
     ) -> Self {
         let registered = client
             .as_ref()
-            .map(|c| register(&edge, c, &outbox, SESSION_TRANSPORT));
+            .map(|c| register(&edge, c, &outbox, transport));
         ClientSession {
             edge,
             outbox,
@@ -75,7 +90,13 @@ impl ClientSession {
             counted,
             registered,
             commands: CommandBudget::default(),
+            transport,
         }
+    }
+
+    /// The transport the connection registers as.
+    pub fn transport(&self) -> Transport {
+        self.transport
     }
 
     /// Counts one command against the connection's command limit.
@@ -96,7 +117,7 @@ impl ClientSession {
             let registered = match self.registered.take() {
                 Some(registered) => registered,
                 // Not reached: a session with a client is registered.
-                None => register(&self.edge, &client, &self.outbox, SESSION_TRANSPORT),
+                None => register(&self.edge, &client, &self.outbox, self.transport),
             };
             ParkedClient::new(client, registered.park())
         });
@@ -111,8 +132,15 @@ impl ClientSession {
         // subscription any more.
     }
 
-    /// The session of a parked connection again, with a fresh command budget.
-    pub fn revive(mut parked: ParkedSession) -> ClientSession {
+    /// The session of a parked WebSocket connection again, with a fresh command budget.
+    pub fn revive(parked: ParkedSession) -> ClientSession {
+        ClientSession::revive_for(SESSION_TRANSPORT, parked)
+    }
+
+    /// The session of a parked connection over `transport` again (the transport its session
+    /// was made for: a parked session does not keep it, its parked record's type says it),
+    /// with a fresh command budget.
+    pub fn revive_for(transport: Transport, mut parked: ParkedSession) -> ClientSession {
         let (client, registered) = match parked.client.take().map(ParkedClient::revive) {
             Some((client, registered)) => {
                 let registered = registered.revive(parked.edge.live.clone(), client.app.clone());
@@ -128,6 +156,7 @@ impl ClientSession {
             counted: parked.counted.take(),
             registered,
             commands: CommandBudget::default(),
+            transport,
         }
     }
 
@@ -208,11 +237,11 @@ impl ClientSession {
                     registered,
                     &client,
                     &self.outbox,
-                    SESSION_TRANSPORT,
+                    self.transport,
                 );
             }
             None => {
-                let registered = register(&self.edge, &client, &self.outbox, SESSION_TRANSPORT);
+                let registered = register(&self.edge, &client, &self.outbox, self.transport);
                 self.registered = Some(registered);
             }
         }
@@ -390,14 +419,19 @@ mod tests {
     #[test]
     fn a_session_stays_small() {
         // edge + outbox + client + subscriptions + usage guard + live-client registration +
-        // command budget, nothing boxed: an idle WebSocket holds exactly this.
+        // command budget + transport, nothing boxed: a connection that is not parked holds
+        // exactly this (a parked one holds a `ParkedSession`, which keeps no transport).
         let parts = 2 * size_of::<Arc<Edge>>()
             + size_of::<Option<Client>>()
             + size_of::<Vec<(ChannelName, Arc<herald_core::hub::Subscription>)>>()
             + size_of::<Option<ConnectionGuard>>()
             + size_of::<Option<Registration>>()
-            + size_of::<CommandBudget>();
-        assert_eq!(size_of::<ClientSession>(), parts);
+            + size_of::<CommandBudget>()
+            + size_of::<Transport>();
+        assert_eq!(
+            size_of::<ClientSession>(),
+            parts.next_multiple_of(align_of::<ClientSession>())
+        );
         assert!(
             size_of::<ClientSession>() <= 256,
             "{}",
