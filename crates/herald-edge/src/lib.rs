@@ -74,7 +74,7 @@ use std::time::Duration;
 
 use axum::routing::{get, MethodRouter};
 use axum::Router;
-use herald_core::auth::{Client, Tokens};
+use herald_core::auth::{ApiKeys, Client, Tokens};
 use herald_core::publish::Publisher;
 use herald_core::usage::UsageMeter;
 use herald_core::{Engine, HeraldError};
@@ -138,6 +138,9 @@ pub struct Edge {
     pub publisher: Arc<Publisher>,
     /// Verifies client tokens, each with its app's secret.
     pub tokens: Arc<Tokens>,
+    /// This node's valid publisher API keys (the caches' set): a protocol whose clients may
+    /// authenticate with one (MQTT's password, `herald-mqtt`) checks them here.
+    pub api_keys: Arc<ApiKeys>,
     /// Device inboxes: what a device token's connection receives, and its acks.
     pub inbox: Arc<Inbox>,
     /// Per-app usage (connections and deliveries are counted here).

@@ -219,6 +219,7 @@ impl Parts {
             engine: self.engine.clone(),
             publisher: self.publisher.clone(),
             tokens: self.tokens.clone(),
+            api_keys: self.bus.caches().keys.clone(),
             inbox: self.inbox.clone(),
             usage: self.usage.clone(),
             live: self.bus.caches().live.clone(),
