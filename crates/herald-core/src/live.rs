@@ -13,8 +13,10 @@
 //!
 //! Registering and leaving are also where [`crate::lifecycle`]'s `connected` and
 //! `disconnected` events come from, once the registry shares the hub's lifecycle registry
-//! ([`LiveClients::set_lifecycle`]) and someone listens: who the connection is and the reason
-//! its transport states ([`Registration::set_disconnect_reason`]) are then kept beside the
+//! ([`LiveClients::set_lifecycle`]) and a kind of event that needs the connections tracked is
+//! wanted ([`crate::lifecycle::Kinds::TRACKED`]; until then registering and leaving read one
+//! atomic word for it and do nothing more): who the connection is and the reason its
+//! transport states ([`Registration::set_disconnect_reason`]) are then kept beside the
 //! registry ([`crate::lifecycle::tracked`]), not in its entries.
 
 use std::collections::HashMap;
@@ -24,7 +26,7 @@ use std::sync::{Arc, OnceLock, Weak};
 use parking_lot::Mutex;
 
 use crate::auth::{Client, TokenStamp};
-use crate::lifecycle::{DisconnectReason, Lifecycle, Transport};
+use crate::lifecycle::{DisconnectReason, Kinds, Lifecycle, Transport};
 use crate::outbox::{CloseReason, Outbox};
 use crate::paged::PagedVec;
 use crate::revoked::fingerprint;
@@ -227,14 +229,16 @@ impl LiveClients {
     }
 
     /// Shares `lifecycle` (the hub's, [`crate::hub::Hub::lifecycle`]): connections registering
-    /// and leaving are told to it while someone listens. `false` if one was already set.
+    /// and leaving are told to it while a kind of event that tracks them is wanted. `false` if
+    /// one was already set.
     pub fn set_lifecycle(&self, lifecycle: Arc<Lifecycle>) -> bool {
         self.lifecycle.set(lifecycle).is_ok()
     }
 
-    /// The lifecycle registry, if set and listened to.
+    /// The lifecycle registry, if set and a kind of event that tracks connections is wanted
+    /// ([`Kinds::TRACKED`]; one relaxed load once set).
     fn listening(&self) -> Option<&Arc<Lifecycle>> {
-        self.lifecycle.get().filter(|l| l.is_active())
+        self.lifecycle.get().filter(|l| l.emits(Kinds::TRACKED))
     }
 
     /// Registers a connection of `client` writing to `outbox`, which came over `transport`.

@@ -14,8 +14,9 @@
 //! Lifecycle events ([`crate::lifecycle`]) are told as they happen, under the shard's lock so
 //! a channel's reach its listeners in order: a subscription made and ended, and the channel
 //! occupied (its first subscriber here) and vacated (its last one left), at once, whatever the
-//! linger keeps. While nobody listens, that costs the subscribe and unsubscribe paths one
-//! relaxed atomic load each, and the delivery path nothing.
+//! linger keeps. While nobody wants a subscription or channel kind of event
+//! ([`crate::lifecycle::Kinds`]), that costs the subscribe and unsubscribe paths one relaxed
+//! atomic load each, and the delivery path nothing.
 
 use std::collections::VecDeque;
 use std::hash::{BuildHasher, RandomState};
@@ -29,7 +30,7 @@ use parking_lot::{Mutex, RwLock};
 use crate::catchup::tail::{TailBudget, DEFAULT_TAIL_CACHE_BYTES};
 use crate::fanout::backlog::Backlog;
 use crate::head::{Head, HeadLookup, HeadSlot};
-use crate::lifecycle::Lifecycle;
+use crate::lifecycle::{Kinds, Lifecycle};
 use crate::message::SharedMessage;
 use crate::name::ChannelName;
 use crate::outbox::Outbox;
@@ -403,8 +404,11 @@ impl Hub {
         entry.subs.push(sub.clone());
         entry.ids.push(sub.id());
         let head = entry.head.lock().lookup();
-        if self.lifecycle.is_active() {
-            self.lifecycle.subscribed(&name, sub.outbox(), first);
+        // One relaxed load while no subscription or channel kind is wanted.
+        let emitted = self.lifecycle.emitted();
+        if emitted.intersects(Kinds::SUBSCRIBED | Kinds::CHANNEL_OCCUPIED) {
+            self.lifecycle
+                .subscribed(emitted, &name, sub.outbox(), first);
         }
         drop(shard);
         telemetry().subscriptions.increment(1.0);
@@ -460,9 +464,10 @@ impl Hub {
         // Given back once the shard's lock is released (the presence lock comes after it).
         let membership = gone.take_presence();
         entry.ids.swap_remove(pos);
-        if self.lifecycle.is_active() {
+        let emitted = self.lifecycle.emitted();
+        if emitted.intersects(Kinds::UNSUBSCRIBED | Kinds::CHANNEL_VACATED) {
             self.lifecycle
-                .unsubscribed(channel, gone.outbox(), entry.subs.is_empty());
+                .unsubscribed(emitted, channel, gone.outbox(), entry.subs.is_empty());
         }
         if entry.subs.is_empty() {
             let hook = self.interest.get();

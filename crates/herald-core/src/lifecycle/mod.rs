@@ -19,10 +19,30 @@
 //!   registry ([`crate::presence`]) under the channel's presence lock, as a user's first
 //!   subscription to a presence channel comes and its last one goes.
 //!
-//! **Cheap when nobody listens**: until a listener joins, emitting is one relaxed atomic load
-//! (the hub's subscribe path checks [`Lifecycle::is_active`] and does nothing more), and the
-//! connections are not tracked. Listeners join at start, before clients connect: what
-//! happened before a listener joined is not reported.
+//! **Wanted kinds, and cheap when nobody wants them**: each listener joins wanting some kinds
+//! of event ([`Kinds`]; [`Lifecycle::join`] wants them all, [`Lifecycle::join_wanting`] some,
+//! changed at run time with [`Lifecycle::set_wanted`]). The registry keeps the union in one
+//! atomic word, and every emitting path reads it (one relaxed load) before it builds anything:
+//! an event of a kind nobody wants costs that load and nothing more, on the hub's subscribe
+//! and unsubscribe paths, in the live-client registry as connections register and leave, and
+//! in the presence registry. The connections are tracked ([`tracked`]: who each one is, each
+//! user's count) only while a kind that needs it is wanted ([`Kinds::TRACKED`]: connections,
+//! users online and offline, subscriptions, which name their connection); while none is, a
+//! connection registering or leaving costs the load alone. A listener is told only the kinds
+//! it wants (another listener's may be emitted too).
+//!
+//! **The wanted kinds may widen at run time** (a listener joins, or wants more): what happened
+//! before is not reported, as for a listener joining late. A connection made while no tracked
+//! kind was wanted is not tracked: its departure is not told, its subscriptions name no
+//! connection, and a user it held may be told online (and later offline) as if that
+//! connection had not been there; a channel occupied before its kinds were wanted is not told
+//! occupied, and its vacancy is told when its last subscriber leaves. When they **narrow** to
+//! no tracked kind, the tracked connections are forgotten (a later widening starts afresh).
+//! In a cluster (a [`Relay`] set), the relay keeps records in pairs (a channel's nodes, a
+//! user's nodes, this node's connections: [`Kinds::RELAYED`]): wanting one kind of such a
+//! group emits both, and a group once emitted stays emitted until the node stops, so the
+//! cluster's records never go stale. Listeners usually join at start, before clients
+//! connect.
 //!
 //! **Listeners are called where the event happens**, some under a hub shard's lock (a
 //! channel's) or the lock of the users' connection counts (a user's online and offline), so
@@ -36,16 +56,18 @@
 //! change made one, so each is delivered once in the cluster, on one node.
 
 mod events;
+mod kinds;
 pub mod tracked;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 pub use events::{
     app_of, is_reserved, Connection, ConnectionId, DisconnectReason, LifecycleEvent, Transport,
 };
+pub use kinds::Kinds;
 use tracked::Tracked;
 
 use crate::auth::Client;
@@ -76,11 +98,31 @@ pub trait Relay: Send + Sync {
     fn relay(&self, event: &LifecycleEvent) -> Relayed;
 }
 
+/// A listener's place in its registry, to change the kinds it wants
+/// ([`Lifecycle::set_wanted`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListenerId(usize);
+
+/// A listener and the kinds it wants now ([`Kinds`]' bits).
+struct Joined {
+    listener: Arc<dyn LifecycleListener>,
+    wants: AtomicU32,
+}
+
+impl Joined {
+    fn wants(&self) -> Kinds {
+        Kinds::from_bits(self.wants.load(Ordering::Relaxed))
+    }
+}
+
 /// One node's lifecycle registry: its listeners, its relay and the connections it reports on.
 pub struct Lifecycle {
-    /// Whether a listener joined: the one thing an emitting path reads while nobody listens.
-    active: AtomicBool,
-    listeners: RwLock<Vec<Arc<dyn LifecycleListener>>>,
+    /// The kinds emitted now ([`Kinds`]' bits: what the listeners want, and with a relay set
+    /// its pairs): the one thing an emitting path reads before it builds anything.
+    emitted: AtomicU32,
+    listeners: RwLock<Vec<Joined>>,
+    /// Held while the emitted kinds are worked out again, so that changes apply in order.
+    changing: Mutex<()>,
     relay: OnceLock<Arc<dyn Relay>>,
     tracked: Tracked,
 }
@@ -88,8 +130,9 @@ pub struct Lifecycle {
 impl Default for Lifecycle {
     fn default() -> Self {
         Lifecycle {
-            active: AtomicBool::new(false),
+            emitted: AtomicU32::new(0),
             listeners: RwLock::new(Vec::new()),
+            changing: Mutex::new(()),
             relay: OnceLock::new(),
             tracked: Tracked::new(rand::random::<u64>() | 1),
         }
@@ -102,23 +145,93 @@ impl Lifecycle {
         Arc::new(Lifecycle::default())
     }
 
-    /// Whether a listener joined (one relaxed atomic load: what emitting costs while nobody
-    /// listens).
+    /// Whether any kind of event is emitted (one relaxed atomic load).
     #[inline]
     pub fn is_active(&self) -> bool {
-        self.active.load(Ordering::Relaxed)
+        self.emitted.load(Ordering::Relaxed) != 0
     }
 
-    /// Adds a listener; from now on events are emitted. Join at start, before clients connect.
-    pub fn join(&self, listener: Arc<dyn LifecycleListener>) {
-        self.listeners.write().push(listener);
-        self.active.store(true, Ordering::Release);
+    /// The kinds emitted now (one relaxed atomic load): what the listeners want, and with a
+    /// relay set the rest of each pair it keeps (see the [module documentation](self)).
+    #[inline]
+    pub fn emitted(&self) -> Kinds {
+        Kinds::from_bits(self.emitted.load(Ordering::Relaxed))
+    }
+
+    /// Whether any of `kinds` is emitted now (one relaxed atomic load).
+    #[inline]
+    pub fn emits(&self, kinds: Kinds) -> bool {
+        self.emitted().intersects(kinds)
+    }
+
+    /// The kinds the listeners want now (their union).
+    pub fn wanted(&self) -> Kinds {
+        self.listeners
+            .read()
+            .iter()
+            .fold(Kinds::NONE, |all, joined| all | joined.wants())
+    }
+
+    /// Adds a listener wanting every kind; from now on events are emitted. Join at start,
+    /// before clients connect (see the [module documentation](self) for joining later).
+    pub fn join(&self, listener: Arc<dyn LifecycleListener>) -> ListenerId {
+        self.join_wanting(listener, Kinds::ALL)
+    }
+
+    /// Adds a listener wanting `kinds` (none is fine: it costs nothing until it wants some,
+    /// [`Lifecycle::set_wanted`]).
+    pub fn join_wanting(&self, listener: Arc<dyn LifecycleListener>, kinds: Kinds) -> ListenerId {
+        let changing = self.changing.lock();
+        let id = {
+            let mut listeners = self.listeners.write();
+            listeners.push(Joined {
+                listener,
+                wants: AtomicU32::new(kinds.bits()),
+            });
+            ListenerId(listeners.len() - 1)
+        };
+        self.work_out(&changing);
+        id
+    }
+
+    /// The listener `id` wants `kinds` from now on (see the [module documentation](self) for
+    /// what a widening misses and what a narrowing forgets).
+    pub fn set_wanted(&self, id: ListenerId, kinds: Kinds) {
+        let changing = self.changing.lock();
+        if let Some(joined) = self.listeners.read().get(id.0) {
+            joined.wants.store(kinds.bits(), Ordering::Relaxed);
+        }
+        self.work_out(&changing);
     }
 
     /// Sets the relay between this node's events and its listeners (a networked bus); `false`
     /// if one was already set.
     pub fn set_relay(&self, relay: Arc<dyn Relay>) -> bool {
-        self.relay.set(relay).is_ok()
+        let changing = self.changing.lock();
+        let set = self.relay.set(relay).is_ok();
+        self.work_out(&changing);
+        set
+    }
+
+    /// Works the emitted kinds out again from the listeners' (with the relay's pairs, which
+    /// never narrow), and forgets the tracked connections when no tracked kind is emitted any
+    /// more. Called with `changing` held.
+    fn work_out(&self, _changing: &parking_lot::MutexGuard<'_, ()>) {
+        let before = self.emitted();
+        let mut emitted = self.wanted();
+        if self.relay.get().is_some() {
+            for pair in Kinds::RELAYED {
+                if emitted.intersects(pair) || before.intersects(pair) {
+                    emitted |= pair;
+                }
+            }
+        }
+        self.emitted.store(emitted.bits(), Ordering::Release);
+        if before.intersects(Kinds::TRACKED) && !emitted.intersects(Kinds::TRACKED) {
+            // After the store: a connection registering now either finished before this
+            // (forgotten here) or sees that nothing is tracked (`Tracked::gate`).
+            self.tracked.clear();
+        }
     }
 
     /// This node's number in connection ids ([`ConnectionId::node`]).
@@ -126,11 +239,14 @@ impl Lifecycle {
         self.tracked.node()
     }
 
-    /// Tells every listener of `event`, bypassing the relay: for the relay's own deliveries
-    /// (a cluster's transitions, a lost node's departures).
+    /// Tells every listener that wants its kind of `event`, bypassing the relay: for the
+    /// relay's own deliveries (a cluster's transitions, a lost node's departures).
     pub fn deliver(&self, event: &LifecycleEvent) {
-        for listener in self.listeners.read().iter() {
-            listener.on_event(event);
+        let kind = Kinds::of(event);
+        for joined in self.listeners.read().iter() {
+            if joined.wants().intersects(kind) {
+                joined.listener.on_event(event);
+            }
         }
     }
 
@@ -145,13 +261,13 @@ impl Lifecycle {
         }
     }
 
-    /// The connection writing to `outbox`, if it registered while someone listened.
+    /// The connection writing to `outbox`, if it registered while its kinds were tracked.
     pub fn connection_of(&self, outbox: &Arc<Outbox>) -> Option<Arc<Connection>> {
         self.tracked.get(Arc::as_ptr(outbox) as usize)
     }
 
-    /// A connection of `client` writing to `outbox` registered at `place` (call only while
-    /// active).
+    /// A connection of `client` writing to `outbox` registered at `place`: tracked, and told,
+    /// if a tracked kind is emitted.
     pub(crate) fn connected(
         &self,
         client: &Client,
@@ -159,20 +275,32 @@ impl Lifecycle {
         transport: Transport,
         place: (u32, u32),
     ) {
+        let _gate = self.tracked.gate();
+        // Read under the gate: a narrowing that forgets the tracked connections waits for
+        // this one, or this one sees it.
+        let emitted = self.emitted();
+        if !emitted.intersects(Kinds::TRACKED) {
+            return;
+        }
         let connection =
             self.tracked
                 .insert(Arc::as_ptr(outbox) as usize, place, client, transport);
-        self.emit(LifecycleEvent::Connected {
-            connection: connection.clone(),
-        });
+        if emitted.intersects(Kinds::CONNECTED) {
+            self.emit(LifecycleEvent::Connected {
+                connection: connection.clone(),
+            });
+        }
         self.tracked.count_user(&connection, true, |app, sub| {
-            self.emit(LifecycleEvent::UserOnline { app, sub })
+            if emitted.intersects(Kinds::USER_ONLINE) {
+                self.emit(LifecycleEvent::UserOnline { app, sub })
+            }
         });
     }
 
     /// The connection writing to `outbox`, registered at `place`, left. Emits its departure if
     /// it was tracked, with the first cause known (see the [module documentation](self)).
     pub(crate) fn disconnected(&self, outbox: &Weak<Outbox>, place: (u32, u32)) {
+        let _gate = self.tracked.gate();
         let Some((connection, stated)) = self.tracked.remove(outbox.as_ptr() as usize, place)
         else {
             return;
@@ -186,14 +314,19 @@ impl Lifecycle {
     }
 
     /// Tells of `connection`'s departure, then of its user going offline if it was the user's
-    /// last connection.
+    /// last connection (the kinds emitted allowing).
     fn left(&self, connection: Arc<Connection>, reason: DisconnectReason) {
-        self.emit(LifecycleEvent::Disconnected {
-            connection: connection.clone(),
-            reason,
-        });
+        let emitted = self.emitted();
+        if emitted.intersects(Kinds::DISCONNECTED) {
+            self.emit(LifecycleEvent::Disconnected {
+                connection: connection.clone(),
+                reason,
+            });
+        }
         self.tracked.count_user(&connection, false, |app, sub| {
-            self.emit(LifecycleEvent::UserOffline { app, sub })
+            if emitted.intersects(Kinds::USER_OFFLINE) {
+                self.emit(LifecycleEvent::UserOffline { app, sub })
+            }
         });
     }
 
@@ -218,6 +351,7 @@ impl Lifecycle {
         client: &Client,
         transport: Transport,
     ) {
+        let _gate = self.tracked.gate();
         let key = Arc::as_ptr(outbox) as usize;
         let Some(current) = self.tracked.get(key) else {
             return self.connected(client, outbox, transport, place);
@@ -231,34 +365,50 @@ impl Lifecycle {
         self.connected(client, outbox, current.transport, place);
     }
 
-    /// `outbox` subscribed to `channel`, its first subscriber on this node if `first` (call
-    /// only while active).
-    pub(crate) fn subscribed(&self, channel: &ChannelName, outbox: &Arc<Outbox>, first: bool) {
+    /// `outbox` subscribed to `channel`, its first subscriber on this node if `first`; told as
+    /// `emitted` (the caller's read of [`Lifecycle::emitted`]) allows.
+    pub(crate) fn subscribed(
+        &self,
+        emitted: Kinds,
+        channel: &ChannelName,
+        outbox: &Arc<Outbox>,
+        first: bool,
+    ) {
         if is_reserved(channel) {
             return;
         }
-        self.emit(LifecycleEvent::Subscribed {
-            connection: self.connection_of(outbox),
-            channel: channel.clone(),
-        });
-        if first {
+        if emitted.intersects(Kinds::SUBSCRIBED) {
+            self.emit(LifecycleEvent::Subscribed {
+                connection: self.connection_of(outbox),
+                channel: channel.clone(),
+            });
+        }
+        if first && emitted.intersects(Kinds::CHANNEL_OCCUPIED) {
             self.emit(LifecycleEvent::ChannelOccupied {
                 channel: channel.clone(),
             });
         }
     }
 
-    /// `outbox`'s subscription to `channel` ended, the channel's last on this node if `last`
-    /// (call only while active).
-    pub(crate) fn unsubscribed(&self, channel: &ChannelName, outbox: &Arc<Outbox>, last: bool) {
+    /// `outbox`'s subscription to `channel` ended, the channel's last on this node if `last`;
+    /// told as `emitted` allows.
+    pub(crate) fn unsubscribed(
+        &self,
+        emitted: Kinds,
+        channel: &ChannelName,
+        outbox: &Arc<Outbox>,
+        last: bool,
+    ) {
         if is_reserved(channel) {
             return;
         }
-        self.emit(LifecycleEvent::Unsubscribed {
-            connection: self.connection_of(outbox),
-            channel: channel.clone(),
-        });
-        if last {
+        if emitted.intersects(Kinds::UNSUBSCRIBED) {
+            self.emit(LifecycleEvent::Unsubscribed {
+                connection: self.connection_of(outbox),
+                channel: channel.clone(),
+            });
+        }
+        if last && emitted.intersects(Kinds::CHANNEL_VACATED) {
             self.emit(LifecycleEvent::ChannelVacated {
                 channel: channel.clone(),
             });

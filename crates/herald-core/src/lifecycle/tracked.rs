@@ -1,4 +1,5 @@
-//! The client connections a [`super::Lifecycle`] reports on, kept only while someone listens:
+//! The client connections a [`super::Lifecycle`] reports on, kept only while a kind of event
+//! that needs them is wanted ([`super::Kinds::TRACKED`]; forgotten when none is any more):
 //! who each one is ([`Connection`]), found by its outbox (the hub knows a subscriber by its
 //! outbox, so a subscription's events name their connection), with the reason its transport
 //! stated for ending it. The live-client registry's entries stay as small as they are; this is
@@ -17,7 +18,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
 use super::{Connection, ConnectionId, DisconnectReason, Transport};
 use crate::auth::Client;
@@ -38,6 +39,9 @@ pub(super) struct Tracked {
     shards: Box<[Mutex<HashMap<usize, Entry>>]>,
     /// Each user's connections, by app and `sub`.
     users: Mutex<HashMap<(AppId, Box<str>), usize>>,
+    /// Held (shared) while a connection is tracked, counted or let go, and (alone) while the
+    /// tracked connections are forgotten ([`Tracked::clear`]).
+    gate: RwLock<()>,
 }
 
 /// Whether `connection` names the same client as `client` (its `sub`, device and app).
@@ -54,7 +58,31 @@ impl Tracked {
             next: AtomicU64::new(1),
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
             users: Mutex::default(),
+            gate: RwLock::new(()),
         }
+    }
+
+    /// Holds off [`Tracked::clear`] until dropped (held around a connection tracked, counted
+    /// or let go, so that a clear never falls between its entry and its user's count). A
+    /// thread may hold it again while it holds it.
+    pub(super) fn gate(&self) -> RwLockReadGuard<'_, ()> {
+        self.gate.read_recursive()
+    }
+
+    /// Forgets every tracked connection and user count (no tracked kind is wanted any more),
+    /// once no connection is being tracked or let go.
+    pub(super) fn clear(&self) {
+        let _alone = self.gate.write();
+        for shard in self.shards.iter() {
+            *shard.lock() = HashMap::new();
+        }
+        *self.users.lock() = HashMap::new();
+    }
+
+    /// How many connections are tracked.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().len()).sum()
     }
 
     /// Counts one more (`up`) or one fewer connection of `connection`'s user, and if that was

@@ -47,7 +47,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 
 use crate::error::{ErrorCode, HeraldError};
-use crate::lifecycle::{Lifecycle, LifecycleEvent, Relayed};
+use crate::lifecycle::{Kinds, Lifecycle, LifecycleEvent, Relayed};
 use crate::name::ChannelName;
 use crate::outbox::{OutFrame, Outbox};
 
@@ -362,7 +362,11 @@ impl Presence {
             }
         }
         roster.send(&frames::change_frame(channel, &change));
-        if self.lifecycle.is_active() {
+        let kind = match change {
+            MemberChange::Added { .. } => Kinds::MEMBER_ADDED,
+            MemberChange::Removed { .. } => Kinds::MEMBER_REMOVED,
+        };
+        if self.lifecycle.emits(kind) {
             self.lifecycle.emit(event(channel, change));
         }
     }
