@@ -4,11 +4,18 @@
 //! segment may not be empty (no leading, trailing or doubled `/`) nor a dot segment (`.`, `..`),
 //! which a path-minded proxy, a log viewer or a URL would read as "here" or "up". Names are
 //! case-sensitive.
+//!
+//! A leading `=` is reserved for encoded topics ([`topic`]): a name beginning with `=` is valid
+//! only when it is the canonical encoding of a topic-style name (MQTT topics such as `/a` or
+//! `$SYS/x` are the channels `==/a` and `==24SYS/x`), so every channel name is one topic and
+//! every topic that fits is one channel name.
 
 use std::fmt;
 use std::sync::Arc;
 
 use crate::error::{ErrorCode, HeraldError};
+
+pub mod topic;
 
 /// Longest channel name accepted, in bytes.
 pub const MAX_CHANNEL_NAME_LEN: usize = 255;
@@ -52,6 +59,15 @@ fn truncate(name: &str) -> String {
 }
 
 fn validate(name: &str) -> Result<(), &'static str> {
+    validate_plain(name)?;
+    if name.starts_with(topic::ENCODED_PREFIX) {
+        topic::decode_reason(name)?;
+    }
+    Ok(())
+}
+
+/// The grammar without the reservation of a leading `=`.
+fn validate_plain(name: &str) -> Result<(), &'static str> {
     if name.is_empty() {
         return Err("it is empty");
     }
