@@ -10,13 +10,17 @@
 //!
 //! The endpoints events are matched against are held in memory (the `snapshot` module): loaded
 //! when the service starts, replaced after every change made through this service, and
-//! reloaded every [`SNAPSHOT_RELOAD`] for other nodes' changes.
+//! reloaded every [`SNAPSHOT_RELOAD`] for other nodes' changes. Once the service listens to a
+//! node's lifecycle registry ([`Hooks::listen_to`]), every replacement also sets the kinds of
+//! lifecycle event its listener wants there: those some enabled endpoint is given (a kind
+//! nobody wants is then not even built, [`herald_core::lifecycle`]). In a cluster another
+//! node's new endpoint is wanted here within a reload.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
-use herald_core::lifecycle::LifecycleListener;
+use herald_core::lifecycle::{Kinds, Lifecycle, LifecycleListener, ListenerId};
 use herald_core::tenant::AppId;
 use herald_providers::destination::Destinations;
 use herald_push::credentials::sealer::Sealer;
@@ -103,6 +107,17 @@ pub struct Hooks {
     tails: Arc<Tails>,
     /// The `subscription_count` windows the listener notes, told by their task.
     counts: SubscriptionCounts,
+    /// The lifecycle registry the listener joined ([`Hooks::listen_to`]), its place there and
+    /// the kinds it wants; held while the snapshot is replaced, so the kinds follow the
+    /// snapshots in order.
+    listening: Mutex<Option<Listening>>,
+}
+
+/// Where the service's listener joined and what it wants there.
+struct Listening {
+    lifecycle: Arc<Lifecycle>,
+    id: ListenerId,
+    wants: Kinds,
 }
 
 impl Hooks {
@@ -129,6 +144,7 @@ impl Hooks {
             queued: Mutex::new(Some(queued)),
             tails: Arc::new(Tails::default()),
             counts,
+            listening: Mutex::new(None),
         })
     }
 
@@ -336,10 +352,31 @@ impl Hooks {
         self.tails.open(app)
     }
 
-    /// The lifecycle listener that queues this node's events for the app's endpoints (give it
-    /// to `ServerBuilder::lifecycle_listener`).
+    /// The lifecycle listener that queues this node's events for the app's endpoints. Joined
+    /// on its own it wants every kind; [`Hooks::listen_to`] joins it wanting only what the
+    /// endpoints want.
     pub fn listener(self: &Arc<Self>) -> Arc<dyn LifecycleListener> {
         Arc::new(crate::listener::HooksListener::new(self.clone()))
+    }
+
+    /// Joins the [`Hooks::listener`] to `lifecycle` (once; a second call does nothing),
+    /// wanting the kinds of lifecycle event the enabled endpoints are given now (the types
+    /// they asked for; `user.online` too for `user.offline`; for `subscription_count` the
+    /// subscriptions and channels it is counted from), and from now on those of every snapshot
+    /// that replaces this one. While no endpoint wants a kind, it costs the node one atomic load where that
+    /// kind would be built: join at start, before anything is served, whatever the endpoints.
+    pub fn listen_to(self: &Arc<Self>, lifecycle: Arc<Lifecycle>) {
+        let mut listening = self.listening.lock();
+        if listening.is_some() {
+            return;
+        }
+        let wants = self.snapshot().lifecycle_kinds();
+        let id = lifecycle.join_wanting(self.listener(), wants);
+        *listening = Some(Listening {
+            lifecycle,
+            id,
+            wants,
+        });
     }
 
     /// Starts the service's tasks: the snapshot's reload (at once, then every
@@ -369,8 +406,33 @@ impl Hooks {
     /// Loads the endpoint snapshot from the store now (what [`Hooks::start`] does at once).
     pub async fn reload(&self) -> Result<(), HooksError> {
         let endpoints = self.store.endpoints(None).await?;
-        self.snapshot.store(Arc::new(Snapshot::build(endpoints)));
+        self.replace(Snapshot::build(endpoints));
         Ok(())
+    }
+
+    /// Replaces the snapshot, and sets the kinds the listener wants from it (see the [module
+    /// documentation](self)).
+    fn replace(&self, snapshot: Snapshot) {
+        let wants = snapshot.lifecycle_kinds();
+        let mut listening = self.listening.lock();
+        let names = snapshot.wanted_names();
+        self.snapshot.store(Arc::new(snapshot));
+        let Some(listening) = listening.as_mut() else {
+            return;
+        };
+        if listening.wants == wants {
+            return;
+        }
+        let widened = !listening.wants.contains(wants);
+        listening.lifecycle.set_wanted(listening.id, wants);
+        listening.wants = wants;
+        if widened {
+            tracing::info!(
+                events = ?names,
+                "webhooks: the endpoints want more lifecycle events; this node builds them from \
+                 now on (connections and channels from before now are not reported)"
+            );
+        }
     }
 
     /// The store.

@@ -8,12 +8,18 @@
 //! ([`delivered`]): the writer needs the user's return to withdraw a held offline, whether or
 //! not the endpoint is told of it (see [`crate::writer`]).
 //!
+//! It also says which kinds of lifecycle event the node must build for them at all
+//! ([`Snapshot::lifecycle_kinds`]): the service sets them on the node's lifecycle registry
+//! whenever the snapshot is replaced, so a kind no enabled endpoint wants costs the hub and
+//! the live-client registry one atomic load ([`herald_core::lifecycle`]).
+//!
 //! A snapshot is built from the store's endpoints ([`Snapshot::build`]) and replaced whole:
 //! after every change made through this node's [`crate::service::Hooks`], and every couple of
 //! seconds (other nodes' changes).
 
 use std::collections::HashMap;
 
+use herald_core::lifecycle::Kinds;
 use herald_core::pattern::PatternSet;
 use herald_core::tenant::AppId;
 
@@ -46,6 +52,36 @@ pub fn delivered(events: EventSet) -> EventSet {
         delivered.insert(EventType::UserOnline);
     }
     delivered
+}
+
+/// The kinds of lifecycle event the listener needs for endpoints wanting `events`: each
+/// lifecycle type's own kind, and for `subscription_count` the subscriptions made and ended
+/// and the channels occupied and vacated it notes ([`crate::counts`]). Device and delivery
+/// events are no lifecycle events.
+pub fn lifecycle_kinds(events: EventSet) -> Kinds {
+    events
+        .iter()
+        .map(|kind| match kind {
+            EventType::ClientConnected => Kinds::CONNECTED,
+            EventType::ClientDisconnected => Kinds::DISCONNECTED,
+            EventType::ClientSubscribed => Kinds::SUBSCRIBED,
+            EventType::ClientUnsubscribed => Kinds::UNSUBSCRIBED,
+            EventType::UserOnline => Kinds::USER_ONLINE,
+            EventType::UserOffline => Kinds::USER_OFFLINE,
+            EventType::ChannelOccupied => Kinds::CHANNEL_OCCUPIED,
+            EventType::ChannelVacated => Kinds::CHANNEL_VACATED,
+            EventType::PresenceMemberAdded => Kinds::MEMBER_ADDED,
+            EventType::PresenceMemberRemoved => Kinds::MEMBER_REMOVED,
+            EventType::SubscriptionCount => Kinds::SUBSCRIPTIONS | Kinds::CHANNELS,
+            EventType::DeviceRegistered
+            | EventType::DeviceDeactivated
+            | EventType::DeliveryAcked
+            | EventType::DeliveryProviderAccepted
+            | EventType::DeliveryFailed
+            | EventType::DeliveryDeadLettered
+            | EventType::HookTest => Kinds::NONE,
+        })
+        .fold(Kinds::NONE, |all, kinds| all | kinds)
 }
 
 /// Every app's enabled endpoints (see the [module documentation](self)).
@@ -81,6 +117,18 @@ impl Snapshot {
             app.endpoints.sort_by_key(|c| c.endpoint.id);
         }
         snapshot
+    }
+
+    /// The kinds of lifecycle event some enabled endpoint needs built ([`lifecycle_kinds`] of
+    /// every type any of them is given, [`delivered`]).
+    pub fn lifecycle_kinds(&self) -> Kinds {
+        lifecycle_kinds(self.wanted)
+    }
+
+    /// The types some enabled endpoint is given ([`delivered`]), in
+    /// [`EventType::SUBSCRIBABLE`] order.
+    pub fn wanted_names(&self) -> Vec<&'static str> {
+        self.wanted.names()
     }
 
     /// Whether an enabled endpoint of `app` wants events of type `kind` about `channel` (the
@@ -174,5 +222,40 @@ mod tests {
         let online = Snapshot::build(vec![stored(4, "shop", &["user.online"], &[], true)]);
         assert!(online.wants("shop", UserOnline, None));
         assert!(!online.wants("shop", UserOffline, None));
+    }
+
+    #[test]
+    fn the_lifecycle_kinds_are_those_enabled_endpoints_are_given() {
+        assert_eq!(Snapshot::build(vec![]).lifecycle_kinds(), Kinds::NONE);
+        let nomatch = Snapshot::build(vec![
+            stored(1, "shop", &["channel.occupied"], &["nomatch/**"], true),
+            stored(2, "shop", &["*"], &[], false),
+            stored(
+                3,
+                "blog",
+                &["device.registered", "delivery.failed"],
+                &[],
+                true,
+            ),
+        ]);
+        assert_eq!(
+            nomatch.lifecycle_kinds(),
+            Kinds::CHANNEL_OCCUPIED,
+            "a disabled endpoint wants nothing; device and delivery events are no lifecycle's"
+        );
+        let offline = Snapshot::build(vec![stored(4, "shop", &["user.offline"], &[], true)]);
+        assert_eq!(
+            offline.lifecycle_kinds(),
+            Kinds::USERS,
+            "its return withdraws it"
+        );
+        let all = Snapshot::build(vec![stored(5, "shop", &["*"], &[], true)]);
+        assert_eq!(all.lifecycle_kinds(), Kinds::ALL);
+        let counts = Snapshot::build(vec![stored(6, "shop", &["subscription_count"], &[], true)]);
+        assert_eq!(
+            counts.lifecycle_kinds(),
+            Kinds::SUBSCRIPTIONS | Kinds::CHANNELS,
+            "what the counts' windows are noted from"
+        );
     }
 }

@@ -325,3 +325,5 @@ async fn a_test_request_arrives_signed_and_says_what_came_of_it() {
     assert_eq!(outcome.status, None);
     assert!(outcome.error.is_some());
 }
+
+mod listening;
