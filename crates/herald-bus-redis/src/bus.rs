@@ -24,9 +24,10 @@ use fred::types::Message;
 use herald_core::bus::{Bus, BusLink};
 use herald_core::caches::{CacheEvent, Caches};
 use herald_core::fanout::FanOut;
+use herald_core::head::HeadSource;
 use herald_core::hub::InterestHook;
 use herald_core::log::{ChannelLog, CommitSink};
-use herald_core::message::SharedMessage;
+use herald_core::message::{Epoch, SharedMessage};
 use herald_core::tenancy::Tenancy;
 use herald_core::ChannelName;
 use parking_lot::Mutex;
@@ -94,6 +95,12 @@ pub struct BusStats {
     /// Batched reads of channel heads made to tell whether a channel newly followed (or
     /// subscribed again) missed anything; only those that did are then read ([`Self::repairs`]).
     pub head_checks: u64,
+    /// Batches of channel heads read from Redis (for the engine's subscribes to channels new
+    /// to this node, and for the checks of [`Self::head_checks`]) instead of the log.
+    pub heads_from_redis: u64,
+    /// Batches of channel heads Redis could not vouch for (not answering, or not holding every
+    /// channel's head), read from the log instead.
+    pub heads_not_vouched: u64,
     /// Payloads that could not be parsed.
     pub decode_errors: u64,
     /// Times the subscriber connection came back after a loss.
@@ -108,6 +115,8 @@ pub(crate) struct Counters {
     pub(crate) dropped_publishes: AtomicU64,
     pub(crate) repairs: AtomicU64,
     pub(crate) head_checks: AtomicU64,
+    pub(crate) heads_from_redis: AtomicU64,
+    pub(crate) heads_not_vouched: AtomicU64,
     pub(crate) decode_errors: AtomicU64,
     pub(crate) reconnects: AtomicU64,
 }
@@ -145,11 +154,14 @@ pub(crate) struct Shared {
     pub(crate) stopping: Notify,
     pub(crate) outgoing: mpsc::Sender<Vec<SharedMessage>>,
     pub(crate) events_out: mpsc::UnboundedSender<CacheEvent>,
-    /// Head notices owed for channels whose publish was dropped: the newest seq of each.
-    pub(crate) owed: Mutex<HashMap<ChannelName, u64>>,
+    /// Head notices owed for channels whose publish was dropped: the newest seq of each, with
+    /// its epoch.
+    pub(crate) owed: Mutex<HashMap<ChannelName, (u64, Epoch)>>,
     pub(crate) counters: Counters,
     pub(crate) publisher: Client,
     pub(crate) subscriber: SubscriberClient,
+    /// This node found Redis vouching for the channels' heads, or made it (`crate::heads`).
+    pub(crate) heads_vouched: std::sync::atomic::AtomicBool,
     /// Says losing Redis and getting it back in the log.
     pub(crate) link_log: LinkLog,
     /// This node's lifecycle changes, for the lifecycle task ([`crate::lifecycle`]).
@@ -287,10 +299,17 @@ impl RedisBus {
 
     /// Hands the bus the store it repairs gaps from and reloads caches from. Until then, gaps
     /// wait and newly followed channels are not started.
+    ///
+    /// Also has Redis vouch for the channels' heads if the log has no channel yet
+    /// (`crate::heads`); call it inside a tokio runtime.
     pub fn attach(&self, log: Arc<dyn ChannelLog>, tenancy: Arc<dyn Tenancy>) {
-        let _ = self.shared.log.set(log);
+        let _ = self.shared.log.set(log.clone());
         let _ = self.shared.tenancy.set(tenancy);
         self.shared.attached.notify_waiters();
+        let shared = self.shared.clone();
+        self.tasks.lock().push(tokio::spawn(async move {
+            crate::heads::vouch_when_log_is_empty(&shared, log.as_ref()).await;
+        }));
     }
 
     /// This node's id on the bus (random per start).
@@ -309,9 +328,18 @@ impl RedisBus {
             dropped_publishes: get(&c.dropped_publishes),
             repairs: get(&c.repairs),
             head_checks: get(&c.head_checks),
+            heads_from_redis: get(&c.heads_from_redis),
+            heads_not_vouched: get(&c.heads_not_vouched),
             decode_errors: get(&c.decode_errors),
             reconnects: get(&c.reconnects),
         }
+    }
+
+    /// Whether this node found Redis holding the head of every channel that has a log (or
+    /// made it so, over a log without channels), at start: the heads of channels new to the
+    /// node are then read from Redis, not the log, for as long as Redis keeps vouching.
+    pub fn heads_vouched(&self) -> bool {
+        self.shared.heads_vouched.load(Ordering::Relaxed)
     }
 
     /// How many channels this node follows on Redis.
@@ -426,6 +454,7 @@ impl Connected {
             counters: Counters::default(),
             publisher: self.publisher,
             subscriber: self.subscriber,
+            heads_vouched: Default::default(),
             link_log: LinkLog::new(self.redis),
             lifecycle_ops,
             members_ops,
@@ -535,8 +564,12 @@ impl CommitSink for RedisBus {
                 .fetch_add(1, Ordering::Relaxed);
             let mut owed = shared.owed.lock();
             for message in dropped {
-                let head = owed.entry(message.channel.clone()).or_insert(0);
-                *head = (*head).max(message.seq);
+                owe(
+                    &mut owed,
+                    message.channel.clone(),
+                    message.seq,
+                    message.epoch.clone(),
+                );
             }
         }
     }
@@ -555,6 +588,26 @@ impl Bus for RedisBus {
             self.shared.publisher.state(),
             self.shared.subscriber.state(),
         )
+    }
+
+    /// The heads Redis keeps beside each channel's messages (`crate::heads`).
+    fn head_source(&self) -> Option<Arc<dyn HeadSource>> {
+        Some(Arc::new(crate::heads::RedisHeads(Arc::downgrade(
+            &self.shared,
+        ))))
+    }
+}
+
+/// Owes `channel`'s head notice up to `head` (of `epoch`), if not owed beyond already.
+pub(crate) fn owe(
+    owed: &mut HashMap<ChannelName, (u64, Epoch)>,
+    channel: ChannelName,
+    head: u64,
+    epoch: Epoch,
+) {
+    let entry = owed.entry(channel).or_insert((0, Epoch::default()));
+    if head > entry.0 {
+        *entry = (head, epoch);
     }
 }
 

@@ -6,9 +6,13 @@
 //!   subscribers for, and drops them when the hub forgets the channel.
 //! - **Order and gaps**: per channel, a [`sequencer::Sequencer`] releases seqs strictly in
 //!   order after the hub's head floor; duplicates are dropped; a seq that does not arrive
-//!   within [`BusOptions::gap_wait`] is read from the log, as is everything after a
-//!   (re)subscription. Redis being slow or down never blocks a publisher and never makes a
-//!   subscriber skip a message: it only delays other nodes' delivery until the log is read.
+//!   within [`BusOptions::gap_wait`] is read from the log, as is what a channel's head in
+//!   Redis shows it missed while not subscribed. Redis being slow or down never blocks a
+//!   publisher and never makes a subscriber skip a message: it only delays other nodes'
+//!   delivery until the log is read.
+//! - **Heads**: each channel's newest seq is kept in Redis, moved by the script that publishes
+//!   its messages (`heads`), so a node learns where a channel new to it stands, and whether it
+//!   missed anything while subscribing, without reading the log.
 //! - **Cache events**: applied locally at once and published on one sharded channel; token
 //!   secrets never travel (the receiver reads them from the store); after a reconnect the
 //!   caches are reloaded from the store.
@@ -32,6 +36,7 @@ pub mod codec;
 mod error;
 pub mod events;
 mod followed;
+mod heads;
 pub mod lifecycle;
 mod link_log;
 mod members;

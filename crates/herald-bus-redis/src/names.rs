@@ -53,6 +53,22 @@ impl Names {
         Some(name)
     }
 
+    /// The key holding `channel`'s head (`crate::heads`), under the hash tag of its Redis
+    /// channel, so the script publishing a batch also moves it.
+    pub fn head(&self, channel: &ChannelName) -> String {
+        format!(
+            "{}:{{{}}}:head:{}",
+            self.prefix,
+            Names::tag(channel),
+            channel.as_str()
+        )
+    }
+
+    /// The key saying Redis holds the head of every channel that has a log (`crate::heads`).
+    pub fn heads_vouch(&self) -> String {
+        format!("{}:heads", self.prefix)
+    }
+
     /// The Redis channel carrying cache events.
     pub fn events(&self) -> String {
         format!("{}:{{events}}", self.prefix)

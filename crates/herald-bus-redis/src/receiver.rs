@@ -1,5 +1,7 @@
 //! The receiver task: takes what Redis delivers on the subscriber connection. Message batches
-//! of followed channels go through their sequencers to the fan-out; batches of channels no
+//! of followed channels go through their sequencers to the fan-out (this node's own too:
+//! dropped there as duplicates, unless committed before the node followed the channel);
+//! batches of channels no
 //! longer followed are counted and dropped; cache events from other nodes are applied (a
 //! changed token secret is read from the store); presence changes go to the channel's watchers
 //! ([`crate::members`]). If the client's queue overflowed, every
@@ -71,9 +73,11 @@ fn on_batch(shared: &Shared, payload: &Bytes) {
             return;
         }
     };
-    if batch.origin == shared.node {
-        return;
-    }
+    // This node's own batches were delivered here when committed, and its sequencers drop
+    // them as duplicates; but one committed before this node followed the channel, and
+    // published after the repair task read the channel's head, reaches its subscribers only
+    // this way (`crate::heads`).
+    let own = batch.origin == shared.node;
     let followed = shared.followed.with(
         &batch.channel,
         |follow, now, ready| {
@@ -85,6 +89,7 @@ fn on_batch(shared: &Shared, payload: &Bytes) {
         |ready| shared.fan_out.committed(ready),
     );
     let counter = match followed {
+        _ if own => return,
         Some(()) => &shared.counters.received_batches,
         None => &shared.counters.received_unfollowed,
     };

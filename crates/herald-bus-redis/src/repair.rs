@@ -3,10 +3,11 @@
 //! node's own commits flow even while Redis is away), reads from the log what a channel may
 //! have missed while not subscribed (once Redis confirmed the subscription, and after a
 //! reconnect) and fills gaps whose missing seq did not arrive from Redis in time. Before reading
-//! what a channel may have missed, the heads of all such channels of a round are read in one
-//! store call ([`ChannelLog::states`]), and only the channels whose head is beyond what they
-//! released are read: a subscribe storm of new channels costs a few batched reads, not one
-//! per channel. Reads run a few at a
+//! what a channel may have missed, the heads of all such channels of a round are read at once,
+//! from Redis (`crate::heads`: one pipeline) or, when Redis cannot vouch for them, in one store
+//! call ([`ChannelLog::states`]), and only the channels whose head is beyond what they
+//! released are read from the log: a subscribe storm of new channels costs a few Redis
+//! pipelines and no log read for a channel that had no message meanwhile. Reads run a few at a
 //! time; what they return goes through the channel's sequencer like anything else, so a
 //! message both read and received is delivered once.
 
@@ -152,10 +153,11 @@ fn spawn_read(
 }
 
 /// Reads the heads of `batch` (each a channel being repaired and the seq it has released up
-/// to) in one store call, and reads from the log only the channels whose head is beyond it: a
-/// read after `after` would return nothing for the others. What is committed after the heads
-/// were read arrives from Redis (or, for a channel not yet listening, is checked again once
-/// it is).
+/// to) from Redis, or in one store call if Redis cannot vouch for them, and reads from the log
+/// only the channels whose head is beyond it: a read after `after` would return nothing for
+/// the others. What is committed after the heads were read arrives from Redis, since a head
+/// moves in the same step as its message is published (or, for a channel not yet listening, is
+/// checked again once it is).
 async fn check_heads(
     shared: &Arc<Shared>,
     log: &Arc<dyn ChannelLog>,
@@ -168,9 +170,26 @@ async fn check_heads(
         .counters
         .head_checks
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let heads = log.states(&channels).await;
+    let heads: Result<Vec<u64>, StoreError> = match crate::heads::read(shared, &channels).await {
+        Some(heads) => {
+            shared
+                .counters
+                .heads_from_redis
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Ok(heads.into_iter().map(|head| head.last_seq).collect())
+        }
+        None => {
+            shared
+                .counters
+                .heads_not_vouched
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            log.states(&channels)
+                .await
+                .map(|states| states.into_iter().map(|state| state.last_seq).collect())
+        }
+    };
     drop(permit);
-    let heads = match heads {
+    let heads: Vec<u64> = match heads {
         Ok(heads) if heads.len() == batch.len() => heads,
         Ok(_) => {
             // A store answering another count than asked: read each channel instead.
@@ -191,7 +210,7 @@ async fn check_heads(
         }
     };
     for ((channel, after), head) in batch.into_iter().zip(heads) {
-        if head.last_seq > after {
+        if head > after {
             spawn_read(shared, log, reads, channel, after);
         } else {
             finish(shared, &channel, false);

@@ -1,7 +1,9 @@
 //! The sender task: publishes this node's committed messages and cache events. It takes
 //! whatever has queued since its last round, groups messages by channel (in order), encodes
 //! several messages of one channel into one [`crate::codec::Batch`], and sends the round's
-//! `SPUBLISH`es as one pipeline. A publish that fails (Redis down, or the queue was full when
+//! publishes as one pipeline: each channel's batch through the script that raises the
+//! channel's head in Redis and publishes the batch (`SPUBLISH`) in one step
+//! ([`crate::heads::PUBLISH`]). A publish that fails (Redis down, or the queue was full when
 //! the message was committed) is owed as a head notice, retried with backoff: the other nodes
 //! then see the channel's head beyond what they hold and read the gap from the log. Events are
 //! kept and retried until Redis takes them. When the bus shuts down, one last round sends
@@ -13,15 +15,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use fred::prelude::{PubsubInterface, Value};
+use fred::prelude::{ClientLike, PubsubInterface, Value};
 use herald_core::caches::CacheEvent;
-use herald_core::message::SharedMessage;
+use herald_core::message::{Epoch, SharedMessage};
 use herald_core::ChannelName;
 use tokio::sync::mpsc;
 
 use crate::bus::Shared;
 use crate::codec::encode_batch;
 use crate::events::encode_event;
+use crate::heads::publish;
 
 /// Committed batches taken per round at most.
 const ROUND_BATCHES: usize = 512;
@@ -31,7 +34,7 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 
 /// What one pipelined command was for.
 enum Sent {
-    Channel(ChannelName, u64),
+    Channel(ChannelName, u64, Epoch),
     Event,
 }
 
@@ -101,41 +104,33 @@ async fn publish_round(
     }
     let pipeline = shared.publisher.pipeline();
     let mut sent = Vec::new();
-    let mut queue = |redis_channel: String, payload: Bytes, what: Sent| {
-        let pipeline = &pipeline;
-        sent.push(what);
-        async move {
-            let _: Result<(), _> = pipeline
-                .spublish::<(), _, _>(redis_channel, Value::Bytes(payload))
-                .await;
-        }
-    };
     for (channel, messages) in &groups {
-        let redis_channel = shared.names.channel(channel);
         for chunk in messages.chunks(PUBLISH_MESSAGES) {
-            let last = chunk.last().map_or(0, |m| m.seq);
-            let head = last.max(owed.remove(channel).unwrap_or(0));
+            let Some(newest) = chunk.last() else { continue };
+            let (mut head, mut epoch) = (newest.seq, newest.epoch.clone());
+            if let Some((owed_head, owed_epoch)) = owed.remove(channel) {
+                if owed_head > head {
+                    (head, epoch) = (owed_head, owed_epoch);
+                }
+            }
             let payload = encode_batch(shared.node, channel, head, chunk);
-            queue(
-                redis_channel.clone(),
-                payload,
-                Sent::Channel(channel.clone(), head),
-            )
-            .await;
+            let (command, args) = publish(&shared.names, channel, payload, head, &epoch);
+            let _: Result<(), _> = pipeline.custom::<(), _>(command, args).await;
+            sent.push(Sent::Channel(channel.clone(), head, epoch));
         }
     }
-    for (channel, head) in owed {
+    for (channel, (head, epoch)) in owed {
         let payload = encode_batch(shared.node, &channel, head, &[]);
-        queue(
-            shared.names.channel(&channel),
-            payload,
-            Sent::Channel(channel, head),
-        )
-        .await;
+        let (command, args) = publish(&shared.names, &channel, payload, head, &epoch);
+        let _: Result<(), _> = pipeline.custom::<(), _>(command, args).await;
+        sent.push(Sent::Channel(channel, head, epoch));
     }
     let events_sent = pending_events.len();
     for event in pending_events.iter() {
-        queue(shared.names.events(), event.clone(), Sent::Event).await;
+        let _: Result<(), _> = pipeline
+            .spublish::<(), _, _>(shared.names.events(), Value::Bytes(event.clone()))
+            .await;
+        sent.push(Sent::Event);
     }
     let results = pipeline.try_all::<Value>().await;
     let all_failed = results.len() != sent.len();
@@ -150,15 +145,13 @@ async fn publish_round(
                     .published_batches
                     .fetch_add(1, Ordering::Relaxed);
             }
-            Sent::Channel(channel, head) => {
+            Sent::Channel(channel, head, epoch) => {
                 failed = true;
                 shared
                     .counters
                     .dropped_publishes
                     .fetch_add(1, Ordering::Relaxed);
-                let mut owed = shared.owed.lock();
-                let owed_head = owed.entry(channel).or_insert(0);
-                *owed_head = (*owed_head).max(head);
+                crate::bus::owe(&mut shared.owed.lock(), channel, head, epoch);
             }
             Sent::Event if ok => {}
             Sent::Event => {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use crate::caches::{CacheEvent, Caches};
 use crate::fanout::FanOut;
+use crate::head::HeadSource;
 use crate::log::CommitSink;
 use crate::message::SharedMessage;
 use crate::ChannelName;
@@ -74,6 +75,13 @@ pub trait Bus: CommitSink {
     /// nothing to reach: [`BusLink::Local`].
     fn link(&self) -> BusLink {
         BusLink::Local
+    }
+
+    /// Where the engine learns the heads of channels new to this node without a store read,
+    /// if this bus keeps them ([`HeadSource`]); `None` (the default, and [`LocalBus`]'s): the
+    /// engine reads the store.
+    fn head_source(&self) -> Option<Arc<dyn HeadSource>> {
+        None
     }
 }
 

@@ -215,6 +215,15 @@ impl Engine {
         }
     }
 
+    /// Has the subscribes to channels new to this node learn their heads from `source` (a
+    /// bus's, [`crate::bus::Bus::head_source`]) before the store, for a store whose state
+    /// reads are batched ([`ChannelLog::batches_states`]); called by the wiring.
+    pub(crate) fn use_head_source(&self, source: Option<Arc<dyn crate::head::HeadSource>>) {
+        if let (Some(reads), Some(source)) = (&self.state_reads, source) {
+            reads.use_source(source);
+        }
+    }
+
     /// Sets how many bytes of catch-up a subscription queues at a time (the `catchup_bytes`
     /// setting; 64 KiB unless set): a subscriber resuming far behind reads its catch-up page by
     /// page as its connection drains, so it holds about twice this, whatever it missed.
@@ -459,7 +468,8 @@ impl Engine {
                 let start = Start::Paging { after, limit, page };
                 (slice.state, start, retained.is_none())
             }
-            None if last => {
+            // A channel that never had a message has no last one to read.
+            None if last && state.last_seq > 0 => {
                 let slice = self.read(channel, ReadFrom::Tail(1), 1).await?;
                 let start = Start::LiveAt(slice.state.last_seq, slice.messages);
                 (slice.state, start, false)

@@ -21,6 +21,21 @@ pub struct Head {
     pub last_seq: u64,
 }
 
+/// Where the heads of channels new to this node can be learned without reading the store: a
+/// networked bus that sees every commit of the cluster keeps them (`RedisBus` keeps each
+/// channel's newest seq in Redis, written with the message that moves it). Asked by the engine
+/// for a batch of subscribes to channels the hub does not know, before the store
+/// ([`crate::bus::Bus::head_source`]).
+#[async_trait::async_trait]
+pub trait HeadSource: Send + Sync {
+    /// The heads of `channels`, in the same order (an empty epoch and seq 0 for a channel that
+    /// never had a message), or `None` when the source cannot vouch for them now (not
+    /// reachable, or not holding every channel's head): the engine then reads the store. A
+    /// head may be older than a publish another node has answered, by that message's transit
+    /// (as a head the hub learns from the bus may be); never newer than the log's.
+    async fn heads(&self, channels: &[crate::ChannelName]) -> Option<Vec<Head>>;
+}
+
 /// What a new subscription learns about its channel's head when it registers.
 pub enum HeadLookup {
     /// The hub knows the head.

@@ -71,6 +71,7 @@ impl Engine {
         // On failure the bus (and with it the fan-out) is dropped here and its thread ends.
         let log = open_log(bus.clone()).map_err(OpenError::Log)?;
         let engine = Engine::new(log.clone(), hub, namespaces);
+        engine.use_head_source(bus.head_source());
         Ok((engine, bus, log))
     }
 
@@ -91,6 +92,7 @@ impl Engine {
         let bus = make_bus(FanOut::start(hub.clone()).map_err(OpenError::FanOut)?);
         let log = open_log(bus.clone()).await.map_err(OpenError::Log)?;
         let engine = Engine::new(log.clone(), hub, namespaces);
+        engine.use_head_source(bus.head_source());
         Ok((engine, bus, log))
     }
 

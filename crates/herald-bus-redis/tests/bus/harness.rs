@@ -35,6 +35,9 @@ pub struct SharedLog {
     /// Reads made (of messages, of one state, of a batch of states): what each would cost a
     /// query on PostgreSQL.
     reads: AtomicUsize,
+    /// Channels those reads were about (a batch of states counts each of its channels): what
+    /// each would cost PostgreSQL a lookup of the channel's row.
+    channels_read: AtomicUsize,
     /// How long each read takes, standing for a database round trip; with one, the log says
     /// it [`ChannelLog::batches_states`].
     round_trip: Option<Duration>,
@@ -55,8 +58,14 @@ impl SharedLog {
         self.reads.load(Ordering::Relaxed)
     }
 
-    async fn read_made(&self) {
+    /// Channels read so far.
+    pub fn channels_read(&self) -> usize {
+        self.channels_read.load(Ordering::Relaxed)
+    }
+
+    async fn read_made(&self, channels: usize) {
         self.reads.fetch_add(1, Ordering::Relaxed);
+        self.channels_read.fetch_add(channels, Ordering::Relaxed);
         if let Some(round_trip) = self.round_trip {
             tokio::time::sleep(round_trip).await;
         }
@@ -123,7 +132,7 @@ impl ChannelLog for NodeLog {
         from: ReadFrom,
         limit: usize,
     ) -> Result<LogSlice, StoreError> {
-        self.shared.read_made().await;
+        self.shared.read_made(1).await;
         let channels = self.shared.channels.lock();
         let log = channels.get(channel).map(Vec::as_slice).unwrap_or(&[]);
         let start = match from {
@@ -137,7 +146,7 @@ impl ChannelLog for NodeLog {
     }
 
     async fn state(&self, channel: &ChannelName) -> Result<ChannelState, StoreError> {
-        self.shared.read_made().await;
+        self.shared.read_made(1).await;
         let channels = self.shared.channels.lock();
         Ok(state(
             channel,
@@ -146,7 +155,7 @@ impl ChannelLog for NodeLog {
     }
 
     async fn states(&self, names: &[ChannelName]) -> Result<Vec<ChannelState>, StoreError> {
-        self.shared.read_made().await;
+        self.shared.read_made(names.len()).await;
         let channels = self.shared.channels.lock();
         Ok(names
             .iter()

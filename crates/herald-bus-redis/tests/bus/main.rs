@@ -2,6 +2,7 @@
 //! process, each with its own hub, fan-out, caches and bus, over one shared log.
 
 mod harness;
+mod heads;
 mod lifecycle;
 mod members;
 mod tls;
