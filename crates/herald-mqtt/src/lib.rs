@@ -12,7 +12,10 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod access;
 pub mod packet;
+pub mod payload;
+pub mod topic_map;
 
 pub use packet::{
     decode, encode, encoded_len, DecodeError, EncodeError, ErrorResponse, Packet, ProtocolVersion,

@@ -32,8 +32,16 @@ pub const ENCODED_PREFIX: char = '=';
 /// length limit; [`ChannelName::from_topic`] does that.
 pub fn encode(topic: &str) -> Cow<'_, str> {
     if is_plain(topic) {
-        return Cow::Borrowed(topic);
+        Cow::Borrowed(topic)
+    } else {
+        Cow::Owned(encode_levels(topic))
     }
+}
+
+/// `=` followed by the escaped levels of `topic`, even when `topic` is a channel name by
+/// itself (whose channel is then `topic`, not this): the prefix every encoded channel whose
+/// topic begins with these levels starts with, for indexing topic filters.
+pub fn encode_levels(topic: &str) -> String {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
     let mut out = String::with_capacity(topic.len() + 8);
     out.push(ENCODED_PREFIX);
@@ -55,7 +63,7 @@ pub fn encode(topic: &str) -> Cow<'_, str> {
             }
         }
     }
-    Cow::Owned(out)
+    out
 }
 
 /// The topic a channel name's text stands for: the name itself unless it begins with `=`, the

@@ -32,6 +32,15 @@ fn design_examples_map_both_ways() {
 }
 
 #[test]
+fn encode_levels_escapes_plain_names_too() {
+    assert_eq!(encode_levels("a.b/c="), "=a=2Eb/c=3D");
+    assert_eq!(encode_levels("sensors"), "=sensors");
+    assert_eq!(encode_levels("a/"), "=a/=");
+    assert_eq!(encode_levels("$SYS"), encode("$SYS"));
+    assert_eq!(encode_levels(""), "==");
+}
+
+#[test]
 fn plain_names_map_to_themselves() {
     for name in ["news", "chat/room-42", "a:b@c=d.e_f", "...", "v1.2/..x"] {
         let parsed = ChannelName::parse(name).unwrap();
