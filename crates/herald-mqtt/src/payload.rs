@@ -120,7 +120,9 @@ pub struct Outgoing {
 }
 
 /// The JSON data stored for a PUBLISH of `payload` with RETAIN `retain` and properties
-/// `props` (see the module doc). A retained empty payload is marked `"clear":true`.
+/// `props` (see the module doc). A retained empty payload is marked `"clear":true`. `props` are
+/// what a PUBLISH can carry (the codec checks them: no U+0000, a response topic without
+/// wildcards), which is what [`from_data`] reads back.
 pub fn to_data(payload: &Bytes, retain: bool, props: &MessageProps) -> Bytes {
     let text = std::str::from_utf8(payload).ok();
     let json = text.and_then(|t| serde_json::from_str::<&RawValue>(t).ok());
