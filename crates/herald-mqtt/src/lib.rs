@@ -15,6 +15,8 @@
 pub mod access;
 pub mod packet;
 pub mod payload;
+pub mod serve;
+pub mod settings;
 pub mod topic_map;
 
 pub use packet::{

@@ -1,0 +1,102 @@
+//! What the MQTT listener is started with: [`MqttSettings`], the limits a connection announces
+//! in its CONNACK and holds the client to, and the anonymous mode. Plain values: `herald-config`
+//! reads them from the `[mqtt]` table (docs/config.md, "MQTT"), `herald-server` hands them to
+//! every connection ([`crate::serve::serve`]), tests build them directly.
+
+use crate::access::Rules;
+
+/// The default [`MqttSettings::max_keep_alive`]: 300 seconds (5 minutes).
+pub const DEFAULT_MAX_KEEP_ALIVE: u16 = 300;
+
+/// The default [`MqttSettings::max_packet_size`]: 1 MiB.
+pub const DEFAULT_MAX_PACKET_SIZE: u32 = 1 << 20;
+
+/// The default [`MqttSettings::receive_maximum`].
+pub const DEFAULT_RECEIVE_MAXIMUM: u16 = 100;
+
+/// The default [`MqttSettings::max_inflight_out`].
+pub const DEFAULT_MAX_INFLIGHT_OUT: u16 = 100;
+
+/// The default [`MqttSettings::max_topic_aliases`] (Mosquitto's `max_topic_alias` default too).
+pub const DEFAULT_MAX_TOPIC_ALIASES: u16 = 10;
+
+/// The largest packet MQTT can carry: a fixed header of 5 bytes and a Remaining Length of
+/// 268,435,455 (MQTT 5.0 2.1.4), the most [`MqttSettings::max_packet_size`] may say.
+pub const LARGEST_PACKET: u32 = 268_435_460;
+
+/// The MQTT listener's limits and anonymous mode, shared by all its connections.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MqttSettings {
+    /// The longest Keep Alive a client may use, in seconds. A v5 client that asks for more, or
+    /// for 0 (no keep-alive), is told this value as the CONNACK's **Server Keep Alive**
+    /// (MQTT 5.0 3.2.2.3.14) and held to it (a 3.1.1 CONNACK cannot say it: what such a client
+    /// asking for more gets is the connection's, `connect.rs`). At least 1; default
+    /// [`DEFAULT_MAX_KEEP_ALIVE`] (300).
+    pub max_keep_alive: u16,
+    /// The largest packet accepted from a client, in bytes, announced in a v5 CONNACK as
+    /// **Maximum Packet Size** (MQTT 5.0 3.2.2.3.6); a larger packet closes the connection
+    /// (v5: DISCONNECT 0x95 Packet too large). Default [`DEFAULT_MAX_PACKET_SIZE`] (1 MiB), at
+    /// most [`LARGEST_PACKET`].
+    pub max_packet_size: u32,
+    /// How many QoS 1 and 2 PUBLISHes a client may have unacknowledged towards the server,
+    /// announced in a v5 CONNACK as **Receive Maximum** (MQTT 5.0 3.2.2.3.3). 1 to 65,535;
+    /// default [`DEFAULT_RECEIVE_MAXIMUM`] (100).
+    pub receive_maximum: u16,
+    /// How many QoS 1 and 2 PUBLISHes the server has unacknowledged towards one client at
+    /// most, whatever larger **Receive Maximum** the client announced (MQTT 5.0 4.9, flow
+    /// control; a 3.1.1 client announces none). 1 to 65,535; default
+    /// [`DEFAULT_MAX_INFLIGHT_OUT`] (100).
+    pub max_inflight_out: u16,
+    /// How many topic aliases a client may set towards the server, announced in a v5 CONNACK
+    /// as **Topic Alias Maximum** (MQTT 5.0 3.2.2.3.8); 0 accepts none. Default
+    /// [`DEFAULT_MAX_TOPIC_ALIASES`] (10).
+    pub max_topic_aliases: u16,
+    /// Whether a CONNECT without credentials (no password) is accepted, in
+    /// [`MqttSettings::anonymous_app`] and limited by [`MqttSettings::anonymous_rules`] (a
+    /// development mode, as Mosquitto's `allow_anonymous`). Off: such a CONNECT is refused
+    /// (v5 0x87 Not authorized, 3.1.1 return code 0x05). Default false.
+    pub allow_anonymous: bool,
+    /// The app anonymous clients belong to. Default `"default"`.
+    pub anonymous_app: String,
+    /// What anonymous clients may publish and subscribe to: the ordered allow and deny rules
+    /// of [`crate::access`], already checked (every filter a valid topic filter), so a
+    /// connection only asks them. Empty (the default): nothing.
+    pub anonymous_rules: Rules,
+}
+
+impl Default for MqttSettings {
+    fn default() -> Self {
+        MqttSettings {
+            max_keep_alive: DEFAULT_MAX_KEEP_ALIVE,
+            max_packet_size: DEFAULT_MAX_PACKET_SIZE,
+            receive_maximum: DEFAULT_RECEIVE_MAXIMUM,
+            max_inflight_out: DEFAULT_MAX_INFLIGHT_OUT,
+            max_topic_aliases: DEFAULT_MAX_TOPIC_ALIASES,
+            allow_anonymous: false,
+            anonymous_app: "default".to_owned(),
+            anonymous_rules: Rules::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_documented_ones() {
+        let s = MqttSettings::default();
+        assert_eq!(
+            (
+                s.max_keep_alive,
+                s.max_packet_size,
+                s.receive_maximum,
+                s.max_inflight_out,
+                s.max_topic_aliases
+            ),
+            (300, 1_048_576, 100, 100, 10)
+        );
+        assert!(!s.allow_anonymous && s.anonymous_rules.rules().is_empty());
+        assert_eq!(s.anonymous_app, "default");
+    }
+}
