@@ -441,3 +441,6 @@ pub(crate) fn write_message_properties<S: Sink>(
     }
     put::opt_binary(out, id::CORRELATION_DATA, correlation_data)
 }
+
+#[cfg(test)]
+mod tests;

@@ -97,6 +97,21 @@ pub fn decode(
     let Some(&first) = buf.first() else {
         return Ok(None);
     };
+    let packet_type = first >> 4;
+    let flags = first & 0x0F;
+    match (version, packet_type) {
+        (None, 1) => {}
+        (None, _) => {
+            return Err(DecodeError::protocol(
+                "the first packet must be CONNECT [MQTT-3.1.0-1]",
+            ))
+        }
+        (Some(_), 1) => {
+            return Err(DecodeError::protocol("a second CONNECT [MQTT-3.1.0-2]")
+                .with_response(default_response))
+        }
+        (Some(_), _) => {}
+    }
     let (remaining, length_bytes) = match varint::read(&buf[1..]) {
         Varint::Value(value, bytes) => (value as usize, bytes),
         Varint::Incomplete => return Ok(None),
@@ -116,21 +131,6 @@ pub fn decode(
             ),
         )
         .with_response(default_response));
-    }
-    let packet_type = first >> 4;
-    let flags = first & 0x0F;
-    match (version, packet_type) {
-        (None, 1) => {}
-        (None, _) => {
-            return Err(DecodeError::protocol(
-                "the first packet must be CONNECT [MQTT-3.1.0-1]",
-            ))
-        }
-        (Some(_), 1) => {
-            return Err(DecodeError::protocol("a second CONNECT [MQTT-3.1.0-2]")
-                .with_response(default_response))
-        }
-        (Some(_), _) => {}
     }
     if buf.len() < size {
         return Ok(None);
@@ -284,3 +284,6 @@ impl Reader {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -152,3 +152,6 @@ pub(crate) fn check_reason(
         Err(EncodeError::ReasonCodeNotAllowed { packet, code })
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -28,12 +28,14 @@ pub mod publish;
 pub mod reason;
 pub mod strings;
 pub mod subscribe;
+#[cfg(test)]
+mod testing;
 pub mod topic;
 pub mod varint;
 
 use std::num::NonZeroU16;
 
-pub use bytes::Bytes;
+pub use bytes::{Bytes, BytesMut};
 pub use connack::{ConnAck, ConnAckProperties};
 pub use connect::{Connect, ConnectProperties, Will, WillProperties};
 pub use decode::{decode, DecodeError, ErrorResponse};

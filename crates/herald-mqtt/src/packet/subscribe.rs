@@ -411,3 +411,6 @@ impl UnsubAck {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;
