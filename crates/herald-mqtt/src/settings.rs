@@ -3,7 +3,7 @@
 //! reads them from the `[mqtt]` table (docs/config.md, "MQTT"), `herald-server` hands them to
 //! every connection ([`crate::serve::serve`]), tests build them directly.
 
-use crate::access::Rules;
+use crate::access::Rule;
 
 /// The default [`MqttSettings::max_keep_alive`]: 300 seconds (5 minutes).
 pub const DEFAULT_MAX_KEEP_ALIVE: u16 = 300;
@@ -59,9 +59,9 @@ pub struct MqttSettings {
     /// The app anonymous clients belong to. Default `"default"`.
     pub anonymous_app: String,
     /// What anonymous clients may publish and subscribe to: the ordered allow and deny rules
-    /// of [`crate::access`], already checked (every filter a valid topic filter), so a
-    /// connection only asks them. Empty (the default): nothing.
-    pub anonymous_rules: Rules,
+    /// of [`crate::access`] (a connection asks them through [`crate::access::Rules::new`];
+    /// `herald-config` has checked them with it at start). Empty (the default): nothing.
+    pub anonymous_rules: Vec<Rule>,
 }
 
 impl Default for MqttSettings {
@@ -74,7 +74,7 @@ impl Default for MqttSettings {
             max_topic_aliases: DEFAULT_MAX_TOPIC_ALIASES,
             allow_anonymous: false,
             anonymous_app: "default".to_owned(),
-            anonymous_rules: Rules::default(),
+            anonymous_rules: Vec::new(),
         }
     }
 }
@@ -96,7 +96,7 @@ mod tests {
             ),
             (300, 1_048_576, 100, 100, 10)
         );
-        assert!(!s.allow_anonymous && s.anonymous_rules.rules().is_empty());
+        assert!(!s.allow_anonymous && s.anonymous_rules.is_empty());
         assert_eq!(s.anonymous_app, "default");
     }
 }
