@@ -24,6 +24,8 @@ pub mod decode;
 pub mod disconnect;
 pub mod encode;
 pub mod properties;
+#[cfg(test)]
+mod proptests;
 pub mod publish;
 pub mod reason;
 pub mod strings;
