@@ -18,6 +18,8 @@ use std::borrow::Cow;
 
 use bytes::{Buf, Bytes, BytesMut};
 
+use super::connack::{ConnAck, ConnAckProperties};
+use super::disconnect::{Disconnect, DisconnectProperties};
 use super::reason::ReasonCode;
 use super::varint::{self, Varint};
 use super::{
@@ -69,6 +71,39 @@ impl DecodeError {
     /// A Protocol Error (0x82).
     pub(crate) fn protocol(message: impl Into<Cow<'static, str>>) -> Self {
         DecodeError::new(ReasonCode::ProtocolError, message)
+    }
+
+    /// The packet to send before closing, and the version to encode it in: a DISCONNECT or
+    /// CONNACK carrying the reason code and, under v5, the message as its Reason String (allowed
+    /// on both whatever Request Problem Information says; check [`super::encoded_len`] against
+    /// the client's Maximum Packet Size and drop the string if it does not fit, [MQTT-3.14.2-3]
+    /// [MQTT-3.2.2-19]); `None` when the connection is just closed.
+    pub fn answer(&self) -> Option<(Packet, ProtocolVersion)> {
+        let reason_string = Some(self.message.clone().into_owned());
+        match self.response {
+            ErrorResponse::Close => None,
+            ErrorResponse::Disconnect => Some((
+                Packet::Disconnect(Disconnect {
+                    reason_code: self.reason_code,
+                    properties: DisconnectProperties {
+                        reason_string,
+                        ..Default::default()
+                    },
+                }),
+                ProtocolVersion::V5,
+            )),
+            ErrorResponse::ConnAck(version) => Some((
+                Packet::ConnAck(Box::new(ConnAck {
+                    session_present: false,
+                    reason_code: self.reason_code,
+                    properties: ConnAckProperties {
+                        reason_string: reason_string.filter(|_| version == ProtocolVersion::V5),
+                        ..Default::default()
+                    },
+                })),
+                version,
+            )),
+        }
     }
 
     pub(crate) fn with_response(mut self, response: ErrorResponse) -> Self {

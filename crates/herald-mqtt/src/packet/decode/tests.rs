@@ -338,3 +338,34 @@ fn connack_reserved_flags_and_session_present_mqtt_3_2_2_1_and_6() {
     assert!(protocol_error(&frame(0x20, &[0x01, 0x87, 0]), V5_).contains("MQTT-3.2.2-6"));
     protocol_error(&frame(0x20, &[0x01, 0x05]), V3_); // 3.1.1 [MQTT-3.2.2-4]
 }
+
+#[test]
+fn the_answer_to_a_refusal_encodes_in_its_version() {
+    use crate::packet::encode;
+    let answer_bytes = |bytes: &[u8], version| {
+        let e = decode_all(bytes, version).unwrap_err();
+        e.answer().map(|(packet, version)| {
+            let mut out = BytesMut::new();
+            encode(&packet, version, &mut out).unwrap();
+            out.to_vec()
+        })
+    };
+    // MQTT 3.1: 3.1.1's CONNACK with return code 1 [MQTT-3.1.2-2].
+    let mqisdp = frame(
+        0x10,
+        &[
+            0, 6, b'M', b'Q', b'I', b's', b'd', b'p', 3, 2, 0, 60, 0, 1, b'c',
+        ],
+    );
+    assert_eq!(answer_bytes(&mqisdp, None), Some(vec![0x20, 2, 0, 1]));
+    // v5 after CONNECT: DISCONNECT 0x81 with the reason as its Reason String.
+    let disconnect = answer_bytes(&frame(0xC0, &[0]), V5_).unwrap();
+    assert_eq!(&disconnect[..3], &[0xE0, disconnect.len() as u8 - 2, 0x81]);
+    assert_eq!(disconnect[4], 0x1F);
+    // 3.1.1 and before CONNECT: nothing, the connection is closed.
+    assert_eq!(answer_bytes(&frame(0xC0, &[0]), V3_), None);
+    assert_eq!(answer_bytes(&frame(0xC0, &[]), None), None);
+    // A v5 CONNECT refused after its level: CONNACK with the code and the reason.
+    let connack = answer_bytes(&connect_v5(0x01, &[], &[]), None).unwrap();
+    assert_eq!(&connack[..4], &[0x20, connack.len() as u8 - 2, 0, 0x81]);
+}
