@@ -1,0 +1,30 @@
+//! The Pusher Channels protocol in Herald (issue 35; docs/design/pusher.md is the design,
+//! docs/pusher.md the user's guide): pusher-js, Laravel Echo and Pusher's server SDKs work
+//! against Herald unchanged, on the same channels as every other transport.
+//!
+//! This crate owns what is Pusher's: an app's Pusher credentials (app id, key, secrets), the
+//! signatures made with them, Pusher channel names and what they map to, the `$pusher`
+//! envelope a Pusher event is stored in, and Pusher's HTTP API. So far:
+//!
+//! - [`signature`]: the HTTP API's request signature, channel authorisation and sign-in
+//!   signatures (HMAC-SHA256), checked in constant time.
+//! - [`channel_map`]: Pusher channel names ↔ Herald channels (core's topic-style encoding),
+//!   and a name's kind (public, private, presence, encrypted, cache).
+//! - [`event`]: a Pusher event ↔ a message's data (the `$pusher` envelope).
+//! - [`credentials`]: the credentials as stored (the [`PusherCredentialStore`] trait
+//!   herald-store implements), the service the admin API calls, and each node's cache.
+//! - [`http`]: the HTTP API at `/apps/{app_id}/...` (events and batches), a router
+//!   herald-server merges into the HTTP listener's.
+//!
+//! The client protocol (the WebSocket at `/app/{key}` over edge's driver and session),
+//! presence, webhooks and the rest come in the design's order.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod channel_map;
+pub mod credentials;
+pub mod event;
+pub mod http;
+pub mod signature;
+
+pub use credentials::store::PusherCredentialStore;
