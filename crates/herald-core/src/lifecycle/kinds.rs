@@ -9,7 +9,8 @@ use std::ops::{BitOr, BitOrAssign};
 
 use super::LifecycleEvent;
 
-/// A set of lifecycle event kinds (see the [module documentation](self)).
+/// A set of lifecycle event kinds: which ones listeners want, and which are emitted (see
+/// [`crate::lifecycle`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Kinds(u16);
 
