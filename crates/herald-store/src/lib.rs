@@ -1,6 +1,7 @@
 //! Herald's durable stores: the implementations of every store trait (`herald_core`'s
 //! [`ChannelLog`](herald_core::log::ChannelLog), `Tenancy` and `AuditLog`, `herald_push`'s
-//! `DeviceRegistry`, `JobQueue` and `CredentialStore`, `herald_hooks`' `HookStore`) on two
+//! `DeviceRegistry`, `JobQueue` and `CredentialStore`, `herald_hooks`' `HookStore`,
+//! `herald_pusher`'s `PusherCredentialStore`) on two
 //! backends.
 //!
 //! `sqlite` holds [`SqliteLog`], the embedded default: one database file on one node, one writer

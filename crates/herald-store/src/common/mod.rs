@@ -10,7 +10,8 @@
 //! `revocations`, `credentials`, `audit` (the audit query, built for either placeholder style),
 //! `devices` (device rows), `jobs` (job columns, constants, row decoding, the rows a push adds),
 //! `job_counts` (the counters per push) and `job_state` (how each change of a job's state moves
-//! them), `hooks` (webhook endpoint and queued event rows, an endpoint's room in its queue).
+//! them), `hooks` (webhook endpoint and queued event rows, an endpoint's room in its queue),
+//! `pusher` (Pusher credentials rows).
 
 pub(crate) mod audit;
 pub(crate) mod credentials;
@@ -20,6 +21,7 @@ pub(crate) mod job_counts;
 pub(crate) mod job_state;
 pub(crate) mod jobs;
 pub(crate) mod log;
+pub(crate) mod pusher;
 pub(crate) mod revocations;
 pub(crate) mod row;
 pub(crate) mod tenancy;

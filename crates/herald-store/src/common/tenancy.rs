@@ -47,7 +47,7 @@ pub(crate) fn is_key_id(key_id: &str) -> bool {
 /// `hook_endpoints` comes before `hook_events`: on PostgreSQL, an `enqueue` holding an
 /// endpoint's row makes the deletion wait for it at the endpoint, so the events it added are
 /// there for the next statement to delete.
-pub(crate) const APP_TABLES: [&str; 14] = [
+pub(crate) const APP_TABLES: [&str; 15] = [
     "api_keys",
     "devices",
     "device_tags",
@@ -62,4 +62,5 @@ pub(crate) const APP_TABLES: [&str; 14] = [
     "app_token_keys",
     "hook_endpoints",
     "hook_events",
+    "pusher_credentials",
 ];

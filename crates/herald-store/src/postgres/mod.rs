@@ -22,6 +22,7 @@ mod devices;
 mod hooks;
 mod jobs;
 mod outage;
+mod pusher;
 mod reachability;
 mod read;
 mod revocations;

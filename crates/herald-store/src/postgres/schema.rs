@@ -12,7 +12,8 @@
 //! (`push_counts`, `jobs.in_flight_until`); version 3 what SQLite's version 5 adds (`revoked_tokens`,
 //! `revoked_before`); the next what SQLite's `audit_log` migration adds (`audit_log`); the next
 //! what SQLite's webhooks migration adds (`hook_endpoints`, `hook_events`); the next what its
-//! next migration adds (`hook_events.leased_until_ms`).
+//! next migration adds (`hook_events.leased_until_ms`); the next what its Pusher credentials
+//! migration adds (`pusher_credentials`).
 
 use herald_core::log::StoreError;
 use tokio_postgres::Client;
@@ -247,6 +248,17 @@ const MIGRATIONS: &[&str] = &[
     // What SQLite's next webhooks migration adds: the end of the lease whose batch holds a
     // queued event.
     "ALTER TABLE hook_events ADD COLUMN leased_until_ms BIGINT;",
+    // What SQLite's Pusher credentials migration adds: one set per app, the Pusher app id and
+    // the key each unique, the secrets sealed by the server.
+    r#"CREATE TABLE pusher_credentials (
+        app TEXT COLLATE "C" PRIMARY KEY,
+        app_id TEXT COLLATE "C" NOT NULL UNIQUE,
+        key TEXT COLLATE "C" NOT NULL UNIQUE,
+        secret BYTEA NOT NULL,
+        previous_secret BYTEA,
+        previous_until_ms BIGINT,
+        created_ms BIGINT NOT NULL
+    );"#,
 ];
 
 /// The schema version this build writes.

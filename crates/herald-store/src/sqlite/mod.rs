@@ -15,8 +15,8 @@
 //!
 //! The same database holds the apps (`tenancy`, `token_keys`, `revocations`), the device
 //! registry and receipts (`devices`), the provider job queue (`jobs`), provider
-//! credentials (`credentials`), the audit log of admin actions (`audit`) and webhook endpoints
-//! with their queues (`hooks`).
+//! credentials (`credentials`), the audit log of admin actions (`audit`), webhook endpoints
+//! with their queues (`hooks`) and Pusher credentials (`pusher`).
 
 pub(crate) mod audit;
 mod batch;
@@ -29,6 +29,7 @@ mod jobs;
 mod known;
 mod log;
 pub mod options;
+mod pusher;
 mod reader;
 mod retention;
 pub(crate) mod revocations;

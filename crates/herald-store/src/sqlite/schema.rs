@@ -286,6 +286,18 @@ const MIGRATIONS: &[&str] = &[
     // Webhooks: the end of the lease whose batch holds a queued event (`NULL`: none), so the
     // user's return withdraws any held `user.offline` that is not in flight.
     "ALTER TABLE hook_events ADD COLUMN leased_until_ms INTEGER;",
+    // Pusher credentials (`sqlite::pusher`): one set per app, the Pusher app id and the key
+    // each unique in the server, the secret sealed by the server (with the app as associated
+    // data), the secret it replaced while its overlap lasts (until, ms), created (ms).
+    "CREATE TABLE pusher_credentials (
+        app TEXT PRIMARY KEY,
+        app_id TEXT NOT NULL UNIQUE,
+        key TEXT NOT NULL UNIQUE,
+        secret BLOB NOT NULL,
+        previous_secret BLOB,
+        previous_until_ms INTEGER,
+        created_ms INTEGER NOT NULL
+    );",
 ];
 
 /// The schema version this build writes.

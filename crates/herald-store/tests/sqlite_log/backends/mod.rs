@@ -11,7 +11,8 @@
 //! registries in [`registry`], devices in [`devices`], credentials in [`credentials`], the audit
 //! log in [`audit`], the job queue in [`jobs`] (a broadcast's directly sent pages in
 //! [`job_pages`]; more in `crate::jobs`), webhook endpoints and their queues in [`hooks`] and
-//! [`hooks_queue`] (through [`Backend::hooks`]); PostgreSQL's own behaviour (two nodes on one
+//! [`hooks_queue`] (through [`Backend::hooks`]), Pusher credentials in [`pusher`] (through
+//! [`Backend::pusher`]); PostgreSQL's own behaviour (two nodes on one
 //! database, the server killed mid-traffic, schema versions, TLS) in [`cluster`],
 //! [`job_counts_migration`] and [`tls`].
 
@@ -25,6 +26,7 @@ mod job_counts_migration;
 mod job_pages;
 mod jobs;
 mod log;
+mod pusher;
 mod registry;
 mod tenancy;
 mod tls;
@@ -38,6 +40,7 @@ use herald_hooks::HookStore;
 use herald_push::credentials::CredentialStore;
 use herald_push::jobs::JobQueue;
 use herald_push::registry::DeviceRegistry;
+use herald_pusher::PusherCredentialStore;
 use herald_store::{PostgresOptions, PostgresStore, SqliteLog, SqliteOptions};
 use herald_testkit::Postgres;
 
@@ -118,6 +121,15 @@ impl Backend {
     /// The store's webhooks ([`HookStore`], not part of [`Store`]: it names its methods as
     /// `JobQueue` does).
     pub fn hooks(&self) -> &dyn HookStore {
+        match &self.open {
+            Open::Sqlite(log) => &**log,
+            Open::Postgres(store) => &**store,
+        }
+    }
+
+    /// The store's Pusher credentials ([`PusherCredentialStore`], not part of [`Store`], as
+    /// [`HookStore`] is not).
+    pub fn pusher(&self) -> &dyn PusherCredentialStore {
         match &self.open {
             Open::Sqlite(log) => &**log,
             Open::Postgres(store) => &**store,
