@@ -51,6 +51,51 @@ def conf(path):
     return [open(os.path.join(ROOT, path), "rb").read()]
 
 
+def mqtt_frame(first, body):
+    head, n = bytes([first]), len(body)
+    while True:
+        byte, n = n % 128, n // 128
+        head += bytes([byte | (0x80 if n else 0)])
+        if not n:
+            return head + body
+
+
+def mqtt_str(text):
+    return struct.pack(">H", len(text)) + text
+
+
+def mqtt():
+    """Byte 0: 0 before CONNECT, 1 after a 3.1.1 CONNECT, 2 after a v5 one (high bit: a small
+    Maximum Packet Size); byte 1: where the stream is split; then packets a client sends."""
+    v5_connect = mqtt_frame(0x10, mqtt_str(b"MQTT") + b"\x05\xee\x00\x3c"
+                            + b"\x0b\x11\x00\x00\x00\x78\x21\x00\x0a\x22\x00\x05" + mqtt_str(b"dev-1")
+                            + b"\x05\x18\x00\x00\x00\x0a" + mqtt_str(b"status/dev-1") + mqtt_str(b"gone")
+                            + mqtt_str(b"app") + mqtt_str(b"token"))
+    v5_session = (mqtt_frame(0x32, mqtt_str(b"chat/room-1") + b"\x00\x01" + b"\x0c\x01\x01\x23\x00\x01"
+                             + b"\x26" + mqtt_str(b"k") + mqtt_str(b"v") + "héllo".encode())
+                  + mqtt_frame(0x30, mqtt_str(b"") + b"\x03\x23\x00\x01" + b"again")
+                  + mqtt_frame(0x82, b"\x00\x02\x02\x0b\x05" + mqtt_str(b"$share/g/sport/+") + b"\x01"
+                               + mqtt_str(b"a/#") + b"\x2e")
+                  + mqtt_frame(0xa2, b"\x00\x03\x00" + mqtt_str(b"a/#"))
+                  + mqtt_frame(0x40, b"\x00\x07") + mqtt_frame(0x50, b"\x00\x08\x10")
+                  + mqtt_frame(0x62, b"\x00\x08") + mqtt_frame(0xc0, b"")
+                  + mqtt_frame(0xf0, b"\x18\x08\x15" + mqtt_str(b"SCRAM"))
+                  + mqtt_frame(0xe0, b"\x04\x05\x1f" + mqtt_str(b"by")))
+    v311_connect = mqtt_frame(0x10, mqtt_str(b"MQTT") + b"\x04\xf6\x00\x3c" + mqtt_str(b"c")
+                              + mqtt_str(b"will") + mqtt_str(b"bye") + mqtt_str(b"u") + mqtt_str(b"p"))
+    v311_session = (mqtt_frame(0x34, mqtt_str(b"/a//b ") + b"\x00\x09" + b"payload")
+                    + mqtt_frame(0x62, b"\x00\x09") + mqtt_frame(0x82, b"\x00\x01" + mqtt_str(b"+/x/#") + b"\x02")
+                    + mqtt_frame(0xc0, b"") + mqtt_frame(0xe0, b""))
+    return [b"\x00\x80" + v5_connect + v5_session, b"\x02\x40" + v5_session,
+            b"\x00\x10" + v311_connect + v311_session, b"\x01\xc0" + v311_session,
+            b"\x02\x00" + mqtt_frame(0x20, b"\x01\x00\x03\x21\x00\x0a") + mqtt_frame(0x90, b"\x00\x02\x00\x01\x87")
+            + mqtt_frame(0xb0, b"\x00\x03\x00\x11") + mqtt_frame(0xd0, b""),
+            b"\x01\x00" + mqtt_frame(0x20, b"\x00\x00") + mqtt_frame(0x90, b"\x00\x02\x00\x80") + mqtt_frame(0xb0, b"\x00\x03"),
+            b"\x00\x00" + mqtt_frame(0x10, mqtt_str(b"MQIsdp") + b"\x03\x02\x00\x3c" + mqtt_str(b"old")),
+            b"\x02\x00" + mqtt_frame(0x36, mqtt_str(b"t") + b"\x00\x01\x00"),
+            b"\x02\x00\x30\xff\xff\xff\xff\x01", b"\x82\x00" + mqtt_frame(0x30, mqtt_str(b"t") + b"\x00" + b"x" * 300)]
+
+
 SEEDS = {
     "ws_frames": ws,
     "sse_head": sse,
@@ -71,6 +116,7 @@ SEEDS = {
     "meteord_conf": lambda: conf("crates/herald-meteor/src/builtin-modes.conf")
         + conf("docs/examples/meteord-deacon.conf")
         + [b"[a]\nTextEscape javascript\nMessageTemplate p(\"~text~\")\nPersist maybe\n"],
+    "mqtt_packets": mqtt,
     "config_file": lambda: conf("herald.example.toml") + [
         b'listen = "127.0.0.1:0"\nmeteor = "4670"\nmeteor_channels = ["public/*"]\n[history]\nsize = 5\nage = "1h"\n'
         b'[[namespaces]]\nprefix = "chat/"\nsize = 10\n',

@@ -13,6 +13,7 @@
 //! - [`proto`]: JSON commands, cursor strings;
 //! - [`push`]: tag expressions;
 //! - [`meteor`]: Meteor request lines, controller commands, meteord.conf;
+//! - [`mqtt`]: MQTT 5.0 and 3.1.1 packets;
 //! - [`config`]: Herald's config file;
 //! - [`providers`]: APNs, FCM and Web Push answers.
 #![forbid(unsafe_code)]
@@ -21,6 +22,7 @@
 pub mod config;
 pub mod edge;
 pub mod meteor;
+pub mod mqtt;
 pub mod proto;
 pub mod providers;
 pub mod push;
@@ -39,6 +41,7 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("meteor_request", meteor::meteor_request),
     ("meteor_command", meteor::meteor_command),
     ("meteord_conf", meteor::meteord_conf),
+    ("mqtt_packets", mqtt::mqtt_packets),
     ("config_file", config::config_file),
     ("provider_answers", providers::provider_answers),
 ];
