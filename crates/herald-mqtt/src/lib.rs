@@ -13,11 +13,17 @@
 #![warn(missing_docs)]
 
 pub mod access;
+mod connect;
+mod inbound;
+mod inflight;
+mod outbound;
 pub mod packet;
 pub mod payload;
 pub mod serve;
 pub mod settings;
+mod subscriptions;
 pub mod topic_map;
+mod wire;
 
 pub use packet::{
     decode, encode, encoded_len, DecodeError, EncodeError, ErrorResponse, Packet, ProtocolVersion,

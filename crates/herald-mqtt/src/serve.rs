@@ -3,26 +3,149 @@
 //! connection tracker (so shutdown waits for it), after a TLS handshake when the listener
 //! serves TLS.
 //!
-//! PLACEHOLDER, to be replaced by the connection's author (CONNECT handling, `wire.rs`,
-//! `inflight.rs`): this body only closes the connection, so the listener, its configuration and
-//! its tests can be wired before the connection itself lands. Keep the signature: the listener
-//! calls it as it is.
+//! First the CONNECT, read within the connect deadline (the edge's head deadline; a connection
+//! that sends nothing, or not a whole CONNECT, in time is closed): a first packet that is not
+//! CONNECT closes the connection [MQTT-3.1.0-1]; a CONNECT the codec refuses is answered as
+//! [`crate::packet::ErrorResponse`] says (a CONNACK in the version the client understands, or
+//! nothing); one [`crate::connect`] refuses gets its CONNACK. An accepted one gets its CONNACK,
+//! a client session registered as `Transport::Mqtt`, a place on the keep-alive roster (which
+//! brings shutdown) and then runs on edge's driver as [`MqttWire`] until it ends. Phase 1 does
+//! not park idle MQTT connections (`herald_edge::parking`): they stay in their task.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
 
+use bytes::BytesMut;
+use herald_core::lifecycle::Transport;
+use herald_core::outbox::Outbox;
 use herald_edge::conn::Conn;
+use herald_edge::driver::{self, Connection, Ended, Marks, Served, Wire};
+use herald_edge::parking::Parking;
+use herald_edge::session::ClientSession;
 use herald_edge::Edge;
 
+use crate::packet::{self, Packet, ProtocolVersion};
 use crate::settings::MqttSettings;
+use crate::wire::{encode_for, MqttWire, Start};
+
+/// MQTT connections do not park in phase 1: the driver is given parking that never parks.
+static NO_PARKING: LazyLock<Parking> = LazyLock::new(Parking::disabled);
 
 /// Serves one MQTT connection until it ends: `stream` is the accepted TCP connection (plain, or
 /// TLS with its handshake done), `peer` its remote address, `edge` the server's transports
 /// (sessions, live clients, keep-alive, shutdown) and `settings` the listener's
 /// [`MqttSettings`], shared by every connection. Ends without an error: a connection's failures
 /// are its own.
-pub async fn serve(stream: Conn, peer: SocketAddr, edge: Arc<Edge>, settings: Arc<MqttSettings>) {
-    // The placeholder: no MQTT yet, the connection is closed at once.
-    let _ = (peer, edge, settings);
+pub async fn serve(
+    mut stream: Conn,
+    peer: SocketAddr,
+    edge: Arc<Edge>,
+    settings: Arc<MqttSettings>,
+) {
+    crate::outbound::reserve_slots();
+    let mut buf = BytesMut::new();
+    let deadline = edge.settings.deadlines.head;
+    let first = tokio::time::timeout(deadline, first_packet(&mut stream, &mut buf, &settings));
+    let connect = match first.await {
+        Ok(Ok(Packet::Connect(connect))) => connect,
+        // Not reached: the decoder accepts nothing but CONNECT first.
+        Ok(Ok(_)) => return stream.close().await,
+        Ok(Err(Some((answer, version)))) => {
+            let bytes = encode_for(&answer, version, u32::MAX);
+            let _ = send_within(&mut stream, bytes).await;
+            return stream.close().await;
+        }
+        Ok(Err(None)) | Err(_) => {
+            tracing::debug!(%peer, "MQTT connection closed before a valid CONNECT");
+            return stream.close().await;
+        }
+    };
+    let version = connect.protocol_version;
+    let problem_information = connect.properties.request_problem_information;
+    let client_max_packet = connect.properties.maximum_packet_size.map(|m| m.get());
+    let client_receive_maximum = connect.properties.receive_maximum.get();
+    let accepted = match crate::connect::accept(&edge, &settings, *connect).await {
+        Ok(accepted) => accepted,
+        Err(connack) => {
+            tracing::debug!(%peer, code = connack.reason_code.name(), "MQTT CONNECT refused");
+            let max = client_max_packet.unwrap_or(u32::MAX);
+            let bytes = encode_for(&Packet::ConnAck(Box::new(connack)), version, max);
+            let _ = send_within(&mut stream, bytes).await;
+            return stream.close().await;
+        }
+    };
+    let outbox = Outbox::new(edge.settings.outbox_bytes);
+    let session = ClientSession::new_for(
+        Transport::Mqtt,
+        edge.clone(),
+        outbox,
+        Some(accepted.client),
+        Some(accepted.counted),
+    );
+    let max = client_max_packet.unwrap_or(u32::MAX);
+    let connack = encode_for(&Packet::ConnAck(Box::new(accepted.connack)), version, max);
+    if send_within(&mut stream, connack).await.is_err() {
+        return;
+    }
+    let start = Start {
+        version,
+        client_id: accepted.client_id,
+        anonymous: accepted.anonymous,
+        problem_information,
+        client_max_packet,
+        client_receive_maximum,
+        keep_alive: accepted.keep_alive,
+        will: accepted.will,
+    };
+    let wire = MqttWire::new(session, settings, start, buf);
+    let place = edge.keepalive.join(wire.session.outbox());
+    let mut connection = Connection::new(wire, Marks::new(true));
+    let ended = match connection.serve(&mut stream, &NO_PARKING).await {
+        Served::Ends(ended) => ended,
+        // Not reached: this parking never reserves a slot.
+        Served::Parks(ticket) => {
+            NO_PARKING.cancel(ticket);
+            Ended::Gone
+        }
+    };
+    edge.keepalive.leave(place);
+    connection.wire.goodbye(&mut stream, ended).await;
     stream.close().await;
+}
+
+/// Reads until the first packet is whole and decodes it: the CONNECT, or what the codec
+/// answers a refused one with (a CONNACK in the version the client understands) or `None` to
+/// close without an answer (a packet other than CONNECT, a malformed one, the client gone).
+async fn first_packet(
+    stream: &mut Conn,
+    buf: &mut BytesMut,
+    settings: &MqttSettings,
+) -> Result<Packet, Option<(Packet, ProtocolVersion)>> {
+    let mut chunk = [0u8; 4096];
+    loop {
+        match packet::decode(buf, None, settings.max_packet_size) {
+            Ok(Some(packet)) => return Ok(packet),
+            Ok(None) => {}
+            Err(e) => return Err(e.answer()),
+        }
+        if stream.readable().await.is_err() {
+            return Err(None);
+        }
+        match stream.try_read(&mut chunk) {
+            Ok(0) => return Err(None),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return Err(None),
+        }
+    }
+}
+
+/// Writes `bytes` whole, giving the socket a few seconds.
+async fn send_within(stream: &mut Conn, bytes: Vec<u8>) -> Result<(), ()> {
+    match tokio::time::timeout(Duration::from_secs(5), driver::write_rest(stream, bytes)).await {
+        Ok(Ok(())) => Ok(()),
+        _ => Err(()),
+    }
 }

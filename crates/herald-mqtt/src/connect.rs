@@ -1,0 +1,238 @@
+//! CONNECT: who the client is and what the connection is allowed, answered with CONNACK.
+//!
+//! - **Version**: [`crate::packet::decode`] already refused what Herald does not speak (3.1's
+//!   `MQIsdp` and other levels, with the CONNACK its version understands); here the CONNECT is
+//!   3.1.1 or 5.0.
+//! - **Client identifier**: an empty one is assigned (v5 tells the client in Assigned Client
+//!   Identifier [MQTT-3.2.2-16]); 3.1.1 refuses an empty one with Clean Session 0 with return
+//!   code 0x02 [MQTT-3.1.3-8]. Sessions are clean in phase 1: a v5 Clean Start 0 or a 3.1.1
+//!   Clean Session 0 is accepted as a fresh session, Session Present 0 (persistent sessions are
+//!   phase 2, docs/design/mqtt.md).
+//! - **Authentication**: the user name is the app id (`default` or empty: the default app, and an
+//!   empty one also accepts the app the credential itself names); the password is a client token
+//!   of that app (its channel patterns are the client's permissions) or a publisher API key of
+//!   the app (publish and subscribe anywhere in it). Without a password the client is anonymous,
+//!   allowed only with `mqtt.allow_anonymous`, in `mqtt.anonymous_app` under its rules
+//!   ([`crate::access`]). Refusals: no credentials, 0x87 Not authorized (3.1.1: 0x05); bad ones,
+//!   0x86 Bad User Name or Password (3.1.1: 0x04), each with a reason string in v5. Enhanced
+//!   authentication (v5 Authentication Method) is not offered: 0x8C Bad authentication method.
+//! - **CONNACK** (v5) announces what the server holds the client to: Receive Maximum, Maximum
+//!   Packet Size, Topic Alias Maximum, Retain Available, no wildcard or shared subscriptions or
+//!   subscription identifiers (phase 1), and Server Keep Alive when it caps the client's.
+//! - **Will**: kept (its topic checked); publishing it on an abnormal close is phase 2.
+
+use std::num::{NonZeroU16, NonZeroU32};
+use std::sync::Arc;
+
+use herald_core::auth::Client;
+use herald_core::pattern::PatternSet;
+use herald_core::tenant::AppId;
+use herald_core::usage::ConnectionGuard;
+use herald_core::ErrorCode;
+use herald_edge::Edge;
+
+use crate::access::Rules;
+use crate::packet::{ConnAck, ConnAckProperties, Connect, ProtocolVersion, ReasonCode, Will};
+use crate::settings::MqttSettings;
+
+/// An authenticated client, with the anonymous rules when it is anonymous.
+type Authenticated = (Client, Option<Arc<Rules>>);
+/// A refusal's reason code and reason string.
+type Refusal = (ReasonCode, String);
+
+/// A CONNECT the server accepts: the client, its usage count and what the connection keeps.
+pub(crate) struct Accepted {
+    /// The authenticated (or anonymous) client.
+    pub(crate) client: Client,
+    /// Counts the connection in its app's usage.
+    pub(crate) counted: ConnectionGuard,
+    /// The client identifier (assigned when the client sent none).
+    pub(crate) client_id: String,
+    /// The anonymous mode's rules, for an anonymous client.
+    pub(crate) anonymous: Option<Arc<Rules>>,
+    /// The keep-alive in force, in seconds (0: none).
+    pub(crate) keep_alive: u16,
+    /// The will, kept for phase 2.
+    pub(crate) will: Option<Will>,
+    /// The CONNACK to send.
+    pub(crate) connack: ConnAck,
+}
+
+/// Decides on `connect`: the accepted connection, or the CONNACK that refuses it.
+pub(crate) async fn accept(
+    edge: &Edge,
+    settings: &MqttSettings,
+    connect: Connect,
+) -> Result<Accepted, ConnAck> {
+    let v5 = connect.protocol_version == ProtocolVersion::V5;
+    let refuse = |code: ReasonCode, why: String| refusal(code, why);
+    let mut assigned = None;
+    let client_id = if connect.client_id.is_empty() {
+        if !v5 && !connect.clean_start {
+            return Err(refuse(
+                ReasonCode::ClientIdentifierNotValid,
+                "an empty client identifier needs Clean Session 1 [MQTT-3.1.3-8]".into(),
+            ));
+        }
+        let id = herald_core::auth::generate_secret("herald-");
+        assigned = v5.then(|| id.clone());
+        id
+    } else {
+        connect.client_id
+    };
+    if connect.properties.authentication_method.is_some() {
+        return Err(refuse(
+            ReasonCode::BadAuthenticationMethod,
+            "enhanced authentication is not offered: send the token or API key as the password"
+                .into(),
+        ));
+    }
+    if let Some(will) = &connect.will {
+        if let Err(e) =
+            crate::topic_map::topic_to_channel(&AppId::default_app(), will.topic.as_str())
+        {
+            return Err(refuse(
+                ReasonCode::TopicNameInvalid,
+                format!("the will's topic: {e}"),
+            ));
+        }
+    }
+    let (client, anonymous) = authenticate(
+        edge,
+        settings,
+        connect.username.as_deref(),
+        connect.password.as_deref(),
+    )
+    .await
+    .map_err(|(code, why)| refuse(code, why))?;
+    let counted = edge.usage.connect(&client.app).map_err(|e| {
+        let code = match e.code {
+            ErrorCode::LimitExceeded | ErrorCode::RateLimited => ReasonCode::QuotaExceeded,
+            _ => ReasonCode::ServerUnavailable,
+        };
+        refuse(code, e.message)
+    })?;
+    let max = settings.max_keep_alive;
+    let capped = v5 && max > 0 && (connect.keep_alive == 0 || connect.keep_alive > max);
+    let keep_alive = if capped { max } else { connect.keep_alive };
+    let connack = ConnAck {
+        session_present: false,
+        reason_code: ReasonCode::Success,
+        properties: ConnAckProperties {
+            receive_maximum: NonZeroU16::new(settings.receive_maximum).unwrap_or(NonZeroU16::MAX),
+            maximum_packet_size: NonZeroU32::new(settings.max_packet_size),
+            topic_alias_maximum: settings.max_topic_aliases,
+            retain_available: true,
+            wildcard_subscription_available: false,
+            shared_subscription_available: false,
+            subscription_identifiers_available: false,
+            assigned_client_identifier: assigned,
+            server_keep_alive: capped.then_some(keep_alive),
+            ..ConnAckProperties::default()
+        },
+    };
+    Ok(Accepted {
+        client,
+        counted,
+        client_id,
+        anonymous,
+        keep_alive,
+        will: connect.will,
+        connack,
+    })
+}
+
+/// A refusing CONNACK with `code` and, in v5, `why` as its reason string (CONNACK may carry
+/// one whatever the client asked [MQTT-3.1.2-29]).
+fn refusal(code: ReasonCode, why: String) -> ConnAck {
+    ConnAck {
+        session_present: false,
+        reason_code: code,
+        properties: ConnAckProperties {
+            reason_string: Some(why),
+            ..ConnAckProperties::default()
+        },
+    }
+}
+
+/// Who presents `password` for the app `username` names: a client token's client, a publisher
+/// API key's, or (without a password, when allowed) an anonymous client with its rules.
+async fn authenticate(
+    edge: &Edge,
+    settings: &MqttSettings,
+    username: Option<&str>,
+    password: Option<&[u8]>,
+) -> Result<Authenticated, Refusal> {
+    let bad = |why: String| (ReasonCode::BadUserNameOrPassword, why);
+    let named = match username {
+        None | Some("") => None,
+        Some(name) => Some(
+            AppId::parse(name)
+                .map_err(|e| bad(format!("the user name is the app id: {}", e.message)))?,
+        ),
+    };
+    let Some(password) = password else {
+        if !settings.allow_anonymous {
+            return Err((
+                ReasonCode::NotAuthorized,
+                "credentials are required: the user name is the app id, the password a client \
+                 token or a publisher API key"
+                    .into(),
+            ));
+        }
+        return anonymous(settings);
+    };
+    let password = std::str::from_utf8(password)
+        .map_err(|_| bad("the password is not UTF-8 text (a token or an API key)".into()))?;
+    let client = if password.starts_with("hk_") {
+        match edge.api_keys.check(password) {
+            Some(app) => api_key_client(app),
+            None => return Err(bad("the publisher API key is not valid".into())),
+        }
+    } else {
+        edge.tokens.prepare(password).await;
+        edge.tokens
+            .verify(password)
+            .map_err(|e| bad(format!("the token: {}", e.message)))?
+    };
+    if let Some(named) = named {
+        if named != client.app {
+            return Err(bad(format!(
+                "the credential is for app {:?}, the user name says {:?}",
+                client.app.as_str(),
+                named.as_str()
+            )));
+        }
+    }
+    Ok((client, None))
+}
+
+/// The client a publisher API key of `app` acts as: every channel of the app, both ways, no
+/// expiry. (Herald's API keys have no client form elsewhere; a key removed later does not
+/// close a connection it opened: phase 2.)
+fn api_key_client(app: AppId) -> Client {
+    Client {
+        app,
+        device: None,
+        sub: String::new(),
+        expires: None,
+        subscribe: PatternSet::all(),
+        publish: PatternSet::all(),
+        token: Default::default(),
+        user_info: None,
+    }
+}
+
+/// An anonymous client in the anonymous app, limited by the anonymous rules (the client's own
+/// patterns allow everything: the rules decide, per topic).
+fn anonymous(settings: &MqttSettings) -> Result<Authenticated, Refusal> {
+    let unavailable = |why: String| (ReasonCode::ServerUnavailable, why);
+    let app = AppId::parse(&settings.anonymous_app)
+        .map_err(|e| unavailable(format!("mqtt.anonymous_app: {}", e.message)))?;
+    let rules = Rules::new(settings.anonymous_rules.clone())
+        .map_err(|e| unavailable(format!("mqtt.anonymous_rules: rule {}: {}", e.index, e.why)))?;
+    let mut client = Client::anonymous();
+    client.app = app;
+    client.publish = PatternSet::all();
+    Ok((client, Some(Arc::new(rules))))
+}

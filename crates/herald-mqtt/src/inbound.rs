@@ -1,0 +1,402 @@
+//! What a connection does with each packet its client sends after CONNECT: PUBLISH at QoS 0,
+//! 1 and 2 (stored through the client session's one publish rule, acknowledged after the append
+//! committed), the acknowledgements of the server's own PUBLISH packets, SUBSCRIBE and
+//! UNSUBSCRIBE to exact topics (phase 1: no wildcards, no shared subscriptions), PINGREQ and
+//! DISCONNECT. Every answer is queued in the connection's outbox, so answers and messages reach
+//! the client in the order they were produced.
+//!
+//! Herald's errors become reason codes ([`publish_code`], [`subscribe_code`]); a packet the
+//! server must not receive (CONNACK, SUBACK, ... from a client, AUTH without enhanced
+//! authentication) is a Protocol Error: v5 DISCONNECT 0x82, 3.1.1 close.
+
+use herald_core::engine::SubscribeRequest;
+use herald_core::{ErrorCode, HeraldError};
+use herald_edge::session::PresenceAsk;
+
+use crate::inflight::{qos2_key, Arrival};
+use crate::packet::{
+    AckProperties, Packet, ProtocolVersion, PubAck, PubComp, PubRec, Publish, QoS, ReasonCode,
+    RetainHandling, SubAck, Subscribe, TopicName, UnsubAck, Unsubscribe,
+};
+use crate::payload::{self, MessageProps};
+use crate::subscriptions::Granted;
+use crate::topic_map::{self, FilterTarget};
+use crate::wire::{End, MqttWire};
+
+/// Handles one packet; returns how the connection ends, if it does.
+pub(crate) async fn handle(wire: &mut MqttWire, packet: Packet) -> Option<End> {
+    match packet {
+        Packet::Publish(publish) => return publish_in(wire, publish).await,
+        Packet::PubAck(ack) => {
+            // An unknown id is tolerated (a client's duplicate acknowledgement).
+            wire.outbound.acknowledge(ack.packet_id);
+        }
+        Packet::PubRel(rel) => {
+            let mut comp = PubComp::new(rel.packet_id);
+            if !wire.qos2.release(rel.packet_id) {
+                comp.reason_code = ReasonCode::PacketIdentifierNotFound;
+            }
+            wire.send(&Packet::PubComp(comp));
+        }
+        Packet::Subscribe(subscribe) => return subscribe_to(wire, subscribe).await,
+        Packet::Unsubscribe(unsubscribe) => unsubscribe_from(wire, unsubscribe),
+        Packet::PingReq => wire.send(&Packet::PingResp),
+        Packet::Disconnect(disconnect) => {
+            return Some(End::ClientDisconnected(disconnect.reason_code))
+        }
+        // The server sends no QoS 2 PUBLISH in phase 1, so there is nothing to receive or
+        // complete: an unknown id is tolerated like a PUBACK's.
+        Packet::PubRec(_) | Packet::PubComp(_) => {}
+        other => {
+            let why = match other {
+                Packet::Auth(_) => "AUTH without an Authentication Method in CONNECT".into(),
+                other => format!("a client may not send {}", other.name()),
+            };
+            return Some(End::Disconnect(ReasonCode::ProtocolError, why.into()));
+        }
+    }
+    None
+}
+
+/// Handles a PUBLISH: resolves its topic (and alias), checks it, stores it, acknowledges it.
+async fn publish_in(wire: &mut MqttWire, publish: Publish) -> Option<End> {
+    let topic = match resolve_alias(wire, &publish) {
+        Ok(topic) => topic,
+        Err(end) => return Some(end),
+    };
+    let Some(id) = publish.packet_id else {
+        // QoS 0: no answer; a refusal is told in v5 only by DISCONNECT for a bad topic.
+        return match store(wire, &publish, &topic, None).await {
+            Err((ReasonCode::TopicNameInvalid, why)) => {
+                Some(End::Disconnect(ReasonCode::TopicNameInvalid, why.into()))
+            }
+            _ => None,
+        };
+    };
+    if publish.qos == QoS::ExactlyOnce {
+        let n = match wire.qos2.arrival(id) {
+            Arrival::Held => {
+                wire.send(&Packet::PubRec(PubRec::new(id)));
+                return None;
+            }
+            Arrival::New(n) => n,
+        };
+        // Lenient with a client over the Receive Maximum (as Mosquitto 2.1.1 had to be), up to
+        // twice it.
+        let held = wire.qos2.len();
+        let bound = usize::from(wire.settings.receive_maximum).max(1) * 2;
+        if held >= bound {
+            let why = format!("more than {bound} QoS 2 messages awaiting PUBREL");
+            return Some(End::Disconnect(
+                ReasonCode::ReceiveMaximumExceeded,
+                why.into(),
+            ));
+        }
+        let key = qos2_key(&wire.client_id, id, n);
+        let mut rec = PubRec::new(id);
+        match store(wire, &publish, &topic, Some(key)).await {
+            Ok(()) => wire.qos2.hold(id, n),
+            Err((code, why)) => {
+                if let Some(end) = v311_refusal(wire, code, &why) {
+                    return Some(end);
+                }
+                rec.reason_code = code;
+                rec.properties = ack_properties(wire, why);
+            }
+        }
+        wire.send(&Packet::PubRec(rec));
+        return None;
+    }
+    let mut ack = PubAck::new(id);
+    if let Err((code, why)) = store(wire, &publish, &topic, None).await {
+        if let Some(end) = v311_refusal(wire, code, &why) {
+            return Some(end);
+        }
+        ack.reason_code = code;
+        ack.properties = ack_properties(wire, why);
+    }
+    wire.send(&Packet::PubAck(ack));
+    None
+}
+
+/// 3.1.1 has no failure acknowledgement: an invalid topic closes the connection; any other
+/// refusal is acknowledged positively and the message dropped [MQTT-3.3.5-2].
+fn v311_refusal(wire: &MqttWire, code: ReasonCode, why: &str) -> Option<End> {
+    (wire.version == ProtocolVersion::V311 && code == ReasonCode::TopicNameInvalid)
+        .then(|| End::Disconnect(code, why.to_owned().into()))
+}
+
+fn ack_properties(wire: &MqttWire, why: String) -> AckProperties {
+    AckProperties {
+        reason_string: wire.reason_string(why),
+        ..AckProperties::default()
+    }
+}
+
+/// The topic a PUBLISH names, through its v5 Topic Alias: a topic with an alias sets it, an
+/// empty topic uses it.
+fn resolve_alias(wire: &mut MqttWire, publish: &Publish) -> Result<TopicName, End> {
+    let Some(alias) = publish.properties.topic_alias else {
+        if publish.topic.is_empty() {
+            return Err(End::Disconnect(
+                ReasonCode::ProtocolError,
+                "an empty topic name without a Topic Alias [MQTT-3.3.2-1]".into(),
+            ));
+        }
+        return Ok(publish.topic.clone());
+    };
+    if alias.get() > wire.settings.max_topic_aliases {
+        let why = format!(
+            "Topic Alias {alias} is above the Topic Alias Maximum {}",
+            wire.settings.max_topic_aliases
+        );
+        return Err(End::Disconnect(ReasonCode::TopicAliasInvalid, why.into()));
+    }
+    if publish.topic.is_empty() {
+        return match wire.aliases.iter().find(|(a, _)| *a == alias.get()) {
+            Some((_, topic)) => Ok(topic.clone()),
+            None => Err(End::Disconnect(
+                ReasonCode::ProtocolError,
+                format!("Topic Alias {alias} was never set").into(),
+            )),
+        };
+    }
+    match wire.aliases.iter_mut().find(|(a, _)| *a == alias.get()) {
+        Some((_, topic)) => *topic = publish.topic.clone(),
+        None => wire.aliases.push((alias.get(), publish.topic.clone())),
+    }
+    Ok(publish.topic.clone())
+}
+
+/// Stores a PUBLISH's message in the channel its topic maps to, with idempotency key `key`;
+/// the refusal's reason code and reason string otherwise.
+async fn store(
+    wire: &MqttWire,
+    publish: &Publish,
+    topic: &TopicName,
+    key: Option<String>,
+) -> Result<(), (ReasonCode, String)> {
+    let session = &wire.session;
+    let app = &session
+        .client()
+        .map_err(|e| (ReasonCode::NotAuthorized, e.message))?
+        .app;
+    let channel = topic_map::topic_to_channel(app, topic.as_str())
+        .map_err(|e| (e.publish_reason_code(), e.reason))?;
+    if let Some(rules) = &wire.anonymous {
+        if !rules.may_publish(topic.as_str()) {
+            return Err((
+                ReasonCode::NotAuthorized,
+                format!("anonymous clients may not publish to {:?}", topic.as_str()),
+            ));
+        }
+    }
+    let props = &publish.properties;
+    let message_props = MessageProps {
+        content_type: props.content_type.clone(),
+        payload_format: match wire.version {
+            ProtocolVersion::V5 if props.payload_format == crate::packet::PayloadFormat::Utf8 => {
+                Some(payload::PayloadFormat::Utf8)
+            }
+            _ => None,
+        },
+        expiry_at_ms: props
+            .message_expiry_interval
+            .map(|secs| crate::wire::now_ms() + u64::from(secs) * 1000),
+        response_topic: props.response_topic.as_ref().map(|t| t.as_str().to_owned()),
+        correlation_data: props.correlation_data.clone(),
+        user_properties: props.user_properties.clone(),
+    };
+    // A Payload Format Indicator of 1 promises UTF-8: checked, 0x99 otherwise.
+    if message_props.payload_format == Some(payload::PayloadFormat::Utf8)
+        && std::str::from_utf8(&publish.payload).is_err()
+    {
+        return Err((
+            ReasonCode::PayloadFormatInvalid,
+            "the Payload Format Indicator says UTF-8 and the payload is not".into(),
+        ));
+    }
+    let data = payload::to_data(&publish.payload, publish.retain, &message_props);
+    session
+        .publish(channel.public(), key, &data)
+        .await
+        .map(|_| ())
+        .map_err(|e| (publish_code(&e), e.message))
+}
+
+/// The PUBACK / PUBREC reason code of a refused publish.
+fn publish_code(e: &HeraldError) -> ReasonCode {
+    match e.code {
+        ErrorCode::Forbidden | ErrorCode::Unauthorized | ErrorCode::TokenExpired => {
+            ReasonCode::NotAuthorized
+        }
+        ErrorCode::LimitExceeded | ErrorCode::RateLimited => ReasonCode::QuotaExceeded,
+        ErrorCode::TooLarge => ReasonCode::PacketTooLarge,
+        ErrorCode::ChannelInvalid => ReasonCode::TopicNameInvalid,
+        _ => ReasonCode::UnspecifiedError,
+    }
+}
+
+/// The SUBACK reason code of a refused subscription.
+fn subscribe_code(e: &HeraldError) -> ReasonCode {
+    match e.code {
+        ErrorCode::Forbidden | ErrorCode::Unauthorized | ErrorCode::TokenExpired => {
+            ReasonCode::NotAuthorized
+        }
+        ErrorCode::LimitExceeded | ErrorCode::RateLimited | ErrorCode::TooManySubscriptions => {
+            ReasonCode::QuotaExceeded
+        }
+        ErrorCode::ChannelInvalid => ReasonCode::TopicFilterInvalid,
+        _ => ReasonCode::UnspecifiedError,
+    }
+}
+
+/// Handles a SUBSCRIBE: each filter subscribed (or refused) in order, then one SUBACK.
+async fn subscribe_to(wire: &mut MqttWire, subscribe: Subscribe) -> Option<End> {
+    if subscribe.properties.subscription_identifier.is_some() {
+        return Some(End::Disconnect(
+            ReasonCode::SubscriptionIdentifiersNotSupported,
+            "Subscription Identifiers Available is 0".into(),
+        ));
+    }
+    let mut codes = Vec::with_capacity(subscribe.filters.len());
+    let mut reasons = Vec::new();
+    for (filter, options) in &subscribe.filters {
+        match subscribe_one(wire, filter.as_str(), filter.shared().is_some(), options).await {
+            Ok(granted) => codes.push(match granted {
+                QoS::AtMostOnce => ReasonCode::GrantedQoS0,
+                QoS::AtLeastOnce => ReasonCode::GrantedQoS1,
+                QoS::ExactlyOnce => ReasonCode::GrantedQoS2,
+            }),
+            Err((code, why)) => {
+                codes.push(code);
+                reasons.push(why);
+            }
+        }
+    }
+    let mut suback = SubAck {
+        packet_id: subscribe.packet_id,
+        properties: AckProperties::default(),
+        reason_codes: codes,
+    };
+    if !reasons.is_empty() {
+        suback.properties.reason_string = wire.reason_string(reasons.join("; "));
+    }
+    wire.send(&Packet::SubAck(suback));
+    None
+}
+
+/// Subscribes one filter; the QoS granted, or the refusal.
+async fn subscribe_one(
+    wire: &mut MqttWire,
+    filter: &str,
+    shared: bool,
+    options: &crate::packet::SubscriptionOptions,
+) -> Result<QoS, (ReasonCode, String)> {
+    let refuse = |code: ReasonCode, why: String| Err((code, why));
+    if shared {
+        return refuse(
+            ReasonCode::SharedSubscriptionsNotSupported,
+            format!("{filter:?}: shared subscriptions are not offered yet"),
+        );
+    }
+    let app = wire
+        .session
+        .client()
+        .map_err(|e| (ReasonCode::NotAuthorized, e.message))?
+        .app
+        .clone();
+    let channel = match topic_map::parse_filter(&app, filter) {
+        Ok(FilterTarget::Exact(channel)) => channel,
+        Ok(FilterTarget::Wildcard(_)) => {
+            return refuse(
+                ReasonCode::WildcardSubscriptionsNotSupported,
+                format!("{filter:?}: wildcard subscriptions are not offered yet"),
+            )
+        }
+        Err(e) => return refuse(e.subscribe_reason_code(), e.reason),
+    };
+    if let Some(rules) = &wire.anonymous {
+        if let Some(code) = rules.may_subscribe(filter).refusal_code() {
+            return refuse(
+                code,
+                format!("anonymous clients may not subscribe to {filter:?}"),
+            );
+        }
+    }
+    // Outbound QoS 2 is phase 2: a lower grant, as the standard allows.
+    let granted = Granted {
+        qos: options.qos.min(QoS::AtLeastOnce),
+        retain_as_published: options.retain_as_published,
+        no_local: options.no_local,
+    };
+    let exists = wire.subscriptions.get(&channel).is_some();
+    let send_retained = match options.retain_handling {
+        RetainHandling::SendAtSubscribe => true,
+        RetainHandling::SendAtSubscribeIfNew => !exists,
+        RetainHandling::DoNotSend => false,
+    };
+    if exists {
+        // Replaced [MQTT-3.8.4-3]: new options; the retained message again if asked for, by
+        // subscribing anew.
+        wire.subscriptions.insert(channel.clone(), granted);
+        if !send_retained {
+            return Ok(granted.qos);
+        }
+        let _ = wire.session.unsubscribe(channel.public());
+    }
+    let request = SubscribeRequest {
+        since: None,
+        last: Some(send_retained),
+        replay_retained_if_lost: false,
+    };
+    // Recorded first: the retained message may be queued before `subscribe` returns.
+    wire.subscriptions.insert(channel.clone(), granted);
+    let no_confirmation = |_: &herald_core::ChannelName,
+                           _: &herald_core::engine::SubscribeOutcome|
+     -> Option<herald_core::outbox::OutFrame> { None };
+    match wire
+        .session
+        .subscribe(
+            channel.public(),
+            &request,
+            &PresenceAsk::default(),
+            &no_confirmation,
+        )
+        .await
+    {
+        Ok(_) => Ok(granted.qos),
+        Err(e) => {
+            wire.subscriptions.remove(&channel);
+            Err((subscribe_code(&e), e.message))
+        }
+    }
+}
+
+/// Handles an UNSUBSCRIBE: each filter's subscription ended, then one UNSUBACK (v5: 0x00, or
+/// 0x11 No subscription existed, per filter).
+fn unsubscribe_from(wire: &mut MqttWire, unsubscribe: Unsubscribe) {
+    let app = match wire.session.client() {
+        Ok(client) => client.app.clone(),
+        Err(_) => return,
+    };
+    let codes = unsubscribe
+        .filters
+        .iter()
+        .map(
+            |filter| match topic_map::parse_filter(&app, filter.as_str()) {
+                Ok(FilterTarget::Exact(channel)) if wire.subscriptions.remove(&channel) => {
+                    let _ = wire.session.unsubscribe(channel.public());
+                    ReasonCode::Success
+                }
+                Ok(_) => ReasonCode::NoSubscriptionExisted,
+                Err(_) => ReasonCode::TopicFilterInvalid,
+            },
+        )
+        .collect();
+    wire.send(&Packet::UnsubAck(UnsubAck {
+        packet_id: unsubscribe.packet_id,
+        properties: AckProperties::default(),
+        reason_codes: codes,
+    }));
+}

@@ -1,0 +1,225 @@
+//! A channel message as the PUBLISH packet a subscriber is sent, encoded once per message and
+//! protocol version and shared by every MQTT connection that sends it.
+//!
+//! The message's data is read once ([`crate::payload::from_data`], kept in the message's
+//! extension slot): payload, properties, whether it was published with RETAIN and whether it is
+//! a retained clear. The packet is encoded once per version in a frame slot of its own
+//! (`mqtt publish v5`, `mqtt publish v3.1.1`) in its QoS 0 form with RETAIN 0: fixed header,
+//! topic, (v5) properties, payload. A connection then copies it with the little that differs
+//! for it ([`write`]): RETAIN set in the first byte (the retained message sent on subscribe,
+//! or as published), and for QoS 1 the QoS bits, a remaining length two bytes longer and the
+//! packet identifier after the topic. No per-connection encoding of topic, properties or payload.
+//!
+//! Phase 1 leaves out Message Expiry Interval on the way out (it is the time left, which differs
+//! per delivery): an expired message is not sent [MQTT-3.3.2-5], a live one goes without it.
+
+use std::num::NonZeroU16;
+use std::sync::LazyLock;
+
+use bytes::{Bytes, BytesMut};
+use herald_core::message::FrameSlot;
+use herald_core::StoredMessage;
+
+use crate::packet::varint::{self, Varint};
+use crate::packet::{self, Packet, PayloadFormat, ProtocolVersion, Publish, PublishProperties};
+use crate::packet::{QoS, TopicName};
+use crate::payload::{self, Outgoing};
+use crate::topic_map;
+
+/// Where a message keeps its v5 PUBLISH.
+static SLOT_V5: LazyLock<FrameSlot> = LazyLock::new(|| FrameSlot::reserve("mqtt publish v5"));
+/// Where a message keeps its 3.1.1 PUBLISH.
+static SLOT_V311: LazyLock<FrameSlot> = LazyLock::new(|| FrameSlot::reserve("mqtt publish v3.1.1"));
+
+/// Reserves both frame slots (done when the first connection starts).
+pub(crate) fn reserve_slots() {
+    LazyLock::force(&SLOT_V5);
+    LazyLock::force(&SLOT_V311);
+}
+
+/// What the message's data says to MQTT, parsed once per message (its extension slot; parsed
+/// again, per call, if the slot holds another crate's value).
+pub(crate) fn outgoing(message: &StoredMessage) -> std::borrow::Cow<'_, Outgoing> {
+    match message.extension(|m| Some(payload::from_data(&m.data))) {
+        Some(outgoing) => std::borrow::Cow::Borrowed(outgoing),
+        None => std::borrow::Cow::Owned(payload::from_data(&message.data)),
+    }
+}
+
+/// The message's shared QoS 0 PUBLISH for `version` (empty when it cannot be one: a channel
+/// without a topic, a packet over what MQTT can carry).
+pub(crate) fn shared(message: &StoredMessage, version: ProtocolVersion) -> &Bytes {
+    let slot = match version {
+        ProtocolVersion::V5 => *SLOT_V5,
+        ProtocolVersion::V311 => *SLOT_V311,
+    };
+    message.frame_ref(slot, |m| encode_shared(m, version))
+}
+
+fn encode_shared(message: &StoredMessage, version: ProtocolVersion) -> Bytes {
+    let Some(topic) = topic_map::channel_to_topic(&message.channel) else {
+        return Bytes::new();
+    };
+    let Ok(topic) = TopicName::new(topic.into_owned()) else {
+        return Bytes::new();
+    };
+    let outgoing = outgoing(message);
+    let props = &outgoing.props;
+    let properties = PublishProperties {
+        payload_format: match props.payload_format {
+            Some(payload::PayloadFormat::Utf8) => PayloadFormat::Utf8,
+            _ => PayloadFormat::Unspecified,
+        },
+        content_type: props.content_type.clone(),
+        response_topic: props
+            .response_topic
+            .as_deref()
+            .and_then(|t| TopicName::new(t).ok()),
+        correlation_data: props.correlation_data.clone(),
+        user_properties: props.user_properties.clone(),
+        ..PublishProperties::default()
+    };
+    let publish = Publish {
+        dup: false,
+        qos: QoS::AtMostOnce,
+        retain: false,
+        topic,
+        packet_id: None,
+        properties,
+        payload: outgoing.payload.clone(),
+    };
+    let mut out = BytesMut::new();
+    match packet::encode(&Packet::Publish(publish), version, &mut out) {
+        Ok(()) => out.freeze(),
+        Err(_) => Bytes::new(),
+    }
+}
+
+/// Appends `shared` (a QoS 0 PUBLISH as [`shared`] made it) to `out` as this connection sends
+/// it: with RETAIN if `retain`, and at QoS 1 with packet identifier `id` if there is one.
+/// Returns the packet's length.
+pub(crate) fn write(
+    out: &mut Vec<u8>,
+    shared: &[u8],
+    retain: bool,
+    id: Option<NonZeroU16>,
+) -> usize {
+    let first = shared[0] | u8::from(retain);
+    let Some(id) = id else {
+        out.push(first);
+        out.extend_from_slice(&shared[1..]);
+        return shared.len();
+    };
+    let Varint::Value(remaining, length_bytes) = varint::read(&shared[1..]) else {
+        return 0;
+    };
+    let body = &shared[1 + length_bytes..];
+    let topic_end = 2 + usize::from(u16::from_be_bytes([body[0], body[1]]));
+    let start = out.len();
+    out.push(first | QoS::AtLeastOnce.as_u8() << 1);
+    put_varint(out, remaining + 2);
+    out.extend_from_slice(&body[..topic_end]);
+    out.extend_from_slice(&id.get().to_be_bytes());
+    out.extend_from_slice(&body[topic_end..]);
+    out.len() - start
+}
+
+/// How long `shared` is when sent at QoS 1 (two bytes of packet id, and perhaps one more of
+/// remaining length).
+pub(crate) fn len_at_qos1(shared: &[u8]) -> usize {
+    match varint::read(&shared[1..]) {
+        Varint::Value(remaining, _) => 1 + varint::len(remaining + 2) + remaining as usize + 2,
+        _ => shared.len() + 2,
+    }
+}
+
+/// Appends a Variable Byte Integer.
+fn put_varint(out: &mut Vec<u8>, mut value: u32) {
+    loop {
+        let mut byte = (value % 128) as u8;
+        value /= 128;
+        if value > 0 {
+            byte |= 0x80;
+        }
+        out.push(byte);
+        if value == 0 {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use herald_core::{ChannelName, Epoch};
+
+    use super::*;
+
+    fn message(channel: &str, data: &str) -> Arc<StoredMessage> {
+        let channel = ChannelName::parse(channel).expect("a channel");
+        let data = Bytes::copy_from_slice(data.as_bytes());
+        Arc::new(StoredMessage::new(
+            channel,
+            Epoch::new("e"),
+            1,
+            None,
+            0,
+            data,
+        ))
+    }
+
+    fn decoded(bytes: &[u8], version: ProtocolVersion) -> Publish {
+        let mut buf = BytesMut::from(bytes);
+        match packet::decode(&mut buf, Some(version), u32::MAX) {
+            Ok(Some(Packet::Publish(p))) => p,
+            other => panic!("not one PUBLISH: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_shared_packet_is_patched_per_connection_into_what_the_codec_decodes() {
+        for version in [ProtocolVersion::V311, ProtocolVersion::V5] {
+            let m = message(
+                "sensors/kitchen",
+                r#"{"$mqtt":{"text":"ON","retain":true}}"#,
+            );
+            let shared = shared(&m, version).clone();
+            assert!(
+                Arc::ptr_eq(&m, &m) && shared == *super::shared(&m, version),
+                "kept"
+            );
+            let mut out = Vec::new();
+            let len = write(&mut out, &shared, true, NonZeroU16::new(513));
+            assert_eq!(len, out.len());
+            assert_eq!(len, len_at_qos1(&shared));
+            let p = decoded(&out, version);
+            assert_eq!(p.topic.as_str(), "sensors/kitchen");
+            assert_eq!(&p.payload[..], b"ON");
+            assert!(p.retain);
+            assert_eq!(p.qos, QoS::AtLeastOnce);
+            assert_eq!(p.packet_id, NonZeroU16::new(513));
+            let mut out = Vec::new();
+            write(&mut out, &shared, false, None);
+            let p = decoded(&out, version);
+            assert_eq!(
+                (p.qos, p.retain, p.packet_id),
+                (QoS::AtMostOnce, false, None)
+            );
+        }
+    }
+
+    #[test]
+    fn a_remaining_length_that_grows_a_byte_at_qos1_still_decodes() {
+        // A remaining length of 126 or 127 at QoS 0 needs two bytes at QoS 1.
+        for size in 100..140 {
+            let data = format!("\"{}\"", "x".repeat(size));
+            let m = message("t", &data);
+            let shared = shared(&m, ProtocolVersion::V311).clone();
+            let mut out = Vec::new();
+            write(&mut out, &shared, false, NonZeroU16::new(1));
+            let p = decoded(&out, ProtocolVersion::V311);
+            assert_eq!(p.payload.len(), data.len());
+        }
+    }
+}

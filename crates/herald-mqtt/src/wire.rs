@@ -1,0 +1,600 @@
+//! An MQTT connection as a [`Wire`] of edge's connection driver (`herald_edge::driver`): bytes
+//! read without waiting and decoded into packets, the packets handled ([`crate::inbound`]), the
+//! outbox's batch encoded into one buffer (its control packets as they are, its messages as
+//! PUBLISH packets from their shared encoding, [`crate::outbound`]), keep-alive, and the goodbye.
+//!
+//! **Keep-alive** is the client's, as MQTT has it: the server closes a connection it heard no
+//! packet from for one and a half times the keep-alive [MQTT-3.1.2-22] (v5 DISCONNECT 0x8D Keep
+//! Alive timeout). The roster's keep-alive ping is not used (MQTT clients ping; the roster only
+//! brings shutdown). The deadline rides on the driver's expiry timer ([`Wire::expires`]: the
+//! earlier of the token's expiry and the keep-alive deadline), moved on lazily: when it fires
+//! early because packets came meanwhile, [`Wire::expired`] sets the next one.
+//!
+//! **Reading** keeps a buffer only while a packet is part-read; idle, the connection holds none.
+//! Packets decoded before a malformed one are handled first, then the connection closes with the
+//! decoder's answer (v5: DISCONNECT with its reason code and reason string; 3.1.1: close).
+
+use std::borrow::Cow;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use herald_core::lifecycle::DisconnectReason;
+use herald_core::outbox::{Batch, CloseReason, OutFrame, Outbox};
+use herald_edge::conn::Conn;
+use herald_edge::driver::{self, Encoded, Ended, Wire};
+use herald_edge::session::ClientSession;
+
+use crate::access::Rules;
+use crate::inflight::{InboundQoS2, Outbound, Waiting};
+use crate::packet::{self, DecodeError, ErrorResponse, Packet, ProtocolVersion, QoS, ReasonCode};
+use crate::settings::MqttSettings;
+use crate::subscriptions::Subscriptions;
+use crate::{outbound, packet::TopicName};
+
+/// Most bytes read in one go before other work gets a turn.
+const READ_BUDGET: usize = 64 * 1024;
+/// The on-stack read buffer; nothing is kept between reads but a part-read packet.
+const READ_CHUNK: usize = 8 * 1024;
+
+/// How an MQTT connection ends, from the server's side (besides [`Ended::Gone`] and a slow
+/// consumer's [`Ended::Cut`]).
+#[derive(Debug)]
+pub(crate) enum End {
+    /// The server closes: v5 says why in a DISCONNECT with this reason code and reason
+    /// string; 3.1.1 just closes.
+    Disconnect(ReasonCode, Cow<'static, str>),
+    /// The outbox was closed for this reason (told as a DISCONNECT in v5).
+    Closed(CloseReason),
+    /// The client sent DISCONNECT with this reason code.
+    ClientDisconnected(ReasonCode),
+}
+
+/// One MQTT connection's state after its CONNECT.
+pub(crate) struct MqttWire {
+    /// The protocol-neutral client session (subscriptions, publish, registration).
+    pub(crate) session: ClientSession,
+    /// The version the CONNECT chose.
+    pub(crate) version: ProtocolVersion,
+    /// The listener's settings.
+    pub(crate) settings: Arc<MqttSettings>,
+    /// The client identifier (assigned if the client sent none).
+    pub(crate) client_id: Box<str>,
+    /// The anonymous mode's rules, for an anonymous client.
+    pub(crate) anonymous: Option<Arc<Rules>>,
+    /// v5 Request Problem Information: reason strings on acknowledgements.
+    pub(crate) problem_information: bool,
+    /// The client's Maximum Packet Size (`u32::MAX` without one).
+    pub(crate) client_max_packet: u32,
+    /// What each subscription was granted.
+    pub(crate) subscriptions: Subscriptions,
+    /// Outbound QoS 1: ids in flight and messages waiting for the window.
+    pub(crate) outbound: Outbound,
+    /// Inbound QoS 2: ids awaiting PUBREL.
+    pub(crate) qos2: InboundQoS2,
+    /// Inbound topic aliases (v5), set by the client's PUBLISH packets.
+    pub(crate) aliases: Vec<(u16, TopicName)>,
+    /// Bytes of a part-read packet (empty, with no allocation, between packets).
+    read_buf: BytesMut,
+    /// Packets decoded and not handled yet.
+    pub(crate) incoming: VecDeque<Packet>,
+    /// A decode error after the packets in `incoming`: the connection ends once they ran.
+    failed: Option<DecodeError>,
+    /// The client closed its side after the packets in `incoming`.
+    eof: bool,
+    /// One and a half times the keep-alive, in milliseconds (0: no keep-alive).
+    keep_alive_ms: u64,
+    /// When a packet was last heard, in Unix milliseconds.
+    last_heard_ms: u64,
+    /// The keep-alive deadline the driver's timer is armed for (Unix seconds).
+    keep_alive_deadline: Option<u64>,
+    /// The will (kept; published on an abnormal close in phase 2).
+    #[allow(dead_code)]
+    pub(crate) will: Option<packet::Will>,
+}
+
+/// What [`MqttWire::new`] takes from an accepted CONNECT.
+pub(crate) struct Start {
+    pub(crate) version: ProtocolVersion,
+    pub(crate) client_id: String,
+    pub(crate) anonymous: Option<Arc<Rules>>,
+    pub(crate) problem_information: bool,
+    pub(crate) client_max_packet: Option<u32>,
+    pub(crate) client_receive_maximum: u16,
+    pub(crate) keep_alive: u16,
+    pub(crate) will: Option<packet::Will>,
+}
+
+impl MqttWire {
+    /// The connection's state once `start` was accepted, around `session`, with `read_ahead`
+    /// (bytes the client sent after its CONNECT) decoded.
+    pub(crate) fn new(
+        session: ClientSession,
+        settings: Arc<MqttSettings>,
+        start: Start,
+        read_ahead: BytesMut,
+    ) -> Self {
+        let now = now_ms();
+        let mut wire = MqttWire {
+            session,
+            version: start.version,
+            client_id: start.client_id.into(),
+            anonymous: start.anonymous,
+            problem_information: start.problem_information,
+            client_max_packet: start.client_max_packet.unwrap_or(u32::MAX),
+            subscriptions: Subscriptions::default(),
+            outbound: Outbound::new(start.client_receive_maximum.min(settings.max_inflight_out)),
+            qos2: InboundQoS2::new(now.saturating_mul(1000)),
+            aliases: Vec::new(),
+            read_buf: read_ahead,
+            incoming: VecDeque::new(),
+            failed: None,
+            eof: false,
+            keep_alive_ms: u64::from(start.keep_alive) * 1500,
+            last_heard_ms: now,
+            keep_alive_deadline: None,
+            will: start.will,
+            settings,
+        };
+        wire.keep_alive_deadline = wire.next_deadline(now);
+        wire.decode_buffered();
+        wire
+    }
+
+    /// The keep-alive deadline after a packet heard at `last_heard_ms`, in whole seconds, never
+    /// before `now` (so a fired timer is never re-armed for the same second).
+    fn next_deadline(&self, now: u64) -> Option<u64> {
+        if self.keep_alive_ms == 0 {
+            return None;
+        }
+        let due = self.last_heard_ms + self.keep_alive_ms;
+        Some(due.div_ceil(1000).max(now / 1000 + 1))
+    }
+
+    /// Decodes every whole packet in the read buffer.
+    fn decode_buffered(&mut self) {
+        let before = self.incoming.len();
+        while self.failed.is_none() {
+            match packet::decode(
+                &mut self.read_buf,
+                Some(self.version),
+                self.settings.max_packet_size,
+            ) {
+                Ok(Some(packet)) => self.incoming.push_back(packet),
+                Ok(None) => break,
+                Err(e) => self.failed = Some(e),
+            }
+        }
+        if self.incoming.len() > before {
+            self.last_heard_ms = now_ms();
+        }
+        if self.read_buf.is_empty() {
+            // No allocation kept between packets.
+            self.read_buf = BytesMut::new();
+        }
+    }
+
+    /// Queues an encoded control packet (an acknowledgement) behind what the outbox holds.
+    pub(crate) fn send(&self, packet: &Packet) {
+        let bytes = encode_for(packet, self.version, self.client_max_packet);
+        if !bytes.is_empty() {
+            self.session.outbox().push(OutFrame::Control(bytes.into()));
+        }
+    }
+
+    /// A reason string for an acknowledgement, only if the client asked for problem
+    /// information [MQTT-3.1.2-29] and speaks v5.
+    pub(crate) fn reason_string(&self, why: impl Into<String>) -> Option<String> {
+        (self.version == ProtocolVersion::V5 && self.problem_information).then(|| why.into())
+    }
+
+    /// Appends one message as a PUBLISH to `out` (or keeps it waiting for the QoS 1 window);
+    /// returns the bytes appended.
+    fn write_message(
+        &mut self,
+        out: &mut Vec<u8>,
+        message: &herald_core::message::SharedMessage,
+        replayed: bool,
+    ) -> usize {
+        let Some(granted) = self.subscriptions.get(&message.channel) else {
+            return 0;
+        };
+        if granted.no_local && self.published_here(message) {
+            return 0;
+        }
+        let outgoing = outbound::outgoing(message);
+        if replayed && outgoing.clear {
+            // A retained clear is no retained message.
+            return 0;
+        }
+        if outgoing.props.expiry_at_ms.is_some_and(|at| at <= now_ms()) {
+            return 0;
+        }
+        let retain = replayed || (granted.retain_as_published && outgoing.retain);
+        drop(outgoing);
+        let qos = granted.qos.min(QoS::AtLeastOnce);
+        if qos == QoS::AtLeastOnce && !self.outbound.has_room() {
+            self.outbound.wait(Waiting {
+                message: message.clone(),
+                retain,
+            });
+            return 0;
+        }
+        self.write_publish(out, message, retain, qos)
+    }
+
+    fn write_publish(
+        &mut self,
+        out: &mut Vec<u8>,
+        message: &herald_core::message::SharedMessage,
+        retain: bool,
+        qos: QoS,
+    ) -> usize {
+        let shared = outbound::shared(message, self.version);
+        if shared.is_empty() {
+            return 0;
+        }
+        let len = match qos {
+            QoS::AtMostOnce => shared.len(),
+            _ => outbound::len_at_qos1(shared),
+        };
+        // Never more than the client said it takes [MQTT-3.1.2-24]: the message is dropped.
+        if len > self.client_max_packet as usize {
+            return 0;
+        }
+        let id = match qos {
+            QoS::AtMostOnce => None,
+            _ => match self.outbound.take_id() {
+                Some(id) => Some(id),
+                None => return 0,
+            },
+        };
+        outbound::write(out, shared, retain, id)
+    }
+
+    /// Whether `message` was published by this client (QoS 2 publishes carry its id in their
+    /// message id; phase 1 cannot tell for QoS 0 and 1).
+    fn published_here(&self, message: &herald_core::message::StoredMessage) -> bool {
+        message.client_id.as_deref().is_some_and(|id| {
+            id.strip_prefix("mqtt:")
+                .and_then(|rest| rest.strip_prefix(&*self.client_id))
+                .is_some_and(|rest| rest.starts_with(':'))
+        })
+    }
+}
+
+impl Wire for MqttWire {
+    type End = End;
+    /// Where each packet of the batch ends (offsets into the batch's bytes).
+    type Cuts = Vec<usize>;
+
+    fn outbox(&self) -> &Outbox {
+        self.session.outbox()
+    }
+
+    fn expires(&self) -> Option<u64> {
+        match (self.session.expires(), self.keep_alive_deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn is_between_frames(&self) -> bool {
+        self.read_buf.is_empty()
+    }
+
+    /// Phase 1 does not park MQTT connections.
+    fn may_park(&self) -> bool {
+        false
+    }
+
+    fn has_input(&self) -> bool {
+        !self.incoming.is_empty() || self.failed.is_some() || self.eof
+    }
+
+    fn handle_input<'a>(
+        &'a mut self,
+        _conn: &'a mut Conn,
+    ) -> impl Future<Output = Option<Ended<End>>> + Send + 'a {
+        handle_incoming(self)
+    }
+
+    fn read(&mut self, conn: &mut Conn) -> Option<Ended<End>> {
+        let mut chunk = [0u8; READ_CHUNK];
+        let mut budget = READ_BUDGET;
+        while budget > 0 && self.failed.is_none() {
+            match conn.try_read(&mut chunk) {
+                Ok(0) => {
+                    if self.incoming.is_empty() {
+                        return Some(Ended::Gone);
+                    }
+                    self.eof = true;
+                    break;
+                }
+                Ok(n) => {
+                    self.read_buf.extend_from_slice(&chunk[..n]);
+                    budget = budget.saturating_sub(n);
+                    self.decode_buffered();
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return Some(Ended::Gone),
+            }
+        }
+        None
+    }
+
+    fn encode(&mut self, batch: Batch, _active: &mut bool) -> Encoded<Self> {
+        let Batch { frames, closed, .. } = batch;
+        let mut bytes = Vec::new();
+        let mut cuts = Vec::new();
+        // What waited for the QoS 1 window first, in order, as far as it has room now.
+        while let Some(Waiting { message, retain }) = self.outbound.next_ready() {
+            if self.write_publish(&mut bytes, &message, retain, QoS::AtLeastOnce) > 0 {
+                cuts.push(bytes.len());
+            }
+        }
+        let mut lag_recorded = false;
+        for frame in &frames {
+            let written = match frame {
+                OutFrame::Control(b) => {
+                    bytes.extend_from_slice(b);
+                    b.len()
+                }
+                OutFrame::Message(m) => {
+                    if !lag_recorded {
+                        herald_core::message::record_delivery_lag(m);
+                        lag_recorded = true;
+                    }
+                    self.write_message(&mut bytes, m, false)
+                }
+                OutFrame::Replayed(m) => self.write_message(&mut bytes, m, true),
+                OutFrame::Presence(_) => 0,
+            };
+            if written > 0 {
+                cuts.push(bytes.len());
+            }
+        }
+        let mut ends = closed.map(End::Closed);
+        // Messages waiting for acknowledgements are bounded like the outbox.
+        if ends.is_none()
+            && self.outbound.waiting_bytes() > self.session.edge().settings.outbox_bytes
+        {
+            self.session.outbox().close(CloseReason::SlowConsumer);
+            ends = Some(End::Closed(CloseReason::SlowConsumer));
+        }
+        Encoded {
+            bytes,
+            cuts,
+            ends: ends.map(Ended::Wire),
+            last: false,
+        }
+    }
+
+    fn cut_end(cuts: &Vec<usize>, sent: usize, _rest: &[u8], at: usize) -> usize {
+        match cuts.iter().find(|&&end| end > sent + at) {
+            Some(end) => end - sent,
+            None => at,
+        }
+    }
+
+    fn expired(&mut self) -> Option<Ended<End>> {
+        let now = now_ms();
+        if self.keep_alive_ms > 0 && now >= self.last_heard_ms + self.keep_alive_ms {
+            let why = format!(
+                "no packet for one and a half times the keep-alive ({} s) [MQTT-3.1.2-22]",
+                self.keep_alive_ms / 1500
+            );
+            return Some(Ended::Wire(End::Disconnect(
+                ReasonCode::KeepAliveTimeout,
+                why.into(),
+            )));
+        }
+        if self.session.expires().is_some_and(|exp| exp <= now / 1000) {
+            return Some(Ended::Wire(End::Closed(CloseReason::TokenExpired)));
+        }
+        // Packets came since the timer was armed: the next deadline.
+        self.keep_alive_deadline = self.next_deadline(now);
+        None
+    }
+
+    fn goodbye<'a>(
+        &'a mut self,
+        conn: &'a mut Conn,
+        ended: Ended<End>,
+    ) -> impl Future<Output = ()> + Send + 'a {
+        let reason = match &ended {
+            Ended::Wire(End::Closed(reason)) => Some(DisconnectReason::from(*reason)),
+            Ended::Wire(End::Disconnect(ReasonCode::KeepAliveTimeout, _)) => {
+                Some(DisconnectReason::TimedOut)
+            }
+            Ended::Cut(_) => Some(DisconnectReason::SlowConsumer),
+            _ => None,
+        };
+        if let Some(reason) = reason {
+            self.session.set_disconnect_reason(reason);
+        }
+        self.session.close();
+        let disconnect = match ended {
+            Ended::Wire(End::Disconnect(code, why)) => Some((code, why, Vec::new())),
+            Ended::Wire(End::Closed(reason)) => {
+                let (code, why) = close_reason_code(reason);
+                Some((code, why.into(), Vec::new()))
+            }
+            Ended::Cut(rest) => {
+                let (code, why) = close_reason_code(CloseReason::SlowConsumer);
+                Some((code, why.into(), rest))
+            }
+            Ended::Wire(End::ClientDisconnected(code)) => {
+                if code == ReasonCode::DisconnectWithWillMessage {
+                    tracing::debug!("DISCONNECT 0x04: publishing the will is phase 2");
+                }
+                None
+            }
+            Ended::Gone => None,
+        };
+        let version = self.version;
+        let max = self.client_max_packet;
+        async move {
+            let Some((code, why, mut bytes)) = disconnect else {
+                return;
+            };
+            if version == ProtocolVersion::V5 {
+                let packet = Packet::Disconnect(packet::Disconnect {
+                    reason_code: code,
+                    properties: packet::DisconnectProperties {
+                        reason_string: Some(why.into_owned()),
+                        ..Default::default()
+                    },
+                });
+                bytes.extend_from_slice(&encode_for(&packet, version, max));
+            }
+            if !bytes.is_empty() {
+                let write = driver::write_rest(conn, bytes);
+                let _ = tokio::time::timeout(Duration::from_secs(1), write).await;
+            }
+        }
+    }
+}
+
+/// Handles the packets decoded so far, then a decode error or the client's close that came
+/// after them; returns how the connection ends, if it does. The driver boxes this future, so
+/// it is no part of an idle connection.
+async fn handle_incoming(wire: &mut MqttWire) -> Option<Ended<End>> {
+    while let Some(packet) = wire.incoming.pop_front() {
+        if let Some(end) = crate::inbound::handle(wire, packet).await {
+            wire.incoming.clear();
+            return Some(Ended::Wire(end));
+        }
+    }
+    if wire.outbound.has_waiting() {
+        // Freed ids: the next batch sends what waited (see `encode`).
+        wire.session.outbox().request_ping();
+    }
+    if let Some(e) = wire.failed.take() {
+        return Some(match e.response {
+            ErrorResponse::Disconnect => Ended::Wire(End::Disconnect(e.reason_code, e.message)),
+            _ => Ended::Gone,
+        });
+    }
+    if std::mem::take(&mut wire.eof) {
+        return Some(Ended::Gone);
+    }
+    None
+}
+
+/// The v5 DISCONNECT reason code and reason string for an outbox's close reason.
+fn close_reason_code(reason: CloseReason) -> (ReasonCode, &'static str) {
+    let code = match reason {
+        CloseReason::SlowConsumer => ReasonCode::QuotaExceeded,
+        CloseReason::Shutdown => ReasonCode::ServerShuttingDown,
+        CloseReason::TokenExpired => ReasonCode::NotAuthorized,
+        CloseReason::Revoked
+        | CloseReason::AppDeleted
+        | CloseReason::SecretChanged
+        | CloseReason::DeviceRevoked => ReasonCode::AdministrativeAction,
+        CloseReason::RateLimited => ReasonCode::MessageRateTooHigh,
+        CloseReason::StoreUnavailable => ReasonCode::ServerBusy,
+        CloseReason::ResumeLost => ReasonCode::UnspecifiedError,
+    };
+    (code, reason.message())
+}
+
+/// `packet` encoded for `version`, within the client's Maximum Packet Size: a reason string
+/// and user properties that make it too large are left out [MQTT-3.1.2-25]; empty if it
+/// cannot be encoded or still does not fit.
+pub(crate) fn encode_for(packet: &Packet, version: ProtocolVersion, max: u32) -> Vec<u8> {
+    let mut packet = Cow::Borrowed(packet);
+    if packet::encoded_len(&packet, version) > max as usize {
+        strip_problem_information(packet.to_mut());
+    }
+    if packet::encoded_len(&packet, version) > max as usize {
+        return Vec::new();
+    }
+    let mut out = BytesMut::new();
+    match packet::encode(&packet, version, &mut out) {
+        Ok(()) => out.to_vec(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Leaves out a packet's reason string and user properties.
+fn strip_problem_information(packet: &mut Packet) {
+    let (reason, users) = match packet {
+        Packet::ConnAck(p) => (
+            &mut p.properties.reason_string,
+            &mut p.properties.user_properties,
+        ),
+        Packet::PubAck(p) => (
+            &mut p.properties.reason_string,
+            &mut p.properties.user_properties,
+        ),
+        Packet::PubRec(p) => (
+            &mut p.properties.reason_string,
+            &mut p.properties.user_properties,
+        ),
+        Packet::PubRel(p) => (
+            &mut p.properties.reason_string,
+            &mut p.properties.user_properties,
+        ),
+        Packet::PubComp(p) => (
+            &mut p.properties.reason_string,
+            &mut p.properties.user_properties,
+        ),
+        Packet::SubAck(p) => (
+            &mut p.properties.reason_string,
+            &mut p.properties.user_properties,
+        ),
+        Packet::UnsubAck(p) => (
+            &mut p.properties.reason_string,
+            &mut p.properties.user_properties,
+        ),
+        Packet::Disconnect(p) => (
+            &mut p.properties.reason_string,
+            &mut p.properties.user_properties,
+        ),
+        _ => return,
+    };
+    *reason = None;
+    users.clear();
+}
+
+/// The time in Unix milliseconds.
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cut_ends_after_the_packet_in_progress() {
+        let cuts = vec![5, 8, 12];
+        assert_eq!(MqttWire::cut_end(&cuts, 0, &[], 0), 5);
+        assert_eq!(MqttWire::cut_end(&cuts, 0, &[], 5), 8);
+        assert_eq!(MqttWire::cut_end(&cuts, 4, &[], 1), 4);
+        assert_eq!(MqttWire::cut_end(&cuts, 0, &[], 12), 12);
+    }
+
+    #[test]
+    fn a_disconnect_too_large_for_the_client_loses_its_reason_string() {
+        let packet = Packet::Disconnect(packet::Disconnect {
+            reason_code: ReasonCode::ProtocolError,
+            properties: packet::DisconnectProperties {
+                reason_string: Some("x".repeat(100)),
+                ..Default::default()
+            },
+        });
+        let full = encode_for(&packet, ProtocolVersion::V5, u32::MAX);
+        assert!(full.len() > 100);
+        let short = encode_for(&packet, ProtocolVersion::V5, 50);
+        assert!(!short.is_empty() && short.len() < 50);
+        assert_eq!(short[0], 0xE0);
+    }
+}
