@@ -1,4 +1,6 @@
-//! The `[hooks]` table: how webhook events are batched (`batch_max`, `batch_delay`), retried
+//! The `[hooks]` table: how webhook events are batched (`batch_max`, `batch_delay`; a
+//! backlogged endpoint's batch grows to 10 × `batch_max`, at most 1,000, so `batch_max` is 1 to
+//! 1,000), retried
 //! (`retry_horizon`), bounded (`max_queued_per_endpoint`, `node_queue`,
 //! `max_endpoints_per_app`) and sent (`request_timeout`), and how often a channel's
 //! `subscription_count` may be told (`subscription_count_interval`); docs/config.md, "Webhooks".
@@ -129,6 +131,11 @@ mod tests {
     fn hooks_come_from_the_table_and_the_environment() {
         let c = load(None, &[], ConfigFlags::default()).unwrap();
         assert_eq!(c.hooks, HooksConfig::default());
+        assert_eq!(
+            (c.hooks.batch_max, c.hooks.max_queued_per_endpoint),
+            (100, 1_000_000),
+            "the defaults docs/config.md and herald.example.toml state"
+        );
         let file = "[hooks]\nbatch_max = 10\nbatch_delay = \"100ms\"\nretry_horizon = \"1h\"\n\
                     max_endpoints_per_app = 3\nsubscription_count_interval = \"2s\"";
         let env = [

@@ -11,8 +11,8 @@ use herald_core::tenant::AppId;
 
 use crate::endpoint::{Endpoint, EndpointId, StoredEndpoint};
 use crate::store::{
-    CreateEndpointError, DeadEvent, EndpointDepth, EndpointPatch, Enqueue, Enqueued, Hold,
-    HookStore, LeasedBatch, NewEndpoint, QueuedEvent, RowId, Settlement,
+    Batching, CreateEndpointError, DeadEvent, EndpointDepth, EndpointPatch, Enqueue, Enqueued,
+    Hold, HookStore, LeasedBatch, NewEndpoint, QueuedEvent, RowId, Settlement,
 };
 
 /// Endpoints and their queues in memory (see the [module documentation](self)).
@@ -292,13 +292,12 @@ impl HookStore for MemoryHookStore {
         Ok(done)
     }
 
-    async fn lease(
+    async fn lease_batches(
         &self,
         now_ms: i64,
         limit: usize,
         lease_ms: i64,
-        batch_max: usize,
-        batch_delay_ms: i64,
+        batching: Batching,
         paused: &[EndpointId],
     ) -> Result<Vec<LeasedBatch>, StoreError> {
         let mut state = self.state();
@@ -318,12 +317,12 @@ impl HookStore for MemoryHookStore {
             let Some(oldest) = due.first().map(|r| r.event.due_ms) else {
                 continue;
             };
-            if due.len() < batch_max && oldest > now_ms - batch_delay_ms {
+            if due.len() < batching.size && oldest > now_ms - batching.delay_ms {
                 continue;
             }
             let batch = due
                 .iter()
-                .take(batch_max)
+                .take(batching.most)
                 .map(|r| QueuedEvent {
                     row: r.row,
                     event_id: r.event.event_id.clone(),
@@ -564,6 +563,55 @@ mod tests {
 
     fn ids(batch: &LeasedBatch) -> Vec<&str> {
         batch.events.iter().map(|e| e.event_id.as_str()).collect()
+    }
+
+    #[tokio::test]
+    async fn a_ready_endpoint_with_more_than_the_normal_size_due_gets_a_grown_batch() {
+        let store = MemoryHookStore::new();
+        let shop = AppId::parse("shop").unwrap();
+        let id = store
+            .create_endpoint(new_endpoint(&shop), 20)
+            .await
+            .unwrap()
+            .endpoint
+            .id;
+        let queued = (0..25).map(|i| event(id, &format!("e{i:02}"), 10, None));
+        store.enqueue(queued.collect(), 100).await.unwrap();
+        let batching = Batching {
+            size: 2,
+            most: 20,
+            delay_ms: 1_000,
+        };
+        let leased = store
+            .lease_batches(10, 10, 100, batching, &[])
+            .await
+            .unwrap();
+        assert_eq!(ids(&leased[0]).len(), 20, "ready (2 due), grown to 20");
+        assert_eq!(ids(&leased[0])[..2], ["e00", "e01"]);
+        let rows = leased[0].events.iter().map(|e| e.row).collect();
+        let token = leased[0].lease_until_ms;
+        let delivered = Settlement::Delivered { rows };
+        store
+            .settle(11, vec![(id, token, delivered)])
+            .await
+            .unwrap();
+        let rest = store
+            .lease_batches(12, 10, 100, batching, &[])
+            .await
+            .unwrap();
+        assert_eq!(ids(&rest[0]), ["e20", "e21", "e22", "e23", "e24"]);
+        // The fixed lease is the same with no growth.
+        let fixed = MemoryHookStore::new();
+        let id = fixed
+            .create_endpoint(new_endpoint(&shop), 20)
+            .await
+            .unwrap()
+            .endpoint
+            .id;
+        let queued = (0..25).map(|i| event(id, &format!("e{i:02}"), 10, None));
+        fixed.enqueue(queued.collect(), 100).await.unwrap();
+        let leased = fixed.lease(10, 10, 100, 2, 1_000, &[]).await.unwrap();
+        assert_eq!(ids(&leased[0]), ["e00", "e01"]);
     }
 
     #[tokio::test]

@@ -52,7 +52,8 @@ pub const MAX_ROTATE_OVERLAP: Duration = Duration::from_secs(7 * 24 * 3600);
 /// The webhook settings (`[hooks]` in the configuration).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HooksConfig {
-    /// Most events in one request (`hooks.batch_max`, 100).
+    /// Events in one request normally (`hooks.batch_max`, 100): an endpoint with more due gets
+    /// up to 10 times as many, at most 1,000 ([`crate::store::Batching::growing`]).
     pub batch_max: usize,
     /// How long the oldest due event waits for a batch to fill (`hooks.batch_delay`, 1 s).
     pub batch_delay: Duration,
@@ -60,7 +61,8 @@ pub struct HooksConfig {
     /// (`hooks.retry_horizon`, 24 h).
     pub horizon: Duration,
     /// Most events queued per endpoint; past it events are dropped and counted
-    /// (`hooks.max_queued_per_endpoint`, 100,000).
+    /// (`hooks.max_queued_per_endpoint`, 1,000,000: about 20 s of the worker's drain under
+    /// churn).
     pub max_queued_per_endpoint: u64,
     /// Most events waiting on this node to be queued; past it events are dropped and counted
     /// (`hooks.node_queue`, 65,536).
@@ -80,7 +82,7 @@ impl Default for HooksConfig {
             batch_max: 100,
             batch_delay: Duration::from_secs(1),
             horizon: Duration::from_secs(24 * 3600),
-            max_queued_per_endpoint: 100_000,
+            max_queued_per_endpoint: 1_000_000,
             node_queue: 65_536,
             request_timeout: Duration::from_secs(10),
             max_endpoints_per_app: 20,

@@ -4,9 +4,11 @@
 //!
 //! **The queue is per endpoint and in order.** Each queued event is one row for one endpoint,
 //! due at the time of its event (a held `user.offline` at that time plus the endpoint's
-//! offline delay). A worker leases an *endpoint* ([`HookStore::lease`]), not single events:
-//! with the lease it takes the endpoint's oldest due events, ordered by (due time, row id), up
-//! to a batch's size, and sends them in one request. One lease per endpoint at a time, across
+//! offline delay). A worker leases an *endpoint* ([`HookStore::lease_batches`]), not single
+//! events: with the lease it takes the endpoint's oldest due events, ordered by (due time, row
+//! id), up to a batch's size, and sends them in one request. The batch grows with the
+//! endpoint's backlog ([`Batching`]): an endpoint with more than the normal size due gets up to
+//! [`Batching::most`] in one request, so a backlog drains in fewer, larger requests. One lease per endpoint at a time, across
 //! every node, so an endpoint's events are sent in order and one batch at a time. A failed
 //! batch makes the endpoint wait (its next attempt time, kept in the store, so every node and
 //! a restarted one honour it); its events stay queued and are sent again, with whatever was
@@ -149,6 +151,51 @@ pub struct QueuedEvent {
     pub event_id: String,
     /// Its JSON.
     pub payload: String,
+}
+
+/// How many times the normal batch a backlogged endpoint's batch may grow to
+/// ([`Batching::growing`]).
+pub const BATCH_GROWTH: usize = 10;
+
+/// Most events in one grown batch, whatever the normal size ([`Batching::growing`]).
+pub const GROWN_BATCH_MAX: usize = 1_000;
+
+/// How a lease cuts an endpoint's due events into a batch ([`HookStore::lease_batches`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Batching {
+    /// The normal size (`hooks.batch_max`): an endpoint with this many events due is ready at
+    /// once; otherwise when its oldest due event waited `delay_ms`.
+    pub size: usize,
+    /// Most events in one batch (at least `size`): a ready endpoint with more than `size` due
+    /// gets up to this many.
+    pub most: usize,
+    /// How long the oldest due event waits for `size` events to be due (`hooks.batch_delay`).
+    pub delay_ms: i64,
+}
+
+impl Batching {
+    /// Batches of exactly up to `size` events (no growth).
+    pub fn fixed(size: usize, delay_ms: i64) -> Batching {
+        Batching {
+            size,
+            most: size,
+            delay_ms,
+        }
+    }
+
+    /// The worker's rule: batches of `size` normally; an endpoint with more than `size` events
+    /// due gets up to [`BATCH_GROWTH`] times `size` in one request, at most
+    /// [`GROWN_BATCH_MAX`] (and never fewer than `size`).
+    pub fn growing(size: usize, delay_ms: i64) -> Batching {
+        Batching {
+            size,
+            most: size
+                .saturating_mul(BATCH_GROWTH)
+                .min(GROWN_BATCH_MAX)
+                .max(size),
+            delay_ms,
+        }
+    }
 }
 
 /// An endpoint leased with its next batch.
@@ -297,12 +344,22 @@ pub trait HookStore: Send + Sync {
     /// none of them (counted as dropped; a [`Hold::Withdraw`] for a deleted endpoint is not
     /// counted).
     async fn enqueue(&self, events: Vec<Enqueue>, max_queued: u64) -> Result<Enqueued, StoreError>;
-    /// Leases up to `limit` endpoints until `now_ms + lease_ms`, each with up to `batch_max`
-    /// of its oldest events due at or before `now_ms`: enabled endpoints whose next attempt
-    /// time has come, not leased (or whose lease ran out: in doubt), not in `paused`, and
-    /// ready: `batch_max` events due, or the oldest due at or before `now_ms - batch_delay_ms`.
-    /// Endpoints with the oldest due event first. The batch's rows are in flight until the
-    /// lease's end (or its settlement).
+    /// Leases up to `limit` endpoints until `now_ms + lease_ms`, each with up to
+    /// `batching.most` of its oldest events due at or before `now_ms`: enabled endpoints whose
+    /// next attempt time has come, not leased (or whose lease ran out: in doubt), not in
+    /// `paused`, and ready: `batching.size` events due, or the oldest due at or before
+    /// `now_ms - batching.delay_ms`. Endpoints with the oldest due event first. The batch's
+    /// rows are in flight until the lease's end (or its settlement).
+    async fn lease_batches(
+        &self,
+        now_ms: i64,
+        limit: usize,
+        lease_ms: i64,
+        batching: Batching,
+        paused: &[EndpointId],
+    ) -> Result<Vec<LeasedBatch>, StoreError>;
+    /// [`HookStore::lease_batches`] with batches of up to `batch_max` events, ready with
+    /// `batch_max` due or the oldest due `batch_delay_ms` ago ([`Batching::fixed`]).
     async fn lease(
         &self,
         now_ms: i64,
@@ -311,7 +368,11 @@ pub trait HookStore: Send + Sync {
         batch_max: usize,
         batch_delay_ms: i64,
         paused: &[EndpointId],
-    ) -> Result<Vec<LeasedBatch>, StoreError>;
+    ) -> Result<Vec<LeasedBatch>, StoreError> {
+        let batching = Batching::fixed(batch_max, batch_delay_ms);
+        self.lease_batches(now_ms, limit, lease_ms, batching, paused)
+            .await
+    }
     /// Settles leased batches (one transaction), each by its endpoint and lease token; a lease
     /// that is no longer held is left alone. Ends the lease.
     async fn settle(

@@ -1,6 +1,12 @@
-//! The delivery worker: leases endpoints with their due batches ([`HookStore::lease`]), sends
-//! each batch ([`Sender`]) while the others are under way, and settles each one as it ends
-//! ([`HookStore::settle`]).
+//! The delivery worker: leases endpoints with their due batches ([`HookStore::lease_batches`]),
+//! sends each batch ([`Sender`]) while the others are under way, and settles each one as it
+//! ends ([`HookStore::settle`]).
+//!
+//! **A batch grows with the endpoint's backlog** ([`Batching::growing`]): an endpoint is ready
+//! with `hooks.batch_max` events due (or its oldest due event waited `hooks.batch_delay`), and
+//! a ready endpoint with more than `batch_max` due is sent up to 10 times `batch_max` (at most
+//! 1,000) in one request. A quiet endpoint's batches stay `batch_max`; a backlog (a burst,
+//! an endpoint that was down) drains in fewer, larger requests.
 //!
 //! - A 2xx answer delivers the batch (its rows are deleted).
 //! - Any other end (an error status, a timeout, a refused destination, a redirect, a secret
@@ -44,7 +50,7 @@ use crate::listener::DROPPED_METRIC;
 use crate::seal;
 use crate::sender::{batch_body, webhook_id, SendOutcome, Sender};
 use crate::signing::SigningSecret;
-use crate::store::{HookStore, LeasedBatch, Settlement};
+use crate::store::{Batching, HookStore, LeasedBatch, Settlement};
 
 /// Batches in flight at once (endpoints leased per lease).
 pub const ENDPOINTS_AT_ONCE: usize = 16;
@@ -81,7 +87,7 @@ const LINES_EVERY: Duration = Duration::from_secs(10);
 /// How the worker runs (from the `[hooks]` settings).
 #[derive(Debug, Clone)]
 pub(crate) struct WorkerSettings {
-    /// Most events per request.
+    /// Events per request normally (a backlog grows it, [`Batching::growing`]).
     pub(crate) batch_max: usize,
     /// How long the oldest due event waits for others to join its batch.
     pub(crate) batch_delay: Duration,
@@ -225,15 +231,12 @@ impl Worker {
     /// Leases up to `slots` endpoints with their due batches at `now_ms`.
     async fn lease(&self, now_ms: i64, slots: usize) -> Result<Vec<LeasedBatch>, StoreError> {
         let paused = self.outbound.pauses().paused(now_ms);
+        let batching = Batching::growing(
+            self.settings.batch_max,
+            self.settings.batch_delay.as_millis() as i64,
+        );
         self.store
-            .lease(
-                now_ms,
-                slots,
-                self.settings.lease_ms(),
-                self.settings.batch_max,
-                self.settings.batch_delay.as_millis() as i64,
-                &paused,
-            )
+            .lease_batches(now_ms, slots, self.settings.lease_ms(), batching, &paused)
             .await
     }
 

@@ -474,18 +474,17 @@ mod tests {
             }
             self.store.enqueue(events, max).await
         }
-        async fn lease(
+        async fn lease_batches(
             &self,
             now_ms: i64,
             limit: usize,
             lease_ms: i64,
-            batch_max: usize,
-            batch_delay_ms: i64,
+            batching: crate::store::Batching,
             paused: &[EndpointId],
         ) -> Result<Vec<LeasedBatch>, StoreError> {
             let store = &self.store;
             store
-                .lease(now_ms, limit, lease_ms, batch_max, batch_delay_ms, paused)
+                .lease_batches(now_ms, limit, lease_ms, batching, paused)
                 .await
         }
         async fn settle(

@@ -173,6 +173,53 @@ async fn a_due_batch_is_delivered_signed_in_order_and_settled() {
 }
 
 #[tokio::test]
+async fn a_backlog_goes_out_in_fewer_larger_requests_and_a_quiet_endpoint_in_normal_ones() {
+    let f = Fixture::new(WorkerSettings {
+        batch_max: 10,
+        ..settings()
+    })
+    .await;
+    let id = f.endpoint("/ok").await;
+    // 250 due, more than batch_max: up to 10 x batch_max per request.
+    let ids = f.queue(id, 250, T0).await;
+    let mut sizes = Vec::new();
+    for round in 0..5 {
+        for report in f.round(T0 + round).await {
+            sizes.push(report.events);
+        }
+    }
+    assert_eq!(sizes, [100, 100, 50], "3 requests, not 25");
+    let sent: Vec<String> = f.receiver.received().iter().flat_map(event_ids).collect();
+    assert_eq!(sent, ids, "every event once, in order");
+
+    // Eight due: fewer than batch_max, sent once the oldest waited the delay, as they are.
+    f.queue(id, 8, T0 + 10).await;
+    assert!(f.round(T0 + 500).await.is_empty());
+    let reports = f.round(T0 + 1_010).await;
+    assert_eq!(reports.iter().map(|r| r.events).collect::<Vec<_>>(), [8]);
+    // Fifteen due: ready at once (batch_max are due), sent in one grown batch.
+    f.queue(id, 15, T0 + 2_000).await;
+    let reports = f.round(T0 + 2_000).await;
+    assert_eq!(reports.iter().map(|r| r.events).collect::<Vec<_>>(), [15]);
+}
+
+#[test]
+fn a_grown_batch_is_ten_times_the_normal_at_most_a_thousand() {
+    assert_eq!(Batching::growing(100, 0).most, 1_000);
+    assert_eq!(Batching::growing(10, 0).most, 100);
+    assert_eq!(Batching::growing(500, 0).most, 1_000);
+    assert_eq!(Batching::growing(1_000, 0).most, 1_000);
+    assert_eq!(
+        Batching::growing(1, 7),
+        Batching {
+            size: 1,
+            most: 10,
+            delay_ms: 7
+        }
+    );
+}
+
+#[tokio::test]
 async fn a_rotated_secret_signs_too_while_its_overlap_lasts() {
     let f = Fixture::new(settings()).await;
     let id = f.endpoint("/ok").await;

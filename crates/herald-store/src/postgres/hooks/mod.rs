@@ -31,8 +31,8 @@ use herald_core::log::StoreError;
 use herald_core::tenant::AppId;
 use herald_hooks::endpoint::{EndpointId, StoredEndpoint};
 use herald_hooks::store::{
-    CreateEndpointError, DeadEvent, EndpointDepth, EndpointPatch, Enqueue, Enqueued, HookStore,
-    LeasedBatch, NewEndpoint, RowId, Settlement,
+    Batching, CreateEndpointError, DeadEvent, EndpointDepth, EndpointPatch, Enqueue, Enqueued,
+    HookStore, LeasedBatch, NewEndpoint, RowId, Settlement,
 };
 
 use super::{pg_error, PostgresStore};
@@ -106,30 +106,20 @@ impl HookStore for PostgresStore {
         Ok(done)
     }
 
-    async fn lease(
+    async fn lease_batches(
         &self,
         now_ms: i64,
         limit: usize,
         lease_ms: i64,
-        batch_max: usize,
-        batch_delay_ms: i64,
+        batching: Batching,
         paused: &[EndpointId],
     ) -> Result<Vec<LeasedBatch>, StoreError> {
-        if limit == 0 || batch_max == 0 {
+        if limit == 0 || batching.size == 0 {
             return Ok(Vec::new());
         }
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(pg_error)?;
-        let leased = queue::lease(
-            &tx,
-            now_ms,
-            limit,
-            lease_ms,
-            batch_max,
-            batch_delay_ms,
-            paused,
-        )
-        .await?;
+        let leased = queue::lease(&tx, now_ms, limit, lease_ms, batching, paused).await?;
         tx.commit().await.map_err(pg_error)?;
         Ok(leased)
     }

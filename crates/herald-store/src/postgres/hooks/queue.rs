@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use deadpool_postgres::GenericClient;
 use herald_core::log::StoreError;
 use herald_hooks::endpoint::EndpointId;
-use herald_hooks::store::{Enqueue, Enqueued, Hold, LeasedBatch, RowId};
+use herald_hooks::store::{Batching, Enqueue, Enqueued, Hold, LeasedBatch, RowId};
 
 use super::plan::{self, StoredHeld};
 use crate::common::hooks::{
@@ -166,19 +166,18 @@ async fn stored_held(
 }
 
 /// Leases up to `limit` ready endpoints (not in `paused`, not locked by another transaction),
-/// the one with the oldest due event first, each with its batch: its up to `batch_max` oldest
-/// events due at `now_ms`.
+/// the one with the oldest due event first, each with its batch: its up to `batching.most`
+/// oldest events due at `now_ms`.
 pub(super) async fn lease(
     client: &impl GenericClient,
     now_ms: i64,
     limit: usize,
     lease_ms: i64,
-    batch_max: usize,
-    batch_delay_ms: i64,
+    batching: Batching,
     paused: &[EndpointId],
 ) -> Result<Vec<LeasedBatch>, StoreError> {
-    // The last subquery is the due time of the endpoint's `batch_max`th queued event: at or
-    // before now, a full batch is due.
+    // The last subquery is the due time of the endpoint's `batching.size`th queued event: at
+    // or before now, a normal batch is due.
     let ready = client
         .query(
             "SELECT e.id, e.lease_until_ms FROM hook_endpoints e
@@ -197,8 +196,8 @@ pub(super) async fn lease(
             &[
                 &now_ms,
                 &paused,
-                &batch_delay_ms,
-                &sql_limit(batch_max.saturating_sub(1)),
+                &batching.delay_ms,
+                &sql_limit(batching.size.saturating_sub(1)),
                 &sql_limit(limit),
             ],
         )
@@ -234,7 +233,7 @@ pub(super) async fn lease(
             .map_err(pg_error)?;
         let failures: i64 = taken.try_get(ENDPOINT_COLUMN_COUNT).map_err(pg_error)?;
         let events = client
-            .query(&batch, &[&id, &now_ms, &sql_limit(batch_max)])
+            .query(&batch, &[&id, &now_ms, &sql_limit(batching.most)])
             .await
             .map_err(pg_error)?
             .iter()

@@ -50,8 +50,8 @@ use herald_core::log::StoreError;
 use herald_core::tenant::AppId;
 use herald_hooks::endpoint::{EndpointId, StoredEndpoint};
 use herald_hooks::store::{
-    CreateEndpointError, DeadEvent, EndpointDepth, EndpointPatch, Enqueue, Enqueued, HookStore,
-    LeasedBatch, NewEndpoint, RowId, Settlement,
+    Batching, CreateEndpointError, DeadEvent, EndpointDepth, EndpointPatch, Enqueue, Enqueued,
+    HookStore, LeasedBatch, NewEndpoint, RowId, Settlement,
 };
 
 use crate::sqlite::SqliteLog;
@@ -124,31 +124,20 @@ impl HookStore for SqliteLog {
             .await
     }
 
-    async fn lease(
+    async fn lease_batches(
         &self,
         now_ms: i64,
         limit: usize,
         lease_ms: i64,
-        batch_max: usize,
-        batch_delay_ms: i64,
+        batching: Batching,
         paused: &[EndpointId],
     ) -> Result<Vec<LeasedBatch>, StoreError> {
-        if limit == 0 || batch_max == 0 {
+        if limit == 0 || batching.size == 0 {
             return Ok(Vec::new());
         }
         let paused = paused.to_vec();
-        self.write(move |tx| {
-            queue::lease(
-                tx,
-                now_ms,
-                limit,
-                lease_ms,
-                batch_max,
-                batch_delay_ms,
-                &paused,
-            )
-        })
-        .await
+        self.write(move |tx| queue::lease(tx, now_ms, limit, lease_ms, batching, &paused))
+            .await
     }
 
     async fn settle(

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use herald_core::log::StoreError;
 use herald_hooks::endpoint::EndpointId;
-use herald_hooks::store::{Enqueue, Enqueued, Hold, LeasedBatch};
+use herald_hooks::store::{Batching, Enqueue, Enqueued, Hold, LeasedBatch};
 use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::common::hooks::{
@@ -132,18 +132,17 @@ pub(super) fn enqueue(
 }
 
 /// Leases up to `limit` ready endpoints (not in `paused`), the one with the oldest due event
-/// first, each with its batch: its up to `batch_max` oldest events due at `now_ms`.
+/// first, each with its batch: its up to `batching.most` oldest events due at `now_ms`.
 pub(super) fn lease(
     tx: &Connection,
     now_ms: i64,
     limit: usize,
     lease_ms: i64,
-    batch_max: usize,
-    batch_delay_ms: i64,
+    batching: Batching,
     paused: &[EndpointId],
 ) -> Result<Vec<LeasedBatch>, StoreError> {
-    // `nth` is the due time of the endpoint's `batch_max`th queued event: at or before now, a
-    // full batch is due.
+    // `nth` is the due time of the endpoint's `batching.size`th queued event: at or before now,
+    // a normal batch is due.
     let ready: Vec<(EndpointId, Option<i64>)> = {
         let mut select = tx
             .prepare_cached(
@@ -166,8 +165,8 @@ pub(super) fn lease(
             .query_map(
                 params![
                     now_ms,
-                    batch_delay_ms,
-                    sql_limit(batch_max.saturating_sub(1))
+                    batching.delay_ms,
+                    sql_limit(batching.size.saturating_sub(1))
                 ],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
@@ -213,7 +212,7 @@ pub(super) fn lease(
             })
             .map_err(backend)?;
         let rows = batch
-            .query_map(params![id, now_ms, sql_limit(batch_max)], |r| {
+            .query_map(params![id, now_ms, sql_limit(batching.most)], |r| {
                 Ok(queued_event_of(r))
             })
             .map_err(backend)?;

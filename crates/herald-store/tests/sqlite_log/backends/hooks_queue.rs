@@ -10,7 +10,7 @@
 
 use herald_hooks::endpoint::EndpointId;
 use herald_hooks::event::EventType;
-use herald_hooks::store::{Enqueue, LeasedBatch, Settlement};
+use herald_hooks::store::{Batching, Enqueue, LeasedBatch, Settlement};
 
 use super::hooks::{
     app, batches, counts, delivered, endpoint, event, lease, offline, online, queued_and_dead,
@@ -20,6 +20,7 @@ use super::Backend;
 
 crate::on_both!(
     batches_follow_queue_order_size_and_delay,
+    a_ready_endpoint_with_a_backlog_gets_a_grown_batch,
     one_lease_per_endpoint_and_stale_settlements_ignored,
     settlements_and_dead_letters,
     a_held_offline_outside_the_leased_batch_is_withdrawn,
@@ -224,6 +225,38 @@ async fn batches_follow_queue_order_size_and_delay(b: Backend) {
     assert!(wait(3_001).await.is_empty(), "two due, three make a batch");
     let ready = wait(3_002).await;
     assert_eq!(batches(&ready), [(three, strings(&["r", "s", "t"]))]);
+}
+
+/// Ready with the normal size due (or the oldest waited the delay), a batch takes up to the
+/// most: a backlog goes out in fewer, larger batches.
+async fn a_ready_endpoint_with_a_backlog_gets_a_grown_batch(b: Backend) {
+    let s = b.hooks();
+    let one = endpoint(s, "shop").await;
+    let names: Vec<String> = (0..7).map(|i| format!("e{i}")).collect();
+    let queue = names.iter().zip(10..).map(|(n, due)| event(one, n, due));
+    s.enqueue(queue.collect(), 100).await.unwrap();
+    let batching = Batching {
+        size: 2,
+        most: 5,
+        delay_ms: 1_000,
+    };
+    let grown = s.lease_batches(100, 10, 50, batching, &[]).await.unwrap();
+    assert_eq!(
+        batches(&grown),
+        [(one, names[..5].to_vec())],
+        "ready: 2 due"
+    );
+    s.settle(100, vec![delivered(&grown[0])]).await.unwrap();
+    let rest = s.lease_batches(101, 10, 50, batching, &[]).await.unwrap();
+    assert_eq!(batches(&rest), [(one, names[5..].to_vec())]);
+    s.settle(101, vec![delivered(&rest[0])]).await.unwrap();
+    // One due, younger than the delay: not ready, however large the batch may grow.
+    s.enqueue(vec![event(one, "late", 200)], 100).await.unwrap();
+    assert!(s
+        .lease_batches(300, 10, 50, batching, &[])
+        .await
+        .unwrap()
+        .is_empty());
 }
 
 async fn one_lease_per_endpoint_and_stale_settlements_ignored(b: Backend) {
