@@ -1,6 +1,6 @@
 //! The config-file layer: reading a TOML file into [`Layers`], checking its shape (scalars at
-//! the top, the `[history]`, `[limits]` and `[hooks]` tables, a `[[namespaces]]` array of
-//! tables) and rejecting unknown keys
+//! the top, the `[history]`, `[limits]`, `[hooks]` and `[mqtt]` tables, a `[[namespaces]]`
+//! array of tables) and rejecting unknown keys
 //! with a "did you mean" hint.
 
 use std::collections::BTreeMap;
@@ -11,6 +11,7 @@ use toml::Value;
 use super::hooks::HOOK_KEYS;
 use super::layers::{Layers, Raw, Source, KEYS, NAMESPACE_KEYS};
 use super::limits::LIMIT_KEYS;
+use super::mqtt::MQTT_KEYS;
 use super::validate::wrong_type;
 use super::ConfigError;
 
@@ -22,6 +23,7 @@ const TABLES: &[(&str, &[&str])] = &[
     ("history", HISTORY_KEYS),
     ("limits", LIMIT_KEYS),
     ("hooks", HOOK_KEYS),
+    ("mqtt", MQTT_KEYS),
 ];
 
 impl Layers {
@@ -101,7 +103,7 @@ impl Layers {
                     .iter()
                     .map(|k| k.name)
                     .filter(|n| !n.contains('.'))
-                    .chain(["history", "limits", "hooks", "namespaces"])
+                    .chain(["history", "limits", "hooks", "mqtt", "namespaces"])
                     .collect();
                 return Err(unknown(name, &known));
             }

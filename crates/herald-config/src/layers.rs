@@ -146,6 +146,16 @@ pub(super) const KEYS: &[Key] = &[
     key("tls_cert", &["HERALD_TLS_CERT"]),
     key("tls_key", &["HERALD_TLS_KEY"]),
     key("meteor_tls", &["HERALD_METEOR_TLS"]),
+    key("mqtt_listen", &["HERALD_MQTT_LISTEN"]).what("mqtt_listen address"),
+    key("mqtt_tls", &["HERALD_MQTT_TLS"]),
+    key("mqtt.max_keep_alive", &["HERALD_MQTT_MAX_KEEP_ALIVE"]),
+    key("mqtt.max_packet_size", &["HERALD_MQTT_MAX_PACKET_SIZE"]),
+    key("mqtt.receive_maximum", &["HERALD_MQTT_RECEIVE_MAXIMUM"]),
+    key("mqtt.max_inflight_out", &["HERALD_MQTT_MAX_INFLIGHT_OUT"]),
+    key("mqtt.max_topic_aliases", &["HERALD_MQTT_MAX_TOPIC_ALIASES"]),
+    key("mqtt.allow_anonymous", &["HERALD_MQTT_ALLOW_ANONYMOUS"]),
+    key("mqtt.anonymous_app", &["HERALD_MQTT_ANONYMOUS_APP"]),
+    key("mqtt.anonymous_rules", &["HERALD_MQTT_ANONYMOUS_RULES"]),
     key("provider_connections", &["HERALD_PROVIDER_CONNECTIONS"]),
     key("provider_batch", &["HERALD_PROVIDER_BATCH"]),
     key("provider_lease", &["HERALD_PROVIDER_LEASE"]),
@@ -316,6 +326,8 @@ impl Layers {
             ("tls_cert", "--tls-cert", path(&flags.tls_cert)),
             ("tls_key", "--tls-key", path(&flags.tls_key)),
             ("meteor_tls", "--meteor-tls", flags.meteor_tls.clone()),
+            ("mqtt_listen", "--mqtt", flags.mqtt.clone()),
+            ("mqtt_tls", "--mqtt-tls", flags.mqtt_tls.clone()),
         ];
         for (key, flag, value) in flag_values {
             if let Some(value) = value {

@@ -11,8 +11,8 @@
 //! The crate root owns the public face: [`Config`] and its settings types, the shared
 //! [`ConfigFlags`], [`Config::load`] and [`read_secret_file`]. The work is done by
 //! `layers` (keys, sources, environment and flags), `file` (the TOML file), `deadlines`
-//! (the connection deadlines), `limits`, `hooks`, `cluster`, `meteor`, `providers` and `tls`
-//! (their groups of keys), `validate` (typing and checking values, [`ConfigError`]) and `redacted`
+//! (the connection deadlines), `limits`, `hooks`, `cluster`, `meteor`, `mqtt`, `providers` and
+//! `tls` (their groups of keys), `validate` (typing and checking values, [`ConfigError`]) and `redacted`
 //! (printing without secrets).
 
 mod cluster;
@@ -22,6 +22,7 @@ mod hooks;
 mod layers;
 mod limits;
 mod meteor;
+mod mqtt;
 mod providers;
 mod redacted;
 mod tls;
@@ -155,6 +156,14 @@ pub struct ConfigFlags {
     /// [env: HERALD_METEOR_TLS] (default: false)
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     pub meteor_tls: Option<String>,
+    /// Serve MQTT 3.1.1 and 5.0 on IP:PORT (or PORT on 127.0.0.1; port 0 picks a free port);
+    /// off unless given [env: HERALD_MQTT_LISTEN]
+    #[arg(long, value_name = "ADDR")]
+    pub mqtt: Option<String>,
+    /// The MQTT listener serves TLS (MQTT over TLS, usually port 8883) with the server's
+    /// certificate [env: HERALD_MQTT_TLS] (default: false)
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub mqtt_tls: Option<String>,
 }
 
 /// Provider delivery settings. No `Debug`: it holds the credentials key.
@@ -366,6 +375,8 @@ pub struct Config {
     pub namespaces: Vec<(String, NamespaceSettings)>,
     /// Meteor compatibility ports.
     pub meteor: MeteorConfig,
+    /// The MQTT listener and its settings (`mqtt_listen`, `mqtt_tls`, the `[mqtt]` table).
+    pub mqtt: herald_server::MqttPort,
     /// Provider delivery.
     pub providers: ProvidersConfig,
     /// Cluster mode (shared PostgreSQL store, Redis bus).

@@ -17,7 +17,7 @@ use super::{MeteorConfig, NamespaceSettings};
 use herald_proto::token::check_pattern;
 
 /// `IP:PORT`, or `PORT` alone for the loopback address.
-fn address(raw: &Raw) -> Result<Option<SocketAddr>, String> {
+pub(super) fn address(raw: &Raw) -> Result<Option<SocketAddr>, String> {
     let t = text(raw)?.trim();
     if let Ok(port) = t.parse::<u16>() {
         return Ok(Some(SocketAddr::from(([127, 0, 0, 1], port))));

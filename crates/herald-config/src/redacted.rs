@@ -7,6 +7,7 @@ use std::time::Duration;
 use toml::Value;
 
 use herald_server::settings::redact_url;
+use herald_server::vocabulary::{MqttAction, MqttEffect, MqttRule};
 
 use super::Config;
 
@@ -24,6 +25,7 @@ impl Config {
         let h = &self.history;
         let l = &self.limits;
         let hk = &self.hooks;
+        let mq = &self.mqtt.settings;
         let rate = |r: herald_server::vocabulary::Rate| Some(Value::from(r.to_string()));
         let m = &self.meteor;
         let addr = |a: Option<std::net::SocketAddr>| a.map(|a| Value::from(a.to_string()));
@@ -180,6 +182,12 @@ impl Config {
             ),
             ("meteor_tls", Some(Value::from(m.tls)), ""),
             (
+                "mqtt_listen",
+                addr(self.mqtt.listen),
+                "the MQTT listener is off",
+            ),
+            ("mqtt_tls", Some(Value::from(self.mqtt.tls)), ""),
+            (
                 "provider_connections",
                 int(self.providers.connections as u64),
                 "",
@@ -266,6 +274,28 @@ impl Config {
                 dur(hk.subscription_count_interval),
                 "",
             ),
+            ("mqtt.max_keep_alive", int(mq.max_keep_alive.into()), ""),
+            ("mqtt.max_packet_size", int(mq.max_packet_size.into()), ""),
+            ("mqtt.receive_maximum", int(mq.receive_maximum.into()), ""),
+            ("mqtt.max_inflight_out", int(mq.max_inflight_out.into()), ""),
+            (
+                "mqtt.max_topic_aliases",
+                int(mq.max_topic_aliases.into()),
+                "",
+            ),
+            (
+                "mqtt.allow_anonymous",
+                Some(Value::from(mq.allow_anonymous)),
+                "",
+            ),
+            ("mqtt.anonymous_app", text(&mq.anonymous_app), ""),
+            (
+                "mqtt.anonymous_rules",
+                Some(Value::Array(
+                    mq.anonymous_rules.iter().map(rule_value).collect(),
+                )),
+                "",
+            ),
         ];
         let mut out = String::new();
         for (key, value, unset) in entries {
@@ -277,6 +307,9 @@ impl Config {
             }
             if key == "hooks.batch_max" {
                 out.push_str("\n[hooks]\n");
+            }
+            if key == "mqtt.max_keep_alive" {
+                out.push_str("\n[mqtt]\n");
             }
             let short = key.rsplit('.').next().unwrap_or(key);
             match value {
@@ -308,6 +341,23 @@ impl Config {
         }
         out
     }
+}
+
+/// An anonymous MQTT rule as its config-file table: `{ allow = "#", action = "subscribe" }`.
+fn rule_value(rule: &MqttRule) -> Value {
+    let mut table = toml::Table::new();
+    let effect = match rule.effect {
+        MqttEffect::Allow => "allow",
+        MqttEffect::Deny => "deny",
+    };
+    table.insert(effect.into(), Value::from(rule.filter.as_str()));
+    let action = match rule.action {
+        MqttAction::Publish => "publish",
+        MqttAction::Subscribe => "subscribe",
+        MqttAction::Both => "both",
+    };
+    table.insert("action".into(), Value::from(action));
+    Value::Table(table)
 }
 
 impl fmt::Debug for Config {
@@ -358,6 +408,7 @@ impl fmt::Debug for Config {
             .field("meteor_conf", &self.meteor.conf_file)
             .field("meteor_document_root", &self.meteor.document_root)
             .field("meteor_tls", &self.meteor.tls)
+            .field("mqtt", &self.mqtt)
             .field("tls", &self.tls.as_ref().map(|t| &t.files))
             .field(
                 "meteor_control_password",

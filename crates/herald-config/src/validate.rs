@@ -89,6 +89,7 @@ impl Layers {
             tls: meteor_tls,
             ..meteor
         };
+        let mqtt = self.mqtt(tls.is_some())?;
         let config = Config {
             listen: self.get("listen", default_listen, |r| {
                 text(r)?
@@ -174,6 +175,7 @@ impl Layers {
             namespaces: self.namespace_list(&history)?,
             history,
             meteor,
+            mqtt,
             providers,
             cluster,
             tls,

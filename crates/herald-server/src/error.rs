@@ -47,6 +47,9 @@ pub enum ServerError {
     /// Meteor's ports were asked to serve TLS without a certificate.
     #[error("meteor_tls needs the server's certificate: set tls_cert and tls_key")]
     MeteorTlsWithoutCertificate,
+    /// The MQTT listener was asked to serve TLS without a certificate.
+    #[error("mqtt_tls needs the server's certificate: set tls_cert and tls_key")]
+    MqttTlsWithoutCertificate,
     /// The runtime that serves HTTP requests (`http_workers`) could not be started.
     #[error("cannot start the HTTP runtime's threads")]
     HttpRuntime(#[source] std::io::Error),
@@ -103,8 +106,8 @@ pub enum ServerError {
     /// The HTTP client that sends webhooks could not be built.
     #[error("cannot build the HTTP client that sends webhooks: {0}")]
     HookClient(String),
-    /// A listener could not be bound; `what` is empty for HTTP, else ` (meteor)` or
-    /// ` (meteor-control)`.
+    /// A listener could not be bound; `what` is empty for HTTP, else ` (meteor)`,
+    /// ` (meteor-control)` or ` (mqtt)`.
     #[error("cannot listen on {addr}{what}")]
     Listen {
         /// The address asked for.

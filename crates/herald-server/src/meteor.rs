@@ -117,8 +117,9 @@ impl MeteorListeners {
 }
 
 /// A listener with a deep accept queue: Deacon's long-poll clients all reconnect at once after
-/// every message, and an overflowing queue turns into one-second SYN retries.
-fn bind(addr: SocketAddr, what: &'static str) -> Result<TcpListener, ServerError> {
+/// every message (and MQTT devices all at once after a restart), and an overflowing queue
+/// turns into one-second SYN retries.
+pub(crate) fn bind(addr: SocketAddr, what: &'static str) -> Result<TcpListener, ServerError> {
     let listen = || {
         let socket = if addr.is_ipv4() {
             tokio::net::TcpSocket::new_v4()?

@@ -21,6 +21,7 @@ use crate::data_dir::DataDirLock;
 use crate::error::ServerError;
 use crate::http_runtime::HttpRuntime;
 use crate::meteor::MeteorListeners;
+use crate::mqtt::MqttListener;
 use crate::settings::ServerSettings;
 use crate::tls::{CertificateInfo, ServerTls, TlsError};
 use crate::usage_writer::write_usage;
@@ -117,7 +118,7 @@ impl ServerBuilder {
     }
 }
 
-/// Binds the listeners (Meteor's first, then HTTP), settles the publisher keys, and spawns the
+/// Binds the listeners (Meteor's first, then MQTT, then HTTP), settles the publisher keys, and spawns the
 /// server's tasks. On error the caller cancels `shutdown` and closes the store.
 async fn assemble(
     settings: ServerSettings,
@@ -130,6 +131,7 @@ async fn assemble(
     let edge = parts.edge(&settings, shutdown);
     let tls = settings.tls.clone().map(ServerTls::open).transpose()?;
     let meteor = MeteorListeners::bind(&settings.meteor, &edge, tls.as_ref())?;
+    let mqtt = MqttListener::bind(&settings.mqtt, tls.as_ref())?;
     let listen = settings.listen;
     let listen_error = |source| ServerError::Listen {
         addr: listen,
@@ -141,6 +143,7 @@ async fn assemble(
         http: http.local_addr().map_err(listen_error)?,
         meteor: meteor.as_ref().and_then(MeteorListeners::subscriber_addr),
         meteor_control: meteor.as_ref().and_then(MeteorListeners::controller_addr),
+        mqtt: mqtt.as_ref().and_then(MqttListener::local_addr),
     };
     let generated_api_key = parts.publisher_keys(&settings).await?;
     let (router, direct_publish) = parts.router(&settings, edge.clone(), metrics)?;
@@ -167,6 +170,9 @@ async fn assemble(
     ));
     if let Some(meteor) = meteor {
         meteor.serve(&background);
+    }
+    if let Some(mqtt) = mqtt {
+        mqtt.serve(edge.clone(), &background);
     }
     background.close();
     tracing::info!(
@@ -202,9 +208,9 @@ async fn assemble(
 }
 
 /// Serves HTTP until shutdown, then drains connections within `grace`, waits for the
-/// background tasks (the usage writer's last write, Meteor's accept loops) and closes the store;
-/// the HTTP runtime stops last (work its requests started, such as counting a broadcast's
-/// audience, may run there until the store closes).
+/// background tasks (the usage writer's last write, Meteor's and MQTT's accept loops) and
+/// closes the store; the HTTP runtime stops last (work its requests started, such as counting
+/// a broadcast's audience, may run there until the store closes).
 async fn run(
     (http, tls, http_runtime): (TcpListener, Option<TlsAcceptor>, HttpRuntime),
     (router, direct_publish): (Router, herald_edge::direct_publish::Handler),
@@ -251,6 +257,8 @@ pub struct Addresses {
     pub meteor: Option<SocketAddr>,
     /// Meteor's controller port, when configured.
     pub meteor_control: Option<SocketAddr>,
+    /// The MQTT listener, when configured.
+    pub mqtt: Option<SocketAddr>,
 }
 
 /// A started server. Dropping the handle leaves the server running; stop it with
@@ -287,7 +295,7 @@ impl RunningServer {
     }
 
     /// Reads the TLS certificate and key files again: every new handshake (HTTP, and Meteor's
-    /// ports when they serve TLS) gets the new certificate, open connections keep theirs. On
+    /// ports and the MQTT listener when they serve TLS) gets the new certificate, open connections keep theirs. On
     /// error the old certificate stays. `None` when the server serves no TLS.
     pub fn reload_tls(&self) -> Option<Result<CertificateInfo, TlsError>> {
         self.tls.as_ref().map(|tls| tls.reload())

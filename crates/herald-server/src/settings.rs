@@ -1,5 +1,5 @@
 //! What a server is started with: [`ServerSettings`] (addresses, data directory, secrets,
-//! limits, history) and [`MeteorPorts`]. Plain values, no command-line or file types: the
+//! limits, history), [`MeteorPorts`] and [`MqttPort`]. Plain values, no command-line or file types: the
 //! binary turns its layered configuration into these, and tests build them directly.
 
 use std::net::SocketAddr;
@@ -12,6 +12,7 @@ use herald_core::namespace::Namespaces;
 use herald_edge::EdgeSettings;
 use herald_hooks::service::HooksConfig;
 use herald_meteor::MeteorConf;
+use herald_mqtt::settings::MqttSettings;
 use herald_providers::destination::Destinations;
 use herald_push::delivery::senders::ProviderEndpoints;
 use herald_push::delivery::worker::DeliveryConfig;
@@ -63,6 +64,8 @@ pub struct ServerSettings {
     pub namespaces: Namespaces,
     /// Meteor's subscriber and controller ports (off unless an address is set).
     pub meteor: MeteorPorts,
+    /// The MQTT listener; off unless its address is set.
+    pub mqtt: MqttPort,
     /// Provider delivery: the credentials key, provider endpoints, the worker's settings.
     pub providers: ProviderSettings,
     /// Cluster mode: a shared PostgreSQL store and a Redis bus (both off: one node on SQLite).
@@ -210,6 +213,7 @@ impl ServerSettings {
             audit_retention: herald_api::audit::DEFAULT_RETENTION,
             namespaces: Namespaces::default(),
             meteor: MeteorPorts::default(),
+            mqtt: MqttPort::default(),
             providers: ProviderSettings::default(),
             cluster: ClusterSettings::default(),
             admin: AdminSettings::default(),
@@ -250,6 +254,7 @@ impl std::fmt::Debug for ServerSettings {
             .field("audit_retention", &self.audit_retention)
             .field("namespaces", &self.namespaces)
             .field("meteor", &self.meteor)
+            .field("mqtt", &self.mqtt)
             .field("providers", &self.providers)
             .field("cluster", &self.cluster)
             .field("admin", &self.admin)
@@ -305,6 +310,18 @@ impl std::fmt::Debug for MeteorPorts {
             .field("tls", &self.tls)
             .finish()
     }
+}
+
+/// The MQTT listener (MQTT 3.1.1 and 5.0 over TCP, `herald-mqtt`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MqttPort {
+    /// Its address (port 0 picks a free port; the running server reports it); `None` = off.
+    pub listen: Option<SocketAddr>,
+    /// It serves TLS with the server's certificate ([`ServerSettings::tls`], which must then
+    /// be set).
+    pub tls: bool,
+    /// What every MQTT connection announces and is held to.
+    pub settings: MqttSettings,
 }
 
 #[cfg(test)]

@@ -43,6 +43,9 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     if let Some(addr) = addresses.meteor_control {
         println!("herald meteor-control listening on {addr}");
     }
+    if let Some(addr) = addresses.mqtt {
+        println!("herald mqtt listening on {addr}");
+    }
     let scheme = if server.serves_tls() { "https" } else { "http" };
     println!("herald listening on {scheme}://{}", addresses.http);
     let mut hangups = Hangups::install();
@@ -216,6 +219,7 @@ fn settings(config: &Config) -> ServerSettings {
             channels: meteor.channels.clone(),
             tls: meteor.tls,
         },
+        mqtt: config.mqtt.clone(),
         providers: ProviderSettings {
             credentials_key: config.providers.credentials_key.clone(),
             endpoints: ProviderEndpoints {

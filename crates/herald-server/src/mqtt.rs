@@ -1,0 +1,129 @@
+//! The MQTT listener: binds `mqtt_listen` (with a deep accept queue, over TLS when `mqtt_tls`)
+//! and, once the server is ready, accepts connections until shutdown, handing each to
+//! [`herald_mqtt::serve::serve`] in the edge's connection tracker. Connections end as every
+//! transport's do: shutdown, revocations and app deletion reach them through the live clients
+//! and the roster; this loop only stops accepting.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use herald_edge::conn::{Conn, TlsAcceptor};
+use herald_edge::Edge;
+use herald_mqtt::settings::MqttSettings;
+use tokio::net::TcpListener;
+use tokio_util::task::TaskTracker;
+
+use crate::error::ServerError;
+use crate::settings::MqttPort;
+
+/// The bound MQTT listener, not yet accepting.
+pub(crate) struct MqttListener {
+    listener: TcpListener,
+    /// Its TLS acceptor, when it serves TLS.
+    tls: Option<TlsAcceptor>,
+    settings: Arc<MqttSettings>,
+}
+
+impl MqttListener {
+    /// Binds the listener if `port` has an address, or returns `None`. With `port.tls`, it
+    /// serves TLS with `tls` (the server's certificate, no ALPN: MQTT clients rarely send one,
+    /// and one that sends `mqtt` is served all the same).
+    pub(crate) fn bind(
+        port: &MqttPort,
+        tls: Option<&crate::tls::ServerTls>,
+    ) -> Result<Option<MqttListener>, ServerError> {
+        let Some(addr) = port.listen else {
+            return Ok(None);
+        };
+        let tls = match (port.tls, tls) {
+            (false, _) => None,
+            (true, Some(tls)) => Some(tls.line_acceptor()),
+            (true, None) => return Err(ServerError::MqttTlsWithoutCertificate),
+        };
+        let settings = &port.settings;
+        if settings.allow_anonymous {
+            if settings.anonymous_rules.is_empty() {
+                tracing::warn!(
+                    app = %settings.anonymous_app,
+                    "mqtt.allow_anonymous is on with no mqtt.anonymous_rules: anonymous MQTT \
+                     clients may connect but neither publish nor subscribe"
+                );
+            } else {
+                tracing::warn!(
+                    app = %settings.anonymous_app,
+                    rules = settings.anonymous_rules.len(),
+                    "MQTT clients without credentials are accepted (mqtt.allow_anonymous): a \
+                     development mode"
+                );
+            }
+        }
+        let listener = crate::meteor::bind(addr, " (mqtt)")?;
+        Ok(Some(MqttListener {
+            listener,
+            tls,
+            settings: Arc::new(settings.clone()),
+        }))
+    }
+
+    /// The bound address (the real port when asked for port 0).
+    pub(crate) fn local_addr(&self) -> Option<SocketAddr> {
+        self.listener.local_addr().ok()
+    }
+
+    /// Starts accepting on `tasks`; the accept loop ends at the edge's shutdown.
+    pub(crate) fn serve(self, edge: Arc<Edge>, tasks: &TaskTracker) {
+        if let Some(addr) = self.local_addr() {
+            tracing::info!(%addr, tls = self.tls.is_some(), "MQTT listening");
+        }
+        tasks.spawn(accept_loop(self, edge));
+    }
+}
+
+/// Accepts until shutdown. Each connection runs in the edge's connection tracker (which
+/// shutdown waits for); over TLS its handshake runs there too, within the first-byte deadline,
+/// so a client that never finishes it holds up nothing else.
+async fn accept_loop(listener: MqttListener, edge: Arc<Edge>) {
+    let MqttListener {
+        listener,
+        tls,
+        settings,
+    } = listener;
+    let shutdown = edge.shutdown.clone();
+    loop {
+        let (tcp, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                // Over the source address's connection limit: closed at once.
+                Ok((_, peer)) if edge.limits.check_connection(peer.ip()).is_err() => continue,
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    tracing::warn!(error = %e, "mqtt accept failed");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.cancelled() => break,
+        };
+        let _ = tcp.set_nodelay(true);
+        let (edge_here, settings) = (edge.clone(), settings.clone());
+        match &tls {
+            None => {
+                edge.connections.spawn(herald_mqtt::serve::serve(
+                    Conn::Plain(tcp),
+                    peer,
+                    edge_here,
+                    settings,
+                ));
+            }
+            Some(tls) => {
+                let tls = tls.clone();
+                let limit = edge.settings.deadlines.first_byte;
+                edge.connections.spawn(async move {
+                    if let Some(conn) = Box::pin(tls.accept(tcp, limit)).await {
+                        herald_mqtt::serve::serve(conn, peer, edge_here, settings).await;
+                    }
+                });
+            }
+        }
+    }
+}
