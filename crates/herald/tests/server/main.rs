@@ -27,6 +27,7 @@ mod limits;
 mod meteor;
 mod meteor_security;
 mod metrics;
+mod mqtt;
 mod new_channels;
 mod parking;
 mod providers;

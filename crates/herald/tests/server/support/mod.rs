@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod meteor;
+pub mod mqtt;
 pub mod raw;
 
 use std::io::{BufRead, BufReader};
@@ -30,6 +31,8 @@ pub struct Server {
     pub meteor: Option<SocketAddr>,
     /// The Meteor controller port, when started with `--meteor-control`.
     pub meteor_control: Option<SocketAddr>,
+    /// The MQTT listener, when started with `--mqtt` ([`Builder::mqtt`]).
+    pub mqtt: Option<SocketAddr>,
     pub data: PathBuf,
     _tmp: Option<tempfile::TempDir>,
     extra: Vec<String>,
@@ -99,21 +102,24 @@ impl Server {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let mut tx = Some(tx);
-            let (mut meteor, mut meteor_control) = (None, None);
+            let (mut meteor, mut meteor_control, mut mqtt) = (None, None, None);
             let parse = |a: &str| Some(a.trim().parse::<SocketAddr>().unwrap());
-            // The Meteor lines come before the HTTP one.
+            // The Meteor and MQTT lines come before the HTTP one.
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                 if let Some(addr) = line.strip_prefix("herald meteor listening on ") {
                     meteor = parse(addr);
                 } else if let Some(addr) = line.strip_prefix("herald meteor-control listening on ")
                 {
                     meteor_control = parse(addr);
+                } else if let Some(addr) = line.strip_prefix("herald mqtt listening on ") {
+                    mqtt = parse(addr);
                 } else if let Some(addr) = line.strip_prefix("herald listening on http://") {
                     if let Some(tx) = tx.take() {
                         let _ = tx.send(Addrs {
                             http: addr.parse::<SocketAddr>().unwrap(),
                             meteor,
                             meteor_control,
+                            mqtt,
                         });
                     }
                 }
@@ -136,6 +142,12 @@ impl Server {
     /// `herald-client`'s publisher API with the test API key.
     pub fn publisher(&self) -> herald_client::api::Publisher {
         herald_client::api::Publisher::new(&self.url(""), Some(API_KEY))
+    }
+
+    /// The MQTT listener's address; panics unless started with [`Builder::mqtt`].
+    pub fn mqtt_addr(&self) -> SocketAddr {
+        self.mqtt
+            .expect("the server was started without --mqtt (Builder::mqtt)")
     }
 
     pub fn ws_url(&self, query: &str) -> String {
@@ -330,6 +342,7 @@ impl Server {
                 self.child = Some(child);
                 self.meteor = addrs.meteor;
                 self.meteor_control = addrs.meteor_control;
+                self.mqtt = addrs.mqtt;
                 return;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -345,6 +358,7 @@ impl Server {
         self.addr = addrs.http;
         self.meteor = addrs.meteor;
         self.meteor_control = addrs.meteor_control;
+        self.mqtt = addrs.mqtt;
     }
 }
 
@@ -378,6 +392,7 @@ struct Addrs {
     http: SocketAddr,
     meteor: Option<SocketAddr>,
     meteor_control: Option<SocketAddr>,
+    mqtt: Option<SocketAddr>,
 }
 
 #[derive(Default)]
@@ -414,6 +429,11 @@ impl Builder {
         self
     }
 
+    /// Serves MQTT too: `--mqtt 127.0.0.1:0` (the port is [`Server::mqtt`]).
+    pub fn mqtt(self) -> Self {
+        self.arg("--mqtt").arg("127.0.0.1:0")
+    }
+
     /// TOML written to a file passed with --config.
     pub fn config(mut self, toml: &str) -> Self {
         self.config = Some(toml.to_string());
@@ -444,6 +464,7 @@ impl Builder {
             addr: addrs.http,
             meteor: addrs.meteor,
             meteor_control: addrs.meteor_control,
+            mqtt: addrs.mqtt,
             data,
             _tmp: Some(tmp),
             extra: self.args,

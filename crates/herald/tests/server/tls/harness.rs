@@ -115,6 +115,8 @@ pub struct TlsServer {
     pub addr: SocketAddr,
     pub meteor: Option<SocketAddr>,
     pub meteor_control: Option<SocketAddr>,
+    /// The MQTT listener, when started with `--mqtt`.
+    pub mqtt: Option<SocketAddr>,
     logs: tokio::sync::mpsc::UnboundedReceiver<String>,
     _data: tempfile::TempDir,
 }
@@ -154,7 +156,7 @@ impl TlsServer {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             use std::io::BufRead;
-            let mut addrs = (None, None);
+            let mut addrs = (None, None, None);
             let parse = |a: &str| a.trim().parse::<SocketAddr>().ok();
             for line in std::io::BufReader::new(stdout)
                 .lines()
@@ -164,12 +166,15 @@ impl TlsServer {
                     addrs.0 = parse(a);
                 } else if let Some(a) = line.strip_prefix("herald meteor-control listening on ") {
                     addrs.1 = parse(a);
+                } else if let Some(a) = line.strip_prefix("herald mqtt listening on ") {
+                    addrs.2 = parse(a);
                 } else if let Some(a) = line.strip_prefix("herald listening on ") {
                     let _ = tx.send((a.to_owned(), addrs));
                 }
             }
         });
-        let (line, (meteor, meteor_control)) = rx.recv_timeout(WAIT).expect("herald did not start");
+        let (line, (meteor, meteor_control, mqtt)) =
+            rx.recv_timeout(WAIT).expect("herald did not start");
         let addr = line
             .strip_prefix("https://")
             .unwrap_or_else(|| panic!("a TLS server says https: {line}"))
@@ -180,6 +185,7 @@ impl TlsServer {
             addr,
             meteor,
             meteor_control,
+            mqtt,
             logs,
             _data: data,
         }

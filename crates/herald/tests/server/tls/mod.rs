@@ -1,7 +1,8 @@
 //! TLS on every listener, against the real binary with certificates made by rcgen and real
 //! clients: curl over https (publish, history, an SSE stream), a WebSocket over wss with a
-//! rustls client, the Meteor ports over TLS, openssl's protocol versions, plain HTTP sent to a
-//! TLS port, and SIGHUP reloading the certificate without dropping open connections.
+//! rustls client, the Meteor ports and the MQTT listener over TLS (`mosquitto_pub --cafile`),
+//! openssl's protocol versions, plain HTTP sent to a TLS port, and SIGHUP reloading the
+//! certificate without dropping open connections.
 
 mod harness;
 
@@ -118,6 +119,67 @@ async fn a_websocket_over_wss_with_a_rustls_client() {
     assert_eq!(status, 200);
     let message = next_frame(&mut ws).await;
     assert_eq!(message["message"]["data"], "hello wss", "{message}");
+}
+
+#[tokio::test]
+async fn mqtt_listener_over_tls_with_the_servers_certificate() {
+    let pki = Pki::new();
+    let issued = pki.issue("herald.test", 7);
+    let server = TlsServer::start(&pki, &["--mqtt", "127.0.0.1:0", "--mqtt-tls"], &[]).await;
+    let mqtt = server.mqtt.expect("herald mqtt listening on ...");
+    // The handshake shows the server's certificate, with no ALPN needed.
+    assert_eq!(served_certificate(&pki, mqtt).await, issued);
+    // mosquitto_pub over TLS, trusting the CA: its QoS 1 PUBACK means the message is stored.
+    let token = herald_proto::token::mint(
+        crate::support::SECRET.as_bytes(),
+        &herald_proto::token::ClientClaims {
+            sub: "mqtt-tls".into(),
+            channels: vec!["sensors/*".into()],
+            publish: vec!["sensors/*".into()],
+            ..Default::default()
+        },
+    );
+    let ca = pki.ca_file();
+    crate::support::mqtt::mosquitto_pub(
+        mqtt,
+        &[
+            "--cafile",
+            ca.to_str().unwrap(),
+            // The chain is checked against the CA; the name check is left out (mosquitto_pub
+            // is given 127.0.0.1, which OpenSSL's host check does not match to an IP name).
+            "--insecure",
+            "-V",
+            "mqttv5",
+            "-u",
+            "default",
+            "-P",
+            &token,
+            "-q",
+            "1",
+            "-t",
+            "sensors/tls",
+            "-m",
+            r#"{"over":"tls"}"#,
+        ],
+    )
+    .await
+    .ok();
+    let (status, body) = curl(
+        &ca,
+        &[
+            "-H",
+            &bearer(),
+            &server.url("/v1/channels/sensors/tls/messages"),
+        ],
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let history: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        history["messages"][0]["data"],
+        json!({"over": "tls"}),
+        "{history}"
+    );
 }
 
 #[tokio::test]
