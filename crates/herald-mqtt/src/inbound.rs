@@ -42,7 +42,12 @@ pub(crate) async fn handle(wire: &mut MqttWire, packet: Packet) -> Option<End> {
         Packet::Unsubscribe(unsubscribe) => unsubscribe_from(wire, unsubscribe),
         Packet::PingReq => wire.send(&Packet::PingResp),
         Packet::Disconnect(disconnect) => {
-            return Some(End::ClientDisconnected(disconnect.reason_code))
+            let expiry = disconnect.properties.session_expiry_interval;
+            if wire.session_expiry_zero && expiry.is_some_and(|secs| secs != 0) {
+                let why = "a Session Expiry Interval in DISCONNECT after 0 in CONNECT";
+                return Some(End::Disconnect(ReasonCode::ProtocolError, why.into()));
+            }
+            return Some(End::ClientDisconnected(disconnect.reason_code));
         }
         // The server sends no QoS 2 PUBLISH in phase 1, so there is nothing to receive or
         // complete: an unknown id is tolerated like a PUBACK's.

@@ -22,6 +22,7 @@ pub mod payload;
 pub mod serve;
 pub mod settings;
 mod subscriptions;
+mod takeover;
 pub mod topic_map;
 mod wire;
 

@@ -10,8 +10,9 @@
 //! or as published), and for QoS 1 the QoS bits, a remaining length two bytes longer and the
 //! packet identifier after the topic. No per-connection encoding of topic, properties or payload.
 //!
-//! Phase 1 leaves out Message Expiry Interval on the way out (it is the time left, which differs
-//! per delivery): an expired message is not sent [MQTT-3.3.2-5], a live one goes without it.
+//! A message published with a Message Expiry Interval is the exception: the interval it is
+//! sent with is the time left [MQTT-3.3.2-6], which differs per delivery, so a v5 connection
+//! encodes it itself ([`publish_packet`]); an expired message is not sent [MQTT-3.3.2-5].
 
 use std::num::NonZeroU16;
 use std::sync::LazyLock;
@@ -57,12 +58,23 @@ pub(crate) fn shared(message: &StoredMessage, version: ProtocolVersion) -> &Byte
 }
 
 fn encode_shared(message: &StoredMessage, version: ProtocolVersion) -> Bytes {
-    let Some(topic) = topic_map::channel_to_topic(&message.channel) else {
+    let Some(publish) = publish_packet(message) else {
         return Bytes::new();
     };
-    let Ok(topic) = TopicName::new(topic.into_owned()) else {
-        return Bytes::new();
-    };
+    let mut out = BytesMut::new();
+    match packet::encode(&Packet::Publish(publish), version, &mut out) {
+        Ok(()) => out.freeze(),
+        Err(_) => Bytes::new(),
+    }
+}
+
+/// The message as a QoS 0 PUBLISH without RETAIN and without Message Expiry Interval: what
+/// [`shared`] encodes, and what a connection completes itself for a message that expires
+/// (whose expiry interval is the time left when it is sent [MQTT-3.3.2-6]). `None` for a
+/// channel without a topic.
+pub(crate) fn publish_packet(message: &StoredMessage) -> Option<Publish> {
+    let topic = topic_map::channel_to_topic(&message.channel)?;
+    let topic = TopicName::new(topic.into_owned()).ok()?;
     let outgoing = outgoing(message);
     let props = &outgoing.props;
     let properties = PublishProperties {
@@ -79,7 +91,7 @@ fn encode_shared(message: &StoredMessage, version: ProtocolVersion) -> Bytes {
         user_properties: props.user_properties.clone(),
         ..PublishProperties::default()
     };
-    let publish = Publish {
+    Some(Publish {
         dup: false,
         qos: QoS::AtMostOnce,
         retain: false,
@@ -87,12 +99,7 @@ fn encode_shared(message: &StoredMessage, version: ProtocolVersion) -> Bytes {
         packet_id: None,
         properties,
         payload: outgoing.payload.clone(),
-    };
-    let mut out = BytesMut::new();
-    match packet::encode(&Packet::Publish(publish), version, &mut out) {
-        Ok(()) => out.freeze(),
-        Err(_) => Bytes::new(),
-    }
+    })
 }
 
 /// Appends `shared` (a QoS 0 PUBLISH as [`shared`] made it) to `out` as this connection sends

@@ -27,6 +27,7 @@ use herald_edge::Edge;
 
 use crate::packet::{self, Packet, ProtocolVersion};
 use crate::settings::MqttSettings;
+use crate::takeover::Claim;
 use crate::wire::{encode_for, MqttWire, Start};
 
 /// MQTT connections do not park in phase 1: the driver is given parking that never parks.
@@ -65,6 +66,7 @@ pub async fn serve(
     let problem_information = connect.properties.request_problem_information;
     let client_max_packet = connect.properties.maximum_packet_size.map(|m| m.get());
     let client_receive_maximum = connect.properties.receive_maximum.get();
+    let session_expiry_zero = connect.properties.session_expiry_interval == 0;
     let accepted = match crate::connect::accept(&edge, &settings, *connect).await {
         Ok(accepted) => accepted,
         Err(connack) => {
@@ -83,6 +85,11 @@ pub async fn serve(
         Some(accepted.client),
         Some(accepted.counted),
     );
+    let claim = Claim::take(
+        &session_app(&session),
+        &accepted.client_id,
+        session.outbox(),
+    );
     let max = client_max_packet.unwrap_or(u32::MAX);
     let connack = encode_for(&Packet::ConnAck(Box::new(accepted.connack)), version, max);
     if send_within(&mut stream, connack).await.is_err() {
@@ -97,6 +104,8 @@ pub async fn serve(
         client_receive_maximum,
         keep_alive: accepted.keep_alive,
         will: accepted.will,
+        claim,
+        session_expiry_zero,
     };
     let wire = MqttWire::new(session, settings, start, buf);
     let place = edge.keepalive.join(wire.session.outbox());
@@ -112,6 +121,15 @@ pub async fn serve(
     edge.keepalive.leave(place);
     connection.wire.goodbye(&mut stream, ended).await;
     stream.close().await;
+}
+
+/// The app of a session made with a client.
+fn session_app(session: &ClientSession) -> herald_core::tenant::AppId {
+    match session.client() {
+        Ok(client) => client.app.clone(),
+        // Not reached: the session was made with its client.
+        Err(_) => herald_core::tenant::AppId::default_app(),
+    }
 }
 
 /// Reads until the first packet is whole and decodes it: the CONNECT, or what the codec

@@ -33,6 +33,7 @@ use crate::inflight::{InboundQoS2, Outbound, Waiting};
 use crate::packet::{self, DecodeError, ErrorResponse, Packet, ProtocolVersion, QoS, ReasonCode};
 use crate::settings::MqttSettings;
 use crate::subscriptions::Subscriptions;
+use crate::takeover::Claim;
 use crate::{outbound, packet::TopicName};
 
 /// Most bytes read in one go before other work gets a turn.
@@ -91,6 +92,10 @@ pub(crate) struct MqttWire {
     last_heard_ms: u64,
     /// The keep-alive deadline the driver's timer is armed for (Unix seconds).
     keep_alive_deadline: Option<u64>,
+    /// The connection's hold on its client identifier (a takeover ends it).
+    claim: Claim,
+    /// v5: the CONNECT's Session Expiry Interval was 0, so a DISCONNECT may not set one.
+    pub(crate) session_expiry_zero: bool,
     /// The will (kept; published on an abnormal close in phase 2).
     #[allow(dead_code)]
     pub(crate) will: Option<packet::Will>,
@@ -106,6 +111,8 @@ pub(crate) struct Start {
     pub(crate) client_receive_maximum: u16,
     pub(crate) keep_alive: u16,
     pub(crate) will: Option<packet::Will>,
+    pub(crate) claim: Claim,
+    pub(crate) session_expiry_zero: bool,
 }
 
 impl MqttWire {
@@ -137,6 +144,8 @@ impl MqttWire {
             last_heard_ms: now,
             keep_alive_deadline: None,
             will: start.will,
+            claim: start.claim,
+            session_expiry_zero: start.session_expiry_zero,
             settings,
         };
         wire.keep_alive_deadline = wire.next_deadline(now);
@@ -233,6 +242,10 @@ impl MqttWire {
         retain: bool,
         qos: QoS,
     ) -> usize {
+        let expiry = outbound::outgoing(message).props.expiry_at_ms;
+        if let (ProtocolVersion::V5, Some(at)) = (self.version, expiry) {
+            return self.write_expiring(out, message, retain, qos, at);
+        }
         let shared = outbound::shared(message, self.version);
         if shared.is_empty() {
             return 0;
@@ -253,6 +266,53 @@ impl MqttWire {
             },
         };
         outbound::write(out, shared, retain, id)
+    }
+
+    /// A message with a Message Expiry Interval, encoded for this delivery with the time left
+    /// (v5 only: 3.1.1 has no properties, and takes the shared encoding).
+    fn write_expiring(
+        &mut self,
+        out: &mut Vec<u8>,
+        message: &herald_core::message::SharedMessage,
+        retain: bool,
+        qos: QoS,
+        expires_at_ms: u64,
+    ) -> usize {
+        let left_ms = expires_at_ms.saturating_sub(now_ms());
+        let Some(mut publish) = outbound::publish_packet(message) else {
+            return 0;
+        };
+        publish.retain = retain;
+        publish.qos = qos;
+        publish.properties.message_expiry_interval = Some(
+            u32::try_from(left_ms.div_ceil(1000))
+                .unwrap_or(u32::MAX)
+                .max(1),
+        );
+        if qos != QoS::AtMostOnce {
+            // A placeholder for the length; the real id is taken once it fits.
+            publish.packet_id = std::num::NonZeroU16::new(1);
+        }
+        let mut publish = Packet::Publish(publish);
+        if packet::encoded_len(&publish, self.version) > self.client_max_packet as usize {
+            return 0;
+        }
+        if let Packet::Publish(p) = &mut publish {
+            if p.packet_id.is_some() {
+                match self.outbound.take_id() {
+                    Some(id) => p.packet_id = Some(id),
+                    None => return 0,
+                }
+            }
+        }
+        let mut bytes = BytesMut::new();
+        match packet::encode(&publish, self.version, &mut bytes) {
+            Ok(()) => {
+                out.extend_from_slice(&bytes);
+                bytes.len()
+            }
+            Err(_) => 0,
+        }
     }
 
     /// Whether `message` was published by this client (QoS 2 publishes carry its id in their
@@ -359,6 +419,10 @@ impl Wire for MqttWire {
             }
         }
         let mut ends = closed.map(End::Closed);
+        if ends.is_none() && self.claim.is_taken() {
+            let why = "another connection with this client identifier took over [MQTT-3.1.4-3]";
+            ends = Some(End::Disconnect(ReasonCode::SessionTakenOver, why.into()));
+        }
         // Messages waiting for acknowledgements are bounded like the outbox.
         if ends.is_none()
             && self.outbound.waiting_bytes() > self.session.edge().settings.outbox_bytes
