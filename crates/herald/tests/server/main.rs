@@ -28,6 +28,7 @@ mod meteor;
 mod meteor_security;
 mod metrics;
 mod mqtt;
+mod mqtt_session;
 mod new_channels;
 mod parking;
 mod providers;
