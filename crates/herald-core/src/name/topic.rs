@@ -1,6 +1,7 @@
 //! Topic-style names ↔ channel names: the lossless encoding that reserves a leading `=`.
 //!
-//! A *topic-style name* is any UTF-8 text without U+0000 whose levels are separated by `/`,
+//! A *topic-style name* is any UTF-8 text without U+0000, `+` or `#` (the wildcards of topic
+//! filters, which no topic contains) whose levels are separated by `/`,
 //! as MQTT topics are: levels may be empty (`/a`, `a//b`) and hold any character (`$SYS`,
 //! `café`, spaces). Such a name maps to exactly one channel name, and every channel name maps
 //! back to one topic-style name:
@@ -16,8 +17,8 @@
 //! encoding, written canonically (upper-case hex, no escape of a byte that needs none, never a
 //! topic that is a channel name by itself), so the mapping is a bijection between channel names
 //! and the topics whose encoding fits in [`MAX_CHANNEL_NAME_LEN`] bytes. Nothing here knows a
-//! protocol: which topics a protocol may publish to (MQTT forbids `+` and `#` in a topic name)
-//! is that protocol's rule, checked by its crate.
+//! protocol beyond that: which topics a protocol may publish to is that protocol's rule, checked
+//! by its crate.
 
 use std::borrow::Cow;
 
@@ -100,6 +101,11 @@ impl ChannelName {
         }
         if topic.contains('\0') {
             return Err(refuse("it contains U+0000".into()));
+        }
+        if topic.contains(['+', '#']) {
+            return Err(refuse(
+                "it contains '+' or '#', the wildcards of topic filters".into(),
+            ));
         }
         let name = encode(topic);
         if name.len() > MAX_CHANNEL_NAME_LEN {
@@ -190,6 +196,9 @@ pub(super) fn decode_reason(name: &str) -> Result<Cow<'_, str>, &'static str> {
     }
     if topic.contains('\0') {
         return Err("the encoded topic contains U+0000");
+    }
+    if topic.contains(['+', '#']) {
+        return Err("the encoded topic contains '+' or '#', the wildcards of topic filters");
     }
     if is_plain(&topic) {
         return Err(

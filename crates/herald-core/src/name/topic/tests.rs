@@ -22,7 +22,6 @@ fn design_examples_map_both_ways() {
         ("a=b", "a=b"),
         ("sp ace", "=sp=20ace"),
         ("$device", "==24device"),
-        ("a+/#", "=a=2B/=23"),
     ] {
         assert_eq!(channel(topic), name, "{topic}");
         let parsed = ChannelName::parse(name).unwrap();
@@ -90,6 +89,8 @@ fn non_canonical_and_malformed_encodings_are_refused_with_reason() {
         ("==FF=20", "not UTF-8"),
         ("==00", "U+0000"),
         ("=a=00", "U+0000"),
+        ("=a=2B", "wildcards"),
+        ("==23", "wildcards"),
     ] {
         let err = ChannelName::parse(bad).unwrap_err();
         assert_eq!(err.code, ErrorCode::ChannelInvalid, "{bad}");
@@ -114,6 +115,14 @@ fn topics_are_refused_when_empty_nul_or_too_long() {
         err.message,
         "invalid topic name \"a\\0b\": it contains U+0000"
     );
+    for wildcard in ["a+", "a/#", "#"] {
+        let err = ChannelName::from_topic(wildcard).unwrap_err();
+        assert!(
+            err.message.ends_with("the wildcards of topic filters"),
+            "{}",
+            err.message
+        );
+    }
 
     // 255 bytes of a plain name fit; as do 84 spaces after one letter (1 + 1 + 84 * 3 = 254).
     assert_eq!(channel(&"a".repeat(255)), "a".repeat(255));
