@@ -4,8 +4,16 @@
 //! model of the fifteen control packets of both versions, and [`decode()`] / [`encode()`] /
 //! [`encoded_len()`], strict to the normative statements of the OASIS standards (each rule's
 //! `[MQTT-x.y.z-n]` number is next to the code that enforces it), so that a conformance suite
-//! finds the answer the specification names. Next it will own the listener, CONNECT handling and
-//! sessions, built over `herald-edge`'s driver as `herald-meteor` is.
+//! finds the answer the specification names. The connection is built on it over `herald-edge`'s
+//! driver, as `herald-meteor` is: [`serve::serve`] (which `herald-server`'s MQTT listener calls)
+//! takes the CONNECT (`connect.rs`: version, client identifier, a client token, a publisher API
+//! key or the anonymous rules, the CONNACK), then runs the connection as a driver `Wire`
+//! (`wire.rs`): packets handled in `inbound.rs`, messages written from one encoding per message
+//! in `outbound.rs`, packet identifiers and QoS state in `inflight.rs`, what each subscription
+//! was granted in `subscriptions.rs`, one connection per client identifier in `takeover.rs`.
+//! Topics map to channels in [`topic_map`], payloads to message data in [`payload`], and the
+//! anonymous mode's rules are [`access`]'s. Persistent sessions, wildcards, outbound QoS 2, wills
+//! and parking idle connections come next (docs/design/mqtt.md, phase 2).
 //!
 //! The codec depends on `bytes` and `thiserror` only (no Herald crate, no runtime), so it can be
 //! fuzzed (`crates/herald-fuzz/src/mqtt.rs`) and reused by tests, benches and clients.

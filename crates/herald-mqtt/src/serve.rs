@@ -7,9 +7,9 @@
 //! that sends nothing, or not a whole CONNECT, in time is closed): a first packet that is not
 //! CONNECT closes the connection [MQTT-3.1.0-1]; a CONNECT the codec refuses is answered as
 //! [`crate::packet::ErrorResponse`] says (a CONNACK in the version the client understands, or
-//! nothing); one [`crate::connect`] refuses gets its CONNACK. An accepted one gets its CONNACK,
+//! nothing); one `connect.rs` refuses gets its CONNACK. An accepted one gets its CONNACK,
 //! a client session registered as `Transport::Mqtt`, a place on the keep-alive roster (which
-//! brings shutdown) and then runs on edge's driver as [`MqttWire`] until it ends. Phase 1 does
+//! brings shutdown) and then runs on edge's driver as the MQTT `Wire` (`wire.rs`) until it ends. Phase 1 does
 //! not park idle MQTT connections (`herald_edge::parking`): they stay in their task.
 
 use std::net::SocketAddr;
