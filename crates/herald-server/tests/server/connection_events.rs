@@ -175,3 +175,95 @@ async fn each_transport_names_itself_and_says_why_its_connection_ended() {
     transports.sort_unstable();
     assert_eq!(transports, ["long_poll", "sse", "websocket", "websocket"]);
 }
+
+/// MQTT: a connection names itself `mqtt`, a client that sends DISCONNECT leaves as closed and
+/// one that falls silent past one and a half keep-alives as timed out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mqtt_connection_names_itself_and_a_silent_one_times_out() {
+    use bytes::BytesMut;
+    use herald_mqtt::packet::{self, Connect, ConnectProperties, Packet, ProtocolVersion};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let dir = tempfile::tempdir().unwrap();
+    let recorded = Recorded::new();
+    let mut settings = support::settings(dir.path());
+    settings.mqtt.listen = Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+    let server = Server::builder(settings)
+        .lifecycle_listener(recorded.clone())
+        .start()
+        .await
+        .expect("server starts");
+    let mqtt = server.addresses().mqtt.expect("the MQTT listener");
+    let token = support::token(&["news"]);
+    // Connects (v5, keep-alive `keep_alive` seconds) and reads the CONNACK.
+    let connect = |keep_alive: u16, id: &'static str| {
+        let token = token.clone();
+        async move {
+            let mut stream = tokio::net::TcpStream::connect(mqtt).await.unwrap();
+            let mut out = BytesMut::new();
+            let connect = Connect {
+                protocol_version: ProtocolVersion::V5,
+                clean_start: true,
+                keep_alive,
+                client_id: id.into(),
+                will: None,
+                username: Some("default".into()),
+                password: Some(packet::Bytes::from(token.into_bytes())),
+                properties: ConnectProperties::default(),
+            };
+            packet::encode(
+                &Packet::Connect(Box::new(connect)),
+                ProtocolVersion::V5,
+                &mut out,
+            )
+            .unwrap();
+            stream.write_all(&out).await.unwrap();
+            let mut buf = [0u8; 256];
+            let n = stream.read(&mut buf).await.unwrap();
+            assert!(
+                n >= 4 && buf[0] == 0x20 && buf[3] == 0,
+                "CONNACK Success: {:?}",
+                &buf[..n]
+            );
+            stream
+        }
+    };
+    let mut polite = connect(0, "polite").await;
+    wait_for(&recorded, "the MQTT connection's arrival", |r| {
+        connections(r)
+            .0
+            .iter()
+            .any(|c| c.transport == Transport::Mqtt)
+    })
+    .await;
+    polite.write_all(&[0xE0, 0x00]).await.unwrap();
+    wait_for(&recorded, "the MQTT connection's departure", |r| {
+        ended(r, Transport::Mqtt).is_some()
+    })
+    .await;
+    assert_eq!(
+        ended(&recorded, Transport::Mqtt),
+        Some(DisconnectReason::Closed)
+    );
+    let mut silent = connect(1, "silent").await;
+    let mut rest = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(30), silent.read_to_end(&mut rest)).await;
+    assert_eq!(
+        rest.first(),
+        Some(&0xE0),
+        "a DISCONNECT before the close: {rest:?}"
+    );
+    wait_for(&recorded, "the silent connection's departure", |r| {
+        connections(r).1.len() == 2
+    })
+    .await;
+    let (connected, disconnected) = connections(&recorded);
+    assert!(connected.iter().all(|c| c.transport.as_str() == "mqtt"));
+    assert_eq!(
+        disconnected[1].1,
+        DisconnectReason::TimedOut,
+        "{:?}",
+        recorded.summary()
+    );
+    server.shutdown().await.unwrap();
+}
