@@ -61,6 +61,9 @@ scripts/build-admin.sh --check
 step "webhook receivers the webhook tests start (standardwebhooks from PyPI and npm)"
 scripts/install-hook-receivers.sh
 
+step "Pusher's server SDKs the Pusher tests run (pusher from npm and PyPI)"
+scripts/install-pusher-clients.sh
+
 step "MQTT clients the MQTT tests run (mosquitto-clients, paho-mqtt, mqtt.js) and the mosquitto broker"
 scripts/install-mqtt-clients.sh
 

@@ -1,6 +1,7 @@
 //! Herald's HTTP publisher API: publish and batch publish, channel history, channel info and
 //! listing (all behind a publisher API key), apps, devices, pushes and the job queue, an app's
-//! webhook endpoints (`hooks.rs`) and the live tail of their events (`hooks_tail.rs`), the
+//! webhook endpoints (`hooks.rs`) and the live tail of their events (`hooks_tail.rs`), its
+//! Pusher credentials (`pusher.rs`), the
 //! admin dashboard's sessions (`/admin/session`) and live figures (`/v1/overview`), plus the
 //! liveness and readiness probes (`/healthz`, `/readyz`: `probes.rs`), `/metrics` and the
 //! OpenAPI document. docs/openapi.yaml describes every route;
@@ -28,6 +29,7 @@ mod probes;
 mod prom;
 mod providers;
 mod publish;
+mod pusher;
 mod pushes;
 mod query;
 mod revoke;
@@ -109,6 +111,8 @@ pub struct Api {
     pub destinations: herald_push::Destinations,
     /// The app's webhook endpoints, their queues and dead letters (`hooks.rs`).
     pub hooks: Arc<herald_hooks::service::Hooks>,
+    /// Apps' Pusher credentials (`pusher.rs`).
+    pub pusher: Arc<herald_pusher::credentials::service::PusherCredentials>,
 }
 
 /// Most messages in one batch publish.
@@ -210,6 +214,11 @@ pub fn routes() -> Vec<(&'static str, MethodRouter<Arc<Api>>)> {
             "/v1/apps/{id}/hooks/{hook}/dead/{row}/replay",
             post(hooks::replay),
         ),
+        (
+            "/v1/apps/{id}/pusher",
+            get(pusher::get).post(pusher::create).delete(pusher::delete),
+        ),
+        ("/v1/apps/{id}/pusher/rotate", post(pusher::rotate)),
         ("/v1/overview", get(overview::overview)),
         (
             "/admin/session",

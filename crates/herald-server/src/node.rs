@@ -20,6 +20,7 @@ use herald_hooks::HookStore;
 use herald_push::credentials::CredentialStore;
 use herald_push::jobs::JobQueue;
 use herald_push::DeviceRegistry;
+use herald_pusher::PusherCredentialStore;
 use herald_store::{PostgresStore, SqliteLog};
 use tokio_util::sync::CancellationToken;
 
@@ -47,6 +48,8 @@ pub(crate) struct Store {
     pub audit: Arc<dyn AuditLog>,
     /// Webhook endpoints and their queues.
     pub hooks: Arc<dyn HookStore>,
+    /// Pusher credentials.
+    pub pusher: Arc<dyn PusherCredentialStore>,
 }
 
 impl Store {
@@ -59,6 +62,7 @@ impl Store {
             + JobQueue
             + AuditLog
             + HookStore
+            + PusherCredentialStore
             + 'static,
     {
         Store {
@@ -68,7 +72,8 @@ impl Store {
             credentials: store.clone(),
             jobs: store.clone(),
             audit: store.clone(),
-            hooks: store,
+            hooks: store.clone(),
+            pusher: store,
         }
     }
 

@@ -2,8 +2,9 @@
 //! (through [`Engine::open_with_bus`], so the store's commits reach the engine's own hub through
 //! the [`LocalBus`]), the caches of apps' keys, client-token secrets, limits and usage counters
 //! (loaded from the store at start, then kept up to date by the bus's events), device inboxes,
-//! the provider delivery worker, the webhook service ([`crate::hooks`]), the transports'
-//! [`Edge`], the publisher API and the HTTP router that joins them.
+//! the provider delivery worker, the webhook service ([`crate::hooks`]), apps' Pusher
+//! credentials and Pusher's HTTP API (herald-pusher), the transports' [`Edge`], the publisher
+//! API and the HTTP router that joins them.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +13,7 @@ use axum::response::IntoResponse;
 use axum::Router;
 use herald_core::auth::{generate_secret, hash_api_key, Tokens};
 use herald_core::bus::Bus;
-use herald_core::caches::{CacheEvent, Caches, TokenSecret};
+use herald_core::caches::{CacheEvent, CacheListener, Caches, TokenSecret};
 use herald_core::limits::Limiters;
 use herald_core::publish::Publisher;
 use herald_core::tenancy::{KeyInfo, Tenancy};
@@ -30,6 +31,8 @@ use herald_push::delivery::stats::WorkerStats;
 use herald_push::delivery::worker::{Deliverer, DeliveryConfig};
 use herald_push::push_events::PushObserver;
 use herald_push::{DeviceRegistry, Inbox};
+use herald_pusher::credentials::service::PusherCredentials;
+use herald_pusher::http::{HttpLimits, PusherHttp};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -69,6 +72,8 @@ pub(crate) struct Parts {
     /// Webhooks: the service, its tasks (started by [`Parts::start_hooks`]) and its lifecycle
     /// listener (joined once an endpoint exists).
     pub hooks: NodeHooks,
+    /// Apps' Pusher credentials, cached on this node (the bus's events drop what changed).
+    pub pusher: Arc<PusherCredentials>,
 }
 
 impl Parts {
@@ -149,6 +154,13 @@ impl Parts {
             engine.lifecycle().clone(),
         )?;
         hooks.count_with(engine.clone(), bus.clone());
+        // Pusher secrets too, with the app as associated data.
+        let node_bus: Arc<dyn Bus> = bus.clone();
+        let pusher = Arc::new(PusherCredentials::new(
+            store.pusher.clone(),
+            sealer.clone(),
+            node_bus,
+        ));
         let credentials = store.credentials.clone();
         let queue = store.jobs.clone();
         let senders = Arc::new(Senders::new(
@@ -157,8 +169,9 @@ impl Parts {
             settings.providers.endpoints.clone(),
             settings.outbound.clone(),
         ));
-        // Credentials changed or an app deleted, on any node: its provider clients are dropped.
-        caches.set_listener(senders.clone());
+        // Credentials changed or an app deleted, on any node: its provider clients are dropped,
+        // and so is its cached Pusher set.
+        caches.set_listener(Arc::new(Listeners(vec![senders.clone(), pusher.cache()])));
         let deliverer = Arc::new(Deliverer::new(
             queue,
             devices.clone(),
@@ -184,6 +197,7 @@ impl Parts {
             deliverer,
             delivery_task: parking_lot::Mutex::new(None),
             hooks,
+            pusher,
             engine,
             store,
             tenancy: registry,
@@ -303,7 +317,9 @@ impl Parts {
     }
 
     /// The HTTP router: the transports' routes, the publisher and admin API, the admin
-    /// dashboard's pages, and JSON answers for unknown paths and methods; with it, the same
+    /// dashboard's pages, and JSON answers for unknown paths and methods, then Pusher's HTTP
+    /// API (merged after the layer that makes errors JSON: Pusher's answers are its plain
+    /// text); with it, the same
     /// API's one-message publish for the listener to answer without the router
     /// ([`herald_edge::direct_publish`]).
     pub(crate) fn router(
@@ -341,6 +357,7 @@ impl Parts {
             shutdown: edge.shutdown.clone(),
             destinations: settings.outbound.clone(),
             hooks: self.hooks.service.clone(),
+            pusher: self.pusher.clone(),
         });
         let publisher = api.clone();
         let direct: DirectPublish = Arc::new(move |request| {
@@ -357,12 +374,20 @@ impl Parts {
                 answer
             })
         });
+        let pusher_http = Arc::new(PusherHttp {
+            credentials: self.pusher.clone(),
+            publisher: self.publisher.clone(),
+            usage: self.usage.clone(),
+            limits: edge.limits.clone(),
+            settings: HttpLimits::default(),
+        });
         let router = herald_edge::router(edge)
             .merge(herald_api::router(api))
             .merge(herald_admin::router())
             .fallback(not_found)
             .method_not_allowed_fallback(method_not_allowed)
             .layer(axum::middleware::map_response(json_errors))
+            .merge(herald_pusher::http::router(pusher_http))
             // Outermost: counts the answer the client gets, by route and status class.
             .layer(axum::middleware::from_fn(crate::http_metrics::count));
         Ok((router, direct))
@@ -394,6 +419,17 @@ impl Parts {
         self.inbox.close().await;
         self.store.close().await;
         self.bus.shutdown().await;
+    }
+}
+
+/// Several listeners of the caches' events, told in order.
+struct Listeners(Vec<Arc<dyn CacheListener>>);
+
+impl CacheListener for Listeners {
+    fn applied(&self, event: &CacheEvent) {
+        for listener in &self.0 {
+            listener.applied(event);
+        }
     }
 }
 

@@ -11,6 +11,7 @@ mod mock;
 mod providers;
 mod publish;
 mod push;
+mod pusher;
 mod serve;
 mod subscribe;
 mod token;
@@ -86,6 +87,10 @@ enum Command {
     /// letters.
     #[command(subcommand, after_help = hooks::EXAMPLES)]
     Hooks(hooks::HooksCommand),
+    /// An app's Pusher credentials (app id, key, secret) for Pusher's SDKs: create, show,
+    /// rotate, delete.
+    #[command(subcommand, after_help = pusher::EXAMPLES)]
+    Pusher(pusher::PusherCommand),
     /// The audit log of admin actions (who did what, when).
     #[command(after_help = audit::EXAMPLES)]
     Audit(audit::AuditArgs),
@@ -118,6 +123,7 @@ pub async fn main() -> ExitCode {
         Command::Vapid => vapid::run(),
         Command::Jobs(cmd) => jobs::run(cmd).await,
         Command::Hooks(cmd) => hooks::run(cmd).await,
+        Command::Pusher(cmd) => pusher::run(cmd).await,
         Command::Audit(args) => audit::run(args).await,
         Command::Mock(cmd) => {
             silence_tracing();

@@ -43,6 +43,10 @@ const NOT_PUBLISHER = {
   currentSession: 'the admin dashboard\'s browser login (a cookie session), not an API client\'s',
   endSession: 'the admin dashboard\'s browser login (a cookie session), not an API client\'s',
   tailHooks: 'an operator\'s live text/event-stream of one node\'s webhook events (`herald hooks tail`), not an API call',
+  getPusherCredentials: 'an operator\'s setup of Pusher credentials (`herald pusher`), for Pusher\'s own SDKs',
+  createPusherCredentials: 'an operator\'s setup of Pusher credentials (`herald pusher`), for Pusher\'s own SDKs',
+  deletePusherCredentials: 'an operator\'s setup of Pusher credentials (`herald pusher`), for Pusher\'s own SDKs',
+  rotatePusherSecret: 'an operator\'s setup of Pusher credentials (`herald pusher`), for Pusher\'s own SDKs',
 };
 /** operationId -> method, where the names differ. */
 const RENAMED = { getHistory: 'history', patchDevice: 'updateDevice', getChannelPresence: 'presence' };

@@ -104,6 +104,12 @@ pub enum Action {
     HookReplay,
     /// `DELETE /v1/apps/{id}/hooks/{hook}/dead/{row}`.
     HookDrop,
+    /// `POST /v1/apps/{id}/pusher`.
+    PusherCreate,
+    /// `POST /v1/apps/{id}/pusher/rotate`.
+    PusherRotate,
+    /// `DELETE /v1/apps/{id}/pusher`.
+    PusherDelete,
 }
 
 impl Action {
@@ -134,6 +140,9 @@ impl Action {
             Action::HookTest => "hook.test",
             Action::HookReplay => "hook.replay",
             Action::HookDrop => "hook.drop",
+            Action::PusherCreate => "pusher.create",
+            Action::PusherRotate => "pusher.rotate",
+            Action::PusherDelete => "pusher.delete",
         }
     }
 }

@@ -13,7 +13,6 @@ use herald_core::caches::CacheEvent;
 use herald_core::message::now_millis;
 use herald_core::tenant::AppId;
 use herald_push::credentials::sealer::Sealer;
-use serde_json::{json, Value};
 
 use super::cache::{CredentialCache, OpenCredentials, PROVIDER};
 use super::input::{check_id, check_secret, generate_app_id, generate_hex20};
@@ -72,16 +71,6 @@ impl CredentialsView {
                 .map(|(_, until)| *until)
                 .filter(|until| *until > now_ms),
         }
-    }
-
-    /// The set as the API shows it; times in milliseconds since the Unix epoch.
-    pub fn to_json(&self) -> Value {
-        json!({
-            "app_id": self.app_id,
-            "key": self.key,
-            "created": self.created_ms,
-            "previous_secret_valid_until": self.previous_secret_until_ms,
-        })
     }
 }
 

@@ -355,6 +355,75 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/apps/{id}/pusher": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description App id (`400 bad_request` if it breaks the grammar). */
+                id: components["parameters"]["AppIdPath"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Show an app's Pusher credentials (without the secret)
+         * @description The Pusher app id and key Pusher's SDKs are configured with (`appId`, `key`), when they
+         *     were created, and until when a rotated-out secret is still accepted. The secret is never
+         *     shown again after the answers of `POST` and `rotate`. `404` when the app has none.
+         *     Needs the admin key or a publisher key of this app (another app's key gets `404`).
+         */
+        get: operations["getPusherCredentials"];
+        put?: never;
+        /**
+         * Create an app's Pusher credentials (drawn, or imported)
+         * @description Gives the app a Pusher app id (7 digits), key and secret (20 lower-case hex digits
+         *     each), drawn at random; or keeps the values the body gives, so an app moving from
+         *     Pusher, Laravel Reverb or soketi keeps its clients' and backends' configuration (an app
+         *     id and a key are 1 to 64 characters of `A-Z a-z 0-9 _ - .`, unique in the server; a
+         *     secret 1 to 256 visible ASCII characters). The secret is shown only in this answer.
+         *     `409` when the app has credentials already, or another app has the app id or key
+         *     given. Needs the admin key or a publisher key of this app. The body may be left out.
+         */
+        post: operations["createPusherCredentials"];
+        /**
+         * Delete an app's Pusher credentials
+         * @description The key and secrets stop working at once on every node. `404` when the app has none.
+         *     Needs the admin key or a publisher key of this app.
+         */
+        delete: operations["deletePusherCredentials"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/apps/{id}/pusher/rotate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description App id (`400 bad_request` if it breaks the grammar). */
+                id: components["parameters"]["AppIdPath"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Rotate an app's Pusher secret, with an overlap
+         * @description Makes a new secret (drawn, or the body's `secret`), shown only in this answer. The
+         *     previous one is accepted too (HTTP API signatures; channel authorisations once the
+         *     client protocol lands) for `overlap_seconds` (default 86400, `0` for none, at most 7
+         *     days), so backends can switch over without a refused request; then only the new one.
+         *     Only one previous secret is kept. `404` when the app has no credentials. Needs the
+         *     admin key or a publisher key of this app. The body may be left out.
+         */
+        post: operations["rotatePusherSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/overview": {
         parameters: {
             query?: never;
@@ -1977,6 +2046,19 @@ export interface components {
              */
             created: number;
         };
+        PusherCredentials: {
+            /** @description The Pusher app id (`/apps/{app_id}/...` of Pusher's HTTP API; `appId` in the server SDKs). */
+            app_id: string;
+            /** @description The key (`auth_key`; the client's `/app/{key}`). */
+            key: string;
+            /** Format: date-time */
+            created: string;
+            /**
+             * Format: date-time
+             * @description Until when the secret a rotation replaced is still accepted; null when none is.
+             */
+            previous_secret_valid_until: string | null;
+        };
         AppList: {
             apps: components["schemas"]["App"][];
         };
@@ -3127,8 +3209,10 @@ export interface components {
         };
         /**
          * @description `conflict`: the app id is taken (`POST /v1/apps`); the target device is deactivated
-         *     (`POST /v1/push`); the device's cursor kept moving under concurrent acks (retry); or the
-         *     app has as many webhook endpoints as it may (`POST /v1/apps/{id}/hooks`).
+         *     (`POST /v1/push`); the device's cursor kept moving under concurrent acks (retry); the
+         *     app has as many webhook endpoints as it may (`POST /v1/apps/{id}/hooks`); or the app has
+         *     Pusher credentials already, or another app has the Pusher app id or key given
+         *     (`POST /v1/apps/{id}/pusher`).
          */
         Conflict: {
             headers: {
@@ -4066,6 +4150,179 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             405: components["responses"]["MethodNotAllowed"];
+        };
+    };
+    getPusherCredentials: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description App id (`400 bad_request` if it breaks the grammar). */
+                id: components["parameters"]["AppIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The app's Pusher credentials. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "app_id": "4712593",
+                     *       "key": "278d425bdf160c739803",
+                     *       "created": "2026-11-29T09:41:07.123Z",
+                     *       "previous_secret_valid_until": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PusherCredentials"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    createPusherCredentials: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description App id (`400 bad_request` if it breaks the grammar). */
+                id: components["parameters"]["AppIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "app_id": "app-id",
+                 *       "key": "app-key",
+                 *       "secret": "app-secret"
+                 *     }
+                 */
+                "application/json": {
+                    app_id?: string;
+                    key?: string;
+                    secret?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The credentials, with the secret (shown only here). */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "app_id": "4712593",
+                     *       "key": "278d425bdf160c739803",
+                     *       "secret": "7ad3773142a6692b25b8",
+                     *       "created": "2026-11-29T09:41:07.123Z"
+                     *     }
+                     */
+                    "application/json": {
+                        app_id: string;
+                        key: string;
+                        secret: string;
+                        /** Format: date-time */
+                        created: string;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    deletePusherCredentials: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description App id (`400 bad_request` if it breaks the grammar). */
+                id: components["parameters"]["AppIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            500: components["responses"]["ServerError"];
+        };
+    };
+    rotatePusherSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description App id (`400 bad_request` if it breaks the grammar). */
+                id: components["parameters"]["AppIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "overlap_seconds": 3600
+                 *     }
+                 */
+                "application/json": {
+                    overlap_seconds?: number;
+                    secret?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The new secret, and until when the previous one is accepted too. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "secret": "0f3c9a11d2e4b5c6a7f8",
+                     *       "previous_valid_until": "2026-11-29T10:41:07.123Z"
+                     *     }
+                     */
+                    "application/json": {
+                        secret: string;
+                        /**
+                         * Format: date-time
+                         * @description RFC 3339; null with overlap 0.
+                         */
+                        previous_valid_until: string | null;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["TooLarge"];
+            500: components["responses"]["ServerError"];
         };
     };
     overview: {

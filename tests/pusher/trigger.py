@@ -1,0 +1,39 @@
+"""Runs Pusher's official Python server SDK (PyPI `pusher`) against Herald, for the tests in
+crates/herald/tests/server/pusher_api.rs. One JSON argument says what to do (as trigger.mjs
+takes it: host, port, appId, key, secret, and "trigger" or "batch") and one JSON line is
+printed: {"status": <HTTP status>, "body": "<the answer's text>"}."""
+
+import json
+import sys
+
+import pusher
+import pusher.errors
+
+order = json.loads(sys.argv[1])
+client = pusher.Pusher(
+    app_id=order["appId"],
+    key=order["key"],
+    secret=order["secret"],
+    host=order["host"],
+    port=int(order["port"]),
+    ssl=False,
+)
+
+try:
+    if "trigger" in order:
+        t = order["trigger"]
+        body = client.trigger(t["channels"], t["event"], t["data"], t.get("socket_id"))
+    else:
+        body = client.trigger_batch(order["batch"])
+    answer = {"status": 200, "body": json.dumps(body)}
+except pusher.errors.PusherBadAuth as e:
+    answer = {"status": 401, "body": str(e)}
+except pusher.errors.PusherBadRequest as e:
+    answer = {"status": 400, "body": str(e)}
+except pusher.errors.PusherForbidden as e:
+    answer = {"status": 403, "body": str(e)}
+except pusher.errors.PusherBadStatus as e:
+    # "<status>: <body>"
+    status, _, text = str(e).partition(": ")
+    answer = {"status": int(status), "body": text}
+print(json.dumps(answer))
