@@ -27,6 +27,8 @@ mod limits;
 mod meteor;
 mod meteor_security;
 mod metrics;
+mod mqtt;
+mod mqtt_session;
 mod new_channels;
 mod parking;
 mod providers;
