@@ -675,3 +675,143 @@ async fn a_message_expiry_interval_is_forwarded_as_the_time_left() {
         other => panic!("{other:?}; {}", sub.why_closed()),
     }
 }
+
+#[tokio::test]
+async fn connect_refusals_and_assigned_identifiers_follow_each_version() {
+    let server = Server::builder().mqtt().start().await;
+    let mqtt = server.mqtt_addr();
+    let token = server.token(&["*"], &[]);
+    // MQTT 3.1 (`MQIsdp`, level 3): 3.1.1's CONNACK 0x01, unacceptable protocol version.
+    let mut old = TcpStream::connect(mqtt).await.unwrap();
+    old.write_all(b"\x10\x0f\x00\x06MQIsdp\x03\x02\x00\x3c\x00\x01a")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), old.read_to_end(&mut answer)).await;
+    assert!(read.is_ok(), "closed after the answer");
+    assert_eq!(answer, [0x20, 0x02, 0x00, 0x01]);
+    // 3.1.1, an empty client id without a clean session: 0x02 identifier rejected.
+    let connect = |version, clean_start| {
+        Packet::Connect(Box::new(Connect {
+            protocol_version: version,
+            clean_start,
+            keep_alive: 0,
+            client_id: String::new(),
+            will: None,
+            username: Some("default".into()),
+            password: Some(packet::Bytes::from(token.clone().into_bytes())),
+            properties: ConnectProperties::default(),
+        }))
+    };
+    let mut raw = Raw {
+        stream: TcpStream::connect(mqtt).await.unwrap(),
+        buf: BytesMut::new(),
+        version: ProtocolVersion::V311,
+        last: None,
+    };
+    // (Written by hand: the codec refuses to encode it.)
+    let mut body = b"\x00\x04MQTT\x04\xc0\x00\x00\x00\x00\x00\x07default".to_vec();
+    body.extend_from_slice(&(token.len() as u16).to_be_bytes());
+    body.extend_from_slice(token.as_bytes());
+    let mut bytes = vec![0x10];
+    let mut remaining = body.len();
+    loop {
+        let byte = (remaining % 128) as u8;
+        remaining /= 128;
+        bytes.push(if remaining > 0 { byte | 0x80 } else { byte });
+        if remaining == 0 {
+            break;
+        }
+    }
+    bytes.extend_from_slice(&body);
+    raw.send_bytes(&bytes).await;
+    match raw.next().await {
+        Some(Packet::ConnAck(c)) => {
+            assert_eq!(c.reason_code, ReasonCode::ClientIdentifierNotValid)
+        }
+        other => panic!("{other:?}"),
+    }
+    // v5, an empty client id: accepted, and the CONNACK says the id assigned, with what the
+    // server holds the client to.
+    let mut raw = Raw {
+        stream: TcpStream::connect(mqtt).await.unwrap(),
+        buf: BytesMut::new(),
+        version: ProtocolVersion::V5,
+        last: None,
+    };
+    raw.send(&connect(ProtocolVersion::V5, false)).await;
+    let Some(Packet::ConnAck(c)) = raw.next().await else {
+        panic!("no CONNACK; {}", raw.why_closed());
+    };
+    assert_eq!(c.reason_code, ReasonCode::Success);
+    assert!(!c.session_present, "clean sessions only in phase 1");
+    let p = &c.properties;
+    assert!(p
+        .assigned_client_identifier
+        .as_deref()
+        .is_some_and(|id| !id.is_empty()));
+    assert_eq!(p.receive_maximum.get(), 100);
+    assert_eq!(p.maximum_packet_size.map(|m| m.get()), Some(1 << 20));
+    assert_eq!(p.topic_alias_maximum, 10);
+    assert!(p.retain_available);
+    assert!(!p.wildcard_subscription_available);
+    assert!(!p.shared_subscription_available);
+    assert!(!p.subscription_identifiers_available);
+    assert_eq!(
+        p.server_keep_alive,
+        Some(300),
+        "keep-alive 0 capped at max_keep_alive"
+    );
+}
+
+#[tokio::test]
+async fn qos1_deliveries_wait_for_the_clients_receive_maximum() {
+    let server = Server::builder().mqtt().start().await;
+    let mqtt = server.mqtt_addr();
+    let token = server.token(&["*"], &[]);
+    let mut raw = Raw {
+        stream: TcpStream::connect(mqtt).await.unwrap(),
+        buf: BytesMut::new(),
+        version: ProtocolVersion::V5,
+        last: None,
+    };
+    let mut properties = ConnectProperties::default();
+    properties.receive_maximum = NonZeroU16::new(1).unwrap();
+    raw.send(&Packet::Connect(Box::new(Connect {
+        protocol_version: ProtocolVersion::V5,
+        clean_start: true,
+        keep_alive: 0,
+        client_id: "narrow".into(),
+        will: None,
+        username: Some("default".into()),
+        password: Some(packet::Bytes::from(token.into_bytes())),
+        properties,
+    })))
+    .await;
+    assert!(matches!(raw.next().await, Some(Packet::ConnAck(_))));
+    raw.send(&subscribe_packet("ticks", QoS::AtLeastOnce)).await;
+    assert!(matches!(raw.next().await, Some(Packet::SubAck(_))));
+    for n in 1..=3 {
+        server.publish("ticks", json!(n)).await;
+    }
+    let mut got = Vec::new();
+    for n in 1..=3 {
+        let Some(Packet::Publish(p)) = raw.next().await else {
+            panic!("no PUBLISH; {}", raw.why_closed());
+        };
+        assert_eq!(p.payload, packet::Bytes::from(n.to_string()));
+        assert_eq!(p.qos, QoS::AtLeastOnce);
+        // Nothing more while this one is unacknowledged: a ping is answered first.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        raw.send(&Packet::PingReq).await;
+        assert_eq!(
+            raw.next().await,
+            Some(Packet::PingResp),
+            "one in flight at most"
+        );
+        let id = p.packet_id.expect("a packet id");
+        raw.send(&Packet::PubAck(packet::PubAck::new(id))).await;
+        got.push(n);
+    }
+    assert_eq!(got, [1, 2, 3]);
+}
