@@ -370,6 +370,8 @@ mod connection_events;
 
 #[path = "server/cluster/mod.rs"]
 mod cluster;
+#[path = "server/mqtt_listener.rs"]
+mod mqtt_listener;
 #[path = "server/openapi.rs"]
 mod openapi;
 #[path = "server/presence.rs"]
