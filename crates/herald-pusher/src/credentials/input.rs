@@ -54,7 +54,7 @@ pub fn check_secret(value: &str) -> Result<(), PusherError> {
     Ok(())
 }
 
-/// A new app id: [`GENERATED_APP_ID_DIGITS`] digits, not starting with 0.
+/// A new app id: 7 digits (`GENERATED_APP_ID_DIGITS`), not starting with 0.
 pub fn generate_app_id() -> String {
     let low = 10u64.pow(GENERATED_APP_ID_DIGITS - 1);
     rand::thread_rng().gen_range(low..low * 10).to_string()
