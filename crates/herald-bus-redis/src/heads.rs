@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use fred::prelude::{KeysInterface, Value};
+use fred::prelude::{ClientLike, ClientState, KeysInterface, Value};
 use fred::types::{ClusterHash, CustomCommand, SetOptions};
 use herald_core::head::{Head, HeadSource};
 use herald_core::log::ChannelLog;
@@ -73,9 +73,13 @@ pub(crate) fn publish(
 }
 
 /// The heads of `channels`, in order, from Redis: `None` if Redis does not vouch for them
-/// (no `PREFIX:heads`) or does not answer within [`READ_WAIT`]. One pipeline: the vouch and an
-/// `MGET` per hash tag.
+/// (no `PREFIX:heads`), is not connected, or does not answer within [`READ_WAIT`]. One
+/// pipeline: the vouch and an `MGET` per hash tag.
 pub(crate) async fn read(shared: &Shared, channels: &[ChannelName]) -> Option<Vec<Head>> {
+    // Away: not worth a wait for the read to time out.
+    if shared.publisher.state() != ClientState::Connected {
+        return None;
+    }
     let mut by_tag: HashMap<u32, Vec<usize>> = HashMap::new();
     for (i, channel) in channels.iter().enumerate() {
         by_tag.entry(Names::tag(channel)).or_default().push(i);

@@ -475,6 +475,19 @@ impl Engine {
                 (slice.state, start, false)
             }
             None => {
+                // The hub may know a newer head than the one read: a publish on this node was
+                // answered meanwhile, which the read did not count yet (a bus's heads may lag
+                // this node's own commits). Start there: at or past every head the hub was
+                // told, so whatever it delivers after its head floor reaches this subscriber
+                // without a gap.
+                let state = match self.hub.known_head(channel) {
+                    Some(known) if known.last_seq > state.last_seq => ChannelState {
+                        epoch: known.epoch,
+                        last_seq: known.last_seq,
+                        ..state
+                    },
+                    _ => state,
+                };
                 let start = Start::LiveAt(state.last_seq, Vec::new());
                 (state, start, false)
             }

@@ -10,6 +10,7 @@ use herald_core::audit::AuditLog;
 use herald_core::bus::{Bus, BusLink, LocalBus, Presence};
 use herald_core::caches::{CacheEvent, Caches};
 use herald_core::fanout::FanOut;
+use herald_core::head::HeadSource;
 use herald_core::log::{ChannelLog, CommitSink, StoreError};
 use herald_core::message::SharedMessage;
 use herald_core::tenancy::Tenancy;
@@ -119,6 +120,13 @@ impl Bus for NodeBus {
         match &self.kind {
             BusKind::Local(bus) => bus.link(),
             BusKind::Redis(bus) => bus.link(),
+        }
+    }
+
+    fn head_source(&self) -> Option<Arc<dyn HeadSource>> {
+        match &self.kind {
+            BusKind::Local(bus) => bus.head_source(),
+            BusKind::Redis(bus) => bus.head_source(),
         }
     }
 }
