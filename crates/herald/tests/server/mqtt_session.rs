@@ -648,8 +648,10 @@ async fn a_message_expiry_interval_is_forwarded_as_the_time_left() {
         sub.why_closed()
     );
     let (mut publisher, _) = Raw::connect(mqtt, ProtocolVersion::V5, Some(&token), 0).await;
-    let mut properties = packet::PublishProperties::default();
-    properties.message_expiry_interval = Some(60);
+    let properties = packet::PublishProperties {
+        message_expiry_interval: Some(60),
+        ..Default::default()
+    };
     publisher
         .send(&Packet::Publish(packet::Publish {
             dup: false,
@@ -775,8 +777,10 @@ async fn qos1_deliveries_wait_for_the_clients_receive_maximum() {
         version: ProtocolVersion::V5,
         last: None,
     };
-    let mut properties = ConnectProperties::default();
-    properties.receive_maximum = NonZeroU16::new(1).unwrap();
+    let properties = ConnectProperties {
+        receive_maximum: NonZeroU16::new(1).unwrap(),
+        ..Default::default()
+    };
     raw.send(&Packet::Connect(Box::new(Connect {
         protocol_version: ProtocolVersion::V5,
         clean_start: true,
