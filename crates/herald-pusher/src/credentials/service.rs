@@ -276,3 +276,6 @@ impl PusherCredentials {
         Ok(set)
     }
 }
+
+#[cfg(test)]
+mod tests;
