@@ -516,6 +516,12 @@ async fn a_malformed_packet_closes_only_its_connection_with_the_reason_code() {
     again.send(&connect).await;
     let disconnect = again.until_closed().await.expect("a DISCONNECT");
     assert_eq!(disconnect.reason_code, ReasonCode::ProtocolError);
+    // v5: a packet over the Maximum Packet Size (1 MiB) is refused from its fixed header:
+    // DISCONNECT 0x95.
+    let (mut big, _) = Raw::connect(mqtt, ProtocolVersion::V5, Some(&token), 0).await;
+    big.send_bytes(&[0x30, 0x80, 0x80, 0x80, 0x01]).await;
+    let disconnect = big.until_closed().await.expect("a DISCONNECT");
+    assert_eq!(disconnect.reason_code, ReasonCode::PacketTooLarge);
     // A packet before CONNECT: closed without an answer.
     let mut early = TcpStream::connect(mqtt).await.unwrap();
     early.write_all(&[0xC0, 0x00]).await.unwrap();
