@@ -8,9 +8,10 @@
 //! driver, as `herald-meteor` is: [`serve::serve`] (which `herald-server`'s MQTT listener calls)
 //! takes the CONNECT (`connect.rs`: version, client identifier, a client token, a publisher API
 //! key or the anonymous rules, the CONNACK), then runs the connection as a driver `Wire`
-//! (`wire.rs`): packets handled in `inbound.rs`, messages written from one encoding per message
-//! in `outbound.rs`, packet identifiers and QoS state in `inflight.rs`, what each subscription
-//! was granted in `subscriptions.rs`, one connection per client identifier in `takeover.rs`.
+//! (`wire.rs`): packets handled in `inbound.rs`, messages written (`deliver.rs`) from one
+//! encoding per message (`outbound.rs`), packet identifiers and QoS state in `inflight.rs`, what
+//! each subscription was granted in `subscriptions.rs`, one connection per client identifier in
+//! `takeover.rs`.
 //! Topics map to channels in [`topic_map`], payloads to message data in [`payload`], and the
 //! anonymous mode's rules are [`access`]'s. Persistent sessions, wildcards, outbound QoS 2, wills
 //! and parking idle connections come next (docs/design/mqtt.md, phase 2).
@@ -22,6 +23,7 @@
 
 pub mod access;
 mod connect;
+mod deliver;
 mod inbound;
 mod inflight;
 mod outbound;

@@ -9,8 +9,9 @@
 //! [`crate::packet::ErrorResponse`] says (a CONNACK in the version the client understands, or
 //! nothing); one `connect.rs` refuses gets its CONNACK. An accepted one gets its CONNACK,
 //! a client session registered as `Transport::Mqtt`, a place on the keep-alive roster (which
-//! brings shutdown) and then runs on edge's driver as the MQTT `Wire` (`wire.rs`) until it ends. Phase 1 does
-//! not park idle MQTT connections (`herald_edge::parking`): they stay in their task.
+//! brings shutdown) and then runs on edge's driver as the MQTT `Wire` (`wire.rs`) until it
+//! ends. Phase 1 does not park idle MQTT connections (`herald_edge::parking`): they stay in
+//! their task.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, LazyLock};
