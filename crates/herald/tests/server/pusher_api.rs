@@ -6,7 +6,8 @@
 //! `$pusher` envelope; a wrong secret, an old timestamp, a tampered body and an unknown key are
 //! 401s that say what was wrong; Pusher's limits are its answers; a rotated-out secret works
 //! during its overlap and not after one of none; one app's credentials never publish to
-//! another's channels; imported values (soketi's) work as given.
+//! another's channels; imported values (soketi's) work as given; `herald pusher` creates,
+//! shows, rotates and deletes them.
 
 use std::path::{Path, PathBuf};
 
@@ -530,4 +531,86 @@ async fn imported_credentials_work_as_given_and_deleting_ends_them() {
     );
     assert!(actions.contains(&"pusher.delete"), "{audit}");
     assert!(!audit.to_string().contains("app-secret"), "{audit}");
+}
+
+/// `herald ARGS` against `s` with the default app's publisher key: exit code, stdout, stderr.
+fn herald(s: &Server, args: &[&str]) -> (i32, String, String) {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+        .args(args)
+        .env("HERALD_URL", format!("http://{}", s.addr))
+        .env("HERALD_API_KEY", API_KEY)
+        .env_remove("HERALD_CONFIG")
+        .output()
+        .expect("run herald");
+    (
+        output.status.code().expect("exit code"),
+        String::from_utf8(output.stdout).unwrap(),
+        String::from_utf8(output.stderr).unwrap(),
+    )
+}
+
+/// The value of the `name: value` line of `out`.
+fn line_value(out: &str, name: &str) -> String {
+    out.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .unwrap_or_else(|| panic!("no {name} line in {out}"))
+        .trim()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn herald_pusher_creates_shows_rotates_and_deletes() {
+    let s = Server::start().await;
+    // A refusal is printed as the server words it, with a failing exit code.
+    let (code, _, err) = herald(&s, &["pusher", "create", "--key", "a b"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("key: ' ' is not allowed"), "{err}");
+
+    let (code, out, err) = herald(
+        &s,
+        &[
+            "pusher",
+            "create",
+            "--app-id",
+            "1234567",
+            "--key",
+            "278d425bdf160c739803",
+            "--secret",
+            "7ad3773142a6692b25b8",
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(line_value(&out, "app_id"), "1234567");
+    assert_eq!(line_value(&out, "secret"), "7ad3773142a6692b25b8");
+    assert!(out.contains("shown only this once"), "{out}");
+    let first = Credentials {
+        app_id: "1234567".into(),
+        key: "278d425bdf160c739803".into(),
+        secret: "7ad3773142a6692b25b8".into(),
+    };
+    let (status, body) = run(Sdk::Python, &s, &first, trigger(&["news"], "e", "d")).await;
+    assert_eq!(status, 200, "{body}");
+
+    let (code, out, _) = herald(&s, &["pusher", "show"]);
+    assert_eq!(code, 0);
+    assert_eq!(line_value(&out, "key"), "278d425bdf160c739803");
+    assert!(!out.contains("7ad3773142a6692b25b8"), "{out}");
+
+    let (code, out, _) = herald(&s, &["pusher", "rotate", "--overlap", "0"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("the previous secret no longer works"), "{out}");
+    let second = Credentials {
+        secret: line_value(&out, "secret"),
+        ..first.clone()
+    };
+    let (status, _) = run(Sdk::Node, &s, &first, trigger(&["news"], "e", "d")).await;
+    assert_eq!(status, 401);
+    let (status, _) = run(Sdk::Node, &s, &second, trigger(&["news"], "e", "d")).await;
+    assert_eq!(status, 200);
+
+    let (code, out, _) = herald(&s, &["pusher", "delete"]);
+    assert_eq!(code, 0, "{out}");
+    let (code, _, err) = herald(&s, &["pusher", "show"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("has no Pusher credentials"), "{err}");
 }
