@@ -10,6 +10,8 @@
 //! authentication) is a Protocol Error: v5 DISCONNECT 0x82, 3.1.1 close.
 
 use herald_core::engine::SubscribeRequest;
+use herald_core::limits::Admission;
+use herald_core::outbox::CloseReason;
 use herald_core::{ErrorCode, HeraldError};
 use herald_edge::session::PresenceAsk;
 
@@ -25,6 +27,25 @@ use crate::wire::{End, MqttWire};
 
 /// Handles one packet; returns how the connection ends, if it does.
 pub(crate) async fn handle(wire: &mut MqttWire, packet: Packet) -> Option<End> {
+    // PUBLISH and SUBSCRIBE count against the connection's command limit, as a WebSocket's
+    // commands do (`limits.command`): over it they are refused (0x97 Quota exceeded, a QoS 0
+    // PUBLISH dropped), and a client that goes on through a burst of refusals is disconnected
+    // (0x96 Message rate too high).
+    if matches!(packet, Packet::Publish(_) | Packet::Subscribe(_)) {
+        match wire.session.admit_command() {
+            Admission::Run => {}
+            Admission::Refuse(wait) => {
+                let e = wire.session.edge().limits.command_refused(wait);
+                refuse_over_limit(wire, &packet, e.message);
+                return None;
+            }
+            Admission::Disconnect => {
+                wire.session.edge().limits.command_flood();
+                wire.session.outbox().close(CloseReason::RateLimited);
+                return Some(End::Closed(CloseReason::RateLimited));
+            }
+        }
+    }
     match packet {
         Packet::Publish(publish) => return publish_in(wire, publish).await,
         Packet::PubAck(ack) => {
@@ -61,6 +82,41 @@ pub(crate) async fn handle(wire: &mut MqttWire, packet: Packet) -> Option<End> {
         }
     }
     None
+}
+
+/// Answers a PUBLISH or SUBSCRIBE refused by the command limit: 0x97 Quota exceeded in its
+/// acknowledgement (3.1.1: a positive PUBACK or PUBREC, the message dropped [MQTT-3.3.5-2], and
+/// SUBACK's failure code).
+fn refuse_over_limit(wire: &MqttWire, packet: &Packet, why: String) {
+    let code = ReasonCode::QuotaExceeded;
+    let v5 = wire.version == ProtocolVersion::V5;
+    match packet {
+        Packet::Publish(p) => match (p.qos, p.packet_id) {
+            (QoS::ExactlyOnce, Some(id)) => {
+                let mut rec = PubRec::new(id);
+                if v5 {
+                    rec.reason_code = code;
+                    rec.properties = ack_properties(wire, why);
+                }
+                wire.send(&Packet::PubRec(rec));
+            }
+            (_, Some(id)) => {
+                let mut ack = PubAck::new(id);
+                if v5 {
+                    ack.reason_code = code;
+                    ack.properties = ack_properties(wire, why);
+                }
+                wire.send(&Packet::PubAck(ack));
+            }
+            (_, None) => {}
+        },
+        Packet::Subscribe(s) => wire.send(&Packet::SubAck(SubAck {
+            packet_id: s.packet_id,
+            properties: ack_properties(wire, why),
+            reason_codes: vec![code; s.filters.len()],
+        })),
+        _ => {}
+    }
 }
 
 /// Handles a PUBLISH: resolves its topic (and alias), checks it, stores it, acknowledges it.

@@ -825,3 +825,52 @@ async fn qos1_deliveries_wait_for_the_clients_receive_maximum() {
     }
     assert_eq!(got, [1, 2, 3]);
 }
+
+#[tokio::test]
+async fn publishes_over_the_command_limit_are_refused_then_the_connection_closed() {
+    let server = Server::builder()
+        .mqtt()
+        .env("HERALD_LIMITS_COMMAND", "1/h burst 3")
+        .start()
+        .await;
+    let mqtt = server.mqtt_addr();
+    let token = server.token(&["*"], &["*"]);
+    let (mut raw, _) = Raw::connect(mqtt, ProtocolVersion::V5, Some(&token), 0).await;
+    let mut codes = Vec::new();
+    for n in 1..=6u16 {
+        raw.send(&Packet::Publish(packet::Publish {
+            dup: false,
+            qos: QoS::AtLeastOnce,
+            retain: false,
+            topic: packet::TopicName::new("busy").unwrap(),
+            packet_id: NonZeroU16::new(n),
+            properties: Default::default(),
+            payload: packet::Bytes::from(n.to_string()),
+        }))
+        .await;
+        match raw.next().await {
+            Some(Packet::PubAck(ack)) => codes.push(ack.reason_code),
+            other => panic!("{other:?}; {}", raw.why_closed()),
+        }
+    }
+    use ReasonCode::{QuotaExceeded, Success};
+    assert_eq!(
+        codes,
+        [
+            Success,
+            Success,
+            Success,
+            QuotaExceeded,
+            QuotaExceeded,
+            QuotaExceeded
+        ]
+    );
+    raw.send(&subscribe_packet("busy", QoS::AtMostOnce)).await;
+    let disconnect = raw.until_closed().await;
+    let disconnect = disconnect.unwrap_or_else(|| panic!("no DISCONNECT; {}", raw.why_closed()));
+    assert_eq!(disconnect.reason_code, ReasonCode::MessageRateTooHigh);
+    assert_eq!(
+        history(&server, "busy").await,
+        [(1, json!(1)), (2, json!(2)), (3, json!(3))]
+    );
+}
