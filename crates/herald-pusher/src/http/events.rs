@@ -2,7 +2,8 @@
 //! `POST /apps/{app_id}/batch_events` (up to 10 events, each to one channel), as Pusher's
 //! HTTP API reference describes them: `name`, `data` (a string), `channel` or `channels`,
 //! `socket_id` (the connection not to send it to), `info` (`subscription_count`; `user_count`
-//! comes with presence). Each event becomes one message per channel whose data is the
+//! is refused for a channel that is not a presence channel, as Pusher refuses it, and answered
+//! once presence lands). Each event becomes one message per channel whose data is the
 //! `$pusher` envelope ([`crate::event`]), appended through core's [`Publisher`]; the answer,
 //! `{}` (or the channels' info when asked), comes after every append is durable. Fields
 //! Pusher does not document are ignored, as Pusher does.
@@ -24,7 +25,7 @@ use serde_json::{json, Map, Value};
 
 use super::auth::{authenticate, SignedRequest};
 use super::{Answer, HttpLimits, PusherHttp};
-use crate::channel_map::app_channel;
+use crate::channel_map::{app_channel, ChannelKind};
 use crate::event::{check_event_name, check_socket_id, PusherEvent};
 
 /// One event to publish, checked.
@@ -299,6 +300,14 @@ fn read_trigger(body: &Value, limits: &HttpLimits, at: &str) -> Result<Trigger, 
                     "Invalid info attribute {other:?}: subscription_count or user_count"
                 )))
             }
+        }
+    }
+    if info.user_count {
+        if let Some(name) = channels.iter().find(|c| !ChannelKind::of(c).is_presence()) {
+            return Err(refuse(format!(
+                "Invalid info attribute user_count: {name:?} is not a presence channel (only \
+                 presence channels have users)"
+            )));
         }
     }
     Ok(Trigger {
