@@ -874,3 +874,17 @@ async fn publishes_over_the_command_limit_are_refused_then_the_connection_closed
         [(1, json!(1)), (2, json!(2)), (3, json!(3))]
     );
 }
+
+#[tokio::test]
+async fn a_server_shutting_down_says_so_to_v5_clients() {
+    let server = Server::builder().mqtt().start().await;
+    let mqtt = server.mqtt_addr();
+    let token = server.token(&["*"], &[]);
+    let (mut raw, _) = Raw::connect(mqtt, ProtocolVersion::V5, Some(&token), 0).await;
+    raw.send(&subscribe_packet("news", QoS::AtLeastOnce)).await;
+    assert!(matches!(raw.next().await, Some(Packet::SubAck(_))));
+    server.signal("TERM");
+    let disconnect = raw.until_closed().await;
+    let disconnect = disconnect.unwrap_or_else(|| panic!("no DISCONNECT; {}", raw.why_closed()));
+    assert_eq!(disconnect.reason_code, ReasonCode::ServerShuttingDown);
+}
