@@ -8,10 +8,11 @@
 //!   code 0x02 [MQTT-3.1.3-8]. Sessions are clean in phase 1: a v5 Clean Start 0 or a 3.1.1
 //!   Clean Session 0 is accepted as a fresh session, Session Present 0 (persistent sessions are
 //!   phase 2, docs/design/mqtt.md).
-//! - **Authentication**: the user name is the app id (`default` or empty: the default app, and an
-//!   empty one also accepts the app the credential itself names); the password is a client token
-//!   of that app (its channel patterns are the client's permissions) or a publisher API key of
-//!   the app (publish and subscribe anywhere in it). Without a password the client is anonymous,
+//! - **Authentication**: the user name is the app id (`default`: the default app; empty or
+//!   absent: the app the credential itself names, so a client that sends only a token needs
+//!   none); the password is a publisher API key of the app (any of its keys, whatever its form:
+//!   publish and subscribe anywhere in it), checked first, or else a client token of that app
+//!   (its channel patterns are the client's permissions). Without a password the client is anonymous,
 //!   allowed only with `mqtt.allow_anonymous`, in `mqtt.anonymous_app` under its rules
 //!   ([`crate::access`]). Refusals: no credentials, 0x87 Not authorized (3.1.1: 0x05); bad ones,
 //!   0x86 Bad User Name or Password (3.1.1: 0x04), each with a reason string in v5. Enhanced
@@ -19,6 +20,9 @@
 //! - **CONNACK** (v5) announces what the server holds the client to: Receive Maximum, Maximum
 //!   Packet Size, Topic Alias Maximum, Retain Available, no wildcard or shared subscriptions or
 //!   subscription identifiers (phase 1), and Server Keep Alive when it caps the client's.
+//! - **Keep-alive**: a client asking for more than `mqtt.max_keep_alive`, or for 0, is held to
+//!   `max_keep_alive`; v5 is told so in Server Keep Alive, 3.1.1 (whose CONNACK cannot say it)
+//!   is closed after one and a half times `max_keep_alive` without a packet all the same.
 //! - **Will**: kept (its topic checked); publishing it on an abnormal close is phase 2.
 
 use std::num::{NonZeroU16, NonZeroU32};
@@ -50,7 +54,8 @@ pub(crate) struct Accepted {
     pub(crate) client_id: String,
     /// The anonymous mode's rules, for an anonymous client.
     pub(crate) anonymous: Option<Arc<Rules>>,
-    /// The keep-alive in force, in seconds (0: none).
+    /// The keep-alive the server holds the client to, in seconds (0: none): the client's, or
+    /// `max_keep_alive` when it asked for more or for none.
     pub(crate) keep_alive: u16,
     /// The will, kept for phase 2.
     pub(crate) will: Option<Will>,
@@ -112,8 +117,11 @@ pub(crate) async fn accept(
         };
         refuse(code, e.message)
     })?;
+    // A client asking for more than `max_keep_alive`, or for none, is held to it: v5 is told
+    // (Server Keep Alive); 3.1.1 cannot be, and is closed after one and a half times it of
+    // silence all the same (as Mosquitto's `max_keepalive` caps it).
     let max = settings.max_keep_alive;
-    let capped = v5 && max > 0 && (connect.keep_alive == 0 || connect.keep_alive > max);
+    let capped = max > 0 && (connect.keep_alive == 0 || connect.keep_alive > max);
     let keep_alive = if capped { max } else { connect.keep_alive };
     let connack = ConnAck {
         session_present: false,
@@ -127,7 +135,7 @@ pub(crate) async fn accept(
             shared_subscription_available: false,
             subscription_identifiers_available: false,
             assigned_client_identifier: assigned,
-            server_keep_alive: capped.then_some(keep_alive),
+            server_keep_alive: (v5 && capped).then_some(keep_alive),
             ..ConnAckProperties::default()
         },
     };
@@ -184,11 +192,12 @@ async fn authenticate(
     };
     let password = std::str::from_utf8(password)
         .map_err(|_| bad("the password is not UTF-8 text (a token or an API key)".into()))?;
-    let client = if password.starts_with("hk_") {
-        match edge.api_keys.check(password) {
-            Some(app) => api_key_client(app),
-            None => return Err(bad("the publisher API key is not valid".into())),
-        }
+    // A publisher API key whatever it looks like (a configured `api_key` may be any 16 bytes
+    // or more), then a client token.
+    let client = if let Some(app) = edge.api_keys.check(password) {
+        api_key_client(app)
+    } else if password.starts_with("hk_") {
+        return Err(bad("the publisher API key is not valid".into()));
     } else {
         edge.tokens.prepare(password).await;
         edge.tokens

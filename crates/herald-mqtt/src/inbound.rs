@@ -54,7 +54,8 @@ pub(crate) async fn handle(wire: &mut MqttWire, packet: Packet) -> Option<End> {
         }
         Packet::PubRel(rel) => {
             let mut comp = PubComp::new(rel.packet_id);
-            if !wire.qos2.release(rel.packet_id) {
+            // 3.1.1's PUBCOMP has no reason code: an unknown id is completed all the same.
+            if !wire.qos2.release(rel.packet_id) && wire.version == ProtocolVersion::V5 {
                 comp.reason_code = ReasonCode::PacketIdentifierNotFound;
             }
             wire.send(&Packet::PubComp(comp));
@@ -157,34 +158,59 @@ async fn publish_in(wire: &mut MqttWire, publish: Publish) -> Option<End> {
         let mut rec = PubRec::new(id);
         match store(wire, &publish, &topic, Some(key)).await {
             Ok(()) => wire.qos2.hold(id, n),
-            Err((code, why)) => {
-                if let Some(end) = v311_refusal(wire, code, &why) {
-                    return Some(end);
+            Err((code, why)) => match refusal_ack(wire, &topic, code, why) {
+                Ok(Some((code, properties))) => {
+                    rec.reason_code = code;
+                    rec.properties = properties;
                 }
-                rec.reason_code = code;
-                rec.properties = ack_properties(wire, why);
-            }
+                // 3.1.1: acknowledged as stored; the PUBREL that follows finds no id held
+                // and is completed all the same.
+                Ok(None) => {}
+                Err(end) => return Some(end),
+            },
         }
         wire.send(&Packet::PubRec(rec));
         return None;
     }
     let mut ack = PubAck::new(id);
     if let Err((code, why)) = store(wire, &publish, &topic, None).await {
-        if let Some(end) = v311_refusal(wire, code, &why) {
-            return Some(end);
+        match refusal_ack(wire, &topic, code, why) {
+            Ok(Some((code, properties))) => {
+                ack.reason_code = code;
+                ack.properties = properties;
+            }
+            Ok(None) => {}
+            Err(end) => return Some(end),
         }
-        ack.reason_code = code;
-        ack.properties = ack_properties(wire, why);
     }
     wire.send(&Packet::PubAck(ack));
     None
 }
 
-/// 3.1.1 has no failure acknowledgement: an invalid topic closes the connection; any other
-/// refusal is acknowledged positively and the message dropped [MQTT-3.3.5-2].
-fn v311_refusal(wire: &MqttWire, code: ReasonCode, why: &str) -> Option<End> {
-    (wire.version == ProtocolVersion::V311 && code == ReasonCode::TopicNameInvalid)
-        .then(|| End::Disconnect(code, why.to_owned().into()))
+/// What the PUBACK or PUBREC of a refused QoS 1 or 2 PUBLISH carries: in v5 the refusal's
+/// reason code and (if asked for) reason string; `None` in 3.1.1, whose acknowledgements have
+/// no reason code: the message is dropped (logged at debug) and acknowledged positively
+/// [MQTT-3.3.5-2], except an invalid topic, which closes the connection.
+fn refusal_ack(
+    wire: &MqttWire,
+    topic: &TopicName,
+    code: ReasonCode,
+    why: String,
+) -> Result<Option<(ReasonCode, AckProperties)>, End> {
+    if wire.version == ProtocolVersion::V5 {
+        return Ok(Some((code, ack_properties(wire, why))));
+    }
+    if code == ReasonCode::TopicNameInvalid {
+        return Err(End::Disconnect(code, why.into()));
+    }
+    tracing::debug!(
+        client_id = &*wire.client_id,
+        topic = topic.as_str(),
+        code = code.name(),
+        why = %why,
+        "MQTT 3.1.1 PUBLISH refused: acknowledged and dropped"
+    );
+    Ok(None)
 }
 
 fn ack_properties(wire: &MqttWire, why: String) -> AckProperties {
@@ -282,7 +308,18 @@ async fn store(
         .publish(channel.public(), key, &data)
         .await
         .map(|_| ())
-        .map_err(|e| (publish_code(&e), e.message))
+        .map_err(|e| {
+            let code = publish_code(&e);
+            let why = match e.code {
+                ErrorCode::TooLarge => format!(
+                    "{}: the server's message size limit (max_frame_bytes), the $mqtt envelope \
+                     included",
+                    e.message
+                ),
+                _ => e.message,
+            };
+            (code, why)
+        })
 }
 
 /// The PUBACK / PUBREC reason code of a refused publish.
@@ -292,7 +329,10 @@ fn publish_code(e: &HeraldError) -> ReasonCode {
             ReasonCode::NotAuthorized
         }
         ErrorCode::LimitExceeded | ErrorCode::RateLimited => ReasonCode::QuotaExceeded,
-        ErrorCode::TooLarge => ReasonCode::PacketTooLarge,
+        // Over the message size limit (`max_frame_bytes`): PUBACK and PUBREC have no "too
+        // large" code (0x95 is DISCONNECT's), and 0x83 is the one for a valid PUBLISH the
+        // server is not willing to accept [MQTT-3.4.2-1]; the reason string names the limit.
+        ErrorCode::TooLarge => ReasonCode::ImplementationSpecificError,
         ErrorCode::ChannelInvalid => ReasonCode::TopicNameInvalid,
         _ => ReasonCode::UnspecifiedError,
     }

@@ -29,9 +29,9 @@ pub const LARGEST_PACKET: u32 = 268_435_460;
 pub struct MqttSettings {
     /// The longest Keep Alive a client may use, in seconds. A v5 client that asks for more, or
     /// for 0 (no keep-alive), is told this value as the CONNACK's **Server Keep Alive**
-    /// (MQTT 5.0 3.2.2.3.14) and held to it (a 3.1.1 CONNACK cannot say it: what such a client
-    /// asking for more gets is the connection's, `connect.rs`). At least 1; default
-    /// [`DEFAULT_MAX_KEEP_ALIVE`] (300).
+    /// (MQTT 5.0 3.2.2.3.14) and held to it; a 3.1.1 client (whose CONNACK cannot say it) is
+    /// held to it all the same: closed after one and a half times this without a packet. At
+    /// least 1; default [`DEFAULT_MAX_KEEP_ALIVE`] (300).
     pub max_keep_alive: u16,
     /// The largest packet accepted from a client, in bytes, announced in a v5 CONNACK as
     /// **Maximum Packet Size** (MQTT 5.0 3.2.2.3.6); a larger packet closes the connection

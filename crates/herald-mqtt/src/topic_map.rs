@@ -10,8 +10,9 @@
 //!   with a [`TopicRefused`] the connection answers with 0x90 Topic Name invalid (PUBACK,
 //!   PUBREC or DISCONNECT);
 //! - [`channel_to_topic`]: the topic a channel's message is sent on, from the channel's public
-//!   name (never the app scope `app~`); `None` for the few channels no MQTT topic name can name
-//!   (an encoded `+` or `#`, which HTTP publishers can reach but MQTT forbids in topic names);
+//!   name (never the app scope `app~`); `None` only for a topic holding `+` or `#`, which MQTT
+//!   forbids in topic names: core refuses both in every channel name, plain or encoded (no
+//!   HTTP publisher can reach such a channel), so this is a guard that no channel trips;
 //! - [`parse_filter`]: a SUBSCRIBE's topic filter (its `$share/{ShareName}/` prefix already
 //!   stripped by the caller) as either the one channel an exact filter names or a
 //!   [`WildcardFilter`] matched against the topic each channel maps back to, so `+` never
@@ -71,7 +72,8 @@ pub fn topic_to_channel(app: &AppId, topic: &str) -> Result<ChannelName, TopicRe
 /// The topic name a message of `channel` is sent on: the channel's public name (without its
 /// app scope), decoded when it begins with `=`. An app's push logs keep their public names
 /// (`$device`, `$app`). `None` when the topic would hold `+` or `#`, which no MQTT topic name
-/// may [MQTT-3.3.2-2]: such a channel is not delivered to MQTT subscribers.
+/// may [MQTT-3.3.2-2]: a guard only, since core refuses both in every channel name (a plain
+/// name has neither, an encoded one that decodes to them is not a channel name).
 pub fn channel_to_topic(channel: &ChannelName) -> Option<Cow<'_, str>> {
     let topic = channel.topic();
     (!topic.contains(['+', '#'])).then_some(topic)

@@ -14,11 +14,15 @@
 //! **Reading** keeps a buffer only while a packet is part-read; idle, the connection holds none.
 //! Packets decoded before a malformed one are handled first, then the connection closes with the
 //! decoder's answer (v5: DISCONNECT with its reason code and reason string; 3.1.1: close).
+//!
+//! **Answers** that cannot be encoded ([`MqttWire::send`]) close the connection (v5: DISCONNECT
+//! 0x80) rather than leave the client waiting for them.
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -97,6 +101,9 @@ pub(crate) struct MqttWire {
     claim: Claim,
     /// v5: the CONNECT's Session Expiry Interval was 0, so a DISCONNECT may not set one.
     pub(crate) session_expiry_zero: bool,
+    /// An answer could not be encoded ([`MqttWire::send`]): the connection closes rather than
+    /// leave the client waiting for it.
+    unsendable: AtomicBool,
     /// The will (kept; published on an abnormal close in phase 2).
     #[allow(dead_code)]
     pub(crate) will: Option<packet::Will>,
@@ -147,6 +154,7 @@ impl MqttWire {
             will: start.will,
             claim: start.claim,
             session_expiry_zero: start.session_expiry_zero,
+            unsendable: AtomicBool::new(false),
             settings,
         };
         wire.keep_alive_deadline = wire.next_deadline(now);
@@ -187,12 +195,30 @@ impl MqttWire {
         }
     }
 
-    /// Queues an encoded control packet (an acknowledgement) behind what the outbox holds.
+    /// Queues an encoded control packet (an acknowledgement) behind what the outbox holds. One
+    /// that cannot be encoded (a field its version cannot carry: a server defect; or too large
+    /// for the client's Maximum Packet Size even without its reason string) is logged at warn:
+    /// the connection closes once the packet being handled is done ([`handle_incoming`])
+    /// rather than leave the client waiting for an answer that never comes.
     pub(crate) fn send(&self, packet: &Packet) {
         let bytes = encode_for(packet, self.version, self.client_max_packet);
-        if !bytes.is_empty() {
-            self.session.outbox().push(OutFrame::Control(bytes.into()));
+        if bytes.is_empty() {
+            let error = packet::encode(packet, self.version, &mut BytesMut::new())
+                .err()
+                .map_or_else(
+                    || "over the client's Maximum Packet Size".to_owned(),
+                    |e| e.to_string(),
+                );
+            tracing::warn!(
+                packet = packet.name(),
+                version = ?self.version,
+                %error,
+                "MQTT: an answer could not be encoded; closing the connection"
+            );
+            self.unsendable.store(true, Ordering::Relaxed);
+            return;
         }
+        self.session.outbox().push(OutFrame::Control(bytes.into()));
     }
 
     /// A reason string for an acknowledgement, only if the client asked for problem
@@ -405,7 +431,12 @@ impl Wire for MqttWire {
 /// it is no part of an idle connection.
 async fn handle_incoming(wire: &mut MqttWire) -> Option<Ended<End>> {
     while let Some(packet) = wire.incoming.pop_front() {
-        if let Some(end) = crate::inbound::handle(wire, packet).await {
+        let mut end = crate::inbound::handle(wire, packet).await;
+        if end.is_none() && wire.unsendable.load(Ordering::Relaxed) {
+            let why = "the server could not encode its answer to the last packet";
+            end = Some(End::Disconnect(ReasonCode::UnspecifiedError, why.into()));
+        }
+        if let Some(end) = end {
             wire.incoming.clear();
             return Some(Ended::Wire(end));
         }

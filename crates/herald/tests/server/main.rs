@@ -28,6 +28,8 @@ mod meteor;
 mod meteor_security;
 mod metrics;
 mod mqtt;
+mod mqtt_connect;
+mod mqtt_refusals;
 mod mqtt_session;
 mod new_channels;
 mod parking;

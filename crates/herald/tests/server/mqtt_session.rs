@@ -24,8 +24,9 @@ use crate::support::mqtt::{mosquitto_pub, mosquitto_sub, paho, PahoRun};
 use crate::support::{Server, Ws};
 
 /// A raw MQTT client: packets encoded and decoded with herald-mqtt's codec over a plain TCP
-/// socket, so a test can send what no client library would and see exactly what comes back.
-struct Raw {
+/// socket, so a test can send what no client library would and see exactly what comes back
+/// (`mqtt_refusals.rs` and `mqtt_connect.rs` use it too).
+pub(crate) struct Raw {
     stream: TcpStream,
     buf: BytesMut,
     version: ProtocolVersion,
@@ -36,7 +37,7 @@ struct Raw {
 impl Raw {
     /// Connects and sends CONNECT with a client identifier of its own; returns the client and
     /// the server's CONNACK.
-    async fn connect(
+    pub(crate) async fn connect(
         addr: SocketAddr,
         version: ProtocolVersion,
         password: Option<&str>,
@@ -55,6 +56,19 @@ impl Raw {
         keep_alive: u16,
         client_id: &str,
     ) -> (Raw, ConnAck) {
+        let properties = ConnectProperties::default();
+        Raw::connect_with(addr, version, password, keep_alive, client_id, properties).await
+    }
+
+    /// [`Raw::connect_as`] with the CONNECT's (v5) `properties`.
+    pub(crate) async fn connect_with(
+        addr: SocketAddr,
+        version: ProtocolVersion,
+        password: Option<&str>,
+        keep_alive: u16,
+        client_id: &str,
+        properties: ConnectProperties,
+    ) -> (Raw, ConnAck) {
         let stream = TcpStream::connect(addr).await.expect("connect");
         let mut raw = Raw {
             stream,
@@ -70,7 +84,7 @@ impl Raw {
             will: None,
             username: password.map(|_| "default".to_owned()),
             password: password.map(|p| packet::Bytes::copy_from_slice(p.as_bytes())),
-            properties: ConnectProperties::default(),
+            properties,
         };
         raw.send(&Packet::Connect(Box::new(connect))).await;
         match raw.next().await {
@@ -79,7 +93,7 @@ impl Raw {
         }
     }
 
-    async fn send(&mut self, packet: &Packet) {
+    pub(crate) async fn send(&mut self, packet: &Packet) {
         let mut out = BytesMut::new();
         packet::encode(packet, self.version, &mut out).expect("encodes");
         self.send_bytes(&out).await;
@@ -91,7 +105,7 @@ impl Raw {
 
     /// The next packet from the server; `None` once it closed the connection. Panics after
     /// 10 s without either.
-    async fn next(&mut self) -> Option<Packet> {
+    pub(crate) async fn next(&mut self) -> Option<Packet> {
         loop {
             match packet::decode(&mut self.buf, Some(self.version), u32::MAX) {
                 Ok(Some(p)) => {
@@ -116,7 +130,7 @@ impl Raw {
 
     /// Reads until the server closes the connection: the DISCONNECT it said goodbye with, if it
     /// sent one.
-    async fn until_closed(&mut self) -> Option<packet::Disconnect> {
+    pub(crate) async fn until_closed(&mut self) -> Option<packet::Disconnect> {
         let mut disconnect = None;
         while let Some(p) = self.next().await {
             if let Packet::Disconnect(d) = p {
@@ -126,7 +140,7 @@ impl Raw {
         disconnect
     }
 
-    fn why_closed(&self) -> String {
+    pub(crate) fn why_closed(&self) -> String {
         format!(
             "the server's last packet: {}",
             self.last.as_deref().unwrap_or("none")
@@ -149,7 +163,7 @@ fn subscribe_packet(topic: &str, qos: QoS) -> Packet {
 }
 
 /// The channel's messages over HTTP as (seq, data).
-async fn history(server: &Server, channel: &str) -> Vec<(u64, Value)> {
+pub(crate) async fn history(server: &Server, channel: &str) -> Vec<(u64, Value)> {
     let (status, body) = server
         .get(&format!("/v1/channels/{channel}/messages"))
         .await;

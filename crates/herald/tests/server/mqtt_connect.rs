@@ -1,0 +1,157 @@
+//! What CONNECT decides beyond the codes `mqtt_session.rs` checks: a configured publisher API
+//! key works as the password whatever it looks like, a CONNECT without a user name is in the
+//! app its credential names, and `mqtt.max_keep_alive` holds 3.1.1 clients too (which no CONNACK can tell), closing one that asked for more, or for none, after
+//! one and a half times it of silence.
+
+use std::num::NonZeroU16;
+
+use herald_mqtt::packet::{self, Packet, ProtocolVersion, QoS, ReasonCode};
+use serde_json::json;
+
+use crate::mqtt_session::{history, Raw};
+use crate::support::mqtt::{mosquitto_pub, paho};
+use crate::support::Server;
+
+#[tokio::test]
+async fn a_configured_api_key_without_the_hk_prefix_is_a_password() {
+    let key = "configured-publisher-key-0123";
+    let server = Server::builder()
+        .mqtt()
+        .env("HERALD_PREVIOUS_API_KEY", key)
+        .start()
+        .await;
+    let mqtt = server.mqtt_addr();
+    for version in [ProtocolVersion::V311, ProtocolVersion::V5] {
+        let (mut raw, connack) = Raw::connect(mqtt, version, Some(key), 0).await;
+        assert_eq!(connack.reason_code, ReasonCode::Success, "{version:?}");
+        raw.send(&Packet::Publish(packet::Publish {
+            dup: false,
+            qos: QoS::AtLeastOnce,
+            retain: false,
+            topic: packet::TopicName::new("keyed").unwrap(),
+            packet_id: NonZeroU16::new(1),
+            properties: Default::default(),
+            payload: packet::Bytes::from_static(b"1"),
+        }))
+        .await;
+        match raw.next().await {
+            Some(Packet::PubAck(ack)) => assert_eq!(ack.reason_code, ReasonCode::Success),
+            other => panic!("{other:?}; {}", raw.why_closed()),
+        }
+    }
+    mosquitto_pub(
+        mqtt,
+        &[
+            "-V", "mqttv311", "-u", "default", "-P", key, "-q", "1", "-t", "keyed", "-m", "2",
+        ],
+    )
+    .await
+    .ok();
+    assert_eq!(
+        history(&server, "keyed").await,
+        [(1, json!(1)), (2, json!(1)), (3, json!(2))]
+    );
+    // A key that is not one is still refused, with or without the prefix.
+    for password in ["hk_not_a_key_at_all", "configured-publisher-key-9999"] {
+        let (_, connack) = Raw::connect(mqtt, ProtocolVersion::V311, Some(password), 0).await;
+        assert_eq!(connack.reason_code, ReasonCode::BadUserNameOrPassword);
+    }
+}
+
+#[tokio::test]
+async fn a_311_client_asking_for_more_than_max_keep_alive_or_none_is_held_to_it() {
+    let server = Server::builder()
+        .mqtt()
+        .env("HERALD_MQTT_MAX_KEEP_ALIVE", "1")
+        .start()
+        .await;
+    let mqtt = server.mqtt_addr();
+    let token = server.token(&["*"], &[]);
+    // 0 (none) and 600 s: both closed after 1.5 s of silence, without a DISCONNECT (3.1.1).
+    for keep_alive in [0, 600] {
+        let (mut raw, connack) =
+            Raw::connect(mqtt, ProtocolVersion::V311, Some(&token), keep_alive).await;
+        assert_eq!(connack.reason_code, ReasonCode::Success);
+        raw.send(&Packet::PingReq).await;
+        assert_eq!(raw.next().await, Some(Packet::PingResp));
+        assert!(raw.until_closed().await.is_none(), "{}", raw.why_closed());
+    }
+    // v5 is told, and closed with 0x8D.
+    let (mut raw, connack) = Raw::connect(mqtt, ProtocolVersion::V5, Some(&token), 0).await;
+    assert_eq!(connack.properties.server_keep_alive, Some(1));
+    let disconnect = raw.until_closed().await.expect("a DISCONNECT");
+    assert_eq!(disconnect.reason_code, ReasonCode::KeepAliveTimeout);
+}
+
+#[tokio::test]
+async fn without_a_user_name_the_credential_names_its_app() {
+    const ADMIN: &str = "mqtt-admin-key-0123456789abcdef";
+    let server = Server::builder()
+        .mqtt()
+        .arg("--admin-key")
+        .arg(ADMIN)
+        .start()
+        .await;
+    let mqtt = server.mqtt_addr();
+    let created = server
+        .http
+        .post(server.url("/v1/apps"))
+        .bearer_auth(ADMIN)
+        .json(&json!({ "id": "shop" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let body: serde_json::Value = created.json().await.unwrap();
+    let shop_key = body["key"].as_str().unwrap().to_owned();
+    // An empty user name (Paho sends no password without a user name): the shop's key
+    // publishes in the shop, in both versions.
+    let specs = [
+        json!({ "version": "3.1.1", "username": "", "password": shop_key }),
+        json!({ "version": "5", "username": "", "password": shop_key }),
+    ];
+    for (n, mut spec) in specs.into_iter().enumerate() {
+        spec["publish"] = json!([{ "topic": "orders", "payload": n.to_string(), "qos": 1 }]);
+        let out = paho(mqtt, spec).await.ok();
+        assert_eq!(
+            out.events("connack")[0]["reason_code"],
+            0,
+            "{}",
+            out.describe()
+        );
+    }
+    let messages: serde_json::Value = server
+        .http
+        .get(server.url("/v1/channels/orders/messages"))
+        .bearer_auth(&shop_key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let data: Vec<_> = messages["messages"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{messages}"))
+        .iter()
+        .map(|m| m["data"].clone())
+        .collect();
+    assert_eq!(data, [json!(0), json!(1)]);
+    assert_eq!(
+        history(&server, "orders").await,
+        [],
+        "not the default app's"
+    );
+    // The user name `default` holds the credential to the default app.
+    let out = paho(
+        mqtt,
+        json!({ "version": "5", "username": "default", "password": shop_key }),
+    )
+    .await;
+    assert_eq!(
+        out.events("connack")[0]["reason_code"],
+        0x86,
+        "{}",
+        out.describe()
+    );
+}
