@@ -74,11 +74,34 @@ pub(crate) fn publish(
 
 /// The heads of `channels`, in order, from Redis: `None` if Redis does not vouch for them
 /// (no `PREFIX:heads`), is not connected, or does not answer within [`READ_WAIT`]. One
-/// pipeline: the vouch and an `MGET` per hash tag.
+/// `MGET` of the vouch and every head on a single Redis server; on a Redis Cluster, whose
+/// `MGET` names keys of one slot, one pipeline: the vouch and an `MGET` per hash tag.
 pub(crate) async fn read(shared: &Shared, channels: &[ChannelName]) -> Option<Vec<Head>> {
     // Away: not worth a wait for the read to time out.
     if shared.publisher.state() != ClientState::Connected {
         return None;
+    }
+    if !shared.publisher.is_clustered() {
+        let mut keys = Vec::with_capacity(channels.len() + 1);
+        keys.push(shared.names.heads_vouch());
+        keys.extend(channels.iter().map(|c| shared.names.head(c)));
+        let answer: Value = tokio::time::timeout(READ_WAIT, shared.publisher.mget(keys))
+            .await
+            .ok()?
+            .ok()?;
+        let Value::Array(values) = answer else {
+            return None;
+        };
+        if values.len() != channels.len() + 1 {
+            return None;
+        }
+        let mut values = values.into_iter();
+        if matches!(values.next()?, Value::Null) {
+            return None;
+        }
+        return values
+            .map(|value| parse(&value).map(|head| head.unwrap_or_else(empty)))
+            .collect();
     }
     let mut by_tag: HashMap<u32, Vec<usize>> = HashMap::new();
     for (i, channel) in channels.iter().enumerate() {
