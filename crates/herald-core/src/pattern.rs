@@ -23,8 +23,23 @@ impl ChannelPattern {
         }
     }
 
-    /// Whether `channel` matches this pattern.
+    /// Whether `channel` matches this pattern. Most channels a pattern is asked about do not
+    /// match it (a webhook endpoint's `rooms/**` against every channel the node opens), so the
+    /// literal text before the first `*` is compared first: a channel that does not start with
+    /// it cannot match, and a pattern without `*` matches only itself.
     pub fn matches(&self, channel: &str) -> bool {
+        let literal = match self.pattern.find('*') {
+            Some(at) => &self.pattern[..at],
+            None => return *self.pattern == *channel,
+        };
+        if !channel.starts_with(literal) {
+            return false;
+        }
+        self.matches_by_segment(channel)
+    }
+
+    /// [`ChannelPattern::matches`], segment by segment.
+    fn matches_by_segment(&self, channel: &str) -> bool {
         let mut names = channel.split('/');
         let mut segments = self.pattern.split('/').peekable();
         while let Some(seg) = segments.next() {
@@ -110,6 +125,23 @@ mod tests {
         assert!(!m("a*c*e", "abcd"));
         assert!(m("*-room", "x-room"));
         assert!(!m("ab*ba", "aba"));
+    }
+
+    proptest::proptest! {
+        /// The literal-prefix shortcut never changes an answer: patterns and channels over a
+        /// small alphabet (so that they often share prefixes) agree with the segment walk.
+        #[test]
+        fn the_prefix_shortcut_agrees_with_the_segment_walk(
+            pattern in "[ab/*]{0,8}",
+            channel in "[ab/]{1,8}",
+        ) {
+            let compiled = ChannelPattern::new(&pattern);
+            proptest::prop_assert_eq!(
+                compiled.matches(&channel),
+                compiled.matches_by_segment(&channel),
+                "{} against {}", pattern, channel
+            );
+        }
     }
 
     #[test]
