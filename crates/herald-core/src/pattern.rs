@@ -28,6 +28,9 @@ impl ChannelPattern {
     /// literal text before the first `*` is compared first: a channel that does not start with
     /// it cannot match, and a pattern without `*` matches only itself.
     pub fn matches(&self, channel: &str) -> bool {
+        if &*self.pattern == "**" {
+            return true;
+        }
         let literal = match self.pattern.find('*') {
             Some(at) => &self.pattern[..at],
             None => return *self.pattern == *channel,

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use herald_core::lifecycle::{LifecycleEvent, LifecycleListener};
-use herald_core::tenant::{scoped_local, split_app};
+use herald_core::tenant::split_app;
 use herald_outbound::LineLimiter;
 use tokio::sync::mpsc::error::TrySendError;
 
@@ -93,9 +93,11 @@ fn counted(event: &LifecycleEvent) -> Option<&herald_core::ChannelName> {
     }
 }
 
-/// A full channel name's name within its app.
-fn local(full: &str) -> &str {
-    scoped_local(full).unwrap_or(full)
+/// An event of type `kind` about `channel`: its app and its name within the app, from one
+/// look for the app scope.
+fn about(kind: EventType, channel: &herald_core::ChannelName) -> (EventType, &str, Option<&str>) {
+    let (app, local) = split_app(channel.as_str());
+    (kind, app, Some(local))
 }
 
 /// An event's webhook type, its app's id and the channel it is about (the app's name for it),
@@ -110,53 +112,17 @@ fn describe(event: &LifecycleEvent) -> (EventType, &str, Option<&str>) {
         }
         LifecycleEvent::UserOnline { app, .. } => (EventType::UserOnline, app.as_str(), None),
         LifecycleEvent::UserOffline { app, .. } => (EventType::UserOffline, app.as_str(), None),
-        LifecycleEvent::Subscribed { channel, .. } => {
-            let full = channel.as_str();
-            (
-                EventType::ClientSubscribed,
-                split_app(full).0,
-                Some(local(full)),
-            )
-        }
+        LifecycleEvent::Subscribed { channel, .. } => about(EventType::ClientSubscribed, channel),
         LifecycleEvent::Unsubscribed { channel, .. } => {
-            let full = channel.as_str();
-            (
-                EventType::ClientUnsubscribed,
-                split_app(full).0,
-                Some(local(full)),
-            )
+            about(EventType::ClientUnsubscribed, channel)
         }
-        LifecycleEvent::ChannelOccupied { channel } => {
-            let full = channel.as_str();
-            (
-                EventType::ChannelOccupied,
-                split_app(full).0,
-                Some(local(full)),
-            )
-        }
-        LifecycleEvent::ChannelVacated { channel } => {
-            let full = channel.as_str();
-            (
-                EventType::ChannelVacated,
-                split_app(full).0,
-                Some(local(full)),
-            )
-        }
+        LifecycleEvent::ChannelOccupied { channel } => about(EventType::ChannelOccupied, channel),
+        LifecycleEvent::ChannelVacated { channel } => about(EventType::ChannelVacated, channel),
         LifecycleEvent::MemberAdded { channel, .. } => {
-            let full = channel.as_str();
-            (
-                EventType::PresenceMemberAdded,
-                split_app(full).0,
-                Some(local(full)),
-            )
+            about(EventType::PresenceMemberAdded, channel)
         }
         LifecycleEvent::MemberRemoved { channel, .. } => {
-            let full = channel.as_str();
-            (
-                EventType::PresenceMemberRemoved,
-                split_app(full).0,
-                Some(local(full)),
-            )
+            about(EventType::PresenceMemberRemoved, channel)
         }
     }
 }
