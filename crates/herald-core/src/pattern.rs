@@ -31,7 +31,7 @@ impl ChannelPattern {
         if &*self.pattern == "**" {
             return true;
         }
-        let literal = match self.pattern.find('*') {
+        let literal = match self.pattern.bytes().position(|b| b == b'*') {
             Some(at) => &self.pattern[..at],
             None => return *self.pattern == *channel,
         };

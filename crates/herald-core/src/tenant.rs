@@ -191,7 +191,12 @@ pub(crate) fn public_name(full: &str) -> &str {
 /// `shop~news`, `("shop", "$app")` for `shop~$app`, `("default", "news")` for the default app's
 /// `news`.
 pub fn split_app(full: &str) -> (&str, &str) {
-    full.split_once(SCOPE).unwrap_or((DEFAULT_APP, full))
+    // A byte search: every lifecycle event a webhook listener looks at asks this, and the
+    // scope is ASCII, so the split falls on a character boundary.
+    match full.bytes().position(|b| b == SCOPE as u8) {
+        Some(at) => (&full[..at], &full[at + 1..]),
+        None => (DEFAULT_APP, full),
+    }
 }
 
 /// The name within its app of a full channel name of an app other than the default one
