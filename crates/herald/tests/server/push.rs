@@ -443,9 +443,12 @@ async fn tenants_are_isolated() {
     assert_eq!(status, 201, "{second}");
     let second_key = second["key"].as_str().unwrap().to_string();
     let first_id = created["key_id"].as_str().unwrap().to_string();
-    let upper = format!("/v1/apps/shop/keys/{}", first_id.to_uppercase());
-    let (status, _) = call(&s, "DELETE", &upper, ADMIN, None).await;
-    assert_eq!(status, 404, "key ids are exact");
+    // (A key id is 12 hex digits of a hash: about one in 280 has no letter to change case.)
+    if first_id.to_uppercase() != first_id {
+        let upper = format!("/v1/apps/shop/keys/{}", first_id.to_uppercase());
+        let (status, _) = call(&s, "DELETE", &upper, ADMIN, None).await;
+        assert_eq!(status, 404, "key ids are exact");
+    }
     let prefix = format!("/v1/apps/shop/keys/{}", &first_id[..8]);
     let (status, _) = call(&s, "DELETE", &prefix, ADMIN, None).await;
     assert_eq!(status, 404, "no prefixes");
