@@ -31,14 +31,23 @@ impl ChannelPattern {
         if &*self.pattern == "**" {
             return true;
         }
-        let literal = match self.pattern.bytes().position(|b| b == b'*') {
-            Some(at) => &self.pattern[..at],
-            None => return *self.pattern == *channel,
-        };
+        let literal = self.literal_prefix();
+        if literal.len() == self.pattern.len() {
+            return *self.pattern == *channel;
+        }
         if !channel.starts_with(literal) {
             return false;
         }
         self.matches_by_segment(channel)
+    }
+
+    /// The text before the first `*` (the whole pattern when it has none): every channel the
+    /// pattern matches starts with it.
+    pub fn literal_prefix(&self) -> &str {
+        match self.pattern.bytes().position(|b| b == b'*') {
+            Some(at) => &self.pattern[..at],
+            None => &self.pattern,
+        }
     }
 
     /// [`ChannelPattern::matches`], segment by segment.
@@ -101,6 +110,12 @@ impl PatternSet {
     /// Whether any pattern matches.
     pub fn allows(&self, channel: &str) -> bool {
         self.0.iter().any(|p| p.matches(channel))
+    }
+
+    /// Each pattern's [`ChannelPattern::literal_prefix`]: every channel the set allows starts
+    /// with one of them.
+    pub fn literal_prefixes(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(ChannelPattern::literal_prefix)
     }
 }
 

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
-use herald_core::lifecycle::{Kinds, Lifecycle, LifecycleListener, ListenerId};
+use herald_core::lifecycle::{ChannelInterest, Kinds, Lifecycle, LifecycleListener, ListenerId};
 use herald_core::tenant::AppId;
 use herald_providers::destination::Destinations;
 use herald_push::credentials::sealer::Sealer;
@@ -120,6 +120,8 @@ struct Listening {
     lifecycle: Arc<Lifecycle>,
     id: ListenerId,
     wants: Kinds,
+    /// The channels it wants channel events about ([`Snapshot::channel_interest`]).
+    channels: ChannelInterest,
 }
 
 impl Hooks {
@@ -372,12 +374,18 @@ impl Hooks {
         if listening.is_some() {
             return;
         }
-        let wants = self.snapshot().lifecycle_kinds();
-        let id = lifecycle.join_wanting(self.listener(), wants);
+        let snapshot = self.snapshot();
+        let wants = snapshot.lifecycle_kinds();
+        let channels = snapshot.channel_interest();
+        drop(snapshot);
+        let id = lifecycle.join_wanting(self.listener(), Kinds::NONE);
+        lifecycle.set_channel_interest(id, channels.clone());
+        lifecycle.set_wanted(id, wants);
         *listening = Some(Listening {
             lifecycle,
             id,
             wants,
+            channels,
         });
     }
 
@@ -416,12 +424,19 @@ impl Hooks {
     /// documentation](self)).
     fn replace(&self, snapshot: Snapshot) {
         let wants = snapshot.lifecycle_kinds();
+        let channels = snapshot.channel_interest();
         let mut listening = self.listening.lock();
         let names = snapshot.wanted_names();
         self.snapshot.store(Arc::new(snapshot));
         let Some(listening) = listening.as_mut() else {
             return;
         };
+        if listening.channels != channels {
+            listening
+                .lifecycle
+                .set_channel_interest(listening.id, channels.clone());
+            listening.channels = channels;
+        }
         if listening.wants == wants {
             return;
         }

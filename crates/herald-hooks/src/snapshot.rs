@@ -19,7 +19,7 @@
 
 use std::collections::HashMap;
 
-use herald_core::lifecycle::Kinds;
+use herald_core::lifecycle::{ChannelInterest, Kinds};
 use herald_core::pattern::PatternSet;
 use herald_core::tenant::AppId;
 
@@ -34,6 +34,13 @@ pub struct Compiled {
     /// Its channel patterns ([`Endpoint::patterns`]).
     pub patterns: PatternSet,
 }
+
+/// The event types told from the channels' occupied and vacated events.
+const CHANNEL_TYPES: [EventType; 3] = [
+    EventType::ChannelOccupied,
+    EventType::ChannelVacated,
+    EventType::SubscriptionCount,
+];
 
 /// One app's enabled endpoints.
 #[derive(Debug, Clone, Default)]
@@ -138,6 +145,31 @@ impl Snapshot {
         lifecycle_kinds(self.wanted)
     }
 
+    /// The channels some enabled endpoint may want told occupied or vacated (or counted,
+    /// `subscription_count`): for each such endpoint, its app's scope followed by the literal
+    /// prefix of each of its patterns ([`PatternSet::literal_prefixes`]). The lifecycle
+    /// registry builds no channel event for a channel none of them starts
+    /// ([`herald_core::lifecycle::channels`]).
+    pub fn channel_interest(&self) -> ChannelInterest {
+        let mut prefixes = Vec::new();
+        for (app, hooks) in &self.apps {
+            let scope = app.scope_prefix();
+            for compiled in &hooks.endpoints {
+                let events = delivered(compiled.endpoint.events);
+                if !CHANNEL_TYPES.iter().any(|&kind| events.contains(kind)) {
+                    continue;
+                }
+                for literal in compiled.patterns.literal_prefixes() {
+                    if scope.is_empty() && literal.is_empty() {
+                        return ChannelInterest::All;
+                    }
+                    prefixes.push(format!("{scope}{literal}"));
+                }
+            }
+        }
+        ChannelInterest::Prefixes(prefixes)
+    }
+
     /// The types some enabled endpoint is given ([`delivered`]), in
     /// [`EventType::SUBSCRIBABLE`] order.
     pub fn wanted_names(&self) -> Vec<&'static str> {
@@ -235,6 +267,45 @@ mod tests {
         let online = Snapshot::build(vec![stored(4, "shop", &["user.online"], &[], true)]);
         assert!(online.wants("shop", UserOnline, None));
         assert!(!online.wants("shop", UserOffline, None));
+    }
+
+    #[test]
+    fn the_channel_interest_is_the_prefixes_of_endpoints_told_of_channels() {
+        let prefixes = |snapshot: &Snapshot| match snapshot.channel_interest() {
+            ChannelInterest::Prefixes(mut list) => {
+                list.sort();
+                Some(list)
+            }
+            ChannelInterest::All => None,
+        };
+        let snapshot = Snapshot::build(vec![
+            stored(
+                1,
+                "shop",
+                &["channel.occupied"],
+                &["rooms/**", "lobby"],
+                true,
+            ),
+            stored(2, "shop", &["subscription_count"], &["ticks/*"], true),
+            // Not told of channels, or disabled: no prefix.
+            stored(3, "shop", &["client.subscribed"], &["other/**"], true),
+            stored(4, "blog", &["channel.vacated"], &["x/**"], false),
+            stored(5, "default", &["channel.vacated"], &["news/*/eu"], true),
+        ]);
+        assert_eq!(
+            prefixes(&snapshot).unwrap(),
+            ["news/", "shop~lobby", "shop~rooms/", "shop~ticks/"]
+        );
+        // An app's endpoint with no pattern (every channel of the app): its scope.
+        let whole = Snapshot::build(vec![stored(6, "shop", &["*"], &[], true)]);
+        assert_eq!(prefixes(&whole).unwrap(), ["shop~"]);
+        // The default app's every channel: no prefix narrows it.
+        let default = Snapshot::build(vec![stored(7, "default", &["channel.occupied"], &[], true)]);
+        assert_eq!(prefixes(&default), None);
+        assert_eq!(
+            prefixes(&Snapshot::build(vec![])).unwrap(),
+            [] as [String; 0]
+        );
     }
 
     #[test]

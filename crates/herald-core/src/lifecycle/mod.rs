@@ -44,6 +44,13 @@
 //! cluster's records never go stale. Listeners usually join at start, before clients
 //! connect.
 //!
+//! **Channels, too, only where wanted**: a listener may say which channels it wants told
+//! occupied and vacated ([`ChannelInterest`]: literal prefixes of full names,
+//! [`Lifecycle::set_channel_interest`]); the hub builds such an event only for a channel some
+//! listener wanting channel kinds may want ([`channels`]). With a relay set every channel is
+//! told. A change of interest applies as a change of kinds does: a channel occupied while it
+//! was not of interest is told vacated when it becomes so.
+//!
 //! **Listeners are called where the event happens**, some under a hub shard's lock (a
 //! channel's) or the lock of the users' connection counts (a user's online and offline), so
 //! that a channel's and a user's events reach them in the order they happened: a listener
@@ -55,6 +62,7 @@
 //! and the relay delivers the cluster's transitions ([`Lifecycle::deliver`]) to this node's listeners when this node's
 //! change made one, so each is delivered once in the cluster, on one node.
 
+pub mod channels;
 mod events;
 mod kinds;
 pub mod tracked;
@@ -64,6 +72,8 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::{Mutex, RwLock};
 
+use channels::ChannelFilter;
+pub use channels::ChannelInterest;
 pub use events::{
     app_of, is_reserved, Connection, ConnectionId, DisconnectReason, LifecycleEvent, Transport,
 };
@@ -107,6 +117,8 @@ pub struct ListenerId(usize);
 struct Joined {
     listener: Arc<dyn LifecycleListener>,
     wants: AtomicU32,
+    /// The channels it wants channel events about.
+    channels: Mutex<ChannelInterest>,
 }
 
 impl Joined {
@@ -121,6 +133,9 @@ pub struct Lifecycle {
     /// its pairs): the one thing an emitting path reads before it builds anything.
     emitted: AtomicU32,
     listeners: RwLock<Vec<Joined>>,
+    /// The channels some listener wanting channel kinds may want told occupied or vacated:
+    /// read by the hub (a short read lock) only while a channel kind is emitted.
+    channel_filter: RwLock<ChannelFilter>,
     /// Held while the emitted kinds are worked out again, so that changes apply in order.
     changing: Mutex<()>,
     relay: OnceLock<Arc<dyn Relay>>,
@@ -132,6 +147,7 @@ impl Default for Lifecycle {
         Lifecycle {
             emitted: AtomicU32::new(0),
             listeners: RwLock::new(Vec::new()),
+            channel_filter: RwLock::new(ChannelFilter::All),
             changing: Mutex::new(()),
             relay: OnceLock::new(),
             tracked: Tracked::new(rand::random::<u64>() | 1),
@@ -187,6 +203,7 @@ impl Lifecycle {
             listeners.push(Joined {
                 listener,
                 wants: AtomicU32::new(kinds.bits()),
+                channels: Mutex::new(ChannelInterest::All),
             });
             ListenerId(listeners.len() - 1)
         };
@@ -200,6 +217,16 @@ impl Lifecycle {
         let changing = self.changing.lock();
         if let Some(joined) = self.listeners.read().get(id.0) {
             joined.wants.store(kinds.bits(), Ordering::Relaxed);
+        }
+        self.work_out(&changing);
+    }
+
+    /// The listener `id` wants channel events ([`Kinds::CHANNELS`]) about the channels of
+    /// `interest` only, from now on (see the [module documentation](self)).
+    pub fn set_channel_interest(&self, id: ListenerId, interest: ChannelInterest) {
+        let changing = self.changing.lock();
+        if let Some(joined) = self.listeners.read().get(id.0) {
+            *joined.channels.lock() = interest;
         }
         self.work_out(&changing);
     }
@@ -226,6 +253,18 @@ impl Lifecycle {
                 }
             }
         }
+        let filter = if self.relay.get().is_some() {
+            ChannelFilter::All
+        } else {
+            let listeners = self.listeners.read();
+            let interests: Vec<ChannelInterest> = listeners
+                .iter()
+                .filter(|joined| joined.wants().intersects(Kinds::CHANNELS))
+                .map(|joined| joined.channels.lock().clone())
+                .collect();
+            ChannelFilter::union(&interests)
+        };
+        *self.channel_filter.write() = filter;
         self.emitted.store(emitted.bits(), Ordering::Release);
         if before.intersects(Kinds::TRACKED) && !emitted.intersects(Kinds::TRACKED) {
             // After the store: a connection registering now either finished before this
@@ -383,7 +422,10 @@ impl Lifecycle {
                 channel: channel.clone(),
             });
         }
-        if first && emitted.intersects(Kinds::CHANNEL_OCCUPIED) {
+        if first
+            && emitted.intersects(Kinds::CHANNEL_OCCUPIED)
+            && self.channel_filter.read().admits(channel.as_str())
+        {
             self.emit(LifecycleEvent::ChannelOccupied {
                 channel: channel.clone(),
             });
@@ -408,7 +450,10 @@ impl Lifecycle {
                 channel: channel.clone(),
             });
         }
-        if last && emitted.intersects(Kinds::CHANNEL_VACATED) {
+        if last
+            && emitted.intersects(Kinds::CHANNEL_VACATED)
+            && self.channel_filter.read().admits(channel.as_str())
+        {
             self.emit(LifecycleEvent::ChannelVacated {
                 channel: channel.clone(),
             });

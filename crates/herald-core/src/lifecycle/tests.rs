@@ -297,6 +297,54 @@ fn a_relay_decides_what_listeners_hear_of_this_nodes_channel_transitions() {
     assert_eq!(recorded.summary(), ["sub:news", "unsub:news", "-news"]);
 }
 
+/// A listener that wants channel events about some prefixes only: channels outside them are
+/// not built into events (a subscription event still is, it wants every kind); another
+/// listener wanting every channel, or a relay, brings them all back.
+#[test]
+fn channel_events_are_built_only_for_channels_some_listener_may_want() {
+    let hub = Hub::new();
+    let recorded = Recorded::new();
+    let id = hub
+        .lifecycle()
+        .join_wanting(recorded.clone(), Kinds::CHANNELS);
+    hub.lifecycle()
+        .set_channel_interest(id, ChannelInterest::Prefixes(vec!["shop~rooms/".into()]));
+    let room = channel("shop", "rooms/1");
+    let lobby = channel("shop", "lobby");
+    let plain = channel("default", "rooms/2");
+    for name in [&room, &lobby, &plain] {
+        let (sub, _) = hub.subscribe(name, Outbox::new(1024));
+        hub.unsubscribe(name, sub.id());
+    }
+    assert_eq!(recorded.summary(), ["+rooms/1", "-rooms/1"]);
+
+    // A second listener wanting every channel's events: the first is told them too (a
+    // listener matches its own patterns on what it is told).
+    let everything = Recorded::new();
+    let other = hub
+        .lifecycle()
+        .join_wanting(everything.clone(), Kinds::CHANNELS);
+    let (sub, _) = hub.subscribe(&lobby, Outbox::new(1024));
+    hub.unsubscribe(&lobby, sub.id());
+    assert_eq!(everything.summary(), ["+lobby", "-lobby"]);
+    // It stops wanting channel kinds: the filter is the first listener's again.
+    hub.lifecycle().set_wanted(other, Kinds::NONE);
+    let (sub, _) = hub.subscribe(&lobby, Outbox::new(1024));
+    hub.unsubscribe(&lobby, sub.id());
+    assert_eq!(everything.summary(), ["+lobby", "-lobby"]);
+    assert_eq!(
+        recorded.summary(),
+        ["+rooms/1", "-rooms/1", "+lobby", "-lobby"]
+    );
+
+    // With a relay set, every channel is told (its records come in pairs).
+    let relay = Arc::new(HoldChannels(Recorded::default()));
+    assert!(hub.lifecycle().set_relay(relay.clone()));
+    let (sub, _) = hub.subscribe(&plain, Outbox::new(1024));
+    hub.unsubscribe(&plain, sub.id());
+    assert_eq!(relay.0.summary(), ["+rooms/2", "-rooms/2"]);
+}
+
 /// Holds the first `disconnected` it is told of until released, so another thread can act
 /// while that departure is half told.
 struct HoldFirstDeparture {
