@@ -604,6 +604,11 @@ impl Engine {
         self.log.takes_writes().await
     }
 
+    /// This node's subscriptions to topic filters ([`crate::hub::filters`]).
+    pub fn filters(&self) -> &Arc<crate::hub::filters::FilterRegistry> {
+        self.hub.filters()
+    }
+
     /// Live subscribers of a channel on this node.
     pub fn subscriber_count(&self, channel: &ChannelName) -> usize {
         self.hub.subscriber_count(channel)

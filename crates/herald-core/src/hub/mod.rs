@@ -37,8 +37,10 @@ use crate::outbox::Outbox;
 use crate::presence::Presence;
 use crate::telemetry::telemetry;
 
+pub mod filters;
 mod subscription;
 
+use filters::FilterRegistry;
 pub use subscription::{Admit, Filter, NextRead, Shape, Subscription, Tally};
 
 const SHARDS: usize = 64;
@@ -221,6 +223,9 @@ pub struct Hub {
     lifecycle: Arc<Lifecycle>,
     /// The members of this node's presence channels ([`Hub::presence`]).
     presence: Arc<Presence>,
+    /// Subscriptions to topic filters, consulted after each run's exact subscribers
+    /// ([`Hub::filters`]).
+    filters: Arc<FilterRegistry>,
 }
 
 /// Default of [`Hub::set_catchup_budget`] (the `catchup_bytes` setting's default).
@@ -241,6 +246,7 @@ impl Default for Hub {
             backlog: Backlog::default(),
             linger_unpublished: AtomicBool::new(true),
             lifecycle,
+            filters: FilterRegistry::new(),
         }
     }
 }
@@ -262,6 +268,13 @@ impl Hub {
     /// channels, which subscriptions to them join ([`Subscription::set_presence`]).
     pub fn presence(&self) -> &Arc<Presence> {
         &self.presence
+    }
+
+    /// This node's subscriptions to topic filters ([`filters`]): the fan-out hands each run
+    /// of a channel's messages to the subscribers whose filters match it, after the channel's
+    /// own subscribers.
+    pub fn filters(&self) -> &Arc<FilterRegistry> {
+        &self.filters
     }
 
     /// The fan-out's backlog of deliveries, which publishes wait for room in (see
@@ -494,9 +507,24 @@ impl Hub {
     /// of consecutive messages of one channel is handed to every subscriber at once (one outbox
     /// lock and one wake per subscriber for the whole run), so a group commit of many messages
     /// to a busy channel costs its subscribers' writers one wake, not one per message.
+    /// Then each run goes to the filter subscribers it matches ([`Hub::filters`]): while there
+    /// are none, that costs one atomic load per call.
     pub fn deliver_all(&self, messages: &[SharedMessage]) {
+        let filters = self.filters.is_active();
         for run in messages.chunk_by(|a, b| a.channel == b.channel) {
             self.deliver_run(run);
+            if filters {
+                self.deliver_to_filters(run);
+            }
+        }
+    }
+
+    /// Hands a run of one channel's messages to the filter subscribers it matches.
+    #[cold]
+    fn deliver_to_filters(&self, run: &[SharedMessage]) {
+        let n = self.filters.deliver_run(run);
+        if let (Some(last), true) = (run.last(), n > 0) {
+            self.count_deliveries(&last.channel, n);
         }
     }
 
@@ -542,6 +570,10 @@ impl Hub {
                 sub.deliver(message);
             }
             self.count_deliveries(&message.channel, entry.subs.len() as u64);
+        }
+        drop(shard);
+        if self.filters.is_active() {
+            self.deliver_to_filters(std::slice::from_ref(message));
         }
     }
 }

@@ -22,6 +22,8 @@
 
 use std::borrow::Cow;
 
+pub mod filter;
+
 use super::{validate_plain, ChannelName, MAX_CHANNEL_NAME_LEN};
 use crate::error::{ErrorCode, HeraldError};
 

@@ -1,0 +1,275 @@
+//! The filter registry: subscriptions to topic filters (`+`, `#`: [`TopicFilter`]) rather than
+//! to one channel, per app, which the fan-out consults after a run's exact subscribers
+//! ([`super::Hub::deliver_all`]). Protocol-neutral: MQTT's wildcard subscriptions are its first
+//! user (docs/design/mqtt.md, "Wildcards").
+//!
+//! **Cost when unused.** The registry counts its filters in one atomic word; while it is zero
+//! (no app has a filter subscriber) the fan-out pays one load per delivery call and nothing
+//! else. Once some app has one, each run also splits its channel's app off and looks the app
+//! up; an app without filters stops there.
+//!
+//! **Indexing.** An app's filters are kept under the first level of their literal prefixes
+//! ([`TopicFilter::index_keys`]), and those starting with a wildcard in a list of their own, so
+//! a run looks only at the filters that can match its channel. Matching is on the topic the
+//! channel maps back to ([`crate::name::topic`]), decoded at most once per run.
+//!
+//! **Delivery.** A subscriber is one connection's filters in one app, with its outbox: the
+//! same outbox its exact subscriptions queue to, so its writer sees one ordered stream and
+//! acknowledgements work alike. A run matching several of one subscriber's filters is queued
+//! once (the protocol decides what a delivery through several filters means: MQTT sends it
+//! once with the highest QoS granted). Filter subscriptions are live at once: they have no
+//! cursor and no catch-up. A full outbox closes as a slow consumer, as for exact subscriptions.
+//!
+//! **Locking.** One read-write lock over the apps: the fan-out thread reads, filter subscribes
+//! and unsubscribes write (rare next to deliveries); exact subscriptions never take it.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use crate::message::SharedMessage;
+use crate::name::topic::filter::{index_key, TopicFilter};
+use crate::name::topic::{decode, ENCODED_PREFIX};
+use crate::outbox::{OutFrame, Outbox};
+use crate::tenant::{split_app, AppId, RESERVED};
+
+/// One filter of one subscriber, as the index holds it.
+#[derive(Clone)]
+struct Entry {
+    subscriber: u64,
+    filter: Arc<TopicFilter>,
+    outbox: Arc<Outbox>,
+}
+
+/// One app's filters, indexed.
+#[derive(Default)]
+struct AppFilters {
+    /// Filters by the first level of their literal prefix.
+    by_key: HashMap<Box<str>, Vec<Entry>>,
+    /// Filters whose first level is a wildcard: looked at for every channel of the app.
+    rooted: Vec<Entry>,
+}
+
+impl AppFilters {
+    fn is_empty(&self) -> bool {
+        self.rooted.is_empty() && self.by_key.is_empty()
+    }
+
+    fn insert(&mut self, entry: &Entry) -> usize {
+        let mut n = 0;
+        for key in entry.filter.index_keys() {
+            n += 1;
+            match key {
+                None => self.rooted.push(entry.clone()),
+                Some(key) => self
+                    .by_key
+                    .entry(key.into())
+                    .or_default()
+                    .push(entry.clone()),
+            }
+        }
+        n
+    }
+
+    fn remove(&mut self, subscriber: u64, filter: &TopicFilter) -> usize {
+        let is_it = |e: &Entry| e.subscriber == subscriber && *e.filter == *filter;
+        let mut n = 0;
+        for key in filter.index_keys() {
+            let list = match key {
+                None => &mut self.rooted,
+                Some(key) => match self.by_key.get_mut(key) {
+                    Some(list) => list,
+                    None => continue,
+                },
+            };
+            if let Some(at) = list.iter().position(is_it) {
+                list.swap_remove(at);
+                n += 1;
+            }
+            if let Some(key) = key.filter(|_| list.is_empty()) {
+                self.by_key.remove(key);
+            }
+        }
+        n
+    }
+}
+
+/// The filter subscriptions of every app on this node (see the module doc).
+#[derive(Default)]
+pub struct FilterRegistry {
+    /// Index entries over every app: zero lets the fan-out skip with one load.
+    entries: AtomicUsize,
+    next_id: AtomicU64,
+    apps: RwLock<HashMap<Box<str>, AppFilters>>,
+}
+
+impl FilterRegistry {
+    /// An empty registry.
+    pub fn new() -> Arc<FilterRegistry> {
+        Arc::new(FilterRegistry::default())
+    }
+
+    /// A subscriber with no filter yet: one connection's filter subscriptions in `app`,
+    /// queued to `outbox`. Dropping it removes its filters.
+    pub fn subscriber(self: &Arc<Self>, app: &AppId, outbox: Arc<Outbox>) -> FilterSubscriber {
+        FilterSubscriber {
+            registry: self.clone(),
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            app: app.as_str().into(),
+            outbox,
+            filters: Vec::new(),
+        }
+    }
+
+    /// Whether any app has a filter: the one load the fan-out pays while none has.
+    #[inline]
+    pub fn is_active(&self) -> bool {
+        self.entries.load(Ordering::Acquire) != 0
+    }
+
+    /// Queues `run` (consecutive messages of one channel, in order) once to every subscriber
+    /// of the channel's app with a filter matching the channel; returns the deliveries queued
+    /// (messages times subscribers).
+    pub(crate) fn deliver_run(&self, run: &[SharedMessage]) -> u64 {
+        let Some(last) = run.last() else {
+            return 0;
+        };
+        let (app, local) = split_app(last.channel.as_str());
+        if local.starts_with(RESERVED) {
+            return 0; // a push log: no topic
+        }
+        let apps = self.apps.read();
+        let Some(filters) = apps.get(app) else {
+            return 0;
+        };
+        let keyed = filters.by_key.get(index_key(local));
+        let mut topic: Option<Cow<'_, str>> = None;
+        let mut matched: Vec<&Entry> = Vec::new();
+        for entry in filters.rooted.iter().chain(keyed.into_iter().flatten()) {
+            if !entry.filter.prefixes().any(|p| local.starts_with(p)) {
+                continue;
+            }
+            let topic = topic.get_or_insert_with(|| {
+                if local.starts_with(ENCODED_PREFIX) {
+                    decode(local).unwrap_or(Cow::Borrowed(""))
+                } else {
+                    Cow::Borrowed(local)
+                }
+            });
+            if !topic.is_empty() && entry.filter.matches_topic(topic) {
+                matched.push(entry);
+            }
+        }
+        if matched.is_empty() {
+            return 0;
+        }
+        matched.sort_unstable_by_key(|e| e.subscriber);
+        matched.dedup_by_key(|e| e.subscriber);
+        let mut queued = 0;
+        for entry in matched {
+            queued += entry
+                .outbox
+                .push_many(run.iter().map(|m| OutFrame::Message(m.clone())));
+        }
+        queued as u64
+    }
+
+    /// Filters registered in `app` (all subscribers).
+    pub fn count(&self, app: &AppId) -> usize {
+        self.apps.read().get(app.as_str()).map_or(0, |f| {
+            f.rooted.len() + f.by_key.values().map(Vec::len).sum::<usize>()
+        })
+    }
+
+    fn insert(&self, app: &str, entry: &Entry) {
+        let mut apps = self.apps.write();
+        let n = apps.entry(app.into()).or_default().insert(entry);
+        self.entries.fetch_add(n, Ordering::Release);
+    }
+
+    fn remove(&self, app: &str, subscriber: u64, filter: &TopicFilter) {
+        let mut apps = self.apps.write();
+        let Some(filters) = apps.get_mut(app) else {
+            return;
+        };
+        let n = filters.remove(subscriber, filter);
+        if filters.is_empty() {
+            apps.remove(app);
+        }
+        self.entries.fetch_sub(n, Ordering::Release);
+    }
+}
+
+/// One connection's filter subscriptions in one app (made by [`FilterRegistry::subscriber`]).
+/// Dropping it removes them all.
+pub struct FilterSubscriber {
+    registry: Arc<FilterRegistry>,
+    id: u64,
+    app: Box<str>,
+    outbox: Arc<Outbox>,
+    filters: Vec<Arc<TopicFilter>>,
+}
+
+impl FilterSubscriber {
+    /// Subscribes `filter`; `false` (and nothing changes) if this subscriber holds it already.
+    pub fn add(&mut self, filter: TopicFilter) -> bool {
+        if self.holds(filter.as_str()) {
+            return false;
+        }
+        let filter = Arc::new(filter);
+        self.registry.insert(
+            &self.app,
+            &Entry {
+                subscriber: self.id,
+                filter: filter.clone(),
+                outbox: self.outbox.clone(),
+            },
+        );
+        self.filters.push(filter);
+        true
+    }
+
+    /// Ends the subscription to `filter` (its text); `false` if there was none.
+    pub fn remove(&mut self, filter: &str) -> bool {
+        let Some(at) = self.filters.iter().position(|f| f.as_str() == filter) else {
+            return false;
+        };
+        let gone = self.filters.swap_remove(at);
+        self.registry.remove(&self.app, self.id, &gone);
+        true
+    }
+
+    /// Whether this subscriber holds `filter` (its text).
+    pub fn holds(&self, filter: &str) -> bool {
+        self.filters.iter().any(|f| f.as_str() == filter)
+    }
+
+    /// The filters held, in no particular order.
+    pub fn filters(&self) -> impl Iterator<Item = &TopicFilter> {
+        self.filters.iter().map(|f| &**f)
+    }
+
+    /// How many filters are held.
+    pub fn len(&self) -> usize {
+        self.filters.len()
+    }
+
+    /// Whether no filter is held.
+    pub fn is_empty(&self) -> bool {
+        self.filters.is_empty()
+    }
+}
+
+impl Drop for FilterSubscriber {
+    fn drop(&mut self) {
+        for filter in std::mem::take(&mut self.filters) {
+            self.registry.remove(&self.app, self.id, &filter);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
