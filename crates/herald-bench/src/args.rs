@@ -14,9 +14,15 @@ pub struct Common {
     #[arg(long, value_enum, default_value = "ws")]
     pub transport: Transport,
     /// Measure a server that is already running at this URL (http://HOST:PORT), or the nodes
-    /// of a cluster at several URLs separated by commas (clients spread round-robin over them).
+    /// of a cluster at several URLs separated by commas (clients spread round-robin over them);
+    /// nats://HOST:PORT measures a NATS server (as --peer nats).
     #[arg(long, value_name = "URL[,URL...]")]
     pub target: Option<String>,
+    /// The server under test: herald, or nats (`nats-server`, spoken to in NATS's own protocol,
+    /// for fanout, subscribe-storm and connections; --spawn starts `nats-server` from PATH or
+    /// --server-bin).
+    #[arg(long, value_enum, default_value = "herald")]
+    pub peer: Peer,
     /// Start a server for the run (full report, including its CPU time and memory).
     #[arg(long)]
     pub spawn: bool,
@@ -25,7 +31,8 @@ pub struct Common {
     #[arg(long, value_name = "N")]
     pub spawn_cluster: Option<usize>,
     /// The herald binary --spawn starts [default: this binary when the bench runs in
-    /// `herald`, else `herald` beside it, else target/release/herald].
+    /// `herald`, else `herald` beside it, else target/release/herald]; with --peer nats, the
+    /// nats-server binary [default: `nats-server` on PATH, else /usr/sbin/nats-server].
     #[arg(long, value_name = "PATH")]
     pub server_bin: Option<PathBuf>,
     /// Store durability of the spawned server (always, batch, off) [default: the server's].
@@ -87,7 +94,29 @@ pub struct Common {
     pub time_limit: u64,
 }
 
+/// The servers the bench measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Peer {
+    /// Herald.
+    Herald,
+    /// `nats-server`, with the bench's NATS client ([`crate::nats`]).
+    Nats,
+}
+
 impl Common {
+    /// The server under test: NATS for `--peer nats` or a `nats://` `--target`.
+    pub fn peer(&self) -> Peer {
+        match &self.target {
+            Some(t) if t.trim_start().starts_with("nats://") => Peer::Nats,
+            _ => self.peer,
+        }
+    }
+
+    /// Whether the server under test is NATS.
+    pub fn is_nats(&self) -> bool {
+        self.peer() == Peer::Nats
+    }
+
     /// Whether subscribers reconnect after every message (Deacon's long-poll), so that a
     /// step's samples wait for them to be back before publishing the next one.
     pub fn reconnects_per_message(&self) -> bool {

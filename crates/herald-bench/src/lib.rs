@@ -13,6 +13,7 @@ pub mod baseline;
 pub mod client;
 pub mod cluster;
 pub mod meteor;
+pub mod nats;
 pub mod pool;
 pub mod proto;
 pub mod report;
@@ -51,6 +52,8 @@ Examples:
   herald bench hooks --spawn --clients 10000 --rounds 3
   herald bench apns --threads 1,2 --connections 1,2,4
   herald bench fanout --target http://127.0.0.1:7070 --api-key KEY --token-secret SECRET
+  herald bench fanout --spawn --peer nats --publishers 4 --messages 1000 --subscribers 10000
+  herald bench subscribe-storm --target nats://127.0.0.1:4222 --server-pid PID --distinct
 
 Every scenario is bounded in count and time (--time-limit) and loads loopback addresses only
 unless --allow-remote. See docs/benchmarks.md for the flags, the outputs and results.";
@@ -256,8 +259,31 @@ pub async fn run(args: BenchArgs, host: Host) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Refuses `--peer nats` for a scenario that has no NATS counterpart.
+fn check_peer(scenario: &Scenario) -> anyhow::Result<()> {
+    let (name, common) = match scenario {
+        Scenario::Subscribers(a) => ("subscribers", &a.common),
+        Scenario::Channels(a) => ("channels", &a.common),
+        Scenario::AllToAll(a) => ("all-to-all", &a.common),
+        Scenario::Broadcast(a) => ("broadcast", &a.common),
+        Scenario::Auto(a) => ("auto", &a.common),
+        Scenario::ReconnectStorm(a) => ("reconnect-storm", &a.common),
+        Scenario::Soak(a) => ("soak", &a.common),
+        Scenario::Hooks(a) => ("hooks", &a.common),
+        _ => return Ok(()),
+    };
+    if common.is_nats() {
+        anyhow::bail!(
+            "{name} has no NATS counterpart: --peer nats runs fanout, subscribe-storm and \
+             connections"
+        );
+    }
+    Ok(())
+}
+
 /// Runs one scenario, giving its report and its `--out` folder.
 async fn run_scenario(scenario: Scenario) -> anyhow::Result<(report::Report, Option<PathBuf>)> {
+    check_peer(&scenario)?;
     Ok(match scenario {
         Scenario::Worker => anyhow::bail!("the worker is not a scenario"),
         Scenario::Baseline(a) => {

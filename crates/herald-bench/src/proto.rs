@@ -16,6 +16,9 @@ pub enum Transport {
     Poll,
     /// Meteor's subscriber protocol as Deacon speaks it (its own port; `--meteor-mode`).
     Meteor,
+    /// NATS's text protocol, against `nats-server` (`--peer nats`; not a `--transport` value).
+    #[value(skip)]
+    Nats,
 }
 
 impl Transport {
@@ -26,6 +29,7 @@ impl Transport {
             Transport::Sse => "sse",
             Transport::Poll => "poll",
             Transport::Meteor => "meteor",
+            Transport::Nats => "nats",
         }
     }
 }

@@ -17,6 +17,8 @@ use serde_json::Value;
 mod cluster;
 #[path = "scenarios/hooks.rs"]
 mod hooks;
+#[path = "scenarios/nats.rs"]
+mod nats;
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

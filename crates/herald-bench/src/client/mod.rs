@@ -1,5 +1,6 @@
-//! Client connections of a worker process: one task per WebSocket (`ws`), SSE (`sse`) or
-//! long-poll (`poll`) subscriber, and a keep-alive HTTP client for publishing (`http`).
+//! Client connections of a worker process: one task per WebSocket (`ws`), SSE (`sse`),
+//! long-poll (`poll`) or NATS (`nats`, `--peer nats`) subscriber, and a keep-alive HTTP client
+//! for publishing (`http`).
 //! Every connection reads into one buffer, counts what it receives and records latencies in
 //! batches (one lock per socket read). This module holds what they share: connecting, the
 //! readiness handshake with the worker, device inbox counting, the channels of a plan.
@@ -8,6 +9,7 @@
 //! worker process can hold 15,000 connections with a few KiB each (see [`crate::wire`]).
 
 mod http;
+mod nats;
 mod poll;
 mod sse;
 mod ws;
@@ -249,6 +251,7 @@ pub async fn run(sh: Arc<Shared>, n: u64, plan: Plan, ready: Ready) {
             Transport::Sse => sse::sse(&sh, n, &plan, &ready, fire).await,
             Transport::Poll => poll::poll(&sh, n, &plan, &ready, fire).await,
             Transport::Meteor => crate::meteor::deacon(&sh, n, &plan, &ready).await,
+            Transport::Nats => nats::nats(&sh, n, &plan, &ready, fire).await,
         }
     };
     tokio::pin!(conn);

@@ -6,7 +6,6 @@
 use std::time::Duration;
 
 use crate::args::ConnectionsArgs;
-use crate::client::HttpClient;
 use crate::proto::Plan;
 use crate::report::{f, Report, Table};
 use crate::scenario::{open_failure, Ctx, Progress};
@@ -90,9 +89,8 @@ pub async fn run(args: ConnectionsArgs) -> anyhow::Result<Report> {
     // Every connection must still be subscribed: one message to the first channel reaches all.
     let mut lost = 0u64;
     let mut lat = None;
-    if let Some(key) = ctx.target.api_key.clone() {
-        let mut http = HttpClient::new(ctx.target.addr, &ctx.target.host, None);
-        let published = http.publish_now(&format!("{prefix}0"), &key).await;
+    if let Ok(mut publisher) = ctx.load_publisher(0) {
+        let published = publisher.publish_now(&format!("{prefix}0"), 1).await;
         let round = pool.collect(1, 0, 30_000).await?;
         lost = if published.is_ok() {
             ok.saturating_sub(round.messages)

@@ -1,7 +1,8 @@
 //! `fanout`: throughput of one channel. `--subscribers N` subscribe; `--publishers P` publish
 //! `--messages M` in total through the HTTP API (each publisher one request at a time, at
-//! `--rate R` messages/s across publishers or as fast as they can). Reports deliveries per
-//! second, latency percentiles, and server CPU seconds per million deliveries.
+//! `--rate R` messages/s across publishers or as fast as they can; against NATS, `PUB` and a
+//! `PING` on a NATS connection, waiting for the `PONG`). Reports deliveries per second, latency
+//! percentiles, and server CPU seconds per million deliveries.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -27,7 +28,10 @@ struct Published {
 /// Runs the scenario.
 pub async fn run(args: FanoutArgs) -> anyhow::Result<Report> {
     let ctx = Ctx::open(&args.common, &[]).await?;
-    let key = ctx.target.require_api_key()?;
+    // Publishers spread round-robin over a cluster's nodes (all on the one server else).
+    let publishers = (0..args.publishers.max(1))
+        .map(|p| ctx.load_publisher(p as usize))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     // As fast as possible, the clients must read as fast as the whole machine delivers; paced,
     // one worker keeps up, and more would only add wake-ups.
     let mut pool = if args.rate.is_none() {
@@ -66,10 +70,8 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<Report> {
         &format!("fanout: publishing {m} messages to {n} subscribers"),
     );
     let mut tasks = Vec::new();
-    for p in 0..args.publishers.max(1) {
-        let (next, done, key, channel) = (next.clone(), done.clone(), key.clone(), channel.clone());
-        // Publishers spread round-robin over a cluster's nodes (all on the one server else).
-        let mut http = ctx.http_to(p as usize);
+    for mut publisher in publishers {
+        let (next, done, channel) = (next.clone(), done.clone(), channel.clone());
         let rate = args.rate;
         let batch = args.batch.max(1);
         tasks.push(tokio::spawn(async move {
@@ -92,12 +94,7 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<Report> {
                         tokio::time::sleep(Duration::from_nanos(wait)).await;
                     }
                 }
-                let published = if batch > 1 {
-                    http.publish_batch_now(&channel, &key, count).await
-                } else {
-                    http.publish_now(&channel, &key).await
-                };
-                match published {
+                match publisher.publish_now(&channel, count).await {
                     Ok(sent) => {
                         stats::record_ns(&mut out.hist, now_ns() - sent);
                         out.sent.extend(std::iter::repeat_n(sent, count as usize));
@@ -216,7 +213,9 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<Report> {
         args.publishers,
         args.rate
             .map_or(" as fast as possible".into(), |r| format!(" at {r} msg/s")),
-        if args.batch > 1 {
+        if args.batch > 1 && ctx.common.is_nats() {
+            format!(", {} messages per write and PING", args.batch)
+        } else if args.batch > 1 {
             format!(", {} messages per request (POST /v1/batch)", args.batch)
         } else {
             String::new()

@@ -12,6 +12,7 @@ pub mod mock_apns;
 pub mod provider_api;
 pub mod provider_broadcast;
 pub mod providers;
+pub mod publisher;
 pub mod reconnect;
 pub mod soak;
 pub mod sqlite_floor;
@@ -74,6 +75,11 @@ impl Ctx {
     /// floors unless `--no-baseline`.
     pub async fn open(common: &Common, env: &[(&str, String)]) -> anyhow::Result<Ctx> {
         let target = Target::open(common, env)?;
+        let mut common = common.clone();
+        if common.is_nats() {
+            // The workers' subscribers speak NATS (Target::open checked --transport was left out).
+            common.transport = crate::proto::Transport::Nats;
+        }
         let baseline = if common.no_baseline {
             None
         } else {
@@ -92,12 +98,12 @@ impl Ctx {
             .collect();
         let started = Instant::now();
         Ok(Ctx {
-            common: common.clone(),
+            deadline: started + Duration::from_secs(common.time_limit),
+            common,
             server_cpu_start: target.probe().map(|p| p.cpu_seconds),
             target,
             baseline,
             started,
-            deadline: started + Duration::from_secs(common.time_limit),
             run,
         })
     }

@@ -27,6 +27,9 @@ pub async fn run(args: StormArgs) -> anyhow::Result<Report> {
             "--one-at-a-time needs --transport ws (the others name every channel in one request)"
         );
     }
+    if args.prepublish && args.common.is_nats() {
+        anyhow::bail!("--prepublish: NATS keeps no history, so its channels are always new");
+    }
     let ctx = Ctx::open(&args.common, &env).await?;
     let prefix = format!("bench/{}/s/", ctx.run);
     if args.prepublish {
@@ -118,6 +121,15 @@ pub async fn run(args: StormArgs) -> anyhow::Result<Report> {
          on average, {failed} failed ({} error replies)",
         span_s, rate, round.errors
     ));
+    let server_us_per_sub = cpu0
+        .server_seconds(&cpu1)
+        .filter(|_| acked > 0)
+        .map(|c| stats::round3(c / acked as f64 * 1e6));
+    if let Some(us) = server_us_per_sub {
+        r.lines.push(format!(
+            "server CPU {us} µs per acknowledged subscription (from the storm's start to its last acknowledgement collected)"
+        ));
+    }
     let ack = LatencyMs::of(&round.ack_hist);
     r.lines.push(format!(
         "acknowledgement latency from a user's burst: p50 {} ms, p99 {} ms, max {} ms",
@@ -155,6 +167,7 @@ pub async fn run(args: StormArgs) -> anyhow::Result<Report> {
     r.detail("acknowledged", acked);
     r.detail("error_replies", round.errors);
     r.detail("seconds", stats::round3(span_s));
+    r.detail("server_cpu_us_per_subscription", server_us_per_sub);
     r.detail("error_samples", &round.error_samples);
     ctx.report_parts(&mut r, &cpu0, &cpu1, "subscription", acked);
     let otherwise = format!("count: {users} users x {} subjects", args.subjects);

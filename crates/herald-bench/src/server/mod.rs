@@ -1,8 +1,10 @@
 //! The server under test: one started by the bench (`--spawn`, so its CPU time and memory can be
 //! read from /proc), a cluster of nodes it starts over PostgreSQL and Redis (`--spawn-cluster
 //! N`), or servers already running (`--target URL[,URL...]`, with `--server-pid` for the same
-//! figures). Also the /proc readers for the load generator's own processes and the machine.
+//! figures); or, for `--peer nats`, a `nats-server` (`nats`). Also the /proc readers for the
+//! load generator's own processes and the machine.
 
+mod nats;
 mod procfs;
 mod spawn;
 
@@ -125,6 +127,9 @@ impl Target {
             ),
             1 => {}
             _ => bail!("give one of --target URL, --spawn or --spawn-cluster N"),
+        }
+        if c.is_nats() {
+            return nats::open(c);
         }
         if let Some(urls) = &c.target {
             return Target::attach(c, urls);
