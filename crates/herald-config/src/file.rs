@@ -1,5 +1,5 @@
 //! The config-file layer: reading a TOML file into [`Layers`], checking its shape (scalars at
-//! the top, the `[history]`, `[limits]`, `[hooks]` and `[mqtt]` tables, a `[[namespaces]]`
+//! the top, the `[history]`, `[limits]`, `[hooks]`, `[mqtt]` and `[pusher]` tables, a `[[namespaces]]`
 //! array of tables) and rejecting unknown keys
 //! with a "did you mean" hint.
 
@@ -12,6 +12,7 @@ use super::hooks::HOOK_KEYS;
 use super::layers::{Layers, Raw, Source, KEYS, NAMESPACE_KEYS};
 use super::limits::LIMIT_KEYS;
 use super::mqtt::MQTT_KEYS;
+use super::pusher::PUSHER_KEYS;
 use super::validate::wrong_type;
 use super::ConfigError;
 
@@ -24,6 +25,7 @@ const TABLES: &[(&str, &[&str])] = &[
     ("limits", LIMIT_KEYS),
     ("hooks", HOOK_KEYS),
     ("mqtt", MQTT_KEYS),
+    ("pusher", PUSHER_KEYS),
 ];
 
 impl Layers {
@@ -103,7 +105,7 @@ impl Layers {
                     .iter()
                     .map(|k| k.name)
                     .filter(|n| !n.contains('.'))
-                    .chain(["history", "limits", "hooks", "mqtt", "namespaces"])
+                    .chain(["history", "limits", "hooks", "mqtt", "pusher", "namespaces"])
                     .collect();
                 return Err(unknown(name, &known));
             }

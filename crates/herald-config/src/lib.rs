@@ -11,7 +11,7 @@
 //! The crate root owns the public face: [`Config`] and its settings types, the shared
 //! [`ConfigFlags`], [`Config::load`] and [`read_secret_file`]. The work is done by
 //! `layers` (keys, sources, environment and flags), `file` (the TOML file), `deadlines`
-//! (the connection deadlines), `limits`, `hooks`, `cluster`, `meteor`, `mqtt`, `providers` and
+//! (the connection deadlines), `limits`, `hooks`, `cluster`, `meteor`, `mqtt`, `pusher`, `providers` and
 //! `tls` (their groups of keys), `validate` (typing and checking values, [`ConfigError`]) and `redacted`
 //! (printing without secrets).
 
@@ -24,6 +24,7 @@ mod limits;
 mod meteor;
 mod mqtt;
 mod providers;
+mod pusher;
 mod redacted;
 mod tls;
 mod validate;
@@ -377,6 +378,8 @@ pub struct Config {
     pub meteor: MeteorConfig,
     /// The MQTT listener and its settings (`mqtt_listen`, `mqtt_tls`, the `[mqtt]` table).
     pub mqtt: herald_server::MqttPort,
+    /// Pusher's client protocol (the `[pusher]` table).
+    pub pusher: herald_server::vocabulary::PusherClientSettings,
     /// Provider delivery.
     pub providers: ProvidersConfig,
     /// Cluster mode (shared PostgreSQL store, Redis bus).

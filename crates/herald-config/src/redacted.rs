@@ -26,6 +26,7 @@ impl Config {
         let l = &self.limits;
         let hk = &self.hooks;
         let mq = &self.mqtt.settings;
+        let pu = &self.pusher;
         let rate = |r: herald_server::vocabulary::Rate| Some(Value::from(r.to_string()));
         let m = &self.meteor;
         let addr = |a: Option<std::net::SocketAddr>| a.map(|a| Value::from(a.to_string()));
@@ -296,6 +297,13 @@ impl Config {
                 )),
                 "",
             ),
+            ("pusher.activity_timeout", int(pu.activity_timeout.as_secs()), ""),
+            ("pusher.pong_timeout", int(pu.pong_timeout.as_secs()), ""),
+            (
+                "pusher.client_events_per_second",
+                int(pu.client_events_per_second.into()),
+                "",
+            ),
         ];
         let mut out = String::new();
         for (key, value, unset) in entries {
@@ -310,6 +318,9 @@ impl Config {
             }
             if key == "mqtt.max_keep_alive" {
                 out.push_str("\n[mqtt]\n");
+            }
+            if key == "pusher.activity_timeout" {
+                out.push_str("\n[pusher]\n");
             }
             let short = key.rsplit('.').next().unwrap_or(key);
             match value {
@@ -409,6 +420,7 @@ impl fmt::Debug for Config {
             .field("meteor_document_root", &self.meteor.document_root)
             .field("meteor_tls", &self.meteor.tls)
             .field("mqtt", &self.mqtt)
+            .field("pusher", &self.pusher)
             .field("tls", &self.tls.as_ref().map(|t| &t.files))
             .field(
                 "meteor_control_password",

@@ -90,6 +90,7 @@ impl Layers {
             ..meteor
         };
         let mqtt = self.mqtt(tls.is_some())?;
+        let pusher = self.pusher()?;
         let config = Config {
             listen: self.get("listen", default_listen, |r| {
                 text(r)?
@@ -176,6 +177,7 @@ impl Layers {
             history,
             meteor,
             mqtt,
+            pusher,
             providers,
             cluster,
             tls,

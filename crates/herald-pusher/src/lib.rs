@@ -15,16 +15,27 @@
 //!   herald-store implements), the service the admin API calls, and each node's cache.
 //! - [`http`]: the HTTP API at `/apps/{app_id}/...` (events and batches), a router
 //!   herald-server merges into the HTTP listener's.
+//! - [`serve`]: the client protocol 7 at `/app/{key}` (a WebSocket over edge's driver and
+//!   session, a router herald-server merges too): [`frame`] its JSON frames and Pusher's
+//!   codes, `session.rs` its commands (public and private channels, client events),
+//!   `wire.rs` the driver's wire (keep-alive, goodbye), `outbound.rs` a channel message as
+//!   the event frame every Pusher subscriber shares; [`settings`] its settings.
 //!
-//! The client protocol (the WebSocket at `/app/{key}` over edge's driver and session),
-//! presence, webhooks and the rest come in the design's order.
+//! Presence, cache and encrypted channels, sign-in, webhooks and the rest come in the
+//! design's order.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod channel_map;
 pub mod credentials;
 pub mod event;
+pub mod frame;
 pub mod http;
+mod outbound;
+pub mod serve;
+mod session;
+pub mod settings;
 pub mod signature;
+mod wire;
 
 pub use credentials::store::PusherCredentialStore;

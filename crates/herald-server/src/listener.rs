@@ -113,11 +113,17 @@ pub(crate) async fn serve(
 /// first whose detector says [`Verdict::Mine`](herald_edge::detect::Verdict) serves the
 /// connection (see [`serve_connection`]); a connection no detector claims is HTTP's, served by
 /// hyper (with one-message publishes answered without it first).
-static DETECTORS: [&dyn Detector; 2] = [&herald_edge::sse::DETECTOR, &herald_edge::ws::DETECTOR];
+static DETECTORS: [&dyn Detector; 3] = [
+    &herald_edge::sse::DETECTOR,
+    &herald_edge::ws::DETECTOR,
+    &herald_pusher::serve::DETECTOR,
+];
 /// [`DETECTORS`]' index of an SSE stream served directly.
 const SSE: usize = 0;
 /// [`DETECTORS`]' index of a WebSocket handshake at `/v1/ws`.
 const WEBSOCKET: usize = 1;
+/// [`DETECTORS`]' index of a Pusher WebSocket handshake at `/app/{key}`.
+const PUSHER: usize = 2;
 
 /// What a fresh connection's first bytes made of it.
 enum First {
@@ -152,7 +158,9 @@ async fn serve_connection(
             Detected::Chosen {
                 index: SSE, prefix, ..
             } => First::Sse(herald_edge::sse::take_request(&mut conn, prefix).await),
-            Detected::Chosen { index, started, .. } => First::Http(started, index == WEBSOCKET),
+            Detected::Chosen { index, started, .. } => {
+                First::Http(started, index == WEBSOCKET || index == PUSHER)
+            }
             Detected::Other(started) => First::Http(started, false),
             Detected::Gone => First::Done,
             Detected::Late => {

@@ -16,6 +16,7 @@ use herald_mqtt::settings::MqttSettings;
 use herald_providers::destination::Destinations;
 use herald_push::delivery::senders::ProviderEndpoints;
 use herald_push::delivery::worker::DeliveryConfig;
+use herald_pusher::settings::ClientSettings as PusherClientSettings;
 use herald_store::{PostgresOptions, SqliteOptions};
 
 /// Everything a [`crate::Server`] needs to start. `Debug` leaves the secrets out.
@@ -66,6 +67,9 @@ pub struct ServerSettings {
     pub meteor: MeteorPorts,
     /// The MQTT listener; off unless its address is set.
     pub mqtt: MqttPort,
+    /// Pusher's client protocol at `/app/{key}` (the `[pusher]` table): the activity timeout,
+    /// the pong timeout, client events a second.
+    pub pusher: PusherClientSettings,
     /// Provider delivery: the credentials key, provider endpoints, the worker's settings.
     pub providers: ProviderSettings,
     /// Cluster mode: a shared PostgreSQL store and a Redis bus (both off: one node on SQLite).
@@ -214,6 +218,7 @@ impl ServerSettings {
             namespaces: Namespaces::default(),
             meteor: MeteorPorts::default(),
             mqtt: MqttPort::default(),
+            pusher: PusherClientSettings::default(),
             providers: ProviderSettings::default(),
             cluster: ClusterSettings::default(),
             admin: AdminSettings::default(),
@@ -255,6 +260,7 @@ impl std::fmt::Debug for ServerSettings {
             .field("namespaces", &self.namespaces)
             .field("meteor", &self.meteor)
             .field("mqtt", &self.mqtt)
+            .field("pusher", &self.pusher)
             .field("providers", &self.providers)
             .field("cluster", &self.cluster)
             .field("admin", &self.admin)

@@ -3,7 +3,7 @@
 //! the [`LocalBus`]), the caches of apps' keys, client-token secrets, limits and usage counters
 //! (loaded from the store at start, then kept up to date by the bus's events), device inboxes,
 //! the provider delivery worker, the webhook service ([`crate::hooks`]), apps' Pusher
-//! credentials and Pusher's HTTP API (herald-pusher), the transports' [`Edge`], the publisher
+//! credentials, Pusher's HTTP API and client protocol (herald-pusher), the transports' [`Edge`], the publisher
 //! API and the HTTP router that joins them.
 
 use std::sync::Arc;
@@ -33,6 +33,7 @@ use herald_push::push_events::PushObserver;
 use herald_push::{DeviceRegistry, Inbox};
 use herald_pusher::credentials::service::PusherCredentials;
 use herald_pusher::http::{HttpLimits, PusherHttp};
+use herald_pusher::serve::PusherClients;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -318,8 +319,8 @@ impl Parts {
 
     /// The HTTP router: the transports' routes, the publisher and admin API, the admin
     /// dashboard's pages, and JSON answers for unknown paths and methods, then Pusher's HTTP
-    /// API (merged after the layer that makes errors JSON: Pusher's answers are its plain
-    /// text); with it, the same
+    /// API and client protocol (merged after the layer that makes errors JSON: Pusher's
+    /// answers are its plain text); with it, the same
     /// API's one-message publish for the listener to answer without the router
     /// ([`herald_edge::direct_publish`]).
     pub(crate) fn router(
@@ -381,6 +382,11 @@ impl Parts {
             limits: edge.limits.clone(),
             settings: HttpLimits::default(),
         });
+        let pusher_clients = Arc::new(PusherClients {
+            edge: edge.clone(),
+            credentials: self.pusher.clone(),
+            settings: settings.pusher,
+        });
         let router = herald_edge::router(edge)
             .merge(herald_api::router(api))
             .merge(herald_admin::router())
@@ -388,6 +394,7 @@ impl Parts {
             .method_not_allowed_fallback(method_not_allowed)
             .layer(axum::middleware::map_response(json_errors))
             .merge(herald_pusher::http::router(pusher_http))
+            .merge(herald_pusher::serve::router(pusher_clients))
             // Outermost: counts the answer the client gets, by route and status class.
             .layer(axum::middleware::from_fn(crate::http_metrics::count));
         Ok((router, direct))

@@ -220,6 +220,7 @@ fn settings(config: &Config) -> ServerSettings {
             tls: meteor.tls,
         },
         mqtt: config.mqtt.clone(),
+        pusher: config.pusher,
         providers: ProviderSettings {
             credentials_key: config.providers.credentials_key.clone(),
             endpoints: ProviderEndpoints {

@@ -22,19 +22,22 @@ pub enum Transport {
     Meteor,
     /// MQTT 3.1.1 and 5.0 (`herald-mqtt`).
     Mqtt,
+    /// The Pusher Channels client protocol (`herald-pusher`).
+    Pusher,
 }
 
 impl Transport {
     /// Every transport, in a fixed order.
-    pub const ALL: [Transport; 5] = [
+    pub const ALL: [Transport; 6] = [
         Transport::WebSocket,
         Transport::Sse,
         Transport::LongPoll,
         Transport::Meteor,
         Transport::Mqtt,
+        Transport::Pusher,
     ];
 
-    /// The transport's name in events (`websocket`, `sse`, `long_poll`, `meteor`, `mqtt`).
+    /// The transport's name in events (`websocket`, `sse`, `long_poll`, `meteor`, `mqtt`, `pusher`).
     pub fn as_str(self) -> &'static str {
         match self {
             Transport::WebSocket => "websocket",
@@ -42,6 +45,7 @@ impl Transport {
             Transport::LongPoll => "long_poll",
             Transport::Meteor => "meteor",
             Transport::Mqtt => "mqtt",
+            Transport::Pusher => "pusher",
         }
     }
 
@@ -326,6 +330,8 @@ mod tests {
         }
         assert_eq!(Transport::Mqtt.as_str(), "mqtt");
         assert_eq!(Transport::parse("mqtt"), Some(Transport::Mqtt));
+        assert_eq!(Transport::Pusher.as_str(), "pusher");
+        assert_eq!(Transport::parse("pusher"), Some(Transport::Pusher));
         for r in DisconnectReason::ALL {
             assert_eq!(DisconnectReason::parse(r.code()), Some(r));
         }

@@ -24,6 +24,7 @@ use herald_core::log::Appended;
 use herald_core::log::{LogSlice, ReadFrom};
 use herald_core::outbox::Outbox;
 use herald_core::usage::ConnectionGuard;
+use herald_core::pattern::PatternSet;
 use herald_core::{ChannelName, Cursor, ErrorCode, HeraldError};
 use herald_push::inbox::LogKind;
 
@@ -313,6 +314,52 @@ impl ClientSession {
         self.subscriptions
             .insert(opened.name.clone(), opened.subscription.clone());
         Ok(opened)
+    }
+
+    /// Subscribes to `name` (a full channel name of the client's app) with a grant for exactly
+    /// that channel in place of the token's patterns, within the per-connection limit: for a
+    /// protocol whose client proved by the protocol's own rule that it may read the channel (a
+    /// Pusher channel signature, a Pusher public channel).
+    pub async fn subscribe_granted(
+        &mut self,
+        name: &ChannelName,
+        request: &SubscribeRequest,
+        presence: &PresenceAsk<'_>,
+        confirm: Confirm<'_>,
+    ) -> Result<Opened, HeraldError> {
+        let client = self.client()?;
+        if !client.app.owns_plain_channel(name.as_str()) {
+            return Err(HeraldError::forbidden(format!(
+                "{:?} is not a channel of this connection's app",
+                name.public()
+            )));
+        }
+        if self.subscriptions.contains(name) {
+            return Err(HeraldError::new(
+                ErrorCode::AlreadySubscribed,
+                format!("already subscribed to {name:?}"),
+            ));
+        }
+        check_limit(
+            &self.edge,
+            Wanted::OneMore {
+                held: self.subscriptions.len(),
+            },
+        )?;
+        let mut granted = client.clone();
+        granted.subscribe = PatternSet::new(&[name.public()]);
+        let opened = open::open_channel(
+            &self.edge, &granted, &self.outbox, name, request, presence, confirm,
+        )
+        .await?;
+        self.subscriptions
+            .insert(opened.name.clone(), opened.subscription.clone());
+        Ok(opened)
+    }
+
+    /// Whether the session holds a subscription to `name` (a full channel name).
+    pub fn is_subscribed(&self, name: &ChannelName) -> bool {
+        self.subscriptions.contains(name)
     }
 
     /// Ends the subscription to `channel`; returns its name.

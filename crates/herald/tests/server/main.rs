@@ -36,6 +36,7 @@ mod parking;
 mod providers;
 mod push;
 mod pusher_api;
+mod pusher_client;
 mod revoke;
 mod slow_consumer;
 mod sse_direct;

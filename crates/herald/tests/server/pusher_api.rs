@@ -18,20 +18,20 @@ use crate::support::{call, Server, Ws, API_KEY};
 const ADMIN: &str = "pusher-api-admin-key-0123456789";
 
 /// Where the SDKs are installed.
-fn clients() -> PathBuf {
+pub(crate) fn clients() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/pusher")
 }
 
 /// A set of Pusher credentials as the API answered them.
 #[derive(Clone, Debug)]
-struct Credentials {
-    app_id: String,
-    key: String,
-    secret: String,
+pub(crate) struct Credentials {
+    pub(crate) app_id: String,
+    pub(crate) key: String,
+    pub(crate) secret: String,
 }
 
 /// Creates `app`'s credentials with `key` (its publisher key or the admin key), from `body`.
-async fn create(s: &Server, app: &str, key: &str, body: Option<Value>) -> Credentials {
+pub(crate) async fn create(s: &Server, app: &str, key: &str, body: Option<Value>) -> Credentials {
     let path = format!("/v1/apps/{app}/pusher");
     let (status, created) = call(s, "POST", &path, key, body).await;
     assert_eq!(status, 201, "{created}");
@@ -44,14 +44,14 @@ async fn create(s: &Server, app: &str, key: &str, body: Option<Value>) -> Creden
 
 /// Which SDK runs an order.
 #[derive(Clone, Copy, Debug)]
-enum Sdk {
+pub(crate) enum Sdk {
     Node,
     Python,
 }
 
 /// Runs `order` (a `trigger` or a `batch`, and maybe `clock_offset_ms`) through `sdk` with
 /// `creds` against `s`: the answer's status and body text.
-async fn run(sdk: Sdk, s: &Server, creds: &Credentials, order: Value) -> (u16, String) {
+pub(crate) async fn run(sdk: Sdk, s: &Server, creds: &Credentials, order: Value) -> (u16, String) {
     let mut order = order;
     let fields = order.as_object_mut().expect("an order object");
     fields.insert("host".into(), json!(s.addr.ip().to_string()));
@@ -102,7 +102,7 @@ async fn run(sdk: Sdk, s: &Server, creds: &Credentials, order: Value) -> (u16, S
 }
 
 /// A trigger of `event` with `data` to `channels`.
-fn trigger(channels: &[&str], event: &str, data: &str) -> Value {
+pub(crate) fn trigger(channels: &[&str], event: &str, data: &str) -> Value {
     json!({ "trigger": { "channels": channels, "event": event, "data": data } })
 }
 
@@ -112,7 +112,7 @@ fn envelope(event: &str, data: &str) -> Value {
 }
 
 /// A WebSocket subscriber of the default app's `channel`.
-async fn subscriber(s: &Server, channel: &str) -> Ws {
+pub(crate) async fn subscriber(s: &Server, channel: &str) -> Ws {
     let mut ws = Ws::connect(&s.ws_url("")).await;
     let token = s.token(&[channel], &[]);
     let r = ws.request("connect", json!({ "token": token })).await;
@@ -123,7 +123,7 @@ async fn subscriber(s: &Server, channel: &str) -> Ws {
 }
 
 /// The data of the next message `ws` receives.
-async fn next_data(ws: &mut Ws) -> Value {
+pub(crate) async fn next_data(ws: &mut Ws) -> Value {
     loop {
         let frame = ws.frame().await;
         if let Some(message) = frame.get("message") {
@@ -134,7 +134,7 @@ async fn next_data(ws: &mut Ws) -> Value {
 
 /// The data of every message in `channel`'s history, read with `key` (the default app's
 /// publisher key, or another app's).
-async fn history(s: &Server, channel: &str, key: &str) -> Vec<Value> {
+pub(crate) async fn history(s: &Server, channel: &str, key: &str) -> Vec<Value> {
     let path = format!("/v1/channels/{channel}/messages");
     let (status, body) = call(s, "GET", &path, key, None).await;
     assert_eq!(status, 200, "{body}");

@@ -1,0 +1,329 @@
+//! One Pusher connection's commands over the protocol-neutral [`ClientSession`]: subscribe and
+//! unsubscribe (public and `private-` channels, the private ones with the app's signature
+//! checked in constant time), client events, ping. Every answer goes through the connection's
+//! outbox, so answers and channel events reach the client in the order they were produced.
+//!
+//! The connection's client is the app with no token patterns: each subscription is made with a
+//! grant for exactly its channel ([`ClientSession::subscribe_granted`]) once Pusher's rule
+//! allows it (a public channel, or a valid signature for this socket and channel).
+//!
+//! Refusals are Pusher's: a subscription that cannot be made is answered with
+//! `pusher:subscription_error` on its channel (pusher-js hands it to the channel's listeners)
+//! and leaves the connection and its other channels as they were; anything else wrong is a
+//! `pusher:error` without closing.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use herald_core::engine::SubscribeRequest;
+use herald_core::limits::Admission;
+use herald_core::outbox::{CloseReason, OutFrame, Outbox};
+use herald_core::{ErrorCode, HeraldError};
+use herald_edge::session::{ClientSession, PresenceAsk};
+use herald_edge::Edge;
+
+use crate::channel_map::{app_channel, herald_channel, ChannelKind};
+use crate::credentials::cache::OpenCredentials;
+use crate::event::{check_event_name, PusherEvent};
+use crate::frame::{self, codes, ClientFrame};
+use crate::settings::ClientSettings;
+use crate::signature::{channel_auth_string, check_key_signature};
+
+/// A Pusher connection's session.
+pub(crate) struct PusherSession {
+    pub(crate) session: ClientSession,
+    /// The socket id the client was given (`<digits>.<digits>`).
+    pub(crate) socket_id: Box<str>,
+    /// The app's credentials (the key and secrets signatures are checked with).
+    credentials: Arc<OpenCredentials>,
+    pub(crate) settings: ClientSettings,
+    /// When the client last sent anything.
+    pub(crate) last_heard: Instant,
+    /// When the server's unanswered ping went out, if one is out.
+    pub(crate) ping_sent: Option<Instant>,
+    /// The client-event rate's current one-second window: when it began and how many events
+    /// it counted.
+    events_window: (Instant, u32),
+}
+
+impl PusherSession {
+    pub(crate) fn new(
+        session: ClientSession,
+        socket_id: String,
+        credentials: Arc<OpenCredentials>,
+        settings: ClientSettings,
+    ) -> Self {
+        let now = Instant::now();
+        PusherSession {
+            session,
+            socket_id: socket_id.into_boxed_str(),
+            credentials,
+            settings,
+            last_heard: now,
+            ping_sent: None,
+            events_window: (now, 0),
+        }
+    }
+
+    pub(crate) fn edge(&self) -> &Arc<Edge> {
+        self.session.edge()
+    }
+
+    pub(crate) fn outbox(&self) -> &Arc<Outbox> {
+        self.session.outbox()
+    }
+
+    fn send(&self, bytes: Bytes) {
+        self.outbox().push(OutFrame::Control(bytes));
+    }
+
+    fn send_error(&self, code: Option<u16>, message: &str) {
+        self.send(frame::error(code, message));
+    }
+
+    /// Refuses a binary frame (the protocol is JSON text).
+    pub(crate) fn reject_binary(&self) {
+        self.send_error(
+            None,
+            "Binary frames are not supported: send JSON text frames",
+        );
+    }
+
+    /// Handles one text frame: counted against the connection's command limit (malformed
+    /// frames too), refused over it, and the connection closed if it goes on sending through a
+    /// whole burst of refusals.
+    pub(crate) async fn handle(&mut self, text: &str) {
+        match self.session.admit_command() {
+            Admission::Run => {}
+            Admission::Refuse(_) => {
+                return self.send_error(
+                    None,
+                    "Rate limit: this connection sends frames faster than the server allows",
+                )
+            }
+            Admission::Disconnect => {
+                self.edge().limits.command_flood();
+                self.outbox().close(CloseReason::RateLimited);
+                return;
+            }
+        }
+        match ClientFrame::parse(text) {
+            Ok(parsed) => self.dispatch(parsed).await,
+            Err(frame::FrameError(message)) => self.send_error(None, &message),
+        }
+    }
+
+    async fn dispatch(&mut self, parsed: ClientFrame) {
+        match parsed {
+            ClientFrame::Ping => self.send(frame::pong()),
+            // Any frame counts as activity; a pong is nothing more.
+            ClientFrame::Pong => {}
+            ClientFrame::Subscribe { channel, auth, .. } => {
+                if let Err((kind, status, message)) = self.subscribe(&channel, auth).await {
+                    self.send(frame::subscription_error(&channel, kind, status, &message));
+                }
+            }
+            ClientFrame::Unsubscribe { channel } => self.unsubscribe(&channel),
+            ClientFrame::ClientEvent {
+                event,
+                channel,
+                data,
+            } => {
+                if let Err((code, message)) = self.client_event(event, &channel, data).await {
+                    self.send_error(code, &message);
+                }
+            }
+            ClientFrame::Other { event } => self.send_error(
+                None,
+                &format!("Unsupported event {event:?}: this server does not handle it"),
+            ),
+        }
+    }
+
+    /// Subscribes to the Pusher channel `name` if Pusher's rule allows it; a refusal is the
+    /// `pusher:subscription_error`'s type, status and message.
+    async fn subscribe(
+        &mut self,
+        name: &str,
+        auth: Option<String>,
+    ) -> Result<(), (&'static str, u16, String)> {
+        let app = self.credentials.app.clone();
+        let channel = app_channel(&app, name).map_err(|e| ("InvalidChannel", 400, e.message))?;
+        match ChannelKind::of(name) {
+            ChannelKind::Public => {}
+            ChannelKind::Private => self.check_auth(name, auth.as_deref())?,
+            kind => {
+                return Err((
+                    "UnsupportedChannel",
+                    501,
+                    format!(
+                        "{} channels are not supported by this server yet",
+                        kind_name(kind)
+                    ),
+                ))
+            }
+        }
+        let request = SubscribeRequest {
+            since: None,
+            last: None,
+            replay_retained_if_lost: false,
+        };
+        let confirmed = name.to_owned();
+        let confirm =
+            move |_: &_, _: &_| Some(OutFrame::Control(frame::subscription_succeeded(&confirmed)));
+        match self
+            .session
+            .subscribe_granted(&channel, &request, &PresenceAsk::default(), &confirm)
+            .await
+        {
+            Ok(_) => Ok(()),
+            // Pusher answers a second subscribe as it did the first.
+            Err(e) if e.code == ErrorCode::AlreadySubscribed => {
+                self.send(frame::subscription_succeeded(name));
+                Ok(())
+            }
+            Err(e) => Err(refusal(&e)),
+        }
+    }
+
+    /// Checks a private channel's `auth` for this socket.
+    fn check_auth(
+        &self,
+        name: &str,
+        auth: Option<&str>,
+    ) -> Result<(), (&'static str, u16, String)> {
+        let Some(auth) = auth.filter(|a| !a.is_empty()) else {
+            return Err((
+                "AuthError",
+                401,
+                format!("Invalid signature: {name:?} is a private channel; subscribing needs auth"),
+            ));
+        };
+        let signed = channel_auth_string(&self.socket_id, name, None);
+        let now_ms = herald_core::message::now_millis();
+        let secrets = self.credentials.secrets_at(now_ms);
+        if check_key_signature(&self.credentials.key, secrets, &signed, auth) {
+            Ok(())
+        } else {
+            Err((
+                "AuthError",
+                401,
+                format!(
+                    "Invalid signature: Expected HMAC SHA256 hex digest of {signed}, but got {auth}"
+                ),
+            ))
+        }
+    }
+
+    fn unsubscribe(&mut self, name: &str) {
+        let channel = match herald_channel(name) {
+            Ok(channel) => channel,
+            Err(e) => return self.send_error(None, &e.message),
+        };
+        // Unsubscribing from a channel not subscribed is nothing, as with Pusher.
+        let _ = self.session.unsubscribe(channel.as_str());
+    }
+
+    /// Publishes a client event if Pusher's rules allow it; a refusal is the `pusher:error`'s
+    /// code and message.
+    async fn client_event(
+        &mut self,
+        event: String,
+        name: &str,
+        data: String,
+    ) -> Result<(), (Option<u16>, String)> {
+        check_event_name(&event).map_err(|e| (None, e))?;
+        if ChannelKind::of(name) != ChannelKind::Private {
+            return Err((
+                None,
+                format!(
+                    "Client event rejected: {name:?} is not a private channel (client events \
+                     are only supported on private channels)"
+                ),
+            ));
+        }
+        let app = self.credentials.app.clone();
+        let channel = app_channel(&app, name).map_err(|e| (None, e.message))?;
+        if !self.session.is_subscribed(&channel) {
+            return Err((
+                None,
+                format!(
+                    "Cannot broadcast client event (connection not subscribed to channel {name})"
+                ),
+            ));
+        }
+        if !self.take_client_event() {
+            return Err((
+                Some(codes::CLIENT_EVENT_RATE_LIMIT),
+                format!(
+                    "Client event rejected due to rate limit: at most {} a second",
+                    self.settings.client_events_per_second
+                ),
+            ));
+        }
+        if data.len() > self.settings.max_client_event_bytes {
+            return Err((
+                None,
+                format!(
+                    "Payload too large: data is {} bytes; the limit is {}",
+                    data.len(),
+                    self.settings.max_client_event_bytes
+                ),
+            ));
+        }
+        let stored = PusherEvent {
+            event,
+            data,
+            socket_id: Some(self.socket_id.to_string()),
+            user_id: None,
+        }
+        .to_data();
+        let publisher = &self.edge().publisher;
+        let message = publisher
+            .message(&app, None, stored.as_bytes())
+            .map_err(|e| (None, e.message))?;
+        publisher
+            .publish(&app, &channel, vec![message])
+            .await
+            .map_err(|e| (None, e.message))?;
+        Ok(())
+    }
+
+    /// Counts one client event in the current second; false when it is over the rate.
+    fn take_client_event(&mut self) -> bool {
+        let now = Instant::now();
+        let (started, count) = &mut self.events_window;
+        if now.duration_since(*started) >= Duration::from_secs(1) {
+            *started = now;
+            *count = 0;
+        }
+        if *count >= self.settings.client_events_per_second {
+            return false;
+        }
+        *count += 1;
+        true
+    }
+}
+
+/// A refused subscription's type, status and message.
+fn refusal(e: &HeraldError) -> (&'static str, u16, String) {
+    let kind = match e.code {
+        ErrorCode::TooManySubscriptions => "LimitReached",
+        ErrorCode::Forbidden | ErrorCode::Unauthorized => "AuthError",
+        _ => "SubscriptionError",
+    };
+    (kind, e.code.http_status(), e.message.clone())
+}
+
+fn kind_name(kind: ChannelKind) -> &'static str {
+    match kind {
+        ChannelKind::Public => "public",
+        ChannelKind::Private => "private",
+        ChannelKind::Presence => "presence",
+        ChannelKind::PrivateEncrypted => "private encrypted",
+        ChannelKind::Cache => "cache",
+        ChannelKind::PrivateCache => "private cache",
+        ChannelKind::PresenceCache => "presence cache",
+    }
+}

@@ -1,0 +1,91 @@
+// Runs pusher-js (its Node build, npm `pusher-js`) against Herald's client protocol at
+// /app/{key}, for the tests in crates/herald/tests/server/pusher_client.rs. One JSON argument
+// says how to connect:
+//   {"host","port","key","appId","secret",
+//    "channels": ["news", "private-chat", ...],   subscribed at once
+//    "badSecret"?: true}                            private channels signed with a wrong secret
+// Private channels are authorised by a channelAuthorization customHandler that signs with the
+// `pusher` server SDK's authorizeChannel (what an app's auth endpoint does).
+//
+// It prints one JSON line per thing that happens:
+//   {"type":"connected","socket_id":"..."}
+//   {"type":"event","channel","event","data"}     every event of a subscribed channel
+//                                                 (pusher:subscription_succeeded and
+//                                                 pusher:subscription_error included)
+//   {"type":"error","error":...}                  the connection's `error` events
+//   {"type":"state","current":"..."}              connection state changes
+// and reads commands, one JSON line each, from stdin:
+//   {"trigger":{"channel","event","data"}}        a client event: prints {"type":"triggered","ok"}
+//   {"subscribe":"name"} / {"unsubscribe":"name"}
+//   {"exit":true}                                 disconnects and exits
+import readline from 'node:readline';
+import Pusher from 'pusher-js';
+import PusherServer from 'pusher';
+
+const order = JSON.parse(process.argv[2]);
+const print = (line) => process.stdout.write(JSON.stringify(line) + '\n');
+
+const signer = new PusherServer({
+  appId: order.appId,
+  key: order.key,
+  secret: order.badSecret ? `${order.secret}-wrong` : order.secret,
+  host: order.host,
+  port: String(order.port),
+  useTLS: false,
+});
+
+const pusher = new Pusher(order.key, {
+  cluster: 'herald',
+  wsHost: order.host,
+  wsPort: order.port,
+  forceTLS: false,
+  enabledTransports: ['ws'],
+  disableStats: true,
+  channelAuthorization: {
+    customHandler: (params, callback) => {
+      try {
+        callback(null, signer.authorizeChannel(params.socketId, params.channelName));
+      } catch (e) {
+        callback(e, null);
+      }
+    },
+  },
+});
+
+pusher.connection.bind('state_change', (states) => print({ type: 'state', current: states.current }));
+pusher.connection.bind('error', (error) => print({ type: 'error', error }));
+pusher.connection.bind('connected', () => {
+  print({ type: 'connected', socket_id: pusher.connection.socket_id });
+});
+
+const channels = new Map();
+function subscribe(name) {
+  const channel = pusher.subscribe(name);
+  channel.bind_global((event, data) => print({ type: 'event', channel: name, event, data }));
+  channels.set(name, channel);
+}
+for (const name of order.channels ?? []) subscribe(name);
+
+const commands = readline.createInterface({ input: process.stdin });
+commands.on('line', (line) => {
+  if (!line.trim()) return;
+  const command = JSON.parse(line);
+  if (command.trigger) {
+    const { channel, event, data } = command.trigger;
+    const ok = pusher.channel(channel).trigger(event, data);
+    print({ type: 'triggered', ok });
+  } else if (command.subscribe) {
+    subscribe(command.subscribe);
+  } else if (command.unsubscribe) {
+    pusher.unsubscribe(command.unsubscribe);
+    channels.delete(command.unsubscribe);
+    print({ type: 'unsubscribed', channel: command.unsubscribe });
+  } else if (command.exit) {
+    pusher.disconnect();
+    setTimeout(() => process.exit(0), 50);
+  }
+});
+commands.on('close', () => {
+  pusher.disconnect();
+  setTimeout(() => process.exit(0), 50);
+});
