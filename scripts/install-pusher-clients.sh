@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Installs Pusher's official server SDKs that the Pusher tests in tests/pusher run (the
-# integration tests in crates/herald/tests/server/pusher_api.rs start them), pinned:
+# Installs Pusher's official server SDKs and pusher-js that the Pusher tests in tests/pusher run
+# (the integration tests in crates/herald/tests/server/pusher_api.rs and pusher_client.rs start
+# them), pinned:
 #   - Python: tests/pusher/.venv with requirements.txt (pusher from PyPI);
-#   - Node: tests/pusher/node_modules, exactly as package-lock.json pins (pusher from npm).
+#   - Node: tests/pusher/node_modules, exactly as package-lock.json pins (pusher and pusher-js
+#     from npm).
 # Idempotent and quick when nothing changed (each install is skipped while its pin file is the
 # one last installed).
 set -euo pipefail
