@@ -216,6 +216,12 @@ pub struct FanoutArgs {
     /// 1,000), each message still stored and fsynced before the answer.
     #[arg(long, default_value_t = 1, value_name = "B", value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub batch: u64,
+    /// With --peer nats: publishes each publisher keeps unconfirmed (each a `PUB` and a `PING`,
+    /// confirmed by its `PONG`). 1 waits for every answer, as Herald's HTTP publishers do; more
+    /// lets the server read many publishes at once, as a NATS client that publishes without
+    /// flushing (nats.go's `Publish`) makes it.
+    #[arg(long, default_value_t = 1, value_name = "W", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub nats_window: u64,
 }
 
 /// `herald bench connections`.

@@ -109,6 +109,29 @@ impl NatsClient {
         Ok(sent)
     }
 
+    /// Queues a `PUB` of `payload` to `subject` and the `PING` whose `PONG` will confirm it,
+    /// without writing or waiting: [`send_queued`](Self::send_queued) writes, and
+    /// [`pongs`](Self::pongs) counts the confirmations. For publishers that keep several
+    /// publishes unconfirmed.
+    pub fn queue_publish(&mut self, subject: &str, payload: &[u8]) {
+        protocol::publish(&mut self.out, subject, payload);
+        protocol::ping(&mut self.out);
+    }
+
+    /// Writes what is queued.
+    pub async fn send_queued(&mut self) -> Result<(), String> {
+        if self.out.is_empty() {
+            return Ok(());
+        }
+        self.flush().await
+    }
+
+    /// Reads once (when nothing whole is buffered yet) and handles every whole operation;
+    /// returns how many `PONG`s were among them (messages are kept, `PING`s answered).
+    pub async fn pongs(&mut self) -> Result<u64, String> {
+        self.read_ops_until(false).await
+    }
+
     /// Publishes `payload` to `subject` and waits until the server has processed it.
     pub async fn publish(&mut self, subject: &str, payload: &[u8]) -> Result<(), String> {
         protocol::publish(&mut self.out, subject, payload);
@@ -165,11 +188,16 @@ impl NatsClient {
     /// Returns whether a `PONG` was among them (with `until_pong`, it stops there and leaves the
     /// rest in the buffer).
     async fn read_ops(&mut self, until_pong: bool) -> Result<bool, String> {
+        Ok(self.read_ops_until(until_pong).await? > 0)
+    }
+
+    /// [`read_ops`](Self::read_ops), giving the number of `PONG`s handled.
+    async fn read_ops_until(&mut self, until_pong: bool) -> Result<u64, String> {
         if protocol::parse(&self.buf)?.is_none() {
             self.read().await?;
         }
         let mut at = 0;
-        let mut ponged = false;
+        let mut ponged = 0u64;
         while let Some((op, used)) = protocol::parse(&self.buf[at..])? {
             let base = at;
             at += used;
@@ -185,7 +213,7 @@ impl NatsClient {
                 }),
                 ServerOp::Ping => protocol::pong(&mut self.out),
                 ServerOp::Pong => {
-                    ponged = true;
+                    ponged += 1;
                     if until_pong {
                         break;
                     }

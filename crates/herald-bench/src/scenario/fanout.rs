@@ -4,29 +4,27 @@
 //! `PING` on a NATS connection, waiting for the `PONG`). Reports deliveries per second, latency
 //! percentiles, and server CPU seconds per million deliveries.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::args::FanoutArgs;
 use crate::proto::{Action, Command};
 use crate::report::{f, Report, Table};
+use crate::scenario::publisher::Share;
 use crate::scenario::{cpu_bound, open_failure, Ctx, Progress};
 use crate::stats::{self, LatencyMs};
 use crate::svg::{latency_series, Chart};
 use crate::wire::now_ns;
 
-struct Published {
-    /// Send times of the accepted publishes.
-    sent: Vec<u64>,
-    refused: u64,
-    sample: Option<String>,
-    /// Publish request round trips.
-    hist: hdrhistogram::Histogram<u64>,
-}
-
 /// Runs the scenario.
 pub async fn run(args: FanoutArgs) -> anyhow::Result<Report> {
+    if args.nats_window > 1 && !args.common.is_nats() {
+        anyhow::bail!("--nats-window is for --peer nats (Herald's publishers are HTTP requests)");
+    }
+    if args.nats_window > 1 && args.batch > 1 {
+        anyhow::bail!("give --nats-window or --batch, not both");
+    }
     let ctx = Ctx::open(&args.common, &[]).await?;
     // Publishers spread round-robin over a cluster's nodes (all on the one server else).
     let publishers = (0..args.publishers.max(1))
@@ -70,43 +68,19 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<Report> {
         &format!("fanout: publishing {m} messages to {n} subscribers"),
     );
     let mut tasks = Vec::new();
-    for mut publisher in publishers {
-        let (next, done, channel) = (next.clone(), done.clone(), channel.clone());
-        let rate = args.rate;
-        let batch = args.batch.max(1);
-        tasks.push(tokio::spawn(async move {
-            let mut out = Published {
-                sent: Vec::new(),
-                refused: 0,
-                sample: None,
-                hist: stats::histogram(),
-            };
-            loop {
-                let i = next.fetch_add(batch, Ordering::Relaxed);
-                if i >= m || tokio::time::Instant::now() >= stop_at {
-                    return out;
-                }
-                let count = batch.min(m - i);
-                if let Some(r) = rate.filter(|r| *r > 0.0) {
-                    let due = t0 + (i as f64 / r * 1e9) as u64;
-                    let wait = due.saturating_sub(now_ns());
-                    if wait > 0 {
-                        tokio::time::sleep(Duration::from_nanos(wait)).await;
-                    }
-                }
-                match publisher.publish_now(&channel, count).await {
-                    Ok(sent) => {
-                        stats::record_ns(&mut out.hist, now_ns() - sent);
-                        out.sent.extend(std::iter::repeat_n(sent, count as usize));
-                    }
-                    Err(e) => {
-                        out.refused += count;
-                        out.sample.get_or_insert(e);
-                    }
-                }
-                done.fetch_add(count, Ordering::Relaxed);
-            }
-        }));
+    for publisher in publishers {
+        let share = Share {
+            next: next.clone(),
+            done: done.clone(),
+            channel: channel.clone(),
+            messages: m,
+            batch: args.batch.max(1),
+            rate: args.rate,
+            t0,
+            stop_at,
+            window: args.nats_window.max(1),
+        };
+        tasks.push(tokio::spawn(publisher.run(share)));
     }
     let ticker = bar.follow(done.clone(), m);
     let mut sent = Vec::new();
@@ -213,7 +187,12 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<Report> {
         args.publishers,
         args.rate
             .map_or(" as fast as possible".into(), |r| format!(" at {r} msg/s")),
-        if args.batch > 1 && ctx.common.is_nats() {
+        if args.nats_window > 1 {
+            format!(
+                ", each keeping up to {} publishes unconfirmed (PUB and PING, confirmed by PONG)",
+                args.nats_window
+            )
+        } else if args.batch > 1 && ctx.common.is_nats() {
             format!(", {} messages per write and PING", args.batch)
         } else if args.batch > 1 {
             format!(", {} messages per request (POST /v1/batch)", args.batch)
@@ -243,6 +222,10 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<Report> {
     r.detail("publishers", args.publishers);
     r.detail("rate", args.rate);
     r.detail("batch", args.batch);
+    r.detail(
+        "nats_window",
+        ctx.common.is_nats().then_some(args.nats_window),
+    );
     r.detail("messages", attempted);
     r.detail("published", ok);
     r.detail("refused", refused);
@@ -283,10 +266,15 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<Report> {
             ),
         )
     } else {
+        let waiting = if args.nats_window > 1 {
+            format!("up to {} unconfirmed publishes", args.nats_window)
+        } else {
+            "waiting for its answer".to_string()
+        };
         cpu_bound(
             &cpu,
             &format!(
-                "publish round trips: {} publishers each waiting for its answer ({} ms p50)",
+                "publish round trips: {} publishers each {waiting} ({} ms p50)",
                 args.publishers, publish_lat.p50
             ),
         )

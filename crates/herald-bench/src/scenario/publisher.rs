@@ -3,11 +3,73 @@
 //! `PUB`s and a `PING` and waiting for its `PONG`. Both wait for the server's answer before the
 //! next publish, and both send the same stamped payload (`{"ts":N}`).
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 use super::Ctx;
 use crate::client::HttpClient;
 use crate::nats::{protocol, NatsClient};
+use crate::stats;
+use crate::wire::{self, now_ns};
+
+/// What one publisher of a run publishes: messages claimed from a counter shared by all of them.
+pub struct Share {
+    /// The next message number to claim.
+    pub next: Arc<AtomicU64>,
+    /// Messages answered or refused so far (the progress bar).
+    pub done: Arc<AtomicU64>,
+    /// Where to publish.
+    pub channel: String,
+    /// Messages in total.
+    pub messages: u64,
+    /// Messages per request (`--batch`).
+    pub batch: u64,
+    /// Messages per second across publishers, if paced.
+    pub rate: Option<f64>,
+    /// When the run's clock started (unix nanos).
+    pub t0: u64,
+    /// When to stop claiming messages.
+    pub stop_at: tokio::time::Instant,
+    /// Publishes kept unconfirmed (NATS only; 1 waits for every answer).
+    pub window: u64,
+}
+
+/// What one publisher did.
+pub struct Published {
+    /// Send times of the accepted publishes.
+    pub sent: Vec<u64>,
+    /// Messages refused or lost with their connection.
+    pub refused: u64,
+    /// A sample error.
+    pub sample: Option<String>,
+    /// Publish round trips (request to answer, or `PUB` to `PONG`).
+    pub hist: hdrhistogram::Histogram<u64>,
+}
+
+impl Share {
+    /// Claims the next `count` messages; `None` once all are claimed or time is up.
+    fn claim(&self, count: u64) -> Option<(u64, u64)> {
+        let i = self.next.fetch_add(count, Ordering::Relaxed);
+        if i >= self.messages || tokio::time::Instant::now() >= self.stop_at {
+            return None;
+        }
+        Some((i, count.min(self.messages - i)))
+    }
+
+    /// With `--rate`, sleeps until message `i` is due.
+    async fn pace(&self, i: u64) {
+        if let Some(r) = self.rate.filter(|r| *r > 0.0) {
+            let due = self.t0 + (i as f64 / r * 1e9) as u64;
+            let wait = due.saturating_sub(now_ns());
+            if wait > 0 {
+                tokio::time::sleep(Duration::from_nanos(wait)).await;
+            }
+        }
+    }
+}
 
 /// One publisher, connected on its first publish.
 pub enum LoadPublisher {
@@ -28,6 +90,38 @@ pub enum LoadPublisher {
 }
 
 impl LoadPublisher {
+    /// Publishes the messages it can claim of `share`, each (or each `--batch`) waiting for
+    /// the server's answer, or for NATS with a window of several, keeping up to that many
+    /// unconfirmed.
+    pub async fn run(self, share: Share) -> Published {
+        match self {
+            LoadPublisher::Nats { addr, .. } if share.window > 1 => windowed(addr, share).await,
+            mut publisher => {
+                let mut out = Published {
+                    sent: Vec::new(),
+                    refused: 0,
+                    sample: None,
+                    hist: stats::histogram(),
+                };
+                while let Some((i, count)) = share.claim(share.batch) {
+                    share.pace(i).await;
+                    match publisher.publish_now(&share.channel, count).await {
+                        Ok(sent) => {
+                            stats::record_ns(&mut out.hist, now_ns() - sent);
+                            out.sent.extend(std::iter::repeat_n(sent, count as usize));
+                        }
+                        Err(e) => {
+                            out.refused += count;
+                            out.sample.get_or_insert(e);
+                        }
+                    }
+                    share.done.fetch_add(count, Ordering::Relaxed);
+                }
+                out
+            }
+        }
+    }
+
     /// Publishes `count` messages stamped with the current time to `channel` (more than one: in
     /// one request, or one write) and waits for the server's answer; returns the send time.
     pub async fn publish_now(&mut self, channel: &str, count: u64) -> Result<u64, String> {
@@ -67,5 +161,73 @@ impl Ctx {
             http: self.http_to(i),
             key: self.target.require_api_key()?,
         })
+    }
+}
+
+/// A NATS publisher keeping up to `share.window` publishes unconfirmed: it writes `PUB`+`PING`
+/// pairs while fewer are unconfirmed, then counts the `PONG`s (each confirms the oldest). An
+/// error ends it; what was not confirmed counts as refused.
+async fn windowed(addr: SocketAddr, share: Share) -> Published {
+    let mut out = Published {
+        sent: Vec::new(),
+        refused: 0,
+        sample: None,
+        hist: stats::histogram(),
+    };
+    let mut client = match NatsClient::connect(addr, None).await {
+        Ok(c) => c,
+        Err(e) => {
+            out.sample = Some(e);
+            // Claim the rest so the run ends; none of it was published.
+            while let Some((_, count)) = share.claim(1) {
+                out.refused += count;
+                share.done.fetch_add(count, Ordering::Relaxed);
+            }
+            return out;
+        }
+    };
+    let subject = protocol::subject(&share.channel);
+    let mut unconfirmed: VecDeque<u64> = VecDeque::with_capacity(share.window as usize);
+    let mut claimed_all = false;
+    loop {
+        while !claimed_all && (unconfirmed.len() as u64) < share.window {
+            let Some((i, _)) = share.claim(1) else {
+                claimed_all = true;
+                break;
+            };
+            share.pace(i).await;
+            let sent = now_ns();
+            client.queue_publish(&subject, wire::stamp(sent).as_bytes());
+            unconfirmed.push_back(sent);
+        }
+        if unconfirmed.is_empty() {
+            return out;
+        }
+        let confirmed = match client.send_queued().await {
+            Ok(()) => client.pongs().await,
+            Err(e) => Err(e),
+        };
+        match confirmed {
+            Ok(n) => {
+                let now = now_ns();
+                for sent in unconfirmed.drain(..(n as usize).min(unconfirmed.len())) {
+                    stats::record_ns(&mut out.hist, now - sent);
+                    out.sent.push(sent);
+                    share.done.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Err(e) => {
+                out.refused += unconfirmed.len() as u64;
+                share
+                    .done
+                    .fetch_add(unconfirmed.len() as u64, Ordering::Relaxed);
+                out.sample = Some(e);
+                while let Some((_, count)) = share.claim(1) {
+                    out.refused += count;
+                    share.done.fetch_add(count, Ordering::Relaxed);
+                }
+                return out;
+            }
+        }
     }
 }

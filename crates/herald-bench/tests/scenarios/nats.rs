@@ -174,6 +174,27 @@ fn every_scenario(server: &[&str]) {
         "second,published,delivered,p50_ms,p99_ms,max_ms",
     );
 
+    // Publishers that keep up to 16 publishes unconfirmed (as a NATS client that does not flush
+    // after each publish): every message still reaches every subscriber.
+    let (s, _) = nats_bench(
+        server,
+        &[
+            "fanout",
+            "--publishers",
+            "2",
+            "--messages",
+            "300",
+            "--subscribers",
+            "20",
+            "--nats-window",
+            "16",
+        ],
+    );
+    check_summary(&s, "fanout");
+    assert_eq!(s["details"]["delivered"], 6000, "300 messages x 20: {s:#}");
+    assert_eq!(s["details"]["published"], 300, "{s:#}");
+    assert_eq!(s["details"]["nats_window"], 16, "{s:#}");
+
     for one_at_a_time in [false, true] {
         let mut args = vec![
             "subscribe-storm",
@@ -253,6 +274,9 @@ fn nats_peer_refuses_scenarios_without_a_counterpart() {
     ]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("leave out --transport"));
+    let o = run(&["fanout", "--spawn", "--nats-window", "8", "--no-baseline"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--nats-window is for --peer nats"));
 }
 
 #[test]
