@@ -35,8 +35,12 @@ pub struct Compiled {
     pub patterns: PatternSet,
 }
 
-/// The event types told from the channels' occupied and vacated events.
-const CHANNEL_TYPES: [EventType; 3] = [
+/// The event types told from the hub's events about a channel (subscriptions, occupied,
+/// vacated), which the lifecycle registry builds only for channels some endpoint's patterns
+/// may match ([`Snapshot::channel_interest`]).
+const CHANNEL_TYPES: [EventType; 5] = [
+    EventType::ClientSubscribed,
+    EventType::ClientUnsubscribed,
     EventType::ChannelOccupied,
     EventType::ChannelVacated,
     EventType::SubscriptionCount,
@@ -145,8 +149,8 @@ impl Snapshot {
         lifecycle_kinds(self.wanted)
     }
 
-    /// The channels some enabled endpoint may want told occupied or vacated (or counted,
-    /// `subscription_count`): for each such endpoint, its app's scope followed by the literal
+    /// The channels some enabled endpoint may want events about from the hub (subscriptions,
+    /// occupied, vacated, `subscription_count`): for each such endpoint, its app's scope followed by the literal
     /// prefix of each of its patterns ([`PatternSet::literal_prefixes`]). The lifecycle
     /// registry builds no channel event for a channel none of them starts
     /// ([`herald_core::lifecycle::channels`]).
@@ -288,13 +292,20 @@ mod tests {
             ),
             stored(2, "shop", &["subscription_count"], &["ticks/*"], true),
             // Not told of channels, or disabled: no prefix.
-            stored(3, "shop", &["client.subscribed"], &["other/**"], true),
+            stored(3, "shop", &["client.connected"], &["other/**"], true),
+            stored(8, "shop", &["client.unsubscribed"], &["subs/*"], true),
             stored(4, "blog", &["channel.vacated"], &["x/**"], false),
             stored(5, "default", &["channel.vacated"], &["news/*/eu"], true),
         ]);
         assert_eq!(
             prefixes(&snapshot).unwrap(),
-            ["news/", "shop~lobby", "shop~rooms/", "shop~ticks/"]
+            [
+                "news/",
+                "shop~lobby",
+                "shop~rooms/",
+                "shop~subs/",
+                "shop~ticks/"
+            ]
         );
         // An app's endpoint with no pattern (every channel of the app): its scope.
         let whole = Snapshot::build(vec![stored(6, "shop", &["*"], &[], true)]);

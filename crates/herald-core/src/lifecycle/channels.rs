@@ -1,6 +1,6 @@
-//! Which channels a listener wants told occupied and vacated ([`ChannelInterest`]), and the
-//! union over the listeners that the hub asks before it builds such an event
-//! ([`ChannelFilter`]).
+//! Which channels a listener wants events about ([`ChannelInterest`]: subscriptions made and
+//! ended, channels occupied and vacated), and the union over the listeners that the hub asks
+//! before it builds such an event ([`ChannelFilter`]).
 //!
 //! A node opens and closes channels far more often than a webhook endpoint wants to hear of
 //! them: an endpoint on `rooms/**` does not care about the thousand `user/...` channels a
@@ -11,9 +11,15 @@
 //!
 //! With a relay set (a cluster) every channel is told: the relay keeps each channel's nodes in
 //! pairs of occupied and vacated, and a filter that changed between the two would leave its
-//! records stale.
+//! records stale. Presence members, though about a channel, are told whatever the filter.
 
-/// The channels a listener wants `channel.occupied` and `channel.vacated` about.
+use super::Kinds;
+
+/// The kinds the filter applies to: events about one channel that the hub emits.
+pub(super) const ABOUT_A_CHANNEL: Kinds = Kinds::SUBSCRIPTIONS.union(Kinds::CHANNELS);
+
+/// The channels a listener wants subscriptions made and ended, and channels occupied and
+/// vacated, told about.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum ChannelInterest {
     /// Every channel (what a listener wants until it says otherwise).

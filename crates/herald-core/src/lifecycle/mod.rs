@@ -44,12 +44,12 @@
 //! cluster's records never go stale. Listeners usually join at start, before clients
 //! connect.
 //!
-//! **Channels, too, only where wanted**: a listener may say which channels it wants told
-//! occupied and vacated ([`ChannelInterest`]: literal prefixes of full names,
-//! [`Lifecycle::set_channel_interest`]); the hub builds such an event only for a channel some
-//! listener wanting channel kinds may want ([`channels`]). With a relay set every channel is
-//! told. A change of interest applies as a change of kinds does: a channel occupied while it
-//! was not of interest is told vacated when it becomes so.
+//! **Channels, too, only where wanted**: a listener may say which channels it wants events
+//! about (subscribed, unsubscribed, occupied, vacated: [`ChannelInterest`], literal prefixes of
+//! full names, [`Lifecycle::set_channel_interest`]); the hub builds such an event only for a
+//! channel some listener wanting those kinds may want ([`channels`]). With a relay set every
+//! channel is told. A change of interest applies as a change of kinds does: a channel occupied
+//! while it was not of interest is told vacated when it becomes so.
 //!
 //! **Listeners are called where the event happens**, some under a hub shard's lock (a
 //! channel's) or the lock of the users' connection counts (a user's online and offline), so
@@ -221,8 +221,8 @@ impl Lifecycle {
         self.work_out(&changing);
     }
 
-    /// The listener `id` wants channel events ([`Kinds::CHANNELS`]) about the channels of
-    /// `interest` only, from now on (see the [module documentation](self)).
+    /// The listener `id` wants events about a channel (subscribed, unsubscribed, occupied,
+    /// vacated) about the channels of `interest` only, from now on (see the [module documentation](self)).
     pub fn set_channel_interest(&self, id: ListenerId, interest: ChannelInterest) {
         let changing = self.changing.lock();
         if let Some(joined) = self.listeners.read().get(id.0) {
@@ -259,7 +259,7 @@ impl Lifecycle {
             let listeners = self.listeners.read();
             let interests: Vec<ChannelInterest> = listeners
                 .iter()
-                .filter(|joined| joined.wants().intersects(Kinds::CHANNELS))
+                .filter(|joined| joined.wants().intersects(channels::ABOUT_A_CHANNEL))
                 .map(|joined| joined.channels.lock().clone())
                 .collect();
             ChannelFilter::union(&interests)
@@ -321,40 +321,48 @@ impl Lifecycle {
         if !emitted.intersects(Kinds::TRACKED) {
             return;
         }
-        let connection =
-            self.tracked
-                .insert(Arc::as_ptr(outbox) as usize, place, client, transport);
+        // Users are counted only while their events are emitted.
+        let counted = emitted.intersects(Kinds::USERS);
+        let connection = self.tracked.insert(
+            Arc::as_ptr(outbox) as usize,
+            place,
+            client,
+            transport,
+            counted,
+        );
         if emitted.intersects(Kinds::CONNECTED) {
             self.emit(LifecycleEvent::Connected {
                 connection: connection.clone(),
             });
         }
-        self.tracked.count_user(&connection, true, |app, sub| {
-            if emitted.intersects(Kinds::USER_ONLINE) {
-                self.emit(LifecycleEvent::UserOnline { app, sub })
-            }
-        });
+        if counted {
+            self.tracked.count_user(&connection, true, |app, sub| {
+                if emitted.intersects(Kinds::USER_ONLINE) {
+                    self.emit(LifecycleEvent::UserOnline { app, sub })
+                }
+            });
+        }
     }
 
     /// The connection writing to `outbox`, registered at `place`, left. Emits its departure if
     /// it was tracked, with the first cause known (see the [module documentation](self)).
     pub(crate) fn disconnected(&self, outbox: &Weak<Outbox>, place: (u32, u32)) {
         let _gate = self.tracked.gate();
-        let Some((connection, stated)) = self.tracked.remove(outbox.as_ptr() as usize, place)
-        else {
+        let Some(gone) = self.tracked.remove(outbox.as_ptr() as usize, place) else {
             return;
         };
         let closed = outbox.upgrade().and_then(|o| o.closed());
         let reason = closed
             .map(DisconnectReason::from)
-            .or(stated)
+            .or(gone.stated)
             .unwrap_or(DisconnectReason::Closed);
-        self.left(connection, reason);
+        self.left(gone, reason);
     }
 
     /// Tells of `connection`'s departure, then of its user going offline if it was the user's
     /// last connection (the kinds emitted allowing).
-    fn left(&self, connection: Arc<Connection>, reason: DisconnectReason) {
+    fn left(&self, gone: tracked::Gone, reason: DisconnectReason) {
+        let connection = gone.connection;
         let emitted = self.emitted();
         if emitted.intersects(Kinds::DISCONNECTED) {
             self.emit(LifecycleEvent::Disconnected {
@@ -362,11 +370,13 @@ impl Lifecycle {
                 reason,
             });
         }
-        self.tracked.count_user(&connection, false, |app, sub| {
-            if emitted.intersects(Kinds::USER_OFFLINE) {
-                self.emit(LifecycleEvent::UserOffline { app, sub })
-            }
-        });
+        if gone.counted {
+            self.tracked.count_user(&connection, false, |app, sub| {
+                if emitted.intersects(Kinds::USER_OFFLINE) {
+                    self.emit(LifecycleEvent::UserOffline { app, sub })
+                }
+            });
+        }
     }
 
     /// Notes why the connection writing to `outbox` (registered at `place`) is about to end.
@@ -398,8 +408,8 @@ impl Lifecycle {
         if tracked::same_client(&current, client) {
             return;
         }
-        if let Some((connection, _)) = self.tracked.remove(key, place) {
-            self.left(connection, DisconnectReason::Reauthenticated);
+        if let Some(gone) = self.tracked.remove(key, place) {
+            self.left(gone, DisconnectReason::Reauthenticated);
         }
         self.connected(client, outbox, current.transport, place);
     }
@@ -416,16 +426,21 @@ impl Lifecycle {
         if is_reserved(channel) {
             return;
         }
+        let told = Kinds::SUBSCRIBED.union(if first {
+            Kinds::CHANNEL_OCCUPIED
+        } else {
+            Kinds::NONE
+        });
+        if !emitted.intersects(told) || !self.channel_filter.read().admits(channel.as_str()) {
+            return;
+        }
         if emitted.intersects(Kinds::SUBSCRIBED) {
             self.emit(LifecycleEvent::Subscribed {
                 connection: self.connection_of(outbox),
                 channel: channel.clone(),
             });
         }
-        if first
-            && emitted.intersects(Kinds::CHANNEL_OCCUPIED)
-            && self.channel_filter.read().admits(channel.as_str())
-        {
+        if first && emitted.intersects(Kinds::CHANNEL_OCCUPIED) {
             self.emit(LifecycleEvent::ChannelOccupied {
                 channel: channel.clone(),
             });
@@ -444,16 +459,21 @@ impl Lifecycle {
         if is_reserved(channel) {
             return;
         }
+        let told = Kinds::UNSUBSCRIBED.union(if last {
+            Kinds::CHANNEL_VACATED
+        } else {
+            Kinds::NONE
+        });
+        if !emitted.intersects(told) || !self.channel_filter.read().admits(channel.as_str()) {
+            return;
+        }
         if emitted.intersects(Kinds::UNSUBSCRIBED) {
             self.emit(LifecycleEvent::Unsubscribed {
                 connection: self.connection_of(outbox),
                 channel: channel.clone(),
             });
         }
-        if last
-            && emitted.intersects(Kinds::CHANNEL_VACATED)
-            && self.channel_filter.read().admits(channel.as_str())
-        {
+        if last && emitted.intersects(Kinds::CHANNEL_VACATED) {
             self.emit(LifecycleEvent::ChannelVacated {
                 channel: channel.clone(),
             });

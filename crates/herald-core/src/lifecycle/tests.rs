@@ -297,16 +297,16 @@ fn a_relay_decides_what_listeners_hear_of_this_nodes_channel_transitions() {
     assert_eq!(recorded.summary(), ["sub:news", "unsub:news", "-news"]);
 }
 
-/// A listener that wants channel events about some prefixes only: channels outside them are
-/// not built into events (a subscription event still is, it wants every kind); another
-/// listener wanting every channel, or a relay, brings them all back.
+/// A listener that wants events about channels of some prefixes only: for channels outside
+/// them no subscription, occupied or vacated event is built; another listener wanting every
+/// channel, or a relay, brings them all back.
 #[test]
 fn channel_events_are_built_only_for_channels_some_listener_may_want() {
     let hub = Hub::new();
     let recorded = Recorded::new();
     let id = hub
         .lifecycle()
-        .join_wanting(recorded.clone(), Kinds::CHANNELS);
+        .join_wanting(recorded.clone(), Kinds::CHANNELS | Kinds::SUBSCRIPTIONS);
     hub.lifecycle()
         .set_channel_interest(id, ChannelInterest::Prefixes(vec!["shop~rooms/".into()]));
     let room = channel("shop", "rooms/1");
@@ -316,7 +316,10 @@ fn channel_events_are_built_only_for_channels_some_listener_may_want() {
         let (sub, _) = hub.subscribe(name, Outbox::new(1024));
         hub.unsubscribe(name, sub.id());
     }
-    assert_eq!(recorded.summary(), ["+rooms/1", "-rooms/1"]);
+    assert_eq!(
+        recorded.summary(),
+        ["sub:rooms/1", "+rooms/1", "unsub:rooms/1", "-rooms/1"]
+    );
 
     // A second listener wanting every channel's events: the first is told them too (a
     // listener matches its own patterns on what it is told).
@@ -334,7 +337,16 @@ fn channel_events_are_built_only_for_channels_some_listener_may_want() {
     assert_eq!(everything.summary(), ["+lobby", "-lobby"]);
     assert_eq!(
         recorded.summary(),
-        ["+rooms/1", "-rooms/1", "+lobby", "-lobby"]
+        [
+            "sub:rooms/1",
+            "+rooms/1",
+            "unsub:rooms/1",
+            "-rooms/1",
+            "sub:lobby",
+            "+lobby",
+            "unsub:lobby",
+            "-lobby"
+        ]
     );
 
     // With a relay set, every channel is told (its records come in pairs).

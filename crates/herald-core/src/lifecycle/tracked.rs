@@ -6,7 +6,9 @@
 //! the room lifecycle events cost, and only when they are wanted.
 //!
 //! It also counts each user's connections (by app and `sub`), to say when a user comes online
-//! (its first) and goes offline (its last): told while the count is held
+//! (its first) and goes offline (its last), while users' events are wanted (a connection
+//! remembers whether it was counted, so a change of the kinds wanted never unbalances a
+//! count): told while the count is held
 //! (`Tracked::count_user`), so a user's transitions reach listeners in the order its count
 //! made them, even as one connection leaves on one thread while the next arrives on another.
 //!
@@ -30,6 +32,18 @@ struct Entry {
     connection: Arc<Connection>,
     place: (u32, u32),
     stated: Option<DisconnectReason>,
+    /// Whether its user's count includes it.
+    counted: bool,
+}
+
+/// A tracked connection let go ([`Tracked::remove`]).
+pub(super) struct Gone {
+    /// Who it was.
+    pub(super) connection: Arc<Connection>,
+    /// The reason its transport stated for ending it, if any.
+    pub(super) stated: Option<DisconnectReason>,
+    /// Whether its user's count includes it (to be counted down).
+    pub(super) counted: bool,
 }
 
 /// The tracked connections, by outbox address, in a few shards.
@@ -128,13 +142,14 @@ impl Tracked {
     }
 
     /// Tracks a new connection of `client` writing to the outbox at `key` (its user is counted
-    /// by the caller, [`Tracked::count_user`]).
+    /// by the caller, [`Tracked::count_user`], if `counted`).
     pub(super) fn insert(
         &self,
         key: usize,
         place: (u32, u32),
         client: &Client,
         transport: Transport,
+        counted: bool,
     ) -> Arc<Connection> {
         let connection = Arc::new(Connection {
             id: ConnectionId {
@@ -150,9 +165,10 @@ impl Tracked {
             connection: connection.clone(),
             place,
             stated: None,
+            counted,
         };
         let replaced = self.shard(key).lock().insert(key, entry);
-        if let Some(stale) = replaced {
+        if let Some(stale) = replaced.filter(|stale| stale.counted) {
             self.count_user(&stale.connection, false, |_, _| {});
         }
         connection
@@ -166,19 +182,19 @@ impl Tracked {
             .map(|e| e.connection.clone())
     }
 
-    /// Stops tracking the connection at `key` made for `place`: the connection and its reason
-    /// stated if any (its user is counted by the caller, [`Tracked::count_user`]).
-    pub(super) fn remove(
-        &self,
-        key: usize,
-        place: (u32, u32),
-    ) -> Option<(Arc<Connection>, Option<DisconnectReason>)> {
+    /// Stops tracking the connection at `key` made for `place` (its user is counted down by
+    /// the caller, [`Tracked::count_user`], if it was counted).
+    pub(super) fn remove(&self, key: usize, place: (u32, u32)) -> Option<Gone> {
         let mut shard = self.shard(key).lock();
         if shard.get(&key)?.place != place {
             return None;
         }
         let entry = shard.remove(&key)?;
-        Some((entry.connection, entry.stated))
+        Some(Gone {
+            connection: entry.connection,
+            stated: entry.stated,
+            counted: entry.counted,
+        })
     }
 
     /// Notes the reason stated for ending the connection at `key` made for `place`; the first

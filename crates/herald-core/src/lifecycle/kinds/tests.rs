@@ -201,3 +201,47 @@ fn every_event_has_one_kind_within_all() {
     assert!(Kinds::TRACKED.contains(Kinds::SUBSCRIBED));
     assert!(!Kinds::TRACKED.intersects(Kinds::CHANNELS | Kinds::MEMBERS));
 }
+
+/// Users are counted only while their events are wanted, and a connection counted down only if
+/// it was counted up: a connection made before users were wanted never holds its user online,
+/// and one made while they were is counted down even after they stop being wanted.
+#[test]
+fn users_are_counted_only_while_wanted_and_each_connection_counts_down_what_it_counted() {
+    let (hub, live) = node();
+    let lifecycle = hub.lifecycle();
+    let heard = Recorded::new();
+    // Kept alive: a connection is known by its outbox's address.
+    let outboxes: Vec<_> = (0..4).map(|_| Outbox::new(64)).collect();
+    let id = lifecycle.join_wanting(heard.clone(), Kinds::SUBSCRIPTIONS);
+    let before = live.register(&client("alice"), &outboxes[0], Transport::WebSocket);
+    assert_eq!(lifecycle.tracked.len(), 1, "tracked for its subscriptions");
+    lifecycle.set_wanted(id, Kinds::SUBSCRIPTIONS | Kinds::USERS);
+    let after = live.register(&client("alice"), &outboxes[1], Transport::WebSocket);
+    drop(before);
+    assert_eq!(
+        heard.summary(),
+        ["online:alice"],
+        "the uncounted connection leaving does not take alice offline"
+    );
+    drop(after);
+    assert_eq!(heard.summary(), ["online:alice", "offline:alice"]);
+
+    // Counted, then users no longer wanted: it still counts down when it leaves, so alice's
+    // next connection, once users are wanted again, is her first.
+    let counted = live.register(&client("alice"), &outboxes[2], Transport::WebSocket);
+    lifecycle.set_wanted(id, Kinds::SUBSCRIPTIONS);
+    drop(counted);
+    lifecycle.set_wanted(id, Kinds::SUBSCRIPTIONS | Kinds::USERS);
+    let again = live.register(&client("alice"), &outboxes[3], Transport::WebSocket);
+    drop(again);
+    assert_eq!(
+        heard.summary(),
+        [
+            "online:alice",
+            "offline:alice",
+            "online:alice",
+            "online:alice",
+            "offline:alice"
+        ]
+    );
+}
