@@ -89,3 +89,45 @@ impl Layers {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::load;
+    use super::super::ConfigFlags;
+    use super::*;
+
+    #[test]
+    fn the_pusher_table_its_environment_and_its_bounds() {
+        let c = load(None, &[], ConfigFlags::default()).unwrap();
+        assert_eq!(c.pusher, PusherClientSettings::default());
+        let file = "[pusher]\nactivity_timeout = \"2m\"\npong_timeout = 5\n\
+                    client_events_per_second = 0\n";
+        let c = load(Some(file), &[], ConfigFlags::default()).unwrap();
+        assert_eq!(c.pusher.activity_timeout, Duration::from_secs(120));
+        assert_eq!(c.pusher.pong_timeout, Duration::from_secs(5));
+        assert_eq!(c.pusher.client_events_per_second, 0);
+        let env = [("HERALD_PUSHER_ACTIVITY_TIMEOUT", "30")];
+        let c = load(Some(file), &env, ConfigFlags::default()).unwrap();
+        assert_eq!(c.pusher.activity_timeout, Duration::from_secs(30));
+        for (file, says) in [
+            ("[pusher]\nactivity_timeout = 0\n", "must be 1s to 3600s"),
+            (
+                "[pusher]\npong_timeout = \"1.5s\"\n",
+                "must be whole seconds",
+            ),
+            (
+                "[pusher]\nclient_events_per_second = 10001\n",
+                "must be 0 to 10000",
+            ),
+            ("[pusher]\nactivity = 1\n", "unknown key \"pusher.activity\""),
+        ] {
+            let e = load(Some(file), &[], ConfigFlags::default())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(says), "{file}: {e}");
+        }
+        // Printed and read again, the same values.
+        let again = load(Some(&c.to_toml_redacted()), &[], ConfigFlags::default()).unwrap();
+        assert_eq!(again.pusher, c.pusher);
+    }
+}

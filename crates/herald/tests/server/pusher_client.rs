@@ -506,3 +506,50 @@ async fn client_events_are_refused_as_pusher_refuses_them_and_rate_limited() {
     assert_eq!(kept.len() + refused, 20, "{kept:?}");
     assert_eq!(kept[0]["$pusher"]["socket_id"], socket_id.as_str());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pusher_connection_is_a_client_named_pusher_in_webhooks() {
+    use crate::hooks_e2e::{register, summary, Lang, Receiver, CONFIG};
+    let receiver = Receiver::start(Lang::Node);
+    let s = Server::builder()
+        .config(CONFIG)
+        .arg("--outbound-allow")
+        .arg("127.0.0.0/8")
+        .start()
+        .await;
+    register(&s, &receiver, 0).await;
+    let creds = create(&s, "default", API_KEY, None).await;
+    let (mut ws, _) = established(&s, &creds).await;
+    ws.send(json!({ "event": "pusher:subscribe", "data": { "channel": "news" } }))
+        .await;
+    let ok = ws.frame().await;
+    assert_eq!(
+        ok["event"], "pusher_internal:subscription_succeeded",
+        "{ok}"
+    );
+    let _ = ws.stream.close(None).await;
+    while ws.recv().await.is_some() {}
+    let pusher = |e: &Value, kind: &str| e["type"] == kind && e["data"]["transport"] == "pusher";
+    let events = receiver
+        .wait_for(
+            "the Pusher connection's events",
+            Duration::from_secs(60),
+            |events| {
+                events.iter().any(|e| pusher(e, "client.connected"))
+                    && events.iter().any(|e| pusher(e, "client.disconnected"))
+                    && events
+                        .iter()
+                        .any(|e| e["type"] == "client.subscribed" && e["data"]["channel"] == "news")
+            },
+        )
+        .await;
+    let connected = events
+        .iter()
+        .find(|e| pusher(e, "client.connected"))
+        .unwrap();
+    assert!(
+        connected["data"]["user"].is_null(),
+        "{}",
+        summary(&events).join("\n")
+    );
+}
