@@ -112,6 +112,11 @@ impl PatternSet {
         self.0.iter().any(|p| p.matches(channel))
     }
 
+    /// The patterns as written.
+    pub fn patterns(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|p| &*p.pattern)
+    }
+
     /// Each pattern's [`ChannelPattern::literal_prefix`]: every channel the set allows starts
     /// with one of them.
     pub fn literal_prefixes(&self) -> impl Iterator<Item = &str> {

@@ -1,9 +1,9 @@
 //! What a connection does with each packet its client sends after CONNECT: PUBLISH at QoS 0,
 //! 1 and 2 (stored through the client session's one publish rule, acknowledged after the append
 //! committed), the acknowledgements of the server's own PUBLISH packets, SUBSCRIBE and
-//! UNSUBSCRIBE to exact topics (phase 1: no wildcards, no shared subscriptions), PINGREQ and
-//! DISCONNECT. Every answer is queued in the connection's outbox, so answers and messages reach
-//! the client in the order they were produced.
+//! UNSUBSCRIBE to exact topics and to wildcard filters (`wildcards.rs`; no shared subscriptions
+//! yet), PINGREQ and DISCONNECT. Every answer is queued in the connection's outbox, so answers
+//! and messages reach the client in the order they were produced.
 //!
 //! Herald's errors become reason codes ([`publish_code`], [`subscribe_code`]); a packet the
 //! server must not receive (CONNACK, SUBACK, ... from a client, AUTH without enhanced
@@ -410,10 +410,7 @@ async fn subscribe_one(
     let channel = match topic_map::parse_filter(&app, filter) {
         Ok(FilterTarget::Exact(channel)) => channel,
         Ok(FilterTarget::Wildcard(_)) => {
-            return refuse(
-                ReasonCode::WildcardSubscriptionsNotSupported,
-                format!("{filter:?}: wildcard subscriptions are not offered yet"),
-            )
+            return crate::wildcards::subscribe(wire, filter, options).await;
         }
         Err(e) => return refuse(e.subscribe_reason_code(), e.reason),
     };
@@ -431,7 +428,7 @@ async fn subscribe_one(
         retain_as_published: options.retain_as_published,
         no_local: options.no_local,
     };
-    let exists = wire.subscriptions.get(&channel).is_some();
+    let exists = wire.subscriptions.exact(&channel).is_some();
     let send_retained = match options.retain_handling {
         RetainHandling::SendAtSubscribe => true,
         RetainHandling::SendAtSubscribeIfNew => !exists,
@@ -488,6 +485,11 @@ fn unsubscribe_from(wire: &mut MqttWire, unsubscribe: Unsubscribe) {
             |filter| match topic_map::parse_filter(&app, filter.as_str()) {
                 Ok(FilterTarget::Exact(channel)) if wire.subscriptions.remove(&channel) => {
                     let _ = wire.session.unsubscribe(channel.public());
+                    ReasonCode::Success
+                }
+                Ok(FilterTarget::Wildcard(_))
+                    if crate::wildcards::unsubscribe(wire, filter.as_str()) =>
+                {
                     ReasonCode::Success
                 }
                 Ok(_) => ReasonCode::NoSubscriptionExisted,

@@ -10,10 +10,10 @@
 //! key or the anonymous rules, the CONNACK), then runs the connection as a driver `Wire`
 //! (`wire.rs`): packets handled in `inbound.rs`, messages written (`deliver.rs`) from one
 //! encoding per message (`outbound.rs`), packet identifiers and QoS state in `inflight.rs`, what
-//! each subscription was granted in `subscriptions.rs`, one connection per client identifier in
-//! `takeover.rs`.
+//! each subscription was granted in `subscriptions.rs`, wildcard subscriptions in `wildcards.rs`
+//! (over core's filter registry), one connection per client identifier in `takeover.rs`.
 //! Topics map to channels in [`topic_map`], payloads to message data in [`payload`], and the
-//! anonymous mode's rules are [`access`]'s. Persistent sessions, wildcards, outbound QoS 2, wills
+//! anonymous mode's rules are [`access`]'s. Persistent sessions, outbound QoS 2, wills
 //! and parking idle connections come next (docs/design/mqtt.md, phase 2).
 //!
 //! The codec depends on `bytes` and `thiserror` only (no Herald crate, no runtime), so it can be
@@ -34,6 +34,7 @@ pub mod settings;
 mod subscriptions;
 mod takeover;
 pub mod topic_map;
+mod wildcards;
 mod wire;
 
 pub use packet::{

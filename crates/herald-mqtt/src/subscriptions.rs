@@ -1,12 +1,26 @@
-//! What one MQTT connection asked of each channel it subscribed to: the granted QoS and the
-//! subscription options that change how a message goes out (Retain As Published, No Local).
-//! The subscriptions themselves (the hub's registrations) are the client session's; this is the
-//! MQTT side of the same set, a vector sorted by channel like the session's, a few bytes per
-//! entry.
+//! What one MQTT connection asked of each channel it subscribed to, and of each wildcard
+//! filter: the granted QoS and the subscription options that change how a message goes out
+//! (Retain As Published, No Local). The exact subscriptions themselves (the hub's
+//! registrations) are the client session's; the filters' registration is core's filter
+//! registry's ([`herald_core::hub::filters`]), held here. This is the MQTT side of both sets: a
+//! vector sorted by channel like the session's, a few bytes per entry, and a filter string with
+//! its options per wildcard subscription.
 //!
-//! Phase 1 subscribes exact topics only (one filter is one channel), so a message's channel
-//! finds its options directly.
+//! **One delivery per message.** A message may match the channel's exact subscription and
+//! several filters. Core queues it once to the connection (through the exact subscription if
+//! there is one, else once for all its filters), and [`Subscriptions::get`] says what it goes
+//! out with: the highest QoS granted among the matching subscriptions, Retain As Published if
+//! any asked for it, No Local only if all did. That is what Mosquitto does; MQTT 5.0 3.3.4
+//! also allows one copy per matching subscription, which clients without Subscription
+//! Identifiers cannot tell apart.
 
+use std::sync::Arc;
+
+use herald_core::hub::filters::{FilterRegistry, FilterSubscriber};
+use herald_core::hub::Admit;
+use herald_core::name::topic::filter::TopicFilter;
+use herald_core::outbox::Outbox;
+use herald_core::tenant::AppId;
 use herald_core::ChannelName;
 
 use crate::packet::QoS;
@@ -22,29 +36,61 @@ pub(crate) struct Granted {
     pub(crate) no_local: bool,
 }
 
-/// A connection's subscriptions by channel.
+impl Granted {
+    /// What a message matching both `self` and `other` goes out with.
+    fn with(self, other: Granted) -> Granted {
+        Granted {
+            qos: self.qos.max(other.qos),
+            retain_as_published: self.retain_as_published || other.retain_as_published,
+            no_local: self.no_local && other.no_local,
+        }
+    }
+}
+
+/// A connection's subscriptions by channel, and its wildcard filters.
 #[derive(Default)]
-pub(crate) struct Subscriptions(Vec<(ChannelName, Granted)>);
+pub(crate) struct Subscriptions {
+    exact: Vec<(ChannelName, Granted)>,
+    /// Each wildcard subscription: its filter and options, in the order made.
+    filters: Vec<(TopicFilter, Granted)>,
+    /// The filters' registration in the hub, made with the first one.
+    registered: Option<FilterSubscriber>,
+}
 
 impl Subscriptions {
     fn find(&self, channel: &ChannelName) -> Result<usize, usize> {
-        self.0.binary_search_by(|(c, _)| c.cmp(channel))
+        self.exact.binary_search_by(|(c, _)| c.cmp(channel))
     }
 
-    /// The options of the subscription to `channel`, if there is one.
+    /// The options of the exact subscription to `channel`, if there is one.
+    pub(crate) fn exact(&self, channel: &ChannelName) -> Option<Granted> {
+        self.find(channel).ok().map(|at| self.exact[at].1)
+    }
+
+    /// What a message of `channel` goes out with, through the channel's exact subscription and
+    /// the filters that match it (see the module doc); `None` when none does.
     pub(crate) fn get(&self, channel: &ChannelName) -> Option<Granted> {
-        self.find(channel).ok().map(|at| self.0[at].1)
+        let exact = self.exact(channel);
+        if self.filters.is_empty() {
+            return exact;
+        }
+        self.filters
+            .iter()
+            .filter(|(f, _)| f.matches_local(channel.public()))
+            .map(|(_, g)| *g)
+            .chain(exact)
+            .reduce(Granted::with)
     }
 
     /// Records (or replaces) the subscription to `channel`; returns whether it is new.
     pub(crate) fn insert(&mut self, channel: ChannelName, granted: Granted) -> bool {
         match self.find(&channel) {
             Ok(at) => {
-                self.0[at].1 = granted;
+                self.exact[at].1 = granted;
                 false
             }
             Err(at) => {
-                self.0.insert(at, (channel, granted));
+                self.exact.insert(at, (channel, granted));
                 true
             }
         }
@@ -54,17 +100,62 @@ impl Subscriptions {
     pub(crate) fn remove(&mut self, channel: &ChannelName) -> bool {
         match self.find(channel) {
             Ok(at) => {
-                self.0.remove(at);
+                self.exact.remove(at);
                 true
             }
             Err(_) => false,
         }
     }
 
-    /// How many subscriptions the connection holds.
-    #[cfg(test)]
+    /// The options of the wildcard subscription to `filter`, if there is one.
+    pub(crate) fn filter(&self, filter: &str) -> Option<Granted> {
+        self.filters
+            .iter()
+            .find(|(f, _)| f.as_str() == filter)
+            .map(|(_, g)| *g)
+    }
+
+    /// Records (or replaces the options of) the wildcard subscription to `filter`, registering
+    /// it in `registry` for `app`'s channels, queued to `outbox` (what `admit` admits, if
+    /// given: it is set with the first filter); returns whether it is new.
+    pub(crate) fn insert_filter(
+        &mut self,
+        filter: TopicFilter,
+        granted: Granted,
+        registry: &Arc<FilterRegistry>,
+        (app, outbox, admit): (&AppId, &Arc<Outbox>, Option<Admit>),
+    ) -> bool {
+        if let Some((_, g)) = self
+            .filters
+            .iter_mut()
+            .find(|(f, _)| f.as_str() == filter.as_str())
+        {
+            *g = granted;
+            return false;
+        }
+        let registered = self
+            .registered
+            .get_or_insert_with(|| registry.subscriber(app, outbox.clone(), admit));
+        registered.add(filter.clone());
+        self.filters.push((filter, granted));
+        true
+    }
+
+    /// Ends the wildcard subscription to `filter`; returns whether there was one.
+    pub(crate) fn remove_filter(&mut self, filter: &str) -> bool {
+        let Some(at) = self.filters.iter().position(|(f, _)| f.as_str() == filter) else {
+            return false;
+        };
+        self.filters.remove(at);
+        if let Some(registered) = &mut self.registered {
+            registered.remove(filter);
+        }
+        true
+    }
+
+    /// How many subscriptions the connection holds, exact and wildcard.
     pub(crate) fn len(&self) -> usize {
-        self.0.len()
+        self.exact.len() + self.filters.len()
     }
 }
 
@@ -93,5 +184,51 @@ mod tests {
         assert!(subs.remove(&b));
         assert!(!subs.remove(&b));
         assert_eq!(subs.get(&b), None);
+    }
+
+    fn options(qos: QoS, retain_as_published: bool, no_local: bool) -> Granted {
+        Granted {
+            qos,
+            retain_as_published,
+            no_local,
+        }
+    }
+
+    #[test]
+    fn a_message_matching_several_subscriptions_goes_out_once_with_the_highest_qos() {
+        let registry = FilterRegistry::new();
+        let app = AppId::default_app();
+        let outbox = Outbox::new(1 << 20);
+        let mut subs = Subscriptions::default();
+        let add = |subs: &mut Subscriptions, f: &str, g: Granted| {
+            let filter = TopicFilter::parse(f).unwrap();
+            subs.insert_filter(filter, g, &registry, (&app, &outbox, None))
+        };
+        assert!(add(&mut subs, "a/+", options(QoS::AtMostOnce, false, true)));
+        assert!(add(&mut subs, "a/#", options(QoS::AtLeastOnce, true, true)));
+        assert!(!add(
+            &mut subs,
+            "a/#",
+            options(QoS::AtLeastOnce, false, true)
+        ));
+        assert_eq!(
+            subs.filter("a/#"),
+            Some(options(QoS::AtLeastOnce, false, true))
+        );
+        assert_eq!(registry.count(&app), 4);
+        let ab = ChannelName::parse("a/b").unwrap();
+        assert_eq!(subs.get(&ab), Some(options(QoS::AtLeastOnce, false, true)));
+        assert_eq!(subs.exact(&ab), None);
+        let a = ChannelName::parse("a").unwrap();
+        assert_eq!(subs.get(&a), Some(options(QoS::AtLeastOnce, false, true)));
+        assert_eq!(subs.get(&ChannelName::parse("b").unwrap()), None);
+        // An exact subscription counts too: No Local only if every one asked.
+        subs.insert(ab.clone(), options(QoS::AtMostOnce, true, false));
+        assert_eq!(subs.get(&ab), Some(options(QoS::AtLeastOnce, true, false)));
+        assert!(subs.remove_filter("a/+"));
+        assert!(!subs.remove_filter("a/+"));
+        assert_eq!(subs.len(), 2);
+        drop(subs);
+        assert_eq!(registry.count(&app), 0, "dropped with the connection");
     }
 }

@@ -16,8 +16,9 @@
 //! **Delivery.** A subscriber is one connection's filters in one app, with its outbox: the
 //! same outbox its exact subscriptions queue to, so its writer sees one ordered stream and
 //! acknowledgements work alike. A run matching several of one subscriber's filters is queued
-//! once (the protocol decides what a delivery through several filters means: MQTT sends it
-//! once with the highest QoS granted). Filter subscriptions are live at once: they have no
+//! once, and not at all to a subscriber that holds the channel's exact subscription too (that
+//! one queues it): the protocol decides what a delivery through several subscriptions means
+//! (MQTT sends it once with the highest QoS granted). Filter subscriptions are live at once: they have no
 //! cursor and no catch-up. A full outbox closes as a slow consumer, as for exact subscriptions.
 //!
 //! **Locking.** One read-write lock over the apps: the fan-out thread reads, filter subscribes
@@ -30,6 +31,7 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
+use crate::hub::{Admit, Subscription};
 use crate::message::SharedMessage;
 use crate::name::topic::filter::{index_key, TopicFilter};
 use crate::name::topic::{decode, ENCODED_PREFIX};
@@ -42,6 +44,7 @@ struct Entry {
     subscriber: u64,
     filter: Arc<TopicFilter>,
     outbox: Arc<Outbox>,
+    admit: Option<Admit>,
 }
 
 /// One app's filters, indexed.
@@ -114,12 +117,20 @@ impl FilterRegistry {
 
     /// A subscriber with no filter yet: one connection's filter subscriptions in `app`,
     /// queued to `outbox`. Dropping it removes its filters.
-    pub fn subscriber(self: &Arc<Self>, app: &AppId, outbox: Arc<Outbox>) -> FilterSubscriber {
+    /// `admit`, if given, is asked about each message before it is queued (an anonymous MQTT
+    /// client's deny rules, checked per delivery).
+    pub fn subscriber(
+        self: &Arc<Self>,
+        app: &AppId,
+        outbox: Arc<Outbox>,
+        admit: Option<Admit>,
+    ) -> FilterSubscriber {
         FilterSubscriber {
             registry: self.clone(),
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             app: app.as_str().into(),
             outbox,
+            admit,
             filters: Vec::new(),
         }
     }
@@ -133,7 +144,12 @@ impl FilterRegistry {
     /// Queues `run` (consecutive messages of one channel, in order) once to every subscriber
     /// of the channel's app with a filter matching the channel; returns the deliveries queued
     /// (messages times subscribers).
-    pub(crate) fn deliver_run(&self, run: &[SharedMessage]) -> u64 {
+    ///
+    /// A subscriber that also holds one of `exact` (the channel's own subscriptions on this
+    /// node: its outbox is theirs) gets the run through that subscription only, so a
+    /// connection subscribed to a channel and to a filter matching it receives each message
+    /// once; and a run its [`Admit`] refuses a message of is queued without it.
+    pub(crate) fn deliver_run(&self, run: &[SharedMessage], exact: &[Arc<Subscription>]) -> u64 {
         let Some(last) = run.last() else {
             return 0;
         };
@@ -170,9 +186,18 @@ impl FilterRegistry {
         matched.dedup_by_key(|e| e.subscriber);
         let mut queued = 0;
         for entry in matched {
-            queued += entry
-                .outbox
-                .push_many(run.iter().map(|m| OutFrame::Message(m.clone())));
+            if exact
+                .iter()
+                .any(|sub| Arc::ptr_eq(sub.outbox(), &entry.outbox))
+            {
+                continue;
+            }
+            let admit = |m: &&SharedMessage| entry.admit.as_ref().is_none_or(|admit| admit(m));
+            queued += entry.outbox.push_many(
+                run.iter()
+                    .filter(admit)
+                    .map(|m| OutFrame::Message(m.clone())),
+            );
         }
         queued as u64
     }
@@ -210,6 +235,7 @@ pub struct FilterSubscriber {
     id: u64,
     app: Box<str>,
     outbox: Arc<Outbox>,
+    admit: Option<Admit>,
     filters: Vec<Arc<TopicFilter>>,
 }
 
@@ -226,6 +252,7 @@ impl FilterSubscriber {
                 subscriber: self.id,
                 filter: filter.clone(),
                 outbox: self.outbox.clone(),
+                admit: self.admit.clone(),
             },
         );
         self.filters.push(filter);

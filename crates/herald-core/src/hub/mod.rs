@@ -512,68 +512,80 @@ impl Hub {
     pub fn deliver_all(&self, messages: &[SharedMessage]) {
         let filters = self.filters.is_active();
         for run in messages.chunk_by(|a, b| a.channel == b.channel) {
-            self.deliver_run(run);
-            if filters {
-                self.deliver_to_filters(run);
-            }
+            self.deliver_run(run, filters);
         }
     }
 
-    /// Hands a run of one channel's messages to the filter subscribers it matches.
+    /// Hands a run of one channel's messages to the filter subscribers it matches, except
+    /// those holding one of `exact` (the channel's own subscriptions) too.
     #[cold]
-    fn deliver_to_filters(&self, run: &[SharedMessage]) {
-        let n = self.filters.deliver_run(run);
+    fn deliver_to_filters(&self, run: &[SharedMessage], exact: &[Arc<Subscription>]) {
+        let n = self.filters.deliver_run(run, exact);
         if let (Some(last), true) = (run.last(), n > 0) {
             self.count_deliveries(&last.channel, n);
         }
     }
 
-    /// Delivers a run of consecutive messages of one channel (see [`Hub::deliver_all`]).
-    fn deliver_run(&self, run: &[SharedMessage]) {
+    /// Delivers a run of consecutive messages of one channel (see [`Hub::deliver_all`]), then,
+    /// if `filters`, to the filter subscribers it matches, under the same shard lock (so
+    /// whether a subscriber holds the channel's exact subscription is decided with it).
+    fn deliver_run(&self, run: &[SharedMessage], filters: bool) {
         let Some(last) = run.last() else {
             return;
         };
         let key = self.key(&last.channel);
         let shard = self.shard(key).read();
-        if let Some(entry) = shard.get(key) {
-            {
-                let mut head = entry.head.lock();
-                for message in run {
-                    head.delivered(Head {
-                        epoch: message.epoch.clone(),
-                        last_seq: message.seq,
-                    });
-                }
-                head.tail_delivered_run(run);
+        let Some(entry) = shard.get(key) else {
+            if filters {
+                self.deliver_to_filters(run, &[]);
             }
-            for sub in &entry.subs {
-                sub.deliver_run(run);
-            }
-            self.count_deliveries(&last.channel, (entry.subs.len() * run.len()) as u64);
-        }
-    }
-
-    /// Delivers one message to every subscription of its channel.
-    pub fn deliver(&self, message: &SharedMessage) {
-        let key = self.key(&message.channel);
-        let shard = self.shard(key).read();
-        if let Some(entry) = shard.get(key) {
-            {
-                let mut head = entry.head.lock();
+            return;
+        };
+        {
+            let mut head = entry.head.lock();
+            for message in run {
                 head.delivered(Head {
                     epoch: message.epoch.clone(),
                     last_seq: message.seq,
                 });
-                head.tail_delivered(message);
             }
-            for sub in &entry.subs {
-                sub.deliver(message);
-            }
-            self.count_deliveries(&message.channel, entry.subs.len() as u64);
+            head.tail_delivered_run(run);
         }
-        drop(shard);
-        if self.filters.is_active() {
-            self.deliver_to_filters(std::slice::from_ref(message));
+        for sub in &entry.subs {
+            sub.deliver_run(run);
+        }
+        self.count_deliveries(&last.channel, (entry.subs.len() * run.len()) as u64);
+        if filters {
+            self.deliver_to_filters(run, &entry.subs);
+        }
+    }
+
+    /// Delivers one message to every subscription of its channel, then to the filter
+    /// subscribers it matches.
+    pub fn deliver(&self, message: &SharedMessage) {
+        let filters = self.filters.is_active();
+        let key = self.key(&message.channel);
+        let shard = self.shard(key).read();
+        let Some(entry) = shard.get(key) else {
+            if filters {
+                self.deliver_to_filters(std::slice::from_ref(message), &[]);
+            }
+            return;
+        };
+        {
+            let mut head = entry.head.lock();
+            head.delivered(Head {
+                epoch: message.epoch.clone(),
+                last_seq: message.seq,
+            });
+            head.tail_delivered(message);
+        }
+        for sub in &entry.subs {
+            sub.deliver(message);
+        }
+        self.count_deliveries(&message.channel, entry.subs.len() as u64);
+        if filters {
+            self.deliver_to_filters(std::slice::from_ref(message), &entry.subs);
         }
     }
 }

@@ -31,6 +31,7 @@ mod mqtt;
 mod mqtt_connect;
 mod mqtt_refusals;
 mod mqtt_session;
+mod mqtt_wildcards;
 mod new_channels;
 mod parking;
 mod providers;

@@ -31,7 +31,7 @@ fn a_filter_subscriber_receives_matching_channels_after_their_exact_subscribers(
     let app = AppId::default_app();
     assert!(!hub.filters().is_active());
     let out = Outbox::new(1 << 20);
-    let mut subscriber = hub.filters().subscriber(&app, out.clone());
+    let mut subscriber = hub.filters().subscriber(&app, out.clone(), None);
     assert!(subscriber.add(filter("a/+/c")));
     assert!(hub.filters().is_active());
     let exact = Outbox::new(1 << 20);
@@ -64,8 +64,8 @@ fn several_matching_filters_of_one_subscriber_deliver_once() {
     let app = AppId::default_app();
     let out = Outbox::new(1 << 20);
     let other = Outbox::new(1 << 20);
-    let mut one = hub.filters().subscriber(&app, out.clone());
-    let mut two = hub.filters().subscriber(&app, other.clone());
+    let mut one = hub.filters().subscriber(&app, out.clone(), None);
+    let mut two = hub.filters().subscriber(&app, other.clone(), None);
     for f in ["a/#", "a/+", "+/b", "#"] {
         assert!(one.add(filter(f)));
     }
@@ -82,7 +82,7 @@ fn filters_are_per_app_and_skip_push_logs_and_dollar_topics() {
     let hub = Hub::new();
     let shop = AppId::parse("shop").unwrap();
     let out = Outbox::new(1 << 20);
-    let mut subscriber = hub.filters().subscriber(&shop, out.clone());
+    let mut subscriber = hub.filters().subscriber(&shop, out.clone(), None);
     subscriber.add(filter("#"));
     subscriber.add(filter("$device/#"));
     hub.deliver_all(&[
@@ -108,7 +108,7 @@ fn removing_a_filter_or_dropping_the_subscriber_stops_delivery_and_the_registry_
     let app = AppId::default_app();
     let out = Outbox::new(1 << 20);
     let ch = topic_channel(&app, "a/b");
-    let mut subscriber = hub.filters().subscriber(&app, out.clone());
+    let mut subscriber = hub.filters().subscriber(&app, out.clone(), None);
     subscriber.add(filter("a/+"));
     subscriber.add(filter("+/b"));
     subscriber.add(filter("sensors/living room/#"));
@@ -134,7 +134,7 @@ fn a_full_outbox_closes_as_a_slow_consumer() {
     let hub = Hub::new();
     let app = AppId::default_app();
     let out = Outbox::new(100);
-    let mut subscriber = hub.filters().subscriber(&app, out.clone());
+    let mut subscriber = hub.filters().subscriber(&app, out.clone(), None);
     subscriber.add(filter("#"));
     let ch = topic_channel(&app, "busy");
     let big = |seq| {
@@ -149,4 +149,32 @@ fn a_full_outbox_closes_as_a_slow_consumer() {
     };
     hub.deliver_all(&[big(1), big(2), big(3)]);
     assert_eq!(out.closed(), Some(crate::outbox::CloseReason::SlowConsumer));
+}
+
+#[test]
+fn a_subscriber_holding_the_exact_subscription_too_gets_each_message_once_and_admit_filters() {
+    let hub = Hub::new();
+    let app = AppId::default_app();
+    let out = Outbox::new(1 << 20);
+    let admit: Admit = std::sync::Arc::new(|m: &crate::StoredMessage| m.seq != 3);
+    let mut subscriber = hub.filters().subscriber(&app, out.clone(), Some(admit));
+    subscriber.add(filter("a/+"));
+    let ab = topic_channel(&app, "a/b");
+    let (sub, _) = hub.subscribe(&ab, out.clone());
+    sub.go_live(vec![], 0);
+    hub.deliver_all(&[msg(&ab, 1), msg(&ab, 2)]);
+    hub.deliver(&msg(&ab, 3));
+    assert_eq!(
+        seqs(&out),
+        [1, 2, 3],
+        "through the exact subscription, once"
+    );
+    assert!(hub.unsubscribe(&ab, sub.id()));
+    hub.deliver_all(&[msg(&ab, 3), msg(&ab, 4)]);
+    hub.deliver(&msg(&ab, 5));
+    assert_eq!(
+        seqs(&out),
+        [4, 5],
+        "through the filter, 3 refused by its admit"
+    );
 }

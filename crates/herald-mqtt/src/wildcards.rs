@@ -1,0 +1,286 @@
+//! Wildcard subscriptions (`+`, `#`; docs/design/mqtt.md, "Wildcards"): SUBSCRIBE and
+//! UNSUBSCRIBE of a filter, who may make one, and the retained messages it is sent. What a
+//! message matching several subscriptions goes out with is `subscriptions.rs`'s.
+//!
+//! A filter is registered in core's filter registry ([`herald_core::hub::filters`], through
+//! [`crate::subscriptions::Subscriptions::insert_filter`]), which queues matching messages to the
+//! connection's outbox as its exact subscriptions do; the filter itself is matched on the topic
+//! each channel maps back to, with [MQTT-4.7.2-1]'s `$` exclusion, and never reaches an app's
+//! push logs.
+//!
+//! **Who may.** An anonymous client as its rules say ([`crate::access::Rules::may_subscribe`]:
+//! 0x87 when refused); each message reaching it through a filter is checked against the deny
+//! rules ([`crate::access::Rules::may_receive`], core's per-subscriber admit), as Mosquitto
+//! checks read access per delivery. A client with a token may
+//! subscribe to a filter only when its token allows every channel the filter can match
+//! ([`token_covers`]): one of its channel patterns must cover all the plain channels the
+//! filter matches (a `*` segment for each `+`, a final `**` for `#`, and the parent level a `#`
+//! also matches allowed as a channel), and one (the same or another) all the encoded ones
+//! (`=` and the escaped levels: `sensors/+` needs `sensors/*` and `=sensors/*`, since
+//! `sensors/living room` is the channel `=sensors/living=20room`). `**` covers every filter.
+//! Anything else is refused with 0x87: never a subscription that could see a channel the token
+//! does not allow.
+//!
+//! **Retained messages.** A SUBSCRIBE that asks for them (Retain Handling 0, or 1 for a new
+//! subscription) is sent the last message of each existing channel the filter matches, found
+//! by listing the app's channels by the filter's prefixes, at most [`MAX_RETAINED`] messages
+//! and [`MAX_LISTED`] channels looked at per filter.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use herald_core::hub::Admit;
+use herald_core::log::ReadFrom;
+use herald_core::message::{SharedMessage, StoredMessage};
+use herald_core::name::topic::filter::TopicFilter;
+use herald_core::name::topic::{encode_levels, ENCODED_PREFIX};
+use herald_core::outbox::OutFrame;
+use herald_core::pattern::{ChannelPattern, PatternSet};
+use herald_core::ChannelName;
+use herald_edge::session::{check_limit, Wanted};
+
+use crate::packet::{QoS, ReasonCode, RetainHandling, SubscriptionOptions};
+use crate::subscriptions::Granted;
+use crate::wire::MqttWire;
+
+/// Most retained messages one wildcard SUBSCRIBE is sent (one per matching channel).
+pub const MAX_RETAINED: usize = 100;
+
+/// Most channels looked at, per filter prefix, to find them.
+pub const MAX_LISTED: usize = 1000;
+
+/// Subscribes the connection to wildcard `filter` (valid, no `$share/`); the QoS granted, or
+/// the refusal.
+pub(crate) async fn subscribe(
+    wire: &mut MqttWire,
+    filter: &str,
+    options: &SubscriptionOptions,
+) -> Result<QoS, (ReasonCode, String)> {
+    let client = wire
+        .session
+        .client()
+        .map_err(|e| (ReasonCode::NotAuthorized, e.message))?;
+    let app = client.app.clone();
+    let parsed =
+        TopicFilter::parse(filter).map_err(|e| (ReasonCode::TopicFilterInvalid, e.message))?;
+    match &wire.anonymous {
+        Some(rules) => {
+            if let Some(code) = rules.may_subscribe(filter).refusal_code() {
+                return Err((
+                    code,
+                    format!("anonymous clients may not subscribe to {filter:?}"),
+                ));
+            }
+        }
+        None if !token_covers(&client.subscribe, &parsed) => {
+            return Err((
+                ReasonCode::NotAuthorized,
+                format!(
+                    "the token does not allow every channel {filter:?} can match (for a \
+                     wildcard filter its channel patterns must cover the plain and the \
+                     '='-encoded channels: docs/mqtt.md, \"Wildcards\")"
+                ),
+            ));
+        }
+        None => {}
+    }
+    let exists = wire.subscriptions.filter(filter).is_some();
+    if !exists {
+        check_limit(
+            wire.session.edge(),
+            Wanted::OneMore {
+                held: wire.subscriptions.len(),
+            },
+        )
+        .map_err(|e| (ReasonCode::QuotaExceeded, e.message))?;
+    }
+    // Outbound QoS 2 is not offered yet: a lower grant, as the standard allows.
+    let granted = Granted {
+        qos: options.qos.min(QoS::AtLeastOnce),
+        retain_as_published: options.retain_as_published,
+        no_local: options.no_local,
+    };
+    let send_retained = match options.retain_handling {
+        RetainHandling::SendAtSubscribe => true,
+        RetainHandling::SendAtSubscribeIfNew => !exists,
+        RetainHandling::DoNotSend => false,
+    };
+    let registry = wire.session.edge().engine.filters().clone();
+    let outbox = wire.session.outbox().clone();
+    // An anonymous client's deliveries through filters are checked against its deny rules.
+    let admit = wire.anonymous.clone().map(|rules| -> Admit {
+        Arc::new(move |m: &StoredMessage| rules.may_receive(&m.channel.topic()))
+    });
+    wire.subscriptions
+        .insert_filter(parsed.clone(), granted, &registry, (&app, &outbox, admit));
+    if send_retained {
+        send_retained_messages(wire, &app, &parsed).await;
+    }
+    Ok(granted.qos)
+}
+
+/// Ends the connection's subscription to wildcard `filter`; whether there was one.
+pub(crate) fn unsubscribe(wire: &mut MqttWire, filter: &str) -> bool {
+    wire.subscriptions.remove_filter(filter)
+}
+
+/// Queues the last message of each existing channel of `app` that `filter` matches, as
+/// retained messages (see the module doc for the bounds). A channel whose read fails is
+/// skipped: retained messages are a courtesy of the subscribe, not a promise.
+async fn send_retained_messages(
+    wire: &MqttWire,
+    app: &herald_core::tenant::AppId,
+    filter: &TopicFilter,
+) {
+    let engine = &wire.session.edge().engine;
+    let scope = app.scope_prefix();
+    let mut found: Vec<SharedMessage> = Vec::new();
+    for prefix in filter.prefixes() {
+        let mut names: Vec<ChannelName> = Vec::new();
+        // The channel the prefix names itself (`a/#` matches `a`), then those below it.
+        let full = format!("{scope}{prefix}");
+        if !prefix.is_empty() && prefix != "=" {
+            if let Ok(name) = app.parse_channel(prefix) {
+                names.push(name);
+            }
+        }
+        let below = match prefix {
+            "" => scope.clone(),
+            "=" => full.clone(),
+            _ => format!("{full}/"),
+        };
+        let mut after = below.clone();
+        let mut listed = 0;
+        'pages: while listed < MAX_LISTED {
+            let Ok(page) = engine
+                .list(Some(&after), 100.min(MAX_LISTED - listed))
+                .await
+            else {
+                break;
+            };
+            if page.is_empty() {
+                break;
+            }
+            for state in page {
+                listed += 1;
+                let name = state.name.as_str();
+                if !name.starts_with(&below) {
+                    break 'pages;
+                }
+                after = name.to_owned();
+                if state.last_seq > 0 && app.owns_plain_channel(name) {
+                    names.push(state.name);
+                }
+            }
+        }
+        for name in names {
+            if found.len() >= MAX_RETAINED {
+                break;
+            }
+            // `#`'s plain prefix (all of the app) lists its encoded channels too.
+            let seen = found.iter().any(|m| m.channel == name);
+            if seen || !filter.matches_local(name.public()) {
+                continue;
+            }
+            if let Ok(slice) = engine.read(&name, ReadFrom::Tail(1), 1).await {
+                found.extend(slice.messages.into_iter().map(SharedMessage::from));
+            }
+        }
+    }
+    if !found.is_empty() {
+        wire.session
+            .outbox()
+            .push_all_unbounded(found.into_iter().map(OutFrame::Replayed));
+    }
+}
+
+/// Whether the token's channel patterns allow every channel `filter` can match (see the
+/// module doc): sound, not complete; what it cannot show is refused.
+pub(crate) fn token_covers(patterns: &PatternSet, filter: &TopicFilter) -> bool {
+    if patterns.patterns().any(|p| p == "**") {
+        return true;
+    }
+    let levels: Vec<&str> = filter.as_str().split('/').collect();
+    // Plain channels: only if every literal level can be a plain channel's segment.
+    let plain_possible = levels
+        .iter()
+        .enumerate()
+        .all(|(i, l)| matches!(*l, "+" | "#") || is_plain_segment(l, i == 0));
+    let plain: Vec<Cow<'_, str>> = levels.iter().map(|l| Cow::Borrowed(*l)).collect();
+    let encoded: Vec<Cow<'_, str>> = levels
+        .iter()
+        .enumerate()
+        .map(|(i, l)| match *l {
+            "+" | "#" => Cow::Borrowed(*l),
+            _ => {
+                // The level escaped as the encoding writes it (the first with its `=`).
+                let escaped = encode_levels(l);
+                Cow::Owned(if i == 0 {
+                    escaped
+                } else {
+                    escaped[1..].to_owned()
+                })
+            }
+        })
+        .collect();
+    let covered = |levels: &[Cow<'_, str>], encoded: bool| {
+        patterns
+            .patterns()
+            .any(|p| pattern_covers(p, levels, encoded))
+    };
+    // A trailing `#` also matches its parent level: that channel must be allowed as well.
+    let parent_allowed = match filter.as_str().strip_suffix("/#") {
+        Some(parent) if !parent.contains(['+', '#']) => ChannelName::from_topic(parent)
+            .map_or(true, |channel| patterns.allows(channel.as_str())),
+        Some(_) => {
+            // `+/#`-like: the parent has wildcards itself; covered when the filter without
+            // its `/#` is.
+            match TopicFilter::parse(filter.as_str().trim_end_matches("/#")) {
+                Ok(parent) => token_covers(patterns, &parent),
+                Err(_) => false,
+            }
+        }
+        None => true,
+    };
+    (!plain_possible || covered(&plain, false)) && covered(&encoded, true) && parent_allowed
+}
+
+/// Whether topic level `level` can be a segment of a plain channel (one that is its own
+/// topic): channel-name bytes, not empty, `.` or `..`, and not starting with `=` when first.
+fn is_plain_segment(level: &str, first: bool) -> bool {
+    !level.is_empty()
+        && level != "."
+        && level != ".."
+        && !(first && level.starts_with(ENCODED_PREFIX))
+        && level
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-.:@=".contains(&b))
+}
+
+/// Whether channel pattern `pattern` matches every channel whose segments are `levels`, a
+/// level being a literal segment, `+` (any one segment) or a last `#` (one or more segments;
+/// its zero-segment case, the parent, is the caller's). In encoded channels the first segment
+/// is `=` and something, which a first segment `=*` covers too.
+fn pattern_covers(pattern: &str, levels: &[Cow<'_, str>], encoded: bool) -> bool {
+    let segments: Vec<&str> = pattern.split('/').collect();
+    for (i, level) in levels.iter().enumerate() {
+        let Some(&segment) = segments.get(i) else {
+            return false;
+        };
+        if segment == "**" && i + 1 == segments.len() {
+            return true;
+        }
+        let ok = match &**level {
+            "+" => segment == "*" || (encoded && i == 0 && segment == "=*"),
+            "#" => false,
+            literal => ChannelPattern::new(segment).matches(literal),
+        };
+        if !ok {
+            return false;
+        }
+    }
+    segments.len() == levels.len()
+}
+
+#[cfg(test)]
+mod tests;

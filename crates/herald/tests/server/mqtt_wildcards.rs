@@ -1,0 +1,435 @@
+//! MQTT wildcard subscriptions (`+`, `#`) end to end: `mosquitto_sub` and Paho of both versions
+//! receiving HTTP and MQTT publishes through filters, never a `$` topic through a leading
+//! wildcard, encoded channels matched by their topic, the token's patterns deciding who may
+//! subscribe to a filter, the anonymous deny rules checked per delivery, one delivery per
+//! message whatever number of subscriptions match, retained messages of existing channels, and
+//! UNSUBSCRIBE ending delivery (a raw client, herald-mqtt's codec on a socket, for what must be
+//! seen packet by packet).
+
+use std::num::NonZeroU16;
+use std::time::Duration;
+
+use herald_mqtt::packet::{
+    Packet, ProtocolVersion, QoS, ReasonCode, Subscribe, SubscribeProperties, SubscriptionOptions,
+    TopicFilter, Unsubscribe, UnsubscribeProperties,
+};
+use serde_json::{json, Value};
+
+use crate::mqtt_session::Raw;
+use crate::support::mqtt::{mosquitto_pub, mosquitto_sub, PahoRun};
+use crate::support::{Server, API_KEY};
+
+fn subscribe(id: u16, filters: &[(&str, QoS)]) -> Packet {
+    Packet::Subscribe(Subscribe {
+        packet_id: NonZeroU16::new(id).unwrap(),
+        properties: SubscribeProperties::default(),
+        filters: filters
+            .iter()
+            .map(|(f, qos)| {
+                let options = SubscriptionOptions {
+                    qos: *qos,
+                    ..Default::default()
+                };
+                (TopicFilter::new(*f).unwrap(), options)
+            })
+            .collect(),
+    })
+}
+
+/// The SUBACK's reason codes (the next packet must be it).
+async fn suback(raw: &mut Raw) -> Vec<ReasonCode> {
+    match raw.next().await {
+        Some(Packet::SubAck(ack)) => ack.reason_codes,
+        other => panic!("expected SUBACK, got {other:?}"),
+    }
+}
+
+/// The next PUBLISH's (topic, payload, QoS, RETAIN), acknowledged if QoS 1.
+async fn next_publish(raw: &mut Raw) -> (String, String, QoS, bool) {
+    loop {
+        match raw.next().await {
+            Some(Packet::Publish(p)) => {
+                if let Some(id) = p.packet_id {
+                    raw.send(&Packet::PubAck(herald_mqtt::packet::PubAck::new(id)))
+                        .await;
+                }
+                let payload = String::from_utf8_lossy(&p.payload).into_owned();
+                return (p.topic.as_str().to_owned(), payload, p.qos, p.retain);
+            }
+            Some(_) => continue,
+            None => panic!("closed; {}", raw.why_closed()),
+        }
+    }
+}
+
+#[tokio::test]
+async fn mosquitto_sub_with_a_plus_filter_gets_matching_http_publishes_in_both_versions() {
+    let server = Server::builder().mqtt().start().await;
+    let mqtt = server.mqtt_addr();
+    let token = server.token(&["a/**", "=a/**"], &[]);
+    for version in ["mqttv311", "mqttv5"] {
+        let args: Vec<String> = [
+            "-V", version, "-u", "default", "-P", &token, "-t", "a/+/c", "-q", "1", "-R", "-C",
+            "3", "-W", "15", "-F", "%t|%q|%p",
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+        let sub = tokio::spawn(async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            mosquitto_sub(mqtt, &args).await
+        });
+        // Each round publishes to channels the filter does not match, then to one it does: a
+        // non-matching message delivered would be printed before the matching one after it.
+        let mut n = 0;
+        while !sub.is_finished() {
+            n += 1;
+            for channel in ["a/b/d", "a/b/c/d", "b/x/c", "a/c"] {
+                server.publish(channel, json!({ "n": n })).await;
+            }
+            server.publish("a/b/c", json!({ "n": n })).await;
+            server.publish("=a/x=20y/c", json!({ "n": n })).await;
+            tokio::time::sleep(Duration::from_millis(150)).await;
+        }
+        let out = sub.await.unwrap().ok();
+        let lines: Vec<&str> = out.stdout.lines().collect();
+        assert_eq!(lines.len(), 3, "{}", out.describe());
+        for line in lines {
+            let (topic, rest) = line.split_once('|').unwrap();
+            assert!(
+                topic == "a/b/c" || topic == "a/x y/c",
+                "{version}: only topics a/+/c matches, encoded ones by their topic: {line}"
+            );
+            assert!(rest.starts_with("1|"), "granted QoS 1: {line}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn paho_receives_http_and_mqtt_publishes_through_hash_but_no_dollar_topic() {
+    for version in ["3.1.1", "5"] {
+        // A server each: no retained message from the other round.
+        let server = Server::builder().mqtt().start().await;
+        let mqtt = server.mqtt_addr();
+        let token = server.token(&["**"], &[]);
+        let mut run = PahoRun::start(
+            mqtt,
+            json!({
+                "version": version, "username": "default", "password": token,
+                "subscribe": [{ "topic": "#", "qos": 1 }, { "topic": "sensors/+", "qos": 0 }],
+                "expect": 2, "timeout": 15
+            }),
+        );
+        // Paho sends one SUBSCRIBE per filter.
+        let first = run.until("suback").await;
+        let second = run.until("suback").await;
+        assert_eq!(
+            (&first["reason_codes"], &second["reason_codes"]),
+            (&json!([1]), &json!([0])),
+            "v{version}"
+        );
+        run.until("subscribed").await;
+        // `#` does not see `$SYS/x` [MQTT-4.7.2-1], over HTTP (its channel) or MQTT.
+        server.publish("==24SYS/x", json!("dollar")).await;
+        mosquitto_pub(
+            mqtt,
+            &[
+                "-u", "default", "-P", API_KEY, "-q", "1", "-t", "$SYS/y", "-m", "dollar",
+            ],
+        )
+        .await
+        .ok();
+        server
+            .publish(&format!("news/v{version}"), json!({ "via": "http" }))
+            .await;
+        mosquitto_pub(
+            mqtt,
+            &[
+                "-u",
+                "default",
+                "-P",
+                API_KEY,
+                "-q",
+                "1",
+                "-t",
+                "sensors/living room",
+                "-m",
+                "mqtt",
+            ],
+        )
+        .await
+        .ok();
+        let (code, events) = run.finish().await;
+        assert_eq!(code, Some(0), "v{version}: {events:?}");
+        let messages: Vec<(Value, Value, Value)> = events
+            .iter()
+            .filter(|e| e["event"] == "message")
+            .map(|e| (e["topic"].clone(), e["payload"].clone(), e["qos"].clone()))
+            .collect();
+        assert_eq!(
+            messages,
+            [
+                (
+                    json!(format!("news/v{version}")),
+                    json!(r#"{"via":"http"}"#),
+                    json!(1)
+                ),
+                // Matched by both filters: sent once, at the higher QoS.
+                (json!("sensors/living room"), json!("mqtt"), json!(1)),
+            ],
+            "v{version}: no $ topic, each message once"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_token_subscribes_to_a_filter_only_if_its_patterns_cover_every_channel_it_matches() {
+    let server = Server::builder().mqtt().start().await;
+    let mqtt = server.mqtt_addr();
+    let plain_only = server.token(&["sensors/*"], &[]);
+    let both = server.token(&["sensors/*", "=sensors/*"], &[]);
+    let (mut raw, _) = Raw::connect(mqtt, ProtocolVersion::V5, Some(plain_only.as_str()), 30).await;
+    raw.send(&subscribe(
+        1,
+        &[
+            ("sensors/+", QoS::AtLeastOnce),
+            ("sensors/#", QoS::AtLeastOnce),
+        ],
+    ))
+    .await;
+    assert_eq!(
+        suback(&mut raw).await,
+        [ReasonCode::NotAuthorized, ReasonCode::NotAuthorized],
+        "sensors/living room is the channel =sensors/living=20room; sensors/# also matches sensors"
+    );
+    let (mut raw, _) = Raw::connect(mqtt, ProtocolVersion::V5, Some(both.as_str()), 30).await;
+    raw.send(&subscribe(
+        1,
+        &[("sensors/+", QoS::AtLeastOnce), ("#", QoS::AtMostOnce)],
+    ))
+    .await;
+    assert_eq!(
+        suback(&mut raw).await,
+        [ReasonCode::GrantedQoS1, ReasonCode::NotAuthorized]
+    );
+    server.publish("=sensors/living=20room", json!(21)).await;
+    let (topic, payload, qos, retain) = next_publish(&mut raw).await;
+    assert_eq!(
+        (topic.as_str(), payload.as_str(), qos, retain),
+        ("sensors/living room", "21", QoS::AtLeastOnce, false)
+    );
+}
+
+#[tokio::test]
+async fn overlapping_subscriptions_deliver_once_and_unsubscribe_stops_delivery() {
+    let server = Server::builder().mqtt().start().await;
+    let mqtt = server.mqtt_addr();
+    let (mut raw, connack) = Raw::connect(mqtt, ProtocolVersion::V5, Some(API_KEY), 30).await;
+    assert!(connack.properties.wildcard_subscription_available);
+    raw.send(&subscribe(
+        1,
+        &[
+            ("a/b", QoS::AtMostOnce),
+            ("a/+", QoS::AtMostOnce),
+            ("a/#", QoS::AtLeastOnce),
+            ("z", QoS::AtMostOnce),
+        ],
+    ))
+    .await;
+    assert_eq!(
+        suback(&mut raw).await,
+        [
+            ReasonCode::GrantedQoS0,
+            ReasonCode::GrantedQoS0,
+            ReasonCode::GrantedQoS1,
+            ReasonCode::GrantedQoS0
+        ]
+    );
+    server.publish("a/b", json!(1)).await;
+    server.publish("a", json!(2)).await;
+    server.publish("z", json!(3)).await;
+    let got = [
+        next_publish(&mut raw).await,
+        next_publish(&mut raw).await,
+        next_publish(&mut raw).await,
+    ];
+    let got: Vec<(&str, &str, QoS)> = got
+        .iter()
+        .map(|(t, p, q, _)| (t.as_str(), p.as_str(), *q))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("a/b", "1", QoS::AtLeastOnce),
+            ("a", "2", QoS::AtLeastOnce),
+            ("z", "3", QoS::AtMostOnce)
+        ],
+        "a/b once (three subscriptions match it) at the highest QoS; a/# matches a"
+    );
+    raw.send(&Packet::Unsubscribe(Unsubscribe {
+        packet_id: NonZeroU16::new(2).unwrap(),
+        properties: UnsubscribeProperties::default(),
+        filters: ["a/+", "a/#", "a/b", "x/#"]
+            .iter()
+            .map(|f| TopicFilter::new(*f).unwrap())
+            .collect(),
+    }))
+    .await;
+    match raw.next().await {
+        Some(Packet::UnsubAck(ack)) => assert_eq!(
+            ack.reason_codes,
+            [
+                ReasonCode::Success,
+                ReasonCode::Success,
+                ReasonCode::Success,
+                ReasonCode::NoSubscriptionExisted
+            ]
+        ),
+        other => panic!("expected UNSUBACK, got {other:?}"),
+    }
+    server.publish("a/b", json!(4)).await;
+    server.publish("a/c", json!(5)).await;
+    server.publish("z", json!(6)).await;
+    let (topic, payload, _, _) = next_publish(&mut raw).await;
+    assert_eq!(
+        (topic.as_str(), payload.as_str()),
+        ("z", "6"),
+        "nothing through the filters once unsubscribed"
+    );
+}
+
+#[tokio::test]
+async fn a_wildcard_subscribe_gets_each_matching_channels_last_message_as_retained() {
+    let server = Server::builder().mqtt().start().await;
+    let mqtt = server.mqtt_addr();
+    server.publish("prices/eur/usd", json!(1.07)).await;
+    server.publish("prices/eur/usd", json!(1.08)).await;
+    server.publish("prices/gbp/usd", json!(1.27)).await;
+    server.publish("prices/gbp/chf", json!(1.11)).await;
+    server.publish("pricesx/eur/usd", json!(0)).await;
+    let (mut raw, _) = Raw::connect(mqtt, ProtocolVersion::V311, Some(API_KEY), 30).await;
+    raw.send(&subscribe(1, &[("prices/+/usd", QoS::AtLeastOnce)]))
+        .await;
+    // The retained messages are queued as the subscription is made, before its SUBACK (as for
+    // an exact topic).
+    let mut retained = Vec::new();
+    let mut granted = None;
+    while granted.is_none() || retained.len() < 2 {
+        match raw.next().await {
+            Some(Packet::SubAck(ack)) => granted = Some(ack.reason_codes),
+            Some(Packet::Publish(p)) => {
+                if let Some(id) = p.packet_id {
+                    raw.send(&Packet::PubAck(herald_mqtt::packet::PubAck::new(id)))
+                        .await;
+                }
+                let payload = String::from_utf8_lossy(&p.payload).into_owned();
+                retained.push((p.topic.as_str().to_owned(), payload, p.qos, p.retain));
+            }
+            other => panic!("expected SUBACK or PUBLISH, got {other:?}"),
+        }
+    }
+    assert_eq!(granted.unwrap(), [ReasonCode::GrantedQoS1]);
+    retained.sort();
+    assert_eq!(
+        retained,
+        [
+            (
+                "prices/eur/usd".into(),
+                "1.08".into(),
+                QoS::AtLeastOnce,
+                true
+            ),
+            (
+                "prices/gbp/usd".into(),
+                "1.27".into(),
+                QoS::AtLeastOnce,
+                true
+            ),
+        ]
+    );
+    server.publish("prices/gbp/chf", json!(1.12)).await;
+    server.publish("prices/eur/usd", json!(1.09)).await;
+    assert_eq!(
+        next_publish(&mut raw).await,
+        (
+            "prices/eur/usd".into(),
+            "1.09".into(),
+            QoS::AtLeastOnce,
+            false
+        ),
+        "then live, without RETAIN"
+    );
+
+    // `#`: every channel once (plain and encoded), none starting with `$`.
+    server.publish("=living=20room", json!("lamp")).await;
+    server.publish("==24SYS/x", json!("dollar")).await;
+    let (mut all, _) = Raw::connect(mqtt, ProtocolVersion::V5, Some(API_KEY), 30).await;
+    all.send(&subscribe(1, &[("#", QoS::AtMostOnce)])).await;
+    let mut topics = Vec::new();
+    let mut granted = false;
+    while !granted || topics.len() < 5 {
+        match all.next().await {
+            Some(Packet::SubAck(_)) => granted = true,
+            Some(Packet::Publish(p)) => topics.push(p.topic.as_str().to_owned()),
+            other => panic!("expected SUBACK or PUBLISH, got {other:?}"),
+        }
+    }
+    server.publish("z", json!("live")).await;
+    assert_eq!(
+        next_publish(&mut all).await.0,
+        "z",
+        "no more retained messages"
+    );
+    topics.sort();
+    assert_eq!(
+        topics,
+        [
+            "living room",
+            "prices/eur/usd",
+            "prices/gbp/chf",
+            "prices/gbp/usd",
+            "pricesx/eur/usd"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_anonymous_wildcard_subscriber_is_not_sent_what_a_deny_rule_matches() {
+    let server = Server::builder()
+        .mqtt()
+        .config(
+            r##"
+[mqtt]
+allow_anonymous = true
+
+[[mqtt.anonymous_rules]]
+allow = "#"
+action = "subscribe"
+
+[[mqtt.anonymous_rules]]
+deny = "secret/x"
+action = "subscribe"
+"##,
+        )
+        .start()
+        .await;
+    let mqtt = server.mqtt_addr();
+    let (mut raw, _) = Raw::connect(mqtt, ProtocolVersion::V5, None, 30).await;
+    raw.send(&subscribe(
+        1,
+        &[("secret/+", QoS::AtMostOnce), ("secret/x", QoS::AtMostOnce)],
+    ))
+    .await;
+    assert_eq!(
+        suback(&mut raw).await,
+        [ReasonCode::GrantedQoS0, ReasonCode::NotAuthorized]
+    );
+    server.publish("secret/x", json!("hidden")).await;
+    server.publish("secret/y", json!("shown")).await;
+    let (topic, payload, _, _) = next_publish(&mut raw).await;
+    assert_eq!(
+        (topic.as_str(), payload.as_str()),
+        ("secret/y", "\"shown\""),
+        "secret/x is checked per delivery and not sent"
+    );
+}
