@@ -126,10 +126,16 @@ impl NatsClient {
         self.flush().await
     }
 
-    /// Reads once (when nothing whole is buffered yet) and handles every whole operation;
-    /// returns how many `PONG`s were among them (messages are kept, `PING`s answered).
-    pub async fn pongs(&mut self) -> Result<u64, String> {
-        self.read_ops_until(false).await
+    /// Handles every whole operation read so far (messages are kept, `PING`s get a `PONG`
+    /// queued for the next write); returns how many `PONG`s were among them.
+    pub fn take_pongs(&mut self) -> Result<u64, String> {
+        self.handle_buffered(false)
+    }
+
+    /// Reads what the server sent (at least one byte). Cancel-safe: nothing read is lost if
+    /// the future is dropped, so it can race a timer.
+    pub async fn read_some(&mut self) -> Result<(), String> {
+        self.read().await
     }
 
     /// Publishes `payload` to `subject` and waits until the server has processed it.
@@ -196,6 +202,16 @@ impl NatsClient {
         if protocol::parse(&self.buf)?.is_none() {
             self.read().await?;
         }
+        let ponged = self.handle_buffered(until_pong)?;
+        if !self.out.is_empty() {
+            self.flush().await?;
+        }
+        Ok(ponged)
+    }
+
+    /// Handles the whole operations in the buffer (with `until_pong`, up to the first `PONG`);
+    /// returns the `PONG`s among them.
+    fn handle_buffered(&mut self, until_pong: bool) -> Result<u64, String> {
         let mut at = 0;
         let mut ponged = 0u64;
         while let Some((op, used)) = protocol::parse(&self.buf[at..])? {
@@ -228,9 +244,6 @@ impl NatsClient {
             }
         }
         self.buf.drain(..at);
-        if !self.out.is_empty() {
-            self.flush().await?;
-        }
         Ok(ponged)
     }
 

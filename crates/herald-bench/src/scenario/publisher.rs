@@ -59,14 +59,16 @@ impl Share {
         Some((i, count.min(self.messages - i)))
     }
 
+    /// With `--rate`, when message `i` is due (unix nanos).
+    fn due_ns(&self, i: u64) -> Option<u64> {
+        let r = self.rate.filter(|r| *r > 0.0)?;
+        Some(self.t0 + (i as f64 / r * 1e9) as u64)
+    }
+
     /// With `--rate`, sleeps until message `i` is due.
     async fn pace(&self, i: u64) {
-        if let Some(r) = self.rate.filter(|r| *r > 0.0) {
-            let due = self.t0 + (i as f64 / r * 1e9) as u64;
-            let wait = due.saturating_sub(now_ns());
-            if wait > 0 {
-                tokio::time::sleep(Duration::from_nanos(wait)).await;
-            }
+        if let Some(due) = self.due_ns(i) {
+            sleep_until_ns(due).await;
         }
     }
 }
@@ -164,9 +166,18 @@ impl Ctx {
     }
 }
 
-/// A NATS publisher keeping up to `share.window` publishes unconfirmed: it writes `PUB`+`PING`
-/// pairs while fewer are unconfirmed, then counts the `PONG`s (each confirms the oldest). An
-/// error ends it; what was not confirmed counts as refused.
+/// Sleeps until the unix time `ns`.
+async fn sleep_until_ns(ns: u64) {
+    let wait = ns.saturating_sub(now_ns());
+    if wait > 0 {
+        tokio::time::sleep(Duration::from_nanos(wait)).await;
+    }
+}
+
+/// A NATS publisher keeping up to `share.window` publishes unconfirmed: it writes a `PUB`+`PING`
+/// pair for every message that is due (all at once unpaced; with `--rate`, each at its time)
+/// while fewer are unconfirmed, and counts the `PONG`s as they come (each confirms the oldest).
+/// An error ends it; what was not confirmed counts as refused.
 async fn windowed(addr: SocketAddr, share: Share) -> Published {
     let mut out = Published {
         sent: Vec::new(),
@@ -178,36 +189,52 @@ async fn windowed(addr: SocketAddr, share: Share) -> Published {
         Ok(c) => c,
         Err(e) => {
             out.sample = Some(e);
-            // Claim the rest so the run ends; none of it was published.
-            while let Some((_, count)) = share.claim(1) {
-                out.refused += count;
-                share.done.fetch_add(count, Ordering::Relaxed);
-            }
+            refuse_the_rest(&share, &mut out, 0);
             return out;
         }
     };
     let subject = protocol::subject(&share.channel);
     let mut unconfirmed: VecDeque<u64> = VecDeque::with_capacity(share.window as usize);
+    // A message claimed whose time has not come yet (paced runs).
+    let mut held: Option<u64> = None;
     let mut claimed_all = false;
     loop {
         while !claimed_all && (unconfirmed.len() as u64) < share.window {
-            let Some((i, _)) = share.claim(1) else {
-                claimed_all = true;
-                break;
+            let i = match held.take().or_else(|| share.claim(1).map(|(i, _)| i)) {
+                Some(i) => i,
+                None => {
+                    claimed_all = true;
+                    break;
+                }
             };
-            share.pace(i).await;
+            if share.due_ns(i).is_some_and(|due| due > now_ns()) {
+                held = Some(i);
+                break;
+            }
             let sent = now_ns();
             client.queue_publish(&subject, wire::stamp(sent).as_bytes());
             unconfirmed.push_back(sent);
         }
-        if unconfirmed.is_empty() {
+        if unconfirmed.is_empty() && held.is_none() {
             return out;
         }
-        let confirmed = match client.send_queued().await {
-            Ok(()) => client.pongs().await,
-            Err(e) => Err(e),
+        let step = async {
+            client.send_queued().await?;
+            if unconfirmed.is_empty() {
+                // Nothing to confirm: only the held message's time to wait for.
+                if let Some(due) = held.and_then(|i| share.due_ns(i)) {
+                    sleep_until_ns(due).await;
+                }
+                return Ok(0);
+            }
+            let wake = held.and_then(|i| share.due_ns(i));
+            tokio::select! {
+                r = client.read_some() => r?,
+                _ = sleep_until_ns(wake.unwrap_or(0)), if wake.is_some() => {}
+            }
+            client.take_pongs()
         };
-        match confirmed {
+        match step.await {
             Ok(n) => {
                 let now = now_ns();
                 for sent in unconfirmed.drain(..(n as usize).min(unconfirmed.len())) {
@@ -217,17 +244,21 @@ async fn windowed(addr: SocketAddr, share: Share) -> Published {
                 }
             }
             Err(e) => {
-                out.refused += unconfirmed.len() as u64;
-                share
-                    .done
-                    .fetch_add(unconfirmed.len() as u64, Ordering::Relaxed);
                 out.sample = Some(e);
-                while let Some((_, count)) = share.claim(1) {
-                    out.refused += count;
-                    share.done.fetch_add(count, Ordering::Relaxed);
-                }
+                let lost = unconfirmed.len() as u64 + u64::from(held.is_some());
+                refuse_the_rest(&share, &mut out, lost);
                 return out;
             }
         }
+    }
+}
+
+/// Counts `lost` messages and every one not claimed yet as refused, so the run ends.
+fn refuse_the_rest(share: &Share, out: &mut Published, lost: u64) {
+    out.refused += lost;
+    share.done.fetch_add(lost, Ordering::Relaxed);
+    while let Some((_, count)) = share.claim(1) {
+        out.refused += count;
+        share.done.fetch_add(count, Ordering::Relaxed);
     }
 }

@@ -194,6 +194,25 @@ fn every_scenario(server: &[&str]) {
     assert_eq!(s["details"]["delivered"], 6000, "300 messages x 20: {s:#}");
     assert_eq!(s["details"]["published"], 300, "{s:#}");
     assert_eq!(s["details"]["nats_window"], 16, "{s:#}");
+    // Paced, with a window: each message goes out at its time, all of them arrive.
+    let (s, _) = nats_bench(
+        server,
+        &[
+            "fanout",
+            "--publishers",
+            "1",
+            "--messages",
+            "40",
+            "--rate",
+            "200",
+            "--subscribers",
+            "10",
+            "--nats-window",
+            "8",
+        ],
+    );
+    check_summary(&s, "fanout");
+    assert_eq!(s["details"]["delivered"], 400, "40 messages x 10: {s:#}");
 
     for one_at_a_time in [false, true] {
         let mut args = vec![
