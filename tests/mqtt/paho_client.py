@@ -8,6 +8,7 @@ Usage: paho_client.py '<JSON instructions>'
       "client_id": "t1",                   (default "": the server assigns one, v5)
       "username": "default", "password": "<token or API key>",   (both optional)
       "clean": true,                       (clean start / clean session, default true)
+      "session_expiry": 3600,              (v5 Session Expiry Interval in CONNECT, seconds)
       "keepalive": 60,
       "subscribe": [{"topic": "a/b", "qos": 1}],
       "publish": [{"topic": "a/b", "payload": "text" | "payload_base64": "...",
@@ -185,6 +186,10 @@ def main():
     connect_kwargs = {"keepalive": int(spec.get("keepalive", 60))}
     if v5:
         connect_kwargs["clean_start"] = clean
+        if "session_expiry" in spec:
+            props = Properties(PacketTypes.CONNECT)
+            props.SessionExpiryInterval = int(spec["session_expiry"])
+            connect_kwargs["properties"] = props
     client.connect(spec.get("host", "127.0.0.1"), int(spec["port"]), **connect_kwargs)
     client.loop_start()
     if not connacked.wait(left()):

@@ -153,6 +153,10 @@ pub(super) const KEYS: &[Key] = &[
     key("mqtt.receive_maximum", &["HERALD_MQTT_RECEIVE_MAXIMUM"]),
     key("mqtt.max_inflight_out", &["HERALD_MQTT_MAX_INFLIGHT_OUT"]),
     key("mqtt.max_topic_aliases", &["HERALD_MQTT_MAX_TOPIC_ALIASES"]),
+    key(
+        "mqtt.max_session_expiry",
+        &["HERALD_MQTT_MAX_SESSION_EXPIRY"],
+    ),
     key("mqtt.allow_anonymous", &["HERALD_MQTT_ALLOW_ANONYMOUS"]),
     key("mqtt.anonymous_app", &["HERALD_MQTT_ANONYMOUS_APP"]),
     key("mqtt.anonymous_rules", &["HERALD_MQTT_ANONYMOUS_RULES"]),

@@ -30,6 +30,7 @@ pub(super) const MQTT_KEYS: &[&str] = &[
     "receive_maximum",
     "max_inflight_out",
     "max_topic_aliases",
+    "max_session_expiry",
     "allow_anonymous",
     "anonymous_app",
     "anonymous_rules",
@@ -83,6 +84,27 @@ fn keep_alive(raw: &Raw) -> Result<u16, String> {
         .ok_or_else(|| "must be 1s to 65535s (18h12m15s)".into())
 }
 
+/// A session expiry bound: a whole number of seconds or a duration ("7d"), 0 to 4,294,967,295
+/// s (MQTT's Session Expiry Interval is four bytes of seconds).
+fn session_expiry(raw: &Raw) -> Result<u32, String> {
+    let secs = match raw {
+        Raw::Toml(Value::Integer(_)) => number(0, u64::MAX)(raw)?,
+        Raw::Text(t) | Raw::Toml(Value::String(t))
+            if !t.trim().is_empty() && t.trim().bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            number(0, u64::MAX)(&Raw::Text(t.clone()))?
+        }
+        _ => {
+            let d = duration(raw)?;
+            if d.subsec_nanos() != 0 {
+                return Err("must be whole seconds".into());
+            }
+            d.as_secs()
+        }
+    };
+    u32::try_from(secs).map_err(|_| "must be 0s to 4294967295s".into())
+}
+
 fn app_id(raw: &Raw) -> Result<String, String> {
     let t = text(raw)?;
     herald_server::vocabulary::AppId::parse(t).map_err(|e| e.message)?;
@@ -124,6 +146,11 @@ impl Layers {
             max_topic_aliases: self.get("mqtt.max_topic_aliases", d.max_topic_aliases, |r| {
                 number(0, 65535)(r).map(u16_of)
             })?,
+            max_session_expiry: self.get(
+                "mqtt.max_session_expiry",
+                d.max_session_expiry,
+                session_expiry,
+            )?,
             allow_anonymous: self.get("mqtt.allow_anonymous", d.allow_anonymous, boolean)?,
             anonymous_app: self.get("mqtt.anonymous_app", d.anonymous_app, app_id)?,
             anonymous_rules: self.anonymous_rules()?,
@@ -365,6 +392,12 @@ mod tests {
             c.source("mqtt.max_keep_alive"),
             Source::Env("HERALD_MQTT_MAX_KEEP_ALIVE")
         );
+        let file = "[mqtt]\nmax_session_expiry = \"2d\"\n";
+        let c = load(Some(file), &[], ConfigFlags::default()).unwrap();
+        assert_eq!(c.mqtt.settings.max_session_expiry, 172_800);
+        let env = [("HERALD_MQTT_MAX_SESSION_EXPIRY", "0")];
+        let c = load(Some(file), &env, ConfigFlags::default()).unwrap();
+        assert_eq!(c.mqtt.settings.max_session_expiry, 0, "none kept");
     }
 
     #[test]
@@ -382,6 +415,11 @@ mod tests {
             ("HERALD_MQTT_RECEIVE_MAXIMUM", "0", "1 to 65535"),
             ("HERALD_MQTT_MAX_INFLIGHT_OUT", "70000", "1 to 65535"),
             ("HERALD_MQTT_MAX_TOPIC_ALIASES", "-1", "whole number"),
+            (
+                "HERALD_MQTT_MAX_SESSION_EXPIRY",
+                "4294967296",
+                "0s to 4294967295s",
+            ),
             ("HERALD_MQTT_ANONYMOUS_APP", "Not An App", "invalid app id"),
         ] {
             let e = err(None, &[(env, value)], ConfigFlags::default());

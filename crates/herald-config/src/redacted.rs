@@ -285,6 +285,11 @@ impl Config {
                 "",
             ),
             (
+                "mqtt.max_session_expiry",
+                int(mq.max_session_expiry.into()),
+                "",
+            ),
+            (
                 "mqtt.allow_anonymous",
                 Some(Value::from(mq.allow_anonymous)),
                 "",

@@ -5,9 +5,10 @@
 //!   3.1.1 or 5.0.
 //! - **Client identifier**: an empty one is assigned (v5 tells the client in Assigned Client
 //!   Identifier [MQTT-3.2.2-16]); 3.1.1 refuses an empty one with Clean Session 0 with return
-//!   code 0x02 [MQTT-3.1.3-8]. Sessions are clean in phase 1: a v5 Clean Start 0 or a 3.1.1
-//!   Clean Session 0 is accepted as a fresh session, Session Present 0 (persistent sessions are
-//!   phase 2, docs/design/mqtt.md).
+//!   code 0x02 [MQTT-3.1.3-8].
+//! - **Session**: Clean Start and the Session Expiry Interval asked for (3.1.1: Clean Session
+//!   0 asks for a session that never expires) are handed on; `crate::session` opens the
+//!   session and says Session Present.
 //! - **Authentication**: the user name is the app id (`default`: the default app; empty or
 //!   absent: the app the credential itself names, so a client that sends only a token needs
 //!   none); the password is a publisher API key of the app (any of its keys, whatever its form:
@@ -60,7 +61,12 @@ pub(crate) struct Accepted {
     pub(crate) keep_alive: u16,
     /// The will, kept for phase 2.
     pub(crate) will: Option<Will>,
-    /// The CONNACK to send.
+    /// Clean Start (3.1.1: Clean Session): a stored session is discarded.
+    pub(crate) clean_start: bool,
+    /// The Session Expiry Interval asked for, in seconds: v5's property; 3.1.1's Clean Session
+    /// 0 asks for never (`u32::MAX`), Clean Session 1 for 0.
+    pub(crate) session_expiry: u32,
+    /// The CONNACK to send (its Session Present is set once the session is opened).
     pub(crate) connack: ConnAck,
 }
 
@@ -71,6 +77,12 @@ pub(crate) async fn accept(
     connect: Connect,
 ) -> Result<Accepted, ConnAck> {
     let v5 = connect.protocol_version == ProtocolVersion::V5;
+    let clean_start = connect.clean_start;
+    let session_expiry = match (v5, clean_start) {
+        (true, _) => connect.properties.session_expiry_interval,
+        (false, true) => 0,
+        (false, false) => u32::MAX,
+    };
     let refuse = |code: ReasonCode, why: String| refusal(code, why);
     let mut assigned = None;
     let client_id = if connect.client_id.is_empty() {
@@ -147,6 +159,8 @@ pub(crate) async fn accept(
         anonymous,
         keep_alive,
         will: connect.will,
+        clean_start,
+        session_expiry,
         connack,
     })
 }

@@ -2,22 +2,29 @@
 //! what that subscription was granted (QoS, Retain As Published, No Local), whether it is sent
 //! at all (a retained clear is no retained message, an expired message is not sent
 //! [MQTT-3.3.2-5], a packet over the client's Maximum Packet Size is dropped [MQTT-3.1.2-24]),
-//! and at QoS 1 a packet identifier within the client's Receive Maximum, or a wait for one
-//! ([`crate::inflight`]). The bytes come from the message's shared encoding
-//! ([`crate::outbound`]), or, for a v5 message with a Message Expiry Interval, from an encoding
-//! of this delivery's own.
+//! and at QoS 1 or 2 a packet identifier within the client's Receive Maximum, or a wait for one
+//! ([`crate::inflight`]). A persistent session's position moves as messages are handled
+//! (`crate::session`), and its QoS 2 messages wait until their packet identifier is stored. The
+//! bytes come from the message's shared encoding ([`crate::outbound`]), or, for a v5 message
+//! with a Message Expiry Interval, from an encoding of this delivery's own.
+
+use std::num::NonZeroU16;
 
 use bytes::BytesMut;
 use herald_core::message::SharedMessage;
 
 use crate::inflight::Waiting;
-use crate::outbound;
+use crate::outbound::{self, Delivery};
 use crate::packet::{self, Packet, ProtocolVersion, QoS};
 use crate::wire::{now_ms, MqttWire};
 
+/// How a message is to go out at QoS 1 or 2: its QoS, its packet id if it has one already,
+/// DUP.
+type Send = (QoS, Option<NonZeroU16>, bool);
+
 impl MqttWire {
-    /// Appends one message as a PUBLISH to `out` (or keeps it waiting for the QoS 1 window);
-    /// returns the bytes appended.
+    /// Appends one message as a PUBLISH to `out` (or keeps it waiting for the window, or for
+    /// its packet id to be stored); returns the bytes appended.
     pub(crate) fn write_message(
         &mut self,
         out: &mut Vec<u8>,
@@ -27,61 +34,122 @@ impl MqttWire {
         let Some(granted) = self.subscriptions.get(&message.channel) else {
             return 0;
         };
-        if granted.no_local && self.published_here(message) {
-            return 0;
-        }
+        // Replayed on subscribe is the retained message, unless a resumed session is catching
+        // up on what it missed.
+        let retained = replayed && !self.catching_up(&message.channel);
         let outgoing = outbound::outgoing(message);
-        if replayed && outgoing.clear {
-            // A retained clear is no retained message.
-            return 0;
-        }
-        if outgoing.props.expiry_at_ms.is_some_and(|at| at <= now_ms()) {
-            return 0;
-        }
-        let retain = replayed || (granted.retain_as_published && outgoing.retain);
+        let skipped = (granted.no_local && self.published_here(message))
+            || (retained && outgoing.clear)
+            || outgoing.props.expiry_at_ms.is_some_and(|at| at <= now_ms());
+        let retain = retained || (granted.retain_as_published && outgoing.retain);
         drop(outgoing);
-        let qos = granted.qos.min(QoS::AtLeastOnce);
-        if qos == QoS::AtLeastOnce && !self.outbound.has_room() {
+        let resend = match granted.qos {
+            QoS::AtMostOnce => None,
+            _ => self.outbound.resend_of(message),
+        };
+        if skipped {
+            self.position_handled(message, false);
+            return 0;
+        }
+        let (qos, id, dup) = match resend {
+            Some((id, qos)) => (qos, Some(id), true),
+            None => (granted.qos, None, false),
+        };
+        if qos == QoS::AtMostOnce {
+            self.position_handled(message, false);
+            return self.write_publish(out, message, retain, None);
+        }
+        self.position_handled(message, true);
+        if qos == QoS::ExactlyOnce && id.is_none() && self.persist.is_some() {
+            // Its packet id is stored before the PUBLISH goes, so a restart resends it with
+            // the same id: it waits for the write.
+            let id = self.outbound.free_id();
+            let persist = self.persist_qos2(message, id);
             self.outbound.wait(Waiting {
                 message: message.clone(),
                 retain,
+                qos,
+                id: Some(id),
+                dup: false,
+                persist,
             });
             return 0;
         }
-        self.write_publish(out, message, retain, qos)
+        if !self.outbound.has_room() {
+            self.outbound.wait(Waiting {
+                message: message.clone(),
+                retain,
+                qos,
+                id,
+                dup,
+                persist: 0,
+            });
+            return 0;
+        }
+        self.write_publish(out, message, retain, Some((qos, id, dup)))
     }
 
+    /// Sends what waited (for the window, or for its packet id to be stored) as far as it may
+    /// go now, in order; returns the packets' ends in `out`.
+    pub(crate) fn write_waiting(&mut self, out: &mut Vec<u8>, cuts: &mut Vec<usize>) {
+        while let Some(w) = self.outbound.next_ready() {
+            let send = (w.qos, w.id, w.dup);
+            if self.write_publish(out, &w.message, w.retain, Some(send)) > 0 {
+                cuts.push(out.len());
+            }
+        }
+    }
+
+    /// Appends the PUBLISH of `message` to `out`, at QoS 0 (`send` is `None`) or as `send`
+    /// says, recording it in flight; returns its length. A message that cannot be sent (over
+    /// the client's Maximum Packet Size) is dropped and counts as acknowledged.
     pub(crate) fn write_publish(
         &mut self,
         out: &mut Vec<u8>,
         message: &SharedMessage,
         retain: bool,
-        qos: QoS,
+        send: Option<Send>,
     ) -> usize {
         let expiry = outbound::outgoing(message).props.expiry_at_ms;
-        if let (ProtocolVersion::V5, Some(at)) = (self.version, expiry) {
-            return self.write_expiring(out, message, retain, qos, at);
+        let written = if let (ProtocolVersion::V5, Some(at)) = (self.version, expiry) {
+            self.write_expiring(out, message, retain, send, at)
+        } else {
+            self.write_shared(out, message, retain, send)
+        };
+        if written == 0 && send.is_some() {
+            self.position_acknowledged(&message.channel, message.seq);
         }
+        written
+    }
+
+    fn write_shared(
+        &mut self,
+        out: &mut Vec<u8>,
+        message: &SharedMessage,
+        retain: bool,
+        send: Option<Send>,
+    ) -> usize {
         let shared = outbound::shared(message, self.version);
         if shared.is_empty() {
             return 0;
         }
-        let len = match qos {
-            QoS::AtMostOnce => shared.len(),
-            _ => outbound::len_at_qos1(shared),
+        let len = match send {
+            None => shared.len(),
+            Some(_) => outbound::len_at_qos1(shared),
         };
         // Never more than the client said it takes [MQTT-3.1.2-24]: the message is dropped.
         if len > self.client_max_packet as usize {
             return 0;
         }
-        let id = match qos {
-            QoS::AtMostOnce => None,
-            _ => match self.outbound.take_id() {
-                Some(id) => Some(id),
-                None => return 0,
-            },
-        };
-        outbound::write(out, shared, retain, id)
+        let delivery = send.map(|(qos, id, dup)| Delivery {
+            id: id.unwrap_or_else(|| self.outbound.free_id()),
+            qos,
+            dup,
+        });
+        if let Some(d) = delivery {
+            self.outbound.sent(d.id, message, d.qos);
+        }
+        outbound::write(out, shared, retain, delivery)
     }
 
     /// A message with a Message Expiry Interval, encoded for this delivery with the time left
@@ -91,7 +159,7 @@ impl MqttWire {
         out: &mut Vec<u8>,
         message: &SharedMessage,
         retain: bool,
-        qos: QoS,
+        send: Option<Send>,
         expires_at_ms: u64,
     ) -> usize {
         let left_ms = expires_at_ms.saturating_sub(now_ms());
@@ -99,27 +167,25 @@ impl MqttWire {
             return 0;
         };
         publish.retain = retain;
-        publish.qos = qos;
         publish.properties.message_expiry_interval = Some(
             u32::try_from(left_ms.div_ceil(1000))
                 .unwrap_or(u32::MAX)
                 .max(1),
         );
-        if qos != QoS::AtMostOnce {
+        if let Some((qos, _, dup)) = send {
+            publish.qos = qos;
+            publish.dup = dup;
             // A placeholder for the length; the real id is taken once it fits.
-            publish.packet_id = std::num::NonZeroU16::new(1);
+            publish.packet_id = NonZeroU16::new(1);
         }
         let mut publish = Packet::Publish(publish);
         if packet::encoded_len(&publish, self.version) > self.client_max_packet as usize {
             return 0;
         }
-        if let Packet::Publish(p) = &mut publish {
-            if p.packet_id.is_some() {
-                match self.outbound.take_id() {
-                    Some(id) => p.packet_id = Some(id),
-                    None => return 0,
-                }
-            }
+        if let (Packet::Publish(p), Some((qos, id, _))) = (&mut publish, send) {
+            let id = id.unwrap_or_else(|| self.outbound.free_id());
+            p.packet_id = Some(id);
+            self.outbound.sent(id, message, qos);
         }
         let mut bytes = BytesMut::new();
         match packet::encode(&publish, self.version, &mut bytes) {

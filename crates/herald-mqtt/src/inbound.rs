@@ -17,8 +17,8 @@ use herald_edge::session::PresenceAsk;
 
 use crate::inflight::{qos2_key, Arrival};
 use crate::packet::{
-    AckProperties, Packet, ProtocolVersion, PubAck, PubComp, PubRec, Publish, QoS, ReasonCode,
-    RetainHandling, SubAck, Subscribe, TopicName, UnsubAck, Unsubscribe,
+    AckProperties, Packet, ProtocolVersion, PubAck, PubComp, PubRec, PubRel, Publish, QoS,
+    ReasonCode, RetainHandling, SubAck, Subscribe, TopicName, UnsubAck, Unsubscribe,
 };
 use crate::payload::{self, MessageProps};
 use crate::subscriptions::Granted;
@@ -50,7 +50,35 @@ pub(crate) async fn handle(wire: &mut MqttWire, packet: Packet) -> Option<End> {
         Packet::Publish(publish) => return publish_in(wire, publish).await,
         Packet::PubAck(ack) => {
             // An unknown id is tolerated (a client's duplicate acknowledgement).
-            wire.outbound.acknowledge(ack.packet_id);
+            if let Some(sent) = wire.outbound.acknowledge(ack.packet_id) {
+                wire.position_acknowledged(&sent.channel, sent.seq);
+            }
+        }
+        Packet::PubRec(rec) => {
+            let mut rel = PubRel::new(rec.packet_id);
+            match wire.outbound.received(rec.packet_id) {
+                // A failure code ends the exchange [MQTT-4.3.3-4]: the id is free.
+                Some((sent, _)) if rec.reason_code.is_error() => {
+                    wire.outbound.complete(rec.packet_id);
+                    wire.position_acknowledged(&sent.channel, sent.seq);
+                    wire.qos2_completed(&sent);
+                    return None;
+                }
+                // The first PUBREC moves the position; a repeated one only gets PUBREL again.
+                Some((sent, true)) => wire.qos2_received(&sent),
+                Some((_, false)) => {}
+                None if wire.version == ProtocolVersion::V5 => {
+                    rel.reason_code = ReasonCode::PacketIdentifierNotFound;
+                }
+                None => {}
+            }
+            wire.send(&Packet::PubRel(rel));
+        }
+        Packet::PubComp(comp) => {
+            // An unknown id is tolerated like a PUBACK's.
+            if let Some(sent) = wire.outbound.complete(comp.packet_id) {
+                wire.qos2_completed(&sent);
+            }
         }
         Packet::PubRel(rel) => {
             let mut comp = PubComp::new(rel.packet_id);
@@ -69,11 +97,11 @@ pub(crate) async fn handle(wire: &mut MqttWire, packet: Packet) -> Option<End> {
                 let why = "a Session Expiry Interval in DISCONNECT after 0 in CONNECT";
                 return Some(End::Disconnect(ReasonCode::ProtocolError, why.into()));
             }
+            if let Some(secs) = expiry {
+                wire.set_session_expiry(secs);
+            }
             return Some(End::ClientDisconnected(disconnect.reason_code));
         }
-        // The server sends no QoS 2 PUBLISH in phase 1, so there is nothing to receive or
-        // complete: an unknown id is tolerated like a PUBACK's.
-        Packet::PubRec(_) | Packet::PubComp(_) => {}
         other => {
             let why = match other {
                 Packet::Auth(_) => "AUTH without an Authentication Method in CONNECT".into(),
@@ -422,9 +450,8 @@ async fn subscribe_one(
             );
         }
     }
-    // Outbound QoS 2 is phase 2: a lower grant, as the standard allows.
     let granted = Granted {
-        qos: options.qos.min(QoS::AtLeastOnce),
+        qos: options.qos,
         retain_as_published: options.retain_as_published,
         no_local: options.no_local,
     };
@@ -438,7 +465,8 @@ async fn subscribe_one(
         // Replaced [MQTT-3.8.4-3]: new options; the retained message again if asked for, by
         // subscribing anew.
         wire.subscriptions.insert(channel.clone(), granted);
-        if !send_retained {
+        if !send_retained || wire.catching_up(&channel) {
+            wire.session_subscribed(filter, options, granted.qos, &channel, None);
             return Ok(granted.qos);
         }
         let _ = wire.session.unsubscribe(channel.public());
@@ -463,7 +491,11 @@ async fn subscribe_one(
         )
         .await
     {
-        Ok(_) => Ok(granted.qos),
+        Ok(opened) => {
+            let position = Some(&opened.position);
+            wire.session_subscribed(filter, options, granted.qos, &channel, position);
+            Ok(granted.qos)
+        }
         Err(e) => {
             wire.subscriptions.remove(&channel);
             Err((subscribe_code(&e), e.message))
@@ -485,6 +517,7 @@ fn unsubscribe_from(wire: &mut MqttWire, unsubscribe: Unsubscribe) {
             |filter| match topic_map::parse_filter(&app, filter.as_str()) {
                 Ok(FilterTarget::Exact(channel)) if wire.subscriptions.remove(&channel) => {
                     let _ = wire.session.unsubscribe(channel.public());
+                    wire.session_unsubscribed(filter.as_str(), &channel);
                     ReasonCode::Success
                 }
                 Ok(FilterTarget::Wildcard(_))

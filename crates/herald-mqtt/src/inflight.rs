@@ -1,11 +1,15 @@
-//! Packet identifiers and the QoS state of one connection, both ways, in memory (clean sessions:
-//! phase 1 keeps nothing across connections).
+//! Packet identifiers and the QoS state of one connection, both ways.
 //!
-//! - **Out** ([`Outbound`]): the packet ids of QoS 1 PUBLISH packets sent and not yet
-//!   acknowledged, at most the client's Receive Maximum of them [MQTT-3.3.4-7]; messages that
-//!   find the window full wait here, in order, until a PUBACK frees an id. Their bytes are
-//!   counted, so a client that never acknowledges is closed as a slow consumer rather than
-//!   holding an unbounded queue.
+//! - **Out** ([`Outbound`]): the QoS 1 and 2 PUBLISH packets sent and not yet acknowledged
+//!   (PUBACK; PUBREC then PUBCOMP), each with its channel and seq (a persistent session's
+//!   position moves on their acknowledgement), at most the client's Receive Maximum of them
+//!   [MQTT-3.3.4-7]; messages that find the window full wait here, in order, until an
+//!   acknowledgement frees room. Their bytes are counted, so a client that never acknowledges
+//!   is closed as a slow consumer rather than holding an unbounded queue. A persistent
+//!   session's QoS 2 message is given its packet id when it is handled and waits until that id
+//!   is stored (`crate::session`): the PUBLISH is never sent before a restart could resend it
+//!   with the same id. Messages of a resumed session that were in flight before keep their ids
+//!   ([`Outbound::reserve`]) and go again with DUP set [MQTT-4.4.0-1].
 //! - **In** ([`InboundQoS2`]): the packet ids of QoS 2 PUBLISH packets stored and answered with
 //!   PUBREC whose PUBREL has not come yet. A PUBLISH that reuses a held id is the same message
 //!   sent again [MQTT-4.3.3-9]: it is not stored twice. Each held id keeps the idempotency key
@@ -15,30 +19,63 @@
 
 use std::collections::VecDeque;
 use std::num::NonZeroU16;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use herald_core::message::SharedMessage;
+use herald_core::ChannelName;
 
-/// A QoS 1 message waiting for a free packet id: the message and whether it goes with RETAIN
-/// set (the retained message sent on subscribe).
+use crate::packet::QoS;
+
+/// A message waiting to be sent: for room in the window, or for its packet id to be stored.
 pub(crate) struct Waiting {
     /// The message.
     pub(crate) message: SharedMessage,
     /// It is sent with RETAIN set.
     pub(crate) retain: bool,
+    /// The QoS it goes out with (1 or 2).
+    pub(crate) qos: QoS,
+    /// Its packet id, when it has one already (a resend's, or a stored QoS 2 id).
+    pub(crate) id: Option<NonZeroU16>,
+    /// It is sent again: DUP set.
+    pub(crate) dup: bool,
+    /// The store write of its packet id it waits for (0: none).
+    pub(crate) persist: u64,
 }
 
-/// Outbound QoS 1: packet ids awaiting PUBACK and the messages waiting for one.
+/// A QoS 1 or 2 PUBLISH sent (or about to be sent again) and not yet acknowledged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Sent {
+    /// Its packet id.
+    pub(crate) id: NonZeroU16,
+    /// Its channel.
+    pub(crate) channel: ChannelName,
+    /// Its seq.
+    pub(crate) seq: u64,
+    /// QoS 1 or 2.
+    pub(crate) qos: QoS,
+    /// QoS 2: PUBREC came and PUBREL was sent; PUBCOMP is awaited.
+    pub(crate) released: bool,
+}
+
+/// Outbound QoS 1 and 2: packet ids awaiting acknowledgement and the messages waiting.
 pub(crate) struct Outbound {
     /// The client's Receive Maximum: most QoS 1 and 2 PUBLISH packets unacknowledged at once.
     window: u16,
     /// The next packet id to try.
     next: u16,
-    /// Packet ids sent and not acknowledged, in the order sent.
-    awaiting: Vec<u16>,
-    /// Messages waiting for a free id, oldest first.
+    /// Packets sent and not acknowledged, in the order sent.
+    awaiting: Vec<Sent>,
+    /// Ids a resumed session's messages were sent with before, kept for them.
+    reserved: Vec<Sent>,
+    /// Messages waiting, oldest first.
     waiting: VecDeque<Waiting>,
     /// Bytes of message data waiting.
     waiting_bytes: usize,
+    /// The last store write of a packet id that committed (shared with its callback).
+    persisted: Arc<AtomicU64>,
+    /// The last store write of a packet id asked for.
+    persisting: u64,
 }
 
 impl Outbound {
@@ -48,8 +85,11 @@ impl Outbound {
             window: if window == 0 { u16::MAX } else { window },
             next: 1,
             awaiting: Vec::new(),
+            reserved: Vec::new(),
             waiting: VecDeque::new(),
             waiting_bytes: 0,
+            persisted: Arc::new(AtomicU64::new(0)),
+            persisting: 0,
         }
     }
 
@@ -58,42 +98,125 @@ impl Outbound {
         self.waiting.is_empty() && self.awaiting.len() < usize::from(self.window)
     }
 
-    /// Takes a free packet id for a message sent now, if the window has room.
-    pub(crate) fn take_id(&mut self) -> Option<NonZeroU16> {
-        if self.awaiting.len() >= usize::from(self.window) {
-            return None;
-        }
-        // At most 65,535 are in flight, so a free id exists; the loop ends within that many.
+    fn in_use(&self, id: u16) -> bool {
+        self.awaiting.iter().any(|s| s.id.get() == id)
+            || self.reserved.iter().any(|s| s.id.get() == id)
+            || self
+                .waiting
+                .iter()
+                .any(|w| w.id.is_some_and(|i| i.get() == id))
+    }
+
+    /// A packet id no message holds.
+    pub(crate) fn free_id(&mut self) -> NonZeroU16 {
+        // At most 65,535 are held (the outbox bounds what waits), so the loop ends.
         loop {
             let id = self.next;
             self.next = self.next.checked_add(1).unwrap_or(1);
-            if !self.awaiting.contains(&id) {
-                self.awaiting.push(id);
-                return NonZeroU16::new(id);
+            if !self.in_use(id) {
+                if let Some(id) = NonZeroU16::new(id) {
+                    return id;
+                }
             }
         }
     }
 
-    /// A PUBACK for `id`: frees it. False when no message was in flight with that id.
-    pub(crate) fn acknowledge(&mut self, id: NonZeroU16) -> bool {
-        match self.awaiting.iter().position(|&held| held == id.get()) {
-            Some(at) => {
-                self.awaiting.remove(at);
-                true
-            }
-            None => false,
+    /// Records `message` sent now at `qos` with packet id `id` (taken with
+    /// [`Outbound::free_id`], or the message's own).
+    pub(crate) fn sent(&mut self, id: NonZeroU16, message: &SharedMessage, qos: QoS) {
+        self.awaiting.push(Sent {
+            id,
+            channel: message.channel.clone(),
+            seq: message.seq,
+            qos,
+            released: false,
+        });
+    }
+
+    /// Whether the window has room for one more packet.
+    pub(crate) fn window_open(&self) -> bool {
+        self.awaiting.len() < usize::from(self.window)
+    }
+
+    /// A PUBACK for `id`: frees it; the QoS 1 message it acknowledged, if one was in flight
+    /// with that id.
+    pub(crate) fn acknowledge(&mut self, id: NonZeroU16) -> Option<Sent> {
+        let at = self
+            .awaiting
+            .iter()
+            .position(|s| s.id == id && s.qos == QoS::AtLeastOnce)?;
+        Some(self.awaiting.remove(at))
+    }
+
+    /// A PUBREC for `id`: the QoS 2 message is received, PUBREL goes and PUBCOMP is awaited.
+    /// `Some((message, first))`: the message, and whether this is its first PUBREC; `None`:
+    /// no QoS 2 message with that id.
+    pub(crate) fn received(&mut self, id: NonZeroU16) -> Option<(Sent, bool)> {
+        let sent = self
+            .awaiting
+            .iter_mut()
+            .find(|s| s.id == id && s.qos == QoS::ExactlyOnce)?;
+        let first = !sent.released;
+        sent.released = true;
+        Some((sent.clone(), first))
+    }
+
+    /// A PUBCOMP for `id`: frees it; the QoS 2 message it completed.
+    pub(crate) fn complete(&mut self, id: NonZeroU16) -> Option<Sent> {
+        let at = self
+            .awaiting
+            .iter()
+            .position(|s| s.id == id && s.released)?;
+        Some(self.awaiting.remove(at))
+    }
+
+    /// Keeps `sent`'s id for its message, sent again later with DUP (a resumed session's);
+    /// one already released is awaiting its PUBCOMP at once (its PUBREL is sent again).
+    pub(crate) fn reserve(&mut self, sent: Sent) {
+        if sent.released {
+            self.awaiting.push(sent);
+        } else {
+            self.reserved.push(sent);
         }
     }
 
-    /// Queues a message that found the window full (or older ones waiting).
+    /// The id `message` was sent with before, if it is a resumed session's message sent
+    /// again: taken out of the reserved ids, with its QoS.
+    pub(crate) fn resend_of(&mut self, message: &SharedMessage) -> Option<(NonZeroU16, QoS)> {
+        if self.reserved.is_empty() {
+            return None;
+        }
+        let at = self
+            .reserved
+            .iter()
+            .position(|s| s.seq == message.seq && s.channel == message.channel)?;
+        let sent = self.reserved.remove(at);
+        Some((sent.id, sent.qos))
+    }
+
+    /// Every packet in flight and reserved (for a persistent session that ends).
+    pub(crate) fn unacknowledged(&self) -> impl Iterator<Item = &Sent> {
+        self.awaiting.iter().chain(&self.reserved)
+    }
+
+    /// Queues a message that must wait.
     pub(crate) fn wait(&mut self, waiting: Waiting) {
         self.waiting_bytes += waiting.message.data.len() + 64;
         self.waiting.push_back(waiting);
     }
 
-    /// The oldest waiting message, if the window has room for it now.
+    /// A new store write of a packet id: its number, and the flag its callback sets once it
+    /// committed ([`Outbound::persisted`]).
+    pub(crate) fn persisting(&mut self) -> (u64, Arc<AtomicU64>) {
+        self.persisting += 1;
+        (self.persisting, self.persisted.clone())
+    }
+
+    /// The oldest waiting message, if it may be sent now: its packet id stored (if it waited
+    /// for that) and room in the window.
     pub(crate) fn next_ready(&mut self) -> Option<Waiting> {
-        if self.awaiting.len() >= usize::from(self.window) {
+        let head = self.waiting.front()?;
+        if head.persist > self.persisted.load(Ordering::Acquire) || !self.window_open() {
             return None;
         }
         let waiting = self.waiting.pop_front()?;
@@ -103,12 +226,12 @@ impl Outbound {
         Some(waiting)
     }
 
-    /// Whether messages wait for the window.
+    /// Whether messages wait.
     pub(crate) fn has_waiting(&self) -> bool {
         !self.waiting.is_empty()
     }
 
-    /// Bytes of the messages waiting for the window.
+    /// Bytes of the messages waiting.
     pub(crate) fn waiting_bytes(&self) -> usize {
         self.waiting_bytes
     }
@@ -209,41 +332,103 @@ mod tests {
         NonZeroU16::new(n).expect("non-zero")
     }
 
-    fn waiting(seq: u64) -> Waiting {
+    fn message(seq: u64) -> SharedMessage {
         let channel = ChannelName::parse("news").expect("a channel name");
-        let message = StoredMessage::new(channel, Epoch::new("e"), seq, None, 0, Bytes::new());
+        Arc::new(StoredMessage::new(
+            channel,
+            Epoch::new("e"),
+            seq,
+            None,
+            0,
+            Bytes::new(),
+        ))
+    }
+
+    fn waiting(seq: u64) -> Waiting {
         Waiting {
-            message: Arc::new(message),
+            message: message(seq),
             retain: false,
+            qos: QoS::AtLeastOnce,
+            id: None,
+            dup: false,
+            persist: 0,
         }
+    }
+
+    fn send(out: &mut Outbound, seq: u64, qos: QoS) -> NonZeroU16 {
+        let id = out.free_id();
+        out.sent(id, &message(seq), qos);
+        id
     }
 
     #[test]
     fn the_window_bounds_what_is_in_flight_and_a_puback_frees_an_id() {
         let mut out = Outbound::new(2);
-        assert_eq!(out.take_id(), Some(id(1)));
-        assert_eq!(out.take_id(), Some(id(2)));
-        assert_eq!(out.take_id(), None, "the window is full");
+        assert_eq!(send(&mut out, 1, QoS::AtLeastOnce), id(1));
+        assert_eq!(send(&mut out, 2, QoS::AtLeastOnce), id(2));
+        assert!(!out.window_open(), "the window is full");
         assert!(!out.has_room());
         out.wait(waiting(3));
         assert!(out.next_ready().is_none(), "still full");
-        assert!(!out.acknowledge(id(7)), "never sent");
-        assert!(out.acknowledge(id(1)));
+        assert!(out.acknowledge(id(7)).is_none(), "never sent");
+        let acked = out.acknowledge(id(1)).expect("in flight");
+        assert_eq!((acked.seq, acked.channel.as_str()), (1, "news"));
         let ready = out.next_ready().expect("room for the waiting message");
         assert_eq!(ready.message.seq, 3);
-        assert_eq!(out.take_id(), Some(id(3)));
+        assert_eq!(send(&mut out, 3, QoS::AtLeastOnce), id(3));
         assert_eq!(out.in_flight(), 2);
         assert_eq!(out.waiting_bytes(), 0);
     }
 
     #[test]
-    fn ids_wrap_past_65535_and_skip_those_in_flight() {
+    fn ids_wrap_past_65535_and_skip_those_held() {
         let mut out = Outbound::new(0);
         out.next = u16::MAX;
-        assert_eq!(out.take_id(), Some(id(u16::MAX)));
-        assert_eq!(out.take_id(), Some(id(1)));
+        assert_eq!(send(&mut out, 1, QoS::AtLeastOnce), id(u16::MAX));
+        assert_eq!(send(&mut out, 2, QoS::AtLeastOnce), id(1));
+        out.reserve(Sent {
+            id: id(2),
+            channel: ChannelName::parse("news").unwrap(),
+            seq: 9,
+            qos: QoS::AtLeastOnce,
+            released: false,
+        });
         out.next = u16::MAX;
-        assert_eq!(out.take_id(), Some(id(2)), "65535 and 1 are in flight");
+        assert_eq!(out.free_id(), id(3), "65535 and 1 in flight, 2 reserved");
+        assert_eq!(out.resend_of(&message(9)), Some((id(2), QoS::AtLeastOnce)));
+        assert_eq!(out.resend_of(&message(9)), None, "taken once");
+    }
+
+    #[test]
+    fn qos2_goes_pubrec_then_pubcomp_and_a_stored_id_waits_for_its_write() {
+        let mut out = Outbound::new(10);
+        let sent = send(&mut out, 5, QoS::ExactlyOnce);
+        assert!(
+            out.acknowledge(sent).is_none(),
+            "a PUBACK is not QoS 2's answer"
+        );
+        assert!(out.complete(sent).is_none(), "not released yet");
+        let (message, first) = out.received(sent).expect("in flight");
+        assert!(first && message.seq == 5);
+        assert!(
+            !out.received(sent).expect("still in flight").1,
+            "a second PUBREC"
+        );
+        assert_eq!(out.complete(sent).map(|s| s.seq), Some(5));
+        assert_eq!(out.in_flight(), 0);
+        // A message waiting for its id to be stored is not ready before the write committed.
+        let (n, persisted) = out.persisting();
+        let id = out.free_id();
+        out.wait(Waiting {
+            id: Some(id),
+            qos: QoS::ExactlyOnce,
+            persist: n,
+            ..waiting(6)
+        });
+        assert_ne!(out.free_id(), id, "its id is held");
+        assert!(out.next_ready().is_none());
+        persisted.store(n, Ordering::Release);
+        assert_eq!(out.next_ready().map(|w| w.id), Some(Some(id)));
     }
 
     #[test]

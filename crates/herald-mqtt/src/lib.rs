@@ -11,10 +11,11 @@
 //! (`wire.rs`): packets handled in `inbound.rs`, messages written (`deliver.rs`) from one
 //! encoding per message (`outbound.rs`), packet identifiers and QoS state in `inflight.rs`, what
 //! each subscription was granted in `subscriptions.rs`, wildcard subscriptions in `wildcards.rs`
-//! (over core's filter registry), one connection per client identifier in `takeover.rs`.
+//! (over core's filter registry), one connection per client identifier in `takeover.rs`,
+//! persistent sessions in [`session`] (kept by herald-store through its storage trait).
 //! Topics map to channels in [`topic_map`], payloads to message data in [`payload`], and the
-//! anonymous mode's rules are [`access`]'s. Persistent sessions, outbound QoS 2, wills
-//! and parking idle connections come next (docs/design/mqtt.md, phase 2).
+//! anonymous mode's rules are [`access`]'s. Wills and parking idle connections come next
+//! (docs/design/mqtt.md, phase 2).
 //!
 //! The codec depends on `bytes` and `thiserror` only (no Herald crate, no runtime), so it can be
 //! fuzzed (`crates/herald-fuzz/src/mqtt.rs`) and reused by tests, benches and clients.
@@ -30,6 +31,7 @@ mod outbound;
 pub mod packet;
 pub mod payload;
 pub mod serve;
+pub mod session;
 pub mod settings;
 mod subscriptions;
 mod takeover;

@@ -7,7 +7,7 @@
 //! (`mqtt publish v5`, `mqtt publish v3.1.1`) in its QoS 0 form with RETAIN 0: fixed header,
 //! topic, (v5) properties, payload. A connection then copies it with the little that differs
 //! for it ([`write`]): RETAIN set in the first byte (the retained message sent on subscribe,
-//! or as published), and for QoS 1 the QoS bits, a remaining length two bytes longer and the
+//! or as published), and for QoS 1 and 2 the QoS and DUP bits, a remaining length two bytes longer and the
 //! packet identifier after the topic. No per-connection encoding of topic, properties or payload.
 //!
 //! A message published with a Message Expiry Interval is the exception: the interval it is
@@ -102,17 +102,29 @@ pub(crate) fn publish_packet(message: &StoredMessage) -> Option<Publish> {
     })
 }
 
+/// How a connection sends a message at QoS 1 or 2: its packet identifier, its QoS, and
+/// whether it is sent again (DUP).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Delivery {
+    /// The packet identifier.
+    pub(crate) id: NonZeroU16,
+    /// QoS 1 or 2.
+    pub(crate) qos: QoS,
+    /// DUP: the message was sent before [MQTT-3.3.1-1].
+    pub(crate) dup: bool,
+}
+
 /// Appends `shared` (a QoS 0 PUBLISH as [`shared`] made it) to `out` as this connection sends
-/// it: with RETAIN if `retain`, and at QoS 1 with packet identifier `id` if there is one.
-/// Returns the packet's length.
+/// it: with RETAIN if `retain`, and at QoS 1 or 2 with the packet identifier and DUP flag of
+/// `delivery` if there is one. Returns the packet's length.
 pub(crate) fn write(
     out: &mut Vec<u8>,
     shared: &[u8],
     retain: bool,
-    id: Option<NonZeroU16>,
+    delivery: Option<Delivery>,
 ) -> usize {
     let first = shared[0] | u8::from(retain);
-    let Some(id) = id else {
+    let Some(Delivery { id, qos, dup }) = delivery else {
         out.push(first);
         out.extend_from_slice(&shared[1..]);
         return shared.len();
@@ -123,7 +135,7 @@ pub(crate) fn write(
     let body = &shared[1 + length_bytes..];
     let topic_end = 2 + usize::from(u16::from_be_bytes([body[0], body[1]]));
     let start = out.len();
-    out.push(first | QoS::AtLeastOnce.as_u8() << 1);
+    out.push(first | qos.as_u8() << 1 | u8::from(dup) << 3);
     put_varint(out, remaining + 2);
     out.extend_from_slice(&body[..topic_end]);
     out.extend_from_slice(&id.get().to_be_bytes());
@@ -131,7 +143,7 @@ pub(crate) fn write(
     out.len() - start
 }
 
-/// How long `shared` is when sent at QoS 1 (two bytes of packet id, and perhaps one more of
+/// How long `shared` is when sent at QoS 1 or 2 (two bytes of packet id, and perhaps one more of
 /// remaining length).
 pub(crate) fn len_at_qos1(shared: &[u8]) -> usize {
     match varint::read(&shared[1..]) {
@@ -197,7 +209,12 @@ mod tests {
                 "kept"
             );
             let mut out = Vec::new();
-            let len = write(&mut out, &shared, true, NonZeroU16::new(513));
+            let delivery = Delivery {
+                id: NonZeroU16::new(513).unwrap(),
+                qos: QoS::AtLeastOnce,
+                dup: false,
+            };
+            let len = write(&mut out, &shared, true, Some(delivery));
             assert_eq!(len, out.len());
             assert_eq!(len, len_at_qos1(&shared));
             let p = decoded(&out, version);
@@ -224,9 +241,15 @@ mod tests {
             let m = message("t", &data);
             let shared = shared(&m, ProtocolVersion::V311).clone();
             let mut out = Vec::new();
-            write(&mut out, &shared, false, NonZeroU16::new(1));
+            let delivery = Delivery {
+                id: NonZeroU16::new(1).unwrap(),
+                qos: QoS::ExactlyOnce,
+                dup: true,
+            };
+            write(&mut out, &shared, false, Some(delivery));
             let p = decoded(&out, ProtocolVersion::V311);
             assert_eq!(p.payload.len(), data.len());
+            assert_eq!((p.qos, p.dup), (QoS::ExactlyOnce, true));
         }
     }
 }

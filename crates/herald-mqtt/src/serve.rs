@@ -7,10 +7,13 @@
 //! that sends nothing, or not a whole CONNECT, in time is closed): a first packet that is not
 //! CONNECT closes the connection [MQTT-3.1.0-1]; a CONNECT the codec refuses is answered as
 //! [`crate::packet::ErrorResponse`] says (a CONNACK in the version the client understands, or
-//! nothing); one `connect.rs` refuses gets its CONNACK. An accepted one gets its CONNACK,
-//! a client session registered as `Transport::Mqtt`, a place on the keep-alive roster (which
-//! brings shutdown) and then runs on edge's driver as the MQTT `Wire` (`wire.rs`) until it
-//! ends. Phase 1 does not park idle MQTT connections (`herald_edge::parking`): they stay in
+//! nothing); one `connect.rs` refuses gets its CONNACK. An accepted one gets a client session
+//! registered as `Transport::Mqtt`, its client identifier (taken over from a connection that
+//! held it, once that one let go), its persistent session opened ([`crate::session`]: a stored
+//! one resumed, Session Present 1, its subscriptions made again from their positions before
+//! the CONNACK goes, so nothing precedes it), its CONNACK, a place on the keep-alive roster
+//! (which brings shutdown) and then runs on edge's driver as the MQTT `Wire` (`wire.rs`) until
+//! it ends; its session's end is stored before the client identifier is let go. Phase 1 does not park idle MQTT connections (`herald_edge::parking`): they stay in
 //! their task.
 
 use std::net::SocketAddr;
@@ -26,7 +29,8 @@ use herald_edge::parking::Parking;
 use herald_edge::session::ClientSession;
 use herald_edge::Edge;
 
-use crate::packet::{self, Packet, ProtocolVersion};
+use crate::packet::{self, ConnAck, Packet, ProtocolVersion, ReasonCode};
+use crate::session::Sessions;
 use crate::settings::MqttSettings;
 use crate::takeover::Claim;
 use crate::wire::{encode_for, MqttWire, Start};
@@ -34,16 +38,21 @@ use crate::wire::{encode_for, MqttWire, Start};
 /// MQTT connections do not park in phase 1: the driver is given parking that never parks.
 static NO_PARKING: LazyLock<Parking> = LazyLock::new(Parking::disabled);
 
+/// How long a connection that takes a client identifier over waits for the old connection to
+/// let it go (its persistent session's end stored).
+const TAKEOVER_WAIT: Duration = Duration::from_secs(5);
+
 /// Serves one MQTT connection until it ends: `stream` is the accepted TCP connection (plain, or
 /// TLS with its handshake done), `peer` its remote address, `edge` the server's transports
-/// (sessions, live clients, keep-alive, shutdown) and `settings` the listener's
-/// [`MqttSettings`], shared by every connection. Ends without an error: a connection's failures
-/// are its own.
+/// (sessions, live clients, keep-alive, shutdown), `settings` the listener's
+/// [`MqttSettings`] and `sessions` its persistent sessions, shared by every connection. Ends
+/// without an error: a connection's failures are its own.
 pub async fn serve(
     mut stream: Conn,
     peer: SocketAddr,
     edge: Arc<Edge>,
     settings: Arc<MqttSettings>,
+    sessions: Arc<Sessions>,
 ) {
     crate::outbound::reserve_slots();
     let mut buf = BytesMut::new();
@@ -86,16 +95,32 @@ pub async fn serve(
         Some(accepted.client),
         Some(accepted.counted),
     );
-    let claim = Claim::take(
-        &session_app(&session),
-        &accepted.client_id,
-        session.outbox(),
-    );
-    let max = client_max_packet.unwrap_or(u32::MAX);
-    let connack = encode_for(&Packet::ConnAck(Box::new(accepted.connack)), version, max);
-    if send_within(&mut stream, connack).await.is_err() {
-        return;
+    let app = session_app(&session);
+    let (claim, previous) = Claim::take(&app, &accepted.client_id, session.outbox());
+    if let Some(previous) = previous {
+        let _ = tokio::time::timeout(TAKEOVER_WAIT, previous.wait()).await;
     }
+    let max = client_max_packet.unwrap_or(u32::MAX);
+    let mut connack = accepted.connack;
+    let expiry = sessions.granted_expiry(accepted.session_expiry);
+    if version == ProtocolVersion::V5 && expiry != accepted.session_expiry {
+        // Held to `mqtt.max_session_expiry`: the client is told the interval it has.
+        connack.properties.session_expiry_interval = Some(expiry);
+    }
+    let opened = match sessions
+        .open(&app, &accepted.client_id, accepted.clean_start, expiry)
+        .await
+    {
+        Ok(opened) => opened,
+        Err(e) => {
+            tracing::warn!(%peer, error = %e, "MQTT: the client's session could not be opened");
+            let refusal = unavailable(connack, "the session store is unavailable");
+            let bytes = encode_for(&Packet::ConnAck(Box::new(refusal)), version, max);
+            let _ = send_within(&mut stream, bytes).await;
+            return stream.close().await;
+        }
+    };
+    connack.session_present = opened.present;
     let start = Start {
         version,
         client_id: accepted.client_id,
@@ -107,8 +132,18 @@ pub async fn serve(
         will: accepted.will,
         claim,
         session_expiry_zero,
+        persist: opened.session,
     };
-    let wire = MqttWire::new(session, settings, start, buf);
+    let mut wire = MqttWire::new(session, settings, start, buf);
+    if opened.resumed.is_some() {
+        // Queued behind the CONNACK: the outbox is written only once the connection runs.
+        wire.resume_session().await;
+    }
+    let connack = encode_for(&Packet::ConnAck(Box::new(connack)), version, max);
+    if send_within(&mut stream, connack).await.is_err() {
+        wire.end_session().await;
+        return;
+    }
     let place = edge.keepalive.join(wire.session.outbox());
     let mut connection = Connection::new(wire, Marks::new(true));
     let ended = match connection.serve(&mut stream, &NO_PARKING).await {
@@ -122,6 +157,18 @@ pub async fn serve(
     edge.keepalive.leave(place);
     connection.wire.goodbye(&mut stream, ended).await;
     stream.close().await;
+    // Stored before the client identifier is let go (with the connection), so a connection
+    // taking the session over finds it as this one left it.
+    connection.wire.end_session().await;
+}
+
+/// `connack` turned into a refusal: 0x88 Server unavailable (3.1.1: return code 3), with `why`
+/// as its reason string.
+fn unavailable(mut connack: ConnAck, why: &str) -> ConnAck {
+    connack.reason_code = ReasonCode::ServerUnavailable;
+    connack.session_present = false;
+    connack.properties.reason_string = Some(why.to_owned());
+    connack
 }
 
 /// The app of a session made with a client.

@@ -20,6 +20,9 @@ pub const DEFAULT_MAX_INFLIGHT_OUT: u16 = 100;
 /// The default [`MqttSettings::max_topic_aliases`] (Mosquitto's `max_topic_alias` default too).
 pub const DEFAULT_MAX_TOPIC_ALIASES: u16 = 10;
 
+/// The default [`MqttSettings::max_session_expiry`]: 7 days, in seconds.
+pub const DEFAULT_MAX_SESSION_EXPIRY: u32 = 7 * 24 * 3600;
+
 /// The largest packet MQTT can carry: a fixed header of 5 bytes and a Remaining Length of
 /// 268,435,455 (MQTT 5.0 2.1.4), the most [`MqttSettings::max_packet_size`] may say.
 pub const LARGEST_PACKET: u32 = 268_435_460;
@@ -51,6 +54,13 @@ pub struct MqttSettings {
     /// as **Topic Alias Maximum** (MQTT 5.0 3.2.2.3.8); 0 accepts none. Default
     /// [`DEFAULT_MAX_TOPIC_ALIASES`] (10).
     pub max_topic_aliases: u16,
+    /// The longest a persistent session is kept after its connection ended, in seconds: a v5
+    /// client's Session Expiry Interval above it (or 0xFFFFFFFF, never) is held to it and
+    /// told so in the CONNACK's **Session Expiry Interval** (MQTT 5.0 3.2.2.3.2); a 3.1.1
+    /// client with Clean Session 0 (whose session never expires by the standard) is kept this
+    /// long. 0 keeps no session beyond its connection. Default
+    /// [`DEFAULT_MAX_SESSION_EXPIRY`] (7 days).
+    pub max_session_expiry: u32,
     /// Whether a CONNECT without credentials (no password) is accepted, in
     /// [`MqttSettings::anonymous_app`] and limited by [`MqttSettings::anonymous_rules`] (a
     /// development mode, as Mosquitto's `allow_anonymous`). Off: such a CONNECT is refused
@@ -72,6 +82,7 @@ impl Default for MqttSettings {
             receive_maximum: DEFAULT_RECEIVE_MAXIMUM,
             max_inflight_out: DEFAULT_MAX_INFLIGHT_OUT,
             max_topic_aliases: DEFAULT_MAX_TOPIC_ALIASES,
+            max_session_expiry: DEFAULT_MAX_SESSION_EXPIRY,
             allow_anonymous: false,
             anonymous_app: "default".to_owned(),
             anonymous_rules: Vec::new(),
@@ -96,6 +107,7 @@ mod tests {
             ),
             (300, 1_048_576, 100, 100, 10)
         );
+        assert_eq!(s.max_session_expiry, 604_800);
         assert!(!s.allow_anonymous && s.anonymous_rules.is_empty());
         assert_eq!(s.anonymous_app, "default");
     }

@@ -7,7 +7,9 @@
 //! queue on one lock. A claim ([`Claim`]) is held by its connection and released when it is
 //! dropped; a takeover marks the old claim taken and wakes the old connection through its
 //! outbox (a keep-alive ping request, which MQTT connections otherwise ignore), whose next batch
-//! ends it ([`Claim::is_taken`]).
+//! ends it ([`Claim::is_taken`]). The taker gets a [`Released`] that resolves once the old
+//! claim is dropped, which its connection does only after its persistent session's end was
+//! stored, so the taker reads the session as the old connection left it.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
@@ -16,6 +18,7 @@ use std::sync::{Arc, LazyLock, Mutex, Weak};
 
 use herald_core::outbox::Outbox;
 use herald_core::tenant::AppId;
+use tokio::sync::oneshot;
 
 /// How many shards the table has.
 const SHARDS: usize = 16;
@@ -27,6 +30,20 @@ struct Holder {
     generation: u64,
     taken: Arc<AtomicBool>,
     outbox: Weak<Outbox>,
+    /// Resolves when the holder's claim is dropped.
+    released: oneshot::Receiver<()>,
+}
+
+/// Resolves once the connection a claim took the client identifier from has let it go (its
+/// [`Claim`] dropped).
+pub(crate) struct Released(oneshot::Receiver<()>);
+
+impl Released {
+    /// Waits for it.
+    pub(crate) async fn wait(self) {
+        // The sender is never sent on: its drop is the release.
+        let _ = self.0.await;
+    }
 }
 
 struct Table {
@@ -51,35 +68,46 @@ pub(crate) struct Claim {
     key: Key,
     generation: u64,
     taken: Arc<AtomicBool>,
+    /// Dropped with the claim: tells a taker it was released.
+    _release: oneshot::Sender<()>,
 }
 
 impl Claim {
     /// Claims `client_id` in `app` for the connection writing to `outbox`, taking it over from
-    /// a connection that held it.
-    pub(crate) fn take(app: &AppId, client_id: &str, outbox: &Arc<Outbox>) -> Claim {
+    /// a connection that held it (whose release is returned, to wait for).
+    pub(crate) fn take(
+        app: &AppId,
+        client_id: &str,
+        outbox: &Arc<Outbox>,
+    ) -> (Claim, Option<Released>) {
         let key: Key = (app.clone(), client_id.into());
         let generation = TABLE.generations.fetch_add(1, Ordering::Relaxed);
         let taken = Arc::new(AtomicBool::new(false));
+        let (release, released) = oneshot::channel();
         let holder = Holder {
             generation,
             taken: taken.clone(),
             outbox: Arc::downgrade(outbox),
+            released,
         };
         let previous = shard(&key)
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(key.clone(), holder);
-        if let Some(previous) = previous {
+        let released = previous.map(|previous| {
             previous.taken.store(true, Ordering::Release);
             if let Some(outbox) = previous.outbox.upgrade() {
                 outbox.request_ping();
             }
-        }
-        Claim {
+            Released(previous.released)
+        });
+        let claim = Claim {
             key,
             generation,
             taken,
-        }
+            _release: release,
+        };
+        (claim, released)
     }
 
     /// Whether another connection took the client identifier over.
@@ -102,15 +130,18 @@ impl Drop for Claim {
 
 #[cfg(test)]
 mod tests {
+    use std::future::Future;
+
     use super::*;
 
     #[test]
     fn a_second_claim_takes_over_and_wakes_the_first_connection() {
         let app = AppId::default_app();
         let (first_box, second_box) = (Outbox::new(1024), Outbox::new(1024));
-        let first = Claim::take(&app, "takeover-test", &first_box);
-        assert!(!first.is_taken());
-        let second = Claim::take(&app, "takeover-test", &second_box);
+        let (first, none) = Claim::take(&app, "takeover-test", &first_box);
+        assert!(!first.is_taken() && none.is_none());
+        let (second, released) = Claim::take(&app, "takeover-test", &second_box);
+        let mut released = Box::pin(released.expect("taken from the first").wait());
         assert!(first.is_taken(), "taken over");
         assert!(!second.is_taken());
         let waker = std::task::Waker::noop();
@@ -118,15 +149,21 @@ mod tests {
             first_box.take_lone_ping(waker),
             "the first connection was woken"
         );
+        let mut cx = std::task::Context::from_waker(waker);
+        assert!(
+            released.as_mut().poll(&mut cx).is_pending(),
+            "the first still holds it"
+        );
         // The first connection leaving does not release the second's claim.
         drop(first);
+        assert!(released.as_mut().poll(&mut cx).is_ready(), "released");
         let third_box = Outbox::new(1024);
-        let third = Claim::take(&app, "takeover-test", &third_box);
+        let (third, _) = Claim::take(&app, "takeover-test", &third_box);
         assert!(second.is_taken());
         drop(second);
         drop(third);
         let other = AppId::parse("other-app").unwrap();
-        let elsewhere = Claim::take(&other, "takeover-test", &first_box);
+        let (elsewhere, _) = Claim::take(&other, "takeover-test", &first_box);
         assert!(!elsewhere.is_taken(), "client ids are per app");
     }
 }

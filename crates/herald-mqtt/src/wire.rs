@@ -34,9 +34,10 @@ use herald_edge::driver::{self, Encoded, Ended, Wire};
 use herald_edge::session::ClientSession;
 
 use crate::access::Rules;
-use crate::inflight::{InboundQoS2, Outbound, Waiting};
+use crate::inflight::{InboundQoS2, Outbound};
 use crate::packet::TopicName;
-use crate::packet::{self, DecodeError, ErrorResponse, Packet, ProtocolVersion, QoS, ReasonCode};
+use crate::packet::{self, DecodeError, ErrorResponse, Packet, ProtocolVersion, ReasonCode};
+use crate::session::PersistentSession;
 use crate::settings::MqttSettings;
 use crate::subscriptions::Subscriptions;
 use crate::takeover::Claim;
@@ -77,8 +78,10 @@ pub(crate) struct MqttWire {
     pub(crate) client_max_packet: u32,
     /// What each subscription was granted.
     pub(crate) subscriptions: Subscriptions,
-    /// Outbound QoS 1: ids in flight and messages waiting for the window.
+    /// Outbound QoS 1 and 2: ids in flight and messages waiting.
     pub(crate) outbound: Outbound,
+    /// The persistent session the connection holds, if its session outlives it.
+    pub(crate) persist: Option<PersistentSession>,
     /// Inbound QoS 2: ids awaiting PUBREL.
     pub(crate) qos2: InboundQoS2,
     /// Inbound topic aliases (v5), set by the client's PUBLISH packets.
@@ -121,6 +124,7 @@ pub(crate) struct Start {
     pub(crate) will: Option<packet::Will>,
     pub(crate) claim: Claim,
     pub(crate) session_expiry_zero: bool,
+    pub(crate) persist: Option<PersistentSession>,
 }
 
 impl MqttWire {
@@ -142,6 +146,7 @@ impl MqttWire {
             client_max_packet: start.client_max_packet.unwrap_or(u32::MAX),
             subscriptions: Subscriptions::default(),
             outbound: Outbound::new(start.client_receive_maximum.min(settings.max_inflight_out)),
+            persist: start.persist,
             qos2: InboundQoS2::new(now.saturating_mul(1000)),
             aliases: Vec::new(),
             read_buf: read_ahead,
@@ -293,12 +298,9 @@ impl Wire for MqttWire {
         let Batch { frames, closed, .. } = batch;
         let mut bytes = Vec::new();
         let mut cuts = Vec::new();
-        // What waited for the QoS 1 window first, in order, as far as it has room now.
-        while let Some(Waiting { message, retain }) = self.outbound.next_ready() {
-            if self.write_publish(&mut bytes, &message, retain, QoS::AtLeastOnce) > 0 {
-                cuts.push(bytes.len());
-            }
-        }
+        // What waited (for the window, or for its packet id to be stored) first, in order, as
+        // far as it may go now.
+        self.write_waiting(&mut bytes, &mut cuts);
         let mut lag_recorded = false;
         for frame in &frames {
             let written = match frame {

@@ -1,6 +1,7 @@
 //! The MQTT listener: binds `mqtt_listen` (with a deep accept queue, over TLS when `mqtt_tls`)
 //! and, once the server is ready, accepts connections until shutdown, handing each to
-//! [`herald_mqtt::serve::serve`] in the edge's connection tracker. Connections end as every
+//! [`herald_mqtt::serve::serve`] in the edge's connection tracker, with the listener's
+//! persistent sessions ([`herald_mqtt::session::Sessions`], over the node's store). Connections end as every
 //! transport's do: shutdown, revocations and app deletion reach them through the live clients
 //! and the roster; this loop only stops accepting.
 
@@ -10,6 +11,8 @@ use std::time::Duration;
 
 use herald_edge::conn::{Conn, TlsAcceptor};
 use herald_edge::Edge;
+use herald_mqtt::session::store::MqttSessionStore;
+use herald_mqtt::session::Sessions;
 use herald_mqtt::settings::MqttSettings;
 use tokio::net::TcpListener;
 use tokio_util::task::TaskTracker;
@@ -71,19 +74,26 @@ impl MqttListener {
         self.listener.local_addr().ok()
     }
 
-    /// Starts accepting on `tasks`; the accept loop ends at the edge's shutdown.
-    pub(crate) fn serve(self, edge: Arc<Edge>, tasks: &TaskTracker) {
+    /// Starts accepting on `tasks`, sessions kept in `store`; the accept loop ends at the
+    /// edge's shutdown.
+    pub(crate) fn serve(
+        self,
+        edge: Arc<Edge>,
+        store: Arc<dyn MqttSessionStore>,
+        tasks: &TaskTracker,
+    ) {
         if let Some(addr) = self.local_addr() {
             tracing::info!(%addr, tls = self.tls.is_some(), "MQTT listening");
         }
-        tasks.spawn(accept_loop(self, edge));
+        let sessions = Sessions::start(store, &self.settings);
+        tasks.spawn(accept_loop(self, edge, sessions));
     }
 }
 
 /// Accepts until shutdown. Each connection runs in the edge's connection tracker (which
 /// shutdown waits for); over TLS its handshake runs there too, within the first-byte deadline,
 /// so a client that never finishes it holds up nothing else.
-async fn accept_loop(listener: MqttListener, edge: Arc<Edge>) {
+async fn accept_loop(listener: MqttListener, edge: Arc<Edge>, sessions: Arc<Sessions>) {
     let MqttListener {
         listener,
         tls,
@@ -105,7 +115,7 @@ async fn accept_loop(listener: MqttListener, edge: Arc<Edge>) {
             _ = shutdown.cancelled() => break,
         };
         let _ = tcp.set_nodelay(true);
-        let (edge_here, settings) = (edge.clone(), settings.clone());
+        let (edge_here, settings, sessions) = (edge.clone(), settings.clone(), sessions.clone());
         match &tls {
             None => {
                 edge.connections.spawn(herald_mqtt::serve::serve(
@@ -113,6 +123,7 @@ async fn accept_loop(listener: MqttListener, edge: Arc<Edge>) {
                     peer,
                     edge_here,
                     settings,
+                    sessions,
                 ));
             }
             Some(tls) => {
@@ -120,7 +131,7 @@ async fn accept_loop(listener: MqttListener, edge: Arc<Edge>) {
                 let limit = edge.settings.deadlines.first_byte;
                 edge.connections.spawn(async move {
                     if let Some(conn) = Box::pin(tls.accept(tcp, limit)).await {
-                        herald_mqtt::serve::serve(conn, peer, edge_here, settings).await;
+                        herald_mqtt::serve::serve(conn, peer, edge_here, settings, sessions).await;
                     }
                 });
             }

@@ -18,6 +18,7 @@ use herald_core::usage::UsageMeter;
 use herald_core::wiring::OpenError;
 use herald_core::{ChannelName, Engine};
 use herald_hooks::HookStore;
+use herald_mqtt::session::store::MqttSessionStore;
 use herald_push::credentials::CredentialStore;
 use herald_push::jobs::JobQueue;
 use herald_push::DeviceRegistry;
@@ -51,6 +52,8 @@ pub(crate) struct Store {
     pub hooks: Arc<dyn HookStore>,
     /// Pusher credentials.
     pub pusher: Arc<dyn PusherCredentialStore>,
+    /// MQTT persistent sessions.
+    pub mqtt_sessions: Arc<dyn MqttSessionStore>,
 }
 
 impl Store {
@@ -64,6 +67,7 @@ impl Store {
             + AuditLog
             + HookStore
             + PusherCredentialStore
+            + MqttSessionStore
             + 'static,
     {
         Store {
@@ -74,7 +78,8 @@ impl Store {
             jobs: store.clone(),
             audit: store.clone(),
             hooks: store.clone(),
-            pusher: store,
+            pusher: store.clone(),
+            mqtt_sessions: store,
         }
     }
 

@@ -172,7 +172,7 @@ async fn assemble(
         meteor.serve(&background);
     }
     if let Some(mqtt) = mqtt {
-        mqtt.serve(edge.clone(), &background);
+        mqtt.serve(edge.clone(), parts.store.mqtt_sessions.clone(), &background);
     }
     background.close();
     tracing::info!(

@@ -11,7 +11,7 @@
 //! `devices` (device rows), `jobs` (job columns, constants, row decoding, the rows a push adds),
 //! `job_counts` (the counters per push) and `job_state` (how each change of a job's state moves
 //! them), `hooks` (webhook endpoint and queued event rows, an endpoint's room in its queue),
-//! `pusher` (Pusher credentials rows).
+//! `pusher` (Pusher credentials rows), `mqtt_sessions` (MQTT persistent sessions' rows).
 
 pub(crate) mod audit;
 pub(crate) mod credentials;
@@ -21,6 +21,7 @@ pub(crate) mod job_counts;
 pub(crate) mod job_state;
 pub(crate) mod jobs;
 pub(crate) mod log;
+pub(crate) mod mqtt_sessions;
 pub(crate) mod pusher;
 pub(crate) mod revocations;
 pub(crate) mod row;

@@ -47,7 +47,7 @@ pub(crate) fn is_key_id(key_id: &str) -> bool {
 /// `hook_endpoints` comes before `hook_events`: on PostgreSQL, an `enqueue` holding an
 /// endpoint's row makes the deletion wait for it at the endpoint, so the events it added are
 /// there for the next statement to delete.
-pub(crate) const APP_TABLES: [&str; 15] = [
+pub(crate) const APP_TABLES: [&str; 18] = [
     "api_keys",
     "devices",
     "device_tags",
@@ -63,4 +63,7 @@ pub(crate) const APP_TABLES: [&str; 15] = [
     "hook_endpoints",
     "hook_events",
     "pusher_credentials",
+    "mqtt_sessions",
+    "mqtt_session_positions",
+    "mqtt_session_inflight",
 ];

@@ -21,6 +21,7 @@ mod credentials;
 mod devices;
 mod hooks;
 mod jobs;
+mod mqtt_sessions;
 mod outage;
 mod pusher;
 mod reachability;

@@ -259,6 +259,36 @@ const MIGRATIONS: &[&str] = &[
         previous_until_ms BIGINT,
         created_ms BIGINT NOT NULL
     );"#,
+    // What SQLite's MQTT sessions migration adds: sessions, their positions, their outbound
+    // QoS 2 packet ids.
+    r#"CREATE TABLE mqtt_sessions (
+        app TEXT COLLATE "C" NOT NULL,
+        client_id TEXT COLLATE "C" NOT NULL,
+        expiry_ms BIGINT NOT NULL,
+        disconnected_ms BIGINT,
+        subscriptions TEXT NOT NULL,
+        PRIMARY KEY (app, client_id)
+    );
+    CREATE INDEX mqtt_sessions_disconnected ON mqtt_sessions (disconnected_ms)
+        WHERE disconnected_ms IS NOT NULL;
+    CREATE TABLE mqtt_session_positions (
+        app TEXT COLLATE "C" NOT NULL,
+        client_id TEXT COLLATE "C" NOT NULL,
+        channel TEXT COLLATE "C" NOT NULL,
+        epoch TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        PRIMARY KEY (app, client_id, channel)
+    );
+    CREATE TABLE mqtt_session_inflight (
+        app TEXT COLLATE "C" NOT NULL,
+        client_id TEXT COLLATE "C" NOT NULL,
+        packet_id BIGINT NOT NULL,
+        channel TEXT COLLATE "C" NOT NULL,
+        epoch TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        released BIGINT NOT NULL,
+        PRIMARY KEY (app, client_id, packet_id)
+    );"#,
 ];
 
 /// The schema version this build writes.

@@ -16,7 +16,8 @@
 //! The same database holds the apps (`tenancy`, `token_keys`, `revocations`), the device
 //! registry and receipts (`devices`), the provider job queue (`jobs`), provider
 //! credentials (`credentials`), the audit log of admin actions (`audit`), webhook endpoints
-//! with their queues (`hooks`) and Pusher credentials (`pusher`).
+//! with their queues (`hooks`), Pusher credentials (`pusher`) and MQTT persistent sessions
+//! (`mqtt_sessions`).
 
 pub(crate) mod audit;
 mod batch;
@@ -28,6 +29,7 @@ mod hooks;
 mod jobs;
 mod known;
 mod log;
+mod mqtt_sessions;
 pub mod options;
 mod pusher;
 mod reader;

@@ -40,6 +40,10 @@
 //! - `hook_events`: the queue of events per endpoint, in `(due_ms, id)` order, a held
 //!   `user.offline` keyed by its user (`hold_user`), the end of the lease whose batch holds an
 //!   event (`leased_until_ms`), and the dead letters (`dead`, with the reason and when).
+//! - `pusher_credentials`: each app's Pusher credentials, the secrets sealed by the server.
+//! - `mqtt_sessions`, `mqtt_session_positions`, `mqtt_session_inflight`: MQTT persistent
+//!   sessions (expiry interval, when the connection ended, subscriptions as JSON), their
+//!   position in each channel and their outbound QoS 2 packet ids.
 
 use std::path::Path;
 use std::time::Duration;
@@ -298,6 +302,38 @@ const MIGRATIONS: &[&str] = &[
         previous_until_ms INTEGER,
         created_ms INTEGER NOT NULL
     );",
+    // MQTT persistent sessions (`sqlite::mqtt_sessions`): one row per app and client id with
+    // its Session Expiry Interval (ms), when its connection ended (ms; NULL while one holds
+    // it) and its subscriptions (JSON); its position in each channel; its outbound QoS 2
+    // packet ids, from before the PUBLISH is sent until PUBCOMP.
+    "CREATE TABLE mqtt_sessions (
+        app TEXT NOT NULL,
+        client_id TEXT NOT NULL,
+        expiry_ms INTEGER NOT NULL,
+        disconnected_ms INTEGER,
+        subscriptions TEXT NOT NULL,
+        PRIMARY KEY (app, client_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX mqtt_sessions_disconnected ON mqtt_sessions (disconnected_ms)
+        WHERE disconnected_ms IS NOT NULL;
+    CREATE TABLE mqtt_session_positions (
+        app TEXT NOT NULL,
+        client_id TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        epoch TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        PRIMARY KEY (app, client_id, channel)
+    ) WITHOUT ROWID;
+    CREATE TABLE mqtt_session_inflight (
+        app TEXT NOT NULL,
+        client_id TEXT NOT NULL,
+        packet_id INTEGER NOT NULL,
+        channel TEXT NOT NULL,
+        epoch TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        released INTEGER NOT NULL,
+        PRIMARY KEY (app, client_id, packet_id)
+    ) WITHOUT ROWID;",
 ];
 
 /// The schema version this build writes.

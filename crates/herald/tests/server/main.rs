@@ -29,6 +29,7 @@ mod meteor_security;
 mod metrics;
 mod mqtt;
 mod mqtt_connect;
+mod mqtt_persistence;
 mod mqtt_refusals;
 mod mqtt_session;
 mod mqtt_wildcards;

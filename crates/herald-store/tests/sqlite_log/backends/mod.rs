@@ -12,7 +12,8 @@
 //! log in [`audit`], the job queue in [`jobs`] (a broadcast's directly sent pages in
 //! [`job_pages`]; more in `crate::jobs`), webhook endpoints and their queues in [`hooks`] and
 //! [`hooks_queue`] (through [`Backend::hooks`]), Pusher credentials in [`pusher`] (through
-//! [`Backend::pusher`]); PostgreSQL's own behaviour (two nodes on one
+//! [`Backend::pusher`]), MQTT persistent sessions in [`mqtt_sessions`] (through
+//! [`Backend::mqtt_sessions`]); PostgreSQL's own behaviour (two nodes on one
 //! database, the server killed mid-traffic, schema versions, TLS) in [`cluster`],
 //! [`job_counts_migration`] and [`tls`].
 
@@ -26,6 +27,7 @@ mod job_counts_migration;
 mod job_pages;
 mod jobs;
 mod log;
+mod mqtt_sessions;
 mod pusher;
 mod registry;
 mod tenancy;
@@ -40,6 +42,7 @@ use herald_hooks::HookStore;
 use herald_push::credentials::CredentialStore;
 use herald_push::jobs::JobQueue;
 use herald_push::registry::DeviceRegistry;
+use herald_mqtt::session::store::MqttSessionStore;
 use herald_pusher::PusherCredentialStore;
 use herald_store::{PostgresOptions, PostgresStore, SqliteLog, SqliteOptions};
 use herald_testkit::Postgres;
@@ -130,6 +133,14 @@ impl Backend {
     /// The store's Pusher credentials ([`PusherCredentialStore`], not part of [`Store`], as
     /// [`HookStore`] is not).
     pub fn pusher(&self) -> &dyn PusherCredentialStore {
+        match &self.open {
+            Open::Sqlite(log) => &**log,
+            Open::Postgres(store) => &**store,
+        }
+    }
+
+    /// The store's MQTT persistent sessions ([`MqttSessionStore`], not part of [`Store`]).
+    pub fn mqtt_sessions(&self) -> &dyn MqttSessionStore {
         match &self.open {
             Open::Sqlite(log) => &**log,
             Open::Postgres(store) => &**store,

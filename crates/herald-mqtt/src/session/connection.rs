@@ -1,0 +1,434 @@
+//! A persistent session as one connection holds it ([`PersistentSession`]), and what the
+//! connection does with it: resuming the stored subscriptions from their positions
+//! ([`MqttWire::resume_session`]), moving positions as messages are handled and acknowledged,
+//! storing a QoS 2 message's packet identifier before its PUBLISH is sent, recording its
+//! subscriptions as they change, and the session's end when the connection ends
+//! ([`MqttWire::end_session`]).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use herald_core::engine::SubscribeRequest;
+use herald_core::message::{Cursor, SharedMessage};
+use herald_core::outbox::CloseReason;
+use herald_core::{ChannelName, Epoch};
+use herald_edge::session::PresenceAsk;
+
+use super::flusher::Done;
+use super::positions::Positions;
+use super::store::{
+    SessionKey, SessionWrite, StoredInflight, StoredPosition, StoredSession, StoredSubscription,
+};
+use super::{now_ms, Sessions};
+use crate::inflight::Sent;
+use crate::packet::{Packet, PubRel, QoS, RetainHandling, SubscriptionOptions};
+use crate::subscriptions::Granted;
+use crate::topic_map::{self, FilterTarget};
+use crate::wire::MqttWire;
+
+/// The session a connection holds when it outlives the connection (or resumed a stored one).
+pub(crate) struct PersistentSession {
+    sessions: Arc<Sessions>,
+    key: SessionKey,
+    /// Its Session Expiry Interval, ms (a v5 DISCONNECT may change it).
+    expiry_ms: i64,
+    /// Its subscriptions, as stored.
+    subscriptions: Vec<StoredSubscription>,
+    positions: Positions,
+    /// Channels resumed from a stored position: what their subscription replays is what the
+    /// client missed, not a retained message.
+    catching_up: Vec<ChannelName>,
+    /// The stored positions, read at CONNECT, until the subscriptions resumed from them.
+    stored_positions: Vec<StoredPosition>,
+    /// Messages in flight before (QoS 1 in memory, QoS 2 from the store), for the outbound
+    /// state once the connection starts.
+    resend: Vec<Sent>,
+}
+
+impl PersistentSession {
+    /// A new session, nothing stored yet.
+    pub(super) fn fresh(sessions: Arc<Sessions>, key: SessionKey, expiry_ms: i64) -> Self {
+        PersistentSession {
+            sessions,
+            key,
+            expiry_ms,
+            subscriptions: Vec::new(),
+            positions: Positions::default(),
+            catching_up: Vec::new(),
+            stored_positions: Vec::new(),
+            resend: Vec::new(),
+        }
+    }
+
+    /// The stored session `stored` resumed, with the QoS 1 messages its last connection in
+    /// this process left unacknowledged.
+    pub(super) fn new(
+        sessions: Arc<Sessions>,
+        key: SessionKey,
+        expiry_ms: i64,
+        stored: &StoredSession,
+        mut resend: Vec<Sent>,
+    ) -> Self {
+        for inflight in &stored.inflight {
+            let (Ok(channel), Some(id)) = (
+                key.app.parse_channel(&inflight.channel),
+                std::num::NonZeroU16::new(inflight.packet_id),
+            ) else {
+                continue;
+            };
+            resend.retain(|s| s.id != id);
+            resend.push(Sent {
+                id,
+                channel,
+                seq: inflight.seq,
+                qos: QoS::ExactlyOnce,
+                released: inflight.released,
+            });
+        }
+        PersistentSession {
+            subscriptions: stored.subscriptions.clone(),
+            stored_positions: stored.positions.clone(),
+            resend,
+            ..PersistentSession::fresh(sessions, key, expiry_ms)
+        }
+    }
+
+    fn push(&self, write: SessionWrite) {
+        self.sessions.flusher.push(write);
+    }
+
+    fn key(&self) -> SessionKey {
+        self.key.clone()
+    }
+
+    /// Follows `channel` from `position`, stored at once (so what is published while the
+    /// client is away is sent when it comes back).
+    fn follow(&mut self, channel: &ChannelName, position: &Cursor, catching_up: bool) {
+        self.positions
+            .follow(channel, &position.epoch, position.seq);
+        self.catching_up.retain(|c| c != channel);
+        if catching_up {
+            self.catching_up.push(channel.clone());
+        }
+        self.write_position(channel, &position.epoch, position.seq);
+    }
+
+    fn write_position(&self, channel: &ChannelName, epoch: &Epoch, seq: u64) {
+        self.push(SessionWrite::Position {
+            key: self.key(),
+            position: StoredPosition {
+                channel: channel.public().to_owned(),
+                epoch: epoch.as_str().to_owned(),
+                seq,
+            },
+        });
+    }
+
+    fn write_subscriptions(&self) {
+        self.push(SessionWrite::Subscriptions {
+            key: self.key(),
+            subscriptions: self.subscriptions.clone(),
+        });
+    }
+}
+
+/// What a stored subscription was granted.
+fn granted_of(sub: &StoredSubscription) -> Granted {
+    Granted {
+        qos: QoS::from_u8(sub.qos).unwrap_or(QoS::AtMostOnce),
+        retain_as_published: sub.retain_as_published,
+        no_local: sub.no_local,
+    }
+}
+
+impl MqttWire {
+    /// Makes the stored subscriptions of a resumed session again, each from its channel's
+    /// stored position (what the client missed and had not acknowledged is replayed, as far
+    /// back as the channel's history keeps; a position the history no longer reaches replays
+    /// what is left), within the client's permissions now (a subscription they no longer
+    /// allow is dropped from the session); sends PUBREL again for QoS 2 messages that were
+    /// released, and keeps the packet ids of the messages in flight before for their resends.
+    pub(crate) async fn resume_session(&mut self) {
+        let Some(persist) = self.persist.as_mut() else {
+            return;
+        };
+        let subscriptions = persist.subscriptions.clone();
+        let stored = std::mem::take(&mut persist.stored_positions);
+        let resend = std::mem::take(&mut persist.resend);
+        let Ok(app) = self.session.client().map(|c| c.app.clone()) else {
+            return;
+        };
+        let mut dropped = Vec::new();
+        for sub in &subscriptions {
+            let channel = match topic_map::parse_filter(&app, &sub.filter) {
+                Ok(FilterTarget::Exact(channel)) => channel,
+                // Kept as stored: wildcard filters resume with their own subscriptions.
+                Ok(FilterTarget::Wildcard(_)) => continue,
+                Err(_) => {
+                    dropped.push(sub.filter.clone());
+                    continue;
+                }
+            };
+            let denied = self
+                .anonymous
+                .as_ref()
+                .is_some_and(|rules| rules.may_subscribe(&sub.filter).refusal_code().is_some());
+            if denied {
+                dropped.push(sub.filter.clone());
+                continue;
+            }
+            let since = stored
+                .iter()
+                .find(|p| p.channel == channel.public())
+                .map(|p| Cursor {
+                    epoch: Epoch::new(&p.epoch),
+                    seq: p.seq,
+                });
+            let request = SubscribeRequest {
+                since,
+                last: Some(false),
+                replay_retained_if_lost: true,
+            };
+            self.subscriptions.insert(channel.clone(), granted_of(sub));
+            let no_confirmation = |_: &ChannelName,
+                                   _: &herald_core::engine::SubscribeOutcome|
+             -> Option<herald_core::outbox::OutFrame> { None };
+            let subscribed = self
+                .session
+                .subscribe(
+                    channel.public(),
+                    &request,
+                    &PresenceAsk::default(),
+                    &no_confirmation,
+                )
+                .await;
+            match subscribed {
+                Ok(opened) => {
+                    if let Some(persist) = self.persist.as_mut() {
+                        persist.follow(&channel, &opened.position, true);
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(
+                        client_id = &*self.client_id,
+                        filter = %sub.filter,
+                        error = %e.message,
+                        "MQTT: a stored subscription could not be resumed; dropped"
+                    );
+                    self.subscriptions.remove(&channel);
+                    dropped.push(sub.filter.clone());
+                }
+            }
+        }
+        if let Some(persist) = self.persist.as_mut() {
+            if !dropped.is_empty() {
+                persist
+                    .subscriptions
+                    .retain(|s| !dropped.contains(&s.filter));
+                persist.write_subscriptions();
+            }
+        }
+        for sent in resend {
+            if sent.released {
+                self.send(&Packet::PubRel(PubRel::new(sent.id)));
+            }
+            self.outbound.reserve(sent);
+        }
+    }
+
+    /// Records a subscription made (or its options replaced) by SUBSCRIBE: `filter` with
+    /// `options` and the QoS granted, on `channel` from `position` (where its subscription
+    /// started, `None` when it was not made again).
+    pub(crate) fn session_subscribed(
+        &mut self,
+        filter: &str,
+        options: &SubscriptionOptions,
+        granted: QoS,
+        channel: &ChannelName,
+        position: Option<&Cursor>,
+    ) {
+        let Some(persist) = self.persist.as_mut() else {
+            return;
+        };
+        let stored = StoredSubscription {
+            filter: filter.to_owned(),
+            qos: granted.as_u8(),
+            no_local: options.no_local,
+            retain_as_published: options.retain_as_published,
+            retain_handling: match options.retain_handling {
+                RetainHandling::SendAtSubscribe => 0,
+                RetainHandling::SendAtSubscribeIfNew => 1,
+                RetainHandling::DoNotSend => 2,
+            },
+            subscription_identifier: None,
+        };
+        match persist
+            .subscriptions
+            .iter_mut()
+            .find(|s| s.filter == filter)
+        {
+            Some(existing) => *existing = stored,
+            None => persist.subscriptions.push(stored),
+        }
+        persist.write_subscriptions();
+        if let Some(position) = position {
+            persist.follow(channel, position, false);
+        }
+    }
+
+    /// Records the end of the subscription to `filter` (on `channel`) by UNSUBSCRIBE.
+    pub(crate) fn session_unsubscribed(&mut self, filter: &str, channel: &ChannelName) {
+        let Some(persist) = self.persist.as_mut() else {
+            return;
+        };
+        persist.subscriptions.retain(|s| s.filter != filter);
+        persist.write_subscriptions();
+        persist.positions.unfollow(channel);
+        persist.catching_up.retain(|c| c != channel);
+        persist.push(SessionWrite::Unfollowed {
+            key: persist.key(),
+            channel: channel.public().to_owned(),
+        });
+    }
+
+    /// Whether `channel` is catching up on what a resumed session missed (its subscription
+    /// is not made again by a SUBSCRIBE that repeats it, which would lose what it has yet to
+    /// replay [MQTT-3.8.4-3]).
+    pub(crate) fn catching_up(&self, channel: &ChannelName) -> bool {
+        self.persist
+            .as_ref()
+            .is_some_and(|p| p.catching_up.contains(channel))
+    }
+
+    /// `message` was handled (sent, skipped, or waiting); `awaits_ack` when it is sent at
+    /// QoS 1 or 2.
+    pub(crate) fn position_handled(&mut self, message: &SharedMessage, awaits_ack: bool) {
+        let Some(persist) = self.persist.as_mut() else {
+            return;
+        };
+        if let Some((epoch, seq)) =
+            persist
+                .positions
+                .handled(&message.channel, &message.epoch, message.seq, awaits_ack)
+        {
+            persist.write_position(&message.channel, &epoch, seq);
+        }
+    }
+
+    /// The message `seq` of `channel` was acknowledged (PUBACK, PUBREC) or dropped.
+    pub(crate) fn position_acknowledged(&mut self, channel: &ChannelName, seq: u64) {
+        let Some(persist) = self.persist.as_mut() else {
+            return;
+        };
+        if let Some((epoch, seq)) = persist.positions.acknowledged(channel, seq) {
+            persist.write_position(channel, &epoch, seq);
+        }
+    }
+
+    /// Stores packet id `id` of the QoS 2 `message` about to be sent; returns the write's
+    /// number for [`crate::inflight::Outbound::next_ready`]. When it committed the connection
+    /// is woken to send it; if it failed the connection closes (the store is unavailable).
+    pub(crate) fn persist_qos2(
+        &mut self,
+        message: &SharedMessage,
+        id: std::num::NonZeroU16,
+    ) -> u64 {
+        let (n, persisted) = self.outbound.persisting();
+        let Some(persist) = self.persist.as_ref() else {
+            persisted.fetch_max(n, Ordering::Release);
+            return n;
+        };
+        let outbox = self.session.outbox().clone();
+        let done: Done = Box::new(move |result| {
+            match result {
+                Ok(()) => {
+                    persisted.fetch_max(n, Ordering::Release);
+                }
+                Err(_) => {
+                    outbox.close(CloseReason::StoreUnavailable);
+                }
+            }
+            outbox.request_ping();
+        });
+        let write = SessionWrite::Inflight {
+            key: persist.key(),
+            inflight: StoredInflight {
+                packet_id: id.get(),
+                channel: message.channel.public().to_owned(),
+                epoch: message.epoch.as_str().to_owned(),
+                seq: message.seq,
+                released: false,
+            },
+        };
+        persist.sessions.flusher.push_all(vec![write], Some(done));
+        n
+    }
+
+    /// A QoS 2 message was received by the client (its first PUBREC): its position moves and
+    /// the stored id is marked released (a reconnect sends PUBREL, not the message, again).
+    pub(crate) fn qos2_received(&mut self, sent: &Sent) {
+        self.position_acknowledged(&sent.channel, sent.seq);
+        if let Some(persist) = self.persist.as_ref() {
+            persist.push(SessionWrite::Inflight {
+                key: persist.key(),
+                inflight: StoredInflight {
+                    packet_id: sent.id.get(),
+                    channel: sent.channel.public().to_owned(),
+                    epoch: String::new(),
+                    seq: sent.seq,
+                    released: true,
+                },
+            });
+        }
+    }
+
+    /// A QoS 2 message was completed (PUBCOMP): its stored id is forgotten.
+    pub(crate) fn qos2_completed(&mut self, sent: &Sent) {
+        if let Some(persist) = self.persist.as_ref() {
+            persist.push(SessionWrite::Completed {
+                key: persist.key(),
+                packet_id: sent.id.get(),
+            });
+        }
+    }
+
+    /// A v5 DISCONNECT's Session Expiry Interval, held to the maximum.
+    pub(crate) fn set_session_expiry(&mut self, secs: u32) {
+        if let Some(persist) = self.persist.as_mut() {
+            persist.expiry_ms = i64::from(persist.sessions.granted_expiry(secs)) * 1000;
+        }
+    }
+
+    /// The connection ended: its session's last positions and its end are written (or the
+    /// session deleted, with an expiry interval of 0), and its unacknowledged QoS 1 messages'
+    /// packet ids kept in memory for its next connection. Returns once written.
+    pub(crate) async fn end_session(&mut self) {
+        let Some(persist) = self.persist.take() else {
+            return;
+        };
+        let unacked = self
+            .outbound
+            .unacknowledged()
+            .filter(|s| s.qos == QoS::AtLeastOnce)
+            .cloned()
+            .collect();
+        let key = persist.key();
+        let write = if persist.expiry_ms == 0 {
+            SessionWrite::Delete { key: key.clone() }
+        } else {
+            persist.sessions.keep_unacked(key.clone(), unacked);
+            SessionWrite::Ended {
+                key,
+                at_ms: now_ms(),
+                expiry_ms: persist.expiry_ms,
+            }
+        };
+        if let Err(e) = persist.sessions.flusher.write(vec![write]).await {
+            tracing::warn!(
+                client_id = &*self.client_id,
+                error = %e,
+                "MQTT: the end of a persistent session could not be stored"
+            );
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! Persistent sessions (issue 33, phase 2; docs/design/mqtt.md, "Persistent sessions"): a
+//! session that outlives its connection, kept per app and client identifier in the store
+//! ([`store::MqttSessionStore`], herald-store's SQLite and PostgreSQL tables).
+//!
+//! - **Which sessions persist**: a v5 client with a Session Expiry Interval above 0, or a
+//!   3.1.1 client with Clean Session 0 (whose session never expires by the standard), each
+//!   held to `mqtt.max_session_expiry` (v5 is told a lower interval in its CONNACK). Clean
+//!   Start 1 (3.1.1: Clean Session 1) discards the stored session [MQTT-3.1.2-4]; Clean Start
+//!   0 resumes it, CONNACK Session Present 1 [MQTT-3.2.2-2], unless it expired.
+//! - **What is kept**: the subscriptions (the filters as sent, with their options), the
+//!   acknowledged position of every channel they follow (`positions.rs`), and the packet
+//!   identifiers of outbound QoS 2 messages, written before the PUBLISH is sent so a restart
+//!   resends it with its original identifier. Positions are group-committed (`flusher.rs`): a
+//!   PUBACK costs no fsync of its own. QoS 1 packet identifiers are kept in memory only: a
+//!   session resumed in the same process resends its unacknowledged QoS 1 messages with their
+//!   original identifiers and DUP; after a restart they are sent again with new identifiers.
+//! - **Resuming** (`connection.rs`): each stored subscription is made again within the
+//!   client's current permissions and resumes from its channel's stored position (Herald's
+//!   exact resume and paged catch-up), so what was published while the client was away, and
+//!   what it had not acknowledged, is sent, as far back as the channel's history keeps.
+//! - **Expiry**: a session's connection ending records when; it expires that long after.
+//!   Expired sessions are deleted by a sweep once a minute (and one found expired at CONNECT
+//!   is not resumed). At start, sessions whose connections were cut by a stopped server are
+//!   counted as disconnected from then.
+
+mod connection;
+mod flusher;
+mod positions;
+pub mod store;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use herald_core::log::StoreError;
+use herald_core::tenant::AppId;
+
+pub(crate) use connection::PersistentSession;
+use flusher::Flusher;
+use store::{MqttSessionStore, SessionKey, SessionWrite, StoredSession};
+
+use crate::inflight::Sent;
+use crate::settings::MqttSettings;
+
+/// How often expired sessions are deleted.
+const SWEEP_EVERY: Duration = Duration::from_secs(60);
+
+/// The MQTT listener's persistent sessions: the store, the writer that group-commits their
+/// changes, and (in memory) the QoS 1 packet identifiers each ended connection left
+/// unacknowledged.
+pub struct Sessions {
+    store: Arc<dyn MqttSessionStore>,
+    flusher: Arc<Flusher>,
+    /// `mqtt.max_session_expiry`, in milliseconds.
+    max_expiry_ms: i64,
+    unacked: Mutex<HashMap<SessionKey, Vec<Sent>>>,
+}
+
+/// What CONNECT found and decided about a client's session.
+pub(crate) struct Opened {
+    /// CONNACK's Session Present.
+    pub(crate) present: bool,
+    /// The session the connection holds, if it outlives the connection (or resumes one).
+    pub(crate) session: Option<PersistentSession>,
+    /// The stored session resumed.
+    pub(crate) resumed: Option<StoredSession>,
+}
+
+impl Sessions {
+    /// The sessions kept in `store`, held to `settings.max_session_expiry`; starts the
+    /// writer and the sweeper on the current runtime, which first count every session as
+    /// disconnected from now (their connections ended with the last server) and sweep.
+    pub fn start(store: Arc<dyn MqttSessionStore>, settings: &MqttSettings) -> Arc<Sessions> {
+        let flusher = Flusher::start(store.clone());
+        let now = now_ms();
+        flusher.push(SessionWrite::AllDisconnected { at_ms: now });
+        flusher.push(SessionWrite::Sweep { now_ms: now });
+        let sessions = Arc::new(Sessions {
+            store,
+            flusher,
+            max_expiry_ms: i64::from(settings.max_session_expiry) * 1000,
+            unacked: Mutex::new(HashMap::new()),
+        });
+        let weak = Arc::downgrade(&sessions);
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(SWEEP_EVERY);
+            every.tick().await;
+            loop {
+                every.tick().await;
+                let Some(sessions) = weak.upgrade() else {
+                    return;
+                };
+                sessions
+                    .flusher
+                    .push(SessionWrite::Sweep { now_ms: now_ms() });
+            }
+        });
+        sessions
+    }
+
+    /// The expiry interval a client asking for `requested` seconds (`u32::MAX`: never) is
+    /// held to, in seconds.
+    pub(crate) fn granted_expiry(&self, requested: u32) -> u32 {
+        u32::try_from(self.max_expiry_ms / 1000)
+            .unwrap_or(u32::MAX)
+            .min(requested)
+    }
+
+    /// Opens the session of `client_id` in `app` for a CONNECT with `clean_start` asking for
+    /// an expiry interval of `expiry_secs` (already held to the maximum): discards a stored
+    /// one on Clean Start (or an expired one), resumes it otherwise, and starts a new one if
+    /// it is to outlive the connection. Written before it returns.
+    pub(crate) async fn open(
+        self: &Arc<Self>,
+        app: &AppId,
+        client_id: &str,
+        clean_start: bool,
+        expiry_secs: u32,
+    ) -> Result<Opened, StoreError> {
+        let key = SessionKey {
+            app: app.clone(),
+            client_id: client_id.to_owned(),
+        };
+        let expiry_ms = i64::from(expiry_secs) * 1000;
+        // The last connection of this client identifier stored its end (and, before it, its
+        // positions) before it let the identifier go (`serve.rs`), so this reads it all.
+        let stored = self.store.mqtt_session(app, client_id).await?;
+        let had_row = stored.is_some();
+        let live = stored.filter(|s| !s.expired(now_ms()));
+        let mut writes = Vec::new();
+        let opened = match live {
+            Some(stored) if !clean_start => {
+                writes.push(SessionWrite::Resume {
+                    key: key.clone(),
+                    expiry_ms,
+                });
+                let unacked = self.take_unacked(&key);
+                Opened {
+                    present: true,
+                    session: Some(PersistentSession::new(
+                        self.clone(),
+                        key,
+                        expiry_ms,
+                        &stored,
+                        unacked,
+                    )),
+                    resumed: Some(stored),
+                }
+            }
+            _ => {
+                self.take_unacked(&key);
+                // A stored row, expired or not, is replaced or deleted.
+                if had_row {
+                    writes.push(SessionWrite::Delete { key: key.clone() });
+                }
+                let session = (expiry_ms > 0).then(|| {
+                    writes.push(SessionWrite::Start {
+                        key: key.clone(),
+                        expiry_ms,
+                    });
+                    PersistentSession::fresh(self.clone(), key, expiry_ms)
+                });
+                Opened {
+                    present: false,
+                    session,
+                    resumed: None,
+                }
+            }
+        };
+        if !writes.is_empty() {
+            self.flusher.write(writes).await?;
+        }
+        Ok(opened)
+    }
+
+    fn take_unacked(&self, key: &SessionKey) -> Vec<Sent> {
+        self.unacked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key)
+            .unwrap_or_default()
+    }
+
+    /// Keeps `unacked` for the session's next connection in this process.
+    fn keep_unacked(&self, key: SessionKey, unacked: Vec<Sent>) {
+        let mut kept = self.unacked.lock().unwrap_or_else(|e| e.into_inner());
+        if unacked.is_empty() {
+            kept.remove(&key);
+        } else {
+            kept.insert(key, unacked);
+        }
+    }
+}
+
+/// The time in Unix milliseconds.
+fn now_ms() -> i64 {
+    i64::try_from(crate::wire::now_ms()).unwrap_or(i64::MAX)
+}

@@ -1,0 +1,200 @@
+//! [`MqttSessionStore`], the storage trait a store implements for MQTT persistent sessions
+//! (herald-store: SQLite on one node, PostgreSQL for a cluster, in the same database as the
+//! channels), and the values it stores.
+//!
+//! A session is kept per app and client identifier: its subscriptions (the filters as the
+//! client sent them, with their options), the acknowledged position of each channel it is
+//! subscribed to, the packet identifiers of its outbound QoS 2 messages (so a restart resends
+//! one with its original id), its Session Expiry Interval and, once its connection ended, when.
+//! Deleting an app deletes its sessions.
+//!
+//! Every change is a [`SessionWrite`]; a batch of them is applied in one transaction, in
+//! order, by [`MqttSessionStore::write_mqtt_sessions`]: the session service gathers the
+//! positions many connections acknowledged meanwhile into one batch (group commit: a PUBACK
+//! costs no transaction or fsync of its own; `super::flusher`).
+
+use async_trait::async_trait;
+use herald_core::log::StoreError;
+use herald_core::tenant::AppId;
+use serde::{Deserialize, Serialize};
+
+/// One subscription of a stored session: the filter as the client sent it and its options.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredSubscription {
+    /// The topic filter, as the client sent it.
+    pub filter: String,
+    /// The QoS granted (0, 1 or 2).
+    pub qos: u8,
+    /// v5 No Local.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_local: bool,
+    /// v5 Retain As Published.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retain_as_published: bool,
+    /// v5 Retain Handling (0, 1 or 2).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retain_handling: u8,
+    /// v5 Subscription Identifier, if the SUBSCRIBE had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subscription_identifier: Option<u32>,
+}
+
+fn is_zero(n: &u8) -> bool {
+    *n == 0
+}
+
+/// Where a session stands in one channel: every message up to `seq` of `epoch` was
+/// acknowledged (or sent at QoS 0).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredPosition {
+    /// The channel's name in its app (its public name).
+    pub channel: String,
+    /// The channel's epoch.
+    pub epoch: String,
+    /// The last seq acknowledged.
+    pub seq: u64,
+}
+
+/// An outbound QoS 2 message of a session, from before its PUBLISH was sent until its PUBCOMP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredInflight {
+    /// The packet identifier it was (or is about to be) sent with.
+    pub packet_id: u16,
+    /// The channel's name in its app.
+    pub channel: String,
+    /// The channel's epoch.
+    pub epoch: String,
+    /// The message's seq.
+    pub seq: u64,
+    /// PUBREC came and PUBREL was sent: only PUBCOMP is awaited (a reconnect sends PUBREL
+    /// again, not the message).
+    pub released: bool,
+}
+
+/// A stored session, as [`MqttSessionStore::mqtt_session`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredSession {
+    /// Its Session Expiry Interval, in milliseconds.
+    pub expiry_ms: i64,
+    /// When its last connection ended (Unix ms); `None` while a connection holds it.
+    pub disconnected_ms: Option<i64>,
+    /// Its subscriptions, in the order they were made.
+    pub subscriptions: Vec<StoredSubscription>,
+    /// Its position in each channel, by channel name.
+    pub positions: Vec<StoredPosition>,
+    /// Its outbound QoS 2 messages awaiting PUBREC or PUBCOMP, by packet identifier.
+    pub inflight: Vec<StoredInflight>,
+}
+
+impl StoredSession {
+    /// Whether the session has expired at `now_ms`: its connection ended longer than its
+    /// expiry interval ago.
+    pub fn expired(&self, now_ms: i64) -> bool {
+        self.disconnected_ms
+            .is_some_and(|at| at.saturating_add(self.expiry_ms) <= now_ms)
+    }
+}
+
+/// Which session a write is for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SessionKey {
+    /// Its app.
+    pub app: AppId,
+    /// Its client identifier.
+    pub client_id: String,
+}
+
+/// One change to the stored sessions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionWrite {
+    /// A new session, held by a connection: replaces whatever was stored for the key
+    /// (subscriptions, positions and in-flight messages gone), with this expiry interval.
+    Start {
+        /// The session.
+        key: SessionKey,
+        /// Its Session Expiry Interval, ms.
+        expiry_ms: i64,
+    },
+    /// A stored session held by a connection again, with this expiry interval.
+    Resume {
+        /// The session.
+        key: SessionKey,
+        /// Its Session Expiry Interval, ms.
+        expiry_ms: i64,
+    },
+    /// The session's subscriptions now.
+    Subscriptions {
+        /// The session.
+        key: SessionKey,
+        /// Every subscription it holds.
+        subscriptions: Vec<StoredSubscription>,
+    },
+    /// The session's position in a channel.
+    Position {
+        /// The session.
+        key: SessionKey,
+        /// The position.
+        position: StoredPosition,
+    },
+    /// The session no longer follows a channel: its position is forgotten.
+    Unfollowed {
+        /// The session.
+        key: SessionKey,
+        /// The channel's name in its app.
+        channel: String,
+    },
+    /// An outbound QoS 2 message (new, or released).
+    Inflight {
+        /// The session.
+        key: SessionKey,
+        /// The message and its packet identifier.
+        inflight: StoredInflight,
+    },
+    /// An outbound QoS 2 message completed (PUBCOMP): its packet identifier is free.
+    Completed {
+        /// The session.
+        key: SessionKey,
+        /// The packet identifier.
+        packet_id: u16,
+    },
+    /// The session's connection ended at `at_ms`; it expires `expiry_ms` later.
+    Ended {
+        /// The session.
+        key: SessionKey,
+        /// When, Unix ms.
+        at_ms: i64,
+        /// Its Session Expiry Interval then (a v5 DISCONNECT may change it), ms.
+        expiry_ms: i64,
+    },
+    /// The session is gone (Clean Start, an expiry interval of 0 ended).
+    Delete {
+        /// The session.
+        key: SessionKey,
+    },
+    /// Every session no connection holds now is counted as disconnected since `at_ms` (at
+    /// start, for sessions whose server stopped without saying their connections ended).
+    AllDisconnected {
+        /// When, Unix ms.
+        at_ms: i64,
+    },
+    /// Deletes every session expired at `now_ms`.
+    Sweep {
+        /// The time, Unix ms.
+        now_ms: i64,
+    },
+}
+
+/// Where MQTT sessions are kept.
+#[async_trait]
+pub trait MqttSessionStore: Send + Sync {
+    /// The stored session of `client_id` in `app`, expired or not.
+    async fn mqtt_session(
+        &self,
+        app: &AppId,
+        client_id: &str,
+    ) -> Result<Option<StoredSession>, StoreError>;
+
+    /// Applies `writes` in order, in one transaction (all or none), durably (as the store's
+    /// `sync` makes its commits) before it returns.
+    async fn write_mqtt_sessions(&self, writes: Vec<SessionWrite>) -> Result<(), StoreError>;
+}

@@ -1,0 +1,65 @@
+//! MQTT persistent sessions (`herald_mqtt::session::store`), what both backends share: the
+//! subscriptions as JSON text, and how rows become a session's positions and in-flight QoS 2
+//! messages. Each backend holds its SQL (`sqlite::mqtt_sessions`, `postgres::mqtt_sessions`).
+
+use herald_core::log::StoreError;
+use herald_mqtt::session::store::{StoredInflight, StoredPosition, StoredSubscription};
+
+use crate::common::row::StoredRow;
+use crate::common::values::seq_from_db;
+
+/// The columns of a session row, in the order [`session_header_of`] reads them.
+pub(crate) const SESSION_COLUMNS: &str = "expiry_ms, disconnected_ms, subscriptions";
+/// The columns of a position row, in the order [`position_of`] reads them.
+pub(crate) const POSITION_COLUMNS: &str = "channel, epoch, seq";
+/// The columns of an in-flight row, in the order [`inflight_of`] reads them.
+pub(crate) const INFLIGHT_COLUMNS: &str = "packet_id, channel, epoch, seq, released";
+
+/// The session tables, each keyed by `(app, client_id, ...)`: deleting a session deletes its
+/// rows in each.
+pub(crate) const SESSION_TABLES: [&str; 3] = [
+    "mqtt_session_positions",
+    "mqtt_session_inflight",
+    "mqtt_sessions",
+];
+
+/// A session's subscriptions as stored.
+pub(crate) fn subscriptions_to_json(subscriptions: &[StoredSubscription]) -> String {
+    crate::common::values::to_json(&subscriptions)
+}
+
+/// A session row: its expiry interval, when it was disconnected and its subscriptions.
+pub(crate) fn session_header_of<R: StoredRow>(
+    row: &R,
+) -> Result<(i64, Option<i64>, Vec<StoredSubscription>), StoreError> {
+    let expiry_ms: i64 = row.column(0)?;
+    let disconnected_ms: Option<i64> = row.column(1)?;
+    let subscriptions: String = row.column(2)?;
+    let subscriptions = serde_json::from_str(&subscriptions).map_err(|e| {
+        StoreError::failed(format!("corrupt MQTT session subscriptions in store: {e}"))
+    })?;
+    Ok((expiry_ms, disconnected_ms, subscriptions))
+}
+
+/// A position row.
+pub(crate) fn position_of<R: StoredRow>(row: &R) -> Result<StoredPosition, StoreError> {
+    Ok(StoredPosition {
+        channel: row.column(0)?,
+        epoch: row.column(1)?,
+        seq: seq_from_db(row.column(2)?)?,
+    })
+}
+
+/// An in-flight row.
+pub(crate) fn inflight_of<R: StoredRow>(row: &R) -> Result<StoredInflight, StoreError> {
+    let packet_id: i64 = row.column(0)?;
+    let released: i64 = row.column(4)?;
+    Ok(StoredInflight {
+        packet_id: u16::try_from(packet_id)
+            .map_err(|_| StoreError::failed(format!("corrupt packet id {packet_id} in store")))?,
+        channel: row.column(1)?,
+        epoch: row.column(2)?,
+        seq: seq_from_db(row.column(3)?)?,
+        released: released != 0,
+    })
+}

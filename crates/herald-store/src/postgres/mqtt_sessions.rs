@@ -1,0 +1,217 @@
+//! [`MqttSessionStore`] on PostgreSQL, with the SQLite implementation's semantics
+//! (`crate::sqlite::mqtt_sessions`): a batch of writes is one transaction on a pooled
+//! connection (the session service already gathers many connections' positions into one
+//! batch), a read is three queries on one connection. Deleting an app deletes its sessions.
+
+use async_trait::async_trait;
+use deadpool_postgres::Transaction;
+use herald_core::log::StoreError;
+use herald_core::tenant::AppId;
+use herald_mqtt::session::store::{MqttSessionStore, SessionKey, SessionWrite, StoredSession};
+use tokio_postgres::types::ToSql;
+
+use super::{pg_error, PostgresStore};
+use crate::common::mqtt_sessions::{
+    inflight_of, position_of, session_header_of, subscriptions_to_json, INFLIGHT_COLUMNS,
+    POSITION_COLUMNS, SESSION_COLUMNS, SESSION_TABLES,
+};
+use crate::common::values::seq_to_db;
+
+#[async_trait]
+impl MqttSessionStore for PostgresStore {
+    async fn mqtt_session(
+        &self,
+        app: &AppId,
+        client_id: &str,
+    ) -> Result<Option<StoredSession>, StoreError> {
+        let client = self.client().await?;
+        let key: [&(dyn ToSql + Sync); 2] = [&app.as_str(), &client_id];
+        let sql = format!(
+            "SELECT {SESSION_COLUMNS} FROM mqtt_sessions WHERE app = $1 AND client_id = $2"
+        );
+        let Some(row) = client.query_opt(&sql, &key).await.map_err(pg_error)? else {
+            return Ok(None);
+        };
+        let (expiry_ms, disconnected_ms, subscriptions) = session_header_of(&row)?;
+        let sql = format!(
+            "SELECT {POSITION_COLUMNS} FROM mqtt_session_positions
+             WHERE app = $1 AND client_id = $2 ORDER BY channel"
+        );
+        let positions = client
+            .query(&sql, &key)
+            .await
+            .map_err(pg_error)?
+            .iter()
+            .map(position_of)
+            .collect::<Result<_, _>>()?;
+        let sql = format!(
+            "SELECT {INFLIGHT_COLUMNS} FROM mqtt_session_inflight
+             WHERE app = $1 AND client_id = $2 ORDER BY packet_id"
+        );
+        let inflight = client
+            .query(&sql, &key)
+            .await
+            .map_err(pg_error)?
+            .iter()
+            .map(inflight_of)
+            .collect::<Result<_, _>>()?;
+        Ok(Some(StoredSession {
+            expiry_ms,
+            disconnected_ms,
+            subscriptions,
+            positions,
+            inflight,
+        }))
+    }
+
+    async fn write_mqtt_sessions(&self, writes: Vec<SessionWrite>) -> Result<(), StoreError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(pg_error)?;
+        for write in &writes {
+            apply(&tx, write).await?;
+        }
+        tx.commit().await.map_err(pg_error)
+    }
+}
+
+async fn exec(
+    tx: &Transaction<'_>,
+    sql: &str,
+    values: &[&(dyn ToSql + Sync)],
+) -> Result<(), StoreError> {
+    let statement = tx.prepare_cached(sql).await.map_err(pg_error)?;
+    tx.execute(&statement, values).await.map_err(pg_error)?;
+    Ok(())
+}
+
+/// Applies one write in the batch's transaction.
+async fn apply(tx: &Transaction<'_>, write: &SessionWrite) -> Result<(), StoreError> {
+    match write {
+        SessionWrite::Start { key, expiry_ms } => {
+            delete_session(tx, key).await?;
+            exec(
+                tx,
+                "INSERT INTO mqtt_sessions (app, client_id, expiry_ms, disconnected_ms, subscriptions)
+                 VALUES ($1, $2, $3, NULL, '[]')",
+                &[&key.app.as_str(), &key.client_id, expiry_ms],
+            )
+            .await
+        }
+        SessionWrite::Resume { key, expiry_ms } => {
+            exec(
+                tx,
+                "UPDATE mqtt_sessions SET expiry_ms = $3, disconnected_ms = NULL
+                 WHERE app = $1 AND client_id = $2",
+                &[&key.app.as_str(), &key.client_id, expiry_ms],
+            )
+            .await
+        }
+        SessionWrite::Subscriptions { key, subscriptions } => {
+            let json = subscriptions_to_json(subscriptions);
+            exec(
+                tx,
+                "UPDATE mqtt_sessions SET subscriptions = $3 WHERE app = $1 AND client_id = $2",
+                &[&key.app.as_str(), &key.client_id, &json],
+            )
+            .await
+        }
+        SessionWrite::Position { key, position } => {
+            exec(
+                tx,
+                "INSERT INTO mqtt_session_positions (app, client_id, channel, epoch, seq)
+                 VALUES ($1, $2, $3, $4, $5)
+                 ON CONFLICT (app, client_id, channel)
+                 DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq",
+                &[
+                    &key.app.as_str(),
+                    &key.client_id,
+                    &position.channel,
+                    &position.epoch,
+                    &seq_to_db(position.seq),
+                ],
+            )
+            .await
+        }
+        SessionWrite::Unfollowed { key, channel } => {
+            exec(
+                tx,
+                "DELETE FROM mqtt_session_positions
+                 WHERE app = $1 AND client_id = $2 AND channel = $3",
+                &[&key.app.as_str(), &key.client_id, channel],
+            )
+            .await
+        }
+        SessionWrite::Inflight { key, inflight } => {
+            exec(
+                tx,
+                "INSERT INTO mqtt_session_inflight
+                     (app, client_id, packet_id, channel, epoch, seq, released)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)
+                 ON CONFLICT (app, client_id, packet_id) DO UPDATE SET
+                     channel = excluded.channel, epoch = excluded.epoch, seq = excluded.seq,
+                     released = excluded.released",
+                &[
+                    &key.app.as_str(),
+                    &key.client_id,
+                    &i64::from(inflight.packet_id),
+                    &inflight.channel,
+                    &inflight.epoch,
+                    &seq_to_db(inflight.seq),
+                    &i64::from(inflight.released),
+                ],
+            )
+            .await
+        }
+        SessionWrite::Completed { key, packet_id } => {
+            exec(
+                tx,
+                "DELETE FROM mqtt_session_inflight
+                 WHERE app = $1 AND client_id = $2 AND packet_id = $3",
+                &[&key.app.as_str(), &key.client_id, &i64::from(*packet_id)],
+            )
+            .await
+        }
+        SessionWrite::Ended {
+            key,
+            at_ms,
+            expiry_ms,
+        } => {
+            exec(
+                tx,
+                "UPDATE mqtt_sessions SET disconnected_ms = $3, expiry_ms = $4
+                 WHERE app = $1 AND client_id = $2",
+                &[&key.app.as_str(), &key.client_id, at_ms, expiry_ms],
+            )
+            .await
+        }
+        SessionWrite::Delete { key } => delete_session(tx, key).await,
+        SessionWrite::AllDisconnected { at_ms } => {
+            exec(
+                tx,
+                "UPDATE mqtt_sessions SET disconnected_ms = $1 WHERE disconnected_ms IS NULL",
+                &[at_ms],
+            )
+            .await
+        }
+        SessionWrite::Sweep { now_ms } => {
+            for table in SESSION_TABLES {
+                let sql = format!(
+                    "DELETE FROM {table} WHERE (app, client_id) IN (
+                         SELECT app, client_id FROM mqtt_sessions
+                         WHERE disconnected_ms IS NOT NULL AND disconnected_ms + expiry_ms <= $1)"
+                );
+                exec(tx, &sql, &[now_ms]).await?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Deletes a session's rows.
+async fn delete_session(tx: &Transaction<'_>, key: &SessionKey) -> Result<(), StoreError> {
+    for table in SESSION_TABLES {
+        let sql = format!("DELETE FROM {table} WHERE app = $1 AND client_id = $2");
+        exec(tx, &sql, &[&key.app.as_str(), &key.client_id]).await?;
+    }
+    Ok(())
+}

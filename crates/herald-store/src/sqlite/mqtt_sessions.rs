@@ -1,0 +1,235 @@
+//! The SQLite implementation of [`MqttSessionStore`]: MQTT persistent sessions in
+//! `mqtt_sessions` (one row per app and client identifier: its expiry interval, when its
+//! connection ended, its subscriptions as JSON), `mqtt_session_positions` (its position in
+//! each channel) and `mqtt_session_inflight` (its outbound QoS 2 packet identifiers). A batch of
+//! writes runs on the writer thread inside the group commit of whatever else is queued with
+//! it, so the positions many connections acknowledged share one transaction and one fsync.
+//! Reads use the read pool. Deleting an app deletes its sessions ([`crate::sqlite::tenancy`]).
+
+use async_trait::async_trait;
+use herald_core::log::StoreError;
+use herald_core::tenant::AppId;
+use herald_mqtt::session::store::{
+    MqttSessionStore, SessionKey, SessionWrite, StoredInflight, StoredPosition, StoredSession,
+};
+use rusqlite::{params, Connection, OptionalExtension};
+
+use crate::common::mqtt_sessions::{
+    inflight_of, position_of, session_header_of, subscriptions_to_json, INFLIGHT_COLUMNS,
+    POSITION_COLUMNS, SESSION_COLUMNS, SESSION_TABLES,
+};
+use crate::sqlite::{backend, seq_to_db, SqliteLog};
+
+#[async_trait]
+impl MqttSessionStore for SqliteLog {
+    async fn mqtt_session(
+        &self,
+        app: &AppId,
+        client_id: &str,
+    ) -> Result<Option<StoredSession>, StoreError> {
+        let (app, client_id) = (app.clone(), client_id.to_owned());
+        self.readers()
+            .run(move |conn| read_session(conn, app.as_str(), &client_id))
+            .await
+    }
+
+    async fn write_mqtt_sessions(&self, writes: Vec<SessionWrite>) -> Result<(), StoreError> {
+        self.write(move |conn| {
+            for write in &writes {
+                apply(conn, write)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+}
+
+fn read_session(
+    conn: &Connection,
+    app: &str,
+    client_id: &str,
+) -> Result<Option<StoredSession>, StoreError> {
+    let sql =
+        format!("SELECT {SESSION_COLUMNS} FROM mqtt_sessions WHERE app = ?1 AND client_id = ?2");
+    let header = conn
+        .prepare_cached(&sql)
+        .and_then(|mut stmt| {
+            stmt.query_row(params![app, client_id], |r| Ok(session_header_of(r)))
+                .optional()
+        })
+        .map_err(backend)?
+        .transpose()?;
+    let Some((expiry_ms, disconnected_ms, subscriptions)) = header else {
+        return Ok(None);
+    };
+    let positions: Vec<StoredPosition> = rows(
+        conn,
+        &format!(
+            "SELECT {POSITION_COLUMNS} FROM mqtt_session_positions
+             WHERE app = ?1 AND client_id = ?2 ORDER BY channel"
+        ),
+        app,
+        client_id,
+        |r| position_of(r),
+    )?;
+    let inflight: Vec<StoredInflight> = rows(
+        conn,
+        &format!(
+            "SELECT {INFLIGHT_COLUMNS} FROM mqtt_session_inflight
+             WHERE app = ?1 AND client_id = ?2 ORDER BY packet_id"
+        ),
+        app,
+        client_id,
+        |r| inflight_of(r),
+    )?;
+    Ok(Some(StoredSession {
+        expiry_ms,
+        disconnected_ms,
+        subscriptions,
+        positions,
+        inflight,
+    }))
+}
+
+fn rows<T>(
+    conn: &Connection,
+    sql: &str,
+    app: &str,
+    client_id: &str,
+    decode: impl Fn(&rusqlite::Row<'_>) -> Result<T, StoreError>,
+) -> Result<Vec<T>, StoreError> {
+    let mut stmt = conn.prepare_cached(sql).map_err(backend)?;
+    let found = stmt
+        .query_map(params![app, client_id], |r| Ok(decode(r)))
+        .map_err(backend)?;
+    found.map(|r| r.map_err(backend)?).collect()
+}
+
+/// Applies one write on the writer's connection.
+fn apply(conn: &Connection, write: &SessionWrite) -> Result<(), StoreError> {
+    let exec = |sql: &str, values: &[&dyn rusqlite::ToSql]| -> Result<(), StoreError> {
+        conn.prepare_cached(sql)
+            .and_then(|mut stmt| stmt.execute(values))
+            .map(|_| ())
+            .map_err(backend)
+    };
+    let key_of = |key: &SessionKey| (key.app.as_str().to_owned(), key.client_id.clone());
+    match write {
+        SessionWrite::Start { key, expiry_ms } => {
+            delete_session(conn, key)?;
+            let (app, id) = key_of(key);
+            exec(
+                "INSERT INTO mqtt_sessions (app, client_id, expiry_ms, disconnected_ms, subscriptions)
+                 VALUES (?1, ?2, ?3, NULL, '[]')",
+                &[&app, &id, expiry_ms],
+            )
+        }
+        SessionWrite::Resume { key, expiry_ms } => {
+            let (app, id) = key_of(key);
+            exec(
+                "UPDATE mqtt_sessions SET expiry_ms = ?3, disconnected_ms = NULL
+                 WHERE app = ?1 AND client_id = ?2",
+                &[&app, &id, expiry_ms],
+            )
+        }
+        SessionWrite::Subscriptions { key, subscriptions } => {
+            let (app, id) = key_of(key);
+            let json = subscriptions_to_json(subscriptions);
+            exec(
+                "UPDATE mqtt_sessions SET subscriptions = ?3 WHERE app = ?1 AND client_id = ?2",
+                &[&app, &id, &json],
+            )
+        }
+        SessionWrite::Position { key, position } => {
+            let (app, id) = key_of(key);
+            exec(
+                "INSERT INTO mqtt_session_positions (app, client_id, channel, epoch, seq)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (app, client_id, channel)
+                 DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq",
+                &[
+                    &app,
+                    &id,
+                    &position.channel,
+                    &position.epoch,
+                    &seq_to_db(position.seq),
+                ],
+            )
+        }
+        SessionWrite::Unfollowed { key, channel } => {
+            let (app, id) = key_of(key);
+            exec(
+                "DELETE FROM mqtt_session_positions
+                 WHERE app = ?1 AND client_id = ?2 AND channel = ?3",
+                &[&app, &id, channel],
+            )
+        }
+        SessionWrite::Inflight { key, inflight } => {
+            let (app, id) = key_of(key);
+            exec(
+                "INSERT INTO mqtt_session_inflight
+                     (app, client_id, packet_id, channel, epoch, seq, released)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT (app, client_id, packet_id) DO UPDATE SET
+                     channel = excluded.channel, epoch = excluded.epoch, seq = excluded.seq,
+                     released = excluded.released",
+                &[
+                    &app,
+                    &id,
+                    &i64::from(inflight.packet_id),
+                    &inflight.channel,
+                    &inflight.epoch,
+                    &seq_to_db(inflight.seq),
+                    &i64::from(inflight.released),
+                ],
+            )
+        }
+        SessionWrite::Completed { key, packet_id } => {
+            let (app, id) = key_of(key);
+            exec(
+                "DELETE FROM mqtt_session_inflight
+                 WHERE app = ?1 AND client_id = ?2 AND packet_id = ?3",
+                &[&app, &id, &i64::from(*packet_id)],
+            )
+        }
+        SessionWrite::Ended {
+            key,
+            at_ms,
+            expiry_ms,
+        } => {
+            let (app, id) = key_of(key);
+            exec(
+                "UPDATE mqtt_sessions SET disconnected_ms = ?3, expiry_ms = ?4
+                 WHERE app = ?1 AND client_id = ?2",
+                &[&app, &id, at_ms, expiry_ms],
+            )
+        }
+        SessionWrite::Delete { key } => delete_session(conn, key),
+        SessionWrite::AllDisconnected { at_ms } => exec(
+            "UPDATE mqtt_sessions SET disconnected_ms = ?1 WHERE disconnected_ms IS NULL",
+            &[at_ms],
+        ),
+        SessionWrite::Sweep { now_ms } => {
+            for table in SESSION_TABLES {
+                let sql = format!(
+                    "DELETE FROM {table} WHERE (app, client_id) IN (
+                         SELECT app, client_id FROM mqtt_sessions
+                         WHERE disconnected_ms IS NOT NULL AND disconnected_ms + expiry_ms <= ?1)"
+                );
+                exec(&sql, &[now_ms])?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Deletes a session's rows.
+fn delete_session(conn: &Connection, key: &SessionKey) -> Result<(), StoreError> {
+    for table in SESSION_TABLES {
+        let sql = format!("DELETE FROM {table} WHERE app = ?1 AND client_id = ?2");
+        conn.prepare_cached(&sql)
+            .and_then(|mut stmt| stmt.execute(params![key.app.as_str(), key.client_id]))
+            .map_err(backend)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,292 @@
+//! MQTT persistent sessions through `herald_mqtt::session::store::MqttSessionStore`, on both
+//! backends: a session started, its subscriptions, positions (written again in place) and
+//! outbound QoS 2 packet ids read back, also after a reopen; a new start replaces everything;
+//! an ended session expires after its interval and the sweep deletes only expired ones; every
+//! session counted as disconnected at start; a delete; deleting the app deletes its sessions.
+
+use herald_core::tenancy::App;
+use herald_core::tenant::AppId;
+use herald_mqtt::session::store::{
+    SessionKey, SessionWrite, StoredInflight, StoredPosition, StoredSession, StoredSubscription,
+};
+
+use super::Backend;
+
+crate::on_both!(
+    mqtt_sessions_keep_subscriptions_positions_and_qos2_ids,
+    mqtt_sessions_expire_after_their_interval_and_go_with_their_app
+);
+
+fn key(app: &AppId, id: &str) -> SessionKey {
+    SessionKey {
+        app: app.clone(),
+        client_id: id.into(),
+    }
+}
+
+fn position(key: &SessionKey, channel: &str, epoch: &str, seq: u64) -> SessionWrite {
+    SessionWrite::Position {
+        key: key.clone(),
+        position: StoredPosition {
+            channel: channel.into(),
+            epoch: epoch.into(),
+            seq,
+        },
+    }
+}
+
+fn subscription(filter: &str, qos: u8) -> StoredSubscription {
+    StoredSubscription {
+        filter: filter.into(),
+        qos,
+        no_local: false,
+        retain_as_published: false,
+        retain_handling: 0,
+        subscription_identifier: None,
+    }
+}
+
+fn inflight(packet_id: u16, channel: &str, seq: u64, released: bool) -> StoredInflight {
+    StoredInflight {
+        packet_id,
+        channel: channel.into(),
+        epoch: "e1".into(),
+        seq,
+        released,
+    }
+}
+
+async fn mqtt_sessions_keep_subscriptions_positions_and_qos2_ids(b: Backend) {
+    let store = b.mqtt_sessions();
+    let app = AppId::default_app();
+    let k = key(&app, "sensor-1");
+    assert_eq!(store.mqtt_session(&app, "sensor-1").await.unwrap(), None);
+    let mut rich = subscription("=caf=C3=A9/x", 2);
+    rich.no_local = true;
+    rich.retain_as_published = true;
+    rich.retain_handling = 2;
+    rich.subscription_identifier = Some(7);
+    store
+        .write_mqtt_sessions(vec![
+            SessionWrite::Start {
+                key: k.clone(),
+                expiry_ms: 3_600_000,
+            },
+            SessionWrite::Subscriptions {
+                key: k.clone(),
+                subscriptions: vec![subscription("news", 1), rich.clone()],
+            },
+            position(&k, "news", "e1", 3),
+            position(&k, "sport", "e2", 9),
+            position(&k, "news", "e1", 5),
+            SessionWrite::Inflight {
+                key: k.clone(),
+                inflight: inflight(12, "news", 6, false),
+            },
+            SessionWrite::Inflight {
+                key: k.clone(),
+                inflight: inflight(3, "sport", 10, false),
+            },
+            SessionWrite::Inflight {
+                key: k.clone(),
+                inflight: inflight(3, "sport", 10, true),
+            },
+            SessionWrite::Inflight {
+                key: k.clone(),
+                inflight: inflight(40, "news", 7, false),
+            },
+            SessionWrite::Completed {
+                key: k.clone(),
+                packet_id: 40,
+            },
+        ])
+        .await
+        .unwrap();
+    let expected = StoredSession {
+        expiry_ms: 3_600_000,
+        disconnected_ms: None,
+        subscriptions: vec![subscription("news", 1), rich],
+        positions: vec![
+            StoredPosition {
+                channel: "news".into(),
+                epoch: "e1".into(),
+                seq: 5,
+            },
+            StoredPosition {
+                channel: "sport".into(),
+                epoch: "e2".into(),
+                seq: 9,
+            },
+        ],
+        inflight: vec![
+            inflight(3, "sport", 10, true),
+            inflight(12, "news", 6, false),
+        ],
+    };
+    assert_eq!(
+        store.mqtt_session(&app, "sensor-1").await.unwrap().as_ref(),
+        Some(&expected)
+    );
+    // Another client id, and the same id in another app, are other sessions.
+    assert_eq!(store.mqtt_session(&app, "sensor-2").await.unwrap(), None);
+    let shop = AppId::parse("shop").unwrap();
+    assert_eq!(store.mqtt_session(&shop, "sensor-1").await.unwrap(), None);
+
+    // Kept across a reopen.
+    let b = b.reopen().await;
+    let store = b.mqtt_sessions();
+    assert_eq!(
+        store.mqtt_session(&app, "sensor-1").await.unwrap().as_ref(),
+        Some(&expected)
+    );
+
+    // Unfollowing forgets a position; ending records when; resuming clears it.
+    store
+        .write_mqtt_sessions(vec![
+            SessionWrite::Unfollowed {
+                key: k.clone(),
+                channel: "sport".into(),
+            },
+            SessionWrite::Ended {
+                key: k.clone(),
+                at_ms: 1_000,
+                expiry_ms: 60_000,
+            },
+        ])
+        .await
+        .unwrap();
+    let ended = store.mqtt_session(&app, "sensor-1").await.unwrap().unwrap();
+    assert_eq!(ended.positions.len(), 1);
+    assert_eq!(
+        (ended.disconnected_ms, ended.expiry_ms),
+        (Some(1_000), 60_000)
+    );
+    assert!(!ended.expired(60_999) && ended.expired(61_000));
+    store
+        .write_mqtt_sessions(vec![SessionWrite::Resume {
+            key: k.clone(),
+            expiry_ms: 5_000,
+        }])
+        .await
+        .unwrap();
+    let resumed = store.mqtt_session(&app, "sensor-1").await.unwrap().unwrap();
+    assert_eq!((resumed.disconnected_ms, resumed.expiry_ms), (None, 5_000));
+    assert_eq!(resumed.subscriptions, expected.subscriptions);
+
+    // A new start replaces everything.
+    store
+        .write_mqtt_sessions(vec![SessionWrite::Start {
+            key: k.clone(),
+            expiry_ms: 10,
+        }])
+        .await
+        .unwrap();
+    assert_eq!(
+        store.mqtt_session(&app, "sensor-1").await.unwrap(),
+        Some(StoredSession {
+            expiry_ms: 10,
+            disconnected_ms: None,
+            subscriptions: vec![],
+            positions: vec![],
+            inflight: vec![],
+        })
+    );
+    // Deleted.
+    store
+        .write_mqtt_sessions(vec![SessionWrite::Delete { key: k.clone() }])
+        .await
+        .unwrap();
+    assert_eq!(store.mqtt_session(&app, "sensor-1").await.unwrap(), None);
+}
+
+async fn mqtt_sessions_expire_after_their_interval_and_go_with_their_app(b: Backend) {
+    let store = b.mqtt_sessions();
+    let shop = AppId::parse("shop").unwrap();
+    b.store()
+        .create_app(&App {
+            id: shop.clone(),
+            name: "shop".into(),
+            token_secret: Some("t".repeat(32)),
+            limits: Default::default(),
+            created: 1,
+        })
+        .await
+        .unwrap();
+    let app = AppId::default_app();
+    let (short, long, held) = (key(&app, "short"), key(&app, "long"), key(&app, "held"));
+    let in_shop = key(&shop, "short");
+    let mut writes = Vec::new();
+    for (k, expiry_ms) in [
+        (&short, 1_000),
+        (&long, 100_000),
+        (&held, 1_000),
+        (&in_shop, 100_000),
+    ] {
+        writes.push(SessionWrite::Start {
+            key: k.clone(),
+            expiry_ms,
+        });
+        writes.push(position(k, "news", "e", 1));
+        writes.push(SessionWrite::Inflight {
+            key: k.clone(),
+            inflight: inflight(1, "news", 2, false),
+        });
+    }
+    for k in [&short, &long] {
+        writes.push(SessionWrite::Ended {
+            key: k.clone(),
+            at_ms: 10_000,
+            expiry_ms: if *k == short { 1_000 } else { 100_000 },
+        });
+    }
+    store.write_mqtt_sessions(writes).await.unwrap();
+
+    // At 10,999 nothing has expired; at 11,000 `short` has (`held` is connected).
+    store
+        .write_mqtt_sessions(vec![SessionWrite::Sweep { now_ms: 10_999 }])
+        .await
+        .unwrap();
+    assert!(store.mqtt_session(&app, "short").await.unwrap().is_some());
+    store
+        .write_mqtt_sessions(vec![SessionWrite::Sweep { now_ms: 11_000 }])
+        .await
+        .unwrap();
+    assert_eq!(store.mqtt_session(&app, "short").await.unwrap(), None);
+    assert!(store.mqtt_session(&app, "long").await.unwrap().is_some());
+    assert!(store.mqtt_session(&app, "held").await.unwrap().is_some());
+
+    // A start after a stop: the sessions no connection ended are disconnected from then.
+    store
+        .write_mqtt_sessions(vec![SessionWrite::AllDisconnected { at_ms: 50_000 }])
+        .await
+        .unwrap();
+    let held_now = store.mqtt_session(&app, "held").await.unwrap().unwrap();
+    assert_eq!(held_now.disconnected_ms, Some(50_000));
+    let long_now = store.mqtt_session(&app, "long").await.unwrap().unwrap();
+    assert_eq!(
+        long_now.disconnected_ms,
+        Some(10_000),
+        "already ended: unchanged"
+    );
+    store
+        .write_mqtt_sessions(vec![SessionWrite::Sweep { now_ms: 51_000 }])
+        .await
+        .unwrap();
+    assert_eq!(store.mqtt_session(&app, "held").await.unwrap(), None);
+    // Its positions and packet ids went with it: a new session of that id starts empty.
+    store
+        .write_mqtt_sessions(vec![SessionWrite::Start {
+            key: held.clone(),
+            expiry_ms: 1,
+        }])
+        .await
+        .unwrap();
+    let fresh = store.mqtt_session(&app, "held").await.unwrap().unwrap();
+    assert!(fresh.positions.is_empty() && fresh.inflight.is_empty());
+
+    // Deleting the app deletes its sessions, and only its.
+    assert!(store.mqtt_session(&shop, "short").await.unwrap().is_some());
+    assert!(b.store().delete_app(&shop).await.unwrap());
+    assert_eq!(store.mqtt_session(&shop, "short").await.unwrap(), None);
+    assert!(store.mqtt_session(&app, "long").await.unwrap().is_some());
+}
