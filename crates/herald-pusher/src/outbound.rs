@@ -179,6 +179,14 @@ mod tests {
     }
 
     #[test]
+    fn another_apps_channel_is_named_without_its_scope() {
+        let shop = herald_core::tenant::AppId::parse("shop").unwrap();
+        let channel = crate::channel_map::app_channel(&shop, "private-a,b").unwrap();
+        let m = StoredMessage::new(channel, Epoch::new("e"), 1, None, 0, Bytes::from("1"));
+        assert_eq!(sent(&m, "1.2").unwrap()["channel"], "private-a,b");
+    }
+
+    #[test]
     fn a_topic_encoded_channel_has_its_pusher_name() {
         let m = message("=a=2Cb", "1");
         assert_eq!(sent(&m, "1.2").unwrap()["channel"], "a,b");

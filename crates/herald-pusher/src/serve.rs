@@ -1,6 +1,6 @@
 //! The client protocol's endpoint, `GET /app/{key}` on the HTTP listener: the WebSocket
 //! upgrade (edge's handshake), the checks Pusher makes of a new connection, and the connection
-//! run on edge's driver as the Pusher [`Wire`](herald_edge::driver::Wire) (`wire.rs`).
+//! run on edge's driver as the Pusher [`Wire`] (`wire.rs`).
 //!
 //! The upgrade is accepted whatever the key and query say, as Pusher does, so the refusal
 //! reaches the client as Pusher's: `pusher:error` with the code, then a close frame with it:

@@ -327,3 +327,24 @@ fn kind_name(kind: ChannelKind) -> &'static str {
         ChannelKind::PresenceCache => "presence cache",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use herald_core::tenant::AppId;
+
+    #[test]
+    fn an_unsubscribe_names_the_channel_the_subscribe_made() {
+        // Subscribing scopes the mapped channel to the app; unsubscribing goes through the
+        // session's parse of the mapped name: both must be the same channel, encoded names too.
+        for app in [AppId::default_app(), AppId::parse("shop").unwrap()] {
+            for name in ["news", "a,b", "=lead", "private-x;y", "user@example.com"] {
+                let subscribed = app_channel(&app, name).unwrap();
+                let unsubscribed = app
+                    .parse_channel(herald_channel(name).unwrap().as_str())
+                    .unwrap();
+                assert_eq!(subscribed, unsubscribed, "{name}");
+            }
+        }
+    }
+}
