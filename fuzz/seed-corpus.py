@@ -117,6 +117,15 @@ SEEDS = {
         + conf("docs/examples/meteord-deacon.conf")
         + [b"[a]\nTextEscape javascript\nMessageTemplate p(\"~text~\")\nPersist maybe\n"],
     "mqtt_packets": mqtt,
+    "pusher_frames": lambda: [s.encode() for s in [
+        '{"event":"pusher:ping","data":{}}', '{"event":"pusher:pong","data":{}}',
+        '{"event":"pusher:subscribe","data":{"auth":"278d425bdf160c739803:58df8b0c36d6982b82c3ecf6b4662e34fe8c25bba48f5369f135bf843651c3a4","channel":"private-foobar"}}',
+        '{"event":"pusher:subscribe","data":"{\\"channel\\":\\"news\\"}"}',
+        '{"event":"pusher:unsubscribe","data":{"channel":"a,b"}}',
+        '{"event":"client-typing","channel":"private-chat","data":{"who":1}}',
+        '{"event":"client-x","channel":"private-chat","data":"as sent"}',
+        '{"event":"pusher:signin","data":{"auth":"k:s","user_data":"{}"}}',
+        '{"event":"pusher:subscribe"}', '{"data":{}}', '[1]', '{']],
     "config_file": lambda: conf("herald.example.toml") + [
         b'listen = "127.0.0.1:0"\nmeteor = "4670"\nmeteor_channels = ["public/*"]\n[history]\nsize = 5\nage = "1h"\n'
         b'[[namespaces]]\nprefix = "chat/"\nsize = 10\n',

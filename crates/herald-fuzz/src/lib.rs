@@ -14,6 +14,7 @@
 //! - [`push`]: tag expressions;
 //! - [`meteor`]: Meteor request lines, controller commands, meteord.conf;
 //! - [`mqtt`]: MQTT 5.0 and 3.1.1 packets;
+//! - [`pusher`]: the Pusher client protocol's frames;
 //! - [`config`]: Herald's config file;
 //! - [`providers`]: APNs, FCM and Web Push answers.
 #![forbid(unsafe_code)]
@@ -26,6 +27,7 @@ pub mod mqtt;
 pub mod proto;
 pub mod providers;
 pub mod push;
+pub mod pusher;
 
 /// A target's entry point: feeds it one input, panics if a property fails.
 pub type Entry = fn(&[u8]);
@@ -42,6 +44,7 @@ pub const TARGETS: &[(&str, Entry)] = &[
     ("meteor_command", meteor::meteor_command),
     ("meteord_conf", meteor::meteord_conf),
     ("mqtt_packets", mqtt::mqtt_packets),
+    ("pusher_frames", pusher::pusher_frames),
     ("config_file", config::config_file),
     ("provider_answers", providers::provider_answers),
 ];

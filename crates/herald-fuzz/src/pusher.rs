@@ -1,0 +1,42 @@
+//! `herald-pusher`'s client frames: whatever a Pusher client sends parses or is refused without
+//! a panic, and every frame the parser accepts, written back as the JSON a client sends, parses
+//! to itself.
+
+use herald_pusher::frame::ClientFrame;
+use serde_json::json;
+
+/// One WebSocket text message of a Pusher connection.
+pub fn pusher_frames(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(frame) = ClientFrame::parse(text) else {
+        return;
+    };
+    let again = match &frame {
+        ClientFrame::Ping => json!({ "event": "pusher:ping", "data": {} }),
+        ClientFrame::Pong => json!({ "event": "pusher:pong", "data": {} }),
+        ClientFrame::Subscribe {
+            channel,
+            auth,
+            channel_data,
+        } => json!({
+            "event": "pusher:subscribe",
+            "data": { "channel": channel, "auth": auth, "channel_data": channel_data },
+        }),
+        ClientFrame::Unsubscribe { channel } => {
+            json!({ "event": "pusher:unsubscribe", "data": { "channel": channel } })
+        }
+        ClientFrame::ClientEvent {
+            event,
+            channel,
+            data,
+        } => json!({ "event": event, "channel": channel, "data": data }),
+        ClientFrame::Other { event } => json!({ "event": event }),
+    };
+    assert_eq!(
+        ClientFrame::parse(&again.to_string()),
+        Ok(frame),
+        "{text:?} written back as {again}"
+    );
+}
