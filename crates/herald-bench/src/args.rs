@@ -192,6 +192,10 @@ pub struct StormArgs {
     /// of all S at once (WebSocket only; SSE and long-poll name all S in one request).
     #[arg(long)]
     pub one_at_a_time: bool,
+    /// With --peer nats: one `PING` after a user's S `SUB`s, whose `PONG` acknowledges all S
+    /// (as a NATS client's flush after S subscribe calls), instead of a `PING` after each.
+    #[arg(long, conflicts_with = "one_at_a_time")]
+    pub nats_one_ping: bool,
 }
 
 /// `herald bench fanout`.

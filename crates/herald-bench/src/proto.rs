@@ -131,6 +131,9 @@ pub enum Action {
         /// Send each subscribe only once the previous one is acknowledged (WebSocket).
         #[serde(default)]
         one_at_a_time: bool,
+        /// NATS: one `PING` after all the `SUB`s, its `PONG` acknowledging every one.
+        #[serde(default)]
+        one_ping: bool,
     },
 }
 

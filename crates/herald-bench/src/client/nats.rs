@@ -1,6 +1,7 @@
 //! The NATS load client (`--peer nats`): `CONNECT`, a `SUB` per channel of the plan and a `PING`,
 //! ready at its `PONG`; at a `subscribe` fire, a `SUB` and a `PING` per channel, all at once or
 //! (`--one-at-a-time`) each after the previous one's `PONG`, every `PONG` one acknowledgement;
+//! or (`--nats-one-ping`) all the `SUB`s and one `PING` whose `PONG` acknowledges them all;
 //! `MSG`s counted with their send time, straight from the read buffer
 //! ([`crate::nats::protocol`]). See [`crate::nats`] for how this maps to Herald's protocol.
 
@@ -20,8 +21,8 @@ use crate::worker::Shared;
 enum Awaiting {
     /// The connection's opening: `CONNECT` and the plan's `SUB`s were processed.
     Ready,
-    /// One subscription of a storm was processed.
-    Subscribed,
+    /// This many subscriptions of a storm were processed.
+    Subscribed(u64),
 }
 
 pub(super) async fn nats(
@@ -105,7 +106,7 @@ pub(super) async fn nats(
                 ServerOp::Ping => protocol::pong(&mut out),
                 ServerOp::Pong => match awaiting.pop_front() {
                     Some(Awaiting::Ready) => ready.ok(sh),
-                    Some(Awaiting::Subscribed) => acked += 1,
+                    Some(Awaiting::Subscribed(n)) => acked += n,
                     None => tally.errors.push("a PONG to no PING".into()),
                 },
                 ServerOp::Err(why) => {
@@ -151,8 +152,18 @@ pub(super) async fn nats(
                     return Ok(());
                 }
                 let action = fire.borrow_and_update().clone().map(|f| f.action);
-                if let Some(a @ Action::Subscribe { one_at_a_time, .. }) = action {
+                if let Some(a @ Action::Subscribe { one_at_a_time, one_ping, .. }) = action {
                     tally.ack_sent_ns = now_ns();
+                    if one_ping {
+                        let subjects = action_channels(&a, n);
+                        for subject in &subjects {
+                            protocol::sub(&mut out, &protocol::subject(subject), next_sid);
+                            next_sid += 1;
+                        }
+                        protocol::ping(&mut out);
+                        awaiting.push_back(Awaiting::Subscribed(subjects.len() as u64));
+                        continue;
+                    }
                     let mut all = action_channels(&a, n)
                         .into_iter()
                         .map(|c| protocol::subject(&c));
@@ -177,5 +188,5 @@ fn subscribe(out: &mut Vec<u8>, awaiting: &mut VecDeque<Awaiting>, subject: &str
     protocol::sub(out, subject, *sid);
     *sid += 1;
     protocol::ping(out);
-    awaiting.push_back(Awaiting::Subscribed);
+    awaiting.push_back(Awaiting::Subscribed(1));
 }

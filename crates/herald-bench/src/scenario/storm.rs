@@ -27,6 +27,9 @@ pub async fn run(args: StormArgs) -> anyhow::Result<Report> {
             "--one-at-a-time needs --transport ws (the others name every channel in one request)"
         );
     }
+    if args.nats_one_ping && !args.common.is_nats() {
+        anyhow::bail!("--nats-one-ping is for --peer nats");
+    }
     if args.prepublish && args.common.is_nats() {
         anyhow::bail!("--prepublish: NATS keeps no history, so its channels are always new");
     }
@@ -80,6 +83,7 @@ pub async fn run(args: StormArgs) -> anyhow::Result<Report> {
                 subjects: args.subjects,
                 distinct: args.distinct,
                 one_at_a_time: args.one_at_a_time,
+                one_ping: args.nats_one_ping,
             },
         },
         false,
@@ -163,6 +167,10 @@ pub async fn run(args: StormArgs) -> anyhow::Result<Report> {
     r.detail("distinct_channels", args.distinct);
     r.detail("prepublished", args.prepublish);
     r.detail("one_at_a_time", args.one_at_a_time);
+    r.detail(
+        "nats_one_ping",
+        args.common.is_nats().then_some(args.nats_one_ping),
+    );
     r.detail("expected", expected);
     r.detail("acknowledged", acked);
     r.detail("error_replies", round.errors);

@@ -214,7 +214,7 @@ fn every_scenario(server: &[&str]) {
     check_summary(&s, "fanout");
     assert_eq!(s["details"]["delivered"], 400, "40 messages x 10: {s:#}");
 
-    for one_at_a_time in [false, true] {
+    for how in ["", "--one-at-a-time", "--nats-one-ping"] {
         let mut args = vec![
             "subscribe-storm",
             "--users",
@@ -223,8 +223,8 @@ fn every_scenario(server: &[&str]) {
             "40",
             "--distinct",
         ];
-        if one_at_a_time {
-            args.push("--one-at-a-time");
+        if !how.is_empty() {
+            args.push(how);
         }
         let (s, _) = nats_bench(server, &args);
         check_summary(&s, "subscribe-storm");
