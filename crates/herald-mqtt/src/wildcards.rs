@@ -21,6 +21,10 @@
 //! Anything else is refused with 0x87: never a subscription that could see a channel the token
 //! does not allow.
 //!
+//! **Persistent sessions** keep a filter with its options (`crate::session`) and register it
+//! again when the session resumes ([`resume`]); what matched it while the client was away is
+//! not replayed (the design's offline queue for filters is still to come).
+//!
 //! **Retained messages.** A SUBSCRIBE that asks for them (Retain Handling 0, or 1 for a new
 //! subscription) is sent the last message of each existing channel the filter matches, found
 //! by listing the app's channels by the filter's prefixes, at most [`MAX_RETAINED`] messages
@@ -36,6 +40,7 @@ use herald_core::name::topic::filter::TopicFilter;
 use herald_core::name::topic::{encode_levels, ENCODED_PREFIX};
 use herald_core::outbox::OutFrame;
 use herald_core::pattern::{ChannelPattern, PatternSet};
+use herald_core::tenant::AppId;
 use herald_core::ChannelName;
 use herald_edge::session::{check_limit, Wanted};
 
@@ -56,11 +61,77 @@ pub(crate) async fn subscribe(
     filter: &str,
     options: &SubscriptionOptions,
 ) -> Result<QoS, (ReasonCode, String)> {
+    let parsed = allowed(wire, filter)?;
+    let app = wire
+        .session
+        .client()
+        .map_err(|e| (ReasonCode::NotAuthorized, e.message))?
+        .app
+        .clone();
+    let exists = wire.subscriptions.filter(filter).is_some();
+    if !exists {
+        check_limit(
+            wire.session.edge(),
+            Wanted::OneMore {
+                held: wire.subscriptions.len(),
+            },
+        )
+        .map_err(|e| (ReasonCode::QuotaExceeded, e.message))?;
+    }
+    // As an exact subscription is granted (`inbound.rs`).
+    let granted = Granted {
+        qos: options.qos,
+        retain_as_published: options.retain_as_published,
+        no_local: options.no_local,
+    };
+    let send_retained = match options.retain_handling {
+        RetainHandling::SendAtSubscribe => true,
+        RetainHandling::SendAtSubscribeIfNew => !exists,
+        RetainHandling::DoNotSend => false,
+    };
+    register(wire, &app, parsed.clone(), granted);
+    // A persistent session keeps the filter with its options (`crate::session`).
+    wire.session_subscribed_filter(filter, options, granted.qos);
+    if send_retained {
+        send_retained_messages(wire, &app, &parsed).await;
+    }
+    Ok(granted.qos)
+}
+
+/// Registers wildcard `filter` of a resumed persistent session again with its stored options
+/// (no retained messages, and nothing that matched it while the client was away); `false`
+/// when the client may no longer subscribe to it.
+pub(crate) fn resume(wire: &mut MqttWire, filter: &str, granted: Granted) -> bool {
+    let Ok(parsed) = allowed(wire, filter) else {
+        return false;
+    };
+    let Ok(app) = wire.session.client().map(|c| c.app.clone()) else {
+        return false;
+    };
+    register(wire, &app, parsed, granted);
+    true
+}
+
+/// Registers `filter` in the hub's filter registry for the connection (see
+/// [`crate::subscriptions::Subscriptions::insert_filter`]).
+fn register(wire: &mut MqttWire, app: &AppId, filter: TopicFilter, granted: Granted) {
+    let registry = wire.session.edge().engine.filters().clone();
+    let outbox = wire.session.outbox().clone();
+    // An anonymous client's deliveries through filters are checked against its deny rules.
+    let admit = wire.anonymous.clone().map(|rules| -> Admit {
+        Arc::new(move |m: &StoredMessage| rules.may_receive(&m.channel.topic()))
+    });
+    wire.subscriptions
+        .insert_filter(filter, granted, &registry, (app, &outbox, admit));
+}
+
+/// `filter` parsed, if the client may subscribe to it (see the module doc); the refusal
+/// otherwise.
+fn allowed(wire: &MqttWire, filter: &str) -> Result<TopicFilter, (ReasonCode, String)> {
     let client = wire
         .session
         .client()
         .map_err(|e| (ReasonCode::NotAuthorized, e.message))?;
-    let app = client.app.clone();
     let parsed =
         TopicFilter::parse(filter).map_err(|e| (ReasonCode::TopicFilterInvalid, e.message))?;
     match &wire.anonymous {
@@ -84,54 +155,22 @@ pub(crate) async fn subscribe(
         }
         None => {}
     }
-    let exists = wire.subscriptions.filter(filter).is_some();
-    if !exists {
-        check_limit(
-            wire.session.edge(),
-            Wanted::OneMore {
-                held: wire.subscriptions.len(),
-            },
-        )
-        .map_err(|e| (ReasonCode::QuotaExceeded, e.message))?;
-    }
-    // Outbound QoS 2 is not offered yet: a lower grant, as the standard allows.
-    let granted = Granted {
-        qos: options.qos.min(QoS::AtLeastOnce),
-        retain_as_published: options.retain_as_published,
-        no_local: options.no_local,
-    };
-    let send_retained = match options.retain_handling {
-        RetainHandling::SendAtSubscribe => true,
-        RetainHandling::SendAtSubscribeIfNew => !exists,
-        RetainHandling::DoNotSend => false,
-    };
-    let registry = wire.session.edge().engine.filters().clone();
-    let outbox = wire.session.outbox().clone();
-    // An anonymous client's deliveries through filters are checked against its deny rules.
-    let admit = wire.anonymous.clone().map(|rules| -> Admit {
-        Arc::new(move |m: &StoredMessage| rules.may_receive(&m.channel.topic()))
-    });
-    wire.subscriptions
-        .insert_filter(parsed.clone(), granted, &registry, (&app, &outbox, admit));
-    if send_retained {
-        send_retained_messages(wire, &app, &parsed).await;
-    }
-    Ok(granted.qos)
+    Ok(parsed)
 }
 
 /// Ends the connection's subscription to wildcard `filter`; whether there was one.
 pub(crate) fn unsubscribe(wire: &mut MqttWire, filter: &str) -> bool {
-    wire.subscriptions.remove_filter(filter)
+    let held = wire.subscriptions.remove_filter(filter);
+    if held {
+        wire.session_unsubscribed_filter(filter);
+    }
+    held
 }
 
 /// Queues the last message of each existing channel of `app` that `filter` matches, as
 /// retained messages (see the module doc for the bounds). A channel whose read fails is
 /// skipped: retained messages are a courtesy of the subscribe, not a promise.
-async fn send_retained_messages(
-    wire: &MqttWire,
-    app: &herald_core::tenant::AppId,
-    filter: &TopicFilter,
-) {
+async fn send_retained_messages(wire: &MqttWire, app: &AppId, filter: &TopicFilter) {
     let engine = &wire.session.edge().engine;
     let scope = app.scope_prefix();
     let mut found: Vec<SharedMessage> = Vec::new();
@@ -183,7 +222,7 @@ async fn send_retained_messages(
                 continue;
             }
             if let Ok(slice) = engine.read(&name, ReadFrom::Tail(1), 1).await {
-                found.extend(slice.messages.into_iter().map(SharedMessage::from));
+                found.extend(slice.messages);
             }
         }
     }

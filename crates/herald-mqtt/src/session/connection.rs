@@ -162,8 +162,13 @@ impl MqttWire {
         for sub in &subscriptions {
             let channel = match topic_map::parse_filter(&app, &sub.filter) {
                 Ok(FilterTarget::Exact(channel)) => channel,
-                // Kept as stored: wildcard filters resume with their own subscriptions.
-                Ok(FilterTarget::Wildcard(_)) => continue,
+                // Registered again; what matched them while away is not replayed.
+                Ok(FilterTarget::Wildcard(_)) => {
+                    if !crate::wildcards::resume(self, &sub.filter, granted_of(sub)) {
+                        dropped.push(sub.filter.clone());
+                    }
+                    continue;
+                }
                 Err(_) => {
                     dropped.push(sub.filter.clone());
                     continue;
@@ -247,6 +252,21 @@ impl MqttWire {
         channel: &ChannelName,
         position: Option<&Cursor>,
     ) {
+        self.session_subscribed_filter(filter, options, granted);
+        if let (Some(persist), Some(position)) = (self.persist.as_mut(), position) {
+            persist.follow(channel, position, false);
+        }
+    }
+
+    /// Records a subscription to `filter` with `options` and the QoS granted, made (or its
+    /// options replaced) by SUBSCRIBE, without a channel to follow (a wildcard filter's,
+    /// `crate::wildcards`).
+    pub(crate) fn session_subscribed_filter(
+        &mut self,
+        filter: &str,
+        options: &SubscriptionOptions,
+        granted: QoS,
+    ) {
         let Some(persist) = self.persist.as_mut() else {
             return;
         };
@@ -271,8 +291,13 @@ impl MqttWire {
             None => persist.subscriptions.push(stored),
         }
         persist.write_subscriptions();
-        if let Some(position) = position {
-            persist.follow(channel, position, false);
+    }
+
+    /// Records the end of the subscription to wildcard `filter` by UNSUBSCRIBE.
+    pub(crate) fn session_unsubscribed_filter(&mut self, filter: &str) {
+        if let Some(persist) = self.persist.as_mut() {
+            persist.subscriptions.retain(|s| s.filter != filter);
+            persist.write_subscriptions();
         }
     }
 

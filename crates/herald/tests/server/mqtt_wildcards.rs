@@ -433,3 +433,40 @@ action = "subscribe"
         "secret/x is checked per delivery and not sent"
     );
 }
+
+#[tokio::test]
+async fn a_persistent_sessions_wildcard_subscription_is_kept_and_made_again_on_resume() {
+    let server = Server::builder().mqtt().start().await;
+    let mqtt = server.mqtt_addr();
+    let token = server.token(&["**"], &[]);
+    let session = |subscribe: Value, expect: u64| {
+        json!({
+            "version": "5", "client_id": "wild-1", "clean": false, "session_expiry": 3600,
+            "username": "default", "password": token, "subscribe": subscribe,
+            "expect": expect, "timeout": 15
+        })
+    };
+    let first = PahoRun::start(mqtt, session(json!([{ "topic": "rooms/+", "qos": 1 }]), 0));
+    let (code, events) = first.finish().await;
+    assert_eq!(code, Some(0), "{events:?}");
+    // Reconnected without a SUBSCRIBE: the stored filter delivers.
+    let mut again = PahoRun::start(mqtt, session(json!([]), 1));
+    let connack = again.until("connack").await;
+    assert_eq!(connack["session_present"], true, "{connack}");
+    // The stored subscriptions are made again as the session resumes, about when the
+    // CONNACK goes: a few publishes, the client ends with the first it receives.
+    for n in 0..10 {
+        server.publish("rooms/kitchen", json!({ "t": n })).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (code, events) = again.finish().await;
+    assert_eq!(code, Some(0), "{events:?}");
+    let message = events
+        .iter()
+        .find(|e| e["event"] == "message")
+        .unwrap_or_else(|| panic!("no message: {events:?}"));
+    assert_eq!(
+        (&message["topic"], &message["qos"]),
+        (&json!("rooms/kitchen"), &json!(1))
+    );
+}
