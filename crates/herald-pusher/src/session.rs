@@ -120,8 +120,10 @@ impl PusherSession {
             // Any frame counts as activity; a pong is nothing more.
             ClientFrame::Pong => {}
             ClientFrame::Subscribe { channel, auth, .. } => {
-                if let Err((kind, status, message)) = self.subscribe(&channel, auth).await {
-                    self.send(frame::subscription_error(&channel, kind, status, &message));
+                if let Err(r) = self.subscribe(&channel, auth).await {
+                    self.send(frame::subscription_error(
+                        &channel, r.kind, r.status, &r.message,
+                    ));
                 }
             }
             ClientFrame::Unsubscribe { channel } => self.unsubscribe(&channel),
@@ -130,8 +132,8 @@ impl PusherSession {
                 channel,
                 data,
             } => {
-                if let Err((code, message)) = self.client_event(event, &channel, data).await {
-                    self.send_error(code, &message);
+                if let Err(r) = self.client_event(event, &channel, data).await {
+                    self.send_error(r.code, &r.message);
                 }
             }
             ClientFrame::Other { event } => self.send_error(
@@ -141,20 +143,20 @@ impl PusherSession {
         }
     }
 
-    /// Subscribes to the Pusher channel `name` if Pusher's rule allows it; a refusal is the
-    /// `pusher:subscription_error`'s type, status and message.
+    /// Subscribes to the Pusher channel `name` if Pusher's rule allows it.
     async fn subscribe(
         &mut self,
         name: &str,
         auth: Option<String>,
-    ) -> Result<(), (&'static str, u16, String)> {
+    ) -> Result<(), SubscriptionRefused> {
         let app = self.credentials.app.clone();
-        let channel = app_channel(&app, name).map_err(|e| ("InvalidChannel", 400, e.message))?;
+        let channel = app_channel(&app, name)
+            .map_err(|e| SubscriptionRefused::new("InvalidChannel", 400, e.message))?;
         match ChannelKind::of(name) {
             ChannelKind::Public => {}
             ChannelKind::Private => self.check_auth(name, auth.as_deref())?,
             kind => {
-                return Err((
+                return Err(SubscriptionRefused::new(
                     "UnsupportedChannel",
                     501,
                     format!(
@@ -188,13 +190,9 @@ impl PusherSession {
     }
 
     /// Checks a private channel's `auth` for this socket.
-    fn check_auth(
-        &self,
-        name: &str,
-        auth: Option<&str>,
-    ) -> Result<(), (&'static str, u16, String)> {
+    fn check_auth(&self, name: &str, auth: Option<&str>) -> Result<(), SubscriptionRefused> {
         let Some(auth) = auth.filter(|a| !a.is_empty()) else {
-            return Err((
+            return Err(SubscriptionRefused::new(
                 "AuthError",
                 401,
                 format!("Invalid signature: {name:?} is a private channel; subscribing needs auth"),
@@ -206,7 +204,7 @@ impl PusherSession {
         if check_key_signature(&self.credentials.key, secrets, &signed, auth) {
             Ok(())
         } else {
-            Err((
+            Err(SubscriptionRefused::new(
                 "AuthError",
                 401,
                 format!(
@@ -225,52 +223,42 @@ impl PusherSession {
         let _ = self.session.unsubscribe(channel.as_str());
     }
 
-    /// Publishes a client event if Pusher's rules allow it; a refusal is the `pusher:error`'s
-    /// code and message.
+    /// Publishes a client event if Pusher's rules allow it.
     async fn client_event(
         &mut self,
         event: String,
         name: &str,
         data: String,
-    ) -> Result<(), (Option<u16>, String)> {
-        check_event_name(&event).map_err(|e| (None, e))?;
+    ) -> Result<(), EventRefused> {
+        check_event_name(&event).map_err(EventRefused::new)?;
         if ChannelKind::of(name) != ChannelKind::Private {
-            return Err((
-                None,
-                format!(
-                    "Client event rejected: {name:?} is not a private channel (client events \
+            return Err(EventRefused::new(format!(
+                "Client event rejected: {name:?} is not a private channel (client events \
                      are only supported on private channels)"
-                ),
-            ));
+            )));
         }
         let app = self.credentials.app.clone();
-        let channel = app_channel(&app, name).map_err(|e| (None, e.message))?;
+        let channel = app_channel(&app, name).map_err(|e| EventRefused::new(e.message))?;
         if !self.session.is_subscribed(&channel) {
-            return Err((
-                None,
-                format!(
-                    "Cannot broadcast client event (connection not subscribed to channel {name})"
-                ),
-            ));
+            return Err(EventRefused::new(format!(
+                "Cannot broadcast client event (connection not subscribed to channel {name})"
+            )));
+        }
+        if data.len() > self.settings.max_client_event_bytes {
+            return Err(EventRefused::new(format!(
+                "Payload too large: data is {} bytes; the limit is {}",
+                data.len(),
+                self.settings.max_client_event_bytes
+            )));
         }
         if !self.take_client_event() {
-            return Err((
-                Some(codes::CLIENT_EVENT_RATE_LIMIT),
-                format!(
+            return Err(EventRefused {
+                code: Some(codes::CLIENT_EVENT_RATE_LIMIT),
+                message: format!(
                     "Client event rejected due to rate limit: at most {} a second",
                     self.settings.client_events_per_second
                 ),
-            ));
-        }
-        if data.len() > self.settings.max_client_event_bytes {
-            return Err((
-                None,
-                format!(
-                    "Payload too large: data is {} bytes; the limit is {}",
-                    data.len(),
-                    self.settings.max_client_event_bytes
-                ),
-            ));
+            });
         }
         let stored = PusherEvent {
             event,
@@ -282,11 +270,11 @@ impl PusherSession {
         let publisher = &self.edge().publisher;
         let message = publisher
             .message(&app, None, stored.as_bytes())
-            .map_err(|e| (None, e.message))?;
+            .map_err(|e| EventRefused::new(e.message))?;
         publisher
             .publish(&app, &channel, vec![message])
             .await
-            .map_err(|e| (None, e.message))?;
+            .map_err(|e| EventRefused::new(e.message))?;
         Ok(())
     }
 
@@ -306,14 +294,48 @@ impl PusherSession {
     }
 }
 
-/// A refused subscription's type, status and message.
-fn refusal(e: &HeraldError) -> (&'static str, u16, String) {
+/// Why a subscription was not made: the `pusher:subscription_error`'s `type`, `status` and
+/// `error`.
+struct SubscriptionRefused {
+    kind: &'static str,
+    status: u16,
+    message: String,
+}
+
+impl SubscriptionRefused {
+    fn new(kind: &'static str, status: u16, message: impl Into<String>) -> Self {
+        SubscriptionRefused {
+            kind,
+            status,
+            message: message.into(),
+        }
+    }
+}
+
+/// Why a client event was not sent: the `pusher:error`'s code (none for an error Pusher
+/// gives no code) and message.
+struct EventRefused {
+    code: Option<u16>,
+    message: String,
+}
+
+impl EventRefused {
+    fn new(message: impl Into<String>) -> Self {
+        EventRefused {
+            code: None,
+            message: message.into(),
+        }
+    }
+}
+
+/// A subscription the session refused, as Pusher's refusal.
+fn refusal(e: &HeraldError) -> SubscriptionRefused {
     let kind = match e.code {
         ErrorCode::TooManySubscriptions => "LimitReached",
         ErrorCode::Forbidden | ErrorCode::Unauthorized => "AuthError",
         _ => "SubscriptionError",
     };
-    (kind, e.code.http_status(), e.message.clone())
+    SubscriptionRefused::new(kind, e.code.http_status(), e.message.clone())
 }
 
 fn kind_name(kind: ChannelKind) -> &'static str {
