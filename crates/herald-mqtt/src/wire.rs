@@ -80,8 +80,9 @@ pub(crate) struct MqttWire {
     pub(crate) subscriptions: Subscriptions,
     /// Outbound QoS 1 and 2: ids in flight and messages waiting.
     pub(crate) outbound: Outbound,
-    /// The persistent session the connection holds, if its session outlives it.
-    pub(crate) persist: Option<PersistentSession>,
+    /// The persistent session the connection holds, if its session outlives it (boxed: a
+    /// clean session's connection pays one pointer).
+    pub(crate) persist: Option<Box<PersistentSession>>,
     /// Inbound QoS 2: ids awaiting PUBREL.
     pub(crate) qos2: InboundQoS2,
     /// Inbound topic aliases (v5), set by the client's PUBLISH packets.
@@ -124,7 +125,7 @@ pub(crate) struct Start {
     pub(crate) will: Option<packet::Will>,
     pub(crate) claim: Claim,
     pub(crate) session_expiry_zero: bool,
-    pub(crate) persist: Option<PersistentSession>,
+    pub(crate) persist: Option<Box<PersistentSession>>,
 }
 
 impl MqttWire {

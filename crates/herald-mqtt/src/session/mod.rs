@@ -61,7 +61,7 @@ pub(crate) struct Opened {
     /// CONNACK's Session Present.
     pub(crate) present: bool,
     /// The session the connection holds, if it outlives the connection (or resumes one).
-    pub(crate) session: Option<PersistentSession>,
+    pub(crate) session: Option<Box<PersistentSession>>,
     /// The stored session resumed.
     pub(crate) resumed: Option<StoredSession>,
 }
@@ -137,13 +137,13 @@ impl Sessions {
                 let unacked = self.take_unacked(&key);
                 Opened {
                     present: true,
-                    session: Some(PersistentSession::new(
+                    session: Some(Box::new(PersistentSession::new(
                         self.clone(),
                         key,
                         expiry_ms,
                         &stored,
                         unacked,
-                    )),
+                    ))),
                     resumed: Some(stored),
                 }
             }
@@ -158,7 +158,7 @@ impl Sessions {
                         key: key.clone(),
                         expiry_ms,
                     });
-                    PersistentSession::fresh(self.clone(), key, expiry_ms)
+                    Box::new(PersistentSession::fresh(self.clone(), key, expiry_ms))
                 });
                 Opened {
                     present: false,
