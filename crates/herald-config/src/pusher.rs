@@ -119,7 +119,10 @@ mod tests {
                 "[pusher]\nclient_events_per_second = 10001\n",
                 "must be 0 to 10000",
             ),
-            ("[pusher]\nactivity = 1\n", "unknown key \"pusher.activity\""),
+            (
+                "[pusher]\nactivity = 1\n",
+                "unknown key \"pusher.activity\"",
+            ),
         ] {
             let e = load(Some(file), &[], ConfigFlags::default())
                 .unwrap_err()
