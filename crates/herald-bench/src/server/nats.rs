@@ -148,7 +148,12 @@ fn spawn_nats(c: &Common) -> anyhow::Result<Target> {
     });
     let addr = rx
         .recv_timeout(Duration::from_secs(30))
-        .map_err(|_| anyhow!("{} did not say where it listens within 30 s", bin.display()))
+        .map_err(|_| {
+            anyhow!(
+                "{} exited or did not say where it listens within 30 s (is it nats-server?)",
+                bin.display()
+            )
+        })
         .and_then(|a| {
             a.parse::<SocketAddr>()
                 .with_context(|| format!("nats-server printed a bad address {a:?}"))
