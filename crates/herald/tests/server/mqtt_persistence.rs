@@ -241,7 +241,7 @@ async fn unacknowledged_messages_go_again_with_dup_and_their_ids_and_qos2_ids_su
     assert!(connack.session_present);
     let taken = first.until_closed().await.expect("a DISCONNECT");
     assert_eq!(taken.reason_code, ReasonCode::SessionTakenOver);
-    let mut again = vec![second.publish().await, second.publish().await];
+    let mut again = [second.publish().await, second.publish().await];
     again.sort_by(|a, b| a.topic.as_str().cmp(b.topic.as_str()));
     assert_eq!(
         again
