@@ -157,6 +157,10 @@ pub(super) const KEYS: &[Key] = &[
         "mqtt.max_session_expiry",
         &["HERALD_MQTT_MAX_SESSION_EXPIRY"],
     ),
+    key(
+        "mqtt.max_retained_per_filter",
+        &["HERALD_MQTT_MAX_RETAINED_PER_FILTER"],
+    ),
     key("mqtt.allow_anonymous", &["HERALD_MQTT_ALLOW_ANONYMOUS"]),
     key("mqtt.anonymous_app", &["HERALD_MQTT_ANONYMOUS_APP"]),
     key("mqtt.anonymous_rules", &["HERALD_MQTT_ANONYMOUS_RULES"]),

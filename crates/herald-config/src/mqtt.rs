@@ -31,6 +31,7 @@ pub(super) const MQTT_KEYS: &[&str] = &[
     "max_inflight_out",
     "max_topic_aliases",
     "max_session_expiry",
+    "max_retained_per_filter",
     "allow_anonymous",
     "anonymous_app",
     "anonymous_rules",
@@ -150,6 +151,11 @@ impl Layers {
                 "mqtt.max_session_expiry",
                 d.max_session_expiry,
                 session_expiry,
+            )?,
+            max_retained_per_filter: self.get(
+                "mqtt.max_retained_per_filter",
+                d.max_retained_per_filter,
+                |r| number(0, 65535)(r).map(u16_of),
             )?,
             allow_anonymous: self.get("mqtt.allow_anonymous", d.allow_anonymous, boolean)?,
             anonymous_app: self.get("mqtt.anonymous_app", d.anonymous_app, app_id)?,
@@ -398,6 +404,18 @@ mod tests {
         let env = [("HERALD_MQTT_MAX_SESSION_EXPIRY", "0")];
         let c = load(Some(file), &env, ConfigFlags::default()).unwrap();
         assert_eq!(c.mqtt.settings.max_session_expiry, 0, "none kept");
+        let file = "[mqtt]\nmax_retained_per_filter = 0\n";
+        let c = load(Some(file), &[], ConfigFlags::default()).unwrap();
+        assert_eq!(c.mqtt.settings.max_retained_per_filter, 0, "none sent");
+        let env = [("HERALD_MQTT_MAX_RETAINED_PER_FILTER", "7")];
+        let c = load(None, &env, ConfigFlags::default()).unwrap();
+        assert_eq!(c.mqtt.settings.max_retained_per_filter, 7);
+        let bad = load(
+            Some("[mqtt]\nmax_retained_per_filter = 70000\n"),
+            &[],
+            ConfigFlags::default(),
+        );
+        assert!(bad.is_err(), "at most 65535");
     }
 
     #[test]

@@ -290,6 +290,11 @@ impl Config {
                 "",
             ),
             (
+                "mqtt.max_retained_per_filter",
+                int(mq.max_retained_per_filter.into()),
+                "",
+            ),
+            (
                 "mqtt.allow_anonymous",
                 Some(Value::from(mq.allow_anonymous)),
                 "",

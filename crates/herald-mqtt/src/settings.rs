@@ -23,6 +23,9 @@ pub const DEFAULT_MAX_TOPIC_ALIASES: u16 = 10;
 /// The default [`MqttSettings::max_session_expiry`]: 7 days, in seconds.
 pub const DEFAULT_MAX_SESSION_EXPIRY: u32 = 7 * 24 * 3600;
 
+/// The default [`MqttSettings::max_retained_per_filter`].
+pub const DEFAULT_MAX_RETAINED_PER_FILTER: u16 = 100;
+
 /// The largest packet MQTT can carry: a fixed header of 5 bytes and a Remaining Length of
 /// 268,435,455 (MQTT 5.0 2.1.4), the most [`MqttSettings::max_packet_size`] may say.
 pub const LARGEST_PACKET: u32 = 268_435_460;
@@ -61,6 +64,11 @@ pub struct MqttSettings {
     /// long. 0 keeps no session beyond its connection. Default
     /// [`DEFAULT_MAX_SESSION_EXPIRY`] (7 days).
     pub max_session_expiry: u32,
+    /// Most retained messages a wildcard SUBSCRIBE is sent: the last message of each existing
+    /// channel the filter matches, up to this many, found among at most ten times as many
+    /// channels listed per filter prefix. 0 sends none. Default
+    /// [`DEFAULT_MAX_RETAINED_PER_FILTER`] (100).
+    pub max_retained_per_filter: u16,
     /// Whether a CONNECT without credentials (no password) is accepted, in
     /// [`MqttSettings::anonymous_app`] and limited by [`MqttSettings::anonymous_rules`] (a
     /// development mode, as Mosquitto's `allow_anonymous`). Off: such a CONNECT is refused
@@ -83,6 +91,7 @@ impl Default for MqttSettings {
             max_inflight_out: DEFAULT_MAX_INFLIGHT_OUT,
             max_topic_aliases: DEFAULT_MAX_TOPIC_ALIASES,
             max_session_expiry: DEFAULT_MAX_SESSION_EXPIRY,
+            max_retained_per_filter: DEFAULT_MAX_RETAINED_PER_FILTER,
             allow_anonymous: false,
             anonymous_app: "default".to_owned(),
             anonymous_rules: Vec::new(),
@@ -108,6 +117,7 @@ mod tests {
             (300, 1_048_576, 100, 100, 10)
         );
         assert_eq!(s.max_session_expiry, 604_800);
+        assert_eq!(s.max_retained_per_filter, 100);
         assert!(!s.allow_anonymous && s.anonymous_rules.is_empty());
         assert_eq!(s.anonymous_app, "default");
     }

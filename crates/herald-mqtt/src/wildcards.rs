@@ -27,8 +27,8 @@
 //!
 //! **Retained messages.** A SUBSCRIBE that asks for them (Retain Handling 0, or 1 for a new
 //! subscription) is sent the last message of each existing channel the filter matches, found
-//! by listing the app's channels by the filter's prefixes, at most [`MAX_RETAINED`] messages
-//! and [`MAX_LISTED`] channels looked at per filter.
+//! by listing the app's channels by the filter's prefixes: at most `mqtt.max_retained_per_filter`
+//! messages (default 100), from at most ten times as many channels looked at per prefix.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -48,11 +48,9 @@ use crate::packet::{QoS, ReasonCode, RetainHandling, SubscriptionOptions};
 use crate::subscriptions::Granted;
 use crate::wire::MqttWire;
 
-/// Most retained messages one wildcard SUBSCRIBE is sent (one per matching channel).
-pub const MAX_RETAINED: usize = 100;
-
-/// Most channels looked at, per filter prefix, to find them.
-pub const MAX_LISTED: usize = 1000;
+/// Channels looked at per filter prefix, per retained message a SUBSCRIBE may be sent
+/// (`mqtt.max_retained_per_filter`).
+const LISTED_PER_RETAINED: usize = 10;
 
 /// Subscribes the connection to wildcard `filter` (valid, no `$share/`); the QoS granted, or
 /// the refusal.
@@ -171,6 +169,11 @@ pub(crate) fn unsubscribe(wire: &mut MqttWire, filter: &str) -> bool {
 /// retained messages (see the module doc for the bounds). A channel whose read fails is
 /// skipped: retained messages are a courtesy of the subscribe, not a promise.
 async fn send_retained_messages(wire: &MqttWire, app: &AppId, filter: &TopicFilter) {
+    let max_retained = usize::from(wire.settings.max_retained_per_filter);
+    let max_listed = max_retained * LISTED_PER_RETAINED;
+    if max_retained == 0 {
+        return;
+    }
     let engine = &wire.session.edge().engine;
     let scope = app.scope_prefix();
     let mut found: Vec<SharedMessage> = Vec::new();
@@ -190,9 +193,9 @@ async fn send_retained_messages(wire: &MqttWire, app: &AppId, filter: &TopicFilt
         };
         let mut after = below.clone();
         let mut listed = 0;
-        'pages: while listed < MAX_LISTED {
+        'pages: while listed < max_listed {
             let Ok(page) = engine
-                .list(Some(&after), 100.min(MAX_LISTED - listed))
+                .list(Some(&after), 100.min(max_listed - listed))
                 .await
             else {
                 break;
@@ -213,7 +216,7 @@ async fn send_retained_messages(wire: &MqttWire, app: &AppId, filter: &TopicFilt
             }
         }
         for name in names {
-            if found.len() >= MAX_RETAINED {
+            if found.len() >= max_retained {
                 break;
             }
             // `#`'s plain prefix (all of the app) lists its encoded channels too.

@@ -470,3 +470,37 @@ async fn a_persistent_sessions_wildcard_subscription_is_kept_and_made_again_on_r
         (&json!("rooms/kitchen"), &json!(1))
     );
 }
+
+#[tokio::test]
+async fn retained_messages_of_a_wildcard_subscribe_are_bounded_by_the_setting() {
+    let server = Server::builder()
+        .mqtt()
+        .config("[mqtt]\nmax_retained_per_filter = 1\n")
+        .start()
+        .await;
+    let mqtt = server.mqtt_addr();
+    for channel in ["bounded/a", "bounded/b", "bounded/c"] {
+        server.publish(channel, json!(channel)).await;
+    }
+    let (mut raw, _) = Raw::connect(mqtt, ProtocolVersion::V5, Some(API_KEY), 30).await;
+    raw.send(&subscribe(1, &[("bounded/+", QoS::AtMostOnce)]))
+        .await;
+    let mut retained = 0;
+    loop {
+        match raw.next().await {
+            Some(Packet::SubAck(_)) => break,
+            Some(Packet::Publish(p)) => {
+                assert!(p.retain);
+                retained += 1;
+            }
+            other => panic!("expected SUBACK or PUBLISH, got {other:?}"),
+        }
+    }
+    server.publish("bounded/z", json!("live")).await;
+    let (topic, _, _, retain) = next_publish(&mut raw).await;
+    assert_eq!(
+        (retained, topic.as_str(), retain),
+        (1, "bounded/z", false),
+        "one retained message, then live ones"
+    );
+}
