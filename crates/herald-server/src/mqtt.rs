@@ -74,18 +74,19 @@ impl MqttListener {
         self.listener.local_addr().ok()
     }
 
-    /// Starts accepting on `tasks`, sessions kept in `store`; the accept loop ends at the
-    /// edge's shutdown.
+    /// Starts accepting on `tasks`, sessions kept in `store` (`shared` with other nodes: a
+    /// PostgreSQL store); the accept loop ends at the edge's shutdown.
     pub(crate) fn serve(
         self,
         edge: Arc<Edge>,
         store: Arc<dyn MqttSessionStore>,
+        shared: bool,
         tasks: &TaskTracker,
     ) {
         if let Some(addr) = self.local_addr() {
             tracing::info!(%addr, tls = self.tls.is_some(), "MQTT listening");
         }
-        let sessions = Sessions::start(store, &self.settings);
+        let sessions = Sessions::start(store, &self.settings, shared);
         tasks.spawn(accept_loop(self, edge, sessions));
     }
 }

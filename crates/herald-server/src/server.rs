@@ -172,7 +172,9 @@ async fn assemble(
         meteor.serve(&background);
     }
     if let Some(mqtt) = mqtt {
-        mqtt.serve(edge.clone(), parts.store.mqtt_sessions.clone(), &background);
+        let sessions = parts.store.mqtt_sessions.clone();
+        let shared = settings.cluster.shared_store();
+        mqtt.serve(edge.clone(), sessions, shared, &background);
     }
     background.close();
     tracing::info!(

@@ -20,8 +20,11 @@
 //!   what it had not acknowledged, is sent, as far back as the channel's history keeps.
 //! - **Expiry**: a session's connection ending records when; it expires that long after.
 //!   Expired sessions are deleted by a sweep once a minute (and one found expired at CONNECT
-//!   is not resumed). At start, sessions whose connections were cut by a stopped server are
-//!   counted as disconnected from then.
+//!   is not resumed). At start, a server that is the store's only one (SQLite) counts the
+//!   sessions whose connections a stopped server cut as disconnected from then; nodes sharing
+//!   a PostgreSQL store cannot tell another node's live sessions from a crashed node's, so there
+//!   such a session is kept until its client comes back (moving sessions between nodes is
+//!   phase 3).
 
 mod connection;
 mod flusher;
@@ -68,12 +71,19 @@ pub(crate) struct Opened {
 
 impl Sessions {
     /// The sessions kept in `store`, held to `settings.max_session_expiry`; starts the
-    /// writer and the sweeper on the current runtime, which first count every session as
-    /// disconnected from now (their connections ended with the last server) and sweep.
-    pub fn start(store: Arc<dyn MqttSessionStore>, settings: &MqttSettings) -> Arc<Sessions> {
+    /// writer and the sweeper on the current runtime, which first sweep and, unless the store
+    /// is `shared` with other nodes, count every session as disconnected from now (their
+    /// connections ended with the last server).
+    pub fn start(
+        store: Arc<dyn MqttSessionStore>,
+        settings: &MqttSettings,
+        shared: bool,
+    ) -> Arc<Sessions> {
         let flusher = Flusher::start(store.clone());
         let now = now_ms();
-        flusher.push(SessionWrite::AllDisconnected { at_ms: now });
+        if !shared {
+            flusher.push(SessionWrite::AllDisconnected { at_ms: now });
+        }
         flusher.push(SessionWrite::Sweep { now_ms: now });
         let sessions = Arc::new(Sessions {
             store,
