@@ -11,7 +11,8 @@
 //! For indexing, a filter says the channel-name prefixes every channel it matches starts with
 //! ([`TopicFilter::prefixes`]): the literal levels before its first wildcard as a plain name,
 //! and `=` followed by those levels escaped, for encoded channels. Each is whole levels, so a
-//! matching channel's first level is the prefix's first level ([`TopicFilter::index_key`]).
+//! matching channel's first level is the prefix's first level ([`TopicFilter::index_keys`],
+//! [`index_key`]).
 
 use std::borrow::Cow;
 use std::fmt;
