@@ -111,7 +111,7 @@ impl NatsClient {
 
     /// Queues a `PUB` of `payload` to `subject` and the `PING` whose `PONG` will confirm it,
     /// without writing or waiting: [`send_queued`](Self::send_queued) writes, and
-    /// [`pongs`](Self::pongs) counts the confirmations. For publishers that keep several
+    /// [`take_pongs`](Self::take_pongs) counts the confirmations. For publishers that keep several
     /// publishes unconfirmed.
     pub fn queue_publish(&mut self, subject: &str, payload: &[u8]) {
         protocol::publish(&mut self.out, subject, payload);
