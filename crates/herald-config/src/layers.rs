@@ -164,7 +164,10 @@ pub(super) const KEYS: &[Key] = &[
     key("mqtt.allow_anonymous", &["HERALD_MQTT_ALLOW_ANONYMOUS"]),
     key("mqtt.anonymous_app", &["HERALD_MQTT_ANONYMOUS_APP"]),
     key("mqtt.anonymous_rules", &["HERALD_MQTT_ANONYMOUS_RULES"]),
-    key("pusher.activity_timeout", &["HERALD_PUSHER_ACTIVITY_TIMEOUT"]),
+    key(
+        "pusher.activity_timeout",
+        &["HERALD_PUSHER_ACTIVITY_TIMEOUT"],
+    ),
     key("pusher.pong_timeout", &["HERALD_PUSHER_PONG_TIMEOUT"]),
     key(
         "pusher.client_events_per_second",

@@ -307,7 +307,11 @@ impl Config {
                 )),
                 "",
             ),
-            ("pusher.activity_timeout", int(pu.activity_timeout.as_secs()), ""),
+            (
+                "pusher.activity_timeout",
+                int(pu.activity_timeout.as_secs()),
+                "",
+            ),
             ("pusher.pong_timeout", int(pu.pong_timeout.as_secs()), ""),
             (
                 "pusher.client_events_per_second",

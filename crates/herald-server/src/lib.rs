@@ -65,11 +65,11 @@ pub mod vocabulary {
         Action as MqttAction, Effect as MqttEffect, Rule as MqttRule, Rules as MqttRules,
     };
     pub use herald_mqtt::settings::{MqttSettings, LARGEST_PACKET as MQTT_LARGEST_PACKET};
-    pub use herald_pusher::settings::ClientSettings as PusherClientSettings;
     pub use herald_providers::destination::{Destinations, IpNet};
     pub use herald_providers::webpush::VapidKeys;
     pub use herald_push::delivery::senders::ProviderEndpoints;
     pub use herald_push::delivery::worker::DeliveryConfig;
     pub use herald_push::jobs::RetryPolicy;
+    pub use herald_pusher::settings::ClientSettings as PusherClientSettings;
     pub use herald_store::{PostgresOptions, SqliteOptions, SyncMode};
 }

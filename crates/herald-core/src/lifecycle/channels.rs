@@ -1,6 +1,6 @@
 //! Which channels a listener wants events about ([`ChannelInterest`]: subscriptions made and
 //! ended, channels occupied and vacated), and the union over the listeners that the hub asks
-//! before it builds such an event ([`ChannelFilter`]).
+//! before it builds such an event (`ChannelFilter`).
 //!
 //! A node opens and closes channels far more often than a webhook endpoint wants to hear of
 //! them: an endpoint on `rooms/**` does not care about the thousand `user/...` channels a

@@ -23,8 +23,8 @@ use herald_core::live::Registration;
 use herald_core::log::Appended;
 use herald_core::log::{LogSlice, ReadFrom};
 use herald_core::outbox::Outbox;
-use herald_core::usage::ConnectionGuard;
 use herald_core::pattern::PatternSet;
+use herald_core::usage::ConnectionGuard;
 use herald_core::{ChannelName, Cursor, ErrorCode, HeraldError};
 use herald_push::inbox::LogKind;
 
@@ -349,7 +349,13 @@ impl ClientSession {
         let mut granted = client.clone();
         granted.subscribe = PatternSet::new(&[name.public()]);
         let opened = open::open_channel(
-            &self.edge, &granted, &self.outbox, name, request, presence, confirm,
+            &self.edge,
+            &granted,
+            &self.outbox,
+            name,
+            request,
+            presence,
+            confirm,
         )
         .await?;
         self.subscriptions
