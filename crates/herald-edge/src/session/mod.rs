@@ -289,18 +289,7 @@ impl ClientSession {
         let client = self.client()?;
         let name = client.app.parse_channel(channel)?;
         client.check_subscribe(name.public())?;
-        if self.subscriptions.contains(&name) {
-            return Err(HeraldError::new(
-                ErrorCode::AlreadySubscribed,
-                format!("already subscribed to {name:?}"),
-            ));
-        }
-        check_limit(
-            &self.edge,
-            Wanted::OneMore {
-                held: self.subscriptions.len(),
-            },
-        )?;
+        self.check_room_for(&name)?;
         let opened = open::open_channel(
             &self.edge,
             client,
@@ -334,18 +323,7 @@ impl ClientSession {
                 name.public()
             )));
         }
-        if self.subscriptions.contains(name) {
-            return Err(HeraldError::new(
-                ErrorCode::AlreadySubscribed,
-                format!("already subscribed to {name:?}"),
-            ));
-        }
-        check_limit(
-            &self.edge,
-            Wanted::OneMore {
-                held: self.subscriptions.len(),
-            },
-        )?;
+        self.check_room_for(name)?;
         let mut granted = client.clone();
         granted.subscribe = PatternSet::new(&[name.public()]);
         let opened = open::open_channel(
@@ -361,6 +339,23 @@ impl ClientSession {
         self.subscriptions
             .insert(opened.name.clone(), opened.subscription.clone());
         Ok(opened)
+    }
+
+    /// Refuses a new subscription to `name` if the session holds one already or is at the
+    /// per-connection limit.
+    fn check_room_for(&self, name: &ChannelName) -> Result<(), HeraldError> {
+        if self.subscriptions.contains(name) {
+            return Err(HeraldError::new(
+                ErrorCode::AlreadySubscribed,
+                format!("already subscribed to {name:?}"),
+            ));
+        }
+        check_limit(
+            &self.edge,
+            Wanted::OneMore {
+                held: self.subscriptions.len(),
+            },
+        )
     }
 
     /// Whether the session holds a subscription to `name` (a full channel name).
