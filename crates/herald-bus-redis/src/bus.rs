@@ -62,6 +62,10 @@ pub struct BusOptions {
     /// in the cluster's presence records from the start, so it claims a lost node's members
     /// even before it holds any itself (`crate::members`). Without it, only once it has.
     pub presence_members: bool,
+    /// Slots of each of the subscriber connection's notification channels: the burst of
+    /// Redis messages the receiver task may fall behind by before it lags (every followed
+    /// channel is then read from the log and the caches reloaded from the store).
+    pub subscriber_notifications: usize,
 }
 
 impl Default for BusOptions {
@@ -75,6 +79,7 @@ impl Default for BusOptions {
             presence_period: crate::presence::DEFAULT_PERIOD,
             tls_ca_pem: None,
             presence_members: false,
+            subscriber_notifications: SUBSCRIBER_NOTIFICATIONS,
         }
     }
 }
@@ -105,6 +110,9 @@ pub struct BusStats {
     pub decode_errors: u64,
     /// Times the subscriber connection came back after a loss.
     pub reconnects: u64,
+    /// Times the receiver task fell more than [`BusOptions::subscriber_notifications`] behind
+    /// Redis: each time every followed channel was read from the log and the caches reloaded.
+    pub lags: u64,
 }
 
 #[derive(Default)]
@@ -119,6 +127,7 @@ pub(crate) struct Counters {
     pub(crate) heads_not_vouched: AtomicU64,
     pub(crate) decode_errors: AtomicU64,
     pub(crate) reconnects: AtomicU64,
+    pub(crate) lags: AtomicU64,
 }
 
 /// How long [`RedisBus::shutdown`] waits for the sender task's last round.
@@ -274,7 +283,7 @@ impl RedisBus {
         // client's notification channels alike and tokio fills each slot up front, so this is
         // about 45 MB of a node's idle memory: the subscriber's alone, not both clients'.
         builder.with_performance_config(|perf| {
-            perf.broadcast_channel_capacity = SUBSCRIBER_NOTIFICATIONS;
+            perf.broadcast_channel_capacity = options.subscriber_notifications.max(1);
         });
         let subscriber = builder.build_subscriber_client().map_err(connect_error)?;
         tokio::time::timeout(Duration::from_secs(10), async {
@@ -342,6 +351,7 @@ impl RedisBus {
             heads_not_vouched: get(&c.heads_not_vouched),
             decode_errors: get(&c.decode_errors),
             reconnects: get(&c.reconnects),
+            lags: get(&c.lags),
         }
     }
 

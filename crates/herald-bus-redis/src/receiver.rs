@@ -5,7 +5,8 @@
 //! longer followed are counted and dropped; cache events from other nodes are applied (a
 //! changed token secret is read from the store); presence changes go to the channel's watchers
 //! ([`crate::members`]). If the client's queue overflowed, every
-//! followed channel is read from the log, since any of them may have lost messages.
+//! followed channel is read from the log, since any of them may have lost messages, and the
+//! caches are reloaded from the store, since cache events may have been lost with them.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -29,8 +30,11 @@ pub(crate) async fn run(shared: Arc<Shared>, mut messages: broadcast::Receiver<M
             Err(RecvError::Lagged(missed)) => {
                 tracing::warn!(
                     missed,
-                    "the Redis bus fell behind; reading followed channels from the log"
+                    "the Redis bus fell behind; reading followed channels from the log and \
+                     reloading the caches from the store"
                 );
+                shared.counters.lags.fetch_add(1, Ordering::Relaxed);
+                tokio::spawn(crate::subscriptions::reload_caches(shared.clone()));
                 for channel in shared.followed.all() {
                     shared
                         .followed

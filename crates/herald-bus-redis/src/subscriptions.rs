@@ -196,8 +196,9 @@ async fn send(
     (failed, unanswered)
 }
 
-/// Reloads this node's caches from the store after events may have been missed.
-async fn reload_caches(shared: Arc<Shared>) {
+/// Reloads this node's caches from the store after events may have been missed (a reconnect,
+/// or the receiver lagging behind Redis).
+pub(crate) async fn reload_caches(shared: Arc<Shared>) {
     let tenancy = loop {
         let attached = shared.attached.notified();
         if let Some(tenancy) = shared.tenancy.get() {
@@ -225,6 +226,6 @@ async fn reload_caches(shared: Arc<Shared>) {
                 }
             }
         }
-        Err(error) => tracing::warn!(%error, "cannot reload caches after a Redis bus reconnect"),
+        Err(error) => tracing::warn!(%error, "cannot reload caches after missing Redis bus events"),
     }
 }

@@ -234,6 +234,67 @@ async fn cache_events_on_one_node_take_effect_on_another() {
     .await;
 }
 
+/// A node whose receiver falls behind Redis may have lost cache events with the messages it
+/// missed (a revoked key, a changed limit): it reloads its caches from the store, as after a
+/// reconnect. The store here holds a key whose `KeyAdded` event never came.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_receiver_lags_reloads_its_caches_from_the_store() {
+    use fred::prelude::{ClientLike, PubsubInterface};
+    let redis = Redis::start().expect("redis");
+    let (log, tenancy) = stores();
+    bounded(async {
+        let one_slot = herald_bus_redis::BusOptions {
+            subscriber_notifications: 1,
+            ..herald_bus_redis::BusOptions::default()
+        };
+        let a = Node::start_with(&[redis.url()], &log, &tenancy, one_slot).await;
+        let shop = AppId::parse("shop").unwrap();
+        tenancy.apps.lock().push(App {
+            id: shop.clone(),
+            name: "Shop".into(),
+            token_secret: Some("hs_shop_secret".into()),
+            limits: AppLimits::default(),
+            created: 0,
+        });
+        let hash = hash_api_key("hk_missed");
+        tenancy.keys.lock().push(KeyInfo {
+            app: shop.clone(),
+            id: hash[..12].to_owned(),
+            hash,
+            label: String::new(),
+            created: 0,
+        });
+        assert_eq!(a.caches.keys.check("hk_missed"), None, "no event told A");
+
+        // Bursts on the events channel (undecodable, so counted and dropped) until A's
+        // one-slot notification channel has overflowed: a pipelined burst lands in one read.
+        let flood = fred::prelude::Builder::from_config(
+            fred::prelude::Config::from_url(&redis.url()).unwrap(),
+        )
+        .build()
+        .unwrap();
+        flood.init().await.unwrap();
+        for _ in 0..50 {
+            if a.bus.stats().lags > 0 {
+                break;
+            }
+            let burst = (0..500).map(|n| flood.spublish::<(), _, _>("herald:{events}", n));
+            for sent in futures_util::future::join_all(burst).await {
+                sent.unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let stats = a.bus.stats();
+        assert!(stats.lags > 0, "A's receiver never lagged: {stats:?}");
+        eventually("A to reload the key from the store", || {
+            a.caches.keys.check("hk_missed") == Some(shop.clone())
+        })
+        .await;
+        flood.quit().await.unwrap();
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_receives_only_the_channels_it_has_subscribers_for() {
     let redis = Redis::start().expect("redis");
