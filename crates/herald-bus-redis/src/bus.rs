@@ -134,8 +134,9 @@ pub(crate) struct Counters {
 const SHUTDOWN_SEND_WAIT: Duration = Duration::from_secs(2);
 
 /// Slots of each of the subscriber client's notification channels (its pub/sub messages
-/// among them): room for a burst of messages while the receiver task is busy.
-const SUBSCRIBER_NOTIFICATIONS: usize = 1 << 16;
+/// among them) by default: room for a burst of messages while the receiver task is busy, at
+/// a memory cost `RedisBus::connect` states.
+const SUBSCRIBER_NOTIFICATIONS: usize = 8192;
 
 /// A bus whose Redis connections are up, not started yet (see the module documentation).
 pub struct Connected {
@@ -279,9 +280,10 @@ impl RedisBus {
         // (a few slots each) are enough for its errors and reconnections.
         let publisher = builder.build().map_err(connect_error)?;
         // The subscriber's messages arrive in bursts the receiver task may fall behind on
-        // (a lag re-reads every followed channel from the log). fred sizes all nine of a
-        // client's notification channels alike and tokio fills each slot up front, so this is
-        // about 45 MB of a node's idle memory: the subscriber's alone, not both clients'.
+        // (a lag re-reads every followed channel from the log and reloads the caches). fred
+        // sizes all nine of a client's notification channels alike and tokio fills each slot
+        // up front: about 80 bytes nine times over per slot, 5.6 MB of a node's idle memory
+        // at the default 8,192 (45 MB at 65,536), the subscriber's alone.
         builder.with_performance_config(|perf| {
             perf.broadcast_channel_capacity = options.subscriber_notifications.max(1);
         });

@@ -1,7 +1,8 @@
 //! The cluster keys: `store` (`sqlite`, the default, or a `postgres://` URL every node shares),
 //! `bus` (`local`, the default, or one or more `redis://` / `rediss://` URLs), `redis_cluster`
 //! (the bus URLs are nodes of a Redis Cluster), `redis_ca_file` (extra CA certificates trusted
-//! for `rediss://` URLs, read and checked at load) and `postgres_pool` (connections per node).
+//! for `rediss://` URLs, read and checked at load), `redis_receive_queue` (the bus's receive
+//! queue, in messages) and `postgres_pool` (connections per node).
 //! A Redis bus over a per-node SQLite store is refused: nodes would each have their own logs.
 
 use std::path::{Path, PathBuf};
@@ -9,6 +10,9 @@ use std::path::{Path, PathBuf};
 use super::layers::{Layers, Raw};
 use super::validate::{boolean, text, ConfigError};
 use super::ClusterConfig;
+
+/// `redis_receive_queue` when unset: see docs/config.md for why this size.
+pub const DEFAULT_REDIS_RECEIVE_QUEUE: usize = 8192;
 
 /// `sqlite` (none) or a PostgreSQL URL.
 fn store(raw: &Raw) -> Result<Option<String>, String> {
@@ -65,6 +69,24 @@ fn ca_pem(path: &Path) -> Result<Option<Vec<u8>>, String> {
     Ok(Some(pem))
 }
 
+/// Slots of the Redis bus's receive queue: 1,024 to 1,048,576.
+fn receive_queue(raw: &Raw) -> Result<usize, String> {
+    let n: usize = match raw {
+        Raw::Toml(toml::Value::Integer(n)) => {
+            usize::try_from(*n).map_err(|_| "must be 1024 to 1048576")?
+        }
+        other => text(other)?
+            .trim()
+            .parse()
+            .map_err(|_| "expected a whole number")?,
+    };
+    if (1024..=1 << 20).contains(&n) {
+        Ok(n)
+    } else {
+        Err("must be 1024 to 1048576".into())
+    }
+}
+
 fn pool(raw: &Raw) -> Result<usize, String> {
     let n: usize = match raw {
         Raw::Toml(toml::Value::Integer(n)) => {
@@ -107,6 +129,11 @@ impl Layers {
             redis_ca_file,
             redis_ca_pem,
             postgres_pool: self.get("postgres_pool", 16, pool)?,
+            redis_receive_queue: self.get(
+                "redis_receive_queue",
+                DEFAULT_REDIS_RECEIVE_QUEUE,
+                receive_queue,
+            )?,
         })
     }
 }
@@ -174,6 +201,30 @@ mod tests {
             c.cluster.postgres, None,
             "the flag wins over the environment"
         );
+    }
+
+    #[test]
+    fn the_redis_receive_queue_is_bounded() {
+        let c = load(None, &[], ConfigFlags::default()).unwrap();
+        assert_eq!(
+            c.cluster.redis_receive_queue,
+            super::DEFAULT_REDIS_RECEIVE_QUEUE
+        );
+        let c = load(
+            None,
+            &[("HERALD_REDIS_RECEIVE_QUEUE", "65536")],
+            ConfigFlags::default(),
+        )
+        .unwrap();
+        assert_eq!(c.cluster.redis_receive_queue, 65536);
+        for bad in ["10", "2000000", "many"] {
+            let e = err(
+                None,
+                &[("HERALD_REDIS_RECEIVE_QUEUE", bad)],
+                ConfigFlags::default(),
+            );
+            assert!(e.contains("HERALD_REDIS_RECEIVE_QUEUE"), "{e}");
+        }
     }
 
     #[test]

@@ -183,6 +183,7 @@ pub(super) const KEYS: &[Key] = &[
     key("redis_cluster", &["HERALD_REDIS_CLUSTER"]),
     key("redis_ca_file", &["HERALD_REDIS_CA_FILE"]),
     key("postgres_pool", &["HERALD_POSTGRES_POOL"]),
+    key("redis_receive_queue", &["HERALD_REDIS_RECEIVE_QUEUE"]),
     key("limits.publish", &["HERALD_LIMITS_PUBLISH"]),
     key("limits.push", &["HERALD_LIMITS_PUSH"]),
     key("limits.registration", &["HERALD_LIMITS_REGISTRATION"]),

@@ -207,6 +207,8 @@ pub struct ClusterConfig {
     pub redis_ca_pem: Option<Vec<u8>>,
     /// PostgreSQL connections per node.
     pub postgres_pool: usize,
+    /// Redis messages the bus's receiver may fall behind by before it re-reads from the log.
+    pub redis_receive_queue: usize,
 }
 
 /// The Meteor ports' settings. No `Debug`: it holds the controller password.

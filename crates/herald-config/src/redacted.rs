@@ -229,6 +229,11 @@ impl Config {
                 "only the public web roots are trusted",
             ),
             ("postgres_pool", int(self.cluster.postgres_pool as u64), ""),
+            (
+                "redis_receive_queue",
+                int(self.cluster.redis_receive_queue as u64),
+                "",
+            ),
             ("history.size", int(h.history_size), ""),
             ("history.age", dur(h.history_age), ""),
             (

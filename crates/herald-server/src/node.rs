@@ -237,6 +237,12 @@ pub(crate) async fn open(
             presence_members: settings.namespaces.any_presence(),
             ..BusOptions::default()
         };
+        let options = BusOptions {
+            subscriber_notifications: cluster
+                .redis_receive_queue
+                .unwrap_or(options.subscriber_notifications),
+            ..options
+        };
         Some(
             RedisBus::connect(&cluster.redis, caches.clone(), options)
                 .await

@@ -128,6 +128,9 @@ pub struct ClusterSettings {
     pub redis_cluster: bool,
     /// Extra CA certificates (PEM) trusted, besides the web roots, for `rediss://` URLs.
     pub redis_ca_pem: Option<Vec<u8>>,
+    /// Redis messages the bus's receiver may fall behind by before it reads its channels from
+    /// the log instead; `None`: the bus's default.
+    pub redis_receive_queue: Option<usize>,
 }
 
 impl ClusterSettings {
@@ -148,6 +151,7 @@ impl std::fmt::Debug for ClusterSettings {
             )
             .field("redis_cluster", &self.redis_cluster)
             .field("redis_ca_pem", &self.redis_ca_pem.as_ref().map(|_| ".."))
+            .field("redis_receive_queue", &self.redis_receive_queue)
             .finish()
     }
 }

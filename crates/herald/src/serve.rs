@@ -246,6 +246,7 @@ fn settings(config: &Config) -> ServerSettings {
             redis: config.cluster.redis.clone(),
             redis_cluster: config.cluster.redis_cluster,
             redis_ca_pem: config.cluster.redis_ca_pem.clone(),
+            redis_receive_queue: Some(config.cluster.redis_receive_queue),
         },
         tls: config.tls.as_ref().map(|t| t.files.clone()),
     }
