@@ -3,20 +3,29 @@
 // says how to connect:
 //   {"host","port","key","appId","secret",
 //    "channels": ["news", "private-chat", ...],   subscribed at once
-//    "badSecret"?: true}                            private channels signed with a wrong secret
-// Private channels are authorised by a channelAuthorization customHandler that signs with the
-// `pusher` server SDK's authorizeChannel (what an app's auth endpoint does).
+//    "badSecret"?: true,                            private channels signed with a wrong secret
+//    "user"?: {"user_id", "user_info"?}}            the presence channels' member data
+// Private and presence channels are authorised by a channelAuthorization customHandler that
+// signs with the `pusher` server SDK's authorizeChannel (what an app's auth endpoint does),
+// a presence channel with `user` as its channel_data.
 //
 // It prints one JSON line per thing that happens:
 //   {"type":"connected","socket_id":"..."}
 //   {"type":"event","channel","event","data"}     every event of a subscribed channel
 //                                                 (pusher:subscription_succeeded and
-//                                                 pusher:subscription_error included)
+//                                                 pusher:subscription_error included; a
+//                                                 presence channel's members object as
+//                                                 data, {members, count, myID, me})
 //   {"type":"error","error":...}                  the connection's `error` events
 //   {"type":"state","current":"..."}              connection state changes
 // and reads commands, one JSON line each, from stdin:
 //   {"trigger":{"channel","event","data"}}        a client event: prints {"type":"triggered","ok"}
 //   {"subscribe":"name"} / {"unsubscribe":"name"}
+//   {"listen":{"channel","event"}}                prints {"type":"listening"}, then that event
+//                                                 each time with what pusher-js gives
+//                                                 its listeners beside the data:
+//                                                 {"type":"listened","channel","event","data",
+//                                                  "user_id"}
 //   {"exit":true}                                 disconnects and exits
 import readline from 'node:readline';
 import Pusher from 'pusher-js';
@@ -44,7 +53,8 @@ const pusher = new Pusher(order.key, {
   channelAuthorization: {
     customHandler: (params, callback) => {
       try {
-        callback(null, signer.authorizeChannel(params.socketId, params.channelName));
+        const presence = params.channelName.startsWith('presence-') ? order.user : undefined;
+        callback(null, signer.authorizeChannel(params.socketId, params.channelName, presence));
       } catch (e) {
         callback(e, null);
       }
@@ -74,6 +84,12 @@ commands.on('line', (line) => {
     const { channel, event, data } = command.trigger;
     const ok = pusher.channel(channel).trigger(event, data);
     print({ type: 'triggered', ok });
+  } else if (command.listen) {
+    const { channel, event } = command.listen;
+    pusher.channel(channel).bind(event, (data, metadata) =>
+      print({ type: 'listened', channel, event, data, user_id: metadata?.user_id ?? null }),
+    );
+    print({ type: 'listening', channel, event });
   } else if (command.subscribe) {
     subscribe(command.subscribe);
   } else if (command.unsubscribe) {

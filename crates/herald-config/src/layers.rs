@@ -173,6 +173,10 @@ pub(super) const KEYS: &[Key] = &[
         "pusher.client_events_per_second",
         &["HERALD_PUSHER_CLIENT_EVENTS_PER_SECOND"],
     ),
+    key(
+        "pusher.presence_max_members",
+        &["HERALD_PUSHER_PRESENCE_MAX_MEMBERS"],
+    ),
     key("provider_connections", &["HERALD_PROVIDER_CONNECTIONS"]),
     key("provider_batch", &["HERALD_PROVIDER_BATCH"]),
     key("provider_lease", &["HERALD_PROVIDER_LEASE"]),

@@ -1,11 +1,13 @@
 //! The `[pusher]` table ([`PUSHER_KEYS`]): the Pusher client protocol's activity timeout, pong
-//! timeout and client-event rate (docs/config.md, "`[pusher]`: Pusher's client protocol").
+//! timeout, client-event rate and presence member limit (docs/config.md, "`[pusher]`:
+//! Pusher's client protocol").
 //!
 //! ```toml
 //! [pusher]
 //! activity_timeout = 120        # seconds, or a duration ("2m")
 //! pong_timeout = 30
 //! client_events_per_second = 10
+//! presence_max_members = 100
 //! ```
 
 use std::time::Duration;
@@ -21,6 +23,7 @@ pub(super) const PUSHER_KEYS: &[&str] = &[
     "activity_timeout",
     "pong_timeout",
     "client_events_per_second",
+    "presence_max_members",
 ];
 
 /// A whole number.
@@ -85,6 +88,17 @@ impl Layers {
                         .ok_or_else(|| "must be 0 to 10000".to_owned())
                 },
             )?,
+            presence_max_members: self.get(
+                "pusher.presence_max_members",
+                d.presence_max_members,
+                |raw| {
+                    let n = whole(raw)?;
+                    u32::try_from(n)
+                        .ok()
+                        .filter(|n| (1..=1_000_000).contains(n))
+                        .ok_or_else(|| "must be 1 to 1000000".to_owned())
+                },
+            )?,
             ..d
         })
     }
@@ -101,11 +115,13 @@ mod tests {
         let c = load(None, &[], ConfigFlags::default()).unwrap();
         assert_eq!(c.pusher, PusherClientSettings::default());
         let file = "[pusher]\nactivity_timeout = \"2m\"\npong_timeout = 5\n\
-                    client_events_per_second = 0\n";
+                    client_events_per_second = 0\npresence_max_members = 3\n";
         let c = load(Some(file), &[], ConfigFlags::default()).unwrap();
         assert_eq!(c.pusher.activity_timeout, Duration::from_secs(120));
         assert_eq!(c.pusher.pong_timeout, Duration::from_secs(5));
         assert_eq!(c.pusher.client_events_per_second, 0);
+        assert_eq!(c.pusher.presence_max_members, 3);
+        assert_eq!(PusherClientSettings::default().presence_max_members, 100);
         let env = [("HERALD_PUSHER_ACTIVITY_TIMEOUT", "30")];
         let c = load(Some(file), &env, ConfigFlags::default()).unwrap();
         assert_eq!(c.pusher.activity_timeout, Duration::from_secs(30));
@@ -118,6 +134,10 @@ mod tests {
             (
                 "[pusher]\nclient_events_per_second = 10001\n",
                 "must be 0 to 10000",
+            ),
+            (
+                "[pusher]\npresence_max_members = 0\n",
+                "must be 1 to 1000000",
             ),
             (
                 "[pusher]\nactivity = 1\n",

@@ -323,6 +323,11 @@ impl Config {
                 int(pu.client_events_per_second.into()),
                 "",
             ),
+            (
+                "pusher.presence_max_members",
+                int(pu.presence_max_members.into()),
+                "",
+            ),
         ];
         let mut out = String::new();
         for (key, value, unset) in entries {

@@ -6,6 +6,12 @@
 //! Reserved logs (an app's logs no client can name, see [`crate::tenant`]) get their options from
 //! the crate that owns them, registered at start-up with [`Namespaces::reserve`]; those come
 //! before any configured prefix.
+//!
+//! A protocol whose channel names carry their kind may make the channels of every app whose
+//! name within the app starts with a prefix presence channels
+//! ([`Namespaces::presence_in_every_app`]: Pusher's `presence-`, registered by herald-pusher);
+//! their presence limits come before any configured namespace's, their other options do not
+//! change.
 
 use crate::log::Retention;
 
@@ -27,6 +33,9 @@ pub struct Namespaces {
     default: NamespaceOptions,
     prefixed: Vec<(String, NamespaceOptions)>,
     reserved: Vec<(String, NamespaceOptions)>,
+    /// Presence limits for every app's channels whose name within the app starts with the
+    /// prefix, longest prefix first ([`Namespaces::presence_in_every_app`]).
+    every_app_presence: Vec<(String, crate::presence::PresenceLimits)>,
     /// Whether any namespace makes presence channels: while none does,
     /// [`Namespaces::presence`] answers at one branch.
     any_presence: bool,
@@ -42,6 +51,7 @@ impl Namespaces {
             default,
             prefixed,
             reserved: Vec::new(),
+            every_app_presence: Vec::new(),
             any_presence,
         }
     }
@@ -58,7 +68,35 @@ impl Namespaces {
         if !self.any_presence {
             return None;
         }
+        if !self.every_app_presence.is_empty() {
+            let (_, local) = crate::tenant::split_app(channel);
+            if let Some((_, limits)) = self
+                .every_app_presence
+                .iter()
+                .find(|(prefix, _)| local.starts_with(prefix.as_str()))
+            {
+                return Some(limits);
+            }
+        }
         self.options(channel).presence.as_ref()
+    }
+
+    /// Makes the channels of every app whose name within the app starts with `local_prefix`
+    /// presence channels with `limits` (before any configured namespace's), for a protocol
+    /// whose channel names say their kind (Pusher's `presence-`). Their other options stay
+    /// the namespaces'. A later registration of the same prefix replaces the earlier one.
+    pub fn presence_in_every_app(
+        &mut self,
+        local_prefix: &str,
+        limits: crate::presence::PresenceLimits,
+    ) {
+        self.every_app_presence
+            .retain(|(prefix, _)| prefix != local_prefix);
+        self.every_app_presence
+            .push((local_prefix.to_string(), limits));
+        self.every_app_presence
+            .sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
+        self.any_presence = true;
     }
 
     /// Gives `options` to the reserved logs of every app whose name within the app starts with
@@ -117,6 +155,31 @@ mod tests {
         assert_eq!(ns.options("prices/GBPUSD").retention.max_messages, 5);
         assert_eq!(ns.options("news"), &NamespaceOptions::default());
         assert_eq!(ns.presence("prices/EURUSD"), None);
+    }
+
+    #[test]
+    fn presence_in_every_app_covers_every_apps_channels_of_the_prefix() {
+        let rooms = NamespaceOptions {
+            presence: Some(crate::presence::PresenceLimits::default()),
+            ..Default::default()
+        };
+        let mut ns = Namespaces::new(
+            NamespaceOptions::default(),
+            vec![("presence-big".into(), rooms)],
+        );
+        let small = crate::presence::PresenceLimits {
+            max_members: 100,
+            max_data_bytes: 1024,
+        };
+        ns.presence_in_every_app("presence-", small);
+        assert!(ns.any_presence());
+        assert_eq!(ns.presence("presence-room"), Some(&small));
+        assert_eq!(ns.presence("shop~presence-room"), Some(&small));
+        // Before the configured namespace's limits.
+        assert_eq!(ns.presence("presence-big-1"), Some(&small));
+        assert_eq!(ns.presence("shop~news"), None);
+        assert_eq!(ns.presence("private-presence-x"), None);
+        assert_eq!(ns.options("shop~presence-room"), &NamespaceOptions::default());
     }
 
     #[test]

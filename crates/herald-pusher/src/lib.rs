@@ -20,9 +20,10 @@
 //!   codes, `session.rs` its commands (public and private channels, client events),
 //!   `wire.rs` the driver's wire (keep-alive, goodbye), `outbound.rs` a channel message as
 //!   the event frame every Pusher subscriber shares; [`settings`] its settings.
+//! - [`presence`]: Pusher presence channels as Herald presence channels (`channel_data`, the
+//!   members' frames).
 //!
-//! Presence, cache and encrypted channels, sign-in, webhooks and the rest come in the
-//! design's order.
+//! Sign-in, webhooks and the rest come in the design's order.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -32,6 +33,7 @@ pub mod event;
 pub mod frame;
 pub mod http;
 mod outbound;
+pub mod presence;
 pub mod serve;
 mod session;
 pub mod settings;

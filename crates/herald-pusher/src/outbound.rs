@@ -5,7 +5,9 @@
 //! The event comes from the message's data (docs/design/pusher.md, "Events are messages"):
 //!
 //! - a `$pusher` envelope ([`crate::event`]) is its event: `{"event","channel","data"}` with
-//!   the data string as the trigger sent it, and the socket the envelope names skipped
+//!   the data string as the trigger sent it (and `user_id`, the sender of a presence
+//!   channel's client event, when the envelope has one), and the socket the envelope names
+//!   skipped
 //!   (a trigger's `socket_id`, a client event's sender);
 //! - an `$mqtt` envelope (an MQTT publish kept with its flags or properties, or a payload that
 //!   is not JSON) is the event `message` with the payload as data: its `json` as JSON text,
@@ -55,6 +57,9 @@ struct ChannelEvent<'a> {
     event: &'a str,
     channel: &'a str,
     data: &'a str,
+    /// The sender of a presence channel's client event.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    user_id: Option<&'a serde_json::Value>,
 }
 
 /// The slot's bytes for `message` (see the module docs); empty when it is not sent.
@@ -62,12 +67,13 @@ fn encode(message: &StoredMessage) -> Bytes {
     let Some(channel) = pusher_name(&message.channel) else {
         return Bytes::new();
     };
-    let (event, data, excluded) = match PusherEvent::from_data(&message.data) {
-        Some(e) => (e.event, e.data, e.socket_id.unwrap_or_default()),
+    let (event, data, excluded, user_id) = match PusherEvent::from_data(&message.data) {
+        Some(e) => (e.event, e.data, e.socket_id.unwrap_or_default(), e.user_id),
         None => (
             "message".to_owned(),
             plain_data(&message.data),
             String::new(),
+            None,
         ),
     };
     let Ok(excluded_len) = u8::try_from(excluded.len()) else {
@@ -77,6 +83,7 @@ fn encode(message: &StoredMessage) -> Bytes {
         event: &event,
         channel: &channel,
         data: &data,
+        user_id: user_id.as_ref(),
     })
     .expect("strings always serialize");
     let mut out = Vec::with_capacity(1 + excluded.len() + frame::encoded_len(json.len()));
@@ -147,6 +154,16 @@ mod tests {
             serde_json::json!({"event":"order","channel":"private-shop","data":"{\"id\":1}"})
         );
         assert_eq!(sent(&m, "1.2"), None);
+    }
+
+    #[test]
+    fn a_presence_client_event_names_its_sender() {
+        let data = r#"{"$pusher":{"event":"client-x","data":"1","socket_id":"1.2","user_id":"7"}}"#;
+        let m = message("presence-room", data);
+        assert_eq!(
+            sent(&m, "3.4").unwrap(),
+            serde_json::json!({"event":"client-x","channel":"presence-room","data":"1","user_id":"7"})
+        );
     }
 
     #[test]

@@ -1,11 +1,17 @@
 //! One Pusher connection's commands over the protocol-neutral [`ClientSession`]: subscribe and
-//! unsubscribe (public and `private-` channels, the private ones with the app's signature
-//! checked in constant time), client events, ping. Every answer goes through the connection's
+//! unsubscribe (public, `private-` and `presence-` channels, the private and presence ones with
+//! the app's signature checked in constant time), client events, ping. Every answer goes through the connection's
 //! outbox, so answers and channel events reach the client in the order they were produced.
 //!
 //! The connection's client is the app with no token patterns: each subscription is made with a
 //! grant for exactly its channel ([`ClientSession::subscribe_granted`]) once Pusher's rule
 //! allows it (a public channel, or a valid signature for this socket and channel).
+//!
+//! A presence subscription's signed `channel_data` makes the connection's user on that channel
+//! the Herald presence member `user_id` with `user_info` as its data ([`crate::presence`]);
+//! core sends the subscription the members list (answered as Pusher's
+//! `subscription_succeeded`), then the other users' joins and leaves. The connection keeps
+//! its user id per presence channel for its client events' `user_id`.
 //!
 //! Refusals are Pusher's: a subscription that cannot be made is answered with
 //! `pusher:subscription_error` on its channel (pusher-js hands it to the channel's listeners)
@@ -19,7 +25,7 @@ use bytes::Bytes;
 use herald_core::engine::SubscribeRequest;
 use herald_core::limits::Admission;
 use herald_core::outbox::{CloseReason, OutFrame, Outbox};
-use herald_core::{ErrorCode, HeraldError};
+use herald_core::{ChannelName, ErrorCode, HeraldError};
 use herald_edge::session::{ClientSession, PresenceAsk};
 use herald_edge::Edge;
 
@@ -27,6 +33,7 @@ use crate::channel_map::{app_channel, herald_channel, ChannelKind};
 use crate::credentials::cache::OpenCredentials;
 use crate::event::{check_event_name, PusherEvent};
 use crate::frame::{self, codes, ClientFrame};
+use crate::presence::ChannelData;
 use crate::settings::ClientSettings;
 use crate::signature::{channel_auth_string, check_key_signature};
 
@@ -45,6 +52,9 @@ pub(crate) struct PusherSession {
     /// The client-event rate's current one-second window: when it began and how many events
     /// it counted.
     events_window: (Instant, u32),
+    /// The user id this connection is a member as, per presence channel it subscribed (its
+    /// full Herald name).
+    members: Vec<(ChannelName, Box<str>)>,
 }
 
 impl PusherSession {
@@ -63,6 +73,7 @@ impl PusherSession {
             last_heard: now,
             ping_sent: None,
             events_window: (now, 0),
+            members: Vec::new(),
         }
     }
 
@@ -119,8 +130,12 @@ impl PusherSession {
             ClientFrame::Ping => self.send(frame::pong()),
             // Any frame counts as activity; a pong is nothing more.
             ClientFrame::Pong => {}
-            ClientFrame::Subscribe { channel, auth, .. } => {
-                if let Err(r) = self.subscribe(&channel, auth).await {
+            ClientFrame::Subscribe {
+                channel,
+                auth,
+                channel_data,
+            } => {
+                if let Err(r) = self.subscribe(&channel, auth, channel_data).await {
                     self.send(frame::subscription_error(
                         &channel, r.kind, r.status, &r.message,
                     ));
@@ -148,13 +163,33 @@ impl PusherSession {
         &mut self,
         name: &str,
         auth: Option<String>,
+        channel_data: Option<String>,
     ) -> Result<(), SubscriptionRefused> {
         let app = self.credentials.app.clone();
         let channel = app_channel(&app, name)
             .map_err(|e| SubscriptionRefused::new("InvalidChannel", 400, e.message))?;
-        match ChannelKind::of(name) {
+        let kind = ChannelKind::of(name);
+        let mut member = None;
+        match kind {
             ChannelKind::Public => {}
-            ChannelKind::Private => self.check_auth(name, auth.as_deref())?,
+            ChannelKind::Private => self.check_auth(name, auth.as_deref(), None)?,
+            ChannelKind::Presence => {
+                let Some(data) = channel_data.as_deref() else {
+                    return Err(SubscriptionRefused::new(
+                        "AuthError",
+                        401,
+                        format!(
+                            "Invalid signature: {name:?} is a presence channel; subscribing \
+                             needs auth and channel_data"
+                        ),
+                    ));
+                };
+                self.check_auth(name, auth.as_deref(), Some(data))?;
+                member = Some(
+                    ChannelData::parse(data)
+                        .map_err(|e| SubscriptionRefused::new("InvalidChannelData", 400, e))?,
+                );
+            }
             kind => {
                 return Err(SubscriptionRefused::new(
                     "UnsupportedChannel",
@@ -172,33 +207,65 @@ impl PusherSession {
             replay_retained_if_lost: false,
         };
         let confirmed = name.to_owned();
-        let confirm =
-            move |_: &_, _: &_| Some(OutFrame::Control(frame::subscription_succeeded(&confirmed)));
+        let presence = member.is_some();
+        // A presence channel's confirmation is its members list, which core sends once the
+        // subscription is a member (`crate::presence::pusher_frame`).
+        let confirm = move |_: &_, _: &_| {
+            (!presence).then(|| OutFrame::Control(frame::subscription_succeeded(&confirmed)))
+        };
+        let ask = PresenceAsk {
+            frames: presence,
+            member: member
+                .as_ref()
+                .map(|m| m.user_info.as_deref().unwrap_or("{}")),
+        };
+        let user = member.as_ref().map(|m| m.user_id.as_str());
         match self
             .session
-            .subscribe_granted(&channel, &request, &PresenceAsk::default(), &confirm)
+            .subscribe_granted(&channel, &request, &ask, user, &confirm)
             .await
         {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                if let Some(member) = member {
+                    self.members
+                        .push((channel, member.user_id.into_boxed_str()));
+                }
+                Ok(())
+            }
             // Pusher answers a second subscribe as it did the first.
             Err(e) if e.code == ErrorCode::AlreadySubscribed => {
-                self.send(frame::subscription_succeeded(name));
+                let again = if presence {
+                    let members = self.edge().engine.presence().listed(&channel).await;
+                    crate::presence::subscription_succeeded(name, &members)
+                } else {
+                    frame::subscription_succeeded(name)
+                };
+                self.send(again);
                 Ok(())
             }
             Err(e) => Err(refusal(&e)),
         }
     }
 
-    /// Checks a private channel's `auth` for this socket.
-    fn check_auth(&self, name: &str, auth: Option<&str>) -> Result<(), SubscriptionRefused> {
+    /// Checks a private or presence channel's `auth` for this socket (and a presence
+    /// channel's `channel_data`).
+    fn check_auth(
+        &self,
+        name: &str,
+        auth: Option<&str>,
+        channel_data: Option<&str>,
+    ) -> Result<(), SubscriptionRefused> {
         let Some(auth) = auth.filter(|a| !a.is_empty()) else {
             return Err(SubscriptionRefused::new(
                 "AuthError",
                 401,
-                format!("Invalid signature: {name:?} is a private channel; subscribing needs auth"),
+                format!(
+                    "Invalid signature: {name:?} is a {} channel; subscribing needs auth",
+                    kind_name(ChannelKind::of(name))
+                ),
             ));
         };
-        let signed = channel_auth_string(&self.socket_id, name, None);
+        let signed = channel_auth_string(&self.socket_id, name, channel_data);
         let now_ms = herald_core::message::now_millis();
         let secrets = self.credentials.secrets_at(now_ms);
         if check_key_signature(&self.credentials.key, secrets, &signed, auth) {
@@ -220,7 +287,9 @@ impl PusherSession {
             Err(e) => return self.send_error(None, &e.message),
         };
         // Unsubscribing from a channel not subscribed is nothing, as with Pusher.
-        let _ = self.session.unsubscribe(channel.as_str());
+        if let Ok(gone) = self.session.unsubscribe(channel.as_str()) {
+            self.members.retain(|(c, _)| *c != gone);
+        }
     }
 
     /// Publishes a client event if Pusher's rules allow it.
@@ -231,10 +300,13 @@ impl PusherSession {
         data: String,
     ) -> Result<(), EventRefused> {
         check_event_name(&event).map_err(EventRefused::new)?;
-        if ChannelKind::of(name) != ChannelKind::Private {
+        if !matches!(
+            ChannelKind::of(name),
+            ChannelKind::Private | ChannelKind::Presence
+        ) {
             return Err(EventRefused::new(format!(
-                "Client event rejected: {name:?} is not a private channel (client events \
-                     are only supported on private channels)"
+                "Client event rejected: {name:?} is not a private channel or a presence \
+                 channel (client events are only supported on private and presence channels)"
             )));
         }
         let app = self.credentials.app.clone();
@@ -260,11 +332,17 @@ impl PusherSession {
                 ),
             });
         }
+        // On a presence channel, the sender's user id, as Pusher adds it.
+        let user_id = self
+            .members
+            .iter()
+            .find(|(c, _)| *c == channel)
+            .map(|(_, user)| serde_json::Value::String(user.to_string()));
         let stored = PusherEvent {
             event,
             data,
             socket_id: Some(self.socket_id.to_string()),
-            user_id: None,
+            user_id,
         }
         .to_data();
         let publisher = &self.edge().publisher;
@@ -332,6 +410,19 @@ impl EventRefused {
 fn refusal(e: &HeraldError) -> SubscriptionRefused {
     let kind = match e.code {
         ErrorCode::TooManySubscriptions => "LimitReached",
+        // A presence channel at its member limit: Pusher's over-capacity code, as Pusher's
+        // compatible servers answer it.
+        ErrorCode::LimitExceeded => {
+            return SubscriptionRefused::new(
+                "LimitReached",
+                codes::OVER_CAPACITY,
+                format!(
+                    "The maximum members per presence channel limit was reached: {}",
+                    e.message
+                ),
+            )
+        }
+        ErrorCode::TooLarge | ErrorCode::BadRequest => "InvalidChannelData",
         ErrorCode::Forbidden | ErrorCode::Unauthorized => "AuthError",
         _ => "SubscriptionError",
     };

@@ -1,6 +1,7 @@
 //! The client protocol's settings (the `[pusher]` table, docs/config.md): the activity
-//! timeout a connection is told and kept to, how long a ping waits for its pong, and how many
-//! client events a connection may send a second. The defaults are Pusher's documented ones.
+//! timeout a connection is told and kept to, how long a ping waits for its pong, how many
+//! client events a connection may send a second, and how many members a presence channel
+//! holds. The defaults are Pusher's documented ones.
 
 use std::time::Duration;
 
@@ -19,6 +20,9 @@ pub struct ClientSettings {
     pub client_events_per_second: u32,
     /// Largest `data` of a client event, in bytes (Pusher: 10 KB, as the HTTP API's).
     pub max_client_event_bytes: usize,
+    /// Members (user ids) one presence channel holds at most; a subscription that would add
+    /// one more is refused (`pusher:subscription_error`, `LimitReached`). Pusher: 100.
+    pub presence_max_members: u32,
 }
 
 impl Default for ClientSettings {
@@ -28,6 +32,7 @@ impl Default for ClientSettings {
             pong_timeout: Duration::from_secs(30),
             client_events_per_second: 10,
             max_client_event_bytes: 10 * 1024,
+            presence_max_members: crate::presence::DEFAULT_MAX_MEMBERS,
         }
     }
 }

@@ -1,7 +1,8 @@
 //! A Pusher connection as a [`Wire`] of edge's connection driver: WebSocket frames read with
 //! edge's codec into the session's commands ([`crate::session`]), the outbox's frames written
 //! as text frames (answers as they are, channel messages from their shared Pusher encoding,
-//! [`crate::outbound`], skipping the ones that exclude this socket), Pusher's keep-alive, and
+//! [`crate::outbound`], skipping the ones that exclude this socket; a presence channel's
+//! members frames as Pusher's, [`crate::presence::pusher_frame`]), Pusher's keep-alive, and
 //! the goodbye (`pusher:error` with Pusher's code, then a close frame with it).
 //!
 //! **Keep-alive** runs on the roster's ticks (edge's `ping_interval`), so a connection holds no
@@ -147,8 +148,11 @@ impl Wire for PusherWire {
         for f in &batch.frames {
             match f {
                 OutFrame::Control(text) => frame::encode(&mut bytes, Opcode::Text, text),
-                // Herald's presence frames are no Pusher event.
-                OutFrame::Presence(_) => continue,
+                // A presence channel's members list, joins and leaves, as Pusher's frames.
+                OutFrame::Presence(herald) => match crate::presence::pusher_frame(herald) {
+                    Some(pusher) => frame::encode(&mut bytes, Opcode::Text, &pusher),
+                    None => continue,
+                },
                 OutFrame::Message(m) | OutFrame::Replayed(m) => {
                     let Some(encoded) = outbound::frame_for(m, &self.session.socket_id) else {
                         continue;

@@ -227,6 +227,8 @@ pub(crate) async fn open(
     // Push logs (an app's broadcast log, device inboxes) keep messages by their own rule.
     let mut namespaces = settings.namespaces.clone();
     herald_push::logs::register(&mut namespaces, herald_push::logs::DEFAULT_RETENTION);
+    // Pusher's `presence-` channels are Herald presence channels in every app.
+    herald_pusher::presence::register(&mut namespaces, settings.pusher.presence_max_members);
     let cluster = &settings.cluster;
     let connected: Option<Connected> = if cluster.redis.is_empty() {
         None
@@ -234,7 +236,7 @@ pub(crate) async fn open(
         let options = BusOptions {
             cluster: cluster.redis_cluster,
             tls_ca_pem: cluster.redis_ca_pem.clone(),
-            presence_members: settings.namespaces.any_presence(),
+            presence_members: namespaces.any_presence(),
             ..BusOptions::default()
         };
         let options = BusOptions {

@@ -308,12 +308,16 @@ impl ClientSession {
     /// Subscribes to `name` (a full channel name of the client's app) with a grant for exactly
     /// that channel in place of the token's patterns, within the per-connection limit: for a
     /// protocol whose client proved by the protocol's own rule that it may read the channel (a
-    /// Pusher channel signature, a Pusher public channel).
+    /// Pusher channel signature, a Pusher public channel). `user`, when given, is the user id
+    /// the client proved by that rule too (a Pusher presence signature over its
+    /// `channel_data`): on a presence channel its member is known by it in place of the
+    /// client's `sub`, with `presence.member` as its data.
     pub async fn subscribe_granted(
         &mut self,
         name: &ChannelName,
         request: &SubscribeRequest,
         presence: &PresenceAsk<'_>,
+        user: Option<&str>,
         confirm: Confirm<'_>,
     ) -> Result<Opened, HeraldError> {
         let client = self.client()?;
@@ -326,6 +330,10 @@ impl ClientSession {
         self.check_room_for(name)?;
         let mut granted = client.clone();
         granted.subscribe = PatternSet::new(&[name.public()]);
+        if let Some(user) = user {
+            granted.sub = user.to_owned();
+            granted.user_info = None;
+        }
         let opened = open::open_channel(
             &self.edge,
             &granted,

@@ -39,6 +39,7 @@ mod providers;
 mod push;
 mod pusher_api;
 mod pusher_client;
+mod pusher_presence;
 mod revoke;
 mod slow_consumer;
 mod sse_direct;

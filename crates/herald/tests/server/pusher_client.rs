@@ -22,33 +22,46 @@ use crate::pusher_api::{
 use crate::support::{Server, Ws, API_KEY};
 
 /// One pusher-js client run by `client.mjs`.
-struct PusherJs {
+pub(crate) struct PusherJs {
     child: Child,
     stdin: ChildStdin,
     lines: Lines<BufReader<ChildStdout>>,
     /// Every line printed so far, for a failure message.
     seen: Vec<String>,
-    socket_id: String,
+    pub(crate) socket_id: String,
 }
 
 impl PusherJs {
     /// Connects pusher-js to `s` with `creds` and subscribes to `channels`; waits for the
     /// connection (its socket id).
     async fn start(s: &Server, creds: &Credentials, channels: &[&str], bad_secret: bool) -> Self {
+        PusherJs::start_with(s, creds, channels, json!({ "badSecret": bad_secret })).await
+    }
+
+    /// Connects pusher-js as [`PusherJs::start`] does, with `extra` fields added to its order
+    /// (`user`, the presence channels' member data).
+    pub(crate) async fn start_with(
+        s: &Server,
+        creds: &Credentials,
+        channels: &[&str],
+        extra: Value,
+    ) -> Self {
         let dir = clients();
         assert!(
             dir.join("node_modules/pusher-js").is_dir(),
             "tests/pusher/node_modules is missing: run scripts/install-pusher-clients.sh"
         );
-        let order = json!({
+        let mut order = json!({
             "host": s.addr.ip().to_string(),
             "port": s.addr.port(),
             "appId": creds.app_id,
             "key": creds.key,
             "secret": creds.secret,
             "channels": channels,
-            "badSecret": bad_secret,
         });
+        if let (Some(order), Some(extra)) = (order.as_object_mut(), extra.as_object()) {
+            order.extend(extra.clone());
+        }
         let mut child = tokio::process::Command::new("node")
             .arg(dir.join("client.mjs"))
             .arg(order.to_string())
@@ -74,7 +87,7 @@ impl PusherJs {
     }
 
     /// The next line the client prints; panics after 10 s with what it printed.
-    async fn next(&mut self) -> Value {
+    pub(crate) async fn next(&mut self) -> Value {
         let line = tokio::time::timeout(Duration::from_secs(10), self.lines.next_line()).await;
         match line {
             Ok(Ok(Some(line))) => {
@@ -89,7 +102,7 @@ impl PusherJs {
     }
 
     /// Lines until one `wanted` accepts.
-    async fn until(&mut self, wanted: impl Fn(&Value) -> bool) -> Value {
+    pub(crate) async fn until(&mut self, wanted: impl Fn(&Value) -> bool) -> Value {
         loop {
             let line = self.next().await;
             if wanted(&line) {
@@ -99,7 +112,7 @@ impl PusherJs {
     }
 
     /// The next channel event, skipping connection state lines.
-    async fn next_event(&mut self) -> Value {
+    pub(crate) async fn next_event(&mut self) -> Value {
         let line = self
             .until(|l| l["type"] == "event" || l["type"] == "error")
             .await;
@@ -108,7 +121,7 @@ impl PusherJs {
     }
 
     /// Waits for `pusher:subscription_succeeded` on each of `channels`, in any order.
-    async fn subscribed(&mut self, channels: &[&str]) {
+    pub(crate) async fn subscribed(&mut self, channels: &[&str]) {
         let mut left: Vec<&str> = channels.to_vec();
         while !left.is_empty() {
             let e = self.next_event().await;
@@ -117,20 +130,20 @@ impl PusherJs {
         }
     }
 
-    async fn send(&mut self, command: Value) {
+    pub(crate) async fn send(&mut self, command: Value) {
         let line = format!("{command}\n");
         self.stdin.write_all(line.as_bytes()).await.unwrap();
         self.stdin.flush().await.unwrap();
     }
 
-    async fn exit(mut self) {
+    pub(crate) async fn exit(mut self) {
         self.send(json!({ "exit": true })).await;
         let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
     }
 }
 
 /// A server with a `--admin-key`, and the default app's Pusher credentials.
-async fn server_with_credentials(config: Option<&str>) -> (Server, Credentials) {
+pub(crate) async fn server_with_credentials(config: Option<&str>) -> (Server, Credentials) {
     let mut builder = Server::builder();
     if let Some(config) = config {
         builder = builder.config(config);
@@ -141,7 +154,7 @@ async fn server_with_credentials(config: Option<&str>) -> (Server, Credentials) 
 }
 
 /// An event line's `(channel, event, data)`.
-fn event_of(line: &Value) -> (String, String, Value) {
+pub(crate) fn event_of(line: &Value) -> (String, String, Value) {
     (
         line["channel"].as_str().unwrap_or_default().to_owned(),
         line["event"].as_str().unwrap_or_default().to_owned(),
@@ -149,7 +162,7 @@ fn event_of(line: &Value) -> (String, String, Value) {
     )
 }
 
-fn event(channel: &str, event: &str, data: Value) -> (String, String, Value) {
+pub(crate) fn event(channel: &str, event: &str, data: Value) -> (String, String, Value) {
     (channel.to_owned(), event.to_owned(), data)
 }
 
@@ -347,7 +360,7 @@ async fn a_bad_signature_is_refused_and_the_other_channels_go_on() {
 }
 
 /// A raw WebSocket to `/app/{key}` with `query`.
-async fn raw(s: &Server, key: &str, query: &str) -> Ws {
+pub(crate) async fn raw(s: &Server, key: &str, query: &str) -> Ws {
     Ws::connect(&format!("ws://{}/app/{key}{query}", s.addr)).await
 }
 
@@ -392,7 +405,7 @@ async fn refused_connections_get_pushers_error_and_close_code() {
 }
 
 /// A raw connection to `/app/{key}?protocol=7`: its socket id.
-async fn established(s: &Server, creds: &Credentials) -> (Ws, String) {
+pub(crate) async fn established(s: &Server, creds: &Credentials) -> (Ws, String) {
     let mut ws = raw(s, &creds.key, "?protocol=7").await;
     let frame = ws.frame().await;
     let data: Value = serde_json::from_str(frame["data"].as_str().unwrap()).unwrap();
