@@ -10,11 +10,16 @@ Usage: paho_client.py '<JSON instructions>'
       "clean": true,                       (clean start / clean session, default true)
       "session_expiry": 3600,              (v5 Session Expiry Interval in CONNECT, seconds)
       "keepalive": 60,
-      "subscribe": [{"topic": "a/b", "qos": 1}],
+      "subscribe": [{"topic": "a/b", "qos": 1, "no_local": false}],   (no_local: v5 only)
+      "will": {"topic": "a/w", "payload": "gone", "qos": 1, "retain": false,
+               "delay": 0},                 (delay: v5 Will Delay Interval, seconds)
       "publish": [{"topic": "a/b", "payload": "text" | "payload_base64": "...",
                    "qos": 1, "retain": false}],
       "expect": 2,                         (messages to receive before exiting, default 0)
-      "timeout": 10                        (seconds for the whole run, default 10)
+      "timeout": 10,                       (seconds for the whole run, default 10)
+      "end": "disconnect" | "drop",        (drop: exit without DISCONNECT, the socket just
+                                            closes; default disconnect)
+      "disconnect_reason": 4               (v5 DISCONNECT's reason code, default 0)
     }
 
 It connects, subscribes (waiting for every SUBACK), publishes (waiting for each PUBACK or
@@ -29,7 +34,7 @@ to stdout as one JSON line, flushed at once, so a test can read along:
     {"event": "message", "topic": "a/b", "payload": "text", "payload_base64": "...",
      "qos": 1, "retain": false, "properties": {...}}
     {"event": "disconnect", "reason_code": 0, "reason": "Success"}   (the server closed it)
-    {"event": "done"}
+    {"event": "done"}                       (or {"event": "dropped"} with "end": "drop")
 
 Exit status: 0 done; 1 bad instructions; 2 timed out (a {"event": "timeout", "waiting_for":
 ...} line says for what); 3 the CONNACK refused the connection; 4 the connection was lost.
@@ -37,6 +42,7 @@ Exit status: 0 done; 1 bad instructions; 2 timed out (a {"event": "timeout", "wa
 
 import base64
 import json
+import os
 import sys
 import threading
 import time
@@ -45,6 +51,8 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
+from paho.mqtt.reasoncodes import ReasonCode
+from paho.mqtt.subscribeoptions import SubscribeOptions
 
 lock = threading.Lock()
 
@@ -183,6 +191,20 @@ def main():
         client.loop_stop()
         return 2
 
+    will = spec.get("will")
+    if will:
+        will_props = None
+        if v5 and will.get("delay"):
+            will_props = Properties(PacketTypes.WILLMESSAGE)
+            will_props.WillDelayInterval = int(will["delay"])
+        client.will_set(
+            will["topic"],
+            will.get("payload", ""),
+            qos=int(will.get("qos", 0)),
+            retain=bool(will.get("retain", False)),
+            properties=will_props,
+        )
+
     connect_kwargs = {"keepalive": int(spec.get("keepalive", 60))}
     if v5:
         connect_kwargs["clean_start"] = clean
@@ -203,7 +225,11 @@ def main():
 
     subscriptions = spec.get("subscribe", [])
     for sub in subscriptions:
-        client.subscribe(sub["topic"], qos=int(sub.get("qos", 0)))
+        if v5 and sub.get("no_local"):
+            options = SubscribeOptions(qos=int(sub.get("qos", 0)), noLocal=True)
+            client.subscribe(sub["topic"], options=options)
+        else:
+            client.subscribe(sub["topic"], qos=int(sub.get("qos", 0)))
     with subacked:
         if not subacked.wait_for(lambda: len(subacks) >= len(subscriptions) or lost.is_set(), left()):
             return timeout("suback")
@@ -240,8 +266,18 @@ def main():
     if lost.is_set() and len(received) < expect:
         client.loop_stop()
         return 4
+    if spec.get("end") == "drop":
+        # No DISCONNECT: the process ends and the kernel closes the socket.
+        say("dropped")
+        sys.stdout.flush()
+        os._exit(0)
     closing.set()
-    client.disconnect()
+    if v5 and spec.get("disconnect_reason"):
+        client.disconnect(
+            reasoncode=ReasonCode(PacketTypes.DISCONNECT, identifier=int(spec["disconnect_reason"]))
+        )
+    else:
+        client.disconnect()
     client.loop_stop()
     say("done")
     return 0

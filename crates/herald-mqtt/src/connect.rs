@@ -25,7 +25,9 @@
 //! - **Keep-alive**: a client asking for more than `mqtt.max_keep_alive`, or for 0, is held to
 //!   `max_keep_alive`; v5 is told so in Server Keep Alive, 3.1.1 (whose CONNACK cannot say it)
 //!   is closed after one and a half times `max_keep_alive` without a packet all the same.
-//! - **Will**: kept (its topic checked); publishing it on an abnormal close is phase 2.
+//! - **Will**: kept, its topic checked and the client's permission to publish there (0x87 Not
+//!   authorized, 3.1.1: 0x05, otherwise); `will.rs` publishes it when the connection ends
+//!   abnormally.
 
 use std::num::{NonZeroU16, NonZeroU32};
 use std::sync::Arc;
@@ -59,7 +61,7 @@ pub(crate) struct Accepted {
     /// The keep-alive the server holds the client to, in seconds (0: none): the client's, or
     /// `max_keep_alive` when it asked for more or for none.
     pub(crate) keep_alive: u16,
-    /// The will, kept for phase 2.
+    /// The will, published when the connection ends abnormally (`will.rs`).
     pub(crate) will: Option<Will>,
     /// Clean Start (3.1.1: Clean Session): a stored session is discarded.
     pub(crate) clean_start: bool,
@@ -123,6 +125,10 @@ pub(crate) async fn accept(
     )
     .await
     .map_err(|(code, why)| refuse(code, why))?;
+    if let Some(will) = &connect.will {
+        may_publish_will(&client, anonymous.as_deref(), will.topic.as_str())
+            .map_err(|why| refuse(ReasonCode::NotAuthorized, why))?;
+    }
     let counted = edge.usage.connect(&client.app).map_err(|e| {
         let code = match e.code {
             ErrorCode::LimitExceeded | ErrorCode::RateLimited => ReasonCode::QuotaExceeded,
@@ -163,6 +169,23 @@ pub(crate) async fn accept(
         session_expiry,
         connack,
     })
+}
+
+/// Whether `client` may publish its will to `topic`: checked once, at CONNECT, as Mosquitto
+/// checks a will against its ACL (the will is published with these permissions when the
+/// connection ends; `will.rs`).
+fn may_publish_will(client: &Client, anonymous: Option<&Rules>, topic: &str) -> Result<(), String> {
+    let channel = crate::topic_map::topic_to_channel(&client.app, topic)
+        .map_err(|e| format!("the will's topic: {e}"))?;
+    client
+        .check_publish(channel.public())
+        .map_err(|e| format!("the will's topic: {}", e.message))?;
+    if anonymous.is_some_and(|rules| !rules.may_publish(topic)) {
+        return Err(format!(
+            "anonymous clients may not publish to {topic:?} (the will's topic)"
+        ));
+    }
+    Ok(())
 }
 
 /// A refusing CONNACK with `code` and, in v5, `why` as its reason string (CONNACK may carry

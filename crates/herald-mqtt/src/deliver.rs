@@ -14,6 +14,7 @@ use bytes::BytesMut;
 use herald_core::message::SharedMessage;
 
 use crate::inflight::Waiting;
+use crate::origin;
 use crate::outbound::{self, Delivery};
 use crate::packet::{self, Packet, ProtocolVersion, QoS};
 use crate::wire::{now_ms, MqttWire};
@@ -38,7 +39,8 @@ impl MqttWire {
         // up on what it missed.
         let retained = replayed && !self.catching_up(&message.channel);
         let outgoing = outbound::outgoing(message);
-        let skipped = (granted.no_local && self.published_here(message))
+        let origin = origin::of(message);
+        let skipped = (granted.no_local && origin.is_client(&self.client_id))
             || (retained && outgoing.clear)
             || outgoing.props.expiry_at_ms.is_some_and(|at| at <= now_ms());
         let retain = retained || (granted.retain_as_published && outgoing.retain);
@@ -53,7 +55,8 @@ impl MqttWire {
         }
         let (qos, id, dup) = match resend {
             Some((id, qos)) => (qos, Some(id), true),
-            None => (granted.qos, None, false),
+            // The lower of the QoS it was published with and the granted one [MQTT-3.8.4-8].
+            None => (granted.qos.min(origin.qos), None, false),
         };
         if qos == QoS::AtMostOnce {
             self.position_handled(message, false);
@@ -195,15 +198,5 @@ impl MqttWire {
             }
             Err(_) => 0,
         }
-    }
-
-    /// Whether `message` was published by this client (QoS 2 publishes carry its id in their
-    /// message id; phase 1 cannot tell for QoS 0 and 1).
-    fn published_here(&self, message: &herald_core::message::StoredMessage) -> bool {
-        message.client_id.as_deref().is_some_and(|id| {
-            id.strip_prefix("mqtt:")
-                .and_then(|rest| rest.strip_prefix(&*self.client_id))
-                .is_some_and(|rest| rest.starts_with(':'))
-        })
     }
 }

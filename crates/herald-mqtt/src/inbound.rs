@@ -16,6 +16,7 @@ use herald_core::{ErrorCode, HeraldError};
 use herald_edge::session::PresenceAsk;
 
 use crate::inflight::{qos2_key, Arrival};
+use crate::origin;
 use crate::packet::{
     AckProperties, Packet, ProtocolVersion, PubAck, PubComp, PubRec, PubRel, Publish, QoS,
     ReasonCode, RetainHandling, SubAck, Subscribe, TopicName, UnsubAck, Unsubscribe,
@@ -156,7 +157,8 @@ async fn publish_in(wire: &mut MqttWire, publish: Publish) -> Option<End> {
     };
     let Some(id) = publish.packet_id else {
         // QoS 0: no answer; a refusal is told in v5 only by DISCONNECT for a bad topic.
-        return match store(wire, &publish, &topic, None).await {
+        let key = origin::key(&wire.client_id, publish.qos, wire.qos2.next_n());
+        return match store(wire, &publish, &topic, Some(key)).await {
             Err((ReasonCode::TopicNameInvalid, why)) => {
                 Some(End::Disconnect(ReasonCode::TopicNameInvalid, why.into()))
             }
@@ -201,7 +203,8 @@ async fn publish_in(wire: &mut MqttWire, publish: Publish) -> Option<End> {
         return None;
     }
     let mut ack = PubAck::new(id);
-    if let Err((code, why)) = store(wire, &publish, &topic, None).await {
+    let key = origin::key(&wire.client_id, publish.qos, wire.qos2.next_n());
+    if let Err((code, why)) = store(wire, &publish, &topic, Some(key)).await {
         match refusal_ack(wire, &topic, code, why) {
             Ok(Some((code, properties))) => {
                 ack.reason_code = code;

@@ -280,6 +280,14 @@ impl InboundQoS2 {
         Arrival::New(n)
     }
 
+    /// The `n` of a key of another kind (`crate::origin::key`: a QoS 0 or 1 PUBLISH, a will),
+    /// from the same count, so no two keys of a connection share it.
+    pub(crate) fn next_n(&mut self) -> u64 {
+        let n = self.next;
+        self.next += 1;
+        n
+    }
+
     /// Holds `id` until its PUBREL (after its message was stored and PUBREC is sent).
     pub(crate) fn hold(&mut self, id: NonZeroU16, n: u64) {
         if !self.held.iter().any(|&(held, _)| held == id.get()) {

@@ -14,8 +14,9 @@
 //! (over core's filter registry), one connection per client identifier in `takeover.rs`,
 //! persistent sessions in [`session`] (kept by herald-store through its storage trait).
 //! Topics map to channels in [`topic_map`], payloads to message data in [`payload`], and the
-//! anonymous mode's rules are [`access`]'s. Wills and parking idle connections come next
-//! (docs/design/mqtt.md, phase 2).
+//! anonymous mode's rules are [`access`]'s. A message's publisher and publish QoS are read
+//! from its key (`origin.rs`), and wills are published as `will.rs` says. Parking idle
+//! connections comes next (docs/design/mqtt.md, phase 2).
 //!
 //! The codec depends on `bytes` and `thiserror` only (no Herald crate, no runtime), so it can be
 //! fuzzed (`crates/herald-fuzz/src/mqtt.rs`) and reused by tests, benches and clients.
@@ -27,6 +28,7 @@ mod connect;
 mod deliver;
 mod inbound;
 mod inflight;
+mod origin;
 mod outbound;
 pub mod packet;
 pub mod payload;
@@ -37,6 +39,7 @@ mod subscriptions;
 mod takeover;
 pub mod topic_map;
 mod wildcards;
+mod will;
 mod wire;
 
 pub use packet::{

@@ -108,9 +108,12 @@ pub(crate) struct MqttWire {
     /// An answer could not be encoded ([`MqttWire::send`]): the connection closes rather than
     /// leave the client waiting for it.
     unsendable: AtomicBool,
-    /// The will (kept; published on an abnormal close in phase 2).
-    #[allow(dead_code)]
+    /// The will, published when the connection ends other than by DISCONNECT 0x00
+    /// (`will.rs`).
     pub(crate) will: Option<packet::Will>,
+    /// How the connection ended calls for its will ([`crate::will::published_after`]), set
+    /// by the goodbye.
+    pub(crate) will_due: bool,
 }
 
 /// What [`MqttWire::new`] takes from an accepted CONNECT.
@@ -158,6 +161,7 @@ impl MqttWire {
             last_heard_ms: now,
             keep_alive_deadline: None,
             will: start.will,
+            will_due: false,
             claim: start.claim,
             session_expiry_zero: start.session_expiry_zero,
             unsendable: AtomicBool::new(false),
@@ -386,6 +390,7 @@ impl Wire for MqttWire {
         if let Some(reason) = reason {
             self.session.set_disconnect_reason(reason);
         }
+        self.will_due = crate::will::published_after(&ended);
         self.session.close();
         let disconnect = match ended {
             Ended::Wire(End::Disconnect(code, why)) => Some((code, why, Vec::new())),
@@ -397,13 +402,7 @@ impl Wire for MqttWire {
                 let (code, why) = close_reason_code(CloseReason::SlowConsumer);
                 Some((code, why.into(), rest))
             }
-            Ended::Wire(End::ClientDisconnected(code)) => {
-                if code == ReasonCode::DisconnectWithWillMessage {
-                    tracing::debug!("DISCONNECT 0x04: publishing the will is phase 2");
-                }
-                None
-            }
-            Ended::Gone => None,
+            Ended::Wire(End::ClientDisconnected(_)) | Ended::Gone => None,
         };
         let version = self.version;
         let max = self.client_max_packet;

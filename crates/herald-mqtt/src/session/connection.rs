@@ -428,6 +428,19 @@ impl MqttWire {
     /// session deleted, with an expiry interval of 0), and its unacknowledged QoS 1 messages'
     /// packet ids kept in memory for its next connection. Returns once written.
     pub(crate) async fn end_session(&mut self) {
+        // The will first: published now, or waiting for its delay with the session.
+        if let Some(due) = self.due_will() {
+            let delay_ms = u64::from(due.will.properties.will_delay_interval) * 1000;
+            match self.persist.as_deref() {
+                Some(persist) if delay_ms > 0 && persist.expiry_ms > 0 => {
+                    // The delay, or the session's end if sooner [MQTT-3.1.3-9].
+                    let expiry_ms = u64::try_from(persist.expiry_ms).unwrap_or(u64::MAX);
+                    let wait = std::time::Duration::from_millis(delay_ms.min(expiry_ms));
+                    persist.sessions.wills.wait(persist.key(), due, wait);
+                }
+                _ => crate::will::publish(due).await,
+            }
+        }
         let Some(persist) = self.persist.take() else {
             return;
         };

@@ -44,6 +44,7 @@ use store::{MqttSessionStore, SessionKey, SessionWrite, StoredSession};
 
 use crate::inflight::Sent;
 use crate::settings::MqttSettings;
+use crate::will::PendingWills;
 
 /// How often expired sessions are deleted.
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
@@ -57,6 +58,8 @@ pub struct Sessions {
     /// `mqtt.max_session_expiry`, in milliseconds.
     max_expiry_ms: i64,
     unacked: Mutex<HashMap<SessionKey, Vec<Sent>>>,
+    /// The wills waiting for their delay (in memory: `crate::will`).
+    pub(crate) wills: Arc<PendingWills>,
 }
 
 /// What CONNECT found and decided about a client's session.
@@ -90,6 +93,7 @@ impl Sessions {
             flusher,
             max_expiry_ms: i64::from(settings.max_session_expiry) * 1000,
             unacked: Mutex::new(HashMap::new()),
+            wills: Arc::default(),
         });
         let weak = Arc::downgrade(&sessions);
         tokio::spawn(async move {
@@ -132,6 +136,9 @@ impl Sessions {
             client_id: client_id.to_owned(),
         };
         let expiry_ms = i64::from(expiry_secs) * 1000;
+        // A will waiting for its delay: dropped if the session resumes, published now if it
+        // ends.
+        self.wills.connected(&key, clean_start).await;
         // The last connection of this client identifier stored its end (and, before it, its
         // positions) before it let the identifier go (`serve.rs`), so this reads it all.
         let stored = self.store.mqtt_session(app, client_id).await?;

@@ -1,0 +1,247 @@
+//! Will messages (MQTT 5.0 3.1.2.5 and 3.1.3.2, 3.1.1 3.1.2.5): the message a CONNECT leaves
+//! with the server, published when the connection closes without a DISCONNECT that discards
+//! it.
+//!
+//! - **When** ([`published_after`]): a connection that ends any way other than the client's
+//!   DISCONNECT 0x00 publishes its will [MQTT-3.1.2-8]: the socket closed or failed, keep-alive
+//!   timeout, a protocol error or malformed packet, a slow consumer cut off, a takeover by a
+//!   connection with the same client identifier, the server shutting down, and a v5 DISCONNECT
+//!   with any other reason code (0x04 Disconnect with Will Message among them). A DISCONNECT
+//!   0x00 (every 3.1.1 DISCONNECT) discards it [MQTT-3.1.2-10]. A connection closed because
+//!   its credential ended (expired or revoked token, a deleted app) publishes none: the will
+//!   is published with the permissions checked at CONNECT, which no longer hold.
+//! - **Will Delay Interval** ([`PendingWills`]): a will with a delay, of a session that
+//!   outlives its connection, waits for the delay or the session's expiry, whichever comes
+//!   first [MQTT-3.1.3-9]; a CONNECT with the same client identifier meanwhile either resumes
+//!   the session (Clean Start 0: the will is dropped, never published) or ends it (Clean
+//!   Start 1: the will is published then, before the new CONNACK). A will without a delay,
+//!   or of a session that ends with its connection, is published at once, before the client
+//!   identifier is let go (so a connection that takes it over finds the will stored).
+//! - **Shutdown**: pending wills live in this process only. A server shutting down publishes
+//!   every will still waiting, those of the connections it closes included, before its store
+//!   closes (a delay cannot be honoured by a server that is gone, and a will never published is
+//!   the larger breach of [MQTT-3.1.2-8]; a client that reconnects within the delay after a
+//!   restart will have had its will published). A crash loses them.
+//! - **How**: as a normal publish ([`publish`]) through the publisher every transport uses, so it
+//!   reaches WebSocket, SSE, long-poll, Pusher and MQTT subscribers with the next seq: its QoS
+//!   and RETAIN as set in CONNECT, its v5 properties in the `$mqtt` envelope (its Message Expiry
+//!   Interval counted from when it is published), its key saying the client and QoS
+//!   ([`crate::origin`]).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use herald_core::outbox::CloseReason;
+use herald_core::tenant::AppId;
+use herald_edge::driver::Ended;
+use herald_edge::Edge;
+use tokio::sync::oneshot;
+
+use crate::packet::{PayloadFormat, ProtocolVersion, Will};
+use crate::payload::{self, MessageProps};
+use crate::session::store::SessionKey;
+use crate::wire::{now_ms, End, MqttWire};
+
+/// A will due to be published: what it is, whose, and where.
+pub(crate) struct DueWill {
+    pub(crate) edge: Arc<Edge>,
+    pub(crate) app: AppId,
+    pub(crate) client_id: Box<str>,
+    pub(crate) version: ProtocolVersion,
+    /// Its idempotency key ([`crate::origin::key`]).
+    pub(crate) key: String,
+    pub(crate) will: Will,
+}
+
+impl MqttWire {
+    /// The connection's will, if how it ended calls for it (taken: asked once).
+    pub(crate) fn due_will(&mut self) -> Option<DueWill> {
+        let will = self.will.take()?;
+        if !self.will_due {
+            return None;
+        }
+        // None after a revocation, like every publish of the connection.
+        let app = self.session.client().ok()?.app.clone();
+        let key = crate::origin::key(&self.client_id, will.qos, self.qos2.next_n());
+        Some(DueWill {
+            edge: self.session.edge().clone(),
+            app,
+            client_id: self.client_id.clone(),
+            version: self.version,
+            key,
+            will,
+        })
+    }
+}
+
+/// Whether a connection that ended as `ended` publishes its will.
+pub(crate) fn published_after(ended: &Ended<End>) -> bool {
+    match ended {
+        Ended::Wire(End::ClientDisconnected(code)) => code.value() != 0x00,
+        Ended::Wire(End::Closed(reason)) => !matches!(
+            reason,
+            CloseReason::TokenExpired
+                | CloseReason::Revoked
+                | CloseReason::AppDeleted
+                | CloseReason::SecretChanged
+                | CloseReason::DeviceRevoked
+        ),
+        Ended::Wire(End::Disconnect(..)) | Ended::Cut(_) | Ended::Gone => true,
+    }
+}
+
+/// Publishes `due` now; a failure (the topic's channel gone over a limit, the store down) is
+/// logged: nobody is left to tell.
+pub(crate) async fn publish(due: DueWill) {
+    let DueWill {
+        edge,
+        app,
+        client_id,
+        version,
+        key,
+        will,
+    } = due;
+    let channel = match crate::topic_map::topic_to_channel(&app, will.topic.as_str()) {
+        Ok(channel) => channel,
+        Err(e) => {
+            tracing::debug!(client_id = &*client_id, error = %e.reason, "MQTT will not published");
+            return;
+        }
+    };
+    let data = data_of(&will, version);
+    let publisher = &edge.publisher;
+    let stored = match publisher.message(&app, Some(key), &data) {
+        Ok(message) => publisher.publish(&app, &channel, vec![message]).await,
+        Err(e) => Err(e),
+    };
+    match stored {
+        Ok(_) => tracing::debug!(client_id = &*client_id, "MQTT will published"),
+        Err(e) => tracing::warn!(
+            client_id = &*client_id,
+            error = %e.message,
+            "MQTT: a will could not be published"
+        ),
+    }
+}
+
+/// The will's message data, as a PUBLISH with its payload, RETAIN and properties would be
+/// stored; its expiry counts from now.
+fn data_of(will: &Will, version: ProtocolVersion) -> bytes::Bytes {
+    let props = &will.properties;
+    let message_props = MessageProps {
+        content_type: props.content_type.clone(),
+        payload_format: match version {
+            ProtocolVersion::V5 if props.payload_format == PayloadFormat::Utf8 => {
+                Some(payload::PayloadFormat::Utf8)
+            }
+            _ => None,
+        },
+        expiry_at_ms: props
+            .message_expiry_interval
+            .map(|secs| now_ms() + u64::from(secs) * 1000),
+        response_topic: props.response_topic.as_ref().map(|t| t.as_str().to_owned()),
+        correlation_data: props.correlation_data.clone(),
+        user_properties: props.user_properties.clone(),
+    };
+    payload::to_data(&will.payload, will.retain, &message_props)
+}
+
+/// The wills waiting for their delay, per session (app and client identifier), in this
+/// process. Each has a task in the edge's connection tracker (so shutdown waits for it) that
+/// publishes it when its time comes or the server shuts down, unless a new connection of the
+/// session took it first.
+#[derive(Default)]
+pub(crate) struct PendingWills {
+    waiting: Mutex<HashMap<SessionKey, Waiting>>,
+    generations: AtomicU64,
+}
+
+struct Waiting {
+    generation: u64,
+    due: DueWill,
+    /// Dropped with the entry: wakes the task, which then finds it gone.
+    _wake: oneshot::Sender<()>,
+}
+
+impl PendingWills {
+    /// Keeps `due` for the session `key` until `wait` passed (or shutdown), then publishes it.
+    pub(crate) fn wait(self: &Arc<Self>, key: SessionKey, due: DueWill, wait: Duration) {
+        let generation = self.generations.fetch_add(1, Ordering::Relaxed);
+        let edge = due.edge.clone();
+        let (wake, woken) = oneshot::channel();
+        let waiting = Waiting {
+            generation,
+            due,
+            _wake: wake,
+        };
+        // A will left by an earlier connection of the session and still waiting is replaced
+        // (its connection ended first; this one is the session's will now).
+        self.lock().insert(key.clone(), waiting);
+        let wills = self.clone();
+        let shutdown = edge.shutdown.clone();
+        edge.connections.spawn(async move {
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = shutdown.cancelled() => {}
+                _ = woken => return,
+            }
+            let due = {
+                let mut waiting = wills.lock();
+                match waiting.get(&key) {
+                    Some(w) if w.generation == generation => waiting.remove(&key),
+                    _ => None,
+                }
+            };
+            if let Some(w) = due {
+                publish(w.due).await;
+            }
+        });
+    }
+
+    /// A CONNECT for the session `key`: its waiting will, if any, is dropped when the session
+    /// resumes (`clean_start` false) [MQTT-3.1.3-9], published now when it ends.
+    pub(crate) async fn connected(&self, key: &SessionKey, clean_start: bool) {
+        let Some(waiting) = self.lock().remove(key) else {
+            return;
+        };
+        if clean_start {
+            publish(waiting.due).await;
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SessionKey, Waiting>> {
+        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::ReasonCode;
+
+    #[test]
+    fn only_a_normal_disconnect_and_an_ended_credential_keep_the_will() {
+        let client = |code| Ended::Wire(End::ClientDisconnected(code));
+        assert!(!published_after(&client(ReasonCode::NormalDisconnection)));
+        assert!(!published_after(&client(ReasonCode::Success)));
+        assert!(published_after(&client(
+            ReasonCode::DisconnectWithWillMessage
+        )));
+        assert!(published_after(&client(ReasonCode::UnspecifiedError)));
+        assert!(published_after(&Ended::Gone));
+        assert!(published_after(&Ended::Cut(Vec::new())));
+        let why = "x".into();
+        assert!(published_after(&Ended::Wire(End::Disconnect(
+            ReasonCode::KeepAliveTimeout,
+            why
+        ))));
+        assert!(published_after(&Ended::Wire(End::Closed(
+            CloseReason::Shutdown
+        ))));
+        assert!(!published_after(&Ended::Wire(End::Closed(
+            CloseReason::Revoked
+        ))));
+    }
+}
