@@ -27,6 +27,10 @@ mod socket;
 pub mod sse;
 pub mod ws;
 
+/// `{"error":{"code","message"}}` with the code's HTTP status, for another protocol's endpoint
+/// on the HTTP listener (MQTT's `/mqtt`).
+pub use http::error_response;
+
 /// Entry points for `herald-fuzz` (the fuzz targets under `fuzz/` and their replay test): the
 /// parsers a client reaches before it is authenticated, without making their modules public.
 /// Not part of the crate's API.

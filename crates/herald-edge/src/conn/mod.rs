@@ -5,9 +5,12 @@
 //! A plain connection is the `TcpStream` itself (the enum costs it nothing: the TLS variant is
 //! one pointer, boxed), so the plain path is what it was. A TLS connection ([`tls::TlsConn`])
 //! is a rustls server session over the socket, with bytes read ahead and not yet consumed (what
-//! the SSE sniffer looked at) replayed first.
+//! the SSE sniffer looked at) replayed first. A WebSocket connection that carries a byte stream
+//! in binary messages (MQTT at `/mqtt`) is that stream ([`websocket::WsStream`]) over the
+//! upgraded connection, so a protocol runs the same code over it as over TCP.
 
 pub mod tls;
+pub mod websocket;
 
 use std::io;
 use std::pin::Pin;
@@ -17,6 +20,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 pub use tls::{TlsAcceptor, TlsConn};
+pub use websocket::WsStream;
 
 /// A client connection: plain TCP, or TLS over TCP.
 #[derive(Debug)]
@@ -25,6 +29,9 @@ pub enum Conn {
     Plain(TcpStream),
     /// A finished TLS handshake over TCP.
     Tls(Box<TlsConn>),
+    /// A byte stream in a WebSocket's binary messages, over an upgraded plain or TLS
+    /// connection.
+    WebSocket(Box<WsStream>),
 }
 
 impl Conn {
@@ -33,6 +40,7 @@ impl Conn {
         match self {
             Conn::Plain(tcp) => tcp,
             Conn::Tls(tls) => tls.tcp(),
+            Conn::WebSocket(ws) => ws.inner().tcp(),
         }
     }
 
@@ -45,6 +53,7 @@ impl Conn {
         let tcp = match self {
             Conn::Plain(tcp) => tcp,
             Conn::Tls(tls) => tls.tcp_mut(),
+            Conn::WebSocket(ws) => return ws.inner_mut().register_here(),
         };
         let duplicate = std::os::fd::AsFd::as_fd(tcp).try_clone_to_owned()?;
         let here = TcpStream::from_std(std::net::TcpStream::from(duplicate))?;
@@ -52,9 +61,13 @@ impl Conn {
         Ok(())
     }
 
-    /// Whether this is a TLS connection.
+    /// Whether this is a TLS connection (a WebSocket stream over TLS included).
     pub fn is_tls(&self) -> bool {
-        matches!(self, Conn::Tls(_))
+        match self {
+            Conn::Plain(_) => false,
+            Conn::Tls(_) => true,
+            Conn::WebSocket(ws) => ws.inner().is_tls(),
+        }
     }
 
     /// Ready when a [`Conn::try_read`] would return something (bytes, the end, or an error)
@@ -63,6 +76,7 @@ impl Conn {
         match self {
             Conn::Plain(tcp) => tcp.poll_read_ready(cx),
             Conn::Tls(tls) => tls.poll_read_ready(cx),
+            Conn::WebSocket(ws) => ws.poll_read_ready(cx),
         }
     }
 
@@ -76,6 +90,7 @@ impl Conn {
         match self {
             Conn::Plain(tcp) => tcp.try_read(buf),
             Conn::Tls(tls) => tls.try_read(buf),
+            Conn::WebSocket(ws) => ws.try_read(buf),
         }
     }
 
@@ -86,6 +101,7 @@ impl Conn {
         match self {
             Conn::Plain(tcp) => tcp.try_write(buf),
             Conn::Tls(tls) => tls.try_write(buf),
+            Conn::WebSocket(ws) => ws.try_write(buf),
         }
     }
 
@@ -95,6 +111,7 @@ impl Conn {
         match self {
             Conn::Plain(_) => false,
             Conn::Tls(tls) => tls.has_unsent_output(),
+            Conn::WebSocket(ws) => ws.has_unsent_output(),
         }
     }
 
@@ -114,20 +131,24 @@ impl Conn {
                 Ok(())
             }
             Conn::Tls(tls) => tls.write_all(buf).await,
+            Conn::WebSocket(ws) => Box::pin(ws.write_all(buf)).await,
         }
     }
 
     /// Waits for the first bytes of the connection and copies them into `buf` without
-    /// consuming them (a later read returns them again).
+    /// consuming them (a later read returns them again). A WebSocket stream is never peeked
+    /// (`Unsupported`): it exists only once its protocol is known.
     pub async fn peek(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             Conn::Plain(tcp) => tcp.peek(buf).await,
             Conn::Tls(tls) => tls.peek(buf).await,
+            Conn::WebSocket(_) => Err(io::ErrorKind::Unsupported.into()),
         }
     }
 
     /// Copies what the socket holds into `buf` without consuming it or waiting
-    /// (`WouldBlock` when nothing is there; always for TLS, whose bytes are not the socket's).
+    /// (`WouldBlock` when nothing is there; always for TLS and a WebSocket stream, whose bytes
+    /// are not the socket's).
     pub fn try_peek(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let Conn::Plain(tcp) = self else {
             return Err(io::ErrorKind::WouldBlock.into());
@@ -142,15 +163,19 @@ impl Conn {
     }
 
     /// Ends the connection from this side: a TLS connection sends its `close_notify` (within a
-    /// second), so the peer can tell the end of a stream from a cut; a plain one has nothing
-    /// to say before it is dropped.
+    /// second), so the peer can tell the end of a stream from a cut; a WebSocket stream its
+    /// close frame first; a plain one has nothing to say before it is dropped.
     pub async fn finish(&mut self) {
-        if let Conn::Tls(tls) = self {
-            let _ = tokio::time::timeout(
-                std::time::Duration::from_secs(1),
-                tokio::io::AsyncWriteExt::shutdown(&mut **tls),
-            )
-            .await;
+        match self {
+            Conn::Plain(_) => {}
+            Conn::Tls(tls) => {
+                let _ = tokio::time::timeout(
+                    std::time::Duration::from_secs(1),
+                    tokio::io::AsyncWriteExt::shutdown(&mut **tls),
+                )
+                .await;
+            }
+            Conn::WebSocket(ws) => ws.finish().await,
         }
     }
 
@@ -167,6 +192,7 @@ impl Conn {
                 .await?
                 .is_read_closed()),
             Conn::Tls(tls) => Ok(tls.read_closed()),
+            Conn::WebSocket(ws) => Ok(ws.read_closed()),
         }
     }
 }
@@ -180,6 +206,7 @@ impl AsyncRead for Conn {
         match self.get_mut() {
             Conn::Plain(tcp) => Pin::new(tcp).poll_read(cx, buf),
             Conn::Tls(tls) => Pin::new(&mut **tls).poll_read(cx, buf),
+            Conn::WebSocket(ws) => Pin::new(&mut **ws).poll_read(cx, buf),
         }
     }
 }
@@ -193,6 +220,7 @@ impl AsyncWrite for Conn {
         match self.get_mut() {
             Conn::Plain(tcp) => Pin::new(tcp).poll_write(cx, buf),
             Conn::Tls(tls) => Pin::new(&mut **tls).poll_write(cx, buf),
+            Conn::WebSocket(ws) => Pin::new(&mut **ws).poll_write(cx, buf),
         }
     }
 
@@ -204,6 +232,7 @@ impl AsyncWrite for Conn {
         match self.get_mut() {
             Conn::Plain(tcp) => Pin::new(tcp).poll_write_vectored(cx, bufs),
             Conn::Tls(tls) => Pin::new(&mut **tls).poll_write_vectored(cx, bufs),
+            Conn::WebSocket(ws) => Pin::new(&mut **ws).poll_write_vectored(cx, bufs),
         }
     }
 
@@ -211,6 +240,7 @@ impl AsyncWrite for Conn {
         match self {
             Conn::Plain(tcp) => tcp.is_write_vectored(),
             Conn::Tls(tls) => tls.is_write_vectored(),
+            Conn::WebSocket(ws) => ws.is_write_vectored(),
         }
     }
 
@@ -218,6 +248,7 @@ impl AsyncWrite for Conn {
         match self.get_mut() {
             Conn::Plain(tcp) => Pin::new(tcp).poll_flush(cx),
             Conn::Tls(tls) => Pin::new(&mut **tls).poll_flush(cx),
+            Conn::WebSocket(ws) => Pin::new(&mut **ws).poll_flush(cx),
         }
     }
 
@@ -225,6 +256,7 @@ impl AsyncWrite for Conn {
         match self.get_mut() {
             Conn::Plain(tcp) => Pin::new(tcp).poll_shutdown(cx),
             Conn::Tls(tls) => Pin::new(&mut **tls).poll_shutdown(cx),
+            Conn::WebSocket(ws) => Pin::new(&mut **ws).poll_shutdown(cx),
         }
     }
 }

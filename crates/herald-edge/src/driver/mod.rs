@@ -263,13 +263,13 @@ impl<W: Wire> Connection<W> {
 
     /// Serves the connection (fresh, or revived from parking) until it ends, or until it has
     /// had nothing to do for `park_idle_after` and reserves a slot in `parking` (only a plain
-    /// TCP connection does: rustls's session is not parked). The socket is the caller's,
-    /// borrowed: passed by value into this future it would be stored twice in the
-    /// connection's task.
+    /// TCP connection does: rustls's session and a WebSocket stream are not parked). The
+    /// socket is the caller's, borrowed: passed by value into this future it would be stored
+    /// twice in the connection's task.
     pub async fn serve(&mut self, conn: &mut Conn, parking: &Parking) -> Served<W::End> {
         let mut idle = match conn {
             Conn::Plain(_) => IdleTimer::new(parking.delay()),
-            Conn::Tls(_) => None,
+            Conn::Tls(_) | Conn::WebSocket(_) => None,
         };
         loop {
             if self.wire.has_input() {

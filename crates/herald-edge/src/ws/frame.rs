@@ -11,6 +11,9 @@ pub mod close {
     pub const GOING_AWAY: u16 = 1001;
     /// The peer broke the protocol.
     pub const PROTOCOL_ERROR: u16 = 1002;
+    /// A data message of a kind the endpoint does not take (a text message where a protocol
+    /// takes binary ones only).
+    pub const UNSUPPORTED_DATA: u16 = 1003;
     /// A text message was not UTF-8.
     pub const INVALID_PAYLOAD: u16 = 1007;
     /// A message was larger than the limit.
@@ -105,17 +108,47 @@ impl FrameReader {
         }
     }
 
-    /// Feeds bytes read from the socket, appending every completed message to `out`.
+    /// Feeds bytes read from the socket, appending every completed message to `out` (a binary
+    /// message without its payload: Herald's protocols carry text).
     pub fn feed(&mut self, input: &[u8], out: &mut Vec<Incoming>) -> Result<(), FrameError> {
+        self.feed_with(input, &mut |message| {
+            out.push(match message {
+                Assembled::Message(message) => message,
+                Assembled::Binary(_) => Incoming::Binary,
+            })
+        })
+    }
+
+    /// Feeds bytes of a connection that carries a byte stream in binary messages (MQTT over
+    /// WebSocket): each completed binary message's payload is appended to `stream`, in order;
+    /// every other message (text, ping, pong, close) goes to `out` as [`FrameReader::feed`]
+    /// gives it.
+    pub fn feed_stream(
+        &mut self,
+        input: &[u8],
+        stream: &mut Vec<u8>,
+        out: &mut Vec<Incoming>,
+    ) -> Result<(), FrameError> {
+        self.feed_with(input, &mut |message| match message {
+            Assembled::Message(message) => out.push(message),
+            Assembled::Binary(payload) => stream.extend_from_slice(&payload),
+        })
+    }
+
+    fn feed_with(
+        &mut self,
+        input: &[u8],
+        sink: &mut dyn FnMut(Assembled),
+    ) -> Result<(), FrameError> {
         if self.partial.is_empty() {
-            let used = self.parse_all(input, out)?;
+            let used = self.parse_all(input, sink)?;
             if used < input.len() {
                 self.partial = input[used..].to_vec();
             }
         } else {
             let mut data = std::mem::take(&mut self.partial);
             data.extend_from_slice(input);
-            let used = self.parse_all(&data, out)?;
+            let used = self.parse_all(&data, sink)?;
             if used < data.len() {
                 data.drain(..used);
                 self.partial = data;
@@ -124,18 +157,22 @@ impl FrameReader {
         Ok(())
     }
 
-    fn parse_all(&mut self, mut data: &[u8], out: &mut Vec<Incoming>) -> Result<usize, FrameError> {
+    fn parse_all(
+        &mut self,
+        mut data: &[u8],
+        sink: &mut dyn FnMut(Assembled),
+    ) -> Result<usize, FrameError> {
         let total = data.len();
         while let Some((frame, used)) = parse_frame(data, self.max_message)? {
             data = &data[used..];
             if let Some(message) = self.assemble(frame)? {
-                out.push(message);
+                sink(message);
             }
         }
         Ok(total - data.len())
     }
 
-    fn assemble(&mut self, frame: Frame) -> Result<Option<Incoming>, FrameError> {
+    fn assemble(&mut self, frame: Frame) -> Result<Option<Assembled>, FrameError> {
         match frame.opcode {
             OP_CLOSE => {
                 let code = match frame.payload.len() {
@@ -146,10 +183,10 @@ impl FrameReader {
                 if std::str::from_utf8(frame.payload.get(2..).unwrap_or(&[])).is_err() {
                     return Err(FrameError::InvalidUtf8);
                 }
-                Ok(Some(Incoming::Close(code)))
+                Ok(Some(Assembled::Message(Incoming::Close(code))))
             }
-            OP_PING => Ok(Some(Incoming::Ping(frame.payload))),
-            OP_PONG => Ok(Some(Incoming::Pong)),
+            OP_PING => Ok(Some(Assembled::Message(Incoming::Ping(frame.payload)))),
+            OP_PONG => Ok(Some(Assembled::Message(Incoming::Pong))),
             OP_TEXT | OP_BINARY => {
                 if self.fragmented.is_some() {
                     return Err(FrameError::Protocol(
@@ -185,12 +222,20 @@ impl FrameReader {
     }
 }
 
-fn finish(opcode: u8, payload: Vec<u8>) -> Result<Incoming, FrameError> {
+/// A message as the reader assembled it, before the caller decides what a binary one keeps.
+enum Assembled {
+    /// Anything but a binary message.
+    Message(Incoming),
+    /// A whole binary message's payload.
+    Binary(Vec<u8>),
+}
+
+fn finish(opcode: u8, payload: Vec<u8>) -> Result<Assembled, FrameError> {
     if opcode == OP_BINARY {
-        return Ok(Incoming::Binary);
+        return Ok(Assembled::Binary(payload));
     }
     String::from_utf8(payload)
-        .map(Incoming::Text)
+        .map(|text| Assembled::Message(Incoming::Text(text)))
         .map_err(|_| FrameError::InvalidUtf8)
 }
 
@@ -304,6 +349,8 @@ pub fn encode_close(out: &mut Vec<u8>, code: u16) {
 pub enum Opcode {
     /// Text frame.
     Text = OP_TEXT as isize,
+    /// Binary frame.
+    Binary = OP_BINARY as isize,
     /// Close frame.
     Close = OP_CLOSE as isize,
     /// Ping frame.
@@ -439,6 +486,35 @@ mod tests {
         let mut parts = client_frame(false, OP_TEXT, &[b'a'; 8], [0; 4]);
         parts.extend(client_frame(true, OP_CONTINUATION, &[b'a'; 8], [0; 4]));
         assert_eq!(read_all(&parts, 10), Err(FrameError::TooBig(16)));
+    }
+
+    #[test]
+    fn a_byte_stream_takes_binary_payloads_in_order_and_leaves_the_rest() {
+        let mut bytes = client_frame(false, OP_BINARY, b"\x10\x0c", [1, 2, 3, 4]);
+        bytes.extend(client_frame(true, OP_PING, b"p", [5, 5, 5, 5]));
+        bytes.extend(client_frame(
+            true,
+            OP_CONTINUATION,
+            b"\x00\x04",
+            [6, 6, 6, 6],
+        ));
+        bytes.extend(client_frame(true, OP_BINARY, b"MQTT", [7, 7, 7, 7]));
+        bytes.extend(client_frame(true, OP_TEXT, b"hi", [8, 8, 8, 8]));
+        let mut reader = FrameReader::new(1024);
+        let (mut stream, mut out) = (Vec::new(), Vec::new());
+        for piece in bytes.chunks(3) {
+            reader.feed_stream(piece, &mut stream, &mut out).unwrap();
+        }
+        assert_eq!(stream, b"\x10\x0c\x00\x04MQTT");
+        assert_eq!(
+            out,
+            vec![Incoming::Ping(b"p".to_vec()), Incoming::Text("hi".into())]
+        );
+        assert!(reader.is_idle());
+        // The message bound holds for binary messages too.
+        let big = client_frame(true, OP_BINARY, &[0; 20], [0; 4]);
+        let e = FrameReader::new(10).feed_stream(&big, &mut stream, &mut out);
+        assert_eq!(e, Err(FrameError::TooBig(20)));
     }
 
     #[test]

@@ -22,6 +22,20 @@ const ACCEPT_GUID: &str = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 pub struct Upgrade {
     accept: HeaderValue,
     on_upgrade: OnUpgrade,
+    /// The subprotocol the answer names (`Sec-WebSocket-Protocol`), if one was chosen.
+    protocol: Option<HeaderValue>,
+}
+
+/// The subprotocols a handshake offers (`Sec-WebSocket-Protocol`, RFC 6455 section 4.1), in the
+/// client's order of preference.
+pub fn offered_protocols(headers: &HeaderMap) -> impl Iterator<Item = &str> {
+    headers
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
 }
 
 fn has_token(headers: &HeaderMap, name: header::HeaderName, token: &str) -> bool {
@@ -70,7 +84,18 @@ impl Upgrade {
             .ok_or_else(|| {
                 HeraldError::bad_request("this connection cannot be upgraded (HTTP/1.1 only)")
             })?;
-        Ok(Upgrade { accept, on_upgrade })
+        Ok(Upgrade {
+            accept,
+            on_upgrade,
+            protocol: None,
+        })
+    }
+
+    /// The answer names `protocol` as the subprotocol chosen (one the client offered,
+    /// [`offered_protocols`]).
+    pub fn with_protocol(mut self, protocol: &str) -> Upgrade {
+        self.protocol = HeaderValue::from_str(protocol).ok();
+        self
     }
 
     /// The `101 Switching Protocols` answer, and the future that yields the socket after it.
@@ -84,11 +109,15 @@ impl Upgrade {
         Response<Body>,
         impl std::future::Future<Output = Option<(Conn, Bytes)>>,
     ) {
-        let response = Response::builder()
+        let mut response = Response::builder()
             .status(StatusCode::SWITCHING_PROTOCOLS)
             .header(header::CONNECTION, "upgrade")
             .header(header::UPGRADE, "websocket")
-            .header(header::SEC_WEBSOCKET_ACCEPT, self.accept)
+            .header(header::SEC_WEBSOCKET_ACCEPT, self.accept);
+        if let Some(protocol) = self.protocol {
+            response = response.header(header::SEC_WEBSOCKET_PROTOCOL, protocol);
+        }
+        let response = response
             .body(Body::empty())
             .expect("static response parts are valid");
         let on_upgrade = self.on_upgrade;
@@ -133,6 +162,18 @@ fn accept_key(key: &[u8]) -> HeaderValue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn offered_protocols_are_read_from_every_header_in_order() {
+        let mut headers = HeaderMap::new();
+        headers.append(
+            header::SEC_WEBSOCKET_PROTOCOL,
+            "mqttv3.1, mqtt".parse().unwrap(),
+        );
+        headers.append(header::SEC_WEBSOCKET_PROTOCOL, "x".parse().unwrap());
+        let offered: Vec<&str> = offered_protocols(&headers).collect();
+        assert_eq!(offered, ["mqttv3.1", "mqtt", "x"]);
+    }
 
     #[test]
     fn accept_key_matches_rfc_6455_example() {
