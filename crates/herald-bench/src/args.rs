@@ -395,3 +395,36 @@ pub struct HooksArgs {
     #[arg(long)]
     pub hooks_matching_nothing: bool,
 }
+
+/// `herald bench failover`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct FailoverArgs {
+    /// Flags every scenario takes (`--transport` is WebSocket only here; a cluster is needed:
+    /// `--spawn-cluster N`, or `--target URL,URL,...` with `--server-pid` for the node killed).
+    #[command(flatten)]
+    pub common: Common,
+    /// Clients on each node, each subscribed over the WebSocket to channels of its own.
+    #[arg(long, default_value_t = 6000, value_name = "N")]
+    pub clients_per_node: u64,
+    /// Channels of its own each client subscribes to.
+    #[arg(long, default_value_t = 1, value_name = "K", value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub channels: u64,
+    /// Messages published to every channel before the kill; every client receives them first.
+    #[arg(long, default_value_t = 2, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub received: u64,
+    /// Messages published to every channel after the kill, through the surviving nodes: the
+    /// killed node's clients have them pending when they resume.
+    #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub pending: u64,
+    /// The node killed with SIGKILL, from 1 [default: the last].
+    #[arg(long, value_name = "NODE")]
+    pub kill: Option<usize>,
+    /// Let the killed node's clients reconnect as soon as they see the loss, racing the
+    /// publishes of the pending messages, instead of once those are stored.
+    #[arg(long)]
+    pub reconnect_at_once: bool,
+    /// Longest wait, from the kill, for every client to be resumed and caught up; past it the
+    /// run reports what it has and fails.
+    #[arg(long, default_value_t = 120, value_name = "SECS")]
+    pub resume_timeout: u64,
+}

@@ -12,6 +12,7 @@ pub mod args;
 pub mod baseline;
 pub mod client;
 pub mod cluster;
+pub mod ledger;
 pub mod meteor;
 pub mod nats;
 pub mod pool;
@@ -30,8 +31,8 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use args::{
-    AllToAllArgs, AutoArgs, BaselineArgs, BroadcastArgs, ConnectionsArgs, FanoutArgs, HooksArgs,
-    ReconnectArgs, SoakArgs, StepArgs, StormArgs,
+    AllToAllArgs, AutoArgs, BaselineArgs, BroadcastArgs, ConnectionsArgs, FailoverArgs, FanoutArgs,
+    HooksArgs, ReconnectArgs, SoakArgs, StepArgs, StormArgs,
 };
 
 const EXAMPLES: &str = "\
@@ -50,6 +51,7 @@ Examples:
   herald bench reconnect-storm --spawn --devices 10000 --pending 100
   herald bench soak --spawn --duration 10m --out soak-out
   herald bench hooks --spawn --clients 10000 --rounds 3
+  herald bench failover --spawn-cluster 3 --clients-per-node 6000
   herald bench apns --threads 1,2 --connections 1,2,4
   herald bench fanout --target http://127.0.0.1:7070 --api-key KEY --token-secret SECRET
   herald bench fanout --spawn --peer nats --publishers 4 --messages 1000 --subscribers 10000
@@ -78,6 +80,33 @@ missing after --wait, a request fails its signature check, or (with --hooks-matc
 any event arrives. Compare --no-hooks with --hooks-matching-nothing A B A B on the server CPU
 per connection (server_cpu_us_per_connection: the churn; ..._all: the churn and the 2 s after
 it, where the server's hook writer finishes) and the churn rate.";
+
+const FAILOVER_EXAMPLES: &str = "\
+Examples:
+  herald bench failover --spawn-cluster 3
+  herald bench failover --spawn-cluster 3 --clients-per-node 2000 --received 2 --pending 3
+  herald bench failover --spawn-cluster 3 --clients-per-node 2000 --reconnect-at-once
+  herald bench failover --target http://127.0.0.1:7071,http://127.0.0.1:7072,http://127.0.0.1:7073 \\
+    --server-pid P1,P2,P3 --api-key KEY --token-secret SECRET --kill 3
+
+Sequence: every client subscribes (over the WebSocket, to --channels channels of its own, on its
+node); --received messages are published to every channel and every client receives them; the
+--kill node (default: the last) is killed with SIGKILL; --pending messages are published to every
+channel through the surviving nodes; then the killed node's clients reconnect to the other nodes,
+round-robin (the next one after a refusal, with the SDK's backoff), and resubscribe from the last
+message they received (`since` its epoch and seq), as Herald's SDKs do. With --reconnect-at-once
+they reconnect as soon as they see the loss, racing the pending publishes.
+
+Reported: the time from the kill to the pending messages stored, to every killed client resumed
+(each subscription answered) and to every client caught up (every message of every channel
+received); messages lost (the first few named as channel#seq), duplicates, deliveries out of order,
+resumes answered recovered: false, clients with messages pending at resume; the surviving nodes',
+PostgreSQL's and Redis's CPU from the kill and from the reconnects to all caught up. The run fails
+(non-zero exit, after the report) when a message is lost, duplicated or out of order, a resume is
+not exact, or not every client caught up within --resume-timeout. PostgreSQL's and Redis's CPU are
+reported only for --spawn-cluster; a --target node is killed by its --server-pid (the bench never
+restarts it). Use --clients-per-node above 15,000 / nodes only with --per-worker low enough: each
+worker process holds at most --per-worker connections (one process may hold 20,000 files).";
 
 /// Flags of `herald bench`.
 #[derive(Debug, clap::Args)]
@@ -153,6 +182,13 @@ pub enum Scenario {
     /// server CPU per event and per connection, and the churn rate.
     #[command(after_help = HOOKS_EXAMPLES)]
     Hooks(HooksArgs),
+    /// Failover of a cluster node: N clients per node (WebSocket, channels of their own, with
+    /// messages received and pending), one node killed with SIGKILL, its clients resuming on
+    /// the others; reports the time to all resumed and caught up, messages lost (must be 0),
+    /// duplicates, out-of-order deliveries, and the surviving nodes', PostgreSQL's and Redis's
+    /// CPU.
+    #[command(after_help = FAILOVER_EXAMPLES)]
+    Failover(FailoverArgs),
     /// Pushy's benchmark: Herald's APNs client against a raw h2 client, to the mock APNs.
     #[command(
         after_help = "Examples:\n  herald bench apns --threads 1,2 --connections 1,2,4\n  herald bench apns --threads 2 --connections 4 --notifications 500000 --out results/apns"
@@ -270,6 +306,7 @@ fn check_peer(scenario: &Scenario) -> anyhow::Result<()> {
         Scenario::ReconnectStorm(a) => ("reconnect-storm", &a.common),
         Scenario::Soak(a) => ("soak", &a.common),
         Scenario::Hooks(a) => ("hooks", &a.common),
+        Scenario::Failover(a) => ("failover", &a.common),
         _ => return Ok(()),
     };
     if common.is_nats() {
@@ -333,6 +370,10 @@ async fn run_scenario(scenario: Scenario) -> anyhow::Result<(report::Report, Opt
         Scenario::Hooks(a) => {
             let out = a.common.out.clone();
             (scenario::hooks::run(a).await?, out)
+        }
+        Scenario::Failover(a) => {
+            let out = a.common.out.clone();
+            (scenario::failover::run(a).await?, out)
         }
         Scenario::Apns(a) => providers(a, scenario::providers::Provider::Apns).await?,
         Scenario::Fcm(a) => providers(a, scenario::providers::Provider::Fcm).await?,

@@ -63,6 +63,10 @@ pub struct WorkerConfig {
     /// `SO_RCVBUF` of the subscriber connections (`--rcvbuf`); the kernel's autotuning if none.
     #[serde(default)]
     pub rcvbuf: Option<u32>,
+    /// Every node's address, the first node first (a [`Plan::Failover`] client that loses its
+    /// node reconnects to another).
+    #[serde(default)]
+    pub nodes: Vec<std::net::SocketAddr>,
 }
 
 /// Which channels the connections of an `open` subscribe to.
@@ -107,6 +111,18 @@ pub enum Plan {
         #[serde(default)]
         ack: bool,
     },
+    /// Connection number `i` is a resuming subscriber (`herald bench failover`, WebSocket): it
+    /// subscribes to `{prefix}{i}/0` .. `{prefix}{i}/{channels-1}` and keeps each channel's
+    /// position and ledger ([`crate::ledger`]). When its connection is lost it waits for an
+    /// [`Action::Resume`] fire, then reconnects to another node (round-robin over the nodes
+    /// other than the one it lost) and resubscribes every channel from its position, as the
+    /// SDK does. [`Command::Account`] reports what these connections received.
+    Failover {
+        /// Channel name prefix.
+        prefix: String,
+        /// Channels per connection.
+        channels: u64,
+    },
 }
 
 /// What every connection does when a `fire` goes off.
@@ -115,6 +131,8 @@ pub enum Plan {
 pub enum Action {
     /// Nothing: only (re)start the round clock.
     Mark,
+    /// [`Plan::Failover`] connections that lost their node may reconnect (from now on).
+    Resume,
     /// Every connection publishes one message to `channel`.
     PublishOnce {
         /// Channel name.
@@ -171,6 +189,15 @@ pub enum Command {
         per_conn_messages: u64,
         /// Acknowledgements expected per connection.
         per_conn_acks: u64,
+        /// Give up after this long.
+        timeout_ms: u64,
+    },
+    /// Waits until every [`Plan::Failover`] connection of the worker is connected and has
+    /// received seqs 1 to `expected` of each of its channels (or `timeout_ms` passed), sending
+    /// `progress` (connections caught up) meanwhile, then replies `accounted`.
+    Account {
+        /// Messages published to each channel.
+        expected: u64,
         /// Give up after this long.
         timeout_ms: u64,
     },
@@ -247,6 +274,8 @@ pub enum Event {
     Fired,
     /// Reply to `collect`.
     Collected(RoundReport),
+    /// Reply to `account`.
+    Accounted(crate::ledger::Tally),
     /// Reply to `close`, or a command the worker could not carry out.
     Closed,
     /// The worker failed.

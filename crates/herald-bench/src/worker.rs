@@ -34,6 +34,8 @@ pub struct Shared {
     /// HTTP publishes of the current fire whose answer has not been counted yet: a delivery
     /// can arrive before its publish's answer, and a round is complete only with both.
     pub publishing: AtomicU64,
+    /// The failover clients' records ([`crate::proto::Plan::Failover`]).
+    pub book: client::failover::Book,
 }
 
 /// One time bucket while it fills.
@@ -262,6 +264,7 @@ async fn serve() -> anyhow::Result<()> {
         round: Mutex::new(Round::new(now_ns(), 1000)),
         fire,
         publishing: AtomicU64::new(0),
+        book: Default::default(),
     });
     let mut fire_seq = 0u64;
     while let Some(line) = lines.next_line().await? {
@@ -322,6 +325,25 @@ async fn serve() -> anyhow::Result<()> {
                 emit(&Event::Collected(
                     round.report(sh.alive.load(Ordering::Relaxed)),
                 ));
+            }
+            Command::Account {
+                expected,
+                timeout_ms,
+            } => {
+                let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms);
+                let mut last_progress = tokio::time::Instant::now();
+                loop {
+                    let (clients, done) = sh.book.caught_up(expected);
+                    if done >= clients || tokio::time::Instant::now() >= deadline {
+                        break;
+                    }
+                    if last_progress.elapsed() >= Duration::from_millis(250) {
+                        last_progress = tokio::time::Instant::now();
+                        emit(&Event::Progress { done, failed: 0 });
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                emit(&Event::Accounted(sh.book.account(expected)));
             }
             Command::Close => {
                 emit(&Event::Closed);

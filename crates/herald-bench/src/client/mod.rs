@@ -8,6 +8,7 @@
 //! They are hand-written over raw sockets rather than built on `herald-client` so that one
 //! worker process can hold 15,000 connections with a few KiB each (see [`crate::wire`]).
 
+pub mod failover;
 mod http;
 mod nats;
 mod poll;
@@ -246,6 +247,9 @@ const OPEN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
 pub async fn run(sh: Arc<Shared>, n: u64, plan: Plan, ready: Ready) {
     let fire = sh.fire.subscribe();
     let conn = async {
+        if let Plan::Failover { .. } = plan {
+            return failover::failover(&sh, n, &plan, &ready, fire).await;
+        }
         match sh.cfg.transport {
             Transport::Ws => ws::ws(&sh, n, &plan, &ready, fire).await,
             Transport::Sse => sse::sse(&sh, n, &plan, &ready, fire).await,
@@ -284,7 +288,7 @@ pub fn channel_list(plan: &Plan, n: u64) -> Vec<String> {
         Plan::Shared { channel } => vec![channel.clone()],
         Plan::Own { prefix } => vec![format!("{prefix}{n}")],
         Plan::Set { prefix, count } => (0..*count).map(|j| format!("{prefix}{j}")).collect(),
-        Plan::Connect | Plan::Inbox { .. } => Vec::new(),
+        Plan::Connect | Plan::Inbox { .. } | Plan::Failover { .. } => Vec::new(),
     }
 }
 

@@ -6,6 +6,7 @@ pub mod auto;
 pub mod broadcast;
 pub mod connections;
 pub mod devices;
+pub mod failover;
 pub mod fanout;
 pub mod hooks;
 pub mod mock_apns;
@@ -152,6 +153,7 @@ impl Ctx {
             meteor_addr: t.meteor,
             meteor_mode: self.common.meteor_mode.clone(),
             rcvbuf: self.common.rcvbuf,
+            nodes: t.nodes.iter().map(|n| n.addr).collect(),
         })
         .await
     }

@@ -349,6 +349,56 @@ impl Target {
         &self.nodes[i % self.nodes.len()]
     }
 
+    /// Kills node `i` (from 0) with SIGKILL and waits until it is gone: a node the bench started
+    /// is reaped, one of `--target` is signalled by its `--server-pid`. From then on the node
+    /// has no pid, so CPU marks and [`parts`](Self::parts) leave it out. Returns its pid.
+    pub fn kill_node(&mut self, i: usize) -> anyhow::Result<u32> {
+        let node = self
+            .nodes
+            .get_mut(i)
+            .ok_or_else(|| anyhow!("there is no node {}", i + 1))?;
+        let pid = node.pid.ok_or_else(|| {
+            anyhow!(
+                "node {} ({}) has no known pid to kill: give --server-pid",
+                i + 1,
+                node.url
+            )
+        })?;
+        node.pid = None;
+        if i == 0 {
+            self.pid = None;
+        }
+        if let Some(at) = self.children.iter().position(|c| c.id() == pid) {
+            let mut child = self.children.remove(at);
+            let killed = child.kill();
+            let reaped = child.wait();
+            killed.with_context(|| format!("cannot kill node {} (pid {pid})", i + 1))?;
+            reaped.context("cannot reap the killed node")?;
+            return Ok(pid);
+        }
+        let status = Command::new("kill")
+            .arg("-KILL")
+            .arg(pid.to_string())
+            .status()
+            .context("cannot run kill")?;
+        if !status.success() {
+            bail!("kill -KILL {pid} failed ({status})");
+        }
+        // Not our child: wait until /proc no longer shows it running (a zombie counts as gone).
+        for _ in 0..200 {
+            let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok();
+            let gone = state
+                .as_deref()
+                .and_then(|s| s.rsplit_once(") "))
+                .is_none_or(|(_, rest)| rest.starts_with('Z'));
+            if gone {
+                return Ok(pid);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        bail!("node {} (pid {pid}) still runs 2 s after SIGKILL", i + 1)
+    }
+
     /// The pids of the nodes that have one.
     pub fn node_pids(&self) -> Vec<u32> {
         self.nodes.iter().filter_map(|n| n.pid).collect()

@@ -110,3 +110,76 @@ fn several_targets_need_one_pid_each() {
         "{stderr}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_resumes_the_killed_nodes_clients_on_the_others_without_a_loss() {
+    let (s, stdout) = bench_bounded(
+        &[
+            "failover",
+            "--spawn-cluster",
+            "3",
+            "--clients-per-node",
+            "20",
+            "--channels",
+            "2",
+            "--no-baseline",
+        ],
+        Duration::from_secs(180),
+    )
+    .await;
+    let d = &s["details"];
+    let t = &d["accounting"];
+    assert_eq!(s["failed"], 0, "no message lost: {s:#}");
+    assert_eq!(d["clients"], 60, "{s:#}");
+    assert_eq!(d["killed_node"], 3, "the last node by default: {s:#}");
+    assert_eq!(d["killed_node_clients"], 20, "{s:#}");
+    for (key, want) in [
+        ("clients", 60),
+        ("channels", 120),
+        ("caught_up", 60),
+        ("disconnected", 20),
+        ("resumed", 20),
+        ("with_pending", 20),
+        // 3 messages pending on each of a resumed client's 2 channels.
+        ("pending_at_resume", 120),
+        ("lost", 0),
+        ("duplicates", 0),
+        ("out_of_order", 0),
+        ("unexpected", 0),
+        ("not_recovered", 0),
+    ] {
+        assert_eq!(t[key], want, "accounting.{key}: {s:#}");
+    }
+    // Every channel got its 2 + 3 messages, once each.
+    assert_eq!(t["received"], 600, "{s:#}");
+    // The killed node's clients went to the other two nodes, and to nothing else.
+    let target: Vec<&str> = s["target"].as_str().unwrap().split(',').collect();
+    let on: Vec<(String, u64)> = serde_json::from_value(t["resumed_on"].clone()).unwrap();
+    assert_eq!(on.iter().map(|(_, n)| n).sum::<u64>(), 20, "{on:?}");
+    for (node, _) in &on {
+        let url = format!("http://{node}");
+        assert!(url != target[2], "none resumed on the killed node: {on:?}");
+        assert!(target[..2].contains(&url.as_str()), "{url} in {target:?}");
+    }
+    assert_eq!(on.len(), 2, "round-robin over both survivors: {on:?}");
+    for key in ["kill_to_all_resumed", "kill_to_all_caught_up"] {
+        assert!(d["ms"][key].as_f64().is_some(), "ms.{key}: {s:#}");
+    }
+    // The CPU over the failover: the surviving nodes, PostgreSQL and Redis, not the dead one.
+    let names: Vec<&str> = d["cpu_kill_to_caught_up"]["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["process"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"postgresql") && names.contains(&"redis"),
+        "{names:?}"
+    );
+    assert_eq!(
+        names.iter().filter(|n| n.starts_with("node ")).count(),
+        2,
+        "{names:?}"
+    );
+    assert!(stdout.contains("messages lost"), "{stdout}");
+}
