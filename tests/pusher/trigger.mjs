@@ -2,7 +2,8 @@
 // crates/herald/tests/server/pusher_api.rs. One JSON argument says what to do:
 //   {"host","port","appId","key","secret",
 //    "trigger": {"channels": [...], "event", "data", "socket_id"?, "info"?}
-//    | "batch": [{"channel","name","data","socket_id"?}, ...],
+//    | "batch": [{"channel","name","data","socket_id"?}, ...]
+//    | "get": {"path": "/channels[/NAME[/users]]", "params"?: {...}}   a query (pusher.get),
 //    "clock_offset_ms"?: shifts the SDK's clock (an old auth_timestamp)}
 // and one JSON line is printed: {"status": <HTTP status>, "body": "<the answer's text>"}.
 import Pusher from 'pusher';
@@ -30,6 +31,8 @@ try {
     if (t.socket_id) params.socket_id = t.socket_id;
     if (t.info) params.info = t.info;
     response = await pusher.trigger(t.channels, t.event, t.data, params);
+  } else if (order.get) {
+    response = await pusher.get({ path: order.get.path, params: order.get.params ?? {} });
   } else {
     response = await pusher.triggerBatch(order.batch);
   }

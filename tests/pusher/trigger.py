@@ -1,6 +1,8 @@
 """Runs Pusher's official Python server SDK (PyPI `pusher`) against Herald, for the tests in
 crates/herald/tests/server/pusher_api.rs. One JSON argument says what to do (as trigger.mjs
-takes it: host, port, appId, key, secret, and "trigger" or "batch") and one JSON line is
+takes it: host, port, appId, key, secret, and "trigger" or "batch", or a query:
+"channels_info": {"prefix", "attributes"}, "channel_info": {"channel", "attributes"},
+"users_info": {"channel"}) and one JSON line is
 printed: {"status": <HTTP status>, "body": "<the answer's text>"}."""
 
 import json
@@ -23,6 +25,14 @@ try:
     if "trigger" in order:
         t = order["trigger"]
         body = client.trigger(t["channels"], t["event"], t["data"], t.get("socket_id"))
+    elif "channels_info" in order:
+        q = order["channels_info"]
+        body = client.channels_info(q.get("prefix"), q.get("attributes", []))
+    elif "channel_info" in order:
+        q = order["channel_info"]
+        body = client.channel_info(q["channel"], q.get("attributes", []))
+    elif "users_info" in order:
+        body = client.users_info(order["users_info"]["channel"])
     else:
         body = client.trigger_batch(order["batch"])
     answer = {"status": 200, "body": json.dumps(body)}

@@ -613,6 +613,15 @@ impl Engine {
     pub fn subscriber_count(&self, channel: &ChannelName) -> usize {
         self.hub.subscriber_count(channel)
     }
+
+    /// The channels with live subscribers on this node that `wanted` accepts, with how many
+    /// each has ([`Hub::occupied_channels`]).
+    pub fn occupied_channels(
+        &self,
+        wanted: impl FnMut(&ChannelName) -> bool,
+    ) -> Vec<(ChannelName, usize)> {
+        self.hub.occupied_channels(wanted)
+    }
 }
 
 /// Checks a publisher-supplied message id (idempotency key): 1 to 256 bytes.

@@ -380,6 +380,7 @@ impl Parts {
             publisher: self.publisher.clone(),
             usage: self.usage.clone(),
             limits: edge.limits.clone(),
+            subscribers: self.bus.presence(),
             settings: HttpLimits::default(),
         });
         let pusher_clients = Arc::new(PusherClients {

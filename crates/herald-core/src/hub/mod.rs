@@ -503,6 +503,27 @@ impl Hub {
         self.shard(key).read().get(key).map_or(0, |e| e.subs.len())
     }
 
+    /// The channels with subscriptions on this node that `wanted` accepts, with how many
+    /// each has, in no order. It walks every shard: for an occasional read (a Pusher
+    /// channels query), not for the publish or subscribe path.
+    pub fn occupied_channels(
+        &self,
+        mut wanted: impl FnMut(&ChannelName) -> bool,
+    ) -> Vec<(ChannelName, usize)> {
+        let mut found = Vec::new();
+        for shard in self.shards.iter() {
+            let shard = shard.read();
+            found.extend(
+                shard
+                    .entries
+                    .iter()
+                    .filter(|slot| !slot.entry.subs.is_empty() && wanted(&slot.name))
+                    .map(|slot| (slot.name.clone(), slot.entry.subs.len())),
+            );
+        }
+        found
+    }
+
     /// Delivers committed messages, in order, to the subscriptions of their channels. Each run
     /// of consecutive messages of one channel is handed to every subscriber at once (one outbox
     /// lock and one wake per subscriber for the whole run), so a group commit of many messages
@@ -781,6 +802,26 @@ mod tests {
         assert_eq!(seqs(&out), vec![1]);
         assert!(hub.unsubscribe(&ch, s2.id()));
         assert_eq!(hub.subscriber_count(&ch), 0);
+    }
+
+    #[test]
+    fn occupied_channels_are_the_ones_with_subscribers() {
+        let hub = Hub::new();
+        let out = Outbox::new(1 << 20);
+        let a = ChannelName::parse("presence-a").unwrap();
+        let b = ChannelName::parse("presence-b").unwrap();
+        let news = ChannelName::parse("news").unwrap();
+        let (a1, _) = hub.subscribe(&a, out.clone());
+        let (_a2, _) = hub.subscribe(&a, out.clone());
+        let (b1, _) = hub.subscribe(&b, out.clone());
+        let (_n, _) = hub.subscribe(&news, out.clone());
+        let presence = |c: &ChannelName| c.as_str().starts_with("presence-");
+        let mut found = hub.occupied_channels(presence);
+        found.sort();
+        assert_eq!(found, vec![(a.clone(), 2), (b.clone(), 1)]);
+        assert!(hub.unsubscribe(&b, b1.id()));
+        assert!(hub.unsubscribe(&a, a1.id()));
+        assert_eq!(hub.occupied_channels(presence), vec![(a, 1)]);
     }
 
     #[test]

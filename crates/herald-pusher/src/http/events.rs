@@ -1,9 +1,9 @@
 //! `POST /apps/{app_id}/events` (one event to up to 100 channels) and
 //! `POST /apps/{app_id}/batch_events` (up to 10 events, each to one channel), as Pusher's
 //! HTTP API reference describes them: `name`, `data` (a string), `channel` or `channels`,
-//! `socket_id` (the connection not to send it to), `info` (`subscription_count`; `user_count`
-//! is refused for a channel that is not a presence channel, as Pusher refuses it, and answered
-//! once presence lands). Each event becomes one message per channel whose data is the
+//! `socket_id` (the connection not to send it to), `info` (`subscription_count`, and
+//! `user_count`, refused for a channel that is not a presence channel as Pusher refuses it;
+//! counted as [`super::channels`] counts them). Each event becomes one message per channel whose data is the
 //! `$pusher` envelope ([`crate::event`]), appended through core's [`Publisher`]; the answer,
 //! `{}` (or the channels' info when asked), comes after every append is durable. Fields
 //! Pusher does not document are ignored, as Pusher does.
@@ -24,6 +24,7 @@ use herald_core::{ChannelName, NewMessage};
 use serde_json::{json, Map, Value};
 
 use super::auth::{authenticate, SignedRequest};
+use super::channels::{counts, Info};
 use super::{Answer, HttpLimits, PusherHttp};
 use crate::channel_map::{app_channel, ChannelKind};
 use crate::event::{check_event_name, check_socket_id, PusherEvent};
@@ -34,19 +35,6 @@ struct Trigger {
     /// Pusher names, in the order given.
     channels: Vec<String>,
     info: Info,
-}
-
-/// What `info` asked for.
-#[derive(Default, Clone, Copy)]
-struct Info {
-    subscription_count: bool,
-    user_count: bool,
-}
-
-impl Info {
-    fn asked(self) -> bool {
-        self.subscription_count || self.user_count
-    }
 }
 
 /// `POST /apps/{app_id}/events`.
@@ -109,11 +97,10 @@ async fn handle(
     let published = publish(http, app, &credentials.key, &triggers).await?;
     let answer = if batch {
         if triggers.iter().any(|t| t.info.asked()) {
-            let infos: Vec<Value> = triggers
-                .iter()
-                .map(|t| channel_info(http, t, &published))
-                .map(|mut channels| channels.remove(0))
-                .collect();
+            let mut infos = Vec::with_capacity(triggers.len());
+            for trigger in &triggers {
+                infos.push(channel_info(http, trigger, &published).await.remove(0));
+            }
             json!({ "batch": infos })
         } else {
             json!({})
@@ -125,7 +112,7 @@ async fn handle(
             for (name, info) in trigger
                 .channels
                 .iter()
-                .zip(channel_info(http, trigger, &published))
+                .zip(channel_info(http, trigger, &published).await)
             {
                 channels.insert(name.clone(), info);
             }
@@ -138,25 +125,20 @@ async fn handle(
 }
 
 /// The info a trigger asked for, one object per channel in its order.
-fn channel_info(
+async fn channel_info(
     http: &PusherHttp,
     trigger: &Trigger,
     channels: &HashMap<String, ChannelName>,
 ) -> Vec<Value> {
-    trigger
-        .channels
-        .iter()
-        .map(|name| {
-            let mut info = Map::new();
-            if trigger.info.subscription_count {
-                let count = channels
-                    .get(name)
-                    .map_or(0, |c| http.publisher.engine().subscriber_count(c));
-                info.insert("subscription_count".into(), json!(count));
-            }
-            Value::Object(info)
-        })
-        .collect()
+    let mut infos = Vec::with_capacity(trigger.channels.len());
+    for name in &trigger.channels {
+        let fields = match channels.get(name) {
+            Some(channel) => counts(http, channel, trigger.info).await,
+            None => Map::new(),
+        };
+        infos.push(Value::Object(fields));
+    }
+    infos
 }
 
 /// Appends every trigger's event to each of its channels (one channel's messages in the
@@ -289,19 +271,7 @@ fn read_trigger(body: &Value, limits: &HttpLimits, at: &str) -> Result<Trigger, 
     if let Some(socket_id) = socket_id {
         check_socket_id(socket_id).map_err(&refuse)?;
     }
-    let mut info = Info::default();
-    for attribute in string("info")?.unwrap_or("").split(',').map(str::trim) {
-        match attribute {
-            "" => {}
-            "subscription_count" => info.subscription_count = true,
-            "user_count" => info.user_count = true,
-            other => {
-                return Err(refuse(format!(
-                    "Invalid info attribute {other:?}: subscription_count or user_count"
-                )))
-            }
-        }
-    }
+    let info = Info::parse(string("info")?).map_err(&refuse)?;
     if info.user_count {
         if let Some(name) = channels.iter().find(|c| !ChannelKind::of(c).is_presence()) {
             return Err(refuse(format!(

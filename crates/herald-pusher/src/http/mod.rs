@@ -1,7 +1,8 @@
 //! Pusher's HTTP API at `/apps/{app_id}/...`, served on Herald's HTTP listener by this
 //! router (herald-server merges it beside the publisher API's): `POST .../events` and
-//! `POST .../batch_events` so far ([`events`]); the channels and users queries and
-//! `terminate_connections` come next (docs/design/pusher.md, "Order").
+//! `POST .../batch_events` ([`events`]), the channels and users queries `GET .../channels`,
+//! `GET .../channels/{name}` and `GET .../channels/{name}/users` ([`channels`]);
+//! `terminate_connections` comes next (docs/design/pusher.md, "Order").
 //!
 //! Every request is signed as Pusher's server SDKs sign it and checked in Pusher's order
 //! ([`auth`]); every refusal is Pusher's status with a plain-text body that says what was
@@ -10,13 +11,14 @@
 //! as Herald's own publish is, and answered once every append is durable.
 
 pub mod auth;
+pub mod channels;
 pub mod events;
 
 use std::sync::Arc;
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use axum::Router;
 use herald_core::limits::Limiters;
 use herald_core::publish::Publisher;
@@ -65,6 +67,9 @@ pub struct PusherHttp {
     pub usage: Arc<UsageMeter>,
     /// The rate limiters.
     pub limits: Arc<Limiters>,
+    /// The cluster's subscriber counts (a networked bus's), for `subscription_count`; `None`
+    /// on one node (this node's counts are the server's).
+    pub subscribers: Option<Arc<dyn herald_core::bus::Presence>>,
     /// The API's limits.
     pub settings: HttpLimits,
 }
@@ -74,6 +79,12 @@ pub fn router(state: Arc<PusherHttp>) -> Router {
     Router::new()
         .route("/apps/{app_id}/events", post(events::events))
         .route("/apps/{app_id}/batch_events", post(events::batch_events))
+        .route("/apps/{app_id}/channels", get(channels::list))
+        .route("/apps/{app_id}/channels/{channel_name}", get(channels::one))
+        .route(
+            "/apps/{app_id}/channels/{channel_name}/users",
+            get(channels::users),
+        )
         .with_state(state)
 }
 

@@ -42,6 +42,7 @@ mod push;
 mod pusher_api;
 mod pusher_client;
 mod pusher_presence;
+mod pusher_queries;
 mod revoke;
 mod slow_consumer;
 mod sse_direct;

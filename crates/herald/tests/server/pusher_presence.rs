@@ -135,7 +135,7 @@ async fn presence_members_are_one_per_user_for_pusher_js_and_herald() {
 }
 
 /// Sends a presence subscribe of `channel` with `channel_data`, signed over `signed_data`.
-async fn subscribe_presence(
+pub(crate) async fn subscribe_presence(
     ws: &mut Ws,
     creds: &Credentials,
     socket_id: &str,
@@ -155,7 +155,7 @@ async fn subscribe_presence(
 }
 
 /// A frame's `data` string, parsed.
-fn data_of(frame: &Value) -> Value {
+pub(crate) fn data_of(frame: &Value) -> Value {
     serde_json::from_str(frame["data"].as_str().unwrap_or_else(|| panic!("{frame}"))).unwrap()
 }
 
