@@ -160,3 +160,22 @@ async fn a_server_shutting_down_publishes_the_wills_still_waiting() {
     kept.sort_by_key(|v| v.to_string());
     assert_eq!(kept, [json!("at shutdown"), json!("cut")]);
 }
+
+#[tokio::test]
+async fn a_will_the_credential_may_not_publish_is_refused_at_connect() {
+    let server = Server::builder().mqtt().start().await;
+    let token = server.token(&["wills/*"], &["wills/*"]);
+    for version in ["5", "3.1.1"] {
+        let mut spec = client(
+            &token,
+            "nosy",
+            json!({ "will": { "topic": "elsewhere/x", "payload": "\"no\"", "qos": 0 } }),
+        );
+        spec["version"] = version.into();
+        let out = paho(server.mqtt_addr(), spec).await;
+        assert_eq!(out.code, Some(3), "refused: {}", out.describe());
+        let connack = &out.events("connack")[0];
+        // 0x87 Not authorized; Paho 2 reports 3.1.1's return code 5 as the same code.
+        assert_eq!(connack["reason_code"], 0x87, "MQTT {version}: {connack}");
+    }
+}
