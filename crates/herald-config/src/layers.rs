@@ -148,6 +148,7 @@ pub(super) const KEYS: &[Key] = &[
     key("meteor_tls", &["HERALD_METEOR_TLS"]),
     key("mqtt_listen", &["HERALD_MQTT_LISTEN"]).what("mqtt_listen address"),
     key("mqtt_tls", &["HERALD_MQTT_TLS"]),
+    key("mqtt.websocket", &["HERALD_MQTT_WEBSOCKET"]),
     key("mqtt.max_keep_alive", &["HERALD_MQTT_MAX_KEEP_ALIVE"]),
     key("mqtt.max_packet_size", &["HERALD_MQTT_MAX_PACKET_SIZE"]),
     key("mqtt.receive_maximum", &["HERALD_MQTT_RECEIVE_MAXIMUM"]),

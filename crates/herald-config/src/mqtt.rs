@@ -1,8 +1,10 @@
 //! The MQTT keys: `mqtt_listen` (the listener's address, `IP:PORT` or a bare port on
 //! 127.0.0.1; off unless set), `mqtt_tls` (it serves TLS with the server's certificate) and the
-//! `[mqtt]` table ([`MQTT_KEYS`]): the limits a connection announces in its CONNACK and the
-//! anonymous mode, whose `anonymous_rules` are an array of tables, each `allow` or `deny` a
-//! topic filter for an `action` (docs/config.md, "`[mqtt]`: the MQTT listener"):
+//! `[mqtt]` table ([`MQTT_KEYS`]): `websocket` (MQTT over WebSocket at `/mqtt` on the HTTP
+//! listener, off unless set, independent of `mqtt_listen`), the limits a connection announces in
+//! its CONNACK and the anonymous mode, whose `anonymous_rules` are an array of tables, each
+//! `allow` or `deny` a topic filter for an `action` (docs/config.md, "`[mqtt]`: the MQTT
+//! listener"):
 //!
 //! ```toml
 //! [[mqtt.anonymous_rules]]
@@ -25,6 +27,7 @@ use super::validate::{boolean, duration, text, ConfigError};
 
 /// The keys of the `[mqtt]` table.
 pub(super) const MQTT_KEYS: &[&str] = &[
+    "websocket",
     "max_keep_alive",
     "max_packet_size",
     "receive_maximum",
@@ -164,6 +167,7 @@ impl Layers {
         Ok(MqttPort {
             listen: self.get("mqtt_listen", None, address)?,
             tls,
+            websocket: self.get("mqtt.websocket", false, boolean)?,
             settings,
         })
     }
@@ -326,6 +330,7 @@ mod tests {
         let c = load(None, &[], ConfigFlags::default()).unwrap();
         assert_eq!(c.mqtt.listen, None);
         assert!(!c.mqtt.tls);
+        assert!(!c.mqtt.websocket);
         assert_eq!(c.mqtt.settings, MqttSettings::default());
         let file = "mqtt_listen = \"127.0.0.1:1883\"";
         let c = load(Some(file), &[], ConfigFlags::default()).unwrap();
@@ -350,6 +355,35 @@ mod tests {
             e.contains("invalid mqtt_listen address \"nowhere\" (from --mqtt)"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn mqtt_over_websocket_is_its_own_switch() {
+        let file = "[mqtt]\nwebsocket = true\n";
+        let c = load(Some(file), &[], ConfigFlags::default()).unwrap();
+        assert!(c.mqtt.websocket);
+        assert_eq!(c.mqtt.listen, None, "no TCP listener needed");
+        let env = [("HERALD_MQTT_WEBSOCKET", "false")];
+        let c = load(Some(file), &env, ConfigFlags::default()).unwrap();
+        assert!(!c.mqtt.websocket);
+        assert_eq!(
+            c.source("mqtt.websocket"),
+            Source::Env("HERALD_MQTT_WEBSOCKET")
+        );
+        let e = err(
+            None,
+            &[("HERALD_MQTT_WEBSOCKET", "maybe")],
+            ConfigFlags::default(),
+        );
+        assert!(
+            e.contains("mqtt.websocket") && e.contains("HERALD_MQTT_WEBSOCKET"),
+            "{e}"
+        );
+        // What config check prints loads back the same.
+        let c = load(Some(file), &[], ConfigFlags::default()).unwrap();
+        let printed = c.to_toml_redacted();
+        let again = load(Some(&printed), &[], ConfigFlags::default()).unwrap();
+        assert!(again.mqtt.websocket, "{printed}");
     }
 
     #[test]

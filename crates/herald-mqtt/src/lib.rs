@@ -13,10 +13,12 @@
 //! each subscription was granted in `subscriptions.rs`, wildcard subscriptions in `wildcards.rs`
 //! (over core's filter registry), one connection per client identifier in `takeover.rs`,
 //! persistent sessions in [`session`] (kept by herald-store through its storage trait).
-//! Topics map to channels in [`topic_map`], payloads to message data in [`payload`], and the
-//! anonymous mode's rules are [`access`]'s. A message's publisher and publish QoS are read
-//! from its key (`origin.rs`), and wills are published as `will.rs` says. Parking idle
-//! connections comes next (docs/design/mqtt.md, phase 2).
+//! The same connection code serves MQTT over WebSocket at `/mqtt` on the HTTP listener
+//! ([`websocket`]), over edge's WebSocket byte stream. Topics map to channels in [`topic_map`],
+//! payloads to message data in [`payload`], and the anonymous mode's rules are [`access`]'s.
+//! A message's publisher and publish QoS are read from its key (`origin.rs`), and wills are
+//! published as `will.rs` says. Parking idle connections comes next (docs/design/mqtt.md,
+//! phase 2).
 //!
 //! The codec depends on `bytes` and `thiserror` only (no Herald crate, no runtime), so it can be
 //! fuzzed (`crates/herald-fuzz/src/mqtt.rs`) and reused by tests, benches and clients.
@@ -38,6 +40,7 @@ pub mod settings;
 mod subscriptions;
 mod takeover;
 pub mod topic_map;
+pub mod websocket;
 mod wildcards;
 mod will;
 mod wire;

@@ -113,10 +113,11 @@ pub(crate) async fn serve(
 /// first whose detector says [`Verdict::Mine`](herald_edge::detect::Verdict) serves the
 /// connection (see [`serve_connection`]); a connection no detector claims is HTTP's, served by
 /// hyper (with one-message publishes answered without it first).
-static DETECTORS: [&dyn Detector; 3] = [
+static DETECTORS: [&dyn Detector; 4] = [
     &herald_edge::sse::DETECTOR,
     &herald_edge::ws::DETECTOR,
     &herald_pusher::serve::DETECTOR,
+    &herald_mqtt::websocket::DETECTOR,
 ];
 /// [`DETECTORS`]' index of an SSE stream served directly.
 const SSE: usize = 0;
@@ -124,6 +125,8 @@ const SSE: usize = 0;
 const WEBSOCKET: usize = 1;
 /// [`DETECTORS`]' index of a Pusher WebSocket handshake at `/app/{key}`.
 const PUSHER: usize = 2;
+/// [`DETECTORS`]' index of an MQTT over WebSocket handshake at `/mqtt`.
+const MQTT: usize = 3;
 
 /// What a fresh connection's first bytes made of it.
 enum First {
@@ -159,7 +162,7 @@ async fn serve_connection(
                 index: SSE, prefix, ..
             } => First::Sse(herald_edge::sse::take_request(&mut conn, prefix).await),
             Detected::Chosen { index, started, .. } => {
-                First::Http(started, index == WEBSOCKET || index == PUSHER)
+                First::Http(started, matches!(index, WEBSOCKET | PUSHER | MQTT))
             }
             Detected::Other(started) => First::Http(started, false),
             Detected::Gone => First::Done,

@@ -3,22 +3,55 @@
 //! [`herald_mqtt::serve::serve`] in the edge's connection tracker, with the listener's
 //! persistent sessions ([`herald_mqtt::session::Sessions`], over the node's store). Connections end as every
 //! transport's do: shutdown, revocations and app deletion reach them through the live clients
-//! and the roster; this loop only stops accepting.
+//! and the roster; this loop only stops accepting. MQTT over WebSocket (`mqtt.websocket`) is
+//! `/mqtt` on the HTTP listener ([`websocket_router`], [`herald_mqtt::websocket`]), with the
+//! same sessions ([`start_sessions`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Router;
 use herald_edge::conn::{Conn, TlsAcceptor};
 use herald_edge::Edge;
-use herald_mqtt::session::store::MqttSessionStore;
 use herald_mqtt::session::Sessions;
 use herald_mqtt::settings::MqttSettings;
+use herald_mqtt::websocket::MqttOverWebSocket;
 use tokio::net::TcpListener;
 use tokio_util::task::TaskTracker;
 
 use crate::error::ServerError;
-use crate::settings::MqttPort;
+use crate::settings::{MqttPort, ServerSettings};
+use crate::wiring::Parts;
+
+/// The persistent MQTT sessions (over the node's store), started when MQTT is served at all:
+/// on its TCP listener (`mqtt_listen`) or over WebSocket (`mqtt.websocket`); both share them.
+pub(crate) fn start_sessions(settings: &ServerSettings, parts: &Parts) -> Option<Arc<Sessions>> {
+    let port = &settings.mqtt;
+    if port.listen.is_none() && !port.websocket {
+        return None;
+    }
+    let store = parts.store.mqtt_sessions.clone();
+    let shared = settings.cluster.shared_store();
+    Some(Sessions::start(store, &port.settings, shared))
+}
+
+/// The router of `/mqtt` when `mqtt.websocket` is on (and so `sessions` were started).
+pub(crate) fn websocket_router(
+    port: &MqttPort,
+    edge: &Arc<Edge>,
+    sessions: &Option<Arc<Sessions>>,
+) -> Option<Router> {
+    let sessions = sessions.as_ref().filter(|_| port.websocket)?;
+    tracing::info!("MQTT over WebSocket at /mqtt");
+    Some(herald_mqtt::websocket::router(Arc::new(
+        MqttOverWebSocket {
+            edge: edge.clone(),
+            settings: Arc::new(port.settings.clone()),
+            sessions: sessions.clone(),
+        },
+    )))
+}
 
 /// The bound MQTT listener, not yet accepting.
 pub(crate) struct MqttListener {
@@ -74,19 +107,12 @@ impl MqttListener {
         self.listener.local_addr().ok()
     }
 
-    /// Starts accepting on `tasks`, sessions kept in `store` (`shared` with other nodes: a
-    /// PostgreSQL store); the accept loop ends at the edge's shutdown.
-    pub(crate) fn serve(
-        self,
-        edge: Arc<Edge>,
-        store: Arc<dyn MqttSessionStore>,
-        shared: bool,
-        tasks: &TaskTracker,
-    ) {
+    /// Starts accepting on `tasks`, with the persistent `sessions` ([`start_sessions`]); the
+    /// accept loop ends at the edge's shutdown.
+    pub(crate) fn serve(self, edge: Arc<Edge>, sessions: Arc<Sessions>, tasks: &TaskTracker) {
         if let Some(addr) = self.local_addr() {
             tracing::info!(%addr, tls = self.tls.is_some(), "MQTT listening");
         }
-        let sessions = Sessions::start(store, &self.settings, shared);
         tasks.spawn(accept_loop(self, edge, sessions));
     }
 }

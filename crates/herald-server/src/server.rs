@@ -146,7 +146,11 @@ async fn assemble(
         mqtt: mqtt.as_ref().and_then(MqttListener::local_addr),
     };
     let generated_api_key = parts.publisher_keys(&settings).await?;
-    let (router, direct_publish) = parts.router(&settings, edge.clone(), metrics)?;
+    // One set of persistent MQTT sessions for the TCP listener and `/mqtt` alike.
+    let mqtt_sessions = crate::mqtt::start_sessions(&settings, &parts);
+    let mqtt_websocket = crate::mqtt::websocket_router(&settings.mqtt, &edge, &mqtt_sessions);
+    let (router, direct_publish) =
+        parts.router(&settings, edge.clone(), metrics, mqtt_websocket)?;
     parts.start_delivery(shutdown);
     // Before anything is served: a node with endpoints tells of its first connection.
     parts.start_hooks().await;
@@ -171,10 +175,8 @@ async fn assemble(
     if let Some(meteor) = meteor {
         meteor.serve(&background);
     }
-    if let Some(mqtt) = mqtt {
-        let sessions = parts.store.mqtt_sessions.clone();
-        let shared = settings.cluster.shared_store();
-        mqtt.serve(edge.clone(), sessions, shared, &background);
+    if let (Some(mqtt), Some(sessions)) = (mqtt, mqtt_sessions) {
+        mqtt.serve(edge.clone(), sessions, &background);
     }
     background.close();
     tracing::info!(

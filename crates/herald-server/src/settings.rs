@@ -322,7 +322,8 @@ impl std::fmt::Debug for MeteorPorts {
     }
 }
 
-/// The MQTT listener (MQTT 3.1.1 and 5.0 over TCP, `herald-mqtt`).
+/// The MQTT listener (MQTT 3.1.1 and 5.0 over TCP, `herald-mqtt`), and MQTT over WebSocket at
+/// `/mqtt` on the HTTP listener.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MqttPort {
     /// Its address (port 0 picks a free port; the running server reports it); `None` = off.
@@ -330,6 +331,9 @@ pub struct MqttPort {
     /// It serves TLS with the server's certificate ([`ServerSettings::tls`], which must then
     /// be set).
     pub tls: bool,
+    /// MQTT over WebSocket is served at `/mqtt` on the HTTP listener (`mqtt.websocket`), with
+    /// or without [`MqttPort::listen`]; over TLS when the HTTP listener is. Default false.
+    pub websocket: bool,
     /// What every MQTT connection announces and is held to.
     pub settings: MqttSettings,
 }

@@ -328,6 +328,7 @@ impl Parts {
         settings: &ServerSettings,
         edge: Arc<Edge>,
         metrics: PrometheusHandle,
+        mqtt: Option<Router>,
     ) -> Result<(Router, DirectPublish), ServerError> {
         let api = Arc::new(herald_api::Api {
             engine: self.engine.clone(),
@@ -396,6 +397,8 @@ impl Parts {
             .layer(axum::middleware::map_response(json_errors))
             .merge(herald_pusher::http::router(pusher_http))
             .merge(herald_pusher::serve::router(pusher_clients))
+            // MQTT over WebSocket at `/mqtt`, when `mqtt.websocket` is on.
+            .merge(mqtt.unwrap_or_default())
             // Outermost: counts the answer the client gets, by route and status class.
             .layer(axum::middleware::from_fn(crate::http_metrics::count));
         Ok((router, direct))

@@ -145,8 +145,27 @@ fn paho_command(addr: SocketAddr, mut spec: Value) -> Command {
     command
 }
 
-/// A paho_client.py run still going, read line by line: a subscriber that a test publishes to
-/// once it said `subscribed`.
+/// `node tests/mqtt/mqttjs_client.mjs` (mqtt.js's Node build) with `spec` (its JSON
+/// instructions; see the script) connecting to `url` (`ws://HOST:PORT/mqtt` for MQTT over
+/// WebSocket); run it with [`run`] or [`PahoRun::spawn`], whose events it prints alike.
+pub fn mqttjs_command(url: &str, mut spec: Value) -> Command {
+    let dir = clients_dir();
+    let script = dir.join("mqttjs_client.mjs");
+    assert!(
+        dir.join("node_modules/mqtt").exists(),
+        "tests/mqtt/node_modules/mqtt is missing: run scripts/install-mqtt-clients.sh \
+         (scripts/test.sh does)"
+    );
+    require("node");
+    spec["url"] = url.into();
+    let mut command = Command::new("node");
+    command.arg(script).arg(spec.to_string());
+    command
+}
+
+/// A paho_client.py run (or a mqttjs_client.mjs one, which prints the same kind of events)
+/// still going, read line by line: a subscriber that a test publishes to once it said
+/// `subscribed`.
 pub struct PahoRun {
     child: Child,
     lines: Lines<BufReader<ChildStdout>>,
@@ -158,7 +177,11 @@ pub struct PahoRun {
 impl PahoRun {
     /// Starts paho_client.py with `spec` against the server's MQTT port.
     pub fn start(addr: SocketAddr, spec: Value) -> PahoRun {
-        let mut command = paho_command(addr, spec);
+        PahoRun::spawn(paho_command(addr, spec))
+    }
+
+    /// Starts `command`, a client that prints one JSON event per line.
+    pub fn spawn(mut command: Command) -> PahoRun {
         let shown = format!("{:?}", command.as_std());
         command
             .stdin(Stdio::null())
