@@ -2,7 +2,8 @@
 //! sends ([`ClientFrame::parse`]: `pusher:ping`, `pusher:pong`, `pusher:subscribe`,
 //! `pusher:unsubscribe`, `client-*` events) and what the server sends (the builders below:
 //! `pusher:connection_established`, `pusher:error`, `pusher:ping`/`pusher:pong`,
-//! `pusher_internal:subscription_succeeded`, `pusher:subscription_error`), and Pusher's error
+//! `pusher_internal:subscription_succeeded`, `pusher:subscription_error`, `pusher:cache_miss`),
+//! and Pusher's error
 //! codes ([`codes`]).
 //!
 //! Every frame is one JSON object with an `event`; `data` is an object for the `pusher:*`
@@ -216,6 +217,19 @@ pub fn subscription_succeeded(channel: &str) -> Bytes {
     }))
 }
 
+/// `pusher:cache_miss` for `channel`: a cache channel has no event to send its new
+/// subscriber (pusher-js hands it to the channel's `pusher:cache_miss` listeners).
+pub fn cache_miss(channel: &str) -> Bytes {
+    text(json!({ "event": "pusher:cache_miss", "channel": channel }))
+}
+
+/// Several server frames queued as one control frame: joined with `\n`, which no frame's
+/// JSON holds (serde escapes it in strings), and written by the wire as one WebSocket frame
+/// each.
+pub fn several(frames: &[Bytes]) -> Bytes {
+    Bytes::from(frames.join(&b'\n'))
+}
+
 /// `pusher:subscription_error` for `channel`: pusher-js hands `data` (`type`, `error`,
 /// `status`, the shape of its own authorisation errors) to the channel's
 /// `pusher:subscription_error` listeners.
@@ -326,5 +340,17 @@ mod tests {
         for frame in [ping(), pong()] {
             let _: Value = serde_json::from_slice(&frame).unwrap();
         }
+        let miss: Value = serde_json::from_slice(&cache_miss("cache-a")).unwrap();
+        assert_eq!(
+            miss,
+            json!({"event":"pusher:cache_miss","channel":"cache-a"})
+        );
+        let two = several(&[subscription_succeeded("cache-a"), cache_miss("cache-a")]);
+        let parts: Vec<Value> = two
+            .split(|b| *b == b'\n')
+            .map(|part| serde_json::from_slice(part).unwrap())
+            .collect();
+        assert_eq!(parts[1], miss);
+        assert_eq!(parts.len(), 2);
     }
 }

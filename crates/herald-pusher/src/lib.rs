@@ -21,12 +21,14 @@
 //!   `wire.rs` the driver's wire (keep-alive, goodbye), `outbound.rs` a channel message as
 //!   the event frame every Pusher subscriber shares; [`settings`] its settings.
 //! - [`presence`]: Pusher presence channels as Herald presence channels (`channel_data`, the
-//!   members' frames).
+//!   members' frames); [`cache`]: cache channels' last event (the log's last message, 30
+//!   minutes) or `pusher:cache_miss`.
 //!
 //! Sign-in, webhooks and the rest come in the design's order.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod cache;
 pub mod channel_map;
 pub mod credentials;
 pub mod event;

@@ -171,9 +171,11 @@ impl PusherSession {
         let kind = ChannelKind::of(name);
         let mut member = None;
         match kind {
-            ChannelKind::Public => {}
-            ChannelKind::Private => self.check_auth(name, auth.as_deref(), None)?,
-            ChannelKind::Presence => {
+            ChannelKind::Public | ChannelKind::Cache => {}
+            ChannelKind::Private | ChannelKind::PrivateCache => {
+                self.check_auth(name, auth.as_deref(), None)?
+            }
+            ChannelKind::Presence | ChannelKind::PresenceCache => {
                 let Some(data) = channel_data.as_deref() else {
                     return Err(SubscriptionRefused::new(
                         "AuthError",
@@ -201,17 +203,38 @@ impl PusherSession {
                 ))
             }
         }
+        let presence = member.is_some();
+        // A cache channel's last event follows the confirmation: replayed from the log as
+        // the subscription's catch-up, so before any live message; a miss is said right after
+        // the confirmation. (A presence cache channel's confirmation, its members list, comes
+        // after the catch-up: its cached event or miss is queued once subscribed.)
+        let cache_hit = match kind {
+            ChannelKind::Cache | ChannelKind::PrivateCache => Some(
+                crate::cache::last_event(&self.edge().engine, &channel)
+                    .await
+                    .map_err(|e| refusal(&e))?
+                    .is_some(),
+            ),
+            _ => None,
+        };
         let request = SubscribeRequest {
             since: None,
-            last: None,
+            last: cache_hit,
             replay_retained_if_lost: false,
         };
         let confirmed = name.to_owned();
-        let presence = member.is_some();
         // A presence channel's confirmation is its members list, which core sends once the
         // subscription is a member (`crate::presence::pusher_frame`).
         let confirm = move |_: &_, _: &_| {
-            (!presence).then(|| OutFrame::Control(frame::subscription_succeeded(&confirmed)))
+            let succeeded = frame::subscription_succeeded(&confirmed);
+            match (presence, cache_hit) {
+                (true, _) => None,
+                (false, Some(false)) => Some(OutFrame::Control(frame::several(&[
+                    succeeded,
+                    frame::cache_miss(&confirmed),
+                ]))),
+                (false, _) => Some(OutFrame::Control(succeeded)),
+            }
         };
         let ask = PresenceAsk {
             frames: presence,
@@ -226,6 +249,15 @@ impl PusherSession {
             .await
         {
             Ok(_) => {
+                if kind == ChannelKind::PresenceCache {
+                    match crate::cache::last_event(&self.edge().engine, &channel).await {
+                        Ok(Some(message)) => {
+                            self.outbox().push(OutFrame::Replayed(message));
+                        }
+                        Ok(None) => self.send(frame::cache_miss(name)),
+                        Err(e) => tracing::debug!(error = %e, "a cached event was not read"),
+                    }
+                }
                 if let Some(member) = member {
                     self.members
                         .push((channel, member.user_id.into_boxed_str()));
@@ -302,7 +334,10 @@ impl PusherSession {
         check_event_name(&event).map_err(EventRefused::new)?;
         if !matches!(
             ChannelKind::of(name),
-            ChannelKind::Private | ChannelKind::Presence
+            ChannelKind::Private
+                | ChannelKind::Presence
+                | ChannelKind::PrivateCache
+                | ChannelKind::PresenceCache
         ) {
             return Err(EventRefused::new(format!(
                 "Client event rejected: {name:?} is not a private channel or a presence \

@@ -147,7 +147,15 @@ impl Wire for PusherWire {
         let mut lag_recorded = false;
         for f in &batch.frames {
             match f {
-                OutFrame::Control(text) => frame::encode(&mut bytes, Opcode::Text, text),
+                // One or several frames (`crate::frame::several`), each a WebSocket frame.
+                OutFrame::Control(text) => {
+                    for (i, part) in text.split(|b| *b == b'\n').enumerate() {
+                        if i > 0 {
+                            cuts.push(bytes.len());
+                        }
+                        frame::encode(&mut bytes, Opcode::Text, part);
+                    }
+                }
                 // A presence channel's members list, joins and leaves, as Pusher's frames.
                 OutFrame::Presence(herald) => match crate::presence::pusher_frame(herald) {
                     Some(pusher) => frame::encode(&mut bytes, Opcode::Text, &pusher),

@@ -41,6 +41,7 @@ mod parking;
 mod providers;
 mod push;
 mod pusher_api;
+mod pusher_cache;
 mod pusher_client;
 mod pusher_presence;
 mod pusher_queries;

@@ -34,7 +34,12 @@ pub(crate) struct PusherJs {
 impl PusherJs {
     /// Connects pusher-js to `s` with `creds` and subscribes to `channels`; waits for the
     /// connection (its socket id).
-    async fn start(s: &Server, creds: &Credentials, channels: &[&str], bad_secret: bool) -> Self {
+    pub(crate) async fn start(
+        s: &Server,
+        creds: &Credentials,
+        channels: &[&str],
+        bad_secret: bool,
+    ) -> Self {
         PusherJs::start_with(s, creds, channels, json!({ "badSecret": bad_secret })).await
     }
 
