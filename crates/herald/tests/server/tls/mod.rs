@@ -1,6 +1,7 @@
 //! TLS on every listener, against the real binary with certificates made by rcgen and real
 //! clients: curl over https (publish, history, an SSE stream), a WebSocket over wss with a
 //! rustls client, the Meteor ports and the MQTT listener over TLS (`mosquitto_pub --cafile`),
+//! MQTT over wss at `/mqtt`,
 //! openssl's protocol versions, plain HTTP sent to a TLS port, and SIGHUP reloading the
 //! certificate without dropping open connections.
 
@@ -180,6 +181,98 @@ async fn mqtt_listener_over_tls_with_the_servers_certificate() {
         json!({"over": "tls"}),
         "{history}"
     );
+}
+
+#[tokio::test]
+async fn mqtt_over_wss_on_the_https_listener() {
+    use herald_mqtt::packet::{self, Connect, Packet, ProtocolVersion, QoS, ReasonCode};
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+    let pki = Pki::new();
+    pki.issue("herald.test", 1);
+    let server = TlsServer::start(&pki, &[], &[("HERALD_MQTT_WEBSOCKET", "true")]).await;
+    let tls = connect(&pki, server.addr, &[b"http/1.1"]).await;
+    let url = format!("wss://localhost:{}/mqtt", server.addr.port());
+    let mut request = url.into_client_request().unwrap();
+    request
+        .headers_mut()
+        .insert("Sec-WebSocket-Protocol", "mqtt".parse().unwrap());
+    let (mut ws, response) = tokio_tungstenite::client_async(request, tls)
+        .await
+        .expect("wss upgrade at /mqtt");
+    assert_eq!(response.headers()["Sec-WebSocket-Protocol"], "mqtt");
+    let v5 = ProtocolVersion::V5;
+    let encode = |p: &Packet| {
+        let mut out = bytes::BytesMut::new();
+        packet::encode(p, v5, &mut out).unwrap();
+        Message::binary(out.to_vec())
+    };
+    let token = herald_proto::token::mint(
+        crate::support::SECRET.as_bytes(),
+        &herald_proto::token::ClientClaims {
+            sub: "mqtt-wss".into(),
+            publish: vec!["sensors/*".into()],
+            ..Default::default()
+        },
+    );
+    ws.send(encode(&Packet::Connect(Box::new(Connect {
+        protocol_version: v5,
+        clean_start: true,
+        keep_alive: 60,
+        client_id: "wss-1".into(),
+        will: None,
+        username: Some("default".into()),
+        password: Some(packet::Bytes::copy_from_slice(token.as_bytes())),
+        properties: Default::default(),
+    }))))
+    .await
+    .unwrap();
+    ws.send(encode(&Packet::Publish(packet::Publish {
+        dup: false,
+        qos: QoS::AtLeastOnce,
+        retain: false,
+        topic: packet::TopicName::new("sensors/wss").unwrap(),
+        packet_id: std::num::NonZeroU16::new(1),
+        properties: Default::default(),
+        payload: packet::Bytes::from_static(br#"{"over":"wss"}"#),
+    })))
+    .await
+    .unwrap();
+    // CONNACK, then the PUBACK that says the message is stored.
+    let mut buf = bytes::BytesMut::new();
+    let mut packets = Vec::new();
+    while packets.len() < 2 {
+        match packet::decode(&mut buf, Some(v5), u32::MAX).unwrap() {
+            Some(p) => packets.push(p),
+            None => match tokio::time::timeout(WAIT, ws.next())
+                .await
+                .expect("no message")
+            {
+                Some(Ok(Message::Binary(b))) => buf.extend_from_slice(&b),
+                Some(Ok(_)) => {}
+                other => panic!("connection ended: {other:?} after {packets:?}"),
+            },
+        }
+    }
+    match &packets[..] {
+        [Packet::ConnAck(connack), Packet::PubAck(puback)] => {
+            assert_eq!(connack.reason_code, ReasonCode::Success);
+            assert_eq!(puback.reason_code, ReasonCode::Success);
+        }
+        other => panic!("expected CONNACK and PUBACK, got {other:?}"),
+    }
+    let (status, body) = curl(
+        &pki.ca_file(),
+        &[
+            "-H",
+            &bearer(),
+            &server.url("/v1/channels/sensors/wss/messages"),
+        ],
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let history: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(history["messages"][0]["data"], json!({"over": "wss"}));
 }
 
 #[tokio::test]
