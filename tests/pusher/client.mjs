@@ -4,7 +4,11 @@
 //   {"host","port","key","appId","secret",
 //    "channels": ["news", "private-chat", ...],   subscribed at once
 //    "badSecret"?: true,                            private channels signed with a wrong secret
-//    "user"?: {"user_id", "user_info"?}}            the presence channels' member data
+//    "user"?: {"user_id", "user_info"?},            the presence channels' member data
+//    "encryptionMasterKeyBase64"?: "..."}           the auth endpoint's key for
+//                                                   private-encrypted- channels (pusher-js
+//                                                   decrypts their events with the
+//                                                   shared_secret it answers)
 // Private and presence channels are authorised by a channelAuthorization customHandler that
 // signs with the `pusher` server SDK's authorizeChannel (what an app's auth endpoint does),
 // a presence channel with `user` as its channel_data.
@@ -38,6 +42,7 @@ const signer = new PusherServer({
   appId: order.appId,
   key: order.key,
   secret: order.badSecret ? `${order.secret}-wrong` : order.secret,
+  encryptionMasterKeyBase64: order.encryptionMasterKeyBase64,
   host: order.host,
   port: String(order.port),
   useTLS: false,

@@ -4,7 +4,8 @@
 //    "trigger": {"channels": [...], "event", "data", "socket_id"?, "info"?}
 //    | "batch": [{"channel","name","data","socket_id"?}, ...]
 //    | "get": {"path": "/channels[/NAME[/users]]", "params"?: {...}}   a query (pusher.get),
-//    "clock_offset_ms"?: shifts the SDK's clock (an old auth_timestamp)}
+//    "clock_offset_ms"?: shifts the SDK's clock (an old auth_timestamp),
+//    "encryptionMasterKeyBase64"?: seals the data of private-encrypted- channels}
 // and one JSON line is printed: {"status": <HTTP status>, "body": "<the answer's text>"}.
 import Pusher from 'pusher';
 
@@ -17,6 +18,7 @@ const pusher = new Pusher({
   appId: order.appId,
   key: order.key,
   secret: order.secret,
+  encryptionMasterKeyBase64: order.encryptionMasterKeyBase64,
   host: order.host,
   port: String(order.port),
   useTLS: false,

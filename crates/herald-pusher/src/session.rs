@@ -1,6 +1,7 @@
 //! One Pusher connection's commands over the protocol-neutral [`ClientSession`]: subscribe and
-//! unsubscribe (public, `private-` and `presence-` channels, the private and presence ones with
-//! the app's signature checked in constant time), client events, ping. Every answer goes through the connection's
+//! unsubscribe (public, `private-`, `presence-`, `private-encrypted-` and the cache channels,
+//! all but the public ones with the app's signature checked in constant time), client events,
+//! ping. Every answer goes through the connection's
 //! outbox, so answers and channel events reach the client in the order they were produced.
 //!
 //! The connection's client is the app with no token patterns: each subscription is made with a
@@ -172,7 +173,9 @@ impl PusherSession {
         let mut member = None;
         match kind {
             ChannelKind::Public | ChannelKind::Cache => {}
-            ChannelKind::Private | ChannelKind::PrivateCache => {
+            // An encrypted channel is authorised as a private one; its events' data is the
+            // ciphertext the server SDKs sealed, relayed as it is.
+            ChannelKind::Private | ChannelKind::PrivateCache | ChannelKind::PrivateEncrypted => {
                 self.check_auth(name, auth.as_deref(), None)?
             }
             ChannelKind::Presence | ChannelKind::PresenceCache => {
@@ -191,16 +194,6 @@ impl PusherSession {
                     ChannelData::parse(data)
                         .map_err(|e| SubscriptionRefused::new("InvalidChannelData", 400, e))?,
                 );
-            }
-            kind => {
-                return Err(SubscriptionRefused::new(
-                    "UnsupportedChannel",
-                    501,
-                    format!(
-                        "{} channels are not supported by this server yet",
-                        kind_name(kind)
-                    ),
-                ))
             }
         }
         let presence = member.is_some();
@@ -332,6 +325,12 @@ impl PusherSession {
         data: String,
     ) -> Result<(), EventRefused> {
         check_event_name(&event).map_err(EventRefused::new)?;
+        if ChannelKind::of(name) == ChannelKind::PrivateEncrypted {
+            return Err(EventRefused::new(format!(
+                "Client event rejected: {name:?} is an encrypted channel (client events are \
+                 not supported on encrypted channels)"
+            )));
+        }
         if !matches!(
             ChannelKind::of(name),
             ChannelKind::Private

@@ -257,6 +257,17 @@ fn read_trigger(body: &Value, limits: &HttpLimits, at: &str) -> Result<Trigger, 
     if channels.is_empty() {
         return Err(refuse("Missing channels: the list is empty".into()));
     }
+    // An encrypted channel's data is sealed for that channel alone (Pusher's SDKs refuse
+    // this too).
+    if channels.len() > 1
+        && channels
+            .iter()
+            .any(|c| ChannelKind::of(c) == ChannelKind::PrivateEncrypted)
+    {
+        return Err(refuse(
+            "You cannot trigger to multiple channels when using encrypted channels".into(),
+        ));
+    }
     if channels.len() > limits.max_channels {
         return Err(refuse(format!(
             "Too many channels: {}; the limit is {}",
@@ -339,6 +350,10 @@ mod tests {
             (
                 json!({"name":"e","data":"d","channel":"a","channels":["b"]}),
                 "not both",
+            ),
+            (
+                json!({"name":"e","data":"d","channels":["private-encrypted-a","b"]}),
+                "multiple channels when using encrypted channels",
             ),
         ] {
             let answer = read(body.clone()).err().expect("refused");

@@ -148,7 +148,7 @@ pub(crate) async fn history(s: &Server, channel: &str, key: &str) -> Vec<Value> 
 
 /// A request signed as Pusher's SDKs sign it, with the auth parameters given (so a test can
 /// make one of them wrong); the body is sent as `body`, whatever was signed.
-async fn raw_post(
+pub(crate) async fn raw_post(
     s: &Server,
     path: &str,
     creds: &Credentials,
@@ -183,7 +183,7 @@ async fn raw_post(
     (r.status().as_u16(), r.text().await.unwrap())
 }
 
-fn now() -> i64 {
+pub(crate) fn now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
