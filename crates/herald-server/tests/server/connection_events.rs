@@ -267,3 +267,108 @@ async fn an_mqtt_connection_names_itself_and_a_silent_one_times_out() {
     );
     server.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mqtt_over_websocket_is_an_mqtt_connection() {
+    use bytes::BytesMut;
+    use herald_mqtt::packet::{self, Connect, ConnectProperties, Packet, ProtocolVersion};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A masked client frame (a payload under 64 KiB).
+    fn client_frame(opcode: u8, payload: &[u8]) -> Vec<u8> {
+        let mask = [7, 1, 8, 2];
+        let mut out = vec![0x80 | opcode];
+        match u8::try_from(payload.len()) {
+            Ok(len) if len < 126 => out.push(0x80 | len),
+            _ => {
+                out.push(0x80 | 126);
+                out.extend_from_slice(&u16::try_from(payload.len()).unwrap().to_be_bytes());
+            }
+        }
+        out.extend_from_slice(&mask);
+        out.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i & 3]));
+        out
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let recorded = Recorded::new();
+    let mut settings = support::settings(dir.path());
+    settings.mqtt.websocket = true;
+    let server = Server::builder(settings)
+        .lifecycle_listener(recorded.clone())
+        .start()
+        .await
+        .expect("server starts");
+    assert_eq!(server.addresses().mqtt, None, "no TCP listener");
+    let mut stream = tokio::net::TcpStream::connect(server.addresses().http)
+        .await
+        .unwrap();
+    stream
+        .write_all(
+            b"GET /mqtt HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n\
+              Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+              Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: mqtt\r\n\r\n",
+        )
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut byte = [0u8; 1];
+        stream.read_exact(&mut byte).await.unwrap();
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    assert!(
+        head.starts_with("http/1.1 101") && head.contains("sec-websocket-protocol: mqtt"),
+        "{head}"
+    );
+    let mut out = BytesMut::new();
+    let connect = Connect {
+        protocol_version: ProtocolVersion::V5,
+        clean_start: true,
+        keep_alive: 60,
+        client_id: "over-ws".into(),
+        will: None,
+        username: Some("default".into()),
+        password: Some(packet::Bytes::from(support::token(&["news"]).into_bytes())),
+        properties: ConnectProperties::default(),
+    };
+    packet::encode(
+        &Packet::Connect(Box::new(connect)),
+        ProtocolVersion::V5,
+        &mut out,
+    )
+    .unwrap();
+    stream.write_all(&client_frame(0x2, &out)).await.unwrap();
+    // A binary message holding the CONNACK, Success.
+    let mut buf = [0u8; 256];
+    let n = stream.read(&mut buf).await.unwrap();
+    assert!(
+        n >= 6 && buf[0] == 0x82 && buf[2] == 0x20 && buf[5] == 0,
+        "a binary message with CONNACK Success: {:?}",
+        &buf[..n]
+    );
+    wait_for(&recorded, "the connection's arrival", |r| {
+        connections(r)
+            .0
+            .iter()
+            .any(|c| c.transport == Transport::Mqtt)
+    })
+    .await;
+    // The client closes the WebSocket: the connection ends, closed by the client.
+    stream
+        .write_all(&client_frame(0x8, &1000u16.to_be_bytes()))
+        .await
+        .unwrap();
+    wait_for(&recorded, "the connection's departure", |r| {
+        ended(r, Transport::Mqtt).is_some()
+    })
+    .await;
+    assert_eq!(
+        ended(&recorded, Transport::Mqtt),
+        Some(DisconnectReason::Closed)
+    );
+    let (connected, _) = connections(&recorded);
+    assert!(connected.iter().all(|c| c.transport.as_str() == "mqtt"));
+    server.shutdown().await.unwrap();
+}
