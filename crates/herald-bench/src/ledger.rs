@@ -191,6 +191,10 @@ pub struct Tally {
     pub last_resumed_ns: u64,
     /// When the last caught-up client received its last expected message (unix nanos).
     pub last_caught_up_ns: u64,
+    /// Each resumed client's time from being allowed to reconnect to its resume answered (an
+    /// `hdrhistogram` in µs, as [`crate::stats::encode`] gives it; "" when none).
+    #[serde(default)]
+    pub resume_hist: String,
     /// A few errors.
     pub errors: Vec<String>,
 }
@@ -229,6 +233,21 @@ impl Tally {
         for e in &other.errors {
             self.error(e.clone());
         }
+        if !other.resume_hist.is_empty() {
+            let mut mine = self.resume_times();
+            if let Ok(theirs) = crate::stats::decode(&other.resume_hist) {
+                crate::stats::merge(&mut mine, &theirs);
+            }
+            self.resume_hist = crate::stats::encode(&mine);
+        }
+    }
+
+    /// The resume times ([`Tally::resume_hist`]), empty when none.
+    pub fn resume_times(&self) -> hdrhistogram::Histogram<u64> {
+        Some(&self.resume_hist)
+            .filter(|h| !h.is_empty())
+            .and_then(|h| crate::stats::decode(h).ok())
+            .unwrap_or_else(crate::stats::histogram)
     }
 
     /// Counts `n` clients resumed on `node`.
@@ -393,5 +412,21 @@ mod tests {
         let mut none = Tally::default();
         none.merge(&Tally::default());
         assert_eq!(none.first_loss_ns, 0);
+        assert!(none.resume_hist.is_empty() && none.resume_times().is_empty());
+        let times = |ms: &[u64]| {
+            let mut h = crate::stats::histogram();
+            for m in ms {
+                crate::stats::record_ns(&mut h, m * 1_000_000);
+            }
+            Tally {
+                resume_hist: crate::stats::encode(&h),
+                ..Default::default()
+            }
+        };
+        let mut a = times(&[10, 20]);
+        a.merge(&times(&[1000]));
+        let h = a.resume_times();
+        assert_eq!(h.len(), 3);
+        assert_eq!(crate::stats::LatencyMs::of(&h).max, 1000.447);
     }
 }

@@ -283,8 +283,13 @@ pub async fn run(args: BenchArgs, host: Host) -> anyhow::Result<()> {
     report.print();
     if let Some(dir) = out {
         report.write(&dir, &command_line())?;
+        let svg = if report.chart.is_some() {
+            format!(" and {}/{}.svg", dir.display(), report.scenario)
+        } else {
+            String::new()
+        };
         println!(
-            "wrote {0}/{1}.csv, {0}/summary.json and {0}/{1}.svg",
+            "wrote {0}/{1}.csv, {0}/summary.json{svg}",
             dir.display(),
             report.scenario
         );

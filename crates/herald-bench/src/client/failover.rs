@@ -41,6 +41,10 @@ pub struct Record {
     resumed_ns: u64,
     /// The node the last resume was answered by.
     resumed_on: Option<SocketAddr>,
+    /// When the client was last allowed to reconnect (unix nanos), and how long from then its
+    /// last resume took to be answered.
+    resume_from_ns: u64,
+    resume_took_ns: Option<u64>,
     /// Resume replies that said `recovered: false`.
     not_recovered: u64,
     /// Messages the resume replies said were pending, and whether any was.
@@ -62,6 +66,8 @@ impl Record {
             resumes: 0,
             resumed_ns: 0,
             resumed_on: None,
+            resume_from_ns: 0,
+            resume_took_ns: None,
             not_recovered: 0,
             pending_at_resume: 0,
             reconnect_attempts: 0,
@@ -172,8 +178,16 @@ impl Book {
     /// Every client's figures against `expected` messages per channel.
     pub fn account(&self, expected: u64) -> Tally {
         let mut t = Tally::default();
+        let mut resume_times = crate::stats::histogram();
         for r in self.records() {
-            lock(&r).account(expected, &mut t);
+            let r = lock(&r);
+            r.account(expected, &mut t);
+            if let Some(ns) = r.resume_took_ns {
+                crate::stats::record_ns(&mut resume_times, ns);
+            }
+        }
+        if !resume_times.is_empty() {
+            t.resume_hist = crate::stats::encode(&resume_times);
         }
         t
     }
@@ -234,6 +248,7 @@ pub(super) async fn failover(
                 if wait_resume(&mut fire).await.is_err() {
                     return Ok(());
                 }
+                lock(&record).resume_from_ns = now_ns();
                 node = next_node(&nodes, lost_from, n, 0);
             }
         }
@@ -386,6 +401,7 @@ async fn session(
                                     r.resumes += 1;
                                     r.resumed_ns = now;
                                     r.resumed_on = Some(node);
+                                    r.resume_took_ns = Some(now.saturating_sub(r.resume_from_ns));
                                 }
                             }
                         }

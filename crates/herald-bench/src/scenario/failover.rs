@@ -388,6 +388,18 @@ fn report(r: &mut Report, args: &FailoverArgs, ctx: &Ctx, fig: &Figures, t: &Tal
         "reconnect to all caught up, ms",
         cell(from_resume(caught_up_ms)),
     );
+    let per_client = crate::stats::LatencyMs::of(&t.resume_times());
+    row(
+        "per killed client, reconnect to resumed: p50 / p99 / max, ms",
+        if t.resumed > 0 {
+            format!(
+                "{} / {} / {}",
+                per_client.p50, per_client.p99, per_client.max
+            )
+        } else {
+            "-".into()
+        },
+    );
     row(
         "clients resumed / caught up",
         format!("{} / {}", t.resumed, t.caught_up),
@@ -432,6 +444,7 @@ fn report(r: &mut Report, args: &FailoverArgs, ctx: &Ctx, fig: &Figures, t: &Tal
     }
     let resume_s = from_resume(resumed_ms).map(|ms| ms / 1e3);
     r.headline.failed = t.lost;
+    r.headline.latency_ms = (t.resumed > 0).then_some(per_client);
     r.headline.subscriptions_per_sec = resume_s
         .filter(|s| *s > 0.0)
         .map(|s| (t.resumed * args.channels) as f64 / s);
