@@ -28,6 +28,14 @@ use crate::ws::frame::{self, close, FrameReader, Incoming, Opcode};
 /// The socket's bytes read in one go.
 const READ_CHUNK: usize = 8 * 1024;
 
+/// Most bytes one read takes from the socket while they carry no payload (pings, say) before it
+/// gives other work a turn (`WouldBlock`; the socket is still readable, so it comes back).
+const READ_BUDGET: usize = 64 * 1024;
+
+/// Pongs are queued only while less than this waits for the socket: a client that pings and
+/// never reads is not answered beyond it (RFC 6455 5.5.3 lets a pong answer only the latest).
+const MAX_UNSENT_FOR_PONG: usize = 4 * 1024;
+
 /// A byte stream in a WebSocket's binary messages, over the upgraded connection.
 #[derive(Debug)]
 pub struct WsStream {
@@ -98,7 +106,7 @@ impl WsStream {
             }
             match message {
                 Incoming::Ping(payload) => {
-                    if !self.close_sent {
+                    if !self.close_sent && self.unsent.len() < MAX_UNSENT_FOR_PONG {
                         frame::encode(&mut self.unsent, Opcode::Pong, &payload);
                     }
                 }
@@ -166,10 +174,11 @@ impl WsStream {
         self.inner.poll_read_ready(cx)
     }
 
-    /// Reads payload bytes without waiting: `WouldBlock` when the socket has nothing more,
-    /// 0 once the client closed.
+    /// Reads payload bytes without waiting: `WouldBlock` when the socket has nothing more (or
+    /// gave [`READ_BUDGET`] bytes without payload), 0 once the client closed.
     pub fn try_read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let mut chunk = [0u8; READ_CHUNK];
+        let mut budget = READ_BUDGET;
         loop {
             if !self.received.is_empty() || buf.is_empty() {
                 return Ok(self.take_received(buf));
@@ -179,9 +188,15 @@ impl WsStream {
                 Some(Some(kind)) => return Err(kind.into()),
                 None => {}
             }
+            if budget == 0 {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
             match self.inner.try_read(&mut chunk) {
                 Ok(0) => self.stopped = Some(None),
-                Ok(n) => self.take_frames(&chunk[..n]),
+                Ok(n) => {
+                    budget = budget.saturating_sub(n);
+                    self.take_frames(&chunk[..n]);
+                }
                 Err(e) => return Err(e),
             }
         }
