@@ -179,7 +179,10 @@ mod tests {
         assert_eq!(ns.presence("presence-big-1"), Some(&small));
         assert_eq!(ns.presence("shop~news"), None);
         assert_eq!(ns.presence("private-presence-x"), None);
-        assert_eq!(ns.options("shop~presence-room"), &NamespaceOptions::default());
+        assert_eq!(
+            ns.options("shop~presence-room"),
+            &NamespaceOptions::default()
+        );
     }
 
     #[test]
