@@ -9,6 +9,7 @@
 //! A session is a compact value (no boxes, no stored futures): an idle connection holds it as
 //! it is.
 
+mod many;
 pub mod open;
 mod parked;
 mod set;
@@ -29,6 +30,7 @@ use herald_core::{ChannelName, Cursor, ErrorCode, HeraldError};
 use herald_push::inbox::LogKind;
 
 use crate::Edge;
+pub use many::{SubscribeAsk, MAX_SUBSCRIBES_TOGETHER};
 pub use open::{authorise, check_limit, register, Confirm, Opened, PresenceAsk, Wanted};
 use parked::ParkedClient;
 pub use parked::ParkedSession;
@@ -352,7 +354,17 @@ impl ClientSession {
     /// Refuses a new subscription to `name` if the session holds one already or is at the
     /// per-connection limit.
     fn check_room_for(&self, name: &ChannelName) -> Result<(), HeraldError> {
-        if self.subscriptions.contains(name) {
+        self.check_room_beside(name, &[])
+    }
+
+    /// [`Self::check_room_for`] with `opening` about to be held too (subscribes run together,
+    /// [`Self::subscribe_all`]).
+    fn check_room_beside(
+        &self,
+        name: &ChannelName,
+        opening: &[ChannelName],
+    ) -> Result<(), HeraldError> {
+        if self.subscriptions.contains(name) || opening.contains(name) {
             return Err(HeraldError::new(
                 ErrorCode::AlreadySubscribed,
                 format!("already subscribed to {name:?}"),
@@ -361,7 +373,7 @@ impl ClientSession {
         check_limit(
             &self.edge,
             Wanted::OneMore {
-                held: self.subscriptions.len(),
+                held: self.subscriptions.len() + opening.len(),
             },
         )
     }

@@ -18,7 +18,9 @@ use herald_proto::reply::{
     AckReply, ConnectReply, Pong, PublishReply, SubscribeReply, UnsubscribeReply,
 };
 
-use crate::session::{ClientSession, ParkedSession, PresenceAsk};
+use crate::session::{
+    ClientSession, ParkedSession, PresenceAsk, SubscribeAsk, MAX_SUBSCRIBES_TOGETHER,
+};
 use crate::Edge;
 
 /// A WebSocket connection's session: the protocol-neutral [`ClientSession`], with JSON
@@ -40,6 +42,26 @@ fn subscribe_reply(
                 recovered: o.recovered,
             },
         )))
+    }
+}
+
+/// Where a `subscribe` command asks to start.
+fn request(s: &command::Subscribe) -> SubscribeRequest {
+    SubscribeRequest {
+        since: s.since.as_ref().map(|since| Cursor {
+            epoch: Epoch::new(since.epoch.as_deref().unwrap_or("")),
+            seq: since.seq,
+        }),
+        last: s.last,
+        replay_retained_if_lost: false,
+    }
+}
+
+/// What a `subscribe` command asks of a presence channel.
+fn presence_ask(s: &command::Subscribe) -> PresenceAsk<'_> {
+    PresenceAsk {
+        frames: s.presence.unwrap_or(false),
+        member: s.member.as_deref().map(|m| m.get()),
     }
 }
 
@@ -111,6 +133,46 @@ impl Session {
     /// frames too), refused with `rate_limited` over it, and the connection closed with
     /// [`CloseReason::RateLimited`] if it goes on sending through a whole burst of refusals.
     pub async fn handle(&mut self, text: &str) {
+        if let Some(frame) = self.admit(text) {
+            self.run(frame).await;
+        }
+    }
+
+    /// Handles text frames read together, each as [`Session::handle`] does, in order, except
+    /// that consecutive `subscribe` commands (up to [`MAX_SUBSCRIBES_TOGETHER`]) run together
+    /// ([`ClientSession::subscribe_all`]): their replies may come in another order, each with
+    /// its command's id.
+    pub async fn handle_all(&mut self, texts: &[String]) {
+        let mut subscribes: Vec<(Option<u64>, command::Subscribe)> = Vec::new();
+        for text in texts {
+            let Some(frame) = self.admit(text) else {
+                continue;
+            };
+            match frame.command {
+                Command::Subscribe(s) => {
+                    subscribes.push((frame.id, s));
+                    if subscribes.len() == MAX_SUBSCRIBES_TOGETHER {
+                        self.subscribe_together(std::mem::take(&mut subscribes))
+                            .await;
+                    }
+                }
+                command => {
+                    self.subscribe_together(std::mem::take(&mut subscribes))
+                        .await;
+                    self.run(ClientFrame {
+                        id: frame.id,
+                        command,
+                    })
+                    .await;
+                }
+            }
+        }
+        self.subscribe_together(subscribes).await;
+    }
+
+    /// Counts a frame against the command limit and parses it: the frame to run, or `None`
+    /// once refused (answered, or the connection closed).
+    fn admit(&mut self, text: &str) -> Option<ClientFrame> {
         let parsed = ClientFrame::parse(text);
         match self.0.admit_command() {
             Admission::Run => {}
@@ -120,21 +182,62 @@ impl Session {
                     Err(e) => e.id,
                 };
                 let e = self.edge().limits.command_refused(wait);
-                return self.send_error(id, &e);
+                self.send_error(id, &e);
+                return None;
             }
             Admission::Disconnect => {
                 self.edge().limits.command_flood();
                 self.outbox().close(CloseReason::RateLimited);
-                return;
+                return None;
             }
         }
-        let parsed = match parsed {
-            Ok(f) => f,
-            Err(e) => return self.send_error(e.id, &e.error),
-        };
-        let id = parsed.id;
-        if let Err(e) = self.dispatch(id, parsed.command).await {
+        match parsed {
+            Ok(frame) => Some(frame),
+            Err(e) => {
+                self.send_error(e.id, &e.error);
+                None
+            }
+        }
+    }
+
+    async fn run(&mut self, frame: ClientFrame) {
+        let id = frame.id;
+        if let Err(e) = self.dispatch(id, frame.command).await {
             self.send_error(id, &e);
+        }
+    }
+
+    /// Runs `subscribes` together (one alone as any command).
+    async fn subscribe_together(&mut self, subscribes: Vec<(Option<u64>, command::Subscribe)>) {
+        if subscribes.len() <= 1 {
+            for (id, s) in subscribes {
+                if let Err(e) = self.subscribe(id, s).await {
+                    self.send_error(id, &e);
+                }
+            }
+            return;
+        }
+        let requests: Vec<SubscribeRequest> = subscribes.iter().map(|(_, s)| request(s)).collect();
+        let confirms: Vec<_> = subscribes
+            .iter()
+            .map(|(id, _)| subscribe_reply(*id))
+            .collect();
+        let asks: Vec<SubscribeAsk<'_>> = subscribes
+            .iter()
+            .zip(&requests)
+            .zip(&confirms)
+            .map(|(((_, s), request), confirm)| SubscribeAsk {
+                channel: &s.channel,
+                request,
+                presence: presence_ask(s),
+                confirm,
+            })
+            .collect();
+        let results = self.0.subscribe_all(&asks).await;
+        for ((id, _), result) in subscribes.iter().zip(results) {
+            if let Err(e) = result {
+                self.send_error(*id, &e);
+            }
         }
     }
 
@@ -195,20 +298,14 @@ impl Session {
         id: Option<u64>,
         s: command::Subscribe,
     ) -> Result<(), HeraldError> {
-        let request = SubscribeRequest {
-            since: s.since.map(|since| Cursor {
-                epoch: Epoch::new(since.epoch.as_deref().unwrap_or("")),
-                seq: since.seq,
-            }),
-            last: s.last,
-            replay_retained_if_lost: false,
-        };
-        let presence = PresenceAsk {
-            frames: s.presence.unwrap_or(false),
-            member: s.member.as_deref().map(|m| m.get()),
-        };
+        let request = request(&s);
         self.0
-            .subscribe(&s.channel, &request, &presence, &subscribe_reply(id))
+            .subscribe(
+                &s.channel,
+                &request,
+                &presence_ask(&s),
+                &subscribe_reply(id),
+            )
             .await?;
         Ok(())
     }

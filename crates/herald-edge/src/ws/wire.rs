@@ -206,9 +206,19 @@ async fn handle_incoming(
     session: &mut Session,
     incoming: &mut Vec<Incoming>,
 ) -> Option<Ended<End>> {
+    let mut texts: Vec<String> = Vec::new();
     for message in std::mem::take(incoming) {
+        if let Incoming::Text(text) = message {
+            texts.push(text);
+            continue;
+        }
+        // Commands read together run together (a run of subscribes side by side), before
+        // what followed them.
+        if !texts.is_empty() {
+            session.handle_all(&std::mem::take(&mut texts)).await;
+        }
         match message {
-            Incoming::Text(text) => session.handle(&text).await,
+            Incoming::Text(_) => unreachable!("gathered above"),
             Incoming::Binary => session.reject_binary(),
             Incoming::Ping(payload) => {
                 let mut buf = Vec::with_capacity(payload.len() + 2);
@@ -220,6 +230,11 @@ async fn handle_incoming(
             Incoming::Pong => {}
             Incoming::Close(code) => return Some(Ended::Wire(End::Close(close::echo(code)))),
         }
+    }
+    match texts.len() {
+        0 => {}
+        1 => session.handle(&texts[0]).await,
+        _ => session.handle_all(&texts).await,
     }
     None
 }

@@ -55,3 +55,4 @@ mod tls;
 mod tokens;
 mod usage;
 mod ws;
+mod ws_pipelined;
