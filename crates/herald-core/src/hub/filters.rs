@@ -21,6 +21,12 @@
 //! (MQTT sends it once with the highest QoS granted). Filter subscriptions are live at once: they have no
 //! cursor and no catch-up. A full outbox closes as a slow consumer, as for exact subscriptions.
 //!
+//! **Shared subscriptions** ([`shared`]): a group of subscribers taking turns is one entry of
+//! the index, so a run matching it is queued to one member per message; a group is not
+//! skipped for a member that holds the channel's exact subscription (MQTT 5.0 4.8.2: that
+//! client may receive a second copy through the group). The fan-out pays one branch per
+//! matching entry for it.
+//!
 //! **Locking.** One read-write lock over the apps: the fan-out thread reads, filter subscribes
 //! and unsubscribes write (rare next to deliveries); exact subscriptions never take it.
 
@@ -38,13 +44,29 @@ use crate::name::topic::{decode, ENCODED_PREFIX};
 use crate::outbox::{OutFrame, Outbox};
 use crate::tenant::{split_app, AppId, RESERVED};
 
-/// One filter of one subscriber, as the index holds it.
+pub mod shared;
+
+use shared::{GroupMembership, ShareGroup};
+
+/// One filter of one subscriber (or of one shared subscription group), as the index holds it.
 #[derive(Clone)]
 struct Entry {
+    /// The subscriber's id, or the group's.
     subscriber: u64,
     filter: Arc<TopicFilter>,
-    outbox: Arc<Outbox>,
-    admit: Option<Admit>,
+    target: Target,
+}
+
+/// Where a matching run goes.
+#[derive(Clone)]
+enum Target {
+    /// One subscriber's outbox (what `admit` admits, if given).
+    Subscriber {
+        outbox: Arc<Outbox>,
+        admit: Option<Admit>,
+    },
+    /// One member of a shared subscription group per message.
+    Group(Arc<ShareGroup>),
 }
 
 /// One app's filters, indexed.
@@ -54,11 +76,13 @@ struct AppFilters {
     by_key: HashMap<Box<str>, Vec<Entry>>,
     /// Filters whose first level is a wildcard: looked at for every channel of the app.
     rooted: Vec<Entry>,
+    /// The app's shared subscription groups (each also in the index above).
+    groups: Vec<Arc<ShareGroup>>,
 }
 
 impl AppFilters {
     fn is_empty(&self) -> bool {
-        self.rooted.is_empty() && self.by_key.is_empty()
+        self.rooted.is_empty() && self.by_key.is_empty() && self.groups.is_empty()
     }
 
     fn insert(&mut self, entry: &Entry) -> usize {
@@ -186,14 +210,18 @@ impl FilterRegistry {
         matched.dedup_by_key(|e| e.subscriber);
         let mut queued = 0;
         for entry in matched {
-            if exact
-                .iter()
-                .any(|sub| Arc::ptr_eq(sub.outbox(), &entry.outbox))
-            {
+            let (outbox, admit) = match &entry.target {
+                Target::Subscriber { outbox, admit } => (outbox, admit),
+                Target::Group(group) => {
+                    queued += group.deliver_run(run);
+                    continue;
+                }
+            };
+            if exact.iter().any(|sub| Arc::ptr_eq(sub.outbox(), outbox)) {
                 continue;
             }
-            let admit = |m: &&SharedMessage| entry.admit.as_ref().is_none_or(|admit| admit(m));
-            queued += entry.outbox.push_many(
+            let admit = |m: &&SharedMessage| admit.as_ref().is_none_or(|admit| admit(m));
+            queued += outbox.push_many(
                 run.iter()
                     .filter(admit)
                     .map(|m| OutFrame::Message(m.clone())),
@@ -207,6 +235,67 @@ impl FilterRegistry {
         self.apps.read().get(app.as_str()).map_or(0, |f| {
             f.rooted.len() + f.by_key.values().map(Vec::len).sum::<usize>()
         })
+    }
+
+    /// Makes `outbox` a member of `app`'s shared subscription group `share_name` on `filter`
+    /// (the group made with its first member); `admit`, if given, is asked about each message
+    /// before it is queued to this member. Dropping the membership (or
+    /// [`GroupMembership::leave`]) takes it out.
+    pub fn join_group(
+        self: &Arc<Self>,
+        app: &AppId,
+        share_name: &str,
+        filter: TopicFilter,
+        outbox: Arc<Outbox>,
+        admit: Option<Admit>,
+    ) -> GroupMembership {
+        let member = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut apps = self.apps.write();
+        let filters = apps.entry(app.as_str().into()).or_default();
+        let found = filters
+            .groups
+            .iter()
+            .find(|g| &*g.share_name == share_name && g.filter.as_str() == filter.as_str())
+            .cloned();
+        let group = match found {
+            Some(group) => group,
+            None => {
+                let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+                let group = Arc::new(ShareGroup::new(id, share_name, Arc::new(filter)));
+                let n = filters.insert(&Entry {
+                    subscriber: id,
+                    filter: group.filter.clone(),
+                    target: Target::Group(group.clone()),
+                });
+                filters.groups.push(group.clone());
+                self.entries.fetch_add(n, Ordering::Release);
+                group
+            }
+        };
+        group.join(member, outbox, admit);
+        GroupMembership {
+            registry: self.clone(),
+            app: app.as_str().into(),
+            member,
+            group: Some(group),
+        }
+    }
+
+    /// Takes `member` out of `group`, and the group out of the index with its last member.
+    fn leave_group(&self, app: &str, group: &Arc<ShareGroup>, member: u64) {
+        let mut apps = self.apps.write();
+        if !group.remove(member) {
+            return;
+        }
+        let Some(filters) = apps.get_mut(app) else {
+            return;
+        };
+        filters.groups.retain(|g| !Arc::ptr_eq(g, group));
+        let n = filters.remove(group.id, &group.filter);
+        if filters.is_empty() {
+            apps.remove(app);
+        }
+        self.entries.fetch_sub(n, Ordering::Release);
     }
 
     fn insert(&self, app: &str, entry: &Entry) {
@@ -251,8 +340,10 @@ impl FilterSubscriber {
             &Entry {
                 subscriber: self.id,
                 filter: filter.clone(),
-                outbox: self.outbox.clone(),
-                admit: self.admit.clone(),
+                target: Target::Subscriber {
+                    outbox: self.outbox.clone(),
+                    admit: self.admit.clone(),
+                },
             },
         );
         self.filters.push(filter);

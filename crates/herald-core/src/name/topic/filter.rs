@@ -21,7 +21,8 @@ use super::{decode_reason, encode, encode_levels, ENCODED_PREFIX};
 use crate::error::{ErrorCode, HeraldError};
 use crate::tenant::RESERVED;
 
-/// A valid topic filter with at least one wildcard, ready to match channels.
+/// A valid topic filter with at least one wildcard (or, made by [`TopicFilter::parse_any`],
+/// none), ready to match channels.
 #[derive(Clone, PartialEq, Eq)]
 pub struct TopicFilter {
     filter: Box<str>,
@@ -37,6 +38,17 @@ impl TopicFilter {
     /// Parses `filter`: not empty, no U+0000, `#` only as the whole last level, `+` only as a
     /// whole level, and at least one of them (a filter without wildcards names one channel).
     pub fn parse(filter: &str) -> Result<TopicFilter, HeraldError> {
+        Self::parse_with(filter, true)
+    }
+
+    /// Parses `filter` as [`TopicFilter::parse`] does, but a filter without wildcards is
+    /// accepted too: it matches the one topic it names (a shared subscription's filter may be
+    /// a plain topic, and its group is matched like a wildcard filter).
+    pub fn parse_any(filter: &str) -> Result<TopicFilter, HeraldError> {
+        Self::parse_with(filter, false)
+    }
+
+    fn parse_with(filter: &str, wildcard_required: bool) -> Result<TopicFilter, HeraldError> {
         let refuse = |why: &str| {
             HeraldError::new(
                 ErrorCode::ChannelInvalid,
@@ -63,7 +75,7 @@ impl TopicFilter {
             }
             wildcard |= level == "#" || level == "+";
         }
-        if !wildcard {
+        if !wildcard && wildcard_required {
             return Err(refuse("it has no wildcard ('+' or '#')"));
         }
         let literal: Vec<&str> = filter

@@ -1,0 +1,169 @@
+//! Shared subscription groups (MQTT 5.0 4.8.2, `$share/{ShareName}/{filter}`; docs/mqtt.md,
+//! "Shared subscriptions"): subscribers that take turns receiving the messages matching one
+//! filter, so each message goes to **one** member of the group, on this node.
+//!
+//! A group is registered in the filter registry's index as one entry (its filter, a filter
+//! without wildcards naming one topic allowed: [`TopicFilter::parse_any`]), so the fan-out
+//! finds it as it finds a filter subscriber, and the only cost it adds to a run without shared
+//! subscribers is one branch per matching filter entry. A group is per app, share name and
+//! filter (`$share/g/a/+` and `$share/g/a/#` are two groups; so are `$share/g/x` and
+//! `$share/h/x`, each receiving every message).
+//!
+//! **Balance.** Round-robin, per message: a run of messages of one channel is spread over the
+//! members in turn. A member whose outbox is closed (its connection ending) or refuses the
+//! message (full: it closes as a slow consumer) is passed over for the next one; a member whose
+//! [`Admit`] refuses a message is passed over too. A message no member takes is dropped.
+//!
+//! **Leaving.** [`GroupMembership::leave`] takes the member out of the group (the group out of
+//! the index with its last member) and returns the group, to which the protocol hands what its
+//! member had not acknowledged ([`LeftGroup::hand_over`]): another member, if one is left, gets
+//! it. Dropping a membership leaves too, handing nothing over.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::hub::Admit;
+use crate::message::SharedMessage;
+use crate::name::topic::filter::TopicFilter;
+use crate::outbox::{OutFrame, Outbox};
+
+/// One member of a group: a connection's outbox.
+struct Member {
+    id: u64,
+    outbox: Arc<Outbox>,
+    admit: Option<Admit>,
+}
+
+/// One shared subscription group on this node (see the module doc).
+pub struct ShareGroup {
+    /// The group's index entry id (the registry's subscriber ids and group ids are one count).
+    pub(super) id: u64,
+    pub(super) share_name: Box<str>,
+    pub(super) filter: Arc<TopicFilter>,
+    members: Mutex<Vec<Member>>,
+    /// The turn: the member the next message tries first (modulo the members).
+    next: AtomicUsize,
+}
+
+impl ShareGroup {
+    pub(super) fn new(id: u64, share_name: &str, filter: Arc<TopicFilter>) -> Self {
+        ShareGroup {
+            id,
+            share_name: share_name.into(),
+            filter,
+            members: Mutex::new(Vec::new()),
+            next: AtomicUsize::new(0),
+        }
+    }
+
+    pub(super) fn join(&self, id: u64, outbox: Arc<Outbox>, admit: Option<Admit>) {
+        self.members.lock().push(Member { id, outbox, admit });
+    }
+
+    /// Takes member `id` out; returns whether the group is empty now.
+    pub(super) fn remove(&self, id: u64) -> bool {
+        let mut members = self.members.lock();
+        members.retain(|m| m.id != id);
+        members.is_empty()
+    }
+
+    /// How many members the group has.
+    pub fn members(&self) -> usize {
+        self.members.lock().len()
+    }
+
+    /// Queues each message of `run` to one member, in turn; returns how many were queued.
+    pub(super) fn deliver_run(&self, run: &[SharedMessage]) -> usize {
+        let members = self.members.lock();
+        run.iter()
+            .filter(|m| Self::give(&members, &self.next, m))
+            .count()
+    }
+
+    /// Queues `message` to the member whose turn it is, passing over members that cannot take
+    /// it; whether one took it.
+    fn give(members: &[Member], next: &AtomicUsize, message: &SharedMessage) -> bool {
+        let n = members.len();
+        if n == 0 {
+            return false;
+        }
+        let start = next.fetch_add(1, Ordering::Relaxed);
+        for k in 0..n {
+            let member = &members[(start + k) % n];
+            if member.outbox.closed().is_some()
+                || member.admit.as_ref().is_some_and(|admit| !admit(message))
+            {
+                continue;
+            }
+            if member.outbox.push(OutFrame::Message(message.clone())) {
+                return true;
+            }
+        }
+        false
+    }
+}
+
+/// A subscriber's membership of one group (made by
+/// [`super::FilterRegistry::join_group`]). Dropping it leaves the group.
+pub struct GroupMembership {
+    pub(super) registry: Arc<super::FilterRegistry>,
+    pub(super) app: Box<str>,
+    pub(super) member: u64,
+    pub(super) group: Option<Arc<ShareGroup>>,
+}
+
+impl GroupMembership {
+    /// The group's share name.
+    pub fn share_name(&self) -> &str {
+        self.group.as_ref().map_or("", |g| &g.share_name)
+    }
+
+    /// The group's filter.
+    pub fn filter(&self) -> Option<&TopicFilter> {
+        self.group.as_ref().map(|g| &*g.filter)
+    }
+
+    /// Leaves the group (see the module doc); the group, for what the member leaves behind.
+    pub fn leave(mut self) -> LeftGroup {
+        let group = self.group.take();
+        if let Some(group) = &group {
+            self.registry.leave_group(&self.app, group, self.member);
+        }
+        LeftGroup { group }
+    }
+}
+
+impl Drop for GroupMembership {
+    fn drop(&mut self) {
+        if let Some(group) = self.group.take() {
+            self.registry.leave_group(&self.app, &group, self.member);
+        }
+    }
+}
+
+/// A group a member left ([`GroupMembership::leave`]).
+pub struct LeftGroup {
+    group: Option<Arc<ShareGroup>>,
+}
+
+impl LeftGroup {
+    /// The group's filter.
+    pub fn filter(&self) -> Option<&TopicFilter> {
+        self.group.as_ref().map(|g| &*g.filter)
+    }
+
+    /// Queues `message` (one the member that left had not acknowledged) to a member still in
+    /// the group, in turn; whether one took it (none does once the group is empty).
+    pub fn hand_over(&self, message: &SharedMessage) -> bool {
+        let Some(group) = &self.group else {
+            return false;
+        };
+        let members = group.members.lock();
+        ShareGroup::give(&members, &group.next, message)
+    }
+}
+
+#[cfg(test)]
+mod tests;
