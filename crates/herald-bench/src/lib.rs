@@ -105,8 +105,10 @@ PostgreSQL's and Redis's CPU from the kill and from the reconnects to all caught
 (non-zero exit, after the report) when a message is lost, duplicated or out of order, a resume is
 not exact, or not every client caught up within --resume-timeout. PostgreSQL's and Redis's CPU are
 reported only for --spawn-cluster; a --target node is killed by its --server-pid (the bench never
-restarts it). Use --clients-per-node above 15,000 / nodes only with --per-worker low enough: each
-worker process holds at most --per-worker connections (one process may hold 20,000 files).";
+restarts it). The clients spread over worker processes of at most --per-worker connections each,
+every worker on one node; after the failover each surviving node holds its own clients and its share
+of the killed node's (9,000 at 6,000 per node on three nodes), which must stay under the 20,000
+files one process may hold (about 13,000 clients per node on three nodes).";
 
 /// Flags of `herald bench`.
 #[derive(Debug, clap::Args)]
