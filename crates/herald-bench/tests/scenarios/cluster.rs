@@ -185,3 +185,37 @@ async fn failover_resumes_the_killed_nodes_clients_on_the_others_without_a_loss(
     );
     assert!(stdout.contains("messages lost"), "{stdout}");
 }
+
+#[test]
+fn failover_needs_a_cluster_and_the_pid_of_the_node_it_kills() {
+    let run = |args: &[&str]| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_herald-bench"))
+            .arg("failover")
+            .args(args)
+            .args(["--no-baseline", "--api-key", "k", "--token-secret", "s"])
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{args:?} must be refused");
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let stderr = run(&["--target", "http://127.0.0.1:1,http://127.0.0.1:2"]);
+    assert!(
+        stderr.contains("node 2 has no known pid to kill: give --server-pid"),
+        "{stderr}"
+    );
+    let stderr = run(&["--target", "http://127.0.0.1:1"]);
+    assert!(stderr.contains("at least two nodes"), "{stderr}");
+    let stderr = run(&[
+        "--target",
+        "http://127.0.0.1:1,http://127.0.0.1:2",
+        // Pids no process can have: nothing is signalled even if the check were missing.
+        "--server-pid",
+        "999999998,999999999",
+        "--kill",
+        "3",
+    ]);
+    assert!(
+        stderr.contains("--kill 3: the nodes are numbered 1 to 2"),
+        "{stderr}"
+    );
+}
