@@ -16,6 +16,8 @@ Usage: paho_client.py '<JSON instructions>'
       "publish": [{"topic": "a/b", "payload": "text" | "payload_base64": "...",
                    "qos": 1, "retain": false}],
       "expect": 2,                         (messages to receive before exiting, default 0)
+      "manual_ack": true,                  (never PUBACK / PUBREC a received message: paho's
+                                            manual_ack, no ack sent; default false)
       "timeout": 10,                       (seconds for the whole run, default 10)
       "end": "disconnect" | "drop",        (drop: exit without DISCONNECT, the socket just
                                             closes; default disconnect)
@@ -99,6 +101,8 @@ def main():
     kwargs = {}
     if not v5:
         kwargs["clean_session"] = clean
+    if spec.get("manual_ack"):
+        kwargs["manual_ack"] = True
     client = mqtt.Client(
         callback_api_version=CallbackAPIVersion.VERSION2,
         client_id=spec.get("client_id", ""),

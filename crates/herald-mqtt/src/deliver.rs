@@ -37,7 +37,10 @@ impl MqttWire {
         };
         // Replayed on subscribe is the retained message, unless a resumed session is catching
         // up on what it missed.
-        let retained = replayed && !self.catching_up(&message.channel);
+        // An inbox's catch-up is never retained: it is what the device has not acknowledged.
+        let retained = replayed
+            && !self.catching_up(&message.channel)
+            && !crate::inbox::is_inbox_log(&message.channel);
         let outgoing = outbound::outgoing(message);
         let origin = origin::of(message);
         let skipped = (granted.no_local && origin.is_client(&self.client_id))

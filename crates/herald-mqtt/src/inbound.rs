@@ -53,6 +53,8 @@ pub(crate) async fn handle(wire: &mut MqttWire, packet: Packet) -> Option<End> {
             // An unknown id is tolerated (a client's duplicate acknowledgement).
             if let Some(sent) = wire.outbound.acknowledge(ack.packet_id) {
                 wire.position_acknowledged(&sent.channel, sent.seq);
+                // An inbox push's PUBACK is its ack (`inbox.rs`).
+                crate::inbox::acknowledged(wire, &sent.channel, sent.seq).await;
             }
         }
         Packet::PubRec(rec) => {
@@ -301,6 +303,9 @@ async fn store(
         .app;
     let channel = topic_map::topic_to_channel(app, topic.as_str())
         .map_err(|e| (e.publish_reason_code(), e.reason))?;
+    if let Some(refused) = crate::inbox::refuse_publish(topic.as_str()) {
+        return Err(refused);
+    }
     if let Some(rules) = &wire.anonymous {
         if !rules.may_publish(topic.as_str()) {
             return Err((
@@ -432,6 +437,9 @@ async fn subscribe_one(
             format!("{filter:?}: shared subscriptions are not offered yet"),
         );
     }
+    if filter == crate::inbox::INBOX_TOPIC {
+        return crate::inbox::subscribe(wire, options).await;
+    }
     let app = wire
         .session
         .client()
@@ -518,6 +526,12 @@ fn unsubscribe_from(wire: &mut MqttWire, unsubscribe: Unsubscribe) {
         .iter()
         .map(
             |filter| match topic_map::parse_filter(&app, filter.as_str()) {
+                _ if filter.as_str() == crate::inbox::INBOX_TOPIC => {
+                    match crate::inbox::unsubscribe(wire) {
+                        true => ReasonCode::Success,
+                        false => ReasonCode::NoSubscriptionExisted,
+                    }
+                }
                 Ok(FilterTarget::Exact(channel)) if wire.subscriptions.remove(&channel) => {
                     let _ = wire.session.unsubscribe(channel.public());
                     wire.session_unsubscribed(filter.as_str(), &channel);

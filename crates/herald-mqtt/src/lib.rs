@@ -12,7 +12,8 @@
 //! encoding per message (`outbound.rs`), packet identifiers and QoS state in `inflight.rs`, what
 //! each subscription was granted in `subscriptions.rs`, wildcard subscriptions in `wildcards.rs`
 //! (over core's filter registry), one connection per client identifier in `takeover.rs`,
-//! persistent sessions in [`session`] (kept by herald-store through its storage trait).
+//! persistent sessions in [`session`] (kept by herald-store through its storage trait), a
+//! device's inbox on the topic `$device` in `inbox.rs` (its PUBACK is the push's ack).
 //! The same connection code serves MQTT over WebSocket at `/mqtt` on the HTTP listener
 //! ([`websocket`]), over edge's WebSocket byte stream. Topics map to channels in [`topic_map`],
 //! payloads to message data in [`payload`], and the anonymous mode's rules are [`access`]'s.
@@ -29,6 +30,7 @@ pub mod access;
 mod connect;
 mod deliver;
 mod inbound;
+mod inbox;
 mod inflight;
 mod origin;
 mod outbound;

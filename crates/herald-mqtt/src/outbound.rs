@@ -73,7 +73,11 @@ fn encode_shared(message: &StoredMessage, version: ProtocolVersion) -> Bytes {
 /// (whose expiry interval is the time left when it is sent [MQTT-3.3.2-6]). `None` for a
 /// channel without a topic.
 pub(crate) fn publish_packet(message: &StoredMessage) -> Option<Publish> {
-    let topic = topic_map::channel_to_topic(&message.channel)?;
+    // A device's inbox logs (`$app` and its own) are delivered on the inbox's topic.
+    let topic = match crate::inbox::is_inbox_log(&message.channel) {
+        true => std::borrow::Cow::Borrowed(crate::inbox::INBOX_TOPIC),
+        false => topic_map::channel_to_topic(&message.channel)?,
+    };
     let topic = TopicName::new(topic.into_owned()).ok()?;
     let outgoing = outgoing(message);
     let props = &outgoing.props;

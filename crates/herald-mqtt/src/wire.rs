@@ -83,6 +83,9 @@ pub(crate) struct MqttWire {
     /// The persistent session the connection holds, if its session outlives it (boxed: a
     /// clean session's connection pays one pointer).
     pub(crate) persist: Option<Box<PersistentSession>>,
+    /// The device inbox the connection opened by subscribing to `$device` (`inbox.rs`;
+    /// boxed: a connection without one pays one pointer).
+    pub(crate) inbox: Option<Box<crate::inbox::InboxState>>,
     /// Inbound QoS 2: ids awaiting PUBREL.
     pub(crate) qos2: InboundQoS2,
     /// Inbound topic aliases (v5), set by the client's PUBLISH packets.
@@ -151,6 +154,7 @@ impl MqttWire {
             subscriptions: Subscriptions::default(),
             outbound: Outbound::new(start.client_receive_maximum.min(settings.max_inflight_out)),
             persist: start.persist,
+            inbox: None,
             qos2: InboundQoS2::new(now.saturating_mul(1000)),
             aliases: Vec::new(),
             read_buf: read_ahead,

@@ -279,6 +279,22 @@ impl ClientSession {
         result
     }
 
+    /// Ends the subscriptions to the device's inbox logs the session holds (for a transport
+    /// whose client can close its inbox: MQTT's UNSUBSCRIBE from `$device`).
+    pub fn close_inbox(&mut self) {
+        let logs: Vec<ChannelName> = self
+            .subscriptions
+            .keys()
+            .filter(|ch| herald_push::logs::is_push_log(ch.as_str()))
+            .cloned()
+            .collect();
+        for log in &logs {
+            if let Some(sub) = self.subscriptions.remove(log) {
+                self.edge.engine.unsubscribe(log, &sub);
+            }
+        }
+    }
+
     /// Subscribes to `channel` (a client's name for it) within the client's permissions and the
     /// per-connection limit.
     pub async fn subscribe(

@@ -30,6 +30,7 @@ mod metrics;
 mod mqtt;
 mod mqtt_connect;
 mod mqtt_delivery;
+mod mqtt_inbox;
 mod mqtt_persistence;
 mod mqtt_refusals;
 mod mqtt_session;
