@@ -19,9 +19,9 @@
 //!   0x86 Bad User Name or Password (3.1.1: 0x04), each with a reason string in v5. Enhanced
 //!   authentication (v5 Authentication Method) is not offered: 0x8C Bad authentication method.
 //! - **CONNACK** (v5) announces what the server holds the client to: Receive Maximum, Maximum
-//!   Packet Size, Topic Alias Maximum, Retain Available, Wildcard Subscription Available, no
-//!   shared subscriptions or subscription identifiers, and Server Keep Alive when it caps the
-//!   client's.
+//!   Packet Size, Topic Alias Maximum, Retain Available, Wildcard Subscription Available, Shared
+//!   Subscription Available (`shared.rs`), no subscription identifiers, and Server Keep Alive
+//!   when it caps the client's.
 //! - **Keep-alive**: a client asking for more than `mqtt.max_keep_alive`, or for 0, is held to
 //!   `max_keep_alive`; v5 is told so in Server Keep Alive, 3.1.1 (whose CONNACK cannot say it)
 //!   is closed after one and a half times `max_keep_alive` without a packet all the same.
@@ -151,7 +151,7 @@ pub(crate) async fn accept(
             topic_alias_maximum: settings.max_topic_aliases,
             retain_available: true,
             wildcard_subscription_available: true,
-            shared_subscription_available: false,
+            shared_subscription_available: true,
             subscription_identifiers_available: false,
             assigned_client_identifier: assigned,
             server_keep_alive: (v5 && capped).then_some(keep_alive),

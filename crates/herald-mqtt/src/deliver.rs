@@ -66,6 +66,8 @@ impl MqttWire {
             return self.write_publish(out, message, retain, None);
         }
         self.position_handled(message, true);
+        // Handed to another member of its group should the connection end unacknowledged.
+        self.subscriptions.shared.track(message);
         if qos == QoS::ExactlyOnce && id.is_none() && self.persist.is_some() {
             // Its packet id is stored before the PUBLISH goes, so a restart resends it with
             // the same id: it waits for the write.
@@ -123,6 +125,9 @@ impl MqttWire {
             self.write_shared(out, message, retain, send)
         };
         if written == 0 && send.is_some() {
+            self.subscriptions
+                .shared
+                .settled(&message.channel, message.seq);
             self.position_acknowledged(&message.channel, message.seq);
         }
         written

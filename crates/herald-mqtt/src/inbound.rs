@@ -1,9 +1,9 @@
 //! What a connection does with each packet its client sends after CONNECT: PUBLISH at QoS 0,
 //! 1 and 2 (stored through the client session's one publish rule, acknowledged after the append
 //! committed), the acknowledgements of the server's own PUBLISH packets, SUBSCRIBE and
-//! UNSUBSCRIBE to exact topics and to wildcard filters (`wildcards.rs`; no shared subscriptions
-//! yet), PINGREQ and DISCONNECT. Every answer is queued in the connection's outbox, so answers
-//! and messages reach the client in the order they were produced.
+//! UNSUBSCRIBE to exact topics, to wildcard filters (`wildcards.rs`) and shared subscriptions
+//! (`shared.rs`), PINGREQ and DISCONNECT. Every answer is queued in the connection's outbox, so
+//! answers and messages reach the client in the order they were produced.
 //!
 //! Herald's errors become reason codes ([`publish_code`], [`subscribe_code`]); a packet the
 //! server must not receive (CONNACK, SUBACK, ... from a client, AUTH without enhanced
@@ -52,6 +52,7 @@ pub(crate) async fn handle(wire: &mut MqttWire, packet: Packet) -> Option<End> {
         Packet::PubAck(ack) => {
             // An unknown id is tolerated (a client's duplicate acknowledgement).
             if let Some(sent) = wire.outbound.acknowledge(ack.packet_id) {
+                wire.subscriptions.shared.settled(&sent.channel, sent.seq);
                 wire.position_acknowledged(&sent.channel, sent.seq);
                 // An inbox push's PUBACK is its ack (`inbox.rs`).
                 crate::inbox::acknowledged(wire, &sent.channel, sent.seq).await;
@@ -62,13 +63,17 @@ pub(crate) async fn handle(wire: &mut MqttWire, packet: Packet) -> Option<End> {
             match wire.outbound.received(rec.packet_id) {
                 // A failure code ends the exchange [MQTT-4.3.3-4]: the id is free.
                 Some((sent, _)) if rec.reason_code.is_error() => {
+                    wire.subscriptions.shared.settled(&sent.channel, sent.seq);
                     wire.outbound.complete(rec.packet_id);
                     wire.position_acknowledged(&sent.channel, sent.seq);
                     wire.qos2_completed(&sent);
                     return None;
                 }
                 // The first PUBREC moves the position; a repeated one only gets PUBREL again.
-                Some((sent, true)) => wire.qos2_received(&sent),
+                Some((sent, true)) => {
+                    wire.subscriptions.shared.settled(&sent.channel, sent.seq);
+                    wire.qos2_received(&sent);
+                }
                 Some((_, false)) => {}
                 None if wire.version == ProtocolVersion::V5 => {
                     rel.reason_code = ReasonCode::PacketIdentifierNotFound;
@@ -432,10 +437,7 @@ async fn subscribe_one(
 ) -> Result<QoS, (ReasonCode, String)> {
     let refuse = |code: ReasonCode, why: String| Err((code, why));
     if shared {
-        return refuse(
-            ReasonCode::SharedSubscriptionsNotSupported,
-            format!("{filter:?}: shared subscriptions are not offered yet"),
-        );
+        return crate::shared::subscribe(wire, filter, options).await;
     }
     if filter == crate::inbox::INBOX_TOPIC {
         return crate::inbox::subscribe(wire, options).await;
@@ -524,8 +526,14 @@ fn unsubscribe_from(wire: &mut MqttWire, unsubscribe: Unsubscribe) {
     let codes = unsubscribe
         .filters
         .iter()
-        .map(
-            |filter| match topic_map::parse_filter(&app, filter.as_str()) {
+        .map(|filter| {
+            if filter.shared().is_some() {
+                return match crate::shared::unsubscribe(wire, filter.as_str()) {
+                    true => ReasonCode::Success,
+                    false => ReasonCode::NoSubscriptionExisted,
+                };
+            }
+            match topic_map::parse_filter(&app, filter.as_str()) {
                 _ if filter.as_str() == crate::inbox::INBOX_TOPIC => {
                     match crate::inbox::unsubscribe(wire) {
                         true => ReasonCode::Success,
@@ -544,8 +552,8 @@ fn unsubscribe_from(wire: &mut MqttWire, unsubscribe: Unsubscribe) {
                 }
                 Ok(_) => ReasonCode::NoSubscriptionExisted,
                 Err(_) => ReasonCode::TopicFilterInvalid,
-            },
-        )
+            }
+        })
         .collect();
     wire.send(&Packet::UnsubAck(UnsubAck {
         packet_id: unsubscribe.packet_id,

@@ -11,7 +11,8 @@
 //! (`wire.rs`): packets handled in `inbound.rs`, messages written (`deliver.rs`) from one
 //! encoding per message (`outbound.rs`), packet identifiers and QoS state in `inflight.rs`, what
 //! each subscription was granted in `subscriptions.rs`, wildcard subscriptions in `wildcards.rs`
-//! (over core's filter registry), one connection per client identifier in `takeover.rs`,
+//! (over core's filter registry), shared subscriptions in `shared.rs` (over core's share
+//! groups), one connection per client identifier in `takeover.rs`,
 //! persistent sessions in [`session`] (kept by herald-store through its storage trait), a
 //! device's inbox on the topic `$device` in `inbox.rs` (its PUBACK is the push's ack).
 //! The same connection code serves MQTT over WebSocket at `/mqtt` on the HTTP listener
@@ -39,6 +40,7 @@ pub mod payload;
 pub mod serve;
 pub mod session;
 pub mod settings;
+mod shared;
 mod subscriptions;
 mod takeover;
 pub mod topic_map;

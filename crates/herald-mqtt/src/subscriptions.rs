@@ -12,7 +12,8 @@
 //! out with: the highest QoS granted among the matching subscriptions, Retain As Published if
 //! any asked for it, No Local only if all did. That is what Mosquitto does; MQTT 5.0 3.3.4
 //! also allows one copy per matching subscription, which clients without Subscription
-//! Identifiers cannot tell apart.
+//! Identifiers cannot tell apart. A shared subscription (`crate::shared`) counts among them
+//! for a message its group gave this connection.
 
 use std::sync::Arc;
 
@@ -24,6 +25,7 @@ use herald_core::tenant::AppId;
 use herald_core::ChannelName;
 
 use crate::packet::QoS;
+use crate::shared::SharedGroups;
 
 /// The options of one subscription, as granted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +57,8 @@ pub(crate) struct Subscriptions {
     filters: Vec<(TopicFilter, Granted)>,
     /// The filters' registration in the hub, made with the first one.
     registered: Option<FilterSubscriber>,
+    /// Its shared subscriptions (`crate::shared`).
+    pub(crate) shared: SharedGroups,
 }
 
 impl Subscriptions {
@@ -71,13 +75,14 @@ impl Subscriptions {
     /// the filters that match it (see the module doc); `None` when none does.
     pub(crate) fn get(&self, channel: &ChannelName) -> Option<Granted> {
         let exact = self.exact(channel);
-        if self.filters.is_empty() {
+        if self.filters.is_empty() && self.shared.is_empty() {
             return exact;
         }
         self.filters
             .iter()
             .filter(|(f, _)| f.matches_local(channel.public()))
             .map(|(_, g)| *g)
+            .chain(self.shared.matching(channel))
             .chain(exact)
             .reduce(Granted::with)
     }
@@ -153,9 +158,9 @@ impl Subscriptions {
         true
     }
 
-    /// How many subscriptions the connection holds, exact and wildcard.
+    /// How many subscriptions the connection holds, exact, wildcard and shared.
     pub(crate) fn len(&self) -> usize {
-        self.exact.len() + self.filters.len()
+        self.exact.len() + self.filters.len() + self.shared.len()
     }
 }
 

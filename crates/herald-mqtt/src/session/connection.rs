@@ -160,6 +160,13 @@ impl MqttWire {
         };
         let mut dropped = Vec::new();
         for sub in &subscriptions {
+            if sub.filter.starts_with("$share/") {
+                // Its group joined again; no position (`crate::shared`).
+                if !crate::shared::resume(self, &sub.filter, granted_of(sub)) {
+                    dropped.push(sub.filter.clone());
+                }
+                continue;
+            }
             let channel = match topic_map::parse_filter(&app, &sub.filter) {
                 Ok(FilterTarget::Exact(channel)) => channel,
                 // Registered again; what matched them while away is not replayed.
@@ -428,6 +435,9 @@ impl MqttWire {
     /// session deleted, with an expiry interval of 0), and its unacknowledged QoS 1 messages'
     /// packet ids kept in memory for its next connection. Returns once written.
     pub(crate) async fn end_session(&mut self) {
+        // What its shared subscriptions gave it and it did not acknowledge goes to another
+        // member first (`crate::shared`).
+        self.leave_shared_groups();
         // The will first: published now, or waiting for its delay with the session.
         if let Some(due) = self.due_will() {
             let delay_ms = u64::from(due.will.properties.will_delay_interval) * 1000;

@@ -34,6 +34,7 @@ mod mqtt_inbox;
 mod mqtt_persistence;
 mod mqtt_refusals;
 mod mqtt_session;
+mod mqtt_shared;
 mod mqtt_wildcards;
 mod mqtt_websocket;
 mod mqtt_will;

@@ -777,7 +777,10 @@ async fn connect_refusals_and_assigned_identifiers_follow_each_version() {
     assert_eq!(p.topic_alias_maximum, 10);
     assert!(p.retain_available);
     assert!(p.wildcard_subscription_available);
-    assert!(!p.shared_subscription_available);
+    assert!(
+        p.shared_subscription_available,
+        "shared subscriptions are served"
+    );
     assert!(!p.subscription_identifiers_available);
     assert_eq!(
         p.server_keep_alive,
