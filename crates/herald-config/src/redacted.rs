@@ -281,11 +281,7 @@ impl Config {
                 "",
             ),
             ("mqtt.max_keep_alive", int(mq.max_keep_alive.into()), ""),
-            (
-                "mqtt.websocket",
-                Some(Value::from(self.mqtt.websocket)),
-                "",
-            ),
+            ("mqtt.websocket", Some(Value::from(self.mqtt.websocket)), ""),
             ("mqtt.max_packet_size", int(mq.max_packet_size.into()), ""),
             ("mqtt.receive_maximum", int(mq.receive_maximum.into()), ""),
             ("mqtt.max_inflight_out", int(mq.max_inflight_out.into()), ""),
