@@ -2,9 +2,11 @@
 //! device token subscribes to `$device` and receives the pushes to the device, its user, its
 //! tags and its app, from the device's acknowledged cursor; its PUBACK acknowledges the push
 //! (the receipt counts it delivered, nothing pending); a reconnect, over MQTT or the WebSocket,
-//! resumes after what was acknowledged, with what was pushed while offline; and a client without
-//! a device token is refused the topic.
+//! resumes after what was acknowledged, with what was pushed while offline; an `auto` push
+//! acknowledged by PUBACK is settled `live` with no provider push (a mock APNs counts none); and
+//! a client without a device token is refused the topic.
 
+use herald_mock::apns::{test_key, ApnsMock, ApnsMockOptions};
 use serde_json::{json, Value};
 
 use crate::support::mqtt::{paho, PahoRun};
@@ -116,6 +118,59 @@ async fn a_device_gets_its_pushes_on_device_and_its_puback_settles_them() {
         let r = receipt_when(&s, id, acknowledged).await;
         assert_eq!(r["delivered"], 1, "{r}");
     }
+}
+
+#[tokio::test]
+async fn a_puback_settles_an_auto_push_so_no_provider_push_follows() {
+    let (p8, public) = test_key();
+    let mock = ApnsMock::start(ApnsMockOptions {
+        keys: vec![("KEYID00001".into(), "TEAMID0001".into(), public)],
+        ..ApnsMockOptions::default()
+    })
+    .await
+    .unwrap();
+    let s = Server::builder()
+        .mqtt()
+        .env("HERALD_APNS_URL", &mock.url())
+        .file_arg("--provider-ca-file", "ca.pem", &mock.cert_pem)
+        .start()
+        .await;
+    let credentials = json!({
+        "topic": "com.example.app", "key": p8, "key_id": "KEYID00001", "team_id": "TEAMID0001"
+    });
+    let (status, r) = s
+        .post_as("PUT", "/v1/apps/default/providers/apns", credentials)
+        .await;
+    assert_eq!(status, 201, "{r}");
+    let token = format!("{:064x}", 7);
+    register(&s, json!({"platform":"apns","id":"phone","token":token})).await;
+    let device = device_token(&s, "phone").await;
+    let mut client = PahoRun::start(s.mqtt_addr(), inbox_client(&device, "5", 1, false));
+    client.until("subscribed").await;
+    // Connected, so the provider push waits for the ack window (long: only an ack ends it).
+    let id = push(
+        &s,
+        json!({"target":{"device":"phone"},"notification":{"title":"hi"},"ack_window":600}),
+    )
+    .await;
+    let (code, events) = client.finish().await;
+    assert_eq!(code, Some(0), "{events:?}");
+    assert_eq!(inbox_messages(&events)[0].2["notification"]["title"], "hi");
+    let r = receipt_when(&s, &id, |r| {
+        r["providers"]["live"] == 1 && r["providers"]["queued"] == 0
+    })
+    .await;
+    assert_eq!(
+        (r["delivered"].as_u64(), r["pending"].as_u64()),
+        (Some(1), Some(0)),
+        "{r}"
+    );
+    assert_eq!(r["providers"]["sent"], 0, "{r}");
+    assert_eq!(
+        mock.received_count(),
+        0,
+        "no provider push after the MQTT ack"
+    );
 }
 
 #[tokio::test]
