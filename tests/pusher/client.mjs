@@ -5,6 +5,10 @@
 //    "channels": ["news", "private-chat", ...],   subscribed at once
 //    "badSecret"?: true,                            private channels signed with a wrong secret
 //    "user"?: {"user_id", "user_info"?},            the presence channels' member data
+//    "signin"?: {"id", "user_info"?, ...},          pusher.signin() at once, the user's data
+//                                                   signed by a userAuthentication
+//                                                   customHandler with the server SDK's
+//                                                   authenticateUser (with badSecret, wrong)
 //    "encryptionMasterKeyBase64"?: "..."}           the auth endpoint's key for
 //                                                   private-encrypted- channels (pusher-js
 //                                                   decrypts their events with the
@@ -22,6 +26,12 @@
 //                                                 data, {members, count, myID, me})
 //   {"type":"error","error":...}                  the connection's `error` events
 //   {"type":"state","current":"..."}              connection state changes
+//   {"type":"signin_done","user_data"}            pusher.user's sign-in ended (user_data
+//                                                 null when it failed)
+//   {"type":"user_event","event","data"}          an event of the server-to-user channel
+//                                                 (pusher.user.bind_global)
+//   {"type":"user_frame","channel","event"}       any frame of a `#` channel the connection
+//                                                 is sent (whichever user's)
 // and reads commands, one JSON line each, from stdin:
 //   {"trigger":{"channel","event","data"}}        a client event: prints {"type":"triggered","ok"}
 //   {"subscribe":"name"} / {"unsubscribe":"name"}
@@ -55,6 +65,15 @@ const pusher = new Pusher(order.key, {
   forceTLS: false,
   enabledTransports: ['ws'],
   disableStats: true,
+  userAuthentication: {
+    customHandler: (params, callback) => {
+      try {
+        callback(null, signer.authenticateUser(params.socketId, order.signin));
+      } catch (e) {
+        callback(e, null);
+      }
+    },
+  },
   channelAuthorization: {
     customHandler: (params, callback) => {
       try {
@@ -72,6 +91,19 @@ pusher.connection.bind('error', (error) => print({ type: 'error', error }));
 pusher.connection.bind('connected', () => {
   print({ type: 'connected', socket_id: pusher.connection.socket_id });
 });
+
+if (order.signin) {
+  pusher.user.bind_global((event, data) => print({ type: 'user_event', event, data }));
+  pusher.connection.bind('message', (m) => {
+    if (typeof m.channel === 'string' && m.channel.startsWith('#')) {
+      print({ type: 'user_frame', channel: m.channel, event: m.event });
+    }
+  });
+  pusher.signin();
+  pusher.user.signinDonePromise.then(() =>
+    print({ type: 'signin_done', user_data: pusher.user.user_data }),
+  );
+}
 
 const channels = new Map();
 function subscribe(name) {

@@ -4,6 +4,8 @@
 //    "trigger": {"channels": [...], "event", "data", "socket_id"?, "info"?}
 //    | "batch": [{"channel","name","data","socket_id"?}, ...]
 //    | "get": {"path": "/channels[/NAME[/users]]", "params"?: {...}}   a query (pusher.get),
+//    | "sendToUser": {"userId", "event", "data"}       pusher.sendToUser
+//    | "terminateUser": "<user id>"                    pusher.terminateUserConnections
 //    "clock_offset_ms"?: shifts the SDK's clock (an old auth_timestamp),
 //    "encryptionMasterKeyBase64"?: seals the data of private-encrypted- channels}
 // and one JSON line is printed: {"status": <HTTP status>, "body": "<the answer's text>"}.
@@ -33,6 +35,11 @@ try {
     if (t.socket_id) params.socket_id = t.socket_id;
     if (t.info) params.info = t.info;
     response = await pusher.trigger(t.channels, t.event, t.data, params);
+  } else if (order.sendToUser) {
+    const u = order.sendToUser;
+    response = await pusher.sendToUser(u.userId, u.event, u.data);
+  } else if (order.terminateUser) {
+    response = await pusher.terminateUserConnections(order.terminateUser);
   } else if (order.get) {
     response = await pusher.get({ path: order.get.path, params: order.get.params ?? {} });
   } else {

@@ -2,7 +2,8 @@
 crates/herald/tests/server/pusher_api.rs. One JSON argument says what to do (as trigger.mjs
 takes it: host, port, appId, key, secret, and "trigger" or "batch", or a query:
 "channels_info": {"prefix", "attributes"}, "channel_info": {"channel", "attributes"},
-"users_info": {"channel"}) and one JSON line is
+"users_info": {"channel"}, or "send_to_user": {"user_id", "event", "data"}, or
+"terminate_user": "<user id>") and one JSON line is
 printed: {"status": <HTTP status>, "body": "<the answer's text>"}."""
 
 import json
@@ -31,6 +32,11 @@ try:
     elif "channel_info" in order:
         q = order["channel_info"]
         body = client.channel_info(q["channel"], q.get("attributes", []))
+    elif "send_to_user" in order:
+        u = order["send_to_user"]
+        body = client.send_to_user(u["user_id"], u["event"], u["data"])
+    elif "terminate_user" in order:
+        body = client.terminate_user_connections(order["terminate_user"])
     elif "users_info" in order:
         body = client.users_info(order["users_info"]["channel"])
     else:

@@ -99,8 +99,12 @@ pub fn check_pusher_name(name: &str) -> Result<(), HeraldError> {
 }
 
 /// The Herald channel (not scoped to an app) of the Pusher channel `name`, after
-/// [`check_pusher_name`].
+/// [`check_pusher_name`]; a server-to-user channel `#server-to-user-{id}` (which only the HTTP
+/// API names: clients are refused it) is the user's channel ([`crate::users::user_channel`]).
 pub fn herald_channel(name: &str) -> Result<ChannelName, HeraldError> {
+    if let Some(user) = crate::users::server_to_user_channel(name) {
+        return user;
+    }
     check_pusher_name(name)?;
     ChannelName::from_topic(name).map_err(|e| {
         HeraldError::new(
@@ -116,9 +120,13 @@ pub fn app_channel(app: &AppId, name: &str) -> Result<ChannelName, HeraldError> 
 }
 
 /// The Pusher name of `channel` (an app's channel, full or not), if a Pusher client can name
-/// it: its topic-style name, when that is a valid Pusher name.
+/// it: its topic-style name, when that is a valid Pusher name; a user's channel's
+/// `#server-to-user-{id}`.
 pub fn pusher_name(channel: &ChannelName) -> Option<String> {
     let topic = channel.topic();
+    if let Some(name) = crate::users::server_to_user_name(&topic) {
+        return Some(name);
+    }
     check_pusher_name(&topic).ok().map(|()| topic.into_owned())
 }
 
@@ -173,7 +181,12 @@ mod tests {
         assert!(herald_channel("").is_err());
         assert!(herald_channel("a/b").unwrap_err().message.contains("'/'"));
         assert!(herald_channel("a b").is_err());
-        assert!(herald_channel("#server-to-user-1").is_err());
+        assert!(herald_channel("#other").is_err());
+        // The server-to-user channel is the user's channel (the HTTP API's name for it).
+        assert_eq!(
+            herald_channel("#server-to-user-1").unwrap().as_str(),
+            "server-to-user:1"
+        );
         assert!(herald_channel(&"x".repeat(164)).is_ok());
         let long = herald_channel(&"x".repeat(165)).unwrap_err();
         assert!(long.message.contains("165 characters"), "{}", long.message);

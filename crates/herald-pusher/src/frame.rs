@@ -1,8 +1,9 @@
 //! The client protocol's JSON frames both ways (Pusher Channels protocol 7): what a client
 //! sends ([`ClientFrame::parse`]: `pusher:ping`, `pusher:pong`, `pusher:subscribe`,
-//! `pusher:unsubscribe`, `client-*` events) and what the server sends (the builders below:
+//! `pusher:unsubscribe`, `pusher:signin`, `client-*` events) and what the server sends (the builders below:
 //! `pusher:connection_established`, `pusher:error`, `pusher:ping`/`pusher:pong`,
-//! `pusher_internal:subscription_succeeded`, `pusher:subscription_error`, `pusher:cache_miss`),
+//! `pusher_internal:subscription_succeeded`, `pusher:subscription_error`, `pusher:cache_miss`,
+//! `pusher:signin_success`),
 //! and Pusher's error
 //! codes ([`codes`]).
 //!
@@ -78,7 +79,14 @@ pub enum ClientFrame {
         /// Its data: the string as sent, or the JSON text of any other value.
         data: String,
     },
-    /// Any other event name (`pusher:signin` and the rest not served yet, or unknown ones).
+    /// `pusher:signin`: a user's sign-in ([`crate::users`]).
+    Signin {
+        /// `key:signature` over `socket_id::user::user_data`.
+        auth: String,
+        /// The user's data, JSON text as signed.
+        user_data: String,
+    },
+    /// Any other event name (unknown ones, or ones not served).
     Other {
         /// The event name.
         event: String,
@@ -112,6 +120,18 @@ impl ClientFrame {
                     channel: channel_of(&event, &data)?,
                     auth: optional_string(&event, &data, "auth")?,
                     channel_data: optional_string(&event, &data, "channel_data")?,
+                })
+            }
+            "pusher:signin" => {
+                let data = command_data(&event, object.remove("data"))?;
+                let required = |field: &str| {
+                    optional_string(&event, &data, field)?.ok_or_else(|| {
+                        FrameError(format!("Invalid {event}: data.{field} must be a string"))
+                    })
+                };
+                Ok(ClientFrame::Signin {
+                    auth: required("auth")?,
+                    user_data: required("user_data")?,
                 })
             }
             "pusher:unsubscribe" => {
@@ -217,6 +237,13 @@ pub fn subscription_succeeded(channel: &str) -> Bytes {
     }))
 }
 
+/// `pusher:signin_success` with the `user_data` the client signed in with (pusher-js parses it
+/// and subscribes to the user's server-to-user channel).
+pub fn signin_success(user_data: &str) -> Bytes {
+    let data = json!({ "user_data": user_data });
+    text(json!({ "event": "pusher:signin_success", "data": data.to_string() }))
+}
+
 /// `pusher:cache_miss` for `channel`: a cache channel has no event to send its new
 /// subscriber (pusher-js hands it to the channel's `pusher:cache_miss` listeners).
 pub fn cache_miss(channel: &str) -> Bytes {
@@ -291,9 +318,18 @@ mod tests {
             })
         );
         assert_eq!(
-            parse(r#"{"event":"pusher:signin","data":{}}"#),
+            parse(
+                r#"{"event":"pusher:signin","data":{"auth":"k:s","user_data":"{\"id\":\"1\"}"}}"#
+            ),
+            Ok(ClientFrame::Signin {
+                auth: "k:s".into(),
+                user_data: r#"{"id":"1"}"#.into(),
+            })
+        );
+        assert_eq!(
+            parse(r#"{"event":"pusher:whatever","data":{}}"#),
             Ok(ClientFrame::Other {
-                event: "pusher:signin".into()
+                event: "pusher:whatever".into()
             })
         );
     }
@@ -314,6 +350,10 @@ mod tests {
                 "data.auth must be a string",
             ),
             (r#"{"event":"client-x","data":{}}"#, "names no channel"),
+            (
+                r#"{"event":"pusher:signin","data":{"auth":"k:s"}}"#,
+                "data.user_data must be a string",
+            ),
         ] {
             let FrameError(message) = parse(text).unwrap_err();
             assert!(message.contains(says), "{text}: {message}");
@@ -340,6 +380,10 @@ mod tests {
         for frame in [ping(), pong()] {
             let _: Value = serde_json::from_slice(&frame).unwrap();
         }
+        let signed: Value = serde_json::from_slice(&signin_success(r#"{"id":"1"}"#)).unwrap();
+        assert_eq!(signed["event"], "pusher:signin_success");
+        let data: Value = serde_json::from_str(signed["data"].as_str().unwrap()).unwrap();
+        assert_eq!(data, json!({"user_data": "{\"id\":\"1\"}"}));
         let miss: Value = serde_json::from_slice(&cache_miss("cache-a")).unwrap();
         assert_eq!(
             miss,

@@ -24,12 +24,17 @@
 //!   members' frames); [`cache`]: cache channels' last event (the log's last message, 30
 //!   minutes) or `pusher:cache_miss`.
 //!
-//! Sign-in, webhooks and the rest come in the design's order.
+//! - [`users`]: user sign-in (`pusher:signin`) and the server-to-user channel;
+//!   [`connections`]: this node's Pusher connections by app and key, closed when their key
+//!   goes, and `terminate_connections` across the cluster.
+//!
+//! Webhooks and the rest come in the design's order.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod cache;
 pub mod channel_map;
+pub mod connections;
 pub mod credentials;
 pub mod event;
 pub mod frame;
@@ -40,6 +45,7 @@ pub mod serve;
 mod session;
 pub mod settings;
 pub mod signature;
+pub mod users;
 mod wire;
 
 pub use credentials::store::PusherCredentialStore;

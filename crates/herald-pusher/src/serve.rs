@@ -8,7 +8,8 @@
 //! connection limit 4004. An accepted connection is told `pusher:connection_established` (its
 //! socket id and activity timeout) first, registers with the node's live clients as
 //! [`Transport::Pusher`] (lifecycle events, webhooks, revocation, shutdown) and joins the
-//! keep-alive roster. Idle Pusher connections do not park yet: they stay in their task.
+//! keep-alive roster, and joins the node's Pusher connections ([`crate::connections`]: closed
+//! with 4001 if its key goes). Idle Pusher connections do not park yet: they stay in their task.
 //!
 //! [`DETECTOR`] recognises the handshake from the connection's first bytes, so the HTTP
 //! listener keeps the connection on the sessions' runtime, where it will run.
@@ -36,6 +37,7 @@ use herald_edge::session::ClientSession;
 use herald_edge::ws::handshake::Upgrade;
 use herald_edge::Edge;
 
+use crate::connections::{Farewell, PusherConnections};
 use crate::credentials::service::PusherCredentials;
 use crate::frame::{self, codes, PROTOCOLS};
 use crate::session::PusherSession;
@@ -134,6 +136,7 @@ async fn upgrade(
     let (response, socket) = upgrade.accept(elsewhere.is_some());
     let socket = Box::pin(socket);
     let settings = clients.settings;
+    let connections = clients.credentials.connections().clone();
     let run = async move {
         let Some((mut stream, read_ahead)) = socket.await else {
             return;
@@ -155,6 +158,7 @@ async fn upgrade(
                     credentials,
                     counted,
                     settings,
+                    connections,
                 ))
                 .await
             }
@@ -244,6 +248,7 @@ async fn serve(
     credentials: Arc<crate::credentials::cache::OpenCredentials>,
     counted: herald_core::usage::ConnectionGuard,
     settings: ClientSettings,
+    connections: Arc<PusherConnections>,
 ) {
     crate::outbound::reserve_slot();
     let socket_id = next_socket_id();
@@ -260,11 +265,20 @@ async fn serve(
         Some(client),
         Some(counted),
     );
+    let farewell = Arc::new(Farewell::default());
+    // In the node's Pusher connections while it runs: closed if its key goes.
+    let _registered = connections.register(
+        &credentials.app,
+        &credentials.key,
+        session.outbox(),
+        farewell.clone(),
+    );
     let mut wire = PusherWire::new(PusherSession::new(
         session,
         socket_id,
         credentials,
         settings,
+        farewell,
     ));
     let early = wire
         .reader

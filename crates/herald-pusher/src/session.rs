@@ -8,6 +8,10 @@
 //! grant for exactly its channel ([`ClientSession::subscribe_granted`]) once Pusher's rule
 //! allows it (a public channel, or a valid signature for this socket and channel).
 //!
+//! A sign-in (`pusher:signin`, [`crate::users`]) makes the connection's client a Herald user
+//! and subscribes it to its server-to-user channel; a client's subscribe of a `#` channel is
+//! refused but for its own user's channel.
+//!
 //! A presence subscription's signed `channel_data` makes the connection's user on that channel
 //! the Herald presence member `user_id` with `user_info` as its data ([`crate::presence`]);
 //! core sends the subscription the members list (answered as Pusher's
@@ -31,12 +35,14 @@ use herald_edge::session::{ClientSession, PresenceAsk};
 use herald_edge::Edge;
 
 use crate::channel_map::{app_channel, herald_channel, ChannelKind};
+use crate::connections::Farewell;
 use crate::credentials::cache::OpenCredentials;
 use crate::event::{check_event_name, PusherEvent};
 use crate::frame::{self, codes, ClientFrame};
 use crate::presence::ChannelData;
 use crate::settings::ClientSettings;
 use crate::signature::{channel_auth_string, check_key_signature};
+use crate::users::is_server_to_user;
 
 /// A Pusher connection's session.
 pub(crate) struct PusherSession {
@@ -44,7 +50,7 @@ pub(crate) struct PusherSession {
     /// The socket id the client was given (`<digits>.<digits>`).
     pub(crate) socket_id: Box<str>,
     /// The app's credentials (the key and secrets signatures are checked with).
-    credentials: Arc<OpenCredentials>,
+    pub(crate) credentials: Arc<OpenCredentials>,
     pub(crate) settings: ClientSettings,
     /// When the client last sent anything.
     pub(crate) last_heard: Instant,
@@ -56,6 +62,11 @@ pub(crate) struct PusherSession {
     /// The user id this connection is a member as, per presence channel it subscribed (its
     /// full Herald name).
     members: Vec<(ChannelName, Box<str>)>,
+    /// The code and message the connection ends with when it is ended for a reason of
+    /// Pusher's (a failed sign-in, its key gone).
+    pub(crate) farewell: Arc<Farewell>,
+    /// The user the connection signed in as, and its server-to-user channel (full name).
+    pub(crate) user: Option<(Box<str>, ChannelName)>,
 }
 
 impl PusherSession {
@@ -64,6 +75,7 @@ impl PusherSession {
         socket_id: String,
         credentials: Arc<OpenCredentials>,
         settings: ClientSettings,
+        farewell: Arc<Farewell>,
     ) -> Self {
         let now = Instant::now();
         PusherSession {
@@ -75,6 +87,8 @@ impl PusherSession {
             ping_sent: None,
             events_window: (now, 0),
             members: Vec::new(),
+            farewell,
+            user: None,
         }
     }
 
@@ -86,11 +100,11 @@ impl PusherSession {
         self.session.outbox()
     }
 
-    fn send(&self, bytes: Bytes) {
+    pub(crate) fn send(&self, bytes: Bytes) {
         self.outbox().push(OutFrame::Control(bytes));
     }
 
-    fn send_error(&self, code: Option<u16>, message: &str) {
+    pub(crate) fn send_error(&self, code: Option<u16>, message: &str) {
         self.send(frame::error(code, message));
     }
 
@@ -152,6 +166,7 @@ impl PusherSession {
                     self.send_error(r.code, &r.message);
                 }
             }
+            ClientFrame::Signin { auth, user_data } => self.sign_in(&auth, &user_data).await,
             ClientFrame::Other { event } => self.send_error(
                 None,
                 &format!("Unsupported event {event:?}: this server does not handle it"),
@@ -166,6 +181,9 @@ impl PusherSession {
         auth: Option<String>,
         channel_data: Option<String>,
     ) -> Result<(), SubscriptionRefused> {
+        if is_server_to_user(name) {
+            return self.subscribe_own_user_channel(name);
+        }
         let app = self.credentials.app.clone();
         let channel = app_channel(&app, name)
             .map_err(|e| SubscriptionRefused::new("InvalidChannel", 400, e.message))?;
@@ -307,6 +325,10 @@ impl PusherSession {
     }
 
     fn unsubscribe(&mut self, name: &str) {
+        // The user's channel lasts while the user is signed in (pusher-js never sends this).
+        if is_server_to_user(name) {
+            return;
+        }
         let channel = match herald_channel(name) {
             Ok(channel) => channel,
             Err(e) => return self.send_error(None, &e.message),
@@ -408,14 +430,14 @@ impl PusherSession {
 
 /// Why a subscription was not made: the `pusher:subscription_error`'s `type`, `status` and
 /// `error`.
-struct SubscriptionRefused {
+pub(crate) struct SubscriptionRefused {
     kind: &'static str,
     status: u16,
     message: String,
 }
 
 impl SubscriptionRefused {
-    fn new(kind: &'static str, status: u16, message: impl Into<String>) -> Self {
+    pub(crate) fn new(kind: &'static str, status: u16, message: impl Into<String>) -> Self {
         SubscriptionRefused {
             kind,
             status,

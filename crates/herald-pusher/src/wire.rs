@@ -213,6 +213,13 @@ impl Wire for PusherWire {
             self.session.session.set_disconnect_reason(reason);
         }
         self.session.session.close();
+        // A code of Pusher's said before the outbox was closed (a failed sign-in, a key gone).
+        let ended = match (ended, self.session.farewell.said()) {
+            (Ended::Wire(End::Disconnect(_)), Some((code, message))) => {
+                Ended::Wire(End::Error(*code, message.clone()))
+            }
+            (ended, _) => ended,
+        };
         async move {
             match ended {
                 Ended::Wire(end) => goodbye(conn, end, Vec::new()).await,

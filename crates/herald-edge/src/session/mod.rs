@@ -13,6 +13,7 @@ mod many;
 pub mod open;
 mod parked;
 mod set;
+mod user;
 
 use std::sync::Arc;
 

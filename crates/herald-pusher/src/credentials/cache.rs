@@ -8,7 +8,8 @@
 //! deletion, and reads it again when next asked. A read that began before a drop is not
 //! cached (a generation count tells), so a drop is never undone by a stale read. Entries also
 //! expire after [`CACHE_TTL`]: a node that missed events (its bus reconnected) is right again
-//! within that time.
+//! within that time. On the same event the node's Pusher connections whose key went are
+//! closed ([`crate::connections`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,6 +18,8 @@ use std::time::{Duration, Instant};
 use herald_core::caches::{CacheEvent, CacheListener};
 use herald_core::tenant::AppId;
 use parking_lot::RwLock;
+
+use crate::connections::PusherConnections;
 
 /// The `provider` of the cache event a change of Pusher credentials is published as.
 pub const PROVIDER: &str = "pusher";
@@ -96,9 +99,19 @@ struct Sets {
 #[derive(Default)]
 pub struct CredentialCache {
     sets: RwLock<Sets>,
+    /// This node's connections, closed when their key goes ([`crate::connections`]).
+    connections: Option<Arc<PusherConnections>>,
 }
 
 impl CredentialCache {
+    /// An empty cache that also has `connections` check their key when an app's set changes.
+    pub fn closing(connections: Arc<PusherConnections>) -> Self {
+        CredentialCache {
+            sets: RwLock::default(),
+            connections: Some(connections),
+        }
+    }
+
     /// The count of drops so far: read before a store read, given back to [`Self::insert`].
     pub fn generation(&self) -> u64 {
         self.sets.read().generation
@@ -164,7 +177,10 @@ impl CacheListener for CredentialCache {
     fn applied(&self, event: &CacheEvent) {
         match event {
             CacheEvent::CredentialsChanged { app, provider } if provider == PROVIDER => {
-                self.forget(app)
+                self.forget(app);
+                if let Some(connections) = &self.connections {
+                    connections.credentials_changed(app);
+                }
             }
             CacheEvent::AppDeleted { app } => self.forget(app),
             _ => {}

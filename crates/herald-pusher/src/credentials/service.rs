@@ -18,6 +18,7 @@ use super::cache::{CredentialCache, OpenCredentials, PROVIDER};
 use super::input::{check_id, check_secret, generate_app_id, generate_hex20};
 use super::store::{CreatePusherError, PusherCredentialStore};
 use super::{open_secret, seal_secret, PusherError, StoredPusherCredentials};
+use crate::connections::PusherConnections;
 
 /// How many times a create draws new values when a generated app id or key is taken.
 const GENERATE_ATTEMPTS: usize = 5;
@@ -80,6 +81,7 @@ pub struct PusherCredentials {
     sealer: Arc<Sealer>,
     bus: Arc<dyn Bus>,
     cache: Arc<CredentialCache>,
+    connections: Arc<PusherConnections>,
 }
 
 impl PusherCredentials {
@@ -90,12 +92,19 @@ impl PusherCredentials {
         sealer: Arc<Sealer>,
         bus: Arc<dyn Bus>,
     ) -> Self {
+        let connections = Arc::new(PusherConnections::new(store.clone(), bus.clone()));
         PusherCredentials {
             store,
             sealer,
             bus,
-            cache: Arc::new(CredentialCache::default()),
+            cache: Arc::new(CredentialCache::closing(connections.clone())),
+            connections,
         }
+    }
+
+    /// This node's Pusher connections (closed when their key goes; `terminate_connections`).
+    pub fn connections(&self) -> &Arc<PusherConnections> {
+        &self.connections
     }
 
     /// This node's cache, the listener of the bus's cache events.

@@ -2,7 +2,7 @@
 //! router (herald-server merges it beside the publisher API's): `POST .../events` and
 //! `POST .../batch_events` ([`events`]), the channels and users queries `GET .../channels`,
 //! `GET .../channels/{name}` and `GET .../channels/{name}/users` ([`channels`]);
-//! `terminate_connections` comes next (docs/design/pusher.md, "Order").
+//! `POST .../users/{user_id}/terminate_connections` ([`users`]).
 //!
 //! Every request is signed as Pusher's server SDKs sign it and checked in Pusher's order
 //! ([`auth`]); every refusal is Pusher's status with a plain-text body that says what was
@@ -13,6 +13,7 @@
 pub mod auth;
 pub mod channels;
 pub mod events;
+pub mod users;
 
 use std::sync::Arc;
 
@@ -84,6 +85,14 @@ pub fn router(state: Arc<PusherHttp>) -> Router {
         .route(
             "/apps/{app_id}/channels/{channel_name}/users",
             get(channels::users),
+        )
+        .route(
+            "/apps/{app_id}/users/{user_id}/terminate_connections",
+            post(users::terminate_connections),
+        )
+        .route(
+            "/users/{user_id}/terminate_connections",
+            post(users::terminate_connections_of_key),
         )
         .with_state(state)
 }

@@ -1,0 +1,171 @@
+//! This node's Pusher connections, by app and the key they connected with, and the two ways
+//! they are ended from outside:
+//!
+//! - **the key goes**: when an app's Pusher credentials change (the bus's
+//!   `CacheEvent::CredentialsChanged { provider: "pusher" }`, on every node,
+//!   [`crate::credentials::cache`]), each node reads the app's set again and closes its
+//!   connections whose key is no longer the app's (credentials deleted, or replaced by a set
+//!   with another key) with 4001, the code pusher-js does not reconnect after. A rotation
+//!   keeps the key and closes nothing.
+//! - **`terminate_connections`** ([`PusherConnections::terminate_user`]): core's
+//!   `CacheEvent::Disconnect` naming the user (`Target::Sub`) on the bus, which every node's
+//!   live clients apply as they apply a revocation: every connection signed in as that user,
+//!   on every node, is closed with [`CloseReason::Revoked`], which a Pusher connection says
+//!   as 4009 (pusher-js does not reconnect).
+//!
+//! A connection that ends with a code of its own (the two above, a failed sign-in) says it
+//! through its [`Farewell`] before its outbox is closed: the wire's goodbye reads it.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+
+use herald_core::bus::Bus;
+use herald_core::caches::CacheEvent;
+use herald_core::live::Target;
+use herald_core::outbox::{CloseReason, Outbox};
+use herald_core::tenant::AppId;
+use parking_lot::Mutex;
+
+use crate::credentials::store::PusherCredentialStore;
+use crate::frame::codes;
+
+/// Shards of the registry (connections opening and closing rarely share a lock).
+const SHARDS: usize = 16;
+
+/// The code and message a connection ends with when the reason its outbox was closed with is
+/// not the whole story; the first said stays.
+#[derive(Debug, Default)]
+pub struct Farewell(OnceLock<(u16, String)>);
+
+impl Farewell {
+    /// Says `code` and `message`, unless something was said already.
+    pub fn say(&self, code: u16, message: impl Into<String>) {
+        let _ = self.0.set((code, message.into()));
+    }
+
+    /// What was said, if anything.
+    pub fn said(&self) -> Option<&(u16, String)> {
+        self.0.get()
+    }
+}
+
+struct Entry {
+    app: AppId,
+    key: Box<str>,
+    outbox: Weak<Outbox>,
+    farewell: Arc<Farewell>,
+}
+
+/// This node's Pusher connections.
+pub struct PusherConnections {
+    store: Arc<dyn PusherCredentialStore>,
+    bus: Arc<dyn Bus>,
+    shards: Box<[Mutex<HashMap<u64, Entry>>]>,
+    next: AtomicU64,
+}
+
+/// A connection's place in the registry; dropping it leaves.
+pub struct Registered {
+    connections: Arc<PusherConnections>,
+    id: u64,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.connections.shard(self.id).lock().remove(&self.id);
+    }
+}
+
+impl PusherConnections {
+    /// An empty registry: `store` says what an app's key is now, `bus` carries
+    /// `terminate_connections` to every node.
+    pub fn new(store: Arc<dyn PusherCredentialStore>, bus: Arc<dyn Bus>) -> Self {
+        PusherConnections {
+            store,
+            bus,
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            next: AtomicU64::new(0),
+        }
+    }
+
+    fn shard(&self, id: u64) -> &Mutex<HashMap<u64, Entry>> {
+        &self.shards[(id % SHARDS as u64) as usize]
+    }
+
+    /// Registers a connection of `app` made with `key`, writing to `outbox`.
+    pub fn register(
+        self: &Arc<Self>,
+        app: &AppId,
+        key: &str,
+        outbox: &Arc<Outbox>,
+        farewell: Arc<Farewell>,
+    ) -> Registered {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let entry = Entry {
+            app: app.clone(),
+            key: key.into(),
+            outbox: Arc::downgrade(outbox),
+            farewell,
+        };
+        self.shard(id).lock().insert(id, entry);
+        Registered {
+            connections: self.clone(),
+            id,
+        }
+    }
+
+    /// Closes the connections of `app` whose key is not `current` (all of them for `None`)
+    /// with 4001; returns how many.
+    pub fn close_other_keys(&self, app: &AppId, current: Option<&str>) -> usize {
+        let mut closed = 0;
+        for shard in self.shards.iter() {
+            let picked: Vec<(Arc<Outbox>, Arc<Farewell>, Box<str>)> = shard
+                .lock()
+                .values()
+                .filter(|e| &e.app == app && Some(&*e.key) != current)
+                .filter_map(|e| Some((e.outbox.upgrade()?, e.farewell.clone(), e.key.clone())))
+                .collect();
+            for (outbox, farewell, key) in picked {
+                farewell.say(
+                    codes::APP_NOT_FOUND,
+                    format!("App key {key} does not exist any more"),
+                );
+                closed += usize::from(outbox.close(CloseReason::Revoked));
+            }
+        }
+        closed
+    }
+
+    /// `app`'s Pusher credentials changed: reads its key now (in a task of the current Tokio
+    /// runtime, if there is one) and closes the connections made with another.
+    pub fn credentials_changed(self: &Arc<Self>, app: &AppId) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (connections, app) = (self.clone(), app.clone());
+        runtime.spawn(async move {
+            match connections.store.pusher_credentials(&app).await {
+                Ok(set) => {
+                    let key = set.map(|s| s.key);
+                    let closed = connections.close_other_keys(&app, key.as_deref());
+                    if closed > 0 {
+                        tracing::info!(%app, closed, "Pusher connections of a key that went closed");
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(%app, error = %e, "an app's Pusher key could not be read again")
+                }
+            }
+        });
+    }
+
+    /// Closes every connection signed in as `user` of `app`, on every node (the bus).
+    pub fn terminate_user(&self, app: &AppId, user: &str) {
+        self.bus.publish(CacheEvent::Disconnect {
+            app: app.clone(),
+            target: Target::Sub(user.to_owned()),
+            reason: CloseReason::Revoked,
+        });
+    }
+}
