@@ -59,6 +59,7 @@ struct HookFields {
     description: Option<String>,
     enabled: Option<bool>,
     offline_delay_ms: Option<u64>,
+    format: Option<String>,
 }
 
 /// The body of `POST .../rotate-secret` (optional).

@@ -1,5 +1,6 @@
 //! An app's webhook endpoint as stored and shown ([`Endpoint`]), its signing secrets as stored
-//! (sealed, [`StoredEndpoint`]) and which events it is told ([`Endpoint::wants`]).
+//! (sealed, [`StoredEndpoint`]), which events it is told ([`Endpoint::wants`]) and in which
+//! format ([`Format`]: Standard Webhooks, or Pusher's webhooks).
 //!
 //! Checking what a caller sends (a URL, event names, channel patterns) is [`crate::input`]'s.
 
@@ -17,6 +18,38 @@ pub const DEFAULT_OFFLINE_DELAY_MS: u32 = 3_000;
 
 /// Longest offline delay an endpoint may ask for.
 pub const MAX_OFFLINE_DELAY_MS: u32 = 600_000;
+
+/// How an endpoint's requests are written and signed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// Herald's events (`{"events":[...]}`), signed by Standard Webhooks 1.0 with the
+    /// endpoint's own `whsec_` secret.
+    #[default]
+    Standard,
+    /// Pusher's webhooks (`{"time_ms":..,"events":[{"name":"channel_occupied",..}]}`), signed
+    /// with the app's Pusher secret (`X-Pusher-Key`, `X-Pusher-Signature`): only the event types
+    /// Pusher has ([`crate::pusher::PUSHER_TYPES`]).
+    Pusher,
+}
+
+impl Format {
+    /// The format's name (`standard`, `pusher`), as the API and the store write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::Standard => "standard",
+            Format::Pusher => "pusher",
+        }
+    }
+
+    /// The format named `name`.
+    pub fn parse(name: &str) -> Option<Format> {
+        match name {
+            "standard" => Some(Format::Standard),
+            "pusher" => Some(Format::Pusher),
+            _ => None,
+        }
+    }
+}
 
 /// A webhook endpoint as shown (never with its secret).
 #[derive(Debug, Clone, PartialEq)]
@@ -43,6 +76,8 @@ pub struct Endpoint {
     pub offline_delay_ms: u32,
     /// When it was registered, milliseconds since the Unix epoch.
     pub created_ms: i64,
+    /// How its requests are written and signed (set at creation).
+    pub format: Format,
 }
 
 impl Endpoint {

@@ -12,15 +12,17 @@
 //! | `description` | at most 200 characters |
 //! | `enabled` | `true` or `false` |
 //! | `offline_delay_ms` | 0 to 600,000 |
+//! | `format` | `standard` (the default) or `pusher`, at creation only; a `pusher` endpoint's `events` are Pusher's types ([`crate::pusher::PUSHER_TYPES`]), `"*"` those but the opt-in `subscription_count` |
 
 use herald_core::pattern::check_pattern;
 use herald_core::tenant::AppId;
 use herald_providers::destination::Destinations;
 use serde_json::{Map, Value};
 
-use crate::endpoint::{DEFAULT_OFFLINE_DELAY_MS, MAX_OFFLINE_DELAY_MS};
+use crate::endpoint::{Format, DEFAULT_OFFLINE_DELAY_MS, MAX_OFFLINE_DELAY_MS};
 use crate::error::HooksError;
 use crate::event::{EventSet, EventType};
+use crate::pusher::{pusher_types, PUSHER_TYPES};
 use crate::store::{EndpointPatch, NewEndpoint};
 
 /// Longest endpoint URL, in characters.
@@ -33,13 +35,14 @@ pub const MAX_DESCRIPTION_LEN: usize = 200;
 pub const MAX_CHANNEL_PATTERNS: usize = 100;
 
 /// The fields of a create or PATCH body.
-const FIELDS: [&str; 6] = [
+const FIELDS: [&str; 7] = [
     "url",
     "events",
     "channels",
     "description",
     "enabled",
     "offline_delay_ms",
+    "format",
 ];
 
 /// A checked create body: a new endpoint but for its app, secret and creation time.
@@ -57,6 +60,8 @@ pub struct EndpointInput {
     pub enabled: bool,
     /// The offline delay ([`DEFAULT_OFFLINE_DELAY_MS`] when not given).
     pub offline_delay_ms: u32,
+    /// How its requests are written and signed ([`Format::Standard`] when not given).
+    pub format: Format,
 }
 
 impl EndpointInput {
@@ -70,6 +75,7 @@ impl EndpointInput {
             channels: self.channels,
             enabled: self.enabled,
             offline_delay_ms: self.offline_delay_ms,
+            format: self.format,
             secret,
             created_ms,
         }
@@ -79,13 +85,22 @@ impl EndpointInput {
 /// Checks a create body (`url` and `events` required). The destination is checked apart
 /// ([`check_destination`], it resolves names).
 pub fn parse_create(input: &Value) -> Result<EndpointInput, HooksError> {
-    let patch = parse_patch(input)?;
+    let format = match input {
+        Value::Object(body) => field(body, "format", check_format)?.unwrap_or_default(),
+        _ => Format::Standard,
+    };
+    let mut without_format = input.clone();
+    if let Value::Object(body) = &mut without_format {
+        body.remove("format");
+    }
+    let patch = parse_patch(&without_format)?;
     let url = patch
         .url
         .ok_or_else(|| HooksError::bad_input("url", "required"))?;
     let events = patch
         .events
         .ok_or_else(|| HooksError::bad_input("events", "required: event types, or [\"*\"]"))?;
+    let events = events_for(format, events, &input["events"])?;
     Ok(EndpointInput {
         url,
         description: patch.description.unwrap_or_default(),
@@ -93,7 +108,47 @@ pub fn parse_create(input: &Value) -> Result<EndpointInput, HooksError> {
         channels: patch.channels.unwrap_or_default(),
         enabled: patch.enabled.unwrap_or(true),
         offline_delay_ms: patch.offline_delay_ms.unwrap_or(DEFAULT_OFFLINE_DELAY_MS),
+        format,
     })
+}
+
+/// The event types an endpoint of `format` is told, from `events` as parsed from `names` (the
+/// body's `events`): all of them for a Standard endpoint; for a Pusher endpoint the ones
+/// Pusher has (`"*"` standing for those), any other named type refused.
+pub fn events_for(format: Format, events: EventSet, names: &Value) -> Result<EventSet, HooksError> {
+    if format == Format::Standard {
+        return Ok(events);
+    }
+    let pusher = pusher_types();
+    let named = names
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str);
+    for name in named.filter(|n| *n != "*") {
+        if EventType::parse(name).is_some_and(|kind| !pusher.contains(kind)) {
+            let valid: Vec<&str> = PUSHER_TYPES.iter().map(|t| t.as_str()).collect();
+            return Err(HooksError::bad_input(
+                "events",
+                format!(
+                    "{name:?} has no Pusher webhook; a pusher endpoint is told {} (\"*\": \
+                     all but subscription_count)",
+                    valid.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(events
+        .iter()
+        .filter(|kind| pusher.contains(*kind))
+        .collect())
+}
+
+fn check_format(value: &Value) -> Result<Format, HooksError> {
+    value
+        .as_str()
+        .and_then(Format::parse)
+        .ok_or_else(|| HooksError::bad_input("format", "must be \"standard\" or \"pusher\""))
 }
 
 /// Checks a PATCH body: any of the create fields, each checked as at creation.
@@ -105,6 +160,12 @@ pub fn parse_patch(input: &Value) -> Result<EndpointPatch, HooksError> {
         return Err(HooksError::bad_input(
             unknown.as_str(),
             format!("unknown field; the fields are {}", FIELDS.join(", ")),
+        ));
+    }
+    if body.contains_key("format") {
+        return Err(HooksError::bad_input(
+            "format",
+            "is set when the endpoint is created; create another endpoint for another format",
         ));
     }
     Ok(EndpointPatch {
@@ -374,6 +435,45 @@ mod tests {
         }
         assert!(parse_create(&with("description", json!("d".repeat(200)))).is_ok());
         assert!(parse_create(&with("offline_delay_ms", json!(600_000))).is_ok());
+    }
+
+    #[test]
+    fn a_pusher_endpoint_is_told_pushers_types_only() {
+        let input = parse_create(&json!({
+            "url": "https://example.com/h", "events": ["*"], "format": "pusher",
+        }))
+        .unwrap();
+        assert_eq!(input.format, Format::Pusher);
+        assert_eq!(
+            input.events.names(),
+            [
+                "channel.occupied",
+                "channel.vacated",
+                "presence.member_added",
+                "presence.member_removed"
+            ]
+        );
+        let counted = parse_create(&json!({
+            "url": "https://example.com/h", "events": ["*", "subscription_count"],
+            "format": "pusher",
+        }))
+        .unwrap();
+        assert!(counted.events.contains(EventType::SubscriptionCount));
+        let (field, message) = field_of(parse_create(&json!({
+            "url": "https://example.com/h", "events": ["user.online"], "format": "pusher",
+        })));
+        assert_eq!(field, "events");
+        assert!(message.contains("no Pusher webhook"), "{message}");
+        let (field, _) = field_of(parse_create(&json!({
+            "url": "https://example.com/h", "events": ["*"], "format": "xml",
+        })));
+        assert_eq!(field, "format");
+        let (field, message) = field_of(parse_patch(&json!({"format": "pusher"})));
+        assert_eq!(field, "format");
+        assert!(message.contains("created"), "{message}");
+        let standard =
+            parse_create(&json!({"url": "https://example.com/h", "events": ["*"]})).unwrap();
+        assert_eq!(standard.format, Format::Standard);
     }
 
     #[test]

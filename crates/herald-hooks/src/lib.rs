@@ -28,6 +28,8 @@
 //! - [`push`]: device and delivery events ([`HookEvent::from_push`]) and [`PushHooks`], the
 //!   observer `herald-push` tells them to, which puts them on the node queue as the listener
 //!   does.
+//! - [`pusher`]: Pusher's webhook format, for endpoints whose format is `pusher`: its events,
+//!   body and signature, and [`pusher::PusherWebhooks`], what herald-pusher tells the service.
 //! - [`sender`]: [`Sender`], one signed request of a batch to an endpoint (reaching only the
 //!   addresses the operator allows, following no redirect), and what came of it.
 //! - [`worker`]: the delivery worker, sending each endpoint's due batches, settling them
@@ -47,6 +49,7 @@ pub mod listener;
 #[cfg(any(test, feature = "memory-store"))]
 pub mod memory;
 pub mod push;
+pub mod pusher;
 pub mod seal;
 pub mod sender;
 pub mod service;
@@ -58,7 +61,7 @@ pub mod view;
 pub mod worker;
 pub mod writer;
 
-pub use endpoint::{Endpoint, EndpointId, StoredEndpoint};
+pub use endpoint::{Endpoint, EndpointId, Format, StoredEndpoint};
 pub use error::HooksError;
 pub use event::{EventId, EventSet, EventType, HookEvent};
 pub use push::PushHooks;

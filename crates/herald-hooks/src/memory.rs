@@ -136,6 +136,7 @@ impl HookStore for MemoryHookStore {
                 enabled: new.enabled,
                 offline_delay_ms: new.offline_delay_ms,
                 created_ms: new.created_ms,
+                format: new.format,
             },
             secret: new.secret,
             previous_secret: None,
@@ -547,6 +548,7 @@ mod tests {
             offline_delay_ms: 3_000,
             secret: vec![1, 2, 3],
             created_ms: 1,
+            format: crate::endpoint::Format::Standard,
         }
     }
 

@@ -6,6 +6,9 @@
 //! three Standard Webhooks headers (`webhook-id`, [`webhook_id`]; `webhook-timestamp`, now;
 //! `webhook-signature`, one signature per secret given) and `user-agent: herald/<version>`.
 //!
+//! A Pusher endpoint's request ([`Sender::send_pusher`]) has Pusher's body and headers instead
+//! (`X-Pusher-Key`, `X-Pusher-Signature`: [`crate::pusher`]).
+//!
 //! An endpoint's URL is a tenant's: the request reaches only the addresses the operator's
 //! [`Destinations`] allow (an IP literal is checked before the request, a name's addresses by
 //! the client's resolver at every connection, so a name that now resolves to a private address
@@ -165,37 +168,60 @@ impl Sender {
         body: Vec<u8>,
     ) -> SendOutcome {
         let started = Instant::now();
-        let result = self
-            .request(&endpoint.endpoint.url, secrets, webhook_id, body)
-            .await;
+        let signed = Signed::sign(webhook_id, unix_seconds(), &body, secrets);
+        let headers = [
+            ("webhook-id", signed.id),
+            ("webhook-timestamp", signed.timestamp.to_string()),
+            ("webhook-signature", signed.signature),
+        ];
+        let result = self.request(&endpoint.endpoint.url, headers, body).await;
         SendOutcome {
             result,
             latency: started.elapsed(),
         }
     }
 
-    async fn request(
+    /// `POST`s a Pusher batch's `body` ([`crate::pusher::batch_body`]) to `endpoint`, signed
+    /// with `key` (`X-Pusher-Key`, `X-Pusher-Signature`), and answers what came of it.
+    pub async fn send_pusher(
+        &self,
+        endpoint: &StoredEndpoint,
+        key: &crate::pusher::PusherKey,
+        body: Vec<u8>,
+    ) -> SendOutcome {
+        let started = Instant::now();
+        let headers = [
+            ("x-pusher-key", key.key.clone()),
+            (
+                "x-pusher-signature",
+                crate::pusher::signature(&key.secret, &body),
+            ),
+        ];
+        let result = self.request(&endpoint.endpoint.url, headers, body).await;
+        SendOutcome {
+            result,
+            latency: started.elapsed(),
+        }
+    }
+
+    async fn request<const N: usize>(
         &self,
         url: &str,
-        secrets: &[&SigningSecret],
-        webhook_id: &str,
+        headers: [(&'static str, String); N],
         body: Vec<u8>,
     ) -> SendResult {
         let url = match self.check_url(url) {
             Ok(url) => url,
             Err(why) => return SendResult::Refused(why),
         };
-        let signed = Signed::sign(webhook_id, unix_seconds(), &body, secrets);
-        let sent = self
+        let mut request = self
             .client
             .post(url)
-            .header("content-type", "application/json")
-            .header("webhook-id", &signed.id)
-            .header("webhook-timestamp", signed.timestamp.to_string())
-            .header("webhook-signature", &signed.signature)
-            .body(body)
-            .send()
-            .await;
+            .header("content-type", "application/json");
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
+        let sent = request.body(body).send().await;
         let mut response = match sent {
             Ok(response) => response,
             Err(e) => return failed(e),

@@ -16,7 +16,7 @@
 //! nobody wants is then not even built, [`herald_core::lifecycle`]). In a cluster another
 //! node's new endpoint is wanted here within a reload.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
@@ -31,12 +31,13 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::counts::SubscriptionCounts;
-use crate::endpoint::{Endpoint, EndpointId, StoredEndpoint};
+use crate::endpoint::{Endpoint, EndpointId, Format, StoredEndpoint};
 use crate::error::HooksError;
 use crate::event::{EventId, EventType, HookEvent};
 use crate::input;
+use crate::pusher::PusherWebhooks;
 use crate::seal;
-use crate::sender::{batch_body, webhook_id, SendResult, Sender};
+use crate::sender::{batch_body, webhook_id, Sender};
 use crate::signing::SigningSecret;
 use crate::snapshot::Snapshot;
 use crate::store::{DeadEvent, HookStore, QueuedEvent, RowId};
@@ -113,7 +114,12 @@ pub struct Hooks {
     /// the kinds it wants; held while the snapshot is replaced, so the kinds follow the
     /// snapshots in order.
     listening: Mutex<Option<Listening>>,
+    /// What Pusher endpoints need of Pusher, once the server gave it ([`Hooks::set_pusher`]).
+    pusher: PusherSlot,
 }
+
+/// Where the service (its writer and worker) finds [`PusherWebhooks`] once it is given.
+pub(crate) type PusherSlot = Arc<OnceLock<Arc<dyn PusherWebhooks>>>;
 
 /// Where the service's listener joined and what it wants there.
 struct Listening {
@@ -149,7 +155,24 @@ impl Hooks {
             tails: Arc::new(Tails::default()),
             counts,
             listening: Mutex::new(None),
+            pusher: Arc::new(OnceLock::new()),
         })
+    }
+
+    /// Gives the service what Pusher endpoints need (the Pusher names of channels, apps'
+    /// Pusher keys and secrets); until then, and without it, they are queued nothing. The
+    /// first one given stays.
+    pub fn set_pusher(&self, pusher: Arc<dyn PusherWebhooks>) {
+        let _ = self.pusher.set(pusher);
+    }
+
+    /// What Pusher endpoints need, once given.
+    pub fn pusher(&self) -> Option<&Arc<dyn PusherWebhooks>> {
+        self.pusher.get()
+    }
+
+    pub(crate) fn pusher_slot(&self) -> &PusherSlot {
+        &self.pusher
     }
 
     /// Registers an endpoint for `app` from a create body ([`input::parse_create`]), its
@@ -214,7 +237,12 @@ impl Hooks {
         id: EndpointId,
         input: &serde_json::Value,
     ) -> Result<Endpoint, HooksError> {
-        let patch = input::parse_patch(input)?;
+        let mut patch = input::parse_patch(input)?;
+        if let Some(events) = patch.events {
+            // A Pusher endpoint is told Pusher's types only.
+            let format = self.stored(app, id).await?.endpoint.format;
+            patch.events = Some(input::events_for(format, events, &input["events"])?);
+        }
         if let Some(url) = &patch.url {
             input::check_destination(&self.destinations, url).await?;
         }
@@ -260,10 +288,27 @@ impl Hooks {
     }
 
     /// Sends one signed `hook.test` event to an endpoint of `app` now (not queued, whether the
-    /// endpoint is enabled or not) and answers what came of it.
+    /// endpoint is enabled or not) and answers what came of it. A Pusher endpoint, Pusher having
+    /// no test event, is sent a signed request with no events (`{"time_ms":..,"events":[]}`).
     pub async fn test(&self, app: &AppId, id: EndpointId) -> Result<TestOutcome, HooksError> {
         let stored = self.stored(app, id).await?;
         let at_ms = now_ms();
+        if stored.endpoint.format == Format::Pusher {
+            let sent =
+                crate::pusher::send_batch(&self.sender, self.pusher(), &stored, &[], at_ms).await;
+            let outcome = match sent {
+                Ok(outcome) => outcome,
+                Err(error) => {
+                    return Ok(TestOutcome {
+                        delivered: false,
+                        status: None,
+                        error: Some(error),
+                        latency_ms: 0,
+                    })
+                }
+            };
+            return Ok(TestOutcome::of(&outcome));
+        }
         let secrets = match seal::signing_secrets(&self.sealer, &stored, at_ms) {
             Ok(secrets) => secrets,
             Err(why) => {
@@ -298,19 +343,7 @@ impl Hooks {
             .sender
             .send(&stored, &signers, &webhook_id(&queued.event_id, 1), body)
             .await;
-        let status = match &outcome.result {
-            SendResult::Ok { status }
-            | SendResult::Http { status, .. }
-            | SendResult::Redirect { status, .. } => Some(*status),
-            SendResult::Timeout | SendResult::Connect(_) | SendResult::Refused(_) => None,
-        };
-        let delivered = outcome.result.delivered();
-        Ok(TestOutcome {
-            delivered,
-            status,
-            error: (!delivered).then(|| outcome.result.reason()),
-            latency_ms: outcome.latency.as_millis() as u64,
-        })
+        Ok(TestOutcome::of(&outcome))
     }
 
     /// Dead letters of an endpoint of `app`, in row order after `after`, at most `limit`.

@@ -228,6 +228,7 @@ mod tests {
                 enabled,
                 offline_delay_ms: 3_000,
                 created_ms: 0,
+                format: crate::endpoint::Format::Standard,
             },
             secret: Vec::new(),
             previous_secret: None,

@@ -62,6 +62,8 @@ pub struct NewEndpoint {
     pub secret: Vec<u8>,
     /// Creation time, milliseconds since the Unix epoch.
     pub created_ms: i64,
+    /// How its requests are written and signed.
+    pub format: crate::endpoint::Format,
 }
 
 /// Changes to an endpoint; `None` leaves a field as it is.

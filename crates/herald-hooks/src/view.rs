@@ -98,6 +98,7 @@ impl EndpointView {
             "enabled": e.enabled,
             "offline_delay_ms": e.offline_delay_ms,
             "created": rfc3339_millis(e.created_ms),
+            "format": e.format.as_str(),
             "state": self.state.as_str(),
             "queued": d.queued,
             "oldest_queued": d.oldest_due_ms.map(rfc3339_millis),
@@ -125,6 +126,24 @@ pub struct TestOutcome {
 }
 
 impl TestOutcome {
+    /// What a test request's `outcome` came to.
+    pub fn of(outcome: &crate::sender::SendOutcome) -> TestOutcome {
+        use crate::sender::SendResult;
+        let status = match &outcome.result {
+            SendResult::Ok { status }
+            | SendResult::Http { status, .. }
+            | SendResult::Redirect { status, .. } => Some(*status),
+            SendResult::Timeout | SendResult::Connect(_) | SendResult::Refused(_) => None,
+        };
+        let delivered = outcome.result.delivered();
+        TestOutcome {
+            delivered,
+            status,
+            error: (!delivered).then(|| outcome.result.reason()),
+            latency_ms: outcome.latency.as_millis() as u64,
+        }
+    }
+
     /// As the API answers it: `{"delivered","status","error","latency_ms"}`.
     pub fn to_json(&self) -> Value {
         json!({
@@ -168,6 +187,7 @@ mod tests {
             enabled,
             offline_delay_ms: 3_000,
             created_ms: 1_796_000_000_123,
+            format: crate::endpoint::Format::Standard,
         }
     }
 
@@ -179,7 +199,8 @@ mod tests {
             json!({
                 "id": 7, "url": "https://example.com/h", "description": "backend",
                 "events": ["user.offline"], "channels": ["rooms/*"], "enabled": true,
-                "offline_delay_ms": 3000, "created": "2026-11-30T00:53:20.123Z", "state": "ok",
+                "offline_delay_ms": 3000, "created": "2026-11-30T00:53:20.123Z",
+                "format": "standard", "state": "ok",
                 "queued": 0, "oldest_queued": null, "dead": 0, "delivered": 0, "failures": 0,
                 "failing_since": null, "next_attempt": null, "last_error": null,
             })

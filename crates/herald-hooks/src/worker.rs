@@ -45,10 +45,12 @@ use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::endpoint::EndpointId;
+use crate::endpoint::{EndpointId, Format};
 use crate::listener::DROPPED_METRIC;
+use crate::pusher;
 use crate::seal;
 use crate::sender::{batch_body, webhook_id, SendOutcome, Sender};
+use crate::service::PusherSlot;
 use crate::signing::SigningSecret;
 use crate::store::{Batching, HookStore, LeasedBatch, Settlement};
 
@@ -141,6 +143,8 @@ pub(crate) struct Worker {
     lines: LineLimiter<(EndpointId, Line)>,
     /// The endpoints whose depth gauge was last set, with their app.
     exported: parking_lot::Mutex<HashSet<(String, String)>>,
+    /// What Pusher endpoints' requests are signed with, once the server gave it.
+    pusher: PusherSlot,
 }
 
 /// Describes every metric of this crate (the worker's, and the events the listener and the
@@ -188,7 +192,8 @@ pub async fn run_worker(hooks: Arc<crate::service::Hooks>, shutdown: Cancellatio
         hooks.sealer().clone(),
         settings,
         hooks.worker_wake().clone(),
-    );
+    )
+    .with_pusher(hooks.pusher_slot().clone());
     Arc::new(worker).run(shutdown).await;
 }
 
@@ -225,7 +230,14 @@ impl Worker {
             wake,
             lines: LineLimiter::new(LINES_EVERY),
             exported: parking_lot::Mutex::new(HashSet::new()),
+            pusher: PusherSlot::default(),
         }
+    }
+
+    /// The worker, signing Pusher endpoints' requests with what `pusher` holds once given.
+    pub(crate) fn with_pusher(mut self, pusher: PusherSlot) -> Worker {
+        self.pusher = pusher;
+        self
     }
 
     /// Leases up to `slots` endpoints with their due batches at `now_ms`.
@@ -255,14 +267,25 @@ impl Worker {
         let (app, id) = (&stored.endpoint.app, stored.endpoint.id);
         let labels = labels(app, id);
         let events = batch.events.len();
-        let opened = seal::signing_secrets(&self.sealer, stored, at_ms.unwrap_or_else(now_millis))
-            .map_err(|e| format!("the endpoint's signing secret: {e}"));
-        let outcome = match opened {
-            Ok(secrets) => {
-                let refs: Vec<&SigningSecret> = secrets.iter().collect();
-                let message = webhook_id(&batch.events[0].event_id, events);
-                let body = batch_body(&batch.events);
-                let outcome = self.sender.send(stored, &refs, &message, body).await;
+        let signed_at = at_ms.unwrap_or_else(now_millis);
+        let sent = match stored.endpoint.format {
+            Format::Standard => match seal::signing_secrets(&self.sealer, stored, signed_at) {
+                Ok(secrets) => {
+                    let refs: Vec<&SigningSecret> = secrets.iter().collect();
+                    let message = webhook_id(&batch.events[0].event_id, events);
+                    let body = batch_body(&batch.events);
+                    Ok(self.sender.send(stored, &refs, &message, body).await)
+                }
+                Err(e) => Err(format!("the endpoint's signing secret: {e}")),
+            },
+            // Signed with the app's Pusher secret; without one the events wait (retried).
+            Format::Pusher => {
+                let pusher = self.pusher.get();
+                pusher::send_batch(&self.sender, pusher, stored, &batch.events, signed_at).await
+            }
+        };
+        let outcome = match sent {
+            Ok(outcome) => {
                 let result = outcome.result.label();
                 metrics::counter!(
                     "herald_hook_requests_total",

@@ -13,6 +13,10 @@
 //! queue is full (`hooks.max_queued_per_endpoint`) gets nothing, counted as
 //! `herald_hook_events_dropped_total{reason="endpoint_full"}`.
 //!
+//! An event's row holds the event as its endpoint's format writes it: Herald's JSON, or for a
+//! Pusher endpoint Pusher's ([`crate::pusher::pusher_event`]; an event with no Pusher form is
+//! not queued for it), each written once per event.
+//!
 //! Once a batch is queued, its events that some endpoint wants go to this node's tails of their
 //! apps ([`crate::tail`]).
 //!
@@ -27,8 +31,10 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::endpoint::Format;
 use crate::event::{EventType, HookEvent};
 use crate::listener::DROPPED_METRIC;
+use crate::pusher::{pusher_event, PusherWebhooks};
 use crate::service::Hooks;
 use crate::snapshot::Snapshot;
 use crate::store::{Enqueue, Hold};
@@ -117,7 +123,7 @@ pub(crate) async fn run_writer(
 
 /// Queues `events` for the endpoints that want them, in one store transaction.
 async fn write(hooks: &Hooks, events: &[HookEvent]) -> Result<(), herald_core::log::StoreError> {
-    let rows = rows(&hooks.snapshot(), events);
+    let rows = rows_for(&hooks.snapshot(), events, hooks.pusher().map(|p| &**p));
     if rows.is_empty() {
         return Ok(());
     }
@@ -139,10 +145,21 @@ async fn write(hooks: &Hooks, events: &[HookEvent]) -> Result<(), herald_core::l
 
 /// The rows of `events` for the endpoints of `snapshot` that want them, in event order (and
 /// endpoint order within an event).
+#[cfg(test)]
 pub(crate) fn rows(snapshot: &Snapshot, events: &[HookEvent]) -> Vec<Enqueue> {
+    rows_for(snapshot, events, None)
+}
+
+/// [`rows`], with Pusher endpoints' rows written by `pusher` (none without it).
+pub(crate) fn rows_for(
+    snapshot: &Snapshot,
+    events: &[HookEvent],
+    pusher: Option<&dyn PusherWebhooks>,
+) -> Vec<Enqueue> {
     let mut rows = Vec::new();
     for event in events {
         let mut payload: Option<String> = None;
+        let mut pusher_payload: Option<Option<String>> = None;
         for compiled in snapshot.endpoints(&event.app) {
             let endpoint = &compiled.endpoint;
             if !endpoint.wants(&compiled.patterns, event) {
@@ -164,6 +181,21 @@ pub(crate) fn rows(snapshot: &Snapshot, events: &[HookEvent]) -> Vec<Enqueue> {
                 }
                 continue;
             }
+            let payload = match endpoint.format {
+                Format::Standard => payload
+                    .get_or_insert_with(|| event.to_json().to_string())
+                    .clone(),
+                Format::Pusher => {
+                    let written = pusher_payload.get_or_insert_with(|| {
+                        let pusher = pusher?;
+                        pusher_event(event, |c| pusher.channel_name(c)).map(|e| e.to_string())
+                    });
+                    match written {
+                        Some(written) => written.clone(),
+                        None => continue,
+                    }
+                }
+            };
             let user = event.user.clone();
             let (due_ms, hold) = match (event.kind, user) {
                 (EventType::UserOffline, Some(user)) => (
@@ -180,9 +212,7 @@ pub(crate) fn rows(snapshot: &Snapshot, events: &[HookEvent]) -> Vec<Enqueue> {
                 event_id: event.id.to_string(),
                 kind: event.kind,
                 due_ms,
-                payload: payload
-                    .get_or_insert_with(|| event.to_json().to_string())
-                    .clone(),
+                payload,
                 hold,
             });
         }

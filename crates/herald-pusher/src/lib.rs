@@ -28,7 +28,10 @@
 //!   [`connections`]: this node's Pusher connections by app and key, closed when their key
 //!   goes, and `terminate_connections` across the cluster.
 //!
-//! Webhooks and the rest come in the design's order.
+//! - [`webhooks`]: what herald-hooks asks of Pusher for endpoints in Pusher's format (channels'
+//!   Pusher names, the app's key and secret to sign with).
+//!
+//! The rest comes in the design's order.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -46,6 +49,8 @@ mod session;
 pub mod settings;
 pub mod signature;
 pub mod users;
+pub mod webhooks;
 mod wire;
 
 pub use credentials::store::PusherCredentialStore;
+pub use webhooks::PusherHookFormat;

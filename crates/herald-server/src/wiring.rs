@@ -162,6 +162,12 @@ impl Parts {
             sealer.clone(),
             node_bus,
         ));
+        // Endpoints in Pusher's format are signed with the app's Pusher secret.
+        hooks
+            .service
+            .set_pusher(Arc::new(herald_pusher::PusherHookFormat::new(
+                pusher.clone(),
+            )));
         let credentials = store.credentials.clone();
         let queue = store.jobs.clone();
         let senders = Arc::new(Senders::new(

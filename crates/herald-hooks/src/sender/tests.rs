@@ -146,6 +146,7 @@ fn endpoint_at(url: &str) -> StoredEndpoint {
             enabled: true,
             offline_delay_ms: 3_000,
             created_ms: 0,
+            format: crate::endpoint::Format::Standard,
         },
         secret: Vec::new(),
         previous_secret: None,

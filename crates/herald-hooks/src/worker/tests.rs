@@ -71,6 +71,7 @@ impl Fixture {
             offline_delay_ms: 3_000,
             secret: seal::seal(sealer, &self.app, &self.secret),
             created_ms: T0,
+            format: crate::endpoint::Format::Standard,
         };
         self.store
             .create_endpoint(new, 20)

@@ -245,6 +245,13 @@ impl PusherCredentials {
         stored.map(|s| self.opened(generation, s)).transpose()
     }
 
+    /// `app`'s set, opened (read from the store: what a Pusher webhook request is signed with).
+    pub async fn by_app(&self, app: &AppId) -> Result<Option<Arc<OpenCredentials>>, PusherError> {
+        let generation = self.cache.generation();
+        let stored = self.store.pusher_credentials(app).await?;
+        stored.map(|s| self.opened(generation, s)).transpose()
+    }
+
     /// The set whose Pusher app id is `app_id`, opened (cached).
     pub async fn by_app_id(
         &self,

@@ -5,7 +5,7 @@
 //! while events are added ([`Room`]); and when a worker could next lease ([`soonest`]).
 
 use herald_core::log::StoreError;
-use herald_hooks::endpoint::{Endpoint, StoredEndpoint};
+use herald_hooks::endpoint::{Endpoint, Format, StoredEndpoint};
 use herald_hooks::event::{EventSet, EventType};
 use herald_hooks::store::{DeadEvent, EndpointDepth, QueuedEvent};
 
@@ -14,10 +14,10 @@ use super::values::app_id;
 
 /// The columns [`endpoint_of`] reads, in order.
 pub(crate) const ENDPOINT_COLUMNS: &str = "id, app, url, description, events, channels, enabled, \
-     offline_delay_ms, created_ms, secret, previous_secret, previous_until_ms";
+     offline_delay_ms, created_ms, secret, previous_secret, previous_until_ms, format";
 
 /// How many columns [`ENDPOINT_COLUMNS`] names (a query's further columns start here).
-pub(crate) const ENDPOINT_COLUMN_COUNT: usize = 12;
+pub(crate) const ENDPOINT_COLUMN_COUNT: usize = 13;
 
 /// The columns [`queued_event_of`] reads, in order.
 pub(crate) const QUEUED_COLUMNS: &str = "id, event_id, payload";
@@ -40,6 +40,11 @@ pub(crate) fn endpoint_of(r: &impl StoredRow, at: usize) -> Result<StoredEndpoin
     let delay: i64 = r.column(get(7))?;
     let previous: Option<Vec<u8>> = r.column(get(10))?;
     let previous_until: Option<i64> = r.column(get(11))?;
+    let format: String = r.column(get(12))?;
+    // A format this build does not know (stored by a newer one) is not sent as another.
+    let format = Format::parse(&format).ok_or_else(|| {
+        StoreError::failed(format!("unknown format {format:?} of hook endpoint {id}"))
+    })?;
     let names: Vec<String> = serde_json::from_str(&events)
         .map_err(|_| StoreError::failed(format!("corrupt event types of hook endpoint {id}")))?;
     let channels: Vec<String> = serde_json::from_str(&channels)
@@ -55,6 +60,7 @@ pub(crate) fn endpoint_of(r: &impl StoredRow, at: usize) -> Result<StoredEndpoin
             enabled: r.column(get(6))?,
             offline_delay_ms: u32::try_from(delay).unwrap_or(u32::MAX),
             created_ms: r.column(get(8))?,
+            format,
         },
         secret: r.column(get(9))?,
         previous_secret: previous.map(|secret| (secret, previous_until.unwrap_or(0))),

@@ -289,6 +289,8 @@ const MIGRATIONS: &[&str] = &[
         released BIGINT NOT NULL,
         PRIMARY KEY (app, client_id, packet_id)
     );"#,
+    // What SQLite's webhook format migration adds: an endpoint's format.
+    "ALTER TABLE hook_endpoints ADD COLUMN format TEXT NOT NULL DEFAULT 'standard';",
 ];
 
 /// The schema version this build writes.

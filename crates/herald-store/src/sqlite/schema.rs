@@ -36,7 +36,7 @@
 //!   arrays, the signing secret and a rotated one sealed by the server), with their delivery
 //!   state (lease, next attempt, failures, last error, events delivered) and `queued`, the
 //!   count of their queued events, kept in the same transaction as every change to
-//!   `hook_events`.
+//!   `hook_events`; and its `format` (`standard` or `pusher`).
 //! - `hook_events`: the queue of events per endpoint, in `(due_ms, id)` order, a held
 //!   `user.offline` keyed by its user (`hold_user`), the end of the lease whose batch holds an
 //!   event (`leased_until_ms`), and the dead letters (`dead`, with the reason and when).
@@ -334,6 +334,9 @@ const MIGRATIONS: &[&str] = &[
         released INTEGER NOT NULL,
         PRIMARY KEY (app, client_id, packet_id)
     ) WITHOUT ROWID;",
+    // Webhooks: an endpoint's format (`standard`: Standard Webhooks; `pusher`: Pusher's
+    // webhooks, signed with the app's Pusher secret).
+    "ALTER TABLE hook_endpoints ADD COLUMN format TEXT NOT NULL DEFAULT 'standard';",
 ];
 
 /// The schema version this build writes.

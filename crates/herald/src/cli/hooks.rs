@@ -21,6 +21,8 @@ Examples:
   herald hooks create https://backend.example.com/herald/hooks --events user.online,user.offline
   herald hooks create https://backend.example.com/hooks --events '*' --channel 'rooms/*' \\
       --description 'room presence' --offline-delay 5s
+  herald hooks create https://backend.example.com/pusher/webhooks --format pusher \\
+      --events channel.occupied,channel.vacated,presence.member_added,presence.member_removed
   herald hooks list
   herald hooks stats
   herald hooks update 3 --disable
@@ -36,7 +38,10 @@ admin key (HERALD_API_KEY). Event types: client.connected, client.disconnected,
 client.subscribed, client.unsubscribed, user.online, user.offline, channel.occupied,
 channel.vacated, device.registered, device.deactivated, delivery.acked,
 delivery.provider_accepted, delivery.failed, delivery.dead_lettered, subscription_count
-(opt-in: not in *), or * for all the others (docs/hooks.md).";
+(opt-in: not in *), or * for all the others (docs/hooks.md). An endpoint created with
+--format pusher gets Pusher's webhooks, signed with the app's Pusher secret: channel.occupied,
+channel.vacated, presence.member_added, presence.member_removed and subscription_count only
+(docs/pusher.md).";
 
 /// Where and as whom.
 #[derive(Debug, Args)]
@@ -120,6 +125,10 @@ pub enum HooksCommand {
         /// Register it disabled (nothing is queued for it until enabled)
         #[arg(long)]
         disabled: bool,
+        /// How its requests are written and signed: standard (Standard Webhooks, the
+        /// endpoint's secret) or pusher (Pusher's webhooks, the app's Pusher secret)
+        #[arg(long, value_name = "FORMAT", value_parser = ["standard", "pusher"])]
+        format: Option<String>,
         #[command(flatten)]
         connection: Connection,
     },
@@ -343,12 +352,16 @@ pub async fn run(command: HooksCommand) -> anyhow::Result<ExitCode> {
             endpoint,
             fields,
             disabled,
+            format,
             ..
         } => {
             let mut body = fields.body();
             body.insert("url".into(), json!(endpoint));
             if *disabled {
                 body.insert("enabled".into(), json!(false));
+            }
+            if let Some(format) = format {
+                body.insert("format".into(), json!(format));
             }
             let body = Value::Object(body);
             let answer = match call(&publisher, Method::POST, &base, Some(&body)).await? {
@@ -361,8 +374,12 @@ pub async fn run(command: HooksCommand) -> anyhow::Result<ExitCode> {
                 text(&h["id"]),
                 text(&h["url"])
             );
-            println!("secret: {}", text(&answer["secret"]));
-            println!("{SHOWN_ONCE}");
+            if h["format"] == "pusher" {
+                println!("signed with the app's Pusher secret (X-Pusher-Signature)");
+            } else {
+                println!("secret: {}", text(&answer["secret"]));
+                println!("{SHOWN_ONCE}");
+            }
             return Ok(ExitCode::SUCCESS);
         }
         HooksCommand::Show { id, .. } => call(&publisher, Method::GET, &hook(*id), None).await?,

@@ -48,6 +48,7 @@ mod pusher_client;
 mod pusher_encrypted;
 mod pusher_presence;
 mod pusher_queries;
+mod pusher_webhooks;
 mod pusher_users;
 mod revoke;
 mod slow_consumer;

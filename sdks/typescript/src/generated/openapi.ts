@@ -2776,6 +2776,18 @@ export interface components {
              * @default 3000
              */
             offline_delay_ms?: number;
+            /**
+             * @description How requests are written and signed, set at creation: `standard` (Herald's events,
+             *     Standard Webhooks signatures with the endpoint's `whsec_` secret) or `pusher`
+             *     (Pusher's webhooks, `{"time_ms":..,"events":[{"name":"channel_occupied",...}]}`,
+             *     signed with the app's Pusher secret in `X-Pusher-Key` and `X-Pusher-Signature`;
+             *     docs/pusher.md). A `pusher` endpoint's `events` are `channel.occupied`,
+             *     `channel.vacated`, `presence.member_added`, `presence.member_removed` and
+             *     `subscription_count` (`*`: all but `subscription_count`); another type is refused.
+             * @default standard
+             * @enum {string}
+             */
+            format?: "standard" | "pusher";
         };
         /** @description Any of the creation fields; those left out stay as they are. */
         HookPatch: {
@@ -2798,6 +2810,11 @@ export interface components {
             offline_delay_ms: number;
             /** Format: date-time */
             created: string;
+            /**
+             * @description How its requests are written and signed (`HookCreate.format`).
+             * @enum {string}
+             */
+            format: "standard" | "pusher";
             /**
              * @description `ok`; `failing` (its last attempt failed: retried with backoff); `paused` (5 or more
              *     failures in a row: each further attempt is a probe); `disabled`.
@@ -5392,6 +5409,7 @@ export interface operations {
                      *           "enabled": true,
                      *           "offline_delay_ms": 3000,
                      *           "created": "2026-11-29T09:41:07.123Z",
+                     *           "format": "standard",
                      *           "state": "ok",
                      *           "queued": 0,
                      *           "oldest_queued": null,
@@ -5482,6 +5500,7 @@ export interface operations {
                      *         "enabled": true,
                      *         "offline_delay_ms": 3000,
                      *         "created": "2026-11-29T09:41:07.123Z",
+                     *         "format": "standard",
                      *         "state": "ok",
                      *         "queued": 0,
                      *         "oldest_queued": null,
@@ -5497,7 +5516,7 @@ export interface operations {
                      */
                     "application/json": {
                         hook: components["schemas"]["Hook"];
-                        /** @description `whsec_` and the base64 of 32 random bytes. */
+                        /** @description `whsec_` and the base64 of 32 random bytes (a `pusher` endpoint's requests are signed with the app's Pusher secret instead, and do not use it). */
                         secret: string;
                     };
                 };
@@ -5601,6 +5620,7 @@ export interface operations {
                      *       "enabled": true,
                      *       "offline_delay_ms": 3000,
                      *       "created": "2026-11-29T09:41:07.123Z",
+                     *       "format": "standard",
                      *       "state": "failing",
                      *       "queued": 12,
                      *       "oldest_queued": "2026-11-29T10:02:11.004Z",

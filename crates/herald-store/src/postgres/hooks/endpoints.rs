@@ -44,8 +44,8 @@ pub(super) async fn create(
     }
     let sql = format!(
         "INSERT INTO hook_endpoints (app, url, description, events, channels, enabled,
-             offline_delay_ms, created_ms, secret)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+             offline_delay_ms, created_ms, secret, format)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
          RETURNING {ENDPOINT_COLUMNS}"
     );
     let row = client
@@ -61,6 +61,7 @@ pub(super) async fn create(
                 &i64::from(new.offline_delay_ms),
                 &new.created_ms,
                 &new.secret,
+                &new.format.as_str(),
             ],
         )
         .await

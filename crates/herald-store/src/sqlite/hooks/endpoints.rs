@@ -29,8 +29,8 @@ pub(super) fn create(
     }
     let sql = format!(
         "INSERT INTO hook_endpoints (app, url, description, events, channels, enabled,
-             offline_delay_ms, created_ms, secret)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+             offline_delay_ms, created_ms, secret, format)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
          RETURNING {ENDPOINT_COLUMNS}"
     );
     tx.query_row(
@@ -45,6 +45,7 @@ pub(super) fn create(
             i64::from(new.offline_delay_ms),
             new.created_ms,
             new.secret,
+            new.format.as_str(),
         ],
         |r| Ok(endpoint_of(r, 0)),
     )

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use herald_core::tenancy::App;
 use herald_core::tenant::AppId;
-use herald_hooks::endpoint::EndpointId;
+use herald_hooks::endpoint::{EndpointId, Format};
 use herald_hooks::event::{EventSet, EventType};
 use herald_hooks::store::{
     CreateEndpointError, EndpointPatch, Enqueue, Enqueued, Hold, HookStore, LeasedBatch,
@@ -48,6 +48,7 @@ pub(super) fn new_endpoint(app: &AppId, url: &str) -> NewEndpoint {
         offline_delay_ms: 3_000,
         secret: b"sealed-secret".to_vec(),
         created_ms: 1_000,
+        format: Format::Standard,
     }
 }
 
@@ -186,6 +187,7 @@ async fn endpoints_are_kept_per_app(b: Backend) {
         channels: vec!["rooms/*".into()],
         enabled: false,
         offline_delay_ms: 5_000,
+        format: Format::Pusher,
         ..new_endpoint(&shop, "http://b.example/in")
     };
     let second = s.create_endpoint(asked.clone(), MANY).await.unwrap();
@@ -199,6 +201,12 @@ async fn endpoints_are_kept_per_app(b: Backend) {
         (&e.channels, e.enabled, e.offline_delay_ms, e.created_ms),
         (&asked.channels, false, 5_000, 1_000)
     );
+    assert_eq!(
+        (first.endpoint.format, e.format),
+        (Format::Standard, Format::Pusher)
+    );
+    let read = s.endpoint(&shop, e.id).await.unwrap().unwrap();
+    assert_eq!(read.endpoint.format, Format::Pusher);
     assert_eq!(
         (second.secret.as_slice(), second.previous_secret.as_ref()),
         (&b"sealed-secret"[..], None)
