@@ -2,7 +2,7 @@
 //! channel's last event right after its `subscription_succeeded`, or `pusher:cache_miss` when
 //! there is none. The last event is the last message of the channel's log (Herald keeps every
 //! channel's history, so no second store): any message, whoever published it, as the event it
-//! is for every Pusher subscriber ([`crate::outbound`]). Pusher keeps a cached event 30
+//! is for every Pusher subscriber (the crate's `outbound` module). Pusher keeps a cached event 30
 //! minutes; so does this, from the message's time: an older last message is a miss.
 
 use herald_core::engine::Engine;

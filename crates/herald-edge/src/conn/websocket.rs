@@ -175,7 +175,7 @@ impl WsStream {
     }
 
     /// Reads payload bytes without waiting: `WouldBlock` when the socket has nothing more (or
-    /// gave [`READ_BUDGET`] bytes without payload), 0 once the client closed.
+    /// gave `READ_BUDGET` bytes without payload), 0 once the client closed.
     pub fn try_read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let mut chunk = [0u8; READ_CHUNK];
         let mut budget = READ_BUDGET;
