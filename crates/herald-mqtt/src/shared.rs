@@ -16,8 +16,8 @@
 //! Protocol Error for No Local on a shared subscription [MQTT-3.8.3-4]); the token's channel
 //! patterns must cover the filter as for a wildcard subscription
 //! ([`crate::wildcards::token_covers`], or the one channel of a plain topic), the anonymous
-//! rules must allow it (both: 0x87); no retained message is sent (MQTT 5.0 4.8.2: "retained
-//! messages are not sent to the Session when it establishes a new Shared Subscription").
+//! rules must allow it (both: 0x87); no retained message is sent on a shared SUBSCRIBE, as
+//! MQTT 5.0 says of shared subscriptions (4.8.2).
 //!
 //! **A member that leaves** (its connection ends, whatever the reason) leaves its groups first
 //! ([`MqttWire::leave_shared_groups`]), then hands what it had not acknowledged to the members
