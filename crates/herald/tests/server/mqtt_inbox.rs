@@ -226,6 +226,38 @@ async fn a_reconnect_resumes_after_the_acknowledged_cursor_over_mqtt_and_websock
 }
 
 #[tokio::test]
+async fn a_filter_that_also_matches_device_changes_neither_the_qos_nor_the_ack() {
+    let s = Server::builder().mqtt().start().await;
+    register(&s, json!({"platform":"herald","id":"d3"})).await;
+    // A device token that may also read every channel: `$device/#` (QoS 2) is granted too,
+    // and would match the topic `$device` [MQTT-4.7.1-2] were the inbox a channel; push logs
+    // match no filter, so the push comes once, as `$device` was granted, and its PUBACK acks it.
+    let body = json!({ "sub": "tester", "device": "d3", "channels": ["**"] });
+    let (status, body) = call(&s, "POST", "/v1/tokens", API_KEY, Some(body)).await;
+    assert_eq!(status, 200, "{body}");
+    let token = body["token"].as_str().unwrap();
+    let spec = json!({
+        "version": "5", "username": "default", "password": token,
+        "subscribe": [{ "topic": "$device", "qos": 1 }, { "topic": "$device/#", "qos": 2 }],
+        "expect": 1, "timeout": 15
+    });
+    let mut client = PahoRun::start(s.mqtt_addr(), spec);
+    client.until("subscribed").await;
+    let id = push(&s, json!({"target":{"device":"d3"},"data":{"n":1}})).await;
+    let (code, events) = client.finish().await;
+    assert_eq!(code, Some(0), "{events:?}");
+    let codes: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "suback")
+        .flat_map(|e| e["reason_codes"].as_array().unwrap())
+        .collect();
+    assert_eq!(codes, [&json!(1), &json!(2)], "{events:?}");
+    let got = inbox_messages(&events);
+    assert_eq!((got[0].0.as_str(), got[0].1), ("$device", 1), "{events:?}");
+    receipt_when(&s, &id, acknowledged).await;
+}
+
+#[tokio::test]
 async fn a_client_without_a_device_token_is_refused_the_inbox_and_nobody_publishes_to_it() {
     let s = Server::builder().mqtt().start().await;
     let token = s.token(&["**"], &["**"]);
