@@ -37,7 +37,7 @@ use herald_edge::session::ClientSession;
 use herald_edge::ws::handshake::Upgrade;
 use herald_edge::Edge;
 
-use crate::connections::{Farewell, PusherConnections};
+use crate::connections::Farewell;
 use crate::credentials::service::PusherCredentials;
 use crate::frame::{self, codes, PROTOCOLS};
 use crate::session::PusherSession;
@@ -128,15 +128,13 @@ async fn upgrade(
         }
     };
     let start = check(&clients, &key, query.as_deref()).await;
-    let edge = clients.edge.clone();
+    let served_by = clients.clone();
     // Served on the HTTP runtime (not the sessions'), the connection moves to the sessions'.
     let elsewhere = clients.edge.sessions.as_ref().filter(|sessions| {
         tokio::runtime::Handle::try_current().map_or(true, |here| here.id() != sessions.id())
     });
     let (response, socket) = upgrade.accept(elsewhere.is_some());
     let socket = Box::pin(socket);
-    let settings = clients.settings;
-    let connections = clients.credentials.connections().clone();
     let run = async move {
         let Some((mut stream, read_ahead)) = socket.await else {
             return;
@@ -150,18 +148,7 @@ async fn upgrade(
             Start::Accepted {
                 credentials,
                 counted,
-            } => {
-                Box::pin(serve(
-                    edge,
-                    stream,
-                    read_ahead,
-                    credentials,
-                    counted,
-                    settings,
-                    connections,
-                ))
-                .await
-            }
+            } => Box::pin(serve(served_by, stream, read_ahead, credentials, counted)).await,
         }
     };
     match elsewhere {
@@ -242,15 +229,16 @@ fn client_of(app: AppId) -> Client {
 
 /// Serves an accepted connection until it ends.
 async fn serve(
-    edge: Arc<Edge>,
+    clients: Arc<PusherClients>,
     mut stream: Conn,
     read_ahead: Bytes,
     credentials: Arc<crate::credentials::cache::OpenCredentials>,
     counted: herald_core::usage::ConnectionGuard,
-    settings: ClientSettings,
-    connections: Arc<PusherConnections>,
 ) {
     crate::outbound::reserve_slot();
+    let edge = clients.edge.clone();
+    let settings = clients.settings;
+    let connections = clients.credentials.connections();
     let socket_id = next_socket_id();
     let outbox = Outbox::new(edge.settings.outbox_bytes);
     outbox.push(OutFrame::Control(frame::connection_established(

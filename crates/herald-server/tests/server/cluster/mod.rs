@@ -12,7 +12,8 @@
 //! every node), [`tokens`] (a secret rotated with an overlap, sealed in PostgreSQL),
 //! [`audit`] (the audit log on PostgreSQL), [`lifecycle`] (channels vacated once in the
 //! cluster, a killed node's departures reported by another), [`presence`] (presence members
-//! across nodes, a killed node's members removed by another).
+//! across nodes, a killed node's members removed by another), [`pusher_users`] (Pusher's
+//! `sendToUser`, `terminate_connections` and deleted credentials across nodes).
 
 mod audit;
 mod fanout;
@@ -21,6 +22,7 @@ mod lifecycle;
 mod presence;
 mod probes;
 mod push;
+mod pusher_users;
 mod revoke;
 mod start;
 mod tenancy;
