@@ -32,6 +32,10 @@ pub fn pusher_frames(data: &[u8]) {
             channel,
             data,
         } => json!({ "event": event, "channel": channel, "data": data }),
+        ClientFrame::Signin { auth, user_data } => json!({
+            "event": "pusher:signin",
+            "data": { "auth": auth, "user_data": user_data },
+        }),
         ClientFrame::Other { event } => json!({ "event": event }),
     };
     assert_eq!(
