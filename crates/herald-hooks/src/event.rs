@@ -59,13 +59,19 @@ pub enum EventType {
     /// `hooks.subscription_count_interval`, with the count at its end ([`crate::counts`]).
     /// Opt-in: `*` does not include it ([`EventType::OPT_IN`]).
     SubscriptionCount,
+    /// A Pusher client sent a client event (`client-*`) on a private or presence channel
+    /// (herald-pusher tells it, [`crate::Hooks::tell_pusher`]). Opt-in.
+    PusherClientEvent,
+    /// A Pusher subscription to a cache channel found no last event (`pusher:cache_miss`).
+    /// Opt-in.
+    PusherCacheMiss,
     /// A signed test event, sent only by `POST .../hooks/{id}/test` (never queued).
     HookTest,
 }
 
 impl EventType {
     /// Every type an endpoint may ask for, in a fixed order (the test event is not one).
-    pub const SUBSCRIBABLE: [EventType; 17] = [
+    pub const SUBSCRIBABLE: [EventType; 19] = [
         EventType::ClientConnected,
         EventType::ClientDisconnected,
         EventType::ClientSubscribed,
@@ -83,11 +89,18 @@ impl EventType {
         EventType::DeliveryFailed,
         EventType::DeliveryDeadLettered,
         EventType::SubscriptionCount,
+        EventType::PusherClientEvent,
+        EventType::PusherCacheMiss,
     ];
 
     /// The types an endpoint gets only by naming them: `*` stands for every other subscribable
-    /// type (as Pusher's `subscription_count` is opt-in: it is the chattiest).
-    pub const OPT_IN: [EventType; 1] = [EventType::SubscriptionCount];
+    /// type (as Pusher's `subscription_count` is opt-in: it is the chattiest; the Pusher
+    /// protocol's own events, which Pusher's dashboard enables one by one, too).
+    pub const OPT_IN: [EventType; 3] = [
+        EventType::SubscriptionCount,
+        EventType::PusherClientEvent,
+        EventType::PusherCacheMiss,
+    ];
 
     /// The type's name on the wire (`user.offline`).
     pub fn as_str(self) -> &'static str {
@@ -109,6 +122,8 @@ impl EventType {
             EventType::DeliveryFailed => "delivery.failed",
             EventType::DeliveryDeadLettered => "delivery.dead_lettered",
             EventType::SubscriptionCount => "subscription_count",
+            EventType::PusherClientEvent => "pusher.client_event",
+            EventType::PusherCacheMiss => "pusher.cache_miss",
             EventType::HookTest => "hook.test",
         }
     }
@@ -132,6 +147,8 @@ impl EventType {
                 | EventType::PresenceMemberAdded
                 | EventType::PresenceMemberRemoved
                 | EventType::SubscriptionCount
+                | EventType::PusherClientEvent
+                | EventType::PusherCacheMiss
         )
     }
 
@@ -522,12 +539,21 @@ mod tests {
         let star = EventSet::parse(&["*"]).unwrap();
         assert!(!star.contains(count));
         assert!(star.contains(EventType::ChannelVacated));
-        assert_eq!(star.iter().count(), EventType::SUBSCRIBABLE.len() - 1);
+        assert_eq!(
+            star.iter().count(),
+            EventType::SUBSCRIBABLE.len() - EventType::OPT_IN.len()
+        );
+        for opt_in in EventType::OPT_IN {
+            assert!(!star.contains(opt_in), "{opt_in}");
+        }
         let named = EventSet::parse(&["subscription_count"]).unwrap();
         assert_eq!(named.names(), ["subscription_count"]);
         let both = EventSet::parse(&["subscription_count", "*"]).unwrap();
         assert!(both.contains(count) && both.contains(EventType::UserOnline));
-        assert_eq!(both.iter().count(), EventType::SUBSCRIBABLE.len());
+        assert_eq!(
+            both.iter().count(),
+            EventType::SUBSCRIBABLE.len() - EventType::OPT_IN.len() + 1
+        );
         // "*" no longer hides an unknown name after it.
         assert_eq!(
             EventSet::parse(&["*", "user.gone"]),

@@ -264,7 +264,7 @@ fn check_events(value: &Value) -> Result<EventSet, HooksError> {
             "events",
             format!(
                 "unknown event type {unknown:?}; the types are {}, or \"*\" for every type \
-                 but the opt-in subscription_count",
+                 but the opt-in subscription_count, pusher.client_event and pusher.cache_miss",
                 valid.join(", ")
             ),
         )

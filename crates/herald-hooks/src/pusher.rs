@@ -16,6 +16,12 @@
 //! | `presence.member_added` | `{"name":"member_added","channel":"presence-room","user_id":"42"}` |
 //! | `presence.member_removed` | `{"name":"member_removed","channel":"presence-room","user_id":"42"}` |
 //! | `subscription_count` | `{"name":"subscription_count","channel":"orders","subscription_count":3}` |
+//! | `pusher.client_event` | `{"name":"client_event","channel":"private-chat","event":"client-typing","data":"{}","socket_id":"1.2"}` (and `user_id` on a presence channel) |
+//! | `pusher.cache_miss` | `{"name":"cache_miss","channel":"cache-prices"}` |
+//!
+//! The last two are the Pusher protocol's own: herald-pusher tells them
+//! ([`crate::Hooks::tell_pusher`]), only when an endpoint wants them (one look at the
+//! endpoints held in memory otherwise).
 //!
 //! An event about a channel with no Pusher name (a `/` or `:` in it) is not sent to a Pusher
 //! endpoint.
@@ -36,12 +42,14 @@ use crate::sender::{SendOutcome, Sender};
 use crate::store::QueuedEvent;
 
 /// The Herald event types a Pusher endpoint may ask for, each one of Pusher's webhook events.
-pub const PUSHER_TYPES: [EventType; 5] = [
+pub const PUSHER_TYPES: [EventType; 7] = [
     EventType::ChannelOccupied,
     EventType::ChannelVacated,
     EventType::PresenceMemberAdded,
     EventType::PresenceMemberRemoved,
     EventType::SubscriptionCount,
+    EventType::PusherClientEvent,
+    EventType::PusherCacheMiss,
 ];
 
 /// [`PUSHER_TYPES`] as a set.
@@ -90,11 +98,21 @@ pub fn pusher_event(
         EventType::PresenceMemberAdded => "member_added",
         EventType::PresenceMemberRemoved => "member_removed",
         EventType::SubscriptionCount => "subscription_count",
+        EventType::PusherClientEvent => "client_event",
+        EventType::PusherCacheMiss => "cache_miss",
         _ => return None,
     };
     let channel = channel_name(event.channel.as_deref()?)?;
     let mut out = json!({ "name": name, "channel": channel });
     match event.kind {
+        EventType::PusherClientEvent => {
+            for field in ["event", "data", "socket_id", "user_id"] {
+                let value = &event.data[field];
+                if !value.is_null() {
+                    out[field] = value.clone();
+                }
+            }
+        }
         EventType::PresenceMemberAdded | EventType::PresenceMemberRemoved => {
             out["user_id"] = json!(event.user.as_deref()?);
         }
@@ -209,6 +227,25 @@ mod tests {
         assert_eq!(pusher_event(&unnamed, same), None);
         let subscribed = event(EventType::ClientSubscribed, "orders", None, json!({}));
         assert_eq!(pusher_event(&subscribed, same), None);
+        let client = event(
+            EventType::PusherClientEvent,
+            "presence-room",
+            Some("42"),
+            json!({"channel":"presence-room","event":"client-hi","data":"{}",
+                   "socket_id":"1.2","user_id":"42"}),
+        );
+        assert_eq!(
+            pusher_event(&client, same),
+            Some(
+                json!({"name":"client_event","channel":"presence-room","event":"client-hi",
+                        "data":"{}","socket_id":"1.2","user_id":"42"})
+            )
+        );
+        let miss = event(EventType::PusherCacheMiss, "cache-x", None, json!({}));
+        assert_eq!(
+            pusher_event(&miss, same),
+            Some(json!({"name":"cache_miss","channel":"cache-x"}))
+        );
     }
 
     /// The body and signature a Pusher SDK checks: hex HMAC-SHA256 of the body.

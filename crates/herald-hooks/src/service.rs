@@ -175,6 +175,44 @@ impl Hooks {
         &self.pusher
     }
 
+    /// Whether an enabled endpoint of `app` wants events of type `kind` about `channel` (the
+    /// app's name for it): one look at the endpoints held in memory.
+    pub fn wants(&self, app: &AppId, kind: EventType, channel: &str) -> bool {
+        self.snapshot().wants(app.as_str(), kind, Some(channel))
+    }
+
+    /// Tells the Pusher protocol's own event of type `kind` (`pusher.client_event`,
+    /// `pusher.cache_miss`) about `app`'s `channel` (the app's Herald name for it): `user` and
+    /// `data` are built only when an enabled endpoint wants it (one look at the endpoints held
+    /// in memory otherwise), then queued as a lifecycle event is (dropped, counted, when the
+    /// node queue is full).
+    pub fn tell_pusher(
+        &self,
+        app: &AppId,
+        kind: EventType,
+        channel: &str,
+        event: impl FnOnce() -> (Option<Box<str>>, serde_json::Value),
+    ) {
+        if !self.wants(app, kind, channel) {
+            return;
+        }
+        let (user, data) = event();
+        let at_ms = now_ms();
+        let event = HookEvent {
+            id: EventId::new(at_ms),
+            app: app.clone(),
+            kind,
+            at_ms,
+            user,
+            channel: Some(channel.into()),
+            data,
+        };
+        if let Err(mpsc::error::TrySendError::Full(_)) = self.queue.try_send(event) {
+            metrics::counter!(crate::listener::DROPPED_METRIC, "reason" => "node_queue_full")
+                .increment(1);
+        }
+    }
+
     /// Registers an endpoint for `app` from a create body ([`input::parse_create`]), its
     /// destination checked; answers it with its new signing secret (shown this once).
     pub async fn create(

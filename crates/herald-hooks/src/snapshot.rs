@@ -90,6 +90,8 @@ pub fn lifecycle_kinds(events: EventSet) -> Kinds {
             | EventType::DeliveryProviderAccepted
             | EventType::DeliveryFailed
             | EventType::DeliveryDeadLettered
+            | EventType::PusherClientEvent
+            | EventType::PusherCacheMiss
             | EventType::HookTest => Kinds::NONE,
         })
         .fold(Kinds::NONE, |all, kinds| all | kinds)

@@ -55,6 +55,9 @@ pub struct PusherClients {
     pub credentials: Arc<PusherCredentials>,
     /// Keep-alive and client-event settings.
     pub settings: ClientSettings,
+    /// The node's webhooks, told client events and cache misses (`pusher.client_event`,
+    /// `pusher.cache_miss`) when an endpoint wants them.
+    pub hooks: Option<Arc<herald_hooks::Hooks>>,
 }
 
 /// The router of the client protocol: `GET /app/{key}`.
@@ -135,6 +138,7 @@ async fn upgrade(
     });
     let (response, socket) = upgrade.accept(elsewhere.is_some());
     let socket = Box::pin(socket);
+    let hooks = clients.hooks.clone();
     let run = async move {
         let Some((mut stream, read_ahead)) = socket.await else {
             return;
@@ -148,7 +152,17 @@ async fn upgrade(
             Start::Accepted {
                 credentials,
                 counted,
-            } => Box::pin(serve(served_by, stream, read_ahead, credentials, counted)).await,
+            } => {
+                Box::pin(serve(
+                    served_by,
+                    stream,
+                    read_ahead,
+                    credentials,
+                    counted,
+                    hooks,
+                ))
+                .await
+            }
         }
     };
     match elsewhere {
@@ -234,6 +248,7 @@ async fn serve(
     read_ahead: Bytes,
     credentials: Arc<crate::credentials::cache::OpenCredentials>,
     counted: herald_core::usage::ConnectionGuard,
+    hooks: Option<Arc<herald_hooks::Hooks>>,
 ) {
     crate::outbound::reserve_slot();
     let edge = clients.edge.clone();
@@ -267,6 +282,7 @@ async fn serve(
         credentials,
         settings,
         farewell,
+        hooks,
     ));
     let early = wire
         .reader

@@ -33,6 +33,9 @@ use herald_core::outbox::{CloseReason, OutFrame, Outbox};
 use herald_core::{ChannelName, ErrorCode, HeraldError};
 use herald_edge::session::{ClientSession, PresenceAsk};
 use herald_edge::Edge;
+use herald_hooks::event::EventType;
+use herald_hooks::Hooks;
+use serde_json::json;
 
 use crate::channel_map::{app_channel, herald_channel, ChannelKind};
 use crate::connections::Farewell;
@@ -67,6 +70,8 @@ pub(crate) struct PusherSession {
     pub(crate) farewell: Arc<Farewell>,
     /// The user the connection signed in as, and its server-to-user channel (full name).
     pub(crate) user: Option<(Box<str>, ChannelName)>,
+    /// The node's webhooks (client events and cache misses are told to them).
+    hooks: Option<Arc<Hooks>>,
 }
 
 impl PusherSession {
@@ -76,6 +81,7 @@ impl PusherSession {
         credentials: Arc<OpenCredentials>,
         settings: ClientSettings,
         farewell: Arc<Farewell>,
+        hooks: Option<Arc<Hooks>>,
     ) -> Self {
         let now = Instant::now();
         PusherSession {
@@ -89,6 +95,20 @@ impl PusherSession {
             members: Vec::new(),
             farewell,
             user: None,
+            hooks,
+        }
+    }
+
+    /// Tells the node's webhooks that `channel` (its Herald channel) missed its cache, when an
+    /// endpoint wants `pusher.cache_miss` about it.
+    fn tell_cache_miss(&self, channel: &ChannelName) {
+        if let Some(hooks) = &self.hooks {
+            hooks.tell_pusher(
+                &self.credentials.app,
+                EventType::PusherCacheMiss,
+                channel.public(),
+                || (None, json!({ "channel": channel.public() })),
+            );
         }
     }
 
@@ -260,12 +280,18 @@ impl PusherSession {
             .await
         {
             Ok(_) => {
+                if cache_hit == Some(false) {
+                    self.tell_cache_miss(&channel);
+                }
                 if kind == ChannelKind::PresenceCache {
                     match crate::cache::last_event(&self.edge().engine, &channel).await {
                         Ok(Some(message)) => {
                             self.outbox().push(OutFrame::Replayed(message));
                         }
-                        Ok(None) => self.send(frame::cache_miss(name)),
+                        Ok(None) => {
+                            self.send(frame::cache_miss(name));
+                            self.tell_cache_miss(&channel);
+                        }
                         Err(e) => tracing::debug!(error = %e, "a cached event was not read"),
                     }
                 }
@@ -394,6 +420,21 @@ impl PusherSession {
             .iter()
             .find(|(c, _)| *c == channel)
             .map(|(_, user)| serde_json::Value::String(user.to_string()));
+        // Built only when an endpoint wants it.
+        let told = self
+            .hooks
+            .as_ref()
+            .filter(|hooks| hooks.wants(&app, EventType::PusherClientEvent, channel.public()));
+        let told = told.map(|hooks| {
+            let data = json!({
+                "channel": name,
+                "event": &event,
+                "data": &data,
+                "socket_id": &*self.socket_id,
+                "user_id": user_id.clone(),
+            });
+            (hooks.clone(), data)
+        });
         let stored = PusherEvent {
             event,
             data,
@@ -409,6 +450,12 @@ impl PusherSession {
             .publish(&app, &channel, vec![message])
             .await
             .map_err(|e| EventRefused::new(e.message))?;
+        if let Some((hooks, data)) = told {
+            let user = data["user_id"].as_str().map(Into::into);
+            hooks.tell_pusher(&app, EventType::PusherClientEvent, channel.public(), || {
+                (user, data)
+            });
+        }
         Ok(())
     }
 

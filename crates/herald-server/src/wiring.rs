@@ -394,6 +394,7 @@ impl Parts {
             edge: edge.clone(),
             credentials: self.pusher.clone(),
             settings: settings.pusher,
+            hooks: Some(self.hooks.service.clone()),
         });
         let router = herald_edge::router(edge)
             .merge(herald_api::router(api))

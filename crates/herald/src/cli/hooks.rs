@@ -37,10 +37,11 @@ Examples:
 admin key (HERALD_API_KEY). Event types: client.connected, client.disconnected,
 client.subscribed, client.unsubscribed, user.online, user.offline, channel.occupied,
 channel.vacated, device.registered, device.deactivated, delivery.acked,
-delivery.provider_accepted, delivery.failed, delivery.dead_lettered, subscription_count
-(opt-in: not in *), or * for all the others (docs/hooks.md). An endpoint created with
---format pusher gets Pusher's webhooks, signed with the app's Pusher secret: channel.occupied,
-channel.vacated, presence.member_added, presence.member_removed and subscription_count only
+delivery.provider_accepted, delivery.failed, delivery.dead_lettered, and the opt-in
+subscription_count, pusher.client_event and pusher.cache_miss (not in *), or * for all the
+others (docs/hooks.md). An endpoint created with --format pusher gets Pusher's webhooks, signed
+with the app's Pusher secret: channel.occupied, channel.vacated, presence.member_added,
+presence.member_removed, pusher.client_event, pusher.cache_miss and subscription_count only
 (docs/pusher.md).";
 
 /// Where and as whom.

@@ -4,7 +4,9 @@
 //! `webhook(request).isValid()` and reads it with `getEvents()`, `webhook_receiver.py` with the
 //! Python SDK's `validate_webhook`. pusher-js clients (`client.mjs`) subscribing and leaving
 //! produce `channel_occupied`, `subscription_count`, `member_added`, `member_removed` and
-//! `channel_vacated`, with Pusher's channel names and fields; a receiver holding the wrong
+//! `channel_vacated`, with Pusher's channel names and fields; their client events produce
+//! `client_event` (with the sender's `user_id` on a presence channel) and a subscription to an
+//! empty cache channel `cache_miss`; a receiver holding the wrong
 //! secret refuses every request (so the signature is checked), and the refused batch is sent
 //! again once it holds the right one; a batch answered 500 is sent again.
 
@@ -353,4 +355,69 @@ async fn a_wrong_secret_is_refused_and_refused_or_failed_batches_are_sent_again(
         .count();
     assert_eq!(vacated, 1, "{:?}", node.events());
     first.exit().await;
+}
+
+#[tokio::test]
+async fn client_events_and_cache_misses_are_told_to_the_pusher_sdks() {
+    let (s, creds) = node().await;
+    let receivers = [Receiver::start(Lang::Node), Receiver::start(Lang::Python)];
+    for receiver in &receivers {
+        receiver.set_credentials(&creds, &creds.secret);
+        register(
+            &s,
+            receiver,
+            json!(["pusher.client_event", "pusher.cache_miss"]),
+        )
+        .await;
+    }
+    let ann = json!({ "user": { "user_id": "ann", "user_info": {} } });
+    let channels = ["presence-room", "private-chat", "cache-prices"];
+    let mut js = PusherJs::start_with(&s, &creds, &channels, ann).await;
+    js.subscribed(&channels).await;
+    for (channel, data) in [
+        ("presence-room", json!({ "typing": true })),
+        ("private-chat", json!("plain")),
+    ] {
+        js.send(json!({ "trigger": { "channel": channel, "event": "client-hi", "data": data } }))
+            .await;
+    }
+    let socket_id = js.socket_id.clone();
+    for receiver in &receivers {
+        let events = receiver
+            .wait_for("two client events and a cache miss", |e| {
+                e.iter().filter(|e| e["name"] == "client_event").count() == 2
+                    && has(e, "cache_miss", "cache-prices", json!({}))
+            })
+            .await;
+        let presence = events
+            .iter()
+            .find(|e| e["name"] == "client_event" && e["channel"] == "presence-room")
+            .unwrap();
+        assert_eq!(
+            presence,
+            &json!({
+                "name": "client_event", "channel": "presence-room", "event": "client-hi",
+                "data": "{\"typing\":true}", "socket_id": socket_id, "user_id": "ann",
+            })
+        );
+        let private = events
+            .iter()
+            .find(|e| e["name"] == "client_event" && e["channel"] == "private-chat")
+            .unwrap();
+        assert_eq!(
+            private,
+            &json!({
+                "name": "client_event", "channel": "private-chat", "event": "client-hi",
+                "data": "plain", "socket_id": socket_id,
+            })
+        );
+        // Nothing the endpoint did not ask for (the channels' existence, the members).
+        assert!(
+            events
+                .iter()
+                .all(|e| e["name"] == "client_event" || e["name"] == "cache_miss"),
+            "{events:?}"
+        );
+    }
+    js.exit().await;
 }

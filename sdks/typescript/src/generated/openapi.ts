@@ -2750,10 +2750,11 @@ export interface components {
         };
         /**
          * @description An event type an endpoint asks for (docs/hooks.md describes each event); `*` is every
-         *     type listed here but `subscription_count`, sent only to endpoints that name it.
+         *     type listed here but the opt-in `subscription_count`, `pusher.client_event` and
+         *     `pusher.cache_miss`, sent only to endpoints that name them.
          * @enum {string}
          */
-        HookEventType: "*" | "client.connected" | "client.disconnected" | "client.subscribed" | "client.unsubscribed" | "user.online" | "user.offline" | "channel.occupied" | "channel.vacated" | "presence.member_added" | "presence.member_removed" | "device.registered" | "device.deactivated" | "delivery.acked" | "delivery.provider_accepted" | "delivery.failed" | "delivery.dead_lettered" | "subscription_count";
+        HookEventType: "*" | "client.connected" | "client.disconnected" | "client.subscribed" | "client.unsubscribed" | "user.online" | "user.offline" | "channel.occupied" | "channel.vacated" | "presence.member_added" | "presence.member_removed" | "device.registered" | "device.deactivated" | "delivery.acked" | "delivery.provider_accepted" | "delivery.failed" | "delivery.dead_lettered" | "subscription_count" | "pusher.client_event" | "pusher.cache_miss";
         HookCreate: {
             /** @description Where batches are `POST`ed, `http` or `https`. */
             url: string;
@@ -2782,8 +2783,9 @@ export interface components {
              *     (Pusher's webhooks, `{"time_ms":..,"events":[{"name":"channel_occupied",...}]}`,
              *     signed with the app's Pusher secret in `X-Pusher-Key` and `X-Pusher-Signature`;
              *     docs/pusher.md). A `pusher` endpoint's `events` are `channel.occupied`,
-             *     `channel.vacated`, `presence.member_added`, `presence.member_removed` and
-             *     `subscription_count` (`*`: all but `subscription_count`); another type is refused.
+             *     `channel.vacated`, `presence.member_added`, `presence.member_removed`,
+             *     `pusher.client_event`, `pusher.cache_miss` and `subscription_count` (`*`: the first
+             *     four); another type is refused.
              * @default standard
              * @enum {string}
              */
