@@ -184,3 +184,55 @@ async fn herald_hooks_prints_the_servers_refusal_naming_the_unknown_event_type()
         "nothing stored: {list}"
     );
 }
+
+#[tokio::test]
+async fn herald_hooks_creates_an_endpoint_in_pushers_format() {
+    let s = Server::builder()
+        .arg("--outbound-allow")
+        .arg("127.0.0.1")
+        .start()
+        .await;
+    let out = ok(
+        &s,
+        &[
+            "hooks",
+            "create",
+            "http://127.0.0.1:9/pusher",
+            "--format",
+            "pusher",
+            "--events",
+            "*,pusher.client_event",
+        ],
+    );
+    assert!(out.contains("Pusher secret"), "{out}");
+    assert!(!out.contains("whsec_"), "{out}");
+    let shown: Value = serde_json::from_str(&ok(&s, &["hooks", "list", "--json"])).unwrap();
+    let hook = &shown["hooks"][0];
+    assert_eq!(hook["format"], "pusher", "{shown}");
+    assert_eq!(
+        hook["events"],
+        serde_json::json!([
+            "channel.occupied",
+            "channel.vacated",
+            "presence.member_added",
+            "presence.member_removed",
+            "pusher.client_event"
+        ]),
+        "{shown}"
+    );
+    // Herald's own types have no Pusher form: refused, saying so.
+    let (code, out, err) = herald(
+        &s,
+        &[
+            "hooks",
+            "create",
+            "http://127.0.0.1:9/pusher",
+            "--format",
+            "pusher",
+            "--events",
+            "user.online",
+        ],
+    );
+    assert_ne!(code, 0, "{out}");
+    assert!(err.contains("no Pusher webhook"), "{out}{err}");
+}
