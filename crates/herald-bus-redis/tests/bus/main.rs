@@ -433,6 +433,13 @@ async fn a_subscribe_storm_of_new_channels_reads_the_log_in_a_few_batches() {
         for i in (0..CHANNELS).step_by(500) {
             a.publish(&format!("new/{i}"), 1).await;
         }
+        // A head reaches Redis with its batch, after the publisher was answered; a head read
+        // before that may be older by the transit (`crate::heads`). Wait for them, so the
+        // heads B's subscribers are told below are these.
+        eventually("A's batches (and heads) in Redis", || {
+            a.bus.stats().published_batches >= (CHANNELS / 500) as u64
+        })
+        .await;
         let before = log.reads();
         let names: Vec<String> = (0..CHANNELS).map(|i| format!("new/{i}")).collect();
         let outboxes =
