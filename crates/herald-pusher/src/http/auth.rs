@@ -8,6 +8,9 @@
 
 use std::sync::Arc;
 
+use axum::body::Body;
+use axum::http::{Method, StatusCode, Uri};
+use bytes::Bytes;
 use herald_core::message::now_millis;
 
 use super::Answer;
@@ -31,6 +34,39 @@ pub struct SignedRequest<'a> {
     pub query: &'a str,
     /// The body.
     pub body: &'a [u8],
+}
+
+impl<'a> SignedRequest<'a> {
+    /// The request to `uri` with `method`, for the app `app_id` of its path, with `body`.
+    pub fn new(method: &'a Method, uri: &'a Uri, app_id: &'a str, body: &'a [u8]) -> Self {
+        SignedRequest {
+            method: method.as_str(),
+            path: uri.path(),
+            app_id,
+            query: uri.query().unwrap_or(""),
+            body,
+        }
+    }
+}
+
+/// Reads a request's body (more than `limit` bytes is a `413`) and checks the request's
+/// signature: the body and the credentials it is signed with, or why it is refused.
+pub async fn read_signed(
+    credentials: &PusherCredentials,
+    limit: usize,
+    app_id: &str,
+    method: &Method,
+    uri: &Uri,
+    body: Body,
+) -> Result<(Bytes, Arc<OpenCredentials>), Answer> {
+    let body: Bytes = axum::body::to_bytes(body, limit).await.map_err(|_| {
+        Answer::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("Request body too large: the limit is {limit} bytes"),
+        )
+    })?;
+    let signed = authenticate(credentials, &SignedRequest::new(method, uri, app_id, &body)).await?;
+    Ok((body, signed))
 }
 
 /// The credentials `request` is signed with, or why it is refused.

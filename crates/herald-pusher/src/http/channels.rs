@@ -119,14 +119,11 @@ async fn signed(
     method: &Method,
     uri: &Uri,
 ) -> Result<Arc<crate::credentials::cache::OpenCredentials>, Answer> {
-    let request = SignedRequest {
-        method: method.as_str(),
-        path: uri.path(),
-        app_id,
-        query: uri.query().unwrap_or(""),
-        body: b"",
-    };
-    authenticate(&http.credentials, &request).await
+    authenticate(
+        &http.credentials,
+        &SignedRequest::new(method, uri, app_id, b""),
+    )
+    .await
 }
 
 /// `GET /apps/{app_id}/channels`.

@@ -17,13 +17,12 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
 use herald_core::limits::AppAction;
 use herald_core::tenant::AppId;
 use herald_core::{ChannelName, NewMessage};
 use serde_json::{json, Map, Value};
 
-use super::auth::{authenticate, SignedRequest};
+use super::auth::read_signed;
 use super::channels::{counts, Info};
 use super::{Answer, HttpLimits, PusherHttp};
 use crate::channel_map::{app_channel, ChannelKind};
@@ -72,20 +71,8 @@ async fn handle(
     batch: bool,
 ) -> Result<Response, Answer> {
     let limit = http.settings.max_body_bytes();
-    let body: Bytes = axum::body::to_bytes(body, limit).await.map_err(|_| {
-        Answer::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("Request body too large: the limit is {limit} bytes"),
-        )
-    })?;
-    let request = SignedRequest {
-        method: method.as_str(),
-        path: uri.path(),
-        app_id,
-        query: uri.query().unwrap_or(""),
-        body: &body,
-    };
-    let credentials = authenticate(&http.credentials, &request).await?;
+    let (body, credentials) =
+        read_signed(&http.credentials, limit, app_id, method, uri, body).await?;
     let parsed: Value = serde_json::from_slice(&body)
         .map_err(|e| Answer::bad_request(format!("Invalid JSON body: {e}")))?;
     let triggers = if batch {

@@ -15,12 +15,11 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{Path, State};
-use axum::http::{Method, StatusCode, Uri};
+use axum::http::{Method, Uri};
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
 use serde_json::json;
 
-use super::auth::{authenticate, SignedRequest};
+use super::auth::read_signed;
 use super::{Answer, PusherHttp};
 use crate::users::MAX_USER_ID_BYTES;
 
@@ -70,20 +69,7 @@ async fn terminate(
     body: Body,
 ) -> Result<Response, Answer> {
     let limit = http.settings.max_body_bytes();
-    let body: Bytes = axum::body::to_bytes(body, limit).await.map_err(|_| {
-        Answer::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("Request body too large: the limit is {limit} bytes"),
-        )
-    })?;
-    let request = SignedRequest {
-        method: method.as_str(),
-        path: uri.path(),
-        app_id,
-        query: uri.query().unwrap_or(""),
-        body: &body,
-    };
-    let credentials = authenticate(&http.credentials, &request).await?;
+    let (_, credentials) = read_signed(&http.credentials, limit, app_id, method, uri, body).await?;
     if user_id.is_empty() || user_id.len() > MAX_USER_ID_BYTES {
         return Err(Answer::bad_request(format!(
             "Invalid user id: 1 to {MAX_USER_ID_BYTES} bytes"
