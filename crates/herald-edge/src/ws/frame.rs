@@ -51,6 +51,16 @@ pub enum Incoming {
     Close(Option<u16>),
 }
 
+impl Incoming {
+    /// The text of a text message.
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            Incoming::Text(text) => Some(text),
+            _ => None,
+        }
+    }
+}
+
 /// Why the client's bytes could not be accepted; each maps to a close code.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FrameError {

@@ -129,20 +129,13 @@ impl Session {
         );
     }
 
-    /// Handles one text frame: counted against the connection's command limit (malformed
-    /// frames too), refused with `rate_limited` over it, and the connection closed with
-    /// [`CloseReason::RateLimited`] if it goes on sending through a whole burst of refusals.
-    pub async fn handle(&mut self, text: &str) {
-        if let Some(frame) = self.admit(text) {
-            self.run(frame).await;
-        }
-    }
-
-    /// Handles text frames read together, each as [`Session::handle`] does, in order, except
-    /// that consecutive `subscribe` commands (up to [`MAX_SUBSCRIBES_TOGETHER`]) run together
-    /// ([`ClientSession::subscribe_all`]): their replies may come in another order, each with
-    /// its command's id.
-    pub async fn handle_all(&mut self, texts: &[String]) {
+    /// Handles the text frames read together, in order: each counted against the connection's
+    /// command limit (malformed frames too), refused with `rate_limited` over it, and the
+    /// connection closed with [`CloseReason::RateLimited`] if it goes on sending through a
+    /// whole burst of refusals. Consecutive `subscribe` commands (up to
+    /// [`MAX_SUBSCRIBES_TOGETHER`]) run together ([`ClientSession::subscribe_all`]): their
+    /// replies may come in another order, each with its command's id.
+    pub async fn handle<'a>(&mut self, texts: impl Iterator<Item = &'a str>) {
         let mut subscribes: Vec<(Option<u64>, command::Subscribe)> = Vec::new();
         for text in texts {
             let Some(frame) = self.admit(text) else {

@@ -206,35 +206,23 @@ async fn handle_incoming(
     session: &mut Session,
     incoming: &mut Vec<Incoming>,
 ) -> Option<Ended<End>> {
-    let mut texts: Vec<String> = Vec::new();
-    for message in std::mem::take(incoming) {
-        if let Incoming::Text(text) = message {
-            texts.push(text);
-            continue;
-        }
-        // Commands read together run together (a run of subscribes side by side), before
-        // what followed them.
-        if !texts.is_empty() {
-            session.handle_all(&std::mem::take(&mut texts)).await;
-        }
-        match message {
-            Incoming::Text(_) => unreachable!("gathered above"),
+    let messages = std::mem::take(incoming);
+    // Consecutive commands are handed over together (a run of subscribes runs side by side),
+    // before what follows them.
+    for run in messages.chunk_by(|a, b| a.text().is_some() && b.text().is_some()) {
+        match &run[0] {
+            Incoming::Text(_) => session.handle(run.iter().filter_map(Incoming::text)).await,
             Incoming::Binary => session.reject_binary(),
             Incoming::Ping(payload) => {
                 let mut buf = Vec::with_capacity(payload.len() + 2);
-                frame::encode(&mut buf, Opcode::Pong, &payload);
+                frame::encode(&mut buf, Opcode::Pong, payload);
                 if write_rest(stream, buf).await.is_err() {
                     return Some(Ended::Gone);
                 }
             }
             Incoming::Pong => {}
-            Incoming::Close(code) => return Some(Ended::Wire(End::Close(close::echo(code)))),
+            Incoming::Close(code) => return Some(Ended::Wire(End::Close(close::echo(*code)))),
         }
-    }
-    match texts.len() {
-        0 => {}
-        1 => session.handle(&texts[0]).await,
-        _ => session.handle_all(&texts).await,
     }
     None
 }
