@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Installs Pusher's official server SDKs and pusher-js that the Pusher tests in tests/pusher run
-# (the integration tests in crates/herald/tests/server/pusher_api.rs and pusher_client.rs start
-# them), pinned:
+# Installs Pusher's official server SDKs, pusher-js and Laravel Echo that the Pusher tests in
+# tests/pusher run (the integration tests in crates/herald/tests/server/pusher_*.rs start them;
+# tests/browser/pusher.test.mjs loads pusher-js's browser build from here), pinned:
 #   - Python: tests/pusher/.venv with requirements.txt (pusher from PyPI);
-#   - Node: tests/pusher/node_modules, exactly as package-lock.json pins (pusher and pusher-js
-#     from npm).
+#   - Node: tests/pusher/node_modules, exactly as package-lock.json pins (pusher, pusher-js and
+#     laravel-echo from npm).
 # Idempotent and quick when nothing changed (each install is skipped while its pin file is the
 # one last installed).
 set -euo pipefail
