@@ -10,7 +10,10 @@
 //    "user"?: {"id", ...},                    the signed-in user of the app: a presence
 //                                             channel's member is {user_id: user.id,
 //                                             user_info: user}, as Laravel's broadcaster makes it
-//    "badSecret"?: true}                      the auth endpoint signs with a wrong secret
+//    "badSecret"?: true,                      the auth endpoint signs with a wrong secret
+//    "broadcaster"?: "pusher" | "reverb"}     Echo's broadcaster: "reverb" is what a Reverb
+//                                             app's front end names (Echo's Pusher connector
+//                                             with an empty cluster); "pusher" by default
 // The app's auth endpoint (Laravel's /broadcasting/auth) is a small HTTP server on loopback in
 // this process: it answers 419 without Echo's CSRF token (Laravel's VerifyCsrfToken) and
 // otherwise signs with the `pusher` server SDK's authorizeChannel, as Laravel's Pusher
@@ -82,7 +85,7 @@ await new Promise((resolve) => endpoint.listen(0, '127.0.0.1', resolve));
 const authEndpoint = `http://127.0.0.1:${endpoint.address().port}/broadcasting/auth`;
 
 const options = {
-  broadcaster: 'pusher',
+  broadcaster: order.broadcaster ?? 'pusher',
   key: order.key,
   cluster: 'herald',
   wsHost: order.host,

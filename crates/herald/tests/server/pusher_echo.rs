@@ -4,11 +4,12 @@
 //! as the broadcaster: `Echo.channel(..).listen(..)` hears events by their broadcast names
 //! (`.OrderShipped`) and by Laravel's class names (`OrderShipped` for
 //! `App\Events\OrderShipped`), exactly those; a trigger naming a socket (Laravel's `toOthers()`)
-//! skips that Echo; `Echo.private(..)` is authorised by the app's auth endpoint (a real HTTP
-//! endpoint signing with the Pusher Node SDK, asked through `authEndpoint` or an `authorizer`),
-//! and refused with Pusher's error when it signs with another secret; whispers reach the other
-//! Echo and not their sender; `Echo.join(..)` tells `here`, `joining` and `leaving` with the
-//! members Laravel's broadcaster makes (numeric user ids, the user as `user_info`).
+//! skips that Echo, and reaches another configured as a Reverb app's (`broadcaster: 'reverb'`);
+//! `Echo.private(..)` is authorised by the app's auth endpoint (a real HTTP endpoint signing with
+//! the Pusher Node SDK, asked through `authEndpoint` or an `authorizer`), and refused with
+//! Pusher's error when it signs with another secret; whispers reach the other Echo and not their
+//! sender; `Echo.join(..)` tells `here`, `joining` and `leaving` with the members Laravel's
+//! broadcaster makes (numeric user ids, the user as `user_info`).
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -268,7 +269,8 @@ async fn echo_listens_by_broadcast_name_and_by_laravel_event_class() {
 async fn a_broadcast_to_others_skips_the_echo_whose_socket_it_names() {
     let (s, creds) = server_with_credentials(None).await;
     let mut sender = Echo::start(&s, &creds, json!({})).await;
-    let mut other = Echo::start(&s, &creds, json!({})).await;
+    // The other is configured as a Reverb app's front end is (`broadcaster: 'reverb'`).
+    let mut other = Echo::start(&s, &creds, json!({ "broadcaster": "reverb" })).await;
     for echo in [&mut sender, &mut other] {
         echo.subscribe("channel", "orders", &[".OrderShipped"], &[])
             .await;
