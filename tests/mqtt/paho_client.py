@@ -10,7 +10,12 @@ Usage: paho_client.py '<JSON instructions>'
       "clean": true,                       (clean start / clean session, default true)
       "session_expiry": 3600,              (v5 Session Expiry Interval in CONNECT, seconds)
       "keepalive": 60,
-      "subscribe": [{"topic": "a/b", "qos": 1, "no_local": false}],   (no_local: v5 only)
+      "subscribe": [{"topic": "a/b", "qos": 1, "no_local": false,
+                     "subscription_identifier": 5}],   (no_local, the identifier: v5 only)
+      "topic_alias_maximum": 10,           (v5 Topic Alias Maximum in CONNECT; paho itself
+                                            does not resolve the server's aliases: a message
+                                            sent with one shows its topic as sent, maybe "",
+                                            and "TopicAlias" in its properties)
       "will": {"topic": "a/w", "payload": "gone", "qos": 1, "retain": false,
                "delay": 0},                 (delay: v5 Will Delay Interval, seconds)
       "publish": [{"topic": "a/b", "payload": "text" | "payload_base64": "...",
@@ -212,9 +217,12 @@ def main():
     connect_kwargs = {"keepalive": int(spec.get("keepalive", 60))}
     if v5:
         connect_kwargs["clean_start"] = clean
-        if "session_expiry" in spec:
+        if "session_expiry" in spec or "topic_alias_maximum" in spec:
             props = Properties(PacketTypes.CONNECT)
-            props.SessionExpiryInterval = int(spec["session_expiry"])
+            if "session_expiry" in spec:
+                props.SessionExpiryInterval = int(spec["session_expiry"])
+            if "topic_alias_maximum" in spec:
+                props.TopicAliasMaximum = int(spec["topic_alias_maximum"])
             connect_kwargs["properties"] = props
     client.connect(spec.get("host", "127.0.0.1"), int(spec["port"]), **connect_kwargs)
     client.loop_start()
@@ -229,9 +237,13 @@ def main():
 
     subscriptions = spec.get("subscribe", [])
     for sub in subscriptions:
-        if v5 and sub.get("no_local"):
-            options = SubscribeOptions(qos=int(sub.get("qos", 0)), noLocal=True)
-            client.subscribe(sub["topic"], options=options)
+        if v5 and (sub.get("no_local") or sub.get("subscription_identifier")):
+            options = SubscribeOptions(qos=int(sub.get("qos", 0)), noLocal=bool(sub.get("no_local")))
+            sub_props = None
+            if sub.get("subscription_identifier"):
+                sub_props = Properties(PacketTypes.SUBSCRIBE)
+                sub_props.SubscriptionIdentifier = int(sub["subscription_identifier"])
+            client.subscribe(sub["topic"], options=options, properties=sub_props)
         else:
             client.subscribe(sub["topic"], qos=int(sub.get("qos", 0)))
     with subacked:

@@ -152,7 +152,7 @@ pub(crate) async fn accept(
             retain_available: true,
             wildcard_subscription_available: true,
             shared_subscription_available: true,
-            subscription_identifiers_available: false,
+            subscription_identifiers_available: true,
             assigned_client_identifier: assigned,
             server_keep_alive: (v5 && capped).then_some(keep_alive),
             ..ConnAckProperties::default()

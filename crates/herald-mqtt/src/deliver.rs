@@ -15,8 +15,8 @@ use herald_core::message::SharedMessage;
 
 use crate::inflight::Waiting;
 use crate::origin;
-use crate::outbound::{self, Delivery};
-use crate::packet::{self, Packet, ProtocolVersion, QoS};
+use crate::outbound::{self, Delivery, Extras};
+use crate::packet::{self, Packet, ProtocolVersion, QoS, TopicName};
 use crate::wire::{now_ms, MqttWire};
 
 /// How a message is to go out at QoS 1 or 2: its QoS, its packet id if it has one already,
@@ -119,10 +119,11 @@ impl MqttWire {
         send: Option<Send>,
     ) -> usize {
         let expiry = outbound::outgoing(message).props.expiry_at_ms;
+        let extras = self.extras(message);
         let written = if let (ProtocolVersion::V5, Some(at)) = (self.version, expiry) {
-            self.write_expiring(out, message, retain, send, at)
+            self.write_expiring(out, message, retain, send, at, extras)
         } else {
-            self.write_shared(out, message, retain, send)
+            self.write_shared(out, message, retain, send, extras)
         };
         if written == 0 && send.is_some() {
             self.subscriptions
@@ -133,18 +134,32 @@ impl MqttWire {
         written
     }
 
+    /// What this connection adds to `message`'s PUBLISH (v5): the Subscription Identifiers of
+    /// its matching subscriptions.
+    fn extras(&self, message: &SharedMessage) -> Extras {
+        if self.version != ProtocolVersion::V5 {
+            return Extras::default();
+        }
+        Extras {
+            alias: None,
+            identifiers: self.subscriptions.identifiers(&message.channel),
+        }
+    }
+
     fn write_shared(
         &mut self,
         out: &mut Vec<u8>,
         message: &SharedMessage,
         retain: bool,
         send: Option<Send>,
+        extras: Extras,
     ) -> usize {
         let shared = outbound::shared(message, self.version);
         if shared.is_empty() {
             return 0;
         }
         let len = match send {
+            _ if !extras.is_empty() => outbound::len_v5(shared, send.is_some(), &extras),
             None => shared.len(),
             Some(_) => outbound::len_at_qos1(shared),
         };
@@ -160,6 +175,9 @@ impl MqttWire {
         if let Some(d) = delivery {
             self.outbound.sent(d.id, message, d.qos);
         }
+        if !extras.is_empty() {
+            return outbound::write_v5(out, shared, retain, delivery, &extras);
+        }
         outbound::write(out, shared, retain, delivery)
     }
 
@@ -172,12 +190,20 @@ impl MqttWire {
         retain: bool,
         send: Option<Send>,
         expires_at_ms: u64,
+        extras: Extras,
     ) -> usize {
         let left_ms = expires_at_ms.saturating_sub(now_ms());
         let Some(mut publish) = outbound::publish_packet(message) else {
             return 0;
         };
         publish.retain = retain;
+        publish.properties.subscription_identifiers = extras.identifiers;
+        if let Some((alias, left_out)) = extras.alias {
+            publish.properties.topic_alias = Some(alias);
+            if left_out {
+                publish.topic = TopicName::default();
+            }
+        }
         publish.properties.message_expiry_interval = Some(
             u32::try_from(left_ms.div_ceil(1000))
                 .unwrap_or(u32::MAX)

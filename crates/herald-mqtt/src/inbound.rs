@@ -9,6 +9,8 @@
 //! server must not receive (CONNACK, SUBACK, ... from a client, AUTH without enhanced
 //! authentication) is a Protocol Error: v5 DISCONNECT 0x82, 3.1.1 close.
 
+use std::num::NonZeroU32;
+
 use herald_core::engine::SubscribeRequest;
 use herald_core::limits::Admission;
 use herald_core::outbox::CloseReason;
@@ -395,16 +397,14 @@ fn subscribe_code(e: &HeraldError) -> ReasonCode {
 
 /// Handles a SUBSCRIBE: each filter subscribed (or refused) in order, then one SUBACK.
 async fn subscribe_to(wire: &mut MqttWire, subscribe: Subscribe) -> Option<End> {
-    if subscribe.properties.subscription_identifier.is_some() {
-        return Some(End::Disconnect(
-            ReasonCode::SubscriptionIdentifiersNotSupported,
-            "Subscription Identifiers Available is 0".into(),
-        ));
-    }
+    // Kept with each of its subscriptions (0 is refused by the codec [MQTT-3.8.2-1]); a
+    // 3.1.1 SUBSCRIBE has none.
+    let identifier = subscribe.properties.subscription_identifier;
     let mut codes = Vec::with_capacity(subscribe.filters.len());
     let mut reasons = Vec::new();
     for (filter, options) in &subscribe.filters {
-        match subscribe_one(wire, filter.as_str(), filter.shared().is_some(), options).await {
+        let shared = filter.shared().is_some();
+        match subscribe_one(wire, filter.as_str(), shared, options, identifier).await {
             Ok(granted) => codes.push(match granted {
                 QoS::AtMostOnce => ReasonCode::GrantedQoS0,
                 QoS::AtLeastOnce => ReasonCode::GrantedQoS1,
@@ -428,19 +428,22 @@ async fn subscribe_to(wire: &mut MqttWire, subscribe: Subscribe) -> Option<End> 
     None
 }
 
-/// Subscribes one filter; the QoS granted, or the refusal.
+/// Subscribes one filter, with the SUBSCRIBE's Subscription Identifier; the QoS granted, or
+/// the refusal.
 async fn subscribe_one(
     wire: &mut MqttWire,
     filter: &str,
     shared: bool,
     options: &crate::packet::SubscriptionOptions,
+    identifier: Option<NonZeroU32>,
 ) -> Result<QoS, (ReasonCode, String)> {
     let refuse = |code: ReasonCode, why: String| Err((code, why));
+    let granted = Granted::asked(options, identifier);
     if shared {
-        return crate::shared::subscribe(wire, filter, options).await;
+        return crate::shared::subscribe(wire, filter, options, granted).await;
     }
     if filter == crate::inbox::INBOX_TOPIC {
-        return crate::inbox::subscribe(wire, options).await;
+        return crate::inbox::subscribe(wire, options, granted).await;
     }
     let app = wire
         .session
@@ -451,7 +454,7 @@ async fn subscribe_one(
     let channel = match topic_map::parse_filter(&app, filter) {
         Ok(FilterTarget::Exact(channel)) => channel,
         Ok(FilterTarget::Wildcard(_)) => {
-            return crate::wildcards::subscribe(wire, filter, options).await;
+            return crate::wildcards::subscribe(wire, filter, options, granted).await;
         }
         Err(e) => return refuse(e.subscribe_reason_code(), e.reason),
     };
@@ -463,11 +466,6 @@ async fn subscribe_one(
             );
         }
     }
-    let granted = Granted {
-        qos: options.qos,
-        retain_as_published: options.retain_as_published,
-        no_local: options.no_local,
-    };
     let exists = wire.subscriptions.exact(&channel).is_some();
     let send_retained = match options.retain_handling {
         RetainHandling::SendAtSubscribe => true,
@@ -479,7 +477,7 @@ async fn subscribe_one(
         // subscribing anew.
         wire.subscriptions.insert(channel.clone(), granted);
         if !send_retained || wire.catching_up(&channel) {
-            wire.session_subscribed(filter, options, granted.qos, &channel, None);
+            wire.session_subscribed(filter, options, granted, &channel, None);
             return Ok(granted.qos);
         }
         let _ = wire.session.unsubscribe(channel.public());
@@ -506,7 +504,7 @@ async fn subscribe_one(
     {
         Ok(opened) => {
             let position = Some(&opened.position);
-            wire.session_subscribed(filter, options, granted.qos, &channel, position);
+            wire.session_subscribed(filter, options, granted, &channel, position);
             Ok(granted.qos)
         }
         Err(e) => {

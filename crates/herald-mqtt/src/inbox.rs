@@ -64,6 +64,7 @@ pub(crate) fn refuse_publish(topic: &str) -> Option<(ReasonCode, String)> {
 pub(crate) async fn subscribe(
     wire: &mut MqttWire,
     options: &SubscriptionOptions,
+    asked: Granted,
 ) -> Result<QoS, (ReasonCode, String)> {
     let client = wire
         .session
@@ -86,6 +87,7 @@ pub(crate) async fn subscribe(
         qos: options.qos.min(QoS::AtLeastOnce),
         retain_as_published: false,
         no_local: false,
+        identifier: asked.identifier,
     };
     // Recorded first: the catch-up may be queued before the inbox is open.
     for log in &logs {

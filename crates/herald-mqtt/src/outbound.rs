@@ -10,11 +10,16 @@
 //! or as published), and for QoS 1 and 2 the QoS and DUP bits, a remaining length two bytes longer and the
 //! packet identifier after the topic. No per-connection encoding of topic, properties or payload.
 //!
+//! A v5 connection may add what is its own ([`Extras`], [`write_v5`]): the Subscription
+//! Identifiers of its matching subscriptions and a Topic Alias (with the topic name left out
+//! once the alias is set). They go in front of the shared properties, whose length grows by
+//! theirs; the rest of the packet is copied as it is.
+//!
 //! A message published with a Message Expiry Interval is the exception: the interval it is
 //! sent with is the time left [MQTT-3.3.2-6], which differs per delivery, so a v5 connection
 //! encodes it itself ([`publish_packet`]); an expired message is not sent [MQTT-3.3.2-5].
 
-use std::num::NonZeroU16;
+use std::num::{NonZeroU16, NonZeroU32};
 use std::sync::LazyLock;
 
 use bytes::{Bytes, BytesMut};
@@ -156,6 +161,132 @@ pub(crate) fn len_at_qos1(shared: &[u8]) -> usize {
     }
 }
 
+/// What one v5 connection adds to a message's shared PUBLISH.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Extras {
+    /// The Topic Alias it goes with, and whether the topic name is left out (the alias was
+    /// set by an earlier PUBLISH of the connection) [MQTT-3.3.2-12].
+    pub(crate) alias: Option<(NonZeroU16, bool)>,
+    /// The Subscription Identifiers of the connection's matching subscriptions
+    /// [MQTT-3.3.4-3].
+    pub(crate) identifiers: Vec<NonZeroU32>,
+}
+
+impl Extras {
+    /// Whether there is nothing to add (the shared packet goes as it is).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.alias.is_none() && self.identifiers.is_empty()
+    }
+
+    /// The properties added, encoded.
+    fn properties(&self) -> Vec<u8> {
+        use crate::packet::properties::id;
+        let mut out = Vec::new();
+        if let Some((alias, _)) = self.alias {
+            out.push(id::TOPIC_ALIAS);
+            out.extend_from_slice(&alias.get().to_be_bytes());
+        }
+        for identifier in &self.identifiers {
+            out.push(id::SUBSCRIPTION_IDENTIFIER);
+            put_varint(&mut out, identifier.get());
+        }
+        out
+    }
+
+    /// Whether the topic name is left out.
+    fn topic_left_out(&self) -> bool {
+        self.alias.is_some_and(|(_, left_out)| left_out)
+    }
+}
+
+/// The parts of a shared v5 PUBLISH (QoS 0): the topic name with its two length bytes, the
+/// properties without their length, the payload.
+struct Parts<'a> {
+    topic: &'a [u8],
+    properties: &'a [u8],
+    payload: &'a [u8],
+}
+
+fn parts(shared: &[u8]) -> Option<Parts<'_>> {
+    let Varint::Value(_, length_bytes) = varint::read(shared.get(1..)?) else {
+        return None;
+    };
+    let body = shared.get(1 + length_bytes..)?;
+    let topic_end = 2 + usize::from(u16::from_be_bytes([*body.first()?, *body.get(1)?]));
+    let after_topic = body.get(topic_end..)?;
+    let Varint::Value(properties_len, properties_len_bytes) = varint::read(after_topic) else {
+        return None;
+    };
+    let properties_end = properties_len_bytes + properties_len as usize;
+    Some(Parts {
+        topic: &body[..topic_end],
+        properties: after_topic.get(properties_len_bytes..properties_end)?,
+        payload: after_topic.get(properties_end..)?,
+    })
+}
+
+/// The Remaining Length of `parts` sent with `extras` (their properties `added`), at QoS 1 or 2
+/// if `with_id`.
+fn remaining_with(parts: &Parts<'_>, added: usize, with_id: bool, extras: &Extras) -> usize {
+    let topic = if extras.topic_left_out() {
+        2
+    } else {
+        parts.topic.len()
+    };
+    let properties = parts.properties.len() + added;
+    topic
+        + if with_id { 2 } else { 0 }
+        + varint::len(properties as u32)
+        + properties
+        + parts.payload.len()
+}
+
+/// How long the shared v5 PUBLISH `shared` is when sent with `extras`, at QoS 1 or 2 if
+/// `with_id` (0 if it is not one).
+pub(crate) fn len_v5(shared: &[u8], with_id: bool, extras: &Extras) -> usize {
+    let Some(parts) = parts(shared) else {
+        return 0;
+    };
+    let remaining = remaining_with(&parts, extras.properties().len(), with_id, extras);
+    1 + varint::len(remaining as u32) + remaining
+}
+
+/// Appends the shared v5 PUBLISH `shared` to `out` as [`write`] does, with `extras`' properties
+/// in front of the shared ones and the topic name left out if they say so. Returns the
+/// packet's length (0, nothing written, if `shared` is not a v5 PUBLISH).
+pub(crate) fn write_v5(
+    out: &mut Vec<u8>,
+    shared: &[u8],
+    retain: bool,
+    delivery: Option<Delivery>,
+    extras: &Extras,
+) -> usize {
+    let Some(parts) = parts(shared) else {
+        return 0;
+    };
+    let added = extras.properties();
+    let remaining = remaining_with(&parts, added.len(), delivery.is_some(), extras);
+    let start = out.len();
+    let mut first = shared[0] | u8::from(retain);
+    if let Some(Delivery { qos, dup, .. }) = delivery {
+        first |= qos.as_u8() << 1 | u8::from(dup) << 3;
+    }
+    out.push(first);
+    put_varint(out, remaining as u32);
+    match extras.topic_left_out() {
+        true => out.extend_from_slice(&[0, 0]),
+        false => out.extend_from_slice(parts.topic),
+    }
+    if let Some(Delivery { id, .. }) = delivery {
+        out.extend_from_slice(&id.get().to_be_bytes());
+    }
+    put_varint(out, (parts.properties.len() + added.len()) as u32);
+    out.extend_from_slice(&added);
+    out.extend_from_slice(parts.properties);
+    out.extend_from_slice(parts.payload);
+    out.len() - start
+}
+
 /// Appends a Variable Byte Integer.
 fn put_varint(out: &mut Vec<u8>, mut value: u32) {
     loop {
@@ -234,6 +365,44 @@ mod tests {
                 (p.qos, p.retain, p.packet_id),
                 (QoS::AtMostOnce, false, None)
             );
+        }
+    }
+
+    #[test]
+    fn a_connections_extras_are_patched_into_what_the_codec_decodes() {
+        let m = message(
+            "sensors/kitchen",
+            r#"{"$mqtt":{"text":"ON","content_type":"text/plain"}}"#,
+        );
+        let shared = shared(&m, ProtocolVersion::V5).clone();
+        let extras = Extras {
+            alias: Some((NonZeroU16::new(3).unwrap(), false)),
+            identifiers: vec![NonZeroU32::new(1).unwrap(), NonZeroU32::new(300).unwrap()],
+        };
+        let delivery = Delivery {
+            id: NonZeroU16::new(9).unwrap(),
+            qos: QoS::AtLeastOnce,
+            dup: true,
+        };
+        for (delivery, left_out) in [(None, false), (Some(delivery), false), (None, true)] {
+            let extras = Extras {
+                alias: extras.alias.map(|(a, _)| (a, left_out)),
+                ..extras.clone()
+            };
+            let mut out = vec![0xAA];
+            let len = write_v5(&mut out, &shared, true, delivery, &extras);
+            assert_eq!(len, out.len() - 1);
+            assert_eq!(len, len_v5(&shared, delivery.is_some(), &extras));
+            let p = decoded(&out[1..], ProtocolVersion::V5);
+            let topic = if left_out { "" } else { "sensors/kitchen" };
+            assert_eq!(p.topic.as_str(), topic);
+            assert_eq!(&p.payload[..], b"ON");
+            assert!(p.retain);
+            assert_eq!(p.packet_id, delivery.map(|d| d.id));
+            assert_eq!(p.dup, delivery.is_some());
+            assert_eq!(p.properties.topic_alias, NonZeroU16::new(3));
+            assert_eq!(p.properties.subscription_identifiers, extras.identifiers);
+            assert_eq!(p.properties.content_type.as_deref(), Some("text/plain"));
         }
     }
 

@@ -126,17 +126,18 @@ impl SharedGroups {
 }
 
 /// Subscribes the connection to shared subscription `filter` (`$share/{ShareName}/{filter}`,
-/// valid as the codec checked it); the QoS granted, or the refusal.
+/// valid as the codec checked it) with `granted` (what the SUBSCRIBE asked; No Local is
+/// refused by the codec); the QoS granted, or the refusal.
 pub(crate) async fn subscribe(
     wire: &mut MqttWire,
     filter: &str,
     options: &SubscriptionOptions,
+    granted: Granted,
 ) -> Result<QoS, (ReasonCode, String)> {
     let (share_name, parsed) = allowed(wire, filter)?;
     let granted = Granted {
-        qos: options.qos,
-        retain_as_published: options.retain_as_published,
         no_local: false,
+        ..granted
     };
     if wire.subscriptions.shared.get(filter).is_some() {
         // Replaced [MQTT-3.8.4-3]: new options, the same membership.
@@ -161,7 +162,7 @@ pub(crate) async fn subscribe(
     }
     // A persistent session keeps it as it keeps a wildcard filter; no retained message is
     // sent on a shared subscription (MQTT 5.0 4.8.2).
-    wire.session_subscribed_filter(filter, options, granted.qos);
+    wire.session_subscribed_filter(filter, options, granted);
     Ok(granted.qos)
 }
 

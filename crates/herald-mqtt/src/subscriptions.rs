@@ -11,10 +11,15 @@
 //! there is one, else once for all its filters), and [`Subscriptions::get`] says what it goes
 //! out with: the highest QoS granted among the matching subscriptions, Retain As Published if
 //! any asked for it, No Local only if all did. That is what Mosquitto does; MQTT 5.0 3.3.4
-//! also allows one copy per matching subscription, which clients without Subscription
-//! Identifiers cannot tell apart. A shared subscription (`crate::shared`) counts among them
-//! for a message its group gave this connection.
+//! also allows one copy per matching subscription. A shared subscription (`crate::shared`)
+//! counts among them for a message its group gave this connection.
+//!
+//! **Subscription Identifiers** (v5, MQTT 5.0 3.8.2.1.2): each subscription keeps the
+//! identifier of the SUBSCRIBE that made (or last replaced) it, and the one copy of a message
+//! carries the identifiers of every matching subscription that has one
+//! ([`Subscriptions::identifiers`], [MQTT-3.3.4-3], [MQTT-3.3.4-5]).
 
+use std::num::NonZeroU32;
 use std::sync::Arc;
 
 use herald_core::hub::filters::{FilterRegistry, FilterSubscriber};
@@ -36,15 +41,32 @@ pub(crate) struct Granted {
     pub(crate) retain_as_published: bool,
     /// v5 No Local: messages this client published are not sent back to it.
     pub(crate) no_local: bool,
+    /// v5 Subscription Identifier of the SUBSCRIBE that made it, if it had one.
+    pub(crate) identifier: Option<NonZeroU32>,
 }
 
 impl Granted {
-    /// What a message matching both `self` and `other` goes out with.
+    /// The options a SUBSCRIBE asked for, with its Subscription Identifier.
+    pub(crate) fn asked(
+        options: &crate::packet::SubscriptionOptions,
+        identifier: Option<NonZeroU32>,
+    ) -> Granted {
+        Granted {
+            qos: options.qos,
+            retain_as_published: options.retain_as_published,
+            no_local: options.no_local,
+            identifier,
+        }
+    }
+
+    /// What a message matching both `self` and `other` goes out with (the identifiers are
+    /// gathered apart, [`Subscriptions::identifiers`]).
     fn with(self, other: Granted) -> Granted {
         Granted {
             qos: self.qos.max(other.qos),
             retain_as_published: self.retain_as_published || other.retain_as_published,
             no_local: self.no_local && other.no_local,
+            identifier: self.identifier.or(other.identifier),
         }
     }
 }
@@ -85,6 +107,29 @@ impl Subscriptions {
             .chain(self.shared.matching(channel))
             .chain(exact)
             .reduce(Granted::with)
+    }
+
+    /// The Subscription Identifiers of every subscription matching `channel` (exact, wildcard,
+    /// shared), ascending, each once; empty (no allocation) when none has one.
+    pub(crate) fn identifiers(&self, channel: &ChannelName) -> Vec<NonZeroU32> {
+        let exact = self.exact(channel);
+        let mut ids: Vec<NonZeroU32> = if self.filters.is_empty() && self.shared.is_empty() {
+            exact.and_then(|g| g.identifier).into_iter().collect()
+        } else {
+            self.filters
+                .iter()
+                .filter(|(f, _)| f.matches_local(channel.public()))
+                .map(|(_, g)| *g)
+                .chain(self.shared.matching(channel))
+                .chain(exact)
+                .filter_map(|g| g.identifier)
+                .collect()
+        };
+        if ids.len() > 1 {
+            ids.sort_unstable();
+            ids.dedup();
+        }
+        ids
     }
 
     /// Records (or replaces) the subscription to `channel`; returns whether it is new.
@@ -173,6 +218,7 @@ mod tests {
             qos,
             retain_as_published: false,
             no_local: false,
+            identifier: None,
         }
     }
 
@@ -196,6 +242,7 @@ mod tests {
             qos,
             retain_as_published,
             no_local,
+            identifier: None,
         }
     }
 
@@ -235,5 +282,35 @@ mod tests {
         assert_eq!(subs.len(), 2);
         drop(subs);
         assert_eq!(registry.count(&app), 0, "dropped with the connection");
+    }
+
+    #[test]
+    fn a_message_carries_the_identifiers_of_every_matching_subscription() {
+        let registry = FilterRegistry::new();
+        let app = AppId::default_app();
+        let outbox = Outbox::new(1 << 20);
+        let mut subs = Subscriptions::default();
+        let id = |n: u32| NonZeroU32::new(n);
+        let with_id = |n: u32| Granted {
+            identifier: id(n),
+            ..granted(QoS::AtLeastOnce)
+        };
+        let ab = ChannelName::parse("a/b").unwrap();
+        assert!(subs.identifiers(&ab).is_empty());
+        subs.insert(ab.clone(), with_id(7));
+        assert_eq!(subs.identifiers(&ab), vec![id(7).unwrap()]);
+        let add = |subs: &mut Subscriptions, f: &str, g: Granted| {
+            let filter = TopicFilter::parse(f).unwrap();
+            subs.insert_filter(filter, g, &registry, (&app, &outbox, None))
+        };
+        add(&mut subs, "a/#", with_id(3));
+        add(&mut subs, "a/+", granted(QoS::AtMostOnce));
+        add(&mut subs, "+/b", with_id(7));
+        add(&mut subs, "x/#", with_id(9));
+        assert_eq!(subs.identifiers(&ab), vec![id(3).unwrap(), id(7).unwrap()]);
+        // A SUBSCRIBE without one replaces the subscription's identifier with none.
+        subs.insert(ab.clone(), granted(QoS::AtLeastOnce));
+        subs.remove_filter("+/b");
+        assert_eq!(subs.identifiers(&ab), vec![id(3).unwrap()]);
     }
 }

@@ -52,12 +52,13 @@ use crate::wire::MqttWire;
 /// (`mqtt.max_retained_per_filter`).
 const LISTED_PER_RETAINED: usize = 10;
 
-/// Subscribes the connection to wildcard `filter` (valid, no `$share/`); the QoS granted, or
-/// the refusal.
+/// Subscribes the connection to wildcard `filter` (valid, no `$share/`) with `granted` (what
+/// the SUBSCRIBE asked); the QoS granted, or the refusal.
 pub(crate) async fn subscribe(
     wire: &mut MqttWire,
     filter: &str,
     options: &SubscriptionOptions,
+    granted: Granted,
 ) -> Result<QoS, (ReasonCode, String)> {
     let parsed = allowed(wire, filter)?;
     let app = wire
@@ -76,12 +77,6 @@ pub(crate) async fn subscribe(
         )
         .map_err(|e| (ReasonCode::QuotaExceeded, e.message))?;
     }
-    // As an exact subscription is granted (`inbound.rs`).
-    let granted = Granted {
-        qos: options.qos,
-        retain_as_published: options.retain_as_published,
-        no_local: options.no_local,
-    };
     let send_retained = match options.retain_handling {
         RetainHandling::SendAtSubscribe => true,
         RetainHandling::SendAtSubscribeIfNew => !exists,
@@ -89,7 +84,7 @@ pub(crate) async fn subscribe(
     };
     register(wire, &app, parsed.clone(), granted);
     // A persistent session keeps the filter with its options (`crate::session`).
-    wire.session_subscribed_filter(filter, options, granted.qos);
+    wire.session_subscribed_filter(filter, options, granted);
     if send_retained {
         send_retained_messages(wire, &app, &parsed).await;
     }

@@ -5,6 +5,7 @@
 //! subscriptions as they change, and the session's end when the connection ends
 //! ([`MqttWire::end_session`]).
 
+use std::num::NonZeroU32;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -138,6 +139,7 @@ fn granted_of(sub: &StoredSubscription) -> Granted {
         qos: QoS::from_u8(sub.qos).unwrap_or(QoS::AtMostOnce),
         retain_as_published: sub.retain_as_published,
         no_local: sub.no_local,
+        identifier: sub.subscription_identifier.and_then(NonZeroU32::new),
     }
 }
 
@@ -249,13 +251,13 @@ impl MqttWire {
     }
 
     /// Records a subscription made (or its options replaced) by SUBSCRIBE: `filter` with
-    /// `options` and the QoS granted, on `channel` from `position` (where its subscription
-    /// started, `None` when it was not made again).
+    /// `options` and what was granted (its QoS and Subscription Identifier), on `channel`
+    /// from `position` (where its subscription started, `None` when it was not made again).
     pub(crate) fn session_subscribed(
         &mut self,
         filter: &str,
         options: &SubscriptionOptions,
-        granted: QoS,
+        granted: Granted,
         channel: &ChannelName,
         position: Option<&Cursor>,
     ) {
@@ -265,21 +267,21 @@ impl MqttWire {
         }
     }
 
-    /// Records a subscription to `filter` with `options` and the QoS granted, made (or its
-    /// options replaced) by SUBSCRIBE, without a channel to follow (a wildcard filter's,
-    /// `crate::wildcards`).
+    /// Records a subscription to `filter` with `options` and what was granted (its QoS and
+    /// Subscription Identifier), made (or its options replaced) by SUBSCRIBE, without a
+    /// channel to follow (a wildcard filter's, `crate::wildcards`).
     pub(crate) fn session_subscribed_filter(
         &mut self,
         filter: &str,
         options: &SubscriptionOptions,
-        granted: QoS,
+        granted: Granted,
     ) {
         let Some(persist) = self.persist.as_mut() else {
             return;
         };
         let stored = StoredSubscription {
             filter: filter.to_owned(),
-            qos: granted.as_u8(),
+            qos: granted.qos.as_u8(),
             no_local: options.no_local,
             retain_as_published: options.retain_as_published,
             retain_handling: match options.retain_handling {
@@ -287,7 +289,7 @@ impl MqttWire {
                 RetainHandling::SendAtSubscribeIfNew => 1,
                 RetainHandling::DoNotSend => 2,
             },
-            subscription_identifier: None,
+            subscription_identifier: granted.identifier.map(NonZeroU32::get),
         };
         match persist
             .subscriptions

@@ -35,6 +35,7 @@ mod mqtt_persistence;
 mod mqtt_refusals;
 mod mqtt_session;
 mod mqtt_shared;
+mod mqtt_subscription_ids;
 mod mqtt_websocket;
 mod mqtt_wildcards;
 mod mqtt_will;

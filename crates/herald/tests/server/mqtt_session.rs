@@ -781,7 +781,7 @@ async fn connect_refusals_and_assigned_identifiers_follow_each_version() {
         p.shared_subscription_available,
         "shared subscriptions are served"
     );
-    assert!(!p.subscription_identifiers_available);
+    assert!(p.subscription_identifiers_available);
     assert_eq!(
         p.server_keep_alive,
         Some(300),
