@@ -15,12 +15,15 @@ pub struct Common {
     pub transport: Transport,
     /// Measure a server that is already running at this URL (http://HOST:PORT), or the nodes
     /// of a cluster at several URLs separated by commas (clients spread round-robin over them);
-    /// nats://HOST:PORT measures a NATS server (as --peer nats).
+    /// nats://HOST:PORT measures a NATS server (as --peer nats), mqtt://HOST:PORT an MQTT broker
+    /// such as Mosquitto (as --peer mosquitto).
     #[arg(long, value_name = "URL[,URL...]")]
     pub target: Option<String>,
-    /// The server under test: herald, or nats (`nats-server`, spoken to in NATS's own protocol,
+    /// The server under test: herald, nats (`nats-server`, spoken to in NATS's own protocol,
     /// for fanout, subscribe-storm and connections; --spawn starts `nats-server` from PATH or
-    /// --server-bin).
+    /// --server-bin), or mosquitto (MQTT subscribers and publishers, for fanout and
+    /// connections; --spawn starts `mosquitto` from PATH, /usr/sbin or --server-bin with
+    /// allow_anonymous on a free loopback port).
     #[arg(long, value_enum, default_value = "herald")]
     pub peer: Peer,
     /// Start a server for the run (full report, including its CPU time and memory).
@@ -32,7 +35,8 @@ pub struct Common {
     pub spawn_cluster: Option<usize>,
     /// The herald binary --spawn starts [default: this binary when the bench runs in
     /// `herald`, else `herald` beside it, else target/release/herald]; with --peer nats, the
-    /// nats-server binary [default: `nats-server` on PATH, else /usr/sbin/nats-server].
+    /// nats-server binary [default: `nats-server` on PATH, else /usr/sbin/nats-server]; with
+    /// --peer mosquitto, the mosquitto binary [default: on PATH, else /usr/sbin/mosquitto].
     #[arg(long, value_name = "PATH")]
     pub server_bin: Option<PathBuf>,
     /// Store durability of the spawned server (always, batch, off) [default: the server's].
@@ -89,6 +93,21 @@ pub struct Common {
     /// connection that stays open). A spawned server gets docs/examples/meteord-deacon.conf.
     #[arg(long, default_value = "longpoll", value_name = "MODE")]
     pub meteor_mode: String,
+    /// MQTT listener of each --target node (IP:PORT, comma-separated in the --target order),
+    /// for --transport mqtt. A spawned server gets one on a free port.
+    #[arg(long, value_name = "ADDR[,ADDR...]", value_delimiter = ',')]
+    pub mqtt_target: Vec<std::net::SocketAddr>,
+    /// MQTT version of the --transport mqtt and --peer mosquitto connections.
+    #[arg(long, value_enum, default_value = "3.1.1", value_name = "VERSION")]
+    pub mqtt_version: crate::mqtt::Version,
+    /// QoS the MQTT subscribers ask for (0 or 1; a QoS 1 delivery is acknowledged with a
+    /// PUBACK). MQTT publishers always publish at QoS 1 and wait for the PUBACK.
+    #[arg(long, default_value_t = 0, value_name = "QOS", value_parser = clap::value_parser!(u8).range(0..=1))]
+    pub mqtt_qos: u8,
+    /// The app's Pusher key, for --transport pusher against a --target server [default for
+    /// --spawn: credentials created for the app through `POST /v1/apps/default/pusher`].
+    #[arg(long, value_name = "KEY")]
+    pub pusher_key: Option<String>,
     /// Stop the run after this many seconds whatever else it would still do.
     #[arg(long, default_value_t = 600, value_name = "SECS")]
     pub time_limit: u64,
@@ -101,13 +120,17 @@ pub enum Peer {
     Herald,
     /// `nats-server`, with the bench's NATS client ([`crate::nats`]).
     Nats,
+    /// `mosquitto`, with the bench's MQTT client ([`crate::mqtt`]).
+    Mosquitto,
 }
 
 impl Common {
-    /// The server under test: NATS for `--peer nats` or a `nats://` `--target`.
+    /// The server under test: NATS for `--peer nats` or a `nats://` `--target`, Mosquitto for
+    /// `--peer mosquitto` or an `mqtt://` `--target`.
     pub fn peer(&self) -> Peer {
         match &self.target {
             Some(t) if t.trim_start().starts_with("nats://") => Peer::Nats,
+            Some(t) if t.trim_start().starts_with("mqtt://") => Peer::Mosquitto,
             _ => self.peer,
         }
     }
@@ -115,6 +138,16 @@ impl Common {
     /// Whether the server under test is NATS.
     pub fn is_nats(&self) -> bool {
         self.peer() == Peer::Nats
+    }
+
+    /// Whether the server under test is Mosquitto.
+    pub fn is_mosquitto(&self) -> bool {
+        self.peer() == Peer::Mosquitto
+    }
+
+    /// Whether the clients speak MQTT: `--transport mqtt`, or Mosquitto as the server.
+    pub fn is_mqtt(&self) -> bool {
+        self.transport == Transport::Mqtt || self.is_mosquitto()
     }
 
     /// Whether subscribers reconnect after every message (Deacon's long-poll), so that a

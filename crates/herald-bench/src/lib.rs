@@ -14,6 +14,7 @@ pub mod client;
 pub mod cluster;
 pub mod ledger;
 pub mod meteor;
+pub mod mqtt;
 pub mod nats;
 pub mod pool;
 pub mod proto;
@@ -302,12 +303,17 @@ pub async fn run(args: BenchArgs, host: Host) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Refuses `--peer nats` for a scenario that has no NATS counterpart.
+/// Refuses a peer or a client protocol for a scenario that has no counterpart there:
+/// `--peer nats` runs fanout, subscribe-storm and connections; MQTT clients (`--transport mqtt`,
+/// `--peer mosquitto`) and Pusher clients run fanout and connections.
 fn check_peer(scenario: &Scenario) -> anyhow::Result<()> {
     let (name, common) = match scenario {
         Scenario::Subscribers(a) => ("subscribers", &a.common),
         Scenario::Channels(a) => ("channels", &a.common),
         Scenario::AllToAll(a) => ("all-to-all", &a.common),
+        Scenario::SubscribeStorm(a) => ("subscribe-storm", &a.common),
+        Scenario::Fanout(a) => ("fanout", &a.common),
+        Scenario::Connections(a) => ("connections", &a.common),
         Scenario::Broadcast(a) => ("broadcast", &a.common),
         Scenario::Auto(a) => ("auto", &a.common),
         Scenario::ReconnectStorm(a) => ("reconnect-storm", &a.common),
@@ -316,10 +322,26 @@ fn check_peer(scenario: &Scenario) -> anyhow::Result<()> {
         Scenario::Failover(a) => ("failover", &a.common),
         _ => return Ok(()),
     };
-    if common.is_nats() {
+    if common.is_nats() && !["fanout", "subscribe-storm", "connections"].contains(&name) {
         anyhow::bail!(
             "{name} has no NATS counterpart: --peer nats runs fanout, subscribe-storm and \
              connections"
+        );
+    }
+    let fanout_or_connections = ["fanout", "connections"].contains(&name);
+    if common.is_mosquitto() && !fanout_or_connections {
+        anyhow::bail!(
+            "{name} has no Mosquitto counterpart: --peer mosquitto runs fanout and connections"
+        );
+    }
+    let transport = common.transport;
+    if matches!(transport, proto::Transport::Mqtt | proto::Transport::Pusher)
+        && !fanout_or_connections
+    {
+        anyhow::bail!(
+            "{name} does not run over --transport {}: MQTT and Pusher clients run fanout and \
+             connections",
+            transport.as_str()
         );
     }
     Ok(())

@@ -16,6 +16,11 @@ pub enum Transport {
     Poll,
     /// Meteor's subscriber protocol as Deacon speaks it (its own port; `--meteor-mode`).
     Meteor,
+    /// MQTT 3.1.1 or 5.0 on the server's MQTT listener (`--mqtt-version`, `--mqtt-qos`); also
+    /// what `--peer mosquitto` speaks.
+    Mqtt,
+    /// The Pusher Channels protocol 7 at `/app/{key}` (the app's Pusher key, `--pusher-key`).
+    Pusher,
     /// NATS's text protocol, against `nats-server` (`--peer nats`; not a `--transport` value).
     #[value(skip)]
     Nats,
@@ -29,6 +34,8 @@ impl Transport {
             Transport::Sse => "sse",
             Transport::Poll => "poll",
             Transport::Meteor => "meteor",
+            Transport::Mqtt => "mqtt",
+            Transport::Pusher => "pusher",
             Transport::Nats => "nats",
         }
     }
@@ -67,6 +74,13 @@ pub struct WorkerConfig {
     /// node reconnects to another).
     #[serde(default)]
     pub nodes: Vec<std::net::SocketAddr>,
+    /// Where and how `--transport mqtt` connections connect (this worker's node's MQTT
+    /// listener, or Mosquitto).
+    #[serde(default)]
+    pub mqtt: Option<crate::mqtt::MqttConfig>,
+    /// The app's Pusher key, for `--transport pusher`.
+    #[serde(default)]
+    pub pusher_key: Option<String>,
 }
 
 /// Which channels the connections of an `open` subscribe to.

@@ -17,8 +17,12 @@ use serde_json::Value;
 mod cluster;
 #[path = "scenarios/hooks.rs"]
 mod hooks;
+#[path = "scenarios/mqtt.rs"]
+mod mqtt;
 #[path = "scenarios/nats.rs"]
 mod nats;
+#[path = "scenarios/pusher.rs"]
+mod pusher;
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

@@ -1,6 +1,6 @@
 //! Client connections of a worker process: one task per WebSocket (`ws`), SSE (`sse`),
-//! long-poll (`poll`) or NATS (`nats`, `--peer nats`) subscriber, and a keep-alive HTTP client
-//! for publishing (`http`).
+//! long-poll (`poll`), NATS (`nats`, `--peer nats`), MQTT (`mqtt`, also `--peer mosquitto`) or
+//! Pusher (`pusher`) subscriber, and a keep-alive HTTP client for publishing (`http`).
 //! Every connection reads into one buffer, counts what it receives and records latencies in
 //! batches (one lock per socket read). This module holds what they share: connecting, the
 //! readiness handshake with the worker, device inbox counting, the channels of a plan.
@@ -10,8 +10,10 @@
 
 pub mod failover;
 mod http;
+mod mqtt;
 mod nats;
 mod poll;
+mod pusher;
 mod sse;
 mod ws;
 
@@ -256,6 +258,8 @@ pub async fn run(sh: Arc<Shared>, n: u64, plan: Plan, ready: Ready) {
             Transport::Poll => poll::poll(&sh, n, &plan, &ready, fire).await,
             Transport::Meteor => crate::meteor::deacon(&sh, n, &plan, &ready).await,
             Transport::Nats => nats::nats(&sh, n, &plan, &ready, fire).await,
+            Transport::Mqtt => mqtt::mqtt(&sh, n, &plan, &ready, fire).await,
+            Transport::Pusher => pusher::pusher(&sh, n, &plan, &ready, fire).await,
         }
     };
     tokio::pin!(conn);

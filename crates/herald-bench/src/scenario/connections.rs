@@ -26,7 +26,7 @@ pub async fn run(args: ConnectionsArgs) -> anyhow::Result<Report> {
         );
     }
     let mut pool = ctx.pool(args.connections).await?;
-    let prefix = format!("bench/{}/idle/", ctx.run);
+    let prefix = ctx.channel_name("idle/");
     let plan = Plan::Set {
         prefix: prefix.clone(),
         count: args.channels.max(1),

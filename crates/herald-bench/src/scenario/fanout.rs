@@ -37,7 +37,7 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<Report> {
     } else {
         ctx.pool(args.subscribers).await?
     };
-    let channel = format!("bench/{}/fanout", ctx.run);
+    let channel = ctx.channel_name("fanout");
     let (n, failed_conns, errors) = super::open_shared(
         &mut pool,
         args.subscribers,
@@ -194,6 +194,8 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<Report> {
             )
         } else if args.batch > 1 && ctx.common.is_nats() {
             format!(", {} messages per write and PING", args.batch)
+        } else if args.batch > 1 && ctx.common.is_mqtt() {
+            format!(", {} QoS 1 PUBLISHes per write, each waiting for its PUBACK", args.batch)
         } else if args.batch > 1 {
             format!(", {} messages per request (POST /v1/batch)", args.batch)
         } else {

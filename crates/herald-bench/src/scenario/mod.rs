@@ -75,11 +75,25 @@ impl Ctx {
     /// Opens the target (starting a server for `--spawn`, with `env` set) and measures the
     /// floors unless `--no-baseline`.
     pub async fn open(common: &Common, env: &[(&str, String)]) -> anyhow::Result<Ctx> {
-        let target = Target::open(common, env)?;
+        let mut target = Target::open(common, env)?;
         let mut common = common.clone();
         if common.is_nats() {
             // The workers' subscribers speak NATS (Target::open checked --transport was left out).
             common.transport = crate::proto::Transport::Nats;
+        }
+        if common.is_mosquitto() {
+            common.transport = crate::proto::Transport::Mqtt;
+        }
+        if common.transport == crate::proto::Transport::Pusher && target.pusher_key.is_none() {
+            target.pusher_key = Some(create_pusher_credentials(&target).await?);
+        }
+        if common.transport == crate::proto::Transport::Mqtt
+            && target.nodes.iter().any(|n| n.mqtt.is_none())
+        {
+            anyhow::bail!(
+                "--transport mqtt needs the server's MQTT listener: --mqtt-target ADDR for a \
+                 --target server (a --spawn server gets one)"
+            );
         }
         let baseline = if common.no_baseline {
             None
@@ -154,8 +168,44 @@ impl Ctx {
             meteor_mode: self.common.meteor_mode.clone(),
             rcvbuf: self.common.rcvbuf,
             nodes: t.nodes.iter().map(|n| n.addr).collect(),
+            mqtt: self.mqtt_config(i),
+            pusher_key: t.pusher_key.clone(),
         })
         .await
+    }
+
+    /// Where and how MQTT connections to node `i % nodes` connect, when the clients speak
+    /// MQTT: Herald's listener with the run's client token as the password (the user name left
+    /// empty: the app the token belongs to), or Mosquitto, anonymously.
+    pub fn mqtt_config(&self, i: usize) -> Option<crate::mqtt::MqttConfig> {
+        if self.common.transport != crate::proto::Transport::Mqtt {
+            return None;
+        }
+        let node = self.target.node(i);
+        let herald = !self.common.is_mosquitto();
+        Some(crate::mqtt::MqttConfig {
+            addr: node.mqtt?,
+            version: self.common.mqtt_version,
+            qos: self.common.mqtt_qos,
+            username: herald.then(String::new),
+            password: if herald {
+                self.target.client_token()
+            } else {
+                None
+            },
+        })
+    }
+
+    /// The name of this run's channel (or channel prefix) `rest`: `bench/{run}/{rest}`, or for
+    /// Pusher clients, which cannot name a channel with `/`, `bench-{run}-{rest}` with every
+    /// `/` written `-`.
+    pub fn channel_name(&self, rest: &str) -> String {
+        let name = format!("bench/{}/{rest}", self.run);
+        if self.common.transport == crate::proto::Transport::Pusher {
+            name.replace('/', "-")
+        } else {
+            name
+        }
     }
 
     /// A typed client of the server's publisher API with `key`, for the control plane (calls
@@ -224,6 +274,31 @@ impl Ctx {
         }
         r.duration_s = self.started.elapsed().as_secs_f64();
     }
+}
+
+/// Gives the `default` app Pusher credentials through `POST /v1/apps/default/pusher` with the
+/// API key (for `--transport pusher` without `--pusher-key`); returns the key.
+async fn create_pusher_credentials(target: &Target) -> anyhow::Result<String> {
+    let api_key = target.require_api_key()?;
+    let mut http = crate::client::HttpClient::new(target.addr, &target.host, None);
+    let (status, body) = http
+        .post("/v1/apps/default/pusher", &api_key, b"{}")
+        .await
+        .map_err(|e| anyhow::anyhow!("creating the app's Pusher credentials: {e}"))?;
+    let text = String::from_utf8_lossy(&body);
+    match status {
+        201 => {}
+        409 => anyhow::bail!(
+            "the default app has Pusher credentials already: give its key with --pusher-key \
+             ({text})"
+        ),
+        _ => anyhow::bail!("creating the app's Pusher credentials: HTTP {status} {text}"),
+    }
+    let created: serde_json::Value = serde_json::from_slice(&body)?;
+    created["key"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| anyhow::anyhow!("the Pusher credentials answer has no key: {text}"))
 }
 
 /// A line of progress on stderr when stdout is not a terminal (terminals get bars instead).

@@ -1,7 +1,9 @@
 //! The publishers a scenario times as load: Herald's HTTP API (one request a publish, or
 //! `POST /v1/batch` for several), or, against NATS (`--peer nats`), a NATS connection writing the
-//! `PUB`s and a `PING` and waiting for its `PONG`. Both wait for the server's answer before the
-//! next publish, and both send the same stamped payload (`{"ts":N}`).
+//! `PUB`s and a `PING` and waiting for its `PONG`, or, when the clients speak MQTT
+//! (`--transport mqtt`, `--peer mosquitto`), an MQTT connection publishing at QoS 1 and waiting
+//! for the `PUBACK`. All wait for the server's answer before the next publish, and all send the
+//! same stamped payload (`{"ts":N}`).
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -11,6 +13,7 @@ use std::time::Duration;
 
 use super::Ctx;
 use crate::client::HttpClient;
+use crate::mqtt::{MqttClient, MqttConfig};
 use crate::nats::{protocol, NatsClient};
 use crate::stats;
 use crate::wire::{self, now_ns};
@@ -89,6 +92,15 @@ pub enum LoadPublisher {
         /// The connection, once opened (dropped after an error, reopened on the next publish).
         conn: Option<NatsClient>,
     },
+    /// An MQTT connection publishing at QoS 1.
+    Mqtt {
+        /// The server and credentials.
+        cfg: MqttConfig,
+        /// Its client identifier.
+        client_id: String,
+        /// The connection, once opened (dropped after an error, reopened on the next publish).
+        conn: Option<MqttClient>,
+    },
 }
 
 impl LoadPublisher {
@@ -119,6 +131,7 @@ impl LoadPublisher {
                     }
                     share.done.fetch_add(count, Ordering::Relaxed);
                 }
+                publisher.close().await;
                 out
             }
         }
@@ -145,17 +158,50 @@ impl LoadPublisher {
                 }
                 result
             }
+            LoadPublisher::Mqtt {
+                cfg,
+                client_id,
+                conn,
+            } => {
+                if conn.is_none() {
+                    *conn = Some(MqttClient::connect(cfg, client_id, None).await?);
+                }
+                let client = conn.as_mut().expect("connected above");
+                let result = client.publish_many_now(channel, count).await;
+                if result.is_err() {
+                    *conn = None;
+                }
+                result
+            }
+        }
+    }
+
+    /// Ends an MQTT publisher's connection with a `DISCONNECT` (so the server does not take
+    /// its end for a lost connection); nothing for the others.
+    pub async fn close(self) {
+        if let LoadPublisher::Mqtt {
+            conn: Some(client), ..
+        } = self
+        {
+            client.disconnect().await;
         }
     }
 }
 
 impl Ctx {
-    /// A publisher timed as load, on node `i % nodes`: NATS for `--peer nats`, else Herald's
-    /// HTTP API (which needs the API key).
+    /// A publisher timed as load, on node `i % nodes`: NATS for `--peer nats`, MQTT when the
+    /// clients speak it, else Herald's HTTP API (which needs the API key).
     pub fn load_publisher(&self, i: usize) -> anyhow::Result<LoadPublisher> {
         if self.common.is_nats() {
             return Ok(LoadPublisher::Nats {
                 addr: self.target.node(i).addr,
+                conn: None,
+            });
+        }
+        if let Some(cfg) = self.mqtt_config(i) {
+            return Ok(LoadPublisher::Mqtt {
+                cfg,
+                client_id: format!("herald-bench-pub-{}-{i}", self.run),
                 conn: None,
             });
         }

@@ -1,9 +1,11 @@
 //! The server under test: one started by the bench (`--spawn`, so its CPU time and memory can be
 //! read from /proc), a cluster of nodes it starts over PostgreSQL and Redis (`--spawn-cluster
 //! N`), or servers already running (`--target URL[,URL...]`, with `--server-pid` for the same
-//! figures); or, for `--peer nats`, a `nats-server` (`nats`). Also the /proc readers for the
-//! load generator's own processes and the machine.
+//! figures); or, for `--peer nats`, a `nats-server` (`nats`), and for `--peer mosquitto`, a
+//! `mosquitto` (`mosquitto`). Also the /proc readers for the load generator's own processes and
+//! the machine.
 
+mod mosquitto;
 mod nats;
 mod procfs;
 mod spawn;
@@ -42,6 +44,9 @@ pub struct Node {
     pub url: String,
     /// Its process, when known.
     pub pid: Option<u32>,
+    /// Its MQTT listener, when it has one (spawned with `--transport mqtt`, `--mqtt-target`,
+    /// or Mosquitto's own address).
+    pub mqtt: Option<SocketAddr>,
 }
 
 /// Where the server is and how to talk to it. `addr`, `host`, `url` and `pid` are the first
@@ -61,6 +66,9 @@ pub struct Target {
     pub token: Option<String>,
     /// The Meteor subscriber port (spawned with `--transport meteor`, or `--meteor-target`).
     pub meteor: Option<SocketAddr>,
+    /// The app's Pusher key (`--pusher-key`; for a spawned server with `--transport pusher`,
+    /// the credentials [`crate::scenario::Ctx::open`] creates).
+    pub pusher_key: Option<String>,
     /// Server process, when known.
     pub pid: Option<u32>,
     /// Data directory of a spawned server (its disk is where the fsync floor is measured).
@@ -112,6 +120,7 @@ fn parse_node(url: &str, allow_remote: bool) -> anyhow::Result<Node> {
         host,
         url: format!("http://{}", rest.trim_end_matches('/')),
         pid: None,
+        mqtt: None,
     })
 }
 
@@ -131,6 +140,9 @@ impl Target {
         if c.is_nats() {
             return nats::open(c);
         }
+        if c.is_mosquitto() {
+            return mosquitto::open(c);
+        }
         if let Some(urls) = &c.target {
             return Target::attach(c, urls);
         }
@@ -138,6 +150,7 @@ impl Target {
             api_key: spawn::random_key("hk_bench_"),
             token_secret: spawn::random_key("bench-secret-"),
         })?;
+        target.pusher_key = c.pusher_key.clone();
         match c.spawn_cluster {
             Some(n) => target.spawn_cluster(c, n, extra_env)?,
             None => target.spawn_one(c, extra_env)?,
@@ -167,6 +180,19 @@ impl Target {
                 node.pid = Some(*pid);
             }
         }
+        if !c.mqtt_target.is_empty() {
+            if c.mqtt_target.len() != nodes.len() {
+                bail!(
+                    "--mqtt-target names {} addresses for {} --target URLs; give one per URL, \
+                     in the same order",
+                    c.mqtt_target.len(),
+                    nodes.len()
+                );
+            }
+            for (node, addr) in nodes.iter_mut().zip(&c.mqtt_target) {
+                node.mqtt = Some(*addr);
+            }
+        }
         let first = nodes[0].clone();
         Ok(Target {
             addr: first.addr,
@@ -176,6 +202,7 @@ impl Target {
             token_secret: c.token_secret.clone(),
             token: c.token.clone(),
             meteor: c.meteor_target,
+            pusher_key: c.pusher_key.clone(),
             pid: first.pid,
             data_dir: None,
             nodes,
@@ -200,6 +227,7 @@ impl Target {
             token_secret: Some(secrets.token_secret),
             token: None,
             meteor: None,
+            pusher_key: None,
             pid: None,
             data_dir: Some(tmp.path().join("data")),
             nodes: Vec::new(),
@@ -240,6 +268,9 @@ impl Target {
         if let Some(sync) = &c.sync {
             cmd.arg("--sync").arg(sync);
         }
+        if c.transport == crate::proto::Transport::Mqtt {
+            cmd.arg("--mqtt").arg("127.0.0.1:0");
+        }
         for (k, v) in extra_env {
             cmd.env(k, v);
         }
@@ -253,6 +284,7 @@ impl Target {
             host: started.addr.to_string(),
             url: format!("http://{}", started.addr),
             pid: Some(started.child.id()),
+            mqtt: started.mqtt,
         };
         if self.nodes.is_empty() {
             self.addr = node.addr;

@@ -77,6 +77,7 @@ fn parse_url(url: &str, allow_remote: bool) -> anyhow::Result<Node> {
         url: format!("nats://{host}"),
         host,
         pid: None,
+        mqtt: None,
     })
 }
 
@@ -103,6 +104,7 @@ fn nats_target(
         token_secret: None,
         token: None,
         meteor: None,
+        pusher_key: None,
         pid: node.pid,
         data_dir: None,
         nodes: vec![node],
@@ -170,6 +172,7 @@ fn spawn_nats(c: &Common) -> anyhow::Result<Target> {
         host: addr.to_string(),
         url: format!("nats://{addr}"),
         pid: Some(child.id()),
+        mqtt: None,
     };
     Ok(nats_target(node, Some(child), Some(tmp)))
 }

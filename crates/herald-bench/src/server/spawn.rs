@@ -80,6 +80,8 @@ pub(super) struct Started {
     pub addr: SocketAddr,
     /// Its Meteor subscriber address, when it has one.
     pub meteor: Option<SocketAddr>,
+    /// Its MQTT listener's address, when it has one.
+    pub mqtt: Option<SocketAddr>,
 }
 
 /// Starts `cmd` (a `herald serve` command line, stdout not yet set) and waits up to 30 s for it
@@ -96,13 +98,16 @@ pub(super) fn start_node(mut cmd: Command, bin: &Path) -> anyhow::Result<Started
     std::thread::spawn(move || {
         let mut tx = Some(tx);
         let mut meteor = None;
-        // The Meteor line comes before the HTTP one.
+        let mut mqtt = None;
+        // The Meteor and MQTT lines come before the HTTP one.
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
             if let Some(addr) = line.strip_prefix("herald meteor listening on ") {
                 meteor = addr.trim().parse::<SocketAddr>().ok();
+            } else if let Some(addr) = line.strip_prefix("herald mqtt listening on ") {
+                mqtt = addr.trim().parse::<SocketAddr>().ok();
             } else if let Some(addr) = line.strip_prefix("herald listening on http://") {
                 if let Some(tx) = tx.take() {
-                    let _ = tx.send((addr.trim().to_string(), meteor));
+                    let _ = tx.send((addr.trim().to_string(), meteor, mqtt));
                 }
             }
         }
@@ -110,17 +115,18 @@ pub(super) fn start_node(mut cmd: Command, bin: &Path) -> anyhow::Result<Started
     let started = rx
         .recv_timeout(Duration::from_secs(30))
         .map_err(|_| anyhow!("{} did not report its address within 30 s", bin.display()))
-        .and_then(|(addr, meteor)| {
+        .and_then(|(addr, meteor, mqtt)| {
             let addr = addr
                 .parse::<SocketAddr>()
                 .context("server printed a bad address")?;
-            Ok((addr, meteor))
+            Ok((addr, meteor, mqtt))
         });
     match started {
-        Ok((addr, meteor)) => Ok(Started {
+        Ok((addr, meteor, mqtt)) => Ok(Started {
             child,
             addr,
             meteor,
+            mqtt,
         }),
         Err(e) => {
             stop(&mut child);
