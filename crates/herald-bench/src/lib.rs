@@ -56,6 +56,9 @@ Examples:
   herald bench apns --threads 1,2 --connections 1,2,4
   herald bench fanout --target http://127.0.0.1:7070 --api-key KEY --token-secret SECRET
   herald bench fanout --spawn --peer nats --publishers 4 --messages 1000 --subscribers 10000
+  herald bench fanout --spawn --transport mqtt --publishers 4 --messages 1000 --subscribers 10000
+  herald bench fanout --spawn --peer mosquitto --publishers 4 --messages 1000 --subscribers 10000
+  herald bench connections --spawn --transport pusher --connections 6000
   herald bench subscribe-storm --target nats://127.0.0.1:4222 --server-pid PID --distinct
 
 Every scenario is bounded in count and time (--time-limit) and loads loopback addresses only
