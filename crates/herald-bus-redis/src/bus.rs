@@ -23,6 +23,7 @@ use fred::prelude::{
 use fred::types::Message;
 use herald_core::bus::{Bus, BusLink};
 use herald_core::caches::{CacheEvent, Caches};
+use herald_core::claims::ClusterClaims;
 use herald_core::fanout::FanOut;
 use herald_core::head::HeadSource;
 use herald_core::hub::InterestHook;
@@ -182,6 +183,9 @@ pub(crate) struct Shared {
     pub(crate) lifecycle_ops: mpsc::UnboundedSender<crate::lifecycle::Op>,
     /// This node's presence holds, for the members task ([`crate::members`]).
     pub(crate) members_ops: mpsc::UnboundedSender<crate::members::Op>,
+    /// The cluster's claims: this node's holder and its claims waiting for an answer
+    /// (`crate::claims`).
+    pub(crate) claims: crate::claims::ClaimState,
 }
 
 /// The Redis bus of one node (see the module documentation).
@@ -480,6 +484,7 @@ impl Connected {
             link_log: LinkLog::new(self.redis),
             lifecycle_ops,
             members_ops,
+            claims: Default::default(),
         });
         shared
             .fan_out
@@ -615,6 +620,13 @@ impl Bus for RedisBus {
     /// The heads Redis keeps beside each channel's messages (`crate::heads`).
     fn head_source(&self) -> Option<Arc<dyn HeadSource>> {
         Some(Arc::new(crate::heads::RedisHeads(Arc::downgrade(
+            &self.shared,
+        ))))
+    }
+
+    /// Claims kept in Redis, takeovers carried on the events channel (`crate::claims`).
+    fn claims(&self) -> Option<Arc<dyn ClusterClaims>> {
+        Some(Arc::new(crate::claims::RedisClaims(Arc::downgrade(
             &self.shared,
         ))))
     }

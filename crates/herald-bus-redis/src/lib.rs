@@ -19,6 +19,9 @@
 //! - **Presence**: cluster-wide subscriber counts per channel and connection counts per app
 //!   ([`presence`]), summed from a hash each node writes periodically.
 //!
+//! - **Claims**: which node holds each claimed name of an app (an MQTT client identifier) and
+//!   the takeovers between nodes, the holder answering once it let the name go
+//!   (`claims.rs`).
 //! - **Lifecycle events**: channels occupied and vacated once in the cluster, and a lost node's
 //!   connections reported gone by another node ([`lifecycle`]), only while a listener joined
 //!   the node's lifecycle registry.
@@ -32,6 +35,7 @@
 #![warn(missing_docs)]
 
 mod bus;
+mod claims;
 pub mod codec;
 mod error;
 pub mod events;

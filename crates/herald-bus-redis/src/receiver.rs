@@ -3,7 +3,8 @@
 //! dropped there as duplicates, unless committed before the node followed the channel);
 //! batches of channels no
 //! longer followed are counted and dropped; cache events from other nodes are applied (a
-//! changed token secret is read from the store); presence changes go to the channel's watchers
+//! changed token secret is read from the store) and claims messages handled
+//! ([`crate::claims`]); presence changes go to the channel's watchers
 //! ([`crate::members`]). If the client's queue overflowed, every
 //! followed channel is read from the log, since any of them may have lost messages, and the
 //! caches are reloaded from the store, since cache events may have been lost with them.
@@ -50,7 +51,9 @@ pub(crate) async fn run(shared: Arc<Shared>, mut messages: broadcast::Receiver<M
             Value::String(text) => text.into_inner(),
             _ => continue,
         };
-        if *message.channel == *events_channel {
+        if *message.channel == *events_channel && payload.first() == Some(&crate::claims::MARK) {
+            crate::claims::on_message(&shared, &payload);
+        } else if *message.channel == *events_channel {
             on_event(&shared, &payload);
         } else if payload.first() == Some(&crate::members::MARK) {
             crate::members::on_message(

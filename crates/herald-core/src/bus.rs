@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use crate::caches::{CacheEvent, Caches};
+use crate::claims::ClusterClaims;
 use crate::fanout::FanOut;
 use crate::head::HeadSource;
 use crate::log::CommitSink;
@@ -66,6 +67,13 @@ use crate::ChannelName;
 ///
 /// A networked bus does this work only while a listener has joined: without one the relay is
 /// never called, and the bus adds nothing to Redis or to any path.
+///
+/// **Claims** ([`crate::claims`], [`Bus::claims`]): a networked bus keeps which node holds
+/// each claimed name of an app (an MQTT client identifier) and carries takeovers between
+/// nodes: a claim of a name another node holds tells that node's
+/// [`ClaimHolder`](crate::claims::ClaimHolder) and waits (bounded) for its answer that it let
+/// the name go, what it held stored; a claim of a name nobody else holds costs one round trip
+/// and no wait. A one-node bus has none: every holder is in this process.
 pub trait Bus: CommitSink {
     /// Applies `event` on this node at once and sends it to every other node.
     fn publish(&self, event: CacheEvent);
@@ -81,6 +89,12 @@ pub trait Bus: CommitSink {
     /// if this bus keeps them ([`HeadSource`]); `None` (the default, and [`LocalBus`]'s): the
     /// engine reads the store.
     fn head_source(&self) -> Option<Arc<dyn HeadSource>> {
+        None
+    }
+
+    /// The cluster's claims on names ([`crate::claims`]), if this bus spans nodes; `None` (the
+    /// default, and [`LocalBus`]'s): one node, whose own tables are the cluster's.
+    fn claims(&self) -> Option<Arc<dyn ClusterClaims>> {
         None
     }
 }
@@ -141,6 +155,11 @@ impl CommitSink for LocalBus {
 impl Bus for LocalBus {
     fn publish(&self, event: CacheEvent) {
         self.caches.apply(&event);
+    }
+
+    /// None: on one node no other node holds a name, and nothing crosses a network.
+    fn claims(&self) -> Option<Arc<dyn ClusterClaims>> {
+        None
     }
 }
 

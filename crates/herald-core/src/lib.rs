@@ -17,6 +17,7 @@ pub mod auth;
 pub mod bus;
 pub mod caches;
 pub mod catchup;
+pub mod claims;
 pub mod device_id;
 pub mod engine;
 pub mod error;

@@ -12,7 +12,8 @@
 //! encoding per message (`outbound.rs`), packet identifiers and QoS state in `inflight.rs`, what
 //! each subscription was granted in `subscriptions.rs`, wildcard subscriptions in `wildcards.rs`
 //! (over core's filter registry), shared subscriptions in `shared.rs` (over core's share
-//! groups), one connection per client identifier in `takeover.rs`,
+//! groups), one connection per client identifier in `takeover.rs` (across a cluster's nodes
+//! with `cluster.rs`),
 //! persistent sessions in [`session`] (kept by herald-store through its storage trait), a
 //! device's inbox on the topic `$device` in `inbox.rs` (its PUBACK is the push's ack).
 //! The same connection code serves MQTT over WebSocket at `/mqtt` on the HTTP listener
@@ -28,6 +29,7 @@
 #![warn(missing_docs)]
 
 pub mod access;
+mod cluster;
 mod connect;
 mod deliver;
 mod inbound;

@@ -9,7 +9,8 @@
 //! [`crate::packet::ErrorResponse`] says (a CONNACK in the version the client understands, or
 //! nothing); one `connect.rs` refuses gets its CONNACK. An accepted one gets a client session
 //! registered as `Transport::Mqtt`, its client identifier (taken over from a connection that
-//! held it, once that one let go), its persistent session opened ([`crate::session`]: a stored
+//! held it, on this node or, in a cluster, another, once that one let go), its persistent
+//! session opened ([`crate::session`]: a stored
 //! one resumed, Session Present 1, its subscriptions made again from their positions before
 //! the CONNACK goes, so nothing precedes it), its CONNACK, a place on the keep-alive roster
 //! (which brings shutdown) and then runs on edge's driver as the MQTT `Wire` (`wire.rs`) until
@@ -21,6 +22,7 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use bytes::BytesMut;
+use herald_core::claims::{ClaimKey, ClusterHold};
 use herald_core::lifecycle::Transport;
 use herald_core::outbox::Outbox;
 use herald_edge::conn::Conn;
@@ -29,6 +31,7 @@ use herald_edge::parking::Parking;
 use herald_edge::session::ClientSession;
 use herald_edge::Edge;
 
+use crate::cluster::TAKEOVER_WAIT;
 use crate::packet::{self, ConnAck, Packet, ProtocolVersion, ReasonCode};
 use crate::session::Sessions;
 use crate::settings::MqttSettings;
@@ -37,10 +40,6 @@ use crate::wire::{encode_for, MqttWire, Start};
 
 /// MQTT connections do not park in phase 1: the driver is given parking that never parks.
 static NO_PARKING: LazyLock<Parking> = LazyLock::new(Parking::disabled);
-
-/// How long a connection that takes a client identifier over waits for the old connection to
-/// let it go (its persistent session's end stored).
-const TAKEOVER_WAIT: Duration = Duration::from_secs(5);
 
 /// Serves one MQTT connection until it ends: `stream` is the accepted TCP connection (plain, or
 /// TLS with its handshake done), `peer` its remote address, `edge` the server's transports
@@ -96,9 +95,19 @@ pub async fn serve(
         Some(accepted.counted),
     );
     let app = session_app(&session);
-    let (claim, previous) = Claim::take(&app, &accepted.client_id, session.outbox());
+    let (mut claim, previous) = Claim::take(&app, &accepted.client_id, session.outbox());
     if let Some(previous) = previous {
         let _ = tokio::time::timeout(TAKEOVER_WAIT, previous.wait()).await;
+    }
+    if let Some(claims) = sessions.cluster() {
+        // The cluster's claim: a connection holding it on another node is taken over (and
+        // its session's end stored, a will waiting there dealt with) before this goes on.
+        let key = ClaimKey {
+            app: app.clone(),
+            name: accepted.client_id.clone(),
+        };
+        let hold = ClusterHold::claim(claims.clone(), key, accepted.clean_start, TAKEOVER_WAIT);
+        claim.hold_in_cluster(hold.await);
     }
     let max = client_max_packet.unwrap_or(u32::MAX);
     let mut connack = accepted.connack;
@@ -160,6 +169,11 @@ pub async fn serve(
     // Stored before the client identifier is let go (with the connection), so a connection
     // taking the session over finds it as this one left it.
     connection.wire.end_session().await;
+    // A will left waiting keeps the identifier the cluster's, so a CONNECT on another node
+    // reaches it (`will.rs`).
+    if let Some(hold) = connection.wire.take_cluster_hold() {
+        sessions.wills.hold_while_waiting(hold);
+    }
 }
 
 /// `connack` turned into a refusal: 0x88 Server unavailable (3.1.1: return code 3), with `why`

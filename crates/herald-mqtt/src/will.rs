@@ -17,7 +17,12 @@
 //!   Start 1: the will is published then, before the new CONNACK). A will without a delay,
 //!   or of a session that ends with its connection, is published at once, before the client
 //!   identifier is let go (so a connection that takes it over finds the will stored).
-//! - **Shutdown**: pending wills live in this process only. A server shutting down publishes
+//! - **In a cluster**: a CONNECT on another node reaches the will waiting here too. The
+//!   session's client identifier stays claimed in the cluster by this node while its will
+//!   waits ([`PendingWills::hold_while_waiting`]), so the other node's claim is a takeover
+//!   this node is told of (`cluster.rs`), which deals with the will as a CONNECT here would
+//!   (dropped, or published on Clean Start) before the other node's CONNACK.
+//! - **Shutdown**: pending wills live in the process of the node where their connection ended. A server shutting down publishes
 //!   every will still waiting, those of the connections it closes included, before its store
 //!   closes (a delay cannot be honoured by a server that is gone, and a will never published is
 //!   the larger breach of [MQTT-3.1.2-8]; a client that reconnects within the delay after a
@@ -33,6 +38,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use herald_core::claims::ClusterHold;
 use herald_core::outbox::CloseReason;
 use herald_core::tenant::AppId;
 use herald_edge::driver::Ended;
@@ -161,6 +167,9 @@ pub(crate) struct PendingWills {
 struct Waiting {
     generation: u64,
     due: DueWill,
+    /// On a cluster node, the session's client identifier held in the cluster while the will
+    /// waits (so a CONNECT on another node is told here); let go with the entry.
+    cluster: Option<ClusterHold>,
     /// Dropped with the entry: wakes the task, which then finds it gone.
     _wake: oneshot::Sender<()>,
 }
@@ -174,6 +183,7 @@ impl PendingWills {
         let waiting = Waiting {
             generation,
             due,
+            cluster: None,
             _wake: wake,
         };
         // A will left by an earlier connection of the session and still waiting is replaced
@@ -208,6 +218,21 @@ impl PendingWills {
         };
         if clean_start {
             publish(waiting.due).await;
+        }
+    }
+
+    /// Keeps `hold` (the client identifier held in the cluster by a connection that just
+    /// ended) with the will of its session, if one waits; drops it (letting the identifier
+    /// go) otherwise.
+    pub(crate) fn hold_while_waiting(&self, hold: ClusterHold) {
+        let key = SessionKey {
+            app: hold.key().app.clone(),
+            client_id: hold.key().name.clone(),
+        };
+        let mut waiting = self.lock();
+        if let Some(w) = waiting.get_mut(&key) {
+            // One replaced (a will's earlier hold) is let go here; the newer claim stays.
+            w.cluster = Some(hold);
         }
     }
 

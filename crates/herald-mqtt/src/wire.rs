@@ -176,6 +176,12 @@ impl MqttWire {
         wire
     }
 
+    /// The connection's hold on its client identifier in the cluster, taken out once its
+    /// session's end is stored (`serve.rs` hands it to a will waiting for its delay).
+    pub(crate) fn take_cluster_hold(&mut self) -> Option<herald_core::claims::ClusterHold> {
+        self.claim.take_cluster_hold()
+    }
+
     /// The keep-alive deadline after a packet heard at `last_heard_ms`, in whole seconds, never
     /// before `now` (so a fired timer is never re-armed for the same second).
     fn next_deadline(&self, now: u64) -> Option<u64> {

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use herald_core::bus::Bus;
 use herald_edge::conn::{Conn, TlsAcceptor};
 use herald_edge::Edge;
 use herald_mqtt::session::Sessions;
@@ -26,6 +27,7 @@ use crate::wiring::Parts;
 
 /// The persistent MQTT sessions (over the node's store), started when MQTT is served at all:
 /// on its TCP listener (`mqtt_listen`) or over WebSocket (`mqtt.websocket`); both share them.
+/// On a cluster node they join the cluster's claims of client identifiers.
 pub(crate) fn start_sessions(settings: &ServerSettings, parts: &Parts) -> Option<Arc<Sessions>> {
     let port = &settings.mqtt;
     if port.listen.is_none() && !port.websocket {
@@ -33,7 +35,12 @@ pub(crate) fn start_sessions(settings: &ServerSettings, parts: &Parts) -> Option
     }
     let store = parts.store.mqtt_sessions.clone();
     let shared = settings.cluster.shared_store();
-    Some(Sessions::start(store, &port.settings, shared))
+    let sessions = Sessions::start(store, &port.settings, shared);
+    // On a cluster node, client identifiers are the cluster's (herald-mqtt's `cluster.rs`).
+    if let Some(claims) = parts.bus.claims() {
+        sessions.join_cluster(claims);
+    }
+    Some(sessions)
 }
 
 /// The router of `/mqtt` when `mqtt.websocket` is on (and so `sessions` were started).

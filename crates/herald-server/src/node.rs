@@ -9,6 +9,7 @@ use herald_bus_redis::{BusOptions, Connected, RedisBus};
 use herald_core::audit::AuditLog;
 use herald_core::bus::{Bus, BusLink, LocalBus, Presence};
 use herald_core::caches::{CacheEvent, Caches};
+use herald_core::claims::ClusterClaims;
 use herald_core::fanout::FanOut;
 use herald_core::head::HeadSource;
 use herald_core::log::{ChannelLog, CommitSink, StoreError};
@@ -132,6 +133,13 @@ impl Bus for NodeBus {
         match &self.kind {
             BusKind::Local(bus) => bus.head_source(),
             BusKind::Redis(bus) => bus.head_source(),
+        }
+    }
+
+    fn claims(&self) -> Option<Arc<dyn ClusterClaims>> {
+        match &self.kind {
+            BusKind::Local(bus) => bus.claims(),
+            BusKind::Redis(bus) => bus.claims(),
         }
     }
 }

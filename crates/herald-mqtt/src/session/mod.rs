@@ -23,8 +23,13 @@
 //!   is not resumed). At start, a server that is the store's only one (SQLite) counts the
 //!   sessions whose connections a stopped server cut as disconnected from then; nodes sharing
 //!   a PostgreSQL store cannot tell another node's live sessions from a crashed node's, so there
-//!   such a session is kept until its client comes back (moving sessions between nodes is
-//!   phase 3).
+//!   such a session is kept until its client comes back.
+//! - **Between nodes**: nodes sharing a store share the sessions; on a cluster node
+//!   ([`Sessions::join_cluster`]) a CONNECT takes the client identifier over from a
+//!   connection on another node as from one on this node, so the session moves with its
+//!   state stored (`crate::cluster`). The unacknowledged QoS 1 messages' packet identifiers
+//!   stay with the node that sent them: on another node they are sent again from the stored
+//!   positions, with new identifiers, as after a restart.
 
 mod connection;
 mod flusher;
@@ -32,9 +37,10 @@ mod positions;
 pub mod store;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use herald_core::claims::ClusterClaims;
 use herald_core::log::StoreError;
 use herald_core::tenant::AppId;
 
@@ -60,6 +66,8 @@ pub struct Sessions {
     unacked: Mutex<HashMap<SessionKey, Vec<Sent>>>,
     /// The wills waiting for their delay (in memory: `crate::will`).
     pub(crate) wills: Arc<PendingWills>,
+    /// The cluster's claims of client identifiers, on a cluster node (`crate::cluster`).
+    cluster: OnceLock<Arc<dyn ClusterClaims>>,
 }
 
 /// What CONNECT found and decided about a client's session.
@@ -94,6 +102,7 @@ impl Sessions {
             max_expiry_ms: i64::from(settings.max_session_expiry) * 1000,
             unacked: Mutex::new(HashMap::new()),
             wills: Arc::default(),
+            cluster: OnceLock::new(),
         });
         let weak = Arc::downgrade(&sessions);
         tokio::spawn(async move {
@@ -110,6 +119,20 @@ impl Sessions {
             }
         });
         sessions
+    }
+
+    /// Makes client identifiers the cluster's (a cluster node's bus offers `claims`,
+    /// [`herald_core::bus::Bus::claims`]): a CONNECT takes its identifier over from a
+    /// connection on any node, and this node is told when another node takes one of its own.
+    /// Call it once, before serving; later calls are ignored.
+    pub fn join_cluster(self: &Arc<Self>, claims: Arc<dyn ClusterClaims>) {
+        claims.set_holder(Arc::new(crate::cluster::MqttClaims(Arc::downgrade(self))));
+        let _ = self.cluster.set(claims);
+    }
+
+    /// The cluster's claims, on a cluster node.
+    pub(crate) fn cluster(&self) -> Option<&Arc<dyn ClusterClaims>> {
+        self.cluster.get()
     }
 
     /// The expiry interval a client asking for `requested` seconds (`u32::MAX`: never) is

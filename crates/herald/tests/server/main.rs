@@ -28,6 +28,7 @@ mod meteor;
 mod meteor_security;
 mod metrics;
 mod mqtt;
+mod mqtt_cluster;
 mod mqtt_connect;
 mod mqtt_delivery;
 mod mqtt_inbox;

@@ -304,7 +304,7 @@ async fn unacknowledged_messages_go_again_with_dup_and_their_ids_and_qos2_ids_su
     assert_eq!((three.topic.as_str(), three.dup), ("t/two", false));
 }
 
-fn subscribe(filters: &[(&str, QoS)]) -> Packet {
+pub(crate) fn subscribe(filters: &[(&str, QoS)]) -> Packet {
     Packet::Subscribe(Subscribe {
         packet_id: NonZeroU16::new(1).unwrap(),
         properties: SubscribeProperties::default(),
@@ -323,8 +323,9 @@ fn subscribe(filters: &[(&str, QoS)]) -> Packet {
     })
 }
 
-/// A raw MQTT client of a session: herald-mqtt's codec over a TCP socket.
-struct Raw {
+/// A raw MQTT client of a session: herald-mqtt's codec over a TCP socket (also used by
+/// `mqtt_cluster.rs`).
+pub(crate) struct Raw {
     stream: TcpStream,
     buf: BytesMut,
     version: ProtocolVersion,
@@ -332,7 +333,7 @@ struct Raw {
 
 impl Raw {
     /// Connects as `client_id` with `clean_start` and `properties`; the client and CONNACK.
-    async fn connect(
+    pub(crate) async fn connect(
         addr: SocketAddr,
         version: ProtocolVersion,
         token: &str,
@@ -366,14 +367,14 @@ impl Raw {
         }
     }
 
-    async fn send(&mut self, packet: &Packet) {
+    pub(crate) async fn send(&mut self, packet: &Packet) {
         let mut out = BytesMut::new();
         packet::encode(packet, self.version, &mut out).expect("encodes");
         self.stream.write_all(&out).await.expect("write");
     }
 
     /// The next packet; `None` once the server closed. Panics after 10 s without either.
-    async fn next(&mut self) -> Option<Packet> {
+    pub(crate) async fn next(&mut self) -> Option<Packet> {
         loop {
             match packet::decode(&mut self.buf, Some(self.version), u32::MAX) {
                 Ok(Some(p)) => return Some(p),
@@ -392,7 +393,7 @@ impl Raw {
     }
 
     /// The next packet, which must be a PUBLISH.
-    async fn publish(&mut self) -> Publish {
+    pub(crate) async fn publish(&mut self) -> Publish {
         match self.next().await {
             Some(Packet::Publish(p)) => p,
             other => panic!("expected PUBLISH, got {other:?}"),
@@ -401,7 +402,7 @@ impl Raw {
 
     /// Sends PINGREQ and returns what came before its PINGRESP (PUBLISH and PUBREL packets,
     /// described): a resumed session's replay is queued before its CONNACK is sent.
-    async fn until_ping(&mut self) -> Vec<String> {
+    pub(crate) async fn until_ping(&mut self) -> Vec<String> {
         self.send(&Packet::PingReq).await;
         let mut seen = Vec::new();
         loop {
@@ -420,7 +421,7 @@ impl Raw {
     }
 
     /// Reads until the server closes: the DISCONNECT it sent, if any.
-    async fn until_closed(&mut self) -> Option<packet::Disconnect> {
+    pub(crate) async fn until_closed(&mut self) -> Option<packet::Disconnect> {
         let mut disconnect = None;
         while let Some(p) = self.next().await {
             if let Packet::Disconnect(d) = p {

@@ -1,0 +1,93 @@
+//! Cluster-wide claims: a name of an app (an MQTT client identifier, `herald-mqtt`) held by one
+//! node of the cluster at a time, and taken over by the node that claims it next. A bus that
+//! spans nodes offers them ([`crate::bus::Bus::claims`]); on one node there is no other node to
+//! take a name from, and the process's own table (herald-mqtt's `takeover.rs`) is the whole
+//! story.
+//!
+//! A node claims a key with [`ClusterHold::claim`]. If another node held it, that node's
+//! [`ClaimHolder`] is told ([`ClaimHolder::taken`]): it ends what it holds under the key (the
+//! connection, a will waiting for its delay), stores what that leaves, and only then answers,
+//! so the claimer reads the key's state as the holder left it. The claimer waits for that
+//! answer for a bounded time (a holder that crashed never answers). Dropping the
+//! [`ClusterHold`] lets the key go, unless another node claimed it meanwhile.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::tenant::AppId;
+
+/// A name held in an app.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ClaimKey {
+    /// The app the name belongs to (names are per app).
+    pub app: AppId,
+    /// The name (an MQTT client identifier).
+    pub name: String,
+}
+
+/// This node's side of its keys being claimed by another node (one per node, set with
+/// [`ClusterClaims::set_holder`]).
+#[async_trait::async_trait]
+pub trait ClaimHolder: Send + Sync {
+    /// Another node claimed `key`, which this node may hold: whatever this node holds under it
+    /// is ended and stored, then this returns. `fresh`: the claimer starts afresh and
+    /// discards what is left (MQTT's Clean Start), which the holder may act on (a waiting
+    /// will is published rather than dropped).
+    async fn taken(&self, key: &ClaimKey, fresh: bool);
+}
+
+/// The cluster's claims, as a networked bus keeps them ([`crate::bus::Bus::claims`]).
+#[async_trait::async_trait]
+pub trait ClusterClaims: Send + Sync {
+    /// Sets the holder told when another node claims a key this node holds; the first one set
+    /// stays.
+    fn set_holder(&self, holder: Arc<dyn ClaimHolder>);
+
+    /// Claims `key` for this node. If another node held it, tells that node's holder and
+    /// returns once it answered it let the key go, or after `wait` without an answer (or the
+    /// bus not reachable). Returns the claim's id, for [`ClusterClaims::release`].
+    async fn claim(&self, key: &ClaimKey, fresh: bool, wait: Duration) -> u64;
+
+    /// Lets `key` go if this node's claim `id` still holds it (not waited for).
+    fn release(&self, key: &ClaimKey, id: u64);
+}
+
+/// A key this node holds in the cluster; dropping it lets the key go.
+pub struct ClusterHold {
+    claims: Arc<dyn ClusterClaims>,
+    key: ClaimKey,
+    id: u64,
+}
+
+impl ClusterHold {
+    /// Claims `key` through `claims` ([`ClusterClaims::claim`]) and holds it.
+    pub async fn claim(
+        claims: Arc<dyn ClusterClaims>,
+        key: ClaimKey,
+        fresh: bool,
+        wait: Duration,
+    ) -> ClusterHold {
+        let id = claims.claim(&key, fresh, wait).await;
+        ClusterHold { claims, key, id }
+    }
+
+    /// The key held.
+    pub fn key(&self) -> &ClaimKey {
+        &self.key
+    }
+}
+
+impl Drop for ClusterHold {
+    fn drop(&mut self) {
+        self.claims.release(&self.key, self.id);
+    }
+}
+
+impl std::fmt::Debug for ClusterHold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterHold")
+            .field("key", &self.key)
+            .field("id", &self.id)
+            .finish()
+    }
+}

@@ -1,0 +1,209 @@
+//! MQTT across the nodes of a cluster (herald-mqtt's `cluster.rs`): two real `herald serve`
+//! processes over one PostgreSQL and one Redis (testkit servers). A persistent session taken
+//! over on the other node (a raw client, herald-mqtt's codec: the old connection told 0x8E,
+//! the subscription and the unacknowledged QoS 1 message found by the new one), and Paho's
+//! wills waiting for their delay on one node, dropped or published by a CONNECT on the other,
+//! or published when nobody comes back.
+//!
+//! As in `mqtt_will.rs`, no test waits for something not to happen: a will that should have
+//! been dropped would be published by the Clean Start that follows on its own node, before
+//! the will that must be published, and so be the first message the subscriber gets.
+
+use std::time::Duration;
+
+use herald_mqtt::packet::{ConnectProperties, Packet, ProtocolVersion, PubAck, QoS, ReasonCode};
+use herald_testkit::{Postgres, Redis};
+use serde_json::{json, Value};
+
+use crate::mqtt_persistence::{subscribe, Raw};
+use crate::support::mqtt::paho;
+use crate::support::{Server, Ws};
+
+/// The credentials key every node is started with (64 hex digits).
+const CREDENTIALS_KEY: &str = "8899aabbccddeeff00112233445566778899aabbccddeeff0011223344556677";
+
+/// A PostgreSQL and a Redis for one test (dropped with it) and two MQTT nodes over them.
+struct Cluster {
+    _postgres: Postgres,
+    _redis: Redis,
+    one: Server,
+    two: Server,
+}
+
+impl Cluster {
+    async fn start() -> Cluster {
+        let (postgres, redis) = tokio::task::spawn_blocking(|| {
+            let postgres = Postgres::start().expect("PostgreSQL starts");
+            let redis = Redis::start().expect("Redis starts");
+            (postgres, redis)
+        })
+        .await
+        .unwrap();
+        let store = postgres.create_database("herald").expect("a database");
+        let bus = redis.url();
+        let node = || {
+            Server::builder()
+                .mqtt()
+                .arg("--store")
+                .arg(&store)
+                .arg("--bus")
+                .arg(&bus)
+                .arg("--credentials-key")
+                .arg(CREDENTIALS_KEY)
+                .start()
+        };
+        let one = node().await;
+        let two = node().await;
+        Cluster {
+            _postgres: postgres,
+            _redis: redis,
+            one,
+            two,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_persistent_session_is_taken_over_on_another_node_with_its_unacknowledged_message() {
+    tokio::time::timeout(Duration::from_secs(120), async {
+        let cluster = Cluster::start().await;
+        let (one, two) = (&cluster.one, &cluster.two);
+        let token = one.token(&["**"], &[]);
+        let expiry = ConnectProperties {
+            session_expiry_interval: 3600,
+            ..ConnectProperties::default()
+        };
+        let connect = |server: &Server| {
+            Raw::connect(
+                server.mqtt_addr(),
+                ProtocolVersion::V5,
+                &token,
+                "moving",
+                false,
+                expiry.clone(),
+            )
+        };
+        let (mut first, connack) = connect(one).await;
+        assert!(!connack.session_present);
+        first
+            .send(&subscribe(&[("moves/a", QoS::AtLeastOnce)]))
+            .await;
+        match first.next().await {
+            Some(Packet::SubAck(ack)) => assert_eq!(ack.reason_codes, [ReasonCode::GrantedQoS1]),
+            other => panic!("{other:?}"),
+        }
+        one.publish("moves/a", json!(1)).await;
+        let sent = first.publish().await;
+        assert_eq!(
+            (sent.topic.as_str(), sent.qos),
+            ("moves/a", QoS::AtLeastOnce)
+        );
+        // Not acknowledged. The same client identifier connects to the other node: the first
+        // connection is told 0x8E, and the session moves with what it had not acknowledged.
+        let (mut second, connack) = connect(two).await;
+        assert!(connack.session_present);
+        let taken = first.until_closed().await.expect("a DISCONNECT");
+        assert_eq!(taken.reason_code, ReasonCode::SessionTakenOver);
+        let again = second.publish().await;
+        assert_eq!(
+            (again.topic.as_str(), again.qos, &again.payload[..]),
+            ("moves/a", QoS::AtLeastOnce, &b"1"[..]),
+            "the unacknowledged message, sent again on the new node"
+        );
+        second
+            .send(&Packet::PubAck(PubAck::new(again.packet_id.unwrap())))
+            .await;
+        // Still subscribed there: a message published through the first node reaches it.
+        one.publish("moves/a", json!(2)).await;
+        let next = second.publish().await;
+        assert_eq!(
+            (next.topic.as_str(), &next.payload[..]),
+            ("moves/a", &b"2"[..])
+        );
+        second
+            .send(&Packet::PubAck(PubAck::new(next.packet_id.unwrap())))
+            .await;
+        // Its PINGRESP says both PUBACKs were read.
+        assert_eq!(second.until_ping().await, Vec::<String>::new());
+        // And back: the first node takes it over from the second the same way.
+        let (mut third, connack) = connect(one).await;
+        assert!(connack.session_present);
+        let taken = second.until_closed().await.expect("a DISCONNECT");
+        assert_eq!(taken.reason_code, ReasonCode::SessionTakenOver);
+        assert_eq!(
+            third.until_ping().await,
+            Vec::<String>::new(),
+            "all acknowledged"
+        );
+    })
+    .await
+    .expect("the test finishes within two minutes");
+}
+
+/// A Paho v5 client's instructions: `client_id`, with `extra` fields merged in.
+fn client(token: &str, client_id: &str, extra: Value) -> Value {
+    let mut spec = json!({
+        "version": "5", "username": "default", "password": token, "client_id": client_id,
+        "timeout": 15
+    });
+    for (k, v) in extra.as_object().expect("an object") {
+        spec[k] = v.clone();
+    }
+    spec
+}
+
+async fn run_ok(server: &Server, spec: Value) {
+    let out = paho(server.mqtt_addr(), spec).await;
+    assert_eq!(out.code, Some(0), "{}", out.describe());
+}
+
+/// The next message a WebSocket subscriber gets, as (seq, data).
+async fn next_message(ws: &mut Ws) -> (u64, Value) {
+    loop {
+        let frame = ws.frame().await;
+        if let Some(m) = frame.get("message") {
+            return (m["seq"].as_u64().unwrap(), m["data"].clone());
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_will_is_dropped_or_published_by_a_connect_on_another_node() {
+    tokio::time::timeout(Duration::from_secs(120), async {
+        let cluster = Cluster::start().await;
+        let (one, two) = (&cluster.one, &cluster.two);
+        let token = one.token(&["wills/*"], &["wills/*"]);
+        let mut ws = Ws::connect(&two.ws_url(&format!("?token={token}"))).await;
+        let r = ws
+            .request("subscribe", json!({ "channel": "wills/c" }))
+            .await;
+        assert!(r.get("error").is_none(), "{r}");
+        let delayed = |payload: &str, delay: u32| {
+            json!({
+                "clean": false, "session_expiry": 3600, "end": "drop",
+                "will": { "topic": "wills/c", "payload": payload, "qos": 1, "delay": delay }
+            })
+        };
+        // A will waiting an hour on node one; the session resumes on node two (Clean Start
+        // 0), so the will is dropped: the Clean Start 1 back on node one then publishes
+        // nothing (it would publish a will still waiting there).
+        run_ok(one, client(&token, "d", delayed("\"cancelled\"", 3600))).await;
+        let resumed = json!({ "clean": false, "session_expiry": 3600 });
+        run_ok(two, client(&token, "d", resumed)).await;
+        run_ok(one, client(&token, "d", json!({ "clean": true }))).await;
+        // A will waiting an hour on node one, whose session ends by a Clean Start on node
+        // two: published then.
+        run_ok(one, client(&token, "e", delayed("\"session ended\"", 3600))).await;
+        run_ok(two, client(&token, "e", json!({ "clean": true }))).await;
+        assert_eq!(
+            next_message(&mut ws).await,
+            (1, json!("session ended")),
+            "the ended session's will, not the dropped one"
+        );
+        // A will waiting a second on node one, and nobody comes back: published.
+        run_ok(one, client(&token, "f", delayed("\"delayed\"", 1))).await;
+        assert_eq!(next_message(&mut ws).await, (2, json!("delayed")));
+    })
+    .await
+    .expect("the test finishes within two minutes");
+}
