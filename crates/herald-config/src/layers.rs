@@ -155,6 +155,10 @@ pub(super) const KEYS: &[Key] = &[
     key("mqtt.max_inflight_out", &["HERALD_MQTT_MAX_INFLIGHT_OUT"]),
     key("mqtt.max_topic_aliases", &["HERALD_MQTT_MAX_TOPIC_ALIASES"]),
     key(
+        "mqtt.max_topic_aliases_out",
+        &["HERALD_MQTT_MAX_TOPIC_ALIASES_OUT"],
+    ),
+    key(
         "mqtt.max_session_expiry",
         &["HERALD_MQTT_MAX_SESSION_EXPIRY"],
     ),

@@ -33,6 +33,7 @@ pub(super) const MQTT_KEYS: &[&str] = &[
     "receive_maximum",
     "max_inflight_out",
     "max_topic_aliases",
+    "max_topic_aliases_out",
     "max_session_expiry",
     "max_retained_per_filter",
     "allow_anonymous",
@@ -150,6 +151,11 @@ impl Layers {
             max_topic_aliases: self.get("mqtt.max_topic_aliases", d.max_topic_aliases, |r| {
                 number(0, 65535)(r).map(u16_of)
             })?,
+            max_topic_aliases_out: self.get(
+                "mqtt.max_topic_aliases_out",
+                d.max_topic_aliases_out,
+                |r| number(0, 65535)(r).map(u16_of),
+            )?,
             max_session_expiry: self.get(
                 "mqtt.max_session_expiry",
                 d.max_session_expiry,
@@ -450,6 +456,12 @@ mod tests {
             ConfigFlags::default(),
         );
         assert!(bad.is_err(), "at most 65535");
+        let file = "[mqtt]\nmax_topic_aliases_out = 0\n";
+        let c = load(Some(file), &[], ConfigFlags::default()).unwrap();
+        assert_eq!(c.mqtt.settings.max_topic_aliases_out, 0, "none set");
+        let env = [("HERALD_MQTT_MAX_TOPIC_ALIASES_OUT", "3")];
+        let c = load(None, &env, ConfigFlags::default()).unwrap();
+        assert_eq!(c.mqtt.settings.max_topic_aliases_out, 3);
     }
 
     #[test]

@@ -291,6 +291,11 @@ impl Config {
                 "",
             ),
             (
+                "mqtt.max_topic_aliases_out",
+                int(mq.max_topic_aliases_out.into()),
+                "",
+            ),
+            (
                 "mqtt.max_session_expiry",
                 int(mq.max_session_expiry.into()),
                 "",

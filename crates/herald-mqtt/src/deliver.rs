@@ -6,7 +6,8 @@
 //! ([`crate::inflight`]). A persistent session's position moves as messages are handled
 //! (`crate::session`), and its QoS 2 messages wait until their packet identifier is stored. The
 //! bytes come from the message's shared encoding ([`crate::outbound`]), or, for a v5 message
-//! with a Message Expiry Interval, from an encoding of this delivery's own.
+//! with a Message Expiry Interval, from an encoding of this delivery's own; a v5 connection adds
+//! its Subscription Identifiers and Topic Alias (`topic_aliases.rs`) to either.
 
 use std::num::NonZeroU16;
 
@@ -17,6 +18,7 @@ use crate::inflight::Waiting;
 use crate::origin;
 use crate::outbound::{self, Delivery, Extras};
 use crate::packet::{self, Packet, ProtocolVersion, QoS, TopicName};
+use crate::topic_aliases::Alias;
 use crate::wire::{now_ms, MqttWire};
 
 /// How a message is to go out at QoS 1 or 2: its QoS, its packet id if it has one already,
@@ -135,7 +137,7 @@ impl MqttWire {
     }
 
     /// What this connection adds to `message`'s PUBLISH (v5): the Subscription Identifiers of
-    /// its matching subscriptions.
+    /// its matching subscriptions (the Topic Alias is set as it is written, [`Self::alias_for`]).
     fn extras(&self, message: &SharedMessage) -> Extras {
         if self.version != ProtocolVersion::V5 {
             return Extras::default();
@@ -143,6 +145,25 @@ impl MqttWire {
         Extras {
             alias: None,
             identifiers: self.subscriptions.identifiers(&message.channel),
+        }
+    }
+
+    /// Sets `extras`' Topic Alias for a PUBLISH of `topic` (v5, when the client takes aliases);
+    /// true when the alias is a new one, to be assigned once the PUBLISH is sure to go.
+    fn alias_for(&self, topic: &[u8], extras: &mut Extras) -> bool {
+        if self.version != ProtocolVersion::V5 {
+            return false;
+        }
+        match self.topic_aliases.lookup(topic) {
+            Alias::None => false,
+            Alias::Known(alias) => {
+                extras.alias = Some((alias, true));
+                false
+            }
+            Alias::New(alias) => {
+                extras.alias = Some((alias, false));
+                true
+            }
         }
     }
 
@@ -158,6 +179,9 @@ impl MqttWire {
         if shared.is_empty() {
             return 0;
         }
+        let mut extras = extras;
+        let topic = outbound::topic_of(shared);
+        let alias = self.alias_for(topic, &mut extras);
         let len = match send {
             _ if !extras.is_empty() => outbound::len_v5(shared, send.is_some(), &extras),
             None => shared.len(),
@@ -166,6 +190,9 @@ impl MqttWire {
         // Never more than the client said it takes [MQTT-3.1.2-24]: the message is dropped.
         if len > self.client_max_packet as usize {
             return 0;
+        }
+        if alias {
+            self.topic_aliases.assign(topic);
         }
         let delivery = send.map(|(qos, id, dup)| Delivery {
             id: id.unwrap_or_else(|| self.outbound.free_id()),
@@ -197,6 +224,9 @@ impl MqttWire {
             return 0;
         };
         publish.retain = retain;
+        let mut extras = extras;
+        let topic = publish.topic.clone();
+        let new_alias = self.alias_for(topic.as_str().as_bytes(), &mut extras);
         publish.properties.subscription_identifiers = extras.identifiers;
         if let Some((alias, left_out)) = extras.alias {
             publish.properties.topic_alias = Some(alias);
@@ -218,6 +248,9 @@ impl MqttWire {
         let mut publish = Packet::Publish(publish);
         if packet::encoded_len(&publish, self.version) > self.client_max_packet as usize {
             return 0;
+        }
+        if new_alias {
+            self.topic_aliases.assign(topic.as_str().as_bytes());
         }
         if let (Packet::Publish(p), Some((qos, id, _))) = (&mut publish, send) {
             let id = id.unwrap_or_else(|| self.outbound.free_id());

@@ -225,6 +225,21 @@ fn parts(shared: &[u8]) -> Option<Parts<'_>> {
     })
 }
 
+/// The topic name's bytes in the shared PUBLISH `shared` (empty if it is not one).
+pub(crate) fn topic_of(shared: &[u8]) -> &[u8] {
+    let Some(Varint::Value(_, length_bytes)) = shared.get(1..).map(varint::read) else {
+        return &[];
+    };
+    let Some(body) = shared.get(1 + length_bytes..) else {
+        return &[];
+    };
+    let [a, b, ..] = body else {
+        return &[];
+    };
+    let len = usize::from(u16::from_be_bytes([*a, *b]));
+    body.get(2..2 + len).unwrap_or(&[])
+}
+
 /// The Remaining Length of `parts` sent with `extras` (their properties `added`), at QoS 1 or 2
 /// if `with_id`.
 fn remaining_with(parts: &Parts<'_>, added: usize, with_id: bool, extras: &Extras) -> usize {
@@ -404,6 +419,8 @@ mod tests {
             assert_eq!(p.properties.subscription_identifiers, extras.identifiers);
             assert_eq!(p.properties.content_type.as_deref(), Some("text/plain"));
         }
+        assert_eq!(topic_of(&shared), b"sensors/kitchen");
+        assert_eq!(topic_of(&[]), b"");
     }
 
     #[test]

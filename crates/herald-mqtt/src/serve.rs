@@ -75,6 +75,7 @@ pub async fn serve(
     let problem_information = connect.properties.request_problem_information;
     let client_max_packet = connect.properties.maximum_packet_size.map(|m| m.get());
     let client_receive_maximum = connect.properties.receive_maximum.get();
+    let client_topic_alias_maximum = connect.properties.topic_alias_maximum;
     let session_expiry_zero = connect.properties.session_expiry_interval == 0;
     let accepted = match crate::connect::accept(&edge, &settings, *connect).await {
         Ok(accepted) => accepted,
@@ -137,6 +138,7 @@ pub async fn serve(
         problem_information,
         client_max_packet,
         client_receive_maximum,
+        client_topic_alias_maximum,
         keep_alive: accepted.keep_alive,
         will: accepted.will,
         claim,

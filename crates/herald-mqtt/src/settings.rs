@@ -20,6 +20,9 @@ pub const DEFAULT_MAX_INFLIGHT_OUT: u16 = 100;
 /// The default [`MqttSettings::max_topic_aliases`] (Mosquitto's `max_topic_alias` default too).
 pub const DEFAULT_MAX_TOPIC_ALIASES: u16 = 10;
 
+/// The default [`MqttSettings::max_topic_aliases_out`].
+pub const DEFAULT_MAX_TOPIC_ALIASES_OUT: u16 = 10;
+
 /// The default [`MqttSettings::max_session_expiry`]: 7 days, in seconds.
 pub const DEFAULT_MAX_SESSION_EXPIRY: u32 = 7 * 24 * 3600;
 
@@ -57,6 +60,11 @@ pub struct MqttSettings {
     /// as **Topic Alias Maximum** (MQTT 5.0 3.2.2.3.8); 0 accepts none. Default
     /// [`DEFAULT_MAX_TOPIC_ALIASES`] (10).
     pub max_topic_aliases: u16,
+    /// How many topic aliases the server sets towards a v5 client at most (MQTT 5.0
+    /// 3.3.2.3.4), within the client's own **Topic Alias Maximum**: the first topics sent get
+    /// one each, kept for the connection (`topic_aliases.rs`). 0 sets none. Each costs the
+    /// connection its topic's bytes. Default [`DEFAULT_MAX_TOPIC_ALIASES_OUT`] (10).
+    pub max_topic_aliases_out: u16,
     /// The longest a persistent session is kept after its connection ended, in seconds: a v5
     /// client's Session Expiry Interval above it (or 0xFFFFFFFF, never) is held to it and
     /// told so in the CONNACK's **Session Expiry Interval** (MQTT 5.0 3.2.2.3.2); a 3.1.1
@@ -90,6 +98,7 @@ impl Default for MqttSettings {
             receive_maximum: DEFAULT_RECEIVE_MAXIMUM,
             max_inflight_out: DEFAULT_MAX_INFLIGHT_OUT,
             max_topic_aliases: DEFAULT_MAX_TOPIC_ALIASES,
+            max_topic_aliases_out: DEFAULT_MAX_TOPIC_ALIASES_OUT,
             max_session_expiry: DEFAULT_MAX_SESSION_EXPIRY,
             max_retained_per_filter: DEFAULT_MAX_RETAINED_PER_FILTER,
             allow_anonymous: false,
@@ -116,6 +125,7 @@ mod tests {
             ),
             (300, 1_048_576, 100, 100, 10)
         );
+        assert_eq!(s.max_topic_aliases_out, 10);
         assert_eq!(s.max_session_expiry, 604_800);
         assert_eq!(s.max_retained_per_filter, 100);
         assert!(!s.allow_anonymous && s.anonymous_rules.is_empty());

@@ -90,6 +90,8 @@ pub(crate) struct MqttWire {
     pub(crate) qos2: InboundQoS2,
     /// Inbound topic aliases (v5), set by the client's PUBLISH packets.
     pub(crate) aliases: Vec<(u16, TopicName)>,
+    /// Outbound topic aliases (v5), set by the server's PUBLISH packets (`topic_aliases.rs`).
+    pub(crate) topic_aliases: crate::topic_aliases::TopicAliases,
     /// Bytes of a part-read packet (empty, with no allocation, between packets).
     read_buf: BytesMut,
     /// Packets decoded and not handled yet.
@@ -127,6 +129,8 @@ pub(crate) struct Start {
     pub(crate) problem_information: bool,
     pub(crate) client_max_packet: Option<u32>,
     pub(crate) client_receive_maximum: u16,
+    /// The client's Topic Alias Maximum (v5 CONNECT; 0: it takes no aliases).
+    pub(crate) client_topic_alias_maximum: u16,
     pub(crate) keep_alive: u16,
     pub(crate) will: Option<packet::Will>,
     pub(crate) claim: Claim,
@@ -157,6 +161,10 @@ impl MqttWire {
             inbox: None,
             qos2: InboundQoS2::new(now.saturating_mul(1000)),
             aliases: Vec::new(),
+            topic_aliases: crate::topic_aliases::TopicAliases::new(
+                start.client_topic_alias_maximum,
+                settings.max_topic_aliases_out,
+            ),
             read_buf: read_ahead,
             incoming: VecDeque::new(),
             failed: None,
