@@ -28,14 +28,17 @@
 //   {"type":"event","name","event","data"}          a .listen(event) callback (event as given
 //                                                  to listen, e.g. ".OrderShipped")
 //   {"type":"whisper","name","event","data"}        a .listenForWhisper(event) callback
+//   {"type":"notification","name","data"}           a .notification() callback (Laravel's
+//                                                  broadcast notifications)
 //   {"type":"here","name","users"}                  a presence channel's .here()
 //   {"type":"joining"|"leaving","name","user"}      its .joining() / .leaving()
 //   {"type":"error","error"}                        the connection's `error` events
 // and reads commands, one JSON line each, from stdin:
-//   {"subscribe":{"kind":"channel"|"private"|"join","name","listen"?:[...],"whispers"?:[...]}}
+//   {"subscribe":{"kind":"channel"|"private"|"join","name","listen"?:[...],"whispers"?:[...],
+//                 "notifications"?:true}}
 //       Echo.channel(name) / Echo.private(name) / Echo.join(name), with .listen for each of
-//       `listen` and .listenForWhisper for each of `whispers` (and here/joining/leaving for
-//       `join`); prints {"type":"subscribing","name"}
+//       `listen`, .listenForWhisper for each of `whispers`, .notification with `notifications`
+//       (and here/joining/leaving for `join`); prints {"type":"subscribing","name"}
 //   {"whisper":{"kind":"private"|"join","name","event","data"}}   prints {"type":"whispered"}
 //   {"leave":"name"}                                Echo.leave(name): prints {"type":"left"}
 //   {"exit":true}                                   disconnects and exits
@@ -126,7 +129,7 @@ function channelOf(kind, name) {
   return echo.channel(name);
 }
 
-function subscribe({ kind, name, listen, whispers }) {
+function subscribe({ kind, name, listen, whispers, notifications }) {
   const channel = channelOf(kind, name);
   channel.subscribed(() => print({ type: 'subscribed', name }));
   channel.error((error) => print({ type: 'subscription_error', name, error }));
@@ -135,6 +138,9 @@ function subscribe({ kind, name, listen, whispers }) {
   }
   for (const event of whispers ?? []) {
     channel.listenForWhisper(event, (data) => print({ type: 'whisper', name, event, data }));
+  }
+  if (notifications) {
+    channel.notification((data) => print({ type: 'notification', name, data }));
   }
   if (kind === 'join') {
     channel

@@ -9,7 +9,8 @@
 //! the Pusher Node SDK, asked through `authEndpoint` or an `authorizer`), and refused with
 //! Pusher's error when it signs with another secret; whispers reach the other Echo and not their
 //! sender; `Echo.join(..)` tells `here`, `joining` and `leaving` with the members Laravel's
-//! broadcaster makes (numeric user ids, the user as `user_info`).
+//! broadcaster makes (numeric user ids, the user as `user_info`); `.notification(..)` on a
+//! user's `App.Models.User.{id}` channel hears that user's broadcast notifications only.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -105,11 +106,13 @@ impl Echo {
         self.until(|l| types.iter().any(|t| l["type"] == *t)).await
     }
 
-    /// The next callback Echo ran: an event, a whisper, a presence change or an error.
+    /// The next callback Echo ran: an event, a whisper, a notification, a presence change or an
+    /// error.
     async fn next_callback(&mut self) -> Value {
         self.next_of(&[
             "event",
             "whisper",
+            "notification",
             "here",
             "joining",
             "leaving",
@@ -130,6 +133,14 @@ impl Echo {
     async fn subscribe(&mut self, kind: &str, name: &str, listen: &[&str], whispers: &[&str]) {
         self.send(json!({ "subscribe": {
             "kind": kind, "name": name, "listen": listen, "whispers": whispers,
+        }}))
+        .await;
+    }
+
+    /// `Echo.private(name).notification(..)`.
+    async fn notifications(&mut self, name: &str) {
+        self.send(json!({ "subscribe": {
+            "kind": "private", "name": name, "notifications": true,
         }}))
         .await;
     }
@@ -442,4 +453,39 @@ async fn echo_join_tells_here_joining_leaving_and_whispers_with_laravel_members(
     );
     ann.exit().await;
     bob.exit().await;
+}
+
+#[tokio::test]
+async fn echo_notification_hears_laravels_broadcast_notifications_on_the_users_channel() {
+    let (s, creds) = server_with_credentials(None).await;
+    let mut echo = Echo::start(&s, &creds, json!({})).await;
+    // Laravel's notifiable user 1 is told on `private-App.Models.User.1`.
+    echo.notifications("App.Models.User.1").await;
+    let asked = echo.next_of(&["auth"]).await;
+    assert_eq!(asked["channel"], "private-App.Models.User.1", "{asked}");
+    echo.subscribed("App.Models.User.1").await;
+
+    // What Laravel's broadcaster sends for a notification: the event named by its class, the
+    // notification's data with its id and type.
+    let notification = |amount: u32| {
+        json!({
+            "id": format!("5b1f7a2e-3c1d-4c47-9a3e-{amount:012}"),
+            "type": "App\\Notifications\\InvoicePaid",
+            "amount": amount,
+        })
+    };
+    let event = r"Illuminate\Notifications\Events\BroadcastNotificationCreated";
+    // Another user's notification first: not this Echo's.
+    for (user, amount) in [
+        ("private-App.Models.User.2", 7),
+        ("private-App.Models.User.1", 42),
+    ] {
+        let data = notification(amount).to_string();
+        broadcast(Sdk::Node, &s, &creds, &[user], event, &data, None).await;
+    }
+    assert_eq!(
+        echo.next_callback().await,
+        json!({ "type": "notification", "name": "App.Models.User.1", "data": notification(42) })
+    );
+    echo.exit().await;
 }
