@@ -32,6 +32,9 @@
 //                                                 (pusher.user.bind_global)
 //   {"type":"user_frame","channel","event"}       any frame of a `#` channel the connection
 //                                                 is sent (whichever user's)
+//   {"type":"watchlist","name","user_ids"}        a watchlist event (pusher.user.watchlist's
+//                                                 `online` and `offline`; the watchlist is
+//                                                 `signin.watchlist`)
 // and reads commands, one JSON line each, from stdin:
 //   {"trigger":{"channel","event","data"}}        a client event: prints {"type":"triggered","ok"}
 //   {"subscribe":"name"} / {"unsubscribe":"name"}
@@ -94,6 +97,11 @@ pusher.connection.bind('connected', () => {
 
 if (order.signin) {
   pusher.user.bind_global((event, data) => print({ type: 'user_event', event, data }));
+  for (const name of ['online', 'offline']) {
+    pusher.user.watchlist.bind(name, (event) =>
+      print({ type: 'watchlist', name: event.name, user_ids: event.user_ids }),
+    );
+  }
   pusher.connection.bind('message', (m) => {
     if (typeof m.channel === 'string' && m.channel.startsWith('#')) {
       print({ type: 'user_frame', channel: m.channel, event: m.event });

@@ -24,7 +24,9 @@
 //!   members' frames); [`cache`]: cache channels' last event (the log's last message, 30
 //!   minutes) or `pusher:cache_miss`.
 //!
-//! - [`users`]: user sign-in (`pusher:signin`) and the server-to-user channel;
+//! - [`users`]: user sign-in (`pusher:signin`) and the server-to-user channel; [`watchlist`]:
+//!   a signed-in user's watchlist, told who of it comes online and goes offline (a core
+//!   presence channel per user, so across the cluster);
 //!   [`connections`]: this node's Pusher connections by app and key, closed when their key
 //!   goes, and `terminate_connections` across the cluster.
 //!
@@ -49,6 +51,7 @@ mod session;
 pub mod settings;
 pub mod signature;
 pub mod users;
+pub mod watchlist;
 pub mod webhooks;
 mod wire;
 

@@ -3,7 +3,8 @@
 //!
 //! - [`register`] makes every app's channels whose name starts with `presence-` Herald
 //!   presence channels at start (core's [`Namespaces::presence_in_every_app`]), with the
-//!   `[pusher]` member limit (Pusher's 100 by default) and Pusher's 1 KB of user data.
+//!   `[pusher]` member limit (Pusher's 100 by default) and Pusher's 1 KB of user data (and
+//!   the users' online channels of [`crate::watchlist`]).
 //! - [`ChannelData::parse`] reads a subscription's signed `channel_data`: the `user_id` (a
 //!   string, or a number as Laravel sends it, kept as its decimal text: Pusher's member ids
 //!   are strings) becomes the Herald member's user id, its `user_info` (an object, optional)
@@ -49,6 +50,8 @@ pub fn register(namespaces: &mut Namespaces, max_members: u32) {
     };
     namespaces.presence_in_every_app(PRESENCE_PREFIX, limits);
     namespaces.presence_in_every_app(&format!("={PRESENCE_PREFIX}"), limits);
+    // The users' online channels watchlists watch are presence channels too.
+    crate::watchlist::register(namespaces);
 }
 
 /// A presence subscription's `channel_data`, read.

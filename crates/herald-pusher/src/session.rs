@@ -10,7 +10,8 @@
 //!
 //! A sign-in (`pusher:signin`, [`crate::users`]) makes the connection's client a Herald user
 //! and subscribes it to its server-to-user channel; a client's subscribe of a `#` channel is
-//! refused but for its own user's channel.
+//! refused but for its own user's channel. It makes the user online to watchlists and
+//! watches the users of its own ([`crate::watchlist`]).
 //!
 //! A presence subscription's signed `channel_data` makes the connection's user on that channel
 //! the Herald presence member `user_id` with `user_info` as its data ([`crate::presence`]);
@@ -46,6 +47,7 @@ use crate::presence::ChannelData;
 use crate::settings::ClientSettings;
 use crate::signature::{channel_auth_string, check_key_signature};
 use crate::users::is_server_to_user;
+use crate::watchlist::Watchlist;
 
 /// A Pusher connection's session.
 pub(crate) struct PusherSession {
@@ -72,6 +74,8 @@ pub(crate) struct PusherSession {
     pub(crate) user: Option<(Box<str>, ChannelName)>,
     /// The node's webhooks (client events and cache misses are told to them).
     hooks: Option<Arc<Hooks>>,
+    /// The signed-in user's watchlist, when it watches anyone ([`crate::watchlist`]).
+    pub(crate) watchlist: Option<Box<Watchlist>>,
 }
 
 impl PusherSession {
@@ -96,6 +100,7 @@ impl PusherSession {
             farewell,
             user: None,
             hooks,
+            watchlist: None,
         }
     }
 

@@ -4,7 +4,8 @@
 //! A connection signs in with `auth`, `key:HMAC-SHA256(secret, "socket_id::user::user_data")`
 //! from the app's backend (the server SDKs' `authenticateUser`), checked in constant time, and
 //! `user_data`, a JSON object with a non-empty string `id`, and optionally `user_info` (an
-//! object) and `watchlist` (user ids). The connection's client becomes the Herald user `id`
+//! object) and `watchlist` (at most [`MAX_WATCHLIST`] user ids, watched as
+//! [`crate::watchlist`] says). The connection's client becomes the Herald user `id`
 //! ([`herald_edge::session::ClientSession::sign_in`]): lifecycle events and webhooks see
 //! that `sub`, and disconnects naming it reach the connection (`terminate_connections`). It
 //! is answered `pusher:signin_success` with the `user_data` as sent; a bad signature or bad
@@ -29,6 +30,7 @@ use serde_json::Value;
 use crate::frame::{self, codes};
 use crate::session::{PusherSession, SubscriptionRefused};
 use crate::signature::{check_key_signature, signin_string};
+use crate::watchlist::{online_channel, Watchlist, MAX_WATCHLIST};
 
 /// The Pusher name of a user's channel, before the user id.
 pub const SERVER_TO_USER_PREFIX: &str = "#server-to-user-";
@@ -77,6 +79,13 @@ impl UserData {
                 .ok_or("Invalid user_data: watchlist must be an array of user ids")?,
             Some(_) => return Err("Invalid user_data: watchlist must be an array".into()),
         };
+        if watchlist.len() > MAX_WATCHLIST {
+            return Err(format!(
+                "Invalid user_data: a watchlist has at most {MAX_WATCHLIST} user ids; this one \
+                 has {}",
+                watchlist.len()
+            ));
+        }
         Ok(UserData {
             id,
             user_info,
@@ -182,7 +191,72 @@ impl PusherSession {
                 );
             }
         }
+        self.watch(&data).await;
         self.user = Some((data.id.into_boxed_str(), channel));
+    }
+
+    /// Makes the signed-in user online (a member of its online channel) and watches the users
+    /// of its watchlist (`crate::watchlist`): each one's members list is queued now, the
+    /// first `online` event follows from them. An id no user can have is never online and is
+    /// not watched; one that cannot be watched (the per-connection subscription limit) is
+    /// said in a `pusher:error` and left out.
+    async fn watch(&mut self, data: &UserData) {
+        let app = self.credentials.app.clone();
+        let mut watched: Vec<Box<str>> = Vec::new();
+        let watches_self = data.watchlist.contains(&data.id);
+        // Its own channel: watched as a member when the user is on its own watchlist.
+        let own = online_channel(&data.id).map(|c| app.channel(&c));
+        let joined = match own {
+            Ok(channel) => {
+                let request = SubscribeRequest {
+                    since: None,
+                    last: Some(false),
+                    replay_retained_if_lost: false,
+                };
+                let ask = PresenceAsk {
+                    frames: watches_self,
+                    member: None,
+                };
+                let confirm = |_: &_, _: &_| None;
+                self.session
+                    .subscribe_granted(&channel, &request, &ask, Some(&data.id), &confirm)
+                    .await
+                    .map(|_| ())
+            }
+            Err(e) => Err(e),
+        };
+        let online = joined.is_ok();
+        if let Err(e) = joined {
+            tracing::debug!(error = %e, "a signed-in user was not made online");
+            self.send_error(
+                None,
+                &format!("The user is not online to watchlists: {}", e.message),
+            );
+        }
+        for id in &data.watchlist {
+            if watched.iter().any(|w| **w == **id) {
+                continue;
+            }
+            if *id == data.id {
+                if online {
+                    watched.push(id.as_str().into());
+                }
+                continue;
+            }
+            let Ok(channel) = online_channel(id) else {
+                continue;
+            };
+            match self.session.observe_presence(&app.channel(&channel)).await {
+                Ok(()) => watched.push(id.as_str().into()),
+                Err(e) => self.send_error(
+                    None,
+                    &format!("The watchlist's user {id:?} is not watched: {}", e.message),
+                ),
+            }
+        }
+        if !watched.is_empty() {
+            self.watchlist = Some(Box::new(Watchlist::new(watched)));
+        }
     }
 
     /// Ends the connection for a sign-in that is refused: 4009, as Pusher.
@@ -237,6 +311,20 @@ mod tests {
             (r#"{"id":"u","user_info":1}"#, "user_info must be"),
             (r#"{"id":"u","watchlist":[1]}"#, "watchlist must be"),
         ] {
+            let e = UserData::parse(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+        // Pusher's limit: 100 watched ids.
+        let ids = |n: usize| {
+            (0..n)
+                .map(|i| format!("\"u{i}\""))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let hundred = format!(r#"{{"id":"u","watchlist":[{}]}}"#, ids(100));
+        assert_eq!(UserData::parse(&hundred).unwrap().watchlist.len(), 100);
+        let more = format!(r#"{{"id":"u","watchlist":[{}]}}"#, ids(101));
+        for (bad, says) in [(more.as_str(), "at most 100 user ids; this one has 101")] {
             let e = UserData::parse(bad).unwrap_err();
             assert!(e.contains(says), "{bad}: {e}");
         }

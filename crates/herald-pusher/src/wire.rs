@@ -2,7 +2,8 @@
 //! edge's codec into the session's commands ([`crate::session`]), the outbox's frames written
 //! as text frames (answers as they are, channel messages from their shared Pusher encoding,
 //! [`crate::outbound`], skipping the ones that exclude this socket; a presence channel's
-//! members frames as Pusher's, [`crate::presence::pusher_frame`]), Pusher's keep-alive, and
+//! members frames as Pusher's, [`crate::presence::pusher_frame`], and a watched user's online
+//! channel's as watchlist events, `crate::watchlist`), Pusher's keep-alive, and
 //! the goodbye (`pusher:error` with Pusher's code, then a close frame with it).
 //!
 //! **Keep-alive** runs on the roster's ticks (edge's `ping_interval`), so a connection holds no
@@ -156,11 +157,19 @@ impl Wire for PusherWire {
                         frame::encode(&mut bytes, Opcode::Text, part);
                     }
                 }
-                // A presence channel's members list, joins and leaves, as Pusher's frames.
-                OutFrame::Presence(herald) => match crate::presence::pusher_frame(herald) {
-                    Some(pusher) => frame::encode(&mut bytes, Opcode::Text, &pusher),
-                    None => continue,
-                },
+                // A presence channel's members list, joins and leaves, as Pusher's frames; a
+                // watched user's online channel's, as watchlist events.
+                OutFrame::Presence(herald) => {
+                    let watchlist = self.session.watchlist.as_mut();
+                    let pusher = match watchlist.and_then(|w| w.on_presence(herald)) {
+                        Some(told) => told,
+                        None => crate::presence::pusher_frame(herald),
+                    };
+                    match pusher {
+                        Some(pusher) => frame::encode(&mut bytes, Opcode::Text, &pusher),
+                        None => continue,
+                    }
+                }
                 OutFrame::Message(m) | OutFrame::Replayed(m) => {
                     let Some(encoded) = outbound::frame_for(m, &self.session.socket_id) else {
                         continue;

@@ -353,6 +353,19 @@ impl Presence {
         })
     }
 
+    /// A share of `channel` that is no member: for a subscription that only watches its
+    /// members ([`Membership::watch`]; Pusher's watchlists). It adds no one, and dropping it
+    /// stops the watch. (No user id is empty, so its empty user is nobody's.)
+    pub fn observe(self: &Arc<Self>, channel: &ChannelName) -> Membership {
+        Membership {
+            presence: self.clone(),
+            channel: channel.clone(),
+            user: "".into(),
+            watch: None,
+            admission: None,
+        }
+    }
+
     /// A change this node made, under the channel's lock: through the relay, if any, then to
     /// the watchers and the lifecycle listeners.
     fn changed(&self, channel: &ChannelName, roster: &Roster, change: MemberChange) {
@@ -522,7 +535,7 @@ struct Judged {
 }
 
 impl Membership {
-    /// The user id.
+    /// The user id (empty for [`Presence::observe`]'s share, which is no member).
     pub fn user(&self) -> &str {
         &self.user
     }

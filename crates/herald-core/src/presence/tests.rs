@@ -409,3 +409,49 @@ async fn a_second_subscription_awaits_the_cluster_until_the_first_was_admitted()
     let _fourth = join().admitted().await.unwrap();
     assert!(relay.asked.lock().is_empty());
 }
+
+#[tokio::test]
+async fn an_observer_watches_the_members_without_being_one() {
+    let hub = Hub::new();
+    let recorded = Recorded::new();
+    hub.lifecycle().join(recorded.clone());
+    let presence = hub.presence();
+    let ch = room();
+    let bob = presence
+        .join(&ch, &limits(1), "bob", Arc::from("{}"))
+        .unwrap();
+    let outbox = Outbox::new(1 << 20);
+    let mut observer = presence.observe(&ch);
+    observer.watch(&outbox).await;
+    assert_eq!(
+        presence.members(&ch).unwrap().len(),
+        1,
+        "the observer is no member (and the channel of one member is not full for it)"
+    );
+    drop(bob);
+    let alice = presence
+        .join(&ch, &limits(1), "alice", Arc::from("{}"))
+        .unwrap();
+    assert_eq!(
+        frames(&outbox),
+        [
+            (PresenceEvent::Members, vec!["bob".to_string()], None),
+            (PresenceEvent::Leave, vec!["bob".into()], None),
+            (PresenceEvent::Join, vec!["alice".into()], Some("{}".into())),
+        ]
+    );
+    drop(observer);
+    drop(alice);
+    assert!(frames(&outbox).is_empty(), "no frames once it is dropped");
+    assert_eq!(presence.members(&ch), None);
+    assert_eq!(
+        recorded.summary(),
+        [
+            "member+room/1:bob",
+            "member-room/1:bob",
+            "member+room/1:alice",
+            "member-room/1:alice"
+        ],
+        "the observer adds and removes no one"
+    );
+}

@@ -10,6 +10,7 @@
 //! it is.
 
 mod many;
+mod observe;
 pub mod open;
 mod parked;
 mod set;

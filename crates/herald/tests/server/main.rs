@@ -53,6 +53,7 @@ mod pusher_encrypted;
 mod pusher_presence;
 mod pusher_queries;
 mod pusher_users;
+mod pusher_watchlist;
 mod pusher_webhooks;
 mod revoke;
 mod slow_consumer;
