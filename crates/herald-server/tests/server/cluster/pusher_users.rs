@@ -1,7 +1,8 @@
 //! Pusher users in a cluster: a signed-in user's connections on two nodes both get what
 //! `sendToUser` sends through a third; `terminate_connections` through that third node closes
 //! them on both with 4009 and leaves another user's; deleting the app's Pusher credentials
-//! closes the connections left with 4001, on the node that did not delete them.
+//! closes the connections left with 4001, on the node that did not delete them. A watchlist
+//! on one node is told of users coming online and going offline on the others.
 
 use herald_client::ws::WsClient;
 use herald_pusher::signature::{
@@ -25,6 +26,17 @@ struct PusherWs {
 
 impl PusherWs {
     async fn signed_in(cluster: &Cluster, k: usize, creds: &Creds, user: &str) -> PusherWs {
+        PusherWs::watching(cluster, k, creds, user, &[]).await
+    }
+
+    /// Signed in as `user` with `watchlist`.
+    async fn watching(
+        cluster: &Cluster,
+        k: usize,
+        creds: &Creds,
+        user: &str,
+        watchlist: &[&str],
+    ) -> PusherWs {
         let url = format!("ws://{}/app/{}?protocol=7", cluster.addr(k), creds.key);
         let client = bounded("a Pusher connection", WsClient::open_url(&url))
             .await
@@ -37,7 +49,7 @@ impl PusherWs {
         );
         let data: Value = serde_json::from_str(established["data"].as_str().unwrap()).unwrap();
         let socket_id = data["socket_id"].as_str().unwrap();
-        let user_data = json!({ "id": user }).to_string();
+        let user_data = json!({ "id": user, "watchlist": watchlist }).to_string();
         let signed = signin_string(socket_id, &user_data);
         let auth = key_signature(&creds.key, creds.secret.as_bytes(), &signed);
         ws.send(
@@ -201,5 +213,69 @@ async fn pusher_users_are_reached_and_terminated_on_every_node() {
     let last = frames.last().cloned().unwrap_or_default();
     assert_eq!(last["data"]["code"], 4001, "{frames:?}");
     assert_eq!(code, Some(4001), "{frames:?}");
+    cluster.shutdown().await;
+}
+
+/// A watchlist event frame's (name, user ids).
+fn watchlist_event(frame: &Value) -> (String, Vec<String>) {
+    assert_eq!(
+        frame["event"], "pusher_internal:watchlist_events",
+        "{frame}"
+    );
+    let data: Value = serde_json::from_str(frame["data"].as_str().unwrap()).unwrap();
+    let event = &data["events"][0];
+    let ids = event["user_ids"].as_array().unwrap();
+    (
+        event["name"].as_str().unwrap().to_owned(),
+        ids.iter().map(|i| i.as_str().unwrap().to_owned()).collect(),
+    )
+}
+
+fn told(name: &str, ids: &[&str]) -> (String, Vec<String>) {
+    (
+        name.to_owned(),
+        ids.iter().map(|s| (*s).to_owned()).collect(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watchlist_on_one_node_sees_users_come_and_go_on_the_others() {
+    let cluster = Cluster::start(2).await;
+    let (status, created) = cluster
+        .call(0, "POST", "/v1/apps/default/pusher", ADMIN, None)
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let creds = Creds {
+        app_id: created["app_id"].as_str().unwrap().into(),
+        key: created["key"].as_str().unwrap().into(),
+        secret: created["secret"].as_str().unwrap().into(),
+    };
+    // Carl is online on node B before Ann signs in on node A.
+    let carl = PusherWs::signed_in(&cluster, 1, &creds, "carl").await;
+    let mut ann = PusherWs::watching(&cluster, 0, &creds, "ann", &["bob", "carl"]).await;
+    assert_eq!(
+        watchlist_event(&ann.frame().await),
+        told("online", &["carl"])
+    );
+
+    // Bob's first connection (node B) makes him online; his second (node A) changes nothing;
+    // his last one closing makes him offline.
+    let bob_b = PusherWs::signed_in(&cluster, 1, &creds, "bob").await;
+    assert_eq!(
+        watchlist_event(&ann.frame().await),
+        told("online", &["bob"])
+    );
+    let bob_a = PusherWs::signed_in(&cluster, 0, &creds, "bob").await;
+    drop(bob_b);
+    drop(bob_a);
+    assert_eq!(
+        watchlist_event(&ann.frame().await),
+        told("offline", &["bob"])
+    );
+    drop(carl);
+    assert_eq!(
+        watchlist_event(&ann.frame().await),
+        told("offline", &["carl"])
+    );
     cluster.shutdown().await;
 }
