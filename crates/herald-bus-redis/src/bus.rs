@@ -101,6 +101,13 @@ pub struct BusStats {
     /// Batched reads of channel heads made to tell whether a channel newly followed (or
     /// subscribed again) missed anything; only those that did are then read ([`Self::repairs`]).
     pub head_checks: u64,
+    /// Channels those checks looked at (a channel newly followed is checked once, after Redis
+    /// confirmed its subscription, unless Redis was away when it started).
+    pub checked_channels: u64,
+    /// Channels the repair task looked at, summed over its rounds: a few per channel followed
+    /// (followed, its head known, listening, its check done), plus one per round while a gap
+    /// is awaited.
+    pub repair_looks: u64,
     /// Batches of channel heads read from Redis (for the engine's subscribes to channels new
     /// to this node, and for the checks of [`Self::head_checks`]) instead of the log.
     pub heads_from_redis: u64,
@@ -124,6 +131,8 @@ pub(crate) struct Counters {
     pub(crate) dropped_publishes: AtomicU64,
     pub(crate) repairs: AtomicU64,
     pub(crate) head_checks: AtomicU64,
+    pub(crate) checked_channels: AtomicU64,
+    pub(crate) repair_looks: AtomicU64,
     pub(crate) heads_from_redis: AtomicU64,
     pub(crate) heads_not_vouched: AtomicU64,
     pub(crate) decode_errors: AtomicU64,
@@ -353,6 +362,8 @@ impl RedisBus {
             dropped_publishes: get(&c.dropped_publishes),
             repairs: get(&c.repairs),
             head_checks: get(&c.head_checks),
+            checked_channels: get(&c.checked_channels),
+            repair_looks: get(&c.repair_looks),
             heads_from_redis: get(&c.heads_from_redis),
             heads_not_vouched: get(&c.heads_not_vouched),
             decode_errors: get(&c.decode_errors),
@@ -561,6 +572,13 @@ impl InterestHook for Hook {
         if let Some(shared) = self.0.upgrade() {
             shared.interest.push(channel, false);
             shared.interest_changed.notify_one();
+        }
+    }
+
+    fn head_known(&self, channel: &ChannelName) {
+        // A followed channel waiting for its floor starts in the repair task's next round.
+        if let Some(shared) = self.0.upgrade() {
+            shared.followed.attend(channel);
         }
     }
 }

@@ -30,6 +30,22 @@ pub(crate) struct Follow {
     /// Read the log after the last released seq once listening (it may have missed messages
     /// while not subscribed: at the start, after a reconnect).
     pub(crate) needs_read: bool,
+    /// Whether the read of what this node committed before it followed the channel was left to
+    /// the read once listening ([`StartRead`]).
+    pub(crate) start_read: StartRead,
+}
+
+/// A channel's read of what was committed before this node followed it, at its start.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StartRead {
+    /// Done, or not needed.
+    #[default]
+    Done,
+    /// Started while Redis was up: the read once Redis confirms the subscription covers it.
+    Deferred,
+    /// Deferred, but the subscription failed: read now, so that this node's own commits reach
+    /// its subscribers while Redis is away.
+    Owed,
 }
 
 /// The followed channels, and those needing a look from the maintenance task.
@@ -108,7 +124,11 @@ impl Followed {
 
     /// Runs `f` on `channel`'s follow (if followed) with its shard locked; `deliver` is to be
     /// called, under that lock, with what the sequencer released. Marks the channel for
-    /// attention if `f` leaves a gap or an unfinished start.
+    /// attention if `f` leaves a gap or a read owed while listening. A channel not started is
+    /// not marked: it waits for the hub's head floor, and is marked when it is followed and
+    /// when the hub learns its first head (the interest hook's `head_known`), not each time
+    /// it is touched (a subscribe storm's thousands of waiting channels were looked at every
+    /// round).
     pub(crate) fn with<R>(
         &self,
         channel: &ChannelName,
@@ -123,9 +143,27 @@ impl Followed {
         if !ready.is_empty() {
             deliver(&ready);
         }
-        let attend = follow.sequencer.has_gap()
-            || follow.sequencer.next().is_none()
-            || (follow.needs_read && follow.listening);
+        let attend = follow.sequencer.has_gap() || (follow.needs_read && follow.listening);
+        drop(shard);
+        if attend {
+            self.attention.lock().insert(channel.clone());
+        }
+        Some(result)
+    }
+
+    /// Runs `f` on `channel`'s follow (if followed), which it only reads: the repair task's
+    /// look at what a channel needs. Marks the channel for attention again only while a gap is
+    /// awaited (to see when it is overdue); what the task starts marks it when it ends.
+    pub(crate) fn look<R>(
+        &self,
+        channel: &ChannelName,
+        f: impl FnOnce(&Follow, Instant) -> R,
+    ) -> Option<R> {
+        let now = Instant::now();
+        let shard = self.shard(channel).lock();
+        let follow = shard.get(channel)?;
+        let result = f(follow, now);
+        let attend = follow.sequencer.has_gap();
         drop(shard);
         if attend {
             self.attention.lock().insert(channel.clone());

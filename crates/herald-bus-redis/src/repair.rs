@@ -19,6 +19,7 @@ use herald_core::ChannelName;
 use tokio::sync::Semaphore;
 
 use crate::bus::Shared;
+use crate::followed::StartRead;
 
 /// Log reads running at once.
 const CONCURRENT_READS: usize = 16;
@@ -58,47 +59,60 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         // heads are read in batches, and only those whose head is beyond what was released
         // are read; a gap seen in what arrived is read at once.
         let mut to_check: Vec<(ChannelName, u64)> = Vec::new();
-        for channel in shared.followed.take_attention() {
-            let step = shared.followed.with(
-                &channel,
-                |follow, now, _| {
-                    if follow.repairing {
-                        Step::Nothing
-                    } else if follow.sequencer.next().is_none() {
-                        // Even before Redis confirms the subscription: this node's own
-                        // commits then reach its subscribers while Redis is away.
-                        Step::Start
-                    } else if follow.needs_read && follow.listening {
-                        Step::Check(follow.sequencer.next().map_or(0, |n| n - 1))
-                    } else if let Some(gap) = follow.sequencer.overdue_gap(now, wait) {
-                        Step::Read(gap.after)
-                    } else {
-                        Step::Nothing
-                    }
-                },
-                |_| {},
-            );
+        let attention = shared.followed.take_attention();
+        shared
+            .counters
+            .repair_looks
+            .fetch_add(attention.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        for channel in attention {
+            let step = shared.followed.look(&channel, |follow, now| {
+                if follow.repairing {
+                    Step::Nothing
+                } else if follow.sequencer.next().is_none() {
+                    // Even before Redis confirms the subscription: this node's own
+                    // commits then reach its subscribers while Redis is away.
+                    Step::Start
+                } else if follow.needs_read
+                    && (follow.listening || follow.start_read == StartRead::Owed)
+                {
+                    Step::Check(follow.sequencer.next().map_or(0, |n| n - 1))
+                } else if let Some(gap) = follow.sequencer.overdue_gap(now, wait) {
+                    Step::Read(gap.after)
+                } else {
+                    Step::Nothing
+                }
+            });
             let (after, check) = match step {
                 Some(Step::Read(after)) => (after, false),
                 Some(Step::Check(after)) => (after, true),
                 Some(Step::Start) => {
                     // Outside the follow's lock: the hub takes its own.
                     let Some(floor) = shared.fan_out.hub().head_floor(&channel) else {
-                        // Looked at again next round, until the hub knows where its
-                        // subscribers stand.
-                        shared.followed.attend(&channel);
+                        // Until the hub knows where its subscribers stand: it says when it
+                        // does (the interest hook's `head_known` attends the channel again).
                         continue;
                     };
-                    shared.followed.with(
+                    // What was committed since the floor (this node's commits made before it
+                    // followed the channel, other nodes' messages) is read once Redis confirms
+                    // the subscription, with the round's other heads: the messages only if
+                    // the head moved. Not before, which would read twice, unless Redis is
+                    // away: then now, so that this node's own commits reach its subscribers
+                    // (the subscription task asks for it if the subscription fails).
+                    let read_now = shared.link_log.is_down();
+                    let listening = shared.followed.with(
                         &channel,
-                        |follow, now, ready| follow.sequencer.start_after(floor, now, ready),
+                        |follow, now, ready| {
+                            follow.sequencer.start_after(floor, now, ready);
+                            if !read_now && !follow.listening {
+                                follow.start_read = StartRead::Deferred;
+                            }
+                            follow.listening
+                        },
                         |ready| shared.fan_out.committed(ready),
                     );
-                    // Read what was committed since the floor now, even before Redis confirms
-                    // the subscription: this node's commits made before the channel was
-                    // followed reach its subscribers while Redis is away (and the log is read
-                    // again once listening, for other nodes' messages). Its head is read
-                    // first, with the round's others: the messages only if it moved.
+                    if !read_now && listening == Some(false) {
+                        continue;
+                    }
                     (floor, true)
                 }
                 Some(Step::Nothing) | None => continue,
@@ -108,6 +122,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 |follow, _, _| {
                     let start = !follow.repairing;
                     follow.repairing = true;
+                    follow.start_read = StartRead::Done;
                     // A read before Redis confirmed the subscription may miss messages other
                     // nodes publish until it does: read again then.
                     if follow.listening {
@@ -170,6 +185,10 @@ async fn check_heads(
         .counters
         .head_checks
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    shared
+        .counters
+        .checked_channels
+        .fetch_add(batch.len() as u64, std::sync::atomic::Ordering::Relaxed);
     let heads: Result<Vec<u64>, StoreError> = match crate::heads::read(shared, &channels).await {
         Some(heads) => {
             shared

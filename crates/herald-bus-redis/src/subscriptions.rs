@@ -19,6 +19,7 @@ use tokio::task::JoinSet;
 
 use crate::bus::Shared;
 use crate::error::in_words;
+use crate::followed::StartRead;
 use crate::names::Names;
 
 /// Channels named in one `SSUBSCRIBE` at most.
@@ -109,6 +110,25 @@ pub(crate) async fn run(shared: Arc<Shared>, mut reconnects: broadcast::Receiver
                     |_| {},
                 );
                 shared.followed.attend(channel);
+            }
+            // A channel started without reading the log (its read left to Redis's
+            // confirmation) reads it now: this node's own commits must reach its subscribers
+            // while Redis is away.
+            for channel in &failed {
+                let owed = shared.followed.with(
+                    channel,
+                    |follow, _, _| {
+                        let owed = follow.start_read == StartRead::Deferred;
+                        if owed {
+                            follow.start_read = StartRead::Owed;
+                        }
+                        owed
+                    },
+                    |_| {},
+                );
+                if owed == Some(true) {
+                    shared.followed.attend(channel);
+                }
             }
             retry.extend(failed);
         }

@@ -78,15 +78,18 @@ impl HeadSlot {
 
     /// A message was delivered. The hub delivers in seq order, but a publisher's answer may
     /// already have told the hub of a newer head ([`HeadSlot::learn`]), which stays.
-    pub(crate) fn delivered(&mut self, head: Head) {
-        self.learn(head);
+    /// Returns whether this was the first head the slot was told of (its floor is now known).
+    pub(crate) fn delivered(&mut self, head: Head) -> bool {
+        self.learn(head)
     }
 
     /// A head read from the store after a subscription registered, or told by a publish that
     /// has returned; an older one never wins.
     /// (A store that can reset a channel's log to a new epoch will need the epoch compared too;
     /// SQLite's logs only ever go from no epoch to their first.)
-    pub(crate) fn learn(&mut self, head: Head) {
+    /// Returns whether this was the first head the slot was told of (its floor is now known).
+    pub(crate) fn learn(&mut self, head: Head) -> bool {
+        let first = self.floor.is_none();
         self.floor = Some(self.floor.map_or(head.last_seq, |f| f.min(head.last_seq)));
         if self
             .known
@@ -95,6 +98,7 @@ impl HeadSlot {
         {
             self.known = Some(head);
         }
+        first
     }
 
     /// The oldest seq this slot was ever told (by a store read, a publish or a delivery): no

@@ -14,6 +14,7 @@ use bytes::Bytes;
 use herald_bus_redis::{BusOptions, RedisBus};
 use herald_core::caches::Caches;
 use herald_core::engine::SubscribeRequest;
+use herald_core::hub::Hub;
 use herald_core::log::{
     Appended, ChannelLog, ChannelState, CommitSink, LogSlice, ReadFrom, Retention, StoreError,
 };
@@ -237,6 +238,8 @@ pub struct Node {
     pub engine: Engine,
     pub bus: Arc<RedisBus>,
     pub caches: Arc<Caches>,
+    /// The engine's hub, for tests that register subscribers below the engine.
+    pub hub: Arc<Hub>,
 }
 
 impl Node {
@@ -265,9 +268,13 @@ impl Node {
             .await
             .expect("the bus connects");
         let shared = log.clone();
+        let mut hub = None;
         let (engine, bus, node_log) = Engine::open_with_bus(
             Namespaces::new(NamespaceOptions::default(), vec![]),
-            |fan_out| connected.start(fan_out),
+            |fan_out| {
+                hub = Some(fan_out.hub().clone());
+                connected.start(fan_out)
+            },
             |sink| Ok::<_, Infallible>(Arc::new(NodeLog { shared, sink })),
         )
         .expect("the engine opens");
@@ -276,6 +283,7 @@ impl Node {
             engine,
             bus,
             caches,
+            hub: hub.expect("the engine opened with the bus"),
         }
     }
 

@@ -5,6 +5,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use herald_bus_redis::BusOptions;
+use herald_core::head::{Head, HeadLookup};
+use herald_core::message::Epoch;
+use herald_core::outbox::Outbox;
+use herald_core::ChannelName;
 use herald_testkit::Redis;
 
 use crate::harness::{eventually, receive, Node, SharedLog};
@@ -46,11 +51,13 @@ async fn a_subscribe_storm_of_new_channels_reads_no_channel_from_the_log() {
         let stats = b.bus.stats();
         println!(
             "{CHANNELS} new channels subscribed: {} log reads of {} channels, {} batches of \
-             heads from Redis, {} not vouched for",
+             heads from Redis, {} not vouched for; {} channels checked, {} looked at",
             log.reads() - reads,
             log.channels_read() - channels_read,
             stats.heads_from_redis,
-            stats.heads_not_vouched
+            stats.heads_not_vouched,
+            stats.checked_channels,
+            stats.repair_looks
         );
         assert_eq!(
             (log.reads() - reads, log.channels_read() - channels_read),
@@ -59,6 +66,19 @@ async fn a_subscribe_storm_of_new_channels_reads_no_channel_from_the_log() {
              channels"
         );
         assert_eq!(stats.repairs, 0, "no channel had a gap to read");
+        // Each channel's head is checked once, after Redis confirmed its subscription (not
+        // also when it started), and the repair task looks at each a few times (followed, its
+        // head known, listening, checked), not every round while the hub waits for its head.
+        assert_eq!(
+            stats.checked_channels, CHANNELS as u64,
+            "channels checked for a storm of {CHANNELS} new channels: {stats:?}"
+        );
+        assert!(
+            stats.repair_looks <= 4 * CHANNELS as u64,
+            "the repair task looked at channels {} times for {CHANNELS} new channels: \
+             {stats:?}",
+            stats.repair_looks
+        );
         assert!(stats.heads_from_redis > 0, "{stats:?}");
         for (i, (outbox, head)) in outboxes.iter().enumerate().step_by(CHANNELS / 8) {
             let published = i % (CHANNELS / PUBLISHED) == 0;
@@ -68,6 +88,69 @@ async fn a_subscribe_storm_of_new_channels_reads_no_channel_from_the_log() {
             let got = receive(outbox, 1).await;
             assert_eq!(got, vec![(seq, "2".to_owned())], "storm/{i}");
         }
+    })
+    .await;
+}
+
+/// A channel whose head the hub has not learned yet (its first subscriber's read still
+/// running) waits for it without the repair task looking at it round after round (in a
+/// subscribe storm, thousands of channels wait so), and starts as soon as the hub learns it:
+/// the hub tells the bus (`InterestHook::head_known`), and what was committed after the head
+/// the hub was told reaches the subscriber from the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_channel_waiting_for_its_head_starts_when_the_hub_learns_it() {
+    let redis = Redis::start().expect("redis");
+    let log = Arc::new(SharedLog::default());
+    let tenancy = Arc::default();
+    crate::bounded(async {
+        let a = Node::start(&[redis.url()], &log, &tenancy).await;
+        let b = Node::start(&[redis.url()], &log, &tenancy).await;
+        assert_eq!(a.publish("waiting", 1).await, 1);
+        let channel = ChannelName::parse("waiting").unwrap();
+        let outbox = Outbox::new(1 << 20);
+        // Registered below the engine, which would read the head at once: the read is this
+        // test's to finish.
+        let (sub, lookup) = b.hub.subscribe(&channel, outbox.clone());
+        assert!(
+            matches!(lookup, HeadLookup::Load),
+            "the first subscriber loads the head"
+        );
+        sub.go_live(Vec::new(), 0);
+        eventually("B to listen to the channel", || {
+            b.bus.listening_channels() == 1
+        })
+        .await;
+        // The look the confirmation asked for (at most one, if it had not run yet), then
+        // none while the head is unknown.
+        tokio::time::sleep(BusOptions::default().gap_wait).await;
+        let looks = b.bus.stats().repair_looks;
+        tokio::time::sleep(BusOptions::default().gap_wait * 5).await;
+        let stats = b.bus.stats();
+        assert!(
+            stats.repair_looks - looks <= 1,
+            "looks at a channel waiting for its head over about 15 of the repair task's rounds: \
+             {stats:?}"
+        );
+        assert_eq!(
+            b.bus.unrepaired_channels(),
+            1,
+            "not started without its head"
+        );
+        // Told an older head than the log's (the read was made before the publish).
+        b.hub.finish_head_load(
+            &channel,
+            Some(Head {
+                epoch: Epoch::new("e1"),
+                last_seq: 0,
+            }),
+        );
+        eventually("B to start the channel and check it", || {
+            b.bus.unrepaired_channels() == 0
+        })
+        .await;
+        assert_eq!(receive(&outbox, 1).await, vec![(1, "1".to_owned())]);
+        assert_eq!(a.publish("waiting", 2).await, 2);
+        assert_eq!(receive(&outbox, 1).await, vec![(2, "2".to_owned())]);
     })
     .await;
 }

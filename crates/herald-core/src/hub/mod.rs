@@ -62,6 +62,10 @@ pub trait InterestHook: Send + Sync {
     fn gained(&self, channel: &ChannelName);
     /// The hub no longer follows `channel`.
     fn lost(&self, channel: &ChannelName);
+    /// `channel`'s entry was told its first head ([`Hub::head_floor`] is now known), by a
+    /// store read, a publish or a delivery: a bus waiting for the floor can start the channel
+    /// now instead of asking again and again.
+    fn head_known(&self, _channel: &ChannelName) {}
 }
 
 /// A channel with subscribers on this node. While it exists every committed message of the
@@ -433,7 +437,16 @@ impl Hub {
     pub fn learn_head(&self, channel: &ChannelName, head: Head) {
         let key = self.key(channel);
         if let Some(entry) = self.shard(key).read().get(key) {
-            entry.head.lock().learn(head);
+            if entry.head.lock().learn(head) {
+                self.tell_head_known(channel);
+            }
+        }
+    }
+
+    /// Tells the interest hook that `channel`'s entry learned its first head.
+    fn tell_head_known(&self, channel: &ChannelName) {
+        if let Some(hook) = self.interest.get() {
+            hook.head_known(channel);
         }
     }
 
@@ -443,8 +456,8 @@ impl Hub {
         let key = self.key(channel);
         let waiters = self.shard(key).read().get(key).and_then(|entry| {
             let mut slot = entry.head.lock();
-            if let Some(head) = head {
-                slot.learn(head);
+            if head.is_some_and(|head| slot.learn(head)) {
+                self.tell_head_known(channel);
             }
             slot.finish_load()
         });
@@ -564,13 +577,17 @@ impl Hub {
         };
         {
             let mut head = entry.head.lock();
+            let mut first = false;
             for message in run {
-                head.delivered(Head {
+                first |= head.delivered(Head {
                     epoch: message.epoch.clone(),
                     last_seq: message.seq,
                 });
             }
             head.tail_delivered_run(run);
+            if first {
+                self.tell_head_known(&last.channel);
+            }
         }
         for sub in &entry.subs {
             sub.deliver_run(run);
@@ -595,11 +612,14 @@ impl Hub {
         };
         {
             let mut head = entry.head.lock();
-            head.delivered(Head {
+            let first = head.delivered(Head {
                 epoch: message.epoch.clone(),
                 last_seq: message.seq,
             });
             head.tail_delivered(message);
+            if first {
+                self.tell_head_known(&message.channel);
+            }
         }
         for sub in &entry.subs {
             sub.deliver(message);
