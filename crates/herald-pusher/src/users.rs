@@ -324,10 +324,8 @@ mod tests {
         let hundred = format!(r#"{{"id":"u","watchlist":[{}]}}"#, ids(100));
         assert_eq!(UserData::parse(&hundred).unwrap().watchlist.len(), 100);
         let more = format!(r#"{{"id":"u","watchlist":[{}]}}"#, ids(101));
-        for (bad, says) in [(more.as_str(), "at most 100 user ids; this one has 101")] {
-            let e = UserData::parse(bad).unwrap_err();
-            assert!(e.contains(says), "{bad}: {e}");
-        }
+        let e = UserData::parse(&more).unwrap_err();
+        assert!(e.contains("at most 100 user ids; this one has 101"), "{e}");
     }
 
     #[test]

@@ -12,9 +12,10 @@
 //! relay). A connection with a watchlist watches each watched user's channel without being a
 //! member of it (edge's `observe_presence`): core queues the channel's members list (the
 //! cluster's), then its joins and leaves, each in order, to this connection's outbox, and
-//! [`Watchlist::on_presence`] turns them into Pusher's events as the connection writes them:
-//! one `online` event with the watched users online when the sign-in's lists are all in
-//! (none when nobody is), then `online` as a watched user joins and `offline` as it leaves.
+//! the connection's watchlist (`Watchlist::on_presence`) turns them into Pusher's events as
+//! it writes them: one `online` event with the watched users online when the sign-in's lists
+//! are all in (none when nobody is), then `online` as a watched user joins and `offline` as it
+//! leaves.
 //!
 //! `:` is not a Pusher name's character, so no Pusher client can name these channels, and
 //! their messages never reach a Pusher connection.
