@@ -48,6 +48,7 @@ mod push;
 mod pusher_api;
 mod pusher_cache;
 mod pusher_client;
+mod pusher_cluster;
 mod pusher_echo;
 mod pusher_encrypted;
 mod pusher_presence;

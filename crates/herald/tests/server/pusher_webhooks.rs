@@ -26,13 +26,13 @@ const WAIT: Duration = Duration::from_secs(60);
 
 /// Which SDK checks a receiver's requests.
 #[derive(Debug, Clone, Copy)]
-enum Lang {
+pub(crate) enum Lang {
     Node,
     Python,
 }
 
 /// A receiver process (see the module documentation) with its own directory.
-struct Receiver {
+pub(crate) struct Receiver {
     lang: Lang,
     child: Child,
     port: u16,
@@ -40,7 +40,7 @@ struct Receiver {
 }
 
 impl Receiver {
-    fn start(lang: Lang) -> Receiver {
+    pub(crate) fn start(lang: Lang) -> Receiver {
         let dir = tempfile::tempdir().unwrap();
         let here = clients();
         let mut command = match lang {
@@ -97,7 +97,7 @@ impl Receiver {
     }
 
     /// The credentials the SDK checks requests with.
-    fn set_credentials(&self, creds: &Credentials, secret: &str) {
+    pub(crate) fn set_credentials(&self, creds: &Credentials, secret: &str) {
         let text = json!({ "app_id": creds.app_id, "key": creds.key, "secret": secret });
         self.write("credentials", &text.to_string());
     }
@@ -115,12 +115,12 @@ impl Receiver {
     }
 
     /// Every request: `{"status","valid","events","error","time_ms"}`.
-    fn requests(&self) -> Vec<Value> {
+    pub(crate) fn requests(&self) -> Vec<Value> {
         self.lines("requests.jsonl")
     }
 
     /// Every event accepted, as the SDK read it, in arrival order.
-    fn events(&self) -> Vec<Value> {
+    pub(crate) fn events(&self) -> Vec<Value> {
         self.lines("events.jsonl")
             .into_iter()
             .map(|l| l["event"].clone())
@@ -128,7 +128,7 @@ impl Receiver {
     }
 
     /// Waits until `done` holds of the events accepted; panics after [`WAIT`].
-    async fn wait_for(&self, what: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    pub(crate) async fn wait_for(&self, what: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
         let deadline = tokio::time::Instant::now() + WAIT;
         loop {
             let events = self.events();
@@ -184,7 +184,7 @@ async fn node() -> (Server, Credentials) {
 }
 
 /// Registers a Pusher endpoint of the default app for `receiver`, told `events`.
-async fn register(s: &Server, receiver: &Receiver, events: Value) -> Value {
+pub(crate) async fn register(s: &Server, receiver: &Receiver, events: Value) -> Value {
     let (status, created) = s
         .post(
             "/v1/apps/default/hooks",
@@ -197,7 +197,7 @@ async fn register(s: &Server, receiver: &Receiver, events: Value) -> Value {
 }
 
 /// Whether `events` hold one named `name` about `channel` with the fields of `more`.
-fn has(events: &[Value], name: &str, channel: &str, more: Value) -> bool {
+pub(crate) fn has(events: &[Value], name: &str, channel: &str, more: Value) -> bool {
     events.iter().any(|e| {
         e["name"] == name
             && e["channel"] == channel
