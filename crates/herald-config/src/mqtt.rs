@@ -36,6 +36,7 @@ pub(super) const MQTT_KEYS: &[&str] = &[
     "max_topic_aliases_out",
     "max_session_expiry",
     "max_retained_per_filter",
+    "sys_interval",
     "allow_anonymous",
     "anonymous_app",
     "anonymous_rules",
@@ -166,6 +167,8 @@ impl Layers {
                 d.max_retained_per_filter,
                 |r| number(0, 65535)(r).map(u16_of),
             )?,
+            // Whole seconds, as the session expiry's (`10`, `"10s"`, `"1m"`); 0: off.
+            sys_interval: self.get("mqtt.sys_interval", d.sys_interval, session_expiry)?,
             allow_anonymous: self.get("mqtt.allow_anonymous", d.allow_anonymous, boolean)?,
             anonymous_app: self.get("mqtt.anonymous_app", d.anonymous_app, app_id)?,
             anonymous_rules: self.anonymous_rules()?,
@@ -462,6 +465,15 @@ mod tests {
         let env = [("HERALD_MQTT_MAX_TOPIC_ALIASES_OUT", "3")];
         let c = load(None, &env, ConfigFlags::default()).unwrap();
         assert_eq!(c.mqtt.settings.max_topic_aliases_out, 3);
+        let c = load(
+            Some("[mqtt]\nsys_interval = \"1m\"\n"),
+            &[],
+            ConfigFlags::default(),
+        );
+        assert_eq!(c.unwrap().mqtt.settings.sys_interval, 60);
+        let env = [("HERALD_MQTT_SYS_INTERVAL", "0")];
+        let c = load(None, &env, ConfigFlags::default()).unwrap();
+        assert_eq!(c.mqtt.settings.sys_interval, 0, "off");
     }
 
     #[test]

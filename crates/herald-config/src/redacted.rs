@@ -305,6 +305,7 @@ impl Config {
                 int(mq.max_retained_per_filter.into()),
                 "",
             ),
+            ("mqtt.sys_interval", int(mq.sys_interval.into()), ""),
             (
                 "mqtt.allow_anonymous",
                 Some(Value::from(mq.allow_anonymous)),

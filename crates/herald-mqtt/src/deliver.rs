@@ -37,6 +37,10 @@ impl MqttWire {
         let Some(granted) = self.subscriptions.get(&message.channel) else {
             return 0;
         };
+        if crate::sys::is_sys(message) {
+            // The `$SYS/` tree's: at QoS 0, retained when sent on subscribe, no position.
+            return self.write_publish(out, message, replayed, None);
+        }
         // Replayed on subscribe is the retained message, unless a resumed session is catching
         // up on what it missed.
         // An inbox's catch-up is never retained: it is what the device has not acknowledged.

@@ -313,6 +313,9 @@ async fn store(
     if let Some(refused) = crate::inbox::refuse_publish(topic.as_str()) {
         return Err(refused);
     }
+    if let Some(refused) = crate::sys::refuse_publish(topic.as_str()) {
+        return Err(refused);
+    }
     if let Some(rules) = &wire.anonymous {
         if !rules.may_publish(topic.as_str()) {
             return Err((
@@ -505,6 +508,9 @@ async fn subscribe_one(
         Ok(opened) => {
             let position = Some(&opened.position);
             wire.session_subscribed(filter, options, granted, &channel, position);
+            if crate::sys::is_sys_topic(filter) {
+                wire.follow_sys(filter, send_retained);
+            }
             Ok(granted.qos)
         }
         Err(e) => {

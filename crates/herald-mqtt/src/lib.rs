@@ -21,7 +21,8 @@
 //! payloads to message data in [`payload`], and the anonymous mode's rules are [`access`]'s.
 //! A message's publisher and publish QoS are read from its key (`origin.rs`), and wills are
 //! published as `will.rs` says. Parking idle connections comes next (docs/design/mqtt.md,
-//! phase 2). Topic aliases towards a v5 client are `topic_aliases.rs`'s.
+//! phase 2). Topic aliases towards a v5 client are `topic_aliases.rs`'s, and the read-only
+//! `$SYS/` statistics [`sys`]'s.
 //!
 //! The codec depends on `bytes` and `thiserror` only (no Herald crate, no runtime), so it can be
 //! fuzzed (`crates/herald-fuzz/src/mqtt.rs`) and reused by tests, benches and clients.
@@ -44,6 +45,7 @@ pub mod session;
 pub mod settings;
 mod shared;
 mod subscriptions;
+pub mod sys;
 mod takeover;
 mod topic_aliases;
 pub mod topic_map;

@@ -144,6 +144,7 @@ pub async fn serve(
         claim,
         session_expiry_zero,
         persist: opened.session,
+        sys: sessions.sys.clone(),
     };
     let mut wire = MqttWire::new(session, settings, start, buf);
     if opened.resumed.is_some() {

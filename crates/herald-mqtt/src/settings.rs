@@ -23,6 +23,9 @@ pub const DEFAULT_MAX_TOPIC_ALIASES: u16 = 10;
 /// The default [`MqttSettings::max_topic_aliases_out`].
 pub const DEFAULT_MAX_TOPIC_ALIASES_OUT: u16 = 10;
 
+/// The default [`MqttSettings::sys_interval`]: 10 seconds.
+pub const DEFAULT_SYS_INTERVAL: u32 = 10;
+
 /// The default [`MqttSettings::max_session_expiry`]: 7 days, in seconds.
 pub const DEFAULT_MAX_SESSION_EXPIRY: u32 = 7 * 24 * 3600;
 
@@ -77,6 +80,9 @@ pub struct MqttSettings {
     /// channels listed per filter prefix. 0 sends none. Default
     /// [`DEFAULT_MAX_RETAINED_PER_FILTER`] (100).
     pub max_retained_per_filter: u16,
+    /// How often the `$SYS/` statistics are published, in seconds, as Mosquitto's
+    /// `sys_interval` (`crate::sys`); 0 publishes none. Default [`DEFAULT_SYS_INTERVAL`] (10).
+    pub sys_interval: u32,
     /// Whether a CONNECT without credentials (no password) is accepted, in
     /// [`MqttSettings::anonymous_app`] and limited by [`MqttSettings::anonymous_rules`] (a
     /// development mode, as Mosquitto's `allow_anonymous`). Off: such a CONNECT is refused
@@ -101,6 +107,7 @@ impl Default for MqttSettings {
             max_topic_aliases_out: DEFAULT_MAX_TOPIC_ALIASES_OUT,
             max_session_expiry: DEFAULT_MAX_SESSION_EXPIRY,
             max_retained_per_filter: DEFAULT_MAX_RETAINED_PER_FILTER,
+            sys_interval: DEFAULT_SYS_INTERVAL,
             allow_anonymous: false,
             anonymous_app: "default".to_owned(),
             anonymous_rules: Vec::new(),
@@ -128,6 +135,7 @@ mod tests {
         assert_eq!(s.max_topic_aliases_out, 10);
         assert_eq!(s.max_session_expiry, 604_800);
         assert_eq!(s.max_retained_per_filter, 100);
+        assert_eq!(s.sys_interval, 10);
         assert!(!s.allow_anonymous && s.anonymous_rules.is_empty());
         assert_eq!(s.anonymous_app, "default");
     }

@@ -88,6 +88,9 @@ pub(crate) async fn subscribe(
     if send_retained {
         send_retained_messages(wire, &app, &parsed).await;
     }
+    if crate::sys::is_sys_topic(filter) {
+        wire.follow_sys(filter, send_retained);
+    }
     Ok(granted.qos)
 }
 
@@ -102,6 +105,9 @@ pub(crate) fn resume(wire: &mut MqttWire, filter: &str, granted: Granted) -> boo
         return false;
     };
     register(wire, &app, parsed, granted);
+    if crate::sys::is_sys_topic(filter) {
+        wire.follow_sys(filter, false);
+    }
     true
 }
 

@@ -92,6 +92,8 @@ pub(crate) struct MqttWire {
     pub(crate) aliases: Vec<(u16, TopicName)>,
     /// Outbound topic aliases (v5), set by the server's PUBLISH packets (`topic_aliases.rs`).
     pub(crate) topic_aliases: crate::topic_aliases::TopicAliases,
+    /// The listener's `$SYS/` tree (`sys.rs`).
+    pub(crate) sys: Arc<crate::sys::SysTree>,
     /// Bytes of a part-read packet (empty, with no allocation, between packets).
     read_buf: BytesMut,
     /// Packets decoded and not handled yet.
@@ -136,6 +138,7 @@ pub(crate) struct Start {
     pub(crate) claim: Claim,
     pub(crate) session_expiry_zero: bool,
     pub(crate) persist: Option<Box<PersistentSession>>,
+    pub(crate) sys: Arc<crate::sys::SysTree>,
 }
 
 impl MqttWire {
@@ -165,6 +168,7 @@ impl MqttWire {
                 start.client_topic_alias_maximum,
                 settings.max_topic_aliases_out,
             ),
+            sys: start.sys,
             read_buf: read_ahead,
             incoming: VecDeque::new(),
             failed: None,

@@ -148,6 +148,11 @@ async fn assemble(
     let generated_api_key = parts.publisher_keys(&settings).await?;
     // One set of persistent MQTT sessions for the TCP listener and `/mqtt` alike.
     let mqtt_sessions = crate::mqtt::start_sessions(&settings, &parts);
+    if let Some(sessions) = &mqtt_sessions {
+        // `$SYS/` reads the figures `/metrics` serves (herald-mqtt's `sys.rs`).
+        let handle = metrics.clone();
+        sessions.start_sys(Arc::new(move || handle.render()));
+    }
     let mqtt_websocket = crate::mqtt::websocket_router(&settings.mqtt, &edge, &mqtt_sessions);
     let (router, direct_publish) =
         parts.router(&settings, edge.clone(), metrics, mqtt_websocket)?;

@@ -221,6 +221,9 @@ impl MqttWire {
                     if let Some(persist) = self.persist.as_mut() {
                         persist.follow(&channel, &opened.position, true);
                     }
+                    if crate::sys::is_sys_topic(&sub.filter) {
+                        self.follow_sys(&sub.filter, false);
+                    }
                 }
                 Err(e) => {
                     tracing::debug!(

@@ -50,6 +50,7 @@ use store::{MqttSessionStore, SessionKey, SessionWrite, StoredSession};
 
 use crate::inflight::Sent;
 use crate::settings::MqttSettings;
+use crate::sys::{Render, SysTree};
 use crate::will::PendingWills;
 
 /// How often expired sessions are deleted.
@@ -66,6 +67,9 @@ pub struct Sessions {
     unacked: Mutex<HashMap<SessionKey, Vec<Sent>>>,
     /// The wills waiting for their delay (in memory: `crate::will`).
     pub(crate) wills: Arc<PendingWills>,
+    /// The listener's `$SYS/` tree ([`crate::sys`]), published once [`Sessions::start_sys`]
+    /// gives it the metrics.
+    pub(crate) sys: Arc<SysTree>,
     /// The cluster's claims of client identifiers, on a cluster node (`crate::cluster`).
     cluster: OnceLock<Arc<dyn ClusterClaims>>,
 }
@@ -102,6 +106,7 @@ impl Sessions {
             max_expiry_ms: i64::from(settings.max_session_expiry) * 1000,
             unacked: Mutex::new(HashMap::new()),
             wills: Arc::default(),
+            sys: Arc::new(SysTree::new(settings.sys_interval)),
             cluster: OnceLock::new(),
         });
         let weak = Arc::downgrade(&sessions);
@@ -133,6 +138,13 @@ impl Sessions {
     /// The cluster's claims, on a cluster node.
     pub(crate) fn cluster(&self) -> Option<&Arc<dyn ClusterClaims>> {
         self.cluster.get()
+    }
+
+    /// Starts the `$SYS/` tree ([`crate::sys`]) on the current runtime: its values read from
+    /// `render` (the process's metrics as Prometheus text) every `mqtt.sys_interval` seconds,
+    /// none when that is 0. Call it once.
+    pub fn start_sys(&self, render: Render) {
+        self.sys.start(render);
     }
 
     /// The expiry interval a client asking for `requested` seconds (`u32::MAX`: never) is

@@ -37,6 +37,7 @@ mod mqtt_refusals;
 mod mqtt_session;
 mod mqtt_shared;
 mod mqtt_subscription_ids;
+mod mqtt_sys;
 mod mqtt_topic_aliases;
 mod mqtt_websocket;
 mod mqtt_wildcards;
