@@ -1,4 +1,5 @@
-//! Presence, client events, queries and cache channels with pusher-js clients on two nodes.
+//! Presence, client events, queries and cache channels (public, private and presence) with
+//! pusher-js clients on two nodes.
 
 use serde_json::{json, Value};
 
@@ -207,6 +208,22 @@ async fn cache_channels_on_one_node_answer_what_the_other_was_sent() {
             event("cache-prices", "tick", json!({ "p": 2 }))
         );
         later.exit().await;
+    }
+
+    // Private and presence cache channels too: a presence one's members list, then the event.
+    for channel in ["private-cache-orders", "presence-cache-room"] {
+        nodes.trigger(a, channel, "order", r#"{"o":7}"#).await;
+        let mut js = PusherJs::start_with(b, creds, &[channel], user("eve", "Eve")).await;
+        let succeeded = js.next_event().await;
+        assert_eq!(
+            succeeded["event"], "pusher:subscription_succeeded",
+            "{succeeded}"
+        );
+        assert_eq!(
+            event_of(&js.next_event().await),
+            event(channel, "order", json!({ "o": 7 }))
+        );
+        js.exit().await;
     }
     empty.exit().await;
     first.exit().await;
