@@ -45,6 +45,7 @@ pub mod event;
 pub mod frame;
 pub mod http;
 mod outbound;
+mod park;
 pub mod presence;
 pub mod serve;
 mod session;

@@ -9,7 +9,9 @@
 //! socket id and activity timeout) first, registers with the node's live clients as
 //! [`Transport::Pusher`] (lifecycle events, webhooks, revocation, shutdown) and joins the
 //! keep-alive roster, and joins the node's Pusher connections ([`crate::connections`]: closed
-//! with 4001 if its key goes). Idle Pusher connections do not park yet: they stay in their task.
+//! with 4001 if its key goes). Idle, a plain-TCP connection parks (`park.rs`) as Herald's
+//! WebSocket does; the task holds the connection's state, a small serving future and nothing
+//! else (the upgrade and the goodbye are boxed apart).
 //!
 //! [`DETECTOR`] recognises the handshake from the connection's first bytes, so the HTTP
 //! listener keeps the connection on the sessions' runtime, where it will run.
@@ -32,20 +34,17 @@ use herald_core::tenant::AppId;
 use herald_edge::conn::Conn;
 use herald_edge::detect::{Detector, Verdict};
 use herald_edge::driver::{Connection, Ended, Marks, Served, Wire};
-use herald_edge::parking::Parking;
+use herald_edge::roster::Place;
 use herald_edge::session::ClientSession;
 use herald_edge::ws::handshake::Upgrade;
 use herald_edge::Edge;
 
-use crate::connections::Farewell;
+use crate::connections::{Farewell, Registered};
 use crate::credentials::service::PusherCredentials;
 use crate::frame::{self, codes, PROTOCOLS};
 use crate::session::PusherSession;
 use crate::settings::ClientSettings;
 use crate::wire::{goodbye, End, PusherWire};
-
-/// Pusher connections do not park yet: the driver is given parking that never parks.
-static NO_PARKING: LazyLock<Parking> = LazyLock::new(Parking::disabled);
 
 /// What the endpoint needs.
 pub struct PusherClients {
@@ -143,27 +142,26 @@ async fn upgrade(
         let Some((mut stream, read_ahead)) = socket.await else {
             return;
         };
-        match start {
+        let (credentials, counted) = match start {
             Start::Refused(code, message) => {
                 tracing::debug!(code, %message, "Pusher connection refused");
                 goodbye(&mut stream, End::Error(code, message), Vec::new()).await;
                 stream.close().await;
+                return;
             }
             Start::Accepted {
                 credentials,
                 counted,
-            } => {
-                Box::pin(serve(
-                    served_by,
-                    stream,
-                    read_ahead,
-                    credentials,
-                    counted,
-                    hooks,
-                ))
-                .await
-            }
-        }
+            } => (credentials, counted),
+        };
+        let (mut connection, place, registered, early) =
+            open(served_by, read_ahead, credentials, counted, hooks);
+        let served = match early {
+            Some(ended) => Served::Ends(ended),
+            None => serve(&mut connection, &mut stream).await,
+        };
+        // Boxed: parking or saying goodbye is no part of the idle connection's task.
+        Box::pin(after(connection, served, stream, place, registered)).await;
     };
     match elsewhere {
         Some(sessions) => clients.edge.connections.spawn_on(run, sessions),
@@ -241,14 +239,20 @@ fn client_of(app: AppId) -> Client {
     }
 }
 
-/// Serves an accepted connection until it ends.
-async fn serve(
+/// Starts an accepted connection: its session and wire (`connection_established` queued), its
+/// place on the keep-alive roster and among the node's Pusher connections, and how it ends at
+/// once if what was read past the handshake is not WebSocket.
+fn open(
     clients: Arc<PusherClients>,
-    mut stream: Conn,
     read_ahead: Bytes,
     credentials: Arc<crate::credentials::cache::OpenCredentials>,
     counted: herald_core::usage::ConnectionGuard,
     hooks: Option<Arc<herald_hooks::Hooks>>,
+) -> (
+    Connection<PusherWire>,
+    Place,
+    Registered,
+    Option<Ended<End>>,
 ) {
     crate::outbound::reserve_slot();
     let edge = clients.edge.clone();
@@ -269,8 +273,8 @@ async fn serve(
         Some(counted),
     );
     let farewell = Arc::new(Farewell::default());
-    // In the node's Pusher connections while it runs: closed if its key goes.
-    let _registered = connections.register(
+    // In the node's Pusher connections while it runs (parked too): closed if its key goes.
+    let registered = connections.register(
         &credentials.app,
         &credentials.key,
         session.outbox(),
@@ -289,23 +293,45 @@ async fn serve(
         .feed(&read_ahead, &mut wire.incoming)
         .err()
         .map(|e| Ended::Wire(End::BadFrame(e)));
-    drop(read_ahead);
     let place = edge.keepalive.join(wire.session.outbox());
-    let mut connection = Connection::new(wire, Marks::new(true));
-    let ended = match early {
-        Some(ended) => ended,
-        None => match connection.serve(&mut stream, &NO_PARKING).await {
-            Served::Ends(ended) => ended,
-            // Not reached: this parking never reserves a slot.
-            Served::Parks(ticket) => {
-                NO_PARKING.cancel(ticket);
-                Ended::Gone
-            }
-        },
+    (
+        Connection::new(wire, Marks::new(true)),
+        place,
+        registered,
+        early,
+    )
+}
+
+/// Serves the connection (fresh, or revived from parking) until it ends or parks. The socket
+/// and the connection are the caller's, borrowed, so the idle task stores each once.
+pub(crate) async fn serve(
+    connection: &mut Connection<PusherWire>,
+    stream: &mut Conn,
+) -> Served<End> {
+    let edge = connection.wire.session.edge().clone();
+    connection.serve(stream, &edge.parking).await
+}
+
+/// After [`serve`]: parks the connection in its reserved slot, or ends it (the goodbye Pusher
+/// says for how it ended, then the socket closed and the connection out of the node's Pusher
+/// connections).
+pub(crate) async fn after(
+    mut connection: Connection<PusherWire>,
+    served: Served<End>,
+    mut stream: Conn,
+    place: Place,
+    registered: Registered,
+) {
+    let ended = match served {
+        Served::Parks(ticket) => {
+            return crate::park::park(connection, ticket, stream, place, registered)
+        }
+        Served::Ends(ended) => ended,
     };
-    edge.keepalive.leave(place);
+    connection.wire.session.edge().keepalive.leave(place);
     connection.wire.goodbye(&mut stream, ended).await;
     stream.close().await;
+    drop(registered);
 }
 
 #[cfg(test)]
@@ -321,6 +347,18 @@ mod tests {
         assert_eq!(DETECTOR.detect(b"GET /ap"), Verdict::Undecided);
         assert_eq!(DETECTOR.detect(b"GET /apps/1/events"), Verdict::NotMine);
         assert_eq!(DETECTOR.detect(b"POST /app/x"), Verdict::NotMine);
+    }
+
+    fn future_size<A: 'static, B: 'static, F>(_: fn(&'static mut A, &'static mut B) -> F) -> usize {
+        size_of::<F>()
+    }
+
+    #[test]
+    fn an_idle_connections_task_keeps_little_besides_its_state() {
+        // What the serving future keeps besides the connection it borrows, as a WebSocket's
+        // (the whole connection's future was 2,768 bytes in a debug build before).
+        let serving = future_size::<Connection<PusherWire>, Conn, _>(serve);
+        assert!(serving <= 160, "{serving} bytes");
     }
 
     #[test]

@@ -59,27 +59,26 @@ impl PusherWire {
             incoming: Vec::new(),
         }
     }
+}
 
-    /// At a keep-alive tick: the ping to send, or how the connection ends.
-    fn keepalive(&mut self, now: Instant) -> Result<bool, End> {
-        let s = &mut self.session;
-        if let Some(sent) = s.ping_sent {
-            if s.last_heard > sent {
-                s.ping_sent = None;
-            } else if now.duration_since(sent) >= s.settings.pong_timeout {
-                return Err(End::Error(
-                    codes::PONG_NOT_RECEIVED,
-                    "Pong reply not received: the server's ping got no answer in time".into(),
-                ));
-            }
+/// At a keep-alive tick: whether to send `pusher:ping` (noting it sent), or how the connection
+/// ends. A parked connection applies it too (`crate::park`).
+pub(crate) fn keepalive(s: &mut PusherSession, now: Instant) -> Result<bool, End> {
+    if let Some(sent) = s.ping_sent {
+        if s.last_heard > sent {
+            s.ping_sent = None;
+        } else if now.duration_since(sent) >= s.settings.pong_timeout {
+            return Err(End::Error(
+                codes::PONG_NOT_RECEIVED,
+                "Pong reply not received: the server's ping got no answer in time".into(),
+            ));
         }
-        if s.ping_sent.is_none() && now.duration_since(s.last_heard) >= s.settings.activity_timeout
-        {
-            s.ping_sent = Some(now);
-            return Ok(true);
-        }
-        Ok(false)
     }
+    if s.ping_sent.is_none() && now.duration_since(s.last_heard) >= s.settings.activity_timeout {
+        s.ping_sent = Some(now);
+        return Ok(true);
+    }
+    Ok(false)
 }
 
 impl Wire for PusherWire {
@@ -136,7 +135,7 @@ impl Wire for PusherWire {
         *active = false;
         let mut ends = batch.closed.map(End::Disconnect);
         let ping = batch.ping
-            && match self.keepalive(Instant::now()) {
+            && match keepalive(&mut self.session, Instant::now()) {
                 Ok(ping) => ping,
                 Err(end) => {
                     ends = ends.or(Some(end));

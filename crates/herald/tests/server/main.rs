@@ -52,6 +52,7 @@ mod pusher_client;
 mod pusher_cluster;
 mod pusher_echo;
 mod pusher_encrypted;
+mod pusher_parking;
 mod pusher_presence;
 mod pusher_queries;
 mod pusher_users;

@@ -1,0 +1,261 @@
+//! An idle Pusher connection parked ([`herald_edge::parking`]) as Herald's WebSocket parks:
+//! after `park_idle_after` with nothing to do, a plain-TCP connection leaves its task and waits
+//! as one small record ([`ParkedPusher`]: its session boxed whole, its socket, its place on the
+//! keep-alive roster and in the node's Pusher connections), with no task, future or tokio
+//! registration of its own.
+//!
+//! Pusher's keep-alive goes on without a task:
+//!
+//! - at a roster tick (the outbox's lone ping request), the rule of `wire.rs` is applied to
+//!   the parked session: nothing to send (stays parked), `pusher:ping` sent with one
+//!   non-blocking write (stays parked), or a ping gone unanswered for the pong timeout, which
+//!   revives the connection so its task closes it with 4201 as before;
+//! - a readable socket holding only whole `pusher:ping` and `pusher:pong` frames from the
+//!   client is answered (a `pusher:pong` for each ping, written first with one non-blocking
+//!   write) and then read; the client counts as heard from.
+//!
+//! Anything else revives the connection into a task, which carries on where it left off: a
+//! message, presence or watchlist frame or a close in its outbox (a revocation,
+//! `terminate_connections`, its key gone, shutdown), any other client frame (a subscribe, a
+//! client event, a close, the end of the stream). The session is kept exactly as it was (its
+//! client-event window and command budget included), so a revived connection behaves as one
+//! that never parked.
+
+use std::future::Future;
+use std::io::{ErrorKind, Read, Write};
+use std::os::fd::RawFd;
+use std::pin::Pin;
+use std::time::Instant;
+
+use herald_edge::conn::Conn;
+use herald_edge::driver::{Connection, Marks};
+use herald_edge::parking::{raw, send_ping, Cause, Parked, Ticket};
+use herald_edge::roster::Place;
+use herald_edge::ws::frame::{self as ws, FrameReader, Incoming, Opcode};
+
+use crate::connections::Registered;
+use crate::frame::{self, ClientFrame};
+use crate::session::PusherSession;
+use crate::wire::{keepalive, PusherWire};
+
+/// The most a parked connection's socket is read on the parking thread: a few pings. Anything
+/// longer revives the connection.
+const PINGS_READ: usize = 512;
+
+/// Parks `connection` in its reserved slot, with its socket, its place on the roster (where it
+/// stays while parked) and its place among the node's Pusher connections.
+pub(crate) fn park(
+    connection: Connection<PusherWire>,
+    ticket: Ticket,
+    stream: Conn,
+    place: Place,
+    registered: Registered,
+) {
+    let edge = connection.wire.session.edge().clone();
+    let Conn::Plain(tcp) = stream else {
+        // Not reached: only a plain TCP connection reserves a slot.
+        edge.parking.cancel(ticket);
+        edge.keepalive.leave(place);
+        return;
+    };
+    // The frame reader (between frames, so empty) and the input list are built again on
+    // revival.
+    let (PusherWire { session, .. }, _) = connection.into_parts();
+    edge.parking.park(
+        ticket,
+        tcp,
+        |socket| ParkedPusher {
+            session: Box::new(session),
+            socket,
+            place,
+            registered,
+        },
+        edge.connections.token(),
+    );
+}
+
+/// A parked Pusher connection: all it holds while it waits without a task.
+pub(crate) struct ParkedPusher {
+    session: Box<PusherSession>,
+    socket: std::net::TcpStream,
+    place: Place,
+    registered: Registered,
+}
+
+impl ParkedPusher {
+    /// A keep-alive tick: Pusher's rule applied without a task (see the module docs).
+    fn tick(&mut self, waker: &std::task::Waker) -> bool {
+        let outbox = self.session.outbox().clone();
+        if !outbox.take_lone_ping(waker) {
+            return false;
+        }
+        match keepalive(&mut self.session, Instant::now()) {
+            Ok(false) => true,
+            Ok(true) => {
+                let mut ping = Vec::new();
+                ws::encode(&mut ping, Opcode::Text, &frame::ping());
+                if send_ping(&self.socket, &ping, &outbox) {
+                    true
+                } else {
+                    // Not sent: the revived task is asked again and sends it.
+                    self.session.ping_sent = None;
+                    false
+                }
+            }
+            // The ping went unanswered: the revived task closes the connection (4201).
+            Err(_) => {
+                outbox.request_ping();
+                false
+            }
+        }
+    }
+
+    /// The socket is readable: answers and reads the client's pings if that is all it sent.
+    fn read_pings(&mut self) -> bool {
+        let mut buf = [0; PINGS_READ];
+        let read = match self.socket.peek(&mut buf) {
+            Ok(n) if n > 0 && n < PINGS_READ => n,
+            _ => return false,
+        };
+        let Some(pings) = only_pings(&buf[..read]) else {
+            return false;
+        };
+        let mut pongs = Vec::new();
+        for _ in 0..pings {
+            ws::encode(&mut pongs, Opcode::Text, &frame::pong());
+        }
+        // The answers first: if the socket takes none of them, nothing is read and the revived
+        // task reads the pings and answers them itself.
+        match (&self.socket).write(&pongs) {
+            Ok(n) if n == pongs.len() => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
+                return false
+            }
+            _ => return self.shut(),
+        }
+        match (&self.socket).read(&mut buf[..read]) {
+            Ok(n) if n == read => {
+                self.session.last_heard = Instant::now();
+                true
+            }
+            _ => self.shut(),
+        }
+    }
+
+    /// Shuts the socket down (a frame was left in part), so the revived task ends the
+    /// connection as gone.
+    fn shut(&self) -> bool {
+        let _ = self.socket.shutdown(std::net::Shutdown::Both);
+        false
+    }
+}
+
+/// How many `pusher:ping` frames `data` holds, if it is only whole `pusher:ping` and
+/// `pusher:pong` frames (masked text frames, as a client sends them) and at least one.
+fn only_pings(data: &[u8]) -> Option<usize> {
+    let mut reader = FrameReader::new(PINGS_READ);
+    let mut frames = Vec::new();
+    reader.feed(data, &mut frames).ok()?;
+    if !reader.is_idle() || frames.is_empty() {
+        return None;
+    }
+    let mut pings = 0;
+    for f in &frames {
+        let Incoming::Text(text) = f else {
+            return None;
+        };
+        match ClientFrame::parse(text) {
+            Ok(ClientFrame::Ping) => pings += 1,
+            Ok(ClientFrame::Pong) => {}
+            _ => return None,
+        }
+    }
+    Some(pings)
+}
+
+impl Parked for ParkedPusher {
+    fn socket(&self) -> RawFd {
+        raw(&self.socket)
+    }
+
+    fn expires(&self) -> Option<u64> {
+        None
+    }
+
+    fn answer(&mut self, cause: Cause<'_>) -> bool {
+        match cause {
+            Cause::Outbox(waker) => self.tick(waker),
+            Cause::Readable => self.read_pings(),
+        }
+    }
+
+    fn resume(self: Box<Self>) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        Box::pin(async move {
+            let ParkedPusher {
+                session,
+                socket,
+                place,
+                registered,
+            } = *self;
+            let Ok(tcp) = tokio::net::TcpStream::from_std(socket) else {
+                session.edge().keepalive.leave(place);
+                return;
+            };
+            let mut connection = Connection::new(PusherWire::new(*session), Marks::new(true));
+            let mut stream = Conn::Plain(tcp);
+            let served = crate::serve::serve(&mut connection, &mut stream).await;
+            Box::pin(crate::serve::after(
+                connection, served, stream, place, registered,
+            ))
+            .await;
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn masked_text(text: &str) -> Vec<u8> {
+        let mut out = vec![0x81, 0x80 | u8::try_from(text.len()).unwrap(), 1, 2, 3, 4];
+        out.extend(
+            text.bytes()
+                .zip([1, 2, 3, 4].iter().cycle())
+                .map(|(b, m)| b ^ m),
+        );
+        out
+    }
+
+    #[test]
+    fn only_whole_client_pings_are_answered_while_parked() {
+        let ping = masked_text(r#"{"event":"pusher:ping","data":{}}"#);
+        assert_eq!(only_pings(&ping), Some(1));
+        assert_eq!(only_pings(&[ping.clone(), ping.clone()].concat()), Some(2));
+        let pong = masked_text(r#"{"event":"pusher:pong","data":{}}"#);
+        assert_eq!(only_pings(&pong), Some(0), "a pong is read, not answered");
+        assert_eq!(only_pings(&[pong, ping.clone()].concat()), Some(1));
+        assert_eq!(only_pings(&[]), None, "nothing read");
+        assert_eq!(only_pings(&ping[..ping.len() - 1]), None, "a ping in part");
+        let subscribe = masked_text(r#"{"event":"pusher:subscribe","data":{"channel":"a"}}"#);
+        assert_eq!(only_pings(&[ping.clone(), subscribe].concat()), None);
+        assert_eq!(only_pings(&[0x88, 0x80, 1, 2, 3, 4]), None, "a close");
+        let unmasked = [&[0x81, 0x03][..], b"abc"].concat();
+        assert_eq!(only_pings(&unmasked), None);
+    }
+
+    #[test]
+    fn a_parked_connection_is_small() {
+        // The session is boxed whole; the record is a pointer, the socket, two places.
+        assert!(
+            size_of::<ParkedPusher>() <= 48,
+            "{}",
+            size_of::<ParkedPusher>()
+        );
+        // The session's box is what a parked connection costs beyond a WebSocket's.
+        assert!(
+            size_of::<PusherSession>() <= 512,
+            "{}",
+            size_of::<PusherSession>()
+        );
+    }
+}
