@@ -108,6 +108,10 @@ pub struct BusStats {
     /// (followed, its head known, listening, its check done), plus one per round while a gap
     /// is awaited.
     pub repair_looks: u64,
+    /// Channels whose local subscriber count the presence task read, summed over its rounds:
+    /// those whose count changed since the last round (every followed channel after a
+    /// reconnect or a failed write).
+    pub presence_counts_read: u64,
     /// Batches of channel heads read from Redis (for the engine's subscribes to channels new
     /// to this node, and for the checks of [`Self::head_checks`]) instead of the log.
     pub heads_from_redis: u64,
@@ -133,6 +137,7 @@ pub(crate) struct Counters {
     pub(crate) head_checks: AtomicU64,
     pub(crate) checked_channels: AtomicU64,
     pub(crate) repair_looks: AtomicU64,
+    pub(crate) presence_counts_read: AtomicU64,
     pub(crate) heads_from_redis: AtomicU64,
     pub(crate) heads_not_vouched: AtomicU64,
     pub(crate) decode_errors: AtomicU64,
@@ -174,6 +179,9 @@ pub(crate) struct Shared {
     pub(crate) followed: Followed,
     pub(crate) interest: InterestQueue,
     pub(crate) interest_changed: Notify,
+    /// Channels whose local subscriber count changed since the presence task last wrote
+    /// (`crate::presence`).
+    pub(crate) counts_changed: Mutex<std::collections::HashSet<ChannelName>>,
     /// Tells the sender task to send what is queued, once more, and stop ([`RedisBus::shutdown`]).
     pub(crate) stopping: Notify,
     pub(crate) outgoing: mpsc::Sender<Vec<SharedMessage>>,
@@ -364,6 +372,7 @@ impl RedisBus {
             head_checks: get(&c.head_checks),
             checked_channels: get(&c.checked_channels),
             repair_looks: get(&c.repair_looks),
+            presence_counts_read: get(&c.presence_counts_read),
             heads_from_redis: get(&c.heads_from_redis),
             heads_not_vouched: get(&c.heads_not_vouched),
             decode_errors: get(&c.decode_errors),
@@ -484,6 +493,7 @@ impl Connected {
             followed: Followed::new(),
             interest: InterestQueue::default(),
             interest_changed: Notify::new(),
+            counts_changed: Mutex::default(),
             stopping: Notify::new(),
             outgoing,
             events_out,
@@ -572,6 +582,12 @@ impl InterestHook for Hook {
         if let Some(shared) = self.0.upgrade() {
             shared.interest.push(channel, false);
             shared.interest_changed.notify_one();
+        }
+    }
+
+    fn subscribers_changed(&self, channel: &ChannelName) {
+        if let Some(shared) = self.0.upgrade() {
+            shared.counts_changed.lock().insert(channel.clone());
         }
     }
 

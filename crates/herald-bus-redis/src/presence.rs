@@ -1,7 +1,8 @@
 //! Presence: cluster-wide subscriber counts per channel and connection counts per app. Every
 //! [`crate::BusOptions::presence_period`] each node writes its own counts to a Redis hash of
 //! its own (`PREFIX:presence:NODE`, fields `c:CHANNEL` and `a:APP`; only the fields that
-//! changed, and the whole hash again after a reconnect), which expires after three periods,
+//! changed, looking only at the channels the hub said changed, and the whole hash again after
+//! a reconnect or a failed write), which expires after three periods,
 //! and notes the time in `PREFIX:nodes`. A read sums this node's live count with every other
 //! live node's last written one.
 //!
@@ -38,26 +39,96 @@ fn app_field(app: &AppId) -> String {
     format!("a:{}", app.as_str())
 }
 
-/// This node's counts now, as hash fields (zeros left out).
-fn local_counts(shared: &Shared) -> HashMap<String, i64> {
+/// What this node last wrote to its presence hash: each channel's subscriber count and each
+/// app's connection count (zeros are not written: their fields are deleted).
+#[derive(Default)]
+struct Written {
+    channels: HashMap<ChannelName, i64>,
+    apps: HashMap<AppId, i64>,
+}
+
+/// The hash fields to set and to delete for one write.
+#[derive(Default)]
+struct Changes {
+    set: HashMap<String, i64>,
+    delete: Vec<String>,
+}
+
+/// The changes that bring `written` to `channels` (only those that differ), updating it as
+/// if the write succeeded.
+fn channel_changes(
+    shared: &Shared,
+    written: &mut HashMap<ChannelName, i64>,
+    channels: impl IntoIterator<Item = (ChannelName, i64)>,
+    changes: &mut Changes,
+) {
+    let mut read = 0;
+    for (channel, n) in channels {
+        read += 1;
+        if n > 0 {
+            if written.insert(channel.clone(), n) != Some(n) {
+                changes.set.insert(channel_field(&channel), n);
+            }
+        } else if written.remove(&channel).is_some() {
+            changes.delete.push(channel_field(&channel));
+        }
+    }
+    shared
+        .counters
+        .presence_counts_read
+        .fetch_add(read, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// This node's counts now: after a reconnect or a failed write, every channel's (the whole
+/// hash is written again); otherwise only the channels whose count changed since the last
+/// write (told by the hub, `InterestHook::subscribers_changed`), so a round costs what
+/// changed, not one look per followed channel. Apps are few: all of them each round.
+fn changes(shared: &Shared, written: &mut Written, everything: bool) -> Changes {
     let hub = shared.fan_out.hub();
-    let mut counts: HashMap<String, i64> = shared
-        .followed
-        .all()
-        .iter()
-        .map(|c| (channel_field(c), hub.subscriber_count(c) as i64))
-        .filter(|(_, n)| *n > 0)
-        .collect();
-    counts.extend(
-        shared
-            .caches
-            .usage
-            .connections()
+    let mut changes = Changes::default();
+    let told = std::mem::take(&mut *shared.counts_changed.lock());
+    if everything {
+        written.channels.clear();
+        let now: Vec<(ChannelName, i64)> = shared
+            .followed
+            .all()
             .into_iter()
-            .filter(|(_, n)| *n > 0)
-            .map(|(app, n)| (app_field(&app), n as i64)),
-    );
-    counts
+            .chain(told)
+            .map(|c| {
+                let n = hub.subscriber_count(&c) as i64;
+                (c, n)
+            })
+            .collect();
+        channel_changes(shared, &mut written.channels, now, &mut changes);
+        // The hash rewritten whole (the task deletes every other field it holds).
+        for (channel, n) in &written.channels {
+            changes.set.insert(channel_field(channel), *n);
+        }
+    } else {
+        let now = told.into_iter().map(|c| {
+            let n = hub.subscriber_count(&c) as i64;
+            (c, n)
+        });
+        channel_changes(shared, &mut written.channels, now, &mut changes);
+    }
+    let apps: HashMap<AppId, i64> = shared
+        .caches
+        .usage
+        .connections()
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(app, n)| (app, n as i64))
+        .collect();
+    for (app, n) in &apps {
+        if everything || written.apps.get(app) != Some(n) {
+            changes.set.insert(app_field(app), *n);
+        }
+    }
+    for app in written.apps.keys().filter(|a| !apps.contains_key(*a)) {
+        changes.delete.push(app_field(app));
+    }
+    written.apps = apps;
+    changes
 }
 
 pub(crate) async fn run(shared: Arc<Shared>) {
@@ -66,7 +137,9 @@ pub(crate) async fn run(shared: Arc<Shared>) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let key = shared.names.presence(shared.node);
     let node = format!("{:016x}", shared.node);
-    let mut written: HashMap<String, i64> = HashMap::new();
+    let mut written = Written::default();
+    // Everything is written in the first round, after a reconnect and after a failed write.
+    let mut everything = true;
     let mut reconnects_seen = 0;
     loop {
         tick.tick().await;
@@ -77,26 +150,22 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         if reconnects != reconnects_seen {
             // Redis may have restarted empty: write everything again.
             reconnects_seen = reconnects;
-            written.clear();
+            everything = true;
         }
-        let now = local_counts(&shared);
-        let changed: HashMap<String, i64> = now
-            .iter()
-            .filter(|(field, n)| written.get(*field) != Some(n))
-            .map(|(f, n)| (f.clone(), *n))
-            .collect();
-        let gone: Vec<String> = written
-            .keys()
-            .filter(|f| !now.contains_key(*f))
-            .cloned()
-            .collect();
+        let changes = changes(&shared, &mut written, everything);
         let publisher = &shared.publisher;
         let result = async {
-            if !changed.is_empty() {
-                publisher.hset::<(), _, _>(&key, changed).await?;
+            let Changes { set, mut delete } = changes;
+            if everything {
+                // Fields a failed write (or another life of this node's hash) left behind.
+                let present: Vec<String> = publisher.hkeys(&key).await?;
+                delete.extend(present.into_iter().filter(|f| !set.contains_key(f)));
             }
-            if !gone.is_empty() {
-                publisher.hdel::<(), _, _>(&key, gone).await?;
+            if !set.is_empty() {
+                publisher.hset::<(), _, _>(&key, set).await?;
+            }
+            if !delete.is_empty() {
+                publisher.hdel::<(), _, _>(&key, delete).await?;
             }
             let ttl = (period * 3).as_millis() as i64;
             publisher.pexpire::<(), _>(&key, ttl, None).await?;
@@ -106,9 +175,9 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             Ok::<_, fred::error::Error>(())
         };
         match result.await {
-            Ok(()) => written = now,
+            Ok(()) => everything = false,
             Err(error) => {
-                written.clear();
+                everything = true;
                 let error = crate::error::in_words(&error);
                 tracing::debug!(%error, "the Redis bus cannot write presence yet");
             }

@@ -513,6 +513,60 @@ async fn subscriber_and_connection_counts_are_summed_over_the_cluster() {
     .await;
 }
 
+/// Each presence round reads the counts of the channels whose count changed since the last
+/// one (the hub tells them), not of every followed channel: quiet channels cost a round
+/// nothing, and a changed count still reaches the other nodes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn presence_rounds_read_only_the_counts_that_changed() {
+    let redis = Redis::start().expect("redis");
+    let (log, tenancy) = stores();
+    bounded(async {
+        let a = Node::start(&[redis.url()], &log, &tenancy).await;
+        let b = Node::start(&[redis.url()], &log, &tenancy).await;
+        const QUIET: usize = 500;
+        let names: Vec<String> = (0..QUIET).map(|i| format!("quiet/{i}")).collect();
+        let _quiet =
+            futures_util::future::join_all(names.iter().map(|name| b.subscribe(name))).await;
+        let _busy = b.subscribe("busy").await;
+        let last = herald_core::ChannelName::parse(&names[QUIET - 1]).unwrap();
+        let busy = herald_core::ChannelName::parse("busy").unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while a.bus.cluster_subscribers(&last).await.ok() != Some(1) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "A never counted B's subscriber"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // The harness's presence period. A round may still be reading the storm's counts:
+        // let it end before counting.
+        let period = Duration::from_millis(100);
+        tokio::time::sleep(period * 2).await;
+        let read = b.bus.stats().presence_counts_read;
+        tokio::time::sleep(period * 5).await;
+        let stats = b.bus.stats();
+        assert_eq!(
+            stats.presence_counts_read - read,
+            0,
+            "counts read in five presence rounds with nothing changed: {stats:?}"
+        );
+        let _second = b.subscribe("busy").await;
+        let mut count = 0;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while count != 2 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            count = a.bus.cluster_subscribers(&busy).await.unwrap();
+        }
+        assert_eq!(count, 2, "B's second subscriber counted on A");
+        assert_eq!(
+            b.bus.stats().presence_counts_read - read,
+            1,
+            "only busy read"
+        );
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_redis_down_a_node_still_delivers_its_own_messages_at_once() {
     let mut redis = Redis::start().expect("redis");

@@ -66,6 +66,11 @@ pub trait InterestHook: Send + Sync {
     /// store read, a publish or a delivery: a bus waiting for the floor can start the channel
     /// now instead of asking again and again.
     fn head_known(&self, _channel: &ChannelName) {}
+    /// `channel`'s count of local subscribers changed (a subscription made or ended): a bus
+    /// that tells the cluster these counts writes the channels told since its last write,
+    /// instead of reading every channel's count each time. Called once the hub's lock is
+    /// released.
+    fn subscribers_changed(&self, _channel: &ChannelName) {}
 }
 
 /// A channel with subscribers on this node. While it exists every committed message of the
@@ -428,6 +433,9 @@ impl Hub {
                 .subscribed(emitted, &name, sub.outbox(), first);
         }
         drop(shard);
+        if let Some(hook) = self.interest.get() {
+            hook.subscribers_changed(&name);
+        }
         telemetry().subscriptions.increment(1.0);
         (sub, head, name)
     }
@@ -506,6 +514,9 @@ impl Hub {
         }
         drop(shard);
         drop(membership);
+        if let Some(hook) = self.interest.get() {
+            hook.subscribers_changed(channel);
+        }
         telemetry().subscriptions.decrement(1.0);
         true
     }
