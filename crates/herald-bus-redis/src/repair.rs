@@ -237,7 +237,9 @@ async fn check_heads(
     }
 }
 
-/// Ends `channel`'s repair (`failed`: to be done again) and has the task look at it again.
+/// Ends `channel`'s repair (`failed`: to be done again). The task looks at the channel again
+/// only if it needs it ([`crate::followed::Followed::with`] marks it: a gap awaited, a read
+/// owed while listening), not after every check.
 fn finish(shared: &Shared, channel: &ChannelName, failed: bool) {
     shared.followed.with(
         channel,
@@ -247,7 +249,6 @@ fn finish(shared: &Shared, channel: &ChannelName, failed: bool) {
         },
         |_| {},
     );
-    shared.followed.attend(channel);
 }
 
 /// Reads `channel` from the log after `after` up to its head, through the sequencer.

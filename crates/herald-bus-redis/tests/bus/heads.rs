@@ -68,7 +68,8 @@ async fn a_subscribe_storm_of_new_channels_reads_no_channel_from_the_log() {
         assert_eq!(stats.repairs, 0, "no channel had a gap to read");
         // Each channel's head is checked once, after Redis confirmed its subscription (not
         // also when it started), and the repair task looks at each a few times (followed, its
-        // head known, listening, checked), not every round while the hub waits for its head.
+        // head known, listening; a fourth when two of those fall on either side of a round),
+        // not every round while the hub waits for its head.
         assert_eq!(
             stats.checked_channels, CHANNELS as u64,
             "channels checked for a storm of {CHANNELS} new channels: {stats:?}"
