@@ -39,6 +39,7 @@ mod inflight;
 mod origin;
 mod outbound;
 pub mod packet;
+mod park;
 pub mod payload;
 pub mod serve;
 pub mod session;

@@ -14,11 +14,11 @@
 //! one resumed, Session Present 1, its subscriptions made again from their positions before
 //! the CONNACK goes, so nothing precedes it), its CONNACK, a place on the keep-alive roster
 //! (which brings shutdown) and then runs on edge's driver as the MQTT `Wire` (`wire.rs`) until
-//! it ends; its session's end is stored before the client identifier is let go. Phase 1 does not park idle MQTT connections (`herald_edge::parking`): they stay in
-//! their task.
+//! it ends, parking while idle (`crate::park`); its session's end is stored before the client
+//! identifier is let go.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -27,7 +27,7 @@ use herald_core::lifecycle::Transport;
 use herald_core::outbox::Outbox;
 use herald_edge::conn::Conn;
 use herald_edge::driver::{self, Connection, Ended, Marks, Served, Wire};
-use herald_edge::parking::Parking;
+use herald_edge::roster::Place;
 use herald_edge::session::ClientSession;
 use herald_edge::Edge;
 
@@ -36,10 +36,7 @@ use crate::packet::{self, ConnAck, Packet, ProtocolVersion, ReasonCode};
 use crate::session::Sessions;
 use crate::settings::MqttSettings;
 use crate::takeover::Claim;
-use crate::wire::{encode_for, MqttWire, Start};
-
-/// MQTT connections do not park in phase 1: the driver is given parking that never parks.
-static NO_PARKING: LazyLock<Parking> = LazyLock::new(Parking::disabled);
+use crate::wire::{encode_for, End, MqttWire, Start};
 
 /// Serves one MQTT connection until it ends: `stream` is the accepted TCP connection (plain, or
 /// TLS with its handshake done), `peer` its remote address, `edge` the server's transports
@@ -53,22 +50,73 @@ pub async fn serve(
     settings: Arc<MqttSettings>,
     sessions: Arc<Sessions>,
 ) {
+    // Boxed, and gone once the connection runs: the CONNECT's read buffer, the session's
+    // opening and the takeover are futures of kilobytes an idle connection's task would
+    // otherwise keep for its whole life.
+    // Bound where it is made: every local of this function is stored in the task.
+    let Some(mut connection) = Box::pin(open(&mut stream, peer, &edge, settings, &sessions)).await
+    else {
+        return Box::pin(stream.close()).await;
+    };
+    let place = edge.keepalive.join(connection.wire.session.outbox());
+    let served = connection.serve(&mut stream, &edge.parking).await;
+    // Boxed: parking or the goodbye is no part of the idle connection's task.
+    Box::pin(after(connection, served, stream, place, sessions)).await;
+}
+
+/// After the driver served the connection (fresh, or revived from parking, `crate::park`):
+/// parks it in the slot it reserved, or ends it as `served` says.
+pub(crate) async fn after(
+    connection: Connection<MqttWire>,
+    served: Served<End>,
+    stream: Conn,
+    place: Place,
+    sessions: Arc<Sessions>,
+) {
+    let edge = connection.wire.session.edge().clone();
+    let (ended, stream) = match (served, stream) {
+        (Served::Parks(ticket), Conn::Plain(tcp)) => {
+            return crate::park::park(connection, ticket, tcp, place, sessions);
+        }
+        (Served::Ends(ended), stream) => (ended, stream),
+        // Not reached: only a plain TCP connection reserves a slot.
+        (Served::Parks(ticket), stream) => {
+            edge.parking.cancel(ticket);
+            (Ended::Gone, stream)
+        }
+    };
+    edge.keepalive.leave(place);
+    finish(connection.wire, stream, ended, &sessions).await;
+}
+
+/// Reads the CONNECT and opens what it asks for (see the module docs): the connection's
+/// state once its CONNACK went, or `None` for a connection to close (refused, gone, or
+/// silent past the connect deadline).
+async fn open(
+    stream: &mut Conn,
+    peer: SocketAddr,
+    edge: &Arc<Edge>,
+    settings: Arc<MqttSettings>,
+    sessions: &Arc<Sessions>,
+) -> Option<Connection<MqttWire>> {
     crate::outbound::reserve_slots();
     let mut buf = BytesMut::new();
     let deadline = edge.settings.deadlines.head;
-    let first = tokio::time::timeout(deadline, first_packet(&mut stream, &mut buf, &settings));
+    let first = tokio::time::timeout(deadline, first_packet(stream, &mut buf, &settings));
     let connect = match first.await {
         Ok(Ok(Packet::Connect(connect))) => connect,
         // Not reached: the decoder accepts nothing but CONNECT first.
-        Ok(Ok(_)) => return stream.close().await,
+        Ok(Ok(_)) => {
+            return None;
+        }
         Ok(Err(Some((answer, version)))) => {
             let bytes = encode_for(&answer, version, u32::MAX);
-            let _ = send_within(&mut stream, bytes).await;
-            return stream.close().await;
+            let _ = send_within(stream, bytes).await;
+            return None;
         }
         Ok(Err(None)) | Err(_) => {
             tracing::debug!(%peer, "MQTT connection closed before a valid CONNECT");
-            return stream.close().await;
+            return None;
         }
     };
     let version = connect.protocol_version;
@@ -77,14 +125,14 @@ pub async fn serve(
     let client_receive_maximum = connect.properties.receive_maximum.get();
     let client_topic_alias_maximum = connect.properties.topic_alias_maximum;
     let session_expiry_zero = connect.properties.session_expiry_interval == 0;
-    let accepted = match crate::connect::accept(&edge, &settings, *connect).await {
+    let accepted = match crate::connect::accept(edge, &settings, *connect).await {
         Ok(accepted) => accepted,
         Err(connack) => {
             tracing::debug!(%peer, code = connack.reason_code.name(), "MQTT CONNECT refused");
             let max = client_max_packet.unwrap_or(u32::MAX);
             let bytes = encode_for(&Packet::ConnAck(Box::new(connack)), version, max);
-            let _ = send_within(&mut stream, bytes).await;
-            return stream.close().await;
+            let _ = send_within(stream, bytes).await;
+            return None;
         }
     };
     let outbox = Outbox::new(edge.settings.outbox_bytes);
@@ -126,8 +174,8 @@ pub async fn serve(
             tracing::warn!(%peer, error = %e, "MQTT: the client's session could not be opened");
             let refusal = unavailable(connack, "the session store is unavailable");
             let bytes = encode_for(&Packet::ConnAck(Box::new(refusal)), version, max);
-            let _ = send_within(&mut stream, bytes).await;
-            return stream.close().await;
+            let _ = send_within(stream, bytes).await;
+            return None;
         }
     };
     connack.session_present = opened.present;
@@ -152,29 +200,35 @@ pub async fn serve(
         wire.resume_session().await;
     }
     let connack = encode_for(&Packet::ConnAck(Box::new(connack)), version, max);
-    if send_within(&mut stream, connack).await.is_err() {
+    if send_within(stream, connack).await.is_err() {
         wire.end_session().await;
-        return;
+        return None;
     }
-    let place = edge.keepalive.join(wire.session.outbox());
-    let mut connection = Connection::new(wire, Marks::new(true));
-    let ended = match connection.serve(&mut stream, &NO_PARKING).await {
-        Served::Ends(ended) => ended,
-        // Not reached: this parking never reserves a slot.
-        Served::Parks(ticket) => {
-            NO_PARKING.cancel(ticket);
-            Ended::Gone
-        }
-    };
-    edge.keepalive.leave(place);
-    connection.wire.goodbye(&mut stream, ended).await;
+    Some(Connection::new(wire, Marks::new(true)))
+}
+
+/// The connection's end, once it is off the keep-alive roster: the goodbye `ended` calls for,
+/// the socket closed, the session's end stored and the client identifier let go.
+async fn finish(mut wire: MqttWire, mut stream: Conn, ended: Ended<End>, sessions: &Sessions) {
+    wire.goodbye(&mut stream, ended).await;
     stream.close().await;
     // Stored before the client identifier is let go (with the connection), so a connection
     // taking the session over finds it as this one left it.
-    connection.wire.end_session().await;
+    wire.end_session().await;
     // A will left waiting keeps the identifier the cluster's, so a CONNECT on another node
     // reaches it (`will.rs`).
-    if let Some(hold) = connection.wire.take_cluster_hold() {
+    if let Some(hold) = wire.take_cluster_hold() {
+        sessions.wills.hold_while_waiting(hold);
+    }
+}
+
+/// The end of a connection revived from parking whose socket could not go back to the
+/// runtime: as a connection gone, with nothing to tell the client.
+pub(crate) async fn ended_without_socket(mut wire: MqttWire, sessions: &Sessions) {
+    wire.will_due = crate::will::published_after(&Ended::Gone);
+    wire.session.close();
+    wire.end_session().await;
+    if let Some(hold) = wire.take_cluster_hold() {
         sessions.wills.hold_while_waiting(hold);
     }
 }
@@ -230,5 +284,25 @@ async fn send_within(stream: &mut Conn, bytes: Vec<u8>) -> Result<(), ()> {
     match tokio::time::timeout(Duration::from_secs(5), driver::write_rest(stream, bytes)).await {
         Ok(Ok(())) => Ok(()),
         _ => Err(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The size of what an async fn of five arguments returns.
+    fn returned_size<A, B, C, D, E, F>(_: fn(A, B, C, D, E) -> F) -> usize {
+        size_of::<F>()
+    }
+
+    #[test]
+    fn a_running_connections_task_keeps_nothing_of_its_connect() {
+        // The CONNECT's read chunk, the session's opening and the takeover are boxed and
+        // gone: the task is the connection's state, the driver's loop and a few pointers (it
+        // was 9,408 bytes in a debug build with them inline).
+        let task = returned_size(serve);
+        let state = size_of::<Connection<MqttWire>>();
+        assert!(task <= state + 320, "{task} bytes for a state of {state}");
     }
 }

@@ -77,7 +77,7 @@ impl MqttWire {
             client_id: self.client_id.clone(),
             version: self.version,
             key,
-            will,
+            will: *will,
         })
     }
 }

@@ -98,8 +98,9 @@ pub(crate) struct MqttWire {
     read_buf: BytesMut,
     /// Packets decoded and not handled yet.
     pub(crate) incoming: VecDeque<Packet>,
-    /// A decode error after the packets in `incoming`: the connection ends once they ran.
-    failed: Option<DecodeError>,
+    /// A decode error after the packets in `incoming`: the connection ends once they ran
+    /// (boxed: rare, and every connection would pay its size).
+    failed: Option<Box<DecodeError>>,
     /// The client closed its side after the packets in `incoming`.
     eof: bool,
     /// One and a half times the keep-alive, in milliseconds (0: no keep-alive).
@@ -116,8 +117,8 @@ pub(crate) struct MqttWire {
     /// leave the client waiting for it.
     unsendable: AtomicBool,
     /// The will, published when the connection ends other than by DISCONNECT 0x00
-    /// (`will.rs`).
-    pub(crate) will: Option<packet::Will>,
+    /// (`will.rs`; boxed: a connection without one pays one pointer).
+    pub(crate) will: Option<Box<packet::Will>>,
     /// How the connection ended calls for its will ([`crate::will::published_after`]), set
     /// by the goodbye.
     pub(crate) will_due: bool,
@@ -176,7 +177,7 @@ impl MqttWire {
             keep_alive_ms: u64::from(start.keep_alive) * 1500,
             last_heard_ms: now,
             keep_alive_deadline: None,
-            will: start.will,
+            will: start.will.map(Box::new),
             will_due: false,
             claim: start.claim,
             session_expiry_zero: start.session_expiry_zero,
@@ -204,6 +205,29 @@ impl MqttWire {
         Some(due.div_ceil(1000).max(now / 1000 + 1))
     }
 
+    /// Whether a parked connection may stay parked: no message waits for its packet id to be
+    /// stored or for room in the window, no takeover wants it gone, no answer failed.
+    pub(crate) fn may_stay_parked(&self) -> bool {
+        !self.outbound.has_waiting()
+            && !self.claim.is_taken()
+            && !self.unsendable.load(Ordering::Relaxed)
+    }
+
+    /// A packet was heard now (a PINGREQ answered while parked, `crate::park`).
+    pub(crate) fn heard_now(&mut self) {
+        self.last_heard_ms = now_ms();
+    }
+
+    /// When a parked connection is revived at the latest (Unix seconds): its token's expiry
+    /// or its keep-alive deadline, whichever comes first.
+    pub(crate) fn parked_expiry(&self) -> Option<u64> {
+        let keep_alive = self.next_deadline(now_ms());
+        match (self.session.expires(), keep_alive) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// Decodes every whole packet in the read buffer.
     fn decode_buffered(&mut self) {
         let before = self.incoming.len();
@@ -215,7 +239,7 @@ impl MqttWire {
             ) {
                 Ok(Some(packet)) => self.incoming.push_back(packet),
                 Ok(None) => break,
-                Err(e) => self.failed = Some(e),
+                Err(e) => self.failed = Some(Box::new(e)),
             }
         }
         if self.incoming.len() > before {
@@ -280,9 +304,11 @@ impl Wire for MqttWire {
         self.read_buf.is_empty()
     }
 
-    /// Phase 1 does not park MQTT connections.
+    /// Parked (`crate::park`), nothing would send a message waiting for its packet id to be
+    /// stored (the store's answer wakes the connection with a ping request, which a parked
+    /// connection takes as the roster's).
     fn may_park(&self) -> bool {
-        false
+        self.may_stay_parked()
     }
 
     fn has_input(&self) -> bool {

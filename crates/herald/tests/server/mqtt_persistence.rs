@@ -341,6 +341,20 @@ impl Raw {
         clean_start: bool,
         properties: ConnectProperties,
     ) -> (Raw, ConnAck) {
+        Raw::connect_keeping_alive(addr, version, token, client_id, clean_start, properties, 60)
+            .await
+    }
+
+    /// As [`Raw::connect`], with a keep-alive of `keep_alive` seconds.
+    pub(crate) async fn connect_keeping_alive(
+        addr: SocketAddr,
+        version: ProtocolVersion,
+        token: &str,
+        client_id: &str,
+        clean_start: bool,
+        properties: ConnectProperties,
+        keep_alive: u16,
+    ) -> (Raw, ConnAck) {
         let stream = TcpStream::connect(addr).await.expect("connect");
         let mut raw = Raw {
             stream,
@@ -350,7 +364,7 @@ impl Raw {
         let connect = Connect {
             protocol_version: version,
             clean_start,
-            keep_alive: 60,
+            keep_alive,
             client_id: client_id.into(),
             will: None,
             username: Some("default".into()),
