@@ -9,10 +9,12 @@
 //                                                   signed by a userAuthentication
 //                                                   customHandler with the server SDK's
 //                                                   authenticateUser (with badSecret, wrong)
-//    "encryptionMasterKeyBase64"?: "..."}           the auth endpoint's key for
+//    "encryptionMasterKeyBase64"?: "...",           the auth endpoint's key for
 //                                                   private-encrypted- channels (pusher-js
 //                                                   decrypts their events with the
 //                                                   shared_secret it answers)
+//    "heraldResume"?: true}                         Herald's exact resume (herald-resume.mjs)
+//                                                   installed on the connection
 // Private and presence channels are authorised by a channelAuthorization customHandler that
 // signs with the `pusher` server SDK's authorizeChannel (what an app's auth endpoint does),
 // a presence channel with `user` as its channel_data.
@@ -35,6 +37,9 @@
 //   {"type":"watchlist","name","user_ids"}        a watchlist event (pusher.user.watchlist's
 //                                                 `online` and `offline`; the watchlist is
 //                                                 `signin.watchlist`)
+//   {"type":"position","channel","epoch","seq"}   a position herald-resume.mjs kept (with
+//                                                 heraldResume), once the channel's listeners
+//                                                 have had its event
 // and reads commands, one JSON line each, from stdin:
 //   {"trigger":{"channel","event","data"}}        a client event: prints {"type":"triggered","ok"}
 //   {"subscribe":"name"} / {"unsubscribe":"name"}
@@ -47,6 +52,7 @@
 import readline from 'node:readline';
 import Pusher from 'pusher-js';
 import PusherServer from 'pusher';
+import { heraldResume } from './herald-resume.mjs';
 
 const order = JSON.parse(process.argv[2]);
 const print = (line) => process.stdout.write(JSON.stringify(line) + '\n');
@@ -88,6 +94,15 @@ const pusher = new Pusher(order.key, {
     },
   },
 });
+
+if (order.heraldResume) {
+  heraldResume(pusher);
+  pusher.connection.bind('message', (m) => {
+    if (m.event === 'pusher_internal:herald_position') {
+      print({ type: 'position', channel: m.channel, epoch: m.data.epoch, seq: m.data.seq });
+    }
+  });
+}
 
 pusher.connection.bind('state_change', (states) => print({ type: 'state', current: states.current }));
 pusher.connection.bind('error', (error) => print({ type: 'error', error }));

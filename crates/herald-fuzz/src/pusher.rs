@@ -3,6 +3,7 @@
 //! to itself.
 
 use herald_pusher::frame::ClientFrame;
+use herald_pusher::resume::ResumeAsk;
 use serde_json::json;
 
 /// One WebSocket text message of a Pusher connection.
@@ -20,10 +21,20 @@ pub fn pusher_frames(data: &[u8]) {
             channel,
             auth,
             channel_data,
-        } => json!({
-            "event": "pusher:subscribe",
-            "data": { "channel": channel, "auth": auth, "channel_data": channel_data },
-        }),
+            resume,
+        } => {
+            let mut data =
+                json!({ "channel": channel, "auth": auth, "channel_data": channel_data });
+            match resume {
+                None => {}
+                Some(ResumeAsk::Positions) => data["herald_positions"] = json!(true),
+                Some(ResumeAsk::Since(since)) => {
+                    data["herald_since"] =
+                        json!({ "epoch": since.epoch.as_str(), "seq": since.seq })
+                }
+            }
+            json!({ "event": "pusher:subscribe", "data": data })
+        }
         ClientFrame::Unsubscribe { channel } => {
             json!({ "event": "pusher:unsubscribe", "data": { "channel": channel } })
         }

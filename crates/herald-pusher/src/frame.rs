@@ -16,6 +16,8 @@
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
+use crate::resume::ResumeAsk;
+
 /// Pusher's error and close codes (the protocol's "Error Codes"): 4000-4099 the client must
 /// not reconnect, 4100-4199 reconnect after a while, 4200-4299 reconnect at once, 4300-4399
 /// other errors.
@@ -64,6 +66,9 @@ pub enum ClientFrame {
         auth: Option<String>,
         /// A presence channel's member data (JSON text).
         channel_data: Option<String>,
+        /// Herald's exact-resume extension, when the client asks for it
+        /// ([`crate::resume`]; Pusher's servers ignore these fields).
+        resume: Option<ResumeAsk>,
     },
     /// `pusher:unsubscribe`.
     Unsubscribe {
@@ -120,6 +125,7 @@ impl ClientFrame {
                     channel: channel_of(&event, &data)?,
                     auth: optional_string(&event, &data, "auth")?,
                     channel_data: optional_string(&event, &data, "channel_data")?,
+                    resume: ResumeAsk::parse(&data)?,
                 })
             }
             "pusher:signin" => {
@@ -292,6 +298,7 @@ mod tests {
                 channel: "private-a".into(),
                 auth: Some("k:s".into()),
                 channel_data: None,
+                resume: None,
             })
         );
         // Data as a string holding the object, as some clients send it.

@@ -30,6 +30,9 @@
 //!   [`connections`]: this node's Pusher connections by app and key, closed when their key
 //!   goes, and `terminate_connections` across the cluster.
 //!
+//! - [`resume`]: exact resume for clients that ask for it (positions of a channel's events,
+//!   a subscribe after a cursor), an extension unchanged Pusher clients never see.
+//!
 //! - [`webhooks`]: what herald-hooks asks of Pusher for endpoints in Pusher's format (channels'
 //!   Pusher names, the app's key and secret to sign with).
 //!
@@ -47,6 +50,7 @@ pub mod http;
 mod outbound;
 mod park;
 pub mod presence;
+pub mod resume;
 pub mod serve;
 mod session;
 pub mod settings;

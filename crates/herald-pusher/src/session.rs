@@ -44,6 +44,7 @@ use crate::credentials::cache::OpenCredentials;
 use crate::event::{check_event_name, PusherEvent};
 use crate::frame::{self, codes, ClientFrame};
 use crate::presence::ChannelData;
+use crate::resume::{Positioned, ResumeAsk};
 use crate::settings::ClientSettings;
 use crate::signature::{channel_auth_string, check_key_signature};
 use crate::users::is_server_to_user;
@@ -76,6 +77,9 @@ pub(crate) struct PusherSession {
     hooks: Option<Arc<Hooks>>,
     /// The signed-in user's watchlist, when it watches anyone ([`crate::watchlist`]).
     pub(crate) watchlist: Option<Box<Watchlist>>,
+    /// The channels whose subscriptions asked for their events' positions
+    /// ([`crate::resume`]).
+    pub(crate) positioned: Positioned,
 }
 
 impl PusherSession {
@@ -101,6 +105,7 @@ impl PusherSession {
             user: None,
             hooks,
             watchlist: None,
+            positioned: Positioned::default(),
         }
     }
 
@@ -174,8 +179,9 @@ impl PusherSession {
                 channel,
                 auth,
                 channel_data,
+                resume,
             } => {
-                if let Err(r) = self.subscribe(&channel, auth, channel_data).await {
+                if let Err(r) = self.subscribe(&channel, auth, channel_data, resume).await {
                     self.send(frame::subscription_error(
                         &channel, r.kind, r.status, &r.message,
                     ));
@@ -199,12 +205,14 @@ impl PusherSession {
         }
     }
 
-    /// Subscribes to the Pusher channel `name` if Pusher's rule allows it.
+    /// Subscribes to the Pusher channel `name` if Pusher's rule allows it; with `resume`,
+    /// after its cursor and with positions ([`crate::resume`]).
     async fn subscribe(
         &mut self,
         name: &str,
         auth: Option<String>,
         channel_data: Option<String>,
+        resume: Option<ResumeAsk>,
     ) -> Result<(), SubscriptionRefused> {
         if is_server_to_user(name) {
             return self.subscribe_own_user_channel(name);
@@ -254,23 +262,27 @@ impl PusherSession {
             _ => None,
         };
         let request = SubscribeRequest {
-            since: None,
+            since: resume.as_ref().and_then(|r| r.since()).cloned(),
             last: cache_hit,
             replay_retained_if_lost: false,
         };
         let confirmed = name.to_owned();
         // A presence channel's confirmation is its members list, which core sends once the
         // subscription is a member (`crate::presence::pusher_frame`).
-        let confirm = move |_: &_, _: &_| {
-            let succeeded = frame::subscription_succeeded(&confirmed);
-            match (presence, cache_hit) {
-                (true, _) => None,
-                (false, Some(false)) => Some(OutFrame::Control(frame::several(&[
-                    succeeded,
+        let confirm = |_: &_, outcome: &herald_core::engine::SubscribeOutcome| {
+            let mut frames = match (presence, cache_hit) {
+                (true, _) => Vec::new(),
+                (false, Some(false)) => vec![
+                    frame::subscription_succeeded(&confirmed),
                     frame::cache_miss(&confirmed),
-                ]))),
-                (false, _) => Some(OutFrame::Control(succeeded)),
+                ],
+                (false, _) => vec![frame::subscription_succeeded(&confirmed)],
+            };
+            // The extension's frames (a presence channel's come before its members list).
+            if let Some(resume) = &resume {
+                frames.extend(resume.after_confirmation(&confirmed, outcome));
             }
+            (!frames.is_empty()).then(|| OutFrame::Control(frame::several(&frames)))
         };
         let ask = PresenceAsk {
             frames: presence,
@@ -284,11 +296,15 @@ impl PusherSession {
             .subscribe_granted(&channel, &request, &ask, user, &confirm)
             .await
         {
-            Ok(_) => {
+            Ok(opened) => {
                 if cache_hit == Some(false) {
                     self.tell_cache_miss(&channel);
                 }
-                if kind == ChannelKind::PresenceCache {
+                if resume.is_some() {
+                    self.positioned.add(channel.clone());
+                }
+                // A resumed subscription has had its missed events, the cached one too.
+                if kind == ChannelKind::PresenceCache && !opened.outcome.recovered {
                     match crate::cache::last_event(&self.edge().engine, &channel).await {
                         Ok(Some(message)) => {
                             self.outbox().push(OutFrame::Replayed(message));
@@ -367,6 +383,7 @@ impl PusherSession {
         // Unsubscribing from a channel not subscribed is nothing, as with Pusher.
         if let Ok(gone) = self.session.unsubscribe(channel.as_str()) {
             self.members.retain(|(c, _)| *c != gone);
+            self.positioned.remove(&gone);
         }
     }
 

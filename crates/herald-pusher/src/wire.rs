@@ -169,15 +169,25 @@ impl Wire for PusherWire {
                         None => continue,
                     }
                 }
+                // A message's position follows its event (or stands alone when the event is
+                // not sent to this socket) in the same cut, for a subscription that asked for
+                // positions (`crate::resume`).
                 OutFrame::Message(m) | OutFrame::Replayed(m) => {
-                    let Some(encoded) = outbound::frame_for(m, &self.session.socket_id) else {
+                    let encoded = outbound::frame_for(m, &self.session.socket_id);
+                    let positioned = self.session.positioned.wants(&m.channel);
+                    if encoded.is_none() && !positioned {
                         continue;
-                    };
-                    if !lag_recorded && matches!(f, OutFrame::Message(_)) {
-                        herald_core::message::record_delivery_lag(m);
-                        lag_recorded = true;
                     }
-                    bytes.extend_from_slice(encoded);
+                    if let Some(encoded) = encoded {
+                        if !lag_recorded && matches!(f, OutFrame::Message(_)) {
+                            herald_core::message::record_delivery_lag(m);
+                            lag_recorded = true;
+                        }
+                        bytes.extend_from_slice(encoded);
+                    }
+                    if positioned {
+                        crate::resume::push_position(&mut bytes, m);
+                    }
                 }
             }
             cuts.push(bytes.len());
