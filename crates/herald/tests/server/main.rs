@@ -32,6 +32,7 @@ mod mqtt_cluster;
 mod mqtt_connect;
 mod mqtt_delivery;
 mod mqtt_inbox;
+mod mqtt_parking;
 mod mqtt_persistence;
 mod mqtt_refusals;
 mod mqtt_session;
