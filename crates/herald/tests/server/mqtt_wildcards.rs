@@ -479,9 +479,19 @@ async fn retained_messages_of_a_wildcard_subscribe_are_bounded_by_the_setting() 
         .start()
         .await;
     let mqtt = server.mqtt_addr();
+    // An observer of the last channel: once it has `bounded/c`, the node has handed all three
+    // to its subscribers, so none is still on its way to the wildcard subscription made next
+    // (a publish is answered once stored, before its delivery; one still in transit would
+    // reach the new subscription live, after its retained copy).
+    let (mut observer, _) = Raw::connect(mqtt, ProtocolVersion::V5, Some(API_KEY), 30).await;
+    observer
+        .send(&subscribe(1, &[("bounded/c", QoS::AtMostOnce)]))
+        .await;
+    suback(&mut observer).await;
     for channel in ["bounded/a", "bounded/b", "bounded/c"] {
         server.publish(channel, json!(channel)).await;
     }
+    assert_eq!(next_publish(&mut observer).await.0, "bounded/c");
     let (mut raw, _) = Raw::connect(mqtt, ProtocolVersion::V5, Some(API_KEY), 30).await;
     raw.send(&subscribe(1, &[("bounded/+", QoS::AtMostOnce)]))
         .await;
