@@ -49,6 +49,19 @@ pub struct Node {
     pub mqtt: Option<SocketAddr>,
 }
 
+impl Node {
+    /// This node with `--server-pid` applied: one pid names its process; several are refused
+    /// (`scheme` names the kind of `--target` in the error).
+    fn with_server_pid(mut self, c: &Common, scheme: &str) -> anyhow::Result<Node> {
+        match c.server_pid.as_slice() {
+            [] => {}
+            [pid] => self.pid = Some(*pid),
+            _ => bail!("--server-pid names several pids for one {scheme}:// --target"),
+        }
+        Ok(self)
+    }
+}
+
 /// Where the server is and how to talk to it. `addr`, `host`, `url` and `pid` are the first
 /// node's (the control plane talks to it); [`Target::nodes`] lists every node.
 pub struct Target {
@@ -125,6 +138,27 @@ fn parse_node(url: &str, allow_remote: bool) -> anyhow::Result<Node> {
 }
 
 impl Target {
+    /// A peer server of one process (NATS, Mosquitto): no Herald credentials, `child` and
+    /// `tmp` kept while the run lasts when the bench spawned it.
+    fn peer(node: Node, child: Option<Child>, tmp: Option<tempfile::TempDir>) -> Target {
+        Target {
+            addr: node.addr,
+            host: node.host.clone(),
+            url: node.url.clone(),
+            api_key: None,
+            token_secret: None,
+            token: None,
+            meteor: None,
+            pusher_key: None,
+            pid: node.pid,
+            data_dir: None,
+            nodes: vec![node],
+            children: child.into_iter().collect(),
+            services: None,
+            _tmp: tmp,
+        }
+    }
+
     /// Connects to `--target` or starts a server for `--spawn` (or a cluster for
     /// `--spawn-cluster N`), each spawned node with `extra_env` set.
     pub fn open(c: &Common, extra_env: &[(&str, String)]) -> anyhow::Result<Target> {

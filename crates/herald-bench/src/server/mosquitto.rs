@@ -90,36 +90,8 @@ fn mqtt_node(addr: SocketAddr, pid: Option<u32>) -> Node {
 }
 
 fn attach(c: &Common, url: &str) -> anyhow::Result<Target> {
-    let mut node = parse_url(url, c.allow_remote)?;
-    match c.server_pid.as_slice() {
-        [] => {}
-        [pid] => node.pid = Some(*pid),
-        _ => bail!("--server-pid names several pids for one mqtt:// --target"),
-    }
-    Ok(mosquitto_target(node, None, None))
-}
-
-fn mosquitto_target(
-    node: Node,
-    child: Option<std::process::Child>,
-    tmp: Option<tempfile::TempDir>,
-) -> Target {
-    Target {
-        addr: node.addr,
-        host: node.host.clone(),
-        url: node.url.clone(),
-        api_key: None,
-        token_secret: None,
-        token: None,
-        meteor: None,
-        pusher_key: None,
-        pid: node.pid,
-        data_dir: None,
-        nodes: vec![node],
-        children: child.into_iter().collect(),
-        services: None,
-        _tmp: tmp,
-    }
+    let node = parse_url(url, c.allow_remote)?.with_server_pid(c, "mqtt")?;
+    Ok(Target::peer(node, None, None))
 }
 
 /// The configuration a spawned Mosquitto runs with: one loopback listener on `port`, anonymous
@@ -207,7 +179,7 @@ fn spawn_mosquitto(c: &Common) -> anyhow::Result<Target> {
     }
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let node = mqtt_node(addr, Some(child.id()));
-    Ok(mosquitto_target(node, Some(child), Some(tmp)))
+    Ok(Target::peer(node, Some(child), Some(tmp)))
 }
 
 #[cfg(test)]

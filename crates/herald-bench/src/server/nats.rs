@@ -82,36 +82,8 @@ fn parse_url(url: &str, allow_remote: bool) -> anyhow::Result<Node> {
 }
 
 fn attach(c: &Common, url: &str) -> anyhow::Result<Target> {
-    let mut node = parse_url(url, c.allow_remote)?;
-    match c.server_pid.as_slice() {
-        [] => {}
-        [pid] => node.pid = Some(*pid),
-        _ => bail!("--server-pid names several pids for one nats:// --target"),
-    }
-    Ok(nats_target(node, None, None))
-}
-
-fn nats_target(
-    node: Node,
-    child: Option<std::process::Child>,
-    tmp: Option<tempfile::TempDir>,
-) -> Target {
-    Target {
-        addr: node.addr,
-        host: node.host.clone(),
-        url: node.url.clone(),
-        api_key: None,
-        token_secret: None,
-        token: None,
-        meteor: None,
-        pusher_key: None,
-        pid: node.pid,
-        data_dir: None,
-        nodes: vec![node],
-        children: child.into_iter().collect(),
-        services: None,
-        _tmp: tmp,
-    }
+    let node = parse_url(url, c.allow_remote)?.with_server_pid(c, "nats")?;
+    Ok(Target::peer(node, None, None))
 }
 
 /// Starts `nats-server -a 127.0.0.1 -p -1` (a free port it picks) and waits up to 30 s for the
@@ -174,7 +146,7 @@ fn spawn_nats(c: &Common) -> anyhow::Result<Target> {
         pid: Some(child.id()),
         mqtt: None,
     };
-    Ok(nats_target(node, Some(child), Some(tmp)))
+    Ok(Target::peer(node, Some(child), Some(tmp)))
 }
 
 #[cfg(test)]
