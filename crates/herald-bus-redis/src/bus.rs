@@ -359,6 +359,12 @@ impl RedisBus {
         self.shared.node
     }
 
+    /// How often this node writes its presence counts: another node's share of a cluster-wide
+    /// count is at most about this old ([`crate::presence`]).
+    pub fn presence_period(&self) -> std::time::Duration {
+        self.shared.options.presence_period
+    }
+
     /// What the bus counted so far.
     pub fn stats(&self) -> BusStats {
         let c = &self.shared.counters;

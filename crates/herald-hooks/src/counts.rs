@@ -13,6 +13,15 @@
 //! one channel are at least an interval apart, and the first change in a quiet channel is told
 //! within an interval.
 //!
+//! **Settling in a cluster.** Another node's share of a count is as that node last reported
+//! it ([`ChannelCounts::settle`]: up to about a presence period old), so a read just after a
+//! change here can miss a change another node made just before it: its subscriber arrived
+//! first, its window read the count before this node's change, and this node's read before
+//! its report. The node whose change is newest settles it: a window read sooner than `settle`
+//! after its last change is read once more then (an interval after the read at the soonest),
+//! and told if the count moved. Changes stopped, the last of these reads is at least `settle`
+//! after every change in the cluster, so the last count told is the cluster's.
+//!
 //! **Who counts.** A [`ChannelCounts`] reads the count and remembers the last one told: on one
 //! node the hub's subscriber count ([`LocalCounts`]); in a cluster the cluster's, and the claim
 //! that makes one node tell a channel's count per interval (herald-server's, over the Redis
@@ -72,6 +81,12 @@ pub trait ChannelCounts: Send + Sync {
     async fn claim(&self, channel: &ChannelName, interval: Duration) -> Claim;
     /// `count` was told about `channel`: the next claim's `last`.
     async fn told(&self, channel: &ChannelName, count: u64);
+    /// How long after a change a count read here may still miss changes other nodes made
+    /// before it (see the [module documentation](self)); `None` where a read is exact (one
+    /// node).
+    fn settle(&self) -> Option<Duration> {
+        None
+    }
 }
 
 /// One node's counts: `count` reads the hub's, the last ones told are held here (channels told
@@ -111,41 +126,69 @@ impl<F: Fn(&ChannelName) -> u64 + Send + Sync> ChannelCounts for LocalCounts<F> 
     }
 }
 
-/// The open windows: each noted channel and when its window ends, in milliseconds of a
-/// monotonic clock the caller keeps (see the [module documentation](self)).
+/// The open windows: each noted channel, when its window ends and its last change noted, in
+/// milliseconds of a monotonic clock the caller keeps (see the [module documentation](self)).
 #[derive(Debug, Default)]
 pub struct Windows {
-    /// Each channel with an open window, and its end.
-    ends: HashMap<ChannelName, u64>,
+    /// Each channel with an open window: its end and its last change.
+    ends: HashMap<ChannelName, Open>,
     /// The same ends, soonest first; an entry whose channel's end moved is skipped.
     order: BinaryHeap<Reverse<(u64, ChannelName)>>,
 }
 
+/// An open window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Open {
+    end: u64,
+    last_change: u64,
+}
+
+/// A window that ended: its channel and the last change noted in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ended {
+    /// The channel.
+    pub channel: ChannelName,
+    /// When its last change was noted.
+    pub last_change_ms: u64,
+}
+
 impl Windows {
     /// A change in `channel` at `now_ms`: opens its window, ending `interval_ms` later, unless
-    /// one is open. Whether it opened one.
+    /// one is open (which notes it as its last change). Whether it opened one.
     pub fn note(&mut self, channel: &ChannelName, now_ms: u64, interval_ms: u64) -> bool {
-        if self.ends.contains_key(channel) {
+        if let Some(open) = self.ends.get_mut(channel) {
+            open.last_change = open.last_change.max(now_ms);
             return false;
         }
-        self.open(channel.clone(), now_ms.saturating_add(interval_ms));
+        self.open(channel.clone(), now_ms.saturating_add(interval_ms), now_ms);
         true
     }
 
-    /// Opens `channel`'s window again, ending at `end_ms` (its count was claimed by another
-    /// node, or could not be read); a window it has meanwhile keeps the later end.
-    pub fn defer(&mut self, channel: ChannelName, end_ms: u64) {
-        let end = self.ends.get(&channel).map_or(end_ms, |e| (*e).max(end_ms));
-        self.open(channel, end);
+    /// Opens `channel`'s window again, ending at `end_ms`, its last change at
+    /// `last_change_ms` (its count was claimed by another node, could not be read, or must
+    /// settle); a window it has meanwhile keeps the later end and the later change.
+    pub fn defer(&mut self, channel: ChannelName, end_ms: u64, last_change_ms: u64) {
+        let (end, last_change) = match self.ends.get(&channel) {
+            Some(open) => (
+                open.end.max(end_ms),
+                open.last_change.max(last_change_ms),
+            ),
+            None => (end_ms, last_change_ms),
+        };
+        self.open(channel, end, last_change);
     }
 
-    fn open(&mut self, channel: ChannelName, end_ms: u64) {
-        self.ends.insert(channel.clone(), end_ms);
+    fn open(&mut self, channel: ChannelName, end_ms: u64, last_change_ms: u64) {
+        let open = Open {
+            end: end_ms,
+            last_change: last_change_ms,
+        };
+        self.ends.insert(channel.clone(), open);
         self.order.push(Reverse((end_ms, channel)));
     }
 
-    /// The channels whose window ended by `now_ms`, soonest first, their windows closed.
-    pub fn take_ended(&mut self, now_ms: u64) -> Vec<ChannelName> {
+    /// The windows that ended by `now_ms`, soonest first, closed.
+    pub fn take_ended(&mut self, now_ms: u64) -> Vec<Ended> {
         let mut ended = Vec::new();
         while let Some(Reverse((end, _))) = self.order.peek() {
             if *end > now_ms {
@@ -154,9 +197,13 @@ impl Windows {
             let Some(Reverse((end, channel))) = self.order.pop() else {
                 break;
             };
-            if self.ends.get(&channel) == Some(&end) {
+            if let Some(open) = self.ends.get(&channel).filter(|o| o.end == end) {
+                let last_change_ms = open.last_change;
                 self.ends.remove(&channel);
-                ended.push(channel);
+                ended.push(Ended {
+                    channel,
+                    last_change_ms,
+                });
             }
         }
         ended
@@ -165,7 +212,7 @@ impl Windows {
     /// When the soonest open window ends.
     pub fn next_end(&mut self) -> Option<u64> {
         while let Some(Reverse((end, channel))) = self.order.peek() {
-            if self.ends.get(channel) == Some(end) {
+            if self.ends.get(channel).is_some_and(|o| o.end == *end) {
                 return Some(*end);
             }
             self.order.pop();
@@ -240,28 +287,39 @@ impl SubscriptionCounts {
 
     /// The windows ended by `now_ms`: each channel's count claimed and read, answered as the
     /// events to tell (`at_ms` their time); claims another node holds, and counts not read,
-    /// wait in their windows again.
+    /// wait in their windows again, and so does a count read before it settled.
     pub(crate) async fn tick(&self, now_ms: u64, at_ms: i64) -> Vec<HookEvent> {
         let ended = self.windows.lock().take_ended(now_ms);
         let Some(source) = self.source.get() else {
             return Vec::new();
         };
         let mut events = Vec::new();
-        for channel in ended {
+        for Ended {
+            channel,
+            last_change_ms,
+        } in ended
+        {
             match source.claim(&channel, self.interval).await {
                 Claim::Report { count, last } => {
                     if count != last {
                         source.told(&channel, count).await;
                         events.push(count_event(&channel, count, at_ms));
                     }
+                    let settled_ms = source
+                        .settle()
+                        .map(|settle| last_change_ms.saturating_add(settle.as_millis() as u64));
+                    if let Some(settled_ms) = settled_ms.filter(|s| *s > now_ms) {
+                        let end = settled_ms.max(now_ms.saturating_add(self.interval_ms()));
+                        self.windows.lock().defer(channel, end, last_change_ms);
+                    }
                 }
                 Claim::Taken { retry_in } => {
                     let end = now_ms.saturating_add(retry_in.as_millis() as u64);
-                    self.windows.lock().defer(channel, end);
+                    self.windows.lock().defer(channel, end, last_change_ms);
                 }
                 Claim::Unavailable => {
                     let end = now_ms.saturating_add(self.interval_ms());
-                    self.windows.lock().defer(channel, end);
+                    self.windows.lock().defer(channel, end, last_change_ms);
                 }
             }
         }

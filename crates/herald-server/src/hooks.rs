@@ -22,7 +22,8 @@
 //! one node the hub's subscriber count, the last one told held in memory; in a cluster
 //! ([`ClusterCounts`]) the cluster's (this node's own plus the others' as of the bus's presence
 //! period), read once per channel per interval by the node that claimed the channel's interval
-//! in Redis, which also keeps the last count told.
+//! in Redis, which also keeps the last count told, and read again two presence periods after a
+//! change here if the first read came sooner ([`herald_hooks::counts`], "Settling").
 
 use std::sync::Arc;
 
@@ -129,6 +130,12 @@ impl ChannelCounts for ClusterCounts {
             Ok(CountClaim::Held(retry_in)) => Claim::Taken { retry_in },
             Err(_) => Claim::Unavailable,
         }
+    }
+
+    /// Two presence periods: the other nodes' shares are written once a period (and a busy
+    /// node may write a little late).
+    fn settle(&self) -> Option<std::time::Duration> {
+        Some(self.bus.redis()?.presence_period() * 2)
     }
 
     async fn told(&self, channel: &ChannelName, count: u64) {

@@ -1,8 +1,8 @@
 //! The windows and their ticks on a clock the tests move (milliseconds given to each call, no
 //! sleeping): changes within an interval told once with the last count, the first change in a
 //! quiet channel told at the interval's end and not before, a count back where the last event
-//! left it not told, a claim held by another node waited out, and the listener noting only
-//! for endpoints that named `subscription_count`.
+//! left it not told, a claim held by another node waited out, a cluster's count read again once
+//! it settled, and the listener noting only for endpoints that named `subscription_count`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -55,6 +55,11 @@ fn told(events: &[HookEvent]) -> Vec<(String, u64)> {
         .collect()
 }
 
+/// The channels of `ended`, in order.
+fn channels(ended: Vec<Ended>) -> Vec<ChannelName> {
+    ended.into_iter().map(|e| e.channel).collect()
+}
+
 #[test]
 fn a_window_opens_at_the_first_change_and_holds_the_rest() {
     let mut windows = Windows::default();
@@ -65,19 +70,39 @@ fn a_window_opens_at_the_first_change_and_holds_the_rest() {
     assert!(windows.note(&b, 3_000, INTERVAL));
     assert_eq!(windows.next_end(), Some(6_000));
     assert!(windows.take_ended(5_999).is_empty());
-    assert_eq!(windows.take_ended(6_000), std::slice::from_ref(&a));
+    assert_eq!(
+        windows.take_ended(6_000),
+        [Ended {
+            channel: a.clone(),
+            last_change_ms: 5_999
+        }],
+        "the window's last change is noted"
+    );
     // The next change opens the next window, an interval from it.
     assert!(windows.note(&a, 6_001, INTERVAL));
     assert_eq!(windows.next_end(), Some(8_000));
-    assert_eq!(windows.take_ended(20_000), [b.clone(), a.clone()]);
+    assert_eq!(channels(windows.take_ended(20_000)), [b.clone(), a.clone()]);
     assert!(windows.is_empty() && windows.next_end().is_none());
     // Deferred: the window ends later; a later end already there is kept.
     windows.note(&a, 30_000, INTERVAL);
-    windows.defer(a.clone(), 31_000);
+    windows.defer(a.clone(), 31_000, 29_000);
     assert_eq!(windows.next_end(), Some(35_000));
-    windows.defer(b.clone(), 32_000);
-    assert_eq!(windows.take_ended(34_000), [b]);
-    assert_eq!(windows.take_ended(35_000), [a]);
+    windows.defer(b.clone(), 32_000, 3_000);
+    assert_eq!(
+        windows.take_ended(34_000),
+        [Ended {
+            channel: b,
+            last_change_ms: 3_000
+        }]
+    );
+    assert_eq!(
+        windows.take_ended(35_000),
+        [Ended {
+            channel: a,
+            last_change_ms: 30_000
+        }],
+        "the later change kept"
+    );
 }
 
 #[tokio::test]
@@ -196,6 +221,76 @@ async fn a_claim_another_node_holds_is_waited_out_then_told_if_it_differs() {
     assert_eq!(*cluster.told.lock(), [7]);
 }
 
+/// A cluster node's counts: the other nodes' shares settle within `SETTLE` ms; each claim
+/// reads the next count of `counts` and answers the last one told.
+struct Settling {
+    counts: Mutex<Vec<u64>>,
+    told: Mutex<Vec<u64>>,
+}
+
+const SETTLE: u64 = 2_000;
+
+#[async_trait]
+impl ChannelCounts for Settling {
+    async fn claim(&self, _channel: &ChannelName, _interval: Duration) -> Claim {
+        let last = self.told.lock().last().copied().unwrap_or(0);
+        Claim::Report {
+            count: self.counts.lock().remove(0),
+            last,
+        }
+    }
+    async fn told(&self, _channel: &ChannelName, count: u64) {
+        self.told.lock().push(count);
+    }
+    fn settle(&self) -> Option<Duration> {
+        Some(Duration::from_millis(SETTLE))
+    }
+}
+
+#[tokio::test]
+async fn a_cluster_count_read_before_it_settled_is_read_again_once_it_has() {
+    // The window's read misses another node's subscriber (1, not 2): its last change here was
+    // 100 ms before the read, so the count is read again once settled, and the 2 told.
+    let cluster = Arc::new(Settling {
+        counts: Mutex::new(vec![1, 2]),
+        told: Mutex::new(Vec::new()),
+    });
+    let counts = SubscriptionCounts::new(Duration::from_millis(INTERVAL));
+    counts.set_source(cluster.clone());
+    let rooms = channel("rooms/1");
+    counts.note_at(&rooms, 0);
+    counts.note_at(&rooms, 4_900);
+    assert_eq!(
+        told(&counts.tick(INTERVAL, 0).await),
+        [("rooms/1".to_owned(), 1)]
+    );
+    // Read again an interval after the first read (later than 4,900 + SETTLE).
+    assert_eq!(counts.windows.lock().next_end(), Some(2 * INTERVAL));
+    assert!(counts.tick(2 * INTERVAL - 1, 0).await.is_empty());
+    assert_eq!(
+        told(&counts.tick(2 * INTERVAL, 0).await),
+        [("rooms/1".to_owned(), 2)]
+    );
+    // That read was long after the change: nothing more is read.
+    assert!(counts.windows.lock().is_empty());
+    assert_eq!(*cluster.told.lock(), [1, 2]);
+
+    // A window whose last change had settled when it ended is read once.
+    let cluster = Arc::new(Settling {
+        counts: Mutex::new(vec![3]),
+        told: Mutex::new(Vec::new()),
+    });
+    let counts = SubscriptionCounts::new(Duration::from_millis(INTERVAL));
+    counts.set_source(cluster.clone());
+    counts.note_at(&rooms, 0);
+    counts.note_at(&rooms, INTERVAL - SETTLE);
+    assert_eq!(
+        told(&counts.tick(INTERVAL, 0).await),
+        [("rooms/1".to_owned(), 3)]
+    );
+    assert!(counts.windows.lock().is_empty());
+}
+
 #[tokio::test]
 async fn without_a_source_nothing_is_told() {
     let counts = SubscriptionCounts::new(Duration::from_millis(INTERVAL));
@@ -239,6 +334,7 @@ async fn the_listener_notes_channels_only_for_endpoints_that_named_subscription_
         .windows
         .lock()
         .take_ended(u64::MAX);
+    let mut ended = channels(ended);
     ended.sort();
     assert_eq!(ended, [channel("rooms/1"), channel("rooms/2")]);
 }
