@@ -1,6 +1,6 @@
-// Shared page pieces: panels, tables, key-value lists, error and notice boxes, what a card shows
-// while it loads, and a helper that runs an action with its button disabled and shows any error
-// with its code.
+// Shared page pieces: panels, tables, key-value lists, error and notice boxes, a secret shown
+// once with a Copy button, what a card shows while it loads, and a helper that runs an action
+// with its button disabled and shows any error with its code.
 
 import { h, mount } from './dom.js';
 
@@ -26,6 +26,44 @@ export function errorBox(err) {
 
 export function notice(...children) {
   return h('div', { class: 'alert info' }, ...children);
+}
+
+/**
+ * A secret shown this once: `title`, the secret with a Copy button (which selects the text for
+ * a manual copy where the browser gives no clipboard), `extra` below it, and `note` saying it
+ * cannot be shown again. `prefix` starts the ids of its parts (`secret-box`, `copy-secret`,
+ * `copy-said`, `secret-once`) and `codeId` is the secret's.
+ */
+export function secretOnce(title, secret, { codeId, label = 'Secret', prefix = '', extra, note }) {
+  const code = h('code', { class: 'copyable', id: codeId, 'data-secret': label }, secret);
+  const said = h('span', { class: 'muted copy-said', id: `${prefix}copy-said`, 'aria-live': 'polite' });
+  const copy = h('button', {
+    type: 'button',
+    class: 'ghost small',
+    id: `${prefix}copy-secret`,
+    onclick: async () => {
+      try {
+        await navigator.clipboard.writeText(secret);
+        said.textContent = 'Copied.';
+        copy.setAttribute('data-copied', 'yes');
+      } catch {
+        // No clipboard (a page served over plain http from another host): select the text
+        // for a manual copy.
+        const range = document.createRange();
+        range.selectNodeContents(code);
+        const selection = window.getSelection();
+        selection.removeAllRanges();
+        selection.addRange(range);
+        said.textContent = 'Selected: copy it with Ctrl+C (or ⌘C).';
+        copy.setAttribute('data-copied', 'selected');
+      }
+    },
+  }, 'Copy');
+  return h('div', { class: 'secret', id: `${prefix}secret-box` },
+    h('p', {}, h('b', {}, title)),
+    h('div', { class: 'secret-row' }, code, copy, said),
+    extra ? h('p', {}, extra) : null,
+    h('p', { class: 'secret-once', id: `${prefix}secret-once` }, h('b', {}, 'Shown only once. '), note));
 }
 
 /** A slot that shows one error (or nothing). */
@@ -64,9 +102,9 @@ export function table(columns, rows, { empty = 'Nothing yet.', onRow, rowAttrs }
     }, columns.map((c) => h('td', { class: c.class }, c.value(row))))))));
 }
 
-/** A definition list of [label, value] pairs. */
+/** A definition list of [label, value] pairs (a null in place of a pair is left out). */
 export function kv(pairs) {
-  return h('dl', { class: 'kv' }, pairs.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]));
+  return h('dl', { class: 'kv' }, pairs.filter(Boolean).map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]));
 }
 
 export function badge(text, kind = '') {

@@ -1,11 +1,13 @@
 // Apps: the admin key lists every app and creates new ones; an app's page shows its usage,
-// limits, devices and provider figures, and (admin key only) its publisher keys: create one
-// (its secret is shown once) and revoke one. A publisher key sees its own app, read-only.
+// limits, devices and provider figures, (admin key only) its publisher keys: create one (its
+// secret is shown once) and revoke one, and its Pusher credentials (pusher.js). A publisher key
+// sees its own app, read-only but for its Pusher credentials, which the API lets it manage.
 
 import { del, get, post, session } from '../api.js';
 import { formValues, h, mount } from '../dom.js';
 import { int, time } from '../format.js';
 import { providerFigures, providerRows } from '../providers.js';
+import { pusherPanel } from '../pusher.js';
 import { href } from '../route.js';
 import { badge, busy, errorSlot, failed, kv, loading, pageHead, panel, table } from '../ui.js';
 
@@ -178,6 +180,7 @@ function appPage(view, id, { go }) {
     admin
       ? panel('Publisher keys', keyForm, shown, keys)
       : panel('Publisher keys', h('p', { class: 'muted empty' }, badge('read-only'), 'Keys are created and revoked with the admin key.')),
+    pusherPanel(id),
     more);
   loadStats();
   loadKeys();

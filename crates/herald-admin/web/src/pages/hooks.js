@@ -1,16 +1,19 @@
-// Webhooks of the app in view: its endpoints with their state and figures (queued, dead,
-// delivered, failures in a row, the last error), read again every POLL_MS while the tab is
-// visible; a form that registers one (URL, event types as the server lists them, channel
-// patterns, description, offline delay) and shows its signing secret once, with a copy
-// button. An endpoint's page enables or disables it, rotates its secret (the old one signs
-// too for the overlap), sends a signed test event and shows the answer, deletes it (after a
-// confirmation), and lists its dead letters with Replay and Drop.
+// Webhooks of the app in view: its endpoints with their format and state and figures (queued,
+// dead, delivered, failures in a row, the last error), read again every POLL_MS while the tab
+// is visible; a form that registers one (format, URL, event types as the server lists them,
+// only those of Pusher's webhooks for a `pusher` endpoint, channel patterns, description,
+// offline delay) and shows its signing secret once, with a copy button (a `pusher` endpoint
+// is signed with the app's Pusher secret instead). An endpoint's page enables or disables it,
+// rotates its secret (the old one signs too for the overlap), sends a signed test event and
+// shows the answer, deletes it (after a confirmation), and lists its dead letters with Replay
+// and Drop.
 
 import { currentApp, del, get, patch, post } from '../api.js';
 import { formValues, h, mount } from '../dom.js';
 import { int, json, time } from '../format.js';
+import { formatBadge, pusherEventLabel, pusherTypes } from '../hook-format.js';
 import { href } from '../route.js';
-import { badge, busy, errorSlot, failed, kv, loading, pageHead, panel, table } from '../ui.js';
+import { badge, busy, errorSlot, failed, kv, loading, notice, pageHead, panel, secretOnce, table } from '../ui.js';
 
 /** How often the endpoints' figures are read while the tab is visible. */
 const POLL_MS = 5000;
@@ -46,45 +49,21 @@ function millis(rfc3339) {
  * A signing secret shown this once: the text, a copy button, and the note that it cannot be
  * shown again.
  */
-function secretOnce(title, secret, extra) {
-  const code = h('code', { class: 'copyable', id: 'hook-secret', 'data-secret': 'Signing secret' }, secret);
-  const said = h('span', { class: 'muted copy-said', id: 'copy-said', 'aria-live': 'polite' });
-  const copy = h('button', {
-    type: 'button',
-    class: 'ghost small',
-    id: 'copy-secret',
-    onclick: async () => {
-      try {
-        await navigator.clipboard.writeText(secret);
-        said.textContent = 'Copied.';
-        copy.setAttribute('data-copied', 'yes');
-      } catch {
-        // No clipboard (a page served over plain http from another host): select the text
-        // for a manual copy.
-        const range = document.createRange();
-        range.selectNodeContents(code);
-        const selection = window.getSelection();
-        selection.removeAllRanges();
-        selection.addRange(range);
-        said.textContent = 'Selected: copy it with Ctrl+C (or ⌘C).';
-        copy.setAttribute('data-copied', 'selected');
-      }
-    },
-  }, 'Copy');
-  return h('div', { class: 'secret', id: 'secret-box' },
-    h('p', {}, h('b', {}, title)),
-    h('div', { class: 'secret-row' }, code, copy, said),
-    extra ? h('p', {}, extra) : null,
-    h('p', { class: 'secret-once', id: 'secret-once' },
-      h('b', {}, 'Shown only once. '),
-      'Copy it now into the receiver that verifies signatures: the server keeps it sealed and ' +
-      'never shows it again (rotate the secret to get a new one).'));
+function signingSecretOnce(title, secret, extra) {
+  return secretOnce(title, secret, {
+    codeId: 'hook-secret',
+    label: 'Signing secret',
+    extra,
+    note: 'Copy it now into the receiver that verifies signatures: the server keeps it sealed and ' +
+      'never shows it again (rotate the secret to get a new one).',
+  });
 }
 
 function endpointTable(hooks, go) {
   return table([
     { label: 'Id', value: (e) => h('a', { href: href(`hooks/${e.id}`) }, `#${e.id}`) },
     { label: 'URL', value: (e) => h('code', { class: 'hook-url' }, e.url) },
+    { label: 'Format', value: (e) => formatBadge(e.format) },
     { label: 'Events', value: (e) => e.events.map((t) => badge(t)) },
     { label: 'State', value: (e) => stateBadge(e.state) },
     { label: 'Queued', value: (e) => figure('queued', e.queued), class: 'num' },
@@ -99,19 +78,66 @@ function endpointTable(hooks, go) {
   });
 }
 
-/** The create form's event checkboxes: every type the server lists, and `*` (all but the opt-in
- * `subscription_count`, future ones too). */
-function eventChoices(types) {
+/**
+ * The create form's event checkboxes: every type the server lists, and `*` (all but the opt-in
+ * `subscription_count`, future ones too); for a `pusher` endpoint, the listed types Pusher's
+ * webhooks have, each with Pusher's name, and `*` (the first four).
+ */
+function eventChoices(types, format) {
   const box = (value, label) => h('label', { class: 'check' },
     h('input', { type: 'checkbox', name: 'events', value, 'data-event': value }), label);
-  return h('fieldset', { class: 'checks', id: 'hook-events' },
+  if (format === 'pusher') {
+    return h('fieldset', { class: 'checks', id: 'hook-events', 'data-format': 'pusher' },
+      h('legend', {}, 'Event types (Pusher\'s webhooks)'),
+      box('*', h('span', {}, h('b', {}, 'all'), ' (*: channel_occupied, channel_vacated, member_added, member_removed; the others are sent only when checked)')),
+      pusherTypes(types).map((t) => box(t, pusherEventLabel(t))));
+  }
+  return h('fieldset', { class: 'checks', id: 'hook-events', 'data-format': 'standard' },
     h('legend', {}, 'Event types'),
     box('*', h('span', {}, h('b', {}, 'all'), ' (*, including types added later; not subscription_count, which is sent only when checked)')),
     types.map((t) => box(t, h('code', {}, t))));
 }
 
+/** What the form says under the format it shows. */
+function formatNote(format) {
+  if (format !== 'pusher') {
+    return h('p', { class: 'muted small-print', id: 'hook-format-note' },
+      'Herald\'s events, signed with the endpoint\'s own secret (Standard Webhooks), shown once below.');
+  }
+  return h('p', { class: 'muted small-print', id: 'hook-format-note' },
+    'Pusher\'s webhooks ({"time_ms":..,"events":[{"name":"channel_occupied",...}]}), signed with the app\'s ',
+    h('a', { href: href(`apps/${encodeURIComponent(currentApp())}`) }, 'Pusher secret'),
+    ' in X-Pusher-Key and X-Pusher-Signature, so a handler written for Pusher checks them with its Pusher SDK. ' +
+    'Until the app has Pusher credentials, the endpoint\'s events wait in its queue.');
+}
+
+/** What a `pusher` endpoint's registration shows instead of a signing secret. */
+function pusherRegistered(id) {
+  return notice(h('span', { id: 'hook-pusher-registered' },
+    h('b', {}, `Endpoint #${id} registered in Pusher's format. `),
+    'Its requests are signed with the app\'s Pusher secret (X-Pusher-Key, X-Pusher-Signature), not with a secret of its own.'));
+}
+
 function createForm(types, slot, created, reload) {
   const button = h('button', { type: 'submit', class: 'primary', id: 'create-hook' }, 'Register endpoint');
+  const events = h('div', {}, eventChoices(types, 'standard'));
+  const note = h('div', {}, formatNote('standard'));
+  const delayLabel = h('label', { for: 'hook-offline-delay' }, 'Offline delay in milliseconds (how long a user.offline waits for the user to come back; default 3000)');
+  const delay = h('input', { id: 'hook-offline-delay', name: 'offline_delay_ms', type: 'number', min: 0, max: 600000, step: 1, placeholder: '3000' });
+  // The event types and the notes follow the format; a Pusher endpoint has no user.offline.
+  const showFormat = (format) => {
+    mount(events, eventChoices(types, format));
+    mount(note, formatNote(format));
+    delayLabel.hidden = format === 'pusher';
+    delay.hidden = format === 'pusher';
+  };
+  const format = h('select', {
+    id: 'hook-format',
+    name: 'format',
+    onchange: (e) => showFormat(e.target.value),
+  },
+  h('option', { value: 'standard' }, 'standard: Herald\'s events'),
+  h('option', { value: 'pusher' }, 'pusher: Pusher\'s webhooks'));
   const form = h('form', {
     class: 'stack-form',
     id: 'create-hook-form',
@@ -119,27 +145,35 @@ function createForm(types, slot, created, reload) {
       e.preventDefault();
       const v = formValues(form);
       const body = { url: v.url.trim(), events: new FormData(form).getAll('events') };
+      const pusher = v.format === 'pusher';
+      if (pusher) body.format = 'pusher';
       const channels = v.channels.split(',').map((c) => c.trim()).filter(Boolean);
       if (channels.length) body.channels = channels;
       if (v.description.trim()) body.description = v.description.trim();
-      if (v.offline_delay_ms.trim()) body.offline_delay_ms = Number(v.offline_delay_ms.trim());
+      if (!pusher && v.offline_delay_ms.trim()) body.offline_delay_ms = Number(v.offline_delay_ms.trim());
       const answer = await busy(button, slot, () => post(base(), body));
       if (answer) {
         form.reset();
-        mount(created, secretOnce(`Endpoint #${answer.hook.id} registered. Its signing secret:`, answer.secret));
+        showFormat('standard');
+        mount(created, answer.hook.format === 'pusher'
+          ? pusherRegistered(answer.hook.id)
+          : signingSecretOnce(`Endpoint #${answer.hook.id} registered. Its signing secret:`, answer.secret));
         reload();
       }
     },
   },
   h('label', { for: 'hook-url' }, 'URL (http or https; the server POSTs batches of events to it)'),
   h('input', { id: 'hook-url', name: 'url', type: 'url', required: true, placeholder: 'https://backend.example.com/herald/hooks' }),
-  eventChoices(types),
+  h('label', { for: 'hook-format' }, 'Format (how requests are written and signed; set at registration)'),
+  format,
+  note,
+  events,
   h('label', { for: 'hook-channels' }, 'Channel patterns, comma-separated (optional: events about other channels are not sent)'),
   h('input', { id: 'hook-channels', name: 'channels', placeholder: 'rooms/*, news' }),
   h('label', { for: 'hook-description' }, 'Description (optional, at most 200 characters)'),
   h('input', { id: 'hook-description', name: 'description', maxlength: 200, placeholder: 'what it is for' }),
-  h('label', { for: 'hook-offline-delay' }, 'Offline delay in milliseconds (how long a user.offline waits for the user to come back; default 3000)'),
-  h('input', { id: 'hook-offline-delay', name: 'offline_delay_ms', type: 'number', min: 0, max: 600000, step: 1, placeholder: '3000' }),
+  delayLabel,
+  delay,
   h('div', { class: 'form-row' }, button));
   return form;
 }
@@ -206,6 +240,8 @@ function endpointPage(view, id, { go }) {
   const tested = h('div', { id: 'hook-test-result' });
   const dead = h('div', { id: 'hook-dead' }, loading());
   const toggle = h('button', { class: 'ghost', id: 'toggle-hook', disabled: true }, 'Disable');
+  const signing = h('div', { id: 'hook-signing' }, loading());
+  const testNote = h('p', { class: 'muted' }, 'Sends one signed hook.test event now (not queued) and shows how the endpoint answered.');
   let current = null;
 
   async function load() {
@@ -214,10 +250,11 @@ function endpointPage(view, id, { go }) {
       current = hook;
       mount(details, kv([
         ['URL', h('code', { class: 'hook-url' }, hook.url)],
+        ['Format', formatBadge(hook.format)],
         ['Description', hook.description || '—'],
         ['Events', hook.events.map((t) => badge(t))],
         ['Channels', hook.channels.length ? hook.channels.map((c) => h('code', { class: 'pattern' }, c)) : 'every channel'],
-        ['Offline delay', `${int(hook.offline_delay_ms)} ms`],
+        hook.format === 'pusher' ? null : ['Offline delay', `${int(hook.offline_delay_ms)} ms`],
         ['Registered', time(millis(hook.created))],
       ]));
       mount(figures, kv([
@@ -232,8 +269,18 @@ function endpointPage(view, id, { go }) {
       ]));
       toggle.textContent = hook.enabled ? 'Disable' : 'Enable';
       toggle.disabled = false;
+      if (hook.format === 'pusher') {
+        testNote.textContent = 'Sends one request signed as Pusher\'s webhooks are, with no events, now (not queued), and shows how the endpoint answered.';
+      }
+      if (signing.querySelector('.loading')) {
+        mount(signing, hook.format === 'pusher'
+          ? h('p', { class: 'muted', id: 'hook-pusher-signing' },
+            'Signed with the app\'s Pusher secret (X-Pusher-Key, X-Pusher-Signature), not with a secret of its own: ',
+            h('a', { href: href(`apps/${encodeURIComponent(currentApp())}`) }, 'rotate it on the app\'s page'), '.')
+          : [rotateForm, shown]);
+      }
     } catch (e) {
-      const waiting = [details, figures].filter((el) => el.querySelector('.loading'));
+      const waiting = [details, figures, signing].filter((el) => el.querySelector('.loading'));
       waiting.forEach((el, i) => (i === 0 ? failed(el, e) : mount(el, h('p', { class: 'muted empty' }, 'Not loaded.'))));
       if (!waiting.length) slot.show(e);
     }
@@ -317,7 +364,7 @@ function endpointPage(view, id, { go }) {
       if (!window.confirm(`Give endpoint #${id} a new signing secret? The old one keeps signing for ${hours} h.`)) return;
       const answer = await busy(rotateButton, slot, () => post(`${path}/rotate-secret`, { overlap_seconds: Math.round(hours * 3600) }));
       if (answer) {
-        mount(shown, secretOnce(`Endpoint #${id}'s new signing secret:`, answer.secret,
+        mount(shown, signingSecretOnce(`Endpoint #${id}'s new signing secret:`, answer.secret,
           answer.previous_valid_until
             ? `The previous secret signs requests too until ${time(millis(answer.previous_valid_until))}: update the receiver before then.`
             : 'The previous secret no longer signs.'));
@@ -348,8 +395,8 @@ function endpointPage(view, id, { go }) {
     slot.el,
     h('div', { class: 'grid-2' }, panel('Endpoint', details), panel('Delivery', figures)),
     h('div', { class: 'grid-2' },
-      panel('Test', h('p', { class: 'muted' }, 'Sends one signed hook.test event now (not queued) and shows how the endpoint answered.'), testButton, tested),
-      panel('Signing secret', rotateForm, shown)),
+      panel('Test', testNote, testButton, tested),
+      panel('Signing secret', signing)),
     panel(`Dead letters (up to ${DEAD_PAGE})`, dead));
   load();
   loadDead();
