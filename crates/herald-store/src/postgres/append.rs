@@ -68,20 +68,25 @@ const INSERT_MESSAGES: &str = "INSERT INTO messages (channel_id, seq, client_id,
      FROM unnest($1::bigint[], $2::bigint[], $3::text[], $5::bytea[]) AS m(c, s, k, d)";
 const WRITE_ROW: &str = "UPDATE channels SET last_seq = $2, first_seq = GREATEST(first_seq, $3), \
      max_messages = $4, max_age_ms = $5 WHERE id = $1";
-const TRIM: &str = "DELETE FROM messages WHERE channel_id = $1 AND seq < $2";
+/// Deletes the channel's messages from its first retained seq `$2` up to `$3`. The lower bound
+/// matters: deleted rows stay in the primary key's index until a vacuum, and `seq < $3` alone
+/// made every trim walk all of them again (a channel trimmed every 125 messages read them
+/// back over and over, under its row's lock, while the other nodes waited).
+const TRIM: &str = "DELETE FROM messages WHERE channel_id = $1 AND seq >= $2 AND seq < $3";
 
 /// Smallest number of extra messages a channel may hold beyond its limit before a count trim
 /// runs (the same rule as SQLite's `retention::count_trim_target`).
 const MIN_TRIM_SLACK: u64 = 16;
 
 /// The batch's messages for one channel.
-struct ChannelPlan<'a> {
-    name: &'a ChannelName,
+pub(super) struct ChannelPlan<'a> {
+    pub name: &'a ChannelName,
     /// The retention of the channel's last request in the batch.
-    retention: Retention,
+    pub retention: Retention,
     /// (request, message) positions, in arrival order.
-    positions: Vec<(usize, usize)>,
-    keyed: bool,
+    pub positions: Vec<(usize, usize)>,
+    /// Whether a message carries an idempotency key.
+    pub keyed: bool,
 }
 
 /// A channel's row once locked.
@@ -103,23 +108,7 @@ pub(crate) async fn store(
     requests: &[Requested<'_>],
     now_ms: i64,
 ) -> Result<Committed, StoreError> {
-    let mut plans: BTreeMap<&str, ChannelPlan<'_>> = BTreeMap::new();
-    for (r, request) in requests.iter().enumerate() {
-        let plan = plans
-            .entry(request.channel.as_str())
-            .or_insert_with(|| ChannelPlan {
-                name: request.channel,
-                retention: request.retention,
-                positions: Vec::new(),
-                keyed: false,
-            });
-        plan.retention = request.retention;
-        for (m, message) in request.messages.iter().enumerate() {
-            plan.positions.push((r, m));
-            plan.keyed |= message.id.is_some();
-        }
-    }
-    let plans: Vec<ChannelPlan<'_>> = plans.into_values().collect();
+    let plans = plan(requests);
     let rows = lock_rows(tx, &plans).await?;
     let stored = find_keys(tx, &plans, &rows, requests).await?;
 
@@ -187,9 +176,9 @@ pub(crate) async fn store(
             }));
         }
         if let Some(first) = trim_to {
-            let (trim, first) = (trim.clone(), seq_to_db(first));
+            let (trim, from, to) = (trim.clone(), seq_to_db(row.first_seq), seq_to_db(first));
             writes.push(Box::pin(async move {
-                tx.execute(&trim, &[&row.id, &first]).await
+                tx.execute(&trim, &[&row.id, &from, &to]).await
             }));
         }
     }
@@ -214,6 +203,27 @@ pub(crate) async fn store(
         results,
         new_messages,
     })
+}
+
+/// The batch grouped by channel, in name order (the order rows are locked in).
+pub(super) fn plan<'a>(requests: &[Requested<'a>]) -> Vec<ChannelPlan<'a>> {
+    let mut plans: BTreeMap<&str, ChannelPlan<'_>> = BTreeMap::new();
+    for (r, request) in requests.iter().enumerate() {
+        let plan = plans
+            .entry(request.channel.as_str())
+            .or_insert_with(|| ChannelPlan {
+                name: request.channel,
+                retention: request.retention,
+                positions: Vec::new(),
+                keyed: false,
+            });
+        plan.retention = request.retention;
+        for (m, message) in request.messages.iter().enumerate() {
+            plan.positions.push((r, m));
+            plan.keyed |= message.id.is_some();
+        }
+    }
+    plans.into_values().collect()
 }
 
 /// Locks every planned channel's row (creating the rows of new channels), in name order, in one
@@ -336,7 +346,11 @@ async fn find_keys(
 /// If a channel holding `first_seq..=last_seq` holds too many messages, the seq that should
 /// become its first retained one: a trim runs past `max_messages` plus
 /// `max(max_messages / 8, 16)` and keeps exactly `max_messages` (a limit of 0 keeps 1).
-fn count_trim_target(first_seq: u64, last_seq: u64, retention: Retention) -> Option<u64> {
+pub(super) fn count_trim_target(
+    first_seq: u64,
+    last_seq: u64,
+    retention: Retention,
+) -> Option<u64> {
     let max = retention.max_messages.max(1);
     let slack = (max / 8).max(MIN_TRIM_SLACK);
     let retained = (last_seq + 1).saturating_sub(first_seq);

@@ -1,5 +1,6 @@
 //! The writer task: one per store. It waits for the first append, drains whatever else queued
-//! meanwhile (up to `max_batch` messages), stores it all in one transaction ([`super::append`]),
+//! meanwhile (up to `max_batch` messages), stores it all in one transaction (one statement when
+//! no message carries an idempotency key, [`super::append_unkeyed`]; else [`super::append`]),
 //! hands the new messages to the [`CommitSink`] and only then replies. There is no artificial
 //! delay: batches form from requests that arrived while the previous commit ran.
 //!
@@ -21,6 +22,7 @@ use herald_core::message::now_millis;
 use tokio::sync::mpsc;
 
 use super::append::{self, Committed, Requested};
+use super::append_unkeyed;
 use super::jobs::prune_expired_chunk;
 use super::reachability::Reachability;
 use super::{pg_error, pool_failure, PostgresOptions};
@@ -156,14 +158,15 @@ impl Writer {
         }
     }
 
-    /// Stores the batch in one transaction and commits it.
+    /// Stores the batch in one transaction and commits it: in one statement when no message
+    /// carries an idempotency key ([`append_unkeyed`], then the count trims it found due),
+    /// else in a transaction that looks the keys up under the rows' locks ([`append`]).
     async fn transact(&self, batch: &[AppendRequest]) -> Result<Committed, StoreError> {
         let mut client = self
             .pool
             .get()
             .await
             .map_err(|e| pool_failure("PostgreSQL (appends)", e))?;
-        let tx = client.transaction().await.map_err(pg_error)?;
         let requested: Vec<Requested<'_>> = batch
             .iter()
             .map(|r| Requested {
@@ -172,6 +175,13 @@ impl Writer {
                 retention: r.retention,
             })
             .collect();
+        if append_unkeyed::applies(&requested) {
+            let (committed, trims) =
+                append_unkeyed::store(&client, &requested, now_millis()).await?;
+            append_unkeyed::trim(&client, &trims).await;
+            return Ok(committed);
+        }
+        let tx = client.transaction().await.map_err(pg_error)?;
         let committed = append::store(&tx, &requested, now_millis()).await?;
         tx.commit().await.map_err(pg_error)?;
         Ok(committed)
@@ -280,10 +290,12 @@ impl Writer {
                 continue;
             }
             let first = seq_to_db(new_first);
+            // From the first retained seq: rows deleted before stay in the index until a
+            // vacuum, and an unbounded `seq < $3` would walk them all again.
             let n = tx
                 .execute(
-                    "DELETE FROM messages WHERE channel_id = $1 AND seq < $2",
-                    &[&id, &first],
+                    "DELETE FROM messages WHERE channel_id = $1 AND seq >= $2 AND seq < $3",
+                    &[&id, &first_seq, &first],
                 )
                 .await
                 .map_err(pg_error)?;

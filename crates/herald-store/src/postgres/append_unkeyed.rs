@@ -1,0 +1,211 @@
+//! A batch without idempotency keys (the common one) stored in **one statement**, run as its own
+//! implicit transaction: one round trip to PostgreSQL instead of four (`BEGIN`, the row
+//! reservation, the insert, `COMMIT`), and the channels' rows stay locked only while PostgreSQL
+//! runs it, never across a network round trip. Another node appending to the same channel
+//! waits for that, not for this node's next message to cross the network.
+//!
+//! [`STORE`] is the reservation of [`super::append`] (the `INSERT .. ON CONFLICT .. RETURNING`
+//! that creates, locks in name order and advances each channel's row) with the messages'
+//! `INSERT` attached as a data-modifying `WITH` query reading the reserved rows: each
+//! message's seq is its channel's new `last_seq` minus how many of the batch's messages of that
+//! channel come after it. The answer arrives once PostgreSQL has committed it (the driver waits
+//! for the end of the implicit transaction), so a publish is still answered only once its row
+//! is committed, and a failure stores nothing.
+//!
+//! A count trim is due when a channel holds too many messages; it runs after the commit, as
+//! one more statement that moves `first_seq` (never back) and deletes below it: trimming
+//! later than the append only keeps a few messages longer, and two nodes trimming one channel
+//! at once agree. A trim that fails is logged and left to the channel's next append; the
+//! batch's messages are committed either way.
+
+use std::sync::Arc;
+
+use deadpool_postgres::GenericClient;
+use herald_core::log::{Appended, StoreError};
+use herald_core::message::{Epoch, StoredMessage};
+
+use super::append::{count_trim_target, plan, Committed, Requested};
+use super::pg_error;
+use crate::common::values::{seq_from_db, seq_to_db};
+
+/// Reserves the seqs (creating, locking in name order and advancing each channel's row) and
+/// stores the messages, in one statement. `$1..$5`: per channel, name, epoch for a new row,
+/// message count, retention; `$6..$8`: per message, its channel's name, how many of the
+/// batch's messages of that channel follow it, its data; `$9`: the time.
+const STORE: &str = "WITH reserved AS ( \
+     INSERT INTO channels (name, epoch, last_seq, first_seq, max_messages, max_age_ms) \
+     SELECT n, e, c, 1, mm, ma \
+     FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[]) \
+         AS r(n, e, c, mm, ma) \
+     ORDER BY n \
+     ON CONFLICT (name) DO UPDATE SET last_seq = channels.last_seq + excluded.last_seq, \
+         max_messages = excluded.max_messages, max_age_ms = excluded.max_age_ms \
+     RETURNING name, id, epoch, last_seq, first_seq \
+ ), stored AS ( \
+     INSERT INTO messages (channel_id, seq, client_id, time, data) \
+     SELECT r.id, r.last_seq - m.behind, NULL, $9, m.d \
+     FROM unnest($6::text[], $7::bigint[], $8::bytea[]) AS m(n, behind, d) \
+     JOIN reserved r ON r.name = m.n COLLATE \"C\" \
+ ) \
+ SELECT name, id, epoch, last_seq, first_seq FROM reserved";
+
+/// Moves a channel's `first_seq` up to `$3` (never back) and deletes its messages from `$2`
+/// (its first retained seq when the append ran, or lower) up to `$3`, in one statement.
+const TRIM: &str = "WITH moved AS ( \
+     UPDATE channels SET first_seq = GREATEST(first_seq, $3) WHERE id = $1 RETURNING id \
+ ) \
+ DELETE FROM messages WHERE channel_id = $1 AND seq >= $2 AND seq < $3";
+
+/// Whether [`store`] can take `requests`: no message carries an idempotency key (a key must
+/// be looked up once its channel's row is locked, which [`super::append::store`] does).
+pub(crate) fn applies(requests: &[Requested<'_>]) -> bool {
+    requests
+        .iter()
+        .all(|r| r.messages.iter().all(|m| m.id.is_none()))
+}
+
+/// A count trim due after the batch: the channel, the first retained seq the append saw, and
+/// the seq to keep from.
+pub(crate) struct Trim {
+    channel_id: i64,
+    from: u64,
+    to: u64,
+}
+
+/// Stores `requests` (none keyed: see [`applies`]) in one statement, committed when it
+/// returns; answers what each message became and the count trims now due.
+pub(crate) async fn store(
+    client: &impl GenericClient,
+    requests: &[Requested<'_>],
+    now_ms: i64,
+) -> Result<(Committed, Vec<Trim>), StoreError> {
+    let plans = plan(requests);
+    let names: Vec<&str> = plans.iter().map(|p| p.name.as_str()).collect();
+    let epochs: Vec<String> = plans
+        .iter()
+        .map(|_| Epoch::generate().as_str().to_owned())
+        .collect();
+    let counts: Vec<i64> = plans.iter().map(|p| p.positions.len() as i64).collect();
+    let max_messages: Vec<i64> = plans
+        .iter()
+        .map(|p| seq_to_db(p.retention.max_messages))
+        .collect();
+    let max_ages: Vec<i64> = plans
+        .iter()
+        .map(|p| seq_to_db(p.retention.max_age_ms))
+        .collect();
+    let size: usize = plans.iter().map(|p| p.positions.len()).sum();
+    let mut message_channels: Vec<&str> = Vec::with_capacity(size);
+    let mut behind: Vec<i64> = Vec::with_capacity(size);
+    let mut data: Vec<&[u8]> = Vec::with_capacity(size);
+    for plan in &plans {
+        let count = plan.positions.len();
+        for (i, &(r, m)) in plan.positions.iter().enumerate() {
+            message_channels.push(plan.name.as_str());
+            behind.push((count - 1 - i) as i64);
+            data.push(&requests[r].messages[m].data[..]);
+        }
+    }
+    let statement = client.prepare_cached(STORE).await.map_err(pg_error)?;
+    let returned = client
+        .query(
+            &statement,
+            &[
+                &names,
+                &epochs,
+                &counts,
+                &max_messages,
+                &max_ages,
+                &message_channels,
+                &behind,
+                &data,
+                &now_ms,
+            ],
+        )
+        .await
+        .map_err(pg_error)?;
+    let mut rows = std::collections::HashMap::with_capacity(returned.len());
+    for row in &returned {
+        let name: &str = row.try_get(0).map_err(pg_error)?;
+        let epoch: String = row.try_get(2).map_err(pg_error)?;
+        let last_seq = seq_from_db(row.try_get(3).map_err(pg_error)?)?;
+        let first_seq = seq_from_db(row.try_get(4).map_err(pg_error)?)?;
+        let id: i64 = row.try_get(1).map_err(pg_error)?;
+        rows.insert(
+            name.to_owned(),
+            (id, Epoch::new(&epoch), last_seq, first_seq),
+        );
+    }
+    let mut results: Vec<Vec<Option<Appended>>> = requests
+        .iter()
+        .map(|r| vec![None; r.messages.len()])
+        .collect();
+    let mut new_messages = Vec::with_capacity(size);
+    let mut trims = Vec::new();
+    for plan in &plans {
+        let (id, epoch, last_seq, first_seq) = rows
+            .get(plan.name.as_str())
+            .ok_or_else(|| StoreError::failed("a channel's row was not reserved"))?;
+        let mut seq = last_seq.saturating_sub(plan.positions.len() as u64);
+        for &(r, m) in &plan.positions {
+            seq += 1;
+            let message = &requests[r].messages[m];
+            let stored = Arc::new(StoredMessage::new(
+                plan.name.clone(),
+                epoch.clone(),
+                seq,
+                None,
+                now_ms,
+                message.data.clone(),
+            ));
+            new_messages.push(stored.clone());
+            results[r][m] = Some(Appended {
+                message: stored,
+                duplicate: false,
+            });
+        }
+        if let Some(to) = count_trim_target(*first_seq, *last_seq, plan.retention) {
+            trims.push(Trim {
+                channel_id: *id,
+                from: *first_seq,
+                to,
+            });
+        }
+    }
+    let results = results
+        .into_iter()
+        .map(|r| r.into_iter().collect::<Option<Vec<_>>>())
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| StoreError::failed("an append lost a message"))?;
+    Ok((
+        Committed {
+            results,
+            new_messages,
+        },
+        trims,
+    ))
+}
+
+/// Runs the count trims [`store`] found due, each one statement; a failure is logged (the
+/// channel's next append finds the trim due again).
+pub(crate) async fn trim(client: &impl GenericClient, trims: &[Trim]) {
+    if trims.is_empty() {
+        return;
+    }
+    let statement = match client.prepare_cached(TRIM).await {
+        Ok(statement) => statement,
+        Err(err) => {
+            tracing::debug!(error = %err, "count trim not prepared");
+            return;
+        }
+    };
+    for trim in trims {
+        let (from, to) = (seq_to_db(trim.from), seq_to_db(trim.to));
+        if let Err(err) = client
+            .execute(&statement, &[&trim.channel_id, &from, &to])
+            .await
+        {
+            tracing::debug!(error = %err, channel_id = trim.channel_id, "count trim failed");
+        }
+    }
+}
