@@ -26,6 +26,8 @@ use crate::deadlines::Deadlines;
 /// Most bytes of a connection's start that are looked at; past them the detectors have said
 /// nothing and the connection is the default protocol's.
 pub const MAX_PREFIX_BYTES: usize = 8 * 1024;
+/// The first look's size: a request line and the headers of most requests.
+const FIRST_LOOK_BYTES: usize = 1024;
 /// First pause before looking again at a prefix that arrives in pieces.
 const FIRST_PAUSE: Duration = Duration::from_millis(5);
 /// Longest pause between looks at a prefix that arrives in pieces.
@@ -135,27 +137,39 @@ pub async fn detect(
             deadline = now + deadlines.head;
             now
         });
-        // Only while looking: the buffer is gone before the next wait.
-        let mut buf = vec![0u8; MAX_PREFIX_BYTES];
-        let n = match stream.peek(&mut buf).await {
-            Ok(n) => n,
-            Err(_) => return Detected::Other(started),
-        };
-        let mut undecided = false;
-        for (index, detector) in detectors.iter().enumerate() {
-            match detector.detect(&buf[..n]) {
-                Verdict::Mine => {
-                    buf.truncate(n);
-                    return Detected::Chosen {
-                        index,
-                        prefix: buf,
-                        started,
-                    };
+        // Only while looking: the buffer is gone before the next wait. A first look of
+        // FIRST_LOOK_BYTES decides most connections (a WebSocket handshake by its request line,
+        // anything but a GET at once); only a look that fills it with the detectors undecided
+        // looks again, at once, with room for all of MAX_PREFIX_BYTES. Every connection's
+        // look at its full bound cost an 8 KiB buffer that the allocator's thread caches then
+        // kept by the dozen once the connections were idle.
+        let mut buf = vec![0u8; FIRST_LOOK_BYTES];
+        let (n, undecided) = loop {
+            let n = match stream.peek(&mut buf).await {
+                Ok(n) => n,
+                Err(_) => return Detected::Other(started),
+            };
+            let mut undecided = false;
+            for (index, detector) in detectors.iter().enumerate() {
+                match detector.detect(&buf[..n]) {
+                    Verdict::Mine => {
+                        buf.truncate(n);
+                        return Detected::Chosen {
+                            index,
+                            prefix: buf,
+                            started,
+                        };
+                    }
+                    Verdict::NotMine => {}
+                    Verdict::Undecided => undecided = true,
                 }
-                Verdict::NotMine => {}
-                Verdict::Undecided => undecided = true,
             }
-        }
+            if undecided && n == buf.len() && n < MAX_PREFIX_BYTES {
+                buf = vec![0u8; MAX_PREFIX_BYTES];
+                continue;
+            }
+            break (n, undecided);
+        };
         // Over the bound, or the client sent all it will: the default protocol's.
         if !undecided || n == 0 || n == MAX_PREFIX_BYTES || read_closed {
             return Detected::Other(started);
@@ -245,6 +259,34 @@ mod tests {
         let (found, unread) = detected([other, b""], deadlines).await;
         assert!(matches!(found, Detected::Other(_)));
         assert_eq!(unread, other);
+    }
+
+    #[tokio::test]
+    async fn a_head_longer_than_the_first_look_is_looked_at_up_to_the_bound() {
+        let deadlines = Deadlines::default();
+        let head = |cookie: usize| -> &'static [u8] {
+            let cookie = "c".repeat(cookie);
+            let head =
+                format!("GET /v1/sse?channel=a HTTP/1.1\r\nHost: x\r\nCookie: {cookie}\r\n\r\n");
+            Box::leak(head.into_bytes().into_boxed_slice())
+        };
+        let long = head(3 * FIRST_LOOK_BYTES);
+        let (found, unread) = detected([long, b""], deadlines).await;
+        assert!(matches!(found, Detected::Chosen { index: 0, ref prefix, .. } if prefix == long));
+        assert_eq!(unread, long[..256]);
+        // In two pieces, the first filling the first look.
+        let (found, _) = detected(
+            [&long[..FIRST_LOOK_BYTES], &long[FIRST_LOOK_BYTES..]],
+            deadlines,
+        )
+        .await;
+        assert!(matches!(found, Detected::Chosen { index: 0, ref prefix, .. } if prefix == long));
+        // Past the bound, with the SSE detector still waiting for the end of the head: the
+        // default protocol's, nothing consumed.
+        let over = head(MAX_PREFIX_BYTES);
+        let (found, unread) = detected([over, b""], deadlines).await;
+        assert!(matches!(found, Detected::Other(_)));
+        assert_eq!(unread, over[..256]);
     }
 
     #[tokio::test]
