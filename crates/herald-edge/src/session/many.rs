@@ -6,6 +6,8 @@
 //! waiting at that moment in one batch (`herald_core`'s state reads), so a connection's
 //! pipelined subscribes share a round trip instead of taking one each.
 
+use std::collections::HashSet;
+
 use futures_util::future::join_all;
 use herald_core::engine::SubscribeRequest;
 use herald_core::{ChannelName, HeraldError};
@@ -44,18 +46,23 @@ impl ClientSession {
             Err(e) => return asks.iter().map(|_| Err(e.clone())).collect(),
         };
         let mut opening: Vec<ChannelName> = Vec::with_capacity(asks.len());
+        // The channels of `opening`, looked up by hash: a run of hundreds of subscribes would
+        // otherwise compare each name with every one before it.
+        let mut opening_set: HashSet<ChannelName> = HashSet::with_capacity(asks.len());
         let mut checked: Vec<Result<usize, HeraldError>> = Vec::with_capacity(asks.len());
         for ask in asks {
             let name = client.app.parse_channel(ask.channel).and_then(|name| {
                 client.check_subscribe(name.public())?;
-                self.check_room_beside(&name, &opening)?;
+                self.check_room_beside(&name, opening_set.contains(&name), opening.len())?;
                 Ok(name)
             });
             checked.push(name.map(|name| {
+                opening_set.insert(name.clone());
                 opening.push(name);
                 opening.len() - 1
             }));
         }
+        drop(opening_set);
         let opens = checked
             .iter()
             .zip(asks)
@@ -73,18 +80,18 @@ impl ClientSession {
             });
         let mut opened = join_all(opens).await.into_iter();
         let mut results = Vec::with_capacity(asks.len());
+        let mut held = Vec::with_capacity(opening.len());
         for checked in checked {
             results.push(match checked {
                 Err(e) => Err(e),
                 Ok(_) => opened
                     .next()
                     .expect("one open per checked ask")
-                    .map(|opened| {
-                        self.subscriptions
-                            .insert(opened.name.clone(), opened.subscription.clone());
-                    }),
+                    .map(|opened| held.push((opened.name.clone(), opened.subscription.clone()))),
             });
         }
+        // Sorted into the set at once rather than each inserted into the middle of it.
+        self.subscriptions.insert_all(held);
         results
     }
 }

@@ -372,17 +372,18 @@ impl ClientSession {
     /// Refuses a new subscription to `name` if the session holds one already or is at the
     /// per-connection limit.
     fn check_room_for(&self, name: &ChannelName) -> Result<(), HeraldError> {
-        self.check_room_beside(name, &[])
+        self.check_room_beside(name, false, 0)
     }
 
-    /// [`Self::check_room_for`] with `opening` about to be held too (subscribes run together,
-    /// [`Self::subscribe_all`]).
+    /// [`Self::check_room_for`] with `opening` more channels about to be held too (subscribes
+    /// run together, [`Self::subscribe_all`]), `name` among them if `among_opening`.
     fn check_room_beside(
         &self,
         name: &ChannelName,
-        opening: &[ChannelName],
+        among_opening: bool,
+        opening: usize,
     ) -> Result<(), HeraldError> {
-        if self.subscriptions.contains(name) || opening.contains(name) {
+        if among_opening || self.subscriptions.contains(name) {
             return Err(HeraldError::new(
                 ErrorCode::AlreadySubscribed,
                 format!("already subscribed to {name:?}"),
@@ -391,7 +392,7 @@ impl ClientSession {
         check_limit(
             &self.edge,
             Wanted::OneMore {
-                held: self.subscriptions.len() + opening.len(),
+                held: self.subscriptions.len() + opening,
             },
         )
     }
