@@ -89,38 +89,79 @@ fn segment_matches(pattern: &str, name: &str) -> bool {
 
 /// A list of patterns; a channel is allowed if any matches.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PatternSet(Box<[ChannelPattern]>);
+pub struct PatternSet(Patterns);
+
+/// How a [`PatternSet`] keeps its patterns. The lone `**` (every channel: what an anonymous
+/// client may subscribe to, and what many tokens grant) is kept without an allocation: every
+/// connection carries its token's two sets while it is open, parked or not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Patterns {
+    /// `["**"]`.
+    Every,
+    /// Any other list, as written.
+    Listed(Box<[ChannelPattern]>),
+}
+
+impl Default for Patterns {
+    fn default() -> Self {
+        Patterns::Listed(Box::default())
+    }
+}
+
+/// The pattern [`Patterns::Every`] stands for.
+const EVERY: &str = "**";
 
 impl PatternSet {
     /// Compiles each pattern.
     pub fn new<S: AsRef<str>>(patterns: &[S]) -> Self {
-        PatternSet(
+        if let [only] = patterns {
+            if only.as_ref() == EVERY {
+                return PatternSet::all();
+            }
+        }
+        PatternSet(Patterns::Listed(
             patterns
                 .iter()
                 .map(|p| ChannelPattern::new(p.as_ref()))
                 .collect(),
-        )
+        ))
     }
 
-    /// A set that matches every channel.
+    /// A set that matches every channel (`["**"]`).
     pub fn all() -> Self {
-        PatternSet(Box::new([ChannelPattern::new("**")]))
+        PatternSet(Patterns::Every)
     }
 
     /// Whether any pattern matches.
     pub fn allows(&self, channel: &str) -> bool {
-        self.0.iter().any(|p| p.matches(channel))
+        match &self.0 {
+            Patterns::Every => true,
+            Patterns::Listed(listed) => listed.iter().any(|p| p.matches(channel)),
+        }
     }
 
     /// The patterns as written.
     pub fn patterns(&self) -> impl Iterator<Item = &str> {
-        self.0.iter().map(|p| &*p.pattern)
+        let (every, listed) = self.parts();
+        every.into_iter().chain(listed.iter().map(|p| &*p.pattern))
     }
 
     /// Each pattern's [`ChannelPattern::literal_prefix`]: every channel the set allows starts
     /// with one of them.
     pub fn literal_prefixes(&self) -> impl Iterator<Item = &str> {
-        self.0.iter().map(ChannelPattern::literal_prefix)
+        let (every, listed) = self.parts();
+        every
+            .map(|_| "")
+            .into_iter()
+            .chain(listed.iter().map(ChannelPattern::literal_prefix))
+    }
+
+    /// `**` if the set is [`Patterns::Every`], and the listed patterns.
+    fn parts(&self) -> (Option<&'static str>, &[ChannelPattern]) {
+        match &self.0 {
+            Patterns::Every => (Some(EVERY), &[]),
+            Patterns::Listed(listed) => (None, listed),
+        }
     }
 }
 
@@ -174,5 +215,27 @@ mod tests {
         assert!(s.allows("chat/1"));
         assert!(!s.allows("other"));
         assert!(!PatternSet::default().allows("news"));
+    }
+
+    #[test]
+    fn a_lone_double_star_is_the_set_of_every_channel_as_written() {
+        let every = PatternSet::new(&["**"]);
+        assert_eq!(every, PatternSet::all());
+        assert!(every.allows("news"));
+        assert!(every.allows("chat/room-42/x"));
+        assert_eq!(every.patterns().collect::<Vec<_>>(), ["**"]);
+        assert_eq!(every.literal_prefixes().collect::<Vec<_>>(), [""]);
+        assert_eq!(
+            every.literal_prefixes().collect::<Vec<_>>(),
+            [ChannelPattern::new("**").literal_prefix()]
+        );
+        // `**` among others is kept as written.
+        let listed = PatternSet::new(&["news", "**"]);
+        assert!(listed.allows("anything/at/all"));
+        assert_eq!(listed.patterns().collect::<Vec<_>>(), ["news", "**"]);
+        assert_eq!(listed.literal_prefixes().collect::<Vec<_>>(), ["news", ""]);
+        assert_ne!(listed, every);
+        assert_eq!(PatternSet::default().patterns().count(), 0);
+        assert_eq!(PatternSet::new::<&str>(&[]), PatternSet::default());
     }
 }
