@@ -125,6 +125,11 @@ pub struct BusStats {
     /// Times the receiver task fell more than [`BusOptions::subscriber_notifications`] behind
     /// Redis: each time every followed channel was read from the log and the caches reloaded.
     pub lags: u64,
+    /// Batches this node also published on their app's feed (an app with filter subscribers
+    /// on some node, `crate::feeds`).
+    pub feed_published: u64,
+    /// Batches received on the feeds this node follows and handed to its filters.
+    pub feed_received: u64,
 }
 
 #[derive(Default)]
@@ -143,6 +148,8 @@ pub(crate) struct Counters {
     pub(crate) decode_errors: AtomicU64,
     pub(crate) reconnects: AtomicU64,
     pub(crate) lags: AtomicU64,
+    pub(crate) feed_published: AtomicU64,
+    pub(crate) feed_received: AtomicU64,
 }
 
 /// How long [`RedisBus::shutdown`] waits for the sender task's last round.
@@ -203,6 +210,8 @@ pub(crate) struct Shared {
     /// The cluster's claims: this node's holder and its claims waiting for an answer
     /// (`crate::claims`).
     pub(crate) claims: crate::claims::ClaimState,
+    /// The apps' feeds: which are on, and this node's (`crate::feeds`).
+    pub(crate) feeds: crate::feeds::FeedState,
 }
 
 /// The Redis bus of one node (see the module documentation).
@@ -384,7 +393,15 @@ impl RedisBus {
             decode_errors: get(&c.decode_errors),
             reconnects: get(&c.reconnects),
             lags: get(&c.lags),
+            feed_published: get(&c.feed_published),
+            feed_received: get(&c.feed_received),
         }
+    }
+
+    /// Whether this node sends `app`'s messages to the app's feed too: some node has filter
+    /// subscribers of the app, as this node last learned (`crate::feeds`).
+    pub fn feeds_app(&self, app: &herald_core::tenant::AppId) -> bool {
+        self.shared.feeds.is_on(app.as_str())
     }
 
     /// Whether this node found Redis holding the head of every channel that has a log (or
@@ -487,6 +504,7 @@ impl Connected {
         let (events_out, events_rx) = mpsc::unbounded_channel();
         let (lifecycle_ops, lifecycle_rx) = mpsc::unbounded_channel();
         let (members_ops, members_rx) = mpsc::unbounded_channel();
+        let (feed_ops, feed_rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             node: rand::random::<u64>() | 1,
             names: Names::new(&self.options.prefix),
@@ -512,7 +530,14 @@ impl Connected {
             lifecycle_ops,
             members_ops,
             claims: Default::default(),
+            feeds: crate::feeds::FeedState::new(feed_ops),
         });
+        // Filters hear every node's messages of their apps through the apps' feeds.
+        shared
+            .fan_out
+            .hub()
+            .filters()
+            .set_feed(Arc::new(crate::feeds::RedisFeed(Arc::downgrade(&shared))));
         shared
             .fan_out
             .hub()
@@ -549,6 +574,7 @@ impl Connected {
                 lifecycle.clone(),
                 lifecycle_rx,
             )),
+            tokio::spawn(crate::feeds::run(shared.clone(), feed_rx)),
             tokio::spawn(crate::members::run(
                 shared.publisher.clone(),
                 shared.names.clone(),

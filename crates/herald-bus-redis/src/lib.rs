@@ -25,6 +25,10 @@
 //! - **Lifecycle events**: channels occupied and vacated once in the cluster, and a lost node's
 //!   connections reported gone by another node ([`lifecycle`]), only while a listener joined
 //!   the node's lifecycle registry.
+//! - **Apps' feeds**: while a node has filter subscribers of an app (MQTT's `+` and `#`),
+//!   every node also publishes the app's messages on the app's feed, which that node follows
+//!   and hands to its filters only (`feeds.rs`); a flag in Redis that lapses with a crashed
+//!   node says when, and costs publishing nothing while no node holds it.
 //! - **TLS**: `rediss://` URLs connect over TLS, verifying the server against the web roots
 //!   and [`BusOptions::tls_ca_pem`]; `redis://` URLs stay plain.
 //! - **In the log**: losing Redis and getting it back are said once each, in Herald's words
@@ -39,6 +43,7 @@ mod claims;
 pub mod codec;
 mod error;
 pub mod events;
+mod feeds;
 mod followed;
 mod heads;
 pub mod lifecycle;

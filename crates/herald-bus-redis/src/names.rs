@@ -69,6 +69,24 @@ impl Names {
         format!("{}:heads", self.prefix)
     }
 
+    /// The sharded Redis channel carrying every message of `app` while its feed is on
+    /// (`crate::feeds`).
+    pub fn feed(&self, app: &str) -> String {
+        format!("{}:{{feed:{app}}}", self.prefix)
+    }
+
+    /// Whether `redis` is one of this bus's app feeds.
+    pub fn is_feed(&self, redis: &str) -> bool {
+        redis
+            .strip_prefix(&self.prefix)
+            .is_some_and(|rest| rest.starts_with(":{feed:"))
+    }
+
+    /// The sorted set of the nodes holding apps' feeds on (`crate::feeds`).
+    pub fn feeds(&self) -> String {
+        format!("{}:feeds", self.prefix)
+    }
+
     /// The Redis channel carrying cache events.
     pub fn events(&self) -> String {
         format!("{}:{{events}}", self.prefix)

@@ -5,7 +5,8 @@
 //! longer followed are counted and dropped; cache events from other nodes are applied (a
 //! changed token secret is read from the store) and claims messages handled
 //! ([`crate::claims`]); presence changes go to the channel's watchers
-//! ([`crate::members`]). If the client's queue overflowed, every
+//! ([`crate::members`]); batches on apps' feeds go to the filters only, and feeds messages
+//! are handled ([`crate::feeds`]). If the client's queue overflowed, every
 //! followed channel is read from the log, since any of them may have lost messages, and the
 //! caches are reloaded from the store, since cache events may have been lost with them.
 
@@ -53,6 +54,12 @@ pub(crate) async fn run(shared: Arc<Shared>, mut messages: broadcast::Receiver<M
         };
         if *message.channel == *events_channel && payload.first() == Some(&crate::claims::MARK) {
             crate::claims::on_message(&shared, &payload);
+        } else if *message.channel == *events_channel
+            && payload.first() == Some(&crate::feeds::MARK)
+        {
+            crate::feeds::on_message(&shared, &payload);
+        } else if shared.names.is_feed(&message.channel) {
+            on_feed_batch(&shared, &payload);
         } else if *message.channel == *events_channel {
             on_event(&shared, &payload);
         } else if payload.first() == Some(&crate::members::MARK) {
@@ -101,6 +108,26 @@ fn on_batch(shared: &Shared, payload: &Bytes) {
         None => &shared.counters.received_unfollowed,
     };
     counter.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A batch from an app's feed: to the filters only (the hub passes over what they had).
+fn on_feed_batch(shared: &Shared, payload: &Bytes) {
+    match decode_batch(payload) {
+        Ok(batch) => {
+            shared
+                .counters
+                .feed_received
+                .fetch_add(1, Ordering::Relaxed);
+            shared.fan_out.hub().deliver_filters_only(&batch.messages);
+        }
+        Err(error) => {
+            shared
+                .counters
+                .decode_errors
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(%error, "undecodable batch on an app's feed");
+        }
+    }
 }
 
 fn on_event(shared: &Arc<Shared>, payload: &Bytes) {

@@ -7,7 +7,8 @@
 //! the message was committed) is owed as a head notice, retried with backoff: the other nodes
 //! then see the channel's head beyond what they hold and read the gap from the log. Events are
 //! kept and retried until Redis takes them. When the bus shuts down, one last round sends
-//! everything still queued.
+//! everything still queued. A batch of an app whose feed is on (`crate::feeds`) is also
+//! published, the same bytes, on the app's feed, in the same pipeline.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
@@ -35,6 +36,7 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 /// What one pipelined command was for.
 enum Sent {
     Channel(ChannelName, u64, Epoch),
+    Feed,
     Event,
 }
 
@@ -114,9 +116,17 @@ async fn publish_round(
                 }
             }
             let payload = encode_batch(shared.node, channel, head, chunk);
+            let feed = shared.feeds.covers(channel).then(|| payload.clone());
             let (command, args) = publish(&shared.names, channel, payload, head, &epoch);
             let _: Result<(), _> = pipeline.custom::<(), _>(command, args).await;
             sent.push(Sent::Channel(channel.clone(), head, epoch));
+            if let Some(payload) = feed {
+                let app = herald_core::tenant::split_app(channel.as_str()).0;
+                let _: Result<(), _> = pipeline
+                    .spublish::<(), _, _>(shared.names.feed(app), Value::Bytes(payload))
+                    .await;
+                sent.push(Sent::Feed);
+            }
         }
     }
     for (channel, (head, epoch)) in owed {
@@ -153,6 +163,14 @@ async fn publish_round(
                     .fetch_add(1, Ordering::Relaxed);
                 crate::bus::owe(&mut shared.owed.lock(), channel, head, epoch);
             }
+            Sent::Feed if ok => {
+                shared
+                    .counters
+                    .feed_published
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            // Filters are live: a feed publish lost is not owed.
+            Sent::Feed => failed = true,
             Sent::Event if ok => {}
             Sent::Event => {
                 failed = true;

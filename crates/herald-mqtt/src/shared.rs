@@ -159,6 +159,11 @@ pub(crate) async fn subscribe(
         )
         .map_err(|e| (ReasonCode::QuotaExceeded, e.message))?;
         join(wire, filter, &share_name, parsed, granted);
+        // In a cluster, answered once every node sends the app's messages here (as a filter).
+        if let Ok(app) = wire.session.client().map(|c| c.app.clone()) {
+            let registry = wire.session.edge().engine.filters().clone();
+            registry.feed_ready(&app).await;
+        }
     }
     // A persistent session keeps it as it keeps a wildcard filter; no retained message is
     // sent on a shared subscription (MQTT 5.0 4.8.2).

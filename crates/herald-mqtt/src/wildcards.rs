@@ -83,6 +83,10 @@ pub(crate) async fn subscribe(
         RetainHandling::DoNotSend => false,
     };
     register(wire, &app, parsed.clone(), granted);
+    // In a cluster, answered once every node sends the app's messages to this node's filters
+    // (core's `FilterRegistry::feed_ready`; at once on one node).
+    let registry = wire.session.edge().engine.filters().clone();
+    registry.feed_ready(&app).await;
     // A persistent session keeps the filter with its options (`crate::session`).
     wire.session_subscribed_filter(filter, options, granted);
     if send_retained {

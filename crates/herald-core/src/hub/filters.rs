@@ -29,11 +29,18 @@
 //!
 //! **Locking.** One read-write lock over the apps: the fan-out thread reads, filter subscribes
 //! and unsubscribes write (rare next to deliveries); exact subscriptions never take it.
+//!
+//! **In a cluster** ([`FilterFeed`], set by a networked bus): the bus is told when an app gains
+//! its first filter on this node and loses its last, so that it follows the app's feed (every
+//! message of the app published on any node, [`super::Hub::deliver_filters_only`]), and a
+//! subscribe waits ([`FilterRegistry::feed_ready`]) until messages published anywhere from then
+//! on reach this node. A message may then arrive along its channel's stream and the app's feed
+//! both: each goes to the filters once (`once`).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::RwLock;
 
@@ -44,6 +51,7 @@ use crate::name::topic::{decode, ENCODED_PREFIX};
 use crate::outbox::{OutFrame, Outbox};
 use crate::tenant::{split_app, AppId, RESERVED};
 
+mod once;
 pub mod shared;
 
 use shared::{GroupMembership, ShareGroup};
@@ -124,6 +132,20 @@ impl AppFilters {
     }
 }
 
+/// A networked bus's side of the filters (see the module doc): told which apps have filters
+/// on this node, and asked to wait until an app's messages published on any node reach it.
+#[async_trait::async_trait]
+pub trait FilterFeed: Send + Sync {
+    /// `app` has its first filter (or shared subscription group) on this node. Called under
+    /// the registry's lock: it must only note the change.
+    fn gained(&self, app: &str);
+    /// `app`'s last filter on this node is gone. Called under the registry's lock likewise.
+    fn lost(&self, app: &str);
+    /// Returns once every message of `app` published on any node from now on reaches this
+    /// node's filters (bounded by the bus: a node that does not answer is not waited for).
+    async fn ready(&self, app: &str);
+}
+
 /// The filter subscriptions of every app on this node (see the module doc).
 #[derive(Default)]
 pub struct FilterRegistry {
@@ -131,6 +153,11 @@ pub struct FilterRegistry {
     entries: AtomicUsize,
     next_id: AtomicU64,
     apps: RwLock<HashMap<Box<str>, AppFilters>>,
+    /// The networked bus feeding the filters, if any.
+    feed: OnceLock<Arc<dyn FilterFeed>>,
+    /// Set with `feed`: what was handed to the filters, so a message reaching them along two
+    /// paths goes once.
+    once: OnceLock<once::DeliveredOnce>,
 }
 
 impl FilterRegistry {
@@ -156,6 +183,22 @@ impl FilterRegistry {
             outbox,
             admit,
             filters: Vec::new(),
+        }
+    }
+
+    /// Makes `feed` the bus told of the apps with filters here (see the module doc), and hands
+    /// each message to the filters once from now on, whatever number of paths bring it. Set
+    /// before any filter is registered; `false` if a feed was set already.
+    pub fn set_feed(&self, feed: Arc<dyn FilterFeed>) -> bool {
+        let _ = self.once.set(once::DeliveredOnce::new());
+        self.feed.set(feed).is_ok()
+    }
+
+    /// Waits until `app`'s messages published on any node reach this node's filters (at once
+    /// without a networked bus): a subscribe to a filter answers after it.
+    pub async fn feed_ready(&self, app: &AppId) {
+        if let Some(feed) = self.feed.get() {
+            feed.ready(app.as_str()).await;
         }
     }
 
@@ -206,6 +249,17 @@ impl FilterRegistry {
         if matched.is_empty() {
             return 0;
         }
+        let fresh;
+        let run = match self.once.get() {
+            Some(once) => {
+                fresh = once.take_new(run);
+                if fresh.is_empty() {
+                    return 0;
+                }
+                &fresh[..]
+            }
+            None => run,
+        };
         matched.sort_unstable_by_key(|e| e.subscriber);
         matched.dedup_by_key(|e| e.subscriber);
         let mut queued = 0;
@@ -251,6 +305,7 @@ impl FilterRegistry {
     ) -> GroupMembership {
         let member = self.next_id.fetch_add(1, Ordering::Relaxed);
         let mut apps = self.apps.write();
+        self.tell_gained(&apps, app.as_str());
         let filters = apps.entry(app.as_str().into()).or_default();
         let found = filters
             .groups
@@ -294,12 +349,27 @@ impl FilterRegistry {
         let n = filters.remove(group.id, &group.filter);
         if filters.is_empty() {
             apps.remove(app);
+            self.tell_lost(app);
         }
         self.entries.fetch_sub(n, Ordering::Release);
     }
 
+    /// Tells the feed (if any) that `app` gains its first filter, if `apps` holds none of it.
+    fn tell_gained(&self, apps: &HashMap<Box<str>, AppFilters>, app: &str) {
+        if let Some(feed) = self.feed.get().filter(|_| !apps.contains_key(app)) {
+            feed.gained(app);
+        }
+    }
+
+    fn tell_lost(&self, app: &str) {
+        if let Some(feed) = self.feed.get() {
+            feed.lost(app);
+        }
+    }
+
     fn insert(&self, app: &str, entry: &Entry) {
         let mut apps = self.apps.write();
+        self.tell_gained(&apps, app);
         let n = apps.entry(app.into()).or_default().insert(entry);
         self.entries.fetch_add(n, Ordering::Release);
     }
@@ -312,6 +382,7 @@ impl FilterRegistry {
         let n = filters.remove(subscriber, filter);
         if filters.is_empty() {
             apps.remove(app);
+            self.tell_lost(app);
         }
         self.entries.fetch_sub(n, Ordering::Release);
     }

@@ -561,6 +561,26 @@ impl Hub {
         }
     }
 
+    /// Hands messages to the filter subscribers they match, and only to them: a networked bus's
+    /// feed of an app's messages from every node ([`filters::FilterFeed`]). Neither the
+    /// channels' exact subscribers nor their heads are touched (their messages come along each
+    /// channel's own stream); a connection holding a channel's exact subscription is passed
+    /// over for it, as in [`Hub::deliver_all`], and a message handed to the filters already
+    /// along the channel's stream is not handed again.
+    pub fn deliver_filters_only(&self, messages: &[SharedMessage]) {
+        if !self.filters.is_active() {
+            return;
+        }
+        for run in messages.chunk_by(|a, b| a.channel == b.channel) {
+            let key = self.key(&run[0].channel);
+            let shard = self.shard(key).read();
+            match shard.get(key) {
+                Some(entry) => self.deliver_to_filters(run, &entry.subs),
+                None => self.deliver_to_filters(run, &[]),
+            }
+        }
+    }
+
     /// Hands a run of one channel's messages to the filter subscribers it matches, except
     /// those holding one of `exact` (the channel's own subscriptions) too.
     #[cold]

@@ -178,3 +178,66 @@ fn a_subscriber_holding_the_exact_subscription_too_gets_each_message_once_and_ad
         "through the filter, 3 refused by its admit"
     );
 }
+
+/// A [`FilterFeed`] recording what it is told.
+#[derive(Default)]
+struct Told(parking_lot::Mutex<Vec<String>>);
+
+#[async_trait::async_trait]
+impl FilterFeed for Told {
+    fn gained(&self, app: &str) {
+        self.0.lock().push(format!("+{app}"));
+    }
+    fn lost(&self, app: &str) {
+        self.0.lock().push(format!("-{app}"));
+    }
+    async fn ready(&self, _app: &str) {}
+}
+
+#[test]
+fn a_fed_registry_tells_its_apps_and_hands_each_message_once_whichever_path_brings_it() {
+    let hub = Hub::new();
+    let told = Arc::new(Told::default());
+    assert!(hub.filters().set_feed(told.clone()));
+    let app = AppId::default_app();
+    let shop = AppId::parse("shop").unwrap();
+    let both = Outbox::new(1 << 20);
+    let only = Outbox::new(1 << 20);
+    let mut first = hub.filters().subscriber(&app, both.clone(), None);
+    first.add(filter("a/+"));
+    first.add(filter("#"));
+    let mut second = hub.filters().subscriber(&app, only.clone(), None);
+    second.add(filter("a/#"));
+    let group = hub
+        .filters()
+        .join_group(&shop, "g", filter("x/+"), only.clone(), None);
+    assert_eq!(
+        *told.0.lock(),
+        ["+default", "+shop"],
+        "each app's first filter"
+    );
+    // `both` holds a/b's exact subscription too.
+    let ab = topic_channel(&app, "a/b");
+    let (sub, _) = hub.subscribe(&ab, both.clone());
+    sub.go_live(vec![], 0);
+    let ac = topic_channel(&app, "a/c");
+    // The feed brings a/b 1 and a/c 1 first, then a/b's own stream 1 and 2, then the feed 2.
+    hub.deliver_filters_only(&[msg(&ab, 1), msg(&ac, 1)]);
+    hub.deliver_all(&[msg(&ab, 1), msg(&ab, 2)]);
+    hub.deliver_filters_only(&[msg(&ab, 2), msg(&ac, 1)]);
+    assert_eq!(
+        taken(&both),
+        [("a/c".to_string(), 1), ("a/b".into(), 1), ("a/b".into(), 2)],
+        "a/b through its exact subscription only, a/c once"
+    );
+    assert_eq!(
+        taken(&only),
+        [("a/b".to_string(), 1), ("a/c".into(), 1), ("a/b".into(), 2)]
+    );
+    drop(first);
+    drop(second);
+    assert_eq!(told.0.lock().len(), 3);
+    assert_eq!(told.0.lock()[2], "-default", "its last filter gone");
+    drop(group);
+    assert_eq!(told.0.lock()[3], "-shop");
+}
