@@ -165,8 +165,16 @@ async fn open(
         // Held to `mqtt.max_session_expiry`: the client is told the interval it has.
         connack.properties.session_expiry_interval = Some(expiry);
     }
+    let will =
+        (accepted.will.as_ref()).map(|w| crate::will::stored(w, version, &accepted.client_id));
     let opened = match sessions
-        .open(&app, &accepted.client_id, accepted.clean_start, expiry)
+        .open(
+            &app,
+            &accepted.client_id,
+            accepted.clean_start,
+            expiry,
+            will,
+        )
         .await
     {
         Ok(opened) => opened,

@@ -22,20 +22,32 @@
 //!   waits ([`PendingWills::hold_while_waiting`]), so the other node's claim is a takeover
 //!   this node is told of (`cluster.rs`), which deals with the will as a CONNECT here would
 //!   (dropped, or published on Clean Start) before the other node's CONNACK.
-//! - **Shutdown**: pending wills live in the process of the node where their connection ended. A server shutting down publishes
-//!   every will still waiting, those of the connections it closes included, before its store
-//!   closes (a delay cannot be honoured by a server that is gone, and a will never published is
-//!   the larger breach of [MQTT-3.1.2-8]; a client that reconnects within the delay after a
-//!   restart will have had its will published). A crash loses them.
+//! - **Durable** (`stored.rs`): the will of a persistent session's connection is stored with
+//!   the session ([`crate::session::store::StoredWill`]) in the batch that opens the session,
+//!   before the CONNACK, and discarded with a DISCONNECT 0x00 (or an ended credential). A will
+//!   is published only by whoever takes it from the store ([`PendingWills::publish_once`]: one
+//!   atomic `DELETE .. RETURNING`), so a waiting will is published once across a cluster's
+//!   nodes and never after a new connection of its session took (dropped) it. A crash loses
+//!   nothing: a node starting ([`PendingWills::recover`]) waits out what is left of the delay
+//!   of every stored will of a session no connection holds (on one node: every session, the
+//!   crash cut them; on nodes sharing a store: those whose end was stored, their node crashed
+//!   while the will waited) and publishes it unless its client came back first.
+//! - **Shutdown**: a server shutting down publishes every will still waiting, those of the
+//!   connections it closes included, before its store closes (a delay cannot be honoured by a
+//!   server that is gone, and a will never published is the larger breach of [MQTT-3.1.2-8];
+//!   a client that reconnects within the delay after a restart will have had its will
+//!   published).
 //! - **How**: as a normal publish ([`publish`]) through the publisher every transport uses, so it
 //!   reaches WebSocket, SSE, long-poll, Pusher and MQTT subscribers with the next seq: its QoS
 //!   and RETAIN as set in CONNECT, its v5 properties in the `$mqtt` envelope (its Message Expiry
 //!   Interval counted from when it is published), its key saying the client and QoS
 //!   ([`crate::origin`]).
 
+mod stored;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use herald_core::claims::ClusterHold;
@@ -47,8 +59,10 @@ use tokio::sync::oneshot;
 
 use crate::packet::{PayloadFormat, ProtocolVersion, Will};
 use crate::payload::{self, MessageProps};
-use crate::session::store::SessionKey;
+use crate::session::store::{MqttSessionStore, SessionKey};
 use crate::wire::{now_ms, End, MqttWire};
+
+pub(crate) use stored::stored;
 
 /// A will due to be published: what it is, whose, and where.
 pub(crate) struct DueWill {
@@ -157,11 +171,15 @@ fn data_of(will: &Will, version: ProtocolVersion) -> bytes::Bytes {
 /// The wills waiting for their delay, per session (app and client identifier), in this
 /// process. Each has a task in the edge's connection tracker (so shutdown waits for it) that
 /// publishes it when its time comes or the server shuts down, unless a new connection of the
-/// session took it first.
-#[derive(Default)]
+/// session took it first (here, or from the store on another node).
 pub(crate) struct PendingWills {
     waiting: Mutex<HashMap<SessionKey, Waiting>>,
     generations: AtomicU64,
+    /// Where the sessions' wills are stored (`stored.rs`).
+    store: Arc<dyn MqttSessionStore>,
+    /// The server's transports, to publish a will taken from the store (set by
+    /// [`PendingWills::recover`]).
+    edge: OnceLock<Arc<Edge>>,
 }
 
 struct Waiting {
@@ -175,7 +193,18 @@ struct Waiting {
 }
 
 impl PendingWills {
-    /// Keeps `due` for the session `key` until `wait` passed (or shutdown), then publishes it.
+    /// No will waiting yet; the sessions' wills are stored in `store`.
+    pub(crate) fn new(store: Arc<dyn MqttSessionStore>) -> PendingWills {
+        PendingWills {
+            waiting: Mutex::default(),
+            generations: AtomicU64::new(0),
+            store,
+            edge: OnceLock::new(),
+        }
+    }
+
+    /// Keeps `due` for the session `key` until `wait` passed (or shutdown), then publishes it
+    /// if it can still take it from the store ([`PendingWills::publish_once`]).
     pub(crate) fn wait(self: &Arc<Self>, key: SessionKey, due: DueWill, wait: Duration) {
         let generation = self.generations.fetch_add(1, Ordering::Relaxed);
         let edge = due.edge.clone();
@@ -205,19 +234,54 @@ impl PendingWills {
                 }
             };
             if let Some(w) = due {
-                publish(w.due).await;
+                wills.publish_once(&key, w.due).await;
             }
         });
     }
 
-    /// A CONNECT for the session `key`: its waiting will, if any, is dropped when the session
-    /// resumes (`clean_start` false) [MQTT-3.1.3-9], published now when it ends.
+    /// Publishes `due`, the will of the persistent session `key`, if this takes it from the
+    /// store: not when another node, or a new connection of the session, took it first. A
+    /// store that cannot answer does not keep it back (a will never published is the larger
+    /// breach).
+    pub(crate) async fn publish_once(&self, key: &SessionKey, due: DueWill) {
+        match self.store.take_mqtt_will(key).await {
+            Ok(Some(_)) => publish(due).await,
+            Ok(None) => tracing::debug!(
+                client_id = key.client_id.as_str(),
+                "MQTT will taken elsewhere; not published here"
+            ),
+            Err(e) => {
+                tracing::warn!(
+                    client_id = key.client_id.as_str(),
+                    error = %e,
+                    "MQTT: a will could not be taken from the store; published"
+                );
+                publish(due).await;
+            }
+        }
+    }
+
+    /// A CONNECT for the session `key`: its waiting will, if any (here or in the store, left
+    /// by a connection a crash cut), is dropped when the session resumes (`clean_start`
+    /// false) [MQTT-3.1.3-9], published now when it ends. Either way it is taken from the
+    /// store, so no other node publishes it.
     pub(crate) async fn connected(&self, key: &SessionKey, clean_start: bool) {
-        let Some(waiting) = self.lock().remove(key) else {
+        let waiting = self.lock().remove(key);
+        let taken = self.store.take_mqtt_will(key).await;
+        if !clean_start {
             return;
+        }
+        let due = match (waiting, taken) {
+            // Another node (or a connection on it) took it first.
+            (Some(_), Ok(None)) => None,
+            (Some(waiting), _) => Some(waiting.due),
+            (None, Ok(Some(will))) => self.edge.get().and_then(|edge| {
+                stored::due_from(edge, &key.app, &key.client_id, &will.will, now_ms())
+            }),
+            (None, _) => None,
         };
-        if clean_start {
-            publish(waiting.due).await;
+        if let Some(due) = due {
+            publish(due).await;
         }
     }
 

@@ -27,8 +27,14 @@ use crate::wiring::Parts;
 
 /// The persistent MQTT sessions (over the node's store), started when MQTT is served at all:
 /// on its TCP listener (`mqtt_listen`) or over WebSocket (`mqtt.websocket`); both share them.
-/// On a cluster node they join the cluster's claims of client identifiers.
-pub(crate) fn start_sessions(settings: &ServerSettings, parts: &Parts) -> Option<Arc<Sessions>> {
+/// On a cluster node they join the cluster's claims of client identifiers. The stored wills of
+/// sessions no connection holds (a crash cut them) wait for their delay and are published
+/// through `edge` ([`Sessions::recover_wills`]).
+pub(crate) fn start_sessions(
+    settings: &ServerSettings,
+    parts: &Parts,
+    edge: &Arc<Edge>,
+) -> Option<Arc<Sessions>> {
     let port = &settings.mqtt;
     if port.listen.is_none() && !port.websocket {
         return None;
@@ -40,6 +46,7 @@ pub(crate) fn start_sessions(settings: &ServerSettings, parts: &Parts) -> Option
     if let Some(claims) = parts.bus.claims() {
         sessions.join_cluster(claims);
     }
+    sessions.recover_wills(edge.clone());
     Some(sessions)
 }
 

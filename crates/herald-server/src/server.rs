@@ -147,7 +147,7 @@ async fn assemble(
     };
     let generated_api_key = parts.publisher_keys(&settings).await?;
     // One set of persistent MQTT sessions for the TCP listener and `/mqtt` alike.
-    let mqtt_sessions = crate::mqtt::start_sessions(&settings, &parts);
+    let mqtt_sessions = crate::mqtt::start_sessions(&settings, &parts, &edge);
     if let Some(sessions) = &mqtt_sessions {
         // `$SYS/` reads the figures `/metrics` serves (herald-mqtt's `sys.rs`).
         let handle = metrics.clone();

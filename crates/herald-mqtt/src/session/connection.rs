@@ -436,25 +436,37 @@ impl MqttWire {
         }
     }
 
-    /// The connection ended: its session's last positions and its end are written (or the
-    /// session deleted, with an expiry interval of 0), and its unacknowledged QoS 1 messages'
-    /// packet ids kept in memory for its next connection. Returns once written.
+    /// The connection ended: its will published, left waiting or discarded, its session's last
+    /// positions and its end are written (or the session deleted, with an expiry interval of
+    /// 0), and its unacknowledged QoS 1 messages' packet ids kept in memory for its next
+    /// connection. Returns once written.
     pub(crate) async fn end_session(&mut self) {
         // What its shared subscriptions gave it and it did not acknowledge goes to another
         // member first (`crate::shared`).
         self.leave_shared_groups();
-        // The will first: published now, or waiting for its delay with the session.
-        if let Some(due) = self.due_will() {
-            let delay_ms = u64::from(due.will.properties.will_delay_interval) * 1000;
-            match self.persist.as_deref() {
-                Some(persist) if delay_ms > 0 && persist.expiry_ms > 0 => {
+        // The will first: published now, or waiting for its delay with the session. A
+        // persistent session's is stored with it (`crate::will`): published by whoever takes
+        // it from the store, discarded there when it is not due.
+        let had_will = self.will.is_some();
+        let due = self.due_will();
+        let mut discarded = None;
+        match (due, self.persist.as_deref()) {
+            (Some(due), Some(persist)) => {
+                let delay_ms = u64::from(due.will.properties.will_delay_interval) * 1000;
+                if delay_ms > 0 && persist.expiry_ms > 0 {
                     // The delay, or the session's end if sooner [MQTT-3.1.3-9].
                     let expiry_ms = u64::try_from(persist.expiry_ms).unwrap_or(u64::MAX);
                     let wait = std::time::Duration::from_millis(delay_ms.min(expiry_ms));
                     persist.sessions.wills.wait(persist.key(), due, wait);
+                } else {
+                    persist.sessions.wills.publish_once(&persist.key, due).await;
                 }
-                _ => crate::will::publish(due).await,
             }
+            (Some(due), None) => crate::will::publish(due).await,
+            (None, Some(persist)) if had_will => {
+                discarded = Some(SessionWrite::WillDiscarded { key: persist.key() });
+            }
+            (None, _) => {}
         }
         let Some(persist) = self.persist.take() else {
             return;
@@ -476,7 +488,8 @@ impl MqttWire {
                 expiry_ms: persist.expiry_ms,
             }
         };
-        if let Err(e) = persist.sessions.flusher.write(vec![write]).await {
+        let writes = discarded.into_iter().chain([write]).collect();
+        if let Err(e) = persist.sessions.flusher.write(writes).await {
             tracing::warn!(
                 client_id = &*self.client_id,
                 error = %e,

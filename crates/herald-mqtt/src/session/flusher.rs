@@ -123,7 +123,7 @@ mod tests {
     use async_trait::async_trait;
     use herald_core::tenant::AppId;
 
-    use super::super::store::{StoredPosition, StoredSession};
+    use super::super::store::{StoredPosition, StoredSession, StoredWill, WaitingWill};
     use super::*;
 
     #[derive(Default)]
@@ -141,6 +141,12 @@ mod tests {
         async fn write_mqtt_sessions(&self, writes: Vec<SessionWrite>) -> Result<(), StoreError> {
             self.0.lock().unwrap().push(writes);
             Ok(())
+        }
+        async fn take_mqtt_will(&self, _: &SessionKey) -> Result<Option<StoredWill>, StoreError> {
+            Ok(None)
+        }
+        async fn mqtt_wills_waiting(&self) -> Result<Vec<WaitingWill>, StoreError> {
+            Ok(Vec::new())
         }
     }
 

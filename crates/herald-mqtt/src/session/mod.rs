@@ -14,6 +14,8 @@
 //!   PUBACK costs no fsync of its own. QoS 1 packet identifiers are kept in memory only: a
 //!   session resumed in the same process resends its unacknowledged QoS 1 messages with their
 //!   original identifiers and DUP; after a restart they are sent again with new identifiers.
+//!   The connection's will is stored with the session from the CONNECT (`crate::will`), so a
+//!   will waiting for its delay survives a crash ([`Sessions::recover_wills`]).
 //! - **Resuming** (`connection.rs`): each stored subscription is made again within the
 //!   client's current permissions and resumes from its channel's stored position (Herald's
 //!   exact resume and paged catch-up), so what was published while the client was away, and
@@ -43,10 +45,11 @@ use std::time::Duration;
 use herald_core::claims::ClusterClaims;
 use herald_core::log::StoreError;
 use herald_core::tenant::AppId;
+use herald_edge::Edge;
 
 pub(crate) use connection::PersistentSession;
 use flusher::Flusher;
-use store::{MqttSessionStore, SessionKey, SessionWrite, StoredSession};
+use store::{MqttSessionStore, SessionKey, SessionWrite, StoredSession, StoredWill};
 
 use crate::inflight::Sent;
 use crate::settings::MqttSettings;
@@ -65,7 +68,8 @@ pub struct Sessions {
     /// `mqtt.max_session_expiry`, in milliseconds.
     max_expiry_ms: i64,
     unacked: Mutex<HashMap<SessionKey, Vec<Sent>>>,
-    /// The wills waiting for their delay (in memory: `crate::will`).
+    /// The wills waiting for their delay (in memory, and stored with their sessions:
+    /// `crate::will`).
     pub(crate) wills: Arc<PendingWills>,
     /// The listener's `$SYS/` tree ([`crate::sys`]), published once [`Sessions::start_sys`]
     /// gives it the metrics.
@@ -101,11 +105,11 @@ impl Sessions {
         }
         flusher.push(SessionWrite::Sweep { now_ms: now });
         let sessions = Arc::new(Sessions {
-            store,
+            store: store.clone(),
             flusher,
             max_expiry_ms: i64::from(settings.max_session_expiry) * 1000,
             unacked: Mutex::new(HashMap::new()),
-            wills: Arc::default(),
+            wills: Arc::new(PendingWills::new(store.clone())),
             sys: Arc::new(SysTree::new(settings.sys_interval)),
             cluster: OnceLock::new(),
         });
@@ -124,6 +128,22 @@ impl Sessions {
             }
         });
         sessions
+    }
+
+    /// Starts, on the current runtime, the wait of every stored will of a session no
+    /// connection holds (`crate::will`: left by connections a crash or a stop cut), once the
+    /// writes [`Sessions::start`] queued committed; each is published through `edge` after
+    /// what is left of its delay, unless its client comes back first. Call it once, before
+    /// serving.
+    pub fn recover_wills(self: &Arc<Self>, edge: Arc<Edge>) {
+        let sessions = self.clone();
+        tokio::spawn(async move {
+            // After `AllDisconnected`: on one node every session is one no connection holds.
+            if let Err(e) = sessions.flusher.write(Vec::new()).await {
+                tracing::warn!(error = %e, "MQTT: the sessions could not be marked disconnected");
+            }
+            sessions.wills.recover(edge).await;
+        });
     }
 
     /// Makes client identifiers the cluster's (a cluster node's bus offers `claims`,
@@ -156,15 +176,17 @@ impl Sessions {
     }
 
     /// Opens the session of `client_id` in `app` for a CONNECT with `clean_start` asking for
-    /// an expiry interval of `expiry_secs` (already held to the maximum): discards a stored
-    /// one on Clean Start (or an expired one), resumes it otherwise, and starts a new one if
-    /// it is to outlive the connection. Written before it returns.
+    /// an expiry interval of `expiry_secs` (already held to the maximum) and leaving `will`
+    /// (as stored, `crate::will::stored`): discards a stored one on Clean Start (or an expired
+    /// one), resumes it otherwise, and starts a new one if it is to outlive the connection,
+    /// its will stored with it. Written before it returns.
     pub(crate) async fn open(
         self: &Arc<Self>,
         app: &AppId,
         client_id: &str,
         clean_start: bool,
         expiry_secs: u32,
+        will: Option<StoredWill>,
     ) -> Result<Opened, StoreError> {
         let key = SessionKey {
             app: app.clone(),
@@ -178,6 +200,10 @@ impl Sessions {
         // positions) before it let the identifier go (`serve.rs`), so this reads it all.
         let stored = self.store.mqtt_session(app, client_id).await?;
         let had_row = stored.is_some();
+        let will_write = will.map(|will| SessionWrite::Will {
+            key: key.clone(),
+            will,
+        });
         let live = stored.filter(|s| !s.expired(now_ms()));
         let mut writes = Vec::new();
         let opened = match live {
@@ -219,6 +245,10 @@ impl Sessions {
                 }
             }
         };
+        if let (Some(will), Some(_)) = (will_write, &opened.session) {
+            // Stored before the CONNACK: a crash from now on does not lose it.
+            writes.push(will);
+        }
         if !writes.is_empty() {
             self.flusher.write(writes).await?;
         }

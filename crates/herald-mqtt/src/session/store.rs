@@ -5,8 +5,11 @@
 //! A session is kept per app and client identifier: its subscriptions (the filters as the
 //! client sent them, with their options), the acknowledged position of each channel it is
 //! subscribed to, the packet identifiers of its outbound QoS 2 messages (so a restart resends
-//! one with its original id), its Session Expiry Interval and, once its connection ended, when.
-//! Deleting an app deletes its sessions.
+//! one with its original id), its Session Expiry Interval and, once its connection ended, when,
+//! and its connection's will ([`StoredWill`]), from the CONNECT until it is published or
+//! discarded, so a will waiting for its delay survives a crash of the node
+//! ([`MqttSessionStore::take_mqtt_will`] takes it once, [`MqttSessionStore::mqtt_wills_waiting`]
+//! lists those a restarted node publishes). Deleting an app deletes its sessions.
 //!
 //! Every change is a [`SessionWrite`]; a batch of them is applied in one transaction, in
 //! order, by [`MqttSessionStore::write_mqtt_sessions`]: the session service gathers the
@@ -95,6 +98,46 @@ impl StoredSession {
     }
 }
 
+/// A session's will, stored with it while its connection may still leave it (from the
+/// CONNECT) and while it waits for its Will Delay Interval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredWill {
+    /// The will as herald-mqtt encodes it (opaque to the store).
+    pub will: Vec<u8>,
+    /// Its Will Delay Interval, ms.
+    pub delay_ms: i64,
+}
+
+/// A stored will of a session no connection holds (its connection ended, or its server
+/// stopped without saying so), as [`MqttSessionStore::mqtt_wills_waiting`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaitingWill {
+    /// Its session.
+    pub key: SessionKey,
+    /// The will.
+    pub will: StoredWill,
+    /// When it is due, Unix ms: its session's end plus its delay, or plus the session's expiry
+    /// interval if that is shorter [MQTT-3.1.3-9]; 0 when its session is gone.
+    pub due_ms: i64,
+}
+
+impl WaitingWill {
+    /// The will of the session `key`, due as its session's end (`disconnected_ms`) and expiry
+    /// interval (`expiry_ms`, `None` when the session is gone) say.
+    pub fn due(
+        key: SessionKey,
+        will: StoredWill,
+        disconnected_ms: i64,
+        expiry_ms: Option<i64>,
+    ) -> WaitingWill {
+        let due_ms = match expiry_ms {
+            Some(expiry_ms) => disconnected_ms.saturating_add(will.delay_ms.min(expiry_ms)),
+            None => 0,
+        };
+        WaitingWill { key, will, due_ms }
+    }
+}
+
 /// Which session a write is for.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct SessionKey {
@@ -166,7 +209,20 @@ pub enum SessionWrite {
         /// Its Session Expiry Interval then (a v5 DISCONNECT may change it), ms.
         expiry_ms: i64,
     },
-    /// The session is gone (Clean Start, an expiry interval of 0 ended).
+    /// The will of the session's connection (replacing any stored before), kept until it is
+    /// published ([`MqttSessionStore::take_mqtt_will`]) or discarded ([`SessionWrite::WillDiscarded`]).
+    Will {
+        /// The session.
+        key: SessionKey,
+        /// The will.
+        will: StoredWill,
+    },
+    /// The session's will is discarded (a DISCONNECT 0x00, an ended credential).
+    WillDiscarded {
+        /// The session.
+        key: SessionKey,
+    },
+    /// The session is gone (Clean Start, an expiry interval of 0 ended), and its will.
     Delete {
         /// The session.
         key: SessionKey,
@@ -177,7 +233,8 @@ pub enum SessionWrite {
         /// When, Unix ms.
         at_ms: i64,
     },
-    /// Deletes every session expired at `now_ms`.
+    /// Deletes every session expired at `now_ms` (not their wills: an expired session's will
+    /// is due, [`MqttSessionStore::mqtt_wills_waiting`]).
     Sweep {
         /// The time, Unix ms.
         now_ms: i64,
@@ -197,4 +254,12 @@ pub trait MqttSessionStore: Send + Sync {
     /// Applies `writes` in order, in one transaction (all or none), durably (as the store's
     /// `sync` makes its commits) before it returns.
     async fn write_mqtt_sessions(&self, writes: Vec<SessionWrite>) -> Result<(), StoreError>;
+
+    /// Takes the stored will of the session `key`: deletes it and returns it, in one atomic
+    /// operation, so of the nodes (or tasks) that take it only one gets it and publishes it.
+    async fn take_mqtt_will(&self, key: &SessionKey) -> Result<Option<StoredWill>, StoreError>;
+
+    /// The stored wills of sessions no connection holds (their end recorded, or the session
+    /// gone), with when each is due.
+    async fn mqtt_wills_waiting(&self) -> Result<Vec<WaitingWill>, StoreError>;
 }

@@ -1,12 +1,15 @@
 //! MQTT persistent sessions (`herald_mqtt::session::store`), what both backends share: the
-//! subscriptions as JSON text, and how rows become a session's positions and in-flight QoS 2
-//! messages. Each backend holds its SQL (`sqlite::mqtt_sessions`, `postgres::mqtt_sessions`).
+//! subscriptions as JSON text, and how rows become a session's positions, in-flight QoS 2
+//! messages and waiting wills. Each backend holds its SQL (`sqlite::mqtt_sessions`,
+//! `postgres::mqtt_sessions`).
 
 use herald_core::log::StoreError;
-use herald_mqtt::session::store::{StoredInflight, StoredPosition, StoredSubscription};
+use herald_mqtt::session::store::{
+    SessionKey, StoredInflight, StoredPosition, StoredSubscription, StoredWill, WaitingWill,
+};
 
 use crate::common::row::StoredRow;
-use crate::common::values::seq_from_db;
+use crate::common::values::{app_id, seq_from_db};
 
 /// The columns of a session row, in the order [`session_header_of`] reads them.
 pub(crate) const SESSION_COLUMNS: &str = "expiry_ms, disconnected_ms, subscriptions";
@@ -15,9 +18,29 @@ pub(crate) const POSITION_COLUMNS: &str = "channel, epoch, seq";
 /// The columns of an in-flight row, in the order [`inflight_of`] reads them.
 pub(crate) const INFLIGHT_COLUMNS: &str = "packet_id, channel, epoch, seq, released";
 
+/// The columns of a will row, in the order [`will_of`] reads them.
+pub(crate) const WILL_COLUMNS: &str = "will, delay_ms";
+
+/// The wills of sessions no connection holds (their end recorded, or the session gone), as
+/// [`waiting_will_of`] reads them: `w` the will, `s` its session (left joined).
+pub(crate) const WAITING_WILLS: &str =
+    "SELECT w.app, w.client_id, w.will, w.delay_ms, s.disconnected_ms, s.expiry_ms
+     FROM mqtt_session_wills w
+     LEFT JOIN mqtt_sessions s ON s.app = w.app AND s.client_id = w.client_id
+     WHERE s.app IS NULL OR s.disconnected_ms IS NOT NULL";
+
 /// The session tables, each keyed by `(app, client_id, ...)`: deleting a session deletes its
 /// rows in each.
-pub(crate) const SESSION_TABLES: [&str; 3] = [
+pub(crate) const SESSION_TABLES: [&str; 4] = [
+    "mqtt_session_positions",
+    "mqtt_session_inflight",
+    "mqtt_session_wills",
+    "mqtt_sessions",
+];
+
+/// The session tables an expired session's rows are swept from: its will stays until it is
+/// published (an expired session's will is due).
+pub(crate) const SWEPT_TABLES: [&str; 3] = [
     "mqtt_session_positions",
     "mqtt_session_inflight",
     "mqtt_sessions",
@@ -62,4 +85,32 @@ pub(crate) fn inflight_of<R: StoredRow>(row: &R) -> Result<StoredInflight, Store
         seq: seq_from_db(row.column(3)?)?,
         released: released != 0,
     })
+}
+
+/// A will row ([`WILL_COLUMNS`]).
+pub(crate) fn will_of<R: StoredRow>(row: &R) -> Result<StoredWill, StoreError> {
+    Ok(StoredWill {
+        will: row.column(0)?,
+        delay_ms: row.column(1)?,
+    })
+}
+
+/// A row of [`WAITING_WILLS`].
+pub(crate) fn waiting_will_of<R: StoredRow>(row: &R) -> Result<WaitingWill, StoreError> {
+    let key = SessionKey {
+        app: app_id(row.column(0)?)?,
+        client_id: row.column(1)?,
+    };
+    let will = StoredWill {
+        will: row.column(2)?,
+        delay_ms: row.column(3)?,
+    };
+    let disconnected_ms: Option<i64> = row.column(4)?;
+    let expiry_ms: Option<i64> = row.column(5)?;
+    Ok(WaitingWill::due(
+        key,
+        will,
+        disconnected_ms.unwrap_or(0),
+        expiry_ms,
+    ))
 }

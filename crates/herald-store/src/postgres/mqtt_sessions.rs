@@ -1,19 +1,23 @@
 //! [`MqttSessionStore`] on PostgreSQL, with the SQLite implementation's semantics
 //! (`crate::sqlite::mqtt_sessions`): a batch of writes is one transaction on a pooled
 //! connection (the session service already gathers many connections' positions into one
-//! batch), a read is three queries on one connection. Deleting an app deletes its sessions.
+//! batch), a read is three queries on one connection; a will is taken by one `DELETE ..
+//! RETURNING`, so of the nodes that try only one gets it. Deleting an app deletes its sessions.
 
 use async_trait::async_trait;
 use deadpool_postgres::Transaction;
 use herald_core::log::StoreError;
 use herald_core::tenant::AppId;
-use herald_mqtt::session::store::{MqttSessionStore, SessionKey, SessionWrite, StoredSession};
+use herald_mqtt::session::store::{
+    MqttSessionStore, SessionKey, SessionWrite, StoredSession, StoredWill, WaitingWill,
+};
 use tokio_postgres::types::ToSql;
 
 use super::{pg_error, PostgresStore};
 use crate::common::mqtt_sessions::{
-    inflight_of, position_of, session_header_of, subscriptions_to_json, INFLIGHT_COLUMNS,
-    POSITION_COLUMNS, SESSION_COLUMNS, SESSION_TABLES,
+    inflight_of, position_of, session_header_of, subscriptions_to_json, waiting_will_of, will_of,
+    INFLIGHT_COLUMNS, POSITION_COLUMNS, SESSION_COLUMNS, SESSION_TABLES, SWEPT_TABLES,
+    WAITING_WILLS, WILL_COLUMNS,
 };
 use crate::common::values::seq_to_db;
 
@@ -71,6 +75,30 @@ impl MqttSessionStore for PostgresStore {
             apply(&tx, write).await?;
         }
         tx.commit().await.map_err(pg_error)
+    }
+
+    async fn take_mqtt_will(&self, key: &SessionKey) -> Result<Option<StoredWill>, StoreError> {
+        let client = self.client().await?;
+        let sql = format!(
+            "DELETE FROM mqtt_session_wills WHERE app = $1 AND client_id = $2
+             RETURNING {WILL_COLUMNS}"
+        );
+        let row = client
+            .query_opt(&sql, &[&key.app.as_str(), &key.client_id])
+            .await
+            .map_err(pg_error)?;
+        row.as_ref().map(will_of).transpose()
+    }
+
+    async fn mqtt_wills_waiting(&self) -> Result<Vec<WaitingWill>, StoreError> {
+        let client = self.client().await?;
+        client
+            .query(WAITING_WILLS, &[])
+            .await
+            .map_err(pg_error)?
+            .iter()
+            .map(waiting_will_of)
+            .collect()
     }
 }
 
@@ -184,6 +212,30 @@ async fn apply(tx: &Transaction<'_>, write: &SessionWrite) -> Result<(), StoreEr
             )
             .await
         }
+        SessionWrite::Will { key, will } => {
+            exec(
+                tx,
+                "INSERT INTO mqtt_session_wills (app, client_id, will, delay_ms)
+                 VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (app, client_id)
+                 DO UPDATE SET will = excluded.will, delay_ms = excluded.delay_ms",
+                &[
+                    &key.app.as_str(),
+                    &key.client_id,
+                    &will.will,
+                    &will.delay_ms,
+                ],
+            )
+            .await
+        }
+        SessionWrite::WillDiscarded { key } => {
+            exec(
+                tx,
+                "DELETE FROM mqtt_session_wills WHERE app = $1 AND client_id = $2",
+                &[&key.app.as_str(), &key.client_id],
+            )
+            .await
+        }
         SessionWrite::Delete { key } => delete_session(tx, key).await,
         SessionWrite::AllDisconnected { at_ms } => {
             exec(
@@ -194,7 +246,7 @@ async fn apply(tx: &Transaction<'_>, write: &SessionWrite) -> Result<(), StoreEr
             .await
         }
         SessionWrite::Sweep { now_ms } => {
-            for table in SESSION_TABLES {
+            for table in SWEPT_TABLES {
                 let sql = format!(
                     "DELETE FROM {table} WHERE (app, client_id) IN (
                          SELECT app, client_id FROM mqtt_sessions

@@ -13,7 +13,8 @@
 //! `revoked_before`); the next what SQLite's `audit_log` migration adds (`audit_log`); the next
 //! what SQLite's webhooks migration adds (`hook_endpoints`, `hook_events`); the next what its
 //! next migration adds (`hook_events.leased_until_ms`); the next what its Pusher credentials
-//! migration adds (`pusher_credentials`).
+//! migration adds (`pusher_credentials`); the later ones what SQLite's migrations of the same
+//! names add (MQTT sessions, the webhook format, MQTT wills).
 
 use herald_core::log::StoreError;
 use tokio_postgres::Client;
@@ -291,6 +292,14 @@ const MIGRATIONS: &[&str] = &[
     );"#,
     // What SQLite's webhook format migration adds: an endpoint's format.
     "ALTER TABLE hook_endpoints ADD COLUMN format TEXT NOT NULL DEFAULT 'standard';",
+    // What SQLite's MQTT wills migration adds: a persistent session's will and its delay.
+    r#"CREATE TABLE mqtt_session_wills (
+        app TEXT COLLATE "C" NOT NULL,
+        client_id TEXT COLLATE "C" NOT NULL,
+        will BYTEA NOT NULL,
+        delay_ms BIGINT NOT NULL,
+        PRIMARY KEY (app, client_id)
+    );"#,
 ];
 
 /// The schema version this build writes.

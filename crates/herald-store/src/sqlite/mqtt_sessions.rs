@@ -1,7 +1,9 @@
 //! The SQLite implementation of [`MqttSessionStore`]: MQTT persistent sessions in
 //! `mqtt_sessions` (one row per app and client identifier: its expiry interval, when its
 //! connection ended, its subscriptions as JSON), `mqtt_session_positions` (its position in
-//! each channel) and `mqtt_session_inflight` (its outbound QoS 2 packet identifiers). A batch of
+//! each channel), `mqtt_session_inflight` (its outbound QoS 2 packet identifiers) and
+//! `mqtt_session_wills` (its connection's will, taken once by `DELETE .. RETURNING` on the
+//! writer). A batch of
 //! writes runs on the writer thread inside the group commit of whatever else is queued with
 //! it, so the positions many connections acknowledged share one transaction and one fsync.
 //! Reads use the read pool. Deleting an app deletes its sessions ([`crate::sqlite::tenancy`]).
@@ -11,12 +13,14 @@ use herald_core::log::StoreError;
 use herald_core::tenant::AppId;
 use herald_mqtt::session::store::{
     MqttSessionStore, SessionKey, SessionWrite, StoredInflight, StoredPosition, StoredSession,
+    StoredWill, WaitingWill,
 };
 use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::common::mqtt_sessions::{
-    inflight_of, position_of, session_header_of, subscriptions_to_json, INFLIGHT_COLUMNS,
-    POSITION_COLUMNS, SESSION_COLUMNS, SESSION_TABLES,
+    inflight_of, position_of, session_header_of, subscriptions_to_json, waiting_will_of, will_of,
+    INFLIGHT_COLUMNS, POSITION_COLUMNS, SESSION_COLUMNS, SESSION_TABLES, SWEPT_TABLES,
+    WAITING_WILLS, WILL_COLUMNS,
 };
 use crate::sqlite::{backend, seq_to_db, SqliteLog};
 
@@ -41,6 +45,36 @@ impl MqttSessionStore for SqliteLog {
             Ok(())
         })
         .await
+    }
+
+    async fn take_mqtt_will(&self, key: &SessionKey) -> Result<Option<StoredWill>, StoreError> {
+        let (app, client_id) = (key.app.as_str().to_owned(), key.client_id.clone());
+        self.write(move |conn| {
+            let sql = format!(
+                "DELETE FROM mqtt_session_wills WHERE app = ?1 AND client_id = ?2
+                 RETURNING {WILL_COLUMNS}"
+            );
+            conn.prepare_cached(&sql)
+                .and_then(|mut stmt| {
+                    stmt.query_row(params![app, client_id], |r| Ok(will_of(r)))
+                        .optional()
+                })
+                .map_err(backend)?
+                .transpose()
+        })
+        .await
+    }
+
+    async fn mqtt_wills_waiting(&self) -> Result<Vec<WaitingWill>, StoreError> {
+        self.readers()
+            .run(move |conn| {
+                let mut stmt = conn.prepare_cached(WAITING_WILLS).map_err(backend)?;
+                let found = stmt
+                    .query_map([], |r| Ok(waiting_will_of(r)))
+                    .map_err(backend)?;
+                found.map(|r| r.map_err(backend)?).collect()
+            })
+            .await
     }
 }
 
@@ -204,13 +238,30 @@ fn apply(conn: &Connection, write: &SessionWrite) -> Result<(), StoreError> {
                 &[&app, &id, at_ms, expiry_ms],
             )
         }
+        SessionWrite::Will { key, will } => {
+            let (app, id) = key_of(key);
+            exec(
+                "INSERT INTO mqtt_session_wills (app, client_id, will, delay_ms)
+                 VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (app, client_id)
+                 DO UPDATE SET will = excluded.will, delay_ms = excluded.delay_ms",
+                &[&app, &id, &will.will, &will.delay_ms],
+            )
+        }
+        SessionWrite::WillDiscarded { key } => {
+            let (app, id) = key_of(key);
+            exec(
+                "DELETE FROM mqtt_session_wills WHERE app = ?1 AND client_id = ?2",
+                &[&app, &id],
+            )
+        }
         SessionWrite::Delete { key } => delete_session(conn, key),
         SessionWrite::AllDisconnected { at_ms } => exec(
             "UPDATE mqtt_sessions SET disconnected_ms = ?1 WHERE disconnected_ms IS NULL",
             &[at_ms],
         ),
         SessionWrite::Sweep { now_ms } => {
-            for table in SESSION_TABLES {
+            for table in SWEPT_TABLES {
                 let sql = format!(
                     "DELETE FROM {table} WHERE (app, client_id) IN (
                          SELECT app, client_id FROM mqtt_sessions

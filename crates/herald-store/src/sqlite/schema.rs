@@ -44,6 +44,8 @@
 //! - `mqtt_sessions`, `mqtt_session_positions`, `mqtt_session_inflight`: MQTT persistent
 //!   sessions (expiry interval, when the connection ended, subscriptions as JSON), their
 //!   position in each channel and their outbound QoS 2 packet ids.
+//! - `mqtt_session_wills`: the will of a persistent MQTT session's connection (encoded by
+//!   herald-mqtt) and its delay, from the CONNECT until it is published or discarded.
 
 use std::path::Path;
 use std::time::Duration;
@@ -337,6 +339,16 @@ const MIGRATIONS: &[&str] = &[
     // Webhooks: an endpoint's format (`standard`: Standard Webhooks; `pusher`: Pusher's
     // webhooks, signed with the app's Pusher secret).
     "ALTER TABLE hook_endpoints ADD COLUMN format TEXT NOT NULL DEFAULT 'standard';",
+    // MQTT wills (`sqlite::mqtt_sessions`): the will of a persistent session's connection
+    // (encoded by herald-mqtt) and its Will Delay Interval (ms), from the CONNECT until it is
+    // published or discarded, so one waiting for its delay survives a crash.
+    "CREATE TABLE mqtt_session_wills (
+        app TEXT NOT NULL,
+        client_id TEXT NOT NULL,
+        will BLOB NOT NULL,
+        delay_ms INTEGER NOT NULL,
+        PRIMARY KEY (app, client_id)
+    ) WITHOUT ROWID;",
 ];
 
 /// The schema version this build writes.

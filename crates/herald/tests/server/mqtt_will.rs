@@ -1,8 +1,10 @@
 //! Will messages (herald-mqtt's `will.rs`) with Paho: published when the client's connection
 //! drops, not after a normal DISCONNECT, after DISCONNECT 0x04; a Will Delay Interval waited
 //! for, cancelled by a reconnect of the session, cut short by the session's end; a pending will
-//! published when the server shuts down. Each will is a normal publish: a WebSocket subscriber
-//! gets it, with the channel's next seq.
+//! published when the server shuts down; a will of a persistent session surviving a `kill -9`
+//! (published once after its delay, counted from the restart; dropped by its client coming
+//! back first). Each will is a normal publish: a WebSocket subscriber gets it, with the
+//! channel's next seq.
 //!
 //! No test waits for something not to happen: a will that must not be published would have
 //! been stored before a later one that must (the same client identifier's next CONNECT, or a
@@ -159,6 +161,58 @@ async fn a_server_shutting_down_publishes_the_wills_still_waiting() {
         .collect();
     kept.sort_by_key(|v| v.to_string());
     assert_eq!(kept, [json!("at shutdown"), json!("cut")]);
+}
+
+/// The channel's history once it holds a message (read for up to 20 s).
+async fn first_kept(server: &Server, channel: &str) -> Vec<(u64, Value)> {
+    for _ in 0..200 {
+        let (status, body) = server
+            .get(&format!("/v1/channels/{channel}/messages"))
+            .await;
+        let empty = body["messages"].as_array().is_none_or(|m| m.is_empty());
+        if status == 200 && !empty {
+            return history(server, channel).await;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("nothing was published to {channel}");
+}
+
+#[tokio::test]
+async fn a_waiting_will_survives_kill_9_published_once_unless_its_client_comes_back() {
+    let mut server = Server::builder().mqtt().start().await;
+    let token = server.token(&["wills/*"], &["wills/*"]);
+    // Two persistent sessions' connections held open, each with a will to `wills/k`: one
+    // delayed 2 s, one delayed an hour.
+    let held = |payload: &str, delay: u32| {
+        json!({
+            "clean": false, "session_expiry": 3600, "expect": 1, "timeout": 30,
+            "subscribe": [{ "topic": "wills/none", "qos": 0 }],
+            "will": { "topic": "wills/k", "payload": payload, "qos": 1, "delay": delay }
+        })
+    };
+    let mut killed = PahoRun::start(server.mqtt_addr(), client(&token, "k", held("\"k\"", 2)));
+    killed.until("subscribed").await;
+    let mut back = PahoRun::start(server.mqtt_addr(), client(&token, "r", held("\"r\"", 3600)));
+    back.until("subscribed").await;
+    // kill -9 with both connected: their wills were stored with their sessions at CONNECT.
+    server.restart().await;
+    let _ = killed.finish().await;
+    let _ = back.finish().await;
+    // `r` comes back within its delay (Clean Start 0): its will is dropped, so not even its
+    // session's end (Clean Start 1, which publishes a waiting will at once) publishes it.
+    let resumed = json!({ "clean": false, "session_expiry": 3600 });
+    run_ok(&server, client(&token, "r", resumed)).await;
+    run_ok(&server, client(&token, "r", json!({ "clean": true }))).await;
+    // `k` does not: its will is published, 2 s after the restart, as the channel's first
+    // message.
+    assert_eq!(first_kept(&server, "wills/k").await, [(1, json!("k"))]);
+    // Once.
+    server.publish("wills/k", json!("after")).await;
+    assert_eq!(
+        history(&server, "wills/k").await,
+        [(1, json!("k")), (2, json!("after"))]
+    );
 }
 
 #[tokio::test]

@@ -2,19 +2,23 @@
 //! backends: a session started, its subscriptions, positions (written again in place) and
 //! outbound QoS 2 packet ids read back, also after a reopen; a new start replaces everything;
 //! an ended session expires after its interval and the sweep deletes only expired ones; every
-//! session counted as disconnected at start; a delete; deleting the app deletes its sessions.
+//! session counted as disconnected at start; a delete; deleting the app deletes its sessions;
+//! a session's will stored, listed as waiting once no connection holds its session, taken
+//! once, kept by the sweep of its expired session.
 
 use herald_core::tenancy::App;
 use herald_core::tenant::AppId;
 use herald_mqtt::session::store::{
     SessionKey, SessionWrite, StoredInflight, StoredPosition, StoredSession, StoredSubscription,
+    StoredWill, WaitingWill,
 };
 
 use super::Backend;
 
 crate::on_both!(
     mqtt_sessions_keep_subscriptions_positions_and_qos2_ids,
-    mqtt_sessions_expire_after_their_interval_and_go_with_their_app
+    mqtt_sessions_expire_after_their_interval_and_go_with_their_app,
+    mqtt_wills_wait_with_their_sessions_and_are_taken_once
 );
 
 fn key(app: &AppId, id: &str) -> SessionKey {
@@ -289,4 +293,115 @@ async fn mqtt_sessions_expire_after_their_interval_and_go_with_their_app(b: Back
     assert!(b.store().delete_app(&shop).await.unwrap());
     assert_eq!(store.mqtt_session(&shop, "short").await.unwrap(), None);
     assert!(store.mqtt_session(&app, "long").await.unwrap().is_some());
+}
+
+fn will(payload: &[u8], delay_ms: i64) -> StoredWill {
+    StoredWill {
+        will: payload.to_vec(),
+        delay_ms,
+    }
+}
+
+async fn mqtt_wills_wait_with_their_sessions_and_are_taken_once(b: Backend) {
+    let store = b.mqtt_sessions();
+    let app = AppId::default_app();
+    let (live, ended, short, gone) = (
+        key(&app, "live"),
+        key(&app, "ended"),
+        key(&app, "short"),
+        key(&app, "gone"),
+    );
+    let expiry = |k: &SessionKey| match k.client_id.as_str() {
+        "short" => 1_000,
+        "gone" => 500,
+        _ => 100_000,
+    };
+    let mut writes = Vec::new();
+    for k in [&live, &ended, &short, &gone] {
+        writes.push(SessionWrite::Start {
+            key: k.clone(),
+            expiry_ms: expiry(k),
+        });
+        writes.push(SessionWrite::Will {
+            key: k.clone(),
+            will: will(k.client_id.as_bytes(), 5_000),
+        });
+    }
+    // Stored again: replaced.
+    writes.push(SessionWrite::Will {
+        key: ended.clone(),
+        will: will(b"\x00ended", 2_000),
+    });
+    for k in [&ended, &short, &gone] {
+        writes.push(SessionWrite::Ended {
+            key: k.clone(),
+            at_ms: 10_000,
+            expiry_ms: expiry(k),
+        });
+    }
+    store.write_mqtt_sessions(writes).await.unwrap();
+    // `gone` expires (its session swept, its will kept: due at once).
+    store
+        .write_mqtt_sessions(vec![SessionWrite::Sweep { now_ms: 10_600 }])
+        .await
+        .unwrap();
+    assert_eq!(store.mqtt_session(&app, "gone").await.unwrap(), None);
+    let mut waiting = store.mqtt_wills_waiting().await.unwrap();
+    waiting.sort_by(|a, b| a.key.client_id.cmp(&b.key.client_id));
+    assert_eq!(
+        waiting,
+        [
+            WaitingWill {
+                key: ended.clone(),
+                will: will(b"\x00ended", 2_000),
+                due_ms: 12_000,
+            },
+            WaitingWill {
+                key: gone.clone(),
+                will: will(b"gone", 5_000),
+                due_ms: 0,
+            },
+            WaitingWill {
+                key: short.clone(),
+                will: will(b"short", 5_000),
+                due_ms: 11_000,
+            },
+        ],
+        "the live session's is not listed; the delay or the expiry, whichever is first"
+    );
+    // Taken once.
+    assert_eq!(
+        store.take_mqtt_will(&ended).await.unwrap(),
+        Some(will(b"\x00ended", 2_000))
+    );
+    assert_eq!(store.take_mqtt_will(&ended).await.unwrap(), None);
+    // Discarded; deleted with its session; the live one kept across a reopen.
+    store
+        .write_mqtt_sessions(vec![
+            SessionWrite::WillDiscarded { key: short.clone() },
+            SessionWrite::Delete { key: gone.clone() },
+        ])
+        .await
+        .unwrap();
+    assert_eq!(store.mqtt_wills_waiting().await.unwrap(), []);
+    let b = b.reopen().await;
+    let store = b.mqtt_sessions();
+    store
+        .write_mqtt_sessions(vec![SessionWrite::AllDisconnected { at_ms: 50_000 }])
+        .await
+        .unwrap();
+    let waiting = store.mqtt_wills_waiting().await.unwrap();
+    assert_eq!(
+        waiting,
+        [WaitingWill {
+            key: live.clone(),
+            will: will(b"live", 5_000),
+            due_ms: 55_000,
+        }]
+    );
+    assert_eq!(store.take_mqtt_will(&short).await.unwrap(), None);
+    assert_eq!(
+        store.take_mqtt_will(&live).await.unwrap(),
+        Some(will(b"live", 5_000))
+    );
 }
