@@ -276,7 +276,7 @@ test('provider figures and the provider path are tables, not JSON', { timeout: 6
   await page.goto(`${herald.url}/admin#/overview`);
   await page.waitForSelector('main tr[data-provider="webpush"][data-app="default"] [data-figure="accepted"]');
   await waitInPage(page, 'the overview counts the accepted sends',
-    () => document.querySelector('main tr[data-provider="webpush"][data-app="default"] [data-figure="accepted"]').textContent === '2');
+    () => document.querySelector('main tr[data-provider="webpush"][data-app="default"] [data-figure="accepted"]')?.textContent === '2');
 
   await page.goto(`${herald.url}/admin#/pushes/${encodeURIComponent(providerPush.id)}?app=default`);
   await page.waitForSelector('#receipt-providers');
