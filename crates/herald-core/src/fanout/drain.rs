@@ -12,14 +12,10 @@
 //! ([`super::backlog::Backlog`]).
 //!
 //! A few outboxes that are slow to be taken (a slow consumer, a client on a bad network) are let
-//! go: the wait ends once all but 1 % (and at least [`STRAGGLERS`]) are taken, as soon as the
-//! writers take fewer than that many in a whole [`STALL`] (what is left is stragglers, not
-//! writers at work), and after [`MAX_WAIT`] in any case. Writers that are merely slow (a busy
-//! machine, a gather that takes them longer than [`STALL`] to write) are waited for: ending the
-//! wait while they work would let the next gathers pile up in the outboxes, where a message then
-//! waits behind all of them. A slow consumer never holds publishers back for more than a
-//! [`STALL`]; it is closed by its outbox's byte limit, as before. An outbox that still holds a
-//! ticket of an older gather does not take one of the next, so stragglers are not counted again.
+//! go: the wait ends once all but 1 % (and at least [`STRAGGLERS`]) are taken, and after
+//! [`MAX_WAIT`] in any case. A slow consumer never holds publishers back; it is closed by its
+//! outbox's byte limit, as before. An outbox that still holds a ticket of an older gather does not
+//! take one of the next, so stragglers are not counted again.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -30,12 +26,8 @@ use std::time::{Duration, Instant};
 /// Outboxes of a gather that may still be untaken when the fan-out moves on, at least.
 pub(crate) const STRAGGLERS: usize = 64;
 
-/// The fan-out thread stops waiting for the writers of a gather when they took fewer than the
-/// stragglers let go ([`DrainWatch::wait`]) in this long: what is left waits for its clients.
-pub(crate) const STALL: Duration = Duration::from_millis(50);
-
-/// Longest the fan-out thread waits for the writers of one gather, however steadily they take.
-pub(crate) const MAX_WAIT: Duration = Duration::from_millis(500);
+/// Longest the fan-out thread waits for the writers of one gather.
+pub(crate) const MAX_WAIT: Duration = Duration::from_millis(50);
 
 /// The outboxes one gather queued frames in, counted down as their writers take them.
 pub(crate) struct DrainWatch {
@@ -104,32 +96,20 @@ impl DrainWatch {
         (self.issued.load(Ordering::Relaxed) / 100).max(STRAGGLERS)
     }
 
-    /// Waits until all but a few of this gather's outboxes were taken by their writers, until
-    /// the writers took fewer than that few in a whole `stall` (the rest are stragglers), or
-    /// until `longest` passed. Returns whether it had to wait.
-    pub(crate) fn wait(&self, stall: Duration, longest: Duration) -> bool {
+    /// Waits until all but a few of this gather's outboxes were taken by their writers, or
+    /// `longest` passed. Returns whether it had to wait.
+    pub(crate) fn wait(&self, longest: Duration) -> bool {
         let enough = self.enough();
-        let mut pending = self.pending.load(Ordering::Acquire);
-        if pending <= enough {
+        if self.pending.load(Ordering::Acquire) <= enough {
             return false;
         }
-        let start = Instant::now();
-        let deadline = start + longest;
-        // The writers' progress is judged once per `stall`: `pending` at the window's start.
-        let (mut window_end, mut window_pending) = (start + stall, pending);
+        let deadline = Instant::now() + longest;
         loop {
             let now = Instant::now();
-            if now >= deadline || pending <= enough {
+            if now >= deadline || self.pending.load(Ordering::Acquire) <= enough {
                 return true;
             }
-            if now >= window_end {
-                if window_pending.saturating_sub(pending) < enough {
-                    return true;
-                }
-                (window_end, window_pending) = (now + stall, pending);
-            }
-            std::thread::park_timeout(window_end.min(deadline) - now);
-            pending = self.pending.load(Ordering::Acquire);
+            std::thread::park_timeout(deadline - now);
         }
     }
 }
@@ -150,7 +130,7 @@ mod tests {
         let mut tickets = tickets;
         tickets.truncate(64);
         assert_eq!(watch.pending.load(Ordering::Acquire), 64);
-        assert!(!watch.wait(Duration::from_secs(60), Duration::from_secs(60)));
+        assert!(!watch.wait(Duration::from_secs(60)));
     }
 
     #[test]
@@ -164,7 +144,7 @@ mod tests {
             tickets.truncate(10);
             tickets
         });
-        watch.wait(Duration::from_secs(300), Duration::from_secs(300));
+        watch.wait(Duration::from_secs(300));
         assert!(
             started.elapsed() < Duration::from_secs(300),
             "woken by the writers' takes, not by the deadline"
@@ -178,39 +158,7 @@ mod tests {
     fn the_wait_gives_up_on_stragglers_after_its_longest() {
         let watch = DrainWatch::new();
         let _held: Vec<_> = watch.deliver(|| (0..1000).filter_map(|_| ticket()).collect());
-        assert!(watch.wait(Duration::from_secs(300), Duration::from_millis(20)));
+        assert!(watch.wait(Duration::from_millis(20)));
         assert_eq!(watch.pending.load(Ordering::Acquire), 1000);
-    }
-
-    #[test]
-    fn the_wait_gives_up_when_the_writers_stop_taking() {
-        let watch = DrainWatch::new();
-        let mut tickets: Vec<_> = watch.deliver(|| (0..1000).filter_map(|_| ticket()).collect());
-        // 100 taken, then nothing: 900 stragglers, far more than the 64 let go.
-        tickets.truncate(900);
-        assert!(watch.wait(Duration::from_millis(20), Duration::from_secs(300)));
-        assert_eq!(watch.pending.load(Ordering::Acquire), 900);
-    }
-
-    #[test]
-    fn writers_that_keep_taking_are_waited_for_past_a_stall_window() {
-        let watch = DrainWatch::new();
-        let tickets: Vec<_> = watch.deliver(|| (0..1000).filter_map(|_| ticket()).collect());
-        // The writers take 100 outboxes at a time every 150 ms: about 1.4 s for the gather,
-        // longer than one window of 1 s, in which they take far more than 64.
-        let taker = std::thread::spawn(move || {
-            let mut tickets = tickets;
-            while tickets.len() > 10 {
-                std::thread::sleep(Duration::from_millis(150));
-                tickets.truncate(tickets.len().saturating_sub(100).max(10));
-            }
-            tickets
-        });
-        assert!(watch.wait(Duration::from_secs(1), Duration::from_secs(300)));
-        assert!(
-            watch.pending.load(Ordering::Acquire) <= 64,
-            "the wait ended while the writers were still taking"
-        );
-        drop(taker.join().unwrap());
     }
 }

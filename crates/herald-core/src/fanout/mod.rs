@@ -115,10 +115,7 @@ impl FanOut {
                 let mut older: Option<Arc<DrainWatch>> = None;
                 let mut newer: Option<Arc<DrainWatch>> = None;
                 loop {
-                    if older
-                        .take()
-                        .is_some_and(|w| w.wait(drain::STALL, drain::MAX_WAIT))
-                    {
+                    if older.take().is_some_and(|w| w.wait(drain::MAX_WAIT)) {
                         crate::telemetry::telemetry()
                             .fanout_writer_waits
                             .increment(1);
