@@ -21,7 +21,8 @@ use fred::prelude::{
     ReconnectPolicy, Server, ServerConfig,
 };
 use fred::types::Message;
-use herald_core::bus::{Bus, BusLink};
+use futures_util::future::BoxFuture;
+use herald_core::bus::{Bus, BusLink, ChannelQuery, OccupiedChannels};
 use herald_core::caches::{CacheEvent, Caches};
 use herald_core::claims::ClusterClaims;
 use herald_core::fanout::FanOut;
@@ -695,6 +696,12 @@ impl Bus for RedisBus {
         Some(Arc::new(crate::claims::RedisClaims(Arc::downgrade(
             &self.shared,
         ))))
+    }
+
+    /// The cluster's, from every node's presence hash ([`crate::presence`]); this node's when
+    /// Redis does not answer within half a second.
+    fn occupied_channels(&self, query: ChannelQuery) -> BoxFuture<'_, OccupiedChannels> {
+        Box::pin(crate::presence::occupied_channels(self, query))
     }
 }
 

@@ -12,20 +12,34 @@
 //! A read waits half a second at most for Redis, then fails (the caller falls back to this
 //! node's own count).
 //!
+//! **Occupied channels** ([`RedisBus::cluster_channels`], the bus's
+//! [`Bus::occupied_channels`](herald_core::bus::Bus::occupied_channels)): this node's channels
+//! from its hub, merged with every other live node's fields `c:` + a full-name prefix of the
+//! query, read with `HSCAN ... MATCH` (the prefix's glob characters escaped), the nodes' scans
+//! side by side, one round trip per node and page. As exact as the counts (a channel vacated
+//! on another node stays listed for up to a period), bounded the same way: when Redis does not
+//! answer in half a second the bus answers this node's channels alone, saying so. What the
+//! listing holds stays within the query's limit (past it, channels found later are left out
+//! and the listing says it was cut); the scans still read every matching field, so the
+//! channels listed get every node's count.
+//!
 //! **Webhook `subscription_count` claims** ([`RedisBus::claim_count_report`]): the node that
 //! tells a channel's count for the next interval sets `PREFIX:hook-count-claim:CHANNEL` with
 //! `SET NX PX interval`, so one node tells it per interval; the count it told is kept in
 //! `PREFIX:hook-count:CHANNEL` (deleted when it is 0), so the next node to claim it tells
 //! nothing when the count is back where that left it. Neither is read by anything else.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use fred::prelude::{HashesInterface, KeysInterface};
+use fred::types::scan::Scanner;
 use fred::types::{Expiration, SetOptions};
+use futures_util::StreamExt;
+use herald_core::bus::{ChannelQuery, OccupiedChannels};
 use herald_core::message::now_millis;
-use herald_core::tenant::AppId;
+use herald_core::tenant::{parse_full, AppId};
 use herald_core::ChannelName;
 
 use crate::bus::{RedisBus, Shared};
@@ -217,21 +231,8 @@ impl RedisBus {
 
     async fn remote_sum_unbounded(&self, field: &str) -> Result<u64, BusError> {
         let shared = &self.shared;
-        let failed = |e: fred::error::Error| BusError::Redis(e.details().to_string());
-        let nodes: HashMap<String, i64> = shared
-            .publisher
-            .hgetall(shared.names.nodes())
-            .await
-            .map_err(failed)?;
-        let alive_since = now_millis() - (shared.options.presence_period * 3).as_millis() as i64;
         let mut sum = 0u64;
-        for (node, seen) in nodes {
-            let Ok(id) = u64::from_str_radix(&node, 16) else {
-                continue;
-            };
-            if id == shared.node || seen < alive_since {
-                continue;
-            }
+        for id in self.other_live_nodes().await? {
             let count: Option<i64> = shared
                 .publisher
                 .hget(shared.names.presence(id), field)
@@ -241,6 +242,157 @@ impl RedisBus {
         }
         Ok(sum)
     }
+
+    /// The other nodes that wrote their presence within the last three periods.
+    async fn other_live_nodes(&self) -> Result<Vec<u64>, BusError> {
+        let shared = &self.shared;
+        let nodes: HashMap<String, i64> = shared
+            .publisher
+            .hgetall(shared.names.nodes())
+            .await
+            .map_err(failed)?;
+        let alive_since = now_millis() - (shared.options.presence_period * 3).as_millis() as i64;
+        Ok(nodes
+            .into_iter()
+            .filter(|(_, seen)| *seen >= alive_since)
+            .filter_map(|(node, _)| u64::from_str_radix(&node, 16).ok())
+            .filter(|id| *id != shared.node)
+            .collect())
+    }
+
+    /// The channels `query` lists with subscribers on any node, each with its count over every
+    /// node (see the module documentation for how exact and how bounded); an error when Redis
+    /// does not answer within half a second.
+    pub async fn cluster_channels(
+        &self,
+        query: &ChannelQuery,
+    ) -> Result<OccupiedChannels, BusError> {
+        tokio::time::timeout(REMOTE_READ_WAIT, self.cluster_channels_unbounded(query))
+            .await
+            .map_err(|_| BusError::Redis(format!("no answer within {REMOTE_READ_WAIT:?}")))?
+    }
+
+    async fn cluster_channels_unbounded(
+        &self,
+        query: &ChannelQuery,
+    ) -> Result<OccupiedChannels, BusError> {
+        let shared = &self.shared;
+        let mut listing = Listing::new(query.on_this_node(shared.fan_out.hub()), query.limit);
+        let patterns: Vec<String> = query
+            .full_prefixes()
+            .iter()
+            .map(|prefix| glob_prefix(&format!("c:{prefix}")))
+            .collect();
+        let scans = self.other_live_nodes().await?.into_iter().flat_map(|node| {
+            patterns.iter().map(move |pattern| {
+                shared
+                    .publisher
+                    .hscan(
+                        shared.names.presence(node),
+                        pattern.clone(),
+                        Some(SCAN_PAGE),
+                    )
+                    .map(move |page| (node, page))
+                    .boxed()
+            })
+        });
+        let mut pages = futures_util::stream::select_all(scans);
+        while let Some((node, page)) = pages.next().await {
+            let Some(fields) = page.map_err(failed)?.take_results() else {
+                continue;
+            };
+            for (field, count) in fields.inner() {
+                let Some(name) = field.as_str().and_then(|f| f.strip_prefix("c:")) else {
+                    continue;
+                };
+                let Ok(channel) = parse_full(name) else {
+                    continue;
+                };
+                let count = count.as_i64().unwrap_or(0);
+                if count > 0 && query.matches(&channel) {
+                    listing.add(node, channel, count as u64);
+                }
+            }
+        }
+        Ok(listing.finish())
+    }
+}
+
+/// The answer to [`Bus::occupied_channels`](herald_core::bus::Bus::occupied_channels): the
+/// cluster's listing, or this node's when Redis does not answer in time.
+pub(crate) async fn occupied_channels(bus: &RedisBus, query: ChannelQuery) -> OccupiedChannels {
+    match bus.cluster_channels(&query).await {
+        Ok(listing) => listing,
+        Err(error) => {
+            tracing::debug!(%error, "the Redis bus lists this node's channels only");
+            OccupiedChannels {
+                this_node_only: true,
+                ..query.on_this_node(bus.shared.fan_out.hub())
+            }
+        }
+    }
+}
+
+/// A cluster listing being gathered: this node's channels, then the other nodes' counts
+/// added as their scans find them, new channels only while there is room.
+struct Listing {
+    counts: HashMap<ChannelName, u64>,
+    /// The (node, channel) counts already added: a scan may return a field twice (when the
+    /// hash grows or shrinks meanwhile), a count is added once. Only listed channels' go in.
+    added: HashSet<(u64, ChannelName)>,
+    limit: usize,
+    truncated: bool,
+}
+
+impl Listing {
+    fn new(here: OccupiedChannels, limit: usize) -> Listing {
+        Listing {
+            counts: here.channels.into_iter().collect(),
+            added: HashSet::new(),
+            limit,
+            truncated: here.truncated,
+        }
+    }
+
+    /// `node` holds `count` subscribers of `channel`.
+    fn add(&mut self, node: u64, channel: ChannelName, count: u64) {
+        if !self.counts.contains_key(&channel) && self.counts.len() >= self.limit {
+            self.truncated = true;
+            return;
+        }
+        if self.added.insert((node, channel.clone())) {
+            *self.counts.entry(channel).or_insert(0) += count;
+        }
+    }
+
+    fn finish(self) -> OccupiedChannels {
+        let mut channels: Vec<(ChannelName, u64)> = self.counts.into_iter().collect();
+        channels.sort_unstable_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+        OccupiedChannels {
+            channels,
+            truncated: self.truncated,
+            this_node_only: false,
+        }
+    }
+}
+
+/// A Redis glob pattern matching `literal` followed by anything: its glob characters
+/// (`* ? [ ] \`) escaped.
+fn glob_prefix(literal: &str) -> String {
+    let mut pattern = String::with_capacity(literal.len() + 4);
+    for c in literal.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('*');
+    pattern
+}
+
+/// A Redis error in Herald's words.
+fn failed(error: fred::error::Error) -> BusError {
+    BusError::Redis(error.details().to_string())
 }
 
 /// What [`RedisBus::claim_count_report`] answers.
@@ -264,7 +416,6 @@ impl RedisBus {
         interval: Duration,
     ) -> Result<CountClaim, BusError> {
         let shared = &self.shared;
-        let failed = |e: fred::error::Error| BusError::Redis(e.details().to_string());
         let prefix = &shared.options.prefix;
         let claim_key = format!("{prefix}:hook-count-claim:{}", channel.as_str());
         let last_key = format!("{prefix}:hook-count:{}", channel.as_str());
@@ -301,7 +452,6 @@ impl RedisBus {
     /// the next claim's `last`.
     pub async fn count_reported(&self, channel: &ChannelName, count: u64) -> Result<(), BusError> {
         let shared = &self.shared;
-        let failed = |e: fred::error::Error| BusError::Redis(e.details().to_string());
         let key = format!("{}:hook-count:{}", shared.options.prefix, channel.as_str());
         let write = async {
             if count == 0 {
@@ -323,5 +473,43 @@ impl RedisBus {
 /// How long a cluster-wide count waits for Redis before the caller falls back.
 const REMOTE_READ_WAIT: Duration = Duration::from_millis(500);
 
+/// How many fields one `HSCAN` of a presence hash asks for.
+const SCAN_PAGE: u32 = 1000;
+
 /// The default period between presence writes.
 pub(crate) const DEFAULT_PERIOD: Duration = Duration::from_secs(1);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prefix_pattern_matches_its_glob_characters_themselves() {
+        assert_eq!(glob_prefix("c:shop~presence-"), "c:shop~presence-*");
+        assert_eq!(glob_prefix("c:a*b?[c]\\"), "c:a\\*b\\?\\[c\\]\\\\*");
+    }
+
+    #[test]
+    fn a_listing_counts_each_node_once_and_stays_within_its_limit() {
+        let name = |n: &str| ChannelName::parse(n).unwrap();
+        let here = OccupiedChannels {
+            channels: vec![(name("a"), 2)],
+            ..OccupiedChannels::default()
+        };
+        let mut listing = Listing::new(here, 2);
+        listing.add(7, name("a"), 1);
+        listing.add(7, name("a"), 1); // the same field, returned twice by a scan
+        listing.add(8, name("a"), 3);
+        listing.add(7, name("b"), 1);
+        listing.add(8, name("c"), 1); // no room
+        listing.add(8, name("b"), 4);
+        assert_eq!(
+            listing.finish(),
+            OccupiedChannels {
+                channels: vec![(name("a"), 6), (name("b"), 5)],
+                truncated: true,
+                this_node_only: false,
+            }
+        );
+    }
+}

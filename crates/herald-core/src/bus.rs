@@ -1,16 +1,21 @@
 //! The [`Bus`] seam: how committed messages, cache-invalidation events and lifecycle events
 //! reach every node, and [`LocalBus`], the one-node bus (committed messages go to this node's
 //! fan-out thread, events to this node's [`Caches`] at once, lifecycle events straight to this
-//! node's listeners).
+//! node's listeners). [`ChannelQuery`] and [`OccupiedChannels`] are what
+//! [`Bus::occupied_channels`] is asked and answers.
 
 use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
 
 use crate::caches::{CacheEvent, Caches};
 use crate::claims::ClusterClaims;
 use crate::fanout::FanOut;
 use crate::head::HeadSource;
+use crate::hub::Hub;
 use crate::log::CommitSink;
 use crate::message::SharedMessage;
+use crate::tenant::{split_app, AppId};
 use crate::ChannelName;
 
 /// Cross-node fan-out of committed messages ([`CommitSink::committed`], fed by the store's
@@ -74,6 +79,11 @@ use crate::ChannelName;
 /// [`ClaimHolder`](crate::claims::ClaimHolder) and waits (bounded) for its answer that it let
 /// the name go, what it held stored; a claim of a name nobody else holds costs one round trip
 /// and no wait. A one-node bus has none: every holder is in this process.
+///
+/// **Occupied channels** ([`Bus::occupied_channels`]): the channels of an app that have
+/// subscribers on any node, each with its subscribers on every node, as the bus's presence
+/// counts them (this node's share now, the others' as they last reported them, within a bound
+/// the bus states). A one-node bus lists this node's.
 pub trait Bus: CommitSink {
     /// Applies `event` on this node at once and sends it to every other node.
     fn publish(&self, event: CacheEvent);
@@ -97,6 +107,93 @@ pub trait Bus: CommitSink {
     fn claims(&self) -> Option<Arc<dyn ClusterClaims>> {
         None
     }
+
+    /// The channels `query` asks for that have subscribers on any node (one subscriber is
+    /// enough), sorted by name, each with its count over every node, at most `query.limit`
+    /// of them ([`OccupiedChannels::truncated`] says when more matched). A networked bus
+    /// answers within a bound of its own, like its other cluster-wide reads; when it cannot
+    /// read the other nodes in time it answers this node's channels and counts, saying so
+    /// ([`OccupiedChannels::this_node_only`]). A one-node bus ([`LocalBus`]) answers this
+    /// node's ([`ChannelQuery::on_this_node`]).
+    fn occupied_channels(&self, query: ChannelQuery) -> BoxFuture<'_, OccupiedChannels>;
+}
+
+/// Which channels [`Bus::occupied_channels`] lists: an app's, narrowed by how their names
+/// within the app begin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelQuery {
+    /// The app whose channels are listed.
+    pub app: AppId,
+    /// The names within the app (as [`AppId::channel`] scopes them) that are listed start
+    /// with one of these; none: every channel of the app (its push logs included).
+    pub prefixes: Vec<String>,
+    /// The most channels listed.
+    pub limit: usize,
+}
+
+impl ChannelQuery {
+    /// Whether the query lists `channel` (a full name) when it has subscribers.
+    pub fn matches(&self, channel: &ChannelName) -> bool {
+        let (app, local) = split_app(channel.as_str());
+        app == self.app.as_str()
+            && (self.prefixes.is_empty() || self.prefixes.iter().any(|p| local.starts_with(p)))
+    }
+
+    /// How the full names of the channels listed begin: the app's scope followed by each
+    /// prefix (the scope alone without prefixes), none beginning with another (a prefix that
+    /// begins with another one is left out, its channels being the other's too), so a channel
+    /// begins with one of them at most. For the default app, whose scope is empty, other apps'
+    /// channels begin so too: [`ChannelQuery::matches`] tells them apart.
+    pub fn full_prefixes(&self) -> Vec<String> {
+        let scope = self.app.scope_prefix();
+        if self.prefixes.is_empty() {
+            return vec![scope];
+        }
+        let mut prefixes: Vec<&String> = self.prefixes.iter().collect();
+        // Sorted, a prefix comes right after the shortest kept one it begins with, if any.
+        prefixes.sort();
+        prefixes.dedup();
+        let mut kept: Vec<&String> = Vec::with_capacity(prefixes.len());
+        for prefix in prefixes {
+            if !kept.last().is_some_and(|k| prefix.starts_with(k.as_str())) {
+                kept.push(prefix);
+            }
+        }
+        kept.into_iter().map(|p| format!("{scope}{p}")).collect()
+    }
+
+    /// This node's channels the query lists, with their subscribers on this node: sorted by
+    /// name, the first `limit` of them.
+    pub fn on_this_node(&self, hub: &Hub) -> OccupiedChannels {
+        let mut channels: Vec<(ChannelName, u64)> = hub
+            .occupied_channels(|channel| self.matches(channel))
+            .into_iter()
+            .map(|(channel, n)| (channel, n as u64))
+            .collect();
+        channels.sort_unstable_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+        let truncated = channels.len() > self.limit;
+        channels.truncate(self.limit);
+        OccupiedChannels {
+            channels,
+            truncated,
+            this_node_only: false,
+        }
+    }
+}
+
+/// What [`Bus::occupied_channels`] answers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OccupiedChannels {
+    /// The channels, sorted by name, each with its subscribers (above 0).
+    pub channels: Vec<(ChannelName, u64)>,
+    /// More channels matched than the query's limit: `channels` holds `limit` of them (this
+    /// node's first, by name; then others' as they were found) and leaves the rest out, which
+    /// a query with narrower prefixes lists.
+    pub truncated: bool,
+    /// A networked bus could not read the other nodes now (Redis did not answer in time):
+    /// `channels` are this node's, with this node's counts. Never set by a one-node bus, whose
+    /// node is the whole server.
+    pub this_node_only: bool,
 }
 
 /// Whether a bus reaches the other nodes ([`Bus::link`]).
@@ -160,6 +257,12 @@ impl Bus for LocalBus {
     /// None: on one node no other node holds a name, and nothing crosses a network.
     fn claims(&self) -> Option<Arc<dyn ClusterClaims>> {
         None
+    }
+
+    /// This node's: on one node they are the server's.
+    fn occupied_channels(&self, query: ChannelQuery) -> BoxFuture<'_, OccupiedChannels> {
+        let listed = query.on_this_node(self.fan_out.hub());
+        Box::pin(std::future::ready(listed))
     }
 }
 
@@ -228,5 +331,67 @@ mod tests {
             "a deleted app's token secret"
         );
         assert_eq!(format!("{:?}", TokenSecret("x".into())), "TokenSecret(..)");
+    }
+
+    #[test]
+    fn a_local_bus_lists_its_own_occupied_channels_of_one_app_by_prefix_and_limit() {
+        let hub = Hub::new();
+        let bus = LocalBus::new(FanOut::start(hub.clone()).unwrap(), Caches::new(b"s"));
+        let out = crate::outbox::Outbox::new(1 << 20);
+        let shop = AppId::parse("shop").unwrap();
+        let full = |name: &str| shop.channel(&ChannelName::parse(name).unwrap());
+        let plain = |name: &str| ChannelName::parse(name).unwrap();
+        let mut subscriptions = Vec::new();
+        for channel in [
+            full("presence-b"),
+            full("presence-a"),
+            full("presence-a"),
+            full("news"),
+            plain("presence-default"),
+        ] {
+            subscriptions.push(hub.subscribe(&channel, out.clone()).0);
+        }
+        let list = |prefixes: &[&str], limit| {
+            let query = ChannelQuery {
+                app: shop.clone(),
+                prefixes: prefixes.iter().map(|p| p.to_string()).collect(),
+                limit,
+            };
+            futures_util::FutureExt::now_or_never(bus.occupied_channels(query)).unwrap()
+        };
+        let presence = list(&["presence-"], 10);
+        assert_eq!(
+            presence.channels,
+            vec![(full("presence-a"), 2), (full("presence-b"), 1)]
+        );
+        assert!(!presence.truncated && !presence.this_node_only);
+        let every = list(&[], 10);
+        assert_eq!(every.channels.len(), 3, "{every:?}: not the default app's");
+        let first = list(&["presence-", "news"], 2);
+        assert_eq!(
+            first.channels,
+            vec![(full("news"), 1), (full("presence-a"), 2)]
+        );
+        assert!(first.truncated, "three matched, two listed");
+        let default = ChannelQuery {
+            app: AppId::default_app(),
+            prefixes: vec![],
+            limit: 10,
+        };
+        assert_eq!(default.full_prefixes(), vec![String::new()]);
+        let overlapping = ChannelQuery {
+            app: shop.clone(),
+            prefixes: ["s", "=s", "server:", "sa", "=s"]
+                .map(String::from)
+                .to_vec(),
+            limit: 10,
+        };
+        assert_eq!(overlapping.full_prefixes(), ["shop~=s", "shop~s"]);
+        let listed = futures_util::FutureExt::now_or_never(bus.occupied_channels(default));
+        assert_eq!(
+            listed.unwrap().channels,
+            vec![(plain("presence-default"), 1)],
+            "the default app's, not shop's"
+        );
     }
 }

@@ -3,11 +3,13 @@
 //! nodes). The store's commits feed the bus and the bus feeds this node's hub, through
 //! [`Engine::open_with_bus_async`], so the wiring cannot be got wrong.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use herald_bus_redis::{BusOptions, Connected, RedisBus};
 use herald_core::audit::AuditLog;
-use herald_core::bus::{Bus, BusLink, LocalBus, Presence};
+use herald_core::bus::{Bus, BusLink, ChannelQuery, LocalBus, OccupiedChannels, Presence};
 use herald_core::caches::{CacheEvent, Caches};
 use herald_core::claims::ClusterClaims;
 use herald_core::fanout::FanOut;
@@ -140,6 +142,16 @@ impl Bus for NodeBus {
         match &self.kind {
             BusKind::Local(bus) => bus.claims(),
             BusKind::Redis(bus) => bus.claims(),
+        }
+    }
+
+    fn occupied_channels(
+        &self,
+        query: ChannelQuery,
+    ) -> Pin<Box<dyn Future<Output = OccupiedChannels> + Send + '_>> {
+        match &self.kind {
+            BusKind::Local(bus) => bus.occupied_channels(query),
+            BusKind::Redis(bus) => bus.occupied_channels(query),
         }
     }
 }

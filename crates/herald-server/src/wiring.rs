@@ -388,6 +388,7 @@ impl Parts {
             usage: self.usage.clone(),
             limits: edge.limits.clone(),
             subscribers: self.bus.presence(),
+            bus: self.bus.clone(),
             settings: HttpLimits::default(),
         });
         let pusher_clients = Arc::new(PusherClients {

@@ -1,6 +1,7 @@
 //! The Redis bus against real Redis servers (started by `herald-testkit`): several nodes in one
 //! process, each with its own hub, fan-out, caches and bus, over one shared log.
 
+mod channels;
 mod feeds;
 mod harness;
 mod heads;

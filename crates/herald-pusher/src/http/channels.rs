@@ -13,16 +13,23 @@
 //! (this node's subscriptions now, the other nodes' as they last reported them, at most one
 //! presence period old: core's [`Presence`](herald_core::bus::Presence)), else this node's;
 //! `user_count` and the users are the cluster's presence members (core's presence registry,
-//! through the bus's relay in a cluster); `occupied` is a `subscription_count` above 0. The
-//! list of `GET .../channels` is the channels with subscribers on the node that answers
-//! (each with the cluster's counts): a channel occupied only on other nodes is not listed.
+//! through the bus's relay in a cluster); `occupied` is a `subscription_count` above 0.
+//!
+//! **Whose list.** `GET .../channels` lists the cluster's occupied channels, from the bus
+//! ([`Bus::occupied_channels`](herald_core::bus::Bus::occupied_channels): on Redis, every
+//! node's presence counts, as stale as the counts; this node's alone when Redis does not
+//! answer in time), each with the `subscription_count` that listing counted.
+//! `filter_by_prefix` narrows the listing where it is read (to the Herald channels a Pusher
+//! name with that prefix can be, `herald_prefixes`); at most [`MAX_LISTED_CHANNELS`] are
+//! listed (past that, that many of them: narrow the prefix).
 
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
 use axum::http::{Method, Uri};
 use axum::response::{IntoResponse, Response};
-use herald_core::tenant::split_app;
+use herald_core::bus::ChannelQuery;
+use herald_core::name::topic::encode_levels;
 use herald_core::ChannelName;
 use serde_json::{json, Map, Value};
 
@@ -152,22 +159,61 @@ async fn list_channels(
              presence channels have users)",
         ));
     }
-    let app = credentials.app.as_str().to_owned();
-    let mut occupied: Vec<(String, ChannelName)> = http
-        .publisher
-        .engine()
-        .occupied_channels(|channel| split_app(channel.as_str()).0 == app)
+    let query = ChannelQuery {
+        app: credentials.app.clone(),
+        prefixes: herald_prefixes(prefix),
+        limit: MAX_LISTED_CHANNELS,
+    };
+    let listing = http.bus.occupied_channels(query).await;
+    let mut occupied: Vec<(String, ChannelName, u64)> = listing
+        .channels
         .into_iter()
-        .filter_map(|(channel, _)| Some((pusher_name(&channel)?, channel)))
-        .filter(|(name, _)| name.starts_with(prefix))
+        .filter_map(|(channel, n)| Some((pusher_name(&channel)?, channel, n)))
+        .filter(|(name, _, _)| name.starts_with(prefix))
         .collect();
     occupied.sort_by(|a, b| a.0.cmp(&b.0));
     let mut channels = Map::new();
-    for (name, channel) in occupied {
-        let fields = counts(http, &channel, info).await;
+    for (name, channel, subscriptions) in occupied {
+        let mut fields = Map::new();
+        if info.user_count {
+            fields.insert("user_count".into(), json!(user_count(http, &channel).await));
+        }
+        if info.subscription_count {
+            fields.insert("subscription_count".into(), json!(subscriptions));
+        }
         channels.insert(name, Value::Object(fields));
     }
     Ok(json!({ "channels": channels }))
+}
+
+/// The most channels `GET /apps/{app_id}/channels` lists.
+pub const MAX_LISTED_CHANNELS: usize = 10_000;
+
+/// How the names within an app of the Herald channels whose Pusher name starts with `prefix`
+/// begin (none for an empty prefix: every channel). A Pusher name is its channel's topic
+/// ([`crate::channel_map`]): the channel is the topic itself, or `=` and the topic escaped byte
+/// by byte, so each topic prefix gives both beginnings; a user's channel
+/// (`#server-to-user-ID`) is the topic `server-to-user:ID`. The list may hold channels whose
+/// Pusher name does not start with `prefix` (the caller checks), never miss one that does.
+pub(crate) fn herald_prefixes(prefix: &str) -> Vec<String> {
+    if prefix.is_empty() {
+        return Vec::new();
+    }
+    let mut topics = vec![prefix.to_owned()];
+    let users = crate::users::SERVER_TO_USER_PREFIX;
+    if let Some(id) = prefix.strip_prefix(users) {
+        topics.push(format!("{}{id}", crate::users::USER_CHANNEL_PREFIX));
+    } else if users.starts_with(prefix) {
+        topics.push(crate::users::USER_CHANNEL_PREFIX.to_owned());
+    }
+    let mut prefixes = Vec::with_capacity(topics.len() * 2);
+    for topic in topics {
+        if !topic.starts_with(herald_core::name::topic::ENCODED_PREFIX) {
+            prefixes.push(topic.clone());
+        }
+        prefixes.push(encode_levels(&topic));
+    }
+    prefixes
 }
 
 /// `GET /apps/{app_id}/channels/{channel_name}`.
@@ -251,6 +297,33 @@ fn answer(result: Result<Value, Answer>) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_prefix_narrows_the_listing_to_every_channel_its_names_can_be() {
+        assert!(herald_prefixes("").is_empty());
+        let listed = |prefix: &str, name: &str| {
+            let channel = crate::channel_map::herald_channel(name).unwrap();
+            let prefixes = herald_prefixes(prefix);
+            prefixes
+                .iter()
+                .any(|p| channel.as_str().starts_with(p.as_str()))
+        };
+        for (prefix, name) in [
+            ("presence-", "presence-room"),
+            ("presence-", "presence-a,b"),
+            ("a,", "a,b"),
+            ("=", "=x"),
+            ("x.", "x.y"),
+            (".", "."),
+            ("#", "#server-to-user-ann"),
+            ("#server-to-user-a", "#server-to-user-ann"),
+            ("#server-to-user-a", "#server-to-user-a;b"),
+        ] {
+            assert!(listed(prefix, name), "{prefix:?} lists {name:?}");
+        }
+        assert!(!listed("presence-", "private-x"));
+        assert!(!listed("#server-to-user-b", "#server-to-user-ann"));
+    }
 
     #[test]
     fn info_takes_pushers_attributes() {

@@ -71,6 +71,8 @@ pub struct PusherHttp {
     /// The cluster's subscriber counts (a networked bus's), for `subscription_count`; `None`
     /// on one node (this node's counts are the server's).
     pub subscribers: Option<Arc<dyn herald_core::bus::Presence>>,
+    /// The node's bus, for the cluster's occupied channels (`GET /apps/{app_id}/channels`).
+    pub bus: Arc<dyn herald_core::bus::Bus>,
     /// The API's limits.
     pub settings: HttpLimits,
 }

@@ -116,6 +116,14 @@ impl Bus for TestBus {
             cache.applied(&event);
         }
     }
+
+    /// None: these tests subscribe nothing.
+    fn occupied_channels(
+        &self,
+        _: herald_core::bus::ChannelQuery,
+    ) -> futures_util::future::BoxFuture<'_, herald_core::bus::OccupiedChannels> {
+        Box::pin(std::future::ready(Default::default()))
+    }
 }
 
 fn service() -> (PusherCredentials, Arc<MemoryStore>, Arc<TestBus>) {

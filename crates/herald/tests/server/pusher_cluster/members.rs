@@ -229,3 +229,83 @@ async fn cache_channels_on_one_node_answer_what_the_other_was_sent() {
     first.exit().await;
     nodes.shutdown().await;
 }
+
+/// Asks `GET /apps/{id}/channels` with `params` through `s` until it answers `wanted` (within
+/// the module's deadline): the other node's figures reach `s` within a presence period.
+async fn listed_on(nodes: &Nodes, s: &Server, params: Value, wanted: Value) {
+    eventually(&format!("channels {params} listing {wanted}"), || async {
+        let (status, body) = nodes.get(s, "/channels", params.clone()).await;
+        if status == 200 && body == wanted {
+            Ok(body)
+        } else {
+            Err(body)
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn either_node_lists_the_channels_occupied_only_on_the_other() {
+    let nodes = Nodes::start().await;
+    let (a, b, creds) = (&nodes.a, &nodes.b, &nodes.creds);
+    let lounge = "presence-lounge";
+
+    // Every subscriber is on node B: Ann and Bob in the lounge, a public channel besides.
+    let mut ann = PusherJs::start_with(b, creds, &[lounge], user("ann", "Ann")).await;
+    let mut bob = PusherJs::start_with(b, creds, &[lounge], user("bob", "Bob")).await;
+    for js in [&mut ann, &mut bob] {
+        let e = js.next_event().await;
+        assert_eq!(e["event"], "pusher:subscription_succeeded", "{e}");
+    }
+    let mut news = PusherJs::start(b, creds, &["news-b"], false).await;
+    news.subscribed(&["news-b"]).await;
+
+    // Node A, which holds none of them, lists them all, by prefix and with their counts.
+    listed_on(
+        &nodes,
+        a,
+        json!({}),
+        json!({ "channels": { "news-b": {}, lounge: {} } }),
+    )
+    .await;
+    listed_on(
+        &nodes,
+        a,
+        json!({ "info": "subscription_count" }),
+        json!({ "channels": {
+            "news-b": { "subscription_count": 1 },
+            lounge: { "subscription_count": 2 },
+        }}),
+    )
+    .await;
+    listed_on(
+        &nodes,
+        a,
+        json!({ "filter_by_prefix": "presence-", "info": "user_count,subscription_count" }),
+        json!({ "channels": { lounge: { "user_count": 2, "subscription_count": 2 } } }),
+    )
+    .await;
+    listed_on(
+        &nodes,
+        a,
+        json!({ "filter_by_prefix": "news" }),
+        json!({ "channels": { "news-b": {} } }),
+    )
+    .await;
+
+    // Vacated everywhere: neither node lists them once B's figures reach A.
+    ann.exit().await;
+    bob.exit().await;
+    news.exit().await;
+    for s in [a, b] {
+        listed_on(&nodes, s, json!({}), json!({ "channels": {} })).await;
+        listed_on(
+            &nodes,
+            s,
+            json!({ "filter_by_prefix": "presence-" }),
+            json!({ "channels": {} }),
+        )
+        .await;
+    }
+    nodes.shutdown().await;
+}

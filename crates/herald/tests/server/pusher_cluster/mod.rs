@@ -4,7 +4,8 @@
 //!
 //! [`members`]: presence members on both nodes see each other (one member per user id however
 //! many nodes hold its connections, `member_added`/`member_removed` across nodes), the HTTP
-//! API's users and counts answer the cluster's from either node, client events reach the
+//! API's users, counts and channel list answer the cluster's from either node (a channel
+//! occupied only on the other node listed, until vacated everywhere), client events reach the
 //! other node's members and not their sender, and cache channels answer a subscriber on one
 //! node with what was triggered through the other (or `pusher:cache_miss`).
 //! [`webhooks`]: Pusher-format webhooks are told once for the cluster (`channel_occupied` when
