@@ -3,7 +3,10 @@
 //! over on the other node (a raw client, herald-mqtt's codec: the old connection told 0x8E,
 //! the subscription and the unacknowledged QoS 1 message found by the new one), and Paho's
 //! wills waiting for their delay on one node, dropped or published by a CONNECT on the other,
-//! or published when nobody comes back.
+//! or published when nobody comes back. A Paho wildcard subscriber on one node hears what is
+//! published through the other (HTTP and `mosquitto_pub`) to channels its node does not
+//! follow, each message once though its connection also holds a matching channel's exact
+//! subscription, and once it is gone the cluster's feed flag in Redis is empty.
 //!
 //! As in `mqtt_will.rs`, no test waits for something not to happen: a will that should have
 //! been dropped would be published by the Clean Start that follows on its own node, before
@@ -16,8 +19,8 @@ use herald_testkit::{Postgres, Redis};
 use serde_json::{json, Value};
 
 use crate::mqtt_persistence::{subscribe, Raw};
-use crate::support::mqtt::paho;
-use crate::support::{Server, Ws};
+use crate::support::mqtt::{mosquitto_pub, paho, PahoRun};
+use crate::support::{Server, Ws, API_KEY};
 
 /// The credentials key every node is started with (64 hex digits).
 const CREDENTIALS_KEY: &str = "8899aabbccddeeff00112233445566778899aabbccddeeff0011223344556677";
@@ -203,6 +206,110 @@ async fn a_waiting_will_is_dropped_or_published_by_a_connect_on_another_node() {
         // A will waiting a second on node one, and nobody comes back: published.
         run_ok(one, client(&token, "f", delayed("\"delayed\"", 1))).await;
         assert_eq!(next_message(&mut ws).await, (2, json!("delayed")));
+    })
+    .await
+    .expect("the test finishes within two minutes");
+}
+
+/// Members of the cluster's flag saying which nodes hold which apps' feeds on (bus-redis's
+/// `feeds.rs`), as `NODE:APP`.
+fn feed_holders(redis: &Redis) -> String {
+    redis
+        .cli(&["ZRANGE", "herald:feeds", "0", "-1"])
+        .expect("redis-cli answers")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wildcard_subscriber_on_one_node_gets_every_nodes_messages_once() {
+    tokio::time::timeout(Duration::from_secs(120), async {
+        let cluster = Cluster::start().await;
+        let (one, two) = (&cluster.one, &cluster.two);
+        let token = two.token(&["**"], &["**"]);
+        assert_eq!(feed_holders(&cluster._redis).trim(), "", "no feed yet");
+        // On node two, one Paho connection subscribed to a channel exactly and to `sensors/#`
+        // (which matches it): nobody on node two follows any other channel.
+        let mut run = PahoRun::start(
+            two.mqtt_addr(),
+            json!({
+                "version": "5", "username": "default", "password": token,
+                "subscribe": [
+                    { "topic": "sensors/kitchen", "qos": 1 },
+                    { "topic": "sensors/#", "qos": 1 }
+                ],
+                "expect": 4, "timeout": 30
+            }),
+        );
+        run.until("subscribed").await;
+        assert!(
+            feed_holders(&cluster._redis).contains(":default"),
+            "node two holds the default app's feed on"
+        );
+        // Published through node one, over HTTP and MQTT, at once.
+        one.publish("sensors/kitchen", json!(1)).await;
+        one.publish("sensors/hall", json!(2)).await;
+        mosquitto_pub(
+            one.mqtt_addr(),
+            &[
+                "-u",
+                "default",
+                "-P",
+                API_KEY,
+                "-q",
+                "1",
+                "-t",
+                "sensors/living room",
+                "-m",
+                "3",
+            ],
+        )
+        .await
+        .ok();
+        one.publish("elsewhere", json!(0)).await;
+        one.publish("sensors/zz", json!(4)).await;
+        let (code, events) = run.finish().await;
+        assert_eq!(code, Some(0), "{events:?}");
+        let mut messages: Vec<(String, String)> = events
+            .iter()
+            .filter(|e| e["event"] == "message")
+            .map(|e| {
+                (
+                    e["topic"].as_str().unwrap().to_owned(),
+                    e["payload"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        // The last one published comes last; the others' order across channels is free.
+        assert_eq!(
+            messages.last(),
+            Some(&("sensors/zz".to_owned(), "4".to_owned())),
+            "{messages:?}"
+        );
+        messages.sort();
+        assert_eq!(
+            messages,
+            [
+                ("sensors/hall".to_owned(), "2".to_owned()),
+                ("sensors/kitchen".into(), "1".into()),
+                ("sensors/living room".into(), "3".into()),
+                ("sensors/zz".into(), "4".into()),
+            ],
+            "each once, the exactly subscribed channel too"
+        );
+        // The subscriber gone, node two's hold leaves the flag, and no node follows the feed.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while !feed_holders(&cluster._redis).trim().is_empty() {
+            assert!(tokio::time::Instant::now() < deadline, "the flag stays on");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let followers = cluster
+            ._redis
+            .cli(&["PUBSUB", "SHARDNUMSUB", "herald:{feed:default}"])
+            .expect("redis-cli answers");
+        assert_eq!(
+            followers.lines().nth(1).map(str::trim),
+            Some("0"),
+            "{followers}"
+        );
     })
     .await
     .expect("the test finishes within two minutes");
