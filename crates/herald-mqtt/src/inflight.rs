@@ -226,6 +226,14 @@ impl Outbound {
         Some(waiting)
     }
 
+    /// Frees the room its lists keep beyond their length (a parked connection's, which keeps
+    /// them as long as it is idle).
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.awaiting.shrink_to_fit();
+        self.reserved.shrink_to_fit();
+        self.waiting.shrink_to_fit();
+    }
+
     /// Whether messages wait.
     pub(crate) fn has_waiting(&self) -> bool {
         !self.waiting.is_empty()

@@ -1,11 +1,18 @@
 //! An idle MQTT connection parking and coming back (`herald_edge::parking`, as idle
 //! WebSockets do after `park_idle_after`): its parked record ([`ParkedMqtt`]: the connection's
-//! state and its socket, no task) stored in the slot the driver reserved, how it answers the
-//! client's PINGREQ while parked, and how the record resumes serving.
+//! state in its parked form and its socket, no task) stored in the slot the driver reserved,
+//! how it answers the client's PINGREQ while parked, and how the record resumes serving.
 //!
-//! Parked, a connection keeps everything it had in its task (its session, subscriptions,
-//! QoS 1 and 2 packets in flight, will and claim), so its revival carries on where it left
-//! off. It is revived into a task when its socket has anything but whole PINGREQ packets to
+//! Connections over plain TCP park, and so do connections over WebSocket (`/mqtt`) on a plain
+//! TCP listener ([`Over`]): the WebSocket stream keeps nothing between frames but its socket
+//! and its message bound, so the record keeps those and builds the stream again on revival.
+//! Over TLS (`mqtt_tls`, or `/mqtt` on a TLS listener) a connection stays in its task: rustls's
+//! session holds the connection's keys and record state, which the parking thread cannot peek
+//! through for a PINGREQ (see docs/design/idle-connections.md).
+//!
+//! Parked, a connection keeps what it had in its task (its session, subscriptions, QoS 1 and 2
+//! packets in flight, topic aliases, will and claim: `ParkedWire`), so its revival carries on
+//! where it left off. It is revived into a task when its socket has anything but whole PINGREQ packets to
 //! read (a PUBACK, a SUBSCRIBE, the client's close), when its outbox has something (a message,
 //! a close for a revocation, a slow consumer or shutdown, a takeover of its client identifier),
 //! or at the earlier of its token's expiry and its keep-alive deadline (one and a half times
@@ -21,34 +28,57 @@ use std::os::fd::RawFd;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use herald_edge::conn::Conn;
+use herald_edge::conn::{Conn, WsStream};
 use herald_edge::driver::{Connection, Marks};
 use herald_edge::parking::{raw, Cause, Parked, Ticket};
 use herald_edge::roster::Place;
 
 use crate::session::Sessions;
-use crate::wire::MqttWire;
+use crate::wire::{MqttWire, ParkedWire};
 
 /// PINGREQ, as every MQTT version sends it.
 const PINGREQ: [u8; 2] = [0xC0, 0x00];
 /// PINGRESP, its answer.
 const PINGRESP: [u8; 2] = [0xD0, 0x00];
-/// The most a parked connection's socket is read on the parking thread: a few PINGREQs.
-/// Anything longer revives the connection.
+/// The most a parked connection's socket is read on the parking thread: a few PINGREQs (over
+/// WebSocket, a few binary frames of them). Anything longer revives the connection.
 const PINGS_READ: usize = 64;
 
-/// Parks `connection` in its reserved slot, with its socket, its place on the roster (where it
-/// stays while parked) and the listener's sessions (for its end).
+/// What a parked connection's socket carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Over {
+    /// MQTT itself, on the MQTT listener.
+    Tcp,
+    /// MQTT in WebSocket binary messages (`/mqtt`), with the stream's message bound.
+    WebSocket {
+        /// The largest frame or message the stream accepts.
+        max_message: u32,
+    },
+}
+
+impl Over {
+    /// A WebSocket stream with message bound `max_message`.
+    pub(crate) fn websocket(max_message: usize) -> Over {
+        Over::WebSocket {
+            max_message: u32::try_from(max_message).unwrap_or(u32::MAX),
+        }
+    }
+}
+
+/// Parks `connection` in its reserved slot, with its socket (carrying what `over` says), its
+/// place on the roster (where it stays while parked) and the listener's sessions (for its
+/// end).
 pub(crate) fn park(
     connection: Connection<MqttWire>,
     ticket: Ticket,
     tcp: tokio::net::TcpStream,
+    over: Over,
     place: Place,
     sessions: Arc<Sessions>,
 ) {
     let edge = connection.wire.session.edge().clone();
     let (wire, marks) = connection.into_parts();
-    let expires = wire.parked_expiry();
+    let wire = wire.park();
     edge.parking.park(
         ticket,
         tcp,
@@ -56,7 +86,7 @@ pub(crate) fn park(
             wire,
             marks,
             socket,
-            expires,
+            over,
             place,
             sessions,
         },
@@ -66,11 +96,11 @@ pub(crate) fn park(
 
 /// A parked MQTT connection: all it holds while it waits without a task.
 struct ParkedMqtt {
-    wire: MqttWire,
+    /// The connection's state in its parked form.
+    wire: ParkedWire,
     marks: Marks,
     socket: std::net::TcpStream,
-    /// When it is revived at the latest: its token's expiry or its keep-alive deadline.
-    expires: Option<u64>,
+    over: Over,
     place: Place,
     sessions: Arc<Sessions>,
 }
@@ -80,8 +110,9 @@ impl Parked for ParkedMqtt {
         raw(&self.socket)
     }
 
+    /// Its token's expiry or its keep-alive deadline (asked once, as it parks).
     fn expires(&self) -> Option<u64> {
-        self.expires
+        self.wire.expires()
     }
 
     fn answer(&mut self, cause: Cause<'_>) -> bool {
@@ -102,17 +133,25 @@ impl Parked for ParkedMqtt {
                 wire,
                 marks,
                 socket,
+                over,
                 place,
                 sessions,
-                ..
             } = *self;
+            let wire = wire.revive(&sessions);
             let Ok(tcp) = tokio::net::TcpStream::from_std(socket) else {
                 // Not reached in a runtime with I/O: the connection ends as gone.
                 wire.session.edge().keepalive.leave(place);
                 return Box::pin(crate::serve::ended_without_socket(wire, &sessions)).await;
             };
             let mut connection = Connection::new(wire, marks);
-            let mut stream = Conn::Plain(tcp);
+            let mut stream = match over {
+                Over::Tcp => Conn::Plain(tcp),
+                Over::WebSocket { max_message } => {
+                    let max_message = usize::try_from(max_message).unwrap_or(usize::MAX);
+                    let ws = WsStream::new(Conn::Plain(tcp), &[], max_message);
+                    Conn::WebSocket(Box::new(ws))
+                }
+            };
             let edge = connection.wire.session.edge().clone();
             let served = connection.serve(&mut stream, &edge.parking).await;
             Box::pin(crate::serve::after(
@@ -130,11 +169,20 @@ impl ParkedMqtt {
     /// connection as gone).
     fn answer_pings(&mut self) -> bool {
         let mut buf = [0; PINGS_READ];
-        let pings = match self.socket.peek(&mut buf) {
-            Ok(n) if n < PINGS_READ && only_pingreqs(&buf[..n]) => n,
+        let peeked = match self.socket.peek(&mut buf) {
+            Ok(n) if n < PINGS_READ => &buf[..n],
             _ => return false,
         };
-        let answers = PINGRESP.repeat(pings / PINGREQ.len());
+        let (pings, answers) = match self.over {
+            Over::Tcp if only_pingreqs(peeked) => {
+                (peeked.len(), PINGRESP.repeat(peeked.len() / PINGREQ.len()))
+            }
+            Over::WebSocket { .. } => match pingreqs_in_frames(peeked) {
+                Some(count) => (peeked.len(), pingresps_in_a_frame(count)),
+                None => return false,
+            },
+            Over::Tcp => return false,
+        };
         match (&self.socket).write(&answers) {
             Ok(n) if n == answers.len() => {}
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
@@ -165,9 +213,90 @@ fn only_pingreqs(data: &[u8]) -> bool {
         && data.chunks(PINGREQ.len()).all(|p| p == PINGREQ)
 }
 
+/// How many PINGREQs `data` holds if it is one or more whole binary frames from a WebSocket
+/// client (final, masked, at most 125 bytes of payload) whose payloads are whole PINGREQs and
+/// nothing else.
+fn pingreqs_in_frames(mut data: &[u8]) -> Option<usize> {
+    let mut count = 0;
+    while let [first, second, ..] = *data {
+        let len = usize::from(second & 0x7f);
+        // FIN and the binary opcode; the mask bit; a short length.
+        if first != 0x82 || second & 0x80 == 0 || len > 125 {
+            return None;
+        }
+        let key = data.get(2..6)?;
+        let payload = data.get(6..6 + len)?;
+        let unmasked: Vec<u8> = (payload.iter().enumerate())
+            .map(|(i, b)| b ^ key[i % 4])
+            .collect();
+        if !only_pingreqs(&unmasked) {
+            return None;
+        }
+        count += len / PINGREQ.len();
+        data = &data[6 + len..];
+    }
+    (count > 0 && data.is_empty()).then_some(count)
+}
+
+/// `count` PINGRESPs in one binary frame from the server (unmasked), as the WebSocket stream
+/// would write them (`count` at most 62: the frame's length fits its first byte).
+fn pingresps_in_a_frame(count: usize) -> Vec<u8> {
+    let payload = PINGRESP.repeat(count);
+    let mut frame = vec![0x82, payload.len() as u8];
+    frame.extend_from_slice(&payload);
+    frame
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A client's binary frame of `payload`, masked with `key`.
+    fn client_frame(payload: &[u8], key: [u8; 4]) -> Vec<u8> {
+        let mut frame = vec![0x82, 0x80 | payload.len() as u8];
+        frame.extend_from_slice(&key);
+        frame.extend(payload.iter().enumerate().map(|(i, b)| b ^ key[i % 4]));
+        frame
+    }
+
+    #[test]
+    fn only_whole_binary_frames_of_whole_pingreqs_are_answered_over_websocket() {
+        let one = client_frame(&PINGREQ, [1, 2, 3, 4]);
+        let two = client_frame(&[PINGREQ, PINGREQ].concat(), [9, 8, 7, 6]);
+        assert_eq!(pingreqs_in_frames(&one), Some(1));
+        assert_eq!(pingreqs_in_frames(&[&one[..], &two].concat()), Some(3));
+        assert_eq!(
+            pingreqs_in_frames(&[]),
+            None,
+            "nothing read (the client closed)"
+        );
+        assert_eq!(pingreqs_in_frames(&one[..7]), None, "a frame in part");
+        let half = client_frame(&PINGREQ[..1], [1, 2, 3, 4]);
+        assert_eq!(pingreqs_in_frames(&half), None, "a PINGREQ in part");
+        let puback = client_frame(&[0x40, 0x02, 0x00, 0x01], [1, 2, 3, 4]);
+        assert_eq!(pingreqs_in_frames(&[&one[..], &puback].concat()), None);
+        let mut unmasked = vec![0x82, 0x02];
+        unmasked.extend_from_slice(&PINGREQ);
+        assert_eq!(pingreqs_in_frames(&unmasked), None, "unmasked");
+        let mut ping = client_frame(&[], [1, 2, 3, 4]);
+        ping[0] = 0x89;
+        assert_eq!(pingreqs_in_frames(&ping), None, "a WebSocket ping");
+        let mut text = one.clone();
+        text[0] = 0x81;
+        assert_eq!(pingreqs_in_frames(&text), None, "a text frame");
+        let mut first_fragment = one.clone();
+        first_fragment[0] = 0x02;
+        assert_eq!(pingreqs_in_frames(&first_fragment), None, "not final");
+    }
+
+    #[test]
+    fn pingresps_go_in_one_binary_frame() {
+        assert_eq!(pingresps_in_a_frame(1), [0x82, 0x02, 0xD0, 0x00]);
+        assert_eq!(
+            pingresps_in_a_frame(2),
+            [0x82, 0x04, 0xD0, 0x00, 0xD0, 0x00]
+        );
+    }
 
     #[test]
     fn only_whole_pingreqs_are_answered_while_parked() {
@@ -183,11 +312,11 @@ mod tests {
     }
 
     #[test]
-    fn a_parked_connection_fits_jemallocs_1024_byte_class() {
-        // The connection's whole state with the socket and roster place: no task, timer or
-        // driver loop. 1,024 bytes is a jemalloc size class, the next one 1,280.
+    fn a_parked_connection_fits_jemallocs_768_byte_class() {
+        // The connection's state in its parked form with the socket and roster place: no
+        // task, timer or driver loop. 768 bytes is a jemalloc size class, the next one 896.
         assert!(
-            size_of::<ParkedMqtt>() <= 1024,
+            size_of::<ParkedMqtt>() <= 768,
             "{} bytes",
             size_of::<ParkedMqtt>()
         );

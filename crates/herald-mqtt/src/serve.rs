@@ -14,8 +14,8 @@
 //! one resumed, Session Present 1, its subscriptions made again from their positions before
 //! the CONNACK goes, so nothing precedes it), its CONNACK, a place on the keep-alive roster
 //! (which brings shutdown) and then runs on edge's driver as the MQTT `Wire` (`wire.rs`) until
-//! it ends, parking while idle (`crate::park`); its session's end is stored before the client
-//! identifier is let go.
+//! it ends, parking while idle over plain TCP or WebSocket over plain TCP (`crate::park`); its
+//! session's end is stored before the client identifier is let go.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -33,6 +33,7 @@ use herald_edge::Edge;
 
 use crate::cluster::TAKEOVER_WAIT;
 use crate::packet::{self, ConnAck, Packet, ProtocolVersion, ReasonCode};
+use crate::park::Over;
 use crate::session::Sessions;
 use crate::settings::MqttSettings;
 use crate::takeover::Claim;
@@ -76,10 +77,21 @@ pub(crate) async fn after(
     let edge = connection.wire.session.edge().clone();
     let (ended, stream) = match (served, stream) {
         (Served::Parks(ticket), Conn::Plain(tcp)) => {
-            return crate::park::park(connection, ticket, tcp, place, sessions);
+            return crate::park::park(connection, ticket, tcp, Over::Tcp, place, sessions);
         }
+        (Served::Parks(ticket), Conn::WebSocket(ws)) => match (*ws).into_parked() {
+            Ok((tcp, max_message)) => {
+                let over = Over::websocket(max_message);
+                return crate::park::park(connection, ticket, tcp, over, place, sessions);
+            }
+            // Not reached: only a stream that may park reserves a slot.
+            Err(ws) => {
+                edge.parking.cancel(ticket);
+                (Ended::Gone, Conn::WebSocket(Box::new(ws)))
+            }
+        },
         (Served::Ends(ended), stream) => (ended, stream),
-        // Not reached: only a plain TCP connection reserves a slot.
+        // Not reached: a TLS connection does not reserve a slot.
         (Served::Parks(ticket), stream) => {
             edge.parking.cancel(ticket);
             (Ended::Gone, stream)

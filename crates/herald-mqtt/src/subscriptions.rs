@@ -84,6 +84,13 @@ pub(crate) struct Subscriptions {
 }
 
 impl Subscriptions {
+    /// Frees the room its lists keep beyond their length (a parked connection's, which keeps
+    /// them as long as it is idle).
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.exact.shrink_to_fit();
+        self.filters.shrink_to_fit();
+    }
+
     fn find(&self, channel: &ChannelName) -> Result<usize, usize> {
         self.exact.binary_search_by(|(c, _)| c.cmp(channel))
     }

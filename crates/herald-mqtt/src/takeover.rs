@@ -118,6 +118,11 @@ impl Claim {
         (claim, released)
     }
 
+    /// The client identifier held (a parked connection keeps it only here).
+    pub(crate) fn client_id(&self) -> &str {
+        &self.key.1
+    }
+
     /// Whether another connection took the client identifier over.
     pub(crate) fn is_taken(&self) -> bool {
         self.taken.load(Ordering::Acquire)

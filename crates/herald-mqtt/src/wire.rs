@@ -18,6 +18,8 @@
 //! **Answers** that cannot be encoded ([`MqttWire::send`]) close the connection (v5: DISCONNECT
 //! 0x80) rather than leave the client waiting for them.
 
+mod parked;
+
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::future::Future;
@@ -41,6 +43,8 @@ use crate::session::PersistentSession;
 use crate::settings::MqttSettings;
 use crate::subscriptions::Subscriptions;
 use crate::takeover::Claim;
+
+pub(crate) use parked::ParkedWire;
 
 /// Most bytes read in one go before other work gets a turn.
 const READ_BUDGET: usize = 64 * 1024;
@@ -198,34 +202,16 @@ impl MqttWire {
     /// The keep-alive deadline after a packet heard at `last_heard_ms`, in whole seconds, never
     /// before `now` (so a fired timer is never re-armed for the same second).
     fn next_deadline(&self, now: u64) -> Option<u64> {
-        if self.keep_alive_ms == 0 {
-            return None;
-        }
-        let due = self.last_heard_ms + self.keep_alive_ms;
-        Some(due.div_ceil(1000).max(now / 1000 + 1))
+        keep_alive_deadline(self.last_heard_ms, self.keep_alive_ms, now)
     }
 
-    /// Whether a parked connection may stay parked: no message waits for its packet id to be
-    /// stored or for room in the window, no takeover wants it gone, no answer failed.
+    /// Whether the connection may park (its parked form asks the same,
+    /// [`ParkedWire::may_stay_parked`]): no message waits for its packet id to be stored or for
+    /// room in the window, no takeover wants it gone, no answer failed.
     pub(crate) fn may_stay_parked(&self) -> bool {
         !self.outbound.has_waiting()
             && !self.claim.is_taken()
             && !self.unsendable.load(Ordering::Relaxed)
-    }
-
-    /// A packet was heard now (a PINGREQ answered while parked, `crate::park`).
-    pub(crate) fn heard_now(&mut self) {
-        self.last_heard_ms = now_ms();
-    }
-
-    /// When a parked connection is revived at the latest (Unix seconds): its token's expiry
-    /// or its keep-alive deadline, whichever comes first.
-    pub(crate) fn parked_expiry(&self) -> Option<u64> {
-        let keep_alive = self.next_deadline(now_ms());
-        match (self.session.expires(), keep_alive) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
     }
 
     /// Decodes every whole packet in the read buffer.
@@ -307,8 +293,10 @@ impl Wire for MqttWire {
     /// Parked (`crate::park`), nothing would send a message waiting for its packet id to be
     /// stored (the store's answer wakes the connection with a ping request, which a parked
     /// connection takes as the roster's).
+    /// The parked form keeps no command budget either (a revived connection gets a fresh
+    /// one), so a connection parks only once what it spent came back.
     fn may_park(&self) -> bool {
-        self.may_stay_parked()
+        self.may_stay_parked() && self.session.may_park()
     }
 
     fn has_input(&self) -> bool {
@@ -581,6 +569,17 @@ fn strip_problem_information(packet: &mut Packet) {
     };
     *reason = None;
     users.clear();
+}
+
+/// The keep-alive deadline (whole Unix seconds, never before `now`'s next second, so a fired
+/// timer is never re-armed for the same second) of a connection last heard at
+/// `last_heard_ms` with one and a half times its keep-alive `keep_alive_ms` (0: none).
+fn keep_alive_deadline(last_heard_ms: u64, keep_alive_ms: u64, now: u64) -> Option<u64> {
+    if keep_alive_ms == 0 {
+        return None;
+    }
+    let due = last_heard_ms + keep_alive_ms;
+    Some(due.div_ceil(1000).max(now / 1000 + 1))
 }
 
 /// The time in Unix milliseconds.

@@ -70,6 +70,17 @@ impl Conn {
         }
     }
 
+    /// Whether the connection may park (`crate::parking`) as it is: plain TCP, or a
+    /// WebSocket byte stream over plain TCP that holds nothing but its socket
+    /// ([`WsStream::may_park`]). rustls's session is not parked.
+    pub fn may_park(&self) -> bool {
+        match self {
+            Conn::Plain(_) => true,
+            Conn::Tls(_) => false,
+            Conn::WebSocket(ws) => ws.may_park(),
+        }
+    }
+
     /// Ready when a [`Conn::try_read`] would return something (bytes, the end, or an error)
     /// rather than `WouldBlock`, as far as the socket can tell; leaves `cx`'s waker with it.
     pub fn poll_read_ready(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -82,6 +82,32 @@ impl WsStream {
         stream
     }
 
+    /// Whether the stream holds nothing but its socket and its message bound, so it may park
+    /// ([`WsStream::into_parked`]): over plain TCP, no frame or message part-read, no payload
+    /// received and not read, nothing unsent, not closed either way.
+    pub fn may_park(&self) -> bool {
+        matches!(self.inner, Conn::Plain(_))
+            && self.reader.0.is_idle()
+            && self.received.is_empty()
+            && self.unsent.is_empty()
+            && self.stopped.is_none()
+            && !self.close_sent
+    }
+
+    /// The socket and message bound of a stream that [`WsStream::may_park`], for a parked
+    /// connection to keep: [`WsStream::new`] over the socket with that bound (and nothing read
+    /// ahead) is the same stream again. A stream that may not park is given back.
+    pub fn into_parked(self) -> Result<(tokio::net::TcpStream, usize), WsStream> {
+        if !self.may_park() {
+            return Err(self);
+        }
+        let max_message = self.reader.0.max_message();
+        match self.inner {
+            Conn::Plain(tcp) => Ok((tcp, max_message)),
+            inner => Err(WsStream { inner, ..self }),
+        }
+    }
+
     /// The upgraded connection underneath.
     pub fn inner(&self) -> &Conn {
         &self.inner

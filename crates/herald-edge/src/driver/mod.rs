@@ -20,8 +20,9 @@
 //!   slow-consumer close meanwhile cuts what is unwritten after the frame in progress
 //!   ([`Wire::cut_end`]) and the connection ends with [`Ended::Cut`];
 //! - **expiry**: [`Wire::expired`] says whether that ends the connection or queues its goodbye;
-//! - **idle**: after `park_idle_after` with nothing to do (and only for a plain TCP socket, while
-//!   [`Wire::is_between_frames`] and [`Wire::may_park`]), the connection reserves a slot in the
+//! - **idle**: after `park_idle_after` with nothing to do (and only for a plain TCP socket, or a
+//!   WebSocket byte stream over one, while [`Conn::may_park`], [`Wire::is_between_frames`] and
+//!   [`Wire::may_park`]), the connection reserves a slot in the
 //!   [`Parking`] and [`Connection::serve`] returns [`Served::Parks`]: the caller then stores its
 //!   parked record there ([`crate::parking::Parked`], [`Parking::park`]) and the task ends. The
 //!   record's `resume` serves the connection again with [`Connection::serve`].
@@ -263,13 +264,15 @@ impl<W: Wire> Connection<W> {
 
     /// Serves the connection (fresh, or revived from parking) until it ends, or until it has
     /// had nothing to do for `park_idle_after` and reserves a slot in `parking` (only a plain
-    /// TCP connection does: rustls's session and a WebSocket stream are not parked). The
+    /// TCP connection, or a WebSocket byte stream over one between frames, does: rustls's
+    /// session is not parked, [`Conn::may_park`]). The
     /// socket is the caller's, borrowed: passed by value into this future it would be stored
     /// twice in the connection's task.
     pub async fn serve(&mut self, conn: &mut Conn, parking: &Parking) -> Served<W::End> {
-        let mut idle = match conn {
-            Conn::Plain(_) => IdleTimer::new(parking.delay()),
-            Conn::Tls(_) | Conn::WebSocket(_) => None,
+        let mut idle = if conn.is_tls() {
+            None
+        } else {
+            IdleTimer::new(parking.delay())
         };
         loop {
             if self.wire.has_input() {
@@ -391,8 +394,9 @@ impl<W: Wire> Connection<W> {
                 return Poll::Ready(Wake::Expired);
             }
         }
-        // A frame read in part keeps the connection in its task until the rest arrives.
-        if let Some(idle) = idle.filter(|_| self.wire.is_between_frames()) {
+        // A frame read in part keeps the connection in its task until the rest arrives (as
+        // does a WebSocket frame around it, `Conn::may_park`).
+        if let Some(idle) = idle.filter(|_| self.wire.is_between_frames() && conn.may_park()) {
             if idle.poll_idle(cx).is_ready() {
                 return Poll::Ready(Wake::Idle);
             }

@@ -109,6 +109,11 @@ impl FrameReader {
         self.partial.is_empty() && self.fragmented.is_none()
     }
 
+    /// The most bytes a frame or message may have ([`FrameReader::new`]'s bound).
+    pub fn max_message(&self) -> usize {
+        self.max_message
+    }
+
     /// A reader that refuses frames and messages larger than `max_message` bytes.
     pub fn new(max_message: usize) -> Self {
         FrameReader {

@@ -22,7 +22,7 @@ async fn server() -> Server {
 }
 
 /// A value of `/metrics` (0 if absent).
-async fn metric(s: &Server, name: &str) -> u64 {
+pub(crate) async fn metric(s: &Server, name: &str) -> u64 {
     let text = s.metrics().await;
     text.lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
@@ -30,7 +30,7 @@ async fn metric(s: &Server, name: &str) -> u64 {
 }
 
 /// Waits (at most 20 s) until exactly `n` connections are parked.
-async fn wait_parked(s: &Server, n: u64) {
+pub(crate) async fn wait_parked(s: &Server, n: u64) {
     let wait = async {
         while metric(s, "herald_connections_parked").await != n {
             tokio::time::sleep(Duration::from_millis(20)).await;

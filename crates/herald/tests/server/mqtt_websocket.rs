@@ -4,8 +4,9 @@
 //! channel's history; a raw WebSocket client (tokio-tungstenite, herald-mqtt's codec) sends
 //! packets split across binary messages and several in one message, sees the subprotocol
 //! answered, a text message closed with 1003, both size bounds, and the app's connection limit
-//! shared with the TCP listener; an upgrade without an MQTT subprotocol is refused with a JSON
-//! error, and `/mqtt` is not served unless switched on.
+//! shared with the TCP listener; an idle connection parks, answers PINGREQ parked and wakes with
+//! its session intact; an upgrade without an MQTT subprotocol is refused with a JSON error, and
+//! `/mqtt` is not served unless switched on.
 
 use std::num::NonZeroU16;
 use std::time::Duration;
@@ -23,6 +24,8 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
+use crate::mqtt_parking::{metric, wait_parked};
+use crate::mqtt_persistence::subscribe;
 use crate::mqtt_session::{history, Raw};
 use crate::support::mqtt::{mqttjs_command, run, PahoRun};
 use crate::support::{Server, Ws};
@@ -189,6 +192,12 @@ impl WsMqtt {
         out.to_vec()
     }
 
+    /// Sends `packet` as one binary message.
+    async fn send(&mut self, packet: &Packet) {
+        let bytes = self.encode(packet);
+        self.send_pieces(&[&bytes]).await;
+    }
+
     /// Sends `bytes` as one binary message per piece.
     /// Sends each piece as one binary message. Stops at the first that cannot be sent: the
     /// server may close as soon as a piece tells it enough (a packet's length over the bound),
@@ -325,6 +334,96 @@ async fn packets_split_across_messages_and_several_in_one_message_are_one_stream
     client.ws.send(Message::text("{}")).await.unwrap();
     assert!(client.next().await.is_none(), "closed");
     assert_eq!(client.closed, Some(CloseCode::Unsupported));
+}
+
+#[tokio::test]
+async fn an_idle_connection_over_websocket_parks_answers_pingreq_parked_and_wakes_intact() {
+    let server = Server::builder()
+        .env("HERALD_MQTT_WEBSOCKET", "true")
+        .env("HERALD_PARK_IDLE_AFTER", "100ms")
+        .start()
+        .await;
+    let token = server.token(&["t/*"], &["t/*"]);
+    let mut client = WsMqtt::new(&server, ProtocolVersion::V5).await;
+    client
+        .send(&connect_packet(ProtocolVersion::V5, &token, "parked-ws"))
+        .await;
+    assert_eq!(
+        connack(client.next().await).reason_code,
+        ReasonCode::Success
+    );
+    client
+        .send(&subscribe(&[("t/one", QoS::AtLeastOnce)]))
+        .await;
+    match client.next().await {
+        Some(Packet::SubAck(ack)) => assert_eq!(ack.reason_codes, [ReasonCode::GrantedQoS1]),
+        other => panic!("expected SUBACK, got {other:?}"),
+    }
+    // An inbound topic alias set before parking.
+    let mut aliased = publish_packet("t/in", 7, b"1");
+    if let Packet::Publish(p) = &mut aliased {
+        p.properties.topic_alias = NonZeroU16::new(1);
+    }
+    client.send(&aliased).await;
+    assert!(matches!(client.next().await, Some(Packet::PubAck(a)) if a.packet_id.get() == 7));
+    wait_parked(&server, 1).await;
+    let revived = metric(&server, "herald_connections_revived_total").await;
+    // PINGREQ in a binary frame, answered on the parking thread.
+    for _ in 0..2 {
+        client.send(&Packet::PingReq).await;
+        assert!(matches!(client.next().await, Some(Packet::PingResp)));
+    }
+    assert_eq!(
+        metric(&server, "herald_connections_revived_total").await,
+        revived,
+        "a PINGREQ revived the connection"
+    );
+    assert_eq!(metric(&server, "herald_connections_parked").await, 1);
+    // A message wakes it at once, its subscription intact.
+    server.publish("t/one", json!(1)).await;
+    let one = match client.next().await {
+        Some(Packet::Publish(p)) => p,
+        other => panic!("expected PUBLISH, got {other:?}"),
+    };
+    assert_eq!(
+        (one.topic.as_str(), one.qos, one.dup),
+        ("t/one", QoS::AtLeastOnce, false)
+    );
+    assert_eq!(&one.payload[..], b"1");
+    // It parks again with the QoS 1 message in flight; its PUBACK (which wakes it) settles
+    // it, and the topic alias set before it first parked still names `t/in`.
+    wait_parked(&server, 1).await;
+    client
+        .send(&Packet::PubAck(packet::PubAck::new(one.packet_id.unwrap())))
+        .await;
+    let mut by_alias = publish_packet("", 8, b"2");
+    if let Packet::Publish(p) = &mut by_alias {
+        p.properties.topic_alias = NonZeroU16::new(1);
+    }
+    client.send(&by_alias).await;
+    match client.next().await {
+        Some(Packet::PubAck(ack)) => {
+            assert_eq!(
+                (ack.packet_id.get(), ack.reason_code),
+                (8, ReasonCode::Success)
+            );
+        }
+        other => panic!("expected PUBACK 8, got {other:?}"),
+    }
+    assert_eq!(
+        history(&server, "t/in").await,
+        [(1, json!(1)), (2, json!(2))]
+    );
+    wait_parked(&server, 1).await;
+    server.publish("t/one", json!(2)).await;
+    match client.next().await {
+        Some(Packet::Publish(two)) => {
+            assert_eq!((two.topic.as_str(), two.dup), ("t/one", false));
+            assert_eq!(&two.payload[..], b"2");
+            assert_ne!(two.packet_id, one.packet_id, "the first was settled");
+        }
+        other => panic!("expected PUBLISH, got {other:?}"),
+    }
 }
 
 #[tokio::test]
