@@ -79,7 +79,7 @@ pub(crate) async fn after(
         (Served::Parks(ticket), Conn::Plain(tcp)) => {
             return crate::park::park(connection, ticket, tcp, Over::Tcp, place, sessions);
         }
-        (Served::Parks(ticket), Conn::WebSocket(ws)) => match (*ws).into_parked() {
+        (Served::Parks(ticket), Conn::WebSocket(ws)) => match ws.into_parked() {
             Ok((tcp, max_message)) => {
                 let over = Over::websocket(max_message);
                 return crate::park::park(connection, ticket, tcp, over, place, sessions);
@@ -87,7 +87,7 @@ pub(crate) async fn after(
             // Not reached: only a stream that may park reserves a slot.
             Err(ws) => {
                 edge.parking.cancel(ticket);
-                (Ended::Gone, Conn::WebSocket(Box::new(ws)))
+                (Ended::Gone, Conn::WebSocket(ws))
             }
         },
         (Served::Ends(ended), stream) => (ended, stream),

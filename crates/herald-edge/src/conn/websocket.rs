@@ -97,14 +97,15 @@ impl WsStream {
     /// The socket and message bound of a stream that [`WsStream::may_park`], for a parked
     /// connection to keep: [`WsStream::new`] over the socket with that bound (and nothing read
     /// ahead) is the same stream again. A stream that may not park is given back.
-    pub fn into_parked(self) -> Result<(tokio::net::TcpStream, usize), WsStream> {
+    pub fn into_parked(self: Box<Self>) -> Result<(tokio::net::TcpStream, usize), Box<WsStream>> {
         if !self.may_park() {
             return Err(self);
         }
         let max_message = self.reader.0.max_message();
-        match self.inner {
+        let this = *self;
+        match this.inner {
             Conn::Plain(tcp) => Ok((tcp, max_message)),
-            inner => Err(WsStream { inner, ..self }),
+            inner => Err(Box::new(WsStream { inner, ..this })),
         }
     }
 
