@@ -93,9 +93,13 @@ pub(crate) struct FeedState {
     local: Mutex<HashMap<Box<str>, watch::Sender<bool>>>,
     ops: mpsc::UnboundedSender<Op>,
     ids: AtomicU64,
-    /// Announcements waiting for answers: the nodes not answered yet.
-    waiting: Mutex<HashMap<u64, (HashSet<u64>, Option<oneshot::Sender<()>>)>>,
+    /// Announcements waiting for answers, by request.
+    waiting: Mutex<HashMap<u64, Waiting>>,
 }
+
+/// An announcement waiting for answers: the nodes that have not answered yet, and whom to tell
+/// once all have.
+type Waiting = (HashSet<u64>, Option<oneshot::Sender<()>>);
 
 impl FeedState {
     pub(crate) fn new(ops: mpsc::UnboundedSender<Op>) -> FeedState {
