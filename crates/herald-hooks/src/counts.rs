@@ -169,10 +169,7 @@ impl Windows {
     /// settle); a window it has meanwhile keeps the later end and the later change.
     pub fn defer(&mut self, channel: ChannelName, end_ms: u64, last_change_ms: u64) {
         let (end, last_change) = match self.ends.get(&channel) {
-            Some(open) => (
-                open.end.max(end_ms),
-                open.last_change.max(last_change_ms),
-            ),
+            Some(open) => (open.end.max(end_ms), open.last_change.max(last_change_ms)),
             None => (end_ms, last_change_ms),
         };
         self.open(channel, end, last_change);
