@@ -329,7 +329,7 @@ async fn the_listener_notes_channels_only_for_endpoints_that_named_subscription_
         channel: channel("rooms/2"),
     });
     listener.on_event(&unsubscribed(&shop(), "rooms/1"));
-    let mut ended = hooks
+    let ended = hooks
         .subscription_counts()
         .windows
         .lock()
