@@ -226,6 +226,39 @@ pub(super) fn plan<'a>(requests: &[Requested<'a>]) -> Vec<ChannelPlan<'a>> {
     plans.into_values().collect()
 }
 
+/// The per-channel parameters of a reservation (`RESERVE` here, `append_unkeyed`'s `STORE`):
+/// each planned channel's name, an epoch for a new row, how many seqs to reserve, and its
+/// retention.
+pub(super) struct ChannelColumns<'a> {
+    pub names: Vec<&'a str>,
+    pub epochs: Vec<String>,
+    pub counts: Vec<i64>,
+    pub max_messages: Vec<i64>,
+    pub max_ages: Vec<i64>,
+}
+
+impl<'a> ChannelColumns<'a> {
+    /// The columns of `plans`, reserving `count` seqs for each.
+    pub(super) fn of(plans: &[ChannelPlan<'a>], count: impl Fn(&ChannelPlan<'a>) -> i64) -> Self {
+        ChannelColumns {
+            names: plans.iter().map(|p| p.name.as_str()).collect(),
+            epochs: plans
+                .iter()
+                .map(|_| Epoch::generate().as_str().to_owned())
+                .collect(),
+            counts: plans.iter().map(count).collect(),
+            max_messages: plans
+                .iter()
+                .map(|p| seq_to_db(p.retention.max_messages))
+                .collect(),
+            max_ages: plans
+                .iter()
+                .map(|p| seq_to_db(p.retention.max_age_ms))
+                .collect(),
+        }
+    }
+}
+
 /// Locks every planned channel's row (creating the rows of new channels), in name order, in one
 /// statement that also reserves the seqs of channels without keys, and answers where each
 /// channel stood before this batch.
@@ -234,20 +267,13 @@ async fn lock_rows(
     plans: &[ChannelPlan<'_>],
 ) -> Result<Vec<Row>, StoreError> {
     let reserve = tx.prepare_cached(RESERVE).await.map_err(pg_error)?;
-    let names: Vec<&str> = plans.iter().map(|p| p.name.as_str()).collect();
-    let epochs: Vec<String> = plans
-        .iter()
-        .map(|_| Epoch::generate().as_str().to_owned())
-        .collect();
-    let counts: Vec<i64> = plans.iter().map(reserved).collect();
-    let max_messages: Vec<i64> = plans
-        .iter()
-        .map(|p| seq_to_db(p.retention.max_messages))
-        .collect();
-    let max_ages: Vec<i64> = plans
-        .iter()
-        .map(|p| seq_to_db(p.retention.max_age_ms))
-        .collect();
+    let ChannelColumns {
+        names,
+        epochs,
+        counts,
+        max_messages,
+        max_ages,
+    } = ChannelColumns::of(plans, reserved);
     let returned = tx
         .query(
             &reserve,

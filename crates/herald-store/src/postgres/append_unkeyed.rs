@@ -24,7 +24,7 @@ use deadpool_postgres::GenericClient;
 use herald_core::log::{Appended, StoreError};
 use herald_core::message::{Epoch, StoredMessage};
 
-use super::append::{count_trim_target, plan, Committed, Requested};
+use super::append::{count_trim_target, plan, ChannelColumns, Committed, Requested};
 use super::pg_error;
 use crate::common::values::{seq_from_db, seq_to_db};
 
@@ -80,20 +80,13 @@ pub(crate) async fn store(
     now_ms: i64,
 ) -> Result<(Committed, Vec<Trim>), StoreError> {
     let plans = plan(requests);
-    let names: Vec<&str> = plans.iter().map(|p| p.name.as_str()).collect();
-    let epochs: Vec<String> = plans
-        .iter()
-        .map(|_| Epoch::generate().as_str().to_owned())
-        .collect();
-    let counts: Vec<i64> = plans.iter().map(|p| p.positions.len() as i64).collect();
-    let max_messages: Vec<i64> = plans
-        .iter()
-        .map(|p| seq_to_db(p.retention.max_messages))
-        .collect();
-    let max_ages: Vec<i64> = plans
-        .iter()
-        .map(|p| seq_to_db(p.retention.max_age_ms))
-        .collect();
+    let ChannelColumns {
+        names,
+        epochs,
+        counts,
+        max_messages,
+        max_ages,
+    } = ChannelColumns::of(&plans, |p| p.positions.len() as i64);
     let size: usize = plans.iter().map(|p| p.positions.len()).sum();
     let mut message_channels: Vec<&str> = Vec::with_capacity(size);
     let mut behind: Vec<i64> = Vec::with_capacity(size);
