@@ -14,7 +14,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{MappedMutexGuard, Mutex, MutexGuard};
 
 use crate::catchup::{Gap, LiveAction, Page, PageDone, PageRequest, Pager};
 use crate::message::{SharedMessage, StoredMessage};
@@ -46,25 +46,37 @@ const RUN_PIECE_BYTES: usize = 16 * 1024;
 const MAX_PARKED: usize = 10_000;
 
 /// One connection's subscription to one channel.
+///
+/// Every idle subscriber holds one, so it is kept to 64 bytes (80 with the `Arc`'s counts, one
+/// jemalloc class): the filter, which most subscriptions lack, is one pointer, and the catch-up
+/// and the presence membership, each needed by few subscriptions and never on a live
+/// delivery's path, share one lock. A unit test pins the size.
 pub struct Subscription {
     id: u64,
     outbox: Arc<Outbox>,
     live: AtomicBool,
+    /// Whether [`Aside::presence`] holds a membership: the one load an unsubscribe from any
+    /// other channel makes.
+    in_presence: AtomicBool,
     /// Seq up to which the subscriber was caught up from the log. A message committed before
     /// that read can still reach the hub afterwards (the commit sink runs after the commit), so
     /// live delivery skips anything at or below it.
     caught_up_to: AtomicU64,
+    aside: Mutex<Aside>,
+    /// What it receives and who counts it; `None` (one word) for the many subscriptions that
+    /// receive everything and count nothing.
+    filter: Option<Box<Filter>>,
+}
+
+/// What a subscription keeps beside its live path, under one lock.
+struct Aside {
     /// The catch-up while the subscription is not live ([`crate::catchup`]): parks live messages
     /// while a read may miss them, drops them while a later page will read them. `None` once
     /// live, or once the subscription ended (unsubscribed, or its catch-up lost its place).
-    catchup: Mutex<Option<Box<Pager<SharedMessage>>>>,
-    filter: Filter,
-    /// Whether `presence` holds a membership: the one load an unsubscribe from any other
-    /// channel makes.
-    in_presence: AtomicBool,
+    catchup: Option<Box<Pager<SharedMessage>>>,
     /// Its share of a presence channel's members ([`Subscription::set_presence`]), boxed: one
     /// pointer in every subscription, the membership only in those to presence channels.
-    presence: Mutex<Option<Box<Membership>>>,
+    presence: Option<Box<Membership>>,
 }
 
 /// What a catch-up's reader does next ([`Subscription::next_read`]).
@@ -82,22 +94,30 @@ impl Subscription {
     /// A subscription in catch-up mode, with a [`Pager`] that queues about `catchup_budget`
     /// bytes of catch-up at a time (see [`Hub::subscribe_with`](super::Hub::subscribe_with)).
     pub(super) fn new(id: u64, outbox: Arc<Outbox>, filter: Filter, catchup_budget: usize) -> Self {
+        let filtered = filter.admit.is_some() || filter.tally.is_some();
         Subscription {
-            filter,
+            filter: filtered.then(|| Box::new(filter)),
             id,
             outbox,
             live: AtomicBool::new(false),
-            caught_up_to: AtomicU64::new(0),
-            catchup: Mutex::new(Some(Box::new(Pager::new(0, catchup_budget, MAX_PARKED)))),
             in_presence: AtomicBool::new(false),
-            presence: Mutex::new(None),
+            caught_up_to: AtomicU64::new(0),
+            aside: Mutex::new(Aside {
+                catchup: Some(Box::new(Pager::new(0, catchup_budget, MAX_PARKED))),
+                presence: None,
+            }),
         }
+    }
+
+    /// The catch-up, locked (see [`Aside::catchup`]).
+    fn catchup(&self) -> MappedMutexGuard<'_, Option<Box<Pager<SharedMessage>>>> {
+        MutexGuard::map(self.aside.lock(), |aside| &mut aside.catchup)
     }
 
     /// Keeps `membership` (this subscription's share of its presence channel's members) until
     /// the subscription is unsubscribed, or [`Subscription::take_presence`] takes it.
     pub fn set_presence(&self, membership: Membership) {
-        *self.presence.lock() = Some(Box::new(membership));
+        self.aside.lock().presence = Some(Box::new(membership));
         self.in_presence.store(true, Ordering::Release);
     }
 
@@ -107,19 +127,23 @@ impl Subscription {
         if !self.in_presence.load(Ordering::Acquire) {
             return None;
         }
-        self.presence.lock().take().map(|m| *m)
+        self.aside.lock().presence.take().map(|m| *m)
     }
 
     /// Whether this subscription receives `message`.
     pub fn admits(&self, message: &StoredMessage) -> bool {
         self.filter
-            .admit
             .as_ref()
+            .and_then(|filter| filter.admit.as_ref())
             .is_none_or(|admit| admit(message))
     }
 
     fn tally(&self, n: u64) {
-        if let Some(tally) = self.filter.tally.as_ref().filter(|_| n > 0) {
+        let tally = self
+            .filter
+            .as_ref()
+            .and_then(|filter| filter.tally.as_ref());
+        if let Some(tally) = tally.filter(|_| n > 0) {
             tally(n);
         }
     }
@@ -203,7 +227,7 @@ impl Subscription {
             self.send_live(message);
             return;
         }
-        let mut catchup = self.catchup.lock();
+        let mut catchup = self.catchup();
         if self.live.load(Ordering::Acquire) {
             drop(catchup);
             self.send_live(message);
@@ -229,7 +253,7 @@ impl Subscription {
     /// The next page this subscription's catch-up needs, if one is due now (see
     /// [`Pager::next_read`]: paced by the catch-up bytes its outbox still holds).
     pub fn next_read(&self) -> NextRead {
-        let mut catchup = self.catchup.lock();
+        let mut catchup = self.catchup();
         match catchup.as_mut() {
             None => NextRead::Done,
             Some(pager) => match pager.next_read(self.outbox.catchup_queued()) {
@@ -271,7 +295,7 @@ impl Subscription {
         read: impl FnOnce(&mut Pager<SharedMessage>) -> Result<PageDone<SharedMessage>, Gap>,
         shape: Shape,
     ) -> Result<bool, Gap> {
-        let mut catchup = self.catchup.lock();
+        let mut catchup = self.catchup();
         let Some(pager) = catchup.as_mut() else {
             return Ok(true);
         };
@@ -299,7 +323,7 @@ impl Subscription {
     /// Ends the catch-up without going live: the subscription receives nothing more (its
     /// reader stops). For a catch-up that lost its place, and for an unsubscribe.
     pub fn end(&self) {
-        let ended = self.catchup.lock().take();
+        let ended = self.catchup().take();
         if ended.is_some() {
             self.outbox.wake_catchup();
         }
@@ -307,14 +331,14 @@ impl Subscription {
 
     /// Whether the subscription is still catching up (neither live nor ended).
     pub fn is_catching_up(&self) -> bool {
-        self.catchup.lock().is_some()
+        self.catchup().is_some()
     }
 
     /// Queues `first` (reply and catch-up frames), then every parked live message with a seq
     /// above `caught_up_to`, and switches to live delivery (which keeps skipping seqs up to
     /// `caught_up_to`), all under the parking lock so no live message can slip in between.
     pub fn go_live(&self, first: Vec<OutFrame>, caught_up_to: u64) {
-        let mut catchup = self.catchup.lock();
+        let mut catchup = self.catchup();
         self.caught_up_to.store(caught_up_to, Ordering::Relaxed);
         let mut frames = first;
         if let Some(mut pager) = catchup.take() {
@@ -349,6 +373,16 @@ mod tests {
     use crate::message::Epoch;
     use crate::name::ChannelName;
     use bytes::Bytes;
+
+    #[test]
+    fn a_subscription_fits_jemallocs_80_byte_class() {
+        // Every idle subscriber holds one: 64 bytes, plus the Arc's two counts.
+        assert!(
+            size_of::<Subscription>() <= 64,
+            "Subscription is {} bytes",
+            size_of::<Subscription>()
+        );
+    }
 
     #[test]
     fn a_run_parks_while_catching_up_and_overflows_as_a_slow_consumer() {
