@@ -23,7 +23,10 @@ pub struct Common {
     /// for fanout, subscribe-storm and connections; --spawn starts `nats-server` from PATH or
     /// --server-bin), or mosquitto (MQTT subscribers and publishers, for fanout and
     /// connections; --spawn starts `mosquitto` from PATH, /usr/sbin or --server-bin with
-    /// allow_anonymous on a free loopback port).
+    /// allow_anonymous on a free loopback port), or sockudo (Pusher protocol subscribers and
+    /// signed `POST /apps/{id}/events` publishers, for fanout, subscribers, subscribe-storm and
+    /// connections; --spawn starts `sockudo` from --server-bin, $HERALD_BENCH_SOCKUDO or PATH
+    /// with a generated config on a free loopback port).
     #[arg(long, value_enum, default_value = "herald")]
     pub peer: Peer,
     /// Start a server for the run (full report, including its CPU time and memory).
@@ -36,7 +39,8 @@ pub struct Common {
     /// The herald binary --spawn starts [default: this binary when the bench runs in
     /// `herald`, else `herald` beside it, else target/release/herald]; with --peer nats, the
     /// nats-server binary [default: `nats-server` on PATH, else /usr/sbin/nats-server]; with
-    /// --peer mosquitto, the mosquitto binary [default: on PATH, else /usr/sbin/mosquitto].
+    /// --peer mosquitto, the mosquitto binary [default: on PATH, else /usr/sbin/mosquitto];
+    /// with --peer sockudo, the sockudo binary [default: $HERALD_BENCH_SOCKUDO, else on PATH].
     #[arg(long, value_name = "PATH")]
     pub server_bin: Option<PathBuf>,
     /// Store durability of the spawned server (always, batch, off) [default: the server's].
@@ -108,6 +112,20 @@ pub struct Common {
     /// --spawn: credentials created for the app through `POST /v1/apps/default/pusher`].
     #[arg(long, value_name = "KEY")]
     pub pusher_key: Option<String>,
+    /// The app's Pusher app id, for the publishers of --transport pusher (with --pusher-key and
+    /// --pusher-secret they publish through `POST /apps/{app_id}/events`, signed) against a
+    /// --target server, or the app id a spawned Sockudo gets [default for --spawn: the
+    /// credentials created for the server's app].
+    #[arg(long, value_name = "ID")]
+    pub pusher_app_id: Option<String>,
+    /// The app's Pusher secret (see --pusher-app-id).
+    #[arg(
+        long,
+        env = "HERALD_BENCH_PUSHER_SECRET",
+        value_name = "SECRET",
+        hide_env_values = true
+    )]
+    pub pusher_secret: Option<String>,
     /// Stop the run after this many seconds whatever else it would still do.
     #[arg(long, default_value_t = 600, value_name = "SECS")]
     pub time_limit: u64,
@@ -122,6 +140,8 @@ pub enum Peer {
     Nats,
     /// `mosquitto`, with the bench's MQTT client ([`crate::mqtt`]).
     Mosquitto,
+    /// `sockudo`, a Pusher-protocol server, with the bench's Pusher clients and publishers.
+    Sockudo,
 }
 
 impl Common {
@@ -143,6 +163,17 @@ impl Common {
     /// Whether the server under test is Mosquitto.
     pub fn is_mosquitto(&self) -> bool {
         self.peer() == Peer::Mosquitto
+    }
+
+    /// Whether the server under test is Sockudo.
+    pub fn is_sockudo(&self) -> bool {
+        self.peer() == Peer::Sockudo
+    }
+
+    /// Whether the clients speak the Pusher protocol: `--transport pusher`, or Sockudo as the
+    /// server.
+    pub fn is_pusher(&self) -> bool {
+        self.transport == Transport::Pusher || self.is_sockudo()
     }
 
     /// Whether the clients speak MQTT: `--transport mqtt`, or Mosquitto as the server.

@@ -18,6 +18,7 @@ pub mod mqtt;
 pub mod nats;
 pub mod pool;
 pub mod proto;
+pub mod pusher_api;
 pub mod report;
 pub mod scenario;
 pub mod server;
@@ -59,6 +60,7 @@ Examples:
   herald bench fanout --spawn --transport mqtt --publishers 4 --messages 1000 --subscribers 10000
   herald bench fanout --spawn --peer mosquitto --publishers 4 --messages 1000 --subscribers 10000
   herald bench connections --spawn --transport pusher --connections 6000
+  herald bench fanout --spawn --peer sockudo --server-bin PATH --publishers 4 --messages 1000 --subscribers 10000
   herald bench subscribe-storm --target nats://127.0.0.1:4222 --server-pid PID --distinct
 
 Every scenario is bounded in count and time (--time-limit) and loads loopback addresses only
@@ -308,7 +310,8 @@ pub async fn run(args: BenchArgs, host: Host) -> anyhow::Result<()> {
 
 /// Refuses a peer or a client protocol for a scenario that has no counterpart there:
 /// `--peer nats` runs fanout, subscribe-storm and connections; MQTT clients (`--transport mqtt`,
-/// `--peer mosquitto`) and Pusher clients run fanout and connections.
+/// `--peer mosquitto`) run fanout and connections; Pusher clients (`--transport pusher`, `--peer
+/// sockudo`) run fanout, subscribers, subscribe-storm and connections.
 fn check_peer(scenario: &Scenario) -> anyhow::Result<()> {
     let (name, common) = match scenario {
         Scenario::Subscribers(a) => ("subscribers", &a.common),
@@ -337,14 +340,23 @@ fn check_peer(scenario: &Scenario) -> anyhow::Result<()> {
             "{name} has no Mosquitto counterpart: --peer mosquitto runs fanout and connections"
         );
     }
-    let transport = common.transport;
-    if matches!(transport, proto::Transport::Mqtt | proto::Transport::Pusher)
-        && !fanout_or_connections
-    {
+    let pusher_runs = ["fanout", "connections", "subscribers", "subscribe-storm"];
+    if common.is_sockudo() && !pusher_runs.contains(&name) {
         anyhow::bail!(
-            "{name} does not run over --transport {}: MQTT and Pusher clients run fanout and \
-             connections",
-            transport.as_str()
+            "{name} has no Sockudo counterpart: --peer sockudo runs fanout, subscribers, \
+             subscribe-storm and connections"
+        );
+    }
+    let transport = common.transport;
+    if transport == proto::Transport::Mqtt && !fanout_or_connections {
+        anyhow::bail!(
+            "{name} does not run over --transport mqtt: MQTT clients run fanout and connections"
+        );
+    }
+    if transport == proto::Transport::Pusher && !pusher_runs.contains(&name) {
+        anyhow::bail!(
+            "{name} does not run over --transport pusher: Pusher clients run fanout, \
+             subscribers, subscribe-storm and connections"
         );
     }
     Ok(())

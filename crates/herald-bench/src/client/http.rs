@@ -167,6 +167,37 @@ impl HttpClient {
         self.send(&request).await
     }
 
+    /// POSTs the JSON `body` to `path` with no `Authorization` header (a request whose query
+    /// carries its signature, as Pusher's HTTP API's do); returns the status and the body.
+    pub async fn post_signed(&mut self, path: &str, body: &[u8]) -> Result<(u16, Vec<u8>), String> {
+        let mut request = format!(
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n",
+            self.host,
+            body.len()
+        )
+        .into_bytes();
+        request.extend_from_slice(body);
+        self.send(&request).await
+    }
+
+    /// Triggers one event stamped with the current time on `channel` through Pusher's HTTP API
+    /// (`POST /apps/{app_id}/events`, signed with `app`'s secret); returns the send time.
+    pub async fn trigger_now(
+        &mut self,
+        app: &crate::pusher_api::PusherApp,
+        channel: &str,
+    ) -> Result<u64, String> {
+        let sent = now_ns();
+        let body = crate::pusher_api::trigger_body(channel, sent);
+        let path = app.events_path(body.as_bytes(), crate::pusher_api::unix_seconds());
+        let (status, answer) = self.post_signed(&path, body.as_bytes()).await?;
+        if status != 200 {
+            return Err(format!("trigger failed: HTTP {status} {}", lossy(&answer)));
+        }
+        Ok(sent)
+    }
+
     /// PUTs the JSON `body` to `path`; returns the status and the response body.
     pub async fn put(
         &mut self,

@@ -1,15 +1,19 @@
-//! The Pusher protocol load client (`--transport pusher`): a WebSocket to `/app/{key}?protocol=7`
-//! as pusher-js opens it, a `pusher:subscribe` per channel of the plan once
-//! `pusher:connection_established` came, ready once every channel answered
-//! `pusher_internal:subscription_succeeded`; the server's `pusher:ping` answered with
-//! `pusher:pong`; events counted with the send time found in their data, which Pusher frames
-//! carry as a JSON-encoded string (`"data":"{\"ts\":N}"`), straight from the read buffer.
+//! The Pusher protocol load client (`--transport pusher`, `--peer sockudo`): a WebSocket to
+//! `/app/{key}?protocol=7` as pusher-js opens it, a `pusher:subscribe` per channel of the plan
+//! once `pusher:connection_established` came, ready once every channel answered
+//! `pusher_internal:subscription_succeeded` (a storm's connection, [`Plan::Connect`], is ready
+//! once established and subscribes to the fire's channels, each acknowledgement counted); the
+//! server's `pusher:ping` answered with `pusher:pong`; events counted with the send time found in
+//! their data, which Pusher frames carry as a JSON-encoded string (`"data":"{\"ts\":N}"`),
+//! straight from the read buffer.
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
-use super::{channel_list, connect, err, lossy, read_head, reserve, Fire, Ready, Tally};
-use crate::proto::Plan;
+use super::{
+    action_channels, channel_list, connect, err, lossy, read_head, reserve, Fire, Ready, Tally,
+};
+use crate::proto::{Action, Plan};
 use crate::wire::{self, now_ns};
 use crate::worker::Shared;
 
@@ -22,11 +26,11 @@ pub(super) async fn pusher(
 ) -> Result<(), String> {
     if !matches!(
         plan,
-        Plan::Shared { .. } | Plan::Own { .. } | Plan::Set { .. }
+        Plan::Shared { .. } | Plan::Own { .. } | Plan::Set { .. } | Plan::Connect
     ) {
         return Err(
-            "the Pusher client subscribes when it connects (--transport pusher runs fanout and \
-             connections)"
+            "the Pusher client subscribes when it connects or when a storm fires \
+             (--transport pusher runs fanout, subscribers, subscribe-storm and connections)"
                 .into(),
         );
     }
@@ -75,12 +79,7 @@ pub(super) async fn pusher(
                         match event(frame) {
                             Event::Established if !established => {
                                 established = true;
-                                for ch in &channels {
-                                    let body = format!(
-                                        "{{\"event\":\"pusher:subscribe\",\"data\":{{\"channel\":\"{ch}\"}}}}"
-                                    );
-                                    wire::ws_frame(1, body.as_bytes(), &mut out);
-                                }
+                                subscribe(&channels, &mut out);
                             }
                             Event::Established => {}
                             Event::Subscribed => {
@@ -136,10 +135,37 @@ pub(super) async fn pusher(
                 if changed.is_err() {
                     return Ok(());
                 }
-                fire.borrow_and_update();
+                let action = fire.borrow_and_update().clone().map(|f| f.action);
+                // A storm (Plan::Connect): every channel of the fire subscribed at once, each
+                // acknowledgement timed from now.
+                if let (Plan::Connect, Some(a @ Action::Subscribe { .. })) = (plan, action) {
+                    let channels = pusher_names(action_channels(&a, n));
+                    pending += channels.len() as u64;
+                    tally.ack_sent_ns = now_ns();
+                    subscribe(&channels, &mut out);
+                }
             }
         }
     }
+}
+
+/// Appends a `pusher:subscribe` frame for each of `channels` to `out`.
+fn subscribe(channels: &[String], out: &mut Vec<u8>) {
+    for ch in channels {
+        let body = format!("{{\"event\":\"pusher:subscribe\",\"data\":{{\"channel\":\"{ch}\"}}}}");
+        wire::ws_frame(1, body.as_bytes(), out);
+    }
+}
+
+/// Channel names a Pusher server takes: the storm's `{prefix}{user}/{j}` with every `/` written
+/// `-` (Pusher names are `A-Z a-z 0-9 _ - = @ , . ;`).
+fn pusher_names(mut channels: Vec<String>) -> Vec<String> {
+    for c in &mut channels {
+        if c.contains('/') {
+            *c = c.replace('/', "-");
+        }
+    }
+    channels
 }
 
 /// What a server frame is, by its `event`.
@@ -196,6 +222,27 @@ fn find_escaped_ts(frame: &[u8]) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn storm_channels_are_named_as_pusher_takes_them() {
+        let a = Action::Subscribe {
+            prefix: "bench-abc-s-".into(),
+            subjects: 2,
+            distinct: true,
+            one_at_a_time: false,
+            one_ping: false,
+        };
+        assert_eq!(
+            pusher_names(action_channels(&a, 7)),
+            ["bench-abc-s-7-0", "bench-abc-s-7-1"]
+        );
+        let mut out = Vec::new();
+        subscribe(&["bench-abc-s-7-0".to_string()], &mut out);
+        let frame = wire::ws_parse(&mut out).expect("a whole frame");
+        let v: serde_json::Value = serde_json::from_slice(&out[frame.start..frame.end]).unwrap();
+        assert_eq!(v["event"], "pusher:subscribe");
+        assert_eq!(v["data"]["channel"], "bench-abc-s-7-0");
+    }
 
     #[test]
     fn frames_are_told_apart_by_their_event() {

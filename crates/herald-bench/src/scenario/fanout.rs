@@ -25,6 +25,11 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<Report> {
     if args.nats_window > 1 && args.batch > 1 {
         anyhow::bail!("give --nats-window or --batch, not both");
     }
+    if args.batch > 1 && args.common.is_pusher() {
+        anyhow::bail!(
+            "--batch is not for Pusher clients: their publishers trigger one event per request"
+        );
+    }
     let ctx = Ctx::open(&args.common, &[]).await?;
     // Publishers spread round-robin over a cluster's nodes (all on the one server else).
     let publishers = (0..args.publishers.max(1))

@@ -84,8 +84,14 @@ impl Ctx {
         if common.is_mosquitto() {
             common.transport = crate::proto::Transport::Mqtt;
         }
+        if common.is_sockudo() {
+            // Sockudo speaks the Pusher protocol (Target::open checked --transport).
+            common.transport = crate::proto::Transport::Pusher;
+        }
         if common.transport == crate::proto::Transport::Pusher && target.pusher_key.is_none() {
-            target.pusher_key = Some(create_pusher_credentials(&target).await?);
+            let app = create_pusher_credentials(&target).await?;
+            target.pusher_key = Some(app.key.clone());
+            target.pusher_app = Some(app);
         }
         if common.transport == crate::proto::Transport::Mqtt
             && target.nodes.iter().any(|n| n.mqtt.is_none())
@@ -277,8 +283,10 @@ impl Ctx {
 }
 
 /// Gives the `default` app Pusher credentials through `POST /v1/apps/default/pusher` with the
-/// API key (for `--transport pusher` without `--pusher-key`); returns the key.
-async fn create_pusher_credentials(target: &Target) -> anyhow::Result<String> {
+/// API key (for `--transport pusher` without `--pusher-key`); returns them.
+async fn create_pusher_credentials(
+    target: &Target,
+) -> anyhow::Result<crate::pusher_api::PusherApp> {
     let api_key = target.require_api_key()?;
     let mut http = crate::client::HttpClient::new(target.addr, &target.host, None);
     let (status, body) = http
@@ -294,11 +302,9 @@ async fn create_pusher_credentials(target: &Target) -> anyhow::Result<String> {
         ),
         _ => anyhow::bail!("creating the app's Pusher credentials: HTTP {status} {text}"),
     }
-    let created: serde_json::Value = serde_json::from_slice(&body)?;
-    created["key"]
-        .as_str()
-        .map(str::to_owned)
-        .ok_or_else(|| anyhow::anyhow!("the Pusher credentials answer has no key: {text}"))
+    serde_json::from_slice(&body).map_err(|e| {
+        anyhow::anyhow!("the Pusher credentials answer lacks app_id, key or secret ({e}): {text}")
+    })
 }
 
 /// A line of progress on stderr when stdout is not a terminal (terminals get bars instead).

@@ -2,8 +2,10 @@
 //! `POST /v1/batch` for several), or, against NATS (`--peer nats`), a NATS connection writing the
 //! `PUB`s and a `PING` and waiting for its `PONG`, or, when the clients speak MQTT
 //! (`--transport mqtt`, `--peer mosquitto`), an MQTT connection publishing at QoS 1 and waiting
-//! for the `PUBACK`. All wait for the server's answer before the next publish, and all send the
-//! same stamped payload (`{"ts":N}`).
+//! for the `PUBACK`, or, when the clients speak Pusher (`--transport pusher`, `--peer sockudo`),
+//! Pusher's HTTP API (`POST /apps/{app_id}/events`, one signed trigger a message). All wait for
+//! the server's answer before the next publish, and all send the same stamped payload
+//! (`{"ts":N}`).
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -78,6 +80,13 @@ impl Share {
 
 /// One publisher, connected on its first publish.
 pub enum LoadPublisher {
+    /// Pusher's HTTP API: one signed `POST /apps/{app_id}/events` a message.
+    Pusher {
+        /// The keep-alive connection.
+        http: HttpClient,
+        /// The app's credentials.
+        app: crate::pusher_api::PusherApp,
+    },
     /// Herald's publisher API with its key.
     Http {
         /// The keep-alive connection.
@@ -145,6 +154,12 @@ impl LoadPublisher {
                 http.publish_batch_now(channel, key, count).await
             }
             LoadPublisher::Http { http, key } => http.publish_now(channel, key).await,
+            LoadPublisher::Pusher { http, app } if count == 1 => {
+                http.trigger_now(app, channel).await
+            }
+            LoadPublisher::Pusher { .. } => {
+                Err("Pusher publishers trigger one event per request (--batch 1)".into())
+            }
             LoadPublisher::Nats { addr, conn } => {
                 if conn.is_none() {
                     *conn = Some(NatsClient::connect(*addr, None).await?);
@@ -190,8 +205,15 @@ impl LoadPublisher {
 
 impl Ctx {
     /// A publisher timed as load, on node `i % nodes`: NATS for `--peer nats`, MQTT when the
-    /// clients speak it, else Herald's HTTP API (which needs the API key).
+    /// clients speak it, Pusher's HTTP API when they speak Pusher and the app's secret is known,
+    /// else Herald's HTTP API (which needs the API key).
     pub fn load_publisher(&self, i: usize) -> anyhow::Result<LoadPublisher> {
+        if let Some(app) = self.pusher_app() {
+            return Ok(LoadPublisher::Pusher {
+                http: self.http_to(i),
+                app: app.clone(),
+            });
+        }
         if self.common.is_nats() {
             return Ok(LoadPublisher::Nats {
                 addr: self.target.node(i).addr,
@@ -209,6 +231,17 @@ impl Ctx {
             http: self.http_to(i),
             key: self.target.require_api_key()?,
         })
+    }
+}
+
+impl Ctx {
+    /// The app's Pusher credentials when the clients speak Pusher and the secret is known:
+    /// publishes then go through `POST /apps/{app_id}/events`.
+    pub fn pusher_app(&self) -> Option<&crate::pusher_api::PusherApp> {
+        self.target
+            .pusher_app
+            .as_ref()
+            .filter(|_| self.common.transport == crate::proto::Transport::Pusher)
     }
 }
 

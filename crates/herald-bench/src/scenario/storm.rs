@@ -33,8 +33,11 @@ pub async fn run(args: StormArgs) -> anyhow::Result<Report> {
     if args.prepublish && args.common.is_nats() {
         anyhow::bail!("--prepublish: NATS keeps no history, so its channels are always new");
     }
+    if args.prepublish && args.common.is_pusher() {
+        anyhow::bail!("--prepublish publishes through Herald's API: not with Pusher clients");
+    }
     let ctx = Ctx::open(&args.common, &env).await?;
-    let prefix = format!("bench/{}/s/", ctx.run);
+    let prefix = ctx.channel_name("s/");
     if args.prepublish {
         let key = ctx.target.require_api_key()?;
         let names: Vec<String> = if args.distinct {

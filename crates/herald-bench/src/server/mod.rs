@@ -2,12 +2,13 @@
 //! read from /proc), a cluster of nodes it starts over PostgreSQL and Redis (`--spawn-cluster
 //! N`), or servers already running (`--target URL[,URL...]`, with `--server-pid` for the same
 //! figures); or, for `--peer nats`, a `nats-server` (`nats`), and for `--peer mosquitto`, a
-//! `mosquitto` (`mosquitto`). Also the /proc readers for the load generator's own processes and
+//! `mosquitto` (`mosquitto`), and for `--peer sockudo`, a `sockudo` (`sockudo`). Also the /proc readers for the load generator's own processes and
 //! the machine.
 
 mod mosquitto;
 mod nats;
 mod procfs;
+mod sockudo;
 mod spawn;
 
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -31,6 +32,7 @@ pub const RATE_LIMITS_OFF: [(&str, &str); 6] = [
 ];
 
 pub use procfs::{machine_cpu, open_files, tree_cpu_seconds, CpuMark, CpuShare, Part, ProcStats};
+pub use sockudo::{sockudo_binary, SOCKUDO_BIN_ENV};
 pub use spawn::server_binary;
 
 /// One server (node) the clients may connect to.
@@ -82,6 +84,10 @@ pub struct Target {
     /// The app's Pusher key (`--pusher-key`; for a spawned server with `--transport pusher`,
     /// the credentials [`crate::scenario::Ctx::open`] creates).
     pub pusher_key: Option<String>,
+    /// The app's Pusher credentials, when the secret is known (a spawned server's, or
+    /// `--pusher-app-id`, `--pusher-key` and `--pusher-secret`): the Pusher clients' publishers
+    /// then trigger through `POST /apps/{app_id}/events`.
+    pub pusher_app: Option<crate::pusher_api::PusherApp>,
     /// Server process, when known.
     pub pid: Option<u32>,
     /// Data directory of a spawned server (its disk is where the fsync floor is measured).
@@ -150,6 +156,7 @@ impl Target {
             token: None,
             meteor: None,
             pusher_key: None,
+            pusher_app: None,
             pid: node.pid,
             data_dir: None,
             nodes: vec![node],
@@ -176,6 +183,9 @@ impl Target {
         }
         if c.is_mosquitto() {
             return mosquitto::open(c);
+        }
+        if c.is_sockudo() {
+            return sockudo::open(c);
         }
         if let Some(urls) = &c.target {
             return Target::attach(c, urls);
@@ -237,6 +247,7 @@ impl Target {
             token: c.token.clone(),
             meteor: c.meteor_target,
             pusher_key: c.pusher_key.clone(),
+            pusher_app: sockudo::given_app(c),
             pid: first.pid,
             data_dir: None,
             nodes,
@@ -262,6 +273,7 @@ impl Target {
             token: None,
             meteor: None,
             pusher_key: None,
+            pusher_app: None,
             pid: None,
             data_dir: Some(tmp.path().join("data")),
             nodes: Vec::new(),
