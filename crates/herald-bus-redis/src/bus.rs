@@ -567,6 +567,7 @@ impl Connected {
             tokio::spawn(crate::subscriptions::run(shared.clone(), self.reconnects)),
             tokio::spawn(crate::repair::run(shared.clone())),
             tokio::spawn(crate::presence::run(shared.clone())),
+            tokio::spawn(crate::lost_nodes::run(shared.clone())),
             tokio::spawn(crate::link_log::watch(shared.clone())),
             tokio::spawn(crate::lifecycle::run(
                 shared.publisher.clone(),

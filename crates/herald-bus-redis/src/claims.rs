@@ -161,8 +161,19 @@ fn node_of(value: &str) -> Option<u64> {
     u64::from_str_radix(node, 16).ok()
 }
 
+impl ClaimState {
+    /// The holder set, if any.
+    pub(crate) fn holder(&self) -> Option<Arc<dyn ClaimHolder>> {
+        self.holder.get().cloned()
+    }
+}
+
 #[async_trait::async_trait]
 impl ClusterClaims for RedisClaims {
+    fn node(&self) -> u64 {
+        self.0.upgrade().map_or(0, |shared| shared.node)
+    }
+
     fn set_holder(&self, holder: Arc<dyn ClaimHolder>) {
         if let Some(shared) = self.0.upgrade() {
             let _ = shared.claims.holder.set(holder);

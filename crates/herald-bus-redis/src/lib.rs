@@ -21,7 +21,8 @@
 //!
 //! - **Claims**: which node holds each claimed name of an app (an MQTT client identifier) and
 //!   the takeovers between nodes, the holder answering once it let the name go
-//!   (`claims.rs`).
+//!   (`claims.rs`); a crashed node found lost by one node alive, which ends what the crashed
+//!   node held (`lost_nodes.rs`).
 //! - **Lifecycle events**: channels occupied and vacated once in the cluster, and a lost node's
 //!   connections reported gone by another node ([`lifecycle`]), only while a listener joined
 //!   the node's lifecycle registry.
@@ -48,6 +49,7 @@ mod followed;
 mod heads;
 pub mod lifecycle;
 mod link_log;
+mod lost_nodes;
 mod members;
 pub mod names;
 pub mod presence;

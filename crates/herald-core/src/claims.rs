@@ -10,6 +10,10 @@
 //! so the claimer reads the key's state as the holder left it. The claimer waits for that
 //! answer for a bounded time (a holder that crashed never answers). Dropping the
 //! [`ClusterHold`] lets the key go, unless another node claimed it meanwhile.
+//!
+//! A node that crashes holds its keys until they are claimed again; what it held beyond them
+//! (sessions whose connections it had) is ended by one node alive, the one that claims the lost
+//! node ([`ClaimHolder::node_lost`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,6 +38,14 @@ pub trait ClaimHolder: Send + Sync {
     /// discards what is left (MQTT's Clean Start), which the holder may act on (a waiting
     /// will is published rather than dropped).
     async fn taken(&self, key: &ClaimKey, fresh: bool);
+
+    /// Node `node` of the cluster was found lost (its liveness lapsed; it was last seen alive
+    /// at `last_seen_ms`, Unix ms), and this node claimed it: of the nodes alive, only this
+    /// one is told, so what the lost node held (MQTT sessions and their wills) is this node's
+    /// to end. Nothing by default.
+    async fn node_lost(&self, node: u64, last_seen_ms: i64) {
+        let _ = (node, last_seen_ms);
+    }
 }
 
 /// The cluster's claims, as a networked bus keeps them ([`crate::bus::Bus::claims`]).
@@ -42,6 +54,10 @@ pub trait ClusterClaims: Send + Sync {
     /// Sets the holder told when another node claims a key this node holds; the first one set
     /// stays.
     fn set_holder(&self, holder: Arc<dyn ClaimHolder>);
+
+    /// This node's id in the cluster, as [`ClaimHolder::node_lost`] names a lost node (random
+    /// at each start: a node that restarts is a new node, and its last life is found lost).
+    fn node(&self) -> u64;
 
     /// Claims `key` for this node. If another node held it, tells that node's holder and
     /// returns once it answered it let the key go, or after `wait` without an answer (or the

@@ -10,6 +10,10 @@
 //! session resumes) or published (Clean Start ends it) [MQTT-3.1.3-9]. Only then does the
 //! other node hear that the identifier is let go, read the session and send its CONNACK.
 //!
+//! Told that another node was lost (this node claimed it, so no other node is told), this node
+//! ends that node's sessions and publishes their wills after what is left of their delay
+//! ([`crate::session::Sessions::node_lost`]).
+//!
 //! On one node nothing here runs: no claim leaves the process.
 
 use std::sync::Weak;
@@ -41,5 +45,11 @@ impl ClaimHolder for MqttClaims {
             client_id: key.name.clone(),
         };
         sessions.wills.connected(&session, fresh).await;
+    }
+
+    async fn node_lost(&self, node: u64, last_seen_ms: i64) {
+        if let Some(sessions) = self.0.upgrade() {
+            sessions.node_lost(node, last_seen_ms).await;
+        }
     }
 }

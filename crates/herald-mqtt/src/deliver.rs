@@ -140,6 +140,16 @@ impl MqttWire {
         written
     }
 
+    /// Records `message` sent with packet id `id` at `qos` (1 or 2), awaiting its
+    /// acknowledgement; a persistent session's QoS 1 id is stored when it is sent the first
+    /// time (a QoS 2 one was stored before it was sent; a resend's is stored already).
+    fn record_sent(&mut self, id: NonZeroU16, message: &SharedMessage, qos: QoS, dup: bool) {
+        self.outbound.sent(id, message, qos);
+        if qos == QoS::AtLeastOnce && !dup {
+            self.persist_qos1(message, id);
+        }
+    }
+
     /// What this connection adds to `message`'s PUBLISH (v5): the Subscription Identifiers of
     /// its matching subscriptions (the Topic Alias is set as it is written, [`Self::alias_for`]).
     fn extras(&self, message: &SharedMessage) -> Extras {
@@ -204,7 +214,7 @@ impl MqttWire {
             dup,
         });
         if let Some(d) = delivery {
-            self.outbound.sent(d.id, message, d.qos);
+            self.record_sent(d.id, message, d.qos, d.dup);
         }
         if !extras.is_empty() {
             return outbound::write_v5(out, shared, retain, delivery, &extras);
@@ -256,10 +266,10 @@ impl MqttWire {
         if new_alias {
             self.topic_aliases.assign(topic.as_str().as_bytes());
         }
-        if let (Packet::Publish(p), Some((qos, id, _))) = (&mut publish, send) {
+        if let (Packet::Publish(p), Some((qos, id, dup))) = (&mut publish, send) {
             let id = id.unwrap_or_else(|| self.outbound.free_id());
             p.packet_id = Some(id);
-            self.outbound.sent(id, message, qos);
+            self.record_sent(id, message, qos, dup);
         }
         let mut bytes = BytesMut::new();
         match packet::encode(&publish, self.version, &mut bytes) {

@@ -56,6 +56,7 @@ pub(crate) async fn handle(wire: &mut MqttWire, packet: Packet) -> Option<End> {
             if let Some(sent) = wire.outbound.acknowledge(ack.packet_id) {
                 wire.subscriptions.shared.settled(&sent.channel, sent.seq);
                 wire.position_acknowledged(&sent.channel, sent.seq);
+                wire.qos1_acknowledged(&sent);
                 // An inbox push's PUBACK is its ack (`inbox.rs`).
                 crate::inbox::acknowledged(wire, &sent.channel, sent.seq).await;
             }

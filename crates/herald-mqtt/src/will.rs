@@ -31,7 +31,10 @@
 //!   nothing: a node starting ([`PendingWills::recover`]) waits out what is left of the delay
 //!   of every stored will of a session no connection holds (on one node: every session, the
 //!   crash cut them; on nodes sharing a store: those whose end was stored, their node crashed
-//!   while the will waited) and publishes it unless its client came back first.
+//!   while the will waited) and publishes it unless its client came back first. In a cluster,
+//!   the one node that claims a crashed node (`crate::cluster`) does the same with the wills
+//!   of the sessions the crashed node held, counted from when it was last seen alive
+//!   ([`PendingWills::wait_all`]).
 //! - **Shutdown**: a server shutting down publishes every will still waiting, those of the
 //!   connections it closes included, before its store closes (a delay cannot be honoured by a
 //!   server that is gone, and a will never published is the larger breach of [MQTT-3.1.2-8];

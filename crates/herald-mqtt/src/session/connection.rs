@@ -1,7 +1,8 @@
 //! A persistent session as one connection holds it ([`PersistentSession`]), and what the
 //! connection does with it: resuming the stored subscriptions from their positions
 //! ([`MqttWire::resume_session`]), moving positions as messages are handled and acknowledged,
-//! storing a QoS 2 message's packet identifier before its PUBLISH is sent, recording its
+//! storing a QoS 2 message's packet identifier before its PUBLISH is sent and a QoS 1
+//! message's once it is sent, recording its
 //! subscriptions as they change, and the session's end when the connection ends
 //! ([`MqttWire::end_session`]).
 
@@ -41,8 +42,8 @@ pub(crate) struct PersistentSession {
     catching_up: Vec<ChannelName>,
     /// The stored positions, read at CONNECT, until the subscriptions resumed from them.
     stored_positions: Vec<StoredPosition>,
-    /// Messages in flight before (QoS 1 in memory, QoS 2 from the store), for the outbound
-    /// state once the connection starts.
+    /// Messages in flight before (QoS 1 in memory and from the store, QoS 2 from the store),
+    /// for the outbound state once the connection starts.
     resend: Vec<Sent>,
 }
 
@@ -62,7 +63,7 @@ impl PersistentSession {
     }
 
     /// The stored session `stored` resumed, with the QoS 1 messages its last connection in
-    /// this process left unacknowledged.
+    /// this process left unacknowledged and the QoS 1 and 2 messages stored in flight.
     pub(super) fn new(
         sessions: Arc<Sessions>,
         key: SessionKey,
@@ -77,13 +78,18 @@ impl PersistentSession {
             ) else {
                 continue;
             };
+            let qos = if inflight.qos == 1 {
+                QoS::AtLeastOnce
+            } else {
+                QoS::ExactlyOnce
+            };
             resend.retain(|s| s.id != id);
             resend.push(Sent {
                 id,
                 channel,
                 seq: inflight.seq,
-                qos: QoS::ExactlyOnce,
-                released: inflight.released,
+                qos,
+                released: inflight.released && qos == QoS::ExactlyOnce,
             });
         }
         PersistentSession {
@@ -395,10 +401,41 @@ impl MqttWire {
                 epoch: message.epoch.as_str().to_owned(),
                 seq: message.seq,
                 released: false,
+                qos: 2,
             },
         };
         persist.sessions.flusher.push_all(vec![write], Some(done));
         n
+    }
+
+    /// Stores packet id `id` of the QoS 1 `message` just sent for the first time
+    /// (group-committed, nothing waits for it; the write is cancelled in memory if its PUBACK
+    /// comes before its batch goes), so the session resumed after a restart or on another
+    /// node sends it again with the same id.
+    pub(crate) fn persist_qos1(&self, message: &SharedMessage, id: std::num::NonZeroU16) {
+        if let Some(persist) = self.persist.as_ref() {
+            persist.push(SessionWrite::Inflight {
+                key: persist.key(),
+                inflight: StoredInflight {
+                    packet_id: id.get(),
+                    channel: message.channel.public().to_owned(),
+                    epoch: message.epoch.as_str().to_owned(),
+                    seq: message.seq,
+                    released: false,
+                    qos: 1,
+                },
+            });
+        }
+    }
+
+    /// A QoS 1 message was acknowledged (PUBACK): its stored id is forgotten.
+    pub(crate) fn qos1_acknowledged(&self, sent: &Sent) {
+        if let Some(persist) = self.persist.as_ref() {
+            persist.push(SessionWrite::Completed {
+                key: persist.key(),
+                packet_id: sent.id.get(),
+            });
+        }
     }
 
     /// A QoS 2 message was received by the client (its first PUBREC): its position moves and
@@ -414,6 +451,7 @@ impl MqttWire {
                     epoch: String::new(),
                     seq: sent.seq,
                     released: true,
+                    qos: 2,
                 },
             });
         }

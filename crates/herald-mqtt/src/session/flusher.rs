@@ -6,9 +6,16 @@
 //! thousand messages between two commits costs one row. A PUBACK therefore costs no
 //! transaction or fsync of its own.
 //!
+//! A QoS 1 message's packet id, stored once it is sent, is cancelled by its PUBACK while its
+//! batch has not gone: the `Inflight` write is dropped and so is the `Completed` one (no row
+//! was written), so a subscriber that acknowledges within a batch's time costs the store no
+//! row for its packet ids at all; only those still awaiting their PUBACK when a batch goes are
+//! written (and deleted by a later one).
+//!
 //! Writes are applied in the order they were handed in, except that a position takes the
-//! place of the one it replaces; any other write ends the coalescing (a position after a
-//! session's `Start` or `Delete` is never moved before it).
+//! place of the one it replaces and a cancelled QoS 1 id is left out; any other write but a
+//! packet id's (`Inflight`, `Completed`: rows no position touches) ends the coalescing (a
+//! position after a session's `Start` or `Delete` is never moved before it).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -24,10 +31,49 @@ pub(crate) type Done = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
 /// What waits for the next batch.
 #[derive(Default)]
 struct Pending {
-    writes: Vec<SessionWrite>,
+    /// The writes, in order; `None` where a QoS 1 packet id was cancelled by its PUBACK.
+    writes: Vec<Option<SessionWrite>>,
     /// Where each session's channel position is in `writes`.
     positions: HashMap<(SessionKey, String), usize>,
+    /// Where each session's QoS 1 packet id stored since the last batch is in `writes`.
+    qos1: HashMap<(SessionKey, u16), usize>,
     done: Vec<Done>,
+}
+
+impl Pending {
+    /// Whether nothing waits.
+    fn is_empty(&self) -> bool {
+        self.writes.is_empty() && self.done.is_empty()
+    }
+
+    /// Queues `write` (see the module documentation for what is coalesced or cancelled).
+    fn push(&mut self, write: SessionWrite) {
+        match &write {
+            SessionWrite::Position { key, position } => {
+                let slot = (key.clone(), position.channel.clone());
+                if let Some(&at) = self.positions.get(&slot) {
+                    self.writes[at] = Some(write);
+                    return;
+                }
+                self.positions.insert(slot, self.writes.len());
+            }
+            SessionWrite::Inflight { key, inflight } => {
+                if inflight.qos == 1 {
+                    let slot = (key.clone(), inflight.packet_id);
+                    self.qos1.insert(slot, self.writes.len());
+                }
+            }
+            SessionWrite::Completed { key, packet_id } => {
+                // Its id's write, from since the last batch: neither is written.
+                if let Some(at) = self.qos1.remove(&(key.clone(), *packet_id)) {
+                    self.writes[at] = None;
+                    return;
+                }
+            }
+            _ => self.positions.clear(),
+        }
+        self.writes.push(Some(write));
+    }
 }
 
 /// The listener's queue of session writes and the task that commits them.
@@ -48,14 +94,15 @@ impl Flusher {
         tokio::spawn(async move {
             loop {
                 let batch = std::mem::take(&mut *task.lock());
-                if batch.writes.is_empty() && batch.done.is_empty() {
+                if batch.is_empty() {
                     task.wake.notified().await;
                     continue;
                 }
-                let result = if batch.writes.is_empty() {
+                let writes: Vec<SessionWrite> = batch.writes.into_iter().flatten().collect();
+                let result = if writes.is_empty() {
                     Ok(())
                 } else {
-                    store.write_mqtt_sessions(batch.writes).await
+                    store.write_mqtt_sessions(writes).await
                 };
                 if let Err(e) = &result {
                     tracing::warn!(error = %e, "MQTT sessions: a batch of session writes failed");
@@ -82,18 +129,7 @@ impl Flusher {
         {
             let mut pending = self.lock();
             for write in writes {
-                if let SessionWrite::Position { key, position } = &write {
-                    let slot = (key.clone(), position.channel.clone());
-                    if let Some(&at) = pending.positions.get(&slot) {
-                        pending.writes[at] = write;
-                        continue;
-                    }
-                    let at = pending.writes.len();
-                    pending.positions.insert(slot, at);
-                } else {
-                    pending.positions.clear();
-                }
-                pending.writes.push(write);
+                pending.push(write);
             }
             if let Some(done) = done {
                 pending.done.push(done);
@@ -123,7 +159,9 @@ mod tests {
     use async_trait::async_trait;
     use herald_core::tenant::AppId;
 
-    use super::super::store::{StoredPosition, StoredSession, StoredWill, WaitingWill};
+    use super::super::store::{
+        StoredInflight, StoredPosition, StoredSession, StoredWill, WaitingWill,
+    };
     use super::*;
 
     #[derive(Default)]
@@ -146,6 +184,9 @@ mod tests {
             Ok(None)
         }
         async fn mqtt_wills_waiting(&self) -> Result<Vec<WaitingWill>, StoreError> {
+            Ok(Vec::new())
+        }
+        async fn end_mqtt_node(&self, _: u64, _: i64) -> Result<Vec<WaitingWill>, StoreError> {
             Ok(Vec::new())
         }
     }
@@ -184,7 +225,7 @@ mod tests {
         flusher.push(position("a", "sport", 7));
         flusher.push(position("a", "news", 3));
         assert_eq!(
-            flusher.lock().writes,
+            queued(&flusher),
             [
                 position("a", "news", 3),
                 position("b", "news", 1),
@@ -199,13 +240,64 @@ mod tests {
         let start = SessionWrite::Start {
             key: key("a"),
             expiry_ms: 1000,
+            node: None,
         };
         flusher.push(position("a", "news", 5));
         flusher.push(start.clone());
         flusher.push(position("a", "news", 6));
         assert_eq!(
-            flusher.lock().writes,
+            queued(&flusher),
             [position("a", "news", 5), start, position("a", "news", 6)]
+        );
+    }
+
+    fn queued(flusher: &Flusher) -> Vec<SessionWrite> {
+        flusher.lock().writes.iter().flatten().cloned().collect()
+    }
+
+    fn qos1(id: &str, packet_id: u16, seq: u64) -> SessionWrite {
+        SessionWrite::Inflight {
+            key: key(id),
+            inflight: StoredInflight {
+                packet_id,
+                qos: 1,
+                channel: "news".into(),
+                epoch: "e".into(),
+                seq,
+                released: false,
+            },
+        }
+    }
+
+    fn completed(id: &str, packet_id: u16) -> SessionWrite {
+        SessionWrite::Completed {
+            key: key(id),
+            packet_id,
+        }
+    }
+
+    #[test]
+    fn a_qos1_id_acknowledged_before_its_batch_goes_is_never_written() {
+        let flusher = idle();
+        flusher.push(qos1("a", 1, 10));
+        flusher.push(qos1("b", 1, 10));
+        flusher.push(position("a", "news", 9));
+        flusher.push(qos1("a", 2, 11));
+        flusher.push(completed("a", 1));
+        flusher.push(position("a", "news", 10));
+        // An id written by an earlier batch is deleted; one reused since is cancelled.
+        flusher.push(completed("a", 7));
+        flusher.push(qos1("a", 7, 12));
+        flusher.push(completed("a", 7));
+        assert_eq!(
+            queued(&flusher),
+            [
+                qos1("b", 1, 10),
+                position("a", "news", 10),
+                qos1("a", 2, 11),
+                completed("a", 7),
+            ],
+            "the position still coalesced across packet ids"
         );
     }
 

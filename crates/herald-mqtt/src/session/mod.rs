@@ -11,9 +11,12 @@
 //!   acknowledged position of every channel they follow (`positions.rs`), and the packet
 //!   identifiers of outbound QoS 2 messages, written before the PUBLISH is sent so a restart
 //!   resends it with its original identifier. Positions are group-committed (`flusher.rs`): a
-//!   PUBACK costs no fsync of its own. QoS 1 packet identifiers are kept in memory only: a
-//!   session resumed in the same process resends its unacknowledged QoS 1 messages with their
-//!   original identifiers and DUP; after a restart they are sent again with new identifiers.
+//!   PUBACK costs no fsync of its own. QoS 1 packet identifiers are group-committed too,
+//!   after the PUBLISH is sent (a PUBACK that comes before the batch goes cancels the write
+//!   in memory: `flusher.rs`), and kept in memory for the session's next connection in the
+//!   process: a session resumed after a restart, or on another node, resends its
+//!   unacknowledged QoS 1 messages with their original identifiers and DUP [MQTT-4.4.0-1],
+//!   except those sent within the last batch before a crash (sent again with new ones).
 //!   The connection's will is stored with the session from the CONNECT (`crate::will`), so a
 //!   will waiting for its delay survives a crash ([`Sessions::recover_wills`]).
 //! - **Resuming** (`connection.rs`): each stored subscription is made again within the
@@ -23,15 +26,16 @@
 //! - **Expiry**: a session's connection ending records when; it expires that long after.
 //!   Expired sessions are deleted by a sweep once a minute (and one found expired at CONNECT
 //!   is not resumed). At start, a server that is the store's only one (SQLite) counts the
-//!   sessions whose connections a stopped server cut as disconnected from then; nodes sharing
-//!   a PostgreSQL store cannot tell another node's live sessions from a crashed node's, so there
-//!   such a session is kept until its client comes back.
+//!   sessions whose connections a stopped server cut as disconnected from then. In a cluster
+//!   each session stores the node holding its connection; a node found lost (bus-redis's
+//!   `lost_nodes.rs`) has its sessions counted as disconnected since it was last seen alive,
+//!   by the one node that claimed it ([`Sessions::node_lost`]), which also publishes their
+//!   wills after what is left of their delay.
 //! - **Between nodes**: nodes sharing a store share the sessions; on a cluster node
 //!   ([`Sessions::join_cluster`]) a CONNECT takes the client identifier over from a
 //!   connection on another node as from one on this node, so the session moves with its
-//!   state stored (`crate::cluster`). The unacknowledged QoS 1 messages' packet identifiers
-//!   stay with the node that sent them: on another node they are sent again from the stored
-//!   positions, with new identifiers, as after a restart.
+//!   state stored (`crate::cluster`), the unacknowledged QoS 1 messages' packet identifiers
+//!   with it.
 
 mod connection;
 mod flusher;
@@ -160,6 +164,35 @@ impl Sessions {
         self.cluster.get()
     }
 
+    /// This node's id in the cluster, stored with the sessions whose connections it holds;
+    /// `None` on one node.
+    fn node(&self) -> Option<u64> {
+        self.cluster.get().map(|claims| claims.node())
+    }
+
+    /// Cluster node `node` was found lost, last seen alive at `at_ms`, and this node is the
+    /// one told (`crate::cluster`): the sessions whose connections it held are counted as
+    /// ended then (their expiry runs from then), and the stored wills of the sessions it held
+    /// last wait here for what is left of their delay, each published unless its client
+    /// comes back first (`crate::will`).
+    pub(crate) async fn node_lost(&self, node: u64, at_ms: i64) {
+        match self.store.end_mqtt_node(node, at_ms).await {
+            Ok(wills) => {
+                tracing::info!(
+                    node = store::node_name(node),
+                    wills = wills.len(),
+                    "MQTT: the sessions of a lost cluster node are ended here"
+                );
+                self.wills.wait_all(wills);
+            }
+            Err(e) => tracing::warn!(
+                node = store::node_name(node),
+                error = %e,
+                "MQTT: the sessions of a lost cluster node could not be ended"
+            ),
+        }
+    }
+
     /// Starts the `$SYS/` tree ([`crate::sys`]) on the current runtime: its values read from
     /// `render` (the process's metrics as Prometheus text) every `mqtt.sys_interval` seconds,
     /// none when that is 0. Call it once.
@@ -211,6 +244,7 @@ impl Sessions {
                 writes.push(SessionWrite::Resume {
                     key: key.clone(),
                     expiry_ms,
+                    node: self.node(),
                 });
                 let unacked = self.take_unacked(&key);
                 Opened {
@@ -235,6 +269,7 @@ impl Sessions {
                     writes.push(SessionWrite::Start {
                         key: key.clone(),
                         expiry_ms,
+                        node: self.node(),
                     });
                     Box::new(PersistentSession::fresh(self.clone(), key, expiry_ms))
                 });

@@ -4,12 +4,14 @@
 //!
 //! A session is kept per app and client identifier: its subscriptions (the filters as the
 //! client sent them, with their options), the acknowledged position of each channel it is
-//! subscribed to, the packet identifiers of its outbound QoS 2 messages (so a restart resends
-//! one with its original id), its Session Expiry Interval and, once its connection ended, when,
-//! and its connection's will ([`StoredWill`]), from the CONNECT until it is published or
-//! discarded, so a will waiting for its delay survives a crash of the node
-//! ([`MqttSessionStore::take_mqtt_will`] takes it once, [`MqttSessionStore::mqtt_wills_waiting`]
-//! lists those a restarted node publishes). Deleting an app deletes its sessions.
+//! subscribed to, the packet identifiers of its outbound QoS 1 and QoS 2 messages awaiting
+//! acknowledgement (so a restart, or another node, resends one with its original id), its
+//! Session Expiry Interval and, once its connection ended, when, the cluster node that holds
+//! (or last held) its connection, and its connection's will ([`StoredWill`]), from the CONNECT
+//! until it is published or discarded, so a will waiting for its delay survives a crash of the
+//! node ([`MqttSessionStore::take_mqtt_will`] takes it once, [`MqttSessionStore::mqtt_wills_waiting`]
+//! lists those a restarted node publishes, [`MqttSessionStore::end_mqtt_node`] those of a
+//! cluster node found lost). Deleting an app deletes its sessions.
 //!
 //! Every change is a [`SessionWrite`]; a batch of them is applied in one transaction, in
 //! order, by [`MqttSessionStore::write_mqtt_sessions`]: the session service gathers the
@@ -58,11 +60,15 @@ pub struct StoredPosition {
     pub seq: u64,
 }
 
-/// An outbound QoS 2 message of a session, from before its PUBLISH was sent until its PUBCOMP.
+/// An outbound QoS 1 or QoS 2 message of a session awaiting acknowledgement: a QoS 2 one from
+/// before its PUBLISH was sent until its PUBCOMP, a QoS 1 one from soon after its PUBLISH was
+/// sent (group-committed) until its PUBACK.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredInflight {
     /// The packet identifier it was (or is about to be) sent with.
     pub packet_id: u16,
+    /// The QoS it was sent with: 1 or 2.
+    pub qos: u8,
     /// The channel's name in its app.
     pub channel: String,
     /// The channel's epoch.
@@ -157,6 +163,8 @@ pub enum SessionWrite {
         key: SessionKey,
         /// Its Session Expiry Interval, ms.
         expiry_ms: i64,
+        /// The cluster node holding its connection (`None` on one node).
+        node: Option<u64>,
     },
     /// A stored session held by a connection again, with this expiry interval.
     Resume {
@@ -164,6 +172,8 @@ pub enum SessionWrite {
         key: SessionKey,
         /// Its Session Expiry Interval, ms.
         expiry_ms: i64,
+        /// The cluster node holding its connection (`None` on one node).
+        node: Option<u64>,
     },
     /// The session's subscriptions now.
     Subscriptions {
@@ -186,14 +196,15 @@ pub enum SessionWrite {
         /// The channel's name in its app.
         channel: String,
     },
-    /// An outbound QoS 2 message (new, or released).
+    /// An outbound QoS 1 or 2 message awaiting acknowledgement (new; a QoS 2 one released).
     Inflight {
         /// The session.
         key: SessionKey,
         /// The message and its packet identifier.
         inflight: StoredInflight,
     },
-    /// An outbound QoS 2 message completed (PUBCOMP): its packet identifier is free.
+    /// An outbound message acknowledged (QoS 1 PUBACK, QoS 2 PUBCOMP): its packet identifier
+    /// is free.
     Completed {
         /// The session.
         key: SessionKey,
@@ -262,4 +273,17 @@ pub trait MqttSessionStore: Send + Sync {
     /// The stored wills of sessions no connection holds (their end recorded, or the session
     /// gone), with when each is due.
     async fn mqtt_wills_waiting(&self) -> Result<Vec<WaitingWill>, StoreError>;
+
+    /// Cluster node `node` was found lost: every session whose connection it held is counted
+    /// as disconnected since `at_ms` (its expiry runs from then), in one atomic step, so a
+    /// session resumed elsewhere meanwhile is left alone. Answers the stored wills of the
+    /// sessions `node` held last that no connection holds now (those just ended, and those
+    /// whose wills waited there for their delay), with when each is due.
+    async fn end_mqtt_node(&self, node: u64, at_ms: i64) -> Result<Vec<WaitingWill>, StoreError>;
+}
+
+/// How a cluster node's id is stored (`mqtt_sessions.node`): 16 hex digits, as the Redis bus
+/// names nodes.
+pub fn node_name(node: u64) -> String {
+    format!("{node:016x}")
 }

@@ -2,7 +2,8 @@
 //! ([`stored`]: a CONNECT packet holding only the client identifier and the will, in the
 //! connection's version, so the codec that reads every CONNECT reads it back), and what a
 //! starting node does with the stored wills of sessions no connection holds
-//! ([`PendingWills::recover`]).
+//! ([`PendingWills::recover`]), and a node that ends a lost cluster node's sessions with
+//! theirs ([`PendingWills::wait_all`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +14,7 @@ use herald_edge::Edge;
 
 use super::{DueWill, PendingWills};
 use crate::packet::{self, Connect, ConnectProperties, Packet, ProtocolVersion, Will};
-use crate::session::store::StoredWill;
+use crate::session::store::{StoredWill, WaitingWill};
 use crate::wire::now_ms;
 
 /// `will`, left by the connection of `client_id` speaking `version`, as it is stored.
@@ -73,13 +74,24 @@ impl PendingWills {
     /// (or its session's expiry), then is published unless a new connection of its session
     /// took it first. Wills taken from the store later are published through `edge`.
     pub(crate) async fn recover(self: &Arc<Self>, edge: Arc<Edge>) {
-        let _ = self.edge.set(edge.clone());
+        let _ = self.edge.set(edge);
         let waiting = match self.store.mqtt_wills_waiting().await {
             Ok(waiting) => waiting,
             Err(e) => {
                 tracing::warn!(error = %e, "MQTT: the stored wills could not be read");
                 return;
             }
+        };
+        self.wait_all(waiting);
+    }
+
+    /// Every will of `waiting` (stored wills of sessions no connection holds) waits for what
+    /// is left of its delay (or its session's expiry), then is published unless a new
+    /// connection of its session took it first. Nothing before [`PendingWills::recover`] gave
+    /// the server's transports.
+    pub(crate) fn wait_all(self: &Arc<Self>, waiting: Vec<WaitingWill>) {
+        let Some(edge) = self.edge.get().cloned() else {
+            return;
         };
         let now = now_ms();
         // Numbered from now, as a connection's keys are (`crate::inflight::InboundQoS2`).

@@ -16,7 +16,7 @@ pub(crate) const SESSION_COLUMNS: &str = "expiry_ms, disconnected_ms, subscripti
 /// The columns of a position row, in the order [`position_of`] reads them.
 pub(crate) const POSITION_COLUMNS: &str = "channel, epoch, seq";
 /// The columns of an in-flight row, in the order [`inflight_of`] reads them.
-pub(crate) const INFLIGHT_COLUMNS: &str = "packet_id, channel, epoch, seq, released";
+pub(crate) const INFLIGHT_COLUMNS: &str = "packet_id, channel, epoch, seq, released, qos";
 
 /// The columns of a will row, in the order [`will_of`] reads them.
 pub(crate) const WILL_COLUMNS: &str = "will, delay_ms";
@@ -28,6 +28,16 @@ pub(crate) const WAITING_WILLS: &str =
      FROM mqtt_session_wills w
      LEFT JOIN mqtt_sessions s ON s.app = w.app AND s.client_id = w.client_id
      WHERE s.app IS NULL OR s.disconnected_ms IS NOT NULL";
+
+/// The wills of the sessions a lost node held last (`$1` or `?1`, [`node_name`]'s form) that
+/// no connection holds, as [`waiting_will_of`] reads them.
+///
+/// [`node_name`]: herald_mqtt::session::store::node_name
+pub(crate) const NODE_WILLS: &str =
+    "SELECT w.app, w.client_id, w.will, w.delay_ms, s.disconnected_ms, s.expiry_ms
+     FROM mqtt_session_wills w
+     JOIN mqtt_sessions s ON s.app = w.app AND s.client_id = w.client_id
+     WHERE s.node = $1 AND s.disconnected_ms IS NOT NULL";
 
 /// The session tables, each keyed by `(app, client_id, ...)`: deleting a session deletes its
 /// rows in each.
@@ -77,6 +87,7 @@ pub(crate) fn position_of<R: StoredRow>(row: &R) -> Result<StoredPosition, Store
 pub(crate) fn inflight_of<R: StoredRow>(row: &R) -> Result<StoredInflight, StoreError> {
     let packet_id: i64 = row.column(0)?;
     let released: i64 = row.column(4)?;
+    let qos: i64 = row.column(5)?;
     Ok(StoredInflight {
         packet_id: u16::try_from(packet_id)
             .map_err(|_| StoreError::failed(format!("corrupt packet id {packet_id} in store")))?,
@@ -84,6 +95,10 @@ pub(crate) fn inflight_of<R: StoredRow>(row: &R) -> Result<StoredInflight, Store
         epoch: row.column(2)?,
         seq: seq_from_db(row.column(3)?)?,
         released: released != 0,
+        qos: u8::try_from(qos)
+            .ok()
+            .filter(|q| matches!(q, 1 | 2))
+            .ok_or_else(|| StoreError::failed(format!("corrupt QoS {qos} in store")))?,
     })
 }
 

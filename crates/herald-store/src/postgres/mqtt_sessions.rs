@@ -2,21 +2,22 @@
 //! (`crate::sqlite::mqtt_sessions`): a batch of writes is one transaction on a pooled
 //! connection (the session service already gathers many connections' positions into one
 //! batch), a read is three queries on one connection; a will is taken by one `DELETE ..
-//! RETURNING`, so of the nodes that try only one gets it. Deleting an app deletes its sessions.
+//! RETURNING`, so of the nodes that try only one gets it; a lost node's sessions are ended by one
+//! `UPDATE` (`end_mqtt_node`). Deleting an app deletes its sessions.
 
 use async_trait::async_trait;
 use deadpool_postgres::Transaction;
 use herald_core::log::StoreError;
 use herald_core::tenant::AppId;
 use herald_mqtt::session::store::{
-    MqttSessionStore, SessionKey, SessionWrite, StoredSession, StoredWill, WaitingWill,
+    node_name, MqttSessionStore, SessionKey, SessionWrite, StoredSession, StoredWill, WaitingWill,
 };
 use tokio_postgres::types::ToSql;
 
 use super::{pg_error, PostgresStore};
 use crate::common::mqtt_sessions::{
     inflight_of, position_of, session_header_of, subscriptions_to_json, waiting_will_of, will_of,
-    INFLIGHT_COLUMNS, POSITION_COLUMNS, SESSION_COLUMNS, SESSION_TABLES, SWEPT_TABLES,
+    INFLIGHT_COLUMNS, NODE_WILLS, POSITION_COLUMNS, SESSION_COLUMNS, SESSION_TABLES, SWEPT_TABLES,
     WAITING_WILLS, WILL_COLUMNS,
 };
 use crate::common::values::seq_to_db;
@@ -100,6 +101,28 @@ impl MqttSessionStore for PostgresStore {
             .map(waiting_will_of)
             .collect()
     }
+
+    async fn end_mqtt_node(&self, node: u64, at_ms: i64) -> Result<Vec<WaitingWill>, StoreError> {
+        let node = node_name(node);
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(pg_error)?;
+        exec(
+            &tx,
+            "UPDATE mqtt_sessions SET disconnected_ms = $2
+             WHERE node = $1 AND disconnected_ms IS NULL",
+            &[&node, &at_ms],
+        )
+        .await?;
+        let wills = tx
+            .query(NODE_WILLS, &[&node])
+            .await
+            .map_err(pg_error)?
+            .iter()
+            .map(waiting_will_of)
+            .collect::<Result<Vec<_>, _>>()?;
+        tx.commit().await.map_err(pg_error)?;
+        Ok(wills)
+    }
 }
 
 async fn exec(
@@ -115,22 +138,41 @@ async fn exec(
 /// Applies one write in the batch's transaction.
 async fn apply(tx: &Transaction<'_>, write: &SessionWrite) -> Result<(), StoreError> {
     match write {
-        SessionWrite::Start { key, expiry_ms } => {
+        SessionWrite::Start {
+            key,
+            expiry_ms,
+            node,
+        } => {
             delete_session(tx, key).await?;
             exec(
                 tx,
-                "INSERT INTO mqtt_sessions (app, client_id, expiry_ms, disconnected_ms, subscriptions)
-                 VALUES ($1, $2, $3, NULL, '[]')",
-                &[&key.app.as_str(), &key.client_id, expiry_ms],
+                "INSERT INTO mqtt_sessions
+                     (app, client_id, expiry_ms, disconnected_ms, subscriptions, node)
+                 VALUES ($1, $2, $3, NULL, '[]', $4)",
+                &[
+                    &key.app.as_str(),
+                    &key.client_id,
+                    expiry_ms,
+                    &node.map(node_name),
+                ],
             )
             .await
         }
-        SessionWrite::Resume { key, expiry_ms } => {
+        SessionWrite::Resume {
+            key,
+            expiry_ms,
+            node,
+        } => {
             exec(
                 tx,
-                "UPDATE mqtt_sessions SET expiry_ms = $3, disconnected_ms = NULL
+                "UPDATE mqtt_sessions SET expiry_ms = $3, disconnected_ms = NULL, node = $4
                  WHERE app = $1 AND client_id = $2",
-                &[&key.app.as_str(), &key.client_id, expiry_ms],
+                &[
+                    &key.app.as_str(),
+                    &key.client_id,
+                    expiry_ms,
+                    &node.map(node_name),
+                ],
             )
             .await
         }
@@ -173,11 +215,11 @@ async fn apply(tx: &Transaction<'_>, write: &SessionWrite) -> Result<(), StoreEr
             exec(
                 tx,
                 "INSERT INTO mqtt_session_inflight
-                     (app, client_id, packet_id, channel, epoch, seq, released)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)
+                     (app, client_id, packet_id, channel, epoch, seq, released, qos)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
                  ON CONFLICT (app, client_id, packet_id) DO UPDATE SET
                      channel = excluded.channel, epoch = excluded.epoch, seq = excluded.seq,
-                     released = excluded.released",
+                     released = excluded.released, qos = excluded.qos",
                 &[
                     &key.app.as_str(),
                     &key.client_id,
@@ -186,6 +228,7 @@ async fn apply(tx: &Transaction<'_>, write: &SessionWrite) -> Result<(), StoreEr
                     &inflight.epoch,
                     &seq_to_db(inflight.seq),
                     &i64::from(inflight.released),
+                    &i64::from(inflight.qos),
                 ],
             )
             .await

@@ -14,7 +14,7 @@
 //! what SQLite's webhooks migration adds (`hook_endpoints`, `hook_events`); the next what its
 //! next migration adds (`hook_events.leased_until_ms`); the next what its Pusher credentials
 //! migration adds (`pusher_credentials`); the later ones what SQLite's migrations of the same
-//! names add (MQTT sessions, the webhook format, MQTT wills).
+//! names add (MQTT sessions, the webhook format, MQTT wills, MQTT sessions across a cluster).
 
 use herald_core::log::StoreError;
 use tokio_postgres::Client;
@@ -300,6 +300,11 @@ const MIGRATIONS: &[&str] = &[
         delay_ms BIGINT NOT NULL,
         PRIMARY KEY (app, client_id)
     );"#,
+    // What SQLite's MQTT sessions across a cluster migration adds: the node holding a
+    // session's connection, the QoS of an in-flight packet id.
+    r#"ALTER TABLE mqtt_sessions ADD COLUMN node TEXT COLLATE "C";
+    CREATE INDEX mqtt_sessions_node ON mqtt_sessions (node) WHERE node IS NOT NULL;
+    ALTER TABLE mqtt_session_inflight ADD COLUMN qos BIGINT NOT NULL DEFAULT 2;"#,
 ];
 
 /// The schema version this build writes.

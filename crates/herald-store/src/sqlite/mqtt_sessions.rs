@@ -1,7 +1,8 @@
 //! The SQLite implementation of [`MqttSessionStore`]: MQTT persistent sessions in
 //! `mqtt_sessions` (one row per app and client identifier: its expiry interval, when its
 //! connection ended, its subscriptions as JSON), `mqtt_session_positions` (its position in
-//! each channel), `mqtt_session_inflight` (its outbound QoS 2 packet identifiers) and
+//! each channel; the node holding its connection), `mqtt_session_inflight` (its outbound QoS 1
+//! and 2 packet identifiers awaiting acknowledgement) and
 //! `mqtt_session_wills` (its connection's will, taken once by `DELETE .. RETURNING` on the
 //! writer). A batch of
 //! writes runs on the writer thread inside the group commit of whatever else is queued with
@@ -12,14 +13,14 @@ use async_trait::async_trait;
 use herald_core::log::StoreError;
 use herald_core::tenant::AppId;
 use herald_mqtt::session::store::{
-    MqttSessionStore, SessionKey, SessionWrite, StoredInflight, StoredPosition, StoredSession,
-    StoredWill, WaitingWill,
+    node_name, MqttSessionStore, SessionKey, SessionWrite, StoredInflight, StoredPosition,
+    StoredSession, StoredWill, WaitingWill,
 };
 use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::common::mqtt_sessions::{
     inflight_of, position_of, session_header_of, subscriptions_to_json, waiting_will_of, will_of,
-    INFLIGHT_COLUMNS, POSITION_COLUMNS, SESSION_COLUMNS, SESSION_TABLES, SWEPT_TABLES,
+    INFLIGHT_COLUMNS, NODE_WILLS, POSITION_COLUMNS, SESSION_COLUMNS, SESSION_TABLES, SWEPT_TABLES,
     WAITING_WILLS, WILL_COLUMNS,
 };
 use crate::sqlite::{backend, seq_to_db, SqliteLog};
@@ -75,6 +76,25 @@ impl MqttSessionStore for SqliteLog {
                 found.map(|r| r.map_err(backend)?).collect()
             })
             .await
+    }
+
+    async fn end_mqtt_node(&self, node: u64, at_ms: i64) -> Result<Vec<WaitingWill>, StoreError> {
+        let node = node_name(node);
+        self.write(move |conn| {
+            conn.prepare_cached(
+                "UPDATE mqtt_sessions SET disconnected_ms = ?2
+                 WHERE node = ?1 AND disconnected_ms IS NULL",
+            )
+            .and_then(|mut stmt| stmt.execute(params![node, at_ms]))
+            .map_err(backend)?;
+            let sql = NODE_WILLS.replace("$1", "?1");
+            let mut stmt = conn.prepare_cached(&sql).map_err(backend)?;
+            let found = stmt
+                .query_map(params![node], |r| Ok(waiting_will_of(r)))
+                .map_err(backend)?;
+            found.map(|r| r.map_err(backend)?).collect()
+        })
+        .await
     }
 }
 
@@ -149,21 +169,32 @@ fn apply(conn: &Connection, write: &SessionWrite) -> Result<(), StoreError> {
     };
     let key_of = |key: &SessionKey| (key.app.as_str().to_owned(), key.client_id.clone());
     match write {
-        SessionWrite::Start { key, expiry_ms } => {
+        SessionWrite::Start {
+            key,
+            expiry_ms,
+            node,
+        } => {
             delete_session(conn, key)?;
             let (app, id) = key_of(key);
+            let node = node.map(node_name);
             exec(
-                "INSERT INTO mqtt_sessions (app, client_id, expiry_ms, disconnected_ms, subscriptions)
-                 VALUES (?1, ?2, ?3, NULL, '[]')",
-                &[&app, &id, expiry_ms],
+                "INSERT INTO mqtt_sessions
+                     (app, client_id, expiry_ms, disconnected_ms, subscriptions, node)
+                 VALUES (?1, ?2, ?3, NULL, '[]', ?4)",
+                &[&app, &id, expiry_ms, &node],
             )
         }
-        SessionWrite::Resume { key, expiry_ms } => {
+        SessionWrite::Resume {
+            key,
+            expiry_ms,
+            node,
+        } => {
             let (app, id) = key_of(key);
+            let node = node.map(node_name);
             exec(
-                "UPDATE mqtt_sessions SET expiry_ms = ?3, disconnected_ms = NULL
+                "UPDATE mqtt_sessions SET expiry_ms = ?3, disconnected_ms = NULL, node = ?4
                  WHERE app = ?1 AND client_id = ?2",
-                &[&app, &id, expiry_ms],
+                &[&app, &id, expiry_ms, &node],
             )
         }
         SessionWrite::Subscriptions { key, subscriptions } => {
@@ -202,11 +233,11 @@ fn apply(conn: &Connection, write: &SessionWrite) -> Result<(), StoreError> {
             let (app, id) = key_of(key);
             exec(
                 "INSERT INTO mqtt_session_inflight
-                     (app, client_id, packet_id, channel, epoch, seq, released)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                     (app, client_id, packet_id, channel, epoch, seq, released, qos)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                  ON CONFLICT (app, client_id, packet_id) DO UPDATE SET
                      channel = excluded.channel, epoch = excluded.epoch, seq = excluded.seq,
-                     released = excluded.released",
+                     released = excluded.released, qos = excluded.qos",
                 &[
                     &app,
                     &id,
@@ -215,6 +246,7 @@ fn apply(conn: &Connection, write: &SessionWrite) -> Result<(), StoreError> {
                     &inflight.epoch,
                     &seq_to_db(inflight.seq),
                     &i64::from(inflight.released),
+                    &i64::from(inflight.qos),
                 ],
             )
         }

@@ -42,8 +42,9 @@
 //!   event (`leased_until_ms`), and the dead letters (`dead`, with the reason and when).
 //! - `pusher_credentials`: each app's Pusher credentials, the secrets sealed by the server.
 //! - `mqtt_sessions`, `mqtt_session_positions`, `mqtt_session_inflight`: MQTT persistent
-//!   sessions (expiry interval, when the connection ended, subscriptions as JSON), their
-//!   position in each channel and their outbound QoS 2 packet ids.
+//!   sessions (expiry interval, when the connection ended, subscriptions as JSON, the cluster
+//!   node holding the connection), their position in each channel and their outbound QoS 1
+//!   and 2 packet ids awaiting acknowledgement.
 //! - `mqtt_session_wills`: the will of a persistent MQTT session's connection (encoded by
 //!   herald-mqtt) and its delay, from the CONNECT until it is published or discarded.
 
@@ -349,6 +350,13 @@ const MIGRATIONS: &[&str] = &[
         delay_ms INTEGER NOT NULL,
         PRIMARY KEY (app, client_id)
     ) WITHOUT ROWID;",
+    // MQTT sessions across a cluster (`sqlite::mqtt_sessions`): the node holding (or that last
+    // held) a session's connection, so a node found lost has its sessions ended by another;
+    // the QoS of each in-flight packet id, now kept for outbound QoS 1 messages too (the rows
+    // before were all QoS 2).
+    "ALTER TABLE mqtt_sessions ADD COLUMN node TEXT;
+    CREATE INDEX mqtt_sessions_node ON mqtt_sessions (node) WHERE node IS NOT NULL;
+    ALTER TABLE mqtt_session_inflight ADD COLUMN qos INTEGER NOT NULL DEFAULT 2;",
 ];
 
 /// The schema version this build writes.

@@ -4,7 +4,9 @@
 //! an ended session expires after its interval and the sweep deletes only expired ones; every
 //! session counted as disconnected at start; a delete; deleting the app deletes its sessions;
 //! a session's will stored, listed as waiting once no connection holds its session, taken
-//! once, kept by the sweep of its expired session.
+//! once, kept by the sweep of its expired session; the sessions a lost cluster node held ended
+//! at its time of death, once, with their wills listed, and QoS 1 packet ids kept beside QoS 2
+//! ones.
 
 use herald_core::tenancy::App;
 use herald_core::tenant::AppId;
@@ -18,7 +20,8 @@ use super::Backend;
 crate::on_both!(
     mqtt_sessions_keep_subscriptions_positions_and_qos2_ids,
     mqtt_sessions_expire_after_their_interval_and_go_with_their_app,
-    mqtt_wills_wait_with_their_sessions_and_are_taken_once
+    mqtt_wills_wait_with_their_sessions_and_are_taken_once,
+    mqtt_sessions_of_a_lost_node_end_once_with_their_wills_listed
 );
 
 fn key(app: &AppId, id: &str) -> SessionKey {
@@ -53,6 +56,7 @@ fn subscription(filter: &str, qos: u8) -> StoredSubscription {
 fn inflight(packet_id: u16, channel: &str, seq: u64, released: bool) -> StoredInflight {
     StoredInflight {
         packet_id,
+        qos: 2,
         channel: channel.into(),
         epoch: "e1".into(),
         seq,
@@ -75,6 +79,7 @@ async fn mqtt_sessions_keep_subscriptions_positions_and_qos2_ids(b: Backend) {
             SessionWrite::Start {
                 key: k.clone(),
                 expiry_ms: 3_600_000,
+                node: None,
             },
             SessionWrite::Subscriptions {
                 key: k.clone(),
@@ -170,6 +175,7 @@ async fn mqtt_sessions_keep_subscriptions_positions_and_qos2_ids(b: Backend) {
         .write_mqtt_sessions(vec![SessionWrite::Resume {
             key: k.clone(),
             expiry_ms: 5_000,
+            node: None,
         }])
         .await
         .unwrap();
@@ -182,6 +188,7 @@ async fn mqtt_sessions_keep_subscriptions_positions_and_qos2_ids(b: Backend) {
         .write_mqtt_sessions(vec![SessionWrite::Start {
             key: k.clone(),
             expiry_ms: 10,
+            node: None,
         }])
         .await
         .unwrap();
@@ -229,6 +236,7 @@ async fn mqtt_sessions_expire_after_their_interval_and_go_with_their_app(b: Back
         writes.push(SessionWrite::Start {
             key: k.clone(),
             expiry_ms,
+            node: None,
         });
         writes.push(position(k, "news", "e", 1));
         writes.push(SessionWrite::Inflight {
@@ -282,6 +290,7 @@ async fn mqtt_sessions_expire_after_their_interval_and_go_with_their_app(b: Back
         .write_mqtt_sessions(vec![SessionWrite::Start {
             key: held.clone(),
             expiry_ms: 1,
+            node: None,
         }])
         .await
         .unwrap();
@@ -321,6 +330,7 @@ async fn mqtt_wills_wait_with_their_sessions_and_are_taken_once(b: Backend) {
         writes.push(SessionWrite::Start {
             key: k.clone(),
             expiry_ms: expiry(k),
+            node: None,
         });
         writes.push(SessionWrite::Will {
             key: k.clone(),
@@ -404,4 +414,116 @@ async fn mqtt_wills_wait_with_their_sessions_and_are_taken_once(b: Backend) {
         store.take_mqtt_will(&live).await.unwrap(),
         Some(will(b"live", 5_000))
     );
+}
+
+async fn mqtt_sessions_of_a_lost_node_end_once_with_their_wills_listed(b: Backend) {
+    let store = b.mqtt_sessions();
+    let app = AppId::default_app();
+    let (lost, waited, moved, elsewhere) = (
+        key(&app, "lost"),
+        key(&app, "waited"),
+        key(&app, "moved"),
+        key(&app, "elsewhere"),
+    );
+    let (dead, alive) = (0xdead_0001_u64, 0xa11e_0001_u64);
+    let start = |k: &SessionKey, node: u64| SessionWrite::Start {
+        key: k.clone(),
+        expiry_ms: 60_000,
+        node: Some(node),
+    };
+    let mut writes = vec![
+        start(&lost, dead),
+        start(&waited, dead),
+        start(&moved, dead),
+        start(&elsewhere, alive),
+    ];
+    for k in [&lost, &waited, &moved, &elsewhere] {
+        writes.push(SessionWrite::Will {
+            key: k.clone(),
+            will: will(k.client_id.as_bytes(), 5_000),
+        });
+    }
+    // `waited` ended on the dead node (its will waiting there); `moved` resumed on another.
+    writes.push(SessionWrite::Ended {
+        key: waited.clone(),
+        at_ms: 1_000,
+        expiry_ms: 60_000,
+    });
+    writes.push(SessionWrite::Resume {
+        key: moved.clone(),
+        expiry_ms: 60_000,
+        node: Some(alive),
+    });
+    // A QoS 1 packet id beside a QoS 2 one.
+    writes.push(SessionWrite::Inflight {
+        key: lost.clone(),
+        inflight: StoredInflight {
+            qos: 1,
+            ..inflight(7, "news", 3, false)
+        },
+    });
+    writes.push(SessionWrite::Inflight {
+        key: lost.clone(),
+        inflight: inflight(8, "news", 4, false),
+    });
+    store.write_mqtt_sessions(writes).await.unwrap();
+
+    let mut wills = store.end_mqtt_node(dead, 2_000).await.unwrap();
+    wills.sort_by(|a, b| a.key.client_id.cmp(&b.key.client_id));
+    assert_eq!(
+        wills,
+        [
+            WaitingWill {
+                key: lost.clone(),
+                will: will(b"lost", 5_000),
+                due_ms: 7_000,
+            },
+            WaitingWill {
+                key: waited.clone(),
+                will: will(b"waited", 5_000),
+                due_ms: 6_000,
+            },
+        ],
+        "the dead node's sessions' wills, due from their end; not the moved or other node's"
+    );
+    let ended = store.mqtt_session(&app, "lost").await.unwrap().unwrap();
+    assert_eq!(
+        ended.disconnected_ms,
+        Some(2_000),
+        "ended at the time of death"
+    );
+    assert_eq!(
+        ended.inflight,
+        [
+            StoredInflight {
+                qos: 1,
+                ..inflight(7, "news", 3, false)
+            },
+            inflight(8, "news", 4, false)
+        ]
+    );
+    let kept = store.mqtt_session(&app, "waited").await.unwrap().unwrap();
+    assert_eq!(
+        kept.disconnected_ms,
+        Some(1_000),
+        "already ended: unchanged"
+    );
+    for id in ["moved", "elsewhere"] {
+        let live = store.mqtt_session(&app, id).await.unwrap().unwrap();
+        assert_eq!(live.disconnected_ms, None, "{id} is held by a live node");
+    }
+    // A second call ends nothing more: the sessions keep the first time of death.
+    store.end_mqtt_node(dead, 9_000).await.unwrap();
+    let again = store.mqtt_session(&app, "lost").await.unwrap().unwrap();
+    assert_eq!(again.disconnected_ms, Some(2_000));
+    // A QoS 1 id acknowledged is deleted like a QoS 2 one completed.
+    store
+        .write_mqtt_sessions(vec![SessionWrite::Completed {
+            key: lost.clone(),
+            packet_id: 7,
+        }])
+        .await
+        .unwrap();
+    let after = store.mqtt_session(&app, "lost").await.unwrap().unwrap();
+    assert_eq!(after.inflight, [inflight(8, "news", 4, false)]);
 }
