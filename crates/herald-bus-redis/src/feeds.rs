@@ -81,6 +81,10 @@ pub(crate) enum Op {
     Gained(Box<str>),
     Lost(Box<str>),
     Refresh,
+    /// A share group's first member here (`crate::shares`).
+    ShareGained(crate::shares::GroupKey),
+    /// A share group's last member here left.
+    ShareLost(crate::shares::GroupKey),
 }
 
 /// This node's side of the feeds (see the module doc).
@@ -276,7 +280,7 @@ pub(crate) fn on_message(shared: &Arc<Shared>, payload: &[u8]) {
     }
 }
 
-fn now_millis() -> i64 {
+pub(crate) fn now_millis() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
@@ -299,8 +303,13 @@ pub(crate) async fn run(shared: Arc<Shared>, mut ops: mpsc::UnboundedReceiver<Op
                 Some(Op::Gained(app)) => gained(&shared, app).await,
                 Some(Op::Lost(app)) => lost(&shared, &app).await,
                 Some(Op::Refresh) => refresh(&shared).await,
+                Some(Op::ShareGained(key)) => crate::shares::gained(&shared, key).await,
+                Some(Op::ShareLost(key)) => crate::shares::lost(&shared, key).await,
             },
-            _ = tick.tick() => refresh(&shared).await,
+            _ = tick.tick() => {
+                refresh(&shared).await;
+                crate::shares::refresh(&shared).await;
+            }
             got = reconnects.recv() => {
                 if got.is_err() {
                     continue;

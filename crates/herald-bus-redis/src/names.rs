@@ -87,6 +87,11 @@ impl Names {
         format!("{}:feeds", self.prefix)
     }
 
+    /// The sorted set of the nodes holding shared subscription groups (`crate::shares`).
+    pub fn shares(&self) -> String {
+        format!("{}:shares", self.prefix)
+    }
+
     /// The Redis channel carrying cache events.
     pub fn events(&self) -> String {
         format!("{}:{{events}}", self.prefix)

@@ -5,8 +5,9 @@
 //! longer followed are counted and dropped; cache events from other nodes are applied (a
 //! changed token secret is read from the store) and claims messages handled
 //! ([`crate::claims`]); presence changes go to the channel's watchers
-//! ([`crate::members`]); batches on apps' feeds go to the filters only, and feeds messages
-//! are handled ([`crate::feeds`]). If the client's queue overflowed, every
+//! ([`crate::members`]); batches on apps' feeds go to the filters only, feeds messages are
+//! handled ([`crate::feeds`]), and so are share groups' announcements and hand-overs on the
+//! feeds ([`crate::shares`]), in the feed's order. If the client's queue overflowed, every
 //! followed channel is read from the log, since any of them may have lost messages, and the
 //! caches are reloaded from the store, since cache events may have been lost with them.
 
@@ -58,6 +59,10 @@ pub(crate) async fn run(shared: Arc<Shared>, mut messages: broadcast::Receiver<M
             && payload.first() == Some(&crate::feeds::MARK)
         {
             crate::feeds::on_message(&shared, &payload);
+        } else if shared.names.is_feed(&message.channel)
+            && payload.first() == Some(&crate::shares::MARK)
+        {
+            crate::shares::on_message(&shared, &payload);
         } else if shared.names.is_feed(&message.channel) {
             on_feed_batch(&shared, &payload);
         } else if *message.channel == *events_channel {
@@ -111,13 +116,14 @@ fn on_batch(shared: &Shared, payload: &Bytes) {
 }
 
 /// A batch from an app's feed: to the filters only (the hub passes over what they had).
-fn on_feed_batch(shared: &Shared, payload: &Bytes) {
+fn on_feed_batch(shared: &Arc<Shared>, payload: &Bytes) {
     match decode_batch(payload) {
         Ok(batch) => {
             shared
                 .counters
                 .feed_received
                 .fetch_add(1, Ordering::Relaxed);
+            crate::shares::drain(shared, &batch.messages);
             shared.fan_out.hub().deliver_filters_only(&batch.messages);
         }
         Err(error) => {

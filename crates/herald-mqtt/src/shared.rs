@@ -23,15 +23,22 @@
 //! ([`MqttWire::leave_shared_groups`]), then hands what it had not acknowledged to the members
 //! left: QoS 1 and 2 messages sent and not PUBACKed or PUBRECed, waiting for its window, or
 //! still queued (those its subscription was granted QoS 1 or 2 for). A message no member is
-//! left for is dropped (a persistent session does not keep it: the standard's "MAY").
+//! left for (in the cluster) is dropped (a persistent session does not keep it: the standard's "MAY").
 //!
 //! **Persistent sessions** keep their shared subscriptions as their other filters and join
 //! the groups again when they resume ([`resume`]).
+//!
+//! **In a cluster** a group is one across the nodes (core's `shared::holders`, bus-redis's
+//! `shares.rs`): each message goes to one member in the whole cluster, its owner node picked
+//! by hashing the message over the nodes with members; a SUBSCRIBE is answered once this
+//! node counts itself among them. A leaving member's unacknowledged messages go to a member
+//! on another node when none is left on this one.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Duration;
 
-use herald_core::hub::filters::shared::{GroupMembership, LeftGroup};
+use herald_core::hub::filters::shared::{GroupHolders, GroupMembership, LeftGroup};
 use herald_core::hub::Admit;
 use herald_core::message::{SharedMessage, StoredMessage};
 use herald_core::name::topic::filter::TopicFilter as ChannelFilter;
@@ -43,6 +50,10 @@ use crate::origin;
 use crate::packet::{QoS, ReasonCode, SubscriptionOptions, TopicFilter};
 use crate::subscriptions::Granted;
 use crate::wire::MqttWire;
+
+/// How long a SUBSCRIBE in a cluster waits for this node to count itself among a new group's
+/// holders (its announcement coming back through Redis) before it answers anyway.
+const COUNTED_WAIT: Duration = Duration::from_secs(5);
 
 /// One shared subscription of a connection.
 struct Group {
@@ -158,11 +169,16 @@ pub(crate) async fn subscribe(
             },
         )
         .map_err(|e| (ReasonCode::QuotaExceeded, e.message))?;
-        join(wire, filter, &share_name, parsed, granted);
-        // In a cluster, answered once every node sends the app's messages here (as a filter).
+        let holders = join(wire, filter, &share_name, parsed, granted);
+        // In a cluster, answered once every node sends the app's messages here (as a filter),
+        // and once this node counts itself among the group's holders: from then on, each
+        // message goes to one member in the cluster, maybe here.
         if let Ok(app) = wire.session.client().map(|c| c.app.clone()) {
             let registry = wire.session.edge().engine.filters().clone();
             registry.feed_ready(&app).await;
+        }
+        if let Some(holders) = holders {
+            holders.until_counted(COUNTED_WAIT).await;
         }
     }
     // A persistent session keeps it as it keeps a wildcard filter; no retained message is
@@ -199,15 +215,16 @@ pub(crate) fn unsubscribe(wire: &mut MqttWire, filter: &str) -> bool {
     true
 }
 
+/// Joins the group; its holders in the cluster, if it is in one.
 fn join(
     wire: &mut MqttWire,
     filter: &str,
     share_name: &str,
     parsed: ChannelFilter,
     granted: Granted,
-) {
+) -> Option<Arc<GroupHolders>> {
     let Ok(app) = wire.session.client().map(|c| c.app.clone()) else {
-        return;
+        return None;
     };
     let registry = wire.session.edge().engine.filters().clone();
     let outbox = wire.session.outbox().clone();
@@ -216,11 +233,13 @@ fn join(
         Arc::new(move |m: &StoredMessage| rules.may_receive(&m.channel.topic()))
     });
     let membership = registry.join_group(&app, share_name, parsed, outbox, admit);
+    let holders = membership.holders();
     wire.subscriptions.shared.groups.push(Group {
         filter: filter.into(),
         granted,
         membership,
     });
+    holders
 }
 
 /// The share name and the filter of `filter` parsed, if the client may subscribe to it (see

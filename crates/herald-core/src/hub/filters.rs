@@ -35,7 +35,8 @@
 //! message of the app published on any node, [`super::Hub::deliver_filters_only`]), and a
 //! subscribe waits ([`FilterRegistry::feed_ready`]) until messages published anywhere from then
 //! on reach this node. A message may then arrive along its channel's stream and the app's feed
-//! both: each goes to the filters once (`once`).
+//! both: each goes to the filters once (`once`). Shared subscription groups in a cluster
+//! ([`shared::holders`]) take the feed's messages only, and of them those this node owns.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -54,7 +55,7 @@ use crate::tenant::{split_app, AppId, RESERVED};
 mod once;
 pub mod shared;
 
-use shared::{GroupMembership, ShareGroup};
+use shared::{GroupMembership, ShareCluster, ShareGroup};
 
 /// One filter of one subscriber (or of one shared subscription group), as the index holds it.
 #[derive(Clone)]
@@ -158,6 +159,8 @@ pub struct FilterRegistry {
     /// Set with `feed`: what was handed to the filters, so a message reaching them along two
     /// paths goes once.
     once: OnceLock<once::DeliveredOnce>,
+    /// The networked bus balancing share groups across the cluster, if any.
+    shares: OnceLock<Arc<dyn ShareCluster>>,
 }
 
 impl FilterRegistry {
@@ -194,6 +197,37 @@ impl FilterRegistry {
         self.feed.set(feed).is_ok()
     }
 
+    /// Makes `cluster` the bus that balances share groups across the cluster
+    /// ([`shared::holders`]); set with the feed, before any group is made. `false` if one was
+    /// set already.
+    pub fn set_share_cluster(&self, cluster: Arc<dyn ShareCluster>) -> bool {
+        self.shares.set(cluster).is_ok()
+    }
+
+    /// The bus balancing share groups across the cluster, if any.
+    pub(crate) fn share_cluster(&self) -> Option<&Arc<dyn ShareCluster>> {
+        self.shares.get()
+    }
+
+    /// Queues `message`, which another node handed here, to a member of `app`'s group
+    /// `share_name` on `filter` (its text) on this node, whoever owns it; whether one took it.
+    pub fn give_to_group(
+        &self,
+        app: &str,
+        share_name: &str,
+        filter: &str,
+        message: &SharedMessage,
+    ) -> bool {
+        let apps = self.apps.read();
+        apps.get(app)
+            .and_then(|f| {
+                f.groups
+                    .iter()
+                    .find(|g| &*g.share_name == share_name && g.filter.as_str() == filter)
+            })
+            .is_some_and(|group| group.take_handed(message))
+    }
+
     /// Waits until `app`'s messages published on any node reach this node's filters (at once
     /// without a networked bus): a subscribe to a filter answers after it.
     pub async fn feed_ready(&self, app: &AppId) {
@@ -216,7 +250,15 @@ impl FilterRegistry {
     /// node: its outbox is theirs) gets the run through that subscription only, so a
     /// connection subscribed to a channel and to a filter matching it receives each message
     /// once; and a run its [`Admit`] refuses a message of is queued without it.
-    pub(crate) fn deliver_run(&self, run: &[SharedMessage], exact: &[Arc<Subscription>]) -> u64 {
+    ///
+    /// `from_feed`: the run came from the app's feed ([`super::Hub::deliver_filters_only`]),
+    /// the only path a share group in a cluster takes (see the module doc).
+    pub(crate) fn deliver_run(
+        &self,
+        run: &[SharedMessage],
+        exact: &[Arc<Subscription>],
+        from_feed: bool,
+    ) -> u64 {
         let Some(last) = run.last() else {
             return 0;
         };
@@ -249,25 +291,38 @@ impl FilterRegistry {
         if matched.is_empty() {
             return 0;
         }
+        matched.sort_unstable_by_key(|e| e.subscriber);
+        matched.dedup_by_key(|e| e.subscriber);
+        let mut queued = 0;
+        // A group in a cluster takes the feed's run as it is (the feed brings each message
+        // once); the others what no other path brought before.
+        let (clustered, others): (Vec<&Entry>, Vec<&Entry>) = matched
+            .into_iter()
+            .partition(|e| matches!(&e.target, Target::Group(g) if g.holders.is_some()));
+        for entry in clustered {
+            if let Target::Group(group) = &entry.target {
+                queued += group.deliver_run(run, from_feed);
+            }
+        }
+        if others.is_empty() {
+            return queued as u64;
+        }
         let fresh;
         let run = match self.once.get() {
             Some(once) => {
                 fresh = once.take_new(run);
                 if fresh.is_empty() {
-                    return 0;
+                    return queued as u64;
                 }
                 &fresh[..]
             }
             None => run,
         };
-        matched.sort_unstable_by_key(|e| e.subscriber);
-        matched.dedup_by_key(|e| e.subscriber);
-        let mut queued = 0;
-        for entry in matched {
+        for entry in others {
             let (outbox, admit) = match &entry.target {
                 Target::Subscriber { outbox, admit } => (outbox, admit),
                 Target::Group(group) => {
-                    queued += group.deliver_run(run);
+                    queued += group.deliver_run(run, from_feed);
                     continue;
                 }
             };
@@ -316,7 +371,12 @@ impl FilterRegistry {
             Some(group) => group,
             None => {
                 let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-                let group = Arc::new(ShareGroup::new(id, share_name, Arc::new(filter)));
+                let filter = Arc::new(filter);
+                let holders = self
+                    .shares
+                    .get()
+                    .map(|cluster| cluster.joined(app.as_str(), share_name, &filter));
+                let group = Arc::new(ShareGroup::new(id, share_name, filter, holders));
                 let n = filters.insert(&Entry {
                     subscriber: id,
                     filter: group.filter.clone(),
@@ -346,6 +406,9 @@ impl FilterRegistry {
             return;
         };
         filters.groups.retain(|g| !Arc::ptr_eq(g, group));
+        if let (Some(cluster), Some(_)) = (self.shares.get(), &group.holders) {
+            cluster.left(app, &group.share_name, &group.filter);
+        }
         let n = filters.remove(group.id, &group.filter);
         if filters.is_empty() {
             apps.remove(app);

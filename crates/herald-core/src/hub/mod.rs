@@ -575,8 +575,8 @@ impl Hub {
             let key = self.key(&run[0].channel);
             let shard = self.shard(key).read();
             match shard.get(key) {
-                Some(entry) => self.deliver_to_filters(run, &entry.subs),
-                None => self.deliver_to_filters(run, &[]),
+                Some(entry) => self.deliver_to_filters(run, &entry.subs, true),
+                None => self.deliver_to_filters(run, &[], true),
             }
         }
     }
@@ -584,8 +584,13 @@ impl Hub {
     /// Hands a run of one channel's messages to the filter subscribers it matches, except
     /// those holding one of `exact` (the channel's own subscriptions) too.
     #[cold]
-    fn deliver_to_filters(&self, run: &[SharedMessage], exact: &[Arc<Subscription>]) {
-        let n = self.filters.deliver_run(run, exact);
+    fn deliver_to_filters(
+        &self,
+        run: &[SharedMessage],
+        exact: &[Arc<Subscription>],
+        from_feed: bool,
+    ) {
+        let n = self.filters.deliver_run(run, exact, from_feed);
         if let (Some(last), true) = (run.last(), n > 0) {
             self.count_deliveries(&last.channel, n);
         }
@@ -602,7 +607,7 @@ impl Hub {
         let shard = self.shard(key).read();
         let Some(entry) = shard.get(key) else {
             if filters {
-                self.deliver_to_filters(run, &[]);
+                self.deliver_to_filters(run, &[], false);
             }
             return;
         };
@@ -625,7 +630,7 @@ impl Hub {
         }
         self.count_deliveries(&last.channel, (entry.subs.len() * run.len()) as u64);
         if filters {
-            self.deliver_to_filters(run, &entry.subs);
+            self.deliver_to_filters(run, &entry.subs, false);
         }
     }
 
@@ -637,7 +642,7 @@ impl Hub {
         let shard = self.shard(key).read();
         let Some(entry) = shard.get(key) else {
             if filters {
-                self.deliver_to_filters(std::slice::from_ref(message), &[]);
+                self.deliver_to_filters(std::slice::from_ref(message), &[], false);
             }
             return;
         };
@@ -657,7 +662,7 @@ impl Hub {
         }
         self.count_deliveries(&message.channel, entry.subs.len() as u64);
         if filters {
-            self.deliver_to_filters(std::slice::from_ref(message), &entry.subs);
+            self.deliver_to_filters(std::slice::from_ref(message), &entry.subs, false);
         }
     }
 }
