@@ -213,6 +213,8 @@ pub(crate) struct Shared {
     pub(crate) claims: crate::claims::ClaimState,
     /// The apps' feeds: which are on, and this node's (`crate::feeds`).
     pub(crate) feeds: crate::feeds::FeedState,
+    /// The share groups this node has members of, and their holders (`crate::shares`).
+    pub(crate) shares: crate::shares::ShareState,
 }
 
 /// The Redis bus of one node (see the module documentation).
@@ -531,7 +533,8 @@ impl Connected {
             lifecycle_ops,
             members_ops,
             claims: Default::default(),
-            feeds: crate::feeds::FeedState::new(feed_ops),
+            feeds: crate::feeds::FeedState::new(feed_ops.clone()),
+            shares: crate::shares::ShareState::new(feed_ops),
         });
         // Filters hear every node's messages of their apps through the apps' feeds.
         shared
@@ -539,6 +542,14 @@ impl Connected {
             .hub()
             .filters()
             .set_feed(Arc::new(crate::feeds::RedisFeed(Arc::downgrade(&shared))));
+        // Share groups: each message to one member in the cluster.
+        shared
+            .fan_out
+            .hub()
+            .filters()
+            .set_share_cluster(Arc::new(crate::shares::RedisShares(Arc::downgrade(
+                &shared,
+            ))));
         shared
             .fan_out
             .hub()

@@ -30,6 +30,9 @@
 //!   every node also publishes the app's messages on the app's feed, which that node follows
 //!   and hands to its filters only (`feeds.rs`); a flag in Redis that lapses with a crashed
 //!   node says when, and costs publishing nothing while no node holds it.
+//! - **Shared subscriptions**: a group with members on several nodes is one group: every node
+//!   with members hears each message on the feed and the owner, found by hashing the message
+//!   over the group's holders, delivers it (`shares.rs`).
 //! - **TLS**: `rediss://` URLs connect over TLS, verifying the server against the web roots
 //!   and [`BusOptions::tls_ca_pem`]; `redis://` URLs stay plain.
 //! - **In the log**: losing Redis and getting it back are said once each, in Herald's words
@@ -57,6 +60,7 @@ mod receiver;
 mod repair;
 mod sender;
 pub mod sequencer;
+mod shares;
 mod subscriptions;
 mod tls;
 
