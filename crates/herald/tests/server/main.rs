@@ -29,6 +29,7 @@ mod meteor_security;
 mod metrics;
 mod mqtt;
 mod mqtt_cluster;
+mod mqtt_cluster_shared;
 mod mqtt_connect;
 mod mqtt_delivery;
 mod mqtt_inbox;

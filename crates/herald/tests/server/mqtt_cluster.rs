@@ -26,15 +26,15 @@ use crate::support::{Server, Ws, API_KEY};
 const CREDENTIALS_KEY: &str = "8899aabbccddeeff00112233445566778899aabbccddeeff0011223344556677";
 
 /// A PostgreSQL and a Redis for one test (dropped with it) and two MQTT nodes over them.
-struct Cluster {
+pub(crate) struct Cluster {
     _postgres: Postgres,
     _redis: Redis,
-    one: Server,
-    two: Server,
+    pub(crate) one: Server,
+    pub(crate) two: Server,
 }
 
 impl Cluster {
-    async fn start() -> Cluster {
+    pub(crate) async fn start() -> Cluster {
         let (postgres, redis) = tokio::task::spawn_blocking(|| {
             let postgres = Postgres::start().expect("PostgreSQL starts");
             let redis = Redis::start().expect("Redis starts");
