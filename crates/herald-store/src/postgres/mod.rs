@@ -9,8 +9,9 @@
 //! connection each; PostgreSQL's own commit grouping covers concurrent registry writes.
 //!
 //! Modules: `connect` (URL, TLS, pool), `schema` (migrations), `writer` (the group-commit task and
-//! the age sweep), `append` (one batch's transaction), `append_unkeyed` (a batch without
-//! idempotency keys in one statement), `read` (`read`/`state`/`list`),
+//! the age sweep), `gather` (how long the writer waits for more appends), `append` (one batch's
+//! transaction), `append_unkeyed` (a batch without idempotency keys in one statement), `read`
+//! (`read`/`state`/`list`),
 //! `reachability` (whether writes work, for `/readyz`, without a query per probe), `outage`
 //! (the store going down and coming back, said once each in the log), `tenancy`, `devices`,
 //! `credentials`, `jobs`, `hooks` (webhook endpoints and their queues).
@@ -21,6 +22,7 @@ mod audit;
 mod connect;
 mod credentials;
 mod devices;
+mod gather;
 mod hooks;
 mod jobs;
 mod mqtt_sessions;

@@ -1,8 +1,10 @@
 //! The writer task: one per store. It waits for the first append, drains whatever else queued
 //! meanwhile (up to `max_batch` messages), stores it all in one transaction (one statement when
 //! no message carries an idempotency key, [`super::append_unkeyed`]; else [`super::append`]),
-//! hands the new messages to the [`CommitSink`] and only then replies. There is no artificial
-//! delay: batches form from requests that arrived while the previous commit ran.
+//! hands the new messages to the [`CommitSink`] and only then replies. Batches form from
+//! requests that arrived while the previous commit ran; when fewer are queued than the last
+//! batch took, it waits a little for more first ([`super::gather`]: at most as long as the last
+//! commit took, never over 2 ms; a lone publisher never waits).
 //!
 //! Between batches it sweeps expired messages about every 30 s: the channels whose oldest
 //! retained message is past their age limit, each in a short transaction of its own that locks
@@ -23,6 +25,7 @@ use tokio::sync::mpsc;
 
 use super::append::{self, Committed, Requested};
 use super::append_unkeyed;
+use super::gather::{Batch, Gather};
 use super::jobs::prune_expired_chunk;
 use super::reachability::Reachability;
 use super::{pg_error, pool_failure, PostgresOptions};
@@ -56,6 +59,8 @@ pub(crate) struct Writer {
     /// Told every commit's outcome (`/readyz` reads it).
     reachability: Arc<Reachability>,
     max_batch: usize,
+    /// The last batch's size and commit time: how long the next waits for more appends.
+    gather: Gather,
 }
 
 impl Writer {
@@ -70,11 +75,12 @@ impl Writer {
             sink,
             reachability,
             max_batch: options.max_batch.max(1),
+            gather: Gather::default(),
         }
     }
 
     /// The task's main loop; returns when the request channel is closed and drained.
-    pub(crate) async fn run(self, mut requests: mpsc::UnboundedReceiver<Request>) {
+    pub(crate) async fn run(mut self, mut requests: mpsc::UnboundedReceiver<Request>) {
         let mut pending: Option<Request> = None;
         let mut next_trim = tokio::time::Instant::now() + AGE_TRIM_INTERVAL;
         loop {
@@ -109,31 +115,26 @@ impl Writer {
     }
 
     /// Commits `first` and whatever appends queued behind it (up to `max_batch` messages) in
-    /// one transaction, feeds the sink, then replies to every request of the batch. A request
-    /// that would overflow the batch, or is not an append, is left in `pending`.
+    /// one transaction, feeds the sink, then replies to every request of the batch. When fewer
+    /// requests are queued than the last batch took, waits a little for more first
+    /// ([`Gather::collect`]). A request that would overflow the batch, or is not an append, is
+    /// left in `pending`.
     async fn commit_batch(
-        &self,
+        &mut self,
         first: AppendRequest,
         requests: &mut mpsc::UnboundedReceiver<Request>,
         pending: &mut Option<Request>,
     ) {
-        let mut size = first.messages.len();
-        let mut batch = vec![first];
-        while size < self.max_batch {
-            match requests.try_recv() {
-                Ok(Request::Append(more)) if size + more.messages.len() <= self.max_batch => {
-                    size += more.messages.len();
-                    batch.push(more);
-                }
-                Ok(other) => {
-                    *pending = Some(other);
-                    break;
-                }
-                Err(_) => break,
-            }
-        }
+        let Batch {
+            requests: batch,
+            messages: size,
+        } = self
+            .gather
+            .collect(first, requests, pending, self.max_batch)
+            .await;
         let started = Instant::now();
         let outcome = self.transact(&batch).await;
+        self.gather.committed(batch.len(), started.elapsed());
         self.reachability.record_write(outcome.as_ref().map(|_| ()));
         match outcome {
             Ok(committed) => {
