@@ -33,6 +33,7 @@ mod mqtt_cluster_shared;
 mod mqtt_connect;
 mod mqtt_delivery;
 mod mqtt_inbox;
+mod mqtt_node_lost;
 mod mqtt_parking;
 mod mqtt_persistence;
 mod mqtt_refusals;
