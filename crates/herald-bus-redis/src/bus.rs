@@ -15,7 +15,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use fred::clients::SubscriberClient;
 use fred::prelude::{
     Builder, Client, ClientLike, ClientState, Config, EventInterface, PubsubInterface,
     ReconnectPolicy, Server, ServerConfig,
@@ -164,7 +163,7 @@ const SUBSCRIBER_NOTIFICATIONS: usize = 8192;
 /// A bus whose Redis connections are up, not started yet (see the module documentation).
 pub struct Connected {
     publisher: Client,
-    subscriber: SubscriberClient,
+    subscriber: Client,
     /// Taken before subscribing, so nothing sent after `connect` returns is missed.
     messages: broadcast::Receiver<Message>,
     reconnects: broadcast::Receiver<Server>,
@@ -199,7 +198,7 @@ pub(crate) struct Shared {
     pub(crate) owed: Mutex<HashMap<ChannelName, (u64, Epoch)>>,
     pub(crate) counters: Counters,
     pub(crate) publisher: Client,
-    pub(crate) subscriber: SubscriberClient,
+    pub(crate) subscriber: Client,
     /// This node found Redis vouching for the channels' heads, or made it (`crate::heads`).
     pub(crate) heads_vouched: std::sync::atomic::AtomicBool,
     /// Says losing Redis and getting it back in the log.
@@ -320,7 +319,10 @@ impl RedisBus {
         builder.with_performance_config(|perf| {
             perf.broadcast_channel_capacity = options.subscriber_notifications.max(1);
         });
-        let subscriber = builder.build_subscriber_client().map_err(connect_error)?;
+        // A plain client, not fred's `SubscriberClient`: that one keeps a sorted set of every
+        // channel subscribed (a `BTreeSet` insert per channel, string compares all the way
+        // down) for resubscribing after a reconnect, which the subscription task does itself.
+        let subscriber = builder.build().map_err(connect_error)?;
         tokio::time::timeout(Duration::from_secs(10), async {
             publisher.init().await?;
             subscriber.init().await?;

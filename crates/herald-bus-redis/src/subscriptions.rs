@@ -1,7 +1,8 @@
 //! The subscription task: keeps the subscriber connection's sharded subscriptions equal to the
-//! channels the hub has local interest in. Interest changes are taken in batches; channels are
-//! grouped by hash tag ([`crate::names`]) so one `SSUBSCRIBE` names many, and the groups are sent
-//! together (a subscribe storm costs a few pipelined commands, not a round trip per channel).
+//! channels the hub has local interest in. Interest changes are taken in batches, one
+//! `SSUBSCRIBE` naming a whole batch on a single Redis server (on a Redis Cluster, one per hash
+//! tag, [`crate::names`], sent together): a subscribe storm costs a few commands, not a round
+//! trip per channel.
 //! A channel is "listening" once Redis confirmed it; the repair task then reads from the log
 //! what was committed before. After a reconnect every followed channel is subscribed again and
 //! read from the log, the cache events are subscribed again, and the caches are reloaded from
@@ -12,7 +13,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fred::prelude::{PubsubInterface, Server};
+use fred::prelude::{ClientLike, PubsubInterface, Server};
 use herald_core::ChannelName;
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::task::JoinSet;
@@ -22,8 +23,10 @@ use crate::error::in_words;
 use crate::followed::StartRead;
 use crate::names::Names;
 
-/// Channels named in one `SSUBSCRIBE` at most.
+/// Channels named in one `SSUBSCRIBE` at most on a Redis Cluster (those of one hash tag).
 const CHANNELS_PER_COMMAND: usize = 1000;
+/// Channels named in one `SSUBSCRIBE` at most on a single Redis server.
+const CHANNELS_PER_SERVER_COMMAND: usize = 20_000;
 const RETRY_AFTER: Duration = Duration::from_millis(200);
 /// How long one round of subscription commands is awaited before its channels are retried.
 const COMMAND_WAIT: Duration = Duration::from_secs(1);
@@ -92,7 +95,7 @@ pub(crate) async fn run(shared: Arc<Shared>, mut reconnects: broadcast::Receiver
             let _ = send(&shared, unsubscribe, false).await;
         }
         if !subscribe.is_empty() {
-            let (failed, unanswered) = send(&shared, subscribe.clone(), true).await;
+            let (failed, unanswered) = send(&shared, subscribe.iter().cloned(), true).await;
             // Unanswered commands stay queued in the client until Redis is back (the reconnect
             // then subscribes everything again): retry them rarely, not every round.
             retry_after = if unanswered {
@@ -100,7 +103,11 @@ pub(crate) async fn run(shared: Arc<Shared>, mut reconnects: broadcast::Receiver
             } else {
                 RETRY_AFTER
             };
-            for channel in subscribe.iter().filter(|c| !failed.contains(*c)) {
+            // Listening, owing a read: `with` marks each for the repair task.
+            for channel in subscribe
+                .iter()
+                .filter(|c| failed.is_empty() || !failed.contains(*c))
+            {
                 shared.followed.with(
                     channel,
                     |follow, _, _| {
@@ -109,7 +116,6 @@ pub(crate) async fn run(shared: Arc<Shared>, mut reconnects: broadcast::Receiver
                     },
                     |_| {},
                 );
-                shared.followed.attend(channel);
             }
             // A channel started without reading the log (its read left to Redis's
             // confirmation) reads it now: this node's own commits must reach its subscribers
@@ -150,68 +156,97 @@ async fn subscribe_events(shared: &Shared) -> bool {
     }
 }
 
-/// Sends `SSUBSCRIBE` (or `SUNSUBSCRIBE`) for `channels`, grouped by hash tag, all groups at
-/// once; returns the channels whose command failed or was not answered within
-/// [`COMMAND_WAIT`], and whether any went unanswered.
+/// Sends `SSUBSCRIBE` (or `SUNSUBSCRIBE`) for `channels`, all commands at once: on a single
+/// Redis server one command names up to [`CHANNELS_PER_SERVER_COMMAND`] channels, on a Redis
+/// Cluster up to [`CHANNELS_PER_COMMAND`] of one hash tag. Returns the channels whose command
+/// failed or was not answered within [`COMMAND_WAIT`], and whether any went unanswered.
+///
+/// The client takes a command's first confirmation as its answer (Redis sends it once it
+/// subscribed every channel the command named) and the command's other confirmations as the
+/// answers of whatever it sends next. So a round's channels in one command are confirmed as
+/// they are; with a command per hash tag, most of a round's commands were answered by an
+/// earlier command's confirmations, before Redis had read them.
 async fn send(
     shared: &Shared,
-    channels: HashSet<ChannelName>,
+    channels: impl IntoIterator<Item = ChannelName>,
     subscribe: bool,
 ) -> (HashSet<ChannelName>, bool) {
-    let all = channels.clone();
-    let mut by_tag: HashMap<u32, Vec<ChannelName>> = HashMap::new();
-    for channel in channels {
-        by_tag
-            .entry(Names::tag(&channel))
-            .or_default()
-            .push(channel);
-    }
-    let mut commands = JoinSet::new();
-    for group in by_tag.into_values() {
-        for chunk in group.chunks(CHANNELS_PER_COMMAND) {
-            let chunk = chunk.to_vec();
-            let names: Vec<String> = chunk.iter().map(|c| shared.names.channel(c)).collect();
-            let client = shared.subscriber.clone();
-            commands.spawn(async move {
-                let result = if subscribe {
-                    client.ssubscribe(names).await
-                } else {
-                    client.sunsubscribe(names).await
-                };
-                (chunk, result)
-            });
+    let chunks: Vec<Vec<ChannelName>> = if shared.subscriber.is_clustered() {
+        // A Redis Cluster takes one slot's channels per command: one group per hash tag.
+        let mut by_tag: HashMap<u32, Vec<ChannelName>> = HashMap::new();
+        for channel in channels {
+            by_tag
+                .entry(Names::tag(&channel))
+                .or_default()
+                .push(channel);
         }
+        by_tag
+            .into_values()
+            .flat_map(|group| {
+                group
+                    .chunks(CHANNELS_PER_COMMAND)
+                    .map(<[ChannelName]>::to_vec)
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    } else {
+        // A single server takes any channels in one command: a storm's round is one command,
+        // not one per hash tag (the client sends them one after another, never pipelined).
+        let all: Vec<ChannelName> = channels.into_iter().collect();
+        all.chunks(CHANNELS_PER_SERVER_COMMAND)
+            .map(<[ChannelName]>::to_vec)
+            .collect()
+    };
+    let mut commands = JoinSet::new();
+    for (i, chunk) in chunks.iter().enumerate() {
+        let names: Vec<String> = chunk.iter().map(|c| shared.names.channel(c)).collect();
+        let client = shared.subscriber.clone();
+        commands.spawn(async move {
+            let result = if subscribe {
+                client.ssubscribe(names).await
+            } else {
+                client.sunsubscribe(names).await
+            };
+            (i, result)
+        });
     }
+    let mut answered = vec![false; chunks.len()];
     let mut failed = HashSet::new();
-    let mut waiting = all;
-    let answered = tokio::time::timeout(COMMAND_WAIT, async {
+    let in_time = tokio::time::timeout(COMMAND_WAIT, async {
         while let Some(done) = commands.join_next().await {
-            let Ok((chunk, result)) = done else { continue };
-            for channel in &chunk {
-                waiting.remove(channel);
-            }
+            let Ok((i, result)) = done else { continue };
+            answered[i] = true;
             if let Err(error) = result {
                 let error = in_words(&error);
+                let n = chunks[i].len();
                 if shared.link_log.is_down() {
-                    tracing::debug!(%error, channels = chunk.len(), subscribe, "a Redis bus subscription command failed");
+                    tracing::debug!(%error, channels = n, subscribe, "a Redis bus subscription command failed");
                 } else {
-                    tracing::warn!(%error, channels = chunk.len(), subscribe, "a Redis bus subscription command failed");
+                    tracing::warn!(%error, channels = n, subscribe, "a Redis bus subscription command failed");
                 }
-                failed.extend(chunk);
+                failed.extend(chunks[i].iter().cloned());
             }
         }
     })
     .await;
-    let unanswered = answered.is_err();
+    let unanswered = in_time.is_err();
     if unanswered {
         // Redis is away (commands wait for the reconnection): retry later, and meanwhile keep
         // taking the hub's interest changes, so newly followed channels start at once.
+        let waiting: Vec<&Vec<ChannelName>> = chunks
+            .iter()
+            .zip(&answered)
+            .filter(|(_, answered)| !**answered)
+            .map(|(chunk, _)| chunk)
+            .collect();
         tracing::debug!(
-            channels = waiting.len(),
+            channels = waiting.iter().map(|c| c.len()).sum::<usize>(),
             subscribe,
             "Redis bus subscription commands unanswered; retrying"
         );
-        failed.extend(waiting);
+        for chunk in waiting {
+            failed.extend(chunk.iter().cloned());
+        }
     }
     (failed, unanswered)
 }
