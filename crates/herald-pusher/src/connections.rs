@@ -14,11 +14,16 @@
 //!   as 4009 (pusher-js does not reconnect).
 //!
 //! A connection that ends with a code of its own (the two above, a failed sign-in) says it
-//! through its [`Farewell`] before its outbox is closed: the wire's goodbye reads it.
+//! in its entry ([`Registered::say`]) before its outbox is closed: the wire's goodbye reads it
+//! ([`Registered::farewell`]).
+//!
+//! An entry is small, as every connection has one while it lives (parked too): the
+//! connection's credentials (shared with every connection of the key, the key and the app
+//! with them), its outbox, and the farewell, allocated only when something is said. Its
+//! number is its socket id's second part.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, Weak};
 
 use herald_core::bus::Bus;
 use herald_core::caches::CacheEvent;
@@ -27,6 +32,7 @@ use herald_core::outbox::{CloseReason, Outbox};
 use herald_core::tenant::AppId;
 use parking_lot::Mutex;
 
+use crate::credentials::cache::OpenCredentials;
 use crate::credentials::store::PusherCredentialStore;
 use crate::frame::codes;
 
@@ -34,27 +40,19 @@ use crate::frame::codes;
 const SHARDS: usize = 16;
 
 /// The code and message a connection ends with when the reason its outbox was closed with is
-/// not the whole story; the first said stays.
-#[derive(Debug, Default)]
-pub struct Farewell(OnceLock<(u16, String)>);
-
-impl Farewell {
-    /// Says `code` and `message`, unless something was said already.
-    pub fn say(&self, code: u16, message: impl Into<String>) {
-        let _ = self.0.set((code, message.into()));
-    }
-
-    /// What was said, if anything.
-    pub fn said(&self) -> Option<&(u16, String)> {
-        self.0.get()
-    }
+/// not the whole story.
+#[derive(Debug)]
+struct Farewell {
+    code: u16,
+    message: Box<str>,
 }
 
 struct Entry {
-    app: AppId,
-    key: Box<str>,
+    /// The credentials the connection was opened with: its app and key.
+    credentials: Arc<OpenCredentials>,
     outbox: Weak<Outbox>,
-    farewell: Arc<Farewell>,
+    /// What the connection ends with, once said; the first said stays.
+    farewell: Option<Box<Farewell>>,
 }
 
 /// This node's Pusher connections.
@@ -62,7 +60,6 @@ pub struct PusherConnections {
     store: Arc<dyn PusherCredentialStore>,
     bus: Arc<dyn Bus>,
     shards: Box<[Mutex<HashMap<u64, Entry>>]>,
-    next: AtomicU64,
 }
 
 /// A connection's place in the registry; dropping it leaves.
@@ -77,6 +74,38 @@ impl Drop for Registered {
     }
 }
 
+impl Registered {
+    /// The connection's number among the node's Pusher connections (its socket id's second
+    /// part).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Says `code` and `message` for the connection to end with, unless something was said
+    /// already.
+    pub fn say(&self, code: u16, message: impl Into<String>) {
+        if let Some(entry) = self.connections.shard(self.id).lock().get_mut(&self.id) {
+            say(entry, code, message.into());
+        }
+    }
+
+    /// What was said for the connection to end with, if anything.
+    pub fn farewell(&self) -> Option<(u16, String)> {
+        let shard = self.connections.shard(self.id).lock();
+        let farewell = shard.get(&self.id)?.farewell.as_ref()?;
+        Some((farewell.code, farewell.message.to_string()))
+    }
+}
+
+fn say(entry: &mut Entry, code: u16, message: String) {
+    if entry.farewell.is_none() {
+        entry.farewell = Some(Box::new(Farewell {
+            code,
+            message: message.into_boxed_str(),
+        }));
+    }
+}
+
 impl PusherConnections {
     /// An empty registry: `store` says what an app's key is now, `bus` carries
     /// `terminate_connections` to every node.
@@ -85,7 +114,6 @@ impl PusherConnections {
             store,
             bus,
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
-            next: AtomicU64::new(0),
         }
     }
 
@@ -93,20 +121,18 @@ impl PusherConnections {
         &self.shards[(id % SHARDS as u64) as usize]
     }
 
-    /// Registers a connection of `app` made with `key`, writing to `outbox`.
+    /// Registers connection `id` (unique in the process: its socket id's second part), made
+    /// with `credentials` (its app and key), writing to `outbox`.
     pub fn register(
         self: &Arc<Self>,
-        app: &AppId,
-        key: &str,
+        id: u64,
+        credentials: &Arc<OpenCredentials>,
         outbox: &Arc<Outbox>,
-        farewell: Arc<Farewell>,
     ) -> Registered {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
         let entry = Entry {
-            app: app.clone(),
-            key: key.into(),
+            credentials: credentials.clone(),
             outbox: Arc::downgrade(outbox),
-            farewell,
+            farewell: None,
         };
         self.shard(id).lock().insert(id, entry);
         Registered {
@@ -120,17 +146,18 @@ impl PusherConnections {
     pub fn close_other_keys(&self, app: &AppId, current: Option<&str>) -> usize {
         let mut closed = 0;
         for shard in self.shards.iter() {
-            let picked: Vec<(Arc<Outbox>, Arc<Farewell>, Box<str>)> = shard
+            let picked: Vec<Arc<Outbox>> = shard
                 .lock()
-                .values()
-                .filter(|e| &e.app == app && Some(&*e.key) != current)
-                .filter_map(|e| Some((e.outbox.upgrade()?, e.farewell.clone(), e.key.clone())))
+                .values_mut()
+                .filter(|e| &e.credentials.app == app && Some(&*e.credentials.key) != current)
+                .filter_map(|e| {
+                    let outbox = e.outbox.upgrade()?;
+                    let message = format!("App key {} does not exist any more", e.credentials.key);
+                    say(e, codes::APP_NOT_FOUND, message);
+                    Some(outbox)
+                })
                 .collect();
-            for (outbox, farewell, key) in picked {
-                farewell.say(
-                    codes::APP_NOT_FOUND,
-                    format!("App key {key} does not exist any more"),
-                );
+            for outbox in picked {
                 closed += usize::from(outbox.close(CloseReason::Revoked));
             }
         }

@@ -1,8 +1,8 @@
 //! An idle Pusher connection parked ([`herald_edge::parking`]) as Herald's WebSocket parks:
 //! after `park_idle_after` with nothing to do, a plain-TCP connection leaves its task and waits
-//! as one small record ([`ParkedPusher`]: its session boxed whole, its socket, its place on the
-//! keep-alive roster and in the node's Pusher connections), with no task, future or tokio
-//! registration of its own.
+//! as one small record ([`ParkedPusher`]: its session in its parked form, `parked.rs`, with
+//! its place in the node's Pusher connections; its socket; its place on the keep-alive
+//! roster), with no task, future or tokio registration of its own.
 //!
 //! Pusher's keep-alive goes on without a task:
 //!
@@ -17,9 +17,9 @@
 //! Anything else revives the connection into a task, which carries on where it left off: a
 //! message, presence or watchlist frame or a close in its outbox (a revocation,
 //! `terminate_connections`, its key gone, shutdown), any other client frame (a subscribe, a
-//! client event, a close, the end of the stream). The session is kept exactly as it was (its
-//! client-event window and command budget included), so a revived connection behaves as one
-//! that never parked.
+//! client event, a close, the end of the stream). The session keeps all it must (its
+//! client-event window included; a connection parks only with a fresh command budget), so a
+//! revived connection behaves as one that never parked.
 
 use std::future::Future;
 use std::io::{ErrorKind, Read, Write};
@@ -33,24 +33,18 @@ use herald_edge::parking::{raw, send_ping, Cause, Parked, Ticket};
 use herald_edge::roster::Place;
 use herald_edge::ws::frame::{self as ws, FrameReader, Incoming, Opcode};
 
-use crate::connections::Registered;
 use crate::frame::{self, ClientFrame};
+use crate::parked::ParkedPusherSession;
 use crate::session::PusherSession;
-use crate::wire::{keepalive, PusherWire};
+use crate::wire::PusherWire;
 
 /// The most a parked connection's socket is read on the parking thread: a few pings. Anything
 /// longer revives the connection.
 const PINGS_READ: usize = 512;
 
-/// Parks `connection` in its reserved slot, with its socket, its place on the roster (where it
-/// stays while parked) and its place among the node's Pusher connections.
-pub(crate) fn park(
-    connection: Connection<PusherWire>,
-    ticket: Ticket,
-    stream: Conn,
-    place: Place,
-    registered: Registered,
-) {
+/// Parks `connection` in its reserved slot, with its socket and its place on the roster
+/// (where it stays while parked).
+pub(crate) fn park(connection: Connection<PusherWire>, ticket: Ticket, stream: Conn, place: Place) {
     let edge = connection.wire.session.edge().clone();
     let Conn::Plain(tcp) = stream else {
         // Not reached: only a plain TCP connection reserves a slot.
@@ -65,10 +59,9 @@ pub(crate) fn park(
         ticket,
         tcp,
         |socket| ParkedPusher {
-            session: Box::new(session),
+            session: session.park(),
             socket,
             place,
-            registered,
         },
         edge.connections.token(),
     );
@@ -76,31 +69,30 @@ pub(crate) fn park(
 
 /// A parked Pusher connection: all it holds while it waits without a task.
 pub(crate) struct ParkedPusher {
-    session: Box<PusherSession>,
+    session: ParkedPusherSession,
     socket: std::net::TcpStream,
     place: Place,
-    registered: Registered,
 }
 
 impl ParkedPusher {
     /// A keep-alive tick: Pusher's rule applied without a task (see the module docs).
     fn tick(&mut self, waker: &std::task::Waker) -> bool {
-        let outbox = self.session.outbox().clone();
+        let outbox = self.session.outbox();
         if !outbox.take_lone_ping(waker) {
             return false;
         }
-        match keepalive(&mut self.session, Instant::now()) {
+        let now = Instant::now();
+        match self.session.liveness.due(now, self.session.settings()) {
             Ok(false) => true,
             Ok(true) => {
                 let mut ping = Vec::new();
                 ws::encode(&mut ping, Opcode::Text, &frame::ping());
-                if send_ping(&self.socket, &ping, &outbox) {
-                    true
-                } else {
-                    // Not sent: the revived task is asked again and sends it.
-                    self.session.ping_sent = None;
-                    false
+                // Not sent: `send_ping` asked the revived task to send it.
+                let sent = send_ping(&self.socket, &ping, outbox);
+                if sent {
+                    self.session.liveness.pinged(now);
                 }
+                sent
             }
             // The ping went unanswered: the revived task closes the connection (4201).
             Err(_) => {
@@ -135,7 +127,7 @@ impl ParkedPusher {
         }
         match (&self.socket).read(&mut buf[..read]) {
             Ok(n) if n == read => {
-                self.session.last_heard = Instant::now();
+                self.session.liveness.heard(Instant::now());
                 true
             }
             _ => self.shut(),
@@ -195,19 +187,16 @@ impl Parked for ParkedPusher {
                 session,
                 socket,
                 place,
-                registered,
             } = *self;
             let Ok(tcp) = tokio::net::TcpStream::from_std(socket) else {
                 session.edge().keepalive.leave(place);
                 return;
             };
-            let mut connection = Connection::new(PusherWire::new(*session), Marks::new(true));
+            let session = PusherSession::revive(session);
+            let mut connection = Connection::new(PusherWire::new(session), Marks::new(true));
             let mut stream = Conn::Plain(tcp);
             let served = crate::serve::serve(&mut connection, &mut stream).await;
-            Box::pin(crate::serve::after(
-                connection, served, stream, place, registered,
-            ))
-            .await;
+            Box::pin(crate::serve::after(connection, served, stream, place)).await;
         })
     }
 }
@@ -244,18 +233,20 @@ mod tests {
     }
 
     #[test]
-    fn a_parked_connection_is_small() {
-        // The session is boxed whole; the record is a pointer, the socket, two places.
-        assert!(
-            size_of::<ParkedPusher>() <= 48,
-            "{}",
-            size_of::<ParkedPusher>()
+    fn a_parked_connection_fits_jemallocs_256_byte_class() {
+        // The parked session, the socket and the roster place: nothing of the frame reader,
+        // the command budget or the rare parts of a session (boxed apart, for a connection
+        // that has any). 256 bytes is a jemalloc size class (the next one down 224); the
+        // session boxed whole was 488 bytes (512-byte class) besides a 48-byte record.
+        assert_eq!(
+            size_of::<ParkedPusher>(),
+            size_of::<ParkedPusherSession>() + 16,
+            "the socket and place share one 16-byte tail"
         );
-        // The session's box is what a parked connection costs beyond a WebSocket's.
         assert!(
-            size_of::<PusherSession>() <= 512,
-            "{}",
-            size_of::<PusherSession>()
+            size_of::<ParkedPusher>() <= 256,
+            "{} bytes",
+            size_of::<ParkedPusher>()
         );
     }
 }

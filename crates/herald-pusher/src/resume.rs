@@ -141,8 +141,7 @@ pub(crate) fn push_position(out: &mut Vec<u8>, message: &StoredMessage) {
 }
 
 /// The channels of a connection whose subscriptions asked for positions (full Herald names):
-/// two words and nothing allocated for a connection that never asked (a parked connection
-/// keeps its session whole).
+/// two words and nothing allocated for a connection that never asked.
 #[derive(Debug, Default)]
 pub(crate) struct Positioned(Option<Box<[ChannelName]>>);
 
@@ -150,6 +149,11 @@ impl Positioned {
     /// Whether `channel`'s messages are followed by their position.
     pub(crate) fn wants(&self, channel: &ChannelName) -> bool {
         self.0.as_ref().is_some_and(|c| c.contains(channel))
+    }
+
+    /// Whether any channel is.
+    pub(crate) fn any(&self) -> bool {
+        self.0.is_some()
     }
 
     pub(crate) fn add(&mut self, channel: ChannelName) {

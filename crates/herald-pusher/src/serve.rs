@@ -39,7 +39,6 @@ use herald_edge::session::ClientSession;
 use herald_edge::ws::handshake::Upgrade;
 use herald_edge::Edge;
 
-use crate::connections::{Farewell, Registered};
 use crate::credentials::service::PusherCredentials;
 use crate::frame::{self, codes, PROTOCOLS};
 use crate::session::PusherSession;
@@ -87,13 +86,21 @@ impl Detector for AppPath {
     }
 }
 
-/// The socket ids of this process: a random number per process, a dot, a counter.
-fn next_socket_id() -> String {
-    static PROCESS: LazyLock<u32> = LazyLock::new(|| rand::random::<u32>() % 1_000_000_000);
+/// This process's number, the first part of its socket ids.
+static PROCESS: LazyLock<u32> = LazyLock::new(|| rand::random::<u32>() % 1_000_000_000);
+
+/// The second part of the next socket id: a counter from a random start, unique in the
+/// process (so also a connection's number among the node's Pusher connections).
+fn next_socket_number() -> u64 {
     static NEXT: LazyLock<AtomicU64> =
         LazyLock::new(|| AtomicU64::new(u64::from(rand::random::<u32>())));
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    format!("{}.{n}", *PROCESS)
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// The socket id of this process's connection `number`: the process's number, a dot, the
+/// connection's.
+pub(crate) fn socket_id(number: u64) -> String {
+    format!("{}.{number}", *PROCESS)
 }
 
 /// What a new connection turned out to be.
@@ -137,7 +144,6 @@ async fn upgrade(
     });
     let (response, socket) = upgrade.accept(elsewhere.is_some());
     let socket = Box::pin(socket);
-    let hooks = clients.hooks.clone();
     let run = async move {
         let Some((mut stream, read_ahead)) = socket.await else {
             return;
@@ -154,14 +160,13 @@ async fn upgrade(
                 counted,
             } => (credentials, counted),
         };
-        let (mut connection, place, registered, early) =
-            open(served_by, read_ahead, credentials, counted, hooks);
+        let (mut connection, place, early) = open(served_by, read_ahead, credentials, counted);
         let served = match early {
             Some(ended) => Served::Ends(ended),
             None => serve(&mut connection, &mut stream).await,
         };
         // Boxed: parking or saying goodbye is no part of the idle connection's task.
-        Box::pin(after(connection, served, stream, place, registered)).await;
+        Box::pin(after(connection, served, stream, place)).await;
     };
     match elsewhere {
         Some(sessions) => clients.edge.connections.spawn_on(run, sessions),
@@ -239,30 +244,23 @@ fn client_of(app: AppId) -> Client {
     }
 }
 
-/// Starts an accepted connection: its session and wire (`connection_established` queued), its
-/// place on the keep-alive roster and among the node's Pusher connections, and how it ends at
-/// once if what was read past the handshake is not WebSocket.
+/// Starts an accepted connection: its session and wire (`connection_established` queued, its
+/// place among the node's Pusher connections in the session), its place on the keep-alive
+/// roster, and how it ends at once if what was read past the handshake is not WebSocket.
 fn open(
     clients: Arc<PusherClients>,
     read_ahead: Bytes,
     credentials: Arc<crate::credentials::cache::OpenCredentials>,
     counted: herald_core::usage::ConnectionGuard,
-    hooks: Option<Arc<herald_hooks::Hooks>>,
-) -> (
-    Connection<PusherWire>,
-    Place,
-    Registered,
-    Option<Ended<End>>,
-) {
+) -> (Connection<PusherWire>, Place, Option<Ended<End>>) {
     crate::outbound::reserve_slot();
     let edge = clients.edge.clone();
-    let settings = clients.settings;
-    let connections = clients.credentials.connections();
-    let socket_id = next_socket_id();
+    let number = next_socket_number();
+    let socket_id = socket_id(number);
     let outbox = Outbox::new(edge.settings.outbox_bytes);
     outbox.push(OutFrame::Control(frame::connection_established(
         &socket_id,
-        settings.activity_timeout.as_secs(),
+        clients.settings.activity_timeout.as_secs(),
     )));
     let client = client_of(credentials.app.clone());
     let session = ClientSession::new_for(
@@ -272,21 +270,18 @@ fn open(
         Some(client),
         Some(counted),
     );
-    let farewell = Arc::new(Farewell::default());
     // In the node's Pusher connections while it runs (parked too): closed if its key goes.
-    let registered = connections.register(
-        &credentials.app,
-        &credentials.key,
-        session.outbox(),
-        farewell.clone(),
-    );
+    let registered =
+        clients
+            .credentials
+            .connections()
+            .register(number, &credentials, session.outbox());
     let mut wire = PusherWire::new(PusherSession::new(
         session,
         socket_id,
         credentials,
-        settings,
-        farewell,
-        hooks,
+        clients,
+        registered,
     ));
     let early = wire
         .reader
@@ -294,12 +289,7 @@ fn open(
         .err()
         .map(|e| Ended::Wire(End::BadFrame(e)));
     let place = edge.keepalive.join(wire.session.outbox());
-    (
-        Connection::new(wire, Marks::new(true)),
-        place,
-        registered,
-        early,
-    )
+    (Connection::new(wire, Marks::new(true)), place, early)
 }
 
 /// Serves the connection (fresh, or revived from parking) until it ends or parks. The socket
@@ -313,25 +303,21 @@ pub(crate) async fn serve(
 }
 
 /// After [`serve`]: parks the connection in its reserved slot, or ends it (the goodbye Pusher
-/// says for how it ended, then the socket closed and the connection out of the node's Pusher
-/// connections).
+/// says for how it ended, then the socket closed; dropping the connection takes it out of the
+/// node's Pusher connections).
 pub(crate) async fn after(
     mut connection: Connection<PusherWire>,
     served: Served<End>,
     mut stream: Conn,
     place: Place,
-    registered: Registered,
 ) {
     let ended = match served {
-        Served::Parks(ticket) => {
-            return crate::park::park(connection, ticket, stream, place, registered)
-        }
+        Served::Parks(ticket) => return crate::park::park(connection, ticket, stream, place),
         Served::Ends(ended) => ended,
     };
     connection.wire.session.edge().keepalive.leave(place);
     connection.wire.goodbye(&mut stream, ended).await;
     stream.close().await;
-    drop(registered);
 }
 
 #[cfg(test)]
@@ -363,8 +349,8 @@ mod tests {
 
     #[test]
     fn socket_ids_are_pushers_form_and_unique() {
-        let a = next_socket_id();
-        let b = next_socket_id();
+        let a = socket_id(next_socket_number());
+        let b = socket_id(next_socket_number());
         assert_ne!(a, b);
         for id in [a, b] {
             crate::event::check_socket_id(&id).unwrap();

@@ -35,16 +35,17 @@ use herald_core::{ChannelName, ErrorCode, HeraldError};
 use herald_edge::session::{ClientSession, PresenceAsk};
 use herald_edge::Edge;
 use herald_hooks::event::EventType;
-use herald_hooks::Hooks;
 use serde_json::json;
 
 use crate::channel_map::{app_channel, herald_channel, ChannelKind};
-use crate::connections::Farewell;
+use crate::connections::Registered;
 use crate::credentials::cache::OpenCredentials;
 use crate::event::{check_event_name, PusherEvent};
 use crate::frame::{self, codes, ClientFrame};
+use crate::keepalive::Liveness;
 use crate::presence::ChannelData;
 use crate::resume::{Positioned, ResumeAsk};
+use crate::serve::PusherClients;
 use crate::settings::ClientSettings;
 use crate::signature::{channel_auth_string, check_key_signature};
 use crate::users::is_server_to_user;
@@ -53,28 +54,28 @@ use crate::watchlist::Watchlist;
 /// A Pusher connection's session.
 pub(crate) struct PusherSession {
     pub(crate) session: ClientSession,
-    /// The socket id the client was given (`<digits>.<digits>`).
+    /// The socket id the client was given (`<digits>.<digits>`, the second number its place's
+    /// among the node's Pusher connections).
     pub(crate) socket_id: Box<str>,
     /// The app's credentials (the key and secrets signatures are checked with).
     pub(crate) credentials: Arc<OpenCredentials>,
-    pub(crate) settings: ClientSettings,
-    /// When the client last sent anything.
-    pub(crate) last_heard: Instant,
-    /// When the server's unanswered ping went out, if one is out.
-    pub(crate) ping_sent: Option<Instant>,
-    /// The client-event rate's current one-second window: when it began and how many events
-    /// it counted.
-    events_window: (Instant, u32),
+    /// The endpoint the connection came through: its settings and the node's webhooks
+    /// (client events and cache misses are told to them).
+    pub(crate) clients: Arc<PusherClients>,
+    /// The connection's place among the node's Pusher connections (closed if its key goes),
+    /// where the code it ends with for a reason of Pusher's (a failed sign-in, its key gone)
+    /// is said.
+    pub(crate) registered: Registered,
+    /// When the client was last heard from, or the server's ping went out unanswered.
+    pub(crate) liveness: Liveness,
+    /// The client-event rate's current one-second window, once an event started one: when it
+    /// began and how many events it counted.
+    pub(crate) events_window: Option<(Instant, u32)>,
     /// The user id this connection is a member as, per presence channel it subscribed (its
     /// full Herald name).
-    members: Vec<(ChannelName, Box<str>)>,
-    /// The code and message the connection ends with when it is ended for a reason of
-    /// Pusher's (a failed sign-in, its key gone).
-    pub(crate) farewell: Arc<Farewell>,
+    pub(crate) members: Vec<(ChannelName, Box<str>)>,
     /// The user the connection signed in as, and its server-to-user channel (full name).
     pub(crate) user: Option<(Box<str>, ChannelName)>,
-    /// The node's webhooks (client events and cache misses are told to them).
-    hooks: Option<Arc<Hooks>>,
     /// The signed-in user's watchlist, when it watches anyone ([`crate::watchlist`]).
     pub(crate) watchlist: Option<Box<Watchlist>>,
     /// The channels whose subscriptions asked for their events' positions
@@ -83,36 +84,39 @@ pub(crate) struct PusherSession {
 }
 
 impl PusherSession {
+    /// The session of a connection just opened (so heard from now), registered as
+    /// `registered`, whose socket id is `socket_id`.
     pub(crate) fn new(
         session: ClientSession,
         socket_id: String,
         credentials: Arc<OpenCredentials>,
-        settings: ClientSettings,
-        farewell: Arc<Farewell>,
-        hooks: Option<Arc<Hooks>>,
+        clients: Arc<PusherClients>,
+        registered: Registered,
     ) -> Self {
-        let now = Instant::now();
         PusherSession {
             session,
             socket_id: socket_id.into_boxed_str(),
             credentials,
-            settings,
-            last_heard: now,
-            ping_sent: None,
-            events_window: (now, 0),
+            clients,
+            registered,
+            liveness: Liveness::heard_at(Instant::now()),
+            events_window: None,
             members: Vec::new(),
-            farewell,
             user: None,
-            hooks,
             watchlist: None,
             positioned: Positioned::default(),
         }
     }
 
+    /// Keep-alive and client-event settings.
+    pub(crate) fn settings(&self) -> &ClientSettings {
+        &self.clients.settings
+    }
+
     /// Tells the node's webhooks that `channel` (its Herald channel) missed its cache, when an
     /// endpoint wants `pusher.cache_miss` about it.
     fn tell_cache_miss(&self, channel: &ChannelName) {
-        if let Some(hooks) = &self.hooks {
+        if let Some(hooks) = &self.clients.hooks {
             hooks.tell_pusher(
                 &self.credentials.app,
                 EventType::PusherCacheMiss,
@@ -420,11 +424,11 @@ impl PusherSession {
                 "Cannot broadcast client event (connection not subscribed to channel {name})"
             )));
         }
-        if data.len() > self.settings.max_client_event_bytes {
+        if data.len() > self.settings().max_client_event_bytes {
             return Err(EventRefused::new(format!(
                 "Payload too large: data is {} bytes; the limit is {}",
                 data.len(),
-                self.settings.max_client_event_bytes
+                self.settings().max_client_event_bytes
             )));
         }
         if !self.take_client_event() {
@@ -432,7 +436,7 @@ impl PusherSession {
                 code: Some(codes::CLIENT_EVENT_RATE_LIMIT),
                 message: format!(
                     "Client event rejected due to rate limit: at most {} a second",
-                    self.settings.client_events_per_second
+                    self.settings().client_events_per_second
                 ),
             });
         }
@@ -444,6 +448,7 @@ impl PusherSession {
             .map(|(_, user)| serde_json::Value::String(user.to_string()));
         // Built only when an endpoint wants it.
         let told = self
+            .clients
             .hooks
             .as_ref()
             .filter(|hooks| hooks.wants(&app, EventType::PusherClientEvent, channel.public()));
@@ -484,15 +489,17 @@ impl PusherSession {
     /// Counts one client event in the current second; false when it is over the rate.
     fn take_client_event(&mut self) -> bool {
         let now = Instant::now();
-        let (started, count) = &mut self.events_window;
-        if now.duration_since(*started) >= Duration::from_secs(1) {
-            *started = now;
-            *count = 0;
-        }
-        if *count >= self.settings.client_events_per_second {
+        let limit = self.settings().client_events_per_second;
+        let window = match &mut self.events_window {
+            Some((started, count)) if now.duration_since(*started) < Duration::from_secs(1) => {
+                count
+            }
+            window => &mut window.insert((now, 0)).1,
+        };
+        if *window >= limit {
             return false;
         }
-        *count += 1;
+        *window += 1;
         true
     }
 }

@@ -261,7 +261,7 @@ impl PusherSession {
 
     /// Ends the connection for a sign-in that is refused: 4009, as Pusher.
     fn refuse_sign_in(&mut self, message: String) {
-        self.farewell.say(codes::UNAUTHORIZED, message);
+        self.registered.say(codes::UNAUTHORIZED, message);
         self.outbox().close(CloseReason::Revoked);
     }
 

@@ -9,8 +9,8 @@
 //! **Keep-alive** runs on the roster's ticks (edge's `ping_interval`), so a connection holds no
 //! timer: at a tick, a connection that has heard nothing for the activity timeout is sent
 //! `pusher:ping`; one whose ping has gone unanswered (nothing heard since) for the pong
-//! timeout is closed with 4201. The client's own `pusher:ping` is answered with `pusher:pong`,
-//! and a WebSocket ping with a pong.
+//! timeout is closed with 4201 (`keepalive.rs`). The client's own `pusher:ping` is answered
+//! with `pusher:pong`, and a WebSocket ping with a pong.
 
 use std::future::Future;
 use std::io;
@@ -23,8 +23,8 @@ use herald_edge::driver::{slow_consumer_goodbye, write_rest, Encoded, Ended, Wir
 use herald_edge::ws::frame::{self, close, FrameError, FrameReader, Incoming, Opcode};
 
 use crate::frame::{codes, error as error_frame, ping as ping_frame};
-use crate::outbound;
 use crate::session::PusherSession;
+use crate::{keepalive, outbound};
 
 /// Most bytes read in one go before other work gets a turn.
 const READ_BUDGET: usize = 64 * 1024;
@@ -61,26 +61,6 @@ impl PusherWire {
     }
 }
 
-/// At a keep-alive tick: whether to send `pusher:ping` (noting it sent), or how the connection
-/// ends. A parked connection applies it too (`crate::park`).
-pub(crate) fn keepalive(s: &mut PusherSession, now: Instant) -> Result<bool, End> {
-    if let Some(sent) = s.ping_sent {
-        if s.last_heard > sent {
-            s.ping_sent = None;
-        } else if now.duration_since(sent) >= s.settings.pong_timeout {
-            return Err(End::Error(
-                codes::PONG_NOT_RECEIVED,
-                "Pong reply not received: the server's ping got no answer in time".into(),
-            ));
-        }
-    }
-    if s.ping_sent.is_none() && now.duration_since(s.last_heard) >= s.settings.activity_timeout {
-        s.ping_sent = Some(now);
-        return Ok(true);
-    }
-    Ok(false)
-}
-
 impl Wire for PusherWire {
     type End = End;
     /// The end offset of each frame in the batch's bytes.
@@ -98,6 +78,12 @@ impl Wire for PusherWire {
         self.reader.is_idle()
     }
 
+    /// Only with a fresh command budget, which the parked form does not keep (as a
+    /// WebSocket's).
+    fn may_park(&self) -> bool {
+        self.session.session.may_park()
+    }
+
     fn has_input(&self) -> bool {
         !self.incoming.is_empty()
     }
@@ -106,7 +92,7 @@ impl Wire for PusherWire {
         &'a mut self,
         conn: &'a mut Conn,
     ) -> impl Future<Output = Option<Ended<End>>> + Send + 'a {
-        self.session.last_heard = Instant::now();
+        self.session.liveness.heard(Instant::now());
         handle_incoming(conn, &mut self.session, &mut self.incoming)
     }
 
@@ -135,7 +121,11 @@ impl Wire for PusherWire {
         *active = false;
         let mut ends = batch.closed.map(End::Disconnect);
         let ping = batch.ping
-            && match keepalive(&mut self.session, Instant::now()) {
+            && match keepalive::tick(
+                &mut self.session.liveness,
+                Instant::now(),
+                &self.session.clients.settings,
+            ) {
                 Ok(ping) => ping,
                 Err(end) => {
                     ends = ends.or(Some(end));
@@ -232,9 +222,9 @@ impl Wire for PusherWire {
         }
         self.session.session.close();
         // A code of Pusher's said before the outbox was closed (a failed sign-in, a key gone).
-        let ended = match (ended, self.session.farewell.said()) {
+        let ended = match (ended, self.session.registered.farewell()) {
             (Ended::Wire(End::Disconnect(_)), Some((code, message))) => {
-                Ended::Wire(End::Error(*code, message.clone()))
+                Ended::Wire(End::Error(code, message))
             }
             (ended, _) => ended,
         };
