@@ -29,7 +29,7 @@
 //!   sessions whose connections a stopped server cut as disconnected from then. In a cluster
 //!   each session stores the node holding its connection; a node found lost (bus-redis's
 //!   `lost_nodes.rs`) has its sessions counted as disconnected since it was last seen alive,
-//!   by the one node that claimed it ([`Sessions::node_lost`]), which also publishes their
+//!   by the one node that claimed it (`Sessions::node_lost`), which also publishes their
 //!   wills after what is left of their delay.
 //! - **Between nodes**: nodes sharing a store share the sessions; on a cluster node
 //!   ([`Sessions::join_cluster`]) a CONNECT takes the client identifier over from a

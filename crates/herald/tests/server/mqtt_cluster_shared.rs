@@ -57,7 +57,7 @@ async fn member(
 
 /// Publishes `{"n": n}` to `jobs/{n % 5}` through node one for even `n`, node two for odd.
 async fn publish(one: &Server, two: &Server, n: u64) {
-    let through = if n % 2 == 0 { one } else { two };
+    let through = if n.is_multiple_of(2) { one } else { two };
     through
         .publish(&format!("jobs/{}", n % 5), json!({ "n": n }))
         .await;

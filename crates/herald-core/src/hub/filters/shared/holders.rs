@@ -108,7 +108,7 @@ impl GroupHolders {
 }
 
 /// The node among `nodes` (but `except`) that owns `message`: the highest score of
-/// [`score`]. The same on every node and build.
+/// `score`. The same on every node and build.
 pub fn owner_of(nodes: &[u64], message: &StoredMessage, except: Option<u64>) -> Option<u64> {
     if let [only] = nodes {
         return (Some(*only) != except).then_some(*only);
