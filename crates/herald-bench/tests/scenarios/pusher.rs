@@ -48,7 +48,7 @@ fn pusher_subscribers_of_a_spawned_herald() {
 #[test]
 fn pusher_transport_refuses_scenarios_it_cannot_run() {
     let o = Command::new(env!("CARGO_BIN_EXE_herald-bench"))
-        .args(["subscribe-storm", "--spawn", "--transport", "pusher"])
+        .args(["reconnect-storm", "--spawn", "--transport", "pusher"])
         .output()
         .unwrap();
     assert!(!o.status.success());
