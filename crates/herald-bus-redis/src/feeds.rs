@@ -65,7 +65,7 @@ const REDIS_WAIT: Duration = Duration::from_secs(2);
 
 /// Holds this node's members (`ARGV[3..]`) until `ARGV[2]`, drops those past `ARGV[1]` (now,
 /// in ms) and answers the members left. `KEYS[1]`: the sorted set.
-const HOLD: &str = r#"
+pub(crate) const HOLD: &str = r#"
 for i = 3, #ARGV do
   redis.call('ZADD', KEYS[1], ARGV[2], ARGV[i])
 end
@@ -74,7 +74,7 @@ return redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[1], '+inf')
 "#;
 
 /// Removes member `ARGV[1]` from `KEYS[1]`.
-const DROP: &str = "return redis.call('ZREM', KEYS[1], ARGV[1])";
+pub(crate) const DROP: &str = "return redis.call('ZREM', KEYS[1], ARGV[1])";
 
 /// What the feeds task is asked to do.
 pub(crate) enum Op {

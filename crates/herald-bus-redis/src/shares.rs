@@ -62,18 +62,8 @@ pub(crate) const MARK: u8 = b's';
 /// `Off` not come back.
 const DRAIN_LIMIT: Duration = Duration::from_secs(10);
 
-/// Holds this node's members (`ARGV[3..]`) until `ARGV[2]`, drops those past `ARGV[1]` (now,
-/// in ms) and answers the members left. `KEYS[1]`: the sorted set.
-const HOLD: &str = r#"
-for i = 3, #ARGV do
-  redis.call('ZADD', KEYS[1], ARGV[2], ARGV[i])
-end
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1])
-return redis.call('ZRANGEBYSCORE', KEYS[1], ARGV[1], '+inf')
-"#;
-
-/// Removes member `ARGV[1]` from `KEYS[1]`.
-const DROP: &str = "return redis.call('ZREM', KEYS[1], ARGV[1])";
+// The groups' sorted set is held and dropped from as the feeds' is (the same scripts).
+use crate::feeds::{DROP, HOLD};
 
 /// One group: app, share name, filter (its text).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
