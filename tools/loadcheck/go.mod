@@ -1,4 +1,4 @@
-module github.com/herald/herald/tools/loadcheck
+module loadcheck
 
 go 1.26.0
 
