@@ -173,7 +173,45 @@ type subscriber struct {
 // they can; every subscriber reads until it has them all.
 func burst(o *options, s *server) (map[string]any, error) {
 	deadline := time.Now().Add(o.timeout + 10*time.Minute)
-	subs, err := openAll(o, o.subscribers, func(i int) (subscriber, error) {
+	n := o.subscribers
+	hists := make([]histogram, n)
+	lasts := make([]int64, n)
+	counts := make([]int, n)
+	sizes := make([]int, n)
+	var readers sync.WaitGroup
+	var disconnected atomic.Int64
+	var ends endings
+	// Each subscriber reads from the moment it is subscribed, as a real client does: one that
+	// waited for all 10,000 to open would leave the server's keep-alive pings unanswered (the
+	// server closes a WebSocket that sends nothing between two pings, code 4002).
+	read := func(i int, next func() ([]byte, error)) {
+		defer readers.Done()
+		h := &hists[i]
+		var last []byte
+		for counts[i] < o.messages {
+			f, err := next()
+			if err != nil {
+				disconnected.Add(1)
+				ends.note(err, last)
+				return
+			}
+			now := time.Now().UnixNano()
+			ts, ok := stampOf(f)
+			if !ok {
+				last = append(last[:0], f...)
+				continue
+			}
+			counts[i]++
+			sizes[i] += len(f)
+			lasts[i] = now
+			if now > ts {
+				h.record(uint64(now-ts) / 1000)
+			} else {
+				h.record(0)
+			}
+		}
+	}
+	subs, err := openAll(o, n, func(i int) (subscriber, error) {
 		var next func() ([]byte, error)
 		var cl func()
 		var err error
@@ -182,44 +220,16 @@ func burst(o *options, s *server) (map[string]any, error) {
 		} else {
 			next, cl, err = heraldSubscriber(s.addr, source(o, i), "burst")
 		}
+		if err == nil {
+			readers.Add(1)
+			go read(i, next)
+		}
 		return subscriber{next, cl}, err
 	})
 	if err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(os.Stderr, "loadcheck: %d subscribers of one channel; publishing %d messages\n", len(subs), o.messages)
-
-	hists := make([]histogram, len(subs))
-	lasts := make([]int64, len(subs))
-	counts := make([]int, len(subs))
-	sizes := make([]int, len(subs))
-	var readers sync.WaitGroup
-	var disconnected atomic.Int64
-	for i := range subs {
-		readers.Add(1)
-		go func(i int) {
-			defer readers.Done()
-			h := &hists[i]
-			for counts[i] < o.messages {
-				f, err := subs[i].next()
-				if err != nil {
-					disconnected.Add(1)
-					return
-				}
-				now := time.Now().UnixNano()
-				if ts, ok := stampOf(f); ok {
-					counts[i]++
-					sizes[i] += len(f)
-					lasts[i] = now
-					if now > ts {
-						h.record(uint64(now-ts) / 1000)
-					} else {
-						h.record(0)
-					}
-				}
-			}
-		}(i)
-	}
 
 	time.Sleep(200 * time.Millisecond)
 	counter := maybeCount(o, s)
@@ -275,6 +285,7 @@ func burst(o *options, s *server) (map[string]any, error) {
 		"expected":                     len(subs) * o.messages,
 		"timed_out":                    timedOut,
 		"disconnected":                 disconnected.Load(),
+		"disconnect_samples":           ends.samples(),
 		"seconds":                      round(span.Seconds(), 3),
 		"publish_p50_ms":               pubHist.percentileMs(0.5),
 		"publish_p99_ms":               pubHist.percentileMs(0.99),
@@ -480,4 +491,32 @@ func publishRole(o *options) {
 	}
 	b, _ := json.Marshal(publishedReport{refused, h})
 	fmt.Println(string(b))
+}
+
+// endings keeps a few distinct ways subscribers' connections ended: the error (for a WebSocket
+// close, its code and reason) and the last frame the server sent that was not a message.
+type endings struct {
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+func (e *endings) note(err error, last []byte) {
+	key := err.Error()
+	if len(last) > 0 {
+		key += "; last non-message frame: " + string(last)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.seen == nil {
+		e.seen = map[string]int{}
+	}
+	if _, ok := e.seen[key]; ok || len(e.seen) < 5 {
+		e.seen[key]++
+	}
+}
+
+func (e *endings) samples() map[string]int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.seen
 }
