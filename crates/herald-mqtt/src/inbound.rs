@@ -507,6 +507,7 @@ async fn subscribe_one(
         .await
     {
         Ok(opened) => {
+            wire.subscriptions.share_name(&opened.name);
             let position = Some(&opened.position);
             wire.session_subscribed(filter, options, granted, &channel, position);
             if crate::sys::is_sys_topic(filter) {

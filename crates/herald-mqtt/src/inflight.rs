@@ -72,8 +72,10 @@ pub(crate) struct Outbound {
     waiting: VecDeque<Waiting>,
     /// Bytes of message data waiting.
     waiting_bytes: usize,
-    /// The last store write of a packet id that committed (shared with its callback).
-    persisted: Arc<AtomicU64>,
+    /// The last store write of a packet id that committed (shared with its callback); made
+    /// with the first such write, so a connection that never stores one (QoS 0, a clean
+    /// session's QoS 1) allocates none.
+    persisted: Option<Arc<AtomicU64>>,
     /// The last store write of a packet id asked for.
     persisting: u64,
 }
@@ -88,8 +90,28 @@ impl Outbound {
             reserved: Vec::new(),
             waiting: VecDeque::new(),
             waiting_bytes: 0,
-            persisted: Arc::new(AtomicU64::new(0)),
+            persisted: None,
             persisting: 0,
+        }
+    }
+
+    /// Its window and next packet id if nothing is in flight, reserved or waiting and no store
+    /// write of a packet id is pending: all a parked connection keeps of it then
+    /// ([`Outbound::from_idle`]); `None` otherwise.
+    pub(crate) fn idle(&self) -> Option<(u16, u16)> {
+        let idle = self.awaiting.is_empty()
+            && self.reserved.is_empty()
+            && self.waiting.is_empty()
+            // No callback of a store write holds the flag.
+            && (self.persisted.as_ref()).is_none_or(|p| Arc::strong_count(p) == 1);
+        idle.then_some((self.window, self.next))
+    }
+
+    /// The state [`Outbound::idle`] gave.
+    pub(crate) fn from_idle((window, next): (u16, u16)) -> Self {
+        Outbound {
+            next,
+            ..Outbound::new(window)
         }
     }
 
@@ -209,14 +231,16 @@ impl Outbound {
     /// committed ([`Outbound::persisted`]).
     pub(crate) fn persisting(&mut self) -> (u64, Arc<AtomicU64>) {
         self.persisting += 1;
-        (self.persisting, self.persisted.clone())
+        let persisted = self.persisted.get_or_insert_with(Arc::default);
+        (self.persisting, persisted.clone())
     }
 
     /// The oldest waiting message, if it may be sent now: its packet id stored (if it waited
     /// for that) and room in the window.
     pub(crate) fn next_ready(&mut self) -> Option<Waiting> {
         let head = self.waiting.front()?;
-        if head.persist > self.persisted.load(Ordering::Acquire) || !self.window_open() {
+        let persisted = (self.persisted.as_ref()).map_or(0, |p| p.load(Ordering::Acquire));
+        if head.persist > persisted || !self.window_open() {
             return None;
         }
         let waiting = self.waiting.pop_front()?;
@@ -276,6 +300,14 @@ impl InboundQoS2 {
             held: Vec::new(),
             next: start,
         }
+    }
+
+    /// Whether no id is held: then a parked connection keeps nothing of it, and its revival
+    /// numbers keys anew from the time it is revived ([`InboundQoS2::new`]), as a new
+    /// connection of the client does: later than every key it numbered before, unless it had
+    /// stored more than one QoS 2 message a microsecond.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.held.is_empty()
     }
 
     /// What a PUBLISH with packet id `id` is.

@@ -312,11 +312,14 @@ mod tests {
     }
 
     #[test]
-    fn a_parked_connection_fits_jemallocs_768_byte_class() {
-        // The connection's state in its parked form with the socket and roster place: no
-        // task, timer or driver loop. 768 bytes is a jemalloc size class, the next one 896.
+    fn a_lean_parked_connection_fits_jemallocs_256_byte_class() {
+        eprintln!("ParkedMqtt (the record): {} B", size_of::<ParkedMqtt>());
+        // The connection's state in its parked form (lean: one subscription and nothing
+        // else inline, anything more boxed apart) with the socket and roster place: no task,
+        // timer or driver loop. 256 bytes is a jemalloc size class, the next one 320. It was
+        // 760 bytes (768 class) with every part kept as it is in a task.
         assert!(
-            size_of::<ParkedMqtt>() <= 768,
+            size_of::<ParkedMqtt>() <= 256,
             "{} bytes",
             size_of::<ParkedMqtt>()
         );

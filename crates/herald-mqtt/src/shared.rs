@@ -83,6 +83,11 @@ impl SharedGroups {
         self.groups.is_empty()
     }
 
+    /// Whether it holds no group and no message unacknowledged.
+    pub(crate) fn is_unused(&self) -> bool {
+        self.groups.is_empty() && self.unacked.is_empty()
+    }
+
     /// The options of the shared subscriptions matching `channel`.
     pub(crate) fn matching<'a>(
         &'a self,

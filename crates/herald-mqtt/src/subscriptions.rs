@@ -91,6 +91,33 @@ impl Subscriptions {
         self.filters.shrink_to_fit();
     }
 
+    /// The lone exact subscription (or none) of a connection that holds nothing else, which
+    /// its parked form keeps inline; `None` when it holds more.
+    pub(crate) fn lone(&self) -> Option<Option<(ChannelName, Granted)>> {
+        let lean = self.exact.len() <= 1
+            && self.filters.is_empty()
+            && self.registered.is_none()
+            && self.shared.is_unused();
+        lean.then(|| self.exact.first().cloned())
+    }
+
+    /// The subscriptions [`Subscriptions::lone`] gave.
+    pub(crate) fn from_lone(lone: Option<(ChannelName, Granted)>) -> Self {
+        Subscriptions {
+            exact: lone.into_iter().collect(),
+            ..Subscriptions::default()
+        }
+    }
+
+    /// Keys the exact subscription to `name`'s channel by `name` (the hub's own copy of it,
+    /// which the client session's subscription holds too), so the connection keeps no copy of
+    /// its own.
+    pub(crate) fn share_name(&mut self, name: &ChannelName) {
+        if let Ok(at) = self.find(name) {
+            self.exact[at].0 = name.clone();
+        }
+    }
+
     fn find(&self, channel: &ChannelName) -> Result<usize, usize> {
         self.exact.binary_search_by(|(c, _)| c.cmp(channel))
     }

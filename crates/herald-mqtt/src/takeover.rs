@@ -14,69 +14,110 @@
 //! claim also holds the identifier in the cluster ([`Claim::hold_in_cluster`]); the hold is let
 //! go with the claim, or kept with a will waiting for its delay (`will.rs`).
 
-use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 
+use hashbrown::HashTable;
 use herald_core::claims::ClusterHold;
 use herald_core::outbox::Outbox;
 use herald_core::tenant::AppId;
-use tokio::sync::oneshot;
+use tokio::sync::Notify;
 
 /// How many shards the table has.
 const SHARDS: usize = 16;
 
-type Key = (AppId, Box<str>);
-
-/// One connected client identifier.
+/// One connected client identifier: the table's entry and its connection's [`Claim`] share
+/// it, one 64-byte allocation (and the identifier's) per connection.
 struct Holder {
-    generation: u64,
-    taken: Arc<AtomicBool>,
+    app: AppId,
+    client_id: Box<str>,
+    /// Another connection took the identifier over.
+    taken: AtomicBool,
+    /// The claim was dropped (its connection let the identifier go); its shard's `released`
+    /// wakes a taker waiting for it.
+    released: AtomicBool,
     outbox: Weak<Outbox>,
-    /// Resolves when the holder's claim is dropped.
-    released: oneshot::Receiver<()>,
+}
+
+impl Holder {
+    fn hash(&self) -> u64 {
+        hash(&self.app, &self.client_id)
+    }
+
+    fn is(&self, app: &AppId, client_id: &str) -> bool {
+        self.app == *app && *self.client_id == *client_id
+    }
+
+    /// Marks it taken and wakes its connection (a keep-alive ping request, which MQTT
+    /// connections otherwise ignore).
+    fn take_over(&self) {
+        self.taken.store(true, Ordering::Release);
+        if let Some(outbox) = self.outbox.upgrade() {
+            outbox.request_ping();
+        }
+    }
 }
 
 /// Resolves once the connection a claim took the client identifier from has let it go (its
 /// [`Claim`] dropped).
-pub(crate) struct Released(oneshot::Receiver<()>);
+pub(crate) struct Released(Arc<Holder>);
 
 impl Released {
     /// Waits for it.
     pub(crate) async fn wait(self) {
-        // The sender is never sent on: its drop is the release.
-        let _ = self.0.await;
+        loop {
+            let mut notified = pin!(TABLE.released[shard_of(self.0.hash())].notified());
+            // Registered before the flag is read, so a release in between still wakes it.
+            notified.as_mut().enable();
+            if self.0.released.load(Ordering::Acquire) {
+                return;
+            }
+            notified.await;
+        }
     }
 }
 
+type Shard = Mutex<HashTable<Arc<Holder>>>;
+
 struct Table {
     hasher: RandomState,
-    shards: [Mutex<HashMap<Key, Holder>>; SHARDS],
-    generations: AtomicU64,
+    shards: [Shard; SHARDS],
+    /// Wakes the takers waiting for a claim of the shard to be released (each looks at its
+    /// own): takeovers are rare, so one per shard rather than one per connection.
+    released: [Notify; SHARDS],
 }
 
 static TABLE: LazyLock<Table> = LazyLock::new(|| Table {
     hasher: RandomState::new(),
-    shards: std::array::from_fn(|_| Mutex::new(HashMap::new())),
-    generations: AtomicU64::new(1),
+    shards: std::array::from_fn(|_| Mutex::new(HashTable::new())),
+    released: std::array::from_fn(|_| Notify::new()),
 });
 
-fn shard(key: &Key) -> &'static Mutex<HashMap<Key, Holder>> {
-    let at = TABLE.hasher.hash_one(key) as usize % SHARDS;
-    &TABLE.shards[at]
+fn hash(app: &AppId, client_id: &str) -> u64 {
+    TABLE.hasher.hash_one((app.as_str(), client_id))
+}
+
+fn shard_of(hash: u64) -> usize {
+    // Bits the shard's table uses for neither its buckets (the low ones) nor its tags (the
+    // top seven).
+    (hash >> 40) as usize % SHARDS
+}
+
+fn shard(hash: u64) -> std::sync::MutexGuard<'static, HashTable<Arc<Holder>>> {
+    TABLE.shards[shard_of(hash)]
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
 }
 
 /// A connection's hold on its client identifier.
 pub(crate) struct Claim {
-    key: Key,
-    generation: u64,
-    taken: Arc<AtomicBool>,
+    holder: Arc<Holder>,
     /// The identifier held in the cluster, on a cluster node: let go with the claim (only if
-    /// no other claim replaced it there), unless a waiting will took it.
-    cluster: Option<ClusterHold>,
-    /// Dropped with the claim: tells a taker it was released.
-    _release: oneshot::Sender<()>,
+    /// no other claim replaced it there), unless a waiting will took it. Boxed: one pointer
+    /// on a single node.
+    cluster: Option<Box<ClusterHold>>,
 }
 
 impl Claim {
@@ -87,57 +128,55 @@ impl Claim {
         client_id: &str,
         outbox: &Arc<Outbox>,
     ) -> (Claim, Option<Released>) {
-        let key: Key = (app.clone(), client_id.into());
-        let generation = TABLE.generations.fetch_add(1, Ordering::Relaxed);
-        let taken = Arc::new(AtomicBool::new(false));
-        let (release, released) = oneshot::channel();
-        let holder = Holder {
-            generation,
-            taken: taken.clone(),
+        let holder = Arc::new(Holder {
+            app: app.clone(),
+            client_id: client_id.into(),
+            taken: AtomicBool::new(false),
+            released: AtomicBool::new(false),
             outbox: Arc::downgrade(outbox),
-            released,
-        };
-        let previous = shard(&key)
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key.clone(), holder);
-        let released = previous.map(|previous| {
-            previous.taken.store(true, Ordering::Release);
-            if let Some(outbox) = previous.outbox.upgrade() {
-                outbox.request_ping();
+        });
+        let hash = hash(app, client_id);
+        let previous = {
+            let mut shard = shard(hash);
+            match shard.find_mut(hash, |h| h.is(app, client_id)) {
+                Some(held) => Some(std::mem::replace(held, holder.clone())),
+                None => {
+                    shard.insert_unique(hash, holder.clone(), |h| h.hash());
+                    None
+                }
             }
-            Released(previous.released)
+        };
+        let released = previous.map(|previous| {
+            previous.take_over();
+            Released(previous)
         });
         let claim = Claim {
-            key,
-            generation,
-            taken,
+            holder,
             cluster: None,
-            _release: release,
         };
         (claim, released)
     }
 
     /// The client identifier held (a parked connection keeps it only here).
     pub(crate) fn client_id(&self) -> &str {
-        &self.key.1
+        &self.holder.client_id
     }
 
     /// Whether another connection took the client identifier over.
     pub(crate) fn is_taken(&self) -> bool {
-        self.taken.load(Ordering::Acquire)
+        self.holder.taken.load(Ordering::Acquire)
     }
 
     /// Holds the client identifier in the cluster too, for as long as this claim (or the
     /// will it leaves waiting, [`Claim::take_cluster_hold`]).
     pub(crate) fn hold_in_cluster(&mut self, hold: ClusterHold) {
-        self.cluster = Some(hold);
+        self.cluster = Some(Box::new(hold));
     }
 
     /// The claim's hold in the cluster, taken out (by a will waiting for its delay, which keeps
     /// the identifier the cluster's until it is published or dropped).
     pub(crate) fn take_cluster_hold(&mut self) -> Option<ClusterHold> {
-        self.cluster.take()
+        self.cluster.take().map(|hold| *hold)
     }
 }
 
@@ -145,27 +184,29 @@ impl Claim {
 /// is taken over (marked taken and woken, as by a local [`Claim::take`], and its entry
 /// removed, so it lets nothing go that is no longer its); its release is returned, to wait for.
 pub(crate) fn take_for_another_node(app: &AppId, client_id: &str) -> Option<Released> {
-    let key: Key = (app.clone(), client_id.into());
-    let previous = shard(&key)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(&key)?;
-    previous.taken.store(true, Ordering::Release);
-    if let Some(outbox) = previous.outbox.upgrade() {
-        outbox.request_ping();
-    }
-    Some(Released(previous.released))
+    let hash = hash(app, client_id);
+    let previous = {
+        let mut shard = shard(hash);
+        let entry = shard.find_entry(hash, |h| h.is(app, client_id)).ok()?;
+        entry.remove().0
+    };
+    previous.take_over();
+    Some(Released(previous))
 }
 
 impl Drop for Claim {
     fn drop(&mut self) {
-        let mut shard = shard(&self.key).lock().unwrap_or_else(|e| e.into_inner());
-        if shard
-            .get(&self.key)
-            .is_some_and(|h| h.generation == self.generation)
+        let holder = &self.holder;
+        let hash = holder.hash();
         {
-            shard.remove(&self.key);
+            let mut shard = shard(hash);
+            // Only its own entry: a claim that took it over replaced it.
+            if let Ok(entry) = shard.find_entry(hash, |h| Arc::ptr_eq(h, holder)) {
+                entry.remove();
+            }
         }
+        holder.released.store(true, Ordering::Release);
+        TABLE.released[shard_of(hash)].notify_waiters();
     }
 }
 
@@ -206,6 +247,19 @@ mod tests {
         let other = AppId::parse("other-app").unwrap();
         let (elsewhere, _) = Claim::take(&other, "takeover-test", &first_box);
         assert!(!elsewhere.is_taken(), "client ids are per app");
+    }
+
+    #[test]
+    fn a_claim_is_one_64_byte_allocation_beside_its_identifier() {
+        // The holder and its `Arc`'s two counts fit jemalloc's 64-byte class; the connection
+        // keeps two pointers. Before: a 120-byte claim, a 64-byte oneshot channel, a 32-byte
+        // flag, the identifier twice and a 64-byte slot in the table.
+        assert!(
+            size_of::<Holder>() + 16 <= 64,
+            "{} bytes",
+            size_of::<Holder>()
+        );
+        assert!(size_of::<Claim>() <= 16, "{} bytes", size_of::<Claim>());
     }
 
     #[test]

@@ -43,6 +43,12 @@ impl TopicAliases {
         }
     }
 
+    /// The most aliases it may set, if it set none yet (what a parked connection keeps of it
+    /// then); `None` if it set any.
+    pub(crate) fn unused_max(&self) -> Option<u16> {
+        self.topics.is_empty().then_some(self.max)
+    }
+
     /// What a PUBLISH of `topic` (its name's bytes) goes with.
     pub(crate) fn lookup(&self, topic: &[u8]) -> Alias {
         if self.max == 0 || topic.is_empty() {

@@ -11,10 +11,16 @@
 //! particular is dropped with its capacity: its first packet after CONNECT made room for four
 //! (832 bytes) that a connection in a task keeps for its whole life. The client identifier
 //! and the `$SYS/` tree are not kept twice: revival takes them from the claim on the
-//! identifier and from the listener's sessions. Every other part (the subscriptions, QoS 1 and
-//! 2 in flight both ways, the topic aliases, the persistent session, the will, the claim) is
-//! kept as it is, its lists shrunk to their length, so a revived connection carries on exactly
-//! where it parked.
+//! identifier and from the listener's sessions.
+//!
+//! **Lean or full.** Most idle connections hold one subscription (or none) and nothing else:
+//! no wildcard or shared subscription, no QoS 1 or 2 packet in flight either way, no topic
+//! alias set, no persistent session, device inbox, will or anonymous rules. Such a
+//! connection's record keeps its lone subscription, its outbound packet-id counters and its
+//! alias maximum inline (`lone`, `outbound`, `alias_max`; the inbound QoS 2 keys are numbered
+//! anew from the revival's time, [`InboundQoS2::is_idle`]). Any other connection keeps
+//! every one of those parts as it is, its lists shrunk to their length, in one box (`full`),
+//! so a revived connection carries on exactly where it parked either way.
 
 use std::collections::VecDeque;
 use std::sync::atomic::AtomicBool;
@@ -22,36 +28,52 @@ use std::sync::Arc;
 
 use bytes::BytesMut;
 use herald_core::lifecycle::Transport;
+use herald_core::ChannelName;
 use herald_edge::session::{ClientSession, ParkedSession};
 
 use super::MqttWire;
 use crate::access::Rules;
+use crate::inbox::InboxState;
 use crate::inflight::{InboundQoS2, Outbound};
 use crate::packet::{self, ProtocolVersion, TopicName};
 use crate::session::{PersistentSession, Sessions};
 use crate::settings::MqttSettings;
-use crate::subscriptions::Subscriptions;
+use crate::subscriptions::{Granted, Subscriptions};
 use crate::takeover::Claim;
+use crate::topic_aliases::TopicAliases;
 
 /// A parked MQTT connection's state (see the module docs).
 pub(crate) struct ParkedWire {
     pub(crate) session: ParkedSession,
+    settings: Arc<MqttSettings>,
+    claim: Claim,
+    /// A lean connection's lone exact subscription, if it has one.
+    lone: Option<(ChannelName, Granted)>,
+    last_heard_ms: u64,
+    /// One and a half times the keep-alive, in milliseconds (at most 65,535 s x 1,500).
+    keep_alive_ms: u32,
+    client_max_packet: u32,
+    /// A lean connection's outbound window and next packet id ([`Outbound::idle`]).
+    outbound: (u16, u16),
+    /// A lean connection's Topic Alias Maximum towards its client.
+    alias_max: u16,
     version: ProtocolVersion,
     problem_information: bool,
     session_expiry_zero: bool,
-    client_max_packet: u32,
-    settings: Arc<MqttSettings>,
+    /// Every other part, for a connection that is not lean.
+    full: Option<Box<Full>>,
+}
+
+/// The parts of a connection that is not lean, as they were in its task.
+struct Full {
     anonymous: Option<Arc<Rules>>,
     subscriptions: Subscriptions,
     outbound: Outbound,
     persist: Option<Box<PersistentSession>>,
-    inbox: Option<Box<crate::inbox::InboxState>>,
+    inbox: Option<Box<InboxState>>,
     qos2: InboundQoS2,
     aliases: Box<[(u16, TopicName)]>,
-    topic_aliases: crate::topic_aliases::TopicAliases,
-    keep_alive_ms: u64,
-    last_heard_ms: u64,
-    claim: Claim,
+    topic_aliases: TopicAliases,
     will: Option<Box<packet::Will>>,
 }
 
@@ -68,8 +90,8 @@ impl MqttWire {
             anonymous,
             problem_information,
             client_max_packet,
-            mut subscriptions,
-            mut outbound,
+            subscriptions,
+            outbound,
             persist,
             inbox,
             qos2,
@@ -94,28 +116,56 @@ impl MqttWire {
             // Set only by the goodbye.
             will_due: _,
         } = self;
-        subscriptions.shrink_to_fit();
-        outbound.shrink_to_fit();
-        ParkedWire {
+        let mut parked = ParkedWire {
             session: session.park(),
+            settings,
+            claim,
+            lone: None,
+            last_heard_ms,
+            // At most 65,535 s x 1,500 ms.
+            keep_alive_ms: u32::try_from(keep_alive_ms).unwrap_or(u32::MAX),
+            client_max_packet,
+            outbound: (0, 0),
+            alias_max: 0,
             version,
             problem_information,
             session_expiry_zero,
-            client_max_packet,
-            settings,
-            anonymous,
-            subscriptions,
-            outbound,
-            persist,
-            inbox,
-            qos2,
-            aliases: aliases.into_boxed_slice(),
-            topic_aliases,
-            keep_alive_ms,
-            last_heard_ms,
-            claim,
-            will,
+            full: None,
+        };
+        let rare_parts_unused = anonymous.is_none()
+            && persist.is_none()
+            && inbox.is_none()
+            && aliases.is_empty()
+            && will.is_none();
+        match (
+            subscriptions.lone(),
+            outbound.idle(),
+            qos2.is_idle(),
+            topic_aliases.unused_max(),
+        ) {
+            (Some(lone), Some(outbound), true, Some(alias_max)) if rare_parts_unused => {
+                parked.lone = lone;
+                parked.outbound = outbound;
+                parked.alias_max = alias_max;
+            }
+            _ => {
+                let (mut subscriptions, mut outbound) = (subscriptions, outbound);
+                subscriptions.shrink_to_fit();
+                outbound.shrink_to_fit();
+                parked.full = Some(Box::new(Full {
+                    anonymous,
+                    subscriptions,
+                    outbound,
+                    persist,
+                    inbox,
+                    qos2,
+                    aliases: aliases.into_boxed_slice(),
+                    topic_aliases,
+                    will,
+                }));
+            }
         }
+        parked
     }
 }
 
@@ -125,39 +175,49 @@ impl ParkedWire {
     pub(crate) fn revive(self, sessions: &Sessions) -> MqttWire {
         let ParkedWire {
             session,
+            settings,
+            claim,
+            lone,
+            last_heard_ms,
+            keep_alive_ms,
+            client_max_packet,
+            outbound,
+            alias_max,
             version,
             problem_information,
             session_expiry_zero,
-            client_max_packet,
-            settings,
-            anonymous,
-            subscriptions,
-            outbound,
-            persist,
-            inbox,
-            qos2,
-            aliases,
-            topic_aliases,
-            keep_alive_ms,
-            last_heard_ms,
-            claim,
-            will,
+            full,
         } = self;
+        let full = match full {
+            Some(full) => *full,
+            None => Full {
+                anonymous: None,
+                subscriptions: Subscriptions::from_lone(lone),
+                outbound: Outbound::from_idle(outbound),
+                persist: None,
+                inbox: None,
+                qos2: InboundQoS2::new(super::now_ms().saturating_mul(1000)),
+                aliases: Box::default(),
+                topic_aliases: TopicAliases::new(alias_max, alias_max),
+                will: None,
+            },
+        };
+        let keep_alive_ms = u64::from(keep_alive_ms);
         let mut wire = MqttWire {
             session: ClientSession::revive_for(Transport::Mqtt, session),
             version,
             settings,
             client_id: claim.client_id().into(),
-            anonymous,
+            anonymous: full.anonymous,
             problem_information,
             client_max_packet,
-            subscriptions,
-            outbound,
-            persist,
-            inbox,
-            qos2,
-            aliases: aliases.into_vec(),
-            topic_aliases,
+            subscriptions: full.subscriptions,
+            outbound: full.outbound,
+            persist: full.persist,
+            inbox: full.inbox,
+            qos2: full.qos2,
+            aliases: full.aliases.into_vec(),
+            topic_aliases: full.topic_aliases,
             sys: sessions.sys.clone(),
             read_buf: BytesMut::new(),
             incoming: VecDeque::new(),
@@ -169,7 +229,7 @@ impl ParkedWire {
             claim,
             session_expiry_zero,
             unsendable: AtomicBool::new(false),
-            will,
+            will: full.will,
             will_due: false,
         };
         // The deadline as it stands, past or not: a past one fires the driver's timer at once,
@@ -182,7 +242,8 @@ impl ParkedWire {
 
     /// Whether the connection may stay parked: as [`MqttWire::may_stay_parked`].
     pub(crate) fn may_stay_parked(&self) -> bool {
-        !self.outbound.has_waiting() && !self.claim.is_taken()
+        let waiting = (self.full.as_ref()).is_some_and(|full| full.outbound.has_waiting());
+        !waiting && !self.claim.is_taken()
     }
 
     /// A packet was heard now (a PINGREQ answered while parked, `crate::park`).
@@ -193,8 +254,9 @@ impl ParkedWire {
     /// When the parked connection is revived at the latest (Unix seconds): its token's expiry
     /// or its keep-alive deadline, whichever comes first.
     pub(crate) fn expires(&self) -> Option<u64> {
+        let keep_alive_ms = u64::from(self.keep_alive_ms);
         let keep_alive =
-            super::keep_alive_deadline(self.last_heard_ms, self.keep_alive_ms, super::now_ms());
+            super::keep_alive_deadline(self.last_heard_ms, keep_alive_ms, super::now_ms());
         match (self.session.expires(), keep_alive) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -212,6 +274,7 @@ mod tests {
         // -- --nocapture`): where a parked connection's record goes.
         let parts = [
             ("ParkedWire", size_of::<ParkedWire>()),
+            ("its full parts (boxed, when not lean)", size_of::<Full>()),
             ("MqttWire (in a task)", size_of::<MqttWire>()),
             ("ParkedSession", size_of::<ParkedSession>()),
             ("ClientSession (in a task)", size_of::<ClientSession>()),

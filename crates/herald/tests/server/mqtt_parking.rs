@@ -2,9 +2,11 @@
 //! `park_idle_after` shortened: an idle MQTT connection leaves its task
 //! (`herald_connections_parked` counts it), answers PINGREQ while parked without a task, and
 //! comes back at once for a message, a PUBACK, a takeover of its client identifier or a
-//! keep-alive timeout, its session state (subscriptions, QoS 1 in flight) intact. A raw client
+//! keep-alive timeout, its session state (subscriptions and their options, QoS 1 in flight,
+//! topic aliases) intact, whether its record is lean or full. A raw client
 //! (herald-mqtt's codec) sees the packets. Tests wait for the gauge, never a time.
 
+use std::num::NonZeroU32;
 use std::time::Duration;
 
 use herald_mqtt::packet::{ConnectProperties, Packet, ProtocolVersion, PubAck, QoS, ReasonCode};
@@ -123,4 +125,59 @@ async fn a_parked_connection_is_taken_over_by_its_client_identifier() {
     let _second = subscribed(&server, "taken", 60).await;
     let taken = first.until_closed().await.expect("a DISCONNECT");
     assert_eq!(taken.reason_code, ReasonCode::SessionTakenOver);
+}
+
+#[tokio::test]
+async fn a_lean_parked_connection_keeps_its_subscription_options_and_topic_aliases() {
+    // Parked with one subscription and nothing else, a connection's record keeps its parts
+    // inline (herald-mqtt's `wire/parked.rs`, lean); once it set a topic alias, in its box
+    // (full). Either way it comes back as it parked: the subscription's identifier and QoS,
+    // the client's Topic Alias Maximum, the alias it set.
+    let server = server().await;
+    let token = server.token(&["**"], &[]);
+    let properties = ConnectProperties {
+        topic_alias_maximum: 2,
+        ..ConnectProperties::default()
+    };
+    let (mut raw, _) = Raw::connect(
+        server.mqtt_addr(),
+        ProtocolVersion::V5,
+        &token,
+        "lean",
+        true,
+        properties,
+    )
+    .await;
+    let mut subscribe = subscribe(&[("t/lean", QoS::AtMostOnce)]);
+    if let Packet::Subscribe(s) = &mut subscribe {
+        s.properties.subscription_identifier = NonZeroU32::new(7);
+    }
+    raw.send(&subscribe).await;
+    match raw.next().await {
+        Some(Packet::SubAck(ack)) => assert_eq!(ack.reason_codes, [ReasonCode::GrantedQoS0]),
+        other => panic!("{other:?}"),
+    }
+    let seven = vec![NonZeroU32::new(7).unwrap()];
+    wait_parked(&server, 1).await;
+    server.publish("t/lean", json!(1)).await;
+    let one = raw.publish().await;
+    assert_eq!(
+        (one.topic.as_str(), one.qos, one.packet_id, &one.payload[..]),
+        ("t/lean", QoS::AtMostOnce, None, &b"1"[..])
+    );
+    assert_eq!(one.properties.subscription_identifiers, seven);
+    let alias = one.properties.topic_alias.expect("the topic's alias set");
+    // Parked again, now with the alias set: the next message goes by the alias alone.
+    wait_parked(&server, 1).await;
+    server.publish("t/lean", json!(2)).await;
+    let two = raw.publish().await;
+    assert_eq!(
+        (
+            two.topic.as_str(),
+            two.properties.topic_alias,
+            &two.payload[..]
+        ),
+        ("", Some(alias), &b"2"[..])
+    );
+    assert_eq!(two.properties.subscription_identifiers, seven);
 }
