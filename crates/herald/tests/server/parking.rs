@@ -249,6 +249,43 @@ async fn a_parked_websocket_keeps_all_its_subscriptions() {
 }
 
 #[tokio::test]
+async fn a_parked_websocket_keeps_its_grants() {
+    // The parked client keeps its pattern sets out of line when they are not both `**`: after
+    // each revival the token's sets still decide, subscribe and publish apart.
+    let s = server(&[]).await;
+    let token = s.token(&["news"], &["chat/*"]);
+    let mut ws = parked_ws(&s, &token, 0).await;
+    let r = ws
+        .request("subscribe", json!({ "channel": "secret" }))
+        .await;
+    assert_eq!(r["error"]["code"], "forbidden", "{r}");
+    wait_parked(&s, 1).await;
+    let r = ws
+        .request("publish", json!({ "channel": "news", "data": 1 }))
+        .await;
+    assert_eq!(r["error"]["code"], "forbidden", "{r}");
+    wait_parked(&s, 1).await;
+    let r = ws
+        .request("publish", json!({ "channel": "chat/1", "data": 2 }))
+        .await;
+    assert_eq!(r["publish"]["seq"], 1, "{r}");
+    // A token granting `**` for both (no sets kept out of line) may still subscribe and
+    // publish anywhere once revived.
+    let every = s.token(&["**"], &["**"]);
+    let mut ws = Ws::connect(&s.ws_url(&format!("?token={every}"))).await;
+    wait_parked(&s, 2).await;
+    let r = ws
+        .request("subscribe", json!({ "channel": "secret" }))
+        .await;
+    assert!(r.get("subscribe").is_some(), "{r}");
+    wait_parked(&s, 2).await;
+    let r = ws
+        .request("publish", json!({ "channel": "secret", "data": 3 }))
+        .await;
+    assert_eq!(r["publish"]["seq"], 1, "{r}");
+}
+
+#[tokio::test]
 async fn a_websocket_parks_only_with_its_whole_command_budget() {
     // Three commands an hour: one spent keeps the connection in its task (its parked form
     // holds no budget), so the budget is not refilled by parking and coming back.
