@@ -111,6 +111,9 @@ pub struct ResponseHead {
     pub content_length: Option<usize>,
     /// Whether the body is chunked.
     pub chunked: bool,
+    /// Whether the server closes the connection after this response (`Connection: close`, or
+    /// an HTTP/1.0 answer without `Connection: keep-alive`): it must not carry another request.
+    pub close: bool,
     /// Length of the head including the blank line.
     pub len: usize,
 }
@@ -136,6 +139,7 @@ pub fn parse_response_head(buf: &[u8]) -> Result<Option<ResponseHead>, String> {
         len: end + 4,
         ..Default::default()
     };
+    let (mut close, mut keep_alive) = (false, false);
     for line in lines {
         let Some((k, v)) = line.split_once(':') else {
             continue;
@@ -145,8 +149,14 @@ pub fn parse_response_head(buf: &[u8]) -> Result<Option<ResponseHead>, String> {
             out.content_length = v.parse().ok();
         } else if k.eq_ignore_ascii_case("transfer-encoding") {
             out.chunked = v.to_ascii_lowercase().contains("chunked");
+        } else if k.eq_ignore_ascii_case("connection") {
+            for option in v.split(',').map(str::trim) {
+                close |= option.eq_ignore_ascii_case("close");
+                keep_alive |= option.eq_ignore_ascii_case("keep-alive");
+            }
         }
     }
+    out.close = close || (status_line.starts_with("HTTP/1.0") && !keep_alive);
     Ok(Some(out))
 }
 
@@ -467,6 +477,7 @@ mod tests {
         assert!(parse_response_head(b"HTTP/1.1 200 OK\r\n")
             .unwrap()
             .is_none());
+        assert!(!h.close);
         assert_eq!(
             sse_classify(b"event: subscribed\ndata: {}"),
             SseEvent::Subscribed
@@ -476,5 +487,25 @@ mod tests {
             SseEvent::Message(b"{\"ts\":1}")
         );
         assert_eq!(sse_classify(b": ping"), SseEvent::Other);
+    }
+
+    #[test]
+    fn a_head_says_whether_the_server_closes_the_connection() {
+        let close = |head: &str| {
+            parse_response_head(format!("{head}\r\n\r\n").as_bytes())
+                .unwrap()
+                .unwrap()
+                .close
+        };
+        // Sockudo's HTTP API answers (lower case, as hyper writes them).
+        assert!(close(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close"
+        ));
+        assert!(close("HTTP/1.1 200 OK\r\nConnection: keep-alive, Close"));
+        assert!(!close("HTTP/1.1 200 OK\r\nConnection: keep-alive"));
+        assert!(!close("HTTP/1.1 200 OK\r\ncontent-length: 0"));
+        // HTTP/1.0 closes unless it says keep-alive.
+        assert!(close("HTTP/1.0 200 OK\r\ncontent-length: 0"));
+        assert!(!close("HTTP/1.0 200 OK\r\nConnection: Keep-Alive"));
     }
 }

@@ -1,16 +1,14 @@
-//! HTTP/1.1 over a raw socket for the load clients: reading a response (head, body, chunked),
-//! opening an SSE or long-poll connection (query, inbox start, storm timing), and the
-//! keep-alive publisher client the scenarios time publishes with.
+//! HTTP/1.1 over a raw socket for the load clients: reading a response (head, body, chunked) and
+//! opening an SSE or long-poll connection (query, inbox start, storm timing). The keep-alive
+//! publisher client is [`super::http_client`].
 
-use std::net::{IpAddr, SocketAddr};
-
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use super::{
-    channel_list, connect, connection_token, err, inbox_start, lossy, reserve, wait_subscribe,
-    Fire, Inbox, Ready,
+    channel_list, connect, connection_token, err, inbox_start, reserve, wait_subscribe, Fire,
+    Inbox, Ready,
 };
 use crate::proto::Plan;
 use crate::wire::{self, now_ns};
@@ -39,6 +37,15 @@ pub(super) async fn read_response(
     s: &mut TcpStream,
     buf: &mut Vec<u8>,
 ) -> Result<(u16, Vec<u8>), String> {
+    let (head, body) = read_answer(s, buf).await?;
+    Ok((head.status, body))
+}
+
+/// Reads a whole response to a request already written: its head and its body.
+pub(super) async fn read_answer(
+    s: &mut TcpStream,
+    buf: &mut Vec<u8>,
+) -> Result<(wire::ResponseHead, Vec<u8>), String> {
     let head = read_head(s, buf).await?;
     if head.chunked {
         let mut d = wire::Dechunker::default();
@@ -50,7 +57,7 @@ pub(super) async fn read_response(
                 if buf.starts_with(b"\r\n") {
                     buf.drain(..2);
                 }
-                return Ok((head.status, body));
+                return Ok((head, body));
             }
             reserve(buf);
             if s.read_buf(buf).await.map_err(err("read"))? == 0 {
@@ -72,7 +79,7 @@ pub(super) async fn read_response(
         }
     }
     let body: Vec<u8> = buf.drain(..len).collect();
-    Ok((head.status, body))
+    Ok((head, body))
 }
 
 pub(super) fn query(channels: &[String], token: &Option<String>, extra: &str) -> String {
@@ -132,168 +139,4 @@ pub(super) async fn open_http(
         channels,
         sent,
     })
-}
-
-/// A keep-alive HTTP/1.1 client for the publisher API.
-pub struct HttpClient {
-    addr: SocketAddr,
-    host: String,
-    source: Option<IpAddr>,
-    stream: Option<TcpStream>,
-    buf: Vec<u8>,
-}
-
-impl HttpClient {
-    /// A client for `addr` (connects on first use).
-    pub fn new(addr: SocketAddr, host: &str, source: Option<IpAddr>) -> Self {
-        HttpClient {
-            addr,
-            host: host.to_string(),
-            source,
-            stream: None,
-            buf: Vec::with_capacity(1024),
-        }
-    }
-
-    /// POSTs `body` to `path`; returns the status and the response body. A failed request is not
-    /// retried (it might have been carried out).
-    pub async fn post(
-        &mut self,
-        path: &str,
-        key: &str,
-        body: &[u8],
-    ) -> Result<(u16, Vec<u8>), String> {
-        let request = wire::post_json(&self.host, path, key, body);
-        self.send(&request).await
-    }
-
-    /// POSTs the JSON `body` to `path` with no `Authorization` header (a request whose query
-    /// carries its signature, as Pusher's HTTP API's do); returns the status and the body.
-    pub async fn post_signed(&mut self, path: &str, body: &[u8]) -> Result<(u16, Vec<u8>), String> {
-        let mut request = format!(
-            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
-             Content-Length: {}\r\n\r\n",
-            self.host,
-            body.len()
-        )
-        .into_bytes();
-        request.extend_from_slice(body);
-        self.send(&request).await
-    }
-
-    /// Triggers one event stamped with the current time on `channel` through Pusher's HTTP API
-    /// (`POST /apps/{app_id}/events`, signed with `app`'s secret); returns the send time.
-    pub async fn trigger_now(
-        &mut self,
-        app: &crate::pusher_api::PusherApp,
-        channel: &str,
-    ) -> Result<u64, String> {
-        let sent = now_ns();
-        let body = crate::pusher_api::trigger_body(channel, sent);
-        let path = app.events_path(body.as_bytes(), crate::pusher_api::unix_seconds());
-        let (status, answer) = self.post_signed(&path, body.as_bytes()).await?;
-        if status != 200 {
-            return Err(format!("trigger failed: HTTP {status} {}", lossy(&answer)));
-        }
-        Ok(sent)
-    }
-
-    /// PUTs the JSON `body` to `path`; returns the status and the response body.
-    pub async fn put(
-        &mut self,
-        path: &str,
-        key: &str,
-        body: &[u8],
-    ) -> Result<(u16, Vec<u8>), String> {
-        let request = wire::request_json("PUT", &self.host, path, key, body);
-        self.send(&request).await
-    }
-
-    /// GETs `path` with the bearer `key`; returns the status and the response body.
-    pub async fn get(&mut self, path: &str, key: &str) -> Result<(u16, Vec<u8>), String> {
-        let auth = format!("Authorization: Bearer {key}\r\n");
-        let request = wire::get_request(&self.host, path, &auth);
-        self.send(&request).await
-    }
-
-    /// DELETEs `path` with the bearer `key`; returns the status and the response body.
-    pub async fn delete(&mut self, path: &str, key: &str) -> Result<(u16, Vec<u8>), String> {
-        let request = format!(
-            "DELETE {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {key}\r\n\
-             Content-Length: 0\r\n\r\n",
-            self.host
-        );
-        self.send(request.as_bytes()).await
-    }
-
-    /// Writes one request and reads its response, connecting first if needed.
-    async fn send(&mut self, request: &[u8]) -> Result<(u16, Vec<u8>), String> {
-        if self.stream.is_none() {
-            self.stream = Some(
-                connect(self.addr, self.source, None)
-                    .await
-                    .map_err(err("connect"))?,
-            );
-            self.buf.clear();
-        }
-        let stream = self.stream.as_mut().expect("connected above");
-        let result = async {
-            stream.write_all(request).await.map_err(err("write"))?;
-            read_response(stream, &mut self.buf).await
-        }
-        .await;
-        if result.is_err() {
-            self.stream = None;
-        }
-        result
-    }
-
-    /// Publishes `count` messages stamped with the current time to `channel` in one
-    /// `POST /v1/batch`; every one must be stored.
-    pub async fn publish_batch_now(
-        &mut self,
-        channel: &str,
-        key: &str,
-        count: u64,
-    ) -> Result<u64, String> {
-        let sent = now_ns();
-        let one = format!(
-            "{{\"channel\":\"{channel}\",\"data\":{}}}",
-            wire::stamp(sent)
-        );
-        let mut body = String::with_capacity(16 + count as usize * (one.len() + 1));
-        body.push_str("{\"messages\":[");
-        for i in 0..count {
-            if i > 0 {
-                body.push(',');
-            }
-            body.push_str(&one);
-        }
-        body.push_str("]}");
-        let (status, answer) = self.post("/v1/batch", key, body.as_bytes()).await?;
-        if status != 200 || lossy(&answer).contains("\"error\"") {
-            return Err(format!(
-                "batch publish failed: HTTP {status} {}",
-                lossy(&answer)
-            ));
-        }
-        Ok(sent)
-    }
-
-    /// Publishes one message stamped with the current time to `channel`.
-    pub async fn publish_now(&mut self, channel: &str, key: &str) -> Result<u64, String> {
-        let sent = now_ns();
-        let body = format!("{{\"data\":{}}}", wire::stamp(sent));
-        let (status, answer) = self
-            .post(
-                &format!("/v1/channels/{channel}/messages"),
-                key,
-                body.as_bytes(),
-            )
-            .await?;
-        if status != 200 {
-            return Err(format!("publish failed: HTTP {status} {}", lossy(&answer)));
-        }
-        Ok(sent)
-    }
 }

@@ -1,6 +1,6 @@
 //! Client connections of a worker process: one task per WebSocket (`ws`), SSE (`sse`),
 //! long-poll (`poll`), NATS (`nats`, `--peer nats`), MQTT (`mqtt`, also `--peer mosquitto`) or
-//! Pusher (`pusher`) subscriber, and a keep-alive HTTP client for publishing (`http`).
+//! Pusher (`pusher`) subscriber, and a keep-alive HTTP client for publishing (`http_client`).
 //! Every connection reads into one buffer, counts what it receives and records latencies in
 //! batches (one lock per socket read). This module holds what they share: connecting, the
 //! readiness handshake with the worker, device inbox counting, the channels of a plan.
@@ -10,6 +10,7 @@
 
 pub mod failover;
 mod http;
+mod http_client;
 mod mqtt;
 mod nats;
 mod poll;
@@ -17,8 +18,8 @@ mod pusher;
 mod sse;
 mod ws;
 
-pub use http::HttpClient;
 use http::{open_http, query, read_head, read_response, HttpOpening};
+pub use http_client::HttpClient;
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
