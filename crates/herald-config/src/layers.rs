@@ -166,6 +166,10 @@ pub(super) const KEYS: &[Key] = &[
         "mqtt.max_retained_per_filter",
         &["HERALD_MQTT_MAX_RETAINED_PER_FILTER"],
     ),
+    key(
+        "mqtt.max_offline_channels_per_filter",
+        &["HERALD_MQTT_MAX_OFFLINE_CHANNELS_PER_FILTER"],
+    ),
     key("mqtt.sys_interval", &["HERALD_MQTT_SYS_INTERVAL"]),
     key("mqtt.allow_anonymous", &["HERALD_MQTT_ALLOW_ANONYMOUS"]),
     key("mqtt.anonymous_app", &["HERALD_MQTT_ANONYMOUS_APP"]),

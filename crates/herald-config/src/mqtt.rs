@@ -36,6 +36,7 @@ pub(super) const MQTT_KEYS: &[&str] = &[
     "max_topic_aliases_out",
     "max_session_expiry",
     "max_retained_per_filter",
+    "max_offline_channels_per_filter",
     "sys_interval",
     "allow_anonymous",
     "anonymous_app",
@@ -165,6 +166,11 @@ impl Layers {
             max_retained_per_filter: self.get(
                 "mqtt.max_retained_per_filter",
                 d.max_retained_per_filter,
+                |r| number(0, 65535)(r).map(u16_of),
+            )?,
+            max_offline_channels_per_filter: self.get(
+                "mqtt.max_offline_channels_per_filter",
+                d.max_offline_channels_per_filter,
                 |r| number(0, 65535)(r).map(u16_of),
             )?,
             // Whole seconds, as the session expiry's (`10`, `"10s"`, `"1m"`); 0: off.
@@ -459,6 +465,9 @@ mod tests {
             ConfigFlags::default(),
         );
         assert!(bad.is_err(), "at most 65535");
+        let env = [("HERALD_MQTT_MAX_OFFLINE_CHANNELS_PER_FILTER", "0")];
+        let c = load(None, &env, ConfigFlags::default()).unwrap();
+        assert_eq!(c.mqtt.settings.max_offline_channels_per_filter, 0);
         let file = "[mqtt]\nmax_topic_aliases_out = 0\n";
         let c = load(Some(file), &[], ConfigFlags::default()).unwrap();
         assert_eq!(c.mqtt.settings.max_topic_aliases_out, 0, "none set");

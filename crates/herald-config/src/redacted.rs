@@ -305,6 +305,11 @@ impl Config {
                 int(mq.max_retained_per_filter.into()),
                 "",
             ),
+            (
+                "mqtt.max_offline_channels_per_filter",
+                int(mq.max_offline_channels_per_filter.into()),
+                "",
+            ),
             ("mqtt.sys_interval", int(mq.sys_interval.into()), ""),
             (
                 "mqtt.allow_anonymous",

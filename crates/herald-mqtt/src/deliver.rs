@@ -49,7 +49,13 @@ impl MqttWire {
             && !crate::inbox::is_inbox_log(&message.channel);
         let outgoing = outbound::outgoing(message);
         let origin = origin::of(message);
+        // What a resumed wildcard filter missed is replayed at QoS 1 and 2 only (QoS 0 is not
+        // kept for an offline session, as Mosquitto's default): `crate::session`.
+        let missed_qos0 = replayed
+            && granted.qos.min(origin.qos) == QoS::AtMostOnce
+            && self.replaying_for_filter(&message.channel);
         let skipped = (granted.no_local && origin.is_client(&self.client_id))
+            || missed_qos0
             || (retained && outgoing.clear)
             || outgoing.props.expiry_at_ms.is_some_and(|at| at <= now_ms());
         let retain = retained || (granted.retain_as_published && outgoing.retain);

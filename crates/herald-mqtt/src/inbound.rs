@@ -471,6 +471,14 @@ async fn subscribe_one(
         }
     }
     let exists = wire.subscriptions.exact(&channel).is_some();
+    if !exists && wire.replaying_for_filter(&channel) {
+        // The channel's subscription replaying what a resumed filter missed becomes the
+        // client's: made again, it would lose what it has yet to replay.
+        wire.subscriptions.insert(channel.clone(), granted);
+        wire.replay_taken_over(&channel);
+        wire.session_subscribed(filter, options, granted, &channel, None);
+        return Ok(granted.qos);
+    }
     let send_retained = match options.retain_handling {
         RetainHandling::SendAtSubscribe => true,
         RetainHandling::SendAtSubscribeIfNew => !exists,

@@ -32,6 +32,9 @@ pub const DEFAULT_MAX_SESSION_EXPIRY: u32 = 7 * 24 * 3600;
 /// The default [`MqttSettings::max_retained_per_filter`].
 pub const DEFAULT_MAX_RETAINED_PER_FILTER: u16 = 100;
 
+/// The default [`MqttSettings::max_offline_channels_per_filter`].
+pub const DEFAULT_MAX_OFFLINE_CHANNELS_PER_FILTER: u16 = 1000;
+
 /// The largest packet MQTT can carry: a fixed header of 5 bytes and a Remaining Length of
 /// 268,435,455 (MQTT 5.0 2.1.4), the most [`MqttSettings::max_packet_size`] may say.
 pub const LARGEST_PACKET: u32 = 268_435_460;
@@ -80,6 +83,13 @@ pub struct MqttSettings {
     /// channels listed per filter prefix. 0 sends none. Default
     /// [`DEFAULT_MAX_RETAINED_PER_FILTER`] (100).
     pub max_retained_per_filter: u16,
+    /// Most channels a wildcard filter of a resumed persistent session replays what it missed
+    /// of (`crate::session`'s `missed.rs`): the channels the filter matches that had QoS 1 or
+    /// 2 messages while the client was away, in name order, found among at most ten times as
+    /// many channels listed per filter prefix. Channels past it are not replayed (their new
+    /// messages still arrive live). 0 replays none. Default
+    /// [`DEFAULT_MAX_OFFLINE_CHANNELS_PER_FILTER`] (1,000).
+    pub max_offline_channels_per_filter: u16,
     /// How often the `$SYS/` statistics are published, in seconds, as Mosquitto's
     /// `sys_interval` (`crate::sys`); 0 publishes none. Default [`DEFAULT_SYS_INTERVAL`] (10).
     pub sys_interval: u32,
@@ -107,6 +117,7 @@ impl Default for MqttSettings {
             max_topic_aliases_out: DEFAULT_MAX_TOPIC_ALIASES_OUT,
             max_session_expiry: DEFAULT_MAX_SESSION_EXPIRY,
             max_retained_per_filter: DEFAULT_MAX_RETAINED_PER_FILTER,
+            max_offline_channels_per_filter: DEFAULT_MAX_OFFLINE_CHANNELS_PER_FILTER,
             sys_interval: DEFAULT_SYS_INTERVAL,
             allow_anonymous: false,
             anonymous_app: "default".to_owned(),
@@ -135,6 +146,7 @@ mod tests {
         assert_eq!(s.max_topic_aliases_out, 10);
         assert_eq!(s.max_session_expiry, 604_800);
         assert_eq!(s.max_retained_per_filter, 100);
+        assert_eq!(s.max_offline_channels_per_filter, 1000);
         assert_eq!(s.sys_interval, 10);
         assert!(!s.allow_anonymous && s.anonymous_rules.is_empty());
         assert_eq!(s.anonymous_app, "default");

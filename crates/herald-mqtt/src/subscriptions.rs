@@ -191,6 +191,15 @@ impl Subscriptions {
         }
     }
 
+    /// Whether one of the connection's own wildcard filters (not a shared subscription's)
+    /// matches `channel`: every message of it reaches the connection, so a persistent session
+    /// keeps a position in it (`crate::session`).
+    pub(crate) fn filter_matches(&self, channel: &ChannelName) -> bool {
+        self.filters
+            .iter()
+            .any(|(f, _)| f.matches_local(channel.public()))
+    }
+
     /// The options of the wildcard subscription to `filter`, if there is one.
     pub(crate) fn filter(&self, filter: &str) -> Option<Granted> {
         self.filters

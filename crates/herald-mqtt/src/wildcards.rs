@@ -23,7 +23,8 @@
 //!
 //! **Persistent sessions** keep a filter with its options (`crate::session`) and register it
 //! again when the session resumes ([`resume`]); what matched it while the client was away is
-//! not replayed (the design's offline queue for filters is still to come).
+//! replayed from the channels' logs (`crate::session`'s `missed.rs`, which finds the channels
+//! with [`list_matching`]).
 //!
 //! **Retained messages.** A SUBSCRIBE that asks for them (Retain Handling 0, or 1 for a new
 //! subscription) is sent the last message of each existing channel the filter matches, found
@@ -33,8 +34,9 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use herald_core::engine::Engine;
 use herald_core::hub::Admit;
-use herald_core::log::ReadFrom;
+use herald_core::log::{ChannelState, ReadFrom};
 use herald_core::message::{SharedMessage, StoredMessage};
 use herald_core::name::topic::filter::TopicFilter;
 use herald_core::name::topic::{encode_levels, ENCODED_PREFIX};
@@ -99,8 +101,8 @@ pub(crate) async fn subscribe(
 }
 
 /// Registers wildcard `filter` of a resumed persistent session again with its stored options
-/// (no retained messages, and nothing that matched it while the client was away); `false`
-/// when the client may no longer subscribe to it.
+/// (no retained messages; what matched it while the client was away is the session's to
+/// replay, `crate::session`); `false` when the client may no longer subscribe to it.
 pub(crate) fn resume(wire: &mut MqttWire, filter: &str, granted: Granted) -> bool {
     let Ok(parsed) = allowed(wire, filter) else {
         return false;
@@ -120,9 +122,18 @@ pub(crate) fn resume(wire: &mut MqttWire, filter: &str, granted: Granted) -> boo
 fn register(wire: &mut MqttWire, app: &AppId, filter: TopicFilter, granted: Granted) {
     let registry = wire.session.edge().engine.filters().clone();
     let outbox = wire.session.outbox().clone();
-    // An anonymous client's deliveries through filters are checked against its deny rules.
-    let admit = wire.anonymous.clone().map(|rules| -> Admit {
-        Arc::new(move |m: &StoredMessage| rules.may_receive(&m.channel.topic()))
+    // An anonymous client's deliveries through filters are checked against its deny rules,
+    // and a resuming persistent session's held back while it finds what its filters missed
+    // (`crate::session`'s `missed.rs`: the gate says which channels came meanwhile).
+    let rules = wire.anonymous.clone();
+    let gate = wire.persist.as_ref().and_then(|p| p.resume_gate());
+    let admit = (rules.is_some() || gate.is_some()).then(|| -> Admit {
+        Arc::new(move |m: &StoredMessage| {
+            rules
+                .as_ref()
+                .is_none_or(|rules| rules.may_receive(&m.channel.topic()))
+                && gate.as_ref().is_none_or(|gate| gate.admit(m))
+        })
     });
     wire.subscriptions
         .insert_filter(filter, granted, &registry, (app, &outbox, admit));
@@ -180,47 +191,9 @@ async fn send_retained_messages(wire: &MqttWire, app: &AppId, filter: &TopicFilt
         return;
     }
     let engine = &wire.session.edge().engine;
-    let scope = app.scope_prefix();
     let mut found: Vec<SharedMessage> = Vec::new();
     for prefix in filter.prefixes() {
-        let mut names: Vec<ChannelName> = Vec::new();
-        // The channel the prefix names itself (`a/#` matches `a`), then those below it.
-        let full = format!("{scope}{prefix}");
-        if !prefix.is_empty() && prefix != "=" {
-            if let Ok(name) = app.parse_channel(prefix) {
-                names.push(name);
-            }
-        }
-        let below = match prefix {
-            "" => scope.clone(),
-            "=" => full.clone(),
-            _ => format!("{full}/"),
-        };
-        let mut after = below.clone();
-        let mut listed = 0;
-        'pages: while listed < max_listed {
-            let Ok(page) = engine
-                .list(Some(&after), 100.min(max_listed - listed))
-                .await
-            else {
-                break;
-            };
-            if page.is_empty() {
-                break;
-            }
-            for state in page {
-                listed += 1;
-                let name = state.name.as_str();
-                if !name.starts_with(&below) {
-                    break 'pages;
-                }
-                after = name.to_owned();
-                if state.last_seq > 0 && app.owns_plain_channel(name) {
-                    names.push(state.name);
-                }
-            }
-        }
-        for name in names {
+        for (name, _) in list_matching(engine, app, prefix, max_listed).await {
             if found.len() >= max_retained {
                 break;
             }
@@ -239,6 +212,57 @@ async fn send_retained_messages(wire: &MqttWire, app: &AppId, filter: &TopicFilt
             .outbox()
             .push_all_unbounded(found.into_iter().map(OutFrame::Replayed));
     }
+}
+
+/// The channels of `app` with messages under the filter prefix `prefix` (one of
+/// [`TopicFilter::prefixes`]), in name order: the channel the prefix names itself (`a/#`
+/// matches `a`; its state not read, `None`) first, then those listed below it, at most
+/// `max_listed` looked at. Whether the filter matches each is the caller's to ask; a failed
+/// listing ends the list.
+pub(crate) async fn list_matching(
+    engine: &Engine,
+    app: &AppId,
+    prefix: &str,
+    max_listed: usize,
+) -> Vec<(ChannelName, Option<ChannelState>)> {
+    let scope = app.scope_prefix();
+    let mut names = Vec::new();
+    let full = format!("{scope}{prefix}");
+    if !prefix.is_empty() && prefix != "=" {
+        if let Ok(name) = app.parse_channel(prefix) {
+            names.push((name, None));
+        }
+    }
+    let below = match prefix {
+        "" => scope.clone(),
+        "=" => full.clone(),
+        _ => format!("{full}/"),
+    };
+    let mut after = below.clone();
+    let mut listed = 0;
+    'pages: while listed < max_listed {
+        let Ok(page) = engine
+            .list(Some(&after), 100.min(max_listed - listed))
+            .await
+        else {
+            break;
+        };
+        if page.is_empty() {
+            break;
+        }
+        for state in page {
+            listed += 1;
+            let name = state.name.as_str();
+            if !name.starts_with(&below) {
+                break 'pages;
+            }
+            after = name.to_owned();
+            if state.last_seq > 0 && app.owns_plain_channel(name) {
+                names.push((state.name.clone(), Some(state)));
+            }
+        }
+    }
+    names
 }
 
 /// Whether the token's channel patterns allow every channel `filter` can match (see the

@@ -17,6 +17,7 @@ use herald_core::{ChannelName, Epoch};
 use herald_edge::session::PresenceAsk;
 
 use super::flusher::Done;
+use super::missed::ResumeGate;
 use super::positions::Positions;
 use super::store::{
     SessionKey, SessionWrite, StoredInflight, StoredPosition, StoredSession, StoredSubscription,
@@ -35,11 +36,19 @@ pub(crate) struct PersistentSession {
     /// Its Session Expiry Interval, ms (a v5 DISCONNECT may change it).
     expiry_ms: i64,
     /// Its subscriptions, as stored.
-    subscriptions: Vec<StoredSubscription>,
-    positions: Positions,
+    pub(super) subscriptions: Vec<StoredSubscription>,
+    pub(super) positions: Positions,
     /// Channels resumed from a stored position: what their subscription replays is what the
     /// client missed, not a retained message.
     catching_up: Vec<ChannelName>,
+    /// When the connection before ended (Unix ms), for a resumed session.
+    pub(super) offline_since_ms: Option<i64>,
+    /// Channels subscribed to replay what a wildcard filter missed (`missed.rs`): not the
+    /// client's subscriptions, let go once no filter matches them.
+    pub(super) filter_catchups: Vec<ChannelName>,
+    /// While the session resumes with wildcard filters: the gate their deliveries wait
+    /// behind (`missed.rs`).
+    pub(super) gate: Option<Arc<ResumeGate>>,
     /// The stored positions, read at CONNECT, until the subscriptions resumed from them.
     stored_positions: Vec<StoredPosition>,
     /// Messages in flight before (QoS 1 in memory and from the store, QoS 2 from the store),
@@ -57,6 +66,9 @@ impl PersistentSession {
             subscriptions: Vec::new(),
             positions: Positions::default(),
             catching_up: Vec::new(),
+            offline_since_ms: None,
+            filter_catchups: Vec::new(),
+            gate: None,
             stored_positions: Vec::new(),
             resend: Vec::new(),
         }
@@ -95,6 +107,7 @@ impl PersistentSession {
         PersistentSession {
             subscriptions: stored.subscriptions.clone(),
             stored_positions: stored.positions.clone(),
+            offline_since_ms: stored.disconnected_ms,
             resend,
             ..PersistentSession::fresh(sessions, key, expiry_ms)
         }
@@ -108,9 +121,24 @@ impl PersistentSession {
         self.key.clone()
     }
 
+    /// The gate a resuming session's filter deliveries wait behind, while it resumes.
+    pub(crate) fn resume_gate(&self) -> Option<Arc<ResumeGate>> {
+        self.gate.clone()
+    }
+
+    /// Stops following `channel`: its position is forgotten, stored too.
+    pub(super) fn unfollow(&mut self, channel: &ChannelName) {
+        self.positions.unfollow(channel);
+        self.catching_up.retain(|c| c != channel);
+        self.push(SessionWrite::Unfollowed {
+            key: self.key(),
+            channel: channel.public().to_owned(),
+        });
+    }
+
     /// Follows `channel` from `position`, stored at once (so what is published while the
     /// client is away is sent when it comes back).
-    fn follow(&mut self, channel: &ChannelName, position: &Cursor, catching_up: bool) {
+    pub(super) fn follow(&mut self, channel: &ChannelName, position: &Cursor, catching_up: bool) {
         self.positions
             .follow(channel, &position.epoch, position.seq);
         self.catching_up.retain(|c| c != channel);
@@ -166,6 +194,16 @@ impl MqttWire {
         let Ok(app) = self.session.client().map(|c| c.app.clone()) else {
             return;
         };
+        let has_filters = subscriptions.iter().any(|s| {
+            matches!(
+                topic_map::parse_filter(&app, &s.filter),
+                Ok(FilterTarget::Wildcard(_))
+            )
+        });
+        if has_filters {
+            // Their deliveries wait while what they missed is found (`missed.rs`).
+            persist.gate = Some(ResumeGate::closed());
+        }
         let mut dropped = Vec::new();
         for sub in &subscriptions {
             if sub.filter.starts_with("$share/") {
@@ -177,7 +215,7 @@ impl MqttWire {
             }
             let channel = match topic_map::parse_filter(&app, &sub.filter) {
                 Ok(FilterTarget::Exact(channel)) => channel,
-                // Registered again; what matched them while away is not replayed.
+                // Registered again; what matched them while away is replayed below.
                 Ok(FilterTarget::Wildcard(_)) => {
                     if !crate::wildcards::resume(self, &sub.filter, granted_of(sub)) {
                         dropped.push(sub.filter.clone());
@@ -251,6 +289,11 @@ impl MqttWire {
                 persist.write_subscriptions();
             }
         }
+        self.replay_missed(&stored).await;
+        if let Some(persist) = self.persist.as_mut() {
+            // Open now; the filters' admission keeps its own reference.
+            persist.gate = None;
+        }
         for sent in resend {
             if sent.released {
                 self.send(&Packet::PubRel(PubRel::new(sent.id)));
@@ -299,23 +342,49 @@ impl MqttWire {
                 RetainHandling::DoNotSend => 2,
             },
             subscription_identifier: granted.identifier.map(NonZeroU32::get),
+            // A wildcard filter's: when it was made (kept when its options are replaced).
+            since_ms: None,
         };
+        let wildcard = filter.contains(['+', '#']);
         match persist
             .subscriptions
             .iter_mut()
             .find(|s| s.filter == filter)
         {
-            Some(existing) => *existing = stored,
-            None => persist.subscriptions.push(stored),
+            Some(existing) => {
+                let since_ms = existing.since_ms;
+                *existing = StoredSubscription { since_ms, ..stored };
+            }
+            None => persist.subscriptions.push(StoredSubscription {
+                since_ms: wildcard.then(now_ms),
+                ..stored
+            }),
         }
         persist.write_subscriptions();
     }
 
-    /// Records the end of the subscription to wildcard `filter` by UNSUBSCRIBE.
+    /// Records the end of the subscription to wildcard `filter` by UNSUBSCRIBE; what only it
+    /// followed is let go (`missed.rs`).
     pub(crate) fn session_unsubscribed_filter(&mut self, filter: &str) {
         if let Some(persist) = self.persist.as_mut() {
             persist.subscriptions.retain(|s| s.filter != filter);
             persist.write_subscriptions();
+            self.drop_unmatched_replays();
+        }
+    }
+
+    /// Whether `channel` is subscribed only to replay what a resumed wildcard filter missed
+    /// (`missed.rs`); an exact SUBSCRIBE to it takes that subscription over.
+    pub(crate) fn replaying_for_filter(&self, channel: &ChannelName) -> bool {
+        self.persist
+            .as_ref()
+            .is_some_and(|p| p.filter_catchups.contains(channel))
+    }
+
+    /// An exact SUBSCRIBE took `channel`'s replay subscription over: it is the client's now.
+    pub(crate) fn replay_taken_over(&mut self, channel: &ChannelName) {
+        if let Some(persist) = self.persist.as_mut() {
+            persist.filter_catchups.retain(|c| c != channel);
         }
     }
 
@@ -326,12 +395,7 @@ impl MqttWire {
         };
         persist.subscriptions.retain(|s| s.filter != filter);
         persist.write_subscriptions();
-        persist.positions.unfollow(channel);
-        persist.catching_up.retain(|c| c != channel);
-        persist.push(SessionWrite::Unfollowed {
-            key: persist.key(),
-            channel: channel.public().to_owned(),
-        });
+        persist.unfollow(channel);
     }
 
     /// Whether `channel` is catching up on what a resumed session missed (its subscription
@@ -349,6 +413,17 @@ impl MqttWire {
         let Some(persist) = self.persist.as_mut() else {
             return;
         };
+        if !persist.positions.follows(&message.channel)
+            && self.subscriptions.filter_matches(&message.channel)
+        {
+            // A wildcard filter's channel: followed from its first message, so what the
+            // filter misses while the client is away replays from here (`missed.rs`).
+            let before = Cursor {
+                epoch: message.epoch.clone(),
+                seq: message.seq.saturating_sub(1),
+            };
+            persist.follow(&message.channel, &before, false);
+        }
         if let Some((epoch, seq)) =
             persist
                 .positions

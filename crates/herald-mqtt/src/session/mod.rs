@@ -22,7 +22,10 @@
 //! - **Resuming** (`connection.rs`): each stored subscription is made again within the
 //!   client's current permissions and resumes from its channel's stored position (Herald's
 //!   exact resume and paged catch-up), so what was published while the client was away, and
-//!   what it had not acknowledged, is sent, as far back as the channel's history keeps.
+//!   what it had not acknowledged, is sent, as far back as the channel's history keeps. A
+//!   wildcard filter's channels are followed from the first message it delivers, and on resume
+//!   what the filter missed is replayed from them, and from channels it had no message of yet
+//!   (`missed.rs`).
 //! - **Expiry**: a session's connection ending records when; it expires that long after.
 //!   Expired sessions are deleted by a sweep once a minute (and one found expired at CONNECT
 //!   is not resumed). At start, a server that is the store's only one (SQLite) counts the
@@ -39,6 +42,7 @@
 
 mod connection;
 mod flusher;
+mod missed;
 mod positions;
 pub mod store;
 

@@ -61,6 +61,16 @@ impl Positions {
         }
     }
 
+    /// Whether `channel` is followed.
+    pub(crate) fn follows(&self, channel: &ChannelName) -> bool {
+        self.find(channel).is_ok()
+    }
+
+    /// The channels followed, by name.
+    pub(crate) fn channels(&self) -> impl Iterator<Item = &ChannelName> {
+        self.0.iter().map(|(c, _)| c)
+    }
+
     /// Stops following `channel`.
     pub(crate) fn unfollow(&mut self, channel: &ChannelName) {
         if let Ok(at) = self.find(channel) {

@@ -42,6 +42,12 @@ pub struct StoredSubscription {
     /// v5 Subscription Identifier, if the SUBSCRIBE had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subscription_identifier: Option<u32>,
+    /// A wildcard filter's: when it was first made (Unix ms). A channel it matches that the
+    /// session holds no position in replays, on resume, its messages stored from then on
+    /// (herald-mqtt's `session/missed.rs`). Absent in sessions stored before it was kept:
+    /// those replay from when their connection ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since_ms: Option<i64>,
 }
 
 fn is_zero(n: &u8) -> bool {

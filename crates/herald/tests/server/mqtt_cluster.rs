@@ -316,3 +316,72 @@ async fn a_wildcard_subscriber_on_one_node_gets_every_nodes_messages_once() {
     .await
     .expect("the test finishes within two minutes");
 }
+
+/// A persistent session's wildcard filter on one node misses messages while it is away,
+/// published through the other node to a channel it had a message of and to a new one; it
+/// comes back through the other node and gets each once, in order, before what is published
+/// after (herald-mqtt's `session/missed.rs`: positions and the channels' logs are the cluster's
+/// store).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wildcard_filter_of_a_session_moved_to_another_node_gets_what_it_missed() {
+    tokio::time::timeout(Duration::from_secs(120), async {
+        let cluster = Cluster::start().await;
+        let (one, two) = (&cluster.one, &cluster.two);
+        let token = one.token(&["**"], &[]);
+        let session = |subscribe: Value, expect: u64| {
+            client(
+                &token,
+                "moving-filter",
+                json!({
+                    "clean": false, "session_expiry": 3600, "subscribe": subscribe,
+                    "expect": expect, "timeout": 30
+                }),
+            )
+        };
+        let mut first = PahoRun::start(
+            one.mqtt_addr(),
+            session(json!([{ "topic": "fleet/+", "qos": 1 }]), 1),
+        );
+        first.until("subscribed").await;
+        one.publish("fleet/a", json!(0)).await;
+        let (code, events) = first.finish().await;
+        assert_eq!(code, Some(0), "{events:?}");
+        for (channel, n) in [
+            ("fleet/a", 1),
+            ("fleet/new", 1),
+            ("other/a", 1),
+            ("fleet/a", 2),
+        ] {
+            two.publish(channel, json!(n)).await;
+        }
+        let mut back = PahoRun::start(two.mqtt_addr(), session(json!([]), 4));
+        let connack = back.until("connack").await;
+        assert_eq!(connack["session_present"], true, "{connack}");
+        one.publish("fleet/end", json!("end")).await;
+        let (code, events) = back.finish().await;
+        assert_eq!(code, Some(0), "{events:?}");
+        let got: Vec<(String, String)> = events
+            .iter()
+            .filter(|e| e["event"] == "message")
+            .map(|e| {
+                let field = |k: &str| e[k].as_str().unwrap().to_owned();
+                (field("topic"), field("payload"))
+            })
+            .collect();
+        let of = |topic: &str| -> Vec<&str> {
+            got.iter()
+                .filter(|(t, _)| t == topic)
+                .map(|(_, p)| p.as_str())
+                .collect()
+        };
+        assert_eq!(of("fleet/a"), ["1", "2"], "{got:?}");
+        assert_eq!(of("fleet/new"), ["1"], "{got:?}");
+        assert_eq!(
+            got.last().map(|(t, _)| t.as_str()),
+            Some("fleet/end"),
+            "{got:?}"
+        );
+    })
+    .await
+    .expect("the test finishes within two minutes");
+}

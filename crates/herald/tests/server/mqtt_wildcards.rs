@@ -514,3 +514,115 @@ async fn retained_messages_of_a_wildcard_subscribe_are_bounded_by_the_setting() 
         "one retained message, then live ones"
     );
 }
+
+/// A persistent session's `a/+` and `b/#` miss messages while it is away, published over HTTP
+/// and MQTT to matching and other topics, on channels it had a message of and on new ones;
+/// after a `kill -9` and restart it resumes and gets exactly the matching messages sent at
+/// QoS 1 or 2, each once, in order per topic (the QoS 0 one is not kept, as Mosquitto's
+/// default); and nothing again on the next resume.
+#[tokio::test]
+async fn a_persistent_sessions_wildcards_get_what_they_missed_once_across_kill_9() {
+    let mut server = Server::builder().mqtt().start().await;
+    let token = server.token(&["**"], &["**"]);
+    let session = |token: &str, subscribe: Value, expect: u64| {
+        json!({
+            "version": "5", "client_id": "wild-offline", "clean": false,
+            "session_expiry": 3600, "username": "default", "password": token,
+            "subscribe": subscribe, "expect": expect, "timeout": 20
+        })
+    };
+    let filters = json!([{ "topic": "a/+", "qos": 1 }, { "topic": "b/#", "qos": 2 }]);
+    let mut first = PahoRun::start(server.mqtt_addr(), session(&token, filters, 1));
+    first.until("subscribed").await;
+    // A channel the filter delivered while connected: it resumes from its position.
+    server.publish("a/x", json!({ "n": 0 })).await;
+    let (code, events) = first.finish().await;
+    assert_eq!(code, Some(0), "{events:?}");
+
+    for (channel, n) in [
+        ("a/x", 1),
+        ("a/y", 1),
+        ("b", 1),
+        ("b/c/d", 1),
+        ("c/x", 1),
+        ("a/x/deep", 1),
+    ] {
+        server.publish(channel, json!({ "n": n })).await;
+    }
+    let publisher = json!({
+        "version": "5", "client_id": "wild-publisher", "username": "default",
+        "password": token, "publish": [
+            { "topic": "a/x", "payload": "x-qos0", "qos": 0 },
+            { "topic": "a/y", "payload": "y-qos1", "qos": 1 },
+            { "topic": "b/c/d", "payload": "bcd-qos2", "qos": 2 },
+            { "topic": "c/x", "payload": "cx-qos1", "qos": 1 },
+        ]
+    });
+    let out = crate::support::mqtt::paho(server.mqtt_addr(), publisher)
+        .await
+        .ok();
+    let published = out.events("published");
+    assert!(
+        published.len() == 4 && published.iter().all(|p| p["reason_code"] == 0),
+        "{}",
+        out.describe()
+    );
+    server.publish("a/x", json!({ "n": 2 })).await;
+
+    server.restart().await;
+
+    // Back, without a SUBSCRIBE: what was missed, then a message published once connected.
+    let resume = |server: &Server, expect: u64| {
+        PahoRun::start(server.mqtt_addr(), session(&token, json!([]), expect))
+    };
+    let mut back = resume(&server, 8);
+    let connack = back.until("connack").await;
+    assert_eq!(connack["session_present"], true, "{connack}");
+    server.publish("a/end", json!("end")).await;
+    let (code, events) = back.finish().await;
+    let got: Vec<(String, String, u64)> = events
+        .iter()
+        .filter(|e| e["event"] == "message")
+        .map(|e| {
+            (
+                e["topic"].as_str().unwrap().to_owned(),
+                e["payload"].as_str().unwrap().to_owned(),
+                e["qos"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let per_topic = |topic: &str| -> Vec<(String, u64)> {
+        got.iter()
+            .filter(|(t, _, _)| t == topic)
+            .map(|(_, p, q)| (p.clone(), *q))
+            .collect()
+    };
+    let expected: [(&str, Vec<(&str, u64)>); 5] = [
+        ("a/x", vec![(r#"{"n":1}"#, 1), (r#"{"n":2}"#, 1)]),
+        ("a/y", vec![(r#"{"n":1}"#, 1), ("y-qos1", 1)]),
+        ("b", vec![(r#"{"n":1}"#, 2)]),
+        ("b/c/d", vec![(r#"{"n":1}"#, 2), ("bcd-qos2", 2)]),
+        ("a/end", vec![(r#""end""#, 1)]),
+    ];
+    for (topic, messages) in &expected {
+        let messages: Vec<(String, u64)> =
+            messages.iter().map(|(p, q)| (p.to_string(), *q)).collect();
+        assert_eq!(per_topic(topic), messages, "{topic}: {got:?}");
+    }
+    assert_eq!(code, Some(0), "{events:?}");
+    assert_eq!(got.len(), 8, "nothing else (c/x, a/x/deep, QoS 0): {got:?}");
+    assert!(
+        events.iter().all(|e| e["retain"] != true),
+        "missed, not retained: {events:?}"
+    );
+
+    // Once: the next resume gets only what is new.
+    let mut again = resume(&server, 1);
+    again.until("connack").await;
+    server.publish("b/again", json!("again")).await;
+    let (code, events) = again.finish().await;
+    assert_eq!(code, Some(0), "{events:?}");
+    let got: Vec<&Value> = events.iter().filter(|e| e["event"] == "message").collect();
+    assert_eq!(got.len(), 1, "{events:?}");
+    assert_eq!(got[0]["topic"], "b/again", "{events:?}");
+}

@@ -50,6 +50,8 @@ fn subscription(filter: &str, qos: u8) -> StoredSubscription {
         retain_as_published: false,
         retain_handling: 0,
         subscription_identifier: None,
+        // A wildcard filter keeps when it was made (herald-mqtt's offline replay).
+        since_ms: filter.contains(['+', '#']).then_some(1_700_000_000_000),
     }
 }
 
