@@ -700,7 +700,7 @@ impl Bus for RedisBus {
 
     /// The heads Redis keeps beside each channel's messages (`crate::heads`).
     fn head_source(&self) -> Option<Arc<dyn HeadSource>> {
-        Some(Arc::new(crate::heads::RedisHeads(Arc::downgrade(
+        Some(Arc::new(crate::head_reads::RedisHeads(Arc::downgrade(
             &self.shared,
         ))))
     }

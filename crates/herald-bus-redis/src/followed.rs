@@ -9,11 +9,13 @@
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher, RandomState};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use herald_core::message::SharedMessage;
 use herald_core::ChannelName;
 use parking_lot::Mutex;
+use tokio::sync::Notify;
 
 use crate::sequencer::Sequencer;
 
@@ -33,6 +35,19 @@ pub(crate) struct Follow {
     /// Whether the read of what this node committed before it followed the channel was left to
     /// the read once listening ([`StartRead`]).
     pub(crate) start_read: StartRead,
+    /// The channel's head as Redis told it to the engine after confirming this subscription
+    /// (`crate::heads`): every later message of the channel arrives from Redis, so the
+    /// repair task starts it without checking its head again, if its subscribers stand there.
+    /// Cleared when messages may have been missed since (a reconnect, a lag).
+    pub(crate) head_read: Option<u64>,
+}
+
+impl Follow {
+    /// Messages may have been missed: read the log after what was released, once listening.
+    pub(crate) fn owe_read(&mut self) {
+        self.needs_read = true;
+        self.head_read = None;
+    }
 }
 
 /// A channel's read of what was committed before this node followed it, at its start.
@@ -91,6 +106,28 @@ impl Followed {
 
     pub(crate) fn is_followed(&self, channel: &ChannelName) -> bool {
         self.shard(channel).lock().contains_key(channel)
+    }
+
+    /// Records `head`, read after Redis confirmed `channel`'s subscription
+    /// ([`Follow::head_read`]), if it is still listening and `still_exact` says nothing was
+    /// lost since (no reconnect). Does not mark the channel for attention.
+    pub(crate) fn note_head_read(
+        &self,
+        channel: &ChannelName,
+        head: u64,
+        still_exact: impl FnOnce() -> bool,
+    ) {
+        let mut shard = self.shard(channel).lock();
+        if let Some(follow) = shard.get_mut(channel) {
+            if follow.listening && follow.sequencer.next().is_none() && still_exact() {
+                follow.head_read = Some(head);
+            }
+        }
+    }
+
+    /// Whether Redis confirmed `channel`'s subscription; `None` if it is not followed.
+    pub(crate) fn is_listening(&self, channel: &ChannelName) -> Option<bool> {
+        self.shard(channel).lock().get(channel).map(|f| f.listening)
     }
 
     /// Every followed channel.
@@ -182,10 +219,18 @@ impl Followed {
     }
 }
 
-/// Interest changes the hub reported, in order, for the subscription task.
+/// Interest changes the hub reported, in order, for the subscription task; and how far the
+/// task has got with them, for head reads waiting for channels' subscriptions
+/// (`crate::heads`).
 #[derive(Default)]
 pub(crate) struct InterestQueue {
     changes: Mutex<Vec<(ChannelName, bool)>>,
+    /// Takes made, counted under the lock of `changes`.
+    takes: AtomicU64,
+    /// The last take whose channels are all followed (or dropped again).
+    settled: AtomicU64,
+    /// Woken when the task settled a take or ended a round of subscriptions.
+    progress: Notify,
 }
 
 impl InterestQueue {
@@ -193,7 +238,37 @@ impl InterestQueue {
         self.changes.lock().push((channel.clone(), gained));
     }
 
-    pub(crate) fn take(&self) -> Vec<(ChannelName, bool)> {
-        std::mem::take(&mut *self.changes.lock())
+    /// The changes so far, and the take's number.
+    pub(crate) fn take(&self) -> (Vec<(ChannelName, bool)>, u64) {
+        let mut changes = self.changes.lock();
+        let taken = self.takes.fetch_add(1, Ordering::AcqRel) + 1;
+        (std::mem::take(&mut *changes), taken)
+    }
+
+    /// Takes made so far: a change pushed before this is read is in a later take at most.
+    pub(crate) fn takes(&self) -> u64 {
+        let _changes = self.changes.lock();
+        self.takes.load(Ordering::Acquire)
+    }
+
+    /// Take `taken` is followed (its lost channels dropped).
+    pub(crate) fn settle(&self, taken: u64) {
+        self.settled.store(taken, Ordering::Release);
+        self.progress.notify_waiters();
+    }
+
+    /// The last take settled.
+    pub(crate) fn settled(&self) -> u64 {
+        self.settled.load(Ordering::Acquire)
+    }
+
+    /// A round of subscriptions ended (some channels may be listening now).
+    pub(crate) fn progressed(&self) {
+        self.progress.notify_waiters();
+    }
+
+    /// Woken at the next settled take or round ended.
+    pub(crate) fn progress(&self) -> &Notify {
+        &self.progress
     }
 }

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use fred::prelude::{ClientLike, ClientState, KeysInterface, Value};
 use fred::types::{ClusterHash, CustomCommand, SetOptions};
-use herald_core::head::{Head, HeadSource};
+use herald_core::head::Head;
 use herald_core::log::ChannelLog;
 use herald_core::message::Epoch;
 use herald_core::ChannelName;
@@ -207,23 +207,6 @@ pub(crate) async fn vouch_when_log_is_empty(shared: &Shared, log: &dyn ChannelLo
             return vouched();
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-}
-
-/// The engine's [`HeadSource`]: [`read`] over the bus's connections.
-pub(crate) struct RedisHeads(pub(crate) std::sync::Weak<Shared>);
-
-#[async_trait::async_trait]
-impl HeadSource for RedisHeads {
-    async fn heads(&self, channels: &[ChannelName]) -> Option<Vec<Head>> {
-        let shared = self.0.upgrade()?;
-        let heads = read(&shared, channels).await;
-        let counter = match heads {
-            Some(_) => &shared.counters.heads_from_redis,
-            None => &shared.counters.heads_not_vouched,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-        heads
     }
 }
 

@@ -49,6 +49,7 @@ mod error;
 pub mod events;
 mod feeds;
 mod followed;
+mod head_reads;
 mod heads;
 pub mod lifecycle;
 mod link_log;

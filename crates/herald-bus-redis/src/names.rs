@@ -53,6 +53,15 @@ impl Names {
         Some(name)
     }
 
+    /// The Redis channel a node subscribes to last in one `SSUBSCRIBE` of a round (the
+    /// `round`th of node `node`), under hash tag `tag` (that of the command's channels, so a
+    /// Redis Cluster takes it with them): Redis subscribes a command's channels in order, so
+    /// once it counts a subscriber of this one, every channel the command named is subscribed
+    /// (`crate::subscriptions`). Nothing is published on it.
+    pub fn round_marker(&self, tag: u32, node: u64, round: u64) -> String {
+        format!("{}:{{{tag}}}:round:{node:016x}:{round}", self.prefix)
+    }
+
     /// The key holding `channel`'s head (`crate::heads`), under the hash tag of its Redis
     /// channel, so the script publishing a batch also moves it.
     pub fn head(&self, channel: &ChannelName) -> String {

@@ -41,7 +41,7 @@ pub(crate) async fn run(shared: Arc<Shared>, mut messages: broadcast::Receiver<M
                 for channel in shared.followed.all() {
                     shared
                         .followed
-                        .with(&channel, |follow, _, _| follow.needs_read = true, |_| {});
+                        .with(&channel, |follow, _, _| follow.owe_read(), |_| {});
                     shared.followed.attend(&channel);
                 }
                 continue;

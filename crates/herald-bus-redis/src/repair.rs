@@ -30,6 +30,16 @@ const CHECKS_PER_READ: usize = 1000;
 /// Wait before retrying a failed read.
 const READ_RETRY: Duration = Duration::from_millis(100);
 
+/// How a newly followed channel started.
+enum Started {
+    /// At the head read after its subscription was confirmed: nothing to check.
+    Exact,
+    /// Before its subscription was confirmed: checked once it is.
+    Deferred,
+    /// Its head is checked now.
+    Check,
+}
+
 /// What the task does with one channel this round.
 enum Step {
     Nothing,
@@ -98,20 +108,30 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                     // the head moved. Not before, which would read twice, unless Redis is
                     // away: then now, so that this node's own commits reach its subscribers
                     // (the subscription task asks for it if the subscription fails).
+                    // Nothing at all if the engine's subscribers were told a head read after
+                    // Redis confirmed the subscription, and stand at it: everything after it
+                    // arrives from Redis (`crate::head_reads`).
                     let read_now = shared.link_log.is_down();
-                    let listening = shared.followed.with(
+                    let started = shared.followed.with(
                         &channel,
                         |follow, now, ready| {
                             follow.sequencer.start_after(floor, now, ready);
+                            let head_read = follow.head_read.take();
+                            if follow.listening && head_read.is_some_and(|head| floor >= head) {
+                                follow.needs_read = false;
+                                return Started::Exact;
+                            }
                             if !read_now && !follow.listening {
                                 follow.start_read = StartRead::Deferred;
+                                return Started::Deferred;
                             }
-                            follow.listening
+                            Started::Check
                         },
                         |ready| shared.fan_out.committed(ready),
                     );
-                    if !read_now && listening == Some(false) {
-                        continue;
+                    match started {
+                        Some(Started::Exact | Started::Deferred) => continue,
+                        Some(Started::Check) | None => {}
                     }
                     (floor, true)
                 }

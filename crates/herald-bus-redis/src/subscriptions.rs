@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fred::prelude::{ClientLike, PubsubInterface, Server};
+use fred::prelude::{Client, ClientLike, PubsubInterface, Server, Value};
 use herald_core::ChannelName;
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::task::JoinSet;
@@ -32,12 +32,18 @@ const RETRY_AFTER: Duration = Duration::from_millis(200);
 const COMMAND_WAIT: Duration = Duration::from_secs(1);
 /// When to retry commands that went unanswered (Redis away).
 const UNANSWERED_RETRY: Duration = Duration::from_secs(5);
+/// First wait before asking again whether Redis has read a round's command ([`confirmed`]).
+const MARKER_POLL: Duration = Duration::from_millis(1);
+/// Longest wait between those questions.
+const MARKER_POLL_MAX: Duration = Duration::from_millis(50);
 
 pub(crate) async fn run(shared: Arc<Shared>, mut reconnects: broadcast::Receiver<Server>) {
     // `RedisBus::connect` subscribed them.
     let mut events_subscribed = true;
     let mut retry: HashSet<ChannelName> = HashSet::new();
     let mut retry_after = RETRY_AFTER;
+    // Numbers each command's marker channel ([`Names::round_marker`]).
+    let mut markers_sent = 0;
     loop {
         let waiting = !retry.is_empty() || !events_subscribed;
         let reconnected = tokio::select! {
@@ -60,7 +66,7 @@ pub(crate) async fn run(shared: Arc<Shared>, mut reconnects: broadcast::Receiver
                     &channel,
                     |follow, _, _| {
                         follow.listening = false;
-                        follow.needs_read = true;
+                        follow.owe_read();
                     },
                     |_| {},
                 );
@@ -74,7 +80,8 @@ pub(crate) async fn run(shared: Arc<Shared>, mut reconnects: broadcast::Receiver
         }
         let mut subscribe = std::mem::take(&mut retry);
         let mut unsubscribe = HashSet::new();
-        for (channel, gained) in shared.interest.take() {
+        let (changes, taken) = shared.interest.take();
+        for (channel, gained) in changes {
             if gained {
                 if shared.followed.follow(&channel) {
                     // Started (and read from the log) by the repair task at once, whether or
@@ -88,14 +95,18 @@ pub(crate) async fn run(shared: Arc<Shared>, mut reconnects: broadcast::Receiver
                 unsubscribe.insert(channel);
             }
         }
+        // Every channel of this take is followed or dropped: a head read waiting for channels
+        // gained before it knows which to wait for (`crate::heads`).
+        shared.interest.settle(taken);
         subscribe.retain(|c| shared.followed.is_followed(c));
         if !unsubscribe.is_empty() {
             // A failure leaves a stray subscription: its traffic is counted and dropped, and a
             // reconnect ends it.
-            let _ = send(&shared, unsubscribe, false).await;
+            let _ = send(&shared, unsubscribe, false, &mut markers_sent).await;
         }
         if !subscribe.is_empty() {
-            let (failed, unanswered) = send(&shared, subscribe.iter().cloned(), true).await;
+            let (failed, unanswered) =
+                send(&shared, subscribe.iter().cloned(), true, &mut markers_sent).await;
             // Unanswered commands stay queued in the client until Redis is back (the reconnect
             // then subscribes everything again): retry them rarely, not every round.
             retry_after = if unanswered {
@@ -137,6 +148,8 @@ pub(crate) async fn run(shared: Arc<Shared>, mut reconnects: broadcast::Receiver
                 }
             }
             retry.extend(failed);
+            // Head reads waiting for these channels' confirmation go on.
+            shared.interest.progressed();
         }
     }
 }
@@ -159,17 +172,20 @@ async fn subscribe_events(shared: &Shared) -> bool {
 /// Sends `SSUBSCRIBE` (or `SUNSUBSCRIBE`) for `channels`, all commands at once: on a single
 /// Redis server one command names up to [`CHANNELS_PER_SERVER_COMMAND`] channels, on a Redis
 /// Cluster up to [`CHANNELS_PER_COMMAND`] of one hash tag. Returns the channels whose command
-/// failed or was not answered within [`COMMAND_WAIT`], and whether any went unanswered.
+/// failed or was not confirmed within [`COMMAND_WAIT`], and whether any went unanswered.
 ///
-/// The client takes a command's first confirmation as its answer (Redis sends it once it
-/// subscribed every channel the command named) and the command's other confirmations as the
-/// answers of whatever it sends next. So a round's channels in one command are confirmed as
-/// they are; with a command per hash tag, most of a round's commands were answered by an
-/// earlier command's confirmations, before Redis had read them.
+/// The client takes the first confirmation it receives after a command as that command's
+/// answer, whichever command it confirms: Redis sends one per channel, so an earlier command's
+/// confirmations still arriving answer the next commands before Redis has read them. So each
+/// `SSUBSCRIBE` names last a marker channel of its own ([`Names::round_marker`]), and its
+/// channels count as subscribed once Redis counts a subscriber of the marker (`PUBSUB
+/// SHARDNUMSUB` on the other connection, [`confirmed`]): Redis subscribes a command's channels
+/// in order, all before it reads the next command. The markers are unsubscribed afterwards.
 async fn send(
     shared: &Shared,
     channels: impl IntoIterator<Item = ChannelName>,
     subscribe: bool,
+    markers_sent: &mut u64,
 ) -> (HashSet<ChannelName>, bool) {
     let chunks: Vec<Vec<ChannelName>> = if shared.subscriber.is_clustered() {
         // A Redis Cluster takes one slot's channels per command: one group per hash tag.
@@ -198,14 +214,26 @@ async fn send(
             .collect()
     };
     let mut commands = JoinSet::new();
+    let mut markers = Vec::new();
     for (i, chunk) in chunks.iter().enumerate() {
-        let names: Vec<String> = chunk.iter().map(|c| shared.names.channel(c)).collect();
+        let mut names: Vec<String> = Vec::with_capacity(chunk.len() + 1);
+        names.extend(chunk.iter().map(|c| shared.names.channel(c)));
         let client = shared.subscriber.clone();
+        if !subscribe {
+            commands.spawn(async move { (i, client.sunsubscribe(names).await) });
+            continue;
+        }
+        // Same hash tag as the command's channels: a Redis Cluster takes it with them.
+        let tag = chunk.first().map_or(0, Names::tag);
+        let marker = shared.names.round_marker(tag, shared.node, *markers_sent);
+        *markers_sent += 1;
+        names.push(marker.clone());
+        markers.push(marker.clone());
+        let publisher = shared.publisher.clone();
         commands.spawn(async move {
-            let result = if subscribe {
-                client.ssubscribe(names).await
-            } else {
-                client.sunsubscribe(names).await
+            let result = match client.ssubscribe(names).await {
+                Ok(()) => confirmed(&publisher, &marker).await,
+                Err(error) => Err(error),
             };
             (i, result)
         });
@@ -248,7 +276,44 @@ async fn send(
             failed.extend(chunk.iter().cloned());
         }
     }
+    if !markers.is_empty() {
+        // Not awaited: the client answers an `SUNSUBSCRIBE` once it is written (Redis's
+        // confirmations of it are dropped), and the round need not wait for that.
+        let client = shared.subscriber.clone();
+        let clustered = client.is_clustered();
+        tokio::spawn(async move {
+            if clustered {
+                // Markers of different tags: one command each.
+                for marker in markers {
+                    let _ = client.sunsubscribe(marker).await;
+                }
+            } else {
+                let _ = client.sunsubscribe(markers).await;
+            }
+        });
+    }
     (failed, unanswered)
+}
+
+/// Waits until Redis counts a subscriber of `marker` (this node's, named last in an
+/// `SSUBSCRIBE` just answered): asked on the publishing connection, again after a short
+/// wait while the answer was an earlier command's confirmation and Redis has not read this
+/// one yet. The caller bounds the wait ([`COMMAND_WAIT`]).
+async fn confirmed(publisher: &Client, marker: &str) -> Result<(), fred::error::Error> {
+    let mut pause = MARKER_POLL;
+    loop {
+        let counts: Value = publisher.pubsub_shardnumsub(marker).await?;
+        // `[marker, subscribers]`.
+        let subscribers = match counts {
+            Value::Array(values) => values.get(1).and_then(Value::as_i64).unwrap_or(0),
+            _ => 0,
+        };
+        if subscribers > 0 {
+            return Ok(());
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(MARKER_POLL_MAX);
+    }
 }
 
 /// Reloads this node's caches from the store after events may have been missed (a reconnect,

@@ -1,12 +1,13 @@
 //! The subscription task's commands to Redis: what a round of channels newly followed costs.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use herald_core::outbox::Outbox;
 use herald_core::ChannelName;
 use herald_testkit::Redis;
 
-use crate::harness::{eventually, Node, SharedLog};
+use crate::harness::{eventually, receive, Node, SharedLog};
 
 /// `SSUBSCRIBE` commands `redis` has run since it started.
 fn ssubscribe_calls(redis: &Redis) -> usize {
@@ -52,6 +53,123 @@ async fn a_round_of_new_channels_is_one_ssubscribe_on_a_single_server() {
             "SSUBSCRIBE commands for one round of {CHANNELS} new channels"
         );
         drop(subscriptions);
+    })
+    .await;
+}
+
+/// A channel new to a node costs one read of its head: the engine's subscribers are told the
+/// head Redis holds once it has confirmed the node's subscription, and the bus starts the
+/// channel there without checking the head again (before, every new channel's head was read
+/// twice: for the engine, then by the repair task once Redis confirmed it). What is published
+/// afterwards arrives exactly, and no round's marker channel stays subscribed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_channel_new_to_a_node_has_its_head_read_once() {
+    let redis = Redis::start().expect("redis");
+    // A store whose batched state read is one round trip (as PostgreSQL's): the engine asks
+    // the bus's head source for batches of subscribes.
+    let log = Arc::new(SharedLog::like_postgres(Duration::from_millis(2)));
+    let tenancy = Arc::default();
+    crate::bounded(async {
+        let a = Node::start(&[redis.url()], &log, &tenancy).await;
+        let b = Node::start(&[redis.url()], &log, &tenancy).await;
+        eventually("Redis to vouch for the heads", || {
+            a.bus.heads_vouched() && b.bus.heads_vouched()
+        })
+        .await;
+        const CHANNELS: usize = 2000;
+        // A few channels have a message already, its head in Redis.
+        for i in (0..CHANNELS).step_by(400) {
+            a.publish(&format!("once/{i}"), 1).await;
+        }
+        eventually("A's batches (and heads) in Redis", || {
+            a.bus.stats().published_batches >= (CHANNELS / 400) as u64
+        })
+        .await;
+        let names: Vec<String> = (0..CHANNELS).map(|i| format!("once/{i}")).collect();
+        let subscribers =
+            futures_util::future::join_all(names.iter().map(|name| b.subscribe_at_head(name)))
+                .await;
+        eventually("B to listen to every channel and start it", || {
+            b.bus.listening_channels() == CHANNELS && b.bus.unrepaired_channels() == 0
+        })
+        .await;
+        let stats = b.bus.stats();
+        println!(
+            "{CHANNELS} new channels: {} head reads from Redis, {} channels checked again",
+            stats.heads_from_redis, stats.checked_channels
+        );
+        assert_eq!(
+            stats.checked_channels, 0,
+            "channels whose head the repair task read again after the engine's read"
+        );
+        assert_eq!(
+            stats.repairs, 0,
+            "log reads of channels nobody published to"
+        );
+        for (i, (outbox, head)) in subscribers.iter().enumerate().step_by(200) {
+            assert_eq!(*head, u64::from(i % 400 == 0), "once/{i}'s head");
+            let seq = a.publish(&format!("once/{i}"), 2).await;
+            assert_eq!(
+                receive(outbox, 1).await,
+                vec![(seq, "2".to_owned())],
+                "once/{i}"
+            );
+        }
+        eventually("every round's marker channel unsubscribed", || {
+            let markers = redis
+                .cli(&["PUBSUB", "SHARDCHANNELS", "herald:*:round:*"])
+                .unwrap();
+            markers.trim().is_empty()
+        })
+        .await;
+    })
+    .await;
+}
+
+/// Subscribers of channels new to a node while another node publishes to them, many times
+/// each: each subscriber is told a head and then gets every later message once and in order,
+/// whether its node started the channel at a head read after Redis confirmed the
+/// subscription or checked it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscribers_of_new_channels_get_everything_after_their_head_while_another_node_publishes()
+{
+    let redis = Redis::start().expect("redis");
+    let log = Arc::new(SharedLog::default());
+    let tenancy = Arc::default();
+    crate::bounded(async {
+        let a = Arc::new(Node::start(&[redis.url()], &log, &tenancy).await);
+        let b = Node::start(&[redis.url()], &log, &tenancy).await;
+        const CHANNELS: usize = 300;
+        const ROUNDS: u64 = 30;
+        let names: Vec<String> = (0..CHANNELS).map(|i| format!("busy/{i}")).collect();
+        let publisher = {
+            let (a, names) = (a.clone(), names.clone());
+            tokio::spawn(async move {
+                for round in 1..=ROUNDS {
+                    for name in &names {
+                        assert_eq!(a.publish(name, round).await, round, "{name}'s seq");
+                    }
+                }
+            })
+        };
+        let subscribers =
+            futures_util::future::join_all(names.iter().map(|name| b.subscribe_at_head(name)))
+                .await;
+        publisher.await.expect("the publisher ran");
+        for ((outbox, head), name) in subscribers.iter().zip(&names) {
+            let missing = (ROUNDS - head) as usize;
+            let got = receive(outbox, missing).await;
+            let want: Vec<(u64, String)> =
+                (head + 1..=ROUNDS).map(|s| (s, s.to_string())).collect();
+            assert_eq!(got, want, "{name} after its head {head}");
+        }
+        // Nothing more (a duplicate would follow the last).
+        let extra = a.publish(&names[0], ROUNDS + 1).await;
+        assert_eq!(
+            receive(&subscribers[0].0, 1).await,
+            vec![(extra, (ROUNDS + 1).to_string())],
+            "the next message, once"
+        );
     })
     .await;
 }
