@@ -23,10 +23,11 @@ use crate::prom::Samples;
 use crate::Api;
 
 /// Transports with a connection gauge (long-poll requests hold no connection).
-const CONNECTION_TRANSPORTS: [&str; 4] = ["ws", "sse", "meteor", "meteor_control"];
+const CONNECTION_TRANSPORTS: [&str; 6] =
+    ["ws", "sse", "meteor", "meteor_control", "pusher", "mqtt"];
 
 /// Transports messages are written to.
-const WRITE_TRANSPORTS: [&str; 4] = ["ws", "sse", "poll", "meteor"];
+const WRITE_TRANSPORTS: [&str; 6] = ["ws", "sse", "poll", "meteor", "pusher", "mqtt"];
 
 /// `GET /v1/overview`.
 pub async fn overview(State(api): State<Arc<Api>>, caller: Caller) -> Result<Response, ApiError> {

@@ -46,7 +46,7 @@ pub struct Telemetry {
     /// `herald_http_direct_publishes_total`: one-message publishes answered without hyper
     /// (herald-edge's `direct_publish`).
     pub direct_publishes: Counter,
-    /// `herald_messages_written_total{transport}` for ws, sse, poll and meteor.
+    /// `herald_messages_written_total{transport}` for ws, sse, poll, meteor, pusher and mqtt.
     pub written_ws: Counter,
     /// See `written_ws`.
     pub written_sse: Counter,
@@ -54,7 +54,12 @@ pub struct Telemetry {
     pub written_poll: Counter,
     /// See `written_ws`.
     pub written_meteor: Counter,
-    /// `herald_connections{transport}` for ws, sse, meteor (subscribers) and meteor_control.
+    /// See `written_ws`.
+    pub written_pusher: Counter,
+    /// See `written_ws`.
+    pub written_mqtt: Counter,
+    /// `herald_connections{transport}` for ws, sse, meteor (subscribers), meteor_control,
+    /// pusher and mqtt (parked connections included).
     pub connections_ws: Gauge,
     /// See `connections_ws`.
     pub connections_sse: Gauge,
@@ -62,6 +67,10 @@ pub struct Telemetry {
     pub connections_meteor: Gauge,
     /// See `connections_ws`.
     pub connections_meteor_control: Gauge,
+    /// See `connections_ws`.
+    pub connections_pusher: Gauge,
+    /// See `connections_ws`.
+    pub connections_mqtt: Gauge,
 }
 
 /// The process's hot-path metric handles.
@@ -87,6 +96,8 @@ pub fn telemetry() -> &'static Telemetry {
         written_sse: metrics::counter!("herald_messages_written_total", "transport" => "sse"),
         written_poll: metrics::counter!("herald_messages_written_total", "transport" => "poll"),
         written_meteor: metrics::counter!("herald_messages_written_total", "transport" => "meteor"),
+        written_pusher: metrics::counter!("herald_messages_written_total", "transport" => "pusher"),
+        written_mqtt: metrics::counter!("herald_messages_written_total", "transport" => "mqtt"),
         connections_ws: metrics::gauge!("herald_connections", "transport" => "ws"),
         connections_sse: metrics::gauge!("herald_connections", "transport" => "sse"),
         connections_meteor: metrics::gauge!("herald_connections", "transport" => "meteor"),
@@ -94,6 +105,8 @@ pub fn telemetry() -> &'static Telemetry {
             "herald_connections",
             "transport" => "meteor_control"
         ),
+        connections_pusher: metrics::gauge!("herald_connections", "transport" => "pusher"),
+        connections_mqtt: metrics::gauge!("herald_connections", "transport" => "mqtt"),
     })
 }
 
@@ -160,7 +173,7 @@ pub fn describe_metrics() {
     );
     describe_counter!(
         "herald_messages_written_total",
-        "Messages written to clients, by transport (ws, sse, poll, meteor)."
+        "Messages written to clients, by transport (ws, sse, poll, meteor, pusher, mqtt)."
     );
     describe_gauge!(
         "herald_connections",

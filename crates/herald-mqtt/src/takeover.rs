@@ -13,6 +13,9 @@
 //! stored, so the taker reads the session as the old connection left it. On a cluster node a
 //! claim also holds the identifier in the cluster ([`Claim::hold_in_cluster`]); the hold is let
 //! go with the claim, or kept with a will waiting for its delay (`will.rs`).
+//!
+//! A claim is held from CONNECT to the connection's end, parked or not, so the claims also
+//! keep `herald_connections{transport="mqtt"}`.
 
 use std::hash::{BuildHasher, RandomState};
 use std::pin::pin;
@@ -22,6 +25,7 @@ use std::sync::{Arc, LazyLock, Mutex, Weak};
 use hashbrown::HashTable;
 use herald_core::claims::ClusterHold;
 use herald_core::outbox::Outbox;
+use herald_core::telemetry::telemetry;
 use herald_core::tenant::AppId;
 use tokio::sync::Notify;
 
@@ -150,6 +154,7 @@ impl Claim {
             previous.take_over();
             Released(previous)
         });
+        telemetry().connections_mqtt.increment(1.0);
         let claim = Claim {
             holder,
             cluster: None,
@@ -196,6 +201,7 @@ pub(crate) fn take_for_another_node(app: &AppId, client_id: &str) -> Option<Rele
 
 impl Drop for Claim {
     fn drop(&mut self) {
+        telemetry().connections_mqtt.decrement(1.0);
         let holder = &self.holder;
         let hash = holder.hash();
         {

@@ -31,6 +31,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 use herald_core::lifecycle::DisconnectReason;
 use herald_core::outbox::{Batch, CloseReason, OutFrame, Outbox};
+use herald_core::telemetry::telemetry;
 use herald_edge::conn::Conn;
 use herald_edge::driver::{self, Encoded, Ended, Wire};
 use herald_edge::session::ClientSession;
@@ -342,6 +343,7 @@ impl Wire for MqttWire {
         // What waited (for the window, or for its packet id to be stored) first, in order, as
         // far as it may go now.
         self.write_waiting(&mut bytes, &mut cuts);
+        let mut messages = cuts.len() as u64;
         let mut lag_recorded = false;
         for frame in &frames {
             let written = match frame {
@@ -361,7 +363,11 @@ impl Wire for MqttWire {
             };
             if written > 0 {
                 cuts.push(bytes.len());
+                messages += u64::from(!matches!(frame, OutFrame::Control(_)));
             }
+        }
+        if messages > 0 {
+            telemetry().written_mqtt.increment(messages);
         }
         let mut ends = closed.map(End::Closed);
         if ends.is_none() && self.claim.is_taken() {

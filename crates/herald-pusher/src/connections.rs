@@ -17,6 +17,9 @@
 //! in its entry ([`Registered::say`]) before its outbox is closed: the wire's goodbye reads it
 //! ([`Registered::farewell`]).
 //!
+//! The registry also keeps `herald_connections{transport="pusher"}`: a connection counts from
+//! its registration to its entry's end, parked or not.
+//!
 //! An entry is small, as every connection has one while it lives (parked too): the
 //! connection's credentials (shared with every connection of the key, the key and the app
 //! with them), its outbox, and the farewell, allocated only when something is said. Its
@@ -29,6 +32,7 @@ use herald_core::bus::Bus;
 use herald_core::caches::CacheEvent;
 use herald_core::live::Target;
 use herald_core::outbox::{CloseReason, Outbox};
+use herald_core::telemetry::telemetry;
 use herald_core::tenant::AppId;
 use parking_lot::Mutex;
 
@@ -71,6 +75,7 @@ pub struct Registered {
 impl Drop for Registered {
     fn drop(&mut self) {
         self.connections.shard(self.id).lock().remove(&self.id);
+        telemetry().connections_pusher.decrement(1.0);
     }
 }
 
@@ -135,6 +140,7 @@ impl PusherConnections {
             farewell: None,
         };
         self.shard(id).lock().insert(id, entry);
+        telemetry().connections_pusher.increment(1.0);
         Registered {
             connections: self.clone(),
             id,

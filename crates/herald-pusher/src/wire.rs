@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use herald_core::lifecycle::DisconnectReason;
 use herald_core::outbox::{Batch, CloseReason, OutFrame, Outbox};
+use herald_core::telemetry::telemetry;
 use herald_edge::conn::Conn;
 use herald_edge::driver::{slow_consumer_goodbye, write_rest, Encoded, Ended, Wire};
 use herald_edge::ws::frame::{self, close, FrameError, FrameReader, Incoming, Opcode};
@@ -135,6 +136,7 @@ impl Wire for PusherWire {
         let mut bytes = Vec::new();
         let mut cuts = Vec::new();
         let mut lag_recorded = false;
+        let mut written = 0u64;
         for f in &batch.frames {
             match f {
                 // One or several frames (`crate::frame::several`), each a WebSocket frame.
@@ -169,6 +171,7 @@ impl Wire for PusherWire {
                         continue;
                     }
                     if let Some(encoded) = encoded {
+                        written += 1;
                         if !lag_recorded && matches!(f, OutFrame::Message(_)) {
                             herald_core::message::record_delivery_lag(m);
                             lag_recorded = true;
@@ -185,6 +188,9 @@ impl Wire for PusherWire {
         if ping {
             frame::encode(&mut bytes, Opcode::Text, &ping_frame());
             cuts.push(bytes.len());
+        }
+        if written > 0 {
+            telemetry().written_pusher.increment(written);
         }
         Encoded {
             bytes,

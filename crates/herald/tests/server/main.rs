@@ -69,6 +69,7 @@ mod sse_poll;
 mod tail;
 mod tls;
 mod tokens;
+mod transport_metrics;
 mod usage;
 mod ws;
 mod ws_pipelined;

@@ -2639,7 +2639,7 @@ export interface components {
             time_ms: number;
             /** @description This process's figures (`null` for a publisher key). */
             server: {
-                /** @description Open connections per transport (`ws`, `sse`, `meteor`, `meteor_control`). */
+                /** @description Open connections per transport (`ws`, `sse`, `meteor`, `meteor_control`, `pusher`, `mqtt`; parked ones included). */
                 connections?: {
                     [key: string]: number;
                 };
@@ -2648,7 +2648,7 @@ export interface components {
                 published?: number;
                 /** Format: int64 */
                 deliveries?: number;
-                /** @description Messages written per transport (`ws`, `sse`, `poll`, `meteor`). */
+                /** @description Messages written per transport (`ws`, `sse`, `poll`, `meteor`, `pusher`, `mqtt`). */
                 written?: {
                     [key: string]: number;
                 };
@@ -4368,7 +4368,9 @@ export interface operations {
                      *           "ws": 120,
                      *           "sse": 14,
                      *           "meteor": 0,
-                     *           "meteor_control": 0
+                     *           "meteor_control": 0,
+                     *           "pusher": 31,
+                     *           "mqtt": 9
                      *         },
                      *         "subscriptions": 310,
                      *         "published": 48211,
@@ -4377,7 +4379,9 @@ export interface operations {
                      *           "ws": 850000,
                      *           "sse": 51000,
                      *           "poll": 442,
-                     *           "meteor": 0
+                     *           "meteor": 0,
+                     *           "pusher": 12400,
+                     *           "mqtt": 3100
                      *         },
                      *         "slow_consumer_disconnects": 0,
                      *         "delivery_lag": {

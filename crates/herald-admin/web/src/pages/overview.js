@@ -51,7 +51,7 @@ function totals(o) {
   if (o.server) {
     const c = o.server.connections;
     return {
-      connections: [c.ws, c.sse, c.meteor + c.meteor_control],
+      connections: [c.ws, c.sse, c.meteor + c.meteor_control, c.pusher || 0, c.mqtt || 0],
       published: o.server.published,
       messages,
       pushes,
@@ -90,7 +90,7 @@ export function render(view) {
     queue: tile('Queued provider jobs', 'tile-queue'),
   };
   const charts = {
-    connections: new LineChart('Connections', admin ? ['WebSocket', 'SSE', 'Meteor'] : ['connections'], int, WINDOW_MS, true),
+    connections: new LineChart('Connections', admin ? ['WebSocket', 'SSE', 'Meteor', 'Pusher', 'MQTT'] : ['connections'], int, WINDOW_MS, true),
     traffic: new LineChart('Throughput / s', ['published', 'messages delivered', 'pushes delivered'], rate, WINDOW_MS),
     latency: admin
       ? new LineChart('Delivery latency', ['mean', 'p95'], ms, WINDOW_MS)
