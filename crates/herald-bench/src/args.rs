@@ -36,6 +36,11 @@ pub struct Common {
     /// clients over the nodes, and report each node's, PostgreSQL's and Redis's CPU.
     #[arg(long, value_name = "N")]
     pub spawn_cluster: Option<usize>,
+    /// With --spawn-cluster: run the cluster's PostgreSQL with `fsync` and `full_page_writes`
+    /// on, as a production server runs, so each commit waits for the disk [default: off, as
+    /// the tests run it].
+    #[arg(long, requires = "spawn_cluster")]
+    pub cluster_fsync: bool,
     /// The herald binary --spawn starts [default: this binary when the bench runs in
     /// `herald`, else `herald` beside it, else target/release/herald]; with --peer nats, the
     /// nats-server binary [default: `nats-server` on PATH, else /usr/sbin/nats-server]; with

@@ -18,14 +18,22 @@ pub struct Services {
     pub store_url: String,
     /// The nodes' `--bus`.
     pub bus_url: String,
+    /// Whether PostgreSQL syncs its commits to disk (`--cluster-fsync`).
+    pub fsync: bool,
     postgres: herald_testkit::Postgres,
     redis: herald_testkit::Redis,
 }
 
 impl Services {
-    /// Starts both (PostgreSQL with an empty `herald` database) and waits until they answer.
-    pub fn start() -> anyhow::Result<Services> {
-        let postgres = herald_testkit::Postgres::start().context("cannot start PostgreSQL")?;
+    /// Starts both (PostgreSQL with an empty `herald` database; syncing its commits to disk
+    /// when `fsync`, else not, as the tests run it) and waits until they answer.
+    pub fn start(fsync: bool) -> anyhow::Result<Services> {
+        let postgres = if fsync {
+            herald_testkit::Postgres::start_durable()
+        } else {
+            herald_testkit::Postgres::start()
+        }
+        .context("cannot start PostgreSQL")?;
         let store_url = postgres
             .create_database(DATABASE)
             .context("cannot create the cluster's database")?;
@@ -33,6 +41,7 @@ impl Services {
         Ok(Services {
             bus_url: redis.url(),
             store_url,
+            fsync,
             postgres,
             redis,
         })
@@ -123,8 +132,13 @@ pub fn report_parts(
         Some(stem) => format!("{stem}ies"),
         None => format!("{unit}s"),
     };
+    let fsync = match target.cluster_fsync() {
+        Some(true) => ", PostgreSQL with fsync on",
+        Some(false) => ", PostgreSQL with fsync off",
+        None => "",
+    };
     r.lines.push(format!(
-        "cluster of {} nodes ({}), CPU over the measured {:.2} s ({units} {plural}):",
+        "cluster of {} nodes ({}{fsync}), CPU over the measured {:.2} s ({units} {plural}):",
         target.nodes.len(),
         target.urls(),
         wall
@@ -135,6 +149,7 @@ pub fn report_parts(
         "cluster",
         json!({
             "nodes": target.nodes.iter().map(|n| n.url.clone()).collect::<Vec<_>>(),
+            "postgres_fsync": target.cluster_fsync(),
             "unit": unit,
             "units": units,
             "seconds": crate::stats::round3(wall),

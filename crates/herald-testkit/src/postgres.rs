@@ -26,22 +26,32 @@ pub struct Postgres {
     owner: Option<(u32, u32)>,
     /// Serves TLS too (`ssl=on` with `server.crt` and `server.key` in the folder).
     tls: bool,
+    /// Syncs its write-ahead log to disk (`fsync` and `full_page_writes` on), as a production
+    /// server does; off for tests ([`Postgres::start`]).
+    durable: bool,
     child: Option<Child>,
 }
 
 impl Postgres {
     /// Initialises a new cluster and starts it.
     pub fn start() -> Result<Postgres, TestkitError> {
-        Postgres::start_inner(None)
+        Postgres::start_inner(None, false)
+    }
+
+    /// Like [`Postgres::start`], with `fsync` and `full_page_writes` on (PostgreSQL's defaults,
+    /// as in production): every commit waits for its write-ahead log to reach the disk. For
+    /// benchmarks that compare with a server that syncs; tests use [`Postgres::start`].
+    pub fn start_durable() -> Result<Postgres, TestkitError> {
+        Postgres::start_inner(None, true)
     }
 
     /// Like [`Postgres::start`], serving TLS with this certificate and key (PEM) and refusing
     /// TCP connections that do not use it (`hostssl` in `pg_hba.conf`).
     pub fn start_with_tls(cert_pem: &str, key_pem: &str) -> Result<Postgres, TestkitError> {
-        Postgres::start_inner(Some((cert_pem, key_pem)))
+        Postgres::start_inner(Some((cert_pem, key_pem)), false)
     }
 
-    fn start_inner(tls: Option<(&str, &str)>) -> Result<Postgres, TestkitError> {
+    fn start_inner(tls: Option<(&str, &str)>, durable: bool) -> Result<Postgres, TestkitError> {
         let bin = bin_dir()?;
         let dir = tempfile::Builder::new()
             .prefix("herald-pg-")
@@ -61,6 +71,7 @@ impl Postgres {
             port: 0,
             owner,
             tls: tls.is_some(),
+            durable,
             child: None,
         };
         if let Some((cert_pem, key_pem)) = tls {
@@ -225,6 +236,11 @@ impl Postgres {
                 self.dir.path().join("server.key").display()
             ));
         }
+        if !self.durable {
+            // Tests never crash the machine, only the server: committed data in the page
+            // cache survives a SIGKILL, so syncing to disk would only slow the suite.
+            postgres.args(["-c", "fsync=off", "-c", "full_page_writes=off"]);
+        }
         let mut child = postgres
             .arg("-D")
             .arg(self.data())
@@ -237,9 +253,6 @@ impl Postgres {
                 "unix_socket_directories={}",
                 self.dir.path().display()
             ))
-            // Tests never crash the machine, only the server: committed data in the page
-            // cache survives a SIGKILL, so syncing to disk would only slow the suite.
-            .args(["-c", "fsync=off", "-c", "full_page_writes=off"])
             .args(["-c", "shared_buffers=16MB", "-c", "max_connections=200"])
             .stdin(Stdio::null())
             .stdout(log)

@@ -22,6 +22,17 @@ fn postgres_starts_keeps_data_across_a_kill_and_stops() {
 }
 
 #[test]
+fn a_durable_postgres_syncs_commits_and_keeps_it_across_a_restart_the_default_does_not() {
+    let settings = "select current_setting('fsync') || ',' || current_setting('full_page_writes')";
+    let fast = Postgres::start().expect("postgres starts");
+    assert_eq!(fast.psql("postgres", settings).unwrap(), "off,off");
+    let mut durable = Postgres::start_durable().expect("a durable postgres starts");
+    assert_eq!(durable.psql("postgres", settings).unwrap(), "on,on");
+    durable.restart().expect("restarts");
+    assert_eq!(durable.psql("postgres", settings).unwrap(), "on,on");
+}
+
+#[test]
 fn redis_starts_restarts_empty_and_stops() {
     let mut redis = Redis::start().expect("redis starts");
     assert_eq!(redis.cli(&["set", "k", "v"]).unwrap(), "OK");

@@ -380,8 +380,12 @@ impl Target {
             bail!("--spawn-cluster does not start Meteor ports; use --transport ws, sse or poll");
         }
         let bin = server_binary(c.server_bin.as_deref())?;
-        crate::scenario::status("starting PostgreSQL and Redis for the cluster");
-        let services = Services::start()?;
+        crate::scenario::status(if c.cluster_fsync {
+            "starting PostgreSQL (fsync on) and Redis for the cluster"
+        } else {
+            "starting PostgreSQL (fsync off) and Redis for the cluster"
+        });
+        let services = Services::start(c.cluster_fsync)?;
         let (store, bus) = (services.store_url.clone(), services.bus_url.clone());
         self.services = Some(services);
         let credentials_key = spawn::random_hex_key();
@@ -405,6 +409,12 @@ impl Target {
             self.push_node(started);
         }
         Ok(())
+    }
+
+    /// Whether the cluster's PostgreSQL syncs its commits to disk (`--cluster-fsync`); `None`
+    /// when the bench did not start it.
+    pub fn cluster_fsync(&self) -> Option<bool> {
+        self.services.as_ref().map(|s| s.fsync)
     }
 
     /// Whether this is a cluster: several nodes, or nodes over PostgreSQL and Redis the bench
