@@ -49,12 +49,15 @@ const STORE: &str = "WITH reserved AS ( \
  ) \
  SELECT name, id, epoch, last_seq, first_seq FROM reserved";
 
-/// Moves a channel's `first_seq` up to `$3` (never back) and deletes its messages from `$2`
-/// (its first retained seq when the append ran, or lower) up to `$3`, in one statement.
+/// Moves a channel's `first_seq` up to `$3` and deletes its messages from `$2` (its first
+/// retained seq when the append ran, or lower) up to `$3`, in one statement; nothing at all
+/// when `first_seq` is already there. Several nodes appending to one channel often find the
+/// same trim due: the first one's trim is done and the others' touch neither the row (no new
+/// row version of a channel every append locks) nor the messages' index.
 const TRIM: &str = "WITH moved AS ( \
-     UPDATE channels SET first_seq = GREATEST(first_seq, $3) WHERE id = $1 RETURNING id \
+     UPDATE channels SET first_seq = $3 WHERE id = $1 AND first_seq < $3 RETURNING id \
  ) \
- DELETE FROM messages WHERE channel_id = $1 AND seq >= $2 AND seq < $3";
+ DELETE FROM messages WHERE channel_id = (SELECT id FROM moved) AND seq >= $2 AND seq < $3";
 
 /// Whether [`store`] can take `requests`: no message carries an idempotency key (a key must
 /// be looked up once its channel's row is locked, which [`super::append::store`] does).
@@ -200,5 +203,91 @@ pub(crate) async fn trim(client: &impl GenericClient, trims: &[Trim]) {
         {
             tracing::debug!(error = %err, channel_id = trim.channel_id, "count trim failed");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::postgres::{connect, schema};
+    use herald_core::log::Retention;
+    use herald_core::message::NewMessage;
+    use herald_core::ChannelName;
+
+    /// The channel row's version (`xmin` changes with every new row version) and `first_seq`.
+    async fn row(client: &deadpool_postgres::Client) -> (String, i64) {
+        let row = client
+            .query_one(
+                "SELECT xmin::text, first_seq FROM channels WHERE name = 'news'",
+                &[],
+            )
+            .await
+            .unwrap();
+        (row.get(0), row.get(1))
+    }
+
+    /// Two nodes that both found the same count trim due: the second one's trim, run after the
+    /// first, changes nothing, not even the channel row's version; a stale, lower trim never
+    /// moves `first_seq` back.
+    #[tokio::test]
+    async fn a_trim_already_done_by_another_node_leaves_the_channel_row_alone() {
+        let server = tokio::task::spawn_blocking(herald_testkit::Postgres::start)
+            .await
+            .unwrap()
+            .expect("start PostgreSQL (scripts/install-services.sh installs it)");
+        let connection = connect::parse(&server.create_database("herald").unwrap()).unwrap();
+        schema::migrate(&mut connect::connect_once(&connection).await.unwrap())
+            .await
+            .unwrap();
+        let pool = connect::pool(&connection, 1).unwrap();
+        let client = pool.get().await.unwrap();
+
+        let channel = ChannelName::parse("news").unwrap();
+        let messages: Vec<NewMessage> = (0..27)
+            .map(|i| NewMessage {
+                id: None,
+                data: bytes::Bytes::from(format!("{i}")),
+            })
+            .collect();
+        let retention = Retention {
+            max_messages: 10,
+            max_age_ms: 0,
+        };
+        let requested = [Requested {
+            channel: &channel,
+            messages: &messages,
+            retention,
+        }];
+        let (_, trims) = store(&client, &requested, 1).await.unwrap();
+        assert_eq!(
+            trims.len(),
+            1,
+            "27 messages over a limit of 10 (+16) are due a trim"
+        );
+        assert_eq!((trims[0].from, trims[0].to), (1, 18));
+
+        trim(&client, &trims).await;
+        let (version, first_seq) = row(&client).await;
+        assert_eq!(first_seq, 18);
+        let count: i64 = client
+            .query_one("SELECT count(*) FROM messages", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(count, 10);
+
+        // The other node's copy of the same trim, and an older one.
+        trim(&client, &trims).await;
+        let stale = [Trim {
+            channel_id: trims[0].channel_id,
+            from: 1,
+            to: 12,
+        }];
+        trim(&client, &stale).await;
+        assert_eq!(
+            row(&client).await,
+            (version, 18),
+            "a trim already done writes no new version of the channel's row"
+        );
     }
 }
