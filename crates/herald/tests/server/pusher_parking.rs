@@ -4,7 +4,8 @@
 //! trigger at once, keep Pusher's keep-alive both ways without a task
 //! (`herald_connections_revived_total` does not move), and after waking still do presence and
 //! client events; `terminate_connections` and shutdown reach a parked connection with Pusher's
-//! codes. Tests wait for the gauge or a frame, never a time, but for the one that lets
+//! codes; a connection signed in with a watchlist and in a presence channel parks and is told
+//! of its watched users, its room and its user's channel while parked. Tests wait for the gauge or a frame, never a time, but for the one that lets
 //! pusher-js's own keep-alive run.
 
 use std::time::Duration;
@@ -225,4 +226,133 @@ async fn terminate_connections_and_shutdown_reach_parked_connections() {
     assert_eq!(code, 4200, "{closed}");
     assert!(closed.contains("close code 4200"), "{closed}");
     assert!(s.wait_exit(Duration::from_secs(15)).success());
+}
+
+/// Parks after 100 ms; no server pings (a raw client here answers none).
+const QUIET: &str = "park_idle_after = \"100ms\"\n";
+
+/// A raw connection's subscribe of presence channel `channel` as member `id`, answered.
+async fn join(ws: &mut Ws, creds: &Credentials, socket_id: &str, channel: &str, id: &str) {
+    let channel_data = json!({ "user_id": id }).to_string();
+    let signed =
+        herald_pusher::signature::channel_auth_string(socket_id, channel, Some(&channel_data));
+    let auth =
+        herald_pusher::signature::key_signature(&creds.key, creds.secret.as_bytes(), &signed);
+    ws.send(json!({ "event": "pusher:subscribe", "data": {
+        "channel": channel, "auth": auth, "channel_data": channel_data
+    }}))
+    .await;
+    let answer = ws.frame().await;
+    assert_eq!(
+        answer["event"], "pusher_internal:subscription_succeeded",
+        "{answer}"
+    );
+}
+
+/// A raw connection signed in as `id` watching `watchlist`, and its socket id.
+async fn signed_in_watching(
+    s: &Server,
+    creds: &Credentials,
+    id: &str,
+    watchlist: &[&str],
+) -> (Ws, String) {
+    let (mut ws, socket_id) = established(s, creds).await;
+    let user_data = json!({ "id": id, "watchlist": watchlist }).to_string();
+    let signed = herald_pusher::signature::signin_string(&socket_id, &user_data);
+    let auth =
+        herald_pusher::signature::key_signature(&creds.key, creds.secret.as_bytes(), &signed);
+    ws.send(json!({ "event": "pusher:signin", "data": { "auth": auth, "user_data": user_data } }))
+        .await;
+    let answer = ws.frame().await;
+    assert_eq!(answer["event"], "pusher:signin_success", "{answer}");
+    (ws, socket_id)
+}
+
+/// A frame's `data`, which Pusher sends as JSON text.
+fn data_of(frame: &Value) -> Value {
+    serde_json::from_str(frame["data"].as_str().unwrap_or("null")).unwrap_or(Value::Null)
+}
+
+#[tokio::test]
+async fn a_parked_connection_wakes_with_its_sign_in_watchlist_and_presence_membership() {
+    let (s, creds) = server_with_credentials(Some(QUIET)).await;
+    // Ann: signed in watching bob (offline), a member of a presence channel.
+    let (mut ann, ann_socket) = signed_in_watching(&s, &creds, "ann", &["bob"]).await;
+    join(&mut ann, &creds, &ann_socket, "presence-room", "ann").await;
+    wait_parked(&s, 1).await;
+
+    // Woken by its own frame: its user's channel is its own (the sign-in was kept).
+    ann.send(json!({ "event": "pusher:subscribe", "data": { "channel": "#server-to-user-ann" } }))
+        .await;
+    let answer = ann.frame().await;
+    assert_eq!(
+        (&answer["event"], &answer["channel"]),
+        (
+            &json!("pusher_internal:subscription_succeeded"),
+            &json!("#server-to-user-ann")
+        ),
+        "{answer}"
+    );
+    wait_parked(&s, 1).await;
+
+    // Bob signs in: ann, parked, is told by her watchlist that bob is online.
+    let (mut bob, bob_socket) = signed_in_watching(&s, &creds, "bob", &[]).await;
+    let told = ann.frame().await;
+    assert_eq!(told["event"], "pusher_internal:watchlist_events", "{told}");
+    assert_eq!(
+        data_of(&told),
+        json!({ "events": [{ "name": "online", "user_ids": ["bob"] }] })
+    );
+    // Bob joins the room: ann, parked again (and bob, idle since his sign-in), is told.
+    wait_parked(&s, 2).await;
+    join(&mut bob, &creds, &bob_socket, "presence-room", "bob").await;
+    let added = ann.frame().await;
+    assert_eq!(added["event"], "pusher_internal:member_added", "{added}");
+    assert_eq!(data_of(&added)["user_id"], "bob", "{added}");
+    wait_parked(&s, 2).await;
+
+    // The server-to-user channel reaches ann parked.
+    let order = json!({ "sendToUser": { "userId": "ann", "event": "note", "data": "{\"n\":1}" } });
+    let (status, body) = run(Sdk::Node, &s, &creds, order).await;
+    assert_eq!(status, 200, "{body}");
+    let note = ann.frame().await;
+    assert_eq!(
+        (&note["event"], &note["channel"]),
+        (&json!("note"), &json!("#server-to-user-ann")),
+        "{note}"
+    );
+    wait_parked(&s, 2).await;
+
+    // A client event from ann, woken by it, carries her member's user id to bob, parked.
+    ann.send(json!({ "event": "client-hi", "channel": "presence-room", "data": "{\"x\":1}" }))
+        .await;
+    let heard = bob.frame().await;
+    assert_eq!(
+        (&heard["event"], &heard["channel"], &heard["user_id"]),
+        (&json!("client-hi"), &json!("presence-room"), &json!("ann")),
+        "{heard}"
+    );
+    // Nothing came back to ann (a client event is not echoed); she parks again, and bob going
+    // is told to her watchlist and her room.
+    wait_parked(&s, 2).await;
+    drop(bob);
+    let mut events = Vec::new();
+    for _ in 0..2 {
+        let frame = ann.frame().await;
+        events.push((frame["event"].clone(), data_of(&frame)));
+    }
+    events.sort_by_key(|(event, _)| event.to_string());
+    assert_eq!(
+        events,
+        [
+            (
+                json!("pusher_internal:member_removed"),
+                json!({ "user_id": "bob" })
+            ),
+            (
+                json!("pusher_internal:watchlist_events"),
+                json!({ "events": [{ "name": "offline", "user_ids": ["bob"] }] })
+            ),
+        ]
+    );
 }
