@@ -15,7 +15,6 @@ use herald_core::engine::SubscribeRequest;
 use herald_core::limits::Admission;
 use herald_core::outbox::CloseReason;
 use herald_core::{ErrorCode, HeraldError};
-use herald_edge::session::PresenceAsk;
 
 use crate::inflight::{qos2_key, Arrival};
 use crate::origin;
@@ -501,19 +500,7 @@ async fn subscribe_one(
     };
     // Recorded first: the retained message may be queued before `subscribe` returns.
     wire.subscriptions.insert(channel.clone(), granted);
-    let no_confirmation = |_: &herald_core::ChannelName,
-                           _: &herald_core::engine::SubscribeOutcome|
-     -> Option<herald_core::outbox::OutFrame> { None };
-    match wire
-        .session
-        .subscribe(
-            channel.public(),
-            &request,
-            &PresenceAsk::default(),
-            &no_confirmation,
-        )
-        .await
-    {
+    match wire.subscribe_quietly(&channel, &request).await {
         Ok(opened) => {
             wire.subscriptions.share_name(&opened.name);
             let position = Some(&opened.position);

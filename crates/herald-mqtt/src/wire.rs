@@ -29,12 +29,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
+use herald_core::engine::{SubscribeOutcome, SubscribeRequest};
 use herald_core::lifecycle::DisconnectReason;
 use herald_core::outbox::{Batch, CloseReason, OutFrame, Outbox};
 use herald_core::telemetry::telemetry;
+use herald_core::{ChannelName, HeraldError};
 use herald_edge::conn::Conn;
 use herald_edge::driver::{self, Encoded, Ended, Wire};
-use herald_edge::session::ClientSession;
+use herald_edge::session::{ClientSession, Opened, PresenceAsk};
 
 use crate::access::Rules;
 use crate::inflight::{InboundQoS2, Outbound};
@@ -192,6 +194,25 @@ impl MqttWire {
         wire.keep_alive_deadline = wire.next_deadline(now);
         wire.decode_buffered();
         wire
+    }
+
+    /// Subscribes the client session to `channel` as `request` says, with no frame of the
+    /// session's own to confirm it: MQTT answers with its SUBACK, or, for a resumed session's
+    /// subscriptions, not at all.
+    pub(crate) async fn subscribe_quietly(
+        &mut self,
+        channel: &ChannelName,
+        request: &SubscribeRequest,
+    ) -> Result<Opened, HeraldError> {
+        let no_confirmation = |_: &ChannelName, _: &SubscribeOutcome| -> Option<OutFrame> { None };
+        self.session
+            .subscribe(
+                channel.public(),
+                request,
+                &PresenceAsk::default(),
+                &no_confirmation,
+            )
+            .await
     }
 
     /// The connection's hold on its client identifier in the cluster, taken out once its

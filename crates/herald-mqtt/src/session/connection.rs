@@ -14,7 +14,6 @@ use herald_core::engine::SubscribeRequest;
 use herald_core::message::{Cursor, SharedMessage};
 use herald_core::outbox::CloseReason;
 use herald_core::{ChannelName, Epoch};
-use herald_edge::session::PresenceAsk;
 
 use super::flusher::Done;
 use super::missed::ResumeGate;
@@ -248,18 +247,7 @@ impl MqttWire {
                 replay_retained_if_lost: true,
             };
             self.subscriptions.insert(channel.clone(), granted_of(sub));
-            let no_confirmation = |_: &ChannelName,
-                                   _: &herald_core::engine::SubscribeOutcome|
-             -> Option<herald_core::outbox::OutFrame> { None };
-            let subscribed = self
-                .session
-                .subscribe(
-                    channel.public(),
-                    &request,
-                    &PresenceAsk::default(),
-                    &no_confirmation,
-                )
-                .await;
+            let subscribed = self.subscribe_quietly(&channel, &request).await;
             match subscribed {
                 Ok(opened) => {
                     if let Some(persist) = self.persist.as_mut() {

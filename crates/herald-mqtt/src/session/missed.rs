@@ -35,7 +35,6 @@ use herald_core::log::{ChannelState, ReadFrom};
 use herald_core::message::{Cursor, StoredMessage};
 use herald_core::name::topic::filter::TopicFilter;
 use herald_core::{ChannelName, Epoch};
-use herald_edge::session::PresenceAsk;
 
 use super::store::StoredPosition;
 use crate::wildcards::list_matching;
@@ -203,18 +202,7 @@ impl MqttWire {
             last: Some(false),
             replay_retained_if_lost: true,
         };
-        let no_confirmation = |_: &ChannelName,
-                               _: &herald_core::engine::SubscribeOutcome|
-         -> Option<herald_core::outbox::OutFrame> { None };
-        let subscribed = self
-            .session
-            .subscribe(
-                channel.public(),
-                &request,
-                &PresenceAsk::default(),
-                &no_confirmation,
-            )
-            .await;
+        let subscribed = self.subscribe_quietly(channel, &request).await;
         match subscribed {
             Ok(opened) => {
                 if let Some(persist) = self.persist.as_mut() {
