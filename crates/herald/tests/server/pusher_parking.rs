@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 
 use crate::pusher_api::{run, trigger, Credentials, Sdk};
 use crate::pusher_client::{established, event, event_of, server_with_credentials, PusherJs};
+use crate::pusher_presence::{data_of, subscribe_presence};
 use crate::support::{Server, Ws};
 
 /// Parks after 100 ms; pings after a second of silence, checked every second.
@@ -187,8 +188,23 @@ async fn pusher_js_stays_parked_through_its_keepalive_then_presence_and_client_e
 
 /// A raw connection signed in as `id`.
 async fn signed_in(s: &Server, creds: &Credentials, id: &str) -> Ws {
+    signed_in_watching(s, creds, id, &[]).await.0
+}
+
+/// A raw connection signed in as `id` watching `watchlist` (none when empty), and its socket
+/// id.
+async fn signed_in_watching(
+    s: &Server,
+    creds: &Credentials,
+    id: &str,
+    watchlist: &[&str],
+) -> (Ws, String) {
     let (mut ws, socket_id) = established(s, creds).await;
-    let user_data = json!({ "id": id }).to_string();
+    let mut user_data = json!({ "id": id });
+    if !watchlist.is_empty() {
+        user_data["watchlist"] = json!(watchlist);
+    }
+    let user_data = user_data.to_string();
     let signed = herald_pusher::signature::signin_string(&socket_id, &user_data);
     let auth =
         herald_pusher::signature::key_signature(&creds.key, creds.secret.as_bytes(), &signed);
@@ -196,7 +212,7 @@ async fn signed_in(s: &Server, creds: &Credentials, id: &str) -> Ws {
         .await;
     let answer = ws.frame().await;
     assert_eq!(answer["event"], "pusher:signin_success", "{answer}");
-    ws
+    (ws, socket_id)
 }
 
 /// The `pusher:error` code a connection ends with, and how it closed.
@@ -234,43 +250,12 @@ const QUIET: &str = "park_idle_after = \"100ms\"\n";
 /// A raw connection's subscribe of presence channel `channel` as member `id`, answered.
 async fn join(ws: &mut Ws, creds: &Credentials, socket_id: &str, channel: &str, id: &str) {
     let channel_data = json!({ "user_id": id }).to_string();
-    let signed =
-        herald_pusher::signature::channel_auth_string(socket_id, channel, Some(&channel_data));
-    let auth =
-        herald_pusher::signature::key_signature(&creds.key, creds.secret.as_bytes(), &signed);
-    ws.send(json!({ "event": "pusher:subscribe", "data": {
-        "channel": channel, "auth": auth, "channel_data": channel_data
-    }}))
-    .await;
+    subscribe_presence(ws, creds, socket_id, channel, &channel_data, &channel_data).await;
     let answer = ws.frame().await;
     assert_eq!(
         answer["event"], "pusher_internal:subscription_succeeded",
         "{answer}"
     );
-}
-
-/// A raw connection signed in as `id` watching `watchlist`, and its socket id.
-async fn signed_in_watching(
-    s: &Server,
-    creds: &Credentials,
-    id: &str,
-    watchlist: &[&str],
-) -> (Ws, String) {
-    let (mut ws, socket_id) = established(s, creds).await;
-    let user_data = json!({ "id": id, "watchlist": watchlist }).to_string();
-    let signed = herald_pusher::signature::signin_string(&socket_id, &user_data);
-    let auth =
-        herald_pusher::signature::key_signature(&creds.key, creds.secret.as_bytes(), &signed);
-    ws.send(json!({ "event": "pusher:signin", "data": { "auth": auth, "user_data": user_data } }))
-        .await;
-    let answer = ws.frame().await;
-    assert_eq!(answer["event"], "pusher:signin_success", "{answer}");
-    (ws, socket_id)
-}
-
-/// A frame's `data`, which Pusher sends as JSON text.
-fn data_of(frame: &Value) -> Value {
-    serde_json::from_str(frame["data"].as_str().unwrap_or("null")).unwrap_or(Value::Null)
 }
 
 #[tokio::test]

@@ -7,17 +7,10 @@ use std::time::Duration;
 use herald_mqtt::packet::{ConnectProperties, Packet, ProtocolVersion, QoS, ReasonCode};
 use serde_json::json;
 
+use crate::mqtt_parking::metric;
 use crate::mqtt_persistence::{subscribe, Raw};
 use crate::pusher_client::{established, server_with_credentials};
 use crate::support::Server;
-
-/// A value of `/metrics` (0 if absent).
-async fn metric(s: &Server, series: &str) -> u64 {
-    let text = s.metrics().await;
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
-        .map_or(0, |v| v.trim().parse::<f64>().unwrap_or(0.0) as u64)
-}
 
 /// Waits (at most 20 s) until `series` reads `n`.
 async fn wait_for(s: &Server, series: &str, n: u64) {
