@@ -21,8 +21,8 @@ pub struct Common {
     pub target: Option<String>,
     /// The server under test: herald, nats (`nats-server`, spoken to in NATS's own protocol,
     /// for fanout, subscribe-storm and connections; --spawn starts `nats-server` from PATH or
-    /// --server-bin), or mosquitto (MQTT subscribers and publishers, for fanout and
-    /// connections; --spawn starts `mosquitto` from PATH, /usr/sbin or --server-bin with
+    /// --server-bin), or mosquitto (MQTT subscribers and publishers, for fanout,
+    /// subscribers, subscribe-storm and connections; --spawn starts `mosquitto` from PATH, /usr/sbin or --server-bin with
     /// allow_anonymous on a free loopback port), or sockudo (Pusher protocol subscribers and
     /// signed `POST /apps/{id}/events` publishers, for fanout, subscribers, subscribe-storm and
     /// connections; --spawn starts `sockudo` from --server-bin, $HERALD_BENCH_SOCKUDO or PATH
@@ -113,6 +113,13 @@ pub struct Common {
     /// PUBACK). MQTT publishers always publish at QoS 1 and wait for the PUBACK.
     #[arg(long, default_value_t = 0, value_name = "QOS", value_parser = clap::value_parser!(u8).range(0..=1))]
     pub mqtt_qos: u8,
+    /// MQTT subscribers hold persistent sessions: they connect with Clean Start 0 and this
+    /// Session Expiry Interval in seconds (3.1.1: Clean Session 0, whose session does not
+    /// expire), each with a client identifier new to the server [default: Clean Start 1].
+    /// With --mqtt-qos 1, each QoS 1 delivery moves the session's stored position once its
+    /// PUBACK is read. Publishers always connect with Clean Start 1.
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub mqtt_session_expiry: Option<u32>,
     /// The app's Pusher key, for --transport pusher against a --target server [default for
     /// --spawn: credentials created for the app through `POST /v1/apps/default/pusher`].
     #[arg(long, value_name = "KEY")]
@@ -258,7 +265,8 @@ pub struct StormArgs {
     #[arg(long)]
     pub prepublish: bool,
     /// Each user sends its next subscribe only once the previous one is acknowledged, instead
-    /// of all S at once (WebSocket only; SSE and long-poll name all S in one request).
+    /// of all S at once (WebSocket, MQTT and --peer nats; SSE and long-poll name all S in one
+    /// request).
     #[arg(long)]
     pub one_at_a_time: bool,
     /// With --peer nats: one `PING` after a user's S `SUB`s, whose `PONG` acknowledges all S

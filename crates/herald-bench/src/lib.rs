@@ -59,6 +59,8 @@ Examples:
   herald bench fanout --spawn --peer nats --publishers 4 --messages 1000 --subscribers 10000
   herald bench fanout --spawn --transport mqtt --publishers 4 --messages 1000 --subscribers 10000
   herald bench fanout --spawn --peer mosquitto --publishers 4 --messages 1000 --subscribers 10000
+  herald bench subscribe-storm --spawn --transport mqtt --users 100 --subjects 1000
+  herald bench fanout --spawn --transport mqtt --mqtt-qos 1 --mqtt-session-expiry 3600 --subscribers 1000
   herald bench connections --spawn --transport pusher --connections 6000
   herald bench fanout --spawn --peer sockudo --server-bin PATH --publishers 4 --messages 1000 --subscribers 10000
   herald bench subscribe-storm --target nats://127.0.0.1:4222 --server-pid PID --distinct
@@ -310,7 +312,7 @@ pub async fn run(args: BenchArgs, host: Host) -> anyhow::Result<()> {
 
 /// Refuses a peer or a client protocol for a scenario that has no counterpart there:
 /// `--peer nats` runs fanout, subscribe-storm and connections; MQTT clients (`--transport mqtt`,
-/// `--peer mosquitto`) run fanout and connections; Pusher clients (`--transport pusher`, `--peer
+/// `--peer mosquitto`) run fanout, subscribers, subscribe-storm and connections; Pusher clients (`--transport pusher`, `--peer
 /// sockudo`) run fanout, subscribers, subscribe-storm and connections.
 fn check_peer(scenario: &Scenario) -> anyhow::Result<()> {
     let (name, common) = match scenario {
@@ -334,10 +336,11 @@ fn check_peer(scenario: &Scenario) -> anyhow::Result<()> {
              connections"
         );
     }
-    let fanout_or_connections = ["fanout", "connections"].contains(&name);
-    if common.is_mosquitto() && !fanout_or_connections {
+    let mqtt_runs = ["fanout", "subscribers", "subscribe-storm", "connections"];
+    if common.is_mosquitto() && !mqtt_runs.contains(&name) {
         anyhow::bail!(
-            "{name} has no Mosquitto counterpart: --peer mosquitto runs fanout and connections"
+            "{name} has no Mosquitto counterpart: --peer mosquitto runs fanout, subscribers, \
+             subscribe-storm and connections"
         );
     }
     let pusher_runs = ["fanout", "connections", "subscribers", "subscribe-storm"];
@@ -348,9 +351,15 @@ fn check_peer(scenario: &Scenario) -> anyhow::Result<()> {
         );
     }
     let transport = common.transport;
-    if transport == proto::Transport::Mqtt && !fanout_or_connections {
+    if transport == proto::Transport::Mqtt && !mqtt_runs.contains(&name) {
         anyhow::bail!(
-            "{name} does not run over --transport mqtt: MQTT clients run fanout and connections"
+            "{name} does not run over --transport mqtt: MQTT clients run fanout, subscribers, \
+             subscribe-storm and connections"
+        );
+    }
+    if common.mqtt_session_expiry.is_some() && !common.is_mqtt() {
+        anyhow::bail!(
+            "--mqtt-session-expiry is for MQTT clients (--transport mqtt, --peer mosquitto)"
         );
     }
     if transport == proto::Transport::Pusher && !pusher_runs.contains(&name) {

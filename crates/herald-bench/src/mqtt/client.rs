@@ -1,5 +1,5 @@
 //! A minimal MQTT client over one TCP connection, for the publishers of an MQTT run: `CONNECT`
-//! and its `CONNACK`, then publishes at QoS 1, each confirmed by its `PUBACK`. The worker's
+//! (Clean Start) and its `CONNACK`, then publishes at QoS 1, each confirmed by its `PUBACK`. The worker's
 //! subscriber connections ([`crate::client`]) parse the same packets themselves, with one buffer
 //! per connection.
 
@@ -55,6 +55,7 @@ impl MqttClient {
                 username: cfg.username.as_deref(),
                 password: cfg.password.as_deref(),
                 keep_alive: KEEP_ALIVE_SECS,
+                session_expiry: None,
             },
         );
         client.flush().await?;

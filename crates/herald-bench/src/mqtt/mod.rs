@@ -4,9 +4,14 @@
 //! the same worker processes, counting and /proc readings.
 //!
 //! How each operation of a scenario maps to MQTT:
-//! - a subscriber of channel `a/b` is a connection (Clean Session / Clean Start) that
-//!   `SUBSCRIBE`s to the topic `a/b` (one filter per `SUBSCRIBE`, at `--mqtt-qos`), ready once
-//!   every `SUBACK` granted it; a channel is a topic in Herald (docs/mqtt.md, section 3);
+//! - a subscriber of channel `a/b` is a connection (Clean Session / Clean Start, or with
+//!   `--mqtt-session-expiry` a persistent session: Clean Start 0 and that Session Expiry
+//!   Interval; 3.1.1: Clean Session 0) that `SUBSCRIBE`s to the topic `a/b` (one filter per
+//!   `SUBSCRIBE`, at `--mqtt-qos`), ready once every `SUBACK` granted it; a channel is a topic
+//!   in Herald (docs/mqtt.md, section 3);
+//! - a `subscribe-storm` user connects with no subscription; at the storm it writes one
+//!   `SUBSCRIBE` per topic, all at once (or with `--one-at-a-time` each once the previous one's
+//!   `SUBACK` came), and every granted `SUBACK` is one acknowledged subscription;
 //! - a publish is a `PUBLISH` at QoS 1 of the same stamped payload (`{"ts":N}`), the publisher
 //!   waiting for its `PUBACK` as Herald's HTTP publishers wait for their answer (Herald's
 //!   `PUBACK` comes once the message is durably stored, as its HTTP answer; Mosquitto, without
@@ -43,4 +48,8 @@ pub struct MqttConfig {
     pub username: Option<String>,
     /// The `CONNECT` password (Herald: a client token or API key), if any.
     pub password: Option<String>,
+    /// The subscribers' persistent session (`--mqtt-session-expiry`): Clean Start 0 and this
+    /// Session Expiry Interval in seconds. `None`: Clean Start 1. Publishers are always clean.
+    #[serde(default)]
+    pub session_expiry: Option<u32>,
 }

@@ -51,6 +51,9 @@ pub struct Connect<'a> {
     pub password: Option<&'a str>,
     /// Keep-alive in seconds.
     pub keep_alive: u16,
+    /// A persistent session: Clean Start 0 and, in v5, this Session Expiry Interval in seconds
+    /// (3.1.1: Clean Session 0, a session with no expiry). `None`: Clean Start 1.
+    pub session_expiry: Option<u32>,
 }
 
 /// One packet from the server. Ranges index the buffer it was parsed from.
@@ -140,12 +143,13 @@ fn put_packet(out: &mut Vec<u8>, first: u8, body: &[u8]) {
     out.extend_from_slice(body);
 }
 
-/// Writes a `CONNECT` with Clean Session (3.1.1) or Clean Start (5) and no will.
+/// Writes a `CONNECT` with no will: Clean Session (3.1.1) or Clean Start (5), or for a
+/// persistent session ([`Connect::session_expiry`]) neither, with v5's Session Expiry Interval.
 pub fn connect(out: &mut Vec<u8>, version: Version, c: &Connect<'_>) {
     let mut body = Vec::with_capacity(64);
     put_str(&mut body, b"MQTT");
     body.push(version.level());
-    let mut flags = 0x02;
+    let mut flags = if c.session_expiry.is_some() { 0 } else { 0x02 };
     if c.username.is_some() {
         flags |= 0x80;
     }
@@ -155,7 +159,14 @@ pub fn connect(out: &mut Vec<u8>, version: Version, c: &Connect<'_>) {
     body.push(flags);
     body.extend_from_slice(&c.keep_alive.to_be_bytes());
     if version == Version::V5 {
-        body.push(0); // no properties
+        match c.session_expiry {
+            // Property 0x11, Session Expiry Interval, a four-byte integer.
+            Some(secs) => {
+                body.extend_from_slice(&[5, 0x11]);
+                body.extend_from_slice(&secs.to_be_bytes());
+            }
+            None => body.push(0), // no properties
+        }
     }
     put_str(&mut body, c.client_id.as_bytes());
     if let Some(u) = c.username {
@@ -337,6 +348,7 @@ mod tests {
             username: Some("default"),
             password: Some("pw"),
             keep_alive: 60,
+            session_expiry: None,
         };
         connect(&mut out, Version::V311, &c);
         let mut want = vec![
@@ -352,11 +364,38 @@ mod tests {
             username: None,
             password: None,
             keep_alive: 60,
+            session_expiry: None,
         };
         connect(&mut out, Version::V5, &anonymous);
         assert_eq!(
             out,
             [0x10, 13, 0, 4, b'M', b'Q', b'T', b'T', 5, 0x02, 0, 60, 0, 0, 0]
+        );
+    }
+
+    #[test]
+    fn persistent_sessions_clear_clean_start_and_v5_names_the_expiry() {
+        let mut out = Vec::new();
+        let c = Connect {
+            client_id: "c",
+            username: None,
+            password: None,
+            keep_alive: 60,
+            session_expiry: Some(3600),
+        };
+        connect(&mut out, Version::V5, &c);
+        assert_eq!(
+            out,
+            [
+                0x10, 19, 0, 4, b'M', b'Q', b'T', b'T', 5, 0x00, 0, 60, 5, 0x11, 0, 0, 0x0e, 0x10,
+                0, 1, b'c'
+            ]
+        );
+        out.clear();
+        connect(&mut out, Version::V311, &c);
+        assert_eq!(
+            out,
+            [0x10, 13, 0, 4, b'M', b'Q', b'T', b'T', 4, 0x00, 0, 60, 0, 1, b'c']
         );
     }
 

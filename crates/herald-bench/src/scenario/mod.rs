@@ -199,6 +199,7 @@ impl Ctx {
             } else {
                 None
             },
+            session_expiry: self.common.mqtt_session_expiry,
         })
     }
 
@@ -269,6 +270,10 @@ impl Ctx {
 
     /// Fills in what every report carries: transport, target, floors, server totals, time.
     pub fn finish(&self, r: &mut Report) {
+        if let Some(cfg) = self.mqtt_config(0) {
+            r.lines.push(mqtt_line(&cfg));
+            r.detail("mqtt", mqtt_details(&cfg));
+        }
         r.transport = Some(self.common.transport.as_str());
         r.target = Some(self.target.urls());
         r.baseline = self.baseline.clone();
@@ -280,6 +285,38 @@ impl Ctx {
         }
         r.duration_s = self.started.elapsed().as_secs_f64();
     }
+}
+
+/// How the MQTT subscribers of a run connected, in a report line: the version, the QoS of their
+/// subscriptions (at 1 every delivery counted was acknowledged with a `PUBACK` as it was read),
+/// and their sessions.
+fn mqtt_line(cfg: &crate::mqtt::MqttConfig) -> String {
+    let qos = if cfg.qos == 1 {
+        "subscriptions at QoS 1 (every delivery acknowledged with a PUBACK as it is read)"
+    } else {
+        "subscriptions at QoS 0"
+    };
+    let session = match cfg.session_expiry {
+        Some(s) if cfg.version == crate::mqtt::Version::V5 => {
+            format!("persistent sessions (Clean Start 0, Session Expiry Interval {s} s)")
+        }
+        Some(_) => "persistent sessions (Clean Session 0)".to_string(),
+        None => "clean sessions".to_string(),
+    };
+    format!(
+        "MQTT {} subscribers: {qos}, {session}",
+        cfg.version.as_str()
+    )
+}
+
+/// The report's `details.mqtt`: version, QoS and session expiry of the subscribers (no address
+/// or credentials).
+fn mqtt_details(cfg: &crate::mqtt::MqttConfig) -> serde_json::Value {
+    serde_json::json!({
+        "version": cfg.version.as_str(),
+        "qos": cfg.qos,
+        "session_expiry": cfg.session_expiry,
+    })
 }
 
 /// Gives the `default` app Pusher credentials through `POST /v1/apps/default/pusher` with the

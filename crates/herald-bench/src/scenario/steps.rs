@@ -6,7 +6,9 @@
 //! after every message; a sample then also waits until every one is back (its new header
 //! arrived) before the next is published, as Deacon's test spaced its messages. Stops at
 //! `--max-latency`, at
-//! `--max-subscribers`, when connections or deliveries fail, or at the time limit.
+//! `--max-subscribers`, when connections or deliveries fail, or at the time limit. MQTT clients
+//! (`--transport mqtt`, `--peer mosquitto`) run `subscribers`, their messages published at QoS 1
+//! by an MQTT connection.
 
 use serde_json::json;
 
@@ -30,9 +32,16 @@ pub async fn run(args: StepArgs, own_channels: bool) -> anyhow::Result<Report> {
     // Pusher clients' messages are triggers signed with the app's secret (`channels` does not
     // run over Pusher: lib.rs refuses it); the others' go through Herald's API with its key.
     let pusher_app = ctx.pusher_app().cloned();
-    let key = match pusher_app {
-        Some(_) => String::new(),
-        None => ctx.target.require_api_key()?,
+    // MQTT clients' messages are QoS 1 PUBLISHes of an MQTT publisher (`subscribers` only: lib.rs
+    // refuses `channels` over MQTT), as in fanout, so Mosquitto needs no API of Herald's.
+    let mut mqtt_publisher = match ctx.common.is_mqtt() {
+        true => Some(ctx.load_publisher(0)?),
+        false => None,
+    };
+    let key = if pusher_app.is_some() || mqtt_publisher.is_some() {
+        String::new()
+    } else {
+        ctx.target.require_api_key()?
     };
     let mut pool = ctx.pool(args.max_subscribers).await?;
     let channel = ctx.channel_name("subs");
@@ -99,6 +108,8 @@ pub async fn run(args: StepArgs, own_channels: bool) -> anyhow::Result<Report> {
                     .collect();
                 let (refused, sample) = publish_to_all(&mut clients, &names, &key).await;
                 (refused > 0).then(|| sample.unwrap_or_default())
+            } else if let Some(publisher) = &mut mqtt_publisher {
+                publisher.publish_now(&channel, 1).await.err()
             } else if let Some(app) = &pusher_app {
                 clients[0].trigger_now(app, &channel).await.err()
             } else {
@@ -186,6 +197,9 @@ pub async fn run(args: StepArgs, own_channels: bool) -> anyhow::Result<Report> {
     };
     let cpu1 = ctx.mark(&pool);
     pool.close().await;
+    if let Some(publisher) = mqtt_publisher {
+        publisher.close().await;
+    }
 
     let mut r = Report::new(name);
     r.table = table;

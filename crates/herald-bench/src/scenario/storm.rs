@@ -1,8 +1,8 @@
 //! `subscribe-storm` (the iPush benchmark): `--users U` clients connect; then, at one moment,
 //! each subscribes to `--subjects S` channels at once (WebSocket: S subscribe commands written
-//! together; SSE and long-poll: one request naming S channels), and every subscription must be
-//! acknowledged (with `--one-at-a-time`, each WebSocket user sends its next subscribe only once
-//! the previous one is acknowledged). Prints iPush's per-second table (completed this second, cumulative, failed)
+//! together; MQTT: S `SUBSCRIBE`s, one topic each; SSE and long-poll: one request naming S
+//! channels), and every subscription must be acknowledged (with `--one-at-a-time`, each
+//! WebSocket or MQTT user sends its next subscribe only once the previous one is acknowledged). Prints iPush's per-second table (completed this second, cumulative, failed)
 //! and the average rate.
 
 use std::time::Duration;
@@ -22,9 +22,18 @@ pub async fn run(args: StormArgs) -> anyhow::Result<Report> {
         "HERALD_MAX_SUBSCRIPTIONS",
         args.subjects.max(10_000).to_string(),
     )];
-    if args.one_at_a_time && args.common.transport != crate::proto::Transport::Ws {
+    use crate::proto::Transport;
+    if args.one_at_a_time && ![Transport::Ws, Transport::Mqtt].contains(&args.common.transport) {
         anyhow::bail!(
-            "--one-at-a-time needs --transport ws (the others name every channel in one request)"
+            "--one-at-a-time needs --transport ws or mqtt (the others name every channel in one \
+             request)"
+        );
+    }
+    if args.common.is_mqtt() && args.subjects > u64::from(u16::MAX) {
+        anyhow::bail!(
+            "MQTT clients subscribe to at most 65,535 topics each (one SUBSCRIBE per topic, each \
+             with a packet identifier of its own): --subjects {}",
+            args.subjects
         );
     }
     if args.nats_one_ping && !args.common.is_nats() {
@@ -32,6 +41,9 @@ pub async fn run(args: StormArgs) -> anyhow::Result<Report> {
     }
     if args.prepublish && args.common.is_nats() {
         anyhow::bail!("--prepublish: NATS keeps no history, so its channels are always new");
+    }
+    if args.prepublish && args.common.is_mosquitto() {
+        anyhow::bail!("--prepublish publishes through Herald's API: not with --peer mosquitto");
     }
     if args.prepublish && args.common.is_pusher() {
         anyhow::bail!("--prepublish publishes through Herald's API: not with Pusher clients");

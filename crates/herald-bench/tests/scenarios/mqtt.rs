@@ -1,8 +1,8 @@
 //! MQTT in `herald bench`: `--transport mqtt` against a spawned Herald (started with an MQTT
 //! listener, the clients authenticating with the run's token) and `--peer mosquitto` against a
 //! spawned `mosquitto` (installed by scripts/test.sh; the test says so and passes only when it is
-//! absent), both for fanout and connections, every delivery accounted for. Behaviour only, never
-//! timing.
+//! absent), for fanout (also to persistent sessions at QoS 1), subscribers, subscribe-storm and
+//! connections, every delivery and subscription accounted for. Behaviour only, never timing.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -177,10 +177,25 @@ fn mqtt_and_mosquitto_refuse_scenarios_without_a_counterpart() {
         assert!(!o.status.success(), "{args:?} ran");
         String::from_utf8_lossy(&o.stderr).into_owned()
     };
-    let e = run(&["subscribe-storm", "--spawn", "--peer", "mosquitto"]);
+    let e = run(&["all-to-all", "--spawn", "--peer", "mosquitto"]);
     assert!(e.contains("no Mosquitto counterpart"), "{e}");
-    let e = run(&["subscribers", "--spawn", "--transport", "mqtt"]);
+    let e = run(&["channels", "--spawn", "--transport", "mqtt"]);
     assert!(e.contains("does not run over --transport mqtt"), "{e}");
+    let e = run(&["fanout", "--spawn", "--mqtt-session-expiry", "60"]);
+    assert!(
+        e.contains("--mqtt-session-expiry is for MQTT clients"),
+        "{e}"
+    );
+    let e = run(&[
+        "subscribe-storm",
+        "--spawn",
+        "--peer",
+        "mosquitto",
+        "--subjects",
+        "70000",
+        "--no-baseline",
+    ]);
+    assert!(e.contains("at most 65,535 topics"), "{e}");
     let e = run(&[
         "fanout",
         "--spawn",
@@ -200,4 +215,148 @@ fn mqtt_and_mosquitto_refuse_scenarios_without_a_counterpart() {
         "--no-baseline",
     ]);
     assert!(e.contains("--mqtt-target"), "{e}");
+}
+
+/// The storm's subscriptions: every one acknowledged, none failed, as many as users x subjects.
+fn check_storm(s: &Value, expected: u64) {
+    check_summary(s, "subscribe-storm");
+    assert_eq!(s["details"]["expected"], expected, "{s:#}");
+    assert_eq!(s["details"]["acknowledged"], expected, "{s:#}");
+    assert_eq!(s["details"]["error_replies"], 0, "{s:#}");
+    assert_eq!(s["failed"], 0, "{s:#}");
+}
+
+#[test]
+fn mqtt_subscribe_storm_persistent_sessions_and_subscribers_against_herald() {
+    // The storm, SUBSCRIBEs written all at once, each user its own topics.
+    let (s, _) = bench(&[
+        "subscribe-storm",
+        "--transport",
+        "mqtt",
+        "--users",
+        "20",
+        "--subjects",
+        "50",
+        "--distinct",
+        "--no-baseline",
+    ]);
+    check_storm(&s, 1000);
+    assert_eq!(s["transport"], "mqtt", "{s:#}");
+    assert_eq!(s["details"]["mqtt"]["version"], "3.1.1", "{s:#}");
+    // One at a time, MQTT 5, QoS 1 subscriptions of persistent sessions (each stored).
+    let (s, _) = bench(&[
+        "subscribe-storm",
+        "--transport",
+        "mqtt",
+        "--mqtt-version",
+        "5",
+        "--mqtt-qos",
+        "1",
+        "--mqtt-session-expiry",
+        "600",
+        "--users",
+        "5",
+        "--subjects",
+        "40",
+        "--one-at-a-time",
+        "--no-baseline",
+    ]);
+    check_storm(&s, 200);
+    assert_eq!(s["details"]["one_at_a_time"], true, "{s:#}");
+    assert_eq!(s["details"]["mqtt"]["session_expiry"], 600, "{s:#}");
+    // QoS 1 to persistent sessions, every delivery acknowledged with a PUBACK, in both versions.
+    for version in ["3.1.1", "5"] {
+        let (s, _) = bench(&[
+            "fanout",
+            "--transport",
+            "mqtt",
+            "--mqtt-version",
+            version,
+            "--mqtt-qos",
+            "1",
+            "--mqtt-session-expiry",
+            "3600",
+            "--messages",
+            "100",
+            "--batch",
+            "5",
+            "--subscribers",
+            "30",
+            "--no-baseline",
+        ]);
+        check_summary(&s, "fanout");
+        assert_eq!(s["details"]["delivered"], 3000, "100 messages x 30: {s:#}");
+        assert_eq!(s["details"]["mqtt"]["qos"], 1, "{s:#}");
+        assert_eq!(s["details"]["mqtt"]["session_expiry"], 3600, "{s:#}");
+    }
+    // subscribers: steps of MQTT subscribers, each sample published at QoS 1 over MQTT.
+    let (s, _) = bench(&[
+        "subscribers",
+        "--transport",
+        "mqtt",
+        "--step",
+        "10",
+        "--max-subscribers",
+        "20",
+        "--samples",
+        "2",
+        "--no-baseline",
+    ]);
+    check_summary(&s, "subscribers");
+    assert_eq!(s["details"]["subscribers"], 20, "{s:#}");
+    assert_eq!(s["steps"][1]["delivered"], 40, "2 samples x 20: {s:#}");
+}
+
+#[test]
+fn mosquitto_peer_runs_subscribe_storm_persistent_sessions_and_subscribers() {
+    if mosquitto().is_none() {
+        eprintln!("SKIPPED: mosquitto is not installed (scripts/install-mqtt-clients.sh)");
+        return;
+    }
+    let (s, _) = mosquitto_bench(&[
+        "subscribe-storm",
+        "--users",
+        "20",
+        "--subjects",
+        "50",
+        "--distinct",
+    ]);
+    check_storm(&s, 1000);
+    let (s, _) = mosquitto_bench(&[
+        "subscribe-storm",
+        "--mqtt-version",
+        "5",
+        "--users",
+        "5",
+        "--subjects",
+        "40",
+        "--one-at-a-time",
+    ]);
+    check_storm(&s, 200);
+    let (s, _) = mosquitto_bench(&[
+        "fanout",
+        "--mqtt-version",
+        "5",
+        "--mqtt-qos",
+        "1",
+        "--mqtt-session-expiry",
+        "3600",
+        "--messages",
+        "100",
+        "--subscribers",
+        "30",
+    ]);
+    check_summary(&s, "fanout");
+    assert_eq!(s["details"]["delivered"], 3000, "100 messages x 30: {s:#}");
+    let (s, _) = mosquitto_bench(&[
+        "subscribers",
+        "--step",
+        "10",
+        "--max-subscribers",
+        "20",
+        "--samples",
+        "2",
+    ]);
+    check_summary(&s, "subscribers");
+    assert_eq!(s["steps"][1]["delivered"], 40, "2 samples x 20: {s:#}");
 }
