@@ -3,28 +3,17 @@
 //! getting everything exactly once. (The other cluster tests run in process, in
 //! `crates/herald-server/tests/server/cluster`.)
 
+use crate::support::cluster::{StoreAndBus, CREDENTIALS_KEY};
 use crate::support::{Server, Ws};
 
 use std::time::Duration;
 
-use herald_testkit::{Postgres, Redis};
 use serde_json::{json, Value};
-
-/// The credentials key every node is started with (64 hex digits).
-const CREDENTIALS_KEY: &str = "8899aabbccddeeff00112233445566778899aabbccddeeff0011223344556677";
 
 /// A node over the shared store and bus (same publisher key and token secret as every test
 /// server, its own data directory and port).
-async fn node(store: &str, bus: &str) -> Server {
-    Server::builder()
-        .arg("--store")
-        .arg(store)
-        .arg("--bus")
-        .arg(bus)
-        .arg("--credentials-key")
-        .arg(CREDENTIALS_KEY)
-        .start()
-        .await
+async fn node(shared: &StoreAndBus) -> Server {
+    Server::builder().in_cluster(shared).start().await
 }
 
 /// The seqs of the next `n` messages `ws` receives.
@@ -42,18 +31,10 @@ async fn message_seqs(ws: &mut Ws, n: usize) -> Vec<u64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_killed_with_sigkill_its_subscriber_resumes_exactly_on_another_node() {
     tokio::time::timeout(Duration::from_secs(120), async {
-        let (postgres, redis) = tokio::task::spawn_blocking(|| {
-            let postgres = Postgres::start().expect("PostgreSQL starts");
-            let redis = Redis::start().expect("Redis starts");
-            (postgres, redis)
-        })
-        .await
-        .unwrap();
-        let store = postgres.create_database("herald").expect("a database");
-        let bus = redis.url();
-        let mut one = node(&store, &bus).await;
-        let two = node(&store, &bus).await;
-        let three = node(&store, &bus).await;
+        let shared = StoreAndBus::start().await;
+        let mut one = node(&shared).await;
+        let two = node(&shared).await;
+        let three = node(&shared).await;
 
         let token = one.token(&["orders"], &[]);
         let mut ws = Ws::connect(&one.ws_url(&format!("?token={token}"))).await;
@@ -94,9 +75,7 @@ async fn a_node_killed_with_sigkill_its_subscriber_resumes_exactly_on_another_no
             assert_eq!((status, info["seq"].clone()), (200, json!(16)), "{info}");
         }
         drop((two, three));
-        tokio::task::spawn_blocking(move || drop((postgres, redis)))
-            .await
-            .unwrap();
+        shared.stop().await;
     })
     .await
     .expect("the test finishes within two minutes");
@@ -121,15 +100,8 @@ fn migrate(env: &[(&str, &str)]) -> (bool, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn herald_migrate_then_serve_configured_by_environment() {
     tokio::time::timeout(Duration::from_secs(120), async {
-        let (postgres, redis) = tokio::task::spawn_blocking(|| {
-            let postgres = Postgres::start().expect("PostgreSQL starts");
-            let redis = Redis::start().expect("Redis starts");
-            (postgres, redis)
-        })
-        .await
-        .unwrap();
-        let store = postgres.create_database("herald").expect("a database");
-        let store_env = [("HERALD_STORE", store.as_str())];
+        let shared = StoreAndBus::start().await;
+        let store_env = [("HERALD_STORE", shared.store.as_str())];
         let (ok, said) = tokio::task::block_in_place(|| migrate(&store_env));
         assert!(ok, "{said}");
         assert!(said.contains("schema version 0 ->"), "{said}");
@@ -151,11 +123,10 @@ async fn herald_migrate_then_serve_configured_by_environment() {
         assert!(!said.contains("s3cret-pw"), "{said}");
 
         // Two nodes configured through the environment alone share channels.
-        let bus = redis.url();
         let start = || {
             Server::builder()
-                .env("HERALD_STORE", &store)
-                .env("HERALD_BUS", &bus)
+                .env("HERALD_STORE", &shared.store)
+                .env("HERALD_BUS", &shared.bus)
                 .env("HERALD_POSTGRES_POOL", "4")
                 .env("HERALD_CREDENTIALS_KEY", CREDENTIALS_KEY)
                 .start()
@@ -168,9 +139,7 @@ async fn herald_migrate_then_serve_configured_by_environment() {
         one.publish("env", json!("hello")).await;
         assert_eq!(message_seqs(&mut ws, 1).await, [1]);
         drop((one, two));
-        tokio::task::spawn_blocking(move || drop((postgres, redis)))
-            .await
-            .unwrap();
+        shared.stop().await;
     })
     .await
     .expect("the test finishes within two minutes");
@@ -179,17 +148,9 @@ async fn herald_migrate_then_serve_configured_by_environment() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_stopped_with_sigterm_tells_its_subscriber_who_resumes_on_another_node() {
     tokio::time::timeout(Duration::from_secs(120), async {
-        let (postgres, redis) = tokio::task::spawn_blocking(|| {
-            let postgres = Postgres::start().expect("PostgreSQL starts");
-            let redis = Redis::start().expect("Redis starts");
-            (postgres, redis)
-        })
-        .await
-        .unwrap();
-        let store = postgres.create_database("herald").expect("a database");
-        let bus = redis.url();
-        let mut one = node(&store, &bus).await;
-        let two = node(&store, &bus).await;
+        let shared = StoreAndBus::start().await;
+        let mut one = node(&shared).await;
+        let two = node(&shared).await;
 
         let token = one.token(&["orders"], &[]);
         let mut ws = Ws::connect(&one.ws_url(&format!("?token={token}"))).await;
@@ -222,9 +183,7 @@ async fn a_node_stopped_with_sigterm_tells_its_subscriber_who_resumes_on_another
         two.publish("orders", json!(4)).await;
         assert_eq!(message_seqs(&mut ws, 1).await, [4]);
         drop(two);
-        tokio::task::spawn_blocking(move || drop((postgres, redis)))
-            .await
-            .unwrap();
+        shared.stop().await;
     })
     .await
     .expect("the test finishes within two minutes");

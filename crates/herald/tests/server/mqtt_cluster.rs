@@ -15,54 +15,29 @@
 use std::time::Duration;
 
 use herald_mqtt::packet::{ConnectProperties, Packet, ProtocolVersion, PubAck, QoS, ReasonCode};
-use herald_testkit::{Postgres, Redis};
+use herald_testkit::Redis;
 use serde_json::{json, Value};
 
 use crate::mqtt_persistence::{subscribe, Raw};
+use crate::support::cluster::StoreAndBus;
 use crate::support::mqtt::{mosquitto_pub, paho, PahoRun};
 use crate::support::{Server, Ws, API_KEY};
 
-/// The credentials key every node is started with (64 hex digits).
-const CREDENTIALS_KEY: &str = "8899aabbccddeeff00112233445566778899aabbccddeeff0011223344556677";
-
-/// A PostgreSQL and a Redis for one test (dropped with it) and two MQTT nodes over them.
+/// A PostgreSQL and a Redis for one test (dropped with it, before the nodes) and two MQTT
+/// nodes over them.
 pub(crate) struct Cluster {
-    _postgres: Postgres,
-    _redis: Redis,
+    shared: StoreAndBus,
     pub(crate) one: Server,
     pub(crate) two: Server,
 }
 
 impl Cluster {
     pub(crate) async fn start() -> Cluster {
-        let (postgres, redis) = tokio::task::spawn_blocking(|| {
-            let postgres = Postgres::start().expect("PostgreSQL starts");
-            let redis = Redis::start().expect("Redis starts");
-            (postgres, redis)
-        })
-        .await
-        .unwrap();
-        let store = postgres.create_database("herald").expect("a database");
-        let bus = redis.url();
-        let node = || {
-            Server::builder()
-                .mqtt()
-                .arg("--store")
-                .arg(&store)
-                .arg("--bus")
-                .arg(&bus)
-                .arg("--credentials-key")
-                .arg(CREDENTIALS_KEY)
-                .start()
-        };
+        let shared = StoreAndBus::start().await;
+        let node = || Server::builder().mqtt().in_cluster(&shared).start();
         let one = node().await;
         let two = node().await;
-        Cluster {
-            _postgres: postgres,
-            _redis: redis,
-            one,
-            two,
-        }
+        Cluster { shared, one, two }
     }
 }
 
@@ -225,7 +200,11 @@ async fn a_wildcard_subscriber_on_one_node_gets_every_nodes_messages_once() {
         let cluster = Cluster::start().await;
         let (one, two) = (&cluster.one, &cluster.two);
         let token = two.token(&["**"], &["**"]);
-        assert_eq!(feed_holders(&cluster._redis).trim(), "", "no feed yet");
+        assert_eq!(
+            feed_holders(&cluster.shared.redis).trim(),
+            "",
+            "no feed yet"
+        );
         // On node two, one Paho connection subscribed to a channel exactly and to `sensors/#`
         // (which matches it): nobody on node two follows any other channel.
         let mut run = PahoRun::start(
@@ -241,7 +220,7 @@ async fn a_wildcard_subscriber_on_one_node_gets_every_nodes_messages_once() {
         );
         run.until("subscribed").await;
         assert!(
-            feed_holders(&cluster._redis).contains(":default"),
+            feed_holders(&cluster.shared.redis).contains(":default"),
             "node two holds the default app's feed on"
         );
         // Published through node one, over HTTP and MQTT, at once.
@@ -299,12 +278,13 @@ async fn a_wildcard_subscriber_on_one_node_gets_every_nodes_messages_once() {
         );
         // The subscriber gone, node two's hold leaves the flag, and no node follows the feed.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-        while !feed_holders(&cluster._redis).trim().is_empty() {
+        while !feed_holders(&cluster.shared.redis).trim().is_empty() {
             assert!(tokio::time::Instant::now() < deadline, "the flag stays on");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let followers = cluster
-            ._redis
+            .shared
+            .redis
             .cli(&["PUBSUB", "SHARDNUMSUB", "herald:{feed:default}"])
             .expect("redis-cli answers");
         assert_eq!(

@@ -19,58 +19,34 @@
 use std::time::Duration;
 
 use herald_mqtt::packet::{ConnectProperties, Packet, ProtocolVersion, PubAck, QoS, ReasonCode};
-use herald_testkit::{Postgres, Redis};
 use serde_json::{json, Value};
 
 use crate::mqtt_persistence::{subscribe, Raw};
+use crate::support::cluster::StoreAndBus;
 use crate::support::mqtt::PahoRun;
 use crate::support::{Server, Ws};
 
-/// The credentials key every node is started with (64 hex digits).
-const CREDENTIALS_KEY: &str = "8899aabbccddeeff00112233445566778899aabbccddeeff0011223344556677";
-
-/// A PostgreSQL and a Redis for one test (dropped with it) and its nodes over them.
+/// A PostgreSQL and a Redis for one test (dropped with it, before the nodes) and its nodes
+/// over them.
 struct Cluster {
-    postgres: Postgres,
-    _redis: Redis,
+    shared: StoreAndBus,
     nodes: Vec<Server>,
 }
 
 impl Cluster {
     async fn start(n: usize) -> Cluster {
-        let (postgres, redis) = tokio::task::spawn_blocking(|| {
-            let postgres = Postgres::start().expect("PostgreSQL starts");
-            let redis = Redis::start().expect("Redis starts");
-            (postgres, redis)
-        })
-        .await
-        .unwrap();
-        let store = postgres.create_database("herald").expect("a database");
-        let bus = redis.url();
+        let shared = StoreAndBus::start().await;
         let mut nodes = Vec::new();
         for _ in 0..n {
-            let node = Server::builder()
-                .mqtt()
-                .arg("--store")
-                .arg(&store)
-                .arg("--bus")
-                .arg(&bus)
-                .arg("--credentials-key")
-                .arg(CREDENTIALS_KEY)
-                .start()
-                .await;
-            nodes.push(node);
+            nodes.push(Server::builder().mqtt().in_cluster(&shared).start().await);
         }
-        Cluster {
-            postgres,
-            _redis: redis,
-            nodes,
-        }
+        Cluster { shared, nodes }
     }
 
     /// `sql`'s output from the cluster's database (psql, unaligned, tuples only).
     fn query(&self, sql: &str) -> String {
-        self.postgres
+        self.shared
+            .postgres
             .psql("herald", sql)
             .expect("psql answers")
             .trim()

@@ -7,30 +7,22 @@
 
 use std::time::Duration;
 
-use herald_testkit::{Postgres, Redis};
 use serde_json::{json, Value};
 
 use super::{assert_stated_order, count, of, register, summary, token, Lang, Receiver, CONFIG};
+use crate::support::cluster::StoreAndBus;
 use crate::support::{Server, Ws};
-
-/// The credentials key every node is started with (64 hex digits).
-const CREDENTIALS_KEY: &str = "8899aabbccddeeff00112233445566778899aabbccddeeff0011223344556677";
 
 /// Long enough for any wait here (a lost node is noticed within 6 s, then the offline delay).
 const WAIT: Duration = Duration::from_secs(60);
 
 /// A node over the shared store and bus, reaching loopback receivers.
-async fn node(store: &str, bus: &str) -> Server {
+async fn node(shared: &StoreAndBus) -> Server {
     Server::builder()
         .config(CONFIG)
         .arg("--outbound-allow")
         .arg("127.0.0.0/8")
-        .arg("--store")
-        .arg(store)
-        .arg("--bus")
-        .arg(bus)
-        .arg("--credentials-key")
-        .arg(CREDENTIALS_KEY)
+        .in_cluster(shared)
         .start()
         .await
 }
@@ -96,18 +88,10 @@ fn last_position(events: &[Value], kind: &str, about: &str) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn users_and_channels_across_nodes_are_told_once_and_lost_nodes_by_survivors() {
     tokio::time::timeout(Duration::from_secs(300), async {
-        let (postgres, redis) = tokio::task::spawn_blocking(|| {
-            let postgres = Postgres::start().expect("PostgreSQL starts");
-            let redis = Redis::start().expect("Redis starts");
-            (postgres, redis)
-        })
-        .await
-        .unwrap();
-        let store = postgres.create_database("herald").expect("a database");
-        let bus = redis.url();
-        let one = node(&store, &bus).await;
-        let mut two = node(&store, &bus).await;
-        let mut three = node(&store, &bus).await;
+        let shared = StoreAndBus::start().await;
+        let one = node(&shared).await;
+        let mut two = node(&shared).await;
+        let mut three = node(&shared).await;
         let r = Receiver::start(Lang::Python);
         register(&one, &r, 1_000).await;
         for (i, s) in [&one, &two, &three].into_iter().enumerate() {
@@ -240,9 +224,7 @@ async fn users_and_channels_across_nodes_are_told_once_and_lost_nodes_by_survivo
         assert_stated_order(&settled);
         r.assert_every_request_verified();
         drop((one, two, three));
-        tokio::task::spawn_blocking(move || drop((postgres, redis)))
-            .await
-            .unwrap();
+        shared.stop().await;
     })
     .await
     .expect("the test finishes within five minutes");

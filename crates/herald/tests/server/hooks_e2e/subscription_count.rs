@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::{summary, token, Lang, Receiver, CONFIG};
+use crate::support::cluster::StoreAndBus;
 use crate::support::{Server, Ws};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -163,20 +164,15 @@ async fn subscribes_within_an_interval_are_one_event_with_the_final_count() {
     drop(late);
 }
 
-/// A node of a cluster over `store` and `bus` (as `super::cluster`'s), interval `INTERVAL`.
-async fn cluster_node(store: &str, bus: &str) -> Server {
+/// A node of a cluster over `shared` (as `super::cluster`'s), interval `INTERVAL`.
+async fn cluster_node(shared: &StoreAndBus) -> Server {
     Server::builder()
         .config(&format!(
             "{CONFIG}subscription_count_interval = \"{INTERVAL}\"\n"
         ))
         .arg("--outbound-allow")
         .arg("127.0.0.0/8")
-        .arg("--store")
-        .arg(store)
-        .arg("--bus")
-        .arg(bus)
-        .arg("--credentials-key")
-        .arg("8899aabbccddeeff00112233445566778899aabbccddeeff0011223344556677")
+        .in_cluster(shared)
         .start()
         .await
 }
@@ -204,20 +200,10 @@ fn of_channel(events: &[Value], channel: &str) -> Vec<(String, u64)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_a_cluster_one_node_tells_the_clusters_count_per_interval() {
-    use herald_testkit::{Postgres, Redis};
     tokio::time::timeout(Duration::from_secs(300), async {
-        let (postgres, redis) = tokio::task::spawn_blocking(|| {
-            (
-                Postgres::start().expect("PostgreSQL starts"),
-                Redis::start().expect("Redis starts"),
-            )
-        })
-        .await
-        .unwrap();
-        let store = postgres.create_database("herald").expect("a database");
-        let bus = redis.url();
-        let one = cluster_node(&store, &bus).await;
-        let two = cluster_node(&store, &bus).await;
+        let shared = StoreAndBus::start().await;
+        let one = cluster_node(&shared).await;
+        let two = cluster_node(&shared).await;
         let r = Receiver::start(Lang::Python);
         register(&one, &r, &["subscription_count"]).await;
         // Node two learns of the endpoint within its reload period: a probe channel of its own

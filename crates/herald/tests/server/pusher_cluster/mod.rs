@@ -18,14 +18,11 @@ mod webhooks;
 
 use std::time::Duration;
 
-use herald_testkit::{Postgres, Redis};
 use serde_json::Value;
 
 use crate::pusher_api::{create, run, trigger, Credentials, Sdk};
+use crate::support::cluster::StoreAndBus;
 use crate::support::{Server, API_KEY};
-
-/// The credentials key both nodes are started with (64 hex digits).
-const CREDENTIALS_KEY: &str = "2233445566778899aabbccddeeff00112233445566778899aabbccddeeff0011";
 
 /// How long a wait for something the other node does may take.
 const WAIT: Duration = Duration::from_secs(30);
@@ -37,33 +34,22 @@ pub(crate) struct Nodes {
     pub(crate) b: Server,
     pub(crate) creds: Credentials,
     // Dropped after the nodes (fields drop in order).
-    _postgres: Postgres,
-    _redis: Redis,
+    _shared: StoreAndBus,
 }
 
 impl Nodes {
     /// Starts PostgreSQL, Redis and the two nodes, which reach loopback webhook receivers with
     /// quick batches and `subscription_count` intervals.
     pub(crate) async fn start() -> Nodes {
-        let (postgres, redis) = tokio::task::spawn_blocking(|| {
-            (
-                Postgres::start().expect("PostgreSQL starts"),
-                Redis::start().expect("Redis starts"),
-            )
-        })
-        .await
-        .unwrap();
-        let store = postgres.create_database("herald").expect("a database");
-        let bus = redis.url();
-        let a = node(&store, &bus).await;
-        let b = node(&store, &bus).await;
+        let shared = StoreAndBus::start().await;
+        let a = node(&shared).await;
+        let b = node(&shared).await;
         let creds = create(&a, "default", API_KEY, None).await;
         Nodes {
             a,
             b,
             creds,
-            _postgres: postgres,
-            _redis: redis,
+            _shared: shared,
         }
     }
 
@@ -95,7 +81,7 @@ impl Nodes {
 }
 
 /// A node over the shared store and bus.
-async fn node(store: &str, bus: &str) -> Server {
+async fn node(shared: &StoreAndBus) -> Server {
     Server::builder()
         .config(
             "[hooks]\nbatch_delay = \"100ms\"\nrequest_timeout = \"5s\"\n\
@@ -103,12 +89,7 @@ async fn node(store: &str, bus: &str) -> Server {
         )
         .arg("--outbound-allow")
         .arg("127.0.0.0/8")
-        .arg("--store")
-        .arg(store)
-        .arg("--bus")
-        .arg(bus)
-        .arg("--credentials-key")
-        .arg(CREDENTIALS_KEY)
+        .in_cluster(shared)
         .start()
         .await
 }

@@ -5,6 +5,7 @@
 //! purpose, since many tests check the exact bytes the server sends.
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod meteor;
 pub mod mqtt;
 pub mod raw;
