@@ -31,20 +31,35 @@ pub(crate) async fn metric(s: &Server, name: &str) -> u64 {
         .map_or(0, |v| v.trim().parse::<f64>().unwrap_or(0.0) as u64)
 }
 
-/// Waits (at most 20 s) until exactly `n` connections are parked.
-pub(crate) async fn wait_parked(s: &Server, n: u64) {
+/// Waits (at most 20 s) until `series` reads `n`.
+pub(crate) async fn wait_for_metric(s: &Server, series: &str, n: u64) {
     let wait = async {
-        while metric(s, "herald_connections_parked").await != n {
+        while metric(s, series).await != n {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     };
-    tokio::time::timeout(Duration::from_secs(20), wait)
+    if tokio::time::timeout(Duration::from_secs(20), wait)
         .await
-        .unwrap_or_else(|_| panic!("never saw {n} parked connections"));
+        .is_err()
+    {
+        panic!("{series} never read {n}: {}", metric(s, series).await);
+    }
 }
 
-/// A v5 raw client `id` subscribed to `t/one` at QoS 1, with a keep-alive of `keep_alive` s.
-async fn subscribed(s: &Server, id: &str, keep_alive: u16) -> Raw {
+/// Waits (at most 20 s) until exactly `n` connections are parked.
+pub(crate) async fn wait_parked(s: &Server, n: u64) {
+    wait_for_metric(s, "herald_connections_parked", n).await;
+}
+
+/// A v5 raw client `id` with a clean start and a keep-alive of `keep_alive` s, subscribed to
+/// `topic` at `qos` (and granted it).
+pub(crate) async fn subscribed_to(
+    s: &Server,
+    id: &str,
+    keep_alive: u16,
+    topic: &str,
+    qos: QoS,
+) -> Raw {
     let token = s.token(&["**"], &[]);
     let (mut raw, _) = Raw::connect_keeping_alive(
         s.mqtt_addr(),
@@ -56,12 +71,22 @@ async fn subscribed(s: &Server, id: &str, keep_alive: u16) -> Raw {
         keep_alive,
     )
     .await;
-    raw.send(&subscribe(&[("t/one", QoS::AtLeastOnce)])).await;
+    raw.send(&subscribe(&[(topic, qos)])).await;
+    let granted = match qos {
+        QoS::AtMostOnce => ReasonCode::GrantedQoS0,
+        QoS::AtLeastOnce => ReasonCode::GrantedQoS1,
+        QoS::ExactlyOnce => ReasonCode::GrantedQoS2,
+    };
     match raw.next().await {
-        Some(Packet::SubAck(ack)) => assert_eq!(ack.reason_codes, [ReasonCode::GrantedQoS1]),
+        Some(Packet::SubAck(ack)) => assert_eq!(ack.reason_codes, [granted]),
         other => panic!("{other:?}"),
     }
     raw
+}
+
+/// A v5 raw client `id` subscribed to `t/one` at QoS 1, with a keep-alive of `keep_alive` s.
+async fn subscribed(s: &Server, id: &str, keep_alive: u16) -> Raw {
+    subscribed_to(s, id, keep_alive, "t/one", QoS::AtLeastOnce).await
 }
 
 #[tokio::test]

@@ -2,30 +2,13 @@
 //! Pusher and MQTT listeners, as for Herald's own transports: a connection counts from its
 //! handshake to its end, parked or not, and every message written to it counts once.
 
-use std::time::Duration;
-
-use herald_mqtt::packet::{ConnectProperties, Packet, ProtocolVersion, QoS, ReasonCode};
+use herald_mqtt::packet::QoS;
 use serde_json::json;
 
-use crate::mqtt_parking::metric;
-use crate::mqtt_persistence::{subscribe, Raw};
+use crate::mqtt_parking::{metric, subscribed_to, wait_for_metric};
+use crate::mqtt_persistence::Raw;
 use crate::pusher_client::{established, server_with_credentials};
 use crate::support::Server;
-
-/// Waits (at most 20 s) until `series` reads `n`.
-async fn wait_for(s: &Server, series: &str, n: u64) {
-    let wait = async {
-        while metric(s, series).await != n {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    };
-    if tokio::time::timeout(Duration::from_secs(20), wait)
-        .await
-        .is_err()
-    {
-        panic!("{series} never read {n}: {}", metric(s, series).await);
-    }
-}
 
 const PUSHER_CONNECTIONS: &str = "herald_connections{transport=\"pusher\"}";
 const PUSHER_WRITTEN: &str = "herald_messages_written_total{transport=\"pusher\"}";
@@ -51,7 +34,7 @@ async fn pusher_connections_and_messages_are_counted_parked_or_not() {
     }
     assert_eq!(metric(&s, PUSHER_CONNECTIONS).await, 2);
     // Parked, they still count as open.
-    wait_for(&s, PARKED, 2).await;
+    wait_for_metric(&s, PARKED, 2).await;
     assert_eq!(metric(&s, PUSHER_CONNECTIONS).await, 2);
     // A Herald publish reaches both: two messages written.
     s.publish("news", json!({ "n": 1 })).await;
@@ -59,13 +42,13 @@ async fn pusher_connections_and_messages_are_counted_parked_or_not() {
         let frame = ws.frame().await;
         assert_eq!(frame["channel"], "news", "{frame} {}", ws.why_closed());
     }
-    wait_for(&s, PUSHER_WRITTEN, 2).await;
+    wait_for_metric(&s, PUSHER_WRITTEN, 2).await;
     // Each end is counted once, whether it ends in its task or parked.
     drop(first);
-    wait_for(&s, PUSHER_CONNECTIONS, 1).await;
-    wait_for(&s, PARKED, 1).await;
+    wait_for_metric(&s, PUSHER_CONNECTIONS, 1).await;
+    wait_for_metric(&s, PARKED, 1).await;
     drop(second);
-    wait_for(&s, PUSHER_CONNECTIONS, 0).await;
+    wait_for_metric(&s, PUSHER_CONNECTIONS, 0).await;
     assert_eq!(metric(&s, PUSHER_WRITTEN).await, 2);
 }
 
@@ -74,24 +57,7 @@ const MQTT_WRITTEN: &str = "herald_messages_written_total{transport=\"mqtt\"}";
 
 /// A v5 raw MQTT client `id` subscribed to `t/metrics` at QoS 0.
 async fn mqtt_subscriber(s: &Server, id: &str) -> Raw {
-    let token = s.token(&["**"], &[]);
-    let (mut raw, _) = Raw::connect_keeping_alive(
-        s.mqtt_addr(),
-        ProtocolVersion::V5,
-        &token,
-        id,
-        true,
-        ConnectProperties::default(),
-        60,
-    )
-    .await;
-    raw.send(&subscribe(&[("t/metrics", QoS::AtMostOnce)]))
-        .await;
-    match raw.next().await {
-        Some(Packet::SubAck(ack)) => assert_eq!(ack.reason_codes, [ReasonCode::GrantedQoS0]),
-        other => panic!("{other:?}"),
-    }
-    raw
+    subscribed_to(s, id, 60, "t/metrics", QoS::AtMostOnce).await
 }
 
 #[tokio::test]
@@ -105,18 +71,18 @@ async fn mqtt_connections_and_messages_are_counted_parked_or_not() {
     let mut first = mqtt_subscriber(&s, "metrics-one").await;
     let mut second = mqtt_subscriber(&s, "metrics-two").await;
     assert_eq!(metric(&s, MQTT_CONNECTIONS).await, 2);
-    wait_for(&s, PARKED, 2).await;
+    wait_for_metric(&s, PARKED, 2).await;
     assert_eq!(metric(&s, MQTT_CONNECTIONS).await, 2);
     s.publish("t/metrics", json!(1)).await;
     for raw in [&mut first, &mut second] {
         let publish = raw.publish().await;
         assert_eq!(publish.topic.as_str(), "t/metrics");
     }
-    wait_for(&s, MQTT_WRITTEN, 2).await;
+    wait_for_metric(&s, MQTT_WRITTEN, 2).await;
     drop(first);
-    wait_for(&s, MQTT_CONNECTIONS, 1).await;
+    wait_for_metric(&s, MQTT_CONNECTIONS, 1).await;
     drop(second);
-    wait_for(&s, MQTT_CONNECTIONS, 0).await;
+    wait_for_metric(&s, MQTT_CONNECTIONS, 0).await;
     assert_eq!(metric(&s, MQTT_WRITTEN).await, 2);
     // Neither was counted as a WebSocket.
     assert_eq!(metric(&s, "herald_connections{transport=\"ws\"}").await, 0);
