@@ -25,6 +25,7 @@ use herald_core::revoked::TokenRevocation;
 use herald_core::tenancy::{App, AppLimits, KeyInfo, Tenancy, Usage};
 use herald_core::tenant::AppId;
 use herald_core::{ChannelName, Engine};
+use herald_testkit::Redis;
 use parking_lot::Mutex;
 
 /// The cluster's durable log, shared by every node. It reads the states of a batch of
@@ -71,6 +72,22 @@ impl SharedLog {
             tokio::time::sleep(round_trip).await;
         }
     }
+}
+
+/// Nodes A and B ([`Node::start`]) over `redis` and a log whose every read takes 2 ms, a
+/// round trip, and whose batched state reads are one ([`SharedLog::like_postgres`]: the engine
+/// asks the bus's head source for batches of subscribes), once Redis vouches for the heads
+/// each node is told; and that log.
+pub async fn vouched_pair(redis: &Redis) -> (Node, Node, Arc<SharedLog>) {
+    let log = Arc::new(SharedLog::like_postgres(Duration::from_millis(2)));
+    let tenancy = Arc::default();
+    let a = Node::start(&[redis.url()], &log, &tenancy).await;
+    let b = Node::start(&[redis.url()], &log, &tenancy).await;
+    eventually("Redis to vouch for the heads on both nodes", || {
+        a.bus.heads_vouched() && b.bus.heads_vouched()
+    })
+    .await;
+    (a, b, log)
 }
 
 /// One node's view of the shared log: its commits go to its own sink.
@@ -285,6 +302,37 @@ impl Node {
             caches,
             hub: hub.expect("the engine opened with the bus"),
         }
+    }
+
+    /// Publishes message 1 to every `every`th of the channels `{prefix}/0` to
+    /// `{prefix}/{channels - 1}`, then waits until its batches, and with them those channels'
+    /// heads, are in Redis.
+    pub async fn publish_to_every(&self, prefix: &str, channels: usize, every: usize) {
+        let mut published = 0u64;
+        for i in (0..channels).step_by(every) {
+            self.publish(&format!("{prefix}/{i}"), 1).await;
+            published += 1;
+        }
+        eventually("the publishing node's batches (and heads) in Redis", || {
+            self.bus.stats().published_batches >= published
+        })
+        .await;
+    }
+
+    /// A storm of subscribes to the channels `{prefix}/0` to `{prefix}/{channels - 1}`, new to
+    /// this node, all at once ([`Node::subscribe_at_head`]); answered once the node listens to
+    /// every channel and has started each (none left to repair). The outboxes and heads in
+    /// channel order.
+    pub async fn subscribe_storm(&self, prefix: &str, channels: usize) -> Vec<(Arc<Outbox>, u64)> {
+        let names: Vec<String> = (0..channels).map(|i| format!("{prefix}/{i}")).collect();
+        let subscribers =
+            futures_util::future::join_all(names.iter().map(|name| self.subscribe_at_head(name)))
+                .await;
+        eventually("the node to listen to every channel and start it", || {
+            self.bus.listening_channels() == channels && self.bus.unrepaired_channels() == 0
+        })
+        .await;
+        subscribers
     }
 
     /// A live subscriber to `channel` (no cursor).

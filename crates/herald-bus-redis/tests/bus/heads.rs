@@ -3,7 +3,6 @@
 //! the log (PostgreSQL in a cluster) for channels that had no message meanwhile.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use herald_bus_redis::BusOptions;
 use herald_core::head::{Head, HeadLookup};
@@ -12,7 +11,7 @@ use herald_core::outbox::Outbox;
 use herald_core::ChannelName;
 use herald_testkit::Redis;
 
-use crate::harness::{eventually, receive, Node, SharedLog};
+use crate::harness::{eventually, receive, vouched_pair, Node, SharedLog};
 
 /// The clients of a lost node reconnecting to another, each to channels of its own: most never
 /// had a message, a few have some. Every head comes from Redis (the engine's answers, read once
@@ -21,33 +20,14 @@ use crate::harness::{eventually, receive, Node, SharedLog};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_subscribe_storm_of_new_channels_reads_no_channel_from_the_log() {
     let redis = Redis::start().expect("redis");
-    let log = Arc::new(SharedLog::like_postgres(Duration::from_millis(2)));
-    let tenancy = Arc::default();
     crate::bounded(async {
-        let a = Node::start(&[redis.url()], &log, &tenancy).await;
-        let b = Node::start(&[redis.url()], &log, &tenancy).await;
-        eventually("Redis to vouch for the heads on both nodes", || {
-            a.bus.heads_vouched() && b.bus.heads_vouched()
-        })
-        .await;
+        let (a, b, log) = vouched_pair(&redis).await;
         const CHANNELS: usize = 2000;
         const PUBLISHED: usize = 4;
-        for i in (0..CHANNELS).step_by(CHANNELS / PUBLISHED) {
-            a.publish(&format!("storm/{i}"), 1).await;
-        }
-        eventually("A to publish its messages to Redis", || {
-            a.bus.stats().published_batches >= PUBLISHED as u64
-        })
-        .await;
+        a.publish_to_every("storm", CHANNELS, CHANNELS / PUBLISHED)
+            .await;
         let (reads, channels_read) = (log.reads(), log.channels_read());
-        let names: Vec<String> = (0..CHANNELS).map(|i| format!("storm/{i}")).collect();
-        let outboxes =
-            futures_util::future::join_all(names.iter().map(|name| b.subscribe_at_head(name)))
-                .await;
-        eventually("B to listen to every channel and check it", || {
-            b.bus.listening_channels() == CHANNELS && b.bus.unrepaired_channels() == 0
-        })
-        .await;
+        let outboxes = b.subscribe_storm("storm", CHANNELS).await;
         let stats = b.bus.stats();
         println!(
             "{CHANNELS} new channels subscribed: {} log reads of {} channels, {} batches of \
@@ -165,15 +145,8 @@ async fn a_channel_waiting_for_its_head_starts_when_the_hub_learns_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_committed_while_a_node_subscribes_reaches_the_new_subscriber_once() {
     let redis = Redis::start().expect("redis");
-    let log = Arc::new(SharedLog::like_postgres(Duration::from_millis(2)));
-    let tenancy = Arc::default();
     crate::bounded(async {
-        let a = Node::start(&[redis.url()], &log, &tenancy).await;
-        let b = Node::start(&[redis.url()], &log, &tenancy).await;
-        eventually("Redis to vouch for the heads on both nodes", || {
-            a.bus.heads_vouched() && b.bus.heads_vouched()
-        })
-        .await;
+        let (a, b, _) = vouched_pair(&redis).await;
         for round in 0..20 {
             let channel = format!("racing/{round}");
             let publisher = if round % 2 == 0 { &a } else { &b };

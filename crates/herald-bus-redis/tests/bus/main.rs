@@ -438,26 +438,13 @@ async fn a_subscribe_storm_of_new_channels_reads_the_log_in_a_few_batches() {
         let a = Node::start(&[redis.url()], &log, &tenancy).await;
         let b = Node::start(&[redis.url()], &log, &tenancy).await;
         const CHANNELS: usize = 2000;
-        // A few of the channels have messages already.
-        for i in (0..CHANNELS).step_by(500) {
-            a.publish(&format!("new/{i}"), 1).await;
-        }
-        // A head reaches Redis with its batch, after the publisher was answered; a head read
-        // before that may be older by the transit (`crate::heads`). Wait for them, so the
-        // heads B's subscribers are told below are these.
-        eventually("A's batches (and heads) in Redis", || {
-            a.bus.stats().published_batches >= (CHANNELS / 500) as u64
-        })
-        .await;
+        // A few of the channels have messages already. A head reaches Redis with its batch,
+        // after the publisher was answered; a head read before that may be older by the
+        // transit (`crate::heads`): the publishes wait for them, so the heads B's subscribers
+        // are told below are these.
+        a.publish_to_every("new", CHANNELS, 500).await;
         let before = log.reads();
-        let names: Vec<String> = (0..CHANNELS).map(|i| format!("new/{i}")).collect();
-        let outboxes =
-            futures_util::future::join_all(names.iter().map(|name| b.subscribe_at_head(name)))
-                .await;
-        eventually("B to listen to every channel and repair it", || {
-            b.bus.listening_channels() == CHANNELS && b.bus.unrepaired_channels() == 0
-        })
-        .await;
+        let outboxes = b.subscribe_storm("new", CHANNELS).await;
         let reads = log.reads() - before;
         let stats = b.bus.stats();
         println!(

@@ -1,13 +1,12 @@
 //! The subscription task's commands to Redis: what a round of channels newly followed costs.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use herald_core::outbox::Outbox;
 use herald_core::ChannelName;
 use herald_testkit::Redis;
 
-use crate::harness::{eventually, receive, Node, SharedLog};
+use crate::harness::{eventually, receive, vouched_pair, Node, SharedLog};
 
 /// `SSUBSCRIBE` commands `redis` has run since it started.
 fn ssubscribe_calls(redis: &Redis) -> usize {
@@ -65,34 +64,12 @@ async fn a_round_of_new_channels_is_one_ssubscribe_on_a_single_server() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_channel_new_to_a_node_has_its_head_read_once() {
     let redis = Redis::start().expect("redis");
-    // A store whose batched state read is one round trip (as PostgreSQL's): the engine asks
-    // the bus's head source for batches of subscribes.
-    let log = Arc::new(SharedLog::like_postgres(Duration::from_millis(2)));
-    let tenancy = Arc::default();
     crate::bounded(async {
-        let a = Node::start(&[redis.url()], &log, &tenancy).await;
-        let b = Node::start(&[redis.url()], &log, &tenancy).await;
-        eventually("Redis to vouch for the heads", || {
-            a.bus.heads_vouched() && b.bus.heads_vouched()
-        })
-        .await;
+        let (a, b, _) = vouched_pair(&redis).await;
         const CHANNELS: usize = 2000;
         // A few channels have a message already, its head in Redis.
-        for i in (0..CHANNELS).step_by(400) {
-            a.publish(&format!("once/{i}"), 1).await;
-        }
-        eventually("A's batches (and heads) in Redis", || {
-            a.bus.stats().published_batches >= (CHANNELS / 400) as u64
-        })
-        .await;
-        let names: Vec<String> = (0..CHANNELS).map(|i| format!("once/{i}")).collect();
-        let subscribers =
-            futures_util::future::join_all(names.iter().map(|name| b.subscribe_at_head(name)))
-                .await;
-        eventually("B to listen to every channel and start it", || {
-            b.bus.listening_channels() == CHANNELS && b.bus.unrepaired_channels() == 0
-        })
-        .await;
+        a.publish_to_every("once", CHANNELS, 400).await;
+        let subscribers = b.subscribe_storm("once", CHANNELS).await;
         let stats = b.bus.stats();
         println!(
             "{CHANNELS} new channels: {} head reads from Redis, {} channels checked again",
