@@ -9,9 +9,11 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::{assert_stated_order, count, of, register, summary, token, Lang, Receiver, CONFIG};
+use super::{
+    assert_stated_order, close, connect, count, of, register, summary, Lang, Receiver, CONFIG,
+};
 use crate::support::cluster::StoreAndBus;
-use crate::support::{Server, Ws};
+use crate::support::Server;
 
 /// Long enough for any wait here (a lost node is noticed within 6 s, then the offline delay).
 const WAIT: Duration = Duration::from_secs(60);
@@ -25,25 +27,6 @@ async fn node(shared: &StoreAndBus) -> Server {
         .in_cluster(shared)
         .start()
         .await
-}
-
-/// A WebSocket client of user `sub` on `s`, subscribed to `channels`.
-async fn connect(s: &Server, sub: &str, channels: &[&str]) -> Ws {
-    let mut ws = Ws::connect(&s.ws_url(&format!("?token={}", token(sub)))).await;
-    for channel in channels {
-        let reply = ws.request("subscribe", json!({ "channel": channel })).await;
-        assert!(
-            reply.get("subscribe").is_some(),
-            "{sub} subscribing to {channel}: {reply}; {}",
-            ws.why_closed()
-        );
-    }
-    ws
-}
-
-async fn close(mut ws: Ws) {
-    let _ = ws.stream.close(None).await;
-    while ws.recv().await.is_some() {}
 }
 
 /// Waits until node `s` tells of its connections (it learns of the endpoint within the

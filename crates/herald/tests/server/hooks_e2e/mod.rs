@@ -22,7 +22,7 @@ use std::time::Duration;
 use herald_proto::token::{mint, ClientClaims};
 use serde_json::{json, Value};
 
-use crate::support::{Server, SECRET};
+use crate::support::{Server, Ws, SECRET};
 
 /// Which library verifies a receiver's requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -269,6 +269,26 @@ pub fn token(sub: &str) -> String {
             ..Default::default()
         },
     )
+}
+
+/// A WebSocket client of user `sub` on `s` ([`token`]), subscribed to `channels`.
+pub async fn connect(s: &Server, sub: &str, channels: &[&str]) -> Ws {
+    let mut ws = Ws::connect(&s.ws_url(&format!("?token={}", token(sub)))).await;
+    for channel in channels {
+        let reply = ws.request("subscribe", json!({ "channel": channel })).await;
+        assert!(
+            reply.get("subscribe").is_some(),
+            "{sub} subscribing to {channel}: {reply}; {}",
+            ws.why_closed()
+        );
+    }
+    ws
+}
+
+/// Closes `ws` as a client does and reads until the server's close.
+pub async fn close(mut ws: Ws) {
+    let _ = ws.stream.close(None).await;
+    while ws.recv().await.is_some() {}
 }
 
 /// The config of a node for these tests: small batch delay, quick retries.

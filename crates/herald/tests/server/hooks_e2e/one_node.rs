@@ -10,9 +10,10 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::{
-    assert_stated_order, count, endpoint, of, register, summary, token, Lang, Receiver, CONFIG,
+    assert_stated_order, close, connect, count, endpoint, of, register, summary, token, Lang,
+    Receiver, CONFIG,
 };
-use crate::support::{Server, Sse, Ws};
+use crate::support::{Server, Sse};
 
 /// Long enough for any wait here on a loaded machine (each wait polls and stops as soon as
 /// what it waits for arrived).
@@ -26,26 +27,6 @@ async fn node() -> Server {
         .arg("127.0.0.0/8")
         .start()
         .await
-}
-
-/// A WebSocket client of user `sub`, subscribed to `channels`.
-async fn connect(s: &Server, sub: &str, channels: &[&str]) -> Ws {
-    let mut ws = Ws::connect(&s.ws_url(&format!("?token={}", token(sub)))).await;
-    for channel in channels {
-        let reply = ws.request("subscribe", json!({ "channel": channel })).await;
-        assert!(
-            reply.get("subscribe").is_some(),
-            "{sub} subscribing to {channel}: {reply}; {}",
-            ws.why_closed()
-        );
-    }
-    ws
-}
-
-/// Closes `ws` as a client does and reads until the server's close.
-async fn close(mut ws: Ws) {
-    let _ = ws.stream.close(None).await;
-    while ws.recv().await.is_some() {}
 }
 
 /// Whether `events` hold one `kind` about `about`.
