@@ -19,6 +19,7 @@ use herald_testkit::Redis;
 use serde_json::{json, Value};
 
 use crate::mqtt_persistence::{subscribe, Raw};
+use crate::mqtt_will::client;
 use crate::support::cluster::StoreAndBus;
 use crate::support::mqtt::{mosquitto_pub, paho, PahoRun};
 use crate::support::{Server, Ws, API_KEY};
@@ -116,18 +117,6 @@ async fn a_persistent_session_is_taken_over_on_another_node_with_its_unacknowled
     })
     .await
     .expect("the test finishes within two minutes");
-}
-
-/// A Paho v5 client's instructions: `client_id`, with `extra` fields merged in.
-fn client(token: &str, client_id: &str, extra: Value) -> Value {
-    let mut spec = json!({
-        "version": "5", "username": "default", "password": token, "client_id": client_id,
-        "timeout": 15
-    });
-    for (k, v) in extra.as_object().expect("an object") {
-        spec[k] = v.clone();
-    }
-    spec
 }
 
 async fn run_ok(server: &Server, spec: Value) {

@@ -19,7 +19,7 @@ use crate::support::{Server, Ws};
 
 /// A Paho v5 client's instructions: `client_id`, with `extra` fields (a will, a session, an
 /// end) merged in.
-fn client(token: &str, client_id: &str, extra: Value) -> Value {
+pub(crate) fn client(token: &str, client_id: &str, extra: Value) -> Value {
     let mut spec = json!({
         "version": "5", "username": "default", "password": token, "client_id": client_id,
         "timeout": 15
