@@ -14,7 +14,7 @@
 
 use std::time::Duration;
 
-use herald_mqtt::packet::{ConnectProperties, Packet, ProtocolVersion, PubAck, QoS, ReasonCode};
+use herald_mqtt::packet::{Packet, PubAck, QoS, ReasonCode};
 use herald_testkit::Redis;
 use serde_json::{json, Value};
 
@@ -48,20 +48,8 @@ async fn a_persistent_session_is_taken_over_on_another_node_with_its_unacknowled
         let cluster = Cluster::start().await;
         let (one, two) = (&cluster.one, &cluster.two);
         let token = one.token(&["**"], &[]);
-        let expiry = ConnectProperties {
-            session_expiry_interval: 3600,
-            ..ConnectProperties::default()
-        };
-        let connect = |server: &Server| {
-            Raw::connect(
-                server.mqtt_addr(),
-                ProtocolVersion::V5,
-                &token,
-                "moving",
-                false,
-                expiry.clone(),
-            )
-        };
+        let connect =
+            |server: &Server| Raw::persistent_v5(server.mqtt_addr(), &token, "moving", 3600);
         let (mut first, connack) = connect(one).await;
         assert!(!connack.session_present);
         first

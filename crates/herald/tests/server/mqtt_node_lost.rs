@@ -125,19 +125,8 @@ async fn a_crashed_nodes_wills_are_published_once_by_a_survivor_after_their_dela
             "the will was published once; the hour-long one still waits"
         );
         // The sessions were ended at the crash: "quick" expired 2 s after it.
-        let expiry = ConnectProperties {
-            session_expiry_interval: 60,
-            ..ConnectProperties::default()
-        };
-        let (_back, connack) = Raw::connect(
-            cluster.nodes[1].mqtt_addr(),
-            ProtocolVersion::V5,
-            &token,
-            "quick",
-            false,
-            expiry,
-        )
-        .await;
+        let (_back, connack) =
+            Raw::persistent_v5(cluster.nodes[1].mqtt_addr(), &token, "quick", 60).await;
         assert!(
             !connack.session_present,
             "the session expired from the crash"
@@ -164,20 +153,8 @@ async fn an_unacknowledged_qos1_message_keeps_its_packet_id_on_another_node_afte
     tokio::time::timeout(Duration::from_secs(120), async {
         let mut cluster = Cluster::start(2).await;
         let token = cluster.nodes[0].token(&["**"], &[]);
-        let expiry = ConnectProperties {
-            session_expiry_interval: 3600,
-            ..ConnectProperties::default()
-        };
-        let connect = |server: &Server| {
-            Raw::connect(
-                server.mqtt_addr(),
-                ProtocolVersion::V5,
-                &token,
-                "crashing",
-                false,
-                expiry.clone(),
-            )
-        };
+        let connect =
+            |server: &Server| Raw::persistent_v5(server.mqtt_addr(), &token, "crashing", 3600);
         let (mut first, _) = connect(&cluster.nodes[0]).await;
         first
             .send(&subscribe(&[("moves/b", QoS::AtLeastOnce)]))

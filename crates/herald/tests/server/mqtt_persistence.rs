@@ -193,21 +193,8 @@ async fn paho_v5_sessions_are_present_discarded_by_clean_start_and_expire() {
 async fn unacknowledged_messages_go_again_with_dup_and_their_ids_and_qos2_ids_survive_kill_9() {
     let mut server = Server::builder().mqtt().start().await;
     let token = server.token(&["**"], &[]);
-    let v5 = ProtocolVersion::V5;
-    let expiry = ConnectProperties {
-        session_expiry_interval: 3600,
-        ..ConnectProperties::default()
-    };
-    let connect = |server: &Server| {
-        Raw::connect(
-            server.mqtt_addr(),
-            v5,
-            &token,
-            "raw-session",
-            false,
-            expiry.clone(),
-        )
-    };
+    let connect =
+        |server: &Server| Raw::persistent_v5(server.mqtt_addr(), &token, "raw-session", 3600);
     let (mut first, connack) = connect(&server).await;
     assert!(!connack.session_present);
     first
@@ -343,6 +330,29 @@ impl Raw {
     ) -> (Raw, ConnAck) {
         Raw::connect_keeping_alive(addr, version, token, client_id, clean_start, properties, 60)
             .await
+    }
+
+    /// A v5 client `client_id` with a persistent session (Clean Start 0) that outlives its
+    /// connection by `expiry` seconds (Session Expiry Interval); the client and CONNACK.
+    pub(crate) async fn persistent_v5(
+        addr: SocketAddr,
+        token: &str,
+        client_id: &str,
+        expiry: u32,
+    ) -> (Raw, ConnAck) {
+        let properties = ConnectProperties {
+            session_expiry_interval: expiry,
+            ..ConnectProperties::default()
+        };
+        Raw::connect(
+            addr,
+            ProtocolVersion::V5,
+            token,
+            client_id,
+            false,
+            properties,
+        )
+        .await
     }
 
     /// As [`Raw::connect`], with a keep-alive of `keep_alive` seconds.
