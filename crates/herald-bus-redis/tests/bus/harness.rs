@@ -337,20 +337,18 @@ impl Node {
 
     /// A live subscriber to `channel` (no cursor).
     pub async fn subscribe(&self, channel: &str) -> Arc<Outbox> {
-        let outbox = Outbox::new(1 << 26);
-        let channel = ChannelName::parse(channel).unwrap();
-        let catchup = self
-            .engine
-            .subscribe(&channel, &outbox, &SubscribeRequest::default())
-            .await
-            .expect("subscribed");
-        catchup.go_live(None);
-        outbox
+        self.subscribe_with(channel, 1 << 26).await.0
     }
 
     /// [`Node::subscribe`], and the channel's head the subscriber was given.
     pub async fn subscribe_at_head(&self, channel: &str) -> (Arc<Outbox>, u64) {
-        let outbox = Outbox::new(1 << 20);
+        self.subscribe_with(channel, 1 << 20).await
+    }
+
+    /// A live subscriber to `channel` (no cursor) with an outbox of `capacity` bytes, and the
+    /// channel's head it was given.
+    async fn subscribe_with(&self, channel: &str, capacity: usize) -> (Arc<Outbox>, u64) {
+        let outbox = Outbox::new(capacity);
         let channel = ChannelName::parse(channel).unwrap();
         let catchup = self
             .engine
