@@ -21,6 +21,15 @@ use crate::packet::{self, Packet, ProtocolVersion, QoS, TopicName};
 use crate::topic_aliases::Alias;
 use crate::wire::{now_ms, MqttWire};
 
+/// Whether `message`, a channel's last one, is sent as its retained message on subscribe:
+/// one published over MQTT (a PUBLISH or a will) only if it had RETAIN set; a message of any
+/// other transport, which has no RETAIN flag, always (a channel's last message is sent on
+/// subscribe, docs/mqtt.md "Retained messages"). A retained clear is one too, and is then not
+/// sent (`write_message`).
+fn is_retained_message(message: &SharedMessage) -> bool {
+    origin::of(message).client_id.is_none() || outbound::outgoing(message).retain
+}
+
 /// How a message is to go out at QoS 1 or 2: its QoS, its packet id if it has one already,
 /// DUP.
 type Send = (QoS, Option<NonZeroU16>, bool);
@@ -47,6 +56,13 @@ impl MqttWire {
         let retained = replayed
             && !self.catching_up(&message.channel)
             && !crate::inbox::is_inbox_log(&message.channel);
+        if retained && !is_retained_message(message) {
+            // A channel's last message published over MQTT with RETAIN 0 is no retained message
+            // [MQTT-3.3.1-12] (MQTT 5.0 3.3.1.3); nor is a will with Will Retain 0
+            // [MQTT-3.1.2-16] (v5: [MQTT-3.1.2-14]).
+            self.position_handled(message, false);
+            return 0;
+        }
         let outgoing = outbound::outgoing(message);
         let origin = origin::of(message);
         // What a resumed wildcard filter missed is replayed at QoS 1 and 2 only (QoS 0 is not

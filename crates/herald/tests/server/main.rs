@@ -30,6 +30,7 @@ mod metrics;
 mod mqtt;
 mod mqtt_cluster;
 mod mqtt_cluster_shared;
+mod mqtt_conformance;
 mod mqtt_connect;
 mod mqtt_delivery;
 mod mqtt_inbox;

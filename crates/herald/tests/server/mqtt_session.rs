@@ -69,13 +69,6 @@ impl Raw {
         client_id: &str,
         properties: ConnectProperties,
     ) -> (Raw, ConnAck) {
-        let stream = TcpStream::connect(addr).await.expect("connect");
-        let mut raw = Raw {
-            stream,
-            buf: BytesMut::new(),
-            version,
-            last: None,
-        };
         let connect = Connect {
             protocol_version: version,
             clean_start: true,
@@ -85,6 +78,19 @@ impl Raw {
             username: password.map(|_| "default".to_owned()),
             password: password.map(|p| packet::Bytes::copy_from_slice(p.as_bytes())),
             properties,
+        };
+        Raw::connect_packet(addr, connect).await
+    }
+
+    /// Connects and sends `connect` as it is (a will, say); returns the client and the
+    /// server's CONNACK.
+    pub(crate) async fn connect_packet(addr: SocketAddr, connect: Connect) -> (Raw, ConnAck) {
+        let stream = TcpStream::connect(addr).await.expect("connect");
+        let mut raw = Raw {
+            stream,
+            buf: BytesMut::new(),
+            version: connect.protocol_version,
+            last: None,
         };
         raw.send(&Packet::Connect(Box::new(connect))).await;
         match raw.next().await {
