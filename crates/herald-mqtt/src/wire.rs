@@ -506,6 +506,8 @@ async fn handle_incoming(wire: &mut MqttWire) -> Option<Ended<End>> {
             return Some(Ended::Wire(end));
         }
     }
+    // Once per read, not per SUBSCRIBE (`session/connection.rs`).
+    wire.store_changed_subscriptions();
     if wire.outbound.has_waiting() {
         // Freed ids: the next batch sends what waited (see `encode`).
         wire.session.outbox().request_ping();

@@ -36,6 +36,10 @@ pub(crate) struct PersistentSession {
     expiry_ms: i64,
     /// Its subscriptions, as stored.
     pub(super) subscriptions: Vec<StoredSubscription>,
+    /// Whether `subscriptions` changed since they were last handed to the flusher: the list is
+    /// written once the packets of a read are handled ([`MqttWire::store_changed_subscriptions`]),
+    /// so a thousand SUBSCRIBEs in one read copy it once, not once each.
+    subscriptions_changed: bool,
     pub(super) positions: Positions,
     /// Channels resumed from a stored position: what their subscription replays is what the
     /// client missed, not a retained message.
@@ -63,6 +67,7 @@ impl PersistentSession {
             key,
             expiry_ms,
             subscriptions: Vec::new(),
+            subscriptions_changed: false,
             positions: Positions::default(),
             catching_up: Vec::new(),
             offline_since_ms: None,
@@ -158,11 +163,17 @@ impl PersistentSession {
         });
     }
 
-    fn write_subscriptions(&self) {
-        self.push(SessionWrite::Subscriptions {
+    /// Notes that the subscriptions changed: written by [`Self::changed_subscriptions`].
+    fn write_subscriptions(&mut self) {
+        self.subscriptions_changed = true;
+    }
+
+    /// The write of the subscriptions, if they changed since the last one.
+    fn changed_subscriptions(&mut self) -> Option<SessionWrite> {
+        std::mem::take(&mut self.subscriptions_changed).then(|| SessionWrite::Subscriptions {
             key: self.key(),
             subscriptions: self.subscriptions.clone(),
-        });
+        })
     }
 }
 
@@ -277,6 +288,7 @@ impl MqttWire {
                 persist.write_subscriptions();
             }
         }
+        self.store_changed_subscriptions();
         self.replay_missed(&stored).await;
         if let Some(persist) = self.persist.as_mut() {
             // Open now; the filters' admission keeps its own reference.
@@ -373,6 +385,17 @@ impl MqttWire {
     pub(crate) fn replay_taken_over(&mut self, channel: &ChannelName) {
         if let Some(persist) = self.persist.as_mut() {
             persist.filter_catchups.retain(|c| c != channel);
+        }
+    }
+
+    /// Hands the session's subscriptions to the flusher if they changed (SUBSCRIBE,
+    /// UNSUBSCRIBE, a resume that dropped some): called once the packets of a read are handled,
+    /// after a resume and at the session's end.
+    pub(crate) fn store_changed_subscriptions(&mut self) {
+        if let Some(persist) = self.persist.as_mut() {
+            if let Some(write) = persist.changed_subscriptions() {
+                persist.push(write);
+            }
         }
     }
 
@@ -569,9 +592,10 @@ impl MqttWire {
             }
             (None, _) => {}
         }
-        let Some(persist) = self.persist.take() else {
+        let Some(mut persist) = self.persist.take() else {
             return;
         };
+        let subscriptions = persist.changed_subscriptions();
         let unacked = self
             .outbound
             .unacknowledged()
@@ -589,7 +613,11 @@ impl MqttWire {
                 expiry_ms: persist.expiry_ms,
             }
         };
-        let writes = discarded.into_iter().chain([write]).collect();
+        let writes = subscriptions
+            .into_iter()
+            .chain(discarded)
+            .chain([write])
+            .collect();
         if let Err(e) = persist.sessions.flusher.write(writes).await {
             tracing::warn!(
                 client_id = &*self.client_id,

@@ -12,8 +12,14 @@
 //! row for its packet ids at all; only those still awaiting their PUBACK when a batch goes are
 //! written (and deleted by a later one).
 //!
+//! A session's subscription list is written whole, so of the lists a session hands in between
+//! two commits only the newest is written (a storm of a thousand SUBSCRIBEs to a persistent
+//! session costs one row update per batch, not one per SUBSCRIBE, each a list longer than the
+//! one before).
+//!
 //! Writes are applied in the order they were handed in, except that a position takes the
-//! place of the one it replaces and a cancelled QoS 1 id is left out; any other write but a
+//! place of the one it replaces, a subscription list replaced by a newer one and a cancelled
+//! QoS 1 id are left out; any other write but a
 //! packet id's (`Inflight`, `Completed`: rows no position touches) ends the coalescing (a
 //! position after a session's `Start` or `Delete` is never moved before it).
 
@@ -37,6 +43,8 @@ struct Pending {
     positions: HashMap<(SessionKey, String), usize>,
     /// Where each session's QoS 1 packet id stored since the last batch is in `writes`.
     qos1: HashMap<(SessionKey, u16), usize>,
+    /// Where each session's subscription list is in `writes`: a newer list replaces it.
+    subscriptions: HashMap<SessionKey, usize>,
     done: Vec<Done>,
 }
 
@@ -69,6 +77,14 @@ impl Pending {
                     self.writes[at] = None;
                     return;
                 }
+            }
+            SessionWrite::Subscriptions { key, .. } => {
+                // The list is stored whole: only the newest of a batch is written, in its
+                // own place (after whatever came between, so never before a `Start`).
+                if let Some(at) = self.subscriptions.insert(key.clone(), self.writes.len()) {
+                    self.writes[at] = None;
+                }
+                self.positions.clear();
             }
             _ => self.positions.clear(),
         }
@@ -160,7 +176,7 @@ mod tests {
     use herald_core::tenant::AppId;
 
     use super::super::store::{
-        StoredInflight, StoredPosition, StoredSession, StoredWill, WaitingWill,
+        StoredInflight, StoredPosition, StoredSession, StoredSubscription, StoredWill, WaitingWill,
     };
     use super::*;
 
@@ -249,6 +265,57 @@ mod tests {
             queued(&flusher),
             [position("a", "news", 5), start, position("a", "news", 6)]
         );
+    }
+
+    fn subscriptions(id: &str, filters: &[&str]) -> SessionWrite {
+        SessionWrite::Subscriptions {
+            key: key(id),
+            subscriptions: filters
+                .iter()
+                .map(|f| StoredSubscription {
+                    filter: (*f).into(),
+                    qos: 1,
+                    no_local: false,
+                    retain_as_published: false,
+                    retain_handling: 0,
+                    subscription_identifier: None,
+                    since_ms: None,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn only_the_newest_subscription_list_of_a_session_is_written() {
+        let flusher = idle();
+        let start = SessionWrite::Start {
+            key: key("a"),
+            expiry_ms: 1000,
+            node: None,
+        };
+        flusher.push(subscriptions("a", &["x"]));
+        flusher.push(position("a", "x", 0));
+        flusher.push(subscriptions("b", &["x"]));
+        flusher.push(subscriptions("a", &["x", "y"]));
+        flusher.push(position("a", "y", 0));
+        flusher.push(start.clone());
+        flusher.push(subscriptions("a", &["z"]));
+        assert_eq!(
+            queued(&flusher),
+            [
+                position("a", "x", 0),
+                subscriptions("b", &["x"]),
+                position("a", "y", 0),
+                start,
+                subscriptions("a", &["z"]),
+            ],
+            "each list in the newest one's place, never before the session's start"
+        );
+        // The next batch starts afresh.
+        let batch = std::mem::take(&mut *flusher.lock());
+        assert_eq!(batch.writes.len(), 7);
+        flusher.push(subscriptions("a", &["w"]));
+        assert_eq!(queued(&flusher), [subscriptions("a", &["w"])]);
     }
 
     fn queued(flusher: &Flusher) -> Vec<SessionWrite> {
