@@ -63,6 +63,11 @@ impl MqttWire {
             self.position_handled(message, false);
             return 0;
         }
+        // A wildcard SUBSCRIBE's retained message and a live copy of it go out once, in order
+        // (`retained_window.rs`).
+        if !self.subscriptions.window_passes(message, retained) {
+            return 0;
+        }
         let outgoing = outbound::outgoing(message);
         let origin = origin::of(message);
         // What a resumed wildcard filter missed is replayed at QoS 1 and 2 only (QoS 0 is not

@@ -41,6 +41,7 @@ mod outbound;
 pub mod packet;
 mod park;
 pub mod payload;
+mod retained_window;
 pub mod serve;
 pub mod session;
 pub mod settings;

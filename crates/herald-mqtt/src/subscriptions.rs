@@ -18,18 +18,24 @@
 //! identifier of the SUBSCRIBE that made (or last replaced) it, and the one copy of a message
 //! carries the identifiers of every matching subscription that has one
 //! ([`Subscriptions::identifiers`], [MQTT-3.3.4-3], [MQTT-3.3.4-5]).
+//!
+//! **Retained messages of a wildcard SUBSCRIBE** meet live ones in a window kept beside the
+//! filters' registration (`retained_window.rs`): each message goes out once, in order per
+//! topic ([`Subscriptions::window_passes`]).
 
 use std::num::NonZeroU32;
 use std::sync::Arc;
 
 use herald_core::hub::filters::{FilterRegistry, FilterSubscriber};
 use herald_core::hub::Admit;
+use herald_core::message::StoredMessage;
 use herald_core::name::topic::filter::TopicFilter;
 use herald_core::outbox::Outbox;
 use herald_core::tenant::AppId;
 use herald_core::ChannelName;
 
 use crate::packet::QoS;
+use crate::retained_window::RetainedWindow;
 use crate::shared::SharedGroups;
 
 /// The options of one subscription, as granted.
@@ -77,10 +83,19 @@ pub(crate) struct Subscriptions {
     exact: Vec<(ChannelName, Granted)>,
     /// Each wildcard subscription: its filter and options, in the order made.
     filters: Vec<(TopicFilter, Granted)>,
-    /// The filters' registration in the hub, made with the first one.
-    registered: Option<FilterSubscriber>,
+    /// The filters' registration in the hub, made with the first one, and their retained
+    /// messages' window (boxed: a connection without a filter pays one pointer).
+    registered: Option<Box<Registered>>,
     /// Its shared subscriptions (`crate::shared`).
     pub(crate) shared: SharedGroups,
+}
+
+/// What a connection with wildcard filters keeps for them beside their options.
+struct Registered {
+    /// The filters' registration in the hub.
+    hub: FilterSubscriber,
+    /// Where their SUBSCRIBEs' retained messages meet live ones (`retained_window.rs`).
+    retained: RetainedWindow,
 }
 
 impl Subscriptions {
@@ -89,6 +104,37 @@ impl Subscriptions {
     pub(crate) fn shrink_to_fit(&mut self) {
         self.exact.shrink_to_fit();
         self.filters.shrink_to_fit();
+        if let Some(registered) = &mut self.registered {
+            registered.retained.shrink_to_fit();
+        }
+    }
+
+    /// Records the retained messages a wildcard SUBSCRIBE just queued, so that none of them
+    /// goes out twice with a live copy ([`Subscriptions::window_passes`]).
+    pub(crate) fn retained_queued<'a>(
+        &mut self,
+        retained: impl IntoIterator<Item = &'a StoredMessage>,
+    ) {
+        if let Some(registered) = &mut self.registered {
+            registered.retained.queued(retained);
+        }
+    }
+
+    /// Whether `message`, about to go out (as a retained message if `retained`), does: not if
+    /// it is a copy of one a wildcard SUBSCRIBE's retained messages sent, or met, meanwhile
+    /// (`retained_window.rs`). One check while no window is open.
+    pub(crate) fn window_passes(&mut self, message: &StoredMessage, retained: bool) -> bool {
+        match &mut self.registered {
+            Some(registered) if registered.retained.is_open() => {
+                let window = &mut registered.retained;
+                if retained {
+                    window.pass_retained(message)
+                } else {
+                    window.pass_live(message)
+                }
+            }
+            _ => true,
+        }
     }
 
     /// The lone exact subscription (or none) of a connection that holds nothing else, which
@@ -226,10 +272,13 @@ impl Subscriptions {
             *g = granted;
             return false;
         }
-        let registered = self
-            .registered
-            .get_or_insert_with(|| registry.subscriber(app, outbox.clone(), admit));
-        registered.add(filter.clone());
+        let registered = self.registered.get_or_insert_with(|| {
+            Box::new(Registered {
+                hub: registry.subscriber(app, outbox.clone(), admit),
+                retained: RetainedWindow::default(),
+            })
+        });
+        registered.hub.add(filter.clone());
         self.filters.push((filter, granted));
         true
     }
@@ -241,7 +290,7 @@ impl Subscriptions {
         };
         self.filters.remove(at);
         if let Some(registered) = &mut self.registered {
-            registered.remove(filter);
+            registered.hub.remove(filter);
         }
         true
     }

@@ -30,6 +30,9 @@
 //! subscription) is sent the last message of each existing channel the filter matches, found
 //! by listing the app's channels by the filter's prefixes: at most `mqtt.max_retained_per_filter`
 //! messages (default 100), from at most ten times as many channels looked at per prefix.
+//! The filter is registered before they are read, so a message published meanwhile may reach
+//! the outbox live and be read as a retained message too: the connection's writer sends it
+//! once, and nothing older after it (`retained_window.rs`).
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -182,9 +185,10 @@ pub(crate) fn unsubscribe(wire: &mut MqttWire, filter: &str) -> bool {
 }
 
 /// Queues the last message of each existing channel of `app` that `filter` matches, as
-/// retained messages (see the module doc for the bounds). A channel whose read fails is
-/// skipped: retained messages are a courtesy of the subscribe, not a promise.
-async fn send_retained_messages(wire: &MqttWire, app: &AppId, filter: &TopicFilter) {
+/// retained messages (see the module doc for the bounds), marked in the connection's retained
+/// window so that a live copy of one goes out once. A channel whose read fails is skipped:
+/// retained messages are a courtesy of the subscribe, not a promise.
+async fn send_retained_messages(wire: &mut MqttWire, app: &AppId, filter: &TopicFilter) {
     let max_retained = usize::from(wire.settings.max_retained_per_filter);
     let max_listed = max_retained * LISTED_PER_RETAINED;
     if max_retained == 0 {
@@ -208,6 +212,9 @@ async fn send_retained_messages(wire: &MqttWire, app: &AppId, filter: &TopicFilt
         }
     }
     if !found.is_empty() {
+        // Marked before the writer can take them: it runs only once this SUBSCRIBE is handled.
+        wire.subscriptions
+            .retained_queued(found.iter().map(|m| &**m));
         wire.session
             .outbox()
             .push_all_unbounded(found.into_iter().map(OutFrame::Replayed));

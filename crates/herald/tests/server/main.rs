@@ -38,6 +38,7 @@ mod mqtt_node_lost;
 mod mqtt_parking;
 mod mqtt_persistence;
 mod mqtt_refusals;
+mod mqtt_retained_window;
 mod mqtt_session;
 mod mqtt_shared;
 mod mqtt_subscription_ids;
