@@ -188,7 +188,7 @@ pub(crate) struct Shared {
     pub(crate) interest_changed: Notify,
     /// Channels whose local subscriber count changed since the presence task last wrote
     /// (`crate::presence`).
-    pub(crate) counts_changed: Mutex<std::collections::HashSet<ChannelName>>,
+    pub(crate) counts_changed: Mutex<crate::followed::ChannelSet>,
     /// Tells the sender task to send what is queued, once more, and stop ([`RedisBus::shutdown`]).
     pub(crate) stopping: Notify,
     pub(crate) outgoing: mpsc::Sender<Vec<SharedMessage>>,

@@ -8,7 +8,7 @@
 //! hub while holding a shard.
 
 use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasher, RandomState};
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -20,6 +20,17 @@ use tokio::sync::Notify;
 use crate::sequencer::Sequencer;
 
 const SHARDS: usize = 32;
+
+/// The hasher of the bus's maps and sets of channel names: foldhash, seeded at random per
+/// process. A storm of subscribes to new channels hashes each name about ten times in the bus
+/// (followed, attended, subscribed, counted for presence), and with std's SipHash that was a
+/// tenth of a node's CPU (docs/benchmarks/history.md, session 31). A channel's name is chosen
+/// by clients, but the seed is not known to them.
+pub(crate) type ChannelHasher = foldhash::fast::RandomState;
+/// A map keyed by channel name, with [`ChannelHasher`].
+pub(crate) type ChannelMap<V> = HashMap<ChannelName, V, ChannelHasher>;
+/// A set of channel names, with [`ChannelHasher`].
+pub(crate) type ChannelSet = HashSet<ChannelName, ChannelHasher>;
 
 /// One followed channel.
 #[derive(Default)]
@@ -65,21 +76,21 @@ pub(crate) enum StartRead {
 
 /// The followed channels, and those needing a look from the maintenance task.
 pub(crate) struct Followed {
-    shards: Box<[Mutex<HashMap<ChannelName, Follow>>]>,
-    hasher: RandomState,
-    attention: Mutex<HashSet<ChannelName>>,
+    shards: Box<[Mutex<ChannelMap<Follow>>]>,
+    hasher: ChannelHasher,
+    attention: Mutex<ChannelSet>,
 }
 
 impl Followed {
     pub(crate) fn new() -> Followed {
         Followed {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
-            hasher: RandomState::new(),
+            hasher: ChannelHasher::default(),
             attention: Mutex::default(),
         }
     }
 
-    fn shard(&self, channel: &ChannelName) -> &Mutex<HashMap<ChannelName, Follow>> {
+    fn shard(&self, channel: &ChannelName) -> &Mutex<ChannelMap<Follow>> {
         &self.shards[self.hasher.hash_one(channel.as_str()) as usize % SHARDS]
     }
 
@@ -162,10 +173,11 @@ impl Followed {
     /// Runs `f` on `channel`'s follow (if followed) with its shard locked; `deliver` is to be
     /// called, under that lock, with what the sequencer released. Marks the channel for
     /// attention if `f` leaves a gap or a read owed while listening. A channel not started is
-    /// not marked: it waits for the hub's head floor, and is marked when it is followed and
-    /// when the hub learns its first head (the interest hook's `head_known`), not each time
-    /// it is touched (a subscribe storm's thousands of waiting channels were looked at every
-    /// round).
+    /// not marked, not even once Redis confirmed it: it waits for the hub's head floor, and is
+    /// marked when it is followed if the hub knows its head already, and when the hub learns
+    /// its first head (the interest hook's `head_known`), not each time it is touched (a
+    /// subscribe storm's thousands of waiting channels were looked at every round, and each
+    /// new channel two or three times before its head was known).
     pub(crate) fn with<R>(
         &self,
         channel: &ChannelName,
@@ -180,7 +192,10 @@ impl Followed {
         if !ready.is_empty() {
             deliver(&ready);
         }
-        let attend = follow.sequencer.has_gap() || (follow.needs_read && follow.listening);
+        // A channel not started owes no read yet: it is marked when the hub learns its head.
+        let started = follow.sequencer.next().is_some();
+        let attend =
+            follow.sequencer.has_gap() || (follow.needs_read && follow.listening && started);
         drop(shard);
         if attend {
             self.attention.lock().insert(channel.clone());
@@ -214,7 +229,7 @@ impl Followed {
     }
 
     /// Takes the channels marked for attention.
-    pub(crate) fn take_attention(&self) -> HashSet<ChannelName> {
+    pub(crate) fn take_attention(&self) -> ChannelSet {
         std::mem::take(&mut *self.attention.lock())
     }
 }
@@ -270,5 +285,46 @@ impl InterestQueue {
     /// Woken at the next settled take or round ended.
     pub(crate) fn progress(&self) -> &Notify {
         &self.progress
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn channel(name: &str) -> ChannelName {
+        ChannelName::parse(name).unwrap()
+    }
+
+    /// Redis confirming a channel new to the node (listening, a read owed) does not put it
+    /// before the repair task while the hub does not know its head: the task could not start
+    /// it, and the hub says when it can (`head_known`). A started channel is marked.
+    #[test]
+    fn a_channel_not_started_is_not_marked_when_redis_confirms_it() {
+        let followed = Followed::new();
+        let (new, started) = (channel("new"), channel("started"));
+        assert!(followed.follow(&new) && followed.follow(&started));
+        followed.with(
+            &started,
+            |follow, now, ready| follow.sequencer.start_after(0, now, ready),
+            |_| {},
+        );
+        assert!(followed.take_attention().is_empty(), "nothing owed yet");
+        for channel in [&new, &started] {
+            followed.with(
+                channel,
+                |follow, _, _| {
+                    follow.listening = true;
+                    follow.needs_read = true;
+                },
+                |_| {},
+            );
+        }
+        let marked: Vec<ChannelName> = followed.take_attention().into_iter().collect();
+        assert_eq!(
+            marked,
+            vec![started],
+            "channels for the repair task once Redis confirmed both"
+        );
     }
 }

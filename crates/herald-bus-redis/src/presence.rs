@@ -33,9 +33,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fred::prelude::{HashesInterface, KeysInterface};
+use fred::prelude::{ClientLike, HashesInterface, KeysInterface, Value};
 use fred::types::scan::Scanner;
-use fred::types::{Expiration, SetOptions};
+use fred::types::{ClusterHash, CustomCommand, Expiration, SetOptions};
 use futures_util::StreamExt;
 use herald_core::bus::{ChannelQuery, OccupiedChannels};
 use herald_core::message::now_millis;
@@ -44,6 +44,7 @@ use herald_core::ChannelName;
 
 use crate::bus::{RedisBus, Shared};
 use crate::error::BusError;
+use crate::followed::{ChannelHasher, ChannelMap};
 
 fn channel_field(channel: &ChannelName) -> String {
     format!("c:{}", channel.as_str())
@@ -57,14 +58,14 @@ fn app_field(app: &AppId) -> String {
 /// app's connection count (zeros are not written: their fields are deleted).
 #[derive(Default)]
 struct Written {
-    channels: HashMap<ChannelName, i64>,
+    channels: ChannelMap<i64>,
     apps: HashMap<AppId, i64>,
 }
 
 /// The hash fields to set and to delete for one write.
 #[derive(Default)]
 struct Changes {
-    set: HashMap<String, i64>,
+    set: HashMap<String, i64, ChannelHasher>,
     delete: Vec<String>,
 }
 
@@ -72,7 +73,7 @@ struct Changes {
 /// if the write succeeded.
 fn channel_changes(
     shared: &Shared,
-    written: &mut HashMap<ChannelName, i64>,
+    written: &mut ChannelMap<i64>,
     channels: impl IntoIterator<Item = (ChannelName, i64)>,
     changes: &mut Changes,
 ) {
@@ -176,7 +177,16 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 delete.extend(present.into_iter().filter(|f| !set.contains_key(f)));
             }
             if !set.is_empty() {
-                publisher.hset::<(), _, _>(&key, set).await?;
+                // `HSET` with its fields as arguments: no map of fred's (hashed again with
+                // SipHash) for a storm's tens of thousands of changed counts.
+                let mut args: Vec<Value> = Vec::with_capacity(1 + 2 * set.len());
+                args.push(Value::from(key.as_str()));
+                for (field, n) in set.iter() {
+                    args.push(Value::from(field.as_str()));
+                    args.push(Value::from(*n));
+                }
+                let hset = CustomCommand::new_static("HSET", ClusterHash::FirstKey, false);
+                publisher.custom::<Value, _>(hset, args).await?;
             }
             if !delete.is_empty() {
                 publisher.hdel::<(), _, _>(&key, delete).await?;

@@ -8,7 +8,7 @@
 //! read from the log, the cache events are subscribed again, and the caches are reloaded from
 //! the store (events may have been missed).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +20,7 @@ use tokio::task::JoinSet;
 
 use crate::bus::Shared;
 use crate::error::in_words;
-use crate::followed::StartRead;
+use crate::followed::{ChannelSet, StartRead};
 use crate::names::Names;
 
 /// Channels named in one `SSUBSCRIBE` at most on a Redis Cluster (those of one hash tag).
@@ -40,7 +40,7 @@ const MARKER_POLL_MAX: Duration = Duration::from_millis(50);
 pub(crate) async fn run(shared: Arc<Shared>, mut reconnects: broadcast::Receiver<Server>) {
     // `RedisBus::connect` subscribed them.
     let mut events_subscribed = true;
-    let mut retry: HashSet<ChannelName> = HashSet::new();
+    let mut retry = ChannelSet::default();
     let mut retry_after = RETRY_AFTER;
     // Numbers each command's marker channel ([`Names::round_marker`]).
     let mut markers_sent = 0;
@@ -79,14 +79,20 @@ pub(crate) async fn run(shared: Arc<Shared>, mut reconnects: broadcast::Receiver
             events_subscribed = subscribe_events(&shared).await;
         }
         let mut subscribe = std::mem::take(&mut retry);
-        let mut unsubscribe = HashSet::new();
+        let mut unsubscribe = ChannelSet::default();
         let (changes, taken) = shared.interest.take();
         for (channel, gained) in changes {
             if gained {
                 if shared.followed.follow(&channel) {
-                    // Started (and read from the log) by the repair task at once, whether or
-                    // not Redis answers: this node's own commits must reach its subscribers.
-                    shared.followed.attend(&channel);
+                    // Started (and read from the log) by the repair task as soon as the hub
+                    // knows where its subscribers stand, whether or not Redis answers: this
+                    // node's own commits must reach its subscribers. If the hub learns it
+                    // after this look, it says so (the interest hook's `head_known`), and the
+                    // channel is followed by then; a channel new to the node is usually still
+                    // waiting for its head here, and is looked at once, not twice.
+                    if shared.fan_out.hub().head_floor(&channel).is_some() {
+                        shared.followed.attend(&channel);
+                    }
                     unsubscribe.remove(&channel);
                     subscribe.insert(channel);
                 }
@@ -186,7 +192,7 @@ async fn send(
     channels: impl IntoIterator<Item = ChannelName>,
     subscribe: bool,
     markers_sent: &mut u64,
-) -> (HashSet<ChannelName>, bool) {
+) -> (ChannelSet, bool) {
     let chunks: Vec<Vec<ChannelName>> = if shared.subscriber.is_clustered() {
         // A Redis Cluster takes one slot's channels per command: one group per hash tag.
         let mut by_tag: HashMap<u32, Vec<ChannelName>> = HashMap::new();
@@ -239,7 +245,7 @@ async fn send(
         });
     }
     let mut answered = vec![false; chunks.len()];
-    let mut failed = HashSet::new();
+    let mut failed = ChannelSet::default();
     let in_time = tokio::time::timeout(COMMAND_WAIT, async {
         while let Some(done) = commands.join_next().await {
             let Ok((i, result)) = done else { continue };
