@@ -6,6 +6,7 @@
 //! subscriptions as they change, and the session's end when the connection ends
 //! ([`MqttWire::end_session`]).
 
+use std::collections::HashSet;
 use std::num::NonZeroU32;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use herald_core::outbox::CloseReason;
 use herald_core::{ChannelName, Epoch};
 
 use super::flusher::Done;
-use super::missed::ResumeGate;
+use super::missed::{ResumeGate, StoredPositions};
 use super::positions::Positions;
 use super::store::{
     SessionKey, SessionWrite, StoredInflight, StoredPosition, StoredSession, StoredSubscription,
@@ -42,13 +43,14 @@ pub(crate) struct PersistentSession {
     subscriptions_changed: bool,
     pub(super) positions: Positions,
     /// Channels resumed from a stored position: what their subscription replays is what the
-    /// client missed, not a retained message.
-    catching_up: Vec<ChannelName>,
+    /// client missed, not a retained message (a set: a replayed message asks, and a resume
+    /// adds up to a thousand channels per filter).
+    catching_up: HashSet<ChannelName>,
     /// When the connection before ended (Unix ms), for a resumed session.
     pub(super) offline_since_ms: Option<i64>,
     /// Channels subscribed to replay what a wildcard filter missed (`missed.rs`): not the
     /// client's subscriptions, let go once no filter matches them.
-    pub(super) filter_catchups: Vec<ChannelName>,
+    pub(super) filter_catchups: HashSet<ChannelName>,
     /// While the session resumes with wildcard filters: the gate their deliveries wait
     /// behind (`missed.rs`).
     pub(super) gate: Option<Arc<ResumeGate>>,
@@ -69,9 +71,9 @@ impl PersistentSession {
             subscriptions: Vec::new(),
             subscriptions_changed: false,
             positions: Positions::default(),
-            catching_up: Vec::new(),
+            catching_up: HashSet::new(),
             offline_since_ms: None,
-            filter_catchups: Vec::new(),
+            filter_catchups: HashSet::new(),
             gate: None,
             stored_positions: Vec::new(),
             resend: Vec::new(),
@@ -133,7 +135,7 @@ impl PersistentSession {
     /// Stops following `channel`: its position is forgotten, stored too.
     pub(super) fn unfollow(&mut self, channel: &ChannelName) {
         self.positions.unfollow(channel);
-        self.catching_up.retain(|c| c != channel);
+        self.catching_up.remove(channel);
         self.push(SessionWrite::Unfollowed {
             key: self.key(),
             channel: channel.public().to_owned(),
@@ -145,9 +147,10 @@ impl PersistentSession {
     pub(super) fn follow(&mut self, channel: &ChannelName, position: &Cursor, catching_up: bool) {
         self.positions
             .follow(channel, &position.epoch, position.seq);
-        self.catching_up.retain(|c| c != channel);
         if catching_up {
-            self.catching_up.push(channel.clone());
+            self.catching_up.insert(channel.clone());
+        } else {
+            self.catching_up.remove(channel);
         }
         self.write_position(channel, &position.epoch, position.seq);
     }
@@ -200,6 +203,7 @@ impl MqttWire {
         };
         let subscriptions = persist.subscriptions.clone();
         let stored = std::mem::take(&mut persist.stored_positions);
+        let stored = StoredPositions::index(&stored);
         let resend = std::mem::take(&mut persist.resend);
         let Ok(app) = self.session.client().map(|c| c.app.clone()) else {
             return;
@@ -245,13 +249,10 @@ impl MqttWire {
                 dropped.push(sub.filter.clone());
                 continue;
             }
-            let since = stored
-                .iter()
-                .find(|p| p.channel == channel.public())
-                .map(|p| Cursor {
-                    epoch: Epoch::new(&p.epoch),
-                    seq: p.seq,
-                });
+            let since = stored.get(&channel).map(|p| Cursor {
+                epoch: Epoch::new(&p.epoch),
+                seq: p.seq,
+            });
             let request = SubscribeRequest {
                 since,
                 last: Some(false),
@@ -384,7 +385,7 @@ impl MqttWire {
     /// An exact SUBSCRIBE took `channel`'s replay subscription over: it is the client's now.
     pub(crate) fn replay_taken_over(&mut self, channel: &ChannelName) {
         if let Some(persist) = self.persist.as_mut() {
-            persist.filter_catchups.retain(|c| c != channel);
+            persist.filter_catchups.remove(channel);
         }
     }
 

@@ -25,8 +25,13 @@
 //!
 //! The replay is as deep as each channel's history (`[history]`), as for exact subscriptions.
 //! QoS 0 messages replay too (the subscription's and the message's QoS decide, as live).
+//!
+//! **Cost.** Each listed channel's stored position is one lookup in a map of the positions
+//! made once per resume ([`StoredPositions`]), and whether it has a replay subscription
+//! already one lookup in a set: linear in the channels listed (up to
+//! `mqtt.max_offline_channels_per_filter` per filter), not quadratic.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -92,11 +97,27 @@ impl ResumeGate {
 /// A wildcard filter of the resumed session and when it was made (Unix ms), if known.
 type ResumedFilter = (TopicFilter, Option<i64>);
 
+/// A resumed session's stored positions by channel (its name in its app), made once per
+/// resume: each subscription and each listed channel finds its own with one lookup.
+pub(super) struct StoredPositions<'a>(HashMap<&'a str, &'a StoredPosition>);
+
+impl<'a> StoredPositions<'a> {
+    /// `stored` by channel (the store keeps one per channel).
+    pub(super) fn index(stored: &'a [StoredPosition]) -> Self {
+        StoredPositions(stored.iter().map(|p| (p.channel.as_str(), p)).collect())
+    }
+
+    /// The stored position in `channel`, if any.
+    pub(super) fn get(&self, channel: &ChannelName) -> Option<&'a StoredPosition> {
+        self.0.get(channel.public()).copied()
+    }
+}
+
 impl MqttWire {
     /// Replays what the resumed session's wildcard filters (registered again, behind their
     /// gate) missed, from `stored` (the positions read at CONNECT), then opens the gate (see
     /// the module doc).
-    pub(crate) async fn replay_missed(&mut self, stored: &[StoredPosition]) {
+    pub(super) async fn replay_missed(&mut self, stored: &StoredPositions<'_>) {
         let Some(persist) = self.persist.as_ref() else {
             return;
         };
@@ -131,7 +152,9 @@ impl MqttWire {
                         continue;
                     }
                     let since = since_ms.or(offline_since);
-                    let Some(from) = missed_from(&engine, &name, state, stored, since).await else {
+                    let position = stored.get(&name);
+                    let Some(from) = missed_from(&engine, &name, state, position, since).await
+                    else {
                         continue;
                     };
                     if replayed >= max {
@@ -164,7 +187,7 @@ impl MqttWire {
                 if !self.may_replay(&name) {
                     continue;
                 }
-                let from = match stored.iter().find(|p| p.channel == name.public()) {
+                let from = match stored.get(&name) {
                     Some(p) if p.epoch == epoch.as_str() && p.seq < seq => Cursor {
                         epoch: Epoch::new(&p.epoch),
                         seq: p.seq,
@@ -206,7 +229,7 @@ impl MqttWire {
         match subscribed {
             Ok(opened) => {
                 if let Some(persist) = self.persist.as_mut() {
-                    persist.filter_catchups.push(channel.clone());
+                    persist.filter_catchups.insert(channel.clone());
                     persist.follow(channel, &opened.position, true);
                 }
                 true
@@ -247,7 +270,9 @@ impl MqttWire {
             .cloned()
             .collect();
         if let Some(persist) = self.persist.as_mut() {
-            persist.filter_catchups.retain(|c| !gone.contains(c));
+            for channel in &gone {
+                persist.filter_catchups.remove(channel);
+            }
             for channel in unfollowed {
                 persist.unfollow(&channel);
             }
@@ -256,13 +281,13 @@ impl MqttWire {
 }
 
 /// Where `channel` (listed with `state`, or not read yet) replays from for a filter: the
-/// session's stored position in it if the channel moved past it, else, with no position, the
-/// first message stored at or after `since_ms`; `None` when nothing was missed.
+/// session's stored position in it (`stored`) if the channel moved past it, else, with no
+/// position, the first message stored at or after `since_ms`; `None` when nothing was missed.
 async fn missed_from(
     engine: &Engine,
     channel: &ChannelName,
     state: Option<ChannelState>,
-    stored: &[StoredPosition],
+    stored: Option<&StoredPosition>,
     since_ms: Option<i64>,
 ) -> Option<Cursor> {
     let state = match state {
@@ -272,7 +297,7 @@ async fn missed_from(
     if state.last_seq == 0 {
         return None;
     }
-    if let Some(p) = stored.iter().find(|p| p.channel == channel.public()) {
+    if let Some(p) = stored {
         let behind = p.epoch != state.epoch.as_str() || p.seq < state.last_seq;
         return behind.then(|| Cursor {
             epoch: Epoch::new(&p.epoch),
