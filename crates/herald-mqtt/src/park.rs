@@ -24,12 +24,13 @@
 
 use std::future::Future;
 use std::io::{ErrorKind, Read, Write};
+use std::num::NonZeroU32;
 use std::os::fd::RawFd;
 use std::pin::Pin;
 use std::sync::Arc;
 
 use herald_edge::conn::{Conn, WsStream};
-use herald_edge::driver::{Connection, Marks};
+use herald_edge::driver::Connection;
 use herald_edge::parking::{raw, Cause, Parked, Ticket};
 use herald_edge::roster::Place;
 
@@ -49,18 +50,21 @@ const PINGS_READ: usize = 64;
 pub(crate) enum Over {
     /// MQTT itself, on the MQTT listener.
     Tcp,
-    /// MQTT in WebSocket binary messages (`/mqtt`), with the stream's message bound.
+    /// MQTT in WebSocket binary messages (`/mqtt`), with the stream's message bound (never
+    /// 0: `/mqtt` streams are made with at least the edge's frame bound; four bytes with the
+    /// variant, so the record fits its size class).
     WebSocket {
         /// The largest frame or message the stream accepts.
-        max_message: u32,
+        max_message: NonZeroU32,
     },
 }
 
 impl Over {
     /// A WebSocket stream with message bound `max_message`.
     pub(crate) fn websocket(max_message: usize) -> Over {
+        let max_message = u32::try_from(max_message).unwrap_or(u32::MAX);
         Over::WebSocket {
-            max_message: u32::try_from(max_message).unwrap_or(u32::MAX),
+            max_message: NonZeroU32::new(max_message).unwrap_or(NonZeroU32::MIN),
         }
     }
 }
@@ -78,13 +82,12 @@ pub(crate) fn park(
 ) {
     let edge = connection.wire.session.edge().clone();
     let (wire, marks) = connection.into_parts();
-    let wire = wire.park();
+    let wire = wire.park(&sessions, marks);
     edge.parking.park(
         ticket,
         tcp,
         |socket| ParkedMqtt {
             wire,
-            marks,
             socket,
             over,
             place,
@@ -96,9 +99,8 @@ pub(crate) fn park(
 
 /// A parked MQTT connection: all it holds while it waits without a task.
 struct ParkedMqtt {
-    /// The connection's state in its parked form.
+    /// The connection's state in its parked form (with the driver's marks).
     wire: ParkedWire,
-    marks: Marks,
     socket: std::net::TcpStream,
     over: Over,
     place: Place,
@@ -131,13 +133,12 @@ impl Parked for ParkedMqtt {
         Box::pin(async move {
             let ParkedMqtt {
                 wire,
-                marks,
                 socket,
                 over,
                 place,
                 sessions,
             } = *self;
-            let wire = wire.revive(&sessions);
+            let (wire, marks) = wire.revive(&sessions);
             let Ok(tcp) = tokio::net::TcpStream::from_std(socket) else {
                 // Not reached in a runtime with I/O: the connection ends as gone.
                 wire.session.edge().keepalive.leave(place);
@@ -147,7 +148,7 @@ impl Parked for ParkedMqtt {
             let mut stream = match over {
                 Over::Tcp => Conn::Plain(tcp),
                 Over::WebSocket { max_message } => {
-                    let max_message = usize::try_from(max_message).unwrap_or(usize::MAX);
+                    let max_message = usize::try_from(max_message.get()).unwrap_or(usize::MAX);
                     let ws = WsStream::new(Conn::Plain(tcp), &[], max_message);
                     Conn::WebSocket(Box::new(ws))
                 }
@@ -312,14 +313,16 @@ mod tests {
     }
 
     #[test]
-    fn a_lean_parked_connection_fits_jemallocs_256_byte_class() {
+    fn a_lean_parked_connection_fits_jemallocs_224_byte_class() {
         eprintln!("ParkedMqtt (the record): {} B", size_of::<ParkedMqtt>());
         // The connection's state in its parked form (lean: one subscription and nothing
         // else inline, anything more boxed apart) with the socket and roster place: no task,
-        // timer or driver loop. 256 bytes is a jemalloc size class, the next one 320. It was
-        // 760 bytes (768 class) with every part kept as it is in a task.
+        // timer or driver loop. 224 bytes is a jemalloc size class, the next one 256. It was
+        // 760 bytes (768 class) with every part kept as it is in a task, then 256 while it
+        // kept its subscription's channel name (the client session's too) and the listener's
+        // settings (its sessions' too).
         assert!(
-            size_of::<ParkedMqtt>() <= 256,
+            size_of::<ParkedMqtt>() <= 224,
             "{} bytes",
             size_of::<ParkedMqtt>()
         );

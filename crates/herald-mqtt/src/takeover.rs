@@ -33,10 +33,13 @@ use tokio::sync::Notify;
 const SHARDS: usize = 16;
 
 /// One connected client identifier: the table's entry and its connection's [`Claim`] share
-/// it, one 64-byte allocation (and the identifier's) per connection.
+/// it, one 48-byte allocation (and its key's) per connection.
 struct Holder {
-    app: AppId,
-    client_id: Box<str>,
+    /// The app's id and then the client identifier, in one allocation (the app's id was an
+    /// `AppId` of its own: 16 bytes more, the 64-byte class).
+    key: Box<str>,
+    /// Where the client identifier starts in `key`.
+    app_len: u32,
     /// Another connection took the identifier over.
     taken: AtomicBool,
     /// The claim was dropped (its connection let the identifier go); its shard's `released`
@@ -46,12 +49,31 @@ struct Holder {
 }
 
 impl Holder {
+    fn new(app: &AppId, client_id: &str, outbox: &Arc<Outbox>) -> Holder {
+        let app = app.as_str();
+        Holder {
+            key: [app, client_id].concat().into_boxed_str(),
+            // App ids are short (`AppId::parse`); one too long for this is not reached.
+            app_len: u32::try_from(app.len()).unwrap_or(u32::MAX),
+            taken: AtomicBool::new(false),
+            released: AtomicBool::new(false),
+            outbox: Arc::downgrade(outbox),
+        }
+    }
+
+    /// The app's id and the client identifier.
+    fn parts(&self) -> (&str, &str) {
+        let at = usize::try_from(self.app_len).unwrap_or(usize::MAX);
+        self.key.split_at_checked(at).unwrap_or((&self.key, ""))
+    }
+
     fn hash(&self) -> u64 {
-        hash(&self.app, &self.client_id)
+        let (app, client_id) = self.parts();
+        TABLE.hasher.hash_one((app, client_id))
     }
 
     fn is(&self, app: &AppId, client_id: &str) -> bool {
-        self.app == *app && *self.client_id == *client_id
+        self.parts() == (app.as_str(), client_id)
     }
 
     /// Marks it taken and wakes its connection (a keep-alive ping request, which MQTT
@@ -132,13 +154,7 @@ impl Claim {
         client_id: &str,
         outbox: &Arc<Outbox>,
     ) -> (Claim, Option<Released>) {
-        let holder = Arc::new(Holder {
-            app: app.clone(),
-            client_id: client_id.into(),
-            taken: AtomicBool::new(false),
-            released: AtomicBool::new(false),
-            outbox: Arc::downgrade(outbox),
-        });
+        let holder = Arc::new(Holder::new(app, client_id, outbox));
         let hash = hash(app, client_id);
         let previous = {
             let mut shard = shard(hash);
@@ -164,7 +180,7 @@ impl Claim {
 
     /// The client identifier held (a parked connection keeps it only here).
     pub(crate) fn client_id(&self) -> &str {
-        &self.holder.client_id
+        self.holder.parts().1
     }
 
     /// Whether another connection took the client identifier over.
@@ -253,15 +269,24 @@ mod tests {
         let other = AppId::parse("other-app").unwrap();
         let (elsewhere, _) = Claim::take(&other, "takeover-test", &first_box);
         assert!(!elsewhere.is_taken(), "client ids are per app");
+        assert_eq!(elsewhere.client_id(), "takeover-test");
+        // The key's split is the app's length, not a separator: one app's id followed by a
+        // client identifier is not another app's.
+        let (a, b) = (AppId::parse("ab").unwrap(), AppId::parse("a").unwrap());
+        let (ab_c, _) = Claim::take(&a, "c", &first_box);
+        let (a_bc, none) = Claim::take(&b, "bc", &second_box);
+        assert!(none.is_none() && !ab_c.is_taken() && !a_bc.is_taken());
+        assert_eq!((ab_c.client_id(), a_bc.client_id()), ("c", "bc"));
     }
 
     #[test]
-    fn a_claim_is_one_64_byte_allocation_beside_its_identifier() {
-        // The holder and its `Arc`'s two counts fit jemalloc's 64-byte class; the connection
-        // keeps two pointers. Before: a 120-byte claim, a 64-byte oneshot channel, a 32-byte
-        // flag, the identifier twice and a 64-byte slot in the table.
+    fn a_claim_is_one_48_byte_allocation_beside_its_key() {
+        // The holder and its `Arc`'s two counts fit jemalloc's 48-byte class (64 while it
+        // kept the app's id apart from the identifier); the connection keeps two pointers.
+        // Before: a 120-byte claim, a 64-byte oneshot channel, a 32-byte flag, the identifier
+        // twice and a 64-byte slot in the table.
         assert!(
-            size_of::<Holder>() + 16 <= 64,
+            size_of::<Holder>() + 16 <= 48,
             "{} bytes",
             size_of::<Holder>()
         );

@@ -16,6 +16,7 @@ use herald_core::outbox::Outbox;
 use herald_core::pattern::PatternSet;
 use herald_core::tenant::AppId;
 use herald_core::usage::ConnectionGuard;
+use herald_core::ChannelName;
 
 use super::set::ParkedSet;
 use crate::Edge;
@@ -137,6 +138,15 @@ impl ParkedSession {
     /// The connection's outbound queue.
     pub fn outbox(&self) -> &Arc<Outbox> {
         &self.outbox
+    }
+
+    /// The channel of the session's one subscription, if it holds exactly one: a parked
+    /// connection that keeps its own note of that subscription need not keep the name twice.
+    pub fn lone_channel(&self) -> Option<&ChannelName> {
+        match &self.subscriptions {
+            ParkedSet::One(channel, _) => Some(channel),
+            ParkedSet::Many(_) => None,
+        }
     }
 
     /// When the client's token expires (seconds since the Unix epoch), if it does.

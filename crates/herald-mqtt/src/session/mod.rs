@@ -84,6 +84,10 @@ pub struct Sessions {
     pub(crate) sys: Arc<SysTree>,
     /// The cluster's claims of client identifiers, on a cluster node (`crate::cluster`).
     cluster: OnceLock<Arc<dyn ClusterClaims>>,
+    /// The listener's settings, as [`Sessions::start`] was given them: a parked connection
+    /// with the same settings takes them back from here on revival (`crate::wire::ParkedWire`)
+    /// rather than keep a pointer of its own.
+    pub(crate) settings: Arc<MqttSettings>,
 }
 
 /// What CONNECT found and decided about a client's session.
@@ -120,6 +124,7 @@ impl Sessions {
             wills: Arc::new(PendingWills::new(store.clone())),
             sys: Arc::new(SysTree::new(settings.sys_interval)),
             cluster: OnceLock::new(),
+            settings: Arc::new(settings.clone()),
         });
         let weak = Arc::downgrade(&sessions);
         tokio::spawn(async move {

@@ -29,6 +29,7 @@ use std::sync::Arc;
 use bytes::BytesMut;
 use herald_core::lifecycle::Transport;
 use herald_core::ChannelName;
+use herald_edge::driver::Marks;
 use herald_edge::session::{ClientSession, ParkedSession};
 
 use super::MqttWire;
@@ -45,10 +46,11 @@ use crate::topic_aliases::TopicAliases;
 /// A parked MQTT connection's state (see the module docs).
 pub(crate) struct ParkedWire {
     pub(crate) session: ParkedSession,
-    settings: Arc<MqttSettings>,
     claim: Claim,
-    /// A lean connection's lone exact subscription, if it has one.
-    lone: Option<(ChannelName, Granted)>,
+    /// What a lean connection's lone exact subscription was granted, if it has one: its
+    /// channel is the client session's one subscription's ([`ParkedSession::lone_channel`]),
+    /// so the name is not kept twice.
+    lone: Option<Granted>,
     last_heard_ms: u64,
     /// One and a half times the keep-alive, in milliseconds (at most 65,535 s x 1,500).
     keep_alive_ms: u32,
@@ -62,10 +64,16 @@ pub(crate) struct ParkedWire {
     session_expiry_zero: bool,
     /// Every other part, for a connection that is not lean.
     full: Option<Box<Full>>,
+    /// The driver's marks (kept here, in what would be padding, rather than beside it in
+    /// `crate::park`'s record).
+    marks: Marks,
 }
 
 /// The parts of a connection that is not lean, as they were in its task.
 struct Full {
+    /// The listener's settings, when they are not those of its sessions
+    /// ([`Sessions::settings`]).
+    settings: Option<Arc<MqttSettings>>,
     anonymous: Option<Arc<Rules>>,
     subscriptions: Subscriptions,
     outbound: Outbound,
@@ -78,9 +86,10 @@ struct Full {
 }
 
 impl MqttWire {
-    /// The connection's state in its parked form. Call it only on a connection the driver
-    /// let park (nothing read in part, nothing decoded and not handled).
-    pub(crate) fn park(self) -> ParkedWire {
+    /// The connection's state in its parked form, with its listener's `sessions`. Call it
+    /// only on a connection the driver let park (nothing read in part, nothing decoded and
+    /// not handled).
+    pub(crate) fn park(self, sessions: &Sessions, marks: Marks) -> ParkedWire {
         let MqttWire {
             session,
             version,
@@ -118,7 +127,6 @@ impl MqttWire {
         } = self;
         let mut parked = ParkedWire {
             session: session.park(),
-            settings,
             claim,
             lone: None,
             last_heard_ms,
@@ -131,20 +139,24 @@ impl MqttWire {
             problem_information,
             session_expiry_zero,
             full: None,
+            marks,
         };
         let rare_parts_unused = anonymous.is_none()
             && persist.is_none()
             && inbox.is_none()
             && aliases.is_empty()
-            && will.is_none();
+            && will.is_none()
+            && (Arc::ptr_eq(&settings, &sessions.settings) || settings == sessions.settings);
         match (
             subscriptions.lone(),
             outbound.idle(),
             qos2.is_idle(),
             topic_aliases.unused_max(),
         ) {
-            (Some(lone), Some(outbound), true, Some(alias_max)) if rare_parts_unused => {
-                parked.lone = lone;
+            (Some(lone), Some(outbound), true, Some(alias_max))
+                if rare_parts_unused && named_by(&lone, &parked.session) =>
+            {
+                parked.lone = lone.map(|(_, granted)| granted);
                 parked.outbound = outbound;
                 parked.alias_max = alias_max;
             }
@@ -152,7 +164,9 @@ impl MqttWire {
                 let (mut subscriptions, mut outbound) = (subscriptions, outbound);
                 subscriptions.shrink_to_fit();
                 outbound.shrink_to_fit();
+                let settings = (!Arc::ptr_eq(&settings, &sessions.settings)).then_some(settings);
                 parked.full = Some(Box::new(Full {
+                    settings,
                     anonymous,
                     subscriptions,
                     outbound,
@@ -169,13 +183,22 @@ impl MqttWire {
     }
 }
 
+/// Whether a lean connection's lone subscription (if any) is on the channel of the client
+/// session's one subscription, which then gives its name back on revival.
+fn named_by(lone: &Option<(ChannelName, Granted)>, session: &ParkedSession) -> bool {
+    match lone {
+        None => true,
+        Some((channel, _)) => session.lone_channel() == Some(channel),
+    }
+}
+
 impl ParkedWire {
-    /// The connection's state again, as it parked (with a fresh command budget), with the
-    /// listener's persistent sessions (`crate::park`'s record keeps them).
-    pub(crate) fn revive(self, sessions: &Sessions) -> MqttWire {
+    /// The connection's state again, as it parked (with a fresh command budget), and the
+    /// driver's marks, with the listener's persistent sessions (`crate::park`'s record keeps
+    /// them).
+    pub(crate) fn revive(self, sessions: &Sessions) -> (MqttWire, Marks) {
         let ParkedWire {
             session,
-            settings,
             claim,
             lone,
             last_heard_ms,
@@ -187,10 +210,16 @@ impl ParkedWire {
             problem_information,
             session_expiry_zero,
             full,
+            marks,
         } = self;
+        let lone = lone.and_then(|granted| {
+            let channel = session.lone_channel()?;
+            Some((channel.clone(), granted))
+        });
         let full = match full {
             Some(full) => *full,
             None => Full {
+                settings: None,
                 anonymous: None,
                 subscriptions: Subscriptions::from_lone(lone),
                 outbound: Outbound::from_idle(outbound),
@@ -206,7 +235,7 @@ impl ParkedWire {
         let mut wire = MqttWire {
             session: ClientSession::revive_for(Transport::Mqtt, session),
             version,
-            settings,
+            settings: full.settings.unwrap_or_else(|| sessions.settings.clone()),
             client_id: claim.client_id().into(),
             anonymous: full.anonymous,
             problem_information,
@@ -237,7 +266,7 @@ impl ParkedWire {
         // pinged while parked). One set a second ahead would let the revived connection park
         // again first, and the parking revive it again at that second, and so on.
         wire.keep_alive_deadline = super::keep_alive_deadline(last_heard_ms, keep_alive_ms, 0);
-        wire
+        (wire, marks)
     }
 
     /// Whether the connection may stay parked: as [`MqttWire::may_stay_parked`].
