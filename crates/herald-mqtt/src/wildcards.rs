@@ -206,6 +206,14 @@ async fn send_retained_messages(wire: &mut MqttWire, app: &AppId, filter: &Topic
             if seen || !filter.matches_local(name.public()) {
                 continue;
             }
+            // An anonymous client's deny rules hold for retained messages as for live ones.
+            if wire
+                .anonymous
+                .as_ref()
+                .is_some_and(|rules| !rules.may_receive(&name.topic()))
+            {
+                continue;
+            }
             if let Ok(slice) = engine.read(&name, ReadFrom::Tail(1), 1).await {
                 found.extend(slice.messages);
             }
