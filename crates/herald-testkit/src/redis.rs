@@ -62,7 +62,11 @@ impl Redis {
         };
         let mut last = None;
         for _ in 0..5 {
-            redis.port = free_port()?;
+            redis.port = if cluster {
+                free_cluster_port()?
+            } else {
+                free_port()?
+            };
             match redis.launch() {
                 Ok(()) => return Ok(redis),
                 Err(e) => last = Some(e),
@@ -175,6 +179,20 @@ impl Redis {
             Duration::from_secs(15),
             &self.log(),
         );
+        // A cluster node listens on its port before it binds its cluster bus port (the port
+        // + 10,000) and exits if it cannot: it is ready once both accept connections.
+        let ready = ready.and_then(|()| {
+            if !self.cluster {
+                return Ok(());
+            }
+            wait_listening(
+                "redis-server's cluster bus",
+                &mut child,
+                self.port + CLUSTER_BUS_OFFSET,
+                Duration::from_secs(15),
+                &self.log(),
+            )
+        });
         if ready.is_err() {
             stop(&mut child, "KILL", Duration::from_secs(5));
         } else {
@@ -188,6 +206,29 @@ impl Drop for Redis {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// How far above a cluster node's port its cluster bus listens (Redis's default).
+const CLUSTER_BUS_OFFSET: u16 = 10_000;
+
+/// A free port for a cluster node: at most 55,535 (Redis refuses a higher one, its bus port
+/// would not exist) with its bus port free too, when looked at.
+fn free_cluster_port() -> Result<u16, TestkitError> {
+    for _ in 0..200 {
+        let port = free_port()?;
+        if port > u16::MAX - CLUSTER_BUS_OFFSET {
+            continue;
+        }
+        if std::net::TcpListener::bind(("127.0.0.1", port + CLUSTER_BUS_OFFSET)).is_ok() {
+            return Ok(port);
+        }
+    }
+    Err(TestkitError::io("finding a port for a Redis Cluster node")(
+        std::io::Error::new(
+            std::io::ErrorKind::AddrInUse,
+            "no free port at or below 55,535 with its cluster bus port free",
+        ),
+    ))
 }
 
 /// A Redis Cluster of masters with no replicas, its 16,384 slots spread over them.
