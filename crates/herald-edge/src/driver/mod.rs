@@ -60,7 +60,6 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use herald_core::outbox::{Batch, CloseReason, Outbox};
-use tokio::time::Sleep;
 
 use crate::conn::Conn;
 use crate::http::secs_until;
@@ -420,10 +419,11 @@ impl<W: Wire> Connection<W> {
 }
 
 /// A writer's linger after a write ([`Batch::linger`]): a timer, allocated at the first linger
-/// and kept for the next ones while the connection is in its task.
+/// and kept for the next ones while the connection is in its task (a [`TaskTimer`], so that
+/// freeing it when the connection parks leaves no hole among the outboxes).
 #[derive(Default)]
 struct Linger {
-    timer: Option<Pin<Box<Sleep>>>,
+    timer: Option<Pin<Box<TaskTimer>>>,
     armed: bool,
 }
 
@@ -433,7 +433,7 @@ impl Linger {
         let until = tokio::time::Instant::now() + linger;
         match &mut self.timer {
             Some(timer) => timer.as_mut().reset(until),
-            None => self.timer = Some(Box::pin(tokio::time::sleep_until(until))),
+            None => self.timer = Some(TaskTimer::after(linger)),
         }
         self.armed = true;
     }
