@@ -6,8 +6,8 @@
 use std::num::NonZeroU16;
 
 use herald_mqtt::packet::{
-    Bytes, Connect, ConnectProperties, Packet, ProtocolVersion, PubAck, Publish, QoS, Subscribe,
-    SubscribeProperties, SubscriptionOptions, TopicFilter, TopicName, Will,
+    Bytes, Connect, ConnectProperties, Packet, ProtocolVersion, PubAck, Publish, QoS, TopicName,
+    Will,
 };
 
 use crate::mqtt_session::Raw;
@@ -29,17 +29,7 @@ fn publish(topic: &str, payload: &str, retain: bool, id: u16) -> Packet {
 
 /// A SUBSCRIBE to `filter` at QoS 1.
 fn subscribe(filter: &str) -> Packet {
-    Packet::Subscribe(Subscribe {
-        packet_id: NonZeroU16::new(1).unwrap(),
-        properties: SubscribeProperties::default(),
-        filters: vec![(
-            TopicFilter::new(filter).unwrap(),
-            SubscriptionOptions {
-                qos: QoS::AtLeastOnce,
-                ..Default::default()
-            },
-        )],
-    })
+    crate::mqtt_shared::subscribe(filter, QoS::AtLeastOnce, false)
 }
 
 /// Publishes at QoS 1 and waits for the PUBACK: the message is stored when this returns.

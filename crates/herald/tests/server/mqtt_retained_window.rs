@@ -10,14 +10,10 @@
 //! channel's last message.
 
 use std::collections::HashMap;
-use std::num::NonZeroU16;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use herald_mqtt::packet::{
-    Packet, ProtocolVersion, PubComp, PubRec, QoS, Subscribe, SubscribeProperties,
-    SubscriptionOptions, TopicFilter,
-};
+use herald_mqtt::packet::{Packet, ProtocolVersion, PubComp, PubRec, QoS};
 use serde_json::{json, Value};
 use tokio::task::JoinHandle;
 
@@ -40,18 +36,9 @@ const FLOODED: [&str; 4] = ["flood/w", "flood/x", "flood/y", "flood/z"];
 /// before the flooded channels'.
 const QUIET: usize = 40;
 
+/// A SUBSCRIBE to `filter` at QoS 2.
 fn subscribe(filter: &str) -> Packet {
-    Packet::Subscribe(Subscribe {
-        packet_id: NonZeroU16::new(1).unwrap(),
-        properties: SubscribeProperties::default(),
-        filters: vec![(
-            TopicFilter::new(filter).unwrap(),
-            SubscriptionOptions {
-                qos: QoS::ExactlyOnce,
-                ..Default::default()
-            },
-        )],
-    })
+    crate::mqtt_shared::subscribe(filter, QoS::ExactlyOnce, false)
 }
 
 /// What one client was sent of each topic: (payload, RETAIN), in the order received.

@@ -150,7 +150,8 @@ async fn two_groups_on_one_filter_and_a_plain_subscriber_each_get_every_message(
     );
 }
 
-fn subscribe(filter: &str, qos: QoS, no_local: bool) -> Packet {
+/// A SUBSCRIBE (packet id 1) to `filter` at `qos`, with No Local as given.
+pub(crate) fn subscribe(filter: &str, qos: QoS, no_local: bool) -> Packet {
     Packet::Subscribe(Subscribe {
         packet_id: NonZeroU16::new(1).unwrap(),
         properties: SubscribeProperties::default(),
