@@ -393,9 +393,9 @@ async fn a_wildcard_subscribe_gets_each_matching_channels_last_message_as_retain
     );
 }
 
-#[tokio::test]
-async fn an_anonymous_wildcard_subscriber_is_not_sent_what_a_deny_rule_matches() {
-    let server = Server::builder()
+/// A server accepting anonymous MQTT clients, which may subscribe to `#` but not `secret/x`.
+async fn anonymous_with_secret_x_denied() -> Server {
+    Server::builder()
         .mqtt()
         .config(
             r##"
@@ -412,7 +412,12 @@ action = "subscribe"
 "##,
         )
         .start()
-        .await;
+        .await
+}
+
+#[tokio::test]
+async fn an_anonymous_wildcard_subscriber_is_not_sent_what_a_deny_rule_matches() {
+    let server = anonymous_with_secret_x_denied().await;
     let mqtt = server.mqtt_addr();
     let (mut raw, _) = Raw::connect(mqtt, ProtocolVersion::V5, None, 30).await;
     raw.send(&subscribe(
@@ -436,24 +441,7 @@ action = "subscribe"
 
 #[tokio::test]
 async fn an_anonymous_wildcard_subscriber_is_not_sent_retained_messages_a_deny_rule_matches() {
-    let server = Server::builder()
-        .mqtt()
-        .config(
-            r##"
-[mqtt]
-allow_anonymous = true
-
-[[mqtt.anonymous_rules]]
-allow = "#"
-action = "subscribe"
-
-[[mqtt.anonymous_rules]]
-deny = "secret/x"
-action = "subscribe"
-"##,
-        )
-        .start()
-        .await;
+    let server = anonymous_with_secret_x_denied().await;
     // Both channels have a last message before the SUBSCRIBE: its retained messages.
     server.publish("secret/x", json!("hidden")).await;
     server.publish("secret/y", json!("shown")).await;
