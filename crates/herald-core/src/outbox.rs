@@ -234,10 +234,6 @@ pub struct Batch {
     pub closed: Option<CloseReason>,
     /// A keep-alive ping is due.
     pub ping: bool,
-    /// How long the writer should leave the outbox alone after writing this batch, if it
-    /// should: a few frames of a burst the writers are behind on
-    /// (the fan-out's `drain` pacing), so its next write carries more.
-    pub linger: Option<std::time::Duration>,
 }
 
 /// A bounded queue of frames waiting to be written to one connection.
@@ -538,13 +534,12 @@ impl Outbox {
         }
         q.bytes = 0;
         let pagers = q.drained();
-        let ticket = q.drain.take();
         let batch = Batch {
-            linger: ticket.as_ref().and_then(|t| t.linger(q.frames.len())),
             frames: std::mem::take(&mut q.frames),
             closed: q.closed,
             ping: std::mem::take(&mut q.ping),
         };
+        let ticket = q.drain.take();
         drop(q);
         drop(ticket);
         wake_all(pagers);
@@ -599,29 +594,6 @@ mod tests {
         assert!(closed.is_none());
         let (frames, _) = o.take();
         assert!(frames.is_empty());
-    }
-
-    #[tokio::test]
-    async fn a_batch_says_to_linger_only_for_a_few_frames_of_a_gather_the_writers_were_behind_on() {
-        use crate::fanout::drain::{DrainWatch, LINGER_BELOW_FRAMES};
-        let linger = std::time::Duration::from_millis(40);
-        let linger_of = |o: &Outbox| {
-            let batch = match o.poll_batch(&mut Context::from_waker(Waker::noop())) {
-                Poll::Ready(batch) => batch,
-                Poll::Pending => panic!("frames are queued"),
-            };
-            batch.linger
-        };
-        let o = Outbox::new(1 << 20);
-        let behind = DrainWatch::new(Some(linger));
-        behind.deliver(|| o.push_many((1..=3).map(ctl)));
-        assert_eq!(linger_of(&o), Some(linger));
-        behind.deliver(|| o.push_many((0..LINGER_BELOW_FRAMES).map(|_| ctl(1))));
-        assert_eq!(linger_of(&o), None, "enough frames for one write");
-        DrainWatch::new(None).deliver(|| o.push(ctl(1)));
-        assert_eq!(linger_of(&o), None, "the writers kept up");
-        o.push(ctl(1));
-        assert_eq!(linger_of(&o), None, "not queued by the fan-out (a reply)");
     }
 
     #[tokio::test]

@@ -16,15 +16,6 @@
 //! [`MAX_WAIT`] in any case. A slow consumer never holds publishers back; it is closed by its
 //! outbox's byte limit, as before. An outbox that still holds a ticket of an older gather does not
 //! take one of the next, so stragglers are not counted again.
-//!
-//! A gather also says whether the writers were behind when it was delivered (the thread had to
-//! wait for them, and commits were already queued behind it): a burst the node's CPU cannot
-//! write as fast as it comes. A writer that takes only a few frames of such a gather
-//! ([`LINGER_BELOW_FRAMES`]) is asked to linger ([`DrainTicket::linger`], handed to it in its
-//! batch) before it looks at its outbox again, so that its next write carries more frames: each
-//! write costs a wake, a `send` and the receiver's side of the loopback or network path whatever
-//! it carries, and a writer that goes round its connections as fast as the CPU allows spends
-//! that on a few frames at a time while the publishers are slow.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -38,29 +29,6 @@ pub(crate) const STRAGGLERS: usize = 64;
 /// Longest the fan-out thread waits for the writers of one gather.
 pub(crate) const MAX_WAIT: Duration = Duration::from_millis(50);
 
-/// A writer that takes fewer frames than this of a gather delivered while the writers were
-/// behind lingers before its next take.
-pub(crate) const LINGER_BELOW_FRAMES: usize = 32;
-
-/// How long such a writer lingers, per connection a message of the gather reaches: about what
-/// the writers' round over those connections takes on a node whose CPU they use up (a write
-/// costs 12-17 µs of CPU on the 2-core machine of docs/benchmarks.md, and the writers get about
-/// half of it), so the linger is about one round: 10,000 subscribers linger 400 ms, 100 linger
-/// 4 ms.
-pub(crate) const LINGER_PER_CONNECTION: Duration = Duration::from_micros(40);
-
-/// The longest linger.
-pub(crate) const LINGER_MOST: Duration = Duration::from_millis(400);
-
-/// The linger of a gather the writers were behind on, whose messages reach `connections`
-/// connections each on average.
-pub(crate) fn linger_for(connections: usize) -> Duration {
-    let connections = u32::try_from(connections).unwrap_or(u32::MAX);
-    LINGER_PER_CONNECTION
-        .saturating_mul(connections)
-        .min(LINGER_MOST)
-}
-
 /// The outboxes one gather queued frames in, counted down as their writers take them.
 pub(crate) struct DrainWatch {
     /// Tickets issued and not yet dropped.
@@ -69,9 +37,6 @@ pub(crate) struct DrainWatch {
     issued: AtomicUsize,
     /// `pending` at which the fan-out thread wants to hear (`usize::MAX` until armed).
     wake_at: AtomicUsize,
-    /// How long a writer taking a few frames of this gather lingers: `Some` when the writers
-    /// were behind as it was delivered.
-    linger: Option<Duration>,
     /// The fan-out thread.
     thread: Thread,
 }
@@ -79,15 +44,6 @@ pub(crate) struct DrainWatch {
 /// Held by an outbox while it holds frames of a gather; dropped when its writer takes them (or
 /// the outbox is closed or dropped).
 pub(crate) struct DrainTicket(Arc<DrainWatch>);
-
-impl DrainTicket {
-    /// How long the writer that takes `frames` frames with this ticket waits before it looks at
-    /// its outbox again, if it does: only for a few frames of a gather the writers were behind
-    /// on (see the module docs).
-    pub(crate) fn linger(&self, frames: usize) -> Option<Duration> {
-        self.0.linger.filter(|_| frames < LINGER_BELOW_FRAMES)
-    }
-}
 
 impl Drop for DrainTicket {
     fn drop(&mut self) {
@@ -116,14 +72,12 @@ pub(crate) fn ticket() -> Option<DrainTicket> {
 }
 
 impl DrainWatch {
-    /// A watch for a gather the calling thread is about to deliver; `linger`: the writers were
-    /// behind, and a writer taking a few of its frames lingers this long (see the module docs).
-    pub(crate) fn new(linger: Option<Duration>) -> Arc<DrainWatch> {
+    /// A watch for a gather the calling thread is about to deliver.
+    pub(crate) fn new() -> Arc<DrainWatch> {
         Arc::new(DrainWatch {
             pending: AtomicUsize::new(0),
             issued: AtomicUsize::new(0),
             wake_at: AtomicUsize::new(usize::MAX),
-            linger,
             thread: std::thread::current(),
         })
     }
@@ -167,7 +121,7 @@ mod tests {
     #[test]
     fn tickets_exist_only_inside_a_delivery_and_count_down_when_dropped() {
         assert!(ticket().is_none());
-        let watch = DrainWatch::new(None);
+        let watch = DrainWatch::new();
         let tickets: Vec<_> = watch.deliver(|| (0..200).filter_map(|_| ticket()).collect());
         assert!(ticket().is_none());
         assert_eq!(tickets.len(), 200);
@@ -180,31 +134,8 @@ mod tests {
     }
 
     #[test]
-    fn a_few_frames_of_a_gather_the_writers_were_behind_on_linger() {
-        let linger = Duration::from_millis(7);
-        let behind = DrainWatch::new(Some(linger));
-        let of_behind = behind.deliver(ticket).expect("a ticket inside a delivery");
-        assert_eq!(of_behind.linger(1), Some(linger));
-        assert_eq!(of_behind.linger(LINGER_BELOW_FRAMES - 1), Some(linger));
-        assert_eq!(of_behind.linger(LINGER_BELOW_FRAMES), None, "enough frames");
-        let keeping_up = DrainWatch::new(None);
-        let of_keeping_up = keeping_up
-            .deliver(ticket)
-            .expect("a ticket inside a delivery");
-        assert_eq!(of_keeping_up.linger(1), None, "the writers were not behind");
-    }
-
-    #[test]
-    fn the_linger_is_about_the_writers_round_over_the_connections_reached() {
-        assert_eq!(linger_for(100), Duration::from_millis(4));
-        assert_eq!(linger_for(1_000), Duration::from_millis(40));
-        assert_eq!(linger_for(10_000), LINGER_MOST);
-        assert_eq!(linger_for(usize::MAX), LINGER_MOST);
-    }
-
-    #[test]
     fn the_wait_ends_when_writers_take_enough() {
-        let watch = DrainWatch::new(None);
+        let watch = DrainWatch::new();
         let tickets: Vec<_> = watch.deliver(|| (0..1000).filter_map(|_| ticket()).collect());
         let started = Instant::now();
         let taker = std::thread::spawn(move || {
@@ -225,7 +156,7 @@ mod tests {
 
     #[test]
     fn the_wait_gives_up_on_stragglers_after_its_longest() {
-        let watch = DrainWatch::new(None);
+        let watch = DrainWatch::new();
         let _held: Vec<_> = watch.deliver(|| (0..1000).filter_map(|_| ticket()).collect());
         assert!(watch.wait(Duration::from_millis(20)));
         assert_eq!(watch.pending.load(Ordering::Acquire), 1000);

@@ -60,15 +60,6 @@ struct QueueState {
     closed: bool,
 }
 
-/// Commits taken together by the fan-out thread ([`Queue::gather`]).
-struct Gathered {
-    messages: Vec<SharedMessage>,
-    /// Their deliveries, as counted when they were queued.
-    deliveries: usize,
-    /// None was queued when the thread came for them: it waited for the first.
-    waited_for_commits: bool,
-}
-
 impl Queue {
     fn push(&self, messages: Vec<SharedMessage>, deliveries: usize) {
         let mut state = self.state.lock();
@@ -82,9 +73,8 @@ impl Queue {
 
     /// Waits for queued commits and takes them, up to a gather's worth (at least one commit);
     /// `None` once the sink is dropped and everything was taken.
-    fn gather(&self) -> Option<Gathered> {
+    fn gather(&self) -> Option<(Vec<SharedMessage>, usize)> {
         let mut state = self.state.lock();
-        let waited_for_commits = state.commits.is_empty();
         while state.commits.is_empty() {
             if state.closed {
                 return None;
@@ -101,11 +91,7 @@ impl Queue {
         }
         drop(state);
         self.emptied.notify_all();
-        Some(Gathered {
-            messages,
-            deliveries,
-            waited_for_commits,
-        })
+        Some((messages, deliveries))
     }
 
     fn close(&self) {
@@ -129,27 +115,16 @@ impl FanOut {
                 let mut older: Option<Arc<DrainWatch>> = None;
                 let mut newer: Option<Arc<DrainWatch>> = None;
                 loop {
-                    let waited = older.take().is_some_and(|w| w.wait(drain::MAX_WAIT));
-                    if waited {
+                    if older.take().is_some_and(|w| w.wait(drain::MAX_WAIT)) {
                         crate::telemetry::telemetry()
                             .fanout_writer_waits
                             .increment(1);
                     }
-                    let Some(Gathered {
-                        messages,
-                        deliveries,
-                        waited_for_commits,
-                    }) = taking.gather()
-                    else {
+                    let Some((messages, deliveries)) = taking.gather() else {
                         break;
                     };
                     delivering.backlog().remove(deliveries);
-                    // Behind: the writers held this gather back and commits were queued by
-                    // then; a writer taking a few of its frames lingers about one round of the
-                    // writers over the connections its messages reach.
-                    let linger = (waited && !waited_for_commits)
-                        .then(|| drain::linger_for(deliveries / messages.len().max(1)));
-                    let watch = DrainWatch::new(linger);
+                    let watch = DrainWatch::new();
                     watch.deliver(|| delivering.deliver_all(&messages));
                     older = newer.replace(watch);
                 }

@@ -18,10 +18,7 @@
 //!   one non-blocking write, usually one syscall. Only if the socket is full does the driver wait
 //!   for it (`socket::write_until_cut`), within a time limit and watching the outbox: a
 //!   slow-consumer close meanwhile cuts what is unwritten after the frame in progress
-//!   ([`Wire::cut_end`]) and the connection ends with [`Ended::Cut`]. A batch may ask its writer
-//!   to linger ([`Batch::linger`]: a burst the writers are behind on, a few frames at a time):
-//!   the outbox is then not looked at again until the linger has passed, so what is queued
-//!   meanwhile goes out in one write;
+//!   ([`Wire::cut_end`]) and the connection ends with [`Ended::Cut`];
 //! - **expiry**: [`Wire::expired`] says whether that ends the connection or queues its goodbye;
 //! - **idle**: after `park_idle_after` with nothing to do (and only for a plain TCP socket, or a
 //!   WebSocket byte stream over one, while [`Conn::may_park`], [`Wire::is_between_frames`] and
@@ -57,7 +54,6 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use herald_core::outbox::{Batch, CloseReason, Outbox};
 
@@ -246,10 +242,6 @@ pub struct Connection<W> {
     /// The token's expiry timer, boxed and only for tokens that expire, so a connection without
     /// one carries no timer; re-armed when [`Wire::expires`] changes, dropped while parked.
     expiry: Option<(u64, Pin<Box<TaskTimer>>)>,
-    /// Until when the outbox is left alone after a write whose batch asked to linger
-    /// ([`Batch::linger`]); boxed, and kept (disarmed) between lingers so a burst does not
-    /// allocate one per write; dropped while parked.
-    linger: Linger,
     marks: Marks,
 }
 
@@ -259,7 +251,6 @@ impl<W: Wire> Connection<W> {
         Connection {
             wire,
             expiry: None,
-            linger: Linger::default(),
             marks,
         }
     }
@@ -356,9 +347,6 @@ impl<W: Wire> Connection<W> {
             Wake::Readable(Ok(())) => self.wire.read(conn),
             Wake::Readable(Err(_)) => Some(Ended::Gone),
             Wake::Outbox(batch) => {
-                if let Some(linger) = batch.linger {
-                    self.linger.arm(linger);
-                }
                 let encoded = self.wire.encode(batch, &mut self.marks.active);
                 match write_now(conn, encoded) {
                     Ok(ends) => ends,
@@ -386,10 +374,7 @@ impl<W: Wire> Connection<W> {
         cx: &mut Context<'_>,
     ) -> Poll<Wake> {
         self.marks.outbox_first = !self.marks.outbox_first;
-        // A lingering writer leaves its outbox alone (and no waker in it): the linger's timer
-        // wakes it.
-        let outbox = !self.linger.poll_lingering(cx);
-        if outbox && self.marks.outbox_first {
+        if self.marks.outbox_first {
             if let Poll::Ready(batch) = self.wire.outbox().poll_batch(cx) {
                 return Poll::Ready(Wake::Outbox(batch));
             }
@@ -397,7 +382,7 @@ impl<W: Wire> Connection<W> {
         if let Poll::Ready(ready) = conn.poll_read_ready(cx) {
             return Poll::Ready(Wake::Readable(ready));
         }
-        if outbox && !self.marks.outbox_first {
+        if !self.marks.outbox_first {
             if let Poll::Ready(batch) = self.wire.outbox().poll_batch(cx) {
                 return Poll::Ready(Wake::Outbox(batch));
             }
@@ -415,40 +400,6 @@ impl<W: Wire> Connection<W> {
             }
         }
         Poll::Pending
-    }
-}
-
-/// A writer's linger after a write ([`Batch::linger`]): a timer, allocated at the first linger
-/// and kept for the next ones while the connection is in its task (a [`TaskTimer`], so that
-/// freeing it when the connection parks leaves no hole among the outboxes).
-#[derive(Default)]
-struct Linger {
-    timer: Option<Pin<Box<TaskTimer>>>,
-    armed: bool,
-}
-
-impl Linger {
-    /// Leaves the outbox alone for `linger` from now.
-    fn arm(&mut self, linger: Duration) {
-        let until = tokio::time::Instant::now() + linger;
-        match &mut self.timer {
-            Some(timer) => timer.as_mut().reset(until),
-            None => self.timer = Some(TaskTimer::after(linger)),
-        }
-        self.armed = true;
-    }
-
-    /// Whether the linger goes on (its timer then holds the task's waker).
-    fn poll_lingering(&mut self, cx: &mut Context<'_>) -> bool {
-        if !self.armed {
-            return false;
-        }
-        let done = self
-            .timer
-            .as_mut()
-            .is_none_or(|timer| timer.as_mut().poll(cx).is_ready());
-        self.armed = !done;
-        self.armed
     }
 }
 
@@ -519,205 +470,5 @@ impl<W: Wire> BlockedWrite<W> {
             Blocked::Cut(rest) => Some(Ended::Cut(rest)),
             Blocked::Failed => Some(Ended::Gone),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::{Arc, Mutex};
-    use std::task::Waker;
-
-    use bytes::Bytes;
-    use herald_core::outbox::OutFrame;
-    use tokio::io::AsyncReadExt;
-    use tokio::net::{TcpListener, TcpStream};
-
-    use super::*;
-
-    /// A wire that writes its control frames' bytes and records how many frames each write
-    /// carried.
-    struct Recording {
-        outbox: Arc<Outbox>,
-        writes: Arc<Mutex<Vec<usize>>>,
-    }
-
-    impl Wire for Recording {
-        type End = ();
-        type Cuts = ();
-
-        fn outbox(&self) -> &Outbox {
-            &self.outbox
-        }
-
-        fn expires(&self) -> Option<u64> {
-            None
-        }
-
-        fn read(&mut self, conn: &mut Conn) -> Option<Ended<()>> {
-            let mut buf = [0u8; 64];
-            loop {
-                match conn.try_read(&mut buf) {
-                    Ok(0) => return Some(Ended::Gone),
-                    Ok(_) => continue,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return None,
-                    Err(_) => return Some(Ended::Gone),
-                }
-            }
-        }
-
-        fn encode(&mut self, batch: Batch, _active: &mut bool) -> Encoded<Self> {
-            let mut bytes = Vec::new();
-            for frame in &batch.frames {
-                if let OutFrame::Control(b) = frame {
-                    bytes.extend_from_slice(b);
-                }
-            }
-            self.writes.lock().unwrap().push(batch.frames.len());
-            Encoded {
-                bytes,
-                cuts: (),
-                ends: None,
-                last: false,
-            }
-        }
-
-        fn cut_end(_cuts: &(), _sent: usize, rest: &[u8], _at: usize) -> usize {
-            rest.len()
-        }
-
-        fn expired(&mut self) -> Option<Ended<()>> {
-            None
-        }
-
-        async fn goodbye(&mut self, _conn: &mut Conn, _ended: Ended<()>) {}
-    }
-
-    /// Counts its wakes.
-    struct Counting(AtomicUsize);
-
-    impl std::task::Wake for Counting {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
-    fn frame() -> OutFrame {
-        OutFrame::Control(Bytes::from_static(b"f"))
-    }
-
-    /// A served connection over a loopback socket, and its client's end.
-    async fn served() -> (
-        Connection<Recording>,
-        Conn,
-        TcpStream,
-        Arc<Mutex<Vec<usize>>>,
-    ) {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let client = TcpStream::connect(listener.local_addr().unwrap())
-            .await
-            .unwrap();
-        let (server, _) = listener.accept().await.unwrap();
-        let writes = Arc::new(Mutex::new(Vec::new()));
-        let wire = Recording {
-            outbox: Outbox::new(1 << 20),
-            writes: writes.clone(),
-        };
-        let connection = Connection::new(wire, Marks::new(false));
-        (connection, Conn::Plain(server), client, writes)
-    }
-
-    /// Polls the connection as its loop would, reading the socket's (spurious) readiness away,
-    /// until it waits or has a batch to write.
-    fn poll_outbox(
-        connection: &mut Connection<Recording>,
-        conn: &mut Conn,
-        cx: &mut Context<'_>,
-    ) -> Poll<Batch> {
-        loop {
-            match connection.poll_wake(conn, None, cx) {
-                Poll::Ready(Wake::Readable(Ok(()))) => {
-                    assert!(connection.wire.read(conn).is_none(), "the client stays");
-                }
-                Poll::Ready(Wake::Outbox(batch)) => return Poll::Ready(batch),
-                Poll::Ready(_) => panic!("only the socket and the outbox wake it"),
-                Poll::Pending => return Poll::Pending,
-            }
-        }
-    }
-
-    /// Writes `frames` frames as one batch that asks to linger for `linger`.
-    fn write_lingering(
-        connection: &mut Connection<Recording>,
-        conn: &mut Conn,
-        frames: usize,
-        linger: Duration,
-    ) {
-        let batch = Batch {
-            frames: (0..frames).map(|_| frame()).collect(),
-            linger: Some(linger),
-            ..Batch::default()
-        };
-        let parking = Parking::disabled();
-        let written = matches!(
-            connection.step(conn, Wake::Outbox(batch), &mut None, &parking),
-            Step::Wait
-        );
-        assert!(written, "written at once");
-    }
-
-    #[tokio::test]
-    async fn a_lingering_writer_leaves_its_outbox_alone_however_often_frames_come() {
-        let (mut connection, mut conn, _client, writes) = served().await;
-        write_lingering(&mut connection, &mut conn, 1, Duration::from_secs(3600));
-        let counting = Arc::new(Counting(AtomicUsize::new(0)));
-        let waker = Waker::from(counting.clone());
-        let mut cx = Context::from_waker(&waker);
-        for _ in 0..9 {
-            assert!(connection.wire.outbox.push(frame()));
-            let polled = poll_outbox(&mut connection, &mut conn, &mut cx);
-            assert!(polled.is_pending(), "nothing taken while lingering");
-        }
-        assert_eq!(
-            counting.0.load(Ordering::SeqCst),
-            0,
-            "the pushes woke nobody"
-        );
-        assert_eq!(*writes.lock().unwrap(), [1]);
-        assert_eq!(connection.wire.outbox.take().0.len(), 9, "all still queued");
-    }
-
-    #[tokio::test]
-    async fn after_its_linger_a_writer_takes_everything_queued_meanwhile_in_one_write() {
-        let (mut connection, mut conn, mut client, writes) = served().await;
-        write_lingering(&mut connection, &mut conn, 1, Duration::from_millis(20));
-        for _ in 0..9 {
-            assert!(connection.wire.outbox.push(frame()));
-        }
-        // Woken by the linger's timer (or finding it passed), never by the outbox.
-        let batch = {
-            let batch = std::future::poll_fn(|cx| poll_outbox(&mut connection, &mut conn, cx));
-            tokio::time::timeout(Duration::from_secs(30), batch)
-                .await
-                .expect("the linger ends")
-        };
-        let parking = Parking::disabled();
-        let written = matches!(
-            connection.step(&mut conn, Wake::Outbox(batch), &mut None, &parking),
-            Step::Wait
-        );
-        assert!(written);
-        assert_eq!(*writes.lock().unwrap(), [1, 9], "frames per write");
-        let mut got = [0u8; 10];
-        client.read_exact(&mut got).await.unwrap();
-        assert_eq!(&got, b"ffffffffff");
-        // That batch asked for no linger: the next frame is taken as soon as it is queued.
-        assert!(connection.wire.outbox.push(frame()));
-        let waker = Waker::noop();
-        let mut cx = Context::from_waker(waker);
-        assert!(matches!(
-            poll_outbox(&mut connection, &mut conn, &mut cx),
-            Poll::Ready(batch) if batch.frames.len() == 1 && batch.linger.is_none()
-        ));
     }
 }
