@@ -16,7 +16,6 @@ use herald_core::bus::Bus;
 use herald_edge::conn::{Conn, TlsAcceptor};
 use herald_edge::Edge;
 use herald_mqtt::session::Sessions;
-use herald_mqtt::settings::MqttSettings;
 use herald_mqtt::websocket::MqttOverWebSocket;
 use tokio::net::TcpListener;
 use tokio_util::task::TaskTracker;
@@ -61,7 +60,7 @@ pub(crate) fn websocket_router(
     Some(herald_mqtt::websocket::router(Arc::new(
         MqttOverWebSocket {
             edge: edge.clone(),
-            settings: Arc::new(port.settings.clone()),
+            settings: sessions.settings().clone(),
             sessions: sessions.clone(),
         },
     )))
@@ -72,7 +71,6 @@ pub(crate) struct MqttListener {
     listener: TcpListener,
     /// Its TLS acceptor, when it serves TLS.
     tls: Option<TlsAcceptor>,
-    settings: Arc<MqttSettings>,
 }
 
 impl MqttListener {
@@ -109,11 +107,7 @@ impl MqttListener {
             }
         }
         let listener = crate::meteor::bind(addr, " (mqtt)")?;
-        Ok(Some(MqttListener {
-            listener,
-            tls,
-            settings: Arc::new(settings.clone()),
-        }))
+        Ok(Some(MqttListener { listener, tls }))
     }
 
     /// The bound address (the real port when asked for port 0).
@@ -135,11 +129,9 @@ impl MqttListener {
 /// shutdown waits for); over TLS its handshake runs there too, within the first-byte deadline,
 /// so a client that never finishes it holds up nothing else.
 async fn accept_loop(listener: MqttListener, edge: Arc<Edge>, sessions: Arc<Sessions>) {
-    let MqttListener {
-        listener,
-        tls,
-        settings,
-    } = listener;
+    let MqttListener { listener, tls } = listener;
+    // The sessions' settings: one `Arc` for the listener's connections and `/mqtt`'s.
+    let settings = sessions.settings().clone();
     let shutdown = edge.shutdown.clone();
     loop {
         let (tcp, peer) = tokio::select! {

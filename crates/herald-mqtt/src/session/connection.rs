@@ -167,7 +167,7 @@ impl PersistentSession {
     }
 
     /// Notes that the subscriptions changed: written by [`Self::changed_subscriptions`].
-    fn write_subscriptions(&mut self) {
+    fn mark_subscriptions_changed(&mut self) {
         self.subscriptions_changed = true;
     }
 
@@ -286,7 +286,7 @@ impl MqttWire {
                 persist
                     .subscriptions
                     .retain(|s| !dropped.contains(&s.filter));
-                persist.write_subscriptions();
+                persist.mark_subscriptions_changed();
             }
         }
         self.store_changed_subscriptions();
@@ -361,7 +361,7 @@ impl MqttWire {
                 ..stored
             }),
         }
-        persist.write_subscriptions();
+        persist.mark_subscriptions_changed();
     }
 
     /// Records the end of the subscription to wildcard `filter` by UNSUBSCRIBE; what only it
@@ -369,7 +369,7 @@ impl MqttWire {
     pub(crate) fn session_unsubscribed_filter(&mut self, filter: &str) {
         if let Some(persist) = self.persist.as_mut() {
             persist.subscriptions.retain(|s| s.filter != filter);
-            persist.write_subscriptions();
+            persist.mark_subscriptions_changed();
             self.drop_unmatched_replays();
         }
     }
@@ -406,7 +406,7 @@ impl MqttWire {
             return;
         };
         persist.subscriptions.retain(|s| s.filter != filter);
-        persist.write_subscriptions();
+        persist.mark_subscriptions_changed();
         persist.unfollow(channel);
     }
 

@@ -202,6 +202,12 @@ impl Sessions {
         }
     }
 
+    /// The listener's settings, one `Arc` for every connection of the listener (TCP and
+    /// `/mqtt`), so a parked connection finds its own here by pointer.
+    pub fn settings(&self) -> &Arc<MqttSettings> {
+        &self.settings
+    }
+
     /// Starts the `$SYS/` tree ([`crate::sys`]) on the current runtime: its values read from
     /// `render` (the process's metrics as Prometheus text) every `mqtt.sys_interval` seconds,
     /// none when that is 0. Call it once.
