@@ -11,7 +11,7 @@ use crate::error::HeraldError;
 use crate::head::{Head, HeadLookup};
 use crate::hub::{DeliveryMeter, Filter, Hub, Shape, Subscription};
 use crate::log::{Appended, ChannelLog, ChannelState, LogSlice, ReadFrom, Retention};
-use crate::message::{Cursor, Epoch, NewMessage, SharedMessage};
+use crate::message::{now_millis, Cursor, Epoch, NewMessage, SharedMessage};
 use crate::name::ChannelName;
 use crate::namespace::Namespaces;
 use crate::outbox::{CloseReason, OutFrame, Outbox};
@@ -582,6 +582,31 @@ impl Engine {
     /// A channel's state.
     pub async fn state(&self, channel: &ChannelName) -> Result<ChannelState, HeraldError> {
         self.log.state(channel).await.map_err(HeraldError::from)
+    }
+
+    /// A channel's retained message now ([`ChannelLog::retained`]).
+    pub async fn retained(
+        &self,
+        channel: &ChannelName,
+    ) -> Result<Option<SharedMessage>, HeraldError> {
+        self.log
+            .retained(channel, now_millis().max(0) as u64)
+            .await
+            .map_err(HeraldError::from)
+    }
+
+    /// The retained messages now of the channels whose full names start with `prefix`, in name
+    /// order after `after`, at most `limit` ([`ChannelLog::retained_under`]).
+    pub async fn retained_under(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<SharedMessage>, HeraldError> {
+        self.log
+            .retained_under(prefix, after, limit, now_millis().max(0) as u64)
+            .await
+            .map_err(HeraldError::from)
     }
 
     /// Channels in name order after `after`.

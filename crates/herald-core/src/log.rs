@@ -129,6 +129,34 @@ pub trait ChannelLog: Send + Sync {
         limit: usize,
     ) -> Result<Vec<ChannelState>, StoreError>;
 
+    /// The channel's retained message (see [`crate::message::Retain`]): the last one appended
+    /// with [`Retain::Keep`](crate::message::Retain::Keep), unless a later
+    /// [`Retain::Clear`](crate::message::Retain::Clear) cleared it or its expiry is at or
+    /// before `now_ms`. Kept whatever the channel's history keeps. A store without retained
+    /// messages has none.
+    async fn retained(
+        &self,
+        channel: &ChannelName,
+        now_ms: u64,
+    ) -> Result<Option<SharedMessage>, StoreError> {
+        let _ = (channel, now_ms);
+        Ok(None)
+    }
+
+    /// The retained messages (as [`ChannelLog::retained`]) of the channels whose full names
+    /// start with `prefix`, in name order, after the channel named `after` if given, at most
+    /// `limit`; fewer than `limit` when there are no more.
+    async fn retained_under(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+        now_ms: u64,
+    ) -> Result<Vec<SharedMessage>, StoreError> {
+        let _ = (prefix, after, limit, now_ms);
+        Ok(Vec::new())
+    }
+
     /// Flushes and stops accepting appends; waits for in-flight appends to finish.
     async fn close(&self);
 

@@ -24,6 +24,29 @@ pub struct NewMessage {
     pub id: Option<String>,
     /// The payload: JSON text, already validated.
     pub data: Bytes,
+    /// What storing it does to its channel's retained message (MQTT's RETAIN flag); nothing
+    /// for every transport but MQTT.
+    pub retain: Retain,
+}
+
+/// What an append does to its channel's **retained message**, the one an MQTT client last
+/// published with RETAIN 1 (docs/mqtt.md, "Retained messages"). The store writes it in the
+/// append's own transaction, so it is as durable as the message and costs no commit of its own;
+/// in a cluster the write with the higher seq wins. Kept apart from the channel's history:
+/// trimming the history never removes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Retain {
+    /// Leaves the retained message as it is (every message but an MQTT RETAIN 1 one).
+    #[default]
+    Untouched,
+    /// The message becomes the retained message, until replaced, cleared, or (when set) the
+    /// time `expires_at_ms` (ms since the Unix epoch; MQTT 5's Message Expiry Interval) passes.
+    Keep {
+        /// When it stops being retained, if ever.
+        expires_at_ms: Option<u64>,
+    },
+    /// The channel has no retained message from now on (an MQTT retained empty payload).
+    Clear,
 }
 
 /// A message as stored in a channel log and fanned out to subscribers.

@@ -74,6 +74,7 @@ impl Publisher {
         Ok(NewMessage {
             id,
             data: Bytes::copy_from_slice(data),
+            retain: crate::message::Retain::Untouched,
         })
     }
 

@@ -236,6 +236,7 @@ impl Inbox {
         let message = NewMessage {
             id: Some(id.clone()),
             data: push.envelope.clone(),
+            retain: Default::default(),
         };
         let logs = match &devices {
             Some(devices) => devices.iter().map(|d| app.device_log(&d.id)).collect(),

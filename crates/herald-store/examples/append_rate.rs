@@ -148,6 +148,7 @@ async fn main() {
                     let message = NewMessage {
                         id: None,
                         data: payload.clone(),
+                        retain: Default::default(),
                     };
                     log.append(&channel, vec![message], retention)
                         .await

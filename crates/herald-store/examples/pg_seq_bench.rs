@@ -84,6 +84,7 @@ async fn appends(url: &str, publishers: usize, channels: usize, run: Duration) -
                     let message = NewMessage {
                         id: None,
                         data: Bytes::from_static(b"{\"price\":1.2345}"),
+                        retain: Default::default(),
                     };
                     store
                         .append(channel, vec![message], retention)

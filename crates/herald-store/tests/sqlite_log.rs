@@ -74,6 +74,7 @@ fn msg(data: &str) -> NewMessage {
     NewMessage {
         id: None,
         data: Bytes::copy_from_slice(data.as_bytes()),
+        retain: Default::default(),
     }
 }
 
@@ -81,6 +82,7 @@ fn keyed(id: &str, data: &str) -> NewMessage {
     NewMessage {
         id: Some(id.to_owned()),
         data: Bytes::copy_from_slice(data.as_bytes()),
+        retain: Default::default(),
     }
 }
 

@@ -370,6 +370,7 @@ impl Node {
                 vec![NewMessage {
                     id: None,
                     data: Bytes::from(n.to_string()),
+                    retain: Default::default(),
                 }],
             )
             .await

@@ -11,7 +11,8 @@
 //! `devices` (device rows), `jobs` (job columns, constants, row decoding, the rows a push adds),
 //! `job_counts` (the counters per push) and `job_state` (how each change of a job's state moves
 //! them), `hooks` (webhook endpoint and queued event rows, an endpoint's room in its queue),
-//! `pusher` (Pusher credentials rows), `mqtt_sessions` (MQTT persistent sessions' rows).
+//! `pusher` (Pusher credentials rows), `mqtt_sessions` (MQTT persistent sessions' rows),
+//! `retained` (retained messages' rows).
 
 pub(crate) mod audit;
 pub(crate) mod credentials;
@@ -23,6 +24,7 @@ pub(crate) mod jobs;
 pub(crate) mod log;
 pub(crate) mod mqtt_sessions;
 pub(crate) mod pusher;
+pub(crate) mod retained;
 pub(crate) mod revocations;
 pub(crate) mod row;
 pub(crate) mod tenancy;

@@ -15,7 +15,8 @@
 //! channel's messages start. Channels with idempotency keys reserve nothing in that statement
 //! (n = 0), look their keys up once the row is locked, and write `last_seq` after. Then one
 //! `INSERT .. SELECT .. FROM unnest(..)` stores every channel's messages: a batch costs two
-//! statements and the commit whether it touches one channel or many. docs/benchmarks.md
+//! statements and the commit whether it touches one channel or many (and one more per MQTT
+//! RETAIN publish: its channel's retained message, `retained.rs`). docs/benchmarks.md
 //! ("PostgreSQL store") has the measured rates, and those of the alternatives tried: a statement
 //! per channel, and an advisory lock per channel (`pg_advisory_xact_lock`) before the row is read
 //! and written, both slower.
@@ -29,10 +30,11 @@ use bytes::Bytes;
 use deadpool_postgres::Transaction;
 use futures_util::future::try_join_all;
 use herald_core::log::{Appended, Retention, StoreError};
-use herald_core::message::{Epoch, NewMessage, SharedMessage, StoredMessage};
+use herald_core::message::{Epoch, NewMessage, Retain, SharedMessage, StoredMessage};
 use herald_core::name::ChannelName;
 
 use super::pg_error;
+use crate::common::retained::RetainedRow;
 use crate::common::values::{seq_from_db, seq_to_db};
 
 /// One append request of a batch.
@@ -118,6 +120,8 @@ pub(crate) async fn store(
         .collect();
     let mut new_messages = Vec::new();
     let mut channel_ids = Vec::new();
+    // MQTT RETAIN publishes: their channels' retained messages, written in this transaction.
+    let mut retains = Vec::new();
     let mut writes: Vec<Pending<'_>> = Vec::new();
     let insert = tx.prepare_cached(INSERT_MESSAGES).await.map_err(pg_error)?;
     let write_row = tx.prepare_cached(WRITE_ROW).await.map_err(pg_error)?;
@@ -145,6 +149,9 @@ pub(crate) async fn store(
             ));
             if let Some(key) = &message.id {
                 keys.insert(key.clone(), stored.clone());
+            }
+            if message.retain != Retain::Untouched {
+                retains.push((stored.clone(), message.retain));
             }
             added.push(stored.clone());
             results[r][m] = Some(Appended {
@@ -194,6 +201,11 @@ pub(crate) async fn store(
         }));
     }
     try_join_all(writes).await.map_err(pg_error)?;
+    let retained_rows: Vec<RetainedRow<'_>> = retains
+        .iter()
+        .filter_map(|(message, retain)| RetainedRow::of(message, *retain))
+        .collect();
+    super::retained::write(tx, &retained_rows).await?;
     let results = results
         .into_iter()
         .map(|r| r.into_iter().collect::<Option<Vec<_>>>())

@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use deadpool_postgres::GenericClient;
 use herald_core::log::{Appended, StoreError};
-use herald_core::message::{Epoch, StoredMessage};
+use herald_core::message::{Epoch, Retain, StoredMessage};
 
 use super::append::{count_trim_target, plan, ChannelColumns, Committed, Requested};
 use super::pg_error;
@@ -60,11 +60,14 @@ const TRIM: &str = "WITH moved AS ( \
  DELETE FROM messages WHERE channel_id = (SELECT id FROM moved) AND seq >= $2 AND seq < $3";
 
 /// Whether [`store`] can take `requests`: no message carries an idempotency key (a key must
-/// be looked up once its channel's row is locked, which [`super::append::store`] does).
+/// be looked up once its channel's row is locked, which [`super::append::store`] does) or a
+/// retain (its retained row is written in that transaction too).
 pub(crate) fn applies(requests: &[Requested<'_>]) -> bool {
-    requests
-        .iter()
-        .all(|r| r.messages.iter().all(|m| m.id.is_none()))
+    requests.iter().all(|r| {
+        r.messages
+            .iter()
+            .all(|m| m.id.is_none() && m.retain == Retain::Untouched)
+    })
 }
 
 /// A count trim due after the batch: the channel, the first retained seq the append saw, and
@@ -247,6 +250,7 @@ mod tests {
             .map(|i| NewMessage {
                 id: None,
                 data: bytes::Bytes::from(format!("{i}")),
+                retain: Default::default(),
             })
             .collect();
         let retention = Retention {

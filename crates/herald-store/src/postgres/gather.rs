@@ -149,6 +149,7 @@ mod tests {
                 .map(|_| NewMessage {
                     id: None,
                     data: bytes::Bytes::from_static(b"{}"),
+                    retain: Default::default(),
                 })
                 .collect(),
             retention: Retention::default(),

@@ -11,7 +11,8 @@
 //! Modules: `connect` (URL, TLS, pool), `schema` (migrations), `writer` (the group-commit task and
 //! the age sweep), `gather` (how long the writer waits for more appends), `append` (one batch's
 //! transaction), `append_unkeyed` (a batch without idempotency keys in one statement), `read`
-//! (`read`/`state`/`list`),
+//! (`read`/`state`/`list`), `retained` (each channel's retained message, written in the append's
+//! transaction),
 //! `reachability` (whether writes work, for `/readyz`, without a query per probe), `outage`
 //! (the store going down and coming back, said once each in the log), `tenancy`, `devices`,
 //! `credentials`, `jobs`, `hooks` (webhook endpoints and their queues).
@@ -30,6 +31,7 @@ mod outage;
 mod pusher;
 mod reachability;
 mod read;
+mod retained;
 mod revocations;
 mod schema;
 mod tenancy;
@@ -43,7 +45,7 @@ use deadpool_postgres::{Object, Pool, PoolError};
 use herald_core::log::{
     Appended, ChannelLog, ChannelState, CommitSink, LogSlice, ReadFrom, Retention, StoreError,
 };
-use herald_core::message::{now_millis, NewMessage};
+use herald_core::message::{now_millis, NewMessage, SharedMessage};
 use herald_core::name::ChannelName;
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot};
@@ -310,6 +312,26 @@ impl ChannelLog for PostgresStore {
     ) -> Result<Vec<ChannelState>, StoreError> {
         let client = self.client().await?;
         read::list_channels(&client, after, limit).await
+    }
+
+    async fn retained(
+        &self,
+        channel: &ChannelName,
+        now_ms: u64,
+    ) -> Result<Option<SharedMessage>, StoreError> {
+        let client = self.client().await?;
+        retained::read(&client, channel, now_ms).await
+    }
+
+    async fn retained_under(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+        now_ms: u64,
+    ) -> Result<Vec<SharedMessage>, StoreError> {
+        let client = self.client().await?;
+        retained::read_under(&client, prefix, after, limit, now_ms).await
     }
 
     async fn close(&self) {

@@ -305,6 +305,18 @@ const MIGRATIONS: &[&str] = &[
     r#"ALTER TABLE mqtt_sessions ADD COLUMN node TEXT COLLATE "C";
     CREATE INDEX mqtt_sessions_node ON mqtt_sessions (node) WHERE node IS NOT NULL;
     ALTER TABLE mqtt_session_inflight ADD COLUMN qos BIGINT NOT NULL DEFAULT 2;"#,
+    // What SQLite's retained messages migration adds: each channel's retained message (MQTT's
+    // RETAIN), or the clear that ended it, apart from its history.
+    r#"CREATE TABLE retained (
+        channel TEXT COLLATE "C" PRIMARY KEY,
+        epoch TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        client_id TEXT,
+        time BIGINT NOT NULL,
+        data BYTEA NOT NULL,
+        expires_at_ms BIGINT,
+        cleared BOOLEAN NOT NULL
+    );"#,
 ];
 
 /// The schema version this build writes.

@@ -1,6 +1,7 @@
 //! What one group-commit transaction does to the log: assigns seqs from the writer's channel
 //! cache, skips messages whose idempotency key is already stored (in the database or earlier in
-//! the same batch), inserts the rest, records retention, trims by count and writes each touched
+//! the same batch), inserts the rest (and the retained message of one appended with a retain,
+//! `retained.rs`), records retention, trims by count and writes each touched
 //! channel's `last_seq`/`first_seq` back, all inside the caller's transaction.
 //!
 //! Only the writer thread uses this module, so the cache needs no lock. If the transaction fails
@@ -16,6 +17,7 @@ use herald_core::message::{Epoch, NewMessage, SharedMessage, StoredMessage};
 use herald_core::name::ChannelName;
 use rusqlite::{params, OptionalExtension, Transaction};
 
+use crate::common::retained::RetainedRow;
 use crate::sqlite::known::KnownChannels;
 use crate::sqlite::{backend, retention, seq_from_db, seq_to_db};
 
@@ -160,6 +162,10 @@ impl Batch {
                 now_ms,
                 message.data,
             ));
+            // An MQTT RETAIN publish: its channel's retained message, in this transaction.
+            if let Some(row) = RetainedRow::of(&stored, message.retain) {
+                crate::sqlite::retained::write(tx, &row)?;
+            }
             if let Some(key) = key {
                 self.keys
                     .entry(entry.id)

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use herald_core::log::{
     Appended, ChannelLog, ChannelState, CommitSink, LogSlice, ReadFrom, Retention, StoreError,
 };
-use herald_core::message::{now_millis, NewMessage};
+use herald_core::message::{now_millis, NewMessage, SharedMessage};
 use herald_core::name::ChannelName;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::oneshot;
@@ -310,6 +310,35 @@ impl ChannelLog for SqliteLog {
         let after = after.map(str::to_owned);
         self.readers
             .run(move |conn| reader::list_channels(conn, after.as_deref(), limit))
+            .await
+    }
+
+    async fn retained(
+        &self,
+        channel: &ChannelName,
+        now_ms: u64,
+    ) -> Result<Option<SharedMessage>, StoreError> {
+        if !self.known.may_have_log(channel) {
+            return Ok(None);
+        }
+        let channel = channel.clone();
+        self.readers
+            .run(move |conn| crate::sqlite::retained::read(conn, &channel, now_ms))
+            .await
+    }
+
+    async fn retained_under(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+        now_ms: u64,
+    ) -> Result<Vec<SharedMessage>, StoreError> {
+        let (prefix, after) = (prefix.to_owned(), after.map(str::to_owned));
+        self.readers
+            .run(move |conn| {
+                crate::sqlite::retained::read_under(conn, &prefix, after.as_deref(), limit, now_ms)
+            })
             .await
     }
 

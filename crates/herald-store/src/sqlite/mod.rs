@@ -11,7 +11,8 @@
 //! (trimming old messages), `checkpoint` (background WAL checkpoints), `wal_room` (the
 //! write-ahead log kept extended ahead of its writes), `fault` (storage faults), `reader` (the
 //! read pool and read queries), `known` (which channels have a log, so reads of the others are
-//! skipped), `log` ([`SqliteLog`]).
+//! skipped), `retained` (each channel's retained message, apart from its history), `log`
+//! ([`SqliteLog`]).
 //!
 //! The same database holds the apps (`tenancy`, `token_keys`, `revocations`), the device
 //! registry and receipts (`devices`), the provider job queue (`jobs`), provider
@@ -33,6 +34,7 @@ mod mqtt_sessions;
 pub mod options;
 mod pusher;
 mod reader;
+mod retained;
 mod retention;
 pub(crate) mod revocations;
 mod schema;

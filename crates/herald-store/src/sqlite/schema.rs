@@ -47,6 +47,8 @@
 //!   and 2 packet ids awaiting acknowledgement.
 //! - `mqtt_session_wills`: the will of a persistent MQTT session's connection (encoded by
 //!   herald-mqtt) and its delay, from the CONNECT until it is published or discarded.
+//! - `retained`: each channel's retained message (MQTT's RETAIN), or the clear that ended it,
+//!   with its expiry; written in the append's transaction, never trimmed with the history.
 
 use std::path::Path;
 use std::time::Duration;
@@ -357,6 +359,20 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE mqtt_sessions ADD COLUMN node TEXT;
     CREATE INDEX mqtt_sessions_node ON mqtt_sessions (node) WHERE node IS NOT NULL;
     ALTER TABLE mqtt_session_inflight ADD COLUMN qos INTEGER NOT NULL DEFAULT 2;",
+    // Retained messages (`sqlite::retained`): per channel (its full name), the message last
+    // appended with `Retain::Keep`, or the clear that ended it (`cleared`, kept so that a write
+    // with a lower seq never brings an older one back), with its expiry. Apart from
+    // `messages`: trimming a channel's history leaves it.
+    "CREATE TABLE retained (
+        channel TEXT PRIMARY KEY,
+        epoch TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        client_id TEXT NULL,
+        time INTEGER NOT NULL,
+        data BLOB NOT NULL,
+        expires_at_ms INTEGER NULL,
+        cleared INTEGER NOT NULL
+    ) WITHOUT ROWID;",
 ];
 
 /// The schema version this build writes.

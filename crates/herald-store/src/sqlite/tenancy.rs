@@ -268,6 +268,7 @@ mod tests {
         let message = NewMessage {
             id: None,
             data: Bytes::from_static(b"1"),
+            retain: Default::default(),
         };
         let append = log.append(&channel, vec![message], Retention::default());
         let (bad, good, append) = tokio::join!(bad, good, append);

@@ -296,6 +296,8 @@ impl Writer {
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(backend)?;
             let trimmed = retention::trim_expired(&tx, now_ms)?;
+            // Retained messages whose Message Expiry Interval passed (reads skip them already).
+            crate::sqlite::retained::delete_expired(&tx, now_ms)?;
             let started = Instant::now();
             tx.commit().map_err(backend)?;
             metrics::histogram!("herald_store_commit_seconds")

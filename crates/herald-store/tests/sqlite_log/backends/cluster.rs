@@ -50,6 +50,7 @@ fn msg(data: String, id: Option<String>) -> NewMessage {
     NewMessage {
         id,
         data: Bytes::from(data),
+        retain: Default::default(),
     }
 }
 

@@ -33,6 +33,7 @@ fn msg(data: &str) -> NewMessage {
     NewMessage {
         id: None,
         data: Bytes::copy_from_slice(data.as_bytes()),
+        retain: Default::default(),
     }
 }
 
@@ -40,6 +41,7 @@ fn keyed(id: &str, data: &str) -> NewMessage {
     NewMessage {
         id: Some(id.to_owned()),
         data: Bytes::copy_from_slice(data.as_bytes()),
+        retain: Default::default(),
     }
 }
 

@@ -7,7 +7,7 @@
 //! `scripts/test.sh` runs first) with its own database, so tests run in parallel threads without
 //! sharing anything.
 //!
-//! Bodies: the channel log in [`log`], apps, keys, usage and revocations in [`tenancy`], the
+//! Bodies: the channel log in [`log`], its retained messages in [`retained`], apps, keys, usage and revocations in [`tenancy`], the
 //! registries in [`registry`], devices in [`devices`], credentials in [`credentials`], the audit
 //! log in [`audit`], the job queue in [`jobs`] (a broadcast's directly sent pages in
 //! [`job_pages`]; more in `crate::jobs`), webhook endpoints and their queues in [`hooks`] and
@@ -30,6 +30,7 @@ mod log;
 mod mqtt_sessions;
 mod pusher;
 mod registry;
+mod retained;
 mod tenancy;
 mod tls;
 

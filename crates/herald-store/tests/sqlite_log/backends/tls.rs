@@ -50,6 +50,7 @@ async fn a_url_that_asks_for_tls_gets_a_verified_tls_connection() {
                 vec![NewMessage {
                     id: None,
                     data: Bytes::from_static(b"\"over tls\""),
+                    retain: Default::default(),
                 }],
                 keep,
             )

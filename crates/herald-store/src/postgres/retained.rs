@@ -1,0 +1,113 @@
+//! Retained messages in PostgreSQL (`retained` table, `common::retained`): the rows a batch's
+//! appends with a retain write inside the batch's transaction ([`write`], after the channels'
+//! rows are locked, so two nodes' writes to one channel take turns), and the reads by channel
+//! and by name prefix.
+
+use deadpool_postgres::{GenericClient, Transaction};
+use herald_core::log::StoreError;
+use herald_core::message::SharedMessage;
+use herald_core::name::ChannelName;
+
+use super::pg_error;
+use crate::common::retained::{current, now_value, retained_of, RetainedRow, COLUMNS};
+use crate::common::values::sql_limit;
+
+/// Writes `rows` (one statement each; only MQTT RETAIN publishes have any), each unless the
+/// channel's stored row has a higher seq in the same epoch.
+pub(crate) async fn write(
+    tx: &Transaction<'_>,
+    rows: &[RetainedRow<'_>],
+) -> Result<(), StoreError> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let statement = tx
+        .prepare_cached(
+            "INSERT INTO retained (channel, epoch, seq, client_id, time, data, expires_at_ms, \
+             cleared) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+             ON CONFLICT (channel) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq, \
+             client_id = excluded.client_id, time = excluded.time, data = excluded.data, \
+             expires_at_ms = excluded.expires_at_ms, cleared = excluded.cleared \
+             WHERE excluded.seq > retained.seq OR excluded.epoch <> retained.epoch",
+        )
+        .await
+        .map_err(pg_error)?;
+    for row in rows {
+        let data: &[u8] = if row.cleared { &[] } else { row.data };
+        tx.execute(
+            &statement,
+            &[
+                &row.channel,
+                &row.epoch,
+                &row.seq,
+                &row.client_id,
+                &row.time,
+                &data,
+                &row.expires_at_ms,
+                &row.cleared,
+            ],
+        )
+        .await
+        .map_err(pg_error)?;
+    }
+    Ok(())
+}
+
+/// The retained message of `channel` at `now_ms`, if it has one.
+pub(crate) async fn read(
+    client: &impl GenericClient,
+    channel: &ChannelName,
+    now_ms: u64,
+) -> Result<Option<SharedMessage>, StoreError> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM retained WHERE channel = $1 AND {}",
+        current("$2")
+    );
+    let statement = client.prepare_cached(&sql).await.map_err(pg_error)?;
+    let row = client
+        .query_opt(&statement, &[&channel.as_str(), &now_value(now_ms)])
+        .await
+        .map_err(pg_error)?;
+    match row {
+        Some(row) => retained_of(&row),
+        None => Ok(None),
+    }
+}
+
+/// The retained messages at `now_ms` of the channels whose full names start with `prefix`, in
+/// name order after `after`, at most `limit`.
+pub(crate) async fn read_under(
+    client: &impl GenericClient,
+    prefix: &str,
+    after: Option<&str>,
+    limit: usize,
+    now_ms: u64,
+) -> Result<Vec<SharedMessage>, StoreError> {
+    // Channel names are ASCII: every name starting with `prefix` sorts below `prefix` + DEL
+    // (the column's collation is "C").
+    let upper = format!("{prefix}\u{7f}");
+    let sql = format!(
+        "SELECT {COLUMNS} FROM retained WHERE channel >= $1 AND channel < $2 AND channel > $3 \
+         AND {} ORDER BY channel LIMIT $5",
+        current("$4")
+    );
+    let statement = client.prepare_cached(&sql).await.map_err(pg_error)?;
+    let rows = client
+        .query(
+            &statement,
+            &[
+                &prefix,
+                &upper,
+                &after.unwrap_or(""),
+                &now_value(now_ms),
+                &sql_limit(limit),
+            ],
+        )
+        .await
+        .map_err(pg_error)?;
+    let mut found = Vec::with_capacity(rows.len());
+    for row in &rows {
+        found.extend(retained_of(row)?);
+    }
+    Ok(found)
+}
