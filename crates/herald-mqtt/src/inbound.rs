@@ -7,7 +7,8 @@
 //!
 //! Herald's errors become reason codes ([`publish_code`], [`subscribe_code`]); a packet the
 //! server must not receive (CONNACK, SUBACK, ... from a client, AUTH without enhanced
-//! authentication) is a Protocol Error: v5 DISCONNECT 0x82, 3.1.1 close.
+//! authentication) and a PUBLISH carrying a Subscription Identifier [MQTT-3.3.4-6] are Protocol
+//! Errors: v5 DISCONNECT 0x82, 3.1.1 close.
 
 use std::num::NonZeroU32;
 
@@ -160,6 +161,11 @@ fn refuse_over_limit(wire: &MqttWire, packet: &Packet, why: String) {
 
 /// Handles a PUBLISH: resolves its topic (and alias), checks it, stores it, acknowledges it.
 async fn publish_in(wire: &mut MqttWire, publish: Publish) -> Option<End> {
+    if !publish.properties.subscription_identifiers.is_empty() {
+        // The server's to set, on what it sends (MQTT 5.0 3.3.2.3.8).
+        let why = "a PUBLISH from a client may not carry a Subscription Identifier [MQTT-3.3.4-6]";
+        return Some(End::Disconnect(ReasonCode::ProtocolError, why.into()));
+    }
     let topic = match resolve_alias(wire, &publish) {
         Ok(topic) => topic,
         Err(end) => return Some(end),

@@ -351,6 +351,23 @@ impl InboundQoS2 {
     pub(crate) fn len(&self) -> usize {
         self.held.len()
     }
+
+    /// The held ids with the `n` of their keys, in arrival order: part of a persistent
+    /// session's state, which its next connection takes on ([`InboundQoS2::adopt`]).
+    pub(crate) fn held(&self) -> &[(u16, u64)] {
+        &self.held
+    }
+
+    /// Takes on the ids a session's connection before held: a PUBLISH the client sends again
+    /// with one of them after reconnecting is still the same message, not stored twice
+    /// [MQTT-4.3.3-10] (3.1.1 [MQTT-4.3.3-2]), and its PUBREL is completed as found.
+    pub(crate) fn adopt(&mut self, held: Vec<(u16, u64)>) {
+        for (id, n) in held {
+            if !self.held.iter().any(|&(h, _)| h == id) {
+                self.held.push((id, n));
+            }
+        }
+    }
 }
 
 /// The idempotency key of a QoS 2 message (see the module docs), within the 256 bytes a message
@@ -490,6 +507,22 @@ mod tests {
         // The id reused for a new message gets a new key.
         assert_eq!(held.arrival(id(5)), Arrival::New(1001));
         assert_eq!(held.len(), 0);
+    }
+
+    #[test]
+    fn held_ids_taken_on_by_the_next_connection_are_the_same_messages() {
+        let mut before = InboundQoS2::new(1000);
+        assert_eq!(before.arrival(id(5)), Arrival::New(1000));
+        before.hold(id(5), 1000);
+        let mut after = InboundQoS2::new(5000);
+        after.adopt(before.held().to_vec());
+        assert_eq!(
+            after.arrival(id(5)),
+            Arrival::Held,
+            "the resend after reconnecting"
+        );
+        assert!(after.release(id(5)), "its PUBREL finds it");
+        assert_eq!(after.arrival(id(6)), Arrival::New(5000));
     }
 
     #[test]

@@ -22,7 +22,7 @@ use super::positions::Positions;
 use super::store::{
     SessionKey, SessionWrite, StoredInflight, StoredPosition, StoredSession, StoredSubscription,
 };
-use super::{now_ms, Sessions};
+use super::{now_ms, Carried, Sessions};
 use crate::inflight::Sent;
 use crate::packet::{Packet, PubRel, QoS, RetainHandling, SubscriptionOptions};
 use crate::subscriptions::Granted;
@@ -59,6 +59,9 @@ pub(crate) struct PersistentSession {
     /// Messages in flight before (QoS 1 in memory and from the store, QoS 2 from the store),
     /// for the outbound state once the connection starts.
     resend: Vec<Sent>,
+    /// The inbound QoS 2 packet ids the connection before left awaiting PUBREL (in memory),
+    /// for the inbound state once the connection starts.
+    held_qos2: Vec<(u16, u64)>,
 }
 
 impl PersistentSession {
@@ -77,18 +80,21 @@ impl PersistentSession {
             gate: None,
             stored_positions: Vec::new(),
             resend: Vec::new(),
+            held_qos2: Vec::new(),
         }
     }
 
-    /// The stored session `stored` resumed, with the QoS 1 messages its last connection in
-    /// this process left unacknowledged and the QoS 1 and 2 messages stored in flight.
+    /// The stored session `stored` resumed, with what its last connection in this process
+    /// left (the QoS 1 messages unacknowledged, the inbound QoS 2 ids awaiting PUBREL) and the
+    /// QoS 1 and 2 messages stored in flight.
     pub(super) fn new(
         sessions: Arc<Sessions>,
         key: SessionKey,
         expiry_ms: i64,
         stored: &StoredSession,
-        mut resend: Vec<Sent>,
+        carried: Carried,
     ) -> Self {
+        let mut resend = carried.unacked;
         for inflight in &stored.inflight {
             let (Ok(channel), Some(id)) = (
                 key.app.parse_channel(&inflight.channel),
@@ -115,6 +121,7 @@ impl PersistentSession {
             stored_positions: stored.positions.clone(),
             offline_since_ms: stored.disconnected_ms,
             resend,
+            held_qos2: carried.held_qos2,
             ..PersistentSession::fresh(sessions, key, expiry_ms)
         }
     }
@@ -196,7 +203,8 @@ impl MqttWire {
     /// back as the channel's history keeps; a position the history no longer reaches replays
     /// what is left), within the client's permissions now (a subscription they no longer
     /// allow is dropped from the session); sends PUBREL again for QoS 2 messages that were
-    /// released, and keeps the packet ids of the messages in flight before for their resends.
+    /// released, keeps the packet ids of the messages in flight before for their resends, and
+    /// holds the inbound QoS 2 ids the connection before left awaiting PUBREL.
     pub(crate) async fn resume_session(&mut self) {
         let Some(persist) = self.persist.as_mut() else {
             return;
@@ -205,6 +213,7 @@ impl MqttWire {
         let stored = std::mem::take(&mut persist.stored_positions);
         let stored = StoredPositions::index(&stored);
         let resend = std::mem::take(&mut persist.resend);
+        self.qos2.adopt(std::mem::take(&mut persist.held_qos2));
         let Ok(app) = self.session.client().map(|c| c.app.clone()) else {
             return;
         };
@@ -607,7 +616,9 @@ impl MqttWire {
         let write = if persist.expiry_ms == 0 {
             SessionWrite::Delete { key: key.clone() }
         } else {
-            persist.sessions.keep_unacked(key.clone(), unacked);
+            let held_qos2 = self.qos2.held().to_vec();
+            let carried = Carried { unacked, held_qos2 };
+            persist.sessions.keep_carried(key.clone(), carried);
             SessionWrite::Ended {
                 key,
                 at_ms: now_ms(),

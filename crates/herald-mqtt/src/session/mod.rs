@@ -17,6 +17,9 @@
 //!   process: a session resumed after a restart, or on another node, resends its
 //!   unacknowledged QoS 1 messages with their original identifiers and DUP [MQTT-4.4.0-1],
 //!   except those sent within the last batch before a crash (sent again with new ones).
+//!   The packet identifiers of inbound QoS 2 messages stored and awaiting PUBREL are kept in
+//!   memory the same way ([`Carried`]): the client's resend of one after reconnecting is not
+//!   stored twice [MQTT-4.3.3-10] (after a restart, or on another node, it is).
 //!   The connection's will is stored with the session from the CONNECT (`crate::will`), so a
 //!   will waiting for its delay survives a crash ([`Sessions::recover_wills`]).
 //! - **Resuming** (`connection.rs`): each stored subscription is made again within the
@@ -69,13 +72,13 @@ const SWEEP_EVERY: Duration = Duration::from_secs(60);
 
 /// The MQTT listener's persistent sessions: the store, the writer that group-commits their
 /// changes, and (in memory) the QoS 1 packet identifiers each ended connection left
-/// unacknowledged.
+/// unacknowledged and the inbound QoS 2 ones it left awaiting PUBREL ([`Carried`]).
 pub struct Sessions {
     store: Arc<dyn MqttSessionStore>,
     flusher: Arc<Flusher>,
     /// `mqtt.max_session_expiry`, in milliseconds.
     max_expiry_ms: i64,
-    unacked: Mutex<HashMap<SessionKey, Vec<Sent>>>,
+    unacked: Mutex<HashMap<SessionKey, Carried>>,
     /// The wills waiting for their delay (in memory, and stored with their sessions:
     /// `crate::will`).
     pub(crate) wills: Arc<PendingWills>,
@@ -88,6 +91,17 @@ pub struct Sessions {
     /// with the same settings takes them back from here on revival (`crate::wire::ParkedWire`)
     /// rather than keep a pointer of its own.
     pub(crate) settings: Arc<MqttSettings>,
+}
+
+/// What a persistent session's connection leaves in memory for the session's next connection
+/// in this process.
+#[derive(Default)]
+pub(crate) struct Carried {
+    /// The QoS 1 messages sent and not acknowledged.
+    pub(crate) unacked: Vec<Sent>,
+    /// The inbound QoS 2 packet ids awaiting PUBREL, with the `n` of their messages' keys
+    /// (`crate::inflight::InboundQoS2::held`).
+    pub(crate) held_qos2: Vec<(u16, u64)>,
 }
 
 /// What CONNECT found and decided about a client's session.
@@ -261,7 +275,7 @@ impl Sessions {
                     expiry_ms,
                     node: self.node(),
                 });
-                let unacked = self.take_unacked(&key);
+                let carried = self.take_carried(&key);
                 Opened {
                     present: true,
                     session: Some(Box::new(PersistentSession::new(
@@ -269,13 +283,13 @@ impl Sessions {
                         key,
                         expiry_ms,
                         &stored,
-                        unacked,
+                        carried,
                     ))),
                     resumed: Some(stored),
                 }
             }
             _ => {
-                self.take_unacked(&key);
+                self.take_carried(&key);
                 // A stored row, expired or not, is replaced or deleted.
                 if had_row {
                     writes.push(SessionWrite::Delete { key: key.clone() });
@@ -305,7 +319,7 @@ impl Sessions {
         Ok(opened)
     }
 
-    fn take_unacked(&self, key: &SessionKey) -> Vec<Sent> {
+    fn take_carried(&self, key: &SessionKey) -> Carried {
         self.unacked
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -313,13 +327,13 @@ impl Sessions {
             .unwrap_or_default()
     }
 
-    /// Keeps `unacked` for the session's next connection in this process.
-    fn keep_unacked(&self, key: SessionKey, unacked: Vec<Sent>) {
+    /// Keeps `carried` for the session's next connection in this process.
+    fn keep_carried(&self, key: SessionKey, carried: Carried) {
         let mut kept = self.unacked.lock().unwrap_or_else(|e| e.into_inner());
-        if unacked.is_empty() {
+        if carried.unacked.is_empty() && carried.held_qos2.is_empty() {
             kept.remove(&key);
         } else {
-            kept.insert(key, unacked);
+            kept.insert(key, carried);
         }
     }
 }

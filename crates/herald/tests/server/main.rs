@@ -36,6 +36,7 @@ mod mqtt_delivery;
 mod mqtt_inbox;
 mod mqtt_node_lost;
 mod mqtt_parking;
+mod mqtt_normative;
 mod mqtt_persistence;
 mod mqtt_refusals;
 mod mqtt_retained_window;
