@@ -203,18 +203,24 @@ impl Followed {
         Some(result)
     }
 
-    /// Runs `f` on `channel`'s follow (if followed), which it only reads: the repair task's
-    /// look at what a channel needs. Marks the channel for attention again only while a gap is
-    /// awaited (to see when it is overdue); what the task starts marks it when it ends.
-    pub(crate) fn look<R>(
+    /// Runs `f` on `channel`'s follow (if followed): the repair task's look at what a channel
+    /// needs, and what it starts, in one lookup; `deliver` as for [`Followed::with`]. Marks the
+    /// channel for attention again only while a gap is awaited (to see when it is overdue):
+    /// what the task starts marks it when it ends.
+    pub(crate) fn step<R>(
         &self,
         channel: &ChannelName,
-        f: impl FnOnce(&Follow, Instant) -> R,
+        f: impl FnOnce(&mut Follow, Instant, &mut Vec<SharedMessage>) -> R,
+        deliver: impl FnOnce(&[SharedMessage]),
     ) -> Option<R> {
         let now = Instant::now();
-        let shard = self.shard(channel).lock();
-        let follow = shard.get(channel)?;
-        let result = f(follow, now);
+        let mut ready = Vec::new();
+        let mut shard = self.shard(channel).lock();
+        let follow = shard.get_mut(channel)?;
+        let result = f(follow, now, &mut ready);
+        if !ready.is_empty() {
+            deliver(&ready);
+        }
         let attend = follow.sequencer.has_gap();
         drop(shard);
         if attend {

@@ -29,6 +29,7 @@
 //! `PREFIX:hook-count:CHANNEL` (deleted when it is 0), so the next node to claim it tells
 //! nothing when the count is back where that left it. Neither is read by anything else.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,7 +48,11 @@ use crate::error::BusError;
 use crate::followed::{ChannelHasher, ChannelMap};
 
 fn channel_field(channel: &ChannelName) -> String {
-    format!("c:{}", channel.as_str())
+    let name = channel.as_str();
+    let mut field = String::with_capacity(2 + name.len());
+    field.push_str("c:");
+    field.push_str(name);
+    field
 }
 
 fn app_field(app: &AppId) -> String {
@@ -62,10 +67,11 @@ struct Written {
     apps: HashMap<AppId, i64>,
 }
 
-/// The hash fields to set and to delete for one write.
+/// The hash fields to set and to delete for one write. Each field is named once in `set`
+/// (a list, not a map: a storm's tens of thousands of new counts are not hashed again).
 #[derive(Default)]
 struct Changes {
-    set: HashMap<String, i64, ChannelHasher>,
+    set: Vec<(String, i64)>,
     delete: Vec<String>,
 }
 
@@ -81,8 +87,16 @@ fn channel_changes(
     for (channel, n) in channels {
         read += 1;
         if n > 0 {
-            if written.insert(channel.clone(), n) != Some(n) {
-                changes.set.insert(channel_field(&channel), n);
+            match written.entry(channel) {
+                Entry::Occupied(mut known) if *known.get() != n => {
+                    known.insert(n);
+                    changes.set.push((channel_field(known.key()), n));
+                }
+                Entry::Occupied(_) => {}
+                Entry::Vacant(new) => {
+                    changes.set.push((channel_field(new.key()), n));
+                    new.insert(n);
+                }
             }
         } else if written.remove(&channel).is_some() {
             changes.delete.push(channel_field(&channel));
@@ -114,11 +128,15 @@ fn changes(shared: &Shared, written: &mut Written, everything: bool) -> Changes 
                 (c, n)
             })
             .collect();
-        channel_changes(shared, &mut written.channels, now, &mut changes);
-        // The hash rewritten whole (the task deletes every other field it holds).
-        for (channel, n) in &written.channels {
-            changes.set.insert(channel_field(channel), *n);
-        }
+        // The hash rewritten whole (the task deletes every other field it holds): every
+        // channel counted once (one both followed and told is read twice, written once).
+        channel_changes(shared, &mut written.channels, now, &mut Changes::default());
+        changes.set.extend(
+            written
+                .channels
+                .iter()
+                .map(|(channel, n)| (channel_field(channel), *n)),
+        );
     } else {
         let now = told.into_iter().map(|c| {
             let n = hub.subscriber_count(&c) as i64;
@@ -136,7 +154,7 @@ fn changes(shared: &Shared, written: &mut Written, everything: bool) -> Changes 
         .collect();
     for (app, n) in &apps {
         if everything || written.apps.get(app) != Some(n) {
-            changes.set.insert(app_field(app), *n);
+            changes.set.push((app_field(app), *n));
         }
     }
     for app in written.apps.keys().filter(|a| !apps.contains_key(*a)) {
@@ -174,16 +192,19 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             if everything {
                 // Fields a failed write (or another life of this node's hash) left behind.
                 let present: Vec<String> = publisher.hkeys(&key).await?;
-                delete.extend(present.into_iter().filter(|f| !set.contains_key(f)));
+                let kept: HashSet<&str, ChannelHasher> =
+                    set.iter().map(|(field, _)| field.as_str()).collect();
+                delete.extend(present.into_iter().filter(|f| !kept.contains(f.as_str())));
             }
             if !set.is_empty() {
                 // `HSET` with its fields as arguments: no map of fred's (hashed again with
                 // SipHash) for a storm's tens of thousands of changed counts.
                 let mut args: Vec<Value> = Vec::with_capacity(1 + 2 * set.len());
                 args.push(Value::from(key.as_str()));
-                for (field, n) in set.iter() {
-                    args.push(Value::from(field.as_str()));
-                    args.push(Value::from(*n));
+                for (field, n) in set {
+                    // Moved, not copied.
+                    args.push(Value::from(field));
+                    args.push(Value::from(n));
                 }
                 let hset = CustomCommand::new_static("HSET", ClusterHash::FirstKey, false);
                 publisher.custom::<Value, _>(hset, args).await?;

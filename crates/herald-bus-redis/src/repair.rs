@@ -12,14 +12,15 @@
 //! message both read and received is delivered once.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use herald_core::log::{ChannelLog, CommitSink, ReadFrom, StoreError};
+use herald_core::message::SharedMessage;
 use herald_core::ChannelName;
 use tokio::sync::Semaphore;
 
 use crate::bus::Shared;
-use crate::followed::StartRead;
+use crate::followed::{Follow, StartRead};
 
 /// Log reads running at once.
 const CONCURRENT_READS: usize = 16;
@@ -30,24 +31,41 @@ const CHECKS_PER_READ: usize = 1000;
 /// Wait before retrying a failed read.
 const READ_RETRY: Duration = Duration::from_millis(100);
 
-/// How a newly followed channel started.
-enum Started {
-    /// At the head read after its subscription was confirmed: nothing to check.
-    Exact,
-    /// Before its subscription was confirmed: checked once it is.
-    Deferred,
-    /// Its head is checked now.
-    Check,
-}
-
 /// What the task does with one channel this round.
 enum Step {
     Nothing,
-    Start,
     /// Read after this seq, if the channel's head is beyond it.
     Check(u64),
     /// Read after this seq (a gap was seen).
     Read(u64),
+}
+
+/// Starts a newly followed channel after the hub's head `floor`. What was committed since
+/// the floor (this node's commits made before it followed the channel, other nodes'
+/// messages) is read once Redis confirms the subscription, with the round's other heads: the
+/// messages only if the head moved. Not before, which would read twice, unless Redis is away
+/// (`read_now`): then now, so that this node's own commits reach its subscribers (the
+/// subscription task asks for it if the subscription fails). Nothing at all if the engine's
+/// subscribers were told a head read after Redis confirmed the subscription, and stand at it:
+/// everything after it arrives from Redis (`crate::head_reads`).
+fn start(
+    follow: &mut Follow,
+    floor: u64,
+    read_now: bool,
+    now: Instant,
+    ready: &mut Vec<SharedMessage>,
+) -> Step {
+    follow.sequencer.start_after(floor, now, ready);
+    let head_read = follow.head_read.take();
+    if follow.listening && head_read.is_some_and(|head| floor >= head) {
+        follow.needs_read = false;
+        return Step::Nothing;
+    }
+    if !read_now && !follow.listening {
+        follow.start_read = StartRead::Deferred;
+        return Step::Nothing;
+    }
+    Step::Check(floor)
 }
 
 pub(crate) async fn run(shared: Arc<Shared>) {
@@ -74,90 +92,56 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             .counters
             .repair_looks
             .fetch_add(attention.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        // Redis away: a channel started now reads what it may have missed at once, so that
+        // this node's own commits reach its subscribers (the subscription task asks for it if
+        // a subscription fails later).
+        let read_now = shared.link_log.is_down();
         for channel in attention {
-            let step = shared.followed.look(&channel, |follow, now| {
-                if follow.repairing {
-                    Step::Nothing
-                } else if follow.sequencer.next().is_none() {
-                    // Even before Redis confirms the subscription: this node's own
-                    // commits then reach its subscribers while Redis is away.
-                    Step::Start
-                } else if follow.needs_read
-                    && (follow.listening || follow.start_read == StartRead::Owed)
-                {
-                    Step::Check(follow.sequencer.next().map_or(0, |n| n - 1))
-                } else if let Some(gap) = follow.sequencer.overdue_gap(now, wait) {
-                    Step::Read(gap.after)
-                } else {
-                    Step::Nothing
-                }
-            });
-            let (after, check) = match step {
-                Some(Step::Read(after)) => (after, false),
-                Some(Step::Check(after)) => (after, true),
-                Some(Step::Start) => {
-                    // Outside the follow's lock: the hub takes its own.
-                    let Some(floor) = shared.fan_out.hub().head_floor(&channel) else {
-                        // Until the hub knows where its subscribers stand: it says when it
-                        // does (the interest hook's `head_known` attends the channel again).
-                        continue;
-                    };
-                    // What was committed since the floor (this node's commits made before it
-                    // followed the channel, other nodes' messages) is read once Redis confirms
-                    // the subscription, with the round's other heads: the messages only if
-                    // the head moved. Not before, which would read twice, unless Redis is
-                    // away: then now, so that this node's own commits reach its subscribers
-                    // (the subscription task asks for it if the subscription fails).
-                    // Nothing at all if the engine's subscribers were told a head read after
-                    // Redis confirmed the subscription, and stand at it: everything after it
-                    // arrives from Redis (`crate::head_reads`).
-                    let read_now = shared.link_log.is_down();
-                    let started = shared.followed.with(
-                        &channel,
-                        |follow, now, ready| {
-                            follow.sequencer.start_after(floor, now, ready);
-                            let head_read = follow.head_read.take();
-                            if follow.listening && head_read.is_some_and(|head| floor >= head) {
-                                follow.needs_read = false;
-                                return Started::Exact;
-                            }
-                            if !read_now && !follow.listening {
-                                follow.start_read = StartRead::Deferred;
-                                return Started::Deferred;
-                            }
-                            Started::Check
-                        },
-                        |ready| shared.fan_out.committed(ready),
-                    );
-                    match started {
-                        Some(Started::Exact | Started::Deferred) => continue,
-                        Some(Started::Check) | None => {}
-                    }
-                    (floor, true)
-                }
-                Some(Step::Nothing) | None => continue,
-            };
-            let started = shared.followed.with(
+            // Where the hub's subscribers stand, read before the channel's shard is locked
+            // (the hub takes its own lock), so that one look both decides and starts a newly
+            // followed channel: a storm's new channel is looked up twice here, not three times.
+            let floor = shared.fan_out.hub().head_floor(&channel);
+            let step = shared.followed.step(
                 &channel,
-                |follow, _, _| {
-                    let start = !follow.repairing;
-                    follow.repairing = true;
-                    follow.start_read = StartRead::Done;
-                    // A read before Redis confirmed the subscription may miss messages other
-                    // nodes publish until it does: read again then.
-                    if follow.listening {
-                        follow.needs_read = false;
+                |follow, now, ready| {
+                    let step = if follow.repairing {
+                        Step::Nothing
+                    } else if follow.sequencer.next().is_none() {
+                        // Even before Redis confirms the subscription: this node's own
+                        // commits then reach its subscribers while Redis is away.
+                        match floor {
+                            Some(floor) => start(follow, floor, read_now, now, ready),
+                            // Until the hub knows where its subscribers stand: it says when
+                            // it does (the interest hook's `head_known` attends the channel
+                            // again).
+                            None => Step::Nothing,
+                        }
+                    } else if follow.needs_read
+                        && (follow.listening || follow.start_read == StartRead::Owed)
+                    {
+                        Step::Check(follow.sequencer.next().map_or(0, |n| n - 1))
+                    } else if let Some(gap) = follow.sequencer.overdue_gap(now, wait) {
+                        Step::Read(gap.after)
+                    } else {
+                        Step::Nothing
+                    };
+                    if matches!(step, Step::Check(_) | Step::Read(_)) {
+                        follow.repairing = true;
+                        follow.start_read = StartRead::Done;
+                        // A read before Redis confirmed the subscription may miss messages
+                        // other nodes publish until it does: read again then.
+                        if follow.listening {
+                            follow.needs_read = false;
+                        }
                     }
-                    start
+                    step
                 },
-                |_| {},
+                |ready| shared.fan_out.committed(ready),
             );
-            if started == Some(true) {
-                if check {
-                    to_check.push((channel, after));
-                } else {
-                    spawn_read(&shared, &log, &reads, channel, after);
-                }
+            match step {
+                Some(Step::Check(after)) => to_check.push((channel, after)),
+                Some(Step::Read(after)) => spawn_read(&shared, &log, &reads, channel, after),
+                Some(Step::Nothing) | None => {}
             }
         }
         for batch in to_check.chunks(CHECKS_PER_READ) {

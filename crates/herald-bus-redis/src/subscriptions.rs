@@ -78,7 +78,11 @@ pub(crate) async fn run(shared: Arc<Shared>, mut reconnects: broadcast::Receiver
         if !events_subscribed {
             events_subscribed = subscribe_events(&shared).await;
         }
+        // Channels retried that were dropped meanwhile are not subscribed again; those this
+        // round follows are followed (only this task follows and drops channels), and those it
+        // drops are taken out below: none is looked up again before the command.
         let mut subscribe = std::mem::take(&mut retry);
+        subscribe.retain(|c| shared.followed.is_followed(c));
         let mut unsubscribe = ChannelSet::default();
         let (changes, taken) = shared.interest.take();
         for (channel, gained) in changes {
@@ -104,7 +108,6 @@ pub(crate) async fn run(shared: Arc<Shared>, mut reconnects: broadcast::Receiver
         // Every channel of this take is followed or dropped: a head read waiting for channels
         // gained before it knows which to wait for (`crate::heads`).
         shared.interest.settle(taken);
-        subscribe.retain(|c| shared.followed.is_followed(c));
         if !unsubscribe.is_empty() {
             // A failure leaves a stray subscription: its traffic is counted and dropped, and a
             // reconnect ends it.
