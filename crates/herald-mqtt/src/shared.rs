@@ -21,8 +21,10 @@
 //!
 //! **A member that leaves** (its connection ends, whatever the reason) leaves its groups first
 //! ([`MqttWire::leave_shared_groups`]), then hands what it had not acknowledged to the members
-//! left: QoS 1 and 2 messages sent and not PUBACKed or PUBRECed, waiting for its window, or
-//! still queued (those its subscription was granted QoS 1 or 2 for). A message no member is
+//! left: QoS 1 messages sent and not PUBACKed, QoS 1 and 2 messages waiting for its window or
+//! still queued (those its subscription was granted QoS 1 or 2 for). A QoS 2 message sent and
+//! not PUBRECed is not handed over: the client may have received it, and the standard says no
+//! other client is sent it then [MQTT-4.8.2-5]. A message no member is
 //! left for (in the cluster) is dropped (a persistent session does not keep it: the standard's "MAY").
 //!
 //! **Persistent sessions** keep their shared subscriptions as their other filters and join
@@ -314,9 +316,20 @@ impl MqttWire {
             OutFrame::Message(m) if origin::of(&m).qos != QoS::AtMostOnce => Some(m),
             _ => None,
         });
+        // A QoS 2 PUBLISH it was sent and has not answered with PUBREC stays its own: the
+        // client may have it, so no other member is sent it [MQTT-4.8.2-5].
+        let sent_qos2: Vec<(&ChannelName, u64)> = self
+            .outbound
+            .unacknowledged()
+            .filter(|sent| sent.qos == QoS::ExactlyOnce)
+            .map(|sent| (&sent.channel, sent.seq))
+            .collect();
         let mut handed = 0usize;
         let mut lost = 0usize;
         for message in shared.unacked.iter().cloned().chain(queued) {
+            if sent_qos2.contains(&(&message.channel, message.seq)) {
+                continue;
+            }
             let group = left.iter().zip(&granted_at_least_once).find(|(g, qos1)| {
                 **qos1
                     && g.filter()

@@ -193,3 +193,88 @@ async fn a_qos2_publish_sent_again_after_reconnecting_is_not_delivered_twice() {
         assert_eq!(got, ["once", "marker"], "{version:?}");
     }
 }
+
+/// Reads `raw`'s packets until a SUBACK; panics on anything else.
+async fn until_suback(raw: &mut Raw) {
+    match raw.next().await {
+        Some(Packet::SubAck(_)) => {}
+        other => panic!("expected SUBACK, got {other:?}; {}", raw.why_closed()),
+    }
+}
+
+#[tokio::test]
+async fn a_qos2_message_sent_to_a_shared_subscriber_that_leaves_goes_to_no_other_member() {
+    // [MQTT-4.8.2-5]: a QoS 2 PUBLISH sent to a member, not answered with PUBREC, may have
+    // reached it; when its session ends the message must not be sent to another member.
+    let server = Server::builder().mqtt().start().await;
+    let mqtt = server.mqtt_addr();
+    let version = ProtocolVersion::V5;
+    let topic = "normative/shared/qos2";
+    let group = format!("$share/g/{topic}");
+    let leaving_id = "normative-shared-leaving";
+    let props = ConnectProperties::default();
+    let (mut leaving, _) =
+        Raw::connect_with(mqtt, version, Some(API_KEY), 60, leaving_id, props.clone()).await;
+    leaving
+        .send(&crate::mqtt_shared::subscribe(
+            &group,
+            QoS::ExactlyOnce,
+            false,
+        ))
+        .await;
+    until_suback(&mut leaving).await;
+    // A QoS 2 message through the group's one member, which does not answer it.
+    let (mut publisher, _) = Raw::connect(mqtt, version, Some(API_KEY), 60).await;
+    publisher
+        .send(&publish_at(
+            QoS::ExactlyOnce,
+            topic,
+            "first",
+            1,
+            Default::default(),
+        ))
+        .await;
+    match next_answer(&mut publisher).await {
+        Packet::PubRec(rec) => assert_eq!(rec.reason_code, ReasonCode::Success, "{rec:?}"),
+        other => panic!("expected PUBREC, got {other:?}"),
+    }
+    match next_answer(&mut leaving).await {
+        Packet::Publish(p) => {
+            assert_eq!(&p.payload[..], b"first");
+            assert_eq!(p.qos, QoS::ExactlyOnce);
+        }
+        other => panic!("expected the PUBLISH, got {other:?}"),
+    }
+    let (mut staying, _) = Raw::connect(mqtt, version, Some(API_KEY), 60).await;
+    staying
+        .send(&crate::mqtt_shared::subscribe(
+            &group,
+            QoS::ExactlyOnce,
+            false,
+        ))
+        .await;
+    until_suback(&mut staying).await;
+    // The member leaves without PUBREC (its session ends with the connection); a CONNECT with
+    // its client identifier is answered once that connection's end was dealt with.
+    drop(leaving);
+    let (again, _) = Raw::connect_with(mqtt, version, Some(API_KEY), 60, leaving_id, props).await;
+    drop(again);
+    publisher
+        .send(&publish_with(topic, "marker", 2, Default::default()))
+        .await;
+    match next_answer(&mut publisher).await {
+        Packet::PubAck(ack) => assert_eq!(ack.packet_id.get(), 2),
+        other => panic!("expected PUBACK, got {other:?}"),
+    }
+    match next_answer(&mut staying).await {
+        Packet::Publish(p) => assert_eq!(
+            String::from_utf8_lossy(&p.payload),
+            "marker",
+            "the member left gets the next message, not the QoS 2 message the other was sent"
+        ),
+        other => panic!(
+            "expected a PUBLISH, got {other:?}; {}",
+            staying.why_closed()
+        ),
+    }
+}
