@@ -356,8 +356,10 @@ async fn store(
         ));
     }
     let data = payload::to_data(&publish.payload, publish.retain, &message_props);
+    // RETAIN 1: the channel's retained message, stored with the message before the answer.
+    let retain = payload::retain_of(&publish.payload, publish.retain, &message_props);
     session
-        .publish(channel.public(), key, &data)
+        .publish_retained(channel.public(), key, &data, retain)
         .await
         .map(|_| ())
         .map_err(|e| {
@@ -499,9 +501,12 @@ async fn subscribe_one(
         }
         let _ = wire.session.unsubscribe(channel.public());
     }
+    let sys = crate::sys::is_sys_topic(filter);
     let request = SubscribeRequest {
         since: None,
-        last: Some(send_retained),
+        // The retained message is read once the subscription is live (`retained.rs`); a
+        // `$SYS/` topic's last value is the channel's last message.
+        last: Some(send_retained && sys),
         replay_retained_if_lost: false,
     };
     // Recorded first: the retained message may be queued before `subscribe` returns.
@@ -511,8 +516,10 @@ async fn subscribe_one(
             wire.subscriptions.share_name(&opened.name);
             let position = Some(&opened.position);
             wire.session_subscribed(filter, options, granted, &channel, position);
-            if crate::sys::is_sys_topic(filter) {
+            if sys {
                 wire.follow_sys(filter, send_retained);
+            } else if send_retained {
+                crate::retained::send_exact(wire, &channel, opened.outcome.seq).await;
             }
             Ok(granted.qos)
         }

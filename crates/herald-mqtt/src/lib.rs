@@ -10,7 +10,9 @@
 //! key or the anonymous rules, the CONNACK), then runs the connection as a driver `Wire`
 //! (`wire.rs`): packets handled in `inbound.rs`, messages written (`deliver.rs`) from one
 //! encoding per message (`outbound.rs`), packet identifiers and QoS state in `inflight.rs`, what
-//! each subscription was granted in `subscriptions.rs`, wildcard subscriptions in `wildcards.rs`
+//! each subscription was granted in `subscriptions.rs`, which message a SUBSCRIBE is sent as a
+//! topic's retained message in `retained.rs` (and how it meets live ones in
+//! `retained_window.rs`), wildcard subscriptions in `wildcards.rs`
 //! (over core's filter registry), shared subscriptions in `shared.rs` (over core's share
 //! groups), one connection per client identifier in `takeover.rs` (across a cluster's nodes
 //! with `cluster.rs`),
@@ -41,6 +43,7 @@ mod outbound;
 pub mod packet;
 mod park;
 pub mod payload;
+mod retained;
 mod retained_window;
 pub mod serve;
 pub mod session;

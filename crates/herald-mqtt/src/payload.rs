@@ -39,6 +39,7 @@ use std::borrow::Cow;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use bytes::Bytes;
+use herald_core::Retain;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 
@@ -150,6 +151,21 @@ pub fn to_data(payload: &Bytes, retain: bool, props: &MessageProps) -> Bytes {
     }
     let envelope = EnvelopeOut { body };
     Bytes::from(serde_json::to_vec(&envelope).expect("serialising strings and numbers"))
+}
+
+/// What storing a PUBLISH (or a will) of `payload` with RETAIN `retain` and properties `props`
+/// does to its channel's retained message (core's [`Retain`], written with the message): a
+/// retained non-empty payload becomes it until its Message Expiry Interval passes
+/// ([MQTT-3.3.1-5]), a retained empty one clears it (3.1.1 [MQTT-3.3.1-10], v5
+/// [MQTT-3.3.1-6]), RETAIN 0 leaves it (3.1.1 [MQTT-3.3.1-12], v5 [MQTT-3.3.1-8]).
+pub fn retain_of(payload: &Bytes, retain: bool, props: &MessageProps) -> Retain {
+    match (retain, payload.is_empty()) {
+        (false, _) => Retain::Untouched,
+        (true, true) => Retain::Clear,
+        (true, false) => Retain::Keep {
+            expires_at_ms: props.expiry_at_ms,
+        },
+    }
 }
 
 /// What an MQTT subscriber is sent for a message whose data is `data` (see the module doc).

@@ -1,5 +1,5 @@
-//! Where a wildcard SUBSCRIBE's retained messages meet live ones (docs/design/mqtt.md,
-//! "Wildcards"): each message at most once to the connection, in seq order per topic.
+//! Where a SUBSCRIBE's retained messages meet live ones (docs/design/mqtt.md, "Wildcards"):
+//! each message at most once to the connection, in seq order per topic.
 //!
 //! A wildcard SUBSCRIBE registers its filter in the hub first, then reads the last message of
 //! each matching channel from the store and queues them as retained messages
@@ -30,9 +30,12 @@
 //! checks one length per message while no window is open (`subscriptions.rs` keeps it beside
 //! the filters' registration), one map lookup per message while one is.
 //!
-//! An exact SUBSCRIBE needs none of this: its subscription parks live messages while it reads
-//! the channel's last message and skips every live one at or below it afterwards (core's
-//! catch-up, `caught_up_to`).
+//! **An exact SUBSCRIBE** queues its channel's retained message the same way (read from the
+//! store once its subscription is live, `retained.rs`), with a lighter mark
+//! ([`RetainedWindow::queued_exact`]): its subscription skips every live message at or below
+//! the channel's head it started at (core's `caught_up_to`), so no copy can follow; only a
+//! newer live message written first stops the retained one (which would otherwise go out after
+//! it), and the mark goes as soon as the retained message is settled.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -53,6 +56,9 @@ struct Mark {
     retained: Option<u64>,
     /// A live message was written since `retained` was queued.
     live_since: bool,
+    /// Queued by an exact SUBSCRIBE, whose subscription skips live messages at or below the
+    /// channel's head it started at: nothing to stop once the retained message is settled.
+    exact: bool,
 }
 
 /// The marks of one connection's channels whose retained messages a wildcard SUBSCRIBE queued
@@ -83,6 +89,7 @@ impl RetainedWindow {
                     floor: 0,
                     retained: None,
                     live_since: false,
+                    exact: false,
                 });
             if mark.epoch != message.epoch {
                 mark.epoch = message.epoch.clone();
@@ -90,9 +97,25 @@ impl RetainedWindow {
             }
             mark.retained = Some(message.seq);
             mark.live_since = false;
+            mark.exact = false;
         }
         if self.is_open() {
             self.queued_at = Some(Instant::now());
+        }
+    }
+
+    /// Marks the channel of `retained`, the retained message an exact SUBSCRIBE queued just now
+    /// (read from the store after its subscription went live at the channel's head): it goes
+    /// unless a live message of the channel was written first, and its mark goes with it.
+    pub(crate) fn queued_exact(&mut self, retained: &StoredMessage) {
+        if self.marks.contains_key(&retained.channel) {
+            // A wildcard SUBSCRIBE's mark: it keeps its floor.
+            self.queued([retained]);
+            return;
+        }
+        self.queued([retained]);
+        if let Some(mark) = self.marks.get_mut(&retained.channel) {
+            mark.exact = true;
         }
     }
 
@@ -137,6 +160,10 @@ impl RetainedWindow {
             // The client has it, or gets it live next: the channel's window is over.
             self.marks.remove(&message.channel);
             return false;
+        }
+        if mark.exact {
+            self.marks.remove(&message.channel);
+            return true;
         }
         mark.floor = mark.floor.max(message.seq);
         true
@@ -243,6 +270,18 @@ mod tests {
             "another subscription's"
         );
         assert!(window.pass_live(&msg("a/b", 8)));
+        assert!(!window.is_open());
+    }
+
+    #[test]
+    fn an_exact_subscribes_mark_goes_once_its_retained_message_is_settled() {
+        let mut window = RetainedWindow::default();
+        window.queued_exact(&msg("a/b", 3));
+        assert!(window.pass_retained(&msg("a/b", 3)));
+        assert!(!window.is_open(), "settled: its subscription skips copies");
+        window.queued_exact(&msg("a/b", 3));
+        assert!(window.pass_live(&msg("a/b", 9)), "newer, live, first");
+        assert!(!window.pass_retained(&msg("a/b", 3)), "not sent after it");
         assert!(!window.is_open());
     }
 

@@ -30,7 +30,7 @@ pub const DEFAULT_SYS_INTERVAL: u32 = 10;
 pub const DEFAULT_MAX_SESSION_EXPIRY: u32 = 7 * 24 * 3600;
 
 /// The default [`MqttSettings::max_retained_per_filter`].
-pub const DEFAULT_MAX_RETAINED_PER_FILTER: u16 = 100;
+pub const DEFAULT_MAX_RETAINED_PER_FILTER: u16 = 10_000;
 
 /// The default [`MqttSettings::max_offline_channels_per_filter`].
 pub const DEFAULT_MAX_OFFLINE_CHANNELS_PER_FILTER: u16 = 1000;
@@ -78,10 +78,10 @@ pub struct MqttSettings {
     /// long. 0 keeps no session beyond its connection. Default
     /// [`DEFAULT_MAX_SESSION_EXPIRY`] (7 days).
     pub max_session_expiry: u32,
-    /// Most retained messages a wildcard SUBSCRIBE is sent: the last message of each existing
-    /// channel the filter matches, up to this many, found among at most ten times as many
-    /// channels listed per filter prefix. 0 sends none. Default
-    /// [`DEFAULT_MAX_RETAINED_PER_FILTER`] (100).
+    /// Most retained messages a wildcard SUBSCRIBE is sent: the retained message of each
+    /// channel the filter matches, up to this many (the bound on what one SUBSCRIBE queues and
+    /// reads), found among at most four times as many stored retained messages per filter
+    /// prefix. 0 sends none. Default [`DEFAULT_MAX_RETAINED_PER_FILTER`] (10,000).
     pub max_retained_per_filter: u16,
     /// Most channels a wildcard filter of a resumed persistent session replays what it missed
     /// of (`crate::session`'s `missed.rs`): the channels the filter matches that had QoS 1 or
@@ -145,7 +145,7 @@ mod tests {
         );
         assert_eq!(s.max_topic_aliases_out, 10);
         assert_eq!(s.max_session_expiry, 604_800);
-        assert_eq!(s.max_retained_per_filter, 100);
+        assert_eq!(s.max_retained_per_filter, 10_000);
         assert_eq!(s.max_offline_channels_per_filter, 1000);
         assert_eq!(s.sys_interval, 10);
         assert!(!s.allow_anonymous && s.anonymous_rules.is_empty());

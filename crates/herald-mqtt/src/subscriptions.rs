@@ -19,9 +19,9 @@
 //! carries the identifiers of every matching subscription that has one
 //! ([`Subscriptions::identifiers`], [MQTT-3.3.4-3], [MQTT-3.3.4-5]).
 //!
-//! **Retained messages of a wildcard SUBSCRIBE** meet live ones in a window kept beside the
-//! filters' registration (`retained_window.rs`): each message goes out once, in order per
-//! topic ([`Subscriptions::window_passes`]).
+//! **Retained messages of a SUBSCRIBE** (wildcard or exact) meet live ones in a window kept
+//! beside the filters' registration (`retained_window.rs`): each message goes out once, in
+//! order per topic ([`Subscriptions::window_passes`]).
 
 use std::num::NonZeroU32;
 use std::sync::Arc;
@@ -90,11 +90,12 @@ pub(crate) struct Subscriptions {
     pub(crate) shared: SharedGroups,
 }
 
-/// What a connection with wildcard filters keeps for them beside their options.
+/// What a connection with wildcard filters keeps for them beside their options, and where any
+/// SUBSCRIBE's retained messages meet live ones.
 struct Registered {
-    /// The filters' registration in the hub.
-    hub: FilterSubscriber,
-    /// Where their SUBSCRIBEs' retained messages meet live ones (`retained_window.rs`).
+    /// The filters' registration in the hub, made with the first filter.
+    hub: Option<FilterSubscriber>,
+    /// Where SUBSCRIBEs' retained messages meet live ones (`retained_window.rs`).
     retained: RetainedWindow,
 }
 
@@ -104,8 +105,13 @@ impl Subscriptions {
     pub(crate) fn shrink_to_fit(&mut self) {
         self.exact.shrink_to_fit();
         self.filters.shrink_to_fit();
-        if let Some(registered) = &mut self.registered {
+        let settled = self.registered.as_mut().is_some_and(|registered| {
             registered.retained.shrink_to_fit();
+            registered.hub.is_none() && !registered.retained.is_open()
+        });
+        if settled {
+            // Only an exact SUBSCRIBE's settled window: nothing left to keep.
+            self.registered = None;
         }
     }
 
@@ -118,6 +124,20 @@ impl Subscriptions {
         if let Some(registered) = &mut self.registered {
             registered.retained.queued(retained);
         }
+    }
+
+    /// Records the retained message an exact SUBSCRIBE just queued, so that it does not go out
+    /// after a newer live message of its channel ([`Subscriptions::window_passes`]).
+    pub(crate) fn retained_queued_exact(&mut self, retained: &StoredMessage) {
+        self.registered
+            .get_or_insert_with(|| {
+                Box::new(Registered {
+                    hub: None,
+                    retained: RetainedWindow::default(),
+                })
+            })
+            .retained
+            .queued_exact(retained);
     }
 
     /// Whether `message`, about to go out (as a retained message if `retained`), does: not if
@@ -142,15 +162,24 @@ impl Subscriptions {
     pub(crate) fn lone(&self) -> Option<Option<(ChannelName, Granted)>> {
         let lean = self.exact.len() <= 1
             && self.filters.is_empty()
-            && self.registered.is_none()
+            && self
+                .registered
+                .as_ref()
+                .is_none_or(|r| r.hub.is_none() && !r.retained.is_open())
             && self.shared.is_unused();
         lean.then(|| self.exact.first().cloned())
     }
 
-    /// The subscriptions [`Subscriptions::lone`] gave.
+    /// The subscriptions [`Subscriptions::lone`] gave. The list grows as a first SUBSCRIBE's
+    /// does (room for four, 96 bytes), not to its length (24 bytes, jemalloc's 32-byte class):
+    /// it is freed when the connection parks again, and the 32-byte class holds what parked
+    /// connections keep (the claim's key, the parking slot's waker), whose slabs a wave of
+    /// revived connections would leave part-used (issue 33).
     pub(crate) fn from_lone(lone: Option<(ChannelName, Granted)>) -> Self {
+        let mut exact = Vec::new();
+        exact.extend(lone);
         Subscriptions {
-            exact: lone.into_iter().collect(),
+            exact,
             ..Subscriptions::default()
         }
     }
@@ -274,11 +303,14 @@ impl Subscriptions {
         }
         let registered = self.registered.get_or_insert_with(|| {
             Box::new(Registered {
-                hub: registry.subscriber(app, outbox.clone(), admit),
+                hub: None,
                 retained: RetainedWindow::default(),
             })
         });
-        registered.hub.add(filter.clone());
+        registered
+            .hub
+            .get_or_insert_with(|| registry.subscriber(app, outbox.clone(), admit))
+            .add(filter.clone());
         self.filters.push((filter, granted));
         true
     }
@@ -289,8 +321,8 @@ impl Subscriptions {
             return false;
         };
         self.filters.remove(at);
-        if let Some(registered) = &mut self.registered {
-            registered.hub.remove(filter);
+        if let Some(hub) = self.registered.as_mut().and_then(|r| r.hub.as_mut()) {
+            hub.remove(filter);
         }
         true
     }
@@ -312,6 +344,21 @@ mod tests {
             no_local: false,
             identifier: None,
         }
+    }
+
+    #[test]
+    fn a_revived_lone_subscription_is_kept_as_a_first_subscribe_keeps_it() {
+        // Room for four (96 bytes), as the first SUBSCRIBE's insert makes: not one (24 bytes,
+        // jemalloc's 32-byte class, where parked connections keep their claim's key and their
+        // slot's waker; the list is freed when the connection parks again).
+        let news = ChannelName::parse("news").expect("a channel");
+        let mut subscribed = Subscriptions::default();
+        subscribed.insert(news.clone(), granted(QoS::AtMostOnce));
+        let revived = Subscriptions::from_lone(Some((news.clone(), granted(QoS::AtMostOnce))));
+        assert_eq!(revived.exact.capacity(), subscribed.exact.capacity());
+        assert!(revived.exact.capacity() * size_of::<(ChannelName, Granted)>() > 32);
+        assert_eq!(revived.get(&news), Some(granted(QoS::AtMostOnce)));
+        assert_eq!(Subscriptions::from_lone(None).exact.capacity(), 0);
     }
 
     #[test]

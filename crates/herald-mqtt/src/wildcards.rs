@@ -27,14 +27,18 @@
 //! with [`list_matching`]).
 //!
 //! **Retained messages.** A SUBSCRIBE that asks for them (Retain Handling 0, or 1 for a new
-//! subscription) is sent the last message of each existing channel the filter matches, found
-//! by listing the app's channels by the filter's prefixes: at most `mqtt.max_retained_per_filter`
-//! messages (default 100), from at most ten times as many channels looked at per prefix.
-//! The filter is registered before they are read, so a message published meanwhile may reach
-//! the outbox live and be read as a retained message too: the connection's writer sends it
-//! once, and nothing older after it (`retained_window.rs`).
+//! subscription) is sent the retained message (`retained.rs`) of every channel the filter
+//! matches, in name order: the store's retained messages are read by the filter's prefixes, all
+//! of them up to `mqtt.max_retained_per_filter` (default 10,000; among at most four times as
+//! many stored retained messages looked at per prefix, those of other apps or not matching the
+//! wildcards), and the first 1,000 channels of each prefix are listed for a newest message of
+//! another transport (read only where the channel's newest seq is not its stored retained
+//! message's). The filter is registered before they are read, so a message published meanwhile
+//! may reach the outbox live and be read as a retained message too: the connection's writer
+//! sends it once, and nothing older after it (`retained_window.rs`).
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use herald_core::engine::Engine;
@@ -53,9 +57,17 @@ use crate::packet::{QoS, ReasonCode, RetainHandling, SubscriptionOptions};
 use crate::subscriptions::Granted;
 use crate::wire::MqttWire;
 
-/// Channels looked at per filter prefix, per retained message a SUBSCRIBE may be sent
+/// Channels listed per filter prefix to find the newest messages of other transports (which
+/// the store keeps no retained message for).
+const LISTED_PER_PREFIX: usize = 1000;
+
+/// Stored retained messages read per page.
+const RETAINED_PAGE: usize = 500;
+
+/// Stored retained messages looked at per filter prefix (of other apps, or not matching the
+/// filter's wildcards), per retained message a SUBSCRIBE may be sent
 /// (`mqtt.max_retained_per_filter`).
-const LISTED_PER_RETAINED: usize = 10;
+const LOOKED_AT_PER_RETAINED: usize = 4;
 
 /// Subscribes the connection to wildcard `filter` (valid, no `$share/`) with `granted` (what
 /// the SUBSCRIBE asked); the QoS granted, or the refusal.
@@ -184,48 +196,100 @@ pub(crate) fn unsubscribe(wire: &mut MqttWire, filter: &str) -> bool {
     held
 }
 
-/// Queues the last message of each existing channel of `app` that `filter` matches, as
-/// retained messages (see the module doc for the bounds), marked in the connection's retained
-/// window so that a live copy of one goes out once. A channel whose read fails is skipped:
-/// retained messages are a courtesy of the subscribe, not a promise.
+/// Queues the retained message (`retained.rs`) of each channel of `app` that `filter` matches,
+/// in name order, marked in the connection's retained window so that a live copy of one goes
+/// out once. The store's retained messages are all read, by prefix, up to
+/// `mqtt.max_retained_per_filter`; the newest message of another transport's channels is
+/// looked for among the first [`LISTED_PER_PREFIX`] channels of each prefix (see the module
+/// doc). A failed read leaves out what it would have found: live messages still arrive.
 async fn send_retained_messages(wire: &mut MqttWire, app: &AppId, filter: &TopicFilter) {
     let max_retained = usize::from(wire.settings.max_retained_per_filter);
-    let max_listed = max_retained * LISTED_PER_RETAINED;
     if max_retained == 0 {
         return;
     }
-    let engine = &wire.session.edge().engine;
-    let mut found: Vec<SharedMessage> = Vec::new();
-    for prefix in filter.prefixes() {
-        for (name, _) in list_matching(engine, app, prefix, max_listed).await {
-            if found.len() >= max_retained {
-                break;
-            }
-            // `#`'s plain prefix (all of the app) lists its encoded channels too.
-            let seen = found.iter().any(|m| m.channel == name);
-            if seen || !filter.matches_local(name.public()) {
-                continue;
-            }
+    let engine = wire.session.edge().engine.clone();
+    let wanted = |wire: &MqttWire, name: &ChannelName| {
+        filter.matches_local(name.public())
+            && app.owns_plain_channel(name.as_str())
             // An anonymous client's deny rules hold for retained messages as for live ones.
-            if wire
+            && wire
                 .anonymous
                 .as_ref()
-                .is_some_and(|rules| !rules.may_receive(&name.topic()))
-            {
+                .is_none_or(|rules| rules.may_receive(&name.topic()))
+    };
+    let scope = app.scope_prefix();
+    let prefixes: Vec<&str> = filter.prefixes().collect();
+    // A prefix another one covers (`#`'s `=` under its ``) is read once.
+    let distinct = |i: usize| !prefixes[..i].iter().any(|p| prefixes[i].starts_with(p));
+    let mut found: BTreeMap<ChannelName, SharedMessage> = BTreeMap::new();
+    // The store's retained messages, complete up to the bound.
+    'stored: for (i, prefix) in prefixes.iter().enumerate() {
+        if !distinct(i) {
+            continue;
+        }
+        let full = format!("{scope}{prefix}");
+        let mut after: Option<String> = None;
+        let mut looked_at = 0;
+        loop {
+            let Ok(page) = engine
+                .retained_under(&full, after.as_deref(), RETAINED_PAGE)
+                .await
+            else {
+                break;
+            };
+            let read = page.len();
+            for message in page {
+                looked_at += 1;
+                after = Some(message.channel.as_str().to_owned());
+                if !wanted(wire, &message.channel) {
+                    continue;
+                }
+                if found.len() >= max_retained {
+                    break 'stored;
+                }
+                found.insert(message.channel.clone(), message);
+            }
+            if read < RETAINED_PAGE || looked_at >= max_retained * LOOKED_AT_PER_RETAINED {
+                break;
+            }
+        }
+    }
+    // The newest message of each channel, where it may be another transport's and newer.
+    for (i, prefix) in prefixes.iter().enumerate() {
+        if !distinct(i) {
+            continue;
+        }
+        for (name, state) in list_matching(&engine, app, prefix, LISTED_PER_PREFIX).await {
+            if !wanted(wire, &name) {
                 continue;
             }
-            if let Ok(slice) = engine.read(&name, ReadFrom::Tail(1), 1).await {
-                found.extend(slice.messages);
+            let stored = found.get(&name);
+            let newest_is_stored = match (&state, stored) {
+                (Some(state), Some(stored)) => {
+                    state.epoch == stored.epoch && state.last_seq == stored.seq
+                }
+                _ => false,
+            };
+            if newest_is_stored || (stored.is_none() && found.len() >= max_retained) {
+                continue;
             }
+            let Ok(slice) = engine.read(&name, ReadFrom::Tail(1), 1).await else {
+                continue;
+            };
+            let newest = slice.messages.into_iter().last();
+            match crate::retained::choose(newest, stored.cloned()) {
+                Some(message) => found.insert(name, message),
+                None => found.remove(&name),
+            };
         }
     }
     if !found.is_empty() {
         // Marked before the writer can take them: it runs only once this SUBSCRIBE is handled.
         wire.subscriptions
-            .retained_queued(found.iter().map(|m| &**m));
+            .retained_queued(found.values().map(|m| &**m));
         wire.session
             .outbox()
-            .push_all_unbounded(found.into_iter().map(OutFrame::Replayed));
+            .push_all_unbounded(found.into_values().map(OutFrame::Replayed));
     }
 }
 

@@ -133,10 +133,14 @@ pub(crate) async fn publish(due: DueWill) {
             return;
         }
     };
-    let data = data_of(&will, version);
+    let (data, retain) = data_of(&will, version);
     let publisher = &edge.publisher;
     let stored = match publisher.message(&app, Some(key), &data) {
-        Ok(message) => publisher.publish(&app, &channel, vec![message]).await,
+        Ok(mut message) => {
+            // Will Retain 1: the topic's retained message, as a PUBLISH's [MQTT-3.1.2-17].
+            message.retain = retain;
+            publisher.publish(&app, &channel, vec![message]).await
+        }
         Err(e) => Err(e),
     };
     match stored {
@@ -150,8 +154,8 @@ pub(crate) async fn publish(due: DueWill) {
 }
 
 /// The will's message data, as a PUBLISH with its payload, RETAIN and properties would be
-/// stored; its expiry counts from now.
-fn data_of(will: &Will, version: ProtocolVersion) -> bytes::Bytes {
+/// stored, and what it does to the topic's retained message; its expiry counts from now.
+fn data_of(will: &Will, version: ProtocolVersion) -> (bytes::Bytes, herald_core::Retain) {
     let props = &will.properties;
     let message_props = MessageProps {
         content_type: props.content_type.clone(),
@@ -168,7 +172,10 @@ fn data_of(will: &Will, version: ProtocolVersion) -> bytes::Bytes {
         correlation_data: props.correlation_data.clone(),
         user_properties: props.user_properties.clone(),
     };
-    payload::to_data(&will.payload, will.retain, &message_props)
+    (
+        payload::to_data(&will.payload, will.retain, &message_props),
+        payload::retain_of(&will.payload, will.retain, &message_props),
+    )
 }
 
 /// The wills waiting for their delay, per session (app and client identifier), in this

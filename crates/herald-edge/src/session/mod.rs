@@ -28,7 +28,7 @@ use herald_core::log::{LogSlice, ReadFrom};
 use herald_core::outbox::Outbox;
 use herald_core::pattern::PatternSet;
 use herald_core::usage::ConnectionGuard;
-use herald_core::{ChannelName, Cursor, ErrorCode, HeraldError};
+use herald_core::{ChannelName, Cursor, ErrorCode, HeraldError, Retain};
 use herald_push::inbox::LogKind;
 
 use crate::Edge;
@@ -422,11 +422,25 @@ impl ClientSession {
         id: Option<String>,
         data: &[u8],
     ) -> Result<(ChannelName, Appended), HeraldError> {
+        self.publish_retained(channel, id, data, Retain::Untouched)
+            .await
+    }
+
+    /// [`ClientSession::publish`], doing `retain` to the channel's retained message in the same
+    /// store write (MQTT's RETAIN flag).
+    pub async fn publish_retained(
+        &self,
+        channel: &str,
+        id: Option<String>,
+        data: &[u8],
+        retain: Retain,
+    ) -> Result<(ChannelName, Appended), HeraldError> {
         let client = self.client()?;
         let channel = client.app.parse_channel(channel)?;
         client.check_publish(channel.public())?;
         let publisher = &self.edge.publisher;
-        let message = publisher.message(&client.app, id, data)?;
+        let mut message = publisher.message(&client.app, id, data)?;
+        message.retain = retain;
         let appended = publisher
             .publish(&client.app, &channel, vec![message])
             .await?;

@@ -39,6 +39,7 @@ mod mqtt_parking;
 mod mqtt_normative;
 mod mqtt_persistence;
 mod mqtt_refusals;
+mod mqtt_retained;
 mod mqtt_retained_window;
 mod mqtt_session;
 mod mqtt_shared;
