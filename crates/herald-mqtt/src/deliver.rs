@@ -75,7 +75,7 @@ impl MqttWire {
         let missed_qos0 = replayed
             && granted.qos.min(origin.qos) == QoS::AtMostOnce
             && self.replaying_for_filter(&message.channel);
-        let skipped = (granted.no_local && origin.is_client(&self.client_id))
+        let skipped = (granted.no_local && origin.is_client(self.claim.client_id()))
             || missed_qos0
             || (retained && outgoing.clear)
             || outgoing.props.expiry_at_ms.is_some_and(|at| at <= now_ms());

@@ -172,7 +172,7 @@ async fn publish_in(wire: &mut MqttWire, publish: Publish) -> Option<End> {
     };
     let Some(id) = publish.packet_id else {
         // QoS 0: no answer; a refusal is told in v5 only by DISCONNECT for a bad topic.
-        let key = origin::key(&wire.client_id, publish.qos, wire.qos2.next_n());
+        let key = origin::key(wire.claim.client_id(), publish.qos, wire.qos2.next_n());
         return match store(wire, &publish, &topic, Some(key)).await {
             Err((ReasonCode::TopicNameInvalid, why)) => {
                 Some(End::Disconnect(ReasonCode::TopicNameInvalid, why.into()))
@@ -199,7 +199,7 @@ async fn publish_in(wire: &mut MqttWire, publish: Publish) -> Option<End> {
                 why.into(),
             ));
         }
-        let key = qos2_key(&wire.client_id, id, n);
+        let key = qos2_key(wire.claim.client_id(), id, n);
         let mut rec = PubRec::new(id);
         match store(wire, &publish, &topic, Some(key)).await {
             Ok(()) => wire.qos2.hold(id, n),
@@ -218,7 +218,7 @@ async fn publish_in(wire: &mut MqttWire, publish: Publish) -> Option<End> {
         return None;
     }
     let mut ack = PubAck::new(id);
-    let key = origin::key(&wire.client_id, publish.qos, wire.qos2.next_n());
+    let key = origin::key(wire.claim.client_id(), publish.qos, wire.qos2.next_n());
     if let Err((code, why)) = store(wire, &publish, &topic, Some(key)).await {
         match refusal_ack(wire, &topic, code, why) {
             Ok(Some((code, properties))) => {
@@ -250,7 +250,7 @@ fn refusal_ack(
         return Err(End::Disconnect(code, why.into()));
     }
     tracing::debug!(
-        client_id = &*wire.client_id,
+        client_id = wire.claim.client_id(),
         topic = topic.as_str(),
         code = code.name(),
         why = %why,

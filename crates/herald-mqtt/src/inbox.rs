@@ -151,7 +151,7 @@ pub(crate) async fn acknowledged(wire: &MqttWire, channel: &ChannelName, seq: u6
     };
     if let Err(e) = wire.session.ack(log.public(), upto).await {
         tracing::debug!(
-            client_id = &*wire.client_id,
+            client_id = wire.claim.client_id(),
             log = log.public(),
             seq,
             error = %e.message,

@@ -201,7 +201,6 @@ async fn open(
     connack.session_present = opened.present;
     let start = Start {
         version,
-        client_id: accepted.client_id,
         anonymous: accepted.anonymous,
         problem_information,
         client_max_packet,

@@ -343,7 +343,7 @@ impl MqttWire {
         }
         if handed + lost > 0 {
             tracing::debug!(
-                client_id = &*self.client_id,
+                client_id = self.claim.client_id(),
                 handed,
                 lost,
                 "MQTT: a shared subscription member left; its unacknowledged messages handed over"

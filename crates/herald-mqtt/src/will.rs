@@ -87,11 +87,11 @@ impl MqttWire {
         }
         // None after a revocation, like every publish of the connection.
         let app = self.session.client().ok()?.app.clone();
-        let key = crate::origin::key(&self.client_id, will.qos, self.qos2.next_n());
+        let key = crate::origin::key(self.claim.client_id(), will.qos, self.qos2.next_n());
         Some(DueWill {
             edge: self.session.edge().clone(),
             app,
-            client_id: self.client_id.clone(),
+            client_id: self.claim.client_id().into(),
             version: self.version,
             key,
             will: *will,

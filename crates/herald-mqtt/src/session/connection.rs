@@ -280,7 +280,7 @@ impl MqttWire {
                 }
                 Err(e) => {
                     tracing::debug!(
-                        client_id = &*self.client_id,
+                        client_id = self.claim.client_id(),
                         filter = %sub.filter,
                         error = %e.message,
                         "MQTT: a stored subscription could not be resumed; dropped"
@@ -632,7 +632,7 @@ impl MqttWire {
             .collect();
         if let Err(e) = persist.sessions.flusher.write(writes).await {
             tracing::warn!(
-                client_id = &*self.client_id,
+                client_id = self.claim.client_id(),
                 error = %e,
                 "MQTT: the end of a persistent session could not be stored"
             );

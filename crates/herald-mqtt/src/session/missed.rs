@@ -168,7 +168,7 @@ impl MqttWire {
             }
             if past_bound > 0 {
                 tracing::warn!(
-                    client_id = &*self.client_id,
+                    client_id = self.claim.client_id(),
                     filter = filter.as_str(),
                     replayed,
                     not_replayed = past_bound,
@@ -236,7 +236,7 @@ impl MqttWire {
             }
             Err(e) => {
                 tracing::warn!(
-                    client_id = &*self.client_id,
+                    client_id = self.claim.client_id(),
                     channel = channel.public(),
                     error = %e.message,
                     "MQTT: what a resumed wildcard filter missed in a channel could not be replayed"

@@ -8,10 +8,10 @@
 //! one) and leaves out what is empty whenever a connection parks (the read buffer, the
 //! packets decoded and not handled, a decode error, the client's close, a failed answer:
 //! [`MqttWire::may_park`] and the driver see to that). The queue of decoded packets in
-//! particular is dropped with its capacity: its first packet after CONNECT made room for four
-//! (832 bytes) that a connection in a task keeps for its whole life. The client identifier
-//! and the `$SYS/` tree are not kept twice: revival takes them from the claim on the
-//! identifier and from the listener's sessions.
+//! particular is dropped with its capacity (a connection in a task frees it too once the
+//! packets read were handled). The `$SYS/` tree is not kept twice: revival takes it from the
+//! listener's sessions. The client identifier is the claim's alone, parked or in a task
+//! ([`Claim::client_id`]).
 //!
 //! **Lean or full.** Most idle connections hold one subscription (or none) and nothing else:
 //! no wildcard or shared subscription, no QoS 1 or 2 packet in flight either way, no topic
@@ -94,8 +94,6 @@ impl MqttWire {
             session,
             version,
             settings,
-            // The claim holds it too: taken from there on revival.
-            client_id: _,
             anonymous,
             problem_information,
             client_max_packet,
@@ -236,7 +234,6 @@ impl ParkedWire {
             session: ClientSession::revive_for(Transport::Mqtt, session),
             version,
             settings: full.settings.unwrap_or_else(|| sessions.settings.clone()),
-            client_id: claim.client_id().into(),
             anonymous: full.anonymous,
             problem_information,
             client_max_packet,
