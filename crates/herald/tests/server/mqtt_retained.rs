@@ -144,6 +144,10 @@ async fn an_empty_retained_payload_clears_it_for_exact_and_wildcard_subscribers(
         let (mut publisher, _) = Raw::connect(addr, version, Some(API_KEY), 60).await;
         publish_stored(&mut publisher, &topic, "on", true).await;
         publish_stored(&mut publisher, &other, "kept", true).await;
+        // Kept behind a RETAIN 0 message, until the clear.
+        publish_stored(&mut publisher, &topic, "state", false).await;
+        let got = subscribe_until_marker(addr, version, &mut publisher, &topic, &topic).await;
+        assert_eq!(got, [retained(&topic, "on"), marker(&topic)], "{version:?}");
         publish_stored(&mut publisher, &topic, "", true).await;
         // A RETAIN 0 message after the clear brings nothing back.
         publish_stored(&mut publisher, &topic, "later", false).await;
