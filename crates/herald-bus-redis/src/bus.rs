@@ -210,6 +210,9 @@ pub(crate) struct Shared {
     /// The cluster's claims: this node's holder and its claims waiting for an answer
     /// (`crate::claims`).
     pub(crate) claims: crate::claims::ClaimState,
+    /// This node's heartbeat as Redis last took it, and whether it is fenced
+    /// (`crate::fence`).
+    pub(crate) fence: crate::fence::Fence,
     /// The apps' feeds: which are on, and this node's (`crate::feeds`).
     pub(crate) feeds: crate::feeds::FeedState,
     /// The share groups this node has members of, and their holders (`crate::shares`).
@@ -535,6 +538,7 @@ impl Connected {
             lifecycle_ops,
             members_ops,
             claims: Default::default(),
+            fence: crate::fence::Fence::new(),
             feeds: crate::feeds::FeedState::new(feed_ops.clone()),
             shares: crate::shares::ShareState::new(feed_ops),
         });
@@ -581,6 +585,7 @@ impl Connected {
             tokio::spawn(crate::repair::run(shared.clone())),
             tokio::spawn(crate::presence::run(shared.clone())),
             tokio::spawn(crate::lost_nodes::run(shared.clone())),
+            tokio::spawn(crate::fence::run(shared.clone())),
             tokio::spawn(crate::link_log::watch(shared.clone())),
             tokio::spawn(crate::lifecycle::run(
                 shared.publisher.clone(),
@@ -691,11 +696,18 @@ impl Bus for RedisBus {
 
     /// Connected while both Redis connections are (the publishing one and the subscribing
     /// one, as the client library keeps their state: no round trip).
+    /// A fenced node (`crate::fence`) is not connected either, whatever its connections say.
     fn link(&self) -> BusLink {
-        link_of(
+        let link = link_of(
             self.shared.publisher.state(),
             self.shared.subscriber.state(),
-        )
+        );
+        match link {
+            BusLink::Connected if self.shared.fence.is_fenced() => BusLink::Disconnected {
+                reason: fenced_reason(self.shared.fence.silent_for()),
+            },
+            link => link,
+        }
     }
 
     /// The heads Redis keeps beside each channel's messages (`crate::heads`).
@@ -730,6 +742,15 @@ pub(crate) fn owe(
     if head > entry.0 {
         *entry = (head, epoch);
     }
+}
+
+/// Why a fenced node is not ready, `silent` after its last heartbeat.
+fn fenced_reason(silent: Duration) -> String {
+    format!(
+        "this node has not written its heartbeat to Redis for {} s (fenced): the other nodes \
+         take it for lost, so it serves no MQTT client until Redis takes its heartbeat again",
+        silent.as_secs()
+    )
 }
 
 /// The bus's link given its two connections' states.

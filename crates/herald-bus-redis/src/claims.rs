@@ -237,6 +237,13 @@ impl ClusterClaims for RedisClaims {
         id
     }
 
+    /// This node's fence (`crate::fence`).
+    fn fenced(&self) -> bool {
+        self.0
+            .upgrade()
+            .is_some_and(|shared| shared.fence.is_fenced())
+    }
+
     fn release(&self, key: &ClaimKey, id: u64) {
         let Some(shared) = self.0.upgrade() else {
             return;

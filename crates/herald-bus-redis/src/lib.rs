@@ -22,7 +22,9 @@
 //! - **Claims**: which node holds each claimed name of an app (an MQTT client identifier) and
 //!   the takeovers between nodes, the holder answering once it let the name go
 //!   (`claims.rs`); a crashed node found lost by one node alive, which ends what the crashed
-//!   node held (`lost_nodes.rs`).
+//!   node held (`lost_nodes.rs`); a node that cannot write its heartbeat fences itself
+//!   (lets go of what it holds, takes nothing new) before the others take it for lost
+//!   (`fence.rs`).
 //! - **Lifecycle events**: channels occupied and vacated once in the cluster, and a lost node's
 //!   connections reported gone by another node ([`lifecycle`]), only while a listener joined
 //!   the node's lifecycle registry.
@@ -48,6 +50,7 @@ pub mod codec;
 mod error;
 pub mod events;
 mod feeds;
+mod fence;
 mod followed;
 mod head_reads;
 mod heads;

@@ -3,8 +3,9 @@
 //! its own (`PREFIX:presence:NODE`, fields `c:CHANNEL` and `a:APP`; only the fields that
 //! changed, looking only at the channels the hub said changed, and the whole hash again after
 //! a reconnect or a failed write), which expires after three periods,
-//! and notes the time in `PREFIX:nodes`. A read sums this node's live count with every other
-//! live node's last written one.
+//! and notes the time in `PREFIX:nodes` (this node's heartbeat: `lost_nodes.rs` claims a
+//! node whose time lapsed, and `fence.rs` fences this node before its own does). A read
+//! sums this node's live count with every other live node's last written one.
 //!
 //! How exact: another node's figure is at most one period (plus a round trip) old, so a
 //! cluster-wide count lags changes on other nodes by up to a period; a node that died is
@@ -214,12 +215,28 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             }
             let ttl = (period * 3).as_millis() as i64;
             publisher.pexpire::<(), _>(&key, ttl, None).await?;
+            if shared.fence.is_fenced() {
+                // What the fence let go is ended before this node is alive again.
+                crate::fence::heal(&shared).await?;
+            }
+            let (sent, at_ms) = (tokio::time::Instant::now(), now_millis());
             publisher
-                .hset::<(), _, _>(shared.names.nodes(), (node.as_str(), now_millis()))
+                .hset::<(), _, _>(shared.names.nodes(), (node.as_str(), at_ms))
                 .await?;
+            shared.fence.beat(sent, at_ms);
             Ok::<_, fred::error::Error>(())
         };
-        match result.await {
+        // Bounded: a write stuck on a connection that answers nothing would hold the
+        // heartbeat back after Redis is back (the fence's deadline runs meanwhile).
+        let lapse = crate::lost_nodes::lapse(period);
+        let result = match tokio::time::timeout(lapse, result).await {
+            Ok(result) => result,
+            Err(_) => Err(fred::error::Error::new(
+                fred::error::ErrorKind::Timeout,
+                "no answer within the lapse",
+            )),
+        };
+        match result {
             Ok(()) => everything = false,
             Err(error) => {
                 everything = true;

@@ -14,6 +14,11 @@
 //! A node that crashes holds its keys until they are claimed again; what it held beyond them
 //! (sessions whose connections it had) is ended by one node alive, the one that claims the lost
 //! node ([`ClaimHolder::node_lost`]).
+//!
+//! A node cut off from the bus while the others still reach it is **fenced** before they take
+//! it for lost ([`ClaimHolder::fenced`], [`ClusterClaims::fenced`]): it lets go of what it
+//! holds without ending it, so only the node that claims it ends it, once, and it takes no new
+//! name until the bus answers again.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,6 +51,14 @@ pub trait ClaimHolder: Send + Sync {
     async fn node_lost(&self, node: u64, last_seen_ms: i64) {
         let _ = (node, last_seen_ms);
     }
+
+    /// This node is fenced: it could not tell the cluster it is alive for long enough that the
+    /// other nodes are about to take it for lost (a bound the bus states, safely below the
+    /// one after which they do). What it holds under its keys is ended here without being
+    /// ended for the cluster (MQTT: the connections closed, their sessions and wills left for
+    /// the node that claims this one), and nothing new is taken until
+    /// [`ClusterClaims::fenced`] says otherwise. Nothing by default.
+    async fn fenced(&self) {}
 }
 
 /// The cluster's claims, as a networked bus keeps them ([`crate::bus::Bus::claims`]).
@@ -66,6 +79,13 @@ pub trait ClusterClaims: Send + Sync {
 
     /// Lets `key` go if this node's claim `id` still holds it (not waited for).
     fn release(&self, key: &ClaimKey, id: u64);
+
+    /// Whether this node is fenced now ([`ClaimHolder::fenced`]): cut off from the cluster
+    /// for long enough that another node may take it for lost at any moment; it holds
+    /// nothing new until it is not. Read without a round trip. `false` by default.
+    fn fenced(&self) -> bool {
+        false
+    }
 }
 
 /// A key this node holds in the cluster; dropping it lets the key go.

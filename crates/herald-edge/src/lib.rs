@@ -241,6 +241,12 @@ impl KeepAlive {
     pub fn leave(&self, place: roster::Place) {
         self.roster.leave(place);
     }
+
+    /// Calls `f` with the outbox of every connection on the roster (herald-mqtt's fence tells
+    /// its listener's connections from another server's in the same process by them).
+    pub fn for_each(&self, f: impl FnMut(&herald_core::outbox::Outbox)) {
+        self.roster.for_each(f);
+    }
 }
 
 impl Edge {

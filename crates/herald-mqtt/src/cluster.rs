@@ -14,6 +14,21 @@
 //! ends that node's sessions and publishes their wills after what is left of their delay
 //! ([`crate::session::Sessions::node_lost`]).
 //!
+//! Told that this node is fenced (the bus could not write its heartbeat for a bound safely
+//! below the one after which another node claims it: bus-redis's `fence.rs`), this node
+//! closes every MQTT connection of its listener (v5 DISCONNECT 0x9C Use another server, 3.1.1:
+//! closed) without ending its persistent session or publishing its stored will: the node that
+//! claims this one does both, once ([`crate::session::Sessions::node_lost`]), and the client
+//! resumes the session on another node. 0x9C rather than 0x8B Server shutting down: the node
+//! does not stop, it cannot serve for now, and the client should connect elsewhere (MQTT 5.0
+//! 4.11, Server redirection). A will that is not stored (a session that ends with its
+//! connection, which no other node knows of) is published here, as any connection's end
+//! would. Until the bus writes the heartbeat again, a CONNECT is refused with CONNACK 0x88
+//! Server unavailable (3.1.1: return code 3), and a connection that was being accepted when
+//! the fence came is closed once it joins the roster (`serve.rs`). The fenced node, once it
+//! reaches Redis again, ends the sessions it let go itself if no other node claimed it
+//! (bus-redis's `fence::heal`) before it takes CONNECTs again.
+//!
 //! On one node nothing here runs: no claim leaves the process.
 
 use std::sync::Weak;
@@ -50,6 +65,12 @@ impl ClaimHolder for MqttClaims {
     async fn node_lost(&self, node: u64, last_seen_ms: i64) {
         if let Some(sessions) = self.0.upgrade() {
             sessions.node_lost(node, last_seen_ms).await;
+        }
+    }
+
+    async fn fenced(&self) {
+        if let Some(sessions) = self.0.upgrade() {
+            sessions.fence_connections();
         }
     }
 }

@@ -15,7 +15,8 @@
 //! the CONNACK goes, so nothing precedes it), its CONNACK, a place on the keep-alive roster
 //! (which brings shutdown) and then runs on edge's driver as the MQTT `Wire` (`wire.rs`) until
 //! it ends, parking while idle over plain TCP or WebSocket over plain TCP (`crate::park`); its
-//! session's end is stored before the client identifier is let go.
+//! session's end is stored before the client identifier is let go. A fenced cluster node
+//! (`crate::cluster`) refuses the CONNECT with 0x88 Server unavailable.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -60,6 +61,11 @@ pub async fn serve(
         return Box::pin(stream.close()).await;
     };
     let place = edge.keepalive.join(connection.wire.session.outbox());
+    if sessions.fenced() {
+        // Fenced while this connection was being accepted: looked at after joining the
+        // roster, so either the fence's walk found it or this sees the fence.
+        connection.wire.fence();
+    }
     let served = connection.serve(&mut stream, &edge.parking).await;
     // Boxed: parking or the goodbye is no part of the idle connection's task.
     Box::pin(after(connection, served, stream, place, sessions)).await;
@@ -147,6 +153,18 @@ async fn open(
             return None;
         }
     };
+    if sessions.fenced() {
+        // Cut off from the cluster's bus: the identifier cannot be claimed, and the other
+        // nodes are about to take this one for lost (`crate::cluster`).
+        let refusal = unavailable(
+            accepted.connack,
+            "this node lost the cluster's bus (Redis); connect to another node",
+        );
+        let max = client_max_packet.unwrap_or(u32::MAX);
+        let bytes = encode_for(&Packet::ConnAck(Box::new(refusal)), version, max);
+        let _ = send_within(stream, bytes).await;
+        return None;
+    }
     let outbox = Outbox::new(edge.settings.outbox_bytes);
     let session = ClientSession::new_for(
         Transport::Mqtt,

@@ -40,8 +40,11 @@ struct Holder {
     key: Box<str>,
     /// Where the client identifier starts in `key`.
     app_len: u32,
-    /// Another connection took the identifier over.
+    /// Another connection took the identifier over, or the node was fenced (`fenced`).
     taken: AtomicBool,
+    /// The node was fenced (`crate::cluster`): the connection ends without ending its
+    /// session here.
+    fenced: AtomicBool,
     /// The claim was dropped (its connection let the identifier go); its shard's `released`
     /// wakes a taker waiting for it.
     released: AtomicBool,
@@ -56,6 +59,7 @@ impl Holder {
             // App ids are short (`AppId::parse`); one too long for this is not reached.
             app_len: u32::try_from(app.len()).unwrap_or(u32::MAX),
             taken: AtomicBool::new(false),
+            fenced: AtomicBool::new(false),
             released: AtomicBool::new(false),
             outbox: Arc::downgrade(outbox),
         }
@@ -83,6 +87,13 @@ impl Holder {
         if let Some(outbox) = self.outbox.upgrade() {
             outbox.request_ping();
         }
+    }
+
+    /// Marks it fenced (and taken, so every path that ends a taken connection ends it) and
+    /// wakes its connection.
+    fn fence(&self) {
+        self.fenced.store(true, Ordering::Release);
+        self.take_over();
     }
 }
 
@@ -188,6 +199,17 @@ impl Claim {
         self.holder.taken.load(Ordering::Acquire)
     }
 
+    /// Whether the node was fenced while the connection held the identifier (it is then
+    /// [`Claim::is_taken`] too).
+    pub(crate) fn is_fenced(&self) -> bool {
+        self.holder.fenced.load(Ordering::Acquire)
+    }
+
+    /// Ends the connection as fenced ([`fence_where`]), from the connection itself.
+    pub(crate) fn fence(&self) {
+        self.holder.fence();
+    }
+
     /// Holds the client identifier in the cluster too, for as long as this claim (or the
     /// will it leaves waiting, [`Claim::take_cluster_hold`]).
     pub(crate) fn hold_in_cluster(&mut self, hold: ClusterHold) {
@@ -213,6 +235,29 @@ pub(crate) fn take_for_another_node(app: &AppId, client_id: &str) -> Option<Rele
     };
     previous.take_over();
     Some(Released(previous))
+}
+
+/// The node was fenced (`crate::cluster`): every connection holding a client identifier whose
+/// outbox `is_ours` says is this listener's (the table is the process's) is marked fenced and
+/// woken; its next batch ends it. Returns how many.
+pub(crate) fn fence_where(is_ours: impl Fn(&Outbox) -> bool) -> usize {
+    let mut fenced = 0;
+    for shard in &TABLE.shards {
+        // Picked under the lock, woken outside it.
+        let picked: Vec<Arc<Holder>> = {
+            let shard = shard.lock().unwrap_or_else(|e| e.into_inner());
+            shard
+                .iter()
+                .filter(|h| h.outbox.upgrade().is_some_and(|o| is_ours(&o)))
+                .cloned()
+                .collect()
+        };
+        for holder in picked {
+            holder.fence();
+            fenced += 1;
+        }
+    }
+    fenced
 }
 
 impl Drop for Claim {
@@ -291,6 +336,27 @@ mod tests {
             size_of::<Holder>()
         );
         assert!(size_of::<Claim>() <= 16, "{} bytes", size_of::<Claim>());
+    }
+
+    #[test]
+    fn a_fence_ends_only_the_listeners_connections_it_is_given() {
+        let app = AppId::parse("fence-app").unwrap();
+        let (ours, theirs) = (Outbox::new(1024), Outbox::new(1024));
+        let (fenced, _) = Claim::take(&app, "fence-ours", &ours);
+        let (spared, _) = Claim::take(&app, "fence-theirs", &theirs);
+        let ours_ptr = Arc::as_ptr(&ours);
+        assert_eq!(fence_where(|o| std::ptr::eq(o, ours_ptr)), 1);
+        assert!(fenced.is_fenced() && fenced.is_taken(), "ended as fenced");
+        assert!(
+            !spared.is_fenced() && !spared.is_taken(),
+            "another listener's"
+        );
+        let waker = std::task::Waker::noop();
+        assert!(ours.take_lone_ping(waker), "the connection was woken");
+        // A connection taken over (not fenced) is not taken for fenced.
+        let (taker, _) = Claim::take(&app, "fence-theirs", &ours);
+        assert!(spared.is_taken() && !spared.is_fenced());
+        drop((fenced, spared, taker));
     }
 
     #[test]

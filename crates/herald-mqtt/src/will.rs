@@ -111,7 +111,9 @@ pub(crate) fn published_after(ended: &Ended<End>) -> bool {
                 | CloseReason::SecretChanged
                 | CloseReason::DeviceRevoked
         ),
-        Ended::Wire(End::Disconnect(..)) | Ended::Cut(_) | Ended::Gone => true,
+        // Fenced: due, but a persistent session's stored will is the claiming node's to
+        // publish (`session/connection.rs`).
+        Ended::Wire(End::Disconnect(..) | End::Fenced) | Ended::Cut(_) | Ended::Gone => true,
     }
 }
 
@@ -293,6 +295,11 @@ impl PendingWills {
         if let Some(due) = due {
             publish(due).await;
         }
+    }
+
+    /// The server's transports, once [`PendingWills::recover`] gave them.
+    pub(crate) fn edge(&self) -> Option<&Arc<Edge>> {
+        self.edge.get()
     }
 
     /// Keeps `hold` (the client identifier held in the cluster by a connection that just

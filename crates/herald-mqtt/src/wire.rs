@@ -65,6 +65,10 @@ pub(crate) enum End {
     Closed(CloseReason),
     /// The client sent DISCONNECT with this reason code.
     ClientDisconnected(ReasonCode),
+    /// The node was fenced (`crate::cluster`): v5 DISCONNECT 0x9C Use another server, 3.1.1
+    /// close; the persistent session and its stored will are left to the node that claims
+    /// this one.
+    Fenced,
 }
 
 /// One MQTT connection's state after its CONNECT.
@@ -216,6 +220,17 @@ impl MqttWire {
     /// session's end is stored (`serve.rs` hands it to a will waiting for its delay).
     pub(crate) fn take_cluster_hold(&mut self) -> Option<herald_core::claims::ClusterHold> {
         self.claim.take_cluster_hold()
+    }
+
+    /// Ends the connection as fenced (`crate::cluster`): its next batch says so.
+    pub(crate) fn fence(&self) {
+        self.claim.fence();
+    }
+
+    /// Whether the connection ends because the node was fenced: its persistent session is not
+    /// ended here, nor its stored will published (`session/connection.rs`).
+    pub(crate) fn is_fenced(&self) -> bool {
+        self.claim.is_fenced()
     }
 
     /// The keep-alive deadline after a packet heard at `last_heard_ms`, in whole seconds, never
@@ -388,7 +403,9 @@ impl Wire for MqttWire {
             telemetry().written_mqtt.increment(messages);
         }
         let mut ends = closed.map(End::Closed);
-        if ends.is_none() && self.claim.is_taken() {
+        if ends.is_none() && self.claim.is_fenced() {
+            ends = Some(End::Fenced);
+        } else if ends.is_none() && self.claim.is_taken() {
             let why = "another connection with this client identifier took over [MQTT-3.1.4-3]";
             ends = Some(End::Disconnect(ReasonCode::SessionTakenOver, why.into()));
         }
@@ -445,6 +462,7 @@ impl Wire for MqttWire {
                 Some(DisconnectReason::TimedOut)
             }
             Ended::Cut(_) => Some(DisconnectReason::SlowConsumer),
+            Ended::Wire(End::Fenced) => Some(DisconnectReason::NodeLost),
             _ => None,
         };
         if let Some(reason) = reason {
@@ -454,6 +472,11 @@ impl Wire for MqttWire {
         self.session.close();
         let disconnect = match ended {
             Ended::Wire(End::Disconnect(code, why)) => Some((code, why, Vec::new())),
+            Ended::Wire(End::Fenced) => {
+                let why = "this node lost the cluster's bus (Redis) and cannot hold the \
+                           session; connect to another node, which resumes it";
+                Some((ReasonCode::UseAnotherServer, why.into(), Vec::new()))
+            }
             Ended::Wire(End::Closed(reason)) => {
                 let (code, why) = close_reason_code(reason);
                 Some((code, why.into(), Vec::new()))

@@ -583,6 +583,12 @@ impl MqttWire {
         // it from the store, discarded there when it is not due.
         let had_will = self.will.is_some();
         let due = self.due_will();
+        if self.is_fenced() && self.persist.is_some() {
+            // Fenced (`crate::cluster`): the node that claims this one ends the session and
+            // publishes its stored will, once; only what the session changed is written here.
+            self.end_fenced_session().await;
+            return;
+        }
         let mut discarded = None;
         match (due, self.persist.as_deref()) {
             (Some(due), Some(persist)) => {
@@ -635,6 +641,28 @@ impl MqttWire {
                 client_id = self.claim.client_id(),
                 error = %e,
                 "MQTT: the end of a persistent session could not be stored"
+            );
+        }
+    }
+
+    /// The end of a persistent session's connection on a fenced node: its changed
+    /// subscriptions written (its positions went as they were acknowledged), nothing that
+    /// ends it (no `Ended`, no will taken or discarded, no QoS 1 packet ids kept): the
+    /// session stays the fenced node's in the store until the node that claims it ends it
+    /// from when it was last seen and publishes its stored will.
+    async fn end_fenced_session(&mut self) {
+        let Some(mut persist) = self.persist.take() else {
+            return;
+        };
+        let writes: Vec<SessionWrite> = persist.changed_subscriptions().into_iter().collect();
+        if writes.is_empty() {
+            return;
+        }
+        if let Err(e) = persist.sessions.flusher.write(writes).await {
+            tracing::warn!(
+                client_id = persist.key.client_id.as_str(),
+                error = %e,
+                "MQTT: a fenced session's subscriptions could not be stored"
             );
         }
     }

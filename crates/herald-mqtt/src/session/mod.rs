@@ -187,6 +187,31 @@ impl Sessions {
         self.cluster.get()
     }
 
+    /// Whether this node is fenced (`crate::cluster`): it takes no CONNECT until it is not.
+    pub(crate) fn fenced(&self) -> bool {
+        self.cluster.get().is_some_and(|claims| claims.fenced())
+    }
+
+    /// This node was fenced (`crate::cluster`): every MQTT connection of this listener (those
+    /// on the server's keep-alive roster) ends with DISCONNECT 0x9C, its persistent session
+    /// left as it is in the store. A connection not on the roster yet looks at the fence
+    /// once it joins (`serve.rs`).
+    pub(crate) fn fence_connections(&self) {
+        let Some(edge) = self.wills.edge() else {
+            return;
+        };
+        let mut ours = std::collections::HashSet::new();
+        edge.keepalive.for_each(|outbox| {
+            ours.insert(outbox as *const _ as usize);
+        });
+        let fenced =
+            crate::takeover::fence_where(|outbox| ours.contains(&(outbox as *const _ as usize)));
+        tracing::warn!(
+            connections = fenced,
+            "MQTT: this node is fenced; its connections end"
+        );
+    }
+
     /// This node's id in the cluster, stored with the sessions whose connections it holds;
     /// `None` on one node.
     fn node(&self) -> Option<u64> {

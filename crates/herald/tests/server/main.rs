@@ -33,6 +33,7 @@ mod mqtt_cluster_shared;
 mod mqtt_conformance;
 mod mqtt_connect;
 mod mqtt_delivery;
+mod mqtt_fence;
 mod mqtt_inbox;
 mod mqtt_node_lost;
 mod mqtt_parking;

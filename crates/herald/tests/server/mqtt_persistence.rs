@@ -391,6 +391,20 @@ impl Raw {
         }
     }
 
+    /// Sends `connect` over a new connection to `addr`: the client and the server's first
+    /// answer (a CONNACK, accepting or refusing; `None` if it closed without one).
+    pub(crate) async fn connect_with(addr: SocketAddr, connect: Connect) -> (Raw, Option<Packet>) {
+        let stream = TcpStream::connect(addr).await.expect("connect");
+        let mut raw = Raw {
+            stream,
+            buf: BytesMut::new(),
+            version: connect.protocol_version,
+        };
+        raw.send(&Packet::Connect(Box::new(connect))).await;
+        let answer = raw.next().await;
+        (raw, answer)
+    }
+
     pub(crate) async fn send(&mut self, packet: &Packet) {
         let mut out = BytesMut::new();
         packet::encode(packet, self.version, &mut out).expect("encodes");

@@ -54,10 +54,17 @@ impl Builder {
     /// A node of the cluster over `shared`: `--store`, `--bus` and `--credentials-key`
     /// ([`CREDENTIALS_KEY`]) after the arguments given so far.
     pub fn in_cluster(self, shared: &StoreAndBus) -> Self {
+        let bus = shared.bus.clone();
+        self.in_cluster_over(shared, &bus)
+    }
+
+    /// As [`Builder::in_cluster`], reaching Redis at `bus` (a [`super::proxy::Proxy`] to it,
+    /// for a test that cuts this node off).
+    pub fn in_cluster_over(self, shared: &StoreAndBus, bus: &str) -> Self {
         self.arg("--store")
             .arg(&shared.store)
             .arg("--bus")
-            .arg(&shared.bus)
+            .arg(bus)
             .arg("--credentials-key")
             .arg(CREDENTIALS_KEY)
     }

@@ -8,6 +8,7 @@
 pub mod cluster;
 pub mod meteor;
 pub mod mqtt;
+pub mod proxy;
 pub mod raw;
 
 use std::io::{BufRead, BufReader};
