@@ -3,13 +3,6 @@
 //! ([`StoredMessage::frame`], in core's well-known [`FrameSlot`]s) with `herald-proto`'s
 //! encoders, and shared by every connection that sends them; plus history bodies built from those
 //! cached entries. Other protocols reserve their own slots ([`FrameSlot::reserve`]).
-//!
-//! The WebSocket push and the SSE lines are built around the JSON entry, but do not put the
-//! entry in the cache first (`with_entry`): a message only WebSocket clients receive then
-//! holds its push as the first node of its frame cache, not the second, and each of a burst's
-//! writers, which looks the push up once per message it writes, follows one heap pointer less
-//! (a cache miss, most of the time: looking frames up was 4.7 % of the server's time in a
-//! profile of the 10,000-subscriber burst, 2.2 % when the frames were kept inline).
 
 use bytes::Bytes;
 use herald_proto::frame::{self, HistoryHead, MessageView};
@@ -20,30 +13,17 @@ use crate::message::{FrameSlot, StoredMessage};
 /// The message's JSON entry (`{"channel","seq","epoch","id","time","data"}`), as history,
 /// long-poll and the WebSocket `message` push carry it.
 pub fn message_entry(m: &StoredMessage) -> Bytes {
-    m.frame(FrameSlot::JSON_ENTRY, encode_entry)
-}
-
-/// Encodes the message's JSON entry (uncached: [`message_entry`] keeps it).
-fn encode_entry(m: &StoredMessage) -> Bytes {
-    let id = m.id();
-    frame::message_entry(&MessageView {
-        channel: m.channel.public(),
-        seq: m.seq,
-        epoch: m.epoch.as_str(),
-        id: &id,
-        time: m.time,
-        data: &m.data,
+    m.frame(FrameSlot::JSON_ENTRY, |m| {
+        let id = m.id();
+        frame::message_entry(&MessageView {
+            channel: m.channel.public(),
+            seq: m.seq,
+            epoch: m.epoch.as_str(),
+            id: &id,
+            time: m.time,
+            data: &m.data,
+        })
     })
-}
-
-/// Calls `build` with the message's JSON entry: the cached one if a caller kept it, else one
-/// encoded for this call and not kept (see the module doc). A message whose entry is asked for
-/// later (history, long-poll) encodes it once more then; once per message, not per delivery.
-fn with_entry(m: &StoredMessage, build: impl FnOnce(&[u8]) -> Bytes) -> Bytes {
-    match m.cached_frame(FrameSlot::JSON_ENTRY) {
-        Some(entry) => build(entry),
-        None => build(&encode_entry(m)),
-    }
 }
 
 /// The WebSocket push of a message: `{"message":{...entry...}}`.
@@ -53,14 +33,14 @@ pub fn ws_message(m: &StoredMessage) -> Bytes {
 
 /// [`ws_message`], borrowed from the message's frame cache.
 pub fn ws_message_ref(m: &StoredMessage) -> &Bytes {
-    m.frame_ref(FrameSlot::WS_JSON, |m| with_entry(m, frame::ws_message))
+    m.frame_ref(FrameSlot::WS_JSON, |m| frame::ws_message(&message_entry(m)))
 }
 
 /// The `data:` lines of an SSE event for a message (its entry, split on line breaks). The
 /// `id:` line is per connection and not included.
 pub fn sse_data(m: &StoredMessage) -> Bytes {
     m.frame(FrameSlot::SSE_DATA, |m| {
-        with_entry(m, frame::sse_data_lines)
+        frame::sse_data_lines(&message_entry(m))
     })
 }
 

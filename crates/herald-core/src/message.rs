@@ -125,11 +125,6 @@ impl StoredMessage {
         self.frame_ref(slot, encode).clone()
     }
 
-    /// The frame in `slot` if one was kept already, without encoding it.
-    pub(crate) fn cached_frame(&self, slot: FrameSlot) -> Option<&Bytes> {
-        self.frames.get(slot)
-    }
-
     /// [`StoredMessage::frame`], borrowed: a writer that copies the frame into its own buffer
     /// then touches no reference count shared with every other subscriber's writer.
     pub fn frame_ref(
@@ -216,33 +211,5 @@ mod tests {
         assert_eq!(&m.frame(text, |m| m.data.clone())[..], b"1");
         assert_eq!(&m.frame(text, |_| Bytes::from_static(b"again"))[..], b"1");
         assert_eq!(m.frames.len(), 3);
-    }
-
-    /// A message only WebSocket clients receive holds its push as the first frame a lookup
-    /// finds (its entry is built for it but not kept); the entry and the SSE lines asked for
-    /// later are what they would have been.
-    #[test]
-    fn a_push_asked_for_first_is_the_first_frame_its_writers_find() {
-        let channel = ChannelName::parse("news").unwrap();
-        let m = test_message(&channel, 7, br#"{"t":1}"#);
-        let push = crate::frames::ws_message(&m);
-        assert_eq!(m.frames.slots(), [FrameSlot::WS_JSON]);
-        let entry = crate::frames::message_entry(&m);
-        assert_eq!(&push[..], &herald_proto::frame::ws_message(&entry)[..]);
-        let sse = crate::frames::sse_data(&m);
-        assert_eq!(&sse[..], &herald_proto::frame::sse_data_lines(&entry)[..]);
-        assert_eq!(
-            m.frames.slots(),
-            [
-                FrameSlot::WS_JSON,
-                FrameSlot::JSON_ENTRY,
-                FrameSlot::SSE_DATA
-            ]
-        );
-        assert_eq!(
-            crate::frames::ws_message(&m).as_ptr(),
-            push.as_ptr(),
-            "still encoded once"
-        );
     }
 }

@@ -44,44 +44,23 @@ pub enum Sent {
 
 /// Writes as much of `buf` as the socket takes at once.
 pub fn try_send(conn: &mut Conn, mut buf: Vec<u8>) -> Sent {
-    match try_write_some(conn, &buf) {
-        Took::All => Sent::All,
-        Took::Failed => Sent::Failed,
-        Took::Part(written) => {
-            buf.drain(..written);
-            Sent::Part(buf)
-        }
-    }
-}
-
-/// What [`try_write_some`] achieved.
-pub(crate) enum Took {
-    /// Everything went out.
-    All,
-    /// The socket took this many bytes and is full now (all of them, when only what a TLS
-    /// session holds back is left).
-    Part(usize),
-    /// The socket failed.
-    Failed,
-}
-
-/// [`try_send`] of a borrowed buffer: writes as much of `buf` as the socket takes at once, so
-/// the caller keeps the buffer (the driver reuses one written whole).
-pub(crate) fn try_write_some(conn: &mut Conn, buf: &[u8]) -> Took {
     let mut written = 0;
     while written < buf.len() {
         match conn.try_write(&buf[written..]) {
-            Ok(0) => return Took::Failed,
+            Ok(0) => return Sent::Failed,
             Ok(n) => written += n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Took::Part(written),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                buf.drain(..written);
+                return Sent::Part(buf);
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return Took::Failed,
+            Err(_) => return Sent::Failed,
         }
     }
     if conn.has_unsent_output() {
-        return Took::Part(written);
+        return Sent::Part(Vec::new());
     }
-    Took::All
+    Sent::All
 }
 
 /// Writes `buf`, first without waiting, then as the socket drains ([`write_rest`]).

@@ -119,23 +119,6 @@ impl FrameCache {
         }
     }
 
-    /// The frame in `slot` if a caller has kept one, without encoding it.
-    pub(crate) fn get(&self, slot: FrameSlot) -> Option<&Bytes> {
-        find(&self.first, slot).ok()
-    }
-
-    /// The slots of the cached frames, in the order a lookup walks them.
-    #[cfg(test)]
-    pub(crate) fn slots(&self) -> Vec<FrameSlot> {
-        let mut link = &self.first;
-        let mut slots = Vec::new();
-        while let Some(node) = link.get() {
-            slots.push(node.slot);
-            link = &node.next;
-        }
-        slots
-    }
-
     /// How many frames are cached.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {

@@ -46,11 +46,9 @@
 //! 192 bytes, SSE's at 128).
 //!
 //! Transports that do not hold a connection in this loop (long-poll, a hyper-served SSE body,
-//! Meteor's subscribers) share the batch helpers of [`drain`]. A wire encodes into
-//! [`write_buffer()`] to reuse its thread's last buffer ([`write_buffer`](mod@write_buffer)).
+//! Meteor's subscribers) share the batch helpers of [`drain`].
 
 pub mod drain;
-pub mod write_buffer;
 
 use std::future::Future;
 use std::io;
@@ -63,12 +61,11 @@ use crate::conn::Conn;
 use crate::http::secs_until;
 use crate::parking::idle::{IdleTimer, TaskTimer};
 use crate::parking::{Parking, Ticket};
-use crate::socket::{try_write_some, write_until_cut, Blocked, Took};
+use crate::socket::{try_send, write_until_cut, Blocked, Sent};
 
 pub use crate::socket::{
     send, slow_consumer_goodbye, write_rest, SLOW_CONSUMER_GRACE, WRITE_TIMEOUT,
 };
-pub use write_buffer::write_buffer;
 
 /// A wire protocol, as the driver runs it: what a connection speaking it keeps (its session,
 /// its decoder, its subscriptions) and how it reads, encodes and says goodbye.
@@ -407,8 +404,7 @@ impl<W: Wire> Connection<W> {
 }
 
 /// Writes an encoded batch as far as the socket takes it at once (usually all of it, in one
-/// syscall): how the connection ends, if it does, or what waits for the socket. A buffer
-/// written whole is kept for the thread's next write ([`write_buffer`](mod@write_buffer)).
+/// syscall): how the connection ends, if it does, or what waits for the socket.
 fn write_now<W: Wire>(
     conn: &mut Conn,
     encoded: Encoded<W>,
@@ -422,26 +418,19 @@ fn write_now<W: Wire>(
     // Nothing to write: no syscall. (A blocked write before this one was flushed whole, so a
     // TLS session holds nothing back here.)
     if bytes.is_empty() {
-        write_buffer::recycle(bytes);
         return Ok(ends);
     }
-    match try_write_some(conn, &bytes) {
-        Took::All => {
-            write_buffer::recycle(bytes);
-            Ok(ends)
-        }
-        Took::Failed => Ok(Some(Ended::Gone)),
-        Took::Part(sent) => {
-            let mut rest = bytes;
-            rest.drain(..sent);
-            Err(BlockedWrite {
-                sent,
-                rest,
-                cuts,
-                ends,
-                last,
-            })
-        }
+    let total = bytes.len();
+    match try_send(conn, bytes) {
+        Sent::All => Ok(ends),
+        Sent::Failed => Ok(Some(Ended::Gone)),
+        Sent::Part(rest) => Err(BlockedWrite {
+            sent: total - rest.len(),
+            rest,
+            cuts,
+            ends,
+            last,
+        }),
     }
 }
 

@@ -163,7 +163,7 @@ impl Wire for SseStream {
         } else {
             *wrote_since_tick |= !quiet;
         }
-        let mut bytes = driver::write_buffer(0);
+        let mut bytes = Vec::new();
         self.encode_events(batch.frames, batch.closed, ping, &mut bytes);
         Encoded {
             bytes,

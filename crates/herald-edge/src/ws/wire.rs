@@ -275,7 +275,7 @@ fn encode_frames(frames: &VecDeque<OutFrame>, ping: bool) -> Vec<u8> {
     let mut messages = 0u64;
     let mut lag_recorded = false;
     let size = frames.iter().map(|f| payload(f).len() + 10).sum::<usize>() + 2;
-    let mut buf = crate::driver::write_buffer(size);
+    let mut buf = Vec::with_capacity(size);
     for f in frames {
         match f {
             OutFrame::Control(_) | OutFrame::Presence(_) => {}
