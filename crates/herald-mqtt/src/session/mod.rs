@@ -18,7 +18,7 @@
 //!   unacknowledged QoS 1 messages with their original identifiers and DUP [MQTT-4.4.0-1],
 //!   except those sent within the last batch before a crash (sent again with new ones).
 //!   The packet identifiers of inbound QoS 2 messages stored and awaiting PUBREL are kept in
-//!   memory the same way ([`Carried`]): the client's resend of one after reconnecting is not
+//!   memory the same way (`Carried`): the client's resend of one after reconnecting is not
 //!   stored twice [MQTT-4.3.3-10] (after a restart, or on another node, it is).
 //!   The connection's will is stored with the session from the CONNECT (`crate::will`), so a
 //!   will waiting for its delay survives a crash ([`Sessions::recover_wills`]).
@@ -72,7 +72,7 @@ const SWEEP_EVERY: Duration = Duration::from_secs(60);
 
 /// The MQTT listener's persistent sessions: the store, the writer that group-commits their
 /// changes, and (in memory) the QoS 1 packet identifiers each ended connection left
-/// unacknowledged and the inbound QoS 2 ones it left awaiting PUBREL ([`Carried`]).
+/// unacknowledged and the inbound QoS 2 ones it left awaiting PUBREL (`Carried`).
 pub struct Sessions {
     store: Arc<dyn MqttSessionStore>,
     flusher: Arc<Flusher>,
