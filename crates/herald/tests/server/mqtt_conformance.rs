@@ -3,7 +3,9 @@
 //! with a raw client (herald-mqtt's codec on a socket, `mqtt_session.rs`'s `Raw`) so that what
 //! comes back is seen packet by packet.
 
+use std::net::SocketAddr;
 use std::num::NonZeroU16;
+use std::sync::atomic::{AtomicU16, Ordering};
 
 use herald_mqtt::packet::{
     Bytes, Connect, ConnectProperties, Packet, ProtocolVersion, PubAck, Publish, QoS, TopicName,
@@ -15,7 +17,8 @@ use crate::support::{Server, API_KEY};
 
 const VERSIONS: [ProtocolVersion; 2] = [ProtocolVersion::V311, ProtocolVersion::V5];
 
-fn publish(topic: &str, payload: &str, retain: bool, id: u16) -> Packet {
+/// A QoS 1 PUBLISH with packet id `id`.
+pub(crate) fn publish(topic: &str, payload: &str, retain: bool, id: u16) -> Packet {
     Packet::Publish(Publish {
         dup: false,
         qos: QoS::AtLeastOnce,
@@ -32,8 +35,11 @@ fn subscribe(filter: &str) -> Packet {
     crate::mqtt_shared::subscribe(filter, QoS::AtLeastOnce, false)
 }
 
-/// Publishes at QoS 1 and waits for the PUBACK: the message is stored when this returns.
-async fn publish_stored(raw: &mut Raw, topic: &str, payload: &str, retain: bool, id: u16) {
+/// Publishes at QoS 1 and waits for the PUBACK: the message is stored when this returns. Each
+/// call takes a packet id of its own.
+pub(crate) async fn publish_stored(raw: &mut Raw, topic: &str, payload: &str, retain: bool) {
+    static NEXT: AtomicU16 = AtomicU16::new(1);
+    let id = NEXT.fetch_add(1, Ordering::Relaxed) % 60_000 + 1;
     raw.send(&publish(topic, payload, retain, id)).await;
     loop {
         match raw.next().await {
@@ -49,15 +55,15 @@ async fn publish_stored(raw: &mut Raw, topic: &str, payload: &str, retain: bool,
 /// including the marker, as (topic, payload, RETAIN). A retained message is queued before the
 /// marker's live delivery (it may come before or after the SUBACK), so it is in the list if
 /// the server sent one.
-async fn subscribe_until_marker(
-    server: &Server,
+pub(crate) async fn subscribe_until_marker(
+    addr: SocketAddr,
     version: ProtocolVersion,
     publisher: &mut Raw,
     filter: &str,
     topic: &str,
     marker: &str,
 ) -> Vec<(String, String, bool)> {
-    let (mut raw, _) = Raw::connect(server.mqtt_addr(), version, Some(API_KEY), 60).await;
+    let (mut raw, _) = Raw::connect(addr, version, Some(API_KEY), 60).await;
     raw.send(&subscribe(filter)).await;
     let mut got = Vec::new();
     let mut subacked = false;
@@ -65,7 +71,7 @@ async fn subscribe_until_marker(
         match raw.next().await {
             Some(Packet::SubAck(_)) if !subacked => {
                 subacked = true;
-                publish_stored(publisher, topic, marker, false, 9).await;
+                publish_stored(publisher, topic, marker, false).await;
             }
             Some(Packet::Publish(p)) => {
                 if let Some(id) = p.packet_id {
@@ -93,7 +99,7 @@ async fn a_message_published_or_willed_without_retain_is_never_sent_as_the_retai
         let (mut publisher, _) = Raw::connect(mqtt, version, Some(API_KEY), 60).await;
         // The newest message of `x` was published with RETAIN 0: it must not be stored as the
         // retained message [MQTT-3.3.1-12] (v5: [MQTT-3.3.1-8]).
-        publish_stored(&mut publisher, &format!("{base}/x"), "plain", false, 1).await;
+        publish_stored(&mut publisher, &format!("{base}/x"), "plain", false).await;
         // The newest message of `will` is a will with Will Retain 0: published as a
         // non-retained message [MQTT-3.1.2-16] (v5: [MQTT-3.1.2-14]), which a watcher sees
         // before anyone subscribes anew.
@@ -137,9 +143,15 @@ async fn a_message_published_or_willed_without_retain_is_never_sent_as_the_retai
             (will_topic.clone(), will_topic.clone()),
             (format!("{base}/+"), format!("{base}/x")),
         ] {
-            let got =
-                subscribe_until_marker(&server, version, &mut publisher, &filter, &topic, "marker")
-                    .await;
+            let got = subscribe_until_marker(
+                server.mqtt_addr(),
+                version,
+                &mut publisher,
+                &filter,
+                &topic,
+                "marker",
+            )
+            .await;
             assert_eq!(
                 got,
                 [(topic.clone(), "marker".into(), false)],
@@ -150,9 +162,16 @@ async fn a_message_published_or_willed_without_retain_is_never_sent_as_the_retai
         // A message published with RETAIN 1 is the retained message [MQTT-3.3.1-5], sent to a
         // new subscription with RETAIN 1 [MQTT-3.3.1-8].
         let kept = format!("{base}/kept");
-        publish_stored(&mut publisher, &kept, "kept", true, 2).await;
-        let got =
-            subscribe_until_marker(&server, version, &mut publisher, &kept, &kept, "marker").await;
+        publish_stored(&mut publisher, &kept, "kept", true).await;
+        let got = subscribe_until_marker(
+            server.mqtt_addr(),
+            version,
+            &mut publisher,
+            &kept,
+            &kept,
+            "marker",
+        )
+        .await;
         assert_eq!(
             got,
             [

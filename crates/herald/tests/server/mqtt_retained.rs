@@ -7,82 +7,17 @@
 //! retained message published through one node of a cluster is sent on subscribe at the other.
 //! Raw clients (herald-mqtt's codec) see each PUBLISH and its RETAIN flag.
 
-use std::num::NonZeroU16;
 use std::time::Duration;
 
-use herald_mqtt::packet::{Bytes, Packet, ProtocolVersion, PubAck, Publish, QoS, TopicName};
+use herald_mqtt::packet::{Packet, ProtocolVersion};
 
 use crate::mqtt_cluster::Cluster;
+use crate::mqtt_conformance::{publish, publish_stored, subscribe_until_marker};
 use crate::mqtt_session::Raw;
 use crate::support::mqtt::mosquitto_sub;
 use crate::support::{Server, API_KEY};
 
 const VERSIONS: [ProtocolVersion; 2] = [ProtocolVersion::V311, ProtocolVersion::V5];
-
-fn publish(topic: &str, payload: &str, retain: bool, id: u16) -> Packet {
-    Packet::Publish(Publish {
-        dup: false,
-        qos: QoS::AtLeastOnce,
-        retain,
-        topic: TopicName::new(topic).unwrap(),
-        packet_id: NonZeroU16::new(id),
-        properties: Default::default(),
-        payload: Bytes::copy_from_slice(payload.as_bytes()),
-    })
-}
-
-/// Publishes at QoS 1 and waits for the PUBACK: the message is stored when this returns.
-async fn publish_stored(raw: &mut Raw, topic: &str, payload: &str, retain: bool) {
-    static NEXT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(1);
-    let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 60_000 + 1;
-    raw.send(&publish(topic, payload, retain, id)).await;
-    loop {
-        match raw.next().await {
-            Some(Packet::PubAck(ack)) if ack.packet_id.get() == id => return,
-            Some(_) => continue,
-            None => panic!("the publisher was closed; {}", raw.why_closed()),
-        }
-    }
-}
-
-/// Subscribes a new connection to `filter` at QoS 1, then publishes `marker` (RETAIN 0) on
-/// `topic` once the SUBACK came: every PUBLISH the subscriber got up to and including the
-/// marker, as (topic, payload, RETAIN). Retained messages are queued before the marker's live
-/// delivery, so they are all in the list.
-async fn subscribe_until_marker(
-    addr: std::net::SocketAddr,
-    version: ProtocolVersion,
-    publisher: &mut Raw,
-    filter: &str,
-    topic: &str,
-) -> Vec<(String, String, bool)> {
-    let (mut raw, _) = Raw::connect(addr, version, Some(API_KEY), 60).await;
-    raw.send(&crate::mqtt_shared::subscribe(
-        filter,
-        QoS::AtLeastOnce,
-        false,
-    ))
-    .await;
-    let mut got = Vec::new();
-    loop {
-        match raw.next().await {
-            Some(Packet::SubAck(_)) => publish_stored(publisher, topic, "marker", false).await,
-            Some(Packet::Publish(p)) => {
-                if let Some(id) = p.packet_id {
-                    raw.send(&Packet::PubAck(PubAck::new(id))).await;
-                }
-                let payload = String::from_utf8_lossy(&p.payload).into_owned();
-                let is_marker = payload == "marker";
-                got.push((p.topic.as_str().to_owned(), payload, p.retain));
-                if is_marker {
-                    return got;
-                }
-            }
-            Some(_) => continue,
-            None => panic!("the subscriber was closed; {}", raw.why_closed()),
-        }
-    }
-}
 
 fn retained(topic: &str, payload: &str) -> (String, String, bool) {
     (topic.to_owned(), payload.to_owned(), true)
@@ -109,9 +44,15 @@ async fn a_retained_message_outlives_its_history_and_a_kill_9_and_retain_0_leave
         for i in 0..20 {
             publish_stored(&mut publisher, &topic, &format!("state {i}"), false).await;
         }
-        let got =
-            subscribe_until_marker(server.mqtt_addr(), version, &mut publisher, &topic, &topic)
-                .await;
+        let got = subscribe_until_marker(
+            server.mqtt_addr(),
+            version,
+            &mut publisher,
+            &topic,
+            &topic,
+            "marker",
+        )
+        .await;
         assert_eq!(
             got,
             [retained(&topic, "{\"name\":\"lamp\"}"), marker(&topic)],
@@ -123,9 +64,15 @@ async fn a_retained_message_outlives_its_history_and_a_kill_9_and_retain_0_leave
     for version in VERSIONS {
         let topic = format!("homeassistant/light/{version:?}/config");
         let (mut publisher, _) = Raw::connect(server.mqtt_addr(), version, Some(API_KEY), 60).await;
-        let got =
-            subscribe_until_marker(server.mqtt_addr(), version, &mut publisher, &topic, &topic)
-                .await;
+        let got = subscribe_until_marker(
+            server.mqtt_addr(),
+            version,
+            &mut publisher,
+            &topic,
+            &topic,
+            "marker",
+        )
+        .await;
         assert_eq!(
             got,
             [retained(&topic, "{\"name\":\"lamp\"}"), marker(&topic)],
@@ -146,15 +93,18 @@ async fn an_empty_retained_payload_clears_it_for_exact_and_wildcard_subscribers(
         publish_stored(&mut publisher, &other, "kept", true).await;
         // Kept behind a RETAIN 0 message, until the clear.
         publish_stored(&mut publisher, &topic, "state", false).await;
-        let got = subscribe_until_marker(addr, version, &mut publisher, &topic, &topic).await;
+        let got =
+            subscribe_until_marker(addr, version, &mut publisher, &topic, &topic, "marker").await;
         assert_eq!(got, [retained(&topic, "on"), marker(&topic)], "{version:?}");
         publish_stored(&mut publisher, &topic, "", true).await;
         // A RETAIN 0 message after the clear brings nothing back.
         publish_stored(&mut publisher, &topic, "later", false).await;
-        let got = subscribe_until_marker(addr, version, &mut publisher, &topic, &topic).await;
+        let got =
+            subscribe_until_marker(addr, version, &mut publisher, &topic, &topic, "marker").await;
         assert_eq!(got, [marker(&topic)], "{version:?}: cleared");
         let filter = format!("{base}/+");
-        let got = subscribe_until_marker(addr, version, &mut publisher, &filter, &topic).await;
+        let got =
+            subscribe_until_marker(addr, version, &mut publisher, &filter, &topic, "marker").await;
         assert_eq!(
             got,
             [retained(&other, "kept"), marker(&topic)],
@@ -235,9 +185,15 @@ async fn a_retained_message_published_on_one_node_is_sent_on_subscribe_at_the_ot
             publish_stored(&mut on_one, &topic, "state", false).await;
             let (mut on_two, _) = Raw::connect(two.mqtt_addr(), version, Some(API_KEY), 60).await;
             for filter in [topic.clone(), format!("cluster/{version:?}/#")] {
-                let got =
-                    subscribe_until_marker(two.mqtt_addr(), version, &mut on_two, &filter, &topic)
-                        .await;
+                let got = subscribe_until_marker(
+                    two.mqtt_addr(),
+                    version,
+                    &mut on_two,
+                    &filter,
+                    &topic,
+                    "marker",
+                )
+                .await;
                 assert_eq!(
                     got,
                     [retained(&topic, "cfg"), marker(&topic)],
