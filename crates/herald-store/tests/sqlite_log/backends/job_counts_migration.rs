@@ -92,7 +92,7 @@ async fn migrating_from_version_1_counts_the_jobs_already_there() {
                     DROP TABLE hook_endpoints; DROP TABLE hook_events; \
                     DROP TABLE pusher_credentials; DROP TABLE mqtt_sessions; \
                     DROP TABLE mqtt_session_positions; DROP TABLE mqtt_session_inflight; \
-                    DROP TABLE mqtt_session_wills; \
+                    DROP TABLE mqtt_session_wills; DROP TABLE retained; \
                     UPDATE herald_schema SET version = 1";
         let server = tokio::task::spawn_blocking(move || {
             server.psql("herald", undo).unwrap();
