@@ -1,15 +1,24 @@
-//! `herald-proto`'s parsers: a client's JSON command frames (a parsed frame serialises to JSON
-//! that parses to the same frame) and cursor strings (decoded positions encode to a string that
+//! `herald-proto`'s parsers: a client's JSON command frames, alone or in a batch (a parsed frame
+//! serialises to JSON that parses to the same frame) and cursor strings (decoded positions encode to a string that
 //! decodes to the same positions; the same for the device inbox cursor).
 
-use herald_proto::command::ClientFrame;
+use herald_proto::command::{self, ClientFrame};
 use herald_proto::cursor;
 
-/// One WebSocket text frame as a command.
+/// One WebSocket text frame as a command, or as a batch of commands.
 pub fn command_json(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
+    match command::batch(text) {
+        None => command_round_trip(text),
+        Some(Ok(commands)) => commands.into_iter().for_each(command_round_trip),
+        Some(Err(_)) => {}
+    }
+}
+
+/// One command: a parsed frame's JSON parses to the same frame.
+fn command_round_trip(text: &str) {
     let Ok(frame) = ClientFrame::parse(text) else {
         return;
     };

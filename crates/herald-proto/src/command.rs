@@ -1,7 +1,9 @@
-//! Client commands: one JSON object per WebSocket text frame, `{"id": N, "<command>": {...}}`.
+//! Client commands: one JSON object per WebSocket text frame, `{"id": N, "<command>": {...}}`,
+//! or several in one frame as a JSON array of such objects (a batch, [`batch`]).
 //! `id` is optional (a reply echoes it); exactly one command key must be present. The server
 //! parses them ([`ClientFrame::parse`]); a client serializes them (`serde_json::to_string` of a
-//! [`ClientFrame`] writes `id` first, then the command, optional fields left out when unset).
+//! [`ClientFrame`] writes `id` first, then the command, optional fields left out when unset; of
+//! a slice of them, a batch).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -236,6 +238,28 @@ impl ClientFrame {
     }
 }
 
+/// The commands of a batch frame: a JSON array of command objects, each to be handled as if it
+/// came in a text frame of its own, in order. `None` when `text` is not an array (a frame of one
+/// command, for [`ClientFrame::parse`]); an error, without an id, when it is not a JSON array or
+/// holds nothing. The elements are returned unparsed, so each one's error carries its own id.
+pub fn batch(text: &str) -> Option<Result<Vec<&str>, HeraldError>> {
+    if !text
+        .trim_start_matches([' ', '\t', '\n', '\r'])
+        .starts_with('[')
+    {
+        return None;
+    }
+    Some(match serde_json::from_str::<Vec<&RawValue>>(text) {
+        Ok(commands) if commands.is_empty() => Err(HeraldError::bad_request(
+            "empty batch: a batch is a JSON array of one or more commands",
+        )),
+        Ok(commands) => Ok(commands.into_iter().map(RawValue::get).collect()),
+        Err(e) => Err(HeraldError::bad_request(format!(
+            "frame is not a JSON array of commands: {e}"
+        ))),
+    })
+}
+
 fn parse_command(name: &str, body: &RawValue) -> Result<Command, HeraldError> {
     fn args<'a, T: serde::Deserialize<'a>>(
         name: &str,
@@ -355,10 +379,69 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_batch_is_its_commands_in_order_each_parsed_alone() {
+        assert!(batch(r#"{"id":1,"ping":{}}"#).is_none(), "one command");
+        assert!(batch("not json").is_none());
+        let frames = batch(
+            " \n[{\"id\":1,\"subscribe\":{\"channel\":\"a\"}},\n {\"id\":2,\"fly\":{}}, 7, {\"ping\":{}}]",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(frames.len(), 4);
+        let first = ClientFrame::parse(frames[0]).unwrap();
+        assert!(matches!(first.command, Command::Subscribe(ref s) if s.channel == "a"));
+        assert_eq!(first.id, Some(1));
+        let e = ClientFrame::parse(frames[1]).unwrap_err();
+        assert_eq!((e.id, e.error.code), (Some(2), ErrorCode::UnknownCommand));
+        let e = ClientFrame::parse(frames[2]).unwrap_err();
+        assert_eq!((e.id, e.error.code), (None, ErrorCode::BadRequest));
+        assert!(matches!(
+            ClientFrame::parse(frames[3]).unwrap().command,
+            Command::Ping
+        ));
+    }
+
+    #[test]
+    fn a_batch_that_is_no_array_of_values_or_is_empty_is_refused() {
+        for text in ["[]", " [ ] ", "[{\"ping\":{}}", "[{\"ping\":{}}] x", "[1,]"] {
+            let e = batch(text).unwrap().unwrap_err();
+            assert_eq!(e.code, ErrorCode::BadRequest, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_serialized_slice_of_frames_is_a_batch() {
+        let frames = [
+            ClientFrame {
+                id: Some(1),
+                command: Command::Subscribe(Subscribe {
+                    channel: "news".into(),
+                    ..Subscribe::default()
+                }),
+            },
+            ClientFrame {
+                id: None,
+                command: Command::Ping,
+            },
+        ];
+        let text = serde_json::to_string(&frames).unwrap();
+        assert_eq!(
+            text,
+            r#"[{"id":1,"subscribe":{"channel":"news"}},{"ping":{}}]"#
+        );
+        assert_eq!(batch(&text).unwrap().unwrap().len(), 2);
+    }
+
     proptest! {
         #[test]
         fn never_panics(s in ".{0,200}") {
             let _ = ClientFrame::parse(&s);
+            if let Some(Ok(frames)) = batch(&s) {
+                for f in frames {
+                    let _ = ClientFrame::parse(f);
+                }
+            }
         }
 
         #[test]

@@ -27,6 +27,16 @@ use crate::Edge;
 /// commands in and JSON replies out.
 pub struct Session(ClientSession);
 
+/// What became of a command counted against the command limit.
+enum Admitted {
+    /// Within the limit and parsed: run it.
+    Run(ClientFrame),
+    /// Refused (over the limit, or malformed), with an error sent.
+    Answered,
+    /// The connection is closed for going on through a whole burst of refusals.
+    Closed,
+}
+
 /// The `subscribe` reply, queued ahead of a channel's catch-up.
 fn subscribe_reply(
     id: Option<u64>,
@@ -129,44 +139,74 @@ impl Session {
         );
     }
 
-    /// Handles the text frames read together, in order: each counted against the connection's
-    /// command limit (malformed frames too), refused with `rate_limited` over it, and the
-    /// connection closed with [`CloseReason::RateLimited`] if it goes on sending through a
-    /// whole burst of refusals. Consecutive `subscribe` commands (up to
-    /// [`MAX_SUBSCRIBES_TOGETHER`]) run together ([`ClientSession::subscribe_all`]): their
+    /// Handles the text frames read together, in order, a batch frame (a JSON array of
+    /// commands, [`command::batch`]) as its commands each in a frame of its own: each command
+    /// counted against the connection's command limit (malformed ones too), refused with
+    /// `rate_limited` over it, and the connection closed with [`CloseReason::RateLimited`] if it
+    /// goes on sending through a whole burst of refusals. Consecutive `subscribe` commands (up
+    /// to [`MAX_SUBSCRIBES_TOGETHER`]) run together ([`ClientSession::subscribe_all`]): their
     /// replies may come in another order, each with its command's id.
     pub async fn handle<'a>(&mut self, texts: impl Iterator<Item = &'a str>) {
         let mut subscribes: Vec<(Option<u64>, command::Subscribe)> = Vec::new();
-        for text in texts {
-            let Some(frame) = self.admit(text) else {
-                continue;
-            };
-            match frame.command {
-                Command::Subscribe(s) => {
-                    subscribes.push((frame.id, s));
-                    if subscribes.len() == MAX_SUBSCRIBES_TOGETHER {
-                        self.subscribe_together(std::mem::take(&mut subscribes))
-                            .await;
+        'frames: for text in texts {
+            match command::batch(text) {
+                None => {
+                    if !self.take(ClientFrame::parse(text), &mut subscribes).await {
+                        return;
                     }
                 }
-                command => {
-                    self.subscribe_together(std::mem::take(&mut subscribes))
-                        .await;
-                    self.run(ClientFrame {
-                        id: frame.id,
-                        command,
-                    })
-                    .await;
+                Some(Ok(commands)) => {
+                    for text in commands {
+                        if !self.take(ClientFrame::parse(text), &mut subscribes).await {
+                            break 'frames;
+                        }
+                    }
+                }
+                Some(Err(error)) => {
+                    let refused = Err(command::ParseError { id: None, error });
+                    if !self.take(refused, &mut subscribes).await {
+                        return;
+                    }
                 }
             }
         }
         self.subscribe_together(subscribes).await;
     }
 
-    /// Counts a frame against the command limit and parses it: the frame to run, or `None`
-    /// once refused (answered, or the connection closed).
-    fn admit(&mut self, text: &str) -> Option<ClientFrame> {
-        let parsed = ClientFrame::parse(text);
+    /// Takes one parsed command: a `subscribe` joins the run of `subscribes` (run once it is
+    /// full), anything else runs after the run before it. False once the connection is closed
+    /// for sending through its refusals: nothing after that command is read.
+    async fn take(
+        &mut self,
+        parsed: Result<ClientFrame, command::ParseError>,
+        subscribes: &mut Vec<(Option<u64>, command::Subscribe)>,
+    ) -> bool {
+        let frame = match self.admit(parsed) {
+            Admitted::Run(frame) => frame,
+            Admitted::Answered => return true,
+            Admitted::Closed => return false,
+        };
+        match frame.command {
+            Command::Subscribe(s) => {
+                subscribes.push((frame.id, s));
+                if subscribes.len() == MAX_SUBSCRIBES_TOGETHER {
+                    self.subscribe_together(std::mem::take(subscribes)).await;
+                }
+            }
+            command => {
+                self.subscribe_together(std::mem::take(subscribes)).await;
+                self.run(ClientFrame {
+                    id: frame.id,
+                    command,
+                })
+                .await;
+            }
+        }
+        true
+    }
+
+    /// Counts a command against the command limit: the frame to run, or why not.
+    fn admit(&mut self, parsed: Result<ClientFrame, command::ParseError>) -> Admitted {
         match self.0.admit_command() {
             Admission::Run => {}
             Admission::Refuse(wait) => {
@@ -176,19 +216,19 @@ impl Session {
                 };
                 let e = self.edge().limits.command_refused(wait);
                 self.send_error(id, &e);
-                return None;
+                return Admitted::Answered;
             }
             Admission::Disconnect => {
                 self.edge().limits.command_flood();
                 self.outbox().close(CloseReason::RateLimited);
-                return None;
+                return Admitted::Closed;
             }
         }
         match parsed {
-            Ok(frame) => Some(frame),
+            Ok(frame) => Admitted::Run(frame),
             Err(e) => {
                 self.send_error(e.id, &e.error);
-                None
+                Admitted::Answered
             }
         }
     }

@@ -77,4 +77,5 @@ mod tokens;
 mod transport_metrics;
 mod usage;
 mod ws;
+mod ws_batch;
 mod ws_pipelined;
