@@ -120,9 +120,10 @@ func heraldPublisher(s *server, channel string) func() error {
 }
 
 // heraldStormClient subscribes one connection to `channels` new channels: pipelined (every
-// command written, one WebSocket message each, while a reader counts the replies) or, with
-// wait, each command after the previous one's reply. It returns the number of refusals.
-func heraldStormClient(c *heraldConn, prefix string, channels int, wait bool) (int, error) {
+// command written while a reader counts the replies; `batch` commands to a WebSocket message,
+// more than one as a JSON array, docs/protocol.md "Batches") or, with wait, each command after
+// the previous one's reply. It returns the number of refusals.
+func heraldStormClient(c *heraldConn, prefix string, channels int, wait bool, batch int) (int, error) {
 	refused := 0
 	if wait {
 		for i := 1; i <= channels; i++ {
@@ -162,9 +163,26 @@ func heraldStormClient(c *heraldConn, prefix string, channels int, wait bool) (i
 		}
 		readErr <- nil
 	}()
-	for i := 1; i <= channels; i++ {
-		if err := c.ws.WriteMessage(websocket.TextMessage, subscribeFrame(i, fmt.Sprintf("%s/%d", prefix, i))); err != nil {
-			return refused, err
+	if batch <= 1 {
+		for i := 1; i <= channels; i++ {
+			if err := c.ws.WriteMessage(websocket.TextMessage, subscribeFrame(i, fmt.Sprintf("%s/%d", prefix, i))); err != nil {
+				return refused, err
+			}
+		}
+	} else {
+		var message []byte
+		for first := 1; first <= channels; first += batch {
+			message = append(message[:0], '[')
+			for i := first; i < first+batch && i <= channels; i++ {
+				if i > first {
+					message = append(message, ',')
+				}
+				message = append(message, subscribeFrame(i, fmt.Sprintf("%s/%d", prefix, i))...)
+			}
+			message = append(message, ']')
+			if err := c.ws.WriteMessage(websocket.TextMessage, message); err != nil {
+				return refused, err
+			}
 		}
 	}
 	err := <-readErr

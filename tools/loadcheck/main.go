@@ -34,12 +34,14 @@ type options struct {
 	clients          int
 	channels         int
 	wait             bool
+	batch            int
 	sources          int
 	timeout          time.Duration
 	dialers          int
 	syscalls         bool
 	role             string
 	publisherProcess bool
+	cpuProfile       string
 }
 
 func main() {
@@ -56,11 +58,13 @@ func main() {
 	flag.IntVar(&o.clients, "clients", 100, "storm: connections")
 	flag.IntVar(&o.channels, "channels", 1000, "storm: new channels each connection subscribes to")
 	flag.BoolVar(&o.wait, "wait", false, "storm: each subscribe waits for its acknowledgement (default: pipelined)")
+	flag.IntVar(&o.batch, "batch", 1, "storm, Herald, pipelined: subscribe commands per WebSocket message (more than 1: a JSON array of commands, a batch)")
 	flag.IntVar(&o.sources, "sources", 1, "spread connections over 127.0.0.1 .. 127.0.0.N")
 	flag.DurationVar(&o.timeout, "timeout", 120*time.Second, "longest wait for deliveries or acknowledgements")
 	flag.IntVar(&o.dialers, "dialers", 64, "connections opened at once")
 	flag.BoolVar(&o.syscalls, "syscalls", false, "count the server's system calls with `perf stat` while it works (adds perf's own cost)")
 	flag.BoolVar(&o.publisherProcess, "publisher-process", false, "burst: publish from a child process of this tool (as an app backend would), not from the process that holds the subscribers")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "storm: write this tool's own CPU profile of the measured span (from the first subscribe to the last acknowledgement) to this file, for `go tool pprof`")
 	flag.StringVar(&o.role, "role", "", "internal: `publish` runs only the publishers (the child of -publisher-process)")
 	flag.Parse()
 	if o.role == "publish" {
@@ -329,7 +333,7 @@ func storm(o *options, s *server) (map[string]any, error) {
 			closers = append(closers, func() { c.ws.Close() })
 		}
 		run = func(i int) (int, error) {
-			return heraldStormClient(conns[i], fmt.Sprintf("%s/%d", prefix, i), o.channels, o.wait)
+			return heraldStormClient(conns[i], fmt.Sprintf("%s/%d", prefix, i), o.channels, o.wait, o.batch)
 		}
 	}
 	defer func() {
@@ -341,6 +345,7 @@ func storm(o *options, s *server) (map[string]any, error) {
 	counter := maybeCount(o, s)
 	cpu0 := readProc(s.pid)
 	self0 := readProc(os.Getpid())
+	stopProfile := startProfile(o.cpuProfile)
 	t0 := time.Now()
 	var refused, failed atomic.Int64
 	var wg sync.WaitGroup
@@ -358,6 +363,7 @@ func storm(o *options, s *server) (map[string]any, error) {
 	}
 	wg.Wait()
 	span := time.Since(t0)
+	stopProfile()
 	cpu1 := readProc(s.pid)
 	self1 := readProc(os.Getpid())
 	calls := stopCount(counter)
@@ -368,6 +374,7 @@ func storm(o *options, s *server) (map[string]any, error) {
 		"clients":                          o.clients,
 		"channels_each":                    o.channels,
 		"pipelined":                        !o.wait,
+		"commands_per_message":             commandsPerMessage(o, s),
 		"subscriptions":                    n,
 		"refused":                          refused.Load(),
 		"failed_clients":                   failed.Load(),
@@ -519,4 +526,13 @@ func (e *endings) samples() map[string]int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.seen
+}
+
+// commandsPerMessage is how many subscribe commands the storm put in one WebSocket message
+// (Herald, pipelined), or 0 where that does not apply.
+func commandsPerMessage(o *options, s *server) int {
+	if s.kind != "herald" || o.wait {
+		return 0
+	}
+	return max(o.batch, 1)
 }

@@ -1,12 +1,13 @@
 package main
 
 // Readings of a process from /proc: CPU time (all threads) and context switches (voluntary and
-// involuntary, summed over its threads).
+// involuntary, summed over its threads), and this process's own CPU profile.
 
 import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 )
@@ -66,5 +67,27 @@ func (a procMark) delta(b procMark) procMark {
 		cpuSeconds: b.cpuSeconds - a.cpuSeconds,
 		volCtx:     b.volCtx - a.volCtx,
 		involCtx:   b.involCtx - a.involCtx,
+	}
+}
+
+// startProfile starts this process's CPU profile into path (nothing when path is empty) and
+// returns the function that stops it.
+func startProfile(path string) func() {
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "loadcheck: cpuprofile:", err)
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		fmt.Fprintln(os.Stderr, "loadcheck: cpuprofile:", err)
+		f.Close()
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
 	}
 }
