@@ -1,7 +1,8 @@
 //! What a connection does with each packet its client sends after CONNECT: PUBLISH at QoS 0,
 //! 1 and 2 (stored through the client session's one publish rule, acknowledged after the append
-//! committed), the acknowledgements of the server's own PUBLISH packets, SUBSCRIBE and
-//! UNSUBSCRIBE to exact topics, to wildcard filters (`wildcards.rs`) and shared subscriptions
+//! committed; a persistent session's QoS 2 packet ids held in its store from before the PUBREC
+//! until before the PUBCOMP), the acknowledgements of the server's own PUBLISH packets,
+//! SUBSCRIBE and UNSUBSCRIBE to exact topics, to wildcard filters (`wildcards.rs`) and shared subscriptions
 //! (`shared.rs`), PINGREQ and DISCONNECT. Every answer is queued in the connection's outbox, so
 //! answers and messages reach the client in the order they were produced.
 //!
@@ -91,14 +92,7 @@ pub(crate) async fn handle(wire: &mut MqttWire, packet: Packet) -> Option<End> {
                 wire.qos2_completed(&sent);
             }
         }
-        Packet::PubRel(rel) => {
-            let mut comp = PubComp::new(rel.packet_id);
-            // 3.1.1's PUBCOMP has no reason code: an unknown id is completed all the same.
-            if !wire.qos2.release(rel.packet_id) && wire.version == ProtocolVersion::V5 {
-                comp.reason_code = ReasonCode::PacketIdentifierNotFound;
-            }
-            wire.send(&Packet::PubComp(comp));
-        }
+        Packet::PubRel(rel) => return release_qos2(wire, rel).await,
         Packet::Subscribe(subscribe) => return subscribe_to(wire, subscribe).await,
         Packet::Unsubscribe(unsubscribe) => unsubscribe_from(wire, unsubscribe),
         Packet::PingReq => wire.send(&Packet::PingResp),
@@ -181,41 +175,7 @@ async fn publish_in(wire: &mut MqttWire, publish: Publish) -> Option<End> {
         };
     };
     if publish.qos == QoS::ExactlyOnce {
-        let n = match wire.qos2.arrival(id) {
-            Arrival::Held => {
-                wire.send(&Packet::PubRec(PubRec::new(id)));
-                return None;
-            }
-            Arrival::New(n) => n,
-        };
-        // Lenient with a client over the Receive Maximum (as Mosquitto 2.1.1 had to be), up to
-        // twice it.
-        let held = wire.qos2.len();
-        let bound = usize::from(wire.settings.receive_maximum).max(1) * 2;
-        if held >= bound {
-            let why = format!("more than {bound} QoS 2 messages awaiting PUBREL");
-            return Some(End::Disconnect(
-                ReasonCode::ReceiveMaximumExceeded,
-                why.into(),
-            ));
-        }
-        let key = qos2_key(wire.claim.client_id(), id, n);
-        let mut rec = PubRec::new(id);
-        match store(wire, &publish, &topic, Some(key)).await {
-            Ok(()) => wire.qos2.hold(id, n),
-            Err((code, why)) => match refusal_ack(wire, &topic, code, why) {
-                Ok(Some((code, properties))) => {
-                    rec.reason_code = code;
-                    rec.properties = properties;
-                }
-                // 3.1.1: acknowledged as stored; the PUBREL that follows finds no id held
-                // and is completed all the same.
-                Ok(None) => {}
-                Err(end) => return Some(end),
-            },
-        }
-        wire.send(&Packet::PubRec(rec));
-        return None;
+        return publish_qos2(wire, &publish, &topic, id).await;
     }
     let mut ack = PubAck::new(id);
     let key = origin::key(wire.claim.client_id(), publish.qos, wire.qos2.next_n());
@@ -230,6 +190,118 @@ async fn publish_in(wire: &mut MqttWire, publish: Publish) -> Option<End> {
         }
     }
     wire.send(&Packet::PubAck(ack));
+    None
+}
+
+/// Handles a QoS 2 PUBLISH with packet id `id`: stored once, answered with PUBREC, its id held
+/// until its PUBREL. A persistent session's hold is written to its store beside the append
+/// (both queued at once, so the PUBREC waits for no write after the append's; on SQLite they
+/// share the writer's batch): durable before the PUBREC, so a resend after a restart, or on
+/// another node, is not stored twice (`crate::session`).
+async fn publish_qos2(
+    wire: &mut MqttWire,
+    publish: &Publish,
+    topic: &TopicName,
+    id: std::num::NonZeroU16,
+) -> Option<End> {
+    let (n, recovered) = match wire.qos2.arrival(id) {
+        Arrival::Held => {
+            wire.send(&Packet::PubRec(PubRec::new(id)));
+            return None;
+        }
+        Arrival::New(n) => (n, false),
+        Arrival::Recovered(n) => (n, true),
+    };
+    // Lenient with a client over the Receive Maximum (as Mosquitto 2.1.1 had to be), up to
+    // twice it.
+    let held = wire.qos2.len();
+    let bound = usize::from(wire.settings.receive_maximum).max(1) * 2;
+    if !recovered && held >= bound {
+        let why = format!("more than {bound} QoS 2 messages awaiting PUBREL");
+        return Some(End::Disconnect(
+            ReasonCode::ReceiveMaximumExceeded,
+            why.into(),
+        ));
+    }
+    let key = qos2_key(wire.claim.client_id(), id, n);
+    // A recovered id's hold is stored already: its message is stored again with its key.
+    let hold = match recovered {
+        true => None,
+        false => wire.qos2_hold_write(id, n),
+    };
+    let hold_written = hold.is_some();
+    let (stored, held) = match hold {
+        Some(hold) => tokio::join!(store(wire, publish, topic, Some(key)), hold),
+        None => (store(wire, publish, topic, Some(key)).await, Ok(())),
+    };
+    let mut rec = PubRec::new(id);
+    match stored {
+        Ok(()) => {
+            wire.qos2.hold(id, n);
+            if let Err(e) = held {
+                // Stored, but the hold is not: no PUBREC. The client sends the message again
+                // with DUP, and this process knows it (the session's next connection takes
+                // the held ids on: `crate::session::Carried`).
+                tracing::warn!(
+                    client_id = wire.claim.client_id(),
+                    error = %e,
+                    "MQTT: a QoS 2 packet id could not be stored; the connection closes"
+                );
+                wire.session.outbox().close(CloseReason::StoreUnavailable);
+                return Some(End::Closed(CloseReason::StoreUnavailable));
+            }
+        }
+        Err((code, why)) => {
+            if recovered || (hold_written && held.is_ok()) {
+                // The id is not held: its hold leaves the store before the answer, as a
+                // PUBREL's does, since the client may reuse the id for a new message.
+                wire.qos2.release(id);
+                if let Some(release) = wire.qos2_release_write(id) {
+                    let _ = release.await;
+                }
+            }
+            match refusal_ack(wire, topic, code, why) {
+                Ok(Some((code, properties))) => {
+                    rec.reason_code = code;
+                    rec.properties = properties;
+                }
+                // 3.1.1: acknowledged as stored; the PUBREL that follows finds no id held
+                // and is completed all the same.
+                Ok(None) => {}
+                Err(end) => return Some(end),
+            }
+        }
+    }
+    wire.send(&Packet::PubRec(rec));
+    None
+}
+
+/// Handles a PUBREL: its id released, then PUBCOMP (v5: Packet Identifier not found if it
+/// was not held). A persistent session's hold leaves its store before the PUBCOMP: once the
+/// client has the PUBCOMP it may reuse the id for a new message, which a hold left behind by
+/// a crash would take for a resend and drop (docs/design/mqtt.md, "QoS").
+async fn release_qos2(wire: &mut MqttWire, rel: PubRel) -> Option<End> {
+    let mut comp = PubComp::new(rel.packet_id);
+    let held = wire.qos2.release(rel.packet_id);
+    if held {
+        if let Some(release) = wire.qos2_release_write(rel.packet_id) {
+            if let Err(e) = release.await {
+                // No PUBCOMP: the client sends PUBREL again once it reconnects.
+                tracing::warn!(
+                    client_id = wire.claim.client_id(),
+                    error = %e,
+                    "MQTT: a QoS 2 release could not be stored; the connection closes"
+                );
+                wire.session.outbox().close(CloseReason::StoreUnavailable);
+                return Some(End::Closed(CloseReason::StoreUnavailable));
+            }
+        }
+    }
+    // 3.1.1's PUBCOMP has no reason code: an unknown id is completed all the same.
+    if !held && wire.version == ProtocolVersion::V5 {
+        comp.reason_code = ReasonCode::PacketIdentifierNotFound;
+    }
+    wire.send(&Packet::PubComp(comp));
     None
 }
 

@@ -15,7 +15,9 @@
 //!   sent again [MQTT-4.3.3-9]: it is not stored twice. Each held id keeps the idempotency key
 //!   its message was stored with, `mqtt:{client id}:{packet id}:{n}`, `n` counted per
 //!   connection from the connection's start time, so a packet id reused for a new message after
-//!   PUBCOMP is a new key (packet ids are reused; the key must not be).
+//!   PUBCOMP is a new key (packet ids are reused; the key must not be). A persistent session
+//!   also stores its held ids (`crate::inbound`, `crate::session`), so they hold after a
+//!   restart and on another node.
 
 use std::collections::VecDeque;
 use std::num::NonZeroU16;
@@ -277,10 +279,25 @@ impl Outbound {
 
 /// Inbound QoS 2: packet ids stored and answered with PUBREC, awaiting PUBREL.
 pub(crate) struct InboundQoS2 {
-    /// Held ids with the `n` of their idempotency key, in arrival order.
-    held: Vec<(u16, u64)>,
+    /// Held ids, in arrival order.
+    held: Vec<HeldQoS2>,
     /// The `n` of the next new message's key.
     next: u64,
+}
+
+/// An inbound QoS 2 packet id held until its PUBREL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HeldQoS2 {
+    /// The packet id.
+    pub(crate) id: u16,
+    /// The `n` of its message's idempotency key.
+    pub(crate) n: u64,
+    /// Its message is known stored in this process: a resend is answered with PUBREC alone.
+    /// False for an id read from a persistent session's store, whose hold was written beside
+    /// its message's append, not after it (`crate::session`): after a crash the append may
+    /// not have committed, so its resend is stored again with the same key, which the
+    /// channel's log keeps once.
+    pub(crate) stored: bool,
 }
 
 /// What a QoS 2 PUBLISH is, given the ids held.
@@ -290,6 +307,9 @@ pub(crate) enum Arrival {
     New(u64),
     /// Its id is held: the same message again, answered with PUBREC and not stored again.
     Held,
+    /// Its id is held from the session's store: the same message again, stored again with
+    /// this `n` in its key (the log keeps one copy), then [`InboundQoS2::hold`] it.
+    Recovered(u64),
 }
 
 impl InboundQoS2 {
@@ -312,8 +332,11 @@ impl InboundQoS2 {
 
     /// What a PUBLISH with packet id `id` is.
     pub(crate) fn arrival(&mut self, id: NonZeroU16) -> Arrival {
-        if self.held.iter().any(|&(held, _)| held == id.get()) {
-            return Arrival::Held;
+        if let Some(held) = self.held.iter().find(|h| h.id == id.get()) {
+            return match held.stored {
+                true => Arrival::Held,
+                false => Arrival::Recovered(held.n),
+            };
         }
         let n = self.next;
         self.next += 1;
@@ -330,15 +353,20 @@ impl InboundQoS2 {
 
     /// Holds `id` until its PUBREL (after its message was stored and PUBREC is sent).
     pub(crate) fn hold(&mut self, id: NonZeroU16, n: u64) {
-        if !self.held.iter().any(|&(held, _)| held == id.get()) {
-            self.held.push((id.get(), n));
+        match self.held.iter_mut().find(|h| h.id == id.get()) {
+            Some(held) => held.stored = true,
+            None => self.held.push(HeldQoS2 {
+                id: id.get(),
+                n,
+                stored: true,
+            }),
         }
     }
 
     /// A PUBREL for `id`: releases it. False when it was not held (PUBCOMP then says Packet
     /// Identifier not found in v5).
     pub(crate) fn release(&mut self, id: NonZeroU16) -> bool {
-        match self.held.iter().position(|&(held, _)| held == id.get()) {
+        match self.held.iter().position(|h| h.id == id.get()) {
             Some(at) => {
                 self.held.remove(at);
                 true
@@ -352,19 +380,19 @@ impl InboundQoS2 {
         self.held.len()
     }
 
-    /// The held ids with the `n` of their keys, in arrival order: part of a persistent
-    /// session's state, which its next connection takes on ([`InboundQoS2::adopt`]).
-    pub(crate) fn held(&self) -> &[(u16, u64)] {
+    /// The held ids, in arrival order: part of a persistent session's state, which its next
+    /// connection takes on ([`InboundQoS2::adopt`]).
+    pub(crate) fn held(&self) -> &[HeldQoS2] {
         &self.held
     }
 
     /// Takes on the ids a session's connection before held: a PUBLISH the client sends again
     /// with one of them after reconnecting is still the same message, not stored twice
     /// [MQTT-4.3.3-10] (3.1.1 [MQTT-4.3.3-2]), and its PUBREL is completed as found.
-    pub(crate) fn adopt(&mut self, held: Vec<(u16, u64)>) {
-        for (id, n) in held {
-            if !self.held.iter().any(|&(h, _)| h == id) {
-                self.held.push((id, n));
+    pub(crate) fn adopt(&mut self, held: Vec<HeldQoS2>) {
+        for h in held {
+            if !self.held.iter().any(|mine| mine.id == h.id) {
+                self.held.push(h);
             }
         }
     }
@@ -523,6 +551,22 @@ mod tests {
         );
         assert!(after.release(id(5)), "its PUBREL finds it");
         assert_eq!(after.arrival(id(6)), Arrival::New(5000));
+    }
+
+    #[test]
+    fn an_id_held_from_the_store_is_stored_again_with_its_key_once() {
+        let mut held = InboundQoS2::new(5000);
+        held.adopt(vec![HeldQoS2 {
+            id: 5,
+            n: 1000,
+            stored: false,
+        }]);
+        assert_eq!(held.arrival(id(5)), Arrival::Recovered(1000), "its key's n");
+        held.hold(id(5), 1000);
+        assert_eq!(held.arrival(id(5)), Arrival::Held, "stored again once");
+        assert_eq!(held.len(), 1);
+        assert!(held.release(id(5)));
+        assert_eq!(held.arrival(id(5)), Arrival::New(5000), "a new message");
     }
 
     #[test]

@@ -7,11 +7,13 @@
 //! ([`MqttWire::end_session`]).
 
 use std::collections::HashSet;
-use std::num::NonZeroU32;
+use std::future::Future;
+use std::num::{NonZeroU16, NonZeroU32};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use herald_core::engine::SubscribeRequest;
+use herald_core::log::StoreError;
 use herald_core::message::{Cursor, SharedMessage};
 use herald_core::outbox::CloseReason;
 use herald_core::{ChannelName, Epoch};
@@ -20,10 +22,11 @@ use super::flusher::Done;
 use super::missed::{ResumeGate, StoredPositions};
 use super::positions::Positions;
 use super::store::{
-    SessionKey, SessionWrite, StoredInflight, StoredPosition, StoredSession, StoredSubscription,
+    SessionKey, SessionWrite, StoredHeldQoS2, StoredInflight, StoredPosition, StoredSession,
+    StoredSubscription,
 };
 use super::{now_ms, Carried, Sessions};
-use crate::inflight::Sent;
+use crate::inflight::{HeldQoS2, Sent};
 use crate::packet::{Packet, PubRel, QoS, RetainHandling, SubscriptionOptions};
 use crate::subscriptions::Granted;
 use crate::topic_map::{self, FilterTarget};
@@ -59,9 +62,10 @@ pub(crate) struct PersistentSession {
     /// Messages in flight before (QoS 1 in memory and from the store, QoS 2 from the store),
     /// for the outbound state once the connection starts.
     resend: Vec<Sent>,
-    /// The inbound QoS 2 packet ids the connection before left awaiting PUBREL (in memory),
-    /// for the inbound state once the connection starts.
-    held_qos2: Vec<(u16, u64)>,
+    /// The inbound QoS 2 packet ids awaiting PUBREL (from the store; those the session's
+    /// connection before in this process knew stored marked so), for the inbound state once
+    /// the connection starts.
+    held_qos2: Vec<HeldQoS2>,
 }
 
 impl PersistentSession {
@@ -121,7 +125,7 @@ impl PersistentSession {
             stored_positions: stored.positions.clone(),
             offline_since_ms: stored.disconnected_ms,
             resend,
-            held_qos2: carried.held_qos2,
+            held_qos2: held_qos2_of(stored, &carried.held_qos2),
             ..PersistentSession::fresh(sessions, key, expiry_ms)
         }
     }
@@ -185,6 +189,22 @@ impl PersistentSession {
             subscriptions: self.subscriptions.clone(),
         })
     }
+}
+
+/// The inbound QoS 2 ids a resumed session holds: those of its store (written before each
+/// PUBREC, deleted before each PUBCOMP, on whichever node), each known stored when the
+/// session's connection before in this process held it with the same key (`carried`); a
+/// carried id the store no longer holds was released since, on another node.
+fn held_qos2_of(stored: &StoredSession, carried: &[(u16, u64)]) -> Vec<HeldQoS2> {
+    stored
+        .held_qos2
+        .iter()
+        .map(|h| HeldQoS2 {
+            id: h.packet_id,
+            n: h.n,
+            stored: carried.contains(&(h.packet_id, h.n)),
+        })
+        .collect()
 }
 
 /// What a stored subscription was granted.
@@ -563,6 +583,42 @@ impl MqttWire {
         }
     }
 
+    /// For a persistent session, the store write holding inbound QoS 2 packet id `id`, whose
+    /// message is stored with the key numbered `n`: the caller runs it beside the message's
+    /// append and sends PUBREC once both committed. `None` for a clean session (its ids are
+    /// held in memory only).
+    pub(crate) fn qos2_hold_write(
+        &self,
+        id: NonZeroU16,
+        n: u64,
+    ) -> Option<impl Future<Output = Result<(), StoreError>> + 'static> {
+        let persist = self.persist.as_ref()?;
+        let flusher = persist.sessions.flusher.clone();
+        let write = SessionWrite::HeldQoS2 {
+            key: persist.key(),
+            held: StoredHeldQoS2 {
+                packet_id: id.get(),
+                n,
+            },
+        };
+        Some(async move { flusher.write(vec![write]).await })
+    }
+
+    /// For a persistent session, the store write releasing inbound QoS 2 packet id `id` (its
+    /// PUBREL came), which the PUBCOMP waits for; `None` for a clean session.
+    pub(crate) fn qos2_release_write(
+        &self,
+        id: NonZeroU16,
+    ) -> Option<impl Future<Output = Result<(), StoreError>> + 'static> {
+        let persist = self.persist.as_ref()?;
+        let flusher = persist.sessions.flusher.clone();
+        let write = SessionWrite::ReleasedQoS2 {
+            key: persist.key(),
+            packet_id: id.get(),
+        };
+        Some(async move { flusher.write(vec![write]).await })
+    }
+
     /// A v5 DISCONNECT's Session Expiry Interval, held to the maximum.
     pub(crate) fn set_session_expiry(&mut self, secs: u32) {
         if let Some(persist) = self.persist.as_mut() {
@@ -622,7 +678,10 @@ impl MqttWire {
         let write = if persist.expiry_ms == 0 {
             SessionWrite::Delete { key: key.clone() }
         } else {
-            let held_qos2 = self.qos2.held().to_vec();
+            let held_qos2 = (self.qos2.held().iter())
+                .filter(|h| h.stored)
+                .map(|h| (h.id, h.n))
+                .collect();
             let carried = Carried { unacked, held_qos2 };
             persist.sessions.keep_carried(key.clone(), carried);
             SessionWrite::Ended {

@@ -17,9 +17,12 @@
 //!   process: a session resumed after a restart, or on another node, resends its
 //!   unacknowledged QoS 1 messages with their original identifiers and DUP [MQTT-4.4.0-1],
 //!   except those sent within the last batch before a crash (sent again with new ones).
-//!   The packet identifiers of inbound QoS 2 messages stored and awaiting PUBREL are kept in
-//!   memory the same way (`Carried`): the client's resend of one after reconnecting is not
-//!   stored twice [MQTT-4.3.3-10] (after a restart, or on another node, it is).
+//!   The packet identifiers of inbound QoS 2 messages stored and awaiting PUBREL, with the
+//!   key each message was stored with, are stored too: written beside the message's append
+//!   and committed before the PUBREC, deleted before the PUBCOMP (`crate::inbound`), so the
+//!   client's resend of one after reconnecting, after a restart or on another node, is not
+//!   stored twice [MQTT-4.3.3-10] (a resend whose append a crash may have lost is stored
+//!   again with its key, which the channel's log keeps once).
 //!   The connection's will is stored with the session from the CONNECT (`crate::will`), so a
 //!   will waiting for its delay survives a crash ([`Sessions::recover_wills`]).
 //! - **Resuming** (`connection.rs`): each stored subscription is made again within the
@@ -99,8 +102,9 @@ pub struct Sessions {
 pub(crate) struct Carried {
     /// The QoS 1 messages sent and not acknowledged.
     pub(crate) unacked: Vec<Sent>,
-    /// The inbound QoS 2 packet ids awaiting PUBREL, with the `n` of their messages' keys
-    /// (`crate::inflight::InboundQoS2::held`).
+    /// The inbound QoS 2 packet ids awaiting PUBREL whose messages this process stored, with
+    /// the `n` of their messages' keys (`crate::inflight::InboundQoS2::held`): the next
+    /// connection answers their resends with PUBREC alone (the store says which are held).
     pub(crate) held_qos2: Vec<(u16, u64)>,
 }
 

@@ -5,8 +5,10 @@
 //! A session is kept per app and client identifier: its subscriptions (the filters as the
 //! client sent them, with their options), the acknowledged position of each channel it is
 //! subscribed to, the packet identifiers of its outbound QoS 1 and QoS 2 messages awaiting
-//! acknowledgement (so a restart, or another node, resends one with its original id), its
-//! Session Expiry Interval and, once its connection ended, when, the cluster node that holds
+//! acknowledgement (so a restart, or another node, resends one with its original id), the
+//! packet identifiers of its inbound QoS 2 messages stored and awaiting PUBREL
+//! ([`StoredHeldQoS2`]: so a resend of one after a restart, or on another node, is not stored
+//! twice), its Session Expiry Interval and, once its connection ended, when, the cluster node that holds
 //! (or last held) its connection, and its connection's will ([`StoredWill`]), from the CONNECT
 //! until it is published or discarded, so a will waiting for its delay survives a crash of the
 //! node ([`MqttSessionStore::take_mqtt_will`] takes it once, [`MqttSessionStore::mqtt_wills_waiting`]
@@ -86,6 +88,19 @@ pub struct StoredInflight {
     pub released: bool,
 }
 
+/// An inbound QoS 2 message of a session stored and answered with PUBREC, whose PUBREL has
+/// not come: written before the PUBREC, deleted before the PUBCOMP (herald-mqtt's
+/// `inflight.rs`, `InboundQoS2`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredHeldQoS2 {
+    /// The client's packet identifier.
+    pub packet_id: u16,
+    /// The `n` of the idempotency key the message was stored with
+    /// (`mqtt:{client id}:{packet id}:{n}`): a resend is stored with the same key, so the
+    /// channel's log keeps one copy.
+    pub n: u64,
+}
+
 /// A stored session, as [`MqttSessionStore::mqtt_session`] reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredSession {
@@ -99,6 +114,8 @@ pub struct StoredSession {
     pub positions: Vec<StoredPosition>,
     /// Its outbound QoS 2 messages awaiting PUBREC or PUBCOMP, by packet identifier.
     pub inflight: Vec<StoredInflight>,
+    /// Its inbound QoS 2 messages awaiting PUBREL, by packet identifier.
+    pub held_qos2: Vec<StoredHeldQoS2>,
 }
 
 impl StoredSession {
@@ -212,6 +229,22 @@ pub enum SessionWrite {
     /// An outbound message acknowledged (QoS 1 PUBACK, QoS 2 PUBCOMP): its packet identifier
     /// is free.
     Completed {
+        /// The session.
+        key: SessionKey,
+        /// The packet identifier.
+        packet_id: u16,
+    },
+    /// An inbound QoS 2 message stored, its PUBREC about to be sent: its packet identifier is
+    /// held until its PUBREL (replacing one held with the same identifier).
+    HeldQoS2 {
+        /// The session.
+        key: SessionKey,
+        /// The packet identifier and the `n` of the message's key.
+        held: StoredHeldQoS2,
+    },
+    /// An inbound QoS 2 message released (PUBREL): its packet identifier is free for a new
+    /// message once the PUBCOMP goes.
+    ReleasedQoS2 {
         /// The session.
         key: SessionKey,
         /// The packet identifier.

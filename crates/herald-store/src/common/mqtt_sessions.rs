@@ -1,11 +1,12 @@
 //! MQTT persistent sessions (`herald_mqtt::session::store`), what both backends share: the
-//! subscriptions as JSON text, and how rows become a session's positions, in-flight QoS 2
-//! messages and waiting wills. Each backend holds its SQL (`sqlite::mqtt_sessions`,
+//! subscriptions as JSON text, and how rows become a session's positions, in-flight QoS 1 and
+//! 2 messages, held inbound QoS 2 packet ids and waiting wills. Each backend holds its SQL (`sqlite::mqtt_sessions`,
 //! `postgres::mqtt_sessions`).
 
 use herald_core::log::StoreError;
 use herald_mqtt::session::store::{
-    SessionKey, StoredInflight, StoredPosition, StoredSubscription, StoredWill, WaitingWill,
+    SessionKey, StoredHeldQoS2, StoredInflight, StoredPosition, StoredSubscription, StoredWill,
+    WaitingWill,
 };
 
 use crate::common::row::StoredRow;
@@ -17,6 +18,8 @@ pub(crate) const SESSION_COLUMNS: &str = "expiry_ms, disconnected_ms, subscripti
 pub(crate) const POSITION_COLUMNS: &str = "channel, epoch, seq";
 /// The columns of an in-flight row, in the order [`inflight_of`] reads them.
 pub(crate) const INFLIGHT_COLUMNS: &str = "packet_id, channel, epoch, seq, released, qos";
+/// The columns of a held inbound QoS 2 row, in the order [`held_qos2_of`] reads them.
+pub(crate) const HELD_QOS2_COLUMNS: &str = "packet_id, n";
 
 /// The columns of a will row, in the order [`will_of`] reads them.
 pub(crate) const WILL_COLUMNS: &str = "will, delay_ms";
@@ -41,18 +44,20 @@ pub(crate) const NODE_WILLS: &str =
 
 /// The session tables, each keyed by `(app, client_id, ...)`: deleting a session deletes its
 /// rows in each.
-pub(crate) const SESSION_TABLES: [&str; 4] = [
+pub(crate) const SESSION_TABLES: [&str; 5] = [
     "mqtt_session_positions",
     "mqtt_session_inflight",
+    "mqtt_session_inbound_qos2",
     "mqtt_session_wills",
     "mqtt_sessions",
 ];
 
 /// The session tables an expired session's rows are swept from: its will stays until it is
 /// published (an expired session's will is due).
-pub(crate) const SWEPT_TABLES: [&str; 3] = [
+pub(crate) const SWEPT_TABLES: [&str; 4] = [
     "mqtt_session_positions",
     "mqtt_session_inflight",
+    "mqtt_session_inbound_qos2",
     "mqtt_sessions",
 ];
 
@@ -99,6 +104,20 @@ pub(crate) fn inflight_of<R: StoredRow>(row: &R) -> Result<StoredInflight, Store
             .ok()
             .filter(|q| matches!(q, 1 | 2))
             .ok_or_else(|| StoreError::failed(format!("corrupt QoS {qos} in store")))?,
+    })
+}
+
+/// A held inbound QoS 2 row ([`HELD_QOS2_COLUMNS`]).
+pub(crate) fn held_qos2_of<R: StoredRow>(row: &R) -> Result<StoredHeldQoS2, StoreError> {
+    let packet_id: i64 = row.column(0)?;
+    let n: i64 = row.column(1)?;
+    Ok(StoredHeldQoS2 {
+        packet_id: u16::try_from(packet_id)
+            .ok()
+            .filter(|id| *id != 0)
+            .ok_or_else(|| StoreError::failed(format!("corrupt packet id {packet_id} in store")))?,
+        n: u64::try_from(n)
+            .map_err(|_| StoreError::failed(format!("corrupt QoS 2 key number {n} in store")))?,
     })
 }
 

@@ -47,7 +47,7 @@ pub(crate) fn is_key_id(key_id: &str) -> bool {
 /// `hook_endpoints` comes before `hook_events`: on PostgreSQL, an `enqueue` holding an
 /// endpoint's row makes the deletion wait for it at the endpoint, so the events it added are
 /// there for the next statement to delete.
-pub(crate) const APP_TABLES: [&str; 19] = [
+pub(crate) const APP_TABLES: [&str; 20] = [
     "api_keys",
     "devices",
     "device_tags",
@@ -66,5 +66,6 @@ pub(crate) const APP_TABLES: [&str; 19] = [
     "mqtt_sessions",
     "mqtt_session_positions",
     "mqtt_session_inflight",
+    "mqtt_session_inbound_qos2",
     "mqtt_session_wills",
 ];

@@ -1,7 +1,7 @@
 //! [`MqttSessionStore`] on PostgreSQL, with the SQLite implementation's semantics
 //! (`crate::sqlite::mqtt_sessions`): a batch of writes is one transaction on a pooled
 //! connection (the session service already gathers many connections' positions into one
-//! batch), a read is three queries on one connection; a will is taken by one `DELETE ..
+//! batch), a read is four queries on one connection; a will is taken by one `DELETE ..
 //! RETURNING`, so of the nodes that try only one gets it; a lost node's sessions are ended by one
 //! `UPDATE` (`end_mqtt_node`). Deleting an app deletes its sessions.
 
@@ -16,9 +16,9 @@ use tokio_postgres::types::ToSql;
 
 use super::{pg_error, PostgresStore};
 use crate::common::mqtt_sessions::{
-    inflight_of, position_of, session_header_of, subscriptions_to_json, waiting_will_of, will_of,
-    INFLIGHT_COLUMNS, NODE_WILLS, POSITION_COLUMNS, SESSION_COLUMNS, SESSION_TABLES, SWEPT_TABLES,
-    WAITING_WILLS, WILL_COLUMNS,
+    held_qos2_of, inflight_of, position_of, session_header_of, subscriptions_to_json,
+    waiting_will_of, will_of, HELD_QOS2_COLUMNS, INFLIGHT_COLUMNS, NODE_WILLS, POSITION_COLUMNS,
+    SESSION_COLUMNS, SESSION_TABLES, SWEPT_TABLES, WAITING_WILLS, WILL_COLUMNS,
 };
 use crate::common::values::seq_to_db;
 
@@ -60,12 +60,24 @@ impl MqttSessionStore for PostgresStore {
             .iter()
             .map(inflight_of)
             .collect::<Result<_, _>>()?;
+        let sql = format!(
+            "SELECT {HELD_QOS2_COLUMNS} FROM mqtt_session_inbound_qos2
+             WHERE app = $1 AND client_id = $2 ORDER BY packet_id"
+        );
+        let held_qos2 = client
+            .query(&sql, &key)
+            .await
+            .map_err(pg_error)?
+            .iter()
+            .map(held_qos2_of)
+            .collect::<Result<_, _>>()?;
         Ok(Some(StoredSession {
             expiry_ms,
             disconnected_ms,
             subscriptions,
             positions,
             inflight,
+            held_qos2,
         }))
     }
 
@@ -237,6 +249,30 @@ async fn apply(tx: &Transaction<'_>, write: &SessionWrite) -> Result<(), StoreEr
             exec(
                 tx,
                 "DELETE FROM mqtt_session_inflight
+                 WHERE app = $1 AND client_id = $2 AND packet_id = $3",
+                &[&key.app.as_str(), &key.client_id, &i64::from(*packet_id)],
+            )
+            .await
+        }
+        SessionWrite::HeldQoS2 { key, held } => {
+            exec(
+                tx,
+                "INSERT INTO mqtt_session_inbound_qos2 (app, client_id, packet_id, n)
+                 VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (app, client_id, packet_id) DO UPDATE SET n = excluded.n",
+                &[
+                    &key.app.as_str(),
+                    &key.client_id,
+                    &i64::from(held.packet_id),
+                    &seq_to_db(held.n),
+                ],
+            )
+            .await
+        }
+        SessionWrite::ReleasedQoS2 { key, packet_id } => {
+            exec(
+                tx,
+                "DELETE FROM mqtt_session_inbound_qos2
                  WHERE app = $1 AND client_id = $2 AND packet_id = $3",
                 &[&key.app.as_str(), &key.client_id, &i64::from(*packet_id)],
             )

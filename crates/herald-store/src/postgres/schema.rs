@@ -317,6 +317,15 @@ const MIGRATIONS: &[&str] = &[
         expires_at_ms BIGINT,
         cleared BOOLEAN NOT NULL
     );"#,
+    // What SQLite's MQTT inbound QoS 2 migration adds: a persistent session's inbound QoS 2
+    // packet ids awaiting PUBREL, with their messages' key numbers.
+    r#"CREATE TABLE mqtt_session_inbound_qos2 (
+        app TEXT COLLATE "C" NOT NULL,
+        client_id TEXT COLLATE "C" NOT NULL,
+        packet_id BIGINT NOT NULL,
+        n BIGINT NOT NULL,
+        PRIMARY KEY (app, client_id, packet_id)
+    );"#,
 ];
 
 /// The schema version this build writes.

@@ -2,7 +2,8 @@
 //! `mqtt_sessions` (one row per app and client identifier: its expiry interval, when its
 //! connection ended, its subscriptions as JSON), `mqtt_session_positions` (its position in
 //! each channel; the node holding its connection), `mqtt_session_inflight` (its outbound QoS 1
-//! and 2 packet identifiers awaiting acknowledgement) and
+//! and 2 packet identifiers awaiting acknowledgement), `mqtt_session_inbound_qos2` (its
+//! inbound QoS 2 packet identifiers awaiting PUBREL, with their messages' key numbers) and
 //! `mqtt_session_wills` (its connection's will, taken once by `DELETE .. RETURNING` on the
 //! writer). A batch of
 //! writes runs on the writer thread inside the group commit of whatever else is queued with
@@ -13,15 +14,15 @@ use async_trait::async_trait;
 use herald_core::log::StoreError;
 use herald_core::tenant::AppId;
 use herald_mqtt::session::store::{
-    node_name, MqttSessionStore, SessionKey, SessionWrite, StoredInflight, StoredPosition,
-    StoredSession, StoredWill, WaitingWill,
+    node_name, MqttSessionStore, SessionKey, SessionWrite, StoredHeldQoS2, StoredInflight,
+    StoredPosition, StoredSession, StoredWill, WaitingWill,
 };
 use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::common::mqtt_sessions::{
-    inflight_of, position_of, session_header_of, subscriptions_to_json, waiting_will_of, will_of,
-    INFLIGHT_COLUMNS, NODE_WILLS, POSITION_COLUMNS, SESSION_COLUMNS, SESSION_TABLES, SWEPT_TABLES,
-    WAITING_WILLS, WILL_COLUMNS,
+    held_qos2_of, inflight_of, position_of, session_header_of, subscriptions_to_json,
+    waiting_will_of, will_of, HELD_QOS2_COLUMNS, INFLIGHT_COLUMNS, NODE_WILLS, POSITION_COLUMNS,
+    SESSION_COLUMNS, SESSION_TABLES, SWEPT_TABLES, WAITING_WILLS, WILL_COLUMNS,
 };
 use crate::sqlite::{backend, seq_to_db, SqliteLog};
 
@@ -136,12 +137,23 @@ fn read_session(
         client_id,
         |r| inflight_of(r),
     )?;
+    let held_qos2: Vec<StoredHeldQoS2> = rows(
+        conn,
+        &format!(
+            "SELECT {HELD_QOS2_COLUMNS} FROM mqtt_session_inbound_qos2
+             WHERE app = ?1 AND client_id = ?2 ORDER BY packet_id"
+        ),
+        app,
+        client_id,
+        |r| held_qos2_of(r),
+    )?;
     Ok(Some(StoredSession {
         expiry_ms,
         disconnected_ms,
         subscriptions,
         positions,
         inflight,
+        held_qos2,
     }))
 }
 
@@ -254,6 +266,23 @@ fn apply(conn: &Connection, write: &SessionWrite) -> Result<(), StoreError> {
             let (app, id) = key_of(key);
             exec(
                 "DELETE FROM mqtt_session_inflight
+                 WHERE app = ?1 AND client_id = ?2 AND packet_id = ?3",
+                &[&app, &id, &i64::from(*packet_id)],
+            )
+        }
+        SessionWrite::HeldQoS2 { key, held } => {
+            let (app, id) = key_of(key);
+            exec(
+                "INSERT INTO mqtt_session_inbound_qos2 (app, client_id, packet_id, n)
+                 VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (app, client_id, packet_id) DO UPDATE SET n = excluded.n",
+                &[&app, &id, &i64::from(held.packet_id), &seq_to_db(held.n)],
+            )
+        }
+        SessionWrite::ReleasedQoS2 { key, packet_id } => {
+            let (app, id) = key_of(key);
+            exec(
+                "DELETE FROM mqtt_session_inbound_qos2
                  WHERE app = ?1 AND client_id = ?2 AND packet_id = ?3",
                 &[&app, &id, &i64::from(*packet_id)],
             )

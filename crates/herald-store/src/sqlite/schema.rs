@@ -45,6 +45,8 @@
 //!   sessions (expiry interval, when the connection ended, subscriptions as JSON, the cluster
 //!   node holding the connection), their position in each channel and their outbound QoS 1
 //!   and 2 packet ids awaiting acknowledgement.
+//! - `mqtt_session_inbound_qos2`: a persistent MQTT session's inbound QoS 2 packet ids awaiting
+//!   PUBREL and the number of the idempotency key each message was stored with.
 //! - `mqtt_session_wills`: the will of a persistent MQTT session's connection (encoded by
 //!   herald-mqtt) and its delay, from the CONNECT until it is published or discarded.
 //! - `retained`: each channel's retained message (MQTT's RETAIN), or the clear that ended it,
@@ -372,6 +374,17 @@ const MIGRATIONS: &[&str] = &[
         data BLOB NOT NULL,
         expires_at_ms INTEGER NULL,
         cleared INTEGER NOT NULL
+    ) WITHOUT ROWID;",
+    // MQTT inbound QoS 2 (`sqlite::mqtt_sessions`): a persistent session's packet ids of
+    // QoS 2 messages stored and answered with PUBREC, awaiting PUBREL, with the number `n` of
+    // the idempotency key each message was stored with, so a resend after a restart or on
+    // another node is not stored twice.
+    "CREATE TABLE mqtt_session_inbound_qos2 (
+        app TEXT NOT NULL,
+        client_id TEXT NOT NULL,
+        packet_id INTEGER NOT NULL,
+        n INTEGER NOT NULL,
+        PRIMARY KEY (app, client_id, packet_id)
     ) WITHOUT ROWID;",
 ];
 

@@ -39,6 +39,7 @@ mod mqtt_node_lost;
 mod mqtt_normative;
 mod mqtt_parking;
 mod mqtt_persistence;
+mod mqtt_qos2_durable;
 mod mqtt_refusals;
 mod mqtt_retained;
 mod mqtt_retained_window;

@@ -93,6 +93,7 @@ async fn migrating_from_version_1_counts_the_jobs_already_there() {
                     DROP TABLE pusher_credentials; DROP TABLE mqtt_sessions; \
                     DROP TABLE mqtt_session_positions; DROP TABLE mqtt_session_inflight; \
                     DROP TABLE mqtt_session_wills; DROP TABLE retained; \
+                    DROP TABLE mqtt_session_inbound_qos2; \
                     UPDATE herald_schema SET version = 1";
         let server = tokio::task::spawn_blocking(move || {
             server.psql("herald", undo).unwrap();

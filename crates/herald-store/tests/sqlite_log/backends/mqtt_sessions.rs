@@ -6,13 +6,15 @@
 //! a session's will stored, listed as waiting once no connection holds its session, taken
 //! once, kept by the sweep of its expired session; the sessions a lost cluster node held ended
 //! at its time of death, once, with their wills listed, and QoS 1 packet ids kept beside QoS 2
-//! ones.
+//! ones; inbound QoS 2 packet ids held (with their key numbers, a large one kept whole) until
+//! released, kept across a reopen, per session, gone with a new start, an expired session's
+//! sweep and a delete.
 
 use herald_core::tenancy::App;
 use herald_core::tenant::AppId;
 use herald_mqtt::session::store::{
-    SessionKey, SessionWrite, StoredInflight, StoredPosition, StoredSession, StoredSubscription,
-    StoredWill, WaitingWill,
+    SessionKey, SessionWrite, StoredHeldQoS2, StoredInflight, StoredPosition, StoredSession,
+    StoredSubscription, StoredWill, WaitingWill,
 };
 
 use super::Backend;
@@ -21,7 +23,8 @@ crate::on_both!(
     mqtt_sessions_keep_subscriptions_positions_and_qos2_ids,
     mqtt_sessions_expire_after_their_interval_and_go_with_their_app,
     mqtt_wills_wait_with_their_sessions_and_are_taken_once,
-    mqtt_sessions_of_a_lost_node_end_once_with_their_wills_listed
+    mqtt_sessions_of_a_lost_node_end_once_with_their_wills_listed,
+    mqtt_sessions_hold_inbound_qos2_ids_until_released
 );
 
 fn key(app: &AppId, id: &str) -> SessionKey {
@@ -133,6 +136,7 @@ async fn mqtt_sessions_keep_subscriptions_positions_and_qos2_ids(b: Backend) {
             inflight(3, "sport", 10, true),
             inflight(12, "news", 6, false),
         ],
+        held_qos2: vec![],
     };
     assert_eq!(
         store.mqtt_session(&app, "sensor-1").await.unwrap().as_ref(),
@@ -202,6 +206,7 @@ async fn mqtt_sessions_keep_subscriptions_positions_and_qos2_ids(b: Backend) {
             subscriptions: vec![],
             positions: vec![],
             inflight: vec![],
+            held_qos2: vec![],
         })
     );
     // Deleted.
@@ -528,4 +533,120 @@ async fn mqtt_sessions_of_a_lost_node_end_once_with_their_wills_listed(b: Backen
         .unwrap();
     let after = store.mqtt_session(&app, "lost").await.unwrap().unwrap();
     assert_eq!(after.inflight, [inflight(8, "news", 4, false)]);
+}
+
+fn held(key: &SessionKey, packet_id: u16, n: u64) -> SessionWrite {
+    SessionWrite::HeldQoS2 {
+        key: key.clone(),
+        held: StoredHeldQoS2 { packet_id, n },
+    }
+}
+
+async fn mqtt_sessions_hold_inbound_qos2_ids_until_released(b: Backend) {
+    let store = b.mqtt_sessions();
+    let app = AppId::default_app();
+    let (k, other) = (key(&app, "pub-1"), key(&app, "pub-2"));
+    // A key number is a connection's start time in microseconds, counted on.
+    let n = 1_764_500_000_000_000_u64;
+    let mut writes = Vec::new();
+    for k in [&k, &other] {
+        writes.push(SessionWrite::Start {
+            key: k.clone(),
+            expiry_ms: 60_000,
+            node: None,
+        });
+    }
+    writes.extend([
+        held(&k, 7, n),
+        held(&k, 65535, n + 1),
+        held(&k, 3, n + 2),
+        held(&other, 7, 1),
+        SessionWrite::ReleasedQoS2 {
+            key: k.clone(),
+            packet_id: 3,
+        },
+        // Released ids of another session, and ids never held, change nothing.
+        SessionWrite::ReleasedQoS2 {
+            key: other.clone(),
+            packet_id: 65535,
+        },
+        SessionWrite::ReleasedQoS2 {
+            key: k.clone(),
+            packet_id: 9,
+        },
+    ]);
+    store.write_mqtt_sessions(writes).await.unwrap();
+    let ids = |s: Option<StoredSession>| s.unwrap().held_qos2;
+    let expected = vec![
+        StoredHeldQoS2 { packet_id: 7, n },
+        StoredHeldQoS2 {
+            packet_id: 65535,
+            n: n + 1,
+        },
+    ];
+    assert_eq!(
+        ids(store.mqtt_session(&app, "pub-1").await.unwrap()),
+        expected
+    );
+    assert_eq!(
+        ids(store.mqtt_session(&app, "pub-2").await.unwrap()),
+        vec![StoredHeldQoS2 { packet_id: 7, n: 1 }]
+    );
+
+    // Kept across a reopen; held again, an id takes its new key number.
+    let b = b.reopen().await;
+    let store = b.mqtt_sessions();
+    assert_eq!(
+        ids(store.mqtt_session(&app, "pub-1").await.unwrap()),
+        expected
+    );
+    store
+        .write_mqtt_sessions(vec![
+            held(&k, 7, n + 5),
+            SessionWrite::ReleasedQoS2 {
+                key: k.clone(),
+                packet_id: 65535,
+            },
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        ids(store.mqtt_session(&app, "pub-1").await.unwrap()),
+        vec![StoredHeldQoS2 {
+            packet_id: 7,
+            n: n + 5
+        }]
+    );
+
+    // A new start forgets them.
+    store
+        .write_mqtt_sessions(vec![
+            SessionWrite::Start {
+                key: k.clone(),
+                expiry_ms: 1_000,
+                node: None,
+            },
+            held(&k, 8, 2),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        ids(store.mqtt_session(&app, "pub-1").await.unwrap()),
+        vec![StoredHeldQoS2 { packet_id: 8, n: 2 }]
+    );
+    // An expired session's sweep and a delete take them with the session.
+    store
+        .write_mqtt_sessions(vec![
+            SessionWrite::Ended {
+                key: k.clone(),
+                at_ms: 10_000,
+                expiry_ms: 1_000,
+            },
+            SessionWrite::Sweep { now_ms: 11_000 },
+            SessionWrite::Delete { key: other.clone() },
+        ])
+        .await
+        .unwrap();
+    assert_eq!(store.mqtt_session(&app, "pub-1").await.unwrap(), None);
+    assert_eq!(store.mqtt_session(&app, "pub-2").await.unwrap(), None);
 }
