@@ -14,12 +14,29 @@ use parking_lot::Mutex;
 /// Shards, so connections opening and closing on different threads rarely share a lock.
 const SHARDS: usize = 16;
 
-/// Where a connection's entry is, to leave the roster with.
+/// Where a connection's entry is, to leave the roster with: its shard in the top four bits
+/// and its slot in the shard below, four bytes (a parked connection's record keeps it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Place {
-    shard: u32,
-    slot: u32,
+pub struct Place(u32);
+
+/// The bits of a [`Place`] below its shard.
+const SLOT_BITS: u32 = 28;
+
+impl Place {
+    fn new(shard: usize, slot: u32) -> Place {
+        Place(((shard as u32) << SLOT_BITS) | slot)
+    }
+
+    fn shard(self) -> usize {
+        (self.0 >> SLOT_BITS) as usize
+    }
+
+    fn slot(self) -> u32 {
+        self.0 & ((1 << SLOT_BITS) - 1)
+    }
 }
+
+const _: () = assert!(SHARDS <= 1 << (32 - SLOT_BITS));
 
 #[derive(Default)]
 struct Shard {
@@ -55,21 +72,21 @@ impl Roster {
             }
             None => {
                 s.slots.push(entry);
-                u32::try_from(s.slots.len() - 1).expect("fewer than 2^32 connections per shard")
+                u32::try_from(s.slots.len() - 1)
+                    .ok()
+                    .filter(|slot| *slot < 1 << SLOT_BITS)
+                    .expect("fewer than 2^28 connections per shard")
             }
         };
-        Place {
-            shard: shard as u32,
-            slot,
-        }
+        Place::new(shard, slot)
     }
 
     /// Removes the entry `join` returned.
     pub fn leave(&self, place: Place) {
-        let mut s = self.shards[place.shard as usize].lock();
-        if let Some(entry) = s.slots.get_mut(place.slot as usize) {
+        let mut s = self.shards[place.shard()].lock();
+        if let Some(entry) = s.slots.get_mut(place.slot() as usize) {
             if entry.take().is_some() {
-                s.free.push(place.slot);
+                s.free.push(place.slot());
             }
         }
     }
@@ -119,6 +136,16 @@ impl Roster {
 mod tests {
     use super::*;
     use herald_core::outbox::CloseReason;
+
+    #[test]
+    fn a_place_keeps_its_shard_and_slot_in_four_bytes() {
+        assert_eq!(size_of::<Place>(), 4);
+        let last = (1 << SLOT_BITS) - 1;
+        for (shard, slot) in [(0, 0), (SHARDS - 1, 0), (3, 12_345), (SHARDS - 1, last)] {
+            let place = Place::new(shard, slot);
+            assert_eq!((place.shard(), place.slot()), (shard, slot));
+        }
+    }
 
     #[test]
     fn reaches_every_member_and_forgets_those_that_left_or_died() {

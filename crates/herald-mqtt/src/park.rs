@@ -24,7 +24,6 @@
 
 use std::future::Future;
 use std::io::{ErrorKind, Read, Write};
-use std::num::NonZeroU32;
 use std::os::fd::RawFd;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -50,23 +49,9 @@ const PINGS_READ: usize = 64;
 pub(crate) enum Over {
     /// MQTT itself, on the MQTT listener.
     Tcp,
-    /// MQTT in WebSocket binary messages (`/mqtt`), with the stream's message bound (never
-    /// 0: `/mqtt` streams are made with at least the edge's frame bound; four bytes with the
-    /// variant, so the record fits its size class).
-    WebSocket {
-        /// The largest frame or message the stream accepts.
-        max_message: NonZeroU32,
-    },
-}
-
-impl Over {
-    /// A WebSocket stream with message bound `max_message`.
-    pub(crate) fn websocket(max_message: usize) -> Over {
-        let max_message = u32::try_from(max_message).unwrap_or(u32::MAX);
-        Over::WebSocket {
-            max_message: NonZeroU32::new(max_message).unwrap_or(NonZeroU32::MIN),
-        }
-    }
+    /// MQTT in WebSocket binary messages (`/mqtt`). The stream's message bound is not kept:
+    /// it is the listener's ([`crate::websocket::max_message`]), made again on revival.
+    WebSocket,
 }
 
 /// Parks `connection` in its reserved slot, with its socket (carrying what `over` says), its
@@ -82,14 +67,13 @@ pub(crate) fn park(
 ) {
     let edge = connection.wire.session.edge().clone();
     let (wire, marks) = connection.into_parts();
-    let wire = wire.park(&sessions, marks);
+    let wire = wire.park(&sessions, marks, over);
     edge.parking.park(
         ticket,
         tcp,
         |socket| ParkedMqtt {
             wire,
             socket,
-            over,
             place,
             sessions,
         },
@@ -102,7 +86,6 @@ struct ParkedMqtt {
     /// The connection's state in its parked form (with the driver's marks).
     wire: ParkedWire,
     socket: std::net::TcpStream,
-    over: Over,
     place: Place,
     sessions: Arc<Sessions>,
 }
@@ -134,10 +117,10 @@ impl Parked for ParkedMqtt {
             let ParkedMqtt {
                 wire,
                 socket,
-                over,
                 place,
                 sessions,
             } = *self;
+            let over = wire.over;
             let (wire, marks) = wire.revive(&sessions);
             let Ok(tcp) = tokio::net::TcpStream::from_std(socket) else {
                 // Not reached in a runtime with I/O: the connection ends as gone.
@@ -147,8 +130,11 @@ impl Parked for ParkedMqtt {
             let mut connection = Connection::new(wire, marks);
             let mut stream = match over {
                 Over::Tcp => Conn::Plain(tcp),
-                Over::WebSocket { max_message } => {
-                    let max_message = usize::try_from(max_message.get()).unwrap_or(usize::MAX);
+                Over::WebSocket => {
+                    let max_message = crate::websocket::max_message(
+                        &connection.wire.settings,
+                        &connection.wire.session.edge().settings,
+                    );
                     let ws = WsStream::new(Conn::Plain(tcp), &[], max_message);
                     Conn::WebSocket(Box::new(ws))
                 }
@@ -174,11 +160,11 @@ impl ParkedMqtt {
             Ok(n) if n < PINGS_READ => &buf[..n],
             _ => return false,
         };
-        let (pings, answers) = match self.over {
+        let (pings, answers) = match self.wire.over {
             Over::Tcp if only_pingreqs(peeked) => {
                 (peeked.len(), PINGRESP.repeat(peeked.len() / PINGREQ.len()))
             }
-            Over::WebSocket { .. } => match pingreqs_in_frames(peeked) {
+            Over::WebSocket => match pingreqs_in_frames(peeked) {
                 Some(count) => (peeked.len(), pingresps_in_a_frame(count)),
                 None => return false,
             },
@@ -313,16 +299,19 @@ mod tests {
     }
 
     #[test]
-    fn a_lean_parked_connection_fits_jemallocs_224_byte_class() {
+    fn a_lean_parked_connection_fits_jemallocs_192_byte_class() {
         eprintln!("ParkedMqtt (the record): {} B", size_of::<ParkedMqtt>());
         // The connection's state in its parked form (lean: one subscription and nothing
         // else inline, anything more boxed apart) with the socket and roster place: no task,
-        // timer or driver loop. 224 bytes is a jemalloc size class, the next one 256. It was
+        // timer or driver loop. 192 bytes is a jemalloc size class, the next one 224. It was
         // 760 bytes (768 class) with every part kept as it is in a task, then 256 while it
         // kept its subscription's channel name (the client session's too) and the listener's
-        // settings (its sessions' too).
+        // settings (its sessions' too), then 224 while it kept the keep-alive and the last
+        // packet heard in milliseconds, the lone subscription's options and the client's
+        // Maximum Packet Size in full, the WebSocket stream's message bound and an 8-byte
+        // roster place.
         assert!(
-            size_of::<ParkedMqtt>() <= 224,
+            size_of::<ParkedMqtt>() <= 192,
             "{} bytes",
             size_of::<ParkedMqtt>()
         );

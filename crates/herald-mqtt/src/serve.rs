@@ -87,7 +87,15 @@ pub(crate) async fn after(
         }
         (Served::Parks(ticket), Conn::WebSocket(ws)) => match ws.into_parked() {
             Ok((tcp, max_message)) => {
-                let over = Over::websocket(max_message);
+                // The listener's bound, which the revival makes the stream with again.
+                debug_assert_eq!(
+                    max_message,
+                    crate::websocket::max_message(
+                        &connection.wire.settings,
+                        &connection.wire.session.edge().settings
+                    )
+                );
+                let over = Over::WebSocket;
                 return crate::park::park(connection, ticket, tcp, over, place, sessions);
             }
             // Not reached: only a stream that may park reserves a slot.

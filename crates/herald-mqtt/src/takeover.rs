@@ -32,14 +32,29 @@ use tokio::sync::Notify;
 /// How many shards the table has.
 const SHARDS: usize = 16;
 
+/// How many bytes of the app's id and the client identifier a holder keeps inline: an app id
+/// of up to 8 bytes (`default` is 7) and the 23 bytes every MQTT 3.1.1 server must accept for
+/// a client identifier [MQTT-3.1.3-5]. Longer keys are boxed.
+const INLINE_KEY: usize = 31;
+
+/// The app's id and then the client identifier.
+enum Key {
+    /// Most keys: in the holder itself (its length is [`Holder::key_len`]).
+    Inline([u8; INLINE_KEY]),
+    /// A key longer than [`INLINE_KEY`].
+    Boxed(Box<str>),
+}
+
 /// One connected client identifier: the table's entry and its connection's [`Claim`] share
-/// it, one 48-byte allocation (and its key's) per connection.
+/// it, one 64-byte allocation per connection with the key inline.
 struct Holder {
-    /// The app's id and then the client identifier, in one allocation (the app's id was an
-    /// `AppId` of its own: 16 bytes more, the 64-byte class).
-    key: Box<str>,
-    /// Where the client identifier starts in `key`.
-    app_len: u32,
+    /// The app's id and then the client identifier (the app's id was an `AppId` of its own
+    /// and the key a `Box<str>` of its own: two allocations more).
+    key: Key,
+    /// The inline key's length.
+    key_len: u8,
+    /// Where the client identifier starts in `key` (app ids are at most 32 bytes).
+    app_len: u8,
     /// Another connection took the identifier over, or the node was fenced (`fenced`).
     taken: AtomicBool,
     /// The node was fenced (`crate::cluster`): the connection ends without ending its
@@ -54,10 +69,21 @@ struct Holder {
 impl Holder {
     fn new(app: &AppId, client_id: &str, outbox: &Arc<Outbox>) -> Holder {
         let app = app.as_str();
+        let len = app.len() + client_id.len();
+        let (key, key_len) = match u8::try_from(len) {
+            Ok(key_len) if len <= INLINE_KEY => {
+                let mut inline = [0; INLINE_KEY];
+                inline[..app.len()].copy_from_slice(app.as_bytes());
+                inline[app.len()..len].copy_from_slice(client_id.as_bytes());
+                (Key::Inline(inline), key_len)
+            }
+            _ => (Key::Boxed([app, client_id].concat().into_boxed_str()), 0),
+        };
         Holder {
-            key: [app, client_id].concat().into_boxed_str(),
-            // App ids are short (`AppId::parse`); one too long for this is not reached.
-            app_len: u32::try_from(app.len()).unwrap_or(u32::MAX),
+            key,
+            key_len,
+            // App ids are at most 32 bytes (`AppId::parse`).
+            app_len: u8::try_from(app.len()).unwrap_or(u8::MAX),
             taken: AtomicBool::new(false),
             fenced: AtomicBool::new(false),
             released: AtomicBool::new(false),
@@ -65,10 +91,22 @@ impl Holder {
         }
     }
 
+    /// The app's id and then the client identifier.
+    fn key(&self) -> &str {
+        match &self.key {
+            // Two `str`s copied whole: always UTF-8, so the fallback is not reached.
+            Key::Inline(inline) => {
+                std::str::from_utf8(&inline[..usize::from(self.key_len)]).unwrap_or_default()
+            }
+            Key::Boxed(key) => key,
+        }
+    }
+
     /// The app's id and the client identifier.
     fn parts(&self) -> (&str, &str) {
-        let at = usize::try_from(self.app_len).unwrap_or(usize::MAX);
-        self.key.split_at_checked(at).unwrap_or((&self.key, ""))
+        let key = self.key();
+        key.split_at_checked(usize::from(self.app_len))
+            .unwrap_or((key, ""))
     }
 
     fn hash(&self) -> u64 {
@@ -325,17 +363,44 @@ mod tests {
     }
 
     #[test]
-    fn a_claim_is_one_48_byte_allocation_beside_its_key() {
-        // The holder and its `Arc`'s two counts fit jemalloc's 48-byte class (64 while it
-        // kept the app's id apart from the identifier); the connection keeps two pointers.
-        // Before: a 120-byte claim, a 64-byte oneshot channel, a 32-byte flag, the identifier
-        // twice and a 64-byte slot in the table.
+    fn a_claim_is_one_64_byte_allocation_with_its_key_inline() {
+        // The holder with its key inline and its `Arc`'s two counts fit jemalloc's 64-byte
+        // class (before: a 48-byte holder and its key in the 32-byte class; before that a
+        // 64-byte holder with the app's id apart from the identifier); the connection keeps
+        // two pointers. Before that: a 120-byte claim, a 64-byte oneshot channel, a 32-byte
+        // flag, the identifier twice and a 64-byte slot in the table.
         assert!(
-            size_of::<Holder>() + 16 <= 48,
+            size_of::<Holder>() + 16 <= 64,
             "{} bytes",
             size_of::<Holder>()
         );
         assert!(size_of::<Claim>() <= 16, "{} bytes", size_of::<Claim>());
+    }
+
+    #[test]
+    fn a_key_too_long_to_keep_inline_is_boxed_and_held_the_same() {
+        let app = AppId::parse("key-app").unwrap();
+        let fits = "f".repeat(INLINE_KEY - "key-app".len());
+        let one_more = "m".repeat(INLINE_KEY - "key-app".len() + 1);
+        let multibyte = "é".repeat(20);
+        for (id, inline) in [
+            (fits, true),
+            (one_more, false),
+            (multibyte, false),
+            (String::new(), true),
+        ] {
+            let outbox = Outbox::new(1024);
+            let (first, none) = Claim::take(&app, &id, &outbox);
+            assert!(none.is_none(), "{id:?} not held before");
+            assert_eq!(first.client_id(), id);
+            assert_eq!(matches!(first.holder.key, Key::Inline(_)), inline, "{id:?}");
+            let (second, released) = Claim::take(&app, &id, &outbox);
+            assert!(released.is_some() && first.is_taken(), "{id:?} taken over");
+            assert_eq!(second.client_id(), id);
+            drop((first, second));
+            let (again, none) = Claim::take(&app, &id, &outbox);
+            assert!(none.is_none() && !again.is_taken(), "{id:?} let go");
+        }
     }
 
     #[test]

@@ -32,7 +32,7 @@ use herald_core::HeraldError;
 use herald_edge::conn::{Conn, WsStream};
 use herald_edge::detect::GetPath;
 use herald_edge::ws::handshake::{offered_protocols, Upgrade};
-use herald_edge::{error_response, Edge};
+use herald_edge::{error_response, Edge, EdgeSettings};
 
 use crate::session::Sessions;
 use crate::settings::MqttSettings;
@@ -66,6 +66,14 @@ pub fn choose_subprotocol<'a>(offered: impl IntoIterator<Item = &'a str>) -> Opt
         .find(|p| SUBPROTOCOLS.iter().any(|s| s.eq_ignore_ascii_case(p)))
 }
 
+/// The largest WebSocket message an `/mqtt` stream takes: a packet as large as
+/// `mqtt.max_packet_size` fits in one, and never less than the edge's frame bound. A parked
+/// connection makes its stream again with it (`crate::park`).
+pub(crate) fn max_message(settings: &MqttSettings, edge: &EdgeSettings) -> usize {
+    usize::try_from(settings.max_packet_size)
+        .map_or(usize::MAX, |max| max.max(edge.max_frame_bytes))
+}
+
 /// Accepts an upgrade at `/mqtt` and serves the connection as MQTT.
 async fn upgrade(State(state): State<Arc<MqttOverWebSocket>>, mut request: Request) -> Response {
     let chosen = choose_subprotocol(offered_protocols(request.headers())).map(str::to_owned);
@@ -96,9 +104,7 @@ async fn upgrade(State(state): State<Arc<MqttOverWebSocket>>, mut request: Reque
     });
     let (response, socket) = upgrade.with_protocol(&chosen).accept(elsewhere.is_some());
     let socket = Box::pin(socket);
-    // A packet as large as `mqtt.max_packet_size` fits in one message.
-    let max_message = usize::try_from(state.settings.max_packet_size)
-        .map_or(usize::MAX, |max| max.max(edge.settings.max_frame_bytes));
+    let max_message = max_message(&state.settings, &edge.settings);
     let (settings, sessions) = (state.settings.clone(), state.sessions.clone());
     let serving = edge.clone();
     let run = async move {
