@@ -1,7 +1,7 @@
 //! Retained messages in PostgreSQL (`retained` table, `common::retained`): the rows a batch's
 //! appends with a retain write inside the batch's transaction ([`write`], after the channels'
-//! rows are locked, so two nodes' writes to one channel take turns), and the reads by channel
-//! and by name prefix.
+//! rows are locked, so two nodes' writes to one channel take turns), the reads by channel
+//! and by name prefix, and the sweep's steps ([`sweep_step`], on the writer task).
 
 use deadpool_postgres::{GenericClient, Transaction};
 use herald_core::log::StoreError;
@@ -9,7 +9,10 @@ use herald_core::message::SharedMessage;
 use herald_core::name::ChannelName;
 
 use super::pg_error;
-use crate::common::retained::{current, now_value, retained_of, RetainedRow, COLUMNS};
+use crate::common::retained::{
+    current, now_value, retained_of, swept, RetainedRow, CLEARED_KEPT_MS, COLUMNS, PAST_EVERY_NAME,
+    SWEEP_PAGE,
+};
 use crate::common::values::sql_limit;
 
 /// Writes `rows` (one statement each; only MQTT RETAIN publishes have any), each unless the
@@ -110,4 +113,41 @@ pub(crate) async fn read_under(
         found.extend(retained_of(row)?);
     }
     Ok(found)
+}
+
+/// One step of the sweep (`common::retained`): deletes, among the [`SWEEP_PAGE`] rows after
+/// channel `after` in key order, those expired at `now_ms` or cleared long enough before it,
+/// in one statement (its own transaction: it locks only the rows it deletes, and an append
+/// writing one of them meanwhile leaves it, no longer expired or cleared). Returns how many,
+/// and the last channel looked at (`None` when the page reached the table's end).
+pub(crate) async fn sweep_step(
+    client: &impl GenericClient,
+    after: &str,
+    now_ms: i64,
+) -> Result<(usize, Option<String>), StoreError> {
+    let page_end = client
+        .prepare_cached(
+            "SELECT channel FROM retained WHERE channel > $1 ORDER BY channel OFFSET $2 LIMIT 1",
+        )
+        .await
+        .map_err(pg_error)?;
+    let last: Option<String> = client
+        .query_opt(&page_end, &[&after, &sql_limit(SWEEP_PAGE - 1)])
+        .await
+        .map_err(pg_error)?
+        .map(|row| row.try_get(0))
+        .transpose()
+        .map_err(pg_error)?;
+    let sql = format!(
+        "DELETE FROM retained WHERE channel > $1 AND channel <= $2 AND {}",
+        swept("$3", "$4")
+    );
+    let delete = client.prepare_cached(&sql).await.map_err(pg_error)?;
+    let upper = last.as_deref().unwrap_or(PAST_EVERY_NAME);
+    let cleared_before = now_ms.saturating_sub(CLEARED_KEPT_MS);
+    let deleted = client
+        .execute(&delete, &[&after, &upper, &now_ms, &cleared_before])
+        .await
+        .map_err(pg_error)?;
+    Ok((usize::try_from(deleted).unwrap_or(usize::MAX), last))
 }

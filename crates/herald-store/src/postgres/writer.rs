@@ -8,7 +8,8 @@
 //!
 //! Between batches it sweeps expired messages about every 30 s: the channels whose oldest
 //! retained message is past their age limit, each in a short transaction of its own that locks
-//! the channel's row, so appends from other nodes wait for one channel at a time; then it
+//! the channel's row, so appends from other nodes wait for one channel at a time; then the
+//! expired and old cleared retained messages, a page at a time (`common::retained`); then it
 //! deletes a chunk of finished provider jobs of long-expired pushes. It exits when every sender
 //! is gone, after finishing what was queued.
 //!
@@ -28,9 +29,10 @@ use super::append_unkeyed;
 use super::gather::{Batch, Gather};
 use super::jobs::prune_expired_chunk;
 use super::reachability::Reachability;
-use super::{pg_error, pool_failure, PostgresOptions};
+use super::{pg_error, pool_failure, retained, PostgresOptions};
 use crate::common;
 use crate::common::jobs::{DONE_JOBS_KEPT_AFTER_EXPIRY_MS, PRUNE_CHUNK};
+use crate::common::retained::{SweepCursor, SWEEP_PAGES};
 use crate::common::values::{seq_from_db, seq_to_db};
 use crate::common::writer::AGE_TRIM_INTERVAL;
 pub(crate) use crate::common::writer::{AppendRequest, Reply};
@@ -61,6 +63,8 @@ pub(crate) struct Writer {
     max_batch: usize,
     /// The last batch's size and commit time: how long the next waits for more appends.
     gather: Gather,
+    /// Where the next sweep of the retained messages goes on from.
+    retained_sweep: SweepCursor,
 }
 
 impl Writer {
@@ -76,6 +80,7 @@ impl Writer {
             reachability,
             max_batch: options.max_batch.max(1),
             gather: Gather::default(),
+            retained_sweep: SweepCursor::default(),
         }
     }
 
@@ -191,7 +196,7 @@ impl Writer {
     /// Removes, in every channel with an age limit, the messages older than
     /// `now_ms - max_age_ms`, oldest first, stopping at the first young enough one (so a clock
     /// that stepped back never leaves a hole), and advances `first_seq`.
-    async fn sweep(&self, now_ms: i64) -> Result<usize, StoreError> {
+    async fn sweep(&mut self, now_ms: i64) -> Result<usize, StoreError> {
         let result = self.sweep_channels(now_ms).await;
         match &result {
             Ok(0) => {}
@@ -202,8 +207,47 @@ impl Writer {
             }
             Err(err) => tracing::error!(error = %err.chain(), "expired-message sweep failed"),
         }
+        self.sweep_retained(now_ms).await;
         self.prune_jobs(now_ms).await;
         result
+    }
+
+    /// Deletes the retained messages expired at `now_ms` and the old cleared markers, a page
+    /// at a time (one statement each), at most [`SWEEP_PAGES`] pages (`common::retained`); a
+    /// failure is logged and left for the next sweep.
+    async fn sweep_retained(&mut self, now_ms: i64) {
+        let client = match self.pool.get().await {
+            Ok(client) => client,
+            Err(e) => {
+                let err = pool_failure("PostgreSQL (the sweep)", e);
+                self.reachability.record_failure(&err);
+                tracing::debug!(error = %err.chain(), "retained-message sweep failed");
+                return;
+            }
+        };
+        let mut deleted = 0;
+        for _ in 0..SWEEP_PAGES {
+            match retained::sweep_step(&client, self.retained_sweep.after(), now_ms).await {
+                Ok((n, last)) => {
+                    deleted += n;
+                    if !self.retained_sweep.stepped(last) {
+                        break;
+                    }
+                }
+                Err(err) => {
+                    if is_outage(&err) {
+                        self.reachability.record_failure(&err);
+                        tracing::debug!(error = %err.chain(), "retained-message sweep failed");
+                    } else {
+                        tracing::error!(error = %err.chain(), "retained-message sweep failed");
+                    }
+                    break;
+                }
+            }
+        }
+        if deleted > 0 {
+            tracing::debug!(deleted, "expired and cleared retained messages removed");
+        }
     }
 
     /// Deletes a chunk of finished send jobs of pushes that expired more than a day before

@@ -1,13 +1,17 @@
 //! Retained messages in SQLite (`retained` table, `common::retained`): the row an append with
-//! a retain writes inside the batch's transaction ([`write`]), and the reads by channel and by
-//! name prefix. Read on the read pool, like the log.
+//! a retain writes inside the batch's transaction ([`write`]), the reads by channel and by
+//! name prefix (read on the read pool, like the log), and the sweep's steps ([`sweep_step`],
+//! on the writer).
 
 use herald_core::log::StoreError;
 use herald_core::message::SharedMessage;
 use herald_core::name::ChannelName;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
-use crate::common::retained::{current, now_value, retained_of, RetainedRow, COLUMNS};
+use crate::common::retained::{
+    current, now_value, retained_of, swept, RetainedRow, CLEARED_KEPT_MS, COLUMNS, PAST_EVERY_NAME,
+    SWEEP_PAGE,
+};
 use crate::common::values::sql_limit;
 use crate::sqlite::backend;
 
@@ -92,9 +96,39 @@ pub(crate) fn read_under(
     Ok(found)
 }
 
-/// Deletes the rows whose expiry is at or before `now_ms`; how many.
-pub(crate) fn delete_expired(conn: &Connection, now_ms: i64) -> Result<usize, StoreError> {
-    conn.prepare_cached("DELETE FROM retained WHERE expires_at_ms <= ?1")
-        .and_then(|mut stmt| stmt.execute([now_ms]))
-        .map_err(backend)
+/// One step of the sweep (`common::retained`): deletes, among the [`SWEEP_PAGE`] rows after
+/// channel `after` in key order, those expired at `now_ms` or cleared long enough before it.
+/// Returns how many, and the last channel looked at (`None` when the page reached the table's
+/// end).
+pub(crate) fn sweep_step(
+    conn: &Connection,
+    after: &str,
+    now_ms: i64,
+) -> Result<(usize, Option<String>), StoreError> {
+    // The page's last channel, if the table goes on that far.
+    let last: Option<String> = conn
+        .prepare_cached(
+            "SELECT channel FROM retained WHERE channel > ?1 ORDER BY channel LIMIT 1 OFFSET ?2",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_row(params![after, sql_limit(SWEEP_PAGE - 1)], |row| row.get(0))
+                .optional()
+        })
+        .map_err(backend)?;
+    let sql = format!(
+        "DELETE FROM retained WHERE channel > ?1 AND channel <= ?2 AND {}",
+        swept("?3", "?4")
+    );
+    let deleted = conn
+        .prepare_cached(&sql)
+        .and_then(|mut stmt| {
+            stmt.execute(params![
+                after,
+                last.as_deref().unwrap_or(PAST_EVERY_NAME),
+                now_ms,
+                now_ms.saturating_sub(CLEARED_KEPT_MS)
+            ])
+        })
+        .map_err(backend)?;
+    Ok((deleted, last))
 }

@@ -3,8 +3,9 @@
 //! transaction, hands the new messages to the [`CommitSink`] and only then replies. There is no
 //! artificial delay: batches form from requests that arrived while the previous commit ran.
 //!
-//! Between batches it sweeps expired messages about every 30 s, and in the same sweep (its own
-//! transaction) deletes a chunk of finished provider jobs of long-expired pushes. It exits when every sender is
+//! Between batches it sweeps expired messages about every 30 s, and in the same sweep (each in
+//! transactions of its own) deletes expired and old cleared retained messages, a page at a
+//! time (`common::retained`), and a chunk of finished provider jobs of long-expired pushes. It exits when every sender is
 //! gone, after finishing what was queued.
 //!
 //! A failed batch fails every request it held and the thread goes on with the next one. A batch
@@ -23,6 +24,7 @@ use herald_core::message::now_millis;
 use rusqlite::{Connection, TransactionBehavior};
 
 use crate::common::jobs::{DONE_JOBS_KEPT_AFTER_EXPIRY_MS, PRUNE_CHUNK};
+use crate::common::retained::{SweepCursor, SWEEP_PAGES};
 use crate::common::writer::{committed, AGE_TRIM_INTERVAL};
 pub(crate) use crate::common::writer::{AppendRequest, Reply};
 use crate::sqlite::batch::{self, Batch, ChannelCache};
@@ -30,7 +32,7 @@ use crate::sqlite::fault::{self, WriteFault};
 use crate::sqlite::known::KnownChannels;
 use crate::sqlite::options::SyncMode;
 use crate::sqlite::wal_room::WalRoom;
-use crate::sqlite::{backend, checkpoint, jobs, retention, schema};
+use crate::sqlite::{backend, checkpoint, jobs, retained, retention, schema};
 
 /// Work for the writer thread.
 pub(crate) enum Request {
@@ -85,6 +87,8 @@ pub(crate) struct Writer {
     /// Held while SQLite may write the log, so the checkpoint thread's zeros never meet a
     /// frame (wal_room.rs).
     wal_room: Arc<WalRoom>,
+    /// Where the next sweep of the retained messages goes on from.
+    retained_sweep: SweepCursor,
 }
 
 impl Writer {
@@ -109,6 +113,7 @@ impl Writer {
             restart_wanted,
             fault,
             wal_room,
+            retained_sweep: SweepCursor::default(),
         }
     }
 
@@ -296,8 +301,6 @@ impl Writer {
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(backend)?;
             let trimmed = retention::trim_expired(&tx, now_ms)?;
-            // Retained messages whose Message Expiry Interval passed (reads skip them already).
-            crate::sqlite::retained::delete_expired(&tx, now_ms)?;
             let started = Instant::now();
             tx.commit().map_err(backend)?;
             metrics::histogram!("herald_store_commit_seconds")
@@ -324,8 +327,42 @@ impl Writer {
                 Err(err)
             }
         };
+        self.sweep_retained(now_ms);
         self.prune_jobs(now_ms);
         result
+    }
+
+    /// Deletes the retained messages expired at `now_ms` and the old cleared markers, a page
+    /// at a time, each page in its own transaction, at most [`SWEEP_PAGES`] of them
+    /// (`common::retained`); a failure is logged and left for the next sweep.
+    fn sweep_retained(&mut self, now_ms: i64) {
+        let mut deleted = 0;
+        for _ in 0..SWEEP_PAGES {
+            let step = (|| {
+                let tx = self
+                    .conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .map_err(backend)?;
+                let step = retained::sweep_step(&tx, self.retained_sweep.after(), now_ms)?;
+                tx.commit().map_err(backend)?;
+                Ok::<_, StoreError>(step)
+            })();
+            match step {
+                Ok((n, last)) => {
+                    deleted += n;
+                    if !self.retained_sweep.stepped(last) {
+                        break;
+                    }
+                }
+                Err(err) => {
+                    tracing::error!(error = %err, "retained-message sweep failed");
+                    break;
+                }
+            }
+        }
+        if deleted > 0 {
+            tracing::debug!(deleted, "expired and cleared retained messages removed");
+        }
     }
 
     /// Deletes a chunk of finished send jobs of pushes that expired more than a day before

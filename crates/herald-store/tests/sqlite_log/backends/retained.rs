@@ -1,11 +1,13 @@
 //! Retained messages on both backends (MQTT's RETAIN, `Retain` on an append): kept apart from
 //! the history (a count trim, an age sweep and a reopen leave them), replaced only by a later
 //! retain, ended by a clear or their expiry, listed by name prefix in name order a page at a
-//! time; concurrent retained appends to one channel leave the one with the highest seq.
+//! time; concurrent retained appends to one channel leave the one with the highest seq; the
+//! store's sweep deletes expired rows and cleared markers an hour old, across pages, and
+//! nothing else.
 
 use bytes::Bytes;
 use herald_core::log::Retention;
-use herald_core::message::{NewMessage, Retain, SharedMessage};
+use herald_core::message::{now_millis, NewMessage, Retain, SharedMessage};
 use herald_core::name::ChannelName;
 
 use super::Backend;
@@ -15,6 +17,7 @@ crate::on_both!(
     a_retained_message_ends_at_its_expiry,
     retained_messages_are_listed_by_prefix_a_page_at_a_time,
     concurrent_retained_appends_leave_the_highest_seq,
+    the_sweep_deletes_expired_rows_and_old_cleared_markers,
 );
 
 fn name(s: &str) -> ChannelName {
@@ -176,5 +179,94 @@ async fn concurrent_retained_appends_leave_the_highest_seq(b: Backend) {
     let last = log.state(&c).await.unwrap().last_seq;
     let kept = log.retained(&c, u64::MAX / 2).await.unwrap().unwrap();
     assert_eq!(kept.seq, last);
+    log.close().await;
+}
+
+/// Rows in the `retained` table, read from the database itself (reads skip expired and cleared
+/// ones: only the table shows whether the sweep deleted them).
+async fn retained_rows(b: &Backend) -> i64 {
+    if let Some(dir) = b.sqlite_dir() {
+        let db = rusqlite::Connection::open(dir.join(herald_store::DB_FILE_NAME)).unwrap();
+        return db
+            .query_row("SELECT count(*) FROM retained", [], |r| r.get(0))
+            .unwrap();
+    }
+    let (client, connection) =
+        tokio_postgres::connect(b.postgres_url().unwrap(), tokio_postgres::NoTls)
+            .await
+            .unwrap();
+    tokio::spawn(connection);
+    let row = client
+        .query_one("SELECT count(*) FROM retained", &[])
+        .await
+        .unwrap();
+    row.get(0)
+}
+
+async fn the_sweep_deletes_expired_rows_and_old_cleared_markers(b: Backend) {
+    const HOUR: i64 = 3_600_000;
+    let t0 = now_millis();
+    let at = |ms: i64| Retain::Keep {
+        expires_at_ms: Some(u64::try_from(ms).unwrap()),
+    };
+    // 1,300 channels, more than a sweep step's page of 1,000, kinds interleaved in name order:
+    // expiring in half an hour (later than the test takes, so the store's own sweeps leave
+    // them), never expiring, expiring in ten hours, cleared (a clear after a retain).
+    let soon = t0 + HOUR / 2;
+    let kind = |i: usize| i % 13;
+    let channel = |i: usize| name(&format!("sweep/c{i:04}"));
+    let b = std::sync::Arc::new(b);
+    for chunk in (0..1300).collect::<Vec<_>>().chunks(100) {
+        let appends = chunk.iter().map(|&i| {
+            let b = b.clone();
+            async move {
+                let retains = match kind(i) {
+                    0 => vec![KEEP],
+                    1 => vec![at(t0 + 10 * HOUR)],
+                    2 => vec![KEEP, Retain::Clear],
+                    _ => vec![at(soon)],
+                };
+                let messages = retains.into_iter().map(|r| msg("1", r)).collect();
+                b.store()
+                    .append(&channel(i), messages, keep(10))
+                    .await
+                    .unwrap();
+            }
+        });
+        futures_util::future::join_all(appends).await;
+    }
+    assert_eq!(retained_rows(&b).await, 1300);
+    let count = |k: usize| (0..1300).filter(|&i| kind(i) == k).count() as i64;
+    let (kept, later, cleared) = (count(0), count(1), count(2));
+    // Past the expiry, within the hour the cleared markers are kept.
+    b.trim_expired_at(soon + 60_000).await;
+    assert_eq!(
+        retained_rows(&b).await,
+        kept + later + cleared,
+        "the expired rows went"
+    );
+    // An hour after the clears, the markers go too.
+    b.trim_expired_at(now_millis() + HOUR).await;
+    assert_eq!(
+        retained_rows(&b).await,
+        kept + later,
+        "the old cleared markers went"
+    );
+    // What reads answer is as before: the kept and not yet expired ones, nothing cleared.
+    let log = b.store();
+    let now = u64::try_from(soon + 60_000).unwrap();
+    let listed = log.retained_under("sweep/", None, 2000, now).await.unwrap();
+    let expected: Vec<ChannelName> = (0..1300).filter(|&i| kind(i) < 2).map(channel).collect();
+    let listed: Vec<ChannelName> = listed.iter().map(|m| m.channel.clone()).collect();
+    assert_eq!(listed, expected);
+    assert!(log.retained(&channel(2), now).await.unwrap().is_none());
+    // A cleared channel whose marker went takes a new retained message as any other.
+    log.append(&channel(2), vec![msg("\"back\"", KEEP)], keep(10))
+        .await
+        .unwrap();
+    assert_eq!(
+        data(&log.retained(&channel(2), now).await.unwrap()),
+        Some(&b"\"back\""[..])
+    );
     log.close().await;
 }
