@@ -6,6 +6,11 @@
 //!
 //! Who may publish (a publisher key, a client token's `publish` patterns, the Meteor port) is
 //! each path's own question and is answered before it calls this.
+//!
+//! What a message does to its channel's retained message ([`Retain`]) is read from its data by
+//! the server's [`RetainRule`] (herald-mqtt's: a `$mqtt` envelope with `"retain":true` sets or
+//! clears it), so an HTTP, WebSocket or Meteor publish can do what an MQTT RETAIN 1 publish
+//! does; MQTT's own paths say it themselves ([`Publisher::message_retaining`]).
 
 use std::sync::Arc;
 
@@ -14,16 +19,22 @@ use bytes::Bytes;
 use crate::engine::Engine;
 use crate::error::{ErrorCode, HeraldError};
 use crate::log::Appended;
-use crate::message::NewMessage;
+use crate::message::{NewMessage, Retain};
 use crate::name::ChannelName;
 use crate::tenant::AppId;
 use crate::usage::UsageMeter;
+
+/// What storing a message whose data is the given JSON does to its channel's retained message
+/// (see the module doc); cheap for data that says nothing of it.
+pub type RetainRule = fn(&Bytes) -> Retain;
 
 /// Validates, stores and counts published messages.
 pub struct Publisher {
     engine: Arc<Engine>,
     usage: Arc<UsageMeter>,
     server_max_message_bytes: usize,
+    /// Reads a message's retain from its data; none: every message leaves it untouched.
+    retain_rule: Option<RetainRule>,
 }
 
 impl Publisher {
@@ -38,7 +49,15 @@ impl Publisher {
             engine,
             usage,
             server_max_message_bytes,
+            retain_rule: None,
         }
+    }
+
+    /// This publisher, reading what each message does to its channel's retained message from
+    /// its data with `rule`.
+    pub fn with_retain_rule(mut self, rule: RetainRule) -> Self {
+        self.retain_rule = Some(rule);
+        self
     }
 
     /// The engine messages are stored through.
@@ -54,12 +73,29 @@ impl Publisher {
     }
 
     /// A message of `app` with payload `data` (JSON text, already validated) and idempotency
-    /// key `id`, refused when the payload is over the app's limit or the key is malformed.
+    /// key `id`, refused when the payload is over the app's limit or the key is malformed. What
+    /// it does to its channel's retained message is the [`RetainRule`]'s reading of `data`.
     pub fn message(
         &self,
         app: &AppId,
         id: Option<String>,
         data: &[u8],
+    ) -> Result<NewMessage, HeraldError> {
+        let mut message = self.message_retaining(app, id, data, Retain::Untouched)?;
+        if let Some(rule) = self.retain_rule {
+            message.retain = rule(&message.data);
+        }
+        Ok(message)
+    }
+
+    /// [`Publisher::message`] doing `retain` to its channel's retained message, whatever its
+    /// data says (an MQTT PUBLISH's RETAIN flag, a will's Will Retain).
+    pub fn message_retaining(
+        &self,
+        app: &AppId,
+        id: Option<String>,
+        data: &[u8],
+        retain: Retain,
     ) -> Result<NewMessage, HeraldError> {
         let max = self.max_message_bytes(app);
         if data.len() > max {
@@ -74,7 +110,7 @@ impl Publisher {
         Ok(NewMessage {
             id,
             data: Bytes::copy_from_slice(data),
-            retain: crate::message::Retain::Untouched,
+            retain,
         })
     }
 

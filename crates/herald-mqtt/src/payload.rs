@@ -168,6 +168,19 @@ pub fn retain_of(payload: &Bytes, retain: bool, props: &MessageProps) -> Retain 
     }
 }
 
+/// What storing a message whose data is `data` does to its channel's retained message when
+/// another transport than MQTT publishes it (an HTTP or WebSocket publish: core's
+/// `RetainRule`): a well-formed envelope with `"retain":true` does what an MQTT PUBLISH with
+/// its payload, RETAIN 1 and its `"expiry"` does ([`retain_of`]: sets it, or clears it when the
+/// payload is empty); any other data leaves it. Data that is not an object is answered at its
+/// first byte; an object whose first key is not `$mqtt` at that key.
+pub fn retain_of_data(data: &Bytes) -> Retain {
+    match envelope(data) {
+        Some(out) if out.retain => retain_of(&out.payload, true, &out.props),
+        _ => Retain::Untouched,
+    }
+}
+
 /// What an MQTT subscriber is sent for a message whose data is `data` (see the module doc).
 pub fn from_data(data: &Bytes) -> Outgoing {
     envelope(data).unwrap_or_else(|| Outgoing {

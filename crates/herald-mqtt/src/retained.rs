@@ -2,12 +2,14 @@
 //! "Retained messages"): the newer of
 //!
 //! - the channel's stored retained message: the last one an MQTT client published with RETAIN 1
-//!   (or a will with Will Retain 1), kept by the store apart from the history until replaced,
+//!   (or a will with Will Retain 1, or any transport's publish whose data is a `$mqtt`
+//!   envelope with `"retain":true`: `payload::retain_of_data`, the server's retain rule for
+//!   core's `Publisher`), kept by the store apart from the history until replaced,
 //!   cleared by a retained empty payload, or past its Message Expiry Interval (core's
 //!   [`Retain`](herald_core::Retain), written with the message before the PUBACK); and
 //! - the channel's newest message, when another transport (HTTP, WebSocket, Pusher, Meteor)
-//!   published it: those have no RETAIN flag, and a channel's last message is sent on subscribe
-//!   (Herald's "last message"), while it is the newest.
+//!   published it: those have no RETAIN flag (unless their data says so), and a channel's last
+//!   message is sent on subscribe (Herald's "last message"), while it is the newest.
 //!
 //! So an MQTT RETAIN 0 publish neither replaces nor hides the retained message
 //! [MQTT-3.3.1-12], and a message of another transport is the retained one until anything is

@@ -284,6 +284,9 @@ async fn send_retained_messages(wire: &mut MqttWire, app: &AppId, filter: &Topic
         }
     }
     if !found.is_empty() {
+        // A persistent session's position does not start at a retained message older than
+        // the filter (`crate::session`'s `missed.rs`).
+        wire.retained_for_filter(filter.as_str(), found.values());
         // Marked before the writer can take them: it runs only once this SUBSCRIBE is handled.
         wire.subscriptions
             .retained_queued(found.values().map(|m| &**m));

@@ -137,12 +137,9 @@ pub(crate) async fn publish(due: DueWill) {
     };
     let (data, retain) = data_of(&will, version);
     let publisher = &edge.publisher;
-    let stored = match publisher.message(&app, Some(key), &data) {
-        Ok(mut message) => {
-            // Will Retain 1: the topic's retained message, as a PUBLISH's [MQTT-3.1.2-17].
-            message.retain = retain;
-            publisher.publish(&app, &channel, vec![message]).await
-        }
+    // Will Retain 1: the topic's retained message, as a PUBLISH's [MQTT-3.1.2-17].
+    let stored = match publisher.message_retaining(&app, Some(key), &data, retain) {
+        Ok(message) => publisher.publish(&app, &channel, vec![message]).await,
         Err(e) => Err(e),
     };
     match stored {

@@ -137,11 +137,12 @@ impl Parts {
         let engine = Arc::new(engine);
         // Each app's channel deliveries on this node, for the dashboard (`/v1/overview`).
         engine.set_delivery_meter(usage.clone());
-        let publisher = Arc::new(Publisher::new(
-            engine.clone(),
-            usage.clone(),
-            settings.edge.max_frame_bytes,
-        ));
+        // A publish of any transport whose data is a `$mqtt` envelope with `"retain":true` sets
+        // or clears its channel's retained message, as an MQTT RETAIN 1 publish does.
+        let publisher = Arc::new(
+            Publisher::new(engine.clone(), usage.clone(), settings.edge.max_frame_bytes)
+                .with_retain_rule(herald_mqtt::payload::retain_of_data),
+        );
         let sealer = Arc::new(
             Sealer::new(&credentials_key(settings)?)
                 .map_err(|e| ServerError::CredentialsKey(e.to_string()))?,

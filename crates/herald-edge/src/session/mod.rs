@@ -415,19 +415,19 @@ impl ClientSession {
         Ok(channel)
     }
 
-    /// Publishes `data` to `channel` through the one publish rule, if the client may.
+    /// Publishes `data` to `channel` through the one publish rule, if the client may (what it
+    /// does to the channel's retained message is read from `data`: core's `RetainRule`).
     pub async fn publish(
         &self,
         channel: &str,
         id: Option<String>,
         data: &[u8],
     ) -> Result<(ChannelName, Appended), HeraldError> {
-        self.publish_retained(channel, id, data, Retain::Untouched)
-            .await
+        self.publish_with(channel, id, data, None).await
     }
 
     /// [`ClientSession::publish`], doing `retain` to the channel's retained message in the same
-    /// store write (MQTT's RETAIN flag).
+    /// store write (MQTT's RETAIN flag), whatever `data` says.
     pub async fn publish_retained(
         &self,
         channel: &str,
@@ -435,12 +435,24 @@ impl ClientSession {
         data: &[u8],
         retain: Retain,
     ) -> Result<(ChannelName, Appended), HeraldError> {
+        self.publish_with(channel, id, data, Some(retain)).await
+    }
+
+    async fn publish_with(
+        &self,
+        channel: &str,
+        id: Option<String>,
+        data: &[u8],
+        retain: Option<Retain>,
+    ) -> Result<(ChannelName, Appended), HeraldError> {
         let client = self.client()?;
         let channel = client.app.parse_channel(channel)?;
         client.check_publish(channel.public())?;
         let publisher = &self.edge.publisher;
-        let mut message = publisher.message(&client.app, id, data)?;
-        message.retain = retain;
+        let message = match retain {
+            Some(retain) => publisher.message_retaining(&client.app, id, data, retain)?,
+            None => publisher.message(&client.app, id, data)?,
+        };
         let appended = publisher
             .publish(&client.app, &channel, vec![message])
             .await?;

@@ -274,6 +274,53 @@ fn malformed_envelopes_are_plain_json() {
 }
 
 #[test]
+fn only_a_well_formed_retained_envelope_touches_the_retained_message() {
+    let of = |data: &str| retain_of_data(&bytes(data.as_bytes()));
+    assert_eq!(
+        of(r#"{"$mqtt":{"json":{"t":21.5},"retain":true}}"#),
+        Retain::Keep {
+            expires_at_ms: None
+        }
+    );
+    assert_eq!(
+        of(r#" {"$mqtt":{"text":"ON","retain":true,"expiry":1795961118133}}"#),
+        Retain::Keep {
+            expires_at_ms: Some(1_795_961_118_133)
+        }
+    );
+    // A retained empty payload clears it, said or not.
+    assert_eq!(
+        of(r#"{"$mqtt":{"text":"","retain":true,"clear":true}}"#),
+        Retain::Clear
+    );
+    assert_eq!(
+        of(r#"{"$mqtt":{"base64":"","retain":true}}"#),
+        Retain::Clear
+    );
+    for untouched in [
+        r#"{"t":21.5}"#,
+        r#"21.5"#,
+        r#""{\"$mqtt\":{\"text\":\"ON\",\"retain\":true}}""#,
+        r#"{"$mqtt":{"text":"ON"}}"#,
+        r#"{"$mqtt":{"text":"ON","retain":false}}"#,
+        r#"{"state":"on","$mqtt":{"text":"ON","retain":true}}"#,
+        r#"{"$mqtt":{"text":"x","retain":true,"clear":true}}"#,
+        r#"{"$mqtt":{"text":"ON","retain":true,"colour":"red"}}"#,
+    ] {
+        assert_eq!(of(untouched), Retain::Untouched, "{untouched}");
+    }
+    // What an MQTT RETAIN publish stores reads back as what it did.
+    let props = every_prop();
+    for (payload, retain) in [(&b"ON"[..], true), (b"", true), (b"ON", false)] {
+        let data = to_data(&bytes(payload), retain, &props);
+        assert_eq!(
+            retain_of_data(&data),
+            retain_of(&bytes(payload), retain, &props)
+        );
+    }
+}
+
+#[test]
 fn plain_payloads_are_not_copied() {
     let data = bytes(br#"{"t":21.5}"#);
     let stored = to_data(&data, false, &MessageProps::default());

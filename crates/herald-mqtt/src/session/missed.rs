@@ -23,6 +23,14 @@
 //!   of what its channel had to replay. Once nothing is held back the gate opens; from then
 //!   on it costs a delivery one atomic load.
 //!
+//! **A filter's retained message is no position** ([`MqttWire::retained_for_filter`]): a
+//! channel whose first message through a filter is its retained message, stored before the
+//! filter was made, is followed from it in memory only; its position is stored once a message
+//! after it moves it. Else a resume would replay, from the retained message on, what the
+//! channel had before the SUBSCRIBE (a retained message need not be the newest: RETAIN 0
+//! messages may follow it), which the session never subscribed to; with no position the
+//! channel replays from the filter's time, as any channel it has no message of.
+//!
 //! The replay is as deep as each channel's history (`[history]`), as for exact subscriptions.
 //! QoS 0 messages replay too (the subscription's and the message's QoS decide, as live).
 //!
@@ -37,7 +45,7 @@ use std::sync::{Arc, Mutex};
 
 use herald_core::engine::{Engine, SubscribeRequest};
 use herald_core::log::{ChannelState, ReadFrom};
-use herald_core::message::{Cursor, StoredMessage};
+use herald_core::message::{Cursor, SharedMessage, StoredMessage};
 use herald_core::name::topic::filter::TopicFilter;
 use herald_core::{ChannelName, Epoch};
 
@@ -198,6 +206,35 @@ impl MqttWire {
                     },
                 };
                 self.replay_channel(&name, from).await;
+            }
+        }
+    }
+
+    /// The retained messages `retained` a SUBSCRIBE of wildcard `filter` is about to be sent:
+    /// each one stored before the filter was made, of a channel the session does not follow
+    /// yet, has its channel followed from it in memory, not stored (see the module doc), so
+    /// neither it nor what the channel had before it moves the stored position.
+    pub(crate) fn retained_for_filter<'m>(
+        &mut self,
+        filter: &str,
+        retained: impl Iterator<Item = &'m SharedMessage>,
+    ) {
+        let Some(persist) = self.persist.as_mut() else {
+            return;
+        };
+        let since_ms = persist
+            .subscriptions
+            .iter()
+            .find(|s| s.filter == filter)
+            .and_then(|s| s.since_ms);
+        let Some(since_ms) = since_ms else {
+            return;
+        };
+        for message in retained {
+            if message.time < since_ms && !persist.positions.follows(&message.channel) {
+                persist
+                    .positions
+                    .follow(&message.channel, &message.epoch, message.seq);
             }
         }
     }

@@ -4,12 +4,16 @@
 //! [MQTT-3.3.1-5]; a RETAIN 0 publish after it leaves it for new subscribers [MQTT-3.3.1-12];
 //! an empty retained payload clears it [MQTT-3.3.1-10]; a wildcard SUBSCRIBE gets every one of
 //! 500 retained topics (mosquitto_sub, as Home Assistant subscribes `homeassistant/#`); a
-//! retained message published through one node of a cluster is sent on subscribe at the other.
+//! retained message published through one node of a cluster is sent on subscribe at the other;
+//! an HTTP publish (single and batch) of a `$mqtt` envelope with `"retain":true` sets or clears
+//! it as an MQTT RETAIN 1 publish does; a persistent session's wildcard filter sent an older
+//! retained message does not replay, on resume, what its channel had before the SUBSCRIBE.
 //! Raw clients (herald-mqtt's codec) see each PUBLISH and its RETAIN flag.
 
 use std::time::Duration;
 
-use herald_mqtt::packet::{Packet, ProtocolVersion};
+use herald_mqtt::packet::{ConnectProperties, Disconnect, Packet, ProtocolVersion, QoS};
+use serde_json::json;
 
 use crate::mqtt_cluster::Cluster;
 use crate::mqtt_conformance::{publish, publish_stored, subscribe_until_marker};
@@ -204,4 +208,202 @@ async fn a_retained_message_published_on_one_node_is_sent_on_subscribe_at_the_ot
     })
     .await
     .expect("the test finishes within two minutes");
+}
+
+/// What `mosquitto_sub` of `version` (`mqttv311`, `mqttv5`) subscribed to `topic` prints for
+/// the first message it gets, within 10 s, as `RETAIN payload`.
+async fn mosquitto_first(server: &Server, version: &str, topic: &str) -> String {
+    let out = mosquitto_sub(
+        server.mqtt_addr(),
+        &[
+            "-V", version, "-u", "default", "-P", API_KEY, "-t", topic, "-q", "1", "-C", "1", "-W",
+            "10", "-F", "%r %p",
+        ],
+    )
+    .await
+    .ok();
+    out.stdout.trim().to_owned()
+}
+
+#[tokio::test]
+async fn an_http_publish_of_a_retained_envelope_sets_and_clears_the_retained_message() {
+    // A history of one message: the HTTP one is trimmed from it by the MQTT ones after it.
+    let server = Server::builder()
+        .mqtt()
+        .config("[history]\nsize = 1\n")
+        .start()
+        .await;
+    let addr = server.mqtt_addr();
+    let (mut publisher, _) = Raw::connect(addr, ProtocolVersion::V5, Some(API_KEY), 60).await;
+    let topic = "homeassistant/switch/http/config";
+    server
+        .publish(
+            topic,
+            json!({ "$mqtt": { "json": { "name": "lamp" }, "retain": true } }),
+        )
+        .await;
+    for i in 0..20 {
+        publish_stored(&mut publisher, topic, &format!("state {i}"), false).await;
+    }
+    for version in ["mqttv311", "mqttv5"] {
+        assert_eq!(
+            mosquitto_first(&server, version, topic).await,
+            r#"1 {"name":"lamp"}"#,
+            "{version}: the HTTP publish's payload, with RETAIN, not the newest RETAIN 0 message"
+        );
+    }
+    // A batch's message sets it too.
+    let batched = "homeassistant/switch/batch/config";
+    let (status, body) = server
+        .post(
+            "/v1/batch",
+            json!({ "messages": [
+                { "channel": batched, "data": { "$mqtt": { "text": "ON", "retain": true } } },
+                { "channel": "homeassistant/other", "data": { "plain": true } },
+            ]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    publish_stored(&mut publisher, batched, "state", false).await;
+    for version in VERSIONS {
+        let got =
+            subscribe_until_marker(addr, version, &mut publisher, batched, batched, "marker").await;
+        assert_eq!(
+            got,
+            [retained(batched, "ON"), marker(batched)],
+            "{version:?}"
+        );
+    }
+    // An HTTP clear ends it: a RETAIN 0 message after the clear brings nothing back.
+    server
+        .publish(
+            topic,
+            json!({ "$mqtt": { "text": "", "retain": true, "clear": true } }),
+        )
+        .await;
+    publish_stored(&mut publisher, topic, "later", false).await;
+    for version in VERSIONS {
+        let got =
+            subscribe_until_marker(addr, version, &mut publisher, topic, topic, "marker").await;
+        assert_eq!(got, [marker(topic)], "{version:?}: cleared over HTTP");
+        let got = subscribe_until_marker(
+            addr,
+            version,
+            &mut publisher,
+            "homeassistant/switch/+/config",
+            topic,
+            "marker",
+        )
+        .await;
+        assert_eq!(
+            got,
+            [retained(batched, "ON"), marker(topic)],
+            "{version:?}: a wildcard gets only the topic not cleared"
+        );
+    }
+    // Its expiry is honoured: one already past is no retained message.
+    let expired = "homeassistant/switch/expired/config";
+    server
+        .publish(
+            expired,
+            json!({ "$mqtt": { "text": "old", "retain": true, "expiry": 1 } }),
+        )
+        .await;
+    publish_stored(&mut publisher, expired, "state", false).await;
+    let got = subscribe_until_marker(
+        addr,
+        ProtocolVersion::V5,
+        &mut publisher,
+        expired,
+        expired,
+        "marker",
+    )
+    .await;
+    assert_eq!(got, [marker(expired)], "expired");
+}
+
+#[tokio::test]
+async fn a_resumed_wildcard_session_replays_nothing_its_channel_had_before_the_subscribe() {
+    use crate::mqtt_persistence::Raw as Session;
+    let server = Server::builder().mqtt().start().await;
+    let addr = server.mqtt_addr();
+    for version in VERSIONS {
+        let topic = format!("resume/{version:?}/light");
+        let (mut publisher, _) = Raw::connect(addr, version, Some(API_KEY), 60).await;
+        publish_stored(&mut publisher, &topic, "cfg", true).await;
+        // RETAIN 0 messages after the retained one, all before the SUBSCRIBE: not the session's.
+        publish_stored(&mut publisher, &topic, "state 1", false).await;
+        publish_stored(&mut publisher, &topic, "state 2", false).await;
+        // The filter is made in a later millisecond than they were stored in.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let client_id = format!("resume-{version:?}");
+        // v5: a Session Expiry Interval; 3.1.1: Clean Session 0 is enough.
+        let properties = || match version {
+            ProtocolVersion::V5 => ConnectProperties {
+                session_expiry_interval: 3600,
+                ..ConnectProperties::default()
+            },
+            _ => ConnectProperties::default(),
+        };
+        let (mut session, _) =
+            Session::connect(addr, version, API_KEY, &client_id, false, properties()).await;
+        let filter = format!("resume/{version:?}/#");
+        session
+            .send(&crate::mqtt_shared::subscribe(
+                &filter,
+                QoS::AtLeastOnce,
+                false,
+            ))
+            .await;
+        // The SUBACK and the retained message, in either order; the message acknowledged, and
+        // the PUBACK handled before the DISCONNECT (a PINGRESP after it).
+        let mut got = Vec::new();
+        let mut subacked = false;
+        while !subacked || got.is_empty() {
+            match session.next().await {
+                Some(Packet::SubAck(_)) => subacked = true,
+                Some(Packet::Publish(p)) => {
+                    if let Some(id) = p.packet_id {
+                        session
+                            .send(&Packet::PubAck(herald_mqtt::packet::PubAck::new(id)))
+                            .await;
+                    }
+                    let payload = String::from_utf8_lossy(&p.payload).into_owned();
+                    got.push((p.topic.as_str().to_owned(), payload, p.retain));
+                }
+                other => panic!("{version:?}: unexpected {other:?}"),
+            }
+        }
+        assert_eq!(got, [retained(&topic, "cfg")], "{version:?}");
+        assert_eq!(session.until_ping().await, Vec::<String>::new());
+        session
+            .send(&Packet::Disconnect(Disconnect::default()))
+            .await;
+        session.until_closed().await;
+
+        let (mut back, connack) =
+            Session::connect(addr, version, API_KEY, &client_id, false, properties()).await;
+        assert!(connack.session_present, "{version:?}: {connack:?}");
+        // What the resume replays is queued before the CONNACK: ahead of the marker.
+        publish_stored(&mut publisher, &topic, "marker", false).await;
+        let mut got = Vec::new();
+        loop {
+            let p = back.publish().await;
+            if let Some(id) = p.packet_id {
+                back.send(&Packet::PubAck(herald_mqtt::packet::PubAck::new(id)))
+                    .await;
+            }
+            let payload = String::from_utf8_lossy(&p.payload).into_owned();
+            got.push((p.topic.as_str().to_owned(), payload.clone(), p.retain));
+            if payload == "marker" {
+                break;
+            }
+        }
+        assert_eq!(
+            got,
+            [marker(&topic)],
+            "{version:?}: only what was published after the SUBSCRIBE"
+        );
+        back.send(&Packet::Disconnect(Disconnect::default())).await;
+    }
 }
