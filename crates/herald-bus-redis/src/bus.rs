@@ -108,9 +108,9 @@ pub struct BusStats {
     /// (followed, its head known, listening, its check done), plus one per round while a gap
     /// is awaited.
     pub repair_looks: u64,
-    /// Channels whose local subscriber count the presence task read, summed over its rounds:
-    /// those whose count changed since the last round (every followed channel after a
-    /// reconnect or a failed write).
+    /// Channels whose local subscriber count the presence task took, summed over its rounds:
+    /// those whose count changed since the last round, as the hub told it (every followed
+    /// channel, read from the hub, after a reconnect or a failed write).
     pub presence_counts_read: u64,
     /// Batches of channel heads read from Redis (for the engine's subscribes to channels new
     /// to this node, and for the checks of [`Self::head_checks`]) instead of the log.
@@ -186,9 +186,9 @@ pub(crate) struct Shared {
     pub(crate) followed: Followed,
     pub(crate) interest: InterestQueue,
     pub(crate) interest_changed: Notify,
-    /// Channels whose local subscriber count changed since the presence task last wrote
-    /// (`crate::presence`).
-    pub(crate) counts_changed: Mutex<crate::followed::ChannelSet>,
+    /// Channels whose local subscriber count changed since the presence task last wrote,
+    /// each with the last count the hub told (`crate::presence`).
+    pub(crate) counts_changed: Mutex<crate::followed::ChannelMap<usize>>,
     /// Tells the sender task to send what is queued, once more, and stop ([`RedisBus::shutdown`]).
     pub(crate) stopping: Notify,
     pub(crate) outgoing: mpsc::Sender<Vec<SharedMessage>>,
@@ -637,16 +637,17 @@ impl InterestHook for Hook {
         }
     }
 
-    fn subscribers_changed(&self, channel: &ChannelName) {
+    fn subscribers_changed(&self, channel: &ChannelName, count: usize) {
         if let Some(shared) = self.0.upgrade() {
-            shared.counts_changed.lock().insert(channel.clone());
+            shared.counts_changed.lock().insert(channel.clone(), count);
         }
     }
 
-    fn head_known(&self, channel: &ChannelName) {
-        // A followed channel waiting for its floor starts in the repair task's next round.
+    fn head_known(&self, channel: &ChannelName, floor: u64) {
+        // A followed channel waiting for its floor starts at it in the repair task's next
+        // round, without asking the hub again.
         if let Some(shared) = self.0.upgrade() {
-            shared.followed.attend(channel);
+            shared.followed.attend_at(channel, floor);
         }
     }
 }

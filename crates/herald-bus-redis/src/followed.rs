@@ -74,11 +74,16 @@ pub(crate) enum StartRead {
     Owed,
 }
 
+/// The channels marked for the repair task, each with the hub's head floor if the hub told
+/// it (`InterestHook::head_known`): the task starts such a channel there without asking the
+/// hub again.
+pub(crate) type Attention = ChannelMap<Option<u64>>;
+
 /// The followed channels, and those needing a look from the maintenance task.
 pub(crate) struct Followed {
     shards: Box<[Mutex<ChannelMap<Follow>>]>,
     hasher: ChannelHasher,
-    attention: Mutex<ChannelSet>,
+    attention: Mutex<Attention>,
 }
 
 impl Followed {
@@ -110,9 +115,14 @@ impl Followed {
         true
     }
 
-    /// Stops following `channel`; `false` if it was not followed.
+    /// Stops following `channel`; `false` if it was not followed. A floor the hub told for it
+    /// is forgotten with it: the hub's next entry for the channel has its own.
     pub(crate) fn unfollow(&self, channel: &ChannelName) -> bool {
-        self.shard(channel).lock().remove(channel).is_some()
+        let followed = self.shard(channel).lock().remove(channel).is_some();
+        if followed {
+            self.attention.lock().remove(channel);
+        }
+        followed
     }
 
     pub(crate) fn is_followed(&self, channel: &ChannelName) -> bool {
@@ -198,7 +208,7 @@ impl Followed {
             follow.sequencer.has_gap() || (follow.needs_read && follow.listening && started);
         drop(shard);
         if attend {
-            self.attention.lock().insert(channel.clone());
+            self.attend(channel);
         }
         Some(result)
     }
@@ -224,18 +234,33 @@ impl Followed {
         let attend = follow.sequencer.has_gap();
         drop(shard);
         if attend {
-            self.attention.lock().insert(channel.clone());
+            self.attend(channel);
         }
         Some(result)
     }
 
-    /// Marks `channel` for the maintenance task.
+    /// Marks `channel` for the maintenance task (keeping the floor told with it, if any).
     pub(crate) fn attend(&self, channel: &ChannelName) {
-        self.attention.lock().insert(channel.clone());
+        let mut attention = self.attention.lock();
+        if !attention.contains_key(channel) {
+            attention.insert(channel.clone(), None);
+        }
+    }
+
+    /// Marks `channel` for the maintenance task with the hub's head floor `floor`, as the hub
+    /// told it (the lowest told since the channel was marked stays).
+    pub(crate) fn attend_at(&self, channel: &ChannelName, floor: u64) {
+        let mut attention = self.attention.lock();
+        match attention.get_mut(channel) {
+            Some(told) => *told = Some(told.map_or(floor, |told| told.min(floor))),
+            None => {
+                attention.insert(channel.clone(), Some(floor));
+            }
+        }
     }
 
     /// Takes the channels marked for attention.
-    pub(crate) fn take_attention(&self) -> ChannelSet {
+    pub(crate) fn take_attention(&self) -> Attention {
         std::mem::take(&mut *self.attention.lock())
     }
 }
@@ -326,7 +351,7 @@ mod tests {
                 |_| {},
             );
         }
-        let marked: Vec<ChannelName> = followed.take_attention().into_iter().collect();
+        let marked: Vec<ChannelName> = followed.take_attention().into_keys().collect();
         assert_eq!(
             marked,
             vec![started],

@@ -111,8 +111,9 @@ fn channel_changes(
 
 /// This node's counts now: after a reconnect or a failed write, every channel's (the whole
 /// hash is written again); otherwise only the channels whose count changed since the last
-/// write (told by the hub, `InterestHook::subscribers_changed`), so a round costs what
-/// changed, not one look per followed channel. Apps are few: all of them each round.
+/// write, with the count the hub told last (`InterestHook::subscribers_changed`), so a round
+/// costs what changed, not one look per followed channel, nor a look in the hub per changed
+/// one. Apps are few: all of them each round.
 fn changes(shared: &Shared, written: &mut Written, everything: bool) -> Changes {
     let hub = shared.fan_out.hub();
     let mut changes = Changes::default();
@@ -123,7 +124,7 @@ fn changes(shared: &Shared, written: &mut Written, everything: bool) -> Changes 
             .followed
             .all()
             .into_iter()
-            .chain(told)
+            .chain(told.into_keys())
             .map(|c| {
                 let n = hub.subscriber_count(&c) as i64;
                 (c, n)
@@ -139,10 +140,7 @@ fn changes(shared: &Shared, written: &mut Written, everything: bool) -> Changes 
                 .map(|(channel, n)| (channel_field(channel), *n)),
         );
     } else {
-        let now = told.into_iter().map(|c| {
-            let n = hub.subscriber_count(&c) as i64;
-            (c, n)
-        });
+        let now = told.into_iter().map(|(c, n)| (c, n as i64));
         channel_changes(shared, &mut written.channels, now, &mut changes);
     }
     let apps: HashMap<AppId, i64> = shared

@@ -96,11 +96,12 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         // this node's own commits reach its subscribers (the subscription task asks for it if
         // a subscription fails later).
         let read_now = shared.link_log.is_down();
-        for channel in attention {
-            // Where the hub's subscribers stand, read before the channel's shard is locked
-            // (the hub takes its own lock), so that one look both decides and starts a newly
-            // followed channel: a storm's new channel is looked up twice here, not three times.
-            let floor = shared.fan_out.hub().head_floor(&channel);
+        for (channel, told) in attention {
+            // Where the hub's subscribers stand: as the hub told it with the mark
+            // (`head_known`, a storm's new channel), else read before the channel's shard is
+            // locked (the hub takes its own lock), so that one look both decides and starts a
+            // newly followed channel.
+            let floor = told.or_else(|| shared.fan_out.hub().head_floor(&channel));
             let step = shared.followed.step(
                 &channel,
                 |follow, now, ready| {
@@ -141,7 +142,16 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             match step {
                 Some(Step::Check(after)) => to_check.push((channel, after)),
                 Some(Step::Read(after)) => spawn_read(&shared, &log, &reads, channel, after),
-                Some(Step::Nothing) | None => {}
+                Some(Step::Nothing) => {}
+                // The hub told its floor before the subscription task followed the channel:
+                // looked at again next round while the hub still has it (the subscription
+                // task follows every channel the hub has an entry for).
+                None if told.is_some() => {
+                    if let Some(floor) = shared.fan_out.hub().head_floor(&channel) {
+                        shared.followed.attend_at(&channel, floor);
+                    }
+                }
+                None => {}
             }
         }
         for batch in to_check.chunks(CHECKS_PER_READ) {

@@ -90,13 +90,10 @@ pub(crate) async fn run(shared: Arc<Shared>, mut reconnects: broadcast::Receiver
                 if shared.followed.follow(&channel) {
                     // Started (and read from the log) by the repair task as soon as the hub
                     // knows where its subscribers stand, whether or not Redis answers: this
-                    // node's own commits must reach its subscribers. If the hub learns it
-                    // after this look, it says so (the interest hook's `head_known`), and the
-                    // channel is followed by then; a channel new to the node is usually still
-                    // waiting for its head here, and is looked at once, not twice.
-                    if shared.fan_out.hub().head_floor(&channel).is_some() {
-                        shared.followed.attend(&channel);
-                    }
+                    // node's own commits must reach its subscribers. The hub says when it
+                    // knows (the interest hook's `head_known`, with the floor); if it said so
+                    // before this follow, the repair task looks again until the channel is
+                    // followed, so nothing here asks the hub.
                     unsubscribe.remove(&channel);
                     subscribe.insert(channel);
                 }

@@ -78,8 +78,8 @@ impl HeadSlot {
 
     /// A message was delivered. The hub delivers in seq order, but a publisher's answer may
     /// already have told the hub of a newer head ([`HeadSlot::learn`]), which stays.
-    /// Returns whether this was the first head the slot was told of (its floor is now known).
-    pub(crate) fn delivered(&mut self, head: Head) -> bool {
+    /// Returns the floor if this head moved it, as [`HeadSlot::learn`] does.
+    pub(crate) fn delivered(&mut self, head: Head) -> Option<u64> {
         self.learn(head)
     }
 
@@ -87,10 +87,14 @@ impl HeadSlot {
     /// has returned; an older one never wins.
     /// (A store that can reset a channel's log to a new epoch will need the epoch compared too;
     /// SQLite's logs only ever go from no epoch to their first.)
-    /// Returns whether this was the first head the slot was told of (its floor is now known).
-    pub(crate) fn learn(&mut self, head: Head) -> bool {
-        let first = self.floor.is_none();
-        self.floor = Some(self.floor.map_or(head.last_seq, |f| f.min(head.last_seq)));
+    /// Returns the floor ([`HeadSlot::floor`]) if this head moved it: the first head the slot
+    /// was told of, or one older than any before.
+    pub(crate) fn learn(&mut self, head: Head) -> Option<u64> {
+        let seq = head.last_seq;
+        let moved = self.floor.is_none_or(|floor| seq < floor);
+        if moved {
+            self.floor = Some(seq);
+        }
         if self
             .known
             .as_ref()
@@ -98,7 +102,7 @@ impl HeadSlot {
         {
             self.known = Some(head);
         }
-        first
+        moved.then_some(seq)
     }
 
     /// The oldest seq this slot was ever told (by a store read, a publish or a delivery): no
@@ -130,16 +134,24 @@ mod tests {
         let mut slot = HeadSlot::default();
         assert!(matches!(slot.lookup(), HeadLookup::Load));
         assert!(matches!(slot.lookup(), HeadLookup::Wait(_)));
-        slot.learn(head(4));
+        assert_eq!(slot.learn(head(4)), Some(4), "the first head is the floor");
         assert!(slot.finish_load().is_some());
         assert!(matches!(slot.lookup(), HeadLookup::Known(h) if h.last_seq == 4));
-        slot.learn(head(3));
+        assert_eq!(
+            slot.learn(head(3)),
+            Some(3),
+            "an older head lowers the floor"
+        );
         assert_eq!(
             slot.known().map(|h| h.last_seq),
             Some(4),
             "older read never wins"
         );
-        slot.delivered(head(5));
+        assert_eq!(
+            slot.delivered(head(5)),
+            None,
+            "a newer head leaves the floor"
+        );
         assert_eq!(slot.known().map(|h| h.last_seq), Some(5));
         assert_eq!(slot.floor(), Some(3), "the oldest head it was told");
     }

@@ -21,8 +21,29 @@ pub mod topic;
 pub const MAX_CHANNEL_NAME_LEN: usize = 255;
 
 /// A validated channel name. Cloning is cheap (reference-counted).
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Eq, PartialOrd, Ord)]
 pub struct ChannelName(Arc<str>);
+
+/// Two clones of one name are equal without reading their bytes: the hub and the bus keep
+/// clones of the name the hub stored and look each other's maps up with them, and reading a
+/// name's bytes after each hash probe (a cache miss per lookup) was a tenth of a cluster node's
+/// CPU in a storm of new channels (docs/benchmarks/history.md, session 33). `Arc<str>`'s own
+/// comparison reads the bytes even for one allocation (std compares pointers first only for
+/// sized types).
+impl PartialEq for ChannelName {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || *self.0 == *other.0
+    }
+}
+
+/// By the bytes, as [`PartialEq`] compares them (what a derive would hash).
+impl std::hash::Hash for ChannelName {
+    #[inline]
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+    }
+}
 
 impl ChannelName {
     /// Validates `name` against the channel grammar.
@@ -118,6 +139,16 @@ impl serde::Serialize for ChannelName {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn names_are_equal_by_their_bytes_whether_or_not_they_share_an_allocation() {
+        let news = ChannelName::parse("news/today").unwrap();
+        let again = ChannelName::parse("news/today").unwrap();
+        assert_eq!(news, news.clone());
+        assert_eq!(news, again, "two allocations of one name");
+        assert_ne!(news, ChannelName::parse("news/todax").unwrap());
+        assert_ne!(news, ChannelName::parse("news").unwrap());
+    }
 
     #[test]
     fn accepts_documented_examples() {

@@ -62,15 +62,15 @@ pub trait InterestHook: Send + Sync {
     fn gained(&self, channel: &ChannelName);
     /// The hub no longer follows `channel`.
     fn lost(&self, channel: &ChannelName);
-    /// `channel`'s entry was told its first head ([`Hub::head_floor`] is now known), by a
-    /// store read, a publish or a delivery: a bus waiting for the floor can start the channel
-    /// now instead of asking again and again.
-    fn head_known(&self, _channel: &ChannelName) {}
-    /// `channel`'s count of local subscribers changed (a subscription made or ended): a bus
-    /// that tells the cluster these counts writes the channels told since its last write,
-    /// instead of reading every channel's count each time. Called once the hub's lock is
-    /// released.
-    fn subscribers_changed(&self, _channel: &ChannelName) {}
+    /// `channel`'s entry was told its first head, by a store read, a publish or a delivery,
+    /// or a head older than any before: [`Hub::head_floor`] is now `floor`. A bus waiting for
+    /// the floor can start the channel at it now, without asking the hub again.
+    fn head_known(&self, _channel: &ChannelName, _floor: u64) {}
+    /// `channel`'s count of local subscribers is now `count` (a subscription made or ended):
+    /// a bus that tells the cluster these counts writes the last count told of each channel
+    /// since its last write, instead of reading every channel's count each time. Told under
+    /// the channel's shard lock, so a channel's counts are told in the order they were made.
+    fn subscribers_changed(&self, _channel: &ChannelName, _count: usize) {}
 }
 
 /// A channel with subscribers on this node. While it exists every committed message of the
@@ -125,15 +125,18 @@ struct ShardMap {
 
 impl ShardMap {
     fn get(&self, key: Key<'_>) -> Option<&ChannelEntry> {
-        self.entries
-            .find(key.hash, |slot| slot.name == *key.name)
-            .map(|slot| &slot.entry)
+        self.get_slot(key).map(|slot| &slot.entry)
     }
 
-    fn get_mut(&mut self, key: Key<'_>) -> Option<&mut ChannelEntry> {
+    /// The channel's entry with the name the hub keeps for it (what the interest hook is told:
+    /// a bus holding that name finds it in the hub again without reading its bytes).
+    fn get_slot(&self, key: Key<'_>) -> Option<&Slot> {
+        self.entries.find(key.hash, |slot| slot.name == *key.name)
+    }
+
+    fn get_slot_mut(&mut self, key: Key<'_>) -> Option<&mut Slot> {
         self.entries
             .find_mut(key.hash, |slot| slot.name == *key.name)
-            .map(|slot| &mut slot.entry)
     }
 
     /// The channel's entry, made empty if it had none; with `true` if it was made.
@@ -432,10 +435,10 @@ impl Hub {
             self.lifecycle
                 .subscribed(emitted, &name, sub.outbox(), first);
         }
-        drop(shard);
         if let Some(hook) = self.interest.get() {
-            hook.subscribers_changed(&name);
+            hook.subscribers_changed(&name, entry.subs.len());
         }
+        drop(shard);
         telemetry().subscriptions.increment(1.0);
         (sub, head, name)
     }
@@ -444,17 +447,19 @@ impl Hub {
     /// was registered; the newer of that and what the hub has seen is kept.
     pub fn learn_head(&self, channel: &ChannelName, head: Head) {
         let key = self.key(channel);
-        if let Some(entry) = self.shard(key).read().get(key) {
-            if entry.head.lock().learn(head) {
-                self.tell_head_known(channel);
+        if let Some(slot) = self.shard(key).read().get_slot(key) {
+            let floor = slot.entry.head.lock().learn(head);
+            if let Some(floor) = floor {
+                self.tell_head_known(&slot.name, floor);
             }
         }
     }
 
-    /// Tells the interest hook that `channel`'s entry learned its first head.
-    fn tell_head_known(&self, channel: &ChannelName) {
+    /// Tells the interest hook that `channel`'s entry (named as the hub keeps it) has its
+    /// floor known or lowered, to `floor`.
+    fn tell_head_known(&self, channel: &ChannelName, floor: u64) {
         if let Some(hook) = self.interest.get() {
-            hook.head_known(channel);
+            hook.head_known(channel, floor);
         }
     }
 
@@ -462,10 +467,10 @@ impl Hub {
     /// succeeded) and wakes the subscribers waiting for it.
     pub fn finish_head_load(&self, channel: &ChannelName, head: Option<Head>) {
         let key = self.key(channel);
-        let waiters = self.shard(key).read().get(key).and_then(|entry| {
-            let mut slot = entry.head.lock();
-            if head.is_some_and(|head| slot.learn(head)) {
-                self.tell_head_known(channel);
+        let waiters = self.shard(key).read().get_slot(key).and_then(|found| {
+            let mut slot = found.entry.head.lock();
+            if let Some(floor) = head.and_then(|head| slot.learn(head)) {
+                self.tell_head_known(&found.name, floor);
             }
             slot.finish_load()
         });
@@ -487,7 +492,7 @@ impl Hub {
     pub fn unsubscribe(&self, channel: &ChannelName, id: u64) -> bool {
         let key = self.key(channel);
         let mut shard = self.shard(key).write();
-        let Some(entry) = shard.get_mut(key) else {
+        let Some(Slot { name, entry, .. }) = shard.get_slot_mut(key) else {
             return false;
         };
         let Some(pos) = entry.ids.iter().position(|&s| s == id) else {
@@ -503,6 +508,9 @@ impl Hub {
             self.lifecycle
                 .unsubscribed(emitted, channel, gone.outbox(), entry.subs.is_empty());
         }
+        if let Some(hook) = self.interest.get() {
+            hook.subscribers_changed(name, entry.subs.len());
+        }
         if entry.subs.is_empty() {
             let hook = self.interest.get();
             let unpublished = self.linger_unpublished.load(Ordering::Relaxed);
@@ -514,9 +522,6 @@ impl Hub {
         }
         drop(shard);
         drop(membership);
-        if let Some(hook) = self.interest.get() {
-            hook.subscribers_changed(channel);
-        }
         telemetry().subscriptions.decrement(1.0);
         true
     }
@@ -605,7 +610,7 @@ impl Hub {
         };
         let key = self.key(&last.channel);
         let shard = self.shard(key).read();
-        let Some(entry) = shard.get(key) else {
+        let Some(Slot { name, entry, .. }) = shard.get_slot(key) else {
             if filters {
                 self.deliver_to_filters(run, &[], false);
             }
@@ -613,16 +618,19 @@ impl Hub {
         };
         {
             let mut head = entry.head.lock();
-            let mut first = false;
+            // Each move lowers the floor: the last one is where it stands.
+            let mut moved = None;
             for message in run {
-                first |= head.delivered(Head {
-                    epoch: message.epoch.clone(),
-                    last_seq: message.seq,
-                });
+                moved = head
+                    .delivered(Head {
+                        epoch: message.epoch.clone(),
+                        last_seq: message.seq,
+                    })
+                    .or(moved);
             }
             head.tail_delivered_run(run);
-            if first {
-                self.tell_head_known(&last.channel);
+            if let Some(floor) = moved {
+                self.tell_head_known(name, floor);
             }
         }
         for sub in &entry.subs {
@@ -640,7 +648,7 @@ impl Hub {
         let filters = self.filters.is_active();
         let key = self.key(&message.channel);
         let shard = self.shard(key).read();
-        let Some(entry) = shard.get(key) else {
+        let Some(Slot { name, entry, .. }) = shard.get_slot(key) else {
             if filters {
                 self.deliver_to_filters(std::slice::from_ref(message), &[], false);
             }
@@ -648,13 +656,13 @@ impl Hub {
         };
         {
             let mut head = entry.head.lock();
-            let first = head.delivered(Head {
+            let moved = head.delivered(Head {
                 epoch: message.epoch.clone(),
                 last_seq: message.seq,
             });
             head.tail_delivered(message);
-            if first {
-                self.tell_head_known(&message.channel);
+            if let Some(floor) = moved {
+                self.tell_head_known(name, floor);
             }
         }
         for sub in &entry.subs {
@@ -988,6 +996,76 @@ mod tests {
         }
         fn lost(&self, channel: &ChannelName) {
             self.0.lock().push(format!("-{channel}"));
+        }
+    }
+
+    /// What a networked bus is told besides interest: each channel's floor when it becomes
+    /// known or lower, and each count of subscribers, under the name the hub keeps (the same
+    /// allocation, which the bus's lookups in the hub then match without reading its bytes).
+    #[derive(Default)]
+    struct Tells {
+        floors: Mutex<Vec<(ChannelName, u64)>>,
+        counts: Mutex<Vec<(ChannelName, usize)>>,
+    }
+
+    impl InterestHook for Tells {
+        fn gained(&self, _: &ChannelName) {}
+        fn lost(&self, _: &ChannelName) {}
+        fn head_known(&self, channel: &ChannelName, floor: u64) {
+            self.floors.lock().push((channel.clone(), floor));
+        }
+        fn subscribers_changed(&self, channel: &ChannelName, count: usize) {
+            self.counts.lock().push((channel.clone(), count));
+        }
+    }
+
+    #[test]
+    fn the_interest_hook_is_told_each_floor_and_count_under_the_hubs_name() {
+        let hub = Hub::new();
+        let tells = Arc::new(Tells::default());
+        assert!(hub.set_interest_hook(tells.clone()));
+        let first = ChannelName::parse("told").unwrap();
+        let (a, _, kept) = hub.subscribe_with(&first, Outbox::new(64), Filter::default());
+        // Another allocation of the same name, as a later subscriber or a publish has it.
+        let other = ChannelName::parse("told").unwrap();
+        let (b, _) = hub.subscribe(&other, Outbox::new(64));
+        let head = |last_seq| Head {
+            epoch: Epoch::new("e"),
+            last_seq,
+        };
+        hub.learn_head(&other, head(6));
+        hub.finish_head_load(&other, Some(head(4)));
+        hub.learn_head(&other, head(5));
+        hub.deliver(&msg(&other, 7));
+        hub.deliver_all(&[msg(&other, 8), msg(&other, 9)]);
+        hub.unsubscribe(&other, a.id());
+        hub.unsubscribe(&other, b.id());
+        let floors: Vec<u64> = tells.floors.lock().iter().map(|(_, f)| *f).collect();
+        assert_eq!(
+            floors,
+            vec![6, 4],
+            "the first head, then one older: the floor each time it moved, not after"
+        );
+        assert_eq!(hub.head_floor(&other), Some(4));
+        let counts: Vec<usize> = tells.counts.lock().iter().map(|(_, n)| *n).collect();
+        assert_eq!(counts, vec![1, 2, 1, 0], "each count as it was made");
+        let names = tells
+            .floors
+            .lock()
+            .iter()
+            .map(|(c, _)| c.clone())
+            .collect::<Vec<_>>();
+        let counted = tells
+            .counts
+            .lock()
+            .iter()
+            .map(|(c, _)| c.clone())
+            .collect::<Vec<_>>();
+        for told in names.iter().chain(&counted) {
+            assert!(
+                std::ptr::eq(told.as_str(), kept.as_str()),
+                "told under the hub's own name, not the caller's copy"
+            );
         }
     }
 
