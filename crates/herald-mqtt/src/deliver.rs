@@ -1,5 +1,7 @@
-//! Writing a channel message to one MQTT connection: which subscription it came through and
-//! what that subscription was granted (QoS, Retain As Published, No Local), whether it is sent
+//! Writing a channel message to one MQTT connection: which subscriptions it came through and
+//! what each was granted (QoS, Retain As Published, No Local; a v5 connection sends one copy
+//! per matching subscription, a 3.1.1 connection one delivery: `crate::subscriptions`; each
+//! copy awaiting its acknowledgement holds the session's position), whether it is sent
 //! at all (a retained clear is no retained message, an expired message is not sent
 //! [MQTT-3.3.2-5], a packet over the client's Maximum Packet Size is dropped [MQTT-3.1.2-24]),
 //! and at QoS 1 or 2 a packet identifier within the client's Receive Maximum, or a wait for one
@@ -7,7 +9,10 @@
 //! (`crate::session`), and its QoS 2 messages wait until their packet identifier is stored. The
 //! bytes come from the message's shared encoding ([`crate::outbound`]), or, for a v5 message
 //! with a Message Expiry Interval, from an encoding of this delivery's own; a v5 connection adds
-//! its Subscription Identifiers and Topic Alias (`topic_aliases.rs`) to either.
+//! the copy's Subscription Identifier (or the one delivery's, every matching subscription's) and
+//! its Topic Alias (`topic_aliases.rs`) to either. A resumed session's copy goes again with the
+//! packet id it was sent with before (one sent at its QoS first), and a QoS 2 copy the client
+//! had received (PUBREC) is not sent again.
 
 use std::num::NonZeroU16;
 
@@ -18,6 +23,7 @@ use crate::inflight::Waiting;
 use crate::origin;
 use crate::outbound::{self, Delivery, Extras};
 use crate::packet::{self, Packet, ProtocolVersion, QoS, TopicName};
+use crate::subscriptions::{Granted, Via};
 use crate::topic_aliases::Alias;
 use crate::wire::{now_ms, MqttWire};
 
@@ -34,9 +40,48 @@ fn is_retained_message(message: &SharedMessage) -> bool {
 /// DUP.
 type Send = (QoS, Option<NonZeroU16>, bool);
 
+/// What one copy of a message (one per subscription on v5, else the one delivery) does.
+enum Copy {
+    /// It is not sent (its own message under No Local, a QoS 0 message a resumed filter
+    /// missed, a retained clear, expired, or a QoS 2 copy the client received before).
+    Skipped,
+    /// It goes out with RETAIN as `retain`, at QoS 0 (`send` is `None`) or as `send` says,
+    /// carrying the Subscription Identifiers `via` says.
+    Publish {
+        retain: bool,
+        send: Option<Send>,
+        via: Via,
+    },
+}
+
+impl Copy {
+    fn awaits_ack(&self) -> bool {
+        matches!(self, Copy::Publish { send: Some(_), .. })
+    }
+}
+
+/// What every copy of one message shares, worked out once.
+struct Facts {
+    /// Sent on subscribe as the channel's retained message.
+    retained: bool,
+    /// Replayed to a resumed session (what it missed), not as a retained message.
+    resuming: bool,
+    /// Replayed for a resumed session's wildcard filter (`crate::session`).
+    for_filter: bool,
+    /// Not sent through any subscription: a retained clear, or expired.
+    dropped: bool,
+    /// Published by this client (No Local; only looked at when a subscription has No Local).
+    own: bool,
+    /// Published with RETAIN set (Retain As Published).
+    published_retain: bool,
+    /// The QoS it was published with.
+    published_qos: QoS,
+}
+
 impl MqttWire {
-    /// Appends one message as a PUBLISH to `out` (or keeps it waiting for the window, or for
-    /// its packet id to be stored); returns the bytes appended.
+    /// Appends a message as PUBLISH packets to `out` (or keeps them waiting for the window, or
+    /// for their packet ids to be stored): one per matching subscription on v5, else one
+    /// (`crate::subscriptions`); returns the bytes appended.
     pub(crate) fn write_message(
         &mut self,
         out: &mut Vec<u8>,
@@ -46,16 +91,26 @@ impl MqttWire {
         let Some(granted) = self.subscriptions.get(&message.channel) else {
             return 0;
         };
-        if crate::sys::is_sys(message) {
-            // The `$SYS/` tree's: at QoS 0, retained when sent on subscribe, no position.
-            return self.write_publish(out, message, replayed, None);
-        }
         // Replayed on subscribe is the retained message, unless a resumed session is catching
         // up on what it missed.
         // An inbox's catch-up is never retained: it is what the device has not acknowledged.
         let retained = replayed
             && !self.catching_up(&message.channel)
             && !crate::inbox::is_inbox_log(&message.channel);
+        // A retained message answers its SUBSCRIBE: one delivery (`crate::subscriptions`).
+        let copies = match self.version {
+            ProtocolVersion::V5 if !retained => self.subscriptions.copies(&message.channel),
+            _ => None,
+        };
+        if crate::sys::is_sys(message) {
+            // The `$SYS/` tree's: at QoS 0, retained when sent on subscribe, no position.
+            let Some(copies) = copies else {
+                return self.write_publish(out, message, replayed, None, Via::AllMatching);
+            };
+            return (copies.iter())
+                .map(|g| self.write_publish(out, message, replayed, None, Via::One(g.identifier)))
+                .sum();
+        }
         if retained && !is_retained_message(message) {
             // A channel's last message published over MQTT with RETAIN 0 is no retained message
             // [MQTT-3.3.1-12] (MQTT 5.0 3.3.1.3); nor is a will with Will Retain 0
@@ -70,35 +125,90 @@ impl MqttWire {
         }
         let outgoing = outbound::outgoing(message);
         let origin = origin::of(message);
+        // Whose message it is matters only to a subscription with No Local.
+        let no_local = match &copies {
+            Some(copies) => copies.iter().any(|g| g.no_local),
+            None => granted.no_local,
+        };
+        let facts = Facts {
+            retained,
+            resuming: replayed && !retained,
+            for_filter: replayed && self.replaying_for_filter(&message.channel),
+            dropped: (retained && outgoing.clear)
+                || outgoing.props.expiry_at_ms.is_some_and(|at| at <= now_ms()),
+            own: no_local && origin.is_client(self.claim.client_id()),
+            published_retain: outgoing.retain,
+            published_qos: origin.qos,
+        };
+        drop(outgoing);
+        let Some(copies) = copies else {
+            // One delivery (the common case: one subscription, or 3.1.1).
+            let copy = self.copy_of(message, &facts, granted, Via::AllMatching);
+            self.position_handled(message, copy.awaits_ack());
+            return self.write_copy(out, message, copy);
+        };
+        let copies: Vec<Copy> = (copies.into_iter())
+            .map(|g| self.copy_of(message, &facts, g, Via::One(g.identifier)))
+            .collect();
+        let awaiting = copies.iter().filter(|c| c.awaits_ack()).count();
+        self.position_handled(message, awaiting > 0);
+        for _ in 1..awaiting {
+            self.position_awaits_another(message);
+        }
+        (copies.into_iter())
+            .map(|copy| self.write_copy(out, message, copy))
+            .sum()
+    }
+
+    /// What the copy of `message` through a subscription granted `granted` does.
+    fn copy_of(
+        &mut self,
+        message: &SharedMessage,
+        facts: &Facts,
+        granted: Granted,
+        via: Via,
+    ) -> Copy {
         // What a resumed wildcard filter missed is replayed at QoS 1 and 2 only (QoS 0 is not
         // kept for an offline session, as Mosquitto's default): `crate::session`.
-        let missed_qos0 = replayed
-            && granted.qos.min(origin.qos) == QoS::AtMostOnce
-            && self.replaying_for_filter(&message.channel);
-        let skipped = (granted.no_local && origin.is_client(self.claim.client_id()))
-            || missed_qos0
-            || (retained && outgoing.clear)
-            || outgoing.props.expiry_at_ms.is_some_and(|at| at <= now_ms());
-        let retain = retained || (granted.retain_as_published && outgoing.retain);
-        drop(outgoing);
+        let missed_qos0 =
+            facts.for_filter && granted.qos.min(facts.published_qos) == QoS::AtMostOnce;
+        let skipped = (granted.no_local && facts.own) || missed_qos0 || facts.dropped;
+        let retain = facts.retained || (granted.retain_as_published && facts.published_retain);
         let resend = match granted.qos {
             QoS::AtMostOnce => None,
-            _ => self.outbound.resend_of(message),
+            qos => self.outbound.resend_of(message, qos),
         };
         if skipped {
-            self.position_handled(message, false);
-            return 0;
+            return Copy::Skipped;
         }
-        let (qos, id, dup) = match resend {
+        let send = match resend {
             Some((id, qos)) => (qos, Some(id), true),
             // The lower of the QoS it was published with and the granted one [MQTT-3.8.4-8].
-            None => (granted.qos.min(origin.qos), None, false),
+            None => (granted.qos.min(facts.published_qos), None, false),
         };
-        if qos == QoS::AtMostOnce {
-            self.position_handled(message, false);
-            return self.write_publish(out, message, retain, None);
+        if send.0 == QoS::ExactlyOnce
+            && send.1.is_none()
+            && facts.resuming
+            && self.outbound.received_before(message)
+        {
+            // Its PUBREC came before the session resumed: its PUBREL goes again instead.
+            return Copy::Skipped;
         }
-        self.position_handled(message, true);
+        Copy::Publish {
+            retain,
+            send: (send.0 != QoS::AtMostOnce).then_some(send),
+            via,
+        }
+    }
+
+    /// Writes one copy of `message` whose position was handled (or keeps it waiting).
+    fn write_copy(&mut self, out: &mut Vec<u8>, message: &SharedMessage, copy: Copy) -> usize {
+        let Copy::Publish { retain, send, via } = copy else {
+            return 0;
+        };
+        let Some((qos, id, dup)) = send else {
+            return self.write_publish(out, message, retain, None, via);
+        };
         // Handed to another member of its group should the connection end unacknowledged.
         self.subscriptions.shared.track(message);
         if qos == QoS::ExactlyOnce && id.is_none() && self.persist.is_some() {
@@ -113,6 +223,7 @@ impl MqttWire {
                 id: Some(id),
                 dup: false,
                 persist,
+                via,
             });
             return 0;
         }
@@ -124,10 +235,11 @@ impl MqttWire {
                 id,
                 dup,
                 persist: 0,
+                via,
             });
             return 0;
         }
-        self.write_publish(out, message, retain, Some((qos, id, dup)))
+        self.write_publish(out, message, retain, Some((qos, id, dup)), via)
     }
 
     /// Sends what waited (for the window, or for its packet id to be stored) as far as it may
@@ -135,24 +247,26 @@ impl MqttWire {
     pub(crate) fn write_waiting(&mut self, out: &mut Vec<u8>, cuts: &mut Vec<usize>) {
         while let Some(w) = self.outbound.next_ready() {
             let send = (w.qos, w.id, w.dup);
-            if self.write_publish(out, &w.message, w.retain, Some(send)) > 0 {
+            if self.write_publish(out, &w.message, w.retain, Some(send), w.via) > 0 {
                 cuts.push(out.len());
             }
         }
     }
 
     /// Appends the PUBLISH of `message` to `out`, at QoS 0 (`send` is `None`) or as `send`
-    /// says, recording it in flight; returns its length. A message that cannot be sent (over
-    /// the client's Maximum Packet Size) is dropped and counts as acknowledged.
+    /// says, with the Subscription Identifiers `via` says, recording it in flight; returns its
+    /// length. A message that cannot be sent (over the client's Maximum Packet Size) is dropped
+    /// and counts as acknowledged.
     pub(crate) fn write_publish(
         &mut self,
         out: &mut Vec<u8>,
         message: &SharedMessage,
         retain: bool,
         send: Option<Send>,
+        via: Via,
     ) -> usize {
         let expiry = outbound::outgoing(message).props.expiry_at_ms;
-        let extras = self.extras(message);
+        let extras = self.extras(message, via);
         let written = if let (ProtocolVersion::V5, Some(at)) = (self.version, expiry) {
             self.write_expiring(out, message, retain, send, at, extras)
         } else {
@@ -177,15 +291,19 @@ impl MqttWire {
         }
     }
 
-    /// What this connection adds to `message`'s PUBLISH (v5): the Subscription Identifiers of
-    /// its matching subscriptions (the Topic Alias is set as it is written, [`Self::alias_for`]).
-    fn extras(&self, message: &SharedMessage) -> Extras {
+    /// What this connection adds to `message`'s PUBLISH (v5): the Subscription Identifiers
+    /// `via` says (the Topic Alias is set as it is written, [`Self::alias_for`]).
+    fn extras(&self, message: &SharedMessage, via: Via) -> Extras {
         if self.version != ProtocolVersion::V5 {
             return Extras::default();
         }
+        let identifiers = match via {
+            Via::AllMatching => self.subscriptions.identifiers(&message.channel),
+            Via::One(identifier) => identifier.into_iter().collect(),
+        };
         Extras {
             alias: None,
-            identifiers: self.subscriptions.identifiers(&message.channel),
+            identifiers,
         }
     }
 

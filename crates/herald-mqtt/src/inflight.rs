@@ -28,6 +28,7 @@ use herald_core::message::SharedMessage;
 use herald_core::ChannelName;
 
 use crate::packet::QoS;
+use crate::subscriptions::Via;
 
 /// A message waiting to be sent: for room in the window, or for its packet id to be stored.
 pub(crate) struct Waiting {
@@ -43,6 +44,8 @@ pub(crate) struct Waiting {
     pub(crate) dup: bool,
     /// The store write of its packet id it waits for (0: none).
     pub(crate) persist: u64,
+    /// The Subscription Identifiers it carries (v5): its subscription's, or every matching one's.
+    pub(crate) via: Via,
 }
 
 /// A QoS 1 or 2 PUBLISH sent (or about to be sent again) and not yet acknowledged.
@@ -205,17 +208,32 @@ impl Outbound {
     }
 
     /// The id `message` was sent with before, if it is a resumed session's message sent
-    /// again: taken out of the reserved ids, with its QoS.
-    pub(crate) fn resend_of(&mut self, message: &SharedMessage) -> Option<(NonZeroU16, QoS)> {
+    /// again: taken out of the reserved ids, with its QoS. A message sent as several copies
+    /// (one per subscription, v5) has an id per copy: a copy at `qos` takes one sent at that
+    /// QoS first, else any.
+    pub(crate) fn resend_of(
+        &mut self,
+        message: &SharedMessage,
+        qos: QoS,
+    ) -> Option<(NonZeroU16, QoS)> {
         if self.reserved.is_empty() {
             return None;
         }
-        let at = self
-            .reserved
-            .iter()
-            .position(|s| s.seq == message.seq && s.channel == message.channel)?;
+        let of_message = |s: &Sent| s.seq == message.seq && s.channel == message.channel;
+        let at = (self.reserved.iter())
+            .position(|s| of_message(s) && s.qos == qos)
+            .or_else(|| self.reserved.iter().position(of_message))?;
         let sent = self.reserved.remove(at);
         Some((sent.id, sent.qos))
+    }
+
+    /// Whether the client received `message` at QoS 2 already (PUBREC came; its PUBREL is
+    /// awaiting PUBCOMP): a resumed session's copy of it that finds no id reserved
+    /// ([`Outbound::resend_of`]) is that copy, and is not sent again [MQTT-4.3.3-1].
+    pub(crate) fn received_before(&self, message: &SharedMessage) -> bool {
+        self.awaiting
+            .iter()
+            .any(|s| s.released && s.seq == message.seq && s.channel == message.channel)
     }
 
     /// Every packet in flight and reserved (for a persistent session that ends).
@@ -445,6 +463,7 @@ mod tests {
             id: None,
             dup: false,
             persist: 0,
+            via: Via::AllMatching,
         }
     }
 
@@ -488,8 +507,15 @@ mod tests {
         });
         out.next = u16::MAX;
         assert_eq!(out.free_id(), id(3), "65535 and 1 in flight, 2 reserved");
-        assert_eq!(out.resend_of(&message(9)), Some((id(2), QoS::AtLeastOnce)));
-        assert_eq!(out.resend_of(&message(9)), None, "taken once");
+        assert_eq!(
+            out.resend_of(&message(9), QoS::AtLeastOnce),
+            Some((id(2), QoS::AtLeastOnce))
+        );
+        assert_eq!(
+            out.resend_of(&message(9), QoS::AtLeastOnce),
+            None,
+            "taken once"
+        );
     }
 
     #[test]

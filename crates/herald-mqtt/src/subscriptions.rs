@@ -6,18 +6,24 @@
 //! vector sorted by channel like the session's, a few bytes per entry, and a filter string with
 //! its options per wildcard subscription.
 //!
-//! **One delivery per message.** A message may match the channel's exact subscription and
-//! several filters. Core queues it once to the connection (through the exact subscription if
-//! there is one, else once for all its filters), and [`Subscriptions::get`] says what it goes
-//! out with: the highest QoS granted among the matching subscriptions, Retain As Published if
-//! any asked for it, No Local only if all did. That is what Mosquitto does; MQTT 5.0 3.3.4
-//! also allows one copy per matching subscription. A shared subscription (`crate::shared`)
-//! counts among them for a message its group gave this connection.
+//! **A copy per subscription for MQTT 5, one delivery for 3.1.1.** A message may match the
+//! channel's exact subscription and several filters. Core queues it once to the connection
+//! (through the exact subscription if there is one, else once for all its filters). A v5
+//! connection sends it once per matching subscription ([`Subscriptions::copies`], as Mosquitto
+//! 2.0 does; MQTT 5.0 3.3.4): each copy at that subscription's QoS (the lower of it and the
+//! message's), with that subscription's Retain As Published and No Local, and its Subscription
+//! Identifier only [MQTT-3.3.4-5]. A 3.1.1 connection sends it once ([`Subscriptions::get`]):
+//! the highest QoS granted among the matching subscriptions, Retain As Published if any asked
+//! for it, No Local only if all did (3.1.1 and Mosquitto's default for v3; MQTT 5.0 3.3.4 allows
+//! either). Two cases keep the one delivery on v5 too: a retained message sent on SUBSCRIBE
+//! (it answers that SUBSCRIBE, not the others), and a channel a shared subscription
+//! (`crate::shared`) of the connection matches as well (core queues its group's message apart
+//! from the connection's own, and the frame does not say which one it is).
 //!
 //! **Subscription Identifiers** (v5, MQTT 5.0 3.8.2.1.2): each subscription keeps the
-//! identifier of the SUBSCRIBE that made (or last replaced) it, and the one copy of a message
-//! carries the identifiers of every matching subscription that has one
-//! ([`Subscriptions::identifiers`], [MQTT-3.3.4-3], [MQTT-3.3.4-5]).
+//! identifier of the SUBSCRIBE that made (or last replaced) it. A copy carries its
+//! subscription's; the one delivery carries the identifiers of every matching subscription that
+//! has one ([`Subscriptions::identifiers`], [MQTT-3.3.4-3], [MQTT-3.3.4-5]).
 //!
 //! **Retained messages of a SUBSCRIBE** (wildcard or exact) meet live ones in a window kept
 //! beside the filters' registration (`retained_window.rs`): each message goes out once, in
@@ -75,6 +81,15 @@ impl Granted {
             identifier: self.identifier.or(other.identifier),
         }
     }
+}
+
+/// Which Subscription Identifiers a PUBLISH of a message carries (v5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Via {
+    /// The one delivery for every matching subscription: all their identifiers.
+    AllMatching,
+    /// One subscription's copy: its identifier, if it has one.
+    One(Option<NonZeroU32>),
 }
 
 /// A connection's subscriptions by channel, and its wildcard filters.
@@ -216,6 +231,32 @@ impl Subscriptions {
             .chain(self.shared.matching(channel))
             .chain(exact)
             .reduce(Granted::with)
+    }
+
+    /// The subscriptions a v5 connection sends a message of `channel` through, one copy each,
+    /// lowest QoS first (so a conforming client's in-order acknowledgements settle every copy
+    /// of a message before it completes a QoS 2 one): the exact subscription, then the filters
+    /// in the order made. `None` (no allocation) when fewer than two match, or when a shared
+    /// subscription matches too (see the module doc): the message then goes out once, as
+    /// [`Subscriptions::get`] says.
+    pub(crate) fn copies(&self, channel: &ChannelName) -> Option<Vec<Granted>> {
+        if self.filters.is_empty() {
+            return None;
+        }
+        let mut matching = self.exact(channel).into_iter().chain(
+            self.filters
+                .iter()
+                .filter(|(f, _)| f.matches_local(channel.public()))
+                .map(|(_, g)| *g),
+        );
+        let (first, second) = (matching.next()?, matching.next()?);
+        if self.shared.matching(channel).next().is_some() {
+            return None;
+        }
+        let mut copies = vec![first, second];
+        copies.extend(matching);
+        copies.sort_by_key(|g| g.qos);
+        Some(copies)
     }
 
     /// The Subscription Identifiers of every subscription matching `channel` (exact, wildcard,
@@ -421,6 +462,38 @@ mod tests {
         assert_eq!(subs.len(), 2);
         drop(subs);
         assert_eq!(registry.count(&app), 0, "dropped with the connection");
+    }
+
+    #[test]
+    fn a_v5_copy_goes_through_each_matching_subscription_lowest_qos_first() {
+        let registry = FilterRegistry::new();
+        let app = AppId::default_app();
+        let outbox = Outbox::new(1 << 20);
+        let mut subs = Subscriptions::default();
+        let with = |qos: QoS, n: u32| Granted {
+            identifier: NonZeroU32::new(n),
+            ..granted(qos)
+        };
+        let ab = ChannelName::parse("a/b").unwrap();
+        subs.insert(ab.clone(), with(QoS::ExactlyOnce, 1));
+        assert_eq!(subs.copies(&ab), None, "one subscription: one delivery");
+        let add = |subs: &mut Subscriptions, f: &str, g: Granted| {
+            let filter = TopicFilter::parse(f).unwrap();
+            subs.insert_filter(filter, g, &registry, (&app, &outbox, None))
+        };
+        add(&mut subs, "a/#", with(QoS::AtLeastOnce, 2));
+        add(&mut subs, "x/#", with(QoS::AtMostOnce, 3));
+        add(&mut subs, "+/b", with(QoS::AtMostOnce, 4));
+        assert_eq!(
+            subs.copies(&ab),
+            Some(vec![
+                with(QoS::AtMostOnce, 4),
+                with(QoS::AtLeastOnce, 2),
+                with(QoS::ExactlyOnce, 1)
+            ])
+        );
+        assert_eq!(subs.copies(&ChannelName::parse("a/c").unwrap()), None);
+        assert_eq!(subs.copies(&ChannelName::parse("x/y").unwrap()), None);
     }
 
     #[test]

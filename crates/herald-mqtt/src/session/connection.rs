@@ -474,6 +474,16 @@ impl MqttWire {
         }
     }
 
+    /// `message`, just handled awaiting an acknowledgement ([`Self::position_handled`]), awaits
+    /// one more: it went out as several copies (v5, one per subscription).
+    pub(crate) fn position_awaits_another(&mut self, message: &SharedMessage) {
+        if let Some(persist) = self.persist.as_mut() {
+            persist
+                .positions
+                .awaits_another(&message.channel, message.seq);
+        }
+    }
+
     /// The message `seq` of `channel` was acknowledged (PUBACK, PUBREC) or dropped.
     pub(crate) fn position_acknowledged(&mut self, channel: &ChannelName, seq: u64) {
         let Some(persist) = self.persist.as_mut() else {

@@ -105,6 +105,18 @@ impl Positions {
         track.moved()
     }
 
+    /// The message `seq` of `channel`, just handled ([`Positions::handled`]), awaits one more
+    /// acknowledgement: a v5 connection sent it as several copies (one per subscription,
+    /// `crate::subscriptions`), and the position passes it once every copy is acknowledged.
+    pub(crate) fn awaits_another(&mut self, channel: &ChannelName, seq: u64) {
+        if let Ok(at) = self.find(channel) {
+            let track = &mut self.0[at].1;
+            if track.last == seq {
+                track.awaiting.push(seq);
+            }
+        }
+    }
+
     /// The message `seq` of `channel` was acknowledged. Returns the new position if it moved.
     pub(crate) fn acknowledged(&mut self, channel: &ChannelName, seq: u64) -> Option<(Epoch, u64)> {
         let at = self.find(channel).ok()?;
@@ -135,6 +147,18 @@ mod tests {
         assert_eq!(p.acknowledged(&news(), 6), Some((e.clone(), 8)));
         assert_eq!(p.acknowledged(&news(), 6), None, "acknowledged once");
         assert_eq!(p.handled(&news(), &e, 8, false), None, "already handled");
+    }
+
+    #[test]
+    fn a_message_sent_as_several_copies_is_passed_once_each_is_acknowledged() {
+        let (mut p, e) = (Positions::default(), Epoch::new("e"));
+        p.follow(&news(), &e, 4);
+        assert_eq!(p.handled(&news(), &e, 5, true), None);
+        p.awaits_another(&news(), 5);
+        p.awaits_another(&news(), 4);
+        assert_eq!(p.acknowledged(&news(), 5), None, "one copy still awaits");
+        assert_eq!(p.acknowledged(&news(), 5), Some((e.clone(), 5)));
+        assert_eq!(p.acknowledged(&news(), 5), None, "no third copy");
     }
 
     #[test]

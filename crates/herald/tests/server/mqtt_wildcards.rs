@@ -1,8 +1,8 @@
 //! MQTT wildcard subscriptions (`+`, `#`) end to end: `mosquitto_sub` and Paho of both versions
 //! receiving HTTP and MQTT publishes through filters, never a `$` topic through a leading
 //! wildcard, encoded channels matched by their topic, the token's patterns deciding who may
-//! subscribe to a filter, the anonymous deny rules checked per delivery, one delivery per
-//! message whatever number of subscriptions match, retained messages of existing channels, and
+//! subscribe to a filter, the anonymous deny rules checked per delivery, a copy per matching
+//! subscription in v5 and one delivery in 3.1.1, retained messages of existing channels, and
 //! UNSUBSCRIBE ending delivery (a raw client, herald-mqtt's codec on a socket, for what must be
 //! seen packet by packet).
 
@@ -221,81 +221,95 @@ async fn a_token_subscribes_to_a_filter_only_if_its_patterns_cover_every_channel
 }
 
 #[tokio::test]
-async fn overlapping_subscriptions_deliver_once_and_unsubscribe_stops_delivery() {
-    let server = Server::builder().mqtt().start().await;
-    let mqtt = server.mqtt_addr();
-    let (mut raw, connack) = Raw::connect(mqtt, ProtocolVersion::V5, Some(API_KEY), 30).await;
-    assert!(connack.properties.wildcard_subscription_available);
-    raw.send(&subscribe(
-        1,
-        &[
-            ("a/b", QoS::AtMostOnce),
-            ("a/+", QoS::AtMostOnce),
-            ("a/#", QoS::AtLeastOnce),
-            ("z", QoS::AtMostOnce),
-        ],
-    ))
-    .await;
-    assert_eq!(
-        suback(&mut raw).await,
-        [
-            ReasonCode::GrantedQoS0,
-            ReasonCode::GrantedQoS0,
-            ReasonCode::GrantedQoS1,
-            ReasonCode::GrantedQoS0
-        ]
-    );
-    server.publish("a/b", json!(1)).await;
-    server.publish("a", json!(2)).await;
-    server.publish("z", json!(3)).await;
-    let got = [
-        next_publish(&mut raw).await,
-        next_publish(&mut raw).await,
-        next_publish(&mut raw).await,
-    ];
-    let got: Vec<(&str, &str, QoS)> = got
-        .iter()
-        .map(|(t, p, q, _)| (t.as_str(), p.as_str(), *q))
-        .collect();
-    assert_eq!(
-        got,
-        [
-            ("a/b", "1", QoS::AtLeastOnce),
-            ("a", "2", QoS::AtLeastOnce),
-            ("z", "3", QoS::AtMostOnce)
-        ],
-        "a/b once (three subscriptions match it) at the highest QoS; a/# matches a"
-    );
-    raw.send(&Packet::Unsubscribe(Unsubscribe {
-        packet_id: NonZeroU16::new(2).unwrap(),
-        properties: UnsubscribeProperties::default(),
-        filters: ["a/+", "a/#", "a/b", "x/#"]
-            .iter()
-            .map(|f| TopicFilter::new(*f).unwrap())
-            .collect(),
-    }))
-    .await;
-    match raw.next().await {
-        Some(Packet::UnsubAck(ack)) => assert_eq!(
-            ack.reason_codes,
+async fn overlapping_subscriptions_deliver_a_copy_each_in_v5_once_in_3_1_1_and_unsubscribe_stops_delivery(
+) {
+    for version in [ProtocolVersion::V5, ProtocolVersion::V311] {
+        // A server each: the first's messages would be the second's retained ones.
+        let server = Server::builder().mqtt().start().await;
+        let mqtt = server.mqtt_addr();
+        let (mut raw, connack) = Raw::connect(mqtt, version, Some(API_KEY), 30).await;
+        if version == ProtocolVersion::V5 {
+            assert!(connack.properties.wildcard_subscription_available);
+        }
+        raw.send(&subscribe(
+            1,
+            &[
+                ("a/b", QoS::AtMostOnce),
+                ("a/+", QoS::AtMostOnce),
+                ("a/#", QoS::AtLeastOnce),
+                ("z", QoS::AtMostOnce),
+            ],
+        ))
+        .await;
+        assert_eq!(
+            suback(&mut raw).await,
             [
-                ReasonCode::Success,
-                ReasonCode::Success,
-                ReasonCode::Success,
-                ReasonCode::NoSubscriptionExisted
+                ReasonCode::GrantedQoS0,
+                ReasonCode::GrantedQoS0,
+                ReasonCode::GrantedQoS1,
+                ReasonCode::GrantedQoS0
             ]
-        ),
-        other => panic!("expected UNSUBACK, got {other:?}"),
+        );
+        server.publish("a/b", json!(1)).await;
+        server.publish("a", json!(2)).await;
+        server.publish("z", json!(3)).await;
+        // v5: a/b once per matching subscription, each at its QoS (lowest first); 3.1.1: once,
+        // at the highest QoS. a/# matches a.
+        let expected: &[(&str, &str, QoS)] = match version {
+            ProtocolVersion::V5 => &[
+                ("a/b", "1", QoS::AtMostOnce),
+                ("a/b", "1", QoS::AtMostOnce),
+                ("a/b", "1", QoS::AtLeastOnce),
+                ("a", "2", QoS::AtLeastOnce),
+                ("z", "3", QoS::AtMostOnce),
+            ],
+            ProtocolVersion::V311 => &[
+                ("a/b", "1", QoS::AtLeastOnce),
+                ("a", "2", QoS::AtLeastOnce),
+                ("z", "3", QoS::AtMostOnce),
+            ],
+        };
+        let mut got = Vec::new();
+        for _ in expected {
+            got.push(next_publish(&mut raw).await);
+        }
+        let got: Vec<(&str, &str, QoS)> = got
+            .iter()
+            .map(|(t, p, q, _)| (t.as_str(), p.as_str(), *q))
+            .collect();
+        assert_eq!(got, expected, "{version:?}");
+        raw.send(&Packet::Unsubscribe(Unsubscribe {
+            packet_id: NonZeroU16::new(2).unwrap(),
+            properties: UnsubscribeProperties::default(),
+            filters: ["a/+", "a/#", "a/b", "x/#"]
+                .iter()
+                .map(|f| TopicFilter::new(*f).unwrap())
+                .collect(),
+        }))
+        .await;
+        match raw.next().await {
+            Some(Packet::UnsubAck(ack)) if version == ProtocolVersion::V5 => assert_eq!(
+                ack.reason_codes,
+                [
+                    ReasonCode::Success,
+                    ReasonCode::Success,
+                    ReasonCode::Success,
+                    ReasonCode::NoSubscriptionExisted
+                ]
+            ),
+            Some(Packet::UnsubAck(_)) => {}
+            other => panic!("expected UNSUBACK, got {other:?}; {}", raw.why_closed()),
+        }
+        server.publish("a/b", json!(4)).await;
+        server.publish("a/c", json!(5)).await;
+        server.publish("z", json!(6)).await;
+        let (topic, payload, _, _) = next_publish(&mut raw).await;
+        assert_eq!(
+            (topic.as_str(), payload.as_str()),
+            ("z", "6"),
+            "nothing through the filters once unsubscribed ({version:?})"
+        );
     }
-    server.publish("a/b", json!(4)).await;
-    server.publish("a/c", json!(5)).await;
-    server.publish("z", json!(6)).await;
-    let (topic, payload, _, _) = next_publish(&mut raw).await;
-    assert_eq!(
-        (topic.as_str(), payload.as_str()),
-        ("z", "6"),
-        "nothing through the filters once unsubscribed"
-    );
 }
 
 #[tokio::test]
