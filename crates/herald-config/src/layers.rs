@@ -172,6 +172,10 @@ pub(super) const KEYS: &[Key] = &[
     ),
     key("mqtt.sys_interval", &["HERALD_MQTT_SYS_INTERVAL"]),
     key("mqtt.allow_anonymous", &["HERALD_MQTT_ALLOW_ANONYMOUS"]),
+    key(
+        "mqtt.anonymous_ignores_unknown_passwords",
+        &["HERALD_MQTT_ANONYMOUS_IGNORES_UNKNOWN_PASSWORDS"],
+    ),
     key("mqtt.anonymous_app", &["HERALD_MQTT_ANONYMOUS_APP"]),
     key("mqtt.anonymous_rules", &["HERALD_MQTT_ANONYMOUS_RULES"]),
     key(

@@ -39,6 +39,7 @@ pub(super) const MQTT_KEYS: &[&str] = &[
     "max_offline_channels_per_filter",
     "sys_interval",
     "allow_anonymous",
+    "anonymous_ignores_unknown_passwords",
     "anonymous_app",
     "anonymous_rules",
 ];
@@ -176,9 +177,25 @@ impl Layers {
             // Whole seconds, as the session expiry's (`10`, `"10s"`, `"1m"`); 0: off.
             sys_interval: self.get("mqtt.sys_interval", d.sys_interval, session_expiry)?,
             allow_anonymous: self.get("mqtt.allow_anonymous", d.allow_anonymous, boolean)?,
+            anonymous_ignores_unknown_passwords: self.get(
+                "mqtt.anonymous_ignores_unknown_passwords",
+                d.anonymous_ignores_unknown_passwords,
+                boolean,
+            )?,
             anonymous_app: self.get("mqtt.anonymous_app", d.anonymous_app, app_id)?,
             anonymous_rules: self.anonymous_rules()?,
         };
+        if settings.anonymous_ignores_unknown_passwords && !settings.allow_anonymous {
+            let what = "mqtt.anonymous_ignores_unknown_passwords";
+            return Err(ConfigError::Invalid {
+                what: what.into(),
+                value: " true".into(),
+                origin: self.origin(what),
+                reason: "needs mqtt.allow_anonymous (it lets a password that is no Herald \
+                         credential connect anonymously)"
+                    .into(),
+            });
+        }
         Ok(MqttPort {
             listen: self.get("mqtt_listen", None, address)?,
             tls,
@@ -415,6 +432,24 @@ mod tests {
         };
         let c = load(None, &[("HERALD_MQTT_TLS", "true")], flags).unwrap();
         assert!(!c.mqtt.tls, "the flag turns the environment's off");
+    }
+
+    #[test]
+    fn anonymous_ignores_unknown_passwords_needs_the_anonymous_mode() {
+        let file = "[mqtt]\nallow_anonymous = true\nanonymous_ignores_unknown_passwords = true\n";
+        let c = load(Some(file), &[], ConfigFlags::default()).unwrap();
+        assert!(c.mqtt.settings.anonymous_ignores_unknown_passwords);
+        let env = [("HERALD_MQTT_ANONYMOUS_IGNORES_UNKNOWN_PASSWORDS", "no")];
+        let c = load(Some(file), &env, ConfigFlags::default()).unwrap();
+        assert!(!c.mqtt.settings.anonymous_ignores_unknown_passwords);
+        let env = [("HERALD_MQTT_ANONYMOUS_IGNORES_UNKNOWN_PASSWORDS", "true")];
+        let e = err(None, &env, ConfigFlags::default());
+        assert!(
+            e.contains("mqtt.anonymous_ignores_unknown_passwords")
+                && e.contains("HERALD_MQTT_ANONYMOUS_IGNORES_UNKNOWN_PASSWORDS")
+                && e.contains("needs mqtt.allow_anonymous"),
+            "{e}"
+        );
     }
 
     #[test]

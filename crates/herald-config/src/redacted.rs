@@ -316,6 +316,11 @@ impl Config {
                 Some(Value::from(mq.allow_anonymous)),
                 "",
             ),
+            (
+                "mqtt.anonymous_ignores_unknown_passwords",
+                Some(Value::from(mq.anonymous_ignores_unknown_passwords)),
+                "",
+            ),
             ("mqtt.anonymous_app", text(&mq.anonymous_app), ""),
             (
                 "mqtt.anonymous_rules",

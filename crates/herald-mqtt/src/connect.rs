@@ -15,7 +15,10 @@
 //!   publish and subscribe anywhere in it), checked first, or else a client token of that app
 //!   (its channel patterns are the client's permissions). Without a password the client is anonymous,
 //!   allowed only with `mqtt.allow_anonymous`, in `mqtt.anonymous_app` under its rules
-//!   ([`crate::access`]). Refusals: no credentials, 0x87 Not authorized (3.1.1: 0x05); bad ones,
+//!   ([`crate::access`]); with `mqtt.anonymous_ignores_unknown_passwords` too, so is a client
+//!   whose password is not shaped like a credential ([`looks_like_credential`]), as Mosquitto
+//!   takes any password with `allow_anonymous` and no password file. Refusals: no
+//!   credentials, 0x87 Not authorized (3.1.1: 0x05); bad ones (a token or key that fails),
 //!   0x86 Bad User Name or Password (3.1.1: 0x04), each with a reason string in v5. Enhanced
 //!   authentication (v5 Authentication Method) is not offered: 0x8C Bad authentication method.
 //! - **CONNACK** (v5) announces what the server holds the client to: Receive Maximum, Maximum
@@ -228,6 +231,17 @@ async fn authenticate(
         }
         return anonymous(settings);
     };
+    let ignored = settings.allow_anonymous && settings.anonymous_ignores_unknown_passwords;
+    if ignored
+        && !looks_like_credential(password)
+        && (std::str::from_utf8(password).ok())
+            .and_then(|key| edge.api_keys.check(key))
+            .is_none()
+    {
+        // No credential of Herald's (nor a configured API key of another form): the client
+        // is anonymous, as without a password.
+        return anonymous(settings);
+    }
     let password = std::str::from_utf8(password)
         .map_err(|_| bad("the password is not UTF-8 text (a token or an API key)".into()))?;
     // A publisher API key whatever it looks like (a configured `api_key` may be any 16 bytes
@@ -252,6 +266,28 @@ async fn authenticate(
         }
     }
     Ok((client, None))
+}
+
+/// Whether `password` is shaped like a Herald credential: a publisher API key (`hk_…`; a
+/// configured `api_key` of another form is one when it matches, [`authenticate`] checks that
+/// first) or a JWT (three dot-separated parts of base64url, the first not empty). Only its
+/// form is looked at: a credential of that form which fails is refused, not taken as no
+/// password (`mqtt.anonymous_ignores_unknown_passwords`).
+fn looks_like_credential(password: &[u8]) -> bool {
+    if password.starts_with(b"hk_") {
+        return true;
+    }
+    let base64url = |part: &[u8]| {
+        part.iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    };
+    let mut parts = password.split(|&b| b == b'.');
+    let (Some(header), Some(claims), Some(signature), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    !header.is_empty() && base64url(header) && base64url(claims) && base64url(signature)
 }
 
 /// The client a publisher API key of `app` acts as: every channel of the app, both ways, no
@@ -282,4 +318,32 @@ fn anonymous(settings: &MqttSettings) -> Result<Authenticated, Refusal> {
     client.app = app;
     client.publish = PatternSet::all();
     Ok((client, Some(Arc::new(rules))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::looks_like_credential;
+
+    #[test]
+    fn a_credential_is_known_by_its_form() {
+        for credential in [
+            "hk_0123456789abcdef",
+            "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln",
+            "eyJhbGciOiJub25lIn0.e30.",
+        ] {
+            assert!(looks_like_credential(credential.as_bytes()), "{credential}");
+        }
+        for junk in [
+            "secret",
+            "",
+            "a.b",
+            "a.b.c.d",
+            ".e30.x",
+            "pass word.x.y",
+            "p@ss.w.d",
+        ] {
+            assert!(!looks_like_credential(junk.as_bytes()), "{junk}");
+        }
+        assert!(!looks_like_credential(&[0xff, 0xfe]));
+    }
 }

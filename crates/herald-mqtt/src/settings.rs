@@ -98,6 +98,14 @@ pub struct MqttSettings {
     /// development mode, as Mosquitto's `allow_anonymous`). Off: such a CONNECT is refused
     /// (v5 0x87 Not authorized, 3.1.1 return code 0x05). Default false.
     pub allow_anonymous: bool,
+    /// With [`MqttSettings::allow_anonymous`]: a CONNECT whose password is not shaped like a
+    /// Herald credential (neither a JWT, three dot-separated base64url parts, nor a publisher
+    /// API key, `hk_…`) is taken as one without a password (the client is anonymous), as
+    /// Mosquitto with `allow_anonymous true` and no password file takes any password. A
+    /// password shaped like a credential that fails is refused all the same (v5 0x86 Bad User
+    /// Name or Password, 3.1.1 return code 0x04). Off (the default): every password is checked
+    /// as a credential.
+    pub anonymous_ignores_unknown_passwords: bool,
     /// The app anonymous clients belong to. Default `"default"`.
     pub anonymous_app: String,
     /// What anonymous clients may publish and subscribe to: the ordered allow and deny rules
@@ -120,6 +128,7 @@ impl Default for MqttSettings {
             max_offline_channels_per_filter: DEFAULT_MAX_OFFLINE_CHANNELS_PER_FILTER,
             sys_interval: DEFAULT_SYS_INTERVAL,
             allow_anonymous: false,
+            anonymous_ignores_unknown_passwords: false,
             anonymous_app: "default".to_owned(),
             anonymous_rules: Vec::new(),
         }
@@ -149,6 +158,7 @@ mod tests {
         assert_eq!(s.max_offline_channels_per_filter, 1000);
         assert_eq!(s.sys_interval, 10);
         assert!(!s.allow_anonymous && s.anonymous_rules.is_empty());
+        assert!(!s.anonymous_ignores_unknown_passwords);
         assert_eq!(s.anonymous_app, "default");
     }
 }

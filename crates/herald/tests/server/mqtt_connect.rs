@@ -1,7 +1,9 @@
 //! What CONNECT decides beyond the codes `mqtt_session.rs` checks: a configured publisher API
 //! key works as the password whatever it looks like, a CONNECT without a user name is in the
 //! app its credential names, and `mqtt.max_keep_alive` holds 3.1.1 clients too (which no CONNACK can tell), closing one that asked for more, or for none, after
-//! one and a half times it of silence.
+//! one and a half times it of silence. With `mqtt.anonymous_ignores_unknown_passwords`, a
+//! password that is no credential lets an anonymous client in, one shaped like a credential
+//! that fails is refused.
 
 use std::num::NonZeroU16;
 
@@ -154,4 +156,69 @@ async fn without_a_user_name_the_credential_names_its_app() {
         "{}",
         out.describe()
     );
+}
+
+#[tokio::test]
+async fn anonymous_ignores_unknown_passwords_takes_junk_as_none_and_still_refuses_bad_credentials()
+{
+    let rules = "\n[[mqtt.anonymous_rules]]\nallow = \"open/#\"\n";
+    let on = format!(
+        "[mqtt]\nallow_anonymous = true\nanonymous_ignores_unknown_passwords = true\n{rules}"
+    );
+    let off = format!("[mqtt]\nallow_anonymous = true\n{rules}");
+    let server = Server::builder().mqtt().config(&on).start().await;
+    let mqtt = server.mqtt_addr();
+    let token = server.token(&["*"], &[]);
+    let (body, signature) = token.rsplit_once('.').expect("a JWT");
+    let forged = format!("{body}.{}", signature.chars().rev().collect::<String>());
+    for version in [ProtocolVersion::V311, ProtocolVersion::V5] {
+        // Junk: anonymous, held to the anonymous rules.
+        let (mut raw, connack) = Raw::connect(mqtt, version, Some("secret"), 0).await;
+        assert_eq!(connack.reason_code, ReasonCode::Success, "{version:?}");
+        raw.send(&Packet::Subscribe(packet::Subscribe {
+            packet_id: NonZeroU16::new(1).unwrap(),
+            properties: packet::SubscribeProperties::default(),
+            filters: ["open/x", "closed/x"]
+                .iter()
+                .map(|f| {
+                    let filter = packet::TopicFilter::new(*f).unwrap();
+                    (filter, packet::SubscriptionOptions::default())
+                })
+                .collect(),
+        }))
+        .await;
+        match raw.next().await {
+            Some(Packet::SubAck(ack)) => {
+                assert_eq!(ack.reason_codes[0], ReasonCode::GrantedQoS0, "{version:?}");
+                assert_ne!(ack.reason_codes[1], ReasonCode::GrantedQoS0, "{version:?}");
+            }
+            other => panic!("expected SUBACK, got {other:?}; {}", raw.why_closed()),
+        }
+        // Shaped like a credential and failing: refused as always.
+        for bad in [forged.as_str(), "hk_0123456789abcdef0123"] {
+            let (mut raw, connack) = Raw::connect(mqtt, version, Some(bad), 0).await;
+            assert_eq!(
+                connack.reason_code,
+                ReasonCode::BadUserNameOrPassword,
+                "{version:?} {bad}"
+            );
+            assert!(
+                raw.until_closed().await.is_none(),
+                "closed after the CONNACK"
+            );
+        }
+        // A real token still is one.
+        let (_raw, connack) = Raw::connect(mqtt, version, Some(&token), 0).await;
+        assert_eq!(connack.reason_code, ReasonCode::Success, "{version:?}");
+    }
+    // Off (the default), with the anonymous mode on: junk is refused, as before.
+    let server = Server::builder().mqtt().config(&off).start().await;
+    for version in [ProtocolVersion::V311, ProtocolVersion::V5] {
+        let (_raw, connack) = Raw::connect(server.mqtt_addr(), version, Some("secret"), 0).await;
+        assert_eq!(
+            connack.reason_code,
+            ReasonCode::BadUserNameOrPassword,
+            "{version:?}"
+        );
+    }
 }
