@@ -15,7 +15,8 @@ use std::num::NonZeroU32;
 
 use herald_core::engine::SubscribeRequest;
 use herald_core::limits::Admission;
-use herald_core::outbox::CloseReason;
+use herald_core::message::SharedMessage;
+use herald_core::outbox::{CloseReason, OutFrame};
 use herald_core::{ErrorCode, HeraldError};
 
 use crate::inflight::{qos2_key, Arrival};
@@ -478,16 +479,20 @@ fn subscribe_code(e: &HeraldError) -> ReasonCode {
     }
 }
 
-/// Handles a SUBSCRIBE: each filter subscribed (or refused) in order, then one SUBACK.
+/// Handles a SUBSCRIBE: each filter subscribed (or refused) in order, then one SUBACK, then
+/// the retained messages the filters are sent, so a client reads its SUBACK first (as
+/// Mosquitto sends them; the standards also allow them before it, MQTT 5.0 3.8.4).
 async fn subscribe_to(wire: &mut MqttWire, subscribe: Subscribe) -> Option<End> {
     // Kept with each of its subscriptions (0 is refused by the codec [MQTT-3.8.2-1]); a
     // 3.1.1 SUBSCRIBE has none.
     let identifier = subscribe.properties.subscription_identifier;
     let mut codes = Vec::with_capacity(subscribe.filters.len());
     let mut reasons = Vec::new();
+    let mut after_suback = Vec::new();
     for (filter, options) in &subscribe.filters {
         let shared = filter.shared().is_some();
-        match subscribe_one(wire, filter.as_str(), shared, options, identifier).await {
+        let (id, after) = (identifier, &mut after_suback);
+        match subscribe_one(wire, filter.as_str(), shared, options, id, after).await {
             Ok(granted) => codes.push(match granted {
                 QoS::AtMostOnce => ReasonCode::GrantedQoS0,
                 QoS::AtLeastOnce => ReasonCode::GrantedQoS1,
@@ -508,17 +513,23 @@ async fn subscribe_to(wire: &mut MqttWire, subscribe: Subscribe) -> Option<End> 
         suback.properties.reason_string = wire.reason_string(reasons.join("; "));
     }
     wire.send(&Packet::SubAck(suback));
+    if !after_suback.is_empty() {
+        wire.session
+            .outbox()
+            .push_all_unbounded(after_suback.into_iter().map(OutFrame::Replayed));
+    }
     None
 }
 
-/// Subscribes one filter, with the SUBSCRIBE's Subscription Identifier; the QoS granted, or
-/// the refusal.
+/// Subscribes one filter, with the SUBSCRIBE's Subscription Identifier, adding the retained
+/// messages it is sent to `after_suback`; the QoS granted, or the refusal.
 async fn subscribe_one(
     wire: &mut MqttWire,
     filter: &str,
     shared: bool,
     options: &crate::packet::SubscriptionOptions,
     identifier: Option<NonZeroU32>,
+    after_suback: &mut Vec<SharedMessage>,
 ) -> Result<QoS, (ReasonCode, String)> {
     let refuse = |code: ReasonCode, why: String| Err((code, why));
     let granted = Granted::asked(options, identifier);
@@ -537,7 +548,8 @@ async fn subscribe_one(
     let channel = match topic_map::parse_filter(&app, filter) {
         Ok(FilterTarget::Exact(channel)) => channel,
         Ok(FilterTarget::Wildcard(_)) => {
-            return crate::wildcards::subscribe(wire, filter, options, granted).await;
+            let after = after_suback;
+            return crate::wildcards::subscribe(wire, filter, options, granted, after).await;
         }
         Err(e) => return refuse(e.subscribe_reason_code(), e.reason),
     };
@@ -589,9 +601,10 @@ async fn subscribe_one(
             let position = Some(&opened.position);
             wire.session_subscribed(filter, options, granted, &channel, position);
             if sys {
-                wire.follow_sys(filter, send_retained);
+                wire.follow_sys(filter, send_retained.then_some(after_suback));
             } else if send_retained {
-                crate::retained::send_exact(wire, &channel, opened.outcome.seq).await;
+                let head = opened.outcome.seq;
+                crate::retained::send_exact(wire, &channel, head, after_suback).await;
             }
             Ok(granted.qos)
         }

@@ -19,7 +19,6 @@
 use herald_core::engine::Engine;
 use herald_core::log::ReadFrom;
 use herald_core::message::SharedMessage;
-use herald_core::outbox::OutFrame;
 use herald_core::ChannelName;
 
 use crate::origin;
@@ -60,10 +59,16 @@ pub(crate) async fn of_channel(engine: &Engine, channel: &ChannelName) -> Option
     choose(newest, stored.ok().flatten())
 }
 
-/// Queues `channel`'s retained message for an exact SUBSCRIBE whose subscription just went live
-/// at the channel's head `head` (nothing is read for a channel that never had a message): in
-/// the connection's retained window, so that it never goes out after a newer live message.
-pub(crate) async fn send_exact(wire: &mut MqttWire, channel: &ChannelName, head: u64) {
+/// Finds `channel`'s retained message for an exact SUBSCRIBE whose subscription just went live
+/// at the channel's head `head` (nothing is read for a channel that never had a message) and
+/// adds it to `after_suback`, queued once the SUBACK is (`crate::inbound`): in the connection's
+/// retained window, so that it never goes out after a newer live message.
+pub(crate) async fn send_exact(
+    wire: &mut MqttWire,
+    channel: &ChannelName,
+    head: u64,
+    after_suback: &mut Vec<SharedMessage>,
+) {
     if head == 0 {
         return;
     }
@@ -73,9 +78,7 @@ pub(crate) async fn send_exact(wire: &mut MqttWire, channel: &ChannelName, head:
     };
     // Marked before the writer can take it: it runs only once this SUBSCRIBE is handled.
     wire.subscriptions.retained_queued_exact(&message);
-    wire.session
-        .outbox()
-        .push_all_unbounded([OutFrame::Replayed(message)]);
+    after_suback.push(message);
 }
 
 #[cfg(test)]

@@ -282,8 +282,13 @@ pub(crate) fn refuse_publish(topic: &str) -> Option<(ReasonCode, String)> {
 
 impl MqttWire {
     /// The connection subscribed to `filter`, a `$SYS/` topic or filter: it follows the tree,
-    /// and is sent the current values it matches as retained messages if `send_current`.
-    pub(crate) fn follow_sys(&mut self, filter: &str, send_current: bool) {
+    /// and the current values it matches are added to `send_current` (sent as retained
+    /// messages once the SUBACK is, `crate::inbound`), if given.
+    pub(crate) fn follow_sys(
+        &mut self,
+        filter: &str,
+        send_current: Option<&mut Vec<SharedMessage>>,
+    ) {
         let (Ok(parsed), Ok(app)) = (
             TopicFilter::parse_any(filter),
             self.session.client().map(|c| c.app.clone()),
@@ -291,10 +296,8 @@ impl MqttWire {
             return;
         };
         let current = self.sys.follow(&app, self.session.outbox(), &parsed);
-        if send_current && !current.is_empty() {
-            self.session
-                .outbox()
-                .push_all_unbounded(current.into_iter().map(OutFrame::Replayed));
+        if let Some(after_suback) = send_current {
+            after_suback.extend(current);
         }
     }
 }

@@ -47,7 +47,6 @@ use herald_core::log::{ChannelState, ReadFrom};
 use herald_core::message::{SharedMessage, StoredMessage};
 use herald_core::name::topic::filter::TopicFilter;
 use herald_core::name::topic::{encode_levels, ENCODED_PREFIX};
-use herald_core::outbox::OutFrame;
 use herald_core::pattern::{ChannelPattern, PatternSet};
 use herald_core::tenant::AppId;
 use herald_core::ChannelName;
@@ -70,12 +69,14 @@ const RETAINED_PAGE: usize = 500;
 const LOOKED_AT_PER_RETAINED: usize = 4;
 
 /// Subscribes the connection to wildcard `filter` (valid, no `$share/`) with `granted` (what
-/// the SUBSCRIBE asked); the QoS granted, or the refusal.
+/// the SUBSCRIBE asked), adding the retained messages it is sent to `after_suback` (queued once
+/// the SUBACK is, `crate::inbound`); the QoS granted, or the refusal.
 pub(crate) async fn subscribe(
     wire: &mut MqttWire,
     filter: &str,
     options: &SubscriptionOptions,
     granted: Granted,
+    after_suback: &mut Vec<SharedMessage>,
 ) -> Result<QoS, (ReasonCode, String)> {
     let parsed = allowed(wire, filter)?;
     let app = wire
@@ -107,10 +108,10 @@ pub(crate) async fn subscribe(
     // A persistent session keeps the filter with its options (`crate::session`).
     wire.session_subscribed_filter(filter, options, granted);
     if send_retained {
-        send_retained_messages(wire, &app, &parsed).await;
+        send_retained_messages(wire, &app, &parsed, after_suback).await;
     }
     if crate::sys::is_sys_topic(filter) {
-        wire.follow_sys(filter, send_retained);
+        wire.follow_sys(filter, send_retained.then_some(after_suback));
     }
     Ok(granted.qos)
 }
@@ -127,7 +128,7 @@ pub(crate) fn resume(wire: &mut MqttWire, filter: &str, granted: Granted) -> boo
     };
     register(wire, &app, parsed, granted);
     if crate::sys::is_sys_topic(filter) {
-        wire.follow_sys(filter, false);
+        wire.follow_sys(filter, None);
     }
     true
 }
@@ -196,13 +197,18 @@ pub(crate) fn unsubscribe(wire: &mut MqttWire, filter: &str) -> bool {
     held
 }
 
-/// Queues the retained message (`retained.rs`) of each channel of `app` that `filter` matches,
-/// in name order, marked in the connection's retained window so that a live copy of one goes
+/// Adds to `after_suback` the retained message (`retained.rs`) of each channel of `app` that
+/// `filter` matches, in name order, marked in the connection's retained window so that a live copy of one goes
 /// out once. The store's retained messages are all read, by prefix, up to
 /// `mqtt.max_retained_per_filter`; the newest message of another transport's channels is
 /// looked for among the first [`LISTED_PER_PREFIX`] channels of each prefix (see the module
 /// doc). A failed read leaves out what it would have found: live messages still arrive.
-async fn send_retained_messages(wire: &mut MqttWire, app: &AppId, filter: &TopicFilter) {
+async fn send_retained_messages(
+    wire: &mut MqttWire,
+    app: &AppId,
+    filter: &TopicFilter,
+    after_suback: &mut Vec<SharedMessage>,
+) {
     let max_retained = usize::from(wire.settings.max_retained_per_filter);
     if max_retained == 0 {
         return;
@@ -290,9 +296,7 @@ async fn send_retained_messages(wire: &mut MqttWire, app: &AppId, filter: &Topic
         // Marked before the writer can take them: it runs only once this SUBSCRIBE is handled.
         wire.subscriptions
             .retained_queued(found.values().map(|m| &**m));
-        wire.session
-            .outbox()
-            .push_all_unbounded(found.into_values().map(OutFrame::Replayed));
+        after_suback.extend(found.into_values());
     }
 }
 

@@ -295,7 +295,7 @@ impl MqttWire {
                         persist.follow(&channel, &opened.position, true);
                     }
                     if crate::sys::is_sys_topic(&sub.filter) {
-                        self.follow_sys(&sub.filter, false);
+                        self.follow_sys(&sub.filter, None);
                     }
                 }
                 Err(e) => {

@@ -7,7 +7,8 @@
 //! retained message published through one node of a cluster is sent on subscribe at the other;
 //! an HTTP publish (single and batch) of a `$mqtt` envelope with `"retain":true` sets or clears
 //! it as an MQTT RETAIN 1 publish does; a persistent session's wildcard filter sent an older
-//! retained message does not replay, on resume, what its channel had before the SUBSCRIBE.
+//! retained message does not replay, on resume, what its channel had before the SUBSCRIBE; a
+//! SUBSCRIBE is answered with its SUBACK before its retained messages, exact and wildcard.
 //! Raw clients (herald-mqtt's codec) see each PUBLISH and its RETAIN flag.
 
 use std::time::Duration;
@@ -405,5 +406,55 @@ async fn a_resumed_wildcard_session_replays_nothing_its_channel_had_before_the_s
             "{version:?}: only what was published after the SUBSCRIBE"
         );
         back.send(&Packet::Disconnect(Disconnect::default())).await;
+    }
+}
+
+/// The next packet `raw` reads, named for a failure message.
+async fn next_named(raw: &mut Raw) -> Packet {
+    match raw.next().await {
+        Some(packet) => packet,
+        None => panic!("the subscriber was closed; {}", raw.why_closed()),
+    }
+}
+
+#[tokio::test]
+async fn a_subscribe_is_answered_with_its_suback_before_its_retained_messages() {
+    // As Mosquitto does, and as test clients that read the SUBACK first expect (the standards
+    // also allow the retained messages first, MQTT 5.0 3.8.4): exact and wildcard filters.
+    let server = Server::builder().mqtt().start().await;
+    let addr = server.mqtt_addr();
+    for version in VERSIONS {
+        let base = format!("suback-first/{version:?}");
+        let (mut publisher, _) = Raw::connect(addr, version, Some(API_KEY), 60).await;
+        publish_stored(&mut publisher, &format!("{base}/a"), "kept a", true).await;
+        publish_stored(&mut publisher, &format!("{base}/b/c"), "kept c", true).await;
+        for (filter, expected) in [
+            (format!("{base}/a"), vec!["kept a"]),
+            (format!("{base}/#"), vec!["kept a", "kept c"]),
+        ] {
+            let (mut sub, _) = Raw::connect(addr, version, Some(API_KEY), 60).await;
+            sub.send(&crate::mqtt_shared::subscribe(
+                &filter,
+                QoS::AtMostOnce,
+                false,
+            ))
+            .await;
+            let first = next_named(&mut sub).await;
+            assert!(
+                matches!(first, Packet::SubAck(_)),
+                "{version:?} {filter}: the SUBACK first, got {first:?}"
+            );
+            let mut got = Vec::new();
+            while got.len() < expected.len() {
+                match next_named(&mut sub).await {
+                    Packet::Publish(p) => {
+                        assert!(p.retain, "{version:?} {filter}: {p:?} sent as retained");
+                        got.push(String::from_utf8_lossy(&p.payload).into_owned());
+                    }
+                    other => panic!("{version:?} {filter}: a retained PUBLISH, got {other:?}"),
+                }
+            }
+            assert_eq!(got, expected, "{version:?} {filter}");
+        }
     }
 }
