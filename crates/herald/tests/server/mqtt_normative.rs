@@ -86,13 +86,6 @@ async fn connect_persistent(
     (raw, connack.session_present)
 }
 
-/// The next packet that is not a PUBLISH (the publisher's own subscriptions get none here).
-async fn next_answer(raw: &mut Raw) -> Packet {
-    raw.next()
-        .await
-        .unwrap_or_else(|| panic!("closed; {}", raw.why_closed()))
-}
-
 #[tokio::test]
 async fn a_qos2_publish_sent_again_after_reconnecting_is_not_delivered_twice() {
     // [MQTT-4.3.3-10] (3.1.1 [MQTT-4.3.3-2]): until its PUBREL, a PUBLISH with the same packet
@@ -122,7 +115,7 @@ async fn a_qos2_publish_sent_again_after_reconnecting_is_not_delivered_twice() {
         let (mut publisher, _) = connect_persistent(&server, version, &client_id).await;
         let once = publish_at(QoS::ExactlyOnce, &topic, "once", 5, Default::default());
         publisher.send(&once).await;
-        match next_answer(&mut publisher).await {
+        match publisher.next_packet().await {
             Packet::PubRec(rec) => assert_eq!(rec.packet_id.get(), 5),
             other => panic!("{version:?}: expected PUBREC, got {other:?}"),
         }
@@ -136,14 +129,14 @@ async fn a_qos2_publish_sent_again_after_reconnecting_is_not_delivered_twice() {
         };
         again.dup = true;
         publisher.send(&Packet::Publish(again)).await;
-        match next_answer(&mut publisher).await {
+        match publisher.next_packet().await {
             Packet::PubRec(rec) => assert_eq!(rec.packet_id.get(), 5),
             other => panic!("{version:?}: expected PUBREC, got {other:?}"),
         }
         publisher
             .send(&Packet::PubRel(PubRel::new(NonZeroU16::new(5).unwrap())))
             .await;
-        match next_answer(&mut publisher).await {
+        match publisher.next_packet().await {
             Packet::PubComp(comp) => {
                 assert_eq!(comp.packet_id.get(), 5);
                 assert_eq!(
@@ -157,7 +150,7 @@ async fn a_qos2_publish_sent_again_after_reconnecting_is_not_delivered_twice() {
         publisher
             .send(&publish_with(&topic, "marker", 6, Default::default()))
             .await;
-        match next_answer(&mut publisher).await {
+        match publisher.next_packet().await {
             Packet::PubAck(ack) => assert_eq!(ack.packet_id.get(), 6),
             other => panic!("{version:?}: expected PUBACK, got {other:?}"),
         }
@@ -234,11 +227,11 @@ async fn a_qos2_message_sent_to_a_shared_subscriber_that_leaves_goes_to_no_other
             Default::default(),
         ))
         .await;
-    match next_answer(&mut publisher).await {
+    match publisher.next_packet().await {
         Packet::PubRec(rec) => assert_eq!(rec.reason_code, ReasonCode::Success, "{rec:?}"),
         other => panic!("expected PUBREC, got {other:?}"),
     }
-    match next_answer(&mut leaving).await {
+    match leaving.next_packet().await {
         Packet::Publish(p) => {
             assert_eq!(&p.payload[..], b"first");
             assert_eq!(p.qos, QoS::ExactlyOnce);
@@ -262,11 +255,11 @@ async fn a_qos2_message_sent_to_a_shared_subscriber_that_leaves_goes_to_no_other
     publisher
         .send(&publish_with(topic, "marker", 2, Default::default()))
         .await;
-    match next_answer(&mut publisher).await {
+    match publisher.next_packet().await {
         Packet::PubAck(ack) => assert_eq!(ack.packet_id.get(), 2),
         other => panic!("expected PUBACK, got {other:?}"),
     }
-    match next_answer(&mut staying).await {
+    match staying.next_packet().await {
         Packet::Publish(p) => assert_eq!(
             String::from_utf8_lossy(&p.payload),
             "marker",

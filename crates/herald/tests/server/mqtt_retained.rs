@@ -409,14 +409,6 @@ async fn a_resumed_wildcard_session_replays_nothing_its_channel_had_before_the_s
     }
 }
 
-/// The next packet `raw` reads, named for a failure message.
-async fn next_named(raw: &mut Raw) -> Packet {
-    match raw.next().await {
-        Some(packet) => packet,
-        None => panic!("the subscriber was closed; {}", raw.why_closed()),
-    }
-}
-
 #[tokio::test]
 async fn a_subscribe_is_answered_with_its_suback_before_its_retained_messages() {
     // As Mosquitto does, and as test clients that read the SUBACK first expect (the standards
@@ -439,14 +431,14 @@ async fn a_subscribe_is_answered_with_its_suback_before_its_retained_messages() 
                 false,
             ))
             .await;
-            let first = next_named(&mut sub).await;
+            let first = sub.next_packet().await;
             assert!(
                 matches!(first, Packet::SubAck(_)),
                 "{version:?} {filter}: the SUBACK first, got {first:?}"
             );
             let mut got = Vec::new();
             while got.len() < expected.len() {
-                match next_named(&mut sub).await {
+                match sub.next_packet().await {
                     Packet::Publish(p) => {
                         assert!(p.retain, "{version:?} {filter}: {p:?} sent as retained");
                         got.push(String::from_utf8_lossy(&p.payload).into_owned());

@@ -146,6 +146,12 @@ impl Raw {
         disconnect
     }
 
+    /// The next packet; a panic naming the server's last packet if the connection closed.
+    pub(crate) async fn next_packet(&mut self) -> Packet {
+        let next = self.next().await;
+        next.unwrap_or_else(|| panic!("closed; {}", self.why_closed()))
+    }
+
     pub(crate) fn why_closed(&self) -> String {
         format!(
             "the server's last packet: {}",
