@@ -211,8 +211,9 @@ pub async fn update(
     Ok(axum::Json(find_app(&api, &id).await?).into_response())
 }
 
-/// `DELETE /v1/apps/{id}`: the app, its keys, devices, receipts and usage. Its channels'
-/// messages age out of the log like any others. The default app cannot be deleted.
+/// `DELETE /v1/apps/{id}`: the app, its keys, devices, receipts and usage; its connections are
+/// closed. The store purges its channels, their messages and its retained messages right after
+/// (herald-store's `app_purge`). The default app cannot be deleted.
 pub async fn delete(
     State(api): State<Arc<Api>>,
     Path(id): Path<String>,

@@ -12,8 +12,10 @@
 //! `job_counts` (the counters per push) and `job_state` (how each change of a job's state moves
 //! them), `hooks` (webhook endpoint and queued event rows, an endpoint's room in its queue),
 //! `pusher` (Pusher credentials rows), `mqtt_sessions` (MQTT persistent sessions' rows),
-//! `retained` (retained messages' rows).
+//! `retained` (retained messages' rows), `app_purge` (what a deleted app left, deleted a step
+//! at a time).
 
+pub(crate) mod app_purge;
 pub(crate) mod audit;
 pub(crate) mod credentials;
 pub(crate) mod devices;

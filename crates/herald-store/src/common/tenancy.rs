@@ -43,6 +43,8 @@ pub(crate) fn is_key_id(key_id: &str) -> bool {
 
 /// The tables whose rows belong to an app (by their `app` column): deleting the app deletes
 /// its rows in each, in this order, in one transaction, before the `apps` row is marked deleted.
+/// Its channels, their messages and its retained messages (keyed by channel name, and as many
+/// as it published) go after it, a step at a time (`common::app_purge`).
 ///
 /// `hook_endpoints` comes before `hook_events`: on PostgreSQL, an `enqueue` holding an
 /// endpoint's row makes the deletion wait for it at the endpoint, so the events it added are

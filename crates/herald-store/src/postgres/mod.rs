@@ -12,11 +12,12 @@
 //! the age sweep), `gather` (how long the writer waits for more appends), `append` (one batch's
 //! transaction), `append_unkeyed` (a batch without idempotency keys in one statement), `read`
 //! (`read`/`state`/`list`), `retained` (each channel's retained message, written in the append's
-//! transaction),
+//! transaction), `app_purge` (a step of deleting what deleted apps left),
 //! `reachability` (whether writes work, for `/readyz`, without a query per probe), `outage`
 //! (the store going down and coming back, said once each in the log), `tenancy`, `devices`,
 //! `credentials`, `jobs`, `hooks` (webhook endpoints and their queues).
 
+mod app_purge;
 mod append;
 mod append_unkeyed;
 mod audit;
@@ -223,6 +224,23 @@ impl PostgresStore {
     #[doc(hidden)]
     pub async fn trim_expired(&self) -> Result<usize, StoreError> {
         self.trim_expired_at(now_millis()).await
+    }
+
+    /// Runs one step of the deleted apps' purge now (`common::app_purge`) and returns the rows
+    /// it deleted or changed: 0 once no deleted app has anything left. The writer does this by
+    /// itself after an app's deletion and at each sweep; this exists for tests and tools.
+    #[doc(hidden)]
+    pub async fn purge_deleted_apps(&self) -> Result<usize, StoreError> {
+        self.ask(|reply| Request::PurgeDeletedApps { reply: Some(reply) })
+            .await
+    }
+
+    /// Asks the writer to start purging what deleted apps left (`common::app_purge`), without
+    /// waiting for it.
+    pub(crate) fn want_purge(&self) {
+        if let Some(sender) = self.requests.lock().as_ref() {
+            let _ = sender.send(Request::PurgeDeletedApps { reply: None });
+        }
     }
 }
 

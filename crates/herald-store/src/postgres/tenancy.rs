@@ -2,7 +2,8 @@
 //! semantics (`crate::sqlite::tenancy`; rows read by `crate::common::tenancy`). Each write is one
 //! transaction on a pooled connection. Usage counters are added in the database (`published =
 //! published + $n`), so several nodes writing their own counts add up. Deleting an app removes
-//! everything kept for it in one transaction.
+//! everything kept for it by app in one transaction; its channels, messages and retained
+//! messages go after it, a step at a time (`common::app_purge`).
 
 use async_trait::async_trait;
 use herald_core::log::StoreError;
@@ -101,6 +102,10 @@ impl Tenancy for PostgresStore {
             .await
             .map_err(pg_error)?;
         tx.commit().await.map_err(pg_error)?;
+        if n == 1 {
+            // Its channels, messages and retained messages go a step at a time.
+            self.want_purge();
+        }
         Ok(n == 1)
     }
 

@@ -13,6 +13,10 @@
 //! deletes a chunk of finished provider jobs of long-expired pushes. It exits when every sender
 //! is gone, after finishing what was queued.
 //!
+//! Between batches it also purges what deleted apps left (their channels, messages and
+//! retained messages), a short step at a time, every 250 ms while steps find something
+//! (`common::app_purge`).
+//!
 //! A batch or sweep that fails because the database cannot be reached (or is out of space) is
 //! only a DEBUG line: the store's outage log (`super::outage`) says the outage once.
 
@@ -24,6 +28,7 @@ use herald_core::log::{CommitSink, StoreError};
 use herald_core::message::now_millis;
 use tokio::sync::mpsc;
 
+use super::app_purge;
 use super::append::{self, Committed, Requested};
 use super::append_unkeyed;
 use super::gather::{Batch, Gather};
@@ -31,6 +36,7 @@ use super::jobs::prune_expired_chunk;
 use super::reachability::Reachability;
 use super::{pg_error, pool_failure, retained, PostgresOptions};
 use crate::common;
+use crate::common::app_purge::PurgeSchedule;
 use crate::common::jobs::{DONE_JOBS_KEPT_AFTER_EXPIRY_MS, PRUNE_CHUNK};
 use crate::common::retained::{SweepCursor, SWEEP_PAGES};
 use crate::common::values::{seq_from_db, seq_to_db};
@@ -52,6 +58,9 @@ pub(crate) enum Request {
     Append(AppendRequest),
     /// Sweep expired messages now, as if the time were `now_ms`; replies with rows deleted.
     TrimExpired { now_ms: i64, reply: Reply<usize> },
+    /// Purge what deleted apps left: one step now, answering the rows it deleted or changed
+    /// (`Some`), or steps from now on until nothing is left (`None`).
+    PurgeDeletedApps { reply: Option<Reply<usize>> },
 }
 
 /// State owned by the writer task.
@@ -65,6 +74,8 @@ pub(crate) struct Writer {
     gather: Gather,
     /// Where the next sweep of the retained messages goes on from.
     retained_sweep: SweepCursor,
+    /// When the next step of the deleted apps' purge runs.
+    purge: PurgeSchedule,
 }
 
 impl Writer {
@@ -81,6 +92,7 @@ impl Writer {
             max_batch: options.max_batch.max(1),
             gather: Gather::default(),
             retained_sweep: SweepCursor::default(),
+            purge: PurgeSchedule::default(),
         }
     }
 
@@ -91,17 +103,24 @@ impl Writer {
         loop {
             let first = match pending.take() {
                 Some(request) => request,
-                None => tokio::select! {
-                    request = requests.recv() => match request {
-                        Some(request) => request,
-                        None => break,
-                    },
-                    () = tokio::time::sleep_until(next_trim) => {
-                        let _ = self.sweep(now_millis()).await;
-                        next_trim = tokio::time::Instant::now() + AGE_TRIM_INTERVAL;
-                        continue;
+                None => {
+                    let purge_at =
+                        tokio::time::Instant::from_std(self.purge.earlier(next_trim.into_std()));
+                    tokio::select! {
+                        request = requests.recv() => match request {
+                            Some(request) => request,
+                            None => break,
+                        },
+                        () = tokio::time::sleep_until(purge_at) => {
+                            if tokio::time::Instant::now() >= next_trim {
+                                let _ = self.sweep(now_millis()).await;
+                                next_trim = tokio::time::Instant::now() + AGE_TRIM_INTERVAL;
+                            }
+                            self.purge_if_due().await;
+                            continue;
+                        }
                     }
-                },
+                }
             };
             match first {
                 Request::Append(append) => {
@@ -110,11 +129,16 @@ impl Writer {
                 Request::TrimExpired { now_ms, reply } => {
                     let _ = reply.send(self.sweep(now_ms).await);
                 }
+                Request::PurgeDeletedApps { reply: Some(reply) } => {
+                    let _ = reply.send(self.purge_step().await);
+                }
+                Request::PurgeDeletedApps { reply: None } => self.purge.want(),
             }
             if tokio::time::Instant::now() >= next_trim {
                 let _ = self.sweep(now_millis()).await;
                 next_trim = tokio::time::Instant::now() + AGE_TRIM_INTERVAL;
             }
+            self.purge_if_due().await;
         }
         tracing::debug!("postgres store writer stopped");
     }
@@ -209,6 +233,40 @@ impl Writer {
         }
         self.sweep_retained(now_ms).await;
         self.prune_jobs(now_ms).await;
+        // What deleted apps left, should a restart have stopped their purge.
+        self.purge.want();
+        result
+    }
+
+    /// Runs the deleted apps' purge step if one is due.
+    async fn purge_if_due(&mut self) {
+        if self.purge.is_due() {
+            let _ = self.purge_step().await;
+        }
+    }
+
+    /// One step of the deleted apps' purge (`common::app_purge`): the rows it deleted or
+    /// changed; the next step is planned from what it found.
+    async fn purge_step(&mut self) -> Result<usize, StoreError> {
+        let result = async {
+            let mut client = self
+                .pool
+                .get()
+                .await
+                .map_err(|e| pool_failure("PostgreSQL (the purge)", e))?;
+            app_purge::step(&mut client).await
+        }
+        .await;
+        match &result {
+            Ok(0) => {}
+            Ok(deleted) => tracing::debug!(deleted, "rows of deleted apps removed"),
+            Err(err) if is_outage(err) => {
+                self.reachability.record_failure(err);
+                tracing::debug!(error = %err.chain(), "deleted apps' purge failed");
+            }
+            Err(err) => tracing::error!(error = %err.chain(), "deleted apps' purge failed"),
+        }
+        self.purge.stepped(result.as_ref().ok().copied());
         result
     }
 

@@ -64,6 +64,12 @@ impl ChannelCache {
         }
     }
 
+    /// Drops a channel's entry, whose row changed outside a batch (a deleted app's purge): it
+    /// is read from its row again on next use. Only between batches.
+    pub fn forget(&mut self, name: &ChannelName) {
+        self.entries.remove(name);
+    }
+
     /// The cached entry for a channel, if loaded.
     pub fn get_mut(&mut self, name: &ChannelName) -> Option<&mut ChannelEntry> {
         self.entries.get_mut(name)

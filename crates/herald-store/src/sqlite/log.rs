@@ -234,6 +234,23 @@ impl SqliteLog {
         self.trim_expired_at(now_millis()).await
     }
 
+    /// Runs one step of the deleted apps' purge now (`common::app_purge`) and returns the rows
+    /// it deleted or changed: 0 once no deleted app has anything left. The writer does this by
+    /// itself after an app's deletion; this exists for tests and tools.
+    #[doc(hidden)]
+    pub async fn purge_deleted_apps(&self) -> Result<usize, StoreError> {
+        self.ask(|reply| Request::PurgeDeletedApps { reply: Some(reply) })
+            .await
+    }
+
+    /// Asks the writer to start purging what deleted apps left (`common::app_purge`), without
+    /// waiting for it.
+    pub(crate) fn want_purge(&self) {
+        if let Some(sender) = self.requests.read().as_ref() {
+            let _ = sender.send(Request::PurgeDeletedApps { reply: None });
+        }
+    }
+
     /// Returns once the channels stored at open are known, so that reads of the others are
     /// skipped (they are read until then). For tests.
     #[doc(hidden)]

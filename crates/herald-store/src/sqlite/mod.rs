@@ -11,8 +11,8 @@
 //! (trimming old messages), `checkpoint` (background WAL checkpoints), `wal_room` (the
 //! write-ahead log kept extended ahead of its writes), `fault` (storage faults), `reader` (the
 //! read pool and read queries), `known` (which channels have a log, so reads of the others are
-//! skipped), `retained` (each channel's retained message, apart from its history), `log`
-//! ([`SqliteLog`]).
+//! skipped), `retained` (each channel's retained message, apart from its history), `app_purge`
+//! (a step of deleting what deleted apps left), `log` ([`SqliteLog`]).
 //!
 //! The same database holds the apps (`tenancy`, `token_keys`, `revocations`), the device
 //! registry and receipts (`devices`), the provider job queue (`jobs`), provider
@@ -20,6 +20,7 @@
 //! with their queues (`hooks`), Pusher credentials (`pusher`) and MQTT persistent sessions
 //! (`mqtt_sessions`).
 
+mod app_purge;
 pub(crate) mod audit;
 mod batch;
 mod checkpoint;

@@ -2,7 +2,8 @@
 //! thread (one transaction each, durable like appends); reads use the read pool. Deleting an app
 //! removes its devices and receipts ([`crate::sqlite::devices`]), its provider jobs
 //! ([`crate::sqlite::jobs`]) and its provider credentials ([`crate::sqlite::credentials`]) in the
-//! same transaction. How a row becomes an app or a key is shared with PostgreSQL
+//! same transaction; its channels, messages and retained messages go after it, a step at a
+//! time (`common::app_purge`). How a row becomes an app or a key is shared with PostgreSQL
 //! (`crate::common::tenancy`).
 
 use async_trait::async_trait;
@@ -94,7 +95,7 @@ impl Tenancy for SqliteLog {
 
     async fn delete_app(&self, id: &AppId) -> Result<bool, StoreError> {
         let id = id.clone();
-        self.write(move |tx| {
+        let deleted = self.write(move |tx| {
             let app = id.as_str();
             for table in APP_TABLES {
                 let sql = format!("DELETE FROM {table} WHERE app = ?1");
@@ -108,7 +109,12 @@ impl Tenancy for SqliteLog {
                 .map_err(backend)?;
             Ok(n == 1)
         })
-        .await
+        .await?;
+        if deleted {
+            // Its channels, messages and retained messages go a step at a time.
+            self.want_purge();
+        }
+        Ok(deleted)
     }
 
     async fn add_key(&self, key: &KeyInfo) -> Result<(), StoreError> {

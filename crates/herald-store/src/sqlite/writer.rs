@@ -8,6 +8,10 @@
 //! time (`common::retained`), and a chunk of finished provider jobs of long-expired pushes. It exits when every sender is
 //! gone, after finishing what was queued.
 //!
+//! Between batches it also purges what deleted apps left (their channels, messages and
+//! retained messages), a step in a transaction of its own at a time, every 250 ms while steps
+//! find something (`common::app_purge`).
+//!
 //! A failed batch fails every request it held and the thread goes on with the next one. A batch
 //! that failed for lack of space or on an fsync is recorded in the shared [`WriteFault`]; once
 //! an fsync failed, every later request is refused without touching the database (see
@@ -23,6 +27,7 @@ use herald_core::log::{Appended, CommitSink, StoreError};
 use herald_core::message::now_millis;
 use rusqlite::{Connection, TransactionBehavior};
 
+use crate::common::app_purge::PurgeSchedule;
 use crate::common::jobs::{DONE_JOBS_KEPT_AFTER_EXPIRY_MS, PRUNE_CHUNK};
 use crate::common::retained::{SweepCursor, SWEEP_PAGES};
 use crate::common::writer::{committed, AGE_TRIM_INTERVAL};
@@ -32,7 +37,7 @@ use crate::sqlite::fault::{self, WriteFault};
 use crate::sqlite::known::KnownChannels;
 use crate::sqlite::options::SyncMode;
 use crate::sqlite::wal_room::WalRoom;
-use crate::sqlite::{backend, checkpoint, jobs, retained, retention, schema};
+use crate::sqlite::{app_purge, backend, checkpoint, jobs, retained, retention, schema};
 
 /// Work for the writer thread.
 pub(crate) enum Request {
@@ -42,6 +47,9 @@ pub(crate) enum Request {
     TrimExpired { now_ms: i64, reply: Reply<usize> },
     /// A registry write (apps, keys, devices, receipts, usage).
     Write(WriteJob),
+    /// Purge what deleted apps left: one step now, answering the rows it deleted or changed
+    /// (`Some`), or steps from now on until nothing is left (`None`).
+    PurgeDeletedApps { reply: Option<Reply<usize>> },
 }
 
 /// Applies a registry write on the write connection.
@@ -89,6 +97,8 @@ pub(crate) struct Writer {
     wal_room: Arc<WalRoom>,
     /// Where the next sweep of the retained messages goes on from.
     retained_sweep: SweepCursor,
+    /// When the next step of the deleted apps' purge runs.
+    purge: PurgeSchedule,
 }
 
 impl Writer {
@@ -114,6 +124,7 @@ impl Writer {
             fault,
             wal_room,
             retained_sweep: SweepCursor::default(),
+            purge: PurgeSchedule::default(),
         }
     }
 
@@ -136,16 +147,19 @@ impl Writer {
         loop {
             let first = match pending.take() {
                 Some(request) => request,
-                None => match requests
-                    .recv_timeout(next_trim.saturating_duration_since(Instant::now()))
-                {
+                None => match requests.recv_timeout(
+                    (self.purge.earlier(next_trim)).saturating_duration_since(Instant::now()),
+                ) {
                     Ok(request) => request,
                     Err(RecvTimeoutError::Timeout) => {
                         let _writing = wal_room.writing();
-                        if self.fault.halted().is_none() {
-                            let _ = self.sweep(now_millis());
+                        if Instant::now() >= next_trim {
+                            if self.fault.halted().is_none() {
+                                let _ = self.sweep(now_millis());
+                            }
+                            next_trim = Instant::now() + AGE_TRIM_INTERVAL;
                         }
-                        next_trim = Instant::now() + AGE_TRIM_INTERVAL;
+                        self.purge_if_due();
                         continue;
                     }
                     Err(RecvTimeoutError::Disconnected) => break,
@@ -166,12 +180,17 @@ impl Writer {
                 Request::TrimExpired { now_ms, reply } => {
                     let _ = reply.send(self.sweep(now_ms));
                 }
+                Request::PurgeDeletedApps { reply: Some(reply) } => {
+                    let _ = reply.send(self.purge_step());
+                }
+                Request::PurgeDeletedApps { reply: None } => self.purge.want(),
             }
             self.restart_log_if_wanted();
             if Instant::now() >= next_trim {
                 let _ = self.sweep(now_millis());
                 next_trim = Instant::now() + AGE_TRIM_INTERVAL;
             }
+            self.purge_if_due();
         }
         // Closing the connection may checkpoint and truncate the log.
         let _writing = wal_room.writing();
@@ -329,6 +348,45 @@ impl Writer {
         };
         self.sweep_retained(now_ms);
         self.prune_jobs(now_ms);
+        // What deleted apps left, should a restart have stopped their purge.
+        self.purge.want();
+        result
+    }
+
+    /// Runs the deleted apps' purge step if one is due (none while the store is halted).
+    fn purge_if_due(&mut self) {
+        if !self.purge.is_due() {
+            return;
+        }
+        if self.fault.halted().is_some() {
+            self.purge.stepped(None);
+            return;
+        }
+        let _ = self.purge_step();
+    }
+
+    /// One step of the deleted apps' purge in its own transaction (`common::app_purge`): the
+    /// rows it deleted or changed; the next step is planned from what it found.
+    fn purge_step(&mut self) -> Result<usize, StoreError> {
+        let cache = &mut self.cache;
+        let result = (|| {
+            let tx = self
+                .conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(backend)?;
+            let deleted = app_purge::step(&tx, cache)?;
+            tx.commit().map_err(backend)?;
+            Ok::<_, StoreError>(deleted)
+        })();
+        match &result {
+            Ok(0) => {}
+            Ok(deleted) => tracing::debug!(deleted, "rows of deleted apps removed"),
+            Err(err) => {
+                let err = fault::observe(&self.fault, err.clone());
+                tracing::error!(error = %err, "deleted apps' purge failed");
+            }
+        }
+        self.purge.stepped(result.as_ref().ok().copied());
         result
     }
 
@@ -395,6 +453,11 @@ fn refuse(request: Request, halted: StoreError) {
         Request::Write(write) => (write.done)(Err(halted)),
         Request::TrimExpired { reply, .. } => {
             let _ = reply.send(Err(halted));
+        }
+        Request::PurgeDeletedApps { reply } => {
+            if let Some(reply) = reply {
+                let _ = reply.send(Err(halted));
+            }
         }
     }
 }

@@ -4,6 +4,7 @@
 mod support;
 
 mod api;
+mod app_deletion;
 mod audit;
 mod burst;
 mod catchup;

@@ -7,7 +7,8 @@
 //! `scripts/test.sh` runs first) with its own database, so tests run in parallel threads without
 //! sharing anything.
 //!
-//! Bodies: the channel log in [`log`], its retained messages in [`retained`], apps, keys, usage and revocations in [`tenancy`], the
+//! Bodies: the channel log in [`log`], its retained messages in [`retained`], apps, keys, usage and revocations in [`tenancy`], what a
+//! deleted app leaves purged in [`app_purge`], the
 //! registries in [`registry`], devices in [`devices`], credentials in [`credentials`], the audit
 //! log in [`audit`], the job queue in [`jobs`] (a broadcast's directly sent pages in
 //! [`job_pages`]; more in `crate::jobs`), webhook endpoints and their queues in [`hooks`] and
@@ -17,6 +18,7 @@
 //! database, the server killed mid-traffic, schema versions, TLS) in [`cluster`],
 //! [`job_counts_migration`] and [`tls`].
 
+mod app_purge;
 mod audit;
 mod cluster;
 mod credentials;
@@ -177,6 +179,14 @@ impl Backend {
         match &self.place {
             Place::Sqlite(_) => None,
             Place::Postgres { url, .. } => Some(url),
+        }
+    }
+
+    /// Runs one step of the deleted apps' purge: the rows it deleted or changed.
+    pub async fn purge_deleted_apps(&self) -> usize {
+        match &self.open {
+            Open::Sqlite(log) => log.purge_deleted_apps().await.unwrap(),
+            Open::Postgres(store) => store.purge_deleted_apps().await.unwrap(),
         }
     }
 
