@@ -273,6 +273,11 @@ pub struct StormArgs {
     /// (as a NATS client's flush after S subscribe calls), instead of a `PING` after each.
     #[arg(long, conflicts_with = "one_at_a_time")]
     pub nats_one_ping: bool,
+    /// WebSocket: send B subscribes in each WebSocket message (a batch: a JSON array of
+    /// commands, each still answered on its own) instead of one a message; at most 1,000.
+    #[arg(long, default_value_t = 1, value_name = "B", conflicts_with = "one_at_a_time",
+          value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub batch: u64,
 }
 
 /// `herald bench fanout`.

@@ -166,7 +166,15 @@ pub enum Action {
         /// NATS: one `PING` after all the `SUB`s, its `PONG` acknowledging every one.
         #[serde(default)]
         one_ping: bool,
+        /// WebSocket: subscribes per WebSocket message (a batch when more than 1).
+        #[serde(default = "one_per_message")]
+        batch: u64,
     },
+}
+
+/// The default of [`Action::Subscribe`]'s `batch`: one subscribe a message.
+fn one_per_message() -> u64 {
+    1
 }
 
 /// A command from the parent.

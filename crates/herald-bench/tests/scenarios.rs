@@ -321,6 +321,22 @@ fn subscribe_storm_acknowledges_every_subscription() {
     ]);
     check_summary(&s, "subscribe-storm");
     assert_eq!(s["details"]["acknowledged"], 80, "{s:#}");
+    // 16 subscribes to a WebSocket message (batches of 16, 16, 16 and 2), each acknowledged
+    let (s, _) = bench(&[
+        "subscribe-storm",
+        "--users",
+        "8",
+        "--subjects",
+        "50",
+        "--distinct",
+        "--batch",
+        "16",
+        "--no-baseline",
+    ]);
+    check_summary(&s, "subscribe-storm");
+    assert_eq!(s["details"]["acknowledged"], 400, "{s:#}");
+    assert_eq!(s["details"]["error_replies"], 0, "{s:#}");
+    assert_eq!(s["details"]["subscribes_per_message"], 16, "{s:#}");
 }
 
 #[test]

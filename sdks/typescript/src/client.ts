@@ -71,6 +71,8 @@ export class HeraldClient extends Emitter<ClientEvents> {
   private reopenRequested = false;
   /** SSE: add new channels one at a time (after a refused batch, to tell which one was refused). */
   private sseOneAtATime = false;
+  /** A server closed a WebSocket with 1009 after a batch: subscribes go one a message from then on. */
+  private batchesTooBig = false;
 
   constructor(options: ClientOptions) {
     super();
@@ -370,6 +372,10 @@ export class HeraldClient extends Emitter<ClientEvents> {
       openTimeoutMs: this.options.requestTimeoutMs,
       requestTimeoutMs: this.options.requestTimeoutMs,
       pingIntervalMs: this.options.pingIntervalMs,
+      batches: !this.batchesTooBig,
+      onBatchTooBig: () => {
+        this.batchesTooBig = true;
+      },
     });
     let sub: string | undefined;
     let expires: number | undefined;
@@ -432,12 +438,13 @@ export class HeraldClient extends Emitter<ClientEvents> {
       ...(s.presence.presence ? { presence: true } : {}),
       ...(s.presence.presence && s.presence.member ? { member: s.presence.member } : {}),
     };
+    // Subscribes sent in the same tick (a reconnect's, or several `subscribe` calls) go in batches.
     connection
       .request('subscribe', body, (frame) => {
         if (this.subs.get(s.channel) === s) this.delivery.onSubscribeReply(s, frame.body as SubscribeReply, since);
         // Unsubscribed while the subscribe was in flight: undo it on the server too.
         else if (!this.subs.has(s.channel)) connection.request('unsubscribe', { channel: s.channel }).catch(() => {});
-      })
+      }, true)
       .catch((e: HeraldError) => {
         if (isServerErrorCode(e.code)) this.delivery.refuse(s, e);
         // network/timeout: the connection is going away; the next one resubscribes

@@ -231,6 +231,7 @@ mod tests {
             distinct: true,
             one_at_a_time: false,
             one_ping: false,
+            batch: 1,
         };
         assert_eq!(
             pusher_names(action_channels(&a, 7)),

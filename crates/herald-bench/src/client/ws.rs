@@ -126,7 +126,7 @@ pub(super) async fn ws(
                         next_id += 1;
                         wire::ws_frame(1, body.as_bytes(), &mut out);
                     }
-                    Some(a @ Action::Subscribe { one_at_a_time, .. }) => {
+                    Some(a @ Action::Subscribe { one_at_a_time, batch, .. }) => {
                         tally.ack_sent_ns = now_ns();
                         let mut all = action_channels(&a, n).into_iter();
                         let now: Vec<String> = if one_at_a_time {
@@ -136,9 +136,8 @@ pub(super) async fn ws(
                         } else {
                             all.collect()
                         };
-                        for ch in now {
-                            push_subscribe(&mut out, next_id, &ch);
-                            next_id += 1;
+                        for chunk in now.chunks(batch.max(1) as usize) {
+                            push_subscribes(&mut out, &mut next_id, chunk);
                         }
                     }
                     _ => {}
@@ -150,6 +149,27 @@ pub(super) async fn ws(
 
 fn push_subscribe(out: &mut Vec<u8>, id: u64, channel: &str) {
     let body = format!("{{\"id\":{id},\"subscribe\":{{\"channel\":\"{channel}\"}}}}");
+    wire::ws_frame(1, body.as_bytes(), out);
+}
+
+/// One WebSocket message subscribing to `channels`: a single command, or a batch (a JSON array
+/// of commands) when there are several; ids count on from `next_id`.
+fn push_subscribes(out: &mut Vec<u8>, next_id: &mut u64, channels: &[String]) {
+    if let [channel] = channels {
+        push_subscribe(out, *next_id, channel);
+        *next_id += 1;
+        return;
+    }
+    let mut body = String::with_capacity(channels.len() * 48 + 2);
+    for (i, channel) in channels.iter().enumerate() {
+        body.push(if i == 0 { '[' } else { ',' });
+        body.push_str(&format!(
+            "{{\"id\":{},\"subscribe\":{{\"channel\":\"{channel}\"}}}}",
+            *next_id
+        ));
+        *next_id += 1;
+    }
+    body.push(']');
     wire::ws_frame(1, body.as_bytes(), out);
 }
 

@@ -2,7 +2,8 @@
 //! each subscribes to `--subjects S` channels at once (WebSocket: S subscribe commands written
 //! together; MQTT: S `SUBSCRIBE`s, one topic each; SSE and long-poll: one request naming S
 //! channels), and every subscription must be acknowledged (with `--one-at-a-time`, each
-//! WebSocket or MQTT user sends its next subscribe only once the previous one is acknowledged). Prints iPush's per-second table (completed this second, cumulative, failed)
+//! WebSocket or MQTT user sends its next subscribe only once the previous one is acknowledged;
+//! with `--batch B`, a WebSocket user puts B subscribes in each message, a JSON array). Prints iPush's per-second table (completed this second, cumulative, failed)
 //! and the average rate.
 
 use std::time::Duration;
@@ -34,6 +35,12 @@ pub async fn run(args: StormArgs) -> anyhow::Result<Report> {
             "MQTT clients subscribe to at most 65,535 topics each (one SUBSCRIBE per topic, each \
              with a packet identifier of its own): --subjects {}",
             args.subjects
+        );
+    }
+    if args.batch > 1 && (args.common.transport != Transport::Ws || args.common.is_nats()) {
+        anyhow::bail!(
+            "--batch is for Herald's WebSocket clients (--transport ws, no --peer nats or \
+             mosquitto, no Pusher clients)"
         );
     }
     if args.nats_one_ping && !args.common.is_nats() {
@@ -99,6 +106,7 @@ pub async fn run(args: StormArgs) -> anyhow::Result<Report> {
                 distinct: args.distinct,
                 one_at_a_time: args.one_at_a_time,
                 one_ping: args.nats_one_ping,
+                batch: args.batch,
             },
         },
         false,
@@ -182,6 +190,7 @@ pub async fn run(args: StormArgs) -> anyhow::Result<Report> {
     r.detail("distinct_channels", args.distinct);
     r.detail("prepublished", args.prepublish);
     r.detail("one_at_a_time", args.one_at_a_time);
+    r.detail("subscribes_per_message", args.batch);
     r.detail(
         "nats_one_ping",
         args.common.is_nats().then_some(args.nats_one_ping),

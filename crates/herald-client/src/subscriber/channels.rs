@@ -1,8 +1,9 @@
 //! The channels a subscriber follows, across connections: each one's position, the frames that
 //! open a connection (`connect` with the token, then one `subscribe` per channel resuming from
-//! its position, asking for presence where the user did), and what each server frame means for
-//! them (a presence channel's member list follows its `presence` frames). No sockets here: the
-//! [`Subscriber`](super::Subscriber) feeds it frames and acts on the [`Flow`] it answers.
+//! its position, asking for presence where the user did, sent in batches: [`super::batch`]),
+//! and what each server frame means for them (a presence channel's member list follows its
+//! `presence` frames). No sockets here: the [`Subscriber`](super::Subscriber) feeds it frames
+//! and acts on the [`Flow`] it answers.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -12,6 +13,7 @@ use herald_proto::reply::{
 };
 use serde_json::value::RawValue;
 
+use super::batch::Batching;
 use super::events::{Event, Lost, Position, Presence, PresenceMember, Request, Stopped};
 use crate::types::{Connected, Message, Subscribed};
 use crate::ws::Frame;
@@ -111,6 +113,10 @@ pub(super) struct Channels {
     pending: HashMap<u64, Request>,
     /// Whether `token_expired` is fixed by reconnecting (a token supplier gives a fresh token).
     renews_tokens: bool,
+    /// Whether the opening frames go in batches, and those not yet answered.
+    batching: Batching,
+    /// Commands of a batch the server refused, to send again one a message.
+    resend: Vec<String>,
 }
 
 impl Channels {
@@ -119,6 +125,8 @@ impl Channels {
             list,
             pending: HashMap::new(),
             renews_tokens,
+            batching: Batching::default(),
+            resend: Vec::new(),
         }
     }
 
@@ -172,6 +180,24 @@ impl Channels {
         frames
     }
 
+    /// The text messages that open a new connection: [`Channels::opening`]'s commands, in
+    /// batches unless this connection's server cannot take them.
+    pub(super) fn opening_messages(&mut self, token: Option<String>) -> Vec<String> {
+        let frames = self.opening(token);
+        self.batching.new_connection();
+        self.batching.plan(&frames)
+    }
+
+    /// Commands to send again, one a message, because the server refused their batch.
+    pub(super) fn take_resend(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.resend)
+    }
+
+    /// The connection closed with close code `code`.
+    pub(super) fn closed_with(&mut self, code: u16) {
+        self.batching.closed_with(code);
+    }
+
     /// Reads one server frame: messages move their channel's position; what the caller should
     /// see goes to `events`.
     pub(super) fn handle(&mut self, frame: Frame, events: &mut VecDeque<Event>) -> Flow {
@@ -179,6 +205,9 @@ impl Channels {
             events.push_back(Event::Other(frame));
             return Flow::Continue;
         };
+        if let Some(id) = parsed.id {
+            self.batching.answered(id);
+        }
         if let ServerBody::Message(entry) = parsed.body {
             if let Some(channel) = self.list.iter_mut().find(|c| c.name == entry.channel) {
                 channel.at = Some(Position::new(entry.epoch.as_ref(), entry.seq));
@@ -188,6 +217,7 @@ impl Channels {
         }
         let request = parsed.id.and_then(|id| self.pending.remove(&id));
         match parsed.body {
+            ServerBody::Error(e) if parsed.id.is_none() && self.refused_batch(&e) => Flow::Continue,
             ServerBody::Error(e) => Flow::Stop(Stopped::Refused {
                 request: request.unwrap_or(Request::Other),
                 error: ServerError::from(&e),
@@ -226,6 +256,18 @@ impl Channels {
                 events.push_back(Event::Other(frame.clone()));
                 Flow::Continue
             }
+        }
+    }
+
+    /// Whether `error` (without an id) is a server's refusal of a batch: then its commands are
+    /// to be sent again, one a message ([`Channels::take_resend`]).
+    fn refused_batch(&mut self, error: &herald_proto::reply::ErrorBody<'_>) -> bool {
+        match self.batching.refused(error) {
+            Some(again) => {
+                self.resend.extend(again);
+                true
+            }
+            None => false,
         }
     }
 

@@ -2,7 +2,9 @@
 //! SDKs give, for Rust. It keeps each channel's [`Position`] (the epoch and seq of the last
 //! message it handed out), and when the connection is lost, or the server shuts down or
 //! restarts, it reconnects with backoff ([`Backoff`]) and resubscribes from those positions, so
-//! every message arrives once and in order. A resume the server could not make exactly
+//! every message arrives once and in order. The subscribes of a connection go in batches (up to
+//! 100 commands in one WebSocket message), and one to a message to a server that predates
+//! batches. A resume the server could not make exactly
 //! (`recovered: false`) is an [`Event::ResumeInexact`]; what a reconnect cannot fix (the token
 //! rejected or expired, a subscription refused) ends it with a [`Stopped`].
 //!
@@ -47,6 +49,7 @@
 //! ```
 
 mod backoff;
+mod batch;
 mod channels;
 mod events;
 
@@ -311,6 +314,9 @@ impl Subscriber {
             match flow {
                 Flow::Continue => {}
                 Flow::Lost(why) if self.reconnect => {
+                    if let Lost::Closed(Some(closed)) = &why {
+                        self.channels.closed_with(closed.code);
+                    }
                     let after = self.backoff.delay(self.attempt);
                     self.attempt = self.attempt.saturating_add(1);
                     self.state = State::Idle {
@@ -352,8 +358,8 @@ impl Subscriber {
         };
         self.connected_once = true;
         self.attempt = 0;
-        for frame in self.channels.opening(token) {
-            if let Err(e) = ws.send(&frame).await {
+        for text in self.channels.opening_messages(token) {
+            if let Err(e) = ws.send_text(text).await {
                 return Flow::Lost(Lost::Broken(e));
             }
         }
@@ -391,7 +397,15 @@ async fn read(open: &mut Open, channels: &mut Channels, ready: &mut VecDeque<Eve
     };
     tokio::select! {
         frame = open.ws.next_frame() => match frame {
-            Ok(Some(frame)) => channels.handle(frame, ready),
+            Ok(Some(frame)) => {
+                let flow = channels.handle(frame, ready);
+                for text in channels.take_resend() {
+                    if let Err(e) = open.ws.send_text(text).await {
+                        return Flow::Lost(Lost::Broken(e));
+                    }
+                }
+                flow
+            }
             Ok(None) | Err(Error::Closed) => Flow::Lost(Lost::Closed(open.ws.closed().cloned())),
             Err(e) => Flow::Lost(Lost::Broken(e)),
         },

@@ -11,6 +11,7 @@ mod catchup;
 mod check_order;
 mod cli;
 mod client;
+mod client_batches;
 mod client_presence;
 mod cluster;
 mod deadlines;

@@ -1,7 +1,9 @@
 """`Subscriber`: one logical WebSocket session that survives reconnects. It keeps each channel's
 cursor and resubscribes with it, so the events it yields carry every message once and in order;
 it reconnects with capped, fully jittered backoff, asks the token source again each time, and
-hands the device inbox over with manual or automatic acks."""
+hands the device inbox over with manual or automatic acks. A reconnect's resubscribes go in
+batches (up to 100 commands in one WebSocket message), one a message to a server that predates
+batches."""
 
 from __future__ import annotations
 
@@ -329,6 +331,19 @@ class Subscriber(FrameReader):
         state.sent_cursor = state.cursor
         await self._send_command("subscribe", state.subscribe_body(), state.channel)
 
+    async def _send_subscribes(self, states: List[ChannelState]) -> None:
+        """Sends the subscribes of `states` together: in batches (see `batches`)."""
+        commands = []
+        for state in states:
+            state.sent_on = self._generation
+            state.sent_cursor = state.cursor
+            command_id = self._next_id
+            self._next_id += 1
+            future: "asyncio.Future[Any]" = asyncio.get_running_loop().create_future()
+            self._pending[command_id] = PendingCommand("subscribe", future, state.channel)
+            commands.append((command_id, encode_command("subscribe", state.subscribe_body(), command_id)))
+        await self._write_commands(commands)
+
     async def _open(self, reconnect: bool) -> None:
         """Opens a connection, authenticates, resends every subscription, then marks the
         subscriber connected. Raises HeraldError on any failure (the socket is closed)."""
@@ -342,6 +357,7 @@ class Subscriber(FrameReader):
         self._generation += 1
         self._ws = ws
         self._disconnect = None
+        self._batches.new_connection()
         self._reader_task = asyncio.ensure_future(self._read(ws))
         try:
             reply = ConnectReply(sub="")
@@ -352,8 +368,7 @@ class Subscriber(FrameReader):
                 unsent = [s for s in self._channels.values() if s.sent_on != self._generation]
                 if not unsent:
                     break
-                for state in unsent:
-                    await self._send_subscribe(state)
+                await self._send_subscribes(unsent)
         except BaseException as error:
             await self._drop_connection()
             if isinstance(error, asyncio.TimeoutError):
@@ -406,6 +421,7 @@ class Subscriber(FrameReader):
         self._fail_pending(HeraldError(TRANSPORT, "the connection was lost before the answer"))
         disconnect = self._disconnect
         close_code = ws.close_code if ws is not None else None
+        self._batches.closed_with(close_code)
         fatal = None
         if disconnect is None and close_code == _REVOKED_CLOSE_CODE:
             disconnect = Disconnect(REVOKED, "access was revoked")

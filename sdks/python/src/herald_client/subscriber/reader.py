@@ -1,10 +1,10 @@
 """The reading side of a `Subscriber`'s connection: every frame the server sends, decoded and
 applied in arrival order (answers to waiting calls, cursor updates, events queued for the user),
-and the writing of command frames."""
+and the writing of command frames (several at once in batches: `batches`)."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from websockets.exceptions import ConnectionClosed
 
@@ -12,6 +12,7 @@ from ..cursors import Cursor
 from ..errors import TRANSPORT, HeraldError
 from ..models.channels import ConnectReply, Disconnect, ErrorBody, Message, PresenceFrame, SubscribeOutcome
 from ..wire import Frame, decode_frame
+from .batches import Batches, Written
 from .events import (
     ErrorEvent,
     Event,
@@ -35,21 +36,32 @@ class FrameReader:
     def __init__(self) -> None:
         #: The server's `disconnect` frame on the current connection, if it sent one.
         self._disconnect: Optional[Disconnect] = None
+        #: Whether commands go in batches on this connection, and those not yet answered.
+        self._batches = Batches()
 
     async def _emit(self, event: Event) -> None:  # provided by Subscriber
         raise NotImplementedError
 
     async def _write(self, text: str, command_id: int) -> None:
         """Writes a command frame; if the connection is gone its caller gets `transport`."""
+        await self._write_commands([(command_id, text)])
+
+    async def _write_commands(self, commands: List[Written]) -> None:
+        """Writes commands in order, several to a message (a batch) where batches are on; if the
+        connection is gone their callers get `transport`."""
         ws = self._ws
         try:
             if ws is None:
                 raise ConnectionError("not connected")
-            await ws.send(text)
+            for message in self._batches.plan(commands):
+                await ws.send(message)
         except (ConnectionClosed, ConnectionError) as error:
-            pending = self._pending.pop(command_id, None)
-            if pending is not None and not pending.future.done():
-                pending.future.set_exception(HeraldError(TRANSPORT, f"cannot send: {error}"))
+            for command_id, _ in commands:
+                pending = self._pending.pop(command_id, None)
+                if pending is not None and not pending.future.done():
+                    pending.future.set_exception(HeraldError(TRANSPORT, f"cannot send: {error}"))
+                    if pending.command == "subscribe":
+                        pending.future.exception()  # nobody awaits it: the channel state reports
 
     async def _read(self, ws: Any) -> None:
         """Reads until the connection ends. Waiting to queue an event stops the reading, so a
@@ -70,6 +82,8 @@ class FrameReader:
 
     async def _dispatch(self, frame: Frame) -> None:
         body = frame.body
+        if frame.id is not None:
+            self._batches.answered(frame.id)
         if frame.kind == "message":
             assert isinstance(body, Message)
             await self._on_message(body)
@@ -78,6 +92,11 @@ class FrameReader:
             self._disconnect = body
         elif frame.kind == "error":
             assert isinstance(body, ErrorBody)
+            refused = self._batches.refusal(body.code, body.message) if frame.id is None else None
+            if refused is not None:
+                # A server that predates batches: the same commands again, one a message.
+                await self._write_commands([c for c in refused if c[0] in self._pending])
+                return
             await self._on_error(frame.id, HeraldError(body.code, body.message))
         elif frame.kind == "subscribe":
             assert isinstance(body, SubscribeOutcome)

@@ -2,10 +2,14 @@ package dev.herald.client;
 
 import com.google.gson.JsonArray;
 import com.google.gson.JsonElement;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import okhttp3.Request;
 import okhttp3.Response;
@@ -17,6 +21,15 @@ import okhttp3.WebSocketListener;
  * routes replies to what asked for them, hands messages to the observers and moves the cursors.
  * Frames are processed one at a time under the client's delivery lock, so observers are called
  * one at a time and in order even while an old connection's reader is still finishing.
+ *
+ * <p>The subscribes sent once {@code connect} is answered (every joined channel, a reconnect's
+ * resubscribes) go in batches: JSON arrays of at most {@value #MAX_BATCH_COMMANDS} commands and
+ * 16 KiB in one WebSocket message, each command still answered on its own (docs/protocol.md,
+ * "Batches"). A server that predates batches answers one with a {@code bad_request} error without
+ * an id ({@code frame is not a JSON object}) and runs nothing of it: its commands are sent again
+ * one a message, as is everything after it on this connection. Until the server has answered a
+ * command of a batch every command goes in an array, so one sent again keeps its place in the
+ * order. A close with 1009 (message too big) after a batch turns batches off for the client.
  */
 final class Connection extends WebSocketListener {
   private enum Kind { CONNECT, SUBSCRIBE, PROBE, UNSUBSCRIBE, ACK, REFRESH }
@@ -25,6 +38,14 @@ final class Connection extends WebSocketListener {
   static final String REVOKED = "revoked";
   /** Its WebSocket close code. */
   private static final int REVOKED_CLOSE_CODE = 4003;
+  /** At most this many commands in one batch. */
+  static final int MAX_BATCH_COMMANDS = 100;
+  /** At most this many characters in one batch: a quarter of the server's default {@code max_frame_bytes}. */
+  static final int MAX_BATCH_CHARS = 16 * 1024;
+  /** The WebSocket close code for a message over the server's size limit. */
+  private static final int MESSAGE_TOO_BIG = 1009;
+  /** How a server that predates batches answers one. */
+  private static final String BATCH_REFUSED = "frame is not a JSON object";
 
   private static final class Pending {
     final Kind kind;
@@ -52,10 +73,21 @@ final class Connection extends WebSocketListener {
   boolean ready;
   private boolean closed;
   private HeraldException disconnect;
+  /** Whether commands may go in batches on this connection (off once the server refused one). */
+  private boolean batches;
+  /** While not null, commands are collected here to be sent together ({@link #sendCollected}). */
+  private List<String> collecting;
+  /** Batches sent before the server answered any of their commands, oldest first: their ids and texts. */
+  private final ArrayDeque<List<String>> unconfirmed = new ArrayDeque<>();
+  private final ArrayDeque<List<Long>> unconfirmedIdLists = new ArrayDeque<>();
+  private final Set<Long> unconfirmedIds = new HashSet<>();
+  /** Whether a batch was sent on this connection. */
+  private boolean sentBatch;
 
   Connection(HeraldClient client, String token) {
     this.client = client;
     this.token = token;
+    this.batches = !client.batchesTooBig;
     this.ws = client.http.newWebSocket(new Request.Builder().url(client.wsUrl).build(), this);
   }
 
@@ -63,8 +95,82 @@ final class Connection extends WebSocketListener {
     return ++lastId;
   }
 
+  /** Sends one command (collected while {@link #collecting}); call with the client's lock held. */
   void send(String frame) {
-    ws.send(frame);
+    if (collecting != null) {
+      collecting.add(frame);
+    } else if (batches && !unconfirmed.isEmpty()) {
+      sendBatch(Collections.singletonList(frame));
+    } else {
+      ws.send(frame);
+    }
+  }
+
+  /** Sends the commands collected since {@code collecting} was set, in batches. Lock held. */
+  private void sendCollected() {
+    List<String> frames = collecting;
+    collecting = null;
+    if (!batches) {
+      frames.forEach(ws::send);
+      return;
+    }
+    List<String> batch = new ArrayList<>();
+    int chars = 2;
+    for (String frame : frames) {
+      if (!batch.isEmpty() && (batch.size() == MAX_BATCH_COMMANDS || chars + frame.length() + 1 > MAX_BATCH_CHARS)) {
+        sendBatch(batch);
+        batch = new ArrayList<>();
+        chars = 2;
+      }
+      batch.add(frame);
+      chars += frame.length() + 1;
+    }
+    if (batch.size() == 1 && unconfirmed.isEmpty()) {
+      ws.send(batch.get(0));
+    } else if (!batch.isEmpty()) {
+      sendBatch(batch);
+    }
+  }
+
+  /** Sends {@code frames} as one batch, remembered until the server answers one of them. Lock held. */
+  private void sendBatch(List<String> frames) {
+    List<Long> ids = new ArrayList<>();
+    for (String frame : frames) {
+      Long id = idOf(frame);
+      if (id != null) {
+        ids.add(id);
+        unconfirmedIds.add(id);
+      }
+    }
+    unconfirmed.add(frames);
+    unconfirmedIdLists.add(ids);
+    sentBatch = true;
+    ws.send("[" + String.join(",", frames) + "]");
+  }
+
+  /** The id of a command this SDK wrote ({@code {"id":N,...}}), or null without one. */
+  static Long idOf(String frame) {
+    if (!frame.startsWith("{\"id\":")) {
+      return null;
+    }
+    int end = frame.indexOf(',', 6);
+    return end < 0 ? null : Long.parseUnsignedLong(frame.substring(6, end));
+  }
+
+  /**
+   * An {@code error} without an id: when it is a server's refusal of the oldest unanswered batch,
+   * sends its commands again one a message and answers true. Lock held.
+   */
+  private boolean batchRefused(ServerFrame frame) {
+    String message = frame.string("message");
+    if (unconfirmed.isEmpty() || !"bad_request".equals(frame.string("code"))
+        || message == null || !message.startsWith(BATCH_REFUSED)) {
+      return false;
+    }
+    batches = false;
+    unconfirmedIds.removeAll(unconfirmedIdLists.poll());
+    unconfirmed.poll().forEach(ws::send);
+    return true;
   }
 
   @Override
@@ -145,6 +251,12 @@ final class Connection extends WebSocketListener {
   private Message handle(ServerFrame frame, List<Runnable> events) {
     Long id = frame.id();
     Pending p = id == null ? null : pending.get(id);
+    if (id != null && unconfirmedIds.contains(id)) {
+      // The server answered a command of a batch: it takes batches.
+      unconfirmed.clear();
+      unconfirmedIdLists.clear();
+      unconfirmedIds.clear();
+    }
     switch (frame.kind()) {
       case MESSAGE:
         return accept(frame.message());
@@ -155,6 +267,9 @@ final class Connection extends WebSocketListener {
         presence(frame, events);
         return null;
       case ERROR:
+        if (id == null && batchRefused(frame)) {
+          return null;
+        }
         HeraldException error = HeraldException.fromServer(
             frame.string("code"), frame.string("message"), p != null && p.channel != null ? p.channel.name : null);
         failed(id, p, error, events);
@@ -175,9 +290,11 @@ final class Connection extends WebSocketListener {
           client.backoff.reset();
           boolean again = client.everConnected;
           client.everConnected = true;
+          collecting = new ArrayList<>();
           for (ChannelState state : client.channels.values()) {
             subscribe(state);
           }
+          sendCollected();
           if (again) {
             events.add(() -> {
               for (HeraldObserver o : client.observers) {
@@ -342,6 +459,11 @@ final class Connection extends WebSocketListener {
 
   @Override
   public void onClosing(WebSocket webSocket, int code, String reason) {
+    if (code == MESSAGE_TOO_BIG) {
+      synchronized (client.lock) {
+        client.batchesTooBig |= sentBatch;
+      }
+    }
     if (code == REVOKED_CLOSE_CODE) {
       synchronized (client.lock) {
         if (disconnect == null) {

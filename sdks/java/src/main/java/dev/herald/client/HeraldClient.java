@@ -54,6 +54,8 @@ public final class HeraldClient {
   boolean running;
   boolean everConnected;
   Connection current;
+  /** A server closed a connection with 1009 after a batch: subscribes go one a message from then on. */
+  volatile boolean batchesTooBig;
 
   private HeraldClient(Builder b) {
     String base = b.baseUrl.endsWith("/") ? b.baseUrl.substring(0, b.baseUrl.length() - 1) : b.baseUrl;
