@@ -152,10 +152,7 @@ impl Drop for Registration {
 
 impl Registration {
     fn parked_form(&self) -> ParkedRegistration {
-        ParkedRegistration {
-            shard: self.shard,
-            slot: self.slot,
-        }
+        ParkedRegistration::new(self.shard, self.slot)
     }
 
     /// Says why the connection is about to end, for its `disconnected` event (see
@@ -189,7 +186,7 @@ impl Registration {
         }
     }
 
-    /// The registration in 8 bytes, for a connection parked without a task: the registry and
+    /// The registration in 4 bytes, for a connection parked without a task: the registry and
     /// the app are the connection's to keep meanwhile (the edge's registry, the client's
     /// app). The connection stays registered; it leaves with [`LiveClients::leave`] or comes
     /// back with [`ParkedRegistration::revive`].
@@ -200,24 +197,39 @@ impl Registration {
     }
 }
 
-/// A [`Registration`] without its registry and app ([`Registration::park`]). Dropping it
-/// leaves nothing: its owner calls [`LiveClients::leave`].
-#[derive(Debug)]
+/// How many low bits of a [`ParkedRegistration`] are its slot; its shard is above them.
+const PARKED_SLOT_BITS: u32 = 28;
+
+const _: () = assert!(SHARDS <= 1 << (32 - PARKED_SLOT_BITS));
+
+/// A [`Registration`] without its registry and app ([`Registration::park`]), in 4 bytes: its
+/// shard in the top four bits and its slot below. Dropping it leaves nothing: its owner calls
+/// [`LiveClients::leave`].
+#[derive(Debug, PartialEq, Eq)]
 #[must_use = "a parked registration is left with LiveClients::leave or revived"]
-pub struct ParkedRegistration {
-    shard: u32,
-    slot: u32,
-}
+pub struct ParkedRegistration(u32);
 
 impl ParkedRegistration {
+    fn new(shard: u32, slot: u32) -> ParkedRegistration {
+        ParkedRegistration((shard << PARKED_SLOT_BITS) | slot)
+    }
+
+    fn shard(&self) -> u32 {
+        self.0 >> PARKED_SLOT_BITS
+    }
+
+    fn slot(&self) -> u32 {
+        self.0 & ((1 << PARKED_SLOT_BITS) - 1)
+    }
+
     /// The registration again, in `live` (the registry it was made in) for `app` (the app it
     /// was made for).
     pub fn revive(self, live: Arc<LiveClients>, app: AppId) -> Registration {
         Registration {
             live,
             app,
-            shard: self.shard,
-            slot: self.slot,
+            shard: self.shard(),
+            slot: self.slot(),
         }
     }
 }
@@ -260,9 +272,10 @@ impl LiveClients {
                 app.slots[slot as usize] = entry;
                 slot
             }
-            None => {
-                u32::try_from(app.slots.push(entry)).expect("fewer than 2^32 connections per shard")
-            }
+            None => u32::try_from(app.slots.push(entry))
+                .ok()
+                .filter(|slot| *slot < 1 << PARKED_SLOT_BITS)
+                .expect("fewer than 2^28 connections of one app per shard"),
         };
         drop(apps);
         if let Some(lifecycle) = self.listening() {
@@ -278,15 +291,16 @@ impl LiveClients {
 
     /// Leaves the place a parked registration of `app` held.
     pub fn leave(&self, app: &AppId, place: ParkedRegistration) {
-        let mut shard = self.shards[place.shard as usize].lock();
+        let (shard_no, slot) = (place.shard(), place.slot());
+        let mut shard = self.shards[shard_no as usize].lock();
         let Some(slots) = shard.get_mut(app) else {
             return;
         };
         let mut left = None;
-        if let Some(entry) = slots.slots.get_mut(place.slot as usize) {
+        if let Some(entry) = slots.slots.get_mut(slot as usize) {
             left = entry.take();
             if left.is_some() {
-                slots.free.push(place.slot);
+                slots.free.push(slot);
             }
         }
         if slots.free.len() == slots.slots.len() {
@@ -294,8 +308,19 @@ impl LiveClients {
         }
         drop(shard);
         if let (Some(lifecycle), Some(left)) = (self.listening(), left) {
-            lifecycle.disconnected(&left.outbox, (place.shard, place.slot));
+            lifecycle.disconnected(&left.outbox, (shard_no, slot));
         }
+    }
+
+    /// The token the connection registered at `place` of `app` presented (the one a refresh
+    /// last gave it: what revocations match), if it is still registered. A parked
+    /// connection's session does not keep its own copy ([`Registration::park`]).
+    pub fn token(&self, app: &AppId, place: &ParkedRegistration) -> Option<TokenStamp> {
+        self.shards[place.shard() as usize]
+            .lock()
+            .get(app)
+            .and_then(|slots| slots.slots.get(place.slot() as usize))
+            .and_then(|e| e.as_ref().map(|e| e.who.token))
     }
 
     /// Says why the connection parked at `place` of `app` is about to end (see
@@ -309,13 +334,13 @@ impl LiveClients {
         let Some(lifecycle) = self.listening() else {
             return;
         };
-        let outbox = self.shards[place.shard as usize]
+        let outbox = self.shards[place.shard() as usize]
             .lock()
             .get(app)
-            .and_then(|slots| slots.slots.get(place.slot as usize))
+            .and_then(|slots| slots.slots.get(place.slot() as usize))
             .and_then(|e| e.as_ref().map(|e| e.outbox.clone()));
         if let Some(outbox) = outbox {
-            lifecycle.state_reason(&outbox, (place.shard, place.slot), reason);
+            lifecycle.state_reason(&outbox, (place.shard(), place.slot()), reason);
         }
     }
 
@@ -469,9 +494,49 @@ mod tests {
     }
 
     #[test]
+    fn a_parked_registration_gives_back_its_place_and_token() {
+        let live = LiveClients::new();
+        let shop = AppId::parse("shop").unwrap();
+        let stamp = |jti: &str, iat| TokenStamp {
+            jti: fingerprint(jti),
+            iat,
+            secret: 3,
+        };
+        let outboxes: Vec<_> = (0..40).map(|_| Outbox::new(1024)).collect();
+        // Enough registrations to use every shard, some more than once.
+        let parked: Vec<_> = outboxes
+            .iter()
+            .enumerate()
+            .map(|(i, outbox)| {
+                let token = stamp(&format!("j{i}"), i as u64);
+                let client = client("shop", "alice", None, token);
+                (
+                    live.register(&client, outbox, Transport::Mqtt).park(),
+                    token,
+                )
+            })
+            .collect();
+        for (place, token) in &parked {
+            assert_eq!(live.token(&shop, place), Some(*token), "{place:?}");
+            assert_eq!(live.token(&AppId::default_app(), place), None);
+        }
+        // A refresh's token is the one given back.
+        let (first, _) = parked.into_iter().next().expect("registered");
+        let mut revived = first.revive(live.clone(), shop.clone());
+        let refreshed = client("shop", "alice", None, stamp("fresh", 9));
+        revived.refresh(&refreshed, Transport::Mqtt);
+        let place = revived.park();
+        assert_eq!(live.token(&shop, &place), Some(refreshed.token));
+        live.leave(&shop, place);
+        assert_eq!(live.count(&shop), 39);
+    }
+
+    #[test]
     fn an_entry_stays_small() {
         assert_eq!(size_of::<Option<Entry>>(), 48);
         assert_eq!(size_of::<Registration>(), 32);
-        assert_eq!(size_of::<ParkedRegistration>(), 8);
+        // A parked connection's session keeps it: 4 bytes (8 while shard and slot were a
+        // `u32` each).
+        assert_eq!(size_of::<ParkedRegistration>(), 4);
     }
 }

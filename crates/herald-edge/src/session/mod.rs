@@ -146,7 +146,7 @@ impl ClientSession {
     /// was made for: a parked session does not keep it, its parked record's type says it),
     /// with a fresh command budget.
     pub fn revive_for(transport: Transport, mut parked: ParkedSession) -> ClientSession {
-        let (client, registered) = match parked.client.take().map(ParkedClient::revive) {
+        let (client, registered) = match parked.take_client() {
             Some((client, registered)) => {
                 let registered = registered.revive(parked.edge.live.clone(), client.app.clone());
                 (Some(client), Some(registered))

@@ -4,14 +4,19 @@
 //! budget (a connection parks only with a fresh one, [`ClientSession::may_park`]), keeps the
 //! client's `sub` boxed to its length, its device, `user_info` and pattern sets behind one
 //! pointer each and only when it has them (the sets when they are not both `**`), its
-//! live-client registration as two numbers and its one usual subscription inline.
+//! live-client registration in four bytes, its token's expiry in four, and its one usual
+//! subscription inline. It keeps no copy of the token's stamp (`jti`, `iat`, secret): the
+//! live-client registry's entry holds it for revocations, and revival reads it from there
+//! ([`LiveClients::token`]).
+//!
+//! [`LiveClients::token`]: herald_core::live::LiveClients::token
 //!
 //! [`ClientSession::may_park`]: super::ClientSession::may_park
 
 use std::sync::Arc;
 
-use herald_core::auth::{Client, TokenStamp};
-use herald_core::live::ParkedRegistration;
+use herald_core::auth::Client;
+use herald_core::live::{LiveClients, ParkedRegistration};
 use herald_core::outbox::Outbox;
 use herald_core::pattern::PatternSet;
 use herald_core::tenant::AppId;
@@ -32,28 +37,31 @@ pub struct ParkedSession {
     pub(super) subscriptions: ParkedSet,
 }
 
-/// The authorised client of a parked session, with its place among the live clients: 88
-/// bytes. What most clients lack (a device, `user_info`, grants other than `**`) is behind one
-/// pointer each, allocated only when there is any.
+/// The authorised client of a parked session, with its place among the live clients: 56
+/// bytes. What most clients lack (a device, `user_info`, grants other than `**`, an expiry
+/// past 2106) is behind one pointer each, allocated only when there is any. Its token's stamp
+/// is the live-client registry's ([`ParkedClient::revive`]).
 pub(super) struct ParkedClient {
     app: AppId,
     sub: Box<str>,
-    /// The token's expiry, 0 for none (no valid token expires at 0): eight bytes, not
-    /// sixteen.
-    expires: u64,
-    token: TokenStamp,
-    registered: ParkedRegistration,
-    /// The device a device token names and the token's `user_info` claim, if either is there.
+    /// The device a device token names, the token's `user_info` claim and an expiry too late
+    /// for [`ParkedClient::expires`], if any is there.
     rare: Option<Box<RareClaims>>,
     /// The subscribe and publish sets, `None` when both are `**` (what an anonymous client
     /// has and what many tokens grant).
     grants: Option<Box<Grants>>,
+    /// The token's expiry in seconds since the Unix epoch, 0 for none (no valid token expires
+    /// at 0) or for one past `u32::MAX` (then in `rare`): four bytes, not sixteen.
+    expires: u32,
+    registered: ParkedRegistration,
 }
 
 /// The parts of a parked client most clients do not have.
 struct RareClaims {
     device: Option<Box<str>>,
     user_info: Option<Box<str>>,
+    /// The token's expiry when it is past `u32::MAX` seconds (February 2106).
+    far_expiry: Option<u64>,
 }
 
 /// A parked client's subscribe and publish sets when they are not both `**`.
@@ -72,38 +80,56 @@ impl ParkedClient {
             expires,
             subscribe,
             publish,
-            token,
+            // The registry's entry keeps the token's stamp (`Who`): revival reads it back.
+            token: _,
             user_info,
         } = client;
         let every = PatternSet::all();
+        let (expires, far_expiry) = match expires.map(u32::try_from) {
+            None => (0, None),
+            Some(Ok(expires)) => (expires, None),
+            Some(Err(_)) => (0, expires),
+        };
         ParkedClient {
             app,
             sub: sub.into_boxed_str(),
-            expires: expires.unwrap_or(0),
-            token,
-            registered,
-            rare: (device.is_some() || user_info.is_some()).then(|| {
+            rare: (device.is_some() || user_info.is_some() || far_expiry.is_some()).then(|| {
                 Box::new(RareClaims {
                     device: device.map(String::into_boxed_str),
                     user_info,
+                    far_expiry,
                 })
             }),
             grants: (subscribe != every || publish != every)
                 .then(|| Box::new(Grants { subscribe, publish })),
+            expires,
+            registered,
         }
     }
 
-    /// The client again, and where it is registered.
-    pub(super) fn revive(self) -> (Client, ParkedRegistration) {
+    /// When the token expires (seconds since the Unix epoch), if it does.
+    fn expires(&self) -> Option<u64> {
+        match self.expires {
+            0 => self.rare.as_ref().and_then(|rare| rare.far_expiry),
+            expires => Some(u64::from(expires)),
+        }
+    }
+
+    /// The client again, with the token's stamp its entry in `live` (the registry it was
+    /// registered in) holds, and where it is registered.
+    pub(super) fn revive(self, live: &LiveClients) -> (Client, ParkedRegistration) {
+        let expires = self.expires();
         let ParkedClient {
             app,
             sub,
-            expires,
-            token,
-            registered,
             rare,
             grants,
+            expires: _,
+            registered,
         } = self;
+        // The entry is there until the registration leaves, which only its owner does; a
+        // blank stamp (an anonymous client's) is not reached.
+        let token = live.token(&app, &registered).unwrap_or_default();
         let (device, user_info) = match rare {
             Some(rare) => (rare.device.map(String::from), rare.user_info),
             None => (None, None),
@@ -119,7 +145,7 @@ impl ParkedClient {
             app,
             device,
             sub: String::from(sub),
-            expires: (expires != 0).then_some(expires),
+            expires,
             subscribe,
             publish,
             token,
@@ -151,9 +177,13 @@ impl ParkedSession {
 
     /// When the client's token expires (seconds since the Unix epoch), if it does.
     pub fn expires(&self) -> Option<u64> {
-        self.client
-            .as_ref()
-            .and_then(|c| (c.expires != 0).then_some(c.expires))
+        self.client.as_ref().and_then(ParkedClient::expires)
+    }
+
+    /// The authorised client again, if there is one, and where it is registered.
+    pub(super) fn take_client(&mut self) -> Option<(Client, ParkedRegistration)> {
+        let client = self.client.take()?;
+        Some(client.revive(&self.edge.live))
     }
 }
 
@@ -163,28 +193,29 @@ impl Drop for ParkedSession {
             self.edge.engine.unsubscribe(&channel, &sub);
         }
         if let Some(client) = self.client.take() {
-            let (client, registered) = client.revive();
-            self.edge.live.leave(&client.app, registered);
+            self.edge.live.leave(&client.app, client.registered);
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use herald_core::auth::TokenStamp;
     use herald_core::lifecycle::Transport;
-    use herald_core::live::LiveClients;
 
     use super::*;
 
     #[test]
     fn a_parked_session_is_smaller_than_a_live_one() {
         // Two Arcs, the client with its registration, the usage guard and one subscription
-        // inline: 136 bytes, so a parked WebSocket's record with its socket, roster place and
-        // flag fits jemalloc's 160-byte class (it was 176 B and the 192-byte class while the
-        // client kept its device, `user_info` and both pattern sets inline).
+        // inline: 104 bytes, so a parked WebSocket's record with its socket, roster place and
+        // flag fits jemalloc's 128-byte class, an MQTT connection's its 160-byte class. It was
+        // 136 B while the client kept its token's stamp (24 B, the registry's entry has it), its
+        // expiry in 8 bytes and its registration in 8, and 176 B while it kept its device,
+        // `user_info` and both pattern sets inline.
         assert_eq!(size_of::<ParkedSet>(), 24);
-        assert_eq!(size_of::<Option<ParkedClient>>(), 88);
-        assert_eq!(size_of::<ParkedSession>(), 136);
+        assert_eq!(size_of::<Option<ParkedClient>>(), 56);
+        assert_eq!(size_of::<ParkedSession>(), 104);
     }
 
     fn client(device: Option<&str>, user_info: Option<&str>, subscribe: PatternSet) -> Client {
@@ -228,12 +259,27 @@ mod tests {
 
     #[test]
     fn a_parked_client_revives_as_it_was() {
-        let clients = [
+        let mut clients = vec![
             client(None, None, PatternSet::all()),
             client(Some("dev-1"), None, PatternSet::all()),
             client(None, Some(r#"{"name":"Ann"}"#), PatternSet::new(&["news"])),
             client(Some("dev-2"), Some(""), PatternSet::new(&["a", "b/**"])),
         ];
+        // Expiries: none, the last second four bytes hold, the first one past them, the last.
+        let u32_max = u64::from(u32::MAX);
+        for (i, expires) in [None, Some(u32_max), Some(u32_max + 1), Some(u64::MAX)]
+            .into_iter()
+            .enumerate()
+        {
+            let mut expiring = client(None, None, PatternSet::all());
+            expiring.expires = expires;
+            expiring.token = TokenStamp {
+                jti: 10 + i as u64,
+                iat: u64::MAX - i as u64,
+                secret: u64::MAX,
+            };
+            clients.push(expiring);
+        }
         let live = LiveClients::new();
         let outbox = Outbox::new(1024);
         let park = |client: &Client| {
@@ -243,17 +289,24 @@ mod tests {
         };
         for original in clients {
             let (parked, place) = park(&original);
-            let (revived, registered) = parked.revive();
+            assert_eq!(parked.expires(), original.expires);
+            let far = original.expires.is_some_and(|e| e > u32_max);
+            assert_eq!(
+                parked.rare.as_ref().is_some_and(|r| r.far_expiry.is_some()),
+                far
+            );
+            let (revived, registered) = parked.revive(&live);
             assert!(same(&revived, &original), "{revived:?} != {original:?}");
             assert_eq!(format!("{registered:?}"), place);
             live.leave(&revived.app, registered);
         }
-        // Both sets `**` and no device or user_info: nothing out of line but the `sub`.
+        // Both sets `**` and no device, user_info or far expiry: nothing out of line but the
+        // `sub`.
         let mut anonymous = client(None, None, PatternSet::all());
         anonymous.publish = PatternSet::all();
         let (parked, _) = park(&anonymous);
         assert!(parked.rare.is_none() && parked.grants.is_none());
-        let (revived, registered) = parked.revive();
+        let (revived, registered) = parked.revive(&live);
         assert!(same(&revived, &anonymous));
         live.leave(&revived.app, registered);
     }
