@@ -88,8 +88,11 @@ pub struct Parking {
 
 struct Shared {
     slots: Mutex<Slots>,
-    /// Expiries of parked tokens: (seconds since the Unix epoch, slot, generation).
-    expiries: Mutex<BinaryHeap<Reverse<(u64, u32, u32)>>>,
+    /// When parked connections are revived at the latest ([`Parked::expires`]): (seconds since
+    /// the Unix epoch, slot), 8 bytes each. The slot keeps the second too, so an entry for a
+    /// connection that has left (or parked again with another expiry) wakes nothing
+    /// ([`Slots::expire`]).
+    expiries: Mutex<BinaryHeap<Reverse<(u32, u32)>>>,
     registry: Registry,
     runtime: tokio::runtime::Handle,
     /// How long a connection has nothing to do before it parks.
@@ -201,19 +204,13 @@ impl Parking {
             shared.spawn(record, tracker);
             return;
         }
-        let expires = record.expires();
+        let expires = record.expires().map_or(0, expiry_second);
         shared.parked.increment(1.0);
-        let woken = shared.slots.lock().store(slot, generation, record, tracker);
+        let woken = (shared.slots.lock()).store(slot, generation, record, tracker, Some(expires));
         match woken {
             Some(revived) => shared.revived(revived),
-            None => {
-                if let Some(exp) = expires {
-                    shared
-                        .expiries
-                        .lock()
-                        .push(Reverse((exp, slot, generation)));
-                }
-            }
+            None if expires != 0 => shared.expiries.lock().push(Reverse((expires, slot))),
+            None => {}
         }
     }
 }
@@ -237,7 +234,7 @@ impl Shared {
             let woken = self
                 .slots
                 .lock()
-                .store(slot, generation, lent.record, lent.tracker);
+                .store(slot, generation, lent.record, lent.tracker, None);
             if let Some(revived) = woken {
                 self.revived(revived);
             }
@@ -306,14 +303,17 @@ impl Shared {
                 let due = {
                     let mut expiries = self.expiries.lock();
                     match expiries.peek() {
-                        Some(Reverse((exp, _, _))) if *exp <= now => expiries.pop(),
+                        Some(Reverse((exp, _))) if u64::from(*exp) <= now => expiries.pop(),
                         _ => None,
                     }
                 };
-                let Some(Reverse((_, slot, generation))) = due else {
+                let Some(Reverse((exp, slot))) = due else {
                     break;
                 };
-                self.wake(slot, generation, None);
+                let revived = self.slots.lock().expire(slot, exp);
+                if let Some(revived) = revived {
+                    self.revived(revived);
+                }
             }
             self.forget_stale_expiries();
             if self.stopping.load(Ordering::Relaxed) && self.slots.lock().is_empty() {
@@ -322,26 +322,38 @@ impl Shared {
         }
     }
 
-    /// Drops the expiries of connections revived before their token expired, once they
+    /// Drops the expiries of connections revived before they were due, and repeats of one
+    /// (a connection parking again in the slot it left, with the same token), once they
     /// outnumber the parked connections (a connection that parks many times during a long
     /// token's life would otherwise leave one entry per parking).
     fn forget_stale_expiries(&self) {
         let parked = self.slots.lock().parked();
         let mut expiries = self.expiries.lock();
         if expiries.len() > 2 * parked + 1024 {
-            let slots = self.slots.lock();
-            expiries.retain(|Reverse((_, slot, generation))| slots.is_parked(*slot, *generation));
+            let mut kept = std::mem::take(&mut *expiries).into_vec();
+            {
+                let slots = self.slots.lock();
+                kept.retain(|Reverse((exp, slot))| slots.is_due_at(*slot, *exp));
+            }
+            kept.sort_unstable();
+            kept.dedup();
+            *expiries = BinaryHeap::from(kept);
         }
     }
 
     fn next_expiry(&self) -> Option<Duration> {
-        let exp = self
-            .expiries
-            .lock()
-            .peek()
-            .map(|Reverse((exp, _, _))| *exp)?;
-        Some(Duration::from_secs(exp.saturating_sub(unix_now())))
+        let exp = self.expiries.lock().peek().map(|Reverse((exp, _))| *exp)?;
+        Some(Duration::from_secs(
+            u64::from(exp).saturating_sub(unix_now()),
+        ))
     }
+}
+
+/// A parked connection's expiry ([`Parked::expires`]) as the slots keep it: in four bytes,
+/// never 0 (which says none: an expiry at 0 is long past, as 1 is), and at most `u32::MAX`
+/// (February 2106: a later one is not reached).
+fn expiry_second(expires: u64) -> u32 {
+    u32::try_from(expires).unwrap_or(u32::MAX).max(1)
 }
 
 fn token_of(slot: u32, generation: u32) -> usize {
@@ -399,6 +411,14 @@ pub fn raw(socket: &std::net::TcpStream) -> RawFd {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_expiry_is_kept_in_four_bytes_never_as_none() {
+        assert_eq!(expiry_second(0), 1, "long past, not none");
+        assert_eq!(expiry_second(1_900_000_000), 1_900_000_000);
+        assert_eq!(expiry_second(u64::from(u32::MAX) + 1), u32::MAX);
+        assert_eq!(expiry_second(u64::MAX), u32::MAX);
+    }
 
     #[test]
     fn a_token_names_its_slot_and_generation() {

@@ -1,6 +1,8 @@
 //! The parking's slots: where each parked connection's record is kept, by slot number and
 //! generation (a slot's generation changes every time it is freed, so a stale wake or epoll
-//! event for a connection that has left is ignored). The slots are paged
+//! event for a connection that has left is ignored), with the second its record asked to be
+//! revived at (so the parking's queue of expiries names a slot and that second, and an entry
+//! for a connection that has left is ignored the same way). The slots are paged
 //! ([`herald_core::paged`]): their room stays within half a page of the connections parked.
 
 use herald_core::paged::PagedVec;
@@ -25,6 +27,10 @@ enum State {
 
 struct Slot {
     generation: u32,
+    /// When the connection parked here is revived at the latest (seconds since the Unix
+    /// epoch, [`Parked::expires`]), 0 for never; kept while its record is lent out. In what
+    /// was the slot's padding: a slot is 40 bytes with it or without it.
+    expires: u32,
     state: State,
 }
 
@@ -43,6 +49,7 @@ impl Slots {
             Some(slot) => slot,
             None => u32::try_from(self.slots.push(Slot {
                 generation: 0,
+                expires: 0,
                 state: State::Free,
             }))
             .expect("fewer than 2^32 parked connections"),
@@ -61,20 +68,25 @@ impl Slots {
         }
     }
 
-    /// Stores a parked connection in its reserved slot; hands it back at once (revived) if it
-    /// was woken while on its way in.
+    /// Stores a parked connection in its reserved slot, with the second it is revived at
+    /// the latest (0 for never; `None` keeps the one it had when it was lent out); hands it
+    /// back at once (revived) if it was woken while on its way in.
     pub(super) fn store(
         &mut self,
         slot: u32,
         generation: u32,
         record: Box<dyn Parked>,
         tracker: TaskTrackerToken,
+        expires: Option<u32>,
     ) -> Option<Revived> {
         let Some(s) = self.slot(slot, generation) else {
             return Some(Revived { record, tracker });
         };
         match s.state {
             State::Reserved { woken: false } => {
+                if let Some(expires) = expires {
+                    s.expires = expires;
+                }
                 s.state = State::Parked(record, tracker);
                 self.parked += 1;
                 None
@@ -108,6 +120,27 @@ impl Slots {
         }
     }
 
+    /// An expiry at second `expires` for `slot`: its connection is woken as by
+    /// [`Slots::wake`] if that is still the second it is revived at (not a connection that
+    /// has left, or one that parked again since with another expiry).
+    pub(super) fn expire(&mut self, slot: u32, expires: u32) -> Option<Revived> {
+        let s = self.slots.get(slot as usize)?;
+        if expires == 0 || s.expires != expires {
+            return None;
+        }
+        let generation = s.generation;
+        self.wake(slot, generation)
+    }
+
+    /// Whether an expiry at second `expires` for `slot` would still wake a connection.
+    pub(super) fn is_due_at(&self, slot: u32, expires: u32) -> bool {
+        expires != 0
+            && self
+                .slots
+                .get(slot as usize)
+                .is_some_and(|s| s.expires == expires)
+    }
+
     /// Lends the connection of `generation` parked in `slot` out to answer a wake: the slot
     /// stays reserved for it, so a wake meanwhile is remembered, and [`Slots::store`] takes it
     /// back (or hands it back revived). A reserved slot remembers the wake instead.
@@ -131,14 +164,6 @@ impl Slots {
         }
     }
 
-    /// Whether the connection of `generation` is parked in `slot` (or lent out of it).
-    pub(super) fn is_parked(&self, slot: u32, generation: u32) -> bool {
-        self.slots.get(slot as usize).is_some_and(|s| {
-            s.generation == generation
-                && matches!(s.state, State::Parked(..) | State::Reserved { .. })
-        })
-    }
-
     /// How many connections are parked.
     pub(super) fn parked(&self) -> usize {
         self.parked
@@ -158,6 +183,7 @@ impl Slots {
     fn release(&mut self, slot: u32) {
         let s = &mut self.slots[slot as usize];
         s.state = State::Free;
+        s.expires = 0;
         s.generation = s.generation.wrapping_add(1);
         self.free.push(slot);
     }
@@ -196,9 +222,8 @@ mod tests {
         let mut slots = Slots::default();
         let (slot, generation) = slots.reserve();
         assert!(slots
-            .store(slot, generation, Box::new(Record), tracker.token())
+            .store(slot, generation, Box::new(Record), tracker.token(), Some(0))
             .is_none());
-        assert!(slots.is_parked(slot, generation));
         assert_eq!(slots.parked(), 1);
         assert!(
             slots.wake(slot, generation + 1).is_none(),
@@ -222,7 +247,7 @@ mod tests {
         let (slot, generation) = slots.reserve();
         assert!(slots.wake(slot, generation).is_none());
         assert!(slots
-            .store(slot, generation, Box::new(Record), tracker.token())
+            .store(slot, generation, Box::new(Record), tracker.token(), Some(0))
             .is_some());
         assert!(slots.is_empty());
         assert_eq!(slots.parked(), 0);
@@ -234,21 +259,59 @@ mod tests {
         let mut slots = Slots::default();
         let (slot, generation) = slots.reserve();
         assert!(slots
-            .store(slot, generation, Box::new(Record), tracker.token())
+            .store(slot, generation, Box::new(Record), tracker.token(), Some(0))
             .is_none());
         let lent = slots.lend(slot, generation).expect("parked");
         assert_eq!(slots.parked(), 0);
-        assert!(slots.is_parked(slot, generation), "its expiry is kept");
         assert!(slots
-            .store(slot, generation, lent.record, lent.tracker)
+            .store(slot, generation, lent.record, lent.tracker, None)
             .is_none());
         assert_eq!(slots.parked(), 1);
         let lent = slots.lend(slot, generation).expect("parked");
         assert!(slots.lend(slot, generation).is_none(), "lent once");
         assert!(slots
-            .store(slot, generation, lent.record, lent.tracker)
+            .store(slot, generation, lent.record, lent.tracker, None)
             .is_some());
         assert!(slots.is_empty());
+    }
+
+    #[test]
+    fn an_expiry_wakes_only_the_connection_that_asked_for_it() {
+        let tracker = TaskTracker::new();
+        let mut slots = Slots::default();
+        let (slot, generation) = slots.reserve();
+        let stored = slots.store(
+            slot,
+            generation,
+            Box::new(Record),
+            tracker.token(),
+            Some(50),
+        );
+        assert!(stored.is_none());
+        assert!(slots.is_due_at(slot, 50) && !slots.is_due_at(slot, 49));
+        assert!(slots.expire(slot, 49).is_none(), "another second");
+        // Lent out and back, the expiry stays (the record may have moved its own later: the
+        // revived task parks it again then).
+        let lent = slots.lend(slot, generation).expect("parked");
+        assert!(slots.is_due_at(slot, 50), "kept while lent");
+        let stored = slots.store(slot, generation, lent.record, lent.tracker, None);
+        assert!(stored.is_none());
+        assert!(slots.expire(slot, 50).is_some(), "woken at its second");
+        assert!(slots.expire(slot, 50).is_none(), "once");
+        // The slot's next connection does not get the one that left's expiry.
+        let (again, next) = slots.reserve();
+        assert_eq!(again, slot);
+        assert!(!slots.is_due_at(slot, 50));
+        let stored = slots.store(again, next, Box::new(Record), tracker.token(), Some(0));
+        assert!(stored.is_none());
+        assert!(slots.expire(slot, 50).is_none() && !slots.is_due_at(slot, 0));
+        assert!(slots.expire(slot, 0).is_none(), "0 is never");
+        assert_eq!(slots.parked(), 1);
+    }
+
+    #[test]
+    fn a_slot_keeps_its_expiry_in_its_padding() {
+        assert_eq!(size_of::<Slot>(), 40);
     }
 
     #[test]
