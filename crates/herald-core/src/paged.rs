@@ -1,6 +1,6 @@
 //! [`PagedVec`]: a growable array kept in pages of [`PAGE`] elements, for the per-connection
 //! tables that only ever grow at their end and are indexed by slot number (the live-client
-//! registry's shards, the parking's slots).
+//! registry's shards, the parking's slots, the keep-alive roster's shards).
 //!
 //! A `Vec` doubles its capacity when full, so a table of one entry per connection holds up to
 //! twice the room its connections need: 19,500 connections held 32,768 slots' worth, 67 bytes a
@@ -62,6 +62,11 @@ impl<T> PagedVec<T> {
         self.pages.iter().flatten()
     }
 
+    /// Every element, in index order, to change.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.pages.iter_mut().flatten()
+    }
+
     /// Elements' room held, used or not (the bound in the module doc).
     #[cfg(test)]
     fn capacity(&self) -> usize {
@@ -106,6 +111,11 @@ mod tests {
         let all: Vec<usize> = v.iter().copied().collect();
         assert_eq!(all.len(), v.len());
         assert_eq!(all[PAGE - 1], (PAGE - 1) * 10);
+        v.iter_mut().for_each(|e| *e += 1);
+        assert_eq!(
+            (v[0], v[PAGE], v[v.len() - 1]),
+            (1, 2, (3 * PAGE + 6) * 10 + 1)
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@
 use std::sync::{Arc, Weak};
 
 use herald_core::outbox::Outbox;
+use herald_core::paged::PagedVec;
 use parking_lot::Mutex;
 
 /// Shards, so connections opening and closing on different threads rarely share a lock.
@@ -38,9 +39,11 @@ impl Place {
 
 const _: () = assert!(SHARDS <= 1 << (32 - SLOT_BITS));
 
+/// A shard's entries, by slot number; paged ([`herald_core::paged`]), so their room stays
+/// within half a page of the connections (a doubling `Vec` held up to twice that).
 #[derive(Default)]
 struct Shard {
-    slots: Vec<Option<Weak<Outbox>>>,
+    slots: PagedVec<Option<Weak<Outbox>>>,
     free: Vec<u32>,
 }
 
@@ -71,8 +74,8 @@ impl Roster {
                 slot
             }
             None => {
-                s.slots.push(entry);
-                u32::try_from(s.slots.len() - 1)
+                let slot = s.slots.push(entry);
+                u32::try_from(slot)
                     .ok()
                     .filter(|slot| *slot < 1 << SLOT_BITS)
                     .expect("fewer than 2^28 connections per shard")
