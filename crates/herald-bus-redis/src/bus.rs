@@ -36,7 +36,7 @@ use tokio::sync::{broadcast, mpsc, Notify};
 use tokio::task::JoinHandle;
 
 use crate::error::{in_words, redact, BusError};
-use crate::followed::{Followed, InterestQueue, Marks};
+use crate::followed::{Followed, InterestQueue};
 use crate::link_log::LinkLog;
 use crate::names::Names;
 
@@ -184,11 +184,11 @@ pub(crate) struct Shared {
     pub(crate) tenancy: OnceLock<Arc<dyn Tenancy>>,
     pub(crate) attached: Notify,
     pub(crate) followed: Followed,
-    /// The hub's interest changes, for the subscription task (also held by the hook).
-    pub(crate) interest: Arc<InterestQueue>,
+    pub(crate) interest: InterestQueue,
+    pub(crate) interest_changed: Notify,
     /// Channels whose local subscriber count changed since the presence task last wrote,
-    /// each with the last count the hub told (`crate::presence`; also held by the hook).
-    pub(crate) counts_changed: Arc<CountsChanged>,
+    /// each with the last count the hub told (`crate::presence`).
+    pub(crate) counts_changed: Mutex<crate::followed::ChannelMap<usize>>,
     /// Tells the sender task to send what is queued, once more, and stop ([`RedisBus::shutdown`]).
     pub(crate) stopping: Notify,
     pub(crate) outgoing: mpsc::Sender<Vec<SharedMessage>>,
@@ -523,8 +523,9 @@ impl Connected {
             tenancy: OnceLock::new(),
             attached: Notify::new(),
             followed: Followed::new(),
-            interest: Arc::default(),
-            counts_changed: Arc::default(),
+            interest: InterestQueue::default(),
+            interest_changed: Notify::new(),
+            counts_changed: Mutex::default(),
             stopping: Notify::new(),
             outgoing,
             events_out,
@@ -555,11 +556,10 @@ impl Connected {
             .set_share_cluster(Arc::new(crate::shares::RedisShares(Arc::downgrade(
                 &shared,
             ))));
-        shared.fan_out.hub().set_interest_hook(Arc::new(Hook {
-            interest: shared.interest.clone(),
-            counts: shared.counts_changed.clone(),
-            marks: shared.followed.marks().clone(),
-        }));
+        shared
+            .fan_out
+            .hub()
+            .set_interest_hook(Arc::new(Hook(Arc::downgrade(&shared))));
         // Lifecycle events cross nodes through this bus: the live clients share the hub's
         // registry, and the relay stands between this node's transitions and its listeners.
         let lifecycle = shared.fan_out.hub().lifecycle().clone();
@@ -619,38 +619,36 @@ impl Drop for RedisBus {
     }
 }
 
-/// Each channel's last local subscriber count the hub told since the presence task last took
-/// them.
-pub(crate) type CountsChanged = Mutex<crate::followed::ChannelMap<usize>>;
-
-/// The hub's interest hook: queues the change for the subscription task, notes counts for the
-/// presence task and floors for the repair task. It holds what it writes to itself, not the
-/// bus's shared state (which holds the hub, through the fan-out): a weak reference upgraded
-/// and dropped at each call was two atomic writes to one count every node's thread shares, four
-/// times per channel new to the node.
-struct Hook {
-    interest: Arc<InterestQueue>,
-    counts: Arc<CountsChanged>,
-    marks: Arc<Marks>,
-}
+/// The hub's interest hook: queues the change for the subscription task.
+struct Hook(std::sync::Weak<Shared>);
 
 impl InterestHook for Hook {
     fn gained(&self, channel: &ChannelName) {
-        self.interest.push(channel, true);
+        if let Some(shared) = self.0.upgrade() {
+            shared.interest.push(channel, true);
+            shared.interest_changed.notify_one();
+        }
     }
 
     fn lost(&self, channel: &ChannelName) {
-        self.interest.push(channel, false);
+        if let Some(shared) = self.0.upgrade() {
+            shared.interest.push(channel, false);
+            shared.interest_changed.notify_one();
+        }
     }
 
     fn subscribers_changed(&self, channel: &ChannelName, count: usize) {
-        self.counts.lock().insert(channel.clone(), count);
+        if let Some(shared) = self.0.upgrade() {
+            shared.counts_changed.lock().insert(channel.clone(), count);
+        }
     }
 
     fn head_known(&self, channel: &ChannelName, floor: u64) {
         // A followed channel waiting for its floor starts at it in the repair task's next
         // round, without asking the hub again.
-        self.marks.attend_at(channel, floor);
+        if let Some(shared) = self.0.upgrade() {
+            shared.followed.attend_at(channel, floor);
+        }
     }
 }
 

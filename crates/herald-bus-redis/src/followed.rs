@@ -7,11 +7,9 @@
 //! [`herald_core::hub::InterestHook`]), never a `Followed` shard; nothing here calls into the
 //! hub while holding a shard.
 
-use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Instant;
 
 use herald_core::message::SharedMessage;
@@ -40,10 +38,6 @@ pub(crate) struct Follow {
     pub(crate) sequencer: Sequencer,
     /// Redis confirmed the subscription (since the last reconnect).
     pub(crate) listening: bool,
-    /// The take of interest changes ([`InterestQueue`]) whose round of subscriptions made the
-    /// channel listening: a head read that began once that round had ended was read after
-    /// Redis confirmed the subscription ([`Followed::note_head_read`]).
-    pub(crate) listening_round: u64,
     /// A log read for this channel is running.
     pub(crate) repairing: bool,
     /// Read the log after the last released seq once listening (it may have missed messages
@@ -89,35 +83,7 @@ pub(crate) type Attention = ChannelMap<Option<u64>>;
 pub(crate) struct Followed {
     shards: Box<[Mutex<ChannelMap<Follow>>]>,
     hasher: ChannelHasher,
-    marks: Arc<Marks>,
-}
-
-/// The channels marked for the repair task ([`Attention`]), apart from [`Followed`] so that the
-/// hub's interest hook holds them itself (`crate::bus`'s hook marks a channel whose floor the
-/// hub learned without reaching the bus's shared state through a weak reference each time).
-#[derive(Default)]
-pub(crate) struct Marks(Mutex<Attention>);
-
-impl Marks {
-    /// Marks `channel` (keeping the floor told with it, if any).
-    pub(crate) fn attend(&self, channel: &ChannelName) {
-        let mut attention = self.0.lock();
-        if !attention.contains_key(channel) {
-            attention.insert(channel.clone(), None);
-        }
-    }
-
-    /// Marks `channel` with the hub's head floor `floor`, as the hub told it (the lowest told
-    /// since the channel was marked stays).
-    pub(crate) fn attend_at(&self, channel: &ChannelName, floor: u64) {
-        let mut attention = self.0.lock();
-        match attention.get_mut(channel) {
-            Some(told) => *told = Some(told.map_or(floor, |told| told.min(floor))),
-            None => {
-                attention.insert(channel.clone(), Some(floor));
-            }
-        }
-    }
+    attention: Mutex<Attention>,
 }
 
 impl Followed {
@@ -125,13 +91,8 @@ impl Followed {
         Followed {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
             hasher: ChannelHasher::default(),
-            marks: Arc::default(),
+            attention: Mutex::default(),
         }
-    }
-
-    /// The channels marked for the repair task, for the hub's interest hook.
-    pub(crate) fn marks(&self) -> &Arc<Marks> {
-        &self.marks
     }
 
     fn shard(&self, channel: &ChannelName) -> &Mutex<ChannelMap<Follow>> {
@@ -140,17 +101,18 @@ impl Followed {
 
     /// Starts following `channel` (not yet listening); `false` if it already was.
     pub(crate) fn follow(&self, channel: &ChannelName) -> bool {
-        // One probe: the name's clone is a count raised (and dropped again if followed).
-        match self.shard(channel).lock().entry(channel.clone()) {
-            Entry::Occupied(_) => false,
-            Entry::Vacant(vacant) => {
-                vacant.insert(Follow {
-                    needs_read: true,
-                    ..Follow::default()
-                });
-                true
-            }
+        let mut shard = self.shard(channel).lock();
+        if shard.contains_key(channel) {
+            return false;
         }
+        shard.insert(
+            channel.clone(),
+            Follow {
+                needs_read: true,
+                ..Follow::default()
+            },
+        );
+        true
     }
 
     /// Stops following `channel`; `false` if it was not followed. A floor the hub told for it
@@ -158,7 +120,7 @@ impl Followed {
     pub(crate) fn unfollow(&self, channel: &ChannelName) -> bool {
         let followed = self.shard(channel).lock().remove(channel).is_some();
         if followed {
-            self.marks.0.lock().remove(channel);
+            self.attention.lock().remove(channel);
         }
         followed
     }
@@ -167,29 +129,26 @@ impl Followed {
         self.shard(channel).lock().contains_key(channel)
     }
 
-    /// Records `head`, read once the round of subscriptions of take `round` had ended
-    /// ([`InterestQueue::rounds_ended`]), as read after Redis confirmed `channel`'s subscription
-    /// ([`Follow::head_read`]), if a round up to that one made it listening, it still is, and
-    /// `still_exact` says nothing was lost since (no reconnect). A channel confirmed by a
-    /// later round (a retry) is left to the repair task's check. Does not mark the channel for
-    /// attention.
+    /// Records `head`, read after Redis confirmed `channel`'s subscription
+    /// ([`Follow::head_read`]), if it is still listening and `still_exact` says nothing was
+    /// lost since (no reconnect). Does not mark the channel for attention.
     pub(crate) fn note_head_read(
         &self,
         channel: &ChannelName,
         head: u64,
-        round: u64,
         still_exact: impl FnOnce() -> bool,
     ) {
         let mut shard = self.shard(channel).lock();
         if let Some(follow) = shard.get_mut(channel) {
-            if follow.listening
-                && follow.listening_round <= round
-                && follow.sequencer.next().is_none()
-                && still_exact()
-            {
+            if follow.listening && follow.sequencer.next().is_none() && still_exact() {
                 follow.head_read = Some(head);
             }
         }
+    }
+
+    /// Whether Redis confirmed `channel`'s subscription; `None` if it is not followed.
+    pub(crate) fn is_listening(&self, channel: &ChannelName) -> Option<bool> {
+        self.shard(channel).lock().get(channel).map(|f| f.listening)
     }
 
     /// Every followed channel.
@@ -282,49 +241,47 @@ impl Followed {
 
     /// Marks `channel` for the maintenance task (keeping the floor told with it, if any).
     pub(crate) fn attend(&self, channel: &ChannelName) {
-        self.marks.attend(channel);
+        let mut attention = self.attention.lock();
+        if !attention.contains_key(channel) {
+            attention.insert(channel.clone(), None);
+        }
     }
 
     /// Marks `channel` for the maintenance task with the hub's head floor `floor`, as the hub
     /// told it (the lowest told since the channel was marked stays).
     pub(crate) fn attend_at(&self, channel: &ChannelName, floor: u64) {
-        self.marks.attend_at(channel, floor);
+        let mut attention = self.attention.lock();
+        match attention.get_mut(channel) {
+            Some(told) => *told = Some(told.map_or(floor, |told| told.min(floor))),
+            None => {
+                attention.insert(channel.clone(), Some(floor));
+            }
+        }
     }
 
     /// Takes the channels marked for attention.
     pub(crate) fn take_attention(&self) -> Attention {
-        std::mem::take(&mut *self.marks.0.lock())
+        std::mem::take(&mut *self.attention.lock())
     }
 }
 
 /// Interest changes the hub reported, in order, for the subscription task; and how far the
 /// task has got with them, for head reads waiting for channels' subscriptions
-/// (`crate::head_reads`).
+/// (`crate::heads`).
 #[derive(Default)]
 pub(crate) struct InterestQueue {
     changes: Mutex<Vec<(ChannelName, bool)>>,
     /// Takes made, counted under the lock of `changes`.
     takes: AtomicU64,
-    /// The last take whose round of subscriptions ended: its channels followed (or dropped
-    /// again), `SSUBSCRIBE` sent, and those Redis confirmed marked listening with the take's
-    /// number ([`Follow::listening_round`]).
-    rounds_ended: AtomicU64,
-    /// Woken when the task ended a round.
+    /// The last take whose channels are all followed (or dropped again).
+    settled: AtomicU64,
+    /// Woken when the task settled a take or ended a round of subscriptions.
     progress: Notify,
-    /// Woken when a change is pushed (the subscription task waits on it).
-    changed: Notify,
 }
 
 impl InterestQueue {
-    /// Queues a change and wakes the subscription task.
     pub(crate) fn push(&self, channel: &ChannelName, gained: bool) {
         self.changes.lock().push((channel.clone(), gained));
-        self.changed.notify_one();
-    }
-
-    /// Woken at the next change pushed (or at once if one was pushed since the last wake).
-    pub(crate) fn changed(&self) -> &Notify {
-        &self.changed
     }
 
     /// The changes so far, and the take's number.
@@ -334,28 +291,29 @@ impl InterestQueue {
         (std::mem::take(&mut *changes), taken)
     }
 
-    /// The take whose round, once ended, has dealt with every change pushed so far: the next
-    /// one if changes are waiting, else the last one made.
-    pub(crate) fn round_of_pushed(&self) -> u64 {
-        let changes = self.changes.lock();
-        self.takes.load(Ordering::Acquire) + u64::from(!changes.is_empty())
+    /// Takes made so far: a change pushed before this is read is in a later take at most.
+    pub(crate) fn takes(&self) -> u64 {
+        let _changes = self.changes.lock();
+        self.takes.load(Ordering::Acquire)
     }
 
-    /// The round of take `taken` ended (see [`InterestQueue::rounds_ended`]).
-    pub(crate) fn round_ended(&self, taken: u64) {
-        self.rounds_ended.store(taken, Ordering::Release);
+    /// Take `taken` is followed (its lost channels dropped).
+    pub(crate) fn settle(&self, taken: u64) {
+        self.settled.store(taken, Ordering::Release);
         self.progress.notify_waiters();
     }
 
-    /// The last take whose round of subscriptions ended: every channel gained before
-    /// [`InterestQueue::round_of_pushed`] was read is listening once this reaches the number it
-    /// gave, unless its subscription failed (then it is retried in a later round) or it was
-    /// dropped.
-    pub(crate) fn rounds_ended(&self) -> u64 {
-        self.rounds_ended.load(Ordering::Acquire)
+    /// The last take settled.
+    pub(crate) fn settled(&self) -> u64 {
+        self.settled.load(Ordering::Acquire)
     }
 
-    /// Woken at the next round ended.
+    /// A round of subscriptions ended (some channels may be listening now).
+    pub(crate) fn progressed(&self) {
+        self.progress.notify_waiters();
+    }
+
+    /// Woken at the next settled take or round ended.
     pub(crate) fn progress(&self) -> &Notify {
         &self.progress
     }
@@ -367,65 +325,6 @@ mod tests {
 
     fn channel(name: &str) -> ChannelName {
         ChannelName::parse(name).unwrap()
-    }
-
-    /// A head read waits for the round that took every change pushed before it asked: the next
-    /// take while changes wait, else the last one made (waiting for a take after it would
-    /// wait for nothing until another channel is gained).
-    #[test]
-    fn a_head_read_waits_for_the_round_that_took_what_was_pushed() {
-        let queue = InterestQueue::default();
-        assert_eq!(
-            queue.round_of_pushed(),
-            0,
-            "nothing pushed, nothing to wait for"
-        );
-        queue.push(&channel("a"), true);
-        assert_eq!(queue.round_of_pushed(), 1, "waiting: the next take has it");
-        let (changes, taken) = queue.take();
-        assert_eq!((changes.len(), taken), (1, 1));
-        assert_eq!(queue.round_of_pushed(), 1, "taken: that take's round");
-        assert!(queue.rounds_ended() < 1);
-        queue.round_ended(taken);
-        assert!(queue.rounds_ended() >= queue.round_of_pushed());
-    }
-
-    /// A head read vouches only for channels a round it waited for made listening: one that
-    /// Redis confirmed later (its subscription retried) may have missed a message published
-    /// between the read and the confirmation, so the repair task checks it.
-    #[test]
-    fn a_head_read_is_noted_only_for_channels_confirmed_before_it() {
-        let followed = Followed::new();
-        let (early, late, deaf) = (channel("early"), channel("late"), channel("deaf"));
-        for c in [&early, &late, &deaf] {
-            assert!(followed.follow(c));
-        }
-        let listen = |c: &ChannelName, round: u64| {
-            followed.with(
-                c,
-                |follow, _, _| {
-                    follow.listening = true;
-                    follow.listening_round = round;
-                },
-                |_| {},
-            );
-        };
-        listen(&early, 3);
-        listen(&late, 5);
-        for c in [&early, &late, &deaf] {
-            followed.note_head_read(c, 7, 4, || true);
-        }
-        let noted = |c: &ChannelName| followed.with(c, |f, _, _| f.head_read, |_| {}).flatten();
-        assert_eq!(
-            noted(&early),
-            Some(7),
-            "confirmed by round 3, read after round 4"
-        );
-        assert_eq!(noted(&late), None, "confirmed by round 5, after the read");
-        assert_eq!(noted(&deaf), None, "not confirmed");
-        listen(&deaf, 2);
-        followed.note_head_read(&deaf, 7, 4, || false);
-        assert_eq!(noted(&deaf), None, "a reconnect since the read began");
     }
 
     /// Redis confirming a channel new to the node (listening, a read owed) does not put it

@@ -7,12 +7,10 @@
 //! it answers the engine's subscribers, and the repair task starts the channel at it without
 //! checking its head again ([`crate::followed::Follow::head_read`]), so a channel new to the
 //! node costs one head read, not two. The wait is one subscription round (the subscription
-//! task takes the channels the hub gained before the engine asks): a batch waits for the end
-//! of the round that took its channels, for [`LISTEN_WAIT`] at most, and not at all while
-//! Redis is away or does not vouch for the heads; each channel is then looked up once, to note
-//! the head read if that round (or an earlier one) confirmed it. A head read without the wait,
-//! or of a channel confirmed later (a subscription retried), is checked again by the repair
-//! task once the channel is listening, as before.
+//! task takes the channels the hub gained before the engine asks): a batch waits for the
+//! subscriptions of its channels still followed, for [`LISTEN_WAIT`] at most, and not at all
+//! while Redis is away or does not vouch for the heads; a head read without the wait is
+//! checked again by the repair task once the channel is listening, as before.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -36,52 +34,49 @@ impl HeadSource for RedisHeads {
         let shared = self.0.upgrade()?;
         // A reconnect after this may have lost subscriptions confirmed before it.
         let reconnects = shared.counters.reconnects.load(Ordering::Acquire);
-        let round = if shared.heads_vouched.load(Ordering::Relaxed)
+        let confirmed = shared.heads_vouched.load(Ordering::Relaxed)
             && shared.subscriber.state() == ClientState::Connected
-        {
-            wait_round(&shared).await
-        } else {
-            None
-        };
+            && wait_listening(&shared, channels).await;
         let heads = crate::heads::read(&shared, channels).await;
         let counter = match heads {
             Some(_) => &shared.counters.heads_from_redis,
             None => &shared.counters.heads_not_vouched,
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        if let (Some(round), Some(heads)) = (round, &heads) {
+        if let (true, Some(heads)) = (confirmed, &heads) {
             for (channel, head) in channels.iter().zip(heads) {
-                shared
-                    .followed
-                    .note_head_read(channel, head.last_seq, round, || {
-                        shared.counters.reconnects.load(Ordering::Acquire) == reconnects
-                    });
+                shared.followed.note_head_read(channel, head.last_seq, || {
+                    shared.counters.reconnects.load(Ordering::Acquire) == reconnects
+                });
             }
         }
         heads
     }
 }
 
-/// Waits until the subscription task ended the round of the channels the hub gained so far
-/// (every channel of a batch was gained before the engine asked for its head): those Redis
-/// confirmed are then listening, marked with a round up to the one returned, which a head read
-/// begun afterwards vouches for ([`crate::followed::Followed::note_head_read`]). One wait for
-/// the batch, not a look at each channel; `None` if that took longer than [`LISTEN_WAIT`].
-async fn wait_round(shared: &Arc<Shared>) -> Option<u64> {
-    // The hub queued the batch's channels before the engine asked: this take has them, or an
-    // earlier one.
-    let round = shared.interest.round_of_pushed();
+/// Waits until Redis has confirmed this node's subscription to each of `channels` that is
+/// still followed; `false` if that took longer than [`LISTEN_WAIT`].
+async fn wait_listening(shared: &Arc<Shared>, channels: &[ChannelName]) -> bool {
+    // The hub told the interest queue of these channels before the engine asked: a take
+    // after this one has them, so once it is settled a channel not followed was dropped
+    // (its subscribers left) and is not waited for.
+    let taken = shared.interest.takes();
     let deadline = tokio::time::Instant::now() + LISTEN_WAIT;
+    let mut waiting: Vec<&ChannelName> = channels.iter().collect();
     loop {
         let progress = shared.interest.progress().notified();
         tokio::pin!(progress);
         progress.as_mut().enable();
-        let ended = shared.interest.rounds_ended();
-        if ended >= round {
-            return Some(ended);
+        let settled = shared.interest.settled() > taken;
+        waiting.retain(|channel| match shared.followed.is_listening(channel) {
+            Some(listening) => !listening,
+            None => !settled,
+        });
+        if waiting.is_empty() {
+            return true;
         }
         if tokio::time::timeout_at(deadline, progress).await.is_err() {
-            return None;
+            return false;
         }
     }
 }

@@ -30,6 +30,7 @@
 //! `PREFIX:hook-count:CHANNEL` (deleted when it is 0), so the next node to claim it tells
 //! nothing when the count is back where that left it. Neither is read by anything else.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,12 +60,11 @@ fn app_field(app: &AppId) -> String {
     format!("a:{}", app.as_str())
 }
 
-/// What this node last wrote to its presence hash of each app's connection count (zeros are
-/// not written: their fields are deleted). Channels' counts are not kept: the hub tells each
-/// change once, so a round writes what it was told (a count set again at its old value, or a
-/// field deleted that was never written, costs Redis nothing worth a map of every channel here).
+/// What this node last wrote to its presence hash: each channel's subscriber count and each
+/// app's connection count (zeros are not written: their fields are deleted).
 #[derive(Default)]
 struct Written {
+    channels: ChannelMap<i64>,
     apps: HashMap<AppId, i64>,
 }
 
@@ -76,9 +76,11 @@ struct Changes {
     delete: Vec<String>,
 }
 
-/// The fields for `channels`' counts: set if above zero, deleted otherwise.
+/// The changes that bring `written` to `channels` (only those that differ), updating it as
+/// if the write succeeded.
 fn channel_changes(
     shared: &Shared,
+    written: &mut ChannelMap<i64>,
     channels: impl IntoIterator<Item = (ChannelName, i64)>,
     changes: &mut Changes,
 ) {
@@ -86,8 +88,18 @@ fn channel_changes(
     for (channel, n) in channels {
         read += 1;
         if n > 0 {
-            changes.set.push((channel_field(&channel), n));
-        } else {
+            match written.entry(channel) {
+                Entry::Occupied(mut known) if *known.get() != n => {
+                    known.insert(n);
+                    changes.set.push((channel_field(known.key()), n));
+                }
+                Entry::Occupied(_) => {}
+                Entry::Vacant(new) => {
+                    changes.set.push((channel_field(new.key()), n));
+                    new.insert(n);
+                }
+            }
+        } else if written.remove(&channel).is_some() {
             changes.delete.push(channel_field(&channel));
         }
     }
@@ -107,20 +119,29 @@ fn changes(shared: &Shared, written: &mut Written, everything: bool) -> Changes 
     let mut changes = Changes::default();
     let told = std::mem::take(&mut *shared.counts_changed.lock());
     if everything {
+        written.channels.clear();
+        let now: Vec<(ChannelName, i64)> = shared
+            .followed
+            .all()
+            .into_iter()
+            .chain(told.into_keys())
+            .map(|c| {
+                let n = hub.subscriber_count(&c) as i64;
+                (c, n)
+            })
+            .collect();
         // The hash rewritten whole (the task deletes every other field it holds): every
-        // channel counted once (one both followed and told is read once), zeros left out.
-        let mut now: ChannelMap<i64> = told.into_keys().map(|c| (c, 0)).collect();
-        for channel in shared.followed.all() {
-            now.insert(channel, 0);
-        }
-        for (channel, n) in now.iter_mut() {
-            *n = hub.subscriber_count(channel) as i64;
-        }
-        now.retain(|_, n| *n > 0);
-        channel_changes(shared, now, &mut changes);
+        // channel counted once (one both followed and told is read twice, written once).
+        channel_changes(shared, &mut written.channels, now, &mut Changes::default());
+        changes.set.extend(
+            written
+                .channels
+                .iter()
+                .map(|(channel, n)| (channel_field(channel), *n)),
+        );
     } else {
         let now = told.into_iter().map(|(c, n)| (c, n as i64));
-        channel_changes(shared, now, &mut changes);
+        channel_changes(shared, &mut written.channels, now, &mut changes);
     }
     let apps: HashMap<AppId, i64> = shared
         .caches

@@ -47,7 +47,7 @@ pub(crate) async fn run(shared: Arc<Shared>, mut reconnects: broadcast::Receiver
     loop {
         let waiting = !retry.is_empty() || !events_subscribed;
         let reconnected = tokio::select! {
-            _ = shared.interest.changed().notified() => false,
+            _ = shared.interest_changed.notified() => false,
             got = reconnects.recv() => match got {
                 Ok(_) | Err(RecvError::Lagged(_)) => true,
                 Err(RecvError::Closed) => return,
@@ -102,6 +102,9 @@ pub(crate) async fn run(shared: Arc<Shared>, mut reconnects: broadcast::Receiver
                 unsubscribe.insert(channel);
             }
         }
+        // Every channel of this take is followed or dropped: a head read waiting for channels
+        // gained before it knows which to wait for (`crate::heads`).
+        shared.interest.settle(taken);
         if !unsubscribe.is_empty() {
             // A failure leaves a stray subscription: its traffic is counted and dropped, and a
             // reconnect ends it.
@@ -117,9 +120,7 @@ pub(crate) async fn run(shared: Arc<Shared>, mut reconnects: broadcast::Receiver
             } else {
                 RETRY_AFTER
             };
-            // Listening, owing a read: `with` marks each for the repair task. The round's
-            // number tells a head read whether it began after the confirmation
-            // (`crate::head_reads`).
+            // Listening, owing a read: `with` marks each for the repair task.
             for channel in subscribe
                 .iter()
                 .filter(|c| failed.is_empty() || !failed.contains(*c))
@@ -128,7 +129,6 @@ pub(crate) async fn run(shared: Arc<Shared>, mut reconnects: broadcast::Receiver
                     channel,
                     |follow, _, _| {
                         follow.listening = true;
-                        follow.listening_round = taken;
                         follow.needs_read = true;
                     },
                     |_| {},
@@ -154,10 +154,9 @@ pub(crate) async fn run(shared: Arc<Shared>, mut reconnects: broadcast::Receiver
                 }
             }
             retry.extend(failed);
+            // Head reads waiting for these channels' confirmation go on.
+            shared.interest.progressed();
         }
-        // Every channel of this take is followed or dropped, and those Redis confirmed are
-        // listening: head reads waiting for the round go on (`crate::head_reads`).
-        shared.interest.round_ended(taken);
     }
 }
 
