@@ -10,6 +10,7 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 
 use crate::name::ChannelName;
+use crate::tenant::AppId;
 
 mod frame_cache;
 
@@ -27,6 +28,28 @@ pub struct NewMessage {
     /// What storing it does to its channel's retained message (MQTT's RETAIN flag); nothing
     /// for every transport but MQTT.
     pub retain: Retain,
+    /// A session's hold written with it ([`SessionHold`]); none for every message but an MQTT
+    /// persistent session's QoS 2 publish.
+    pub hold: Option<Box<SessionHold>>,
+}
+
+/// What an MQTT persistent session holds of an inbound QoS 2 message until its PUBREL: the
+/// client's packet identifier and the number `n` of the idempotency key the message is stored
+/// with (herald-mqtt's `inflight.rs`). The store writes it in the append's own transaction,
+/// whether the message is new or a duplicate of one stored with its key, beside the session's
+/// other state (replacing a hold of the same packet identifier), so the PUBREC waits for one
+/// commit and a hold in the store means its message is stored. Kept apart from the channel's
+/// history, as the retained message is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionHold {
+    /// The session's app.
+    pub app: AppId,
+    /// The session's client identifier.
+    pub client_id: String,
+    /// The client's packet identifier.
+    pub packet_id: u16,
+    /// The number in the message's idempotency key.
+    pub n: u64,
 }
 
 /// What an append does to its channel's **retained message**, the one an MQTT client last

@@ -111,6 +111,7 @@ impl Publisher {
             id,
             data: Bytes::copy_from_slice(data),
             retain,
+            hold: None,
         })
     }
 

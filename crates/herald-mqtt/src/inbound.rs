@@ -1,9 +1,9 @@
 //! What a connection does with each packet its client sends after CONNECT: PUBLISH at QoS 0,
 //! 1 and 2 (stored through the client session's one publish rule, acknowledged after the append
-//! committed; a persistent session's QoS 2 packet ids held in its store from before the PUBREC
-//! until before the PUBCOMP), the acknowledgements of the server's own PUBLISH packets,
-//! SUBSCRIBE and UNSUBSCRIBE to exact topics, to wildcard filters (`wildcards.rs`) and shared subscriptions
-//! (`shared.rs`), PINGREQ and DISCONNECT. Every answer is queued in the connection's outbox, so
+//! committed; a persistent session's QoS 2 packet ids held in its store, written by the
+//! message's append, their release queued before the PUBCOMP), the acknowledgements of the
+//! server's own PUBLISH packets, SUBSCRIBE and UNSUBSCRIBE to exact topics, to wildcard filters
+//! (`wildcards.rs`) and shared subscriptions (`shared.rs`), PINGREQ and DISCONNECT. Every answer is queued in the connection's outbox, so
 //! answers and messages reach the client in the order they were produced.
 //!
 //! Herald's errors become reason codes ([`publish_code`], [`subscribe_code`]); a packet the
@@ -17,7 +17,7 @@ use herald_core::engine::SubscribeRequest;
 use herald_core::limits::Admission;
 use herald_core::message::SharedMessage;
 use herald_core::outbox::{CloseReason, OutFrame};
-use herald_core::{ErrorCode, HeraldError};
+use herald_core::{ErrorCode, HeraldError, SessionHold};
 
 use crate::inflight::{qos2_key, Arrival};
 use crate::origin;
@@ -93,7 +93,7 @@ pub(crate) async fn handle(wire: &mut MqttWire, packet: Packet) -> Option<End> {
                 wire.qos2_completed(&sent);
             }
         }
-        Packet::PubRel(rel) => return release_qos2(wire, rel).await,
+        Packet::PubRel(rel) => release_qos2(wire, rel),
         Packet::Subscribe(subscribe) => return subscribe_to(wire, subscribe).await,
         Packet::Unsubscribe(unsubscribe) => unsubscribe_from(wire, unsubscribe),
         Packet::PingReq => wire.send(&Packet::PingResp),
@@ -168,7 +168,7 @@ async fn publish_in(wire: &mut MqttWire, publish: Publish) -> Option<End> {
     let Some(id) = publish.packet_id else {
         // QoS 0: no answer; a refusal is told in v5 only by DISCONNECT for a bad topic.
         let key = origin::key(wire.claim.client_id(), publish.qos, wire.qos2.next_n());
-        return match store(wire, &publish, &topic, Some(key)).await {
+        return match store(wire, &publish, &topic, Some(key), None).await {
             Err((ReasonCode::TopicNameInvalid, why)) => {
                 Some(End::Disconnect(ReasonCode::TopicNameInvalid, why.into()))
             }
@@ -180,7 +180,7 @@ async fn publish_in(wire: &mut MqttWire, publish: Publish) -> Option<End> {
     }
     let mut ack = PubAck::new(id);
     let key = origin::key(wire.claim.client_id(), publish.qos, wire.qos2.next_n());
-    if let Err((code, why)) = store(wire, &publish, &topic, Some(key)).await {
+    if let Err((code, why)) = store(wire, &publish, &topic, Some(key), None).await {
         match refusal_ack(wire, &topic, code, why) {
             Ok(Some((code, properties))) => {
                 ack.reason_code = code;
@@ -195,17 +195,17 @@ async fn publish_in(wire: &mut MqttWire, publish: Publish) -> Option<End> {
 }
 
 /// Handles a QoS 2 PUBLISH with packet id `id`: stored once, answered with PUBREC, its id held
-/// until its PUBREL. A persistent session's hold is written to its store beside the append
-/// (both queued at once, so the PUBREC waits for no write after the append's; on SQLite they
-/// share the writer's batch): durable before the PUBREC, so a resend after a restart, or on
-/// another node, is not stored twice (`crate::session`).
+/// until its PUBREL. A persistent session's hold is written by the message's append, in its
+/// transaction (core's `SessionHold`): durable with the message before the PUBREC, so a resend
+/// after a restart, or on another node, is not stored twice (`crate::session`), and the
+/// PUBREC waits for no other commit.
 async fn publish_qos2(
     wire: &mut MqttWire,
     publish: &Publish,
     topic: &TopicName,
     id: std::num::NonZeroU16,
 ) -> Option<End> {
-    let (n, recovered) = match wire.qos2.arrival(id) {
+    let (mut n, recovered) = match wire.qos2.arrival(id, publish.dup) {
         Arrival::Held => {
             wire.send(&Packet::PubRec(PubRec::new(id)));
             return None;
@@ -224,40 +224,26 @@ async fn publish_qos2(
             why.into(),
         ));
     }
-    let key = qos2_key(wire.claim.client_id(), id, n);
-    // A recovered id's hold is stored already: its message is stored again with its key.
-    let hold = match recovered {
-        true => None,
-        false => wire.qos2_hold_write(id, n),
-    };
-    let hold_written = hold.is_some();
-    let (stored, held) = match hold {
-        Some(hold) => tokio::join!(store(wire, publish, topic, Some(key)), hold),
-        None => (store(wire, publish, topic, Some(key)).await, Ok(())),
-    };
+    let mut stored = store_qos2(wire, publish, topic, id, n).await;
+    if recovered {
+        // A resend of the message its stored hold is for finds that message under its key.
+        // A different one is a new message whose first PUBLISH a crash lost together with
+        // the release of the id's message before (its PUBCOMP had gone): stored as new.
+        let other =
+            |earlier: &SharedMessage| payload::from_data(&earlier.data).payload != publish.payload;
+        if matches!(&stored, Ok(Some(earlier)) if other(earlier)) {
+            n = wire.qos2.next_n();
+            stored = store_qos2(wire, publish, topic, id, n).await;
+        }
+    }
     let mut rec = PubRec::new(id);
     match stored {
-        Ok(()) => {
-            wire.qos2.hold(id, n);
-            if let Err(e) = held {
-                // Stored, but the hold is not: no PUBREC. The client sends the message again
-                // with DUP, and this process knows it (the session's next connection takes
-                // the held ids on: `crate::session::Carried`).
-                tracing::warn!(
-                    client_id = wire.claim.client_id(),
-                    error = %e,
-                    "MQTT: a QoS 2 packet id could not be stored; the connection closes"
-                );
-                wire.session.outbox().close(CloseReason::StoreUnavailable);
-                return Some(End::Closed(CloseReason::StoreUnavailable));
-            }
-        }
+        Ok(_) => wire.qos2.hold(id, n),
         Err((code, why)) => {
-            if recovered || (hold_written && held.is_ok()) {
-                // The id is not held: its hold leaves the store before the answer, as a
-                // PUBREL's does, since the client may reuse the id for a new message.
-                wire.qos2.release(id);
-                if let Some(release) = wire.qos2_release_write(id) {
+            // The id is not held after a refusal: a hold taken on from the session's store
+            // leaves it before the answer, since the client may reuse the id at once.
+            if let Some(was) = wire.qos2.release(id) {
+                if let Some(release) = wire.qos2_release_write(id, was) {
                     let _ = release.await;
                 }
             }
@@ -277,33 +263,37 @@ async fn publish_qos2(
     None
 }
 
+/// Stores a QoS 2 PUBLISH with packet id `id` under the key numbered `n`, with its hold for a
+/// persistent session; the message stored before with that key, if it was.
+async fn store_qos2(
+    wire: &MqttWire,
+    publish: &Publish,
+    topic: &TopicName,
+    id: std::num::NonZeroU16,
+    n: u64,
+) -> Result<Option<SharedMessage>, (ReasonCode, String)> {
+    let key = qos2_key(wire.claim.client_id(), id, n);
+    let hold = wire.qos2_hold(id, n);
+    store(wire, publish, topic, Some(key), hold).await
+}
+
 /// Handles a PUBREL: its id released, then PUBCOMP (v5: Packet Identifier not found if it
-/// was not held). A persistent session's hold leaves its store before the PUBCOMP: once the
-/// client has the PUBCOMP it may reuse the id for a new message, which a hold left behind by
-/// a crash would take for a resend and drop (docs/design/mqtt.md, "QoS").
-async fn release_qos2(wire: &mut MqttWire, rel: PubRel) -> Option<End> {
+/// was not held). A persistent session's release is queued for the session's next group
+/// commit and the PUBCOMP does not wait for it: a crash that loses it leaves a hold whose
+/// id, reused by the client for a new message, comes without DUP, which makes it new
+/// (`crate::inflight::InboundQoS2::arrival`; docs/design/mqtt.md, "Inbound QoS 2 of a
+/// persistent session").
+fn release_qos2(wire: &mut MqttWire, rel: PubRel) {
     let mut comp = PubComp::new(rel.packet_id);
-    let held = wire.qos2.release(rel.packet_id);
-    if held {
-        if let Some(release) = wire.qos2_release_write(rel.packet_id) {
-            if let Err(e) = release.await {
-                // No PUBCOMP: the client sends PUBREL again once it reconnects.
-                tracing::warn!(
-                    client_id = wire.claim.client_id(),
-                    error = %e,
-                    "MQTT: a QoS 2 release could not be stored; the connection closes"
-                );
-                wire.session.outbox().close(CloseReason::StoreUnavailable);
-                return Some(End::Closed(CloseReason::StoreUnavailable));
-            }
+    match wire.qos2.release(rel.packet_id) {
+        Some(n) => wire.qos2_release_queued(rel.packet_id, n),
+        // 3.1.1's PUBCOMP has no reason code: an unknown id is completed all the same.
+        None if wire.version == ProtocolVersion::V5 => {
+            comp.reason_code = ReasonCode::PacketIdentifierNotFound;
         }
-    }
-    // 3.1.1's PUBCOMP has no reason code: an unknown id is completed all the same.
-    if !held && wire.version == ProtocolVersion::V5 {
-        comp.reason_code = ReasonCode::PacketIdentifierNotFound;
+        None => {}
     }
     wire.send(&Packet::PubComp(comp));
-    None
 }
 
 /// What the PUBACK or PUBREC of a refused QoS 1 or 2 PUBLISH carries: in v5 the refusal's
@@ -374,14 +364,16 @@ fn resolve_alias(wire: &mut MqttWire, publish: &Publish) -> Result<TopicName, En
     Ok(publish.topic.clone())
 }
 
-/// Stores a PUBLISH's message in the channel its topic maps to, with idempotency key `key`;
-/// the refusal's reason code and reason string otherwise.
+/// Stores a PUBLISH's message in the channel its topic maps to, with idempotency key `key` and
+/// a persistent session's QoS 2 `hold` in the same write; the message stored before with
+/// `key`, if it was; the refusal's reason code and reason string otherwise.
 async fn store(
     wire: &MqttWire,
     publish: &Publish,
     topic: &TopicName,
     key: Option<String>,
-) -> Result<(), (ReasonCode, String)> {
+    hold: Option<SessionHold>,
+) -> Result<Option<SharedMessage>, (ReasonCode, String)> {
     let session = &wire.session;
     let app = &session
         .client()
@@ -432,9 +424,9 @@ async fn store(
     // RETAIN 1: the channel's retained message, stored with the message before the answer.
     let retain = payload::retain_of(&publish.payload, publish.retain, &message_props);
     session
-        .publish_retained(channel.public(), key, &data, retain)
+        .publish_retained(channel.public(), key, &data, retain, hold)
         .await
-        .map(|_| ())
+        .map(|(_, appended)| appended.duplicate.then_some(appended.message))
         .map_err(|e| {
             let code = publish_code(&e);
             let why = match e.code {

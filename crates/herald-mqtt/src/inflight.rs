@@ -16,8 +16,9 @@
 //!   its message was stored with, `mqtt:{client id}:{packet id}:{n}`, `n` counted per
 //!   connection from the connection's start time, so a packet id reused for a new message after
 //!   PUBCOMP is a new key (packet ids are reused; the key must not be). A persistent session
-//!   also stores its held ids (`crate::inbound`, `crate::session`), so they hold after a
-//!   restart and on another node.
+//!   also stores its held ids, each in its message's append (`crate::inbound`,
+//!   `crate::session`), so they hold after a restart and on another node; a held id taken on
+//!   from the store is the same message only when it comes with DUP ([`InboundQoS2::arrival`]).
 
 use std::collections::VecDeque;
 use std::num::NonZeroU16;
@@ -310,12 +311,11 @@ pub(crate) struct HeldQoS2 {
     pub(crate) id: u16,
     /// The `n` of its message's idempotency key.
     pub(crate) n: u64,
-    /// Its message is known stored in this process: a resend is answered with PUBREC alone.
-    /// False for an id read from a persistent session's store, whose hold was written beside
-    /// its message's append, not after it (`crate::session`): after a crash the append may
-    /// not have committed, so its resend is stored again with the same key, which the
-    /// channel's log keeps once.
-    pub(crate) stored: bool,
+    /// Taken on from the session's store when the connection started, not held by this
+    /// connection's own PUBREC: its release may have been lost (a PUBCOMP goes once the
+    /// release is queued, not committed), so a PUBLISH with its id and DUP 0 is a new message
+    /// ([`InboundQoS2::arrival`]).
+    pub(crate) adopted: bool,
 }
 
 /// What a QoS 2 PUBLISH is, given the ids held.
@@ -323,10 +323,12 @@ pub(crate) struct HeldQoS2 {
 pub(crate) enum Arrival {
     /// A new message: store it with this `n` in its key, then [`InboundQoS2::hold`] it.
     New(u64),
-    /// Its id is held: the same message again, answered with PUBREC and not stored again.
+    /// Its id is held by this connection: the same message again, answered with PUBREC and
+    /// not stored again.
     Held,
-    /// Its id is held from the session's store: the same message again, stored again with
-    /// this `n` in its key (the log keeps one copy), then [`InboundQoS2::hold`] it.
+    /// Its id is held from the session's store and it came with DUP: the same message again,
+    /// stored again with this `n` in its key (the log keeps one copy), then
+    /// [`InboundQoS2::hold`] it.
     Recovered(u64),
 }
 
@@ -348,17 +350,18 @@ impl InboundQoS2 {
         self.held.is_empty()
     }
 
-    /// What a PUBLISH with packet id `id` is.
-    pub(crate) fn arrival(&mut self, id: NonZeroU16) -> Arrival {
-        if let Some(held) = self.held.iter().find(|h| h.id == id.get()) {
-            return match held.stored {
-                true => Arrival::Held,
-                false => Arrival::Recovered(held.n),
-            };
+    /// What a PUBLISH with packet id `id` and DUP flag `dup` is. An id this connection holds
+    /// makes it the same message whatever its DUP [MQTT-4.3.3-10]. An id taken on from the
+    /// store makes it the same message only with DUP set: a client sets DUP on every resend
+    /// [MQTT-3.3.1-1], so one without DUP is a new message that reuses the id after a PUBCOMP
+    /// whose release a crash lost (docs/design/mqtt.md, "Inbound QoS 2 of a persistent
+    /// session").
+    pub(crate) fn arrival(&mut self, id: NonZeroU16, dup: bool) -> Arrival {
+        match self.held.iter().find(|h| h.id == id.get()) {
+            Some(held) if !held.adopted => Arrival::Held,
+            Some(held) if dup => Arrival::Recovered(held.n),
+            _ => Arrival::New(self.next_n()),
         }
-        let n = self.next;
-        self.next += 1;
-        Arrival::New(n)
     }
 
     /// The `n` of a key of another kind (`crate::origin::key`: a QoS 0 or 1 PUBLISH, a will),
@@ -369,28 +372,25 @@ impl InboundQoS2 {
         n
     }
 
-    /// Holds `id` until its PUBREL (after its message was stored and PUBREC is sent).
+    /// Holds `id` for the message stored with key number `n` until its PUBREL (after the
+    /// message was stored, before PUBREC is sent), replacing a hold of the same id.
     pub(crate) fn hold(&mut self, id: NonZeroU16, n: u64) {
+        let held = HeldQoS2 {
+            id: id.get(),
+            n,
+            adopted: false,
+        };
         match self.held.iter_mut().find(|h| h.id == id.get()) {
-            Some(held) => held.stored = true,
-            None => self.held.push(HeldQoS2 {
-                id: id.get(),
-                n,
-                stored: true,
-            }),
+            Some(earlier) => *earlier = held,
+            None => self.held.push(held),
         }
     }
 
-    /// A PUBREL for `id`: releases it. False when it was not held (PUBCOMP then says Packet
-    /// Identifier not found in v5).
-    pub(crate) fn release(&mut self, id: NonZeroU16) -> bool {
-        match self.held.iter().position(|h| h.id == id.get()) {
-            Some(at) => {
-                self.held.remove(at);
-                true
-            }
-            None => false,
-        }
+    /// A PUBREL for `id` (or a refusal that frees it): releases it. The `n` of the message it
+    /// held; `None` when it was not held (PUBCOMP then says Packet Identifier not found in v5).
+    pub(crate) fn release(&mut self, id: NonZeroU16) -> Option<u64> {
+        let at = self.held.iter().position(|h| h.id == id.get())?;
+        Some(self.held.remove(at).n)
     }
 
     /// How many ids are held.
@@ -398,15 +398,10 @@ impl InboundQoS2 {
         self.held.len()
     }
 
-    /// The held ids, in arrival order: part of a persistent session's state, which its next
-    /// connection takes on ([`InboundQoS2::adopt`]).
-    pub(crate) fn held(&self) -> &[HeldQoS2] {
-        &self.held
-    }
-
-    /// Takes on the ids a session's connection before held: a PUBLISH the client sends again
-    /// with one of them after reconnecting is still the same message, not stored twice
-    /// [MQTT-4.3.3-10] (3.1.1 [MQTT-4.3.3-2]), and its PUBREL is completed as found.
+    /// Takes on the ids a persistent session's store holds (`held`, each `adopted`): a PUBLISH
+    /// the client sends again with one of them after reconnecting is still the same message,
+    /// not stored twice [MQTT-4.3.3-10] (3.1.1 [MQTT-4.3.3-2]), and its PUBREL is completed as
+    /// found.
     pub(crate) fn adopt(&mut self, held: Vec<HeldQoS2>) {
         for h in held {
             if !self.held.iter().any(|mine| mine.id == h.id) {
@@ -553,46 +548,61 @@ mod tests {
     #[test]
     fn a_held_qos2_id_is_the_same_message_until_its_pubrel() {
         let mut held = InboundQoS2::new(1000);
-        assert_eq!(held.arrival(id(5)), Arrival::New(1000));
+        assert_eq!(held.arrival(id(5), false), Arrival::New(1000));
         held.hold(id(5), 1000);
-        assert_eq!(held.arrival(id(5)), Arrival::Held, "a DUP resend");
-        assert!(held.release(id(5)));
-        assert!(!held.release(id(5)), "released once");
+        assert_eq!(held.arrival(id(5), true), Arrival::Held, "a DUP resend");
+        assert_eq!(
+            held.arrival(id(5), false),
+            Arrival::Held,
+            "held by this connection: the same message, DUP or not [MQTT-4.3.3-10]"
+        );
+        assert_eq!(held.release(id(5)), Some(1000));
+        assert_eq!(held.release(id(5)), None, "released once");
         // The id reused for a new message gets a new key.
-        assert_eq!(held.arrival(id(5)), Arrival::New(1001));
+        assert_eq!(held.arrival(id(5), false), Arrival::New(1001));
         assert_eq!(held.len(), 0);
     }
 
     #[test]
-    fn held_ids_taken_on_by_the_next_connection_are_the_same_messages() {
-        let mut before = InboundQoS2::new(1000);
-        assert_eq!(before.arrival(id(5)), Arrival::New(1000));
-        before.hold(id(5), 1000);
-        let mut after = InboundQoS2::new(5000);
-        after.adopt(before.held().to_vec());
-        assert_eq!(
-            after.arrival(id(5)),
-            Arrival::Held,
-            "the resend after reconnecting"
-        );
-        assert!(after.release(id(5)), "its PUBREL finds it");
-        assert_eq!(after.arrival(id(6)), Arrival::New(5000));
-    }
-
-    #[test]
-    fn an_id_held_from_the_store_is_stored_again_with_its_key_once() {
-        let mut held = InboundQoS2::new(5000);
-        held.adopt(vec![HeldQoS2 {
+    fn an_id_held_from_the_store_is_the_same_message_only_with_dup() {
+        let adopted = HeldQoS2 {
             id: 5,
             n: 1000,
-            stored: false,
-        }]);
-        assert_eq!(held.arrival(id(5)), Arrival::Recovered(1000), "its key's n");
+            adopted: true,
+        };
+        let mut held = InboundQoS2::new(5000);
+        held.adopt(vec![adopted]);
+        assert_eq!(
+            held.arrival(id(5), true),
+            Arrival::Recovered(1000),
+            "a resend: stored again with its key's n"
+        );
         held.hold(id(5), 1000);
-        assert_eq!(held.arrival(id(5)), Arrival::Held, "stored again once");
+        assert_eq!(
+            held.arrival(id(5), true),
+            Arrival::Held,
+            "stored again once"
+        );
         assert_eq!(held.len(), 1);
-        assert!(held.release(id(5)));
-        assert_eq!(held.arrival(id(5)), Arrival::New(5000), "a new message");
+        assert_eq!(held.release(id(5)), Some(1000));
+        assert_eq!(
+            held.arrival(id(5), false),
+            Arrival::New(5000),
+            "a new message"
+        );
+
+        // Without DUP, the id's release was lost: a new message, which replaces the hold.
+        let mut held = InboundQoS2::new(5000);
+        held.adopt(vec![adopted]);
+        assert_eq!(held.arrival(id(5), false), Arrival::New(5000));
+        held.hold(id(5), 5000);
+        assert_eq!(held.len(), 1);
+        assert_eq!(
+            held.arrival(id(5), false),
+            Arrival::Held,
+            "now this connection's"
+        );
+        assert_eq!(held.release(id(5)), Some(5000));
     }
 
     #[test]

@@ -237,6 +237,7 @@ impl Inbox {
             id: Some(id.clone()),
             data: push.envelope.clone(),
             retain: Default::default(),
+            hold: None,
         };
         let logs = match &devices {
             Some(devices) => devices.iter().map(|d| app.device_log(&d.id)).collect(),

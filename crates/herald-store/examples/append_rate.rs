@@ -149,6 +149,7 @@ async fn main() {
                         id: None,
                         data: payload.clone(),
                         retain: Default::default(),
+                        hold: None,
                     };
                     log.append(&channel, vec![message], retention)
                         .await

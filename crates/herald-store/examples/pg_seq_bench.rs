@@ -85,6 +85,7 @@ async fn appends(url: &str, publishers: usize, channels: usize, run: Duration) -
                         id: None,
                         data: Bytes::from_static(b"{\"price\":1.2345}"),
                         retain: Default::default(),
+                        hold: None,
                     };
                     store
                         .append(channel, vec![message], retention)

@@ -74,6 +74,7 @@ async fn main() -> Result<(), StoreError> {
                         id: None,
                         data: Bytes::from(format!("{{\"n\":{i},\"pad\":\"{}\"}}", "x".repeat(80))),
                         retain: Default::default(),
+                        hold: None,
                     })
                     .collect();
                 let started = Instant::now();

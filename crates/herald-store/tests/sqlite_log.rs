@@ -75,6 +75,7 @@ fn msg(data: &str) -> NewMessage {
         id: None,
         data: Bytes::copy_from_slice(data.as_bytes()),
         retain: Default::default(),
+        hold: None,
     }
 }
 
@@ -83,6 +84,7 @@ fn keyed(id: &str, data: &str) -> NewMessage {
         id: Some(id.to_owned()),
         data: Bytes::copy_from_slice(data.as_bytes()),
         retain: Default::default(),
+        hold: None,
     }
 }
 

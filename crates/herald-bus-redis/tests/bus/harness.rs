@@ -371,6 +371,7 @@ impl Node {
                     id: None,
                     data: Bytes::from(n.to_string()),
                     retain: Default::default(),
+                    hold: None,
                 }],
             )
             .await

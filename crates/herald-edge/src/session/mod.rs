@@ -28,7 +28,7 @@ use herald_core::log::{LogSlice, ReadFrom};
 use herald_core::outbox::Outbox;
 use herald_core::pattern::PatternSet;
 use herald_core::usage::ConnectionGuard;
-use herald_core::{ChannelName, Cursor, ErrorCode, HeraldError, Retain};
+use herald_core::{ChannelName, Cursor, ErrorCode, HeraldError, Retain, SessionHold};
 use herald_push::inbox::LogKind;
 
 use crate::Edge;
@@ -427,15 +427,18 @@ impl ClientSession {
     }
 
     /// [`ClientSession::publish`], doing `retain` to the channel's retained message in the same
-    /// store write (MQTT's RETAIN flag), whatever `data` says.
+    /// store write (MQTT's RETAIN flag), whatever `data` says, and writing `hold` in it too (an
+    /// MQTT persistent session's QoS 2 packet id awaiting PUBREL: core's [`SessionHold`]).
     pub async fn publish_retained(
         &self,
         channel: &str,
         id: Option<String>,
         data: &[u8],
         retain: Retain,
+        hold: Option<SessionHold>,
     ) -> Result<(ChannelName, Appended), HeraldError> {
-        self.publish_with(channel, id, data, Some(retain)).await
+        self.publish_with(channel, id, data, Some((retain, hold)))
+            .await
     }
 
     async fn publish_with(
@@ -443,14 +446,18 @@ impl ClientSession {
         channel: &str,
         id: Option<String>,
         data: &[u8],
-        retain: Option<Retain>,
+        retain: Option<(Retain, Option<SessionHold>)>,
     ) -> Result<(ChannelName, Appended), HeraldError> {
         let client = self.client()?;
         let channel = client.app.parse_channel(channel)?;
         client.check_publish(channel.public())?;
         let publisher = &self.edge.publisher;
         let message = match retain {
-            Some(retain) => publisher.message_retaining(&client.app, id, data, retain)?,
+            Some((retain, hold)) => {
+                let mut message = publisher.message_retaining(&client.app, id, data, retain)?;
+                message.hold = hold.map(Box::new);
+                message
+            }
             None => publisher.message(&client.app, id, data)?,
         };
         let appended = publisher

@@ -16,7 +16,7 @@ use herald_core::engine::SubscribeRequest;
 use herald_core::log::StoreError;
 use herald_core::message::{Cursor, SharedMessage};
 use herald_core::outbox::CloseReason;
-use herald_core::{ChannelName, Epoch};
+use herald_core::{ChannelName, Epoch, SessionHold};
 
 use super::flusher::Done;
 use super::missed::{ResumeGate, StoredPositions};
@@ -62,9 +62,8 @@ pub(crate) struct PersistentSession {
     /// Messages in flight before (QoS 1 in memory and from the store, QoS 2 from the store),
     /// for the outbound state once the connection starts.
     resend: Vec<Sent>,
-    /// The inbound QoS 2 packet ids awaiting PUBREL (from the store; those the session's
-    /// connection before in this process knew stored marked so), for the inbound state once
-    /// the connection starts.
+    /// The inbound QoS 2 packet ids awaiting PUBREL, from the store, for the inbound state
+    /// once the connection starts.
     held_qos2: Vec<HeldQoS2>,
 }
 
@@ -89,8 +88,8 @@ impl PersistentSession {
     }
 
     /// The stored session `stored` resumed, with what its last connection in this process
-    /// left (the QoS 1 messages unacknowledged, the inbound QoS 2 ids awaiting PUBREL) and the
-    /// QoS 1 and 2 messages stored in flight.
+    /// left (the QoS 1 messages unacknowledged), the QoS 1 and 2 messages stored in flight and
+    /// the inbound QoS 2 ids stored awaiting PUBREL.
     pub(super) fn new(
         sessions: Arc<Sessions>,
         key: SessionKey,
@@ -125,7 +124,7 @@ impl PersistentSession {
             stored_positions: stored.positions.clone(),
             offline_since_ms: stored.disconnected_ms,
             resend,
-            held_qos2: held_qos2_of(stored, &carried.held_qos2),
+            held_qos2: held_qos2_of(stored),
             ..PersistentSession::fresh(sessions, key, expiry_ms)
         }
     }
@@ -191,20 +190,31 @@ impl PersistentSession {
     }
 }
 
-/// The inbound QoS 2 ids a resumed session holds: those of its store (written before each
-/// PUBREC, deleted before each PUBCOMP, on whichever node), each known stored when the
-/// session's connection before in this process held it with the same key (`carried`); a
-/// carried id the store no longer holds was released since, on another node.
-fn held_qos2_of(stored: &StoredSession, carried: &[(u16, u64)]) -> Vec<HeldQoS2> {
+/// The inbound QoS 2 ids a resumed session holds: those of its store (each written by its
+/// message's append, deleted after its PUBREL, on whichever node), all taken on
+/// ([`HeldQoS2::adopted`]): a release queued before a crash may not have committed.
+fn held_qos2_of(stored: &StoredSession) -> Vec<HeldQoS2> {
     stored
         .held_qos2
         .iter()
         .map(|h| HeldQoS2 {
             id: h.packet_id,
             n: h.n,
-            stored: carried.contains(&(h.packet_id, h.n)),
+            adopted: true,
         })
         .collect()
+}
+
+/// The write releasing the session `key`'s hold of inbound QoS 2 packet id `id` for key number
+/// `n` (a later message's hold of the same id stays).
+fn qos2_release(key: SessionKey, id: NonZeroU16, n: u64) -> SessionWrite {
+    SessionWrite::ReleasedQoS2 {
+        key,
+        held: StoredHeldQoS2 {
+            packet_id: id.get(),
+            n,
+        },
+    }
 }
 
 /// What a stored subscription was granted.
@@ -593,39 +603,42 @@ impl MqttWire {
         }
     }
 
-    /// For a persistent session, the store write holding inbound QoS 2 packet id `id`, whose
-    /// message is stored with the key numbered `n`: the caller runs it beside the message's
-    /// append and sends PUBREC once both committed. `None` for a clean session (its ids are
-    /// held in memory only).
-    pub(crate) fn qos2_hold_write(
+    /// For a persistent session, the hold of inbound QoS 2 packet id `id` whose message is
+    /// stored with the key numbered `n`: the message's append writes it in its own transaction
+    /// (core's `SessionHold`), so the PUBREC waits for that one commit. `None` for a clean
+    /// session (its ids are held in memory only).
+    pub(crate) fn qos2_hold(&self, id: NonZeroU16, n: u64) -> Option<SessionHold> {
+        let persist = self.persist.as_ref()?;
+        Some(SessionHold {
+            app: persist.key.app.clone(),
+            client_id: persist.key.client_id.clone(),
+            packet_id: id.get(),
+            n,
+        })
+    }
+
+    /// For a persistent session, queues the release of inbound QoS 2 packet id `id`, held for
+    /// the message with key number `n` (its PUBREL came): group-committed, nothing waits for
+    /// it. A crash can lose it after the PUBCOMP went: the hold left is then taken on by the
+    /// session's next connection, where a PUBLISH without DUP on its id is a new message
+    /// ([`crate::inflight::InboundQoS2::arrival`]).
+    pub(crate) fn qos2_release_queued(&self, id: NonZeroU16, n: u64) {
+        if let Some(persist) = self.persist.as_ref() {
+            persist.push(qos2_release(persist.key(), id, n));
+        }
+    }
+
+    /// For a persistent session, the store write releasing inbound QoS 2 packet id `id` held
+    /// for key number `n`, for an answer that must wait for it (a refusal of a held id's
+    /// message: the client may reuse the id at once); `None` for a clean session.
+    pub(crate) fn qos2_release_write(
         &self,
         id: NonZeroU16,
         n: u64,
     ) -> Option<impl Future<Output = Result<(), StoreError>> + 'static> {
         let persist = self.persist.as_ref()?;
         let flusher = persist.sessions.flusher.clone();
-        let write = SessionWrite::HeldQoS2 {
-            key: persist.key(),
-            held: StoredHeldQoS2 {
-                packet_id: id.get(),
-                n,
-            },
-        };
-        Some(async move { flusher.write(vec![write]).await })
-    }
-
-    /// For a persistent session, the store write releasing inbound QoS 2 packet id `id` (its
-    /// PUBREL came), which the PUBCOMP waits for; `None` for a clean session.
-    pub(crate) fn qos2_release_write(
-        &self,
-        id: NonZeroU16,
-    ) -> Option<impl Future<Output = Result<(), StoreError>> + 'static> {
-        let persist = self.persist.as_ref()?;
-        let flusher = persist.sessions.flusher.clone();
-        let write = SessionWrite::ReleasedQoS2 {
-            key: persist.key(),
-            packet_id: id.get(),
-        };
+        let write = qos2_release(persist.key(), id, n);
         Some(async move { flusher.write(vec![write]).await })
     }
 
@@ -688,11 +701,7 @@ impl MqttWire {
         let write = if persist.expiry_ms == 0 {
             SessionWrite::Delete { key: key.clone() }
         } else {
-            let held_qos2 = (self.qos2.held().iter())
-                .filter(|h| h.stored)
-                .map(|h| (h.id, h.n))
-                .collect();
-            let carried = Carried { unacked, held_qos2 };
+            let carried = Carried { unacked };
             persist.sessions.keep_carried(key.clone(), carried);
             SessionWrite::Ended {
                 key,

@@ -19,10 +19,9 @@
 //!
 //! Writes are applied in the order they were handed in, except that a position takes the
 //! place of the one it replaces, a subscription list replaced by a newer one and a cancelled
-//! QoS 1 id are left out; any other write but a
-//! packet id's (`Inflight`, `Completed`, `HeldQoS2`, `ReleasedQoS2`: rows no position
-//! touches) ends the coalescing (a
-//! position after a session's `Start` or `Delete` is never moved before it).
+//! QoS 1 id are left out; any other write but a packet id's (`Inflight`, `Completed`,
+//! `ReleasedQoS2`: rows no position touches) ends the coalescing (a position after a session's
+//! `Start` or `Delete` is never moved before it).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -80,7 +79,7 @@ impl Pending {
                 }
             }
             // Rows no position touches: the coalescing goes on.
-            SessionWrite::HeldQoS2 { .. } | SessionWrite::ReleasedQoS2 { .. } => {}
+            SessionWrite::ReleasedQoS2 { .. } => {}
             SessionWrite::Subscriptions { key, .. } => {
                 // The list is stored whole: only the newest of a batch is written, in its
                 // own place (after whatever came between, so never before a `Start`).

@@ -18,11 +18,12 @@
 //!   unacknowledged QoS 1 messages with their original identifiers and DUP [MQTT-4.4.0-1],
 //!   except those sent within the last batch before a crash (sent again with new ones).
 //!   The packet identifiers of inbound QoS 2 messages stored and awaiting PUBREL, with the
-//!   key each message was stored with, are stored too: written beside the message's append
-//!   and committed before the PUBREC, deleted before the PUBCOMP (`crate::inbound`), so the
-//!   client's resend of one after reconnecting, after a restart or on another node, is not
-//!   stored twice [MQTT-4.3.3-10] (a resend whose append a crash may have lost is stored
-//!   again with its key, which the channel's log keeps once).
+//!   key each message was stored with, are stored too: written by the message's append in
+//!   its transaction (core's `SessionHold`), committed before the PUBREC, their release
+//!   queued (group-committed) before the PUBCOMP (`crate::inbound`), so the client's resend
+//!   of one (DUP set) after reconnecting, after a restart or on another node, is not stored
+//!   twice [MQTT-4.3.3-10] (it is stored again with its key, which the channel's log keeps
+//!   once), and a PUBLISH without DUP on an id whose release a crash lost is a new message.
 //!   The connection's will is stored with the session from the CONNECT (`crate::will`), so a
 //!   will waiting for its delay survives a crash ([`Sessions::recover_wills`]).
 //! - **Resuming** (`connection.rs`): each stored subscription is made again within the
@@ -75,7 +76,7 @@ const SWEEP_EVERY: Duration = Duration::from_secs(60);
 
 /// The MQTT listener's persistent sessions: the store, the writer that group-commits their
 /// changes, and (in memory) the QoS 1 packet identifiers each ended connection left
-/// unacknowledged and the inbound QoS 2 ones it left awaiting PUBREL (`Carried`).
+/// unacknowledged (`Carried`).
 pub struct Sessions {
     store: Arc<dyn MqttSessionStore>,
     flusher: Arc<Flusher>,
@@ -102,10 +103,6 @@ pub struct Sessions {
 pub(crate) struct Carried {
     /// The QoS 1 messages sent and not acknowledged.
     pub(crate) unacked: Vec<Sent>,
-    /// The inbound QoS 2 packet ids awaiting PUBREL whose messages this process stored, with
-    /// the `n` of their messages' keys (`crate::inflight::InboundQoS2::held`): the next
-    /// connection answers their resends with PUBREC alone (the store says which are held).
-    pub(crate) held_qos2: Vec<(u16, u64)>,
 }
 
 /// What CONNECT found and decided about a client's session.
@@ -359,7 +356,7 @@ impl Sessions {
     /// Keeps `carried` for the session's next connection in this process.
     fn keep_carried(&self, key: SessionKey, carried: Carried) {
         let mut kept = self.unacked.lock().unwrap_or_else(|e| e.into_inner());
-        if carried.unacked.is_empty() && carried.held_qos2.is_empty() {
+        if carried.unacked.is_empty() {
             kept.remove(&key);
         } else {
             kept.insert(key, carried);

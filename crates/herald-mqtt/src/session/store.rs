@@ -7,8 +7,8 @@
 //! subscribed to, the packet identifiers of its outbound QoS 1 and QoS 2 messages awaiting
 //! acknowledgement (so a restart, or another node, resends one with its original id), the
 //! packet identifiers of its inbound QoS 2 messages stored and awaiting PUBREL
-//! ([`StoredHeldQoS2`]: so a resend of one after a restart, or on another node, is not stored
-//! twice), its Session Expiry Interval and, once its connection ended, when, the cluster node that holds
+//! ([`StoredHeldQoS2`], written by the message's own append: so a resend of one after a
+//! restart, or on another node, is not stored twice), its Session Expiry Interval and, once its connection ended, when, the cluster node that holds
 //! (or last held) its connection, and its connection's will ([`StoredWill`]), from the CONNECT
 //! until it is published or discarded, so a will waiting for its delay survives a crash of the
 //! node ([`MqttSessionStore::take_mqtt_will`] takes it once, [`MqttSessionStore::mqtt_wills_waiting`]
@@ -89,8 +89,9 @@ pub struct StoredInflight {
 }
 
 /// An inbound QoS 2 message of a session stored and answered with PUBREC, whose PUBREL has
-/// not come: written before the PUBREC, deleted before the PUBCOMP (herald-mqtt's
-/// `inflight.rs`, `InboundQoS2`).
+/// not come: written by the message's append in its transaction (core's `SessionHold`),
+/// deleted by a [`SessionWrite::ReleasedQoS2`] queued (not awaited) before the PUBCOMP
+/// (herald-mqtt's `inflight.rs`, `InboundQoS2`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoredHeldQoS2 {
     /// The client's packet identifier.
@@ -234,21 +235,15 @@ pub enum SessionWrite {
         /// The packet identifier.
         packet_id: u16,
     },
-    /// An inbound QoS 2 message stored, its PUBREC about to be sent: its packet identifier is
-    /// held until its PUBREL (replacing one held with the same identifier).
-    HeldQoS2 {
-        /// The session.
-        key: SessionKey,
-        /// The packet identifier and the `n` of the message's key.
-        held: StoredHeldQoS2,
-    },
-    /// An inbound QoS 2 message released (PUBREL): its packet identifier is free for a new
-    /// message once the PUBCOMP goes.
+    /// An inbound QoS 2 message released (PUBREL): its hold is deleted if it is still the one
+    /// of that message (a hold of the same packet identifier with another `n` is a later
+    /// message's, written by its append before this write committed, and stays). Holds are
+    /// written by the message's append, in its transaction (core's `SessionHold`).
     ReleasedQoS2 {
         /// The session.
         key: SessionKey,
-        /// The packet identifier.
-        packet_id: u16,
+        /// The packet identifier and the `n` of the released message's key.
+        held: StoredHeldQoS2,
     },
     /// The session's connection ended at `at_ms`; it expires `expiry_ms` later.
     Ended {

@@ -16,7 +16,8 @@
 //! (n = 0), look their keys up once the row is locked, and write `last_seq` after. Then one
 //! `INSERT .. SELECT .. FROM unnest(..)` stores every channel's messages: a batch costs two
 //! statements and the commit whether it touches one channel or many (and one more per MQTT
-//! RETAIN publish: its channel's retained message, `retained.rs`). docs/benchmarks.md
+//! RETAIN publish: its channel's retained message, `retained.rs`; an MQTT persistent session's
+//! QoS 2 holds go with the insert, `mqtt_sessions.rs`). docs/benchmarks.md
 //! ("PostgreSQL store") has the measured rates, and those of the alternatives tried: a statement
 //! per channel, and an advisory lock per channel (`pg_advisory_xact_lock`) before the row is read
 //! and written, both slower.
@@ -122,6 +123,8 @@ pub(crate) async fn store(
     let mut channel_ids = Vec::new();
     // MQTT RETAIN publishes: their channels' retained messages, written in this transaction.
     let mut retains = Vec::new();
+    // An MQTT persistent session's QoS 2 holds, a duplicate's too: written in this transaction.
+    let mut holds = Vec::new();
     let mut writes: Vec<Pending<'_>> = Vec::new();
     let insert = tx.prepare_cached(INSERT_MESSAGES).await.map_err(pg_error)?;
     let write_row = tx.prepare_cached(WRITE_ROW).await.map_err(pg_error)?;
@@ -131,6 +134,7 @@ pub(crate) async fn store(
         let mut next = row.base;
         for &(r, m) in &plan.positions {
             let message = &requests[r].messages[m];
+            holds.extend(message.hold.as_deref());
             if let Some(earlier) = message.id.as_deref().and_then(|k| keys.get(k)) {
                 results[r][m] = Some(Appended {
                     message: earlier.clone(),
@@ -198,6 +202,12 @@ pub(crate) async fn store(
             let data: Vec<&[u8]> = added.iter().map(|m| &m.data[..]).collect();
             tx.execute(&insert, &[channel_ids, &seqs, &keys, &now_ms, &data])
                 .await
+        }));
+    }
+    if !holds.is_empty() {
+        let holds = &holds;
+        writes.push(Box::pin(async move {
+            super::mqtt_sessions::write_holds(tx, holds).await
         }));
     }
     try_join_all(writes).await.map_err(pg_error)?;

@@ -60,13 +60,13 @@ const TRIM: &str = "WITH moved AS ( \
  DELETE FROM messages WHERE channel_id = (SELECT id FROM moved) AND seq >= $2 AND seq < $3";
 
 /// Whether [`store`] can take `requests`: no message carries an idempotency key (a key must
-/// be looked up once its channel's row is locked, which [`super::append::store`] does) or a
-/// retain (its retained row is written in that transaction too).
+/// be looked up once its channel's row is locked, which [`super::append::store`] does), a
+/// retain (its retained row is written in that transaction too) or a session's hold (too).
 pub(crate) fn applies(requests: &[Requested<'_>]) -> bool {
     requests.iter().all(|r| {
         r.messages
             .iter()
-            .all(|m| m.id.is_none() && m.retain == Retain::Untouched)
+            .all(|m| m.id.is_none() && m.retain == Retain::Untouched && m.hold.is_none())
     })
 }
 
@@ -251,6 +251,7 @@ mod tests {
                 id: None,
                 data: bytes::Bytes::from(format!("{i}")),
                 retain: Default::default(),
+                hold: None,
             })
             .collect();
         let retention = Retention {

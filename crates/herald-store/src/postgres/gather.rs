@@ -150,6 +150,7 @@ mod tests {
                     id: None,
                     data: bytes::Bytes::from_static(b"{}"),
                     retain: Default::default(),
+                    hold: None,
                 })
                 .collect(),
             retention: Retention::default(),

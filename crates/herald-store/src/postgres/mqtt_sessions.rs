@@ -1,18 +1,22 @@
 //! [`MqttSessionStore`] on PostgreSQL, with the SQLite implementation's semantics
 //! (`crate::sqlite::mqtt_sessions`): a batch of writes is one transaction on a pooled
 //! connection (the session service already gathers many connections' positions into one
-//! batch), a read is four queries on one connection; a will is taken by one `DELETE ..
+//! batch), a read is four queries pipelined on one connection (one round trip); a hold of an
+//! inbound QoS 2 message is written by its append ([`write_holds`], in the append's
+//! transaction); a will is taken by one `DELETE ..
 //! RETURNING`, so of the nodes that try only one gets it; a lost node's sessions are ended by one
 //! `UPDATE` (`end_mqtt_node`). Deleting an app deletes its sessions.
 
 use async_trait::async_trait;
-use deadpool_postgres::Transaction;
+use deadpool_postgres::{Object, Transaction};
 use herald_core::log::StoreError;
+use herald_core::message::SessionHold;
 use herald_core::tenant::AppId;
 use herald_mqtt::session::store::{
     node_name, MqttSessionStore, SessionKey, SessionWrite, StoredSession, StoredWill, WaitingWill,
 };
 use tokio_postgres::types::ToSql;
+use tokio_postgres::Row;
 
 use super::{pg_error, PostgresStore};
 use crate::common::mqtt_sessions::{
@@ -31,53 +35,50 @@ impl MqttSessionStore for PostgresStore {
     ) -> Result<Option<StoredSession>, StoreError> {
         let client = self.client().await?;
         let key: [&(dyn ToSql + Sync); 2] = [&app.as_str(), &client_id];
-        let sql = format!(
-            "SELECT {SESSION_COLUMNS} FROM mqtt_sessions WHERE app = $1 AND client_id = $2"
+        let of_session = |table: &str, columns: &str, order: &str| {
+            format!("SELECT {columns} FROM {table} WHERE app = $1 AND client_id = $2{order}")
+        };
+        let header = of_session("mqtt_sessions", SESSION_COLUMNS, "");
+        let positions = of_session(
+            "mqtt_session_positions",
+            POSITION_COLUMNS,
+            " ORDER BY channel",
         );
-        let Some(row) = client.query_opt(&sql, &key).await.map_err(pg_error)? else {
+        let inflight = of_session(
+            "mqtt_session_inflight",
+            INFLIGHT_COLUMNS,
+            " ORDER BY packet_id",
+        );
+        let held_qos2 = of_session(
+            "mqtt_session_inbound_qos2",
+            HELD_QOS2_COLUMNS,
+            " ORDER BY packet_id",
+        );
+        // The four reads go together, pipelined on the one connection (tokio-postgres sends
+        // each as soon as it is polled): one round trip for the lot, not one each.
+        let (header, positions, inflight, held_qos2) = tokio::try_join!(
+            session_rows(&client, &header, &key),
+            session_rows(&client, &positions, &key),
+            session_rows(&client, &inflight, &key),
+            session_rows(&client, &held_qos2, &key),
+        )?;
+        let Some(row) = header.first() else {
             return Ok(None);
         };
-        let (expiry_ms, disconnected_ms, subscriptions) = session_header_of(&row)?;
-        let sql = format!(
-            "SELECT {POSITION_COLUMNS} FROM mqtt_session_positions
-             WHERE app = $1 AND client_id = $2 ORDER BY channel"
-        );
-        let positions = client
-            .query(&sql, &key)
-            .await
-            .map_err(pg_error)?
-            .iter()
-            .map(position_of)
-            .collect::<Result<_, _>>()?;
-        let sql = format!(
-            "SELECT {INFLIGHT_COLUMNS} FROM mqtt_session_inflight
-             WHERE app = $1 AND client_id = $2 ORDER BY packet_id"
-        );
-        let inflight = client
-            .query(&sql, &key)
-            .await
-            .map_err(pg_error)?
-            .iter()
-            .map(inflight_of)
-            .collect::<Result<_, _>>()?;
-        let sql = format!(
-            "SELECT {HELD_QOS2_COLUMNS} FROM mqtt_session_inbound_qos2
-             WHERE app = $1 AND client_id = $2 ORDER BY packet_id"
-        );
-        let held_qos2 = client
-            .query(&sql, &key)
-            .await
-            .map_err(pg_error)?
-            .iter()
-            .map(held_qos2_of)
-            .collect::<Result<_, _>>()?;
+        let (expiry_ms, disconnected_ms, subscriptions) = session_header_of(row)?;
         Ok(Some(StoredSession {
             expiry_ms,
             disconnected_ms,
             subscriptions,
-            positions,
-            inflight,
-            held_qos2,
+            positions: positions
+                .iter()
+                .map(position_of)
+                .collect::<Result<_, _>>()?,
+            inflight: inflight.iter().map(inflight_of).collect::<Result<_, _>>()?,
+            held_qos2: held_qos2
+                .iter()
+                .map(held_qos2_of)
+                .collect::<Result<_, _>>()?,
         }))
     }
 
@@ -135,6 +136,48 @@ impl MqttSessionStore for PostgresStore {
         tx.commit().await.map_err(pg_error)?;
         Ok(wills)
     }
+}
+
+/// The rows `sql` reads of the session whose app and client id are `key` (`$1`, `$2`),
+/// through the connection's statement cache.
+async fn session_rows(
+    client: &Object,
+    sql: &str,
+    key: &[&(dyn ToSql + Sync); 2],
+) -> Result<Vec<Row>, StoreError> {
+    let statement = client.prepare_cached(sql).await.map_err(pg_error)?;
+    client.query(&statement, key).await.map_err(pg_error)
+}
+
+/// Writes `holds` (each replacing its session's hold of the same packet id; the last of a
+/// packet id wins) inside an append's transaction (`append.rs`): they commit with their
+/// messages. One statement for the batch.
+pub(crate) async fn write_holds(
+    tx: &Transaction<'_>,
+    holds: &[&SessionHold],
+) -> Result<u64, tokio_postgres::Error> {
+    let mut unique: Vec<&SessionHold> = Vec::with_capacity(holds.len());
+    for hold in holds {
+        let same = |h: &&mut &SessionHold| {
+            h.app == hold.app && h.client_id == hold.client_id && h.packet_id == hold.packet_id
+        };
+        match unique.iter_mut().find(same) {
+            Some(earlier) => *earlier = hold,
+            None => unique.push(hold),
+        }
+    }
+    let apps: Vec<&str> = unique.iter().map(|h| h.app.as_str()).collect();
+    let clients: Vec<&str> = unique.iter().map(|h| h.client_id.as_str()).collect();
+    let ids: Vec<i64> = unique.iter().map(|h| i64::from(h.packet_id)).collect();
+    let ns: Vec<i64> = unique.iter().map(|h| seq_to_db(h.n)).collect();
+    let statement = tx
+        .prepare_cached(
+            "INSERT INTO mqtt_session_inbound_qos2 (app, client_id, packet_id, n)
+             SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])
+             ON CONFLICT (app, client_id, packet_id) DO UPDATE SET n = excluded.n",
+        )
+        .await?;
+    tx.execute(&statement, &[&apps, &clients, &ids, &ns]).await
 }
 
 async fn exec(
@@ -254,27 +297,17 @@ async fn apply(tx: &Transaction<'_>, write: &SessionWrite) -> Result<(), StoreEr
             )
             .await
         }
-        SessionWrite::HeldQoS2 { key, held } => {
+        SessionWrite::ReleasedQoS2 { key, held } => {
             exec(
                 tx,
-                "INSERT INTO mqtt_session_inbound_qos2 (app, client_id, packet_id, n)
-                 VALUES ($1, $2, $3, $4)
-                 ON CONFLICT (app, client_id, packet_id) DO UPDATE SET n = excluded.n",
+                "DELETE FROM mqtt_session_inbound_qos2
+                 WHERE app = $1 AND client_id = $2 AND packet_id = $3 AND n = $4",
                 &[
                     &key.app.as_str(),
                     &key.client_id,
                     &i64::from(held.packet_id),
                     &seq_to_db(held.n),
                 ],
-            )
-            .await
-        }
-        SessionWrite::ReleasedQoS2 { key, packet_id } => {
-            exec(
-                tx,
-                "DELETE FROM mqtt_session_inbound_qos2
-                 WHERE app = $1 AND client_id = $2 AND packet_id = $3",
-                &[&key.app.as_str(), &key.client_id, &i64::from(*packet_id)],
             )
             .await
         }

@@ -1,8 +1,9 @@
 //! What one group-commit transaction does to the log: assigns seqs from the writer's channel
 //! cache, skips messages whose idempotency key is already stored (in the database or earlier in
 //! the same batch), inserts the rest (and the retained message of one appended with a retain,
-//! `retained.rs`), records retention, trims by count and writes each touched
-//! channel's `last_seq`/`first_seq` back, all inside the caller's transaction.
+//! `retained.rs`; the MQTT session hold a message carries, `mqtt_sessions.rs`), records
+//! retention, trims by count and writes each touched channel's `last_seq`/`first_seq` back, all
+//! inside the caller's transaction.
 //!
 //! Only the writer thread uses this module, so the cache needs no lock. If the transaction fails
 //! the caller drops the touched cache entries ([`ChannelCache::forget_touched`]); they are
@@ -137,6 +138,10 @@ impl Batch {
             .map_err(backend)?;
         let mut results = Vec::with_capacity(messages.len());
         for message in messages {
+            // An MQTT persistent session's QoS 2 hold: in this transaction, for a duplicate too.
+            if let Some(hold) = &message.hold {
+                crate::sqlite::mqtt_sessions::write_hold(tx, hold)?;
+            }
             if let Some(key) = message.id.as_deref() {
                 let earlier = self.keys.get(&entry.id).and_then(|keys| keys.get(key));
                 if let Some(earlier) = earlier {

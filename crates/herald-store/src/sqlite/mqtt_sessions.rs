@@ -3,7 +3,8 @@
 //! connection ended, its subscriptions as JSON), `mqtt_session_positions` (its position in
 //! each channel; the node holding its connection), `mqtt_session_inflight` (its outbound QoS 1
 //! and 2 packet identifiers awaiting acknowledgement), `mqtt_session_inbound_qos2` (its
-//! inbound QoS 2 packet identifiers awaiting PUBREL, with their messages' key numbers) and
+//! inbound QoS 2 packet identifiers awaiting PUBREL, with their messages' key numbers, written
+//! in the append's transaction by [`write_hold`] and deleted by a session write) and
 //! `mqtt_session_wills` (its connection's will, taken once by `DELETE .. RETURNING` on the
 //! writer). A batch of
 //! writes runs on the writer thread inside the group commit of whatever else is queued with
@@ -12,6 +13,7 @@
 
 use async_trait::async_trait;
 use herald_core::log::StoreError;
+use herald_core::message::SessionHold;
 use herald_core::tenant::AppId;
 use herald_mqtt::session::store::{
     node_name, MqttSessionStore, SessionKey, SessionWrite, StoredHeldQoS2, StoredInflight,
@@ -171,6 +173,26 @@ fn rows<T>(
     found.map(|r| r.map_err(backend)?).collect()
 }
 
+/// Writes `hold` (replacing the session's hold of the same packet id) inside an append's
+/// transaction (`batch.rs`): the hold commits with its message.
+pub(crate) fn write_hold(conn: &Connection, hold: &SessionHold) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT INTO mqtt_session_inbound_qos2 (app, client_id, packet_id, n)
+         VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (app, client_id, packet_id) DO UPDATE SET n = excluded.n",
+    )
+    .and_then(|mut stmt| {
+        stmt.execute(params![
+            hold.app.as_str(),
+            hold.client_id,
+            i64::from(hold.packet_id),
+            seq_to_db(hold.n)
+        ])
+    })
+    .map(|_| ())
+    .map_err(backend)
+}
+
 /// Applies one write on the writer's connection.
 fn apply(conn: &Connection, write: &SessionWrite) -> Result<(), StoreError> {
     let exec = |sql: &str, values: &[&dyn rusqlite::ToSql]| -> Result<(), StoreError> {
@@ -270,21 +292,12 @@ fn apply(conn: &Connection, write: &SessionWrite) -> Result<(), StoreError> {
                 &[&app, &id, &i64::from(*packet_id)],
             )
         }
-        SessionWrite::HeldQoS2 { key, held } => {
-            let (app, id) = key_of(key);
-            exec(
-                "INSERT INTO mqtt_session_inbound_qos2 (app, client_id, packet_id, n)
-                 VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT (app, client_id, packet_id) DO UPDATE SET n = excluded.n",
-                &[&app, &id, &i64::from(held.packet_id), &seq_to_db(held.n)],
-            )
-        }
-        SessionWrite::ReleasedQoS2 { key, packet_id } => {
+        SessionWrite::ReleasedQoS2 { key, held } => {
             let (app, id) = key_of(key);
             exec(
                 "DELETE FROM mqtt_session_inbound_qos2
-                 WHERE app = ?1 AND client_id = ?2 AND packet_id = ?3",
-                &[&app, &id, &i64::from(*packet_id)],
+                 WHERE app = ?1 AND client_id = ?2 AND packet_id = ?3 AND n = ?4",
+                &[&app, &id, &i64::from(held.packet_id), &seq_to_db(held.n)],
             )
         }
         SessionWrite::Ended {

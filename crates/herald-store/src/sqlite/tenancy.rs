@@ -275,6 +275,7 @@ mod tests {
             id: None,
             data: Bytes::from_static(b"1"),
             retain: Default::default(),
+            hold: None,
         };
         let append = log.append(&channel, vec![message], Retention::default());
         let (bad, good, append) = tokio::join!(bad, good, append);

@@ -6,7 +6,9 @@
 //! its PUBREL is completed as found; after the PUBCOMP (and another `kill -9`) the identifier
 //! reused for a new message is a new message, delivered. For MQTT 5.0 and 3.1.1. The same
 //! across the nodes of a cluster (`mqtt_cluster.rs`'s setup): PUBREC on one node, the resend on
-//! the other.
+//! the other. What a release lost to a crash leaves (an id held in the store after its PUBCOMP,
+//! since a PUBCOMP does not wait for the release's commit): after a `kill -9`, the id reused
+//! without DUP is a new message, and with DUP and another payload too.
 //!
 //! No test waits for something not to happen: the subscriber's PINGRESP comes after anything
 //! the resend would have made it send.
@@ -216,4 +218,62 @@ async fn a_qos2_resend_on_another_node_is_stored_once() {
     })
     .await
     .expect("the test took over 120 s");
+}
+
+/// What a release lost to a crash leaves: the session's store holds an id whose message the
+/// client has its PUBCOMP for (a PUBCOMP goes once the release is queued, not committed). Here
+/// the client sends no PUBREL before the `kill -9`, which leaves the store the same. Reused
+/// without DUP, the id is a new message, stored and delivered [MQTT-3.3.1-1]; reused with DUP
+/// and another payload, it is a new message whose first PUBLISH the crash lost as well, stored
+/// too. Each is completed by its PUBREL.
+async fn an_id_held_before_a_kill_9_is_new_without_dup(version: ProtocolVersion) {
+    let mut server = Server::builder().mqtt().start().await;
+    let token = server.token(&["**"], &["**"]);
+    let (mut publishing, _) = publisher(&server, version, &token).await;
+    publishing.send(&qos2(7, false, 1)).await;
+    expect_ack(&mut publishing, "PUBREC", 7).await;
+    publishing.send(&qos2(8, false, 2)).await;
+    expect_ack(&mut publishing, "PUBREC", 8).await;
+    assert_eq!(history(&server).await, [json!(1), json!(2)]);
+
+    server.restart().await;
+    drop(publishing);
+    let mut watching = watcher(&server, &token).await;
+    let (mut publishing, present) = publisher(&server, version, &token).await;
+    assert!(present, "the session was stored");
+    publishing.send(&qos2(7, false, 3)).await;
+    expect_ack(&mut publishing, "PUBREC", 7).await;
+    assert_eq!(
+        history(&server).await,
+        [json!(1), json!(2), json!(3)],
+        "a PUBLISH without DUP is a new message"
+    );
+    let delivered = watching.publish().await;
+    assert_eq!(&delivered.payload[..], &b"{\"n\":3}"[..]);
+    release(&mut publishing, 7).await;
+    publishing.send(&qos2(8, true, 4)).await;
+    expect_ack(&mut publishing, "PUBREC", 8).await;
+    assert_eq!(
+        history(&server).await,
+        [json!(1), json!(2), json!(3), json!(4)],
+        "with DUP, a payload other than the held message's is a new message"
+    );
+    let delivered = watching.publish().await;
+    assert_eq!(&delivered.payload[..], &b"{\"n\":4}"[..]);
+    release(&mut publishing, 8).await;
+    assert_eq!(
+        watching.until_ping().await,
+        Vec::<String>::new(),
+        "once each"
+    );
+}
+
+#[tokio::test]
+async fn a_v5_qos2_id_held_before_a_kill_9_is_a_new_message_without_dup() {
+    an_id_held_before_a_kill_9_is_new_without_dup(ProtocolVersion::V5).await;
+}
+
+#[tokio::test]
+async fn a_3_1_1_qos2_id_held_before_a_kill_9_is_a_new_message_without_dup() {
+    an_id_held_before_a_kill_9_is_new_without_dup(ProtocolVersion::V311).await;
 }

@@ -33,6 +33,7 @@ fn msg(i: usize, retain: Retain) -> NewMessage {
         id: None,
         data: Bytes::from(i.to_string()),
         retain,
+        hold: None,
     }
 }
 

@@ -51,6 +51,7 @@ fn msg(data: String, id: Option<String>) -> NewMessage {
         id,
         data: Bytes::from(data),
         retain: Default::default(),
+        hold: None,
     }
 }
 

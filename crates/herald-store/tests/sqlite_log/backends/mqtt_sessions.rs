@@ -6,10 +6,16 @@
 //! a session's will stored, listed as waiting once no connection holds its session, taken
 //! once, kept by the sweep of its expired session; the sessions a lost cluster node held ended
 //! at its time of death, once, with their wills listed, and QoS 1 packet ids kept beside QoS 2
-//! ones; inbound QoS 2 packet ids held (with their key numbers, a large one kept whole) until
-//! released, kept across a reopen, per session, gone with a new start, an expired session's
-//! sweep and a delete.
+//! ones; inbound QoS 2 packet ids held by their messages' appends (with their key numbers, a
+//! large one kept whole; a duplicate's append holds too; of one append's two holds of an id
+//! the last) until released with their key number (a later message's hold of the id stays),
+//! kept across a reopen, per session, gone with a new start, an expired session's sweep and a
+//! delete.
 
+use bytes::Bytes;
+use herald_core::log::Retention;
+use herald_core::message::{NewMessage, SessionHold};
+use herald_core::name::ChannelName;
 use herald_core::tenancy::App;
 use herald_core::tenant::AppId;
 use herald_mqtt::session::store::{
@@ -535,8 +541,39 @@ async fn mqtt_sessions_of_a_lost_node_end_once_with_their_wills_listed(b: Backen
     assert_eq!(after.inflight, [inflight(8, "news", 4, false)]);
 }
 
-fn held(key: &SessionKey, packet_id: u16, n: u64) -> SessionWrite {
-    SessionWrite::HeldQoS2 {
+/// A QoS 2 message of session `key` appended to `meters` with the key numbered `n` and the
+/// session's hold of `packet_id` (herald-mqtt's `inbound.rs`); whether it was a duplicate.
+async fn held(b: &Backend, key: &SessionKey, packet_id: u16, n: u64) -> bool {
+    held_all(b, &[(key, packet_id, n)]).await[0]
+}
+
+/// [`held`] for several messages in one append (in order); whether each was a duplicate.
+async fn held_all(b: &Backend, holds: &[(&SessionKey, u16, u64)]) -> Vec<bool> {
+    let messages = holds
+        .iter()
+        .map(|&(key, packet_id, n)| NewMessage {
+            id: Some(format!("mqtt:{}:{packet_id}:{n}", key.client_id)),
+            data: Bytes::from(format!("{n}")),
+            retain: Default::default(),
+            hold: Some(Box::new(SessionHold {
+                app: key.app.clone(),
+                client_id: key.client_id.clone(),
+                packet_id,
+                n,
+            })),
+        })
+        .collect();
+    let meters = ChannelName::parse("meters").unwrap();
+    let appended = b
+        .store()
+        .append(&meters, messages, Retention::default())
+        .await
+        .unwrap();
+    appended.iter().map(|a| a.duplicate).collect()
+}
+
+fn released(key: &SessionKey, packet_id: u16, n: u64) -> SessionWrite {
+    SessionWrite::ReleasedQoS2 {
         key: key.clone(),
         held: StoredHeldQoS2 { packet_id, n },
     }
@@ -556,80 +593,112 @@ async fn mqtt_sessions_hold_inbound_qos2_ids_until_released(b: Backend) {
             node: None,
         });
     }
-    writes.extend([
-        held(&k, 7, n),
-        held(&k, 65535, n + 1),
-        held(&k, 3, n + 2),
-        held(&other, 7, 1),
-        SessionWrite::ReleasedQoS2 {
-            key: k.clone(),
-            packet_id: 3,
-        },
-        // Released ids of another session, and ids never held, change nothing.
-        SessionWrite::ReleasedQoS2 {
-            key: other.clone(),
-            packet_id: 65535,
-        },
-        SessionWrite::ReleasedQoS2 {
-            key: k.clone(),
-            packet_id: 9,
-        },
-    ]);
     store.write_mqtt_sessions(writes).await.unwrap();
+    // Each hold is written by its message's append, in its transaction.
+    let fresh = held_all(
+        &b,
+        &[
+            (&k, 7, n),
+            (&k, 65535, n + 1),
+            (&k, 3, n + 2),
+            (&other, 7, 1),
+        ],
+    )
+    .await;
+    assert_eq!(fresh, [false; 4]);
     let ids = |s: Option<StoredSession>| s.unwrap().held_qos2;
-    let expected = vec![
-        StoredHeldQoS2 { packet_id: 7, n },
-        StoredHeldQoS2 {
-            packet_id: 65535,
-            n: n + 1,
-        },
-    ];
+    let three = StoredHeldQoS2 {
+        packet_id: 3,
+        n: n + 2,
+    };
+    let seven = StoredHeldQoS2 { packet_id: 7, n };
+    let top = StoredHeldQoS2 {
+        packet_id: 65535,
+        n: n + 1,
+    };
     assert_eq!(
         ids(store.mqtt_session(&app, "pub-1").await.unwrap()),
-        expected
+        [three, seven, top]
+    );
+    store
+        .write_mqtt_sessions(vec![
+            released(&k, 3, n + 2),
+            // Released ids of another session, ids never held, and an id held for another
+            // message (another key number) change nothing.
+            released(&other, 65535, n + 1),
+            released(&k, 9, n),
+            released(&k, 7, n + 9),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        ids(store.mqtt_session(&app, "pub-1").await.unwrap()),
+        [seven, top]
     );
     assert_eq!(
         ids(store.mqtt_session(&app, "pub-2").await.unwrap()),
         vec![StoredHeldQoS2 { packet_id: 7, n: 1 }]
     );
 
-    // Kept across a reopen; held again, an id takes its new key number.
+    // Kept across a reopen. A resend appended again with its key is a duplicate, and holds
+    // again (a release queued meanwhile may have gone); a later message's append replaces
+    // the hold of its id, which the release of the message before then leaves alone.
     let b = b.reopen().await;
     let store = b.mqtt_sessions();
     assert_eq!(
         ids(store.mqtt_session(&app, "pub-1").await.unwrap()),
-        expected
+        [seven, top]
     );
     store
-        .write_mqtt_sessions(vec![
-            held(&k, 7, n + 5),
-            SessionWrite::ReleasedQoS2 {
-                key: k.clone(),
-                packet_id: 65535,
-            },
-        ])
+        .write_mqtt_sessions(vec![released(&k, 7, n)])
+        .await
+        .unwrap();
+    assert!(held(&b, &k, 7, n).await, "the resend is the message stored");
+    assert_eq!(
+        ids(store.mqtt_session(&app, "pub-1").await.unwrap()),
+        [seven, top]
+    );
+    assert!(!held(&b, &k, 65535, n + 5).await, "a new message");
+    store
+        .write_mqtt_sessions(vec![released(&k, 65535, n + 1), released(&k, 7, n)])
         .await
         .unwrap();
     assert_eq!(
         ids(store.mqtt_session(&app, "pub-1").await.unwrap()),
         vec![StoredHeldQoS2 {
-            packet_id: 7,
+            packet_id: 65535,
             n: n + 5
         }]
+    );
+    // Two messages of one append holding the same id: the last one's hold.
+    assert_eq!(
+        held_all(&b, &[(&k, 4, n + 6), (&k, 4, n + 7)]).await,
+        [false; 2]
+    );
+    assert_eq!(
+        ids(store.mqtt_session(&app, "pub-1").await.unwrap()),
+        [
+            StoredHeldQoS2 {
+                packet_id: 4,
+                n: n + 7
+            },
+            StoredHeldQoS2 {
+                packet_id: 65535,
+                n: n + 5
+            }
+        ]
     );
 
     // A new start forgets them.
     store
-        .write_mqtt_sessions(vec![
-            SessionWrite::Start {
-                key: k.clone(),
-                expiry_ms: 1_000,
-                node: None,
-            },
-            held(&k, 8, 2),
-        ])
+        .write_mqtt_sessions(vec![SessionWrite::Start {
+            key: k.clone(),
+            expiry_ms: 1_000,
+            node: None,
+        }])
         .await
         .unwrap();
+    assert!(!held(&b, &k, 8, 2).await);
     assert_eq!(
         ids(store.mqtt_session(&app, "pub-1").await.unwrap()),
         vec![StoredHeldQoS2 { packet_id: 8, n: 2 }]

@@ -29,6 +29,7 @@ fn msg(data: &str, retain: Retain) -> NewMessage {
         id: None,
         data: Bytes::copy_from_slice(data.as_bytes()),
         retain,
+        hold: None,
     }
 }
 

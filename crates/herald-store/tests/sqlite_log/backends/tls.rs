@@ -51,6 +51,7 @@ async fn a_url_that_asks_for_tls_gets_a_verified_tls_connection() {
                     id: None,
                     data: Bytes::from_static(b"\"over tls\""),
                     retain: Default::default(),
+                    hold: None,
                 }],
                 keep,
             )
