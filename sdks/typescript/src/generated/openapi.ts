@@ -623,8 +623,9 @@ export interface paths {
         /**
          * Delete an app
          * @description Deletes the app with its publisher keys, token secret, devices, receipts and usage. Its
-         *     keys and client tokens stop working at once. Its channels' messages are not deleted:
-         *     they age out of the log like any others. The `default` app cannot be deleted (`403`).
+         *     keys and client tokens stop working at once and its connections are closed. Its
+         *     channels, their messages and its retained messages are deleted right after, by the
+         *     store, a thousand rows at a time. The `default` app cannot be deleted (`403`).
          *     Needs the admin key.
          */
         delete: operations["deleteApp"];
