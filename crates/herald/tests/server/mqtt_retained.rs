@@ -182,14 +182,14 @@ async fn a_wildcard_subscribe_gets_every_one_of_500_retained_topics() {
 /// meanwhile: a marker a subscriber received follows every earlier commit, though perhaps
 /// delivered first within their gather; a second marker, published once the first arrived,
 /// comes in a later gather, so the first's was delivered whole.
-async fn fanned_out(addr: std::net::SocketAddr, publisher: &mut Raw) {
+pub(crate) async fn fanned_out(addr: std::net::SocketAddr, publisher: &mut Raw) {
     for marker in ["fence 1", "fence 2"] {
         let got = subscribe_until_marker(
             addr,
             ProtocolVersion::V5,
             publisher,
-            "fence",
-            "fence",
+            crate::mqtt_retained_window::FENCE,
+            crate::mqtt_retained_window::FENCE,
             marker,
         )
         .await;

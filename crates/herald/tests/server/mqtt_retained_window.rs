@@ -36,8 +36,8 @@ const FLOODED: [&str; 4] = ["flood/w", "flood/x", "flood/y", "flood/z"];
 /// before the flooded channels'.
 const QUIET: usize = 40;
 
-/// The channel of `fanned_out`'s markers (`#` matches it: the rounds skip it).
-const FENCE: &str = "fence";
+/// The channel of `mqtt_retained::fanned_out`'s markers (`#` matches it: the rounds skip it).
+pub(crate) const FENCE: &str = "fence";
 
 /// A SUBSCRIBE to `filter` at QoS 2.
 fn subscribe(filter: &str) -> Packet {
@@ -92,38 +92,6 @@ async fn one_round(server: &Server, filter: &str, version: ProtocolVersion) -> R
     received
 }
 
-/// Returns once every message stored before it has been handed to the subscriptions made
-/// before it: the fan-out thread delivers commits in commit order, after the publisher's
-/// answer, gathering those that queued meanwhile, so a marker received follows every earlier
-/// commit, and a second one, published once the first arrived, comes in a later gather.
-async fn fanned_out(server: &Server) {
-    let (mut raw, _) =
-        Raw::connect(server.mqtt_addr(), ProtocolVersion::V5, Some(API_KEY), 30).await;
-    raw.send(&crate::mqtt_shared::subscribe(
-        FENCE,
-        QoS::AtMostOnce,
-        false,
-    ))
-    .await;
-    match raw.next().await {
-        Some(Packet::SubAck(_)) => {}
-        other => panic!("a SUBACK, not {other:?}; {}", raw.why_closed()),
-    }
-    for marker in 1..=2 {
-        let (status, body) = server
-            .post(
-                "/v1/batch",
-                json!({ "messages": [{ "channel": FENCE, "data": marker }] }),
-            )
-            .await;
-        assert_eq!(status, 200, "{body}");
-        match raw.next().await {
-            Some(Packet::Publish(p)) if p.payload.as_ref() == marker.to_string().as_bytes() => {}
-            other => panic!("fence {marker}, not {other:?}; {}", raw.why_closed()),
-        }
-    }
-}
-
 /// Publishes to `channel` until `stop`, one request after another, so that the payloads
 /// (1, 2, ...) rise with the seqs; returns how many it published.
 fn flood(server: &Server, channel: &'static str, stop: Arc<AtomicBool>) -> JoinHandle<u64> {
@@ -161,7 +129,9 @@ async fn a_wildcard_subscribe_during_a_flood_gets_each_message_once_and_in_order
     // The answer says they are stored, not that they were fanned out: a first round's
     // SUBSCRIBE registered before that fan-out would get a quiet channel's message live, with
     // RETAIN 0, where this test expects it as the retained message (`retained_window.rs`).
-    fanned_out(&server).await;
+    let (mut publisher, _) =
+        Raw::connect(server.mqtt_addr(), ProtocolVersion::V5, Some(API_KEY), 30).await;
+    crate::mqtt_retained::fanned_out(server.mqtt_addr(), &mut publisher).await;
     let stop = Arc::new(AtomicBool::new(false));
     let publishers: Vec<_> = FLOODED
         .iter()
