@@ -292,9 +292,14 @@ pub struct FanoutArgs {
     /// Messages published in total.
     #[arg(long, default_value_t = 2000, value_name = "M")]
     pub messages: u64,
-    /// Subscribers of the channel.
+    /// Subscribers of the channel (with --channels, of every channel).
     #[arg(long, default_value_t = 100, value_name = "N")]
     pub subscribers: u64,
+    /// Channels to publish to: publisher number `p` publishes to channel `p` mod C, and every
+    /// subscriber subscribes to all C, so each still receives every message. 1 puts every
+    /// publisher on one channel.
+    #[arg(long, default_value_t = 1, value_name = "C", value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub channels: u64,
     /// Messages per second across publishers [default: as fast as they can].
     #[arg(long, value_name = "R")]
     pub rate: Option<f64>,

@@ -339,6 +339,29 @@ fn subscribe_storm_acknowledges_every_subscription() {
     assert_eq!(s["details"]["subscribes_per_message"], 16, "{s:#}");
 }
 
+/// `--channels 3`: six publishers on three channels, every subscriber on all three, so each
+/// still receives every message.
+#[test]
+fn fanout_over_several_channels_delivers_every_message_to_every_subscriber() {
+    let (s, _) = bench(&[
+        "fanout",
+        "--channels",
+        "3",
+        "--publishers",
+        "6",
+        "--messages",
+        "120",
+        "--subscribers",
+        "4",
+        "--no-baseline",
+    ]);
+    check_summary(&s, "fanout");
+    assert_eq!(s["details"]["channels"], 3, "{s:#}");
+    assert_eq!(s["details"]["published"], 120, "{s:#}");
+    assert_eq!(s["details"]["delivered"], 480, "{s:#}");
+    assert_eq!(s["failed"], 0, "{s:#}");
+}
+
 #[test]
 fn fanout_delivers_every_message_to_every_subscriber() {
     let (s, out) = bench(&[

@@ -1,8 +1,10 @@
 //! `fanout`: throughput of one channel. `--subscribers N` subscribe; `--publishers P` publish
 //! `--messages M` in total through the HTTP API (each publisher one request at a time, at
 //! `--rate R` messages/s across publishers or as fast as they can; against NATS, `PUB` and a
-//! `PING` on a NATS connection, waiting for the `PONG`). Reports deliveries per second, latency
-//! percentiles, and server CPU seconds per million deliveries.
+//! `PING` on a NATS connection, waiting for the `PONG`). With `--channels C` the publishers are
+//! spread over C channels (publisher `p` on channel `p` mod C) and every subscriber subscribes
+//! to all of them. Reports deliveries per second, latency percentiles, and server CPU seconds
+//! per million deliveries.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -42,14 +44,8 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<Report> {
     } else {
         ctx.pool(args.subscribers).await?
     };
-    let channel = ctx.channel_name("fanout");
-    let (n, failed_conns, errors) = super::open_shared(
-        &mut pool,
-        args.subscribers,
-        &channel,
-        "fanout: opening subscribers",
-    )
-    .await?;
+    let channels = Channels::new(&ctx, args.channels);
+    let (n, failed_conns, errors) = channels.open(&mut pool, args.subscribers).await?;
 
     let t0 = now_ns() + 200_000_000;
     pool.broadcast(
@@ -73,11 +69,11 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<Report> {
         &format!("fanout: publishing {m} messages to {n} subscribers"),
     );
     let mut tasks = Vec::new();
-    for publisher in publishers {
+    for (p, publisher) in publishers.into_iter().enumerate() {
         let share = Share {
             next: next.clone(),
             done: done.clone(),
-            channel: channel.clone(),
+            channel: channels.of_publisher(p),
             messages: m,
             batch: args.batch.max(1),
             rate: args.rate,
@@ -188,8 +184,13 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<Report> {
     let mut r = Report::new("fanout");
     r.table = summary;
     r.lines.push(format!(
-        "{} publishers{}{}: publish round trip p50 {} ms, p99 {} ms, max {} ms; {refused} refused{}",
+        "{} publishers{}{}{}: publish round trip p50 {} ms, p99 {} ms, max {} ms; {refused} refused{}",
         args.publishers,
+        if args.channels > 1 {
+            format!(" over {} channels", args.channels)
+        } else {
+            String::new()
+        },
         args.rate
             .map_or(" as fast as possible".into(), |r| format!(" at {r} msg/s")),
         if args.nats_window > 1 {
@@ -226,6 +227,7 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<Report> {
     r.headline.failed = failed;
     r.headline.latency_ms = Some(lat);
     r.detail("subscribers", n);
+    r.detail("channels", args.channels);
     r.detail("publishers", args.publishers);
     r.detail("rate", args.rate);
     r.detail("batch", args.batch);
@@ -288,4 +290,78 @@ pub async fn run(args: FanoutArgs) -> anyhow::Result<Report> {
     };
     ctx.finish(&mut r);
     Ok(r)
+}
+
+/// The channels of a run: one shared by every publisher, or `--channels C` of them.
+struct Channels {
+    /// The channel's name, or with several the prefix their numbers follow.
+    name: String,
+    count: u64,
+}
+
+impl Channels {
+    fn new(ctx: &Ctx, count: u64) -> Channels {
+        let name = if count > 1 {
+            ctx.channel_name("fanout/")
+        } else {
+            ctx.channel_name("fanout")
+        };
+        Channels { name, count }
+    }
+
+    /// The channel publisher number `p` publishes to.
+    fn of_publisher(&self, p: usize) -> String {
+        if self.count > 1 {
+            format!("{}{}", self.name, p as u64 % self.count)
+        } else {
+            self.name.clone()
+        }
+    }
+
+    /// Opens `subscribers` connections, each subscribed to every channel; answers (ready,
+    /// failed, error samples).
+    async fn open(
+        &self,
+        pool: &mut crate::pool::Pool,
+        subscribers: u64,
+    ) -> anyhow::Result<(u64, u64, Vec<String>)> {
+        let label = "fanout: opening subscribers";
+        if self.count == 1 {
+            return super::open_shared(pool, subscribers, &self.name, label).await;
+        }
+        let bar = Progress::new(subscribers, label);
+        let plan = crate::proto::Plan::Set {
+            prefix: self.name.clone(),
+            count: self.count,
+        };
+        let (n, failed, errors) = pool.open(subscribers, plan, |d, _| bar.set(d)).await?;
+        bar.done();
+        if n == 0 {
+            anyhow::bail!("no subscriber could connect: {}", errors.join("; "));
+        }
+        Ok((n, failed, errors))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Channels;
+
+    #[test]
+    fn publishers_are_spread_over_the_channels_round_robin() {
+        let several = Channels {
+            name: "bench/r/fanout/".into(),
+            count: 3,
+        };
+        let of: Vec<String> = (0..7).map(|p| several.of_publisher(p)).collect();
+        assert_eq!(
+            of,
+            [0, 1, 2, 0, 1, 2, 0].map(|c| format!("bench/r/fanout/{c}"))
+        );
+        let one = Channels {
+            name: "bench/r/fanout".into(),
+            count: 1,
+        };
+        assert_eq!(one.of_publisher(5), "bench/r/fanout");
+    }
 }
