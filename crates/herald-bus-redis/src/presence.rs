@@ -1,9 +1,8 @@
 //! Presence: cluster-wide subscriber counts per channel and connection counts per app. Every
 //! [`crate::BusOptions::presence_period`] each node writes its own counts to a Redis hash of
-//! its own (`PREFIX:presence:NODE`, fields `c:CHANNEL` and `a:APP`; only the fields of the
-//! channels the hub said changed and of the apps whose count changed, a thousand to a command,
-//! and the whole hash again after a reconnect or a failed write), which expires after three
-//! periods,
+//! its own (`PREFIX:presence:NODE`, fields `c:CHANNEL` and `a:APP`; only the fields that
+//! changed, looking only at the channels the hub said changed, and the whole hash again after
+//! a reconnect or a failed write), which expires after three periods,
 //! and notes the time in `PREFIX:nodes` (this node's heartbeat: `lost_nodes.rs` claims a
 //! node whose time lapsed, and `fence.rs` fences this node before its own does). A read
 //! sums this node's live count with every other live node's last written one.
@@ -31,6 +30,7 @@
 //! `PREFIX:hook-count:CHANNEL` (deleted when it is 0), so the next node to claim it tells
 //! nothing when the count is back where that left it. Neither is read by anything else.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,7 +46,7 @@ use herald_core::ChannelName;
 
 use crate::bus::{RedisBus, Shared};
 use crate::error::BusError;
-use crate::followed::ChannelHasher;
+use crate::followed::{ChannelHasher, ChannelMap};
 
 fn channel_field(channel: &ChannelName) -> String {
     let name = channel.as_str();
@@ -60,27 +60,67 @@ fn app_field(app: &AppId) -> String {
     format!("a:{}", app.as_str())
 }
 
-/// Fields named in one `HSET` or `HDEL` at most: a storm's tens of thousands of new counts are
-/// written in commands of this many, each built, sent and freed before the next, so the
-/// write's buffers (the arguments, the client's copy of them, the encoded command) are a
-/// command's worth, reused, not the whole storm's in fresh memory (docs/benchmarks/history.md,
-/// session 35: that was a sixth of a cluster node's page faults in a storm of new channels).
-const FIELDS_PER_COMMAND: usize = 1000;
+/// What this node last wrote to its presence hash: each channel's subscriber count and each
+/// app's connection count (zeros are not written: their fields are deleted).
+#[derive(Default)]
+struct Written {
+    channels: ChannelMap<i64>,
+    apps: HashMap<AppId, i64>,
+}
 
-/// The channels' counts to write this round: those the hub told changed since the last
-/// write (`InterestHook::subscribers_changed`, with the count it told last), or after a
-/// reconnect or a failed write every channel's, read from the hub (`everything`: the whole
-/// hash is written again). A count of 0 deletes the channel's field. No copy of what was
-/// written is kept: a count told again with the value written last (a channel that lost a
-/// subscriber and gained one within a period) is written again, which Redis takes as it is,
-/// and a field deleted that was never written is no field.
-fn channel_counts(shared: &Shared, everything: bool) -> Vec<(ChannelName, i64)> {
+/// The hash fields to set and to delete for one write. Each field is named once in `set`
+/// (a list, not a map: a storm's tens of thousands of new counts are not hashed again).
+#[derive(Default)]
+struct Changes {
+    set: Vec<(String, i64)>,
+    delete: Vec<String>,
+}
+
+/// The changes that bring `written` to `channels` (only those that differ), updating it as
+/// if the write succeeded.
+fn channel_changes(
+    shared: &Shared,
+    written: &mut ChannelMap<i64>,
+    channels: impl IntoIterator<Item = (ChannelName, i64)>,
+    changes: &mut Changes,
+) {
+    let mut read = 0;
+    for (channel, n) in channels {
+        read += 1;
+        if n > 0 {
+            match written.entry(channel) {
+                Entry::Occupied(mut known) if *known.get() != n => {
+                    known.insert(n);
+                    changes.set.push((channel_field(known.key()), n));
+                }
+                Entry::Occupied(_) => {}
+                Entry::Vacant(new) => {
+                    changes.set.push((channel_field(new.key()), n));
+                    new.insert(n);
+                }
+            }
+        } else if written.remove(&channel).is_some() {
+            changes.delete.push(channel_field(&channel));
+        }
+    }
+    shared
+        .counters
+        .presence_counts_read
+        .fetch_add(read, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// This node's counts now: after a reconnect or a failed write, every channel's (the whole
+/// hash is written again); otherwise only the channels whose count changed since the last
+/// write, with the count the hub told last (`InterestHook::subscribers_changed`), so a round
+/// costs what changed, not one look per followed channel, nor a look in the hub per changed
+/// one. Apps are few: all of them each round.
+fn changes(shared: &Shared, written: &mut Written, everything: bool) -> Changes {
+    let hub = shared.fan_out.hub();
+    let mut changes = Changes::default();
     let told = std::mem::take(&mut *shared.counts_changed.lock());
-    let counts: Vec<(ChannelName, i64)> = if everything {
-        let hub = shared.fan_out.hub();
-        // A channel both followed and told is counted twice, with one count (read now from the
-        // hub): written twice in one command, the same value.
-        shared
+    if everything {
+        written.channels.clear();
+        let now: Vec<(ChannelName, i64)> = shared
             .followed
             .all()
             .into_iter()
@@ -89,25 +129,20 @@ fn channel_counts(shared: &Shared, everything: bool) -> Vec<(ChannelName, i64)> 
                 let n = hub.subscriber_count(&c) as i64;
                 (c, n)
             })
-            .collect()
+            .collect();
+        // The hash rewritten whole (the task deletes every other field it holds): every
+        // channel counted once (one both followed and told is read twice, written once).
+        channel_changes(shared, &mut written.channels, now, &mut Changes::default());
+        changes.set.extend(
+            written
+                .channels
+                .iter()
+                .map(|(channel, n)| (channel_field(channel), *n)),
+        );
     } else {
-        told.into_iter().map(|(c, n)| (c, n as i64)).collect()
-    };
-    shared
-        .counters
-        .presence_counts_read
-        .fetch_add(counts.len() as u64, std::sync::atomic::Ordering::Relaxed);
-    counts
-}
-
-/// The apps' connection counts to set and the apps' fields to delete: each app's whose count
-/// differs from `written` (every app's, `everything`), then `written` is the counts now. Apps
-/// are few: all of them are looked at each round.
-fn app_changes(
-    shared: &Shared,
-    written: &mut HashMap<AppId, i64>,
-    everything: bool,
-) -> (Vec<(String, i64)>, Vec<String>) {
+        let now = told.into_iter().map(|(c, n)| (c, n as i64));
+        channel_changes(shared, &mut written.channels, now, &mut changes);
+    }
     let apps: HashMap<AppId, i64> = shared
         .caches
         .usage
@@ -116,55 +151,16 @@ fn app_changes(
         .filter(|(_, n)| *n > 0)
         .map(|(app, n)| (app, n as i64))
         .collect();
-    let set = apps
-        .iter()
-        .filter(|(app, n)| everything || written.get(*app) != Some(*n))
-        .map(|(app, n)| (app_field(app), *n))
-        .collect();
-    let delete = written
-        .keys()
-        .filter(|a| !apps.contains_key(*a))
-        .map(app_field)
-        .collect();
-    *written = apps;
-    (set, delete)
-}
-
-/// Writes `fields` (name and count) to the hash `key`, [`FIELDS_PER_COMMAND`] in each `HSET`,
-/// with the fields as arguments (no map of fred's, hashed again with SipHash, for a storm's
-/// tens of thousands of changed counts).
-async fn set_fields(
-    publisher: &fred::prelude::Client,
-    key: &str,
-    fields: impl Iterator<Item = (String, i64)>,
-) -> Result<(), fred::error::Error> {
-    let mut fields = fields.peekable();
-    while fields.peek().is_some() {
-        let mut args: Vec<Value> = Vec::with_capacity(1 + 2 * FIELDS_PER_COMMAND);
-        args.push(Value::from(key));
-        for (field, n) in fields.by_ref().take(FIELDS_PER_COMMAND) {
-            // Moved, not copied.
-            args.push(Value::from(field));
-            args.push(Value::from(n));
+    for (app, n) in &apps {
+        if everything || written.apps.get(app) != Some(n) {
+            changes.set.push((app_field(app), *n));
         }
-        let hset = CustomCommand::new_static("HSET", ClusterHash::FirstKey, false);
-        publisher.custom::<Value, _>(hset, args).await?;
     }
-    Ok(())
-}
-
-/// Deletes `fields` from the hash `key`, [`FIELDS_PER_COMMAND`] in each `HDEL`.
-async fn delete_fields(
-    publisher: &fred::prelude::Client,
-    key: &str,
-    fields: impl Iterator<Item = String>,
-) -> Result<(), fred::error::Error> {
-    let mut fields = fields.peekable();
-    while fields.peek().is_some() {
-        let chunk: Vec<String> = fields.by_ref().take(FIELDS_PER_COMMAND).collect();
-        publisher.hdel::<(), _, _>(key, chunk).await?;
+    for app in written.apps.keys().filter(|a| !apps.contains_key(*a)) {
+        changes.delete.push(app_field(app));
     }
-    Ok(())
+    written.apps = apps;
+    changes
 }
 
 pub(crate) async fn run(shared: Arc<Shared>) {
@@ -173,8 +169,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let key = shared.names.presence(shared.node);
     let node = format!("{:016x}", shared.node);
-    // Each app's connection count as last written.
-    let mut apps_written: HashMap<AppId, i64> = HashMap::new();
+    let mut written = Written::default();
     // Everything is written in the first round, after a reconnect and after a failed write.
     let mut everything = true;
     let mut reconnects_seen = 0;
@@ -189,33 +184,33 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             reconnects_seen = reconnects;
             everything = true;
         }
-        let counts = channel_counts(&shared, everything);
-        let (apps_set, apps_delete) = app_changes(&shared, &mut apps_written, everything);
+        let changes = changes(&shared, &mut written, everything);
         let publisher = &shared.publisher;
         let result = async {
-            let (set, unset): (Vec<_>, Vec<_>) = counts.into_iter().partition(|(_, n)| *n > 0);
-            let mut delete: Vec<String> = Vec::new();
+            let Changes { set, mut delete } = changes;
             if everything {
                 // Fields a failed write (or another life of this node's hash) left behind.
                 let present: Vec<String> = publisher.hkeys(&key).await?;
-                let kept: HashSet<String, ChannelHasher> = set
-                    .iter()
-                    .map(|(channel, _)| channel_field(channel))
-                    .chain(apps_set.iter().map(|(field, _)| field.clone()))
-                    .collect();
-                delete.extend(present.into_iter().filter(|f| !kept.contains(f)));
+                let kept: HashSet<&str, ChannelHasher> =
+                    set.iter().map(|(field, _)| field.as_str()).collect();
+                delete.extend(present.into_iter().filter(|f| !kept.contains(f.as_str())));
             }
-            let fields = set
-                .into_iter()
-                .map(|(channel, n)| (channel_field(&channel), n))
-                .chain(apps_set);
-            set_fields(publisher, &key, fields).await?;
-            let gone = unset
-                .into_iter()
-                .map(|(channel, _)| channel_field(&channel))
-                .chain(apps_delete)
-                .chain(delete);
-            delete_fields(publisher, &key, gone).await?;
+            if !set.is_empty() {
+                // `HSET` with its fields as arguments: no map of fred's (hashed again with
+                // SipHash) for a storm's tens of thousands of changed counts.
+                let mut args: Vec<Value> = Vec::with_capacity(1 + 2 * set.len());
+                args.push(Value::from(key.as_str()));
+                for (field, n) in set {
+                    // Moved, not copied.
+                    args.push(Value::from(field));
+                    args.push(Value::from(n));
+                }
+                let hset = CustomCommand::new_static("HSET", ClusterHash::FirstKey, false);
+                publisher.custom::<Value, _>(hset, args).await?;
+            }
+            if !delete.is_empty() {
+                publisher.hdel::<(), _, _>(&key, delete).await?;
+            }
             let ttl = (period * 3).as_millis() as i64;
             publisher.pexpire::<(), _>(&key, ttl, None).await?;
             if shared.fence.is_fenced() {

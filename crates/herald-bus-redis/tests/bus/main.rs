@@ -558,68 +558,6 @@ async fn presence_rounds_read_only_the_counts_that_changed() {
     .await;
 }
 
-/// A storm's new counts reach the node's presence hash in `HSET`s of a thousand fields at
-/// most, not in one command naming every channel (whose arguments, the client's copy of them
-/// and the encoded command were fresh memory the size of the storm), and all of them arrive.
-/// Redis's slow log, told to log every command, gives each `HSET`'s argument count.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_storms_presence_counts_are_written_a_thousand_to_a_command() {
-    let redis = Redis::start().expect("redis");
-    let (log, tenancy) = stores();
-    bounded(async {
-        let a = Node::start(&[redis.url()], &log, &tenancy).await;
-        for setting in [
-            &["CONFIG", "SET", "slowlog-log-slower-than", "0"][..],
-            &["CONFIG", "SET", "slowlog-max-len", "100000"],
-            &["SLOWLOG", "RESET"],
-        ] {
-            redis.cli(setting).unwrap();
-        }
-        const CHANNELS: usize = 2500;
-        let _subscribers = a.subscribe_storm("counted", CHANNELS).await;
-        let key = format!("herald:presence:{:016x}", a.bus.node_id());
-        eventually("every count in the node's presence hash", || {
-            redis.cli(&["HLEN", &key]).unwrap().trim() == CHANNELS.to_string()
-        })
-        .await;
-        // `redis-cli` prints the log's entries flat, one value a line: an entry's arguments
-        // follow its duration, the 32nd (when there are more) saying how many more, and the
-        // client's address follows them.
-        let slowlog = redis.cli(&["SLOWLOG", "GET", "100000"]).unwrap();
-        let lines: Vec<&str> = slowlog.lines().collect();
-        let mut fields = Vec::new();
-        for (i, pair) in lines.windows(2).enumerate() {
-            if !(pair[0].eq_ignore_ascii_case("HSET") && pair[1] == key) {
-                continue;
-            }
-            // Up to the client's address, which follows the arguments.
-            let shown = lines[i..]
-                .iter()
-                .take(32)
-                .take_while(|l| !l.starts_with("127.0.0.1:"));
-            let more = shown.clone().find_map(|l| {
-                l.strip_prefix("... (")
-                    .and_then(|rest| rest.strip_suffix(" more arguments)"))
-                    .and_then(|n| n.parse::<usize>().ok())
-            });
-            let arguments = match more {
-                Some(more) => 31 + more,
-                None => shown.count(),
-            };
-            fields.push((arguments - 2) / 2);
-        }
-        assert!(
-            fields.iter().sum::<usize>() >= CHANNELS,
-            "the HSETs of the node's presence hash name every channel: {fields:?}"
-        );
-        assert!(
-            fields.iter().all(|&n| n <= 1000),
-            "fields in each HSET of the node's presence hash: {fields:?}"
-        );
-    })
-    .await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_redis_down_a_node_still_delivers_its_own_messages_at_once() {
     let mut redis = Redis::start().expect("redis");
