@@ -52,5 +52,5 @@ pub mod wiring;
 
 pub use engine::Engine;
 pub use error::{ErrorCode, HeraldError};
-pub use message::{Cursor, Epoch, NewMessage, Retain, SessionHold, StoredMessage};
+pub use message::{Cursor, Epoch, HeldPacket, NewMessage, Retain, SessionHold, StoredMessage};
 pub use name::ChannelName;

@@ -28,24 +28,41 @@ pub struct NewMessage {
     /// What storing it does to its channel's retained message (MQTT's RETAIN flag); nothing
     /// for every transport but MQTT.
     pub retain: Retain,
-    /// A session's hold written with it ([`SessionHold`]); none for every message but an MQTT
-    /// persistent session's QoS 2 publish.
+    /// An MQTT persistent session's inbound QoS 2 state written with it ([`SessionHold`]): the
+    /// hold its message takes, the releases riding its commit; none for every other message.
     pub hold: Option<Box<SessionHold>>,
 }
 
-/// What an MQTT persistent session holds of an inbound QoS 2 message until its PUBREL: the
-/// client's packet identifier and the number `n` of the idempotency key the message is stored
-/// with (herald-mqtt's `inflight.rs`). The store writes it in the append's own transaction,
-/// whether the message is new or a duplicate of one stored with its key, beside the session's
-/// other state (replacing a hold of the same packet identifier), so the PUBREC waits for one
-/// commit and a hold in the store means its message is stored. Kept apart from the channel's
-/// history, as the retained message is.
+/// What an append writes of an MQTT persistent session's inbound QoS 2 exchanges, in its own
+/// transaction (herald-mqtt's `inbound.rs`, `session/flusher.rs`):
+/// - the **hold** its message takes (a QoS 2 publish): the client's packet identifier and the
+///   number `n` of the idempotency key the message is stored with, written whether the message
+///   is new or a duplicate of one stored with its key, replacing a hold of the same packet
+///   identifier, so the PUBREC waits for one commit and a hold in the store means its message
+///   is stored;
+/// - the **releases** of the session's earlier holds whose PUBREL came (and PUBCOMP went)
+///   since: each deleted only if the session's hold of that packet identifier still has that
+///   `n`, so a release rides the session's next append (of any QoS) instead of a commit of its
+///   own. Written before the hold: a release never deletes a hold of its own append.
+///
+/// Kept apart from the channel's history, as the retained message is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionHold {
     /// The session's app.
     pub app: AppId,
     /// The session's client identifier.
     pub client_id: String,
+    /// The packet identifier this message holds until its PUBREL, with its key's number;
+    /// `None` for a message that carries releases only.
+    pub held: Option<HeldPacket>,
+    /// The session's holds released since its last append, each with its key's number.
+    pub released: Vec<HeldPacket>,
+}
+
+/// One inbound QoS 2 exchange of an MQTT session ([`SessionHold`]): the client's packet
+/// identifier and the number `n` in the idempotency key its message is stored with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct HeldPacket {
     /// The client's packet identifier.
     pub packet_id: u16,
     /// The number in the message's idempotency key.

@@ -1,7 +1,8 @@
 //! What a connection does with each packet its client sends after CONNECT: PUBLISH at QoS 0,
 //! 1 and 2 (stored through the client session's one publish rule, acknowledged after the append
 //! committed; a persistent session's QoS 2 packet ids held in its store, written by the
-//! message's append, their release queued before the PUBCOMP), the acknowledgements of the
+//! message's append, their release deferred before the PUBCOMP to the session's next append
+//! or the session writer's next batch), the acknowledgements of the
 //! server's own PUBLISH packets, SUBSCRIBE and UNSUBSCRIBE to exact topics, to wildcard filters
 //! (`wildcards.rs`) and shared subscriptions (`shared.rs`), PINGREQ and DISCONNECT. Every answer is queued in the connection's outbox, so
 //! answers and messages reach the client in the order they were produced.
@@ -17,7 +18,7 @@ use herald_core::engine::SubscribeRequest;
 use herald_core::limits::Admission;
 use herald_core::message::SharedMessage;
 use herald_core::outbox::{CloseReason, OutFrame};
-use herald_core::{ErrorCode, HeraldError, SessionHold};
+use herald_core::{ErrorCode, HeraldError};
 
 use crate::inflight::{qos2_key, Arrival};
 use crate::origin;
@@ -273,16 +274,16 @@ async fn store_qos2(
     n: u64,
 ) -> Result<Option<SharedMessage>, (ReasonCode, String)> {
     let key = qos2_key(wire.claim.client_id(), id, n);
-    let hold = wire.qos2_hold(id, n);
-    store(wire, publish, topic, Some(key), hold).await
+    store(wire, publish, topic, Some(key), Some((id, n))).await
 }
 
 /// Handles a PUBREL: its id released, then PUBCOMP (v5: Packet Identifier not found if it
-/// was not held). A persistent session's release is queued for the session's next group
-/// commit and the PUBCOMP does not wait for it: a crash that loses it leaves a hold whose
-/// id, reused by the client for a new message, comes without DUP, which makes it new
-/// (`crate::inflight::InboundQoS2::arrival`; docs/design/mqtt.md, "Inbound QoS 2 of a
-/// persistent session").
+/// was not held). A persistent session's release is deferred to a commit that happens anyway
+/// (its next append carries it, or the session writer's next batch, within
+/// `session::flusher::RELEASE_WAITS_AT_MOST`) and the PUBCOMP does not wait for it: a crash
+/// that loses it leaves a hold whose id, reused by the client for a new message, comes
+/// without DUP, which makes it new (`crate::inflight::InboundQoS2::arrival`;
+/// docs/design/mqtt.md, "Inbound QoS 2 of a persistent session").
 fn release_qos2(wire: &mut MqttWire, rel: PubRel) {
     let mut comp = PubComp::new(rel.packet_id);
     match wire.qos2.release(rel.packet_id) {
@@ -364,15 +365,17 @@ fn resolve_alias(wire: &mut MqttWire, publish: &Publish) -> Result<TopicName, En
     Ok(publish.topic.clone())
 }
 
-/// Stores a PUBLISH's message in the channel its topic maps to, with idempotency key `key` and
-/// a persistent session's QoS 2 `hold` in the same write; the message stored before with
-/// `key`, if it was; the refusal's reason code and reason string otherwise.
+/// Stores a PUBLISH's message in the channel its topic maps to, with idempotency key `key`; in
+/// the same write, a persistent session's hold of QoS 2 packet id `held` (with its key's
+/// number) and the releases of its holds deferred since its last append (core's
+/// `SessionHold`). The message stored before with `key`, if it was; the refusal's reason code
+/// and reason string otherwise.
 async fn store(
     wire: &MqttWire,
     publish: &Publish,
     topic: &TopicName,
     key: Option<String>,
-    hold: Option<SessionHold>,
+    held: Option<(std::num::NonZeroU16, u64)>,
 ) -> Result<Option<SharedMessage>, (ReasonCode, String)> {
     let session = &wire.session;
     let app = &session
@@ -423,9 +426,16 @@ async fn store(
     let data = payload::to_data(&publish.payload, publish.retain, &message_props);
     // RETAIN 1: the channel's retained message, stored with the message before the answer.
     let retain = payload::retain_of(&publish.payload, publish.retain, &message_props);
-    session
+    let hold = wire.qos2_session_write(held);
+    let released = hold.as_ref().map_or_else(Vec::new, |h| h.released.clone());
+    let stored = session
         .publish_retained(channel.public(), key, &data, retain, hold)
-        .await
+        .await;
+    if stored.is_err() {
+        // The releases it carried were not written: the next append or batch takes them.
+        wire.qos2_releases_unwritten(released);
+    }
+    stored
         .map(|(_, appended)| appended.duplicate.then_some(appended.message))
         .map_err(|e| {
             let code = publish_code(&e);

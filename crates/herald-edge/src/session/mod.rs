@@ -428,7 +428,8 @@ impl ClientSession {
 
     /// [`ClientSession::publish`], doing `retain` to the channel's retained message in the same
     /// store write (MQTT's RETAIN flag), whatever `data` says, and writing `hold` in it too (an
-    /// MQTT persistent session's QoS 2 packet id awaiting PUBREL: core's [`SessionHold`]).
+    /// MQTT persistent session's QoS 2 packet id awaiting PUBREL and the releases of earlier
+    /// ones: core's [`SessionHold`]).
     pub async fn publish_retained(
         &self,
         channel: &str,

@@ -9,14 +9,14 @@
 use std::collections::HashSet;
 use std::future::Future;
 use std::num::{NonZeroU16, NonZeroU32};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use herald_core::engine::SubscribeRequest;
 use herald_core::log::StoreError;
 use herald_core::message::{Cursor, SharedMessage};
 use herald_core::outbox::CloseReason;
-use herald_core::{ChannelName, Epoch, SessionHold};
+use herald_core::{ChannelName, Epoch, HeldPacket, SessionHold};
 
 use super::flusher::Done;
 use super::missed::{ResumeGate, StoredPositions};
@@ -65,6 +65,10 @@ pub(crate) struct PersistentSession {
     /// The inbound QoS 2 packet ids awaiting PUBREL, from the store, for the inbound state
     /// once the connection starts.
     held_qos2: Vec<HeldQoS2>,
+    /// Whether releases of its inbound QoS 2 holds wait in the flusher for its next append
+    /// (`flusher.rs`): only then does an append look for them (atomic: an append's future
+    /// holds the connection shared).
+    releases_deferred: AtomicBool,
 }
 
 impl PersistentSession {
@@ -84,6 +88,7 @@ impl PersistentSession {
             stored_positions: Vec::new(),
             resend: Vec::new(),
             held_qos2: Vec::new(),
+            releases_deferred: AtomicBool::new(false),
         }
     }
 
@@ -131,6 +136,13 @@ impl PersistentSession {
 
     fn push(&self, write: SessionWrite) {
         self.sessions.flusher.push(write);
+    }
+
+    /// Defers the release of inbound QoS 2 hold `held` to the session's next append or the
+    /// flusher's next batch.
+    fn defer_release(&self, held: HeldPacket) {
+        self.releases_deferred.store(true, Ordering::Relaxed);
+        self.sessions.flusher.defer_release(self.key(), held);
     }
 
     fn key(&self) -> SessionKey {
@@ -603,28 +615,59 @@ impl MqttWire {
         }
     }
 
-    /// For a persistent session, the hold of inbound QoS 2 packet id `id` whose message is
-    /// stored with the key numbered `n`: the message's append writes it in its own transaction
-    /// (core's `SessionHold`), so the PUBREC waits for that one commit. `None` for a clean
-    /// session (its ids are held in memory only).
-    pub(crate) fn qos2_hold(&self, id: NonZeroU16, n: u64) -> Option<SessionHold> {
+    /// For a persistent session, what its next append writes of its inbound QoS 2 exchanges in
+    /// its own transaction (core's `SessionHold`): the hold of packet id `id` whose message is
+    /// stored with the key numbered `n`, when the append is that message's (so the PUBREC waits
+    /// for that one commit), and the releases deferred since its last append (taken back from
+    /// the flusher, so they cost no commit of their own). `None` for a clean session (its ids
+    /// are held in memory only) and when there is nothing to write. Releases the append does
+    /// not write go back with [`MqttWire::qos2_releases_unwritten`].
+    pub(crate) fn qos2_session_write(
+        &self,
+        held: Option<(NonZeroU16, u64)>,
+    ) -> Option<SessionHold> {
         let persist = self.persist.as_ref()?;
+        let released = match persist.releases_deferred.swap(false, Ordering::Relaxed) {
+            true => persist.sessions.flusher.take_releases(&persist.key),
+            false => Vec::new(),
+        };
+        if held.is_none() && released.is_empty() {
+            return None;
+        }
         Some(SessionHold {
             app: persist.key.app.clone(),
             client_id: persist.key.client_id.clone(),
-            packet_id: id.get(),
-            n,
+            held: held.map(|(id, n)| HeldPacket {
+                packet_id: id.get(),
+                n,
+            }),
+            released,
         })
     }
 
-    /// For a persistent session, queues the release of inbound QoS 2 packet id `id`, held for
-    /// the message with key number `n` (its PUBREL came): group-committed, nothing waits for
-    /// it. A crash can lose it after the PUBCOMP went: the hold left is then taken on by the
-    /// session's next connection, where a PUBLISH without DUP on its id is a new message
+    /// For a persistent session, defers again the releases an append took
+    /// ([`MqttWire::qos2_session_write`]) and did not write (it was refused or failed).
+    pub(crate) fn qos2_releases_unwritten(&self, released: Vec<HeldPacket>) {
+        if let Some(persist) = self.persist.as_ref() {
+            for held in released {
+                persist.defer_release(held);
+            }
+        }
+    }
+
+    /// For a persistent session, defers the release of inbound QoS 2 packet id `id`, held for
+    /// the message with key number `n` (its PUBREL came) to a commit that happens anyway: the
+    /// session's next append carries it, or the flusher's next batch, which goes within
+    /// `flusher::RELEASE_WAITS_AT_MOST`; nothing waits for it. A crash can lose it after the
+    /// PUBCOMP went: the hold left is then taken on by the session's next connection, where a
+    /// PUBLISH without DUP on its id is a new message
     /// ([`crate::inflight::InboundQoS2::arrival`]).
     pub(crate) fn qos2_release_queued(&self, id: NonZeroU16, n: u64) {
         if let Some(persist) = self.persist.as_ref() {
-            persist.push(qos2_release(persist.key(), id, n));
+            persist.defer_release(HeldPacket {
+                packet_id: id.get(),
+                n,
+            });
         }
     }
 

@@ -17,19 +17,35 @@
 //! session costs one row update per batch, not one per SUBSCRIBE, each a list longer than the
 //! one before).
 //!
+//! An inbound QoS 2 release (a PUBREL came, its PUBCOMP went at once) waits for a commit that
+//! happens anyway rather than costing one of its own ([`Flusher::defer_release`]): its
+//! session's next append takes it back ([`Flusher::take_releases`]) and deletes the hold in
+//! its own transaction (core's `SessionHold`), and any batch that goes meanwhile writes it;
+//! one neither took is written [`RELEASE_WAITS_AT_MOST`] after it was queued at the latest.
+//! One publisher's exchanges one at a time therefore cost one commit each, the append's, and
+//! a crash can lose a release for that long after its PUBCOMP (the hold left is adopted by
+//! the session's next connection: `crate::inflight::InboundQoS2::arrival`).
+//!
 //! Writes are applied in the order they were handed in, except that a position takes the
 //! place of the one it replaces, a subscription list replaced by a newer one and a cancelled
 //! QoS 1 id are left out; any other write but a packet id's (`Inflight`, `Completed`,
 //! `ReleasedQoS2`: rows no position touches) ends the coalescing (a position after a session's
-//! `Start` or `Delete` is never moved before it).
+//! `Start` or `Delete` is never moved before it). Deferred releases go after a batch's other
+//! writes: a release deletes a hold only if it still has its message's key number, so where
+//! it goes among them changes nothing.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use herald_core::log::StoreError;
 use tokio::sync::{oneshot, Notify};
 
-use super::store::{MqttSessionStore, SessionKey, SessionWrite};
+use super::store::{MqttSessionStore, SessionKey, SessionWrite, StoredHeldQoS2};
+
+/// The longest a deferred release waits for a commit that happens anyway before a batch goes
+/// for it: an idle publisher's last release is stored this long after its PUBCOMP.
+pub(crate) const RELEASE_WAITS_AT_MOST: Duration = Duration::from_millis(100);
 
 /// Told a batch's outcome once it committed (or failed).
 pub(crate) type Done = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
@@ -46,12 +62,69 @@ struct Pending {
     /// Where each session's subscription list is in `writes`: a newer list replaces it.
     subscriptions: HashMap<SessionKey, usize>,
     done: Vec<Done>,
+    /// Inbound QoS 2 releases waiting for a commit that happens anyway, by session: its next
+    /// append takes them back, or the next batch writes them.
+    releases: HashMap<SessionKey, Vec<StoredHeldQoS2>>,
+    /// When the oldest of `releases` was deferred (reset when none is left): a batch goes
+    /// [`RELEASE_WAITS_AT_MOST`] later at the latest.
+    releases_since: Option<Instant>,
+    /// The task waits for a wake with no deadline: a deferred release must wake it.
+    task_idle: bool,
+}
+
+/// What the flusher's task does next.
+enum Next {
+    /// Writes this batch (boxed: a batch is far larger than a deadline).
+    Write(Box<Pending>),
+    /// Waits for a wake, or until the time given (a deferred release's due time).
+    Wait(Option<Instant>),
 }
 
 impl Pending {
-    /// Whether nothing waits.
+    /// Whether nothing waits but deferred releases.
     fn is_empty(&self) -> bool {
         self.writes.is_empty() && self.done.is_empty()
+    }
+
+    /// The batch due at `now` (taken), or how long to wait for one: a batch is due when a
+    /// write or a waiter is queued, or when the oldest deferred release waited its most.
+    fn next(&mut self, now: Instant) -> Next {
+        let due = self
+            .releases_since
+            .map(|since| since + RELEASE_WAITS_AT_MOST);
+        if self.is_empty() && due.is_none_or(|due| due > now) {
+            self.task_idle = due.is_none();
+            return Next::Wait(due);
+        }
+        Next::Write(Box::new(std::mem::take(self)))
+    }
+
+    /// The batch's writes, in order (cancelled ones left out), then its deferred releases.
+    fn into_writes(self: Box<Self>) -> (Vec<SessionWrite>, Vec<Done>) {
+        let mut writes: Vec<SessionWrite> = self.writes.into_iter().flatten().collect();
+        for (key, released) in self.releases {
+            writes.extend(released.into_iter().map(|held| SessionWrite::ReleasedQoS2 {
+                key: key.clone(),
+                held,
+            }));
+        }
+        (writes, self.done)
+    }
+
+    /// Defers the release of `held` by session `key`; whether the task must be woken.
+    fn defer_release(&mut self, key: SessionKey, held: StoredHeldQoS2, now: Instant) -> bool {
+        self.releases.entry(key).or_default().push(held);
+        self.releases_since.get_or_insert(now);
+        std::mem::take(&mut self.task_idle)
+    }
+
+    /// Takes back the releases deferred for session `key`.
+    fn take_releases(&mut self, key: &SessionKey) -> Vec<StoredHeldQoS2> {
+        let taken = self.releases.remove(key).unwrap_or_default();
+        if self.releases.is_empty() {
+            self.releases_since = None;
+        }
+        taken
     }
 
     /// Queues `write` (see the module documentation for what is coalesced or cancelled).
@@ -111,12 +184,20 @@ impl Flusher {
         let task = flusher.clone();
         tokio::spawn(async move {
             loop {
-                let batch = std::mem::take(&mut *task.lock());
-                if batch.is_empty() {
-                    task.wake.notified().await;
-                    continue;
-                }
-                let writes: Vec<SessionWrite> = batch.writes.into_iter().flatten().collect();
+                let next = task.lock().next(Instant::now());
+                let batch = match next {
+                    Next::Write(batch) => batch,
+                    Next::Wait(None) => {
+                        task.wake.notified().await;
+                        continue;
+                    }
+                    Next::Wait(Some(due)) => {
+                        let woken = task.wake.notified();
+                        let _ = tokio::time::timeout_at(due.into(), woken).await;
+                        continue;
+                    }
+                };
+                let (writes, done) = batch.into_writes();
                 let result = if writes.is_empty() {
                     Ok(())
                 } else {
@@ -125,7 +206,7 @@ impl Flusher {
                 if let Err(e) = &result {
                     tracing::warn!(error = %e, "MQTT sessions: a batch of session writes failed");
                 }
-                for done in batch.done {
+                for done in done {
                     done(result.clone());
                 }
             }
@@ -154,6 +235,22 @@ impl Flusher {
             }
         }
         self.wake.notify_one();
+    }
+
+    /// Defers the release of inbound QoS 2 hold `held` of session `key` (its PUBREL came) to a
+    /// commit that happens anyway: its session's next append, which takes it back
+    /// ([`Flusher::take_releases`]), or the next batch, which goes [`RELEASE_WAITS_AT_MOST`]
+    /// after the oldest deferred release at the latest.
+    pub(crate) fn defer_release(&self, key: SessionKey, held: StoredHeldQoS2) {
+        if self.lock().defer_release(key, held, Instant::now()) {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Takes back the releases deferred for session `key`, for its append to write in its own
+    /// transaction; one that append does not write must be deferred again.
+    pub(crate) fn take_releases(&self, key: &SessionKey) -> Vec<StoredHeldQoS2> {
+        self.lock().take_releases(key)
     }
 
     /// Queues `writes` and waits until they (and what queued before them) committed.
@@ -368,6 +465,88 @@ mod tests {
             ],
             "the position still coalesced across packet ids"
         );
+    }
+
+    fn release(id: &str, packet_id: u16, n: u64) -> SessionWrite {
+        SessionWrite::ReleasedQoS2 {
+            key: key(id),
+            held: StoredHeldQoS2 { packet_id, n },
+        }
+    }
+
+    fn batch_at(pending: &mut Pending, now: Instant) -> Option<Vec<SessionWrite>> {
+        match pending.next(now) {
+            Next::Write(batch) => Some(batch.into_writes().0),
+            Next::Wait(_) => None,
+        }
+    }
+
+    #[test]
+    fn a_deferred_release_waits_for_its_sessions_append_at_most_its_bound() {
+        let mut pending = Pending::default();
+        let t0 = Instant::now();
+        assert!(matches!(pending.next(t0), Next::Wait(None)));
+        let held = |packet_id, n| StoredHeldQoS2 { packet_id, n };
+        assert!(
+            pending.defer_release(key("a"), held(1, 10), t0),
+            "the idle task is woken"
+        );
+        // Taken back by its session's append: nothing is left to write.
+        assert_eq!(pending.take_releases(&key("a")), [held(1, 10)]);
+        assert!(pending.take_releases(&key("a")).is_empty());
+        assert!(matches!(pending.next(t0), Next::Wait(None)));
+
+        // Not taken: written once the oldest waited its most, not before.
+        let t1 = t0 + Duration::from_millis(5);
+        assert!(pending.defer_release(key("a"), held(2, 11), t1));
+        let due = t1 + RELEASE_WAITS_AT_MOST;
+        assert!(matches!(pending.next(t1), Next::Wait(Some(at)) if at == due));
+        let later = t1 + RELEASE_WAITS_AT_MOST / 2;
+        assert!(
+            !pending.defer_release(key("b"), held(2, 12), later),
+            "a task waiting for a deadline is not woken again"
+        );
+        assert_eq!(batch_at(&mut pending, later), None);
+        // Both sessions' (in no particular order: a release's place changes nothing).
+        assert_eq!(
+            batch_at(&mut pending, due).map(sorted),
+            Some(sorted(vec![release("a", 2, 11), release("b", 2, 12)]))
+        );
+    }
+
+    #[test]
+    fn a_deferred_release_goes_with_the_next_batch_after_its_writes() {
+        let mut pending = Pending::default();
+        let t0 = Instant::now();
+        pending.defer_release(key("a"), StoredHeldQoS2 { packet_id: 3, n: 7 }, t0);
+        pending.push(position("a", "news", 1));
+        assert_eq!(
+            batch_at(&mut pending, t0),
+            Some(vec![position("a", "news", 1), release("a", 3, 7)])
+        );
+        assert!(matches!(pending.next(t0), Next::Wait(None)));
+    }
+
+    #[tokio::test]
+    async fn a_release_no_append_takes_is_written_by_a_batch_of_its_own() {
+        let store = Arc::new(Recording::default());
+        let flusher = Flusher::start(store.clone());
+        let held = StoredHeldQoS2 { packet_id: 9, n: 4 };
+        flusher.defer_release(key("a"), held);
+        // No timing asserted: whenever it goes, it goes alone.
+        for _ in 0..1000 {
+            if !store.0.lock().unwrap().is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(*store.0.lock().unwrap(), [vec![release("a", 9, 4)]]);
+        assert!(flusher.take_releases(&key("a")).is_empty());
+    }
+
+    fn sorted(mut writes: Vec<SessionWrite>) -> Vec<SessionWrite> {
+        writes.sort_by_key(|w| format!("{w:?}"));
+        writes
     }
 
     #[tokio::test]

@@ -20,7 +20,8 @@
 //!   The packet identifiers of inbound QoS 2 messages stored and awaiting PUBREL, with the
 //!   key each message was stored with, are stored too: written by the message's append in
 //!   its transaction (core's `SessionHold`), committed before the PUBREC, their release
-//!   queued (group-committed) before the PUBCOMP (`crate::inbound`), so the client's resend
+//!   deferred before the PUBCOMP (`crate::inbound`) to the session's next append, which
+//!   writes it in its transaction, or to the next batch (`flusher.rs`), so the client's resend
 //!   of one (DUP set) after reconnecting, after a restart or on another node, is not stored
 //!   twice [MQTT-4.3.3-10] (it is stored again with its key, which the channel's log keeps
 //!   once), and a PUBLISH without DUP on an id whose release a crash lost is a new message.

@@ -89,18 +89,12 @@ pub struct StoredInflight {
 }
 
 /// An inbound QoS 2 message of a session stored and answered with PUBREC, whose PUBREL has
-/// not come: written by the message's append in its transaction (core's `SessionHold`),
-/// deleted by a [`SessionWrite::ReleasedQoS2`] queued (not awaited) before the PUBCOMP
-/// (herald-mqtt's `inflight.rs`, `InboundQoS2`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StoredHeldQoS2 {
-    /// The client's packet identifier.
-    pub packet_id: u16,
-    /// The `n` of the idempotency key the message was stored with
-    /// (`mqtt:{client id}:{packet id}:{n}`): a resend is stored with the same key, so the
-    /// channel's log keeps one copy.
-    pub n: u64,
-}
+/// not come: its packet identifier and the `n` of the idempotency key it was stored with
+/// (`mqtt:{client id}:{packet id}:{n}`: a resend is stored with the same key, so the channel's
+/// log keeps one copy). Written by the message's append in its transaction (core's
+/// `SessionHold`); deleted after its PUBREL by the session's next append, which carries the
+/// release, or by a [`SessionWrite::ReleasedQoS2`] (herald-mqtt's `session/flusher.rs`).
+pub type StoredHeldQoS2 = herald_core::HeldPacket;
 
 /// A stored session, as [`MqttSessionStore::mqtt_session`] reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -238,7 +232,9 @@ pub enum SessionWrite {
     /// An inbound QoS 2 message released (PUBREL): its hold is deleted if it is still the one
     /// of that message (a hold of the same packet identifier with another `n` is a later
     /// message's, written by its append before this write committed, and stays). Holds are
-    /// written by the message's append, in its transaction (core's `SessionHold`).
+    /// written by the message's append, in its transaction (core's `SessionHold`), and most
+    /// releases ride the session's next append there too; this write is for those no append
+    /// took in time.
     ReleasedQoS2 {
         /// The session.
         key: SessionKey,

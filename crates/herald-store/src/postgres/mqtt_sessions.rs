@@ -10,7 +10,7 @@
 use async_trait::async_trait;
 use deadpool_postgres::{Object, Transaction};
 use herald_core::log::StoreError;
-use herald_core::message::SessionHold;
+use herald_core::message::{HeldPacket, SessionHold};
 use herald_core::tenant::AppId;
 use herald_mqtt::session::store::{
     node_name, MqttSessionStore, SessionKey, SessionWrite, StoredSession, StoredWill, WaitingWill,
@@ -149,27 +149,54 @@ async fn session_rows(
     client.query(&statement, key).await.map_err(pg_error)
 }
 
-/// Writes `holds` (each replacing its session's hold of the same packet id; the last of a
-/// packet id wins) inside an append's transaction (`append.rs`): they commit with their
-/// messages. One statement for the batch.
+/// Writes the sessions' QoS 2 state riding an append (core's [`SessionHold`]) inside the
+/// append's transaction (`append.rs`), so it commits with the messages: first every release
+/// they carry (each deleting its hold only if it still has its key number), then every hold
+/// (each replacing its session's hold of the same packet id; the last of a packet id wins).
+/// A statement for each, when there is any.
 pub(crate) async fn write_holds(
     tx: &Transaction<'_>,
     holds: &[&SessionHold],
 ) -> Result<u64, tokio_postgres::Error> {
-    let mut unique: Vec<&SessionHold> = Vec::with_capacity(holds.len());
+    let mut released = Unnested::default();
     for hold in holds {
-        let same = |h: &&mut &SessionHold| {
-            h.app == hold.app && h.client_id == hold.client_id && h.packet_id == hold.packet_id
-        };
-        match unique.iter_mut().find(same) {
-            Some(earlier) => *earlier = hold,
-            None => unique.push(hold),
+        for r in &hold.released {
+            released.push(hold, r.packet_id, r.n);
         }
     }
-    let apps: Vec<&str> = unique.iter().map(|h| h.app.as_str()).collect();
-    let clients: Vec<&str> = unique.iter().map(|h| h.client_id.as_str()).collect();
-    let ids: Vec<i64> = unique.iter().map(|h| i64::from(h.packet_id)).collect();
-    let ns: Vec<i64> = unique.iter().map(|h| seq_to_db(h.n)).collect();
+    let mut written = 0;
+    if !released.ids.is_empty() {
+        let statement = tx
+            .prepare_cached(
+                "DELETE FROM mqtt_session_inbound_qos2 AS h
+                 USING unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])
+                     AS r (app, client_id, packet_id, n)
+                 WHERE h.app = r.app AND h.client_id = r.client_id
+                     AND h.packet_id = r.packet_id AND h.n = r.n",
+            )
+            .await?;
+        written += tx.execute(&statement, &released.params()).await?;
+    }
+    let mut unique: Vec<(&SessionHold, HeldPacket)> = Vec::with_capacity(holds.len());
+    for hold in holds {
+        let Some(held) = hold.held else { continue };
+        let same = |(h, earlier): &&mut (&SessionHold, HeldPacket)| {
+            h.app == hold.app
+                && h.client_id == hold.client_id
+                && earlier.packet_id == held.packet_id
+        };
+        match unique.iter_mut().find(same) {
+            Some(earlier) => *earlier = (hold, held),
+            None => unique.push((hold, held)),
+        }
+    }
+    if unique.is_empty() {
+        return Ok(written);
+    }
+    let mut held = Unnested::default();
+    for (hold, h) in unique {
+        held.push(hold, h.packet_id, h.n);
+    }
     let statement = tx
         .prepare_cached(
             "INSERT INTO mqtt_session_inbound_qos2 (app, client_id, packet_id, n)
@@ -177,7 +204,29 @@ pub(crate) async fn write_holds(
              ON CONFLICT (app, client_id, packet_id) DO UPDATE SET n = excluded.n",
         )
         .await?;
-    tx.execute(&statement, &[&apps, &clients, &ids, &ns]).await
+    Ok(written + tx.execute(&statement, &held.params()).await?)
+}
+
+/// The columns of [`write_holds`]' statements, one array each.
+#[derive(Default)]
+struct Unnested<'a> {
+    apps: Vec<&'a str>,
+    clients: Vec<&'a str>,
+    ids: Vec<i64>,
+    ns: Vec<i64>,
+}
+
+impl<'a> Unnested<'a> {
+    fn push(&mut self, hold: &'a SessionHold, packet_id: u16, n: u64) {
+        self.apps.push(hold.app.as_str());
+        self.clients.push(&hold.client_id);
+        self.ids.push(i64::from(packet_id));
+        self.ns.push(seq_to_db(n));
+    }
+
+    fn params(&self) -> [&(dyn ToSql + Sync); 4] {
+        [&self.apps, &self.clients, &self.ids, &self.ns]
+    }
 }
 
 async fn exec(

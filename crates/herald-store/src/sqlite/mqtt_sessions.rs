@@ -4,7 +4,8 @@
 //! each channel; the node holding its connection), `mqtt_session_inflight` (its outbound QoS 1
 //! and 2 packet identifiers awaiting acknowledgement), `mqtt_session_inbound_qos2` (its
 //! inbound QoS 2 packet identifiers awaiting PUBREL, with their messages' key numbers, written
-//! in the append's transaction by [`write_hold`] and deleted by a session write) and
+//! in the append's transaction by [`write_hold`], deleted by a later append's or a session
+//! write) and
 //! `mqtt_session_wills` (its connection's will, taken once by `DELETE .. RETURNING` on the
 //! writer). A batch of
 //! writes runs on the writer thread inside the group commit of whatever else is queued with
@@ -173,9 +174,18 @@ fn rows<T>(
     found.map(|r| r.map_err(backend)?).collect()
 }
 
-/// Writes `hold` (replacing the session's hold of the same packet id) inside an append's
-/// transaction (`batch.rs`): the hold commits with its message.
+/// Writes a session's QoS 2 state riding an append (core's [`SessionHold`]) inside the
+/// append's transaction (`batch.rs`): the releases it carries (each deleting its hold only if
+/// it still has its key number), then the hold its message takes (replacing the session's
+/// hold of the same packet id). Both commit with the message.
 pub(crate) fn write_hold(conn: &Connection, hold: &SessionHold) -> Result<(), StoreError> {
+    let (app, client_id) = (hold.app.as_str(), hold.client_id.as_str());
+    for released in &hold.released {
+        delete_held(conn, app, client_id, released)?;
+    }
+    let Some(held) = hold.held else {
+        return Ok(());
+    };
     conn.prepare_cached(
         "INSERT INTO mqtt_session_inbound_qos2 (app, client_id, packet_id, n)
          VALUES (?1, ?2, ?3, ?4)
@@ -183,10 +193,34 @@ pub(crate) fn write_hold(conn: &Connection, hold: &SessionHold) -> Result<(), St
     )
     .and_then(|mut stmt| {
         stmt.execute(params![
-            hold.app.as_str(),
-            hold.client_id,
-            i64::from(hold.packet_id),
-            seq_to_db(hold.n)
+            app,
+            client_id,
+            i64::from(held.packet_id),
+            seq_to_db(held.n)
+        ])
+    })
+    .map(|_| ())
+    .map_err(backend)
+}
+
+/// Deletes the session's hold of `released`'s packet id if it still has `released`'s key
+/// number (a later message's hold of the id stays).
+fn delete_held(
+    conn: &Connection,
+    app: &str,
+    client_id: &str,
+    released: &StoredHeldQoS2,
+) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "DELETE FROM mqtt_session_inbound_qos2
+         WHERE app = ?1 AND client_id = ?2 AND packet_id = ?3 AND n = ?4",
+    )
+    .and_then(|mut stmt| {
+        stmt.execute(params![
+            app,
+            client_id,
+            i64::from(released.packet_id),
+            seq_to_db(released.n)
         ])
     })
     .map(|_| ())
@@ -293,12 +327,7 @@ fn apply(conn: &Connection, write: &SessionWrite) -> Result<(), StoreError> {
             )
         }
         SessionWrite::ReleasedQoS2 { key, held } => {
-            let (app, id) = key_of(key);
-            exec(
-                "DELETE FROM mqtt_session_inbound_qos2
-                 WHERE app = ?1 AND client_id = ?2 AND packet_id = ?3 AND n = ?4",
-                &[&app, &id, &i64::from(held.packet_id), &seq_to_db(held.n)],
-            )
+            delete_held(conn, key.app.as_str(), &key.client_id, held)
         }
         SessionWrite::Ended {
             key,

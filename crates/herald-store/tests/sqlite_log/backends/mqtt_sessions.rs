@@ -10,11 +10,13 @@
 //! large one kept whole; a duplicate's append holds too; of one append's two holds of an id
 //! the last) until released with their key number (a later message's hold of the id stays),
 //! kept across a reopen, per session, gone with a new start, an expired session's sweep and a
-//! delete.
+//! delete; releases riding a later append of the session (any QoS, a duplicate's too, several
+//! sessions' in one append) delete their holds in its transaction, with their key number only,
+//! before the append's own hold.
 
 use bytes::Bytes;
 use herald_core::log::Retention;
-use herald_core::message::{NewMessage, SessionHold};
+use herald_core::message::{HeldPacket, NewMessage, SessionHold};
 use herald_core::name::ChannelName;
 use herald_core::tenancy::App;
 use herald_core::tenant::AppId;
@@ -30,7 +32,8 @@ crate::on_both!(
     mqtt_sessions_expire_after_their_interval_and_go_with_their_app,
     mqtt_wills_wait_with_their_sessions_and_are_taken_once,
     mqtt_sessions_of_a_lost_node_end_once_with_their_wills_listed,
-    mqtt_sessions_hold_inbound_qos2_ids_until_released
+    mqtt_sessions_hold_inbound_qos2_ids_until_released,
+    mqtt_sessions_release_inbound_qos2_ids_riding_a_later_append
 );
 
 fn key(app: &AppId, id: &str) -> SessionKey {
@@ -558,8 +561,8 @@ async fn held_all(b: &Backend, holds: &[(&SessionKey, u16, u64)]) -> Vec<bool> {
             hold: Some(Box::new(SessionHold {
                 app: key.app.clone(),
                 client_id: key.client_id.clone(),
-                packet_id,
-                n,
+                held: Some(HeldPacket { packet_id, n }),
+                released: Vec::new(),
             })),
         })
         .collect();
@@ -718,4 +721,110 @@ async fn mqtt_sessions_hold_inbound_qos2_ids_until_released(b: Backend) {
         .unwrap();
     assert_eq!(store.mqtt_session(&app, "pub-1").await.unwrap(), None);
     assert_eq!(store.mqtt_session(&app, "pub-2").await.unwrap(), None);
+}
+
+/// One message of an append by session `key` (herald-mqtt's `inbound.rs`): stored with the key
+/// `mqtt:{client}:{tag}` (a QoS 2 one's `{packet id}:{n}`), holding `held` if it is a QoS 2
+/// message, carrying the releases `released`.
+fn riding(
+    key: &SessionKey,
+    tag: &str,
+    held: Option<HeldPacket>,
+    released: &[HeldPacket],
+) -> NewMessage {
+    NewMessage {
+        id: Some(format!("mqtt:{}:{tag}", key.client_id)),
+        data: Bytes::from(tag.to_owned()),
+        retain: Default::default(),
+        hold: Some(Box::new(SessionHold {
+            app: key.app.clone(),
+            client_id: key.client_id.clone(),
+            held,
+            released: released.to_vec(),
+        })),
+    }
+}
+
+/// Appends `messages` to `meters`; whether each was a duplicate.
+async fn append(b: &Backend, messages: Vec<NewMessage>) -> Vec<bool> {
+    let meters = ChannelName::parse("meters").unwrap();
+    let appended = b
+        .store()
+        .append(&meters, messages, Retention::default())
+        .await
+        .unwrap();
+    appended.iter().map(|a| a.duplicate).collect()
+}
+
+async fn mqtt_sessions_release_inbound_qos2_ids_riding_a_later_append(b: Backend) {
+    let store = b.mqtt_sessions();
+    let app = AppId::default_app();
+    let (k, other) = (key(&app, "rider-1"), key(&app, "rider-2"));
+    let start = |k: &SessionKey| SessionWrite::Start {
+        key: k.clone(),
+        expiry_ms: 60_000,
+        node: None,
+    };
+    store
+        .write_mqtt_sessions(vec![start(&k), start(&other)])
+        .await
+        .unwrap();
+    let h = |packet_id, n| HeldPacket { packet_id, n };
+    let ids = |s: Option<StoredSession>| s.unwrap().held_qos2;
+    assert_eq!(
+        held_all(&b, &[(&k, 7, 1), (&k, 8, 2), (&k, 9, 3), (&other, 7, 1)]).await,
+        [false; 4]
+    );
+
+    // A QoS 1 message's append carries two releases: they go; one with another key number
+    // and another session's id are left alone.
+    let fresh = append(
+        &b,
+        vec![riding(&k, "q1:4", None, &[h(7, 1), h(8, 2), h(9, 99)])],
+    )
+    .await;
+    assert_eq!(fresh, [false]);
+    assert_eq!(
+        ids(store.mqtt_session(&app, "rider-1").await.unwrap()),
+        [h(9, 3)]
+    );
+    assert_eq!(
+        ids(store.mqtt_session(&app, "rider-2").await.unwrap()),
+        [h(7, 1)]
+    );
+
+    // A QoS 2 message reusing a released id at once: the release of the id's message before
+    // rides its append and leaves the new hold (releases go first, and by key number).
+    append(&b, vec![riding(&k, "9:5", Some(h(9, 5)), &[h(9, 3)])]).await;
+    assert_eq!(
+        ids(store.mqtt_session(&app, "rider-1").await.unwrap()),
+        [h(9, 5)]
+    );
+    // A duplicate's append (a resend of that message) writes what it carries too; so does an
+    // append holding messages of two sessions, each carrying its own releases.
+    let dup = append(&b, vec![riding(&k, "9:5", Some(h(9, 5)), &[h(9, 3)])]).await;
+    assert_eq!(dup, [true]);
+    append(
+        &b,
+        vec![
+            riding(&other, "q0:2", None, &[h(7, 1)]),
+            riding(&k, "3:6", Some(h(3, 6)), &[h(9, 5)]),
+        ],
+    )
+    .await;
+    assert_eq!(
+        ids(store.mqtt_session(&app, "rider-1").await.unwrap()),
+        [h(3, 6)]
+    );
+    assert_eq!(ids(store.mqtt_session(&app, "rider-2").await.unwrap()), []);
+    // Kept across a reopen, as any commit.
+    let b = b.reopen().await;
+    assert_eq!(
+        ids(b
+            .mqtt_sessions()
+            .mqtt_session(&app, "rider-1")
+            .await
+            .unwrap()),
+        [h(3, 6)]
+    );
 }
