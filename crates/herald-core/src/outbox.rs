@@ -122,19 +122,10 @@ impl CloseReason {
     }
 }
 
-/// An outbox's state under its lock: 72 bytes, so that with the lock and the `Arc`'s counts an
-/// outbox fits jemalloc's 96-byte class (a unit test pins it). Every connection of every
-/// transport has one, parked or not.
 #[derive(Default)]
 struct Queue {
-    /// The frames queued, oldest first: a `Vec` (24 bytes, a `VecDeque` 32), since frames are
-    /// only ever added at the back and taken all at once (made a [`Batch`]'s `VecDeque` then,
-    /// which takes the `Vec`'s buffer as it is).
-    frames: Vec<OutFrame>,
+    frames: VecDeque<OutFrame>,
     bytes: usize,
-    /// The byte limit past which the queue overflows ([`Outbox::new`]), here rather than
-    /// beside the lock, in what would be the queue's padding.
-    limit: u32,
     closed: Option<CloseReason>,
     /// A keep-alive ping is due ([`Outbox::request_ping`]).
     ping: bool,
@@ -178,7 +169,7 @@ impl Queue {
     /// (after the lock is released), as [`Queue::drained`] does.
     fn overflow(&mut self) -> Vec<Waker> {
         self.closed = Some(CloseReason::SlowConsumer);
-        self.frames = Vec::new();
+        self.frames = VecDeque::new();
         self.bytes = 0;
         self.drain = None;
         crate::telemetry::telemetry().slow_consumers.increment(1);
@@ -248,6 +239,7 @@ pub struct Batch {
 /// A bounded queue of frames waiting to be written to one connection.
 pub struct Outbox {
     queue: Mutex<Queue>,
+    limit_bytes: usize,
 }
 
 fn wake(waiter: Option<Waker>) {
@@ -257,14 +249,11 @@ fn wake(waiter: Option<Waker>) {
 }
 
 impl Outbox {
-    /// An empty outbox that overflows past `limit_bytes` of queued frames (at most 4 GiB:
-    /// a larger limit is taken as 4 GiB).
+    /// An empty outbox that overflows past `limit_bytes` of queued frames.
     pub fn new(limit_bytes: usize) -> Arc<Self> {
         Arc::new(Outbox {
-            queue: Mutex::new(Queue {
-                limit: u32::try_from(limit_bytes).unwrap_or(u32::MAX),
-                ..Queue::default()
-            }),
+            queue: Mutex::new(Queue::default()),
+            limit_bytes,
         })
     }
 
@@ -276,7 +265,7 @@ impl Outbox {
             return false;
         }
         let cost = frame.cost();
-        if q.bytes + cost > q.limit as usize && q.bytes > 0 {
+        if q.bytes + cost > self.limit_bytes && q.bytes > 0 {
             let pagers = q.overflow();
             let waiter = q.waiter();
             drop(q);
@@ -285,7 +274,7 @@ impl Outbox {
             return false;
         }
         q.bytes += cost;
-        q.frames.push(frame);
+        q.frames.push_back(frame);
         q.hold_drain_ticket();
         let waiter = q.waiter();
         drop(q);
@@ -310,12 +299,12 @@ impl Outbox {
         let mut pagers = Vec::new();
         for frame in frames {
             let cost = frame.cost();
-            if q.bytes + cost > q.limit as usize && q.bytes > 0 {
+            if q.bytes + cost > self.limit_bytes && q.bytes > 0 {
                 pagers = q.overflow();
                 break;
             }
             q.bytes += cost;
-            q.frames.push(frame);
+            q.frames.push_back(frame);
             queued += 1;
         }
         if queued > 0 {
@@ -524,7 +513,7 @@ impl Outbox {
         let mut q = self.queue.lock();
         q.bytes = 0;
         let pagers = q.drained();
-        let taken = (VecDeque::from(std::mem::take(&mut q.frames)), q.closed);
+        let taken = (std::mem::take(&mut q.frames), q.closed);
         let ticket = q.drain.take();
         drop(q);
         drop(ticket);
@@ -546,7 +535,7 @@ impl Outbox {
         q.bytes = 0;
         let pagers = q.drained();
         let batch = Batch {
-            frames: VecDeque::from(std::mem::take(&mut q.frames)),
+            frames: std::mem::take(&mut q.frames),
             closed: q.closed,
             ping: std::mem::take(&mut q.ping),
         };
@@ -575,27 +564,6 @@ mod tests {
 
     fn ctl(n: usize) -> OutFrame {
         OutFrame::Control(Bytes::from(vec![b'x'; n]))
-    }
-
-    #[test]
-    fn an_outbox_fits_jemallocs_96_byte_class() {
-        // With its `Arc`'s two counts. Every connection keeps one, parked or not: 112 bytes
-        // while the queue was a `VecDeque` (32 bytes, a `Vec` 24) and the limit a `usize`
-        // beside the lock (issue 33).
-        let outbox = 2 * size_of::<usize>() + size_of::<Outbox>();
-        eprintln!("Outbox with its counts: {outbox} B");
-        assert!(outbox <= 96, "{outbox} bytes");
-    }
-
-    #[test]
-    fn a_limit_past_four_gib_is_four_gib() {
-        let huge = Outbox::new(usize::MAX);
-        assert!(huge.push(ctl(10)), "queued under the limit");
-        assert_eq!(huge.queue.lock().limit, u32::MAX);
-        let small = Outbox::new(100);
-        assert!(small.push(ctl(60)));
-        assert!(!small.push(ctl(60)), "over 100 bytes: a slow consumer");
-        assert_eq!(small.closed(), Some(CloseReason::SlowConsumer));
     }
 
     #[tokio::test]
