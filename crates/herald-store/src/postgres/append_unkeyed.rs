@@ -16,7 +16,13 @@
 //! one more statement that moves `first_seq` (never back) and deletes below it: trimming
 //! later than the append only keeps a few messages longer, and two nodes trimming one channel
 //! at once agree. A trim that fails is logged and left to the channel's next append; the
-//! batch's messages are committed either way.
+//! batch's messages are committed either way. A trim commits without waiting for its
+//! write-ahead log to reach the disk (`synchronous_commit` off for its transaction alone): it
+//! locks the channel's row, which every other node's append to the channel waits for, and a
+//! flush would hold that row through an fsync for nothing a publisher was promised. A crash
+//! can lose only trims no later commit flushed (the log is written in order, so the next
+//! append's flush carries them), and a lost trim only keeps its messages longer, as a failed
+//! one does.
 
 use std::sync::Arc;
 
@@ -53,9 +59,14 @@ const STORE: &str = "WITH reserved AS ( \
 /// retained seq when the append ran, or lower) up to `$3`, in one statement; nothing at all
 /// when `first_seq` is already there. Several nodes appending to one channel often find the
 /// same trim due: the first one's trim is done and the others' touch neither the row (no new
-/// row version of a channel every append locks) nor the messages' index.
-const TRIM: &str = "WITH moved AS ( \
-     UPDATE channels SET first_seq = $3 WHERE id = $1 AND first_seq < $3 RETURNING id \
+/// row version of a channel every append locks) nor the messages' index. Its implicit
+/// transaction commits without waiting for the flush (`lazy`: `set_config(.., true)` lasts
+/// until that transaction ends, and the `UPDATE` reads it first, as a one-time filter).
+const TRIM: &str = "WITH lazy AS ( \
+     SELECT set_config('synchronous_commit', 'off', true) \
+ ), moved AS ( \
+     UPDATE channels SET first_seq = $3 \
+     WHERE id = $1 AND first_seq < $3 AND EXISTS (SELECT FROM lazy) RETURNING id \
  ) \
  DELETE FROM messages WHERE channel_id = (SELECT id FROM moved) AND seq >= $2 AND seq < $3";
 
@@ -293,6 +304,75 @@ mod tests {
             row(&client).await,
             (version, 18),
             "a trim already done writes no new version of the channel's row"
+        );
+    }
+
+    /// A trim's transaction commits without waiting for its write-ahead log's flush: run inside
+    /// a transaction of the test's, the trim leaves `synchronous_commit` off in it (the
+    /// setting its own implicit transaction commits with), and still moves the row and deletes.
+    #[tokio::test]
+    async fn a_trim_commits_without_waiting_for_the_flush() {
+        let server = tokio::task::spawn_blocking(herald_testkit::Postgres::start)
+            .await
+            .unwrap()
+            .expect("start PostgreSQL (scripts/install-services.sh installs it)");
+        let connection = connect::parse(&server.create_database("herald").unwrap()).unwrap();
+        schema::migrate(&mut connect::connect_once(&connection).await.unwrap())
+            .await
+            .unwrap();
+        let pool = connect::pool(&connection, 1).unwrap();
+        let mut client = pool.get().await.unwrap();
+
+        let channel = ChannelName::parse("news").unwrap();
+        let messages: Vec<NewMessage> = (0..27)
+            .map(|i| NewMessage {
+                id: None,
+                data: bytes::Bytes::from(format!("{i}")),
+                retain: Default::default(),
+                hold: None,
+            })
+            .collect();
+        let requested = [Requested {
+            channel: &channel,
+            messages: &messages,
+            retention: Retention {
+                max_messages: 10,
+                max_age_ms: 0,
+            },
+        }];
+        let (_, trims) = store(&client, &requested, 1).await.unwrap();
+        assert_eq!(trims.len(), 1);
+        let setting = |row: tokio_postgres::Row| row.get::<_, String>(0);
+
+        let tx = client.transaction().await.unwrap();
+        assert_eq!(
+            setting(tx.query_one("SHOW synchronous_commit", &[]).await.unwrap()),
+            "on",
+            "the server's default"
+        );
+        trim(&tx, &trims).await;
+        assert_eq!(
+            setting(tx.query_one("SHOW synchronous_commit", &[]).await.unwrap()),
+            "off",
+            "the trim's transaction commits without waiting for the flush"
+        );
+        tx.commit().await.unwrap();
+        assert_eq!(row(&client).await.1, 18, "the trim moved the row");
+        let count: i64 = client
+            .query_one("SELECT count(*) FROM messages", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(count, 10, "and deleted the messages below it");
+        assert_eq!(
+            setting(
+                client
+                    .query_one("SHOW synchronous_commit", &[])
+                    .await
+                    .unwrap()
+            ),
+            "on",
+            "the connection's own setting is untouched once that transaction ends"
         );
     }
 }
