@@ -97,6 +97,11 @@ impl MqttWire {
         let retained = replayed
             && !self.catching_up(&message.channel)
             && !crate::inbox::is_inbox_log(&message.channel);
+        if replayed && !retained {
+            // A resumed session's replay: ids reserved for messages of the channel it passed
+            // over (gone from the log) are released (`crate::session`'s `resend.rs`).
+            self.release_passed_over(message);
+        }
         // A retained message answers its SUBSCRIBE: one delivery (`crate::subscriptions`).
         let copies = match self.version {
             ProtocolVersion::V5 if !retained => self.subscriptions.copies(&message.channel),
@@ -281,11 +286,17 @@ impl MqttWire {
         written
     }
 
-    /// Records `message` sent with packet id `id` at `qos` (1 or 2), awaiting its
-    /// acknowledgement; a persistent session's QoS 1 id is stored when it is sent the first
-    /// time (a QoS 2 one was stored before it was sent; a resend's is stored already).
-    fn record_sent(&mut self, id: NonZeroU16, message: &SharedMessage, qos: QoS, dup: bool) {
-        self.outbound.sent(id, message, qos);
+    /// Records `message` sent with packet id `id` at `qos` (1 or 2) and RETAIN as `retain`,
+    /// awaiting its acknowledgement; a persistent session's QoS 1 id is stored when it is sent
+    /// the first time (a QoS 2 one was stored before it was sent; a resend's is stored already).
+    fn record_sent(
+        &mut self,
+        id: NonZeroU16,
+        message: &SharedMessage,
+        (qos, dup): (QoS, bool),
+        retain: bool,
+    ) {
+        self.outbound.sent(id, message, qos, retain);
         if qos == QoS::AtLeastOnce && !dup {
             self.persist_qos1(message, id);
         }
@@ -359,7 +370,7 @@ impl MqttWire {
             dup,
         });
         if let Some(d) = delivery {
-            self.record_sent(d.id, message, d.qos, d.dup);
+            self.record_sent(d.id, message, (d.qos, d.dup), retain);
         }
         if !extras.is_empty() {
             return outbound::write_v5(out, shared, retain, delivery, &extras);
@@ -414,7 +425,7 @@ impl MqttWire {
         if let (Packet::Publish(p), Some((qos, id, dup))) = (&mut publish, send) {
             let id = id.unwrap_or_else(|| self.outbound.free_id());
             p.packet_id = Some(id);
-            self.record_sent(id, message, qos, dup);
+            self.record_sent(id, message, (qos, dup), retain);
         }
         let mut bytes = BytesMut::new();
         match packet::encode(&publish, self.version, &mut bytes) {

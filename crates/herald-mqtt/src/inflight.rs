@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use herald_core::message::SharedMessage;
-use herald_core::ChannelName;
+use herald_core::{ChannelName, Epoch};
 
 use crate::packet::QoS;
 use crate::subscriptions::Via;
@@ -56,8 +56,14 @@ pub(crate) struct Sent {
     pub(crate) id: NonZeroU16,
     /// Its channel.
     pub(crate) channel: ChannelName,
+    /// Its channel's epoch (a resumed session reads the message again by it,
+    /// `crate::session`'s `resend.rs`).
+    pub(crate) epoch: Epoch,
     /// Its seq.
     pub(crate) seq: u64,
+    /// Whether it went with RETAIN set (a retained message sent on SUBSCRIBE, or Retain As
+    /// Published); `None` when read from a session's store, which does not keep it.
+    pub(crate) retain: Option<bool>,
     /// QoS 1 or 2.
     pub(crate) qos: QoS,
     /// QoS 2: PUBREC came and PUBREL was sent; PUBCOMP is awaited.
@@ -150,12 +156,14 @@ impl Outbound {
     }
 
     /// Records `message` sent now at `qos` with packet id `id` (taken with
-    /// [`Outbound::free_id`], or the message's own).
-    pub(crate) fn sent(&mut self, id: NonZeroU16, message: &SharedMessage, qos: QoS) {
+    /// [`Outbound::free_id`], or the message's own), with RETAIN as `retain`.
+    pub(crate) fn sent(&mut self, id: NonZeroU16, message: &SharedMessage, qos: QoS, retain: bool) {
         self.awaiting.push(Sent {
             id,
             channel: message.channel.clone(),
+            epoch: message.epoch.clone(),
             seq: message.seq,
+            retain: Some(retain),
             qos,
             released: false,
         });
@@ -226,6 +234,58 @@ impl Outbound {
             .or_else(|| self.reserved.iter().position(of_message))?;
         let sent = self.reserved.remove(at);
         Some((sent.id, sent.qos))
+    }
+
+    /// Sends `sent`'s message, `message`, again now, ahead of anything else waiting or to come:
+    /// with its packet id, DUP set and RETAIN as `retain` (a resumed session's message its
+    /// replay does not bring again, `crate::session`'s `resend.rs`). It waits for room in the
+    /// window as any message does, in the order these calls come.
+    pub(crate) fn resend_now(&mut self, sent: &Sent, message: SharedMessage, retain: bool) {
+        self.wait(Waiting {
+            message,
+            retain,
+            qos: sent.qos,
+            id: Some(sent.id),
+            dup: true,
+            persist: 0,
+            via: Via::AllMatching,
+        });
+    }
+
+    /// The reserved ids a resumed session's replay passed over: those of `message`'s channel
+    /// below it, or of another epoch of the channel, taken out (their messages were gone from
+    /// the log when the replay read it). `message` is a message of the channel's replay.
+    pub(crate) fn passed_over(&mut self, message: &SharedMessage) -> Vec<Sent> {
+        if self.reserved.is_empty() {
+            return Vec::new();
+        }
+        let passed = |s: &Sent| {
+            s.channel == message.channel && (s.epoch != message.epoch || s.seq < message.seq)
+        };
+        if !self.reserved.iter().any(passed) {
+            return Vec::new();
+        }
+        let (gone, kept) = std::mem::take(&mut self.reserved)
+            .into_iter()
+            .partition(passed);
+        self.reserved = kept;
+        gone
+    }
+
+    /// Forgets the QoS 1 packets of `message` in flight (handed to another member of a shared
+    /// subscription's group, `crate::shared`): they are not this connection's to complete.
+    pub(crate) fn forget(&mut self, message: &SharedMessage) -> Vec<Sent> {
+        let of_message = |s: &Sent| {
+            s.qos == QoS::AtLeastOnce && s.seq == message.seq && s.channel == message.channel
+        };
+        if !self.awaiting.iter().any(of_message) {
+            return Vec::new();
+        }
+        let (gone, kept) = std::mem::take(&mut self.awaiting)
+            .into_iter()
+            .partition(of_message);
+        self.awaiting = kept;
+        gone
     }
 
     /// Whether the client received `message` at QoS 2 already (PUBREC came; its PUBREL is
@@ -462,9 +522,21 @@ mod tests {
         }
     }
 
+    fn reserved(n: u16, seq: u64) -> Sent {
+        Sent {
+            id: id(n),
+            channel: ChannelName::parse("news").unwrap(),
+            epoch: Epoch::new("e"),
+            seq,
+            retain: None,
+            qos: QoS::AtLeastOnce,
+            released: false,
+        }
+    }
+
     fn send(out: &mut Outbound, seq: u64, qos: QoS) -> NonZeroU16 {
         let id = out.free_id();
-        out.sent(id, &message(seq), qos);
+        out.sent(id, &message(seq), qos, false);
         id
     }
 
@@ -493,13 +565,7 @@ mod tests {
         out.next = u16::MAX;
         assert_eq!(send(&mut out, 1, QoS::AtLeastOnce), id(u16::MAX));
         assert_eq!(send(&mut out, 2, QoS::AtLeastOnce), id(1));
-        out.reserve(Sent {
-            id: id(2),
-            channel: ChannelName::parse("news").unwrap(),
-            seq: 9,
-            qos: QoS::AtLeastOnce,
-            released: false,
-        });
+        out.reserve(reserved(2, 9));
         out.next = u16::MAX;
         assert_eq!(out.free_id(), id(3), "65535 and 1 in flight, 2 reserved");
         assert_eq!(
@@ -511,6 +577,31 @@ mod tests {
             None,
             "taken once"
         );
+    }
+
+    #[test]
+    fn a_resend_goes_first_with_its_id_and_dup_and_a_replay_frees_the_ids_it_passed() {
+        let mut out = Outbound::new(1);
+        out.resend_now(&reserved(7, 3), message(3), true);
+        assert!(!out.has_room(), "nothing goes ahead of a resend");
+        assert_ne!(out.free_id(), id(7), "its id stays held");
+        let first = out.next_ready().expect("ready");
+        assert_eq!(
+            (first.id, first.dup, first.retain, first.message.seq),
+            (Some(id(7)), true, true, 3)
+        );
+        // The replay of the channel reaches seq 6: 4 and 5 were not in its log any more.
+        out.reserve(reserved(8, 4));
+        out.reserve(reserved(9, 5));
+        out.reserve(reserved(10, 6));
+        let gone: Vec<u64> = out.passed_over(&message(6)).iter().map(|s| s.seq).collect();
+        assert_eq!(gone, [4, 5]);
+        assert!(out.passed_over(&message(6)).is_empty(), "taken once");
+        assert_eq!(
+            out.resend_of(&message(6), QoS::AtLeastOnce),
+            Some((id(10), QoS::AtLeastOnce))
+        );
+        assert!(out.idle().is_some(), "nothing reserved or waiting is left");
     }
 
     #[test]

@@ -324,7 +324,7 @@ impl MqttWire {
             .filter(|sent| sent.qos == QoS::ExactlyOnce)
             .map(|sent| (&sent.channel, sent.seq))
             .collect();
-        let mut handed = 0usize;
+        let mut handed = Vec::new();
         let mut lost = 0usize;
         for message in shared.unacked.iter().cloned().chain(queued) {
             if sent_qos2.contains(&(&message.channel, message.seq)) {
@@ -336,11 +336,19 @@ impl MqttWire {
                         .is_some_and(|f| f.matches_local(message.channel.public()))
             });
             match group {
-                Some((group, _)) if group.hand_over(&message) => handed += 1,
+                Some((group, _)) if group.hand_over(&message) => handed.push(message),
                 Some(_) => lost += 1,
                 None => {}
             }
         }
+        // Another member has them now: a persistent session does not send them again when it
+        // resumes (`crate::session`'s `resend.rs`).
+        for message in &handed {
+            for sent in self.outbound.forget(message) {
+                self.qos1_acknowledged(&sent);
+            }
+        }
+        let handed = handed.len();
         if handed + lost > 0 {
             tracing::debug!(
                 client_id = self.claim.client_id(),

@@ -60,7 +60,7 @@ pub(crate) struct PersistentSession {
     /// The stored positions, read at CONNECT, until the subscriptions resumed from them.
     stored_positions: Vec<StoredPosition>,
     /// Messages in flight before (QoS 1 in memory and from the store, QoS 2 from the store),
-    /// for the outbound state once the connection starts.
+    /// in the order first sent, for the outbound state once the connection starts.
     resend: Vec<Sent>,
     /// The inbound QoS 2 packet ids awaiting PUBREL, from the store, for the inbound state
     /// once the connection starts.
@@ -102,7 +102,7 @@ impl PersistentSession {
         stored: &StoredSession,
         carried: Carried,
     ) -> Self {
-        let mut resend = carried.unacked;
+        let mut in_store = Vec::with_capacity(stored.inflight.len());
         for inflight in &stored.inflight {
             let (Ok(channel), Some(id)) = (
                 key.app.parse_channel(&inflight.channel),
@@ -115,11 +115,12 @@ impl PersistentSession {
             } else {
                 QoS::ExactlyOnce
             };
-            resend.retain(|s| s.id != id);
-            resend.push(Sent {
+            in_store.push(Sent {
                 id,
                 channel,
+                epoch: Epoch::new(&inflight.epoch),
                 seq: inflight.seq,
+                retain: None,
                 qos,
                 released: inflight.released && qos == QoS::ExactlyOnce,
             });
@@ -128,7 +129,7 @@ impl PersistentSession {
             subscriptions: stored.subscriptions.clone(),
             stored_positions: stored.positions.clone(),
             offline_since_ms: stored.disconnected_ms,
-            resend,
+            resend: super::resend::in_sent_order(carried.unacked, in_store),
             held_qos2: held_qos2_of(stored),
             ..PersistentSession::fresh(sessions, key, expiry_ms)
         }
@@ -346,6 +347,8 @@ impl MqttWire {
             // Open now; the filters' admission keeps its own reference.
             persist.gate = None;
         }
+        // What the replay does not bring again goes first (`resend.rs`).
+        let resend = self.resend_unreplayed(resend).await;
         for sent in resend {
             if sent.released {
                 self.send(&Packet::PubRel(PubRel::new(sent.id)));

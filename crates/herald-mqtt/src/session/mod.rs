@@ -33,7 +33,9 @@
 //!   what it had not acknowledged, is sent, as far back as the channel's history keeps. A
 //!   wildcard filter's channels are followed from the first message it delivers, and on resume
 //!   what the filter missed is replayed from them, and from channels it had no message of yet
-//!   (`missed.rs`).
+//!   (`missed.rs`). An unacknowledged message the replay does not bring again (a retained
+//!   message sent at SUBSCRIBE) goes again first, with its packet identifier and DUP
+//!   (`resend.rs`).
 //! - **Expiry**: a session's connection ending records when; it expires that long after.
 //!   Expired sessions are deleted by a sweep once a minute (and one found expired at CONNECT
 //!   is not resumed). At start, a server that is the store's only one (SQLite) counts the
@@ -52,6 +54,7 @@ mod connection;
 mod flusher;
 mod missed;
 mod positions;
+mod resend;
 pub mod store;
 
 use std::collections::HashMap;

@@ -66,6 +66,14 @@ impl Positions {
         self.find(channel).is_ok()
     }
 
+    /// Where `channel` stands: its epoch and position (before any message is handled, where
+    /// its subscription starts); `None` if it is not followed.
+    pub(crate) fn at(&self, channel: &ChannelName) -> Option<(&Epoch, u64)> {
+        let at = self.find(channel).ok()?;
+        let track = &self.0[at].1;
+        Some((&track.epoch, track.position()))
+    }
+
     /// The channels followed, by name.
     pub(crate) fn channels(&self) -> impl Iterator<Item = &ChannelName> {
         self.0.iter().map(|(c, _)| c)

@@ -44,6 +44,7 @@ mod mqtt_persistence;
 mod mqtt_qos2_durable;
 mod mqtt_refusals;
 mod mqtt_retained;
+mod mqtt_retained_resend;
 mod mqtt_retained_window;
 mod mqtt_session;
 mod mqtt_shared;
