@@ -8,9 +8,8 @@
 //! across the nodes of a cluster (`mqtt_cluster.rs`'s setup): PUBREC on one node, the resend on
 //! the other. What a release lost to a crash leaves (an id held in the store after its PUBCOMP,
 //! since a PUBCOMP does not wait for the release's commit): after a `kill -9`, the id reused
-//! without DUP is a new message, and with DUP and another payload too. One at a time, an
-//! exchange costs one store commit: the release rides the next append, and the last one, with
-//! no append after it, leaves the store on its own.
+//! without DUP is a new message, and with DUP and another payload too. Every release reaches
+//! the store, the last one with no append after it too.
 //!
 //! No test waits for something not to happen: the subscriber's PINGRESP comes after anything
 //! the resend would have made it send.
@@ -280,18 +279,6 @@ async fn a_3_1_1_qos2_id_held_before_a_kill_9_is_a_new_message_without_dup() {
     an_id_held_before_a_kill_9_is_new_without_dup(ProtocolVersion::V311).await;
 }
 
-/// The group commits the server's SQLite store made so far (`herald_store_commit_seconds`'
-/// count on `/metrics`).
-async fn commits(server: &Server) -> f64 {
-    let text = server.metrics().await;
-    text.lines()
-        .find_map(|l| {
-            let value = l.strip_prefix("herald_store_commit_seconds_count")?;
-            value.trim().parse().ok()
-        })
-        .unwrap_or_else(|| panic!("no herald_store_commit_seconds_count in /metrics:\n{text}"))
-}
-
 /// The inbound QoS 2 packet ids [`PUBLISHER`]'s session holds in the store (read-only,
 /// beside the running server).
 fn holds_stored(server: &Server) -> Vec<i64> {
@@ -310,15 +297,17 @@ fn holds_stored(server: &Server) -> Vec<i64> {
     ids.map(Result::unwrap).collect()
 }
 
-/// A persistent session's QoS 2 exchanges one at a time cost one store commit each, as a
-/// clean session's: each PUBREL's release rides the session's next append, in its transaction,
-/// rather than a commit of its own before it (two commits an exchange before). The last
-/// release, which no append follows, is written on its own soon after: the hold leaves the
-/// store. The bound on commits leaves room for the store's own periodic work and for a
-/// release that waited out its bound on a busy machine (then written alone); the old way
-/// made 1.45 times as many (29 for 20, a release build).
+/// A persistent session's QoS 2 releases, deferred to the session's next append (which
+/// deletes the hold in its own transaction) or written on their own when no append follows
+/// (`session/flusher.rs`), all reach the store: after exchanges one at a time, the last of which
+/// no append follows, no hold is left. That each release rides the next append rather than a
+/// commit of its own is a cost, measured by `scripts/mqtt-qos2-publish.py`
+/// (docs/benchmarks.md), never asserted here: which commit carries a release depends on how
+/// fast the next PUBLISH comes; the store test
+/// `mqtt_sessions_release_inbound_qos2_ids_riding_a_later_append` checks that an append carries
+/// them.
 #[tokio::test]
-async fn a_qos2_release_rides_the_next_append_and_an_idle_ones_is_written_alone() {
+async fn every_released_qos2_hold_leaves_the_store_the_last_one_with_no_append_after_it() {
     const EXCHANGES: u16 = 40;
     let server = Server::builder().mqtt().start().await;
     let token = server.token(&["**"], &["**"]);
@@ -335,19 +324,11 @@ async fn a_qos2_release_rides_the_next_append_and_an_idle_ones_is_written_alone(
     .await
     .expect("the first release was never stored");
 
-    let before = commits(&server).await;
     for id in 1..=EXCHANGES {
         publishing.send(&qos2(id, false, u32::from(id))).await;
         expect_ack(&mut publishing, "PUBREC", id).await;
         release(&mut publishing, id).await;
     }
-    let made = commits(&server).await - before;
-    eprintln!("{made} commits for {EXCHANGES} exchanges");
-    let n = f64::from(EXCHANGES);
-    assert!(
-        made <= n * 1.25,
-        "{made} commits for {EXCHANGES} QoS 2 exchanges one at a time (one each expected)"
-    );
     tokio::time::timeout(Duration::from_secs(60), async {
         loop {
             let held = holds_stored(&server);
