@@ -2,19 +2,22 @@
 //! acknowledged when the connection ends goes again when the session resumes, with its packet
 //! identifier, DUP 1 and RETAIN 1, ahead of anything else [MQTT-4.4.0-1] (herald-mqtt's
 //! `session/resend.rs`): for exact and wildcard filters, MQTT 5.0 and 3.1.1, QoS 1 and 2, from
-//! the connection before in the process and after a `kill -9` and restart (from the store).
+//! the connection before in the process, after a `kill -9` and restart (from the store) and on
+//! another node of a cluster (not again on the first once acknowledged on the other).
 //! Once acknowledged it is not sent again and the connection parks; one whose message is gone
-//! by then (cleared and trimmed) is not sent, and its packet identifier is released, so the
-//! connection parks too. A raw client (herald-mqtt's codec) sees the packets.
+//! by then (cleared and trimmed) is not sent, and its packet identifier is free again (the
+//! next message takes it). A raw client (herald-mqtt's codec) sees the packets.
 
 use std::num::NonZeroU16;
+use std::time::Duration;
 
 use herald_mqtt::packet::{
     ConnAck, ConnectProperties, Packet, ProtocolVersion, PubAck, PubComp, PubRec, Publish,
-    PublishProperties, QoS, TopicName,
+    PublishProperties, QoS, ReasonCode, TopicName,
 };
 use serde_json::json;
 
+use crate::mqtt_cluster::Cluster;
 use crate::mqtt_parking::wait_parked;
 use crate::mqtt_persistence::{subscribe, Raw};
 use crate::support::Server;
@@ -314,4 +317,34 @@ async fn a_resend_whose_message_is_gone_is_not_sent_and_its_id_is_released() {
     }
     // Its packet identifier released, nothing is left in flight: the connection parks.
     wait_parked(&server, 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_resend_goes_from_another_node_of_a_cluster() {
+    tokio::time::timeout(Duration::from_secs(120), async {
+        let cluster = Cluster::start().await;
+        let (one, two) = (&cluster.one, &cluster.two);
+        let version = ProtocolVersion::V5;
+        retained_then_newer(one, "moved/cfg").await;
+        let (mut first, _) = connect(one, version, "moved").await;
+        let retained = retained_on_subscribe(&mut first, "moved/+", QoS::AtLeastOnce).await;
+        assert!(retained.retain && &retained.payload[..] == b"cfg");
+        // Not acknowledged; the session moves to the other node, which reads it from the store.
+        let (mut second, connack) = connect(two, version, "moved").await;
+        assert!(connack.session_present);
+        let taken = first.until_closed().await.expect("a DISCONNECT");
+        assert_eq!(taken.reason_code, ReasonCode::SessionTakenOver);
+        assert_eq!(until_pingresp(&mut second).await, [again(&retained)]);
+        acknowledge(&mut second, &retained).await;
+        assert_eq!(until_pingresp(&mut second).await, Vec::<String>::new());
+        // Back on the first node, whose memory of its last connection still has the id: it
+        // was acknowledged on the other node, so it is not sent again.
+        let (mut third, connack) = connect(one, version, "moved").await;
+        assert!(connack.session_present);
+        let taken = second.until_closed().await.expect("a DISCONNECT");
+        assert_eq!(taken.reason_code, ReasonCode::SessionTakenOver);
+        assert_eq!(until_pingresp(&mut third).await, Vec::<String>::new());
+    })
+    .await
+    .expect("the test finishes within two minutes");
 }
