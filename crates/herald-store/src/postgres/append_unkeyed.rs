@@ -240,11 +240,13 @@ mod tests {
         (row.get(0), row.get(1))
     }
 
-    /// Two nodes that both found the same count trim due: the second one's trim, run after the
-    /// first, changes nothing, not even the channel row's version; a stale, lower trim never
-    /// moves `first_seq` back.
-    #[tokio::test]
-    async fn a_trim_already_done_by_another_node_leaves_the_channel_row_alone() {
+    /// A fresh PostgreSQL with the schema, and channel `news` stored 27 messages with a limit
+    /// of 10: the store's answer's trims (the server is stopped when its guard is dropped).
+    async fn news_stored_past_its_limit() -> (
+        herald_testkit::Postgres,
+        deadpool_postgres::Client,
+        Vec<Trim>,
+    ) {
         let server = tokio::task::spawn_blocking(herald_testkit::Postgres::start)
             .await
             .unwrap()
@@ -255,7 +257,6 @@ mod tests {
             .unwrap();
         let pool = connect::pool(&connection, 1).unwrap();
         let client = pool.get().await.unwrap();
-
         let channel = ChannelName::parse("news").unwrap();
         let messages: Vec<NewMessage> = (0..27)
             .map(|i| NewMessage {
@@ -265,16 +266,24 @@ mod tests {
                 hold: None,
             })
             .collect();
-        let retention = Retention {
-            max_messages: 10,
-            max_age_ms: 0,
-        };
         let requested = [Requested {
             channel: &channel,
             messages: &messages,
-            retention,
+            retention: Retention {
+                max_messages: 10,
+                max_age_ms: 0,
+            },
         }];
         let (_, trims) = store(&client, &requested, 1).await.unwrap();
+        (server, client, trims)
+    }
+
+    /// Two nodes that both found the same count trim due: the second one's trim, run after the
+    /// first, changes nothing, not even the channel row's version; a stale, lower trim never
+    /// moves `first_seq` back.
+    #[tokio::test]
+    async fn a_trim_already_done_by_another_node_leaves_the_channel_row_alone() {
+        let (_server, client, trims) = news_stored_past_its_limit().await;
         assert_eq!(
             trims.len(),
             1,
@@ -312,35 +321,7 @@ mod tests {
     /// setting its own implicit transaction commits with), and still moves the row and deletes.
     #[tokio::test]
     async fn a_trim_commits_without_waiting_for_the_flush() {
-        let server = tokio::task::spawn_blocking(herald_testkit::Postgres::start)
-            .await
-            .unwrap()
-            .expect("start PostgreSQL (scripts/install-services.sh installs it)");
-        let connection = connect::parse(&server.create_database("herald").unwrap()).unwrap();
-        schema::migrate(&mut connect::connect_once(&connection).await.unwrap())
-            .await
-            .unwrap();
-        let pool = connect::pool(&connection, 1).unwrap();
-        let mut client = pool.get().await.unwrap();
-
-        let channel = ChannelName::parse("news").unwrap();
-        let messages: Vec<NewMessage> = (0..27)
-            .map(|i| NewMessage {
-                id: None,
-                data: bytes::Bytes::from(format!("{i}")),
-                retain: Default::default(),
-                hold: None,
-            })
-            .collect();
-        let requested = [Requested {
-            channel: &channel,
-            messages: &messages,
-            retention: Retention {
-                max_messages: 10,
-                max_age_ms: 0,
-            },
-        }];
-        let (_, trims) = store(&client, &requested, 1).await.unwrap();
+        let (_server, mut client, trims) = news_stored_past_its_limit().await;
         assert_eq!(trims.len(), 1);
         let setting = |row: tokio_postgres::Row| row.get::<_, String>(0);
 

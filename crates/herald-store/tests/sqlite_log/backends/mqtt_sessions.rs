@@ -566,13 +566,7 @@ async fn held_all(b: &Backend, holds: &[(&SessionKey, u16, u64)]) -> Vec<bool> {
             })),
         })
         .collect();
-    let meters = ChannelName::parse("meters").unwrap();
-    let appended = b
-        .store()
-        .append(&meters, messages, Retention::default())
-        .await
-        .unwrap();
-    appended.iter().map(|a| a.duplicate).collect()
+    append(b, messages).await
 }
 
 fn released(key: &SessionKey, packet_id: u16, n: u64) -> SessionWrite {
