@@ -9,6 +9,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::hash::BuildHasher;
+use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -32,7 +33,9 @@ pub(crate) type ChannelMap<V> = HashMap<ChannelName, V, ChannelHasher>;
 /// A set of channel names, with [`ChannelHasher`].
 pub(crate) type ChannelSet = HashSet<ChannelName, ChannelHasher>;
 
-/// One followed channel.
+/// One followed channel: 40 bytes, one in the bus's map per channel the node's subscribers
+/// follow (a storm of subscribes to new channels touches one fresh entry per channel:
+/// docs/benchmarks/history.md, session 36).
 #[derive(Default)]
 pub(crate) struct Follow {
     pub(crate) sequencer: Sequencer,
@@ -47,10 +50,11 @@ pub(crate) struct Follow {
     /// the read once listening ([`StartRead`]).
     pub(crate) start_read: StartRead,
     /// The channel's head as Redis told it to the engine after confirming this subscription
-    /// (`crate::heads`): every later message of the channel arrives from Redis, so the
+    /// (`crate::heads`), plus one (`None`: none told; one word instead of `Option<u64>`'s two,
+    /// see [`Follow`]'s size): every later message of the channel arrives from Redis, so the
     /// repair task starts it without checking its head again, if its subscribers stand there.
     /// Cleared when messages may have been missed since (a reconnect, a lag).
-    pub(crate) head_read: Option<u64>,
+    head_read: Option<NonZeroU64>,
 }
 
 impl Follow {
@@ -58,6 +62,16 @@ impl Follow {
     pub(crate) fn owe_read(&mut self) {
         self.needs_read = true;
         self.head_read = None;
+    }
+
+    /// Takes the head Redis told the engine after confirming this subscription
+    /// ([`Follow::head_read`]'s field), if any.
+    pub(crate) fn take_head_read(&mut self) -> Option<u64> {
+        self.head_read.take().map(|plus_one| plus_one.get() - 1)
+    }
+
+    fn set_head_read(&mut self, head: u64) {
+        self.head_read = NonZeroU64::new(head.saturating_add(1));
     }
 }
 
@@ -141,7 +155,7 @@ impl Followed {
         let mut shard = self.shard(channel).lock();
         if let Some(follow) = shard.get_mut(channel) {
             if follow.listening && follow.sequencer.next().is_none() && still_exact() {
-                follow.head_read = Some(head);
+                follow.set_head_read(head);
             }
         }
     }
@@ -357,5 +371,20 @@ mod tests {
             vec![started],
             "channels for the repair task once Redis confirmed both"
         );
+    }
+
+    /// A followed channel's entry is 40 bytes (with its name, 56 in the map): 104 before
+    /// session 36, and a storm of subscribes to new channels grows the map by one per channel.
+    #[test]
+    fn a_follow_is_five_words() {
+        assert_eq!(std::mem::size_of::<Follow>(), 40);
+        let mut follow = Follow::default();
+        assert_eq!(follow.take_head_read(), None);
+        follow.set_head_read(0);
+        assert_eq!(follow.take_head_read(), Some(0), "a head of 0 is a head");
+        assert_eq!(follow.take_head_read(), None, "taken");
+        follow.set_head_read(7);
+        follow.owe_read();
+        assert_eq!(follow.take_head_read(), None, "cleared when a read is owed");
     }
 }

@@ -56,7 +56,7 @@ fn start(
     ready: &mut Vec<SharedMessage>,
 ) -> Step {
     follow.sequencer.start_after(floor, now, ready);
-    let head_read = follow.head_read.take();
+    let head_read = follow.take_head_read();
     if follow.listening && head_read.is_some_and(|head| floor >= head) {
         follow.needs_read = false;
         return Step::Nothing;

@@ -27,15 +27,27 @@ pub struct Gap {
 }
 
 /// One channel's reorder buffer.
+///
+/// 24 bytes while nothing is held or awaited, as almost every followed channel is: it sits in
+/// each entry of the bus's map of followed channels, and a storm of subscribes to new channels
+/// touches one fresh entry per channel (docs/benchmarks/history.md, session 36).
 #[derive(Debug, Default)]
 pub struct Sequencer {
-    /// The seq to release next; `None` until started.
-    next: Option<u64>,
-    held: BTreeMap<u64, SharedMessage>,
+    /// The seq to release next; 0 until started (a started sequencer's is at least 1: seqs
+    /// start at 1).
+    next: u64,
     /// The newest seq heard of (a message held or released, or a head notice).
     heard: u64,
+    /// What is held, and since when a gap is awaited; `None` while neither.
+    waiting: Option<Box<Waiting>>,
+}
+
+/// The rare part of a [`Sequencer`]: messages that came early, and the gap's wait.
+#[derive(Debug, Default)]
+struct Waiting {
+    held: BTreeMap<u64, SharedMessage>,
     /// Since when `next` has been missing while something newer is known.
-    waiting_since: Option<Instant>,
+    since: Option<Instant>,
 }
 
 impl Sequencer {
@@ -46,33 +58,35 @@ impl Sequencer {
 
     /// The seq it will release next, once started.
     pub fn next(&self) -> Option<u64> {
-        self.next
+        (self.next != 0).then_some(self.next)
     }
 
     /// Starts releasing after `floor` (ignored once started): drops what it held up to
     /// `floor` and appends to `ready` what follows it without a gap.
     pub fn start_after(&mut self, floor: u64, now: Instant, ready: &mut Vec<SharedMessage>) {
-        if self.next.is_some() {
+        if self.next != 0 {
             return;
         }
-        self.next = Some(floor + 1);
-        self.held = self.held.split_off(&(floor + 1));
+        self.next = floor + 1;
+        if let Some(waiting) = &mut self.waiting {
+            waiting.held = waiting.held.split_off(&(floor + 1));
+        }
         self.release(now, ready);
     }
 
     /// Takes one message: appends to `ready`, in seq order, whatever can now be released.
     pub fn offer(&mut self, message: SharedMessage, now: Instant, ready: &mut Vec<SharedMessage>) {
         self.heard = self.heard.max(message.seq);
-        match self.next {
-            Some(next) if message.seq < next => return, // a duplicate
-            Some(next) if message.seq == next => {
-                self.next = Some(next + 1);
-                ready.push(message);
-            }
-            _ => {
-                if self.held.len() < MAX_HELD {
-                    self.held.entry(message.seq).or_insert(message);
-                }
+        if self.next != 0 && message.seq < self.next {
+            return; // a duplicate
+        }
+        if self.next != 0 && message.seq == self.next {
+            self.next += 1;
+            ready.push(message);
+        } else {
+            let held = &mut self.waiting.get_or_insert_with(Box::default).held;
+            if held.len() < MAX_HELD {
+                held.entry(message.seq).or_insert(message);
             }
         }
         self.release(now, ready);
@@ -81,8 +95,8 @@ impl Sequencer {
     /// Moves past seqs before `seq` that can no longer be had (the log's retention removed
     /// them): releases from `seq` on. Ignored before the start or if already past it.
     pub fn skip_to(&mut self, seq: u64, now: Instant, ready: &mut Vec<SharedMessage>) {
-        if self.next.is_some_and(|next| next < seq) {
-            self.next = Some(seq);
+        if self.next != 0 && self.next < seq {
+            self.next = seq;
             self.release(now, ready);
         }
     }
@@ -96,8 +110,8 @@ impl Sequencer {
     /// The gap the caller should read from the log, if the next seq has been awaited for at
     /// least `wait`.
     pub fn overdue_gap(&self, now: Instant, wait: Duration) -> Option<Gap> {
-        let since = self.waiting_since?;
-        let next = self.next?;
+        let since = self.waiting.as_ref()?.since?;
+        let next = self.next()?;
         (now.duration_since(since) >= wait).then_some(Gap {
             after: next - 1,
             up_to: self.heard,
@@ -106,41 +120,52 @@ impl Sequencer {
 
     /// Whether something newer than the next seq is known (a gap is being awaited).
     pub fn has_gap(&self) -> bool {
-        self.waiting_since.is_some()
+        self.waiting.as_ref().is_some_and(|w| w.since.is_some())
     }
 
     /// How many messages it holds.
     pub fn held(&self) -> usize {
-        self.held.len()
+        self.waiting.as_ref().map_or(0, |w| w.held.len())
     }
 
     fn release(&mut self, now: Instant, ready: &mut Vec<SharedMessage>) {
-        let Some(mut next) = self.next else {
+        if self.next == 0 {
             return;
-        };
-        let before = next;
-        // Drop anything held that is no longer newer (released meanwhile).
-        while let Some(entry) = self.held.first_entry() {
-            if *entry.key() < next {
-                entry.remove();
-            } else if *entry.key() == next {
-                ready.push(entry.remove());
-                next += 1;
-            } else {
-                break;
+        }
+        let before = self.next;
+        if let Some(waiting) = &mut self.waiting {
+            // Drop anything held that is no longer newer (released meanwhile).
+            while let Some(entry) = waiting.held.first_entry() {
+                if *entry.key() < self.next {
+                    entry.remove();
+                } else if *entry.key() == self.next {
+                    ready.push(entry.remove());
+                    self.next += 1;
+                } else {
+                    break;
+                }
             }
         }
-        self.next = Some(next);
-        self.update_wait(now, next != before);
+        let progressed = self.next != before;
+        self.update_wait(now, progressed);
     }
 
+    /// Starts, keeps or ends the gap's wait; frees the rare part once nothing is held or
+    /// awaited.
     fn update_wait(&mut self, now: Instant, progressed: bool) {
-        let gap = self.next.is_some_and(|next| self.heard >= next);
-        self.waiting_since = match (gap, self.waiting_since) {
-            (false, _) => None,
-            (true, Some(since)) if !progressed => Some(since),
-            (true, _) => Some(now),
-        };
+        let gap = self.next != 0 && self.heard >= self.next;
+        if gap {
+            let waiting = self.waiting.get_or_insert_with(Box::default);
+            waiting.since = match waiting.since {
+                Some(since) if !progressed => Some(since),
+                _ => Some(now),
+            };
+        } else if let Some(waiting) = &mut self.waiting {
+            waiting.since = None;
+            if waiting.held.is_empty() {
+                self.waiting = None;
+            }
+        }
     }
 }
 
@@ -298,5 +323,27 @@ mod tests {
             MAX_HELD as u64 + 99,
             "what was dropped is still read"
         );
+    }
+
+    /// A sequencer with nothing held and no gap awaited is three words (the bus keeps one per
+    /// followed channel): what is held, and the wait, are allocated only while there is some,
+    /// and freed once there is none again.
+    #[test]
+    fn an_idle_sequencer_is_three_words_and_frees_what_it_held() {
+        assert_eq!(std::mem::size_of::<Sequencer>(), 24);
+        let t = Instant::now();
+        let mut s = Sequencer::new();
+        let mut ready = Vec::new();
+        s.offer(m(2), t, &mut ready);
+        assert!(s.waiting.is_some(), "held before the start");
+        s.start_after(0, t, &mut ready);
+        assert!(s.has_gap());
+        s.offer(m(1), t, &mut ready);
+        assert_eq!(seqs(&mut ready), vec![1, 2]);
+        assert!(s.waiting.is_none(), "nothing held or awaited");
+        s.heard_of(5, t);
+        assert!(s.has_gap() && s.waiting.is_some());
+        s.skip_to(6, t, &mut ready);
+        assert!(!s.has_gap() && s.waiting.is_none(), "the gap skipped");
     }
 }

@@ -214,10 +214,17 @@ async fn send(
     } else {
         // A single server takes any channels in one command: a storm's round is one command,
         // not one per hash tag (the client sends them one after another, never pipelined).
-        let all: Vec<ChannelName> = channels.into_iter().collect();
-        all.chunks(CHANNELS_PER_SERVER_COMMAND)
-            .map(<[ChannelName]>::to_vec)
-            .collect()
+        // The names are moved into the commands' lists, not copied.
+        let mut rest: Vec<ChannelName> = channels.into_iter().collect();
+        let mut chunks = Vec::with_capacity(rest.len().div_ceil(CHANNELS_PER_SERVER_COMMAND));
+        while rest.len() > CHANNELS_PER_SERVER_COMMAND {
+            let next = rest.split_off(CHANNELS_PER_SERVER_COMMAND);
+            chunks.push(std::mem::replace(&mut rest, next));
+        }
+        if !rest.is_empty() {
+            chunks.push(rest);
+        }
+        chunks
     };
     let mut commands = JoinSet::new();
     let mut markers = Vec::new();
