@@ -4,6 +4,7 @@
 //! library (`herald-server`) and starts it.
 #![forbid(unsafe_code)]
 
+mod allocator;
 mod cli;
 mod serve;
 
@@ -16,7 +17,13 @@ use herald_config as config;
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
-    cli::main().await
+fn main() -> std::process::ExitCode {
+    // `#[tokio::main]`'s runtime, with what the allocator needs when its threads go quiet.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_keep_alive(allocator::BLOCKING_THREAD_KEEP_ALIVE)
+        .on_thread_park(allocator::worker_goes_idle)
+        .build()
+        .expect("Failed building the Runtime");
+    runtime.block_on(cli::main())
 }
