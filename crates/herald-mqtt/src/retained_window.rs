@@ -3,12 +3,13 @@
 //!
 //! A wildcard SUBSCRIBE registers its filter in the hub first, then reads the last message of
 //! each matching channel from the store and queues them as retained messages
-//! (`wildcards.rs`). A message stored before that read but handed to the filters after the
-//! registration reaches the outbox twice: live, and as the retained message read. So does one
-//! committed before the read whose fan-out comes after the retained messages were queued (a
-//! commit reaches the hub after it is readable; under a burst the fan-out runs behind). Without
-//! this window the client would get it twice [MQTT-4.3.3] (a QoS 2 subscriber too), or a live
-//! message older than the retained one after it.
+//! (`wildcards.rs`). A message committed before the registration never reaches the filter
+//! live (core's filters take only the commits made after them, "Commits before a filter"):
+//! the retained message read is its only way. One committed after the registration and before
+//! that read reaches the outbox twice: live, and as the retained message read, in either
+//! order (a commit reaches the hub after it is readable; under a burst the fan-out runs
+//! behind). Without this window the client would get it twice [MQTT-4.3.3] (a QoS 2
+//! subscriber too), or a live message older than the retained one after it.
 //!
 //! **How.** The connection's writer, which takes the outbox's frames in order, decides: for
 //! each channel whose retained message a SUBSCRIBE queued, it keeps a [`Mark`]. The retained

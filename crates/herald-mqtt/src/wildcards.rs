@@ -33,9 +33,12 @@
 //! many stored retained messages looked at per prefix, those of other apps or not matching the
 //! wildcards), and the first 1,000 channels of each prefix are listed for a newest message of
 //! another transport (read only where the channel's newest seq is not its stored retained
-//! message's). The filter is registered before they are read, so a message published meanwhile
-//! may reach the outbox live and be read as a retained message too: the connection's writer
-//! sends it once, and nothing older after it (`retained_window.rs`).
+//! message's). A message committed before the filter was registered never reaches it live
+//! (core's filters, "Commits before a filter"; in a cluster, of what reaches the node's
+//! fan-out as it is committed): it is sent only as the retained message read, with RETAIN 1,
+//! or not at all. The filter is registered before they are read, so a message published
+//! meanwhile may reach the outbox live and be read as a retained message too: the
+//! connection's writer sends it once, and nothing older after it (`retained_window.rs`).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;

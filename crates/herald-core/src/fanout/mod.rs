@@ -11,15 +11,24 @@
 //! subscribers here wait for room in it before they are stored. The queue is also bounded in
 //! commits, so a fan-out that falls behind slows commits from elsewhere (another node's, through
 //! the bus) instead of growing without limit.
+//!
+//! **Filters registered meanwhile.** The queue counts the commits it is handed, and a filter
+//! subscription registered while some wait is registered at that count
+//! (`hub::filters::CommitOrder`): a gather then stops at the count, so each gather is
+//! wholly before or wholly after every filter, which takes only the gathers after it (the
+//! hub's filters, "Commits before a filter").
 
 pub mod backlog;
 pub(crate) mod drain;
+#[cfg(debug_assertions)]
+mod test_hold;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::hub::filters::CommitOrder;
 use crate::hub::Hub;
 use crate::log::CommitSink;
 use crate::message::SharedMessage;
@@ -58,6 +67,13 @@ struct QueueState {
     commits: VecDeque<(Vec<SharedMessage>, usize)>,
     /// The sink was dropped: deliver what is queued and stop.
     closed: bool,
+    /// Commits queued since the thread started (the count of the last one).
+    pushed: u64,
+    /// Commits taken by gathers (the count of the last one taken).
+    taken: u64,
+    /// Counts filters were registered at, above `taken`, rising: no gather takes the commit
+    /// at one of them together with the next.
+    marks: VecDeque<u64>,
 }
 
 impl Queue {
@@ -67,13 +83,15 @@ impl Queue {
             self.emptied.wait(&mut state);
         }
         state.commits.push_back((messages, deliveries));
+        state.pushed += 1;
         drop(state);
         self.filled.notify_one();
     }
 
-    /// Waits for queued commits and takes them, up to a gather's worth (at least one commit);
-    /// `None` once the sink is dropped and everything was taken.
-    fn gather(&self) -> Option<(Vec<SharedMessage>, usize)> {
+    /// Waits for queued commits and takes them, up to a gather's worth (at least one commit)
+    /// and never past a filter's mark; `None` once the sink is dropped and everything was
+    /// taken. With the count of the last commit taken.
+    fn gather(&self) -> Option<Gather> {
         let mut state = self.state.lock();
         while state.commits.is_empty() {
             if state.closed {
@@ -82,16 +100,28 @@ impl Queue {
             self.filled.wait(&mut state);
         }
         let (mut messages, mut deliveries) = state.commits.pop_front()?;
-        while messages.len() < MAX_GATHERED && deliveries < GATHER_DELIVERIES {
+        state.taken += 1;
+        while state.marks.front().is_some_and(|&mark| mark < state.taken) {
+            state.marks.pop_front();
+        }
+        let stop = state.marks.front().copied().unwrap_or(u64::MAX);
+        while messages.len() < MAX_GATHERED && deliveries < GATHER_DELIVERIES && state.taken < stop
+        {
             let Some((more, cost)) = state.commits.pop_front() else {
                 break;
             };
+            state.taken += 1;
             messages.extend(more);
             deliveries += cost;
         }
+        let last_commit = state.taken;
         drop(state);
         self.emptied.notify_all();
-        Some((messages, deliveries))
+        Some(Gather {
+            messages,
+            deliveries,
+            last_commit,
+        })
     }
 
     fn close(&self) {
@@ -101,12 +131,34 @@ impl Queue {
     }
 }
 
+/// Commits taken together for one delivery.
+struct Gather {
+    messages: Vec<SharedMessage>,
+    /// Their deliveries, as counted when they were queued.
+    deliveries: usize,
+    /// The queue's count of the last commit taken.
+    last_commit: u64,
+}
+
+impl CommitOrder for Queue {
+    fn mark(&self) -> u64 {
+        let mut state = self.state.lock();
+        let mark = state.pushed;
+        // At `taken` the next gather starts after it anyway.
+        if mark > state.taken && state.marks.back() != Some(&mark) {
+            state.marks.push_back(mark);
+        }
+        mark
+    }
+}
+
 impl FanOut {
     /// Starts the fan-out thread for `hub`. It stops once the returned sink is dropped and
     /// everything queued has been delivered. Private to the crate: [`crate::Engine::open`]
     /// (or [`crate::Engine::open_with_bus`]) starts the one fan-out that feeds an engine's hub.
     pub(crate) fn start(hub: Arc<Hub>) -> std::io::Result<Arc<FanOut>> {
         let queue = Arc::new(Queue::default());
+        hub.filters().set_commit_order(queue.clone());
         let (taking, delivering) = (queue.clone(), hub.clone());
         std::thread::Builder::new()
             .name("herald-fanout".into())
@@ -120,12 +172,16 @@ impl FanOut {
                             .fanout_writer_waits
                             .increment(1);
                     }
-                    let Some((messages, deliveries)) = taking.gather() else {
+                    let Some(gather) = taking.gather() else {
                         break;
                     };
-                    delivering.backlog().remove(deliveries);
+                    #[cfg(debug_assertions)]
+                    test_hold::wait();
+                    delivering.backlog().remove(gather.deliveries);
                     let watch = DrainWatch::new();
-                    watch.deliver(|| delivering.deliver_all(&messages));
+                    watch.deliver(|| {
+                        delivering.deliver_gather(&gather.messages, gather.last_commit)
+                    });
                     older = newer.replace(watch);
                 }
             })?;
@@ -166,7 +222,9 @@ impl CommitSink for FanOut {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::name::topic::filter::TopicFilter;
     use crate::outbox::{OutFrame, Outbox};
+    use crate::tenant::AppId;
     use crate::ChannelName;
 
     #[test]
@@ -195,5 +253,65 @@ mod tests {
             std::thread::yield_now();
         }
         assert_eq!(seqs, vec![1, 2, 3, 4, 5, 6]);
+    }
+
+    /// The seqs queued in `outbox`.
+    fn queued(outbox: &Outbox) -> Vec<u64> {
+        outbox
+            .take()
+            .0
+            .into_iter()
+            .filter_map(|f| match f {
+                OutFrame::Message(m) => Some(m.seq),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_filter_registered_while_commits_wait_takes_only_the_later_ones() {
+        let hub = Hub::new();
+        let queue = Arc::new(Queue::default());
+        hub.filters().set_commit_order(queue.clone());
+        let app = AppId::default_app();
+        let ab = app.channel(&ChannelName::from_topic("a/b").unwrap());
+        let commit = |seq: u64| vec![crate::message::test_message(&ab, seq, b"1")];
+        let (early, late, group) = (
+            Outbox::new(1 << 20),
+            Outbox::new(1 << 20),
+            Outbox::new(1 << 20),
+        );
+        let mut first = hub.filters().subscriber(&app, early.clone(), None);
+        assert!(first.add(TopicFilter::parse("a/+").unwrap()));
+        queue.push(commit(1), 1);
+        queue.push(commit(2), 1);
+        // Registered while commits 1 and 2 wait for the fan-out thread.
+        let mut second = hub.filters().subscriber(&app, late.clone(), None);
+        assert!(second.add(TopicFilter::parse("a/#").unwrap()));
+        let _member = hub.filters().join_group(
+            &app,
+            "g",
+            TopicFilter::parse_any("a/b").unwrap(),
+            group.clone(),
+            None,
+        );
+        queue.push(commit(3), 1);
+        assert!(
+            !second.add(TopicFilter::parse("a/#").unwrap()),
+            "a repeated filter keeps its place"
+        );
+        queue.push(commit(4), 1);
+        queue.close();
+        let mut gathers = Vec::new();
+        while let Some(gather) = queue.gather() {
+            hub.deliver_gather(&gather.messages, gather.last_commit);
+            gathers.push((gather.messages.len(), gather.last_commit));
+        }
+        assert_eq!(gathers, [(2, 2), (2, 4)], "no gather across the mark");
+        assert_eq!(queued(&early), [1, 2, 3, 4]);
+        assert_eq!(queued(&late), [3, 4], "only what was committed after it");
+        assert_eq!(queued(&group), [3, 4], "a new group likewise");
+        hub.deliver_all(&commit(5));
+        assert_eq!(queued(&late), [5], "a message counted by no commit");
     }
 }

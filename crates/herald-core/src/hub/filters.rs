@@ -21,6 +21,20 @@
 //! (MQTT sends it once with the highest QoS granted). Filter subscriptions are live at once: they have no
 //! cursor and no catch-up. A full outbox closes as a slow consumer, as for exact subscriptions.
 //!
+//! **Commits before a filter** (`CommitOrder`): a publish is answered once its message is
+//! committed, and the fan-out thread delivers it after that. A filter is handed only the
+//! commits made after it was registered: it records the fan-out's count of commits then
+//! (`Entry::after`), the fan-out never gathers the commit at such a mark together with the
+//! next, and a run of a gather whose last commit is at or below an entry's mark is not queued
+//! to it (one compare per matching entry and run). So a message published (and answered)
+//! before a SUBSCRIBE reaches the subscriber only as what the protocol reads from the store
+//! at SUBSCRIBE (MQTT's retained message, with RETAIN 1 [MQTT-3.3.1-8]; a RETAIN 0 publish
+//! not at all), never live, however far behind the fan-out is. Exact subscriptions have their
+//! own rule (they skip what is at or below the channel's head they start at). Without a
+//! fan-out (a hub alone, in tests) and for messages from a networked bus's app feed (counted
+//! by no commit here: [`Hub::deliver_filters_only`](super::Hub::deliver_filters_only)), every
+//! filter registered when they are handed over takes them.
+//!
 //! **Shared subscriptions** ([`shared`]): a group of subscribers taking turns is one entry of
 //! the index, so a run matching it is queued to one member per message; a group is not
 //! skipped for a member that holds the channel's exact subscription (MQTT 5.0 4.8.2: that
@@ -64,6 +78,9 @@ struct Entry {
     subscriber: u64,
     filter: Arc<TopicFilter>,
     target: Target,
+    /// The fan-out's count of commits when the filter was registered: it takes only later
+    /// ones (see the module doc, "Commits before a filter").
+    after: u64,
 }
 
 /// Where a matching run goes.
@@ -147,6 +164,18 @@ pub trait FilterFeed: Send + Sync {
     async fn ready(&self, app: &str);
 }
 
+/// The fan-out's order of commits, which a filter is registered at (see the module doc,
+/// "Commits before a filter").
+pub(crate) trait CommitOrder: Send + Sync {
+    /// The count of commits handed to the fan-out so far; from now on the fan-out delivers
+    /// no gather holding both the commit at this count and the next.
+    fn mark(&self) -> u64;
+}
+
+/// What [`FilterRegistry::deliver_run`] passes for a run counted by no commit: every filter
+/// registered now takes it.
+pub(crate) const UNCOUNTED: u64 = u64::MAX;
+
 /// The filter subscriptions of every app on this node (see the module doc).
 #[derive(Default)]
 pub struct FilterRegistry {
@@ -161,6 +190,8 @@ pub struct FilterRegistry {
     once: OnceLock<once::DeliveredOnce>,
     /// The networked bus balancing share groups across the cluster, if any.
     shares: OnceLock<Arc<dyn ShareCluster>>,
+    /// The fan-out feeding the hub, whose count of commits filters are registered at.
+    order: OnceLock<Arc<dyn CommitOrder>>,
 }
 
 impl FilterRegistry {
@@ -202,6 +233,18 @@ impl FilterRegistry {
     /// set already.
     pub fn set_share_cluster(&self, cluster: Arc<dyn ShareCluster>) -> bool {
         self.shares.set(cluster).is_ok()
+    }
+
+    /// Makes `order` the count of commits filters are registered at (the fan-out's, set when
+    /// it starts, before any filter is registered).
+    pub(crate) fn set_commit_order(&self, order: Arc<dyn CommitOrder>) {
+        let _ = self.order.set(order);
+    }
+
+    /// The fan-out's count of commits now (0 without one); called under the registry's write
+    /// lock, so that no gather is delivered between the mark and the entry's insert.
+    fn mark(&self) -> u64 {
+        self.order.get().map_or(0, |order| order.mark())
     }
 
     /// The bus balancing share groups across the cluster, if any.
@@ -252,12 +295,15 @@ impl FilterRegistry {
     /// once; and a run its [`Admit`] refuses a message of is queued without it.
     ///
     /// `from_feed`: the run came from the app's feed ([`super::Hub::deliver_filters_only`]),
-    /// the only path a share group in a cluster takes (see the module doc).
+    /// the only path a share group in a cluster takes (see the module doc). `commit`: the
+    /// fan-out's count of the last commit of the gather holding the run ([`UNCOUNTED`] if
+    /// none): an entry registered at or after it does not take the run.
     pub(crate) fn deliver_run(
         &self,
         run: &[SharedMessage],
         exact: &[Arc<Subscription>],
         from_feed: bool,
+        commit: u64,
     ) -> u64 {
         let Some(last) = run.last() else {
             return 0;
@@ -274,6 +320,9 @@ impl FilterRegistry {
         let mut topic: Option<Cow<'_, str>> = None;
         let mut matched: Vec<&Entry> = Vec::new();
         for entry in filters.rooted.iter().chain(keyed.into_iter().flatten()) {
+            if entry.after >= commit {
+                continue; // committed before the filter was registered
+            }
             if !entry.filter.prefixes().any(|p| local.starts_with(p)) {
                 continue;
             }
@@ -381,6 +430,7 @@ impl FilterRegistry {
                     subscriber: id,
                     filter: group.filter.clone(),
                     target: Target::Group(group.clone()),
+                    after: self.mark(),
                 });
                 filters.groups.push(group.clone());
                 self.entries.fetch_add(n, Ordering::Release);
@@ -430,10 +480,12 @@ impl FilterRegistry {
         }
     }
 
-    fn insert(&self, app: &str, entry: &Entry) {
+    /// Inserts `entry` (its [`Entry::after`] set here, under the lock).
+    fn insert(&self, app: &str, mut entry: Entry) {
         let mut apps = self.apps.write();
+        entry.after = self.mark();
         self.tell_gained(&apps, app);
-        let n = apps.entry(app.into()).or_default().insert(entry);
+        let n = apps.entry(app.into()).or_default().insert(&entry);
         self.entries.fetch_add(n, Ordering::Release);
     }
 
@@ -463,7 +515,8 @@ pub struct FilterSubscriber {
 }
 
 impl FilterSubscriber {
-    /// Subscribes `filter`; `false` (and nothing changes) if this subscriber holds it already.
+    /// Subscribes `filter`, for the commits made from now on (see the module doc, "Commits
+    /// before a filter"); `false` (and nothing changes) if this subscriber holds it already.
     pub fn add(&mut self, filter: TopicFilter) -> bool {
         if self.holds(filter.as_str()) {
             return false;
@@ -471,13 +524,14 @@ impl FilterSubscriber {
         let filter = Arc::new(filter);
         self.registry.insert(
             &self.app,
-            &Entry {
+            Entry {
                 subscriber: self.id,
                 filter: filter.clone(),
                 target: Target::Subscriber {
                     outbox: self.outbox.clone(),
                     admit: self.admit.clone(),
                 },
+                after: 0,
             },
         );
         self.filters.push(filter);

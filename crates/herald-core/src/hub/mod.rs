@@ -558,9 +558,17 @@ impl Hub {
     /// lock and one wake per subscriber for the whole run), so a group commit of many messages
     /// to a busy channel costs its subscribers' writers one wake, not one per message.
     /// Then each run goes to the filter subscribers it matches ([`Hub::filters`]): while there
-    /// are none, that costs one atomic load per call.
+    /// are none, that costs one atomic load per call. Counted by no commit: every filter
+    /// registered now takes them (the fan-out's gathers go through `Hub::deliver_gather`).
     pub fn deliver_all(&self, messages: &[SharedMessage]) {
-        let filters = self.filters.is_active();
+        self.deliver_gather(messages, filters::UNCOUNTED);
+    }
+
+    /// [`Hub::deliver_all`] for the fan-out's gather of commits up to its count `last_commit`:
+    /// a filter registered at or after that count does not take them (`filters`' "Commits
+    /// before a filter").
+    pub(crate) fn deliver_gather(&self, messages: &[SharedMessage], last_commit: u64) {
+        let filters = self.filters.is_active().then_some(last_commit);
         for run in messages.chunk_by(|a, b| a.channel == b.channel) {
             self.deliver_run(run, filters);
         }
@@ -579,40 +587,41 @@ impl Hub {
         for run in messages.chunk_by(|a, b| a.channel == b.channel) {
             let key = self.key(&run[0].channel);
             let shard = self.shard(key).read();
-            match shard.get(key) {
-                Some(entry) => self.deliver_to_filters(run, &entry.subs, true),
-                None => self.deliver_to_filters(run, &[], true),
-            }
+            let exact = shard.get(key).map_or(&[][..], |entry| &entry.subs[..]);
+            self.deliver_to_filters(run, exact, true, filters::UNCOUNTED);
         }
     }
 
     /// Hands a run of one channel's messages to the filter subscribers it matches, except
-    /// those holding one of `exact` (the channel's own subscriptions) too.
+    /// those holding one of `exact` (the channel's own subscriptions) too, and those
+    /// registered at or after `commit` (see [`filters::FilterRegistry::deliver_run`]).
     #[cold]
     fn deliver_to_filters(
         &self,
         run: &[SharedMessage],
         exact: &[Arc<Subscription>],
         from_feed: bool,
+        commit: u64,
     ) {
-        let n = self.filters.deliver_run(run, exact, from_feed);
+        let n = self.filters.deliver_run(run, exact, from_feed, commit);
         if let (Some(last), true) = (run.last(), n > 0) {
             self.count_deliveries(&last.channel, n);
         }
     }
 
     /// Delivers a run of consecutive messages of one channel (see [`Hub::deliver_all`]), then,
-    /// if `filters`, to the filter subscribers it matches, under the same shard lock (so
-    /// whether a subscriber holds the channel's exact subscription is decided with it).
-    fn deliver_run(&self, run: &[SharedMessage], filters: bool) {
+    /// if `filters` (the count of the gather's last commit), to the filter subscribers it
+    /// matches, under the same shard lock (so whether a subscriber holds the channel's exact
+    /// subscription is decided with it).
+    fn deliver_run(&self, run: &[SharedMessage], filters: Option<u64>) {
         let Some(last) = run.last() else {
             return;
         };
         let key = self.key(&last.channel);
         let shard = self.shard(key).read();
         let Some(Slot { name, entry, .. }) = shard.get_slot(key) else {
-            if filters {
-                self.deliver_to_filters(run, &[], false);
+            if let Some(commit) = filters {
+                self.deliver_to_filters(run, &[], false, commit);
             }
             return;
         };
@@ -637,8 +646,8 @@ impl Hub {
             sub.deliver_run(run);
         }
         self.count_deliveries(&last.channel, (entry.subs.len() * run.len()) as u64);
-        if filters {
-            self.deliver_to_filters(run, &entry.subs, false);
+        if let Some(commit) = filters {
+            self.deliver_to_filters(run, &entry.subs, false, commit);
         }
     }
 
@@ -650,7 +659,8 @@ impl Hub {
         let shard = self.shard(key).read();
         let Some(Slot { name, entry, .. }) = shard.get_slot(key) else {
             if filters {
-                self.deliver_to_filters(std::slice::from_ref(message), &[], false);
+                let one = std::slice::from_ref(message);
+                self.deliver_to_filters(one, &[], false, filters::UNCOUNTED);
             }
             return;
         };
@@ -670,7 +680,8 @@ impl Hub {
         }
         self.count_deliveries(&message.channel, entry.subs.len() as u64);
         if filters {
-            self.deliver_to_filters(std::slice::from_ref(message), &entry.subs, false);
+            let one = std::slice::from_ref(message);
+            self.deliver_to_filters(one, &entry.subs, false, filters::UNCOUNTED);
         }
     }
 }

@@ -8,6 +8,11 @@
 //! retained one came after it: every run saw it in several rounds. Quiet channels, listed
 //! before the flooded ones, make the SUBSCRIBE read a while before it reads a flooded
 //! channel's last message.
+//!
+//! And a message published (its PUBACK received) before a wildcard SUBSCRIBE whose fan-out
+//! comes after the SUBSCRIBE registered its filter (the debug build's hold on the fan-out
+//! thread makes that certain): it goes as the retained message, RETAIN 1, once, and a RETAIN 0
+//! one not at all (core's filters, "Commits before a filter").
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,6 +22,7 @@ use herald_mqtt::packet::{Packet, ProtocolVersion, PubComp, PubRec, QoS};
 use serde_json::{json, Value};
 use tokio::task::JoinHandle;
 
+use crate::mqtt_conformance::publish_stored;
 use crate::mqtt_session::Raw;
 use crate::support::{Server, API_KEY};
 
@@ -35,9 +41,6 @@ const FLOODED: [&str; 4] = ["flood/w", "flood/x", "flood/y", "flood/z"];
 /// Quiet channels (`flood/q00`...), each with one message: retained messages listed (by name)
 /// before the flooded channels'.
 const QUIET: usize = 40;
-
-/// The channel of `mqtt_retained::fanned_out`'s markers (`#` matches it: the rounds skip it).
-pub(crate) const FENCE: &str = "fence";
 
 /// A SUBSCRIBE to `filter` at QoS 2.
 fn subscribe(filter: &str) -> Packet {
@@ -69,9 +72,6 @@ async fn one_round(server: &Server, filter: &str, version: ProtocolVersion) -> R
                 let id = p.packet_id.expect("QoS 2: a packet id");
                 assert_eq!(p.qos, QoS::ExactlyOnce, "{p:?}");
                 raw.send(&Packet::PubRec(PubRec::new(id))).await;
-                if p.topic.as_str() == FENCE {
-                    continue; // `fanned_out`'s, for the filters that match it
-                }
                 let n: u64 = std::str::from_utf8(&p.payload)
                     .ok()
                     .and_then(|s| s.parse().ok())
@@ -127,11 +127,8 @@ async fn a_wildcard_subscribe_during_a_flood_gets_each_message_once_and_in_order
     let (status, body) = server.post("/v1/batch", json!({ "messages": first })).await;
     assert_eq!(status, 200, "{body}");
     // The answer says they are stored, not that they were fanned out: a first round's
-    // SUBSCRIBE registered before that fan-out would get a quiet channel's message live, with
-    // RETAIN 0, where this test expects it as the retained message (`retained_window.rs`).
-    let (mut publisher, _) =
-        Raw::connect(server.mqtt_addr(), ProtocolVersion::V5, Some(API_KEY), 30).await;
-    crate::mqtt_retained::fanned_out(server.mqtt_addr(), &mut publisher).await;
+    // SUBSCRIBE may come before that fan-out, and gets them as retained messages all the same
+    // (core's filters take only the commits made after them).
     let stop = Arc::new(AtomicBool::new(false));
     let publishers: Vec<_> = FLOODED
         .iter()
@@ -166,4 +163,108 @@ async fn a_wildcard_subscribe_during_a_flood_gets_each_message_once_and_in_order
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// The file whose existence holds the server's fan-out thread (debug builds,
+/// `HERALD_TEST_FANOUT_HOLD`); removed when dropped, so a failing test leaves none behind.
+struct FanOutHold(std::path::PathBuf);
+
+impl FanOutHold {
+    fn new() -> FanOutHold {
+        let name = format!(
+            "herald-fanout-hold-{}-{}",
+            std::process::id(),
+            rand::random::<u64>()
+        );
+        FanOutHold(std::env::temp_dir().join(name))
+    }
+
+    fn hold(&self) {
+        std::fs::write(&self.0, b"held").expect("the hold's file");
+    }
+
+    fn release(&self) {
+        std::fs::remove_file(&self.0).expect("the hold's file");
+    }
+}
+
+impl Drop for FanOutHold {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[tokio::test]
+async fn a_message_committed_before_a_wildcard_subscribe_goes_only_as_the_retained_message() {
+    let hold = FanOutHold::new();
+    let server = Server::builder()
+        .mqtt()
+        .env(
+            "HERALD_TEST_FANOUT_HOLD",
+            hold.0.to_str().expect("a UTF-8 path"),
+        )
+        .start()
+        .await;
+    let addr = server.mqtt_addr();
+    for version in [ProtocolVersion::V5, ProtocolVersion::V311] {
+        let topic = |name: &str| format!("held/{version:?}/{name}");
+        let (mut publisher, _) = Raw::connect(addr, version, Some(API_KEY), 60).await;
+        publish_stored(&mut publisher, &topic("b-state"), "config", true).await;
+        // Answered while the fan-out thread holds them: committed before the SUBSCRIBE.
+        hold.hold();
+        publish_stored(&mut publisher, &topic("a-retained"), "retained", true).await;
+        publish_stored(&mut publisher, &topic("b-state"), "state", false).await;
+        publish_stored(&mut publisher, &topic("c-plain"), "plain", false).await;
+        let (mut subscriber, _) = Raw::connect(addr, version, Some(API_KEY), 60).await;
+        subscriber
+            .send(&crate::mqtt_shared::subscribe(
+                &topic("#"),
+                QoS::AtLeastOnce,
+                false,
+            ))
+            .await;
+        let mut got: Vec<(String, String, bool)> = Vec::new();
+        let mut subacked = false;
+        let mut released = false;
+        loop {
+            if subacked && got.len() == 2 && !released {
+                // The SUBACK and both retained messages are out: let the fan-out go on, and
+                // publish a marker after what it held.
+                released = true;
+                hold.release();
+                publish_stored(&mut publisher, &topic("c-plain"), "marker", false).await;
+            }
+            match subscriber.next().await {
+                Some(Packet::SubAck(_)) => subacked = true,
+                Some(Packet::Publish(p)) => {
+                    if let Some(id) = p.packet_id {
+                        subscriber
+                            .send(&Packet::PubAck(herald_mqtt::packet::PubAck::new(id)))
+                            .await;
+                    }
+                    let payload = String::from_utf8_lossy(&p.payload).into_owned();
+                    let done = payload == "marker";
+                    got.push((p.topic.as_str().to_owned(), payload, p.retain));
+                    if done {
+                        break;
+                    }
+                }
+                Some(other) => panic!("{version:?}: unexpected {other:?}"),
+                None => panic!(
+                    "{version:?}: the subscriber was closed (so far {got:?}); {}",
+                    subscriber.why_closed()
+                ),
+            }
+        }
+        let owned = |name: &str, payload: &str, retain| (topic(name), payload.to_owned(), retain);
+        assert_eq!(
+            got,
+            [
+                owned("a-retained", "retained", true),
+                owned("b-state", "config", true),
+                owned("c-plain", "marker", false),
+            ],
+            "{version:?}: what was published before the SUBSCRIBE only as retained messages"
+        );
+    }
 }
