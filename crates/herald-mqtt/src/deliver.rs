@@ -88,6 +88,9 @@ impl MqttWire {
         message: &SharedMessage,
         replayed: bool,
     ) -> usize {
+        // A SUBSCRIBE's retained message of a channel a resumed session is catching up on,
+        // told from the channel's replay (`crate::session`'s `retained_apart.rs`).
+        let at_subscribe = replayed && self.retained_at_subscribe(message);
         let Some(granted) = self.subscriptions.get(&message.channel) else {
             return 0;
         };
@@ -95,8 +98,11 @@ impl MqttWire {
         // up on what it missed.
         // An inbox's catch-up is never retained: it is what the device has not acknowledged.
         let retained = replayed
-            && !self.catching_up(&message.channel)
+            && (at_subscribe || !self.catching_up(&message.channel))
             && !crate::inbox::is_inbox_log(&message.channel);
+        // A retained message sent at SUBSCRIBE to a channel being caught up on is apart from
+        // its replay: it moves no position (the replay's messages below it are still to come).
+        let moves_position = !at_subscribe;
         if replayed && !retained {
             // A resumed session's replay: ids reserved for messages of the channel it passed
             // over (gone from the log) are released (`crate::session`'s `resend.rs`).
@@ -120,12 +126,15 @@ impl MqttWire {
             // A channel's last message published over MQTT with RETAIN 0 is no retained message
             // [MQTT-3.3.1-12] (MQTT 5.0 3.3.1.3); nor is a will with Will Retain 0
             // [MQTT-3.1.2-16] (v5: [MQTT-3.1.2-14]).
-            self.position_handled(message, false);
+            if moves_position {
+                self.position_handled(message, false);
+            }
             return 0;
         }
         // A wildcard SUBSCRIBE's retained message and a live copy of it go out once, in order
-        // (`retained_window.rs`).
-        if !self.subscriptions.window_passes(message, retained) {
+        // (`retained_window.rs`); a resumed session's replay is no live copy: it goes whole.
+        let replay = replayed && !retained;
+        if !replay && !self.subscriptions.window_passes(message, retained) {
             return 0;
         }
         let outgoing = outbound::outgoing(message);
@@ -149,16 +158,20 @@ impl MqttWire {
         let Some(copies) = copies else {
             // One delivery (the common case: one subscription, or 3.1.1).
             let copy = self.copy_of(message, &facts, granted, Via::AllMatching);
-            self.position_handled(message, copy.awaits_ack());
+            if moves_position {
+                self.position_handled(message, copy.awaits_ack());
+            }
             return self.write_copy(out, message, copy);
         };
         let copies: Vec<Copy> = (copies.into_iter())
             .map(|g| self.copy_of(message, &facts, g, Via::One(g.identifier)))
             .collect();
         let awaiting = copies.iter().filter(|c| c.awaits_ack()).count();
-        self.position_handled(message, awaiting > 0);
-        for _ in 1..awaiting {
-            self.position_awaits_another(message);
+        if moves_position {
+            self.position_handled(message, awaiting > 0);
+            for _ in 1..awaiting {
+                self.position_awaits_another(message);
+            }
         }
         (copies.into_iter())
             .map(|copy| self.write_copy(out, message, copy))
@@ -179,8 +192,11 @@ impl MqttWire {
             facts.for_filter && granted.qos.min(facts.published_qos) == QoS::AtMostOnce;
         let skipped = (granted.no_local && facts.own) || missed_qos0 || facts.dropped;
         let retain = facts.retained || (granted.retain_as_published && facts.published_retain);
+        // A retained message sent at SUBSCRIBE is a new delivery: an id reserved for the
+        // message is its replay's.
         let resend = match granted.qos {
             QoS::AtMostOnce => None,
+            _ if facts.retained => None,
             qos => self.outbound.resend_of(message, qos),
         };
         if skipped {
@@ -220,7 +236,7 @@ impl MqttWire {
             // Its packet id is stored before the PUBLISH goes, so a restart resends it with
             // the same id: it waits for the write.
             let id = self.outbound.free_id();
-            let persist = self.persist_qos2(message, id);
+            let persist = self.persist_qos2(message, id, retain);
             self.outbound.wait(Waiting {
                 message: message.clone(),
                 retain,
@@ -298,7 +314,7 @@ impl MqttWire {
     ) {
         self.outbound.sent(id, message, qos, retain);
         if qos == QoS::AtLeastOnce && !dup {
-            self.persist_qos1(message, id);
+            self.persist_qos1(message, id, retain);
         }
     }
 

@@ -95,8 +95,16 @@ pub(crate) async fn handle(wire: &mut MqttWire, packet: Packet) -> Option<End> {
             }
         }
         Packet::PubRel(rel) => release_qos2(wire, rel),
-        Packet::Subscribe(subscribe) => return subscribe_to(wire, subscribe).await,
-        Packet::Unsubscribe(unsubscribe) => unsubscribe_from(wire, unsubscribe),
+        Packet::Subscribe(subscribe) => {
+            let ended = subscribe_to(wire, subscribe).await;
+            // What a resumed session's replay no longer brings goes now (`crate::session`).
+            wire.resend_no_longer_replayed().await;
+            return ended;
+        }
+        Packet::Unsubscribe(unsubscribe) => {
+            unsubscribe_from(wire, unsubscribe);
+            wire.resend_no_longer_replayed().await;
+        }
         Packet::PingReq => wire.send(&Packet::PingResp),
         Packet::Disconnect(disconnect) => {
             let expiry = disconnect.properties.session_expiry_interval;
@@ -516,6 +524,8 @@ async fn subscribe_to(wire: &mut MqttWire, subscribe: Subscribe) -> Option<End> 
     }
     wire.send(&Packet::SubAck(suback));
     if !after_suback.is_empty() {
+        // Told apart from a resumed session's replay of their channels (`crate::session`).
+        let after_suback = wire.apart_from_replays(after_suback);
         wire.session
             .outbox()
             .push_all_unbounded(after_suback.into_iter().map(OutFrame::Replayed));

@@ -62,7 +62,8 @@ pub(crate) struct Sent {
     /// Its seq.
     pub(crate) seq: u64,
     /// Whether it went with RETAIN set (a retained message sent on SUBSCRIBE, or Retain As
-    /// Published); `None` when read from a session's store, which does not keep it.
+    /// Published); `None` when read from a session's store row written before the store kept
+    /// it.
     pub(crate) retain: Option<bool>,
     /// QoS 1 or 2.
     pub(crate) qos: QoS,
@@ -214,6 +215,13 @@ impl Outbound {
         } else {
             self.reserved.push(sent);
         }
+    }
+
+    /// Takes out every reserved id, in the order reserved (first sent), to be looked at again
+    /// (those whose replay no longer comes are sent now, the rest [`Outbound::reserve`]d
+    /// again).
+    pub(crate) fn take_reserved(&mut self) -> Vec<Sent> {
+        std::mem::take(&mut self.reserved)
     }
 
     /// The id `message` was sent with before, if it is a resumed session's message sent

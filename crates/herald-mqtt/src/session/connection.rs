@@ -48,7 +48,11 @@ pub(crate) struct PersistentSession {
     /// Channels resumed from a stored position: what their subscription replays is what the
     /// client missed, not a retained message (a set: a replayed message asks, and a resume
     /// adds up to a thousand channels per filter).
-    catching_up: HashSet<ChannelName>,
+    pub(super) catching_up: HashSet<ChannelName>,
+    /// A SUBSCRIBE's retained messages of channels in `catching_up`, queued and not written
+    /// yet, each a copy of its own: told from the channels' replay by identity
+    /// (`retained_apart.rs`).
+    pub(super) retained_at_subscribe: Vec<SharedMessage>,
     /// When the connection before ended (Unix ms), for a resumed session.
     pub(super) offline_since_ms: Option<i64>,
     /// Channels subscribed to replay what a wildcard filter missed (`missed.rs`): not the
@@ -82,6 +86,7 @@ impl PersistentSession {
             subscriptions_changed: false,
             positions: Positions::default(),
             catching_up: HashSet::new(),
+            retained_at_subscribe: Vec::new(),
             offline_since_ms: None,
             filter_catchups: HashSet::new(),
             gate: None,
@@ -120,7 +125,7 @@ impl PersistentSession {
                 channel,
                 epoch: Epoch::new(&inflight.epoch),
                 seq: inflight.seq,
-                retain: None,
+                retain: inflight.retain,
                 qos,
                 released: inflight.released && qos == QoS::ExactlyOnce,
             });
@@ -519,13 +524,15 @@ impl MqttWire {
         }
     }
 
-    /// Stores packet id `id` of the QoS 2 `message` about to be sent; returns the write's
-    /// number for [`crate::inflight::Outbound::next_ready`]. When it committed the connection
-    /// is woken to send it; if it failed the connection closes (the store is unavailable).
+    /// Stores packet id `id` of the QoS 2 `message` about to be sent with RETAIN as `retain`;
+    /// returns the write's number for [`crate::inflight::Outbound::next_ready`]. When it
+    /// committed the connection is woken to send it; if it failed the connection closes (the
+    /// store is unavailable).
     pub(crate) fn persist_qos2(
         &mut self,
         message: &SharedMessage,
         id: std::num::NonZeroU16,
+        retain: bool,
     ) -> u64 {
         let (n, persisted) = self.outbound.persisting();
         let Some(persist) = self.persist.as_ref() else {
@@ -553,17 +560,23 @@ impl MqttWire {
                 seq: message.seq,
                 released: false,
                 qos: 2,
+                retain: Some(retain),
             },
         };
         persist.sessions.flusher.push_all(vec![write], Some(done));
         n
     }
 
-    /// Stores packet id `id` of the QoS 1 `message` just sent for the first time
-    /// (group-committed, nothing waits for it; the write is cancelled in memory if its PUBACK
-    /// comes before its batch goes), so the session resumed after a restart or on another
-    /// node sends it again with the same id.
-    pub(crate) fn persist_qos1(&self, message: &SharedMessage, id: std::num::NonZeroU16) {
+    /// Stores packet id `id` of the QoS 1 `message` just sent for the first time with RETAIN
+    /// as `retain` (group-committed, nothing waits for it; the write is cancelled in memory if
+    /// its PUBACK comes before its batch goes), so the session resumed after a restart or on
+    /// another node sends it again with the same id and RETAIN.
+    pub(crate) fn persist_qos1(
+        &self,
+        message: &SharedMessage,
+        id: std::num::NonZeroU16,
+        retain: bool,
+    ) {
         if let Some(persist) = self.persist.as_ref() {
             persist.push(SessionWrite::Inflight {
                 key: persist.key(),
@@ -574,6 +587,7 @@ impl MqttWire {
                     seq: message.seq,
                     released: false,
                     qos: 1,
+                    retain: Some(retain),
                 },
             });
         }
@@ -603,6 +617,7 @@ impl MqttWire {
                     seq: sent.seq,
                     released: true,
                     qos: 2,
+                    retain: sent.retain,
                 },
             });
         }

@@ -431,6 +431,7 @@ mod tests {
                 epoch: "e".into(),
                 seq,
                 released: false,
+                retain: Some(false),
             },
         }
     }

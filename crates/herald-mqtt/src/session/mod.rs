@@ -34,8 +34,9 @@
 //!   wildcard filter's channels are followed from the first message it delivers, and on resume
 //!   what the filter missed is replayed from them, and from channels it had no message of yet
 //!   (`missed.rs`). An unacknowledged message the replay does not bring again (a retained
-//!   message sent at SUBSCRIBE) goes again first, with its packet identifier and DUP
-//!   (`resend.rs`).
+//!   message sent at SUBSCRIBE, or one of a channel unsubscribed before the replay reached
+//!   it) goes again first, with its packet identifier and DUP (`resend.rs`). A SUBSCRIBE's
+//!   retained message is told apart from the replay of its channel (`retained_apart.rs`).
 //! - **Expiry**: a session's connection ending records when; it expires that long after.
 //!   Expired sessions are deleted by a sweep once a minute (and one found expired at CONNECT
 //!   is not resumed). At start, a server that is the store's only one (SQLite) counts the
@@ -55,6 +56,7 @@ mod flusher;
 mod missed;
 mod positions;
 mod resend;
+mod retained_apart;
 pub mod store;
 
 use std::collections::HashMap;

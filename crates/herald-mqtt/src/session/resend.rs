@@ -14,7 +14,12 @@
 //! - a message of a channel no subscription of the session replays now (unsubscribed while it
 //!   was in flight, a subscription the client's permissions no longer allow, a channel past
 //!   `mqtt.max_offline_channels_per_filter`), or one granted QoS 0 now;
-//! - a message the channel's history trimmed below where its replay starts.
+//! - a message the channel's history trimmed below where its replay starts;
+//! - a message the replay was to bring whose channel the client **unsubscribed** (or
+//!   subscribed again at QoS 0) before the replay reached it: after each SUBSCRIBE and
+//!   UNSUBSCRIBE the reserved ids are looked at again ([`MqttWire::resend_no_longer_replayed`])
+//!   and those the replay no longer covers go as below; an UNSUBSCRIBE does not stop a QoS 1
+//!   or 2 delivery already started ([MQTT-3.10.4-3]).
 //!
 //! Those ([`MqttWire::resend_unreplayed`]) are read again by what the entry records (channel,
 //! epoch, seq): from the channel's log, else from the retained store (a retained message the
@@ -32,13 +37,15 @@
 //! **RETAIN** of a resend is the first send's (the same packet again): a retained message sent
 //! at SUBSCRIBE carries RETAIN 1 ([MQTT-3.3.1-8]; MQTT 5.0 3.3.1.3), a message sent through an
 //! established subscription RETAIN 0 or, with Retain As Published, as published
-//! ([MQTT-3.3.1-9], [MQTT-3.3.1-12], [MQTT-3.3.1-13]). The connection before in this process
-//! recorded it (`Sent::retain`); the store keeps no flag, so for an entry read from the store
-//! it is worked out: one the replay does not cover whose channel a subscription of the session
-//! (exact or wildcard, not shared) matches went as the retained message at SUBSCRIBE (a
-//! message below where its subscription's replay starts is in flight only so, or after a
-//! SUBSCRIBE repeated while a live one was in flight), RETAIN 1; one no such subscription
-//! matches, RETAIN 0.
+//! ([MQTT-3.3.1-9], [MQTT-3.3.1-12], [MQTT-3.3.1-13]). The store keeps it with the packet id
+//! (`StoredInflight::retain`, written where the id is: before a QoS 2 PUBLISH goes, once a
+//! QoS 1 one went), as does the connection before in this process (`Sent::retain`). Only for
+//! a row written before the store kept it (SQLite migration 17, PostgreSQL 15: NULL) is it
+//! worked out as before: one the replay does not cover whose channel a subscription of the
+//! session (exact or wildcard, not shared) matches went as the retained message at SUBSCRIBE
+//! (a message below where its subscription's replay starts is in flight only so, except after
+//! a SUBSCRIBE repeated while a live one was in flight, which this guess gets wrong), RETAIN 1;
+//! one no such subscription matches, RETAIN 0.
 //!
 //! **Order**: the order first sent: the store's entries in packet identifier order read on
 //! from the widest gap between the ids (ids are taken in turn and wrap after 65,535). The
@@ -95,6 +102,28 @@ impl MqttWire {
             self.session.outbox().request_ping();
         }
         for_replay
+    }
+
+    /// After a SUBSCRIBE or UNSUBSCRIBE of a resumed session: the reserved ids whose message
+    /// the replay was to bring and no longer will (its channel unsubscribed before the replay
+    /// reached it, or granted QoS 0 now) are sent now as [`MqttWire::resend_unreplayed`]
+    /// sends those at the resume, in the order first sent; the others stay reserved for the
+    /// replay. An UNSUBSCRIBE does not stop a QoS 1 or 2 delivery already started: it
+    /// completes ([MQTT-3.10.4-3]; MQTT 3.1.1 3.10.4).
+    pub(crate) async fn resend_no_longer_replayed(&mut self) {
+        let reserved = self.outbound.take_reserved();
+        if reserved.is_empty() {
+            return;
+        }
+        let (covered, unreplayed): (Vec<Sent>, Vec<Sent>) =
+            reserved.into_iter().partition(|s| self.replay_covers(s));
+        for sent in covered {
+            self.outbound.reserve(sent);
+        }
+        for sent in self.resend_unreplayed(unreplayed).await {
+            // Not reached: none of them is covered any more, nor released.
+            self.outbound.reserve(sent);
+        }
     }
 
     /// Whether the replay brings `sent`'s message again: a subscription of the connection

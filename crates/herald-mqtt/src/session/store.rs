@@ -86,6 +86,11 @@ pub struct StoredInflight {
     /// PUBREC came and PUBREL was sent: only PUBCOMP is awaited (a reconnect sends PUBREL
     /// again, not the message).
     pub released: bool,
+    /// Whether it went with RETAIN set (a retained message sent at SUBSCRIBE, or Retain As
+    /// Published), so a resend goes as the first send did; `None` for a row written before
+    /// the store kept it (SQLite migration 17, PostgreSQL 15), whose RETAIN a resumed session
+    /// works out (herald-mqtt's `session/resend.rs`).
+    pub retain: Option<bool>,
 }
 
 /// An inbound QoS 2 message of a session stored and answered with PUBREC, whose PUBREL has

@@ -17,7 +17,7 @@ pub(crate) const SESSION_COLUMNS: &str = "expiry_ms, disconnected_ms, subscripti
 /// The columns of a position row, in the order [`position_of`] reads them.
 pub(crate) const POSITION_COLUMNS: &str = "channel, epoch, seq";
 /// The columns of an in-flight row, in the order [`inflight_of`] reads them.
-pub(crate) const INFLIGHT_COLUMNS: &str = "packet_id, channel, epoch, seq, released, qos";
+pub(crate) const INFLIGHT_COLUMNS: &str = "packet_id, channel, epoch, seq, released, qos, retain";
 /// The columns of a held inbound QoS 2 row, in the order [`held_qos2_of`] reads them.
 pub(crate) const HELD_QOS2_COLUMNS: &str = "packet_id, n";
 
@@ -88,11 +88,12 @@ pub(crate) fn position_of<R: StoredRow>(row: &R) -> Result<StoredPosition, Store
     })
 }
 
-/// An in-flight row.
+/// An in-flight row (`retain` NULL: written before the store kept it).
 pub(crate) fn inflight_of<R: StoredRow>(row: &R) -> Result<StoredInflight, StoreError> {
     let packet_id: i64 = row.column(0)?;
     let released: i64 = row.column(4)?;
     let qos: i64 = row.column(5)?;
+    let retain: Option<i64> = row.column(6)?;
     Ok(StoredInflight {
         packet_id: u16::try_from(packet_id)
             .map_err(|_| StoreError::failed(format!("corrupt packet id {packet_id} in store")))?,
@@ -104,6 +105,7 @@ pub(crate) fn inflight_of<R: StoredRow>(row: &R) -> Result<StoredInflight, Store
             .ok()
             .filter(|q| matches!(q, 1 | 2))
             .ok_or_else(|| StoreError::failed(format!("corrupt QoS {qos} in store")))?,
+        retain: retain.map(|r| r != 0),
     })
 }
 

@@ -319,11 +319,12 @@ async fn apply(tx: &Transaction<'_>, write: &SessionWrite) -> Result<(), StoreEr
             exec(
                 tx,
                 "INSERT INTO mqtt_session_inflight
-                     (app, client_id, packet_id, channel, epoch, seq, released, qos)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                     (app, client_id, packet_id, channel, epoch, seq, released, qos, retain)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
                  ON CONFLICT (app, client_id, packet_id) DO UPDATE SET
                      channel = excluded.channel, epoch = excluded.epoch, seq = excluded.seq,
-                     released = excluded.released, qos = excluded.qos",
+                     released = excluded.released, qos = excluded.qos,
+                     retain = excluded.retain",
                 &[
                     &key.app.as_str(),
                     &key.client_id,
@@ -333,6 +334,7 @@ async fn apply(tx: &Transaction<'_>, write: &SessionWrite) -> Result<(), StoreEr
                     &seq_to_db(inflight.seq),
                     &i64::from(inflight.released),
                     &i64::from(inflight.qos),
+                    &inflight.retain.map(i64::from),
                 ],
             )
             .await

@@ -326,6 +326,9 @@ const MIGRATIONS: &[&str] = &[
         n BIGINT NOT NULL,
         PRIMARY KEY (app, client_id, packet_id)
     );"#,
+    // What SQLite's MQTT in-flight RETAIN migration adds: whether an in-flight message went
+    // with RETAIN set (NULL for the rows written before).
+    "ALTER TABLE mqtt_session_inflight ADD COLUMN retain BIGINT;",
 ];
 
 /// The schema version this build writes.

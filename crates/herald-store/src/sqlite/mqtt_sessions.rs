@@ -301,11 +301,12 @@ fn apply(conn: &Connection, write: &SessionWrite) -> Result<(), StoreError> {
             let (app, id) = key_of(key);
             exec(
                 "INSERT INTO mqtt_session_inflight
-                     (app, client_id, packet_id, channel, epoch, seq, released, qos)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                     (app, client_id, packet_id, channel, epoch, seq, released, qos, retain)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
                  ON CONFLICT (app, client_id, packet_id) DO UPDATE SET
                      channel = excluded.channel, epoch = excluded.epoch, seq = excluded.seq,
-                     released = excluded.released, qos = excluded.qos",
+                     released = excluded.released, qos = excluded.qos,
+                     retain = excluded.retain",
                 &[
                     &app,
                     &id,
@@ -315,6 +316,7 @@ fn apply(conn: &Connection, write: &SessionWrite) -> Result<(), StoreError> {
                     &seq_to_db(inflight.seq),
                     &i64::from(inflight.released),
                     &i64::from(inflight.qos),
+                    &inflight.retain.map(i64::from),
                 ],
             )
         }

@@ -386,6 +386,10 @@ const MIGRATIONS: &[&str] = &[
         n INTEGER NOT NULL,
         PRIMARY KEY (app, client_id, packet_id)
     ) WITHOUT ROWID;",
+    // MQTT in-flight RETAIN (`sqlite::mqtt_sessions`): whether an outbound QoS 1 or 2 message
+    // in flight went with RETAIN set, so its resend on resume goes as it went; NULL for the
+    // rows written before, whose RETAIN herald-mqtt works out as it did.
+    "ALTER TABLE mqtt_session_inflight ADD COLUMN retain INTEGER;",
 ];
 
 /// The schema version this build writes.

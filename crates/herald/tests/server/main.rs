@@ -43,6 +43,7 @@ mod mqtt_parking;
 mod mqtt_persistence;
 mod mqtt_qos2_durable;
 mod mqtt_refusals;
+mod mqtt_resume_edges;
 mod mqtt_retained;
 mod mqtt_retained_resend;
 mod mqtt_retained_window;

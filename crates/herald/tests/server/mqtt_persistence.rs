@@ -391,6 +391,48 @@ impl Raw {
         }
     }
 
+    /// As [`Raw::connect`] for a persistent session (Clean Start 0), with `then` sent in the
+    /// same write as the CONNECT: the server reads them together, so it handles them before
+    /// it writes anything its resumed session queued (its replay).
+    pub(crate) async fn connect_then(
+        addr: SocketAddr,
+        version: ProtocolVersion,
+        token: &str,
+        client_id: &str,
+        properties: ConnectProperties,
+        then: &[Packet],
+    ) -> (Raw, ConnAck) {
+        let stream = TcpStream::connect(addr).await.expect("connect");
+        let mut raw = Raw {
+            stream,
+            buf: BytesMut::new(),
+            version,
+        };
+        let connect = Connect {
+            protocol_version: version,
+            clean_start: false,
+            keep_alive: 60,
+            client_id: client_id.into(),
+            will: None,
+            username: Some("default".into()),
+            password: Some(packet::Bytes::copy_from_slice(token.as_bytes())),
+            properties,
+        };
+        let mut out = BytesMut::new();
+        let connect = Packet::Connect(Box::new(connect));
+        for packet in std::iter::once(&connect).chain(then) {
+            packet::encode(packet, version, &mut out).expect("encodes");
+        }
+        raw.stream.write_all(&out).await.expect("write");
+        match raw.next().await {
+            Some(Packet::ConnAck(connack)) => {
+                assert_eq!(connack.reason_code, ReasonCode::Success, "{connack:?}");
+                (raw, *connack)
+            }
+            other => panic!("expected CONNACK, got {other:?}"),
+        }
+    }
+
     /// Sends `connect` over a new connection to `addr`: the client and the server's first
     /// answer (a CONNACK, accepting or refusing; `None` if it closed without one).
     pub(crate) async fn connect_with(addr: SocketAddr, connect: Connect) -> (Raw, Option<Packet>) {

@@ -24,7 +24,7 @@ use crate::support::Server;
 
 /// A persistent session's client `id` of `version` (v5: an hour's Session Expiry Interval;
 /// 3.1.1: Clean Session 0).
-async fn connect(server: &Server, version: ProtocolVersion, id: &str) -> (Raw, ConnAck) {
+pub(crate) async fn connect(server: &Server, version: ProtocolVersion, id: &str) -> (Raw, ConnAck) {
     let token = server.token(&["**"], &[]);
     let properties = ConnectProperties {
         session_expiry_interval: if version == ProtocolVersion::V5 {
@@ -83,7 +83,7 @@ async fn retained_on_subscribe(raw: &mut Raw, filter: &str, qos: QoS) -> Publish
 }
 
 /// Sends PINGREQ: the packets before its PINGRESP.
-async fn packets_until_pingresp(raw: &mut Raw) -> Vec<Packet> {
+pub(crate) async fn packets_until_pingresp(raw: &mut Raw) -> Vec<Packet> {
     raw.send(&Packet::PingReq).await;
     let mut seen = Vec::new();
     loop {
@@ -97,7 +97,7 @@ async fn packets_until_pingresp(raw: &mut Raw) -> Vec<Packet> {
 
 /// Sends PINGREQ: the packets before its PINGRESP, described (a PUBLISH with its QoS, flags,
 /// packet identifier and payload).
-async fn until_pingresp(raw: &mut Raw) -> Vec<String> {
+pub(crate) async fn until_pingresp(raw: &mut Raw) -> Vec<String> {
     (packets_until_pingresp(raw).await.iter())
         .map(|packet| match packet {
             Packet::Publish(p) => described(p),
@@ -106,7 +106,7 @@ async fn until_pingresp(raw: &mut Raw) -> Vec<String> {
         .collect()
 }
 
-fn described(p: &Publish) -> String {
+pub(crate) fn described(p: &Publish) -> String {
     format!(
         "PUBLISH {} {:?} dup={} retain={} id={:?} {}",
         p.topic.as_str(),
@@ -119,7 +119,7 @@ fn described(p: &Publish) -> String {
 }
 
 /// `first` as sent again on resume: the same packet with DUP 1.
-fn again(first: &Publish) -> String {
+pub(crate) fn again(first: &Publish) -> String {
     described(&Publish {
         dup: true,
         ..first.clone()
@@ -127,7 +127,7 @@ fn again(first: &Publish) -> String {
 }
 
 /// Acknowledges `p` (QoS 1: PUBACK; QoS 2: PUBREC, the server's PUBREL, PUBCOMP).
-async fn acknowledge(raw: &mut Raw, p: &Publish) {
+pub(crate) async fn acknowledge(raw: &mut Raw, p: &Publish) {
     let id = p.packet_id.expect("QoS 1 or 2");
     if p.qos == QoS::AtLeastOnce {
         raw.send(&Packet::PubAck(PubAck::new(id))).await;

@@ -33,7 +33,8 @@ crate::on_both!(
     mqtt_wills_wait_with_their_sessions_and_are_taken_once,
     mqtt_sessions_of_a_lost_node_end_once_with_their_wills_listed,
     mqtt_sessions_hold_inbound_qos2_ids_until_released,
-    mqtt_sessions_release_inbound_qos2_ids_riding_a_later_append
+    mqtt_sessions_release_inbound_qos2_ids_riding_a_later_append,
+    mqtt_sessions_keep_the_retain_flag_of_in_flight_messages
 );
 
 fn key(app: &AppId, id: &str) -> SessionKey {
@@ -75,7 +76,57 @@ fn inflight(packet_id: u16, channel: &str, seq: u64, released: bool) -> StoredIn
         epoch: "e1".into(),
         seq,
         released,
+        retain: Some(false),
     }
+}
+
+/// Whether an in-flight message went with RETAIN set is read back as written: set, unset, or
+/// unknown (a row written before the store kept it: NULL), also after a reopen; the write
+/// that marks a QoS 2 message released keeps it.
+async fn mqtt_sessions_keep_the_retain_flag_of_in_flight_messages(b: Backend) {
+    let store = b.mqtt_sessions();
+    let app = AppId::default_app();
+    let k = key(&app, "retaining");
+    let with = |packet_id, retain, released| StoredInflight {
+        retain,
+        ..inflight(packet_id, "news", u64::from(packet_id), released)
+    };
+    let mut writes = vec![SessionWrite::Start {
+        key: k.clone(),
+        expiry_ms: 3_600_000,
+        node: None,
+    }];
+    for (id, retain) in [
+        (1, Some(true)),
+        (2, Some(false)),
+        (3, None),
+        (4, Some(true)),
+    ] {
+        writes.push(SessionWrite::Inflight {
+            key: k.clone(),
+            inflight: with(id, retain, false),
+        });
+    }
+    writes.push(SessionWrite::Inflight {
+        key: k.clone(),
+        inflight: with(4, Some(true), true),
+    });
+    store.write_mqtt_sessions(writes).await.unwrap();
+    let expected = vec![
+        with(1, Some(true), false),
+        with(2, Some(false), false),
+        with(3, None, false),
+        with(4, Some(true), true),
+    ];
+    let read = store
+        .mqtt_session(&app, "retaining")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(read.inflight, expected);
+    let b = b.reopen().await;
+    let read = b.mqtt_sessions().mqtt_session(&app, "retaining").await;
+    assert_eq!(read.unwrap().unwrap().inflight, expected, "after a reopen");
 }
 
 async fn mqtt_sessions_keep_subscriptions_positions_and_qos2_ids(b: Backend) {
