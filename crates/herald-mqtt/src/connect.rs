@@ -13,8 +13,8 @@
 //!   absent: the app the credential itself names, so a client that sends only a token needs
 //!   none); the password is a publisher API key of the app (any of its keys, whatever its form:
 //!   publish and subscribe anywhere in it), checked first, or else a client token of that app
-//!   (its channel patterns are the client's permissions). Without a password the client is anonymous,
-//!   allowed only with `mqtt.allow_anonymous`, in `mqtt.anonymous_app` under its rules
+//!   (its channel patterns are the client's permissions). Without a password the client is anonymous
+//!   (its user name, whatever it is, not read), allowed only with `mqtt.allow_anonymous`, in `mqtt.anonymous_app` under its rules
 //!   ([`crate::access`]); with `mqtt.anonymous_ignores_unknown_passwords` too, so is a client
 //!   whose password is not shaped like a credential ([`looks_like_credential`]), as Mosquitto
 //!   takes any password with `allow_anonymous` and no password file. Refusals: no
@@ -213,13 +213,9 @@ async fn authenticate(
     password: Option<&[u8]>,
 ) -> Result<Authenticated, Refusal> {
     let bad = |why: String| (ReasonCode::BadUserNameOrPassword, why);
-    let named = match username {
-        None | Some("") => None,
-        Some(name) => Some(
-            AppId::parse(name)
-                .map_err(|e| bad(format!("the user name is the app id: {}", e.message)))?,
-        ),
-    };
+    // An anonymous client's user name is not read (Mosquitto's `allow_anonymous` takes any,
+    // and devices keep theirs: Tasmota sends `DVES_USER`), so it is parsed only once a
+    // credential is to be checked against it.
     let Some(password) = password else {
         if !settings.allow_anonymous {
             return Err((
@@ -242,6 +238,13 @@ async fn authenticate(
         // is anonymous, as without a password.
         return anonymous(settings);
     }
+    let named = match username {
+        None | Some("") => None,
+        Some(name) => Some(
+            AppId::parse(name)
+                .map_err(|e| bad(format!("the user name is the app id: {}", e.message)))?,
+        ),
+    };
     let password = std::str::from_utf8(password)
         .map_err(|_| bad("the password is not UTF-8 text (a token or an API key)".into()))?;
     // A publisher API key whatever it looks like (a configured `api_key` may be any 16 bytes

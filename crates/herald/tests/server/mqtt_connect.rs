@@ -3,11 +3,14 @@
 //! app its credential names, and `mqtt.max_keep_alive` holds 3.1.1 clients too (which no CONNACK can tell), closing one that asked for more, or for none, after
 //! one and a half times it of silence. With `mqtt.anonymous_ignores_unknown_passwords`, a
 //! password that is no credential lets an anonymous client in, one shaped like a credential
-//! that fails is refused.
+//! that fails is refused. An anonymous client's user name is not read: a device's own (Tasmota's
+//! `DVES_USER`) is no reason to refuse it.
 
 use std::num::NonZeroU16;
 
-use herald_mqtt::packet::{self, Packet, ProtocolVersion, QoS, ReasonCode};
+use herald_mqtt::packet::{
+    self, Connect, ConnectProperties, Packet, ProtocolVersion, QoS, ReasonCode,
+};
 use serde_json::json;
 
 use crate::mqtt_session::{history, Raw};
@@ -215,6 +218,73 @@ async fn anonymous_ignores_unknown_passwords_takes_junk_as_none_and_still_refuse
     let server = Server::builder().mqtt().config(&off).start().await;
     for version in [ProtocolVersion::V311, ProtocolVersion::V5] {
         let (_raw, connack) = Raw::connect(server.mqtt_addr(), version, Some("secret"), 0).await;
+        assert_eq!(
+            connack.reason_code,
+            ReasonCode::BadUserNameOrPassword,
+            "{version:?}"
+        );
+    }
+}
+
+/// Devices moved from a Mosquitto with `allow_anonymous true` keep the user name they had
+/// there, which is rarely an app id (Tasmota's default is `DVES_USER`, with `DVES_PASS`).
+/// An anonymous client's user name is not read, so such a device connects (without a
+/// password, or with one `anonymous_ignores_unknown_passwords` ignores) and is held to the
+/// anonymous rules; with a credential the user name still names its app.
+#[tokio::test]
+async fn an_anonymous_client_may_send_a_user_name_that_is_no_app_id() {
+    let server = Server::builder()
+        .mqtt()
+        .config(
+            "[mqtt]\nallow_anonymous = true\nanonymous_ignores_unknown_passwords = true\n\
+             [[mqtt.anonymous_rules]]\nallow = \"open/#\"\n",
+        )
+        .start()
+        .await;
+    let mqtt = server.mqtt_addr();
+    let token = server.token(&["*"], &[]);
+    let connect = |version, password: Option<&str>| Connect {
+        protocol_version: version,
+        clean_start: true,
+        keep_alive: 0,
+        client_id: String::new(),
+        will: None,
+        username: Some("DVES_USER".into()),
+        password: password.map(|p| packet::Bytes::copy_from_slice(p.as_bytes())),
+        properties: ConnectProperties::default(),
+    };
+    for version in [ProtocolVersion::V311, ProtocolVersion::V5] {
+        for password in [None, Some("DVES_PASS")] {
+            let (mut raw, connack) = Raw::connect_packet(mqtt, connect(version, password)).await;
+            assert_eq!(
+                connack.reason_code,
+                ReasonCode::Success,
+                "{version:?} {password:?}: {:?}",
+                connack.properties.reason_string
+            );
+            // Anonymous: held to the rules.
+            raw.send(&Packet::Subscribe(packet::Subscribe {
+                packet_id: NonZeroU16::new(1).unwrap(),
+                properties: packet::SubscribeProperties::default(),
+                filters: ["open/x", "closed/x"]
+                    .iter()
+                    .map(|f| {
+                        let filter = packet::TopicFilter::new(*f).unwrap();
+                        (filter, packet::SubscriptionOptions::default())
+                    })
+                    .collect(),
+            }))
+            .await;
+            match raw.next().await {
+                Some(Packet::SubAck(ack)) => {
+                    assert_eq!(ack.reason_codes[0], ReasonCode::GrantedQoS0, "{version:?}");
+                    assert_ne!(ack.reason_codes[1], ReasonCode::GrantedQoS0, "{version:?}");
+                }
+                other => panic!("expected SUBACK, got {other:?}; {}", raw.why_closed()),
+            }
+        }
+        // With a credential the user name names the app: one that is no app id is refused.
+        let (_raw, connack) = Raw::connect_packet(mqtt, connect(version, Some(&token))).await;
         assert_eq!(
             connack.reason_code,
             ReasonCode::BadUserNameOrPassword,
