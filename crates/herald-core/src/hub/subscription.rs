@@ -11,10 +11,10 @@
 //! catch-up, drops them while a later page will read them), then it goes live. That is what
 //! makes resume exact (no gap, no duplicate) without blocking publishers.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::{MappedMutexGuard, Mutex, MutexGuard};
+use parking_lot::{Mutex, MutexGuard};
 
 use crate::catchup::{Gap, LiveAction, Page, PageDone, PageRequest, Pager};
 use crate::message::{SharedMessage, StoredMessage};
@@ -47,36 +47,75 @@ const MAX_PARKED: usize = 10_000;
 
 /// One connection's subscription to one channel.
 ///
-/// Every idle subscriber holds one, so it is kept to 64 bytes (80 with the `Arc`'s counts, one
-/// jemalloc class): the filter, which most subscriptions lack, is one pointer, and the catch-up
-/// and the presence membership, each needed by few subscriptions and never on a live
-/// delivery's path, share one lock. A unit test pins the size.
+/// Every idle subscriber holds one, so it is kept to 48 bytes (64 with the `Arc`'s counts, one
+/// jemalloc class; 64 and the 80-byte class until session 36): the filter, which most
+/// subscriptions lack, is one pointer; the catch-up and the presence membership, each needed
+/// by few subscriptions and never on a live delivery's path, are one pointer under one lock,
+/// `None` for a live subscription outside presence; and whether it is live, whether it holds a
+/// membership and the seq its catch-up covered share one word (`State`). A unit test pins
+/// the size.
 pub struct Subscription {
     id: u64,
     outbox: Arc<Outbox>,
-    live: AtomicBool,
-    /// Whether [`Aside::presence`] holds a membership: the one load an unsubscribe from any
-    /// other channel makes.
-    in_presence: AtomicBool,
-    /// Seq up to which the subscriber was caught up from the log. A message committed before
-    /// that read can still reach the hub afterwards (the commit sink runs after the commit), so
-    /// live delivery skips anything at or below it.
-    caught_up_to: AtomicU64,
-    aside: Mutex<Aside>,
+    /// [`State`]'s bits: live, in presence, and the seq up to which the subscriber was caught
+    /// up from the log. A message committed before that read can still reach the hub
+    /// afterwards (the commit sink runs after the commit), so live delivery skips anything at
+    /// or below it.
+    state: AtomicU64,
+    aside: Mutex<Option<Box<Aside>>>,
     /// What it receives and who counts it; `None` (one word) for the many subscriptions that
     /// receive everything and count nothing.
     filter: Option<Box<Filter>>,
 }
 
-/// What a subscription keeps beside its live path, under one lock.
+/// The bits of [`Subscription::state`].
+struct State;
+
+impl State {
+    /// The subscription is live (caught up).
+    const LIVE: u64 = 1 << 63;
+    /// [`Aside::presence`] holds a membership: the one load an unsubscribe from any other
+    /// channel makes.
+    const IN_PRESENCE: u64 = 1 << 62;
+    /// The seq the catch-up covered: seqs stay below 2^62 (one a nanosecond would take 146
+    /// years to get there); a higher one is kept as 2^62 - 1.
+    const SEQ: u64 = (1 << 62) - 1;
+}
+
+/// What a subscription keeps beside its live path, under one lock, allocated only while there
+/// is any.
 struct Aside {
     /// The catch-up while the subscription is not live ([`crate::catchup`]): parks live messages
     /// while a read may miss them, drops them while a later page will read them. `None` once
     /// live, or once the subscription ended (unsubscribed, or its catch-up lost its place).
-    catchup: Option<Box<Pager<SharedMessage>>>,
-    /// Its share of a presence channel's members ([`Subscription::set_presence`]), boxed: one
-    /// pointer in every subscription, the membership only in those to presence channels.
+    catchup: Option<Pager<SharedMessage>>,
+    /// Its share of a presence channel's members ([`Subscription::set_presence`]).
     presence: Option<Box<Membership>>,
+}
+
+/// The catch-up, locked ([`Subscription::catchup`]).
+struct Catchup<'a>(MutexGuard<'a, Option<Box<Aside>>>);
+
+impl Catchup<'_> {
+    /// The pager, while catching up.
+    fn pager(&mut self) -> Option<&mut Pager<SharedMessage>> {
+        self.0.as_mut().and_then(|aside| aside.catchup.as_mut())
+    }
+
+    fn is_some(&self) -> bool {
+        self.0.as_ref().is_some_and(|aside| aside.catchup.is_some())
+    }
+
+    /// Takes the pager (the catch-up ended or went live), freeing what is aside if nothing
+    /// else is there.
+    fn take(&mut self) -> Option<Pager<SharedMessage>> {
+        let aside = self.0.as_mut()?;
+        let pager = aside.catchup.take();
+        if aside.presence.is_none() {
+            *self.0 = None;
+        }
+        pager
+    }
 }
 
 /// What a catch-up's reader does next ([`Subscription::next_read`]).
@@ -99,35 +138,67 @@ impl Subscription {
             filter: filtered.then(|| Box::new(filter)),
             id,
             outbox,
-            live: AtomicBool::new(false),
-            in_presence: AtomicBool::new(false),
-            caught_up_to: AtomicU64::new(0),
-            aside: Mutex::new(Aside {
-                catchup: Some(Box::new(Pager::new(0, catchup_budget, MAX_PARKED))),
+            state: AtomicU64::new(0),
+            aside: Mutex::new(Some(Box::new(Aside {
+                catchup: Some(Pager::new(0, catchup_budget, MAX_PARKED)),
                 presence: None,
-            }),
+            }))),
         }
     }
 
     /// The catch-up, locked (see [`Aside::catchup`]).
-    fn catchup(&self) -> MappedMutexGuard<'_, Option<Box<Pager<SharedMessage>>>> {
-        MutexGuard::map(self.aside.lock(), |aside| &mut aside.catchup)
+    fn catchup(&self) -> Catchup<'_> {
+        Catchup(self.aside.lock())
+    }
+
+    /// Whether the subscription is live, with `ordering` (`Acquire` where what went live
+    /// before must be seen).
+    fn live(&self, ordering: Ordering) -> bool {
+        self.state.load(ordering) & State::LIVE != 0
+    }
+
+    /// The seq up to which the catch-up covered the channel.
+    fn caught_up_to(&self) -> u64 {
+        self.state.load(Ordering::Relaxed) & State::SEQ
+    }
+
+    /// Sets the seq the catch-up covered (and `also`'s bits), keeping the other bits.
+    fn set_caught_up_to(&self, seq: u64, also: u64) {
+        let seq = seq.min(State::SEQ);
+        let _ = self
+            .state
+            .fetch_update(Ordering::Release, Ordering::Relaxed, |state| {
+                Some((state & !State::SEQ) | seq | also)
+            });
     }
 
     /// Keeps `membership` (this subscription's share of its presence channel's members) until
     /// the subscription is unsubscribed, or [`Subscription::take_presence`] takes it.
     pub fn set_presence(&self, membership: Membership) {
-        self.aside.lock().presence = Some(Box::new(membership));
-        self.in_presence.store(true, Ordering::Release);
+        let mut aside = self.aside.lock();
+        let aside = aside.get_or_insert_with(|| {
+            Box::new(Aside {
+                catchup: None,
+                presence: None,
+            })
+        });
+        aside.presence = Some(Box::new(membership));
+        self.state.fetch_or(State::IN_PRESENCE, Ordering::Release);
     }
 
     /// Takes the membership [`Subscription::set_presence`] gave (to give it back later than
     /// the unsubscribe: a long-poll keeps its user a member between polls).
     pub fn take_presence(&self) -> Option<Membership> {
-        if !self.in_presence.load(Ordering::Acquire) {
+        if self.state.load(Ordering::Acquire) & State::IN_PRESENCE == 0 {
             return None;
         }
-        self.aside.lock().presence.take().map(|m| *m)
+        let mut locked = self.aside.lock();
+        let aside = locked.as_mut()?;
+        let membership = aside.presence.take();
+        if aside.catchup.is_none() {
+            *locked = None;
+        }
+        membership.map(|m| *m)
     }
 
     /// Whether this subscription receives `message`.
@@ -150,8 +221,7 @@ impl Subscription {
 
     /// Queues a live message unless the catch-up already covered it.
     fn send_live(&self, message: &SharedMessage) {
-        if message.seq > self.caught_up_to.load(Ordering::Relaxed)
-            && self.outbox.push(OutFrame::Message(message.clone()))
+        if message.seq > self.caught_up_to() && self.outbox.push(OutFrame::Message(message.clone()))
         {
             self.tally(1);
         }
@@ -166,7 +236,7 @@ impl Subscription {
     /// backlog gathered while the fan-out thread waited for a core is no more likely to overflow
     /// a reader's queue than the same messages delivered one at a time.
     fn send_live_run(&self, run: &[SharedMessage]) {
-        let caught_up_to = self.caught_up_to.load(Ordering::Relaxed);
+        let caught_up_to = self.caught_up_to();
         let mut queued = 0;
         let mut rest = run;
         while !rest.is_empty() {
@@ -196,7 +266,7 @@ impl Subscription {
         if let [message] = run {
             return self.deliver(message);
         }
-        if self.live.load(Ordering::Acquire) {
+        if self.live(Ordering::Acquire) {
             return self.send_live_run(run);
         }
         for message in run {
@@ -216,24 +286,24 @@ impl Subscription {
 
     /// Whether the subscription is live (caught up).
     pub fn is_live(&self) -> bool {
-        self.live.load(Ordering::Acquire)
+        self.live(Ordering::Acquire)
     }
 
     pub(super) fn deliver(&self, message: &SharedMessage) {
         if !self.admits(message) {
             return;
         }
-        if self.live.load(Ordering::Acquire) {
+        if self.live(Ordering::Acquire) {
             self.send_live(message);
             return;
         }
         let mut catchup = self.catchup();
-        if self.live.load(Ordering::Acquire) {
+        if self.live(Ordering::Acquire) {
             drop(catchup);
             self.send_live(message);
             return;
         }
-        let Some(pager) = catchup.as_mut() else {
+        let Some(pager) = catchup.pager() else {
             return; // ended
         };
         match pager.on_live(message.clone()) {
@@ -254,7 +324,7 @@ impl Subscription {
     /// [`Pager::next_read`]: paced by the catch-up bytes its outbox still holds).
     pub fn next_read(&self) -> NextRead {
         let mut catchup = self.catchup();
-        match catchup.as_mut() {
+        match catchup.pager() {
             None => NextRead::Done,
             Some(pager) => match pager.next_read(self.outbox.catchup_queued()) {
                 Some(request) => NextRead::Read(request),
@@ -296,7 +366,7 @@ impl Subscription {
         shape: Shape,
     ) -> Result<bool, Gap> {
         let mut catchup = self.catchup();
-        let Some(pager) = catchup.as_mut() else {
+        let Some(pager) = catchup.pager() else {
             return Ok(true);
         };
         let done = read(pager)?;
@@ -313,9 +383,9 @@ impl Subscription {
             self.tally(n);
         }
         if done.live {
-            self.caught_up_to.store(pager.cursor(), Ordering::Relaxed);
-            *catchup = None;
-            self.live.store(true, Ordering::Release);
+            let cursor = pager.cursor();
+            catchup.take();
+            self.set_caught_up_to(cursor, State::LIVE);
         }
         Ok(done.live)
     }
@@ -339,7 +409,7 @@ impl Subscription {
     /// `caught_up_to`), all under the parking lock so no live message can slip in between.
     pub fn go_live(&self, first: Vec<OutFrame>, caught_up_to: u64) {
         let mut catchup = self.catchup();
-        self.caught_up_to.store(caught_up_to, Ordering::Relaxed);
+        self.set_caught_up_to(caught_up_to, 0);
         let mut frames = first;
         if let Some(mut pager) = catchup.take() {
             frames.extend(
@@ -356,7 +426,7 @@ impl Subscription {
         if self.outbox.push_all_unbounded(frames) {
             self.tally(messages as u64);
         }
-        self.live.store(true, Ordering::Release);
+        self.state.fetch_or(State::LIVE, Ordering::Release);
     }
 }
 
@@ -375,13 +445,30 @@ mod tests {
     use bytes::Bytes;
 
     #[test]
-    fn a_subscription_fits_jemallocs_80_byte_class() {
-        // Every idle subscriber holds one: 64 bytes, plus the Arc's two counts.
+    fn a_subscription_fits_jemallocs_64_byte_class() {
+        // Every idle subscriber holds one: 48 bytes, plus the Arc's two counts.
         assert!(
-            size_of::<Subscription>() <= 64,
+            size_of::<Subscription>() <= 48,
             "Subscription is {} bytes",
             size_of::<Subscription>()
         );
+    }
+
+    #[test]
+    fn a_live_subscription_keeps_nothing_aside_and_its_bits_apart() {
+        let hub = Hub::new();
+        let ch = ChannelName::parse("news").unwrap();
+        let (sub, _) = hub.subscribe(&ch, Outbox::new(1 << 20));
+        assert!(sub.aside.lock().is_some(), "catching up: the pager");
+        assert!(sub.is_catching_up() && !sub.is_live());
+        sub.go_live(vec![], 7);
+        assert!(sub.is_live() && !sub.is_catching_up());
+        assert!(sub.aside.lock().is_none(), "live: nothing aside");
+        assert_eq!(sub.caught_up_to(), 7);
+        assert_eq!(sub.take_presence().map(|_| ()), None);
+        sub.set_caught_up_to(u64::MAX, 0);
+        assert!(sub.is_live(), "a seq past 2^62 leaves the flags");
+        assert_eq!(sub.caught_up_to(), State::SEQ);
     }
 
     #[test]
