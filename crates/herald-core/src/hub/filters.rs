@@ -30,9 +30,11 @@
 //! before a SUBSCRIBE reaches the subscriber only as what the protocol reads from the store
 //! at SUBSCRIBE (MQTT's retained message, with RETAIN 1 [MQTT-3.3.1-8]; a RETAIN 0 publish
 //! not at all), never live, however far behind the fan-out is. Exact subscriptions have their
-//! own rule (they skip what is at or below the channel's head they start at). Without a
-//! fan-out (a hub alone, in tests) and for messages from a networked bus's app feed (counted
-//! by no commit here: [`Hub::deliver_filters_only`](super::Hub::deliver_filters_only)), every
+//! own rule (they skip what is at or below the channel's head they start at). A share group
+//! counts from when it was made: a member joining it later takes its turns in what the group
+//! takes, and a repeated subscribe of a filter keeps its first mark. Without a fan-out (a
+//! hub alone, in tests) and for messages from a networked bus's app feed (counted by no
+//! commit here: [`Hub::deliver_filters_only`](super::Hub::deliver_filters_only)), every
 //! filter registered when they are handed over takes them.
 //!
 //! **Shared subscriptions** ([`shared`]): a group of subscribers taking turns is one entry of
