@@ -18,6 +18,8 @@
 //! 1009, a packet over `mqtt.max_packet_size` (in one message or across several) as on TCP (v5:
 //! DISCONNECT 0x95).
 //!
+//! Off, `/mqtt` answers `404` saying so ([`switched_off_router`]).
+//!
 //! [`DETECTOR`] recognises the handshake from a connection's first bytes, so the HTTP listener
 //! keeps the connection on the sessions' runtime, where it will run.
 
@@ -28,7 +30,7 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use herald_core::HeraldError;
+use herald_core::{ErrorCode, HeraldError};
 use herald_edge::conn::{Conn, WsStream};
 use herald_edge::detect::GetPath;
 use herald_edge::ws::handshake::{offered_protocols, Upgrade};
@@ -58,6 +60,21 @@ pub fn router(state: Arc<MqttOverWebSocket>) -> Router {
     Router::new().route("/mqtt", get(upgrade)).with_state(state)
 }
 
+/// The router of `/mqtt` while `mqtt.websocket` is off: `404`, as any unknown path, saying
+/// which setting serves it (an operator pointing Home Assistant's WebSocket transport, or a
+/// browser's mqtt.js, at a server without it otherwise reads only "no such endpoint").
+pub fn switched_off_router() -> Router {
+    Router::new().route("/mqtt", get(switched_off))
+}
+
+async fn switched_off() -> Response {
+    error_response(&HeraldError::new(
+        ErrorCode::NotFound,
+        "MQTT over WebSocket (/mqtt) is off on this server: mqtt.websocket = true \
+         (HERALD_MQTT_WEBSOCKET=true) serves it",
+    ))
+}
+
 /// The subprotocol to answer with: the first the client offered that `/mqtt` accepts, as the
 /// client spelled it.
 pub fn choose_subprotocol<'a>(offered: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
@@ -81,8 +98,7 @@ async fn upgrade(State(state): State<Arc<MqttOverWebSocket>>, mut request: Reque
         Ok(upgrade) => upgrade,
         Err(e) => {
             return error_response(&HeraldError::bad_request(format!(
-                "/mqtt takes MQTT over WebSocket (subprotocol mqtt), and this is no WebSocket \
-                 upgrade it accepts: {}",
+                "/mqtt takes MQTT over WebSocket (subprotocol mqtt): {}",
                 e.message
             )))
         }

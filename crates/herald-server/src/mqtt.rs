@@ -49,13 +49,16 @@ pub(crate) fn start_sessions(
     Some(sessions)
 }
 
-/// The router of `/mqtt` when `mqtt.websocket` is on (and so `sessions` were started).
+/// The router of `/mqtt` when `mqtt.websocket` is on (and so `sessions` were started); off,
+/// one that answers `404` naming the setting.
 pub(crate) fn websocket_router(
     port: &MqttPort,
     edge: &Arc<Edge>,
     sessions: &Option<Arc<Sessions>>,
 ) -> Option<Router> {
-    let sessions = sessions.as_ref().filter(|_| port.websocket)?;
+    let Some(sessions) = sessions.as_ref().filter(|_| port.websocket) else {
+        return Some(herald_mqtt::websocket::switched_off_router());
+    };
     tracing::info!("MQTT over WebSocket at /mqtt");
     Some(herald_mqtt::websocket::router(Arc::new(
         MqttOverWebSocket {

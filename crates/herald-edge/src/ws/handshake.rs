@@ -56,7 +56,7 @@ impl Upgrade {
             || !has_token(headers, header::UPGRADE, "websocket")
         {
             return Err(HeraldError::bad_request(
-                "/v1/ws takes a WebSocket upgrade (GET with Connection: upgrade, Upgrade: websocket)",
+                "not a WebSocket upgrade (a GET with Connection: upgrade, Upgrade: websocket)",
             ));
         }
         if headers

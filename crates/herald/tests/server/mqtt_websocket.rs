@@ -442,13 +442,16 @@ async fn the_upgrade_needs_an_mqtt_subprotocol_and_answers_the_one_chosen() {
             "{offered:?}: {message}"
         );
     }
-    // A plain GET is no upgrade: said as clearly.
+    // A plain GET is no upgrade: said as clearly, naming no other endpoint (the shared
+    // handshake check once answered "/v1/ws takes a WebSocket upgrade" here).
     let (status, body) = server.get("/mqtt").await;
     assert_eq!(status, 400, "{body}");
     assert!(
-        body["error"]["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("/mqtt takes MQTT over WebSocket")),
+        body["error"]["message"].as_str().is_some_and(|m| {
+            m.contains("/mqtt takes MQTT over WebSocket")
+                && m.contains("not a WebSocket upgrade")
+                && !m.contains("/v1/ws")
+        }),
         "{body}"
     );
     // Paho's JavaScript offers mqttv3.1; the first acceptable offer is the one answered.
@@ -536,13 +539,22 @@ async fn a_websocket_connection_counts_against_the_apps_limit_with_tcp_ones() {
 async fn mqtt_over_websocket_is_served_only_when_switched_on() {
     let server = server_with_websocket().await;
     assert!(WsMqtt::open(&server, Some("mqtt")).await.is_ok());
-    // Neither by default nor with the TCP listener alone.
+    // Neither by default nor with the TCP listener alone; the 404 names the setting that
+    // serves it (it once said only "no such endpoint").
     for server in [
         Server::start().await,
         Server::builder().mqtt().start().await,
     ] {
         match WsMqtt::open(&server, Some("mqtt")).await {
-            Err((status, _)) => assert_eq!(status, 404),
+            Err((status, body)) => {
+                assert_eq!(status, 404, "{body}");
+                assert!(
+                    body["error"]["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("mqtt.websocket = true")),
+                    "{body}"
+                );
+            }
             Ok(_) => panic!("/mqtt served without mqtt.websocket"),
         }
     }
