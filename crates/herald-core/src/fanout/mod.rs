@@ -222,8 +222,9 @@ impl CommitSink for FanOut {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hub::tests::seqs as queued;
     use crate::name::topic::filter::TopicFilter;
-    use crate::outbox::{OutFrame, Outbox};
+    use crate::outbox::Outbox;
     use crate::tenant::AppId;
     use crate::ChannelName;
 
@@ -246,26 +247,10 @@ mod tests {
         let mut seqs = Vec::new();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         while seqs.len() < 6 && std::time::Instant::now() < deadline {
-            seqs.extend(out.take().0.into_iter().filter_map(|f| match f {
-                OutFrame::Message(m) | OutFrame::Replayed(m) => Some(m.seq),
-                OutFrame::Control(_) | OutFrame::Presence(_) => None,
-            }));
+            seqs.extend(queued(&out));
             std::thread::yield_now();
         }
         assert_eq!(seqs, vec![1, 2, 3, 4, 5, 6]);
-    }
-
-    /// The seqs queued in `outbox`.
-    fn queued(outbox: &Outbox) -> Vec<u64> {
-        outbox
-            .take()
-            .0
-            .into_iter()
-            .filter_map(|f| match f {
-                OutFrame::Message(m) => Some(m.seq),
-                _ => None,
-            })
-            .collect()
     }
 
     #[test]

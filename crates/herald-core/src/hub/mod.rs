@@ -687,7 +687,7 @@ impl Hub {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::message::{Epoch, StoredMessage};
     use crate::outbox::OutFrame;
@@ -696,7 +696,7 @@ mod tests {
         crate::message::test_message(ch, seq, b"{}")
     }
 
-    pub(super) fn seqs(outbox: &Outbox) -> Vec<u64> {
+    pub(crate) fn seqs(outbox: &Outbox) -> Vec<u64> {
         outbox
             .take()
             .0

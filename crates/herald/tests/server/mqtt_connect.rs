@@ -161,6 +161,30 @@ async fn without_a_user_name_the_credential_names_its_app() {
     );
 }
 
+/// Subscribes `raw` (an anonymous client under the rule `allow = "open/#"`) to `open/x` and
+/// `closed/x`: the first granted, the second refused.
+async fn assert_held_to_the_open_rule(raw: &mut Raw, version: ProtocolVersion) {
+    raw.send(&Packet::Subscribe(packet::Subscribe {
+        packet_id: NonZeroU16::new(1).unwrap(),
+        properties: packet::SubscribeProperties::default(),
+        filters: ["open/x", "closed/x"]
+            .iter()
+            .map(|f| {
+                let filter = packet::TopicFilter::new(*f).unwrap();
+                (filter, packet::SubscriptionOptions::default())
+            })
+            .collect(),
+    }))
+    .await;
+    match raw.next().await {
+        Some(Packet::SubAck(ack)) => {
+            assert_eq!(ack.reason_codes[0], ReasonCode::GrantedQoS0, "{version:?}");
+            assert_ne!(ack.reason_codes[1], ReasonCode::GrantedQoS0, "{version:?}");
+        }
+        other => panic!("expected SUBACK, got {other:?}; {}", raw.why_closed()),
+    }
+}
+
 #[tokio::test]
 async fn anonymous_ignores_unknown_passwords_takes_junk_as_none_and_still_refuses_bad_credentials()
 {
@@ -178,25 +202,7 @@ async fn anonymous_ignores_unknown_passwords_takes_junk_as_none_and_still_refuse
         // Junk: anonymous, held to the anonymous rules.
         let (mut raw, connack) = Raw::connect(mqtt, version, Some("secret"), 0).await;
         assert_eq!(connack.reason_code, ReasonCode::Success, "{version:?}");
-        raw.send(&Packet::Subscribe(packet::Subscribe {
-            packet_id: NonZeroU16::new(1).unwrap(),
-            properties: packet::SubscribeProperties::default(),
-            filters: ["open/x", "closed/x"]
-                .iter()
-                .map(|f| {
-                    let filter = packet::TopicFilter::new(*f).unwrap();
-                    (filter, packet::SubscriptionOptions::default())
-                })
-                .collect(),
-        }))
-        .await;
-        match raw.next().await {
-            Some(Packet::SubAck(ack)) => {
-                assert_eq!(ack.reason_codes[0], ReasonCode::GrantedQoS0, "{version:?}");
-                assert_ne!(ack.reason_codes[1], ReasonCode::GrantedQoS0, "{version:?}");
-            }
-            other => panic!("expected SUBACK, got {other:?}; {}", raw.why_closed()),
-        }
+        assert_held_to_the_open_rule(&mut raw, version).await;
         // Shaped like a credential and failing: refused as always.
         for bad in [forged.as_str(), "hk_0123456789abcdef0123"] {
             let (mut raw, connack) = Raw::connect(mqtt, version, Some(bad), 0).await;
@@ -263,25 +269,7 @@ async fn an_anonymous_client_may_send_a_user_name_that_is_no_app_id() {
                 connack.properties.reason_string
             );
             // Anonymous: held to the rules.
-            raw.send(&Packet::Subscribe(packet::Subscribe {
-                packet_id: NonZeroU16::new(1).unwrap(),
-                properties: packet::SubscribeProperties::default(),
-                filters: ["open/x", "closed/x"]
-                    .iter()
-                    .map(|f| {
-                        let filter = packet::TopicFilter::new(*f).unwrap();
-                        (filter, packet::SubscriptionOptions::default())
-                    })
-                    .collect(),
-            }))
-            .await;
-            match raw.next().await {
-                Some(Packet::SubAck(ack)) => {
-                    assert_eq!(ack.reason_codes[0], ReasonCode::GrantedQoS0, "{version:?}");
-                    assert_ne!(ack.reason_codes[1], ReasonCode::GrantedQoS0, "{version:?}");
-                }
-                other => panic!("expected SUBACK, got {other:?}; {}", raw.why_closed()),
-            }
+            assert_held_to_the_open_rule(&mut raw, version).await;
         }
         // With a credential the user name names the app: one that is no app id is refused.
         let (_raw, connack) = Raw::connect_packet(mqtt, connect(version, Some(&token))).await;

@@ -310,6 +310,26 @@ pub(crate) fn subscribe(filters: &[(&str, QoS)]) -> Packet {
     })
 }
 
+/// The CONNECT of a client of the default app with `token` as its password: Clean Start 0, a
+/// keep-alive of 60 s.
+fn default_app_connect(
+    version: ProtocolVersion,
+    token: &str,
+    client_id: &str,
+    properties: ConnectProperties,
+) -> Connect {
+    Connect {
+        protocol_version: version,
+        clean_start: false,
+        keep_alive: 60,
+        client_id: client_id.into(),
+        will: None,
+        username: Some("default".into()),
+        password: Some(packet::Bytes::copy_from_slice(token.as_bytes())),
+        properties,
+    }
+}
+
 /// A raw MQTT client of a session: herald-mqtt's codec over a TCP socket (also used by
 /// `mqtt_cluster.rs`).
 pub(crate) struct Raw {
@@ -365,30 +385,12 @@ impl Raw {
         properties: ConnectProperties,
         keep_alive: u16,
     ) -> (Raw, ConnAck) {
-        let stream = TcpStream::connect(addr).await.expect("connect");
-        let mut raw = Raw {
-            stream,
-            buf: BytesMut::new(),
-            version,
-        };
         let connect = Connect {
-            protocol_version: version,
             clean_start,
             keep_alive,
-            client_id: client_id.into(),
-            will: None,
-            username: Some("default".into()),
-            password: Some(packet::Bytes::copy_from_slice(token.as_bytes())),
-            properties,
+            ..default_app_connect(version, token, client_id, properties)
         };
-        raw.send(&Packet::Connect(Box::new(connect))).await;
-        match raw.next().await {
-            Some(Packet::ConnAck(connack)) => {
-                assert_eq!(connack.reason_code, ReasonCode::Success, "{connack:?}");
-                (raw, *connack)
-            }
-            other => panic!("expected CONNACK, got {other:?}"),
-        }
+        Raw::connect_sending(addr, connect, &[]).await
     }
 
     /// As [`Raw::connect`] for a persistent session (Clean Start 0), with `then` sent in the
@@ -402,21 +404,23 @@ impl Raw {
         properties: ConnectProperties,
         then: &[Packet],
     ) -> (Raw, ConnAck) {
+        let connect = default_app_connect(version, token, client_id, properties);
+        Raw::connect_sending(addr, connect, then).await
+    }
+
+    /// Sends `connect` and `then` in one write over a new connection to `addr`: the client
+    /// and the CONNACK, which must accept.
+    async fn connect_sending(
+        addr: SocketAddr,
+        connect: Connect,
+        then: &[Packet],
+    ) -> (Raw, ConnAck) {
         let stream = TcpStream::connect(addr).await.expect("connect");
+        let version = connect.protocol_version;
         let mut raw = Raw {
             stream,
             buf: BytesMut::new(),
             version,
-        };
-        let connect = Connect {
-            protocol_version: version,
-            clean_start: false,
-            keep_alive: 60,
-            client_id: client_id.into(),
-            will: None,
-            username: Some("default".into()),
-            password: Some(packet::Bytes::copy_from_slice(token.as_bytes())),
-            properties,
         };
         let mut out = BytesMut::new();
         let connect = Packet::Connect(Box::new(connect));

@@ -233,7 +233,12 @@ impl PahoRun {
     pub async fn finish(mut self) -> (Option<i32>, Vec<Value>) {
         while let Ok(Some(line)) = tokio::time::timeout(CLIENT_TIMEOUT, self.lines.next_line())
             .await
-            .unwrap_or_else(|_| panic!("{} did not finish", self.command))
+            .unwrap_or_else(|_| {
+                panic!(
+                    "{} did not finish: nothing printed for {CLIENT_TIMEOUT:?}; events: {:?}",
+                    self.command, self.seen
+                )
+            })
         {
             if let Ok(value) = serde_json::from_str::<Value>(&line) {
                 self.seen.push(value);

@@ -1,24 +1,12 @@
-use crate::hub::tests::msg;
+use crate::hub::tests::{msg, seqs};
 use crate::hub::Hub;
 use crate::name::topic::filter::TopicFilter;
 use crate::name::ChannelName;
-use crate::outbox::{OutFrame, Outbox};
+use crate::outbox::Outbox;
 use crate::tenant::AppId;
 
 fn channel(app: &AppId, topic: &str) -> ChannelName {
     app.channel(&ChannelName::from_topic(topic).unwrap())
-}
-
-fn seqs(outbox: &Outbox) -> Vec<u64> {
-    outbox
-        .take()
-        .0
-        .into_iter()
-        .filter_map(|f| match f {
-            OutFrame::Message(m) => Some(m.seq),
-            _ => None,
-        })
-        .collect()
 }
 
 #[test]
