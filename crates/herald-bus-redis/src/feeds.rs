@@ -332,6 +332,8 @@ async fn bounded<T, E>(f: impl std::future::Future<Output = Result<T, E>>) -> Op
 /// `app` has filters here: follow its feed, add this node's member, announce it and, once
 /// every live node answered (or [`ACK_WAIT`] passed), say the feed is ready.
 async fn gained(shared: &Arc<Shared>, app: Box<str>) {
+    #[cfg(debug_assertions)]
+    crate::test_hold::wait().await;
     if !shared.feeds.local.lock().contains_key(&app) {
         return; // lost again meanwhile
     }

@@ -66,6 +66,8 @@ mod sender;
 pub mod sequencer;
 mod shares;
 mod subscriptions;
+#[cfg(debug_assertions)]
+mod test_hold;
 mod tls;
 
 pub use bus::{BusOptions, BusStats, Connected, RedisBus};

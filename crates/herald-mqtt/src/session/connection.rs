@@ -347,6 +347,19 @@ impl MqttWire {
             }
         }
         self.store_changed_subscriptions();
+        if has_filters
+            || subscriptions
+                .iter()
+                .any(|s| s.filter.starts_with("$share/"))
+        {
+            // In a cluster, once every node sends the app's messages to this node's filters
+            // (as a SUBSCRIBE of a filter is answered): what is published before that is in
+            // the logs the replay lists, what after reaches the filters, behind the gate.
+            // Without it a message published on another node right after the CONNACK could
+            // miss both (at once on one node).
+            let registry = self.session.edge().engine.filters().clone();
+            registry.feed_ready(&app).await;
+        }
         self.replay_missed(&stored).await;
         if let Some(persist) = self.persist.as_mut() {
             // Open now; the filters' admission keeps its own reference.

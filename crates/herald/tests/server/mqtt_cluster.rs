@@ -22,7 +22,7 @@ use crate::mqtt_persistence::{subscribe, Raw};
 use crate::mqtt_will::client;
 use crate::support::cluster::StoreAndBus;
 use crate::support::mqtt::{mosquitto_pub, paho, PahoRun};
-use crate::support::{Server, Ws, API_KEY};
+use crate::support::{HoldFile, Server, Ws, API_KEY};
 
 /// A PostgreSQL and a Redis for one test (dropped with it, before the nodes) and two MQTT
 /// nodes over them.
@@ -38,6 +38,20 @@ impl Cluster {
         let node = || Server::builder().mqtt().in_cluster(&shared).start();
         let one = node().await;
         let two = node().await;
+        Cluster { shared, one, two }
+    }
+
+    /// As [`Cluster::start`], node two not starting to follow an app's feed while `hold`'s
+    /// file exists (debug builds' `HERALD_TEST_FEED_HOLD`).
+    async fn start_with_feed_hold_on_two(hold: &HoldFile) -> Cluster {
+        let shared = StoreAndBus::start().await;
+        let one = Server::builder().mqtt().in_cluster(&shared).start().await;
+        let two = Server::builder()
+            .mqtt()
+            .in_cluster(&shared)
+            .env("HERALD_TEST_FEED_HOLD", hold.path())
+            .start()
+            .await;
         Cluster { shared, one, two }
     }
 }
@@ -339,6 +353,71 @@ async fn a_wildcard_filter_of_a_session_moved_to_another_node_gets_what_it_misse
             Some("fleet/end"),
             "{got:?}"
         );
+    })
+    .await
+    .expect("the test finishes within two minutes");
+}
+
+/// A resumed session's wildcard filter hears every node before its CONNACK (as a SUBSCRIBE
+/// of a filter is answered): a message published on another node while the resuming node
+/// starts to follow the app's feed is replayed from the log, not lost between the replay's
+/// listing and the feed. Node two's start of the feed is held (debug builds' hook) while the
+/// session resumes there; the resume once answered the CONNACK at once, listed the
+/// channels before the message existed, and never heard it from the feed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_wildcard_filter_misses_nothing_published_elsewhere_while_its_feed_starts() {
+    tokio::time::timeout(Duration::from_secs(120), async {
+        let hold = HoldFile::new("feed");
+        let cluster = Cluster::start_with_feed_hold_on_two(&hold).await;
+        let (one, two) = (&cluster.one, &cluster.two);
+        let token = one.token(&["**"], &[]);
+        let session = |subscribe: Value, expect: u64| {
+            client(
+                &token,
+                "resuming-filter",
+                json!({
+                    "clean": false, "session_expiry": 3600, "subscribe": subscribe,
+                    "expect": expect, "timeout": 15
+                }),
+            )
+        };
+        let mut first = PahoRun::start(
+            one.mqtt_addr(),
+            session(json!([{ "topic": "fleet/+", "qos": 1 }]), 1),
+        );
+        first.until("subscribed").await;
+        one.publish("fleet/a", json!("before")).await;
+        let (code, events) = first.finish().await;
+        assert_eq!(code, Some(0), "{events:?}");
+        // The session resumes on node two, whose feed does not start while held: its
+        // CONNACK waits for it. A message published on node one meanwhile, then the hold
+        // released.
+        hold.hold();
+        let mut back = PahoRun::start(two.mqtt_addr(), session(json!([]), 2));
+        let early = tokio::time::timeout(Duration::from_millis(500), back.until("connack")).await;
+        one.publish("fleet/b", json!("while the feed starts")).await;
+        hold.release();
+        let connack = match early {
+            Ok(connack) => connack,
+            Err(_) => back.until("connack").await,
+        };
+        assert_eq!(connack["session_present"], true, "{connack}");
+        one.publish("fleet/c", json!("after")).await;
+        let (code, events) = back.finish().await;
+        let got: Vec<(&str, &str)> = events
+            .iter()
+            .filter(|e| e["event"] == "message")
+            .map(|e| (e["topic"].as_str().unwrap(), e["payload"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("fleet/b", "\"while the feed starts\""),
+                ("fleet/c", "\"after\"")
+            ],
+            "{events:?}"
+        );
+        assert_eq!(code, Some(0), "{events:?}");
     })
     .await
     .expect("the test finishes within two minutes");

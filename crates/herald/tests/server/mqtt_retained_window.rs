@@ -24,7 +24,7 @@ use tokio::task::JoinHandle;
 
 use crate::mqtt_conformance::publish_stored;
 use crate::mqtt_session::Raw;
-use crate::support::{Server, API_KEY};
+use crate::support::{HoldFile, Server, API_KEY};
 
 /// Clients that subscribe while the flood runs, one SUBSCRIBE each.
 const ROUNDS: usize = 60;
@@ -165,44 +165,12 @@ async fn a_wildcard_subscribe_during_a_flood_gets_each_message_once_and_in_order
     );
 }
 
-/// The file whose existence holds the server's fan-out thread (debug builds,
-/// `HERALD_TEST_FANOUT_HOLD`); removed when dropped, so a failing test leaves none behind.
-struct FanOutHold(std::path::PathBuf);
-
-impl FanOutHold {
-    fn new() -> FanOutHold {
-        let name = format!(
-            "herald-fanout-hold-{}-{}",
-            std::process::id(),
-            rand::random::<u64>()
-        );
-        FanOutHold(std::env::temp_dir().join(name))
-    }
-
-    fn hold(&self) {
-        std::fs::write(&self.0, b"held").expect("the hold's file");
-    }
-
-    fn release(&self) {
-        std::fs::remove_file(&self.0).expect("the hold's file");
-    }
-}
-
-impl Drop for FanOutHold {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
 #[tokio::test]
 async fn a_message_committed_before_a_wildcard_subscribe_goes_only_as_the_retained_message() {
-    let hold = FanOutHold::new();
+    let hold = HoldFile::new("fanout");
     let server = Server::builder()
         .mqtt()
-        .env(
-            "HERALD_TEST_FANOUT_HOLD",
-            hold.0.to_str().expect("a UTF-8 path"),
-        )
+        .env("HERALD_TEST_FANOUT_HOLD", hold.path())
         .start()
         .await;
     let addr = server.mqtt_addr();

@@ -672,3 +672,39 @@ impl Sse {
         }
     }
 }
+
+/// The file whose existence holds part of a server under test (debug builds' test hooks:
+/// `HERALD_TEST_FANOUT_HOLD` holds the fan-out thread, `HERALD_TEST_FEED_HOLD` a cluster
+/// node's start of an app's feed); removed when dropped, so a failing test leaves none behind.
+pub struct HoldFile(pub PathBuf);
+
+impl HoldFile {
+    /// A file name of its own in the temporary directory (`what` names the hold).
+    pub fn new(what: &str) -> HoldFile {
+        let name = format!(
+            "herald-{what}-hold-{}-{}",
+            std::process::id(),
+            rand::random::<u64>()
+        );
+        HoldFile(std::env::temp_dir().join(name))
+    }
+
+    /// Its path, for the server's environment.
+    pub fn path(&self) -> &str {
+        self.0.to_str().expect("a UTF-8 path")
+    }
+
+    pub fn hold(&self) {
+        std::fs::write(&self.0, b"held").expect("the hold's file");
+    }
+
+    pub fn release(&self) {
+        std::fs::remove_file(&self.0).expect("the hold's file");
+    }
+}
+
+impl Drop for HoldFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
