@@ -195,8 +195,16 @@ pub(crate) async fn subscribe(
 }
 
 /// Joins the group of shared subscription `filter` of a resumed persistent session again, with
-/// its stored options; `false` when the client may no longer subscribe to it.
-pub(crate) fn resume(wire: &mut MqttWire, filter: &str, granted: Granted) -> bool {
+/// its stored options; `false` when the client may no longer subscribe to it. In a cluster,
+/// the group's holders are added to `counting`: the resume waits ([`until_counted`]) until
+/// this node counts itself among them before its CONNACK, as a SUBSCRIBE does before its
+/// SUBACK.
+pub(crate) fn resume(
+    wire: &mut MqttWire,
+    filter: &str,
+    granted: Granted,
+    counting: &mut Vec<Arc<GroupHolders>>,
+) -> bool {
     let Ok((share_name, parsed)) = allowed(wire, filter) else {
         return false;
     };
@@ -205,9 +213,18 @@ pub(crate) fn resume(wire: &mut MqttWire, filter: &str, granted: Granted) -> boo
             no_local: false,
             ..granted
         };
-        join(wire, filter, &share_name, parsed, granted);
+        counting.extend(join(wire, filter, &share_name, parsed, granted));
     }
     true
+}
+
+/// Waits (at most [`COUNTED_WAIT`] each) until this node counts itself among each of
+/// `holders`: from then on each message of their groups goes to one member in the cluster,
+/// maybe here.
+pub(crate) async fn until_counted(holders: &[Arc<GroupHolders>]) {
+    for holders in holders {
+        holders.until_counted(COUNTED_WAIT).await;
+    }
 }
 
 /// Ends the connection's shared subscription `filter`; whether there was one. Its messages not

@@ -276,10 +276,11 @@ impl MqttWire {
             persist.gate = Some(ResumeGate::closed());
         }
         let mut dropped = Vec::new();
+        let mut counting = Vec::new();
         for sub in &subscriptions {
             if sub.filter.starts_with("$share/") {
                 // Its group joined again; no position (`crate::shared`).
-                if !crate::shared::resume(self, &sub.filter, granted_of(sub)) {
+                if !crate::shared::resume(self, &sub.filter, granted_of(sub), &mut counting) {
                     dropped.push(sub.filter.clone());
                 }
                 continue;
@@ -353,12 +354,14 @@ impl MqttWire {
                 .any(|s| s.filter.starts_with("$share/"))
         {
             // In a cluster, once every node sends the app's messages to this node's filters
-            // (as a SUBSCRIBE of a filter is answered): what is published before that is in
-            // the logs the replay lists, what after reaches the filters, behind the gate.
-            // Without it a message published on another node right after the CONNACK could
-            // miss both (at once on one node).
+            // and this node counts itself among its shared groups' holders (as a SUBSCRIBE of
+            // either is answered): what is published before that is in the logs the replay
+            // lists, what after reaches the filters, behind the gate, and the groups. Without
+            // it a message published on another node right after the CONNACK could miss both
+            // (at once on one node).
             let registry = self.session.edge().engine.filters().clone();
             registry.feed_ready(&app).await;
+            crate::shared::until_counted(&counting).await;
         }
         self.replay_missed(&stored).await;
         if let Some(persist) = self.persist.as_mut() {

@@ -422,3 +422,65 @@ async fn a_resumed_wildcard_filter_misses_nothing_published_elsewhere_while_its_
     .await
     .expect("the test finishes within two minutes");
 }
+
+/// A persistent session's shared subscription resumed on another node counts that node among
+/// its group's holders before its CONNACK (as a SUBSCRIBE does before its SUBACK), so a
+/// message published right after the CONNACK reaches it. Node two's start of the app's feed
+/// (and with it of the group's holds) is held while the session resumes there; the resume
+/// once answered the CONNACK at once, and a message published then went to no member.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_shared_subscription_gets_what_is_published_right_after_its_connack() {
+    tokio::time::timeout(Duration::from_secs(120), async {
+        let hold = HoldFile::new("feed");
+        let cluster = Cluster::start_with_feed_hold_on_two(&hold).await;
+        let (one, two) = (&cluster.one, &cluster.two);
+        let token = one.token(&["**"], &[]);
+        let session = |subscribe: Value, expect: u64| {
+            client(
+                &token,
+                "resuming-member",
+                json!({
+                    "clean": false, "session_expiry": 3600, "subscribe": subscribe,
+                    "expect": expect, "timeout": 15
+                }),
+            )
+        };
+        let mut first = PahoRun::start(
+            one.mqtt_addr(),
+            session(json!([{ "topic": "$share/g/jobs/+", "qos": 1 }]), 1),
+        );
+        first.until("subscribed").await;
+        one.publish("jobs/a", json!("before")).await;
+        let (code, events) = first.finish().await;
+        assert_eq!(code, Some(0), "{events:?}");
+        // Resumed on node two, whose feed does not start while held; a message is published
+        // as soon as the client has its CONNACK.
+        hold.hold();
+        let mut back = PahoRun::start(two.mqtt_addr(), session(json!([]), 1));
+        let early = tokio::time::timeout(Duration::from_millis(500), back.until("connack")).await;
+        let connack = match early {
+            Ok(connack) => {
+                one.publish("jobs/b", json!("after the CONNACK")).await;
+                hold.release();
+                connack
+            }
+            Err(_) => {
+                hold.release();
+                let connack = back.until("connack").await;
+                one.publish("jobs/b", json!("after the CONNACK")).await;
+                connack
+            }
+        };
+        assert_eq!(connack["session_present"], true, "{connack}");
+        let (code, events) = back.finish().await;
+        let got: Vec<(&str, &str)> = events
+            .iter()
+            .filter(|e| e["event"] == "message")
+            .map(|e| (e["topic"].as_str().unwrap(), e["payload"].as_str().unwrap()))
+            .collect();
+        assert_eq!(got, [("jobs/b", "\"after the CONNACK\"")], "{events:?}");
+        assert_eq!(code, Some(0), "{events:?}");
+    })
+    .await
+    .expect("the test finishes within two minutes");
+}
