@@ -40,8 +40,13 @@ pub const RESERVED: char = '$';
 const SCOPE: char = '~';
 
 /// A validated app id: 1 to 32 bytes of `a-z 0-9 -`, starting with a letter or digit.
+///
+/// One pointer (8 bytes): the text is boxed inside the shared allocation, so every record that
+/// keeps an app id (a parked connection's client among them, one per idle connection) keeps
+/// one word, not the two of an `Arc<str>`. Clones share the allocation; ids are made when a
+/// token, key or request names an app, not per message, so the second allocation is rare.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct AppId(Arc<str>);
+pub struct AppId(Arc<Box<str>>);
 
 impl AppId {
     /// Validates an app id.
@@ -53,7 +58,7 @@ impl AppId {
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
             && !id.starts_with('-');
         if ok {
-            Ok(AppId(Arc::from(id)))
+            Ok(AppId(Arc::new(Box::from(id))))
         } else {
             Err(HeraldError::new(
                 ErrorCode::BadRequest,
@@ -69,18 +74,18 @@ impl AppId {
     /// The default app. One shared string: every default-app client and name refers to it.
     pub fn default_app() -> Self {
         static DEFAULT: std::sync::LazyLock<AppId> =
-            std::sync::LazyLock::new(|| AppId(Arc::from(DEFAULT_APP)));
+            std::sync::LazyLock::new(|| AppId(Arc::new(Box::from(DEFAULT_APP))));
         DEFAULT.clone()
     }
 
     /// Whether this is the default app.
     pub fn is_default(&self) -> bool {
-        &*self.0 == DEFAULT_APP
+        self.as_str() == DEFAULT_APP
     }
 
     /// The id as a string.
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.0[..]
     }
 
     /// The full name of this app's channel `name` (see the module doc).
@@ -110,7 +115,7 @@ impl AppId {
     pub fn owns_plain_channel(&self, channel: &str) -> bool {
         match channel.split_once(SCOPE) {
             None => self.is_default(),
-            Some((app, local)) => app == &*self.0 && !local.starts_with(RESERVED),
+            Some((app, local)) => app == self.as_str() && !local.starts_with(RESERVED),
         }
     }
 
@@ -128,25 +133,25 @@ impl AppId {
 /// Looks an app up by its id's text (the hash and order are the text's).
 impl std::borrow::Borrow<str> for AppId {
     fn borrow(&self) -> &str {
-        &self.0
+        self.as_str()
     }
 }
 
 impl fmt::Display for AppId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_str())
     }
 }
 
 impl fmt::Debug for AppId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&*self.0, f)
+        fmt::Debug::fmt(self.as_str(), f)
     }
 }
 
 impl serde::Serialize for AppId {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.0)
+        s.serialize_str(self.as_str())
     }
 }
 
@@ -263,5 +268,21 @@ mod tests {
         ] {
             assert!(parse_full(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn an_app_id_is_one_word_and_keeps_its_text() {
+        // One pointer (an `Arc<str>` was two words): every parked connection's client keeps
+        // one, and the parked MQTT record needs the word for jemalloc's 128-byte class.
+        assert_eq!(size_of::<AppId>(), size_of::<usize>());
+        let shop = AppId::parse("shop-2").unwrap();
+        assert_eq!(shop.as_str(), "shop-2");
+        assert_eq!(shop.to_string(), "shop-2");
+        assert_eq!(format!("{shop:?}"), "\"shop-2\"");
+        assert_eq!(shop, AppId::parse("shop-2").unwrap());
+        assert!(AppId::default_app().is_default() && !shop.is_default());
+        let mut apps = std::collections::HashSet::new();
+        apps.insert(shop.clone());
+        assert!(apps.contains("shop-2"), "found by its text (Borrow<str>)");
     }
 }

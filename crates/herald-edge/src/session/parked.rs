@@ -3,7 +3,7 @@
 //! rebuild on revival. Next to [`ClientSession`](super::ClientSession) it drops the command
 //! budget (a connection parks only with a fresh one, [`ClientSession::may_park`]), keeps the
 //! client's `sub` boxed to its length, its device, `user_info` and pattern sets behind one
-//! pointer each and only when it has them (the sets when they are not both `**`), its
+//! pointer and only when it has any of them (the sets when they are not both `**`), its
 //! live-client registration in four bytes, its token's expiry in four, and its one usual
 //! subscription inline. It keeps no copy of the token's stamp (`jti`, `iat`, secret): the
 //! live-client registry's entry holds it for revocations, and revival reads it from there
@@ -37,34 +37,94 @@ pub struct ParkedSession {
     pub(super) subscriptions: ParkedSet,
 }
 
-/// The authorised client of a parked session, with its place among the live clients: 56
+/// The authorised client of a parked session, with its place among the live clients: 40
 /// bytes. What most clients lack (a device, `user_info`, grants other than `**`, an expiry
-/// past 2106) is behind one pointer each, allocated only when there is any. Its token's stamp
-/// is the live-client registry's ([`ParkedClient::revive`]).
+/// past 2106) is behind one pointer, allocated only when there is any. Its token's stamp is
+/// the live-client registry's ([`ParkedClient::revive`]).
 pub(super) struct ParkedClient {
     app: AppId,
     sub: Box<str>,
-    /// The device a device token names, the token's `user_info` claim and an expiry too late
-    /// for [`ParkedClient::expires`], if any is there.
+    /// The device a device token names, the token's `user_info` claim, an expiry too late
+    /// for [`ParkedClient::expires`], and the subscribe and publish sets when they are not
+    /// both `**` (what an anonymous client has and what many tokens grant), if any is there:
+    /// one pointer for all of them (it was one for the claims and one for the sets).
     rare: Option<Box<RareClaims>>,
-    /// The subscribe and publish sets, `None` when both are `**` (what an anonymous client
-    /// has and what many tokens grant).
-    grants: Option<Box<Grants>>,
     /// The token's expiry in seconds since the Unix epoch, 0 for none (no valid token expires
     /// at 0) or for one past `u32::MAX` (then in `rare`): four bytes, not sixteen.
     expires: u32,
     registered: ParkedRegistration,
 }
 
-/// The parts of a parked client most clients do not have.
+/// The parts of a parked client most clients do not have: 64 bytes (jemalloc's 64-byte
+/// class), so that a client with any of them holds no more than it did while its claims and
+/// its grants were behind a pointer each (a 48-byte box of claims, a 32-byte box of grants).
 struct RareClaims {
-    device: Option<Box<str>>,
-    user_info: Option<Box<str>>,
-    /// The token's expiry when it is past `u32::MAX` seconds (February 2106).
-    far_expiry: Option<u64>,
+    /// The subscribe and publish sets, both `**` (which allocates nothing) when the client's
+    /// are.
+    grants: Grants,
+    /// The device's id and then the `user_info` claim, in one string ([`RareClaims::device`],
+    /// [`RareClaims::user_info`]).
+    texts: Box<str>,
+    /// The token's expiry when it is past `u32::MAX` seconds (February 2106), 0 for none.
+    far_expiry: u64,
+    /// Where the device's id ends in `texts`.
+    device_len: u32,
+    /// [`RareClaims::DEVICE`] and [`RareClaims::USER_INFO`]: which of the two the client has.
+    has: u8,
 }
 
-/// A parked client's subscribe and publish sets when they are not both `**`.
+impl RareClaims {
+    const DEVICE: u8 = 1;
+    const USER_INFO: u8 = 2;
+
+    fn new(
+        grants: Grants,
+        device: Option<String>,
+        user_info: Option<Box<str>>,
+        far_expiry: Option<u64>,
+    ) -> RareClaims {
+        let mut has = 0;
+        let mut texts = String::new();
+        if let Some(device) = &device {
+            has |= RareClaims::DEVICE;
+            texts.push_str(device);
+        }
+        let device_len = texts.len();
+        if let Some(user_info) = &user_info {
+            has |= RareClaims::USER_INFO;
+            texts.push_str(user_info);
+        }
+        RareClaims {
+            grants,
+            texts: texts.into_boxed_str(),
+            far_expiry: far_expiry.unwrap_or(0),
+            // A device id is a short string; one longer than 4 GiB is not a device's.
+            device_len: u32::try_from(device_len).unwrap_or(u32::MAX),
+            has,
+        }
+    }
+
+    /// Where `texts` splits into the device's id and the `user_info` claim.
+    fn split(&self) -> usize {
+        usize::try_from(self.device_len).map_or(0, |len| len.min(self.texts.len()))
+    }
+
+    fn device(&self) -> Option<&str> {
+        let (device, _) = self.texts.split_at_checked(self.split())?;
+        (self.has & RareClaims::DEVICE != 0).then_some(device)
+    }
+
+    fn user_info(&self) -> Option<&str> {
+        let (_, user_info) = self.texts.split_at_checked(self.split())?;
+        (self.has & RareClaims::USER_INFO != 0).then_some(user_info)
+    }
+
+    fn far_expiry(&self) -> Option<u64> {
+        (self.far_expiry != 0).then_some(self.far_expiry)
+    }
+}
+
+/// A parked client's subscribe and publish sets.
 struct Grants {
     subscribe: PatternSet,
     publish: PatternSet,
@@ -90,18 +150,18 @@ impl ParkedClient {
             Some(Ok(expires)) => (expires, None),
             Some(Err(_)) => (0, expires),
         };
+        let rare = device.is_some()
+            || user_info.is_some()
+            || far_expiry.is_some()
+            || subscribe != every
+            || publish != every;
         ParkedClient {
             app,
             sub: sub.into_boxed_str(),
-            rare: (device.is_some() || user_info.is_some() || far_expiry.is_some()).then(|| {
-                Box::new(RareClaims {
-                    device: device.map(String::into_boxed_str),
-                    user_info,
-                    far_expiry,
-                })
+            rare: rare.then(|| {
+                let grants = Grants { subscribe, publish };
+                Box::new(RareClaims::new(grants, device, user_info, far_expiry))
             }),
-            grants: (subscribe != every || publish != every)
-                .then(|| Box::new(Grants { subscribe, publish })),
             expires,
             registered,
         }
@@ -110,7 +170,7 @@ impl ParkedClient {
     /// When the token expires (seconds since the Unix epoch), if it does.
     fn expires(&self) -> Option<u64> {
         match self.expires {
-            0 => self.rare.as_ref().and_then(|rare| rare.far_expiry),
+            0 => self.rare.as_ref().and_then(|rare| rare.far_expiry()),
             expires => Some(u64::from(expires)),
         }
     }
@@ -123,23 +183,26 @@ impl ParkedClient {
             app,
             sub,
             rare,
-            grants,
             expires: _,
             registered,
         } = self;
         // The entry is there until the registration leaves, which only its owner does; a
         // blank stamp (an anonymous client's) is not reached.
         let token = live.token(&app, &registered).unwrap_or_default();
-        let (device, user_info) = match rare {
-            Some(rare) => (rare.device.map(String::from), rare.user_info),
-            None => (None, None),
-        };
-        let Grants { subscribe, publish } = match grants {
-            Some(grants) => *grants,
-            None => Grants {
-                subscribe: PatternSet::all(),
-                publish: PatternSet::all(),
-            },
+        let (device, user_info, Grants { subscribe, publish }) = match rare {
+            Some(rare) => (
+                rare.device().map(String::from),
+                rare.user_info().map(Box::from),
+                rare.grants,
+            ),
+            None => (
+                None,
+                None,
+                Grants {
+                    subscribe: PatternSet::all(),
+                    publish: PatternSet::all(),
+                },
+            ),
         };
         let client = Client {
             app,
@@ -208,14 +271,17 @@ mod tests {
     #[test]
     fn a_parked_session_is_smaller_than_a_live_one() {
         // Two Arcs, the client with its registration, the usage guard and one subscription
-        // inline: 104 bytes, so a parked WebSocket's record with its socket, roster place and
-        // flag fits jemalloc's 128-byte class, an MQTT connection's its 160-byte class. It was
-        // 136 B while the client kept its token's stamp (24 B, the registry's entry has it), its
+        // inline: 88 bytes, so a parked WebSocket's record with its socket, roster place and
+        // flag fits jemalloc's 112-byte class, an MQTT connection's its 128-byte class. It was
+        // 104 B while the client's app id was two words and its rare claims and its grants
+        // were behind a pointer each, 136 B while the client kept its token's stamp (24 B, the registry's entry has it), its
         // expiry in 8 bytes and its registration in 8, and 176 B while it kept its device,
         // `user_info` and both pattern sets inline.
         assert_eq!(size_of::<ParkedSet>(), 24);
-        assert_eq!(size_of::<Option<ParkedClient>>(), 56);
-        assert_eq!(size_of::<ParkedSession>(), 104);
+        assert_eq!(size_of::<Option<ParkedClient>>(), 40);
+        // What most clients lack, in one box of jemalloc's 64-byte class.
+        assert_eq!(size_of::<RareClaims>(), 64);
+        assert_eq!(size_of::<ParkedSession>(), 88);
     }
 
     fn client(device: Option<&str>, user_info: Option<&str>, subscribe: PatternSet) -> Client {
@@ -264,6 +330,9 @@ mod tests {
             client(Some("dev-1"), None, PatternSet::all()),
             client(None, Some(r#"{"name":"Ann"}"#), PatternSet::new(&["news"])),
             client(Some("dev-2"), Some(""), PatternSet::new(&["a", "b/**"])),
+            // The device's id and `user_info` share one string: empty, multibyte.
+            client(Some(""), Some("x"), PatternSet::all()),
+            client(Some("dév-3"), Some(r#"{"ü":1}"#), PatternSet::all()),
         ];
         // Expiries: none, the last second four bytes hold, the first one past them, the last.
         let u32_max = u64::from(u32::MAX);
@@ -292,7 +361,10 @@ mod tests {
             assert_eq!(parked.expires(), original.expires);
             let far = original.expires.is_some_and(|e| e > u32_max);
             assert_eq!(
-                parked.rare.as_ref().is_some_and(|r| r.far_expiry.is_some()),
+                parked
+                    .rare
+                    .as_ref()
+                    .is_some_and(|r| r.far_expiry().is_some()),
                 far
             );
             let (revived, registered) = parked.revive(&live);
@@ -305,9 +377,18 @@ mod tests {
         let mut anonymous = client(None, None, PatternSet::all());
         anonymous.publish = PatternSet::all();
         let (parked, _) = park(&anonymous);
-        assert!(parked.rare.is_none() && parked.grants.is_none());
+        assert!(parked.rare.is_none());
         let (revived, registered) = parked.revive(&live);
         assert!(same(&revived, &anonymous));
+        live.leave(&revived.app, registered);
+        // Only grants other than `**`: out of line with nothing else.
+        let (parked, _) = park(&client(None, None, PatternSet::new(&["news"])));
+        assert!(parked.rare.as_ref().is_some_and(|r| r.texts.is_empty()
+            && r.device().is_none()
+            && r.user_info().is_none()
+            && r.far_expiry().is_none()));
+        let (revived, registered) = parked.revive(&live);
+        assert_eq!(revived.subscribe, PatternSet::new(&["news"]));
         live.leave(&revived.app, registered);
     }
 }
