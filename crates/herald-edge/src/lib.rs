@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod attached;
 pub mod channels;
 pub mod conn;
 pub mod deadlines;
@@ -172,6 +173,9 @@ pub struct Edge {
     pub limits: Arc<herald_core::limits::Limiters>,
     /// Where idle connections wait without a task.
     pub parking: parking::Parking,
+    /// What a protocol keeps once per server (herald-mqtt's sessions), for its parked
+    /// connections to reach through the edge.
+    pub attached: attached::Attached,
 }
 
 /// One timer for every connection's keep-alive, and the one place shutdown reaches every

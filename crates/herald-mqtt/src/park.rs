@@ -54,9 +54,10 @@ pub(crate) enum Over {
     WebSocket,
 }
 
-/// Parks `connection` in its reserved slot, with its socket (carrying what `over` says), its
-/// place on the roster (where it stays while parked) and the listener's sessions (for its
-/// end).
+/// Parks `connection` in its reserved slot, with its socket (carrying what `over` says) and its
+/// place on the roster (where it stays while parked). The listener's sessions (for its
+/// revival and end) are reached through the edge ([`herald_edge::attached`]), where the
+/// server attached them: the record keeps no pointer of its own.
 pub(crate) fn park(
     connection: Connection<MqttWire>,
     ticket: Ticket,
@@ -68,6 +69,16 @@ pub(crate) fn park(
     let edge = connection.wire.session.edge().clone();
     let (wire, marks) = connection.into_parts();
     let wire = wire.park(&sessions, marks, over);
+    if !edge
+        .attached
+        .get::<Sessions>()
+        .is_some_and(|attached| Arc::ptr_eq(&attached, &sessions))
+    {
+        // The server attaches its one `Sessions` as it starts them; this covers an edge
+        // served without that step.
+        edge.attached.attach(&sessions);
+    }
+    drop(sessions);
     edge.parking.park(
         ticket,
         tcp,
@@ -75,7 +86,6 @@ pub(crate) fn park(
             wire,
             socket,
             place,
-            sessions,
         },
         edge.connections.token(),
     );
@@ -87,7 +97,6 @@ struct ParkedMqtt {
     wire: ParkedWire,
     socket: std::net::TcpStream,
     place: Place,
-    sessions: Arc<Sessions>,
 }
 
 impl Parked for ParkedMqtt {
@@ -118,8 +127,14 @@ impl Parked for ParkedMqtt {
                 wire,
                 socket,
                 place,
-                sessions,
             } = *self;
+            let edge = wire.session.edge().clone();
+            let Some(sessions) = edge.attached.get::<Sessions>() else {
+                // Not reached while the server runs (it holds its sessions until its
+                // connections ended): the connection ends, its session dropped as it is.
+                edge.keepalive.leave(place);
+                return;
+            };
             let over = wire.over;
             let (wire, marks) = wire.revive(&sessions);
             let Ok(tcp) = tokio::net::TcpStream::from_std(socket) else {
@@ -299,12 +314,15 @@ mod tests {
     }
 
     #[test]
-    fn a_lean_parked_connection_fits_jemallocs_160_byte_class() {
+    fn a_lean_parked_connection_fits_jemallocs_128_byte_class() {
         eprintln!("ParkedMqtt (the record): {} B", size_of::<ParkedMqtt>());
         // The connection's state in its parked form (lean: one subscription and nothing
         // else inline, anything more boxed apart) with the socket and roster place: no task,
-        // timer or driver loop. 160 bytes is a jemalloc size class, the next one 192, where it
-        // was while the parked client session kept its token's stamp (session 34). It was
+        // timer or driver loop. 128 bytes is a jemalloc size class, the next one 160, where it
+        // was while the client's app id was two words, its rare claims and grants two
+        // pointers, the claim two words with its cluster hold, and the record kept the
+        // listener's sessions (session 37); 192 while the parked client session kept its
+        // token's stamp (session 34). It was
         // 760 bytes (768 class) with every part kept as it is in a task, then 256 while it
         // kept its subscription's channel name (the client session's too) and the listener's
         // settings (its sessions' too), then 224 while it kept the keep-alive and the last
@@ -312,7 +330,7 @@ mod tests {
         // Maximum Packet Size in full, the WebSocket stream's message bound and an 8-byte
         // roster place.
         assert!(
-            size_of::<ParkedMqtt>() <= 160,
+            size_of::<ParkedMqtt>() <= 128,
             "{} bytes",
             size_of::<ParkedMqtt>()
         );

@@ -17,6 +17,7 @@
 //! A claim is held from CONNECT to the connection's end, parked or not, so the claims also
 //! keep `herald_connections{transport="mqtt"}`.
 
+use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -63,6 +64,8 @@ struct Holder {
     /// The claim was dropped (its connection let the identifier go); its shard's `released`
     /// wakes a taker waiting for it.
     released: AtomicBool,
+    /// The claim holds the identifier in the cluster too: its hold is in [`CLUSTER_HOLDS`].
+    clustered: AtomicBool,
     outbox: Weak<Outbox>,
 }
 
@@ -87,6 +90,7 @@ impl Holder {
             taken: AtomicBool::new(false),
             fenced: AtomicBool::new(false),
             released: AtomicBool::new(false),
+            clustered: AtomicBool::new(false),
             outbox: Arc::downgrade(outbox),
         }
     }
@@ -186,13 +190,19 @@ fn shard(hash: u64) -> std::sync::MutexGuard<'static, HashTable<Arc<Holder>>> {
         .unwrap_or_else(|e| e.into_inner())
 }
 
-/// A connection's hold on its client identifier.
+/// The claims' holds in the cluster, on a cluster node, by their holder's address (unique while
+/// the claim holds the holder, and a claim takes its hold out before it lets the holder go).
+/// Kept apart from the claim, so a claim is one pointer (a parked MQTT connection's record
+/// keeps one; it was two words with the hold's `Option<Box<_>>`); on a single node the table
+/// stays empty and is never locked ([`Holder::clustered`] says whether to look).
+static CLUSTER_HOLDS: LazyLock<Mutex<HashMap<usize, ClusterHold>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// A connection's hold on its client identifier: one pointer. On a cluster node the identifier
+/// is held in the cluster too (`CLUSTER_HOLDS`), let go with the claim (only if no other claim
+/// replaced it there) unless a waiting will took it.
 pub(crate) struct Claim {
     holder: Arc<Holder>,
-    /// The identifier held in the cluster, on a cluster node: let go with the claim (only if
-    /// no other claim replaced it there), unless a waiting will took it. Boxed: one pointer
-    /// on a single node.
-    cluster: Option<Box<ClusterHold>>,
 }
 
 impl Claim {
@@ -220,10 +230,7 @@ impl Claim {
             Released(previous)
         });
         telemetry().connections_mqtt.increment(1.0);
-        let claim = Claim {
-            holder,
-            cluster: None,
-        };
+        let claim = Claim { holder };
         (claim, released)
     }
 
@@ -251,14 +258,30 @@ impl Claim {
     /// Holds the client identifier in the cluster too, for as long as this claim (or the
     /// will it leaves waiting, [`Claim::take_cluster_hold`]).
     pub(crate) fn hold_in_cluster(&mut self, hold: ClusterHold) {
-        self.cluster = Some(Box::new(hold));
+        let replaced = cluster_holds().insert(self.address(), hold);
+        self.holder.clustered.store(true, Ordering::Release);
+        // A claim is held in the cluster once (`crate::serve`); a second hold would replace
+        // the first, which is then let go here, outside the lock.
+        drop(replaced);
     }
 
     /// The claim's hold in the cluster, taken out (by a will waiting for its delay, which keeps
     /// the identifier the cluster's until it is published or dropped).
     pub(crate) fn take_cluster_hold(&mut self) -> Option<ClusterHold> {
-        self.cluster.take().map(|hold| *hold)
+        if !self.holder.clustered.swap(false, Ordering::AcqRel) {
+            return None;
+        }
+        cluster_holds().remove(&self.address())
     }
+
+    /// The key of its hold in [`CLUSTER_HOLDS`].
+    fn address(&self) -> usize {
+        Arc::as_ptr(&self.holder) as usize
+    }
+}
+
+fn cluster_holds() -> std::sync::MutexGuard<'static, HashMap<usize, ClusterHold>> {
+    CLUSTER_HOLDS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Another node claimed `client_id` in `app`: the connection of this node holding it, if any,
@@ -312,6 +335,8 @@ impl Drop for Claim {
         }
         holder.released.store(true, Ordering::Release);
         TABLE.released[shard_of(hash)].notify_waiters();
+        // The cluster's hold is let go last, as when it was the claim's last field.
+        drop(self.take_cluster_hold());
     }
 }
 
@@ -367,14 +392,83 @@ mod tests {
         // The holder with its key inline and its `Arc`'s two counts fit jemalloc's 64-byte
         // class (before: a 48-byte holder and its key in the 32-byte class; before that a
         // 64-byte holder with the app's id apart from the identifier); the connection keeps
-        // two pointers. Before that: a 120-byte claim, a 64-byte oneshot channel, a 32-byte
-        // flag, the identifier twice and a 64-byte slot in the table.
+        // one pointer (two while the cluster's hold was the claim's own field, which the
+        // parked MQTT record could not spare for jemalloc's 128-byte class). Before that: a
+        // 120-byte claim, a 64-byte oneshot channel, a 32-byte flag, the identifier twice and
+        // a 64-byte slot in the table.
         assert!(
             size_of::<Holder>() + 16 <= 64,
             "{} bytes",
             size_of::<Holder>()
         );
-        assert!(size_of::<Claim>() <= 16, "{} bytes", size_of::<Claim>());
+        assert_eq!(size_of::<Claim>(), size_of::<usize>());
+    }
+
+    /// Cluster claims that count what is let go.
+    #[derive(Default)]
+    struct Counted {
+        released: Mutex<Vec<String>>,
+    }
+
+    #[async_trait::async_trait]
+    impl herald_core::claims::ClusterClaims for Counted {
+        fn set_holder(&self, _: Arc<dyn herald_core::claims::ClaimHolder>) {}
+        fn node(&self) -> u64 {
+            1
+        }
+        async fn claim(
+            &self,
+            _: &herald_core::claims::ClaimKey,
+            _: bool,
+            _: std::time::Duration,
+        ) -> u64 {
+            7
+        }
+        fn release(&self, key: &herald_core::claims::ClaimKey, _: u64) {
+            self.released.lock().unwrap().push(key.name.clone());
+        }
+    }
+
+    #[test]
+    fn a_claims_cluster_hold_is_let_go_with_it_unless_taken_out() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let claims = Arc::new(Counted::default());
+        let hold = |name: &str| {
+            let key = herald_core::claims::ClaimKey {
+                app: AppId::default_app(),
+                name: name.into(),
+            };
+            runtime.block_on(ClusterHold::claim(
+                claims.clone(),
+                key,
+                true,
+                std::time::Duration::ZERO,
+            ))
+        };
+        let released = || claims.released.lock().unwrap().clone();
+        let app = AppId::default_app();
+        let (outbox_a, outbox_b) = (Outbox::new(1024), Outbox::new(1024));
+        let (mut a, _) = Claim::take(&app, "cluster-hold-a", &outbox_a);
+        let (mut b, _) = Claim::take(&app, "cluster-hold-b", &outbox_b);
+        a.hold_in_cluster(hold("cluster-hold-a"));
+        b.hold_in_cluster(hold("cluster-hold-b"));
+        assert!(released().is_empty());
+        // Dropping a claim lets its own hold go, and only its own.
+        drop(a);
+        assert_eq!(released(), ["cluster-hold-a"]);
+        // A hold taken out (a will waiting for its delay) outlives its claim.
+        let taken = b.take_cluster_hold().expect("b's hold");
+        assert_eq!(taken.key().name, "cluster-hold-b");
+        assert!(b.take_cluster_hold().is_none(), "taken once");
+        drop(b);
+        assert_eq!(released(), ["cluster-hold-a"]);
+        drop(taken);
+        assert_eq!(released(), ["cluster-hold-a", "cluster-hold-b"]);
+        // A claim never held in the cluster has nothing to take.
+        let (mut c, _) = Claim::take(&app, "cluster-hold-c", &outbox_a);
+        assert!(c.take_cluster_hold().is_none());
     }
 
     #[test]

@@ -46,6 +46,8 @@ pub(crate) fn start_sessions(
         sessions.join_cluster(claims);
     }
     sessions.recover_wills(edge.clone());
+    // Parked MQTT connections reach the sessions through the edge (herald-mqtt's `park.rs`).
+    edge.attached.attach(&sessions);
     Some(sessions)
 }
 

@@ -252,6 +252,7 @@ impl Parts {
             keepalive: KeepAlive::start(settings.edge.ping_interval, shutdown.clone()),
             limits: Arc::new(Limiters::new(settings.limits.clone())),
             parking: parking(settings.edge.park_idle_after, shutdown),
+            attached: Default::default(),
         })
     }
 

@@ -24,8 +24,10 @@
 //! connection keeps every one of those parts as it is, its lists shrunk to their length, in
 //! one box (`full`), so a revived connection carries on exactly where it parked either way.
 //! Either keeps the version and its two flags in a byte and the keep-alive and the last
-//! packet heard in whole seconds, so the record fits jemalloc's 160-byte class (192 until the
-//! parked client session left its token's stamp to the live-client registry).
+//! packet heard in whole seconds, so the record fits jemalloc's 128-byte class (160 until the
+//! parked client session's app id became one word and its rare claims and grants one pointer,
+//! the claim one pointer and the listener's sessions were reached through the edge; 192 until
+//! the parked client session left its token's stamp to the live-client registry).
 
 use std::collections::VecDeque;
 use std::sync::atomic::AtomicBool;
@@ -49,9 +51,9 @@ use crate::subscriptions::{Granted, Subscriptions};
 use crate::takeover::Claim;
 use crate::topic_aliases::TopicAliases;
 
-/// A parked MQTT connection's state (see the module docs): 144 bytes, so that with the
-/// listener's sessions, the roster place and the socket the record fits jemalloc's 160-byte
-/// class (a unit test in `crate::park` pins it).
+/// A parked MQTT connection's state (see the module docs): 120 bytes, so that with the roster
+/// place and the socket the record fits jemalloc's 128-byte class (a unit test in
+/// `crate::park` pins it).
 pub(crate) struct ParkedWire {
     pub(crate) session: ParkedSession,
     claim: Claim,
