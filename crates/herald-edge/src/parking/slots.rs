@@ -16,22 +16,47 @@ pub(super) struct Revived {
     pub(super) tracker: TaskTrackerToken,
 }
 
-enum State {
-    Free,
-    /// A connection is on its way in; `woken` if something woke it meanwhile.
-    Reserved {
-        woken: bool,
-    },
-    Parked(Box<dyn Parked>, TaskTrackerToken),
+/// A slot's generation is the low 30 bits of [`Slot::mark`]; a generation handed out is one of
+/// those (it wraps at 2^30, as a stale wake needs only to differ from the current one).
+const GENERATION: u32 = (1 << 30) - 1;
+/// In [`Slot::mark`]: a connection is on its way in (no record is parked in the slot yet, or
+/// its record is lent out).
+const RESERVED: u32 = 1 << 30;
+/// In [`Slot::mark`], with [`RESERVED`]: something woke the connection meanwhile.
+const WOKEN: u32 = 1 << 31;
+
+/// One slot: 32 bytes (jemalloc's pages of 256 slots in its 8 KiB class). It was 40 while
+/// free, reserved and parked were an enum of their own, whose tag took a word.
+struct Slot {
+    /// The generation (the low 30 bits) and, while no record is parked, whether the slot is
+    /// reserved and woken (the top two; neither: free).
+    mark: u32,
+    /// When the connection parked here is revived at the latest (seconds since the Unix
+    /// epoch, [`Parked::expires`]), 0 for never; kept while its record is lent out.
+    expires: u32,
+    /// The record parked here and its tracker token.
+    parked: Option<(Box<dyn Parked>, TaskTrackerToken)>,
 }
 
-struct Slot {
-    generation: u32,
-    /// When the connection parked here is revived at the latest (seconds since the Unix
-    /// epoch, [`Parked::expires`]), 0 for never; kept while its record is lent out. In what
-    /// was the slot's padding: a slot is 40 bytes with it or without it.
-    expires: u32,
-    state: State,
+impl Slot {
+    fn generation(&self) -> u32 {
+        self.mark & GENERATION
+    }
+
+    /// Reserved (no record parked): `Some(woken)`.
+    fn reserved(&self) -> Option<bool> {
+        (self.parked.is_none() && self.mark & RESERVED != 0).then_some(self.mark & WOKEN != 0)
+    }
+
+    /// Reserved, not woken.
+    fn reserve(&mut self) {
+        self.mark = self.generation() | RESERVED;
+    }
+
+    /// Remembers a wake of a reserved slot.
+    fn wake_reserved(&mut self) {
+        self.mark |= WOKEN;
+    }
 }
 
 /// Every slot, in use or free.
@@ -48,21 +73,21 @@ impl Slots {
         let slot = match self.free.pop() {
             Some(slot) => slot,
             None => u32::try_from(self.slots.push(Slot {
-                generation: 0,
+                mark: 0,
                 expires: 0,
-                state: State::Free,
+                parked: None,
             }))
             .expect("fewer than 2^32 parked connections"),
         };
         let s = &mut self.slots[slot as usize];
-        s.state = State::Reserved { woken: false };
-        (slot, s.generation)
+        s.reserve();
+        (slot, s.generation())
     }
 
     /// Frees a reserved slot the connection did not park in after all.
     pub(super) fn cancel(&mut self, slot: u32, generation: u32) {
         if let Some(s) = self.slot(slot, generation) {
-            if matches!(s.state, State::Reserved { .. }) {
+            if s.reserved().is_some() {
                 self.release(slot);
             }
         }
@@ -82,12 +107,13 @@ impl Slots {
         let Some(s) = self.slot(slot, generation) else {
             return Some(Revived { record, tracker });
         };
-        match s.state {
-            State::Reserved { woken: false } => {
+        match s.reserved() {
+            Some(false) => {
                 if let Some(expires) = expires {
                     s.expires = expires;
                 }
-                s.state = State::Parked(record, tracker);
+                s.mark = s.generation();
+                s.parked = Some((record, tracker));
                 self.parked += 1;
                 None
             }
@@ -102,22 +128,14 @@ impl Slots {
     /// slot freed); a reserved one remembers the wake.
     pub(super) fn wake(&mut self, slot: u32, generation: u32) -> Option<Revived> {
         let s = self.slot(slot, generation)?;
-        match &mut s.state {
-            State::Reserved { woken } => {
-                *woken = true;
-                None
-            }
-            State::Parked(..) => {
-                let State::Parked(record, tracker) = std::mem::replace(&mut s.state, State::Free)
-                else {
-                    unreachable!("matched as parked just above")
-                };
-                self.parked -= 1;
-                self.release(slot);
-                Some(Revived { record, tracker })
-            }
-            State::Free => None,
+        if s.reserved().is_some() {
+            s.wake_reserved();
+            return None;
         }
+        let (record, tracker) = s.parked.take()?;
+        self.parked -= 1;
+        self.release(slot);
+        Some(Revived { record, tracker })
     }
 
     /// An expiry at second `expires` for `slot`: its connection is woken as by
@@ -128,7 +146,7 @@ impl Slots {
         if expires == 0 || s.expires != expires {
             return None;
         }
-        let generation = s.generation;
+        let generation = s.generation();
         self.wake(slot, generation)
     }
 
@@ -146,22 +164,14 @@ impl Slots {
     /// back (or hands it back revived). A reserved slot remembers the wake instead.
     pub(super) fn lend(&mut self, slot: u32, generation: u32) -> Option<Revived> {
         let s = self.slot(slot, generation)?;
-        match &mut s.state {
-            State::Reserved { woken } => {
-                *woken = true;
-                None
-            }
-            State::Parked(..) => {
-                let reserved = State::Reserved { woken: false };
-                let State::Parked(record, tracker) = std::mem::replace(&mut s.state, reserved)
-                else {
-                    unreachable!("matched as parked just above")
-                };
-                self.parked -= 1;
-                Some(Revived { record, tracker })
-            }
-            State::Free => None,
+        if s.reserved().is_some() {
+            s.wake_reserved();
+            return None;
         }
+        let (record, tracker) = s.parked.take()?;
+        s.reserve();
+        self.parked -= 1;
+        Some(Revived { record, tracker })
     }
 
     /// How many connections are parked.
@@ -177,14 +187,14 @@ impl Slots {
     fn slot(&mut self, slot: u32, generation: u32) -> Option<&mut Slot> {
         self.slots
             .get_mut(slot as usize)
-            .filter(|s| s.generation == generation)
+            .filter(|s| s.generation() == generation)
     }
 
     fn release(&mut self, slot: u32) {
         let s = &mut self.slots[slot as usize];
-        s.state = State::Free;
+        s.parked = None;
         s.expires = 0;
-        s.generation = s.generation.wrapping_add(1);
+        s.mark = s.generation().wrapping_add(1) & GENERATION;
         self.free.push(slot);
     }
 }
@@ -310,8 +320,39 @@ mod tests {
     }
 
     #[test]
-    fn a_slot_keeps_its_expiry_in_its_padding() {
-        assert_eq!(size_of::<Slot>(), 40);
+    fn a_slot_is_32_bytes() {
+        // The record's box, its tracker token, the expiry and the generation with the
+        // reserved and woken marks: 256 slots a page fill jemalloc's 8 KiB class exactly (40
+        // bytes, the 10 KiB class, while the state was an enum of its own).
+        assert_eq!(size_of::<Slot>(), 32);
+    }
+
+    #[test]
+    fn a_generation_wraps_within_its_bits_and_a_wake_meanwhile_is_kept() {
+        let tracker = TaskTracker::new();
+        let mut slots = Slots::default();
+        let (slot, _) = slots.reserve();
+        slots.slots[slot as usize].mark = GENERATION | RESERVED;
+        assert!(
+            slots.wake(slot, GENERATION).is_none(),
+            "reserved: remembered"
+        );
+        let stored = slots.store(slot, GENERATION, Box::new(Record), tracker.token(), Some(5));
+        assert!(stored.is_some(), "woken on its way in: handed back");
+        // Released: the next generation wraps to 0, free, nothing parked.
+        let (again, next) = slots.reserve();
+        assert_eq!((again, next), (slot, 0));
+        assert!(slots.wake(slot, GENERATION).is_none(), "the old generation");
+        let stored = slots.store(slot, 0, Box::new(Record), tracker.token(), Some(5));
+        assert!(stored.is_none() && slots.parked() == 1);
+        // Lent out: reserved again, a wake meanwhile remembered, the return handed back.
+        let lent = slots.lend(slot, 0).expect("parked");
+        assert!(slots.parked() == 0 && slots.is_due_at(slot, 5));
+        assert!(slots.wake(slot, 0).is_none());
+        assert!(slots
+            .store(slot, 0, lent.record, lent.tracker, None)
+            .is_some());
+        assert!(slots.is_empty());
     }
 
     #[test]
