@@ -51,9 +51,15 @@ pub(super) struct ParkedClient {
     rare: Option<Box<RareClaims>>,
     /// The token's expiry in seconds since the Unix epoch, 0 for none (no valid token expires
     /// at 0) or for one past `u32::MAX` (then in `rare`): four bytes, not sixteen.
+    /// [`NO_EXPIRY_NO_GRANTS`] for none and both sets empty.
     expires: u32,
     registered: ParkedRegistration,
 }
+
+/// [`ParkedClient::expires`] of a client without an expiry whose two sets are both empty: a
+/// client its protocol authorises by its own rule (Pusher's, granted one channel at a time),
+/// which then needs no box for its grants. No live client's token expired at second 1.
+const NO_EXPIRY_NO_GRANTS: u32 = 1;
 
 /// The parts of a parked client most clients do not have: 64 bytes (jemalloc's 64-byte
 /// class), so that a client with any of them holds no more than it did while its claims and
@@ -147,14 +153,24 @@ impl ParkedClient {
         let every = PatternSet::all();
         let (expires, far_expiry) = match expires.map(u32::try_from) {
             None => (0, None),
-            Some(Ok(expires)) => (expires, None),
-            Some(Err(_)) => (0, expires),
+            Some(Ok(expires)) if expires != NO_EXPIRY_NO_GRANTS => (expires, None),
+            // Past `u32::MAX`, or second 1 (never a live client's): kept in the box.
+            Some(_) => (0, expires),
+        };
+        let none = PatternSet::default();
+        // A client its protocol authorised by its own rule (Pusher's: no expiry, both sets
+        // empty) needs no box for its grants.
+        let no_grants =
+            expires == 0 && far_expiry.is_none() && subscribe == none && publish == none;
+        let expires = if no_grants {
+            NO_EXPIRY_NO_GRANTS
+        } else {
+            expires
         };
         let rare = device.is_some()
             || user_info.is_some()
             || far_expiry.is_some()
-            || subscribe != every
-            || publish != every;
+            || (!no_grants && (subscribe != every || publish != every));
         ParkedClient {
             app,
             sub: sub.into_boxed_str(),
@@ -170,7 +186,7 @@ impl ParkedClient {
     /// When the token expires (seconds since the Unix epoch), if it does.
     fn expires(&self) -> Option<u64> {
         match self.expires {
-            0 => self.rare.as_ref().and_then(|rare| rare.far_expiry()),
+            0 | NO_EXPIRY_NO_GRANTS => self.rare.as_ref().and_then(|rare| rare.far_expiry()),
             expires => Some(u64::from(expires)),
         }
     }
@@ -179,6 +195,7 @@ impl ParkedClient {
     /// registered in) holds, and where it is registered.
     pub(super) fn revive(self, live: &LiveClients) -> (Client, ParkedRegistration) {
         let expires = self.expires();
+        let no_grants = self.expires == NO_EXPIRY_NO_GRANTS;
         let ParkedClient {
             app,
             sub,
@@ -195,14 +212,20 @@ impl ParkedClient {
                 rare.user_info().map(Box::from),
                 rare.grants,
             ),
-            None => (
-                None,
-                None,
-                Grants {
-                    subscribe: PatternSet::all(),
-                    publish: PatternSet::all(),
-                },
-            ),
+            None => {
+                let grants = if no_grants {
+                    Grants {
+                        subscribe: PatternSet::default(),
+                        publish: PatternSet::default(),
+                    }
+                } else {
+                    Grants {
+                        subscribe: PatternSet::all(),
+                        publish: PatternSet::all(),
+                    }
+                };
+                (None, None, grants)
+            }
         };
         let client = Client {
             app,
@@ -381,6 +404,22 @@ mod tests {
         let (revived, registered) = parked.revive(&live);
         assert!(same(&revived, &anonymous));
         live.leave(&revived.app, registered);
+        // No expiry and both sets empty (a Pusher connection's client): nothing out of line.
+        let mut granted = client(None, None, PatternSet::default());
+        (granted.publish, granted.expires) = (PatternSet::default(), None);
+        let (parked, _) = park(&granted);
+        assert!(parked.rare.is_none() && parked.expires().is_none());
+        let (revived, registered) = parked.revive(&live);
+        assert!(same(&revived, &granted), "{revived:?}");
+        live.leave(&revived.app, registered);
+        // The same with an expiry, and an expiry at second 1 (no live client's): exact.
+        for expires in [Some(1), Some(2), Some(1_900_000_000)] {
+            granted.expires = expires;
+            let (parked, _) = park(&granted);
+            let (revived, registered) = parked.revive(&live);
+            assert!(same(&revived, &granted), "{revived:?}");
+            live.leave(&revived.app, registered);
+        }
         // Only grants other than `**`: out of line with nothing else.
         let (parked, _) = park(&client(None, None, PatternSet::new(&["news"])));
         assert!(parked.rare.as_ref().is_some_and(|r| r.texts.is_empty()
