@@ -358,6 +358,50 @@ async fn a_wildcard_filter_of_a_session_moved_to_another_node_gets_what_it_misse
     .expect("the test finishes within two minutes");
 }
 
+/// The Paho spec of persistent session `client_id` (Clean Start 0, an hour's expiry)
+/// subscribing to `subscribe` and ending after `expect` messages.
+fn persistent(token: &str, client_id: &str, subscribe: Value, expect: u64) -> Value {
+    client(
+        token,
+        client_id,
+        json!({
+            "clean": false, "session_expiry": 3600, "subscribe": subscribe,
+            "expect": expect, "timeout": 15
+        }),
+    )
+}
+
+/// A cluster whose node two does not start following an app's feed while `hold`'s file
+/// exists, and persistent session `client_id` made on node one with `filter` (QoS 1), which
+/// got one message published to `first_topic` and went away; the cluster and the token.
+async fn a_session_gone_from_node_one(
+    hold: &HoldFile,
+    client_id: &str,
+    filter: &str,
+    first_topic: &str,
+) -> (Cluster, String) {
+    let cluster = Cluster::start_with_feed_hold_on_two(hold).await;
+    let token = cluster.one.token(&["**"], &[]);
+    let mut first = PahoRun::start(
+        cluster.one.mqtt_addr(),
+        persistent(&token, client_id, json!([{ "topic": filter, "qos": 1 }]), 1),
+    );
+    first.until("subscribed").await;
+    cluster.one.publish(first_topic, json!("before")).await;
+    let (code, events) = first.finish().await;
+    assert_eq!(code, Some(0), "{events:?}");
+    (cluster, token)
+}
+
+/// The topics and payloads of the messages among a Paho client's `events`.
+fn messages(events: &[Value]) -> Vec<(&str, &str)> {
+    events
+        .iter()
+        .filter(|e| e["event"] == "message")
+        .map(|e| (e["topic"].as_str().unwrap(), e["payload"].as_str().unwrap()))
+        .collect()
+}
+
 /// A resumed session's wildcard filter hears every node before its CONNACK (as a SUBSCRIBE
 /// of a filter is answered): a message published on another node while the resuming node
 /// starts to follow the app's feed is replayed from the log, not lost between the replay's
@@ -368,32 +412,17 @@ async fn a_wildcard_filter_of_a_session_moved_to_another_node_gets_what_it_misse
 async fn a_resumed_wildcard_filter_misses_nothing_published_elsewhere_while_its_feed_starts() {
     tokio::time::timeout(Duration::from_secs(120), async {
         let hold = HoldFile::new("feed");
-        let cluster = Cluster::start_with_feed_hold_on_two(&hold).await;
+        let (cluster, token) =
+            a_session_gone_from_node_one(&hold, "resuming-filter", "fleet/+", "fleet/a").await;
         let (one, two) = (&cluster.one, &cluster.two);
-        let token = one.token(&["**"], &[]);
-        let session = |subscribe: Value, expect: u64| {
-            client(
-                &token,
-                "resuming-filter",
-                json!({
-                    "clean": false, "session_expiry": 3600, "subscribe": subscribe,
-                    "expect": expect, "timeout": 15
-                }),
-            )
-        };
-        let mut first = PahoRun::start(
-            one.mqtt_addr(),
-            session(json!([{ "topic": "fleet/+", "qos": 1 }]), 1),
-        );
-        first.until("subscribed").await;
-        one.publish("fleet/a", json!("before")).await;
-        let (code, events) = first.finish().await;
-        assert_eq!(code, Some(0), "{events:?}");
         // The session resumes on node two, whose feed does not start while held: its
         // CONNACK waits for it. A message published on node one meanwhile, then the hold
         // released.
         hold.hold();
-        let mut back = PahoRun::start(two.mqtt_addr(), session(json!([]), 2));
+        let mut back = PahoRun::start(
+            two.mqtt_addr(),
+            persistent(&token, "resuming-filter", json!([]), 2),
+        );
         let early = tokio::time::timeout(Duration::from_millis(500), back.until("connack")).await;
         one.publish("fleet/b", json!("while the feed starts")).await;
         hold.release();
@@ -404,13 +433,8 @@ async fn a_resumed_wildcard_filter_misses_nothing_published_elsewhere_while_its_
         assert_eq!(connack["session_present"], true, "{connack}");
         one.publish("fleet/c", json!("after")).await;
         let (code, events) = back.finish().await;
-        let got: Vec<(&str, &str)> = events
-            .iter()
-            .filter(|e| e["event"] == "message")
-            .map(|e| (e["topic"].as_str().unwrap(), e["payload"].as_str().unwrap()))
-            .collect();
         assert_eq!(
-            got,
+            messages(&events),
             [
                 ("fleet/b", "\"while the feed starts\""),
                 ("fleet/c", "\"after\"")
@@ -432,31 +456,17 @@ async fn a_resumed_wildcard_filter_misses_nothing_published_elsewhere_while_its_
 async fn a_resumed_shared_subscription_gets_what_is_published_right_after_its_connack() {
     tokio::time::timeout(Duration::from_secs(120), async {
         let hold = HoldFile::new("feed");
-        let cluster = Cluster::start_with_feed_hold_on_two(&hold).await;
+        let (cluster, token) =
+            a_session_gone_from_node_one(&hold, "resuming-member", "$share/g/jobs/+", "jobs/a")
+                .await;
         let (one, two) = (&cluster.one, &cluster.two);
-        let token = one.token(&["**"], &[]);
-        let session = |subscribe: Value, expect: u64| {
-            client(
-                &token,
-                "resuming-member",
-                json!({
-                    "clean": false, "session_expiry": 3600, "subscribe": subscribe,
-                    "expect": expect, "timeout": 15
-                }),
-            )
-        };
-        let mut first = PahoRun::start(
-            one.mqtt_addr(),
-            session(json!([{ "topic": "$share/g/jobs/+", "qos": 1 }]), 1),
-        );
-        first.until("subscribed").await;
-        one.publish("jobs/a", json!("before")).await;
-        let (code, events) = first.finish().await;
-        assert_eq!(code, Some(0), "{events:?}");
         // Resumed on node two, whose feed does not start while held; a message is published
         // as soon as the client has its CONNACK.
         hold.hold();
-        let mut back = PahoRun::start(two.mqtt_addr(), session(json!([]), 1));
+        let mut back = PahoRun::start(
+            two.mqtt_addr(),
+            persistent(&token, "resuming-member", json!([]), 1),
+        );
         let early = tokio::time::timeout(Duration::from_millis(500), back.until("connack")).await;
         let connack = match early {
             Ok(connack) => {
@@ -473,12 +483,11 @@ async fn a_resumed_shared_subscription_gets_what_is_published_right_after_its_co
         };
         assert_eq!(connack["session_present"], true, "{connack}");
         let (code, events) = back.finish().await;
-        let got: Vec<(&str, &str)> = events
-            .iter()
-            .filter(|e| e["event"] == "message")
-            .map(|e| (e["topic"].as_str().unwrap(), e["payload"].as_str().unwrap()))
-            .collect();
-        assert_eq!(got, [("jobs/b", "\"after the CONNACK\"")], "{events:?}");
+        assert_eq!(
+            messages(&events),
+            [("jobs/b", "\"after the CONNACK\"")],
+            "{events:?}"
+        );
         assert_eq!(code, Some(0), "{events:?}");
     })
     .await

@@ -6,10 +6,11 @@
 use std::num::{NonZeroU16, NonZeroU32};
 
 use herald_mqtt::packet::{
-    Bytes, Connect, ConnectProperties, Packet, ProtocolVersion, PubComp, PubRec, PubRel, Publish,
+    Bytes, ConnectProperties, Packet, ProtocolVersion, PubComp, PubRec, PubRel, Publish,
     PublishProperties, QoS, ReasonCode, TopicName,
 };
 
+use crate::mqtt_persistence::default_app_connect;
 use crate::mqtt_session::Raw;
 use crate::support::{Server, API_KEY};
 
@@ -68,19 +69,11 @@ async fn connect_persistent(
     version: ProtocolVersion,
     client_id: &str,
 ) -> (Raw, bool) {
-    let connect = Connect {
-        protocol_version: version,
-        clean_start: false,
-        keep_alive: 60,
-        client_id: client_id.into(),
-        will: None,
-        username: Some("default".into()),
-        password: Some(Bytes::from_static(API_KEY.as_bytes())),
-        properties: ConnectProperties {
-            session_expiry_interval: 300,
-            ..Default::default()
-        },
+    let properties = ConnectProperties {
+        session_expiry_interval: 300,
+        ..Default::default()
     };
+    let connect = default_app_connect(version, API_KEY, client_id, properties);
     let (raw, connack) = Raw::connect_packet(server.mqtt_addr(), connect).await;
     assert_eq!(connack.reason_code, ReasonCode::Success, "{connack:?}");
     (raw, connack.session_present)

@@ -312,7 +312,7 @@ pub(crate) fn subscribe(filters: &[(&str, QoS)]) -> Packet {
 
 /// The CONNECT of a client of the default app with `token` as its password: Clean Start 0, a
 /// keep-alive of 60 s.
-fn default_app_connect(
+pub(crate) fn default_app_connect(
     version: ProtocolVersion,
     token: &str,
     client_id: &str,
