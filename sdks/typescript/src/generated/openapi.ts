@@ -4052,7 +4052,7 @@ export interface operations {
                      * @example {
                      *       "error": {
                      *         "code": "bad_request",
-                     *         "message": "/v1/ws takes a WebSocket upgrade (GET with Connection: upgrade, Upgrade: websocket)"
+                     *         "message": "not a WebSocket upgrade (a GET with Connection: upgrade, Upgrade: websocket)"
                      *       }
                      *     }
                      */
