@@ -66,8 +66,6 @@ mod sender;
 pub mod sequencer;
 mod shares;
 mod subscriptions;
-#[cfg(debug_assertions)]
-mod test_hold;
 mod tls;
 
 pub use bus::{BusOptions, BusStats, Connected, RedisBus};

@@ -45,6 +45,8 @@ pub mod store_error;
 pub mod telemetry;
 pub mod tenancy;
 pub mod tenant;
+#[cfg(debug_assertions)]
+pub mod test_hold;
 pub mod token_keys;
 mod tokens;
 pub mod usage;

@@ -20,8 +20,6 @@
 
 pub mod backlog;
 pub(crate) mod drain;
-#[cfg(debug_assertions)]
-mod test_hold;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -140,6 +138,14 @@ struct Gather {
     last_commit: u64,
 }
 
+/// The hold on the fan-out thread for the server's tests (debug builds): while the file named
+/// by `HERALD_TEST_FANOUT_HOLD` exists, the thread does not deliver the commits it gathered,
+/// so a publish answered before a SUBSCRIBE reaches the hub after it (what a burst does now
+/// and then, made certain).
+#[cfg(debug_assertions)]
+static TEST_HOLD: crate::test_hold::TestHold =
+    crate::test_hold::TestHold::new("HERALD_TEST_FANOUT_HOLD");
+
 impl CommitOrder for Queue {
     fn mark(&self) -> u64 {
         let mut state = self.state.lock();
@@ -176,7 +182,7 @@ impl FanOut {
                         break;
                     };
                     #[cfg(debug_assertions)]
-                    test_hold::wait();
+                    TEST_HOLD.wait();
                     delivering.backlog().remove(gather.deliveries);
                     let watch = DrainWatch::new();
                     watch.deliver(|| {
