@@ -41,6 +41,10 @@ pub struct Common {
     /// the tests run it].
     #[arg(long, requires = "spawn_cluster")]
     pub cluster_fsync: bool,
+    /// With --spawn-cluster: each node's `workers` (and so its HTTP runtime's too), for nodes
+    /// that share this machine's cores [default: the nodes' own, one per CPU each].
+    #[arg(long, value_name = "N", requires = "spawn_cluster", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub node_workers: Option<u16>,
     /// The herald binary --spawn starts [default: this binary when the bench runs in
     /// `herald`, else `herald` beside it, else target/release/herald]; with --peer nats, the
     /// nats-server binary [default: `nats-server` on PATH, else /usr/sbin/nats-server]; with

@@ -137,8 +137,11 @@ pub fn report_parts(
         Some(false) => ", PostgreSQL with fsync off",
         None => "",
     };
+    let workers = target
+        .node_workers()
+        .map_or(String::new(), |n| format!(", {n} workers a node"));
     r.lines.push(format!(
-        "cluster of {} nodes ({}{fsync}), CPU over the measured {:.2} s ({units} {plural}):",
+        "cluster of {} nodes ({}{fsync}{workers}), CPU over the measured {:.2} s ({units} {plural}):",
         target.nodes.len(),
         target.urls(),
         wall
@@ -150,6 +153,7 @@ pub fn report_parts(
         json!({
             "nodes": target.nodes.iter().map(|n| n.url.clone()).collect::<Vec<_>>(),
             "postgres_fsync": target.cluster_fsync(),
+            "node_workers": target.node_workers(),
             "unit": unit,
             "units": units,
             "seconds": crate::stats::round3(wall),

@@ -106,6 +106,7 @@ pub(super) const KEYS: &[Key] = &[
     key("ping_interval", &["HERALD_PING_INTERVAL"]),
     key("park_idle_after", &["HERALD_PARK_IDLE_AFTER"]),
     key("shutdown_grace", &["HERALD_SHUTDOWN_GRACE"]),
+    key("workers", &["HERALD_WORKERS"]),
     key("http_workers", &["HERALD_HTTP_WORKERS"]),
     key("fanout_backlog", &["HERALD_FANOUT_BACKLOG"]),
     key("jwks_min_refetch", &["HERALD_JWKS_MIN_REFETCH"]),

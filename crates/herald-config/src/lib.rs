@@ -350,7 +350,11 @@ pub struct Config {
     pub park_idle_after: Duration,
     /// How long shutdown waits for connections to drain.
     pub shutdown_grace: Duration,
+    /// Worker threads of the main runtime (connections, the fan-out's writers, background
+    /// work); one per CPU unless set. Read before that runtime starts.
+    pub workers: usize,
     /// Worker threads of the runtime that serves HTTP requests; 0 shares the main runtime.
+    /// As many as `workers` unless set.
     pub http_workers: usize,
     /// Deliveries that may wait for the fan-out before publishes wait; 0 never.
     pub fanout_backlog: usize,

@@ -88,6 +88,7 @@ impl Config {
             ("ping_interval", dur(self.ping_interval), ""),
             ("park_idle_after", dur(self.park_idle_after), ""),
             ("shutdown_grace", dur(self.shutdown_grace), ""),
+            ("workers", int(self.workers as u64), ""),
             ("http_workers", int(self.http_workers as u64), ""),
             ("fanout_backlog", int(self.fanout_backlog as u64), ""),
             ("jwks_min_refetch", dur(self.jwks_min_refetch), ""),
@@ -441,6 +442,7 @@ impl fmt::Debug for Config {
             .field("ping_interval", &self.ping_interval)
             .field("park_idle_after", &self.park_idle_after)
             .field("shutdown_grace", &self.shutdown_grace)
+            .field("workers", &self.workers)
             .field("http_workers", &self.http_workers)
             .field("fanout_backlog", &self.fanout_backlog)
             .field("jwks_min_refetch", &self.jwks_min_refetch)

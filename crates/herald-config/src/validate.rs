@@ -91,6 +91,11 @@ impl Layers {
         };
         let mqtt = self.mqtt(tls.is_some())?;
         let pusher = self.pusher()?;
+        let workers = self.get("workers", default_http_workers(), |r| {
+            Some(usize_at_least(1)(r)?)
+                .filter(|n| *n <= 256)
+                .ok_or("must be at most 256".into())
+        })?;
         let config = Config {
             listen: self.get("listen", default_listen, |r| {
                 text(r)?
@@ -138,7 +143,8 @@ impl Layers {
             })?,
             park_idle_after: self.get("park_idle_after", DEFAULT_PARK_IDLE_AFTER, duration)?,
             shutdown_grace: self.get("shutdown_grace", Duration::from_secs(10), duration)?,
-            http_workers: self.get("http_workers", default_http_workers(), |r| {
+            workers,
+            http_workers: self.get("http_workers", workers, |r| {
                 Some(usize_at_least(0)(r)?)
                     .filter(|n| *n <= 256)
                     .ok_or("must be at most 256".into())
@@ -474,6 +480,29 @@ fn ip_nets(raw: &Raw) -> Result<Vec<IpNet>, String> {
 mod tests {
     use super::super::tests::{err, load};
     use super::super::ConfigFlags;
+
+    #[test]
+    fn the_http_runtime_has_as_many_workers_as_the_main_one_unless_told() {
+        let cpus = herald_server::settings::default_http_workers();
+        let c = load(None, &[], ConfigFlags::default()).unwrap();
+        assert_eq!((c.workers, c.http_workers), (cpus, cpus));
+        let c = load(None, &[("HERALD_WORKERS", "1")], ConfigFlags::default()).unwrap();
+        assert_eq!((c.workers, c.http_workers), (1, 1));
+        let c = load(
+            Some("workers = 3\nhttp_workers = 0"),
+            &[],
+            ConfigFlags::default(),
+        )
+        .unwrap();
+        assert_eq!((c.workers, c.http_workers), (3, 0));
+        let e = err(None, &[("HERALD_WORKERS", "0")], ConfigFlags::default());
+        assert!(
+            e.contains("invalid workers \"0\" (from HERALD_WORKERS): must be at least 1"),
+            "{e}"
+        );
+        let e = err(Some("workers = 257"), &[], ConfigFlags::default());
+        assert!(e.contains("must be at most 256"), "{e}");
+    }
 
     #[test]
     fn errors_name_value_and_source() {

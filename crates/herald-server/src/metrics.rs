@@ -64,7 +64,15 @@ pub(crate) fn describe_metrics() {
     herald_store::describe_metrics();
     herald_hooks::worker::describe_metrics();
     crate::http_metrics::describe_metrics();
+    metrics::describe_gauge!(
+        RUNTIME_WORKERS,
+        "Worker threads of the main runtime (runtime=main) and of the HTTP one (runtime=http), \
+         as the `workers` and `http_workers` settings made them."
+    );
 }
+
+/// The gauge of each runtime's worker threads, set once as the server starts.
+pub(crate) const RUNTIME_WORKERS: &str = "herald_runtime_workers";
 
 /// `/metrics`: what the recorder holds, without the series of the apps in `deleted`.
 pub(crate) fn render(handle: &PrometheusHandle, deleted: &[AppId]) -> String {

@@ -128,6 +128,12 @@ async fn assemble(
     shutdown: &CancellationToken,
 ) -> Result<RunningServer, ServerError> {
     let http_runtime = HttpRuntime::start(settings.http_workers)?;
+    let workers = tokio::runtime::Handle::current().metrics().num_workers();
+    let http_workers = http_runtime
+        .handle()
+        .map_or(0, |h| h.metrics().num_workers());
+    metrics::gauge!(crate::metrics::RUNTIME_WORKERS, "runtime" => "main").set(workers as f64);
+    metrics::gauge!(crate::metrics::RUNTIME_WORKERS, "runtime" => "http").set(http_workers as f64);
     let edge = parts.edge(&settings, shutdown);
     let tls = settings.tls.clone().map(ServerTls::open).transpose()?;
     let meteor = MeteorListeners::bind(&settings.meteor, &edge, tls.as_ref())?;
@@ -189,6 +195,8 @@ async fn assemble(
         tls = tls.is_some(),
         store = %store_description(&settings),
         bus = if settings.cluster.redis.is_empty() { "local" } else { "redis" },
+        workers,
+        http_workers,
         "herald is serving"
     );
     let tls = tls.map(Arc::new);

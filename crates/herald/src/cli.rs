@@ -22,7 +22,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::config::ConfigError;
+use crate::config::{Config, ConfigError};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -101,9 +101,37 @@ enum Command {
     Bench(herald_bench::BenchArgs),
 }
 
-/// Parses the command line, runs the command and turns its outcome into an exit code.
-pub async fn main() -> ExitCode {
+/// The command line, parsed, with `herald serve`'s configuration already loaded: the main
+/// runtime's size (`workers`) must be known before that runtime starts ([`prepare`]).
+pub struct Invocation {
+    cli: Cli,
+    serve_config: Option<Box<Config>>,
+}
+
+impl Invocation {
+    /// Worker threads the main runtime should have: the configured `workers` for `serve`,
+    /// `None` (tokio's default, one per CPU) for the other commands.
+    pub fn workers(&self) -> Option<usize> {
+        self.serve_config.as_ref().map(|config| config.workers)
+    }
+}
+
+/// Parses the command line and, for `serve`, loads its configuration. What cannot be loaded
+/// is printed as `main` would print it, and answered with its exit code.
+pub fn prepare() -> Result<Invocation, ExitCode> {
     let cli = Cli::parse();
+    let serve_config = match &cli.command {
+        Command::Serve(args) => Some(Box::new(
+            Config::load(&args.config).map_err(|e| exit_code(e.into()))?,
+        )),
+        _ => None,
+    };
+    Ok(Invocation { cli, serve_config })
+}
+
+/// Runs the command [`prepare`] parsed and turns its outcome into an exit code.
+pub async fn main(invocation: Invocation) -> ExitCode {
+    let Invocation { cli, serve_config } = invocation;
     if let Some(file) = &cli.cacert {
         if let Err(e) = herald_client::tls::trust_ca_file(file) {
             eprintln!("error: --cacert: {e}");
@@ -111,7 +139,10 @@ pub async fn main() -> ExitCode {
         }
     }
     let outcome = match cli.command {
-        Command::Serve(args) => serve::run(args).await,
+        Command::Serve(_) => match serve_config {
+            Some(config) => serve::run(*config).await,
+            None => Err(anyhow::anyhow!("the configuration was not loaded")),
+        },
         Command::Migrate(args) => migrate::run(args).await,
         Command::Config(cmd) => config_check::run(cmd),
         Command::Version => version::run(),
@@ -138,14 +169,17 @@ pub async fn main() -> ExitCode {
     };
     match outcome {
         Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            if e.downcast_ref::<ConfigError>().is_some() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::FAILURE
-            }
-        }
+        Err(e) => exit_code(e),
+    }
+}
+
+/// Prints `e` as `error: ...` and answers its exit code: 2 for invalid configuration, else 1.
+fn exit_code(e: anyhow::Error) -> ExitCode {
+    eprintln!("error: {e:#}");
+    if e.downcast_ref::<ConfigError>().is_some() {
+        ExitCode::from(2)
+    } else {
+        ExitCode::FAILURE
     }
 }
 

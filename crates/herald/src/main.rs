@@ -18,12 +18,20 @@ use herald_config as config;
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> std::process::ExitCode {
-    // `#[tokio::main]`'s runtime, with what the allocator needs when its threads go quiet.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let invocation = match cli::prepare() {
+        Ok(invocation) => invocation,
+        Err(code) => return code,
+    };
+    // `#[tokio::main]`'s runtime, sized by `serve`'s `workers`, with what the allocator needs
+    // when its threads go quiet.
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    runtime
         .enable_all()
         .thread_keep_alive(allocator::BLOCKING_THREAD_KEEP_ALIVE)
-        .on_thread_park(allocator::worker_goes_idle)
-        .build()
-        .expect("Failed building the Runtime");
-    runtime.block_on(cli::main())
+        .on_thread_park(allocator::worker_goes_idle);
+    if let Some(workers) = invocation.workers() {
+        runtime.worker_threads(workers);
+    }
+    let runtime = runtime.build().expect("Failed building the Runtime");
+    runtime.block_on(cli::main(invocation))
 }

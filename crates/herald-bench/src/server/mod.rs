@@ -98,6 +98,8 @@ pub struct Target {
     children: Vec<Child>,
     /// PostgreSQL and Redis of a spawned cluster (stopped after the nodes).
     services: Option<Services>,
+    /// The spawned nodes' `workers` (`--node-workers`), when given.
+    node_workers: Option<u16>,
     _tmp: Option<tempfile::TempDir>,
 }
 
@@ -162,6 +164,7 @@ impl Target {
             nodes: vec![node],
             children: child.into_iter().collect(),
             services: None,
+            node_workers: None,
             _tmp: tmp,
         }
     }
@@ -253,6 +256,7 @@ impl Target {
             nodes,
             children: Vec::new(),
             services: None,
+            node_workers: None,
             _tmp: None,
         })
     }
@@ -279,6 +283,7 @@ impl Target {
             nodes: Vec::new(),
             children: Vec::new(),
             services: None,
+            node_workers: None,
             _tmp: Some(tmp),
         })
     }
@@ -386,6 +391,7 @@ impl Target {
             "starting PostgreSQL (fsync off) and Redis for the cluster"
         });
         let services = Services::start(c.cluster_fsync)?;
+        self.node_workers = c.node_workers;
         let (store, bus) = (services.store_url.clone(), services.bus_url.clone());
         self.services = Some(services);
         let credentials_key = spawn::random_hex_key();
@@ -404,6 +410,9 @@ impl Target {
                 .arg("--bus")
                 .arg(&bus)
                 .env("HERALD_CREDENTIALS_KEY", &credentials_key);
+            if let Some(workers) = c.node_workers {
+                cmd.env("HERALD_WORKERS", workers.to_string());
+            }
             let started = spawn::start_node(cmd, &bin)
                 .with_context(|| format!("cluster node {} of {n}", i + 1))?;
             self.push_node(started);
@@ -415,6 +424,11 @@ impl Target {
     /// when the bench did not start it.
     pub fn cluster_fsync(&self) -> Option<bool> {
         self.services.as_ref().map(|s| s.fsync)
+    }
+
+    /// The spawned nodes' `workers` (`--node-workers`); `None` when not given.
+    pub fn node_workers(&self) -> Option<u16> {
+        self.node_workers
     }
 
     /// Whether this is a cluster: several nodes, or nodes over PostgreSQL and Redis the bench

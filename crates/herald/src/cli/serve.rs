@@ -1,4 +1,6 @@
-//! `herald serve`: loads the configuration, sets up logging and runs the server.
+//! `herald serve`: its flags, and with the configuration they load (`cli::prepare`, before the
+//! main runtime starts, whose size is the `workers` setting) it sets up logging and runs the
+//! server.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -26,9 +28,9 @@ pub struct ServeArgs {
     pub config: ConfigFlags,
 }
 
-/// Runs the server until it shuts down.
-pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    let config = Config::load(&args.config)?;
+/// Runs the server with `config` (loaded from [`ServeArgs`] before the main runtime started,
+/// `cli::prepare`) until it shuts down.
+pub async fn run(config: Config) -> anyhow::Result<ExitCode> {
     config.check_serve()?;
     init_tracing(&config)?;
     tracing::debug!(?config, "configuration loaded");

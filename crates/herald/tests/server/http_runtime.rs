@@ -2,7 +2,8 @@
 //! a publish answered there reaches a WebSocket subscriber (one that opened its connection with
 //! the handshake, which stays on the main runtime, and one upgraded on a connection that served
 //! a request first, which moves there from the HTTP runtime), and the server still tells every
-//! client `shutdown` and exits cleanly; `http_workers = 0` serves everything on one runtime.
+//! client `shutdown` and exits cleanly; `http_workers = 0` serves everything on one runtime;
+//! `workers` sizes the main runtime, and the HTTP one follows it unless told otherwise.
 
 use crate::support;
 
@@ -115,6 +116,38 @@ async fn a_websocket_upgraded_on_the_http_runtime_moves_to_the_main_one_and_stil
     })
     .await
     .expect("within 30 s");
+}
+
+/// The worker threads `/metrics` says runtime `runtime` has (`herald_runtime_workers`).
+async fn runtime_workers(server: &Server, runtime: &str) -> u64 {
+    let text = server.metrics().await;
+    let prefix = format!("herald_runtime_workers{{runtime=\"{runtime}\"}} ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no {prefix}in /metrics:\n{text}"))
+        .trim()
+        .parse()
+        .expect("a whole number")
+}
+
+#[tokio::test]
+async fn workers_sizes_the_main_runtime_and_the_http_one_follows_it() {
+    let server = Server::builder().env("HERALD_WORKERS", "1").start().await;
+    assert_eq!(runtime_workers(&server, "main").await, 1);
+    assert_eq!(runtime_workers(&server, "http").await, 1);
+    tokio::time::timeout(Duration::from_secs(30), async {
+        let ws = Ws::connect(&server.ws_url("")).await;
+        publish_deliver_and_shut_down(server, ws).await
+    })
+    .await
+    .expect("within 30 s");
+    let server = Server::builder()
+        .env("HERALD_WORKERS", "3")
+        .env("HERALD_HTTP_WORKERS", "2")
+        .start()
+        .await;
+    assert_eq!(runtime_workers(&server, "main").await, 3);
+    assert_eq!(runtime_workers(&server, "http").await, 2);
 }
 
 #[tokio::test]
