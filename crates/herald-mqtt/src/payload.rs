@@ -193,7 +193,7 @@ pub fn from_data(data: &Bytes) -> Outgoing {
 
 /// `data` decoded as a well-formed envelope, `None` when it is not one.
 fn envelope(data: &Bytes) -> Option<Outgoing> {
-    if data.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+    if !may_be_envelope(data) {
         return None;
     }
     let Envelope { body } = serde_json::from_slice(data).ok()?;
@@ -245,6 +245,31 @@ fn envelope(data: &Bytes) -> Option<Outgoing> {
         payload,
         props,
     })
+}
+
+/// Whether `data` may be an envelope: an object whose first key is `$mqtt`, or is written
+/// with an escape (which only the parse can read). Everything else, most data that is not an
+/// MQTT publisher's (every HTTP and WebSocket publish is asked), is answered here, before the
+/// parse: serde would answer it too, with an error it formats for nobody.
+fn may_be_envelope(data: &[u8]) -> bool {
+    let mut rest = data.iter().skip_while(|b| b.is_ascii_whitespace());
+    if rest.next() != Some(&b'{') {
+        return false;
+    }
+    let mut rest = rest.skip_while(|b| b.is_ascii_whitespace());
+    if rest.next() != Some(&b'"') {
+        return false;
+    }
+    let mut key = Vec::with_capacity(ENVELOPE_KEY.len());
+    for &b in rest {
+        match b {
+            b'\\' => return true,
+            b'"' => return key == ENVELOPE_KEY.as_bytes(),
+            _ if key.len() == ENVELOPE_KEY.len() => return false,
+            _ => key.push(b),
+        }
+    }
+    false
 }
 
 /// Whether JSON value `json` is an object with a top-level `$mqtt` key (escaped or not).

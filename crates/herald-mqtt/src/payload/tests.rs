@@ -233,6 +233,31 @@ fn envelopes_from_other_publishers_are_read() {
 }
 
 #[test]
+fn only_an_object_whose_first_key_reads_mqtt_is_parsed_as_an_envelope() {
+    for (data, may) in [
+        (r#"{"$mqtt":{"text":"x"}}"#, true),
+        (" \n{ \t\"$mqtt\" :1}", true),
+        (r#"{"\u0024mqtt":{"text":"x"}}"#, true),
+        (r#"{"$\u006dqtt":{"text":"x"}}"#, true),
+        (r#"{"$mqtt"#, false),
+        (r#"{"n":1,"$mqtt":{"text":"x"}}"#, false),
+        (r#"{"$mqttx":1}"#, false),
+        (r#"{"$mqt":1}"#, false),
+        (r#"{"":1}"#, false),
+        ("{}", false),
+        ("[1]", false),
+        ("\"$mqtt\"", false),
+        ("", false),
+    ] {
+        assert_eq!(may_be_envelope(data.as_bytes()), may, "{data}");
+    }
+    // The escaped spellings are read as envelopes (the pre-check leaves them to the parse).
+    let out = from_data(&bytes(br#"{"$\u006dqtt":{"text":"escaped inside"}}"#));
+    assert_eq!(out.payload, &b"escaped inside"[..]);
+    assert_eq!(from_data(&bytes(br#"{"n":1}"#)), plain(br#"{"n":1}"#));
+}
+
+#[test]
 fn malformed_envelopes_are_plain_json() {
     for data in [
         r#"{"$mqtt":{}}"#,
@@ -392,6 +417,22 @@ proptest! {
             out,
             Outgoing { clear: retain && payload.is_empty(), payload, retain, props }
         );
+    }
+
+    #[test]
+    fn the_pre_check_never_turns_an_envelope_away(
+        key in prop_oneof![
+            Just(r#""$mqtt""#.to_string()),
+            Just(r#""\u0024mqtt""#.to_string()),
+            Just(r#""$mq\u0074t""#.to_string()),
+            "\"[$a-z\\\\]{0,7}\"",
+        ],
+        space in "[ \t\n\r]{0,2}",
+        body in prop_oneof![Just(r#"{"text":"x"}"#), Just(r#"{"json":1}"#), Just("1")],
+    ) {
+        let data = format!("{space}{{{space}{key}{space}:{body}}}");
+        let parsed = serde_json::from_slice::<Envelope<'_>>(data.as_bytes()).is_ok();
+        prop_assert!(!parsed || may_be_envelope(data.as_bytes()), "{}", data);
     }
 
     #[test]
