@@ -137,11 +137,9 @@ pub fn report_parts(
         Some(false) => ", PostgreSQL with fsync off",
         None => "",
     };
-    let workers = target
-        .node_workers()
-        .map_or(String::new(), |n| {
-            format!(", {n} worker{} a node", if n == 1 { "" } else { "s" })
-        });
+    let workers = target.node_workers().map_or(String::new(), |n| {
+        format!(", {n} worker{} a node", if n == 1 { "" } else { "s" })
+    });
     r.lines.push(format!(
         "cluster of {} nodes ({}{fsync}{workers}), CPU over the measured {:.2} s ({units} {plural}):",
         target.nodes.len(),
