@@ -392,6 +392,9 @@ impl Target {
         });
         let services = Services::start(c.cluster_fsync)?;
         self.node_workers = c.node_workers;
+        if let Some(hint) = oversubscribed_hint(n, c.node_workers) {
+            crate::scenario::status(&hint);
+        }
         let (store, bus) = (services.store_url.clone(), services.bus_url.clone());
         self.services = Some(services);
         let credentials_key = spawn::random_hex_key();
@@ -577,5 +580,37 @@ impl Target {
             peak_rss_bytes: a.peak_rss_bytes + p.peak_rss_bytes,
             anon_bytes: a.anon_bytes + p.anon_bytes,
         }))
+    }
+}
+
+/// What to say when `nodes` spawned nodes, each running one worker per CPU in each of its two
+/// runtimes (no `--node-workers`), share this machine's cores: nothing for one node or when
+/// the workers were given.
+fn oversubscribed_hint(nodes: usize, node_workers: Option<u16>) -> Option<String> {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    oversubscribed(nodes, cpus, node_workers)
+}
+
+fn oversubscribed(nodes: usize, cpus: usize, node_workers: Option<u16>) -> Option<String> {
+    if nodes < 2 || node_workers.is_some() {
+        return None;
+    }
+    let share = (cpus / nodes).max(1);
+    Some(format!(
+        "the {nodes} nodes each run {cpus} + {cpus} worker threads on these {cpus} cores; \
+         --node-workers {share} gives each its share, as co-located nodes are run (docs/cluster.md)"
+    ))
+}
+
+#[cfg(test)]
+mod oversubscription_tests {
+    #[test]
+    fn co_located_nodes_are_told_their_share_of_the_cores() {
+        assert_eq!(super::oversubscribed(1, 2, None), None);
+        assert_eq!(super::oversubscribed(3, 2, Some(1)), None);
+        let hint = super::oversubscribed(3, 2, None).expect("three nodes on two cores");
+        assert!(hint.contains("--node-workers 1"), "{hint}");
+        let hint = super::oversubscribed(3, 16, None).expect("three nodes on sixteen cores");
+        assert!(hint.contains("--node-workers 5"), "{hint}");
     }
 }
