@@ -91,11 +91,7 @@ impl Layers {
         };
         let mqtt = self.mqtt(tls.is_some())?;
         let pusher = self.pusher()?;
-        let workers = self.get("workers", default_http_workers(), |r| {
-            Some(usize_at_least(1)(r)?)
-                .filter(|n| *n <= 256)
-                .ok_or("must be at most 256".into())
-        })?;
+        let workers = self.get("workers", default_http_workers(), threads_at_least(1))?;
         let config = Config {
             listen: self.get("listen", default_listen, |r| {
                 text(r)?
@@ -144,11 +140,7 @@ impl Layers {
             park_idle_after: self.get("park_idle_after", DEFAULT_PARK_IDLE_AFTER, duration)?,
             shutdown_grace: self.get("shutdown_grace", Duration::from_secs(10), duration)?,
             workers,
-            http_workers: self.get("http_workers", workers, |r| {
-                Some(usize_at_least(0)(r)?)
-                    .filter(|n| *n <= 256)
-                    .ok_or("must be at most 256".into())
-            })?,
+            http_workers: self.get("http_workers", workers, threads_at_least(0))?,
             fanout_backlog: self.get(
                 "fanout_backlog",
                 DEFAULT_FANOUT_BACKLOG,
@@ -396,6 +388,16 @@ fn u32_in(min: u32, max: u32) -> impl Fn(&Raw) -> Result<u32, String> {
 }
 
 /// A whole number of at least `min`, as a size (saturating where `usize` is narrower).
+/// A runtime's worker threads: at least `min`, at most 256.
+fn threads_at_least(min: u64) -> impl Fn(&Raw) -> Result<usize, String> {
+    let parse = usize_at_least(min);
+    move |r| {
+        Some(parse(r)?)
+            .filter(|n| *n <= 256)
+            .ok_or("must be at most 256".into())
+    }
+}
+
 fn usize_at_least(min: u64) -> impl Fn(&Raw) -> Result<usize, String> {
     let parse = uint_at_least(min);
     move |r| parse(r).map(|n| usize::try_from(n).unwrap_or(usize::MAX))

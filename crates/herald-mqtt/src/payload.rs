@@ -247,8 +247,8 @@ fn envelope(data: &Bytes) -> Option<Outgoing> {
     })
 }
 
-/// Whether `data` may be an envelope: an object whose first key is `$mqtt`, or is written
-/// with an escape (which only the parse can read). Everything else, most data that is not an
+/// Whether `data` may be an envelope: an object whose first key is `$mqtt`, or reads as its
+/// start up to an escape (which only the parse can read). Everything else, most data that is not an
 /// MQTT publisher's (every HTTP and WebSocket publish is asked), is answered here, before the
 /// parse: serde would answer it too, with an error it formats for nobody.
 fn may_be_envelope(data: &[u8]) -> bool {
@@ -260,13 +260,15 @@ fn may_be_envelope(data: &[u8]) -> bool {
     if rest.next() != Some(&b'"') {
         return false;
     }
-    let mut key = Vec::with_capacity(ENVELOPE_KEY.len());
+    // Compared as it is read, without a copy: every publish comes this way.
+    let key = ENVELOPE_KEY.as_bytes();
+    let mut matched = 0;
     for &b in rest {
         match b {
             b'\\' => return true,
-            b'"' => return key == ENVELOPE_KEY.as_bytes(),
-            _ if key.len() == ENVELOPE_KEY.len() => return false,
-            _ => key.push(b),
+            b'"' => return matched == key.len(),
+            _ if key.get(matched) == Some(&b) => matched += 1,
+            _ => return false,
         }
     }
     false
